@@ -1,0 +1,41 @@
+# Sourced by ./gpumem and ./run-tests: finds a JDK 25 or newer and exports JAVA_HOME.
+# Order: $JAVA_HOME if it is new enough, then the JDKs installed under the usual folders (newest first).
+# Prints a clear error and returns 1 when there is none.
+
+gpumem_java_major() { # $1 = a java executable; prints its feature version (17, 25, ...)
+  "$1" -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java\.specification\.version = //p' | head -n1 | cut -d. -f1
+}
+
+gpumem_find_jdk() {
+  local min=25 cand major best="" bestmajor=0
+  if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/javac" ]; then
+    major=$(gpumem_java_major "$JAVA_HOME/bin/java")
+    if [ -n "$major" ] && [ "$major" -ge "$min" ]; then
+      export JAVA_HOME; return 0
+    fi
+  fi
+  for cand in /usr/lib/jvm/* /opt/java/* /opt/jdk* /usr/local/jdk* "$HOME"/.sdkman/candidates/java/* "$HOME"/.jdks/*; do
+    [ -x "$cand/bin/javac" ] || continue
+    major=$(gpumem_java_major "$cand/bin/java")
+    [ -n "$major" ] || continue
+    if [ "$major" -ge "$min" ] && [ "$major" -gt "$bestmajor" ]; then best=$cand; bestmajor=$major; fi
+  done
+  if [ -z "$best" ] && command -v javac >/dev/null 2>&1; then
+    cand=$(dirname "$(dirname "$(readlink -f "$(command -v javac)")")")
+    major=$(gpumem_java_major "$cand/bin/java")
+    if [ -n "$major" ] && [ "$major" -ge "$min" ]; then best=$cand; fi
+  fi
+  if [ -z "$best" ]; then
+    echo "gpumem: needs a JDK $min or newer, and found none (JAVA_HOME=${JAVA_HOME:-unset}; searched /usr/lib/jvm, /opt, ~/.sdkman, ~/.jdks)." >&2
+    echo "gpumem: install one (for example Temurin 25) or point JAVA_HOME at it." >&2
+    return 1
+  fi
+  export JAVA_HOME=$best
+}
+
+gpumem_require_maven() {
+  if ! command -v mvn >/dev/null 2>&1; then
+    echo "gpumem: Apache Maven (mvn) is needed to build gpumem and is not on PATH (Debian: apt-get install maven)." >&2
+    return 1
+  fi
+}
