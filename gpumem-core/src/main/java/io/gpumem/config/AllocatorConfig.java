@@ -1,0 +1,222 @@
+package io.gpumem.config;
+
+import java.util.Arrays;
+
+/**
+ * The caching allocator's settings, as {@code PYTORCH_CUDA_ALLOC_CONF} expresses them (spec §9).
+ *
+ * <p>Immutable. {@link #defaults()} matches PyTorch with no configuration; {@link #parse(String)} reads the
+ * environment-variable syntax; {@link #reparse(String)} applies PyTorch's runtime re-parse rule
+ * ({@code _set_allocator_settings}): {@code max_split_size}, {@code roundup_power2_divisions} and
+ * {@code garbage_collection_threshold} go back to their defaults on every parse, other options keep their
+ * previous value unless named.
+ *
+ * <p>Invariants: {@code maxSplitSize} is {@link #UNLIMITED} or a multiple of 1 MiB above 20 MiB;
+ * the divisions table has {@value #ROUNDUP_INTERVALS} entries, each 0 or a power of two;
+ * {@code 0 <= garbageCollectionThreshold < 1}.
+ */
+public final class AllocatorConfig {
+
+    /** {@code max_split_size} when unset (PyTorch's SIZE_MAX): no oversize handling. */
+    public static final long UNLIMITED = Long.MAX_VALUE;
+    /** Number of power-of-two intervals in the roundup table ({@code kRoundUpPowerOfTwoIntervals}). */
+    public static final int ROUNDUP_INTERVALS = 16;
+    /** 20 MiB: the default {@code max_non_split_rounding}. */
+    public static final long DEFAULT_MAX_NON_SPLIT_ROUNDING = 20L << 20;
+
+    private static final AllocatorConfig DEFAULTS = new Builder().build();
+
+    private final String raw;
+    private final String backend;
+    private final long maxSplitSize;
+    private final long maxNonSplitRounding;
+    private final int[] roundupPower2Divisions;
+    private final double garbageCollectionThreshold;
+    private final boolean expandableSegments;
+    private final boolean releaseLockOnCudaMalloc;
+    private final boolean pinnedUseCudaHostRegister;
+    private final int pinnedNumRegisterThreads;
+    private final boolean pinnedUseBackgroundThreads;
+
+    private AllocatorConfig(Builder b) {
+        this.raw = b.raw;
+        this.backend = b.backend;
+        this.maxSplitSize = b.maxSplitSize;
+        this.maxNonSplitRounding = b.maxNonSplitRounding;
+        this.roundupPower2Divisions = b.roundupPower2Divisions.clone();
+        this.garbageCollectionThreshold = b.garbageCollectionThreshold;
+        this.expandableSegments = b.expandableSegments;
+        this.releaseLockOnCudaMalloc = b.releaseLockOnCudaMalloc;
+        this.pinnedUseCudaHostRegister = b.pinnedUseCudaHostRegister;
+        this.pinnedNumRegisterThreads = b.pinnedNumRegisterThreads;
+        this.pinnedUseBackgroundThreads = b.pinnedUseBackgroundThreads;
+    }
+
+    /** PyTorch's behaviour with no {@code PYTORCH_CUDA_ALLOC_CONF}. */
+    public static AllocatorConfig defaults() {
+        return DEFAULTS;
+    }
+
+    /**
+     * Parses a {@code PYTORCH_CUDA_ALLOC_CONF} string over the defaults.
+     *
+     * @throws ConfigException naming the offending key when the string is malformed
+     */
+    public static AllocatorConfig parse(String conf) {
+        return DEFAULTS.reparse(conf);
+    }
+
+    /**
+     * Re-parses like {@code torch.cuda.memory._set_allocator_settings}: options not named keep this
+     * config's values, except the three that PyTorch resets on every parse.
+     *
+     * @throws ConfigException naming the offending key when the string is malformed
+     */
+    public AllocatorConfig reparse(String conf) {
+        return AllocatorConfigParser.parse(conf, this);
+    }
+
+    public Builder toBuilder() {
+        Builder b = new Builder();
+        b.raw = raw;
+        b.backend = backend;
+        b.maxSplitSize = maxSplitSize;
+        b.maxNonSplitRounding = maxNonSplitRounding;
+        b.roundupPower2Divisions = roundupPower2Divisions.clone();
+        b.garbageCollectionThreshold = garbageCollectionThreshold;
+        b.expandableSegments = expandableSegments;
+        b.releaseLockOnCudaMalloc = releaseLockOnCudaMalloc;
+        b.pinnedUseCudaHostRegister = pinnedUseCudaHostRegister;
+        b.pinnedNumRegisterThreads = pinnedNumRegisterThreads;
+        b.pinnedUseBackgroundThreads = pinnedUseBackgroundThreads;
+        return b;
+    }
+
+    /** The raw configuration string this config was parsed from ("" for defaults). */
+    public String raw() {
+        return raw;
+    }
+
+    /** {@code native} (default) or {@code cudaMallocAsync}. */
+    public String backend() {
+        return backend;
+    }
+
+    /** Oversize threshold in bytes; {@link #UNLIMITED} when unset. */
+    public long maxSplitSize() {
+        return maxSplitSize;
+    }
+
+    /** {@code max_split_size} as {@code memory_stats()} and snapshots report it: −1 when unset. */
+    public long maxSplitSizeReported() {
+        return maxSplitSize == UNLIMITED ? -1 : maxSplitSize;
+    }
+
+    /** Slack allowed when an oversize request reuses a larger cached block (20 MiB default). */
+    public long maxNonSplitRounding() {
+        return maxNonSplitRounding;
+    }
+
+    /** Number of power-of-two divisions for a size (spec §1.3): index floor(log2(size)) − 20, clamped to [0, 15]. */
+    public int roundupPower2Divisions(long size) {
+        int index = size <= 0 ? 0 : 63 - Long.numberOfLeadingZeros(size) - 20;
+        if (index < 0) {
+            index = 0;
+        } else if (index >= ROUNDUP_INTERVALS) {
+            index = ROUNDUP_INTERVALS - 1;
+        }
+        return roundupPower2Divisions[index];
+    }
+
+    /** A copy of the 16-entry divisions table. */
+    public int[] roundupPower2DivisionsTable() {
+        return roundupPower2Divisions.clone();
+    }
+
+    /** GC threshold in (0, 1), or 0 when off. Only effective with a memory fraction set. */
+    public double garbageCollectionThreshold() {
+        return garbageCollectionThreshold;
+    }
+
+    public boolean expandableSegments() {
+        return expandableSegments;
+    }
+
+    public boolean releaseLockOnCudaMalloc() {
+        return releaseLockOnCudaMalloc;
+    }
+
+    public boolean pinnedUseCudaHostRegister() {
+        return pinnedUseCudaHostRegister;
+    }
+
+    public int pinnedNumRegisterThreads() {
+        return pinnedNumRegisterThreads;
+    }
+
+    public boolean pinnedUseBackgroundThreads() {
+        return pinnedUseBackgroundThreads;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+        if (!(o instanceof AllocatorConfig c)) {
+            return false;
+        }
+        return raw.equals(c.raw) && backend.equals(c.backend) && maxSplitSize == c.maxSplitSize
+                && maxNonSplitRounding == c.maxNonSplitRounding
+                && Arrays.equals(roundupPower2Divisions, c.roundupPower2Divisions)
+                && Double.compare(garbageCollectionThreshold, c.garbageCollectionThreshold) == 0
+                && expandableSegments == c.expandableSegments && releaseLockOnCudaMalloc == c.releaseLockOnCudaMalloc
+                && pinnedUseCudaHostRegister == c.pinnedUseCudaHostRegister
+                && pinnedNumRegisterThreads == c.pinnedNumRegisterThreads
+                && pinnedUseBackgroundThreads == c.pinnedUseBackgroundThreads;
+    }
+
+    @Override
+    public int hashCode() {
+        return raw.hashCode() * 31 + Long.hashCode(maxSplitSize) + (expandableSegments ? 1 : 0);
+    }
+
+    @Override
+    public String toString() {
+        return "AllocatorConfig{" + (raw.isEmpty() ? "defaults" : raw) + "}";
+    }
+
+    /** Mutable builder; validation of values parsed from text is the parser's job. */
+    public static final class Builder {
+        private String raw = "";
+        private String backend = "native";
+        private long maxSplitSize = UNLIMITED;
+        private long maxNonSplitRounding = DEFAULT_MAX_NON_SPLIT_ROUNDING;
+        private int[] roundupPower2Divisions = new int[ROUNDUP_INTERVALS];
+        private double garbageCollectionThreshold = 0.0;
+        private boolean expandableSegments = false;
+        private boolean releaseLockOnCudaMalloc = false;
+        private boolean pinnedUseCudaHostRegister = false;
+        private int pinnedNumRegisterThreads = 1;
+        private boolean pinnedUseBackgroundThreads = false;
+
+        public Builder raw(String v) { this.raw = v; return this; }
+        public Builder backend(String v) { this.backend = v; return this; }
+        public Builder maxSplitSize(long v) { this.maxSplitSize = v; return this; }
+        public Builder maxNonSplitRounding(long v) { this.maxNonSplitRounding = v; return this; }
+        public Builder roundupPower2Divisions(int[] table) {
+            if (table.length != ROUNDUP_INTERVALS) {
+                throw new IllegalArgumentException("roundup table needs " + ROUNDUP_INTERVALS + " entries");
+            }
+            this.roundupPower2Divisions = table.clone();
+            return this;
+        }
+        public Builder garbageCollectionThreshold(double v) { this.garbageCollectionThreshold = v; return this; }
+        public Builder expandableSegments(boolean v) { this.expandableSegments = v; return this; }
+        public Builder releaseLockOnCudaMalloc(boolean v) { this.releaseLockOnCudaMalloc = v; return this; }
+        public Builder pinnedUseCudaHostRegister(boolean v) { this.pinnedUseCudaHostRegister = v; return this; }
+        public Builder pinnedNumRegisterThreads(int v) { this.pinnedNumRegisterThreads = v; return this; }
+        public Builder pinnedUseBackgroundThreads(boolean v) { this.pinnedUseBackgroundThreads = v; return this; }
+
+        public AllocatorConfig build() {
+            return new AllocatorConfig(this);
+        }
+    }
+}
