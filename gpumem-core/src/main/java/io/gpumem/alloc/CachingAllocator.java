@@ -205,6 +205,21 @@ public final class CachingAllocator {
         }
     }
 
+    /**
+     * Replaces the settings with an already-built configuration: the programmatic form of {@link #setSettings}
+     * (for callers replaying a snapshot's {@code allocator_settings}). Same semantics: later decisions use it,
+     * {@code max_split_size} in {@link #memoryStats()} keeps its creation-time value.
+     */
+    public void setConfig(AllocatorConfig config) {
+        Objects.requireNonNull(config, "config");
+        lock.lock();
+        try {
+            core.config = config;
+        } finally {
+            lock.unlock();
+        }
+    }
+
     // ---------------------------------------------------------------- statistics
 
     /** {@code torch.cuda.memory_stats()}: sorted dotted keys, {@code max_split_size} −1 when unset. */
