@@ -22,7 +22,8 @@ import java.util.Set;
  * <ul>
  *   <li>{@link #computedBlocks}: walks the request's chained block keys left to right over at most
  *       {@code (numTokens − 1) / blockSize} blocks (the last token is always recomputed, for its logits)
- *       and stops at the first block the pool cannot verify. The hits are remembered on the request.</li>
+ *       and stops at the first block the pool cannot verify. The hits are remembered on the request;
+ *       a repeated lookup of a request that was not admitted in between is not counted twice in the hit rate.</li>
  *   <li>{@link #allocateSlots}: counts new blocks, copy-on-write copies and hit blocks that sit idle in
  *       the free list; if they exceed the free blocks (or the admission watermark) it returns false with
  *       nothing changed. Otherwise it takes the hits, copies shared blocks it will write into, allocates
@@ -94,6 +95,7 @@ public final class KvCacheManager implements AutoCloseable {
             throw new KvCacheException("request " + r.id() + " is " + r.status + " with " + r.numBlocks
                     + " blocks; prefix lookup is only for waiting or preempted requests");
         }
+        boolean retry = r.hasPendingLookup; // a request that could not be admitted is not counted twice
         r.hasPendingLookup = true;
         r.pendingHitBlocks = 0;
         if (!config.prefixCaching()) {
@@ -115,7 +117,9 @@ public final class KvCacheManager implements AutoCloseable {
             parent = b;
         }
         r.pendingHitBlocks = hits;
-        hitWindow.record(r.numTokens, (long) hits * blockSize);
+        if (!retry) {
+            hitWindow.record(r.numTokens, (long) hits * blockSize);
+        }
         return hits * blockSize;
     }
 
@@ -309,6 +313,13 @@ public final class KvCacheManager implements AutoCloseable {
             mode = PreemptionMode.RECOMPUTE;
         }
         r.preemptions++;
+        // Blocks cached optimistically for tokens granted this step but not computed hold no valid KV yet.
+        for (int j = r.numComputed / blockSize; j < r.numBlocks; j++) {
+            int b = r.table[j];
+            if (pool.refCount(b) == 1 && pool.isCached(b)) {
+                pool.evict(b);
+            }
+        }
         if (mode == PreemptionMode.SWAP) {
             r.swap = swapSpace.swapOut(pages, r.table, r.numBlocks);
             releaseBlocks(r);

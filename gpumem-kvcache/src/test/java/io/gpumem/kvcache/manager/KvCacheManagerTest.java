@@ -156,6 +156,22 @@ class KvCacheManagerTest {
     }
 
     @Test
+    void preemptingInTheStepOfTheGrantUncachesBlocksThatWereNeverComputed() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults());
+        KvRequest a = KvRequest.of("a", seq(0, 13));
+        m.computedBlocks(a);
+        assertThat(m.allocateSlots(a, 8, 0)).isTrue();       // chunk of 8: blocks 0 and 1 cached
+        a.advanceComputed(8);
+        assertThat(m.allocateSlots(a, 5, 0)).isTrue();       // block 2 cached at grant time
+        int granted = a.block(2);
+        assertThat(m.pool().isCached(granted)).isTrue();
+        m.preempt(a, PreemptionMode.RECOMPUTE);               // preempted before computing it
+        assertThat(m.pool().isCached(granted)).isFalse();
+        assertThat(m.computedBlocks(a)).isEqualTo(8);
+        m.checkInvariants();
+    }
+
+    @Test
     void swapPreemptionMovesTheBlocksToTheHostTierAndBack() {
         KvCacheManager m = manager(8, KvCacheConfig.defaults().withSwapSpaceBytes(1 << 20));
         KvRequest a = admit(m, KvRequest.of("a", seq(0, 10)));
