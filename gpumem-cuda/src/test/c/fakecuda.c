@@ -111,7 +111,7 @@ enum {
 
 typedef struct { uintptr_t base; size_t size; } Range;
 typedef struct { CUmemGenericAllocationHandle id; int fd; size_t size; int released; int maps; } Handle;
-typedef struct { uintptr_t addr; size_t size; size_t handle; int prot; } Mapping; /* handle = index */
+typedef struct { uintptr_t addr; size_t size; CUmemGenericAllocationHandle handle; int prot; } Mapping;
 typedef struct { int alive; unsigned long long enqueued, completed; } Stream;
 typedef struct { int alive; int recorded; size_t stream; unsigned long long ticket; } Event;
 typedef struct { const char *name; long long count; } Counter;
@@ -512,7 +512,7 @@ EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
     if (!reservation_containing(addr, size) || overlaps_mapping(addr, size)) RETURN(CUDA_ERROR_INVALID_VALUE);
     void *p = mmap((void *) addr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, h->fd, (off_t) offset);
     if (p == MAP_FAILED) RETURN(CUDA_ERROR_OUT_OF_MEMORY);
-    Mapping m = { addr, size, hi, PROT_NONE };
+    Mapping m = { addr, size, h->id, PROT_NONE };
     h->maps++;
     PUSH(g_maps, m);
     RETURN(CUDA_SUCCESS);
@@ -581,16 +581,11 @@ EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
     if (p == MAP_FAILED) RETURN(CUDA_ERROR_UNKNOWN);
     for (size_t i = 0; i < g_maps_len;) {
         if (g_maps[i].addr >= addr && g_maps[i].addr < end) {
-            size_t hi = g_maps[i].handle;
+            size_t hi;
+            Handle *h = find_handle(g_maps[i].handle, &hi);
             REMOVE_AT(g_maps, i);
-            g_handles[hi].maps--;
-            if (g_handles[hi].released && g_handles[hi].maps == 0) {
-                /* retire_if_dead moves the last handle into slot hi: fix mapping indexes that pointed at it */
-                size_t last = g_handles_len - 1;
-                retire_if_dead(hi);
-                for (size_t j = 0; j < g_maps_len; j++)
-                    if (g_maps[j].handle == last) g_maps[j].handle = hi;
-            }
+            h->maps--;
+            retire_if_dead(hi);
         } else {
             i++;
         }

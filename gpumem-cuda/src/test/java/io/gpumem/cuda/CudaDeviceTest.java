@@ -230,6 +230,39 @@ class CudaDeviceTest {
     }
 
     @Test
+    void physicalMemoryIsFreedWhateverTheOrderOfUnmapAndRelease() {
+        // Regression: releasing after unmapping, page by page in shuffled order, must free every page.
+        long seed = System.nanoTime();
+        System.out.println("seed=" + seed);
+        Random random = new Random(seed);
+        int pages = 12;
+        long base = device.reserveAddressRange(pages * PAGE);
+        long[] handles = new long[pages];
+        for (int i = 0; i < pages; i++) {
+            handles[i] = device.createPhysical(PAGE);
+            device.map(base + i * PAGE, PAGE, handles[i]);
+            device.setAccess(base + i * PAGE, PAGE);
+        }
+        assertThat(device.freeMemory()).isEqualTo(GiB - pages * PAGE);
+        java.util.List<Integer> order = new java.util.ArrayList<>(java.util.stream.IntStream.range(0, pages).boxed().toList());
+        java.util.Collections.shuffle(order, random);
+        for (int k = 0; k < pages; k++) {
+            int i = order.get(k);
+            if (random.nextBoolean()) {
+                device.unmap(base + i * PAGE, PAGE);
+                device.releasePhysical(handles[i]);
+            } else {
+                device.releasePhysical(handles[i]);
+                device.unmap(base + i * PAGE, PAGE);
+            }
+            assertThat(device.freeMemory()).isEqualTo(GiB - (pages - k - 1) * PAGE);
+        }
+        device.freeAddressRange(base, pages * PAGE);
+        assertThat(FakeCuda.liveHandles()).isZero();
+        assertThat(FakeCuda.physicalBytes()).isZero();
+    }
+
+    @Test
     void withoutVirtualMemoryTheFamilyIsRefusedBeforeReachingTheDriver() {
         device.close();
         FakeCuda.reset(GiB);
