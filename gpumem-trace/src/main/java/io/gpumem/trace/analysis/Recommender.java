@@ -12,7 +12,8 @@ import java.util.Optional;
  *
  * <p>Candidates: for fragmentation, waste or an OOM, the configuration changes in
  * {@link #CONFIG_CANDIDATES} (each merged into the configuration in force); for live tensors also a
- * smaller batch when the source can run one; {@code empty_cache()} whenever whole free segments or
+ * smaller batch when the source can run one (also for an OOM that no configuration removes: a smaller batch
+ * changes the job, so it is the last resort against fragmentation); {@code empty_cache()} whenever whole free segments or
  * pages are cached; freeing outside memory when the diagnosis blames it. A configuration is recommended
  * only when its run has fewer OOMs than the baseline, or as many and a positive saving. Savings are
  * measured as the drop in minimum capacity where both runs computed it (the figure that matters on a
@@ -69,7 +70,9 @@ public final class Recommender {
                 alternatives.add(outcome);
                 compare(baseline, outcome, "PYTORCH_CUDA_ALLOC_CONF=" + conf).ifPresent(configRecs::add);
             }
-            if (diagnosis.kind() == DiagnosisKind.LIVE_TENSORS || baseline.ooms() > 0) {
+            boolean configFixesOom = baseline.ooms() > 0
+                    && configRecs.stream().anyMatch(r -> r.outcome().ooms() == 0);
+            if (diagnosis.kind() == DiagnosisKind.LIVE_TENSORS || (baseline.ooms() > 0 && !configFixesOom)) {
                 Optional<WhatIfOutcome> smaller = whatIf.runSmallerBatch();
                 smaller.ifPresent(alternatives::add);
                 WhatIfOutcome base = baseline;

@@ -137,7 +137,7 @@ public final class TrainingWorkload {
         private int heads = 16;
         private int ffnMultiplier = 4;
         private int vocab = 32_000;
-        private int batch = 8;
+        private int batch = 6;
         private int minSeqLen = 256;
         private int maxSeqLen = 2048;
         private int seqLenMultiple = 128;
@@ -159,7 +159,7 @@ public final class TrainingWorkload {
         public Builder ffnMultiplier(int v) { this.ffnMultiplier = positive("ffnMultiplier", v); return this; }
         /** Vocabulary size (default 32000). */
         public Builder vocab(int v) { this.vocab = positive("vocab", v); return this; }
-        /** Sequences per step (default 8). */
+        /** Sequences per step (default 6). */
         public Builder batch(int v) { this.batch = positive("batch", v); return this; }
         /**
          * Sequence lengths drawn uniformly per step from [min, max] in multiples of {@code multiple}

@@ -74,6 +74,22 @@ class RecommenderTest {
     }
 
     @Test
+    void smallerBatchIsNotTriedAgainstFragmentationThatAConfigFixes() {
+        WhatIfOutcome fix = new WhatIfOutcome("e", 10 * GIB, 11 * GIB, 40, 0, 0, 11 * GIB);
+        TableWhatIf whatIf = new TableWhatIf(Map.of(
+                "", new WhatIfOutcome("", 10 * GIB, 12 * GIB, 50, 3, 1, 14 * GIB),
+                "expandable_segments:True", fix), new WhatIfOutcome("batch 4", 5 * GIB, 6 * GIB, 9, 0, 0, 6 * GIB));
+        Recommender.Result r = new Recommender().recommend(fragmentedOom(null), whatIf);
+        assertThat(r.alternatives()).noneMatch(o -> o.label().equals("batch 4"));
+        assertThat(r.recommendations()).extracting(Recommendation::outcome).containsExactly(fix);
+
+        TableWhatIf noFix = new TableWhatIf(Map.of("", new WhatIfOutcome("", 10 * GIB, 12 * GIB, 50, 3, 1, 14 * GIB)),
+                new WhatIfOutcome("batch 4", 5 * GIB, 6 * GIB, 9, 0, 0, 6 * GIB));
+        Recommender.Result last = new Recommender().recommend(fragmentedOom(null), noFix);
+        assertThat(last.recommendations()).extracting(Recommendation::action).containsExactly("use a smaller batch (batch 4)");
+    }
+
+    @Test
     void mergesCandidatesIntoTheConfigInForceAndSkipsWhatIsAlreadySet() {
         TableWhatIf whatIf = new TableWhatIf(Map.of(), null);
         new Recommender().recommend(fragmentedOom("expandable_segments:True,roundup_power2_divisions:4"), whatIf);
