@@ -19,17 +19,18 @@ import java.util.Locale;
  *       least {@link #OUTSIDE_SHARE} of capacity and would cover what is still missing.</li>
  *   <li><b>Live tensors</b>: otherwise; the shortfall is what live tensors must shrink by.</li>
  * </ol>
- * Without an {@code oom} entry a state is diagnosed only when it is near capacity (used share ≥
- * {@link #NEAR_CAPACITY}); then the largest term decides: unallocated ≥ {@link #FRAGMENTED_CACHE_SHARE} of
- * reserved means fragmentation, outside ≥ {@link #OUTSIDE_SHARE} of capacity means outside memory, else
+ * Without an {@code oom} entry a state is diagnosed only when it is near capacity: the used share, not
+ * counting cached bytes {@code empty_cache()} (and so PyTorch's OOM retry) would return, is at least
+ * {@link #NEAR_CAPACITY}. Then the largest term decides: free bytes pinned between live blocks at least
+ * {@link #FRAGMENTED_CACHE_SHARE} of reserved mean fragmentation, outside ≥ {@link #OUTSIDE_SHARE} of capacity means outside memory, else
  * live tensors.
  */
 public final class DiagnosisRules {
-    /** A device whose used share (capacity − driver free, or reserved) reaches this is near capacity. */
+    /** A device whose used share (capacity − driver free, or reserved; less releasable cache) reaches this is near capacity. */
     public static final double NEAR_CAPACITY = 0.90;
     /** Memory outside the allocator counts when it is at least this share of capacity. */
     public static final double OUTSIDE_SHARE = 0.05;
-    /** Near capacity without an OOM, unallocated bytes at least this share of reserved mean fragmentation. */
+    /** Near capacity without an OOM, pinned free bytes at least this share of reserved mean fragmentation. */
     public static final double FRAGMENTED_CACHE_SHARE = 0.10;
     /** Reserved / allocated above this counts as severe waste (STAlloc's rule of thumb, 90% utilisation). */
     public static final double SEVERE_WASTE_RATIO = 1.11;
@@ -50,7 +51,7 @@ public final class DiagnosisRules {
             return diagnoseOom(a, state.oom().get(), capacity, Math.max(0, deviceFree), outside, evidence);
         }
         if (capacity > 0) {
-            long used = deviceFree >= 0 ? capacity - deviceFree : all.reserved();
+            long used = (deviceFree >= 0 ? capacity - deviceFree : all.reserved()) - all.releasable();
             double share = (double) used / capacity;
             if (share >= NEAR_CAPACITY) {
                 return diagnoseNearCapacity(a, capacity, outside, share, evidence);
@@ -79,7 +80,7 @@ public final class DiagnosisRules {
         evidence.add("largest free block of " + pool.statName() + " on stream " + oom.stream() + ": "
                 + ByteSizes.format(largest) + " (< " + ByteSizes.format(request) + ")");
         evidence.add("reserved but unallocated: " + ByteSizes.format(unallocated) + " in " + all.freeBlocks()
-                + " free blocks (" + ByteSizes.format(all.inactiveSplit()) + " pinned between live blocks); driver free: "
+                + " free blocks (" + ByteSizes.format(all.pinnedFree()) + " pinned between live blocks); driver free: "
                 + (a.state().deviceFree() >= 0 ? ByteSizes.format(deviceFree) : "unknown"));
         if (unallocated + deviceFree >= request) {
             evidence.add("unallocated + driver free = " + ByteSizes.format(unallocated + deviceFree) + " >= request: "
@@ -113,12 +114,12 @@ public final class DiagnosisRules {
                 + ByteSizes.format(capacity) + ") in use (near capacity from " + ByteSizes.percent(NEAR_CAPACITY) + ")";
         evidence.add("reserved " + ByteSizes.format(all.reserved()) + ", allocated " + ByteSizes.format(all.allocated())
                 + ", unallocated " + ByteSizes.format(all.unallocated()) + " ("
-                + ByteSizes.format(all.inactiveSplit()) + " pinned, " + ByteSizes.format(all.releasable()) + " releasable)");
+                + ByteSizes.format(all.pinnedFree()) + " free but pinned, " + ByteSizes.format(all.releasable()) + " releasable)");
         if (outside >= 0) {
             evidence.add("held outside the allocator: " + ByteSizes.format(outside));
         }
-        if (all.reserved() > 0 && all.unallocated() >= FRAGMENTED_CACHE_SHARE * all.reserved()) {
-            evidence.add("unallocated is " + ByteSizes.percent((double) all.unallocated() / all.reserved())
+        if (all.reserved() > 0 && all.pinnedFree() >= FRAGMENTED_CACHE_SHARE * all.reserved()) {
+            evidence.add("free bytes pinned between live blocks are " + ByteSizes.percent((double) all.pinnedFree() / all.reserved())
                     + " of reserved (>= " + ByteSizes.percent(FRAGMENTED_CACHE_SHARE) + "); largest free block "
                     + ByteSizes.format(all.largestFree()) + ", external fragmentation "
                     + ByteSizes.percent(all.externalFragmentation()));

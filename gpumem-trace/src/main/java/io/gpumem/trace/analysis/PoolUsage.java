@@ -32,6 +32,11 @@ public record PoolUsage(String scope, int segments, long reserved, long allocate
         return (double) reserved / allocated;
     }
 
+    /** Free cached bytes {@code empty_cache()} cannot return: held in segments (or pages) that live blocks share. */
+    public long pinnedFree() {
+        return cachedFree - releasable;
+    }
+
     /** Reserved bytes not allocated: cached free blocks plus blocks waiting on events. */
     public long unallocated() {
         return reserved - allocated;

@@ -110,6 +110,20 @@ class StateAnalyzerTest {
     }
 
     @Test
+    void releasableCacheDoesNotCountTowardsCapacity() {
+        // 9.5 of 10 GiB reserved, but 8 GiB of it are whole free segments the OOM retry would release.
+        MemoryState state = MemoryState.builder().capacity(10 * GIB).deviceFree(512 * MIB)
+                .segment(seg(GIB, Pool.LARGE, 0, false, GIB + 512 * MIB, BlockState.ALLOCATED))
+                .segment(seg(4 * GIB, Pool.LARGE, 0, false, 8 * GIB, BlockState.INACTIVE))
+                .build();
+        StateAnalysis a = new StateAnalyzer().analyze(state);
+        assertThat(a.all().releasable()).isEqualTo(8 * GIB);
+        assertThat(a.all().pinnedFree()).isZero();
+        assertThat(a.diagnosis().kind()).isEqualTo(DiagnosisKind.NONE);
+        assertThat(a.diagnosis().evidence()).anyMatch(e -> e.contains("severe waste"));
+    }
+
+    @Test
     void roomyStateIsNotDiagnosed() {
         MemoryState state = MemoryState.builder().capacity(80 * GIB).deviceFree(70 * GIB)
                 .segment(seg(GIB, Pool.LARGE, 0, false, 6 * GIB, BlockState.ALLOCATED))
