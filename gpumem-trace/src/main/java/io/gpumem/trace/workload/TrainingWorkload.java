@@ -36,7 +36,7 @@ import java.util.SplittableRandom;
  * exactly once, except weights, optimizer states (and kept gradients), which are live at the end
  * ({@link #liveAtEnd()}). Frees never name an unknown or already freed id.
  */
-public final class TrainingWorkload {
+public final class TrainingWorkload implements Workload {
     private final Builder config;
     private final List<MemoryOp> ops;
     private final int[] seqLens;
@@ -61,6 +61,7 @@ public final class TrainingWorkload {
     }
 
     /** The request stream, in program order. */
+    @Override
     public List<MemoryOp> ops() {
         return ops;
     }
@@ -71,6 +72,7 @@ public final class TrainingWorkload {
     }
 
     /** Number of allocations (ids run from 0 to this − 1). */
+    @Override
     public int allocationCount() {
         return allocationCount;
     }
@@ -100,24 +102,8 @@ public final class TrainingWorkload {
         return config.copy().batch(batch).build();
     }
 
-    /** Peak of the sum of live request sizes over the stream: the floor no allocator can go below. */
-    public long peakLiveBytes() {
-        long[] size = new long[allocationCount];
-        long live = 0;
-        long peak = 0;
-        for (MemoryOp op : ops) {
-            if (op instanceof MemoryOp.Alloc a) {
-                size[a.id()] = a.bytes();
-                live += a.bytes();
-                peak = Math.max(peak, live);
-            } else if (op instanceof MemoryOp.Free f) {
-                live -= size[f.id()];
-            }
-        }
-        return peak;
-    }
-
     /** One line describing the model and the run. */
+    @Override
     public String describe() {
         return String.format(Locale.ROOT,
                 "transformer training: %d layers, hidden %d, %d heads, vocab %d, %.2fB parameters, batch %d, "
