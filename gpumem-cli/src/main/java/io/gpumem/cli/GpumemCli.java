@@ -17,6 +17,7 @@ import picocli.CommandLine.Command;
         subcommands = {
             CommandLine.HelpCommand.class,
             io.gpumem.cli.sim.SimCommand.class,
+            io.gpumem.cli.device.DeviceCommand.class,
         })
 public final class GpumemCli implements Runnable {
 

@@ -1,9 +1,10 @@
 package io.gpumem.cli.sim;
 
-import io.gpumem.config.AllocatorConfig;
+import io.gpumem.cli.device.DeviceOptions;
+import io.gpumem.cli.device.DeviceUnavailableException;
+import io.gpumem.device.Device;
 import io.gpumem.script.OpsScript;
 import io.gpumem.script.ScriptException;
-import io.gpumem.script.ScriptOp;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.io.PrintWriter;
@@ -13,8 +14,8 @@ import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.util.concurrent.Callable;
-import java.util.function.BiFunction;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
@@ -28,10 +29,15 @@ import picocli.CommandLine.Spec;
  * double free stops with {@code gpumem sim: line N: ...} and exit status 2 without any output. An OOM prints
  * PyTorch's message on standard error and the script goes on (or stops with status 1 under
  * {@code --fail-on-oom}).
+ *
+ * <p>With {@code --device cuda} the same script runs on a real GPU through the CUDA driver; a script's
+ * {@code device} line describes a simulated device and is refused there. The command owns the opened device
+ * and closes it when the script ends.
  */
 @Command(name = "sim", mixinStandardHelpOptions = true,
         description = "Run an ops script (alloc/free/record_stream/empty_cache/... lines) on the caching allocator"
-                + " over a simulated device; print memory_summary and memory_stats on request.",
+                + " over a simulated device (or a real GPU with --device cuda); print memory_summary and"
+                + " memory_stats on request.",
         footer = {"", "Script format: see gpumem-cli/README-sim.md. Exit status: 0 done, 1 OOM with --fail-on-oom"
                 + " or an internal failure, 2 bad script."})
 public final class SimCommand implements Callable<Integer> {
@@ -43,18 +49,11 @@ public final class SimCommand implements Callable<Integer> {
     @Option(names = "--fail-on-oom", description = "Stop at the first out-of-memory error with exit status 1.")
     boolean failOnOom;
 
+    @Mixin
+    DeviceOptions device;
+
     @Spec
     CommandSpec spec;
-
-    private final BiFunction<ScriptOp.Device, AllocatorConfig, SimTarget> factory;
-
-    public SimCommand() {
-        this(AllocatorSimTarget::create);
-    }
-
-    SimCommand(BiFunction<ScriptOp.Device, AllocatorConfig, SimTarget> factory) {
-        this.factory = factory;
-    }
 
     @Override
     public Integer call() {
@@ -76,12 +75,43 @@ public final class SimCommand implements Callable<Integer> {
             err.flush();
             return 2;
         }
-        return new SimRunner(out, err, failOnOom, factory).run(ops);
+        if (!device.isCuda()) {
+            return new SimRunner(out, err, failOnOom, AllocatorSimTarget::onSimulatedDevice).run(ops);
+        }
+        if (ops.device() != null) {
+            err.println("gpumem sim: line " + ops.device().line() + ": a device line describes the simulated device;"
+                    + " remove it to run on --device cuda");
+            err.flush();
+            return 2;
+        }
+        Device gpu;
+        try {
+            gpu = device.open(() -> {
+                throw new IllegalStateException("unreachable: --device cuda was checked");
+            });
+        } catch (DeviceUnavailableException e) {
+            err.println("gpumem sim: " + e.getMessage());
+            err.flush();
+            return 1;
+        }
+        try {
+            return new SimRunner(out, err, failOnOom, (spec, config) -> AllocatorSimTarget.onDevice(gpu, config))
+                    .run(ops);
+        } finally {
+            if (gpu instanceof AutoCloseable c) {
+                try {
+                    c.close();
+                } catch (Exception e) {
+                    err.println("gpumem sim: closing the device: " + e.getMessage());
+                    err.flush();
+                }
+            }
+        }
     }
 
     private Reader open() throws IOException {
         if (script == null || script.equals("-")) {
-            // Not closed by us in spirit: closing System.in's reader is harmless at the end of a CLI run.
+            // Standard input belongs to the process: this reader's close leaves it open.
             return new InputStreamReader(System.in, StandardCharsets.UTF_8) {
                 @Override
                 public void close() {

@@ -1,6 +1,7 @@
 package io.gpumem.cli.sim;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpumem.cli.GpumemCli;
 import java.io.ByteArrayInputStream;
@@ -20,6 +21,10 @@ import picocli.CommandLine;
 class SimCommandTest {
 
     private static final long MIB = 1L << 20;
+
+    /** The fake CUDA driver gpumem-cuda's test build compiles (8 GiB, virtual memory supported). */
+    private static final Path FAKE_CUDA =
+            Path.of("../gpumem-cuda/target/test-classes/native/libfakecuda.so").toAbsolutePath().normalize();
 
     /** Spec §8.3, character for character. */
     private static final String SECTION_8_3 = """
@@ -298,5 +303,67 @@ class SimCommandTest {
         assertThat(r.exit()).isZero();
         assertThat(r.out()).isEmpty();
         assertThat(r.err()).isEmpty();
+    }
+
+    @Test
+    void cudaRunsTheWorkedExampleOnTheFakeDriverWithTheSameTable() {
+        assumeTrue(Files.isRegularFile(FAKE_CUDA), "fake CUDA driver not built (build gpumem-cuda's tests first)");
+        Result r = run("alloc a 1000\nalloc b 3MiB\nalloc c 25000000\nfree b\nfree a\nsummary\n",
+                "sim", "--device", "cuda", "--cuda-library", FAKE_CUDA.toString());
+        assertThat(r.err()).isEmpty();
+        assertThat(r.exit()).isZero();
+        assertThat(r.out()).isEqualTo(SECTION_8_3);
+    }
+
+    @Test
+    void cudaMapsScriptStreamsAndRunsExpandableSegmentsOnTheFakeDriver() {
+        assumeTrue(Files.isRegularFile(FAKE_CUDA), "fake CUDA driver not built (build gpumem-cuda's tests first)");
+        Result r = run("""
+                config expandable_segments:True
+                alloc a 3MiB stream=7
+                alloc b 30MiB stream=7
+                record_stream a 9
+                free a
+                free b
+                complete_events
+                empty_cache
+                stats
+                """, "sim", "--device", "cuda", "--cuda-library", FAKE_CUDA.toString());
+        assertThat(r.err()).isEmpty();
+        assertThat(r.exit()).isZero();
+        assertThat(parseStats(r.out())).containsEntry("reserved_bytes.all.current", 0L)
+                .containsEntry("num_device_alloc", 2L).containsEntry("num_device_free", 1L)
+                .containsEntry("active_bytes.all.current", 0L);
+    }
+
+    @Test
+    void cudaOomUsesTheDriversCapacity() {
+        assumeTrue(Files.isRegularFile(FAKE_CUDA), "fake CUDA driver not built (build gpumem-cuda's tests first)");
+        Result r = run("alloc big 9GiB\nstats\n", "sim", "--device", "cuda", "--cuda-library", FAKE_CUDA.toString());
+        assertThat(r.exit()).isZero();
+        assertThat(r.err()).startsWith("gpumem sim: line 1: alloc big: CUDA out of memory. Tried to allocate 9.00 GiB."
+                + " GPU 0 has a total capacity of 8.00 GiB of which ");
+        assertThat(parseStats(r.out())).containsEntry("num_ooms", 1L);
+    }
+
+    @Test
+    void cudaRefusesADeviceLine() {
+        Result r = run("alloc a 1\ndevice capacity=1GiB\n", "sim", "--device", "cuda");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).startsWith("gpumem sim: line 2: device must come before any allocator op");
+        Result first = run("device capacity=1GiB\nalloc a 1\n", "sim", "--device", "cuda",
+                "--cuda-library", "/nonexistent/libcuda.so.1");
+        assertThat(first.exit()).isEqualTo(2);
+        assertThat(first.err()).isEqualTo("gpumem sim: line 1: a device line describes the simulated device;"
+                + " remove it to run on --device cuda\n");
+        assertThat(first.out()).isEmpty();
+    }
+
+    @Test
+    void cudaWithoutADriverExitsOneAndRunsNothing() {
+        Result r = run("alloc a 1\nstats\n", "sim", "--device", "cuda", "--cuda-library", "/nonexistent/libcuda.so.1");
+        assertThat(r.exit()).isEqualTo(1);
+        assertThat(r.out()).isEmpty();
+        assertThat(r.err()).startsWith("gpumem sim: --device cuda: no usable CUDA driver").contains("/nonexistent");
     }
 }
