@@ -18,6 +18,8 @@ import picocli.CommandLine.Command;
             CommandLine.HelpCommand.class,
             io.gpumem.cli.sim.SimCommand.class,
             io.gpumem.cli.device.DeviceCommand.class,
+            io.gpumem.cli.trace.ReplayCommand.class,
+            io.gpumem.cli.trace.CompareCommand.class,
         })
 public final class GpumemCli implements Runnable {
 
