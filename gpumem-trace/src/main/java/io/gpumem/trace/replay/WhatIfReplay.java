@@ -4,6 +4,7 @@ import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.oom.OutOfMemoryException;
+import io.gpumem.trace.io.OpsScriptReader;
 import io.gpumem.trace.io.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
@@ -22,7 +23,7 @@ import java.util.Map;
  * uses expandable segments too), so differences are understated for windows that start with much reserved.
  * Addresses are the simulated device's (most recently freed range of the same size, else fresh space).
  * Recorded release runs are replayed as {@code empty_cache()} when the user called it (the run opens the
- * window, or is not followed by a driver allocation or an oom); runs that are the OOM-retry path are left to
+ * window, or is not followed by a driver allocation or an oom; or an ops script's {@code empty_cache}); runs that are the OOM-retry path are left to
  * the capacity model, which retries on its own. A request that fails is counted as an OOM and its later frees
  * are skipped. The minimum capacity is found by binary search in 2 MiB steps between the peak allocated
  * bytes (no run can need less) and the peak reserved bytes with unlimited memory (which always suffices),
@@ -69,6 +70,10 @@ public final class WhatIfReplay {
             if (a == TraceAction.ALLOC) {
                 allocSeen = true;
             }
+            if (a == TraceAction.UNKNOWN && OpsScriptReader.EMPTY_CACHE.equals(trace.get(i).actionName())) {
+                user[i] = true;
+                continue;
+            }
             if (RecordedTotals.isRelease(a) && (i == 0 || !RecordedTotals.isRelease(trace.get(i - 1).action()))) {
                 int j = i;
                 while (j < trace.size() && RecordedTotals.isRelease(trace.get(j).action())) {
@@ -89,6 +94,10 @@ public final class WhatIfReplay {
      * reserved of the window under the recorded configuration with ample memory.
      */
     public long recordedCapacity(AllocatorConfig recordedConfig) {
+        if (snapshot.extra().get("gpumem_device_capacity") instanceof Long cap) {
+            long held = snapshot.extra().get("gpumem_device_held") instanceof Long h ? h : 0;
+            return cap - held;
+        }
         if (!start.isEmpty() || recorded.peakReserved() > 0) {
             return recorded.capacity();
         }

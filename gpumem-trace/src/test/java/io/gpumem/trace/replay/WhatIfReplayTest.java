@@ -46,6 +46,32 @@ class WhatIfReplayTest {
         assertThat(row.deviceAllocs()).isEqualTo(584);
     }
 
+    /**
+     * Worked by hand from the spec on a 100 MiB device: a (60 MiB) is freed and cached; b (30 MiB) splits its
+     * block; c (60 MiB) finds no free block, and the 60 MiB segment holding b cannot be released, so c needs a
+     * second segment: 120 MiB, an OOM at 100 MiB. With expandable segments c grows the segment from the free
+     * 30 MiB tail by two 20 MiB pages: 100 MiB, no OOM.
+     */
+    @Test
+    void scriptWhatIfMatchesTheSpecByHand(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir) throws Exception {
+        java.nio.file.Path f = dir.resolve("job.ops");
+        java.nio.file.Files.writeString(f, "device capacity=100MiB\nalloc a 60MiB\nfree a\nalloc b 30MiB\n"
+                + "alloc c 60MiB\nfree b\nfree c\n");
+        TraceSnapshot s = io.gpumem.trace.io.TraceReaders.read(f);
+        AllocatorConfig recordedConfig = RecordedConfig.of(s);
+        WhatIfReplay r = new WhatIfReplay(s, 0, new WindowRebuilder(recordedConfig).rebuild(s, 0));
+        long capacity = r.recordedCapacity(recordedConfig);
+        assertThat(capacity).isEqualTo(100L << 20);
+        WhatIfResult defaults = r.evaluate(recordedConfig, true, capacity);
+        assertThat(defaults.ooms()).isEqualTo(1);
+        assertThat(defaults.retries()).isEqualTo(1);
+        assertThat(defaults.minCapacity()).isEqualTo(120L << 20);
+        WhatIfResult expandable = r.evaluate(AllocatorConfig.parse("expandable_segments:True"), false, capacity);
+        assertThat(expandable.ooms()).isZero();
+        assertThat(expandable.peakReserved()).isEqualTo(100L << 20);
+        assertThat(expandable.minCapacity()).isEqualTo(100L << 20);
+    }
+
     @Test
     void alternativeConfigsKeepReservedAboveAllocated() {
         WhatIfReplay r = replay("lm2.7b-train-step.pickle");
