@@ -108,6 +108,28 @@ class TraceCommandsTest {
     }
 
     @Test
+    void theModelSnapshotOfAMultiDeviceTraceKeepsDeviceNumbersAndEndState(@TempDir Path dir) throws Exception {
+        Path original = trace("gnn-train-expandable-oom.pickle");
+        Path out = dir.resolve("model.pickle");
+        Result r = run("replay", "--snapshot", out.toString(), original.toString());
+        assertThat(r.code()).as(r.err()).isZero();
+        var model = io.gpumem.trace.io.TraceReaders.read(out);
+        var recorded = io.gpumem.trace.io.TraceReaders.read(original);
+        // One reported segment per contiguous mapped run, on the same devices, block by block.
+        assertThat(model.segments()).hasSameSizeAs(recorded.segments());
+        for (int i = 0; i < recorded.segments().size(); i++) {
+            var m = model.segments().get(i);
+            var o = recorded.segments().get(i);
+            assertThat(m.device()).isEqualTo(o.device());
+            assertThat(m.address()).isEqualTo(o.address());
+            assertThat(m.expandable()).isTrue();
+            assertThat(m.blocks()).extracting(b -> b.address() + ":" + b.size() + ":" + b.state())
+                    .isEqualTo(o.blocks().stream().map(b -> b.address() + ":" + b.size() + ":" + b.state()).toList());
+        }
+        assertThat(model.traceOf(2)).hasSameSizeAs(recorded.traceOf(2));
+    }
+
+    @Test
     void replayWritesASnapshotPythonCanLoad(@TempDir Path dir) throws Exception {
         Path out = dir.resolve("model.pickle");
         Result r = run("replay", "--snapshot", out.toString(), trace("tiny-forward.pickle").toString());

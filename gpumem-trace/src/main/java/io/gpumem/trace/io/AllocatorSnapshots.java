@@ -29,15 +29,24 @@ public final class AllocatorSnapshots {
 
     /**
      * Several allocators' snapshots as one file: the i-th becomes device i (segments renumbered, its first
-     * device trace becomes {@code device_traces[i]}); settings are taken from the first.
+     * device trace becomes {@code device_traces[i]}; a {@code null} element is a device with no segments and an
+     * empty trace); settings are taken from the first non-null one. Trailing {@code null}s are dropped.
      */
     public static TraceSnapshot toTraceSnapshot(List<MemorySnapshot> perDevice, String source) {
         IdentityHashMap<List<io.gpumem.history.Frame>, List<Frame>> frameCache = new IdentityHashMap<>();
         List<SegmentInfo> segments = new ArrayList<>();
         List<List<TraceEntry>> traces = new ArrayList<>();
         Map<String, Object> settings = null;
-        for (int d = 0; d < perDevice.size(); d++) {
+        int devices = perDevice.size();
+        while (devices > 0 && perDevice.get(devices - 1) == null) {
+            devices--;
+        }
+        for (int d = 0; d < devices; d++) {
             MemorySnapshot s = perDevice.get(d);
+            if (s == null) {
+                traces.add(List.of());
+                continue;
+            }
             for (io.gpumem.history.SegmentInfo seg : s.segments()) {
                 List<BlockInfo> blocks = new ArrayList<>(seg.blocks().size());
                 for (io.gpumem.history.BlockInfo b : seg.blocks()) {

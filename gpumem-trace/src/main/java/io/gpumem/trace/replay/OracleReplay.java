@@ -81,7 +81,10 @@ public final class OracleReplay {
         return this;
     }
 
-    /** The model's snapshot per replayed device (index i = i-th replayed device), after {@link #check}. */
+    /**
+     * The model's snapshot per device after {@link #check} with history recording on: index = device index,
+     * {@code null} for devices without a trace.
+     */
     public List<MemorySnapshot> modelSnapshots() {
         return modelSnapshots;
     }
@@ -104,6 +107,9 @@ public final class OracleReplay {
         for (int d = 0; d < snapshot.deviceTraces().size(); d++) {
             List<TraceEntry> trace = snapshot.traceOf(d);
             if (trace.isEmpty()) {
+                if (recordHistory) {
+                    modelSnapshots.add(null);
+                }
                 continue;
             }
             devices.add(checkDevice(snapshot, d, config, done, total));
