@@ -11,6 +11,7 @@ import java.util.HashMap;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.LongUnaryOperator;
 
 /**
  * Loads a rebuilt {@link WindowStart} into a fresh {@link CachingAllocator} through its state-import API.
@@ -36,6 +37,12 @@ final class StartStateLoader {
      * the model's copy lies from the recorded address (0 when the device handed out the recorded one).
      */
     static long[] load(CachingAllocator allocator, WindowStart start, OracleDevice oracle, boolean asClassic) {
+        return load(allocator, start, oracle, asClassic, LongUnaryOperator.identity());
+    }
+
+    /** As above, with the recorded stream handles translated to the device's ({@code streams}). */
+    static long[] load(CachingAllocator allocator, WindowStart start, OracleDevice oracle, boolean asClassic,
+                       LongUnaryOperator streams) {
         List<StartSegment> all = start.segments();
         long[] shifts = new long[all.size()];
         Map<StartSegment, Integer> index = new IdentityHashMap<>();
@@ -56,7 +63,7 @@ final class StartStateLoader {
                 oracle.offerMalloc(seg.address());
             }
             long base = allocator.restoreSegment(oracle != null ? seg.address() : Device.NULL, seg.size(),
-                    seg.stream(), seg.small(), false, blocks);
+                    streams.applyAsLong(seg.stream()), seg.small(), false, blocks);
             shifts[si] = base - seg.address();
         }
         for (List<StartSegment> runs : expandableGroups.values()) {
@@ -83,7 +90,8 @@ final class StartStateLoader {
                 oracle.offerMap(first.address());
             }
             long base = allocator.restoreSegment(oracle != null ? first.address() : Device.NULL,
-                    Math.max(reservation, cursor - first.address()), first.stream(), first.small(), true, blocks);
+                    Math.max(reservation, cursor - first.address()), streams.applyAsLong(first.stream()), first.small(),
+                    true, blocks);
             for (StartSegment run : runs) {
                 shifts[index.get(run)] = base - first.address();
             }
