@@ -18,7 +18,8 @@ import java.util.function.LongUnaryOperator;
  *
  * <p>Classic segments are restored one by one. Expandable mapped runs are grouped per (stream, pool) into one
  * reservation starting at the lowest run, with unmapped blocks for the space between runs and after the last
- * (the reservation has PyTorch's default size). With {@code keepAddresses} the device must hand out the
+ * (the reservation has PyTorch's default size). Without an oracle (what-if replays) wholly free segments are
+ * restored last and dropped when the device has no room for them. With an oracle the device must hand out the
  * recorded addresses (an {@link OracleDevice} is given each one first); otherwise the device chooses, and the
  * returned shifts say where each segment went. {@code asClassic} restores expandable runs
  * as ordinary segments (what-if replays under configurations without expandable segments keep the recorded
@@ -47,8 +48,13 @@ final class StartStateLoader {
         long[] shifts = new long[all.size()];
         Map<StartSegment, Integer> index = new IdentityHashMap<>();
         Map<List<Long>, List<StartSegment>> expandableGroups = new HashMap<>();
+        List<Integer> cachedOnly = new ArrayList<>();
         for (int si = 0; si < all.size(); si++) {
             StartSegment seg = all.get(si);
+            if (oracle == null && !(seg.expandable() && !asClassic) && seg.allocatedBytes() == 0) {
+                cachedOnly.add(si);
+                continue;
+            }
             if (seg.expandable() && !asClassic) {
                 index.put(seg, si);
                 expandableGroups.computeIfAbsent(List.of(seg.stream(), seg.small() ? 1L : 0L), k -> new ArrayList<>())
@@ -65,6 +71,17 @@ final class StartStateLoader {
             long base = allocator.restoreSegment(oracle != null ? seg.address() : Device.NULL, seg.size(),
                     streams.applyAsLong(seg.stream()), seg.small(), false, blocks);
             shifts[si] = base - seg.address();
+        }
+        // Wholly free cached segments last: on a device too small for them, the OOM retry would have released
+        // them before any request of the window failed, so they are left out instead of failing the replay.
+        for (int si : cachedOnly) {
+            StartSegment seg = all.get(si);
+            try {
+                allocator.restoreSegment(Device.NULL, seg.size(), streams.applyAsLong(seg.stream()), seg.small(), false,
+                        List.of(RestoredBlock.free(seg.size())));
+            } catch (IllegalStateException noRoom) {
+                // released, as PyTorch's empty-cache-and-retry would have done
+            }
         }
         for (List<StartSegment> runs : expandableGroups.values()) {
             runs.sort((a, b) -> Long.compare(a.address(), b.address()));
