@@ -9,6 +9,7 @@ import io.gpumem.history.TraceEntry;
 import io.gpumem.oom.OomReport;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.stats.DeviceStats;
+import io.gpumem.stats.MemorySummary;
 
 import java.util.List;
 import java.util.Map;
@@ -230,6 +231,11 @@ public final class CachingAllocator {
         } finally {
             lock.unlock();
         }
+    }
+
+    /** {@code torch.cuda.memory_summary(device, abbreviated)}: PyTorch's text table of {@link #memoryStats()}. */
+    public String memorySummary(boolean abbreviated) {
+        return MemorySummary.format(memoryStats(), core.device.index(), abbreviated);
     }
 
     /** {@code torch.cuda.memory_allocated()}. */

@@ -438,24 +438,30 @@ public abstract class CachingAllocatorContractTest {
     }
 
     @Test
-    void turningExpandableOffSkipsExpandableBlocks() {
+    void turningExpandableOffSkipsExpandableBlocksAndOnAgainReusesThem() {
         Device d = newDevice(80 * GiB);
         assumeTrue(d.supportsVirtualMemory(), "device has no virtual memory management");
-        CachingAllocator a = new CachingAllocator(d, expandable());
-        long p = a.malloc(4 * MiB);
-        a.free(p);
-        a.setSettings("");        // re-parse resets to defaults except expandable, which keeps its value
-        assertThat(a.config().expandableSegments()).isTrue();
-        CachingAllocator b = new CachingAllocator(newDevice(80 * GiB),
-                expandable().toBuilder().expandableSegments(true).build());
+        CachingAllocator b = new CachingAllocator(d);
+        b.setSettings("expandable_segments:True,max_split_size_mb:200");
+        assertThat(b.config().maxSplitSize()).isEqualTo(200 * MiB);
         long x = b.malloc(4 * MiB);
         b.free(x);
-        // emulate _set_allocator_settings("expandable_segments:False") without depending on the parser
-        b.setConfig(b.config().toBuilder().expandableSegments(false).build());
-        long y = b.malloc(4 * MiB);
+        b.setSettings("expandable_segments:False");
+        assertThat(b.config().maxSplitSize()).isEqualTo(AllocatorConfig.UNLIMITED);   // reset on every parse
+        long y = b.malloc(4 * MiB);                  // a cudaMalloc'd segment, not the expandable block
         assertThat(y).isNotEqualTo(x);
         assertThat(b.memoryStats().get("segment.all.current")).isEqualTo(1);
+        b.free(y);
+        b.setSettings("expandable_segments:True");
+        // both free blocks are 20 MiB; whichever address order, the classic one wins: it is either first, or the
+        // expandable block in front of its huge unmapped tail makes best fit walk on to it (spec §2.2)
+        long z = b.malloc(4 * MiB);
+        assertThat(z).isEqualTo(y);
         b.checkInvariants();
+        assertThatThrownBy(() -> b.setSettings("expandable_segments:maybe"))
+                .isInstanceOf(io.gpumem.config.ConfigException.class);
+        assertThat(b.config().expandableSegments()).isTrue();
+        assertThat(b.memoryStats().get("max_split_size")).isEqualTo(-1);            // fixed at creation
     }
 
     // ---------------------------------------------------------------- history (§10)
