@@ -46,6 +46,9 @@ final class Block {
     Block parent;
     int priority;
     BlockTree tree;
+    /** Where the block sits in a {@link SizeOrderedBlocks} (valid while it is in one). */
+    SizeOrderedBlocks.Lane lane;
+    int sizeClass;
 
     void reset(long ptr, long size, long stream, BlockPool pool) {
         this.ptr = ptr;
