@@ -322,6 +322,51 @@ public abstract class CachingAllocatorContractTest {
         a.checkInvariants();
     }
 
+    @Test
+    void garbageCollectionReleasesBlocksOlderThanTheAverageAge() {
+        CachingAllocator a = allocator(GiB, AllocatorConfig.defaults().toBuilder().garbageCollectionThreshold(0.25)
+                .raw("garbage_collection_threshold:0.25").build());
+        a.setMemoryFraction(1.0);                 // GC needs a fraction; threshold = 256 MiB
+        long s1 = a.device().createStream();
+        long blockA = a.malloc(100 * MiB);        // GC clock 1
+        long blockB = a.malloc(100 * MiB);        // 2
+        a.free(blockA);                           // A's age base 2
+        a.malloc(12 * MiB, s1);                   // 3 (miss; 212 MiB reserved, under the threshold)
+        a.malloc(12 * MiB, s1);                   // 4
+        a.free(blockB);                           // B's age base 4
+        a.malloc(50 * MiB, s1);                   // 5 (274 MiB reserved after it)
+        assertThat(a.memoryStats().get("num_device_free")).isZero();
+        a.malloc(50 * MiB, s1);                   // 6: GC, ages A=4, B=2, average 3: only A goes
+        Map<String, Long> s = a.memoryStats();
+        assertThat(s.get("num_device_free")).isEqualTo(1);
+        assertThat(a.reservedBytes()).isEqualTo((100 + 12 + 12 + 50 + 50) * MiB);
+        assertThat(a.malloc(100 * MiB)).isEqualTo(blockB);  // B is still cached
+        assertThat(s.get("num_sync_all_streams")).isZero();  // GC does not synchronise
+        a.checkInvariants();
+    }
+
+    @Test
+    void releaseAvailableFreesOversizeBlocksBeforeEmptyingTheCache() {
+        CachingAllocator a = allocator(300 * MiB, maxSplit(64 * MiB));
+        long big1 = a.malloc(100 * MiB);
+        long big2 = a.malloc(80 * MiB);
+        long small = a.malloc(30 * MiB);
+        a.free(big1);
+        a.free(big2);
+        a.free(small);
+        // 150 MiB fits only after releasing cached oversize blocks: the largest ones go first, the
+        // non-oversize 30 MiB segment stays, no empty_cache (no sync, no retry)
+        a.malloc(150 * MiB);
+        Map<String, Long> s = a.memoryStats();
+        assertThat(s.get("num_alloc_retries")).isZero();
+        assertThat(s.get("num_sync_all_streams")).isZero();
+        assertThat(s.get("num_device_free")).isEqualTo(2);
+        assertThat(s.get("oversize_segments.current")).isEqualTo(1);
+        assertThat(a.reservedBytes()).isEqualTo(180 * MiB);
+        assertThat(a.malloc(30 * MiB)).isEqualTo(small);
+        a.checkInvariants();
+    }
+
     // ---------------------------------------------------------------- bad input
 
     @Test
