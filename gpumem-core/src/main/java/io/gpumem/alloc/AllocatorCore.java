@@ -57,7 +57,10 @@ final class AllocatorCore {
     static final long K_ROUND_LARGE = 2L << 20;
 
     final Device device;
+    /** Set through {@link #setConfig} only, which keeps the derived fields in step. */
     volatile AllocatorConfig config;
+    /** Whether the config has any power-of-two divisions (else round_size is plain 512-byte rounding). */
+    private volatile boolean roundupActive;
     final DeviceStats stats = new DeviceStats();
     /** {@code max_split_size} as memory_stats reports it: fixed when the allocator is created. */
     final long maxSplitSizeAtCreation;
@@ -81,8 +84,17 @@ final class AllocatorCore {
 
     AllocatorCore(Device device, AllocatorConfig config) {
         this.device = device;
-        this.config = config;
+        setConfig(config);
         this.maxSplitSizeAtCreation = config.maxSplitSizeReported();
+    }
+
+    void setConfig(AllocatorConfig config) {
+        boolean active = false;
+        for (int d : config.roundupPower2DivisionsTable()) {
+            active |= d > 1;
+        }
+        this.roundupActive = active;
+        this.config = config;
     }
 
     // ---------------------------------------------------------------- sizes (spec §1)
@@ -160,7 +172,8 @@ final class AllocatorCore {
         List<Frame> context = trace.maybeGatherContext(TraceRecorder.STATE);
         processEvents(context);
         AllocatorConfig cfg = config;
-        long size = roundSize(origSize, cfg);
+        long size = roundupActive ? roundSize(origSize, cfg)
+                : origSize < K_MIN_BLOCK_SIZE ? K_MIN_BLOCK_SIZE : (origSize + K_MIN_BLOCK_SIZE - 1) & -K_MIN_BLOCK_SIZE;
         BlockPool pool = poolFor(size);
         long allocSize = allocationSize(size);
 

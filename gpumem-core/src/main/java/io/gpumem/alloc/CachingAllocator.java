@@ -204,7 +204,7 @@ public final class CachingAllocator {
     public void setSettings(String conf) {
         lock.lock();
         try {
-            core.config = core.config.reparse(conf);
+            core.setConfig(core.config.reparse(conf));
         } finally {
             lock.unlock();
         }
@@ -219,7 +219,7 @@ public final class CachingAllocator {
         Objects.requireNonNull(config, "config");
         lock.lock();
         try {
-            core.config = config;
+            core.setConfig(config);
         } finally {
             lock.unlock();
         }

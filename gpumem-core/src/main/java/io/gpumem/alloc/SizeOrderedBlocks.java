@@ -212,23 +212,19 @@ final class SizeOrderedBlocks {
 
     /** The first block not less than the key (stream, size, ptr). */
     Block ceiling(long stream, long size, long ptr) {
-        Lane last = lastLane;
-        if (last != null && last.stream == stream && last.count > 0) {
-            int c = sizeClass(size);
-            BlockTree t = last.classes[c];
-            if (t != null && !t.isEmpty()) {
-                Block b = t.ceiling(stream, size, ptr);
-                if (b != null) {
-                    return b;
-                }
+        Lane lane = lastLane;
+        if (lane == null || lane.stream != stream) {
+            int i = laneIndex(stream);
+            if (i == lanes.length) {
+                return null;
             }
+            lane = lanes[i];
+            if (lane.stream != stream) {
+                return firstFromLane(i);
+            }
+            lastLane = lane;
         }
-        int i = laneIndex(stream);
-        if (i == lanes.length) {
-            return null;
-        }
-        Lane lane = lanes[i];
-        if (lane.stream == stream && lane.count > 0) {
+        if (lane.count > 0) {
             int c = sizeClass(size);
             BlockTree t = lane.classes[c];
             if (t != null && !t.isEmpty()) {
@@ -241,9 +237,8 @@ final class SizeOrderedBlocks {
             if (n >= 0) {
                 return lane.classes[n].first();
             }
-            return firstFromLane(i + 1);
         }
-        return firstFromLane(lane.stream == stream ? i + 1 : i);
+        return firstFromLane(laneIndex(stream) + 1);
     }
 
     Block first() {
