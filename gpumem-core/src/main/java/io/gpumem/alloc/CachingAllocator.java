@@ -101,11 +101,10 @@ public final class CachingAllocator {
         lock.lock();
         try {
             Block b = core.malloc(size, stream);
-            if (core.allocatedBlocks.get(b.ptr) != null) {
+            if (!core.allocatedBlocks.putIfAbsent(b.ptr, b)) {
                 throw new IllegalStateException("the device handed out memory at 0x" + Long.toHexString(b.ptr)
                         + " that overlaps a live allocation; the allocator state is no longer trustworthy");
             }
-            core.allocatedBlocks.put(b.ptr, b);
             return b.ptr;
         } finally {
             lock.unlock();
