@@ -1,0 +1,152 @@
+package io.gpumem.cli.sim;
+
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.script.OpsScript;
+import io.gpumem.script.ScriptOp;
+import io.gpumem.stats.MemorySummary;
+import java.io.PrintWriter;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.function.BiFunction;
+
+/**
+ * Runs a parsed {@link OpsScript} against a {@link SimTarget} and prints what the script asks for.
+ *
+ * <p>The target is created lazily, at the first op that needs the allocator, from the {@code device} line
+ * and every {@code config} line seen so far: those early config lines play the role of the
+ * {@code PYTORCH_CUDA_ALLOC_CONF} environment variable (read once, when PyTorch creates the allocator), later
+ * ones that of {@code _set_allocator_settings}. Names map to the pointers their {@code alloc} returned; an
+ * allocation that ran out of memory leaves its name "failed", and a later {@code free} or
+ * {@code record_stream} of it is skipped with a note on standard error, the way a PyTorch program never gets
+ * a tensor to free.
+ *
+ * <p>Each op's output is built completely before it is printed, so a failure never leaves half a table.
+ * Exit status: 0, or 1 when the target fails unexpectedly or, with {@code failOnOom}, at the first OOM.
+ */
+final class SimRunner {
+    private final PrintWriter out;
+    private final PrintWriter err;
+    private final boolean failOnOom;
+    private final BiFunction<ScriptOp.Device, AllocatorConfig, SimTarget> factory;
+
+    private SimTarget target;
+    private AllocatorConfig initialConfig = AllocatorConfig.defaults();
+    private final Map<String, Long> pointers = new HashMap<>();
+    private final Map<String, Integer> failed = new HashMap<>();
+
+    /**
+     * @param factory builds the target from the script's device line (null when absent) and the config that
+     *                the script set before its first allocator op
+     */
+    SimRunner(PrintWriter out, PrintWriter err, boolean failOnOom,
+            BiFunction<ScriptOp.Device, AllocatorConfig, SimTarget> factory) {
+        this.out = out;
+        this.err = err;
+        this.failOnOom = failOnOom;
+        this.factory = factory;
+    }
+
+    int run(OpsScript script) {
+        for (ScriptOp op : script.ops()) {
+            try {
+                if (!step(script, op)) {
+                    return 1;
+                }
+            } catch (RuntimeException e) {
+                // Static checks make this unreachable for well-formed scripts; a failure here is the target's.
+                err.println("gpumem sim: line " + op.line() + ": " + describe(op) + " failed: "
+                        + (e.getMessage() == null ? e.toString() : e.getMessage()));
+                err.flush();
+                return 1;
+            } finally {
+                out.flush();
+                err.flush();
+            }
+        }
+        return 0;
+    }
+
+    /** Runs one op; false to stop the script (an OOM with {@code failOnOom}). */
+    private boolean step(OpsScript script, ScriptOp op) {
+        switch (op) {
+            case ScriptOp.Device d -> {
+                // Applied when the target is created.
+            }
+            case ScriptOp.Config c -> {
+                if (target == null) {
+                    initialConfig = initialConfig.reparse(c.conf());
+                } else {
+                    target.setSettings(c.conf());
+                }
+            }
+            case ScriptOp.Alloc a -> {
+                try {
+                    pointers.put(a.name(), target(script).malloc(a.size(), a.stream()));
+                    failed.remove(a.name());
+                } catch (SimTarget.OutOfMemory oom) {
+                    failed.put(a.name(), a.line());
+                    err.println("gpumem sim: line " + a.line() + ": alloc " + a.name() + ": " + oom.getMessage());
+                    return !failOnOom;
+                }
+            }
+            case ScriptOp.Free f -> {
+                Long ptr = pointer(f.name(), f.line(), "free");
+                if (ptr != null) {
+                    target(script).free(ptr);
+                    pointers.remove(f.name());
+                }
+                failed.remove(f.name());
+            }
+            case ScriptOp.RecordStream r -> {
+                Long ptr = pointer(r.name(), r.line(), "record_stream");
+                if (ptr != null) {
+                    target(script).recordStream(ptr, r.stream());
+                }
+            }
+            case ScriptOp.CompleteEvents c -> target(script).completeEvents();
+            case ScriptOp.EmptyCache e -> target(script).emptyCache();
+            case ScriptOp.SetFraction s -> target(script).setMemoryFraction(s.fraction());
+            case ScriptOp.ResetPeak r -> target(script).resetPeakStats();
+            case ScriptOp.Summary s -> {
+                SimTarget t = target(script);
+                out.print(MemorySummary.format(t.memoryStats(), t.deviceIndex(), s.abbreviated()));
+            }
+            case ScriptOp.Stats s -> {
+                StringBuilder sb = new StringBuilder();
+                for (Map.Entry<String, Long> e : new TreeMap<>(target(script).memoryStats()).entrySet()) {
+                    sb.append(e.getKey()).append(' ').append(e.getValue()).append('\n');
+                }
+                out.print(sb);
+            }
+        }
+        return true;
+    }
+
+    /** The pointer bound to a name, or null (with a note) when its allocation ran out of memory. */
+    private Long pointer(String name, int line, String verb) {
+        Long ptr = pointers.get(name);
+        if (ptr == null) {
+            Integer oomLine = failed.get(name);
+            err.println("gpumem sim: line " + line + ": " + verb + " " + name + " skipped: its allocation on line "
+                    + oomLine + " ran out of memory");
+        }
+        return ptr;
+    }
+
+    private SimTarget target(OpsScript script) {
+        if (target == null) {
+            target = factory.apply(script.device(), initialConfig);
+        }
+        return target;
+    }
+
+    private static String describe(ScriptOp op) {
+        return switch (op) {
+            case ScriptOp.Alloc a -> "alloc " + a.name();
+            case ScriptOp.Free f -> "free " + f.name();
+            case ScriptOp.RecordStream r -> "record_stream " + r.name();
+            default -> op.getClass().getSimpleName().replaceAll("([a-z])([A-Z])", "$1_$2").toLowerCase(java.util.Locale.ROOT);
+        };
+    }
+}

@@ -1,0 +1,783 @@
+package io.gpumem.alloc;
+
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.device.Device;
+import io.gpumem.history.Frame;
+import io.gpumem.history.TraceAction;
+import io.gpumem.oom.OomReport;
+import io.gpumem.oom.OutOfMemoryException;
+import io.gpumem.stats.DeviceStats;
+
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+
+import static io.gpumem.stats.DeviceStats.ACTIVE;
+import static io.gpumem.stats.DeviceStats.ACTIVE_BYTES;
+import static io.gpumem.stats.DeviceStats.ALLOCATED_BYTES;
+import static io.gpumem.stats.DeviceStats.ALLOCATION;
+import static io.gpumem.stats.DeviceStats.INACTIVE_SPLIT;
+import static io.gpumem.stats.DeviceStats.INACTIVE_SPLIT_BYTES;
+import static io.gpumem.stats.DeviceStats.REQUESTED_BYTES;
+import static io.gpumem.stats.DeviceStats.RESERVED_BYTES;
+import static io.gpumem.stats.DeviceStats.SEGMENT;
+
+/**
+ * The algorithms of PyTorch's {@code DeviceCachingAllocator} (2.5 era; spec §1–§6), on the state of one
+ * device. Every method assumes the caller ({@link CachingAllocator}) holds the allocator lock.
+ *
+ * <h2>Malloc, in PyTorch's order</h2>
+ * process_events → round_size / pool / alloc_size → best fit ({@link #getFreeBlock}) → [GC if a fraction and
+ * threshold are set] → {@link #allocBlock} → release_available_cached_blocks + alloc → release_cached_blocks
+ * (empty cache) + alloc counted as a retry → OOM. Then should_split and {@link #allocFoundBlock} carve the
+ * low-address part.
+ *
+ * <h2>Free</h2>
+ * {@link #free} is {@code free_requested} (allocated stats drop; with recorded streams, events are queued and
+ * the block stays active); {@link #freeBlock} is {@code free_completed} (merge with free neighbours, back into
+ * the pool, active/requested stats drop).
+ *
+ * <h2>Invariants (checked by {@link InvariantChecker})</h2>
+ * Blocks tile each segment; no two neighbouring free blocks with equal {@code mapped} exist (they are merged);
+ * each pool's size tree holds exactly its free mapped blocks and its address tree its unmapped blocks; every
+ * stat equals its recomputation from the block graph; reserved = sum of cudaMalloc'd segments + mapped pages
+ * = {@link #totalAllocatedMemory}.
+ *
+ * <p>[U] points are resolved as PyTorch 2.5 does: GC and release_available skip expandable blocks (PR #134338);
+ * the oversize slack is {@code max_non_split_rounding} (20 MiB by default).
+ */
+final class AllocatorCore {
+    static final long K_MIN_BLOCK_SIZE = 512;
+    static final long K_SMALL_SIZE = 1L << 20;
+    static final long K_SMALL_BUFFER = 2L << 20;
+    static final long K_LARGE_BUFFER = 20L << 20;
+    static final long K_MIN_LARGE_ALLOC = 10L << 20;
+    static final long K_ROUND_LARGE = 2L << 20;
+
+    final Device device;
+    volatile AllocatorConfig config;
+    final DeviceStats stats = new DeviceStats();
+    /** {@code max_split_size} as memory_stats reports it: fixed when the allocator is created. */
+    final long maxSplitSizeAtCreation;
+    final BlockPool smallBlocks = new BlockPool(true);
+    final BlockPool largeBlocks = new BlockPool(false);
+    final BlockIndex allocatedBlocks = new BlockIndex();
+    final StreamEvents events = new StreamEvents();
+    final List<ExpandableSegment> expandableSegments = new ArrayList<>();
+    final TraceRecorder trace = new TraceRecorder();
+    /** Every cudaMalloc'd or mapped byte ({@code total_allocated_memory}). */
+    long totalAllocatedMemory;
+    boolean setFraction;
+    long allowedMemoryMaximum;
+    /** Whether accumulated stats were ever reset (then current ≠ allocated − freed is expected). */
+    boolean accumulatedReset;
+
+    /** Recycled Block objects, so that splitting and merging allocate nothing in steady state. */
+    private Block spareBlocks;
+    private int spareCount;
+    private static final int MAX_SPARE = 4096;
+
+    AllocatorCore(Device device, AllocatorConfig config) {
+        this.device = device;
+        this.config = config;
+        this.maxSplitSizeAtCreation = config.maxSplitSizeReported();
+    }
+
+    // ---------------------------------------------------------------- sizes (spec §1)
+
+    /** {@code round_size} (spec §1.2). */
+    static long roundSize(long size, AllocatorConfig config) {
+        if (size < K_MIN_BLOCK_SIZE) {
+            return K_MIN_BLOCK_SIZE;
+        }
+        int divisions = config.roundupPower2Divisions(size);
+        if (divisions > 1 && size > K_MIN_BLOCK_SIZE * divisions) {
+            return roundupPower2NextDivision(size, divisions);
+        }
+        return K_MIN_BLOCK_SIZE * ((size + K_MIN_BLOCK_SIZE - 1) / K_MIN_BLOCK_SIZE);
+    }
+
+    static long roundupPower2NextDivision(long size, int divisions) {
+        if (Long.bitCount(size) == 1) {
+            return size;
+        }
+        long floor = Long.highestOneBit(size);
+        long step = floor >>> (31 - Integer.numberOfLeadingZeros(divisions));
+        if (step == 0) {
+            return floor << 1;
+        }
+        long roundFloor = size & ~(step - 1);
+        return roundFloor == size ? size : roundFloor + step;
+    }
+
+    /** {@code get_allocation_size} (spec §1.5). */
+    static long allocationSize(long rounded) {
+        if (rounded <= K_SMALL_SIZE) {
+            return K_SMALL_BUFFER;
+        } else if (rounded < K_MIN_LARGE_ALLOC) {
+            return K_LARGE_BUFFER;
+        }
+        return K_ROUND_LARGE * ((rounded + K_ROUND_LARGE - 1) / K_ROUND_LARGE);
+    }
+
+    BlockPool poolFor(long rounded) {
+        return rounded <= K_SMALL_SIZE ? smallBlocks : largeBlocks;
+    }
+
+    /** The expandable flag as the allocator obeys it: devices without virtual memory ignore it (2.2+). */
+    boolean expandableEnabled() {
+        return config.expandableSegments() && device.supportsVirtualMemory();
+    }
+
+    // ---------------------------------------------------------------- block objects
+
+    Block newBlock(long ptr, long size, long stream, BlockPool pool) {
+        Block b = spareBlocks;
+        if (b != null) {
+            spareBlocks = b.next;
+            spareCount--;
+        } else {
+            b = new Block();
+        }
+        b.reset(ptr, size, stream, pool);
+        return b;
+    }
+
+    private void recycle(Block b) {
+        if (spareCount < MAX_SPARE) {
+            b.reset(0, 0, 0, null);
+            b.next = spareBlocks;
+            spareBlocks = b;
+            spareCount++;
+        }
+    }
+
+    // ---------------------------------------------------------------- malloc (spec §3)
+
+    Block malloc(long origSize, long stream) {
+        List<Frame> context = trace.maybeGatherContext(TraceRecorder.STATE);
+        processEvents(context);
+        AllocatorConfig cfg = config;
+        long size = roundSize(origSize, cfg);
+        BlockPool pool = poolFor(size);
+        long allocSize = allocationSize(size);
+
+        Block block = getFreeBlock(pool, stream, size);
+        if (block == null) {
+            if (setFraction && cfg.garbageCollectionThreshold() > 0.0) {
+                garbageCollectCachedBlocks(context);
+            }
+            block = allocBlock(pool, stream, size, allocSize, false, context);
+            if (block == null && releaseAvailableCachedBlocks(pool, stream, size, context)) {
+                block = allocBlock(pool, stream, size, allocSize, false, context);
+            }
+            if (block == null && releaseCachedBlocks(context)) {
+                block = allocBlock(pool, stream, size, allocSize, true, context);
+            }
+        }
+        if (block == null) {
+            throw outOfMemory(origSize, size, allocSize, stream, context);
+        }
+        boolean split = shouldSplit(block, size);
+        return allocFoundBlock(block, pool, size, origSize, context, split);
+    }
+
+    /** {@code get_free_block} (spec §2.2): best fit on the request's stream, with the expandable walk and the oversize rules. */
+    private Block getFreeBlock(BlockPool pool, long stream, long size) {
+        AllocatorConfig cfg = config;
+        if (setFraction && cfg.garbageCollectionThreshold() > 0.0) {
+            pool.getFreeBlocksCallCount++;
+        }
+        Block b = pool.blocks.ceiling(stream, size, 0);
+        if (b == null || b.stream != stream) {
+            return null;
+        }
+        if (b.expandable != null) {
+            if (expandableEnabled()) {
+                // best fit by the size a block can grow to: prefer a later block of adequate size over the block
+                // in front of a big unmapped tail
+                Block next = BlockTree.next(b);
+                while (b.expandable != null && next != null && next.stream == stream
+                        && expandableSize(next) < expandableSize(b)) {
+                    b = next;
+                    next = BlockTree.next(next);
+                }
+            } else {
+                // expandable segments were turned off: only non-expandable blocks may serve new requests
+                do {
+                    b = BlockTree.next(b);
+                } while (b != null && b.expandable != null && b.stream == stream);
+                if (b == null || b.stream != stream) {
+                    return null;
+                }
+            }
+        }
+        long maxSplit = cfg.maxSplitSize();
+        if (size < maxSplit && b.size >= maxSplit) {
+            return null;
+        }
+        if (size >= maxSplit && b.size >= size + cfg.maxNonSplitRounding()) {
+            return null;
+        }
+        pool.blocks.remove(b);
+        return b;
+    }
+
+    private static long expandableSize(Block b) {
+        return b.size + (b.next != null && !b.next.mapped ? b.next.size : 0);
+    }
+
+    /** {@code should_split} (spec §2.3). */
+    boolean shouldSplit(Block block, long size) {
+        long remaining = block.size - size;
+        if (block.pool.small || expandableEnabled()) {
+            return remaining >= K_MIN_BLOCK_SIZE;
+        }
+        return size < config.maxSplitSize() && remaining > K_SMALL_SIZE;
+    }
+
+    /**
+     * {@code alloc_block} (spec §3 step 4.2): the fraction check, then expandable growth or a new cudaMalloc'd
+     * segment. Returns the new block (not in any tree) or null on out-of-memory; other device errors propagate.
+     */
+    private Block allocBlock(BlockPool pool, long stream, long size, long allocSize, boolean isRetry,
+                             List<Frame> context) {
+        if (isRetry) {
+            stats.countAllocRetry();
+        }
+        if (setFraction && totalAllocatedMemory + allocSize > allowedMemoryMaximum) {
+            return null;
+        }
+        if (expandableEnabled()) {
+            return tryAllocateExpandableBlock(stream, pool, size, context);
+        }
+        long ptr = device.malloc(allocSize);
+        if (ptr == Device.NULL) {
+            return null;
+        }
+        totalAllocatedMemory += allocSize;
+        Block b = newBlock(ptr, allocSize, stream, pool);
+        int type = pool.statType();
+        stats.increase(SEGMENT, type, 1);
+        stats.increase(RESERVED_BYTES, type, allocSize);
+        if (allocSize >= config.maxSplitSize()) {
+            stats.updateOversizeSegments(1);
+        }
+        stats.countDeviceAlloc();
+        trace.record(TraceAction.SEGMENT_ALLOC, ptr, allocSize, stream, context);
+        b.contextWhenSegmentAllocated = context;
+        return b;
+    }
+
+    /** {@code alloc_found_block} (spec §2.4): carve the low part when splitting, then account the allocation. */
+    private Block allocFoundBlock(Block block, BlockPool pool, long size, long origSize, List<Frame> context,
+                                  boolean split) {
+        int type = pool.statType();
+        boolean alreadySplit = block.isSplit();
+        if (split) {
+            Block remaining = block;
+            block = newBlock(remaining.ptr, size, remaining.stream, pool);
+            block.expandable = remaining.expandable;
+            block.prev = remaining.prev;
+            if (block.prev != null) {
+                block.prev.next = block;
+            } else {
+                // keep the segment's stack on the head block, where snapshots read it
+                block.contextWhenSegmentAllocated = remaining.contextWhenSegmentAllocated;
+                remaining.contextWhenSegmentAllocated = null;
+            }
+            block.next = remaining;
+            remaining.prev = block;
+            remaining.ptr += size;
+            remaining.size -= size;
+            pool.insertIntoBlocks(remaining);
+            if (block.expandable == null) {
+                if (alreadySplit) {
+                    stats.decrease(INACTIVE_SPLIT_BYTES, type, block.size);
+                } else {
+                    stats.increase(INACTIVE_SPLIT_BYTES, type, remaining.size);
+                    stats.increase(INACTIVE_SPLIT, type, 1);
+                }
+            }
+        } else if (alreadySplit && block.expandable == null) {
+            stats.decrease(INACTIVE_SPLIT_BYTES, type, block.size);
+            stats.decrease(INACTIVE_SPLIT, type, 1);
+        }
+        block.allocated = true;
+        block.requestedSize = origSize;
+        block.contextWhenAllocated = context;
+        trace.record(TraceAction.ALLOC, block.ptr, origSize, block.stream, context);
+        stats.increase(ALLOCATION, type, 1);
+        stats.increase(ALLOCATED_BYTES, type, block.size);
+        stats.increase(ACTIVE, type, 1);
+        stats.increase(ACTIVE_BYTES, type, block.size);
+        stats.increase(REQUESTED_BYTES, type, origSize);
+        if (block.size >= config.maxSplitSize()) {
+            stats.updateOversizeAllocations(1);
+        }
+        return block;
+    }
+
+    private OutOfMemoryException outOfMemory(long origSize, long size, long allocSize, long stream,
+                                             List<Frame> context) {
+        long deviceFree = device.freeMemory();
+        long total = device.totalMemory();
+        trace.record(TraceAction.OOM, 0, size, stream, context, deviceFree);
+        stats.countOom();
+        OomReport report = new OomReport(origSize, size, allocSize, device.index(), total, deviceFree,
+                setFraction ? allowedMemoryMaximum : -1,
+                stats.current(ALLOCATED_BYTES, DeviceStats.ALL), stats.current(RESERVED_BYTES, DeviceStats.ALL),
+                largestFreeBlocks(), false);
+        return new OutOfMemoryException(report);
+    }
+
+    /** Largest free block per (pool, stream): the last block of each stream's run in the size order. */
+    List<OomReport.LargestFree> largestFreeBlocks() {
+        List<OomReport.LargestFree> out = new ArrayList<>();
+        for (BlockPool pool : new BlockPool[] {largeBlocks, smallBlocks}) {
+            Block prev = null;
+            for (Block b = pool.blocks.first(); b != null; b = BlockTree.next(b)) {
+                if (prev != null && prev.stream != b.stream) {
+                    out.add(new OomReport.LargestFree(pool.name(), prev.stream, prev.size));
+                }
+                prev = b;
+            }
+            if (prev != null) {
+                out.add(new OomReport.LargestFree(pool.name(), prev.stream, prev.size));
+            }
+        }
+        return out;
+    }
+
+    // ---------------------------------------------------------------- free (spec §4.1)
+
+    /** {@code free}: the user's free request. The block has already been removed from {@link #allocatedBlocks}. */
+    void free(Block block) {
+        List<Frame> context = trace.maybeGatherContext(TraceRecorder.ALL);
+        block.allocated = false;
+        int type = block.pool.statType();
+        stats.decrease(ALLOCATION, type, 1);
+        stats.decrease(ALLOCATED_BYTES, type, block.size);
+        trace.record(TraceAction.FREE_REQUESTED, block.ptr, block.requestedSize, block.stream,
+                context != null ? context : block.contextWhenAllocated);
+        if (block.size >= config.maxSplitSize()) {
+            stats.updateOversizeAllocations(-1);
+        }
+        if (block.hasStreamUses()) {
+            insertEvents(block);
+        } else {
+            freeBlock(block, context);
+        }
+    }
+
+    /** {@code insert_events}: one event per recorded stream; the block stays active until all complete. */
+    private void insertEvents(Block block) {
+        int n = block.streamUseCount;
+        block.streamUseCount = 0;
+        for (int i = 0; i < n; i++) {
+            long s = block.streamUses[i];
+            long event = events.takeSpare();
+            if (event == 0) {
+                event = device.createEvent();
+            }
+            device.recordEvent(event, s);
+            block.eventCount++;
+            events.add(s, event, block);
+        }
+    }
+
+    /** {@code free_block} (free_completed): merge, return to the pool, update active/requested/inactive_split. */
+    void freeBlock(Block block, List<Frame> context) {
+        trace.record(TraceAction.FREE_COMPLETED, block.ptr, block.requestedSize, block.stream,
+                context != null ? context : block.contextWhenAllocated);
+        block.contextWhenAllocated = null;
+        long originalSize = block.size;
+        long requested = block.requestedSize;
+        BlockPool pool = block.pool;
+        long netBlocks = 0;
+        long netBytes = 0;
+        Block prev = block.prev;
+        Block next = block.next;
+        long subsumed = tryMergeBlocks(block, prev, pool);
+        if (subsumed > 0) {
+            netBlocks--;
+            netBytes -= subsumed;
+        }
+        subsumed = tryMergeBlocks(block, next, pool);
+        if (subsumed > 0) {
+            netBlocks--;
+            netBytes -= subsumed;
+        }
+        pool.insertIntoBlocks(block);
+        if (block.isSplit()) {
+            netBlocks++;
+            netBytes += block.size;
+        }
+        int type = pool.statType();
+        if (block.expandable == null) {
+            stats.update(INACTIVE_SPLIT, type, netBlocks);
+            stats.update(INACTIVE_SPLIT_BYTES, type, netBytes);
+        }
+        stats.decrease(ACTIVE, type, 1);
+        stats.decrease(ACTIVE_BYTES, type, originalSize);
+        stats.decrease(REQUESTED_BYTES, type, requested);
+    }
+
+    /** {@code try_merge_blocks} (spec §2.5): absorbs {@code src} into {@code dst}; {@code dst} is in no tree. */
+    long tryMergeBlocks(Block dst, Block src, BlockPool pool) {
+        if (src == null || src.allocated || src.eventCount > 0 || src.hasStreamUses() || dst.mapped != src.mapped) {
+            return 0;
+        }
+        if (src.mapped) {
+            pool.blocks.remove(src);
+        } else {
+            pool.unmapped.remove(src);
+        }
+        if (dst.prev == src) {
+            dst.ptr = src.ptr;
+            dst.prev = src.prev;
+            if (dst.prev != null) {
+                dst.prev.next = dst;
+            }
+            dst.contextWhenSegmentAllocated = src.contextWhenSegmentAllocated;
+        } else {
+            dst.next = src.next;
+            if (dst.next != null) {
+                dst.next.prev = dst;
+            }
+        }
+        long subsumed = src.size;
+        dst.size += subsumed;
+        recycle(src);
+        return subsumed;
+    }
+
+    // ---------------------------------------------------------------- events
+
+    /** {@code process_events}: per stream, complete events in FIFO order up to the first one not yet done. */
+    void processEvents(List<Frame> context) {
+        if (events.isEmpty()) {
+            return;
+        }
+        Iterator<Map.Entry<Long, ArrayDeque<StreamEvents.Pending>>> it = events.streams();
+        while (it.hasNext()) {
+            ArrayDeque<StreamEvents.Pending> q = it.next().getValue();
+            while (!q.isEmpty()) {
+                StreamEvents.Pending p = q.peekFirst();
+                if (!device.queryEvent(p.event())) {
+                    break;
+                }
+                q.pollFirst();
+                events.removed(1);
+                events.giveBack(p.event());
+                Block block = p.block();
+                if (--block.eventCount == 0) {
+                    freeBlock(block, context);
+                }
+            }
+            if (q.isEmpty()) {
+                it.remove();
+            }
+        }
+    }
+
+    /** {@code synchronize_and_free_events}: waits for every outstanding event and frees its blocks. */
+    void synchronizeAndFreeEvents(List<Frame> context) {
+        stats.countSyncAllStreams();
+        Iterator<Map.Entry<Long, ArrayDeque<StreamEvents.Pending>>> it = events.streams();
+        while (it.hasNext()) {
+            ArrayDeque<StreamEvents.Pending> q = it.next().getValue();
+            while (!q.isEmpty()) {
+                StreamEvents.Pending p = q.peekFirst();
+                device.synchronizeEvent(p.event());
+                q.pollFirst();
+                events.removed(1);
+                events.giveBack(p.event());
+                Block block = p.block();
+                if (--block.eventCount == 0) {
+                    freeBlock(block, context);
+                }
+            }
+            it.remove();
+        }
+    }
+
+    // ---------------------------------------------------------------- releasing memory (spec §4.2–§4.4)
+
+    /** {@code release_cached_blocks}: empty_cache() and the last OOM retry. */
+    boolean releaseCachedBlocks(List<Frame> context) {
+        synchronizeAndFreeEvents(context);
+        releaseBlocks(largeBlocks, context);
+        releaseBlocks(smallBlocks, context);
+        return true;
+    }
+
+    /** {@code release_blocks}: cudaFree whole free segments in pool order; unmap free pages of expandable ones. */
+    private void releaseBlocks(BlockPool pool, List<Frame> context) {
+        List<Block> toUnmap = null;
+        Block b = pool.blocks.first();
+        while (b != null) {
+            Block next = BlockTree.next(b);
+            if (b.expandable != null) {
+                if (toUnmap == null) {
+                    toUnmap = new ArrayList<>();
+                }
+                toUnmap.add(b);
+            } else if (!b.isSplit()) {
+                releaseBlock(b, context);
+            }
+            b = next;
+        }
+        if (toUnmap != null) {
+            for (Block u : toUnmap) {
+                unmapBlock(u, context);
+                if (!u.isSplit() && !u.mapped) {
+                    releaseExpandableSegment(u);
+                }
+            }
+        }
+    }
+
+    /** {@code release_block}: cudaFree of a whole free segment. */
+    private void releaseBlock(Block block, List<Frame> context) {
+        device.free(block.ptr);
+        stats.countDeviceFree();
+        trace.record(TraceAction.SEGMENT_FREE, block.ptr, block.size, block.stream,
+                context != null ? context : block.contextWhenSegmentAllocated);
+        totalAllocatedMemory -= block.size;
+        int type = block.pool.statType();
+        stats.decrease(SEGMENT, type, 1);
+        stats.decrease(RESERVED_BYTES, type, block.size);
+        if (block.size >= config.maxSplitSize()) {
+            stats.updateOversizeSegments(-1);
+        }
+        block.pool.blocks.remove(block);
+        recycle(block);
+    }
+
+    /**
+     * {@code release_available_cached_blocks} (spec §4.3), 2.5 behaviour: frees one oversize block big enough,
+     * else the largest oversize blocks of the stream until enough is freed (those freed stay freed). Expandable
+     * blocks are skipped; so are oversize blocks that are not whole segments (which only exist after expandable
+     * segments were toggled on, where PyTorch would cudaFree an interior pointer).
+     */
+    private boolean releaseAvailableCachedBlocks(BlockPool pool, long stream, long size, List<Frame> context) {
+        long maxSplit = config.maxSplitSize();
+        if (maxSplit == AllocatorConfig.UNLIMITED) {
+            return false;
+        }
+        long keySize = Math.max(size, maxSplit);
+        Block it = pool.blocks.ceiling(stream, keySize, 0);
+        if (it == null || it.stream != stream || it.expandable != null) {
+            Block cur = it == null ? pool.blocks.last() : BlockTree.prev(it);
+            if (cur == null) {
+                return false;
+            }
+            long totalReleased = 0;
+            while (cur != null && totalReleased < keySize && cur.size >= maxSplit && cur.stream == stream) {
+                Block before = BlockTree.prev(cur);
+                if (cur.expandable == null && !cur.isSplit()) {
+                    long released = cur.size;
+                    releaseBlock(cur, context);
+                    totalReleased += released;
+                }
+                cur = before;
+            }
+            return totalReleased >= keySize;
+        }
+        if (it.isSplit()) {
+            return false;
+        }
+        releaseBlock(it, context);
+        return true;
+    }
+
+    /** {@code garbage_collect_cached_blocks} (spec §4.4): frees old unsplit large blocks down to the threshold. */
+    private void garbageCollectCachedBlocks(List<Frame> context) {
+        long gcThreshold = (long) (config.garbageCollectionThreshold() * (double) allowedMemoryMaximum);
+        if (totalAllocatedMemory <= gcThreshold) {
+            return;
+        }
+        long targetSize = totalAllocatedMemory - gcThreshold;
+        long reclaimed = 0;
+        long totalAge = 0;
+        int freeable = 0;
+        long clock = largeBlocks.getFreeBlocksCallCount;
+        for (Block b = largeBlocks.blocks.first(); b != null; b = BlockTree.next(b)) {
+            if (!b.isSplit() && b.expandable == null) {
+                totalAge += clock - b.gcCountBase;
+                freeable++;
+            }
+        }
+        if (freeable == 0) {
+            return;
+        }
+        boolean blockFreed = true;
+        while (reclaimed < targetSize && blockFreed && freeable > 0) {
+            double ageThreshold = (double) totalAge / freeable;
+            blockFreed = false;
+            Block b = largeBlocks.blocks.first();
+            while (b != null) {
+                Block next = BlockTree.next(b);
+                long age = clock - b.gcCountBase;
+                if (!b.isSplit() && b.expandable == null && (double) age >= ageThreshold) {
+                    blockFreed = true;
+                    reclaimed += b.size;
+                    totalAge -= age;
+                    freeable--;
+                    releaseBlock(b, context);
+                }
+                b = next;
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- expandable segments (spec §5)
+
+    /** {@code try_allocate_expandable_block}: map pages at the lowest address that fits, growing by whole pages. */
+    private Block tryAllocateExpandableBlock(long stream, BlockPool pool, long size, List<Frame> context) {
+        Block candidate = findExpandableBlock(stream, pool, size);
+        if (!candidate.mapped && !mapBlock(candidate, Math.min(candidate.size, size), context)) {
+            return null;
+        }
+        while (candidate.size < size) {
+            long remaining = size - candidate.size;
+            Block newCandidate = candidate.next;
+            if (!mapBlock(newCandidate, Math.min(remaining, newCandidate.size), context)) {
+                return null;
+            }
+            candidate = newCandidate;
+        }
+        pool.blocks.remove(candidate);
+        return candidate;
+    }
+
+    /** {@code find_expandable_block}: lowest-address run of free/unmapped blocks of the stream adding up to size. */
+    private Block findExpandableBlock(long stream, BlockPool pool, long size) {
+        for (Block u = pool.unmapped.ceiling(stream, 0, 0); u != null && u.stream == stream; u = BlockTree.next(u)) {
+            Block c = u;
+            if (c.prev != null && c.prev.isAvailable()) {
+                c = c.prev;
+            }
+            if (hasAvailableAddressSpace(c, size)) {
+                return c;
+            }
+        }
+        long page = pool.small ? K_SMALL_BUFFER : K_LARGE_BUFFER;
+        ExpandableSegment es = ExpandableSegment.reserve(device, stream, pool, page,
+                ExpandableSegment.defaultPageCount(device.totalMemory(), page));
+        expandableSegments.add(es);
+        Block candidate = newBlock(es.base, es.size(), stream, pool);
+        candidate.mapped = false;
+        candidate.expandable = es;
+        pool.unmapped.insert(candidate);
+        return candidate;
+    }
+
+    private static boolean hasAvailableAddressSpace(Block b, long size) {
+        long bytes = 0;
+        while (bytes < size && b != null && b.isAvailable()) {
+            bytes += b.size;
+            b = b.next;
+        }
+        return bytes >= size;
+    }
+
+    /** {@code map_block}: maps the pages covering the first {@code size} bytes of an unmapped block. */
+    private boolean mapBlock(Block toMap, long size, List<Frame> context) {
+        ExpandableSegment es = toMap.expandable;
+        long start = toMap.ptr;
+        long mapped = es.map(start, size);
+        if (mapped == 0) {
+            return false;
+        }
+        BlockPool pool = toMap.pool;
+        pool.unmapped.remove(toMap);
+        toMap.mapped = true;
+        if (mapped < toMap.size) {
+            Block remaining = newBlock(start + mapped, toMap.size - mapped, toMap.stream, pool);
+            remaining.mapped = false;
+            remaining.expandable = es;
+            splice(remaining, toMap, toMap.next);
+            pool.unmapped.insert(remaining);
+            toMap.size = mapped;
+        }
+        tryMergeBlocks(toMap, toMap.prev, pool);
+        tryMergeBlocks(toMap, toMap.next, pool);
+        pool.insertIntoBlocks(toMap);
+        totalAllocatedMemory += mapped;
+        stats.increase(RESERVED_BYTES, pool.statType(), mapped);
+        stats.countDeviceAlloc();
+        trace.record(TraceAction.SEGMENT_MAP, start, mapped, toMap.stream, context);
+        if (toMap.prev == null && toMap.contextWhenSegmentAllocated == null) {
+            toMap.contextWhenSegmentAllocated = context;
+        }
+        return true;
+    }
+
+    /** {@code unmap_block}: unmaps the whole pages inside a free block; partial pages stay as free blocks. */
+    private void unmapBlock(Block block, List<Frame> context) {
+        ExpandableSegment es = block.expandable;
+        int beginPage = es.pageCeil(block.ptr);
+        int endPage = es.pageFloor(block.ptr + block.size);
+        if (beginPage >= endPage) {
+            return;
+        }
+        es.unmapPages(beginPage, endPage);
+        BlockPool pool = block.pool;
+        pool.blocks.remove(block);
+        long start = es.pageAddress(beginPage);
+        long unmapped = (long) (endPage - beginPage) * es.pageSize;
+        long beforeSize = start - block.ptr;
+        if (beforeSize > 0) {
+            Block before = newBlock(block.ptr, beforeSize, block.stream, pool);
+            before.expandable = es;
+            splice(before, block.prev, block);
+            pool.insertIntoBlocks(before);
+        }
+        long afterSize = block.size - (beforeSize + unmapped);
+        if (afterSize > 0) {
+            Block after = newBlock(start + unmapped, afterSize, block.stream, pool);
+            after.expandable = es;
+            splice(after, block, block.next);
+            pool.insertIntoBlocks(after);
+        }
+        block.ptr = start;
+        block.size = unmapped;
+        block.mapped = false;
+        tryMergeBlocks(block, block.prev, pool);
+        tryMergeBlocks(block, block.next, pool);
+        pool.unmapped.insert(block);
+        totalAllocatedMemory -= unmapped;
+        stats.decrease(RESERVED_BYTES, pool.statType(), unmapped);
+        stats.countDeviceFree();
+        trace.record(TraceAction.SEGMENT_UNMAP, start, unmapped, block.stream,
+                context != null ? context : block.contextWhenSegmentAllocated);
+    }
+
+    /** Links {@code b} between {@code before} and {@code after}. */
+    private static void splice(Block b, Block before, Block after) {
+        b.prev = before;
+        b.next = after;
+        if (before != null) {
+            before.next = b;
+        }
+        if (after != null) {
+            after.prev = b;
+        }
+    }
+
+    /** Destroys a fully unmapped expandable segment (no trace entry, no stat). */
+    private void releaseExpandableSegment(Block block) {
+        ExpandableSegment es = block.expandable;
+        if (block.size != es.size() || block.mapped) {
+            throw new IllegalStateException("block disagrees with its expandable segment: " + block);
+        }
+        block.pool.unmapped.remove(block);
+        expandableSegments.remove(es);
+        es.destroy();
+        recycle(block);
+    }
+}

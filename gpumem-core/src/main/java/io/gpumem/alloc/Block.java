@@ -1,0 +1,104 @@
+package io.gpumem.alloc;
+
+import io.gpumem.history.Frame;
+
+import java.util.List;
+
+/**
+ * A contiguous address range inside a segment: PyTorch's {@code Block} (spec §2.1), plus the links of the
+ * intrusive ordered tree ({@link BlockTree}) that holds it while it is free or unmapped.
+ *
+ * <p>A segment is the maximal chain of blocks linked by {@link #prev}/{@link #next}. A block is in at most one
+ * tree at a time: free mapped blocks are in their pool's size-ordered tree, unmapped blocks (expandable
+ * segments only) in the address-ordered tree, allocated and event-pending blocks in neither. Blocks are
+ * recycled through {@link BlockPool}-independent free lists by the allocator, so fields are reset by
+ * {@link #reset}.
+ */
+final class Block {
+    long ptr;
+    long size;
+    /** Unrounded size of the last allocation; not reset on free (snapshots show it stale), 0 for new splits. */
+    long requestedSize;
+    long stream;
+    BlockPool pool;
+    boolean allocated;
+    /** Meaningful for expandable segments only; always true for cudaMalloc'd segments. */
+    boolean mapped = true;
+    Block prev;
+    Block next;
+    /** Outstanding events recorded for this block on other streams. */
+    int eventCount;
+    /** Streams recorded with record_stream since the allocation, in insertion order; null when none. */
+    long[] streamUses;
+    int streamUseCount;
+    /** Value of the pool's GC clock when the block was last inserted into the free tree. */
+    long gcCountBase;
+    /** The expandable segment this block lives in, or null for a cudaMalloc'd segment. */
+    ExpandableSegment expandable;
+    /** Stack of the last allocation (null when none was captured). */
+    List<Frame> contextWhenAllocated;
+    /** Stack of the segment's allocation; kept by the segment's head block. */
+    List<Frame> contextWhenSegmentAllocated;
+
+    // intrusive tree links (BlockTree)
+    Block left;
+    Block right;
+    Block parent;
+    int priority;
+    BlockTree tree;
+
+    void reset(long ptr, long size, long stream, BlockPool pool) {
+        this.ptr = ptr;
+        this.size = size;
+        this.stream = stream;
+        this.pool = pool;
+        requestedSize = 0;
+        allocated = false;
+        mapped = true;
+        prev = null;
+        next = null;
+        eventCount = 0;
+        streamUseCount = 0;
+        gcCountBase = 0;
+        expandable = null;
+        contextWhenAllocated = null;
+        contextWhenSegmentAllocated = null;
+        left = null;
+        right = null;
+        parent = null;
+        tree = null;
+    }
+
+    boolean isSplit() {
+        return prev != null || next != null;
+    }
+
+    boolean hasStreamUses() {
+        return streamUseCount > 0;
+    }
+
+    /** Free for merging and for expandable growth: not allocated, no events, no stream uses. */
+    boolean isAvailable() {
+        return !allocated && eventCount == 0 && streamUseCount == 0;
+    }
+
+    void addStreamUse(long s) {
+        for (int i = 0; i < streamUseCount; i++) {
+            if (streamUses[i] == s) {
+                return;
+            }
+        }
+        if (streamUses == null) {
+            streamUses = new long[2];
+        } else if (streamUseCount == streamUses.length) {
+            streamUses = java.util.Arrays.copyOf(streamUses, streamUseCount * 2);
+        }
+        streamUses[streamUseCount++] = s;
+    }
+
+    @Override
+    public String toString() {
+        return "Block[0x" + Long.toHexString(ptr) + "+" + size + (allocated ? " allocated" : "")
+                + (mapped ? "" : " unmapped") + " stream=" + stream + "]";
+    }
+}

@@ -1,0 +1,211 @@
+package io.gpumem.alloc;
+
+import io.gpumem.device.Device;
+import io.gpumem.device.DeviceException;
+
+/**
+ * One expandable segment (spec §5): a virtual address range reserved once, into which physical pages are
+ * mapped and unmapped on demand. PyTorch's {@code ExpandableSegment}.
+ *
+ * <h2>Layout</h2>
+ * The reservation holds {@code pageCount} pages of {@code pageSize} bytes (2 MiB for the small pool, 20 MiB
+ * for the large pool); {@code pageCount = ceil((total * 9 / 8) / pageSize)} as PyTorch computes it from the
+ * device's total memory. Each mapped page has its own physical handle ({@code handles[i] != 0}).
+ *
+ * <h2>Device protocol</h2>
+ * Mapping pages [b, e): create a handle per page, then map each page, then one {@code setAccess} over the
+ * range. If a create reports out-of-memory the handles created by this call are released and the call maps
+ * nothing (returns 0). If any driver call throws, everything this call did is undone (pages unmapped, handles
+ * released) and the exception propagates, so the segment is never left half-mapped. Unmapping synchronises
+ * the segment's stream first, then unmaps and releases page by page.
+ *
+ * <p>Invariant: {@code handles[i] != 0} iff page i is mapped; the allocator's blocks agree (a block is
+ * {@code mapped} iff all its pages are).
+ */
+final class ExpandableSegment {
+    final Device device;
+    final long base;
+    final long pageSize;
+    final int pageCount;
+    final long stream;
+    final BlockPool pool;
+    private final long[] handles;
+    private int mappedPages;
+
+    private ExpandableSegment(Device device, long base, long pageSize, int pageCount, long stream, BlockPool pool) {
+        this.device = device;
+        this.base = base;
+        this.pageSize = pageSize;
+        this.pageCount = pageCount;
+        this.stream = stream;
+        this.pool = pool;
+        this.handles = new long[pageCount];
+    }
+
+    /** PyTorch's reservation size in pages for a device of {@code totalMemory} bytes. */
+    static int defaultPageCount(long totalMemory, long pageSize) {
+        long count = ((totalMemory * 9) / 8 + pageSize - 1) / pageSize;
+        if (count > Integer.MAX_VALUE || count < 1) {
+            throw new IllegalStateException("cannot size an expandable segment for " + totalMemory + " bytes");
+        }
+        return (int) count;
+    }
+
+    /** Reserves a new segment on the device. */
+    static ExpandableSegment reserve(Device device, long stream, BlockPool pool, long pageSize, int pageCount) {
+        checkGranularity(device, pageSize);
+        long base = device.reserveAddressRange(pageSize * pageCount);
+        return new ExpandableSegment(device, base, pageSize, pageCount, stream, pool);
+    }
+
+    /** Adopts a reservation at a given base (state import); the device must return exactly {@code base}. */
+    static ExpandableSegment reserveAt(Device device, long expectedBase, long stream, BlockPool pool, long pageSize,
+                                       int pageCount) {
+        checkGranularity(device, pageSize);
+        long base = device.reserveAddressRange(pageSize * pageCount);
+        if (expectedBase != Device.NULL && base != expectedBase) {
+            device.freeAddressRange(base, pageSize * pageCount);
+            throw new IllegalArgumentException("device reserved 0x" + Long.toHexString(base)
+                    + " instead of the restored segment address 0x" + Long.toHexString(expectedBase));
+        }
+        return new ExpandableSegment(device, base, pageSize, pageCount, stream, pool);
+    }
+
+    private static void checkGranularity(Device device, long pageSize) {
+        long g = device.allocationGranularity();
+        if (g <= 0 || pageSize % g != 0) {
+            throw new IllegalStateException("expandable page size " + pageSize
+                    + " is not a multiple of the device granularity " + g);
+        }
+    }
+
+    long size() {
+        return pageSize * pageCount;
+    }
+
+    long end() {
+        return base + size();
+    }
+
+    int mappedPages() {
+        return mappedPages;
+    }
+
+    boolean isPageMapped(int page) {
+        return handles[page] != 0;
+    }
+
+    /** First page index at or after {@code ptr} rounded down ({@code segmentLeft}). */
+    int pageFloor(long ptr) {
+        return (int) ((ptr - base) / pageSize);
+    }
+
+    /** Page index of {@code ptr} rounded up ({@code segmentRight}). */
+    int pageCeil(long ptr) {
+        return (int) ((ptr - base + pageSize - 1) / pageSize);
+    }
+
+    long pageAddress(int page) {
+        return base + page * pageSize;
+    }
+
+    /**
+     * Maps the pages covering [ptr, ptr + size); {@code ptr} must be page-aligned.
+     *
+     * @return bytes mapped (whole pages), or 0 when the device ran out of physical memory
+     * @throws DeviceException after undoing this call's work, for any other driver failure
+     */
+    long map(long ptr, long size) {
+        int begin = pageFloor(ptr);
+        int end = pageCeil(ptr + size);
+        if (pageAddress(begin) != ptr) {
+            throw new IllegalStateException("map of an unaligned range at 0x" + Long.toHexString(ptr));
+        }
+        return mapPages(begin, end) ? (long) (end - begin) * pageSize : 0;
+    }
+
+    /** Maps pages [begin, end); false (and nothing changed) when a create reported out of memory. */
+    boolean mapPages(int begin, int end) {
+        for (int i = begin; i < end; i++) {
+            if (handles[i] != 0) {
+                throw new IllegalStateException("page " + i + " of segment 0x" + Long.toHexString(base)
+                        + " is already mapped");
+            }
+        }
+        int created = begin;
+        int mapped = begin;
+        try {
+            for (int i = begin; i < end; i++) {
+                long h = device.createPhysical(pageSize);
+                if (h == Device.NULL) {
+                    releaseHandles(begin, created);
+                    return false;
+                }
+                handles[i] = h;
+                created = i + 1;
+            }
+            for (int i = begin; i < end; i++) {
+                device.map(pageAddress(i), pageSize, handles[i]);
+                mapped = i + 1;
+            }
+            device.setAccess(pageAddress(begin), (long) (end - begin) * pageSize);
+        } catch (RuntimeException e) {
+            for (int i = begin; i < mapped; i++) {
+                try {
+                    device.unmap(pageAddress(i), pageSize);
+                } catch (RuntimeException suppressed) {
+                    e.addSuppressed(suppressed);
+                }
+            }
+            try {
+                releaseHandles(begin, created);
+            } catch (RuntimeException suppressed) {
+                e.addSuppressed(suppressed);
+            }
+            throw e;
+        }
+        mappedPages += end - begin;
+        return true;
+    }
+
+    private void releaseHandles(int begin, int end) {
+        RuntimeException first = null;
+        for (int i = begin; i < end; i++) {
+            long h = handles[i];
+            handles[i] = 0;
+            if (h != 0) {
+                try {
+                    device.releasePhysical(h);
+                } catch (RuntimeException e) {
+                    if (first == null) {
+                        first = e;
+                    }
+                }
+            }
+        }
+        if (first != null) {
+            throw first;
+        }
+    }
+
+    /** Unmaps pages [begin, end), which must all be mapped; synchronises the segment's stream first. */
+    void unmapPages(int begin, int end) {
+        device.synchronizeStream(stream);
+        for (int i = begin; i < end; i++) {
+            long h = handles[i];
+            device.unmap(pageAddress(i), pageSize);
+            handles[i] = 0;
+            mappedPages--;
+            device.releasePhysical(h);
+        }
+    }
+
+    /** Frees the address reservation; every page must be unmapped. */
+    void destroy() {
+        if (mappedPages != 0) {
+            throw new IllegalStateException("destroying segment 0x" + Long.toHexString(base) + " with "
+                    + mappedPages + " mapped pages");
+        }
+        device.freeAddressRange(base, size());
+    }
+}

@@ -1,0 +1,33 @@
+package io.gpumem.alloc;
+
+/**
+ * One block of a segment given to {@link CachingAllocator#restoreSegment}.
+ *
+ * @param size          block size in bytes (positive; a multiple of 512)
+ * @param kind          allocated, free (cached) or unmapped (expandable segments only)
+ * @param requestedSize for allocated blocks the caller's unrounded request (1 ≤ requestedSize ≤ size); for free
+ *                      blocks the stale value snapshots show (may be 0); ignored for unmapped blocks
+ */
+public record RestoredBlock(long size, Kind kind, long requestedSize) {
+
+    /** Block kinds. */
+    public enum Kind { ALLOCATED, FREE, UNMAPPED }
+
+    public RestoredBlock {
+        if (kind == null) {
+            throw new IllegalArgumentException("kind must not be null");
+        }
+    }
+
+    public static RestoredBlock allocated(long size, long requestedSize) {
+        return new RestoredBlock(size, Kind.ALLOCATED, requestedSize);
+    }
+
+    public static RestoredBlock free(long size) {
+        return new RestoredBlock(size, Kind.FREE, 0);
+    }
+
+    public static RestoredBlock unmapped(long size) {
+        return new RestoredBlock(size, Kind.UNMAPPED, 0);
+    }
+}

@@ -1,0 +1,122 @@
+package io.gpumem.alloc;
+
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.BlockState;
+import io.gpumem.history.Frame;
+import io.gpumem.history.MemorySnapshot;
+import io.gpumem.history.SegmentInfo;
+import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
+
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.IdentityHashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * Builds {@link MemorySnapshot}s the way PyTorch's {@code snapshot()} does (spec §10): every block is visited
+ * (free blocks of both pools, allocated blocks, blocks pending on events); each block that starts a segment
+ * (no prev, or an unmapped prev) opens a reported segment that runs over the following mapped blocks, so an
+ * expandable segment shows one segment per contiguous mapped run and unmapped space never appears. Segments
+ * are sorted by address and a {@code snapshot} trace entry (size = total active bytes) is recorded after the
+ * trace was copied, so it appears in the next snapshot.
+ */
+final class SnapshotWriter {
+    private SnapshotWriter() {
+    }
+
+    static MemorySnapshot snapshot(AllocatorCore core) {
+        List<TraceEntry> trace = core.trace.entries();
+        List<SegmentInfo> segments = segments(core);
+        return new MemorySnapshot(segments, List.of(trace), allocatorSettings(core.config, core.expandableEnabled()));
+    }
+
+    /** Blocks freed by the user but waiting on events, each once. */
+    static Set<Block> pendingBlocks(AllocatorCore core) {
+        Set<Block> out = Collections.newSetFromMap(new IdentityHashMap<>());
+        for (ArrayDeque<StreamEvents.Pending> q : core.events.queues.values()) {
+            for (StreamEvents.Pending p : q) {
+                out.add(p.block());
+            }
+        }
+        return out;
+    }
+
+    /** Every mapped block: free ones of both pools, allocated ones and pending ones. */
+    static List<Block> allMappedBlocks(AllocatorCore core) {
+        List<Block> all = new ArrayList<>();
+        all.addAll(core.smallBlocks.blocks.toList());
+        all.addAll(core.largeBlocks.blocks.toList());
+        core.allocatedBlocks.forEach(all::add);
+        all.addAll(pendingBlocks(core));
+        return all;
+    }
+
+    static List<SegmentInfo> segments(AllocatorCore core) {
+        int device = core.device.index();
+        long totalActive = 0;
+        List<SegmentInfo> result = new ArrayList<>();
+        for (Block head : allMappedBlocks(core)) {
+            if (head.prev != null && head.prev.mapped) {
+                continue;
+            }
+            long total = 0;
+            long allocated = 0;
+            long active = 0;
+            long requested = 0;
+            List<BlockInfo> blocks = new ArrayList<>();
+            long address = head.ptr;
+            for (Block b = head; b != null && b.mapped; b = b.next) {
+                boolean isActive = b.allocated || b.eventCount > 0 || b.hasStreamUses();
+                BlockState state = b.allocated ? BlockState.ACTIVE_ALLOCATED
+                        : isActive ? BlockState.ACTIVE_PENDING_FREE : BlockState.INACTIVE;
+                blocks.add(new BlockInfo(address + total, b.size, b.requestedSize, state, frames(b.contextWhenAllocated)));
+                total += b.size;
+                if (b.allocated) {
+                    allocated += b.size;
+                }
+                if (isActive) {
+                    active += b.size;
+                    requested += b.requestedSize;
+                }
+            }
+            totalActive += active;
+            result.add(new SegmentInfo(device, address, total, allocated, active, requested, head.stream,
+                    head.pool.small ? "small" : "large", head.expandable != null,
+                    frames(head.contextWhenSegmentAllocated), List.copyOf(blocks)));
+        }
+        result.sort((a, b) -> Long.compareUnsigned(a.address(), b.address()));
+        core.trace.record(TraceAction.SNAPSHOT, 0, totalActive, 0, null);
+        return List.copyOf(result);
+    }
+
+    private static List<Frame> frames(List<Frame> f) {
+        return f == null ? List.of() : f;
+    }
+
+    /** {@code allocator_settings} with the keys and order of PyTorch 2.5's snapshot. */
+    static Map<String, Object> allocatorSettings(AllocatorConfig c, boolean expandable) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("PYTORCH_CUDA_ALLOC_CONF", c.raw());
+        m.put("max_split_size", c.maxSplitSizeReported());
+        m.put("garbage_collection_threshold", c.garbageCollectionThreshold());
+        m.put("expandable_segments", expandable);
+        m.put("pinned_num_register_threads", (long) c.pinnedNumRegisterThreads());
+        m.put("release_lock_on_cudamalloc", c.releaseLockOnCudaMalloc());
+        m.put("pinned_use_cuda_host_register", c.pinnedUseCudaHostRegister());
+        Map<String, Long> roundup = new LinkedHashMap<>();
+        int[] table = c.roundupPower2DivisionsTable();
+        long key = 1;
+        for (int v : table) {
+            roundup.put(Long.toString(key), (long) v);
+            key *= 2;
+        }
+        m.put("roundup_power2_divisions", Collections.unmodifiableMap(roundup));
+        return Collections.unmodifiableMap(m);
+    }
+}

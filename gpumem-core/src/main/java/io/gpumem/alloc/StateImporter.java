@@ -1,0 +1,248 @@
+package io.gpumem.alloc;
+
+import io.gpumem.device.Device;
+
+import java.util.List;
+
+import static io.gpumem.stats.DeviceStats.ACTIVE;
+import static io.gpumem.stats.DeviceStats.ACTIVE_BYTES;
+import static io.gpumem.stats.DeviceStats.ALLOCATED_BYTES;
+import static io.gpumem.stats.DeviceStats.ALLOCATION;
+import static io.gpumem.stats.DeviceStats.INACTIVE_SPLIT;
+import static io.gpumem.stats.DeviceStats.INACTIVE_SPLIT_BYTES;
+import static io.gpumem.stats.DeviceStats.REQUESTED_BYTES;
+import static io.gpumem.stats.DeviceStats.RESERVED_BYTES;
+import static io.gpumem.stats.DeviceStats.SEGMENT;
+
+/**
+ * Implements {@link CachingAllocator#restoreSegment}: validates the block list completely, then takes the
+ * memory from the device (undoing everything if the device fails or puts the segment elsewhere), then links the
+ * blocks and raises the stats as the original allocations would have. Validation before any device call keeps
+ * the "bad input changes nothing" rule.
+ */
+final class StateImporter {
+    private StateImporter() {
+    }
+
+    static long restore(AllocatorCore core, long address, long totalSize, long stream, boolean small,
+                        boolean expandable, List<RestoredBlock> blocks) {
+        BlockPool pool = small ? core.smallBlocks : core.largeBlocks;
+        long page = small ? AllocatorCore.K_SMALL_BUFFER : AllocatorCore.K_LARGE_BUFFER;
+        if (expandable && totalSize == 0) {
+            totalSize = page * ExpandableSegment.defaultPageCount(core.device.totalMemory(), page);
+        }
+        validate(blocks, totalSize, expandable, page, address);
+
+        long base;
+        ExpandableSegment es = null;
+        if (expandable) {
+            es = ExpandableSegment.reserveAt(core.device, address, stream, pool, page, (int) (totalSize / page));
+            mapRuns(es, blocks);
+            base = es.base;
+        } else {
+            base = core.device.malloc(totalSize);
+            if (base == Device.NULL) {
+                throw new IllegalStateException("device has no room to restore a segment of " + totalSize + " bytes");
+            }
+            if (address != Device.NULL && base != address) {
+                core.device.free(base);
+                throw new IllegalArgumentException("device allocated 0x" + Long.toHexString(base)
+                        + " instead of the restored segment address 0x" + Long.toHexString(address));
+            }
+        }
+        long ptr = base;
+        for (int i = 0; i < blocks.size(); i++) {
+            if (blocks.get(i).kind() == RestoredBlock.Kind.ALLOCATED && core.allocatedBlocks.get(ptr) != null) {
+                undo(core, es, base);
+                throw new IllegalArgumentException("restoreSegment: block " + i + " at 0x" + Long.toHexString(ptr)
+                        + " is already allocated in this allocator");
+            }
+            ptr += blocks.get(i).size();
+        }
+        link(core, pool, es, base, totalSize, stream, blocks);
+        return base;
+    }
+
+    /** Gives back what {@link #restore} took from the device. */
+    private static void undo(AllocatorCore core, ExpandableSegment es, long base) {
+        if (es == null) {
+            core.device.free(base);
+            return;
+        }
+        for (int i = 0; i < es.pageCount; i++) {
+            if (es.isPageMapped(i)) {
+                es.unmapPages(i, i + 1);
+            }
+        }
+        es.destroy();
+    }
+
+    private static void validate(List<RestoredBlock> blocks, long totalSize, boolean expandable, long page,
+                                 long address) {
+        if (blocks == null || blocks.isEmpty()) {
+            throw new IllegalArgumentException("restoreSegment: no blocks");
+        }
+        if (totalSize <= 0) {
+            throw new IllegalArgumentException("restoreSegment: totalSize must be positive, got " + totalSize);
+        }
+        if (expandable && totalSize % page != 0) {
+            throw new IllegalArgumentException("restoreSegment: expandable reservation of " + totalSize
+                    + " bytes is not a multiple of the " + page + "-byte page");
+        }
+        long offset = 0;
+        RestoredBlock.Kind previous = null;
+        for (int i = 0; i < blocks.size(); i++) {
+            RestoredBlock b = blocks.get(i);
+            String where = "restoreSegment: block " + i + " (offset " + offset + ")";
+            if (b.size() <= 0 || b.size() % AllocatorCore.K_MIN_BLOCK_SIZE != 0) {
+                throw new IllegalArgumentException(where + ": size " + b.size() + " is not a positive multiple of 512");
+            }
+            switch (b.kind()) {
+                case ALLOCATED -> {
+                    if (b.requestedSize() < 1 || b.requestedSize() > b.size()) {
+                        throw new IllegalArgumentException(where + ": requested size " + b.requestedSize()
+                                + " outside [1, " + b.size() + "]");
+                    }
+                }
+                case FREE -> {
+                    if (previous == RestoredBlock.Kind.FREE) {
+                        throw new IllegalArgumentException(where + ": two adjacent free blocks (they would be merged)");
+                    }
+                }
+                case UNMAPPED -> {
+                    if (!expandable) {
+                        throw new IllegalArgumentException(where + ": unmapped block in a non-expandable segment");
+                    }
+                    if (previous == RestoredBlock.Kind.UNMAPPED) {
+                        throw new IllegalArgumentException(where + ": two adjacent unmapped blocks");
+                    }
+                    if (offset % page != 0 || (offset + b.size()) % page != 0) {
+                        throw new IllegalArgumentException(where + ": unmapped block not on " + page
+                                + "-byte page boundaries");
+                    }
+                }
+            }
+            previous = b.kind();
+            offset += b.size();
+        }
+        if (offset != totalSize) {
+            throw new IllegalArgumentException("restoreSegment: blocks add up to " + offset
+                    + " bytes but the segment at 0x" + Long.toHexString(address) + " has " + totalSize);
+        }
+    }
+
+    /** Maps every page not covered by an unmapped block; on failure unmaps what it mapped and frees the reservation. */
+    private static void mapRuns(ExpandableSegment es, List<RestoredBlock> blocks) {
+        try {
+            long offset = 0;
+            long runStart = -1;
+            for (RestoredBlock b : blocks) {
+                boolean mapped = b.kind() != RestoredBlock.Kind.UNMAPPED;
+                if (mapped && runStart < 0) {
+                    runStart = offset;
+                }
+                if (!mapped && runStart >= 0) {
+                    mapOrFail(es, runStart, offset);
+                    runStart = -1;
+                }
+                offset += b.size();
+            }
+            if (runStart >= 0) {
+                mapOrFail(es, runStart, offset);
+            }
+        } catch (RuntimeException e) {
+            try {
+                for (int i = 0; i < es.pageCount; i++) {
+                    if (es.isPageMapped(i)) {
+                        es.unmapPages(i, i + 1);
+                    }
+                }
+                es.destroy();
+            } catch (RuntimeException suppressed) {
+                e.addSuppressed(suppressed);
+            }
+            throw e;
+        }
+    }
+
+    private static void mapOrFail(ExpandableSegment es, long from, long to) {
+        int begin = (int) (from / es.pageSize);
+        int end = (int) ((to + es.pageSize - 1) / es.pageSize);
+        if (!es.mapPages(begin, end)) {
+            throw new IllegalStateException("device has no room to restore " + (to - from)
+                    + " mapped bytes of the expandable segment at 0x" + Long.toHexString(es.base));
+        }
+    }
+
+    private static void link(AllocatorCore core, BlockPool pool, ExpandableSegment es, long base, long totalSize,
+                             long stream, List<RestoredBlock> blocks) {
+        int type = pool.statType();
+        long maxSplit = core.config.maxSplitSize();
+        boolean split = blocks.size() > 1;
+        long ptr = base;
+        long mappedBytes = 0;
+        Block prev = null;
+        for (RestoredBlock rb : blocks) {
+            Block b = core.newBlock(ptr, rb.size(), stream, pool);
+            b.expandable = es;
+            b.prev = prev;
+            if (prev != null) {
+                prev.next = b;
+            }
+            switch (rb.kind()) {
+                case ALLOCATED -> {
+                    b.allocated = true;
+                    b.requestedSize = rb.requestedSize();
+                    core.allocatedBlocks.put(b.ptr, b);
+                    core.stats.increase(ALLOCATION, type, 1);
+                    core.stats.increase(ALLOCATED_BYTES, type, b.size);
+                    core.stats.increase(ACTIVE, type, 1);
+                    core.stats.increase(ACTIVE_BYTES, type, b.size);
+                    core.stats.increase(REQUESTED_BYTES, type, b.requestedSize);
+                    if (b.size >= maxSplit) {
+                        core.stats.updateOversizeAllocations(1);
+                    }
+                    mappedBytes += b.size;
+                }
+                case FREE -> {
+                    b.requestedSize = rb.requestedSize();
+                    mappedBytes += b.size;
+                    if (es == null && split) {
+                        core.stats.increase(INACTIVE_SPLIT, type, 1);
+                        core.stats.increase(INACTIVE_SPLIT_BYTES, type, b.size);
+                    }
+                }
+                case UNMAPPED -> b.mapped = false;
+            }
+            prev = b;
+            ptr += rb.size();
+        }
+        // insert after linking, so tree keys are final
+        for (Block b = firstOf(prev); b != null; b = b.next) {
+            if (!b.mapped) {
+                pool.unmapped.insert(b);
+            } else if (!b.allocated) {
+                pool.insertIntoBlocks(b);
+            }
+        }
+        if (es == null) {
+            core.totalAllocatedMemory += totalSize;
+            core.stats.increase(SEGMENT, type, 1);
+            core.stats.increase(RESERVED_BYTES, type, totalSize);
+            if (totalSize >= maxSplit) {
+                core.stats.updateOversizeSegments(1);
+            }
+        } else {
+            core.expandableSegments.add(es);
+            core.totalAllocatedMemory += mappedBytes;
+            core.stats.increase(RESERVED_BYTES, type, mappedBytes);
+        }
+    }
+
+    private static Block firstOf(Block b) {
+        while (b.prev != null) {
+            b = b.prev;
+        }
+        return b;
+    }
+}

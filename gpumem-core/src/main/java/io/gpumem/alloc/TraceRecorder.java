@@ -1,0 +1,122 @@
+package io.gpumem.alloc;
+
+import io.gpumem.history.Frame;
+import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.Consumer;
+import java.util.function.LongSupplier;
+import java.util.function.Supplier;
+
+/**
+ * The allocator's memory history (spec §10.1): a ring buffer of the most recent {@link TraceEntry}s, the
+ * context level that decides which stacks are captured, the caller's stack supplier and the clock.
+ *
+ * <p>Context levels follow PyTorch's {@code RecordContext}: {@link #NEVER} &lt; {@link #STATE} (stacks for
+ * live blocks) &lt; {@link #ALLOC} (also on trace entries) &lt; {@link #ALL} (also captured at free). A stack is
+ * gathered for an operation only if the level reaches the operation's level ({@code maybeGatherContext}); trace
+ * entries carry it only at {@link #ALLOC} or above.
+ *
+ * <p>Invariant: {@code buffer.size() <= maxEntries}; once full, {@code next} is the slot of the oldest entry.
+ * Nothing is allocated per operation unless history is on or a tracker is attached.
+ */
+final class TraceRecorder {
+    static final int NEVER = 0;
+    static final int STATE = 1;
+    static final int ALLOC = 2;
+    static final int ALL = 3;
+
+    private boolean recordHistory;
+    private int recordContext = NEVER;
+    private int maxEntries = 1;
+    private final ArrayList<TraceEntry> buffer = new ArrayList<>();
+    private int next;
+    private final List<Consumer<TraceEntry>> trackers = new CopyOnWriteArrayList<>();
+    volatile Supplier<List<Frame>> contextSupplier;
+    volatile LongSupplier clockMicros = TraceRecorder::wallClockMicros;
+
+    static long wallClockMicros() {
+        java.time.Instant now = java.time.Instant.now();
+        return now.getEpochSecond() * 1_000_000L + now.getNano() / 1_000;
+    }
+
+    /** PyTorch's {@code recordHistory(enabled, recorder, max_entries, when)}. */
+    void configure(boolean enabled, long maxEntries, int when) {
+        recordHistory = enabled;
+        int max = (int) Math.max(1, Math.min(Integer.MAX_VALUE - 8, maxEntries));
+        if (max != this.maxEntries && buffer.size() > 0) {
+            List<TraceEntry> kept = entries();
+            buffer.clear();
+            next = 0;
+            int from = Math.max(0, kept.size() - max);
+            buffer.addAll(kept.subList(from, kept.size()));
+        }
+        this.maxEntries = max;
+        recordContext = enabled ? when : NEVER;
+        if (!enabled) {
+            next = 0;
+            buffer.clear();
+        }
+    }
+
+    boolean enabled() {
+        return recordHistory;
+    }
+
+    int contextLevel() {
+        return recordContext;
+    }
+
+    void addTracker(Consumer<TraceEntry> tracker) {
+        trackers.add(tracker);
+    }
+
+    boolean removeTracker(Consumer<TraceEntry> tracker) {
+        return trackers.remove(tracker);
+    }
+
+    /** The caller's stack if the context level reaches {@code level}, else null. */
+    List<Frame> maybeGatherContext(int level) {
+        if (recordContext < level) {
+            return null;
+        }
+        Supplier<List<Frame>> s = contextSupplier;
+        return s == null ? null : s.get();
+    }
+
+    void record(TraceAction action, long addr, long size, long stream, List<Frame> context) {
+        record(action, addr, size, stream, context, -1);
+    }
+
+    void record(TraceAction action, long addr, long size, long stream, List<Frame> context, long deviceFree) {
+        if (!recordHistory && trackers.isEmpty()) {
+            return;
+        }
+        TraceEntry te = new TraceEntry(action, addr, size, stream, clockMicros.getAsLong(),
+                recordContext >= ALLOC ? context : null, deviceFree);
+        for (Consumer<TraceEntry> t : trackers) {
+            t.accept(te);
+        }
+        if (recordHistory) {
+            if (buffer.size() < maxEntries) {
+                buffer.add(te);
+            } else {
+                buffer.set(next++, te);
+                if (next == maxEntries) {
+                    next = 0;
+                }
+            }
+        }
+    }
+
+    /** The buffered entries, oldest first. */
+    List<TraceEntry> entries() {
+        List<TraceEntry> out = new ArrayList<>(buffer.size());
+        out.addAll(buffer.subList(next, buffer.size()));
+        out.addAll(buffer.subList(0, next));
+        return out;
+    }
+}

@@ -1,0 +1,18 @@
+package io.gpumem.history;
+
+import java.util.Objects;
+
+/**
+ * One stack frame attached to an allocation or trace entry, as PyTorch's snapshots store it
+ * ({@code {filename, line, name}}). Lists of frames are innermost first (spec §10.6).
+ *
+ * @param filename source file, or a label chosen by the caller (the CLI uses it to name allocations)
+ * @param line     line number, 0 when unknown
+ * @param name     function name
+ */
+public record Frame(String filename, int line, String name) {
+    public Frame {
+        Objects.requireNonNull(filename, "filename");
+        Objects.requireNonNull(name, "name");
+    }
+}

@@ -1,0 +1,297 @@
+package io.gpumem.script;
+
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.config.ConfigException;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.Reader;
+import java.io.StringReader;
+import java.io.UncheckedIOException;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.regex.Pattern;
+
+/**
+ * A parsed ops script: the text format that {@code gpumem sim} runs and that trace tools can emit or read.
+ *
+ * <p>Format, one op per line ({@code #} starts a comment, blank lines are ignored, words are separated by
+ * spaces or tabs):
+ * <pre>
+ * device capacity=SIZE [granularity=SIZE] [held=SIZE]
+ * config STRING
+ * alloc NAME SIZE [stream=N]
+ * free NAME
+ * record_stream NAME STREAM
+ * complete_events | empty_cache | reset_peak | stats
+ * set_fraction F
+ * summary [abbreviated]
+ * </pre>
+ * SIZE is parsed by {@link ByteSize}. NAME is any word without {@code =} or {@code #}.
+ *
+ * <p>Parsing is complete before anything runs, and it checks everything that does not depend on the
+ * allocator: syntax, sizes, config strings (parsed with {@link AllocatorConfig#parse}), fractions, that
+ * {@code device} appears at most once and before any allocator op, and the name discipline: an {@code alloc}
+ * binds a name that must not be live, {@code free} and {@code record_stream} need a live name, so an unknown
+ * name or a double free is reported with the lines involved. An allocation that runs out of memory at run time
+ * leaves its name bound but empty; runners skip later {@code free}/{@code record_stream} of such a name.
+ *
+ * <p>Invariant: an {@code OpsScript} only exists for a script with no errors; the first error throws a
+ * {@link ScriptException} naming its line.
+ */
+public final class OpsScript {
+    private static final Pattern NAME = Pattern.compile("[^=#\\s]+");
+    private static final Pattern STREAM = Pattern.compile("[0-9]+");
+    private static final Pattern FRACTION = Pattern.compile("[0-9]+(\\.[0-9]*)?|\\.[0-9]+");
+
+    private final List<ScriptOp> ops;
+    private final ScriptOp.Device device;
+
+    private OpsScript(List<ScriptOp> ops, ScriptOp.Device device) {
+        this.ops = List.copyOf(ops);
+        this.device = device;
+    }
+
+    /** The ops in script order. */
+    public List<ScriptOp> ops() {
+        return ops;
+    }
+
+    /** The {@code device} line, or null when the script has none (runners then use their default device). */
+    public ScriptOp.Device device() {
+        return device;
+    }
+
+    /** Parses a script held in a string. */
+    public static OpsScript parse(String text) {
+        try {
+            return parse(new StringReader(text));
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    /**
+     * Parses a script from a reader (read to the end, not closed).
+     *
+     * @throws ScriptException naming the first bad line
+     * @throws IOException     if reading fails
+     */
+    public static OpsScript parse(Reader reader) throws IOException {
+        return new Parser().run(reader instanceof BufferedReader b ? b : new BufferedReader(reader));
+    }
+
+    /** Parser state: the ops so far and, per name, where it was last allocated or freed. */
+    private static final class Parser {
+        private final List<ScriptOp> ops = new ArrayList<>();
+        private final Map<String, Integer> liveSince = new HashMap<>();
+        private final Map<String, int[]> freed = new HashMap<>(); // name -> {alloc line, free line}
+        private ScriptOp.Device device;
+        private boolean allocatorUsed;
+        private int line;
+
+        OpsScript run(BufferedReader in) throws IOException {
+            for (String text = in.readLine(); text != null; text = in.readLine()) {
+                line++;
+                int hash = text.indexOf('#');
+                String body = (hash >= 0 ? text.substring(0, hash) : text).strip();
+                if (!body.isEmpty()) {
+                    ops.add(parseLine(body));
+                }
+            }
+            return new OpsScript(ops, device);
+        }
+
+        private ScriptOp parseLine(String body) {
+            String[] w = body.split("[ \\t]+");
+            String verb = w[0];
+            if (verb.equals("config")) {
+                return config(body.substring("config".length()).strip());
+            }
+            ScriptOp op = switch (verb) {
+                case "device" -> device(w);
+                case "alloc" -> alloc(w);
+                case "free" -> {
+                    arity(w, 2, "free NAME");
+                    yield new ScriptOp.Free(line, release(w[1], "free"));
+                }
+                case "record_stream" -> {
+                    arity(w, 3, "record_stream NAME STREAM");
+                    String name = live(w[1], "record_stream");
+                    yield new ScriptOp.RecordStream(line, name, stream(w[2]));
+                }
+                case "complete_events" -> bare(w, new ScriptOp.CompleteEvents(line));
+                case "empty_cache" -> bare(w, new ScriptOp.EmptyCache(line));
+                case "reset_peak" -> bare(w, new ScriptOp.ResetPeak(line));
+                case "stats" -> bare(w, new ScriptOp.Stats(line));
+                case "set_fraction" -> {
+                    arity(w, 2, "set_fraction F");
+                    yield new ScriptOp.SetFraction(line, fraction(w[1]));
+                }
+                case "summary" -> {
+                    if (w.length > 2 || (w.length == 2 && !w[1].equals("abbreviated"))) {
+                        throw error("usage: summary [abbreviated]");
+                    }
+                    yield new ScriptOp.Summary(line, w.length == 2);
+                }
+                default -> throw error("unknown op '" + verb + "' (expected device, config, alloc, free, record_stream,"
+                        + " complete_events, empty_cache, set_fraction, reset_peak, summary or stats)");
+            };
+            if (!(op instanceof ScriptOp.Device)) {
+                allocatorUsed = true;
+            }
+            return op;
+        }
+
+        private ScriptOp config(String conf) {
+            if (conf.isEmpty()) {
+                throw error("usage: config STRING (a PYTORCH_CUDA_ALLOC_CONF value)");
+            }
+            try {
+                AllocatorConfig.parse(conf);
+            } catch (ConfigException e) {
+                throw error("bad config: " + e.getMessage());
+            }
+            return new ScriptOp.Config(line, conf);
+        }
+
+        private ScriptOp device(String[] w) {
+            if (device != null) {
+                throw error("a second device line (the device was set on line " + device.line() + ")");
+            }
+            if (allocatorUsed) {
+                throw error("device must come before any allocator op");
+            }
+            Map<String, Long> kv = new HashMap<>();
+            for (int i = 1; i < w.length; i++) {
+                int eq = w[i].indexOf('=');
+                String key = eq < 0 ? w[i] : w[i].substring(0, eq);
+                if (eq < 0 || !(key.equals("capacity") || key.equals("granularity") || key.equals("held"))) {
+                    throw error("usage: device capacity=SIZE [granularity=SIZE] [held=SIZE]; got '" + w[i] + "'");
+                }
+                if (kv.containsKey(key)) {
+                    throw error("device " + key + " given twice");
+                }
+                kv.put(key, size(w[i].substring(eq + 1), "device " + key));
+            }
+            Long capacity = kv.get("capacity");
+            if (capacity == null) {
+                throw error("device needs capacity=SIZE");
+            }
+            long granularity = kv.getOrDefault("granularity", 0L);
+            long held = kv.getOrDefault("held", 0L);
+            if (capacity <= 0) {
+                throw error("device capacity must be positive");
+            }
+            if (kv.containsKey("granularity") && Long.bitCount(granularity) != 1) {
+                throw error("device granularity must be a power of two, got " + granularity);
+            }
+            if (held > capacity) {
+                throw error("device held=" + held + " exceeds capacity=" + capacity);
+            }
+            device = new ScriptOp.Device(line, capacity, granularity, held);
+            return device;
+        }
+
+        private ScriptOp alloc(String[] w) {
+            if (w.length < 3 || w.length > 4) {
+                throw error("usage: alloc NAME SIZE [stream=N]");
+            }
+            String name = name(w[1]);
+            Integer since = liveSince.get(name);
+            if (since != null) {
+                throw error("'" + name + "' is still allocated (line " + since + "); free it first");
+            }
+            long size = size(w[2], "alloc size");
+            if (size <= 0) {
+                throw error("bad size '" + w[2] + "': an allocation needs at least 1 byte");
+            }
+            long stream = ScriptOp.DEFAULT_STREAM;
+            if (w.length == 4) {
+                if (!w[3].startsWith("stream=")) {
+                    throw error("usage: alloc NAME SIZE [stream=N]; got '" + w[3] + "'");
+                }
+                stream = stream(w[3].substring("stream=".length()));
+            }
+            liveSince.put(name, line);
+            freed.remove(name);
+            return new ScriptOp.Alloc(line, name, size, stream);
+        }
+
+        /** Checks that a name is live and unbinds it. */
+        private String release(String word, String verb) {
+            String name = live(word, verb);
+            freed.put(name, new int[] {liveSince.remove(name), line});
+            return name;
+        }
+
+        private String live(String word, String verb) {
+            String name = name(word);
+            if (!liveSince.containsKey(name)) {
+                int[] f = freed.get(name);
+                if (f != null) {
+                    throw error((verb.equals("free") ? "double free of '" : verb + " of freed '") + name
+                            + "' (allocated on line " + f[0] + ", freed on line " + f[1] + ")");
+                }
+                throw error(verb + " of unknown name '" + name + "'");
+            }
+            return name;
+        }
+
+        private String name(String word) {
+            if (!NAME.matcher(word).matches()) {
+                throw error("bad name '" + word + "' (a name is one word without '=')");
+            }
+            return word;
+        }
+
+        private long size(String text, String what) {
+            try {
+                return ByteSize.parse(text);
+            } catch (IllegalArgumentException e) {
+                throw error(what + ": " + e.getMessage());
+            }
+        }
+
+        private long stream(String text) {
+            if (!STREAM.matcher(text).matches()) {
+                throw error("bad stream '" + text + "' (a stream is a number, 0 for the default stream)");
+            }
+            try {
+                return Long.parseLong(text);
+            } catch (NumberFormatException e) {
+                throw error("bad stream '" + text + "': too large");
+            }
+        }
+
+        private double fraction(String text) {
+            if (!FRACTION.matcher(text).matches()) {
+                throw error("bad fraction '" + text + "' (a number in [0, 1])");
+            }
+            double f = Double.parseDouble(text);
+            if (f > 1.0) {
+                // PyTorch: "Invalid fraction value: {}. Allowed range: 0~1"
+                throw error("Invalid fraction value: " + text + ". Allowed range: 0~1");
+            }
+            return f;
+        }
+
+        private ScriptOp bare(String[] w, ScriptOp op) {
+            if (w.length != 1) {
+                throw error(w[0] + " takes no arguments");
+            }
+            return op;
+        }
+
+        private void arity(String[] w, int n, String usage) {
+            if (w.length != n) {
+                throw error("usage: " + usage);
+            }
+        }
+
+        private ScriptException error(String detail) {
+            return new ScriptException(line, detail);
+        }
+    }
+}

@@ -1,0 +1,151 @@
+package io.gpumem.script;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import java.io.IOException;
+import java.io.StringReader;
+import org.junit.jupiter.api.Test;
+
+class OpsScriptTest {
+
+    private static void assertError(String script, int line, String detailPart) {
+        assertThatThrownBy(() -> OpsScript.parse(script))
+                .isInstanceOf(ScriptException.class)
+                .hasMessageStartingWith("line " + line + ": ")
+                .hasMessageContaining(detailPart)
+                .satisfies(e -> assertThat(((ScriptException) e).line()).isEqualTo(line));
+    }
+
+    @Test
+    void everyOp() {
+        OpsScript s = OpsScript.parse("""
+                # a comment
+                device capacity=80GiB granularity=2MiB held=1GiB
+                config expandable_segments:True, max_split_size_mb:128
+
+                alloc a 1000
+                alloc b 3MiB stream=7   # trailing comment
+                record_stream a 3
+                free a
+                complete_events
+                empty_cache
+                set_fraction 0.5
+                reset_peak
+                summary
+                summary abbreviated
+                stats
+                """);
+        assertThat(s.device()).isEqualTo(new ScriptOp.Device(2, 80L << 30, 2L << 20, 1L << 30));
+        assertThat(s.ops()).containsExactly(
+                new ScriptOp.Device(2, 80L << 30, 2L << 20, 1L << 30),
+                new ScriptOp.Config(3, "expandable_segments:True, max_split_size_mb:128"),
+                new ScriptOp.Alloc(5, "a", 1000, 0),
+                new ScriptOp.Alloc(6, "b", 3L << 20, 7),
+                new ScriptOp.RecordStream(7, "a", 3),
+                new ScriptOp.Free(8, "a"),
+                new ScriptOp.CompleteEvents(9),
+                new ScriptOp.EmptyCache(10),
+                new ScriptOp.SetFraction(11, 0.5),
+                new ScriptOp.ResetPeak(12),
+                new ScriptOp.Summary(13, false),
+                new ScriptOp.Summary(14, true),
+                new ScriptOp.Stats(15));
+    }
+
+    @Test
+    void deviceIsOptionalAndDefaultsItsGranularity() throws IOException {
+        assertThat(OpsScript.parse(new StringReader("alloc a 1\n")).device()).isNull();
+        assertThat(OpsScript.parse("device capacity=1GiB\n").device())
+                .isEqualTo(new ScriptOp.Device(1, 1L << 30, 0, 0));
+        assertThat(OpsScript.parse("config expandable_segments:True\ndevice held=1 capacity=2GiB\n").device().held())
+                .isEqualTo(1);
+    }
+
+    @Test
+    void nameCanBeReusedAfterFree() {
+        assertThat(OpsScript.parse("alloc a 1\nfree a\nalloc a 2\nfree a\n").ops()).hasSize(4);
+    }
+
+    @Test
+    void tabsSeparateWordsAndEmptyScriptIsEmpty() {
+        assertThat(OpsScript.parse("alloc\ta\t1\n").ops()).containsExactly(new ScriptOp.Alloc(1, "a", 1, 0));
+        assertThat(OpsScript.parse("").ops()).isEmpty();
+        assertThat(OpsScript.parse("# only\n\n   \n").ops()).isEmpty();
+    }
+
+    @Test
+    void unknownOp() {
+        assertError("alloc a 1\nmalloc b 2\n", 2, "unknown op 'malloc'");
+    }
+
+    @Test
+    void nameDiscipline() {
+        assertError("alloc a 1\nfree b\n", 2, "free of unknown name 'b'");
+        assertError("alloc a 1\nfree a\nfree a\n", 3, "double free of 'a' (allocated on line 1, freed on line 2)");
+        assertError("alloc a 1\nalloc a 2\n", 2, "'a' is still allocated (line 1)");
+        assertError("record_stream x 1\n", 1, "record_stream of unknown name 'x'");
+        assertError("alloc a 1\nfree a\nrecord_stream a 2\n", 3, "record_stream of freed 'a'");
+        assertError("alloc a=b 1\n", 1, "bad name 'a=b'");
+    }
+
+    @Test
+    void badSizes() {
+        assertError("alloc a 3MB\n", 1, "alloc size: bad size '3MB'");
+        assertError("alloc a lots\n", 1, "bad size 'lots'");
+        assertError("alloc a 0\n", 1, "at least 1 byte");
+        assertError("device capacity=big\n", 1, "device capacity: bad size 'big'");
+    }
+
+    @Test
+    void badArity() {
+        assertError("alloc a\n", 1, "usage: alloc NAME SIZE [stream=N]");
+        assertError("alloc a 1 stream=1 x\n", 1, "usage: alloc");
+        assertError("alloc a 1 s=1\n", 1, "got 's=1'");
+        assertError("alloc a 1\nfree\n", 2, "usage: free NAME");
+        assertError("alloc a 1\nfree a b\n", 2, "usage: free NAME");
+        assertError("alloc a 1\nrecord_stream a\n", 2, "usage: record_stream NAME STREAM");
+        assertError("empty_cache now\n", 1, "empty_cache takes no arguments");
+        assertError("stats all\n", 1, "stats takes no arguments");
+        assertError("summary full\n", 1, "usage: summary [abbreviated]");
+        assertError("set_fraction\n", 1, "usage: set_fraction F");
+    }
+
+    @Test
+    void badStreams() {
+        assertError("alloc a 1 stream=-1\n", 1, "bad stream '-1'");
+        assertError("alloc a 1\nrecord_stream a s2\n", 2, "bad stream 's2'");
+        assertError("alloc a 1 stream=99999999999999999999\n", 1, "too large");
+    }
+
+    @Test
+    void badFractions() {
+        assertError("set_fraction 1.5\n", 1, "Invalid fraction value: 1.5. Allowed range: 0~1");
+        assertError("set_fraction -0.1\n", 1, "bad fraction '-0.1'");
+        assertError("set_fraction half\n", 1, "bad fraction");
+        assertThat(OpsScript.parse("set_fraction 0\nset_fraction 1\nset_fraction .25\n").ops())
+                .containsExactly(new ScriptOp.SetFraction(1, 0), new ScriptOp.SetFraction(2, 1),
+                        new ScriptOp.SetFraction(3, 0.25));
+    }
+
+    @Test
+    void badConfigNamesTheKey() {
+        assertError("alloc a 1\nconfig max_split_size_mb:10\n", 2,
+                "bad config: CachingAllocator option max_split_size_mb too small, must be > 20");
+        assertError("config foo:1\n", 1, "Unrecognized CachingAllocator option: foo");
+        assertError("config\n", 1, "usage: config STRING");
+    }
+
+    @Test
+    void deviceRules() {
+        assertError("device capacity=1GiB\ndevice capacity=2GiB\n", 2, "second device line (the device was set on line 1)");
+        assertError("alloc a 1\ndevice capacity=1GiB\n", 2, "device must come before any allocator op");
+        assertError("stats\ndevice capacity=1GiB\n", 2, "before any allocator op");
+        assertError("device granularity=2MiB\n", 1, "device needs capacity=SIZE");
+        assertError("device capacity=1GiB size=3\n", 1, "got 'size=3'");
+        assertError("device capacity=1GiB capacity=2GiB\n", 1, "capacity given twice");
+        assertError("device capacity=1GiB granularity=3MiB\n", 1, "power of two");
+        assertError("device capacity=1GiB held=2GiB\n", 1, "exceeds capacity");
+        assertError("device capacity=0\n", 1, "capacity must be positive");
+    }
+}
