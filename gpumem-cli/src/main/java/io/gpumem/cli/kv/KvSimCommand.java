@@ -5,6 +5,7 @@ import com.fasterxml.jackson.core.JsonGenerator;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.kvcache.hash.HashAlgorithm;
 import io.gpumem.kvcache.manager.PreemptionMode;
+import io.gpumem.kvcache.memory.KvMemory;
 import io.gpumem.kvcache.sched.VictimPolicy;
 import io.gpumem.kvcache.sim.ServingSimulator;
 import io.gpumem.kvcache.sim.SimConfig;
@@ -74,6 +75,8 @@ public final class KvSimCommand implements Callable<Integer> {
     int headSize;
     @Option(names = "--max-steps", defaultValue = "2000000", description = "Stop after this many steps (default: ${DEFAULT-VALUE})")
     long maxSteps;
+    @Option(names = "--memory", defaultValue = "allocator", description = "Where the KV regions come from: allocator (gpumem's caching allocator) | direct (device malloc) (default: ${DEFAULT-VALUE})")
+    String memory;
     @Option(names = "--json", description = "Print one JSON object instead of text")
     boolean json;
 
@@ -82,7 +85,11 @@ public final class KvSimCommand implements Callable<Integer> {
         SimConfig config = config();
         SimulatedDevice device = SimulatedDevice.builder()
                 .capacity(ServingSimulator.deviceBytes(config) + (64L << 20)).backed(true).build();
-        SimReport r = ServingSimulator.run(config, device);
+        SimReport r = switch (memory.toLowerCase(Locale.ROOT)) {
+            case "allocator" -> ServingSimulator.run(config, device);
+            case "direct" -> ServingSimulator.run(config, KvMemory.direct(device));
+            default -> throw bad("--memory must be allocator or direct, got '" + memory + "'");
+        };
         PrintWriter out = spec.commandLine().getOut();
         out.print(json ? json(config, r) : text(config, r));
         out.flush();

@@ -50,6 +50,7 @@ class KvSimCommandTest {
         variants.add(new String[] {"kv-sim", "--workload", "alpaca", "--requests", "50"});
         variants.add(new String[] {"kv-sim", "--workload", "shared-prefix", "--requests", "50", "--prefix-caching", "off"});
         variants.add(new String[] {"kv-sim", "--workload", "chat", "--requests", "10", "--preemption", "swap", "--blocks", "300"});
+        variants.add(new String[] {"kv-sim", "--requests", "30", "--memory", "direct", "--victim", "least-computed", "--hash", "sha256"});
         for (String[] v : variants) {
             Result r = run(v);
             assertThat(r.exit()).as(String.join(" ", v) + r.err()).isZero();
@@ -72,6 +73,9 @@ class KvSimCommandTest {
         r = run("kv-sim", "--preemption", "drop");
         assertThat(r.exit()).isEqualTo(2);
         assertThat(r.err()).contains("--preemption");
+        r = run("kv-sim", "--memory", "disk");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).contains("--memory");
         r = run("kv-sim", "--rate", "0");
         assertThat(r.exit()).isEqualTo(2);
         assertThat(r.err()).contains("--rate");

@@ -1,5 +1,6 @@
 package io.gpumem.kvcache.sim;
 
+import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.device.Device;
 import io.gpumem.kvcache.KvCacheSpec;
 import io.gpumem.kvcache.manager.KvCacheConfig;
@@ -83,9 +84,9 @@ public final class ServingSimulator {
         return 2L * config.blockSize() * config.kvHeads() * config.headSize() * 2 * config.layers() * config.blocks();
     }
 
-    /** Convenience: {@link #run(SimConfig, KvMemory)} directly on a device. */
+    /** Runs with the KV regions taken from a {@link CachingAllocator} on {@code device} (the default set-up). */
     public static SimReport run(SimConfig config, Device device) {
-        return run(config, KvMemory.direct(device));
+        return run(config, KvMemory.cachingAllocator(new CachingAllocator(device)));
     }
 
     private static SimReport simulate(SimConfig config, KvCacheManager manager, Scheduler scheduler) {

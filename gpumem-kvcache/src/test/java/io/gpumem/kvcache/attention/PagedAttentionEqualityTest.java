@@ -1,5 +1,6 @@
 package io.gpumem.kvcache.attention;
 
+import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.kvcache.KvCacheSpec;
 import io.gpumem.kvcache.manager.KvCacheConfig;
@@ -35,11 +36,16 @@ class PagedAttentionEqualityTest {
     private final MemorySegment v = arena.allocate((long) KV_HEADS * HEAD * 4, 8);
 
     private KvCacheManager manager(int blocks, KvCacheConfig config) {
+        return manager(blocks, config, false);
+    }
+
+    private KvCacheManager manager(int blocks, KvCacheConfig config, boolean onAllocator) {
         System.out.println("seed=" + seed);
         KvCacheSpec spec = KvCacheSpec.builder().layers(LAYERS).kvHeads(KV_HEADS).headSize(HEAD).elementSize(4)
                 .blockSize(BS).numBlocks(blocks).maxModelLen(Math.min(128, (blocks - 1) * BS)).build();
         SimulatedDevice device = SimulatedDevice.builder().capacity(16L << 20).backed(true).build();
-        return new KvCacheManager(spec, KvMemory.direct(device), config);
+        return new KvCacheManager(spec, onAllocator ? KvMemory.cachingAllocator(new CachingAllocator(device))
+                : KvMemory.direct(device), config);
     }
 
     /** The toy model: K (or V) of a position as a function of the prefix key up to it and the layer. */
@@ -138,7 +144,15 @@ class PagedAttentionEqualityTest {
 
     @Test
     void pagedEqualsContiguousAfterCopyOnWrite() {
-        KvCacheManager m = manager(64, KvCacheConfig.defaults());
+        copyOnWriteScenario(manager(64, KvCacheConfig.defaults()));
+    }
+
+    @Test
+    void pagedEqualsContiguousOnCachingAllocatorMemory() {
+        copyOnWriteScenario(manager(64, KvCacheConfig.defaults(), true));
+    }
+
+    private void copyOnWriteScenario(KvCacheManager m) {
         SplittableRandom rnd = new SplittableRandom(seed + 1);
         KvRequest parent = KvRequest.of("p", tokens(rnd, 10));
         admit(m, parent);
