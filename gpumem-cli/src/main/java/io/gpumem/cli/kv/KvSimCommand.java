@@ -166,7 +166,7 @@ public final class KvSimCommand implements Callable<Integer> {
         line(b, "output tokens", Long.toString(r.outputTokens()));
         line(b, "preemptions", r.preemptions() + " (recompute " + r.recomputePreemptions() + ", swap " + r.swapPreemptions() + ")");
         line(b, "prefix hit rate", pct(r.prefixHitRate()) + " (last 1000 requests " + pct(r.prefixHitRateWindow()) + ")");
-        line(b, "KV waste", pct(r.kvWaste()));
+        line(b, "KV waste", pct(r.kvWaste()) + " (contiguous max-length reservation: " + pct(r.contiguousWaste()) + ")");
         line(b, "KV usage", "mean " + pct(r.meanUsage()) + ", peak " + pct(r.peakUsage()));
         line(b, "running per step", f2(r.meanRunning()));
         line(b, "copy-on-write blocks", Long.toString(r.copyOnWriteBlocks()));
@@ -207,6 +207,7 @@ public final class KvSimCommand implements Callable<Integer> {
             g.writeNumberField("prefix_hit_rate", r.prefixHitRate());
             g.writeNumberField("prefix_hit_rate_window", r.prefixHitRateWindow());
             g.writeNumberField("kv_waste", r.kvWaste());
+            g.writeNumberField("contiguous_waste", r.contiguousWaste());
             g.writeNumberField("mean_usage", r.meanUsage());
             g.writeNumberField("peak_usage", r.peakUsage());
             g.writeNumberField("mean_running", r.meanRunning());

@@ -111,6 +111,8 @@ public final class ServingSimulator {
         long poolNs = 0;
         long wasteSlots = 0;
         long allocatedSlots = 0;
+        long contiguousSlots = 0;
+        long contiguousLive = 0;
         double usageSum = 0;
         double peakUsage = 0;
         long runningSum = 0;
@@ -147,6 +149,8 @@ public final class ServingSimulator {
             long slots = 0;
             long liveTokens = 0;
             for (KvRequest r : scheduler.running()) {
+                contiguousSlots += config.maxModelLen();
+                contiguousLive += r.numComputed();
                 for (int j = 0; j < r.numBlocks(); j++) {
                     int b = r.block(j);
                     int f = Math.max(0, Math.min(bs, r.numComputed() - j * bs));
@@ -196,6 +200,7 @@ public final class ServingSimulator {
                 manager.preemptions(), manager.recomputePreemptions(), manager.swapPreemptions(),
                 manager.prefixQueriedTokens() == 0 ? 0 : (double) manager.prefixHitTokens() / manager.prefixQueriedTokens(),
                 manager.prefixHitRate(), allocatedSlots == 0 ? 0 : (double) wasteSlots / allocatedSlots,
+                contiguousSlots == 0 ? 0 : (double) (contiguousSlots - contiguousLive) / contiguousSlots,
                 step == 0 ? 0 : usageSum / step, peakUsage, step == 0 ? 0 : (double) runningSum / step,
                 manager.copyOnWriteBlocks(), step == 0 ? 0 : (double) poolNs / step);
     }
