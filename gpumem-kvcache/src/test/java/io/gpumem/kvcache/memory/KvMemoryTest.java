@@ -24,6 +24,11 @@ class KvMemoryTest {
             assertThat(m.pages().pageAddress(3, 255) + SPEC.pageBytes())
                     .isEqualTo(m.pages().layerAddress(3) + SPEC.layerBytes());
             allocator.checkInvariants();
+            // each layer region is an allocated block of the snapshot, at the address the pages use
+            var blocks = allocator.snapshot().segments().stream().flatMap(seg -> seg.blocks().stream())
+                    .filter(b -> b.requestedSize() == SPEC.layerBytes()).map(b -> b.address()).toList();
+            assertThat(blocks).containsExactlyInAnyOrder(m.pages().layerAddress(0), m.pages().layerAddress(1),
+                    m.pages().layerAddress(2), m.pages().layerAddress(3));
         }
         assertThat(allocator.allocatedBytes()).isZero();
         allocator.checkInvariants();
