@@ -152,6 +152,14 @@ public final class BlockPool {
         return (flags[checkId(block)] & IN_FREE) != 0;
     }
 
+    /**
+     * The block's generation: it changes whenever the block loses its cache entry, so a caller holding a
+     * lookup result can tell whether the block still holds the contents it was found with.
+     */
+    public int generation(int block) {
+        return generation[checkId(block)];
+    }
+
     /** High half of the block's key (meaningful only when cached). */
     public long keyHi(int block) {
         return keyHi[block];
