@@ -18,6 +18,7 @@ import picocli.CommandLine.Command;
             CommandLine.HelpCommand.class,
             io.gpumem.cli.sim.SimCommand.class,
             io.gpumem.cli.device.DeviceCommand.class,
+            io.gpumem.cli.kv.KvSimCommand.class,
         })
 public final class GpumemCli implements Runnable {
 
