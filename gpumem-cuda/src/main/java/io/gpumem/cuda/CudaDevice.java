@@ -423,6 +423,7 @@ public final class CudaDevice implements Device, AutoCloseable {
      * copies to and from at full speed. Free it with {@link #freePinnedHost}; it is not counted as a
      * {@code Device} operation.
      */
+    @SuppressWarnings("restricted") // sizing the driver's host pointer to the bytes it allocated
     public MemorySegment allocatePinnedHost(long bytes) {
         ThreadState state = threadState.get();
         bindContext(state);

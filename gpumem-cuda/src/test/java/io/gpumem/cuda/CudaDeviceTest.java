@@ -116,6 +116,7 @@ class CudaDeviceTest {
     }
 
     @Test
+    @SuppressWarnings("restricted")
     void bytesWrittenThroughAMappedPageReadBack() {
         long base = device.reserveAddressRange(4 * PAGE);
         long h0 = device.createPhysical(PAGE);
