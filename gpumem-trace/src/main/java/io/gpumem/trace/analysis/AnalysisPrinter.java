@@ -1,0 +1,124 @@
+package io.gpumem.trace.analysis;
+
+import java.io.PrintWriter;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * Renders an analysis as the plain-text report {@code gpumem analyze} and {@code gpumem demo} print.
+ * Layout (fixed so that users can diff reports): a header, the per-pool table, free space per pool and
+ * stream, the most wasteful segments, the diagnosis, then the compare table and recommendations.
+ */
+public final class AnalysisPrinter {
+    private AnalysisPrinter() {
+    }
+
+    /** Prints the state part: header, pools, free space, wasteful segments and the diagnosis. */
+    public static void printState(StateAnalysis a, PrintWriter out) {
+        MemoryState s = a.state();
+        out.println("== " + s.label() + " (device " + s.device() + ")");
+        s.allocatorConf().ifPresent(c -> out.println("allocator config: " + (c.isEmpty() ? "(defaults)" : c)));
+        if (s.capacity() >= 0 || s.deviceFree() >= 0) {
+            out.println("device capacity: " + (s.capacity() >= 0 ? ByteSizes.format(s.capacity()) : "unknown")
+                    + ", driver free: " + (s.deviceFree() >= 0 ? ByteSizes.format(s.deviceFree()) : "unknown"));
+        }
+        out.println();
+        out.printf(Locale.ROOT, "%-11s %9s %12s %12s %12s %14s %12s %12s %8s%n", "pool", "segments", "reserved",
+                "allocated", "active", "inactive split", "releasable", "largest free", "ext frag");
+        for (PoolUsage u : List.of(a.small(), a.large(), a.all())) {
+            out.printf(Locale.ROOT, "%-11s %9d %12s %12s %12s %14s %12s %12s %8s%n", u.scope(), u.segments(),
+                    ByteSizes.format(u.reserved()), ByteSizes.format(u.allocated()), ByteSizes.format(u.active()),
+                    ByteSizes.format(u.inactiveSplit()), ByteSizes.format(u.releasable()),
+                    ByteSizes.format(u.largestFree()), ByteSizes.percent(u.externalFragmentation()));
+        }
+        out.printf(Locale.ROOT, "reserved/allocated %.3f, requested %s (rounding slack %s)%n",
+                a.all().reservedPerAllocated() == Double.POSITIVE_INFINITY ? 0.0 : a.all().reservedPerAllocated(),
+                ByteSizes.format(a.all().requested()), ByteSizes.format(a.all().allocated() - a.all().requested()));
+        out.println();
+        if (a.streamFree().isEmpty()) {
+            out.println("free space: no cached free blocks");
+        } else {
+            out.println("largest free block per pool and stream:");
+            for (StreamFree f : a.streamFree()) {
+                out.printf(Locale.ROOT, "  %-10s stream %-16d largest %12s of %12s free in %6d blocks (ext frag %s)%n",
+                        f.pool().statName(), f.stream(), ByteSizes.format(f.largestFree()),
+                        ByteSizes.format(f.totalFree()), f.freeBlocks(), ByteSizes.percent(f.externalFragmentation()));
+            }
+        }
+        out.println();
+        if (a.topWaste().isEmpty()) {
+            out.println("segments that waste most: none wastes a byte");
+        } else {
+            out.println("segments that waste most (free + rounding slack):");
+            for (SegmentWaste w : a.topWaste()) {
+                out.printf(Locale.ROOT, "  0x%x %-10s stream %-6d %-10s size %12s waste %12s (free %s, slack %s)%s%n",
+                        w.address(), w.pool().statName(), w.stream(), w.expandable() ? "expandable" : "",
+                        ByteSizes.format(w.totalSize()), ByteSizes.format(w.waste()), ByteSizes.format(w.freeBytes()),
+                        ByteSizes.format(w.slackBytes()), w.pinned() ? ", pinned by live blocks" : ", releasable");
+            }
+        }
+        out.println();
+        Diagnosis d = a.diagnosis();
+        out.println("diagnosis: " + headline(d.kind()));
+        out.println("  because: " + d.trigger());
+        for (String e : d.evidence()) {
+            out.println("  - " + e);
+        }
+        out.flush();
+    }
+
+    /** Prints the compare table and the recommendations. */
+    public static void printRecommendations(Recommender.Result r, PrintWriter out) {
+        if (r.baseline() != null) {
+            out.println();
+            out.println("compare runs:");
+            printOutcomes(prepend(r.baseline(), r.alternatives()), out);
+        }
+        out.println();
+        if (r.recommendations().isEmpty()) {
+            out.println("recommendation: none");
+        } else {
+            out.println("recommendations (best first):");
+            int i = 1;
+            for (Recommendation rec : r.recommendations()) {
+                out.println("  " + i++ + ". " + rec.action());
+                out.println("     saves " + ByteSizes.format(rec.bytesSaved()) + "; " + rec.basis());
+            }
+        }
+        for (String n : r.notes()) {
+            out.println("note: " + n);
+        }
+        out.flush();
+    }
+
+    /** The compare table: one row per run. */
+    public static void printOutcomes(List<WhatIfOutcome> outcomes, PrintWriter out) {
+        boolean withCapacity = outcomes.stream().anyMatch(o -> o.minCapacity() >= 0);
+        out.printf(Locale.ROOT, "  %-36s %14s %14s %9s %13s %8s %5s%s%n", "config", "peak allocated", "peak reserved",
+                "res/alloc", "driver allocs", "retries", "OOMs", withCapacity ? "   min capacity" : "");
+        for (WhatIfOutcome o : outcomes) {
+            out.printf(Locale.ROOT, "  %-36s %14s %14s %9.3f %13d %8d %5d%s%n",
+                    o.label().isEmpty() ? "(defaults)" : o.label(), ByteSizes.format(o.peakAllocated()),
+                    ByteSizes.format(o.peakReserved()), o.reservedPerAllocated(), o.deviceAllocs(), o.retries(), o.ooms(),
+                    withCapacity ? String.format(Locale.ROOT, " %14s", o.minCapacity() >= 0 ? ByteSizes.format(o.minCapacity()) : "-") : "");
+        }
+        out.flush();
+    }
+
+    private static List<WhatIfOutcome> prepend(WhatIfOutcome first, List<WhatIfOutcome> rest) {
+        java.util.ArrayList<WhatIfOutcome> all = new java.util.ArrayList<>();
+        all.add(first);
+        all.addAll(rest);
+        return all;
+    }
+
+    /** One line per verdict. */
+    public static String headline(DiagnosisKind kind) {
+        return switch (kind) {
+            case NONE -> "no out-of-memory to explain";
+            case FRAGMENTATION -> "FRAGMENTATION: enough cached free bytes, but no free block fits";
+            case LIVE_TENSORS -> "LIVE TENSORS: allocated memory fills the device";
+            case OUTSIDE_MEMORY -> "MEMORY HELD OUTSIDE THE ALLOCATOR: other users of the device take what is missing";
+        };
+    }
+}

@@ -1,0 +1,140 @@
+package io.gpumem.trace.analysis;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * The rules that turn a {@link StateAnalysis} into a {@link Diagnosis}; the thresholds are the public
+ * constants below (documented in README-analysis.md).
+ *
+ * <p>The rules rest on one identity for a device of capacity C: C = allocated + (reserved − allocated)
+ * + driver free + outside. A request of R bytes failed; the question is which term would have to shrink
+ * for it to fit.
+ * <ol>
+ *   <li><b>Fragmentation</b>: reserved-but-unallocated plus driver-free ≥ R. The bytes exist, yet no free
+ *       block of the request's pool and stream is large enough (PyTorch has already released whole free
+ *       segments in its retry, so what is left is pinned between live blocks).</li>
+ *   <li><b>Memory outside the allocator</b>: otherwise, when capacity is known, and the outside bytes are at
+ *       least {@link #OUTSIDE_SHARE} of capacity and would cover what is still missing.</li>
+ *   <li><b>Live tensors</b>: otherwise; the shortfall is what live tensors must shrink by.</li>
+ * </ol>
+ * Without an {@code oom} entry a state is diagnosed only when it is near capacity: the used share, not
+ * counting cached bytes {@code empty_cache()} (and so PyTorch's OOM retry) would return, is at least
+ * {@link #NEAR_CAPACITY}. Then the largest term decides: free bytes pinned between live blocks at least
+ * {@link #FRAGMENTED_CACHE_SHARE} of reserved mean fragmentation, outside ≥ {@link #OUTSIDE_SHARE} of capacity means outside memory, else
+ * live tensors.
+ */
+public final class DiagnosisRules {
+    /** A device whose used share (capacity − driver free, or reserved; less releasable cache) reaches this is near capacity. */
+    public static final double NEAR_CAPACITY = 0.90;
+    /** Memory outside the allocator counts when it is at least this share of capacity. */
+    public static final double OUTSIDE_SHARE = 0.05;
+    /** Near capacity without an OOM, pinned free bytes at least this share of reserved mean fragmentation. */
+    public static final double FRAGMENTED_CACHE_SHARE = 0.10;
+    /** Reserved / allocated above this counts as severe waste (STAlloc's rule of thumb, 90% utilisation). */
+    public static final double SEVERE_WASTE_RATIO = 1.11;
+    /** Largest rounded request of the small pool. */
+    static final long SMALL_POOL_LIMIT = 1L << 20;
+
+    private DiagnosisRules() {
+    }
+
+    static Diagnosis diagnose(StateAnalysis a) {
+        MemoryState state = a.state();
+        PoolUsage all = a.all();
+        long capacity = state.capacity();
+        long deviceFree = state.deviceFree();
+        long outside = capacity >= 0 && deviceFree >= 0 ? Math.max(0, capacity - all.reserved() - deviceFree) : -1;
+        List<String> evidence = new ArrayList<>();
+        if (state.oom().isPresent()) {
+            return diagnoseOom(a, state.oom().get(), capacity, Math.max(0, deviceFree), outside, evidence);
+        }
+        if (capacity > 0) {
+            long used = (deviceFree >= 0 ? capacity - deviceFree : all.reserved()) - all.releasable();
+            double share = (double) used / capacity;
+            if (share >= NEAR_CAPACITY) {
+                return diagnoseNearCapacity(a, capacity, outside, share, evidence);
+            }
+            evidence.add("reserved/allocated = " + ratio(all.reservedPerAllocated())
+                    + (all.reservedPerAllocated() > SEVERE_WASTE_RATIO ? " (above " + SEVERE_WASTE_RATIO + ": severe waste)" : ""));
+            return new Diagnosis(DiagnosisKind.NONE, "no oom entry and " + ByteSizes.percent(share)
+                    + " of capacity in use (below " + ByteSizes.percent(NEAR_CAPACITY) + ")", evidence, 0, outside);
+        }
+        evidence.add("reserved/allocated = " + ratio(all.reservedPerAllocated())
+                + (all.reservedPerAllocated() > SEVERE_WASTE_RATIO ? " (above " + SEVERE_WASTE_RATIO + ": severe waste)" : ""));
+        return new Diagnosis(DiagnosisKind.NONE,
+                "no oom entry and device capacity unknown (pass --capacity to check how near capacity the state is)",
+                evidence, 0, outside);
+    }
+
+    private static Diagnosis diagnoseOom(StateAnalysis a, OomEvent oom, long capacity, long deviceFree, long outside,
+                                         List<String> evidence) {
+        PoolUsage all = a.all();
+        long request = oom.requestBytes();
+        Pool pool = request <= SMALL_POOL_LIMIT ? Pool.SMALL : Pool.LARGE;
+        long largest = a.largestFree(pool, oom.stream());
+        long unallocated = all.unallocated();
+        String trigger = "oom" + (oom.entryIndex() >= 0 ? " entry #" + oom.entryIndex() : "") + ": a request of "
+                + ByteSizes.format(request) + " on stream " + oom.stream() + " (" + pool.statName() + ") failed";
+        evidence.add("largest free block of " + pool.statName() + " on stream " + oom.stream() + ": "
+                + ByteSizes.format(largest) + " (< " + ByteSizes.format(request) + ")");
+        evidence.add("reserved but unallocated: " + ByteSizes.format(unallocated) + " in " + all.freeBlocks()
+                + " free blocks (" + ByteSizes.format(all.pinnedFree()) + " pinned between live blocks); driver free: "
+                + (a.state().deviceFree() >= 0 ? ByteSizes.format(deviceFree) : "unknown"));
+        if (unallocated + deviceFree >= request) {
+            evidence.add("unallocated + driver free = " + ByteSizes.format(unallocated + deviceFree) + " >= request: "
+                    + "the bytes exist but no block fits (external fragmentation "
+                    + ByteSizes.percent(all.externalFragmentation()) + ")");
+            return new Diagnosis(DiagnosisKind.FRAGMENTATION, trigger, evidence, 0, outside);
+        }
+        long missing = request - unallocated - deviceFree;
+        if (outside >= 0) {
+            evidence.add("held outside the allocator (capacity - reserved - driver free): " + ByteSizes.format(outside)
+                    + " of " + ByteSizes.format(capacity));
+            if (outside >= OUTSIDE_SHARE * capacity && outside >= missing) {
+                evidence.add("even every cached byte leaves " + ByteSizes.format(missing)
+                        + " missing, which the outside memory would cover");
+                return new Diagnosis(DiagnosisKind.OUTSIDE_MEMORY, trigger, evidence, missing, outside);
+            }
+        } else {
+            evidence.add("capacity unknown: memory held outside the allocator cannot be measured (pass --capacity)");
+        }
+        long base = capacity > 0 ? capacity : all.reserved() + deviceFree;
+        evidence.add("allocated: " + ByteSizes.format(all.allocated()) + " = "
+                + ByteSizes.percent((double) all.allocated() / base) + " of " + (capacity > 0 ? "capacity" : "reserved + driver free")
+                + "; even with every cached byte the request lacks " + ByteSizes.format(missing));
+        return new Diagnosis(DiagnosisKind.LIVE_TENSORS, trigger, evidence, missing, outside);
+    }
+
+    private static Diagnosis diagnoseNearCapacity(StateAnalysis a, long capacity, long outside, double share,
+                                                  List<String> evidence) {
+        PoolUsage all = a.all();
+        String trigger = "no oom entry, but " + ByteSizes.percent(share) + " of capacity ("
+                + ByteSizes.format(capacity) + ") in use (near capacity from " + ByteSizes.percent(NEAR_CAPACITY) + ")";
+        evidence.add("reserved " + ByteSizes.format(all.reserved()) + ", allocated " + ByteSizes.format(all.allocated())
+                + ", unallocated " + ByteSizes.format(all.unallocated()) + " ("
+                + ByteSizes.format(all.pinnedFree()) + " free but pinned, " + ByteSizes.format(all.releasable()) + " releasable)");
+        if (outside >= 0) {
+            evidence.add("held outside the allocator: " + ByteSizes.format(outside));
+        }
+        if (all.reserved() > 0 && all.pinnedFree() >= FRAGMENTED_CACHE_SHARE * all.reserved()) {
+            evidence.add("free bytes pinned between live blocks are " + ByteSizes.percent((double) all.pinnedFree() / all.reserved())
+                    + " of reserved (>= " + ByteSizes.percent(FRAGMENTED_CACHE_SHARE) + "); largest free block "
+                    + ByteSizes.format(all.largestFree()) + ", external fragmentation "
+                    + ByteSizes.percent(all.externalFragmentation()));
+            return new Diagnosis(DiagnosisKind.FRAGMENTATION, trigger, evidence, 0, outside);
+        }
+        if (outside >= 0 && outside >= OUTSIDE_SHARE * capacity) {
+            evidence.add("outside memory is " + ByteSizes.percent((double) outside / capacity) + " of capacity (>= "
+                    + ByteSizes.percent(OUTSIDE_SHARE) + ")");
+            return new Diagnosis(DiagnosisKind.OUTSIDE_MEMORY, trigger, evidence, 0, outside);
+        }
+        evidence.add("allocated is " + ByteSizes.percent((double) all.allocated() / capacity) + " of capacity");
+        return new Diagnosis(DiagnosisKind.LIVE_TENSORS, trigger, evidence, 0, outside);
+    }
+
+    private static String ratio(double r) {
+        return Double.isInfinite(r) ? "inf" : String.format(Locale.ROOT, "%.3f", r);
+    }
+}

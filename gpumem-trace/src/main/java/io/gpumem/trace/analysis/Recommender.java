@@ -1,0 +1,174 @@
+package io.gpumem.trace.analysis;
+
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Optional;
+
+/**
+ * Turns a diagnosis into recommendations, each backed by a compare run of the same request stream under
+ * the changed configuration when a {@link WhatIf} is available, and by the state's own arithmetic
+ * otherwise.
+ *
+ * <p>Candidates: for fragmentation, waste or an OOM, the configuration changes in
+ * {@link #CONFIG_CANDIDATES} (each merged into the configuration in force); for live tensors also a
+ * smaller batch when the source can run one (also for an OOM that no configuration removes: a smaller batch
+ * changes the job, so it is the last resort against fragmentation); {@code empty_cache()} whenever whole free segments or
+ * pages are cached; freeing outside memory when the diagnosis blames it. A configuration is recommended
+ * only when its run has fewer OOMs than the baseline, or as many and a positive saving. Savings are
+ * measured as the drop in minimum capacity where both runs computed it (the figure that matters on a
+ * fixed-size device), else the drop in peak reserved; runs that stopped at an OOM are only compared by
+ * OOM count and minimum capacity, since their peaks cover different amounts of work.
+ */
+public final class Recommender {
+    /** Configuration changes tried against fragmentation and waste, in this order. */
+    public static final List<String> CONFIG_CANDIDATES = List.of(
+            "expandable_segments:True", "max_split_size_mb:128", "max_split_size_mb:256", "max_split_size_mb:512");
+
+    /**
+     * What the recommender ran and concluded.
+     *
+     * @param baseline      the run under the configuration in force, or {@code null} without a what-if
+     * @param alternatives  the runs under each candidate configuration (and the smaller batch)
+     * @param recommendations the useful actions, best first
+     * @param notes         caveats (e.g. no request stream to replay)
+     */
+    public record Result(WhatIfOutcome baseline, List<WhatIfOutcome> alternatives,
+                         List<Recommendation> recommendations, List<String> notes) {
+        public Result {
+            alternatives = List.copyOf(alternatives);
+            recommendations = List.copyOf(recommendations);
+            notes = List.copyOf(notes);
+        }
+    }
+
+    /**
+     * Recommends for the analysed state.
+     *
+     * @param whatIf the request stream to replay, or {@code null} for a state-only snapshot
+     */
+    public Result recommend(StateAnalysis analysis, WhatIf whatIf) {
+        Diagnosis diagnosis = analysis.diagnosis();
+        PoolUsage all = analysis.all();
+        String baseConf = analysis.state().allocatorConf().orElse("");
+        List<String> notes = new ArrayList<>();
+        List<Recommendation> recs = new ArrayList<>();
+        List<WhatIfOutcome> alternatives = new ArrayList<>();
+        WhatIfOutcome baseline = null;
+
+        boolean troubled = diagnosis.kind() != DiagnosisKind.NONE
+                || all.reservedPerAllocated() > DiagnosisRules.SEVERE_WASTE_RATIO;
+        if (troubled && whatIf != null) {
+            baseline = whatIf.run(baseConf);
+            List<Recommendation> configRecs = new ArrayList<>();
+            for (String candidate : CONFIG_CANDIDATES) {
+                String conf = merge(baseConf, candidate);
+                if (conf.equals(baseConf)) {
+                    continue;
+                }
+                WhatIfOutcome outcome = whatIf.run(conf);
+                alternatives.add(outcome);
+                compare(baseline, outcome, "PYTORCH_CUDA_ALLOC_CONF=" + conf).ifPresent(configRecs::add);
+            }
+            boolean configFixesOom = baseline.ooms() > 0
+                    && configRecs.stream().anyMatch(r -> r.outcome().ooms() == 0);
+            if (diagnosis.kind() == DiagnosisKind.LIVE_TENSORS || (baseline.ooms() > 0 && !configFixesOom)) {
+                Optional<WhatIfOutcome> smaller = whatIf.runSmallerBatch();
+                smaller.ifPresent(alternatives::add);
+                WhatIfOutcome base = baseline;
+                smaller.flatMap(o -> compare(base, o, "use a smaller batch (" + o.label() + ")"))
+                        .ifPresent(configRecs::add);
+            }
+            configRecs.sort(Comparator.comparingLong((Recommendation r) -> r.outcome().ooms())
+                    .thenComparing(Comparator.comparingLong(Recommendation::bytesSaved).reversed()));
+            recs.addAll(configRecs);
+            if (configRecs.isEmpty()) {
+                notes.add("no configuration tried (" + String.join(", ", CONFIG_CANDIDATES)
+                        + ") did better than the baseline on " + whatIf.description());
+            }
+        } else if (troubled) {
+            notes.add("no request stream to replay (state-only snapshot or no trace entries): configuration effects are"
+                    + " not measured; figures below come from the state alone");
+            if (diagnosis.kind() == DiagnosisKind.FRAGMENTATION) {
+                recs.add(new Recommendation("PYTORCH_CUDA_ALLOC_CONF=" + merge(baseConf, "expandable_segments:True")
+                        + " (not measured)", 0, "state: up to " + ByteSizes.format(all.unallocated())
+                        + " reserved but unallocated could become reusable; free space pinned between live blocks stays",
+                        null));
+            }
+        }
+        if (all.releasable() > 0) {
+            recs.add(new Recommendation("torch.cuda.empty_cache() at this point", all.releasable(),
+                    "state: whole free segments (or whole free pages of expandable segments) that the cache holds", null));
+        }
+        if (diagnosis.kind() == DiagnosisKind.OUTSIDE_MEMORY && diagnosis.outside() > 0) {
+            recs.add(new Recommendation("free memory held outside the allocator (other processes, other allocators,"
+                    + " a second CUDA context)", diagnosis.outside(),
+                    "state: capacity - reserved - driver free", null));
+        }
+        if (diagnosis.kind() == DiagnosisKind.LIVE_TENSORS && diagnosis.shortfall() > 0) {
+            recs.add(new Recommendation("shrink live tensors by at least " + ByteSizes.format(diagnosis.shortfall())
+                    + " (smaller batch or sequence length, activation checkpointing, lower-precision optimizer state)",
+                    diagnosis.shortfall(), "state: the failed request minus every cached and driver-free byte", null));
+        }
+        if (!troubled) {
+            notes.add("nothing to fix: no OOM, not near capacity, reserved/allocated within "
+                    + DiagnosisRules.SEVERE_WASTE_RATIO);
+        }
+        return new Result(baseline, alternatives, recs, notes);
+    }
+
+    /** A recommendation when {@code outcome} beats {@code baseline}; empty otherwise. */
+    static Optional<Recommendation> compare(WhatIfOutcome baseline, WhatIfOutcome outcome, String action) {
+        StringBuilder basis = new StringBuilder("compare run: ");
+        long saved;
+        boolean byCapacity = baseline.minCapacity() >= 0 && outcome.minCapacity() >= 0;
+        if (byCapacity) {
+            saved = baseline.minCapacity() - outcome.minCapacity();
+            basis.append("minimum capacity ").append(ByteSizes.format(baseline.minCapacity())).append(" -> ")
+                    .append(ByteSizes.format(outcome.minCapacity()));
+        } else if (baseline.ooms() == 0 && outcome.ooms() == 0) {
+            saved = baseline.peakReserved() - outcome.peakReserved();
+        } else {
+            saved = 0;
+        }
+        if (!byCapacity || baseline.ooms() == 0 && outcome.ooms() == 0) {
+            basis.append(byCapacity ? ", " : "").append("peak reserved ").append(ByteSizes.format(baseline.peakReserved()))
+                    .append(" -> ").append(ByteSizes.format(outcome.peakReserved()));
+        }
+        if (baseline.ooms() != outcome.ooms()) {
+            basis.append(", OOMs ").append(baseline.ooms()).append(" -> ").append(outcome.ooms());
+        }
+        boolean better = outcome.ooms() < baseline.ooms() || (outcome.ooms() == baseline.ooms() && saved > 0);
+        return better ? Optional.of(new Recommendation(action, Math.max(0, saved), basis.toString(), outcome))
+                : Optional.empty();
+    }
+
+    /**
+     * Merges one {@code key:value} option into a configuration string, replacing the same key if present.
+     */
+    public static String merge(String baseConf, String option) {
+        String key = option.substring(0, option.indexOf(':'));
+        List<String> parts = new ArrayList<>();
+        boolean replaced = false;
+        for (String part : baseConf.split(",")) {
+            String p = part.trim();
+            if (p.isEmpty()) {
+                continue;
+            }
+            int colon = p.indexOf(':');
+            String k = colon < 0 ? p : p.substring(0, colon).trim();
+            if (k.equals(key)) {
+                if (!replaced) {
+                    parts.add(option);
+                    replaced = true;
+                }
+            } else {
+                parts.add(p);
+            }
+        }
+        if (!replaced) {
+            parts.add(option);
+        }
+        return String.join(",", parts);
+    }
+}

@@ -1,0 +1,28 @@
+package io.gpumem.trace.analysis;
+
+/**
+ * One block of a segment at the analysed moment.
+ *
+ * @param address       device address of the block
+ * @param size          bytes the block covers (the rounded size)
+ * @param requestedSize the caller's unrounded request for an active block; may be stale or 0 for a free block
+ * @param state         allocated, pending free or inactive
+ */
+public record StateBlock(long address, long size, long requestedSize, BlockState state) {
+    public StateBlock {
+        if (size <= 0) {
+            throw new IllegalArgumentException("block at 0x" + Long.toHexString(address) + " has non-positive size " + size);
+        }
+        if (requestedSize < 0) {
+            throw new IllegalArgumentException("block at 0x" + Long.toHexString(address) + " has negative requested size " + requestedSize);
+        }
+        if (state == null) {
+            throw new IllegalArgumentException("block at 0x" + Long.toHexString(address) + " has no state");
+        }
+    }
+
+    /** Bytes the caller asked for and the block does not use: rounding and whole-block takes (0 when free). */
+    public long internalSlack() {
+        return state == BlockState.ALLOCATED ? Math.max(0, size - Math.min(requestedSize, size)) : 0;
+    }
+}

@@ -1,0 +1,35 @@
+package io.gpumem.trace.workload;
+
+import java.util.List;
+
+/**
+ * A request stream that can be run against an allocator: generated ({@link TrainingWorkload}) or taken from
+ * a recorded trace. Ids of {@link MemoryOp.Alloc} run densely from 0 to {@link #allocationCount()} − 1.
+ */
+public interface Workload {
+    /** The ops in program order. */
+    List<MemoryOp> ops();
+
+    /** Number of allocations. */
+    int allocationCount();
+
+    /** One line saying what this is. */
+    String describe();
+
+    /** Peak of the sum of live request sizes over the stream: the floor no allocator can go below. */
+    default long peakLiveBytes() {
+        long[] size = new long[allocationCount()];
+        long live = 0;
+        long peak = 0;
+        for (MemoryOp op : ops()) {
+            if (op instanceof MemoryOp.Alloc a) {
+                size[a.id()] = a.bytes();
+                live += a.bytes();
+                peak = Math.max(peak, live);
+            } else if (op instanceof MemoryOp.Free f) {
+                live -= size[f.id()];
+            }
+        }
+        return peak;
+    }
+}
