@@ -67,9 +67,9 @@ public final class GpuCheck {
         long seed = 20240607L;
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
-                case "--device" -> ordinal = Integer.parseInt(next(args, ++i));
-                case "--budget-mib" -> cap = Long.parseLong(next(args, ++i)) * MiB;
-                case "--seed" -> seed = Long.parseLong(next(args, ++i));
+                case "--device" -> ordinal = (int) number(args, ++i, 0, Integer.MAX_VALUE);
+                case "--budget-mib" -> cap = number(args, ++i, 16, 1L << 30) * MiB;
+                case "--seed" -> seed = number(args, ++i, Long.MIN_VALUE, Long.MAX_VALUE);
                 default -> {
                     System.err.println("gpu-check: unknown argument '" + args[i]
                             + "' (accepted: --device N, --budget-mib M, --seed S)");
@@ -92,12 +92,25 @@ public final class GpuCheck {
         }
     }
 
-    private static String next(String[] args, int i) {
+    /** The value after option {@code args[i - 1]}, as a number in [min, max]; exits with status 2 otherwise. */
+    private static long number(String[] args, int i, long min, long max) {
+        String option = args[i - 1];
         if (i >= args.length) {
-            System.err.println("gpu-check: " + args[i - 1] + " needs a value");
+            System.err.println("gpu-check: " + option + " needs a value");
             System.exit(2);
         }
-        return args[i];
+        try {
+            long value = Long.parseLong(args[i].trim());
+            if (value >= min && value <= max) {
+                return value;
+            }
+        } catch (NumberFormatException e) {
+            // reported below
+        }
+        System.err.println("gpu-check: " + option + " takes a whole number from " + min + " to " + max + ", got '"
+                + args[i] + "'");
+        System.exit(2);
+        return 0;
     }
 
     /** Runs every section; returns whether all of them added up. */
