@@ -1,0 +1,534 @@
+package io.gpumem.cuda;
+
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
+import io.gpumem.cuda.driver.CudaDriver;
+import io.gpumem.cuda.driver.CudaUnavailableException;
+import io.gpumem.cuda.driver.DriverLayouts;
+import io.gpumem.device.Device;
+import io.gpumem.device.DeviceError;
+import io.gpumem.device.DeviceException;
+import io.gpumem.device.DeviceOp;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLongArray;
+
+/**
+ * A {@link Device} on a real NVIDIA GPU, through the CUDA driver API bound with FFM ({@link CudaDriver}).
+ *
+ * <h2>Mapping</h2>
+ * Each {@code Device} operation is one driver call: {@code malloc} is {@code cuMemAlloc_v2}, the virtual
+ * memory family is {@code cuMemAddressReserve}/{@code cuMemCreate}/{@code cuMemMap}/{@code cuMemSetAccess}/
+ * {@code cuMemUnmap}/{@code cuMemRelease}/{@code cuMemAddressFree}, and so on. A driver result of
+ * {@code CUDA_ERROR_OUT_OF_MEMORY} from {@link #malloc} or {@link #createPhysical} becomes {@link #NULL}, as the
+ * {@code Device} contract asks; every other non-zero result throws {@link DeviceException} with the matching
+ * {@link DeviceError} and a detail naming the call, its arguments and the driver's own error name
+ * ({@code cuGetErrorName}), so codes gpumem has no enum constant for still read correctly.
+ *
+ * <h2>Virtual memory</h2>
+ * Support is read once from device attribute 102 ({@code VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED}). Without it
+ * {@link #supportsVirtualMemory()} is false, so the caching allocator builds expandable segments from
+ * classic allocations, and a virtual-memory call throws {@code CUDA_ERROR_NOT_SUPPORTED} without reaching
+ * the driver. Physical memory is created with one handle per {@link #createPhysical} call; the allocator
+ * creates one per page, so each page can later be unmapped on its own (the driver cannot unmap part of one
+ * mapping). Every {@link #map} must be followed by {@link #setAccess} before the memory is touched.
+ *
+ * <h2>Threads and the context</h2>
+ * The device retains the primary context ({@code cuDevicePrimaryCtxRetain}), as the CUDA runtime does, and
+ * makes it current on each thread the first time that thread calls in. Per-thread state (the flag and a
+ * small native scratch buffer for out-parameters) lives in a {@link ThreadLocal}, so calls allocate nothing
+ * on the Java heap after a thread's first call. Code that switches the current context of a thread behind
+ * gpumem's back must switch it back.
+ *
+ * <h2>Invariants</h2>
+ * The allocation property and access descriptor are built once and never change. Call counters count
+ * every call, successful or not. {@link #close()} releases the primary context once; the device must not be
+ * used afterwards.
+ */
+public final class CudaDevice implements Device, AutoCloseable {
+
+    /** System property naming the driver library (a path or a loader name). */
+    public static final String LIBRARY_PROPERTY = "gpumem.cuda.library";
+    /** Environment variable consulted when the property is unset. */
+    public static final String LIBRARY_ENV = "GPUMEM_CUDA_LIBRARY";
+    /** The driver's SONAME, used when neither the property nor the environment variable is set. */
+    public static final String DEFAULT_LIBRARY = "libcuda.so.1";
+
+    static final int ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 102;
+    static final int STREAM_NON_BLOCKING = 0x1;
+    static final int EVENT_DISABLE_TIMING = 0x2;
+    static final int GRANULARITY_RECOMMENDED = 1;
+    static final int RESULT_OUT_OF_MEMORY = 2;
+    static final int RESULT_NOT_READY = 600;
+    /** Granularity reported when the device has no virtual memory management (CUDA's usual 2 MiB). */
+    static final long FALLBACK_GRANULARITY = 2L << 20;
+    private static final int SCRATCH_BYTES = 256;
+    private static final long BOUNCE_BYTES = 1L << 20;
+
+    private final CudaDriver driver;
+    private final int ordinal;
+    private final int deviceHandle;
+    private final long context;
+    private final String name;
+    private final long totalMemory;
+    private final boolean virtualMemory;
+    private final long granularity;
+    private final int driverVersion;
+    private final MemorySegment allocationProp;
+    private final MemorySegment accessDescriptor;
+    private final AtomicLongArray calls = new AtomicLongArray(DeviceOp.values().length);
+    private final AtomicBoolean closed = new AtomicBoolean();
+    private final ThreadLocal<ThreadState> threadState = ThreadLocal.withInitial(this::newThreadState);
+
+    /** Per-thread scratch for out-parameters, and whether this thread has our context current. */
+    private static final class ThreadState {
+        final MemorySegment scratch;
+        MemorySegment bounce;
+        boolean contextCurrent;
+
+        ThreadState(MemorySegment scratch) {
+            this.scratch = scratch;
+        }
+    }
+
+    private CudaDevice(CudaDriver driver, int ordinal, boolean allowVirtualMemory) {
+        this.driver = driver;
+        this.ordinal = ordinal;
+        Arena arena = Arena.ofAuto();
+        MemorySegment out = arena.allocate(SCRATCH_BYTES, 8);
+        openCheck(driver.init(0), "cuInit(0)");
+        openCheck(driver.deviceGetCount(out), "cuDeviceGetCount");
+        int count = out.get(JAVA_INT, 0);
+        if (count <= 0) {
+            throw new CudaUnavailableException("the CUDA driver reports no device");
+        }
+        if (ordinal < 0 || ordinal >= count) {
+            throw new CudaUnavailableException("no CUDA device " + ordinal + ": the driver reports " + count
+                    + " device(s), numbered 0 to " + (count - 1));
+        }
+        openCheck(driver.deviceGet(out, ordinal), "cuDeviceGet(" + ordinal + ")");
+        this.deviceHandle = out.get(JAVA_INT, 0);
+        openCheck(driver.driverGetVersion(out), "cuDriverGetVersion");
+        this.driverVersion = out.get(JAVA_INT, 0);
+        openCheck(driver.deviceGetName(out, SCRATCH_BYTES, deviceHandle), "cuDeviceGetName");
+        this.name = out.getString(0);
+        openCheck(driver.deviceTotalMem(out, deviceHandle), "cuDeviceTotalMem_v2");
+        this.totalMemory = out.get(JAVA_LONG, 0);
+        openCheck(driver.deviceGetAttribute(out, ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, deviceHandle),
+                "cuDeviceGetAttribute(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)");
+        this.virtualMemory = allowVirtualMemory && out.get(JAVA_INT, 0) != 0;
+        openCheck(driver.devicePrimaryCtxRetain(out, deviceHandle), "cuDevicePrimaryCtxRetain");
+        this.context = out.get(JAVA_LONG, 0);
+        this.allocationProp = DriverLayouts.pinnedDeviceProp(arena, ordinal);
+        this.accessDescriptor = DriverLayouts.readWriteAccess(arena, ordinal);
+        try {
+            openCheck(driver.ctxSetCurrent(context), "cuCtxSetCurrent");
+            if (virtualMemory) {
+                openCheck(driver.memGetAllocationGranularity(out, allocationProp, GRANULARITY_RECOMMENDED),
+                        "cuMemGetAllocationGranularity");
+                this.granularity = out.get(JAVA_LONG, 0);
+            } else {
+                this.granularity = FALLBACK_GRANULARITY;
+            }
+        } catch (RuntimeException e) {
+            driver.devicePrimaryCtxRelease(deviceHandle);
+            throw e;
+        }
+    }
+
+    // ---------------------------------------------------------------- opening
+
+    /** The driver library to load: {@value #LIBRARY_PROPERTY}, else {@value #LIBRARY_ENV}, else {@value #DEFAULT_LIBRARY}. */
+    public static String configuredLibrary() {
+        String property = System.getProperty(LIBRARY_PROPERTY);
+        if (property != null && !property.isBlank()) {
+            return property;
+        }
+        String env = System.getenv(LIBRARY_ENV);
+        return env != null && !env.isBlank() ? env : DEFAULT_LIBRARY;
+    }
+
+    /** Opens device 0 of the {@linkplain #configuredLibrary() configured} driver. */
+    public static CudaDevice open() {
+        return open(configuredLibrary(), 0);
+    }
+
+    /** Opens device {@code ordinal} of the driver in {@code library}, using virtual memory when supported. */
+    public static CudaDevice open(String library, int ordinal) {
+        return open(library, ordinal, true);
+    }
+
+    /**
+     * Opens device {@code ordinal} of the driver in {@code library}.
+     *
+     * @param allowVirtualMemory false to behave as if the device had no virtual memory management (to
+     *                           exercise the classic fallback on a device that has it)
+     * @throws CudaUnavailableException if the library cannot be loaded, initialised, or has no such device
+     */
+    public static CudaDevice open(String library, int ordinal, boolean allowVirtualMemory) {
+        return new CudaDevice(CudaDriver.load(library), ordinal, allowVirtualMemory);
+    }
+
+    // ---------------------------------------------------------------- identity and memory info
+
+    @Override
+    public String name() {
+        return name;
+    }
+
+    @Override
+    public int index() {
+        return ordinal;
+    }
+
+    @Override
+    public long totalMemory() {
+        return totalMemory;
+    }
+
+    @Override
+    public long freeMemory() {
+        MemorySegment out = enter(DeviceOp.MEM_GET_INFO);
+        check(DeviceOp.MEM_GET_INFO, driver.memGetInfo(out, out.asSlice(8)), "cuMemGetInfo_v2", 0, 0);
+        return out.get(JAVA_LONG, 0);
+    }
+
+    /** The driver's version as {@code 1000 * major + 10 * minor}, e.g. 13000 for CUDA 13.0. */
+    public int driverVersion() {
+        return driverVersion;
+    }
+
+    /** The driver library this device was opened from. */
+    public String library() {
+        return driver.library();
+    }
+
+    // ---------------------------------------------------------------- classic allocation
+
+    @Override
+    public long malloc(long bytes) {
+        MemorySegment out = enter(DeviceOp.MALLOC);
+        if (bytes <= 0) {
+            throw new DeviceException(DeviceOp.MALLOC, DeviceError.CUDA_ERROR_INVALID_VALUE,
+                    "cuMemAlloc_v2 size must be positive, was " + bytes);
+        }
+        int rc = driver.memAlloc(out, bytes);
+        if (rc == RESULT_OUT_OF_MEMORY) {
+            return NULL;
+        }
+        check(DeviceOp.MALLOC, rc, "cuMemAlloc_v2", bytes, 0);
+        return out.get(JAVA_LONG, 0);
+    }
+
+    @Override
+    public void free(long address) {
+        enter(DeviceOp.FREE);
+        if (address == NULL) {
+            throw new DeviceException(DeviceOp.FREE, DeviceError.CUDA_ERROR_INVALID_VALUE, "cuMemFree_v2 of address 0");
+        }
+        check(DeviceOp.FREE, driver.memFree(address), "cuMemFree_v2", address, 0);
+    }
+
+    // ---------------------------------------------------------------- virtual memory management
+
+    @Override
+    public boolean supportsVirtualMemory() {
+        return virtualMemory;
+    }
+
+    @Override
+    public long allocationGranularity() {
+        return granularity;
+    }
+
+    @Override
+    public long reserveAddressRange(long size) {
+        MemorySegment out = enterVirtual(DeviceOp.RESERVE_ADDRESS);
+        check(DeviceOp.RESERVE_ADDRESS, driver.memAddressReserve(out, size, 0, 0, 0), "cuMemAddressReserve", size, 0);
+        return out.get(JAVA_LONG, 0);
+    }
+
+    @Override
+    public void freeAddressRange(long address, long size) {
+        enterVirtual(DeviceOp.FREE_ADDRESS);
+        check(DeviceOp.FREE_ADDRESS, driver.memAddressFree(address, size), "cuMemAddressFree", address, size);
+    }
+
+    @Override
+    public long createPhysical(long size) {
+        MemorySegment out = enterVirtual(DeviceOp.CREATE_PHYSICAL);
+        int rc = driver.memCreate(out, size, allocationProp, 0);
+        if (rc == RESULT_OUT_OF_MEMORY) {
+            return NULL;
+        }
+        check(DeviceOp.CREATE_PHYSICAL, rc, "cuMemCreate", size, 0);
+        return out.get(JAVA_LONG, 0);
+    }
+
+    @Override
+    public void releasePhysical(long handle) {
+        enterVirtual(DeviceOp.RELEASE_PHYSICAL);
+        check(DeviceOp.RELEASE_PHYSICAL, driver.memRelease(handle), "cuMemRelease", handle, 0);
+    }
+
+    @Override
+    public void map(long address, long size, long handle) {
+        enterVirtual(DeviceOp.MAP);
+        int rc = driver.memMap(address, size, 0, handle, 0);
+        if (rc != 0) {
+            throw failure(DeviceOp.MAP, rc, "cuMemMap(0x" + Long.toHexString(address) + ", " + size + ", 0, handle "
+                    + handle + ", 0)");
+        }
+    }
+
+    @Override
+    public void setAccess(long address, long size) {
+        enterVirtual(DeviceOp.SET_ACCESS);
+        check(DeviceOp.SET_ACCESS, driver.memSetAccess(address, size, accessDescriptor, 1), "cuMemSetAccess",
+                address, size);
+    }
+
+    @Override
+    public void unmap(long address, long size) {
+        enterVirtual(DeviceOp.UNMAP);
+        check(DeviceOp.UNMAP, driver.memUnmap(address, size), "cuMemUnmap", address, size);
+    }
+
+    // ---------------------------------------------------------------- streams and events
+
+    @Override
+    public long createStream() {
+        MemorySegment out = enter(DeviceOp.CREATE_STREAM);
+        check(DeviceOp.CREATE_STREAM, driver.streamCreate(out, STREAM_NON_BLOCKING), "cuStreamCreate", 0, 0);
+        return out.get(JAVA_LONG, 0);
+    }
+
+    @Override
+    public void destroyStream(long stream) {
+        enter(DeviceOp.DESTROY_STREAM);
+        if (stream == DEFAULT_STREAM) {
+            throw new DeviceException(DeviceOp.DESTROY_STREAM, DeviceError.CUDA_ERROR_INVALID_HANDLE,
+                    "the default stream cannot be destroyed");
+        }
+        check(DeviceOp.DESTROY_STREAM, driver.streamDestroy(stream), "cuStreamDestroy_v2", stream, 0);
+    }
+
+    @Override
+    public void synchronizeStream(long stream) {
+        enter(DeviceOp.SYNCHRONIZE_STREAM);
+        check(DeviceOp.SYNCHRONIZE_STREAM, driver.streamSynchronize(stream), "cuStreamSynchronize", stream, 0);
+    }
+
+    @Override
+    public void synchronizeDevice() {
+        enter(DeviceOp.SYNCHRONIZE_DEVICE);
+        check(DeviceOp.SYNCHRONIZE_DEVICE, driver.ctxSynchronize(), "cuCtxSynchronize", 0, 0);
+    }
+
+    @Override
+    public long createEvent() {
+        MemorySegment out = enter(DeviceOp.CREATE_EVENT);
+        check(DeviceOp.CREATE_EVENT, driver.eventCreate(out, EVENT_DISABLE_TIMING), "cuEventCreate", 0, 0);
+        return out.get(JAVA_LONG, 0);
+    }
+
+    @Override
+    public void recordEvent(long event, long stream) {
+        enter(DeviceOp.RECORD_EVENT);
+        check(DeviceOp.RECORD_EVENT, driver.eventRecord(event, stream), "cuEventRecord", event, stream);
+    }
+
+    @Override
+    public boolean queryEvent(long event) {
+        enter(DeviceOp.QUERY_EVENT);
+        int rc = driver.eventQuery(event);
+        if (rc == RESULT_NOT_READY) {
+            return false;
+        }
+        check(DeviceOp.QUERY_EVENT, rc, "cuEventQuery", event, 0);
+        return true;
+    }
+
+    @Override
+    public void synchronizeEvent(long event) {
+        enter(DeviceOp.SYNCHRONIZE_EVENT);
+        check(DeviceOp.SYNCHRONIZE_EVENT, driver.eventSynchronize(event), "cuEventSynchronize", event, 0);
+    }
+
+    @Override
+    public void destroyEvent(long event) {
+        enter(DeviceOp.DESTROY_EVENT);
+        check(DeviceOp.DESTROY_EVENT, driver.eventDestroy(event), "cuEventDestroy_v2", event, 0);
+    }
+
+    // ---------------------------------------------------------------- data movement
+
+    @Override
+    public void copyToDevice(long deviceAddress, MemorySegment host, long bytes) {
+        ThreadState state = enterState(DeviceOp.COPY);
+        checkHostRange(host, bytes);
+        if (host.isNative()) {
+            check(DeviceOp.COPY, driver.memcpyHtoD(deviceAddress, host, bytes), "cuMemcpyHtoD_v2", deviceAddress, bytes);
+            return;
+        }
+        // A heap segment has no stable address: stage it through a per-thread native buffer.
+        MemorySegment bounce = bounce(state);
+        for (long done = 0; done < bytes; done += BOUNCE_BYTES) {
+            long chunk = Math.min(BOUNCE_BYTES, bytes - done);
+            MemorySegment.copy(host, done, bounce, 0, chunk);
+            check(DeviceOp.COPY, driver.memcpyHtoD(deviceAddress + done, bounce, chunk), "cuMemcpyHtoD_v2",
+                    deviceAddress + done, chunk);
+        }
+    }
+
+    @Override
+    public void copyToHost(MemorySegment host, long deviceAddress, long bytes) {
+        ThreadState state = enterState(DeviceOp.COPY);
+        checkHostRange(host, bytes);
+        if (host.isReadOnly()) {
+            throw new DeviceException(DeviceOp.COPY, DeviceError.CUDA_ERROR_INVALID_VALUE,
+                    "cuMemcpyDtoH_v2 into a read-only host segment");
+        }
+        if (host.isNative()) {
+            check(DeviceOp.COPY, driver.memcpyDtoH(host, deviceAddress, bytes), "cuMemcpyDtoH_v2", deviceAddress, bytes);
+            return;
+        }
+        MemorySegment bounce = bounce(state);
+        for (long done = 0; done < bytes; done += BOUNCE_BYTES) {
+            long chunk = Math.min(BOUNCE_BYTES, bytes - done);
+            check(DeviceOp.COPY, driver.memcpyDtoH(bounce, deviceAddress + done, chunk), "cuMemcpyDtoH_v2",
+                    deviceAddress + done, chunk);
+            MemorySegment.copy(bounce, 0, host, done, chunk);
+        }
+    }
+
+    @Override
+    public void copyDeviceToDevice(long dstAddress, long srcAddress, long bytes) {
+        enter(DeviceOp.COPY);
+        if (bytes < 0) {
+            throw new DeviceException(DeviceOp.COPY, DeviceError.CUDA_ERROR_INVALID_VALUE, "negative byte count " + bytes);
+        }
+        check(DeviceOp.COPY, driver.memcpyDtoD(dstAddress, srcAddress, bytes), "cuMemcpyDtoD_v2", dstAddress, bytes);
+    }
+
+    // ---------------------------------------------------------------- pinned host memory
+
+    /**
+     * Allocates {@code bytes} of page-locked host memory ({@code cuMemHostAlloc}, portable), which the GPU
+     * copies to and from at full speed. Free it with {@link #freePinnedHost}; it is not counted as a
+     * {@code Device} operation.
+     */
+    public MemorySegment allocatePinnedHost(long bytes) {
+        ThreadState state = threadState.get();
+        bindContext(state);
+        if (bytes <= 0) {
+            throw new IllegalArgumentException("pinned host allocation size must be positive, was " + bytes);
+        }
+        int rc = driver.memHostAlloc(state.scratch, bytes, 0x1);
+        if (rc != 0) {
+            throw failure(DeviceOp.MALLOC, rc, "cuMemHostAlloc(" + bytes + ")");
+        }
+        return MemorySegment.ofAddress(state.scratch.get(JAVA_LONG, 0)).reinterpret(bytes);
+    }
+
+    /** Frees memory from {@link #allocatePinnedHost} ({@code cuMemFreeHost}). */
+    public void freePinnedHost(MemorySegment pinned) {
+        bindContext(threadState.get());
+        int rc = driver.memFreeHost(pinned.address());
+        if (rc != 0) {
+            throw failure(DeviceOp.FREE, rc, "cuMemFreeHost(0x" + Long.toHexString(pinned.address()) + ")");
+        }
+    }
+
+    // ---------------------------------------------------------------- observability and lifecycle
+
+    @Override
+    public long callCount(DeviceOp op) {
+        return calls.get(op.ordinal());
+    }
+
+    /** Releases the primary context; idempotent. The device must not be used afterwards. */
+    @Override
+    public void close() {
+        if (closed.compareAndSet(false, true)) {
+            driver.devicePrimaryCtxRelease(deviceHandle);
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "CudaDevice[" + ordinal + ": " + name + ", " + totalMemory + " bytes, virtual memory "
+                + (virtualMemory ? "yes" : "no") + ", driver " + driver.library() + "]";
+    }
+
+    // ---------------------------------------------------------------- plumbing
+
+    private ThreadState newThreadState() {
+        return new ThreadState(Arena.ofAuto().allocate(SCRATCH_BYTES, 8));
+    }
+
+    /** Counts the call, makes our context current on this thread, and returns the thread's scratch. */
+    private MemorySegment enter(DeviceOp op) {
+        return enterState(op).scratch;
+    }
+
+    private ThreadState enterState(DeviceOp op) {
+        calls.incrementAndGet(op.ordinal());
+        ThreadState state = threadState.get();
+        bindContext(state);
+        return state;
+    }
+
+    private MemorySegment enterVirtual(DeviceOp op) {
+        MemorySegment out = enter(op);
+        if (!virtualMemory) {
+            throw new DeviceException(op, DeviceError.CUDA_ERROR_NOT_SUPPORTED,
+                    "virtual memory management is not available on " + name
+                            + " (device attribute 102 is 0, or it was disabled when opening the device)");
+        }
+        return out;
+    }
+
+    private void bindContext(ThreadState state) {
+        if (!state.contextCurrent) {
+            int rc = driver.ctxSetCurrent(context);
+            if (rc != 0) {
+                throw failure(DeviceOp.SYNCHRONIZE_DEVICE, rc, "cuCtxSetCurrent");
+            }
+            state.contextCurrent = true;
+        }
+    }
+
+    private static MemorySegment bounce(ThreadState state) {
+        if (state.bounce == null) {
+            state.bounce = Arena.ofAuto().allocate(BOUNCE_BYTES, 64);
+        }
+        return state.bounce;
+    }
+
+    private static void checkHostRange(MemorySegment host, long bytes) {
+        if (bytes < 0 || bytes > host.byteSize()) {
+            throw new DeviceException(DeviceOp.COPY, DeviceError.CUDA_ERROR_INVALID_VALUE,
+                    "copy of " + bytes + " bytes with a host segment of " + host.byteSize() + " bytes");
+        }
+    }
+
+    private void check(DeviceOp op, int rc, String call, long arg0, long arg1) {
+        if (rc != 0) {
+            throw failure(op, rc, call + "(0x" + Long.toHexString(arg0) + ", " + arg1 + ")");
+        }
+    }
+
+    private DeviceException failure(DeviceOp op, int rc, String call) {
+        return new DeviceException(op, DeviceError.ofCode(rc), call + " returned " + driver.errorName(rc) + " (" + rc + ")");
+    }
+
+    private void openCheck(int rc, String call) {
+        if (rc != 0) {
+            throw new CudaUnavailableException("CUDA driver " + driver.library() + ": " + call + " returned "
+                    + driver.errorName(rc) + " (" + rc + ")");
+        }
+    }
+}

@@ -1,0 +1,440 @@
+package io.gpumem.kvcache.manager;
+
+import io.gpumem.kvcache.KvCacheException;
+import io.gpumem.kvcache.KvCacheSpec;
+import io.gpumem.kvcache.hash.BlockHasher;
+import io.gpumem.kvcache.memory.HostSwapSpace;
+import io.gpumem.kvcache.memory.KvMemory;
+import io.gpumem.kvcache.memory.KvPages;
+import io.gpumem.kvcache.pool.BlockPool;
+
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.IdentityHashMap;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * The paged KV cache manager (vLLM v1's {@code KVCacheManager} for one full-attention group): prefix
+ * lookup, all-or-nothing slot allocation, copy-on-write forks, freeing, preemption by recompute or swap.
+ *
+ * <h2>Algorithm</h2>
+ * <ul>
+ *   <li>{@link #computedBlocks}: walks the request's chained block keys left to right over at most
+ *       {@code (numTokens − 1) / blockSize} blocks (the last token is always recomputed, for its logits)
+ *       and stops at the first block the pool cannot verify. The hits are remembered on the request;
+ *       a repeated lookup of a request that was not admitted in between is not counted twice in the hit rate.</li>
+ *   <li>{@link #allocateSlots}: counts new blocks, copy-on-write copies and hit blocks that sit idle in
+ *       the free list; if they exceed the free blocks (or the admission watermark) it returns false with
+ *       nothing changed. Otherwise it takes the hits, copies shared blocks it will write into, allocates
+ *       the rest, and caches the blocks that became full, up to computed + new tokens: lookahead
+ *       (speculative) slots are never cached.</li>
+ *   <li>{@link #free} releases the table in reverse order; {@link #preempt} either frees (recompute, the
+ *       cache entries survive for the resumed request) or copies the blocks to the host tier first.</li>
+ * </ul>
+ *
+ * <h2>Invariants ({@link #checkInvariants})</h2>
+ * The pool's own invariants, plus: every non-null block's count equals the number of live request
+ * tables that hold it. Every refused or failed call leaves both intact. Not thread-safe.
+ */
+public final class KvCacheManager implements AutoCloseable {
+    private final KvCacheSpec spec;
+    private final KvCacheConfig config;
+    private final int blockSize;
+    private final BlockPool pool;
+    private final KvPages pages;
+    private final HostSwapSpace swapSpace;
+    private final BlockHasher hasher;
+    private final long[] keyScratch = new long[2];
+    private final PrefixHitWindow hitWindow;
+    private final int watermarkBlocks;
+    private final Set<KvRequest> live = java.util.Collections.newSetFromMap(new IdentityHashMap<>());
+    private final Map<String, Integer> saltIds = new HashMap<>();
+
+    private long recomputePreemptions;
+    private long swapPreemptions;
+    private long swapFallbacks;
+    private long copyOnWriteBlocks;
+    private long refusedAllocations;
+
+    public KvCacheManager(KvCacheSpec spec, KvMemory memory) {
+        this(spec, memory, KvCacheConfig.defaults());
+    }
+
+    public KvCacheManager(KvCacheSpec spec, KvMemory memory, KvCacheConfig config) {
+        this.spec = spec;
+        this.config = config;
+        this.blockSize = spec.blockSize();
+        this.pool = new BlockPool(spec.numBlocks(), blockSize, config.prefixCaching());
+        this.hasher = BlockHasher.create(config.hashAlgorithm(), config.hashSeed());
+        this.hitWindow = new PrefixHitWindow(config.hitRateWindow());
+        this.watermarkBlocks = (int) Math.ceil(config.watermark() * (spec.numBlocks() - 1));
+        this.swapSpace = new HostSwapSpace(config.swapSpaceBytes());
+        this.pages = new KvPages(spec, memory);
+    }
+
+    public KvCacheSpec spec() { return spec; }
+    public KvCacheConfig config() { return config; }
+    public BlockPool pool() { return pool; }
+    public KvPages pages() { return pages; }
+    public HostSwapSpace swapSpace() { return swapSpace; }
+    public int blockSize() { return blockSize; }
+
+    // ------------------------------------------------------------------ prefix lookup
+
+    /**
+     * Looks up the longest verified cached prefix of a request that holds no blocks (new, or resumed
+     * after recompute); remembers the hit blocks for the next {@link #allocateSlots} and records the
+     * lookup in the hit-rate window.
+     *
+     * @return the number of prompt tokens whose KV is already cached (a multiple of the block size)
+     */
+    public int computedBlocks(KvRequest r) {
+        own(r);
+        if (r.numBlocks != 0 || (r.status != RequestStatus.WAITING && r.status != RequestStatus.PREEMPTED)) {
+            throw new KvCacheException("request " + r.id() + " is " + r.status + " with " + r.numBlocks
+                    + " blocks; prefix lookup is only for waiting or preempted requests");
+        }
+        boolean retry = r.hasPendingLookup; // a request that could not be admitted is not counted twice
+        r.hasPendingLookup = true;
+        r.pendingHitBlocks = 0;
+        if (!config.prefixCaching()) {
+            return 0;
+        }
+        int maxBlocks = (r.numTokens - 1) / blockSize;
+        ensureKeys(r, maxBlocks);
+        if (r.pendingHit.length < maxBlocks) {
+            r.pendingHit = Arrays.copyOf(r.pendingHit, Math.max(maxBlocks, r.pendingHit.length * 2));
+        }
+        int parent = BlockPool.NONE;
+        int hits = 0;
+        while (hits < maxBlocks) {
+            int b = pool.lookup(r.keyHi[hits], r.keyLo[hits], parent, r.tokens, hits * blockSize, r.adapterId(), r.saltId);
+            if (b == BlockPool.NONE) {
+                break;
+            }
+            r.pendingHit[hits++] = b;
+            parent = b;
+        }
+        r.pendingHitBlocks = hits;
+        if (!retry) {
+            hitWindow.record(r.numTokens, (long) hits * blockSize);
+        }
+        return hits * blockSize;
+    }
+
+    // ------------------------------------------------------------------ allocation
+
+    /**
+     * Makes room for {@code newTokens} tokens to be computed after the already computed ones (and after
+     * the prefix hits of a request being admitted), plus {@code lookahead} speculative slots.
+     *
+     * @return true if everything was allocated; false if the pool (or the admission watermark) cannot
+     *         take it, in which case nothing changed
+     * @throws KvCacheException for bad input: unknown tokens, tokens beyond the model length, a finished
+     *         or swapped-out request; nothing changes either
+     */
+    public boolean allocateSlots(KvRequest r, int newTokens, int lookahead) {
+        own(r);
+        if (r.status == RequestStatus.FINISHED || r.status == RequestStatus.SWAPPED) {
+            throw new KvCacheException("request " + r.id() + " is " + r.status + "; cannot allocate slots"
+                    + (r.status == RequestStatus.SWAPPED ? " before swapIn" : ""));
+        }
+        if (newTokens < 0 || lookahead < 0) {
+            throw new KvCacheException("request " + r.id() + ": newTokens (" + newTokens + ") and lookahead (" + lookahead
+                    + ") must not be negative");
+        }
+        boolean admitting = r.numBlocks == 0;
+        int hitBlocks = admitting && r.hasPendingLookup ? r.pendingHitBlocks : 0;
+        int computed = admitting ? hitBlocks * blockSize : r.numComputed;
+        int end = computed + newTokens;
+        if (end > r.numTokens) {
+            throw new KvCacheException("request " + r.id() + ": " + newTokens + " new tokens after " + computed
+                    + " computed exceed its " + r.numTokens + " known tokens");
+        }
+        if (end > spec.maxModelLen()) {
+            throw new KvCacheException("request " + r.id() + ": " + end + " tokens exceed the max model length "
+                    + spec.maxModelLen());
+        }
+        int slots = Math.min(end + lookahead, spec.maxModelLen());
+        int required = (slots + blockSize - 1) / blockSize;
+        int held = r.numBlocks + hitBlocks;
+        int newBlocks = Math.max(0, required - held);
+        int cowBlocks = 0;
+        if (!admitting) {
+            for (int j = computed / blockSize; j < r.numBlocks && j * blockSize < slots; j++) {
+                if (pool.refCount(r.table[j]) > 1) {
+                    cowBlocks++;
+                }
+            }
+        }
+        int idleHits = 0;
+        for (int j = 0; j < hitBlocks; j++) {
+            if (pool.refCount(r.pendingHit[j]) == 0) {
+                idleHits++;
+            }
+        }
+        int needed = newBlocks + cowBlocks + idleHits;
+        int free = pool.freeCount();
+        if (needed > free
+                || (admitting && watermarkBlocks > 0 && free < spec.numBlocks() - 1 && free - needed < watermarkBlocks)) {
+            refusedAllocations++;
+            return false;
+        }
+        // From here on nothing can fail: apply.
+        ensureTable(r, held + newBlocks);
+        if (admitting) {
+            for (int j = 0; j < hitBlocks; j++) {
+                pool.touch(r.pendingHit[j]);
+                r.table[j] = r.pendingHit[j];
+            }
+            r.numBlocks = hitBlocks;
+            r.numComputed = computed;
+            r.numCachedBlocks = hitBlocks;
+            r.hasPendingLookup = false;
+            r.status = RequestStatus.RUNNING;
+            live.add(r);
+        } else if (cowBlocks > 0) {
+            for (int j = computed / blockSize; j < r.numBlocks && j * blockSize < slots; j++) {
+                int old = r.table[j];
+                if (pool.refCount(old) > 1) {
+                    int fresh = pool.allocate();
+                    pages.copyBlock(old, fresh);
+                    pool.releaseShared(old);
+                    r.table[j] = fresh;
+                    copyOnWriteBlocks++;
+                }
+            }
+        }
+        pool.allocate(newBlocks, r.table, r.numBlocks);
+        r.numBlocks += newBlocks;
+        cacheFullBlocks(r, end / blockSize);
+        return true;
+    }
+
+    private void cacheFullBlocks(KvRequest r, int fullBlocks) {
+        if (!config.prefixCaching() || fullBlocks <= r.numCachedBlocks) {
+            return;
+        }
+        ensureKeys(r, fullBlocks);
+        for (int j = r.numCachedBlocks; j < fullBlocks; j++) {
+            int b = r.table[j];
+            if (!pool.isCached(b)) {
+                pool.cache(b, r.keyHi[j], r.keyLo[j], j == 0 ? BlockPool.NONE : r.table[j - 1], r.tokens, j * blockSize,
+                        r.adapterId(), r.saltId);
+            }
+        }
+        r.numCachedBlocks = fullBlocks;
+    }
+
+    private void ensureKeys(KvRequest r, int blocks) {
+        if (r.numKeyed >= blocks) {
+            return;
+        }
+        if (r.keyHi.length < blocks) {
+            int n = Math.max(blocks, r.keyHi.length * 2);
+            r.keyHi = Arrays.copyOf(r.keyHi, n);
+            r.keyLo = Arrays.copyOf(r.keyLo, n);
+        }
+        long adapterKey = (long) r.adapterId() * 0x9E3779B97F4A7C15L;
+        for (int j = r.numKeyed; j < blocks; j++) {
+            long parentHi = j == 0 ? hasher.rootHi() : r.keyHi[j - 1];
+            long parentLo = j == 0 ? hasher.rootLo() : r.keyLo[j - 1];
+            long extra = j == 0 ? adapterKey ^ r.saltFingerprint : adapterKey;
+            hasher.hash(parentHi, parentLo, r.tokens, j * blockSize, blockSize, extra, keyScratch);
+            r.keyHi[j] = keyScratch[0];
+            r.keyLo[j] = keyScratch[1];
+        }
+        r.numKeyed = blocks;
+    }
+
+    private static void ensureTable(KvRequest r, int blocks) {
+        if (r.table.length < blocks) {
+            r.table = Arrays.copyOf(r.table, Math.max(blocks, r.table.length * 2));
+        }
+    }
+
+    // ------------------------------------------------------------------ free, fork, preempt
+
+    /** Releases a request's blocks (reverse order) or its swapped copy; freeing twice is an error. */
+    public void free(KvRequest r) {
+        own(r);
+        if (r.status == RequestStatus.FINISHED) {
+            throw new KvCacheException("request " + r.id() + " freed twice");
+        }
+        if (r.status == RequestStatus.SWAPPED) {
+            swapSpace.release(pages, r.swap);
+            r.swap = null;
+        }
+        releaseBlocks(r);
+        r.status = RequestStatus.FINISHED;
+    }
+
+    private void releaseBlocks(KvRequest r) {
+        pool.free(r.table, 0, r.numBlocks);
+        r.numBlocks = 0;
+        r.numCachedBlocks = 0;
+        live.remove(r);
+    }
+
+    /**
+     * Forks a running request (parallel sampling, beam search): the child shares every block (counts go
+     * up) and its tokens; the first write into a shared block copies it ({@link #allocateSlots}).
+     */
+    public KvRequest fork(KvRequest parent, String childId) {
+        own(parent);
+        if (parent.status != RequestStatus.RUNNING) {
+            throw new KvCacheException("request " + parent.id() + " is " + parent.status + "; only running requests can fork");
+        }
+        KvRequest child = parent.copyForFork(childId);
+        child.owner = this;
+        for (int j = 0; j < child.numBlocks; j++) {
+            pool.touch(child.table[j]);
+        }
+        child.status = RequestStatus.RUNNING;
+        live.add(child);
+        return child;
+    }
+
+    /**
+     * Preempts a running request. RECOMPUTE frees its blocks (cache entries stay, so the resumed request
+     * re-hits them) and resets its computed tokens; SWAP copies its blocks to the host tier first, and
+     * falls back to recompute when the host budget cannot take them.
+     *
+     * @return the mode actually applied
+     */
+    public PreemptionMode preempt(KvRequest r, PreemptionMode mode) {
+        own(r);
+        if (r.status != RequestStatus.RUNNING) {
+            throw new KvCacheException("request " + r.id() + " is " + r.status + "; only running requests can be preempted");
+        }
+        if (mode == PreemptionMode.SWAP && !swapSpace.fits(pages, r.numBlocks)) {
+            swapFallbacks++;
+            mode = PreemptionMode.RECOMPUTE;
+        }
+        r.preemptions++;
+        // Blocks cached optimistically for tokens granted this step but not computed hold no valid KV yet.
+        for (int j = r.numComputed / blockSize; j < r.numBlocks; j++) {
+            int b = r.table[j];
+            if (pool.refCount(b) == 1 && pool.isCached(b)) {
+                pool.evict(b);
+            }
+        }
+        if (mode == PreemptionMode.SWAP) {
+            r.swap = swapSpace.swapOut(pages, r.table, r.numBlocks);
+            releaseBlocks(r);
+            r.status = RequestStatus.SWAPPED;
+            swapPreemptions++;
+        } else {
+            releaseBlocks(r);
+            r.numComputed = 0;
+            r.hasPendingLookup = false;
+            r.status = RequestStatus.PREEMPTED;
+            recomputePreemptions++;
+        }
+        return mode;
+    }
+
+    /**
+     * Brings a swapped request back: new blocks, bytes copied back from the host tier, full blocks
+     * cached again. Returns false (nothing changed) when the pool or the watermark cannot take it.
+     */
+    public boolean swapIn(KvRequest r) {
+        own(r);
+        if (r.status != RequestStatus.SWAPPED) {
+            throw new KvCacheException("request " + r.id() + " is " + r.status + ", not swapped out");
+        }
+        int n = r.swap.blocks();
+        int free = pool.freeCount();
+        if (n > free || (watermarkBlocks > 0 && free < spec.numBlocks() - 1 && free - n < watermarkBlocks)) {
+            refusedAllocations++;
+            return false;
+        }
+        ensureTable(r, n);
+        pool.allocate(n, r.table, 0);
+        swapSpace.swapIn(pages, r.swap, r.table);
+        r.swap = null;
+        r.numBlocks = n;
+        r.numCachedBlocks = 0;
+        r.status = RequestStatus.RUNNING;
+        live.add(r);
+        cacheFullBlocks(r, Math.min(r.numComputed, r.numTokens) / blockSize);
+        return true;
+    }
+
+    private void own(KvRequest r) {
+        if (r.owner == null) {
+            r.owner = this;
+            String salt = r.salt();
+            if (salt == null) {
+                r.saltId = 0;
+            } else {
+                r.saltId = saltIds.computeIfAbsent(salt, s -> saltIds.size() + 1);
+                long f = 0xCBF29CE484222325L;
+                for (int i = 0; i < salt.length(); i++) {
+                    f = (f ^ salt.charAt(i)) * 0x100000001B3L;
+                }
+                r.saltFingerprint = f;
+            }
+        } else if (r.owner != this) {
+            throw new KvCacheException("request " + r.id() + " belongs to another KV cache manager");
+        }
+    }
+
+    // ------------------------------------------------------------------ metrics
+
+    /** vLLM's KV usage: referenced blocks / (N − 1); cached-idle blocks count as free. */
+    public double usage() { return pool.usage(); }
+
+    /** Usage counting cached-idle blocks as used (prefix-cache residency included). */
+    public double usageIncludingCached() { return pool.usageIncludingCached(); }
+
+    /** Prefix hit rate (hit tokens / queried tokens) over the last {@code hitRateWindow} lookups. */
+    public double prefixHitRate() { return hitWindow.rate(); }
+
+    /** Queried prompt tokens over the manager's life. */
+    public long prefixQueriedTokens() { return hitWindow.totalQueried(); }
+
+    /** Prefix-hit tokens over the manager's life. */
+    public long prefixHitTokens() { return hitWindow.totalHits(); }
+
+    public long preemptions() { return recomputePreemptions + swapPreemptions; }
+    public long recomputePreemptions() { return recomputePreemptions; }
+    public long swapPreemptions() { return swapPreemptions; }
+    /** Swap preemptions turned into recompute because the host tier was full. */
+    public long swapFallbacks() { return swapFallbacks; }
+    public long copyOnWriteBlocks() { return copyOnWriteBlocks; }
+    /** {@link #allocateSlots}/{@link #swapIn} calls answered "cannot". */
+    public long refusedAllocations() { return refusedAllocations; }
+    /** Requests currently holding blocks. */
+    public int liveRequests() { return live.size(); }
+
+    /** Pool invariants plus: each block's count equals the number of live tables holding it. */
+    public void checkInvariants() {
+        pool.checkInvariants();
+        int[] counts = new int[spec.numBlocks()];
+        for (KvRequest r : live) {
+            if (r.status != RequestStatus.RUNNING) {
+                throw new IllegalStateException("live request " + r.id() + " is " + r.status);
+            }
+            for (int j = 0; j < r.numBlocks; j++) {
+                counts[r.table[j]]++;
+            }
+        }
+        for (int b = 1; b < counts.length; b++) {
+            if (counts[b] != pool.refCount(b)) {
+                throw new IllegalStateException("block " + b + " has count " + pool.refCount(b) + " but " + counts[b]
+                        + " live tables hold it");
+            }
+        }
+    }
+
+    @Override
+    public void close() {
+        for (KvRequest r : live.toArray(new KvRequest[0])) {
+            releaseBlocks(r);
+            r.status = RequestStatus.FINISHED;
+        }
+        pages.close();
+    }
+}

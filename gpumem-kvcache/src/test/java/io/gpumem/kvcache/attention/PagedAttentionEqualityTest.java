@@ -1,0 +1,235 @@
+package io.gpumem.kvcache.attention;
+
+import io.gpumem.device.SimulatedDevice;
+import io.gpumem.kvcache.KvCacheSpec;
+import io.gpumem.kvcache.manager.KvCacheConfig;
+import io.gpumem.kvcache.manager.KvCacheManager;
+import io.gpumem.kvcache.manager.KvRequest;
+import io.gpumem.kvcache.manager.PreemptionMode;
+import io.gpumem.kvcache.memory.KvMemory;
+import org.junit.jupiter.api.Test;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.SplittableRandom;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Proves block tables right with real bytes: a toy model whose K/V for a position depend on the whole
+ * prefix up to it writes only the tokens the cache says must be computed; attention over the paged
+ * cache must equal attention over a contiguous copy built from scratch, bit for bit, after plain
+ * decoding, copy-on-write forks, swap and recompute preemption, and eviction followed by re-hits.
+ */
+class PagedAttentionEqualityTest {
+    private static final int LAYERS = 2;
+    private static final int KV_HEADS = 2;
+    private static final int HEADS = 4;
+    private static final int HEAD = 8;
+    private static final int BS = 4;
+
+    private final long seed = 0x5EEDL;
+    private final Arena arena = Arena.ofAuto();
+    private final MemorySegment k = arena.allocate((long) KV_HEADS * HEAD * 4, 8);
+    private final MemorySegment v = arena.allocate((long) KV_HEADS * HEAD * 4, 8);
+
+    private KvCacheManager manager(int blocks, KvCacheConfig config) {
+        System.out.println("seed=" + seed);
+        KvCacheSpec spec = KvCacheSpec.builder().layers(LAYERS).kvHeads(KV_HEADS).headSize(HEAD).elementSize(4)
+                .blockSize(BS).numBlocks(blocks).maxModelLen(Math.min(128, (blocks - 1) * BS)).build();
+        SimulatedDevice device = SimulatedDevice.builder().capacity(16L << 20).backed(true).build();
+        return new KvCacheManager(spec, KvMemory.direct(device), config);
+    }
+
+    /** The toy model: K (or V) of a position as a function of the prefix key up to it and the layer. */
+    private float[] kv(long prefixKey, int layer, boolean value) {
+        SplittableRandom r = new SplittableRandom(prefixKey * 31 + layer * 2 + (value ? 1 : 0) + seed);
+        float[] out = new float[KV_HEADS * HEAD];
+        for (int i = 0; i < out.length; i++) {
+            out[i] = (float) (r.nextDouble() * 2 - 1);
+        }
+        return out;
+    }
+
+    private static long prefixKey(KvRequest r, int position) {
+        long h = 17;
+        for (int i = 0; i <= position; i++) {
+            h = (h ^ r.token(i)) * 0x100000001B3L;
+        }
+        return h;
+    }
+
+    /** Computes tokens [numComputed, numComputed + n): writes their K/V into the request's blocks. */
+    private void compute(KvCacheManager m, KvRequest r, int n) {
+        for (int p = r.numComputed(); p < r.numComputed() + n; p++) {
+            long key = prefixKey(r, p);
+            for (int layer = 0; layer < LAYERS; layer++) {
+                MemorySegment.copy(kv(key, layer, false), 0, k, ValueLayout.JAVA_FLOAT, 0, KV_HEADS * HEAD);
+                MemorySegment.copy(kv(key, layer, true), 0, v, ValueLayout.JAVA_FLOAT, 0, KV_HEADS * HEAD);
+                m.pages().writeSlot(layer, r.block(p / BS), p % BS, k, v);
+            }
+        }
+        r.advanceComputed(n);
+    }
+
+    /** Prefix lookup, allocation and prefill of a waiting or preempted request. */
+    private void admit(KvCacheManager m, KvRequest r) {
+        int hit = m.computedBlocks(r);
+        assertThat(m.allocateSlots(r, r.numTokens() - hit, 0)).isTrue();
+        compute(m, r, r.numTokens() - r.numComputed());
+    }
+
+    /** One decode step: sample a token, make room, compute it. */
+    private void decode(KvCacheManager m, KvRequest r, int token) {
+        r.appendToken(token);
+        assertThat(m.allocateSlots(r, 1, 0)).isTrue();
+        compute(m, r, 1);
+    }
+
+    private void assertAttentionMatches(KvCacheManager m, KvRequest r) {
+        int n = r.numComputed();
+        float[] keys = new float[n * KV_HEADS * HEAD];
+        float[] values = new float[n * KV_HEADS * HEAD];
+        ReferencePagedAttention paged = new ReferencePagedAttention(m.pages());
+        SplittableRandom q = new SplittableRandom(seed + n);
+        for (int layer = 0; layer < LAYERS; layer++) {
+            for (int p = 0; p < n; p++) {
+                long key = prefixKey(r, p);
+                System.arraycopy(kv(key, layer, false), 0, keys, p * KV_HEADS * HEAD, KV_HEADS * HEAD);
+                System.arraycopy(kv(key, layer, true), 0, values, p * KV_HEADS * HEAD, KV_HEADS * HEAD);
+            }
+            float[] query = new float[HEADS * HEAD];
+            for (int i = 0; i < query.length; i++) {
+                query[i] = (float) q.nextGaussian();
+            }
+            float[] expected = new float[HEADS * HEAD];
+            float[] actual = new float[HEADS * HEAD];
+            ReferencePagedAttention.attendContiguous(keys, values, n, KV_HEADS, HEAD, query, HEADS, expected);
+            paged.attend(layer, r.blockTable(), n, query, HEADS, actual);
+            assertThat(actual).as("request %s layer %d over %d tokens", r.id(), layer, n).containsExactly(expected);
+        }
+    }
+
+    private static int[] tokens(SplittableRandom r, int n) {
+        int[] t = new int[n];
+        for (int i = 0; i < n; i++) {
+            t[i] = r.nextInt(1000);
+        }
+        return t;
+    }
+
+    @Test
+    void pagedEqualsContiguousForPlainDecoding() {
+        KvCacheManager m = manager(64, KvCacheConfig.defaults());
+        SplittableRandom rnd = new SplittableRandom(seed);
+        KvRequest a = KvRequest.of("a", tokens(rnd, 37));
+        KvRequest other = KvRequest.of("o", tokens(rnd, 9));
+        admit(m, other);
+        admit(m, a);
+        for (int i = 0; i < 9; i++) {
+            decode(m, a, rnd.nextInt(1000));
+            decode(m, other, rnd.nextInt(1000));
+        }
+        assertAttentionMatches(m, a);
+        assertAttentionMatches(m, other);
+        m.checkInvariants();
+    }
+
+    @Test
+    void pagedEqualsContiguousAfterCopyOnWrite() {
+        KvCacheManager m = manager(64, KvCacheConfig.defaults());
+        SplittableRandom rnd = new SplittableRandom(seed + 1);
+        KvRequest parent = KvRequest.of("p", tokens(rnd, 10));
+        admit(m, parent);
+        KvRequest[] beams = {parent, m.fork(parent, "c1"), m.fork(parent, "c2")};
+        for (int step = 0; step < 7; step++) {
+            for (KvRequest b : beams) {
+                decode(m, b, rnd.nextInt(1000));
+            }
+        }
+        assertThat(m.copyOnWriteBlocks()).isGreaterThan(0);
+        assertThat(beams[1].block(0)).isEqualTo(parent.block(0));
+        for (KvRequest b : beams) {
+            assertAttentionMatches(m, b);
+        }
+        m.free(beams[2]);
+        KvRequest grandChild = m.fork(beams[1], "g");
+        decode(m, grandChild, 5);
+        decode(m, beams[1], 6);
+        assertAttentionMatches(m, grandChild);
+        assertAttentionMatches(m, beams[1]);
+        m.checkInvariants();
+    }
+
+    @Test
+    void pagedEqualsContiguousAfterSwapPreemption() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults().withSwapSpaceBytes(1 << 20));
+        SplittableRandom rnd = new SplittableRandom(seed + 2);
+        KvRequest a = KvRequest.of("a", tokens(rnd, 22));
+        admit(m, a);
+        decode(m, a, 3);
+        int[] before = a.blockTable();
+        assertThat(m.preempt(a, PreemptionMode.SWAP)).isEqualTo(PreemptionMode.SWAP);
+        // another request takes (and overwrites) most of the pool, including a's old blocks
+        KvRequest b = KvRequest.of("b", tokens(rnd, 44));
+        admit(m, b);
+        assertThat(b.blockTable()).containsAnyOf(before);
+        assertThat(m.swapIn(a)).isFalse();
+        m.free(b);
+        KvRequest c = KvRequest.of("c", tokens(rnd, 8));
+        admit(m, c);
+        assertThat(m.swapIn(a)).isTrue();
+        decode(m, a, 4);
+        assertAttentionMatches(m, a);
+        assertAttentionMatches(m, c);
+        m.checkInvariants();
+    }
+
+    @Test
+    void pagedEqualsContiguousAfterRecomputePreemptionAndReHit() {
+        KvCacheManager m = manager(32, KvCacheConfig.defaults());
+        SplittableRandom rnd = new SplittableRandom(seed + 3);
+        KvRequest a = KvRequest.of("a", tokens(rnd, 18));
+        admit(m, a);
+        decode(m, a, 7);
+        m.preempt(a, PreemptionMode.RECOMPUTE);
+        admit(m, a);                     // re-hits its still-cached blocks, recomputes the rest
+        assertThat(m.prefixHitTokens()).isEqualTo(16);
+        decode(m, a, 8);
+        assertAttentionMatches(m, a);
+        m.checkInvariants();
+    }
+
+    @Test
+    void pagedEqualsContiguousAfterEvictionAndReHit() {
+        KvCacheManager m = manager(12, KvCacheConfig.defaults());   // 11 usable blocks
+        SplittableRandom rnd = new SplittableRandom(seed + 4);
+        int[] prefix = tokens(rnd, 16);
+        KvRequest a = KvRequest.of("a", concat(prefix, tokens(rnd, 5)));
+        admit(m, a);
+        m.free(a);
+        KvRequest b = KvRequest.of("b", concat(prefix, tokens(rnd, 3)));
+        admit(m, b);
+        assertThat(m.prefixHitTokens()).isEqualTo(16);
+        assertAttentionMatches(m, b);
+        m.free(b);
+        // fill the pool so the cached prefix is evicted, then write other data everywhere
+        KvRequest filler = KvRequest.of("f", tokens(rnd, 44));
+        admit(m, filler);
+        m.free(filler);
+        KvRequest c = KvRequest.of("c", concat(prefix, tokens(rnd, 6)));
+        long hitsBefore = m.prefixHitTokens();
+        admit(m, c);
+        assertThat(m.prefixHitTokens() - hitsBefore).isLessThan(16);
+        decode(m, c, 1);
+        assertAttentionMatches(m, c);
+        m.checkInvariants();
+    }
+
+    private static int[] concat(int[] a, int[] b) {
+        int[] out = java.util.Arrays.copyOf(a, a.length + b.length);
+        System.arraycopy(b, 0, out, a.length, b.length);
+        return out;
+    }
+}

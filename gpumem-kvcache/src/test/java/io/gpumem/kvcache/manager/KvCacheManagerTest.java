@@ -1,0 +1,332 @@
+package io.gpumem.kvcache.manager;
+
+import io.gpumem.device.SimulatedDevice;
+import io.gpumem.kvcache.KvCacheException;
+import io.gpumem.kvcache.KvCacheSpec;
+import io.gpumem.kvcache.hash.HashAlgorithm;
+import io.gpumem.kvcache.memory.KvMemory;
+import io.gpumem.kvcache.pool.BlockPool;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+import java.util.stream.IntStream;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/** Golden tests for kv-cache.md §1.5–§1.8 and the manager's bad-input handling. */
+class KvCacheManagerTest {
+    static final int BS = 4;
+
+    static KvCacheManager manager(int numBlocks, KvCacheConfig config) {
+        KvCacheSpec spec = KvCacheSpec.builder().layers(2).kvHeads(2).headSize(4).elementSize(4).blockSize(BS)
+                .numBlocks(numBlocks).maxModelLen(Math.min(64, (numBlocks - 1) * BS)).build();
+        SimulatedDevice device = SimulatedDevice.builder().capacity(64L << 20).backed(true).build();
+        return new KvCacheManager(spec, KvMemory.direct(device), config);
+    }
+
+    static int[] seq(int from, int n) {
+        return IntStream.range(from, from + n).toArray();
+    }
+
+    /** Admits a request with prefix lookup and computes its whole prompt. */
+    static KvRequest admit(KvCacheManager m, KvRequest r) {
+        int hit = m.computedBlocks(r);
+        assertThat(m.allocateSlots(r, r.numTokens() - hit, 0)).isTrue();
+        r.advanceComputed(r.numTokens() - r.numComputed());
+        return r;
+    }
+
+    @Test
+    void theLastPromptTokenIsAlwaysRecomputed() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults());
+        KvRequest a = admit(m, KvRequest.of("a", seq(0, 8)));
+        m.free(a);
+        // same 8 tokens (two full blocks): only the first block may hit, the last token needs its logits
+        KvRequest b = KvRequest.of("b", seq(0, 8));
+        assertThat(m.computedBlocks(b)).isEqualTo(4);
+        // one more token: both full blocks hit
+        KvRequest c = KvRequest.of("c", seq(0, 9));
+        assertThat(m.computedBlocks(c)).isEqualTo(8);
+        m.checkInvariants();
+    }
+
+    @Test
+    void aPrefixHitSharesTheCachedBlocksAndCountsThemOnce() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults());
+        KvRequest a = admit(m, KvRequest.of("a", seq(0, 10)));
+        KvRequest b = KvRequest.of("b", seq(0, 12));
+        assertThat(m.computedBlocks(b)).isEqualTo(8);
+        assertThat(m.allocateSlots(b, 4, 0)).isTrue();
+        assertThat(b.block(0)).isEqualTo(a.block(0));
+        assertThat(b.block(1)).isEqualTo(a.block(1));
+        assertThat(b.block(2)).isNotEqualTo(a.block(2));
+        assertThat(m.pool().refCount(a.block(0))).isEqualTo(2);
+        assertThat(b.numComputed()).isEqualTo(8);
+        m.checkInvariants();
+    }
+
+    @Test
+    void onlyFullBlocksAreCachedAndLookaheadSlotsNever() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults());
+        KvRequest a = KvRequest.of("a", seq(0, 6));
+        m.computedBlocks(a);
+        assertThat(m.allocateSlots(a, 6, 5)).isTrue();   // 11 slots -> 3 blocks
+        assertThat(a.numBlocks()).isEqualTo(3);
+        assertThat(m.pool().isCached(a.block(0))).isTrue();
+        assertThat(m.pool().isCached(a.block(1))).isFalse(); // 2 of 4 tokens known, rest lookahead
+        assertThat(m.pool().isCached(a.block(2))).isFalse();
+        a.advanceComputed(6);
+        a.appendToken(100);
+        a.appendToken(101);
+        assertThat(m.allocateSlots(a, 2, 0)).isTrue();   // block 1 now full with real tokens
+        assertThat(m.pool().isCached(a.block(1))).isTrue();
+        m.checkInvariants();
+    }
+
+    @Test
+    void allocateSlotsIsAllOrNothing() {
+        KvCacheManager m = manager(6, KvCacheConfig.defaults()); // 5 usable blocks
+        KvRequest a = admit(m, KvRequest.of("a", seq(0, 12))); // 3 blocks
+        KvRequest b = KvRequest.of("b", seq(100, 12));
+        m.computedBlocks(b);
+        int[] before = m.pool().freeListOrder();
+        assertThat(m.allocateSlots(b, 12, 0)).isFalse();
+        assertThat(m.pool().freeListOrder()).containsExactly(before);
+        assertThat(b.numBlocks()).isZero();
+        assertThat(b.status()).isEqualTo(RequestStatus.WAITING);
+        // a running request that cannot grow stays as it was
+        admit(m, KvRequest.of("s", seq(200, 4)));       // 1 block left free
+        a.appendToken(1);
+        assertThat(m.allocateSlots(a, 1, 7)).isFalse();  // 20 slots = 2 more blocks
+        assertThat(a.numBlocks()).isEqualTo(3);
+        assertThat(m.refusedAllocations()).isEqualTo(2);
+        m.checkInvariants();
+    }
+
+    @Test
+    void idlePrefixHitsConsumeFreeCapacity() {
+        KvCacheManager m = manager(5, KvCacheConfig.defaults()); // 4 usable
+        KvRequest a = admit(m, KvRequest.of("a", seq(0, 9)));  // 3 blocks, 2 cached
+        m.free(a);
+        KvRequest other = admit(m, KvRequest.of("o", seq(500, 4)));  // takes the clean block... 
+        KvRequest b = KvRequest.of("b", seq(0, 13));
+        assertThat(m.computedBlocks(b)).isEqualTo(8);
+        // needs 2 idle hit blocks + 2 new, only 3 free: refused even though just 2 blocks are "new"
+        assertThat(m.pool().freeCount()).isEqualTo(3);
+        assertThat(m.allocateSlots(b, 5, 0)).isFalse();
+        m.free(other);
+        assertThat(m.allocateSlots(b, 5, 0)).isTrue();
+        m.checkInvariants();
+    }
+
+    @Test
+    void forkSharesBlocksAndCopiesOnWrite() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults());
+        KvRequest p = admit(m, KvRequest.of("p", seq(0, 6)));
+        KvRequest c = m.fork(p, "c");
+        assertThat(c.blockTable()).containsExactly(p.blockTable());
+        assertThat(m.pool().refCount(p.block(1))).isEqualTo(2);
+        p.appendToken(7);
+        assertThat(m.allocateSlots(p, 1, 0)).isTrue();   // writes into shared block 1: copied
+        assertThat(p.block(1)).isNotEqualTo(c.block(1));
+        assertThat(p.block(0)).isEqualTo(c.block(0));    // full block 0 stays shared
+        assertThat(m.copyOnWriteBlocks()).isEqualTo(1);
+        c.appendToken(8);
+        assertThat(m.allocateSlots(c, 1, 0)).isTrue();   // now sole owner: writes in place
+        assertThat(m.copyOnWriteBlocks()).isEqualTo(1);
+        m.checkInvariants();
+    }
+
+    @Test
+    void recomputePreemptionKeepsTheHashesSoTheResumedRequestReHits() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults());
+        KvRequest a = admit(m, KvRequest.of("a", seq(0, 10)));
+        int[] table = a.blockTable();
+        assertThat(m.preempt(a, PreemptionMode.RECOMPUTE)).isEqualTo(PreemptionMode.RECOMPUTE);
+        assertThat(a.status()).isEqualTo(RequestStatus.PREEMPTED);
+        assertThat(a.numComputed()).isZero();
+        assertThat(m.preemptions()).isEqualTo(1);
+        assertThat(m.computedBlocks(a)).isEqualTo(8);
+        assertThat(m.allocateSlots(a, 2, 0)).isTrue();
+        assertThat(a.block(0)).isEqualTo(table[0]);
+        assertThat(a.block(1)).isEqualTo(table[1]);
+        m.checkInvariants();
+    }
+
+    @Test
+    void preemptingInTheStepOfTheGrantUncachesBlocksThatWereNeverComputed() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults());
+        KvRequest a = KvRequest.of("a", seq(0, 13));
+        m.computedBlocks(a);
+        assertThat(m.allocateSlots(a, 8, 0)).isTrue();       // chunk of 8: blocks 0 and 1 cached
+        a.advanceComputed(8);
+        assertThat(m.allocateSlots(a, 5, 0)).isTrue();       // block 2 cached at grant time
+        int granted = a.block(2);
+        assertThat(m.pool().isCached(granted)).isTrue();
+        m.preempt(a, PreemptionMode.RECOMPUTE);               // preempted before computing it
+        assertThat(m.pool().isCached(granted)).isFalse();
+        assertThat(m.computedBlocks(a)).isEqualTo(8);
+        m.checkInvariants();
+    }
+
+    @Test
+    void swapPreemptionMovesTheBlocksToTheHostTierAndBack() {
+        KvCacheManager m = manager(8, KvCacheConfig.defaults().withSwapSpaceBytes(1 << 20));
+        KvRequest a = admit(m, KvRequest.of("a", seq(0, 10)));
+        assertThat(m.preempt(a, PreemptionMode.SWAP)).isEqualTo(PreemptionMode.SWAP);
+        assertThat(a.status()).isEqualTo(RequestStatus.SWAPPED);
+        assertThat(a.numComputed()).isEqualTo(10);
+        assertThat(m.swapSpace().usedBytes()).isEqualTo(3L * m.spec().pageBytes() * 2);
+        assertThat(m.usage()).isZero();
+        assertThat(m.swapIn(a)).isTrue();
+        assertThat(a.numBlocks()).isEqualTo(3);
+        assertThat(m.swapSpace().usedBytes()).isZero();
+        // a contiguous table travels in one transfer per layer each way
+        assertThat(m.swapSpace().transfers()).isEqualTo(4);
+        m.checkInvariants();
+    }
+
+    @Test
+    void swapFallsBackToRecomputeWhenTheHostTierIsFull() {
+        KvCacheManager m = manager(8, KvCacheConfig.defaults());
+        KvRequest a = admit(m, KvRequest.of("a", seq(0, 10)));
+        assertThat(m.preempt(a, PreemptionMode.SWAP)).isEqualTo(PreemptionMode.RECOMPUTE);
+        assertThat(m.swapFallbacks()).isEqualTo(1);
+        assertThat(a.status()).isEqualTo(RequestStatus.PREEMPTED);
+    }
+
+    @Test
+    void saltAndAdapterIsolateTenants() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults());
+        admit(m, KvRequest.builder("a", seq(0, 9)).salt("tenant-1").build());
+        assertThat(m.computedBlocks(KvRequest.builder("b", seq(0, 9)).salt("tenant-2").build())).isZero();
+        assertThat(m.computedBlocks(KvRequest.builder("c", seq(0, 9)).salt("tenant-1").adapter(3).build())).isZero();
+        assertThat(m.computedBlocks(KvRequest.builder("d", seq(0, 9)).salt("tenant-1").build())).isEqualTo(8);
+        assertThat(m.computedBlocks(KvRequest.of("e", seq(0, 9)))).isZero();
+    }
+
+    @ParameterizedTest
+    @EnumSource(HashAlgorithm.class)
+    void bothHashAlgorithmsFindTheSamePrefixes(HashAlgorithm algorithm) {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults().withHashAlgorithm(algorithm));
+        admit(m, KvRequest.of("a", seq(0, 13)));
+        assertThat(m.computedBlocks(KvRequest.of("b", seq(0, 13)))).isEqualTo(12);
+        int[] diverging = seq(0, 13);
+        diverging[5] = 99;
+        assertThat(m.computedBlocks(KvRequest.of("c", diverging))).isEqualTo(4);
+    }
+
+    @Test
+    void prefixCachingOffNeverHits() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults().withPrefixCaching(false));
+        KvRequest a = admit(m, KvRequest.of("a", seq(0, 9)));
+        assertThat(m.pool().cachedCount()).isZero();
+        m.free(a);
+        assertThat(m.computedBlocks(KvRequest.of("b", seq(0, 9)))).isZero();
+    }
+
+    @Test
+    void hitRateCoversTheLastThousandRequestsAndUsageHasTwoViews() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults());
+        KvRequest a = admit(m, KvRequest.of("a", seq(0, 9)));
+        m.free(a);
+        assertThat(m.usage()).isZero();
+        assertThat(m.usageIncludingCached()).isCloseTo(2.0 / 15, org.assertj.core.api.Assertions.within(1e-9));
+        for (int i = 0; i < 1000; i++) {
+            m.computedBlocks(KvRequest.of("q" + i, seq(0, 9)));     // 8 of 9 hit
+        }
+        assertThat(m.prefixHitRate()).isCloseTo(8.0 / 9, org.assertj.core.api.Assertions.within(1e-12));
+        assertThat(m.prefixQueriedTokens()).isEqualTo(9L * 1001);
+    }
+
+    @Test
+    void watermarkHoldsBackAdmissionButNotTheFirstRequest() {
+        KvCacheManager m = manager(11, KvCacheConfig.defaults().withWatermark(0.2)); // 10 usable, keep 2 free
+        KvRequest a = KvRequest.of("a", seq(0, 36));
+        m.computedBlocks(a);
+        assertThat(m.allocateSlots(a, 36, 0)).isTrue();     // 9 blocks on an empty cache: allowed
+        m.free(a);
+        KvRequest b = admit(m, KvRequest.of("b", seq(100, 4)));
+        KvRequest c = KvRequest.of("c", seq(200, 28));     // 7 blocks would leave 2 free: allowed
+        m.computedBlocks(c);
+        assertThat(m.allocateSlots(c, 28, 0)).isTrue();
+        KvRequest d = KvRequest.of("d", seq(300, 4));      // would leave 1 free: refused
+        m.computedBlocks(d);
+        assertThat(m.allocateSlots(d, 4, 0)).isFalse();
+        b.appendToken(1);
+        assertThat(m.allocateSlots(b, 1, 0)).isTrue();     // running requests may still grow
+        m.checkInvariants();
+    }
+
+    // ------------------------------------------------------------------ bad input
+
+    @Test
+    void freeingARequestTwiceIsAClearErrorAndTheStateHolds() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults());
+        KvRequest a = admit(m, KvRequest.of("req-7", seq(0, 9)));
+        KvRequest b = admit(m, KvRequest.of("b", seq(0, 9)));
+        m.free(a);
+        int[] before = m.pool().freeListOrder();
+        assertThatThrownBy(() -> m.free(a)).isInstanceOf(KvCacheException.class).hasMessage("request req-7 freed twice");
+        assertThat(m.pool().freeListOrder()).containsExactly(before);
+        assertThat(m.pool().refCount(b.block(0))).isEqualTo(1);
+        m.checkInvariants();
+    }
+
+    @Test
+    void tokensBeyondTheModelLengthAreRefusedWithNothingChanged() {
+        KvCacheManager m = manager(32, KvCacheConfig.defaults());   // maxModelLen 64
+        KvRequest a = KvRequest.of("long", seq(0, 70));
+        m.computedBlocks(a);
+        assertThatThrownBy(() -> m.allocateSlots(a, 70, 0)).isInstanceOf(KvCacheException.class)
+                .hasMessageContaining("request long").hasMessageContaining("max model length 64");
+        assertThat(m.pool().freeCount()).isEqualTo(31);
+        assertThatThrownBy(() -> m.allocateSlots(KvRequest.of("x", seq(0, 3)), 5, 0))
+                .isInstanceOf(KvCacheException.class).hasMessageContaining("exceed its 3 known tokens");
+        m.checkInvariants();
+    }
+
+    @Test
+    void aBudgetTooSmallForOneRequestIsRejectedWithTheFeasibleLength() {
+        assertThatThrownBy(() -> KvCacheSpec.builder().layers(4).kvHeads(8).headSize(128).elementSize(2)
+                .budgetBytes(4L * 16 * 2 * 8 * 128 * 2 * 10).maxModelLen(4096).build())
+                .isInstanceOf(KvCacheException.class)
+                .hasMessageContaining("budget too small for one request")
+                .hasMessageContaining("lower maxModelLen to at most 144");
+    }
+
+    @Test
+    void aRequestOfAnotherManagerIsRefused() {
+        KvCacheManager m1 = manager(16, KvCacheConfig.defaults());
+        KvCacheManager m2 = manager(16, KvCacheConfig.defaults());
+        KvRequest a = admit(m1, KvRequest.of("a", seq(0, 5)));
+        assertThatThrownBy(() -> m2.free(a)).isInstanceOf(KvCacheException.class).hasMessageContaining("another KV cache manager");
+        m1.checkInvariants();
+        m2.checkInvariants();
+    }
+
+    @Test
+    void specDerivesPageBytesAndBlockCountFromTheBudget() {
+        KvCacheSpec spec = KvCacheSpec.builder().layers(32).kvHeads(8).headSize(128).elementSize(2)
+                .budgetBytes(1L << 30).maxModelLen(4096).build();
+        assertThat(spec.pageBytes()).isEqualTo(16L * 2 * 8 * 128 * 2);
+        assertThat(spec.numBlocks()).isEqualTo((int) ((1L << 30) / spec.pageBytes() / 32));
+        assertThat(spec.blockSize()).isEqualTo(16);
+    }
+
+    @Test
+    void pagesComeFromTheDeviceOneRegionPerLayerAndGoBackOnClose() {
+        SimulatedDevice device = SimulatedDevice.builder().capacity(64L << 20).build();
+        KvCacheSpec spec = KvCacheSpec.builder().layers(3).kvHeads(2).headSize(4).elementSize(4).numBlocks(10)
+                .maxModelLen(16).build();
+        long free = device.freeMemory();
+        try (KvCacheManager m = new KvCacheManager(spec, KvMemory.direct(device))) {
+            assertThat(device.mallocCount()).isEqualTo(3);
+            assertThat(m.pages().pageAddress(1, 2) - m.pages().layerAddress(1)).isEqualTo(2 * spec.pageBytes());
+        }
+        assertThat(device.freeMemory()).isEqualTo(free);
+        assertThat(BlockPool.NULL_BLOCK).isZero();
+    }
+}

@@ -1,0 +1,188 @@
+package io.gpumem.kvcache.pool;
+
+import io.gpumem.kvcache.KvCacheException;
+import org.junit.jupiter.api.Test;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/** Golden tests for the free-list and cache rules of kv-cache.md §1.3–§1.4 and §1.8. */
+class BlockPoolTest {
+    private static final int BS = 4;
+
+    private static int[] tokens(int seed) {
+        return new int[] {seed, seed + 1, seed + 2, seed + 3};
+    }
+
+    /** Caches a block with a key derived from {@code seed} as a first block (no parent). */
+    private static void cacheFirst(BlockPool pool, int block, int seed) {
+        pool.cache(block, seed, ~seed, BlockPool.NONE, tokens(seed), 0, 0, 0);
+    }
+
+    @Test
+    void startsWithEveryBlockButTheNullBlockFreeInIdOrder() {
+        BlockPool pool = new BlockPool(6, BS, true);
+        assertThat(pool.freeListOrder()).containsExactly(1, 2, 3, 4, 5);
+        assertThat(pool.freeCount()).isEqualTo(5);
+        assertThat(pool.usage()).isZero();
+        assertThat(pool.allocate()).isEqualTo(1);
+        assertThat(pool.refCount(1)).isEqualTo(1);
+        pool.checkInvariants();
+    }
+
+    @Test
+    void freesARequestInReverseOrderSoTheChainTailIsEvictedFirst() {
+        BlockPool pool = new BlockPool(6, BS, true);
+        int[] table = new int[3];
+        pool.allocate(3, table, 0);                 // 1, 2, 3
+        for (int j = 0; j < 3; j++) {
+            pool.cache(table[j], 100 + j, j, j == 0 ? BlockPool.NONE : table[j - 1], tokens(10 * j), 0, 0, 0);
+        }
+        pool.free(table, 0, 3);
+        // clean blocks 4,5 first, then the cached chain tail-first: 3, 2, 1
+        assertThat(pool.freeListOrder()).containsExactly(4, 5, 3, 2, 1);
+        assertThat(pool.freeCachedCount()).isEqualTo(3);
+        pool.checkInvariants();
+    }
+
+    @Test
+    void prependsBlocksWithoutACacheEntrySoTheyAreReusedBeforeAnyEntryIsLost() {
+        BlockPool pool = new BlockPool(8, BS, true);
+        int[] table = new int[4];
+        pool.allocate(4, table, 0);                 // 1, 2, 3, 4: 1 and 2 cached (full), 3 and 4 not
+        cacheFirst(pool, 1, 1);
+        pool.cache(2, 7, 7, 1, tokens(5), 0, 0, 0);
+        pool.free(table, 0, 4);
+        // unhashed 4 then 3 at the head (the request's last block first), clean 5,6,7, cached chain 2, 1 at the tail
+        assertThat(pool.freeListOrder()).containsExactly(4, 3, 5, 6, 7, 2, 1);
+        assertThat(pool.allocate()).isEqualTo(4);
+        assertThat(pool.isCached(2)).isTrue();
+        pool.checkInvariants();
+    }
+
+    @Test
+    void evictsLazilyInLeastRecentlyUsedOrderWhenACachedBlockIsReused() {
+        BlockPool pool = new BlockPool(4, BS, true);
+        int[] a = new int[3];
+        pool.allocate(3, a, 0);
+        cacheFirst(pool, 1, 10);
+        cacheFirst(pool, 2, 20);
+        cacheFirst(pool, 3, 30);
+        pool.free(new int[] {2}, 0, 1);
+        pool.free(new int[] {1}, 0, 1);
+        pool.free(new int[] {3}, 0, 1);
+        assertThat(pool.freeListOrder()).containsExactly(2, 1, 3);
+        // idle cached blocks still hit until they are popped
+        assertThat(pool.lookup(20, ~20, BlockPool.NONE, tokens(20), 0, 0, 0)).isEqualTo(2);
+        assertThat(pool.allocate()).isEqualTo(2);
+        assertThat(pool.isCached(2)).isFalse();
+        assertThat(pool.lookup(20, ~20, BlockPool.NONE, tokens(20), 0, 0, 0)).isEqualTo(BlockPool.NONE);
+        assertThat(pool.lookup(10, ~10, BlockPool.NONE, tokens(10), 0, 0, 0)).isEqualTo(1);
+        assertThat(pool.evictions()).isEqualTo(1);
+        pool.checkInvariants();
+    }
+
+    @Test
+    void touchTakesAnIdleCachedBlockOutOfTheFreeList() {
+        BlockPool pool = new BlockPool(4, BS, true);
+        int b = pool.allocate();
+        cacheFirst(pool, b, 3);
+        pool.free(new int[] {b}, 0, 1);
+        assertThat(pool.usage()).isZero();
+        assertThat(pool.usageIncludingCached()).isCloseTo(1.0 / 3, org.assertj.core.api.Assertions.within(1e-12));
+        pool.touch(b);
+        assertThat(pool.isFree(b)).isFalse();
+        assertThat(pool.refCount(b)).isEqualTo(1);
+        assertThat(pool.freeListOrder()).containsExactly(2, 3);
+        pool.touch(b);
+        pool.free(new int[] {b}, 0, 1);
+        assertThat(pool.isFree(b)).isFalse();
+        pool.checkInvariants();
+    }
+
+    @Test
+    void aDoubleFreeIsRefusedAndChangesNothing() {
+        BlockPool pool = new BlockPool(6, BS, true);
+        int[] table = new int[2];
+        pool.allocate(2, table, 0);
+        pool.free(table, 0, 2);
+        int[] before = pool.freeListOrder();
+        assertThatThrownBy(() -> pool.free(table, 0, 2))
+                .isInstanceOf(KvCacheException.class)
+                .hasMessageContaining("double free");
+        assertThat(pool.freeListOrder()).containsExactly(before);
+        pool.checkInvariants();
+    }
+
+    @Test
+    void refusesToAllocateMoreThanIsFreeWithoutTakingAny() {
+        BlockPool pool = new BlockPool(4, BS, true);
+        int[] dst = new int[4];
+        assertThatThrownBy(() -> pool.allocate(4, dst, 0)).isInstanceOf(KvCacheException.class).hasMessageContaining("only 3 free");
+        assertThat(pool.freeCount()).isEqualTo(3);
+        pool.checkInvariants();
+    }
+
+    @Test
+    void aKeyCollisionNeverGivesAWrongHit() {
+        BlockPool pool = new BlockPool(8, BS, true);
+        // Every block gets the same key: verification must separate them by tokens, salt and parent.
+        int a0 = pool.allocate();
+        int a1 = pool.allocate();
+        int b0 = pool.allocate();
+        pool.cache(a0, 1, 1, BlockPool.NONE, tokens(0), 0, 0, 0);
+        pool.cache(a1, 1, 1, a0, tokens(100), 0, 0, 0);
+        pool.cache(b0, 1, 1, BlockPool.NONE, tokens(50), 0, 0, 0);
+        assertThat(pool.lookup(1, 1, BlockPool.NONE, tokens(0), 0, 0, 0)).isEqualTo(a0);
+        assertThat(pool.lookup(1, 1, BlockPool.NONE, tokens(50), 0, 0, 0)).isEqualTo(b0);
+        assertThat(pool.lookup(1, 1, BlockPool.NONE, tokens(9), 0, 0, 0)).isEqualTo(BlockPool.NONE);
+        // same first-block tokens under another tenant salt or adapter: miss
+        assertThat(pool.lookup(1, 1, BlockPool.NONE, tokens(0), 0, 0, 7)).isEqualTo(BlockPool.NONE);
+        assertThat(pool.lookup(1, 1, BlockPool.NONE, tokens(0), 0, 3, 0)).isEqualTo(BlockPool.NONE);
+        // a1's tokens after the other chain's first block: miss (its KV was computed after a0)
+        assertThat(pool.lookup(1, 1, b0, tokens(100), 0, 0, 0)).isEqualTo(BlockPool.NONE);
+        assertThat(pool.lookup(1, 1, a0, tokens(100), 0, 0, 0)).isEqualTo(a1);
+        pool.checkInvariants();
+    }
+
+    @Test
+    void aChildIsNotHitOnceItsParentBlockWasEvictedAndReused() {
+        BlockPool pool = new BlockPool(3, BS, true);
+        int p = pool.allocate();
+        int c = pool.allocate();
+        pool.cache(p, 1, 1, BlockPool.NONE, tokens(0), 0, 0, 0);
+        pool.cache(c, 2, 2, p, tokens(4), 0, 0, 0);
+        pool.free(new int[] {c}, 0, 1);
+        pool.free(new int[] {p}, 0, 1);      // free list: c, p  -> p (parent) is reused last... force it:
+        pool.touch(c);                       // keep the child referenced
+        int reused = pool.allocate();        // pops p, evicting it
+        assertThat(reused).isEqualTo(p);
+        pool.cache(p, 1, 1, BlockPool.NONE, tokens(0), 0, 0, 0); // same contents cached again, new generation
+        assertThat(pool.lookup(2, 2, p, tokens(4), 0, 0, 0)).isEqualTo(BlockPool.NONE);
+        pool.checkInvariants();
+    }
+
+    @Test
+    void resetClearsEveryEntryAndRestoresIdOrderOnlyWhenNothingIsReferenced() {
+        BlockPool pool = new BlockPool(5, BS, true);
+        int[] t = new int[3];
+        pool.allocate(3, t, 0);
+        cacheFirst(pool, t[0], 1);
+        assertThat(pool.resetPrefixCache()).isFalse();
+        pool.free(t, 0, 3);
+        assertThat(pool.resetPrefixCache()).isTrue();
+        assertThat(pool.freeListOrder()).containsExactly(1, 2, 3, 4);
+        assertThat(pool.cachedCount()).isZero();
+        pool.checkInvariants();
+    }
+
+    @Test
+    void withCachingOffEveryFreedBlockIsReusedFirst() {
+        BlockPool pool = new BlockPool(5, BS, false);
+        int[] t = new int[2];
+        pool.allocate(2, t, 0);
+        pool.free(t, 0, 2);
+        assertThat(pool.freeListOrder()).containsExactly(2, 1, 3, 4);
+        assertThat(pool.lookup(1, 1, BlockPool.NONE, tokens(0), 0, 0, 0)).isEqualTo(BlockPool.NONE);
+    }
+}

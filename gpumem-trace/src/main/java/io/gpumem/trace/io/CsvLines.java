@@ -1,0 +1,121 @@
+package io.gpumem.trace.io;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.io.InputStreamReader;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Reads a small CSV file (no quoting: the trace formats have none) into rows of fields, enforcing the size
+ * limits and reporting errors by line number. Shared by the RMM and lifetime readers.
+ */
+final class CsvLines {
+
+    private CsvLines() {
+    }
+
+    /** One data row: its 1-based line number and its trimmed fields. */
+    record Row(int line, String[] fields) {
+    }
+
+    /**
+     * Reads the file; the first non-empty line must be a header whose fields equal {@code header}
+     * (case-insensitive, spaces ignored). Blank lines and lines starting with '#' are skipped.
+     */
+    static List<Row> read(Path file, ReadLimits limits, String... header) {
+        String name = file.toString();
+        try {
+            long bytes = Files.size(file);
+            if (bytes > limits.maxFileBytes()) {
+                throw new TraceFormatException(name, "", "file is " + bytes + " bytes, over the limit of "
+                        + limits.maxFileBytes() + " bytes");
+            }
+        } catch (NoSuchFileException e) {
+            throw new TraceFormatException(name, "", "no such file");
+        } catch (IOException e) {
+            throw new TraceFormatException(name, "", "cannot read: " + e.getMessage(), e);
+        }
+        List<Row> rows = new ArrayList<>();
+        var decoder = StandardCharsets.UTF_8.newDecoder()
+                .onMalformedInput(CodingErrorAction.REPORT).onUnmappableCharacter(CodingErrorAction.REPORT);
+        try (BufferedReader r = new BufferedReader(new InputStreamReader(Files.newInputStream(file), decoder))) {
+            String text;
+            int line = 0;
+            boolean sawHeader = false;
+            while ((text = r.readLine()) != null) {
+                line++;
+                String t = text.strip();
+                if (t.isEmpty() || t.startsWith("#")) {
+                    continue;
+                }
+                String[] fields = t.split(",", -1);
+                for (int i = 0; i < fields.length; i++) {
+                    fields[i] = fields[i].strip();
+                }
+                if (!sawHeader) {
+                    if (!headerMatches(fields, header)) {
+                        throw new TraceFormatException(name, "line " + line, "expected the header "
+                                + String.join(",", header) + ", got " + abbreviate(t));
+                    }
+                    sawHeader = true;
+                    continue;
+                }
+                if (fields.length != header.length) {
+                    throw new TraceFormatException(name, "line " + line, "expected " + header.length
+                            + " fields (" + String.join(",", header) + "), got " + fields.length);
+                }
+                if (rows.size() >= limits.maxEntries()) {
+                    throw new TraceFormatException(name, "line " + line, "more than " + limits.maxEntries()
+                            + " rows (limit)");
+                }
+                rows.add(new Row(line, fields));
+            }
+            if (!sawHeader) {
+                throw new TraceFormatException(name, "", "empty file (expected the header "
+                        + String.join(",", header) + ")");
+            }
+        } catch (CharacterCodingException e) {
+            throw new TraceFormatException(name, "", "not a text file (invalid UTF-8)", e);
+        } catch (IOException e) {
+            throw new TraceFormatException(name, "", "cannot read: " + e.getMessage(), e);
+        }
+        return rows;
+    }
+
+    static boolean headerMatches(String[] fields, String[] header) {
+        if (fields.length != header.length) {
+            return false;
+        }
+        for (int i = 0; i < header.length; i++) {
+            if (!fields[i].replace(" ", "").equalsIgnoreCase(header[i])) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    static long parseLong(String file, Row row, int column, String field, boolean hexAllowed) {
+        String s = row.fields()[column];
+        try {
+            if (hexAllowed && (s.startsWith("0x") || s.startsWith("0X"))) {
+                return Long.parseUnsignedLong(s.substring(2), 16);
+            }
+            return Long.parseLong(s);
+        } catch (NumberFormatException e) {
+            throw new TraceFormatException(file, "line " + row.line() + ", field " + field,
+                    "expected " + (hexAllowed ? "a decimal or 0x-hex integer" : "an integer") + ", got '"
+                            + abbreviate(s) + "'");
+        }
+    }
+
+    static String abbreviate(String s) {
+        return s.length() > 60 ? s.substring(0, 57) + "..." : s;
+    }
+}

@@ -1,0 +1,479 @@
+package io.gpumem.trace.io;
+
+import java.io.BufferedInputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.math.BigInteger;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.IdentityHashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import net.razorvine.pickle.Unpickler;
+
+/**
+ * Reads PyTorch memory snapshots ({@code torch.cuda.memory._dump_snapshot} pickles) of every format from
+ * 2.0 to current into a {@link TraceSnapshot}.
+ *
+ * <p>Two passes: the pickle is decoded into plain Java objects (dicts, lists, tuples, ints, strings) by
+ * razorvine's {@link Unpickler}, which never runs code (snapshots contain no GLOBAL opcodes; anything else
+ * is rejected as a wrong type); then the object tree is checked and converted field by field. Every
+ * conversion error names the file and the key path ({@code device_traces[0][17].size}).
+ *
+ * <p>Formats handled: a bare list of segments (2.0 {@code memory_snapshot()}), blocks with {@code history}
+ * and without {@code address} (2.0), dicts with {@code device_traces}, with or without {@code time_us},
+ * {@code allocator_settings}, {@code external_annotations}, expandable {@code segment_map/unmap}, both
+ * spellings of the pending-free state. Unknown actions and keys are kept (entries' {@code extra} maps,
+ * {@link TraceAction#UNKNOWN}), never fatal. Shared frame lists stay shared (one {@code List<Frame>} per
+ * pickled list object).
+ */
+public final class PytorchSnapshotReader {
+
+    private final ReadLimits limits;
+
+    public PytorchSnapshotReader() {
+        this(ReadLimits.DEFAULT);
+    }
+
+    public PytorchSnapshotReader(ReadLimits limits) {
+        this.limits = limits;
+    }
+
+    /** Reads a snapshot file. @throws TraceFormatException when the file is missing, too big or malformed */
+    public TraceSnapshot read(Path file) {
+        String name = file.toString();
+        long bytes;
+        try {
+            bytes = Files.size(file);
+        } catch (NoSuchFileException e) {
+            throw new TraceFormatException(name, "", "no such file");
+        } catch (IOException e) {
+            throw new TraceFormatException(name, "", "cannot read: " + e.getMessage(), e);
+        }
+        if (bytes > limits.maxFileBytes()) {
+            throw new TraceFormatException(name, "", "file is " + bytes + " bytes, over the limit of "
+                    + limits.maxFileBytes() + " bytes");
+        }
+        try (InputStream in = new BufferedInputStream(Files.newInputStream(file), 1 << 16)) {
+            return read(in, name);
+        } catch (IOException e) {
+            throw new TraceFormatException(name, "", "cannot read: " + e.getMessage(), e);
+        }
+    }
+
+    /** Reads a snapshot from a stream; {@code name} is used in error messages. */
+    public TraceSnapshot read(InputStream in, String name) {
+        Object root = unpickle(in, name);
+        return new Converter(name, limits).convert(root);
+    }
+
+    static Object unpickle(InputStream in, String name) {
+        Unpickler unpickler = new Unpickler();
+        try {
+            return unpickler.load(in);
+        } catch (IOException | RuntimeException | StackOverflowError e) {
+            String why = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
+            throw new TraceFormatException(name, "", "not a readable pickle (truncated or corrupt): " + why, e);
+        } finally {
+            unpickler.close();
+        }
+    }
+
+    /** Walks the unpickled object tree; holds the file name and the frame-list identity cache. */
+    private static final class Converter {
+        private final String file;
+        private final ReadLimits limits;
+        private final IdentityHashMap<Object, List<Frame>> frameLists = new IdentityHashMap<>();
+
+        Converter(String file, ReadLimits limits) {
+            this.file = file;
+            this.limits = limits;
+        }
+
+        TraceSnapshot convert(Object root) {
+            if (root instanceof List<?> list) {
+                return new TraceSnapshot(file, SourceFormat.PYTORCH_SEGMENT_LIST, segments(list, "segments"),
+                        List.of(), null, null, Map.of(), true);
+            }
+            if (!(root instanceof Map<?, ?> top)) {
+                throw error("", "expected a snapshot dict or a list of segments, got " + typeName(root));
+            }
+            Object segs = top.get("segments");
+            if (segs == null) {
+                throw error("segments", "missing (not a PyTorch memory snapshot)");
+            }
+            List<SegmentInfo> segments = segments(asList(segs, "segments"), "segments");
+            List<List<TraceEntry>> traces = new ArrayList<>();
+            Object dt = top.get("device_traces");
+            long total = 0;
+            if (dt != null) {
+                List<?> devices = asList(dt, "device_traces");
+                for (int d = 0; d < devices.size(); d++) {
+                    List<?> raw = asList(devices.get(d), "device_traces[" + d + "]");
+                    total += raw.size();
+                    if (total > limits.maxEntries()) {
+                        throw error("device_traces", "more than " + limits.maxEntries() + " trace entries (limit)");
+                    }
+                    traces.add(entries(raw, d));
+                }
+            }
+            Map<String, Object> settings = null;
+            Object as = top.get("allocator_settings");
+            if (as != null) {
+                settings = stringKeyed(asMap(as, "allocator_settings"), "allocator_settings");
+            }
+            List<Map<String, Object>> annotations = null;
+            Object ea = top.get("external_annotations");
+            if (ea != null) {
+                List<?> raw = asList(ea, "external_annotations");
+                annotations = new ArrayList<>(raw.size());
+                for (int i = 0; i < raw.size(); i++) {
+                    String where = "external_annotations[" + i + "]";
+                    annotations.add(stringKeyed(asMap(raw.get(i), where), where));
+                }
+                annotations = Collections.unmodifiableList(annotations);
+            }
+            Map<String, Object> extra = new LinkedHashMap<>();
+            for (Map.Entry<?, ?> e : top.entrySet()) {
+                String k = String.valueOf(e.getKey());
+                if (!k.equals("segments") && !k.equals("device_traces") && !k.equals("allocator_settings")
+                        && !k.equals("external_annotations")) {
+                    extra.put(k, e.getValue());
+                }
+            }
+            return new TraceSnapshot(file, SourceFormat.PYTORCH_SNAPSHOT, segments, traces, settings, annotations,
+                    Collections.unmodifiableMap(extra), true);
+        }
+
+        private List<SegmentInfo> segments(List<?> raw, String where) {
+            List<SegmentInfo> out = new ArrayList<>(raw.size());
+            for (int i = 0; i < raw.size(); i++) {
+                out.add(segment(raw.get(i), where + "[" + i + "]"));
+            }
+            out.sort((a, b) -> Long.compareUnsigned(a.address(), b.address()));
+            return Collections.unmodifiableList(out);
+        }
+
+        private SegmentInfo segment(Object o, String where) {
+            Map<?, ?> m = asMap(o, where);
+            long address = requiredLong(m, "address", where);
+            long total = requiredLong(m, "total_size", where);
+            if (total < 0) {
+                throw error(where + ".total_size", "negative size " + total);
+            }
+            int fields = 0;
+            long requested = 0;
+            if (m.containsKey("requested_size")) {
+                requested = requiredLong(m, "requested_size", where);
+                fields |= SegmentInfo.REQUESTED_SIZE;
+            }
+            PoolId pool = PoolId.DEFAULT;
+            if (m.containsKey("segment_pool_id")) {
+                pool = poolId(m.get("segment_pool_id"), where + ".segment_pool_id");
+                fields |= SegmentInfo.POOL_ID;
+            }
+            boolean expandable = false;
+            if (m.containsKey("is_expandable")) {
+                expandable = bool(m.get("is_expandable"), where + ".is_expandable");
+                fields |= SegmentInfo.EXPANDABLE;
+            }
+            String type = m.containsKey("segment_type") ? string(m.get("segment_type"), where + ".segment_type")
+                    : (total == 2L << 20 ? "small" : "large");
+            List<Frame> frames = m.containsKey("frames") ? frames(m.get("frames"), where + ".frames") : null;
+            List<BlockInfo> blocks = List.of();
+            if (m.containsKey("blocks")) {
+                List<?> raw = asList(m.get("blocks"), where + ".blocks");
+                List<BlockInfo> bl = new ArrayList<>(raw.size());
+                long next = address;
+                for (int i = 0; i < raw.size(); i++) {
+                    BlockInfo b = block(raw.get(i), where + ".blocks[" + i + "]", next);
+                    bl.add(b);
+                    next = b.address() + b.size();
+                }
+                blocks = Collections.unmodifiableList(bl);
+            }
+            Map<String, Object> extra = extra(m, where, "device", "address", "total_size", "allocated_size",
+                    "active_size", "requested_size", "stream", "segment_type", "segment_pool_id", "is_expandable",
+                    "frames", "blocks");
+            return new SegmentInfo(
+                    (int) optionalLong(m, "device", where, 0),
+                    address, total,
+                    optionalLong(m, "allocated_size", where, 0),
+                    optionalLong(m, "active_size", where, 0),
+                    requested,
+                    optionalLong(m, "stream", where, 0),
+                    type, pool, expandable, frames, blocks, extra, fields);
+        }
+
+        private BlockInfo block(Object o, String where, long computedAddress) {
+            Map<?, ?> m = asMap(o, where);
+            int fields = 0;
+            long address = computedAddress;
+            if (m.containsKey("address")) {
+                address = requiredLong(m, "address", where);
+                fields |= BlockInfo.ADDRESS;
+            }
+            long size = requiredLong(m, "size", where);
+            if (size < 0) {
+                throw error(where + ".size", "negative size " + size);
+            }
+            long requested = 0;
+            if (m.containsKey("requested_size")) {
+                requested = requiredLong(m, "requested_size", where);
+                fields |= BlockInfo.REQUESTED_SIZE;
+            }
+            String stateName = m.containsKey("state") ? string(m.get("state"), where + ".state") : "inactive";
+            BlockState state = BlockState.fromName(stateName);
+            List<Frame> frames = m.containsKey("frames") ? frames(m.get("frames"), where + ".frames") : null;
+            List<BlockHistory> history = null;
+            if (m.containsKey("history")) {
+                List<?> raw = asList(m.get("history"), where + ".history");
+                List<BlockHistory> h = new ArrayList<>(raw.size());
+                for (int i = 0; i < raw.size(); i++) {
+                    String w = where + ".history[" + i + "]";
+                    Map<?, ?> hm = asMap(raw.get(i), w);
+                    h.add(new BlockHistory(optionalLong(hm, "addr", w, 0), optionalLong(hm, "real_size", w, 0),
+                            hm.containsKey("frames") ? frames(hm.get("frames"), w + ".frames") : null));
+                }
+                history = Collections.unmodifiableList(h);
+            }
+            Map<String, Object> extra = extra(m, where, "address", "size", "requested_size", "state", "frames",
+                    "history");
+            return new BlockInfo(address, size, requested, state, stateName, frames, history, extra, fields);
+        }
+
+        private List<TraceEntry> entries(List<?> raw, int device) {
+            TraceEntry[] out = new TraceEntry[raw.size()];
+            for (int i = 0; i < out.length; i++) {
+                out[i] = entry(raw.get(i), device, i);
+            }
+            return List.of(out);
+        }
+
+        private TraceEntry entry(Object o, int device, int index) {
+            if (!(o instanceof Map<?, ?> m)) {
+                throw error(entryWhere(device, index), "expected a dict, got " + typeName(o));
+            }
+            Object act = m.get("action");
+            if (!(act instanceof String actionName)) {
+                throw error(entryWhere(device, index) + ".action",
+                        act == null ? "missing" : "expected a string, got " + typeName(act));
+            }
+            int fields = 0;
+            long addr = 0, size = 0, stream = 0, time = 0, deviceFree = 0;
+            List<Frame> frames = null;
+            Map<String, Object> extra = null;
+            for (Map.Entry<?, ?> e : m.entrySet()) {
+                Object k = e.getKey();
+                Object v = e.getValue();
+                switch (k instanceof String s ? s : "") {
+                    case "action" -> { }
+                    case "addr" -> { addr = entryLong(v, device, index, "addr"); fields |= TraceEntry.ADDR; }
+                    case "size" -> { size = entryLong(v, device, index, "size"); fields |= TraceEntry.SIZE; }
+                    case "stream" -> { stream = entryLong(v, device, index, "stream"); fields |= TraceEntry.STREAM; }
+                    case "time_us" -> { time = entryLong(v, device, index, "time_us"); fields |= TraceEntry.TIME_US; }
+                    case "device_free" -> {
+                        deviceFree = entryLong(v, device, index, "device_free");
+                        fields |= TraceEntry.DEVICE_FREE;
+                    }
+                    case "frames" -> frames = frames(v, entryWhere(device, index) + ".frames");
+                    default -> {
+                        if (extra == null) {
+                            extra = new LinkedHashMap<>(4);
+                        }
+                        extra.put(String.valueOf(k), v);
+                    }
+                }
+            }
+            if ((fields & TraceEntry.SIZE) != 0 && size < 0) {
+                throw error(entryWhere(device, index) + ".size", "negative size " + size);
+            }
+            return new TraceEntry(TraceAction.fromName(actionName), actionName, addr, size, stream, time, deviceFree,
+                    frames, extra == null ? Map.of() : Collections.unmodifiableMap(extra), fields);
+        }
+
+        private long entryLong(Object v, int device, int index, String field) {
+            if (v instanceof Integer i) {
+                return i;
+            }
+            if (v instanceof Long l) {
+                return l;
+            }
+            return toLong(v, entryWhere(device, index) + "." + field);
+        }
+
+        private static String entryWhere(int device, int index) {
+            return "device_traces[" + device + "][" + index + "]";
+        }
+
+        private List<Frame> frames(Object o, String where) {
+            if (o == null) {
+                return null;
+            }
+            List<Frame> cached = frameLists.get(o);
+            if (cached != null) {
+                return cached;
+            }
+            List<?> raw = asList(o, where);
+            Frame[] out = new Frame[raw.size()];
+            for (int i = 0; i < out.length; i++) {
+                String w = where + "[" + i + "]";
+                Map<?, ?> m = asMap(raw.get(i), w);
+                Object fn = m.get("filename");
+                Object nm = m.get("name");
+                out[i] = new Frame(fn == null ? "" : string(fn, w + ".filename"), optionalLong(m, "line", w, 0),
+                        nm == null ? "" : string(nm, w + ".name"));
+            }
+            List<Frame> list = List.of(out);
+            frameLists.put(o, list);
+            return list;
+        }
+
+        private PoolId poolId(Object o, String where) {
+            Object[] parts;
+            if (o instanceof Object[] a) {
+                parts = a;
+            } else if (o instanceof List<?> l) {
+                parts = l.toArray();
+            } else {
+                throw error(where, "expected a pair of integers, got " + typeName(o));
+            }
+            if (parts.length != 2) {
+                throw error(where, "expected a pair of integers, got " + parts.length + " values");
+            }
+            return new PoolId(toLong(parts[0], where + "[0]"), toLong(parts[1], where + "[1]"));
+        }
+
+        private Map<String, Object> extra(Map<?, ?> m, String where, String... known) {
+            Map<String, Object> extra = null;
+            outer:
+            for (Map.Entry<?, ?> e : m.entrySet()) {
+                String k = String.valueOf(e.getKey());
+                for (String kn : known) {
+                    if (kn.equals(k)) {
+                        continue outer;
+                    }
+                }
+                if (extra == null) {
+                    extra = new LinkedHashMap<>();
+                }
+                extra.put(k, e.getValue());
+            }
+            return extra == null ? Map.of() : Collections.unmodifiableMap(extra);
+        }
+
+        private Map<String, Object> stringKeyed(Map<?, ?> m, String where) {
+            Map<String, Object> out = new LinkedHashMap<>();
+            for (Map.Entry<?, ?> e : m.entrySet()) {
+                if (!(e.getKey() instanceof String k)) {
+                    throw error(where, "expected string keys, got " + typeName(e.getKey()));
+                }
+                out.put(k, e.getValue());
+            }
+            return Collections.unmodifiableMap(out);
+        }
+
+        private long requiredLong(Map<?, ?> m, String key, String where) {
+            Object v = m.get(key);
+            if (v == null) {
+                throw error(where + "." + key, "missing");
+            }
+            return toLong(v, where + "." + key);
+        }
+
+        private long optionalLong(Map<?, ?> m, String key, String where, long dflt) {
+            Object v = m.get(key);
+            return v == null ? dflt : toLong(v, where + "." + key);
+        }
+
+        private long toLong(Object v, String where) {
+            if (v instanceof Integer || v instanceof Long || v instanceof Short || v instanceof Byte) {
+                return ((Number) v).longValue();
+            }
+            if (v instanceof BigInteger b) {
+                if (b.signum() >= 0 && b.bitLength() <= 64) {
+                    return b.longValue(); // unsigned 64-bit (stream handles, addresses)
+                }
+                if (b.bitLength() < 64) {
+                    return b.longValue();
+                }
+                throw error(where, "integer " + b + " does not fit in 64 bits");
+            }
+            throw error(where, "expected an integer, got " + typeName(v));
+        }
+
+        private boolean bool(Object v, String where) {
+            if (v instanceof Boolean b) {
+                return b;
+            }
+            if (v instanceof Integer i) {
+                return i != 0;
+            }
+            throw error(where, "expected a bool, got " + typeName(v));
+        }
+
+        private String string(Object v, String where) {
+            if (v instanceof String s) {
+                return s;
+            }
+            throw error(where, "expected a string, got " + typeName(v));
+        }
+
+        private List<?> asList(Object v, String where) {
+            if (v instanceof List<?> l) {
+                return l;
+            }
+            if (v instanceof Object[] a) {
+                return List.of(a);
+            }
+            throw error(where, "expected a list, got " + typeName(v));
+        }
+
+        private Map<?, ?> asMap(Object v, String where) {
+            if (v instanceof Map<?, ?> m) {
+                return m;
+            }
+            throw error(where, "expected a dict, got " + typeName(v));
+        }
+
+        private TraceFormatException error(String where, String message) {
+            return new TraceFormatException(file, where, message);
+        }
+    }
+
+    /** Python's name for the type of an unpickled value, for error messages. */
+    static String typeName(Object v) {
+        if (v == null) {
+            return "None";
+        }
+        if (v instanceof String) {
+            return "str";
+        }
+        if (v instanceof Integer || v instanceof Long || v instanceof BigInteger) {
+            return "int";
+        }
+        if (v instanceof Double) {
+            return "float";
+        }
+        if (v instanceof Boolean) {
+            return "bool";
+        }
+        if (v instanceof List<?>) {
+            return "list";
+        }
+        if (v instanceof Map<?, ?>) {
+            return "dict";
+        }
+        if (v instanceof Object[]) {
+            return "tuple";
+        }
+        if (v instanceof byte[]) {
+            return "bytes";
+        }
+        return v.getClass().getSimpleName();
+    }
+}

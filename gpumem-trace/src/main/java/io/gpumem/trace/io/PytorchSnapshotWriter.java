@@ -1,0 +1,207 @@
+package io.gpumem.trace.io;
+
+import java.io.BufferedOutputStream;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.io.UncheckedIOException;
+import java.nio.file.AtomicMoveNotSupportedException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.util.ArrayList;
+import java.util.IdentityHashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import net.razorvine.pickle.Pickler;
+
+/**
+ * Writes a {@link TraceSnapshot} as a PyTorch memory-snapshot pickle in the current format (spec §10), the
+ * file {@code torch.cuda.memory._dump_snapshot} would write, so that {@code _memory_viz.py} and
+ * pytorch.org/memory_viz open it.
+ *
+ * <p>Keys are written in PyTorch's order; optional fields are written exactly when the model says the
+ * source had them ({@code fields} bits, {@code null} frames), and unknown keys kept by a reader are written
+ * back, so read → write → read is the identity. Frame lists shared in the model are shared in the pickle
+ * (razorvine's memo emits a list object once and references it after). The file is written to a temporary
+ * sibling and moved into place, so a failure never leaves a half-written snapshot.
+ */
+public final class PytorchSnapshotWriter {
+
+    /** Writes {@code snapshot} to {@code file}, replacing it atomically. */
+    public void write(TraceSnapshot snapshot, Path file) throws IOException {
+        Path dir = file.toAbsolutePath().getParent();
+        Path tmp = Files.createTempFile(dir, "." + file.getFileName() + ".", ".tmp");
+        boolean done = false;
+        try {
+            try (OutputStream out = new BufferedOutputStream(Files.newOutputStream(tmp), 1 << 16)) {
+                write(snapshot, out);
+            }
+            try {
+                Files.move(tmp, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+            } catch (AtomicMoveNotSupportedException e) {
+                Files.move(tmp, file, StandardCopyOption.REPLACE_EXISTING);
+            }
+            done = true;
+        } finally {
+            if (!done) {
+                Files.deleteIfExists(tmp);
+            }
+        }
+    }
+
+    /** Writes the pickle to a stream (not closed). */
+    public void write(TraceSnapshot snapshot, OutputStream out) throws IOException {
+        Object root = toPickleTree(snapshot);
+        Pickler pickler = new Pickler(true, false);
+        pickler.dump(root, out);
+        out.flush();
+    }
+
+    /** Encodes to bytes. */
+    public byte[] toBytes(TraceSnapshot snapshot) {
+        try {
+            return new Pickler(true, false).dumps(toPickleTree(snapshot));
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    /** The dict PyTorch's {@code _snapshot()} returns, as Java maps, lists, tuples and numbers. */
+    static Map<String, Object> toPickleTree(TraceSnapshot s) {
+        FrameEncoder frames = new FrameEncoder();
+        Map<String, Object> top = new LinkedHashMap<>();
+        List<Object> segments = new ArrayList<>(s.segments().size());
+        for (SegmentInfo seg : s.segments()) {
+            segments.add(segment(seg, frames));
+        }
+        top.put("segments", segments);
+        List<Object> traces = new ArrayList<>(s.deviceTraces().size());
+        for (List<TraceEntry> trace : s.deviceTraces()) {
+            List<Object> entries = new ArrayList<>(trace.size());
+            for (TraceEntry e : trace) {
+                entries.add(entry(e, frames));
+            }
+            traces.add(entries);
+        }
+        top.put("device_traces", traces);
+        if (s.allocatorSettings() != null) {
+            top.put("allocator_settings", new LinkedHashMap<>(s.allocatorSettings()));
+        }
+        if (s.externalAnnotations() != null) {
+            List<Object> ann = new ArrayList<>();
+            for (Map<String, Object> a : s.externalAnnotations()) {
+                ann.add(new LinkedHashMap<>(a));
+            }
+            top.put("external_annotations", ann);
+        }
+        top.putAll(s.extra());
+        return top;
+    }
+
+    private static Map<String, Object> segment(SegmentInfo seg, FrameEncoder frames) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("device", (long) seg.device());
+        m.put("address", seg.address());
+        m.put("total_size", seg.totalSize());
+        m.put("allocated_size", seg.allocatedSize());
+        m.put("active_size", seg.activeSize());
+        if (seg.has(SegmentInfo.REQUESTED_SIZE)) {
+            m.put("requested_size", seg.requestedSize());
+        }
+        m.put("stream", seg.stream());
+        m.put("segment_type", seg.segmentType());
+        if (seg.has(SegmentInfo.POOL_ID)) {
+            m.put("segment_pool_id", new Object[] {seg.poolId().first(), seg.poolId().second()});
+        }
+        if (seg.has(SegmentInfo.EXPANDABLE)) {
+            m.put("is_expandable", seg.expandable());
+        }
+        if (seg.frames() != null) {
+            m.put("frames", frames.encode(seg.frames()));
+        }
+        List<Object> blocks = new ArrayList<>(seg.blocks().size());
+        for (BlockInfo b : seg.blocks()) {
+            blocks.add(block(b, frames));
+        }
+        m.put("blocks", blocks);
+        m.putAll(seg.extra());
+        return m;
+    }
+
+    private static Map<String, Object> block(BlockInfo b, FrameEncoder frames) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        if (b.has(BlockInfo.ADDRESS)) {
+            m.put("address", b.address());
+        }
+        m.put("size", b.size());
+        if (b.has(BlockInfo.REQUESTED_SIZE)) {
+            m.put("requested_size", b.requestedSize());
+        }
+        m.put("state", b.stateName());
+        if (b.frames() != null) {
+            m.put("frames", frames.encode(b.frames()));
+        }
+        if (b.history() != null) {
+            List<Object> h = new ArrayList<>();
+            for (BlockHistory e : b.history()) {
+                Map<String, Object> hm = new LinkedHashMap<>();
+                hm.put("addr", e.addr());
+                hm.put("real_size", e.realSize());
+                if (e.frames() != null) {
+                    hm.put("frames", frames.encode(e.frames()));
+                }
+                h.add(hm);
+            }
+            m.put("history", h);
+        }
+        m.putAll(b.extra());
+        return m;
+    }
+
+    private static Map<String, Object> entry(TraceEntry e, FrameEncoder frames) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("action", e.actionName());
+        if (e.has(TraceEntry.ADDR)) {
+            m.put("addr", e.addr());
+        }
+        if (e.has(TraceEntry.SIZE)) {
+            m.put("size", e.size());
+        }
+        if (e.has(TraceEntry.STREAM)) {
+            m.put("stream", e.stream());
+        }
+        if (e.has(TraceEntry.TIME_US)) {
+            m.put("time_us", e.timeUs());
+        }
+        if (e.has(TraceEntry.DEVICE_FREE)) {
+            m.put("device_free", e.deviceFree());
+        }
+        if (e.frames() != null) {
+            m.put("frames", frames.encode(e.frames()));
+        }
+        m.putAll(e.extra());
+        return m;
+    }
+
+    /** Encodes each distinct frame list once, so the pickle memo shares it like PyTorch does. */
+    private static final class FrameEncoder {
+        private final IdentityHashMap<List<Frame>, List<Object>> encoded = new IdentityHashMap<>();
+
+        List<Object> encode(List<Frame> frames) {
+            List<Object> out = encoded.get(frames);
+            if (out == null) {
+                out = new ArrayList<>(frames.size());
+                for (Frame f : frames) {
+                    Map<String, Object> m = new LinkedHashMap<>();
+                    m.put("filename", f.filename());
+                    m.put("line", f.line());
+                    m.put("name", f.name());
+                    out.add(m);
+                }
+                encoded.put(frames, out);
+            }
+            return out;
+        }
+    }
+}

@@ -1,0 +1,102 @@
+package io.gpumem.trace.io;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+
+/**
+ * Reads an RMM {@code logging_resource_adaptor} CSV log ({@code Thread,Time,Action,Pointer,Size,Stream})
+ * into a one-device {@link TraceSnapshot} without segments.
+ *
+ * <p>Mapping: {@code allocate} becomes an {@code alloc} entry; {@code free} becomes {@code free_requested}
+ * followed by {@code free_completed} (RMM frees complete at once); {@code allocate failure} becomes an
+ * {@code oom} entry. Pointers and streams may be decimal or {@code 0x} hex. The time column is kept as
+ * the entry's {@code timeUs} when it is numeric (else the row number is used, file order being the clock).
+ * A free of a pointer that is not live is an error naming the line.
+ */
+public final class RmmLogReader {
+
+    static final String[] HEADER = {"Thread", "Time", "Action", "Pointer", "Size", "Stream"};
+
+    private final ReadLimits limits;
+
+    public RmmLogReader() {
+        this(ReadLimits.DEFAULT);
+    }
+
+    public RmmLogReader(ReadLimits limits) {
+        this.limits = limits;
+    }
+
+    public TraceSnapshot read(Path file) {
+        String name = file.toString();
+        List<CsvLines.Row> rows = CsvLines.read(file, limits, HEADER);
+        List<TraceEntry> out = new ArrayList<>(rows.size() * 2);
+        java.util.HashSet<Long> live = new java.util.HashSet<>();
+        int n = 0;
+        for (CsvLines.Row row : rows) {
+            n++;
+            String action = row.fields()[2].toLowerCase(Locale.ROOT);
+            long ptr = CsvLines.parseLong(name, row, 3, "Pointer", true);
+            long size = CsvLines.parseLong(name, row, 4, "Size", true);
+            long stream = CsvLines.parseLong(name, row, 5, "Stream", true);
+            if (size < 0) {
+                throw new TraceFormatException(name, "line " + row.line() + ", field Size", "negative size " + size);
+            }
+            long time = parseTime(row.fields()[1], n);
+            switch (action) {
+                case "allocate" -> {
+                    if (ptr == 0) {
+                        throw new TraceFormatException(name, "line " + row.line() + ", field Pointer",
+                                "allocate with a null pointer");
+                    }
+                    if (!live.add(ptr)) {
+                        throw new TraceFormatException(name, "line " + row.line() + ", field Pointer",
+                                "pointer 0x" + Long.toHexString(ptr) + " allocated twice without a free");
+                    }
+                    out.add(entry(TraceAction.ALLOC, ptr, size, stream, time));
+                }
+                case "free" -> {
+                    if (!live.remove(ptr)) {
+                        throw new TraceFormatException(name, "line " + row.line() + ", field Pointer",
+                                "free of pointer 0x" + Long.toHexString(ptr) + " that is not allocated");
+                    }
+                    out.add(entry(TraceAction.FREE_REQUESTED, ptr, size, stream, time));
+                    out.add(entry(TraceAction.FREE_COMPLETED, ptr, size, stream, time));
+                }
+                case "allocate failure", "allocate_failure", "failure" ->
+                        out.add(new TraceEntry(TraceAction.OOM, "oom", 0, size, stream, time, 0, List.of(), Map.of(),
+                                TraceEntry.SIZE | TraceEntry.STREAM | TraceEntry.TIME_US));
+                default -> throw new TraceFormatException(name, "line " + row.line() + ", field Action",
+                        "unknown action '" + CsvLines.abbreviate(row.fields()[2])
+                                + "' (expected allocate, free or allocate failure)");
+            }
+        }
+        return new TraceSnapshot(name, SourceFormat.RMM_LOG, List.of(), List.of(List.copyOf(out)), null, null,
+                Map.of(), true);
+    }
+
+    private static TraceEntry entry(TraceAction a, long ptr, long size, long stream, long time) {
+        return new TraceEntry(a, a.pythonName(), ptr, size, stream, time, 0, List.of(), Map.of(),
+                TraceEntry.ADDR | TraceEntry.SIZE | TraceEntry.STREAM | TraceEntry.TIME_US);
+    }
+
+    /** Numeric times are kept; RMM's clock strings (h:m:s:us) become microseconds; else the row number. */
+    private static long parseTime(String s, long rowNumber) {
+        try {
+            if (s.contains(":")) {
+                String[] p = s.split(":");
+                long us = 0;
+                for (int i = 0; i < p.length - 1; i++) {
+                    us = us * 60 + Long.parseLong(p[i].strip());
+                }
+                return us * 1_000_000L + Long.parseLong(p[p.length - 1].strip());
+            }
+            return Math.round(Double.parseDouble(s));
+        } catch (NumberFormatException e) {
+            return rowNumber;
+        }
+    }
+}

@@ -1,0 +1,79 @@
+package io.gpumem.trace.io;
+
+import java.util.List;
+import java.util.Map;
+
+/**
+ * One entry of a device trace (spec §10.5): an allocator decision or driver call, oldest first.
+ *
+ * <p>Numeric fields are primitives so that replay loops read them without unboxing; which of them the
+ * file actually carried is kept in {@link #fields()} (bits {@link #ADDR}, {@link #SIZE}, ...), so that a
+ * writer reproduces the same keys. {@code frames} is {@code null} when the key was absent and may be a
+ * list shared with other entries (PyTorch de-duplicates identical stacks). {@code extra} holds every key
+ * this version does not interpret (e.g. {@code compile_context}, {@code user_metadata}) with its value as
+ * unpickled, in file order.
+ *
+ * @param action     the decoded action, {@link TraceAction#UNKNOWN} for names this version does not know
+ * @param actionName the action string as recorded
+ * @param addr       block, segment or range address (0 when absent)
+ * @param size       request, segment or range size (0 when absent)
+ * @param stream     stream handle as a signed 64-bit value (0 when absent)
+ * @param timeUs     microseconds since the epoch (0 when absent; older PyTorch does not record it)
+ * @param deviceFree free device bytes reported with an {@code oom} entry (0 when absent)
+ */
+public record TraceEntry(
+        TraceAction action,
+        String actionName,
+        long addr,
+        long size,
+        long stream,
+        long timeUs,
+        long deviceFree,
+        List<Frame> frames,
+        Map<String, Object> extra,
+        int fields) {
+
+    public static final int ADDR = 1;
+    public static final int SIZE = 2;
+    public static final int STREAM = 4;
+    public static final int TIME_US = 8;
+    public static final int DEVICE_FREE = 16;
+
+    public TraceEntry {
+        extra = extra == null ? Map.of() : extra;
+    }
+
+    /** An entry with the fields a current PyTorch records (addr, size, stream; optional time and frames). */
+    public static TraceEntry of(TraceAction action, long addr, long size, long stream) {
+        return new TraceEntry(action, action.pythonName(), addr, size, stream, 0, 0, List.of(), Map.of(),
+                ADDR | SIZE | STREAM);
+    }
+
+    /** A copy with a time stamp. */
+    public TraceEntry withTimeUs(long micros) {
+        return new TraceEntry(action, actionName, addr, size, stream, micros, deviceFree, frames, extra,
+                fields | TIME_US);
+    }
+
+    public boolean has(int field) {
+        return (fields & field) != 0;
+    }
+
+    @Override
+    public String toString() {
+        StringBuilder sb = new StringBuilder(actionName);
+        if (has(ADDR)) {
+            sb.append(" addr=0x").append(Long.toHexString(addr));
+        }
+        if (has(SIZE)) {
+            sb.append(" size=").append(size);
+        }
+        if (has(STREAM)) {
+            sb.append(" stream=").append(stream);
+        }
+        if (has(DEVICE_FREE)) {
+            sb.append(" device_free=").append(deviceFree);
+        }
+        return sb.toString();
+    }
+}

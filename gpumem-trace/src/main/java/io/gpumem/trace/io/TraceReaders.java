@@ -1,0 +1,75 @@
+package io.gpumem.trace.io;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+
+/**
+ * Entry point for reading any supported trace file: detects the format from the content (a pickle starts
+ * with the PROTO opcode 0x80 or a list/dict opcode; CSVs by their header line) and dispatches to the reader.
+ *
+ * <p>Formats: PyTorch snapshot pickles ({@link PytorchSnapshotReader}), RMM logs ({@link RmmLogReader}),
+ * lifetime CSVs ({@link LifetimeCsvReader}). Anything else is a {@link TraceFormatException} naming the file.
+ */
+public final class TraceReaders {
+
+    private TraceReaders() {
+    }
+
+    /** Reads a trace file of any supported format with the default limits. */
+    public static TraceSnapshot read(Path file) {
+        return read(file, ReadLimits.DEFAULT);
+    }
+
+    /** Reads a trace file of any supported format. @throws TraceFormatException on any problem */
+    public static TraceSnapshot read(Path file, ReadLimits limits) {
+        SourceFormat format = detect(file);
+        return switch (format) {
+            case PYTORCH_SNAPSHOT, PYTORCH_SEGMENT_LIST -> new PytorchSnapshotReader(limits).read(file);
+            case RMM_LOG -> new RmmLogReader(limits).read(file);
+            case LIFETIME_CSV -> new LifetimeCsvReader(limits).read(file);
+            default -> throw new TraceFormatException(file.toString(), "", "unsupported format " + format);
+        };
+    }
+
+    /** Detects the format from the first bytes. */
+    public static SourceFormat detect(Path file) {
+        String name = file.toString();
+        byte[] head = new byte[256];
+        int n;
+        try (InputStream in = Files.newInputStream(file)) {
+            n = in.readNBytes(head, 0, head.length);
+        } catch (NoSuchFileException e) {
+            throw new TraceFormatException(name, "", "no such file");
+        } catch (IOException e) {
+            throw new TraceFormatException(name, "", "cannot read: " + e.getMessage(), e);
+        }
+        if (n == 0) {
+            throw new TraceFormatException(name, "", "empty file");
+        }
+        int b0 = head[0] & 0xff;
+        // PROTO (0x80) for protocol 2+, or protocol 0/1 streams starting with MARK '(' , EMPTY_DICT '}', EMPTY_LIST ']'.
+        if (b0 == 0x80 || b0 == '}' || b0 == ']') {
+            return SourceFormat.PYTORCH_SNAPSHOT;
+        }
+        String text = new String(head, 0, n, StandardCharsets.ISO_8859_1);
+        String first = text.lines().map(String::strip).filter(l -> !l.isEmpty() && !l.startsWith("#"))
+                .findFirst().orElse("");
+        String[] fields = first.split(",", -1);
+        for (int i = 0; i < fields.length; i++) {
+            fields[i] = fields[i].strip();
+        }
+        if (CsvLines.headerMatches(fields, RmmLogReader.HEADER)) {
+            return SourceFormat.RMM_LOG;
+        }
+        if (CsvLines.headerMatches(fields, LifetimeCsvReader.HEADER)) {
+            return SourceFormat.LIFETIME_CSV;
+        }
+        throw new TraceFormatException(name, "", "unknown trace format (expected a PyTorch snapshot pickle, an RMM"
+                + " log with header Thread,Time,Action,Pointer,Size,Stream, or a lifetime CSV with header"
+                + " id,lower,upper,size)");
+    }
+}

@@ -1,0 +1,77 @@
+package io.gpumem.trace.io;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+
+/**
+ * A memory snapshot with its trace, whatever file it came from: the end-state {@code segments} (sorted by
+ * address, all devices) and one trace list per device, oldest entry first (spec §10.2). Readers of the
+ * CSV formats produce an empty segment list and one device trace of alloc / free entries.
+ *
+ * <p>{@code allocatorSettings} and {@code externalAnnotations} are {@code null} when the file lacks the key;
+ * {@code extra} keeps unknown top-level keys. {@code addressesRecorded} is false when the addresses in the
+ * trace are synthetic (lifetime CSV): such a trace can be replayed for what-if questions but not checked
+ * for placement fidelity.
+ *
+ * <p>Immutable by convention: readers hand out unmodifiable lists.
+ */
+public record TraceSnapshot(
+        String source,
+        SourceFormat format,
+        List<SegmentInfo> segments,
+        List<List<TraceEntry>> deviceTraces,
+        Map<String, Object> allocatorSettings,
+        List<Map<String, Object>> externalAnnotations,
+        Map<String, Object> extra,
+        boolean addressesRecorded) {
+
+    public TraceSnapshot {
+        Objects.requireNonNull(source, "source");
+        Objects.requireNonNull(format, "format");
+        segments = List.copyOf(segments);
+        deviceTraces = List.copyOf(deviceTraces);
+        extra = extra == null ? Map.of() : extra;
+    }
+
+    /** The segments of one device, in address order. */
+    public List<SegmentInfo> segmentsOf(int device) {
+        List<SegmentInfo> out = new ArrayList<>();
+        for (SegmentInfo s : segments) {
+            if (s.device() == device) {
+                out.add(s);
+            }
+        }
+        return out;
+    }
+
+    /** The trace of one device; empty when the file has none for it. */
+    public List<TraceEntry> traceOf(int device) {
+        return device < deviceTraces.size() ? deviceTraces.get(device) : List.of();
+    }
+
+    /** Number of trace entries over all devices. */
+    public long entryCount() {
+        long n = 0;
+        for (List<TraceEntry> t : deviceTraces) {
+            n += t.size();
+        }
+        return n;
+    }
+
+    /**
+     * The {@code PYTORCH_CUDA_ALLOC_CONF} string recorded in {@code allocator_settings} (or its newer name
+     * {@code PYTORCH_ALLOC_CONF}); {@code null} when the file has no settings.
+     */
+    public String recordedConfString() {
+        if (allocatorSettings == null) {
+            return null;
+        }
+        Object v = allocatorSettings.get("PYTORCH_CUDA_ALLOC_CONF");
+        if (v == null) {
+            v = allocatorSettings.get("PYTORCH_ALLOC_CONF");
+        }
+        return v instanceof String s ? s : null;
+    }
+}

@@ -1,0 +1,317 @@
+package io.gpumem.trace.window;
+
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.trace.io.BlockInfo;
+import io.gpumem.trace.io.SegmentInfo;
+import io.gpumem.trace.io.TraceAction;
+import io.gpumem.trace.io.TraceEntry;
+import io.gpumem.trace.io.TraceSnapshot;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+
+/**
+ * Rebuilds the allocator state at the first entry of a trace window (defrag-and-traces.md §B3,
+ * replay-method.md "Start state").
+ *
+ * <p>A snapshot's trace is a window over a longer run: blocks allocated before recording began show up
+ * only in the end-state segments, or as frees without a matching alloc. The state at the window's start
+ * follows from the end state and the trace:
+ * <ol>
+ *   <li><b>Segments</b>: walk the trace backwards from the end-state segments. A {@code segment_alloc}
+ *       means the segment did not exist before it; a {@code segment_free} means it did (stream from the
+ *       entry, pool by size: 2 MiB is small). Expandable segments are mapped runs: a {@code segment_map}
+ *       range is subtracted from its (stream, pool) group (the pool of the request that follows the map),
+ *       a {@code segment_unmap} range is added back (to the group of the nearest mapped run).</li>
+ *   <li><b>Live blocks</b>: end-state active blocks that were not allocated in the window, plus blocks
+ *       freed in the window without an alloc before (allocated before the window).</li>
+ *   <li><b>Sizes</b> of the latter are not recorded (a free carries the request). The block is
+ *       {@code round_size(request)} long, plus a remainder that was too small to split off. <i>Gap rule</i>:
+ *       if the space between {@code round_size} and the next live block (or the segment end) would not have
+ *       been split off, it belongs to the block. <i>Slack rule</i>: otherwise, an alloc recorded while the
+ *       block is live, within the unsplit-remainder distance past {@code round_size}, marks the block's end.</li>
+ *   <li><b>Free space</b> between live blocks in a segment is one merged free block (free neighbours are
+ *       always merged).</li>
+ * </ol>
+ * Cost: O(n log n) in the trace length plus the number of end-state blocks.
+ */
+public final class WindowRebuilder {
+
+    private static final byte WINDOW_LIVE = 1;
+    private static final byte WINDOW_FREE_REQUESTED = 2;
+    private static final byte PRE_FREE_REQUESTED = 3;
+
+    private final AllocatorConfig config;
+
+    /** @param config the configuration the trace was recorded under (round_size and split rules) */
+    public WindowRebuilder(AllocatorConfig config) {
+        this.config = config;
+    }
+
+    /** A segment in the making: range, stream, pool, and its live blocks keyed by address. */
+    private static final class Seg {
+        final long address;
+        final long size;
+        final long stream;
+        final boolean small;
+        final boolean expandable;
+        final TreeMap<Long, long[]> live = new TreeMap<>(); // address -> {size or -1 if inferred, request, freeIndex}
+
+        Seg(long address, long size, long stream, boolean small, boolean expandable) {
+            this.address = address;
+            this.size = size;
+            this.stream = stream;
+            this.small = small;
+            this.expandable = expandable;
+        }
+    }
+
+    /** Rebuilds the start state of {@code device}'s window. */
+    public WindowStart rebuild(TraceSnapshot snapshot, int device) {
+        List<TraceEntry> trace = snapshot.traceOf(device);
+        TreeMap<Long, Seg> segs = startSegments(snapshot, device, trace);
+
+        // Forward pass: which addresses the window itself allocated, and which frees hit older blocks.
+        HashMap<Long, Byte> state = new HashMap<>();
+        TreeMap<Long, Integer> firstAllocIndex = new TreeMap<>(Long::compareUnsigned);
+        List<long[]> preFreed = new ArrayList<>(); // {addr, request, freeIndex}
+        Map<Long, Integer> preFreedSlot = new HashMap<>();
+        boolean hasCompletions = false;
+        for (TraceEntry e : trace) {
+            if (e.action() == TraceAction.FREE_COMPLETED) {
+                hasCompletions = true;
+                break;
+            }
+        }
+        for (int i = 0; i < trace.size(); i++) {
+            TraceEntry e = trace.get(i);
+            long a = e.addr();
+            switch (e.action()) {
+                case ALLOC -> {
+                    state.put(a, WINDOW_LIVE);
+                    firstAllocIndex.putIfAbsent(a, i);
+                }
+                case FREE_REQUESTED -> {
+                    Byte s = state.get(a);
+                    if (s == null) {
+                        preFreedSlot.put(a, preFreed.size());
+                        preFreed.add(new long[] {a, e.size(), i});
+                        if (hasCompletions) {
+                            state.put(a, PRE_FREE_REQUESTED);
+                        }
+                    } else if (s == WINDOW_LIVE) {
+                        if (hasCompletions) {
+                            state.put(a, WINDOW_FREE_REQUESTED);
+                        } else {
+                            state.remove(a);
+                        }
+                    }
+                }
+                case FREE_COMPLETED -> {
+                    Byte s = state.remove(a);
+                    if (s == null) {
+                        preFreed.add(new long[] {a, e.size(), i});
+                    } else if (s == PRE_FREE_REQUESTED) {
+                        preFreed.get(preFreedSlot.get(a))[2] = i;
+                    }
+                }
+                default -> { }
+            }
+        }
+
+        // Live blocks at the start.
+        for (SegmentInfo s : snapshot.segmentsOf(device)) {
+            for (BlockInfo b : s.blocks()) {
+                if (b.state().isActive() && !state.containsKey(b.address())) {
+                    Seg seg = containing(segs, b.address());
+                    if (seg != null) {
+                        seg.live.put(b.address(), new long[] {b.size(), b.requestedSize(), Long.MAX_VALUE});
+                    }
+                }
+            }
+        }
+        Set<Long> preWindowFreed = new HashSet<>();
+        for (long[] p : preFreed) {
+            Seg seg = containing(segs, p[0]);
+            if (seg != null) {
+                seg.live.put(p[0], new long[] {-1, p[1], p[2]});
+                preWindowFreed.add(p[0]);
+            }
+        }
+
+        int inferred = 0;
+        List<StartSegment> out = new ArrayList<>(segs.size());
+        for (Seg seg : segs.values()) {
+            List<StartBlock> blocks = new ArrayList<>(seg.live.size() * 2 + 1);
+            long cursor = seg.address;
+            for (Map.Entry<Long, long[]> le : seg.live.entrySet()) {
+                long addr = le.getKey();
+                long[] info = le.getValue();
+                Long nextKey = seg.live.higherKey(addr);
+                long next = nextKey == null ? seg.address + seg.size : nextKey;
+                long size = info[0];
+                boolean exact = size >= 0;
+                if (!exact) {
+                    long rounded = RoundSize.of(info[1], config);
+                    size = inferSize(addr, rounded, next, info[2], seg.small, firstAllocIndex);
+                    if (size != rounded) {
+                        inferred++;
+                    }
+                }
+                size = Math.min(size, next - addr);
+                if (addr > cursor) {
+                    blocks.add(new StartBlock(cursor, addr - cursor, 0, false, true));
+                }
+                blocks.add(new StartBlock(addr, size, info[1], true, exact));
+                cursor = addr + size;
+            }
+            if (cursor < seg.address + seg.size) {
+                blocks.add(new StartBlock(cursor, seg.address + seg.size - cursor, 0, false, true));
+            }
+            out.add(new StartSegment(seg.address, seg.size, seg.stream, seg.small, seg.expandable,
+                    Collections.unmodifiableList(blocks)));
+        }
+        return new WindowStart(device, Collections.unmodifiableList(out), Collections.unmodifiableSet(preWindowFreed),
+                inferred);
+    }
+
+    private long inferSize(long addr, long rounded, long next, long freeIndex, boolean small,
+                           TreeMap<Long, Integer> firstAllocIndex) {
+        long end = addr + rounded;
+        if (end >= next) {
+            return rounded;
+        }
+        if (!RoundSize.wouldSplit(next - end, rounded, small, config)) {
+            return next - addr; // gap rule
+        }
+        long slack = RoundSize.largestUnsplitRemainder(rounded, small, config);
+        if (slack < 0) {
+            return next - addr;
+        }
+        // Slack rule: an alloc inside (end, end + slack] while this block was still live marks its end.
+        for (Map.Entry<Long, Integer> e : firstAllocIndex.subMap(end, false, end + slack, true).entrySet()) {
+            if (e.getValue() < freeIndex) {
+                return e.getKey() - addr;
+            }
+        }
+        return rounded;
+    }
+
+    private static Seg containing(TreeMap<Long, Seg> segs, long address) {
+        Map.Entry<Long, Seg> e = segs.floorEntry(address);
+        if (e == null) {
+            return null;
+        }
+        Seg s = e.getValue();
+        return address < s.address + s.size ? s : null;
+    }
+
+    /** Segments that existed at the window's start, keyed by address. */
+    private TreeMap<Long, Seg> startSegments(TraceSnapshot snapshot, int device, List<TraceEntry> trace) {
+        TreeMap<Long, Seg> segs = new TreeMap<>();
+        // Expandable mapped runs per (stream, pool) group: start -> end.
+        Map<List<Long>, TreeMap<Long, Long>> groups = new HashMap<>();
+        for (SegmentInfo s : snapshot.segmentsOf(device)) {
+            if (s.expandable()) {
+                groups.computeIfAbsent(List.of(s.stream(), s.isSmall() ? 1L : 0L), k -> new TreeMap<>())
+                        .merge(s.address(), s.end(), Math::max);
+            } else {
+                segs.put(s.address(), new Seg(s.address(), s.totalSize(), s.stream(), s.isSmall(), false));
+            }
+        }
+        for (int i = trace.size() - 1; i >= 0; i--) {
+            TraceEntry e = trace.get(i);
+            switch (e.action()) {
+                case SEGMENT_ALLOC -> segs.remove(e.addr());
+                case SEGMENT_FREE -> segs.put(e.addr(),
+                        new Seg(e.addr(), e.size(), e.stream(), e.size() == RoundSize.SMALL_SIZE * 2, false));
+                case SEGMENT_MAP -> {
+                    boolean small = nextRequestIsSmall(trace, i);
+                    TreeMap<Long, Long> g = groups.computeIfAbsent(List.of(e.stream(), small ? 1L : 0L),
+                            k -> new TreeMap<>());
+                    subtract(g, e.addr(), e.addr() + e.size());
+                }
+                case SEGMENT_UNMAP -> {
+                    TreeMap<Long, Long> g = nearestGroup(groups, e.addr(), e.stream());
+                    add(g, e.addr(), e.addr() + e.size());
+                }
+                default -> { }
+            }
+        }
+        for (Map.Entry<List<Long>, TreeMap<Long, Long>> g : groups.entrySet()) {
+            long stream = g.getKey().get(0);
+            boolean small = g.getKey().get(1) == 1L;
+            for (Map.Entry<Long, Long> run : g.getValue().entrySet()) {
+                segs.put(run.getKey(), new Seg(run.getKey(), run.getValue() - run.getKey(), stream, small, true));
+            }
+        }
+        return segs;
+    }
+
+    private boolean nextRequestIsSmall(List<TraceEntry> trace, int from) {
+        for (int j = from + 1; j < trace.size(); j++) {
+            TraceEntry e = trace.get(j);
+            if (e.action() == TraceAction.ALLOC) {
+                return RoundSize.of(e.size(), config) <= RoundSize.SMALL_SIZE;
+            }
+        }
+        return false;
+    }
+
+    private static TreeMap<Long, Long> nearestGroup(Map<List<Long>, TreeMap<Long, Long>> groups, long addr,
+                                                    long stream) {
+        TreeMap<Long, Long> best = null;
+        long bestDistance = Long.MAX_VALUE;
+        for (TreeMap<Long, Long> g : groups.values()) {
+            for (Map.Entry<Long, Long> run : g.entrySet()) {
+                long d = addr < run.getKey() ? run.getKey() - addr : Math.max(0, addr - run.getValue());
+                if (d < bestDistance) {
+                    bestDistance = d;
+                    best = g;
+                }
+            }
+        }
+        return best != null ? best : groups.computeIfAbsent(List.of(stream, 0L), k -> new TreeMap<>());
+    }
+
+    /** Removes [from, to) from a set of disjoint runs. */
+    static void subtract(TreeMap<Long, Long> runs, long from, long to) {
+        Map.Entry<Long, Long> e = runs.floorEntry(from);
+        if (e == null || e.getValue() <= from) {
+            e = runs.ceilingEntry(from);
+        }
+        while (e != null && e.getKey() < to) {
+            long s = e.getKey();
+            long t = e.getValue();
+            runs.remove(s);
+            if (s < from) {
+                runs.put(s, from);
+            }
+            if (t > to) {
+                runs.put(to, t);
+            }
+            e = runs.higherEntry(s);
+        }
+    }
+
+    /** Adds [from, to) to a set of disjoint runs, merging touching runs. */
+    static void add(TreeMap<Long, Long> runs, long from, long to) {
+        subtract(runs, from, to);
+        Map.Entry<Long, Long> before = runs.floorEntry(from);
+        if (before != null && before.getValue() == from) {
+            runs.remove(before.getKey());
+            from = before.getKey();
+        }
+        Long after = runs.get(to);
+        if (after != null) {
+            runs.remove(to);
+            to = after;
+        }
+        runs.put(from, to);
+    }
+}

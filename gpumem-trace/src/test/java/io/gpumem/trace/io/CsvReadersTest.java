@@ -1,0 +1,104 @@
+package io.gpumem.trace.io;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.gpumem.trace.TestTraces;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class CsvReadersTest {
+
+    @Test
+    void rmmLogBecomesAllocAndFreePairs(@TempDir Path dir) throws Exception {
+        Path f = dir.resolve("rmm.csv");
+        Files.writeString(f, """
+                Thread,Time,Action,Pointer,Size,Stream
+                140,10:38:58:000100,allocate,0x7f0000000000,1000,0x0
+                140,10:38:58:000200,allocate,0x7f0000000400,2048,0x5
+                140,10:38:58:000300,free,0x7f0000000000,1000,0x0
+                140,10:38:58:000400,allocate failure,0x0,999999999999,0x0
+                """);
+        TraceSnapshot s = TraceReaders.read(f);
+        assertThat(s.format()).isEqualTo(SourceFormat.RMM_LOG);
+        List<TraceEntry> t = s.traceOf(0);
+        assertThat(t).extracting(TraceEntry::action).containsExactly(TraceAction.ALLOC, TraceAction.ALLOC,
+                TraceAction.FREE_REQUESTED, TraceAction.FREE_COMPLETED, TraceAction.OOM);
+        assertThat(t.get(1).addr()).isEqualTo(0x7f0000000400L);
+        assertThat(t.get(1).stream()).isEqualTo(5);
+        assertThat(t.get(2).timeUs() - t.get(0).timeUs()).isEqualTo(200);
+    }
+
+    @Test
+    void rmmErrorsNameLineAndField(@TempDir Path dir) throws Exception {
+        Path f = dir.resolve("bad.csv");
+        Files.writeString(f, "Thread,Time,Action,Pointer,Size,Stream\n1,1,allocate,0x10,abc,0\n");
+        assertThatThrownBy(() -> TraceReaders.read(f)).isInstanceOf(TraceFormatException.class)
+                .hasMessage(f + ": line 2, field Size: expected a decimal or 0x-hex integer, got 'abc'");
+        Files.writeString(f, "Thread,Time,Action,Pointer,Size,Stream\n1,1,free,0x10,5,0\n");
+        assertThatThrownBy(() -> TraceReaders.read(f)).hasMessageContaining("line 2, field Pointer")
+                .hasMessageContaining("not allocated");
+        Files.writeString(f, "Thread,Time,Action,Pointer,Size,Stream\n1,1,allocate,0x10\n");
+        assertThatThrownBy(() -> TraceReaders.read(f)).hasMessageContaining("line 2: expected 6 fields");
+        Files.writeString(f, "Thread,Time,Action,Pointer,Size,Stream\n1,1,resize,0x10,5,0\n");
+        assertThatThrownBy(() -> TraceReaders.read(f)).hasMessageContaining("unknown action 'resize'");
+    }
+
+    @Test
+    void lifetimesOrderFreesBeforeAllocsAtEqualTimes(@TempDir Path dir) throws Exception {
+        Path f = dir.resolve("life.csv");
+        Files.writeString(f, """
+                id,lower,upper,size
+                0,0,5,100
+                1,5,9,200
+                2,3,3,300
+                3,2,5,400
+                """);
+        TraceSnapshot s = TraceReaders.read(f);
+        assertThat(s.addressesRecorded()).isFalse();
+        List<TraceEntry> t = s.traceOf(0);
+        // t=0 alloc#0, t=2 alloc#3, t=5 free#0, free#3, alloc#1, t=9 free#1; row 2 is never live.
+        assertThat(t).extracting(e -> e.actionName() + "@" + e.timeUs() + ":" + e.size()).containsExactly(
+                "alloc@0:100", "alloc@2:400",
+                "free_requested@5:100", "free_completed@5:100", "free_requested@5:400", "free_completed@5:400",
+                "alloc@5:200", "free_requested@9:200", "free_completed@9:200");
+        assertThat(t.stream().filter(e -> e.action() == TraceAction.ALLOC).map(TraceEntry::addr).distinct().count())
+                .isEqualTo(3);
+    }
+
+    @Test
+    void lifetimeErrors(@TempDir Path dir) throws Exception {
+        Path f = dir.resolve("life.csv");
+        Files.writeString(f, "id,lower,upper,size\n0,5,4,100\n");
+        assertThatThrownBy(() -> TraceReaders.read(f)).hasMessage(f + ": line 2, field upper: upper 4 is below lower 5");
+        Files.writeString(f, "id,lower,upper,size\n0,1,4,-3\n");
+        assertThatThrownBy(() -> TraceReaders.read(f)).hasMessageContaining("field size: size must be positive");
+        Files.writeString(f, "id,lower,upper,size\n0,1,4,1\n1,1,4\n");
+        assertThatThrownBy(() -> TraceReaders.read(f)).hasMessageContaining("line 3: expected 4 fields");
+        Files.write(f, new byte[] {1, 2, 3, (byte) 0xff});
+        assertThatThrownBy(() -> TraceReaders.read(f)).hasMessageContaining("unknown trace format");
+        Files.write(f, new byte[0]);
+        assertThatThrownBy(() -> TraceReaders.read(f)).hasMessageContaining("empty file");
+    }
+
+    @Test
+    void readsThePanguLifetimes() {
+        TraceSnapshot s = TraceReaders.read(TestTraces.file("pangu13b-lifetimes.csv"));
+        List<TraceEntry> t = s.traceOf(0);
+        assertThat(t.stream().filter(e -> e.action() == TraceAction.ALLOC).count()).isEqualTo(14_695);
+        // Peak live bytes, the documented lower bound of any placement: 15.41 GiB.
+        long live = 0, peak = 0;
+        for (TraceEntry e : t) {
+            if (e.action() == TraceAction.ALLOC) {
+                live += e.size();
+            } else if (e.action() == TraceAction.FREE_COMPLETED) {
+                live -= e.size();
+            }
+            peak = Math.max(peak, live);
+        }
+        assertThat(peak / (double) (1L << 30)).isBetween(15.405, 15.415);
+    }
+}

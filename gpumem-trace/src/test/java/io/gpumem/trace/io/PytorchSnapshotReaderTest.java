@@ -1,0 +1,228 @@
+package io.gpumem.trace.io;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.gpumem.trace.TestTraces;
+import java.io.ByteArrayInputStream;
+import java.math.BigInteger;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import net.razorvine.pickle.Pickler;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class PytorchSnapshotReaderTest {
+
+    private static long count(List<TraceEntry> t, TraceAction a) {
+        return t.stream().filter(e -> e.action() == a).count();
+    }
+
+    @Test
+    void readsTheTrainingStepWithItsDocumentedCounts() {
+        TraceSnapshot s = new PytorchSnapshotReader().read(TestTraces.file("lm2.7b-train-step.pickle"));
+        assertThat(s.format()).isEqualTo(SourceFormat.PYTORCH_SNAPSHOT);
+        List<TraceEntry> t = s.traceOf(0);
+        assertThat(t).hasSize(19_342);
+        assertThat(count(t, TraceAction.ALLOC)).isEqualTo(6_771);
+        assertThat(count(t, TraceAction.SEGMENT_ALLOC)).isEqualTo(783);
+        assertThat(t).allMatch(e -> e.has(TraceEntry.TIME_US));
+        assertThat(s.segments()).hasSize(1_010);
+        assertThat(s.recordedConfString()).isEmpty();
+        assertThat(s.externalAnnotations()).isNotEmpty();
+        // Segments are sorted by address and their blocks tile them.
+        for (int i = 1; i < s.segments().size(); i++) {
+            assertThat(Long.compareUnsigned(s.segments().get(i - 1).address(), s.segments().get(i).address()))
+                    .isNegative();
+        }
+        for (SegmentInfo seg : s.segments()) {
+            assertThat(seg.blocks().stream().mapToLong(BlockInfo::size).sum()).isEqualTo(seg.totalSize());
+        }
+    }
+
+    @Test
+    void readsTheOlderFormatWithoutTimesOrSettings() {
+        TraceSnapshot s = new PytorchSnapshotReader().read(TestTraces.file("llama-offload-10-streams.pickle"));
+        assertThat(s.deviceTraces()).hasSize(4);
+        assertThat(s.allocatorSettings()).isNull();
+        assertThat(s.recordedConfString()).isNull();
+        List<TraceEntry> t = s.traceOf(0);
+        assertThat(t).hasSize(10_327);
+        assertThat(t).noneMatch(e -> e.has(TraceEntry.TIME_US));
+        assertThat(count(t, TraceAction.SEGMENT_FREE)).isEqualTo(579);
+        assertThat(t.stream().map(TraceEntry::stream).distinct().count()).isEqualTo(10);
+        // Segment frees carry no frames: the key is absent, not empty.
+        assertThat(t.stream().filter(e -> e.action() == TraceAction.SEGMENT_FREE)).allMatch(e -> e.frames() == null);
+        assertThat(s.traceOf(1)).isEmpty();
+    }
+
+    @Test
+    void readsExpandableSegmentsAndTheOomEntry() {
+        TraceSnapshot s = new PytorchSnapshotReader().read(TestTraces.file("gnn-train-expandable-oom.pickle"));
+        assertThat(s.segments()).hasSize(12).allMatch(SegmentInfo::expandable);
+        assertThat(count(s.traceOf(0), TraceAction.SEGMENT_MAP)).isEqualTo(175);
+        List<TraceEntry> d1 = s.traceOf(1);
+        assertThat(count(d1, TraceAction.SEGMENT_UNMAP)).isEqualTo(6);
+        TraceEntry oom = d1.stream().filter(e -> e.action() == TraceAction.OOM).findFirst().orElseThrow();
+        assertThat(oom.has(TraceEntry.ADDR)).isFalse();
+        assertThat(oom.has(TraceEntry.DEVICE_FREE)).isTrue();
+        assertThat(s.recordedConfString()).isEqualTo("expandable_segments:True");
+        // compile_context is not interpreted but kept.
+        assertThat(s.traceOf(0).getFirst().extra()).containsKey("compile_context");
+    }
+
+    @Test
+    void readsTwoPointZeroBlocksWithHistoryAndComputesTheirAddresses() {
+        TraceSnapshot s = new PytorchSnapshotReader().read(TestTraces.file("opt1.3b-state-only.pickle"));
+        assertThat(count(s.traceOf(0), TraceAction.SNAPSHOT)).isEqualTo(1);
+        for (SegmentInfo seg : s.segments()) {
+            assertThat(seg.has(SegmentInfo.EXPANDABLE)).isFalse();
+            long next = seg.address();
+            for (BlockInfo b : seg.blocks()) {
+                assertThat(b.has(BlockInfo.ADDRESS)).isFalse();
+                assertThat(b.address()).isEqualTo(next);
+                next += b.size();
+            }
+        }
+        assertThat(s.segments().stream().flatMap(g -> g.blocks().stream())).anyMatch(b -> b.history() != null);
+    }
+
+    @Test
+    void sharedFrameListsStayShared() {
+        TraceSnapshot s = new PytorchSnapshotReader().read(TestTraces.file("tiny-forward.pickle"));
+        var distinct = new java.util.IdentityHashMap<List<Frame>, Boolean>();
+        s.traceOf(0).forEach(e -> distinct.put(e.frames(), true));
+        assertThat(distinct.size()).isLessThan(s.traceOf(0).size());
+    }
+
+    // ------------------------------------------------------------------ synthetic formats
+
+    static byte[] pickle(Object o) throws Exception {
+        return new Pickler(true, false).dumps(o);
+    }
+
+    static Map<String, Object> entry(String action, Object addr, Object size, Object stream) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("action", action);
+        m.put("addr", addr);
+        m.put("size", size);
+        m.put("stream", stream);
+        return m;
+    }
+
+    @Test
+    void readsABareSegmentListAsTwoPointZeroState() throws Exception {
+        Map<String, Object> block = new HashMap<>(Map.of("size", 1024L, "state", "active_allocated",
+                "history", List.of(Map.of("addr", 4096L, "real_size", 1000L, "frames", List.of()))));
+        Map<String, Object> free = new HashMap<>(Map.of("size", 2L * 1024 * 1024 - 1024, "state", "inactive"));
+        Map<String, Object> seg = new HashMap<>(Map.of("device", 0, "address", 4096L, "total_size", 2L << 20,
+                "allocated_size", 1024L, "active_size", 1024L, "stream", 0, "segment_type", "small",
+                "blocks", List.of(block, free)));
+        TraceSnapshot s = new PytorchSnapshotReader().read(new ByteArrayInputStream(pickle(List.of(seg))), "old.pickle");
+        assertThat(s.format()).isEqualTo(SourceFormat.PYTORCH_SEGMENT_LIST);
+        assertThat(s.deviceTraces()).isEmpty();
+        assertThat(s.segments().getFirst().blocks().get(1).address()).isEqualTo(4096L + 1024);
+        assertThat(s.segments().getFirst().blocks().getFirst().history().getFirst().realSize()).isEqualTo(1000L);
+    }
+
+    @Test
+    void keepsUnknownActionsKeysAndBothPendingFreeSpellings() throws Exception {
+        Map<String, Object> e1 = entry("alloc", 1L << 40, 100, new BigInteger("18446744073709551615"));
+        Map<String, Object> e2 = entry("teleport", 5, 6, 0);
+        e2.put("user_metadata", "x");
+        Map<String, Object> b1 = Map.of("address", 8192L, "size", 512L, "requested_size", 100L, "state",
+                "active_awaiting_free", "frames", List.of());
+        Map<String, Object> b2 = Map.of("address", 8704L, "size", 512L, "requested_size", 0L, "state",
+                "active_pending_free", "frames", List.of());
+        Map<String, Object> seg = new HashMap<>(Map.of("device", 0, "address", 8192L, "total_size", 1024L,
+                "allocated_size", 0L, "active_size", 1024L, "requested_size", 100L, "stream", 0, "segment_type",
+                "small", "blocks", List.of(b1, b2)));
+        seg.put("segment_pool_id", new Object[] {0, 0});
+        seg.put("is_expandable", false);
+        seg.put("new_segment_key", 7);
+        Map<String, Object> top = new LinkedHashMap<>();
+        top.put("segments", List.of(seg));
+        top.put("device_traces", List.of(List.of(e1, e2)));
+        top.put("future_key", List.of(1, 2));
+        TraceSnapshot s = new PytorchSnapshotReader().read(new ByteArrayInputStream(pickle(top)), "new.pickle");
+        TraceEntry unknown = s.traceOf(0).get(1);
+        assertThat(unknown.action()).isEqualTo(TraceAction.UNKNOWN);
+        assertThat(unknown.actionName()).isEqualTo("teleport");
+        assertThat(unknown.extra()).containsEntry("user_metadata", "x");
+        assertThat(s.traceOf(0).getFirst().stream()).isEqualTo(-1L); // unsigned 2^64-1 kept bit for bit
+        assertThat(s.segments().getFirst().blocks()).extracting(BlockInfo::state)
+                .containsOnly(BlockState.ACTIVE_PENDING_FREE);
+        assertThat(s.segments().getFirst().blocks().getFirst().stateName()).isEqualTo("active_awaiting_free");
+        assertThat(s.segments().getFirst().extra()).containsEntry("new_segment_key", 7);
+        assertThat(s.extra()).containsKey("future_key");
+    }
+
+    @Test
+    void malformedFieldsNameTheEntryAndField() throws Exception {
+        Map<String, Object> top = new LinkedHashMap<>();
+        top.put("segments", List.of());
+        top.put("device_traces", List.of(List.of(entry("alloc", 1, 2, 0), entry("alloc", 1, "big", 0))));
+        assertThatThrownBy(() -> new PytorchSnapshotReader().read(new ByteArrayInputStream(pickle(top)), "f.pickle"))
+                .isInstanceOf(TraceFormatException.class)
+                .hasMessage("f.pickle: device_traces[0][1].size: expected an integer, got str");
+        Map<String, Object> noAction = new LinkedHashMap<>(entry("alloc", 1, 2, 0));
+        noAction.remove("action");
+        top.put("device_traces", List.of(List.of(noAction)));
+        assertThatThrownBy(() -> new PytorchSnapshotReader().read(new ByteArrayInputStream(pickle(top)), "f.pickle"))
+                .hasMessage("f.pickle: device_traces[0][0].action: missing");
+        assertThatThrownBy(() -> new PytorchSnapshotReader().read(new ByteArrayInputStream(pickle(42)), "n.pickle"))
+                .hasMessageContaining("expected a snapshot dict or a list of segments, got int");
+        assertThatThrownBy(() -> new PytorchSnapshotReader().read(
+                new ByteArrayInputStream(pickle(Map.of("device_traces", List.of()))), "m.pickle"))
+                .hasMessageContaining("m.pickle: segments: missing");
+    }
+
+    @Test
+    void truncatedAndCorruptFilesFailWithTheFileName(@TempDir Path dir) throws Exception {
+        Map<String, Object> top = new LinkedHashMap<>();
+        top.put("segments", List.of());
+        List<Object> entries = new ArrayList<>();
+        for (int i = 0; i < 100; i++) {
+            entries.add(entry("alloc", 512L * (i + 1), 100, 0));
+        }
+        top.put("device_traces", List.of(entries));
+        byte[] whole = pickle(top);
+        for (int cut : new int[] {1, 2, whole.length / 3, whole.length / 2, whole.length - 1}) {
+            Path f = dir.resolve("cut" + cut + ".pickle");
+            Files.write(f, Arrays.copyOf(whole, cut));
+            assertThatThrownBy(() -> new PytorchSnapshotReader().read(f))
+                    .isInstanceOf(TraceFormatException.class)
+                    .hasMessageStartingWith(f.toString() + ": ")
+                    .hasMessageContaining("truncated or corrupt");
+        }
+        Path garbage = dir.resolve("garbage.pickle");
+        byte[] junk = new byte[4096];
+        new java.util.Random(7).nextBytes(junk);
+        junk[0] = (byte) 0x80;
+        junk[1] = 2;
+        Files.write(garbage, junk);
+        assertThatThrownBy(() -> new PytorchSnapshotReader().read(garbage)).isInstanceOf(TraceFormatException.class);
+        assertThatThrownBy(() -> new PytorchSnapshotReader().read(dir.resolve("missing.pickle")))
+                .hasMessageContaining("no such file");
+    }
+
+    @Test
+    void sizeLimitsAreEnforcedBeforeAndWhileReading(@TempDir Path dir) throws Exception {
+        Map<String, Object> top = new LinkedHashMap<>();
+        top.put("segments", List.of());
+        top.put("device_traces", List.of(List.of(entry("alloc", 512, 1, 0), entry("alloc", 1024, 1, 0))));
+        Path f = dir.resolve("two.pickle");
+        Files.write(f, pickle(top));
+        assertThatThrownBy(() -> new PytorchSnapshotReader(new ReadLimits(10, 100)).read(f))
+                .hasMessageContaining("over the limit of 10 bytes");
+        assertThatThrownBy(() -> new PytorchSnapshotReader(new ReadLimits(1 << 20, 1)).read(f))
+                .hasMessageContaining("more than 1 trace entries");
+        assertThat(new PytorchSnapshotReader(new ReadLimits(1 << 20, 2)).read(f).entryCount()).isEqualTo(2);
+    }
+}

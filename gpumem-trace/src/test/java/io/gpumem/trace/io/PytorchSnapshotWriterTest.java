@@ -1,0 +1,98 @@
+package io.gpumem.trace.io;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import io.gpumem.trace.TestTraces;
+import java.io.ByteArrayInputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.MethodSource;
+
+class PytorchSnapshotWriterTest {
+
+    static Stream<String> pickles() {
+        return Stream.of("tiny-forward.pickle", "llama-offload-10-streams.pickle", "gnn-train-expandable-oom.pickle",
+                "opt1.3b-state-only.pickle", "nca-train-empty-cache.pickle");
+    }
+
+    @ParameterizedTest
+    @MethodSource("pickles")
+    void roundTripPreservesEveryField(String name, @TempDir Path dir) throws Exception {
+        TraceSnapshot original = new PytorchSnapshotReader().read(TestTraces.file(name));
+        Path out = dir.resolve("copy.pickle");
+        new PytorchSnapshotWriter().write(original, out);
+        TraceSnapshot back = new PytorchSnapshotReader().read(out);
+        assertThat(back.segments()).isEqualTo(original.segments());
+        assertThat(back.deviceTraces()).isEqualTo(original.deviceTraces());
+        assertThat(back.allocatorSettings()).isEqualTo(original.allocatorSettings());
+        assertThat(back.externalAnnotations()).isEqualTo(original.externalAnnotations());
+        // No temporary file is left next to the output.
+        try (var files = Files.list(dir)) {
+            assertThat(files).containsExactly(out);
+        }
+    }
+
+    @Test
+    void sharedFramesAreWrittenOnce() {
+        TraceSnapshot s = new PytorchSnapshotReader().read(TestTraces.file("tiny-forward.pickle"));
+        byte[] bytes = new PytorchSnapshotWriter().toBytes(s);
+        long original = TestTraces.file("tiny-forward.pickle").toFile().length();
+        // Without sharing the 97 entries' stacks would make the file several times larger than PyTorch's.
+        assertThat((long) bytes.length).isLessThan(original * 2);
+        TraceSnapshot back = new PytorchSnapshotReader().read(new ByteArrayInputStream(bytes), "mem");
+        assertThat(back.traceOf(0)).isEqualTo(s.traceOf(0));
+    }
+
+    /** A small snapshot built in memory with every field of spec §10 set. */
+    static TraceSnapshot generated() {
+        Frame f = new Frame("train.py", 12, "forward");
+        BlockInfo used = BlockInfo.of(1L << 32, 1024, 1000, BlockState.ACTIVE_ALLOCATED);
+        BlockInfo rest = BlockInfo.of((1L << 32) + 1024, (2L << 20) - 1024, 0, BlockState.INACTIVE);
+        SegmentInfo seg = new SegmentInfo(0, 1L << 32, 2L << 20, 1024, 1024, 1000, 0, "small", PoolId.DEFAULT, false,
+                List.of(f), List.of(used, rest), Map.of(),
+                SegmentInfo.REQUESTED_SIZE | SegmentInfo.POOL_ID | SegmentInfo.EXPANDABLE);
+        List<TraceEntry> trace = List.of(
+                TraceEntry.of(TraceAction.SEGMENT_ALLOC, 1L << 32, 2L << 20, 0).withTimeUs(1),
+                TraceEntry.of(TraceAction.ALLOC, 1L << 32, 1000, 0).withTimeUs(2));
+        Map<String, Object> settings = new java.util.LinkedHashMap<>();
+        settings.put("PYTORCH_CUDA_ALLOC_CONF", "");
+        settings.put("max_split_size", -1L);
+        settings.put("garbage_collection_threshold", 0.0);
+        settings.put("expandable_segments", false);
+        return new TraceSnapshot("gen", SourceFormat.GENERATED, List.of(seg), List.of(trace), settings,
+                List.of(), Map.of(), true);
+    }
+
+    @Test
+    void pythonsStandardPickleLoadsTheFileWithEveryKey(@TempDir Path dir) throws Exception {
+        assumeTrue(TestTraces.pythonAvailable(), "python3 not found: skipped the standard-pickle check");
+        Path out = dir.resolve("gen.pickle");
+        new PytorchSnapshotWriter().write(generated(), out);
+        String script = String.join("\n",
+                "import pickle, sys",
+                "d = pickle.load(open(sys.argv[1], 'rb'))",
+                "assert set(d) >= {'segments', 'device_traces', 'allocator_settings', 'external_annotations'}, d.keys()",
+                "s = d['segments'][0]",
+                "assert set(s) == {'device','address','total_size','allocated_size','active_size','requested_size',"
+                        + "'stream','segment_type','segment_pool_id','is_expandable','frames','blocks'}, s.keys()",
+                "assert s['segment_pool_id'] == (0, 0)",
+                "b = s['blocks'][0]",
+                "assert set(b) == {'address','size','requested_size','state','frames'}, b.keys()",
+                "e = d['device_traces'][0][1]",
+                "assert set(e) >= {'action','addr','size','stream','time_us','frames'}, e.keys()",
+                "assert e['action'] == 'alloc' and e['addr'] == 1 << 32 and s['frames'][0]['name'] == 'forward'",
+                "print('ok')");
+        Process p = new ProcessBuilder("python3", "-c", script, out.toString()).redirectErrorStream(true).start();
+        String output = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertThat(p.waitFor()).as(output).isZero();
+        assertThat(output.strip()).isEqualTo("ok");
+    }
+}

@@ -1,0 +1,149 @@
+package io.gpumem.trace.window;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.trace.TestTraces;
+import io.gpumem.trace.io.BlockState;
+import io.gpumem.trace.io.BlockInfo;
+import io.gpumem.trace.io.PoolId;
+import io.gpumem.trace.io.PytorchSnapshotReader;
+import io.gpumem.trace.io.SegmentInfo;
+import io.gpumem.trace.io.SourceFormat;
+import io.gpumem.trace.io.TraceAction;
+import io.gpumem.trace.io.TraceEntry;
+import io.gpumem.trace.io.TraceSnapshot;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+import org.junit.jupiter.api.Test;
+
+class WindowRebuilderTest {
+
+    private static final long MIB = 1L << 20;
+
+    static AllocatorConfig recorded(TraceSnapshot s) {
+        return RecordedConfig.of(s);
+    }
+
+    @Test
+    void trainingStepStartsWithEverythingReservedAllocated() {
+        TraceSnapshot s = new PytorchSnapshotReader().read(TestTraces.file("lm2.7b-train-step.pickle"));
+        WindowStart start = new WindowRebuilder(recorded(s)).rebuild(s, 0);
+        // defrag-and-traces.md §B3: the exact start is 12.818 GiB allocated in 12.818 GiB reserved (3 decimals).
+        assertThat(start.reservedBytes() / (double) (1L << 30)).isBetween(12.8175, 12.8185);
+        // Both figures round to 12.818 GiB; the only free space at the start is a few KiB inside small segments.
+        assertThat(start.allocatedBytes() / (double) (1L << 30)).isBetween(12.8175, 12.8185);
+        assertThat(start.reservedBytes() - start.allocatedBytes()).isLessThan(1L << 20);
+    }
+
+    /**
+     * Walks the window forward over the rebuilt start with plain bookkeeping (no allocator): every recorded
+     * alloc must land inside free space of an existing segment, every free must hit a live block, every
+     * segment_alloc must be fresh space and every segment_free a segment, and the segments left at the end
+     * must be exactly the end-state ones.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"tiny-forward.pickle", "lm2.7b-train-step.pickle", "llama-offload-10-streams.pickle",
+            "lm-medium-train-ctx128.pickle", "nca-train-empty-cache.pickle", "gnn-train-expandable-oom.pickle"})
+    void startStateIsConsistentWithTheWholeWindow(String name) {
+        TraceSnapshot s = new PytorchSnapshotReader().read(TestTraces.file(name));
+        AllocatorConfig config = recorded(s);
+        for (int d = 0; d < s.deviceTraces().size(); d++) {
+            if (s.traceOf(d).isEmpty()) {
+                continue;
+            }
+            WindowStart start = new WindowRebuilder(config).rebuild(s, d);
+            TreeMap<Long, Long> segments = new TreeMap<>(); // start -> end (mapped / malloc'd space)
+            TreeMap<Long, Long> live = new TreeMap<>();     // block start -> end
+            for (StartSegment seg : start.segments()) {
+                WindowRebuilder.add(segments, seg.address(), seg.end());
+                for (StartBlock b : seg.blocks()) {
+                    if (b.allocated()) {
+                        live.put(b.address(), b.end());
+                    }
+                }
+            }
+            int i = 0;
+            for (TraceEntry e : s.traceOf(d)) {
+                String where = name + " device " + d + " entry " + i++ + " " + e;
+                switch (e.action()) {
+                    case ALLOC -> {
+                        long end = e.addr() + RoundSize.of(e.size(), config);
+                        Map.Entry<Long, Long> seg = segments.floorEntry(e.addr());
+                        assertThat(seg).as(where).isNotNull();
+                        assertThat(end).as(where).isLessThanOrEqualTo(seg.getValue());
+                        Map.Entry<Long, Long> before = live.floorEntry(e.addr());
+                        assertThat(before == null || before.getValue() <= e.addr()).as(where + " overlaps " + before)
+                                .isTrue();
+                        Long after = live.ceilingKey(e.addr());
+                        assertThat(after == null || after >= end).as(where).isTrue();
+                        live.put(e.addr(), end);
+                    }
+                    case FREE_COMPLETED -> assertThat(live.remove(e.addr())).as(where).isNotNull();
+                    case SEGMENT_ALLOC, SEGMENT_MAP -> {
+                        Map.Entry<Long, Long> seg = segments.floorEntry(e.addr() + e.size() - 1);
+                        assertThat(seg == null || seg.getValue() <= e.addr()).as(where).isTrue();
+                        WindowRebuilder.add(segments, e.addr(), e.addr() + e.size());
+                    }
+                    case SEGMENT_FREE, SEGMENT_UNMAP -> {
+                        Map.Entry<Long, Long> seg = segments.floorEntry(e.addr());
+                        assertThat(seg).as(where).isNotNull();
+                        assertThat(seg.getValue()).as(where).isGreaterThanOrEqualTo(e.addr() + e.size());
+                        Map.Entry<Long, Long> blk = live.floorEntry(e.addr() + e.size() - 1);
+                        assertThat(blk == null || blk.getValue() <= e.addr()).as(where + " releases live " + blk)
+                                .isTrue();
+                        WindowRebuilder.subtract(segments, e.addr(), e.addr() + e.size());
+                    }
+                    default -> { }
+                }
+            }
+            TreeMap<Long, Long> endState = new TreeMap<>();
+            for (SegmentInfo seg : s.segmentsOf(d)) {
+                WindowRebuilder.add(endState, seg.address(), seg.end());
+            }
+            assertThat(segments).as(name + " device " + d + " segments at the end").isEqualTo(endState);
+        }
+    }
+
+    @Test
+    void gapAndSlackRulesSettleTheSizeOfBlocksFreedInTheWindow() {
+        // One 20 MiB large segment at 0x10000000 holding, before the window: A (request 3 MiB - 100) at the start,
+        // B (request 5 MiB) right after A's real end, and C (request 2 MiB) whose remainder is too small to split.
+        long base = 0x10000000L;
+        long a = base;
+        long aEnd = base + 3 * MIB + MIB / 2;          // A's real end: rounded 3 MiB + 0.5 MiB unsplit slack
+        long b = aEnd;
+        long bEnd = b + 5 * MIB;
+        long c = bEnd + 4 * MIB;                        // 4 MiB of free space between B and C at the start
+        long cEnd = base + 20 * MIB;                    // C: rounded 11 MiB - 0.5 MiB, gap 0.5 MiB belongs to C
+        long cRequest = cEnd - c - MIB / 2;
+        List<TraceEntry> trace = new ArrayList<>();
+        trace.add(TraceEntry.of(TraceAction.FREE_REQUESTED, b, 5 * MIB, 0));  // B freed: A is now followed by free space
+        trace.add(TraceEntry.of(TraceAction.FREE_COMPLETED, b, 5 * MIB, 0));
+        trace.add(TraceEntry.of(TraceAction.ALLOC, aEnd, MIB + MIB / 2, 0)); // placed at A's real end while A lives
+        trace.add(TraceEntry.of(TraceAction.FREE_REQUESTED, a, 3 * MIB - 100, 0));
+        trace.add(TraceEntry.of(TraceAction.FREE_COMPLETED, a, 3 * MIB - 100, 0));
+        trace.add(TraceEntry.of(TraceAction.FREE_REQUESTED, c, cRequest, 0));
+        trace.add(TraceEntry.of(TraceAction.FREE_COMPLETED, c, cRequest, 0));
+        BlockInfo used = BlockInfo.of(aEnd, 1536 * 1024, MIB + MIB / 2, BlockState.ACTIVE_ALLOCATED);
+        List<BlockInfo> blocks = List.of(BlockInfo.of(base, aEnd - base, 0, BlockState.INACTIVE), used,
+                BlockInfo.of(aEnd + 1536 * 1024, cEnd - aEnd - 1536 * 1024, 0, BlockState.INACTIVE));
+        SegmentInfo seg = new SegmentInfo(0, base, 20 * MIB, 1536 * 1024, 1536 * 1024, MIB + MIB / 2, 0, "large",
+                PoolId.DEFAULT, false, List.of(), blocks, Map.of(), 7);
+        TraceSnapshot s = new TraceSnapshot("synthetic", SourceFormat.GENERATED, List.of(seg), List.of(trace), null,
+                null, Map.of(), true);
+        WindowStart start = new WindowRebuilder(AllocatorConfig.defaults()).rebuild(s, 0);
+        assertThat(start.segments()).hasSize(1);
+        assertThat(start.segments().getFirst().blocks()).containsExactly(
+                new StartBlock(a, aEnd - a, 3 * MIB - 100, true, false),       // slack rule
+                new StartBlock(b, 5 * MIB, 5 * MIB, true, false),              // exact round_size: 4 MiB gap splits
+                new StartBlock(bEnd, c - bEnd, 0, false, true),
+                new StartBlock(c, cEnd - c, cRequest, true, false));           // gap rule
+        assertThat(start.preWindowFreed()).containsExactlyInAnyOrder(a, b, c);
+        assertThat(start.inferredSizes()).isEqualTo(2);
+    }
+}
