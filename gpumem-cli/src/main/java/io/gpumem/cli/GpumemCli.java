@@ -17,6 +17,8 @@ import picocli.CommandLine.Command;
         subcommands = {
             CommandLine.HelpCommand.class,
             io.gpumem.cli.device.DeviceCommand.class,
+            io.gpumem.cli.analysis.AnalyzeCommand.class,
+            io.gpumem.cli.analysis.DemoCommand.class,
         })
 public final class GpumemCli implements Runnable {
 
