@@ -21,6 +21,11 @@ import java.util.List;
  * window with the gap and slack rules for their sizes) gives the state at that window's first entry, which
  * is the state after entry N. Blocks waiting on stream events are not distinguished (none of the public
  * traces records a deferred free).
+ *
+ * <p>Limit: a block allocated at or before N and freed after it has its size inferred from its request (the
+ * gap and slack rules); where the allocator had handed out a whole free block with a remainder too small to
+ * split (≤ 1 MiB in the large pool), the rebuilt block can be short by that remainder, which then shows as
+ * free. Segments, live block addresses and requests are exact.
  */
 public final class TraceStates {
     private TraceStates() {

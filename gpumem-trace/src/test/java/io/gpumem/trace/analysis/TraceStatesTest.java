@@ -40,9 +40,36 @@ class TraceStatesTest {
         return out;
     }
 
+    /**
+     * Same segments, same live block addresses and requests; a live block's size may differ by a remainder the
+     * allocator would not have split off (≤ 1 MiB large pool, < 512 B small pool or expandable), because a
+     * block allocated before the entry and freed after it has its size inferred from its request
+     * (replay-method.md: gap and slack rules).
+     */
+    static void assertSameUpToInferredSizes(MemoryState rebuilt, MemoryState live, String what) {
+        assertThat(rebuilt.segments()).as(what + ": segments").hasSameSizeAs(live.segments());
+        for (int k = 0; k < live.segments().size(); k++) {
+            StateSegment r = rebuilt.segments().get(k);
+            StateSegment l = live.segments().get(k);
+            String where = what + ", segment 0x" + Long.toHexString(l.address());
+            assertThat(List.of(r.address(), r.totalSize(), r.stream())).as(where).isEqualTo(List.of(l.address(), l.totalSize(), l.stream()));
+            assertThat(r.pool()).as(where).isEqualTo(l.pool());
+            List<StateBlock> ra = r.blocks().stream().filter(b -> b.state() == BlockState.ALLOCATED).toList();
+            List<StateBlock> la = l.blocks().stream().filter(b -> b.state() == BlockState.ALLOCATED).toList();
+            assertThat(ra).as(where + ": live blocks").hasSameSizeAs(la);
+            long slack = l.pool() == Pool.LARGE && !l.expandable() ? 1L << 20 : 511;
+            for (int b = 0; b < la.size(); b++) {
+                assertThat(ra.get(b).address()).as(where).isEqualTo(la.get(b).address());
+                assertThat(ra.get(b).requestedSize()).as(where).isEqualTo(la.get(b).requestedSize());
+                assertThat(la.get(b).size() - ra.get(b).size()).as(where + ", block 0x" + Long.toHexString(la.get(b).address()))
+                        .isBetween(0L, slack);
+            }
+        }
+    }
+
     @Test
     void stateAfterAnEntryIsWhatTheAllocatorHeldThen() {
-        long seed = new SplittableRandom().nextLong();
+        long seed = Long.getLong("gpumem.test.seed", new SplittableRandom().nextLong());
         System.out.println("seed=" + seed);
         for (String conf : new String[] {"", "expandable_segments:True"}) {
             TrainingWorkload w = TrainingWorkload.builder().layers(3).hidden(512).heads(4).vocab(4000).batch(2)
@@ -67,7 +94,7 @@ class TraceStatesTest {
             }
             TraceSnapshot trace = SnapshotExport.toTrace(allocator.snapshot(), "run " + conf);
             MemoryState rebuilt = TraceStates.afterEntry(trace, 0, probeEntries - 1, MemoryState.UNKNOWN);
-            assertThat(shape(rebuilt)).as(conf + " after entry " + (probeEntries - 1)).isEqualTo(shape(probe));
+            assertSameUpToInferredSizes(rebuilt, probe, "'" + conf + "' after entry " + (probeEntries - 1));
             MemoryState last = TraceStates.afterEntry(trace, 0, trace.traceOf(0).size() - 1, MemoryState.UNKNOWN);
             assertThat(shape(last)).isEqualTo(shape(SnapshotStates.endState(trace, 0, MemoryState.UNKNOWN)));
         }
