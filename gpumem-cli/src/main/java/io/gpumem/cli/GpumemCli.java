@@ -16,6 +16,7 @@ import picocli.CommandLine.Command;
         description = "GPU memory manager and fragmentation toolkit (PyTorch-exact caching allocator on a simulated or CUDA device).",
         subcommands = {
             CommandLine.HelpCommand.class,
+            io.gpumem.cli.sim.SimCommand.class,
             io.gpumem.cli.device.DeviceCommand.class,
             io.gpumem.cli.analysis.AnalyzeCommand.class,
             io.gpumem.cli.analysis.DemoCommand.class,

@@ -1,0 +1,123 @@
+package io.gpumem.cli.sim;
+
+import io.gpumem.cli.device.DeviceOptions;
+import io.gpumem.cli.device.DeviceUnavailableException;
+import io.gpumem.device.Device;
+import io.gpumem.script.OpsScript;
+import io.gpumem.script.ScriptException;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.PrintWriter;
+import java.io.Reader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+import picocli.CommandLine.Spec;
+
+/**
+ * {@code gpumem sim}: runs an ops script (see {@link OpsScript}) on the caching allocator over a simulated
+ * device and prints the summaries and statistics it asks for.
+ *
+ * <p>The whole script is read and checked before anything runs, so a malformed line, an unknown name or a
+ * double free stops with {@code gpumem sim: line N: ...} and exit status 2 without any output. An OOM prints
+ * PyTorch's message on standard error and the script goes on (or stops with status 1 under
+ * {@code --fail-on-oom}).
+ *
+ * <p>With {@code --device cuda} the same script runs on a real GPU through the CUDA driver; a script's
+ * {@code device} line describes a simulated device and is refused there. The command owns the opened device
+ * and closes it when the script ends.
+ */
+@Command(name = "sim", mixinStandardHelpOptions = true,
+        description = "Run an ops script (alloc/free/record_stream/empty_cache/... lines) on the caching allocator"
+                + " over a simulated device (or a real GPU with --device cuda); print memory_summary and"
+                + " memory_stats on request.",
+        footer = {"", "Script format: see gpumem-cli/README-sim.md. Exit status: 0 done, 1 OOM with --fail-on-oom"
+                + " or an internal failure, 2 bad script."})
+public final class SimCommand implements Callable<Integer> {
+
+    @Parameters(index = "0", arity = "0..1", paramLabel = "SCRIPT",
+            description = "Ops script file; standard input when absent or '-'.")
+    String script;
+
+    @Option(names = "--fail-on-oom", description = "Stop at the first out-of-memory error with exit status 1.")
+    boolean failOnOom;
+
+    @Mixin
+    DeviceOptions device;
+
+    @Spec
+    CommandSpec spec;
+
+    @Override
+    public Integer call() {
+        PrintWriter out = spec.commandLine().getOut();
+        PrintWriter err = spec.commandLine().getErr();
+        OpsScript ops;
+        try (Reader in = open()) {
+            ops = OpsScript.parse(in);
+        } catch (ScriptException e) {
+            err.println("gpumem sim: " + e.getMessage());
+            err.flush();
+            return 2;
+        } catch (NoSuchFileException e) {
+            err.println("gpumem sim: " + script + ": no such file");
+            err.flush();
+            return 2;
+        } catch (IOException e) {
+            err.println("gpumem sim: " + (script == null ? "standard input" : script) + ": " + e.getMessage());
+            err.flush();
+            return 2;
+        }
+        if (!device.isCuda()) {
+            return new SimRunner(out, err, failOnOom, AllocatorSimTarget::onSimulatedDevice).run(ops);
+        }
+        if (ops.device() != null) {
+            err.println("gpumem sim: line " + ops.device().line() + ": a device line describes the simulated device;"
+                    + " remove it to run on --device cuda");
+            err.flush();
+            return 2;
+        }
+        Device gpu;
+        try {
+            gpu = device.open(() -> {
+                throw new IllegalStateException("unreachable: --device cuda was checked");
+            });
+        } catch (DeviceUnavailableException e) {
+            err.println("gpumem sim: " + e.getMessage());
+            err.flush();
+            return 1;
+        }
+        try {
+            return new SimRunner(out, err, failOnOom, (spec, config) -> AllocatorSimTarget.onDevice(gpu, config))
+                    .run(ops);
+        } finally {
+            if (gpu instanceof AutoCloseable c) {
+                try {
+                    c.close();
+                } catch (Exception e) {
+                    err.println("gpumem sim: closing the device: " + e.getMessage());
+                    err.flush();
+                }
+            }
+        }
+    }
+
+    private Reader open() throws IOException {
+        if (script == null || script.equals("-")) {
+            // Standard input belongs to the process: this reader's close leaves it open.
+            return new InputStreamReader(System.in, StandardCharsets.UTF_8) {
+                @Override
+                public void close() {
+                }
+            };
+        }
+        return Files.newBufferedReader(Path.of(script), StandardCharsets.UTF_8);
+    }
+}

@@ -1,0 +1,369 @@
+package io.gpumem.cli.sim;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import io.gpumem.cli.GpumemCli;
+import java.io.ByteArrayInputStream;
+import java.io.InputStream;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import picocli.CommandLine;
+
+/** End to end: {@code gpumem sim} through {@link GpumemCli#commandLine()} with the real allocator. */
+class SimCommandTest {
+
+    private static final long MIB = 1L << 20;
+
+    /** The fake CUDA driver gpumem-cuda's test build compiles (8 GiB, virtual memory supported). */
+    private static final Path FAKE_CUDA =
+            Path.of("../gpumem-cuda/target/test-classes/native/libfakecuda.so").toAbsolutePath().normalize();
+
+    /** Spec §8.3, character for character. */
+    private static final String SECTION_8_3 = """
+            |===========================================================================|
+            |                  PyTorch CUDA memory summary, device ID 0                 |
+            |---------------------------------------------------------------------------|
+            |            CUDA OOMs: 0            |        cudaMalloc retries: 0         |
+            |===========================================================================|
+            |        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  |
+            |---------------------------------------------------------------------------|
+            | Allocated memory      |  24576 KiB |  27649 KiB |  27649 KiB |   3073 KiB |
+            |       from large pool |  24576 KiB |  27648 KiB |  27648 KiB |   3072 KiB |
+            |       from small pool |      0 KiB |      1 KiB |      1 KiB |      1 KiB |
+            |---------------------------------------------------------------------------|
+            | Active memory         |  24576 KiB |  27649 KiB |  27649 KiB |   3073 KiB |
+            |       from large pool |  24576 KiB |  27648 KiB |  27648 KiB |   3072 KiB |
+            |       from small pool |      0 KiB |      1 KiB |      1 KiB |      1 KiB |
+            |---------------------------------------------------------------------------|
+            | Requested memory      |  24414 KiB |  27487 KiB |  27487 KiB |   3072 KiB |
+            |       from large pool |  24414 KiB |  27486 KiB |  27486 KiB |   3072 KiB |
+            |       from small pool |      0 KiB |      0 KiB |      0 KiB |      0 KiB |
+            |---------------------------------------------------------------------------|
+            | GPU reserved memory   |  47104 KiB |  47104 KiB |  47104 KiB |      0 B   |
+            |       from large pool |  45056 KiB |  45056 KiB |  45056 KiB |      0 B   |
+            |       from small pool |   2048 KiB |   2048 KiB |   2048 KiB |      0 B   |
+            |---------------------------------------------------------------------------|
+            | Non-releasable memory |      0 B   |  19455 KiB |  19455 KiB |  19455 KiB |
+            |       from large pool |      0 B   |  17408 KiB |  17408 KiB |  17408 KiB |
+            |       from small pool |      0 B   |   2047 KiB |   2047 KiB |   2047 KiB |
+            |---------------------------------------------------------------------------|
+            | Allocations           |       1    |       3    |       3    |       2    |
+            |       from large pool |       1    |       2    |       2    |       1    |
+            |       from small pool |       0    |       1    |       1    |       1    |
+            |---------------------------------------------------------------------------|
+            | Active allocs         |       1    |       3    |       3    |       2    |
+            |       from large pool |       1    |       2    |       2    |       1    |
+            |       from small pool |       0    |       1    |       1    |       1    |
+            |---------------------------------------------------------------------------|
+            | GPU reserved segments |       3    |       3    |       3    |       0    |
+            |       from large pool |       2    |       2    |       2    |       0    |
+            |       from small pool |       1    |       1    |       1    |       0    |
+            |---------------------------------------------------------------------------|
+            | Non-releasable allocs |       0    |       2    |       2    |       2    |
+            |       from large pool |       0    |       1    |       1    |       1    |
+            |       from small pool |       0    |       1    |       1    |       1    |
+            |---------------------------------------------------------------------------|
+            | Oversize allocations  |       0    |       0    |       0    |       0    |
+            |---------------------------------------------------------------------------|
+            | Oversize GPU segments |       0    |       0    |       0    |       0    |
+            |===========================================================================|
+            """;
+
+    private record Result(int exit, String out, String err) {
+    }
+
+    private static Result run(String stdin, String... args) {
+        StringWriter out = new StringWriter();
+        StringWriter err = new StringWriter();
+        CommandLine cl = GpumemCli.commandLine();
+        cl.setOut(new PrintWriter(out, true));
+        cl.setErr(new PrintWriter(err, true));
+        InputStream saved = System.in;
+        try {
+            System.setIn(new ByteArrayInputStream(stdin.getBytes(StandardCharsets.UTF_8)));
+            int exit = cl.execute(args);
+            return new Result(exit, out.toString(), err.toString());
+        } finally {
+            System.setIn(saved);
+        }
+    }
+
+    private static Map<String, Long> parseStats(String block) {
+        Map<String, Long> m = new LinkedHashMap<>();
+        for (String line : block.split("\n")) {
+            if (!line.isEmpty()) {
+                String[] kv = line.split(" ");
+                assertThat(kv).hasSize(2);
+                m.put(kv[0], Long.parseLong(kv[1]));
+            }
+        }
+        return m;
+    }
+
+    @Test
+    void workedExampleFromAFilePrintsTheSection83Table(@TempDir Path dir) throws Exception {
+        Path script = dir.resolve("example.ops");
+        Files.writeString(script, """
+                # spec §6.3
+                alloc a 1000
+                alloc b 3MiB
+                alloc c 25000000
+                free b
+                free a
+                summary
+                """);
+        Result r = run("", "sim", script.toString());
+        assertThat(r.err()).isEmpty();
+        assertThat(r.exit()).isZero();
+        assertThat(r.out()).isEqualTo(SECTION_8_3);
+    }
+
+    @Test
+    void workedExampleFromStandardInputWithDash() {
+        Result r = run("alloc a 1000\nalloc b 3MiB\nalloc c 25000000\nfree b\nfree a\nsummary\n", "sim", "-");
+        assertThat(r.exit()).isZero();
+        assertThat(r.out()).isEqualTo(SECTION_8_3);
+        Result noArg = run("alloc a 1000\nalloc b 3MiB\nalloc c 25000000\nfree b\nfree a\nsummary\n", "sim");
+        assertThat(noArg.out()).isEqualTo(SECTION_8_3);
+    }
+
+    @Test
+    void workedExampleStatsAndEmptyCache() {
+        Result r = run("""
+                alloc a 1000
+                alloc b 3MiB
+                alloc c 25000000
+                free b
+                free a
+                stats
+                """, "sim");
+        Map<String, Long> s = parseStats(r.out());
+        assertThat(new java.util.ArrayList<>(s.keySet())).isSorted();
+        assertThat(s).containsEntry("reserved_bytes.all.current", 48_234_496L)
+                .containsEntry("allocated_bytes.all.current", 25_165_824L)
+                .containsEntry("requested_bytes.all.current", 25_000_000L)
+                .containsEntry("segment.all.current", 3L)
+                .containsEntry("inactive_split.all.peak", 2L)
+                .containsEntry("num_ooms", 0L)
+                .containsEntry("max_split_size", -1L);
+        Result after = run("alloc a 1000\nalloc b 3MiB\nalloc c 25000000\nfree b\nfree a\nempty_cache\nstats\n", "sim");
+        assertThat(parseStats(after.out())).containsEntry("reserved_bytes.all.current", 25_165_824L);
+    }
+
+    @Test
+    void expandableSegmentsWorkedExample() {
+        // Spec §5.3.
+        Result r = run("""
+                config expandable_segments:True
+                alloc a 3MiB
+                stats
+                alloc b 30MiB
+                stats
+                free a
+                free b
+                empty_cache
+                stats
+                """, "sim");
+        assertThat(r.err()).isEmpty();
+        assertThat(r.exit()).isZero();
+        String[] blocks = r.out().split("(?m)^(?=active\\.all\\.allocated )");
+        assertThat(blocks).hasSize(3);
+        Map<String, Long> first = parseStats(blocks[0]);
+        Map<String, Long> second = parseStats(blocks[1]);
+        Map<String, Long> third = parseStats(blocks[2]);
+        assertThat(first).containsEntry("reserved_bytes.all.current", 20 * MIB)
+                .containsEntry("allocated_bytes.all.current", 3 * MIB).containsEntry("num_device_alloc", 1L);
+        assertThat(second).containsEntry("reserved_bytes.all.current", 40 * MIB)
+                .containsEntry("allocated_bytes.all.current", 33 * MIB).containsEntry("num_device_alloc", 2L)
+                .containsEntry("segment.all.current", 0L);
+        assertThat(third).containsEntry("reserved_bytes.all.current", 0L)
+                .containsEntry("num_device_free", 1L).containsEntry("segment.all.current", 0L)
+                .containsEntry("allocated_bytes.all.current", 0L);
+    }
+
+    @Test
+    void earlyConfigSetsTheMaxSplitSizeStatLaterConfigDoesNot() {
+        Result early = run("config max_split_size_mb:128\nstats\n", "sim");
+        assertThat(parseStats(early.out())).containsEntry("max_split_size", 128 * MIB);
+        Result late = run("stats\nconfig max_split_size_mb:128\nstats\n", "sim");
+        assertThat(late.out()).contains("max_split_size -1\n").doesNotContain("max_split_size " + 128 * MIB);
+    }
+
+    @Test
+    void oomPrintsPyTorchsMessageAndTheScriptGoesOn() {
+        Result r = run("""
+                device capacity=64MiB
+                alloc a 30MiB
+                alloc big 100MiB
+                free big
+                alloc b 10MiB
+                stats
+                """, "sim");
+        assertThat(r.exit()).isZero();
+        assertThat(r.err()).startsWith("gpumem sim: line 3: alloc big: CUDA out of memory. Tried to allocate 100.00 MiB."
+                + " GPU 0 has a total capacity of 64.00 MiB of which ");
+        assertThat(r.err()).contains("If reserved but unallocated memory is large try setting"
+                + " PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation");
+        assertThat(r.err()).contains("gpumem sim: line 4: free big skipped: its allocation on line 3 ran out of memory");
+        Map<String, Long> s = parseStats(r.out());
+        assertThat(s).containsEntry("num_ooms", 1L).containsEntry("allocation.all.current", 2L)
+                .containsEntry("allocated_bytes.all.current", 40 * MIB);
+    }
+
+    @Test
+    void failOnOomExitsOne() {
+        Result r = run("device capacity=64MiB\nalloc big 100MiB\nstats\n", "sim", "--fail-on-oom");
+        assertThat(r.exit()).isEqualTo(1);
+        assertThat(r.out()).isEmpty();
+        assertThat(r.err()).contains("line 2: alloc big: CUDA out of memory.");
+    }
+
+    @Test
+    void heldMemoryReducesWhatTheAllocatorCanGet() {
+        Result r = run("device capacity=64MiB held=40MiB\nalloc a 30MiB\nstats\n", "sim");
+        assertThat(r.err()).contains("line 2: alloc a: CUDA out of memory. Tried to allocate 30.00 MiB.");
+        assertThat(parseStats(r.out())).containsEntry("num_ooms", 1L).containsEntry("reserved_bytes.all.current", 0L);
+    }
+
+    @Test
+    void recordStreamKeepsTheBlockActiveUntilEventsComplete() {
+        Result r = run("""
+                alloc a 1MiB
+                record_stream a 5
+                free a
+                stats
+                complete_events
+                alloc b 1000
+                stats
+                """, "sim");
+        assertThat(r.exit()).isZero();
+        String[] blocks = r.out().split("(?m)^(?=active\\.all\\.allocated )");
+        Map<String, Long> pending = parseStats(blocks[0]);
+        Map<String, Long> done = parseStats(blocks[1]);
+        assertThat(pending).containsEntry("allocated_bytes.all.current", 0L)
+                .containsEntry("active_bytes.all.current", MIB);
+        assertThat(done).containsEntry("active_bytes.all.current", 1024L);
+    }
+
+    @Test
+    void abbreviatedSummaryAndResetPeak() {
+        Result r = run("alloc a 3MiB\nfree a\nreset_peak\nsummary abbreviated\n", "sim");
+        assertThat(r.out()).doesNotContain("from large pool")
+                .contains("| Allocated memory      |      0 B   |      0 B   |   3072 KiB |   3072 KiB |");
+    }
+
+    @Test
+    void badInputStopsWithExitTwoAndNoOutput() {
+        String[][] cases = {
+            {"alloc a 1\nsummary\nfree a\nfree a\n", "gpumem sim: line 4: double free of 'a' (allocated on line 1, freed on line 3)"},
+            {"summary\nfree x\n", "gpumem sim: line 2: free of unknown name 'x'"},
+            {"alloc a 3MB\n", "gpumem sim: line 1: alloc size: bad size '3MB'"},
+            {"stats\nalloc a -4\n", "gpumem sim: line 2: alloc size: bad size '-4'"},
+            {"stats\nconfig max_split_size_mb:10\n", "gpumem sim: line 2: bad config: CachingAllocator option max_split_size_mb too small, must be > 20"},
+            {"config expandable_segments:true\n", "gpumem sim: line 1: bad config: Expected a single True/False argument for expandable_segments"},
+            {"stats\nmalloc a 1\n", "gpumem sim: line 2: unknown op 'malloc'"},
+            {"alloc a\n", "gpumem sim: line 1: usage: alloc NAME SIZE [stream=N]"},
+            {"set_fraction 2\n", "gpumem sim: line 1: Invalid fraction value: 2. Allowed range: 0~1"},
+        };
+        for (String[] c : cases) {
+            Result r = run(c[0], "sim");
+            assertThat(r.exit()).as(c[0]).isEqualTo(2);
+            assertThat(r.out()).as(c[0]).isEmpty();
+            assertThat(r.err()).as(c[0]).startsWith(c[1]).endsWith("\n");
+            assertThat(r.err().lines().count()).as(c[0]).isEqualTo(1);
+        }
+    }
+
+    @Test
+    void missingFileIsExitTwo(@TempDir Path dir) {
+        Path missing = dir.resolve("nope.ops");
+        Result r = run("", "sim", missing.toString());
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).isEqualTo("gpumem sim: " + missing + ": no such file\n");
+    }
+
+    @Test
+    void unknownOptionIsExitTwo() {
+        Result r = run("", "sim", "--frobnicate");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).contains("--frobnicate");
+    }
+
+    @Test
+    void emptyScriptPrintsNothing() {
+        Result r = run("# nothing\n", "sim");
+        assertThat(r.exit()).isZero();
+        assertThat(r.out()).isEmpty();
+        assertThat(r.err()).isEmpty();
+    }
+
+    @Test
+    void cudaRunsTheWorkedExampleOnTheFakeDriverWithTheSameTable() {
+        assumeTrue(Files.isRegularFile(FAKE_CUDA), "fake CUDA driver not built (build gpumem-cuda's tests first)");
+        Result r = run("alloc a 1000\nalloc b 3MiB\nalloc c 25000000\nfree b\nfree a\nsummary\n",
+                "sim", "--device", "cuda", "--cuda-library", FAKE_CUDA.toString());
+        assertThat(r.err()).isEmpty();
+        assertThat(r.exit()).isZero();
+        assertThat(r.out()).isEqualTo(SECTION_8_3);
+    }
+
+    @Test
+    void cudaMapsScriptStreamsAndRunsExpandableSegmentsOnTheFakeDriver() {
+        assumeTrue(Files.isRegularFile(FAKE_CUDA), "fake CUDA driver not built (build gpumem-cuda's tests first)");
+        Result r = run("""
+                config expandable_segments:True
+                alloc a 3MiB stream=7
+                alloc b 30MiB stream=7
+                record_stream a 9
+                free a
+                free b
+                complete_events
+                empty_cache
+                stats
+                """, "sim", "--device", "cuda", "--cuda-library", FAKE_CUDA.toString());
+        assertThat(r.err()).isEmpty();
+        assertThat(r.exit()).isZero();
+        assertThat(parseStats(r.out())).containsEntry("reserved_bytes.all.current", 0L)
+                .containsEntry("num_device_alloc", 2L).containsEntry("num_device_free", 1L)
+                .containsEntry("active_bytes.all.current", 0L);
+    }
+
+    @Test
+    void cudaOomUsesTheDriversCapacity() {
+        assumeTrue(Files.isRegularFile(FAKE_CUDA), "fake CUDA driver not built (build gpumem-cuda's tests first)");
+        Result r = run("alloc big 9GiB\nstats\n", "sim", "--device", "cuda", "--cuda-library", FAKE_CUDA.toString());
+        assertThat(r.exit()).isZero();
+        assertThat(r.err()).startsWith("gpumem sim: line 1: alloc big: CUDA out of memory. Tried to allocate 9.00 GiB."
+                + " GPU 0 has a total capacity of 8.00 GiB of which ");
+        assertThat(parseStats(r.out())).containsEntry("num_ooms", 1L);
+    }
+
+    @Test
+    void cudaRefusesADeviceLine() {
+        Result r = run("alloc a 1\ndevice capacity=1GiB\n", "sim", "--device", "cuda");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).startsWith("gpumem sim: line 2: device must come before any allocator op");
+        Result first = run("device capacity=1GiB\nalloc a 1\n", "sim", "--device", "cuda",
+                "--cuda-library", "/nonexistent/libcuda.so.1");
+        assertThat(first.exit()).isEqualTo(2);
+        assertThat(first.err()).isEqualTo("gpumem sim: line 1: a device line describes the simulated device;"
+                + " remove it to run on --device cuda\n");
+        assertThat(first.out()).isEmpty();
+    }
+
+    @Test
+    void cudaWithoutADriverExitsOneAndRunsNothing() {
+        Result r = run("alloc a 1\nstats\n", "sim", "--device", "cuda", "--cuda-library", "/nonexistent/libcuda.so.1");
+        assertThat(r.exit()).isEqualTo(1);
+        assertThat(r.out()).isEmpty();
+        assertThat(r.err()).startsWith("gpumem sim: --device cuda: no usable CUDA driver").contains("/nonexistent");
+    }
+}
