@@ -8,6 +8,7 @@ import io.gpumem.history.HistoryOptions;
 import io.gpumem.oom.OomReport;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.trace.analysis.WhatIfOutcome;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -99,6 +100,7 @@ public final class WorkloadRunner {
             allocator.recordHistory(HistoryOptions.all());
         }
         long[] ptr = new long[workload.allocationCount()];
+        Map<Long, Long> streams = new HashMap<>();
         List<MemoryOp> ops = workload.ops();
         int step = -1;
         int stepsCompleted = 0;
@@ -108,7 +110,7 @@ public final class WorkloadRunner {
                 case MemoryOp.Alloc a -> {
                     current[0] = a.name();
                     try {
-                        ptr[a.id()] = allocator.malloc(a.bytes(), a.stream());
+                        ptr[a.id()] = allocator.malloc(a.bytes(), deviceStream(device, streams, a.stream()));
                     } catch (OutOfMemoryException e) {
                         return new Run(conf, allocator.memoryStats(), stepsCompleted, e.report(), i, a, allocator, device);
                     }
@@ -126,6 +128,23 @@ public final class WorkloadRunner {
             }
         }
         return new Run(conf, allocator.memoryStats(), stepsCompleted + (step >= 0 ? 1 : 0), null, -1, null, allocator, device);
+    }
+
+    /**
+     * The device stream standing for a workload's stream: 0 is the default stream; any other handle (traces
+     * carry arbitrary integers) gets a stream created on the device at first use, in first-use order, so the
+     * mapping is deterministic.
+     */
+    private static long deviceStream(SimulatedDevice device, Map<Long, Long> streams, long stream) {
+        if (stream == 0) {
+            return 0;
+        }
+        Long mapped = streams.get(stream);
+        if (mapped == null) {
+            mapped = device.createStream();
+            streams.put(stream, mapped);
+        }
+        return mapped;
     }
 
     /**

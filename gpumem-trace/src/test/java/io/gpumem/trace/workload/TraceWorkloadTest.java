@@ -40,6 +40,13 @@ class TraceWorkloadTest {
         assertThat(all.describe()).contains("1 frees of blocks from before the window skipped");
         assertThat(all.peakLiveBytes()).isEqualTo(300 + (50 << 20));
 
+        // arbitrary stream handles, as traces carry them, run on streams the simulated device creates
+        List<TraceEntry> streams = List.of(TraceEntry.of(TraceAction.ALLOC, 0x1000, 3 << 20, 123288560L),
+                TraceEntry.of(TraceAction.ALLOC, 0x9000, 3 << 20, 0), TraceEntry.of(TraceAction.FREE_REQUESTED, 0x1000, 3 << 20, 123288560L));
+        WorkloadRunner.Run run = new WorkloadRunner(1L << 30, 0).run(TraceWorkload.of(snapshot(streams), 0, 3), "", false);
+        assertThat(run.completed()).isTrue();
+        assertThat(run.stat("segment.all.current")).as("one segment per stream").isEqualTo(2);
+
         TraceWorkload upToFirstFree = TraceWorkload.of(snapshot(trace), 0, 5);
         assertThat(upToFirstFree.ops()).hasSize(3);
         assertThat(upToFirstFree.describe()).contains("up to entry 4");
