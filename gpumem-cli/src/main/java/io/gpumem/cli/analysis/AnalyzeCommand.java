@@ -8,6 +8,7 @@ import io.gpumem.trace.analysis.SnapshotStates;
 import io.gpumem.trace.analysis.StateAnalysis;
 import io.gpumem.trace.analysis.StateAnalyzer;
 import io.gpumem.trace.analysis.TraceStates;
+import io.gpumem.trace.io.SourceFormat;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
@@ -79,6 +80,11 @@ public final class AnalyzeCommand implements Callable<Integer> {
             throw new CommandLine.ParameterException(spec.commandLine(), "--top must be >= 0, got " + top);
         }
         TraceSnapshot snapshot = TraceReaders.read(file);
+        if (snapshot.segments().isEmpty() && snapshot.format() != SourceFormat.PYTORCH_SNAPSHOT
+                && snapshot.format() != SourceFormat.PYTORCH_SEGMENT_LIST) {
+            out.println("note: " + file + " is a " + snapshot.format() + " file: it records requests but no allocator"
+                    + " state, so the states below are empty; the compare runs replay its requests");
+        }
         List<Integer> devices = device != null ? List.of(device) : SnapshotStates.devices(snapshot);
         if (devices.isEmpty()) {
             out.println(file + ": no segments and no trace entries: nothing to analyse");

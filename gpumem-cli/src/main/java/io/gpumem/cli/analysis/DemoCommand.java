@@ -1,5 +1,7 @@
 package io.gpumem.cli.analysis;
 
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.config.ConfigException;
 import io.gpumem.trace.analysis.AllocatorStates;
 import io.gpumem.trace.analysis.AnalysisPrinter;
 import io.gpumem.trace.analysis.ByteSizes;
@@ -18,6 +20,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.Callable;
+import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
@@ -104,8 +107,15 @@ public final class DemoCommand implements Callable<Integer> {
                 + ByteSizes.format(workload.peakLiveBytes()));
         out.println();
 
-        WorkloadWhatIf whatIf = new WorkloadWhatIf(workload, runner, !noMinCapacity);
         List<String> alternatives = configs != null ? configs : WorkloadWhatIf.DEMO_ALTERNATIVES;
+        for (String conf : alternatives) {
+            try {
+                AllocatorConfig.parse(conf);
+            } catch (ConfigException e) {
+                throw new CommandLine.ParameterException(spec.commandLine(), "--config " + conf + ": " + e.getMessage());
+            }
+        }
+        WorkloadWhatIf whatIf = new WorkloadWhatIf(workload, runner, !noMinCapacity);
         List<WhatIfOutcome> rows = new ArrayList<>();
         rows.add(whatIf.run(""));
         for (String conf : alternatives) {

@@ -82,6 +82,11 @@ class AnalysisCommandsTest {
         assertThat(heads.exit()).isEqualTo(2);
         assertThat(heads.err()).contains("hidden 100 is not a multiple of heads 3");
 
+        Result conf = run(with(SMALL, "--config", "expandable_segments:Maybe"));
+        assertThat(conf.exit()).isEqualTo(2);
+        assertThat(conf.err()).contains("--config expandable_segments:Maybe");
+        assertThat(conf.out()).doesNotContain("comparison");
+
         Path missingDir = tmp.resolve("no/such/dir/x.pickle");
         Result unwritable = run(with(SMALL, "--capacity", "4GiB", "--snapshot", missingDir.toString()));
         assertThat(unwritable.exit()).isEqualTo(2);
