@@ -129,7 +129,8 @@ public final class DemoCommand implements Callable<Integer> {
         OomEvent oom = baseline.completed() ? null
                 : new OomEvent(baseline.oom().roundedSize(), baseline.oom().deviceFree(), baseline.failedAlloc().stream(), -1);
         String label = baseline.completed() ? "default config, end of the run"
-                : "default config, at the OOM in step " + baseline.stepsCompleted() + " (" + baseline.failedAlloc().name() + ")";
+                : "default config, at the OOM in step " + (baseline.stepsCompleted() + 1) + " of " + steps
+                        + " (allocating " + baseline.failedAlloc().name() + ")";
         MemoryState state = AllocatorStates.capture(baseline.allocator(), label, oom);
         StateAnalysis analysis = new StateAnalyzer().analyze(state);
         AnalysisPrinter.printState(analysis, out);
