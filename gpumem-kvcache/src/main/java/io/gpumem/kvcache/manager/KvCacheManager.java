@@ -104,7 +104,9 @@ public final class KvCacheManager implements AutoCloseable {
         int maxBlocks = (r.numTokens - 1) / blockSize;
         ensureKeys(r, maxBlocks);
         if (r.pendingHit.length < maxBlocks) {
-            r.pendingHit = Arrays.copyOf(r.pendingHit, Math.max(maxBlocks, r.pendingHit.length * 2));
+            int n = Math.max(maxBlocks, r.pendingHit.length * 2);
+            r.pendingHit = Arrays.copyOf(r.pendingHit, n);
+            r.pendingHitGeneration = Arrays.copyOf(r.pendingHitGeneration, n);
         }
         int parent = BlockPool.NONE;
         int hits = 0;
@@ -113,6 +115,7 @@ public final class KvCacheManager implements AutoCloseable {
             if (b == BlockPool.NONE) {
                 break;
             }
+            r.pendingHitGeneration[hits] = pool.generation(b);
             r.pendingHit[hits++] = b;
             parent = b;
         }
@@ -145,7 +148,7 @@ public final class KvCacheManager implements AutoCloseable {
                     + ") must not be negative");
         }
         boolean admitting = r.numBlocks == 0;
-        int hitBlocks = admitting && r.hasPendingLookup ? r.pendingHitBlocks : 0;
+        int hitBlocks = admitting && r.hasPendingLookup ? validHits(r) : 0;
         int computed = admitting ? hitBlocks * blockSize : r.numComputed;
         int end = computed + newTokens;
         if (end > r.numTokens) {
@@ -210,6 +213,19 @@ public final class KvCacheManager implements AutoCloseable {
         r.numBlocks += newBlocks;
         cacheFullBlocks(r, end / blockSize);
         return true;
+    }
+
+    /**
+     * Hits found by {@link #computedBlocks} that still hold what they were found with: a hit block
+     * evicted (and maybe reused) since the lookup ends the usable prefix there.
+     */
+    private int validHits(KvRequest r) {
+        int n = 0;
+        while (n < r.pendingHitBlocks && pool.isCached(r.pendingHit[n])
+                && pool.generation(r.pendingHit[n]) == r.pendingHitGeneration[n]) {
+            n++;
+        }
+        return n;
     }
 
     private void cacheFullBlocks(KvRequest r, int fullBlocks) {

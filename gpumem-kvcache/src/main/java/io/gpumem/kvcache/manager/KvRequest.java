@@ -37,6 +37,7 @@ public final class KvRequest {
     int numKeyed;
 
     int[] pendingHit = new int[4];
+    int[] pendingHitGeneration = new int[4];
     int pendingHitBlocks;
     boolean hasPendingLookup;
 

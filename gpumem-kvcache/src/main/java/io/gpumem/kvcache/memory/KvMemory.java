@@ -22,6 +22,11 @@ public interface KvMemory {
     /** Frees a region returned by {@link #allocate}. */
     void free(long address);
 
+    /** Regions from gpumem's caching allocator (the default in the simulator and CLI). */
+    static KvMemory cachingAllocator(io.gpumem.alloc.CachingAllocator allocator) {
+        return new AllocatorKvMemory(allocator);
+    }
+
     /** Regions straight from {@link Device#malloc}. */
     static KvMemory direct(Device device) {
         return new DeviceKvMemory(device);

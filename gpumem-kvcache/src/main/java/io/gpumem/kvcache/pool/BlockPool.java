@@ -152,6 +152,14 @@ public final class BlockPool {
         return (flags[checkId(block)] & IN_FREE) != 0;
     }
 
+    /**
+     * The block's generation: it changes whenever the block loses its cache entry, so a caller holding a
+     * lookup result can tell whether the block still holds the contents it was found with.
+     */
+    public int generation(int block) {
+        return generation[checkId(block)];
+    }
+
     /** High half of the block's key (meaningful only when cached). */
     public long keyHi(int block) {
         return keyHi[block];
@@ -193,9 +201,31 @@ public final class BlockPool {
         if (n > freeCount) {
             throw new KvCacheException("BlockPool: asked for " + n + " blocks, only " + freeCount + " free");
         }
+        // Batched pop: walk n blocks from the head, then cut the list once.
+        int b = head;
+        int cachedTaken = 0;
         for (int i = 0; i < n; i++) {
-            dst[offset + i] = allocate();
+            dst[offset + i] = b;
+            byte f = flags[b];
+            if ((f & CACHED) != 0) {
+                cachedTaken++;
+                uncache(b);
+            }
+            flags[b] &= ~IN_FREE;
+            refCount[b] = 1;
+            int nb = next[b];
+            prev[b] = NONE;
+            next[b] = NONE;
+            b = nb;
         }
+        head = b;
+        if (b == NONE) {
+            tail = NONE;
+        } else {
+            prev[b] = NONE;
+        }
+        freeCount -= n;
+        freeCachedCount -= cachedTaken;
     }
 
     /** Takes one more reference to a block (a prefix hit or a fork); removes it from the free list at 0. */

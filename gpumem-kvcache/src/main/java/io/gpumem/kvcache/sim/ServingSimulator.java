@@ -1,5 +1,6 @@
 package io.gpumem.kvcache.sim;
 
+import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.device.Device;
 import io.gpumem.kvcache.KvCacheSpec;
 import io.gpumem.kvcache.manager.KvCacheConfig;
@@ -83,9 +84,9 @@ public final class ServingSimulator {
         return 2L * config.blockSize() * config.kvHeads() * config.headSize() * 2 * config.layers() * config.blocks();
     }
 
-    /** Convenience: {@link #run(SimConfig, KvMemory)} directly on a device. */
+    /** Runs with the KV regions taken from a {@link CachingAllocator} on {@code device} (the default set-up). */
     public static SimReport run(SimConfig config, Device device) {
-        return run(config, KvMemory.direct(device));
+        return run(config, KvMemory.cachingAllocator(new CachingAllocator(device)));
     }
 
     private static SimReport simulate(SimConfig config, KvCacheManager manager, Scheduler scheduler) {
@@ -110,6 +111,8 @@ public final class ServingSimulator {
         long poolNs = 0;
         long wasteSlots = 0;
         long allocatedSlots = 0;
+        long contiguousSlots = 0;
+        long contiguousLive = 0;
         double usageSum = 0;
         double peakUsage = 0;
         long runningSum = 0;
@@ -146,6 +149,8 @@ public final class ServingSimulator {
             long slots = 0;
             long liveTokens = 0;
             for (KvRequest r : scheduler.running()) {
+                contiguousSlots += config.maxModelLen();
+                contiguousLive += r.numComputed();
                 for (int j = 0; j < r.numBlocks(); j++) {
                     int b = r.block(j);
                     int f = Math.max(0, Math.min(bs, r.numComputed() - j * bs));
@@ -195,6 +200,7 @@ public final class ServingSimulator {
                 manager.preemptions(), manager.recomputePreemptions(), manager.swapPreemptions(),
                 manager.prefixQueriedTokens() == 0 ? 0 : (double) manager.prefixHitTokens() / manager.prefixQueriedTokens(),
                 manager.prefixHitRate(), allocatedSlots == 0 ? 0 : (double) wasteSlots / allocatedSlots,
+                contiguousSlots == 0 ? 0 : (double) (contiguousSlots - contiguousLive) / contiguousSlots,
                 step == 0 ? 0 : usageSum / step, peakUsage, step == 0 ? 0 : (double) runningSum / step,
                 manager.copyOnWriteBlocks(), step == 0 ? 0 : (double) poolNs / step);
     }

@@ -14,6 +14,8 @@ package io.gpumem.kvcache.sim;
  * @param prefixHitRate prefix-hit tokens / queried prompt tokens over the whole run
  * @param prefixHitRateWindow the same over the last 1,000 lookups (vLLM's metric)
  * @param kvWaste (allocated slots − live tokens) / allocated slots, summed over steps; shared blocks counted once
+ * @param contiguousWaste the same for the pre-paging baseline measured in the same run: every running request
+ *        reserving {@code maxModelLen} contiguous slots, nothing shared
  * @param meanUsage mean vLLM usage (referenced blocks / usable blocks) over steps
  * @param peakUsage highest usage
  * @param meanRunning mean running requests per step
@@ -22,6 +24,6 @@ package io.gpumem.kvcache.sim;
  */
 public record SimReport(long requestsFinished, long requestsTotal, long steps, double tokensPerStep, long outputTokens,
                         long preemptions, long recomputePreemptions, long swapPreemptions, double prefixHitRate,
-                        double prefixHitRateWindow, double kvWaste, double meanUsage, double peakUsage,
+                        double prefixHitRateWindow, double kvWaste, double contiguousWaste, double meanUsage, double peakUsage,
                         double meanRunning, long copyOnWriteBlocks, double poolNsPerStep) {
 }

@@ -1,5 +1,6 @@
 package io.gpumem.kvcache.attention;
 
+import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.kvcache.KvCacheSpec;
 import io.gpumem.kvcache.manager.KvCacheConfig;
@@ -35,11 +36,16 @@ class PagedAttentionEqualityTest {
     private final MemorySegment v = arena.allocate((long) KV_HEADS * HEAD * 4, 8);
 
     private KvCacheManager manager(int blocks, KvCacheConfig config) {
+        return manager(blocks, config, false);
+    }
+
+    private KvCacheManager manager(int blocks, KvCacheConfig config, boolean onAllocator) {
         System.out.println("seed=" + seed);
         KvCacheSpec spec = KvCacheSpec.builder().layers(LAYERS).kvHeads(KV_HEADS).headSize(HEAD).elementSize(4)
                 .blockSize(BS).numBlocks(blocks).maxModelLen(Math.min(128, (blocks - 1) * BS)).build();
         SimulatedDevice device = SimulatedDevice.builder().capacity(16L << 20).backed(true).build();
-        return new KvCacheManager(spec, KvMemory.direct(device), config);
+        return new KvCacheManager(spec, onAllocator ? KvMemory.cachingAllocator(new CachingAllocator(device))
+                : KvMemory.direct(device), config);
     }
 
     /** The toy model: K (or V) of a position as a function of the prefix key up to it and the layer. */
@@ -138,7 +144,15 @@ class PagedAttentionEqualityTest {
 
     @Test
     void pagedEqualsContiguousAfterCopyOnWrite() {
-        KvCacheManager m = manager(64, KvCacheConfig.defaults());
+        copyOnWriteScenario(manager(64, KvCacheConfig.defaults()));
+    }
+
+    @Test
+    void pagedEqualsContiguousOnCachingAllocatorMemory() {
+        copyOnWriteScenario(manager(64, KvCacheConfig.defaults(), true));
+    }
+
+    private void copyOnWriteScenario(KvCacheManager m) {
         SplittableRandom rnd = new SplittableRandom(seed + 1);
         KvRequest parent = KvRequest.of("p", tokens(rnd, 10));
         admit(m, parent);
@@ -225,6 +239,97 @@ class PagedAttentionEqualityTest {
         decode(m, c, 1);
         assertAttentionMatches(m, c);
         m.checkInvariants();
+    }
+
+    @Test
+    void randomOperationsKeepEveryRequestsAttentionExact() {
+        long cow = 0;
+        long swaps = 0;
+        long hits = 0;
+        for (long s = 1; s <= 6; s++) {
+            KvCacheManager m = randomRun(s);
+            cow += m.copyOnWriteBlocks();
+            swaps += m.swapPreemptions();
+            hits += m.prefixHitTokens();
+        }
+        assertThat(cow).as("copy-on-write exercised").isPositive();
+        assertThat(swaps).as("swap exercised").isPositive();
+        assertThat(hits).as("prefix hits exercised").isPositive();
+    }
+
+    /**
+     * Seeded random admissions (prompts drawn from a few shared prefixes), decodes, forks, recompute and
+     * swap preemptions, swap-ins and frees on a small pool; invariants after every operation, attention
+     * equality for every running request at checkpoints.
+     */
+    private KvCacheManager randomRun(long runSeed) {
+        System.out.println("seed=" + runSeed);
+        KvCacheManager m = manager(24, KvCacheConfig.defaults().withSwapSpaceBytes(1 << 20), runSeed % 2 == 0);
+        SplittableRandom rnd = new SplittableRandom(runSeed);
+        int[][] prefixes = {tokens(rnd, 9), tokens(rnd, 13), tokens(rnd, 4)};
+        java.util.List<KvRequest> running = new java.util.ArrayList<>();
+        java.util.List<KvRequest> parked = new java.util.ArrayList<>();
+        int ids = 0;
+        for (int op = 0; op < 300; op++) {
+            int kind = rnd.nextInt(10);
+            if (kind < 2) {
+                int[] prefix = prefixes[rnd.nextInt(prefixes.length)];
+                KvRequest r = KvRequest.of("n" + ids++, concat(prefix, tokens(rnd, rnd.nextInt(6))));
+                int hit = m.computedBlocks(r);
+                if (m.allocateSlots(r, r.numTokens() - hit, 0)) {
+                    compute(m, r, r.numTokens() - r.numComputed());
+                    running.add(r);
+                } else {
+                    parked.add(r);
+                }
+            } else if (kind < 6 && !running.isEmpty()) {
+                KvRequest r = running.get(rnd.nextInt(running.size()));
+                if (r.numTokens() + 1 < m.spec().maxModelLen()) {
+                    r.appendToken(rnd.nextInt(1000));
+                    if (m.allocateSlots(r, 1, rnd.nextInt(3))) {
+                        compute(m, r, 1);
+                    } else {
+                        m.preempt(r, PreemptionMode.RECOMPUTE);
+                        running.remove(r);
+                        parked.add(r);
+                    }
+                }
+            } else if (kind == 6 && !running.isEmpty() && m.pool().freeCount() > 2) {
+                running.add(m.fork(running.get(rnd.nextInt(running.size())), "f" + ids++));
+            } else if (kind == 7 && !running.isEmpty()) {
+                KvRequest r = running.remove(rnd.nextInt(running.size()));
+                m.preempt(r, rnd.nextBoolean() ? PreemptionMode.SWAP : PreemptionMode.RECOMPUTE);
+                parked.add(r);
+            } else if (kind == 8 && !parked.isEmpty()) {
+                KvRequest r = parked.get(0);
+                boolean resumed;
+                if (r.status() == io.gpumem.kvcache.manager.RequestStatus.SWAPPED) {
+                    resumed = m.swapIn(r);
+                } else {
+                    int hit = m.computedBlocks(r);
+                    resumed = m.allocateSlots(r, r.numTokens() - hit, 0);
+                    if (resumed) {
+                        compute(m, r, r.numTokens() - r.numComputed());
+                    }
+                }
+                if (resumed) {
+                    parked.remove(0);
+                    running.add(r);
+                }
+            } else if (kind == 9 && !running.isEmpty()) {
+                m.free(running.remove(rnd.nextInt(running.size())));
+            }
+            m.checkInvariants();
+            if (op % 50 == 49) {
+                for (KvRequest r : running) {
+                    if (r.numComputed() > 0) {
+                        assertAttentionMatches(m, r);
+                    }
+                }
+            }
+        }
+        assertThat(m.pool().evictions()).as("seed %d exercised eviction", runSeed).isPositive();
+        return m;
     }
 
     private static int[] concat(int[] a, int[] b) {

@@ -122,6 +122,25 @@ class KvCacheManagerTest {
     }
 
     @Test
+    void hitsEvictedBetweenLookupAndAllocationAreNotUsed() {
+        KvCacheManager m = manager(8, KvCacheConfig.defaults());  // 7 usable
+        KvRequest a = admit(m, KvRequest.of("a", seq(0, 9)));    // blocks 1, 2 cached, 3 partial
+        m.free(a);                                               // free list: 3, 4, 5, 6, 7, 2, 1
+        KvRequest b = KvRequest.of("b", seq(0, 9));
+        assertThat(m.computedBlocks(b)).isEqualTo(8);            // hits: blocks 1 and 2
+        KvRequest other = admit(m, KvRequest.of("o", seq(100, 24)));  // 6 blocks: pops 3..7 and 2
+        assertThat(other.blockTable()).contains(2);
+        // block 2 now holds (and is cached with) other's tokens: the stale hit must not be taken
+        // only block 1 is still a valid hit: 4 tokens computed, one block more needed, plus idle block 1: 2 > 1 free
+        assertThat(m.allocateSlots(b, 1, 0)).isFalse();
+        m.free(other);
+        assertThat(m.allocateSlots(b, 1, 0)).isTrue();
+        assertThat(b.numComputed()).isEqualTo(4);
+        assertThat(b.block(0)).isEqualTo(1);
+        m.checkInvariants();
+    }
+
+    @Test
     void forkSharesBlocksAndCopiesOnWrite() {
         KvCacheManager m = manager(16, KvCacheConfig.defaults());
         KvRequest p = admit(m, KvRequest.of("p", seq(0, 6)));

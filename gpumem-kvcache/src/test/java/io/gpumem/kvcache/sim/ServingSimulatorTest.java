@@ -19,7 +19,7 @@ class ServingSimulatorTest {
     private static SimReport withoutTiming(SimReport r) {
         return new SimReport(r.requestsFinished(), r.requestsTotal(), r.steps(), r.tokensPerStep(), r.outputTokens(),
                 r.preemptions(), r.recomputePreemptions(), r.swapPreemptions(), r.prefixHitRate(), r.prefixHitRateWindow(),
-                r.kvWaste(), r.meanUsage(), r.peakUsage(), r.meanRunning(), r.copyOnWriteBlocks(), 0);
+                r.kvWaste(), r.contiguousWaste(), r.meanUsage(), r.peakUsage(), r.meanRunning(), r.copyOnWriteBlocks(), 0);
     }
 
     @Test
@@ -36,6 +36,7 @@ class ServingSimulatorTest {
         SimReport r = run(SimConfig.defaults().withRequests(300).withSeed(7));
         assertThat(r.requestsFinished()).isEqualTo(300);
         assertThat(r.kvWaste()).isBetween(0.001, 0.04);
+        assertThat(r.contiguousWaste()).isGreaterThan(0.6);
     }
 
     @Test

@@ -1,0 +1,87 @@
+package io.gpumem.bench.kv;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedList;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Baseline for {@link BlockPoolBenchmark}: the straightforward object-oriented port of vLLM's block
+ * pool that the real {@code BlockPool} is measured against. One object per block, a
+ * {@link LinkedList} as the free queue (a node allocated per release), a {@link HashMap} keyed by a
+ * key record (an object per lookup and per cached block), and the same LRU and reverse-free rules.
+ */
+final class NaiveObjectBlockPool {
+    record Key(long hi, long lo) {
+    }
+
+    static final class Block {
+        final int id;
+        int refCount;
+        Key key;
+
+        Block(int id) {
+            this.id = id;
+        }
+    }
+
+    private final Block[] blocks;
+    private final LinkedList<Block> free = new LinkedList<>();
+    private final Map<Key, Block> cached = new HashMap<>();
+
+    NaiveObjectBlockPool(int numBlocks) {
+        blocks = new Block[numBlocks];
+        for (int i = 0; i < numBlocks; i++) {
+            blocks[i] = new Block(i);
+            if (i > 0) {
+                free.add(blocks[i]);
+            }
+        }
+    }
+
+    List<Block> allocate(int n) {
+        if (n > free.size()) {
+            throw new IllegalStateException("only " + free.size() + " free");
+        }
+        List<Block> out = new ArrayList<>(n);
+        for (int i = 0; i < n; i++) {
+            Block b = free.removeFirst();
+            if (b.key != null) {
+                cached.remove(b.key);
+                b.key = null;
+            }
+            b.refCount = 1;
+            out.add(b);
+        }
+        return out;
+    }
+
+    void free(List<Block> table) {
+        for (int i = table.size() - 1; i >= 0; i--) {
+            Block b = table.get(i);
+            if (--b.refCount == 0) {
+                if (b.key == null) {
+                    free.addFirst(b);
+                } else {
+                    free.addLast(b);
+                }
+            }
+        }
+    }
+
+    void cache(Block b, long hi, long lo) {
+        b.key = new Key(hi, lo);
+        cached.put(b.key, b);
+    }
+
+    Block lookup(long hi, long lo) {
+        return cached.get(new Key(hi, lo));
+    }
+
+    void touch(Block b) {
+        if (b.refCount++ == 0) {
+            free.remove(b);
+        }
+    }
+}

@@ -1,0 +1,90 @@
+package io.gpumem.cli.kv;
+
+import io.gpumem.cli.GpumemCli;
+import org.junit.jupiter.api.Test;
+import picocli.CommandLine;
+
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.util.ArrayList;
+import java.util.List;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+class KvSimCommandTest {
+
+    private record Result(int exit, String out, String err) {
+    }
+
+    private static Result run(String... args) {
+        CommandLine cl = GpumemCli.commandLine();
+        StringWriter out = new StringWriter();
+        StringWriter err = new StringWriter();
+        cl.setOut(new PrintWriter(out));
+        cl.setErr(new PrintWriter(err));
+        int exit = cl.execute(args);
+        return new Result(exit, out.toString(), err.toString());
+    }
+
+    private static String withoutTiming(String json) {
+        return json.replaceAll("\"pool_ns_per_step\":[0-9.Ee+-]+", "");
+    }
+
+    @Test
+    void jsonHasEveryRequiredFieldAndIsDeterministic() {
+        String[] args = {"kv-sim", "--workload", "sharegpt", "--seed", "11", "--requests", "120", "--blocks", "400", "--json"};
+        Result a = run(args);
+        Result b = run(args);
+        assertThat(a.exit()).as(a.err()).isZero();
+        for (String key : List.of("requests_finished", "tokens_per_step", "preemptions", "prefix_hit_rate", "kv_waste", "pool_ns_per_step")) {
+            assertThat(a.out()).contains("\"" + key + "\":");
+        }
+        assertThat(a.out()).contains("\"requests_finished\":120");
+        assertThat(a.out().strip()).startsWith("{").endsWith("}");
+        assertThat(withoutTiming(a.out())).isEqualTo(withoutTiming(b.out()));
+    }
+
+    @Test
+    void textReportNamesTheFiguresForEachWorkloadAndMode() {
+        List<String[]> variants = new ArrayList<>();
+        variants.add(new String[] {"kv-sim", "--workload", "alpaca", "--requests", "50"});
+        variants.add(new String[] {"kv-sim", "--workload", "shared-prefix", "--requests", "50", "--prefix-caching", "off"});
+        variants.add(new String[] {"kv-sim", "--workload", "chat", "--requests", "10", "--preemption", "swap", "--blocks", "300"});
+        variants.add(new String[] {"kv-sim", "--requests", "30", "--memory", "direct", "--victim", "least-computed", "--hash", "sha256"});
+        for (String[] v : variants) {
+            Result r = run(v);
+            assertThat(r.exit()).as(String.join(" ", v) + r.err()).isZero();
+            assertThat(r.out()).contains("requests finished", "tokens per step", "preemptions", "prefix hit rate", "KV waste",
+                    "block-pool time");
+        }
+    }
+
+    @Test
+    void badOptionsNameTheOptionAndExitWithTwo() {
+        Result r = run("kv-sim", "--workload", "reddit");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).contains("--workload").contains("reddit");
+        r = run("kv-sim", "--blocks", "10");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).contains("--blocks 10").contains("less than one request");
+        r = run("kv-sim", "--prefix-caching", "maybe");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).contains("--prefix-caching");
+        r = run("kv-sim", "--preemption", "drop");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).contains("--preemption");
+        r = run("kv-sim", "--memory", "disk");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).contains("--memory");
+        r = run("kv-sim", "--rate", "0");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).contains("--rate");
+    }
+
+    @Test
+    void stoppingEarlyExitsWithOne() {
+        Result r = run("kv-sim", "--requests", "50", "--max-steps", "10", "--json");
+        assertThat(r.exit()).isEqualTo(1);
+        assertThat(r.out()).contains("\"steps\":10");
+    }
+}
