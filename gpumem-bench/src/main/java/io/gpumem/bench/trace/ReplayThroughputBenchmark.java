@@ -34,14 +34,16 @@ import org.openjdk.jmh.annotations.Warmup;
  * repeats for its binary search). The score is reported per trace entry ({@link OperationsPerInvocation}), so
  * ops/s = entries/s. Target: 2 million entries per second.
  *
- * <p>Run: {@code java -jar gpumem-bench/target/benchmarks.jar ReplayThroughput}.
+ * <p>Run: {@code java -jar gpumem-bench/target/benchmarks.jar ReplayThroughput}. The fork uses the serial
+ * collector: a replay is one thread, and on a small shared machine parallel GC threads compete with it for the
+ * same cores (with the default collector the scores were several times lower and far noisier).
  */
 @State(Scope.Benchmark)
 @BenchmarkMode(Mode.Throughput)
 @OutputTimeUnit(TimeUnit.SECONDS)
 @Warmup(iterations = 5, time = 2)
 @Measurement(iterations = 5, time = 2)
-@Fork(1)
+@Fork(value = 1, jvmArgsAppend = {"-XX:+UseSerialGC", "-Xmx1g"})
 public class ReplayThroughputBenchmark {
 
     /** Entries in {@code lm2.7b-train-step.pickle} (checked at setup). */

@@ -23,8 +23,8 @@ import java.util.Map;
  * uses expandable segments too), so differences are understated for windows that start with much reserved.
  * Addresses are the simulated device's (most recently freed range of the same size, else fresh space).
  * Recorded release runs are replayed as {@code empty_cache()} when the user called it (the run opens the
- * window, or is not followed by a driver allocation or an oom; or an ops script's {@code empty_cache}); runs that are the OOM-retry path are left to
- * the capacity model, which retries on its own. A request that fails is counted as an OOM and its later frees
+ * window, or is not followed by a driver allocation or an oom; or an ops script's {@code empty_cache}); runs
+ * that are the OOM-retry path are left to the capacity model, which retries on its own. A request that fails is counted as an OOM and its later frees
  * are skipped. The minimum capacity is found by binary search in 2 MiB steps between the peak allocated
  * bytes (no run can need less) and the peak reserved bytes with unlimited memory (which always suffices),
  * assuming feasibility is monotone in capacity.
@@ -35,23 +35,19 @@ public final class WhatIfReplay {
 
     private final TraceSnapshot snapshot;
     private final int device;
-    private final List<TraceEntry> trace;
     private final WindowStart start;
-    private final boolean[] userEmptyCache;
+    private final RequestStream requests;
+    private final RecordedTotals recorded;
 
+    /** Prepares replays of {@code device}'s trace from {@code start} (compiles the request stream once). */
     public WhatIfReplay(TraceSnapshot snapshot, int device, WindowStart start) {
+        List<TraceEntry> trace = snapshot.traceOf(device);
         this.snapshot = snapshot;
         this.device = device;
-        this.trace = snapshot.traceOf(device);
         this.start = start;
-        this.userEmptyCache = classifyReleaseRuns(trace);
         this.recorded = RecordedTotals.of(start.reservedBytes(), trace);
-        this.requests = new RequestStream(trace, start, userEmptyCache);
+        this.requests = new RequestStream(trace, start, classifyReleaseRuns(trace));
     }
-
-    private final RequestStream requests;
-
-    private final RecordedTotals recorded;
 
     /** What the recording says: its own peak reserved and the capacity it is taken to have run at. */
     public RecordedTotals recorded() {
