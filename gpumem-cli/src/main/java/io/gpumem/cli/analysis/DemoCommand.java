@@ -95,7 +95,7 @@ public final class DemoCommand implements Callable<Integer> {
     public Integer call() throws Exception {
         PrintWriter out = spec.commandLine().getOut();
         long capacityBytes = ByteSizes.parse(capacity);
-        long outsideBytes = heldOutside.equals("0") ? 0 : ByteSizes.parse(heldOutside);
+        long outsideBytes = ByteSizes.parseNonNegative(heldOutside);
         TrainingWorkload workload = TrainingWorkload.builder().layers(layers).hidden(hidden).heads(heads).vocab(vocab)
                 .batch(batch).seqLens(seqMin, seqMax, seqMultiple).steps(steps).seed(seed).build();
         WorkloadRunner runner = new WorkloadRunner(capacityBytes, outsideBytes);
