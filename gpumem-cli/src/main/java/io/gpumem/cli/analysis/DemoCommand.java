@@ -96,6 +96,10 @@ public final class DemoCommand implements Callable<Integer> {
         PrintWriter out = spec.commandLine().getOut();
         long capacityBytes = ByteSizes.parse(capacity);
         long outsideBytes = ByteSizes.parseNonNegative(heldOutside);
+        if (outsideBytes >= capacityBytes) {
+            throw new CommandLine.ParameterException(spec.commandLine(), "--held-outside " + ByteSizes.format(outsideBytes)
+                    + " must be below --capacity " + ByteSizes.format(capacityBytes));
+        }
         TrainingWorkload workload = TrainingWorkload.builder().layers(layers).hidden(hidden).heads(heads).vocab(vocab)
                 .batch(batch).seqLens(seqMin, seqMax, seqMultiple).steps(steps).seed(seed).build();
         WorkloadRunner runner = new WorkloadRunner(capacityBytes, outsideBytes);

@@ -104,6 +104,13 @@ public final class Recommender {
             configRecs.sort(Comparator.comparingLong((Recommendation r) -> r.outcome().ooms())
                     .thenComparing(Comparator.comparingLong(Recommendation::bytesSaved).reversed()));
             recs.addAll(configRecs);
+            if (baseline.ooms() > 0 && configRecs.stream().noneMatch(r -> r.outcome().ooms() == 0)) {
+                alternatives.stream().filter(o -> o.minCapacity() >= 0)
+                        .min(java.util.Comparator.comparingLong(WhatIfOutcome::minCapacity))
+                        .ifPresent(best -> notes.add("no run tried fits this device: the least demanding ("
+                                + (best.label().isEmpty() ? "defaults" : best.label()) + ") needs "
+                                + ByteSizes.format(best.minCapacity()) + " of device memory"));
+            }
             if (configRecs.isEmpty()) {
                 notes.add("no configuration tried (" + String.join(", ", CONFIG_CANDIDATES)
                         + ") did better than the baseline on " + whatIf.description());
