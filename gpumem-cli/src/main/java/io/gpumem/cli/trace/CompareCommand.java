@@ -105,7 +105,10 @@ public final class CompareCommand implements Callable<Integer> {
         } else {
             out.println("trace " + trace.source() + ", device " + d + ": " + trace.traceOf(d).size() + " entries; start "
                     + Sizes.gib(start.allocatedBytes()) + " allocated in " + Sizes.gib(start.reservedBytes())
-                    + " reserved; recorded peak reserved " + Sizes.gib(replay.recorded().peakReserved())
+                    + " reserved; " + (trace.format() == io.gpumem.trace.io.SourceFormat.PYTORCH_SNAPSHOT
+                            || trace.format() == io.gpumem.trace.io.SourceFormat.PYTORCH_SEGMENT_LIST
+                            ? "recorded peak reserved " + Sizes.gib(replay.recorded().peakReserved())
+                            : "requests only (" + trace.format() + ", no driver calls recorded)")
                     + "; capacity " + Sizes.gib(capacity));
             out.print(table(rows));
         }

@@ -11,7 +11,8 @@ import picocli.CommandLine.Parameters;
 final class TraceInput {
 
     @Parameters(index = "0", paramLabel = "FILE",
-            description = "Trace file: PyTorch snapshot pickle, RMM log CSV or tensor-lifetime CSV (detected from the content).")
+            description = "Trace file: PyTorch snapshot pickle, RMM log CSV, tensor-lifetime CSV or gpumem sim ops script"
+                    + " (detected from the content).")
     Path file;
 
     @Option(names = "--max-file-mib", paramLabel = "N", defaultValue = "1024",

@@ -162,8 +162,18 @@ class TraceCommandsTest {
         Files.writeString(badRmm, "Thread,Time,Action,Pointer,Size,Stream\n1,1,allocate,0x10,12x,0\n");
         Path badLifetimes = dir.resolve("life.csv");
         Files.writeString(badLifetimes, "id,lower,upper,size\n0,1,2,3\n1,9,2,3\n");
+        Path truncatedCsv = dir.resolve("cut.csv");
+        Files.writeString(truncatedCsv, "id,lower,upper,size\n0,1,2,3\n1,4,");
+        Path badScript = dir.resolve("job.ops");
+        Files.writeString(badScript, "alloc a 1000\nfree a\nfree a\n");
+        Path binary = dir.resolve("noise.bin");
+        byte[] noise = new byte[2048];
+        new java.util.Random(11).nextBytes(noise);
+        noise[0] = '}';
+        Files.write(binary, noise);
         for (String cmd : new String[] {"replay", "compare"}) {
-            for (Path f : new Path[] {truncated, garbage, badRmm, badLifetimes, dir.resolve("missing.pickle")}) {
+            for (Path f : new Path[] {truncated, garbage, badRmm, badLifetimes, truncatedCsv, badScript, binary,
+                    dir.resolve("missing.pickle")}) {
                 Result r = run(cmd, f.toString());
                 assertThat(r.code()).as(cmd + " " + f).isEqualTo(2);
                 assertThat(r.err()).contains(f.toString()).doesNotContain("Exception").doesNotContain("\tat ");

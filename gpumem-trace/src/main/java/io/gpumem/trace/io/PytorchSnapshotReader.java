@@ -321,12 +321,21 @@ public final class PytorchSnapshotReader {
             List<?> raw = asList(o, where);
             Frame[] out = new Frame[raw.size()];
             for (int i = 0; i < out.length; i++) {
-                String w = where + "[" + i + "]";
-                Map<?, ?> m = asMap(raw.get(i), w);
+                // Locations are built only on the error path: frames are most of a snapshot.
+                if (!(raw.get(i) instanceof Map<?, ?> m)) {
+                    throw error(where + "[" + i + "]", "expected a dict, got " + typeName(raw.get(i)));
+                }
                 Object fn = m.get("filename");
                 Object nm = m.get("name");
-                out[i] = new Frame(fn == null ? "" : string(fn, w + ".filename"), optionalLong(m, "line", w, 0),
-                        nm == null ? "" : string(nm, w + ".name"));
+                Object ln = m.get("line");
+                if (fn != null && !(fn instanceof String)) {
+                    throw error(where + "[" + i + "].filename", "expected a string, got " + typeName(fn));
+                }
+                if (nm != null && !(nm instanceof String)) {
+                    throw error(where + "[" + i + "].name", "expected a string, got " + typeName(nm));
+                }
+                long line = ln instanceof Integer n ? n : ln == null ? 0 : toLong(ln, where + "[" + i + "].line");
+                out[i] = new Frame(fn == null ? "" : (String) fn, line, nm == null ? "" : (String) nm);
             }
             List<Frame> list = List.of(out);
             frameLists.put(o, list);

@@ -39,6 +39,7 @@ public final class OracleDevice implements Device {
     private final ArrayDeque<Long> mallocOffers = new ArrayDeque<>();
     private final ArrayDeque<Long> mapOffers = new ArrayDeque<>();
     private final TreeMap<Long, Long> reservations = new TreeMap<>();
+    private final TreeMap<Long, Long> allocations = new TreeMap<>();
     private final long[] calls = new long[DeviceOp.values().length];
     private long nextSynthetic = SYNTHETIC_BASE;
     private long nextHandle = 1;
@@ -107,12 +108,26 @@ public final class OracleDevice implements Device {
             throw new DeviceException(DeviceOp.MALLOC, DeviceError.CUDA_ERROR_INVALID_VALUE, "size " + bytes);
         }
         Long a = mallocOffers.poll();
-        return a != null ? a : synthetic(bytes);
+        long address = a != null && !overlaps(allocations, a, bytes) && !overlaps(reservations, a, bytes)
+                ? a : synthetic(bytes);
+        allocations.put(address, bytes);
+        return address;
+    }
+
+    /** Whether [address, address + size) meets a range handed out before (after a mismatch it can). */
+    private static boolean overlaps(TreeMap<Long, Long> ranges, long address, long size) {
+        var below = ranges.floorEntry(address);
+        if (below != null && below.getKey() + below.getValue() > address) {
+            return true;
+        }
+        var above = ranges.ceilingEntry(address);
+        return above != null && above.getKey() < address + size;
     }
 
     @Override
     public void free(long address) {
         calls[DeviceOp.FREE.ordinal()]++;
+        allocations.remove(address);
     }
 
     @Override
@@ -131,8 +146,7 @@ public final class OracleDevice implements Device {
         long base = 0;
         for (var it = mapOffers.iterator(); it.hasNext(); ) {
             long a = it.next();
-            var r = reservations.floorEntry(a);
-            if (r == null || a >= r.getKey() + r.getValue()) {
+            if (!overlaps(reservations, a, size) && !overlaps(allocations, a, size)) {
                 it.remove();
                 base = a;
                 break;

@@ -157,6 +157,7 @@ public final class OracleReplay {
         boolean inRelease = false;
         long unknownFrees = 0;
         long oomEntries = 0;
+        entries:
         for (int i = 0; i < trace.size(); i++) {
             if ((i & 0x3fff) == 0 && i > 0) {
                 progress.progress(doneBefore + i, total);
@@ -194,6 +195,10 @@ public final class OracleReplay {
                         device.clearOffers();
                         run.compareSegments(i);
                         continue;
+                    } catch (IllegalStateException ex) {
+                        run.mismatch(i, "alloc", "0x" + Long.toHexString(e.addr()), "error: " + ex.getMessage());
+                        notes.add("replay of this device stopped at entry " + i + ": " + ex.getMessage());
+                        break entries;
                     }
                     device.clearOffers();
                     if (got == e.addr()) {

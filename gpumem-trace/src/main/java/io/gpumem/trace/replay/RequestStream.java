@@ -31,6 +31,10 @@ final class RequestStream {
     final int[] slot;
     final long[] size;
     final long[] stream;
+    /** Index into {@link #streams} of each op's stream. */
+    final int[] streamIndex;
+    /** The distinct stream handles of the trace and the start state, in ascending order. */
+    final long[] streams;
     final int length;
     final int startBlocks;
     final int slots;
@@ -82,6 +86,22 @@ final class RequestStream {
                 entry[k++] = i;
             }
         }
+        java.util.TreeSet<Long> distinct = new java.util.TreeSet<>(Long::compareUnsigned);
+        for (int j = 0; j < k; j++) {
+            if (op[j] == ALLOC) {
+                distinct.add(stream[j]);
+            }
+        }
+        for (StartSegment seg : start.segments()) {
+            distinct.add(seg.stream());
+        }
+        this.streams = distinct.stream().mapToLong(Long::longValue).toArray();
+        this.streamIndex = new int[k];
+        for (int j = 0; j < k; j++) {
+            if (op[j] == ALLOC) {
+                streamIndex[j] = streamIndexOf(stream[j]);
+            }
+        }
         this.op = op;
         this.slot = slot;
         this.size = size;
@@ -90,6 +110,16 @@ final class RequestStream {
         this.length = k;
         this.startBlocks = startCount;
         this.slots = slots;
+    }
+
+    /** Index of a stream handle in {@link #streams}. */
+    int streamIndexOf(long handle) {
+        for (int i = 0; i < streams.length; i++) {
+            if (streams[i] == handle) {
+                return i;
+            }
+        }
+        throw new IllegalArgumentException("stream " + handle + " is not in the trace");
     }
 
     interface StartBlockVisitor {

@@ -11,13 +11,15 @@ import java.util.HashMap;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.LongUnaryOperator;
 
 /**
  * Loads a rebuilt {@link WindowStart} into a fresh {@link CachingAllocator} through its state-import API.
  *
  * <p>Classic segments are restored one by one. Expandable mapped runs are grouped per (stream, pool) into one
  * reservation starting at the lowest run, with unmapped blocks for the space between runs and after the last
- * (the reservation has PyTorch's default size). With {@code keepAddresses} the device must hand out the
+ * (the reservation has PyTorch's default size). Without an oracle (what-if replays) wholly free segments are
+ * restored last and dropped when the device has no room for them. With an oracle the device must hand out the
  * recorded addresses (an {@link OracleDevice} is given each one first); otherwise the device chooses, and the
  * returned shifts say where each segment went. {@code asClassic} restores expandable runs
  * as ordinary segments (what-if replays under configurations without expandable segments keep the recorded
@@ -36,12 +38,23 @@ final class StartStateLoader {
      * the model's copy lies from the recorded address (0 when the device handed out the recorded one).
      */
     static long[] load(CachingAllocator allocator, WindowStart start, OracleDevice oracle, boolean asClassic) {
+        return load(allocator, start, oracle, asClassic, LongUnaryOperator.identity());
+    }
+
+    /** As above, with the recorded stream handles translated to the device's ({@code streams}). */
+    static long[] load(CachingAllocator allocator, WindowStart start, OracleDevice oracle, boolean asClassic,
+                       LongUnaryOperator streams) {
         List<StartSegment> all = start.segments();
         long[] shifts = new long[all.size()];
         Map<StartSegment, Integer> index = new IdentityHashMap<>();
         Map<List<Long>, List<StartSegment>> expandableGroups = new HashMap<>();
+        List<Integer> cachedOnly = new ArrayList<>();
         for (int si = 0; si < all.size(); si++) {
             StartSegment seg = all.get(si);
+            if (oracle == null && !(seg.expandable() && !asClassic) && seg.allocatedBytes() == 0) {
+                cachedOnly.add(si);
+                continue;
+            }
             if (seg.expandable() && !asClassic) {
                 index.put(seg, si);
                 expandableGroups.computeIfAbsent(List.of(seg.stream(), seg.small() ? 1L : 0L), k -> new ArrayList<>())
@@ -56,8 +69,19 @@ final class StartStateLoader {
                 oracle.offerMalloc(seg.address());
             }
             long base = allocator.restoreSegment(oracle != null ? seg.address() : Device.NULL, seg.size(),
-                    seg.stream(), seg.small(), false, blocks);
+                    streams.applyAsLong(seg.stream()), seg.small(), false, blocks);
             shifts[si] = base - seg.address();
+        }
+        // Wholly free cached segments last: on a device too small for them, the OOM retry would have released
+        // them before any request of the window failed, so they are left out instead of failing the replay.
+        for (int si : cachedOnly) {
+            StartSegment seg = all.get(si);
+            try {
+                allocator.restoreSegment(Device.NULL, seg.size(), streams.applyAsLong(seg.stream()), seg.small(), false,
+                        List.of(RestoredBlock.free(seg.size())));
+            } catch (IllegalStateException noRoom) {
+                // released, as PyTorch's empty-cache-and-retry would have done
+            }
         }
         for (List<StartSegment> runs : expandableGroups.values()) {
             runs.sort((a, b) -> Long.compare(a.address(), b.address()));
@@ -83,7 +107,8 @@ final class StartStateLoader {
                 oracle.offerMap(first.address());
             }
             long base = allocator.restoreSegment(oracle != null ? first.address() : Device.NULL,
-                    Math.max(reservation, cursor - first.address()), first.stream(), first.small(), true, blocks);
+                    Math.max(reservation, cursor - first.address()), streams.applyAsLong(first.stream()), first.small(),
+                    true, blocks);
             for (StartSegment run : runs) {
                 shifts[index.get(run)] = base - first.address();
             }

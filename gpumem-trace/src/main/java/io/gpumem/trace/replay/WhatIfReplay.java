@@ -172,14 +172,20 @@ public final class WhatIfReplay {
         Outcome out = new Outcome();
         SimulatedDevice dev = SimulatedDevice.builder().capacity(capacity).build();
         CachingAllocator allocator = new CachingAllocator(dev, config);
+        RequestStream rs = requests;
+        // Recorded stream handles are arbitrary integers; the simulated device only knows streams it created.
+        long[] devStreams = new long[rs.streams.length];
+        for (int i = 0; i < devStreams.length; i++) {
+            devStreams[i] = rs.streams[i] == 0 ? 0 : dev.createStream();
+        }
         long[] shifts;
         try {
-            shifts = StartStateLoader.load(allocator, start, null, !config.expandableSegments());
+            shifts = StartStateLoader.load(allocator, start, null, !config.expandableSegments(),
+                    h -> devStreams[rs.streamIndexOf(h)]);
         } catch (IllegalStateException noRoom) {
             out.ooms = 1;
             return out;
         }
-        RequestStream rs = requests;
         long[] address = new long[rs.slots];      // model address per block slot; 0 = not allocated (failed)
         int[] slot = {0};
         List<StartSegment> segments = start.segments();
@@ -194,12 +200,12 @@ public final class WhatIfReplay {
         byte[] op = rs.op;
         int[] slots = rs.slot;
         long[] size = rs.size;
-        long[] stream = rs.stream;
+        int[] streamIndex = rs.streamIndex;
         for (int k = 0; k < rs.length; k++) {
             switch (op[k]) {
                 case RequestStream.ALLOC -> {
                     try {
-                        address[slots[k]] = allocator.malloc(size[k], stream[k]);
+                        address[slots[k]] = allocator.malloc(size[k], devStreams[streamIndex[k]]);
                     } catch (OutOfMemoryException oom) {
                         out.ooms++;
                         if (stopAtOom) {

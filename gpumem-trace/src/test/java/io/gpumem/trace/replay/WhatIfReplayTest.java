@@ -72,6 +72,18 @@ class WhatIfReplayTest {
         assertThat(expandable.minCapacity()).isEqualTo(100L << 20);
     }
 
+    @ParameterizedTest
+    @ValueSource(strings = {"expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4",
+            "expandable_segments:True,max_split_size_mb:128"})
+    void tenStreamTraceRunsUnderEveryConfig(String conf) {
+        // Ten recorded stream handles, none created on the simulated device: the replay must map them.
+        WhatIfReplay r = replay("llama-offload-10-streams.pickle");
+        WhatIfResult row = r.evaluate(AllocatorConfig.parse(conf), false);
+        System.out.println("llama " + conf + " -> " + row);
+        assertThat(row.peakReserved()).isGreaterThanOrEqualTo(row.peakAllocated());
+        assertThat(row.minCapacity()).isGreaterThanOrEqualTo(row.peakAllocated() / (2L << 20) * (2L << 20));
+    }
+
     @Test
     void alternativeConfigsKeepReservedAboveAllocated() {
         WhatIfReplay r = replay("lm2.7b-train-step.pickle");
