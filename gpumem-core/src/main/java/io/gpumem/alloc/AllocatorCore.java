@@ -159,7 +159,10 @@ final class AllocatorCore {
 
     private void recycle(Block b) {
         if (spareCount < MAX_SPARE) {
-            b.reset(0, 0, 0, null);
+            // newBlock resets every field; only drop what could keep other objects alive
+            b.contextWhenAllocated = null;
+            b.contextWhenSegmentAllocated = null;
+            b.prev = null;
             b.next = spareBlocks;
             spareBlocks = b;
             spareCount++;
