@@ -41,7 +41,7 @@ import static io.gpumem.stats.DeviceStats.SEGMENT;
  *
  * <h2>Invariants (checked by {@link InvariantChecker})</h2>
  * Blocks tile each segment; no two neighbouring free blocks with equal {@code mapped} exist (they are merged);
- * each pool's size tree holds exactly its free mapped blocks and its address tree its unmapped blocks; every
+ * each pool's size-ordered set holds exactly its free mapped blocks and its address tree its unmapped blocks; every
  * stat equals its recomputation from the block graph; reserved = sum of cudaMalloc'd segments + mapped pages
  * = {@link #totalAllocatedMemory}.
  *
