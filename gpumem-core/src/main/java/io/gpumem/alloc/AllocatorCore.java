@@ -742,7 +742,12 @@ final class AllocatorCore {
         if (beginPage >= endPage) {
             return;
         }
-        es.unmapPages(beginPage, endPage);
+        int reached = es.unmapPages(beginPage, endPage);
+        RuntimeException failure = reached == endPage ? null : es.unmapFailure();
+        if (reached == beginPage) {
+            throw failure;
+        }
+        endPage = reached;
         BlockPool pool = block.pool;
         pool.blocks.remove(block);
         long start = es.pageAddress(beginPage);
@@ -772,6 +777,9 @@ final class AllocatorCore {
         stats.countDeviceFree();
         trace.record(TraceAction.SEGMENT_UNMAP, start, unmapped, block.stream,
                 context != null ? context : block.contextWhenSegmentAllocated);
+        if (failure != null) {
+            throw failure;
+        }
     }
 
     /** Links {@code b} between {@code before} and {@code after}. */

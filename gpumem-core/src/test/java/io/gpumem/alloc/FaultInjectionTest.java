@@ -102,6 +102,24 @@ class FaultInjectionTest {
     }
 
     @Test
+    void unmapFailurePartWayAccountsThePagesThatWent() {
+        SimulatedDevice dev = device();
+        CachingAllocator a = new CachingAllocator(dev, expandable());
+        a.free(a.malloc(50 * MiB));                // 3 pages mapped, all free
+        dev.failNth(DeviceOp.UNMAP, 2, DeviceError.CUDA_ERROR_INVALID_VALUE);
+        assertThatThrownBy(a::emptyCache).isInstanceOf(DeviceException.class);
+        assertThat(a.reservedBytes()).isEqualTo(40 * MiB);   // the first page went, the other two stay
+        assertThat(a.memoryStats().get("num_device_free")).isEqualTo(1);
+        assertThat(dev.mappingCount()).isEqualTo(2);
+        a.checkInvariants();
+        a.emptyCache();
+        assertThat(a.reservedBytes()).isZero();
+        assertThat(dev.reservationCount()).isZero();
+        assertThat(dev.physicalHandleCount()).isZero();
+        a.checkInvariants();
+    }
+
+    @Test
     void mallocOomIsRetriedAfterReleasingTheCache() {
         SimulatedDevice dev = device();
         CachingAllocator a = new CachingAllocator(dev);
