@@ -383,23 +383,37 @@ final class AllocatorCore {
             stats.updateOversizeAllocations(-1);
         }
         if (block.hasStreamUses()) {
-            insertEvents(block);
+            insertEvents(block, context);
         } else {
             freeBlock(block, context);
         }
     }
 
-    /** {@code insert_events}: one event per recorded stream; the block stays active until all complete. */
-    private void insertEvents(Block block) {
+    /**
+     * {@code insert_events}: one event per recorded stream; the block stays active until all complete. If the
+     * device fails to create or record an event, the events already queued stand (the block waits on them, or
+     * is freed at once when there are none) and the failure propagates.
+     */
+    private void insertEvents(Block block, List<Frame> context) {
         int n = block.streamUseCount;
         block.streamUseCount = 0;
         for (int i = 0; i < n; i++) {
             long s = block.streamUses[i];
             long event = events.takeSpare();
-            if (event == 0) {
-                event = device.createEvent();
+            try {
+                if (event == 0) {
+                    event = device.createEvent();
+                }
+                device.recordEvent(event, s);
+            } catch (RuntimeException e) {
+                if (event != 0) {
+                    events.giveBack(event);
+                }
+                if (block.eventCount == 0) {
+                    freeBlock(block, context);
+                }
+                throw e;
             }
-            device.recordEvent(event, s);
             block.eventCount++;
             events.add(s, event, block);
         }
