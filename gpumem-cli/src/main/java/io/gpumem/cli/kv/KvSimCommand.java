@@ -170,6 +170,8 @@ public final class KvSimCommand implements Callable<Integer> {
         line(b, "KV usage", "mean " + pct(r.meanUsage()) + ", peak " + pct(r.peakUsage()));
         line(b, "running per step", f2(r.meanRunning()));
         line(b, "copy-on-write blocks", Long.toString(r.copyOnWriteBlocks()));
+        line(b, "swap traffic", r.swapOutBytes() + " bytes out, " + r.swapInBytes() + " bytes in, "
+                + r.swapInReusedBlocks() + " blocks re-hit instead of copied");
         line(b, "block-pool time", f2(r.poolNsPerStep() / 1000.0) + " us per step");
         return b.toString();
     }
@@ -212,6 +214,9 @@ public final class KvSimCommand implements Callable<Integer> {
             g.writeNumberField("peak_usage", r.peakUsage());
             g.writeNumberField("mean_running", r.meanRunning());
             g.writeNumberField("copy_on_write_blocks", r.copyOnWriteBlocks());
+            g.writeNumberField("swap_out_bytes", r.swapOutBytes());
+            g.writeNumberField("swap_in_bytes", r.swapInBytes());
+            g.writeNumberField("swap_in_reused_blocks", r.swapInReusedBlocks());
             g.writeNumberField("pool_ns_per_step", r.poolNsPerStep());
             g.writeEndObject();
         }

@@ -56,6 +56,7 @@ public final class KvCacheManager implements AutoCloseable {
     private long swapFallbacks;
     private long copyOnWriteBlocks;
     private long refusedAllocations;
+    private long swapInReusedBlocks;
 
     public KvCacheManager(KvCacheSpec spec, KvMemory memory) {
         this(spec, memory, KvCacheConfig.defaults());
@@ -352,8 +353,10 @@ public final class KvCacheManager implements AutoCloseable {
     }
 
     /**
-     * Brings a swapped request back: new blocks, bytes copied back from the host tier, full blocks
-     * cached again. Returns false (nothing changed) when the pool or the watermark cannot take it.
+     * Brings a swapped request back. Its leading full blocks that are still cached in the pool (they went
+     * back to the free list with their keys at swap-out and may not have been reused since) are taken
+     * again, verified like any prefix hit; only the other blocks get new pages and are copied back from
+     * the host tier. Returns false (nothing changed) when the pool or the watermark cannot take it.
      */
     public boolean swapIn(KvRequest r) {
         own(r);
@@ -361,17 +364,45 @@ public final class KvCacheManager implements AutoCloseable {
             throw new KvCacheException("request " + r.id() + " is " + r.status + ", not swapped out");
         }
         int n = r.swap.blocks();
+        int reuse = 0;
+        int idle = 0;
+        if (config.prefixCaching()) {
+            int maxReuse = Math.min(Math.min(r.numComputed, r.numTokens) / blockSize, n);
+            ensureKeys(r, maxReuse);
+            if (r.pendingHit.length < maxReuse) {
+                r.pendingHit = Arrays.copyOf(r.pendingHit, maxReuse);
+                r.pendingHitGeneration = Arrays.copyOf(r.pendingHitGeneration, maxReuse);
+            }
+            int parent = BlockPool.NONE;
+            while (reuse < maxReuse) {
+                int b = pool.lookup(r.keyHi[reuse], r.keyLo[reuse], parent, r.tokens, reuse * blockSize, r.adapterId(), r.saltId);
+                if (b == BlockPool.NONE) {
+                    break;
+                }
+                if (pool.refCount(b) == 0) {
+                    idle++;
+                }
+                r.pendingHit[reuse++] = b;
+                parent = b;
+            }
+        }
+        int needed = n - reuse + idle;
         int free = pool.freeCount();
-        if (n > free || (watermarkBlocks > 0 && free < spec.numBlocks() - 1 && free - n < watermarkBlocks)) {
+        if (needed > free || (watermarkBlocks > 0 && free < spec.numBlocks() - 1 && free - needed < watermarkBlocks)) {
             refusedAllocations++;
             return false;
         }
         ensureTable(r, n);
-        pool.allocate(n, r.table, 0);
-        swapSpace.swapIn(pages, r.swap, r.table);
+        for (int j = 0; j < reuse; j++) {
+            pool.touch(r.pendingHit[j]);
+            r.table[j] = r.pendingHit[j];
+        }
+        pool.allocate(n - reuse, r.table, reuse);
+        swapSpace.swapIn(pages, r.swap, r.table, reuse);
+        swapInReusedBlocks += reuse;
         r.swap = null;
         r.numBlocks = n;
-        r.numCachedBlocks = 0;
+        r.numCachedBlocks = reuse;
         r.status = RequestStatus.RUNNING;
         live.add(r);
         cacheFullBlocks(r, Math.min(r.numComputed, r.numTokens) / blockSize);
@@ -420,6 +451,8 @@ public final class KvCacheManager implements AutoCloseable {
     /** Swap preemptions turned into recompute because the host tier was full. */
     public long swapFallbacks() { return swapFallbacks; }
     public long copyOnWriteBlocks() { return copyOnWriteBlocks; }
+    /** Blocks a swap-in took back from the prefix cache instead of copying them from the host tier. */
+    public long swapInReusedBlocks() { return swapInReusedBlocks; }
     /** {@link #allocateSlots}/{@link #swapIn} calls answered "cannot". */
     public long refusedAllocations() { return refusedAllocations; }
     /** Requests currently holding blocks. */

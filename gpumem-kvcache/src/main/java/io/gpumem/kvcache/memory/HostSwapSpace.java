@@ -107,8 +107,11 @@ public final class HostSwapSpace {
         return new Handle(arena, buffer, count);
     }
 
-    /** Copies a handle's bytes into {@code table[0..blocks)} of every layer and releases the handle. */
-    public void swapIn(KvPages pages, Handle handle, int[] table) {
+    /**
+     * Copies a handle's bytes for table positions {@code [from, blocks)} into those blocks of every layer
+     * (positions before {@code from} were recovered another way) and releases the handle.
+     */
+    public void swapIn(KvPages pages, Handle handle, int[] table, int from) {
         if (handle.released) {
             throw new KvCacheException("swap handle already released");
         }
@@ -116,7 +119,7 @@ public final class HostSwapSpace {
         long page = pages.spec().pageBytes();
         long layerStride = count * page;
         for (int layer = 0; layer < pages.spec().layers(); layer++) {
-            int i = 0;
+            int i = from;
             while (i < count) {
                 int run = runLength(table, i, count);
                 pages.device().copyToDevice(pages.pageAddress(layer, table[i]),
@@ -125,7 +128,7 @@ public final class HostSwapSpace {
                 i += run;
             }
         }
-        swappedInBytes += bytesFor(pages, count);
+        swappedInBytes += bytesFor(pages, count - from);
         release(pages, handle);
     }
 

@@ -202,6 +202,7 @@ public final class ServingSimulator {
                 manager.prefixHitRate(), allocatedSlots == 0 ? 0 : (double) wasteSlots / allocatedSlots,
                 contiguousSlots == 0 ? 0 : (double) (contiguousSlots - contiguousLive) / contiguousSlots,
                 step == 0 ? 0 : usageSum / step, peakUsage, step == 0 ? 0 : (double) runningSum / step,
-                manager.copyOnWriteBlocks(), step == 0 ? 0 : (double) poolNs / step);
+                manager.copyOnWriteBlocks(), manager.swapSpace().swappedOutBytes(), manager.swapSpace().swappedInBytes(),
+                manager.swapInReusedBlocks(), step == 0 ? 0 : (double) poolNs / step);
     }
 }

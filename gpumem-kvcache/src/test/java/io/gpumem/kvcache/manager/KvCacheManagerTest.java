@@ -202,6 +202,9 @@ class KvCacheManagerTest {
         assertThat(m.swapIn(a)).isTrue();
         assertThat(a.numBlocks()).isEqualTo(3);
         assertThat(m.swapSpace().usedBytes()).isZero();
+        // the two full blocks were still cached: taken back, only the partial block is copied in
+        assertThat(m.swapInReusedBlocks()).isEqualTo(2);
+        assertThat(m.swapSpace().swappedInBytes()).isEqualTo(m.spec().pageBytes() * 2);
         // a contiguous table travels in one transfer per layer each way
         assertThat(m.swapSpace().transfers()).isEqualTo(4);
         m.checkInvariants();
