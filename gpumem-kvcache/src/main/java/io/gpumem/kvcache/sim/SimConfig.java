@@ -76,6 +76,12 @@ public record SimConfig(Workload workload, long seed, int requests, double arriv
                 layers, kvHeads, headSize, maxSteps);
     }
 
+    public SimConfig withWatermark(double v) {
+        return new SimConfig(workload, seed, requests, arrivalRate, blocks, blockSize, prefixCaching, preemption, victimPolicy,
+                tokenBudget, maxRunning, lookahead, maxModelLen, v, swapSpaceBytes, prefixTokens, hashAlgorithm,
+                layers, kvHeads, headSize, maxSteps);
+    }
+
     public SimConfig withArrivalRate(double v) {
         return new SimConfig(workload, seed, requests, v, blocks, blockSize, prefixCaching, preemption, victimPolicy,
                 tokenBudget, maxRunning, lookahead, maxModelLen, watermark, swapSpaceBytes, prefixTokens, hashAlgorithm,

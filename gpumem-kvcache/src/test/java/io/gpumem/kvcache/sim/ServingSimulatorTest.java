@@ -58,6 +58,15 @@ class ServingSimulatorTest {
     }
 
     @Test
+    void anAdmissionWatermarkCutsPreemptions() {
+        SimConfig c = SimConfig.defaults().withRequests(200).withBlocks(300).withSeed(3);
+        SimReport off = run(c);
+        SimReport on = run(c.withWatermark(0.05));
+        assertThat(on.requestsFinished()).isEqualTo(200);
+        assertThat(on.preemptions()).isLessThan(off.preemptions() / 2);
+    }
+
+    @Test
     void aSharedPrefixIsServedFromTheCacheOnlyWhenCachingIsOn() {
         SimConfig c = SimConfig.defaults().withWorkload(Workload.SHARED_PREFIX).withRequests(200).withSeed(5);
         SimReport on = run(c);
