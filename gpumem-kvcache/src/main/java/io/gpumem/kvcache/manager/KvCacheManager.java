@@ -49,6 +49,7 @@ public final class KvCacheManager implements AutoCloseable {
     private final PrefixHitWindow hitWindow;
     private final int watermarkBlocks;
     private final Set<KvRequest> live = java.util.Collections.newSetFromMap(new IdentityHashMap<>());
+    private final Set<KvRequest> swapped = java.util.Collections.newSetFromMap(new IdentityHashMap<>());
     private final Map<String, Integer> saltIds = new HashMap<>();
 
     private long recomputePreemptions;
@@ -282,6 +283,7 @@ public final class KvCacheManager implements AutoCloseable {
         if (r.status == RequestStatus.SWAPPED) {
             swapSpace.release(pages, r.swap);
             r.swap = null;
+            swapped.remove(r);
         }
         releaseBlocks(r);
         r.status = RequestStatus.FINISHED;
@@ -339,6 +341,7 @@ public final class KvCacheManager implements AutoCloseable {
         }
         if (mode == PreemptionMode.SWAP) {
             r.swap = swapSpace.swapOut(pages, r.table, r.numBlocks);
+            swapped.add(r);
             releaseBlocks(r);
             r.status = RequestStatus.SWAPPED;
             swapPreemptions++;
@@ -399,6 +402,7 @@ public final class KvCacheManager implements AutoCloseable {
         }
         pool.allocate(n - reuse, r.table, reuse);
         swapSpace.swapIn(pages, r.swap, r.table, reuse);
+        swapped.remove(r);
         swapInReusedBlocks += reuse;
         r.swap = null;
         r.numBlocks = n;
@@ -478,12 +482,22 @@ public final class KvCacheManager implements AutoCloseable {
         }
     }
 
+    /** Requests currently swapped out to the host tier. */
+    public int swappedRequests() { return swapped.size(); }
+
+    /** Finishes every request still holding blocks or host memory and frees the device regions. */
     @Override
     public void close() {
         for (KvRequest r : live.toArray(new KvRequest[0])) {
             releaseBlocks(r);
             r.status = RequestStatus.FINISHED;
         }
+        for (KvRequest r : swapped) {
+            swapSpace.release(pages, r.swap);
+            r.swap = null;
+            r.status = RequestStatus.FINISHED;
+        }
+        swapped.clear();
         pages.close();
     }
 }

@@ -211,6 +211,20 @@ class KvCacheManagerTest {
     }
 
     @Test
+    void closingReleasesHostMemoryOfSwappedRequests() {
+        KvCacheManager m = manager(8, KvCacheConfig.defaults().withSwapSpaceBytes(1 << 20));
+        KvRequest a = admit(m, KvRequest.of("a", seq(0, 10)));
+        KvRequest b = admit(m, KvRequest.of("b", seq(50, 3)));
+        m.preempt(a, PreemptionMode.SWAP);
+        assertThat(m.swappedRequests()).isEqualTo(1);
+        assertThat(m.swapSpace().usedBytes()).isPositive();
+        m.close();
+        assertThat(m.swapSpace().usedBytes()).isZero();
+        assertThat(a.status()).isEqualTo(RequestStatus.FINISHED);
+        assertThat(b.status()).isEqualTo(RequestStatus.FINISHED);
+    }
+
+    @Test
     void swapFallsBackToRecomputeWhenTheHostTierIsFull() {
         KvCacheManager m = manager(8, KvCacheConfig.defaults());
         KvRequest a = admit(m, KvRequest.of("a", seq(0, 10)));
