@@ -75,6 +75,8 @@ public final class KvSimCommand implements Callable<Integer> {
     int headSize;
     @Option(names = "--max-steps", defaultValue = "2000000", description = "Stop after this many steps (default: ${DEFAULT-VALUE})")
     long maxSteps;
+    @Option(names = "--priority-levels", defaultValue = "1", description = "Request priorities drawn from 0..N-1, smaller = more important (default: ${DEFAULT-VALUE})")
+    int priorityLevels;
     @Option(names = "--memory", defaultValue = "allocator", description = "Where the KV regions come from: allocator (gpumem's caching allocator) | direct (device malloc) (default: ${DEFAULT-VALUE})")
     String memory;
     @Option(names = "--json", description = "Print one JSON object instead of text")
@@ -116,6 +118,7 @@ public final class KvSimCommand implements Callable<Integer> {
         positive("--kv-heads", kvHeads);
         positive("--head-size", headSize);
         positive("--max-steps", maxSteps);
+        positive("--priority-levels", priorityLevels);
         if (!(rate > 0) || Double.isInfinite(rate)) {
             throw bad("--rate must be a positive number, got " + rate);
         }
@@ -134,7 +137,7 @@ public final class KvSimCommand implements Callable<Integer> {
             throw bad("--prefix-tokens " + prefixTokens + " leaves no room under --max-model-len " + maxModelLen);
         }
         return new SimConfig(w, seed, requests, rate, blocks, blockSize, caching, p, v, tokenBudget, maxRunning, lookahead,
-                maxModelLen, watermark, swapSpace, prefixTokens, h, layers, kvHeads, headSize, maxSteps);
+                maxModelLen, watermark, swapSpace, prefixTokens, h, layers, kvHeads, headSize, maxSteps, priorityLevels);
     }
 
     private <T> T parse(String option, java.util.function.Supplier<T> parser) {
