@@ -186,7 +186,8 @@ public final class KvCacheManager implements AutoCloseable {
             refusedAllocations++;
             return false;
         }
-        // From here on nothing can fail: apply.
+        // From here on only a failing device copy (copy-on-write) can interrupt; every step taken before it
+        // leaves the request and the pool consistent, and the failed copy's block is given back.
         ensureTable(r, held + newBlocks);
         if (admitting) {
             for (int j = 0; j < hitBlocks; j++) {
@@ -204,7 +205,12 @@ public final class KvCacheManager implements AutoCloseable {
                 int old = r.table[j];
                 if (pool.refCount(old) > 1) {
                     int fresh = pool.allocate();
-                    pages.copyBlock(old, fresh);
+                    try {
+                        pages.copyBlock(old, fresh);
+                    } catch (RuntimeException e) {
+                        pool.free(new int[] {fresh}, 0, 1);
+                        throw e;
+                    }
                     pool.releaseShared(old);
                     r.table[j] = fresh;
                     copyOnWriteBlocks++;
@@ -331,6 +337,10 @@ public final class KvCacheManager implements AutoCloseable {
             swapFallbacks++;
             mode = PreemptionMode.RECOMPUTE;
         }
+        HostSwapSpace.Handle handle = null;
+        if (mode == PreemptionMode.SWAP) {
+            handle = swapSpace.swapOut(pages, r.table, r.numBlocks);   // a failed copy throws before any change
+        }
         r.preemptions++;
         // Blocks cached optimistically for tokens granted this step but not computed hold no valid KV yet.
         for (int j = r.numComputed / blockSize; j < r.numBlocks; j++) {
@@ -340,7 +350,7 @@ public final class KvCacheManager implements AutoCloseable {
             }
         }
         if (mode == PreemptionMode.SWAP) {
-            r.swap = swapSpace.swapOut(pages, r.table, r.numBlocks);
+            r.swap = handle;
             swapped.add(r);
             releaseBlocks(r);
             r.status = RequestStatus.SWAPPED;
@@ -401,7 +411,12 @@ public final class KvCacheManager implements AutoCloseable {
             r.table[j] = r.pendingHit[j];
         }
         pool.allocate(n - reuse, r.table, reuse);
-        swapSpace.swapIn(pages, r.swap, r.table, reuse);
+        try {
+            swapSpace.swapIn(pages, r.swap, r.table, reuse);
+        } catch (RuntimeException e) {
+            pool.free(r.table, 0, n);   // the request stays swapped out; its host copy is intact
+            throw e;
+        }
         swapped.remove(r);
         swapInReusedBlocks += reuse;
         r.swap = null;

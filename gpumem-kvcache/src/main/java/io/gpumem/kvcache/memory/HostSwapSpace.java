@@ -92,15 +92,20 @@ public final class HostSwapSpace {
         MemorySegment buffer = arena.allocate(Math.max(1, bytes), 64);
         long page = pages.spec().pageBytes();
         long layerStride = count * page;
-        for (int layer = 0; layer < pages.spec().layers(); layer++) {
-            int i = 0;
-            while (i < count) {
-                int run = runLength(table, i, count);
-                pages.device().copyToHost(buffer.asSlice(layer * layerStride + i * page, run * page),
-                        pages.pageAddress(layer, table[i]), run * page);
-                transfers++;
-                i += run;
+        try {
+            for (int layer = 0; layer < pages.spec().layers(); layer++) {
+                int i = 0;
+                while (i < count) {
+                    int run = runLength(table, i, count);
+                    pages.device().copyToHost(buffer.asSlice(layer * layerStride + i * page, run * page),
+                            pages.pageAddress(layer, table[i]), run * page);
+                    transfers++;
+                    i += run;
+                }
             }
+        } catch (RuntimeException e) {
+            arena.close();           // a failed copy leaves no host memory behind
+            throw e;
         }
         usedBytes += bytes;
         swappedOutBytes += bytes;
@@ -109,7 +114,8 @@ public final class HostSwapSpace {
 
     /**
      * Copies a handle's bytes for table positions {@code [from, blocks)} into those blocks of every layer
-     * (positions before {@code from} were recovered another way) and releases the handle.
+     * (positions before {@code from} were recovered another way) and releases the handle. If a copy
+     * fails the handle stays valid, so the swap-in can be retried.
      */
     public void swapIn(KvPages pages, Handle handle, int[] table, int from) {
         if (handle.released) {
