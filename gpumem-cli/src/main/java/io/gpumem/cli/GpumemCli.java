@@ -19,6 +19,10 @@ import picocli.CommandLine.Command;
             io.gpumem.cli.sim.SimCommand.class,
             io.gpumem.cli.device.DeviceCommand.class,
             io.gpumem.cli.kv.KvSimCommand.class,
+            io.gpumem.cli.trace.ReplayCommand.class,
+            io.gpumem.cli.trace.CompareCommand.class,
+            io.gpumem.cli.analysis.AnalyzeCommand.class,
+            io.gpumem.cli.analysis.DemoCommand.class,
         })
 public final class GpumemCli implements Runnable {
 

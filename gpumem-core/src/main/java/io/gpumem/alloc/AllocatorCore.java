@@ -57,7 +57,10 @@ final class AllocatorCore {
     static final long K_ROUND_LARGE = 2L << 20;
 
     final Device device;
+    /** Set through {@link #setConfig} only, which keeps the derived fields in step. */
     volatile AllocatorConfig config;
+    /** Whether the config has any power-of-two divisions (else round_size is plain 512-byte rounding). */
+    private volatile boolean roundupActive;
     final DeviceStats stats = new DeviceStats();
     /** {@code max_split_size} as memory_stats reports it: fixed when the allocator is created. */
     final long maxSplitSizeAtCreation;
@@ -81,8 +84,17 @@ final class AllocatorCore {
 
     AllocatorCore(Device device, AllocatorConfig config) {
         this.device = device;
-        this.config = config;
+        setConfig(config);
         this.maxSplitSizeAtCreation = config.maxSplitSizeReported();
+    }
+
+    void setConfig(AllocatorConfig config) {
+        boolean active = false;
+        for (int d : config.roundupPower2DivisionsTable()) {
+            active |= d > 1;
+        }
+        this.roundupActive = active;
+        this.config = config;
     }
 
     // ---------------------------------------------------------------- sizes (spec §1)
@@ -160,7 +172,8 @@ final class AllocatorCore {
         List<Frame> context = trace.maybeGatherContext(TraceRecorder.STATE);
         processEvents(context);
         AllocatorConfig cfg = config;
-        long size = roundSize(origSize, cfg);
+        long size = roundupActive ? roundSize(origSize, cfg)
+                : origSize < K_MIN_BLOCK_SIZE ? K_MIN_BLOCK_SIZE : (origSize + K_MIN_BLOCK_SIZE - 1) & -K_MIN_BLOCK_SIZE;
         BlockPool pool = poolFor(size);
         long allocSize = allocationSize(size);
 
@@ -198,16 +211,17 @@ final class AllocatorCore {
             if (expandableEnabled()) {
                 // best fit by the size a block can grow to: prefer a later block of adequate size over the block
                 // in front of a big unmapped tail
-                Block next = BlockTree.next(b);
+                SizeOrderedBlocks free = pool.blocks;
+                Block next = free.next(b);
                 while (b.expandable != null && next != null && next.stream == stream
                         && expandableSize(next) < expandableSize(b)) {
                     b = next;
-                    next = BlockTree.next(next);
+                    next = free.next(next);
                 }
             } else {
                 // expandable segments were turned off: only non-expandable blocks may serve new requests
                 do {
-                    b = BlockTree.next(b);
+                    b = pool.blocks.next(b);
                 } while (b != null && b.expandable != null && b.stream == stream);
                 if (b == null || b.stream != stream) {
                     return null;
@@ -338,7 +352,7 @@ final class AllocatorCore {
         List<OomReport.LargestFree> out = new ArrayList<>();
         for (BlockPool pool : new BlockPool[] {largeBlocks, smallBlocks}) {
             Block prev = null;
-            for (Block b = pool.blocks.first(); b != null; b = BlockTree.next(b)) {
+            for (Block b = pool.blocks.first(); b != null; b = pool.blocks.next(b)) {
                 if (prev != null && prev.stream != b.stream) {
                     out.add(new OomReport.LargestFree(pool.name(), prev.stream, prev.size));
                 }
@@ -519,7 +533,7 @@ final class AllocatorCore {
         List<Block> toUnmap = null;
         Block b = pool.blocks.first();
         while (b != null) {
-            Block next = BlockTree.next(b);
+            Block next = pool.blocks.next(b);
             if (b.expandable != null) {
                 if (toUnmap == null) {
                     toUnmap = new ArrayList<>();
@@ -571,13 +585,13 @@ final class AllocatorCore {
         long keySize = Math.max(size, maxSplit);
         Block it = pool.blocks.ceiling(stream, keySize, 0);
         if (it == null || it.stream != stream || it.expandable != null) {
-            Block cur = it == null ? pool.blocks.last() : BlockTree.prev(it);
+            Block cur = it == null ? pool.blocks.last() : pool.blocks.prev(it);
             if (cur == null) {
                 return false;
             }
             long totalReleased = 0;
             while (cur != null && totalReleased < keySize && cur.size >= maxSplit && cur.stream == stream) {
-                Block before = BlockTree.prev(cur);
+                Block before = pool.blocks.prev(cur);
                 if (cur.expandable == null && !cur.isSplit()) {
                     long released = cur.size;
                     releaseBlock(cur, context);
@@ -605,7 +619,7 @@ final class AllocatorCore {
         long totalAge = 0;
         int freeable = 0;
         long clock = largeBlocks.getFreeBlocksCallCount;
-        for (Block b = largeBlocks.blocks.first(); b != null; b = BlockTree.next(b)) {
+        for (Block b = largeBlocks.blocks.first(); b != null; b = largeBlocks.blocks.next(b)) {
             if (!b.isSplit() && b.expandable == null) {
                 totalAge += clock - b.gcCountBase;
                 freeable++;
@@ -620,7 +634,7 @@ final class AllocatorCore {
             blockFreed = false;
             Block b = largeBlocks.blocks.first();
             while (b != null) {
-                Block next = BlockTree.next(b);
+                Block next = largeBlocks.blocks.next(b);
                 long age = clock - b.gcCountBase;
                 if (!b.isSplit() && b.expandable == null && (double) age >= ageThreshold) {
                     blockFreed = true;

@@ -6,13 +6,13 @@ import java.util.List;
 
 /**
  * A contiguous address range inside a segment: PyTorch's {@code Block} (spec §2.1), plus the links of the
- * intrusive ordered tree ({@link BlockTree}) that holds it while it is free or unmapped.
+ * intrusive ordered trees that hold it while it is free or unmapped.
  *
  * <p>A segment is the maximal chain of blocks linked by {@link #prev}/{@link #next}. A block is in at most one
- * tree at a time: free mapped blocks are in their pool's size-ordered tree, unmapped blocks (expandable
- * segments only) in the address-ordered tree, allocated and event-pending blocks in neither. Blocks are
- * recycled through {@link BlockPool}-independent free lists by the allocator, so fields are reset by
- * {@link #reset}.
+ * ordered set at a time: free mapped blocks are in their pool's {@link SizeOrderedBlocks}, unmapped blocks
+ * (expandable segments only) in the pool's address-ordered {@link BlockTree}; allocated blocks and blocks
+ * waiting on events are in neither. The allocator recycles Block objects (see {@code AllocatorCore.newBlock}),
+ * so {@link #reset} must clear every field.
  */
 final class Block {
     long ptr;
@@ -46,6 +46,9 @@ final class Block {
     Block parent;
     int priority;
     BlockTree tree;
+    /** Where the block sits in a {@link SizeOrderedBlocks} (valid while it is in one). */
+    SizeOrderedBlocks.Lane lane;
+    int sizeClass;
 
     void reset(long ptr, long size, long stream, BlockPool pool) {
         this.ptr = ptr;
@@ -67,6 +70,8 @@ final class Block {
         right = null;
         parent = null;
         tree = null;
+        lane = null;
+        sizeClass = 0;
     }
 
     boolean isSplit() {

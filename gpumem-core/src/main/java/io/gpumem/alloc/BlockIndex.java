@@ -39,6 +39,13 @@ final class BlockIndex {
 
     /** Adds key → block; the key must be absent and non-zero. */
     void put(long key, Block block) {
+        if (!putIfAbsent(key, block)) {
+            throw new IllegalStateException("address already indexed: 0x" + Long.toHexString(key));
+        }
+    }
+
+    /** Adds key → block unless the key is present; returns whether it was added. The key must be non-zero. */
+    boolean putIfAbsent(long key, Block block) {
         if (key == 0) {
             throw new IllegalArgumentException("address 0 cannot be indexed");
         }
@@ -49,13 +56,14 @@ final class BlockIndex {
         int i = hash(key, mask);
         while (keys[i] != 0) {
             if (keys[i] == key) {
-                throw new IllegalStateException("address already indexed: 0x" + Long.toHexString(key));
+                return false;
             }
             i = (i + 1) & mask;
         }
         keys[i] = key;
         values[i] = block;
         count++;
+        return true;
     }
 
     /** Removes the key; returns its block, or null if absent. */

@@ -11,7 +11,7 @@ import io.gpumem.stats.DeviceStats;
  */
 final class BlockPool {
     final boolean small;
-    final BlockTree blocks = new BlockTree(BlockTree.BY_SIZE);
+    final SizeOrderedBlocks blocks = new SizeOrderedBlocks();
     final BlockTree unmapped = new BlockTree(BlockTree.BY_ADDRESS);
     /** {@code get_free_blocks_call_count}: the GC age clock. */
     long getFreeBlocksCallCount;

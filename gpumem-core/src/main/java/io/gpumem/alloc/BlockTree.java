@@ -25,6 +25,8 @@ final class BlockTree {
     static final boolean BY_ADDRESS = false;
 
     private final boolean bySize;
+    /** The {@link SizeOrderedBlocks} this tree is a size class of, or null for a stand-alone tree. */
+    Object owner;
     private Block root;
     private int count;
     private int seed = 0x2545F491;

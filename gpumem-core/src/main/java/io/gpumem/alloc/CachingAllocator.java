@@ -9,6 +9,7 @@ import io.gpumem.history.TraceEntry;
 import io.gpumem.oom.OomReport;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.stats.DeviceStats;
+import io.gpumem.stats.MemorySummary;
 
 import java.util.List;
 import java.util.Map;
@@ -100,7 +101,10 @@ public final class CachingAllocator {
         lock.lock();
         try {
             Block b = core.malloc(size, stream);
-            core.allocatedBlocks.put(b.ptr, b);
+            if (!core.allocatedBlocks.putIfAbsent(b.ptr, b)) {
+                throw new IllegalStateException("the device handed out memory at 0x" + Long.toHexString(b.ptr)
+                        + " that overlaps a live allocation; the allocator state is no longer trustworthy");
+            }
             return b.ptr;
         } finally {
             lock.unlock();
@@ -199,7 +203,7 @@ public final class CachingAllocator {
     public void setSettings(String conf) {
         lock.lock();
         try {
-            core.config = core.config.reparse(conf);
+            core.setConfig(core.config.reparse(conf));
         } finally {
             lock.unlock();
         }
@@ -214,7 +218,7 @@ public final class CachingAllocator {
         Objects.requireNonNull(config, "config");
         lock.lock();
         try {
-            core.config = config;
+            core.setConfig(config);
         } finally {
             lock.unlock();
         }
@@ -230,6 +234,11 @@ public final class CachingAllocator {
         } finally {
             lock.unlock();
         }
+    }
+
+    /** {@code torch.cuda.memory_summary(device, abbreviated)}: PyTorch's text table of {@link #memoryStats()}. */
+    public String memorySummary(boolean abbreviated) {
+        return MemorySummary.format(memoryStats(), core.device.index(), abbreviated);
     }
 
     /** {@code torch.cuda.memory_allocated()}. */

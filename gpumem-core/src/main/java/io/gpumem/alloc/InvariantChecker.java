@@ -42,7 +42,7 @@ final class InvariantChecker {
         Set<Block> seen = Collections.newSetFromMap(new IdentityHashMap<>());
         List<Block> starts = new ArrayList<>();
         for (BlockPool pool : new BlockPool[] {core.smallBlocks, core.largeBlocks}) {
-            checkTreeOrder(pool.blocks, pool.name() + " free tree", v);
+            checkSizeOrder(pool.blocks, pool.name() + " free set", v);
             checkTreeOrder(pool.unmapped, pool.name() + " unmapped tree", v);
             starts.addAll(pool.blocks.toList());
             starts.addAll(pool.unmapped.toList());
@@ -125,7 +125,7 @@ final class InvariantChecker {
                     }
                 } else if (b.mapped) {
                     freeInTrees++;
-                    if (b.tree != pool.blocks) {
+                    if (!pool.blocks.contains(b)) {
                         v.add(at + ": free block missing from the " + pool.name() + " free tree");
                     }
                     if (b.eventCount != 0 || b.hasStreamUses()) {
@@ -283,6 +283,32 @@ final class InvariantChecker {
         return owned;
     }
 
+    private static void checkSizeOrder(SizeOrderedBlocks set, String name, List<String> v) {
+        Block prev = null;
+        int n = 0;
+        for (Block b = set.first(); b != null; b = set.next(b)) {
+            if (!set.contains(b) || b.sizeClass != SizeOrderedBlocks.sizeClass(b.size) || b.lane.stream != b.stream) {
+                v.add(name + ": block filed in the wrong place: " + b);
+            }
+            if (prev != null) {
+                int c = Long.compareUnsigned(prev.stream, b.stream);
+                boolean ok = c < 0 || (c == 0 && (prev.size < b.size
+                        || (prev.size == b.size && Long.compareUnsigned(prev.ptr, b.ptr) < 0)));
+                if (!ok) {
+                    v.add(name + ": out of order at " + b);
+                }
+                if (set.prev(b) != prev) {
+                    v.add(name + ": prev disagrees with next at " + b);
+                }
+            }
+            prev = b;
+            n++;
+        }
+        if (n != set.size()) {
+            v.add(name + ": walked " + n + " blocks, size says " + set.size());
+        }
+    }
+
     private static void checkTreeOrder(BlockTree tree, String name, List<String> v) {
         Block prev = null;
         int n = 0;
@@ -292,9 +318,7 @@ final class InvariantChecker {
             }
             if (prev != null) {
                 int c = Long.compareUnsigned(prev.stream, b.stream);
-                boolean ok = c < 0 || (c == 0 && (tree == prev.pool.blocks
-                        ? (prev.size < b.size || (prev.size == b.size && Long.compareUnsigned(prev.ptr, b.ptr) < 0))
-                        : Long.compareUnsigned(prev.ptr, b.ptr) < 0));
+                boolean ok = c < 0 || (c == 0 && Long.compareUnsigned(prev.ptr, b.ptr) < 0);
                 if (!ok) {
                     v.add(name + ": out of order at " + b);
                 }

@@ -1,7 +1,5 @@
 package io.gpumem.oom;
 
-import java.math.BigDecimal;
-import java.math.RoundingMode;
 import java.util.List;
 
 /**
@@ -50,51 +48,14 @@ public record OomReport(long requestedBytes, long roundedSize, long allocSize, i
     }
 
     /**
-     * The message PyTorch 2.3+ raises (spec §7.2), without the NVML per-process part (there is no NVML here) and
-     * with no private pools.
+     * The message PyTorch 2.3+ raises (spec §7.2), built by {@link OomMessages}: without the NVML per-process
+     * part (there is no NVML here) and with no private pools.
      */
     public String message() {
         if (moreThanOneExabyte) {
             return "CUDA out of memory. Tried to allocate more than 1EB memory.";
         }
-        StringBuilder sb = new StringBuilder(400);
-        sb.append("CUDA out of memory. Tried to allocate ").append(formatSize(allocSize))
-                .append(". GPU ").append(deviceIndex)
-                .append(" has a total capacity of ").append(formatSize(totalCapacity))
-                .append(" of which ").append(formatSize(deviceFree)).append(" is free. ");
-        if (fractionSet()) {
-            sb.append(formatSize(allowedMaximum)).append(" allowed; ");
-        }
-        sb.append("Of the allocated memory ").append(formatSize(allocatedBytes)).append(" is allocated by PyTorch, ")
-                .append("and ").append(formatSize(reservedBytes - allocatedBytes))
-                .append(" is reserved by PyTorch but unallocated.")
-                .append(" If reserved but unallocated memory is large try setting")
-                .append(" PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid")
-                .append(" fragmentation.  See documentation for Memory Management ")
-                .append(" (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)");
-        return sb.toString();
-    }
-
-    /**
-     * PyTorch's {@code format_size} (spec §7.1): bytes up to 1024, then KiB/MiB/GiB with two decimals, the
-     * thresholds inclusive. Rounds the exact binary value half-to-even like C++'s {@code std::fixed}.
-     */
-    static String formatSize(long size) {
-        if (Long.compareUnsigned(size, 1024) <= 0) {
-            return size + " bytes";
-        }
-        double value;
-        String unit;
-        if (size <= 1048576L) {
-            value = size / 1024.0;
-            unit = " KiB";
-        } else if (size <= 1073741824L) {
-            value = size / 1048576.0;
-            unit = " MiB";
-        } else {
-            value = size / 1073741824.0;
-            unit = " GiB";
-        }
-        return new BigDecimal(value).setScale(2, RoundingMode.HALF_EVEN).toPlainString() + unit;
+        return OomMessages.message(deviceIndex, allocSize, totalCapacity, deviceFree, allowedMaximum, allocatedBytes,
+                reservedBytes, 0);
     }
 }

@@ -27,6 +27,7 @@ import java.util.regex.Pattern;
  * complete_events | empty_cache | reset_peak | stats
  * set_fraction F
  * summary [abbreviated]
+ * snapshot FILE
  * </pre>
  * SIZE is parsed by {@link ByteSize}. NAME is any word without {@code =} or {@code #}.
  *
@@ -129,6 +130,10 @@ public final class OpsScript {
                     arity(w, 2, "set_fraction F");
                     yield new ScriptOp.SetFraction(line, fraction(w[1]));
                 }
+                case "snapshot" -> {
+                    arity(w, 2, "snapshot FILE");
+                    yield new ScriptOp.Snapshot(line, w[1]);
+                }
                 case "summary" -> {
                     if (w.length > 2 || (w.length == 2 && !w[1].equals("abbreviated"))) {
                         throw error("usage: summary [abbreviated]");
@@ -136,7 +141,7 @@ public final class OpsScript {
                     yield new ScriptOp.Summary(line, w.length == 2);
                 }
                 default -> throw error("unknown op '" + verb + "' (expected device, config, alloc, free, record_stream,"
-                        + " complete_events, empty_cache, set_fraction, reset_peak, summary or stats)");
+                        + " complete_events, empty_cache, set_fraction, reset_peak, summary, stats or snapshot)");
             };
             if (!(op instanceof ScriptOp.Device)) {
                 allocatorUsed = true;

@@ -55,4 +55,8 @@ public sealed interface ScriptOp {
     /** {@code stats}. */
     record Stats(int line) implements ScriptOp {
     }
+
+    /** {@code snapshot FILE}: write {@code torch.cuda.memory._dump_snapshot(FILE)} (a PyTorch snapshot pickle). */
+    record Snapshot(int line, String file) implements ScriptOp {
+    }
 }

@@ -322,6 +322,51 @@ public abstract class CachingAllocatorContractTest {
         a.checkInvariants();
     }
 
+    @Test
+    void garbageCollectionReleasesBlocksOlderThanTheAverageAge() {
+        CachingAllocator a = allocator(GiB, AllocatorConfig.defaults().toBuilder().garbageCollectionThreshold(0.25)
+                .raw("garbage_collection_threshold:0.25").build());
+        a.setMemoryFraction(1.0);                 // GC needs a fraction; threshold = 256 MiB
+        long s1 = a.device().createStream();
+        long blockA = a.malloc(100 * MiB);        // GC clock 1
+        long blockB = a.malloc(100 * MiB);        // 2
+        a.free(blockA);                           // A's age base 2
+        a.malloc(12 * MiB, s1);                   // 3 (miss; 212 MiB reserved, under the threshold)
+        a.malloc(12 * MiB, s1);                   // 4
+        a.free(blockB);                           // B's age base 4
+        a.malloc(50 * MiB, s1);                   // 5 (274 MiB reserved after it)
+        assertThat(a.memoryStats().get("num_device_free")).isZero();
+        a.malloc(50 * MiB, s1);                   // 6: GC, ages A=4, B=2, average 3: only A goes
+        Map<String, Long> s = a.memoryStats();
+        assertThat(s.get("num_device_free")).isEqualTo(1);
+        assertThat(a.reservedBytes()).isEqualTo((100 + 12 + 12 + 50 + 50) * MiB);
+        assertThat(a.malloc(100 * MiB)).isEqualTo(blockB);  // B is still cached
+        assertThat(s.get("num_sync_all_streams")).isZero();  // GC does not synchronise
+        a.checkInvariants();
+    }
+
+    @Test
+    void releaseAvailableFreesOversizeBlocksBeforeEmptyingTheCache() {
+        CachingAllocator a = allocator(300 * MiB, maxSplit(64 * MiB));
+        long big1 = a.malloc(100 * MiB);
+        long big2 = a.malloc(80 * MiB);
+        long small = a.malloc(30 * MiB);
+        a.free(big1);
+        a.free(big2);
+        a.free(small);
+        // 150 MiB fits only after releasing cached oversize blocks: the largest ones go first, the
+        // non-oversize 30 MiB segment stays, no empty_cache (no sync, no retry)
+        a.malloc(150 * MiB);
+        Map<String, Long> s = a.memoryStats();
+        assertThat(s.get("num_alloc_retries")).isZero();
+        assertThat(s.get("num_sync_all_streams")).isZero();
+        assertThat(s.get("num_device_free")).isEqualTo(2);
+        assertThat(s.get("oversize_segments.current")).isEqualTo(1);
+        assertThat(a.reservedBytes()).isEqualTo(180 * MiB);
+        assertThat(a.malloc(30 * MiB)).isEqualTo(small);
+        a.checkInvariants();
+    }
+
     // ---------------------------------------------------------------- bad input
 
     @Test
@@ -438,24 +483,30 @@ public abstract class CachingAllocatorContractTest {
     }
 
     @Test
-    void turningExpandableOffSkipsExpandableBlocks() {
+    void turningExpandableOffSkipsExpandableBlocksAndOnAgainReusesThem() {
         Device d = newDevice(80 * GiB);
         assumeTrue(d.supportsVirtualMemory(), "device has no virtual memory management");
-        CachingAllocator a = new CachingAllocator(d, expandable());
-        long p = a.malloc(4 * MiB);
-        a.free(p);
-        a.setSettings("");        // re-parse resets to defaults except expandable, which keeps its value
-        assertThat(a.config().expandableSegments()).isTrue();
-        CachingAllocator b = new CachingAllocator(newDevice(80 * GiB),
-                expandable().toBuilder().expandableSegments(true).build());
+        CachingAllocator b = new CachingAllocator(d);
+        b.setSettings("expandable_segments:True,max_split_size_mb:200");
+        assertThat(b.config().maxSplitSize()).isEqualTo(200 * MiB);
         long x = b.malloc(4 * MiB);
         b.free(x);
-        // emulate _set_allocator_settings("expandable_segments:False") without depending on the parser
-        b.setConfig(b.config().toBuilder().expandableSegments(false).build());
-        long y = b.malloc(4 * MiB);
+        b.setSettings("expandable_segments:False");
+        assertThat(b.config().maxSplitSize()).isEqualTo(AllocatorConfig.UNLIMITED);   // reset on every parse
+        long y = b.malloc(4 * MiB);                  // a cudaMalloc'd segment, not the expandable block
         assertThat(y).isNotEqualTo(x);
         assertThat(b.memoryStats().get("segment.all.current")).isEqualTo(1);
+        b.free(y);
+        b.setSettings("expandable_segments:True");
+        // both free blocks are 20 MiB; whichever address order, the classic one wins: it is either first, or the
+        // expandable block in front of its huge unmapped tail makes best fit walk on to it (spec §2.2)
+        long z = b.malloc(4 * MiB);
+        assertThat(z).isEqualTo(y);
         b.checkInvariants();
+        assertThatThrownBy(() -> b.setSettings("expandable_segments:maybe"))
+                .isInstanceOf(io.gpumem.config.ConfigException.class);
+        assertThat(b.config().expandableSegments()).isTrue();
+        assertThat(b.memoryStats().get("max_split_size")).isEqualTo(-1);            // fixed at creation
     }
 
     // ---------------------------------------------------------------- history (§10)

@@ -72,6 +72,53 @@ class DataStructuresTest {
     }
 
     @Test
+    void sizeOrderedSetMatchesTreeSetIncludingNextPrevAndCeiling() {
+        long seed = System.nanoTime();
+        System.out.println("DataStructuresTest size-ordered seed=" + seed);
+        SplittableRandom rnd = new SplittableRandom(seed);
+        SizeOrderedBlocks set = new SizeOrderedBlocks();
+        TreeSet<Block> ref = new TreeSet<>(BY_SIZE);
+        List<Block> present = new ArrayList<>();
+        long[] streams = {0, 7, -5L, 1L << 40};
+        for (int i = 0; i < 30_000; i++) {
+            if (present.isEmpty() || rnd.nextInt(3) > 0) {
+                long size = rnd.nextBoolean() ? 512 * (1 + rnd.nextInt(64)) : 512L * (1 + rnd.nextLong(1L << 28));
+                Block b = block(streams[rnd.nextInt(streams.length)], size, 512L * rnd.nextInt(1 << 20) + 4096);
+                if (ref.add(b)) {
+                    set.insert(b);
+                    present.add(b);
+                }
+            } else {
+                Block b = present.remove(rnd.nextInt(present.size()));
+                ref.remove(b);
+                set.remove(b);
+            }
+            if (i % 37 == 0) {
+                long s = streams[rnd.nextInt(streams.length)];
+                long size = rnd.nextBoolean() ? 512 * (1 + rnd.nextInt(64)) : 512L * (1 + rnd.nextLong(1L << 28));
+                long ptr = rnd.nextBoolean() ? 0 : 512L * rnd.nextInt(1 << 20);
+                Block key = block(s, size, ptr);
+                assertThat(set.ceiling(s, size, ptr)).isSameAs(ref.ceiling(key));
+                if (!present.isEmpty()) {
+                    Block b = present.get(rnd.nextInt(present.size()));
+                    assertThat(set.next(b)).isSameAs(ref.higher(b));
+                    assertThat(set.prev(b)).isSameAs(ref.lower(b));
+                }
+            }
+        }
+        assertThat(set.toList()).containsExactlyElementsOf(ref);
+        assertThat(set.first()).isSameAs(ref.isEmpty() ? null : ref.first());
+        assertThat(set.last()).isSameAs(ref.isEmpty() ? null : ref.last());
+        assertThat(set.size()).isEqualTo(ref.size());
+        for (Block b : new ArrayList<>(present)) {
+            set.remove(b);
+        }
+        assertThat(set.isEmpty()).isTrue();
+        assertThat(set.first()).isNull();
+        assertThat(set.ceiling(0, 512, 0)).isNull();
+    }
+
+    @Test
     void treeRejectsDuplicatesAndForeignRemoval() {
         BlockTree t = new BlockTree(BlockTree.BY_ADDRESS);
         Block a = block(0, 512, 4096);

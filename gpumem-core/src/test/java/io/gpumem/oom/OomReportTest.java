@@ -6,23 +6,8 @@ import java.util.List;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-/** PyTorch's {@code format_size} (spec §7.1) and the 2.3+ message layout (spec §7.2). */
+/** The OOM report's derived figures and its PyTorch 2.3+ message (spec §7.2). */
 class OomReportTest {
-    @Test
-    void formatSizeThresholdsAreInclusive() {
-        assertThat(OomReport.formatSize(0)).isEqualTo("0 bytes");
-        assertThat(OomReport.formatSize(1024)).isEqualTo("1024 bytes");
-        assertThat(OomReport.formatSize(1025)).isEqualTo("1.00 KiB");
-        assertThat(OomReport.formatSize(1_048_576)).isEqualTo("1024.00 KiB");
-        assertThat(OomReport.formatSize(2L << 20)).isEqualTo("2.00 MiB");
-        assertThat(OomReport.formatSize(1L << 30)).isEqualTo("1024.00 MiB");
-        assertThat(OomReport.formatSize(80L << 30)).isEqualTo("80.00 GiB");
-        // 1.125 KiB = 1152 bytes is an exact binary half: printf rounds it to even ("1.12"), not up
-        assertThat(OomReport.formatSize(1152)).isEqualTo("1.12 KiB");
-        assertThat(OomReport.formatSize(1157)).isEqualTo("1.13 KiB");
-        assertThat(OomReport.formatSize(1_310_720)).isEqualTo("1.25 MiB");
-    }
-
     @Test
     void messageWithFraction() {
         OomReport r = new OomReport(1, 512, 2L << 20, 0, 80L << 30, 1L << 30, 40L << 30, 3L << 30, 5L << 30,
@@ -35,5 +20,13 @@ class OomReportTest {
                 + " (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)");
         assertThat(r.heldOutside()).isEqualTo((80L << 30) - (1L << 30) - (5L << 30));
         assertThat(r.reservedButUnallocated()).isEqualTo(2L << 30);
+        assertThat(r.fractionSet()).isTrue();
+    }
+
+    @Test
+    void exabyteMessage() {
+        OomReport r = new OomReport(1L << 60, 0, 0, 0, 80L << 30, 1L << 30, -1, 0, 0, List.of(), true);
+        assertThat(r.message()).isEqualTo("CUDA out of memory. Tried to allocate more than 1EB memory.");
+        assertThat(r.fractionSet()).isFalse();
     }
 }

@@ -85,11 +85,14 @@ public final class CudaDevice implements Device, AutoCloseable {
     /** Per-thread scratch for out-parameters, and whether this thread has our context current. */
     private static final class ThreadState {
         final MemorySegment scratch;
+        /** The second word of {@link #scratch}, for calls with two out-parameters. */
+        final MemorySegment scratchSecond;
         MemorySegment bounce;
         boolean contextCurrent;
 
         ThreadState(MemorySegment scratch) {
             this.scratch = scratch;
+            this.scratchSecond = scratch.asSlice(8);
         }
     }
 
@@ -190,9 +193,9 @@ public final class CudaDevice implements Device, AutoCloseable {
 
     @Override
     public long freeMemory() {
-        MemorySegment out = enter(DeviceOp.MEM_GET_INFO);
-        check(DeviceOp.MEM_GET_INFO, driver.memGetInfo(out, out.asSlice(8)), "cuMemGetInfo_v2", 0, 0);
-        return out.get(JAVA_LONG, 0);
+        ThreadState state = enterState(DeviceOp.MEM_GET_INFO);
+        check(DeviceOp.MEM_GET_INFO, driver.memGetInfo(state.scratch, state.scratchSecond), "cuMemGetInfo_v2", 0, 0);
+        return state.scratch.get(JAVA_LONG, 0);
     }
 
     /** The driver's version as {@code 1000 * major + 10 * minor}, e.g. 13000 for CUDA 13.0. */
@@ -420,6 +423,7 @@ public final class CudaDevice implements Device, AutoCloseable {
      * copies to and from at full speed. Free it with {@link #freePinnedHost}; it is not counted as a
      * {@code Device} operation.
      */
+    @SuppressWarnings("restricted") // sizing the driver's host pointer to the bytes it allocated
     public MemorySegment allocatePinnedHost(long bytes) {
         ThreadState state = threadState.get();
         bindContext(state);

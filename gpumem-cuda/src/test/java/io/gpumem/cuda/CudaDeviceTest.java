@@ -13,8 +13,18 @@ import io.gpumem.device.DeviceException;
 import io.gpumem.device.DeviceOp;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.HashSet;
+import java.util.List;
 import java.util.Random;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.stream.IntStream;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -116,6 +126,7 @@ class CudaDeviceTest {
     }
 
     @Test
+    @SuppressWarnings("restricted")
     void bytesWrittenThroughAMappedPageReadBack() {
         long base = device.reserveAddressRange(4 * PAGE);
         long h0 = device.createPhysical(PAGE);
@@ -138,7 +149,7 @@ class CudaDeviceTest {
             device.copyDeviceToDevice(base, base + MiB, MiB);
             MemorySegment first = arena.allocate(MiB);
             device.copyToHost(first, base, MiB);
-            assertThat(first.toArray(JAVA_BYTE)).isEqualTo(java.util.Arrays.copyOf(data, (int) MiB));
+            assertThat(first.toArray(JAVA_BYTE)).isEqualTo(Arrays.copyOf(data, (int) MiB));
         }
         // The device address is host memory in the fake: the bytes are really there.
         MemorySegment direct = MemorySegment.ofAddress(base + MiB).reinterpret(8);
@@ -244,8 +255,8 @@ class CudaDeviceTest {
             device.setAccess(base + i * PAGE, PAGE);
         }
         assertThat(device.freeMemory()).isEqualTo(GiB - pages * PAGE);
-        java.util.List<Integer> order = new java.util.ArrayList<>(java.util.stream.IntStream.range(0, pages).boxed().toList());
-        java.util.Collections.shuffle(order, random);
+        List<Integer> order = new ArrayList<>(IntStream.range(0, pages).boxed().toList());
+        Collections.shuffle(order, random);
         for (int k = 0; k < pages; k++) {
             int i = order.get(k);
             if (random.nextBoolean()) {
@@ -328,6 +339,55 @@ class CudaDeviceTest {
         assertThat(fromOtherThread).isNotZero();
         device.free(fromOtherThread);
         assertThat(FakeCuda.calls("cuCtxSetCurrent")).isEqualTo(3); // open, this thread, the other thread
+    }
+
+    @Test
+    void concurrentCallersEachGetTheirOwnResults() throws Exception {
+        // Out-parameters live in per-thread scratch memory: results must never cross between threads.
+        int threads = 4;
+        int perThread = 300;
+        ExecutorService pool = Executors.newFixedThreadPool(threads);
+        try {
+            List<Future<long[]>> futures = new ArrayList<>();
+            for (int t = 0; t < threads; t++) {
+                long size = (t + 1) * 4096L;
+                futures.add(pool.submit(() -> {
+                    long[] addresses = new long[perThread];
+                    for (int i = 0; i < perThread; i++) {
+                        addresses[i] = device.malloc(size);
+                        device.freeMemory();
+                    }
+                    return addresses;
+                }));
+            }
+            Set<Long> seen = new HashSet<>();
+            long expectedBytes = 0;
+            for (int t = 0; t < threads; t++) {
+                for (long a : futures.get(t).get()) {
+                    assertThat(seen.add(a)).as("address 0x%x handed out twice", a).isTrue();
+                }
+                expectedBytes += perThread * (t + 1) * 4096L;
+            }
+            assertThat(FakeCuda.classicBytes()).isEqualTo(expectedBytes);
+            assertThat(device.freeMemory()).isEqualTo(GiB - expectedBytes);
+            List<Future<?>> frees = new ArrayList<>();
+            for (int t = 0; t < threads; t++) {
+                long[] mine = futures.get(t).get();
+                frees.add(pool.submit(() -> {
+                    for (long a : mine) {
+                        device.free(a);
+                    }
+                }));
+            }
+            for (var f : frees) {
+                f.get();
+            }
+        } finally {
+            pool.shutdown();
+        }
+        assertThat(FakeCuda.liveAllocations()).isZero();
+        assertThat(device.callCount(DeviceOp.MALLOC)).isEqualTo(threads * perThread);
+        assertThat(device.callCount(DeviceOp.FREE)).isEqualTo(threads * perThread);
     }
 
     @Test

@@ -115,6 +115,16 @@ final class AllocatorSimTarget implements SimTarget {
     }
 
     @Override
+    public void recordHistory() {
+        allocator.recordHistory(io.gpumem.history.HistoryOptions.all());
+    }
+
+    @Override
+    public io.gpumem.history.MemorySnapshot snapshot() {
+        return allocator.snapshot();
+    }
+
+    @Override
     public int deviceIndex() {
         return device.index();
     }

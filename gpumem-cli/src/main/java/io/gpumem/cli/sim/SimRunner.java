@@ -112,6 +112,9 @@ final class SimRunner {
                 SimTarget t = target(script);
                 out.print(MemorySummary.format(t.memoryStats(), t.deviceIndex(), s.abbreviated()));
             }
+            case ScriptOp.Snapshot s -> {
+                return writeSnapshot(target(script), s);
+            }
             case ScriptOp.Stats s -> {
                 StringBuilder sb = new StringBuilder();
                 for (Map.Entry<String, Long> e : new TreeMap<>(target(script).memoryStats()).entrySet()) {
@@ -137,8 +140,25 @@ final class SimRunner {
     private SimTarget target(OpsScript script) {
         if (target == null) {
             target = factory.apply(script.device(), initialConfig);
+            if (script.ops().stream().anyMatch(op -> op instanceof ScriptOp.Snapshot)) {
+                target.recordHistory();
+            }
         }
         return target;
+    }
+
+    /** {@code snapshot FILE}: PyTorch's current snapshot format, written atomically; false if it cannot be. */
+    private boolean writeSnapshot(SimTarget t, ScriptOp.Snapshot s) {
+        java.nio.file.Path file = java.nio.file.Path.of(s.file());
+        try {
+            new io.gpumem.trace.io.PytorchSnapshotWriter().write(
+                    io.gpumem.trace.io.AllocatorSnapshots.toTraceSnapshot(t.snapshot(), s.file()), file);
+        } catch (java.io.IOException | RuntimeException e) {
+            err.println("gpumem sim: line " + s.line() + ": snapshot " + s.file() + ": cannot write: "
+                    + (e.getMessage() == null ? e.toString() : e.getMessage()));
+            return false;
+        }
+        return true;
     }
 
     private static String describe(ScriptOp op) {

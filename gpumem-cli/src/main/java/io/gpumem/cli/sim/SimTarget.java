@@ -34,6 +34,15 @@ interface SimTarget {
 
     int deviceIndex();
 
+    /** Starts recording the allocator's history, so that {@link #snapshot()} includes the trace. */
+    default void recordHistory() {
+    }
+
+    /** {@code torch.cuda.memory._snapshot()}. */
+    default io.gpumem.history.MemorySnapshot snapshot() {
+        throw new UnsupportedOperationException("this target cannot take snapshots");
+    }
+
     /** An allocation the device could not satisfy; the message is PyTorch's OOM text. */
     final class OutOfMemory extends RuntimeException {
         OutOfMemory(String message, Throwable cause) {

@@ -40,6 +40,7 @@ import java.util.concurrent.ConcurrentHashMap;
  * <p>Instances are immutable and thread-safe (the driver is). {@link #load} caches one instance per library
  * name, because the library is never unloaded (dlopen caches it anyway).
  */
+@SuppressWarnings("restricted") // binding native code is this class's purpose; the JVM grants it with --enable-native-access
 public final class CudaDriver {
 
     /** Every driver symbol this class binds, exactly as exported by libcuda. */

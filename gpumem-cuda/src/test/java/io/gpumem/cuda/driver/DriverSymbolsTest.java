@@ -56,6 +56,7 @@ class DriverSymbolsTest {
     }
 
     @Test
+    @SuppressWarnings("restricted")
     void theLegacyUnversionedExportFailsLoudly() throws Throwable {
         MethodHandle legacy = Linker.nativeLinker().downcallHandle(
                 SymbolLookup.libraryLookup(FakeCuda.LIBRARY, Arena.global()).findOrThrow("cuMemAlloc"),

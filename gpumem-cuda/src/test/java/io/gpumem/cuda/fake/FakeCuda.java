@@ -21,6 +21,7 @@ import java.nio.file.Path;
  * {@code gpumem.cuda.library}, and dlopen gives both the same instance, so the control calls act on the
  * driver state the device under test sees.
  */
+@SuppressWarnings("restricted")
 public final class FakeCuda {
     /** Absolute path of the compiled fake driver. */
     public static final Path LIBRARY = Path.of(require("gpumem.cuda.fake.library"));

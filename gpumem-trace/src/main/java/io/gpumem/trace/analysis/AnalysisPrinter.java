@@ -94,10 +94,15 @@ public final class AnalysisPrinter {
     /** The compare table: one row per run. */
     public static void printOutcomes(List<WhatIfOutcome> outcomes, PrintWriter out) {
         boolean withCapacity = outcomes.stream().anyMatch(o -> o.minCapacity() >= 0);
-        out.printf(Locale.ROOT, "  %-36s %14s %14s %9s %13s %8s %5s%s%n", "config", "peak allocated", "peak reserved",
+        int width = 36;
+        for (WhatIfOutcome o : outcomes) {
+            width = Math.max(width, o.label().length());
+        }
+        String labelColumn = "  %-" + width + "s";
+        out.printf(Locale.ROOT, labelColumn + " %14s %14s %9s %13s %8s %5s%s%n", "config", "peak allocated", "peak reserved",
                 "res/alloc", "driver allocs", "retries", "OOMs", withCapacity ? "   min capacity" : "");
         for (WhatIfOutcome o : outcomes) {
-            out.printf(Locale.ROOT, "  %-36s %14s %14s %9.3f %13d %8d %5d%s%n",
+            out.printf(Locale.ROOT, labelColumn + " %14s %14s %9.3f %13d %8d %5d%s%n",
                     o.label().isEmpty() ? "(defaults)" : o.label(), ByteSizes.format(o.peakAllocated()),
                     ByteSizes.format(o.peakReserved()), o.reservedPerAllocated(), o.deviceAllocs(), o.retries(), o.ooms(),
                     withCapacity ? String.format(Locale.ROOT, " %14s", o.minCapacity() >= 0 ? ByteSizes.format(o.minCapacity()) : "-") : "");

@@ -15,10 +15,11 @@ import java.util.Optional;
  * smaller batch when the source can run one (also for an OOM that no configuration removes: a smaller batch
  * changes the job, so it is the last resort against fragmentation); {@code empty_cache()} whenever whole free segments or
  * pages are cached; freeing outside memory when the diagnosis blames it. A configuration is recommended
- * only when its run has fewer OOMs than the baseline, or as many and a positive saving. Savings are
- * measured as the drop in minimum capacity where both runs computed it (the figure that matters on a
- * fixed-size device), else the drop in peak reserved; runs that stopped at an OOM are only compared by
- * OOM count and minimum capacity, since their peaks cover different amounts of work.
+ * only when its run has fewer OOMs than the baseline, or as many and a positive saving. For an OOM or a
+ * state near capacity, savings are the drop in minimum capacity where both runs computed it (the figure
+ * that matters on a fixed-size device); for waste alone they are the drop in peak reserved (what the job
+ * holds). Runs that stopped at an OOM are compared only by OOM count and minimum capacity, since their
+ * peaks cover different amounts of work.
  */
 public final class Recommender {
     /** Configuration changes tried against fragmentation and waste, in this order. */
@@ -58,6 +59,9 @@ public final class Recommender {
 
         boolean troubled = diagnosis.kind() != DiagnosisKind.NONE
                 || all.reservedPerAllocated() > DiagnosisRules.SEVERE_WASTE_RATIO;
+        // An OOM or a state near capacity is about fitting the device: judge by minimum capacity. Waste alone is
+        // about what the job holds: judge by peak reserved.
+        boolean byCapacity = diagnosis.kind() != DiagnosisKind.NONE;
         if (troubled && whatIf != null) {
             baseline = whatIf.run(baseConf);
             List<Recommendation> configRecs = new ArrayList<>();
@@ -68,7 +72,7 @@ public final class Recommender {
                 }
                 WhatIfOutcome outcome = whatIf.run(conf);
                 alternatives.add(outcome);
-                compare(baseline, outcome, "PYTORCH_CUDA_ALLOC_CONF=" + conf).ifPresent(configRecs::add);
+                compare(baseline, outcome, "PYTORCH_CUDA_ALLOC_CONF=" + conf, byCapacity).ifPresent(configRecs::add);
             }
             boolean configFixesOom = baseline.ooms() > 0
                     && configRecs.stream().anyMatch(r -> r.outcome().ooms() == 0);
@@ -76,7 +80,7 @@ public final class Recommender {
                 Optional<WhatIfOutcome> smaller = whatIf.runSmallerBatch();
                 smaller.ifPresent(alternatives::add);
                 WhatIfOutcome base = baseline;
-                smaller.flatMap(o -> compare(base, o, "use a smaller batch (" + o.label() + ")"))
+                smaller.flatMap(o -> compare(base, o, "use a smaller batch (" + o.label() + ")", byCapacity))
                         .ifPresent(configRecs::add);
             }
             configRecs.sort(Comparator.comparingLong((Recommendation r) -> r.outcome().ooms())
@@ -117,27 +121,40 @@ public final class Recommender {
         return new Result(baseline, alternatives, recs, notes);
     }
 
-    /** A recommendation when {@code outcome} beats {@code baseline}; empty otherwise. */
-    static Optional<Recommendation> compare(WhatIfOutcome baseline, WhatIfOutcome outcome, String action) {
-        StringBuilder basis = new StringBuilder("compare run: ");
-        long saved;
-        boolean byCapacity = baseline.minCapacity() >= 0 && outcome.minCapacity() >= 0;
-        if (byCapacity) {
+    /**
+     * A recommendation when {@code outcome} beats {@code baseline}; empty otherwise. The saving is the drop in
+     * minimum capacity when {@code byCapacity} and both runs computed it, else the drop in peak reserved when
+     * neither run stopped at an OOM (runs that stopped early did different amounts of work), else 0.
+     */
+    static Optional<Recommendation> compare(WhatIfOutcome baseline, WhatIfOutcome outcome, String action,
+                                            boolean byCapacity) {
+        boolean capacityKnown = baseline.minCapacity() >= 0 && outcome.minCapacity() >= 0;
+        boolean bothCompleted = baseline.ooms() == 0 && outcome.ooms() == 0;
+        boolean measureCapacity = capacityKnown && (byCapacity || !bothCompleted);
+        String capacityPart = "minimum capacity " + ByteSizes.format(baseline.minCapacity()) + " -> "
+                + ByteSizes.format(outcome.minCapacity());
+        String reservedPart = "peak reserved " + ByteSizes.format(baseline.peakReserved()) + " -> "
+                + ByteSizes.format(outcome.peakReserved());
+        long saved = 0;
+        List<String> parts = new ArrayList<>();
+        if (measureCapacity) {
             saved = baseline.minCapacity() - outcome.minCapacity();
-            basis.append("minimum capacity ").append(ByteSizes.format(baseline.minCapacity())).append(" -> ")
-                    .append(ByteSizes.format(outcome.minCapacity()));
-        } else if (baseline.ooms() == 0 && outcome.ooms() == 0) {
+            parts.add(capacityPart);
+            if (bothCompleted) {
+                parts.add(reservedPart);
+            }
+        } else if (bothCompleted) {
             saved = baseline.peakReserved() - outcome.peakReserved();
-        } else {
-            saved = 0;
-        }
-        if (!byCapacity || baseline.ooms() == 0 && outcome.ooms() == 0) {
-            basis.append(byCapacity ? ", " : "").append("peak reserved ").append(ByteSizes.format(baseline.peakReserved()))
-                    .append(" -> ").append(ByteSizes.format(outcome.peakReserved()));
+            parts.add(reservedPart);
+            if (capacityKnown) {
+                parts.add(capacityPart);
+            }
         }
         if (baseline.ooms() != outcome.ooms()) {
-            basis.append(", OOMs ").append(baseline.ooms()).append(" -> ").append(outcome.ooms());
+            parts.add("OOMs " + baseline.ooms() + " -> " + outcome.ooms());
         }
+        StringBuilder basis = new StringBuilder("compare run: ");
+        basis.append(String.join(", ", parts));
         boolean better = outcome.ooms() < baseline.ooms() || (outcome.ooms() == baseline.ooms() && saved > 0);
         return better ? Optional.of(new Recommendation(action, Math.max(0, saved), basis.toString(), outcome))
                 : Optional.empty();

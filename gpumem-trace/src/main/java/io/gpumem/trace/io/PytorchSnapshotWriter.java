@@ -13,7 +13,6 @@ import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import net.razorvine.pickle.Pickler;
 
 /**
  * Writes a {@link TraceSnapshot} as a PyTorch memory-snapshot pickle in the current format (spec §10), the
@@ -22,8 +21,8 @@ import net.razorvine.pickle.Pickler;
  *
  * <p>Keys are written in PyTorch's order; optional fields are written exactly when the model says the
  * source had them ({@code fields} bits, {@code null} frames), and unknown keys kept by a reader are written
- * back, so read → write → read is the identity. Frame lists shared in the model are shared in the pickle
- * (razorvine's memo emits a list object once and references it after). The file is written to a temporary
+ * back, so read → write → read is the identity. Frame lists shared in the model are shared in the pickle, and
+ * equal frames and strings are written once ({@link PickleEncoder} memoizes them). The file is written to a temporary
  * sibling and moved into place, so a failure never leaves a half-written snapshot.
  */
 public final class PytorchSnapshotWriter {
@@ -52,16 +51,16 @@ public final class PytorchSnapshotWriter {
 
     /** Writes the pickle to a stream (not closed). */
     public void write(TraceSnapshot snapshot, OutputStream out) throws IOException {
-        Object root = toPickleTree(snapshot);
-        Pickler pickler = new Pickler(true, false);
-        pickler.dump(root, out);
+        new PickleEncoder(out).dump(toPickleTree(snapshot));
         out.flush();
     }
 
     /** Encodes to bytes. */
     public byte[] toBytes(TraceSnapshot snapshot) {
+        java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
         try {
-            return new Pickler(true, false).dumps(toPickleTree(snapshot));
+            new PickleEncoder(bytes).dump(toPickleTree(snapshot));
+            return bytes.toByteArray();
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
@@ -187,17 +186,20 @@ public final class PytorchSnapshotWriter {
     /** Encodes each distinct frame list once, so the pickle memo shares it like PyTorch does. */
     private static final class FrameEncoder {
         private final IdentityHashMap<List<Frame>, List<Object>> encoded = new IdentityHashMap<>();
+        private final java.util.HashMap<Frame, Map<String, Object>> frameDicts = new java.util.HashMap<>();
 
         List<Object> encode(List<Frame> frames) {
             List<Object> out = encoded.get(frames);
             if (out == null) {
                 out = new ArrayList<>(frames.size());
                 for (Frame f : frames) {
-                    Map<String, Object> m = new LinkedHashMap<>();
-                    m.put("filename", f.filename());
-                    m.put("line", f.line());
-                    m.put("name", f.name());
-                    out.add(m);
+                    out.add(frameDicts.computeIfAbsent(f, k -> {
+                        Map<String, Object> m = new LinkedHashMap<>();
+                        m.put("filename", k.filename());
+                        m.put("line", k.line());
+                        m.put("name", k.name());
+                        return m;
+                    }));
                 }
                 encoded.put(frames, out);
             }

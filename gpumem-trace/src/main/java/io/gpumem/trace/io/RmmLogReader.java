@@ -14,7 +14,8 @@ import java.util.Map;
  * followed by {@code free_completed} (RMM frees complete at once); {@code allocate failure} becomes an
  * {@code oom} entry. Pointers and streams may be decimal or {@code 0x} hex. The time column is kept as
  * the entry's {@code timeUs} when it is numeric (else the row number is used, file order being the clock).
- * A free of a pointer that is not live is an error naming the line.
+ * A free of a pointer that is not live is an error naming the line. The pointers are RMM's decisions, not a
+ * PyTorch caching allocator's, so the snapshot is marked {@code addressesRecorded = false}.
  */
 public final class RmmLogReader {
 
@@ -74,8 +75,9 @@ public final class RmmLogReader {
                                 + "' (expected allocate, free or allocate failure)");
             }
         }
+        // RMM's pointers are its own memory resource's decisions, not PyTorch's: usable as a request stream only.
         return new TraceSnapshot(name, SourceFormat.RMM_LOG, List.of(), List.of(List.copyOf(out)), null, null,
-                Map.of(), true);
+                Map.of(), false);
     }
 
     private static TraceEntry entry(TraceAction a, long ptr, long size, long stream, long time) {

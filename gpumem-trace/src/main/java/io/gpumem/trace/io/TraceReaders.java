@@ -12,12 +12,18 @@ import java.nio.file.Path;
  * with the PROTO opcode 0x80 or a list/dict opcode; CSVs by their header line) and dispatches to the reader.
  *
  * <p>Formats: PyTorch snapshot pickles ({@link PytorchSnapshotReader}), RMM logs ({@link RmmLogReader}),
- * lifetime CSVs ({@link LifetimeCsvReader}). Anything else is a {@link TraceFormatException} naming the file.
+ * lifetime CSVs ({@link LifetimeCsvReader}), {@code gpumem sim} ops scripts ({@link OpsScriptReader}; recognised
+ * by the first word of the first line that is not blank or a comment). Anything else is a {@link TraceFormatException} naming the file.
  */
 public final class TraceReaders {
 
     private TraceReaders() {
     }
+
+    /** First words an ops script line can start with. */
+    private static final java.util.Set<String> OPS_VERBS = java.util.Set.of("device", "config", "alloc", "free",
+            "record_stream", "complete_events", "empty_cache", "set_fraction", "reset_peak", "summary", "stats",
+            "snapshot");
 
     /** Reads a trace file of any supported format with the default limits. */
     public static TraceSnapshot read(Path file) {
@@ -31,6 +37,7 @@ public final class TraceReaders {
             case PYTORCH_SNAPSHOT, PYTORCH_SEGMENT_LIST -> new PytorchSnapshotReader(limits).read(file);
             case RMM_LOG -> new RmmLogReader(limits).read(file);
             case LIFETIME_CSV -> new LifetimeCsvReader(limits).read(file);
+            case OPS_SCRIPT -> new OpsScriptReader(limits).read(file);
             default -> throw new TraceFormatException(file.toString(), "", "unsupported format " + format);
         };
     }
@@ -38,7 +45,7 @@ public final class TraceReaders {
     /** Detects the format from the first bytes. */
     public static SourceFormat detect(Path file) {
         String name = file.toString();
-        byte[] head = new byte[256];
+        byte[] head = new byte[8192];
         int n;
         try (InputStream in = Files.newInputStream(file)) {
             n = in.readNBytes(head, 0, head.length);
@@ -68,8 +75,12 @@ public final class TraceReaders {
         if (CsvLines.headerMatches(fields, LifetimeCsvReader.HEADER)) {
             return SourceFormat.LIFETIME_CSV;
         }
+        String verb = first.split("[ \t#]", 2)[0];
+        if (OPS_VERBS.contains(verb)) {
+            return SourceFormat.OPS_SCRIPT;
+        }
         throw new TraceFormatException(name, "", "unknown trace format (expected a PyTorch snapshot pickle, an RMM"
-                + " log with header Thread,Time,Action,Pointer,Size,Stream, or a lifetime CSV with header"
-                + " id,lower,upper,size)");
+                + " log with header Thread,Time,Action,Pointer,Size,Stream, a lifetime CSV with header"
+                + " id,lower,upper,size, or a gpumem sim ops script)");
     }
 }

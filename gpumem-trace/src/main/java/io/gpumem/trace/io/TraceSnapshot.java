@@ -12,8 +12,8 @@ import java.util.Objects;
  *
  * <p>{@code allocatorSettings} and {@code externalAnnotations} are {@code null} when the file lacks the key;
  * {@code extra} keeps unknown top-level keys. {@code addressesRecorded} is false when the addresses in the
- * trace are synthetic (lifetime CSV): such a trace can be replayed for what-if questions but not checked
- * for placement fidelity.
+ * trace are not a PyTorch caching allocator's decisions (synthetic handles of a lifetime CSV, RMM's own
+ * pointers): such a trace can be replayed for what-if questions but not checked for placement fidelity.
  *
  * <p>Immutable by convention: readers hand out unmodifiable lists.
  */

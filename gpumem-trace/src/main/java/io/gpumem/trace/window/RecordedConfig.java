@@ -10,7 +10,9 @@ import java.util.Map;
  * {@code roundup_power2_divisions}, {@code garbage_collection_threshold}) are read directly rather than
  * re-parsing the raw string, because they are what the allocator actually used (and older files have no
  * string). A snapshot without settings was recorded with the defaults, unless its segments say expandable
- * segments were on.
+ * segments were on; settings holding only the string (ops scripts) are parsed.
+ *
+ * @throws io.gpumem.config.ConfigException when such a string does not parse
  */
 public final class RecordedConfig {
 
@@ -25,6 +27,10 @@ public final class RecordedConfig {
             return b.expandableSegments(expandable).build();
         }
         String raw = snapshot.recordedConfString();
+        if (raw != null && !s.containsKey("max_split_size") && !s.containsKey("expandable_segments")) {
+            // Only the string was recorded (an ops script): its meaning is what the parser says.
+            return AllocatorConfig.parse(raw);
+        }
         if (raw != null) {
             b.raw(raw);
         }

@@ -42,9 +42,10 @@ import java.util.TreeMap;
  */
 public final class WindowRebuilder {
 
-    private static final byte WINDOW_LIVE = 1;
-    private static final byte WINDOW_FREE_REQUESTED = 2;
-    private static final byte PRE_FREE_REQUESTED = 3;
+    private static final int NONE = 0;
+    private static final int WINDOW_LIVE = 1;
+    private static final int WINDOW_FREE_REQUESTED = 2;
+    private static final int PRE_FREE_REQUESTED = 3;
 
     private final AllocatorConfig config;
 
@@ -77,10 +78,12 @@ public final class WindowRebuilder {
         TreeMap<Long, Seg> segs = startSegments(snapshot, device, trace);
 
         // Forward pass: which addresses the window itself allocated, and which frees hit older blocks.
-        HashMap<Long, Byte> state = new HashMap<>();
-        TreeMap<Long, Integer> firstAllocIndex = new TreeMap<>(Long::compareUnsigned);
+        AddressTable state = new AddressTable(1024);
+        long[] allocAddr = new long[64];
+        int[] allocIndex = new int[64];
+        int allocs = 0;
         List<long[]> preFreed = new ArrayList<>(); // {addr, request, freeIndex}
-        Map<Long, Integer> preFreedSlot = new HashMap<>();
+        AddressTable preFreedSlot = new AddressTable(64);
         boolean hasCompletions = false;
         for (TraceEntry e : trace) {
             if (e.action() == TraceAction.FREE_COMPLETED) {
@@ -93,31 +96,45 @@ public final class WindowRebuilder {
             long a = e.addr();
             switch (e.action()) {
                 case ALLOC -> {
-                    state.put(a, WINDOW_LIVE);
-                    firstAllocIndex.putIfAbsent(a, i);
+                    if (a == 0) {
+                        break;
+                    }
+                    state.put(a, WINDOW_LIVE, NONE);
+                    if (allocs == allocAddr.length) {
+                        allocAddr = java.util.Arrays.copyOf(allocAddr, allocs * 2);
+                        allocIndex = java.util.Arrays.copyOf(allocIndex, allocs * 2);
+                    }
+                    allocAddr[allocs] = a;
+                    allocIndex[allocs++] = i;
                 }
                 case FREE_REQUESTED -> {
-                    Byte s = state.get(a);
-                    if (s == null) {
-                        preFreedSlot.put(a, preFreed.size());
+                    if (a == 0) {
+                        break;
+                    }
+                    int s = state.get(a, NONE);
+                    if (s == NONE) {
+                        preFreedSlot.put(a, preFreed.size(), -1);
                         preFreed.add(new long[] {a, e.size(), i});
                         if (hasCompletions) {
-                            state.put(a, PRE_FREE_REQUESTED);
+                            state.put(a, PRE_FREE_REQUESTED, NONE);
                         }
                     } else if (s == WINDOW_LIVE) {
                         if (hasCompletions) {
-                            state.put(a, WINDOW_FREE_REQUESTED);
+                            state.put(a, WINDOW_FREE_REQUESTED, NONE);
                         } else {
-                            state.remove(a);
+                            state.remove(a, NONE);
                         }
                     }
                 }
                 case FREE_COMPLETED -> {
-                    Byte s = state.remove(a);
-                    if (s == null) {
+                    if (a == 0) {
+                        break;
+                    }
+                    int s = state.remove(a, NONE);
+                    if (s == NONE) {
                         preFreed.add(new long[] {a, e.size(), i});
                     } else if (s == PRE_FREE_REQUESTED) {
-                        preFreed.get(preFreedSlot.get(a))[2] = i;
+                        preFreed.get(preFreedSlot.get(a, 0))[2] = i;
                     }
                 }
                 default -> { }
@@ -144,6 +161,8 @@ public final class WindowRebuilder {
             }
         }
 
+        // Alloc addresses with their first index, for the slack rule; built only if a block needs it.
+        SlackIndex slackIndex = new SlackIndex(allocAddr, allocIndex, allocs);
         int inferred = 0;
         List<StartSegment> out = new ArrayList<>(segs.size());
         for (Seg seg : segs.values()) {
@@ -158,7 +177,7 @@ public final class WindowRebuilder {
                 boolean exact = size >= 0;
                 if (!exact) {
                     long rounded = RoundSize.of(info[1], config);
-                    size = inferSize(addr, rounded, next, info[2], seg.small, firstAllocIndex);
+                    size = inferSize(addr, rounded, next, info[2], seg.small, slackIndex);
                     if (size != rounded) {
                         inferred++;
                     }
@@ -181,7 +200,7 @@ public final class WindowRebuilder {
     }
 
     private long inferSize(long addr, long rounded, long next, long freeIndex, boolean small,
-                           TreeMap<Long, Integer> firstAllocIndex) {
+                           SlackIndex firstAllocIndex) {
         long end = addr + rounded;
         if (end >= next) {
             return rounded;
@@ -194,12 +213,36 @@ public final class WindowRebuilder {
             return next - addr;
         }
         // Slack rule: an alloc inside (end, end + slack] while this block was still live marks its end.
-        for (Map.Entry<Long, Integer> e : firstAllocIndex.subMap(end, false, end + slack, true).entrySet()) {
+        for (Map.Entry<Long, Integer> e : firstAllocIndex.get().subMap(end, false, end + slack, true).entrySet()) {
             if (e.getValue() < freeIndex) {
                 return e.getKey() - addr;
             }
         }
         return rounded;
+    }
+
+    /** The first alloc index per alloc address, as a sorted map built on first use. */
+    private static final class SlackIndex {
+        private final long[] addr;
+        private final int[] index;
+        private final int count;
+        private TreeMap<Long, Integer> map;
+
+        SlackIndex(long[] addr, int[] index, int count) {
+            this.addr = addr;
+            this.index = index;
+            this.count = count;
+        }
+
+        TreeMap<Long, Integer> get() {
+            if (map == null) {
+                map = new TreeMap<>();
+                for (int i = 0; i < count; i++) {
+                    map.putIfAbsent(addr[i], index[i]);
+                }
+            }
+            return map;
+        }
     }
 
     private static Seg containing(TreeMap<Long, Seg> segs, long address) {

@@ -1,0 +1,83 @@
+package io.gpumem.bench.trace;
+
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.trace.io.PytorchSnapshotReader;
+import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.replay.FidelityReport;
+import io.gpumem.trace.replay.OracleReplay;
+import io.gpumem.trace.replay.WhatIfReplay;
+import io.gpumem.trace.window.RecordedConfig;
+import io.gpumem.trace.window.WindowRebuilder;
+import io.gpumem.trace.window.WindowStart;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.concurrent.TimeUnit;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.BenchmarkMode;
+import org.openjdk.jmh.annotations.Fork;
+import org.openjdk.jmh.annotations.Measurement;
+import org.openjdk.jmh.annotations.Mode;
+import org.openjdk.jmh.annotations.OperationsPerInvocation;
+import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.annotations.Warmup;
+
+/**
+ * Replay throughput in trace entries per second, on the 19,342-entry training-step snapshot
+ * ({@code lm2.7b-train-step.pickle}, read from {@code -Dgpumem.traces.dir}, default {@code ../shared/traces}).
+ *
+ * <p>{@code oracleCheck}: a whole {@code gpumem replay --check} of the file (window rebuild, state import, the
+ * oracle replay with its per-entry comparison, the end-state comparison). {@code whatIfRun}: one replay of the
+ * request stream on a simulated device under the recorded configuration (the unit {@code gpumem compare}
+ * repeats for its binary search). The score is reported per trace entry ({@link OperationsPerInvocation}), so
+ * ops/s = entries/s. Target: 2 million entries per second.
+ *
+ * <p>Run: {@code java -jar gpumem-bench/target/benchmarks.jar ReplayThroughput}.
+ */
+@State(Scope.Benchmark)
+@BenchmarkMode(Mode.Throughput)
+@OutputTimeUnit(TimeUnit.SECONDS)
+@Warmup(iterations = 5, time = 2)
+@Measurement(iterations = 5, time = 2)
+@Fork(1)
+public class ReplayThroughputBenchmark {
+
+    /** Entries in {@code lm2.7b-train-step.pickle} (checked at setup). */
+    static final int ENTRIES = 19_342;
+
+    TraceSnapshot snapshot;
+    AllocatorConfig config;
+    WhatIfReplay whatIf;
+
+    @Setup
+    public void load() {
+        Path dir = Path.of(System.getProperty("gpumem.traces.dir", "../shared/traces"));
+        Path file = dir.resolve("lm2.7b-train-step.pickle");
+        if (!Files.isRegularFile(file)) {
+            throw new IllegalStateException("benchmark trace not found: " + file
+                    + " (set -Dgpumem.traces.dir to the shared traces folder)");
+        }
+        snapshot = new PytorchSnapshotReader().read(file);
+        if (snapshot.entryCount() != ENTRIES) {
+            throw new IllegalStateException("expected " + ENTRIES + " entries in " + file + ", found "
+                    + snapshot.entryCount());
+        }
+        config = RecordedConfig.of(snapshot);
+        WindowStart start = new WindowRebuilder(config).rebuild(snapshot, 0);
+        whatIf = new WhatIfReplay(snapshot, 0, start);
+    }
+
+    @Benchmark
+    @OperationsPerInvocation(ENTRIES)
+    public FidelityReport oracleCheck() {
+        return new OracleReplay().check(snapshot, config);
+    }
+
+    @Benchmark
+    @OperationsPerInvocation(ENTRIES)
+    public Object whatIfRun() {
+        return whatIf.runOnce(config, 1L << 40);
+    }
+}

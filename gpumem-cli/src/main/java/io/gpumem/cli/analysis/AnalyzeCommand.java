@@ -1,0 +1,143 @@
+package io.gpumem.cli.analysis;
+
+import io.gpumem.trace.analysis.AnalysisPrinter;
+import io.gpumem.trace.analysis.ByteSizes;
+import io.gpumem.trace.analysis.MemoryState;
+import io.gpumem.trace.analysis.Recommender;
+import io.gpumem.trace.analysis.SnapshotStates;
+import io.gpumem.trace.analysis.StateAnalysis;
+import io.gpumem.trace.analysis.StateAnalyzer;
+import io.gpumem.trace.analysis.TraceStates;
+import io.gpumem.trace.io.SourceFormat;
+import io.gpumem.trace.io.TraceEntry;
+import io.gpumem.trace.io.TraceReaders;
+import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.workload.TraceWorkload;
+import io.gpumem.trace.workload.WorkloadRunner;
+import io.gpumem.trace.workload.WorkloadWhatIf;
+import java.io.PrintWriter;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.Callable;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+import picocli.CommandLine.Spec;
+import picocli.CommandLine.Model.CommandSpec;
+
+/**
+ * {@code gpumem analyze FILE [--at N]}: where the memory of a PyTorch snapshot went and what would fix it.
+ *
+ * <p>Per device: the state to analyse is the end state, or the state after entry N ({@code --at}), or,
+ * when the trace holds an {@code oom} entry that later entries moved away from, the state at that entry
+ * (rebuilt by replaying the trace). The analysis prints the pool accounting, free space per stream, the
+ * most wasteful segments and the diagnosis; recommendations are backed by compare runs of the trace's own
+ * request stream under each candidate configuration, unless {@code --no-compare} or the snapshot has no
+ * requests (state only).
+ */
+@Command(name = "analyze", mixinStandardHelpOptions = true,
+        description = "Analyse a PyTorch memory snapshot: reserved, allocated, active and inactive-split bytes per pool,"
+                + " largest free block per pool and stream, fragmentation, the most wasteful segments, and for an OOM or a"
+                + " state near capacity a diagnosis with recommendations backed by compare runs.")
+public final class AnalyzeCommand implements Callable<Integer> {
+    @Spec
+    CommandSpec spec;
+
+    @Parameters(index = "0", paramLabel = "FILE", description = "A snapshot pickle (torch.cuda.memory._dump_snapshot).")
+    Path file;
+
+    @Option(names = "--at", paramLabel = "N",
+            description = "Analyse the state after trace entry N (0-based) instead of the end state.")
+    Integer at;
+
+    @Option(names = "--device", paramLabel = "D", description = "Analyse only this device (default: every device in the file).")
+    Integer device;
+
+    @Option(names = "--capacity", paramLabel = "SIZE",
+            description = "Device capacity, e.g. 80GiB (default: unknown); needed to measure memory held outside the allocator.")
+    String capacity;
+
+    @Option(names = "--top", defaultValue = "5", paramLabel = "K",
+            description = "How many wasteful segments to list (default: ${DEFAULT-VALUE}).")
+    int top;
+
+    @Option(names = "--no-compare", description = "Skip the compare runs behind the recommendations.")
+    boolean noCompare;
+
+    @Override
+    public Integer call() {
+        PrintWriter out = spec.commandLine().getOut();
+        long capacityBytes = MemoryState.UNKNOWN;
+        if (capacity != null) {
+            try {
+                capacityBytes = ByteSizes.parse(capacity);
+            } catch (IllegalArgumentException e) {
+                throw new CommandLine.ParameterException(spec.commandLine(), "--capacity: " + e.getMessage());
+            }
+        }
+        if (top < 0) {
+            throw new CommandLine.ParameterException(spec.commandLine(), "--top must be >= 0, got " + top);
+        }
+        TraceSnapshot snapshot = TraceReaders.read(file);
+        if (snapshot.segments().isEmpty() && snapshot.format() != SourceFormat.PYTORCH_SNAPSHOT
+                && snapshot.format() != SourceFormat.PYTORCH_SEGMENT_LIST) {
+            out.println("note: " + file + " is a " + snapshot.format() + " file: it records requests but no allocator"
+                    + " state, so the states below are empty; the compare runs replay its requests");
+        }
+        List<Integer> devices = device != null ? List.of(device) : SnapshotStates.devices(snapshot);
+        if (devices.isEmpty()) {
+            out.println(file + ": no segments and no trace entries: nothing to analyse");
+            return 0;
+        }
+        if (device != null && !SnapshotStates.devices(snapshot).contains(device)) {
+            throw new CommandLine.ParameterException(spec.commandLine(), "--device " + device + ": " + file
+                    + " has no segments or trace entries for it (devices present: " + SnapshotStates.devices(snapshot) + ")");
+        }
+        boolean first = true;
+        for (int d : devices) {
+            if (!first) {
+                out.println();
+            }
+            first = false;
+            analyseDevice(snapshot, d, capacityBytes, out);
+        }
+        out.flush();
+        return 0;
+    }
+
+    private void analyseDevice(TraceSnapshot snapshot, int d, long capacityBytes, PrintWriter out) {
+        List<TraceEntry> trace = snapshot.traceOf(d);
+        MemoryState state;
+        int end;
+        if (at != null) {
+            if (at < 0 || at >= trace.size()) {
+                throw new CommandLine.ParameterException(spec.commandLine(), "--at " + at + " is outside device " + d
+                        + "'s trace of " + file + " (" + trace.size() + " entries, 0.." + (trace.size() - 1) + ")");
+            }
+            state = TraceStates.afterEntry(snapshot, d, at, capacityBytes);
+            end = at + 1;
+        } else {
+            int oom = TraceStates.lastOom(trace);
+            if (oom >= 0 && SnapshotStates.endState(snapshot, d, capacityBytes).oom().isEmpty()) {
+                state = TraceStates.afterEntry(snapshot, d, oom, capacityBytes);
+                end = oom + 1;
+            } else {
+                state = SnapshotStates.endState(snapshot, d, capacityBytes);
+                end = trace.size();
+            }
+        }
+        StateAnalysis analysis = new StateAnalyzer(top).analyze(state);
+        AnalysisPrinter.printState(analysis, out);
+        WorkloadWhatIf whatIf = null;
+        if (!noCompare) {
+            TraceWorkload requests = TraceWorkload.of(snapshot, d, end);
+            if (requests.allocationCount() > 0) {
+                long runCapacity = capacityBytes > 0 ? capacityBytes : WorkloadRunner.UNLIMITED;
+                long outside = Math.max(0, analysis.diagnosis().outside());
+                whatIf = new WorkloadWhatIf(requests, new WorkloadRunner(runCapacity, outside), true);
+            }
+        }
+        AnalysisPrinter.printRecommendations(new Recommender().recommend(analysis, whatIf), out);
+    }
+}

@@ -1,0 +1,151 @@
+package io.gpumem.cli.analysis;
+
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.config.ConfigException;
+import io.gpumem.trace.analysis.AllocatorStates;
+import io.gpumem.trace.analysis.AnalysisPrinter;
+import io.gpumem.trace.analysis.ByteSizes;
+import io.gpumem.trace.analysis.MemoryState;
+import io.gpumem.trace.analysis.OomEvent;
+import io.gpumem.trace.analysis.Recommender;
+import io.gpumem.trace.analysis.StateAnalysis;
+import io.gpumem.trace.analysis.StateAnalyzer;
+import io.gpumem.trace.analysis.WhatIfOutcome;
+import io.gpumem.trace.workload.WorkloadWhatIf;
+import io.gpumem.trace.workload.SnapshotExport;
+import io.gpumem.trace.workload.TrainingWorkload;
+import io.gpumem.trace.workload.WorkloadRunner;
+import java.io.PrintWriter;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.Callable;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+import picocli.CommandLine.Model.CommandSpec;
+
+/**
+ * {@code gpumem demo}: the main job end to end. Generates a transformer training workload whose sequence
+ * length varies per step, runs it on a simulated device under the default allocator configuration and the
+ * alternatives, prints the compare table, analyses the default run's final state (at its OOM, if it hit
+ * one) with recommendations backed by the compare runs, and writes the default run's memory snapshot as a
+ * PyTorch pickle that {@code gpumem analyze} and pytorch.org/memory_viz read.
+ */
+@Command(name = "demo", mixinStandardHelpOptions = true,
+        description = "Generate a realistic training workload, run it under the default allocator config and the"
+                + " alternatives on a simulated GPU, print the comparison and the analysis, and write a snapshot pickle.")
+public final class DemoCommand implements Callable<Integer> {
+    @Spec
+    CommandSpec spec;
+
+    @Option(names = "--capacity", defaultValue = "24GiB", paramLabel = "SIZE",
+            description = "Simulated device capacity (default: ${DEFAULT-VALUE}).")
+    String capacity;
+
+    @Option(names = "--held-outside", defaultValue = "0", paramLabel = "SIZE",
+            description = "Device memory held by others (CUDA context, other processes) (default: ${DEFAULT-VALUE}).")
+    String heldOutside;
+
+    @Option(names = "--layers", defaultValue = "16", description = "Transformer layers (default: ${DEFAULT-VALUE}).")
+    int layers;
+
+    @Option(names = "--hidden", defaultValue = "2048", description = "Hidden width (default: ${DEFAULT-VALUE}).")
+    int hidden;
+
+    @Option(names = "--heads", defaultValue = "16", description = "Attention heads (default: ${DEFAULT-VALUE}).")
+    int heads;
+
+    @Option(names = "--vocab", defaultValue = "32000", description = "Vocabulary size (default: ${DEFAULT-VALUE}).")
+    int vocab;
+
+    @Option(names = "--batch", defaultValue = "6", description = "Sequences per step (default: ${DEFAULT-VALUE}).")
+    int batch;
+
+    @Option(names = "--seq-min", defaultValue = "256", description = "Shortest sequence (default: ${DEFAULT-VALUE}).")
+    int seqMin;
+
+    @Option(names = "--seq-max", defaultValue = "2048", description = "Longest sequence (default: ${DEFAULT-VALUE}).")
+    int seqMax;
+
+    @Option(names = "--seq-multiple", defaultValue = "128",
+            description = "Sequence lengths are multiples of this (default: ${DEFAULT-VALUE}).")
+    int seqMultiple;
+
+    @Option(names = "--steps", defaultValue = "10", description = "Training steps (default: ${DEFAULT-VALUE}).")
+    int steps;
+
+    @Option(names = "--seed", defaultValue = "42", description = "Seed of the sequence-length draws (default: ${DEFAULT-VALUE}).")
+    long seed;
+
+    @Option(names = "--config", paramLabel = "CONF",
+            description = "Alternative PYTORCH_CUDA_ALLOC_CONF to compare with the defaults; repeatable"
+                    + " (default: expandable_segments:True, max_split_size_mb:256, roundup_power2_divisions:4).")
+    List<String> configs;
+
+    @Option(names = "--no-min-capacity", description = "Skip the minimum-capacity search (faster).")
+    boolean noMinCapacity;
+
+    @Option(names = "--snapshot", defaultValue = "gpumem-demo-snapshot.pickle", paramLabel = "FILE",
+            description = "Where to write the default run's snapshot pickle (default: ${DEFAULT-VALUE}).")
+    Path snapshot;
+
+    @Override
+    public Integer call() throws Exception {
+        PrintWriter out = spec.commandLine().getOut();
+        long capacityBytes = ByteSizes.parse(capacity);
+        long outsideBytes = heldOutside.equals("0") ? 0 : ByteSizes.parse(heldOutside);
+        TrainingWorkload workload = TrainingWorkload.builder().layers(layers).hidden(hidden).heads(heads).vocab(vocab)
+                .batch(batch).seqLens(seqMin, seqMax, seqMultiple).steps(steps).seed(seed).build();
+        WorkloadRunner runner = new WorkloadRunner(capacityBytes, outsideBytes);
+        out.println("gpumem demo: " + workload.describe());
+        out.println("sequence lengths per step: " + java.util.Arrays.toString(workload.seqLens()));
+        out.println("simulated device: " + ByteSizes.format(capacityBytes) + (outsideBytes > 0
+                ? ", " + ByteSizes.format(outsideBytes) + " held outside the allocator" : "")
+                + "; " + workload.ops().size() + " allocator calls; peak live tensors "
+                + ByteSizes.format(workload.peakLiveBytes()));
+        out.println();
+
+        List<String> alternatives = configs != null ? configs : WorkloadWhatIf.DEMO_ALTERNATIVES;
+        for (String conf : alternatives) {
+            try {
+                AllocatorConfig.parse(conf);
+            } catch (ConfigException e) {
+                throw new CommandLine.ParameterException(spec.commandLine(), "--config " + conf + ": " + e.getMessage());
+            }
+        }
+        WorkloadWhatIf whatIf = new WorkloadWhatIf(workload, runner, !noMinCapacity);
+        List<WhatIfOutcome> rows = new ArrayList<>();
+        rows.add(whatIf.run(""));
+        for (String conf : alternatives) {
+            rows.add(whatIf.run(conf));
+        }
+        out.println("comparison (" + workload.settings().steps() + " steps on " + ByteSizes.format(capacityBytes) + "):");
+        AnalysisPrinter.printOutcomes(rows, out);
+        out.println();
+
+        WorkloadRunner.Run baseline = runner.run(workload, "", true);
+        OomEvent oom = baseline.completed() ? null
+                : new OomEvent(baseline.oom().roundedSize(), baseline.oom().deviceFree(), baseline.failedAlloc().stream(), -1);
+        String label = baseline.completed() ? "default config, end of the run"
+                : "default config, at the OOM in step " + (baseline.stepsCompleted() + 1) + " of " + steps
+                        + " (allocating " + baseline.failedAlloc().name() + ")";
+        MemoryState state = AllocatorStates.capture(baseline.allocator(), label, oom);
+        StateAnalysis analysis = new StateAnalyzer().analyze(state);
+        AnalysisPrinter.printState(analysis, out);
+        Recommender.Result recs = new Recommender().recommend(analysis, whatIf);
+        AnalysisPrinter.printRecommendations(recs, out);
+
+        try {
+            SnapshotExport.write(baseline.allocator().snapshot(), snapshot);
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException("cannot write the snapshot to " + snapshot + ": " + e, e);
+        }
+        out.println();
+        out.println("snapshot of the default run written to " + snapshot.toAbsolutePath()
+                + " (gpumem analyze " + snapshot + "; or drag it onto pytorch.org/memory_viz)");
+        out.flush();
+        return 0;
+    }
+}

@@ -1,0 +1,187 @@
+package io.gpumem.cli.trace;
+
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.config.ConfigException;
+import io.gpumem.trace.io.TraceAction;
+import io.gpumem.trace.io.TraceEntry;
+import io.gpumem.trace.io.TraceFormatException;
+import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.replay.WhatIfReplay;
+import io.gpumem.trace.replay.WhatIfResult;
+import io.gpumem.trace.window.RecordedConfig;
+import io.gpumem.trace.window.WindowRebuilder;
+import io.gpumem.trace.window.WindowStart;
+import java.io.PrintWriter;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+
+/**
+ * {@code gpumem compare FILE --config C ...}: replays one device's request stream from the window's rebuilt
+ * start under the recorded configuration (always the first row) and each given one, on a simulated device, and
+ * tabulates peak memory, driver calls, retries, OOMs at the recorded capacity and the minimum capacity.
+ */
+@Command(name = "compare", mixinStandardHelpOptions = true,
+        description = {"Answer \"what if\": replay a trace's requests under other allocator configurations"
+                + " (PYTORCH_CUDA_ALLOC_CONF syntax) and compare peak memory, driver calls, retries, OOMs and the"
+                + " minimum device capacity. The recorded configuration is always the first row."})
+public final class CompareCommand implements Callable<Integer> {
+
+    @Spec
+    CommandSpec spec;
+
+    @Mixin
+    TraceInput input;
+
+    @Option(names = {"-c", "--config"}, paramLabel = "CONF",
+            description = "A configuration to compare, e.g. expandable_segments:True or max_split_size_mb:128 (repeatable).")
+    List<String> configs = new ArrayList<>();
+
+    @Option(names = "--device", paramLabel = "N",
+            description = "Device trace to replay (default: the one with the most alloc entries).")
+    Integer device;
+
+    @Option(names = "--capacity-gib", paramLabel = "GIB",
+            description = "Device capacity for the OOM column (default: the recorded capacity: the trace's peak"
+                    + " reserved, or reserved + free at a recorded oom).")
+    Double capacityGib;
+
+    @Option(names = "--json", description = "Print a JSON array instead of the table: one object per configuration"
+            + " with config, peak_allocated, peak_reserved, min_capacity, device_allocs, retries, ooms.")
+    boolean json;
+
+    @Override
+    public Integer call() {
+        PrintWriter out = spec.commandLine().getOut();
+        PrintWriter err = spec.commandLine().getErr();
+        TraceSnapshot trace;
+        try {
+            trace = input.read();
+        } catch (TraceFormatException | IllegalArgumentException e) {
+            err.println("gpumem compare: " + e.getMessage());
+            return 2;
+        }
+        AllocatorConfig recordedConfig;
+        List<AllocatorConfig> others = new ArrayList<>();
+        try {
+            recordedConfig = RecordedConfig.of(trace);
+            for (String c : configs) {
+                others.add(AllocatorConfig.parse(c));
+            }
+        } catch (ConfigException e) {
+            err.println("gpumem compare: bad --config: " + e.getMessage());
+            return 2;
+        }
+        int d = device != null ? device : busiestDevice(trace);
+        if (d < 0 || d >= Math.max(1, trace.deviceTraces().size()) || trace.traceOf(d).isEmpty()) {
+            err.println("gpumem compare: " + trace.source() + ": device " + d + " has no trace to replay");
+            return 2;
+        }
+        if (capacityGib != null && capacityGib <= 0) {
+            err.println("gpumem compare: --capacity-gib must be positive");
+            return 2;
+        }
+        WindowStart start = new WindowRebuilder(recordedConfig).rebuild(trace, d);
+        WhatIfReplay replay = new WhatIfReplay(trace, d, start);
+        long capacity = capacityGib != null ? (long) (capacityGib * (1L << 30)) : replay.recordedCapacity(recordedConfig);
+        var progress = TerminalProgress.forTerminal("compare");
+        List<WhatIfResult> rows = new ArrayList<>();
+        int total = 1 + others.size();
+        progress.progress(0, total);
+        rows.add(replay.evaluate(recordedConfig, true, capacity));
+        for (int i = 0; i < others.size(); i++) {
+            progress.progress(i + 1, total);
+            rows.add(replay.evaluate(others.get(i), false, capacity));
+        }
+        progress.progress(total, total);
+        if (json) {
+            out.println(json(rows));
+        } else {
+            out.println("trace " + trace.source() + ", device " + d + ": " + trace.traceOf(d).size() + " entries; start "
+                    + Sizes.gib(start.allocatedBytes()) + " allocated in " + Sizes.gib(start.reservedBytes())
+                    + " reserved; recorded peak reserved " + Sizes.gib(replay.recorded().peakReserved())
+                    + "; capacity " + Sizes.gib(capacity));
+            out.print(table(rows));
+        }
+        out.flush();
+        return 0;
+    }
+
+    static int busiestDevice(TraceSnapshot trace) {
+        int best = 0;
+        long most = -1;
+        for (int d = 0; d < trace.deviceTraces().size(); d++) {
+            long n = 0;
+            for (TraceEntry e : trace.traceOf(d)) {
+                if (e.action() == TraceAction.ALLOC) {
+                    n++;
+                }
+            }
+            if (n > most) {
+                most = n;
+                best = d;
+            }
+        }
+        return best;
+    }
+
+    static String label(WhatIfResult r) {
+        String c = r.config() == null || r.config().isEmpty() ? "defaults" : r.config();
+        return r.recorded() ? "recorded (" + c + ")" : c;
+    }
+
+    static String table(List<WhatIfResult> rows) {
+        String[] head = {"config", "peak allocated", "peak reserved", "reserved/allocated", "driver allocs",
+                "driver frees", "retries", "OOMs", "min capacity"};
+        List<String[]> cells = new ArrayList<>();
+        cells.add(head);
+        for (WhatIfResult r : rows) {
+            cells.add(new String[] {label(r), Sizes.gib(r.peakAllocated()), Sizes.gib(r.peakReserved()),
+                    String.format(Locale.ROOT, "%.3f", r.reservedPerAllocated()), Long.toString(r.deviceAllocs()),
+                    Long.toString(r.deviceFrees()), Long.toString(r.retries()), Long.toString(r.ooms()),
+                    Sizes.gib(r.minCapacity())});
+        }
+        int[] width = new int[head.length];
+        for (String[] row : cells) {
+            for (int i = 0; i < row.length; i++) {
+                width[i] = Math.max(width[i], row[i].length());
+            }
+        }
+        StringBuilder sb = new StringBuilder();
+        for (String[] row : cells) {
+            for (int i = 0; i < row.length; i++) {
+                if (i == 0) {
+                    sb.append(String.format(Locale.ROOT, "%-" + width[i] + "s", row[i]));
+                } else {
+                    sb.append("  ").append(String.format(Locale.ROOT, "%" + width[i] + "s", row[i]));
+                }
+            }
+            sb.append('\n');
+        }
+        return sb.toString();
+    }
+
+    static String json(List<WhatIfResult> rows) {
+        return Json.line(g -> {
+            g.writeStartArray();
+            for (WhatIfResult r : rows) {
+                g.writeStartObject();
+                g.writeStringField("config", r.config() == null ? "" : r.config());
+                g.writeNumberField("peak_allocated", r.peakAllocated());
+                g.writeNumberField("peak_reserved", r.peakReserved());
+                g.writeNumberField("min_capacity", r.minCapacity());
+                g.writeNumberField("device_allocs", r.deviceAllocs());
+                g.writeNumberField("retries", r.retries());
+                g.writeNumberField("ooms", r.ooms());
+                g.writeEndObject();
+            }
+            g.writeEndArray();
+        });
+    }
+}

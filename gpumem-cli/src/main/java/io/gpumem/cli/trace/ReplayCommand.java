@@ -1,0 +1,160 @@
+package io.gpumem.cli.trace;
+
+import io.gpumem.config.ConfigException;
+import io.gpumem.trace.io.AllocatorSnapshots;
+import io.gpumem.trace.io.PytorchSnapshotWriter;
+import io.gpumem.trace.io.TraceFormatException;
+import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.replay.DeviceFidelity;
+import io.gpumem.trace.replay.FidelityReport;
+import io.gpumem.trace.replay.Mismatch;
+import io.gpumem.trace.replay.OracleDevice;
+import io.gpumem.trace.replay.OracleReplay;
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.nio.file.Path;
+import java.util.Locale;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+import picocli.CommandLine.Model.CommandSpec;
+
+/**
+ * {@code gpumem replay [--check] [--json] [--snapshot OUT] FILE}: replays a recorded trace through gpumem's
+ * caching allocator in oracle mode (the device returns the recorded driver addresses) and reports how many
+ * recorded decisions it reproduced. Exit status: 0; 1 with {@code --check} when any placement or driver call
+ * differs; 2 for unreadable input.
+ */
+@Command(name = "replay", mixinStandardHelpOptions = true,
+        description = {"Replay a recorded trace through gpumem's allocator in oracle mode (the device returns the"
+                + " recorded addresses) and report placement fidelity. Every device trace of the file is replayed."})
+public final class ReplayCommand implements Callable<Integer> {
+
+    @Spec
+    CommandSpec spec;
+
+    @Mixin
+    TraceInput input;
+
+    @Option(names = "--check", description = "Exit with status 1 unless every alloc is placed at its recorded address"
+            + " and every segment event is reproduced.")
+    boolean check;
+
+    @Option(names = "--json", description = "End with one JSON object on the last line: trace, allocs, exact,"
+            + " segment_events, segment_matched, first_mismatch (totals over devices).")
+    boolean json;
+
+    @Option(names = "--snapshot", paramLabel = "OUT",
+            description = "Write the model's end state and history as a PyTorch snapshot pickle (opens in memory_viz).")
+    Path snapshotOut;
+
+    @Option(names = "--gpu-mem-gib", paramLabel = "GIB",
+            description = "Device memory assumed for sizing expandable-segment reservations (PyTorch reserves"
+                    + " ceil(1.125 x memory / page) pages). Default: 4,560 x 20 MiB / 1.125 (about 79.17 GiB), the size"
+                    + " the public expandable-segments trace implies.")
+    Double gpuMemGib;
+
+    @Override
+    public Integer call() {
+        PrintWriter out = spec.commandLine().getOut();
+        PrintWriter err = spec.commandLine().getErr();
+        TraceSnapshot trace;
+        try {
+            trace = input.read();
+        } catch (TraceFormatException | IllegalArgumentException e) {
+            err.println("gpumem replay: " + e.getMessage());
+            return 2;
+        }
+        if (gpuMemGib != null && gpuMemGib <= 0) {
+            err.println("gpumem replay: --gpu-mem-gib must be positive");
+            return 2;
+        }
+        long gpuMemory = gpuMemGib == null ? OracleDevice.DEFAULT_TOTAL_MEMORY : (long) (gpuMemGib * (1L << 30));
+        OracleReplay replay = new OracleReplay(gpuMemory)
+                .progress(TerminalProgress.forTerminal("replay"))
+                .recordHistory(snapshotOut != null);
+        FidelityReport report;
+        try {
+            report = replay.check(trace);
+        } catch (ConfigException e) {
+            err.println("gpumem replay: " + trace.source() + ": recorded allocator settings: " + e.getMessage());
+            return 2;
+        }
+        if (check && !trace.addressesRecorded()) {
+            err.println("gpumem replay: " + trace.source() + ": " + report.notes().getFirst());
+            return 2;
+        }
+        print(out, report);
+        if (snapshotOut != null) {
+            try {
+                new PytorchSnapshotWriter().write(
+                        AllocatorSnapshots.toTraceSnapshot(replay.modelSnapshots(), snapshotOut.toString()), snapshotOut);
+                out.println("snapshot written to " + snapshotOut);
+            } catch (IOException e) {
+                err.println("gpumem replay: cannot write " + snapshotOut + ": " + e.getMessage());
+                return 2;
+            }
+        }
+        if (json) {
+            out.println(json(report));
+        }
+        out.flush();
+        return check && !report.isExact() ? 1 : 0;
+    }
+
+    static void print(PrintWriter out, FidelityReport r) {
+        out.println("trace " + r.trace() + ": " + r.entries() + " entries on " + r.devices().size() + " device trace(s)");
+        for (DeviceFidelity d : r.devices()) {
+            out.printf(Locale.ROOT, "device %d: %d/%d allocs exact (%s), %d/%d segment events matched, %d release"
+                            + " run(s), end state %d/%d segments identical%n",
+                    d.device(), d.exact(), d.allocs(), percent(d.exact(), d.allocs()), d.segmentMatched(),
+                    d.segmentEvents(), d.releaseRuns(), d.endSegmentsSame(), d.endSegments());
+            for (String note : d.notes()) {
+                out.println("  note: " + note);
+            }
+        }
+        for (String note : r.notes()) {
+            out.println("note: " + note);
+        }
+        out.printf(Locale.ROOT, "total: %d/%d allocs exact (%s), %d/%d segment events matched%n", r.exact(), r.allocs(),
+                percent(r.exact(), r.allocs()), r.segmentMatched(), r.segmentEvents());
+        Mismatch m = r.firstMismatch();
+        if (m == null) {
+            out.println("first mismatch: none");
+        } else {
+            out.println("first mismatch: " + m);
+            out.println("  context: " + m.context());
+        }
+    }
+
+    private static String percent(long part, long whole) {
+        return whole == 0 ? "n/a" : String.format(Locale.ROOT, "%.2f%%", 100.0 * part / whole);
+    }
+
+    static String json(FidelityReport r) {
+        return Json.line(g -> {
+            g.writeStartObject();
+            g.writeStringField("trace", r.trace());
+            g.writeNumberField("allocs", r.allocs());
+            g.writeNumberField("exact", r.exact());
+            g.writeNumberField("segment_events", r.segmentEvents());
+            g.writeNumberField("segment_matched", r.segmentMatched());
+            Mismatch m = r.firstMismatch();
+            if (m == null) {
+                g.writeNullField("first_mismatch");
+            } else {
+                g.writeObjectFieldStart("first_mismatch");
+                g.writeNumberField("device", m.device());
+                g.writeNumberField("entry", m.entry());
+                g.writeStringField("kind", m.kind());
+                g.writeStringField("expected", m.expected());
+                g.writeStringField("got", m.got());
+                g.writeStringField("context", m.context());
+                g.writeEndObject();
+            }
+            g.writeEndObject();
+        });
+    }
+}

@@ -1,0 +1,225 @@
+package io.gpumem.cli.trace;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonToken;
+import io.gpumem.cli.GpumemCli;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import picocli.CommandLine;
+
+class TraceCommandsTest {
+
+    record Result(int code, String out, String err) {
+        String lastLine() {
+            String[] lines = out.strip().split("\n");
+            return lines[lines.length - 1];
+        }
+    }
+
+    static Result run(String... args) {
+        CommandLine cl = GpumemCli.commandLine();
+        StringWriter out = new StringWriter();
+        StringWriter err = new StringWriter();
+        cl.setOut(new PrintWriter(out));
+        cl.setErr(new PrintWriter(err));
+        int code = cl.execute(args);
+        return new Result(code, out.toString(), err.toString());
+    }
+
+    static Path trace(String name) {
+        String d = System.getProperty("gpumem.traces.dir");
+        assumeTrue(d != null && Files.isRegularFile(Path.of(d, name)), "trace " + name + " not available: skipped");
+        return Path.of(d, name);
+    }
+
+    /** Flat JSON object (numbers, strings, null, nested objects skipped) into a map. */
+    static Map<String, Object> object(JsonParser p) throws Exception {
+        Map<String, Object> m = new LinkedHashMap<>();
+        assertThat(p.currentToken()).isEqualTo(JsonToken.START_OBJECT);
+        while (p.nextToken() != JsonToken.END_OBJECT) {
+            String key = p.currentName();
+            JsonToken t = p.nextToken();
+            switch (t) {
+                case VALUE_NUMBER_INT -> m.put(key, p.getLongValue());
+                case VALUE_STRING -> m.put(key, p.getText());
+                case VALUE_NULL -> m.put(key, null);
+                case START_OBJECT -> {
+                    m.put(key, object(p));
+                }
+                default -> m.put(key, p.getText());
+            }
+        }
+        return m;
+    }
+
+    static Map<String, Object> parseObject(String json) throws Exception {
+        try (JsonParser p = new JsonFactory().createParser(json)) {
+            p.nextToken();
+            return object(p);
+        }
+    }
+
+    static List<Map<String, Object>> parseArray(String json) throws Exception {
+        List<Map<String, Object>> rows = new ArrayList<>();
+        try (JsonParser p = new JsonFactory().createParser(json)) {
+            assertThat(p.nextToken()).isEqualTo(JsonToken.START_ARRAY);
+            while (p.nextToken() == JsonToken.START_OBJECT) {
+                rows.add(object(p));
+            }
+        }
+        return rows;
+    }
+
+    @Test
+    void replayCheckReportsExactFidelityAsJson() throws Exception {
+        Result r = run("replay", "--check", "--json", trace("tiny-forward.pickle").toString());
+        assertThat(r.code()).as(r.err()).isZero();
+        Map<String, Object> j = parseObject(r.lastLine());
+        assertThat(j.keySet()).containsExactly("trace", "allocs", "exact", "segment_events", "segment_matched",
+                "first_mismatch");
+        assertThat(j).containsEntry("allocs", 36L).containsEntry("exact", 36L).containsEntry("segment_events", 9L)
+                .containsEntry("segment_matched", 9L).containsEntry("first_mismatch", null);
+        assertThat(r.out()).contains("first mismatch: none");
+    }
+
+    @Test
+    void replayCheckIsExactOnTheExpandableSegmentsTraceWithItsThreeDevices() throws Exception {
+        Result r = run("replay", "--check", "--json", trace("gnn-train-expandable-oom.pickle").toString());
+        assertThat(r.code()).as(r.out() + r.err()).isZero();
+        Map<String, Object> j = parseObject(r.lastLine());
+        // 2,434 + 199 + 392 allocs; 175 + 40 + 78 maps and 6 unmaps.
+        assertThat(j).containsEntry("allocs", 3025L).containsEntry("exact", 3025L)
+                .containsEntry("segment_events", 299L).containsEntry("segment_matched", 299L);
+        assertThat(r.out()).contains("device 2:").contains("1 oom entry");
+    }
+
+    @Test
+    void theModelSnapshotOfAMultiDeviceTraceKeepsDeviceNumbersAndEndState(@TempDir Path dir) throws Exception {
+        Path original = trace("gnn-train-expandable-oom.pickle");
+        Path out = dir.resolve("model.pickle");
+        Result r = run("replay", "--snapshot", out.toString(), original.toString());
+        assertThat(r.code()).as(r.err()).isZero();
+        var model = io.gpumem.trace.io.TraceReaders.read(out);
+        var recorded = io.gpumem.trace.io.TraceReaders.read(original);
+        // One reported segment per contiguous mapped run, on the same devices, block by block.
+        assertThat(model.segments()).hasSameSizeAs(recorded.segments());
+        for (int i = 0; i < recorded.segments().size(); i++) {
+            var m = model.segments().get(i);
+            var o = recorded.segments().get(i);
+            assertThat(m.device()).isEqualTo(o.device());
+            assertThat(m.address()).isEqualTo(o.address());
+            assertThat(m.expandable()).isTrue();
+            assertThat(m.blocks()).extracting(b -> b.address() + ":" + b.size() + ":" + b.state())
+                    .isEqualTo(o.blocks().stream().map(b -> b.address() + ":" + b.size() + ":" + b.state()).toList());
+        }
+        assertThat(model.traceOf(2)).hasSameSizeAs(recorded.traceOf(2));
+    }
+
+    @Test
+    void replayWritesASnapshotPythonCanLoad(@TempDir Path dir) throws Exception {
+        Path out = dir.resolve("model.pickle");
+        Result r = run("replay", "--snapshot", out.toString(), trace("tiny-forward.pickle").toString());
+        assertThat(r.code()).as(r.err()).isZero();
+        assertThat(out).exists();
+        boolean python;
+        try {
+            python = new ProcessBuilder("python3", "-c", "pass").start().waitFor() == 0;
+        } catch (Exception e) {
+            python = false;
+        }
+        assumeTrue(python, "python3 not found: skipped the standard-pickle check");
+        // The model's end state has the recorded trace's 9 segments; its history has 36 allocs.
+        Process p = new ProcessBuilder("python3", "-c", "import pickle,sys; d=pickle.load(open(sys.argv[1],'rb'));"
+                + " print(len(d['segments']), sum(e['action']=='alloc' for e in d['device_traces'][0]),"
+                + " sorted(d.keys()))", out.toString()).redirectErrorStream(true).start();
+        String text = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).strip();
+        assertThat(p.waitFor()).as(text).isZero();
+        assertThat(text).isEqualTo("9 36 ['allocator_settings', 'device_traces', 'external_annotations', 'segments']");
+    }
+
+    @Test
+    void corruptAndTruncatedFilesExitWithStatusTwoAndNoStackTrace(@TempDir Path dir) throws Exception {
+        byte[] whole = Files.readAllBytes(trace("tiny-forward.pickle"));
+        Path truncated = dir.resolve("truncated.pickle");
+        Files.write(truncated, Arrays.copyOf(whole, whole.length / 2));
+        Path garbage = dir.resolve("garbage.csv");
+        Files.writeString(garbage, "hello,world\n1,2\n");
+        Path badRmm = dir.resolve("rmm.csv");
+        Files.writeString(badRmm, "Thread,Time,Action,Pointer,Size,Stream\n1,1,allocate,0x10,12x,0\n");
+        Path badLifetimes = dir.resolve("life.csv");
+        Files.writeString(badLifetimes, "id,lower,upper,size\n0,1,2,3\n1,9,2,3\n");
+        for (String cmd : new String[] {"replay", "compare"}) {
+            for (Path f : new Path[] {truncated, garbage, badRmm, badLifetimes, dir.resolve("missing.pickle")}) {
+                Result r = run(cmd, f.toString());
+                assertThat(r.code()).as(cmd + " " + f).isEqualTo(2);
+                assertThat(r.err()).contains(f.toString()).doesNotContain("Exception").doesNotContain("\tat ");
+            }
+        }
+        Result line = run("replay", badRmm.toString());
+        assertThat(line.err()).contains("line 2, field Size");
+    }
+
+    @Test
+    void compareRowsFollowTheSpecAndTheRecordedRowMatchesTheTrace() throws Exception {
+        Path f = trace("lm2.7b-train-step.pickle");
+        Result r = run("compare", f.toString(), "--config", "expandable_segments:True", "--config",
+                "max_split_size_mb:128", "--json");
+        assertThat(r.code()).as(r.err()).isZero();
+        List<Map<String, Object>> rows = parseArray(r.lastLine());
+        assertThat(rows).hasSize(3);
+        assertThat(rows.getFirst().keySet()).containsExactly("config", "peak_allocated", "peak_reserved",
+                "min_capacity", "device_allocs", "retries", "ooms");
+        // This window never releases memory, so its peak reserved is the end state's total: 56.9 GiB.
+        long endReserved = 0;
+        var s = io.gpumem.trace.io.TraceReaders.read(f);
+        for (var seg : s.segments()) {
+            endReserved += seg.totalSize();
+        }
+        assertThat(rows.getFirst()).containsEntry("peak_reserved", endReserved).containsEntry("device_allocs", 783L)
+                .containsEntry("ooms", 0L);
+        for (Map<String, Object> row : rows) {
+            assertThat((Long) row.get("peak_reserved")).isGreaterThanOrEqualTo((Long) row.get("peak_allocated"));
+            assertThat((Long) row.get("min_capacity") % (2L << 20)).isZero();
+        }
+        assertThat(rows.get(1)).containsEntry("config", "expandable_segments:True");
+        Result table = run("compare", f.toString(), "-c", "expandable_segments:True");
+        assertThat(table.out()).contains("recorded (defaults)").contains("expandable_segments:True")
+                .contains("min capacity");
+    }
+
+    @Test
+    void compareRejectsABadConfig() {
+        Result r = run("compare", trace("tiny-forward.pickle").toString(), "--config", "max_split_size_mb:nope");
+        assertThat(r.code()).isEqualTo(2);
+        assertThat(r.err()).contains("bad --config").doesNotContain("\tat ");
+    }
+
+    @Test
+    void lifetimesCanBeComparedButNotChecked() throws Exception {
+        Path f = trace("pangu13b-lifetimes.csv");
+        Result check = run("replay", "--check", f.toString());
+        assertThat(check.code()).isEqualTo(2);
+        assertThat(check.err()).contains("placement cannot be checked");
+        Result cmp = run("compare", f.toString(), "--json", "-c", "expandable_segments:True");
+        assertThat(cmp.code()).as(cmp.err()).isZero();
+        List<Map<String, Object>> rows = parseArray(cmp.lastLine());
+        // No placement can hold less than the peak live bytes: 15.41 GiB.
+        for (Map<String, Object> row : rows) {
+            assertThat((Long) row.get("min_capacity") / (double) (1L << 30)).isGreaterThan(15.40);
+        }
+    }
+}

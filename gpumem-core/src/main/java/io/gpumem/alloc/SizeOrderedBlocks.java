@@ -1,0 +1,288 @@
+package io.gpumem.alloc;
+
+import java.util.ArrayList;
+
+/**
+ * The free blocks of a pool in PyTorch's best-fit order — stream handle as unsigned, then size, then address
+ * ({@code BlockComparatorSize}) — built for speed: a segregated index in front of tiny ordered trees.
+ *
+ * <h2>Layout</h2>
+ * One <em>lane</em> per stream, lanes sorted by unsigned stream handle. A lane splits sizes into classes the
+ * way TLSF does: the power of two (first level) and 64 linear steps inside it (second level), so a class
+ * holds sizes within 1.6% of each other. Each non-empty class has a small intrusive treap ({@link BlockTree})
+ * ordered by (size, address), and two bitmaps record which classes are non-empty.
+ *
+ * <h2>Operations</h2>
+ * Insert and remove touch one class tree (usually holding a handful of blocks) and a couple of bitmap words.
+ * {@link #ceiling} looks in the request's own class first, then jumps with one bit scan to the next non-empty
+ * class, then to the next lane: the result is exactly the first block not less than the key in the total
+ * order, as a single ordered set would give. {@link #next}/{@link #prev} walk the same total order.
+ *
+ * <p>Invariants: a class bit is set iff its tree is non-empty; a first-level bit is set iff any of its
+ * second-level bits is; {@code size()} equals the number of blocks in all class trees; every block in a class
+ * tree has {@code b.lane} and {@code b.sizeClass} pointing at it. Class is monotone in size, so class order
+ * followed by (size, address) inside a class is the global order.
+ */
+final class SizeOrderedBlocks {
+    private static final int SL_BITS = 6;
+    private static final int MIN_FL = 9; // 512 = 2^9, the smallest block
+    private static final int FL_COUNT = 64 - MIN_FL;
+
+    /** All free blocks of one stream. */
+    static final class Lane {
+        final long stream;
+        final BlockTree[] classes = new BlockTree[FL_COUNT << SL_BITS];
+        final long[] secondLevel = new long[FL_COUNT];
+        long firstLevel;
+        int count;
+
+        Lane(long stream) {
+            this.stream = stream;
+        }
+    }
+
+    private Lane[] lanes = new Lane[0];
+    /** The lane used last: most operations in a row are on one stream. */
+    private Lane lastLane;
+    private int count;
+
+    int size() {
+        return count;
+    }
+
+    boolean isEmpty() {
+        return count == 0;
+    }
+
+    boolean contains(Block b) {
+        return b.tree != null && b.tree.owner == this;
+    }
+
+    static int sizeClass(long size) {
+        if (size < 512) {
+            return 0;
+        }
+        int fl = 63 - Long.numberOfLeadingZeros(size);
+        int sl = (int) (size >>> (fl - SL_BITS)) & ((1 << SL_BITS) - 1);
+        return ((fl - MIN_FL) << SL_BITS) | sl;
+    }
+
+    /** Index of the first lane whose stream is ≥ {@code stream} (unsigned); lanes.length if none. */
+    private int laneIndex(long stream) {
+        int lo = 0;
+        int hi = lanes.length;
+        while (lo < hi) {
+            int mid = (lo + hi) >>> 1;
+            if (Long.compareUnsigned(lanes[mid].stream, stream) < 0) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        return lo;
+    }
+
+    private Lane laneFor(long stream) {
+        Lane last = lastLane;
+        if (last != null && last.stream == stream) {
+            return last;
+        }
+        int i = laneIndex(stream);
+        if (i < lanes.length && lanes[i].stream == stream) {
+            lastLane = lanes[i];
+            return lanes[i];
+        }
+        Lane lane = new Lane(stream);
+        lastLane = lane;
+        Lane[] grown = new Lane[lanes.length + 1];
+        System.arraycopy(lanes, 0, grown, 0, i);
+        grown[i] = lane;
+        System.arraycopy(lanes, i, grown, i + 1, lanes.length - i);
+        lanes = grown;
+        return lane;
+    }
+
+    void insert(Block b) {
+        if (b.tree != null) {
+            throw new IllegalStateException("block already in a tree: " + b);
+        }
+        Lane lane = laneFor(b.stream);
+        int c = sizeClass(b.size);
+        BlockTree t = lane.classes[c];
+        if (t == null) {
+            t = new BlockTree(BlockTree.BY_SIZE);
+            t.owner = this;
+            lane.classes[c] = t;
+        }
+        if (t.isEmpty()) {
+            int fl = c >>> SL_BITS;
+            lane.secondLevel[fl] |= 1L << (c & 63);
+            lane.firstLevel |= 1L << fl;
+        }
+        t.insert(b);
+        b.lane = lane;
+        b.sizeClass = c;
+        lane.count++;
+        count++;
+    }
+
+    void remove(Block b) {
+        if (!contains(b)) {
+            throw new IllegalStateException("block not in this pool: " + b);
+        }
+        BlockTree t = b.tree;
+        t.remove(b);
+        Lane lane = b.lane;
+        if (t.isEmpty()) {
+            int c = b.sizeClass;
+            int fl = c >>> SL_BITS;
+            long sl = lane.secondLevel[fl] & ~(1L << (c & 63));
+            lane.secondLevel[fl] = sl;
+            if (sl == 0) {
+                lane.firstLevel &= ~(1L << fl);
+            }
+        }
+        lane.count--;
+        count--;
+    }
+
+    /** First non-empty class ≥ c in the lane, or −1. */
+    private static int nextClass(Lane lane, int c) {
+        int fl = c >>> SL_BITS;
+        long m = lane.secondLevel[fl] & (-1L << (c & 63));
+        if (m != 0) {
+            return (fl << SL_BITS) | Long.numberOfTrailingZeros(m);
+        }
+        long f = fl + 1 >= 64 ? 0 : lane.firstLevel & (-1L << (fl + 1));
+        if (f == 0) {
+            return -1;
+        }
+        fl = Long.numberOfTrailingZeros(f);
+        return (fl << SL_BITS) | Long.numberOfTrailingZeros(lane.secondLevel[fl]);
+    }
+
+    /** Last non-empty class ≤ c in the lane, or −1. */
+    private static int prevClass(Lane lane, int c) {
+        int fl = c >>> SL_BITS;
+        long m = lane.secondLevel[fl] & (-1L >>> (63 - (c & 63)));
+        if (m != 0) {
+            return (fl << SL_BITS) | (63 - Long.numberOfLeadingZeros(m));
+        }
+        long f = lane.firstLevel & ((1L << fl) - 1);
+        if (f == 0) {
+            return -1;
+        }
+        fl = 63 - Long.numberOfLeadingZeros(f);
+        return (fl << SL_BITS) | (63 - Long.numberOfLeadingZeros(lane.secondLevel[fl]));
+    }
+
+    private static Block firstOfLane(Lane lane) {
+        if (lane.count == 0) {
+            return null;
+        }
+        return lane.classes[nextClass(lane, 0)].first();
+    }
+
+    private static Block lastOfLane(Lane lane) {
+        if (lane.count == 0) {
+            return null;
+        }
+        return lane.classes[prevClass(lane, (FL_COUNT << SL_BITS) - 1)].last();
+    }
+
+    private Block firstFromLane(int i) {
+        for (; i < lanes.length; i++) {
+            Block b = firstOfLane(lanes[i]);
+            if (b != null) {
+                return b;
+            }
+        }
+        return null;
+    }
+
+    private Block lastBeforeLane(int i) {
+        for (i--; i >= 0; i--) {
+            Block b = lastOfLane(lanes[i]);
+            if (b != null) {
+                return b;
+            }
+        }
+        return null;
+    }
+
+    /** The first block not less than the key (stream, size, ptr). */
+    Block ceiling(long stream, long size, long ptr) {
+        Lane lane = lastLane;
+        if (lane == null || lane.stream != stream) {
+            int i = laneIndex(stream);
+            if (i == lanes.length) {
+                return null;
+            }
+            lane = lanes[i];
+            if (lane.stream != stream) {
+                return firstFromLane(i);
+            }
+            lastLane = lane;
+        }
+        if (lane.count > 0) {
+            int c = sizeClass(size);
+            BlockTree t = lane.classes[c];
+            if (t != null && !t.isEmpty()) {
+                Block b = t.ceiling(stream, size, ptr);
+                if (b != null) {
+                    return b;
+                }
+            }
+            int n = c + 1 < (FL_COUNT << SL_BITS) ? nextClass(lane, c + 1) : -1;
+            if (n >= 0) {
+                return lane.classes[n].first();
+            }
+        }
+        return firstFromLane(laneIndex(stream) + 1);
+    }
+
+    Block first() {
+        return firstFromLane(0);
+    }
+
+    Block last() {
+        return lastBeforeLane(lanes.length);
+    }
+
+    /** Successor of {@code b} (in this set) in the total order, or null. */
+    Block next(Block b) {
+        Block n = BlockTree.next(b);
+        if (n != null) {
+            return n;
+        }
+        Lane lane = b.lane;
+        int c = b.sizeClass + 1 < (FL_COUNT << SL_BITS) ? nextClass(lane, b.sizeClass + 1) : -1;
+        if (c >= 0) {
+            return lane.classes[c].first();
+        }
+        return firstFromLane(laneIndex(lane.stream) + 1);
+    }
+
+    /** Predecessor of {@code b} (in this set) in the total order, or null. */
+    Block prev(Block b) {
+        Block p = BlockTree.prev(b);
+        if (p != null) {
+            return p;
+        }
+        Lane lane = b.lane;
+        int c = b.sizeClass > 0 ? prevClass(lane, b.sizeClass - 1) : -1;
+        if (c >= 0) {
+            return lane.classes[c].last();
+        }
+        return lastBeforeLane(laneIndex(lane.stream));
+    }
+
+    /** The blocks in order, copied (for passes that mutate the set while walking). */
+    ArrayList<Block> toList() {
+        ArrayList<Block> out = new ArrayList<>(count);
+        for (Block b = first(); b != null; b = next(b)) {
+            out.add(b);
+        }
+        return out;
+    }
+}

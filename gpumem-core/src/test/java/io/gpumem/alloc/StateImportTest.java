@@ -1,0 +1,88 @@
+package io.gpumem.alloc;
+
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.device.Device;
+import io.gpumem.device.SimulatedDevice;
+import org.junit.jupiter.api.Test;
+
+import java.util.List;
+import java.util.Map;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/** {@link CachingAllocator#restoreSegment}: rebuilt state behaves and counts like the original allocations. */
+class StateImportTest {
+    private static final long MiB = 1L << 20;
+
+    @Test
+    void restoredClassicSegmentHasConsistentStatsAndBehaves() {
+        SimulatedDevice dev = SimulatedDevice.builder().capacity(4L << 30).build();
+        CachingAllocator a = new CachingAllocator(dev);
+        long base = a.restoreSegment(Device.NULL, 20 * MiB, 0, false, false,
+                List.of(RestoredBlock.allocated(4 * MiB, 4_000_000), RestoredBlock.free(16 * MiB)));
+        a.checkInvariants();
+        Map<String, Long> s = a.memoryStats();
+        assertThat(s.get("segment.large_pool.current")).isEqualTo(1);
+        assertThat(s.get("reserved_bytes.all.current")).isEqualTo(20 * MiB);
+        assertThat(s.get("allocated_bytes.all.current")).isEqualTo(4 * MiB);
+        assertThat(s.get("requested_bytes.all.current")).isEqualTo(4_000_000);
+        assertThat(s.get("inactive_split.all.current")).isEqualTo(1);
+        assertThat(s.get("inactive_split_bytes.all.current")).isEqualTo(16 * MiB);
+        assertThat(s.get("num_device_alloc")).isZero();
+        // the free remainder serves the next request, at the next address
+        assertThat(a.malloc(8 * MiB)).isEqualTo(base + 4 * MiB);
+        a.free(base);
+        a.checkInvariants();
+    }
+
+    @Test
+    void restoredExpandableSegmentGrowsLikeALiveOne() {
+        SimulatedDevice dev = SimulatedDevice.builder().capacity(80L << 30).build();
+        CachingAllocator a = new CachingAllocator(dev,
+                AllocatorConfig.defaults().toBuilder().expandableSegments(true).build());
+        long base = a.restoreSegment(Device.NULL, 0, 0, false, true, List.of(RestoredBlock.allocated(3 * MiB, 3 * MiB),
+                RestoredBlock.free(17 * MiB), RestoredBlock.unmapped(4607 * 20 * MiB)));
+        assertThat(a.reservedBytes()).isEqualTo(20 * MiB);
+        assertThat(a.memoryStats().get("segment.all.current")).isZero();
+        a.checkInvariants();
+        long q = a.malloc(30 * MiB);          // §5.3 step 2 from the restored state
+        assertThat(q).isEqualTo(base + 3 * MiB);
+        assertThat(a.reservedBytes()).isEqualTo(40 * MiB);
+        a.free(base);
+        a.free(q);
+        a.emptyCache();
+        assertThat(a.reservedBytes()).isZero();
+        assertThat(dev.reservationCount()).isZero();
+        a.checkInvariants();
+    }
+
+    @Test
+    void inconsistentBlocksAreRejectedBeforeTouchingTheDevice() {
+        SimulatedDevice dev = SimulatedDevice.builder().capacity(4L << 30).build();
+        CachingAllocator a = new CachingAllocator(dev);
+        assertThatThrownBy(() -> a.restoreSegment(0, 20 * MiB, 0, false, false,
+                List.of(RestoredBlock.free(4 * MiB), RestoredBlock.free(16 * MiB))))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("block 1");
+        assertThatThrownBy(() -> a.restoreSegment(0, 20 * MiB, 0, false, false,
+                List.of(RestoredBlock.allocated(4 * MiB, 1))))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("add up to");
+        assertThatThrownBy(() -> a.restoreSegment(0, 20 * MiB, 0, false, false,
+                List.of(RestoredBlock.unmapped(20 * MiB))))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("non-expandable");
+        assertThat(dev.mallocCount()).isZero();
+        assertThat(a.reservedBytes()).isZero();
+        a.checkInvariants();
+    }
+
+    @Test
+    void segmentAtTheWrongAddressIsGivenBack() {
+        SimulatedDevice dev = SimulatedDevice.builder().capacity(4L << 30).build();
+        CachingAllocator a = new CachingAllocator(dev);
+        assertThatThrownBy(() -> a.restoreSegment(0x1000_0000L, 2 * MiB, 0, true, false,
+                List.of(RestoredBlock.allocated(2 * MiB, 100))))
+                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("0x10000000");
+        assertThat(dev.mallocCount()).isZero();
+        a.checkInvariants();
+    }
+}

@@ -1,0 +1,98 @@
+package io.gpumem.alloc;
+
+import io.gpumem.device.SimulatedDevice;
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.BlockState;
+import io.gpumem.history.HistoryOptions;
+import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
+import org.junit.jupiter.api.Test;
+
+import java.util.List;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/** record_stream, per-stream event queues and their completion points (spec §4.1), with held-back events. */
+class StreamEventsTest {
+    private static final long MiB = 1L << 20;
+
+    @Test
+    void pendingBlockIsActiveUntilAMallocObservesItsEvents() {
+        SimulatedDevice dev = SimulatedDevice.builder().capacity(1L << 30).holdEvents(true).build();
+        CachingAllocator a = new CachingAllocator(dev);
+        a.recordHistory(HistoryOptions.all());
+        long s1 = dev.createStream();
+        long p = a.malloc(3 * MiB);
+        a.recordStream(p, s1);
+        a.free(p);
+        assertThat(a.pendingFreeBlocks()).isEqualTo(1);
+        assertThat(a.memoryStats().get("allocated_bytes.all.current")).isZero();
+        assertThat(a.memoryStats().get("active_bytes.all.current")).isEqualTo(3 * MiB);
+        List<BlockInfo> blocks = a.snapshot().segments().getFirst().blocks();
+        assertThat(blocks.getFirst().state()).isEqualTo(BlockState.ACTIVE_PENDING_FREE);
+        a.checkInvariants();
+
+        long q = a.malloc(3 * MiB);            // p still pending: served from the 17 MiB remainder
+        assertThat(q).isEqualTo(p + 3 * MiB);
+        dev.completeEvents(s1);                // no polling on completion itself
+        assertThat(a.pendingFreeBlocks()).isEqualTo(1);
+        long r = a.malloc(3 * MiB);            // process_events frees p first, then best fit reuses it
+        assertThat(r).isEqualTo(p);
+        assertThat(a.pendingFreeBlocks()).isZero();
+        List<TraceEntry> t = a.snapshot().deviceTraces().getFirst();
+        assertThat(t).extracting(TraceEntry::action).containsSubsequence(TraceAction.FREE_REQUESTED,
+                TraceAction.ALLOC, TraceAction.FREE_COMPLETED, TraceAction.ALLOC);
+        a.checkInvariants();
+    }
+
+    @Test
+    void blockWaitsForEveryRecordedStreamAndQueuesAreIndependent() {
+        SimulatedDevice dev = SimulatedDevice.builder().capacity(1L << 30).holdEvents(true).build();
+        CachingAllocator a = new CachingAllocator(dev);
+        long s1 = dev.createStream();
+        long s2 = dev.createStream();
+        long p = a.malloc(MiB);
+        long q = a.malloc(MiB / 2);
+        a.recordStream(p, s1);
+        a.recordStream(p, s2);
+        a.recordStream(q, s2);
+        a.free(p);
+        a.free(q);
+        assertThat(a.pendingFreeBlocks()).isEqualTo(2);
+        dev.completeEvents(s1);
+        a.malloc(512);
+        assertThat(a.pendingFreeBlocks()).isEqualTo(2);   // p still waits on s2
+        dev.completeNextEvent(s2);                         // p's s2 event only (recorded first)
+        a.malloc(512);
+        assertThat(a.pendingFreeBlocks()).isEqualTo(1);
+        a.checkInvariants();
+        a.emptyCache();                                    // synchronises the rest
+        assertThat(a.pendingFreeBlocks()).isZero();
+        assertThat(a.memoryStats().get("num_sync_all_streams")).isEqualTo(1);
+        a.checkInvariants();
+    }
+
+    @Test
+    void headOfLineEventBlocksLaterEventsOfTheSameStream() {
+        SimulatedDevice dev = SimulatedDevice.builder().capacity(1L << 30).holdEvents(true).build();
+        CachingAllocator a = new CachingAllocator(dev);
+        long s1 = dev.createStream();
+        long s2 = dev.createStream();
+        long p = a.malloc(MiB);
+        long q = a.malloc(MiB / 2);
+        a.recordStream(p, s1);      // p: event on s1 (not completed)
+        a.recordStream(q, s1);      // q: event on s1 behind p's
+        a.free(p);
+        a.free(q);
+        long r = a.malloc(4 * MiB);
+        a.recordStream(r, s2);
+        a.free(r);
+        dev.completeEvents(s2);
+        a.malloc(512);
+        assertThat(a.pendingFreeBlocks()).isEqualTo(2);    // s2's queue drained, s1's head blocks q
+        dev.completeNextEvent(s1);
+        a.malloc(512);
+        assertThat(a.pendingFreeBlocks()).isEqualTo(1);
+        a.checkInvariants();
+    }
+}

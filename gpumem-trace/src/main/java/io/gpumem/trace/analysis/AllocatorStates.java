@@ -1,0 +1,54 @@
+package io.gpumem.trace.analysis;
+
+import io.gpumem.alloc.CachingAllocator;
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.MemorySnapshot;
+import io.gpumem.history.SegmentInfo;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Builds the analysis input from a live {@link CachingAllocator}: its snapshot's segments and blocks, the
+ * device's capacity and free memory, and the configuration in force.
+ */
+public final class AllocatorStates {
+    private AllocatorStates() {
+    }
+
+    /**
+     * The allocator's state now.
+     *
+     * @param label what to call it in the report
+     * @param oom   the out-of-memory that ended the run, or {@code null}
+     */
+    public static MemoryState capture(CachingAllocator allocator, String label, OomEvent oom) {
+        MemorySnapshot snapshot = allocator.snapshot();
+        return fromSnapshot(snapshot, allocator.device().index(), label)
+                .capacity(allocator.device().totalMemory())
+                .deviceFree(allocator.device().freeMemory())
+                .allocatorConf(allocator.config().raw())
+                .oom(oom)
+                .build();
+    }
+
+    /** A builder holding the segments of one device of an allocator snapshot. */
+    public static MemoryState.Builder fromSnapshot(MemorySnapshot snapshot, int device, String label) {
+        MemoryState.Builder b = MemoryState.builder().label(label).device(device);
+        for (SegmentInfo s : snapshot.segments()) {
+            if (s.device() != device) {
+                continue;
+            }
+            List<StateBlock> blocks = new ArrayList<>(s.blocks().size());
+            for (BlockInfo blk : s.blocks()) {
+                BlockState state = switch (blk.state()) {
+                    case ACTIVE_ALLOCATED -> BlockState.ALLOCATED;
+                    case ACTIVE_PENDING_FREE -> BlockState.PENDING_FREE;
+                    case INACTIVE -> BlockState.INACTIVE;
+                };
+                blocks.add(new StateBlock(blk.address(), blk.size(), blk.requestedSize(), state));
+            }
+            b.segment(new StateSegment(s.address(), s.stream(), Pool.ofSegmentType(s.segmentType()), s.expandable(), blocks));
+        }
+        return b;
+    }
+}

@@ -1,0 +1,103 @@
+package io.gpumem.trace.analysis;
+
+import io.gpumem.trace.io.BlockInfo;
+import io.gpumem.trace.io.SegmentInfo;
+import io.gpumem.trace.io.TraceAction;
+import io.gpumem.trace.io.TraceEntry;
+import io.gpumem.trace.io.TraceFormatException;
+import io.gpumem.trace.io.TraceSnapshot;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Builds the analysis input from a snapshot read by {@code io.gpumem.trace.io}: the end-state segments of
+ * one device, the recorded configuration, and the {@code oom} entry that ended the trace, if any.
+ *
+ * <p>An {@code oom} entry is attached to the end state only when nothing after it changed the allocator
+ * (no alloc, free or segment entry follows): then the end state is the state the request failed in, as when
+ * a program dumps its snapshot from an OOM handler. Otherwise the state at the entry needs a replay
+ * ({@code --at}).
+ */
+public final class SnapshotStates {
+    private SnapshotStates() {
+    }
+
+    /** The devices that have segments or trace entries, ascending. */
+    public static List<Integer> devices(TraceSnapshot snapshot) {
+        java.util.TreeSet<Integer> devices = new java.util.TreeSet<>();
+        for (SegmentInfo s : snapshot.segments()) {
+            devices.add(s.device());
+        }
+        for (int d = 0; d < snapshot.deviceTraces().size(); d++) {
+            if (!snapshot.deviceTraces().get(d).isEmpty()) {
+                devices.add(d);
+            }
+        }
+        return List.copyOf(devices);
+    }
+
+    /**
+     * The end state of {@code device}.
+     *
+     * @param capacity the device capacity, or {@link MemoryState#UNKNOWN}
+     * @throws TraceFormatException naming the segment when a block's state is unknown or blocks do not tile it
+     */
+    public static MemoryState endState(TraceSnapshot snapshot, int device, long capacity) {
+        MemoryState.Builder b = MemoryState.builder()
+                .label(snapshot.source() + ", end state")
+                .device(device)
+                .capacity(capacity);
+        String conf = snapshot.recordedConfString();
+        if (conf != null) {
+            b.allocatorConf(conf);
+        }
+        for (SegmentInfo s : snapshot.segmentsOf(device)) {
+            b.segment(segment(snapshot.source(), s));
+        }
+        List<TraceEntry> trace = snapshot.traceOf(device);
+        int oomIndex = trailingOom(trace);
+        if (oomIndex >= 0) {
+            TraceEntry e = trace.get(oomIndex);
+            b.oom(new OomEvent(e.size(), e.has(TraceEntry.DEVICE_FREE) ? e.deviceFree() : MemoryState.UNKNOWN,
+                    e.stream(), oomIndex));
+        }
+        try {
+            return b.build();
+        } catch (IllegalArgumentException ex) {
+            throw new TraceFormatException(snapshot.source(), "segments of device " + device, ex.getMessage());
+        }
+    }
+
+    /** Index of an {@code oom} entry after which the allocator state did not change, or −1. */
+    static int trailingOom(List<TraceEntry> trace) {
+        for (int i = trace.size() - 1; i >= 0; i--) {
+            TraceAction a = trace.get(i).action();
+            if (a == TraceAction.OOM) {
+                return trace.get(i).size() > 0 ? i : -1;
+            }
+            if (a != TraceAction.SNAPSHOT && a != TraceAction.ANNOTATE && a != TraceAction.UNKNOWN) {
+                return -1;
+            }
+        }
+        return -1;
+    }
+
+    static StateSegment segment(String source, SegmentInfo s) {
+        List<StateBlock> blocks = new ArrayList<>(s.blocks().size());
+        for (BlockInfo blk : s.blocks()) {
+            BlockState state = switch (blk.state()) {
+                case ACTIVE_ALLOCATED -> BlockState.ALLOCATED;
+                case ACTIVE_PENDING_FREE -> BlockState.PENDING_FREE;
+                case INACTIVE -> BlockState.INACTIVE;
+                case UNKNOWN -> throw new TraceFormatException(source, "segment 0x" + Long.toHexString(s.address())
+                        + ", block 0x" + Long.toHexString(blk.address()), "unknown block state '" + blk.stateName() + "'");
+            };
+            blocks.add(new StateBlock(blk.address(), blk.size(), Math.max(0, blk.requestedSize()), state));
+        }
+        try {
+            return new StateSegment(s.address(), s.stream(), s.isSmall() ? Pool.SMALL : Pool.LARGE, s.expandable(), blocks);
+        } catch (IllegalArgumentException ex) {
+            throw new TraceFormatException(source, "segment 0x" + Long.toHexString(s.address()), ex.getMessage());
+        }
+    }
+}

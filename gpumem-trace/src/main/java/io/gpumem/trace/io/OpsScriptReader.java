@@ -1,0 +1,124 @@
+package io.gpumem.trace.io;
+
+import io.gpumem.script.OpsScript;
+import io.gpumem.script.ScriptException;
+import io.gpumem.script.ScriptOp;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Reads a {@code gpumem sim} ops script (parsed and checked by {@link OpsScript}) as a one-device request
+ * trace, so that scripts can be compared under other configurations like recorded traces.
+ *
+ * <p>Mapping: {@code alloc NAME SIZE [stream=N]} becomes an {@code alloc} entry with a synthetic handle (the
+ * alloc's ordinal times 512, so the snapshot is marked {@code addressesRecorded = false}); {@code free NAME}
+ * becomes {@code free_requested} + {@code free_completed}; {@code empty_cache} becomes an entry with the
+ * action name {@value #EMPTY_CACHE} (unknown to PyTorch, replayed as a user {@code empty_cache()}). The
+ * {@code config} lines before the first alloc become {@code allocator_settings} (the recorded configuration);
+ * the {@code device} line's capacity and held bytes are kept under the top-level keys
+ * {@code gpumem_device_capacity} and {@code gpumem_device_held}. Other ops (record_stream, complete_events,
+ * set_fraction, reset_peak, summary, stats, snapshot, later config lines) do not change the request stream and
+ * are skipped. The logical time of an entry is its script line.
+ */
+public final class OpsScriptReader {
+
+    /** Action name of an {@code empty_cache} request in the trace model. */
+    public static final String EMPTY_CACHE = "empty_cache";
+
+    private final ReadLimits limits;
+
+    public OpsScriptReader() {
+        this(ReadLimits.DEFAULT);
+    }
+
+    public OpsScriptReader(ReadLimits limits) {
+        this.limits = limits;
+    }
+
+    public TraceSnapshot read(Path file) {
+        String name = file.toString();
+        OpsScript script;
+        try {
+            long bytes = Files.size(file);
+            if (bytes > limits.maxFileBytes()) {
+                throw new TraceFormatException(name, "", "file is " + bytes + " bytes, over the limit of "
+                        + limits.maxFileBytes() + " bytes");
+            }
+            var decoder = StandardCharsets.UTF_8.newDecoder()
+                    .onMalformedInput(CodingErrorAction.REPORT).onUnmappableCharacter(CodingErrorAction.REPORT);
+            try (BufferedReader r = new BufferedReader(new InputStreamReader(Files.newInputStream(file), decoder))) {
+                script = OpsScript.parse(r);
+            }
+        } catch (NoSuchFileException e) {
+            throw new TraceFormatException(name, "", "no such file");
+        } catch (CharacterCodingException e) {
+            throw new TraceFormatException(name, "", "not a text file (invalid UTF-8)", e);
+        } catch (IOException e) {
+            throw new TraceFormatException(name, "", "cannot read: " + e.getMessage(), e);
+        } catch (ScriptException e) {
+            throw new TraceFormatException(name, "line " + e.line(), e.detail(), e);
+        }
+        if (script.ops().size() > limits.maxEntries()) {
+            throw new TraceFormatException(name, "", "more than " + limits.maxEntries() + " ops (limit)");
+        }
+        List<TraceEntry> out = new ArrayList<>();
+        Map<String, Long> handles = new HashMap<>();
+        Map<String, Long> sizes = new HashMap<>();
+        String conf = null;
+        boolean allocSeen = false;
+        long next = 0;
+        int f = TraceEntry.ADDR | TraceEntry.SIZE | TraceEntry.STREAM | TraceEntry.TIME_US;
+        for (ScriptOp op : script.ops()) {
+            switch (op) {
+                case ScriptOp.Config c -> {
+                    if (!allocSeen) {
+                        conf = conf == null ? c.conf() : conf + "," + c.conf();
+                    }
+                }
+                case ScriptOp.Alloc a -> {
+                    allocSeen = true;
+                    long handle = (++next) * 512;
+                    handles.put(a.name(), handle);
+                    sizes.put(a.name(), a.size());
+                    out.add(new TraceEntry(TraceAction.ALLOC, "alloc", handle, a.size(), a.stream(), a.line(), 0, null,
+                            Map.of(), f));
+                }
+                case ScriptOp.Free fr -> {
+                    long handle = handles.remove(fr.name());
+                    long size = sizes.remove(fr.name());
+                    out.add(new TraceEntry(TraceAction.FREE_REQUESTED, "free_requested", handle, size, 0, fr.line(), 0,
+                            null, Map.of(), f));
+                    out.add(new TraceEntry(TraceAction.FREE_COMPLETED, "free_completed", handle, size, 0, fr.line(), 0,
+                            null, Map.of(), f));
+                }
+                case ScriptOp.EmptyCache e -> out.add(new TraceEntry(TraceAction.UNKNOWN, EMPTY_CACHE, 0, 0, 0,
+                        e.line(), 0, null, Map.of(), TraceEntry.TIME_US));
+                default -> { }
+            }
+        }
+        Map<String, Object> settings = null;
+        if (conf != null) {
+            settings = new LinkedHashMap<>();
+            settings.put("PYTORCH_CUDA_ALLOC_CONF", conf);
+        }
+        Map<String, Object> extra = new LinkedHashMap<>();
+        if (script.device() != null) {
+            extra.put("gpumem_device_capacity", script.device().capacity());
+            extra.put("gpumem_device_held", script.device().held());
+        }
+        return new TraceSnapshot(name, SourceFormat.OPS_SCRIPT, List.of(), List.of(List.copyOf(out)), settings, null,
+                extra, false);
+    }
+}

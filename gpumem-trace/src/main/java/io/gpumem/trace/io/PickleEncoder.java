@@ -1,0 +1,267 @@
+package io.gpumem.trace.io;
+
+import java.io.IOException;
+import java.io.OutputStream;
+import java.math.BigInteger;
+import java.nio.charset.StandardCharsets;
+import java.util.HashMap;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * A small pickle (protocol 2) encoder for the plain data PyTorch snapshots hold: dicts, lists, tuples, str,
+ * int, float, bool and None, as Java {@link Map}s, {@link List}s, {@code Object[]}, strings, numbers, booleans
+ * and {@code null}.
+ *
+ * <p>Why not a general pickler: snapshots repeat the same strings and frame lists tens of thousands of times.
+ * This encoder memoizes strings by value and containers by identity (a repeated object is written once and
+ * referenced with {@code BINGET} after), and never memoizes numbers, which keeps files about the size of
+ * PyTorch's own and writes them in one pass without per-value bookkeeping. Any other type is rejected.
+ *
+ * <p>Opcodes used: PROTO, EMPTY_DICT/MARK/SETITEMS, EMPTY_LIST/APPENDS, EMPTY_TUPLE/TUPLE1-3/TUPLE,
+ * BININT1/BININT2/BININT/LONG1, BINFLOAT, BINUNICODE, NEWTRUE/NEWFALSE, NONE, BINPUT/LONG_BINPUT,
+ * BINGET/LONG_BINGET, STOP. Python's standard {@code pickle.load} reads the result.
+ */
+final class PickleEncoder {
+
+    private static final int BATCH = 1000;
+
+    private final OutputStream out;
+    private final byte[] buf = new byte[1 << 16];
+    private int pos;
+    private final HashMap<String, Integer> strings = new HashMap<>();
+    private final IdentityHashMap<Object, Integer> containers = new IdentityHashMap<>();
+    private int nextMemo;
+
+    PickleEncoder(OutputStream out) {
+        this.out = out;
+    }
+
+    /** Writes {@code root} as a complete pickle (PROTO 2 ... STOP) and flushes the buffer. */
+    void dump(Object root) throws IOException {
+        put(0x80);
+        put(2);
+        save(root);
+        put('.');
+        flushBuffer();
+    }
+
+    private void save(Object o) throws IOException {
+        switch (o) {
+            case null -> put('N');
+            case String s -> saveString(s);
+            case Long l -> saveLong(l);
+            case Integer i -> saveLong(i);
+            case Short s -> saveLong(s);
+            case Byte b -> saveLong(b);
+            case Boolean b -> put(b ? 0x88 : 0x89);
+            case Double d -> saveDouble(d);
+            case Float f -> saveDouble(f);
+            case BigInteger b -> saveBigInteger(b);
+            case Map<?, ?> m -> saveMap(m);
+            case List<?> l -> saveList(l);
+            case Object[] t -> saveTuple(t);
+            default -> throw new IllegalArgumentException("cannot pickle a " + o.getClass().getName());
+        }
+    }
+
+    private boolean memoized(Object o) throws IOException {
+        Integer id = containers.get(o);
+        if (id == null) {
+            return false;
+        }
+        get(id);
+        return true;
+    }
+
+    private void remember(Object o) throws IOException {
+        int id = nextMemo++;
+        containers.put(o, id);
+        memoPut(id);
+    }
+
+    private void saveMap(Map<?, ?> m) throws IOException {
+        if (memoized(m)) {
+            return;
+        }
+        put('}');
+        remember(m);
+        int n = 0;
+        for (Map.Entry<?, ?> e : m.entrySet()) {
+            if (n % BATCH == 0) {
+                if (n > 0) {
+                    put('u');
+                }
+                put('(');
+            }
+            save(e.getKey());
+            save(e.getValue());
+            n++;
+        }
+        if (n > 0) {
+            put('u');
+        }
+    }
+
+    private void saveList(List<?> l) throws IOException {
+        if (memoized(l)) {
+            return;
+        }
+        put(']');
+        remember(l);
+        int n = 0;
+        for (Object v : l) {
+            if (n % BATCH == 0) {
+                if (n > 0) {
+                    put('e');
+                }
+                put('(');
+            }
+            save(v);
+            n++;
+        }
+        if (n > 0) {
+            put('e');
+        }
+    }
+
+    private void saveTuple(Object[] t) throws IOException {
+        switch (t.length) {
+            case 0 -> put(')');
+            case 1, 2, 3 -> {
+                for (Object v : t) {
+                    save(v);
+                }
+                put(0x84 + t.length);
+            }
+            default -> {
+                put('(');
+                for (Object v : t) {
+                    save(v);
+                }
+                put('t');
+            }
+        }
+    }
+
+    private void saveString(String s) throws IOException {
+        Integer id = strings.get(s);
+        if (id != null) {
+            get(id);
+            return;
+        }
+        byte[] b = s.getBytes(StandardCharsets.UTF_8);
+        put('X');
+        int32(b.length);
+        bytes(b);
+        int memo = nextMemo++;
+        strings.put(s, memo);
+        memoPut(memo);
+    }
+
+    private void saveLong(long v) throws IOException {
+        if (v >= 0 && v < 256) {
+            put('K');
+            put((int) v);
+        } else if (v >= 0 && v < 65536) {
+            put('M');
+            put((int) (v & 0xff));
+            put((int) (v >>> 8));
+        } else if (v >= Integer.MIN_VALUE && v <= Integer.MAX_VALUE) {
+            put('J');
+            int32((int) v);
+        } else {
+            // LONG1: little-endian two's complement, as few bytes as keep the sign.
+            int n = 8;
+            while (n > 1) {
+                long top = v >> ((n - 1) * 8 - 1);
+                if (top == 0 || top == -1) {
+                    n--;
+                } else {
+                    break;
+                }
+            }
+            put(0x8a);
+            put(n);
+            for (int i = 0; i < n; i++) {
+                put((int) ((v >>> (8 * i)) & 0xff));
+            }
+        }
+    }
+
+    private void saveBigInteger(BigInteger b) throws IOException {
+        if (b.bitLength() < 64) {
+            saveLong(b.longValue());
+            return;
+        }
+        byte[] be = b.toByteArray();
+        if (be.length > 255) {
+            throw new IllegalArgumentException("integer too large to pickle: " + be.length + " bytes");
+        }
+        put(0x8a);
+        put(be.length);
+        for (int i = be.length - 1; i >= 0; i--) {
+            put(be[i] & 0xff);
+        }
+    }
+
+    private void saveDouble(double d) throws IOException {
+        put('G');
+        long bits = Double.doubleToLongBits(d);
+        for (int i = 7; i >= 0; i--) {
+            put((int) ((bits >>> (8 * i)) & 0xff));
+        }
+    }
+
+    private void memoPut(int id) throws IOException {
+        if (id < 256) {
+            put('q');
+            put(id);
+        } else {
+            put('r');
+            int32(id);
+        }
+    }
+
+    private void get(int id) throws IOException {
+        if (id < 256) {
+            put('h');
+            put(id);
+        } else {
+            put('j');
+            int32(id);
+        }
+    }
+
+    private void int32(int v) throws IOException {
+        put(v & 0xff);
+        put((v >>> 8) & 0xff);
+        put((v >>> 16) & 0xff);
+        put((v >>> 24) & 0xff);
+    }
+
+    private void bytes(byte[] b) throws IOException {
+        if (b.length > buf.length - pos) {
+            flushBuffer();
+            if (b.length > buf.length) {
+                out.write(b);
+                return;
+            }
+        }
+        System.arraycopy(b, 0, buf, pos, b.length);
+        pos += b.length;
+    }
+
+    private void put(int b) throws IOException {
+        if (pos == buf.length) {
+            flushBuffer();
+        }
+        buf[pos++] = (byte) b;
+    }
+
+    private void flushBuffer() throws IOException {
+        out.write(buf, 0, pos);
+        pos = 0;
+    }
+}

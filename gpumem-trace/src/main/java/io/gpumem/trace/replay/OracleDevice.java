@@ -1,0 +1,247 @@
+package io.gpumem.trace.replay;
+
+import io.gpumem.device.Device;
+import io.gpumem.device.DeviceError;
+import io.gpumem.device.DeviceException;
+import io.gpumem.device.DeviceOp;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayDeque;
+import java.util.TreeMap;
+
+/**
+ * A {@link Device} for oracle replays: it hands out the addresses the recorded run got from the driver, so the
+ * allocator under test makes its decisions in the same address space as PyTorch did.
+ *
+ * <p>The replay queues the addresses of the {@code segment_alloc} entries recorded for the current request
+ * ({@link #offerMalloc}) and of its {@code segment_map} entries ({@link #offerMap}). {@link #malloc} returns the
+ * next queued address; {@link #reserveAddressRange} returns the first queued map address that lies outside every
+ * reservation already handed out (a new expandable segment's first map is at its base). When nothing is queued
+ * (the model wants a segment PyTorch did not create) a synthetic address far above any real one is returned, so
+ * the replay continues and the mismatch is reported by the caller. {@link #clearOffers} drops what the model
+ * did not take.
+ *
+ * <p>Memory is unlimited (placement fidelity does not depend on capacity); {@link #totalMemory()} only sizes
+ * expandable reservations (PyTorch reserves ceil(1.125 x total / page) pages). Events complete at once.
+ * Single-threaded: a replay drives one device from one thread.
+ */
+public final class OracleDevice implements Device {
+
+    /**
+     * Default total memory: 4,560 x 20 MiB / 1.125 bytes (about 79.2 GiB), the size at which PyTorch's large-pool
+     * reservation is the 4,560 pages observed in the expandable-segments trace.
+     */
+    public static final long DEFAULT_TOTAL_MEMORY = 4560L * 20 * (1L << 20) * 8 / 9;
+
+    private static final long GRANULARITY = 2L << 20;
+    private static final long SYNTHETIC_BASE = 0x4000_0000_0000_0000L;
+
+    private final long totalMemory;
+    private final ArrayDeque<Long> mallocOffers = new ArrayDeque<>();
+    private final ArrayDeque<Long> mapOffers = new ArrayDeque<>();
+    private final TreeMap<Long, Long> reservations = new TreeMap<>();
+    private final long[] calls = new long[DeviceOp.values().length];
+    private long nextSynthetic = SYNTHETIC_BASE;
+    private long nextHandle = 1;
+    private long syntheticAddresses;
+
+    public OracleDevice() {
+        this(DEFAULT_TOTAL_MEMORY);
+    }
+
+    public OracleDevice(long totalMemory) {
+        this.totalMemory = totalMemory;
+    }
+
+    /** Queues the address of a recorded {@code segment_alloc} for the next {@link #malloc}. */
+    public void offerMalloc(long address) {
+        mallocOffers.add(address);
+    }
+
+    /** Queues the address of a recorded {@code segment_map} (a candidate reservation base). */
+    public void offerMap(long address) {
+        mapOffers.add(address);
+    }
+
+    /** Drops offers the model did not take. */
+    public void clearOffers() {
+        mallocOffers.clear();
+        mapOffers.clear();
+    }
+
+    /** How many times the model asked for memory the recording did not have (synthetic addresses returned). */
+    public long syntheticAddresses() {
+        return syntheticAddresses;
+    }
+
+    private long synthetic(long size) {
+        syntheticAddresses++;
+        long a = nextSynthetic;
+        nextSynthetic += (size + GRANULARITY - 1) / GRANULARITY * GRANULARITY;
+        return a;
+    }
+
+    @Override
+    public String name() {
+        return "oracle";
+    }
+
+    @Override
+    public int index() {
+        return 0;
+    }
+
+    @Override
+    public long totalMemory() {
+        return totalMemory;
+    }
+
+    @Override
+    public long freeMemory() {
+        return totalMemory;
+    }
+
+    @Override
+    public long malloc(long bytes) {
+        calls[DeviceOp.MALLOC.ordinal()]++;
+        if (bytes <= 0) {
+            throw new DeviceException(DeviceOp.MALLOC, DeviceError.CUDA_ERROR_INVALID_VALUE, "size " + bytes);
+        }
+        Long a = mallocOffers.poll();
+        return a != null ? a : synthetic(bytes);
+    }
+
+    @Override
+    public void free(long address) {
+        calls[DeviceOp.FREE.ordinal()]++;
+    }
+
+    @Override
+    public boolean supportsVirtualMemory() {
+        return true;
+    }
+
+    @Override
+    public long allocationGranularity() {
+        return GRANULARITY;
+    }
+
+    @Override
+    public long reserveAddressRange(long size) {
+        calls[DeviceOp.RESERVE_ADDRESS.ordinal()]++;
+        long base = 0;
+        for (var it = mapOffers.iterator(); it.hasNext(); ) {
+            long a = it.next();
+            var r = reservations.floorEntry(a);
+            if (r == null || a >= r.getKey() + r.getValue()) {
+                it.remove();
+                base = a;
+                break;
+            }
+        }
+        if (base == 0) {
+            base = synthetic(size);
+        }
+        reservations.put(base, size);
+        return base;
+    }
+
+    @Override
+    public void freeAddressRange(long address, long size) {
+        calls[DeviceOp.FREE_ADDRESS.ordinal()]++;
+        reservations.remove(address);
+    }
+
+    @Override
+    public long createPhysical(long size) {
+        calls[DeviceOp.CREATE_PHYSICAL.ordinal()]++;
+        return nextHandle++;
+    }
+
+    @Override
+    public void releasePhysical(long handle) {
+        calls[DeviceOp.RELEASE_PHYSICAL.ordinal()]++;
+    }
+
+    @Override
+    public void map(long address, long size, long handle) {
+        calls[DeviceOp.MAP.ordinal()]++;
+    }
+
+    @Override
+    public void setAccess(long address, long size) {
+        calls[DeviceOp.SET_ACCESS.ordinal()]++;
+    }
+
+    @Override
+    public void unmap(long address, long size) {
+        calls[DeviceOp.UNMAP.ordinal()]++;
+    }
+
+    @Override
+    public long createStream() {
+        calls[DeviceOp.CREATE_STREAM.ordinal()]++;
+        return nextHandle++;
+    }
+
+    @Override
+    public void destroyStream(long stream) {
+        calls[DeviceOp.DESTROY_STREAM.ordinal()]++;
+    }
+
+    @Override
+    public void synchronizeStream(long stream) {
+        calls[DeviceOp.SYNCHRONIZE_STREAM.ordinal()]++;
+    }
+
+    @Override
+    public void synchronizeDevice() {
+        calls[DeviceOp.SYNCHRONIZE_DEVICE.ordinal()]++;
+    }
+
+    @Override
+    public long createEvent() {
+        calls[DeviceOp.CREATE_EVENT.ordinal()]++;
+        return nextHandle++;
+    }
+
+    @Override
+    public void recordEvent(long event, long stream) {
+        calls[DeviceOp.RECORD_EVENT.ordinal()]++;
+    }
+
+    @Override
+    public boolean queryEvent(long event) {
+        calls[DeviceOp.QUERY_EVENT.ordinal()]++;
+        return true;
+    }
+
+    @Override
+    public void synchronizeEvent(long event) {
+        calls[DeviceOp.SYNCHRONIZE_EVENT.ordinal()]++;
+    }
+
+    @Override
+    public void destroyEvent(long event) {
+        calls[DeviceOp.DESTROY_EVENT.ordinal()]++;
+    }
+
+    @Override
+    public void copyToDevice(long deviceAddress, MemorySegment host, long bytes) {
+        throw new DeviceException(DeviceOp.COPY, DeviceError.CUDA_ERROR_NOT_SUPPORTED, "the oracle device holds no data");
+    }
+
+    @Override
+    public void copyToHost(MemorySegment host, long deviceAddress, long bytes) {
+        throw new DeviceException(DeviceOp.COPY, DeviceError.CUDA_ERROR_NOT_SUPPORTED, "the oracle device holds no data");
+    }
+
+    @Override
+    public void copyDeviceToDevice(long dstAddress, long srcAddress, long bytes) {
+        throw new DeviceException(DeviceOp.COPY, DeviceError.CUDA_ERROR_NOT_SUPPORTED, "the oracle device holds no data");
+    }
+
+    @Override
+    public long callCount(DeviceOp op) {
+        return calls[op.ordinal()];
+    }
+}

@@ -1,0 +1,99 @@
+package io.gpumem.trace.replay;
+
+import io.gpumem.alloc.CachingAllocator;
+import io.gpumem.alloc.RestoredBlock;
+import io.gpumem.device.Device;
+import io.gpumem.trace.window.StartBlock;
+import io.gpumem.trace.window.StartSegment;
+import io.gpumem.trace.window.WindowStart;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Loads a rebuilt {@link WindowStart} into a fresh {@link CachingAllocator} through its state-import API.
+ *
+ * <p>Classic segments are restored one by one. Expandable mapped runs are grouped per (stream, pool) into one
+ * reservation starting at the lowest run, with unmapped blocks for the space between runs and after the last
+ * (the reservation has PyTorch's default size). With {@code keepAddresses} the device must hand out the
+ * recorded addresses (an {@link OracleDevice} is given each one first); otherwise the device chooses, and the
+ * returned shifts say where each segment went. {@code asClassic} restores expandable runs
+ * as ordinary segments (what-if replays under configurations without expandable segments keep the recorded
+ * layout as it was).
+ */
+final class StartStateLoader {
+
+    private StartStateLoader() {
+    }
+
+    static final long SMALL_PAGE = 2L << 20;
+    static final long LARGE_PAGE = 20L << 20;
+
+    /**
+     * Restores every segment of {@code start}; returns, per segment (in {@code start.segments()} order), how far
+     * the model's copy lies from the recorded address (0 when the device handed out the recorded one).
+     */
+    static long[] load(CachingAllocator allocator, WindowStart start, OracleDevice oracle, boolean asClassic) {
+        List<StartSegment> all = start.segments();
+        long[] shifts = new long[all.size()];
+        Map<StartSegment, Integer> index = new IdentityHashMap<>();
+        Map<List<Long>, List<StartSegment>> expandableGroups = new HashMap<>();
+        for (int si = 0; si < all.size(); si++) {
+            StartSegment seg = all.get(si);
+            if (seg.expandable() && !asClassic) {
+                index.put(seg, si);
+                expandableGroups.computeIfAbsent(List.of(seg.stream(), seg.small() ? 1L : 0L), k -> new ArrayList<>())
+                        .add(seg);
+                continue;
+            }
+            List<RestoredBlock> blocks = new ArrayList<>(seg.blocks().size());
+            for (StartBlock b : seg.blocks()) {
+                blocks.add(restored(b));
+            }
+            if (oracle != null) {
+                oracle.offerMalloc(seg.address());
+            }
+            long base = allocator.restoreSegment(oracle != null ? seg.address() : Device.NULL, seg.size(),
+                    seg.stream(), seg.small(), false, blocks);
+            shifts[si] = base - seg.address();
+        }
+        for (List<StartSegment> runs : expandableGroups.values()) {
+            runs.sort((a, b) -> Long.compare(a.address(), b.address()));
+            StartSegment first = runs.getFirst();
+            long page = first.small() ? SMALL_PAGE : LARGE_PAGE;
+            long reservation = page * ((allocator.device().totalMemory() * 9 / 8 + page - 1) / page);
+            List<RestoredBlock> blocks = new ArrayList<>();
+            long cursor = first.address();
+            for (StartSegment run : runs) {
+                if (run.address() > cursor) {
+                    blocks.add(RestoredBlock.unmapped(run.address() - cursor));
+                }
+                for (StartBlock b : run.blocks()) {
+                    blocks.add(restored(b));
+                }
+                cursor = run.end();
+            }
+            long end = first.address() + reservation;
+            if (end > cursor) {
+                blocks.add(RestoredBlock.unmapped(end - cursor));
+            }
+            if (oracle != null) {
+                oracle.offerMap(first.address());
+            }
+            long base = allocator.restoreSegment(oracle != null ? first.address() : Device.NULL,
+                    Math.max(reservation, cursor - first.address()), first.stream(), first.small(), true, blocks);
+            for (StartSegment run : runs) {
+                shifts[index.get(run)] = base - first.address();
+            }
+        }
+        return shifts;
+    }
+
+    private static RestoredBlock restored(StartBlock b) {
+        return b.allocated()
+                ? RestoredBlock.allocated(b.size(), Math.max(1, Math.min(b.requestedSize(), b.size())))
+                : RestoredBlock.free(b.size());
+    }
+}

@@ -1,0 +1,235 @@
+package io.gpumem.trace.replay;
+
+import io.gpumem.alloc.CachingAllocator;
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.device.SimulatedDevice;
+import io.gpumem.oom.OutOfMemoryException;
+import io.gpumem.trace.io.OpsScriptReader;
+import io.gpumem.trace.io.TraceAction;
+import io.gpumem.trace.io.TraceEntry;
+import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.window.StartBlock;
+import io.gpumem.trace.window.StartSegment;
+import io.gpumem.trace.window.WindowStart;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * What-if replay ({@code gpumem compare}): the request stream of one device trace (sizes, streams, frees)
+ * replayed from the rebuilt start state under another allocator configuration, on a {@link SimulatedDevice}
+ * of a given capacity.
+ *
+ * <p>The start state keeps its recorded layout (its segments stay cudaMalloc segments unless the configuration
+ * uses expandable segments too), so differences are understated for windows that start with much reserved.
+ * Addresses are the simulated device's (most recently freed range of the same size, else fresh space).
+ * Recorded release runs are replayed as {@code empty_cache()} when the user called it (the run opens the
+ * window, or is not followed by a driver allocation or an oom; or an ops script's {@code empty_cache}); runs that are the OOM-retry path are left to
+ * the capacity model, which retries on its own. A request that fails is counted as an OOM and its later frees
+ * are skipped. The minimum capacity is found by binary search in 2 MiB steps between the peak allocated
+ * bytes (no run can need less) and the peak reserved bytes with unlimited memory (which always suffices),
+ * assuming feasibility is monotone in capacity.
+ */
+public final class WhatIfReplay {
+
+    private static final long GRANULE = 2L << 20;
+
+    private final TraceSnapshot snapshot;
+    private final int device;
+    private final List<TraceEntry> trace;
+    private final WindowStart start;
+    private final boolean[] userEmptyCache;
+
+    public WhatIfReplay(TraceSnapshot snapshot, int device, WindowStart start) {
+        this.snapshot = snapshot;
+        this.device = device;
+        this.trace = snapshot.traceOf(device);
+        this.start = start;
+        this.userEmptyCache = classifyReleaseRuns(trace);
+        this.recorded = RecordedTotals.of(start.reservedBytes(), trace);
+        this.requests = new RequestStream(trace, start, userEmptyCache);
+    }
+
+    private final RequestStream requests;
+
+    private final RecordedTotals recorded;
+
+    /** What the recording says: its own peak reserved and the capacity it is taken to have run at. */
+    public RecordedTotals recorded() {
+        return recorded;
+    }
+
+    /**
+     * Marks the first entry of each release run the user asked for ({@code empty_cache()}): a run that opens
+     * the window (no alloc before it) or is not followed by a driver allocation or an oom.
+     */
+    static boolean[] classifyReleaseRuns(List<TraceEntry> trace) {
+        boolean[] user = new boolean[trace.size()];
+        boolean allocSeen = false;
+        for (int i = 0; i < trace.size(); i++) {
+            TraceAction a = trace.get(i).action();
+            if (a == TraceAction.ALLOC) {
+                allocSeen = true;
+            }
+            if (a == TraceAction.UNKNOWN && OpsScriptReader.EMPTY_CACHE.equals(trace.get(i).actionName())) {
+                user[i] = true;
+                continue;
+            }
+            if (RecordedTotals.isRelease(a) && (i == 0 || !RecordedTotals.isRelease(trace.get(i - 1).action()))) {
+                int j = i;
+                while (j < trace.size() && RecordedTotals.isRelease(trace.get(j).action())) {
+                    j++;
+                }
+                TraceAction next = j < trace.size() ? trace.get(j).action() : null;
+                boolean retry = allocSeen && (next == TraceAction.SEGMENT_ALLOC || next == TraceAction.SEGMENT_MAP
+                        || next == TraceAction.OOM);
+                user[i] = !retry;
+            }
+        }
+        return user;
+    }
+
+    /**
+     * The device memory the recorded run is taken to have had: for snapshots, what the recording shows
+     * ({@link RecordedTotals#capacity()}); for request-only formats (CSV), which record no driver calls, the peak
+     * reserved of the window under the recorded configuration with ample memory.
+     */
+    public long recordedCapacity(AllocatorConfig recordedConfig) {
+        if (snapshot.extra().get("gpumem_device_capacity") instanceof Long cap) {
+            long held = snapshot.extra().get("gpumem_device_held") instanceof Long h ? h : 0;
+            return cap - held;
+        }
+        if (!start.isEmpty() || recorded.peakReserved() > 0) {
+            return recorded.capacity();
+        }
+        long roomy = 8L << 30;
+        Outcome o = run(recordedConfig, roomy, false);
+        for (int tries = 0; o.ooms > 0 && tries < 10; tries++) {
+            roomy *= 2;
+            o = run(recordedConfig, roomy, false);
+        }
+        return (o.peakReserved + GRANULE - 1) / GRANULE * GRANULE;
+    }
+
+    /** Runs the window under {@code config} at the recording's capacity and searches its minimum capacity. */
+    public WhatIfResult evaluate(AllocatorConfig config, boolean isRecorded) {
+        return evaluate(config, isRecorded, recorded.capacity());
+    }
+
+    /** Runs the window under {@code config} at {@code capacity} and searches its minimum capacity. */
+    public WhatIfResult evaluate(AllocatorConfig config, boolean isRecorded, long capacity) {
+        Outcome atCapacity = run(config, capacity, false);
+        // "Unlimited" memory: enough for the window under any sensible configuration, yet a finite device (the
+        // expandable reservation is sized from it). Doubled until the window fits.
+        long roomy = Math.max(8L << 30, 2 * recorded.peakReserved());
+        Outcome unlimited = run(config, roomy, false);
+        for (int tries = 0; unlimited.ooms > 0 && tries < 8; tries++) {
+            roomy *= 2;
+            unlimited = run(config, roomy, false);
+        }
+        long minCapacity = minimumCapacity(config, unlimited);
+        return new WhatIfResult(config.raw(), isRecorded, capacity, atCapacity.peakAllocated, atCapacity.peakReserved,
+                atCapacity.deviceAllocs, atCapacity.deviceFrees, atCapacity.retries, atCapacity.ooms, minCapacity);
+    }
+
+    private long minimumCapacity(AllocatorConfig config, Outcome unlimited) {
+        long hi = (unlimited.peakReserved + GRANULE - 1) / GRANULE;          // feasible (in granules)
+        long lo = Math.max(0, unlimited.peakAllocated / GRANULE - 1);         // infeasible or the bound below
+        if (lo >= hi) {
+            lo = hi - 1;
+        }
+        while (hi - lo > 1) {
+            long mid = (lo + hi) >>> 1;
+            if (run(config, mid * GRANULE, true).ooms == 0) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        return hi * GRANULE;
+    }
+
+    /**
+     * One replay of the window under {@code config} on a device of {@code capacity} bytes, returning its peak
+     * reserved bytes, or −1 when a request failed (the unit the minimum-capacity search repeats).
+     */
+    public long runOnce(AllocatorConfig config, long capacity) {
+        Outcome o = run(config, capacity, true);
+        return o.ooms > 0 ? -1 : o.peakReserved;
+    }
+
+    /** Counters of one replay. */
+    static final class Outcome {
+        long peakAllocated;
+        long peakReserved;
+        long deviceAllocs;
+        long deviceFrees;
+        long retries;
+        long ooms;
+    }
+
+    /** Replays the window; with {@code stopAtOom} returns at the first failed request. */
+    Outcome run(AllocatorConfig config, long capacity, boolean stopAtOom) {
+        Outcome out = new Outcome();
+        SimulatedDevice dev = SimulatedDevice.builder().capacity(capacity).build();
+        CachingAllocator allocator = new CachingAllocator(dev, config);
+        long[] shifts;
+        try {
+            shifts = StartStateLoader.load(allocator, start, null, !config.expandableSegments());
+        } catch (IllegalStateException noRoom) {
+            out.ooms = 1;
+            return out;
+        }
+        RequestStream rs = requests;
+        long[] address = new long[rs.slots];      // model address per block slot; 0 = not allocated (failed)
+        int[] slot = {0};
+        List<StartSegment> segments = start.segments();
+        for (int si = 0; si < segments.size(); si++) {
+            long shift = shifts[si];
+            for (StartBlock b : segments.get(si).blocks()) {
+                if (b.allocated()) {
+                    address[slot[0]++] = b.address() + shift;
+                }
+            }
+        }
+        byte[] op = rs.op;
+        int[] slots = rs.slot;
+        long[] size = rs.size;
+        long[] stream = rs.stream;
+        for (int k = 0; k < rs.length; k++) {
+            switch (op[k]) {
+                case RequestStream.ALLOC -> {
+                    try {
+                        address[slots[k]] = allocator.malloc(size[k], stream[k]);
+                    } catch (OutOfMemoryException oom) {
+                        out.ooms++;
+                        if (stopAtOom) {
+                            return out;
+                        }
+                    }
+                }
+                case RequestStream.FREE -> {
+                    long a = address[slots[k]];
+                    if (a != 0) {
+                        allocator.free(a);
+                    }
+                }
+                default -> allocator.emptyCache();
+            }
+        }
+        Map<String, Long> stats = allocator.memoryStats();
+        out.peakAllocated = stats.getOrDefault("allocated_bytes.all.peak", 0L);
+        out.peakReserved = stats.getOrDefault("reserved_bytes.all.peak", 0L);
+        out.deviceAllocs = stats.getOrDefault("num_device_alloc", 0L);
+        out.deviceFrees = stats.getOrDefault("num_device_free", 0L);
+        out.retries = stats.getOrDefault("num_alloc_retries", 0L);
+        return out;
+    }
+
+    public int device() {
+        return device;
+    }
+
+    public TraceSnapshot snapshot() {
+        return snapshot;
+    }
+}

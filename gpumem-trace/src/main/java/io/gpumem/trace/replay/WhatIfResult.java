@@ -1,0 +1,24 @@
+package io.gpumem.trace.replay;
+
+/**
+ * One row of {@code gpumem compare}: the request stream of a window replayed under one configuration.
+ *
+ * @param config         the {@code PYTORCH_CUDA_ALLOC_CONF} string ("" = defaults)
+ * @param recorded       whether this is the configuration the trace was recorded under
+ * @param capacity       device memory of the run the counters come from (the recorded capacity)
+ * @param peakAllocated  peak {@code allocated_bytes} (block sizes, start state included)
+ * @param peakReserved   peak {@code reserved_bytes}
+ * @param deviceAllocs   {@code num_device_alloc}: cudaMalloc / map calls
+ * @param deviceFrees    {@code num_device_free}
+ * @param retries        {@code num_alloc_retries}: mallocs that had to release the cache and retry
+ * @param ooms           requests that failed at {@code capacity}
+ * @param minCapacity    smallest device memory, in 2 MiB steps, at which the window runs without an OOM
+ */
+public record WhatIfResult(String config, boolean recorded, long capacity, long peakAllocated, long peakReserved,
+                           long deviceAllocs, long deviceFrees, long retries, long ooms, long minCapacity) {
+
+    /** Reserved over allocated at their peaks (1.0 = no cache or fragmentation overhead). */
+    public double reservedPerAllocated() {
+        return peakAllocated == 0 ? 0 : (double) peakReserved / peakAllocated;
+    }
+}

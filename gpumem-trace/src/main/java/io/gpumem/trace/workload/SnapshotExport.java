@@ -1,0 +1,107 @@
+package io.gpumem.trace.workload;
+
+import io.gpumem.history.MemorySnapshot;
+import io.gpumem.trace.io.BlockInfo;
+import io.gpumem.trace.io.BlockState;
+import io.gpumem.trace.io.Frame;
+import io.gpumem.trace.io.PoolId;
+import io.gpumem.trace.io.PytorchSnapshotWriter;
+import io.gpumem.trace.io.SegmentInfo;
+import io.gpumem.trace.io.SourceFormat;
+import io.gpumem.trace.io.TraceAction;
+import io.gpumem.trace.io.TraceEntry;
+import io.gpumem.trace.io.TraceSnapshot;
+import java.io.IOException;
+import java.nio.file.AtomicMoveNotSupportedException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.util.ArrayList;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Writes a simulated allocator's snapshot as a PyTorch snapshot pickle: converts the allocator's
+ * {@link MemorySnapshot} into the trace model of {@code io.gpumem.trace.io} and hands it to
+ * {@link PytorchSnapshotWriter}. The file is written to a temporary sibling and moved into place, so a
+ * failure leaves nothing half written.
+ *
+ * <p>Frame lists shared between entries stay shared (converted once per distinct list), as PyTorch's
+ * pickles share identical stacks.
+ */
+public final class SnapshotExport {
+    private SnapshotExport() {
+    }
+
+    /** Converts an allocator snapshot to the trace model. */
+    public static TraceSnapshot toTrace(MemorySnapshot snapshot, String source) {
+        Map<List<io.gpumem.history.Frame>, List<Frame>> frames = new IdentityHashMap<>();
+        List<SegmentInfo> segments = new ArrayList<>();
+        for (io.gpumem.history.SegmentInfo s : snapshot.segments()) {
+            List<BlockInfo> blocks = new ArrayList<>(s.blocks().size());
+            for (io.gpumem.history.BlockInfo b : s.blocks()) {
+                BlockState state = switch (b.state()) {
+                    case ACTIVE_ALLOCATED -> BlockState.ACTIVE_ALLOCATED;
+                    case ACTIVE_PENDING_FREE -> BlockState.ACTIVE_PENDING_FREE;
+                    case INACTIVE -> BlockState.INACTIVE;
+                };
+                blocks.add(new BlockInfo(b.address(), b.size(), b.requestedSize(), state, state.pythonName(),
+                        convert(b.frames(), frames), null, Map.of(), BlockInfo.ADDRESS | BlockInfo.REQUESTED_SIZE));
+            }
+            segments.add(new SegmentInfo(s.device(), s.address(), s.totalSize(), s.allocatedSize(), s.activeSize(),
+                    s.requestedSize(), s.stream(), s.segmentType(), PoolId.DEFAULT, s.expandable(),
+                    convert(s.frames(), frames), blocks, Map.of(),
+                    SegmentInfo.REQUESTED_SIZE | SegmentInfo.POOL_ID | SegmentInfo.EXPANDABLE));
+        }
+        List<List<TraceEntry>> traces = new ArrayList<>();
+        for (List<io.gpumem.history.TraceEntry> trace : snapshot.deviceTraces()) {
+            List<TraceEntry> entries = new ArrayList<>(trace.size());
+            for (io.gpumem.history.TraceEntry e : trace) {
+                TraceAction action = TraceAction.fromName(e.action().wireName());
+                int fields = TraceEntry.SIZE | TraceEntry.STREAM | TraceEntry.TIME_US
+                        | (action == TraceAction.OOM ? TraceEntry.DEVICE_FREE : TraceEntry.ADDR);
+                entries.add(new TraceEntry(action, e.action().wireName(), e.addr(), e.size(), e.stream(), e.timeUs(),
+                        Math.max(0, e.deviceFree()), convert(e.frames(), frames), Map.of(), fields));
+            }
+            traces.add(entries);
+        }
+        return new TraceSnapshot(source, SourceFormat.PYTORCH_SNAPSHOT, segments, traces, snapshot.allocatorSettings(),
+                null, Map.of(), true);
+    }
+
+    /**
+     * Writes the snapshot as a pickle to {@code file}: first to a sibling {@code .partial} file, then moved into
+     * place, so that a failure leaves no half-written snapshot.
+     *
+     * @throws IOException naming the file when it cannot be written
+     */
+    public static void write(MemorySnapshot snapshot, Path file) throws IOException {
+        TraceSnapshot trace = toTrace(snapshot, file.toString());
+        Path partial = file.resolveSibling(file.getFileName() + ".partial");
+        try {
+            new PytorchSnapshotWriter().write(trace, partial);
+            try {
+                Files.move(partial, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+            } catch (AtomicMoveNotSupportedException e) {
+                Files.move(partial, file, StandardCopyOption.REPLACE_EXISTING);
+            }
+        } finally {
+            Files.deleteIfExists(partial);
+        }
+    }
+
+    private static List<Frame> convert(List<io.gpumem.history.Frame> in,
+                                       Map<List<io.gpumem.history.Frame>, List<Frame>> cache) {
+        if (in == null) {
+            return null;
+        }
+        return cache.computeIfAbsent(in, list -> {
+            List<Frame> out = new ArrayList<>(list.size());
+            for (io.gpumem.history.Frame f : list) {
+                out.add(new Frame(f.filename(), f.line(), f.name()));
+            }
+            return List.copyOf(out);
+        });
+    }
+}

@@ -1,0 +1,69 @@
+package io.gpumem.trace.replay;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.gpumem.trace.TestTraces;
+import io.gpumem.trace.io.PytorchSnapshotReader;
+import io.gpumem.trace.io.TraceAction;
+import io.gpumem.trace.io.TraceEntry;
+import io.gpumem.trace.io.TraceSnapshot;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+/** The fidelity report finds and explains departures: a trace whose recording was tampered with. */
+class OracleMismatchTest {
+
+    private static TraceSnapshot withTrace(TraceSnapshot s, List<TraceEntry> trace) {
+        return new TraceSnapshot(s.source(), s.format(), s.segments(), List.of(trace), s.allocatorSettings(),
+                s.externalAnnotations(), s.extra(), true);
+    }
+
+    @Test
+    void aMovedAllocationIsTheFirstMismatchWithItsContext() {
+        TraceSnapshot s = new PytorchSnapshotReader().read(TestTraces.file("tiny-forward.pickle"));
+        List<TraceEntry> trace = new ArrayList<>(s.traceOf(0));
+        int victim = -1;
+        for (int i = 0; i < trace.size() && victim < 0; i++) {
+            if (trace.get(i).action() == TraceAction.ALLOC && i > 10) {
+                victim = i;
+            }
+        }
+        TraceEntry e = trace.get(victim);
+        trace.set(victim, new TraceEntry(e.action(), e.actionName(), e.addr() + 512, e.size(), e.stream(), e.timeUs(),
+                e.deviceFree(), e.frames(), e.extra(), e.fields()));
+        FidelityReport r = new OracleReplay().check(withTrace(s, trace));
+        assertThat(r.isExact()).isFalse();
+        assertThat(r.exact()).isEqualTo(r.allocs() - 1);
+        Mismatch m = r.firstMismatch();
+        assertThat(m.entry()).isEqualTo(victim);
+        assertThat(m.kind()).isEqualTo("alloc");
+        assertThat(m.expected()).isEqualTo("0x" + Long.toHexString(e.addr() + 512));
+        assertThat(m.got()).isEqualTo("0x" + Long.toHexString(e.addr()));
+        assertThat(m.context()).contains("#" + victim + " alloc");
+    }
+
+    @Test
+    void aDriverCallOfAnotherSizeIsASegmentMismatch() {
+        TraceSnapshot s = new PytorchSnapshotReader().read(TestTraces.file("tiny-forward.pickle"));
+        List<TraceEntry> trace = new ArrayList<>(s.traceOf(0));
+        int segment = -1;
+        for (int i = trace.size() - 1; i >= 0 && segment < 0; i--) {
+            if (trace.get(i).action() == TraceAction.SEGMENT_ALLOC) {
+                segment = i;
+            }
+        }
+        TraceEntry e = trace.get(segment);
+        trace.set(segment, new TraceEntry(e.action(), e.actionName(), e.addr(), e.size() + (2L << 20), e.stream(),
+                e.timeUs(), e.deviceFree(), e.frames(), e.extra(), e.fields()));
+        FidelityReport r = new OracleReplay().check(withTrace(s, trace));
+        // The model asks for the size PyTorch really asked for; the address still comes from the recording.
+        assertThat(r.exact()).isEqualTo(r.allocs());
+        assertThat(r.segmentMatched()).isEqualTo(r.segmentEvents() - 1);
+        Mismatch m = r.firstMismatch();
+        assertThat(m.kind()).isEqualTo("segment");
+        assertThat(m.entry()).isEqualTo(segment);
+        assertThat(m.expected()).endsWith("size " + (e.size() + (2L << 20)));
+        assertThat(m.got()).isEqualTo("segment_alloc 0x" + Long.toHexString(e.addr()) + " size " + e.size());
+    }
+}
