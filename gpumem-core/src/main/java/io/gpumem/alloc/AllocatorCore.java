@@ -41,7 +41,7 @@ import static io.gpumem.stats.DeviceStats.SEGMENT;
  *
  * <h2>Invariants (checked by {@link InvariantChecker})</h2>
  * Blocks tile each segment; no two neighbouring free blocks with equal {@code mapped} exist (they are merged);
- * each pool's size tree holds exactly its free mapped blocks and its address tree its unmapped blocks; every
+ * each pool's size-ordered set holds exactly its free mapped blocks and its address tree its unmapped blocks; every
  * stat equals its recomputation from the block graph; reserved = sum of cudaMalloc'd segments + mapped pages
  * = {@link #totalAllocatedMemory}.
  *
@@ -159,7 +159,10 @@ final class AllocatorCore {
 
     private void recycle(Block b) {
         if (spareCount < MAX_SPARE) {
-            b.reset(0, 0, 0, null);
+            // newBlock resets every field; only drop what could keep other objects alive
+            b.contextWhenAllocated = null;
+            b.contextWhenSegmentAllocated = null;
+            b.prev = null;
             b.next = spareBlocks;
             spareBlocks = b;
             spareCount++;
@@ -380,23 +383,37 @@ final class AllocatorCore {
             stats.updateOversizeAllocations(-1);
         }
         if (block.hasStreamUses()) {
-            insertEvents(block);
+            insertEvents(block, context);
         } else {
             freeBlock(block, context);
         }
     }
 
-    /** {@code insert_events}: one event per recorded stream; the block stays active until all complete. */
-    private void insertEvents(Block block) {
+    /**
+     * {@code insert_events}: one event per recorded stream; the block stays active until all complete. If the
+     * device fails to create or record an event, the events already queued stand (the block waits on them, or
+     * is freed at once when there are none) and the failure propagates.
+     */
+    private void insertEvents(Block block, List<Frame> context) {
         int n = block.streamUseCount;
         block.streamUseCount = 0;
         for (int i = 0; i < n; i++) {
             long s = block.streamUses[i];
             long event = events.takeSpare();
-            if (event == 0) {
-                event = device.createEvent();
+            try {
+                if (event == 0) {
+                    event = device.createEvent();
+                }
+                device.recordEvent(event, s);
+            } catch (RuntimeException e) {
+                if (event != 0) {
+                    events.giveBack(event);
+                }
+                if (block.eventCount == 0) {
+                    freeBlock(block, context);
+                }
+                throw e;
             }
-            device.recordEvent(event, s);
             block.eventCount++;
             events.add(s, event, block);
         }
@@ -739,7 +756,12 @@ final class AllocatorCore {
         if (beginPage >= endPage) {
             return;
         }
-        es.unmapPages(beginPage, endPage);
+        int reached = es.unmapPages(beginPage, endPage);
+        RuntimeException failure = reached == endPage ? null : es.unmapFailure();
+        if (reached == beginPage) {
+            throw failure;
+        }
+        endPage = reached;
         BlockPool pool = block.pool;
         pool.blocks.remove(block);
         long start = es.pageAddress(beginPage);
@@ -769,6 +791,9 @@ final class AllocatorCore {
         stats.countDeviceFree();
         trace.record(TraceAction.SEGMENT_UNMAP, start, unmapped, block.stream,
                 context != null ? context : block.contextWhenSegmentAllocated);
+        if (failure != null) {
+            throw failure;
+        }
     }
 
     /** Links {@code b} between {@code before} and {@code after}. */

@@ -2,12 +2,13 @@ package io.gpumem.alloc;
 
 /**
  * An ordered set of {@link Block}s with the links stored in the blocks themselves (an intrusive treap), so
- * that inserting and removing allocate nothing. It replaces the {@code std::set<Block*, Comparator>} of
- * PyTorch's {@code BlockPool}.
+ * that inserting and removing allocate nothing. It stands in for the {@code std::set<Block*, Comparator>} of
+ * PyTorch's {@code BlockPool}: directly for unmapped blocks, and as the per-size-class trees inside
+ * {@link SizeOrderedBlocks} for free blocks.
  *
  * <h2>Order</h2>
  * {@link #BY_SIZE}: stream handle compared as unsigned, then size, then address (unsigned) —
- * {@code BlockComparatorSize}, used for the free blocks of a pool. {@link #BY_ADDRESS}: stream (unsigned), then
+ * {@code BlockComparatorSize}, used for the free blocks of a size class. {@link #BY_ADDRESS}: stream (unsigned), then
  * address — {@code BlockComparatorAddress}, used for unmapped blocks of expandable segments.
  *
  * <h2>Algorithm</h2>

@@ -17,7 +17,8 @@ import io.gpumem.device.DeviceException;
  * range. If a create reports out-of-memory the handles created by this call are released and the call maps
  * nothing (returns 0). If any driver call throws, everything this call did is undone (pages unmapped, handles
  * released) and the exception propagates, so the segment is never left half-mapped. Unmapping synchronises
- * the segment's stream first, then unmaps and releases page by page.
+ * the segment's stream first, then unmaps and releases page by page; if a driver call fails part way it
+ * reports how far it got, so the allocator can account exactly the pages that went before rethrowing.
  *
  * <p>Invariant: {@code handles[i] != 0} iff page i is mapped; the allocator's blocks agree (a block is
  * {@code mapped} iff all its pages are).
@@ -31,6 +32,7 @@ final class ExpandableSegment {
     final BlockPool pool;
     private final long[] handles;
     private int mappedPages;
+    private RuntimeException unmapFailure;
 
     private ExpandableSegment(Device device, long base, long pageSize, int pageCount, long stream, BlockPool pool) {
         this.device = device;
@@ -188,16 +190,45 @@ final class ExpandableSegment {
         }
     }
 
-    /** Unmaps pages [begin, end), which must all be mapped; synchronises the segment's stream first. */
-    void unmapPages(int begin, int end) {
-        device.synchronizeStream(stream);
+    /**
+     * Unmaps pages [begin, end), which must all be mapped; synchronises the segment's stream first.
+     *
+     * @return the end of the pages actually unmapped: {@code end}, or less when a driver call failed part way
+     *         (then {@link #unmapFailure()} holds the exception, for the caller to rethrow once its bookkeeping
+     *         matches the pages that really went)
+     */
+    int unmapPages(int begin, int end) {
+        unmapFailure = null;
+        try {
+            device.synchronizeStream(stream);
+        } catch (RuntimeException e) {
+            unmapFailure = e;
+            return begin;
+        }
         for (int i = begin; i < end; i++) {
             long h = handles[i];
-            device.unmap(pageAddress(i), pageSize);
+            try {
+                device.unmap(pageAddress(i), pageSize);
+            } catch (RuntimeException e) {
+                unmapFailure = e;
+                return i;
+            }
             handles[i] = 0;
             mappedPages--;
-            device.releasePhysical(h);
+            try {
+                device.releasePhysical(h);
+            } catch (RuntimeException e) {
+                // the page is unmapped; its handle is lost to us either way
+                unmapFailure = e;
+                return i + 1;
+            }
         }
+        return end;
+    }
+
+    /** The driver failure of the last {@link #unmapPages} call that stopped early, else null. */
+    RuntimeException unmapFailure() {
+        return unmapFailure;
     }
 
     /** Frees the address reservation; every page must be unmapped. */

@@ -71,7 +71,9 @@ final class StateImporter {
         }
         for (int i = 0; i < es.pageCount; i++) {
             if (es.isPageMapped(i)) {
-                es.unmapPages(i, i + 1);
+                if (es.unmapPages(i, i + 1) != i + 1) {
+                    throw es.unmapFailure();
+                }
             }
         }
         es.destroy();
@@ -154,7 +156,9 @@ final class StateImporter {
             try {
                 for (int i = 0; i < es.pageCount; i++) {
                     if (es.isPageMapped(i)) {
-                        es.unmapPages(i, i + 1);
+                        if (es.unmapPages(i, i + 1) != i + 1) {
+                    throw es.unmapFailure();
+                }
                     }
                 }
                 es.destroy();

@@ -22,12 +22,12 @@ import static org.assertj.core.api.Assertions.assertThat;
  * {@link CachingAllocator#checkInvariants()} after every single step plus an independent model check: live
  * allocations never overlap, the allocation count and allocated bytes equal the sums over the live pointers.
  * Eight scenarios × 12,500 operations = 100,000 checked steps per run. The seed is printed; rerun a failure
- * with {@code -Dgpumem.seed=<seed>}.
+ * with {@code -Dgpumem.seed=<seed>}; {@code -Dgpumem.alloc.randomOps=<n>} changes the steps per scenario.
  */
 class CachingAllocatorRandomizedTest {
     private static final long MiB = 1L << 20;
     private static final long GiB = 1L << 30;
-    private static final int OPS = 12_500;
+    private static final int OPS = Integer.getInteger("gpumem.alloc.randomOps", 12_500);
 
     record Scenario(String name, long capacity, AllocatorConfig config, double fraction, boolean holdEvents,
                     boolean toggleExpandable) {

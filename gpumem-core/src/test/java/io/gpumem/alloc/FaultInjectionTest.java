@@ -102,6 +102,49 @@ class FaultInjectionTest {
     }
 
     @Test
+    void unmapFailurePartWayAccountsThePagesThatWent() {
+        SimulatedDevice dev = device();
+        CachingAllocator a = new CachingAllocator(dev, expandable());
+        a.free(a.malloc(50 * MiB));                // 3 pages mapped, all free
+        dev.failNth(DeviceOp.UNMAP, 2, DeviceError.CUDA_ERROR_INVALID_VALUE);
+        assertThatThrownBy(a::emptyCache).isInstanceOf(DeviceException.class);
+        assertThat(a.reservedBytes()).isEqualTo(40 * MiB);   // the first page went, the other two stay
+        assertThat(a.memoryStats().get("num_device_free")).isEqualTo(1);
+        assertThat(dev.mappingCount()).isEqualTo(2);
+        a.checkInvariants();
+        a.emptyCache();
+        assertThat(a.reservedBytes()).isZero();
+        assertThat(dev.reservationCount()).isZero();
+        assertThat(dev.physicalHandleCount()).isZero();
+        a.checkInvariants();
+    }
+
+    @Test
+    void eventFailureDuringFreeLeavesNoOrphanBlock() {
+        SimulatedDevice dev = SimulatedDevice.builder().capacity(8L << 30).holdEvents(true).build();
+        CachingAllocator a = new CachingAllocator(dev);
+        long s1 = dev.createStream();
+        long s2 = dev.createStream();
+        long p = a.malloc(MiB);
+        a.recordStream(p, s1);
+        dev.failNth(DeviceOp.RECORD_EVENT, 1, DeviceError.CUDA_ERROR_INVALID_HANDLE);
+        assertThatThrownBy(() -> a.free(p)).isInstanceOf(DeviceException.class);
+        assertThat(a.pendingFreeBlocks()).isZero();            // no event stands: freed at once
+        assertThat(a.memoryStats().get("active_bytes.all.current")).isZero();
+        a.checkInvariants();
+        long q = a.malloc(MiB);
+        a.recordStream(q, s1);
+        a.recordStream(q, s2);
+        dev.failNth(DeviceOp.RECORD_EVENT, 2, DeviceError.CUDA_ERROR_INVALID_HANDLE);
+        assertThatThrownBy(() -> a.free(q)).isInstanceOf(DeviceException.class);
+        assertThat(a.pendingFreeBlocks()).isEqualTo(1);        // waits on the s1 event that was recorded
+        a.checkInvariants();
+        a.emptyCache();
+        assertThat(a.pendingFreeBlocks()).isZero();
+        a.checkInvariants();
+    }
+
+    @Test
     void mallocOomIsRetriedAfterReleasingTheCache() {
         SimulatedDevice dev = device();
         CachingAllocator a = new CachingAllocator(dev);

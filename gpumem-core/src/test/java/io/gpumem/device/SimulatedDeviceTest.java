@@ -211,6 +211,18 @@ class SimulatedDeviceTest {
     }
 
     @Test
+    void streamsNamedByATraceWorkWithoutBeingCreated() {
+        SimulatedDevice d = SimulatedDevice.builder().capacity(GiB).holdEvents(true).build();
+        long traceStream = 0x55d1_2345_6780L;
+        long e = d.createEvent();
+        d.recordEvent(e, traceStream);
+        assertThat(d.queryEvent(e)).isFalse();
+        d.synchronizeStream(traceStream);
+        assertThat(d.queryEvent(e)).isTrue();
+        d.synchronizeStream(0x1234L); // never seen: nothing to wait for
+    }
+
+    @Test
     void builderRejectsImpossibleOptions() {
         assertThatThrownBy(() -> SimulatedDevice.builder().capacity(0)).isInstanceOf(IllegalArgumentException.class);
         assertThatThrownBy(() -> SimulatedDevice.builder().granularity(3 * MiB)).isInstanceOf(IllegalArgumentException.class);

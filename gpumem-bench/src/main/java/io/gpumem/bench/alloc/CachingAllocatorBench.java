@@ -38,6 +38,7 @@ public class CachingAllocatorBench {
     private final long[] sizes = new long[SIZES];
     private final long[] streams = new long[SIZES];
     private final long[] live = new long[WINDOW];
+    private final long[] deviceLive = new long[WINDOW];
     private int next;
     private int slot;
 
@@ -84,13 +85,19 @@ public class CachingAllocatorBench {
         return pair();
     }
 
-    /** Baseline: the same pairs straight on the simulated device (no cache). */
+    /** Baseline: the same pairs (same window, same sizes) straight on the simulated device (no cache). */
     @Benchmark
     public long deviceMallocFree() {
+        int s = slot;
+        long old = deviceLive[s];
+        if (old != 0) {
+            device.free(old);
+        }
         int i = next;
         long p = device.malloc(sizes[i]);
-        device.free(p);
+        deviceLive[s] = p;
         next = (i + 1) & (SIZES - 1);
+        slot = (s + 1) & (WINDOW - 1);
         return p;
     }
 

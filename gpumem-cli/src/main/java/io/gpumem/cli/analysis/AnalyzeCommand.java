@@ -8,7 +8,10 @@ import io.gpumem.trace.analysis.SnapshotStates;
 import io.gpumem.trace.analysis.StateAnalysis;
 import io.gpumem.trace.analysis.StateAnalyzer;
 import io.gpumem.trace.analysis.TraceStates;
+import io.gpumem.trace.analysis.TraceWhatIf;
+import io.gpumem.trace.analysis.WhatIf;
 import io.gpumem.trace.io.SourceFormat;
+import io.gpumem.trace.io.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
@@ -32,9 +35,9 @@ import picocli.CommandLine.Model.CommandSpec;
  * <p>Per device: the state to analyse is the end state, or the state after entry N ({@code --at}), or,
  * when the trace holds an {@code oom} entry that later entries moved away from, the state at that entry
  * (rebuilt by replaying the trace). The analysis prints the pool accounting, free space per stream, the
- * most wasteful segments and the diagnosis; recommendations are backed by compare runs of the trace's own
- * request stream under each candidate configuration, unless {@code --no-compare} or the snapshot has no
- * requests (state only).
+ * most wasteful segments and the diagnosis; recommendations are backed by compare runs of the trace's window
+ * under each candidate configuration (the {@code gpumem compare} engine), unless {@code --no-compare} or the
+ * snapshot has no requests (state only).
  */
 @Command(name = "analyze", mixinStandardHelpOptions = true,
         description = "Analyse a PyTorch memory snapshot: reserved, allocated, active and inactive-split bytes per pool,"
@@ -106,6 +109,41 @@ public final class AnalyzeCommand implements Callable<Integer> {
         return 0;
     }
 
+    private static boolean hasRequests(List<TraceEntry> trace) {
+        for (TraceEntry e : trace) {
+            if (e.action() == TraceAction.ALLOC) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
+     * The compare runs: the trace's window replayed from its rebuilt start state ({@link TraceWhatIf}, the
+     * engine of {@code gpumem compare}); where that replay cannot run the window, the window's own requests
+     * on an empty device ({@link TraceWorkload}), said so in a note.
+     */
+    private static WhatIf compareRuns(TraceSnapshot snapshot, int d, int end, long capacityBytes, long outside,
+                                      PrintWriter out) {
+        long usable = capacityBytes > 0 ? capacityBytes - Math.max(0, outside) : MemoryState.UNKNOWN;
+        try {
+            TraceWhatIf replay = new TraceWhatIf(snapshot, d, usable);
+            // run every configuration now (the results are memoised), so that a failure falls back as a whole
+            for (String conf : Recommender.configurationsTried(
+                    snapshot.recordedConfString() == null ? "" : snapshot.recordedConfString())) {
+                replay.run(conf);
+            }
+            return replay;
+        } catch (RuntimeException e) {
+            out.println();
+            out.println("note: the window replay failed (" + e.getMessage() + "); the compare runs below replay the"
+                    + " window's own requests on an empty device instead");
+            long runCapacity = capacityBytes > 0 ? capacityBytes : WorkloadRunner.UNLIMITED;
+            return new WorkloadWhatIf(TraceWorkload.of(snapshot, d, end),
+                    new WorkloadRunner(runCapacity, Math.max(0, outside)), true);
+        }
+    }
+
     private void analyseDevice(TraceSnapshot snapshot, int d, long capacityBytes, PrintWriter out) {
         List<TraceEntry> trace = snapshot.traceOf(d);
         MemoryState state;
@@ -129,14 +167,9 @@ public final class AnalyzeCommand implements Callable<Integer> {
         }
         StateAnalysis analysis = new StateAnalyzer(top).analyze(state);
         AnalysisPrinter.printState(analysis, out);
-        WorkloadWhatIf whatIf = null;
-        if (!noCompare) {
-            TraceWorkload requests = TraceWorkload.of(snapshot, d, end);
-            if (requests.allocationCount() > 0) {
-                long runCapacity = capacityBytes > 0 ? capacityBytes : WorkloadRunner.UNLIMITED;
-                long outside = Math.max(0, analysis.diagnosis().outside());
-                whatIf = new WorkloadWhatIf(requests, new WorkloadRunner(runCapacity, outside), true);
-            }
+        WhatIf whatIf = null;
+        if (!noCompare && hasRequests(trace) && Recommender.wantsCompareRuns(analysis)) {
+            whatIf = compareRuns(snapshot, d, end, capacityBytes, analysis.diagnosis().outside(), out);
         }
         AnalysisPrinter.printRecommendations(new Recommender().recommend(analysis, whatIf), out);
     }

@@ -95,7 +95,11 @@ public final class DemoCommand implements Callable<Integer> {
     public Integer call() throws Exception {
         PrintWriter out = spec.commandLine().getOut();
         long capacityBytes = ByteSizes.parse(capacity);
-        long outsideBytes = heldOutside.equals("0") ? 0 : ByteSizes.parse(heldOutside);
+        long outsideBytes = ByteSizes.parseNonNegative(heldOutside);
+        if (outsideBytes >= capacityBytes) {
+            throw new CommandLine.ParameterException(spec.commandLine(), "--held-outside " + ByteSizes.format(outsideBytes)
+                    + " must be below --capacity " + ByteSizes.format(capacityBytes));
+        }
         TrainingWorkload workload = TrainingWorkload.builder().layers(layers).hidden(hidden).heads(heads).vocab(vocab)
                 .batch(batch).seqLens(seqMin, seqMax, seqMultiple).steps(steps).seed(seed).build();
         WorkloadRunner runner = new WorkloadRunner(capacityBytes, outsideBytes);

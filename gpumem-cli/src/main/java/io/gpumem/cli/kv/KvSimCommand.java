@@ -75,6 +75,8 @@ public final class KvSimCommand implements Callable<Integer> {
     int headSize;
     @Option(names = "--max-steps", defaultValue = "2000000", description = "Stop after this many steps (default: ${DEFAULT-VALUE})")
     long maxSteps;
+    @Option(names = "--priority-levels", defaultValue = "1", description = "Request priorities drawn from 0..N-1, smaller = more important (default: ${DEFAULT-VALUE})")
+    int priorityLevels;
     @Option(names = "--memory", defaultValue = "allocator", description = "Where the KV regions come from: allocator (gpumem's caching allocator) | direct (device malloc) (default: ${DEFAULT-VALUE})")
     String memory;
     @Option(names = "--json", description = "Print one JSON object instead of text")
@@ -116,6 +118,7 @@ public final class KvSimCommand implements Callable<Integer> {
         positive("--kv-heads", kvHeads);
         positive("--head-size", headSize);
         positive("--max-steps", maxSteps);
+        positive("--priority-levels", priorityLevels);
         if (!(rate > 0) || Double.isInfinite(rate)) {
             throw bad("--rate must be a positive number, got " + rate);
         }
@@ -134,7 +137,7 @@ public final class KvSimCommand implements Callable<Integer> {
             throw bad("--prefix-tokens " + prefixTokens + " leaves no room under --max-model-len " + maxModelLen);
         }
         return new SimConfig(w, seed, requests, rate, blocks, blockSize, caching, p, v, tokenBudget, maxRunning, lookahead,
-                maxModelLen, watermark, swapSpace, prefixTokens, h, layers, kvHeads, headSize, maxSteps);
+                maxModelLen, watermark, swapSpace, prefixTokens, h, layers, kvHeads, headSize, maxSteps, priorityLevels);
     }
 
     private <T> T parse(String option, java.util.function.Supplier<T> parser) {
@@ -170,6 +173,8 @@ public final class KvSimCommand implements Callable<Integer> {
         line(b, "KV usage", "mean " + pct(r.meanUsage()) + ", peak " + pct(r.peakUsage()));
         line(b, "running per step", f2(r.meanRunning()));
         line(b, "copy-on-write blocks", Long.toString(r.copyOnWriteBlocks()));
+        line(b, "swap traffic", r.swapOutBytes() + " bytes out, " + r.swapInBytes() + " bytes in, "
+                + r.swapInReusedBlocks() + " blocks re-hit instead of copied");
         line(b, "block-pool time", f2(r.poolNsPerStep() / 1000.0) + " us per step");
         return b.toString();
     }
@@ -212,6 +217,9 @@ public final class KvSimCommand implements Callable<Integer> {
             g.writeNumberField("peak_usage", r.peakUsage());
             g.writeNumberField("mean_running", r.meanRunning());
             g.writeNumberField("copy_on_write_blocks", r.copyOnWriteBlocks());
+            g.writeNumberField("swap_out_bytes", r.swapOutBytes());
+            g.writeNumberField("swap_in_bytes", r.swapInBytes());
+            g.writeNumberField("swap_in_reused_blocks", r.swapInReusedBlocks());
             g.writeNumberField("pool_ns_per_step", r.poolNsPerStep());
             g.writeEndObject();
         }

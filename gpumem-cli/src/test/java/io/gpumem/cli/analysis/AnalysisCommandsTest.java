@@ -82,6 +82,10 @@ class AnalysisCommandsTest {
         assertThat(heads.exit()).isEqualTo(2);
         assertThat(heads.err()).contains("hidden 100 is not a multiple of heads 3");
 
+        Result outside = run(with(SMALL, "--capacity", "4GiB", "--held-outside", "4GiB"));
+        assertThat(outside.exit()).isEqualTo(2);
+        assertThat(outside.err()).contains("--held-outside 4.00 GiB must be below --capacity 4.00 GiB");
+
         Result conf = run(with(SMALL, "--config", "expandable_segments:Maybe"));
         assertThat(conf.exit()).isEqualTo(2);
         assertThat(conf.err()).contains("--config expandable_segments:Maybe");

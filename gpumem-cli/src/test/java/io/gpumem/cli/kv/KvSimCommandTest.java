@@ -51,6 +51,7 @@ class KvSimCommandTest {
         variants.add(new String[] {"kv-sim", "--workload", "shared-prefix", "--requests", "50", "--prefix-caching", "off"});
         variants.add(new String[] {"kv-sim", "--workload", "chat", "--requests", "10", "--preemption", "swap", "--blocks", "300"});
         variants.add(new String[] {"kv-sim", "--requests", "30", "--memory", "direct", "--victim", "least-computed", "--hash", "sha256"});
+        variants.add(new String[] {"kv-sim", "--requests", "80", "--blocks", "200", "--victim", "priority", "--priority-levels", "4"});
         for (String[] v : variants) {
             Result r = run(v);
             assertThat(r.exit()).as(String.join(" ", v) + r.err()).isZero();

@@ -49,6 +49,7 @@ public final class KvCacheManager implements AutoCloseable {
     private final PrefixHitWindow hitWindow;
     private final int watermarkBlocks;
     private final Set<KvRequest> live = java.util.Collections.newSetFromMap(new IdentityHashMap<>());
+    private final Set<KvRequest> swapped = java.util.Collections.newSetFromMap(new IdentityHashMap<>());
     private final Map<String, Integer> saltIds = new HashMap<>();
 
     private long recomputePreemptions;
@@ -56,6 +57,7 @@ public final class KvCacheManager implements AutoCloseable {
     private long swapFallbacks;
     private long copyOnWriteBlocks;
     private long refusedAllocations;
+    private long swapInReusedBlocks;
 
     public KvCacheManager(KvCacheSpec spec, KvMemory memory) {
         this(spec, memory, KvCacheConfig.defaults());
@@ -184,7 +186,8 @@ public final class KvCacheManager implements AutoCloseable {
             refusedAllocations++;
             return false;
         }
-        // From here on nothing can fail: apply.
+        // From here on only a failing device copy (copy-on-write) can interrupt; every step taken before it
+        // leaves the request and the pool consistent, and the failed copy's block is given back.
         ensureTable(r, held + newBlocks);
         if (admitting) {
             for (int j = 0; j < hitBlocks; j++) {
@@ -202,7 +205,12 @@ public final class KvCacheManager implements AutoCloseable {
                 int old = r.table[j];
                 if (pool.refCount(old) > 1) {
                     int fresh = pool.allocate();
-                    pages.copyBlock(old, fresh);
+                    try {
+                        pages.copyBlock(old, fresh);
+                    } catch (RuntimeException e) {
+                        pool.free(new int[] {fresh}, 0, 1);
+                        throw e;
+                    }
                     pool.releaseShared(old);
                     r.table[j] = fresh;
                     copyOnWriteBlocks++;
@@ -281,6 +289,7 @@ public final class KvCacheManager implements AutoCloseable {
         if (r.status == RequestStatus.SWAPPED) {
             swapSpace.release(pages, r.swap);
             r.swap = null;
+            swapped.remove(r);
         }
         releaseBlocks(r);
         r.status = RequestStatus.FINISHED;
@@ -328,6 +337,10 @@ public final class KvCacheManager implements AutoCloseable {
             swapFallbacks++;
             mode = PreemptionMode.RECOMPUTE;
         }
+        HostSwapSpace.Handle handle = null;
+        if (mode == PreemptionMode.SWAP) {
+            handle = swapSpace.swapOut(pages, r.table, r.numBlocks);   // a failed copy throws before any change
+        }
         r.preemptions++;
         // Blocks cached optimistically for tokens granted this step but not computed hold no valid KV yet.
         for (int j = r.numComputed / blockSize; j < r.numBlocks; j++) {
@@ -337,7 +350,8 @@ public final class KvCacheManager implements AutoCloseable {
             }
         }
         if (mode == PreemptionMode.SWAP) {
-            r.swap = swapSpace.swapOut(pages, r.table, r.numBlocks);
+            r.swap = handle;
+            swapped.add(r);
             releaseBlocks(r);
             r.status = RequestStatus.SWAPPED;
             swapPreemptions++;
@@ -352,8 +366,10 @@ public final class KvCacheManager implements AutoCloseable {
     }
 
     /**
-     * Brings a swapped request back: new blocks, bytes copied back from the host tier, full blocks
-     * cached again. Returns false (nothing changed) when the pool or the watermark cannot take it.
+     * Brings a swapped request back. Its leading full blocks that are still cached in the pool (they went
+     * back to the free list with their keys at swap-out and may not have been reused since) are taken
+     * again, verified like any prefix hit; only the other blocks get new pages and are copied back from
+     * the host tier. Returns false (nothing changed) when the pool or the watermark cannot take it.
      */
     public boolean swapIn(KvRequest r) {
         own(r);
@@ -361,17 +377,51 @@ public final class KvCacheManager implements AutoCloseable {
             throw new KvCacheException("request " + r.id() + " is " + r.status + ", not swapped out");
         }
         int n = r.swap.blocks();
+        int reuse = 0;
+        int idle = 0;
+        if (config.prefixCaching()) {
+            int maxReuse = Math.min(Math.min(r.numComputed, r.numTokens) / blockSize, n);
+            ensureKeys(r, maxReuse);
+            if (r.pendingHit.length < maxReuse) {
+                r.pendingHit = Arrays.copyOf(r.pendingHit, maxReuse);
+                r.pendingHitGeneration = Arrays.copyOf(r.pendingHitGeneration, maxReuse);
+            }
+            int parent = BlockPool.NONE;
+            while (reuse < maxReuse) {
+                int b = pool.lookup(r.keyHi[reuse], r.keyLo[reuse], parent, r.tokens, reuse * blockSize, r.adapterId(), r.saltId);
+                if (b == BlockPool.NONE) {
+                    break;
+                }
+                if (pool.refCount(b) == 0) {
+                    idle++;
+                }
+                r.pendingHit[reuse++] = b;
+                parent = b;
+            }
+        }
+        int needed = n - reuse + idle;
         int free = pool.freeCount();
-        if (n > free || (watermarkBlocks > 0 && free < spec.numBlocks() - 1 && free - n < watermarkBlocks)) {
+        if (needed > free || (watermarkBlocks > 0 && free < spec.numBlocks() - 1 && free - needed < watermarkBlocks)) {
             refusedAllocations++;
             return false;
         }
         ensureTable(r, n);
-        pool.allocate(n, r.table, 0);
-        swapSpace.swapIn(pages, r.swap, r.table);
+        for (int j = 0; j < reuse; j++) {
+            pool.touch(r.pendingHit[j]);
+            r.table[j] = r.pendingHit[j];
+        }
+        pool.allocate(n - reuse, r.table, reuse);
+        try {
+            swapSpace.swapIn(pages, r.swap, r.table, reuse);
+        } catch (RuntimeException e) {
+            pool.free(r.table, 0, n);   // the request stays swapped out; its host copy is intact
+            throw e;
+        }
+        swapped.remove(r);
+        swapInReusedBlocks += reuse;
         r.swap = null;
         r.numBlocks = n;
-        r.numCachedBlocks = 0;
+        r.numCachedBlocks = reuse;
         r.status = RequestStatus.RUNNING;
         live.add(r);
         cacheFullBlocks(r, Math.min(r.numComputed, r.numTokens) / blockSize);
@@ -420,6 +470,8 @@ public final class KvCacheManager implements AutoCloseable {
     /** Swap preemptions turned into recompute because the host tier was full. */
     public long swapFallbacks() { return swapFallbacks; }
     public long copyOnWriteBlocks() { return copyOnWriteBlocks; }
+    /** Blocks a swap-in took back from the prefix cache instead of copying them from the host tier. */
+    public long swapInReusedBlocks() { return swapInReusedBlocks; }
     /** {@link #allocateSlots}/{@link #swapIn} calls answered "cannot". */
     public long refusedAllocations() { return refusedAllocations; }
     /** Requests currently holding blocks. */
@@ -445,12 +497,22 @@ public final class KvCacheManager implements AutoCloseable {
         }
     }
 
+    /** Requests currently swapped out to the host tier. */
+    public int swappedRequests() { return swapped.size(); }
+
+    /** Finishes every request still holding blocks or host memory and frees the device regions. */
     @Override
     public void close() {
         for (KvRequest r : live.toArray(new KvRequest[0])) {
             releaseBlocks(r);
             r.status = RequestStatus.FINISHED;
         }
+        for (KvRequest r : swapped) {
+            swapSpace.release(pages, r.swap);
+            r.swap = null;
+            r.status = RequestStatus.FINISHED;
+        }
+        swapped.clear();
         pages.close();
     }
 }

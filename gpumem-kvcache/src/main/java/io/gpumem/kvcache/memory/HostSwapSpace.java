@@ -92,23 +92,32 @@ public final class HostSwapSpace {
         MemorySegment buffer = arena.allocate(Math.max(1, bytes), 64);
         long page = pages.spec().pageBytes();
         long layerStride = count * page;
-        for (int layer = 0; layer < pages.spec().layers(); layer++) {
-            int i = 0;
-            while (i < count) {
-                int run = runLength(table, i, count);
-                pages.device().copyToHost(buffer.asSlice(layer * layerStride + i * page, run * page),
-                        pages.pageAddress(layer, table[i]), run * page);
-                transfers++;
-                i += run;
+        try {
+            for (int layer = 0; layer < pages.spec().layers(); layer++) {
+                int i = 0;
+                while (i < count) {
+                    int run = runLength(table, i, count);
+                    pages.device().copyToHost(buffer.asSlice(layer * layerStride + i * page, run * page),
+                            pages.pageAddress(layer, table[i]), run * page);
+                    transfers++;
+                    i += run;
+                }
             }
+        } catch (RuntimeException e) {
+            arena.close();           // a failed copy leaves no host memory behind
+            throw e;
         }
         usedBytes += bytes;
         swappedOutBytes += bytes;
         return new Handle(arena, buffer, count);
     }
 
-    /** Copies a handle's bytes into {@code table[0..blocks)} of every layer and releases the handle. */
-    public void swapIn(KvPages pages, Handle handle, int[] table) {
+    /**
+     * Copies a handle's bytes for table positions {@code [from, blocks)} into those blocks of every layer
+     * (positions before {@code from} were recovered another way) and releases the handle. If a copy
+     * fails the handle stays valid, so the swap-in can be retried.
+     */
+    public void swapIn(KvPages pages, Handle handle, int[] table, int from) {
         if (handle.released) {
             throw new KvCacheException("swap handle already released");
         }
@@ -116,7 +125,7 @@ public final class HostSwapSpace {
         long page = pages.spec().pageBytes();
         long layerStride = count * page;
         for (int layer = 0; layer < pages.spec().layers(); layer++) {
-            int i = 0;
+            int i = from;
             while (i < count) {
                 int run = runLength(table, i, count);
                 pages.device().copyToDevice(pages.pageAddress(layer, table[i]),
@@ -125,7 +134,7 @@ public final class HostSwapSpace {
                 i += run;
             }
         }
-        swappedInBytes += bytesFor(pages, count);
+        swappedInBytes += bytesFor(pages, count - from);
         release(pages, handle);
     }
 

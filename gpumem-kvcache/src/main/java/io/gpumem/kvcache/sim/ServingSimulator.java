@@ -71,6 +71,9 @@ public final class ServingSimulator {
         if (!(config.arrivalRate() > 0)) {
             throw new IllegalArgumentException("arrival rate must be positive, got " + config.arrivalRate());
         }
+        if (config.priorityLevels() <= 0) {
+            throw new IllegalArgumentException("priority levels must be positive, got " + config.priorityLevels());
+        }
         if (config.requests() <= 0) {
             throw new IllegalArgumentException("requests must be positive, got " + config.requests());
         }
@@ -121,7 +124,8 @@ public final class ServingSimulator {
             while (!arrivals.isEmpty() && arrivals.peek().arrival <= step) {
                 Pending p = arrivals.poll();
                 int[] prompt = p.prompt != null ? p.prompt : gen.firstPrompt();
-                KvRequest r = KvRequest.builder("r" + nextId++, prompt).arrival(step).build();
+                KvRequest r = KvRequest.builder("r" + nextId++, prompt).arrival(step)
+                        .priority(gen.priority(config.priorityLevels())).build();
                 live.put(r, new Live(gen.outputLength(prompt.length), p.turnsLeft - 1, new SplittableRandom(gen.requestSeed())));
                 scheduler.add(r);
                 total++;
@@ -202,6 +206,7 @@ public final class ServingSimulator {
                 manager.prefixHitRate(), allocatedSlots == 0 ? 0 : (double) wasteSlots / allocatedSlots,
                 contiguousSlots == 0 ? 0 : (double) (contiguousSlots - contiguousLive) / contiguousSlots,
                 step == 0 ? 0 : usageSum / step, peakUsage, step == 0 ? 0 : (double) runningSum / step,
-                manager.copyOnWriteBlocks(), step == 0 ? 0 : (double) poolNs / step);
+                manager.copyOnWriteBlocks(), manager.swapSpace().swappedOutBytes(), manager.swapSpace().swappedInBytes(),
+                manager.swapInReusedBlocks(), step == 0 ? 0 : (double) poolNs / step);
     }
 }

@@ -20,10 +20,14 @@ package io.gpumem.kvcache.sim;
  * @param peakUsage highest usage
  * @param meanRunning mean running requests per step
  * @param copyOnWriteBlocks blocks copied by copy-on-write
+ * @param swapOutBytes bytes copied to the host tier
+ * @param swapInBytes bytes copied back from the host tier
+ * @param swapInReusedBlocks blocks a swap-in took back from the prefix cache instead of copying
  * @param poolNsPerStep nanoseconds per step spent in the KV-cache manager (scheduling, allocation, freeing); varies between runs
  */
 public record SimReport(long requestsFinished, long requestsTotal, long steps, double tokensPerStep, long outputTokens,
                         long preemptions, long recomputePreemptions, long swapPreemptions, double prefixHitRate,
                         double prefixHitRateWindow, double kvWaste, double contiguousWaste, double meanUsage, double peakUsage,
-                        double meanRunning, long copyOnWriteBlocks, double poolNsPerStep) {
+                        double meanRunning, long copyOnWriteBlocks, long swapOutBytes, long swapInBytes,
+                        long swapInReusedBlocks, double poolNsPerStep) {
 }

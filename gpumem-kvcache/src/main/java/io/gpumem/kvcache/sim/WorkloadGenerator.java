@@ -71,6 +71,11 @@ final class WorkloadGenerator {
         return (long) (-Math.log(1 - rnd.nextDouble()) * CHAT_THINK_STEPS);
     }
 
+    /** A priority in {@code [0, levels)}. */
+    int priority(int levels) {
+        return levels <= 1 ? 0 : rnd.nextInt(levels);
+    }
+
     /** A seed for one request's sampled tokens. */
     long requestSeed() {
         return rnd.nextLong();

@@ -201,6 +201,25 @@ class PagedAttentionEqualityTest {
     }
 
     @Test
+    void pagedEqualsContiguousAfterSwapInThatReusesStillCachedBlocks() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults().withSwapSpaceBytes(1 << 20));
+        SplittableRandom rnd = new SplittableRandom(seed + 5);
+        KvRequest a = KvRequest.of("a", tokens(rnd, 21));
+        admit(m, a);
+        decode(m, a, 9);
+        m.preempt(a, PreemptionMode.SWAP);
+        KvRequest b = KvRequest.of("b", tokens(rnd, 10));   // takes a's partial block (head) and two clean ones
+        admit(m, b);
+        assertThat(m.swapIn(a)).isTrue();
+        assertThat(m.swapInReusedBlocks()).isEqualTo(5);
+        decode(m, a, 2);
+        decode(m, b, 3);
+        assertAttentionMatches(m, a);
+        assertAttentionMatches(m, b);
+        m.checkInvariants();
+    }
+
+    @Test
     void pagedEqualsContiguousAfterRecomputePreemptionAndReHit() {
         KvCacheManager m = manager(32, KvCacheConfig.defaults());
         SplittableRandom rnd = new SplittableRandom(seed + 3);

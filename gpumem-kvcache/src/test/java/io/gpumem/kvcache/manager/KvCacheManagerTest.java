@@ -159,6 +159,53 @@ class KvCacheManagerTest {
     }
 
     @Test
+    void aFailedCopyOnWriteCopyLeavesThePoolConsistent() {
+        KvCacheSpec spec = KvCacheSpec.builder().layers(2).kvHeads(2).headSize(4).elementSize(4).blockSize(BS)
+                .numBlocks(16).maxModelLen(60).build();
+        SimulatedDevice device = SimulatedDevice.builder().capacity(64L << 20).backed(true).build();
+        KvCacheManager m = new KvCacheManager(spec, KvMemory.direct(device));
+        KvRequest p = admit(m, KvRequest.of("p", seq(0, 6)));
+        KvRequest c = m.fork(p, "c");
+        p.appendToken(7);
+        device.failNth(io.gpumem.device.DeviceOp.COPY, 1, io.gpumem.device.DeviceError.CUDA_ERROR_ILLEGAL_ADDRESS);
+        int free = m.pool().freeCount();
+        assertThatThrownBy(() -> m.allocateSlots(p, 1, 0)).isInstanceOf(io.gpumem.device.DeviceException.class);
+        assertThat(m.pool().freeCount()).isEqualTo(free);
+        assertThat(p.blockTable()).containsExactly(c.blockTable());
+        m.checkInvariants();
+        assertThat(m.allocateSlots(p, 1, 0)).isTrue();
+        assertThat(p.block(1)).isNotEqualTo(c.block(1));
+        m.checkInvariants();
+    }
+
+    @Test
+    void failedSwapCopiesLeaveTheRequestWhereItWas() {
+        KvCacheSpec spec = KvCacheSpec.builder().layers(2).kvHeads(2).headSize(4).elementSize(4).blockSize(BS)
+                .numBlocks(16).maxModelLen(60).build();
+        SimulatedDevice device = SimulatedDevice.builder().capacity(64L << 20).backed(true).build();
+        KvCacheManager m = new KvCacheManager(spec, KvMemory.direct(device), KvCacheConfig.defaults().withSwapSpaceBytes(1 << 20));
+        KvRequest a = admit(m, KvRequest.of("a", seq(0, 10)));
+        int[] table = a.blockTable();
+        device.failNth(io.gpumem.device.DeviceOp.COPY, 2, io.gpumem.device.DeviceError.CUDA_ERROR_ILLEGAL_ADDRESS);
+        assertThatThrownBy(() -> m.preempt(a, PreemptionMode.SWAP)).isInstanceOf(io.gpumem.device.DeviceException.class);
+        assertThat(a.status()).isEqualTo(RequestStatus.RUNNING);
+        assertThat(a.blockTable()).containsExactly(table);
+        assertThat(a.preemptions()).isZero();
+        assertThat(m.swapSpace().usedBytes()).isZero();
+        m.checkInvariants();
+        m.preempt(a, PreemptionMode.SWAP);
+        admit(m, KvRequest.of("b", seq(100, 44)));             // overwrite the pool so nothing is re-hit
+        device.failNth(io.gpumem.device.DeviceOp.COPY, 1, io.gpumem.device.DeviceError.CUDA_ERROR_ILLEGAL_ADDRESS);
+        int free = m.pool().freeCount();
+        assertThatThrownBy(() -> m.swapIn(a)).isInstanceOf(io.gpumem.device.DeviceException.class);
+        assertThat(a.status()).isEqualTo(RequestStatus.SWAPPED);
+        assertThat(m.pool().freeCount()).isEqualTo(free);
+        m.checkInvariants();
+        assertThat(m.swapIn(a)).isTrue();
+        m.checkInvariants();
+    }
+
+    @Test
     void recomputePreemptionKeepsTheHashesSoTheResumedRequestReHits() {
         KvCacheManager m = manager(16, KvCacheConfig.defaults());
         KvRequest a = admit(m, KvRequest.of("a", seq(0, 10)));
@@ -202,9 +249,26 @@ class KvCacheManagerTest {
         assertThat(m.swapIn(a)).isTrue();
         assertThat(a.numBlocks()).isEqualTo(3);
         assertThat(m.swapSpace().usedBytes()).isZero();
+        // the two full blocks were still cached: taken back, only the partial block is copied in
+        assertThat(m.swapInReusedBlocks()).isEqualTo(2);
+        assertThat(m.swapSpace().swappedInBytes()).isEqualTo(m.spec().pageBytes() * 2);
         // a contiguous table travels in one transfer per layer each way
         assertThat(m.swapSpace().transfers()).isEqualTo(4);
         m.checkInvariants();
+    }
+
+    @Test
+    void closingReleasesHostMemoryOfSwappedRequests() {
+        KvCacheManager m = manager(8, KvCacheConfig.defaults().withSwapSpaceBytes(1 << 20));
+        KvRequest a = admit(m, KvRequest.of("a", seq(0, 10)));
+        KvRequest b = admit(m, KvRequest.of("b", seq(50, 3)));
+        m.preempt(a, PreemptionMode.SWAP);
+        assertThat(m.swappedRequests()).isEqualTo(1);
+        assertThat(m.swapSpace().usedBytes()).isPositive();
+        m.close();
+        assertThat(m.swapSpace().usedBytes()).isZero();
+        assertThat(a.status()).isEqualTo(RequestStatus.FINISHED);
+        assertThat(b.status()).isEqualTo(RequestStatus.FINISHED);
     }
 
     @Test

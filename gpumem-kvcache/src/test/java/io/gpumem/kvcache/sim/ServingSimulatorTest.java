@@ -19,7 +19,7 @@ class ServingSimulatorTest {
     private static SimReport withoutTiming(SimReport r) {
         return new SimReport(r.requestsFinished(), r.requestsTotal(), r.steps(), r.tokensPerStep(), r.outputTokens(),
                 r.preemptions(), r.recomputePreemptions(), r.swapPreemptions(), r.prefixHitRate(), r.prefixHitRateWindow(),
-                r.kvWaste(), r.contiguousWaste(), r.meanUsage(), r.peakUsage(), r.meanRunning(), r.copyOnWriteBlocks(), 0);
+                r.kvWaste(), r.contiguousWaste(), r.meanUsage(), r.peakUsage(), r.meanRunning(), r.copyOnWriteBlocks(), r.swapOutBytes(), r.swapInBytes(), r.swapInReusedBlocks(), 0);
     }
 
     @Test
@@ -48,11 +48,22 @@ class ServingSimulatorTest {
             assertThat(r.peakUsage()).isCloseTo(1.0, within(0.02));
             if (mode == PreemptionMode.SWAP) {
                 assertThat(r.swapPreemptions()).isPositive();
+                assertThat(r.swapInBytes() + r.swapInReusedBlocks()).isPositive();
+                assertThat(r.swapInBytes()).isLessThanOrEqualTo(r.swapOutBytes());
             } else {
                 assertThat(r.swapPreemptions()).isZero();
                 assertThat(r.prefixHitRate()).as("preempted requests re-hit their blocks").isPositive();
             }
         }
+    }
+
+    @Test
+    void anAdmissionWatermarkCutsPreemptions() {
+        SimConfig c = SimConfig.defaults().withRequests(200).withBlocks(300).withSeed(3);
+        SimReport off = run(c);
+        SimReport on = run(c.withWatermark(0.05));
+        assertThat(on.requestsFinished()).isEqualTo(200);
+        assertThat(on.preemptions()).isLessThan(off.preemptions() / 2);
     }
 
     @Test

@@ -40,6 +40,15 @@ public final class ByteSizes {
      * @throws IllegalArgumentException naming the text when it is not a size
      */
     public static long parse(String text) {
+        long bytes = parseNonNegative(text);
+        if (bytes == 0) {
+            throw new IllegalArgumentException("'" + text + "' is out of range (must be positive)");
+        }
+        return bytes;
+    }
+
+    /** Like {@link #parse} but also accepts zero ("0", "0GiB"). */
+    public static long parseNonNegative(String text) {
         String t = text.trim().toLowerCase(Locale.ROOT);
         int i = 0;
         while (i < t.length() && (Character.isDigit(t.charAt(i)) || t.charAt(i) == '.')) {
@@ -64,8 +73,8 @@ public final class ByteSizes {
             throw new IllegalArgumentException("'" + text + "' is not a size (expected e.g. 24GiB, 512MiB or 1073741824)", e);
         }
         double bytes = value * scale;
-        if (bytes <= 0 || bytes >= Long.MAX_VALUE / 2.0) {
-            throw new IllegalArgumentException("'" + text + "' is out of range (must be positive)");
+        if (bytes < 0 || bytes >= Long.MAX_VALUE / 2.0) {
+            throw new IllegalArgumentException("'" + text + "' is out of range");
         }
         return Math.round(bytes);
     }

@@ -43,6 +43,25 @@ public final class Recommender {
         }
     }
 
+    /** Whether {@link #recommend} will run the what-if for this analysis: a diagnosis, or severe waste. */
+    public static boolean wantsCompareRuns(StateAnalysis analysis) {
+        return analysis.diagnosis().kind() != DiagnosisKind.NONE
+                || analysis.all().reservedPerAllocated() > DiagnosisRules.SEVERE_WASTE_RATIO;
+    }
+
+    /** The configurations {@link #recommend} runs for a state recorded under {@code baseConf}, baseline first. */
+    public static List<String> configurationsTried(String baseConf) {
+        List<String> confs = new ArrayList<>();
+        confs.add(baseConf);
+        for (String candidate : CONFIG_CANDIDATES) {
+            String conf = merge(baseConf, candidate);
+            if (!confs.contains(conf)) {
+                confs.add(conf);
+            }
+        }
+        return confs;
+    }
+
     /**
      * Recommends for the analysed state.
      *
@@ -57,8 +76,7 @@ public final class Recommender {
         List<WhatIfOutcome> alternatives = new ArrayList<>();
         WhatIfOutcome baseline = null;
 
-        boolean troubled = diagnosis.kind() != DiagnosisKind.NONE
-                || all.reservedPerAllocated() > DiagnosisRules.SEVERE_WASTE_RATIO;
+        boolean troubled = wantsCompareRuns(analysis);
         // An OOM or a state near capacity is about fitting the device: judge by minimum capacity. Waste alone is
         // about what the job holds: judge by peak reserved.
         boolean byCapacity = diagnosis.kind() != DiagnosisKind.NONE;
@@ -86,6 +104,13 @@ public final class Recommender {
             configRecs.sort(Comparator.comparingLong((Recommendation r) -> r.outcome().ooms())
                     .thenComparing(Comparator.comparingLong(Recommendation::bytesSaved).reversed()));
             recs.addAll(configRecs);
+            if (baseline.ooms() > 0 && configRecs.stream().noneMatch(r -> r.outcome().ooms() == 0)) {
+                alternatives.stream().filter(o -> o.minCapacity() >= 0)
+                        .min(java.util.Comparator.comparingLong(WhatIfOutcome::minCapacity))
+                        .ifPresent(best -> notes.add("no run tried fits this device: the least demanding ("
+                                + (best.label().isEmpty() ? "defaults" : best.label()) + ") needs "
+                                + ByteSizes.format(best.minCapacity()) + " of device memory"));
+            }
             if (configRecs.isEmpty()) {
                 notes.add("no configuration tried (" + String.join(", ", CONFIG_CANDIDATES)
                         + ") did better than the baseline on " + whatIf.description());

@@ -12,10 +12,7 @@ import io.gpumem.trace.io.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.io.IOException;
-import java.nio.file.AtomicMoveNotSupportedException;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
 import java.util.IdentityHashMap;
 import java.util.List;
@@ -24,8 +21,7 @@ import java.util.Map;
 /**
  * Writes a simulated allocator's snapshot as a PyTorch snapshot pickle: converts the allocator's
  * {@link MemorySnapshot} into the trace model of {@code io.gpumem.trace.io} and hands it to
- * {@link PytorchSnapshotWriter}. The file is written to a temporary sibling and moved into place, so a
- * failure leaves nothing half written.
+ * {@link PytorchSnapshotWriter}, which writes atomically.
  *
  * <p>Frame lists shared between entries stay shared (converted once per distinct list), as PyTorch's
  * pickles share identical stacks.
@@ -71,24 +67,13 @@ public final class SnapshotExport {
     }
 
     /**
-     * Writes the snapshot as a pickle to {@code file}: first to a sibling {@code .partial} file, then moved into
-     * place, so that a failure leaves no half-written snapshot.
+     * Writes the snapshot as a pickle to {@code file}; {@link PytorchSnapshotWriter} writes a temporary sibling
+     * and moves it into place, so a failure leaves no half-written snapshot.
      *
-     * @throws IOException naming the file when it cannot be written
+     * @throws IOException when the file cannot be written
      */
     public static void write(MemorySnapshot snapshot, Path file) throws IOException {
-        TraceSnapshot trace = toTrace(snapshot, file.toString());
-        Path partial = file.resolveSibling(file.getFileName() + ".partial");
-        try {
-            new PytorchSnapshotWriter().write(trace, partial);
-            try {
-                Files.move(partial, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
-            } catch (AtomicMoveNotSupportedException e) {
-                Files.move(partial, file, StandardCopyOption.REPLACE_EXISTING);
-            }
-        } finally {
-            Files.deleteIfExists(partial);
-        }
+        new PytorchSnapshotWriter().write(toTrace(snapshot, file.toString()), file);
     }
 
     private static List<Frame> convert(List<io.gpumem.history.Frame> in,

@@ -155,6 +155,13 @@ public final class WorkloadRunner {
         Run unlimited = run(workload, conf, Math.max(4 * capacity, UNLIMITED), false);
         long hi = roundUp(unlimited.stat("reserved_bytes.all.peak") + heldOutside);
         long lo = roundUp(workload.peakLiveBytes() + heldOutside) - CAPACITY_STEP; // infeasible or equal floor
+        for (int tries = 0; !run(workload, conf, hi, false).completed(); tries++) {
+            if (tries == 8) {
+                throw new IllegalStateException("no capacity up to " + hi + " bytes runs the workload under '" + conf + "'");
+            }
+            lo = hi;
+            hi = roundUp(2 * hi);
+        }
         // invariant: hi is feasible, lo is infeasible (or below the floor)
         while (hi - lo > CAPACITY_STEP) {
             long mid = lo + (hi - lo) / CAPACITY_STEP / 2 * CAPACITY_STEP;

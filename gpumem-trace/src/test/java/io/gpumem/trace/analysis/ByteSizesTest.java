@@ -24,5 +24,7 @@ class ByteSizesTest {
         assertThatThrownBy(() -> ByteSizes.parse("lots")).hasMessageContaining("'lots' is not a size");
         assertThatThrownBy(() -> ByteSizes.parse("3 parsecs")).hasMessageContaining("unknown unit");
         assertThatThrownBy(() -> ByteSizes.parse("0")).hasMessageContaining("out of range");
+        assertThat(ByteSizes.parseNonNegative("0GiB")).isZero();
+        assertThatThrownBy(() -> ByteSizes.parseNonNegative("-1")).hasMessageContaining("not a size");
     }
 }

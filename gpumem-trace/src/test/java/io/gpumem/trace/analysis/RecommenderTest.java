@@ -87,6 +87,12 @@ class RecommenderTest {
                 new WhatIfOutcome("batch 4", 5 * GIB, 6 * GIB, 9, 0, 0, 6 * GIB));
         Recommender.Result last = new Recommender().recommend(fragmentedOom(null), noFix);
         assertThat(last.recommendations()).extracting(Recommendation::action).containsExactly("use a smaller batch (batch 4)");
+        assertThat(last.notes()).noneMatch(n -> n.contains("no run tried fits"));
+
+        TableWhatIf nothingFits = new TableWhatIf(Map.of("", new WhatIfOutcome("", 10 * GIB, 12 * GIB, 50, 3, 1, 14 * GIB)),
+                new WhatIfOutcome("batch 4", 5 * GIB, 6 * GIB, 9, 1, 1, 13 * GIB));
+        Recommender.Result none = new Recommender().recommend(fragmentedOom(null), nothingFits);
+        assertThat(none.notes()).contains("no run tried fits this device: the least demanding (batch 4) needs 13.00 GiB of device memory");
     }
 
     @Test

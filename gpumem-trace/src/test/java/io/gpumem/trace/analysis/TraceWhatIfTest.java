@@ -1,0 +1,36 @@
+package io.gpumem.trace.analysis;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.workload.SnapshotExport;
+import io.gpumem.trace.workload.TrainingWorkload;
+import io.gpumem.trace.workload.WorkloadRunner;
+import io.gpumem.trace.workload.WorkloadWhatIf;
+import org.junit.jupiter.api.Test;
+
+class TraceWhatIfTest {
+    static final long GIB = 1L << 30;
+
+    /** A recorded run replayed by the compare engine gives the figures of running its requests again. */
+    @Test
+    void replayOfARecordedRunMatchesRunningItsRequests() {
+        TrainingWorkload w = TrainingWorkload.builder().layers(3).hidden(512).heads(4).vocab(4000).batch(2)
+                .seqLens(128, 1024, 128).steps(3).seed(5).build();
+        WorkloadRunner runner = new WorkloadRunner(8 * GIB, 0);
+        WorkloadRunner.Run recorded = runner.run(w, "", true);
+        TraceSnapshot trace = SnapshotExport.toTrace(recorded.allocator().snapshot(), "recorded");
+        TraceWhatIf replay = new TraceWhatIf(trace, 0, 8 * GIB);
+        WorkloadWhatIf rerun = new WorkloadWhatIf(w, runner, true);
+        for (String conf : Recommender.configurationsTried("")) {
+            WhatIfOutcome a = replay.run(conf);
+            WhatIfOutcome b = rerun.run(conf);
+            assertThat(a.peakReserved()).as(conf).isEqualTo(b.peakReserved());
+            assertThat(a.peakAllocated()).as(conf).isEqualTo(b.peakAllocated());
+            assertThat(a.deviceAllocs()).as(conf).isEqualTo(b.deviceAllocs());
+            assertThat(a.ooms()).as(conf).isZero();
+            assertThat(a.minCapacity()).as(conf).isEqualTo(b.minCapacity());
+        }
+        assertThat(replay.description()).contains("device 0");
+    }
+}
