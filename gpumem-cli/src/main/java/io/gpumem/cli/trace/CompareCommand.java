@@ -90,7 +90,7 @@ public final class CompareCommand implements Callable<Integer> {
         WindowStart start = new WindowRebuilder(recordedConfig).rebuild(trace, d);
         WhatIfReplay replay = new WhatIfReplay(trace, d, start);
         long capacity = capacityGib != null ? (long) (capacityGib * (1L << 30)) : replay.recordedCapacity(recordedConfig);
-        var progress = TerminalProgress.forTerminal("compare");
+        var progress = TerminalProgress.forTerminal("compare", "configurations");
         List<WhatIfResult> rows = new ArrayList<>();
         int total = 1 + others.size();
         progress.progress(0, total);

@@ -73,7 +73,7 @@ public final class ReplayCommand implements Callable<Integer> {
         }
         long gpuMemory = gpuMemGib == null ? OracleDevice.DEFAULT_TOTAL_MEMORY : (long) (gpuMemGib * (1L << 30));
         OracleReplay replay = new OracleReplay(gpuMemory)
-                .progress(TerminalProgress.forTerminal("replay"))
+                .progress(TerminalProgress.forTerminal("replay", "entries"))
                 .recordHistory(snapshotOut != null);
         FidelityReport report;
         try {

@@ -4,30 +4,32 @@ import io.gpumem.trace.replay.ProgressListener;
 import java.io.PrintStream;
 
 /**
- * Progress of a long replay on standard error, only when gpumem runs on a terminal (never when output is
- * redirected, so logs and JSON stay clean). Redraws one line at most five times a second, after the first
+ * Progress of a long replay on standard error, only when gpumem runs on a terminal ({@link java.io.Console#isTerminal}:
+ * standard input and output both attached to one; never when output is redirected, so logs and JSON stay clean). Redraws one line at most five times a second, after the first
  * half second, and erases it when done.
  */
 final class TerminalProgress implements ProgressListener {
 
     private final PrintStream err;
     private final String label;
+    private final String unit;
     private final long startNanos = System.nanoTime();
     private long lastDraw;
     private boolean drawn;
 
-    private TerminalProgress(PrintStream err, String label) {
+    private TerminalProgress(PrintStream err, String label, String unit) {
         this.err = err;
         this.label = label;
+        this.unit = unit;
     }
 
     /** A listener that draws on a terminal, or {@link ProgressListener#NONE} when not on one. */
-    static ProgressListener forTerminal(String label) {
+    static ProgressListener forTerminal(String label, String unit) {
         var console = System.console();
         if (console == null || !console.isTerminal()) {
             return ProgressListener.NONE;
         }
-        return new TerminalProgress(System.err, label);
+        return new TerminalProgress(System.err, label, unit);
     }
 
     @Override
@@ -46,7 +48,7 @@ final class TerminalProgress implements ProgressListener {
         lastDraw = now;
         drawn = true;
         long pct = total == 0 ? 100 : done * 100 / total;
-        err.print("\r" + label + ": " + pct + "% (" + done + " of " + total + " entries)\033[K");
+        err.print("\r" + label + ": " + pct + "% (" + done + " of " + total + " " + unit + ")\033[K");
         err.flush();
     }
 }
