@@ -51,6 +51,13 @@ class SuffixWindowTest {
                     + d0.endSegments() + ", first mismatch " + d0.firstMismatch());
             assertThat(d0.firstMismatch()).as(name + " from entry " + cut).isNull();
             assertThat(d0.endSegmentsSame()).isEqualTo(d0.endSegments());
+            // The same window as a what-if: the recorded configuration reproduces the window's own peak reserved.
+            var config = io.gpumem.trace.window.RecordedConfig.of(window);
+            var start = new io.gpumem.trace.window.WindowRebuilder(config).rebuild(window, 0);
+            WhatIfReplay w = new WhatIfReplay(window, 0, start);
+            WhatIfResult row = w.evaluate(config, true);
+            assertThat(row.peakReserved()).as(name + " from entry " + cut).isEqualTo(w.recorded().peakReserved());
+            assertThat(row.ooms()).isZero();
         }
     }
 }
