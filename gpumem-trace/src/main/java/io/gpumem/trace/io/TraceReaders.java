@@ -59,7 +59,7 @@ public final class TraceReaders {
         }
         int b0 = head[0] & 0xff;
         // PROTO (0x80) for protocol 2+, or protocol 0/1 streams starting with MARK '(' , EMPTY_DICT '}', EMPTY_LIST ']'.
-        if (b0 == 0x80 || b0 == '}' || b0 == ']') {
+        if (b0 == 0x80 || b0 == '}' || b0 == ']' || b0 == '(') {
             return SourceFormat.PYTORCH_SNAPSHOT;
         }
         String text = new String(head, 0, n, StandardCharsets.ISO_8859_1);

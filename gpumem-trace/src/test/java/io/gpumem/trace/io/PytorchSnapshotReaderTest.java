@@ -213,6 +213,21 @@ class PytorchSnapshotReaderTest {
     }
 
     @Test
+    void olderPickleProtocolsAreRecognisedAndRead(@TempDir Path dir) throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeTrue(TestTraces.pythonAvailable(), "python3 not found: skipped");
+        for (int protocol = 0; protocol <= 5; protocol++) {
+            Path f = dir.resolve("p" + protocol + ".pickle");
+            Process p = new ProcessBuilder("python3", "-c", "import pickle,sys; pickle.dump({'segments': [], "
+                    + "'device_traces': [[{'action': 'alloc', 'addr': 2**40, 'size': 512, 'stream': 0}]]}, "
+                    + "open(sys.argv[1], 'wb'), protocol=" + protocol + ")", f.toString()).start();
+            assertThat(p.waitFor()).isZero();
+            TraceSnapshot s = TraceReaders.read(f);
+            assertThat(s.traceOf(0)).as("protocol " + protocol).singleElement()
+                    .satisfies(e -> assertThat(e.addr()).isEqualTo(1L << 40));
+        }
+    }
+
+    @Test
     void sizeLimitsAreEnforcedBeforeAndWhileReading(@TempDir Path dir) throws Exception {
         Map<String, Object> top = new LinkedHashMap<>();
         top.put("segments", List.of());
