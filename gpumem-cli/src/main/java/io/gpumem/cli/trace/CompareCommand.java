@@ -87,19 +87,27 @@ public final class CompareCommand implements Callable<Integer> {
             err.println("gpumem compare: --capacity-gib must be positive");
             return 2;
         }
-        WindowStart start = new WindowRebuilder(recordedConfig).rebuild(trace, d);
-        WhatIfReplay replay = new WhatIfReplay(trace, d, start);
-        long capacity = capacityGib != null ? (long) (capacityGib * (1L << 30)) : replay.recordedCapacity(recordedConfig);
-        var progress = TerminalProgress.forTerminal("compare", "configurations");
+        WindowStart start;
+        WhatIfReplay replay;
+        long capacity;
         List<WhatIfResult> rows = new ArrayList<>();
-        int total = 1 + others.size();
-        progress.progress(0, total);
-        rows.add(replay.evaluate(recordedConfig, true, capacity));
-        for (int i = 0; i < others.size(); i++) {
-            progress.progress(i + 1, total);
-            rows.add(replay.evaluate(others.get(i), false, capacity));
+        try {
+            start = new WindowRebuilder(recordedConfig).rebuild(trace, d);
+            replay = new WhatIfReplay(trace, d, start);
+            capacity = capacityGib != null ? (long) (capacityGib * (1L << 30)) : replay.recordedCapacity(recordedConfig);
+            var progress = TerminalProgress.forTerminal("compare", "configurations");
+            int total = 1 + others.size();
+            progress.progress(0, total);
+            rows.add(replay.evaluate(recordedConfig, true, capacity));
+            for (int i = 0; i < others.size(); i++) {
+                progress.progress(i + 1, total);
+                rows.add(replay.evaluate(others.get(i), false, capacity));
+            }
+            progress.progress(total, total);
+        } catch (IllegalArgumentException | IllegalStateException e) {
+            err.println("gpumem compare: " + trace.source() + ": inconsistent snapshot: " + e.getMessage());
+            return 2;
         }
-        progress.progress(total, total);
         if (json) {
             out.println(json(rows));
         } else {

@@ -81,6 +81,11 @@ public final class ReplayCommand implements Callable<Integer> {
         } catch (ConfigException e) {
             err.println("gpumem replay: " + trace.source() + ": recorded allocator settings: " + e.getMessage());
             return 2;
+        } catch (IllegalArgumentException | IllegalStateException e) {
+            // The end state cannot be rebuilt into an allocator (blocks that do not tile their segment, sizes
+            // that are not multiples of 512, ...): the file is inconsistent, not gpumem.
+            err.println("gpumem replay: " + trace.source() + ": inconsistent snapshot: " + e.getMessage());
+            return 2;
         }
         if (check && !trace.addressesRecorded()) {
             err.println("gpumem replay: " + trace.source() + ": " + report.notes().getFirst());

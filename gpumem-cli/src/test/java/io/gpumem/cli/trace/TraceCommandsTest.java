@@ -212,6 +212,25 @@ class TraceCommandsTest {
     }
 
     @Test
+    void aSnapshotWhoseBlocksDoNotTileTheirSegmentIsReportedAsInconsistent(@TempDir Path dir) throws Exception {
+        var s = io.gpumem.trace.io.TraceReaders.read(trace("lm-medium-train-ctx128.pickle"));
+        // Damage the end state: one segment claims 100 bytes more than its blocks cover.
+        var segs = new ArrayList<>(s.segments());
+        var g = segs.get(3);
+        segs.set(3, new io.gpumem.trace.io.SegmentInfo(g.device(), g.address(), g.totalSize() + 100, g.allocatedSize(),
+                g.activeSize(), g.requestedSize(), g.stream(), g.segmentType(), g.poolId(), g.expandable(), g.frames(),
+                g.blocks(), g.extra(), g.fields()));
+        Path f = dir.resolve("damaged.pickle");
+        new io.gpumem.trace.io.PytorchSnapshotWriter().write(new io.gpumem.trace.io.TraceSnapshot(s.source(),
+                s.format(), segs, s.deviceTraces(), s.allocatorSettings(), s.externalAnnotations(), s.extra(), true), f);
+        for (String cmd : new String[] {"replay", "compare"}) {
+            Result r = run(cmd, f.toString());
+            assertThat(r.code()).as(cmd + ": " + r.out() + r.err()).isEqualTo(2);
+            assertThat(r.err()).contains(f.toString()).contains("inconsistent snapshot").doesNotContain("\tat ");
+        }
+    }
+
+    @Test
     void compareRejectsABadConfig() {
         Result r = run("compare", trace("tiny-forward.pickle").toString(), "--config", "max_split_size_mb:nope");
         assertThat(r.code()).isEqualTo(2);
