@@ -68,8 +68,14 @@ final class StartStateLoader {
             if (oracle != null) {
                 oracle.offerMalloc(seg.address());
             }
-            long base = allocator.restoreSegment(oracle != null ? seg.address() : Device.NULL, seg.size(),
-                    streams.applyAsLong(seg.stream()), seg.small(), false, blocks);
+            long base;
+            try {
+                base = allocator.restoreSegment(oracle != null ? seg.address() : Device.NULL, seg.size(),
+                        streams.applyAsLong(seg.stream()), seg.small(), false, blocks);
+            } catch (IllegalArgumentException e) {
+                throw new IllegalArgumentException("device " + start.device() + ", segment at 0x"
+                        + Long.toHexString(seg.address()) + " (" + seg.size() + " bytes): " + e.getMessage(), e);
+            }
             shifts[si] = base - seg.address();
         }
         // Wholly free cached segments last: on a device too small for them, the OOM retry would have released
