@@ -42,6 +42,12 @@ import java.util.concurrent.atomic.AtomicLongArray;
  * on the Java heap after a thread's first call. Code that switches the current context of a thread behind
  * gpumem's back must switch it back.
  *
+ * <h2>Handles</h2>
+ * The driver treats {@code CUstream} and {@code CUevent} as pointers, and may crash the process on a made-up
+ * value rather than return an error. So the device remembers the streams and events it created (and streams
+ * handed to {@link #registerStream}) and refuses any other handle with {@code CUDA_ERROR_INVALID_HANDLE}
+ * before the driver sees it. Stream 0, the legacy default stream, is always valid.
+ *
  * <h2>Invariants</h2>
  * The allocation property and access descriptor are built once and never change. Call counters count
  * every call, successful or not. {@link #close()} releases the primary context once; the device must not be
@@ -79,6 +85,8 @@ public final class CudaDevice implements Device, AutoCloseable {
     private final MemorySegment allocationProp;
     private final MemorySegment accessDescriptor;
     private final AtomicLongArray calls = new AtomicLongArray(DeviceOp.values().length);
+    private final HandleSet streams = new HandleSet();
+    private final HandleSet events = new HandleSet();
     private final AtomicBoolean closed = new AtomicBoolean();
     private final ThreadLocal<ThreadState> threadState = ThreadLocal.withInitial(this::newThreadState);
 
@@ -305,7 +313,9 @@ public final class CudaDevice implements Device, AutoCloseable {
     public long createStream() {
         MemorySegment out = enter(DeviceOp.CREATE_STREAM);
         check(DeviceOp.CREATE_STREAM, driver.streamCreate(out, STREAM_NON_BLOCKING), "cuStreamCreate", 0, 0);
-        return out.get(JAVA_LONG, 0);
+        long stream = out.get(JAVA_LONG, 0);
+        streams.add(stream);
+        return stream;
     }
 
     @Override
@@ -315,12 +325,15 @@ public final class CudaDevice implements Device, AutoCloseable {
             throw new DeviceException(DeviceOp.DESTROY_STREAM, DeviceError.CUDA_ERROR_INVALID_HANDLE,
                     "the default stream cannot be destroyed");
         }
+        requireStream(DeviceOp.DESTROY_STREAM, stream);
         check(DeviceOp.DESTROY_STREAM, driver.streamDestroy(stream), "cuStreamDestroy_v2", stream, 0);
+        streams.remove(stream);
     }
 
     @Override
     public void synchronizeStream(long stream) {
         enter(DeviceOp.SYNCHRONIZE_STREAM);
+        requireStream(DeviceOp.SYNCHRONIZE_STREAM, stream);
         check(DeviceOp.SYNCHRONIZE_STREAM, driver.streamSynchronize(stream), "cuStreamSynchronize", stream, 0);
     }
 
@@ -334,18 +347,23 @@ public final class CudaDevice implements Device, AutoCloseable {
     public long createEvent() {
         MemorySegment out = enter(DeviceOp.CREATE_EVENT);
         check(DeviceOp.CREATE_EVENT, driver.eventCreate(out, EVENT_DISABLE_TIMING), "cuEventCreate", 0, 0);
-        return out.get(JAVA_LONG, 0);
+        long event = out.get(JAVA_LONG, 0);
+        events.add(event);
+        return event;
     }
 
     @Override
     public void recordEvent(long event, long stream) {
         enter(DeviceOp.RECORD_EVENT);
+        requireEvent(DeviceOp.RECORD_EVENT, event);
+        requireStream(DeviceOp.RECORD_EVENT, stream);
         check(DeviceOp.RECORD_EVENT, driver.eventRecord(event, stream), "cuEventRecord", event, stream);
     }
 
     @Override
     public boolean queryEvent(long event) {
         enter(DeviceOp.QUERY_EVENT);
+        requireEvent(DeviceOp.QUERY_EVENT, event);
         int rc = driver.eventQuery(event);
         if (rc == RESULT_NOT_READY) {
             return false;
@@ -357,13 +375,41 @@ public final class CudaDevice implements Device, AutoCloseable {
     @Override
     public void synchronizeEvent(long event) {
         enter(DeviceOp.SYNCHRONIZE_EVENT);
+        requireEvent(DeviceOp.SYNCHRONIZE_EVENT, event);
         check(DeviceOp.SYNCHRONIZE_EVENT, driver.eventSynchronize(event), "cuEventSynchronize", event, 0);
     }
 
     @Override
     public void destroyEvent(long event) {
         enter(DeviceOp.DESTROY_EVENT);
+        requireEvent(DeviceOp.DESTROY_EVENT, event);
         check(DeviceOp.DESTROY_EVENT, driver.eventDestroy(event), "cuEventDestroy_v2", event, 0);
+        events.remove(event);
+    }
+
+    /**
+     * Lets this device use a stream created elsewhere in the process (other CUDA code sharing the primary
+     * context), e.g. for {@code CachingAllocator.recordStream}. The caller keeps ownership: it must outlive
+     * its use here, and {@link #destroyStream} destroys it.
+     */
+    public void registerStream(long stream) {
+        if (stream != DEFAULT_STREAM) {
+            streams.add(stream);
+        }
+    }
+
+    private void requireStream(DeviceOp op, long stream) {
+        if (stream != DEFAULT_STREAM && !streams.contains(stream)) {
+            throw new DeviceException(op, DeviceError.CUDA_ERROR_INVALID_HANDLE, "stream 0x" + Long.toHexString(stream)
+                    + " was not created by this device (createStream) nor registered (registerStream)");
+        }
+    }
+
+    private void requireEvent(DeviceOp op, long event) {
+        if (!events.contains(event)) {
+            throw new DeviceException(op, DeviceError.CUDA_ERROR_INVALID_HANDLE,
+                    "event 0x" + Long.toHexString(event) + " was not created by this device or was destroyed");
+        }
     }
 
     // ---------------------------------------------------------------- data movement

@@ -334,6 +334,37 @@ class CudaDeviceTest {
     }
 
     @Test
+    void handlesItDidNotCreateNeverReachTheDriver() {
+        long madeUp = 0x55d1_2345_6780L; // a real driver would dereference this as a pointer
+        assertThatThrownBy(() -> device.synchronizeStream(madeUp)).isInstanceOfSatisfying(DeviceException.class,
+                e -> assertThat(e.error()).isEqualTo(DeviceError.CUDA_ERROR_INVALID_HANDLE))
+                .hasMessageContaining("0x55d123456780");
+        long event = device.createEvent();
+        assertThatThrownBy(() -> device.recordEvent(event, madeUp)).isInstanceOf(DeviceException.class);
+        assertThatThrownBy(() -> device.queryEvent(madeUp)).isInstanceOf(DeviceException.class);
+        assertThatThrownBy(() -> device.destroyStream(madeUp)).isInstanceOf(DeviceException.class);
+        assertThat(FakeCuda.calls("cuStreamSynchronize")).isZero();
+        assertThat(FakeCuda.calls("cuEventRecord")).isZero();
+        assertThat(FakeCuda.calls("cuEventQuery")).isZero();
+        assertThat(FakeCuda.calls("cuStreamDestroy_v2")).isZero();
+
+        // A stream made by someone else in the process can be registered and then used.
+        long external;
+        try (CudaDevice other = FakeCuda.open()) {
+            external = other.createStream();
+        }
+        assertThatThrownBy(() -> device.recordEvent(event, external)).isInstanceOf(DeviceException.class);
+        device.registerStream(external);
+        device.recordEvent(event, external);
+        assertThat(device.queryEvent(event)).isTrue();
+        device.destroyStream(external);
+        assertThatThrownBy(() -> device.synchronizeStream(external)).isInstanceOf(DeviceException.class);
+        device.destroyEvent(event);
+        assertThatThrownBy(() -> device.destroyEvent(event)).isInstanceOf(DeviceException.class);
+        assertThat(FakeCuda.calls("cuEventDestroy_v2")).isEqualTo(1);
+    }
+
+    @Test
     void otherThreadsGetTheContextMadeCurrent() throws Exception {
         long fromOtherThread = CompletableFuture.supplyAsync(() -> device.malloc(MiB)).get();
         assertThat(fromOtherThread).isNotZero();
