@@ -2,7 +2,7 @@ package io.gpumem.cli.trace;
 
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.config.ConfigException;
-import io.gpumem.trace.io.TraceAction;
+import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.io.TraceSnapshot;

@@ -3,10 +3,10 @@ package io.gpumem.cli.trace;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
-import io.gpumem.trace.io.BlockState;
+import io.gpumem.history.BlockState;
 import io.gpumem.trace.io.PytorchSnapshotReader;
 import io.gpumem.trace.io.SegmentInfo;
-import io.gpumem.trace.io.TraceAction;
+import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.nio.charset.StandardCharsets;

@@ -19,6 +19,20 @@ public enum BlockState {
         };
     }
 
+    /**
+     * The analysis state of a snapshot block's state (the allocator's and the file model's).
+     *
+     * @throws IllegalArgumentException for {@link io.gpumem.history.BlockState#UNKNOWN}
+     */
+    public static BlockState of(io.gpumem.history.BlockState state) {
+        return switch (state) {
+            case ACTIVE_ALLOCATED -> ALLOCATED;
+            case ACTIVE_PENDING_FREE -> PENDING_FREE;
+            case INACTIVE -> INACTIVE;
+            case UNKNOWN -> throw new IllegalArgumentException("unknown block state");
+        };
+    }
+
     /** Whether the block holds bytes the program still uses (allocated or waiting on events). */
     public boolean isActive() {
         return this != INACTIVE;

@@ -1,5 +1,7 @@
 package io.gpumem.trace.io;
 
+import io.gpumem.history.BlockState;
+import io.gpumem.history.Frame;
 import java.util.List;
 import java.util.Map;
 
@@ -31,7 +33,7 @@ public record BlockInfo(
 
     /** A block as a current PyTorch reports it, with an empty stack. */
     public static BlockInfo of(long address, long size, long requestedSize, BlockState state) {
-        return new BlockInfo(address, size, requestedSize, state, state.pythonName(), List.of(), null, Map.of(),
+        return new BlockInfo(address, size, requestedSize, state, state.wireName(), List.of(), null, Map.of(),
                 ADDRESS | REQUESTED_SIZE);
     }
 

@@ -1,5 +1,6 @@
 package io.gpumem.trace.io;
 
+import io.gpumem.history.Frame;
 import java.util.List;
 import java.util.Map;
 

@@ -1,5 +1,7 @@
 package io.gpumem.trace.io;
 
+import io.gpumem.history.Frame;
+import io.gpumem.history.TraceAction;
 import java.util.List;
 import java.util.Map;
 
@@ -45,7 +47,7 @@ public record TraceEntry(
 
     /** An entry with the fields a current PyTorch records (addr, size, stream; optional time and frames). */
     public static TraceEntry of(TraceAction action, long addr, long size, long stream) {
-        return new TraceEntry(action, action.pythonName(), addr, size, stream, 0, 0, List.of(), Map.of(),
+        return new TraceEntry(action, action.wireName(), addr, size, stream, 0, 0, List.of(), Map.of(),
                 ADDR | SIZE | STREAM);
     }
 

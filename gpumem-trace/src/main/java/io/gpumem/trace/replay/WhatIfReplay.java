@@ -5,7 +5,7 @@ import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.trace.io.OpsScriptReader;
-import io.gpumem.trace.io.TraceAction;
+import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.StartBlock;

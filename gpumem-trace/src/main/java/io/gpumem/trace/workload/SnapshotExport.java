@@ -2,19 +2,16 @@ package io.gpumem.trace.workload;
 
 import io.gpumem.history.MemorySnapshot;
 import io.gpumem.trace.io.BlockInfo;
-import io.gpumem.trace.io.BlockState;
-import io.gpumem.trace.io.Frame;
 import io.gpumem.trace.io.PoolId;
 import io.gpumem.trace.io.PytorchSnapshotWriter;
 import io.gpumem.trace.io.SegmentInfo;
 import io.gpumem.trace.io.SourceFormat;
-import io.gpumem.trace.io.TraceAction;
+import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -23,8 +20,8 @@ import java.util.Map;
  * {@link MemorySnapshot} into the trace model of {@code io.gpumem.trace.io} and hands it to
  * {@link PytorchSnapshotWriter}, which writes atomically.
  *
- * <p>Frame lists shared between entries stay shared (converted once per distinct list), as PyTorch's
- * pickles share identical stacks.
+ * <p>Frames, block states and actions are the allocator's own objects (the file model reuses them), so frame
+ * lists shared between entries stay shared, as PyTorch's pickles share identical stacks.
  */
 public final class SnapshotExport {
     private SnapshotExport() {
@@ -32,33 +29,27 @@ public final class SnapshotExport {
 
     /** Converts an allocator snapshot to the trace model. */
     public static TraceSnapshot toTrace(MemorySnapshot snapshot, String source) {
-        Map<List<io.gpumem.history.Frame>, List<Frame>> frames = new IdentityHashMap<>();
         List<SegmentInfo> segments = new ArrayList<>();
         for (io.gpumem.history.SegmentInfo s : snapshot.segments()) {
             List<BlockInfo> blocks = new ArrayList<>(s.blocks().size());
             for (io.gpumem.history.BlockInfo b : s.blocks()) {
-                BlockState state = switch (b.state()) {
-                    case ACTIVE_ALLOCATED -> BlockState.ACTIVE_ALLOCATED;
-                    case ACTIVE_PENDING_FREE -> BlockState.ACTIVE_PENDING_FREE;
-                    case INACTIVE -> BlockState.INACTIVE;
-                };
-                blocks.add(new BlockInfo(b.address(), b.size(), b.requestedSize(), state, state.pythonName(),
-                        convert(b.frames(), frames), null, Map.of(), BlockInfo.ADDRESS | BlockInfo.REQUESTED_SIZE));
+                blocks.add(new BlockInfo(b.address(), b.size(), b.requestedSize(), b.state(), b.state().wireName(),
+                        b.frames(), null, Map.of(), BlockInfo.ADDRESS | BlockInfo.REQUESTED_SIZE));
             }
             segments.add(new SegmentInfo(s.device(), s.address(), s.totalSize(), s.allocatedSize(), s.activeSize(),
                     s.requestedSize(), s.stream(), s.segmentType(), PoolId.DEFAULT, s.expandable(),
-                    convert(s.frames(), frames), blocks, Map.of(),
+                    s.frames(), blocks, Map.of(),
                     SegmentInfo.REQUESTED_SIZE | SegmentInfo.POOL_ID | SegmentInfo.EXPANDABLE));
         }
         List<List<TraceEntry>> traces = new ArrayList<>();
         for (List<io.gpumem.history.TraceEntry> trace : snapshot.deviceTraces()) {
             List<TraceEntry> entries = new ArrayList<>(trace.size());
             for (io.gpumem.history.TraceEntry e : trace) {
-                TraceAction action = TraceAction.fromName(e.action().wireName());
+                TraceAction action = e.action();
                 int fields = TraceEntry.SIZE | TraceEntry.STREAM | TraceEntry.TIME_US
                         | (action == TraceAction.OOM ? TraceEntry.DEVICE_FREE : TraceEntry.ADDR);
-                entries.add(new TraceEntry(action, e.action().wireName(), e.addr(), e.size(), e.stream(), e.timeUs(),
-                        Math.max(0, e.deviceFree()), convert(e.frames(), frames), Map.of(), fields));
+                entries.add(new TraceEntry(action, action.wireName(), e.addr(), e.size(), e.stream(), e.timeUs(),
+                        Math.max(0, e.deviceFree()), e.frames(), Map.of(), fields));
             }
             traces.add(entries);
         }
@@ -76,17 +67,4 @@ public final class SnapshotExport {
         new PytorchSnapshotWriter().write(toTrace(snapshot, file.toString()), file);
     }
 
-    private static List<Frame> convert(List<io.gpumem.history.Frame> in,
-                                       Map<List<io.gpumem.history.Frame>, List<Frame>> cache) {
-        if (in == null) {
-            return null;
-        }
-        return cache.computeIfAbsent(in, list -> {
-            List<Frame> out = new ArrayList<>(list.size());
-            for (io.gpumem.history.Frame f : list) {
-                out.add(new Frame(f.filename(), f.line(), f.name()));
-            }
-            return List.copyOf(out);
-        });
-    }
 }

@@ -121,9 +121,9 @@ class TraceStatesTest {
 
     @Test
     void oomStaysInForceOnlyWhileNothingChanges() {
-        var e = io.gpumem.trace.io.TraceEntry.of(io.gpumem.trace.io.TraceAction.OOM, 0, 1 << 20, 0);
-        var alloc = io.gpumem.trace.io.TraceEntry.of(io.gpumem.trace.io.TraceAction.ALLOC, 4096, 512, 0);
-        var snap = io.gpumem.trace.io.TraceEntry.of(io.gpumem.trace.io.TraceAction.SNAPSHOT, 0, 0, 0);
+        var e = io.gpumem.trace.io.TraceEntry.of(io.gpumem.history.TraceAction.OOM, 0, 1 << 20, 0);
+        var alloc = io.gpumem.trace.io.TraceEntry.of(io.gpumem.history.TraceAction.ALLOC, 4096, 512, 0);
+        var snap = io.gpumem.trace.io.TraceEntry.of(io.gpumem.history.TraceAction.SNAPSHOT, 0, 0, 0);
         assertThat(TraceStates.oomInForce(List.of(alloc, e, snap), 2)).isEqualTo(1);
         assertThat(TraceStates.oomInForce(List.of(alloc, e, alloc), 2)).isEqualTo(-1);
         assertThat(TraceStates.lastOom(List.of(e, alloc, e, alloc))).isEqualTo(2);

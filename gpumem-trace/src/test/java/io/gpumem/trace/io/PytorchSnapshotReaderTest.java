@@ -1,5 +1,8 @@
 package io.gpumem.trace.io;
 
+import io.gpumem.history.BlockState;
+import io.gpumem.history.Frame;
+import io.gpumem.history.TraceAction;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
