@@ -4,9 +4,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpumem.history.BlockState;
+import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.PytorchSnapshotReader;
 import io.gpumem.trace.io.SegmentInfo;
-import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.nio.charset.StandardCharsets;

@@ -1,9 +1,10 @@
 package io.gpumem.trace.io;
 
-import io.gpumem.history.BlockState;
 import io.gpumem.history.Frame;
-import io.gpumem.history.TraceAction;
 import io.gpumem.history.MemorySnapshot;
+import io.gpumem.history.TraceAction;
+import java.io.IOException;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -82,6 +83,27 @@ public final class AllocatorSnapshots {
         }
         segments.sort((x, y) -> Long.compareUnsigned(x.address(), y.address()));
         return new TraceSnapshot(source, SourceFormat.GENERATED, segments, traces, settings, List.of(), Map.of(), true);
+    }
+
+    /**
+     * Writes one allocator's snapshot (as device 0) to {@code file} in PyTorch's current pickle format;
+     * {@link PytorchSnapshotWriter} writes a temporary sibling and moves it into place, so a failure leaves no
+     * half-written snapshot.
+     *
+     * @throws IOException when the file cannot be written
+     */
+    public static void write(MemorySnapshot snapshot, Path file) throws IOException {
+        write(List.of(snapshot), file);
+    }
+
+    /**
+     * Writes several allocators' snapshots as one file (device i = the i-th, as
+     * {@link #toTraceSnapshot(List, String)}), atomically like {@link #write(MemorySnapshot, Path)}.
+     *
+     * @throws IOException when the file cannot be written
+     */
+    public static void write(List<MemorySnapshot> perDevice, Path file) throws IOException {
+        new PytorchSnapshotWriter().write(toTraceSnapshot(perDevice, file.toString()), file);
     }
 
     private static List<Frame> orEmpty(List<Frame> frames) {

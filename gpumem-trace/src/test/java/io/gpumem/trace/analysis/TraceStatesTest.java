@@ -7,10 +7,10 @@ import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.HistoryOptions;
+import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.workload.MemoryOp;
-import io.gpumem.trace.workload.SnapshotExport;
 import io.gpumem.trace.workload.TrainingWorkload;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -92,7 +92,7 @@ class TraceStatesTest {
                     probe = AllocatorStates.fromSnapshot(allocator.snapshot(), 0, "probe").build();
                 }
             }
-            TraceSnapshot trace = SnapshotExport.toTrace(allocator.snapshot(), "run " + conf);
+            TraceSnapshot trace = AllocatorSnapshots.toTraceSnapshot(allocator.snapshot(), "run " + conf);
             MemoryState rebuilt = TraceStates.afterEntry(trace, 0, probeEntries - 1, MemoryState.UNKNOWN);
             assertSameUpToInferredSizes(rebuilt, probe, "'" + conf + "' after entry " + (probeEntries - 1));
             MemoryState last = TraceStates.afterEntry(trace, 0, trace.traceOf(0).size() - 1, MemoryState.UNKNOWN);

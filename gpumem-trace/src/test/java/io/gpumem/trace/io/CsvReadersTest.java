@@ -1,9 +1,9 @@
 package io.gpumem.trace.io;
 
-import io.gpumem.history.TraceAction;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.gpumem.history.TraceAction;
 import io.gpumem.trace.TestTraces;
 import java.nio.file.Files;
 import java.nio.file.Path;
