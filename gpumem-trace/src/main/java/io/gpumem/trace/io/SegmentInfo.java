@@ -9,6 +9,10 @@ import java.util.Map;
  * expandable segment. Fields absent from older formats are flagged off in {@code fields}
  * ({@link #REQUESTED_SIZE}, {@link #POOL_ID}, {@link #EXPANDABLE}); {@code frames} is {@code null} when absent.
  *
+ * <p>Kept apart from gpumem-core's {@code io.gpumem.history.SegmentInfo} for the same reason as
+ * {@link TraceEntry}: the file model also carries the pool id of private pools, key presence and unknown keys,
+ * which the allocator's snapshot has no use for.
+ *
  * @param segmentType "large" or "small"
  * @param poolId      {@code segment_pool_id}; (0, 0) is the default pool
  */

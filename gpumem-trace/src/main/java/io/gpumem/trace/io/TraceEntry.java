@@ -15,6 +15,12 @@ import java.util.Map;
  * this version does not interpret (e.g. {@code compile_context}, {@code user_metadata}) with its value as
  * unpickled, in file order.
  *
+ * <p>Kept apart from gpumem-core's {@code io.gpumem.history.TraceEntry} (whose {@link TraceAction} and
+ * {@link Frame} it shares): that one is what the allocator records on its hot path, one per event, and carries
+ * only what the allocator knows ({@code deviceFree} −1 when not an oom); this one must also say which keys a
+ * file had ({@code fields}), keep the action name as recorded (for {@link TraceAction#UNKNOWN}) and keep unknown
+ * keys, so that a read-write round trip is lossless. {@link AllocatorSnapshots} converts field for field.
+ *
  * @param action     the decoded action, {@link TraceAction#UNKNOWN} for names this version does not know
  * @param actionName the action string as recorded
  * @param addr       block, segment or range address (0 when absent)
