@@ -307,10 +307,15 @@ class SpecAuditTest {
         a.free(blockB);                       // base 2
         a.malloc(50 * MiB, s1);               // clock 3; total 200 → 250
         a.malloc(50 * MiB, s1);               // clock 4; total 250 ≤ 256 → 300
+        List<TraceEntry> t = tracked(a);
         // clock 5: 300 > 256, target 44 MiB; ages 3 and 3, average 3: A alone meets the target but the pass
-        // goes on and frees B as well
+        // goes on and frees B as well (in pool order: same size, lower address first)
         a.malloc(50 * MiB, s1);
         assertThat(a.memoryStats().get("num_device_free")).isEqualTo(2);
+        // §3 order of trace entries: GC's releases, then the new segment, then the alloc
+        assertThat(actions(t)).containsExactly("segment_free", "segment_free", "segment_alloc", "alloc");
+        assertThat(t.subList(0, 2)).extracting(TraceEntry::addr)
+                .containsExactly(Math.min(blockA, blockB), Math.max(blockA, blockB));
         assertThat(a.reservedBytes()).isEqualTo(150 * MiB);
         a.checkInvariants();
     }
@@ -716,6 +721,60 @@ class SpecAuditTest {
         assertThat(b.malloc(50 * MiB)).isNotEqualTo(big2);  // but the rule applies
         a.checkInvariants();
         b.checkInvariants();
+    }
+
+    // ---------------------------------------------------------------- §2.5/§10.3/§10.4 snapshot contents
+
+    @Test
+    void snapshotShowsStaleRequestedSizesAndSumsRequestedOverActiveBlocksOnly() {
+        CachingAllocator a = new CachingAllocator(device(GiB));
+        long p = a.malloc(1000);              // [0, 1024), requested 1000
+        long q = a.malloc(2000);              // [1024, 3072), requested 2000; the remainder starts with 0
+        a.free(p);                            // p keeps its stale requested_size: free does not reset it
+        SegmentInfo seg = a.snapshot().segments().getFirst();
+        assertThat(seg.totalSize()).isEqualTo(2 * MiB);
+        assertThat(seg.allocatedSize()).isEqualTo(2048);
+        assertThat(seg.activeSize()).isEqualTo(2048);
+        assertThat(seg.requestedSize()).isEqualTo(2000);            // inactive blocks do not count
+        assertThat(seg.blocks()).extracting(b -> b.address()).containsExactly(p, q, q + 2048);
+        assertThat(seg.blocks()).extracting(b -> b.requestedSize()).containsExactly(1000L, 2000L, 0L);
+        assertThat(seg.blocks()).extracting(b -> b.state().name())
+                .containsExactly("INACTIVE", "ACTIVE_ALLOCATED", "INACTIVE");
+    }
+
+    @Test
+    void snapshotSettingsFollowTheLatestParseWhileTheStatKeepsTheCreationValue() {
+        CachingAllocator a = new CachingAllocator(device(GiB), maxSplit(100 * MiB));
+        a.setSettings("expandable_segments:False");
+        Map<String, Object> settings = a.snapshot().allocatorSettings();
+        assertThat(settings.get("PYTORCH_CUDA_ALLOC_CONF")).isEqualTo("expandable_segments:False");
+        assertThat(settings.get("max_split_size")).isEqualTo(-1L);   // reset by the parse
+        assertThat(a.memoryStats().get("max_split_size")).isEqualTo(100 * MiB);
+        @SuppressWarnings("unchecked")
+        Map<String, Long> roundup = (Map<String, Long>) settings.get("roundup_power2_divisions");
+        assertThat(roundup.keySet()).containsExactly("1", "2", "4", "8", "16", "32", "64", "128", "256", "512",
+                "1024", "2048", "4096", "8192", "16384", "32768");
+        assertThat(roundup.values()).containsOnly(0L);
+    }
+
+    // ---------------------------------------------------------------- §5.2 find_expandable_block vs §2.2 oversize
+
+    @Test
+    void aSmallRequestRefusedByBestFitIsStillServedByTheExpandableWalk() {
+        AllocatorConfig c = cfg().expandableSegments(true).maxSplitSize(40 * MiB)
+                .raw("expandable_segments:True,max_split_size_mb:40").build();
+        CachingAllocator a = new CachingAllocator(device(GiB), c);
+        long p = a.malloc(50 * MiB);          // 3 pages mapped
+        a.free(p);                            // one free 60 MiB block in front of the unmapped tail
+        // best fit refuses it (10 MiB < max_split, block 60 MiB ≥ max_split); alloc_block's
+        // find_expandable_block starts from the free block before the tail, which already holds 10 MiB,
+        // so nothing is mapped and the low 10 MiB is carved from it
+        long q = a.malloc(10 * MiB);
+        assertThat(q).isEqualTo(p);
+        Map<String, Long> s = a.memoryStats();
+        assertThat(s.get("num_device_alloc")).isEqualTo(1);
+        assertThat(s.get("reserved_bytes.all.current")).isEqualTo(60 * MiB);
+        a.checkInvariants();
     }
 
     // ---------------------------------------------------------------- §6.2 resets
