@@ -265,6 +265,48 @@ class SpecAuditTest {
         a.checkInvariants();
     }
 
+    @Test
+    void releaseAvailableWalksDownTheRequestStreamFromAnotherStreamsBlock() {
+        SimulatedDevice dev = device(400 * MiB);
+        CachingAllocator a = new CachingAllocator(dev, maxSplit(64 * MiB));
+        long s1 = dev.createStream();         // a higher handle than the default stream 0
+        long w = a.malloc(200 * MiB, s1);
+        long x = a.malloc(70 * MiB);
+        long y = a.malloc(80 * MiB);
+        a.malloc(40 * MiB);                   // live; 390 MiB of 400 in use
+        a.free(w);
+        a.free(x);
+        a.free(y);
+        List<TraceEntry> t = tracked(a);
+        // 100 MiB on stream 0: the first block ≥ (0, 100 MiB) is w on s1, so the walk starts just before it,
+        // at stream 0's largest block: y (80), then x (70): 150 ≥ 100, true, and the second alloc succeeds
+        a.malloc(100 * MiB);
+        assertThat(actions(t)).containsExactly("segment_free", "segment_free", "segment_alloc", "alloc");
+        assertThat(t.subList(0, 2)).extracting(TraceEntry::addr).containsExactly(y, x);
+        assertThat(a.memoryStats().get("num_alloc_retries")).isZero();
+        assertThat(a.malloc(200 * MiB, s1)).isEqualTo(w);         // s1's block stayed cached
+        a.checkInvariants();
+
+        // the mirror case: the request's stream sorts last and has no block ≥ key, so the walk starts at the
+        // very last block of the pool, which is the request stream's largest
+        SimulatedDevice dev2 = device(400 * MiB);
+        CachingAllocator b = new CachingAllocator(dev2, maxSplit(64 * MiB));
+        long t1 = dev2.createStream();
+        long big = b.malloc(200 * MiB);
+        long x1 = b.malloc(70 * MiB, t1);
+        long y1 = b.malloc(80 * MiB, t1);
+        b.malloc(40 * MiB, t1);
+        b.free(big);
+        b.free(x1);
+        b.free(y1);
+        List<TraceEntry> t2 = tracked(b);
+        b.malloc(100 * MiB, t1);
+        assertThat(t2.subList(0, 2)).extracting(TraceEntry::addr).containsExactly(y1, x1);
+        assertThat(actions(t2)).containsExactly("segment_free", "segment_free", "segment_alloc", "alloc");
+        assertThat(b.malloc(200 * MiB)).isEqualTo(big);
+        b.checkInvariants();
+    }
+
     // ---------------------------------------------------------------- §4.4 garbage collection
 
     private static AllocatorConfig gc(double threshold) {
@@ -392,6 +434,22 @@ class SpecAuditTest {
         assertThat(a.memoryStats().get("num_ooms")).isEqualTo(2);
         assertThat(a.memoryStats().get("num_alloc_retries")).isEqualTo(2);
         assertThat(a.memoryStats().get("num_sync_all_streams")).isEqualTo(2);
+    }
+
+    @Test
+    void expandableOomStillReportsGetAllocationSize() {
+        CachingAllocator a = new CachingAllocator(device(30 * MiB), expandable());
+        List<TraceEntry> t = tracked(a);
+        // 25 MiB needs two 20 MiB pages (40 MiB > 30 MiB of device): the second page cannot be created, the
+        // first is given back, the retry fails the same way. The text names alloc_size (25 MiB rounded up to
+        // 2 MiB = 26 MiB), not the 40 MiB of pages; the oom entry names the rounded request
+        assertThatThrownBy(() -> a.malloc(25 * MiB)).isInstanceOfSatisfying(OutOfMemoryException.class,
+                e -> assertThat(e.getMessage()).startsWith("CUDA out of memory. Tried to allocate 26.00 MiB."));
+        assertThat(actions(t)).containsExactly("oom");
+        assertThat(t.getFirst().size()).isEqualTo(25 * MiB);
+        assertThat(a.reservedBytes()).isZero();
+        assertThat(a.memoryStats().get("num_alloc_retries")).isEqualTo(1);
+        a.checkInvariants();
     }
 
     @Test
