@@ -534,6 +534,21 @@ class SpecAuditTest {
         a.checkInvariants();
     }
 
+    @Test
+    void withoutVirtualMemoryTheFlagIsIgnoredEverywhere() {
+        SimulatedDevice dev = SimulatedDevice.builder().capacity(GiB).virtualMemory(false).build();
+        CachingAllocator a = new CachingAllocator(dev, expandable());
+        // §5.5: such builds ignore expandable_segments, so §2.3 sees the flag off: a 0.5 MiB large remainder
+        // is not split, and the segment is an ordinary cudaMalloc'd one
+        long p = a.malloc(19 * MiB + 512 * KiB);
+        assertThat(a.blockSize(p)).isEqualTo(20 * MiB);
+        Map<String, Long> s = a.memoryStats();
+        assertThat(s.get("segment.all.current")).isEqualTo(1);
+        assertThat(dev.callCount(DeviceOp.MALLOC)).isEqualTo(1);
+        assertThat(a.snapshot().allocatorSettings().get("expandable_segments")).isEqualTo(false);
+        a.checkInvariants();
+    }
+
     // ---------------------------------------------------------------- §5.2 stats that expandable segments leave alone
 
     @Test
@@ -626,6 +641,32 @@ class SpecAuditTest {
         assertThat(actions(t)).containsExactly("segment_map", "alloc");
         assertThat(t.getFirst().addr()).isEqualTo(pa + 20 * MiB);
         assertThat(t.getFirst().size()).isEqualTo(20 * MiB);
+        a.checkInvariants();
+    }
+
+    @Test
+    void expandableRunSpansAGapAFreeBlockAndTheTail() {
+        CachingAllocator a = new CachingAllocator(device(GiB), expandable());
+        long base = a.malloc(20 * MiB);       // page 0
+        long pb = a.malloc(20 * MiB);         // page 1
+        long pc = a.malloc(20 * MiB);         // page 2
+        a.free(pb);
+        a.emptyCache();                       // page 1 unmapped: [20, 40) is a gap
+        a.free(pc);                           // [40, 60) free and mapped, before the unmapped tail
+        assertThat(a.reservedBytes()).isEqualTo(40 * MiB);
+        List<TraceEntry> t = tracked(a);
+        // 50 MiB: no free block is big enough. The lowest unmapped block is the gap; its prev is live, so the
+        // run starts at the gap: gap 20 + free 20 + tail ≥ 50. map_block(gap, 20 MiB) merges with the free
+        // block (40 MiB); the 10 MiB shortfall maps one more page from the tail (growth ceil(10/20)·20 = 20).
+        long p = a.malloc(50 * MiB);
+        assertThat(p).isEqualTo(base + 20 * MiB);
+        assertThat(actions(t)).containsExactly("segment_map", "segment_map", "alloc");
+        assertThat(t).extracting(TraceEntry::addr).containsExactly(base + 20 * MiB, base + 60 * MiB, p);
+        assertThat(t).extracting(TraceEntry::size).containsExactly(20 * MiB, 20 * MiB, 50 * MiB);
+        Map<String, Long> s = a.memoryStats();
+        assertThat(s.get("reserved_bytes.all.current")).isEqualTo(80 * MiB);
+        assertThat(s.get("num_device_alloc")).isEqualTo(3 + 2);    // one per map_block call
+        assertThat(a.blockSize(p)).isEqualTo(50 * MiB);             // [70, 80) stays free
         a.checkInvariants();
     }
 
