@@ -1,0 +1,45 @@
+package io.gpumem.alloc;
+
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.device.SimulatedDevice;
+import io.gpumem.history.TraceEntry;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/** Fixtures shared by the spec-audit test classes: sizes, devices, configs and a trace recorder. */
+final class SpecAuditSupport {
+    static final long KiB = 1L << 10;
+    static final long MiB = 1L << 20;
+    static final long GiB = 1L << 30;
+
+    private SpecAuditSupport() {
+    }
+
+    static SimulatedDevice device(long capacity) {
+        return SimulatedDevice.builder().capacity(capacity).build();
+    }
+
+    static AllocatorConfig.Builder cfg() {
+        return AllocatorConfig.defaults().toBuilder();
+    }
+
+    static AllocatorConfig maxSplit(long bytes) {
+        return cfg().maxSplitSize(bytes).raw("max_split_size_mb:" + (bytes >> 20)).build();
+    }
+
+    static AllocatorConfig expandable() {
+        return cfg().expandableSegments(true).raw("expandable_segments:True").build();
+    }
+
+    /** Records every trace entry from now on, history on or off. */
+    static List<TraceEntry> tracked(CachingAllocator a) {
+        List<TraceEntry> seen = new ArrayList<>();
+        a.attachTraceTracker(seen::add);
+        return seen;
+    }
+
+    static List<String> actions(List<TraceEntry> t) {
+        return t.stream().map(e -> e.action().wireName()).toList();
+    }
+}
