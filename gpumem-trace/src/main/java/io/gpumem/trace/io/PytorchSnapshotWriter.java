@@ -36,6 +36,7 @@ public final class PytorchSnapshotWriter {
             try (OutputStream out = new BufferedOutputStream(Files.newOutputStream(tmp), 1 << 16)) {
                 write(snapshot, out);
             }
+            giveOrdinaryPermissions(tmp, file);
             try {
                 Files.move(tmp, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
             } catch (AtomicMoveNotSupportedException e) {
@@ -47,6 +48,20 @@ public final class PytorchSnapshotWriter {
                 Files.deleteIfExists(tmp);
             }
         }
+    }
+
+    /**
+     * Temporary files are created owner-only; a snapshot is an ordinary output file, so it gets the
+     * permissions of the file it replaces, or rw-r--r-- when new.
+     */
+    private static void giveOrdinaryPermissions(Path tmp, Path file) throws IOException {
+        if (!tmp.getFileSystem().supportedFileAttributeViews().contains("posix")) {
+            return;
+        }
+        java.util.Set<java.nio.file.attribute.PosixFilePermission> perms = Files.exists(file)
+                ? Files.getPosixFilePermissions(file)
+                : java.nio.file.attribute.PosixFilePermissions.fromString("rw-r--r--");
+        Files.setPosixFilePermissions(tmp, perms);
     }
 
     /** Writes the pickle to a stream (not closed). */

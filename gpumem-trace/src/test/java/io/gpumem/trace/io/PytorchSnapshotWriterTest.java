@@ -41,6 +41,19 @@ class PytorchSnapshotWriterTest {
     }
 
     @Test
+    void writtenFileIsReadableByOthersLikeAnyOutputAndKeepsAReplacedFilesMode(@TempDir Path dir) throws Exception {
+        assumeTrue(dir.getFileSystem().supportedFileAttributeViews().contains("posix"), "POSIX permissions only");
+        Path out = dir.resolve("new.pickle");
+        new PytorchSnapshotWriter().write(generated(), out);
+        assertThat(java.nio.file.attribute.PosixFilePermissions.toString(Files.getPosixFilePermissions(out)))
+                .isEqualTo("rw-r--r--");
+        Files.setPosixFilePermissions(out, java.nio.file.attribute.PosixFilePermissions.fromString("rw-rw----"));
+        new PytorchSnapshotWriter().write(generated(), out);
+        assertThat(java.nio.file.attribute.PosixFilePermissions.toString(Files.getPosixFilePermissions(out)))
+                .isEqualTo("rw-rw----");
+    }
+
+    @Test
     void sharedFramesAreWrittenOnce() {
         TraceSnapshot s = new PytorchSnapshotReader().read(TestTraces.file("tiny-forward.pickle"));
         byte[] bytes = new PytorchSnapshotWriter().toBytes(s);
