@@ -1,7 +1,16 @@
 package io.gpumem.history;
 
+import java.util.HashMap;
+import java.util.Map;
+
 /**
  * The actions of a memory-history trace entry (spec §10.5), with the names PyTorch writes into snapshots.
+ * Shared by our allocator's history and by the snapshot-file model of gpumem-trace.
+ *
+ * <p>Our allocator records every action except {@link #ANNOTATE} (user annotations PyTorch writes into the
+ * trace) and {@link #UNKNOWN}. {@code UNKNOWN} stands for an action name a file carries that this version does
+ * not know: readers map such names to it and keep the name as recorded on the entry (gpumem-trace's
+ * {@code TraceEntry.actionName}), so that writers reproduce it and analyses can skip it.
  */
 public enum TraceAction {
     ALLOC("alloc"),
@@ -12,7 +21,20 @@ public enum TraceAction {
     SEGMENT_MAP("segment_map"),
     SEGMENT_UNMAP("segment_unmap"),
     SNAPSHOT("snapshot"),
-    OOM("oom");
+    OOM("oom"),
+    ANNOTATE("annotate"),
+    /** Read from a file with an action name this version does not know (wire name ""). */
+    UNKNOWN("");
+
+    private static final Map<String, TraceAction> BY_WIRE_NAME = new HashMap<>();
+
+    static {
+        for (TraceAction a : values()) {
+            if (a != UNKNOWN) {
+                BY_WIRE_NAME.put(a.wireName, a);
+            }
+        }
+    }
 
     private final String wireName;
 
@@ -20,18 +42,19 @@ public enum TraceAction {
         this.wireName = wireName;
     }
 
-    /** The name used in snapshots, e.g. {@code "free_requested"}. */
+    /** The name used in snapshots, e.g. {@code "free_requested"} ("" for {@link #UNKNOWN}). */
     public String wireName() {
         return wireName;
     }
 
-    /** The action for a snapshot name, or {@code null} for unknown actions (parsers should skip those). */
+    /** The action for a snapshot name; {@link #UNKNOWN} for names this version does not know. */
     public static TraceAction ofWireName(String name) {
-        for (TraceAction a : values()) {
-            if (a.wireName.equals(name)) {
-                return a;
-            }
-        }
-        return null;
+        TraceAction a = BY_WIRE_NAME.get(name);
+        return a == null ? UNKNOWN : a;
+    }
+
+    /** Whether the entry records a driver call (segment created, freed, mapped or unmapped). */
+    public boolean isSegmentEvent() {
+        return this == SEGMENT_ALLOC || this == SEGMENT_FREE || this == SEGMENT_MAP || this == SEGMENT_UNMAP;
     }
 }

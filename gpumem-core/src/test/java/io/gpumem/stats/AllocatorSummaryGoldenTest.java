@@ -16,6 +16,6 @@ class AllocatorSummaryGoldenTest {
         a.malloc(25_000_000);
         a.free(pb);
         a.free(pa);
-        assertThat(a.memorySummary(false)).isEqualTo(MemorySummaryTest.SECTION_8_3);
+        assertThat(a.memorySummary(false)).isEqualTo(GoldenSummaries.SECTION_8_3);
     }
 }

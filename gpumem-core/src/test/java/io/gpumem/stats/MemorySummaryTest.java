@@ -8,57 +8,6 @@ import org.junit.jupiter.api.Test;
 
 class MemorySummaryTest {
 
-    /** Spec §8.3, character for character (PyTorch returns it with a trailing newline). */
-    static final String SECTION_8_3 = """
-|===========================================================================|
-|                  PyTorch CUDA memory summary, device ID 0                 |
-|---------------------------------------------------------------------------|
-|            CUDA OOMs: 0            |        cudaMalloc retries: 0         |
-|===========================================================================|
-|        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  |
-|---------------------------------------------------------------------------|
-| Allocated memory      |  24576 KiB |  27649 KiB |  27649 KiB |   3073 KiB |
-|       from large pool |  24576 KiB |  27648 KiB |  27648 KiB |   3072 KiB |
-|       from small pool |      0 KiB |      1 KiB |      1 KiB |      1 KiB |
-|---------------------------------------------------------------------------|
-| Active memory         |  24576 KiB |  27649 KiB |  27649 KiB |   3073 KiB |
-|       from large pool |  24576 KiB |  27648 KiB |  27648 KiB |   3072 KiB |
-|       from small pool |      0 KiB |      1 KiB |      1 KiB |      1 KiB |
-|---------------------------------------------------------------------------|
-| Requested memory      |  24414 KiB |  27487 KiB |  27487 KiB |   3072 KiB |
-|       from large pool |  24414 KiB |  27486 KiB |  27486 KiB |   3072 KiB |
-|       from small pool |      0 KiB |      0 KiB |      0 KiB |      0 KiB |
-|---------------------------------------------------------------------------|
-| GPU reserved memory   |  47104 KiB |  47104 KiB |  47104 KiB |      0 B   |
-|       from large pool |  45056 KiB |  45056 KiB |  45056 KiB |      0 B   |
-|       from small pool |   2048 KiB |   2048 KiB |   2048 KiB |      0 B   |
-|---------------------------------------------------------------------------|
-| Non-releasable memory |      0 B   |  19455 KiB |  19455 KiB |  19455 KiB |
-|       from large pool |      0 B   |  17408 KiB |  17408 KiB |  17408 KiB |
-|       from small pool |      0 B   |   2047 KiB |   2047 KiB |   2047 KiB |
-|---------------------------------------------------------------------------|
-| Allocations           |       1    |       3    |       3    |       2    |
-|       from large pool |       1    |       2    |       2    |       1    |
-|       from small pool |       0    |       1    |       1    |       1    |
-|---------------------------------------------------------------------------|
-| Active allocs         |       1    |       3    |       3    |       2    |
-|       from large pool |       1    |       2    |       2    |       1    |
-|       from small pool |       0    |       1    |       1    |       1    |
-|---------------------------------------------------------------------------|
-| GPU reserved segments |       3    |       3    |       3    |       0    |
-|       from large pool |       2    |       2    |       2    |       0    |
-|       from small pool |       1    |       1    |       1    |       0    |
-|---------------------------------------------------------------------------|
-| Non-releasable allocs |       0    |       2    |       2    |       2    |
-|       from large pool |       0    |       1    |       1    |       1    |
-|       from small pool |       0    |       1    |       1    |       1    |
-|---------------------------------------------------------------------------|
-| Oversize allocations  |       0    |       0    |       0    |       0    |
-|---------------------------------------------------------------------------|
-| Oversize GPU segments |       0    |       0    |       0    |       0    |
-|===========================================================================|
-            """;
-
     /**
      * The §6.3 worked example (defaults, one stream), replayed stat by stat: a = 1000 B, b = 3 MiB,
      * c = 25,000,000 B, then free b and free a.
@@ -100,7 +49,7 @@ class MemorySummaryTest {
         assertThat(stats.get("segment.all.current")).isEqualTo(3L);
         assertThat(stats.get("inactive_split.all.peak")).isEqualTo(2L);
 
-        assertThat(MemorySummary.format(stats, 0, false)).isEqualTo(SECTION_8_3);
+        assertThat(MemorySummary.format(stats, 0, false)).isEqualTo(GoldenSummaries.SECTION_8_3);
     }
 
     @Test

@@ -1,5 +1,6 @@
 package io.gpumem.cli.analysis;
 
+import io.gpumem.history.TraceAction;
 import io.gpumem.trace.analysis.AnalysisPrinter;
 import io.gpumem.trace.analysis.ByteSizes;
 import io.gpumem.trace.analysis.MemoryState;
@@ -11,7 +12,6 @@ import io.gpumem.trace.analysis.TraceStates;
 import io.gpumem.trace.analysis.TraceWhatIf;
 import io.gpumem.trace.analysis.WhatIf;
 import io.gpumem.trace.io.SourceFormat;
-import io.gpumem.trace.io.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;

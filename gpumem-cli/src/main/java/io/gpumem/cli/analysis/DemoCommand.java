@@ -11,10 +11,10 @@ import io.gpumem.trace.analysis.Recommender;
 import io.gpumem.trace.analysis.StateAnalysis;
 import io.gpumem.trace.analysis.StateAnalyzer;
 import io.gpumem.trace.analysis.WhatIfOutcome;
-import io.gpumem.trace.workload.WorkloadWhatIf;
-import io.gpumem.trace.workload.SnapshotExport;
+import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.workload.TrainingWorkload;
 import io.gpumem.trace.workload.WorkloadRunner;
+import io.gpumem.trace.workload.WorkloadWhatIf;
 import java.io.PrintWriter;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -142,7 +142,7 @@ public final class DemoCommand implements Callable<Integer> {
         AnalysisPrinter.printRecommendations(recs, out);
 
         try {
-            SnapshotExport.write(baseline.allocator().snapshot(), snapshot);
+            AllocatorSnapshots.write(baseline.allocator().snapshot(), snapshot);
         } catch (java.io.IOException e) {
             throw new java.io.UncheckedIOException("cannot write the snapshot to " + snapshot + ": " + e, e);
         }

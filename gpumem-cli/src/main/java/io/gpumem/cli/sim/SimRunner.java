@@ -151,8 +151,7 @@ final class SimRunner {
     private boolean writeSnapshot(SimTarget t, ScriptOp.Snapshot s) {
         java.nio.file.Path file = java.nio.file.Path.of(s.file());
         try {
-            new io.gpumem.trace.io.PytorchSnapshotWriter().write(
-                    io.gpumem.trace.io.AllocatorSnapshots.toTraceSnapshot(t.snapshot(), s.file()), file);
+            io.gpumem.trace.io.AllocatorSnapshots.write(t.snapshot(), file);
         } catch (java.io.IOException | RuntimeException e) {
             err.println("gpumem sim: line " + s.line() + ": snapshot " + s.file() + ": cannot write: "
                     + (e.getMessage() == null ? e.toString() : e.getMessage()));

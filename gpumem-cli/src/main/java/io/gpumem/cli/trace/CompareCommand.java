@@ -2,9 +2,8 @@ package io.gpumem.cli.trace;
 
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.config.ConfigException;
-import io.gpumem.trace.io.TraceAction;
+import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
-import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.replay.WhatIfReplay;
 import io.gpumem.trace.replay.WhatIfResult;
@@ -60,11 +59,8 @@ public final class CompareCommand implements Callable<Integer> {
     public Integer call() {
         PrintWriter out = spec.commandLine().getOut();
         PrintWriter err = spec.commandLine().getErr();
-        TraceSnapshot trace;
-        try {
-            trace = input.read();
-        } catch (TraceFormatException | IllegalArgumentException e) {
-            err.println("gpumem compare: " + e.getMessage());
+        TraceSnapshot trace = input.readOrReport("compare", err);
+        if (trace == null) {
             return 2;
         }
         AllocatorConfig recordedConfig;

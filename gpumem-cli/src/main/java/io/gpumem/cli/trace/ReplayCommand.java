@@ -2,8 +2,6 @@ package io.gpumem.cli.trace;
 
 import io.gpumem.config.ConfigException;
 import io.gpumem.trace.io.AllocatorSnapshots;
-import io.gpumem.trace.io.PytorchSnapshotWriter;
-import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.replay.DeviceFidelity;
 import io.gpumem.trace.replay.FidelityReport;
@@ -60,11 +58,8 @@ public final class ReplayCommand implements Callable<Integer> {
     public Integer call() {
         PrintWriter out = spec.commandLine().getOut();
         PrintWriter err = spec.commandLine().getErr();
-        TraceSnapshot trace;
-        try {
-            trace = input.read();
-        } catch (TraceFormatException | IllegalArgumentException e) {
-            err.println("gpumem replay: " + e.getMessage());
+        TraceSnapshot trace = input.readOrReport("replay", err);
+        if (trace == null) {
             return 2;
         }
         if (gpuMemGib != null && gpuMemGib <= 0) {
@@ -94,8 +89,7 @@ public final class ReplayCommand implements Callable<Integer> {
         print(out, report);
         if (snapshotOut != null) {
             try {
-                new PytorchSnapshotWriter().write(
-                        AllocatorSnapshots.toTraceSnapshot(replay.modelSnapshots(), snapshotOut.toString()), snapshotOut);
+                AllocatorSnapshots.write(replay.modelSnapshots(), snapshotOut);
                 out.println("snapshot written to " + snapshotOut);
             } catch (IOException e) {
                 err.println("gpumem replay: cannot write " + snapshotOut + ": " + e.getMessage());

@@ -1,13 +1,18 @@
 package io.gpumem.cli.trace;
 
 import io.gpumem.trace.io.ReadLimits;
+import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
+import java.io.PrintWriter;
 import java.nio.file.Path;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 
-/** The trace-file argument and its reading limits, shared by {@code replay} and {@code compare}. */
+/**
+ * The trace-file argument and its reading limits, shared by {@code replay} and {@code compare}, and how both
+ * report input they cannot read.
+ */
 final class TraceInput {
 
     @Parameters(index = "0", paramLabel = "FILE",
@@ -22,6 +27,20 @@ final class TraceInput {
     @Option(names = "--max-entries", paramLabel = "N", defaultValue = "50000000",
             description = "Refuse files with more than N trace entries or rows (default: ${DEFAULT-VALUE}).")
     long maxEntries;
+
+    /**
+     * Reads the file, or reports why it cannot: on unreadable or malformed input, or limits that are not
+     * positive, prints {@code gpumem COMMAND: reason} (the reason names the file and the entry) to {@code err}
+     * and returns {@code null}; the caller then exits with status 2.
+     */
+    TraceSnapshot readOrReport(String command, PrintWriter err) {
+        try {
+            return read();
+        } catch (TraceFormatException | IllegalArgumentException e) {
+            err.println("gpumem " + command + ": " + e.getMessage());
+            return null;
+        }
+    }
 
     TraceSnapshot read() {
         if (maxFileMib <= 0 || maxEntries <= 0) {

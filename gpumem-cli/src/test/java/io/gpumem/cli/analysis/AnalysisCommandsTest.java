@@ -3,34 +3,22 @@ package io.gpumem.cli.analysis;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
-import io.gpumem.cli.GpumemCli;
-import io.gpumem.trace.io.TraceAction;
+import io.gpumem.cli.CliRun;
+import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.io.IOException;
-import java.io.PrintWriter;
-import java.io.StringWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import picocli.CommandLine;
 
 class AnalysisCommandsTest {
     @TempDir
     Path tmp;
 
-    record Result(int exit, String out, String err) {
-    }
-
-    static Result run(String... args) {
-        CommandLine cl = GpumemCli.commandLine();
-        StringWriter out = new StringWriter();
-        StringWriter err = new StringWriter();
-        cl.setOut(new PrintWriter(out));
-        cl.setErr(new PrintWriter(err));
-        int exit = cl.execute(args);
-        return new Result(exit, out.toString(), err.toString());
+    static CliRun run(String... args) {
+        return CliRun.run(args);
     }
 
     static final String[] SMALL = {"--layers", "2", "--hidden", "256", "--heads", "2", "--vocab", "1000", "--batch", "2",
@@ -47,7 +35,7 @@ class AnalysisCommandsTest {
     @Test
     void demoWithItsDefaultsShowsFragmentationFixedByExpandableSegments() {
         Path snapshot = tmp.resolve("demo.pickle");
-        Result r = run("demo", "--snapshot", snapshot.toString());
+        CliRun r = run("demo", "--snapshot", snapshot.toString());
         assertThat(r.exit()).as(r.err()).isZero();
         assertThat(r.out()).contains("comparison (10 steps on 24.00 GiB)")
                 .contains("diagnosis: FRAGMENTATION")
@@ -58,15 +46,15 @@ class AnalysisCommandsTest {
         assertThat(read.segments()).isNotEmpty();
 
         // the snapshot it wrote is what analyze reads: same verdict at the recorded oom entry
-        Result a = run("analyze", snapshot.toString(), "--capacity", "24GiB", "--no-compare");
+        CliRun a = run("analyze", snapshot.toString(), "--capacity", "24GiB", "--no-compare");
         assertThat(a.exit()).as(a.err()).isZero();
         assertThat(a.out()).contains("diagnosis: FRAGMENTATION").contains("oom entry #");
     }
 
     @Test
     void demoIsDeterministicAndTakesTheGeneratorParameters() {
-        Result a = run(with(SMALL, "--capacity", "4GiB", "--snapshot", tmp.resolve("a.pickle").toString()));
-        Result b = run(with(SMALL, "--capacity", "4GiB", "--snapshot", tmp.resolve("a.pickle").toString()));
+        CliRun a = run(with(SMALL, "--capacity", "4GiB", "--snapshot", tmp.resolve("a.pickle").toString()));
+        CliRun b = run(with(SMALL, "--capacity", "4GiB", "--snapshot", tmp.resolve("a.pickle").toString()));
         assertThat(a.exit()).as(a.err()).isZero();
         assertThat(a.out()).isEqualTo(b.out()).contains("2 layers, hidden 256").contains("3 steps");
         assertThat(a.out()).contains("diagnosis: no out-of-memory to explain");
@@ -74,25 +62,25 @@ class AnalysisCommandsTest {
 
     @Test
     void demoRejectsBadInputWithoutWritingAnything() throws IOException {
-        Result bad = run(with(SMALL, "--capacity", "lots"));
+        CliRun bad = run(with(SMALL, "--capacity", "lots"));
         assertThat(bad.exit()).isEqualTo(2);
         assertThat(bad.err()).contains("'lots' is not a size");
 
-        Result heads = run("demo", "--hidden", "100", "--heads", "3");
+        CliRun heads = run("demo", "--hidden", "100", "--heads", "3");
         assertThat(heads.exit()).isEqualTo(2);
         assertThat(heads.err()).contains("hidden 100 is not a multiple of heads 3");
 
-        Result outside = run(with(SMALL, "--capacity", "4GiB", "--held-outside", "4GiB"));
+        CliRun outside = run(with(SMALL, "--capacity", "4GiB", "--held-outside", "4GiB"));
         assertThat(outside.exit()).isEqualTo(2);
         assertThat(outside.err()).contains("--held-outside 4.00 GiB must be below --capacity 4.00 GiB");
 
-        Result conf = run(with(SMALL, "--config", "expandable_segments:Maybe"));
+        CliRun conf = run(with(SMALL, "--config", "expandable_segments:Maybe"));
         assertThat(conf.exit()).isEqualTo(2);
         assertThat(conf.err()).contains("--config expandable_segments:Maybe");
         assertThat(conf.out()).doesNotContain("comparison");
 
         Path missingDir = tmp.resolve("no/such/dir/x.pickle");
-        Result unwritable = run(with(SMALL, "--capacity", "4GiB", "--snapshot", missingDir.toString()));
+        CliRun unwritable = run(with(SMALL, "--capacity", "4GiB", "--snapshot", missingDir.toString()));
         assertThat(unwritable.exit()).isEqualTo(2);
         assertThat(unwritable.err()).contains("cannot write the snapshot to " + missingDir);
         try (var files = Files.list(tmp)) {
@@ -102,24 +90,24 @@ class AnalysisCommandsTest {
 
     @Test
     void analyzeRejectsMissingAndMalformedFilesAndBadOptions() throws IOException {
-        Result missing = run("analyze", tmp.resolve("nope.pickle").toString());
+        CliRun missing = run("analyze", tmp.resolve("nope.pickle").toString());
         assertThat(missing.exit()).isEqualTo(2);
         assertThat(missing.err()).contains("nope.pickle").contains("no such file");
 
         Path garbage = tmp.resolve("garbage.pickle");
         Files.write(garbage, new byte[] {(byte) 0x80, 4, 1, 2, 3});
-        Result malformed = run("analyze", garbage.toString());
+        CliRun malformed = run("analyze", garbage.toString());
         assertThat(malformed.exit()).isEqualTo(2);
         assertThat(malformed.err()).contains("garbage.pickle");
 
         Path snapshot = tmp.resolve("s.pickle");
         assertThat(run(with(SMALL, "--capacity", "4GiB", "--snapshot", snapshot.toString(), "--no-min-capacity")).exit()).isZero();
-        Result past = run("analyze", snapshot.toString(), "--at", "99999999");
+        CliRun past = run("analyze", snapshot.toString(), "--at", "99999999");
         assertThat(past.exit()).isEqualTo(2);
         assertThat(past.err()).contains("--at 99999999 is outside device 0's trace");
-        Result cap = run("analyze", snapshot.toString(), "--capacity", "-3");
+        CliRun cap = run("analyze", snapshot.toString(), "--capacity", "-3");
         assertThat(cap.exit()).isEqualTo(2);
-        Result dev = run("analyze", snapshot.toString(), "--device", "5");
+        CliRun dev = run("analyze", snapshot.toString(), "--device", "5");
         assertThat(dev.exit()).isEqualTo(2);
         assertThat(dev.err()).contains("--device 5");
     }
@@ -128,10 +116,10 @@ class AnalysisCommandsTest {
     void analyzeAtAnEntryRebuildsThatState() {
         Path snapshot = tmp.resolve("s.pickle");
         assertThat(run(with(SMALL, "--capacity", "4GiB", "--snapshot", snapshot.toString(), "--no-min-capacity")).exit()).isZero();
-        Result early = run("analyze", snapshot.toString(), "--at", "0", "--no-compare");
+        CliRun early = run("analyze", snapshot.toString(), "--at", "0", "--no-compare");
         assertThat(early.exit()).as(early.err()).isZero();
         assertThat(early.out()).contains("after entry #0 (segment_alloc)");
-        Result end = run("analyze", snapshot.toString(), "--no-compare");
+        CliRun end = run("analyze", snapshot.toString(), "--no-compare");
         assertThat(end.out()).contains("end state");
         // right after the first entry only the first segment exists; at the end there are many
         assertThat(segmentsOfAll(early.out())).isEqualTo(1);
@@ -158,7 +146,7 @@ class AnalysisCommandsTest {
 
     @Test
     void analyzesAStateOnlySnapshot() {
-        Result r = run("analyze", trace("opt1.3b-state-only.pickle").toString());
+        CliRun r = run("analyze", trace("opt1.3b-state-only.pickle").toString());
         assertThat(r.exit()).as(r.err()).isZero();
         assertThat(segmentsOfAll(r.out())).isEqualTo(176);
         assertThat(r.out()).contains("reserved/allocated 1.000").contains("largest free block per pool and stream");
@@ -166,7 +154,7 @@ class AnalysisCommandsTest {
 
     @Test
     void analyzesTheRealOomAtItsEntryAndBlamesLiveTensors() {
-        Result r = run("analyze", trace("gnn-train-expandable-oom.pickle").toString(), "--device", "1",
+        CliRun r = run("analyze", trace("gnn-train-expandable-oom.pickle").toString(), "--device", "1",
                 "--capacity", "80GiB", "--no-compare");
         assertThat(r.exit()).as(r.err()).isZero();
         assertThat(r.out()).contains("after entry #421 (oom)")

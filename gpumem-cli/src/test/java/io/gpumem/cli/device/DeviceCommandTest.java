@@ -1,11 +1,10 @@
 package io.gpumem.cli.device;
 
+import static io.gpumem.cli.CliRun.run;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
-import io.gpumem.cli.GpumemCli;
-import java.io.PrintWriter;
-import java.io.StringWriter;
+import io.gpumem.cli.CliRun;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
@@ -17,28 +16,16 @@ class DeviceCommandTest {
     /** The fake driver gpumem-cuda's build compiles (present when the reactor built that module's tests). */
     private static final Path FAKE = Path.of("../gpumem-cuda/target/test-classes/native/libfakecuda.so").toAbsolutePath().normalize();
 
-    private record Run(int exit, String out, String err) {}
-
-    private static Run run(String... args) {
-        StringWriter out = new StringWriter();
-        StringWriter err = new StringWriter();
-        CommandLine cl = GpumemCli.commandLine();
-        cl.setOut(new PrintWriter(out, true));
-        cl.setErr(new PrintWriter(err, true));
-        int exit = cl.execute(args);
-        return new Run(exit, out.toString(), err.toString());
-    }
-
     @Test
     void simulatedIsTheDefault() {
-        Run r = run("device");
+        CliRun r = run("device");
         assertThat(r.exit()).as(r.err()).isZero();
         assertThat(r.out()).contains("simulated (sim, index 0)").contains("virtual memory:  supported");
     }
 
     @Test
     void cudaWithoutADriverSaysSoAndExitsNonZero() {
-        Run r = run("device", "--device", "cuda", "--cuda-library", "/nonexistent/libcuda.so.1");
+        CliRun r = run("device", "--device", "cuda", "--cuda-library", "/nonexistent/libcuda.so.1");
         assertThat(r.exit()).isNotZero();
         assertThat(r.err()).contains("--device cuda: no usable CUDA driver")
                 .contains("/nonexistent/libcuda.so.1");
@@ -47,7 +34,7 @@ class DeviceCommandTest {
 
     @Test
     void anUnknownDeviceKindNamesTheChoices() {
-        Run r = run("device", "--device", "tpu");
+        CliRun r = run("device", "--device", "tpu");
         assertThat(r.exit()).isEqualTo(2);
         assertThat(r.err()).contains("expected sim or cuda, got 'tpu'");
     }
@@ -55,11 +42,11 @@ class DeviceCommandTest {
     @Test
     void cudaRunsOnTheFakeDriver() {
         assumeTrue(Files.isRegularFile(FAKE), "fake driver not built (build gpumem-cuda's tests first): " + FAKE);
-        Run r = run("device", "--device", "CUDA", "--cuda-library", FAKE.toString());
+        CliRun r = run("device", "--device", "CUDA", "--cuda-library", FAKE.toString());
         assertThat(r.exit()).as(r.err()).isZero();
         assertThat(r.out()).contains("gpumem fake CUDA device (cuda, index 0)").contains("CUDA 13.0")
                 .contains("granularity:     2,097,152 bytes");
-        Run bad = run("device", "--device", "cuda", "--cuda-library", FAKE.toString(), "--cuda-device", "3");
+        CliRun bad = run("device", "--device", "cuda", "--cuda-library", FAKE.toString(), "--cuda-device", "3");
         assertThat(bad.exit()).isNotZero();
         assertThat(bad.err()).contains("no CUDA device 3");
     }

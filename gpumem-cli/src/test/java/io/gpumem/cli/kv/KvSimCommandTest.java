@@ -1,11 +1,8 @@
 package io.gpumem.cli.kv;
 
-import io.gpumem.cli.GpumemCli;
+import io.gpumem.cli.CliRun;
 import org.junit.jupiter.api.Test;
-import picocli.CommandLine;
 
-import java.io.PrintWriter;
-import java.io.StringWriter;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -13,17 +10,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 class KvSimCommandTest {
 
-    private record Result(int exit, String out, String err) {
-    }
-
-    private static Result run(String... args) {
-        CommandLine cl = GpumemCli.commandLine();
-        StringWriter out = new StringWriter();
-        StringWriter err = new StringWriter();
-        cl.setOut(new PrintWriter(out));
-        cl.setErr(new PrintWriter(err));
-        int exit = cl.execute(args);
-        return new Result(exit, out.toString(), err.toString());
+    private static CliRun run(String... args) {
+        return CliRun.run(args);
     }
 
     private static String withoutTiming(String json) {
@@ -33,8 +21,8 @@ class KvSimCommandTest {
     @Test
     void jsonHasEveryRequiredFieldAndIsDeterministic() {
         String[] args = {"kv-sim", "--workload", "sharegpt", "--seed", "11", "--requests", "120", "--blocks", "400", "--json"};
-        Result a = run(args);
-        Result b = run(args);
+        CliRun a = run(args);
+        CliRun b = run(args);
         assertThat(a.exit()).as(a.err()).isZero();
         for (String key : List.of("requests_finished", "tokens_per_step", "preemptions", "prefix_hit_rate", "kv_waste", "pool_ns_per_step")) {
             assertThat(a.out()).contains("\"" + key + "\":");
@@ -53,7 +41,7 @@ class KvSimCommandTest {
         variants.add(new String[] {"kv-sim", "--requests", "30", "--memory", "direct", "--victim", "least-computed", "--hash", "sha256"});
         variants.add(new String[] {"kv-sim", "--requests", "80", "--blocks", "200", "--victim", "priority", "--priority-levels", "4"});
         for (String[] v : variants) {
-            Result r = run(v);
+            CliRun r = run(v);
             assertThat(r.exit()).as(String.join(" ", v) + r.err()).isZero();
             assertThat(r.out()).contains("requests finished", "tokens per step", "preemptions", "prefix hit rate", "KV waste",
                     "block-pool time");
@@ -62,7 +50,7 @@ class KvSimCommandTest {
 
     @Test
     void badOptionsNameTheOptionAndExitWithTwo() {
-        Result r = run("kv-sim", "--workload", "reddit");
+        CliRun r = run("kv-sim", "--workload", "reddit");
         assertThat(r.exit()).isEqualTo(2);
         assertThat(r.err()).contains("--workload").contains("reddit");
         r = run("kv-sim", "--blocks", "10");
@@ -84,7 +72,7 @@ class KvSimCommandTest {
 
     @Test
     void stoppingEarlyExitsWithOne() {
-        Result r = run("kv-sim", "--requests", "50", "--max-steps", "10", "--json");
+        CliRun r = run("kv-sim", "--requests", "50", "--max-steps", "10", "--json");
         assertThat(r.exit()).isEqualTo(1);
         assertThat(r.out()).contains("\"steps\":10");
     }

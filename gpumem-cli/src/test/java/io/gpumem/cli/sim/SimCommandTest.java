@@ -3,19 +3,15 @@ package io.gpumem.cli.sim;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.gpumem.cli.CliRun;
 import io.gpumem.cli.GpumemCli;
-import java.io.ByteArrayInputStream;
-import java.io.InputStream;
-import java.io.PrintWriter;
-import java.io.StringWriter;
-import java.nio.charset.StandardCharsets;
+import io.gpumem.stats.GoldenSummaries;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import picocli.CommandLine;
 
 /** End to end: {@code gpumem sim} through {@link GpumemCli#commandLine()} with the real allocator. */
 class SimCommandTest {
@@ -26,74 +22,11 @@ class SimCommandTest {
     private static final Path FAKE_CUDA =
             Path.of("../gpumem-cuda/target/test-classes/native/libfakecuda.so").toAbsolutePath().normalize();
 
-    /** Spec §8.3, character for character. */
-    private static final String SECTION_8_3 = """
-            |===========================================================================|
-            |                  PyTorch CUDA memory summary, device ID 0                 |
-            |---------------------------------------------------------------------------|
-            |            CUDA OOMs: 0            |        cudaMalloc retries: 0         |
-            |===========================================================================|
-            |        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  |
-            |---------------------------------------------------------------------------|
-            | Allocated memory      |  24576 KiB |  27649 KiB |  27649 KiB |   3073 KiB |
-            |       from large pool |  24576 KiB |  27648 KiB |  27648 KiB |   3072 KiB |
-            |       from small pool |      0 KiB |      1 KiB |      1 KiB |      1 KiB |
-            |---------------------------------------------------------------------------|
-            | Active memory         |  24576 KiB |  27649 KiB |  27649 KiB |   3073 KiB |
-            |       from large pool |  24576 KiB |  27648 KiB |  27648 KiB |   3072 KiB |
-            |       from small pool |      0 KiB |      1 KiB |      1 KiB |      1 KiB |
-            |---------------------------------------------------------------------------|
-            | Requested memory      |  24414 KiB |  27487 KiB |  27487 KiB |   3072 KiB |
-            |       from large pool |  24414 KiB |  27486 KiB |  27486 KiB |   3072 KiB |
-            |       from small pool |      0 KiB |      0 KiB |      0 KiB |      0 KiB |
-            |---------------------------------------------------------------------------|
-            | GPU reserved memory   |  47104 KiB |  47104 KiB |  47104 KiB |      0 B   |
-            |       from large pool |  45056 KiB |  45056 KiB |  45056 KiB |      0 B   |
-            |       from small pool |   2048 KiB |   2048 KiB |   2048 KiB |      0 B   |
-            |---------------------------------------------------------------------------|
-            | Non-releasable memory |      0 B   |  19455 KiB |  19455 KiB |  19455 KiB |
-            |       from large pool |      0 B   |  17408 KiB |  17408 KiB |  17408 KiB |
-            |       from small pool |      0 B   |   2047 KiB |   2047 KiB |   2047 KiB |
-            |---------------------------------------------------------------------------|
-            | Allocations           |       1    |       3    |       3    |       2    |
-            |       from large pool |       1    |       2    |       2    |       1    |
-            |       from small pool |       0    |       1    |       1    |       1    |
-            |---------------------------------------------------------------------------|
-            | Active allocs         |       1    |       3    |       3    |       2    |
-            |       from large pool |       1    |       2    |       2    |       1    |
-            |       from small pool |       0    |       1    |       1    |       1    |
-            |---------------------------------------------------------------------------|
-            | GPU reserved segments |       3    |       3    |       3    |       0    |
-            |       from large pool |       2    |       2    |       2    |       0    |
-            |       from small pool |       1    |       1    |       1    |       0    |
-            |---------------------------------------------------------------------------|
-            | Non-releasable allocs |       0    |       2    |       2    |       2    |
-            |       from large pool |       0    |       1    |       1    |       1    |
-            |       from small pool |       0    |       1    |       1    |       1    |
-            |---------------------------------------------------------------------------|
-            | Oversize allocations  |       0    |       0    |       0    |       0    |
-            |---------------------------------------------------------------------------|
-            | Oversize GPU segments |       0    |       0    |       0    |       0    |
-            |===========================================================================|
-            """;
+    /** Spec §8.3, character for character (kept once, in gpumem-core's test resources). */
+    private static final String SECTION_8_3 = GoldenSummaries.SECTION_8_3;
 
-    private record Result(int exit, String out, String err) {
-    }
-
-    private static Result run(String stdin, String... args) {
-        StringWriter out = new StringWriter();
-        StringWriter err = new StringWriter();
-        CommandLine cl = GpumemCli.commandLine();
-        cl.setOut(new PrintWriter(out, true));
-        cl.setErr(new PrintWriter(err, true));
-        InputStream saved = System.in;
-        try {
-            System.setIn(new ByteArrayInputStream(stdin.getBytes(StandardCharsets.UTF_8)));
-            int exit = cl.execute(args);
-            return new Result(exit, out.toString(), err.toString());
-        } finally {
-            System.setIn(saved);
-        }
+    private static CliRun run(String stdin, String... args) {
+        return CliRun.withInput(stdin, args);
     }
 
     private static Map<String, Long> parseStats(String block) {
@@ -120,7 +53,7 @@ class SimCommandTest {
                 free a
                 summary
                 """);
-        Result r = run("", "sim", script.toString());
+        CliRun r = run("", "sim", script.toString());
         assertThat(r.err()).isEmpty();
         assertThat(r.exit()).isZero();
         assertThat(r.out()).isEqualTo(SECTION_8_3);
@@ -128,16 +61,16 @@ class SimCommandTest {
 
     @Test
     void workedExampleFromStandardInputWithDash() {
-        Result r = run("alloc a 1000\nalloc b 3MiB\nalloc c 25000000\nfree b\nfree a\nsummary\n", "sim", "-");
+        CliRun r = run("alloc a 1000\nalloc b 3MiB\nalloc c 25000000\nfree b\nfree a\nsummary\n", "sim", "-");
         assertThat(r.exit()).isZero();
         assertThat(r.out()).isEqualTo(SECTION_8_3);
-        Result noArg = run("alloc a 1000\nalloc b 3MiB\nalloc c 25000000\nfree b\nfree a\nsummary\n", "sim");
+        CliRun noArg = run("alloc a 1000\nalloc b 3MiB\nalloc c 25000000\nfree b\nfree a\nsummary\n", "sim");
         assertThat(noArg.out()).isEqualTo(SECTION_8_3);
     }
 
     @Test
     void workedExampleStatsAndEmptyCache() {
-        Result r = run("""
+        CliRun r = run("""
                 alloc a 1000
                 alloc b 3MiB
                 alloc c 25000000
@@ -154,14 +87,14 @@ class SimCommandTest {
                 .containsEntry("inactive_split.all.peak", 2L)
                 .containsEntry("num_ooms", 0L)
                 .containsEntry("max_split_size", -1L);
-        Result after = run("alloc a 1000\nalloc b 3MiB\nalloc c 25000000\nfree b\nfree a\nempty_cache\nstats\n", "sim");
+        CliRun after = run("alloc a 1000\nalloc b 3MiB\nalloc c 25000000\nfree b\nfree a\nempty_cache\nstats\n", "sim");
         assertThat(parseStats(after.out())).containsEntry("reserved_bytes.all.current", 25_165_824L);
     }
 
     @Test
     void expandableSegmentsWorkedExample() {
         // Spec §5.3.
-        Result r = run("""
+        CliRun r = run("""
                 config expandable_segments:True
                 alloc a 3MiB
                 stats
@@ -191,15 +124,15 @@ class SimCommandTest {
 
     @Test
     void earlyConfigSetsTheMaxSplitSizeStatLaterConfigDoesNot() {
-        Result early = run("config max_split_size_mb:128\nstats\n", "sim");
+        CliRun early = run("config max_split_size_mb:128\nstats\n", "sim");
         assertThat(parseStats(early.out())).containsEntry("max_split_size", 128 * MIB);
-        Result late = run("stats\nconfig max_split_size_mb:128\nstats\n", "sim");
+        CliRun late = run("stats\nconfig max_split_size_mb:128\nstats\n", "sim");
         assertThat(late.out()).contains("max_split_size -1\n").doesNotContain("max_split_size " + 128 * MIB);
     }
 
     @Test
     void oomPrintsPyTorchsMessageAndTheScriptGoesOn() {
-        Result r = run("""
+        CliRun r = run("""
                 device capacity=64MiB
                 alloc a 30MiB
                 alloc big 100MiB
@@ -220,7 +153,7 @@ class SimCommandTest {
 
     @Test
     void failOnOomExitsOne() {
-        Result r = run("device capacity=64MiB\nalloc big 100MiB\nstats\n", "sim", "--fail-on-oom");
+        CliRun r = run("device capacity=64MiB\nalloc big 100MiB\nstats\n", "sim", "--fail-on-oom");
         assertThat(r.exit()).isEqualTo(1);
         assertThat(r.out()).isEmpty();
         assertThat(r.err()).contains("line 2: alloc big: CUDA out of memory.");
@@ -228,14 +161,14 @@ class SimCommandTest {
 
     @Test
     void heldMemoryReducesWhatTheAllocatorCanGet() {
-        Result r = run("device capacity=64MiB held=40MiB\nalloc a 30MiB\nstats\n", "sim");
+        CliRun r = run("device capacity=64MiB held=40MiB\nalloc a 30MiB\nstats\n", "sim");
         assertThat(r.err()).contains("line 2: alloc a: CUDA out of memory. Tried to allocate 30.00 MiB.");
         assertThat(parseStats(r.out())).containsEntry("num_ooms", 1L).containsEntry("reserved_bytes.all.current", 0L);
     }
 
     @Test
     void recordStreamKeepsTheBlockActiveUntilEventsComplete() {
-        Result r = run("""
+        CliRun r = run("""
                 alloc a 1MiB
                 record_stream a 5
                 free a
@@ -255,7 +188,7 @@ class SimCommandTest {
 
     @Test
     void abbreviatedSummaryAndResetPeak() {
-        Result r = run("alloc a 3MiB\nfree a\nreset_peak\nsummary abbreviated\n", "sim");
+        CliRun r = run("alloc a 3MiB\nfree a\nreset_peak\nsummary abbreviated\n", "sim");
         assertThat(r.out()).doesNotContain("from large pool")
                 .contains("| Allocated memory      |      0 B   |      0 B   |   3072 KiB |   3072 KiB |");
     }
@@ -274,7 +207,7 @@ class SimCommandTest {
             {"set_fraction 2\n", "gpumem sim: line 1: Invalid fraction value: 2. Allowed range: 0~1"},
         };
         for (String[] c : cases) {
-            Result r = run(c[0], "sim");
+            CliRun r = run(c[0], "sim");
             assertThat(r.exit()).as(c[0]).isEqualTo(2);
             assertThat(r.out()).as(c[0]).isEmpty();
             assertThat(r.err()).as(c[0]).startsWith(c[1]).endsWith("\n");
@@ -285,21 +218,21 @@ class SimCommandTest {
     @Test
     void missingFileIsExitTwo(@TempDir Path dir) {
         Path missing = dir.resolve("nope.ops");
-        Result r = run("", "sim", missing.toString());
+        CliRun r = run("", "sim", missing.toString());
         assertThat(r.exit()).isEqualTo(2);
         assertThat(r.err()).isEqualTo("gpumem sim: " + missing + ": no such file\n");
     }
 
     @Test
     void unknownOptionIsExitTwo() {
-        Result r = run("", "sim", "--frobnicate");
+        CliRun r = run("", "sim", "--frobnicate");
         assertThat(r.exit()).isEqualTo(2);
         assertThat(r.err()).contains("--frobnicate");
     }
 
     @Test
     void emptyScriptPrintsNothing() {
-        Result r = run("# nothing\n", "sim");
+        CliRun r = run("# nothing\n", "sim");
         assertThat(r.exit()).isZero();
         assertThat(r.out()).isEmpty();
         assertThat(r.err()).isEmpty();
@@ -308,7 +241,7 @@ class SimCommandTest {
     @Test
     void cudaRunsTheWorkedExampleOnTheFakeDriverWithTheSameTable() {
         assumeTrue(Files.isRegularFile(FAKE_CUDA), "fake CUDA driver not built (build gpumem-cuda's tests first)");
-        Result r = run("alloc a 1000\nalloc b 3MiB\nalloc c 25000000\nfree b\nfree a\nsummary\n",
+        CliRun r = run("alloc a 1000\nalloc b 3MiB\nalloc c 25000000\nfree b\nfree a\nsummary\n",
                 "sim", "--device", "cuda", "--cuda-library", FAKE_CUDA.toString());
         assertThat(r.err()).isEmpty();
         assertThat(r.exit()).isZero();
@@ -318,7 +251,7 @@ class SimCommandTest {
     @Test
     void cudaMapsScriptStreamsAndRunsExpandableSegmentsOnTheFakeDriver() {
         assumeTrue(Files.isRegularFile(FAKE_CUDA), "fake CUDA driver not built (build gpumem-cuda's tests first)");
-        Result r = run("""
+        CliRun r = run("""
                 config expandable_segments:True
                 alloc a 3MiB stream=7
                 alloc b 30MiB stream=7
@@ -339,7 +272,7 @@ class SimCommandTest {
     @Test
     void cudaOomUsesTheDriversCapacity() {
         assumeTrue(Files.isRegularFile(FAKE_CUDA), "fake CUDA driver not built (build gpumem-cuda's tests first)");
-        Result r = run("alloc big 9GiB\nstats\n", "sim", "--device", "cuda", "--cuda-library", FAKE_CUDA.toString());
+        CliRun r = run("alloc big 9GiB\nstats\n", "sim", "--device", "cuda", "--cuda-library", FAKE_CUDA.toString());
         assertThat(r.exit()).isZero();
         assertThat(r.err()).startsWith("gpumem sim: line 1: alloc big: CUDA out of memory. Tried to allocate 9.00 GiB."
                 + " GPU 0 has a total capacity of 8.00 GiB of which ");
@@ -348,10 +281,10 @@ class SimCommandTest {
 
     @Test
     void cudaRefusesADeviceLine() {
-        Result r = run("alloc a 1\ndevice capacity=1GiB\n", "sim", "--device", "cuda");
+        CliRun r = run("alloc a 1\ndevice capacity=1GiB\n", "sim", "--device", "cuda");
         assertThat(r.exit()).isEqualTo(2);
         assertThat(r.err()).startsWith("gpumem sim: line 2: device must come before any allocator op");
-        Result first = run("device capacity=1GiB\nalloc a 1\n", "sim", "--device", "cuda",
+        CliRun first = run("device capacity=1GiB\nalloc a 1\n", "sim", "--device", "cuda",
                 "--cuda-library", "/nonexistent/libcuda.so.1");
         assertThat(first.exit()).isEqualTo(2);
         assertThat(first.err()).isEqualTo("gpumem sim: line 1: a device line describes the simulated device;"
@@ -361,7 +294,7 @@ class SimCommandTest {
 
     @Test
     void cudaWithoutADriverExitsOneAndRunsNothing() {
-        Result r = run("alloc a 1\nstats\n", "sim", "--device", "cuda", "--cuda-library", "/nonexistent/libcuda.so.1");
+        CliRun r = run("alloc a 1\nstats\n", "sim", "--device", "cuda", "--cuda-library", "/nonexistent/libcuda.so.1");
         assertThat(r.exit()).isEqualTo(1);
         assertThat(r.out()).isEmpty();
         assertThat(r.err()).startsWith("gpumem sim: --device cuda: no usable CUDA driver").contains("/nonexistent");

@@ -3,10 +3,11 @@ package io.gpumem.cli.trace;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
-import io.gpumem.trace.io.BlockState;
+import io.gpumem.cli.CliRun;
+import io.gpumem.history.BlockState;
+import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.PytorchSnapshotReader;
 import io.gpumem.trace.io.SegmentInfo;
-import io.gpumem.trace.io.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.nio.charset.StandardCharsets;
@@ -19,7 +20,7 @@ import org.junit.jupiter.api.io.TempDir;
 /** {@code snapshot FILE} in {@code gpumem sim}: PyTorch's current format, every key of spec §10. */
 class SimSnapshotTest {
 
-    static TraceCommandsTest.Result sim(Path script) {
+    static CliRun sim(Path script) {
         return TraceCommandsTest.run("sim", script.toString());
     }
 
@@ -34,8 +35,8 @@ class SimSnapshotTest {
                 "free b",
                 "snapshot " + out,
                 ""));
-        TraceCommandsTest.Result r = sim(script);
-        assertThat(r.code()).as(r.err()).isZero();
+        CliRun r = sim(script);
+        assertThat(r.exit()).as(r.err()).isZero();
         TraceSnapshot s = new PytorchSnapshotReader().read(out);
         // a: small segment of 2 MiB; b: a 20 MiB segment, freed; c: its own 24 MiB segment.
         assertThat(s.segments()).extracting(SegmentInfo::totalSize)
@@ -65,8 +66,8 @@ class SimSnapshotTest {
         Path script = dir.resolve("s.ops");
         Files.writeString(script, "config expandable_segments:True\nalloc a 3MiB\nalloc b 30MiB\nfree a\n"
                 + "snapshot " + out + "\n");
-        TraceCommandsTest.Result r = sim(script);
-        assertThat(r.code()).as(r.err()).isZero();
+        CliRun r = sim(script);
+        assertThat(r.exit()).as(r.err()).isZero();
         String check = String.join("\n",
                 "import pickle, sys",
                 "d = pickle.load(open(sys.argv[1], 'rb'))",
@@ -95,10 +96,10 @@ class SimSnapshotTest {
     void snapshotToAnUnwritablePlaceFailsWithTheLine(@TempDir Path dir) throws Exception {
         Path script = dir.resolve("s.ops");
         Files.writeString(script, "alloc a 1000\nsnapshot " + dir.resolve("no/such/dir/x.pickle") + "\n");
-        TraceCommandsTest.Result r = sim(script);
-        assertThat(r.code()).isEqualTo(1);
+        CliRun r = sim(script);
+        assertThat(r.exit()).isEqualTo(1);
         assertThat(r.err()).contains("line 2: snapshot").contains("cannot write").doesNotContain("\tat ");
         Files.writeString(script, "snapshot\n");
-        assertThat(sim(script).code()).isEqualTo(2);
+        assertThat(sim(script).exit()).isEqualTo(2);
     }
 }

@@ -6,9 +6,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
-import io.gpumem.cli.GpumemCli;
-import java.io.PrintWriter;
-import java.io.StringWriter;
+import io.gpumem.cli.CliRun;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -19,25 +17,11 @@ import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
-import picocli.CommandLine;
 
 class TraceCommandsTest {
 
-    record Result(int code, String out, String err) {
-        String lastLine() {
-            String[] lines = out.strip().split("\n");
-            return lines[lines.length - 1];
-        }
-    }
-
-    static Result run(String... args) {
-        CommandLine cl = GpumemCli.commandLine();
-        StringWriter out = new StringWriter();
-        StringWriter err = new StringWriter();
-        cl.setOut(new PrintWriter(out));
-        cl.setErr(new PrintWriter(err));
-        int code = cl.execute(args);
-        return new Result(code, out.toString(), err.toString());
+    static CliRun run(String... args) {
+        return CliRun.run(args);
     }
 
     static Path trace(String name) {
@@ -86,8 +70,8 @@ class TraceCommandsTest {
 
     @Test
     void replayCheckReportsExactFidelityAsJson() throws Exception {
-        Result r = run("replay", "--check", "--json", trace("tiny-forward.pickle").toString());
-        assertThat(r.code()).as(r.err()).isZero();
+        CliRun r = run("replay", "--check", "--json", trace("tiny-forward.pickle").toString());
+        assertThat(r.exit()).as(r.err()).isZero();
         Map<String, Object> j = parseObject(r.lastLine());
         assertThat(j.keySet()).containsExactly("trace", "allocs", "exact", "segment_events", "segment_matched",
                 "first_mismatch");
@@ -98,8 +82,8 @@ class TraceCommandsTest {
 
     @Test
     void replayCheckIsExactOnTheExpandableSegmentsTraceWithItsThreeDevices() throws Exception {
-        Result r = run("replay", "--check", "--json", trace("gnn-train-expandable-oom.pickle").toString());
-        assertThat(r.code()).as(r.out() + r.err()).isZero();
+        CliRun r = run("replay", "--check", "--json", trace("gnn-train-expandable-oom.pickle").toString());
+        assertThat(r.exit()).as(r.out() + r.err()).isZero();
         Map<String, Object> j = parseObject(r.lastLine());
         // 2,434 + 199 + 392 allocs; 175 + 40 + 78 maps and 6 unmaps.
         assertThat(j).containsEntry("allocs", 3025L).containsEntry("exact", 3025L)
@@ -111,8 +95,8 @@ class TraceCommandsTest {
     void theModelSnapshotOfAMultiDeviceTraceKeepsDeviceNumbersAndEndState(@TempDir Path dir) throws Exception {
         Path original = trace("gnn-train-expandable-oom.pickle");
         Path out = dir.resolve("model.pickle");
-        Result r = run("replay", "--snapshot", out.toString(), original.toString());
-        assertThat(r.code()).as(r.err()).isZero();
+        CliRun r = run("replay", "--snapshot", out.toString(), original.toString());
+        assertThat(r.exit()).as(r.err()).isZero();
         var model = io.gpumem.trace.io.TraceReaders.read(out);
         var recorded = io.gpumem.trace.io.TraceReaders.read(original);
         // One reported segment per contiguous mapped run, on the same devices, block by block.
@@ -132,8 +116,8 @@ class TraceCommandsTest {
     @Test
     void replayWritesASnapshotPythonCanLoad(@TempDir Path dir) throws Exception {
         Path out = dir.resolve("model.pickle");
-        Result r = run("replay", "--snapshot", out.toString(), trace("tiny-forward.pickle").toString());
-        assertThat(r.code()).as(r.err()).isZero();
+        CliRun r = run("replay", "--snapshot", out.toString(), trace("tiny-forward.pickle").toString());
+        assertThat(r.exit()).as(r.err()).isZero();
         assertThat(out).exists();
         boolean python;
         try {
@@ -174,21 +158,21 @@ class TraceCommandsTest {
         for (String cmd : new String[] {"replay", "compare"}) {
             for (Path f : new Path[] {truncated, garbage, badRmm, badLifetimes, truncatedCsv, badScript, binary,
                     dir.resolve("missing.pickle")}) {
-                Result r = run(cmd, f.toString());
-                assertThat(r.code()).as(cmd + " " + f).isEqualTo(2);
+                CliRun r = run(cmd, f.toString());
+                assertThat(r.exit()).as(cmd + " " + f).isEqualTo(2);
                 assertThat(r.err()).contains(f.toString()).doesNotContain("Exception").doesNotContain("\tat ");
             }
         }
-        Result line = run("replay", badRmm.toString());
+        CliRun line = run("replay", badRmm.toString());
         assertThat(line.err()).contains("line 2, field Size");
     }
 
     @Test
     void compareRowsFollowTheSpecAndTheRecordedRowMatchesTheTrace() throws Exception {
         Path f = trace("lm2.7b-train-step.pickle");
-        Result r = run("compare", f.toString(), "--config", "expandable_segments:True", "--config",
+        CliRun r = run("compare", f.toString(), "--config", "expandable_segments:True", "--config",
                 "max_split_size_mb:128", "--json");
-        assertThat(r.code()).as(r.err()).isZero();
+        assertThat(r.exit()).as(r.err()).isZero();
         List<Map<String, Object>> rows = parseArray(r.lastLine());
         assertThat(rows).hasSize(3);
         assertThat(rows.getFirst().keySet()).containsExactly("config", "peak_allocated", "peak_reserved",
@@ -206,7 +190,7 @@ class TraceCommandsTest {
             assertThat((Long) row.get("min_capacity") % (2L << 20)).isZero();
         }
         assertThat(rows.get(1)).containsEntry("config", "expandable_segments:True");
-        Result table = run("compare", f.toString(), "-c", "expandable_segments:True");
+        CliRun table = run("compare", f.toString(), "-c", "expandable_segments:True");
         assertThat(table.out()).contains("recorded (defaults)").contains("expandable_segments:True")
                 .contains("min capacity");
     }
@@ -224,27 +208,27 @@ class TraceCommandsTest {
         new io.gpumem.trace.io.PytorchSnapshotWriter().write(new io.gpumem.trace.io.TraceSnapshot(s.source(),
                 s.format(), segs, s.deviceTraces(), s.allocatorSettings(), s.externalAnnotations(), s.extra(), true), f);
         for (String cmd : new String[] {"replay", "compare"}) {
-            Result r = run(cmd, f.toString());
-            assertThat(r.code()).as(cmd + ": " + r.out() + r.err()).isEqualTo(2);
+            CliRun r = run(cmd, f.toString());
+            assertThat(r.exit()).as(cmd + ": " + r.out() + r.err()).isEqualTo(2);
             assertThat(r.err()).contains(f.toString()).contains("inconsistent snapshot").doesNotContain("\tat ");
         }
     }
 
     @Test
     void compareRejectsABadConfig() {
-        Result r = run("compare", trace("tiny-forward.pickle").toString(), "--config", "max_split_size_mb:nope");
-        assertThat(r.code()).isEqualTo(2);
+        CliRun r = run("compare", trace("tiny-forward.pickle").toString(), "--config", "max_split_size_mb:nope");
+        assertThat(r.exit()).isEqualTo(2);
         assertThat(r.err()).contains("bad --config").doesNotContain("\tat ");
     }
 
     @Test
     void lifetimesCanBeComparedButNotChecked() throws Exception {
         Path f = trace("pangu13b-lifetimes.csv");
-        Result check = run("replay", "--check", f.toString());
-        assertThat(check.code()).isEqualTo(2);
+        CliRun check = run("replay", "--check", f.toString());
+        assertThat(check.exit()).isEqualTo(2);
         assertThat(check.err()).contains("placement cannot be checked");
-        Result cmp = run("compare", f.toString(), "--json", "-c", "expandable_segments:True");
-        assertThat(cmp.code()).as(cmp.err()).isZero();
+        CliRun cmp = run("compare", f.toString(), "--json", "-c", "expandable_segments:True");
+        assertThat(cmp.exit()).as(cmp.err()).isZero();
         List<Map<String, Object>> rows = parseArray(cmp.lastLine());
         // No placement can hold less than the peak live bytes: 15.41 GiB.
         for (Map<String, Object> row : rows) {

@@ -40,12 +40,7 @@ public final class AllocatorStates {
             }
             List<StateBlock> blocks = new ArrayList<>(s.blocks().size());
             for (BlockInfo blk : s.blocks()) {
-                BlockState state = switch (blk.state()) {
-                    case ACTIVE_ALLOCATED -> BlockState.ALLOCATED;
-                    case ACTIVE_PENDING_FREE -> BlockState.PENDING_FREE;
-                    case INACTIVE -> BlockState.INACTIVE;
-                };
-                blocks.add(new StateBlock(blk.address(), blk.size(), blk.requestedSize(), state));
+                blocks.add(new StateBlock(blk.address(), blk.size(), blk.requestedSize(), BlockState.of(blk.state())));
             }
             b.segment(new StateSegment(s.address(), s.stream(), Pool.ofSegmentType(s.segmentType()), s.expandable(), blocks));
         }

@@ -1,6 +1,11 @@
 package io.gpumem.trace.analysis;
 
-/** A block's state as a snapshot reports it (spec §10.4). */
+/**
+ * A block's state as the analysis sees it (spec §10.4): gpumem-core's {@link io.gpumem.history.BlockState}
+ * without {@code UNKNOWN}, so that the analysis never meets a block it cannot account for (readers reject
+ * unknown states with the file and block named before a state is built). The snapshot names and their
+ * spellings are core's; {@link #of} maps.
+ */
 public enum BlockState {
     /** Allocated to a live tensor: counts in allocated and active bytes. */
     ALLOCATED,
@@ -11,11 +16,24 @@ public enum BlockState {
 
     /** Parses a snapshot's block {@code state}; accepts both spellings of the pending state. */
     public static BlockState ofSnapshotState(String state) {
+        io.gpumem.history.BlockState known = io.gpumem.history.BlockState.ofWireName(state);
+        if (known == io.gpumem.history.BlockState.UNKNOWN) {
+            throw new IllegalArgumentException("unknown block state '" + state + "'");
+        }
+        return of(known);
+    }
+
+    /**
+     * The analysis state of a snapshot block's state (the allocator's and the file model's).
+     *
+     * @throws IllegalArgumentException for {@link io.gpumem.history.BlockState#UNKNOWN}
+     */
+    public static BlockState of(io.gpumem.history.BlockState state) {
         return switch (state) {
-            case "active_allocated" -> ALLOCATED;
-            case "active_pending_free", "active_awaiting_free" -> PENDING_FREE;
-            case "inactive" -> INACTIVE;
-            default -> throw new IllegalArgumentException("unknown block state '" + state + "'");
+            case ACTIVE_ALLOCATED -> ALLOCATED;
+            case ACTIVE_PENDING_FREE -> PENDING_FREE;
+            case INACTIVE -> INACTIVE;
+            case UNKNOWN -> throw new IllegalArgumentException("unknown block state");
         };
     }
 

@@ -2,7 +2,6 @@ package io.gpumem.trace.analysis;
 
 import io.gpumem.trace.io.BlockInfo;
 import io.gpumem.trace.io.SegmentInfo;
-import io.gpumem.trace.io.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.io.TraceSnapshot;
@@ -70,29 +69,18 @@ public final class SnapshotStates {
 
     /** Index of an {@code oom} entry after which the allocator state did not change, or −1. */
     static int trailingOom(List<TraceEntry> trace) {
-        for (int i = trace.size() - 1; i >= 0; i--) {
-            TraceAction a = trace.get(i).action();
-            if (a == TraceAction.OOM) {
-                return trace.get(i).size() > 0 ? i : -1;
-            }
-            if (a != TraceAction.SNAPSHOT && a != TraceAction.ANNOTATE && a != TraceAction.UNKNOWN) {
-                return -1;
-            }
-        }
-        return -1;
+        return TraceStates.oomInForce(trace, trace.size() - 1);
     }
 
     static StateSegment segment(String source, SegmentInfo s) {
         List<StateBlock> blocks = new ArrayList<>(s.blocks().size());
         for (BlockInfo blk : s.blocks()) {
-            BlockState state = switch (blk.state()) {
-                case ACTIVE_ALLOCATED -> BlockState.ALLOCATED;
-                case ACTIVE_PENDING_FREE -> BlockState.PENDING_FREE;
-                case INACTIVE -> BlockState.INACTIVE;
-                case UNKNOWN -> throw new TraceFormatException(source, "segment 0x" + Long.toHexString(s.address())
+            if (blk.state() == io.gpumem.history.BlockState.UNKNOWN) {
+                throw new TraceFormatException(source, "segment 0x" + Long.toHexString(s.address())
                         + ", block 0x" + Long.toHexString(blk.address()), "unknown block state '" + blk.stateName() + "'");
-            };
-            blocks.add(new StateBlock(blk.address(), blk.size(), Math.max(0, blk.requestedSize()), state));
+            }
+            blocks.add(new StateBlock(blk.address(), blk.size(), Math.max(0, blk.requestedSize()),
+                    BlockState.of(blk.state())));
         }
         try {
             return new StateSegment(s.address(), s.stream(), s.isSmall() ? Pool.SMALL : Pool.LARGE, s.expandable(), blocks);

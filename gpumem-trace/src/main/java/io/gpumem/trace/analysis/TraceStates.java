@@ -1,6 +1,6 @@
 package io.gpumem.trace.analysis;
 
-import io.gpumem.trace.io.TraceAction;
+import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.io.TraceSnapshot;

@@ -1,8 +1,11 @@
 package io.gpumem.trace.io;
 
+import io.gpumem.history.Frame;
 import io.gpumem.history.MemorySnapshot;
+import io.gpumem.history.TraceAction;
+import java.io.IOException;
+import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -15,7 +18,8 @@ import java.util.Map;
  * and {@code is_expandable}; blocks and entries carry their frames ({@code []} when none was captured, except
  * that entries recorded without context keep no {@code frames} key, as PyTorch writes them);
  * {@code external_annotations} is an empty list. {@code oom} entries carry {@code device_free} and no
- * {@code addr}. Identical frame lists are shared.
+ * {@code addr}. Frames, block states and actions are the allocator's own objects (the file model reuses
+ * them), so identical frame lists stay shared.
  */
 public final class AllocatorSnapshots {
 
@@ -33,7 +37,6 @@ public final class AllocatorSnapshots {
      * empty trace); settings are taken from the first non-null one. Trailing {@code null}s are dropped.
      */
     public static TraceSnapshot toTraceSnapshot(List<MemorySnapshot> perDevice, String source) {
-        IdentityHashMap<List<io.gpumem.history.Frame>, List<Frame>> frameCache = new IdentityHashMap<>();
         List<SegmentInfo> segments = new ArrayList<>();
         List<List<TraceEntry>> traces = new ArrayList<>();
         Map<String, Object> settings = null;
@@ -50,30 +53,27 @@ public final class AllocatorSnapshots {
             for (io.gpumem.history.SegmentInfo seg : s.segments()) {
                 List<BlockInfo> blocks = new ArrayList<>(seg.blocks().size());
                 for (io.gpumem.history.BlockInfo b : seg.blocks()) {
-                    List<Frame> f = frames(b.frames(), frameCache);
-                    blocks.add(new BlockInfo(b.address(), b.size(), b.requestedSize(),
-                            BlockState.fromName(b.state().wireName()), b.state().wireName(), f == null ? List.of() : f,
-                            null, Map.of(), BlockInfo.ADDRESS | BlockInfo.REQUESTED_SIZE));
+                    blocks.add(new BlockInfo(b.address(), b.size(), b.requestedSize(), b.state(), b.state().wireName(),
+                            orEmpty(b.frames()),                            null, Map.of(), BlockInfo.ADDRESS | BlockInfo.REQUESTED_SIZE));
                 }
-                List<Frame> sf = frames(seg.frames(), frameCache);
                 segments.add(new SegmentInfo(d, seg.address(), seg.totalSize(), seg.allocatedSize(), seg.activeSize(),
                         seg.requestedSize(), seg.stream(), seg.segmentType(), PoolId.DEFAULT, seg.expandable(),
-                        sf == null ? List.of() : sf, List.copyOf(blocks), Map.of(),
+                        orEmpty(seg.frames()), List.copyOf(blocks), Map.of(),
                         SegmentInfo.REQUESTED_SIZE | SegmentInfo.POOL_ID | SegmentInfo.EXPANDABLE));
             }
             List<TraceEntry> trace = new ArrayList<>();
             if (!s.deviceTraces().isEmpty()) {
                 for (io.gpumem.history.TraceEntry e : s.deviceTraces().getFirst()) {
-                    TraceAction a = TraceAction.fromName(e.action().wireName());
+                    TraceAction a = e.action();
                     int fields = TraceEntry.SIZE | TraceEntry.STREAM | TraceEntry.TIME_US;
                     if (a == TraceAction.OOM) {
                         fields |= TraceEntry.DEVICE_FREE;
                     } else {
                         fields |= TraceEntry.ADDR;
                     }
-                    trace.add(new TraceEntry(a, e.action().wireName(), a == TraceAction.OOM ? 0 : e.addr(), e.size(),
+                    trace.add(new TraceEntry(a, a.wireName(), a == TraceAction.OOM ? 0 : e.addr(), e.size(),
                             e.stream(), e.timeUs(), a == TraceAction.OOM ? e.deviceFree() : 0,
-                            frames(e.frames(), frameCache), Map.of(), fields));
+                            e.frames(), Map.of(), fields));
                 }
             }
             traces.add(List.copyOf(trace));
@@ -85,21 +85,28 @@ public final class AllocatorSnapshots {
         return new TraceSnapshot(source, SourceFormat.GENERATED, segments, traces, settings, List.of(), Map.of(), true);
     }
 
-    private static List<Frame> frames(List<io.gpumem.history.Frame> in,
-                                      IdentityHashMap<List<io.gpumem.history.Frame>, List<Frame>> cache) {
-        if (in == null) {
-            return null;
-        }
-        List<Frame> out = cache.get(in);
-        if (out == null) {
-            Frame[] f = new Frame[in.size()];
-            for (int i = 0; i < f.length; i++) {
-                io.gpumem.history.Frame h = in.get(i);
-                f[i] = new Frame(h.filename(), h.line(), h.name());
-            }
-            out = List.of(f);
-            cache.put(in, out);
-        }
-        return out;
+    /**
+     * Writes one allocator's snapshot (as device 0) to {@code file} in PyTorch's current pickle format;
+     * {@link PytorchSnapshotWriter} writes a temporary sibling and moves it into place, so a failure leaves no
+     * half-written snapshot.
+     *
+     * @throws IOException when the file cannot be written
+     */
+    public static void write(MemorySnapshot snapshot, Path file) throws IOException {
+        write(List.of(snapshot), file);
+    }
+
+    /**
+     * Writes several allocators' snapshots as one file (device i = the i-th, as
+     * {@link #toTraceSnapshot(List, String)}), atomically like {@link #write(MemorySnapshot, Path)}.
+     *
+     * @throws IOException when the file cannot be written
+     */
+    public static void write(List<MemorySnapshot> perDevice, Path file) throws IOException {
+        new PytorchSnapshotWriter().write(toTraceSnapshot(perDevice, file.toString()), file);
+    }
+
+    private static List<Frame> orEmpty(List<Frame> frames) {
+        return frames == null ? List.of() : frames;
     }
 }

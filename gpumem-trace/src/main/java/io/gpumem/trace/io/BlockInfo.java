@@ -1,5 +1,7 @@
 package io.gpumem.trace.io;
 
+import io.gpumem.history.BlockState;
+import io.gpumem.history.Frame;
 import java.util.List;
 import java.util.Map;
 
@@ -10,6 +12,11 @@ import java.util.Map;
  * plus the sizes of the preceding blocks (what PyTorch itself does); {@link #ADDRESS} in {@code fields} says
  * whether the file carried it. {@code frames} and {@code history} are {@code null} when absent;
  * {@code extra} keeps keys this version does not interpret.
+ *
+ * <p>Kept apart from gpumem-core's {@code io.gpumem.history.BlockInfo} (whose {@link BlockState} and
+ * {@link Frame} it shares) for the same reason as {@link TraceEntry}: the file model also records which keys
+ * were present, the state name as spelled ({@code active_awaiting_free}, unknown names), 2.0's per-block
+ * {@code history} and unknown keys, none of which the allocator has.
  */
 public record BlockInfo(
         long address,
@@ -31,7 +38,7 @@ public record BlockInfo(
 
     /** A block as a current PyTorch reports it, with an empty stack. */
     public static BlockInfo of(long address, long size, long requestedSize, BlockState state) {
-        return new BlockInfo(address, size, requestedSize, state, state.pythonName(), List.of(), null, Map.of(),
+        return new BlockInfo(address, size, requestedSize, state, state.wireName(), List.of(), null, Map.of(),
                 ADDRESS | REQUESTED_SIZE);
     }
 

@@ -1,5 +1,6 @@
 package io.gpumem.trace.io;
 
+import io.gpumem.history.TraceAction;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;

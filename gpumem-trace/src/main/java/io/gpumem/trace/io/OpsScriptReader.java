@@ -1,5 +1,6 @@
 package io.gpumem.trace.io;
 
+import io.gpumem.history.TraceAction;
 import io.gpumem.script.OpsScript;
 import io.gpumem.script.ScriptException;
 import io.gpumem.script.ScriptOp;

@@ -1,5 +1,8 @@
 package io.gpumem.trace.io;
 
+import io.gpumem.history.BlockState;
+import io.gpumem.history.Frame;
+import io.gpumem.history.TraceAction;
 import java.io.BufferedInputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -227,7 +230,7 @@ public final class PytorchSnapshotReader {
                 fields |= BlockInfo.REQUESTED_SIZE;
             }
             String stateName = m.containsKey("state") ? string(m.get("state"), where + ".state") : "inactive";
-            BlockState state = BlockState.fromName(stateName);
+            BlockState state = BlockState.ofWireName(stateName);
             List<Frame> frames = m.containsKey("frames") ? frames(m.get("frames"), where + ".frames") : null;
             List<BlockHistory> history = null;
             if (m.containsKey("history")) {
@@ -292,7 +295,7 @@ public final class PytorchSnapshotReader {
             if ((fields & TraceEntry.SIZE) != 0 && size < 0) {
                 throw error(entryWhere(device, index) + ".size", "negative size " + size);
             }
-            return new TraceEntry(TraceAction.fromName(actionName), actionName, addr, size, stream, time, deviceFree,
+            return new TraceEntry(TraceAction.ofWireName(actionName), actionName, addr, size, stream, time, deviceFree,
                     frames, extra == null ? Map.of() : Collections.unmodifiableMap(extra), fields);
         }
 

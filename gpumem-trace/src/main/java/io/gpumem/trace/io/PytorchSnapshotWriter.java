@@ -1,5 +1,6 @@
 package io.gpumem.trace.io;
 
+import io.gpumem.history.Frame;
 import java.io.BufferedOutputStream;
 import java.io.IOException;
 import java.io.OutputStream;

@@ -1,5 +1,6 @@
 package io.gpumem.trace.io;
 
+import io.gpumem.history.TraceAction;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -81,7 +82,7 @@ public final class RmmLogReader {
     }
 
     private static TraceEntry entry(TraceAction a, long ptr, long size, long stream, long time) {
-        return new TraceEntry(a, a.pythonName(), ptr, size, stream, time, 0, List.of(), Map.of(),
+        return new TraceEntry(a, a.wireName(), ptr, size, stream, time, 0, List.of(), Map.of(),
                 TraceEntry.ADDR | TraceEntry.SIZE | TraceEntry.STREAM | TraceEntry.TIME_US);
     }
 

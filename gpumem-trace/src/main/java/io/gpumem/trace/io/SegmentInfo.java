@@ -1,5 +1,6 @@
 package io.gpumem.trace.io;
 
+import io.gpumem.history.Frame;
 import java.util.List;
 import java.util.Map;
 
@@ -7,6 +8,10 @@ import java.util.Map;
  * One segment of a snapshot (spec §10.3): a cudaMalloc'd range, or one contiguous mapped run of an
  * expandable segment. Fields absent from older formats are flagged off in {@code fields}
  * ({@link #REQUESTED_SIZE}, {@link #POOL_ID}, {@link #EXPANDABLE}); {@code frames} is {@code null} when absent.
+ *
+ * <p>Kept apart from gpumem-core's {@code io.gpumem.history.SegmentInfo} for the same reason as
+ * {@link TraceEntry}: the file model also carries the pool id of private pools, key presence and unknown keys,
+ * which the allocator's snapshot has no use for.
  *
  * @param segmentType "large" or "small"
  * @param poolId      {@code segment_pool_id}; (0, 0) is the default pool

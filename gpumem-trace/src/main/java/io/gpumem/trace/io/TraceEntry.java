@@ -1,5 +1,7 @@
 package io.gpumem.trace.io;
 
+import io.gpumem.history.Frame;
+import io.gpumem.history.TraceAction;
 import java.util.List;
 import java.util.Map;
 
@@ -12,6 +14,12 @@ import java.util.Map;
  * list shared with other entries (PyTorch de-duplicates identical stacks). {@code extra} holds every key
  * this version does not interpret (e.g. {@code compile_context}, {@code user_metadata}) with its value as
  * unpickled, in file order.
+ *
+ * <p>Kept apart from gpumem-core's {@code io.gpumem.history.TraceEntry} (whose {@link TraceAction} and
+ * {@link Frame} it shares): that one is what the allocator records on its hot path, one per event, and carries
+ * only what the allocator knows ({@code deviceFree} −1 when not an oom); this one must also say which keys a
+ * file had ({@code fields}), keep the action name as recorded (for {@link TraceAction#UNKNOWN}) and keep unknown
+ * keys, so that a read-write round trip is lossless. {@link AllocatorSnapshots} converts field for field.
  *
  * @param action     the decoded action, {@link TraceAction#UNKNOWN} for names this version does not know
  * @param actionName the action string as recorded
@@ -45,7 +53,7 @@ public record TraceEntry(
 
     /** An entry with the fields a current PyTorch records (addr, size, stream; optional time and frames). */
     public static TraceEntry of(TraceAction action, long addr, long size, long stream) {
-        return new TraceEntry(action, action.pythonName(), addr, size, stream, 0, 0, List.of(), Map.of(),
+        return new TraceEntry(action, action.wireName(), addr, size, stream, 0, 0, List.of(), Map.of(),
                 ADDR | SIZE | STREAM);
     }
 

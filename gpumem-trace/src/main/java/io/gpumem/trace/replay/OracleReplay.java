@@ -4,10 +4,10 @@ import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.MemorySnapshot;
+import io.gpumem.history.TraceAction;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.trace.io.BlockInfo;
 import io.gpumem.trace.io.SegmentInfo;
-import io.gpumem.trace.io.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.RecordedConfig;
@@ -44,17 +44,6 @@ import java.util.function.Consumer;
  * <p>Not thread-safe; one replay per instance at a time.
  */
 public final class OracleReplay {
-
-    /** gpumem's history actions mapped to the trace model's, by ordinal. */
-    private static final TraceAction[] ACTIONS;
-
-    static {
-        io.gpumem.history.TraceAction[] h = io.gpumem.history.TraceAction.values();
-        ACTIONS = new TraceAction[h.length];
-        for (int i = 0; i < h.length; i++) {
-            ACTIONS[i] = TraceAction.fromName(h[i].wireName());
-        }
-    }
 
     private final long totalMemory;
     private ProgressListener progress = ProgressListener.NONE;
@@ -137,7 +126,7 @@ public final class OracleReplay {
 
         Run run = new Run(d, trace);
         Consumer<io.gpumem.history.TraceEntry> tracker = te -> {
-            TraceAction a = ACTIONS[te.action().ordinal()];
+            TraceAction a = te.action();
             if (a.isSegmentEvent()) {
                 run.observed.add(new long[] {a.ordinal(), te.addr(), te.size()});
             }
@@ -267,7 +256,7 @@ public final class OracleReplay {
                 BlockInfo rb = r.blocks().get(i);
                 io.gpumem.history.BlockInfo mb = m.blocks().get(i);
                 equal = rb.address() == mb.address() && rb.size() == mb.size()
-                        && rb.state().pythonName().equals(mb.state().wireName());
+                        && rb.state() == mb.state();
             }
             if (equal) {
                 same++;
@@ -336,7 +325,7 @@ public final class OracleReplay {
         }
 
         private static String describe(TraceAction a, long addr, long size) {
-            return a.pythonName() + " 0x" + Long.toHexString(addr) + " size " + size;
+            return a.wireName() + " 0x" + Long.toHexString(addr) + " size " + size;
         }
     }
 }

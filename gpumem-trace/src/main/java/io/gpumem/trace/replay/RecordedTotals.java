@@ -1,6 +1,6 @@
 package io.gpumem.trace.replay;
 
-import io.gpumem.trace.io.TraceAction;
+import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import java.util.List;
 

@@ -1,9 +1,9 @@
 package io.gpumem.trace.window;
 
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.BlockInfo;
 import io.gpumem.trace.io.SegmentInfo;
-import io.gpumem.trace.io.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.util.ArrayList;

@@ -7,10 +7,10 @@ import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.HistoryOptions;
+import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.workload.MemoryOp;
-import io.gpumem.trace.workload.SnapshotExport;
 import io.gpumem.trace.workload.TrainingWorkload;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -92,7 +92,7 @@ class TraceStatesTest {
                     probe = AllocatorStates.fromSnapshot(allocator.snapshot(), 0, "probe").build();
                 }
             }
-            TraceSnapshot trace = SnapshotExport.toTrace(allocator.snapshot(), "run " + conf);
+            TraceSnapshot trace = AllocatorSnapshots.toTraceSnapshot(allocator.snapshot(), "run " + conf);
             MemoryState rebuilt = TraceStates.afterEntry(trace, 0, probeEntries - 1, MemoryState.UNKNOWN);
             assertSameUpToInferredSizes(rebuilt, probe, "'" + conf + "' after entry " + (probeEntries - 1));
             MemoryState last = TraceStates.afterEntry(trace, 0, trace.traceOf(0).size() - 1, MemoryState.UNKNOWN);
@@ -121,9 +121,9 @@ class TraceStatesTest {
 
     @Test
     void oomStaysInForceOnlyWhileNothingChanges() {
-        var e = io.gpumem.trace.io.TraceEntry.of(io.gpumem.trace.io.TraceAction.OOM, 0, 1 << 20, 0);
-        var alloc = io.gpumem.trace.io.TraceEntry.of(io.gpumem.trace.io.TraceAction.ALLOC, 4096, 512, 0);
-        var snap = io.gpumem.trace.io.TraceEntry.of(io.gpumem.trace.io.TraceAction.SNAPSHOT, 0, 0, 0);
+        var e = io.gpumem.trace.io.TraceEntry.of(io.gpumem.history.TraceAction.OOM, 0, 1 << 20, 0);
+        var alloc = io.gpumem.trace.io.TraceEntry.of(io.gpumem.history.TraceAction.ALLOC, 4096, 512, 0);
+        var snap = io.gpumem.trace.io.TraceEntry.of(io.gpumem.history.TraceAction.SNAPSHOT, 0, 0, 0);
         assertThat(TraceStates.oomInForce(List.of(alloc, e, snap), 2)).isEqualTo(1);
         assertThat(TraceStates.oomInForce(List.of(alloc, e, alloc), 2)).isEqualTo(-1);
         assertThat(TraceStates.lastOom(List.of(e, alloc, e, alloc))).isEqualTo(2);

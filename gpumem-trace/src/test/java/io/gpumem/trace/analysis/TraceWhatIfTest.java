@@ -2,8 +2,8 @@ package io.gpumem.trace.analysis;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceSnapshot;
-import io.gpumem.trace.workload.SnapshotExport;
 import io.gpumem.trace.workload.TrainingWorkload;
 import io.gpumem.trace.workload.WorkloadRunner;
 import io.gpumem.trace.workload.WorkloadWhatIf;
@@ -19,7 +19,7 @@ class TraceWhatIfTest {
                 .seqLens(128, 1024, 128).steps(3).seed(5).build();
         WorkloadRunner runner = new WorkloadRunner(8 * GIB, 0);
         WorkloadRunner.Run recorded = runner.run(w, "", true);
-        TraceSnapshot trace = SnapshotExport.toTrace(recorded.allocator().snapshot(), "recorded");
+        TraceSnapshot trace = AllocatorSnapshots.toTraceSnapshot(recorded.allocator().snapshot(), "recorded");
         TraceWhatIf replay = new TraceWhatIf(trace, 0, 8 * GIB);
         WorkloadWhatIf rerun = new WorkloadWhatIf(w, runner, true);
         for (String conf : Recommender.configurationsTried("")) {

@@ -3,6 +3,7 @@ package io.gpumem.trace.io;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.gpumem.history.TraceAction;
 import io.gpumem.trace.TestTraces;
 import java.nio.file.Files;
 import java.nio.file.Path;

@@ -3,6 +3,9 @@ package io.gpumem.trace.io;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.gpumem.history.BlockState;
+import io.gpumem.history.Frame;
+import io.gpumem.history.TraceAction;
 import io.gpumem.trace.TestTraces;
 import java.io.ByteArrayInputStream;
 import java.math.BigInteger;

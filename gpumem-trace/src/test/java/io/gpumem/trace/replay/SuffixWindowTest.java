@@ -2,9 +2,9 @@ package io.gpumem.trace.replay;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.history.TraceAction;
 import io.gpumem.trace.TestTraces;
 import io.gpumem.trace.io.PytorchSnapshotReader;
-import io.gpumem.trace.io.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.util.ArrayList;

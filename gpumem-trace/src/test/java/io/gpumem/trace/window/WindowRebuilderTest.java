@@ -3,14 +3,14 @@ package io.gpumem.trace.window;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.history.BlockState;
+import io.gpumem.history.TraceAction;
 import io.gpumem.trace.TestTraces;
-import io.gpumem.trace.io.BlockState;
 import io.gpumem.trace.io.BlockInfo;
 import io.gpumem.trace.io.PoolId;
 import io.gpumem.trace.io.PytorchSnapshotReader;
 import io.gpumem.trace.io.SegmentInfo;
 import io.gpumem.trace.io.SourceFormat;
-import io.gpumem.trace.io.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.util.ArrayList;

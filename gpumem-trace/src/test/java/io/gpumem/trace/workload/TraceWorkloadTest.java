@@ -2,8 +2,8 @@ package io.gpumem.trace.workload;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.SourceFormat;
-import io.gpumem.trace.io.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.util.List;
