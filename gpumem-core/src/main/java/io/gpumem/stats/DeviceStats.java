@@ -15,8 +15,10 @@ import java.util.TreeMap;
  * exactly one pool type, as PyTorch's {@code for_each_selected_stat_type} does.
  *
  * <h2>Layout</h2>
- * Hot counters live in four flat {@code long[]} arrays indexed {@code stat * 3 + type}, so an update is a
- * handful of array stores and no allocation. The two single stats take slots after the arrays.
+ * Hot counters live in one flat {@code long[]}: slot {@code stat * 3 + type} holds its current, peak, allocated
+ * and freed in four adjacent longs, so an update touches one cache line per slot and allocates nothing. The
+ * two single stats take slots after the arrays. The allocator's per-operation updates come fused
+ * ({@link #countAllocation}, {@link #countFreeRequested}, {@link #countFreeCompleted}).
  *
  * <p>Invariant kept by the methods: {@code current == allocated - freed} as long as no accumulated reset
  * happened, and {@code peak >= current} until a peak reset sets {@code peak = current}.
@@ -53,10 +55,12 @@ public final class DeviceStats {
     private static final int OVERSIZE_SEGMENTS_SLOT = OVERSIZE_ALLOCATIONS_SLOT + 1;
     private static final int SLOTS = OVERSIZE_SEGMENTS_SLOT + 1;
 
-    private final long[] current = new long[SLOTS];
-    private final long[] peak = new long[SLOTS];
-    private final long[] allocated = new long[SLOTS];
-    private final long[] freed = new long[SLOTS];
+    /** Per slot, four adjacent longs: current, peak, allocated, freed (one cache line holds two slots). */
+    private static final int CURRENT = 0;
+    private static final int PEAK = 1;
+    private static final int ALLOCATED = 2;
+    private static final int FREED = 3;
+    private final long[] values = new long[SLOTS * 4];
 
     private long numAllocRetries;
     private long numOoms;
@@ -87,18 +91,48 @@ public final class DeviceStats {
         }
     }
 
+    /**
+     * The stat updates of one allocation ({@code alloc_found_block}), fused: allocation +1, allocated_bytes
+     * +blockSize, active +1, active_bytes +blockSize, requested_bytes +requested, for {@code all} and {@code pool}.
+     * Same effect as the five {@link #increase} calls.
+     */
+    public void countAllocation(int pool, long blockSize, long requested) {
+        increase(ALLOCATION, pool, 1);
+        increase(ALLOCATED_BYTES, pool, blockSize);
+        increase(ACTIVE, pool, 1);
+        increase(ACTIVE_BYTES, pool, blockSize);
+        increase(REQUESTED_BYTES, pool, requested);
+    }
+
+    /** {@code free} (free_requested): allocation −1, allocated_bytes −blockSize, for {@code all} and {@code pool}. */
+    public void countFreeRequested(int pool, long blockSize) {
+        decrease(ALLOCATION, pool, 1);
+        decrease(ALLOCATED_BYTES, pool, blockSize);
+    }
+
+    /** {@code free_block} (free_completed): active −1, active_bytes −blockSize, requested_bytes −requested. */
+    public void countFreeCompleted(int pool, long blockSize, long requested) {
+        decrease(ACTIVE, pool, 1);
+        decrease(ACTIVE_BYTES, pool, blockSize);
+        decrease(REQUESTED_BYTES, pool, requested);
+    }
+
     private void bump(int slot, long amount) {
-        long c = current[slot] + amount;
-        current[slot] = c;
-        if (c > peak[slot]) {
-            peak[slot] = c;
+        long[] v = values;
+        int i = slot << 2;
+        long c = v[i + CURRENT] + amount;
+        v[i + CURRENT] = c;
+        if (c > v[i + PEAK]) {
+            v[i + PEAK] = c;
         }
-        allocated[slot] += amount;
+        v[i + ALLOCATED] += amount;
     }
 
     private void drop(int slot, long amount) {
-        current[slot] -= amount;
-        freed[slot] += amount;
+        long[] v = values;
+        int i = slot << 2;
+        v[i + CURRENT] -= amount;
+        v[i + FREED] += amount;
     }
 
     /** {@code oversize_allocations} +delta / −delta. */
@@ -142,27 +176,27 @@ public final class DeviceStats {
     // ---------------------------------------------------------------- reads
 
     public long current(int stat, int type) {
-        return current[stat * TYPES + type];
+        return values[((stat * TYPES + type) << 2) + CURRENT];
     }
 
     public long peak(int stat, int type) {
-        return peak[stat * TYPES + type];
+        return values[((stat * TYPES + type) << 2) + PEAK];
     }
 
     public long allocated(int stat, int type) {
-        return allocated[stat * TYPES + type];
+        return values[((stat * TYPES + type) << 2) + ALLOCATED];
     }
 
     public long freed(int stat, int type) {
-        return freed[stat * TYPES + type];
+        return values[((stat * TYPES + type) << 2) + FREED];
     }
 
     public long oversizeAllocationsCurrent() {
-        return current[OVERSIZE_ALLOCATIONS_SLOT];
+        return values[(OVERSIZE_ALLOCATIONS_SLOT << 2) + CURRENT];
     }
 
     public long oversizeSegmentsCurrent() {
-        return current[OVERSIZE_SEGMENTS_SLOT];
+        return values[(OVERSIZE_SEGMENTS_SLOT << 2) + CURRENT];
     }
 
     public long numAllocRetries() {
@@ -189,15 +223,19 @@ public final class DeviceStats {
 
     /** {@code reset_peak_memory_stats}: peak = current for every array stat and both oversize stats. */
     public void resetPeak() {
-        System.arraycopy(current, 0, peak, 0, SLOTS);
+        for (int i = 0; i < values.length; i += 4) {
+            values[i + PEAK] = values[i + CURRENT];
+        }
     }
 
     /**
      * {@code reset_accumulated_memory_stats}: zeroes allocated and freed of every stat and the five counters.
      */
     public void resetAccumulated() {
-        java.util.Arrays.fill(allocated, 0);
-        java.util.Arrays.fill(freed, 0);
+        for (int i = 0; i < values.length; i += 4) {
+            values[i + ALLOCATED] = 0;
+            values[i + FREED] = 0;
+        }
         numAllocRetries = 0;
         numOoms = 0;
         numSyncAllStreams = 0;
@@ -240,9 +278,10 @@ public final class DeviceStats {
     }
 
     private void putStat(Map<String, Long> m, String prefix, int slot) {
-        m.put(prefix + ".current", current[slot]);
-        m.put(prefix + ".peak", peak[slot]);
-        m.put(prefix + ".allocated", allocated[slot]);
-        m.put(prefix + ".freed", freed[slot]);
+        int i = slot << 2;
+        m.put(prefix + ".current", values[i + CURRENT]);
+        m.put(prefix + ".peak", values[i + PEAK]);
+        m.put(prefix + ".allocated", values[i + ALLOCATED]);
+        m.put(prefix + ".freed", values[i + FREED]);
     }
 }
