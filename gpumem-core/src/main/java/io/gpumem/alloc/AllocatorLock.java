@@ -69,16 +69,23 @@ final class AllocatorLock {
             Thread.onSpinWait();
         }
         long park = MIN_PARK_NANOS;
+        boolean interrupted = false;
         parked.add(t);
         WAITERS.getAndAdd(this, 1);
         try {
             while (!OWNER.compareAndSet(this, (Thread) null, t)) {
                 LockSupport.parkNanos(this, park);
                 park = Math.min(park * 2, MAX_PARK_NANOS);
+                // park returns at once while the interrupt flag is set: clear it while waiting (lock() is not
+                // interruptible, like ReentrantLock.lock) and restore it once the lock is held
+                interrupted |= Thread.interrupted();
             }
         } finally {
             WAITERS.getAndAdd(this, -1);
             parked.remove(t);
+            if (interrupted) {
+                t.interrupt();
+            }
         }
     }
 

@@ -63,6 +63,31 @@ class AllocatorLockTest {
     }
 
     @Test
+    void anInterruptedWaiterStillWaitsForTheLockAndKeepsItsInterrupt() throws Exception {
+        AllocatorLock lock = new AllocatorLock();
+        lock.lock();
+        boolean[] result = new boolean[2];
+        Thread waiter = new Thread(() -> {
+            lock.lock();
+            result[0] = true;
+            result[1] = Thread.currentThread().isInterrupted();
+            lock.unlock();
+        });
+        waiter.start();
+        while (waiter.getState() != Thread.State.TIMED_WAITING && waiter.isAlive()) {
+            Thread.onSpinWait();
+        }
+        waiter.interrupt();
+        Thread.sleep(20);
+        assertThat(result[0]).as("acquired while another thread held the lock").isFalse();
+        lock.unlock();
+        waiter.join(10_000);
+        assertThat(waiter.isAlive()).isFalse();
+        assertThat(result[0]).isTrue();
+        assertThat(result[1]).as("interrupt status restored").isTrue();
+    }
+
+    @Test
     void unlockByAThreadThatDoesNotHoldItFails() throws Exception {
         AllocatorLock lock = new AllocatorLock();
         assertThatThrownBy(lock::unlock).isInstanceOf(IllegalMonitorStateException.class);
