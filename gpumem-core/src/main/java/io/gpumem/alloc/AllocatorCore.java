@@ -14,13 +14,9 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 
-import static io.gpumem.stats.DeviceStats.ACTIVE;
-import static io.gpumem.stats.DeviceStats.ACTIVE_BYTES;
 import static io.gpumem.stats.DeviceStats.ALLOCATED_BYTES;
-import static io.gpumem.stats.DeviceStats.ALLOCATION;
 import static io.gpumem.stats.DeviceStats.INACTIVE_SPLIT;
 import static io.gpumem.stats.DeviceStats.INACTIVE_SPLIT_BYTES;
-import static io.gpumem.stats.DeviceStats.REQUESTED_BYTES;
 import static io.gpumem.stats.DeviceStats.RESERVED_BYTES;
 import static io.gpumem.stats.DeviceStats.SEGMENT;
 
