@@ -14,13 +14,9 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 
-import static io.gpumem.stats.DeviceStats.ACTIVE;
-import static io.gpumem.stats.DeviceStats.ACTIVE_BYTES;
 import static io.gpumem.stats.DeviceStats.ALLOCATED_BYTES;
-import static io.gpumem.stats.DeviceStats.ALLOCATION;
 import static io.gpumem.stats.DeviceStats.INACTIVE_SPLIT;
 import static io.gpumem.stats.DeviceStats.INACTIVE_SPLIT_BYTES;
-import static io.gpumem.stats.DeviceStats.REQUESTED_BYTES;
 import static io.gpumem.stats.DeviceStats.RESERVED_BYTES;
 import static io.gpumem.stats.DeviceStats.SEGMENT;
 
@@ -60,7 +56,15 @@ final class AllocatorCore {
     /** Set through {@link #setConfig} only, which keeps the derived fields in step. */
     volatile AllocatorConfig config;
     /** Whether the config has any power-of-two divisions (else round_size is plain 512-byte rounding). */
-    private volatile boolean roundupActive;
+    private boolean roundupActive;
+    /**
+     * Derived from {@link #config} by {@link #setConfig} (always under the allocator lock), so the hot path reads
+     * plain fields instead of chasing the volatile config and calling into the device.
+     */
+    private long maxSplitSize;
+    private long maxNonSplitRounding;
+    private boolean expandableOn;
+    private boolean gcActive;
     final DeviceStats stats = new DeviceStats();
     /** {@code max_split_size} as memory_stats reports it: fixed when the allocator is created. */
     final long maxSplitSizeAtCreation;
@@ -94,6 +98,11 @@ final class AllocatorCore {
             active |= d > 1;
         }
         this.roundupActive = active;
+        this.maxSplitSize = config.maxSplitSize();
+        this.maxNonSplitRounding = config.maxNonSplitRounding();
+        // a device's virtual-memory support is a fixed capability, so it can be folded in here
+        this.expandableOn = config.expandableSegments() && device.supportsVirtualMemory();
+        this.gcActive = config.garbageCollectionThreshold() > 0.0;
         this.config = config;
     }
 
@@ -140,7 +149,7 @@ final class AllocatorCore {
 
     /** The expandable flag as the allocator obeys it: devices without virtual memory ignore it (2.2+). */
     boolean expandableEnabled() {
-        return config.expandableSegments() && device.supportsVirtualMemory();
+        return expandableOn;
     }
 
     // ---------------------------------------------------------------- block objects
@@ -174,15 +183,14 @@ final class AllocatorCore {
     Block malloc(long origSize, long stream) {
         List<Frame> context = trace.maybeGatherContext(TraceRecorder.STATE);
         processEvents(context);
-        AllocatorConfig cfg = config;
-        long size = roundupActive ? roundSize(origSize, cfg)
+        long size = roundupActive ? roundSize(origSize, config)
                 : origSize < K_MIN_BLOCK_SIZE ? K_MIN_BLOCK_SIZE : (origSize + K_MIN_BLOCK_SIZE - 1) & -K_MIN_BLOCK_SIZE;
         BlockPool pool = poolFor(size);
         long allocSize = allocationSize(size);
 
         Block block = getFreeBlock(pool, stream, size);
         if (block == null) {
-            if (setFraction && cfg.garbageCollectionThreshold() > 0.0) {
+            if (setFraction && gcActive) {
                 garbageCollectCachedBlocks(context);
             }
             block = allocBlock(pool, stream, size, allocSize, false, context);
@@ -202,8 +210,7 @@ final class AllocatorCore {
 
     /** {@code get_free_block} (spec §2.2): best fit on the request's stream, with the expandable walk and the oversize rules. */
     private Block getFreeBlock(BlockPool pool, long stream, long size) {
-        AllocatorConfig cfg = config;
-        if (setFraction && cfg.garbageCollectionThreshold() > 0.0) {
+        if (setFraction && gcActive) {
             pool.getFreeBlocksCallCount++;
         }
         Block b = pool.blocks.ceiling(stream, size, 0);
@@ -231,11 +238,11 @@ final class AllocatorCore {
                 }
             }
         }
-        long maxSplit = cfg.maxSplitSize();
+        long maxSplit = maxSplitSize;
         if (size < maxSplit && b.size >= maxSplit) {
             return null;
         }
-        if (size >= maxSplit && b.size >= size + cfg.maxNonSplitRounding()) {
+        if (size >= maxSplit && b.size >= size + maxNonSplitRounding) {
             return null;
         }
         pool.blocks.remove(b);
@@ -252,7 +259,7 @@ final class AllocatorCore {
         if (block.pool.small || expandableEnabled()) {
             return remaining >= K_MIN_BLOCK_SIZE;
         }
-        return size < config.maxSplitSize() && remaining > K_SMALL_SIZE;
+        return size < maxSplitSize && remaining > K_SMALL_SIZE;
     }
 
     /**
@@ -279,7 +286,7 @@ final class AllocatorCore {
         int type = pool.statType();
         stats.increase(SEGMENT, type, 1);
         stats.increase(RESERVED_BYTES, type, allocSize);
-        if (allocSize >= config.maxSplitSize()) {
+        if (allocSize >= maxSplitSize) {
             stats.updateOversizeSegments(1);
         }
         stats.countDeviceAlloc();
@@ -296,6 +303,7 @@ final class AllocatorCore {
         if (split) {
             Block remaining = block;
             block = newBlock(remaining.ptr, size, remaining.stream, pool);
+            block.lane = remaining.lane;
             block.expandable = remaining.expandable;
             block.prev = remaining.prev;
             if (block.prev != null) {
@@ -326,12 +334,8 @@ final class AllocatorCore {
         block.requestedSize = origSize;
         block.contextWhenAllocated = context;
         trace.record(TraceAction.ALLOC, block.ptr, origSize, block.stream, context);
-        stats.increase(ALLOCATION, type, 1);
-        stats.increase(ALLOCATED_BYTES, type, block.size);
-        stats.increase(ACTIVE, type, 1);
-        stats.increase(ACTIVE_BYTES, type, block.size);
-        stats.increase(REQUESTED_BYTES, type, origSize);
-        if (block.size >= config.maxSplitSize()) {
+        stats.countAllocation(type, block.size, origSize);
+        if (block.size >= maxSplitSize) {
             stats.updateOversizeAllocations(1);
         }
         return block;
@@ -375,11 +379,10 @@ final class AllocatorCore {
         List<Frame> context = trace.maybeGatherContext(TraceRecorder.ALL);
         block.allocated = false;
         int type = block.pool.statType();
-        stats.decrease(ALLOCATION, type, 1);
-        stats.decrease(ALLOCATED_BYTES, type, block.size);
+        stats.countFreeRequested(type, block.size);
         trace.record(TraceAction.FREE_REQUESTED, block.ptr, block.requestedSize, block.stream,
                 context != null ? context : block.contextWhenAllocated);
-        if (block.size >= config.maxSplitSize()) {
+        if (block.size >= maxSplitSize) {
             stats.updateOversizeAllocations(-1);
         }
         if (block.hasStreamUses()) {
@@ -451,9 +454,7 @@ final class AllocatorCore {
             stats.update(INACTIVE_SPLIT, type, netBlocks);
             stats.update(INACTIVE_SPLIT_BYTES, type, netBytes);
         }
-        stats.decrease(ACTIVE, type, 1);
-        stats.decrease(ACTIVE_BYTES, type, originalSize);
-        stats.decrease(REQUESTED_BYTES, type, requested);
+        stats.countFreeCompleted(type, originalSize, requested);
     }
 
     /** {@code try_merge_blocks} (spec §2.5): absorbs {@code src} into {@code dst}; {@code dst} is in no tree. */
@@ -581,7 +582,7 @@ final class AllocatorCore {
         int type = block.pool.statType();
         stats.decrease(SEGMENT, type, 1);
         stats.decrease(RESERVED_BYTES, type, block.size);
-        if (block.size >= config.maxSplitSize()) {
+        if (block.size >= maxSplitSize) {
             stats.updateOversizeSegments(-1);
         }
         block.pool.blocks.remove(block);
@@ -595,7 +596,7 @@ final class AllocatorCore {
      * segments were toggled on, where PyTorch would cudaFree an interior pointer).
      */
     private boolean releaseAvailableCachedBlocks(BlockPool pool, long stream, long size, List<Frame> context) {
-        long maxSplit = config.maxSplitSize();
+        long maxSplit = maxSplitSize;
         if (maxSplit == AllocatorConfig.UNLIMITED) {
             return false;
         }

@@ -46,7 +46,7 @@ final class Block {
     Block parent;
     int priority;
     BlockTree tree;
-    /** Where the block sits in a {@link SizeOrderedBlocks} (valid while it is in one). */
+    /** Where the block sits in a {@link SizeOrderedBlocks} (valid while it is in one; kept afterwards as a hint for the next insert). */
     SizeOrderedBlocks.Lane lane;
     int sizeClass;
 

@@ -14,7 +14,6 @@ import io.gpumem.stats.MemorySummary;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
-import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Consumer;
 import java.util.function.LongSupplier;
 import java.util.function.Supplier;
@@ -33,7 +32,8 @@ import java.util.function.Supplier;
  * state (tests call it after every step).
  *
  * <h2>Thread safety</h2>
- * One lock per allocator (PyTorch also uses one mutex per device). Every public method takes it.
+ * One lock per allocator (PyTorch also uses one recursive mutex per device). Every public method takes it. It is an
+ * {@code AllocatorLock}: reentrant, with an uncontended cost of one compare-and-set plus one plain release store.
  *
  * <h2>Bad input</h2>
  * A negative size, or freeing / recording a stream on a pointer this allocator did not hand out or has already
@@ -52,7 +52,7 @@ import java.util.function.Supplier;
 public final class CachingAllocator {
     private static final long ONE_EXABYTE = 1L << 60;
 
-    private final ReentrantLock lock = new ReentrantLock();
+    private final AllocatorLock lock = new AllocatorLock();
     private final AllocatorCore core;
 
     public CachingAllocator(Device device) {

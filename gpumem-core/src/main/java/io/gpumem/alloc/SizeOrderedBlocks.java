@@ -30,13 +30,15 @@ final class SizeOrderedBlocks {
 
     /** All free blocks of one stream. */
     static final class Lane {
+        final SizeOrderedBlocks owner;
         final long stream;
         final BlockTree[] classes = new BlockTree[FL_COUNT << SL_BITS];
         final long[] secondLevel = new long[FL_COUNT];
         long firstLevel;
         int count;
 
-        Lane(long stream) {
+        Lane(SizeOrderedBlocks owner, long stream) {
+            this.owner = owner;
             this.stream = stream;
         }
     }
@@ -92,7 +94,7 @@ final class SizeOrderedBlocks {
             lastLane = lanes[i];
             return lanes[i];
         }
-        Lane lane = new Lane(stream);
+        Lane lane = new Lane(this, stream);
         lastLane = lane;
         Lane[] grown = new Lane[lanes.length + 1];
         System.arraycopy(lanes, 0, grown, 0, i);
@@ -106,7 +108,11 @@ final class SizeOrderedBlocks {
         if (b.tree != null) {
             throw new IllegalStateException("block already in a tree: " + b);
         }
-        Lane lane = laneFor(b.stream);
+        // a block keeps its lane after removal (and a split-off block inherits it), so a re-insert skips the lookup
+        Lane lane = b.lane;
+        if (lane == null || lane.owner != this || lane.stream != b.stream) {
+            lane = laneFor(b.stream);
+        }
         int c = sizeClass(b.size);
         BlockTree t = lane.classes[c];
         if (t == null) {

@@ -35,6 +35,11 @@ final class TraceRecorder {
     private final ArrayList<TraceEntry> buffer = new ArrayList<>();
     private int next;
     private final List<Consumer<TraceEntry>> trackers = new CopyOnWriteArrayList<>();
+    /**
+     * {@code recordHistory || !trackers.isEmpty()}, kept in step by every method that changes either, so that
+     * {@link #record} with history off costs one field read. Volatile because trackers attach without the lock.
+     */
+    private volatile boolean active;
     volatile Supplier<List<Frame>> contextSupplier;
     volatile LongSupplier clockMicros = TraceRecorder::wallClockMicros;
 
@@ -44,7 +49,7 @@ final class TraceRecorder {
     }
 
     /** PyTorch's {@code recordHistory(enabled, recorder, max_entries, when)}. */
-    void configure(boolean enabled, long maxEntries, int when) {
+    synchronized void configure(boolean enabled, long maxEntries, int when) {
         recordHistory = enabled;
         int max = (int) Math.max(1, Math.min(Integer.MAX_VALUE - 8, maxEntries));
         if (max != this.maxEntries && buffer.size() > 0) {
@@ -60,6 +65,7 @@ final class TraceRecorder {
             next = 0;
             buffer.clear();
         }
+        active = recordHistory || !trackers.isEmpty();
     }
 
     boolean enabled() {
@@ -70,12 +76,15 @@ final class TraceRecorder {
         return recordContext;
     }
 
-    void addTracker(Consumer<TraceEntry> tracker) {
+    synchronized void addTracker(Consumer<TraceEntry> tracker) {
         trackers.add(tracker);
+        active = true;
     }
 
-    boolean removeTracker(Consumer<TraceEntry> tracker) {
-        return trackers.remove(tracker);
+    synchronized boolean removeTracker(Consumer<TraceEntry> tracker) {
+        boolean removed = trackers.remove(tracker);
+        active = recordHistory || !trackers.isEmpty();
+        return removed;
     }
 
     /** The caller's stack if the context level reaches {@code level}, else null. */
@@ -92,7 +101,7 @@ final class TraceRecorder {
     }
 
     void record(TraceAction action, long addr, long size, long stream, List<Frame> context, long deviceFree) {
-        if (!recordHistory && trackers.isEmpty()) {
+        if (!active) {
             return;
         }
         TraceEntry te = new TraceEntry(action, addr, size, stream, clockMicros.getAsLong(),
