@@ -3,6 +3,7 @@ package io.gpumem.kvcache.manager;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.kvcache.KvCacheException;
 import io.gpumem.kvcache.KvCacheSpec;
+import io.gpumem.kvcache.hash.BlockHasher;
 import io.gpumem.kvcache.hash.HashAlgorithm;
 import io.gpumem.kvcache.memory.KvMemory;
 import io.gpumem.kvcache.pool.BlockPool;
@@ -290,6 +291,58 @@ class KvCacheManagerTest {
         assertThat(m.computedBlocks(KvRequest.of("e", seq(0, 9)))).isZero();
     }
 
+    @Test
+    void theSaltEntersOnlyTheFirstBlockKeyAndTheAdapterEveryBlockKey() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults());
+        int[] prompt = seq(0, 13);
+        KvRequest plain = KvRequest.of("plain", prompt);
+        KvRequest salted = KvRequest.builder("salted", prompt).salt("tenant-1").build();
+        KvRequest adapted = KvRequest.builder("adapted", prompt).adapter(3).build();
+        for (KvRequest r : new KvRequest[] {plain, salted, adapted}) {
+            m.computedBlocks(r);
+            assertThat(r.numKeyed).isEqualTo(3);
+        }
+        BlockHasher h = BlockHasher.create(HashAlgorithm.FAST128, 0);
+        long[] out = new long[2];
+        h.hash(h.rootHi(), h.rootLo(), prompt, 0, BS, 0, out);
+        assertThat(new long[] {plain.keyHi[0], plain.keyLo[0]}).containsExactly(out[0], out[1]);
+        assertThat(salted.keyHi[0]).isNotEqualTo(plain.keyHi[0]);
+        assertThat(adapted.keyHi[0]).isNotEqualTo(plain.keyHi[0]);
+        for (int j = 1; j < 3; j++) {
+            // no extra key after the first block without an adapter, salted or not: the salt reaches later
+            // blocks only through the chain
+            for (KvRequest r : new KvRequest[] {plain, salted}) {
+                h.hash(r.keyHi[j - 1], r.keyLo[j - 1], prompt, j * BS, BS, 0, out);
+                assertThat(new long[] {r.keyHi[j], r.keyLo[j]}).as("%s block %d", r.id(), j).containsExactly(out[0], out[1]);
+            }
+            assertThat(salted.keyHi[j]).isNotEqualTo(plain.keyHi[j]);
+            // the adapter is an extra key of every block
+            h.hash(adapted.keyHi[j - 1], adapted.keyLo[j - 1], prompt, j * BS, BS, 0, out);
+            assertThat(adapted.keyHi[j]).as("adapter in block %d", j).isNotEqualTo(out[0]);
+        }
+    }
+
+    @Test
+    void aLookupRepeatedWhileWaitingCountsOnceAndAResumedRequestCountsAgain() {
+        KvCacheManager m = manager(6, KvCacheConfig.defaults());  // 5 usable
+        KvRequest a = admit(m, KvRequest.of("a", seq(0, 9)));     // 3 blocks, 2 cached
+        KvRequest big = KvRequest.of("big", seq(0, 17));
+        assertThat(m.computedBlocks(big)).isEqualTo(8);
+        assertThat(m.allocateSlots(big, 9, 0)).isFalse();          // 3 new blocks, 2 free
+        assertThat(m.computedBlocks(big)).isEqualTo(8);            // asked again in the next step
+        assertThat(m.prefixQueriedTokens()).isEqualTo(9 + 17);
+        assertThat(m.prefixHitTokens()).isEqualTo(8);
+        m.free(a);
+        assertThat(m.allocateSlots(big, 9, 0)).isTrue();           // 2 idle hits + 3 new = 5 free
+        big.advanceComputed(9);
+        m.preempt(big, PreemptionMode.RECOMPUTE);
+        assertThat(m.computedBlocks(big)).isEqualTo(16);           // a new lookup after preemption
+        assertThat(m.prefixQueriedTokens()).isEqualTo(9 + 17 + 17);
+        assertThat(m.prefixHitTokens()).isEqualTo(8 + 16);
+        assertThat(m.prefixHitRate()).isCloseTo(24.0 / 43, org.assertj.core.api.Assertions.within(1e-12));
+        m.checkInvariants();
+    }
+
     @ParameterizedTest
     @EnumSource(HashAlgorithm.class)
     void bothHashAlgorithmsFindTheSamePrefixes(HashAlgorithm algorithm) {
@@ -337,7 +390,11 @@ class KvCacheManagerTest {
         assertThat(m.allocateSlots(c, 28, 0)).isTrue();
         KvRequest d = KvRequest.of("d", seq(300, 4));      // would leave 1 free: refused
         m.computedBlocks(d);
+        int[] before = m.pool().freeListOrder();
         assertThat(m.allocateSlots(d, 4, 0)).isFalse();
+        assertThat(m.pool().freeListOrder()).containsExactly(before);
+        assertThat(d.status()).isEqualTo(RequestStatus.WAITING);
+        assertThat(d.numBlocks()).isZero();
         b.appendToken(1);
         assertThat(m.allocateSlots(b, 1, 0)).isTrue();     // running requests may still grow
         m.checkInvariants();
