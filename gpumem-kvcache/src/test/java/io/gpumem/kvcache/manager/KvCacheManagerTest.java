@@ -239,6 +239,23 @@ class KvCacheManagerTest {
     }
 
     @Test
+    void freeingARequestBeforeItsGrantIsComputedUncachesTheBlocksItNeverFilled() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults());
+        KvRequest a = KvRequest.of("a", seq(0, 13));
+        m.computedBlocks(a);
+        assertThat(m.allocateSlots(a, 8, 0)).isTrue();       // chunk of 8: blocks 0 and 1 cached
+        a.advanceComputed(8);
+        assertThat(m.allocateSlots(a, 5, 0)).isTrue();       // block 2 cached at grant time
+        int computedBlock = a.block(1);
+        int granted = a.block(2);
+        m.free(a);                                            // aborted before that chunk was computed
+        assertThat(m.pool().isCached(granted)).as("block 2 never received its KV").isFalse();
+        assertThat(m.pool().isCached(computedBlock)).isTrue();
+        assertThat(m.computedBlocks(KvRequest.of("b", seq(0, 13)))).isEqualTo(8);
+        m.checkInvariants();
+    }
+
+    @Test
     void swapPreemptionMovesTheBlocksToTheHostTierAndBack() {
         KvCacheManager m = manager(8, KvCacheConfig.defaults().withSwapSpaceBytes(1 << 20));
         KvRequest a = admit(m, KvRequest.of("a", seq(0, 10)));
