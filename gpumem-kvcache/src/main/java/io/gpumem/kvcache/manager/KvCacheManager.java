@@ -304,12 +304,15 @@ public final class KvCacheManager implements AutoCloseable {
     /**
      * Blocks are cached when granted (vLLM caches at allocation), before their tokens are computed. A
      * request leaving the pool before computing them must take those entries with it, or a later lookup
-     * would share KV that was never written. Blocks another request also holds are left alone.
+     * would share KV that was never written. This holds even when another request shares such a block:
+     * a fork taken before the grant was computed, or a request that hit it in the same step, never
+     * writes into it (writes into shared blocks copy first), so nothing else will ever fill it. The
+     * worst case of dropping an entry is a lost hit, never a wrong one.
      */
     private void uncacheUncomputed(KvRequest r) {
         for (int j = r.numComputed / blockSize; j < r.numBlocks; j++) {
             int b = r.table[j];
-            if (pool.refCount(b) == 1 && pool.isCached(b)) {
+            if (pool.isCached(b)) {
                 pool.evict(b);
             }
         }

@@ -256,6 +256,25 @@ class KvCacheManagerTest {
     }
 
     @Test
+    void aForkTakenBeforeTheGrantWasComputedDoesNotKeepItsBlockInTheCache() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults());
+        KvRequest p = admit(m, KvRequest.of("p", seq(0, 6)));
+        p.appendToken(6);
+        p.appendToken(7);
+        assertThat(m.allocateSlots(p, 2, 0)).isTrue();       // fills block 1: cached at grant time
+        int granted = p.block(1);
+        KvRequest c = m.fork(p, "c");                         // shares block 1, positions 6 and 7 not computed
+        m.free(p);                                            // aborted before computing them
+        assertThat(m.pool().refCount(granted)).isEqualTo(1);
+        assertThat(m.pool().isCached(granted)).as("block 1 never received the KV of positions 6, 7").isFalse();
+        assertThat(m.computedBlocks(KvRequest.of("q", seq(0, 9)))).isEqualTo(4);
+        // the child still computes them itself, in place now that it is the only holder
+        assertThat(m.allocateSlots(c, 2, 0)).isTrue();
+        assertThat(c.block(1)).isEqualTo(granted);
+        m.checkInvariants();
+    }
+
+    @Test
     void swapPreemptionMovesTheBlocksToTheHostTierAndBack() {
         KvCacheManager m = manager(8, KvCacheConfig.defaults().withSwapSpaceBytes(1 << 20));
         KvRequest a = admit(m, KvRequest.of("a", seq(0, 10)));
