@@ -69,6 +69,21 @@ class KvCacheManagerTest {
     }
 
     @Test
+    void aPrefixContinuedFromADuplicateBlockIsStillHit() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults());
+        admit(m, KvRequest.of("a", seq(0, 8)));                  // blocks 0 and 1 cached
+        KvRequest b = admit(m, KvRequest.of("b", seq(0, 8)));    // hits block 0 only (last token recomputed):
+        for (int t = 8; t < 12; t++) {                           // computes block 1 again, a duplicate entry
+            b.appendToken(t);
+        }
+        assertThat(m.allocateSlots(b, 4, 0)).isTrue();           // b's block 2 follows b's own block 1
+        b.advanceComputed(4);
+        // the walk may take a's block 1 (same tokens, same parent); b's block 2 still follows that prefix
+        assertThat(m.computedBlocks(KvRequest.of("c", seq(0, 13)))).isEqualTo(12);
+        m.checkInvariants();
+    }
+
+    @Test
     void onlyFullBlocksAreCachedAndLookaheadSlotsNever() {
         KvCacheManager m = manager(16, KvCacheConfig.defaults());
         KvRequest a = KvRequest.of("a", seq(0, 6));

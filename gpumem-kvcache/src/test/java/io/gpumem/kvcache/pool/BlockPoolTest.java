@@ -204,6 +204,32 @@ class BlockPoolTest {
     }
 
     @Test
+    void aChildOfADuplicateParentIsHitOnlyWhileBothChainsProvablyHoldTheSamePrefix() {
+        BlockPool pool = new BlockPool(10, BS, true);
+        int a0 = pool.allocate();
+        int a1 = pool.allocate();
+        int b1 = pool.allocate();
+        int b2 = pool.allocate();
+        int x1 = pool.allocate();
+        int s0 = pool.allocate();
+        int s1 = pool.allocate();
+        pool.cache(a0, 1, 1, BlockPool.NONE, tokens(0), 0, 0, 0);
+        pool.cache(a1, 2, 2, a0, tokens(4), 0, 0, 0);
+        pool.cache(b1, 2, 2, a0, tokens(4), 0, 0, 0);      // the same block computed twice (no de-duplication)
+        pool.cache(b2, 3, 3, b1, tokens(8), 0, 0, 0);      // the chain continues from the second copy
+        pool.cache(x1, 2, 2, a0, tokens(40), 0, 0, 0);     // same key as a1, other tokens (a collision)
+        pool.cache(s0, 1, 1, BlockPool.NONE, tokens(0), 0, 0, 5);   // a0's tokens under another salt
+        pool.cache(s1, 2, 2, s0, tokens(4), 0, 0, 5);
+        assertThat(pool.lookup(3, 3, b1, tokens(8), 0, 0, 0)).isEqualTo(b2);
+        assertThat(pool.lookup(3, 3, a1, tokens(8), 0, 0, 0)).as("after the other copy").isEqualTo(b2);
+        assertThat(pool.lookup(3, 3, x1, tokens(8), 0, 0, 0)).as("after a colliding block").isEqualTo(BlockPool.NONE);
+        assertThat(pool.lookup(3, 3, s1, tokens(8), 0, 0, 5)).as("after another tenant's chain").isEqualTo(BlockPool.NONE);
+        pool.evict(b1);                                    // b2's own parent lost its contents
+        assertThat(pool.lookup(3, 3, a1, tokens(8), 0, 0, 0)).isEqualTo(BlockPool.NONE);
+        pool.checkInvariants();
+    }
+
+    @Test
     void aChildIsNotHitOnceItsParentBlockWasEvictedAndReused() {
         BlockPool pool = new BlockPool(3, BS, true);
         int p = pool.allocate();
