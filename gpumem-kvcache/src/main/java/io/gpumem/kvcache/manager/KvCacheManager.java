@@ -30,7 +30,8 @@ import java.util.Set;
  *       the rest, and caches the blocks that became full, up to computed + new tokens: lookahead
  *       (speculative) slots are never cached.</li>
  *   <li>{@link #free} releases the table in reverse order; {@link #preempt} either frees (recompute, the
- *       cache entries survive for the resumed request) or copies the blocks to the host tier first.</li>
+ *       cache entries survive for the resumed request) or copies the blocks to the host tier first. Both
+ *       first drop the entries of blocks cached at grant time whose tokens were never computed.</li>
  * </ul>
  *
  * <h2>Invariants ({@link #checkInvariants})</h2>
@@ -280,7 +281,11 @@ public final class KvCacheManager implements AutoCloseable {
 
     // ------------------------------------------------------------------ free, fork, preempt
 
-    /** Releases a request's blocks (reverse order) or its swapped copy; freeing twice is an error. */
+    /**
+     * Releases a request's blocks (reverse order) or its swapped copy; freeing twice is an error. A
+     * request freed before its last grant was computed (aborted mid-step) first loses the cache entries
+     * of the blocks that grant filled, as on preemption.
+     */
     public void free(KvRequest r) {
         own(r);
         if (r.status == RequestStatus.FINISHED) {
@@ -291,8 +296,26 @@ public final class KvCacheManager implements AutoCloseable {
             r.swap = null;
             swapped.remove(r);
         }
+        uncacheUncomputed(r);
         releaseBlocks(r);
         r.status = RequestStatus.FINISHED;
+    }
+
+    /**
+     * Blocks are cached when granted (vLLM caches at allocation), before their tokens are computed. A
+     * request leaving the pool before computing them must take those entries with it, or a later lookup
+     * would share KV that was never written. This holds even when another request shares such a block:
+     * a fork taken before the grant was computed, or a request that hit it in the same step, never
+     * writes into it (writes into shared blocks copy first), so nothing else will ever fill it. The
+     * worst case of dropping an entry is a lost hit, never a wrong one.
+     */
+    private void uncacheUncomputed(KvRequest r) {
+        for (int j = r.numComputed / blockSize; j < r.numBlocks; j++) {
+            int b = r.table[j];
+            if (pool.isCached(b)) {
+                pool.evict(b);
+            }
+        }
     }
 
     private void releaseBlocks(KvRequest r) {
@@ -343,12 +366,7 @@ public final class KvCacheManager implements AutoCloseable {
         }
         r.preemptions++;
         // Blocks cached optimistically for tokens granted this step but not computed hold no valid KV yet.
-        for (int j = r.numComputed / blockSize; j < r.numBlocks; j++) {
-            int b = r.table[j];
-            if (pool.refCount(b) == 1 && pool.isCached(b)) {
-                pool.evict(b);
-            }
-        }
+        uncacheUncomputed(r);
         if (mode == PreemptionMode.SWAP) {
             r.swap = handle;
             swapped.add(r);

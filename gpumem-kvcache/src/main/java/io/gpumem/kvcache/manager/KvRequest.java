@@ -14,7 +14,9 @@ import java.util.Arrays;
  * Arrays grow by doubling, so appending and allocating cost no garbage in steady state.
  *
  * <p>Invariants: {@code numComputed ≤ numTokens}; the block table covers at least the computed tokens
- * while RUNNING and is empty otherwise; the first {@code numCachedBlocks} table entries are cached.
+ * while RUNNING and is empty otherwise; the first {@code numCachedBlocks} table entries were cached (or
+ * found cached) by this request; one may have lost its entry since, when a request sharing it left before
+ * computing it.
  */
 public final class KvRequest {
     private final String id;

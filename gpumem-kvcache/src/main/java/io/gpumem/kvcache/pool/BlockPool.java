@@ -31,7 +31,8 @@ import java.util.Arrays;
  *       to the <b>head</b> if not cached (fresh blocks are reused before any cache entry is lost).</li>
  *   <li>{@link #lookup} never trusts the key alone: a candidate must have the same tokens, adapter,
  *       and the same parent <i>block</i> (still holding the same cached contents, checked through its
- *       generation) or, for the first block, the same salt. So a colliding key cannot give a wrong hit.</li>
+ *       generation) or a verified duplicate of it, or, for the first block, the same salt. So a colliding
+ *       key cannot give a wrong hit.</li>
  * </ul>
  *
  * <h2>Invariants ({@link #checkInvariants})</h2>
@@ -319,8 +320,9 @@ public final class BlockPool {
 
     /**
      * Finds a cached block with this key whose contents provably follow {@code parent}: same tokens,
-     * same adapter, and either {@code parent} is its recorded parent with an unchanged generation, or
-     * both are first blocks with the same salt. Returns the block id, or {@link #NONE}.
+     * same adapter, and either both are first blocks with the same salt, or its recorded parent is
+     * unchanged since (same generation) and is {@code parent} or a duplicate of it (see
+     * {@link #samePrefix}). Returns the block id, or {@link #NONE}.
      */
     public int lookup(long hi, long lo, int parent, int[] blockTokens, int offset, int adapterId, int saltId) {
         if (!cachingEnabled) {
@@ -332,10 +334,12 @@ public final class BlockPool {
                 continue;
             }
             int c = ids[s];
-            if (parentBlock[c] != parent || adapter[c] != adapterId) {
+            if (adapter[c] != adapterId) {
                 continue;
             }
-            if (parent == NONE ? salt[c] != saltId : parentGeneration[c] != generation[parent]) {
+            int p = parentBlock[c];
+            if (parent == NONE ? p != NONE || salt[c] != saltId
+                    : p == NONE || parentGeneration[c] != generation[p] || (p != parent && !samePrefix(p, parent))) {
                 continue;
             }
             if (Arrays.equals(tokens, c * blockSize, c * blockSize + blockSize, blockTokens, offset, offset + blockSize)) {
@@ -343,6 +347,36 @@ public final class BlockPool {
             }
         }
         return NONE;
+    }
+
+    /**
+     * Whether two cached blocks hold the KV of the same prefix. Blocks are not de-duplicated, so the same
+     * prefix block can exist twice (a request whose last prompt token had to be recomputed computes that
+     * block again), and a chain may continue from either copy; a walk that took the other copy must still
+     * find it, as vLLM's key-only lookup does. Compared level by level up to where the two chains meet
+     * (or both reach a first block with the same salt): key, adapter and tokens equal, every parent link
+     * still valid. Only runs when a candidate's parent is not the walk's block, i.e. for duplicates or
+     * colliding keys.
+     */
+    private boolean samePrefix(int x, int y) {
+        while (x != y) {
+            if ((flags[x] & CACHED) == 0 || (flags[y] & CACHED) == 0 || keyHi[x] != keyHi[y] || keyLo[x] != keyLo[y]
+                    || adapter[x] != adapter[y]
+                    || !Arrays.equals(tokens, x * blockSize, x * blockSize + blockSize, tokens, y * blockSize, y * blockSize + blockSize)) {
+                return false;
+            }
+            int px = parentBlock[x];
+            int py = parentBlock[y];
+            if (px == NONE || py == NONE) {
+                return px == py && salt[x] == salt[y];
+            }
+            if (parentGeneration[x] != generation[px] || parentGeneration[y] != generation[py]) {
+                return false;
+            }
+            x = px;
+            y = py;
+        }
+        return true;
     }
 
     /** Drops the cache entry of a block (explicit invalidation); contents and count are unchanged. */

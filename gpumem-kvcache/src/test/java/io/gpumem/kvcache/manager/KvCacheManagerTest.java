@@ -3,6 +3,7 @@ package io.gpumem.kvcache.manager;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.kvcache.KvCacheException;
 import io.gpumem.kvcache.KvCacheSpec;
+import io.gpumem.kvcache.hash.BlockHasher;
 import io.gpumem.kvcache.hash.HashAlgorithm;
 import io.gpumem.kvcache.memory.KvMemory;
 import io.gpumem.kvcache.pool.BlockPool;
@@ -64,6 +65,21 @@ class KvCacheManagerTest {
         assertThat(b.block(2)).isNotEqualTo(a.block(2));
         assertThat(m.pool().refCount(a.block(0))).isEqualTo(2);
         assertThat(b.numComputed()).isEqualTo(8);
+        m.checkInvariants();
+    }
+
+    @Test
+    void aPrefixContinuedFromADuplicateBlockIsStillHit() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults());
+        admit(m, KvRequest.of("a", seq(0, 8)));                  // blocks 0 and 1 cached
+        KvRequest b = admit(m, KvRequest.of("b", seq(0, 8)));    // hits block 0 only (last token recomputed):
+        for (int t = 8; t < 12; t++) {                           // computes block 1 again, a duplicate entry
+            b.appendToken(t);
+        }
+        assertThat(m.allocateSlots(b, 4, 0)).isTrue();           // b's block 2 follows b's own block 1
+        b.advanceComputed(4);
+        // the walk may take a's block 1 (same tokens, same parent); b's block 2 still follows that prefix
+        assertThat(m.computedBlocks(KvRequest.of("c", seq(0, 13)))).isEqualTo(12);
         m.checkInvariants();
     }
 
@@ -238,6 +254,42 @@ class KvCacheManagerTest {
     }
 
     @Test
+    void freeingARequestBeforeItsGrantIsComputedUncachesTheBlocksItNeverFilled() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults());
+        KvRequest a = KvRequest.of("a", seq(0, 13));
+        m.computedBlocks(a);
+        assertThat(m.allocateSlots(a, 8, 0)).isTrue();       // chunk of 8: blocks 0 and 1 cached
+        a.advanceComputed(8);
+        assertThat(m.allocateSlots(a, 5, 0)).isTrue();       // block 2 cached at grant time
+        int computedBlock = a.block(1);
+        int granted = a.block(2);
+        m.free(a);                                            // aborted before that chunk was computed
+        assertThat(m.pool().isCached(granted)).as("block 2 never received its KV").isFalse();
+        assertThat(m.pool().isCached(computedBlock)).isTrue();
+        assertThat(m.computedBlocks(KvRequest.of("b", seq(0, 13)))).isEqualTo(8);
+        m.checkInvariants();
+    }
+
+    @Test
+    void aForkTakenBeforeTheGrantWasComputedDoesNotKeepItsBlockInTheCache() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults());
+        KvRequest p = admit(m, KvRequest.of("p", seq(0, 6)));
+        p.appendToken(6);
+        p.appendToken(7);
+        assertThat(m.allocateSlots(p, 2, 0)).isTrue();       // fills block 1: cached at grant time
+        int granted = p.block(1);
+        KvRequest c = m.fork(p, "c");                         // shares block 1, positions 6 and 7 not computed
+        m.free(p);                                            // aborted before computing them
+        assertThat(m.pool().refCount(granted)).isEqualTo(1);
+        assertThat(m.pool().isCached(granted)).as("block 1 never received the KV of positions 6, 7").isFalse();
+        assertThat(m.computedBlocks(KvRequest.of("q", seq(0, 9)))).isEqualTo(4);
+        // the child still computes them itself, in place now that it is the only holder
+        assertThat(m.allocateSlots(c, 2, 0)).isTrue();
+        assertThat(c.block(1)).isEqualTo(granted);
+        m.checkInvariants();
+    }
+
+    @Test
     void swapPreemptionMovesTheBlocksToTheHostTierAndBack() {
         KvCacheManager m = manager(8, KvCacheConfig.defaults().withSwapSpaceBytes(1 << 20));
         KvRequest a = admit(m, KvRequest.of("a", seq(0, 10)));
@@ -290,6 +342,58 @@ class KvCacheManagerTest {
         assertThat(m.computedBlocks(KvRequest.of("e", seq(0, 9)))).isZero();
     }
 
+    @Test
+    void theSaltEntersOnlyTheFirstBlockKeyAndTheAdapterEveryBlockKey() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults());
+        int[] prompt = seq(0, 13);
+        KvRequest plain = KvRequest.of("plain", prompt);
+        KvRequest salted = KvRequest.builder("salted", prompt).salt("tenant-1").build();
+        KvRequest adapted = KvRequest.builder("adapted", prompt).adapter(3).build();
+        for (KvRequest r : new KvRequest[] {plain, salted, adapted}) {
+            m.computedBlocks(r);
+            assertThat(r.numKeyed).isEqualTo(3);
+        }
+        BlockHasher h = BlockHasher.create(HashAlgorithm.FAST128, 0);
+        long[] out = new long[2];
+        h.hash(h.rootHi(), h.rootLo(), prompt, 0, BS, 0, out);
+        assertThat(new long[] {plain.keyHi[0], plain.keyLo[0]}).containsExactly(out[0], out[1]);
+        assertThat(salted.keyHi[0]).isNotEqualTo(plain.keyHi[0]);
+        assertThat(adapted.keyHi[0]).isNotEqualTo(plain.keyHi[0]);
+        for (int j = 1; j < 3; j++) {
+            // no extra key after the first block without an adapter, salted or not: the salt reaches later
+            // blocks only through the chain
+            for (KvRequest r : new KvRequest[] {plain, salted}) {
+                h.hash(r.keyHi[j - 1], r.keyLo[j - 1], prompt, j * BS, BS, 0, out);
+                assertThat(new long[] {r.keyHi[j], r.keyLo[j]}).as("%s block %d", r.id(), j).containsExactly(out[0], out[1]);
+            }
+            assertThat(salted.keyHi[j]).isNotEqualTo(plain.keyHi[j]);
+            // the adapter is an extra key of every block
+            h.hash(adapted.keyHi[j - 1], adapted.keyLo[j - 1], prompt, j * BS, BS, 0, out);
+            assertThat(adapted.keyHi[j]).as("adapter in block %d", j).isNotEqualTo(out[0]);
+        }
+    }
+
+    @Test
+    void aLookupRepeatedWhileWaitingCountsOnceAndAResumedRequestCountsAgain() {
+        KvCacheManager m = manager(6, KvCacheConfig.defaults());  // 5 usable
+        KvRequest a = admit(m, KvRequest.of("a", seq(0, 9)));     // 3 blocks, 2 cached
+        KvRequest big = KvRequest.of("big", seq(0, 17));
+        assertThat(m.computedBlocks(big)).isEqualTo(8);
+        assertThat(m.allocateSlots(big, 9, 0)).isFalse();          // 3 new blocks, 2 free
+        assertThat(m.computedBlocks(big)).isEqualTo(8);            // asked again in the next step
+        assertThat(m.prefixQueriedTokens()).isEqualTo(9 + 17);
+        assertThat(m.prefixHitTokens()).isEqualTo(8);
+        m.free(a);
+        assertThat(m.allocateSlots(big, 9, 0)).isTrue();           // 2 idle hits + 3 new = 5 free
+        big.advanceComputed(9);
+        m.preempt(big, PreemptionMode.RECOMPUTE);
+        assertThat(m.computedBlocks(big)).isEqualTo(16);           // a new lookup after preemption
+        assertThat(m.prefixQueriedTokens()).isEqualTo(9 + 17 + 17);
+        assertThat(m.prefixHitTokens()).isEqualTo(8 + 16);
+        assertThat(m.prefixHitRate()).isCloseTo(24.0 / 43, org.assertj.core.api.Assertions.within(1e-12));
+        m.checkInvariants();
+    }
+
     @ParameterizedTest
     @EnumSource(HashAlgorithm.class)
     void bothHashAlgorithmsFindTheSamePrefixes(HashAlgorithm algorithm) {
@@ -337,7 +441,11 @@ class KvCacheManagerTest {
         assertThat(m.allocateSlots(c, 28, 0)).isTrue();
         KvRequest d = KvRequest.of("d", seq(300, 4));      // would leave 1 free: refused
         m.computedBlocks(d);
+        int[] before = m.pool().freeListOrder();
         assertThat(m.allocateSlots(d, 4, 0)).isFalse();
+        assertThat(m.pool().freeListOrder()).containsExactly(before);
+        assertThat(d.status()).isEqualTo(RequestStatus.WAITING);
+        assertThat(d.numBlocks()).isZero();
         b.appendToken(1);
         assertThat(m.allocateSlots(b, 1, 0)).isTrue();     // running requests may still grow
         m.checkInvariants();

@@ -83,6 +83,64 @@ class BlockPoolTest {
     }
 
     @Test
+    void aBatchedAllocationEvictsTheEntriesOfTheCachedBlocksItPops() {
+        BlockPool pool = new BlockPool(5, BS, true);
+        int[] t = new int[2];
+        pool.allocate(2, t, 0);                     // 1, 2
+        cacheFirst(pool, 1, 10);
+        pool.cache(2, 20, 20, 1, tokens(20), 0, 0, 0);
+        pool.free(t, 0, 2);
+        assertThat(pool.freeListOrder()).containsExactly(3, 4, 2, 1);
+        int[] got = new int[3];
+        pool.allocate(3, got, 0);                   // the two clean blocks, then the chain tail
+        assertThat(got).containsExactly(3, 4, 2);
+        assertThat(pool.isCached(2)).isFalse();
+        assertThat(pool.lookup(20, 20, 1, tokens(20), 0, 0, 0)).isEqualTo(BlockPool.NONE);
+        assertThat(pool.lookup(10, ~10, BlockPool.NONE, tokens(10), 0, 0, 0)).isEqualTo(1);
+        assertThat(pool.cachedCount()).isEqualTo(1);
+        assertThat(pool.freeCachedCount()).isEqualTo(1);
+        assertThat(pool.evictions()).isEqualTo(1);
+        pool.checkInvariants();
+    }
+
+    @Test
+    void aBlockAnotherRequestStillHoldsStaysOutOfTheFreeList() {
+        BlockPool pool = new BlockPool(6, BS, true);
+        int[] a = new int[3];
+        pool.allocate(3, a, 0);                     // 1, 2, 3: 1 and 2 cached
+        cacheFirst(pool, 1, 10);
+        pool.cache(2, 20, 20, 1, tokens(20), 0, 0, 0);
+        pool.touch(1);                              // a second request hit the cached prefix
+        pool.touch(2);
+        pool.free(a, 0, 3);
+        assertThat(pool.freeListOrder()).containsExactly(3, 4, 5);
+        assertThat(pool.refCount(1)).isEqualTo(1);
+        assertThat(pool.refCount(2)).isEqualTo(1);
+        pool.free(new int[] {1, 2}, 0, 2);
+        assertThat(pool.freeListOrder()).containsExactly(3, 4, 5, 2, 1);
+        pool.checkInvariants();
+    }
+
+    @Test
+    void theNullBlockIsNeverHandedOutFreedOrCached() {
+        BlockPool pool = new BlockPool(3, BS, true);
+        int[] t = new int[2];
+        pool.allocate(2, t, 0);
+        assertThat(t).containsExactly(1, 2);
+        assertThat(pool.freeCount()).isZero();
+        assertThatThrownBy(pool::allocate).isInstanceOf(KvCacheException.class).hasMessageContaining("no free block");
+        // a table padded with the null block (skipped positions): taking and releasing it changes nothing
+        pool.touch(BlockPool.NULL_BLOCK);
+        pool.free(new int[] {BlockPool.NULL_BLOCK, 1, 2}, 0, 3);
+        assertThat(pool.freeListOrder()).containsExactly(2, 1);
+        assertThat(pool.isFree(BlockPool.NULL_BLOCK)).isFalse();
+        assertThat(pool.refCount(BlockPool.NULL_BLOCK)).isZero();
+        assertThatThrownBy(() -> cacheFirst(pool, BlockPool.NULL_BLOCK, 1)).isInstanceOf(KvCacheException.class)
+                .hasMessageContaining("null");
+        pool.checkInvariants();
+    }
+
+    @Test
     void touchTakesAnIdleCachedBlockOutOfTheFreeList() {
         BlockPool pool = new BlockPool(4, BS, true);
         int b = pool.allocate();
@@ -142,6 +200,32 @@ class BlockPoolTest {
         // a1's tokens after the other chain's first block: miss (its KV was computed after a0)
         assertThat(pool.lookup(1, 1, b0, tokens(100), 0, 0, 0)).isEqualTo(BlockPool.NONE);
         assertThat(pool.lookup(1, 1, a0, tokens(100), 0, 0, 0)).isEqualTo(a1);
+        pool.checkInvariants();
+    }
+
+    @Test
+    void aChildOfADuplicateParentIsHitOnlyWhileBothChainsProvablyHoldTheSamePrefix() {
+        BlockPool pool = new BlockPool(10, BS, true);
+        int a0 = pool.allocate();
+        int a1 = pool.allocate();
+        int b1 = pool.allocate();
+        int b2 = pool.allocate();
+        int x1 = pool.allocate();
+        int s0 = pool.allocate();
+        int s1 = pool.allocate();
+        pool.cache(a0, 1, 1, BlockPool.NONE, tokens(0), 0, 0, 0);
+        pool.cache(a1, 2, 2, a0, tokens(4), 0, 0, 0);
+        pool.cache(b1, 2, 2, a0, tokens(4), 0, 0, 0);      // the same block computed twice (no de-duplication)
+        pool.cache(b2, 3, 3, b1, tokens(8), 0, 0, 0);      // the chain continues from the second copy
+        pool.cache(x1, 2, 2, a0, tokens(40), 0, 0, 0);     // same key as a1, other tokens (a collision)
+        pool.cache(s0, 1, 1, BlockPool.NONE, tokens(0), 0, 0, 5);   // a0's tokens under another salt
+        pool.cache(s1, 2, 2, s0, tokens(4), 0, 0, 5);
+        assertThat(pool.lookup(3, 3, b1, tokens(8), 0, 0, 0)).isEqualTo(b2);
+        assertThat(pool.lookup(3, 3, a1, tokens(8), 0, 0, 0)).as("after the other copy").isEqualTo(b2);
+        assertThat(pool.lookup(3, 3, x1, tokens(8), 0, 0, 0)).as("after a colliding block").isEqualTo(BlockPool.NONE);
+        assertThat(pool.lookup(3, 3, s1, tokens(8), 0, 0, 5)).as("after another tenant's chain").isEqualTo(BlockPool.NONE);
+        pool.evict(b1);                                    // b2's own parent lost its contents
+        assertThat(pool.lookup(3, 3, a1, tokens(8), 0, 0, 0)).isEqualTo(BlockPool.NONE);
         pool.checkInvariants();
     }
 

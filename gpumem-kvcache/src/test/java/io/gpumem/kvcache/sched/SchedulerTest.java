@@ -127,6 +127,34 @@ class SchedulerTest {
     }
 
     @Test
+    void aVictimWhoseGrantCompletedABlockLeavesThatBlockUncached() {
+        KvCacheManager m = manager(5, KvCacheConfig.defaults()); // 4 usable
+        Scheduler s = new Scheduler(m, new SchedulerConfig(2048, 16, PreemptionMode.RECOMPUTE, VictimPolicy.PRIORITY, 1));
+        KvRequest low = req("low", 0, 6, 5, 0);
+        s.add(low);
+        assertThat(step(s)).containsExactly("low:6");                      // 7 slots: 2 blocks, block 0 cached
+        KvRequest high = req("high", 100, 3, 0, 1);
+        s.add(high);
+        assertThat(step(s)).containsExactly("low:1", "high:3");            // 2 + 1 blocks
+        int lowBlock1 = low.block(1);
+        // low's decode grant fills block 1 (cached at grant time) and takes a lookahead block: the pool is
+        // full. high then needs a block and low, though admitted first, is the victim: its grant is rolled
+        // back, so position 7 is never computed. The freed lookahead block (no entry) is reused first,
+        // block 1 stays in the free list and must not be found by a lookup.
+        assertThat(step(s)).containsExactly("high:1");
+        assertThat(low.status()).isEqualTo(RequestStatus.PREEMPTED);
+        assertThat(low.numTokens()).isEqualTo(8);
+        int[] probe = new int[low.numTokens() + 1];
+        for (int i = 0; i < low.numTokens(); i++) {
+            probe[i] = low.token(i);
+        }
+        assertThat(m.computedBlocks(KvRequest.of("probe", probe))).as("only block 0 holds computed KV").isEqualTo(BS);
+        assertThat(m.pool().isFree(lowBlock1)).isTrue();
+        assertThat(m.pool().isCached(lowBlock1)).as("low's block 1 holds an uncomputed position").isFalse();
+        m.checkInvariants();
+    }
+
+    @Test
     void leastComputedFirstPreemptsTheCheapestToRecompute() {
         KvCacheManager m = manager(7, KvCacheConfig.defaults());
         Scheduler s = new Scheduler(m, new SchedulerConfig(2048, 16, PreemptionMode.RECOMPUTE, VictimPolicy.LEAST_COMPUTED, 0));
