@@ -167,9 +167,9 @@ public class CachingAllocatorBench {
      * 1–7, which are balanced (each step frees what it allocates).
      *
      * <p>{@code seqLens}: {@code 256-1024} draws each step's sequence length from 256–1024 in multiples of 128
-     * (the realistic case: most requests land in a cached block made for a longer step and split it);
-     * {@code 512} keeps it fixed, so every request after the first step finds a free block of exactly its size
-     * (the ceiling of the cached path: no split, no merge).
+     * (the realistic case: a step's activations land in cached blocks made for longer or shorter steps);
+     * {@code 512} keeps it fixed, so each step repeats the previous one's requests exactly (a control: blocks
+     * still split and merge, since medium tensors share 20 MiB segments, but no step differs from the last).
      */
     @State(Scope.Thread)
     public static class TrainingLoop {
