@@ -90,9 +90,10 @@ public final class SimCommand implements Callable<Integer> {
                 throw new IllegalStateException("unreachable: --device cuda was checked");
             });
         } catch (DeviceUnavailableException e) {
+            // 2, like `gpumem device` and gpu-check: the input (the requested device) cannot be used at all.
             err.println("gpumem sim: " + e.getMessage());
             err.flush();
-            return 1;
+            return 2;
         }
         try {
             return new SimRunner(out, err, failOnOom, (spec, config) -> AllocatorSimTarget.onDevice(gpu, config))

@@ -293,9 +293,9 @@ class SimCommandTest {
     }
 
     @Test
-    void cudaWithoutADriverExitsOneAndRunsNothing() {
+    void cudaWithoutADriverExitsTwoLikeTheDeviceCommandAndRunsNothing() {
         CliRun r = run("alloc a 1\nstats\n", "sim", "--device", "cuda", "--cuda-library", "/nonexistent/libcuda.so.1");
-        assertThat(r.exit()).isEqualTo(1);
+        assertThat(r.exit()).isEqualTo(2);
         assertThat(r.out()).isEmpty();
         assertThat(r.err()).startsWith("gpumem sim: --device cuda: no usable CUDA driver").contains("/nonexistent");
     }
