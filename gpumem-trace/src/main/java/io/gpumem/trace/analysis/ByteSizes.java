@@ -1,5 +1,6 @@
 package io.gpumem.trace.analysis;
 
+import io.gpumem.oom.SizeFormat;
 import java.util.Locale;
 
 /**
@@ -16,21 +17,9 @@ public final class ByteSizes {
     private ByteSizes() {
     }
 
-    /** PyTorch's {@code format_size}; negative values get a leading minus. */
+    /** PyTorch's {@code format_size} (core's {@link SizeFormat}); negative values get a leading minus. */
     public static String format(long bytes) {
-        if (bytes < 0) {
-            return "-" + format(-bytes);
-        }
-        if (bytes <= KIB) {
-            return bytes + " bytes";
-        }
-        if (bytes <= MIB) {
-            return String.format(Locale.ROOT, "%.2f KiB", bytes / (double) KIB);
-        }
-        if (bytes <= GIB) {
-            return String.format(Locale.ROOT, "%.2f MiB", bytes / (double) MIB);
-        }
-        return String.format(Locale.ROOT, "%.2f GiB", bytes / (double) GIB);
+        return bytes < 0 ? "-" + SizeFormat.formatSize(-bytes) : SizeFormat.formatSize(bytes);
     }
 
     /**
