@@ -83,16 +83,4 @@ public record SimConfig(Workload workload, long seed, int requests, double arriv
                 tokenBudget, maxRunning, lookahead, maxModelLen, v, swapSpaceBytes, prefixTokens, hashAlgorithm,
                 layers, kvHeads, headSize, maxSteps, priorityLevels);
     }
-
-    public SimConfig withVictimPolicy(io.gpumem.kvcache.sched.VictimPolicy v, int levels) {
-        return new SimConfig(workload, seed, requests, arrivalRate, blocks, blockSize, prefixCaching, preemption, v,
-                tokenBudget, maxRunning, lookahead, maxModelLen, watermark, swapSpaceBytes, prefixTokens, hashAlgorithm,
-                layers, kvHeads, headSize, maxSteps, levels);
-    }
-
-    public SimConfig withArrivalRate(double v) {
-        return new SimConfig(workload, seed, requests, v, blocks, blockSize, prefixCaching, preemption, victimPolicy,
-                tokenBudget, maxRunning, lookahead, maxModelLen, watermark, swapSpaceBytes, prefixTokens, hashAlgorithm,
-                layers, kvHeads, headSize, maxSteps, priorityLevels);
-    }
 }

@@ -46,14 +46,6 @@ class PendingGrantRandomTest {
         assertThat(cow).as("copy-on-write exercised").isPositive();
     }
 
-    private static long fingerprint(KvRequest r, int position) {
-        long h = 0xCBF29CE484222325L;
-        for (int i = 0; i <= position; i++) {
-            h = (h ^ r.token(i)) * 0x100000001B3L;
-        }
-        return h;
-    }
-
     private KvCacheManager run(long seed) {
         System.out.println("seed=" + seed);
         SplittableRandom rnd = new SplittableRandom(seed);
@@ -96,7 +88,7 @@ class PendingGrantRandomTest {
                 int end = pending.remove(r);
                 sealed.remove(r);
                 for (int p = r.numComputed(); p < end; p++) {
-                    long f = fingerprint(r, p);
+                    long f = PrefixFingerprint.of(r, p);
                     k.set(ValueLayout.JAVA_LONG, 0, f);
                     v.set(ValueLayout.JAVA_LONG, 0, ~f);
                     m.pages().writeSlot(0, r.block(p / BS), p % BS, k, v);
@@ -162,7 +154,7 @@ class PendingGrantRandomTest {
                         }
                         assertThat(page.get(ValueLayout.JAVA_LONG, (long) (p % BS) * 8))
                                 .as("seed %d op %d: K of %s position %d in block %d", seed, op, r.id(), p, r.block(p / BS))
-                                .isEqualTo(fingerprint(r, p));
+                                .isEqualTo(PrefixFingerprint.of(r, p));
                     }
                 }
             }

@@ -5,6 +5,7 @@ import io.gpumem.kvcache.KvCacheSpec;
 import io.gpumem.kvcache.manager.KvCacheConfig;
 import io.gpumem.kvcache.manager.KvCacheManager;
 import io.gpumem.kvcache.manager.KvRequest;
+import io.gpumem.kvcache.manager.PrefixFingerprint;
 import io.gpumem.kvcache.manager.PreemptionMode;
 import io.gpumem.kvcache.manager.RequestStatus;
 import io.gpumem.kvcache.memory.KvMemory;
@@ -50,14 +51,6 @@ class ScheduledKvContentTest {
         assertThat(hits).as("prefix hits exercised").isPositive();
     }
 
-    private static long fingerprint(KvRequest r, int position) {
-        long h = 0xCBF29CE484222325L;
-        for (int i = 0; i <= position; i++) {
-            h = (h ^ r.token(i)) * 0x100000001B3L;
-        }
-        return h;
-    }
-
     private KvCacheManager run(long seed) {
         System.out.println("seed=" + seed);
         SplittableRandom rnd = new SplittableRandom(seed);
@@ -100,7 +93,7 @@ class ScheduledKvContentTest {
                 KvRequest r = s.batchRequest(i);
                 int n = s.batchTokens(i);
                 for (int p = r.numComputed(); p < r.numComputed() + n; p++) {
-                    long f = fingerprint(r, p);
+                    long f = PrefixFingerprint.of(r, p);
                     k.set(ValueLayout.JAVA_LONG, 0, f);
                     v.set(ValueLayout.JAVA_LONG, 0, ~f);
                     m.pages().writeSlot(0, r.block(p / BS), p % BS, k, v);
@@ -120,7 +113,7 @@ class ScheduledKvContentTest {
                     if (p % BS == 0) {
                         m.pages().readPage(0, r.block(p / BS), page);
                     }
-                    long f = fingerprint(r, p);
+                    long f = PrefixFingerprint.of(r, p);
                     assertThat(page.get(ValueLayout.JAVA_LONG, (long) (p % BS) * 8))
                             .as("seed %d step %d: K of %s position %d in block %d", seed, step, r.id(), p, r.block(p / BS))
                             .isEqualTo(f);
