@@ -299,4 +299,25 @@ class SimCommandTest {
         assertThat(r.out()).isEmpty();
         assertThat(r.err()).startsWith("gpumem sim: --device cuda: no usable CUDA driver").contains("/nonexistent");
     }
+
+    @Test
+    void aZeroByteAllocationTakesNoMemoryAndChangesNoCounterLikePyTorch() {
+        CliRun zero = run("alloc a 0\nrecord_stream a 3\nstats\nfree a\nstats\n", "sim");
+        assertThat(zero.exit()).isZero();
+        assertThat(zero.err()).isEmpty();
+        CliRun none = run("stats\nstats\n", "sim");
+        assertThat(zero.out()).isEqualTo(none.out());
+        assertThat(parseStats(zero.out())).containsEntry("allocation.all.allocated", 0L)
+                .containsEntry("reserved_bytes.all.current", 0L);
+    }
+
+    @Test
+    void bytesThatAreNotUtf8AreReportedWithTheirLine(@TempDir Path dir) throws Exception {
+        Path script = dir.resolve("bin.ops");
+        Files.write(script, new byte[] {'a', 'l', 'l', 'o', 'c', ' ', 'a', ' ', '1', '\n', 's', 't', (byte) 0xff, 0, 1});
+        CliRun r = run("", "sim", script.toString());
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.out()).isEmpty();
+        assertThat(r.err().strip()).isEqualTo("gpumem sim: line 2: not UTF-8 text (byte 0xff at column 3)");
+    }
 }
