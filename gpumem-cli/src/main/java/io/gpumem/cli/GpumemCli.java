@@ -38,13 +38,23 @@ public final class GpumemCli implements Runnable {
     public static CommandLine commandLine() {
         CommandLine cl = new CommandLine(new GpumemCli());
         cl.setExecutionExceptionHandler((ex, commandLine, parseResult) -> {
-            commandLine.getErr().println("gpumem: " + (ex.getMessage() == null ? ex.toString() : ex.getMessage()));
+            String command = commandLine.getCommandSpec().name();
+            commandLine.getErr().println((command.equals("gpumem") ? "gpumem" : "gpumem " + command) + ": "
+                    + (ex.getMessage() == null ? ex.toString() : ex.getMessage()));
             return 2;
         });
         return cl;
     }
 
     public static void main(String[] args) {
-        System.exit(commandLine().execute(args));
+        int exit;
+        try {
+            exit = commandLine().execute(args);
+        } catch (OutOfMemoryError e) {
+            // Inputs are bounded up front; if one still is not, say so in one line rather than a stack trace.
+            System.err.println("gpumem: out of memory (" + e.getMessage() + "); raise the heap with GPUMEM_JAVA_OPTS=-Xmx...");
+            exit = 2;
+        }
+        System.exit(exit);
     }
 }

@@ -165,6 +165,15 @@ public final class AnalyzeCommand implements Callable<Integer> {
                 end = trace.size();
             }
         }
+        long reserved = 0;
+        for (var seg : state.segments()) {
+            reserved += seg.totalSize();
+        }
+        if (capacityBytes != MemoryState.UNKNOWN && reserved > capacityBytes) {
+            throw new CommandLine.ParameterException(spec.commandLine(), "--capacity " + capacity + " ("
+                    + ByteSizes.format(capacityBytes) + ") is less than the " + ByteSizes.format(reserved)
+                    + " device " + d + " of " + file + " has reserved; give the GPU's memory");
+        }
         StateAnalysis analysis = new StateAnalyzer(top).analyze(state);
         AnalysisPrinter.printState(analysis, out);
         WhatIf whatIf = null;

@@ -46,7 +46,7 @@ public final class CompareCommand implements Callable<Integer> {
             description = "Device trace to replay (default: the one with the most alloc entries).")
     Integer device;
 
-    @Option(names = "--capacity-gib", paramLabel = "GIB",
+    @Option(names = "--capacity-gib", paramLabel = "GIB", converter = io.gpumem.cli.options.PositiveGib.class,
             description = "Device capacity for the OOM column (default: the recorded capacity: the trace's peak"
                     + " reserved, or reserved + free at a recorded oom).")
     Double capacityGib;
@@ -79,10 +79,6 @@ public final class CompareCommand implements Callable<Integer> {
             err.println("gpumem compare: " + trace.source() + ": device " + d + " has no trace to replay");
             return 2;
         }
-        if (capacityGib != null && capacityGib <= 0) {
-            err.println("gpumem compare: --capacity-gib must be positive");
-            return 2;
-        }
         WindowStart start;
         WhatIfReplay replay;
         long capacity;
@@ -90,7 +86,7 @@ public final class CompareCommand implements Callable<Integer> {
         try {
             start = new WindowRebuilder(recordedConfig).rebuild(trace, d);
             replay = new WhatIfReplay(trace, d, start);
-            capacity = capacityGib != null ? (long) (capacityGib * (1L << 30)) : replay.recordedCapacity(recordedConfig);
+            capacity = capacityGib != null ? io.gpumem.cli.options.PositiveGib.bytes(capacityGib) : replay.recordedCapacity(recordedConfig);
             var progress = TerminalProgress.forTerminal("compare", "configurations");
             int total = 1 + others.size();
             progress.progress(0, total);

@@ -48,7 +48,7 @@ public final class ReplayCommand implements Callable<Integer> {
             description = "Write the model's end state and history as a PyTorch snapshot pickle (opens in memory_viz).")
     Path snapshotOut;
 
-    @Option(names = "--gpu-mem-gib", paramLabel = "GIB",
+    @Option(names = "--gpu-mem-gib", paramLabel = "GIB", converter = io.gpumem.cli.options.PositiveGib.class,
             description = "Device memory assumed for sizing expandable-segment reservations (PyTorch reserves"
                     + " ceil(1.125 x memory / page) pages). Default: 4,560 x 20 MiB / 1.125 (about 79.17 GiB), the size"
                     + " the public expandable-segments trace implies.")
@@ -58,15 +58,19 @@ public final class ReplayCommand implements Callable<Integer> {
     public Integer call() {
         PrintWriter out = spec.commandLine().getOut();
         PrintWriter err = spec.commandLine().getErr();
+        if (snapshotOut != null) {
+            String problem = io.gpumem.cli.options.OutputFile.problem("--snapshot", snapshotOut, input.file);
+            if (problem != null) {
+                err.println("gpumem replay: " + problem);
+                return 2;
+            }
+        }
         TraceSnapshot trace = input.readOrReport("replay", err);
         if (trace == null) {
             return 2;
         }
-        if (gpuMemGib != null && gpuMemGib <= 0) {
-            err.println("gpumem replay: --gpu-mem-gib must be positive");
-            return 2;
-        }
-        long gpuMemory = gpuMemGib == null ? OracleDevice.DEFAULT_TOTAL_MEMORY : (long) (gpuMemGib * (1L << 30));
+        long gpuMemory = gpuMemGib == null ? OracleDevice.DEFAULT_TOTAL_MEMORY
+                : io.gpumem.cli.options.PositiveGib.bytes(gpuMemGib);
         OracleReplay replay = new OracleReplay(gpuMemory)
                 .progress(TerminalProgress.forTerminal("replay", "entries"))
                 .recordHistory(snapshotOut != null);
