@@ -320,4 +320,26 @@ class SimCommandTest {
         assertThat(r.out()).isEmpty();
         assertThat(r.err().strip()).isEqualTo("gpumem sim: line 2: not UTF-8 text (byte 0xff at column 3)");
     }
+
+    @Test
+    void aDeviceOf3000TibWithExpandableSegmentsCostsMemoryForTheBlocksInUseOnly() {
+        // The reservation of an expandable segment is 1.125 x capacity: 1.7 billion 2 MiB pages here. Memory must
+        // follow the pages mapped, not the pages reserved (a per-page table used to need 13 GB).
+        var threads = (com.sun.management.ThreadMXBean) java.lang.management.ManagementFactory.getThreadMXBean();
+        long before = threads.getCurrentThreadAllocatedBytes();
+        CliRun r = run("""
+                device capacity=3000TiB
+                config expandable_segments:True
+                alloc small 1KiB
+                alloc a 30MiB
+                alloc b 5GiB
+                free a
+                empty_cache
+                stats
+                """, "sim");
+        long allocated = threads.getCurrentThreadAllocatedBytes() - before;
+        assertThat(r.exit()).as(r.err()).isZero();
+        assertThat(parseStats(r.out())).containsEntry("allocated_bytes.all.current", 5L * 1024 * 1024 * 1024 + 1024);
+        assertThat(allocated).as("bytes allocated by the run").isLessThan(64L << 20);
+    }
 }
