@@ -131,10 +131,10 @@ public final class OracleReplay {
                 run.observed.add(new long[] {a.ordinal(), te.addr(), te.size()});
             }
         };
-        allocator.attachTraceTracker(tracker);
+        allocator.internals().attachTraceTracker(tracker);
         // The model's history is stamped with the recorded times (no wall-clock read per entry).
         long[] now = {0};
-        allocator.setClock(() -> now[0]);
+        allocator.internals().setClock(() -> now[0]);
 
         boolean hasCompletions = false;
         for (TraceEntry e : trace) {
@@ -219,7 +219,7 @@ public final class OracleReplay {
             }
         }
         run.compareSegments(trace.size());
-        allocator.detachTraceTracker(tracker);
+        allocator.internals().detachTraceTracker(tracker);
         if (unknownFrees > 1) {
             notes.add(unknownFrees + " frees in all hit blocks the model does not hold");
         }
