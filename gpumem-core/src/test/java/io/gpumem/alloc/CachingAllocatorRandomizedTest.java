@@ -19,7 +19,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * Seeded random operation sequences (malloc on several streams, free, record_stream with held-back events,
  * event completion, empty_cache, peak resets, snapshots, expandable toggling) under capacity pressure, with
- * {@link CachingAllocator#checkInvariants()} after every single step plus an independent model check: live
+ * {@link AllocatorInternals#checkInvariants()} after every single step plus an independent model check: live
  * allocations never overlap, the allocation count and allocated bytes equal the sums over the live pointers.
  * Eight scenarios × 12,500 operations = 100,000 checked steps per run. The seed is printed; rerun a failure
  * with {@code -Dgpumem.seed=<seed>}; {@code -Dgpumem.alloc.randomOps=<n>} changes the steps per scenario.
