@@ -24,7 +24,8 @@ public final class GpumemCli implements Runnable {
      * picocli reflects over every option of every registered command up front, which was about a fifth of the
      * CPU time of a short command such as {@code gpumem replay --check} on a small trace.
      */
-    private static final String[] SUBCOMMANDS = {"sim", "device", "kv-sim", "replay", "compare", "analyze", "demo"};
+    private static final String[] SUBCOMMANDS =
+            {"sim", "device", "kv-sim", "replay", "compare", "analyze", "demo", "plan"};
 
     private static Object newSubcommand(String name) {
         return switch (name) {
@@ -35,6 +36,7 @@ public final class GpumemCli implements Runnable {
             case "compare" -> new io.gpumem.cli.trace.CompareCommand();
             case "analyze" -> new io.gpumem.cli.analysis.AnalyzeCommand();
             case "demo" -> new io.gpumem.cli.analysis.DemoCommand();
+            case "plan" -> new io.gpumem.cli.plan.PlanCommand();
             default -> throw new IllegalArgumentException("no subcommand " + name);
         };
     }
