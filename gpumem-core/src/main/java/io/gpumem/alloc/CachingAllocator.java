@@ -23,7 +23,7 @@ import java.util.function.Supplier;
  * reproducing its decisions to the byte: the same segments, the same block addresses relative to the
  * segments, the same {@code memory_stats()} counters and the same memory-history trace, given the same
  * requests and the same device addresses. The behaviour is specified in
- * {@code docs/pytorch-caching-allocator.md}; the algorithms live in the package-private {@code AllocatorCore}.
+ * {@code docs/allocator.md}; the algorithms live in the package-private {@code AllocatorCore}.
  *
  * <h2>Use</h2>
  * {@link #malloc(long, long)} / {@link #free(long)} / {@link #recordStream(long, long)} /
@@ -196,7 +196,7 @@ public final class CachingAllocator {
     /**
      * {@code torch.cuda.memory._set_allocator_settings}: re-parses {@code conf} over the current settings
      * ({@link AllocatorConfig#reparse}). New settings apply to later decisions; toggling expandable segments off
-     * makes existing expandable blocks unusable for new requests until it is turned on again (spec §5.5).
+     * makes existing expandable blocks unusable for new requests until it is turned on again (allocator.md §5.5).
      *
      * @throws io.gpumem.config.ConfigException naming the bad key; the settings are then unchanged
      */

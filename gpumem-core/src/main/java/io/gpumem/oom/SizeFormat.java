@@ -4,7 +4,7 @@ import java.math.BigDecimal;
 import java.math.RoundingMode;
 
 /**
- * PyTorch's {@code format_size} (spec §7.1): byte counts as the OOM message prints them.
+ * PyTorch's {@code format_size} (allocator.md §7.1): byte counts as the OOM message prints them.
  *
  * <p>Up to 1024 bytes prints {@code "n bytes"}; up to 1 MiB, KiB with two decimals; up to 1 GiB, MiB; above,
  * GiB. The bounds are inclusive ("≤"), so 1,048,576 prints {@code "1024.00 KiB"}. The C++ code divides a

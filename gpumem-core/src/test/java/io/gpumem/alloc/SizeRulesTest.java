@@ -7,7 +7,7 @@ import java.util.Arrays;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-/** Golden values of spec §1.2 (round_size with power-of-two divisions) and §1.5 (segment sizes). */
+/** Golden values of allocator.md §1.2 (round_size with power-of-two divisions) and §1.5 (segment sizes). */
 class SizeRulesTest {
     private static final long MiB = 1L << 20;
 

@@ -14,7 +14,7 @@ import java.util.Map;
  * Converts snapshots of gpumem's own allocator ({@link MemorySnapshot}, one per device) into the
  * {@link TraceSnapshot} model, so that {@link PytorchSnapshotWriter} can write them in PyTorch's current format.
  *
- * <p>Every key of spec §10 is present: segments carry {@code requested_size}, {@code segment_pool_id} (0, 0)
+ * <p>Every key of allocator.md §10 is present: segments carry {@code requested_size}, {@code segment_pool_id} (0, 0)
  * and {@code is_expandable}; blocks and entries carry their frames ({@code []} when none was captured, except
  * that entries recorded without context keep no {@code frames} key, as PyTorch writes them);
  * {@code external_annotations} is an empty list. {@code oom} entries carry {@code device_free} and no

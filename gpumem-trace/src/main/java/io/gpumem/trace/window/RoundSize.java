@@ -3,7 +3,7 @@ package io.gpumem.trace.window;
 import io.gpumem.config.AllocatorConfig;
 
 /**
- * PyTorch's {@code round_size} (spec §1.2) and the split thresholds (§2.3), needed to infer the size of
+ * PyTorch's {@code round_size} (allocator.md §1.2) and the split thresholds (§2.3), needed to infer the size of
  * blocks whose request is all a trace records.
  */
 public final class RoundSize {
