@@ -77,7 +77,7 @@ public class AllocatorPeersBench {
 
     @Setup(Level.Iteration)
     public void checkConsistent() {
-        gpumem.allocator.checkInvariants();
+        gpumem.allocator.internals().checkInvariants();
     }
 
     @TearDown(Level.Trial)
