@@ -13,9 +13,20 @@ package io.gpumem.trace.replay;
  * @param retries        {@code num_alloc_retries}: mallocs that had to release the cache and retry
  * @param ooms           requests that failed at {@code capacity}
  * @param minCapacity    smallest device memory, in 2 MiB steps, at which the window runs without an OOM
+ * @param policy         the allocation policy ({@code pytorch} for the PyTorch-exact allocator under {@code config})
+ * @param deviceMaps     map plus unmap calls to the device in the run at {@code capacity}
+ * @param nsPerPair      CPU time of that run's requests per malloc/free pair, in nanoseconds
  */
 public record WhatIfResult(String config, boolean recorded, long capacity, long peakAllocated, long peakReserved,
-                           long deviceAllocs, long deviceFrees, long retries, long ooms, long minCapacity) {
+                           long deviceAllocs, long deviceFrees, long retries, long ooms, long minCapacity,
+                           String policy, long deviceMaps, double nsPerPair) {
+
+    /** A row of the PyTorch-exact allocator without the policy columns measured. */
+    public WhatIfResult(String config, boolean recorded, long capacity, long peakAllocated, long peakReserved,
+                        long deviceAllocs, long deviceFrees, long retries, long ooms, long minCapacity) {
+        this(config, recorded, capacity, peakAllocated, peakReserved, deviceAllocs, deviceFrees, retries, ooms,
+                minCapacity, "pytorch", 0, 0);
+    }
 
     /** Reserved over allocated at their peaks (1.0 = no cache or fragmentation overhead). */
     public double reservedPerAllocated() {
