@@ -24,6 +24,9 @@ import java.util.Map;
  */
 public final class PlannedAllocator implements AllocatorPolicy {
 
+    /** Planning between iterations stalls the job, so it gets a short budget (greedy orders plus a little search). */
+    static final long ONLINE_PLAN_BUDGET_MS = 100;
+
     private final StitchAllocator memory;
     private StitchAllocator.Arena region;
     private long[] plannedSize = new long[0];
@@ -95,6 +98,11 @@ public final class PlannedAllocator implements AllocatorPolicy {
         region = memory.newFixedArena(peak);
     }
 
+    /** The stitching allocator behind both the plan region and the fallback. */
+    StitchAllocator memory() {
+        return memory;
+    }
+
     @Override
     public String name() {
         return "planned";
@@ -138,7 +146,7 @@ public final class PlannedAllocator implements AllocatorPolicy {
             size[i] = inside ? recSize[i] : 1;
         }
         LifetimeProblem p = new LifetimeProblem(id, Arrays.copyOf(recLower, n), upper, size, StitchAllocator.ROUND);
-        OffsetPlan plan = new OffsetPlanner().plan(p);
+        OffsetPlan plan = new OffsetPlanner(ONLINE_PLAN_BUDGET_MS, 8).plan(p);
         long[] sizes = new long[n];
         for (int i = 0; i < n; i++) {
             sizes[i] = p.placedSize(i);
@@ -157,7 +165,8 @@ public final class PlannedAllocator implements AllocatorPolicy {
             plannedServed++;
         } else {
             ptr = memory.malloc(size, stream);
-            if (!record) {
+            boolean unplanned = k < plannedSize.length && plannedSize[k] == 0;
+            if (!record && !unplanned) {
                 fallbacks++;
                 fallbacksThisIteration++;
             }

@@ -470,6 +470,22 @@ public class StitchAllocator implements AllocatorPolicy {
         return m;
     }
 
+    /** Mapped pages no live block touches (what stitching can take). */
+    long stealablePages() {
+        long n = 0;
+        for (Arena a : arenas) {
+            for (int p = a.unpinnedHead; p >= 0; p = a.nextUnpinned[p]) {
+                n++;
+            }
+        }
+        return n;
+    }
+
+    /** Physical handles held but not mapped. */
+    long spareHandles() {
+        return spareCount;
+    }
+
     @Override
     public long allocatedBytes() {
         return allocated;

@@ -5,6 +5,8 @@ import io.gpumem.config.ConfigException;
 import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.policy.PolicySpec;
+import io.gpumem.trace.replay.PolicyReplay;
 import io.gpumem.trace.replay.WhatIfReplay;
 import io.gpumem.trace.replay.WhatIfResult;
 import io.gpumem.trace.window.RecordedConfig;
@@ -24,7 +26,8 @@ import picocli.CommandLine.Spec;
 /**
  * {@code gpumem compare FILE --config C ...}: replays one device's request stream from the window's rebuilt
  * start under the recorded configuration (always the first row) and each given one, on a simulated device, and
- * tabulates peak memory, driver calls, retries, OOMs at the recorded capacity and the minimum capacity.
+ * tabulates peak memory, driver calls, retries, OOMs at the recorded capacity and the minimum capacity. Each
+ * {@code --policy} adds a row replayed by {@link PolicyReplay} under that allocation policy.
  */
 @Command(name = "compare", mixinStandardHelpOptions = true,
         description = {"Answer \"what if\": replay a trace's requests under other allocator configurations"
@@ -42,6 +45,11 @@ public final class CompareCommand implements Callable<Integer> {
             description = "A configuration to compare, e.g. expandable_segments:True or max_split_size_mb:128 (repeatable).")
     List<String> configs = new ArrayList<>();
 
+    @Option(names = "--policy", paramLabel = "NAME[:OPTIONS]",
+            description = "An allocation policy to add as a row (repeatable): pytorch[:CONF] (the PyTorch-exact"
+                    + " allocator), stitch (virtual-memory stitching), planned (plan from this trace, serve online).")
+    List<String> policies = new ArrayList<>();
+
     @Option(names = "--device", paramLabel = "N",
             description = "Device trace to replay (default: the one with the most alloc entries).")
     Integer device;
@@ -52,7 +60,8 @@ public final class CompareCommand implements Callable<Integer> {
     Double capacityGib;
 
     @Option(names = "--json", description = "Print a JSON array instead of the table: one object per configuration"
-            + " with config, peak_allocated, peak_reserved, min_capacity, device_allocs, retries, ooms.")
+            + " with config, peak_allocated, peak_reserved, min_capacity, device_allocs, retries, ooms, policy,"
+            + " device_maps, ns_per_pair.")
     boolean json;
 
     @Override
@@ -74,6 +83,15 @@ public final class CompareCommand implements Callable<Integer> {
             err.println("gpumem compare: bad --config: " + e.getMessage());
             return 2;
         }
+        List<PolicySpec> policySpecs = new ArrayList<>();
+        try {
+            for (String p : policies) {
+                policySpecs.add(PolicySpec.parse(p));
+            }
+        } catch (IllegalArgumentException e) {
+            err.println("gpumem compare: bad --policy: " + e.getMessage());
+            return 2;
+        }
         int d = device != null ? device : busiestDevice(trace);
         if (d < 0 || d >= Math.max(1, trace.deviceTraces().size()) || trace.traceOf(d).isEmpty()) {
             err.println("gpumem compare: " + trace.source() + ": device " + d + " has no trace to replay");
@@ -92,12 +110,17 @@ public final class CompareCommand implements Callable<Integer> {
             replay = new WhatIfReplay(trace, d, start);
             capacity = capacityGib != null ? (long) (capacityGib * (1L << 30)) : replay.recordedCapacity(recordedConfig);
             var progress = TerminalProgress.forTerminal("compare", "configurations");
-            int total = 1 + others.size();
+            int total = 1 + others.size() + policySpecs.size();
             progress.progress(0, total);
             rows.add(replay.evaluate(recordedConfig, true, capacity));
             for (int i = 0; i < others.size(); i++) {
                 progress.progress(i + 1, total);
                 rows.add(replay.evaluate(others.get(i), false, capacity));
+            }
+            PolicyReplay policyReplay = new PolicyReplay(replay);
+            for (int i = 0; i < policySpecs.size(); i++) {
+                progress.progress(1 + others.size() + i, total);
+                rows.add(policyReplay.evaluate(policySpecs.get(i), capacity));
             }
             progress.progress(total, total);
         } catch (IllegalArgumentException | IllegalStateException e) {
@@ -139,20 +162,24 @@ public final class CompareCommand implements Callable<Integer> {
     }
 
     static String label(WhatIfResult r) {
+        if (!r.policy().equals("pytorch")) {
+            return r.config() == null || r.config().isEmpty() ? r.policy() : r.policy() + ":" + r.config();
+        }
         String c = r.config() == null || r.config().isEmpty() ? "defaults" : r.config();
         return r.recorded() ? "recorded (" + c + ")" : c;
     }
 
     static String table(List<WhatIfResult> rows) {
         String[] head = {"config", "peak allocated", "peak reserved", "reserved/allocated", "driver allocs",
-                "driver frees", "retries", "OOMs", "min capacity"};
+                "driver frees", "retries", "OOMs", "min capacity", "map calls", "ns/pair"};
         List<String[]> cells = new ArrayList<>();
         cells.add(head);
         for (WhatIfResult r : rows) {
             cells.add(new String[] {label(r), Sizes.gib(r.peakAllocated()), Sizes.gib(r.peakReserved()),
                     String.format(Locale.ROOT, "%.3f", r.reservedPerAllocated()), Long.toString(r.deviceAllocs()),
                     Long.toString(r.deviceFrees()), Long.toString(r.retries()), Long.toString(r.ooms()),
-                    Sizes.gib(r.minCapacity())});
+                    Sizes.gib(r.minCapacity()), Long.toString(r.deviceMaps()),
+                    String.format(Locale.ROOT, "%.0f", r.nsPerPair())});
         }
         int[] width = new int[head.length];
         for (String[] row : cells) {
@@ -186,6 +213,9 @@ public final class CompareCommand implements Callable<Integer> {
                 g.writeNumberField("device_allocs", r.deviceAllocs());
                 g.writeNumberField("retries", r.retries());
                 g.writeNumberField("ooms", r.ooms());
+                g.writeStringField("policy", r.policy());
+                g.writeNumberField("device_maps", r.deviceMaps());
+                g.writeNumberField("ns_per_pair", r.nsPerPair());
                 g.writeEndObject();
             }
             g.writeEndArray();
