@@ -136,7 +136,8 @@ public final class AllocatorSnapshots {
                         orEmpty(b.frames())));
             }
             segments.add(new io.gpumem.history.SegmentInfo(device, seg.address(), seg.totalSize(),
-                    seg.allocatedSize(), seg.activeSize(), seg.requestedSize(), seg.stream(), seg.segmentType(),
+                    seg.allocatedSize(), seg.activeSize(), seg.requestedSize(), seg.stream(),
+                    io.gpumem.alloc.Pool.ofSegmentType(seg.segmentType()),
                     seg.expandable(), orEmpty(seg.frames()), List.copyOf(blocks)));
         }
         List<io.gpumem.history.TraceEntry> trace = new ArrayList<>();
