@@ -66,6 +66,21 @@ public final class CachingPolicy implements AllocatorPolicy {
     }
 
     @Override
+    public io.gpumem.stats.MemoryStats stats() {
+        return allocator.stats();
+    }
+
+    @Override
+    public io.gpumem.history.MemorySnapshot snapshot() {
+        return allocator.snapshot();
+    }
+
+    @Override
+    public void close() {
+        allocator.close();
+    }
+
+    @Override
     public long allocatedBytes() {
         return allocator.allocatedBytes();
     }
@@ -77,6 +92,6 @@ public final class CachingPolicy implements AllocatorPolicy {
 
     @Override
     public void checkInvariants() {
-        allocator.checkInvariants();
+        allocator.internals().checkInvariants();
     }
 }

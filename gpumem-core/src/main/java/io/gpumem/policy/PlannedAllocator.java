@@ -157,6 +157,9 @@ public final class PlannedAllocator implements AllocatorPolicy {
 
     @Override
     public long malloc(long size, long stream) {
+        if (size <= 0) {
+            return memory.malloc(size, stream);        // 0 for a zero-byte request, the error for a negative one
+        }
         long rounded = StitchAllocator.roundSize(size);
         int k = position++;
         long ptr;
@@ -220,6 +223,21 @@ public final class PlannedAllocator implements AllocatorPolicy {
         m.put("num_fallback_requests", fallbacks);
         m.put("num_plans", replans + (profileIterations == 0 ? 1 : 0));
         return m;
+    }
+
+    @Override
+    public io.gpumem.stats.MemoryStats stats() {
+        return memory.stats();
+    }
+
+    @Override
+    public io.gpumem.history.MemorySnapshot snapshot() {
+        return memory.snapshot();
+    }
+
+    @Override
+    public void close() {
+        memory.close();
     }
 
     @Override

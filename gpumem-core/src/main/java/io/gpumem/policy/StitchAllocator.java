@@ -1,6 +1,14 @@
 package io.gpumem.policy;
 
+import io.gpumem.alloc.Pool;
 import io.gpumem.device.Device;
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.BlockState;
+import io.gpumem.history.MemorySnapshot;
+import io.gpumem.history.SegmentInfo;
+import io.gpumem.stats.MemoryStats;
+import io.gpumem.stats.StatKind;
+import io.gpumem.stats.StatType;
 import io.gpumem.oom.OomReport;
 import io.gpumem.oom.OutOfMemoryException;
 import java.util.ArrayList;
@@ -56,6 +64,13 @@ public class StitchAllocator implements AllocatorPolicy {
     private long maps;
     private long unmaps;
     private long steals;
+    private long liveCount;
+    private long peakLiveCount;
+    private long allocCount;
+    private long freeCount;
+    private long bytesAllocatedTotal;
+    private long bytesFreedTotal;
+    private boolean closed;
 
     public StitchAllocator(Device device) {
         if (!device.supportsVirtualMemory()) {
@@ -172,6 +187,15 @@ public class StitchAllocator implements AllocatorPolicy {
 
     @Override
     public long malloc(long size, long stream) {
+        if (size < 0) {
+            throw new IllegalArgumentException("negative size " + size);
+        }
+        if (closed) {
+            throw new IllegalStateException("allocator is closed");
+        }
+        if (size == 0) {
+            return 0;
+        }
         long rounded = roundSize(size);
         processPendingFrees(false);
         Arena a = arena(stream, rounded <= SMALL_LIMIT);
@@ -239,6 +263,10 @@ public class StitchAllocator implements AllocatorPolicy {
 
     private void allocated(Block b) {
         live.put(b.addr, b);
+        liveCount++;
+        peakLiveCount = Math.max(peakLiveCount, liveCount);
+        allocCount++;
+        bytesAllocatedTotal += b.size;
         allocated += b.size;
         peakAllocated = Math.max(peakAllocated, allocated);
     }
@@ -329,12 +357,18 @@ public class StitchAllocator implements AllocatorPolicy {
 
     @Override
     public void free(long ptr) {
+        if (ptr == 0) {
+            return;
+        }
         Block b = live.get(ptr);
         if (b == null) {
             throw new IllegalArgumentException("invalid device pointer: 0x" + Long.toHexString(ptr));
         }
         live.remove(ptr);
         allocated -= b.size;
+        liveCount--;
+        freeCount++;
+        bytesFreedTotal += b.size;
         if (b.usedCount > 0) {
             for (int i = 0; i < b.usedCount; i++) {
                 long ev = device.createEvent();
@@ -452,6 +486,86 @@ public class StitchAllocator implements AllocatorPolicy {
         ooms++;
         return new OutOfMemoryException(new OomReport(requested, rounded, rounded, device.index(),
                 device.totalMemory(), device.freeMemory(), -1, allocated, reservedBytes(), List.of(), false));
+    }
+
+    @Override
+    public MemoryStats stats() {
+        return MemoryStats.builder()
+                .stat(StatKind.ALLOCATED_BYTES, StatType.ALL,
+                        new MemoryStats.Stat(allocated, peakAllocated, bytesAllocatedTotal, bytesFreedTotal))
+                .stat(StatKind.ALLOCATION, StatType.ALL,
+                        new MemoryStats.Stat(liveCount, peakLiveCount, allocCount, freeCount))
+                .stat(StatKind.RESERVED_BYTES, StatType.ALL, new MemoryStats.Stat(reservedBytes(), peakReserved,
+                        physicalCreated * page, physicalReleased * page))
+                .numAllocRetries(retries)
+                .numOoms(ooms)
+                .numDeviceAlloc(physicalCreated)
+                .numDeviceFree(physicalReleased)
+                .build();
+    }
+
+    /**
+     * The state as PyTorch snapshot segments: one segment per run of mapped pages of an arena, its blocks the
+     * allocated or pending blocks inside it and the free space between them (no history is recorded).
+     */
+    @Override
+    public MemorySnapshot snapshot() {
+        List<SegmentInfo> segments = new ArrayList<>();
+        Map<Arena, TreeMap<Long, Block>> held = new IdentityHashMap<>();
+        for (Block b : live.values()) {
+            held.computeIfAbsent(b.arena, x -> new TreeMap<>()).put(b.addr, b);
+        }
+        for (Block b : pendingFrees) {
+            held.computeIfAbsent(b.arena, x -> new TreeMap<>()).put(b.addr, b);
+        }
+        for (Arena a : arenas) {
+            TreeMap<Long, Block> inArena = held.getOrDefault(a, new TreeMap<>());
+            int p = 0;
+            while (p < a.handle.length) {
+                if (a.handle[p] == 0) {
+                    p++;
+                    continue;
+                }
+                int q = p;
+                while (q < a.handle.length && a.handle[q] != 0) {
+                    q++;
+                }
+                long start = a.base + (long) p * page;
+                long end = a.base + (long) q * page;
+                List<BlockInfo> blocks = new ArrayList<>();
+                long at = start;
+                long alloc = 0;
+                long active = 0;
+                for (Block b : inArena.subMap(start, end).values()) {
+                    if (b.addr > at) {
+                        blocks.add(new BlockInfo(at, b.addr - at, 0, BlockState.INACTIVE, List.of()));
+                    }
+                    boolean pending = !live.containsKey(b.addr) || live.get(b.addr) != b;
+                    blocks.add(new BlockInfo(b.addr, b.size, b.size, pending ? BlockState.ACTIVE_PENDING_FREE
+                            : BlockState.ACTIVE_ALLOCATED, List.of()));
+                    alloc += pending ? 0 : b.size;
+                    active += b.size;
+                    at = b.addr + b.size;
+                }
+                if (at < end) {
+                    blocks.add(new BlockInfo(at, end - at, 0, BlockState.INACTIVE, List.of()));
+                }
+                Pool pool = Pool.LARGE;
+                segments.add(new SegmentInfo(device.index(), start, end - start, alloc, active, active,
+                        Math.max(0, a.stream), pool, true, List.of(), blocks));
+                p = q;
+            }
+        }
+        segments.sort((x, y) -> Long.compareUnsigned(x.address(), y.address()));
+        return new MemorySnapshot(segments, List.of(List.of()), Map.of("policy", name()));
+    }
+
+    @Override
+    public void close() {
+        if (!closed) {
+            emptyCache();
+            closed = true;
+        }
     }
 
     @Override

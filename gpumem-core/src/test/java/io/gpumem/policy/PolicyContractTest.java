@@ -46,6 +46,14 @@ public abstract class PolicyContractTest {
         assertThat(big).isNotZero();
         assertThat(a.memoryStats().get("num_stitched_pages")).isEqualTo(5L);
         assertThat(a.reservedBytes()).isEqualTo(20 * MiB);
+        assertThat(a.stats().allocatedBytes()).isEqualTo(a.allocatedBytes()).isEqualTo(20 * MiB);
+        assertThat(a.stats().reservedBytes()).isEqualTo(20 * MiB);
+        var snap = a.snapshot();
+        assertThat(snap.segments().stream().mapToLong(s -> s.totalSize()).sum()).isEqualTo(20 * MiB);
+        assertThat(snap.segments().stream().mapToLong(s -> s.allocatedSize()).sum()).isEqualTo(20 * MiB);
+        assertThat(a.malloc(0, 0)).isZero();
+        a.free(0);
+        assertThatThrownBy(() -> a.free(12345)).isInstanceOf(IllegalArgumentException.class);
         assertThatThrownBy(() -> a.malloc(2 * MiB, 0)).isInstanceOf(OutOfMemoryException.class);
         assertThat(a.memoryStats().get("num_ooms")).isEqualTo(1L);
         a.free(big);
