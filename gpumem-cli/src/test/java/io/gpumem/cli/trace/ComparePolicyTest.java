@@ -27,7 +27,7 @@ class ComparePolicyTest {
                 .isLessThanOrEqualTo(((Number) rows.get(1).get("retries")).longValue());
         long peak = ((Number) planned.get("peak_allocated")).longValue();
         assertThat(((Number) planned.get("min_capacity")).longValue()).isLessThanOrEqualTo((long) (1.005 * peak));
-        assertThat(((Number) planned.get("ns_per_pair")).doubleValue()).isPositive();
+        assertThat(Double.parseDouble(String.valueOf(planned.get("ns_per_pair")))).isPositive();
     }
 
     @Test
