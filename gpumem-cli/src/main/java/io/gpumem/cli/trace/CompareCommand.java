@@ -110,19 +110,19 @@ public final class CompareCommand implements Callable<Integer> {
             replay = new WhatIfReplay(trace, d, start);
             capacity = capacityGib != null ? (long) (capacityGib * (1L << 30)) : replay.recordedCapacity(recordedConfig);
             var progress = TerminalProgress.forTerminal("compare", "configurations");
-            int total = 1 + others.size() + policySpecs.size();
+            List<AllocatorConfig> all = new ArrayList<>();
+            all.add(recordedConfig);
+            all.addAll(others);
+            int total = all.size() + policySpecs.size();
             progress.progress(0, total);
-            rows.add(replay.evaluate(recordedConfig, true, capacity));
-            for (int i = 0; i < others.size(); i++) {
-                progress.progress(i + 1, total);
-                rows.add(replay.evaluate(others.get(i), false, capacity));
-            }
+            // one configuration per core: each replay is single-threaded and independent of the others
+            rows.addAll(replay.evaluateAll(all, capacity, Runtime.getRuntime().availableProcessors(),
+                    finished -> progress.progress(finished, total)));
             PolicyReplay policyReplay = new PolicyReplay(replay);
             for (int i = 0; i < policySpecs.size(); i++) {
-                progress.progress(1 + others.size() + i, total);
                 rows.add(policyReplay.evaluate(policySpecs.get(i), capacity));
+                progress.progress(all.size() + i + 1, total);
             }
-            progress.progress(total, total);
         } catch (IllegalArgumentException | IllegalStateException e) {
             err.println("gpumem compare: " + trace.source() + ": inconsistent snapshot: " + e.getMessage());
             return 2;

@@ -32,4 +32,20 @@ public record WhatIfResult(String config, boolean recorded, long capacity, long 
     public double reservedPerAllocated() {
         return peakAllocated == 0 ? 0 : (double) peakReserved / peakAllocated;
     }
+
+    /** Rows are equal when the replays decided the same; {@link #nsPerPair} is a timing and is left out. */
+    @Override
+    public boolean equals(Object o) {
+        return o instanceof WhatIfResult r && java.util.Objects.equals(config, r.config) && recorded == r.recorded
+                && capacity == r.capacity && peakAllocated == r.peakAllocated && peakReserved == r.peakReserved
+                && deviceAllocs == r.deviceAllocs && deviceFrees == r.deviceFrees && retries == r.retries
+                && ooms == r.ooms && minCapacity == r.minCapacity && java.util.Objects.equals(policy, r.policy)
+                && deviceMaps == r.deviceMaps;
+    }
+
+    @Override
+    public int hashCode() {
+        return java.util.Objects.hash(config, recorded, capacity, peakAllocated, peakReserved, deviceAllocs,
+                deviceFrees, retries, ooms, minCapacity, policy, deviceMaps);
+    }
 }
