@@ -1,7 +1,9 @@
 package io.gpumem.cli.trace;
 
+import io.gpumem.cli.SizeConverter;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.config.ConfigException;
+import io.gpumem.size.ByteSize;
 import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
@@ -42,14 +44,14 @@ public final class CompareCommand implements Callable<Integer> {
             description = "A configuration to compare, e.g. expandable_segments:True or max_split_size_mb:128 (repeatable).")
     List<String> configs = new ArrayList<>();
 
-    @Option(names = "--device", paramLabel = "N",
+    @Option(names = "--trace-device", paramLabel = "N",
             description = "Device trace to replay (default: the one with the most alloc entries).")
     Integer device;
 
-    @Option(names = "--capacity-gib", paramLabel = "GIB",
-            description = "Device capacity for the OOM column (default: the recorded capacity: the trace's peak"
-                    + " reserved, or reserved + free at a recorded oom).")
-    Double capacityGib;
+    @Option(names = "--capacity", paramLabel = "SIZE", converter = SizeConverter.class,
+            description = "Device capacity for the OOM column, e.g. 80GiB (default: the recorded capacity: the trace's"
+                    + " peak reserved, or reserved + free at a recorded oom).")
+    Long capacityBytes;
 
     @Option(names = "--json", description = "Print a JSON array instead of the table: one object per configuration"
             + " with config, peak_allocated, peak_reserved, min_capacity, device_allocs, retries, ooms.")
@@ -79,10 +81,6 @@ public final class CompareCommand implements Callable<Integer> {
             err.println("gpumem compare: " + trace.source() + ": device " + d + " has no trace to replay");
             return 2;
         }
-        if (capacityGib != null && capacityGib <= 0) {
-            err.println("gpumem compare: --capacity-gib must be positive");
-            return 2;
-        }
         WindowStart start;
         WhatIfReplay replay;
         long capacity;
@@ -90,7 +88,7 @@ public final class CompareCommand implements Callable<Integer> {
         try {
             start = new WindowRebuilder(recordedConfig).rebuild(trace, d);
             replay = new WhatIfReplay(trace, d, start);
-            capacity = capacityGib != null ? (long) (capacityGib * (1L << 30)) : replay.recordedCapacity(recordedConfig);
+            capacity = capacityBytes != null ? capacityBytes : replay.recordedCapacity(recordedConfig);
             var progress = TerminalProgress.forTerminal("compare", "configurations");
             int total = 1 + others.size();
             progress.progress(0, total);
@@ -108,12 +106,12 @@ public final class CompareCommand implements Callable<Integer> {
             out.println(json(rows));
         } else {
             out.println("trace " + trace.source() + ", device " + d + ": " + trace.traceOf(d).size() + " entries; start "
-                    + Sizes.gib(start.allocatedBytes()) + " allocated in " + Sizes.gib(start.reservedBytes())
+                    + ByteSize.format(start.allocatedBytes()) + " allocated in " + ByteSize.format(start.reservedBytes())
                     + " reserved; " + (trace.format() == io.gpumem.trace.io.SourceFormat.PYTORCH_SNAPSHOT
                             || trace.format() == io.gpumem.trace.io.SourceFormat.PYTORCH_SEGMENT_LIST
-                            ? "recorded peak reserved " + Sizes.gib(replay.recorded().peakReserved())
+                            ? "recorded peak reserved " + ByteSize.format(replay.recorded().peakReserved())
                             : "requests only (" + trace.format() + ", no driver calls recorded)")
-                    + "; capacity " + Sizes.gib(capacity));
+                    + "; capacity " + ByteSize.format(capacity));
             out.print(table(rows));
         }
         out.flush();
@@ -149,10 +147,10 @@ public final class CompareCommand implements Callable<Integer> {
         List<String[]> cells = new ArrayList<>();
         cells.add(head);
         for (WhatIfResult r : rows) {
-            cells.add(new String[] {label(r), Sizes.gib(r.peakAllocated()), Sizes.gib(r.peakReserved()),
+            cells.add(new String[] {label(r), ByteSize.format(r.peakAllocated()), ByteSize.format(r.peakReserved()),
                     String.format(Locale.ROOT, "%.3f", r.reservedPerAllocated()), Long.toString(r.deviceAllocs()),
                     Long.toString(r.deviceFrees()), Long.toString(r.retries()), Long.toString(r.ooms()),
-                    Sizes.gib(r.minCapacity())});
+                    ByteSize.format(r.minCapacity())});
         }
         int[] width = new int[head.length];
         for (String[] row : cells) {
