@@ -11,7 +11,7 @@ import io.gpumem.trace.analysis.OomEvent;
 import io.gpumem.trace.analysis.Recommender;
 import io.gpumem.trace.analysis.StateAnalysis;
 import io.gpumem.trace.analysis.StateAnalyzer;
-import io.gpumem.trace.analysis.WhatIfOutcome;
+import io.gpumem.trace.whatif.WhatIfOutcome;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.workload.TrainingWorkload;
 import io.gpumem.trace.workload.WorkloadRunner;

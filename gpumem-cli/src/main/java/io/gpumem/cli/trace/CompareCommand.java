@@ -8,7 +8,7 @@ import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.replay.WhatIfReplay;
-import io.gpumem.trace.replay.WhatIfResult;
+import io.gpumem.trace.whatif.WhatIfOutcome;
 import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowRebuilder;
 import io.gpumem.trace.window.WindowStart;
@@ -84,7 +84,7 @@ public final class CompareCommand implements Callable<Integer> {
         WindowStart start;
         WhatIfReplay replay;
         long capacity;
-        List<WhatIfResult> rows = new ArrayList<>();
+        List<WhatIfOutcome> rows = new ArrayList<>();
         try {
             start = new WindowRebuilder(recordedConfig).rebuild(trace, d);
             replay = new WhatIfReplay(trace, d, start);
@@ -136,17 +136,17 @@ public final class CompareCommand implements Callable<Integer> {
         return best;
     }
 
-    static String label(WhatIfResult r) {
-        String c = r.config() == null || r.config().isEmpty() ? "defaults" : r.config();
+    static String label(WhatIfOutcome r) {
+        String c = r.label() == null || r.label().isEmpty() ? "defaults" : r.label();
         return r.recorded() ? "recorded (" + c + ")" : c;
     }
 
-    static String table(List<WhatIfResult> rows) {
+    static String table(List<WhatIfOutcome> rows) {
         String[] head = {"config", "peak allocated", "peak reserved", "reserved/allocated", "driver allocs",
                 "driver frees", "retries", "OOMs", "min capacity"};
         List<String[]> cells = new ArrayList<>();
         cells.add(head);
-        for (WhatIfResult r : rows) {
+        for (WhatIfOutcome r : rows) {
             cells.add(new String[] {label(r), ByteSize.format(r.peakAllocated()), ByteSize.format(r.peakReserved()),
                     String.format(Locale.ROOT, "%.3f", r.reservedPerAllocated()), Long.toString(r.deviceAllocs()),
                     Long.toString(r.deviceFrees()), Long.toString(r.retries()), Long.toString(r.ooms()),
@@ -172,12 +172,12 @@ public final class CompareCommand implements Callable<Integer> {
         return sb.toString();
     }
 
-    static String json(List<WhatIfResult> rows) {
+    static String json(List<WhatIfOutcome> rows) {
         return Json.line(g -> {
             g.writeStartArray();
-            for (WhatIfResult r : rows) {
+            for (WhatIfOutcome r : rows) {
                 g.writeStartObject();
-                g.writeStringField("config", r.config() == null ? "" : r.config());
+                g.writeStringField("config", r.label() == null ? "" : r.label());
                 g.writeNumberField("peak_allocated", r.peakAllocated());
                 g.writeNumberField("peak_reserved", r.peakReserved());
                 g.writeNumberField("min_capacity", r.minCapacity());

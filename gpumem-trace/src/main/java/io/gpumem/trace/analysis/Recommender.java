@@ -1,5 +1,6 @@
 package io.gpumem.trace.analysis;
 
+import io.gpumem.trace.whatif.WhatIfOutcome;
 import io.gpumem.size.ByteSize;
 import java.util.ArrayList;
 import java.util.Comparator;

@@ -6,6 +6,8 @@ import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.TraceAction;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.trace.io.OpsScriptReader;
+import io.gpumem.trace.whatif.MinimumCapacity;
+import io.gpumem.trace.whatif.WhatIfOutcome;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.StartBlock;
@@ -25,13 +27,10 @@ import java.util.Map;
  * Recorded release runs are replayed as {@code empty_cache()} when the user called it (the run opens the
  * window, or is not followed by a driver allocation or an oom; or an ops script's {@code empty_cache}); runs
  * that are the OOM-retry path are left to the capacity model, which retries on its own. A request that fails is counted as an OOM and its later frees
- * are skipped. The minimum capacity is found by binary search in 2 MiB steps between the peak allocated
- * bytes (no run can need less) and the peak reserved bytes with unlimited memory (which always suffices),
- * assuming feasibility is monotone in capacity.
+ * are skipped. The minimum capacity is {@link MinimumCapacity#search} between the peak allocated bytes (no run
+ * can need less) and the peak reserved bytes with unlimited memory (which always suffices).
  */
 public final class WhatIfReplay {
-
-    private static final long GRANULE = 2L << 20;
 
     private final TraceSnapshot snapshot;
     private final int device;
@@ -103,16 +102,16 @@ public final class WhatIfReplay {
             roomy *= 2;
             o = run(recordedConfig, roomy, false);
         }
-        return (o.peakReserved + GRANULE - 1) / GRANULE * GRANULE;
+        return MinimumCapacity.roundUp(o.peakReserved);
     }
 
     /** Runs the window under {@code config} at the recording's capacity and searches its minimum capacity. */
-    public WhatIfResult evaluate(AllocatorConfig config, boolean isRecorded) {
+    public WhatIfOutcome evaluate(AllocatorConfig config, boolean isRecorded) {
         return evaluate(config, isRecorded, recorded.capacity());
     }
 
     /** Runs the window under {@code config} at {@code capacity} and searches its minimum capacity. */
-    public WhatIfResult evaluate(AllocatorConfig config, boolean isRecorded, long capacity) {
+    public WhatIfOutcome evaluate(AllocatorConfig config, boolean isRecorded, long capacity) {
         Outcome atCapacity = run(config, capacity, false);
         // "Unlimited" memory: enough for the window under any sensible configuration, yet a finite device (the
         // expandable reservation is sized from it). Doubled until the window fits.
@@ -123,25 +122,15 @@ public final class WhatIfReplay {
             unlimited = run(config, roomy, false);
         }
         long minCapacity = minimumCapacity(config, unlimited);
-        return new WhatIfResult(config.raw(), isRecorded, capacity, atCapacity.peakAllocated, atCapacity.peakReserved,
+        return new WhatIfOutcome(config.raw(), isRecorded, capacity, atCapacity.peakAllocated, atCapacity.peakReserved,
                 atCapacity.deviceAllocs, atCapacity.deviceFrees, atCapacity.retries, atCapacity.ooms, minCapacity);
     }
 
     private long minimumCapacity(AllocatorConfig config, Outcome unlimited) {
-        long hi = (unlimited.peakReserved + GRANULE - 1) / GRANULE;          // feasible (in granules)
-        long lo = Math.max(0, unlimited.peakAllocated / GRANULE - 1);         // infeasible or the bound below
-        if (lo >= hi) {
-            lo = hi - 1;
-        }
-        while (hi - lo > 1) {
-            long mid = (lo + hi) >>> 1;
-            if (run(config, mid * GRANULE, true).ooms == 0) {
-                hi = mid;
-            } else {
-                lo = mid;
-            }
-        }
-        return hi * GRANULE;
+        long step = MinimumCapacity.STEP;
+        long failing = Math.max(0, unlimited.peakAllocated / step - 1) * step;  // or the bound below
+        return MinimumCapacity.search(failing, MinimumCapacity.roundUp(unlimited.peakReserved),
+                capacity -> run(config, capacity, true).ooms == 0);
     }
 
     /**
