@@ -90,14 +90,13 @@ public final class CompareCommand implements Callable<Integer> {
             replay = new WhatIfReplay(trace, d, start);
             capacity = capacityBytes != null ? capacityBytes : replay.recordedCapacity(recordedConfig);
             var progress = TerminalProgress.forTerminal("compare", "configurations");
-            int total = 1 + others.size();
-            progress.progress(0, total);
-            rows.add(replay.evaluate(recordedConfig, true, capacity));
-            for (int i = 0; i < others.size(); i++) {
-                progress.progress(i + 1, total);
-                rows.add(replay.evaluate(others.get(i), false, capacity));
-            }
-            progress.progress(total, total);
+            List<AllocatorConfig> all = new ArrayList<>();
+            all.add(recordedConfig);
+            all.addAll(others);
+            progress.progress(0, all.size());
+            // one configuration per core: each replay is single-threaded and independent of the others
+            rows.addAll(replay.evaluateAll(all, capacity, Runtime.getRuntime().availableProcessors(),
+                    finished -> progress.progress(finished, all.size())));
         } catch (IllegalArgumentException | IllegalStateException e) {
             err.println("gpumem compare: " + trace.source() + ": inconsistent snapshot: " + e.getMessage());
             return 2;

@@ -13,8 +13,17 @@ import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.StartBlock;
 import io.gpumem.trace.window.StartSegment;
 import io.gpumem.trace.window.WindowStart;
+import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletionService;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorCompletionService;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.function.IntConsumer;
 
 /**
  * What-if replay ({@code gpumem compare}): the request stream of one device trace (sizes, streams, frees)
@@ -108,6 +117,62 @@ public final class WhatIfReplay {
     /** Runs the window under {@code config} at the recording's capacity and searches its minimum capacity. */
     public WhatIfOutcome evaluate(AllocatorConfig config, boolean isRecorded) {
         return evaluate(config, isRecorded, recorded.capacity());
+    }
+
+    /**
+     * {@link #evaluate(AllocatorConfig, boolean, long)} for each configuration (the first one is the recorded
+     * one), in parallel on up to {@code threads} threads: the replays share only read-only state (the compiled
+     * request stream and the start state), and each builds its own device and allocator. Results come in the
+     * order of {@code configs}; {@code done} is told each time one finishes (from the calling thread). An
+     * exception of one evaluation is rethrown as it was.
+     */
+    public List<WhatIfResult> evaluateAll(List<AllocatorConfig> configs, long capacity, int threads,
+            IntConsumer done) {
+        int n = configs.size();
+        if (threads <= 1 || n <= 1) {
+            List<WhatIfResult> rows = new ArrayList<>(n);
+            for (int i = 0; i < n; i++) {
+                rows.add(evaluate(configs.get(i), i == 0, capacity));
+                done.accept(i + 1);
+            }
+            return rows;
+        }
+        ExecutorService pool = Executors.newFixedThreadPool(Math.min(threads, n), r -> {
+            Thread t = new Thread(r, "gpumem-whatif");
+            t.setDaemon(true);
+            return t;
+        });
+        try {
+            CompletionService<WhatIfResult> cs = new ExecutorCompletionService<>(pool);
+            Map<Future<WhatIfResult>, Integer> index = new HashMap<>();
+            for (int i = 0; i < n; i++) {
+                AllocatorConfig c = configs.get(i);
+                boolean isRecorded = i == 0;
+                index.put(cs.submit(() -> evaluate(c, isRecorded, capacity)), i);
+            }
+            WhatIfResult[] rows = new WhatIfResult[n];
+            for (int finished = 1; finished <= n; finished++) {
+                Future<WhatIfResult> f = cs.take();
+                try {
+                    rows[index.get(f)] = f.get();
+                } catch (ExecutionException e) {
+                    if (e.getCause() instanceof RuntimeException re) {
+                        throw re;
+                    }
+                    if (e.getCause() instanceof Error err) {
+                        throw err;
+                    }
+                    throw new IllegalStateException(e.getCause());
+                }
+                done.accept(finished);
+            }
+            return List.of(rows);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while comparing configurations", e);
+        } finally {
+            pool.shutdownNow();
+        }
     }
 
     /** Runs the window under {@code config} at {@code capacity} and searches its minimum capacity. */

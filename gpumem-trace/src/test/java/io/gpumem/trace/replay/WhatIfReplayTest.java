@@ -47,6 +47,25 @@ class WhatIfReplayTest {
         assertThat(row.deviceAllocs()).isEqualTo(584);
     }
 
+    @Test
+    void parallelEvaluationGivesTheSequentialRowsInConfigurationOrder() {
+        WhatIfReplay r = replay("tiny-forward.pickle");
+        java.util.List<AllocatorConfig> configs = java.util.List.of(RecordedConfig.of(r.snapshot()),
+                AllocatorConfig.parse("expandable_segments:True"), AllocatorConfig.parse("max_split_size_mb:21"),
+                AllocatorConfig.parse("roundup_power2_divisions:4"));
+        long capacity = r.recorded().capacity();
+        java.util.List<WhatIfResult> sequential = new java.util.ArrayList<>();
+        for (int i = 0; i < configs.size(); i++) {
+            sequential.add(r.evaluate(configs.get(i), i == 0, capacity));
+        }
+        java.util.List<Integer> progress = new java.util.ArrayList<>();
+        java.util.List<WhatIfResult> parallel = r.evaluateAll(configs, capacity, 3, progress::add);
+        assertThat(parallel).isEqualTo(sequential);
+        assertThat(parallel.get(0).recorded()).isTrue();
+        assertThat(parallel.subList(1, 4)).noneMatch(WhatIfResult::recorded);
+        assertThat(progress).containsExactly(1, 2, 3, 4);
+    }
+
     /**
      * Worked by hand from the spec on a 100 MiB device: a (60 MiB) is freed and cached; b (30 MiB) splits its
      * block; c (60 MiB) finds no free block, and the 60 MiB segment holding b cannot be released, so c needs a
