@@ -126,11 +126,11 @@ public final class WhatIfReplay {
      * order of {@code configs}; {@code done} is told each time one finishes (from the calling thread). An
      * exception of one evaluation is rethrown as it was.
      */
-    public List<WhatIfResult> evaluateAll(List<AllocatorConfig> configs, long capacity, int threads,
+    public List<WhatIfOutcome> evaluateAll(List<AllocatorConfig> configs, long capacity, int threads,
             IntConsumer done) {
         int n = configs.size();
         if (threads <= 1 || n <= 1) {
-            List<WhatIfResult> rows = new ArrayList<>(n);
+            List<WhatIfOutcome> rows = new ArrayList<>(n);
             for (int i = 0; i < n; i++) {
                 rows.add(evaluate(configs.get(i), i == 0, capacity));
                 done.accept(i + 1);
@@ -143,16 +143,16 @@ public final class WhatIfReplay {
             return t;
         });
         try {
-            CompletionService<WhatIfResult> cs = new ExecutorCompletionService<>(pool);
-            Map<Future<WhatIfResult>, Integer> index = new HashMap<>();
+            CompletionService<WhatIfOutcome> cs = new ExecutorCompletionService<>(pool);
+            Map<Future<WhatIfOutcome>, Integer> index = new HashMap<>();
             for (int i = 0; i < n; i++) {
                 AllocatorConfig c = configs.get(i);
                 boolean isRecorded = i == 0;
                 index.put(cs.submit(() -> evaluate(c, isRecorded, capacity)), i);
             }
-            WhatIfResult[] rows = new WhatIfResult[n];
+            WhatIfOutcome[] rows = new WhatIfOutcome[n];
             for (int finished = 1; finished <= n; finished++) {
-                Future<WhatIfResult> f = cs.take();
+                Future<WhatIfOutcome> f = cs.take();
                 try {
                     rows[index.get(f)] = f.get();
                 } catch (ExecutionException e) {

@@ -54,15 +54,15 @@ class WhatIfReplayTest {
                 AllocatorConfig.parse("expandable_segments:True"), AllocatorConfig.parse("max_split_size_mb:21"),
                 AllocatorConfig.parse("roundup_power2_divisions:4"));
         long capacity = r.recorded().capacity();
-        java.util.List<WhatIfResult> sequential = new java.util.ArrayList<>();
+        java.util.List<WhatIfOutcome> sequential = new java.util.ArrayList<>();
         for (int i = 0; i < configs.size(); i++) {
             sequential.add(r.evaluate(configs.get(i), i == 0, capacity));
         }
         java.util.List<Integer> progress = new java.util.ArrayList<>();
-        java.util.List<WhatIfResult> parallel = r.evaluateAll(configs, capacity, 3, progress::add);
+        java.util.List<WhatIfOutcome> parallel = r.evaluateAll(configs, capacity, 3, progress::add);
         assertThat(parallel).isEqualTo(sequential);
         assertThat(parallel.get(0).recorded()).isTrue();
-        assertThat(parallel.subList(1, 4)).noneMatch(WhatIfResult::recorded);
+        assertThat(parallel.subList(1, 4)).noneMatch(WhatIfOutcome::recorded);
         assertThat(progress).containsExactly(1, 2, 3, 4);
     }
 
