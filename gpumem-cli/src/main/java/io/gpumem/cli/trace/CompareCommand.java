@@ -1,14 +1,16 @@
 package io.gpumem.cli.trace;
 
+import io.gpumem.cli.SizeConverter;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.config.ConfigException;
+import io.gpumem.size.ByteSize;
 import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.trace.replay.PolicyReplay;
 import io.gpumem.trace.replay.WhatIfReplay;
-import io.gpumem.trace.replay.WhatIfResult;
+import io.gpumem.trace.whatif.WhatIfOutcome;
 import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowRebuilder;
 import io.gpumem.trace.window.WindowStart;
@@ -50,14 +52,14 @@ public final class CompareCommand implements Callable<Integer> {
                     + " allocator), stitch (virtual-memory stitching), planned (plan from this trace, serve online).")
     List<String> policies = new ArrayList<>();
 
-    @Option(names = "--device", paramLabel = "N",
+    @Option(names = "--trace-device", paramLabel = "N",
             description = "Device trace to replay (default: the one with the most alloc entries).")
     Integer device;
 
-    @Option(names = "--capacity-gib", paramLabel = "GIB",
-            description = "Device capacity for the OOM column (default: the recorded capacity: the trace's peak"
-                    + " reserved, or reserved + free at a recorded oom).")
-    Double capacityGib;
+    @Option(names = "--capacity", paramLabel = "SIZE", converter = SizeConverter.class,
+            description = "Device capacity for the OOM column, e.g. 80GiB (default: the recorded capacity: the trace's"
+                    + " peak reserved, or reserved + free at a recorded oom).")
+    Long capacityBytes;
 
     @Option(names = "--json", description = "Print a JSON array instead of the table: one object per configuration"
             + " with config, peak_allocated, peak_reserved, min_capacity, device_allocs, retries, ooms, policy,"
@@ -97,18 +99,14 @@ public final class CompareCommand implements Callable<Integer> {
             err.println("gpumem compare: " + trace.source() + ": device " + d + " has no trace to replay");
             return 2;
         }
-        if (capacityGib != null && capacityGib <= 0) {
-            err.println("gpumem compare: --capacity-gib must be positive");
-            return 2;
-        }
         WindowStart start;
         WhatIfReplay replay;
         long capacity;
-        List<WhatIfResult> rows = new ArrayList<>();
+        List<WhatIfOutcome> rows = new ArrayList<>();
         try {
             start = new WindowRebuilder(recordedConfig).rebuild(trace, d);
             replay = new WhatIfReplay(trace, d, start);
-            capacity = capacityGib != null ? (long) (capacityGib * (1L << 30)) : replay.recordedCapacity(recordedConfig);
+            capacity = capacityBytes != null ? capacityBytes : replay.recordedCapacity(recordedConfig);
             var progress = TerminalProgress.forTerminal("compare", "configurations");
             List<AllocatorConfig> all = new ArrayList<>();
             all.add(recordedConfig);
@@ -131,12 +129,12 @@ public final class CompareCommand implements Callable<Integer> {
             out.println(json(rows));
         } else {
             out.println("trace " + trace.source() + ", device " + d + ": " + trace.traceOf(d).size() + " entries; start "
-                    + Sizes.gib(start.allocatedBytes()) + " allocated in " + Sizes.gib(start.reservedBytes())
+                    + ByteSize.format(start.allocatedBytes()) + " allocated in " + ByteSize.format(start.reservedBytes())
                     + " reserved; " + (trace.format() == io.gpumem.trace.io.SourceFormat.PYTORCH_SNAPSHOT
                             || trace.format() == io.gpumem.trace.io.SourceFormat.PYTORCH_SEGMENT_LIST
-                            ? "recorded peak reserved " + Sizes.gib(replay.recorded().peakReserved())
+                            ? "recorded peak reserved " + ByteSize.format(replay.recorded().peakReserved())
                             : "requests only (" + trace.format() + ", no driver calls recorded)")
-                    + "; capacity " + Sizes.gib(capacity));
+                    + "; capacity " + ByteSize.format(capacity));
             out.print(table(rows));
         }
         out.flush();
@@ -161,24 +159,24 @@ public final class CompareCommand implements Callable<Integer> {
         return best;
     }
 
-    static String label(WhatIfResult r) {
+    static String label(WhatIfOutcome r) {
         if (!r.policy().equals("pytorch")) {
-            return r.config() == null || r.config().isEmpty() ? r.policy() : r.policy() + ":" + r.config();
+            return r.label() == null || r.label().isEmpty() ? r.policy() : r.policy() + ":" + r.label();
         }
-        String c = r.config() == null || r.config().isEmpty() ? "defaults" : r.config();
+        String c = r.label() == null || r.label().isEmpty() ? "defaults" : r.label();
         return r.recorded() ? "recorded (" + c + ")" : c;
     }
 
-    static String table(List<WhatIfResult> rows) {
+    static String table(List<WhatIfOutcome> rows) {
         String[] head = {"config", "peak allocated", "peak reserved", "reserved/allocated", "driver allocs",
                 "driver frees", "retries", "OOMs", "min capacity", "map calls", "ns/pair"};
         List<String[]> cells = new ArrayList<>();
         cells.add(head);
-        for (WhatIfResult r : rows) {
-            cells.add(new String[] {label(r), Sizes.gib(r.peakAllocated()), Sizes.gib(r.peakReserved()),
+        for (WhatIfOutcome r : rows) {
+            cells.add(new String[] {label(r), ByteSize.format(r.peakAllocated()), ByteSize.format(r.peakReserved()),
                     String.format(Locale.ROOT, "%.3f", r.reservedPerAllocated()), Long.toString(r.deviceAllocs()),
                     Long.toString(r.deviceFrees()), Long.toString(r.retries()), Long.toString(r.ooms()),
-                    Sizes.gib(r.minCapacity()), Long.toString(r.deviceMaps()),
+                    ByteSize.format(r.minCapacity()), Long.toString(r.deviceMaps()),
                     String.format(Locale.ROOT, "%.0f", r.nsPerPair())});
         }
         int[] width = new int[head.length];
@@ -201,12 +199,12 @@ public final class CompareCommand implements Callable<Integer> {
         return sb.toString();
     }
 
-    static String json(List<WhatIfResult> rows) {
+    static String json(List<WhatIfOutcome> rows) {
         return Json.line(g -> {
             g.writeStartArray();
-            for (WhatIfResult r : rows) {
+            for (WhatIfOutcome r : rows) {
                 g.writeStartObject();
-                g.writeStringField("config", r.config() == null ? "" : r.config());
+                g.writeStringField("config", r.label() == null ? "" : r.label());
                 g.writeNumberField("peak_allocated", r.peakAllocated());
                 g.writeNumberField("peak_reserved", r.peakReserved());
                 g.writeNumberField("min_capacity", r.minCapacity());

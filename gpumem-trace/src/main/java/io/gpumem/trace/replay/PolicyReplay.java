@@ -9,6 +9,7 @@ import io.gpumem.plan.OffsetPlanner;
 import io.gpumem.policy.AllocatorPolicy;
 import io.gpumem.policy.PlannedAllocator;
 import io.gpumem.policy.PolicySpec;
+import io.gpumem.trace.whatif.WhatIfOutcome;
 import java.util.Map;
 
 /**
@@ -81,7 +82,7 @@ public final class PolicyReplay {
     }
 
     /** Runs the window under {@code spec} at {@code capacity} and searches its minimum capacity. */
-    public WhatIfResult evaluate(PolicySpec spec, long capacity) {
+    public WhatIfOutcome evaluate(PolicySpec spec, long capacity) {
         WhatIfReplay.Outcome at = run(spec, capacity, false);
         long roomy = Math.max(8L << 30, 2 * replay.recorded().peakReserved());
         WhatIfReplay.Outcome unlimited = run(spec, roomy, false);
@@ -102,7 +103,7 @@ public final class PolicyReplay {
                 lo = mid;
             }
         }
-        return new WhatIfResult(spec.options(), false, capacity, at.peakAllocated, at.peakReserved, at.deviceAllocs,
+        return new WhatIfOutcome(spec.options(), false, capacity, at.peakAllocated, at.peakReserved, at.deviceAllocs,
                 at.deviceFrees, at.retries, at.ooms, hi * GRANULE, spec.name(), at.deviceMaps, at.nsPerPair());
     }
 
