@@ -3,10 +3,10 @@ package io.gpumem.alloc;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.Device;
 import io.gpumem.history.Frame;
+import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.TraceAction;
 import io.gpumem.oom.OomReport;
 import io.gpumem.oom.OutOfMemoryException;
-import io.gpumem.stats.DeviceStats;
 
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -14,14 +14,14 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 
-import static io.gpumem.stats.DeviceStats.ALLOCATED_BYTES;
-import static io.gpumem.stats.DeviceStats.INACTIVE_SPLIT;
-import static io.gpumem.stats.DeviceStats.INACTIVE_SPLIT_BYTES;
-import static io.gpumem.stats.DeviceStats.RESERVED_BYTES;
-import static io.gpumem.stats.DeviceStats.SEGMENT;
+import static io.gpumem.alloc.DeviceStats.ALLOCATED_BYTES;
+import static io.gpumem.alloc.DeviceStats.INACTIVE_SPLIT;
+import static io.gpumem.alloc.DeviceStats.INACTIVE_SPLIT_BYTES;
+import static io.gpumem.alloc.DeviceStats.RESERVED_BYTES;
+import static io.gpumem.alloc.DeviceStats.SEGMENT;
 
 /**
- * The algorithms of PyTorch's {@code DeviceCachingAllocator} (2.5 era; spec §1–§6), on the state of one
+ * The algorithms of PyTorch's {@code DeviceCachingAllocator} (2.5 era; allocator.md §1–§6), on the state of one
  * device. Every method assumes the caller ({@link CachingAllocator}) holds the allocator lock.
  *
  * <h2>Malloc, in PyTorch's order</h2>
@@ -45,13 +45,6 @@ import static io.gpumem.stats.DeviceStats.SEGMENT;
  * the oversize slack is {@code max_non_split_rounding} (20 MiB by default).
  */
 final class AllocatorCore {
-    static final long K_MIN_BLOCK_SIZE = 512;
-    static final long K_SMALL_SIZE = 1L << 20;
-    static final long K_SMALL_BUFFER = 2L << 20;
-    static final long K_LARGE_BUFFER = 20L << 20;
-    static final long K_MIN_LARGE_ALLOC = 10L << 20;
-    static final long K_ROUND_LARGE = 2L << 20;
-
     final Device device;
     /** Set through {@link #setConfig} only, which keeps the derived fields in step. */
     volatile AllocatorConfig config;
@@ -68,8 +61,8 @@ final class AllocatorCore {
     final DeviceStats stats = new DeviceStats();
     /** {@code max_split_size} as memory_stats reports it: fixed when the allocator is created. */
     final long maxSplitSizeAtCreation;
-    final BlockPool smallBlocks = new BlockPool(true);
-    final BlockPool largeBlocks = new BlockPool(false);
+    final BlockPool smallBlocks = new BlockPool(Pool.SMALL);
+    final BlockPool largeBlocks = new BlockPool(Pool.LARGE);
     final BlockIndex allocatedBlocks = new BlockIndex();
     final StreamEvents events = new StreamEvents();
     final List<ExpandableSegment> expandableSegments = new ArrayList<>();
@@ -106,45 +99,14 @@ final class AllocatorCore {
         this.config = config;
     }
 
-    // ---------------------------------------------------------------- sizes (spec §1)
-
-    /** {@code round_size} (spec §1.2). */
-    static long roundSize(long size, AllocatorConfig config) {
-        if (size < K_MIN_BLOCK_SIZE) {
-            return K_MIN_BLOCK_SIZE;
-        }
-        int divisions = config.roundupPower2Divisions(size);
-        if (divisions > 1 && size > K_MIN_BLOCK_SIZE * divisions) {
-            return roundupPower2NextDivision(size, divisions);
-        }
-        return K_MIN_BLOCK_SIZE * ((size + K_MIN_BLOCK_SIZE - 1) / K_MIN_BLOCK_SIZE);
-    }
-
-    static long roundupPower2NextDivision(long size, int divisions) {
-        if (Long.bitCount(size) == 1) {
-            return size;
-        }
-        long floor = Long.highestOneBit(size);
-        long step = floor >>> (31 - Integer.numberOfLeadingZeros(divisions));
-        if (step == 0) {
-            return floor << 1;
-        }
-        long roundFloor = size & ~(step - 1);
-        return roundFloor == size ? size : roundFloor + step;
-    }
-
-    /** {@code get_allocation_size} (spec §1.5). */
-    static long allocationSize(long rounded) {
-        if (rounded <= K_SMALL_SIZE) {
-            return K_SMALL_BUFFER;
-        } else if (rounded < K_MIN_LARGE_ALLOC) {
-            return K_LARGE_BUFFER;
-        }
-        return K_ROUND_LARGE * ((rounded + K_ROUND_LARGE - 1) / K_ROUND_LARGE);
-    }
+    // ---------------------------------------------------------------- sizes (allocator.md §1, rules in SizeRules)
 
     BlockPool poolFor(long rounded) {
-        return rounded <= K_SMALL_SIZE ? smallBlocks : largeBlocks;
+        return SizeRules.poolFor(rounded) == Pool.SMALL ? smallBlocks : largeBlocks;
+    }
+
+    BlockPool pool(Pool pool) {
+        return pool == Pool.SMALL ? smallBlocks : largeBlocks;
     }
 
     /** The expandable flag as the allocator obeys it: devices without virtual memory ignore it (2.2+). */
@@ -178,15 +140,14 @@ final class AllocatorCore {
         }
     }
 
-    // ---------------------------------------------------------------- malloc (spec §3)
+    // ---------------------------------------------------------------- malloc (allocator.md §3)
 
     Block malloc(long origSize, long stream) {
-        List<Frame> context = trace.maybeGatherContext(TraceRecorder.STATE);
+        List<Frame> context = trace.maybeGatherContext(HistoryOptions.Context.STATE);
         processEvents(context);
-        long size = roundupActive ? roundSize(origSize, config)
-                : origSize < K_MIN_BLOCK_SIZE ? K_MIN_BLOCK_SIZE : (origSize + K_MIN_BLOCK_SIZE - 1) & -K_MIN_BLOCK_SIZE;
+        long size = roundupActive ? SizeRules.roundSize(origSize, config) : SizeRules.roundToMinBlock(origSize);
         BlockPool pool = poolFor(size);
-        long allocSize = allocationSize(size);
+        long allocSize = SizeRules.allocationSize(size);
 
         Block block = getFreeBlock(pool, stream, size);
         if (block == null) {
@@ -208,7 +169,7 @@ final class AllocatorCore {
         return allocFoundBlock(block, pool, size, origSize, context, split);
     }
 
-    /** {@code get_free_block} (spec §2.2): best fit on the request's stream, with the expandable walk and the oversize rules. */
+    /** {@code get_free_block} (allocator.md §2.2): best fit on the request's stream, with the expandable walk and the oversize rules. */
     private Block getFreeBlock(BlockPool pool, long stream, long size) {
         if (setFraction && gcActive) {
             pool.getFreeBlocksCallCount++;
@@ -238,11 +199,7 @@ final class AllocatorCore {
                 }
             }
         }
-        long maxSplit = maxSplitSize;
-        if (size < maxSplit && b.size >= maxSplit) {
-            return null;
-        }
-        if (size >= maxSplit && b.size >= size + maxNonSplitRounding) {
+        if (SizeRules.rejectsCachedBlock(size, b.size, maxSplitSize, maxNonSplitRounding)) {
             return null;
         }
         pool.blocks.remove(b);
@@ -253,17 +210,13 @@ final class AllocatorCore {
         return b.size + (b.next != null && !b.next.mapped ? b.next.size : 0);
     }
 
-    /** {@code should_split} (spec §2.3). */
+    /** {@code should_split} (allocator.md §2.3). */
     boolean shouldSplit(Block block, long size) {
-        long remaining = block.size - size;
-        if (block.pool.small || expandableEnabled()) {
-            return remaining >= K_MIN_BLOCK_SIZE;
-        }
-        return size < maxSplitSize && remaining > K_SMALL_SIZE;
+        return SizeRules.shouldSplit(block.size - size, size, block.pool.kind, expandableEnabled(), maxSplitSize);
     }
 
     /**
-     * {@code alloc_block} (spec §3 step 4.2): the fraction check, then expandable growth or a new cudaMalloc'd
+     * {@code alloc_block} (allocator.md §3 step 4.2): the fraction check, then expandable growth or a new cudaMalloc'd
      * segment. Returns the new block (not in any tree) or null on out-of-memory; other device errors propagate.
      */
     private Block allocBlock(BlockPool pool, long stream, long size, long allocSize, boolean isRetry,
@@ -283,10 +236,10 @@ final class AllocatorCore {
         }
         totalAllocatedMemory += allocSize;
         Block b = newBlock(ptr, allocSize, stream, pool);
-        int type = pool.statType();
+        int type = pool.statType;
         stats.increase(SEGMENT, type, 1);
         stats.increase(RESERVED_BYTES, type, allocSize);
-        if (allocSize >= maxSplitSize) {
+        if (SizeRules.isOversize(allocSize, maxSplitSize)) {
             stats.updateOversizeSegments(1);
         }
         stats.countDeviceAlloc();
@@ -295,10 +248,10 @@ final class AllocatorCore {
         return b;
     }
 
-    /** {@code alloc_found_block} (spec §2.4): carve the low part when splitting, then account the allocation. */
+    /** {@code alloc_found_block} (allocator.md §2.4): carve the low part when splitting, then account the allocation. */
     private Block allocFoundBlock(Block block, BlockPool pool, long size, long origSize, List<Frame> context,
                                   boolean split) {
-        int type = pool.statType();
+        int type = pool.statType;
         boolean alreadySplit = block.isSplit();
         if (split) {
             Block remaining = block;
@@ -335,7 +288,7 @@ final class AllocatorCore {
         block.contextWhenAllocated = context;
         trace.record(TraceAction.ALLOC, block.ptr, origSize, block.stream, context);
         stats.countAllocation(type, block.size, origSize);
-        if (block.size >= maxSplitSize) {
+        if (SizeRules.isOversize(block.size, maxSplitSize)) {
             stats.updateOversizeAllocations(1);
         }
         return block;
@@ -361,28 +314,28 @@ final class AllocatorCore {
             Block prev = null;
             for (Block b = pool.blocks.first(); b != null; b = pool.blocks.next(b)) {
                 if (prev != null && prev.stream != b.stream) {
-                    out.add(new OomReport.LargestFree(pool.name(), prev.stream, prev.size));
+                    out.add(new OomReport.LargestFree(pool.kind, prev.stream, prev.size));
                 }
                 prev = b;
             }
             if (prev != null) {
-                out.add(new OomReport.LargestFree(pool.name(), prev.stream, prev.size));
+                out.add(new OomReport.LargestFree(pool.kind, prev.stream, prev.size));
             }
         }
         return out;
     }
 
-    // ---------------------------------------------------------------- free (spec §4.1)
+    // ---------------------------------------------------------------- free (allocator.md §4.1)
 
     /** {@code free}: the user's free request. The block has already been removed from {@link #allocatedBlocks}. */
     void free(Block block) {
-        List<Frame> context = trace.maybeGatherContext(TraceRecorder.ALL);
+        List<Frame> context = trace.maybeGatherContext(HistoryOptions.Context.ALL);
         block.allocated = false;
-        int type = block.pool.statType();
+        int type = block.pool.statType;
         stats.countFreeRequested(type, block.size);
         trace.record(TraceAction.FREE_REQUESTED, block.ptr, block.requestedSize, block.stream,
                 context != null ? context : block.contextWhenAllocated);
-        if (block.size >= maxSplitSize) {
+        if (SizeRules.isOversize(block.size, maxSplitSize)) {
             stats.updateOversizeAllocations(-1);
         }
         if (block.hasStreamUses()) {
@@ -449,7 +402,7 @@ final class AllocatorCore {
             netBlocks++;
             netBytes += block.size;
         }
-        int type = pool.statType();
+        int type = pool.statType;
         if (block.expandable == null) {
             stats.update(INACTIVE_SPLIT, type, netBlocks);
             stats.update(INACTIVE_SPLIT_BYTES, type, netBytes);
@@ -457,7 +410,7 @@ final class AllocatorCore {
         stats.countFreeCompleted(type, originalSize, requested);
     }
 
-    /** {@code try_merge_blocks} (spec §2.5): absorbs {@code src} into {@code dst}; {@code dst} is in no tree. */
+    /** {@code try_merge_blocks} (allocator.md §2.5): absorbs {@code src} into {@code dst}; {@code dst} is in no tree. */
     long tryMergeBlocks(Block dst, Block src, BlockPool pool) {
         if (src == null || src.allocated || src.eventCount > 0 || src.hasStreamUses() || dst.mapped != src.mapped) {
             return 0;
@@ -536,7 +489,7 @@ final class AllocatorCore {
         }
     }
 
-    // ---------------------------------------------------------------- releasing memory (spec §4.2–§4.4)
+    // ---------------------------------------------------------------- releasing memory (allocator.md §4.2–§4.4)
 
     /** {@code release_cached_blocks}: empty_cache() and the last OOM retry. */
     boolean releaseCachedBlocks(List<Frame> context) {
@@ -579,10 +532,10 @@ final class AllocatorCore {
         trace.record(TraceAction.SEGMENT_FREE, block.ptr, block.size, block.stream,
                 context != null ? context : block.contextWhenSegmentAllocated);
         totalAllocatedMemory -= block.size;
-        int type = block.pool.statType();
+        int type = block.pool.statType;
         stats.decrease(SEGMENT, type, 1);
         stats.decrease(RESERVED_BYTES, type, block.size);
-        if (block.size >= maxSplitSize) {
+        if (SizeRules.isOversize(block.size, maxSplitSize)) {
             stats.updateOversizeSegments(-1);
         }
         block.pool.blocks.remove(block);
@@ -590,7 +543,7 @@ final class AllocatorCore {
     }
 
     /**
-     * {@code release_available_cached_blocks} (spec §4.3), 2.5 behaviour: frees one oversize block big enough,
+     * {@code release_available_cached_blocks} (allocator.md §4.3), 2.5 behaviour: frees one oversize block big enough,
      * else the largest oversize blocks of the stream until enough is freed (those freed stay freed). Expandable
      * blocks are skipped; so are oversize blocks that are not whole segments (which only exist after expandable
      * segments were toggled on, where PyTorch would cudaFree an interior pointer).
@@ -626,7 +579,7 @@ final class AllocatorCore {
         return true;
     }
 
-    /** {@code garbage_collect_cached_blocks} (spec §4.4): frees old unsplit large blocks down to the threshold. */
+    /** {@code garbage_collect_cached_blocks} (allocator.md §4.4): frees old unsplit large blocks down to the threshold. */
     private void garbageCollectCachedBlocks(List<Frame> context) {
         long gcThreshold = (long) (config.garbageCollectionThreshold() * (double) allowedMemoryMaximum);
         if (totalAllocatedMemory <= gcThreshold) {
@@ -666,7 +619,7 @@ final class AllocatorCore {
         }
     }
 
-    // ---------------------------------------------------------------- expandable segments (spec §5)
+    // ---------------------------------------------------------------- expandable segments (allocator.md §5)
 
     /** {@code try_allocate_expandable_block}: map pages at the lowest address that fits, growing by whole pages. */
     private Block tryAllocateExpandableBlock(long stream, BlockPool pool, long size, List<Frame> context) {
@@ -697,7 +650,7 @@ final class AllocatorCore {
                 return c;
             }
         }
-        long page = pool.small ? K_SMALL_BUFFER : K_LARGE_BUFFER;
+        long page = SizeRules.expandablePageSize(pool.kind);
         ExpandableSegment es = ExpandableSegment.reserve(device, stream, pool, page,
                 ExpandableSegment.defaultPageCount(device.totalMemory(), page));
         expandableSegments.add(es);
@@ -740,7 +693,7 @@ final class AllocatorCore {
         tryMergeBlocks(toMap, toMap.next, pool);
         pool.insertIntoBlocks(toMap);
         totalAllocatedMemory += mapped;
-        stats.increase(RESERVED_BYTES, pool.statType(), mapped);
+        stats.increase(RESERVED_BYTES, pool.statType, mapped);
         stats.countDeviceAlloc();
         trace.record(TraceAction.SEGMENT_MAP, start, mapped, toMap.stream, context);
         if (toMap.prev == null && toMap.contextWhenSegmentAllocated == null) {
@@ -788,7 +741,7 @@ final class AllocatorCore {
         tryMergeBlocks(block, block.next, pool);
         pool.unmapped.insert(block);
         totalAllocatedMemory -= unmapped;
-        stats.decrease(RESERVED_BYTES, pool.statType(), unmapped);
+        stats.decrease(RESERVED_BYTES, pool.statType, unmapped);
         stats.countDeviceFree();
         trace.record(TraceAction.SEGMENT_UNMAP, start, unmapped, block.stream,
                 context != null ? context : block.contextWhenSegmentAllocated);

@@ -18,13 +18,13 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-/** Memory history (spec §10.1, §10.5): context levels, the "state" mode, trackers and snapshot contents. */
+/** Memory history (allocator.md §10.1, §10.5): context levels, the "state" mode, trackers and snapshot contents. */
 class HistoryTest {
     private static final long MiB = 1L << 20;
 
     private static CachingAllocator allocator(AtomicInteger calls) {
         CachingAllocator a = new CachingAllocator(SimulatedDevice.builder().capacity(8L << 30).build());
-        a.setClock(() -> 42);
+        a.internals().setClock(() -> 42);
         a.setContextSupplier(() -> List.of(new Frame("f.py", calls.incrementAndGet(), "step")));
         return a;
     }
@@ -80,14 +80,14 @@ class HistoryTest {
     void trackersSeeEntriesWithHistoryOffAndSnapshotEntryCountsActiveBytes() {
         CachingAllocator a = new CachingAllocator(SimulatedDevice.builder().capacity(8L << 30).build());
         List<TraceEntry> seen = new ArrayList<>();
-        a.attachTraceTracker(seen::add);
+        a.internals().attachTraceTracker(seen::add);
         long p = a.malloc(3 * MiB);
         a.snapshot();
         assertThat(seen).extracting(TraceEntry::action).containsExactly(TraceAction.SEGMENT_ALLOC, TraceAction.ALLOC,
                 TraceAction.SNAPSHOT);
         assertThat(seen.getLast().size()).isEqualTo(3 * MiB);
         assertThat(a.snapshot().deviceTraces().getFirst()).isEmpty();
-        assertThat(a.detachTraceTracker(seen::add)).isFalse();
+        assertThat(a.internals().detachTraceTracker(seen::add)).isFalse();
         a.free(p);
     }
 }

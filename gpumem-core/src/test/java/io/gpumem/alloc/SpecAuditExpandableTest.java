@@ -16,14 +16,15 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
- * The spec audit of {@link CachingAllocator} (see {@link SpecAuditTest}) for expandable segments (spec §5) and
- * the global expandable flag's reach into splitting (§2.3): page-granular growth and unmapping, the lowest-address
- * run of find_expandable_block, the best-fit walk past the tail block, the stats that mapping must not move,
- * segment destruction and the trace order of an OOM retry. Expected figures are worked out in the comments.
+ * The spec audit of {@link CachingAllocator} (see {@link SpecAuditTest}) for expandable segments
+ * (allocator.md §5) and the global expandable flag's reach into splitting (allocator.md §2.3): page-granular
+ * growth and unmapping, the lowest-address run of find_expandable_block, the best-fit walk past the tail
+ * block, the stats that mapping must not move, segment destruction and the trace order of an OOM retry.
+ * Expected figures are worked out in the comments.
  */
 class SpecAuditExpandableTest {
 
-    // ---------------------------------------------------------------- §1.5/§7 alloc_size in an expandable OOM
+    // --------------------------------------------------- allocator.md §1.5/§7 alloc_size in an expandable OOM
 
     @Test
     void expandableOomStillReportsGetAllocationSize() {
@@ -38,47 +39,47 @@ class SpecAuditExpandableTest {
         assertThat(t.getFirst().size()).isEqualTo(25 * MiB);
         assertThat(a.reservedBytes()).isZero();
         assertThat(a.memoryStats().get("num_alloc_retries")).isEqualTo(1);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
-    // ---------------------------------------------------------------- §2.3 the global expandable flag
+    // --------------------------------------------------- allocator.md §2.3 the global expandable flag
 
     @Test
     void expandableFlagMakesClassicLargeBlocksSplitAt512() {
         SimulatedDevice dev = device(GiB);
         CachingAllocator a = new CachingAllocator(dev);
         long p = a.malloc(19 * MiB + 512 * KiB);     // 20 MiB segment, 0.5 MiB remainder not > 1 MiB: whole
-        assertThat(a.blockSize(p)).isEqualTo(20 * MiB);
+        assertThat(a.internals().blockSize(p)).isEqualTo(20 * MiB);
         a.free(p);
         a.setSettings("expandable_segments:True");
         // the cached classic block serves again, but with the flag on the 0.5 MiB remainder (≥ 512) splits off,
         // and since the block is not expandable it counts as inactive split
         long q = a.malloc(19 * MiB + 512 * KiB);
         assertThat(q).isEqualTo(p);
-        assertThat(a.blockSize(q)).isEqualTo(19 * MiB + 512 * KiB);
+        assertThat(a.internals().blockSize(q)).isEqualTo(19 * MiB + 512 * KiB);
         Map<String, Long> s = a.memoryStats();
         assertThat(s.get("inactive_split.large_pool.current")).isEqualTo(1);
         assertThat(s.get("inactive_split_bytes.large_pool.current")).isEqualTo(512 * KiB);
         assertThat(dev.callCount(DeviceOp.MALLOC)).isEqualTo(1);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
     void withoutVirtualMemoryTheFlagIsIgnoredEverywhere() {
         SimulatedDevice dev = SimulatedDevice.builder().capacity(GiB).virtualMemory(false).build();
         CachingAllocator a = new CachingAllocator(dev, expandable());
-        // §5.5: such builds ignore expandable_segments, so §2.3 sees the flag off: a 0.5 MiB large remainder
+        // allocator.md §5.5: such builds ignore expandable_segments, so §2.3 sees the flag off: a 0.5 MiB large remainder
         // is not split, and the segment is an ordinary cudaMalloc'd one
         long p = a.malloc(19 * MiB + 512 * KiB);
-        assertThat(a.blockSize(p)).isEqualTo(20 * MiB);
+        assertThat(a.internals().blockSize(p)).isEqualTo(20 * MiB);
         Map<String, Long> s = a.memoryStats();
         assertThat(s.get("segment.all.current")).isEqualTo(1);
         assertThat(dev.callCount(DeviceOp.MALLOC)).isEqualTo(1);
         assertThat(a.snapshot().allocatorSettings().get("expandable_segments")).isEqualTo(false);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
-    // ---------------------------------------------------------------- §5.2 stats that expandable segments leave alone
+    // --------------------------------------------------- allocator.md §5.2 stats that expandable segments leave alone
 
     @Test
     void expandableMappingMovesNeitherSegmentNorOversizeSegmentNorInactiveSplit() {
@@ -104,10 +105,10 @@ class SpecAuditExpandableTest {
         assertThat(s.get("segment.all.freed")).isZero();
         assertThat(s.get("oversize_segments.freed")).isZero();
         assertThat(s.get("inactive_split_bytes.all.freed")).isZero();
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
-    // ---------------------------------------------------------------- §5.4 unmapping partial pages, destruction
+    // --------------------------------------------------- allocator.md §5.4 unmapping partial pages, destruction
 
     @Test
     void unmapTakesOnlyWholePagesAndTheEmptySegmentIsDestroyed() {
@@ -139,7 +140,7 @@ class SpecAuditExpandableTest {
         assertThat(segs.getFirst().totalSize()).isEqualTo(20 * MiB);
         assertThat(segs.getFirst().blocks()).extracting(b -> b.size())
                 .containsExactly(5 * MiB, 10 * MiB, 5 * MiB);
-        a.checkInvariants();
+        a.internals().checkInvariants();
         a.free(pc);
         t.clear();
         // page 1 goes; the block merges with the unmapped head and tail and the reservation is destroyed
@@ -150,10 +151,10 @@ class SpecAuditExpandableTest {
         assertThat(a.memoryStats().get("num_device_free")).isEqualTo(2);
         assertThat(dev.reservationCount()).isZero();
         assertThat(a.reservedBytes()).isZero();
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
-    // ---------------------------------------------------------------- §5.2 find_expandable_block, §2.2 walk
+    // --------------------------------------------------- allocator.md §5.2 find_expandable_block, §2.2 walk
 
     @Test
     void expandableGrowthFillsTheLowestUnmappedGapFirst() {
@@ -170,7 +171,7 @@ class SpecAuditExpandableTest {
         assertThat(actions(t)).containsExactly("segment_map", "alloc");
         assertThat(t.getFirst().addr()).isEqualTo(pa + 20 * MiB);
         assertThat(t.getFirst().size()).isEqualTo(20 * MiB);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -195,8 +196,8 @@ class SpecAuditExpandableTest {
         Map<String, Long> s = a.memoryStats();
         assertThat(s.get("reserved_bytes.all.current")).isEqualTo(80 * MiB);
         assertThat(s.get("num_device_alloc")).isEqualTo(3 + 2);    // one per map_block call
-        assertThat(a.blockSize(p)).isEqualTo(50 * MiB);             // [70, 80) stays free
-        a.checkInvariants();
+        assertThat(a.internals().blockSize(p)).isEqualTo(50 * MiB);             // [70, 80) stays free
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -211,10 +212,10 @@ class SpecAuditExpandableTest {
         // Y's (7 MiB), so the walk moves on to Y
         long p = a.malloc(4 * MiB);
         assertThat(p).isEqualTo(pa + 5 * MiB);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
-    // ---------------------------------------------------------------- §3 "Order of trace entries" (expandable)
+    // --------------------------------------------------- allocator.md §3 "Order of trace entries" (expandable)
 
     @Test
     void oomRetryUnmapsThenMapsThenAllocs() {
@@ -238,10 +239,10 @@ class SpecAuditExpandableTest {
         assertThat(t.get(1).stream()).isEqualTo(s1);
         assertThat(a.memoryStats().get("num_alloc_retries")).isEqualTo(1);
         assertThat(a.reservedBytes()).isEqualTo(60 * MiB);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
-    // ---------------------------------------------------------------- §5.2 find_expandable_block vs §2.2 oversize
+    // --------------------------------------------------- allocator.md §5.2 find_expandable_block vs §2.2 oversize
 
     @Test
     void aSmallRequestRefusedByBestFitIsStillServedByTheExpandableWalk() {
@@ -258,6 +259,6 @@ class SpecAuditExpandableTest {
         Map<String, Long> s = a.memoryStats();
         assertThat(s.get("num_device_alloc")).isEqualTo(1);
         assertThat(s.get("reserved_bytes.all.current")).isEqualTo(60 * MiB);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 }

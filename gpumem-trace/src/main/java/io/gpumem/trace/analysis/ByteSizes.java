@@ -1,12 +1,12 @@
 package io.gpumem.trace.analysis;
 
-import io.gpumem.oom.SizeFormat;
+import io.gpumem.size.ByteSize;
 import java.util.Locale;
 
 /**
  * Byte figures as the reports print them and as users type them.
  *
- * <p>{@link #format} follows PyTorch's {@code format_size} (spec §7.1) so that figures match the OOM
+ * <p>{@link #format} follows PyTorch's {@code format_size} (allocator.md §7.1) so that figures match the OOM
  * message a user already has: "≤ 1024 → bytes, ≤ 1 MiB → KiB, ≤ 1 GiB → MiB, else GiB", two decimals.
  */
 public final class ByteSizes {
@@ -17,9 +17,9 @@ public final class ByteSizes {
     private ByteSizes() {
     }
 
-    /** PyTorch's {@code format_size} (core's {@link SizeFormat}); negative values get a leading minus. */
+    /** PyTorch's {@code format_size} (core's {@link ByteSize#format}); negative values get a leading minus. */
     public static String format(long bytes) {
-        return bytes < 0 ? "-" + SizeFormat.formatSize(-bytes) : SizeFormat.formatSize(bytes);
+        return ByteSize.formatSigned(bytes);
     }
 
     /**

@@ -16,7 +16,7 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * Writes a {@link TraceSnapshot} as a PyTorch memory-snapshot pickle in the current format (spec §10), the
+ * Writes a {@link TraceSnapshot} as a PyTorch memory-snapshot pickle in the current format (allocator.md §10), the
  * file {@code torch.cuda.memory._dump_snapshot} would write, so that {@code _memory_viz.py} and
  * pytorch.org/memory_viz open it.
  *

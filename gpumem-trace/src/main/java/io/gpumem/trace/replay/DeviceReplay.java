@@ -70,8 +70,8 @@ final class DeviceReplay {
             allocator.recordHistory(new HistoryOptions(HistoryOptions.Enabled.STATE, HistoryOptions.Context.STATE, 1));
             allocator.setContextSupplier(this::currentFrames);
         }
-        allocator.setClock(() -> current == null ? 0 : current.timeUs());
-        allocator.attachTraceTracker(tracker);
+        allocator.internals().setClock(() -> current == null ? 0 : current.timeUs());
+        allocator.internals().attachTraceTracker(tracker);
     }
 
     private List<Frame> currentFrames() {
@@ -101,7 +101,7 @@ final class DeviceReplay {
             }
         }
         compareDriverCalls(trace.size());
-        allocator.detachTraceTracker(tracker);
+        allocator.internals().detachTraceTracker(tracker);
         return fidelity();
     }
 

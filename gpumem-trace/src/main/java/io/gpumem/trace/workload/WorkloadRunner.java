@@ -95,7 +95,7 @@ public final class WorkloadRunner {
         String[] current = new String[1];
         if (recordHistory) {
             long[] clock = {1_700_000_000_000_000L};
-            allocator.setClock(() -> clock[0]++);
+            allocator.internals().setClock(() -> clock[0]++);
             allocator.setContextSupplier(() -> List.of(new Frame(current[0] == null ? "gpumem-demo" : current[0], 0, "demo")));
             allocator.recordHistory(HistoryOptions.all());
         }

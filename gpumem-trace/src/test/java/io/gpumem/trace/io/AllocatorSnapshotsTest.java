@@ -31,7 +31,7 @@ class AllocatorSnapshotsTest {
             List<Frame> stack = List.of(new Frame("model.py", 12, "forward"), new Frame("train.py", 3, "step"));
             a.setContextSupplier(() -> stack);
             long[] clock = {1_000};
-            a.setClock(() -> clock[0]++);
+            a.internals().setClock(() -> clock[0]++);
             long small = a.malloc(4096);
             long large = a.malloc(24L << 20);
             a.malloc(3L << 20);

@@ -19,15 +19,15 @@ import java.util.Map;
 import java.util.Set;
 
 /**
- * Builds {@link MemorySnapshot}s the way PyTorch's {@code snapshot()} does (spec §10): every block is visited
+ * Builds {@link MemorySnapshot}s the way PyTorch's {@code snapshot()} does (allocator.md §10): every block is visited
  * (free blocks of both pools, allocated blocks, blocks pending on events); each block that starts a segment
  * (no prev, or an unmapped prev) opens a reported segment that runs over the following mapped blocks, so an
  * expandable segment shows one segment per contiguous mapped run and unmapped space never appears. Segments
  * are sorted by address and a {@code snapshot} trace entry (size = total active bytes) is recorded after the
  * trace was copied, so it appears in the next snapshot.
  */
-final class SnapshotWriter {
-    private SnapshotWriter() {
+final class SnapshotBuilder {
+    private SnapshotBuilder() {
     }
 
     static MemorySnapshot snapshot(AllocatorCore core) {
@@ -87,7 +87,7 @@ final class SnapshotWriter {
             }
             totalActive += active;
             result.add(new SegmentInfo(device, address, total, allocated, active, requested, head.stream,
-                    head.pool.small ? "small" : "large", head.expandable != null,
+                    head.pool.kind, head.expandable != null,
                     frames(head.contextWhenSegmentAllocated), List.copyOf(blocks)));
         }
         result.sort((a, b) -> Long.compareUnsigned(a.address(), b.address()));
