@@ -8,7 +8,7 @@ import io.gpumem.kvcache.redis.RedisKvStore;
 import io.gpumem.kvcache.tier.InMemoryRemoteStore;
 import io.gpumem.kvcache.tier.RemoteKvStore;
 import io.gpumem.kvcache.tier.TierStats;
-import io.gpumem.script.ByteSize;
+import io.gpumem.size.ByteSize;
 import io.gpumem.kvcache.hash.HashAlgorithm;
 import io.gpumem.kvcache.manager.PreemptionMode;
 import io.gpumem.kvcache.memory.KvMemory;
