@@ -164,7 +164,7 @@ public final class AnalyzeCommand implements Callable<Integer> {
         }
         if (capacityBytes != MemoryState.UNKNOWN && reserved > capacityBytes) {
             throw new CommandLine.ParameterException(spec.commandLine(), "--capacity " + capacity + " ("
-                    + ByteSizes.format(capacityBytes) + ") is less than the " + ByteSizes.format(reserved)
+                    + io.gpumem.size.ByteSize.format(capacityBytes) + ") is less than the " + io.gpumem.size.ByteSize.format(reserved)
                     + " device " + d + " of " + file + " has reserved; give the GPU's memory");
         }
         StateAnalysis analysis = new StateAnalyzer(top).analyze(state);
