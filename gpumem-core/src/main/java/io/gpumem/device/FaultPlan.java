@@ -40,10 +40,6 @@ final class FaultPlan {
         faults.put(op, new PendingFault(n, error));
     }
 
-    void clear() {
-        faults.clear();
-    }
-
     /**
      * Consumes a due fault for an operation that reports running out of memory as a result: true when this call
      * must return {@link Device#NULL}; any other due error is thrown.

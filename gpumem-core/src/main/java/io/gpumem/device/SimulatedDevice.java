@@ -371,11 +371,6 @@ public final class SimulatedDevice implements Device {
         faults.failNth(op, n, error);
     }
 
-    /** Cancels every pending injected fault. */
-    public synchronized void clearFaults() {
-        faults.clear();
-    }
-
     private void requireVmm(DeviceOp op) {
         if (!virtualMemory) {
             throw new DeviceException(op, DeviceError.CUDA_ERROR_NOT_SUPPORTED, "virtual memory management is off");
