@@ -115,8 +115,9 @@ public final class AddressTable<V> {
     /** The value of {@code key}, or null when absent. */
     @SuppressWarnings("unchecked")
     public V get(long key) {
+        Object[] lane = objectLane();
         int i = slotOf(key);
-        return i < 0 ? null : (V) objectLane()[i];
+        return i < 0 ? null : (V) lane[i];
     }
 
     /** Adds key → value unless the key is present; returns whether it was added. The key must be non-zero. */
