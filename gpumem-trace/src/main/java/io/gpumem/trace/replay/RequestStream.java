@@ -38,6 +38,8 @@ final class RequestStream {
     final int length;
     final int startBlocks;
     final int slots;
+    /** Number of ALLOC ops. */
+    final int allocs;
     /** Entries of the trace each op came from (for diagnostics). */
     final int[] entry;
 
@@ -110,6 +112,11 @@ final class RequestStream {
         this.length = k;
         this.startBlocks = startCount;
         this.slots = slots;
+        int a = 0;
+        for (int j = 0; j < k; j++) {
+            a += op[j] == ALLOC ? 1 : 0;
+        }
+        this.allocs = a;
     }
 
     /** Index of a stream handle in {@link #streams}. */
