@@ -63,7 +63,7 @@ public final class PytorchSnapshotReader {
         }
         try (InputStream in = new BufferedInputStream(Files.newInputStream(file), 1 << 16)) {
             Object root = unpickle(in, bytes, name);
-            return new Converter(name, limits, bytes).convert(root);
+            return convert(root, name, bytes);
         } catch (IOException e) {
             throw new TraceFormatException(name, "", "cannot read: " + e.getMessage(), e);
         }
@@ -81,8 +81,19 @@ public final class PytorchSnapshotReader {
             throw new TraceFormatException(name, "", "input is over the limit of " + limits.maxFileBytes() + " bytes");
         }
         Object root = unpickle(new java.io.ByteArrayInputStream(bytes), bytes.length, name);
-        return new Converter(name, limits, bytes.length).convert(root);
+        return convert(root, name, bytes.length);
     }
+
+    private TraceSnapshot convert(Object root, String name, long bytes) {
+        try {
+            return new Converter(name, limits, bytes).convert(root);
+        } catch (StackOverflowError e) {
+            throw new TraceFormatException(name, "", NESTED);
+        }
+    }
+
+    /** Why a pickle whose values recurse without end (a list inside itself, or nesting thousands deep) is refused. */
+    private static final String NESTED = "values nested in themselves or too deeply to be a snapshot";
 
     /**
      * Decodes the pickle as plain data ({@link PlainDataUnpickler}): code is never run and no declared length
@@ -94,7 +105,9 @@ public final class PytorchSnapshotReader {
         } catch (PlainDataUnpickler.Refused e) {
             throw new TraceFormatException(name, "", e.runsCode() ? e.getMessage()
                     : "not a readable pickle (truncated or corrupt): " + e.getMessage());
-        } catch (IOException | RuntimeException | StackOverflowError e) {
+        } catch (StackOverflowError e) {
+            throw new TraceFormatException(name, "", NESTED);
+        } catch (IOException | RuntimeException e) {
             String why = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
             throw new TraceFormatException(name, "", "not a readable pickle (truncated or corrupt): " + why, e);
         }
