@@ -2,7 +2,7 @@ package io.gpumem.trace.replay;
 
 import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
-import io.gpumem.trace.window.AddressTable;
+import io.gpumem.alloc.AddressTable;
 import io.gpumem.trace.window.StartBlock;
 import io.gpumem.trace.window.StartSegment;
 import io.gpumem.trace.window.WindowStart;
@@ -50,9 +50,9 @@ final class RequestStream {
         long[] size = new long[n];
         long[] stream = new long[n];
         int[] entry = new int[n];
-        AddressTable live = new AddressTable(1024);
+        AddressTable<Void> live = AddressTable.forInts(1024);
         int[] next = {0};
-        forEachStartBlock(start, (seg, b) -> live.put(b.address(), next[0]++, -1));
+        forEachStartBlock(start, (seg, b) -> live.putInt(b.address(), next[0]++, -1));
         int startCount = next[0];
         int slots = startCount;
         boolean hasCompletions = false;
@@ -73,11 +73,11 @@ final class RequestStream {
                 stream[k] = e.stream();
                 entry[k++] = i;
                 if (e.addr() != 0) {
-                    live.put(e.addr(), slot[k - 1], -1);
+                    live.putInt(e.addr(), slot[k - 1], -1);
                 }
                 slots++;
             } else if (a == TraceAction.FREE_COMPLETED || (a == TraceAction.FREE_REQUESTED && !hasCompletions)) {
-                int s = e.addr() == 0 ? -1 : live.remove(e.addr(), -1);
+                int s = e.addr() == 0 ? -1 : live.removeInt(e.addr(), -1);
                 if (s >= 0) {
                     op[k] = FREE;
                     slot[k] = s;
