@@ -40,6 +40,8 @@ public final class SpillingAllocator implements GpuAllocator {
     private final Device device;
     private final long hostBudget;
     private final Path spillDir;
+    /** False: accounting only, for simulated devices without byte backing; spills move and store no bytes. */
+    private final boolean moveBytes;
     private final Map<Long, SpillableBuffer> buffers = new LinkedHashMap<>();
     private long nextId;
     private long clock;
@@ -60,6 +62,21 @@ public final class SpillingAllocator implements GpuAllocator {
      * @param spillDir where buffers go once the host budget is spent (null: host only)
      */
     public SpillingAllocator(GpuAllocator upstream, long hostBudgetBytes, Path spillDir) {
+        this(upstream, hostBudgetBytes, spillDir, true);
+    }
+
+    /**
+     * A spilling allocator that only accounts: buffers leave and re-enter the device (so allocations
+     * succeed as they would with real spilling) but no bytes are copied or stored, host or disk. For
+     * what-if runs on a simulated device without byte backing, where the tensors have no contents;
+     * "disk" is then unlimited.
+     */
+    public static SpillingAllocator accountingOnly(GpuAllocator upstream, long hostBudgetBytes) {
+        return new SpillingAllocator(upstream, hostBudgetBytes, Path.of("."), false);
+    }
+
+    private SpillingAllocator(GpuAllocator upstream, long hostBudgetBytes, Path spillDir, boolean moveBytes) {
+        this.moveBytes = moveBytes;
         if (hostBudgetBytes < 0) {
             throw new IllegalArgumentException("host spill budget must not be negative, got " + hostBudgetBytes);
         }
@@ -126,6 +143,15 @@ public final class SpillingAllocator implements GpuAllocator {
             if (hostUsed + b.size > hostBudget) {
                 return false;
             }
+            if (!moveBytes) {
+                b.host = MemorySegment.NULL;
+                hostUsed += b.size;
+                spillsToHost++;
+                bytesToHost += b.size;
+                upstream.free(b.address);
+                b.address = 0;
+                return true;
+            }
             Arena arena = Arena.ofShared();
             MemorySegment host = arena.allocate(b.size, 64);
             device.copyToHost(host, b.address, b.size);
@@ -134,6 +160,10 @@ public final class SpillingAllocator implements GpuAllocator {
             hostUsed += b.size;
             spillsToHost++;
             bytesToHost += b.size;
+        } else if (!moveBytes) {
+            b.file = spillDir.resolve("spill-" + b.id + ".bin");   // never written
+            spillsToDisk++;
+            bytesToDisk += b.size;
         } else {
             Path file = spillDir.resolve("spill-" + b.id + ".bin");
             try (Arena staging = Arena.ofConfined()) {
@@ -168,7 +198,11 @@ public final class SpillingAllocator implements GpuAllocator {
             try {
                 long address = malloc(b.size, Device.DEFAULT_STREAM);
                 long t0 = System.nanoTime();
-                if (b.host != null) {
+                if (!moveBytes) {
+                    hostUsed -= b.host != null ? b.size : 0;
+                    b.host = null;
+                    b.file = null;
+                } else if (b.host != null) {
                     device.copyToDevice(address, b.host, b.size);
                     b.hostArena.close();
                     b.hostArena = null;
@@ -223,10 +257,12 @@ public final class SpillingAllocator implements GpuAllocator {
             upstream.free(b.address);
             b.address = 0;
         } else if (b.host != null) {
-            b.hostArena.close();
+            if (b.hostArena != null) {
+                b.hostArena.close();
+            }
             b.host = null;
             hostUsed -= b.size;
-        } else if (b.file != null) {
+        } else if (b.file != null && moveBytes) {
             try {
                 Files.deleteIfExists(b.file);
             } catch (IOException e) {
