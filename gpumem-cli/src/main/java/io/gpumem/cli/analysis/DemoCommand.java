@@ -127,6 +127,8 @@ public final class DemoCommand implements Callable<Integer> {
         for (String conf : alternatives) {
             rows.add(whatIf.run(conf));
         }
+        rows.addAll(new io.gpumem.trace.workload.PolicyWorkloadRunner(runner).outcomes(workload,
+                io.gpumem.trace.workload.PolicyWorkloadRunner.DEMO_POLICIES, !noMinCapacity));
         out.println("comparison (" + workload.settings().steps() + " steps on " + ByteSize.formatSigned(capacityBytes) + "):");
         AnalysisPrinter.printOutcomes(rows, out);
         out.println();
