@@ -1,12 +1,16 @@
 package io.gpumem.cli.trace;
 
+import io.gpumem.cli.SizeConverter;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.config.ConfigException;
+import io.gpumem.size.ByteSize;
 import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.policy.PolicySpec;
+import io.gpumem.trace.replay.PolicyReplay;
 import io.gpumem.trace.replay.WhatIfReplay;
-import io.gpumem.trace.replay.WhatIfResult;
+import io.gpumem.trace.whatif.WhatIfOutcome;
 import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowRebuilder;
 import io.gpumem.trace.window.WindowStart;
@@ -24,7 +28,8 @@ import picocli.CommandLine.Spec;
 /**
  * {@code gpumem compare FILE --config C ...}: replays one device's request stream from the window's rebuilt
  * start under the recorded configuration (always the first row) and each given one, on a simulated device, and
- * tabulates peak memory, driver calls, retries, OOMs at the recorded capacity and the minimum capacity.
+ * tabulates peak memory, driver calls, retries, OOMs at the recorded capacity and the minimum capacity. Each
+ * {@code --policy} adds a row replayed by {@link PolicyReplay} under that allocation policy.
  */
 @Command(name = "compare", mixinStandardHelpOptions = true,
         description = {"Answer \"what if\": replay a trace's requests under other allocator configurations"
@@ -42,17 +47,23 @@ public final class CompareCommand implements Callable<Integer> {
             description = "A configuration to compare, e.g. expandable_segments:True or max_split_size_mb:128 (repeatable).")
     List<String> configs = new ArrayList<>();
 
-    @Option(names = "--device", paramLabel = "N",
+    @Option(names = "--policy", paramLabel = "NAME[:OPTIONS]",
+            description = "An allocation policy to add as a row (repeatable): pytorch[:CONF] (the PyTorch-exact"
+                    + " allocator), stitch (virtual-memory stitching), planned (plan from this trace, serve online).")
+    List<String> policies = new ArrayList<>();
+
+    @Option(names = "--trace-device", paramLabel = "N",
             description = "Device trace to replay (default: the one with the most alloc entries).")
     Integer device;
 
-    @Option(names = "--capacity-gib", paramLabel = "GIB",
-            description = "Device capacity for the OOM column (default: the recorded capacity: the trace's peak"
-                    + " reserved, or reserved + free at a recorded oom).")
-    Double capacityGib;
+    @Option(names = "--capacity", paramLabel = "SIZE", converter = SizeConverter.class,
+            description = "Device capacity for the OOM column, e.g. 80GiB (default: the recorded capacity: the trace's"
+                    + " peak reserved, or reserved + free at a recorded oom).")
+    Long capacityBytes;
 
     @Option(names = "--json", description = "Print a JSON array instead of the table: one object per configuration"
-            + " with config, peak_allocated, peak_reserved, min_capacity, device_allocs, retries, ooms.")
+            + " with config, peak_allocated, peak_reserved, min_capacity, device_allocs, retries, ooms, policy,"
+            + " device_maps, ns_per_pair.")
     boolean json;
 
     @Override
@@ -74,31 +85,42 @@ public final class CompareCommand implements Callable<Integer> {
             err.println("gpumem compare: bad --config: " + e.getMessage());
             return 2;
         }
+        List<PolicySpec> policySpecs = new ArrayList<>();
+        try {
+            for (String p : policies) {
+                policySpecs.add(PolicySpec.parse(p));
+            }
+        } catch (IllegalArgumentException e) {
+            err.println("gpumem compare: bad --policy: " + e.getMessage());
+            return 2;
+        }
         int d = device != null ? device : busiestDevice(trace);
         if (d < 0 || d >= Math.max(1, trace.deviceTraces().size()) || trace.traceOf(d).isEmpty()) {
             err.println("gpumem compare: " + trace.source() + ": device " + d + " has no trace to replay");
             return 2;
         }
-        if (capacityGib != null && capacityGib <= 0) {
-            err.println("gpumem compare: --capacity-gib must be positive");
-            return 2;
-        }
         WindowStart start;
         WhatIfReplay replay;
         long capacity;
-        List<WhatIfResult> rows = new ArrayList<>();
+        List<WhatIfOutcome> rows = new ArrayList<>();
         try {
             start = new WindowRebuilder(recordedConfig).rebuild(trace, d);
             replay = new WhatIfReplay(trace, d, start);
-            capacity = capacityGib != null ? (long) (capacityGib * (1L << 30)) : replay.recordedCapacity(recordedConfig);
+            capacity = capacityBytes != null ? capacityBytes : replay.recordedCapacity(recordedConfig);
             var progress = TerminalProgress.forTerminal("compare", "configurations");
             List<AllocatorConfig> all = new ArrayList<>();
             all.add(recordedConfig);
             all.addAll(others);
-            progress.progress(0, all.size());
+            int total = all.size() + policySpecs.size();
+            progress.progress(0, total);
             // one configuration per core: each replay is single-threaded and independent of the others
             rows.addAll(replay.evaluateAll(all, capacity, Runtime.getRuntime().availableProcessors(),
-                    finished -> progress.progress(finished, all.size())));
+                    finished -> progress.progress(finished, total)));
+            PolicyReplay policyReplay = new PolicyReplay(replay);
+            for (int i = 0; i < policySpecs.size(); i++) {
+                rows.add(policyReplay.evaluate(policySpecs.get(i), capacity));
+                progress.progress(all.size() + i + 1, total);
+            }
         } catch (IllegalArgumentException | IllegalStateException e) {
             err.println("gpumem compare: " + trace.source() + ": inconsistent snapshot: " + e.getMessage());
             return 2;
@@ -107,12 +129,12 @@ public final class CompareCommand implements Callable<Integer> {
             out.println(json(rows));
         } else {
             out.println("trace " + trace.source() + ", device " + d + ": " + trace.traceOf(d).size() + " entries; start "
-                    + Sizes.gib(start.allocatedBytes()) + " allocated in " + Sizes.gib(start.reservedBytes())
+                    + ByteSize.format(start.allocatedBytes()) + " allocated in " + ByteSize.format(start.reservedBytes())
                     + " reserved; " + (trace.format() == io.gpumem.trace.io.SourceFormat.PYTORCH_SNAPSHOT
                             || trace.format() == io.gpumem.trace.io.SourceFormat.PYTORCH_SEGMENT_LIST
-                            ? "recorded peak reserved " + Sizes.gib(replay.recorded().peakReserved())
+                            ? "recorded peak reserved " + ByteSize.format(replay.recorded().peakReserved())
                             : "requests only (" + trace.format() + ", no driver calls recorded)")
-                    + "; capacity " + Sizes.gib(capacity));
+                    + "; capacity " + ByteSize.format(capacity));
             out.print(table(rows));
         }
         out.flush();
@@ -137,21 +159,25 @@ public final class CompareCommand implements Callable<Integer> {
         return best;
     }
 
-    static String label(WhatIfResult r) {
-        String c = r.config() == null || r.config().isEmpty() ? "defaults" : r.config();
+    static String label(WhatIfOutcome r) {
+        if (!r.policy().equals("pytorch")) {
+            return r.label() == null || r.label().isEmpty() ? r.policy() : r.policy() + ":" + r.label();
+        }
+        String c = r.label() == null || r.label().isEmpty() ? "defaults" : r.label();
         return r.recorded() ? "recorded (" + c + ")" : c;
     }
 
-    static String table(List<WhatIfResult> rows) {
+    static String table(List<WhatIfOutcome> rows) {
         String[] head = {"config", "peak allocated", "peak reserved", "reserved/allocated", "driver allocs",
-                "driver frees", "retries", "OOMs", "min capacity"};
+                "driver frees", "retries", "OOMs", "min capacity", "map calls", "ns/pair"};
         List<String[]> cells = new ArrayList<>();
         cells.add(head);
-        for (WhatIfResult r : rows) {
-            cells.add(new String[] {label(r), Sizes.gib(r.peakAllocated()), Sizes.gib(r.peakReserved()),
+        for (WhatIfOutcome r : rows) {
+            cells.add(new String[] {label(r), ByteSize.format(r.peakAllocated()), ByteSize.format(r.peakReserved()),
                     String.format(Locale.ROOT, "%.3f", r.reservedPerAllocated()), Long.toString(r.deviceAllocs()),
                     Long.toString(r.deviceFrees()), Long.toString(r.retries()), Long.toString(r.ooms()),
-                    Sizes.gib(r.minCapacity())});
+                    ByteSize.format(r.minCapacity()), Long.toString(r.deviceMaps()),
+                    String.format(Locale.ROOT, "%.0f", r.nsPerPair())});
         }
         int[] width = new int[head.length];
         for (String[] row : cells) {
@@ -173,18 +199,21 @@ public final class CompareCommand implements Callable<Integer> {
         return sb.toString();
     }
 
-    static String json(List<WhatIfResult> rows) {
+    static String json(List<WhatIfOutcome> rows) {
         return Json.line(g -> {
             g.writeStartArray();
-            for (WhatIfResult r : rows) {
+            for (WhatIfOutcome r : rows) {
                 g.writeStartObject();
-                g.writeStringField("config", r.config() == null ? "" : r.config());
+                g.writeStringField("config", r.label() == null ? "" : r.label());
                 g.writeNumberField("peak_allocated", r.peakAllocated());
                 g.writeNumberField("peak_reserved", r.peakReserved());
                 g.writeNumberField("min_capacity", r.minCapacity());
                 g.writeNumberField("device_allocs", r.deviceAllocs());
                 g.writeNumberField("retries", r.retries());
                 g.writeNumberField("ooms", r.ooms());
+                g.writeStringField("policy", r.policy());
+                g.writeNumberField("device_maps", r.deviceMaps());
+                g.writeNumberField("ns_per_pair", r.nsPerPair());
                 g.writeEndObject();
             }
             g.writeEndArray();

@@ -2,10 +2,13 @@ package io.gpumem.trace.replay;
 
 import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.device.DeviceOp;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.TraceAction;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.trace.io.OpsScriptReader;
+import io.gpumem.trace.whatif.MinimumCapacity;
+import io.gpumem.trace.whatif.WhatIfOutcome;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.StartBlock;
@@ -34,13 +37,10 @@ import java.util.function.IntConsumer;
  * Recorded release runs are replayed as {@code empty_cache()} when the user called it (the run opens the
  * window, or is not followed by a driver allocation or an oom; or an ops script's {@code empty_cache}); runs
  * that are the OOM-retry path are left to the capacity model, which retries on its own. A request that fails is counted as an OOM and its later frees
- * are skipped. The minimum capacity is found by binary search in 2 MiB steps between the peak allocated
- * bytes (no run can need less) and the peak reserved bytes with unlimited memory (which always suffices),
- * assuming feasibility is monotone in capacity.
+ * are skipped. The minimum capacity is {@link MinimumCapacity#search} between the peak allocated bytes (no run
+ * can need less) and the peak reserved bytes with unlimited memory (which always suffices).
  */
 public final class WhatIfReplay {
-
-    private static final long GRANULE = 2L << 20;
 
     private final TraceSnapshot snapshot;
     private final int device;
@@ -112,11 +112,11 @@ public final class WhatIfReplay {
             roomy *= 2;
             o = run(recordedConfig, roomy, false);
         }
-        return (o.peakReserved + GRANULE - 1) / GRANULE * GRANULE;
+        return MinimumCapacity.roundUp(o.peakReserved);
     }
 
     /** Runs the window under {@code config} at the recording's capacity and searches its minimum capacity. */
-    public WhatIfResult evaluate(AllocatorConfig config, boolean isRecorded) {
+    public WhatIfOutcome evaluate(AllocatorConfig config, boolean isRecorded) {
         return evaluate(config, isRecorded, recorded.capacity());
     }
 
@@ -127,11 +127,11 @@ public final class WhatIfReplay {
      * order of {@code configs}; {@code done} is told each time one finishes (from the calling thread). An
      * exception of one evaluation is rethrown as it was.
      */
-    public List<WhatIfResult> evaluateAll(List<AllocatorConfig> configs, long capacity, int threads,
+    public List<WhatIfOutcome> evaluateAll(List<AllocatorConfig> configs, long capacity, int threads,
             IntConsumer done) {
         int n = configs.size();
         if (threads <= 1 || n <= 1) {
-            List<WhatIfResult> rows = new ArrayList<>(n);
+            List<WhatIfOutcome> rows = new ArrayList<>(n);
             for (int i = 0; i < n; i++) {
                 rows.add(evaluate(configs.get(i), i == 0, capacity));
                 done.accept(i + 1);
@@ -144,16 +144,16 @@ public final class WhatIfReplay {
             return t;
         });
         try {
-            CompletionService<WhatIfResult> cs = new ExecutorCompletionService<>(pool);
-            Map<Future<WhatIfResult>, Integer> index = new HashMap<>();
+            CompletionService<WhatIfOutcome> cs = new ExecutorCompletionService<>(pool);
+            Map<Future<WhatIfOutcome>, Integer> index = new HashMap<>();
             for (int i = 0; i < n; i++) {
                 AllocatorConfig c = configs.get(i);
                 boolean isRecorded = i == 0;
                 index.put(cs.submit(() -> evaluate(c, isRecorded, capacity)), i);
             }
-            WhatIfResult[] rows = new WhatIfResult[n];
+            WhatIfOutcome[] rows = new WhatIfOutcome[n];
             for (int finished = 1; finished <= n; finished++) {
-                Future<WhatIfResult> f = cs.take();
+                Future<WhatIfOutcome> f = cs.take();
                 try {
                     rows[index.get(f)] = f.get();
                 } catch (ExecutionException e) {
@@ -177,7 +177,7 @@ public final class WhatIfReplay {
     }
 
     /** Runs the window under {@code config} at {@code capacity} and searches its minimum capacity. */
-    public WhatIfResult evaluate(AllocatorConfig config, boolean isRecorded, long capacity) {
+    public WhatIfOutcome evaluate(AllocatorConfig config, boolean isRecorded, long capacity) {
         Outcome atCapacity = run(config, capacity, false);
         // "Unlimited" memory: enough for the window under any sensible configuration, yet a finite device (the
         // expandable reservation is sized from it). Doubled until the window fits.
@@ -188,25 +188,16 @@ public final class WhatIfReplay {
             unlimited = run(config, roomy, false);
         }
         long minCapacity = minimumCapacity(config, unlimited);
-        return new WhatIfResult(config.raw(), isRecorded, capacity, atCapacity.peakAllocated, atCapacity.peakReserved,
-                atCapacity.deviceAllocs, atCapacity.deviceFrees, atCapacity.retries, atCapacity.ooms, minCapacity);
+        return new WhatIfOutcome(config.raw(), isRecorded, capacity, atCapacity.peakAllocated, atCapacity.peakReserved,
+                atCapacity.deviceAllocs, atCapacity.deviceFrees, atCapacity.retries, atCapacity.ooms, minCapacity,
+                "pytorch", atCapacity.deviceMaps, atCapacity.nsPerPair());
     }
 
     private long minimumCapacity(AllocatorConfig config, Outcome unlimited) {
-        long hi = (unlimited.peakReserved + GRANULE - 1) / GRANULE;          // feasible (in granules)
-        long lo = Math.max(0, unlimited.peakAllocated / GRANULE - 1);         // infeasible or the bound below
-        if (lo >= hi) {
-            lo = hi - 1;
-        }
-        while (hi - lo > 1) {
-            long mid = (lo + hi) >>> 1;
-            if (run(config, mid * GRANULE, true).ooms == 0) {
-                hi = mid;
-            } else {
-                lo = mid;
-            }
-        }
-        return hi * GRANULE;
+        long step = MinimumCapacity.STEP;
+        long failing = Math.max(0, unlimited.peakAllocated / step - 1) * step;  // or the bound below
+        return MinimumCapacity.search(failing, MinimumCapacity.roundUp(unlimited.peakReserved),
+                capacity -> run(config, capacity, true).ooms == 0);
     }
 
     /**
@@ -226,6 +217,13 @@ public final class WhatIfReplay {
         long deviceFrees;
         long retries;
         long ooms;
+        long deviceMaps;
+        long nanos;
+        long pairs;
+
+        double nsPerPair() {
+            return pairs == 0 ? 0 : (double) nanos / pairs;
+        }
     }
 
     /** Replays the window; with {@code stopAtOom} returns at the first failed request. */
@@ -262,6 +260,7 @@ public final class WhatIfReplay {
         int[] slots = rs.slot;
         long[] size = rs.size;
         int[] streamIndex = rs.streamIndex;
+        long t0 = System.nanoTime();
         for (int k = 0; k < rs.length; k++) {
             switch (op[k]) {
                 case RequestStream.ALLOC -> {
@@ -283,6 +282,9 @@ public final class WhatIfReplay {
                 default -> allocator.emptyCache();
             }
         }
+        out.nanos = System.nanoTime() - t0;
+        out.pairs = rs.allocs;
+        out.deviceMaps = dev.callCount(DeviceOp.MAP) + dev.callCount(DeviceOp.UNMAP);
         Map<String, Long> stats = allocator.memoryStats();
         out.peakAllocated = stats.getOrDefault("allocated_bytes.all.peak", 0L);
         out.peakReserved = stats.getOrDefault("reserved_bytes.all.peak", 0L);
@@ -294,6 +296,14 @@ public final class WhatIfReplay {
 
     public int device() {
         return device;
+    }
+
+    RequestStream requests() {
+        return requests;
+    }
+
+    WindowStart start() {
+        return start;
     }
 
     public TraceSnapshot snapshot() {

@@ -1,5 +1,6 @@
 package io.gpumem.trace.window;
 
+import io.gpumem.alloc.AddressTable;
 import io.gpumem.alloc.Pool;
 import io.gpumem.alloc.SizeRules;
 import io.gpumem.config.AllocatorConfig;
@@ -79,12 +80,12 @@ public final class WindowRebuilder {
         TreeMap<Long, Seg> segs = startSegments(snapshot, device, trace);
 
         // Forward pass: which addresses the window itself allocated, and which frees hit older blocks.
-        AddressTable state = new AddressTable(1024);
+        AddressTable<Void> state = AddressTable.forInts(1024);
         long[] allocAddr = new long[64];
         int[] allocIndex = new int[64];
         int allocs = 0;
         List<long[]> preFreed = new ArrayList<>(); // {addr, request, freeIndex}
-        AddressTable preFreedSlot = new AddressTable(64);
+        AddressTable<Void> preFreedSlot = AddressTable.forInts(64);
         boolean hasCompletions = false;
         for (TraceEntry e : trace) {
             if (e.action() == TraceAction.FREE_COMPLETED) {
@@ -100,7 +101,7 @@ public final class WindowRebuilder {
                     if (a == 0) {
                         break;
                     }
-                    state.put(a, WINDOW_LIVE, NONE);
+                    state.putInt(a, WINDOW_LIVE, NONE);
                     if (allocs == allocAddr.length) {
                         allocAddr = java.util.Arrays.copyOf(allocAddr, allocs * 2);
                         allocIndex = java.util.Arrays.copyOf(allocIndex, allocs * 2);
@@ -112,18 +113,18 @@ public final class WindowRebuilder {
                     if (a == 0) {
                         break;
                     }
-                    int s = state.get(a, NONE);
+                    int s = state.getInt(a, NONE);
                     if (s == NONE) {
-                        preFreedSlot.put(a, preFreed.size(), -1);
+                        preFreedSlot.putInt(a, preFreed.size(), -1);
                         preFreed.add(new long[] {a, e.size(), i});
                         if (hasCompletions) {
-                            state.put(a, PRE_FREE_REQUESTED, NONE);
+                            state.putInt(a, PRE_FREE_REQUESTED, NONE);
                         }
                     } else if (s == WINDOW_LIVE) {
                         if (hasCompletions) {
-                            state.put(a, WINDOW_FREE_REQUESTED, NONE);
+                            state.putInt(a, WINDOW_FREE_REQUESTED, NONE);
                         } else {
-                            state.remove(a, NONE);
+                            state.removeInt(a, NONE);
                         }
                     }
                 }
@@ -131,11 +132,11 @@ public final class WindowRebuilder {
                     if (a == 0) {
                         break;
                     }
-                    int s = state.remove(a, NONE);
+                    int s = state.removeInt(a, NONE);
                     if (s == NONE) {
                         preFreed.add(new long[] {a, e.size(), i});
                     } else if (s == PRE_FREE_REQUESTED) {
-                        preFreed.get(preFreedSlot.get(a, 0))[2] = i;
+                        preFreed.get(preFreedSlot.getInt(a, 0))[2] = i;
                     }
                 }
                 default -> { }
