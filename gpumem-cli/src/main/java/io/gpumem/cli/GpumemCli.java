@@ -23,6 +23,7 @@ import picocli.CommandLine.Command;
             io.gpumem.cli.trace.CompareCommand.class,
             io.gpumem.cli.analysis.AnalyzeCommand.class,
             io.gpumem.cli.analysis.DemoCommand.class,
+            io.gpumem.cli.report.ReportCommand.class,
         })
 public final class GpumemCli implements Runnable {
 

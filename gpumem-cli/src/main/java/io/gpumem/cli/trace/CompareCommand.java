@@ -55,6 +55,10 @@ public final class CompareCommand implements Callable<Integer> {
             + " with config, peak_allocated, peak_reserved, min_capacity, device_allocs, retries, ooms.")
     boolean json;
 
+    @Option(names = "--html", paramLabel = "FILE",
+            description = "Also write the HTML report of this device (as gpumem report does), with these rows in its what-if table.")
+    java.nio.file.Path html;
+
     @Override
     public Integer call() {
         PrintWriter out = spec.commandLine().getOut();
@@ -115,6 +119,17 @@ public final class CompareCommand implements Callable<Integer> {
                             : "requests only (" + trace.format() + ", no driver calls recorded)")
                     + "; capacity " + Sizes.gib(capacity));
             out.print(table(rows));
+        }
+        if (html != null) {
+            List<io.gpumem.trace.analysis.WhatIfOutcome> outcomes = new ArrayList<>();
+            for (WhatIfResult r : rows) {
+                outcomes.add(new io.gpumem.trace.analysis.WhatIfOutcome(label(r), r.peakAllocated(), r.peakReserved(),
+                        r.deviceAllocs(), r.retries(), r.ooms(), r.minCapacity()));
+            }
+            var analysis = io.gpumem.trace.analysis.DeviceAnalysis.of(trace, d, null,
+                    capacityGib != null ? capacity : io.gpumem.trace.analysis.MemoryState.UNKNOWN, 5, true);
+            io.gpumem.cli.report.HtmlOutput.write(new io.gpumem.report.HtmlReport(trace.source())
+                    .addDevice(trace, analysis, outcomes), html, json ? err : out);
         }
         out.flush();
         return 0;
