@@ -7,8 +7,8 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * Baseline for {@link BlockPoolBenchmark}: the straightforward object-oriented port of vLLM's block
- * pool that the real {@code BlockPool} is measured against. One object per block, a
+ * Baseline for {@link KvBlockPoolBenchmark}: the straightforward object-oriented port of vLLM's block
+ * pool that the real {@code KvBlockPool} is measured against. One object per block, a
  * {@link LinkedList} as the free queue (a node allocated per release), a {@link HashMap} keyed by a
  * key record (an object per lookup and per cached block), and the same LRU and reverse-free rules.
  */

@@ -6,7 +6,7 @@ import io.gpumem.kvcache.hash.BlockHasher;
 import io.gpumem.kvcache.memory.HostSwapSpace;
 import io.gpumem.kvcache.memory.KvMemory;
 import io.gpumem.kvcache.memory.KvPages;
-import io.gpumem.kvcache.pool.BlockPool;
+import io.gpumem.kvcache.pool.KvBlockPool;
 
 import java.util.Arrays;
 import java.util.HashMap;
@@ -20,7 +20,7 @@ import java.util.Set;
  *
  * <h2>Algorithm</h2>
  * <ul>
- *   <li>{@link #computedBlocks}: walks the request's chained block keys left to right over at most
+ *   <li>{@link #lookupCachedTokens}: walks the request's chained block keys left to right over at most
  *       {@code (numTokens − 1) / blockSize} blocks (the last token is always recomputed, for its logits)
  *       and stops at the first block the pool cannot verify. The hits are remembered on the request;
  *       a repeated lookup of a request that was not admitted in between is not counted twice in the hit rate.</li>
@@ -42,7 +42,7 @@ public final class KvCacheManager implements AutoCloseable {
     private final KvCacheSpec spec;
     private final KvCacheConfig config;
     private final int blockSize;
-    private final BlockPool pool;
+    private final KvBlockPool pool;
     private final KvPages pages;
     private final HostSwapSpace swapSpace;
     private final BlockHasher hasher;
@@ -59,6 +59,8 @@ public final class KvCacheManager implements AutoCloseable {
     private long copyOnWriteBlocks;
     private long refusedAllocations;
     private long swapInReusedBlocks;
+    private long demotedBlocks;
+    private long promotedBlocks;
 
     public KvCacheManager(KvCacheSpec spec, KvMemory memory) {
         this(spec, memory, KvCacheConfig.defaults());
@@ -68,7 +70,7 @@ public final class KvCacheManager implements AutoCloseable {
         this.spec = spec;
         this.config = config;
         this.blockSize = spec.blockSize();
-        this.pool = new BlockPool(spec.numBlocks(), blockSize, config.prefixCaching());
+        this.pool = new KvBlockPool(spec.numBlocks(), blockSize, config.prefixCaching());
         this.hasher = BlockHasher.create(config.hashAlgorithm(), config.hashSeed());
         this.hitWindow = new PrefixHitWindow(config.hitRateWindow());
         this.watermarkBlocks = (int) Math.ceil(config.watermark() * (spec.numBlocks() - 1));
@@ -78,7 +80,7 @@ public final class KvCacheManager implements AutoCloseable {
 
     public KvCacheSpec spec() { return spec; }
     public KvCacheConfig config() { return config; }
-    public BlockPool pool() { return pool; }
+    public KvBlockPool pool() { return pool; }
     public KvPages pages() { return pages; }
     public HostSwapSpace swapSpace() { return swapSpace; }
     public int blockSize() { return blockSize; }
@@ -92,7 +94,7 @@ public final class KvCacheManager implements AutoCloseable {
      *
      * @return the number of prompt tokens whose KV is already cached (a multiple of the block size)
      */
-    public int computedBlocks(KvRequest r) {
+    public int lookupCachedTokens(KvRequest r) {
         own(r);
         if (r.numBlocks != 0 || (r.status != RequestStatus.WAITING && r.status != RequestStatus.PREEMPTED)) {
             throw new KvCacheException("request " + r.id() + " is " + r.status + " with " + r.numBlocks
@@ -111,11 +113,11 @@ public final class KvCacheManager implements AutoCloseable {
             r.pendingHit = Arrays.copyOf(r.pendingHit, n);
             r.pendingHitGeneration = Arrays.copyOf(r.pendingHitGeneration, n);
         }
-        int parent = BlockPool.NONE;
+        int parent = KvBlockPool.NONE;
         int hits = 0;
         while (hits < maxBlocks) {
             int b = pool.lookup(r.keyHi[hits], r.keyLo[hits], parent, r.tokens, hits * blockSize, r.adapterId(), r.saltId);
-            if (b == BlockPool.NONE) {
+            if (b == KvBlockPool.NONE) {
                 break;
             }
             r.pendingHitGeneration[hits] = pool.generation(b);
@@ -225,7 +227,7 @@ public final class KvCacheManager implements AutoCloseable {
     }
 
     /**
-     * Hits found by {@link #computedBlocks} that still hold what they were found with: a hit block
+     * Hits found by {@link #lookupCachedTokens} that still hold what they were found with: a hit block
      * evicted (and maybe reused) since the lookup ends the usable prefix there.
      */
     private int validHits(KvRequest r) {
@@ -245,7 +247,7 @@ public final class KvCacheManager implements AutoCloseable {
         for (int j = r.numCachedBlocks; j < fullBlocks; j++) {
             int b = r.table[j];
             if (!pool.isCached(b)) {
-                pool.cache(b, r.keyHi[j], r.keyLo[j], j == 0 ? BlockPool.NONE : r.table[j - 1], r.tokens, j * blockSize,
+                pool.cache(b, r.keyHi[j], r.keyLo[j], j == 0 ? KvBlockPool.NONE : r.table[j - 1], r.tokens, j * blockSize,
                         r.adapterId(), r.saltId);
             }
         }
@@ -404,10 +406,10 @@ public final class KvCacheManager implements AutoCloseable {
                 r.pendingHit = Arrays.copyOf(r.pendingHit, maxReuse);
                 r.pendingHitGeneration = Arrays.copyOf(r.pendingHitGeneration, maxReuse);
             }
-            int parent = BlockPool.NONE;
+            int parent = KvBlockPool.NONE;
             while (reuse < maxReuse) {
                 int b = pool.lookup(r.keyHi[reuse], r.keyLo[reuse], parent, r.tokens, reuse * blockSize, r.adapterId(), r.saltId);
-                if (b == BlockPool.NONE) {
+                if (b == KvBlockPool.NONE) {
                     break;
                 }
                 if (pool.refCount(b) == 0) {
@@ -467,33 +469,13 @@ public final class KvCacheManager implements AutoCloseable {
 
     // ------------------------------------------------------------------ metrics
 
-    /** vLLM's KV usage: referenced blocks / (N − 1); cached-idle blocks count as free. */
-    public double usage() { return pool.usage(); }
-
-    /** Usage counting cached-idle blocks as used (prefix-cache residency included). */
-    public double usageIncludingCached() { return pool.usageIncludingCached(); }
-
-    /** Prefix hit rate (hit tokens / queried tokens) over the last {@code hitRateWindow} lookups. */
-    public double prefixHitRate() { return hitWindow.rate(); }
-
-    /** Queried prompt tokens over the manager's life. */
-    public long prefixQueriedTokens() { return hitWindow.totalQueried(); }
-
-    /** Prefix-hit tokens over the manager's life. */
-    public long prefixHitTokens() { return hitWindow.totalHits(); }
-
-    public long preemptions() { return recomputePreemptions + swapPreemptions; }
-    public long recomputePreemptions() { return recomputePreemptions; }
-    public long swapPreemptions() { return swapPreemptions; }
-    /** Swap preemptions turned into recompute because the host tier was full. */
-    public long swapFallbacks() { return swapFallbacks; }
-    public long copyOnWriteBlocks() { return copyOnWriteBlocks; }
-    /** Blocks a swap-in took back from the prefix cache instead of copying them from the host tier. */
-    public long swapInReusedBlocks() { return swapInReusedBlocks; }
-    /** {@link #allocateSlots}/{@link #swapIn} calls answered "cannot". */
-    public long refusedAllocations() { return refusedAllocations; }
-    /** Requests currently holding blocks. */
-    public int liveRequests() { return live.size(); }
+    /** Every counter and gauge at once, as one immutable value. */
+    public KvCacheStats stats() {
+        return new KvCacheStats(pool.usage(), pool.usageIncludingCached(), hitWindow.rate(), hitWindow.totalQueried(),
+                hitWindow.totalHits(), recomputePreemptions, swapPreemptions, swapFallbacks, copyOnWriteBlocks,
+                swapInReusedBlocks, refusedAllocations, live.size(), swapped.size(), pool.evictions(), demotedBlocks,
+                promotedBlocks);
+    }
 
     /** Pool invariants plus: each block's count equals the number of live tables holding it. */
     public void checkInvariants() {
@@ -514,9 +496,6 @@ public final class KvCacheManager implements AutoCloseable {
             }
         }
     }
-
-    /** Requests currently swapped out to the host tier. */
-    public int swappedRequests() { return swapped.size(); }
 
     /** Finishes every request still holding blocks or host memory and frees the device regions. */
     @Override

@@ -147,7 +147,7 @@ public final class Scheduler {
                 }
                 continue;
             }
-            int hit = manager.computedBlocks(r);
+            int hit = manager.lookupCachedTokens(r);
             int n = Math.min(r.numTokens() - hit, budget);
             if (!manager.allocateSlots(r, n, config.lookahead())) {
                 return;

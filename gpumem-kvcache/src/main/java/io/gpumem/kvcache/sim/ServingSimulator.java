@@ -5,6 +5,7 @@ import io.gpumem.device.Device;
 import io.gpumem.kvcache.KvCacheSpec;
 import io.gpumem.kvcache.manager.KvCacheConfig;
 import io.gpumem.kvcache.manager.KvCacheManager;
+import io.gpumem.kvcache.manager.KvCacheStats;
 import io.gpumem.kvcache.manager.KvRequest;
 import io.gpumem.kvcache.memory.KvMemory;
 import io.gpumem.kvcache.sched.Scheduler;
@@ -171,7 +172,7 @@ public final class ServingSimulator {
             }
             allocatedSlots += slots;
             wasteSlots += slots - liveTokens;
-            double usage = manager.usage();
+            double usage = manager.pool().usage();
             usageSum += usage;
             peakUsage = Math.max(peakUsage, usage);
             runningSum += scheduler.runningCount();
@@ -200,13 +201,13 @@ public final class ServingSimulator {
             }
             step++;
         }
+        KvCacheStats stats = manager.stats();
         return new SimReport(finished, total, step, step == 0 ? 0 : (double) computedTokens / step, outputTokens,
-                manager.preemptions(), manager.recomputePreemptions(), manager.swapPreemptions(),
-                manager.prefixQueriedTokens() == 0 ? 0 : (double) manager.prefixHitTokens() / manager.prefixQueriedTokens(),
-                manager.prefixHitRate(), allocatedSlots == 0 ? 0 : (double) wasteSlots / allocatedSlots,
+                stats.preemptions(), stats.recomputePreemptions(), stats.swapPreemptions(), stats.prefixHitRate(),
+                stats.prefixHitRateWindow(), allocatedSlots == 0 ? 0 : (double) wasteSlots / allocatedSlots,
                 contiguousSlots == 0 ? 0 : (double) (contiguousSlots - contiguousLive) / contiguousSlots,
                 step == 0 ? 0 : usageSum / step, peakUsage, step == 0 ? 0 : (double) runningSum / step,
-                manager.copyOnWriteBlocks(), manager.swapSpace().swappedOutBytes(), manager.swapSpace().swappedInBytes(),
-                manager.swapInReusedBlocks(), step == 0 ? 0 : (double) poolNs / step);
+                stats.copyOnWriteBlocks(), manager.swapSpace().swappedOutBytes(), manager.swapSpace().swappedInBytes(),
+                stats.swapInReusedBlocks(), step == 0 ? 0 : (double) poolNs / step);
     }
 }

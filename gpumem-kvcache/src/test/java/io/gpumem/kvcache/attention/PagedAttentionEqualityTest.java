@@ -81,7 +81,7 @@ class PagedAttentionEqualityTest {
 
     /** Prefix lookup, allocation and prefill of a waiting or preempted request. */
     private void admit(KvCacheManager m, KvRequest r) {
-        int hit = m.computedBlocks(r);
+        int hit = m.lookupCachedTokens(r);
         assertThat(m.allocateSlots(r, r.numTokens() - hit, 0)).isTrue();
         compute(m, r, r.numTokens() - r.numComputed());
     }
@@ -162,7 +162,7 @@ class PagedAttentionEqualityTest {
                 decode(m, b, rnd.nextInt(1000));
             }
         }
-        assertThat(m.copyOnWriteBlocks()).isGreaterThan(0);
+        assertThat(m.stats().copyOnWriteBlocks()).isGreaterThan(0);
         assertThat(beams[1].block(0)).isEqualTo(parent.block(0));
         for (KvRequest b : beams) {
             assertAttentionMatches(m, b);
@@ -211,7 +211,7 @@ class PagedAttentionEqualityTest {
         KvRequest b = KvRequest.of("b", tokens(rnd, 10));   // takes a's partial block (head) and two clean ones
         admit(m, b);
         assertThat(m.swapIn(a)).isTrue();
-        assertThat(m.swapInReusedBlocks()).isEqualTo(5);
+        assertThat(m.stats().swapInReusedBlocks()).isEqualTo(5);
         decode(m, a, 2);
         decode(m, b, 3);
         assertAttentionMatches(m, a);
@@ -228,7 +228,7 @@ class PagedAttentionEqualityTest {
         decode(m, a, 7);
         m.preempt(a, PreemptionMode.RECOMPUTE);
         admit(m, a);                     // re-hits its still-cached blocks, recomputes the rest
-        assertThat(m.prefixHitTokens()).isEqualTo(16);
+        assertThat(m.stats().prefixHitTokens()).isEqualTo(16);
         decode(m, a, 8);
         assertAttentionMatches(m, a);
         m.checkInvariants();
@@ -244,7 +244,7 @@ class PagedAttentionEqualityTest {
         m.free(a);
         KvRequest b = KvRequest.of("b", concat(prefix, tokens(rnd, 3)));
         admit(m, b);
-        assertThat(m.prefixHitTokens()).isEqualTo(16);
+        assertThat(m.stats().prefixHitTokens()).isEqualTo(16);
         assertAttentionMatches(m, b);
         m.free(b);
         // fill the pool so the cached prefix is evicted, then write other data everywhere
@@ -252,9 +252,9 @@ class PagedAttentionEqualityTest {
         admit(m, filler);
         m.free(filler);
         KvRequest c = KvRequest.of("c", concat(prefix, tokens(rnd, 6)));
-        long hitsBefore = m.prefixHitTokens();
+        long hitsBefore = m.stats().prefixHitTokens();
         admit(m, c);
-        assertThat(m.prefixHitTokens() - hitsBefore).isLessThan(16);
+        assertThat(m.stats().prefixHitTokens() - hitsBefore).isLessThan(16);
         decode(m, c, 1);
         assertAttentionMatches(m, c);
         m.checkInvariants();
@@ -267,9 +267,9 @@ class PagedAttentionEqualityTest {
         long hits = 0;
         for (long s = 1; s <= 6; s++) {
             KvCacheManager m = randomRun(s);
-            cow += m.copyOnWriteBlocks();
-            swaps += m.swapPreemptions();
-            hits += m.prefixHitTokens();
+            cow += m.stats().copyOnWriteBlocks();
+            swaps += m.stats().swapPreemptions();
+            hits += m.stats().prefixHitTokens();
         }
         assertThat(cow).as("copy-on-write exercised").isPositive();
         assertThat(swaps).as("swap exercised").isPositive();
@@ -294,7 +294,7 @@ class PagedAttentionEqualityTest {
             if (kind < 2) {
                 int[] prefix = prefixes[rnd.nextInt(prefixes.length)];
                 KvRequest r = KvRequest.of("n" + ids++, concat(prefix, tokens(rnd, rnd.nextInt(6))));
-                int hit = m.computedBlocks(r);
+                int hit = m.lookupCachedTokens(r);
                 if (m.allocateSlots(r, r.numTokens() - hit, 0)) {
                     compute(m, r, r.numTokens() - r.numComputed());
                     running.add(r);
@@ -325,7 +325,7 @@ class PagedAttentionEqualityTest {
                 if (r.status() == io.gpumem.kvcache.manager.RequestStatus.SWAPPED) {
                     resumed = m.swapIn(r);
                 } else {
-                    int hit = m.computedBlocks(r);
+                    int hit = m.lookupCachedTokens(r);
                     resumed = m.allocateSlots(r, r.numTokens() - hit, 0);
                     if (resumed) {
                         compute(m, r, r.numTokens() - r.numComputed());

@@ -1,6 +1,6 @@
 package io.gpumem.kvcache.manager;
 
-import io.gpumem.kvcache.pool.BlockPool;
+import io.gpumem.kvcache.pool.KvBlockPool;
 import org.junit.jupiter.api.Test;
 
 import java.lang.management.ManagementFactory;
@@ -22,18 +22,18 @@ class HotPathGarbageTest {
 
     @Test
     void prefixHitTouchAndFreeAllocateNoBytes() {
-        BlockPool pool = new BlockPool(1024, 16, true);
+        KvBlockPool pool = new KvBlockPool(1024, 16, true);
         int[] tokens = new int[16];
         int[] one = new int[1];
         int b = pool.allocate();
-        pool.cache(b, 7, 7, BlockPool.NONE, tokens, 0, 0, 0);
+        pool.cache(b, 7, 7, KvBlockPool.NONE, tokens, 0, 0, 0);
         one[0] = b;
         pool.free(one, 0, 1);
         long sum = 0;
         for (int round = 0; round < 2; round++) {            // the second round runs warmed up
             long before = allocated();
             for (int i = 0; i < 50_000; i++) {
-                int hit = pool.lookup(7, 7, BlockPool.NONE, tokens, 0, 0, 0);
+                int hit = pool.lookup(7, 7, KvBlockPool.NONE, tokens, 0, 0, 0);
                 pool.touch(hit);
                 one[0] = hit;
                 pool.free(one, 0, 1);
@@ -49,7 +49,7 @@ class HotPathGarbageTest {
 
     @Test
     void blockPoolAllocateFreeAllocatesNoBytes() {
-        BlockPool pool = new BlockPool(1024, 16, true);
+        KvBlockPool pool = new KvBlockPool(1024, 16, true);
         int[] table = new int[16];
         for (int i = 0; i < 20_000; i++) {
             pool.allocate(16, table, 0);

@@ -6,7 +6,7 @@ import io.gpumem.kvcache.KvCacheSpec;
 import io.gpumem.kvcache.hash.BlockHasher;
 import io.gpumem.kvcache.hash.HashAlgorithm;
 import io.gpumem.kvcache.memory.KvMemory;
-import io.gpumem.kvcache.pool.BlockPool;
+import io.gpumem.kvcache.pool.KvBlockPool;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -33,7 +33,7 @@ class KvCacheManagerTest {
 
     /** Admits a request with prefix lookup and computes its whole prompt. */
     static KvRequest admit(KvCacheManager m, KvRequest r) {
-        int hit = m.computedBlocks(r);
+        int hit = m.lookupCachedTokens(r);
         assertThat(m.allocateSlots(r, r.numTokens() - hit, 0)).isTrue();
         r.advanceComputed(r.numTokens() - r.numComputed());
         return r;
@@ -46,10 +46,10 @@ class KvCacheManagerTest {
         m.free(a);
         // same 8 tokens (two full blocks): only the first block may hit, the last token needs its logits
         KvRequest b = KvRequest.of("b", seq(0, 8));
-        assertThat(m.computedBlocks(b)).isEqualTo(4);
+        assertThat(m.lookupCachedTokens(b)).isEqualTo(4);
         // one more token: both full blocks hit
         KvRequest c = KvRequest.of("c", seq(0, 9));
-        assertThat(m.computedBlocks(c)).isEqualTo(8);
+        assertThat(m.lookupCachedTokens(c)).isEqualTo(8);
         m.checkInvariants();
     }
 
@@ -58,7 +58,7 @@ class KvCacheManagerTest {
         KvCacheManager m = manager(16, KvCacheConfig.defaults());
         KvRequest a = admit(m, KvRequest.of("a", seq(0, 10)));
         KvRequest b = KvRequest.of("b", seq(0, 12));
-        assertThat(m.computedBlocks(b)).isEqualTo(8);
+        assertThat(m.lookupCachedTokens(b)).isEqualTo(8);
         assertThat(m.allocateSlots(b, 4, 0)).isTrue();
         assertThat(b.block(0)).isEqualTo(a.block(0));
         assertThat(b.block(1)).isEqualTo(a.block(1));
@@ -79,7 +79,7 @@ class KvCacheManagerTest {
         assertThat(m.allocateSlots(b, 4, 0)).isTrue();           // b's block 2 follows b's own block 1
         b.advanceComputed(4);
         // the walk may take a's block 1 (same tokens, same parent); b's block 2 still follows that prefix
-        assertThat(m.computedBlocks(KvRequest.of("c", seq(0, 13)))).isEqualTo(12);
+        assertThat(m.lookupCachedTokens(KvRequest.of("c", seq(0, 13)))).isEqualTo(12);
         m.checkInvariants();
     }
 
@@ -87,7 +87,7 @@ class KvCacheManagerTest {
     void onlyFullBlocksAreCachedAndLookaheadSlotsNever() {
         KvCacheManager m = manager(16, KvCacheConfig.defaults());
         KvRequest a = KvRequest.of("a", seq(0, 6));
-        m.computedBlocks(a);
+        m.lookupCachedTokens(a);
         assertThat(m.allocateSlots(a, 6, 5)).isTrue();   // 11 slots -> 3 blocks
         assertThat(a.numBlocks()).isEqualTo(3);
         assertThat(m.pool().isCached(a.block(0))).isTrue();
@@ -106,7 +106,7 @@ class KvCacheManagerTest {
         KvCacheManager m = manager(6, KvCacheConfig.defaults()); // 5 usable blocks
         KvRequest a = admit(m, KvRequest.of("a", seq(0, 12))); // 3 blocks
         KvRequest b = KvRequest.of("b", seq(100, 12));
-        m.computedBlocks(b);
+        m.lookupCachedTokens(b);
         int[] before = m.pool().freeListOrder();
         assertThat(m.allocateSlots(b, 12, 0)).isFalse();
         assertThat(m.pool().freeListOrder()).containsExactly(before);
@@ -117,7 +117,7 @@ class KvCacheManagerTest {
         a.appendToken(1);
         assertThat(m.allocateSlots(a, 1, 7)).isFalse();  // 20 slots = 2 more blocks
         assertThat(a.numBlocks()).isEqualTo(3);
-        assertThat(m.refusedAllocations()).isEqualTo(2);
+        assertThat(m.stats().refusedAllocations()).isEqualTo(2);
         m.checkInvariants();
     }
 
@@ -128,7 +128,7 @@ class KvCacheManagerTest {
         m.free(a);
         KvRequest other = admit(m, KvRequest.of("o", seq(500, 4)));  // takes the clean block... 
         KvRequest b = KvRequest.of("b", seq(0, 13));
-        assertThat(m.computedBlocks(b)).isEqualTo(8);
+        assertThat(m.lookupCachedTokens(b)).isEqualTo(8);
         // needs 2 idle hit blocks + 2 new, only 3 free: refused even though just 2 blocks are "new"
         assertThat(m.pool().freeCount()).isEqualTo(3);
         assertThat(m.allocateSlots(b, 5, 0)).isFalse();
@@ -143,7 +143,7 @@ class KvCacheManagerTest {
         KvRequest a = admit(m, KvRequest.of("a", seq(0, 9)));    // blocks 1, 2 cached, 3 partial
         m.free(a);                                               // free list: 3, 4, 5, 6, 7, 2, 1
         KvRequest b = KvRequest.of("b", seq(0, 9));
-        assertThat(m.computedBlocks(b)).isEqualTo(8);            // hits: blocks 1 and 2
+        assertThat(m.lookupCachedTokens(b)).isEqualTo(8);            // hits: blocks 1 and 2
         KvRequest other = admit(m, KvRequest.of("o", seq(100, 24)));  // 6 blocks: pops 3..7 and 2
         assertThat(other.blockTable()).contains(2);
         // block 2 now holds (and is cached with) other's tokens: the stale hit must not be taken
@@ -167,10 +167,10 @@ class KvCacheManagerTest {
         assertThat(m.allocateSlots(p, 1, 0)).isTrue();   // writes into shared block 1: copied
         assertThat(p.block(1)).isNotEqualTo(c.block(1));
         assertThat(p.block(0)).isEqualTo(c.block(0));    // full block 0 stays shared
-        assertThat(m.copyOnWriteBlocks()).isEqualTo(1);
+        assertThat(m.stats().copyOnWriteBlocks()).isEqualTo(1);
         c.appendToken(8);
         assertThat(m.allocateSlots(c, 1, 0)).isTrue();   // now sole owner: writes in place
-        assertThat(m.copyOnWriteBlocks()).isEqualTo(1);
+        assertThat(m.stats().copyOnWriteBlocks()).isEqualTo(1);
         m.checkInvariants();
     }
 
@@ -229,8 +229,8 @@ class KvCacheManagerTest {
         assertThat(m.preempt(a, PreemptionMode.RECOMPUTE)).isEqualTo(PreemptionMode.RECOMPUTE);
         assertThat(a.status()).isEqualTo(RequestStatus.PREEMPTED);
         assertThat(a.numComputed()).isZero();
-        assertThat(m.preemptions()).isEqualTo(1);
-        assertThat(m.computedBlocks(a)).isEqualTo(8);
+        assertThat(m.stats().preemptions()).isEqualTo(1);
+        assertThat(m.lookupCachedTokens(a)).isEqualTo(8);
         assertThat(m.allocateSlots(a, 2, 0)).isTrue();
         assertThat(a.block(0)).isEqualTo(table[0]);
         assertThat(a.block(1)).isEqualTo(table[1]);
@@ -241,7 +241,7 @@ class KvCacheManagerTest {
     void preemptingInTheStepOfTheGrantUncachesBlocksThatWereNeverComputed() {
         KvCacheManager m = manager(16, KvCacheConfig.defaults());
         KvRequest a = KvRequest.of("a", seq(0, 13));
-        m.computedBlocks(a);
+        m.lookupCachedTokens(a);
         assertThat(m.allocateSlots(a, 8, 0)).isTrue();       // chunk of 8: blocks 0 and 1 cached
         a.advanceComputed(8);
         assertThat(m.allocateSlots(a, 5, 0)).isTrue();       // block 2 cached at grant time
@@ -249,7 +249,7 @@ class KvCacheManagerTest {
         assertThat(m.pool().isCached(granted)).isTrue();
         m.preempt(a, PreemptionMode.RECOMPUTE);               // preempted before computing it
         assertThat(m.pool().isCached(granted)).isFalse();
-        assertThat(m.computedBlocks(a)).isEqualTo(8);
+        assertThat(m.lookupCachedTokens(a)).isEqualTo(8);
         m.checkInvariants();
     }
 
@@ -257,7 +257,7 @@ class KvCacheManagerTest {
     void freeingARequestBeforeItsGrantIsComputedUncachesTheBlocksItNeverFilled() {
         KvCacheManager m = manager(16, KvCacheConfig.defaults());
         KvRequest a = KvRequest.of("a", seq(0, 13));
-        m.computedBlocks(a);
+        m.lookupCachedTokens(a);
         assertThat(m.allocateSlots(a, 8, 0)).isTrue();       // chunk of 8: blocks 0 and 1 cached
         a.advanceComputed(8);
         assertThat(m.allocateSlots(a, 5, 0)).isTrue();       // block 2 cached at grant time
@@ -266,7 +266,7 @@ class KvCacheManagerTest {
         m.free(a);                                            // aborted before that chunk was computed
         assertThat(m.pool().isCached(granted)).as("block 2 never received its KV").isFalse();
         assertThat(m.pool().isCached(computedBlock)).isTrue();
-        assertThat(m.computedBlocks(KvRequest.of("b", seq(0, 13)))).isEqualTo(8);
+        assertThat(m.lookupCachedTokens(KvRequest.of("b", seq(0, 13)))).isEqualTo(8);
         m.checkInvariants();
     }
 
@@ -282,7 +282,7 @@ class KvCacheManagerTest {
         m.free(p);                                            // aborted before computing them
         assertThat(m.pool().refCount(granted)).isEqualTo(1);
         assertThat(m.pool().isCached(granted)).as("block 1 never received the KV of positions 6, 7").isFalse();
-        assertThat(m.computedBlocks(KvRequest.of("q", seq(0, 9)))).isEqualTo(4);
+        assertThat(m.lookupCachedTokens(KvRequest.of("q", seq(0, 9)))).isEqualTo(4);
         // the child still computes them itself, in place now that it is the only holder
         assertThat(m.allocateSlots(c, 2, 0)).isTrue();
         assertThat(c.block(1)).isEqualTo(granted);
@@ -297,12 +297,12 @@ class KvCacheManagerTest {
         assertThat(a.status()).isEqualTo(RequestStatus.SWAPPED);
         assertThat(a.numComputed()).isEqualTo(10);
         assertThat(m.swapSpace().usedBytes()).isEqualTo(3L * m.spec().pageBytes() * 2);
-        assertThat(m.usage()).isZero();
+        assertThat(m.stats().usage()).isZero();
         assertThat(m.swapIn(a)).isTrue();
         assertThat(a.numBlocks()).isEqualTo(3);
         assertThat(m.swapSpace().usedBytes()).isZero();
         // the two full blocks were still cached: taken back, only the partial block is copied in
-        assertThat(m.swapInReusedBlocks()).isEqualTo(2);
+        assertThat(m.stats().swapInReusedBlocks()).isEqualTo(2);
         assertThat(m.swapSpace().swappedInBytes()).isEqualTo(m.spec().pageBytes() * 2);
         // a contiguous table travels in one transfer per layer each way
         assertThat(m.swapSpace().transfers()).isEqualTo(4);
@@ -315,7 +315,7 @@ class KvCacheManagerTest {
         KvRequest a = admit(m, KvRequest.of("a", seq(0, 10)));
         KvRequest b = admit(m, KvRequest.of("b", seq(50, 3)));
         m.preempt(a, PreemptionMode.SWAP);
-        assertThat(m.swappedRequests()).isEqualTo(1);
+        assertThat(m.stats().swappedRequests()).isEqualTo(1);
         assertThat(m.swapSpace().usedBytes()).isPositive();
         m.close();
         assertThat(m.swapSpace().usedBytes()).isZero();
@@ -328,7 +328,7 @@ class KvCacheManagerTest {
         KvCacheManager m = manager(8, KvCacheConfig.defaults());
         KvRequest a = admit(m, KvRequest.of("a", seq(0, 10)));
         assertThat(m.preempt(a, PreemptionMode.SWAP)).isEqualTo(PreemptionMode.RECOMPUTE);
-        assertThat(m.swapFallbacks()).isEqualTo(1);
+        assertThat(m.stats().swapFallbacks()).isEqualTo(1);
         assertThat(a.status()).isEqualTo(RequestStatus.PREEMPTED);
     }
 
@@ -336,10 +336,10 @@ class KvCacheManagerTest {
     void saltAndAdapterIsolateTenants() {
         KvCacheManager m = manager(16, KvCacheConfig.defaults());
         admit(m, KvRequest.builder("a", seq(0, 9)).salt("tenant-1").build());
-        assertThat(m.computedBlocks(KvRequest.builder("b", seq(0, 9)).salt("tenant-2").build())).isZero();
-        assertThat(m.computedBlocks(KvRequest.builder("c", seq(0, 9)).salt("tenant-1").adapter(3).build())).isZero();
-        assertThat(m.computedBlocks(KvRequest.builder("d", seq(0, 9)).salt("tenant-1").build())).isEqualTo(8);
-        assertThat(m.computedBlocks(KvRequest.of("e", seq(0, 9)))).isZero();
+        assertThat(m.lookupCachedTokens(KvRequest.builder("b", seq(0, 9)).salt("tenant-2").build())).isZero();
+        assertThat(m.lookupCachedTokens(KvRequest.builder("c", seq(0, 9)).salt("tenant-1").adapter(3).build())).isZero();
+        assertThat(m.lookupCachedTokens(KvRequest.builder("d", seq(0, 9)).salt("tenant-1").build())).isEqualTo(8);
+        assertThat(m.lookupCachedTokens(KvRequest.of("e", seq(0, 9)))).isZero();
     }
 
     @Test
@@ -350,7 +350,7 @@ class KvCacheManagerTest {
         KvRequest salted = KvRequest.builder("salted", prompt).salt("tenant-1").build();
         KvRequest adapted = KvRequest.builder("adapted", prompt).adapter(3).build();
         for (KvRequest r : new KvRequest[] {plain, salted, adapted}) {
-            m.computedBlocks(r);
+            m.lookupCachedTokens(r);
             assertThat(r.numKeyed).isEqualTo(3);
         }
         BlockHasher h = BlockHasher.create(HashAlgorithm.FAST128, 0);
@@ -378,19 +378,19 @@ class KvCacheManagerTest {
         KvCacheManager m = manager(6, KvCacheConfig.defaults());  // 5 usable
         KvRequest a = admit(m, KvRequest.of("a", seq(0, 9)));     // 3 blocks, 2 cached
         KvRequest big = KvRequest.of("big", seq(0, 17));
-        assertThat(m.computedBlocks(big)).isEqualTo(8);
+        assertThat(m.lookupCachedTokens(big)).isEqualTo(8);
         assertThat(m.allocateSlots(big, 9, 0)).isFalse();          // 3 new blocks, 2 free
-        assertThat(m.computedBlocks(big)).isEqualTo(8);            // asked again in the next step
-        assertThat(m.prefixQueriedTokens()).isEqualTo(9 + 17);
-        assertThat(m.prefixHitTokens()).isEqualTo(8);
+        assertThat(m.lookupCachedTokens(big)).isEqualTo(8);            // asked again in the next step
+        assertThat(m.stats().prefixQueriedTokens()).isEqualTo(9 + 17);
+        assertThat(m.stats().prefixHitTokens()).isEqualTo(8);
         m.free(a);
         assertThat(m.allocateSlots(big, 9, 0)).isTrue();           // 2 idle hits + 3 new = 5 free
         big.advanceComputed(9);
         m.preempt(big, PreemptionMode.RECOMPUTE);
-        assertThat(m.computedBlocks(big)).isEqualTo(16);           // a new lookup after preemption
-        assertThat(m.prefixQueriedTokens()).isEqualTo(9 + 17 + 17);
-        assertThat(m.prefixHitTokens()).isEqualTo(8 + 16);
-        assertThat(m.prefixHitRate()).isCloseTo(24.0 / 43, org.assertj.core.api.Assertions.within(1e-12));
+        assertThat(m.lookupCachedTokens(big)).isEqualTo(16);           // a new lookup after preemption
+        assertThat(m.stats().prefixQueriedTokens()).isEqualTo(9 + 17 + 17);
+        assertThat(m.stats().prefixHitTokens()).isEqualTo(8 + 16);
+        assertThat(m.stats().prefixHitRateWindow()).isCloseTo(24.0 / 43, org.assertj.core.api.Assertions.within(1e-12));
         m.checkInvariants();
     }
 
@@ -399,10 +399,10 @@ class KvCacheManagerTest {
     void bothHashAlgorithmsFindTheSamePrefixes(HashAlgorithm algorithm) {
         KvCacheManager m = manager(16, KvCacheConfig.defaults().withHashAlgorithm(algorithm));
         admit(m, KvRequest.of("a", seq(0, 13)));
-        assertThat(m.computedBlocks(KvRequest.of("b", seq(0, 13)))).isEqualTo(12);
+        assertThat(m.lookupCachedTokens(KvRequest.of("b", seq(0, 13)))).isEqualTo(12);
         int[] diverging = seq(0, 13);
         diverging[5] = 99;
-        assertThat(m.computedBlocks(KvRequest.of("c", diverging))).isEqualTo(4);
+        assertThat(m.lookupCachedTokens(KvRequest.of("c", diverging))).isEqualTo(4);
     }
 
     @Test
@@ -411,7 +411,7 @@ class KvCacheManagerTest {
         KvRequest a = admit(m, KvRequest.of("a", seq(0, 9)));
         assertThat(m.pool().cachedCount()).isZero();
         m.free(a);
-        assertThat(m.computedBlocks(KvRequest.of("b", seq(0, 9)))).isZero();
+        assertThat(m.lookupCachedTokens(KvRequest.of("b", seq(0, 9)))).isZero();
     }
 
     @Test
@@ -419,28 +419,28 @@ class KvCacheManagerTest {
         KvCacheManager m = manager(16, KvCacheConfig.defaults());
         KvRequest a = admit(m, KvRequest.of("a", seq(0, 9)));
         m.free(a);
-        assertThat(m.usage()).isZero();
-        assertThat(m.usageIncludingCached()).isCloseTo(2.0 / 15, org.assertj.core.api.Assertions.within(1e-9));
+        assertThat(m.stats().usage()).isZero();
+        assertThat(m.stats().usageIncludingCached()).isCloseTo(2.0 / 15, org.assertj.core.api.Assertions.within(1e-9));
         for (int i = 0; i < 1000; i++) {
-            m.computedBlocks(KvRequest.of("q" + i, seq(0, 9)));     // 8 of 9 hit
+            m.lookupCachedTokens(KvRequest.of("q" + i, seq(0, 9)));     // 8 of 9 hit
         }
-        assertThat(m.prefixHitRate()).isCloseTo(8.0 / 9, org.assertj.core.api.Assertions.within(1e-12));
-        assertThat(m.prefixQueriedTokens()).isEqualTo(9L * 1001);
+        assertThat(m.stats().prefixHitRateWindow()).isCloseTo(8.0 / 9, org.assertj.core.api.Assertions.within(1e-12));
+        assertThat(m.stats().prefixQueriedTokens()).isEqualTo(9L * 1001);
     }
 
     @Test
     void watermarkHoldsBackAdmissionButNotTheFirstRequest() {
         KvCacheManager m = manager(11, KvCacheConfig.defaults().withWatermark(0.2)); // 10 usable, keep 2 free
         KvRequest a = KvRequest.of("a", seq(0, 36));
-        m.computedBlocks(a);
+        m.lookupCachedTokens(a);
         assertThat(m.allocateSlots(a, 36, 0)).isTrue();     // 9 blocks on an empty cache: allowed
         m.free(a);
         KvRequest b = admit(m, KvRequest.of("b", seq(100, 4)));
         KvRequest c = KvRequest.of("c", seq(200, 28));     // 7 blocks would leave 2 free: allowed
-        m.computedBlocks(c);
+        m.lookupCachedTokens(c);
         assertThat(m.allocateSlots(c, 28, 0)).isTrue();
         KvRequest d = KvRequest.of("d", seq(300, 4));      // would leave 1 free: refused
-        m.computedBlocks(d);
+        m.lookupCachedTokens(d);
         int[] before = m.pool().freeListOrder();
         assertThat(m.allocateSlots(d, 4, 0)).isFalse();
         assertThat(m.pool().freeListOrder()).containsExactly(before);
@@ -470,7 +470,7 @@ class KvCacheManagerTest {
     void tokensBeyondTheModelLengthAreRefusedWithNothingChanged() {
         KvCacheManager m = manager(32, KvCacheConfig.defaults());   // maxModelLen 64
         KvRequest a = KvRequest.of("long", seq(0, 70));
-        m.computedBlocks(a);
+        m.lookupCachedTokens(a);
         assertThatThrownBy(() -> m.allocateSlots(a, 70, 0)).isInstanceOf(KvCacheException.class)
                 .hasMessageContaining("request long").hasMessageContaining("max model length 64");
         assertThat(m.pool().freeCount()).isEqualTo(31);
@@ -518,6 +518,6 @@ class KvCacheManagerTest {
             assertThat(m.pages().pageAddress(1, 2) - m.pages().layerAddress(1)).isEqualTo(2 * spec.pageBytes());
         }
         assertThat(device.freeMemory()).isEqualTo(free);
-        assertThat(BlockPool.NULL_BLOCK).isZero();
+        assertThat(KvBlockPool.NULL_BLOCK).isZero();
     }
 }

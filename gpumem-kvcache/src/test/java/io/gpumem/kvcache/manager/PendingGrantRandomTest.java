@@ -37,9 +37,9 @@ class PendingGrantRandomTest {
         long cow = 0;
         for (long seed = 1; seed <= 30; seed++) {
             KvCacheManager m = run(seed);
-            hits += m.prefixHitTokens();
-            swaps += m.swapPreemptions();
-            cow += m.copyOnWriteBlocks();
+            hits += m.stats().prefixHitTokens();
+            swaps += m.stats().swapPreemptions();
+            cow += m.stats().copyOnWriteBlocks();
         }
         assertThat(hits).as("prefix hits exercised").isPositive();
         assertThat(swaps).as("swap exercised").isPositive();
@@ -74,7 +74,7 @@ class PendingGrantRandomTest {
             if (kind < 2) {
                 int[] prompt = concat(prefixes[rnd.nextInt(prefixes.length)], tokens(rnd, rnd.nextInt(8)));
                 KvRequest r = KvRequest.of("n" + ids++, prompt);
-                int hit = m.computedBlocks(r);
+                int hit = m.lookupCachedTokens(r);
                 int n = 1 + rnd.nextInt(r.numTokens() - hit);              // maybe a chunk of the prefill
                 if (m.allocateSlots(r, n, rnd.nextInt(3))) {
                     sealed.addAll(pending.keySet());
@@ -125,7 +125,7 @@ class PendingGrantRandomTest {
                 if (r.status() == RequestStatus.SWAPPED) {
                     resumed = m.swapIn(r);
                 } else {
-                    int hit = m.computedBlocks(r);
+                    int hit = m.lookupCachedTokens(r);
                     resumed = m.allocateSlots(r, r.numTokens() - hit, 0);
                     if (resumed) {
                         sealed.addAll(pending.keySet());

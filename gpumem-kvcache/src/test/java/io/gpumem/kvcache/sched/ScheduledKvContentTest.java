@@ -42,9 +42,9 @@ class ScheduledKvContentTest {
         long swaps = 0;
         for (long seed = 1; seed <= 24; seed++) {
             KvCacheManager m = run(seed);
-            preemptions += m.preemptions();
-            hits += m.prefixHitTokens();
-            swaps += m.swapPreemptions();
+            preemptions += m.stats().preemptions();
+            hits += m.stats().prefixHitTokens();
+            swaps += m.stats().swapPreemptions();
         }
         assertThat(preemptions).as("preemption exercised").isPositive();
         assertThat(swaps).as("swap exercised").isPositive();
@@ -129,7 +129,7 @@ class ScheduledKvContentTest {
             m.checkInvariants();
         }
         assertThat(finished).as("seed %d finished every request", seed).isEqualTo(ids);
-        assertThat(m.usage()).isZero();
+        assertThat(m.stats().usage()).isZero();
         return m;
     }
 

@@ -148,7 +148,7 @@ class SchedulerTest {
         for (int i = 0; i < low.numTokens(); i++) {
             probe[i] = low.token(i);
         }
-        assertThat(m.computedBlocks(KvRequest.of("probe", probe))).as("only block 0 holds computed KV").isEqualTo(BS);
+        assertThat(m.lookupCachedTokens(KvRequest.of("probe", probe))).as("only block 0 holds computed KV").isEqualTo(BS);
         assertThat(m.pool().isFree(lowBlock1)).isTrue();
         assertThat(m.pool().isCached(lowBlock1)).as("low's block 1 holds an uncomputed position").isFalse();
         m.checkInvariants();
@@ -188,7 +188,7 @@ class SchedulerTest {
         List<String> next = step(s);
         assertThat(b.status()).isEqualTo(RequestStatus.RUNNING);
         assertThat(next).containsExactly("b:1");      // only the sampled token: nothing recomputed
-        assertThat(m.swapPreemptions()).isEqualTo(1);
+        assertThat(m.stats().swapPreemptions()).isEqualTo(1);
         m.checkInvariants();
     }
 }

@@ -16,7 +16,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * model, and every invariant must hold after each step. Keys are drawn from a tiny space so the hash
  * map sees many duplicate keys and long probe runs with removals.
  */
-class BlockPoolRandomTest {
+class KvBlockPoolRandomTest {
     @Test
     void randomOperationsKeepTheModelAndInvariants() {
         for (long seed = 1; seed <= 20; seed++) {
@@ -28,7 +28,7 @@ class BlockPoolRandomTest {
         System.out.println("seed=" + seed);
         SplittableRandom rnd = new SplittableRandom(seed);
         int n = 2 + rnd.nextInt(40);
-        BlockPool pool = new BlockPool(n, 2, true);
+        KvBlockPool pool = new KvBlockPool(n, 2, true);
         int[] refs = new int[n];
         Map<Integer, long[]> cached = new HashMap<>();
         List<int[]> held = new ArrayList<>();
@@ -56,7 +56,7 @@ class BlockPoolRandomTest {
                 if (!pool.isCached(b)) {
                     long key = rnd.nextInt(3);
                     int[] toks = {rnd.nextInt(2), 0};
-                    pool.cache(b, key, key, BlockPool.NONE, toks, 0, 0, 0);
+                    pool.cache(b, key, key, KvBlockPool.NONE, toks, 0, 0, 0);
                     cached.put(b, new long[] {key, toks[0]});
                 }
             } else if (op == 3 && !cached.isEmpty()) {
@@ -64,8 +64,8 @@ class BlockPoolRandomTest {
                 Arrays.sort(ids);
                 int b = ids[rnd.nextInt(ids.length)];
                 long[] e = cached.get(b);
-                int hit = pool.lookup(e[0], e[0], BlockPool.NONE, new int[] {(int) e[1], 0}, 0, 0, 0);
-                assertThat(hit).as("seed %d", seed).isNotEqualTo(BlockPool.NONE);
+                int hit = pool.lookup(e[0], e[0], KvBlockPool.NONE, new int[] {(int) e[1], 0}, 0, 0, 0);
+                assertThat(hit).as("seed %d", seed).isNotEqualTo(KvBlockPool.NONE);
                 assertThat(cached.get(hit)).as("seed %d: hit must carry the same key and tokens", seed).containsExactly(e);
                 if (rnd.nextBoolean()) {
                     pool.touch(hit);

@@ -7,7 +7,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /** Golden tests for the free-list and cache rules of kv-cache.md §1.3–§1.4 and §1.8. */
-class BlockPoolTest {
+class KvBlockPoolTest {
     private static final int BS = 4;
 
     private static int[] tokens(int seed) {
@@ -15,13 +15,13 @@ class BlockPoolTest {
     }
 
     /** Caches a block with a key derived from {@code seed} as a first block (no parent). */
-    private static void cacheFirst(BlockPool pool, int block, int seed) {
-        pool.cache(block, seed, ~seed, BlockPool.NONE, tokens(seed), 0, 0, 0);
+    private static void cacheFirst(KvBlockPool pool, int block, int seed) {
+        pool.cache(block, seed, ~seed, KvBlockPool.NONE, tokens(seed), 0, 0, 0);
     }
 
     @Test
     void startsWithEveryBlockButTheNullBlockFreeInIdOrder() {
-        BlockPool pool = new BlockPool(6, BS, true);
+        KvBlockPool pool = new KvBlockPool(6, BS, true);
         assertThat(pool.freeListOrder()).containsExactly(1, 2, 3, 4, 5);
         assertThat(pool.freeCount()).isEqualTo(5);
         assertThat(pool.usage()).isZero();
@@ -32,11 +32,11 @@ class BlockPoolTest {
 
     @Test
     void freesARequestInReverseOrderSoTheChainTailIsEvictedFirst() {
-        BlockPool pool = new BlockPool(6, BS, true);
+        KvBlockPool pool = new KvBlockPool(6, BS, true);
         int[] table = new int[3];
         pool.allocate(3, table, 0);                 // 1, 2, 3
         for (int j = 0; j < 3; j++) {
-            pool.cache(table[j], 100 + j, j, j == 0 ? BlockPool.NONE : table[j - 1], tokens(10 * j), 0, 0, 0);
+            pool.cache(table[j], 100 + j, j, j == 0 ? KvBlockPool.NONE : table[j - 1], tokens(10 * j), 0, 0, 0);
         }
         pool.free(table, 0, 3);
         // clean blocks 4,5 first, then the cached chain tail-first: 3, 2, 1
@@ -47,7 +47,7 @@ class BlockPoolTest {
 
     @Test
     void prependsBlocksWithoutACacheEntrySoTheyAreReusedBeforeAnyEntryIsLost() {
-        BlockPool pool = new BlockPool(8, BS, true);
+        KvBlockPool pool = new KvBlockPool(8, BS, true);
         int[] table = new int[4];
         pool.allocate(4, table, 0);                 // 1, 2, 3, 4: 1 and 2 cached (full), 3 and 4 not
         cacheFirst(pool, 1, 1);
@@ -62,7 +62,7 @@ class BlockPoolTest {
 
     @Test
     void evictsLazilyInLeastRecentlyUsedOrderWhenACachedBlockIsReused() {
-        BlockPool pool = new BlockPool(4, BS, true);
+        KvBlockPool pool = new KvBlockPool(4, BS, true);
         int[] a = new int[3];
         pool.allocate(3, a, 0);
         cacheFirst(pool, 1, 10);
@@ -73,18 +73,18 @@ class BlockPoolTest {
         pool.free(new int[] {3}, 0, 1);
         assertThat(pool.freeListOrder()).containsExactly(2, 1, 3);
         // idle cached blocks still hit until they are popped
-        assertThat(pool.lookup(20, ~20, BlockPool.NONE, tokens(20), 0, 0, 0)).isEqualTo(2);
+        assertThat(pool.lookup(20, ~20, KvBlockPool.NONE, tokens(20), 0, 0, 0)).isEqualTo(2);
         assertThat(pool.allocate()).isEqualTo(2);
         assertThat(pool.isCached(2)).isFalse();
-        assertThat(pool.lookup(20, ~20, BlockPool.NONE, tokens(20), 0, 0, 0)).isEqualTo(BlockPool.NONE);
-        assertThat(pool.lookup(10, ~10, BlockPool.NONE, tokens(10), 0, 0, 0)).isEqualTo(1);
+        assertThat(pool.lookup(20, ~20, KvBlockPool.NONE, tokens(20), 0, 0, 0)).isEqualTo(KvBlockPool.NONE);
+        assertThat(pool.lookup(10, ~10, KvBlockPool.NONE, tokens(10), 0, 0, 0)).isEqualTo(1);
         assertThat(pool.evictions()).isEqualTo(1);
         pool.checkInvariants();
     }
 
     @Test
     void aBatchedAllocationEvictsTheEntriesOfTheCachedBlocksItPops() {
-        BlockPool pool = new BlockPool(5, BS, true);
+        KvBlockPool pool = new KvBlockPool(5, BS, true);
         int[] t = new int[2];
         pool.allocate(2, t, 0);                     // 1, 2
         cacheFirst(pool, 1, 10);
@@ -95,8 +95,8 @@ class BlockPoolTest {
         pool.allocate(3, got, 0);                   // the two clean blocks, then the chain tail
         assertThat(got).containsExactly(3, 4, 2);
         assertThat(pool.isCached(2)).isFalse();
-        assertThat(pool.lookup(20, 20, 1, tokens(20), 0, 0, 0)).isEqualTo(BlockPool.NONE);
-        assertThat(pool.lookup(10, ~10, BlockPool.NONE, tokens(10), 0, 0, 0)).isEqualTo(1);
+        assertThat(pool.lookup(20, 20, 1, tokens(20), 0, 0, 0)).isEqualTo(KvBlockPool.NONE);
+        assertThat(pool.lookup(10, ~10, KvBlockPool.NONE, tokens(10), 0, 0, 0)).isEqualTo(1);
         assertThat(pool.cachedCount()).isEqualTo(1);
         assertThat(pool.freeCachedCount()).isEqualTo(1);
         assertThat(pool.evictions()).isEqualTo(1);
@@ -105,7 +105,7 @@ class BlockPoolTest {
 
     @Test
     void aBlockAnotherRequestStillHoldsStaysOutOfTheFreeList() {
-        BlockPool pool = new BlockPool(6, BS, true);
+        KvBlockPool pool = new KvBlockPool(6, BS, true);
         int[] a = new int[3];
         pool.allocate(3, a, 0);                     // 1, 2, 3: 1 and 2 cached
         cacheFirst(pool, 1, 10);
@@ -123,26 +123,26 @@ class BlockPoolTest {
 
     @Test
     void theNullBlockIsNeverHandedOutFreedOrCached() {
-        BlockPool pool = new BlockPool(3, BS, true);
+        KvBlockPool pool = new KvBlockPool(3, BS, true);
         int[] t = new int[2];
         pool.allocate(2, t, 0);
         assertThat(t).containsExactly(1, 2);
         assertThat(pool.freeCount()).isZero();
         assertThatThrownBy(pool::allocate).isInstanceOf(KvCacheException.class).hasMessageContaining("no free block");
         // a table padded with the null block (skipped positions): taking and releasing it changes nothing
-        pool.touch(BlockPool.NULL_BLOCK);
-        pool.free(new int[] {BlockPool.NULL_BLOCK, 1, 2}, 0, 3);
+        pool.touch(KvBlockPool.NULL_BLOCK);
+        pool.free(new int[] {KvBlockPool.NULL_BLOCK, 1, 2}, 0, 3);
         assertThat(pool.freeListOrder()).containsExactly(2, 1);
-        assertThat(pool.isFree(BlockPool.NULL_BLOCK)).isFalse();
-        assertThat(pool.refCount(BlockPool.NULL_BLOCK)).isZero();
-        assertThatThrownBy(() -> cacheFirst(pool, BlockPool.NULL_BLOCK, 1)).isInstanceOf(KvCacheException.class)
+        assertThat(pool.isFree(KvBlockPool.NULL_BLOCK)).isFalse();
+        assertThat(pool.refCount(KvBlockPool.NULL_BLOCK)).isZero();
+        assertThatThrownBy(() -> cacheFirst(pool, KvBlockPool.NULL_BLOCK, 1)).isInstanceOf(KvCacheException.class)
                 .hasMessageContaining("null");
         pool.checkInvariants();
     }
 
     @Test
     void touchTakesAnIdleCachedBlockOutOfTheFreeList() {
-        BlockPool pool = new BlockPool(4, BS, true);
+        KvBlockPool pool = new KvBlockPool(4, BS, true);
         int b = pool.allocate();
         cacheFirst(pool, b, 3);
         pool.free(new int[] {b}, 0, 1);
@@ -160,7 +160,7 @@ class BlockPoolTest {
 
     @Test
     void aDoubleFreeIsRefusedAndChangesNothing() {
-        BlockPool pool = new BlockPool(6, BS, true);
+        KvBlockPool pool = new KvBlockPool(6, BS, true);
         int[] table = new int[2];
         pool.allocate(2, table, 0);
         pool.free(table, 0, 2);
@@ -174,7 +174,7 @@ class BlockPoolTest {
 
     @Test
     void refusesToAllocateMoreThanIsFreeWithoutTakingAny() {
-        BlockPool pool = new BlockPool(4, BS, true);
+        KvBlockPool pool = new KvBlockPool(4, BS, true);
         int[] dst = new int[4];
         assertThatThrownBy(() -> pool.allocate(4, dst, 0)).isInstanceOf(KvCacheException.class).hasMessageContaining("only 3 free");
         assertThat(pool.freeCount()).isEqualTo(3);
@@ -183,29 +183,29 @@ class BlockPoolTest {
 
     @Test
     void aKeyCollisionNeverGivesAWrongHit() {
-        BlockPool pool = new BlockPool(8, BS, true);
+        KvBlockPool pool = new KvBlockPool(8, BS, true);
         // Every block gets the same key: verification must separate them by tokens, salt and parent.
         int a0 = pool.allocate();
         int a1 = pool.allocate();
         int b0 = pool.allocate();
-        pool.cache(a0, 1, 1, BlockPool.NONE, tokens(0), 0, 0, 0);
+        pool.cache(a0, 1, 1, KvBlockPool.NONE, tokens(0), 0, 0, 0);
         pool.cache(a1, 1, 1, a0, tokens(100), 0, 0, 0);
-        pool.cache(b0, 1, 1, BlockPool.NONE, tokens(50), 0, 0, 0);
-        assertThat(pool.lookup(1, 1, BlockPool.NONE, tokens(0), 0, 0, 0)).isEqualTo(a0);
-        assertThat(pool.lookup(1, 1, BlockPool.NONE, tokens(50), 0, 0, 0)).isEqualTo(b0);
-        assertThat(pool.lookup(1, 1, BlockPool.NONE, tokens(9), 0, 0, 0)).isEqualTo(BlockPool.NONE);
+        pool.cache(b0, 1, 1, KvBlockPool.NONE, tokens(50), 0, 0, 0);
+        assertThat(pool.lookup(1, 1, KvBlockPool.NONE, tokens(0), 0, 0, 0)).isEqualTo(a0);
+        assertThat(pool.lookup(1, 1, KvBlockPool.NONE, tokens(50), 0, 0, 0)).isEqualTo(b0);
+        assertThat(pool.lookup(1, 1, KvBlockPool.NONE, tokens(9), 0, 0, 0)).isEqualTo(KvBlockPool.NONE);
         // same first-block tokens under another tenant salt or adapter: miss
-        assertThat(pool.lookup(1, 1, BlockPool.NONE, tokens(0), 0, 0, 7)).isEqualTo(BlockPool.NONE);
-        assertThat(pool.lookup(1, 1, BlockPool.NONE, tokens(0), 0, 3, 0)).isEqualTo(BlockPool.NONE);
+        assertThat(pool.lookup(1, 1, KvBlockPool.NONE, tokens(0), 0, 0, 7)).isEqualTo(KvBlockPool.NONE);
+        assertThat(pool.lookup(1, 1, KvBlockPool.NONE, tokens(0), 0, 3, 0)).isEqualTo(KvBlockPool.NONE);
         // a1's tokens after the other chain's first block: miss (its KV was computed after a0)
-        assertThat(pool.lookup(1, 1, b0, tokens(100), 0, 0, 0)).isEqualTo(BlockPool.NONE);
+        assertThat(pool.lookup(1, 1, b0, tokens(100), 0, 0, 0)).isEqualTo(KvBlockPool.NONE);
         assertThat(pool.lookup(1, 1, a0, tokens(100), 0, 0, 0)).isEqualTo(a1);
         pool.checkInvariants();
     }
 
     @Test
     void aChildOfADuplicateParentIsHitOnlyWhileBothChainsProvablyHoldTheSamePrefix() {
-        BlockPool pool = new BlockPool(10, BS, true);
+        KvBlockPool pool = new KvBlockPool(10, BS, true);
         int a0 = pool.allocate();
         int a1 = pool.allocate();
         int b1 = pool.allocate();
@@ -213,42 +213,42 @@ class BlockPoolTest {
         int x1 = pool.allocate();
         int s0 = pool.allocate();
         int s1 = pool.allocate();
-        pool.cache(a0, 1, 1, BlockPool.NONE, tokens(0), 0, 0, 0);
+        pool.cache(a0, 1, 1, KvBlockPool.NONE, tokens(0), 0, 0, 0);
         pool.cache(a1, 2, 2, a0, tokens(4), 0, 0, 0);
         pool.cache(b1, 2, 2, a0, tokens(4), 0, 0, 0);      // the same block computed twice (no de-duplication)
         pool.cache(b2, 3, 3, b1, tokens(8), 0, 0, 0);      // the chain continues from the second copy
         pool.cache(x1, 2, 2, a0, tokens(40), 0, 0, 0);     // same key as a1, other tokens (a collision)
-        pool.cache(s0, 1, 1, BlockPool.NONE, tokens(0), 0, 0, 5);   // a0's tokens under another salt
+        pool.cache(s0, 1, 1, KvBlockPool.NONE, tokens(0), 0, 0, 5);   // a0's tokens under another salt
         pool.cache(s1, 2, 2, s0, tokens(4), 0, 0, 5);
         assertThat(pool.lookup(3, 3, b1, tokens(8), 0, 0, 0)).isEqualTo(b2);
         assertThat(pool.lookup(3, 3, a1, tokens(8), 0, 0, 0)).as("after the other copy").isEqualTo(b2);
-        assertThat(pool.lookup(3, 3, x1, tokens(8), 0, 0, 0)).as("after a colliding block").isEqualTo(BlockPool.NONE);
-        assertThat(pool.lookup(3, 3, s1, tokens(8), 0, 0, 5)).as("after another tenant's chain").isEqualTo(BlockPool.NONE);
+        assertThat(pool.lookup(3, 3, x1, tokens(8), 0, 0, 0)).as("after a colliding block").isEqualTo(KvBlockPool.NONE);
+        assertThat(pool.lookup(3, 3, s1, tokens(8), 0, 0, 5)).as("after another tenant's chain").isEqualTo(KvBlockPool.NONE);
         pool.evict(b1);                                    // b2's own parent lost its contents
-        assertThat(pool.lookup(3, 3, a1, tokens(8), 0, 0, 0)).isEqualTo(BlockPool.NONE);
+        assertThat(pool.lookup(3, 3, a1, tokens(8), 0, 0, 0)).isEqualTo(KvBlockPool.NONE);
         pool.checkInvariants();
     }
 
     @Test
     void aChildIsNotHitOnceItsParentBlockWasEvictedAndReused() {
-        BlockPool pool = new BlockPool(3, BS, true);
+        KvBlockPool pool = new KvBlockPool(3, BS, true);
         int p = pool.allocate();
         int c = pool.allocate();
-        pool.cache(p, 1, 1, BlockPool.NONE, tokens(0), 0, 0, 0);
+        pool.cache(p, 1, 1, KvBlockPool.NONE, tokens(0), 0, 0, 0);
         pool.cache(c, 2, 2, p, tokens(4), 0, 0, 0);
         pool.free(new int[] {c}, 0, 1);
         pool.free(new int[] {p}, 0, 1);      // free list: c, p  -> p (parent) is reused last... force it:
         pool.touch(c);                       // keep the child referenced
         int reused = pool.allocate();        // pops p, evicting it
         assertThat(reused).isEqualTo(p);
-        pool.cache(p, 1, 1, BlockPool.NONE, tokens(0), 0, 0, 0); // same contents cached again, new generation
-        assertThat(pool.lookup(2, 2, p, tokens(4), 0, 0, 0)).isEqualTo(BlockPool.NONE);
+        pool.cache(p, 1, 1, KvBlockPool.NONE, tokens(0), 0, 0, 0); // same contents cached again, new generation
+        assertThat(pool.lookup(2, 2, p, tokens(4), 0, 0, 0)).isEqualTo(KvBlockPool.NONE);
         pool.checkInvariants();
     }
 
     @Test
     void resetClearsEveryEntryAndRestoresIdOrderOnlyWhenNothingIsReferenced() {
-        BlockPool pool = new BlockPool(5, BS, true);
+        KvBlockPool pool = new KvBlockPool(5, BS, true);
         int[] t = new int[3];
         pool.allocate(3, t, 0);
         cacheFirst(pool, t[0], 1);
@@ -262,11 +262,11 @@ class BlockPoolTest {
 
     @Test
     void withCachingOffEveryFreedBlockIsReusedFirst() {
-        BlockPool pool = new BlockPool(5, BS, false);
+        KvBlockPool pool = new KvBlockPool(5, BS, false);
         int[] t = new int[2];
         pool.allocate(2, t, 0);
         pool.free(t, 0, 2);
         assertThat(pool.freeListOrder()).containsExactly(2, 1, 3, 4);
-        assertThat(pool.lookup(1, 1, BlockPool.NONE, tokens(0), 0, 0, 0)).isEqualTo(BlockPool.NONE);
+        assertThat(pool.lookup(1, 1, KvBlockPool.NONE, tokens(0), 0, 0, 0)).isEqualTo(KvBlockPool.NONE);
     }
 }

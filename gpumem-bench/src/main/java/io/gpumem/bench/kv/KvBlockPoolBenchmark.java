@@ -1,6 +1,6 @@
 package io.gpumem.bench.kv;
 
-import io.gpumem.kvcache.pool.BlockPool;
+import io.gpumem.kvcache.pool.KvBlockPool;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Fork;
@@ -19,11 +19,11 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * Block allocate + free throughput, single thread (target: at least 20 million per second), for the
- * primitive-array {@link BlockPool} against {@link NaiveObjectBlockPool} in the same run. One operation
+ * primitive-array {@link KvBlockPool} against {@link NaiveObjectBlockPool} in the same run. One operation
  * is one block allocated and freed; a request of 16 blocks is allocated and freed per invocation, as
  * a scheduler step does. The cached variants add a prefix hit: lookup + touch per block.
  *
- * <p>Run: {@code java -jar gpumem-bench/target/benchmarks.jar BlockPoolBenchmark}
+ * <p>Run: {@code java -jar gpumem-bench/target/benchmarks.jar KvBlockPoolBenchmark}
  */
 @State(Scope.Thread)
 @BenchmarkMode(Mode.Throughput)
@@ -31,29 +31,29 @@ import java.util.concurrent.TimeUnit;
 @Warmup(iterations = 3, time = 1)
 @Measurement(iterations = 5, time = 1)
 @Fork(1)
-public class BlockPoolBenchmark {
+public class KvBlockPoolBenchmark {
     static final int BLOCKS = 4096;
     static final int REQUEST = 16;
 
-    private BlockPool pool;
+    private KvBlockPool pool;
     private NaiveObjectBlockPool naive;
     private final int[] table = new int[REQUEST];
     private final int[] tokens = new int[16 * REQUEST];
-    private BlockPool cachedPool;
+    private KvBlockPool cachedPool;
     private int[] cachedTable;
     private NaiveObjectBlockPool cachedNaive;
     private List<NaiveObjectBlockPool.Block> cachedNaiveTable;
 
     @Setup
     public void setUp() {
-        pool = new BlockPool(BLOCKS, 16, true);
+        pool = new KvBlockPool(BLOCKS, 16, true);
         naive = new NaiveObjectBlockPool(BLOCKS);
         // a cached request of 16 blocks, idle in the free list, for the prefix-hit variants
-        cachedPool = new BlockPool(BLOCKS, 16, true);
+        cachedPool = new KvBlockPool(BLOCKS, 16, true);
         cachedTable = new int[REQUEST];
         cachedPool.allocate(REQUEST, cachedTable, 0);
         for (int j = 0; j < REQUEST; j++) {
-            cachedPool.cache(cachedTable[j], j, j, j == 0 ? BlockPool.NONE : cachedTable[j - 1], tokens, j * 16, 0, 0);
+            cachedPool.cache(cachedTable[j], j, j, j == 0 ? KvBlockPool.NONE : cachedTable[j - 1], tokens, j * 16, 0, 0);
         }
         cachedPool.free(cachedTable, 0, REQUEST);
         cachedNaive = new NaiveObjectBlockPool(BLOCKS);
@@ -83,7 +83,7 @@ public class BlockPoolBenchmark {
     @Benchmark
     @OperationsPerInvocation(REQUEST)
     public int poolPrefixHitTouchFree() {
-        int parent = BlockPool.NONE;
+        int parent = KvBlockPool.NONE;
         for (int j = 0; j < REQUEST; j++) {
             int b = cachedPool.lookup(j, j, parent, tokens, j * 16, 0, 0);
             cachedPool.touch(b);

@@ -40,7 +40,7 @@ import java.util.Arrays;
  * consistent and its length is {@link #freeCount()}; a block is in the map iff it is cached, under its
  * own key, exactly once. Not thread-safe: one manager owns it.
  */
-public final class BlockPool {
+public final class KvBlockPool {
     /** The null block's id. */
     public static final int NULL_BLOCK = 0;
     /** "No block" (empty list end, no parent). */
@@ -78,12 +78,12 @@ public final class BlockPool {
      * @param blockSize tokens per block
      * @param cachingEnabled whether full blocks may be cached for prefix reuse
      */
-    public BlockPool(int numBlocks, int blockSize, boolean cachingEnabled) {
+    public KvBlockPool(int numBlocks, int blockSize, boolean cachingEnabled) {
         if (numBlocks < 2) {
-            throw new KvCacheException("BlockPool: numBlocks must be at least 2 (the null block and one real block), got " + numBlocks);
+            throw new KvCacheException("KvBlockPool: numBlocks must be at least 2 (the null block and one real block), got " + numBlocks);
         }
         if (blockSize <= 0) {
-            throw new KvCacheException("BlockPool: blockSize must be positive, got " + blockSize);
+            throw new KvCacheException("KvBlockPool: blockSize must be positive, got " + blockSize);
         }
         this.numBlocks = numBlocks;
         this.blockSize = blockSize;
@@ -187,7 +187,7 @@ public final class BlockPool {
     public int allocate() {
         int b = head;
         if (b == NONE) {
-            throw new KvCacheException("BlockPool: no free block (all " + (numBlocks - 1) + " blocks are referenced)");
+            throw new KvCacheException("KvBlockPool: no free block (all " + (numBlocks - 1) + " blocks are referenced)");
         }
         unlink(b);
         if ((flags[b] & CACHED) != 0) {
@@ -200,7 +200,7 @@ public final class BlockPool {
     /** Allocates {@code n} blocks into {@code dst[offset..]}, all or nothing. */
     public void allocate(int n, int[] dst, int offset) {
         if (n > freeCount) {
-            throw new KvCacheException("BlockPool: asked for " + n + " blocks, only " + freeCount + " free");
+            throw new KvCacheException("KvBlockPool: asked for " + n + " blocks, only " + freeCount + " free");
         }
         // Batched pop: walk n blocks from the head, then cut the list once.
         int b = head;
@@ -251,7 +251,7 @@ public final class BlockPool {
             return;
         }
         if (refCount[block] <= 1) {
-            throw new KvCacheException("BlockPool: releaseShared on block " + block + " with count " + refCount[block]);
+            throw new KvCacheException("KvBlockPool: releaseShared on block " + block + " with count " + refCount[block]);
         }
         refCount[block]--;
     }
@@ -265,7 +265,7 @@ public final class BlockPool {
         for (int i = from; i < to; i++) {
             int b = checkId(table[i]);
             if (b != NULL_BLOCK && refCount[b] <= 0) {
-                throw new KvCacheException("BlockPool: block " + b + " released while not referenced (double free)");
+                throw new KvCacheException("KvBlockPool: block " + b + " released while not referenced (double free)");
             }
         }
         for (int i = to - 1; i >= from; i--) {
@@ -296,13 +296,13 @@ public final class BlockPool {
     public void cache(int block, long hi, long lo, int parent, int[] blockTokens, int offset, int adapterId, int saltId) {
         checkId(block);
         if (!cachingEnabled) {
-            throw new KvCacheException("BlockPool: prefix caching is off");
+            throw new KvCacheException("KvBlockPool: prefix caching is off");
         }
         if (block == NULL_BLOCK || refCount[block] <= 0) {
-            throw new KvCacheException("BlockPool: cannot cache block " + block + " (null or unreferenced)");
+            throw new KvCacheException("KvBlockPool: cannot cache block " + block + " (null or unreferenced)");
         }
         if ((flags[block] & CACHED) != 0) {
-            throw new KvCacheException("BlockPool: block " + block + " is already cached");
+            throw new KvCacheException("KvBlockPool: block " + block + " is already cached");
         }
         if (parent != NONE) {
             checkId(parent);
@@ -491,7 +491,7 @@ public final class BlockPool {
 
     private int checkId(int block) {
         if (block < 0 || block >= numBlocks) {
-            throw new KvCacheException("BlockPool: block id " + block + " out of range [0, " + numBlocks + ")");
+            throw new KvCacheException("KvBlockPool: block id " + block + " out of range [0, " + numBlocks + ")");
         }
         return block;
     }
