@@ -3,6 +3,20 @@
 # Prints a clear error and returns 1 when there is none.
 
 gpumem_java_major() { # $1 = a java executable; prints its feature version (17, 25, ...)
+  # The JDK's release file says it without starting a JVM (a JVM start per candidate cost ~0.2 s, and the search
+  # tries every JDK installed), read with shell built-ins only; a JDK without one is asked by running it.
+  local release=${1%/bin/java}/release key value
+  if [ -r "$release" ]; then
+    while IFS='=' read -r key value; do
+      [ "$key" = JAVA_VERSION ] || continue
+      value=${value//\"/}
+      case $value in
+        1.*) value=${value#1.}; echo "${value%%[!0-9]*}" ;;  # JDK 8 and older: "1.8.0"
+        *) echo "${value%%[!0-9]*}" ;;
+      esac
+      return 0
+    done <"$release"
+  fi
   "$1" -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java\.specification\.version = //p' | head -n1 | cut -d. -f1
 }
 

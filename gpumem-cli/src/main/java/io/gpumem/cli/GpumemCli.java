@@ -1,5 +1,6 @@
 package io.gpumem.cli;
 
+import java.util.Arrays;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 
@@ -14,18 +15,32 @@ import picocli.CommandLine.Command;
         mixinStandardHelpOptions = true,
         version = "gpumem 0.1.0",
         description = "GPU memory manager and fragmentation toolkit (PyTorch-exact caching allocator on a simulated or CUDA device).",
-        subcommands = {
-            CommandLine.HelpCommand.class,
-            io.gpumem.cli.sim.SimCommand.class,
-            io.gpumem.cli.device.DeviceCommand.class,
-            io.gpumem.cli.kv.KvSimCommand.class,
-            io.gpumem.cli.trace.ReplayCommand.class,
-            io.gpumem.cli.trace.CompareCommand.class,
-            io.gpumem.cli.analysis.AnalyzeCommand.class,
-            io.gpumem.cli.analysis.DemoCommand.class,
-            io.gpumem.cli.report.ReportCommand.class,
-        })
+        subcommands = CommandLine.HelpCommand.class)
 public final class GpumemCli implements Runnable {
+
+    /**
+     * The subcommands in the order {@code --help} lists them. They are registered here rather than in the
+     * {@code @Command} annotation so that a run of one subcommand builds the picocli model of that one only:
+     * picocli reflects over every option of every registered command up front, which was about a fifth of the
+     * CPU time of a short command such as {@code gpumem replay --check} on a small trace.
+     */
+    private static final String[] SUBCOMMANDS =
+            {"sim", "device", "kv-sim", "replay", "compare", "analyze", "demo", "report", "plan"};
+
+    private static Object newSubcommand(String name) {
+        return switch (name) {
+            case "sim" -> new io.gpumem.cli.sim.SimCommand();
+            case "device" -> new io.gpumem.cli.device.DeviceCommand();
+            case "kv-sim" -> new io.gpumem.cli.kv.KvSimCommand();
+            case "replay" -> new io.gpumem.cli.trace.ReplayCommand();
+            case "compare" -> new io.gpumem.cli.trace.CompareCommand();
+            case "analyze" -> new io.gpumem.cli.analysis.AnalyzeCommand();
+            case "demo" -> new io.gpumem.cli.analysis.DemoCommand();
+            case "report" -> new io.gpumem.cli.report.ReportCommand();
+            case "plan" -> new io.gpumem.cli.plan.PlanCommand();
+            default -> throw new IllegalArgumentException("no subcommand " + name);
+        };
+    }
 
     @CommandLine.Spec
     CommandLine.Model.CommandSpec spec;
@@ -35,9 +50,25 @@ public final class GpumemCli implements Runnable {
         spec.commandLine().usage(System.out);
     }
 
-    /** Builds the command line with gpumem's exception handling; used by {@link #main} and by tests. */
+    /** Builds the command line with every subcommand and gpumem's exception handling; used by tests. */
     public static CommandLine commandLine() {
+        return commandLine(null);
+    }
+
+    /**
+     * Builds the command line for a run whose first argument is {@code first}: when that names a subcommand,
+     * only that one is registered (its parse, help and errors are the same, since picocli resolves a
+     * subcommand's options without its siblings); otherwise (no argument, an option, {@code help}, a typo) all
+     * of them, so that the top-level usage and "did you mean" suggestions list every command.
+     */
+    static CommandLine commandLine(String first) {
         CommandLine cl = new CommandLine(new GpumemCli());
+        boolean one = Arrays.asList(SUBCOMMANDS).contains(first);
+        for (String name : SUBCOMMANDS) {
+            if (!one || name.equals(first)) {
+                cl.addSubcommand(name, newSubcommand(name));
+            }
+        }
         cl.setExecutionExceptionHandler((ex, commandLine, parseResult) -> {
             commandLine.getErr().println("gpumem: " + (ex.getMessage() == null ? ex.toString() : ex.getMessage()));
             return 2;
@@ -46,6 +77,6 @@ public final class GpumemCli implements Runnable {
     }
 
     public static void main(String[] args) {
-        System.exit(commandLine().execute(args));
+        System.exit(commandLine(args.length == 0 ? null : args[0]).execute(args));
     }
 }

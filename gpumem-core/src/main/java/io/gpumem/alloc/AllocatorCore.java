@@ -3,10 +3,10 @@ package io.gpumem.alloc;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.Device;
 import io.gpumem.history.Frame;
+import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.TraceAction;
 import io.gpumem.oom.OomReport;
 import io.gpumem.oom.OutOfMemoryException;
-import io.gpumem.stats.DeviceStats;
 
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -14,11 +14,11 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 
-import static io.gpumem.stats.DeviceStats.ALLOCATED_BYTES;
-import static io.gpumem.stats.DeviceStats.INACTIVE_SPLIT;
-import static io.gpumem.stats.DeviceStats.INACTIVE_SPLIT_BYTES;
-import static io.gpumem.stats.DeviceStats.RESERVED_BYTES;
-import static io.gpumem.stats.DeviceStats.SEGMENT;
+import static io.gpumem.alloc.DeviceStats.ALLOCATED_BYTES;
+import static io.gpumem.alloc.DeviceStats.INACTIVE_SPLIT;
+import static io.gpumem.alloc.DeviceStats.INACTIVE_SPLIT_BYTES;
+import static io.gpumem.alloc.DeviceStats.RESERVED_BYTES;
+import static io.gpumem.alloc.DeviceStats.SEGMENT;
 
 /**
  * The algorithms of PyTorch's {@code DeviceCachingAllocator} (2.5 era; spec §1–§6), on the state of one
@@ -45,13 +45,6 @@ import static io.gpumem.stats.DeviceStats.SEGMENT;
  * the oversize slack is {@code max_non_split_rounding} (20 MiB by default).
  */
 final class AllocatorCore {
-    static final long K_MIN_BLOCK_SIZE = 512;
-    static final long K_SMALL_SIZE = 1L << 20;
-    static final long K_SMALL_BUFFER = 2L << 20;
-    static final long K_LARGE_BUFFER = 20L << 20;
-    static final long K_MIN_LARGE_ALLOC = 10L << 20;
-    static final long K_ROUND_LARGE = 2L << 20;
-
     final Device device;
     /** Set through {@link #setConfig} only, which keeps the derived fields in step. */
     volatile AllocatorConfig config;
@@ -68,8 +61,8 @@ final class AllocatorCore {
     final DeviceStats stats = new DeviceStats();
     /** {@code max_split_size} as memory_stats reports it: fixed when the allocator is created. */
     final long maxSplitSizeAtCreation;
-    final BlockPool smallBlocks = new BlockPool(true);
-    final BlockPool largeBlocks = new BlockPool(false);
+    final BlockPool smallBlocks = new BlockPool(Pool.SMALL);
+    final BlockPool largeBlocks = new BlockPool(Pool.LARGE);
     final BlockIndex allocatedBlocks = new BlockIndex();
     final StreamEvents events = new StreamEvents();
     final List<ExpandableSegment> expandableSegments = new ArrayList<>();
@@ -106,45 +99,14 @@ final class AllocatorCore {
         this.config = config;
     }
 
-    // ---------------------------------------------------------------- sizes (spec §1)
-
-    /** {@code round_size} (spec §1.2). */
-    static long roundSize(long size, AllocatorConfig config) {
-        if (size < K_MIN_BLOCK_SIZE) {
-            return K_MIN_BLOCK_SIZE;
-        }
-        int divisions = config.roundupPower2Divisions(size);
-        if (divisions > 1 && size > K_MIN_BLOCK_SIZE * divisions) {
-            return roundupPower2NextDivision(size, divisions);
-        }
-        return K_MIN_BLOCK_SIZE * ((size + K_MIN_BLOCK_SIZE - 1) / K_MIN_BLOCK_SIZE);
-    }
-
-    static long roundupPower2NextDivision(long size, int divisions) {
-        if (Long.bitCount(size) == 1) {
-            return size;
-        }
-        long floor = Long.highestOneBit(size);
-        long step = floor >>> (31 - Integer.numberOfLeadingZeros(divisions));
-        if (step == 0) {
-            return floor << 1;
-        }
-        long roundFloor = size & ~(step - 1);
-        return roundFloor == size ? size : roundFloor + step;
-    }
-
-    /** {@code get_allocation_size} (spec §1.5). */
-    static long allocationSize(long rounded) {
-        if (rounded <= K_SMALL_SIZE) {
-            return K_SMALL_BUFFER;
-        } else if (rounded < K_MIN_LARGE_ALLOC) {
-            return K_LARGE_BUFFER;
-        }
-        return K_ROUND_LARGE * ((rounded + K_ROUND_LARGE - 1) / K_ROUND_LARGE);
-    }
+    // ---------------------------------------------------------------- sizes (spec §1, rules in SizeRules)
 
     BlockPool poolFor(long rounded) {
-        return rounded <= K_SMALL_SIZE ? smallBlocks : largeBlocks;
+        return SizeRules.poolFor(rounded) == Pool.SMALL ? smallBlocks : largeBlocks;
+    }
+
+    BlockPool pool(Pool pool) {
+        return pool == Pool.SMALL ? smallBlocks : largeBlocks;
     }
 
     /** The expandable flag as the allocator obeys it: devices without virtual memory ignore it (2.2+). */
@@ -181,12 +143,11 @@ final class AllocatorCore {
     // ---------------------------------------------------------------- malloc (spec §3)
 
     Block malloc(long origSize, long stream) {
-        List<Frame> context = trace.maybeGatherContext(TraceRecorder.STATE);
+        List<Frame> context = trace.maybeGatherContext(HistoryOptions.Context.STATE);
         processEvents(context);
-        long size = roundupActive ? roundSize(origSize, config)
-                : origSize < K_MIN_BLOCK_SIZE ? K_MIN_BLOCK_SIZE : (origSize + K_MIN_BLOCK_SIZE - 1) & -K_MIN_BLOCK_SIZE;
+        long size = roundupActive ? SizeRules.roundSize(origSize, config) : SizeRules.roundToMinBlock(origSize);
         BlockPool pool = poolFor(size);
-        long allocSize = allocationSize(size);
+        long allocSize = SizeRules.allocationSize(size);
 
         Block block = getFreeBlock(pool, stream, size);
         if (block == null) {
@@ -238,11 +199,7 @@ final class AllocatorCore {
                 }
             }
         }
-        long maxSplit = maxSplitSize;
-        if (size < maxSplit && b.size >= maxSplit) {
-            return null;
-        }
-        if (size >= maxSplit && b.size >= size + maxNonSplitRounding) {
+        if (SizeRules.rejectsCachedBlock(size, b.size, maxSplitSize, maxNonSplitRounding)) {
             return null;
         }
         pool.blocks.remove(b);
@@ -255,11 +212,7 @@ final class AllocatorCore {
 
     /** {@code should_split} (spec §2.3). */
     boolean shouldSplit(Block block, long size) {
-        long remaining = block.size - size;
-        if (block.pool.small || expandableEnabled()) {
-            return remaining >= K_MIN_BLOCK_SIZE;
-        }
-        return size < maxSplitSize && remaining > K_SMALL_SIZE;
+        return SizeRules.shouldSplit(block.size - size, size, block.pool.kind, expandableEnabled(), maxSplitSize);
     }
 
     /**
@@ -283,10 +236,10 @@ final class AllocatorCore {
         }
         totalAllocatedMemory += allocSize;
         Block b = newBlock(ptr, allocSize, stream, pool);
-        int type = pool.statType();
+        int type = pool.statType;
         stats.increase(SEGMENT, type, 1);
         stats.increase(RESERVED_BYTES, type, allocSize);
-        if (allocSize >= maxSplitSize) {
+        if (SizeRules.isOversize(allocSize, maxSplitSize)) {
             stats.updateOversizeSegments(1);
         }
         stats.countDeviceAlloc();
@@ -298,7 +251,7 @@ final class AllocatorCore {
     /** {@code alloc_found_block} (spec §2.4): carve the low part when splitting, then account the allocation. */
     private Block allocFoundBlock(Block block, BlockPool pool, long size, long origSize, List<Frame> context,
                                   boolean split) {
-        int type = pool.statType();
+        int type = pool.statType;
         boolean alreadySplit = block.isSplit();
         if (split) {
             Block remaining = block;
@@ -335,7 +288,7 @@ final class AllocatorCore {
         block.contextWhenAllocated = context;
         trace.record(TraceAction.ALLOC, block.ptr, origSize, block.stream, context);
         stats.countAllocation(type, block.size, origSize);
-        if (block.size >= maxSplitSize) {
+        if (SizeRules.isOversize(block.size, maxSplitSize)) {
             stats.updateOversizeAllocations(1);
         }
         return block;
@@ -361,12 +314,12 @@ final class AllocatorCore {
             Block prev = null;
             for (Block b = pool.blocks.first(); b != null; b = pool.blocks.next(b)) {
                 if (prev != null && prev.stream != b.stream) {
-                    out.add(new OomReport.LargestFree(pool.name(), prev.stream, prev.size));
+                    out.add(new OomReport.LargestFree(pool.kind, prev.stream, prev.size));
                 }
                 prev = b;
             }
             if (prev != null) {
-                out.add(new OomReport.LargestFree(pool.name(), prev.stream, prev.size));
+                out.add(new OomReport.LargestFree(pool.kind, prev.stream, prev.size));
             }
         }
         return out;
@@ -376,13 +329,13 @@ final class AllocatorCore {
 
     /** {@code free}: the user's free request. The block has already been removed from {@link #allocatedBlocks}. */
     void free(Block block) {
-        List<Frame> context = trace.maybeGatherContext(TraceRecorder.ALL);
+        List<Frame> context = trace.maybeGatherContext(HistoryOptions.Context.ALL);
         block.allocated = false;
-        int type = block.pool.statType();
+        int type = block.pool.statType;
         stats.countFreeRequested(type, block.size);
         trace.record(TraceAction.FREE_REQUESTED, block.ptr, block.requestedSize, block.stream,
                 context != null ? context : block.contextWhenAllocated);
-        if (block.size >= maxSplitSize) {
+        if (SizeRules.isOversize(block.size, maxSplitSize)) {
             stats.updateOversizeAllocations(-1);
         }
         if (block.hasStreamUses()) {
@@ -449,7 +402,7 @@ final class AllocatorCore {
             netBlocks++;
             netBytes += block.size;
         }
-        int type = pool.statType();
+        int type = pool.statType;
         if (block.expandable == null) {
             stats.update(INACTIVE_SPLIT, type, netBlocks);
             stats.update(INACTIVE_SPLIT_BYTES, type, netBytes);
@@ -579,10 +532,10 @@ final class AllocatorCore {
         trace.record(TraceAction.SEGMENT_FREE, block.ptr, block.size, block.stream,
                 context != null ? context : block.contextWhenSegmentAllocated);
         totalAllocatedMemory -= block.size;
-        int type = block.pool.statType();
+        int type = block.pool.statType;
         stats.decrease(SEGMENT, type, 1);
         stats.decrease(RESERVED_BYTES, type, block.size);
-        if (block.size >= maxSplitSize) {
+        if (SizeRules.isOversize(block.size, maxSplitSize)) {
             stats.updateOversizeSegments(-1);
         }
         block.pool.blocks.remove(block);
@@ -697,7 +650,7 @@ final class AllocatorCore {
                 return c;
             }
         }
-        long page = pool.small ? K_SMALL_BUFFER : K_LARGE_BUFFER;
+        long page = SizeRules.expandablePageSize(pool.kind);
         ExpandableSegment es = ExpandableSegment.reserve(device, stream, pool, page,
                 ExpandableSegment.defaultPageCount(device.totalMemory(), page));
         expandableSegments.add(es);
@@ -740,7 +693,7 @@ final class AllocatorCore {
         tryMergeBlocks(toMap, toMap.next, pool);
         pool.insertIntoBlocks(toMap);
         totalAllocatedMemory += mapped;
-        stats.increase(RESERVED_BYTES, pool.statType(), mapped);
+        stats.increase(RESERVED_BYTES, pool.statType, mapped);
         stats.countDeviceAlloc();
         trace.record(TraceAction.SEGMENT_MAP, start, mapped, toMap.stream, context);
         if (toMap.prev == null && toMap.contextWhenSegmentAllocated == null) {
@@ -788,7 +741,7 @@ final class AllocatorCore {
         tryMergeBlocks(block, block.next, pool);
         pool.unmapped.insert(block);
         totalAllocatedMemory -= unmapped;
-        stats.decrease(RESERVED_BYTES, pool.statType(), unmapped);
+        stats.decrease(RESERVED_BYTES, pool.statType, unmapped);
         stats.countDeviceFree();
         trace.record(TraceAction.SEGMENT_UNMAP, start, unmapped, block.stream,
                 context != null ? context : block.contextWhenSegmentAllocated);

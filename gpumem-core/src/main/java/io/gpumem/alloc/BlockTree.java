@@ -7,8 +7,8 @@ package io.gpumem.alloc;
  * {@link SizeOrderedBlocks} for free blocks.
  *
  * <h2>Order</h2>
- * {@link #BY_SIZE}: stream handle compared as unsigned, then size, then address (unsigned) —
- * {@code BlockComparatorSize}, used for the free blocks of a size class. {@link #BY_ADDRESS}: stream (unsigned), then
+ * {@link Order#BY_SIZE}: stream handle compared as unsigned, then size, then address (unsigned) —
+ * {@code BlockComparatorSize}, used for the free blocks of a size class. {@link Order#BY_ADDRESS}: stream (unsigned), then
  * address — {@code BlockComparatorAddress}, used for unmapped blocks of expandable segments.
  *
  * <h2>Algorithm</h2>
@@ -22,9 +22,15 @@ package io.gpumem.alloc;
  * its order key (stream, size, ptr) while it is in a tree.
  */
 final class BlockTree {
-    static final boolean BY_SIZE = true;
-    static final boolean BY_ADDRESS = false;
+    /** The two orders PyTorch's pools keep blocks in. */
+    enum Order {
+        /** {@code BlockComparatorSize}: stream, size, address. */
+        BY_SIZE,
+        /** {@code BlockComparatorAddress}: stream, address. */
+        BY_ADDRESS
+    }
 
+    /** {@code order == BY_SIZE}, as a plain flag for the comparison on the hot path. */
     private final boolean bySize;
     /** The {@link SizeOrderedBlocks} this tree is a size class of, or null for a stand-alone tree. */
     Object owner;
@@ -32,8 +38,8 @@ final class BlockTree {
     private int count;
     private int seed = 0x2545F491;
 
-    BlockTree(boolean bySize) {
-        this.bySize = bySize;
+    BlockTree(Order order) {
+        this.bySize = order == Order.BY_SIZE;
     }
 
     int size() {

@@ -5,31 +5,35 @@ import io.gpumem.device.Device;
 import io.gpumem.history.Frame;
 import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.MemorySnapshot;
-import io.gpumem.history.TraceEntry;
 import io.gpumem.oom.OomReport;
 import io.gpumem.oom.OutOfMemoryException;
-import io.gpumem.stats.DeviceStats;
+import io.gpumem.stats.MemoryStats;
 import io.gpumem.stats.MemorySummary;
 
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
-import java.util.function.Consumer;
-import java.util.function.LongSupplier;
 import java.util.function.Supplier;
 
 /**
  * PyTorch's native CUDA caching allocator ({@code DeviceCachingAllocator}, 2.5 era) over any {@link Device},
  * reproducing its decisions to the byte: the same segments, the same block addresses relative to the
  * segments, the same {@code memory_stats()} counters and the same memory-history trace, given the same
- * requests and the same device addresses. The behaviour is specified in
- * {@code docs/pytorch-caching-allocator.md}; the algorithms live in the package-private {@code AllocatorCore}.
+ * requests and the same device addresses. The size rules are {@link SizeRules}; the algorithms live in the
+ * package-private {@code AllocatorCore}.
  *
  * <h2>Use</h2>
- * {@link #malloc(long, long)} / {@link #free(long)} / {@link #recordStream(long, long)} /
- * {@link #emptyCache()} as in PyTorch; {@link #memoryStats()}, {@link #snapshot()} and
- * {@link #recordHistory(HistoryOptions)} for observation; {@link #checkInvariants()} verifies the internal
- * state (tests call it after every step).
+ * <pre>{@code
+ * try (var allocator = new CachingAllocator(SimulatedDevice.withCapacity(80L << 30))) {
+ *     long p = allocator.malloc(1 << 20);
+ *     allocator.free(p);
+ *     long reserved = allocator.stats().reservedBytes();
+ * }
+ * }</pre>
+ * {@link #malloc(long, long)} / {@link #free(long)} / {@link #recordStream(long, long)} / {@link #emptyCache()}
+ * as in PyTorch; {@link #stats()}, {@link #snapshot()} and {@link #recordHistory(HistoryOptions)} for
+ * observation; {@link #setSettings} / {@link #setMemoryFraction} to configure. Replay and test hooks (state
+ * import, trace listeners, the clock, invariant checks) are behind {@link #internals()}.
  *
  * <h2>Thread safety</h2>
  * One lock per allocator (PyTorch also uses one recursive mutex per device). Every public method takes it. It is an
@@ -37,23 +41,18 @@ import java.util.function.Supplier;
  *
  * <h2>Bad input</h2>
  * A negative size, or freeing / recording a stream on a pointer this allocator did not hand out or has already
- * freed, throws {@link IllegalArgumentException} naming the pointer in hex; the state is untouched.
- *
- * <h2>State import for replays</h2>
- * {@link #restoreSegment} rebuilds one segment of a recorded state, so a replay can start mid-trace. It takes
- * the segment's memory from the device exactly like a live allocation would ({@link Device#malloc} for a
- * classic segment; {@link Device#reserveAddressRange} plus one created, mapped and access-enabled page per
- * mapped page for an expandable one); an oracle device that hands out recorded addresses needs no special
- * allocator code. The blocks tile the segment in address order and must not put two free (or two unmapped)
- * blocks next to each other (PyTorch would have merged them). Stats become those of a process that made the
- * same allocations: segment, reserved, allocated, active, requested, inactive_split and oversize stats rise
- * (current, peak and allocated), the device-call counters and the trace do not.
+ * freed, throws {@link IllegalArgumentException} naming the pointer in hex; the state is untouched. After
+ * {@link #close()}, malloc, free, recordStream and emptyCache throw {@link IllegalStateException}; stats and
+ * snapshots still read the final state.
  */
-public final class CachingAllocator {
+public final class CachingAllocator implements GpuAllocator {
     private static final long ONE_EXABYTE = 1L << 60;
 
     private final AllocatorLock lock = new AllocatorLock();
     private final AllocatorCore core;
+    private final AllocatorInternals internals;
+    /** Set by {@link #close()} under the lock; read under the lock by the operations that use the device. */
+    private boolean closed;
 
     public CachingAllocator(Device device) {
         this(device, AllocatorConfig.defaults());
@@ -61,9 +60,15 @@ public final class CachingAllocator {
 
     public CachingAllocator(Device device, AllocatorConfig config) {
         this.core = new AllocatorCore(Objects.requireNonNull(device, "device"), Objects.requireNonNull(config, "config"));
+        this.internals = new AllocatorInternals(lock, core);
     }
 
-    /** The device this allocator draws memory from. */
+    /** The replay and test hooks: state import, trace listeners, the clock, invariant checks. */
+    public AllocatorInternals internals() {
+        return internals;
+    }
+
+    @Override
     public Device device() {
         return core.device;
     }
@@ -75,11 +80,6 @@ public final class CachingAllocator {
 
     // ---------------------------------------------------------------- allocation
 
-    /** Allocates on the default stream (0). */
-    public long malloc(long size) {
-        return malloc(size, Device.DEFAULT_STREAM);
-    }
-
     /**
      * Allocates {@code size} bytes for use on {@code stream}.
      *
@@ -88,6 +88,7 @@ public final class CachingAllocator {
      *                                  or the request is 1 EB or more
      * @throws IllegalArgumentException for a negative size
      */
+    @Override
     public long malloc(long size, long stream) {
         if (size < 0) {
             throw new IllegalArgumentException("malloc: negative size " + size);
@@ -100,6 +101,7 @@ public final class CachingAllocator {
         }
         lock.lock();
         try {
+            ensureOpen();
             Block b = core.malloc(size, stream);
             if (!core.allocatedBlocks.putIfAbsent(b.ptr, b)) {
                 throw new IllegalStateException("the device handed out memory at 0x" + Long.toHexString(b.ptr)
@@ -108,6 +110,12 @@ public final class CachingAllocator {
             return b.ptr;
         } finally {
             lock.unlock();
+        }
+    }
+
+    private void ensureOpen() {
+        if (closed) {
+            throw new IllegalStateException("the allocator is closed");
         }
     }
 
@@ -129,12 +137,14 @@ public final class CachingAllocator {
      *
      * @throws IllegalArgumentException for an address not allocated here or already freed
      */
+    @Override
     public void free(long ptr) {
         if (ptr == Device.NULL) {
             return;
         }
         lock.lock();
         try {
+            ensureOpen();
             Block b = core.allocatedBlocks.remove(ptr);
             if (b == null) {
                 throw new IllegalArgumentException("free: 0x" + Long.toHexString(ptr)
@@ -150,12 +160,14 @@ public final class CachingAllocator {
      * Marks the block at {@code ptr} as used by {@code stream} ({@code Tensor.record_stream}); its own allocation
      * stream is ignored. {@code recordStream(0, s)} does nothing (an empty tensor).
      */
+    @Override
     public void recordStream(long ptr, long stream) {
         if (ptr == Device.NULL) {
             return;
         }
         lock.lock();
         try {
+            ensureOpen();
             Block b = core.allocatedBlocks.get(ptr);
             if (b == null) {
                 throw new IllegalArgumentException("recordStream: 0x" + Long.toHexString(ptr)
@@ -170,10 +182,30 @@ public final class CachingAllocator {
     }
 
     /** {@code torch.cuda.empty_cache()}: waits for pending events, releases every whole free segment and free page. */
+    @Override
     public void emptyCache() {
         lock.lock();
         try {
-            core.releaseCachedBlocks(core.trace.maybeGatherContext(TraceRecorder.ALL));
+            ensureOpen();
+            core.releaseCachedBlocks(core.trace.maybeGatherContext(HistoryOptions.Context.ALL));
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Releases the cache as {@link #emptyCache()} does (waiting for pending stream events) and retires the
+     * allocator: later mallocs, frees, stream records and cache releases throw {@link IllegalStateException}. Blocks the user still
+     * holds stay allocated on the device; the device itself is not closed. Idempotent.
+     */
+    @Override
+    public void close() {
+        lock.lock();
+        try {
+            if (!closed) {
+                core.releaseCachedBlocks(core.trace.maybeGatherContext(HistoryOptions.Context.ALL));
+                closed = true;
+            }
         } finally {
             lock.unlock();
         }
@@ -226,14 +258,28 @@ public final class CachingAllocator {
 
     // ---------------------------------------------------------------- statistics
 
-    /** {@code torch.cuda.memory_stats()}: sorted dotted keys, {@code max_split_size} −1 when unset. */
-    public Map<String, Long> memoryStats() {
+    /**
+     * {@code torch.cuda.memory_stats()} as a typed value. The figures are copied under the lock (two small array
+     * copies, so allocating threads wait only that long) and the value is built after the lock is released.
+     */
+    @Override
+    public MemoryStats stats() {
+        DeviceStats copy;
         lock.lock();
         try {
-            return core.stats.toMap(core.maxSplitSizeAtCreation);
+            copy = core.stats.copy();
         } finally {
             lock.unlock();
         }
+        return copy.toMemoryStats(core.maxSplitSizeAtCreation);
+    }
+
+    /**
+     * {@code torch.cuda.memory_stats()} with PyTorch's sorted dotted keys ({@code max_split_size} −1 when unset):
+     * {@code stats().toPyTorchMap()}.
+     */
+    public Map<String, Long> memoryStats() {
+        return stats().toPyTorchMap();
     }
 
     /** {@code torch.cuda.memory_summary(device, abbreviated)}: PyTorch's text table of {@link #memoryStats()}. */
@@ -288,16 +334,10 @@ public final class CachingAllocator {
     public void recordHistory(HistoryOptions options) {
         Objects.requireNonNull(options, "options");
         boolean enabled = options.enabled() != HistoryOptions.Enabled.NONE;
-        int when = switch (options.context()) {
-            case NONE -> TraceRecorder.NEVER;
-            case STATE -> TraceRecorder.STATE;
-            case ALLOC -> TraceRecorder.ALLOC;
-            case ALL -> TraceRecorder.ALL;
-        };
         long max = options.enabled() == HistoryOptions.Enabled.ALL ? options.maxEntries() : 1;
         lock.lock();
         try {
-            core.trace.configure(enabled, max, when);
+            core.trace.configure(enabled, max, options.context());
         } finally {
             lock.unlock();
         }
@@ -311,97 +351,15 @@ public final class CachingAllocator {
         core.trace.contextSupplier = frames;
     }
 
-    /** Sets the clock for {@code time_us} of trace entries (microseconds); tests inject a deterministic one. */
-    public void setClock(LongSupplier timeMicros) {
-        core.trace.clockMicros = Objects.requireNonNull(timeMicros, "timeMicros");
-    }
-
-    /** Attaches a listener that sees every trace entry as it is recorded, even with history off. */
-    public void attachTraceTracker(Consumer<TraceEntry> tracker) {
-        core.trace.addTracker(Objects.requireNonNull(tracker, "tracker"));
-    }
-
-    /** Detaches a listener; returns whether it was attached. */
-    public boolean detachTraceTracker(Consumer<TraceEntry> tracker) {
-        return core.trace.removeTracker(tracker);
-    }
-
     /**
      * {@code torch.cuda.memory._snapshot()}: the trace so far, then the segments (which records a
      * {@code snapshot} entry that the next snapshot will show), then the settings.
      */
+    @Override
     public MemorySnapshot snapshot() {
         lock.lock();
         try {
-            return SnapshotWriter.snapshot(core);
-        } finally {
-            lock.unlock();
-        }
-    }
-
-    // ---------------------------------------------------------------- state import
-
-    /**
-     * Rebuilds one segment of a recorded allocator state (see the class comment).
-     *
-     * @param address    where the segment must live; the device must return exactly this address, or pass
-     *                   {@link Device#NULL} to accept whatever the device returns
-     * @param totalSize  segment size (classic) or reservation size (expandable, a multiple of the page size; 0
-     *                   means PyTorch's default reservation for this device); must equal the blocks' total
-     * @param stream     allocation stream of the segment and all its blocks
-     * @param small      small pool (else large)
-     * @param expandable an expandable segment (2 MiB pages small, 20 MiB large) instead of a cudaMalloc'd one
-     * @param blocks     the blocks in address order; for expandable segments unmapped blocks must start and end
-     *                   on page boundaries
-     * @return the segment's base address
-     * @throws IllegalArgumentException when the blocks are inconsistent or the device put the segment elsewhere;
-     *                                  nothing is changed then
-     */
-    public long restoreSegment(long address, long totalSize, long stream, boolean small, boolean expandable,
-                               List<RestoredBlock> blocks) {
-        lock.lock();
-        try {
-            return StateImporter.restore(core, address, totalSize, stream, small, expandable, blocks);
-        } finally {
-            lock.unlock();
-        }
-    }
-
-    // ---------------------------------------------------------------- checking
-
-    /**
-     * Verifies every structural invariant and every stat against its recomputation from the block graph.
-     *
-     * @throws IllegalStateException listing every violation found
-     */
-    public void checkInvariants() {
-        lock.lock();
-        try {
-            InvariantChecker.check(core);
-        } finally {
-            lock.unlock();
-        }
-    }
-
-    /** Number of blocks waiting on stream events (freed by the user, not yet reusable). */
-    public int pendingFreeBlocks() {
-        lock.lock();
-        try {
-            return SnapshotWriter.pendingBlocks(core).size();
-        } finally {
-            lock.unlock();
-        }
-    }
-
-    /**
-     * Size of the block serving a live allocation (the rounded request, or more when a remainder was too small
-     * to split), or −1 when {@code ptr} is not allocated here.
-     */
-    public long blockSize(long ptr) {
-        lock.lock();
-        try {
-            Block b = core.allocatedBlocks.get(ptr);
-            return b == null ? -1 : b.size;
+            return SnapshotBuilder.snapshot(core);
         } finally {
             lock.unlock();
         }

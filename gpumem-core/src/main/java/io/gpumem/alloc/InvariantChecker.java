@@ -1,22 +1,23 @@
 package io.gpumem.alloc;
 
-import io.gpumem.stats.DeviceStats;
 
+import io.gpumem.stats.StatKind;
+import io.gpumem.stats.StatType;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Set;
 
-import static io.gpumem.stats.DeviceStats.ACTIVE;
-import static io.gpumem.stats.DeviceStats.ACTIVE_BYTES;
-import static io.gpumem.stats.DeviceStats.ALLOCATED_BYTES;
-import static io.gpumem.stats.DeviceStats.ALLOCATION;
-import static io.gpumem.stats.DeviceStats.INACTIVE_SPLIT;
-import static io.gpumem.stats.DeviceStats.INACTIVE_SPLIT_BYTES;
-import static io.gpumem.stats.DeviceStats.REQUESTED_BYTES;
-import static io.gpumem.stats.DeviceStats.RESERVED_BYTES;
-import static io.gpumem.stats.DeviceStats.SEGMENT;
+import static io.gpumem.alloc.DeviceStats.ACTIVE;
+import static io.gpumem.alloc.DeviceStats.ACTIVE_BYTES;
+import static io.gpumem.alloc.DeviceStats.ALLOCATED_BYTES;
+import static io.gpumem.alloc.DeviceStats.ALLOCATION;
+import static io.gpumem.alloc.DeviceStats.INACTIVE_SPLIT;
+import static io.gpumem.alloc.DeviceStats.INACTIVE_SPLIT_BYTES;
+import static io.gpumem.alloc.DeviceStats.REQUESTED_BYTES;
+import static io.gpumem.alloc.DeviceStats.RESERVED_BYTES;
+import static io.gpumem.alloc.DeviceStats.SEGMENT;
 
 /**
  * Verifies an {@link AllocatorCore} from scratch: rebuilds the block graph from every place a block can be
@@ -38,12 +39,12 @@ final class InvariantChecker {
 
     static void check(AllocatorCore core) {
         List<String> v = new ArrayList<>();
-        Set<Block> pending = SnapshotWriter.pendingBlocks(core);
+        Set<Block> pending = SnapshotBuilder.pendingBlocks(core);
         Set<Block> seen = Collections.newSetFromMap(new IdentityHashMap<>());
         List<Block> starts = new ArrayList<>();
         for (BlockPool pool : new BlockPool[] {core.smallBlocks, core.largeBlocks}) {
-            checkSizeOrder(pool.blocks, pool.name() + " free set", v);
-            checkTreeOrder(pool.unmapped, pool.name() + " unmapped tree", v);
+            checkSizeOrder(pool.blocks, pool.kind.segmentType() + " free set", v);
+            checkTreeOrder(pool.unmapped, pool.kind.segmentType() + " unmapped tree", v);
             starts.addAll(pool.blocks.toList());
             starts.addAll(pool.unmapped.toList());
         }
@@ -72,7 +73,7 @@ final class InvariantChecker {
 
         for (Block head : heads) {
             BlockPool pool = head.pool;
-            int type = pool == null ? 0 : pool.statType();
+            int type = pool == null ? 0 : pool.statType;
             ExpandableSegment es = head.expandable;
             String seg = "segment 0x" + Long.toHexString(head.ptr);
             if (es != null) {
@@ -126,7 +127,7 @@ final class InvariantChecker {
                 } else if (b.mapped) {
                     freeInTrees++;
                     if (!pool.blocks.contains(b)) {
-                        v.add(at + ": free block missing from the " + pool.name() + " free tree");
+                        v.add(at + ": free block missing from the " + pool.kind.segmentType() + " free tree");
                     }
                     if (b.eventCount != 0 || b.hasStreamUses()) {
                         v.add(at + ": free block with events or stream uses");
@@ -179,7 +180,7 @@ final class InvariantChecker {
         for (BlockPool pool : new BlockPool[] {core.smallBlocks, core.largeBlocks}) {
             for (Block b : pool.blocks.toList()) {
                 if (!seen.contains(b)) {
-                    v.add(pool.name() + " free tree holds a block outside every segment: " + b);
+                    v.add(pool.kind.segmentType() + " free tree holds a block outside every segment: " + b);
                 }
             }
         }
@@ -212,11 +213,11 @@ final class InvariantChecker {
         for (int stat = 0; stat < DeviceStats.ARRAY_STATS; stat++) {
             long small = cur[stat][DeviceStats.SMALL_POOL];
             long large = cur[stat][DeviceStats.LARGE_POOL];
-            expect(v, DeviceStats.arrayStatName(stat) + ".small_pool.current", s.current(stat, DeviceStats.SMALL_POOL), small);
-            expect(v, DeviceStats.arrayStatName(stat) + ".large_pool.current", s.current(stat, DeviceStats.LARGE_POOL), large);
-            expect(v, DeviceStats.arrayStatName(stat) + ".all.current", s.current(stat, DeviceStats.ALL), small + large);
+            expect(v, StatKind.values()[stat].key() + ".small_pool.current", s.current(stat, DeviceStats.SMALL_POOL), small);
+            expect(v, StatKind.values()[stat].key() + ".large_pool.current", s.current(stat, DeviceStats.LARGE_POOL), large);
+            expect(v, StatKind.values()[stat].key() + ".all.current", s.current(stat, DeviceStats.ALL), small + large);
             for (int type = 0; type < 3; type++) {
-                String key = DeviceStats.arrayStatName(stat) + "." + DeviceStats.typeName(type);
+                String key = StatKind.values()[stat].key() + "." + StatType.values()[type].key();
                 if (s.peak(stat, type) < s.current(stat, type)) {
                     v.add(key + ": peak " + s.peak(stat, type) + " below current " + s.current(stat, type));
                 }

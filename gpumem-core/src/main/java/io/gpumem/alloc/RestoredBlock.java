@@ -1,7 +1,7 @@
 package io.gpumem.alloc;
 
 /**
- * One block of a segment given to {@link CachingAllocator#restoreSegment}.
+ * One block of a segment given to {@link AllocatorInternals#restoreSegment}.
  *
  * @param size          block size in bytes (positive; a multiple of 512)
  * @param kind          allocated, free (cached) or unmapped (expandable segments only)

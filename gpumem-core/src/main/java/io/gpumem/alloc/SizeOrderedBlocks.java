@@ -116,7 +116,7 @@ final class SizeOrderedBlocks {
         int c = sizeClass(b.size);
         BlockTree t = lane.classes[c];
         if (t == null) {
-            t = new BlockTree(BlockTree.BY_SIZE);
+            t = new BlockTree(BlockTree.Order.BY_SIZE);
             t.owner = this;
             lane.classes[c] = t;
         }

@@ -4,18 +4,18 @@ import io.gpumem.device.Device;
 
 import java.util.List;
 
-import static io.gpumem.stats.DeviceStats.ACTIVE;
-import static io.gpumem.stats.DeviceStats.ACTIVE_BYTES;
-import static io.gpumem.stats.DeviceStats.ALLOCATED_BYTES;
-import static io.gpumem.stats.DeviceStats.ALLOCATION;
-import static io.gpumem.stats.DeviceStats.INACTIVE_SPLIT;
-import static io.gpumem.stats.DeviceStats.INACTIVE_SPLIT_BYTES;
-import static io.gpumem.stats.DeviceStats.REQUESTED_BYTES;
-import static io.gpumem.stats.DeviceStats.RESERVED_BYTES;
-import static io.gpumem.stats.DeviceStats.SEGMENT;
+import static io.gpumem.alloc.DeviceStats.ACTIVE;
+import static io.gpumem.alloc.DeviceStats.ACTIVE_BYTES;
+import static io.gpumem.alloc.DeviceStats.ALLOCATED_BYTES;
+import static io.gpumem.alloc.DeviceStats.ALLOCATION;
+import static io.gpumem.alloc.DeviceStats.INACTIVE_SPLIT;
+import static io.gpumem.alloc.DeviceStats.INACTIVE_SPLIT_BYTES;
+import static io.gpumem.alloc.DeviceStats.REQUESTED_BYTES;
+import static io.gpumem.alloc.DeviceStats.RESERVED_BYTES;
+import static io.gpumem.alloc.DeviceStats.SEGMENT;
 
 /**
- * Implements {@link CachingAllocator#restoreSegment}: validates the block list completely, then takes the
+ * Implements {@link AllocatorInternals#restoreSegment}: validates the block list completely, then takes the
  * memory from the device (undoing everything if the device fails or puts the segment elsewhere), then links the
  * blocks and raises the stats as the original allocations would have. Validation before any device call keeps
  * the "bad input changes nothing" rule.
@@ -24,10 +24,10 @@ final class StateImporter {
     private StateImporter() {
     }
 
-    static long restore(AllocatorCore core, long address, long totalSize, long stream, boolean small,
+    static long restore(AllocatorCore core, long address, long totalSize, long stream, Pool kind,
                         boolean expandable, List<RestoredBlock> blocks) {
-        BlockPool pool = small ? core.smallBlocks : core.largeBlocks;
-        long page = small ? AllocatorCore.K_SMALL_BUFFER : AllocatorCore.K_LARGE_BUFFER;
+        BlockPool pool = core.pool(kind);
+        long page = SizeRules.expandablePageSize(kind);
         if (expandable && totalSize == 0) {
             totalSize = page * ExpandableSegment.defaultPageCount(core.device.totalMemory(), page);
         }
@@ -96,7 +96,7 @@ final class StateImporter {
         for (int i = 0; i < blocks.size(); i++) {
             RestoredBlock b = blocks.get(i);
             String where = "restoreSegment: block " + i + " (offset " + offset + ")";
-            if (b.size() <= 0 || b.size() % AllocatorCore.K_MIN_BLOCK_SIZE != 0) {
+            if (b.size() <= 0 || b.size() % SizeRules.MIN_BLOCK_SIZE != 0) {
                 throw new IllegalArgumentException(where + ": size " + b.size() + " is not a positive multiple of 512");
             }
             switch (b.kind()) {
@@ -180,7 +180,7 @@ final class StateImporter {
 
     private static void link(AllocatorCore core, BlockPool pool, ExpandableSegment es, long base, long totalSize,
                              long stream, List<RestoredBlock> blocks) {
-        int type = pool.statType();
+        int type = pool.statType;
         long maxSplit = core.config.maxSplitSize();
         boolean split = blocks.size() > 1;
         long ptr = base;

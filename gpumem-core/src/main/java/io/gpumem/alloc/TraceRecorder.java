@@ -1,6 +1,7 @@
 package io.gpumem.alloc;
 
 import io.gpumem.history.Frame;
+import io.gpumem.history.HistoryOptions.Context;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 
@@ -15,22 +16,17 @@ import java.util.function.Supplier;
  * The allocator's memory history (spec §10.1): a ring buffer of the most recent {@link TraceEntry}s, the
  * context level that decides which stacks are captured, the caller's stack supplier and the clock.
  *
- * <p>Context levels follow PyTorch's {@code RecordContext}: {@link #NEVER} &lt; {@link #STATE} (stacks for
- * live blocks) &lt; {@link #ALLOC} (also on trace entries) &lt; {@link #ALL} (also captured at free). A stack is
- * gathered for an operation only if the level reaches the operation's level ({@code maybeGatherContext}); trace
- * entries carry it only at {@link #ALLOC} or above.
+ * <p>Context levels are {@link Context}, in PyTorch's {@code RecordContext} order: {@code NONE} &lt;
+ * {@code STATE} (stacks for live blocks) &lt; {@code ALLOC} (also on trace entries) &lt; {@code ALL} (also captured
+ * at free). A stack is gathered for an operation only if the level reaches the operation's level
+ * ({@code maybeGatherContext}); trace entries carry it only at {@code ALLOC} or above.
  *
  * <p>Invariant: {@code buffer.size() <= maxEntries}; once full, {@code next} is the slot of the oldest entry.
  * Nothing is allocated per operation unless history is on or a tracker is attached.
  */
 final class TraceRecorder {
-    static final int NEVER = 0;
-    static final int STATE = 1;
-    static final int ALLOC = 2;
-    static final int ALL = 3;
-
     private boolean recordHistory;
-    private int recordContext = NEVER;
+    private Context recordContext = Context.NONE;
     private int maxEntries = 1;
     private final ArrayList<TraceEntry> buffer = new ArrayList<>();
     private int next;
@@ -49,7 +45,7 @@ final class TraceRecorder {
     }
 
     /** PyTorch's {@code recordHistory(enabled, recorder, max_entries, when)}. */
-    synchronized void configure(boolean enabled, long maxEntries, int when) {
+    synchronized void configure(boolean enabled, long maxEntries, Context when) {
         recordHistory = enabled;
         int max = (int) Math.max(1, Math.min(Integer.MAX_VALUE - 8, maxEntries));
         if (max != this.maxEntries && buffer.size() > 0) {
@@ -60,20 +56,12 @@ final class TraceRecorder {
             buffer.addAll(kept.subList(from, kept.size()));
         }
         this.maxEntries = max;
-        recordContext = enabled ? when : NEVER;
+        recordContext = enabled ? when : Context.NONE;
         if (!enabled) {
             next = 0;
             buffer.clear();
         }
         active = recordHistory || !trackers.isEmpty();
-    }
-
-    boolean enabled() {
-        return recordHistory;
-    }
-
-    int contextLevel() {
-        return recordContext;
     }
 
     synchronized void addTracker(Consumer<TraceEntry> tracker) {
@@ -88,8 +76,8 @@ final class TraceRecorder {
     }
 
     /** The caller's stack if the context level reaches {@code level}, else null. */
-    List<Frame> maybeGatherContext(int level) {
-        if (recordContext < level) {
+    List<Frame> maybeGatherContext(Context level) {
+        if (recordContext.compareTo(level) < 0) {
             return null;
         }
         Supplier<List<Frame>> s = contextSupplier;
@@ -105,7 +93,7 @@ final class TraceRecorder {
             return;
         }
         TraceEntry te = new TraceEntry(action, addr, size, stream, clockMicros.getAsLong(),
-                recordContext >= ALLOC ? context : null, deviceFree);
+                recordContext.compareTo(Context.ALLOC) >= 0 ? context : null, deviceFree);
         for (Consumer<TraceEntry> t : trackers) {
             t.accept(te);
         }

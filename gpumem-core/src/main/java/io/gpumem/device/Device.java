@@ -20,12 +20,14 @@ import java.lang.foreign.MemorySegment;
  *       or more {@link #map} calls; a range must be unmapped before its address space is freed and a
  *       handle must not be released twice. Implementations fail loudly on misuse.</li>
  *   <li><b>Thread safety.</b> Implementations are safe for concurrent use.</li>
+ *   <li><b>Closing.</b> {@link #close()} releases what the backend holds (a driver context, say); the default
+ *       does nothing, so every device can be used in try-with-resources without a type test.</li>
  * </ul>
  *
  * <p>{@code SimulatedDevice} is the default everywhere (tests, replays, the CLI); the CUDA backend
  * lives in {@code gpumem-cuda}.
  */
-public interface Device {
+public interface Device extends AutoCloseable {
 
     /** The null address / handle. */
     long NULL = 0L;
@@ -143,4 +145,11 @@ public interface Device {
 
     /** How many times {@code op} has been called on this device (successful or not). */
     long callCount(DeviceOp op);
+
+    // ---------------------------------------------------------------- lifecycle
+
+    /** Releases the backend's resources; the device must not be used afterwards. Does nothing by default. */
+    @Override
+    default void close() {
+    }
 }

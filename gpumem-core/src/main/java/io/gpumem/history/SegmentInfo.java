@@ -1,5 +1,7 @@
 package io.gpumem.history;
 
+import io.gpumem.alloc.Pool;
+
 import java.util.List;
 
 /**
@@ -12,12 +14,17 @@ import java.util.List;
  * @param activeSize    sum of active block sizes (allocated or waiting on events)
  * @param requestedSize sum of requested sizes over active blocks
  * @param stream        allocation stream
- * @param segmentType   {@code "small"} or {@code "large"}
+ * @param pool          the pool the segment belongs to
  * @param expandable    whether it is (a mapped run of) an expandable segment
  * @param frames        stack from when the segment was allocated or first mapped; empty when none
  * @param blocks        blocks in address order
  */
 public record SegmentInfo(int device, long address, long totalSize, long allocatedSize, long activeSize,
-                          long requestedSize, long stream, String segmentType, boolean expandable,
+                          long requestedSize, long stream, Pool pool, boolean expandable,
                           List<Frame> frames, List<BlockInfo> blocks) {
+
+    /** The snapshot's {@code segment_type}: {@code "small"} or {@code "large"}. */
+    public String segmentType() {
+        return pool.segmentType();
+    }
 }

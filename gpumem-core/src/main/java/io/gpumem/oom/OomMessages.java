@@ -1,5 +1,7 @@
 package io.gpumem.oom;
 
+import io.gpumem.size.ByteSize;
+
 /**
  * The text of PyTorch's CUDA out-of-memory error in its 2.1+ form (spec §7.2), as of the releases that
  * suggest {@code expandable_segments} and report private-pool memory (2.4+).
@@ -40,20 +42,20 @@ public final class OomMessages {
                     + reservedBytes + " private pools=" + privatePoolFreeBytes);
         }
         StringBuilder sb = new StringBuilder(512);
-        sb.append("CUDA out of memory. Tried to allocate ").append(SizeFormat.formatSize(allocSize))
+        sb.append("CUDA out of memory. Tried to allocate ").append(ByteSize.format(allocSize))
                 .append(". GPU ").append(device)
-                .append(" has a total capacity of ").append(SizeFormat.formatSize(totalCapacity))
-                .append(" of which ").append(SizeFormat.formatSize(deviceFree)).append(" is free. ");
+                .append(" has a total capacity of ").append(ByteSize.format(totalCapacity))
+                .append(" of which ").append(ByteSize.format(deviceFree)).append(" is free. ");
         if (allowedMaximum >= 0) {
-            sb.append(SizeFormat.formatSize(allowedMaximum)).append(" allowed; ");
+            sb.append(ByteSize.format(allowedMaximum)).append(" allowed; ");
         }
-        sb.append("Of the allocated memory ").append(SizeFormat.formatSize(allocatedBytes + privatePoolFreeBytes))
+        sb.append("Of the allocated memory ").append(ByteSize.format(allocatedBytes + privatePoolFreeBytes))
                 .append(" is allocated by PyTorch, ");
         if (privatePoolFreeBytes > 0) {
-            sb.append("with ").append(SizeFormat.formatSize(privatePoolFreeBytes))
+            sb.append("with ").append(ByteSize.format(privatePoolFreeBytes))
                     .append(" allocated in private pools (e.g., CUDA Graphs), ");
         }
-        sb.append("and ").append(SizeFormat.formatSize(unallocated)).append(" is reserved by PyTorch but unallocated.")
+        sb.append("and ").append(ByteSize.format(unallocated)).append(" is reserved by PyTorch but unallocated.")
                 .append(HINT);
         return sb.toString();
     }

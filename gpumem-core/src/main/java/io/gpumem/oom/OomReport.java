@@ -1,5 +1,7 @@
 package io.gpumem.oom;
 
+import io.gpumem.alloc.Pool;
+
 import java.util.List;
 
 /**
@@ -25,7 +27,7 @@ public record OomReport(long requestedBytes, long roundedSize, long allocSize, i
                         List<LargestFree> largestFreeBlocks, boolean moreThanOneExabyte) {
 
     /** Largest free block of one pool on one stream. */
-    public record LargestFree(String pool, long stream, long size) {
+    public record LargestFree(Pool pool, long stream, long size) {
     }
 
     public OomReport {

@@ -1,5 +1,6 @@
 package io.gpumem.script;
 
+import io.gpumem.size.ByteSize;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.config.ConfigException;
 import java.io.BufferedReader;

@@ -72,7 +72,7 @@ public abstract class CachingAllocatorContractTest {
         long pa = a.malloc(1000);
         long pb = a.malloc(3 * MiB);
         long pc = a.malloc(25_000_000);
-        a.checkInvariants();
+        a.internals().checkInvariants();
         Map<String, Long> mid = a.memoryStats();
         assertThat(mid.get("inactive_split.all.current")).isEqualTo(2);
         assertThat(mid.get("inactive_split_bytes.small_pool.current")).isEqualTo(2_096_128);
@@ -80,7 +80,7 @@ public abstract class CachingAllocatorContractTest {
         assertThat(mid.get("allocated_bytes.large_pool.current")).isEqualTo(3 * MiB + 25_165_824);
         a.free(pb);
         a.free(pa);
-        a.checkInvariants();
+        a.internals().checkInvariants();
         Map<String, Long> s = a.memoryStats();
         assertThat(a.reservedBytes()).isEqualTo(48_234_496);
         assertThat(a.allocatedBytes()).isEqualTo(25_165_824);
@@ -106,14 +106,14 @@ public abstract class CachingAllocatorContractTest {
         assertThat(s.get("max_split_size")).isEqualTo(-1);
 
         a.emptyCache();
-        a.checkInvariants();
+        a.internals().checkInvariants();
         assertThat(a.reservedBytes()).isEqualTo(25_165_824);
         assertThat(a.memoryStats().get("num_device_free")).isEqualTo(2);
         assertThat(a.memoryStats().get("num_sync_all_streams")).isEqualTo(1);
         a.free(pc);
         a.emptyCache();
         assertThat(a.reservedBytes()).isZero();
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -141,7 +141,7 @@ public abstract class CachingAllocatorContractTest {
             CachingAllocator a = allocator(8 * GiB);
             a.malloc(c[0]);
             assertThat(a.reservedBytes()).as("segment for %d", c[0]).isEqualTo(c[1]);
-            a.checkInvariants();
+            a.internals().checkInvariants();
         }
     }
 
@@ -177,7 +177,7 @@ public abstract class CachingAllocatorContractTest {
         long lowest12 = Long.compareUnsigned(x, z) < 0 ? x : z;
         assertThat(a.malloc(11 * MiB)).isEqualTo(lowest12);
         assertThat(a.memoryStats().get("segment.all.current")).isEqualTo(3);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -190,7 +190,7 @@ public abstract class CachingAllocatorContractTest {
         assertThat(a.memoryStats().get("segment.large_pool.current")).isEqualTo(2);
         assertThat(q).isNotEqualTo(p);
         a.free(q);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -207,7 +207,7 @@ public abstract class CachingAllocatorContractTest {
         assertThat(a.allocatedBytes()).isEqualTo(18 * MiB + 512 * KiB);
         assertThat(a.memoryStats().get("inactive_split_bytes.large_pool.current")).isEqualTo(MiB + 512 * KiB);
         a.free(r);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -222,7 +222,7 @@ public abstract class CachingAllocatorContractTest {
         assertThat(t).isEqualTo(r + MiB - 512);
         assertThat(b.memoryStats().get("inactive_split.small_pool.current")).isZero();
         assertThat(b.memoryStats().get("segment.small_pool.current")).isEqualTo(1);
-        b.checkInvariants();
+        b.internals().checkInvariants();
     }
 
     @Test
@@ -242,7 +242,7 @@ public abstract class CachingAllocatorContractTest {
         assertThat(snap.segments()).hasSize(1);
         assertThat(snap.segments().getFirst().blocks()).hasSize(1);
         assertThat(snap.segments().getFirst().blocks().getFirst().size()).isEqualTo(20 * MiB);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     // ---------------------------------------------------------------- oversize rules (§2.2, §4.3)
@@ -261,7 +261,7 @@ public abstract class CachingAllocatorContractTest {
         long fits = a.malloc(190 * MiB);             // within 20 MiB: reused whole, not split
         assertThat(fits).isEqualTo(big);
         assertThat(a.allocatedBytes()).isEqualTo(50 * MiB + 150 * MiB + 200 * MiB);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     // ---------------------------------------------------------------- OOM path (§3)
@@ -280,7 +280,7 @@ public abstract class CachingAllocatorContractTest {
         assertThat(a.reservedBytes()).isEqualTo(100 * MiB);
         List<String> acts = actions(trace(a));
         assertThat(acts.subList(acts.size() - 3, acts.size())).containsExactly("segment_free", "segment_alloc", "alloc");
-        a.checkInvariants();
+        a.internals().checkInvariants();
 
         assertThatThrownBy(() -> a.malloc(30 * MiB)).isInstanceOfSatisfying(OutOfMemoryException.class, e -> {
             assertThat(e.getMessage()).startsWith("CUDA out of memory. Tried to allocate 30.00 MiB. GPU "
@@ -302,10 +302,10 @@ public abstract class CachingAllocatorContractTest {
         assertThat(last.action()).isEqualTo(TraceAction.OOM);
         assertThat(last.size()).isEqualTo(30 * MiB);
         assertThat(last.deviceFree()).isEqualTo(a.device().freeMemory());
-        a.checkInvariants();
+        a.internals().checkInvariants();
         a.free(q);
         a.free(r);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -319,7 +319,7 @@ public abstract class CachingAllocatorContractTest {
         assertThat(a.device().callCount(DeviceOp.MALLOC)).isEqualTo(calls);
         assertThatThrownBy(() -> a.setMemoryFraction(1.5)).isInstanceOf(IllegalArgumentException.class);
         a.free(p);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -342,7 +342,7 @@ public abstract class CachingAllocatorContractTest {
         assertThat(a.reservedBytes()).isEqualTo((100 + 12 + 12 + 50 + 50) * MiB);
         assertThat(a.malloc(100 * MiB)).isEqualTo(blockB);  // B is still cached
         assertThat(s.get("num_sync_all_streams")).isZero();  // GC does not synchronise
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -364,7 +364,7 @@ public abstract class CachingAllocatorContractTest {
         assertThat(s.get("oversize_segments.current")).isEqualTo(1);
         assertThat(a.reservedBytes()).isEqualTo(180 * MiB);
         assertThat(a.malloc(30 * MiB)).isEqualTo(small);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     // ---------------------------------------------------------------- bad input
@@ -383,7 +383,7 @@ public abstract class CachingAllocatorContractTest {
                 .hasMessageContaining("0x" + Long.toHexString(p));
         assertThat(a.memoryStats()).isEqualTo(after);
         assertThatThrownBy(() -> a.recordStream(p, 3)).isInstanceOf(IllegalArgumentException.class);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     // ---------------------------------------------------------------- record_stream (device completes events itself)
@@ -403,7 +403,7 @@ public abstract class CachingAllocatorContractTest {
         a.emptyCache();                // synchronize_and_free_events completes it
         assertThat(a.memoryStats().get("active_bytes.all.current")).isZero();
         assertThat(a.reservedBytes()).isZero();
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     // ---------------------------------------------------------------- expandable segments (§5)
@@ -424,7 +424,7 @@ public abstract class CachingAllocatorContractTest {
         assertThat(s.get("allocated_bytes.all.current")).isEqualTo(33 * MiB);
         assertThat(s.get("num_device_alloc")).isEqualTo(2);
         assertThat(s.get("segment.all.current")).isZero();
-        a.checkInvariants();
+        a.internals().checkInvariants();
         a.free(p);
         a.free(q);
         assertThat(a.memoryStats().get("inactive_split.all.current")).isZero();
@@ -433,7 +433,7 @@ public abstract class CachingAllocatorContractTest {
         assertThat(s.get("reserved_bytes.all.current")).isZero();
         assertThat(s.get("num_device_free")).isEqualTo(1);
         assertThat(d.callCount(DeviceOp.FREE_ADDRESS)).isEqualTo(1);
-        a.checkInvariants();
+        a.internals().checkInvariants();
         List<TraceEntry> t = trace(a);
         assertThat(actions(t)).containsExactly("segment_map", "alloc", "segment_map", "alloc", "free_requested",
                 "free_completed", "free_requested", "free_completed", "segment_unmap");
@@ -462,10 +462,10 @@ public abstract class CachingAllocatorContractTest {
             assertThat(si.expandable()).isTrue();
             assertThat(si.totalSize()).isEqualTo(20 * MiB);
         });
-        a.checkInvariants();
+        a.internals().checkInvariants();
         long p4 = a.malloc(20 * MiB);        // lowest-address gap is refilled
         assertThat(p4).isEqualTo(p2);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -479,7 +479,7 @@ public abstract class CachingAllocatorContractTest {
         assertThat(a.memoryStats().get("reserved_bytes.small_pool.current")).isEqualTo(4 * MiB);
         assertThat(q).isEqualTo(p + MiB);
         assertThat(r).isEqualTo(p + 2 * MiB);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -502,7 +502,7 @@ public abstract class CachingAllocatorContractTest {
         // expandable block in front of its huge unmapped tail makes best fit walk on to it (spec §2.2)
         long z = b.malloc(4 * MiB);
         assertThat(z).isEqualTo(y);
-        b.checkInvariants();
+        b.internals().checkInvariants();
         assertThatThrownBy(() -> b.setSettings("expandable_segments:maybe"))
                 .isInstanceOf(io.gpumem.config.ConfigException.class);
         assertThat(b.config().expandableSegments()).isTrue();
@@ -515,7 +515,7 @@ public abstract class CachingAllocatorContractTest {
     void historyRingKeepsMostRecentEntriesWithInjectedClockAndFrames() {
         CachingAllocator a = allocator(GiB);
         AtomicLong clock = new AtomicLong(1000);
-        a.setClock(clock::incrementAndGet);
+        a.internals().setClock(clock::incrementAndGet);
         List<Frame> frames = List.of(new Frame("model.py", 12, "forward"));
         a.setContextSupplier(() -> frames);
         a.recordHistory(HistoryOptions.all(3));

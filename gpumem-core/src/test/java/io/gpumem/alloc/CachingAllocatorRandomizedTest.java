@@ -19,7 +19,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * Seeded random operation sequences (malloc on several streams, free, record_stream with held-back events,
  * event completion, empty_cache, peak resets, snapshots, expandable toggling) under capacity pressure, with
- * {@link CachingAllocator#checkInvariants()} after every single step plus an independent model check: live
+ * {@link AllocatorInternals#checkInvariants()} after every single step plus an independent model check: live
  * allocations never overlap, the allocation count and allocated bytes equal the sums over the live pointers.
  * Eight scenarios × 12,500 operations = 100,000 checked steps per run. The seed is printed; rerun a failure
  * with {@code -Dgpumem.seed=<seed>}; {@code -Dgpumem.alloc.randomOps=<n>} changes the steps per scenario.
@@ -126,7 +126,7 @@ class CachingAllocatorRandomizedTest {
                     AllocatorConfig c = a.config();
                     a.setConfig(c.toBuilder().expandableSegments(!c.expandableSegments()).build());
                 }
-                a.checkInvariants();
+                a.internals().checkInvariants();
                 checkModel(a, live, liveRequested);
             }
             for (long p : live) {
@@ -134,10 +134,10 @@ class CachingAllocatorRandomizedTest {
             }
             live.clear();
             liveRequested.clear();
-            a.checkInvariants();
+            a.internals().checkInvariants();
             dev.completeAllEvents();
             a.emptyCache();
-            a.checkInvariants();
+            a.internals().checkInvariants();
             Map<String, Long> s = a.memoryStats();
             System.out.println("  " + sc.name() + ": ooms=" + ooms + " retries=" + s.get("num_alloc_retries")
                     + " device_alloc=" + s.get("num_device_alloc") + " device_free=" + s.get("num_device_free")
@@ -175,13 +175,13 @@ class CachingAllocatorRandomizedTest {
         long bytes = 0;
         for (int i = 0; i < ptrs.length; i++) {
             ptrs[i] = live.get(i);
-            long size = a.blockSize(ptrs[i]);
+            long size = a.internals().blockSize(ptrs[i]);
             assertThat(size).as("block size of live 0x%x", ptrs[i]).isGreaterThanOrEqualTo(requested.get(i));
             bytes += size;
         }
         Arrays.sort(ptrs);
         for (int i = 1; i < ptrs.length; i++) {
-            assertThat(ptrs[i - 1] + a.blockSize(ptrs[i - 1])).as("overlap").isLessThanOrEqualTo(ptrs[i]);
+            assertThat(ptrs[i - 1] + a.internals().blockSize(ptrs[i - 1])).as("overlap").isLessThanOrEqualTo(ptrs[i]);
         }
         Map<String, Long> s = a.memoryStats();
         assertThat(s.get("allocation.all.current")).isEqualTo(live.size());

@@ -52,7 +52,7 @@ class ConcurrencyTest {
             total += f.get();
         }
         pool.shutdown();
-        a.checkInvariants();
+        a.internals().checkInvariants();
         Map<String, Long> s = a.memoryStats();
         assertThat(s.get("allocation.all.allocated")).isEqualTo(total);
         assertThat(s.get("allocation.all.freed")).isEqualTo(total);

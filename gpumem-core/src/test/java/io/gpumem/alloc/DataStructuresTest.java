@@ -35,7 +35,7 @@ class DataStructuresTest {
         long seed = System.nanoTime();
         System.out.println("DataStructuresTest tree seed=" + seed);
         SplittableRandom rnd = new SplittableRandom(seed);
-        BlockTree tree = new BlockTree(BlockTree.BY_SIZE);
+        BlockTree tree = new BlockTree(BlockTree.Order.BY_SIZE);
         TreeSet<Block> ref = new TreeSet<>(BY_SIZE);
         List<Block> present = new ArrayList<>();
         long[] streams = {0, 7, -5L}; // -5 is a huge unsigned handle: must sort last
@@ -120,7 +120,7 @@ class DataStructuresTest {
 
     @Test
     void treeRejectsDuplicatesAndForeignRemoval() {
-        BlockTree t = new BlockTree(BlockTree.BY_ADDRESS);
+        BlockTree t = new BlockTree(BlockTree.Order.BY_ADDRESS);
         Block a = block(0, 512, 4096);
         t.insert(a);
         assertThatThrownBy(() -> t.insert(block(0, 1024, 4096))).isInstanceOf(IllegalStateException.class);

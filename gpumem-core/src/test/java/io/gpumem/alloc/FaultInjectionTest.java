@@ -40,12 +40,12 @@ class FaultInjectionTest {
         assertThat(s.get("num_device_alloc")).isEqualTo(1);
         assertThat(dev.physicalHandleCount()).isEqualTo(3);
         assertThat(dev.mappingCount()).isEqualTo(3);
-        a.checkInvariants();
+        a.internals().checkInvariants();
         a.free(p);
         a.emptyCache();
         assertThat(dev.physicalHandleCount()).isZero();
         assertThat(dev.reservationCount()).isZero();
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -59,11 +59,11 @@ class FaultInjectionTest {
         assertThat(dev.physicalHandleCount()).isZero();
         assertThat(a.reservedBytes()).isZero();
         assertThat(a.memoryStats().get("num_device_alloc")).isZero();
-        a.checkInvariants();
+        a.internals().checkInvariants();
         long p = a.malloc(50 * MiB);
         assertThat(a.reservedBytes()).isEqualTo(60 * MiB);
         a.free(p);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -74,7 +74,7 @@ class FaultInjectionTest {
         assertThatThrownBy(() -> a.malloc(MiB)).isInstanceOf(DeviceException.class);
         assertThat(dev.mappingCount()).isZero();
         assertThat(dev.physicalHandleCount()).isZero();
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -98,7 +98,7 @@ class FaultInjectionTest {
         assertThat(acts.subList(firstMap, acts.size())).startsWith(TraceAction.SEGMENT_MAP, TraceAction.SEGMENT_UNMAP);
         assertThat(t.get(firstMap).addr()).isEqualTo(x + 20 * MiB);
         assertThat(p).isEqualTo(x + 20 * MiB);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -111,12 +111,12 @@ class FaultInjectionTest {
         assertThat(a.reservedBytes()).isEqualTo(40 * MiB);   // the first page went, the other two stay
         assertThat(a.memoryStats().get("num_device_free")).isEqualTo(1);
         assertThat(dev.mappingCount()).isEqualTo(2);
-        a.checkInvariants();
+        a.internals().checkInvariants();
         a.emptyCache();
         assertThat(a.reservedBytes()).isZero();
         assertThat(dev.reservationCount()).isZero();
         assertThat(dev.physicalHandleCount()).isZero();
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -129,19 +129,19 @@ class FaultInjectionTest {
         a.recordStream(p, s1);
         dev.failNth(DeviceOp.RECORD_EVENT, 1, DeviceError.CUDA_ERROR_INVALID_HANDLE);
         assertThatThrownBy(() -> a.free(p)).isInstanceOf(DeviceException.class);
-        assertThat(a.pendingFreeBlocks()).isZero();            // no event stands: freed at once
+        assertThat(a.internals().pendingFreeBlocks()).isZero();            // no event stands: freed at once
         assertThat(a.memoryStats().get("active_bytes.all.current")).isZero();
-        a.checkInvariants();
+        a.internals().checkInvariants();
         long q = a.malloc(MiB);
         a.recordStream(q, s1);
         a.recordStream(q, s2);
         dev.failNth(DeviceOp.RECORD_EVENT, 2, DeviceError.CUDA_ERROR_INVALID_HANDLE);
         assertThatThrownBy(() -> a.free(q)).isInstanceOf(DeviceException.class);
-        assertThat(a.pendingFreeBlocks()).isEqualTo(1);        // waits on the s1 event that was recorded
-        a.checkInvariants();
+        assertThat(a.internals().pendingFreeBlocks()).isEqualTo(1);        // waits on the s1 event that was recorded
+        a.internals().checkInvariants();
         a.emptyCache();
-        assertThat(a.pendingFreeBlocks()).isZero();
-        a.checkInvariants();
+        assertThat(a.internals().pendingFreeBlocks()).isZero();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -155,7 +155,7 @@ class FaultInjectionTest {
         assertThat(s.get("num_alloc_retries")).isEqualTo(1);
         assertThat(s.get("num_device_free")).isEqualTo(1);
         assertThat(s.get("segment.all.current")).isEqualTo(1);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -167,10 +167,10 @@ class FaultInjectionTest {
         assertThatThrownBy(a::emptyCache).isInstanceOf(DeviceException.class);
         assertThat(a.reservedBytes()).isEqualTo(30 * MiB);
         assertThat(a.memoryStats().get("num_device_free")).isZero();
-        a.checkInvariants();
+        a.internals().checkInvariants();
         a.emptyCache();
         assertThat(a.reservedBytes()).isZero();
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -180,8 +180,8 @@ class FaultInjectionTest {
         dev.failNth(DeviceOp.RESERVE_ADDRESS, 1, DeviceError.CUDA_ERROR_OUT_OF_MEMORY);
         assertThatThrownBy(() -> a.malloc(MiB)).isInstanceOf(DeviceException.class);
         assertThat(dev.reservationCount()).isZero();
-        a.checkInvariants();
+        a.internals().checkInvariants();
         a.malloc(MiB);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 }

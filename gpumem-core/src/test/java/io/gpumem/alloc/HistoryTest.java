@@ -24,7 +24,7 @@ class HistoryTest {
 
     private static CachingAllocator allocator(AtomicInteger calls) {
         CachingAllocator a = new CachingAllocator(SimulatedDevice.builder().capacity(8L << 30).build());
-        a.setClock(() -> 42);
+        a.internals().setClock(() -> 42);
         a.setContextSupplier(() -> List.of(new Frame("f.py", calls.incrementAndGet(), "step")));
         return a;
     }
@@ -80,14 +80,14 @@ class HistoryTest {
     void trackersSeeEntriesWithHistoryOffAndSnapshotEntryCountsActiveBytes() {
         CachingAllocator a = new CachingAllocator(SimulatedDevice.builder().capacity(8L << 30).build());
         List<TraceEntry> seen = new ArrayList<>();
-        a.attachTraceTracker(seen::add);
+        a.internals().attachTraceTracker(seen::add);
         long p = a.malloc(3 * MiB);
         a.snapshot();
         assertThat(seen).extracting(TraceEntry::action).containsExactly(TraceAction.SEGMENT_ALLOC, TraceAction.ALLOC,
                 TraceAction.SNAPSHOT);
         assertThat(seen.getLast().size()).isEqualTo(3 * MiB);
         assertThat(a.snapshot().deviceTraces().getFirst()).isEmpty();
-        assertThat(a.detachTraceTracker(seen::add)).isFalse();
+        assertThat(a.internals().detachTraceTracker(seen::add)).isFalse();
         a.free(p);
     }
 }

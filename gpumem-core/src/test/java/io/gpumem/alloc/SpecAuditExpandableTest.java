@@ -38,7 +38,7 @@ class SpecAuditExpandableTest {
         assertThat(t.getFirst().size()).isEqualTo(25 * MiB);
         assertThat(a.reservedBytes()).isZero();
         assertThat(a.memoryStats().get("num_alloc_retries")).isEqualTo(1);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     // ---------------------------------------------------------------- §2.3 the global expandable flag
@@ -48,19 +48,19 @@ class SpecAuditExpandableTest {
         SimulatedDevice dev = device(GiB);
         CachingAllocator a = new CachingAllocator(dev);
         long p = a.malloc(19 * MiB + 512 * KiB);     // 20 MiB segment, 0.5 MiB remainder not > 1 MiB: whole
-        assertThat(a.blockSize(p)).isEqualTo(20 * MiB);
+        assertThat(a.internals().blockSize(p)).isEqualTo(20 * MiB);
         a.free(p);
         a.setSettings("expandable_segments:True");
         // the cached classic block serves again, but with the flag on the 0.5 MiB remainder (≥ 512) splits off,
         // and since the block is not expandable it counts as inactive split
         long q = a.malloc(19 * MiB + 512 * KiB);
         assertThat(q).isEqualTo(p);
-        assertThat(a.blockSize(q)).isEqualTo(19 * MiB + 512 * KiB);
+        assertThat(a.internals().blockSize(q)).isEqualTo(19 * MiB + 512 * KiB);
         Map<String, Long> s = a.memoryStats();
         assertThat(s.get("inactive_split.large_pool.current")).isEqualTo(1);
         assertThat(s.get("inactive_split_bytes.large_pool.current")).isEqualTo(512 * KiB);
         assertThat(dev.callCount(DeviceOp.MALLOC)).isEqualTo(1);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -70,12 +70,12 @@ class SpecAuditExpandableTest {
         // §5.5: such builds ignore expandable_segments, so §2.3 sees the flag off: a 0.5 MiB large remainder
         // is not split, and the segment is an ordinary cudaMalloc'd one
         long p = a.malloc(19 * MiB + 512 * KiB);
-        assertThat(a.blockSize(p)).isEqualTo(20 * MiB);
+        assertThat(a.internals().blockSize(p)).isEqualTo(20 * MiB);
         Map<String, Long> s = a.memoryStats();
         assertThat(s.get("segment.all.current")).isEqualTo(1);
         assertThat(dev.callCount(DeviceOp.MALLOC)).isEqualTo(1);
         assertThat(a.snapshot().allocatorSettings().get("expandable_segments")).isEqualTo(false);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     // ---------------------------------------------------------------- §5.2 stats that expandable segments leave alone
@@ -104,7 +104,7 @@ class SpecAuditExpandableTest {
         assertThat(s.get("segment.all.freed")).isZero();
         assertThat(s.get("oversize_segments.freed")).isZero();
         assertThat(s.get("inactive_split_bytes.all.freed")).isZero();
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     // ---------------------------------------------------------------- §5.4 unmapping partial pages, destruction
@@ -139,7 +139,7 @@ class SpecAuditExpandableTest {
         assertThat(segs.getFirst().totalSize()).isEqualTo(20 * MiB);
         assertThat(segs.getFirst().blocks()).extracting(b -> b.size())
                 .containsExactly(5 * MiB, 10 * MiB, 5 * MiB);
-        a.checkInvariants();
+        a.internals().checkInvariants();
         a.free(pc);
         t.clear();
         // page 1 goes; the block merges with the unmapped head and tail and the reservation is destroyed
@@ -150,7 +150,7 @@ class SpecAuditExpandableTest {
         assertThat(a.memoryStats().get("num_device_free")).isEqualTo(2);
         assertThat(dev.reservationCount()).isZero();
         assertThat(a.reservedBytes()).isZero();
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     // ---------------------------------------------------------------- §5.2 find_expandable_block, §2.2 walk
@@ -170,7 +170,7 @@ class SpecAuditExpandableTest {
         assertThat(actions(t)).containsExactly("segment_map", "alloc");
         assertThat(t.getFirst().addr()).isEqualTo(pa + 20 * MiB);
         assertThat(t.getFirst().size()).isEqualTo(20 * MiB);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -195,8 +195,8 @@ class SpecAuditExpandableTest {
         Map<String, Long> s = a.memoryStats();
         assertThat(s.get("reserved_bytes.all.current")).isEqualTo(80 * MiB);
         assertThat(s.get("num_device_alloc")).isEqualTo(3 + 2);    // one per map_block call
-        assertThat(a.blockSize(p)).isEqualTo(50 * MiB);             // [70, 80) stays free
-        a.checkInvariants();
+        assertThat(a.internals().blockSize(p)).isEqualTo(50 * MiB);             // [70, 80) stays free
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -211,7 +211,7 @@ class SpecAuditExpandableTest {
         // Y's (7 MiB), so the walk moves on to Y
         long p = a.malloc(4 * MiB);
         assertThat(p).isEqualTo(pa + 5 * MiB);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     // ---------------------------------------------------------------- §3 "Order of trace entries" (expandable)
@@ -238,7 +238,7 @@ class SpecAuditExpandableTest {
         assertThat(t.get(1).stream()).isEqualTo(s1);
         assertThat(a.memoryStats().get("num_alloc_retries")).isEqualTo(1);
         assertThat(a.reservedBytes()).isEqualTo(60 * MiB);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     // ---------------------------------------------------------------- §5.2 find_expandable_block vs §2.2 oversize
@@ -258,6 +258,6 @@ class SpecAuditExpandableTest {
         Map<String, Long> s = a.memoryStats();
         assertThat(s.get("num_device_alloc")).isEqualTo(1);
         assertThat(s.get("reserved_bytes.all.current")).isEqualTo(60 * MiB);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 }

@@ -35,7 +35,7 @@ final class SpecAuditSupport {
     /** Records every trace entry from now on, history on or off. */
     static List<TraceEntry> tracked(CachingAllocator a) {
         List<TraceEntry> seen = new ArrayList<>();
-        a.attachTraceTracker(seen::add);
+        a.internals().attachTraceTracker(seen::add);
         return seen;
     }
 

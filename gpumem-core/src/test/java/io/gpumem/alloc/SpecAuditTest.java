@@ -36,19 +36,19 @@ class SpecAuditTest {
                 cfg().roundupPower2Divisions(four).raw("roundup_power2_divisions:4").build());
         // 1200 is not above 512·4 = 2048: plain 512 rounding gives 1536 (not the 1280 of the division helper)
         long p1 = a.malloc(1200);
-        assertThat(a.blockSize(p1)).isEqualTo(1536);
+        assertThat(a.internals().blockSize(p1)).isEqualTo(1536);
         // 3000 > 2048: F = 2048, step 2048 >> 2 = 512 → 3072
         long p2 = a.malloc(3000);
-        assertThat(a.blockSize(p2)).isEqualTo(3072);
+        assertThat(a.internals().blockSize(p2)).isEqualTo(3072);
         // 1,200,000: F = 1 MiB, step 256 KiB → 5 steps = 1,310,720 (large pool, split off a 20 MiB segment)
         long p3 = a.malloc(1_200_000);
-        assertThat(a.blockSize(p3)).isEqualTo(1_310_720);
+        assertThat(a.internals().blockSize(p3)).isEqualTo(1_310_720);
         Map<String, Long> s = a.memoryStats();
         assertThat(s.get("requested_bytes.all.current")).isEqualTo(1200 + 3000 + 1_200_000);
         assertThat(s.get("allocated_bytes.all.current")).isEqualTo(1536 + 3072 + 1_310_720);
         assertThat(s.get("reserved_bytes.small_pool.current")).isEqualTo(2 * MiB);
         assertThat(s.get("reserved_bytes.large_pool.current")).isEqualTo(20 * MiB);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -60,15 +60,15 @@ class SpecAuditTest {
                 cfg().roundupPower2Divisions(table).raw("roundup_power2_divisions:[4:4,256:2]").build());
         // 5 MiB + 1 in [4, 8) MiB: F = 4 MiB, step 1 MiB → 6 MiB; a 20 MiB segment (6 MiB < 10 MiB)
         long p = a.malloc(5 * MiB + 1);
-        assertThat(a.blockSize(p)).isEqualTo(6 * MiB);
+        assertThat(a.internals().blockSize(p)).isEqualTo(6 * MiB);
         // 3 MiB + 1 in [2, 4) MiB where the table says 0: plain 512 rounding
         long q = a.malloc(3 * MiB + 1);
-        assertThat(a.blockSize(q)).isEqualTo(3 * MiB + 512);
+        assertThat(a.internals().blockSize(q)).isEqualTo(3 * MiB + 512);
         // (300 MiB + 1) with d = 2: F = 256 MiB, step 128 MiB → 384 MiB, its own 384 MiB segment
         long r = a.malloc(300 * MiB + 1);
-        assertThat(a.blockSize(r)).isEqualTo(384 * MiB);
+        assertThat(a.internals().blockSize(r)).isEqualTo(384 * MiB);
         assertThat(a.reservedBytes()).isEqualTo(20 * MiB + 384 * MiB);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -82,7 +82,7 @@ class SpecAuditTest {
         s = a.memoryStats();
         assertThat(s.get("reserved_bytes.large_pool.current")).isEqualTo(20 * MiB);
         assertThat(s.get("allocation.large_pool.current")).isEqualTo(1);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     // ---------------------------------------------------------------- §2.2 oversize rule boundaries
@@ -98,9 +98,9 @@ class SpecAuditTest {
         // request 180.5 MiB: 200 ≥ 200.5 is false, so the 200 MiB block serves it whole (no split: ≥ max_split)
         long q = a.malloc(180 * MiB + 512 * KiB);
         assertThat(q).isEqualTo(big);
-        assertThat(a.blockSize(q)).isEqualTo(200 * MiB);
+        assertThat(a.internals().blockSize(q)).isEqualTo(200 * MiB);
         assertThat(a.memoryStats().get("inactive_split.all.current")).isZero();
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -115,7 +115,7 @@ class SpecAuditTest {
         long q = a.malloc(140 * MiB + 512 * KiB);    // 200 ≥ 200.5 false: reused whole
         assertThat(q).isEqualTo(big);
         assertThat(a.allocatedBytes()).isEqualTo(140 * MiB + 200 * MiB);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -126,12 +126,12 @@ class SpecAuditTest {
         // 100 MiB is not < max_split, so the "small request" rule does not apply; 110 ≥ 120 is false
         long p = a.malloc(100 * MiB);
         assertThat(p).isEqualTo(big);
-        assertThat(a.blockSize(p)).isEqualTo(110 * MiB);
+        assertThat(a.internals().blockSize(p)).isEqualTo(110 * MiB);
         Map<String, Long> s = a.memoryStats();
         assertThat(s.get("allocated_bytes.all.current")).isEqualTo(110 * MiB);
         assertThat(s.get("requested_bytes.all.current")).isEqualTo(100 * MiB);
         assertThat(s.get("oversize_allocations.current")).isEqualTo(1);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     // ---------------------------------------------------------------- §2.4/§4.1/§4.2/§6.2 oversize stats
@@ -143,7 +143,7 @@ class SpecAuditTest {
         // 99 MiB < max_split, but its segment is 100 MiB (2 MiB rounding) and the 1 MiB remainder is not
         // > 1 MiB: the whole 100 MiB block is taken, so it is an oversize allocation too
         long q = a.malloc(99 * MiB);
-        assertThat(a.blockSize(q)).isEqualTo(100 * MiB);
+        assertThat(a.internals().blockSize(q)).isEqualTo(100 * MiB);
         Map<String, Long> s = a.memoryStats();
         assertThat(s.get("oversize_allocations.current")).isEqualTo(2);
         assertThat(s.get("oversize_segments.current")).isEqualTo(2);
@@ -159,7 +159,7 @@ class SpecAuditTest {
         assertThat(s.get("oversize_segments.peak")).isEqualTo(2);
         assertThat(s.get("oversize_segments.allocated")).isEqualTo(2);
         assertThat(s.get("oversize_segments.freed")).isEqualTo(2);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     // ---------------------------------------------------------------- §4.3 release_available_cached_blocks
@@ -186,7 +186,7 @@ class SpecAuditTest {
         assertThat(t.getFirst().addr()).isEqualTo(y);
         assertThat(t.getFirst().size()).isEqualTo(300 * MiB);
         assertThat(a.malloc(100 * MiB)).isEqualTo(x);              // x stayed cached
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -215,7 +215,7 @@ class SpecAuditTest {
         // 4 allocations + first try + the retry: no try between the false return and empty_cache
         assertThat(dev.callCount(DeviceOp.MALLOC)).isEqualTo(6);
         assertThat(a.reservedBytes()).isEqualTo(300 * MiB);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -232,7 +232,7 @@ class SpecAuditTest {
         a.malloc(100 * MiB);
         assertThat(a.memoryStats().get("num_alloc_retries")).isEqualTo(1);
         assertThat(actions(t)).containsExactly("segment_free", "segment_alloc", "alloc");
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -255,7 +255,7 @@ class SpecAuditTest {
         assertThat(t.subList(0, 2)).extracting(TraceEntry::addr).containsExactly(y, x);
         assertThat(a.memoryStats().get("num_alloc_retries")).isZero();
         assertThat(a.malloc(200 * MiB, s1)).isEqualTo(w);         // s1's block stayed cached
-        a.checkInvariants();
+        a.internals().checkInvariants();
 
         // the mirror case: the request's stream sorts last and has no block ≥ key, so the walk starts at the
         // very last block of the pool, which is the request stream's largest
@@ -274,7 +274,7 @@ class SpecAuditTest {
         assertThat(t2.subList(0, 2)).extracting(TraceEntry::addr).containsExactly(y1, x1);
         assertThat(actions(t2)).containsExactly("segment_free", "segment_free", "segment_alloc", "alloc");
         assertThat(b.malloc(200 * MiB)).isEqualTo(big);
-        b.checkInvariants();
+        b.internals().checkInvariants();
     }
 
     // ---------------------------------------------------------------- §4.4 garbage collection
@@ -305,7 +305,7 @@ class SpecAuditTest {
         assertThat(a.reservedBytes()).isEqualTo((2 + 100 + 12 + 50 + 50) * MiB);
         assertThat(a.malloc(100 * MiB)).isEqualTo(blockB);
         assertThat(a.malloc(1000)).isEqualTo(small);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -329,7 +329,7 @@ class SpecAuditTest {
         assertThat(t.subList(0, 2)).extracting(TraceEntry::addr)
                 .containsExactly(Math.min(blockA, blockB), Math.max(blockA, blockB));
         assertThat(a.reservedBytes()).isEqualTo(150 * MiB);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -345,7 +345,7 @@ class SpecAuditTest {
         a.malloc(50 * MiB, s1);               // the same steps as above, but no fraction: nothing is collected
         assertThat(a.memoryStats().get("num_device_free")).isZero();
         assertThat(a.reservedBytes()).isEqualTo(350 * MiB);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     // ---------------------------------------------------------------- §3 step 4.2 / §4.5 memory fraction
@@ -378,7 +378,7 @@ class SpecAuditTest {
         s = a.memoryStats();
         assertThat(s.get("num_alloc_retries")).isEqualTo(2);
         assertThat(a.reservedBytes()).isEqualTo(2 * MiB + 20 * MiB);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     // ---------------------------------------------------------------- §7 OOM message and oom trace entry
@@ -431,7 +431,7 @@ class SpecAuditTest {
         assertSplit(a, 1, MiB - 1024);
         // c: the 1,047,552 B remainder (small: ≤ 1 MiB) is taken whole: −1 block, −its size
         long pc = a.malloc(MiB - 1024);
-        assertThat(a.blockSize(pc)).isEqualTo(MiB - 1024);
+        assertThat(a.internals().blockSize(pc)).isEqualTo(MiB - 1024);
         assertSplit(a, 0, 0);
         // free b: neighbours allocated, no merge; the block is split: +1, +1024
         a.free(pb);
@@ -454,7 +454,7 @@ class SpecAuditTest {
         assertThat(s.get("inactive_split_bytes.small_pool.peak")).isEqualTo(MiB + 1024);
         assertThat(s.get("inactive_split_bytes.all.allocated")).isEqualTo(2 * MiB + 1024);
         assertThat(s.get("inactive_split_bytes.large_pool.allocated")).isZero();
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     private static void assertSplit(CachingAllocator a, long blocks, long bytes) {
@@ -463,7 +463,7 @@ class SpecAuditTest {
         assertThat(s.get("inactive_split.small_pool.current")).isEqualTo(blocks);
         assertThat(s.get("inactive_split_bytes.all.current")).isEqualTo(bytes);
         assertThat(s.get("inactive_split_bytes.small_pool.current")).isEqualTo(bytes);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     // ---------------------------------------------------------------- §4.2 release order
@@ -564,7 +564,7 @@ class SpecAuditTest {
         assertThat(a.memoryStats().get("max_split_size")).isEqualTo(100 * MiB);
         long p = a.malloc(50 * MiB);          // no oversize rule now: best fit splits the 200 MiB block
         assertThat(p).isEqualTo(big);
-        assertThat(a.blockSize(p)).isEqualTo(50 * MiB);
+        assertThat(a.internals().blockSize(p)).isEqualTo(50 * MiB);
 
         CachingAllocator b = new CachingAllocator(device(4 * GiB));
         b.setSettings("max_split_size_mb:100");
@@ -572,8 +572,8 @@ class SpecAuditTest {
         long big2 = b.malloc(200 * MiB);
         b.free(big2);
         assertThat(b.malloc(50 * MiB)).isNotEqualTo(big2);  // but the rule applies
-        a.checkInvariants();
-        b.checkInvariants();
+        a.internals().checkInvariants();
+        b.internals().checkInvariants();
     }
 
     // ---------------------------------------------------------------- §2.5/§10.3/§10.4 snapshot contents

@@ -11,7 +11,7 @@ import java.util.Map;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-/** {@link CachingAllocator#restoreSegment}: rebuilt state behaves and counts like the original allocations. */
+/** {@link AllocatorInternals#restoreSegment}: rebuilt state behaves and counts like the original allocations. */
 class StateImportTest {
     private static final long MiB = 1L << 20;
 
@@ -19,9 +19,9 @@ class StateImportTest {
     void restoredClassicSegmentHasConsistentStatsAndBehaves() {
         SimulatedDevice dev = SimulatedDevice.builder().capacity(4L << 30).build();
         CachingAllocator a = new CachingAllocator(dev);
-        long base = a.restoreSegment(Device.NULL, 20 * MiB, 0, false, false,
+        long base = a.internals().restoreSegment(Device.NULL, 20 * MiB, 0, Pool.LARGE, false,
                 List.of(RestoredBlock.allocated(4 * MiB, 4_000_000), RestoredBlock.free(16 * MiB)));
-        a.checkInvariants();
+        a.internals().checkInvariants();
         Map<String, Long> s = a.memoryStats();
         assertThat(s.get("segment.large_pool.current")).isEqualTo(1);
         assertThat(s.get("reserved_bytes.all.current")).isEqualTo(20 * MiB);
@@ -33,7 +33,7 @@ class StateImportTest {
         // the free remainder serves the next request, at the next address
         assertThat(a.malloc(8 * MiB)).isEqualTo(base + 4 * MiB);
         a.free(base);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -41,11 +41,11 @@ class StateImportTest {
         SimulatedDevice dev = SimulatedDevice.builder().capacity(80L << 30).build();
         CachingAllocator a = new CachingAllocator(dev,
                 AllocatorConfig.defaults().toBuilder().expandableSegments(true).build());
-        long base = a.restoreSegment(Device.NULL, 0, 0, false, true, List.of(RestoredBlock.allocated(3 * MiB, 3 * MiB),
+        long base = a.internals().restoreSegment(Device.NULL, 0, 0, Pool.LARGE, true, List.of(RestoredBlock.allocated(3 * MiB, 3 * MiB),
                 RestoredBlock.free(17 * MiB), RestoredBlock.unmapped(4607 * 20 * MiB)));
         assertThat(a.reservedBytes()).isEqualTo(20 * MiB);
         assertThat(a.memoryStats().get("segment.all.current")).isZero();
-        a.checkInvariants();
+        a.internals().checkInvariants();
         long q = a.malloc(30 * MiB);          // §5.3 step 2 from the restored state
         assertThat(q).isEqualTo(base + 3 * MiB);
         assertThat(a.reservedBytes()).isEqualTo(40 * MiB);
@@ -54,35 +54,35 @@ class StateImportTest {
         a.emptyCache();
         assertThat(a.reservedBytes()).isZero();
         assertThat(dev.reservationCount()).isZero();
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
     void inconsistentBlocksAreRejectedBeforeTouchingTheDevice() {
         SimulatedDevice dev = SimulatedDevice.builder().capacity(4L << 30).build();
         CachingAllocator a = new CachingAllocator(dev);
-        assertThatThrownBy(() -> a.restoreSegment(0, 20 * MiB, 0, false, false,
+        assertThatThrownBy(() -> a.internals().restoreSegment(0, 20 * MiB, 0, Pool.LARGE, false,
                 List.of(RestoredBlock.free(4 * MiB), RestoredBlock.free(16 * MiB))))
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("block 1");
-        assertThatThrownBy(() -> a.restoreSegment(0, 20 * MiB, 0, false, false,
+        assertThatThrownBy(() -> a.internals().restoreSegment(0, 20 * MiB, 0, Pool.LARGE, false,
                 List.of(RestoredBlock.allocated(4 * MiB, 1))))
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("add up to");
-        assertThatThrownBy(() -> a.restoreSegment(0, 20 * MiB, 0, false, false,
+        assertThatThrownBy(() -> a.internals().restoreSegment(0, 20 * MiB, 0, Pool.LARGE, false,
                 List.of(RestoredBlock.unmapped(20 * MiB))))
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("non-expandable");
         assertThat(dev.mallocCount()).isZero();
         assertThat(a.reservedBytes()).isZero();
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
     void segmentAtTheWrongAddressIsGivenBack() {
         SimulatedDevice dev = SimulatedDevice.builder().capacity(4L << 30).build();
         CachingAllocator a = new CachingAllocator(dev);
-        assertThatThrownBy(() -> a.restoreSegment(0x1000_0000L, 2 * MiB, 0, true, false,
+        assertThatThrownBy(() -> a.internals().restoreSegment(0x1000_0000L, 2 * MiB, 0, Pool.SMALL, false,
                 List.of(RestoredBlock.allocated(2 * MiB, 100))))
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("0x10000000");
         assertThat(dev.mallocCount()).isZero();
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 }

@@ -25,24 +25,24 @@ class StreamEventsTest {
         long p = a.malloc(3 * MiB);
         a.recordStream(p, s1);
         a.free(p);
-        assertThat(a.pendingFreeBlocks()).isEqualTo(1);
+        assertThat(a.internals().pendingFreeBlocks()).isEqualTo(1);
         assertThat(a.memoryStats().get("allocated_bytes.all.current")).isZero();
         assertThat(a.memoryStats().get("active_bytes.all.current")).isEqualTo(3 * MiB);
         List<BlockInfo> blocks = a.snapshot().segments().getFirst().blocks();
         assertThat(blocks.getFirst().state()).isEqualTo(BlockState.ACTIVE_PENDING_FREE);
-        a.checkInvariants();
+        a.internals().checkInvariants();
 
         long q = a.malloc(3 * MiB);            // p still pending: served from the 17 MiB remainder
         assertThat(q).isEqualTo(p + 3 * MiB);
         dev.completeEvents(s1);                // no polling on completion itself
-        assertThat(a.pendingFreeBlocks()).isEqualTo(1);
+        assertThat(a.internals().pendingFreeBlocks()).isEqualTo(1);
         long r = a.malloc(3 * MiB);            // process_events frees p first, then best fit reuses it
         assertThat(r).isEqualTo(p);
-        assertThat(a.pendingFreeBlocks()).isZero();
+        assertThat(a.internals().pendingFreeBlocks()).isZero();
         List<TraceEntry> t = a.snapshot().deviceTraces().getFirst();
         assertThat(t).extracting(TraceEntry::action).containsSubsequence(TraceAction.FREE_REQUESTED,
                 TraceAction.ALLOC, TraceAction.FREE_COMPLETED, TraceAction.ALLOC);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -58,18 +58,18 @@ class StreamEventsTest {
         a.recordStream(q, s2);
         a.free(p);
         a.free(q);
-        assertThat(a.pendingFreeBlocks()).isEqualTo(2);
+        assertThat(a.internals().pendingFreeBlocks()).isEqualTo(2);
         dev.completeEvents(s1);
         a.malloc(512);
-        assertThat(a.pendingFreeBlocks()).isEqualTo(2);   // p still waits on s2
+        assertThat(a.internals().pendingFreeBlocks()).isEqualTo(2);   // p still waits on s2
         dev.completeNextEvent(s2);                         // p's s2 event only (recorded first)
         a.malloc(512);
-        assertThat(a.pendingFreeBlocks()).isEqualTo(1);
-        a.checkInvariants();
+        assertThat(a.internals().pendingFreeBlocks()).isEqualTo(1);
+        a.internals().checkInvariants();
         a.emptyCache();                                    // synchronises the rest
-        assertThat(a.pendingFreeBlocks()).isZero();
+        assertThat(a.internals().pendingFreeBlocks()).isZero();
         assertThat(a.memoryStats().get("num_sync_all_streams")).isEqualTo(1);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -89,10 +89,10 @@ class StreamEventsTest {
         a.free(r);
         dev.completeEvents(s2);
         a.malloc(512);
-        assertThat(a.pendingFreeBlocks()).isEqualTo(2);    // s2's queue drained, s1's head blocks q
+        assertThat(a.internals().pendingFreeBlocks()).isEqualTo(2);    // s2's queue drained, s1's head blocks q
         dev.completeNextEvent(s1);
         a.malloc(512);
-        assertThat(a.pendingFreeBlocks()).isEqualTo(1);
-        a.checkInvariants();
+        assertThat(a.internals().pendingFreeBlocks()).isEqualTo(1);
+        a.internals().checkInvariants();
     }
 }

@@ -53,7 +53,7 @@ import java.util.concurrent.atomic.AtomicLongArray;
  * every call, successful or not. {@link #close()} releases the primary context once; the device must not be
  * used afterwards.
  */
-public final class CudaDevice implements Device, AutoCloseable {
+public final class CudaDevice implements Device {
 
     /** System property naming the driver library (a path or a loader name). */
     public static final String LIBRARY_PROPERTY = "gpumem.cuda.library";

@@ -138,7 +138,7 @@ public class CachingAllocatorBench {
 
     @Setup(Level.Iteration)
     public void checkConsistent() {
-        allocator.checkInvariants();
+        allocator.internals().checkInvariants();
     }
 
     /**
@@ -208,7 +208,7 @@ public class CachingAllocatorBench {
 
         @Setup(Level.Iteration)
         public void checkConsistent() {
-            cycle.allocator.checkInvariants();
+            cycle.allocator.internals().checkInvariants();
         }
     }
 
@@ -236,7 +236,7 @@ public class CachingAllocatorBench {
 
         @Setup(Level.Iteration)
         public void checkConsistent() {
-            cycle.allocator.checkInvariants();
+            cycle.allocator.internals().checkInvariants();
         }
     }
 

@@ -44,12 +44,10 @@ public final class DeviceCommand implements Callable<Integer> {
             out.flush();
             return 0;
         } finally {
-            if (d instanceof AutoCloseable c) {
-                try {
-                    c.close();
-                } catch (Exception e) {
-                    throw new IllegalStateException("closing " + d.name() + ": " + e.getMessage(), e);
-                }
+            try {
+                d.close();
+            } catch (RuntimeException e) {
+                throw new IllegalStateException("closing " + d.name() + ": " + e.getMessage(), e);
             }
         }
     }

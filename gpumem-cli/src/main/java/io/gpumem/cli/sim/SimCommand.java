@@ -99,13 +99,11 @@ public final class SimCommand implements Callable<Integer> {
             return new SimRunner(out, err, failOnOom, (spec, config) -> AllocatorSimTarget.onDevice(gpu, config))
                     .run(ops);
         } finally {
-            if (gpu instanceof AutoCloseable c) {
-                try {
-                    c.close();
-                } catch (Exception e) {
-                    err.println("gpumem sim: closing the device: " + e.getMessage());
-                    err.flush();
-                }
+            try {
+                gpu.close();
+            } catch (RuntimeException e) {
+                err.println("gpumem sim: closing the device: " + e.getMessage());
+                err.flush();
             }
         }
     }

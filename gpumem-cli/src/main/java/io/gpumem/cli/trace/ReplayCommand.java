@@ -1,7 +1,8 @@
 package io.gpumem.cli.trace;
 
+import io.gpumem.config.AllocatorConfig;
 import io.gpumem.config.ConfigException;
-import io.gpumem.trace.io.AllocatorSnapshots;
+import io.gpumem.trace.io.PytorchSnapshotWriter;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.replay.DeviceFidelity;
 import io.gpumem.trace.replay.FidelityReport;
@@ -45,8 +46,14 @@ public final class ReplayCommand implements Callable<Integer> {
     boolean json;
 
     @Option(names = "--snapshot", paramLabel = "OUT",
-            description = "Write the model's end state and history as a PyTorch snapshot pickle (opens in memory_viz).")
+            description = "Write the model's end state and history as a PyTorch snapshot pickle (opens in memory_viz),"
+                    + " keeping everything the recording had: stack frames, time_us, oom entries, annotations.")
     Path snapshotOut;
+
+    @Option(names = {"-c", "--config"}, paramLabel = "CONF",
+            description = "Replay under this allocator configuration instead of the recorded one (a what-if, e.g."
+                    + " expandable_segments:True); --snapshot then writes the snapshot of that what-if.")
+    String config;
 
     @Option(names = "--gpu-mem-gib", paramLabel = "GIB",
             description = "Device memory assumed for sizing expandable-segment reservations (PyTorch reserves"
@@ -67,12 +74,19 @@ public final class ReplayCommand implements Callable<Integer> {
             return 2;
         }
         long gpuMemory = gpuMemGib == null ? OracleDevice.DEFAULT_TOTAL_MEMORY : (long) (gpuMemGib * (1L << 30));
+        AllocatorConfig whatIf;
+        try {
+            whatIf = config == null ? null : AllocatorConfig.parse(config);
+        } catch (ConfigException e) {
+            err.println("gpumem replay: bad --config: " + e.getMessage());
+            return 2;
+        }
         OracleReplay replay = new OracleReplay(gpuMemory)
                 .progress(TerminalProgress.forTerminal("replay", "entries"))
-                .recordHistory(snapshotOut != null);
+                .writeSnapshot(snapshotOut != null);
         FidelityReport report;
         try {
-            report = replay.check(trace);
+            report = whatIf == null ? replay.check(trace) : replay.check(trace, whatIf);
         } catch (ConfigException e) {
             err.println("gpumem replay: " + trace.source() + ": recorded allocator settings: " + e.getMessage());
             return 2;
@@ -87,9 +101,13 @@ public final class ReplayCommand implements Callable<Integer> {
             return 2;
         }
         print(out, report);
+        if (snapshotOut != null && replay.replayedSnapshot() == null) {
+            err.println("gpumem replay: " + trace.source() + ": " + report.notes().getFirst() + "; no snapshot written");
+            return 2;
+        }
         if (snapshotOut != null) {
             try {
-                AllocatorSnapshots.write(replay.modelSnapshots(), snapshotOut);
+                new PytorchSnapshotWriter().write(replay.replayedSnapshot(), snapshotOut);
                 out.println("snapshot written to " + snapshotOut);
             } catch (IOException e) {
                 err.println("gpumem replay: cannot write " + snapshotOut + ": " + e.getMessage());

@@ -194,7 +194,7 @@ public final class GpuCheck {
         report(allocator, free0, "freed");
         allocator.emptyCache();
         long left = report(allocator, free0, "emptyCache");
-        allocator.checkInvariants();
+        allocator.internals().checkInvariants();
         if (allocator.reservedBytes() != 0 || left > 64 * MiB) {
             fail("after emptyCache the allocator reserves " + size(allocator.reservedBytes())
                     + " and the driver still shows " + size(left) + " in use");
@@ -249,7 +249,7 @@ public final class GpuCheck {
                 "free all+emptyCache", size(allocator.reservedBytes()), size(left),
                 device.callCount(DeviceOp.UNMAP) - unmaps0, device.callCount(DeviceOp.RELEASE_PHYSICAL) - releases0,
                 device.callCount(DeviceOp.FREE_ADDRESS) - addressFrees0);
-        allocator.checkInvariants();
+        allocator.internals().checkInvariants();
         if (allocator.reservedBytes() != 0 || left > 64 * MiB) {
             fail("expandable memory was not returned: reserved " + size(allocator.reservedBytes()) + ", driver " + size(left));
         }

@@ -49,7 +49,7 @@ class CudaAllocatorFaultsTest {
     }
 
     private void assertConsistent() {
-        allocator.checkInvariants();
+        allocator.internals().checkInvariants();
         assertThat(FakeCuda.physicalBytes() + FakeCuda.classicBytes()).isEqualTo(allocator.reservedBytes());
         assertThat(FakeCuda.liveHandles()).as("handles without a mapping leaked").isEqualTo(FakeCuda.liveMappings());
     }

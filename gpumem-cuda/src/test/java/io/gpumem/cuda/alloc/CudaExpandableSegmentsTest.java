@@ -43,7 +43,7 @@ class CudaExpandableSegmentsTest {
 
     /** The allocator's reserved bytes are exactly the physical memory the driver holds. */
     private void assertDriverAgrees() {
-        allocator.checkInvariants();
+        allocator.internals().checkInvariants();
         assertThat(FakeCuda.physicalBytes() + FakeCuda.classicBytes()).isEqualTo(allocator.reservedBytes());
         assertThat(device.totalMemory() - device.freeMemory()).isEqualTo(allocator.reservedBytes());
         assertThat(FakeCuda.liveHandles()).isEqualTo(FakeCuda.liveMappings());

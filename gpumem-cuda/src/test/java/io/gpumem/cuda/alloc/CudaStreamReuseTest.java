@@ -53,7 +53,7 @@ class CudaStreamReuseTest {
         allocator.emptyCache();
         assertThat(allocator.reservedBytes()).isZero();
         assertThat(FakeCuda.classicBytes()).isZero();
-        allocator.checkInvariants();
+        allocator.internals().checkInvariants();
         device.destroyStream(side);
     }
 }

@@ -7,10 +7,13 @@ import io.gpumem.kvcache.memory.HostSwapSpace;
 import io.gpumem.kvcache.memory.KvMemory;
 import io.gpumem.kvcache.memory.KvPages;
 import io.gpumem.kvcache.pool.KvBlockPool;
+import io.gpumem.kvcache.tier.KvTiers;
+import io.gpumem.kvcache.tier.TierStats;
 
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.IdentityHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 
@@ -34,6 +37,14 @@ import java.util.Set;
  *       first drop the entries of blocks cached at grant time whose tokens were never computed.</li>
  * </ul>
  *
+ * <h2>Lower tiers (optional {@link KvTiers})</h2>
+ * A cached block the pool evicts is demoted (queued for host, then disk); with a remote store every
+ * block is published once its tokens are computed. {@link #lookupCachedTokens} continues a device miss
+ * in the tiers: each verified record is promoted into a device block taken from the free list (which
+ * may demote the least recently used one), cached under its key after its parent, and left idle like
+ * any cached block, so the rest of the manager sees an ordinary device hit. Promotion stops before it
+ * would take one of the walk's own idle hits. The owner calls {@link #pumpTiers} once per step.
+ *
  * <h2>Invariants ({@link #checkInvariants})</h2>
  * The pool's own invariants, plus: every non-null block's count equals the number of live request
  * tables that hold it. Every refused or failed call leaves both intact. Not thread-safe.
@@ -52,6 +63,14 @@ public final class KvCacheManager implements AutoCloseable {
     private final Set<KvRequest> live = java.util.Collections.newSetFromMap(new IdentityHashMap<>());
     private final Set<KvRequest> swapped = java.util.Collections.newSetFromMap(new IdentityHashMap<>());
     private final Map<String, Integer> saltIds = new HashMap<>();
+    private final KvTiers tiers;
+    /** Per block: the parent's key (or first-block flag) recorded when it was cached, for the tiers. */
+    private final long[] parentKeyHi;
+    private final long[] parentKeyLo;
+    private final boolean[] firstBlock;
+    private long[] saltFingerprints = new long[8];
+    private final int[] blockTokens;
+    private final int[] oneBlock = new int[1];
 
     private long recomputePreemptions;
     private long swapPreemptions;
@@ -67,6 +86,14 @@ public final class KvCacheManager implements AutoCloseable {
     }
 
     public KvCacheManager(KvCacheSpec spec, KvMemory memory, KvCacheConfig config) {
+        this(spec, memory, config, null);
+    }
+
+    /**
+     * A manager whose evicted blocks go down into {@code tiers} (null or empty: none). The manager owns
+     * the tiers from here on and closes them.
+     */
+    public KvCacheManager(KvCacheSpec spec, KvMemory memory, KvCacheConfig config, KvTiers tiers) {
         this.spec = spec;
         this.config = config;
         this.blockSize = spec.blockSize();
@@ -76,6 +103,15 @@ public final class KvCacheManager implements AutoCloseable {
         this.watermarkBlocks = (int) Math.ceil(config.watermark() * (spec.numBlocks() - 1));
         this.swapSpace = new HostSwapSpace(config.swapSpaceBytes());
         this.pages = new KvPages(spec, memory);
+        this.tiers = tiers == null || tiers.isEmpty() || !config.prefixCaching() ? null : tiers;
+        int tracked = this.tiers == null ? 0 : spec.numBlocks();
+        this.parentKeyHi = new long[tracked];
+        this.parentKeyLo = new long[tracked];
+        this.firstBlock = new boolean[tracked];
+        this.blockTokens = new int[this.tiers == null ? 0 : blockSize];
+        if (this.tiers != null) {
+            pool.setEvictionListener(this::demote);
+        }
     }
 
     public KvCacheSpec spec() { return spec; }
@@ -84,6 +120,20 @@ public final class KvCacheManager implements AutoCloseable {
     public KvPages pages() { return pages; }
     public HostSwapSpace swapSpace() { return swapSpace; }
     public int blockSize() { return blockSize; }
+    /** The lower tiers, or null when there are none. */
+    public KvTiers tiers() { return tiers; }
+
+    /** Writes queued blocks into the tiers (call once per scheduler step); no-op without tiers. */
+    public void pumpTiers() {
+        if (tiers != null) {
+            tiers.pump();
+        }
+    }
+
+    /** One snapshot per lower tier, in lookup order (empty without tiers). */
+    public List<TierStats> tierStats() {
+        return tiers == null ? List.of() : tiers.stats();
+    }
 
     // ------------------------------------------------------------------ prefix lookup
 
@@ -124,11 +174,89 @@ public final class KvCacheManager implements AutoCloseable {
             r.pendingHit[hits++] = b;
             parent = b;
         }
+        if (tiers != null) {
+            hits = promoteFromTiers(r, hits, maxBlocks);
+        }
         r.pendingHitBlocks = hits;
         if (!retry) {
             hitWindow.record(r.numTokens, (long) hits * blockSize);
         }
         return hits * blockSize;
+    }
+
+    /**
+     * Continues a prefix walk that missed on the device in the lower tiers: each block found (verified)
+     * is copied into a fresh device block, cached after the previous hit and returned to the free list
+     * as an idle cached block. Stops at the first miss, or when taking a block would take one of this
+     * walk's idle hits (or none is free).
+     */
+    private int promoteFromTiers(KvRequest r, int hits, int maxBlocks) {
+        while (hits < maxBlocks) {
+            int next = pool.peekFree();
+            if (next == KvBlockPool.NONE || isPendingHit(r, hits, next)) {
+                break;
+            }
+            boolean first = hits == 0;
+            long pHi = first ? 0 : r.keyHi[hits - 1];
+            long pLo = first ? 0 : r.keyLo[hits - 1];
+            if (tiers.fetch(r.keyHi[hits], r.keyLo[hits], pHi, pLo, first, r.saltFingerprint, r.adapterId(), r.tokens,
+                    hits * blockSize) < 0) {
+                break;
+            }
+            int b = pool.allocate();
+            oneBlock[0] = b;
+            try {
+                tiers.restore(pages, b);
+            } catch (RuntimeException e) {
+                pool.free(oneBlock, 0, 1);
+                throw e;
+            }
+            pool.cache(b, r.keyHi[hits], r.keyLo[hits], first ? KvBlockPool.NONE : r.pendingHit[hits - 1], r.tokens,
+                    hits * blockSize, r.adapterId(), r.saltId);
+            parentKeyHi[b] = pHi;
+            parentKeyLo[b] = pLo;
+            firstBlock[b] = first;
+            pool.free(oneBlock, 0, 1);
+            promotedBlocks++;
+            r.pendingHitGeneration[hits] = pool.generation(b);
+            r.pendingHit[hits++] = b;
+        }
+        return hits;
+    }
+
+    private static boolean isPendingHit(KvRequest r, int hits, int block) {
+        for (int j = 0; j < hits; j++) {
+            if (r.pendingHit[j] == block) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Eviction listener: the block's key, tokens and KV are intact until this returns. */
+    private void demote(int b) {
+        pool.copyTokens(b, blockTokens);
+        int salt = pool.saltId(b);
+        if (tiers.demote(pages, b, pool.keyHi(b), pool.keyLo(b), parentKeyHi[b], parentKeyLo[b], firstBlock[b],
+                salt < saltFingerprints.length ? saltFingerprints[salt] : 0, pool.adapter(b), blockTokens, 0)) {
+            demotedBlocks++;
+        }
+    }
+
+    /** Queues a request's newly computed cached blocks for the remote store (write-through). */
+    private void publishComputed(KvRequest r) {
+        if (tiers == null || !tiers.hasRemote()) {
+            return;
+        }
+        int computedBlocks = Math.min(Math.min(r.numComputed, r.numTokens) / blockSize, r.numCachedBlocks);
+        for (int j = r.numPublished; j < computedBlocks; j++) {
+            int b = r.table[j];
+            if (pool.isCached(b)) {
+                tiers.publish(pages, b, r.keyHi[j], r.keyLo[j], j == 0 ? 0 : r.keyHi[j - 1], j == 0 ? 0 : r.keyLo[j - 1],
+                        j == 0, r.saltFingerprint, r.adapterId(), r.tokens, j * blockSize);
+            }
+        }
+        r.numPublished = Math.max(r.numPublished, computedBlocks);
     }
 
     // ------------------------------------------------------------------ allocation
@@ -153,6 +281,9 @@ public final class KvCacheManager implements AutoCloseable {
                     + ") must not be negative");
         }
         boolean admitting = r.numBlocks == 0;
+        if (!admitting) {
+            publishComputed(r);
+        }
         int hitBlocks = admitting && r.hasPendingLookup ? validHits(r) : 0;
         int computed = admitting ? hitBlocks * blockSize : r.numComputed;
         int end = computed + newTokens;
@@ -200,6 +331,7 @@ public final class KvCacheManager implements AutoCloseable {
             r.numBlocks = hitBlocks;
             r.numComputed = computed;
             r.numCachedBlocks = hitBlocks;
+            r.numPublished = hitBlocks;
             r.hasPendingLookup = false;
             r.status = RequestStatus.RUNNING;
             live.add(r);
@@ -249,6 +381,11 @@ public final class KvCacheManager implements AutoCloseable {
             if (!pool.isCached(b)) {
                 pool.cache(b, r.keyHi[j], r.keyLo[j], j == 0 ? KvBlockPool.NONE : r.table[j - 1], r.tokens, j * blockSize,
                         r.adapterId(), r.saltId);
+                if (tiers != null) {
+                    parentKeyHi[b] = j == 0 ? 0 : r.keyHi[j - 1];
+                    parentKeyLo[b] = j == 0 ? 0 : r.keyLo[j - 1];
+                    firstBlock[b] = j == 0;
+                }
             }
         }
         r.numCachedBlocks = fullBlocks;
@@ -298,6 +435,7 @@ public final class KvCacheManager implements AutoCloseable {
             r.swap = null;
             swapped.remove(r);
         }
+        publishComputed(r);
         uncacheUncomputed(r);
         releaseBlocks(r);
         r.status = RequestStatus.FINISHED;
@@ -324,6 +462,7 @@ public final class KvCacheManager implements AutoCloseable {
         pool.free(r.table, 0, r.numBlocks);
         r.numBlocks = 0;
         r.numCachedBlocks = 0;
+        r.numPublished = 0;
         live.remove(r);
     }
 
@@ -367,6 +506,7 @@ public final class KvCacheManager implements AutoCloseable {
             handle = swapSpace.swapOut(pages, r.table, r.numBlocks);   // a failed copy throws before any change
         }
         r.preemptions++;
+        publishComputed(r);
         // Blocks cached optimistically for tokens granted this step but not computed hold no valid KV yet.
         uncacheUncomputed(r);
         if (mode == PreemptionMode.SWAP) {
@@ -442,6 +582,7 @@ public final class KvCacheManager implements AutoCloseable {
         r.swap = null;
         r.numBlocks = n;
         r.numCachedBlocks = reuse;
+        r.numPublished = Math.min(r.numComputed, r.numTokens) / blockSize;   // published before the swap-out
         r.status = RequestStatus.RUNNING;
         live.add(r);
         cacheFullBlocks(r, Math.min(r.numComputed, r.numTokens) / blockSize);
@@ -461,6 +602,10 @@ public final class KvCacheManager implements AutoCloseable {
                     f = (f ^ salt.charAt(i)) * 0x100000001B3L;
                 }
                 r.saltFingerprint = f;
+                if (r.saltId >= saltFingerprints.length) {
+                    saltFingerprints = Arrays.copyOf(saltFingerprints, r.saltId * 2);
+                }
+                saltFingerprints[r.saltId] = f;
             }
         } else if (r.owner != this) {
             throw new KvCacheException("request " + r.id() + " belongs to another KV cache manager");
@@ -511,5 +656,8 @@ public final class KvCacheManager implements AutoCloseable {
         }
         swapped.clear();
         pages.close();
+        if (tiers != null) {
+            tiers.close();
+        }
     }
 }

@@ -33,6 +33,8 @@ public final class KvRequest {
     int[] table = new int[8];
     int numBlocks;
     int numCachedBlocks;
+    /** Leading blocks already queued for the remote tier (write-through once computed). */
+    int numPublished;
 
     long[] keyHi = new long[4];
     long[] keyLo = new long[4];
@@ -85,6 +87,7 @@ public final class KvRequest {
         c.table = Arrays.copyOf(table, table.length);
         c.numBlocks = numBlocks;
         c.numCachedBlocks = numCachedBlocks;
+        c.numPublished = numPublished;
         c.keyHi = Arrays.copyOf(keyHi, keyHi.length);
         c.keyLo = Arrays.copyOf(keyLo, keyLo.length);
         c.numKeyed = numKeyed;

@@ -67,6 +67,7 @@ public final class KvBlockPool {
     private final int[] tokens;
     private final BlockHashMap map;
 
+    private EvictionListener evictionListener;
     private int head = NONE;
     private int tail = NONE;
     private int freeCount;
@@ -107,6 +108,21 @@ public final class KvBlockPool {
         for (int b = 1; b < numBlocks; b++) {
             pushTail(b);
         }
+    }
+
+    /**
+     * Told about a cached block just before allocation takes it and drops its entry: its key, tokens and
+     * device contents are still intact during the call, which must not change the pool. Explicit
+     * invalidation ({@link #evict}, {@link #resetPrefixCache}) is not reported: that KV is not to be kept.
+     */
+    @FunctionalInterface
+    public interface EvictionListener {
+        void evicting(int block);
+    }
+
+    /** Installs the listener told about blocks evicted by allocation (null: none). */
+    public void setEvictionListener(EvictionListener listener) {
+        this.evictionListener = listener;
     }
 
     public int numBlocks() {
@@ -171,6 +187,26 @@ public final class KvBlockPool {
         return keyLo[block];
     }
 
+    /** The block {@link #allocate()} would take next, or {@link #NONE}. */
+    public int peekFree() {
+        return head;
+    }
+
+    /** The adapter id a cached block was cached with. */
+    public int adapter(int block) {
+        return adapter[checkId(block)];
+    }
+
+    /** The salt id a cached block was cached with. */
+    public int saltId(int block) {
+        return salt[checkId(block)];
+    }
+
+    /** Copies a cached block's tokens into {@code dst[0..blockSize)}. */
+    public void copyTokens(int block, int[] dst) {
+        System.arraycopy(tokens, checkId(block) * blockSize, dst, 0, blockSize);
+    }
+
     /** vLLM's usage: {@code 1 − free/(N−1)}; cached-idle blocks count as free. */
     public double usage() {
         return 1.0 - (double) freeCount / (numBlocks - 1);
@@ -191,6 +227,9 @@ public final class KvBlockPool {
         }
         unlink(b);
         if ((flags[b] & CACHED) != 0) {
+            if (evictionListener != null) {
+                evictionListener.evicting(b);
+            }
             uncache(b);
         }
         refCount[b] = 1;
@@ -210,6 +249,9 @@ public final class KvBlockPool {
             byte f = flags[b];
             if ((f & CACHED) != 0) {
                 cachedTaken++;
+                if (evictionListener != null) {
+                    evictionListener.evicting(b);
+                }
                 uncache(b);
             }
             flags[b] &= ~IN_FREE;

@@ -23,18 +23,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * cache must equal attention over a contiguous copy built from scratch, bit for bit, after plain
  * decoding, copy-on-write forks, swap and recompute preemption, and eviction followed by re-hits.
  */
-class PagedAttentionEqualityTest {
-    private static final int LAYERS = 2;
-    private static final int KV_HEADS = 2;
-    private static final int HEADS = 4;
-    private static final int HEAD = 8;
-    private static final int BS = 4;
-
-    private final long seed = 0x5EEDL;
-    private final Arena arena = Arena.ofAuto();
-    private final MemorySegment k = arena.allocate((long) KV_HEADS * HEAD * 4, 8);
-    private final MemorySegment v = arena.allocate((long) KV_HEADS * HEAD * 4, 8);
-
+class PagedAttentionEqualityTest extends ToyModelAttention {
     private KvCacheManager manager(int blocks, KvCacheConfig config) {
         return manager(blocks, config, false);
     }
@@ -46,83 +35,6 @@ class PagedAttentionEqualityTest {
         SimulatedDevice device = SimulatedDevice.builder().capacity(16L << 20).backed(true).build();
         return new KvCacheManager(spec, onAllocator ? KvMemory.cachingAllocator(new CachingAllocator(device))
                 : KvMemory.direct(device), config);
-    }
-
-    /** The toy model: K (or V) of a position as a function of the prefix key up to it and the layer. */
-    private float[] kv(long prefixKey, int layer, boolean value) {
-        SplittableRandom r = new SplittableRandom(prefixKey * 31 + layer * 2 + (value ? 1 : 0) + seed);
-        float[] out = new float[KV_HEADS * HEAD];
-        for (int i = 0; i < out.length; i++) {
-            out[i] = (float) (r.nextDouble() * 2 - 1);
-        }
-        return out;
-    }
-
-    private static long prefixKey(KvRequest r, int position) {
-        long h = 17;
-        for (int i = 0; i <= position; i++) {
-            h = (h ^ r.token(i)) * 0x100000001B3L;
-        }
-        return h;
-    }
-
-    /** Computes tokens [numComputed, numComputed + n): writes their K/V into the request's blocks. */
-    private void compute(KvCacheManager m, KvRequest r, int n) {
-        for (int p = r.numComputed(); p < r.numComputed() + n; p++) {
-            long key = prefixKey(r, p);
-            for (int layer = 0; layer < LAYERS; layer++) {
-                MemorySegment.copy(kv(key, layer, false), 0, k, ValueLayout.JAVA_FLOAT, 0, KV_HEADS * HEAD);
-                MemorySegment.copy(kv(key, layer, true), 0, v, ValueLayout.JAVA_FLOAT, 0, KV_HEADS * HEAD);
-                m.pages().writeSlot(layer, r.block(p / BS), p % BS, k, v);
-            }
-        }
-        r.advanceComputed(n);
-    }
-
-    /** Prefix lookup, allocation and prefill of a waiting or preempted request. */
-    private void admit(KvCacheManager m, KvRequest r) {
-        int hit = m.lookupCachedTokens(r);
-        assertThat(m.allocateSlots(r, r.numTokens() - hit, 0)).isTrue();
-        compute(m, r, r.numTokens() - r.numComputed());
-    }
-
-    /** One decode step: sample a token, make room, compute it. */
-    private void decode(KvCacheManager m, KvRequest r, int token) {
-        r.appendToken(token);
-        assertThat(m.allocateSlots(r, 1, 0)).isTrue();
-        compute(m, r, 1);
-    }
-
-    private void assertAttentionMatches(KvCacheManager m, KvRequest r) {
-        int n = r.numComputed();
-        float[] keys = new float[n * KV_HEADS * HEAD];
-        float[] values = new float[n * KV_HEADS * HEAD];
-        ReferencePagedAttention paged = new ReferencePagedAttention(m.pages());
-        SplittableRandom q = new SplittableRandom(seed + n);
-        for (int layer = 0; layer < LAYERS; layer++) {
-            for (int p = 0; p < n; p++) {
-                long key = prefixKey(r, p);
-                System.arraycopy(kv(key, layer, false), 0, keys, p * KV_HEADS * HEAD, KV_HEADS * HEAD);
-                System.arraycopy(kv(key, layer, true), 0, values, p * KV_HEADS * HEAD, KV_HEADS * HEAD);
-            }
-            float[] query = new float[HEADS * HEAD];
-            for (int i = 0; i < query.length; i++) {
-                query[i] = (float) q.nextGaussian();
-            }
-            float[] expected = new float[HEADS * HEAD];
-            float[] actual = new float[HEADS * HEAD];
-            ReferencePagedAttention.attendContiguous(keys, values, n, KV_HEADS, HEAD, query, HEADS, expected);
-            paged.attend(layer, r.blockTable(), n, query, HEADS, actual);
-            assertThat(actual).as("request %s layer %d over %d tokens", r.id(), layer, n).containsExactly(expected);
-        }
-    }
-
-    private static int[] tokens(SplittableRandom r, int n) {
-        int[] t = new int[n];
-        for (int i = 0; i < n; i++) {
-            t[i] = r.nextInt(1000);
-        }
-        return t;
     }
 
     @Test
@@ -349,11 +261,5 @@ class PagedAttentionEqualityTest {
         }
         assertThat(m.pool().evictions()).as("seed %d exercised eviction", runSeed).isPositive();
         return m;
-    }
-
-    private static int[] concat(int[] a, int[] b) {
-        int[] out = java.util.Arrays.copyOf(a, a.length + b.length);
-        System.arraycopy(b, 0, out, a.length, b.length);
-        return out;
     }
 }

@@ -23,7 +23,7 @@ class KvMemoryTest {
             assertThat(allocator.memoryStats().get("allocation.all.current")).isEqualTo(4L);
             assertThat(m.pages().pageAddress(3, 255) + SPEC.pageBytes())
                     .isEqualTo(m.pages().layerAddress(3) + SPEC.layerBytes());
-            allocator.checkInvariants();
+            allocator.internals().checkInvariants();
             // each layer region is an allocated block of the snapshot, at the address the pages use
             var blocks = allocator.snapshot().segments().stream().flatMap(seg -> seg.blocks().stream())
                     .filter(b -> b.requestedSize() == SPEC.layerBytes()).map(b -> b.address()).toList();
@@ -31,7 +31,7 @@ class KvMemoryTest {
                     m.pages().layerAddress(2), m.pages().layerAddress(3));
         }
         assertThat(allocator.allocatedBytes()).isZero();
-        allocator.checkInvariants();
+        allocator.internals().checkInvariants();
     }
 
     @Test
@@ -43,7 +43,7 @@ class KvMemoryTest {
                 .isInstanceOf(KvCacheException.class)
                 .hasMessageContaining("caching allocator cannot provide a " + SPEC.layerBytes() + "-byte layer region");
         assertThat(allocator.allocatedBytes()).isZero();
-        allocator.checkInvariants();
+        allocator.internals().checkInvariants();
     }
 
     @Test

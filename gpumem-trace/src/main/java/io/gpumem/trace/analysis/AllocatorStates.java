@@ -1,5 +1,7 @@
 package io.gpumem.trace.analysis;
 
+import io.gpumem.alloc.Pool;
+
 import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.MemorySnapshot;

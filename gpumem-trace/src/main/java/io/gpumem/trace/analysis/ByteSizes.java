@@ -1,6 +1,6 @@
 package io.gpumem.trace.analysis;
 
-import io.gpumem.oom.SizeFormat;
+import io.gpumem.size.ByteSize;
 import java.util.Locale;
 
 /**
@@ -17,9 +17,9 @@ public final class ByteSizes {
     private ByteSizes() {
     }
 
-    /** PyTorch's {@code format_size} (core's {@link SizeFormat}); negative values get a leading minus. */
+    /** PyTorch's {@code format_size} (core's {@link ByteSize#format}); negative values get a leading minus. */
     public static String format(long bytes) {
-        return bytes < 0 ? "-" + SizeFormat.formatSize(-bytes) : SizeFormat.formatSize(bytes);
+        return ByteSize.formatSigned(bytes);
     }
 
     /**

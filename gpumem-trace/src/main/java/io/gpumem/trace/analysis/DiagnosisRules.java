@@ -1,5 +1,8 @@
 package io.gpumem.trace.analysis;
 
+import io.gpumem.alloc.Pool;
+import io.gpumem.alloc.SizeRules;
+
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -34,8 +37,6 @@ public final class DiagnosisRules {
     public static final double FRAGMENTED_CACHE_SHARE = 0.10;
     /** Reserved / allocated above this counts as severe waste (STAlloc's rule of thumb, 90% utilisation). */
     public static final double SEVERE_WASTE_RATIO = 1.11;
-    /** Largest rounded request of the small pool. */
-    static final long SMALL_POOL_LIMIT = 1L << 20;
 
     private DiagnosisRules() {
     }
@@ -72,7 +73,7 @@ public final class DiagnosisRules {
                                          List<String> evidence) {
         PoolUsage all = a.all();
         long request = oom.requestBytes();
-        Pool pool = request <= SMALL_POOL_LIMIT ? Pool.SMALL : Pool.LARGE;
+        Pool pool = SizeRules.poolFor(request);
         long largest = a.largestFree(pool, oom.stream());
         long unallocated = all.unallocated();
         String trigger = "oom" + (oom.entryIndex() >= 0 ? " entry #" + oom.entryIndex() : "") + ": a request of "

@@ -1,5 +1,7 @@
 package io.gpumem.trace.analysis;
 
+import io.gpumem.alloc.Pool;
+
 /**
  * How much of one segment is reserved without serving a request.
  *

@@ -1,5 +1,8 @@
 package io.gpumem.trace.analysis;
 
+import io.gpumem.alloc.Pool;
+import io.gpumem.alloc.SizeRules;
+
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.EnumMap;
@@ -22,11 +25,6 @@ import java.util.TreeMap;
  * <p>Stateless and thread-safe.
  */
 public final class StateAnalyzer {
-    /** Expandable page size of the small pool (spec §5.1). */
-    static final long SMALL_PAGE = 2L << 20;
-    /** Expandable page size of the large pool (spec §5.1). */
-    static final long LARGE_PAGE = 20L << 20;
-
     private final int topSegments;
 
     /** An analyzer that reports the 5 most wasteful segments. */
@@ -112,7 +110,7 @@ public final class StateAnalyzer {
 
     /** Bytes of the whole expandable pages inside a free block, pages counted from the segment's start. */
     private static long wholePages(StateSegment seg, StateBlock b) {
-        long page = seg.pool() == Pool.SMALL ? SMALL_PAGE : LARGE_PAGE;
+        long page = SizeRules.expandablePageSize(seg.pool());
         long offset = b.address() - seg.address();
         long first = Math.ceilDiv(offset, page) * page;
         long last = Math.floorDiv(offset + b.size(), page) * page;

@@ -1,5 +1,7 @@
 package io.gpumem.trace.analysis;
 
+import io.gpumem.alloc.Pool;
+
 /**
  * Free space of one (pool, stream) pair: a cached block only serves requests of its own pool and stream,
  * so the largest block here bounds the request this pair can serve without the driver.

@@ -1,5 +1,7 @@
 package io.gpumem.trace.analysis;
 
+import io.gpumem.alloc.Pool;
+
 import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceFormatException;
@@ -80,7 +82,7 @@ public final class TraceStates {
                 blocks.add(new StateBlock(blk.address(), blk.size(), blk.requestedSize(),
                         blk.allocated() ? BlockState.ALLOCATED : BlockState.INACTIVE));
             }
-            b.segment(new StateSegment(s.address(), s.stream(), s.small() ? Pool.SMALL : Pool.LARGE, s.expandable(), blocks));
+            b.segment(new StateSegment(s.address(), s.stream(), s.pool(), s.expandable(), blocks));
         }
         int oom = oomInForce(trace, n);
         if (oom >= 0) {

@@ -19,7 +19,8 @@ import java.util.Map;
  * {@link Frame} it shares): that one is what the allocator records on its hot path, one per event, and carries
  * only what the allocator knows ({@code deviceFree} −1 when not an oom); this one must also say which keys a
  * file had ({@code fields}), keep the action name as recorded (for {@link TraceAction#UNKNOWN}) and keep unknown
- * keys, so that a read-write round trip is lossless. {@link AllocatorSnapshots} converts field for field.
+ * keys, so that a read-write round trip is lossless. {@link AllocatorSnapshots} is the one conversion between
+ * the two, both ways (core's −1 {@code deviceFree} is this model's absent {@link #DEVICE_FREE} key).
  *
  * @param action     the decoded action, {@link TraceAction#UNKNOWN} for names this version does not know
  * @param actionName the action string as recorded
@@ -61,6 +62,11 @@ public record TraceEntry(
     public TraceEntry withTimeUs(long micros) {
         return new TraceEntry(action, actionName, addr, size, stream, micros, deviceFree, frames, extra,
                 fields | TIME_US);
+    }
+
+    /** A copy at another address (a block the replay placed elsewhere). */
+    public TraceEntry withAddr(long address) {
+        return new TraceEntry(action, actionName, address, size, stream, timeUs, deviceFree, frames, extra, fields);
     }
 
     public boolean has(int field) {

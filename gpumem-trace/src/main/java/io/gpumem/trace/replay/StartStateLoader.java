@@ -2,6 +2,7 @@ package io.gpumem.trace.replay;
 
 import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.alloc.RestoredBlock;
+import io.gpumem.alloc.SizeRules;
 import io.gpumem.device.Device;
 import io.gpumem.trace.window.StartBlock;
 import io.gpumem.trace.window.StartSegment;
@@ -30,9 +31,6 @@ final class StartStateLoader {
     private StartStateLoader() {
     }
 
-    static final long SMALL_PAGE = 2L << 20;
-    static final long LARGE_PAGE = 20L << 20;
-
     /**
      * Restores every segment of {@code start}; returns, per segment (in {@code start.segments()} order), how far
      * the model's copy lies from the recorded address (0 when the device handed out the recorded one).
@@ -57,7 +55,7 @@ final class StartStateLoader {
             }
             if (seg.expandable() && !asClassic) {
                 index.put(seg, si);
-                expandableGroups.computeIfAbsent(List.of(seg.stream(), seg.small() ? 1L : 0L), k -> new ArrayList<>())
+                expandableGroups.computeIfAbsent(List.of(seg.stream(), (long) seg.pool().ordinal()), k -> new ArrayList<>())
                         .add(seg);
                 continue;
             }
@@ -70,8 +68,8 @@ final class StartStateLoader {
             }
             long base;
             try {
-                base = allocator.restoreSegment(oracle != null ? seg.address() : Device.NULL, seg.size(),
-                        streams.applyAsLong(seg.stream()), seg.small(), false, blocks);
+                base = allocator.internals().restoreSegment(oracle != null ? seg.address() : Device.NULL, seg.size(),
+                        streams.applyAsLong(seg.stream()), seg.pool(), false, blocks);
             } catch (IllegalArgumentException e) {
                 throw new IllegalArgumentException("device " + start.device() + ", segment at 0x"
                         + Long.toHexString(seg.address()) + " (" + seg.size() + " bytes): " + e.getMessage(), e);
@@ -83,7 +81,7 @@ final class StartStateLoader {
         for (int si : cachedOnly) {
             StartSegment seg = all.get(si);
             try {
-                allocator.restoreSegment(Device.NULL, seg.size(), streams.applyAsLong(seg.stream()), seg.small(), false,
+                allocator.internals().restoreSegment(Device.NULL, seg.size(), streams.applyAsLong(seg.stream()), seg.pool(), false,
                         List.of(RestoredBlock.free(seg.size())));
             } catch (IllegalStateException noRoom) {
                 // released, as PyTorch's empty-cache-and-retry would have done
@@ -92,7 +90,7 @@ final class StartStateLoader {
         for (List<StartSegment> runs : expandableGroups.values()) {
             runs.sort((a, b) -> Long.compare(a.address(), b.address()));
             StartSegment first = runs.getFirst();
-            long page = first.small() ? SMALL_PAGE : LARGE_PAGE;
+            long page = SizeRules.expandablePageSize(first.pool());
             long reservation = page * ((allocator.device().totalMemory() * 9 / 8 + page - 1) / page);
             List<RestoredBlock> blocks = new ArrayList<>();
             long cursor = first.address();
@@ -112,8 +110,8 @@ final class StartStateLoader {
             if (oracle != null) {
                 oracle.offerMap(first.address());
             }
-            long base = allocator.restoreSegment(oracle != null ? first.address() : Device.NULL,
-                    Math.max(reservation, cursor - first.address()), streams.applyAsLong(first.stream()), first.small(),
+            long base = allocator.internals().restoreSegment(oracle != null ? first.address() : Device.NULL,
+                    Math.max(reservation, cursor - first.address()), streams.applyAsLong(first.stream()), first.pool(),
                     true, blocks);
             for (StartSegment run : runs) {
                 shifts[index.get(run)] = base - first.address();

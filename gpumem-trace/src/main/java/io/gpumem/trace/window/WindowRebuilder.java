@@ -1,5 +1,7 @@
 package io.gpumem.trace.window;
 
+import io.gpumem.alloc.Pool;
+import io.gpumem.alloc.SizeRules;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.BlockInfo;
@@ -59,15 +61,15 @@ public final class WindowRebuilder {
         final long address;
         final long size;
         final long stream;
-        final boolean small;
+        final Pool pool;
         final boolean expandable;
         final TreeMap<Long, long[]> live = new TreeMap<>(); // address -> {size or -1 if inferred, request, freeIndex}
 
-        Seg(long address, long size, long stream, boolean small, boolean expandable) {
+        Seg(long address, long size, long stream, Pool pool, boolean expandable) {
             this.address = address;
             this.size = size;
             this.stream = stream;
-            this.small = small;
+            this.pool = pool;
             this.expandable = expandable;
         }
     }
@@ -176,8 +178,8 @@ public final class WindowRebuilder {
                 long size = info[0];
                 boolean exact = size >= 0;
                 if (!exact) {
-                    long rounded = RoundSize.of(info[1], config);
-                    size = inferSize(addr, rounded, next, info[2], seg.small, slackIndex);
+                    long rounded = SizeRules.roundSize(info[1], config);
+                    size = inferSize(addr, rounded, next, info[2], seg.pool, slackIndex);
                     if (size != rounded) {
                         inferred++;
                     }
@@ -192,23 +194,24 @@ public final class WindowRebuilder {
             if (cursor < seg.address + seg.size) {
                 blocks.add(new StartBlock(cursor, seg.address + seg.size - cursor, 0, false, true));
             }
-            out.add(new StartSegment(seg.address, seg.size, seg.stream, seg.small, seg.expandable,
+            out.add(new StartSegment(seg.address, seg.size, seg.stream, seg.pool, seg.expandable,
                     Collections.unmodifiableList(blocks)));
         }
         return new WindowStart(device, Collections.unmodifiableList(out), Collections.unmodifiableSet(preWindowFreed),
                 inferred);
     }
 
-    private long inferSize(long addr, long rounded, long next, long freeIndex, boolean small,
+    private long inferSize(long addr, long rounded, long next, long freeIndex, Pool pool,
                            SlackIndex firstAllocIndex) {
         long end = addr + rounded;
         if (end >= next) {
             return rounded;
         }
-        if (!RoundSize.wouldSplit(next - end, rounded, small, config)) {
+        if (!SizeRules.shouldSplit(next - end, rounded, pool, config.expandableSegments(), config.maxSplitSize())) {
             return next - addr; // gap rule
         }
-        long slack = RoundSize.largestUnsplitRemainder(rounded, small, config);
+        long slack = SizeRules.largestUnsplitRemainder(rounded, pool, config.expandableSegments(),
+                config.maxSplitSize());
         if (slack < 0) {
             return next - addr;
         }
@@ -261,10 +264,10 @@ public final class WindowRebuilder {
         Map<List<Long>, TreeMap<Long, Long>> groups = new HashMap<>();
         for (SegmentInfo s : snapshot.segmentsOf(device)) {
             if (s.expandable()) {
-                groups.computeIfAbsent(List.of(s.stream(), s.isSmall() ? 1L : 0L), k -> new TreeMap<>())
+                groups.computeIfAbsent(List.of(s.stream(), poolKey(s.isSmall() ? Pool.SMALL : Pool.LARGE)), k -> new TreeMap<>())
                         .merge(s.address(), s.end(), Math::max);
             } else {
-                segs.put(s.address(), new Seg(s.address(), s.totalSize(), s.stream(), s.isSmall(), false));
+                segs.put(s.address(), new Seg(s.address(), s.totalSize(), s.stream(), s.isSmall() ? Pool.SMALL : Pool.LARGE, false));
             }
         }
         for (int i = trace.size() - 1; i >= 0; i--) {
@@ -272,10 +275,9 @@ public final class WindowRebuilder {
             switch (e.action()) {
                 case SEGMENT_ALLOC -> segs.remove(e.addr());
                 case SEGMENT_FREE -> segs.put(e.addr(),
-                        new Seg(e.addr(), e.size(), e.stream(), e.size() == RoundSize.SMALL_SIZE * 2, false));
+                        new Seg(e.addr(), e.size(), e.stream(), poolOfSegment(e.size()), false));
                 case SEGMENT_MAP -> {
-                    boolean small = nextRequestIsSmall(trace, i);
-                    TreeMap<Long, Long> g = groups.computeIfAbsent(List.of(e.stream(), small ? 1L : 0L),
+                    TreeMap<Long, Long> g = groups.computeIfAbsent(List.of(e.stream(), poolKey(nextRequestPool(trace, i))),
                             k -> new TreeMap<>());
                     subtract(g, e.addr(), e.addr() + e.size());
                 }
@@ -288,22 +290,32 @@ public final class WindowRebuilder {
         }
         for (Map.Entry<List<Long>, TreeMap<Long, Long>> g : groups.entrySet()) {
             long stream = g.getKey().get(0);
-            boolean small = g.getKey().get(1) == 1L;
+            Pool pool = Pool.values()[g.getKey().get(1).intValue()];
             for (Map.Entry<Long, Long> run : g.getValue().entrySet()) {
-                segs.put(run.getKey(), new Seg(run.getKey(), run.getValue() - run.getKey(), stream, small, true));
+                segs.put(run.getKey(), new Seg(run.getKey(), run.getValue() - run.getKey(), stream, pool, true));
             }
         }
         return segs;
     }
 
-    private boolean nextRequestIsSmall(List<TraceEntry> trace, int from) {
+    /** The pool of the first request after {@code from}: the one an expandable segment's map was made for. */
+    private Pool nextRequestPool(List<TraceEntry> trace, int from) {
         for (int j = from + 1; j < trace.size(); j++) {
             TraceEntry e = trace.get(j);
             if (e.action() == TraceAction.ALLOC) {
-                return RoundSize.of(e.size(), config) <= RoundSize.SMALL_SIZE;
+                return SizeRules.poolFor(SizeRules.roundSize(e.size(), config));
             }
         }
-        return false;
+        return Pool.LARGE;
+    }
+
+    /** A classic segment's pool, from its size: only the small pool makes 2 MiB segments. */
+    private static Pool poolOfSegment(long segmentSize) {
+        return segmentSize == SizeRules.SMALL_BUFFER ? Pool.SMALL : Pool.LARGE;
+    }
+
+    private static long poolKey(Pool pool) {
+        return pool.ordinal();
     }
 
     private static TreeMap<Long, Long> nearestGroup(Map<List<Long>, TreeMap<Long, Long>> groups, long addr,

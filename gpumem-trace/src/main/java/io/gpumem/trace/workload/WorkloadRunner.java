@@ -99,7 +99,7 @@ public final class WorkloadRunner {
         List<Frame>[] current = new List[1];
         if (recordHistory) {
             long[] clock = {1_700_000_000_000_000L};
-            allocator.setClock(() -> clock[0]++);
+            allocator.internals().setClock(() -> clock[0]++);
             allocator.setContextSupplier(() -> current[0] == null ? NO_REQUEST : current[0]);
             allocator.recordHistory(HistoryOptions.all());
         }

@@ -1,5 +1,7 @@
 package io.gpumem.trace.analysis;
 
+import io.gpumem.alloc.Pool;
+
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.util.ArrayList;

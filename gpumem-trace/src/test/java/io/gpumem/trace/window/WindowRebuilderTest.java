@@ -1,5 +1,6 @@
 package io.gpumem.trace.window;
 
+import io.gpumem.alloc.SizeRules;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.config.AllocatorConfig;
@@ -72,7 +73,7 @@ class WindowRebuilderTest {
                 String where = name + " device " + d + " entry " + i++ + " " + e;
                 switch (e.action()) {
                     case ALLOC -> {
-                        long end = e.addr() + RoundSize.of(e.size(), config);
+                        long end = e.addr() + SizeRules.roundSize(e.size(), config);
                         Map.Entry<Long, Long> seg = segments.floorEntry(e.addr());
                         assertThat(seg).as(where).isNotNull();
                         assertThat(end).as(where).isLessThanOrEqualTo(seg.getValue());

@@ -38,7 +38,7 @@ class WorkloadRunnerTest {
         assertThat(run.stat("requested_bytes.all.current")).isEqualTo(liveRequested);
         assertThat(run.stat("allocated_bytes.all.peak")).isGreaterThanOrEqualTo(w.peakLiveBytes());
         assertThat(run.stat("num_ooms")).isZero();
-        run.allocator().checkInvariants();
+        run.allocator().internals().checkInvariants();
     }
 
     @Test

@@ -1,8 +1,10 @@
-package io.gpumem.stats;
+package io.gpumem.alloc;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.gpumem.stats.StatKind;
+import io.gpumem.stats.StatType;
 import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.TreeMap;
@@ -57,7 +59,7 @@ class DeviceStatsRandomTest {
             TreeMap<String, Long> m = new TreeMap<>();
             for (int stat = 0; stat < DeviceStats.ARRAY_STATS; stat++) {
                 for (int type = 0; type < 3; type++) {
-                    put(m, DeviceStats.arrayStatName(stat) + "." + DeviceStats.typeName(type), stat, type);
+                    put(m, StatKind.values()[stat].key() + "." + StatType.values()[type].key(), stat, type);
                 }
             }
             put(m, "oversize_allocations", DeviceStats.ARRAY_STATS, 0);
@@ -131,7 +133,7 @@ class DeviceStatsRandomTest {
                 stats.resetAccumulated();
                 model.resetAccumulated();
             }
-            Map<String, Long> got = new TreeMap<>(stats.toMap(-1));
+            Map<String, Long> got = new TreeMap<>(stats.toMemoryStats(-1).toPyTorchMap());
             got.keySet().removeIf(k -> k.startsWith("num_") || k.equals("max_split_size"));
             assertThat(got).as("step %d (seed %d)", step, seed).isEqualTo(model.toMap());
             for (int t = 0; t < 3; t++) {

@@ -26,8 +26,8 @@ import java.util.Set;
  * are sorted by address and a {@code snapshot} trace entry (size = total active bytes) is recorded after the
  * trace was copied, so it appears in the next snapshot.
  */
-final class SnapshotWriter {
-    private SnapshotWriter() {
+final class SnapshotBuilder {
+    private SnapshotBuilder() {
     }
 
     static MemorySnapshot snapshot(AllocatorCore core) {
@@ -87,7 +87,7 @@ final class SnapshotWriter {
             }
             totalActive += active;
             result.add(new SegmentInfo(device, address, total, allocated, active, requested, head.stream,
-                    head.pool.small ? "small" : "large", head.expandable != null,
+                    head.pool.kind, head.expandable != null,
                     frames(head.contextWhenSegmentAllocated), List.copyOf(blocks)));
         }
         result.sort((a, b) -> Long.compareUnsigned(a.address(), b.address()));

@@ -1,4 +1,4 @@
-package io.gpumem.script;
+package io.gpumem.size;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -41,5 +41,19 @@ class ByteSizeTest {
         assertThatThrownBy(() -> ByteSize.parse("9223372036854775808")).hasMessageContaining("too large");
         assertThatThrownBy(() -> ByteSize.parse("8388608TiB")).hasMessageContaining("too large");
         assertThat(ByteSize.parse("8388607TiB")).isEqualTo(8388607L << 40);
+    }
+
+    @Test
+    void positiveSizesRejectZeroAndDoubledUnderscores() {
+        assertThat(ByteSize.parsePositive("1KiB")).isEqualTo(1024);
+        assertThatThrownBy(() -> ByteSize.parsePositive("0GiB")).hasMessageContaining("'0GiB'")
+                .hasMessageContaining("more than 0");
+        assertThatThrownBy(() -> ByteSize.parse("1__0")).hasMessageContaining("bad size");
+    }
+
+    @Test
+    void signedFormatPutsTheMinusBeforeTheMagnitude() {
+        assertThat(ByteSize.formatSigned(-(2L << 20))).isEqualTo("-2.00 MiB");
+        assertThat(ByteSize.formatSigned(1024)).isEqualTo("1024 bytes");
     }
 }

@@ -1,7 +1,8 @@
-package io.gpumem.stats;
+package io.gpumem.alloc;
 
-import java.util.Map;
-import java.util.TreeMap;
+import io.gpumem.stats.MemoryStats;
+import io.gpumem.stats.StatKind;
+import io.gpumem.stats.StatType;
 
 /**
  * The caching allocator's counters, with PyTorch's names and update rules ({@code DeviceStats} in
@@ -34,32 +35,31 @@ import java.util.TreeMap;
  * every type until a peak reset sets {@code peak = current}. The figures read are exactly those of PyTorch's
  * per-type {@code Stat} structs under the same update sequence.
  *
- * <p>Not thread-safe: the allocator updates it under its lock. {@link #toMap(long)} gives
- * {@code torch.cuda.memory_stats()} (sorted keys, dotted names).
+ * <p>Not thread-safe: the allocator updates it under its lock. Readers outside the allocator see an immutable
+ * {@link MemoryStats}: the allocator takes a {@link #copy()} under its lock (two array copies, so writers wait
+ * only that long) and builds the value from the copy after releasing it ({@link #toMemoryStats}). The indices
+ * are {@link StatKind} and {@link StatType} ordinals; the mutators are package-private, for the allocator only.
  */
-public final class DeviceStats {
+final class DeviceStats {
 
-    /** Stat types (the second index). */
-    public static final int ALL = 0;
-    public static final int SMALL_POOL = 1;
-    public static final int LARGE_POOL = 2;
+    /** Stat types (the second index): {@link StatType} ordinals. */
+    static final int ALL = StatType.ALL.ordinal();
+    static final int SMALL_POOL = StatType.SMALL_POOL.ordinal();
+    static final int LARGE_POOL = StatType.LARGE_POOL.ordinal();
     private static final int TYPES = 3;
-    private static final String[] TYPE_NAMES = {"all", "small_pool", "large_pool"};
 
-    /** Array stats (the first index). */
-    public static final int ALLOCATION = 0;
-    public static final int SEGMENT = 1;
-    public static final int ACTIVE = 2;
-    public static final int INACTIVE_SPLIT = 3;
-    public static final int ALLOCATED_BYTES = 4;
-    public static final int RESERVED_BYTES = 5;
-    public static final int ACTIVE_BYTES = 6;
-    public static final int INACTIVE_SPLIT_BYTES = 7;
-    public static final int REQUESTED_BYTES = 8;
+    /** Array stats (the first index): {@link StatKind} ordinals. */
+    static final int ALLOCATION = StatKind.ALLOCATION.ordinal();
+    static final int SEGMENT = StatKind.SEGMENT.ordinal();
+    static final int ACTIVE = StatKind.ACTIVE.ordinal();
+    static final int INACTIVE_SPLIT = StatKind.INACTIVE_SPLIT.ordinal();
+    static final int ALLOCATED_BYTES = StatKind.ALLOCATED_BYTES.ordinal();
+    static final int RESERVED_BYTES = StatKind.RESERVED_BYTES.ordinal();
+    static final int ACTIVE_BYTES = StatKind.ACTIVE_BYTES.ordinal();
+    static final int INACTIVE_SPLIT_BYTES = StatKind.INACTIVE_SPLIT_BYTES.ordinal();
+    static final int REQUESTED_BYTES = StatKind.REQUESTED_BYTES.ordinal();
     /** Number of array stats. */
-    public static final int ARRAY_STATS = 9;
-    private static final String[] ARRAY_NAMES = {"allocation", "segment", "active", "inactive_split",
-            "allocated_bytes", "reserved_bytes", "active_bytes", "inactive_split_bytes", "requested_bytes"};
+    static final int ARRAY_STATS = StatKind.values().length;
 
     /** Rows of the two single stats, after the array stats (they use the small-pool positions only). */
     private static final int OVERSIZE_ALLOCATIONS_ROW = ARRAY_STATS;
@@ -73,9 +73,34 @@ public final class DeviceStats {
     private static final int PEAK_ALL = 4;
     private static final int PEAK = 5;
 
-    private final long[] values = new long[ROWS << ROW_SHIFT];
+    private final long[] values;
     /** Per row and pool (same positions as CURRENT): current at the last accumulated reset. Cold. */
-    private final long[] base = new long[ROWS << ROW_SHIFT];
+    private final long[] base;
+
+    DeviceStats() {
+        values = new long[ROWS << ROW_SHIFT];
+        base = new long[ROWS << ROW_SHIFT];
+    }
+
+    private DeviceStats(DeviceStats from) {
+        values = from.values.clone();
+        base = from.base.clone();
+        numAllocRetries = from.numAllocRetries;
+        numOoms = from.numOoms;
+        numSyncAllStreams = from.numSyncAllStreams;
+        numDeviceAlloc = from.numDeviceAlloc;
+        numDeviceFree = from.numDeviceFree;
+    }
+
+    /** A copy of every figure; cheap enough to take under the allocator lock. */
+    DeviceStats copy() {
+        return new DeviceStats(this);
+    }
+
+    /** The stat type index of a pool's updates. */
+    static int typeIndex(Pool pool) {
+        return pool.statType().ordinal();
+    }
 
     private long numAllocRetries;
     private long numOoms;
@@ -91,17 +116,17 @@ public final class DeviceStats {
     }
 
     /** Raises {@code stat} for {@code all} and {@code pool} (small or large) by {@code amount} (≥ 0). */
-    public void increase(int stat, int pool, long amount) {
+    void increase(int stat, int pool, long amount) {
         raise((stat << ROW_SHIFT) + poolOffset(pool), stat << ROW_SHIFT, amount);
     }
 
     /** Lowers {@code stat} for {@code all} and {@code pool} (small or large) by {@code amount} (≥ 0). */
-    public void decrease(int stat, int pool, long amount) {
+    void decrease(int stat, int pool, long amount) {
         values[(stat << ROW_SHIFT) + poolOffset(pool) + CURRENT] -= amount;
     }
 
     /** PyTorch's {@code update_stat}: a positive delta increases, a negative one decreases, zero does nothing. */
-    public void update(int stat, int pool, long delta) {
+    void update(int stat, int pool, long delta) {
         if (delta > 0) {
             increase(stat, pool, delta);
         } else if (delta < 0) {
@@ -114,7 +139,7 @@ public final class DeviceStats {
      * +blockSize, active +1, active_bytes +blockSize, requested_bytes +requested, for {@code all} and {@code pool}.
      * Same effect as the five {@link #increase} calls.
      */
-    public void countAllocation(int pool, long blockSize, long requested) {
+    void countAllocation(int pool, long blockSize, long requested) {
         int p = poolOffset(pool);
         raise((ALLOCATION << ROW_SHIFT) + p, ALLOCATION << ROW_SHIFT, 1);
         raise((ALLOCATED_BYTES << ROW_SHIFT) + p, ALLOCATED_BYTES << ROW_SHIFT, blockSize);
@@ -124,7 +149,7 @@ public final class DeviceStats {
     }
 
     /** {@code free} (free_requested): allocation −1, allocated_bytes −blockSize, for {@code all} and {@code pool}. */
-    public void countFreeRequested(int pool, long blockSize) {
+    void countFreeRequested(int pool, long blockSize) {
         int p = poolOffset(pool);
         long[] v = values;
         v[(ALLOCATION << ROW_SHIFT) + p] -= 1;
@@ -132,7 +157,7 @@ public final class DeviceStats {
     }
 
     /** {@code free_block} (free_completed): active −1, active_bytes −blockSize, requested_bytes −requested. */
-    public void countFreeCompleted(int pool, long blockSize, long requested) {
+    void countFreeCompleted(int pool, long blockSize, long requested) {
         int p = poolOffset(pool);
         long[] v = values;
         v[(ACTIVE << ROW_SHIFT) + p] -= 1;
@@ -172,32 +197,32 @@ public final class DeviceStats {
     }
 
     /** {@code oversize_allocations} +delta / −delta. */
-    public void updateOversizeAllocations(long delta) {
+    void updateOversizeAllocations(long delta) {
         updateSingle(OVERSIZE_ALLOCATIONS_ROW, delta);
     }
 
     /** {@code oversize_segments} +delta / −delta. */
-    public void updateOversizeSegments(long delta) {
+    void updateOversizeSegments(long delta) {
         updateSingle(OVERSIZE_SEGMENTS_ROW, delta);
     }
 
-    public void countAllocRetry() {
+    void countAllocRetry() {
         numAllocRetries++;
     }
 
-    public void countOom() {
+    void countOom() {
         numOoms++;
     }
 
-    public void countSyncAllStreams() {
+    void countSyncAllStreams() {
         numSyncAllStreams++;
     }
 
-    public void countDeviceAlloc() {
+    void countDeviceAlloc() {
         numDeviceAlloc++;
     }
 
-    public void countDeviceFree() {
+    void countDeviceFree() {
         numDeviceFree++;
     }
 
@@ -232,54 +257,34 @@ public final class DeviceStats {
         return type;
     }
 
-    public long current(int stat, int type) {
+    long current(int stat, int type) {
         return currentOf(stat, checkType(type));
     }
 
-    public long peak(int stat, int type) {
+    long peak(int stat, int type) {
         return peakOf(stat, checkType(type));
     }
 
-    public long allocated(int stat, int type) {
+    long allocated(int stat, int type) {
         return allocatedOf(stat, checkType(type));
     }
 
-    public long freed(int stat, int type) {
+    long freed(int stat, int type) {
         return freedOf(stat, checkType(type));
     }
 
-    public long oversizeAllocationsCurrent() {
+    long oversizeAllocationsCurrent() {
         return currentOf(OVERSIZE_ALLOCATIONS_ROW, SMALL_POOL);
     }
 
-    public long oversizeSegmentsCurrent() {
+    long oversizeSegmentsCurrent() {
         return currentOf(OVERSIZE_SEGMENTS_ROW, SMALL_POOL);
-    }
-
-    public long numAllocRetries() {
-        return numAllocRetries;
-    }
-
-    public long numOoms() {
-        return numOoms;
-    }
-
-    public long numSyncAllStreams() {
-        return numSyncAllStreams;
-    }
-
-    public long numDeviceAlloc() {
-        return numDeviceAlloc;
-    }
-
-    public long numDeviceFree() {
-        return numDeviceFree;
     }
 
     // ---------------------------------------------------------------- resets
 
     /** {@code reset_peak_memory_stats}: peak = current for every array stat and both oversize stats. */
-    public void resetPeak() {
+    void resetPeak() {
         long[] v = values;
         for (int row = 0; row < ROWS; row++) {
             int i = row << ROW_SHIFT;
@@ -292,7 +297,7 @@ public final class DeviceStats {
     /**
      * {@code reset_accumulated_memory_stats}: zeroes allocated and freed of every stat and the five counters.
      */
-    public void resetAccumulated() {
+    void resetAccumulated() {
         long[] v = values;
         for (int row = 0; row < ROWS; row++) {
             int i = row << ROW_SHIFT;
@@ -308,44 +313,28 @@ public final class DeviceStats {
         numDeviceFree = 0;
     }
 
-    /** Name of an array stat as {@code memory_stats()} spells it, e.g. {@code "allocated_bytes"}. */
-    public static String arrayStatName(int stat) {
-        return ARRAY_NAMES[stat];
-    }
-
-    /** Name of a stat type: {@code "all"}, {@code "small_pool"} or {@code "large_pool"}. */
-    public static String typeName(int type) {
-        return TYPE_NAMES[type];
-    }
-
     /**
-     * {@code torch.cuda.memory_stats()}: every key flattened with dots and sorted.
+     * The figures as an immutable value ({@code torch.cuda.memory_stats()}).
      *
      * @param maxSplitSizeReported the {@code max_split_size} figure (−1 when unset), which PyTorch fixes when
      *                             the device allocator is created
      */
-    public Map<String, Long> toMap(long maxSplitSizeReported) {
-        TreeMap<String, Long> m = new TreeMap<>();
-        for (int stat = 0; stat < ARRAY_STATS; stat++) {
-            for (int type = 0; type < TYPES; type++) {
-                putStat(m, ARRAY_NAMES[stat] + "." + TYPE_NAMES[type], stat, type);
+    MemoryStats toMemoryStats(long maxSplitSizeReported) {
+        MemoryStats.Builder b = MemoryStats.builder();
+        for (StatKind kind : StatKind.values()) {
+            for (StatType type : StatType.values()) {
+                b.stat(kind, type, statOf(kind.ordinal(), type.ordinal()));
             }
         }
-        putStat(m, "oversize_allocations", OVERSIZE_ALLOCATIONS_ROW, SMALL_POOL);
-        putStat(m, "oversize_segments", OVERSIZE_SEGMENTS_ROW, SMALL_POOL);
-        m.put("num_alloc_retries", numAllocRetries);
-        m.put("num_ooms", numOoms);
-        m.put("num_sync_all_streams", numSyncAllStreams);
-        m.put("num_device_alloc", numDeviceAlloc);
-        m.put("num_device_free", numDeviceFree);
-        m.put("max_split_size", maxSplitSizeReported);
-        return m;
+        return b.oversizeAllocations(statOf(OVERSIZE_ALLOCATIONS_ROW, SMALL_POOL))
+                .oversizeSegments(statOf(OVERSIZE_SEGMENTS_ROW, SMALL_POOL))
+                .numAllocRetries(numAllocRetries).numOoms(numOoms).numSyncAllStreams(numSyncAllStreams)
+                .numDeviceAlloc(numDeviceAlloc).numDeviceFree(numDeviceFree)
+                .maxSplitSize(maxSplitSizeReported).build();
     }
 
-    private void putStat(Map<String, Long> m, String prefix, int row, int type) {
-        m.put(prefix + ".current", currentOf(row, type));
-        m.put(prefix + ".peak", peakOf(row, type));
-        m.put(prefix + ".allocated", allocatedOf(row, type));
-        m.put(prefix + ".freed", freedOf(row, type));
+    private MemoryStats.Stat statOf(int row, int type) {
+        return new MemoryStats.Stat(currentOf(row, type), peakOf(row, type), allocatedOf(row, type),
+                freedOf(row, type));
     }
 }

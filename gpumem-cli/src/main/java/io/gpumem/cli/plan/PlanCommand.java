@@ -1,0 +1,151 @@
+package io.gpumem.cli.plan;
+
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonGenerator;
+import io.gpumem.trace.io.ReadLimits;
+import io.gpumem.trace.io.TraceFormatException;
+import io.gpumem.trace.plan.LifetimeProblem;
+import io.gpumem.trace.plan.OffsetPlan;
+import io.gpumem.trace.plan.OffsetPlanner;
+import io.gpumem.trace.plan.PlanFiles;
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.io.Writer;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.util.Arrays;
+import java.util.Locale;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+import picocli.CommandLine.Spec;
+
+/**
+ * {@code gpumem plan FILE [--json] [--out CSV] [--repeat N]}: solves the static allocation problem of a trace's
+ * in-window buffers or of an interval CSV ({@code id,lower,upper,size}, MiniMalloc's format) with
+ * {@link OffsetPlanner} and reports the planned peak against the peak live bytes. {@code --out} writes the plan
+ * as {@code id,lower,upper,size,offset} (written to a temporary file and moved into place, so a failure leaves
+ * nothing half-written). {@code --repeat} solves N times and reports the fastest and median solve time, the
+ * command-line benchmark of the planner.
+ */
+@Command(name = "plan", mixinStandardHelpOptions = true,
+        description = {"Plan offsets for a trace's buffers (or a lifetime CSV id,lower,upper,size) so that buffers"
+                + " live at the same time never overlap, minimising the planned peak; compare it with the peak live"
+                + " bytes (the lower bound)."})
+public final class PlanCommand implements Callable<Integer> {
+
+    @Spec
+    CommandSpec spec;
+
+    @Parameters(index = "0", paramLabel = "FILE", description = "Lifetime CSV (id,lower,upper,size[,offset]) or any"
+            + " trace gpumem reads (PyTorch snapshot pickle, RMM log, ops script): its busiest device's in-window"
+            + " buffers.")
+    Path file;
+
+    @Option(names = "--json", description = "Print one JSON object: buffers, peak_live, planned_peak, ratio, solve_ms.")
+    boolean json;
+
+    @Option(names = "--out", paramLabel = "CSV", description = "Write the plan as id,lower,upper,size,offset.")
+    Path out;
+
+    @Option(names = "--align", paramLabel = "BYTES", defaultValue = "512",
+            description = "Round sizes up to this power of two before placing (default: ${DEFAULT-VALUE}).")
+    long align;
+
+    @Option(names = "--budget-ms", paramLabel = "MS", defaultValue = "" + OffsetPlanner.DEFAULT_BUDGET_MS,
+            description = "Time the improvement search may take when the first orders miss the bound"
+                    + " (default: ${DEFAULT-VALUE}).")
+    long budgetMs;
+
+    @Option(names = "--repeat", paramLabel = "N", defaultValue = "1",
+            description = "Solve N times and report the fastest and the median solve time (default: ${DEFAULT-VALUE}).")
+    int repeat;
+
+    @Option(names = "--max-file-mib", paramLabel = "N", defaultValue = "1024",
+            description = "Refuse files larger than N MiB (default: ${DEFAULT-VALUE}).")
+    long maxFileMib;
+
+    @Override
+    public Integer call() {
+        PrintWriter stdout = spec.commandLine().getOut();
+        PrintWriter err = spec.commandLine().getErr();
+        if (align <= 0 || Long.bitCount(align) != 1) {
+            err.println("gpumem plan: --align must be a positive power of two, got " + align);
+            return 2;
+        }
+        if (budgetMs < 0 || repeat < 1 || maxFileMib <= 0) {
+            err.println("gpumem plan: --budget-ms must be >= 0, --repeat and --max-file-mib >= 1");
+            return 2;
+        }
+        LifetimeProblem problem;
+        try {
+            problem = PlanFiles.read(file, new ReadLimits(maxFileMib << 20, 50_000_000L), align);
+        } catch (TraceFormatException | IllegalArgumentException e) {
+            err.println("gpumem plan: " + e.getMessage());
+            return 2;
+        }
+        OffsetPlanner planner = new OffsetPlanner(budgetMs, OffsetPlanner.DEFAULT_MAX_ROUNDS);
+        OffsetPlan plan = null;
+        long[] times = new long[repeat];
+        for (int r = 0; r < repeat; r++) {
+            plan = planner.plan(problem);
+            times[r] = plan.solveNanos();
+        }
+        Arrays.sort(times);
+        if (out != null) {
+            try {
+                writeAtomically(plan, out);
+            } catch (IOException e) {
+                err.println("gpumem plan: cannot write " + out + ": " + e.getMessage());
+                return 2;
+            }
+        }
+        double solveMs = (repeat == 1 ? plan.solveNanos() : times[repeat / 2]) / 1e6;
+        if (json) {
+            stdout.println(json(plan, solveMs, repeat > 1 ? times[0] / 1e6 : solveMs));
+        } else {
+            stdout.printf(Locale.ROOT, "%s: %d buffers, peak live %d B, planned peak %d B, ratio %.5f, solve %.1f ms"
+                            + "%s (%s)%n", file, problem.buffers(), plan.peakLive(), plan.plannedPeak(), plan.ratio(),
+                    solveMs, repeat > 1 ? String.format(Locale.ROOT, " median of %d, fastest %.1f ms", repeat,
+                            times[0] / 1e6) : "", plan.method().isEmpty() ? "empty" : plan.method());
+        }
+        stdout.flush();
+        return 0;
+    }
+
+    private static void writeAtomically(OffsetPlan plan, Path target) throws IOException {
+        Path dir = target.toAbsolutePath().getParent();
+        Path tmp = Files.createTempFile(dir, ".plan", ".tmp");
+        try {
+            try (Writer w = Files.newBufferedWriter(tmp, StandardCharsets.UTF_8)) {
+                PlanFiles.write(plan, w);
+            }
+            Files.move(tmp, target, StandardCopyOption.REPLACE_EXISTING);
+        } finally {
+            Files.deleteIfExists(tmp);
+        }
+    }
+
+    static String json(OffsetPlan plan, double solveMs, double fastestMs) {
+        StringWriter w = new StringWriter();
+        try (JsonGenerator g = new JsonFactory().createGenerator(w)) {
+            g.writeStartObject();
+            g.writeNumberField("buffers", plan.problem().buffers());
+            g.writeNumberField("peak_live", plan.peakLive());
+            g.writeNumberField("planned_peak", plan.plannedPeak());
+            g.writeNumberField("ratio", plan.ratio());
+            g.writeNumberField("solve_ms", solveMs);
+            g.writeNumberField("fastest_ms", fastestMs);
+            g.writeStringField("method", plan.method());
+            g.writeEndObject();
+        } catch (IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+        return w.toString();
+    }
+}

@@ -1,0 +1,114 @@
+package io.gpumem.alloc;
+
+import io.gpumem.device.Device;
+import io.gpumem.history.TraceEntry;
+
+import java.util.List;
+import java.util.Objects;
+import java.util.function.Consumer;
+import java.util.function.LongSupplier;
+
+/**
+ * The operations of a {@link CachingAllocator} that are not part of PyTorch's user API: state import for
+ * replays that start mid-trace, trace listeners, a deterministic clock, and the checks tests run after every
+ * step. Reached through {@link CachingAllocator#internals()}, so the user-facing class stays small (as
+ * Caffeine keeps advanced operations behind {@code Cache.policy()}).
+ *
+ * <p>Every method takes the allocator's lock, like the allocator's own methods.
+ */
+public final class AllocatorInternals {
+    private final AllocatorLock lock;
+    private final AllocatorCore core;
+
+    AllocatorInternals(AllocatorLock lock, AllocatorCore core) {
+        this.lock = lock;
+        this.core = core;
+    }
+
+    /**
+     * Rebuilds one segment of a recorded allocator state, so a replay can start mid-trace. It takes the
+     * segment's memory from the device exactly like a live allocation would ({@link Device#malloc} for a
+     * classic segment; {@link Device#reserveAddressRange} plus one created, mapped and access-enabled page per
+     * mapped page for an expandable one); an oracle device that hands out recorded addresses needs no special
+     * allocator code. The blocks tile the segment in address order and must not put two free (or two unmapped)
+     * blocks next to each other (PyTorch would have merged them). Stats become those of a process that made the
+     * same allocations: segment, reserved, allocated, active, requested, inactive_split and oversize stats rise
+     * (current, peak and allocated); the device-call counters and the trace do not.
+     *
+     * @param address    where the segment must live; the device must return exactly this address, or pass
+     *                   {@link Device#NULL} to accept whatever the device returns
+     * @param totalSize  segment size (classic) or reservation size (expandable, a multiple of the page size; 0
+     *                   means PyTorch's default reservation for this device); must equal the blocks' total
+     * @param streamId   allocation stream of the segment and all its blocks
+     * @param pool       the pool the segment belongs to
+     * @param expandable an expandable segment (2 MiB pages small, 20 MiB large) instead of a cudaMalloc'd one
+     * @param blocks     the blocks in address order; for expandable segments unmapped blocks must start and end
+     *                   on page boundaries
+     * @return the segment's base address
+     * @throws IllegalArgumentException when the blocks are inconsistent or the device put the segment elsewhere;
+     *                                  nothing is changed then
+     */
+    public long restoreSegment(long address, long totalSize, long streamId, Pool pool, boolean expandable,
+                               List<RestoredBlock> blocks) {
+        Objects.requireNonNull(pool, "pool");
+        lock.lock();
+        try {
+            return StateImporter.restore(core, address, totalSize, streamId, pool, expandable, blocks);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Sets the clock for {@code time_us} of trace entries (microseconds); tests inject a deterministic one. */
+    public void setClock(LongSupplier timeMicros) {
+        core.trace.clockMicros = Objects.requireNonNull(timeMicros, "timeMicros");
+    }
+
+    /** Attaches a listener that sees every trace entry as it is recorded, even with history off. */
+    public void attachTraceTracker(Consumer<TraceEntry> tracker) {
+        core.trace.addTracker(Objects.requireNonNull(tracker, "tracker"));
+    }
+
+    /** Detaches a listener; returns whether it was attached. */
+    public boolean detachTraceTracker(Consumer<TraceEntry> tracker) {
+        return core.trace.removeTracker(tracker);
+    }
+
+    /**
+     * Verifies every structural invariant and every stat against its recomputation from the block graph.
+     *
+     * @throws IllegalStateException listing every violation found
+     */
+    public void checkInvariants() {
+        lock.lock();
+        try {
+            InvariantChecker.check(core);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Number of blocks waiting on stream events (freed by the user, not yet reusable). */
+    public int pendingFreeBlocks() {
+        lock.lock();
+        try {
+            return SnapshotBuilder.pendingBlocks(core).size();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Size of the block serving a live allocation (the rounded request, or more when a remainder was too small
+     * to split), or −1 when {@code address} is not allocated here.
+     */
+    public long blockSize(long address) {
+        lock.lock();
+        try {
+            Block b = core.allocatedBlocks.get(address);
+            return b == null ? -1 : b.size;
+        } finally {
+            lock.unlock();
+        }
+    }
+}

@@ -1,0 +1,326 @@
+package io.gpumem.kvcache.tier;
+
+import io.gpumem.kvcache.KvCacheException;
+import io.gpumem.kvcache.KvCacheSpec;
+import io.gpumem.kvcache.memory.KvPages;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The storage levels under a KV cache's device pool, in lookup order: host memory, local disk, a remote
+ * store shared by instances (each optional), as LMCache and SGLang's HiCache put them under vLLM/SGLang.
+ *
+ * <h2>Where blocks come from</h2>
+ * <ul>
+ *   <li><b>Demotion</b> ({@link #demote}): a cached device block about to be reused (evicted) is copied
+ *       into a record and queued for the first local tier (host, else disk); a block the host evicts to
+ *       stay in its budget is queued for the disk. A block the tier already holds is only marked recently
+ *       used: nothing is copied.</li>
+ *   <li><b>Publication</b> ({@link #publish}): with a remote tier, each block is queued for the store as
+ *       soon as its tokens are computed (write-through), so another instance can hit it while this one
+ *       still has it on the device.</li>
+ * </ul>
+ * Writes go through one bounded {@link WriteQueue} per tier and reach the tier only in {@link #pump},
+ * which the owner calls once per scheduler step (deterministic: no thread), at most
+ * {@code drainBlocks} records per tier per call. A full queue drops the write and counts it.
+ *
+ * <h2>Lookup</h2>
+ * {@link #fetch} asks each tier in order for the key, and trusts a record only if its checksum holds
+ * and its header is the block asked for (key, parent key or salt, adapter, tokens), as the device pool
+ * verifies a hit; a damaged record is counted corrupt, removed, and the next tier is asked. The caller
+ * then puts the record into a device block with {@link #restore}.
+ *
+ * <p>Not thread-safe; one manager owns it. Closing it closes the tiers (a remote store stays open).
+ */
+public final class KvTiers implements AutoCloseable {
+    private final BlockRecord layout;
+    private final BlockTier[] tiers;
+    private final WriteQueue[] queues;
+    private final int localTiers;
+    private final RemoteTier remote;
+    private final int drainBlocks;
+    private final Arena arena = Arena.ofShared();
+    private final MemorySegment scratch;
+    private final BlockTier.Spill[] spills;
+
+    private KvTiers(Builder b) {
+        this.layout = b.layout;
+        List<BlockTier> list = new ArrayList<>();
+        if (b.hostBytes > 0) {
+            list.add(new HostTier(layout, b.hostBytes));
+        }
+        if (b.diskBytes > 0) {
+            list.add(new DiskTier(layout, b.diskDir, b.diskBytes));
+        }
+        this.localTiers = list.size();
+        this.remote = b.remoteStore == null ? null : new RemoteTier(layout, b.remoteStore, b.namespace, b.backoffOps);
+        if (remote != null) {
+            list.add(remote);
+        }
+        this.tiers = list.toArray(new BlockTier[0]);
+        this.queues = new WriteQueue[tiers.length];
+        for (int i = 0; i < tiers.length; i++) {
+            queues[i] = new WriteQueue(arena, layout.size(), b.queueBlocks);
+        }
+        this.drainBlocks = b.drainBlocks;
+        this.scratch = arena.allocate(layout.size(), 64);
+        this.spills = new BlockTier.Spill[tiers.length];
+        for (int t = 0; t < tiers.length; t++) {
+            int next = t + 1 < localTiers ? t + 1 : -1;
+            spills[t] = next < 0 ? (r, hi, lo) -> { } : (r, hi, lo) -> spill(next, r, hi, lo);
+        }
+    }
+
+    public static Builder builder(KvCacheSpec spec) {
+        return new Builder(spec);
+    }
+
+    public BlockRecord layout() {
+        return layout;
+    }
+
+    /** Whether any tier is configured. */
+    public boolean isEmpty() {
+        return tiers.length == 0;
+    }
+
+    /** Whether computed blocks are published to a remote store. */
+    public boolean hasRemote() {
+        return remote != null;
+    }
+
+    /** The tiers in lookup order. */
+    public List<BlockTier> tiers() {
+        return List.of(tiers);
+    }
+
+    /** Records waiting in the write queue of tier {@code i}. */
+    public int queued(int i) {
+        return queues[i].size();
+    }
+
+    /**
+     * Queues an evicted device block for the first local tier.
+     *
+     * @return true if the block was queued or the tier already had it; false if dropped or no local tier
+     */
+    public boolean demote(KvPages pages, int block, long hi, long lo, long parentHi, long parentLo, boolean first,
+                          long saltFingerprint, int adapterId, int[] tokens, int tokenOffset) {
+        if (localTiers == 0) {
+            return false;
+        }
+        return enqueue(0, pages, block, hi, lo, parentHi, parentLo, first, saltFingerprint, adapterId, tokens, tokenOffset);
+    }
+
+    /** Queues a freshly computed device block for the remote store (no-op without one). */
+    public boolean publish(KvPages pages, int block, long hi, long lo, long parentHi, long parentLo, boolean first,
+                           long saltFingerprint, int adapterId, int[] tokens, int tokenOffset) {
+        if (remote == null) {
+            return false;
+        }
+        return enqueue(tiers.length - 1, pages, block, hi, lo, parentHi, parentLo, first, saltFingerprint, adapterId,
+                tokens, tokenOffset);
+    }
+
+    private boolean enqueue(int t, KvPages pages, int block, long hi, long lo, long parentHi, long parentLo, boolean first,
+                            long saltFingerprint, int adapterId, int[] tokens, int tokenOffset) {
+        BlockTier tier = tiers[t];
+        if (tier.contains(hi, lo)) {
+            tier.touch(hi, lo);
+            return true;
+        }
+        MemorySegment slot = queues[t].claim();
+        if (slot == null) {
+            tier.dropped++;
+            return false;
+        }
+        layout.capture(slot, pages, block, hi, lo, parentHi, parentLo, first, saltFingerprint, adapterId, tokens, tokenOffset);
+        queues[t].commit(hi, lo);
+        return true;
+    }
+
+    /**
+     * Writes up to {@code drainBlocks} queued records into each tier, slowest last, so a record the host
+     * evicts in this call can reach the disk queue in the same call.
+     */
+    public void pump() {
+        for (int t = 0; t < tiers.length; t++) {
+            WriteQueue q = queues[t];
+            BlockTier tier = tiers[t];
+            for (int n = 0; n < drainBlocks && q.size() > 0; n++) {
+                MemorySegment record = q.headRecord();
+                if (tier.store(record, q.headHi(), q.headLo(), spills[t])) {
+                    tier.stored++;
+                    tier.bytesIn += layout.size();
+                }
+                q.pop();
+            }
+        }
+    }
+
+    /** Pumps until every queue is empty (tests, shutdown). */
+    public void drain() {
+        boolean more = true;
+        while (more) {
+            pump();
+            more = false;
+            for (WriteQueue q : queues) {
+                more |= q.size() > 0;
+            }
+        }
+    }
+
+    private void spill(int t, MemorySegment record, long hi, long lo) {
+        BlockTier tier = tiers[t];
+        if (tier.contains(hi, lo)) {
+            tier.touch(hi, lo);
+            return;
+        }
+        MemorySegment slot = queues[t].claim();
+        if (slot == null) {
+            tier.dropped++;
+            return;
+        }
+        MemorySegment.copy(record, 0, slot, 0, layout.size());
+        queues[t].commit(hi, lo);
+    }
+
+    /**
+     * Looks for a block in each tier in order; on success the record waits in a scratch buffer for
+     * {@link #restore}.
+     *
+     * @return the index of the tier that had it, or −1
+     */
+    public int fetch(long hi, long lo, long parentHi, long parentLo, boolean first, long saltFingerprint, int adapterId,
+                     int[] tokens, int tokenOffset) {
+        for (int t = 0; t < tiers.length; t++) {
+            BlockTier tier = tiers[t];
+            if (!tier.load(hi, lo, scratch)) {
+                tier.misses++;
+                continue;
+            }
+            tier.bytesOut += layout.size();
+            if (!layout.intact(scratch)) {
+                tier.corrupt++;
+                tier.misses++;
+                tier.remove(hi, lo);
+                continue;
+            }
+            if (!layout.matches(scratch, hi, lo, parentHi, parentLo, first, saltFingerprint, adapterId, tokens, tokenOffset)) {
+                tier.misses++;       // same key, another block (a collision or another geometry): not ours
+                continue;
+            }
+            tier.hits++;
+            tier.touch(hi, lo);
+            return t;
+        }
+        return -1;
+    }
+
+    /** Copies the record found by the last successful {@link #fetch} into a device block. */
+    public void restore(KvPages pages, int block) {
+        layout.restore(scratch, pages, block);
+    }
+
+    /** One snapshot per tier, in lookup order. */
+    public List<TierStats> stats() {
+        List<TierStats> out = new ArrayList<>(tiers.length);
+        for (BlockTier t : tiers) {
+            out.add(t.stats());
+        }
+        return out;
+    }
+
+    @Override
+    public void close() {
+        for (BlockTier t : tiers) {
+            t.close();
+        }
+        arena.close();
+    }
+
+    /**
+     * Settings: budgets of 0 leave a tier out. Defaults: queues of 256 blocks per tier, 64 blocks written
+     * per tier per {@link #pump}, remote back-off of 64 operations after a failure.
+     */
+    public static final class Builder {
+        private final BlockRecord layout;
+        private final KvCacheSpec spec;
+        private long hostBytes;
+        private long diskBytes;
+        private Path diskDir;
+        private RemoteKvStore remoteStore;
+        private String namespace;
+        private int queueBlocks = 256;
+        private int drainBlocks = 64;
+        private int backoffOps = 64;
+
+        private Builder(KvCacheSpec spec) {
+            this.spec = spec;
+            this.layout = new BlockRecord(spec);
+        }
+
+        public Builder host(long bytes) {
+            this.hostBytes = nonNegative("host tier bytes", bytes);
+            return this;
+        }
+
+        public Builder disk(Path dir, long bytes) {
+            this.diskDir = dir;
+            this.diskBytes = nonNegative("disk tier bytes", bytes);
+            return this;
+        }
+
+        /**
+         * A shared store; keys are prefixed with {@code namespace} (null: one derived from the KV geometry,
+         * {@code gpumem:kv:<layers>x<kvHeads>x<headSize>x<elementSize>:<blockSize>:}).
+         */
+        public Builder remote(RemoteKvStore store, String namespace) {
+            this.remoteStore = store;
+            this.namespace = namespace != null ? namespace
+                    : "gpumem:kv:" + spec.layers() + "x" + spec.kvHeads() + "x" + spec.headSize() + "x" + spec.elementSize()
+                    + ":" + spec.blockSize() + ":";
+            return this;
+        }
+
+        public Builder queueBlocks(int n) {
+            this.queueBlocks = (int) positive("queue blocks", n);
+            return this;
+        }
+
+        public Builder drainBlocks(int n) {
+            this.drainBlocks = (int) positive("drain blocks", n);
+            return this;
+        }
+
+        public Builder remoteBackoffOps(int n) {
+            this.backoffOps = (int) nonNegative("remote back-off operations", n);
+            return this;
+        }
+
+        public KvTiers build() {
+            if (diskBytes > 0 && diskDir == null) {
+                throw new KvCacheException("disk tier: a directory is needed");
+            }
+            return new KvTiers(this);
+        }
+
+        private static long nonNegative(String what, long v) {
+            if (v < 0) {
+                throw new KvCacheException(what + " must not be negative, got " + v);
+            }
+            return v;
+        }
+
+        private static long positive(String what, long v) {
+            if (v <= 0) {
+                throw new KvCacheException(what + " must be positive, got " + v);
+            }
+            return v;
+        }
+    }
+}

@@ -1,0 +1,69 @@
+package io.gpumem.kvcache.tier;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+
+/**
+ * A bounded FIFO of block records waiting to be written into one tier: a ring of fixed record slots
+ * (allocated on first use, then reused), so queueing copies bytes once and allocates nothing in steady
+ * state. A producer {@link #claim}s the tail slot, fills it and {@link #commit}s; when every slot is
+ * taken, claim answers null and the caller drops the write (it never waits).
+ */
+final class WriteQueue {
+    private final Arena arena;
+    private final long recordBytes;
+    private final MemorySegment[] slots;
+    private final long[] keyHi;
+    private final long[] keyLo;
+    private int head;
+    private int size;
+
+    WriteQueue(Arena arena, long recordBytes, int capacity) {
+        this.arena = arena;
+        this.recordBytes = recordBytes;
+        this.slots = new MemorySegment[capacity];
+        this.keyHi = new long[capacity];
+        this.keyLo = new long[capacity];
+    }
+
+    /** The slot to fill next, or null when the queue is full. */
+    MemorySegment claim() {
+        if (size == slots.length) {
+            return null;
+        }
+        int i = (head + size) % slots.length;
+        if (slots[i] == null) {
+            slots[i] = arena.allocate(recordBytes, 64);
+        }
+        return slots[i];
+    }
+
+    /** Appends the claimed slot. */
+    void commit(long hi, long lo) {
+        int i = (head + size) % slots.length;
+        keyHi[i] = hi;
+        keyLo[i] = lo;
+        size++;
+    }
+
+    int size() {
+        return size;
+    }
+
+    MemorySegment headRecord() {
+        return slots[head];
+    }
+
+    long headHi() {
+        return keyHi[head];
+    }
+
+    long headLo() {
+        return keyLo[head];
+    }
+
+    void pop() {
+        head = (head + 1) % slots.length;
+        size--;
+    }
+}

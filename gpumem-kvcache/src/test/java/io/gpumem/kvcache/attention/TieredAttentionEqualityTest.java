@@ -1,0 +1,201 @@
+package io.gpumem.kvcache.attention;
+
+import io.gpumem.device.SimulatedDevice;
+import io.gpumem.kvcache.KvCacheSpec;
+import io.gpumem.kvcache.manager.KvCacheConfig;
+import io.gpumem.kvcache.manager.KvCacheManager;
+import io.gpumem.kvcache.manager.KvRequest;
+import io.gpumem.kvcache.memory.KvMemory;
+import io.gpumem.kvcache.tier.DiskTier;
+import io.gpumem.kvcache.tier.InMemoryRemoteStore;
+import io.gpumem.kvcache.tier.KvTiers;
+import io.gpumem.kvcache.tier.RemoteTier;
+import io.gpumem.kvcache.tier.TierStats;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.io.IOException;
+import java.io.RandomAccessFile;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.SplittableRandom;
+import java.util.function.UnaryOperator;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Blocks that went down to a lower tier and came back must give the same attention, bit for bit, as a
+ * contiguous copy built from scratch; a damaged disk record or a missing remote key is a miss (the
+ * tokens are recomputed), never wrong KV. Scenario: request {@code a} computes a 16-token prefix (4
+ * blocks) and leaves; a filler takes every device block, evicting the prefix; request {@code c} with the
+ * same prefix then finds it only in the tiers.
+ */
+class TieredAttentionEqualityTest extends ToyModelAttention {
+    private static final int BLOCKS = 12;     // 11 usable: the filler below evicts everything
+
+    @TempDir
+    Path dir;
+
+    private KvCacheManager manager(UnaryOperator<KvTiers.Builder> tiers) {
+        System.out.println("seed=" + seed);
+        KvCacheSpec spec = KvCacheSpec.builder().layers(LAYERS).kvHeads(KV_HEADS).headSize(HEAD).elementSize(4)
+                .blockSize(BS).numBlocks(BLOCKS).maxModelLen(44).build();
+        SimulatedDevice device = SimulatedDevice.builder().capacity(16L << 20).backed(true).build();
+        return new KvCacheManager(spec, KvMemory.direct(device), KvCacheConfig.defaults(),
+                tiers.apply(KvTiers.builder(spec)).build());
+    }
+
+    private final SplittableRandom rnd = new SplittableRandom(seed + 11);
+    private final int[] prefix = tokens(rnd, 16);
+    private final long[] prefixKeyHi = new long[4];
+    private final long[] prefixKeyLo = new long[4];
+
+    /** Computes the prefix in request a, records its block keys, then evicts it with a filler. */
+    private void computePrefixThenEvict(KvCacheManager m) {
+        KvRequest a = KvRequest.of("a", concat(prefix, tokens(rnd, 5)));
+        admit(m, a);
+        for (int j = 0; j < 4; j++) {
+            prefixKeyHi[j] = m.pool().keyHi(a.block(j));
+            prefixKeyLo[j] = m.pool().keyLo(a.block(j));
+        }
+        m.free(a);
+        m.tiers().drain();
+        KvRequest filler = KvRequest.of("f", tokens(rnd, 44));
+        admit(m, filler);
+        m.free(filler);
+        m.tiers().drain();
+        assertThat(m.pool().cachedCount()).as("filler's blocks only").isEqualTo(11);
+    }
+
+    /** Admits c (same prefix), decodes, checks attention; returns the prefix tokens it hit. */
+    private long admitSamePrefixAndCheck(KvCacheManager m) {
+        KvRequest c = KvRequest.of("c", concat(prefix, tokens(rnd, 6)));
+        long before = m.stats().prefixHitTokens();
+        admit(m, c);
+        long hit = m.stats().prefixHitTokens() - before;
+        decode(m, c, 3);
+        decode(m, c, 4);
+        assertAttentionMatches(m, c);
+        m.checkInvariants();
+        return hit;
+    }
+
+    private static TierStats tier(KvCacheManager m, String name) {
+        return m.tierStats().stream().filter(t -> t.tier().equals(name)).findFirst().orElseThrow();
+    }
+
+    @Test
+    void blocksBackFromTheHostTierGiveExactAttention() {
+        try (KvCacheManager m = manager(b -> b.host(1 << 20))) {
+            computePrefixThenEvict(m);
+            assertThat(admitSamePrefixAndCheck(m)).isEqualTo(16);
+            assertThat(tier(m, "host").hits()).isEqualTo(4);
+            assertThat(m.stats().promotedBlocks()).isEqualTo(4);
+        }
+    }
+
+    @Test
+    void blocksBackFromTheDiskTierGiveExactAttention() {
+        try (KvCacheManager m = manager(b -> b.disk(dir, 1 << 20))) {
+            computePrefixThenEvict(m);
+            assertThat(admitSamePrefixAndCheck(m)).isEqualTo(16);
+            assertThat(tier(m, "disk").hits()).isEqualTo(4);
+        }
+    }
+
+    @Test
+    void hostEvictionsCascadeToDiskAndComeBackExact() {
+        long record = KvTiers.builder(KvCacheSpec.builder().layers(LAYERS).kvHeads(KV_HEADS).headSize(HEAD).elementSize(4)
+                .blockSize(BS).numBlocks(BLOCKS).maxModelLen(44).build()).build().layout().size();
+        try (KvCacheManager m = manager(b -> b.host(2 * record).disk(dir, 1 << 20))) {
+            computePrefixThenEvict(m);
+            long hit = admitSamePrefixAndCheck(m);
+            assertThat(hit).isEqualTo(16);
+            assertThat(tier(m, "host").evicted()).isPositive();
+            assertThat(tier(m, "disk").hits()).isPositive();
+        }
+    }
+
+    @Test
+    void blocksBackFromTheRemoteTierGiveExactAttention() {
+        InMemoryRemoteStore store = new InMemoryRemoteStore(1 << 20);
+        try (KvCacheManager m = manager(b -> b.remote(store, null))) {
+            computePrefixThenEvict(m);
+            assertThat(admitSamePrefixAndCheck(m)).isEqualTo(16);
+            assertThat(tier(m, "remote").hits()).isEqualTo(4);
+        }
+    }
+
+    @Test
+    void anotherInstanceHitsWhatTheFirstPublishedToTheSharedStore() {
+        InMemoryRemoteStore store = new InMemoryRemoteStore(1 << 20);
+        try (KvCacheManager first = manager(b -> b.remote(store, null));
+             KvCacheManager second = manager(b -> b.remote(store, null))) {
+            KvRequest a = KvRequest.of("a", concat(prefix, tokens(rnd, 5)));
+            admit(first, a);
+            first.free(a);
+            first.tiers().drain();
+            assertThat(admitSamePrefixAndCheck(second)).isEqualTo(16);
+        }
+    }
+
+    @Test
+    void aCorruptDiskBlockIsAMissAndItsTokensAreRecomputed() throws IOException {
+        try (KvCacheManager m = manager(b -> b.disk(dir, 1 << 20))) {
+            computePrefixThenEvict(m);
+            DiskTier disk = (DiskTier) m.tiers().tiers().get(0);
+            Path file = disk.fileOf(prefixKeyHi[2], prefixKeyLo[2]);
+            assertThat(Files.exists(file)).isTrue();
+            try (RandomAccessFile f = new RandomAccessFile(file.toFile(), "rw")) {
+                long at = f.length() - 100;             // inside the KV payload
+                f.seek(at);
+                int b = f.read();
+                f.seek(at);
+                f.write(b ^ 0x40);
+            }
+            assertThat(admitSamePrefixAndCheck(m)).as("blocks 0 and 1 only").isEqualTo(8);
+            assertThat(tier(m, "disk").corrupt()).isEqualTo(1);
+            assertThat(Files.exists(file)).as("the damaged file is removed").isFalse();
+        }
+    }
+
+    @Test
+    void aMissingRemoteKeyIsAMiss() {
+        InMemoryRemoteStore store = new InMemoryRemoteStore(1 << 20);
+        try (KvCacheManager m = manager(b -> b.remote(store, null))) {
+            computePrefixThenEvict(m);
+            RemoteTier remote = (RemoteTier) m.tiers().tiers().get(0);
+            store.delete(remote.storeKey(prefixKeyHi[1], prefixKeyLo[1]));
+            assertThat(admitSamePrefixAndCheck(m)).as("block 0 only").isEqualTo(4);
+        }
+    }
+
+    @Test
+    void anUnreachableRemoteStoreIsAMissNeverAnError() {
+        InMemoryRemoteStore store = new InMemoryRemoteStore(1 << 20);
+        try (KvCacheManager m = manager(b -> b.remote(store, null).remoteBackoffOps(0))) {
+            computePrefixThenEvict(m);
+            store.setAvailable(false);
+            assertThat(admitSamePrefixAndCheck(m)).isZero();
+            m.tiers().drain();                      // c's blocks cannot be published either
+            assertThat(tier(m, "remote").failed()).isGreaterThanOrEqualTo(2);
+        }
+    }
+
+    @Test
+    void aFullWriteQueueDropsInsteadOfWaiting() {
+        try (KvCacheManager m = manager(b -> b.host(1 << 20).queueBlocks(2))) {
+            KvRequest a = KvRequest.of("a", concat(prefix, tokens(rnd, 5)));
+            admit(m, a);
+            m.free(a);
+            KvRequest filler = KvRequest.of("f", tokens(rnd, 44));
+            admit(m, filler);                       // evicts 5 cached blocks in one step, the queue holds 2
+            assertThat(m.tiers().queued(0)).isEqualTo(2);
+            assertThat(tier(m, "host").dropped()).isEqualTo(3);
+            m.free(filler);
+            m.tiers().drain();
+            assertThat(tier(m, "host").stored()).isEqualTo(2);
+            admitSamePrefixAndCheck(m);
+        }
+    }
+}

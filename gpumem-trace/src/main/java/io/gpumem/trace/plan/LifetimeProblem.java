@@ -1,0 +1,161 @@
+package io.gpumem.trace.plan;
+
+import io.gpumem.history.TraceAction;
+import io.gpumem.trace.io.TraceEntry;
+import io.gpumem.trace.io.TraceSnapshot;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * A static allocation problem: buffers, each with a size and a half-open lifetime {@code [lower, upper)} on a
+ * logical clock; a solution gives every buffer an offset so that no two buffers live at the same time share an
+ * address. The planner minimises the highest offset + size (the planned peak); no solution can go below
+ * {@link #peakLive()}, the most bytes live at any one time.
+ *
+ * <p>Sizes are kept as given ({@link #size}) and as placed ({@link #placedSize}: rounded up to the alignment,
+ * 512 B by default like the caching allocator's rounding), so an output file keeps the caller's sizes while
+ * offsets stay aligned. Buffers with {@code lower == upper} are never live; they get offset 0 and take no room.
+ */
+public final class LifetimeProblem {
+
+    /** The caching allocator's minimum block size and rounding step. */
+    public static final long DEFAULT_ALIGNMENT = 512;
+
+    final long[] id;
+    final long[] lower;
+    final long[] upper;
+    final long[] size;
+    final long[] placedSize;
+    final long alignment;
+
+    /** Builds a problem over copies of the given arrays (all of the same length). */
+    public LifetimeProblem(long[] id, long[] lower, long[] upper, long[] size, long alignment) {
+        int n = id.length;
+        if (lower.length != n || upper.length != n || size.length != n) {
+            throw new IllegalArgumentException("arrays of different lengths");
+        }
+        if (alignment <= 0 || Long.bitCount(alignment) != 1) {
+            throw new IllegalArgumentException("alignment must be a positive power of two, got " + alignment);
+        }
+        this.id = id.clone();
+        this.lower = lower.clone();
+        this.upper = upper.clone();
+        this.size = size.clone();
+        this.alignment = alignment;
+        this.placedSize = new long[n];
+        for (int i = 0; i < n; i++) {
+            if (upper[i] < lower[i] || size[i] < 0) {
+                throw new IllegalArgumentException("buffer " + id[i] + ": bad lifetime [" + lower[i] + ", " + upper[i]
+                        + ") or size " + size[i]);
+            }
+            placedSize[i] = lower[i] == upper[i] ? 0 : (size[i] + alignment - 1) & -alignment;
+        }
+    }
+
+    /**
+     * The in-window buffers of one device's trace: every {@code alloc} entry is a buffer, live from its entry
+     * index until the entry that frees it ({@code free_completed}, or {@code free_requested} in a trace that has
+     * no completions), or until the end of the window when it is never freed. Blocks allocated before the
+     * window are not part of the problem (their placement was decided before it).
+     */
+    public static LifetimeProblem ofTrace(TraceSnapshot trace, int device, long alignment) {
+        List<TraceEntry> entries = trace.traceOf(device);
+        boolean hasCompletions = false;
+        int allocs = 0;
+        for (TraceEntry e : entries) {
+            hasCompletions |= e.action() == TraceAction.FREE_COMPLETED;
+            allocs += e.action() == TraceAction.ALLOC ? 1 : 0;
+        }
+        long[] lower = new long[allocs];
+        long[] upper = new long[allocs];
+        long[] size = new long[allocs];
+        long[] id = new long[allocs];
+        Map<Long, Integer> live = new HashMap<>();
+        int k = 0;
+        for (int i = 0; i < entries.size(); i++) {
+            TraceEntry e = entries.get(i);
+            TraceAction a = e.action();
+            if (a == TraceAction.ALLOC) {
+                id[k] = k;
+                lower[k] = i;
+                upper[k] = -1;
+                size[k] = e.size();
+                live.put(e.addr(), k++);
+            } else if (a == TraceAction.FREE_COMPLETED || (a == TraceAction.FREE_REQUESTED && !hasCompletions)) {
+                Integer b = live.remove(e.addr());
+                if (b != null) {
+                    upper[b] = i;
+                }
+            }
+        }
+        for (int b = 0; b < allocs; b++) {
+            if (upper[b] < 0) {
+                upper[b] = entries.size();
+            }
+        }
+        return new LifetimeProblem(id, lower, upper, size, alignment);
+    }
+
+    /** Number of buffers. */
+    public int buffers() {
+        return id.length;
+    }
+
+    public long id(int i) {
+        return id[i];
+    }
+
+    public long lower(int i) {
+        return lower[i];
+    }
+
+    public long upper(int i) {
+        return upper[i];
+    }
+
+    /** The size as given. */
+    public long size(int i) {
+        return size[i];
+    }
+
+    /** The size the planner reserves: rounded up to the alignment, 0 for a buffer never live. */
+    public long placedSize(int i) {
+        return placedSize[i];
+    }
+
+    public long alignment() {
+        return alignment;
+    }
+
+    /** The most placed bytes live at one time: the lower bound of any plan's peak. */
+    public long peakLive() {
+        int n = id.length;
+        long[] events = new long[2 * n];
+        int k = 0;
+        // Key: time * 2 + (0 for a free, 1 for an alloc), so frees sort before allocs at the same time.
+        long[] keys = new long[2 * n];
+        for (int i = 0; i < n; i++) {
+            if (placedSize[i] == 0) {
+                continue;
+            }
+            keys[k] = upper[i] * 2;
+            events[k++] = -placedSize[i];
+            keys[k] = lower[i] * 2 + 1;
+            events[k++] = placedSize[i];
+        }
+        Integer[] order = new Integer[k];
+        for (int i = 0; i < k; i++) {
+            order[i] = i;
+        }
+        Arrays.sort(order, (a, b) -> Long.compare(keys[a], keys[b]));
+        long live = 0;
+        long peak = 0;
+        for (Integer e : order) {
+            live += events[e];
+            peak = Math.max(peak, live);
+        }
+        return peak;
+    }
+}

@@ -1,0 +1,277 @@
+package io.gpumem.trace.plan;
+
+import java.util.Arrays;
+
+/**
+ * Solves a {@link LifetimeProblem}: an offset for every buffer, no two buffers that are live at the same time
+ * overlapping in address, with the planned peak (highest offset + size) as low as it can find, down to the lower
+ * bound {@link LifetimeProblem#peakLive()}.
+ *
+ * <p><b>Placement pass.</b> Buffers are placed one at a time in a given order. The placed buffers are kept in
+ * arrays sorted by offset; for the next buffer one scan over them, skipping those whose lifetime does not
+ * overlap, finds every free address range among the overlapping ones (the gaps between {@code top}, the highest
+ * end seen so far, and the next overlapping offset). The buffer goes into the smallest gap it fits (best fit) or
+ * the lowest one (first fit), else on top of all. A pass is O(n²) simple array reads, with no allocation beyond
+ * its arrays.
+ *
+ * <p><b>Orders.</b> Several classic orders are tried (size descending, then longest lifetime; size × lifetime
+ * descending; lifetime descending), each with best and first fit. If the best of them is above the lower bound,
+ * a "squeaky wheel" search follows: every buffer that ended above the bound is moved towards the front of the
+ * order (its priority key halves), the pass is re-run, and the best plan is kept, until the bound is reached or
+ * the round budget, or (after 32 rounds) a quarter of the time budget, is spent. If the bound is still not reached, the
+ * {@link CanonicalSearch} looks for a plan at exactly the bound for the rest of the time. Memory is O(n) plus the
+ * search's undo stack.
+ *
+ * <p>Invariant of every returned plan (checked by tests with an independent sweep): for buffers i ≠ j with
+ * overlapping lifetimes, {@code [offset_i, offset_i + placedSize_i)} and {@code [offset_j, offset_j +
+ * placedSize_j)} are disjoint; offsets are multiples of the problem's alignment.
+ */
+public final class OffsetPlanner {
+
+    /** The default search budget: enough for the shared problems, bounded for any input. */
+    public static final long DEFAULT_BUDGET_MS = 2_000;
+    public static final int DEFAULT_MAX_ROUNDS = 400;
+    /** Squeaky-wheel rounds run whatever the clock says, so that results do not depend on the machine's load. */
+    static final int MIN_ROUNDS = 32;
+    /** Nodes the canonical search may visit before giving up on reaching the bound exactly. */
+    static final long NODE_BUDGET = 2_000_000;
+
+    private final long budgetNanos;
+    private final int maxRounds;
+
+    public OffsetPlanner() {
+        this(DEFAULT_BUDGET_MS, DEFAULT_MAX_ROUNDS);
+    }
+
+    /** @param budgetMs time the improvement search may take after the first orders; 0 = no search */
+    public OffsetPlanner(long budgetMs, int maxRounds) {
+        if (budgetMs < 0 || maxRounds < 0) {
+            throw new IllegalArgumentException("budget and rounds must not be negative");
+        }
+        this.budgetNanos = budgetMs * 1_000_000L;
+        this.maxRounds = maxRounds;
+    }
+
+    /** Plans the problem. */
+    public OffsetPlan plan(LifetimeProblem p) {
+        long t0 = System.nanoTime();
+        long bound = p.peakLive();
+        int[] live = liveBuffers(p);
+        int m = live.length;
+        Pass pass = new Pass(p, m);
+        long[] best = new long[p.buffers()];
+        long bestPeak = Long.MAX_VALUE;
+        String bestOrder = "";
+        double[] bestKeys = null;
+        String[] names = {"size", "area", "lifetime"};
+        for (int o = 0; o < names.length && bestPeak > bound; o++) {
+            double[] keys = initialKeys(p, live, o);
+            for (boolean bestFit : new boolean[] {true, false}) {
+                long peak = pass.run(live, keys, bestFit, bestPeak);
+                if (peak < bestPeak) {
+                    bestPeak = peak;
+                    pass.copyOffsets(live, best);
+                    bestOrder = names[o] + (bestFit ? "/best-fit" : "/first-fit");
+                    bestKeys = keys.clone();
+                }
+                if (bestPeak <= bound) {
+                    break;
+                }
+            }
+        }
+        int rounds = 0;
+        if (bestPeak > bound && m > 0) {
+            double[] keys = bestKeys.clone();
+            long[] offsets = best.clone();
+            long deadline = t0 + budgetNanos / 4;
+            while (rounds < maxRounds && bestPeak > bound
+                    && (rounds < MIN_ROUNDS || System.nanoTime() < deadline)) {
+                rounds++;
+                for (int k = 0; k < m; k++) {
+                    int b = live[k];
+                    if (offsets[b] + p.placedSize[b] > bound) {
+                        keys[k] = keys[k] * 0.5 - 1;
+                    }
+                }
+                long peak = pass.run(live, keys, true, Long.MAX_VALUE);
+                pass.copyOffsets(live, offsets);
+                if (peak < bestPeak) {
+                    bestPeak = peak;
+                    System.arraycopy(offsets, 0, best, 0, best.length);
+                    bestOrder = "squeaky wheel, round " + rounds;
+                }
+            }
+        }
+        if (bestPeak > bound && m > 0) {
+            long[] sizes = new long[m];
+            long[] lower = new long[m];
+            long[] upper = new long[m];
+            for (int k = 0; k < m; k++) {
+                sizes[k] = p.placedSize[live[k]];
+                lower[k] = p.lower[live[k]];
+                upper[k] = p.upper[live[k]];
+            }
+            CanonicalSearch search = new CanonicalSearch(sizes, lower, upper, bound, NODE_BUDGET,
+                    t0 + budgetNanos);
+            long[] found = search.solve();
+            if (found != null) {
+                for (int k = 0; k < m; k++) {
+                    best[live[k]] = found[k];
+                }
+                bestPeak = bound;
+                bestOrder = "canonical search, " + search.nodes() + " nodes";
+            }
+        }
+        if (m == 0) {
+            bestPeak = 0;
+        }
+        return new OffsetPlan(p, best, bestPeak, bound, System.nanoTime() - t0, bestOrder, rounds);
+    }
+
+    private static int[] liveBuffers(LifetimeProblem p) {
+        int n = p.buffers();
+        int m = 0;
+        for (int i = 0; i < n; i++) {
+            m += p.placedSize[i] > 0 ? 1 : 0;
+        }
+        int[] live = new int[m];
+        m = 0;
+        for (int i = 0; i < n; i++) {
+            if (p.placedSize[i] > 0) {
+                live[m++] = i;
+            }
+        }
+        return live;
+    }
+
+    /**
+     * Priority keys (lower goes first) of the live buffers for order {@code kind}: 0 size descending then
+     * lifetime descending, 1 size × lifetime descending, 2 lifetime descending then size descending. Keys are the
+     * ranks 0..m-1 so that the squeaky-wheel halving moves a buffer a fair distance whatever the sizes.
+     */
+    private static double[] initialKeys(LifetimeProblem p, int[] live, int kind) {
+        int m = live.length;
+        Integer[] idx = new Integer[m];
+        for (int k = 0; k < m; k++) {
+            idx[k] = k;
+        }
+        Arrays.sort(idx, (a, b) -> {
+            int x = live[a];
+            int y = live[b];
+            long sx = p.placedSize[x];
+            long sy = p.placedSize[y];
+            long lx = p.upper[x] - p.lower[x];
+            long ly = p.upper[y] - p.lower[y];
+            int c = switch (kind) {
+                case 0 -> sx != sy ? Long.compare(sy, sx) : Long.compare(ly, lx);
+                case 1 -> Double.compare((double) sy * ly, (double) sx * lx);
+                default -> lx != ly ? Long.compare(ly, lx) : Long.compare(sy, sx);
+            };
+            return c != 0 ? c : Long.compare(p.lower[x], p.lower[y]);
+        });
+        double[] keys = new double[m];
+        for (int r = 0; r < m; r++) {
+            keys[idx[r]] = r;
+        }
+        return keys;
+    }
+
+    /** The arrays of one placement pass, reused across passes. */
+    private static final class Pass {
+        private final LifetimeProblem p;
+        private final long[] off;
+        private final long[] end;
+        private final long[] lo;
+        private final long[] hi;
+        private final long[] result;       // offset per live index k
+        private final Integer[] order;
+
+        Pass(LifetimeProblem p, int m) {
+            this.p = p;
+            off = new long[m];
+            end = new long[m];
+            lo = new long[m];
+            hi = new long[m];
+            result = new long[m];
+            order = new Integer[m];
+        }
+
+        /** Places the live buffers in key order; returns the peak, or early once it reaches {@code giveUpAt}. */
+        long run(int[] live, double[] keys, boolean bestFit, long giveUpAt) {
+            int m = live.length;
+            for (int k = 0; k < m; k++) {
+                order[k] = k;
+            }
+            Arrays.sort(order, (a, b) -> Double.compare(keys[a], keys[b]));
+            int count = 0;
+            long peak = 0;
+            for (int r = 0; r < m; r++) {
+                int k = order[r];
+                int b = live[k];
+                long bLo = p.lower[b];
+                long bHi = p.upper[b];
+                long sz = p.placedSize[b];
+                long top = 0;
+                long chosen = -1;
+                long chosenGap = Long.MAX_VALUE;
+                for (int j = 0; j < count; j++) {
+                    if (lo[j] < bHi && bLo < hi[j]) {
+                        long gap = off[j] - top;
+                        if (gap >= sz && gap < chosenGap) {
+                            chosen = top;
+                            chosenGap = gap;
+                            if (!bestFit || gap == sz) {
+                                break;
+                            }
+                        }
+                        if (end[j] > top) {
+                            top = end[j];
+                        }
+                    }
+                }
+                long at = chosen >= 0 ? chosen : top;
+                result[k] = at;
+                long e = at + sz;
+                if (e > peak) {
+                    peak = e;
+                    if (peak >= giveUpAt) {
+                        return peak;
+                    }
+                }
+                int pos = insertionPoint(count, at);
+                int tail = count - pos;
+                System.arraycopy(off, pos, off, pos + 1, tail);
+                System.arraycopy(end, pos, end, pos + 1, tail);
+                System.arraycopy(lo, pos, lo, pos + 1, tail);
+                System.arraycopy(hi, pos, hi, pos + 1, tail);
+                off[pos] = at;
+                end[pos] = e;
+                lo[pos] = bLo;
+                hi[pos] = bHi;
+                count++;
+            }
+            return peak;
+        }
+
+        /** First index whose offset is above {@code at} (keeps equal offsets in placement order). */
+        private int insertionPoint(int count, long at) {
+            int a = 0;
+            int b = count;
+            while (a < b) {
+                int mid = (a + b) >>> 1;
+                if (off[mid] <= at) {
+                    a = mid + 1;
+                } else {
+                    b = mid;
+                }
+            }
+            return a;
+        }
+
+        void copyOffsets(int[] live, long[] into) {
+            for (int k = 0; k < live.length; k++) {
+                into[live[k]] = result[k];
+            }
+        }
+    }
+}
