@@ -7,7 +7,7 @@ import io.gpumem.trace.analysis.Diagnosis;
 import io.gpumem.trace.analysis.DiagnosisKind;
 import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.analysis.OomEvent;
-import io.gpumem.trace.analysis.Pool;
+import io.gpumem.alloc.Pool;
 import io.gpumem.trace.analysis.PoolUsage;
 import io.gpumem.trace.analysis.Recommendation;
 import io.gpumem.trace.analysis.Recommender;

@@ -112,7 +112,7 @@ final class ReportJson {
             g.writeStartArray();
             g.writeString("0x" + Long.toHexString(seg.address()));
             g.writeNumber(seg.stream());
-            g.writeNumber(seg.pool() == io.gpumem.trace.analysis.Pool.SMALL ? 0 : 1);
+            g.writeNumber(seg.pool() == io.gpumem.alloc.Pool.SMALL ? 0 : 1);
             g.writeNumber(seg.expandable() ? 1 : 0);
             g.writeStartArray();
             int[][] info = m.blockInfo().get(i);

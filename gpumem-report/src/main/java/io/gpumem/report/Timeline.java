@@ -4,7 +4,7 @@ import io.gpumem.config.AllocatorConfig;
 import io.gpumem.history.Frame;
 import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
-import io.gpumem.trace.window.RoundSize;
+import io.gpumem.alloc.SizeRules;
 import io.gpumem.trace.window.StartBlock;
 import io.gpumem.trace.window.StartSegment;
 import io.gpumem.trace.window.WindowStart;
@@ -88,7 +88,7 @@ final class Timeline {
             TraceEntry e = trace.get(i);
             if (e.action() == TraceAction.ALLOC) {
                 allocSite[i] = sites.of(e.frames());
-                allocSize[i] = RoundSize.of(Math.max(0, e.size()), config);
+                allocSize[i] = SizeRules.roundSize(Math.max(0, e.size()), config);
             }
         }
         long[] siteBytes = new long[sites.size() + 1];

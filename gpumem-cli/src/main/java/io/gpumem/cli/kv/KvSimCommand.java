@@ -2,6 +2,7 @@ package io.gpumem.cli.kv;
 
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
+import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.kvcache.hash.HashAlgorithm;
 import io.gpumem.kvcache.manager.PreemptionMode;
@@ -9,6 +10,7 @@ import io.gpumem.kvcache.memory.KvMemory;
 import io.gpumem.kvcache.sched.VictimPolicy;
 import io.gpumem.kvcache.sim.ServingSimulator;
 import io.gpumem.kvcache.sim.SimConfig;
+import io.gpumem.kvcache.sim.SimObserver;
 import io.gpumem.kvcache.sim.SimReport;
 import io.gpumem.kvcache.sim.Workload;
 import picocli.CommandLine;
@@ -81,21 +83,56 @@ public final class KvSimCommand implements Callable<Integer> {
     String memory;
     @Option(names = "--json", description = "Print one JSON object instead of text")
     boolean json;
+    @Option(names = "--metrics-port", paramLabel = "N", description = "Serve live metrics for Prometheus at http://127.0.0.1:N/metrics while simulating; 0 = any free port (default: off)")
+    Integer metricsPort;
+    @Option(names = "--metrics-linger", paramLabel = "SECONDS", defaultValue = "0", description = "Keep serving the final metrics this long after the run (default: ${DEFAULT-VALUE})")
+    int metricsLinger;
 
     @Override
     public Integer call() throws IOException {
         SimConfig config = config();
         SimulatedDevice device = SimulatedDevice.builder()
                 .capacity(ServingSimulator.deviceBytes(config) + (64L << 20)).backed(true).build();
-        SimReport r = switch (memory.toLowerCase(Locale.ROOT)) {
-            case "allocator" -> ServingSimulator.run(config, device);
-            case "direct" -> ServingSimulator.run(config, KvMemory.direct(device));
+        if (metricsPort != null && (metricsPort < 0 || metricsPort > 65535)) {
+            throw bad("--metrics-port must be in 0..65535, got " + metricsPort);
+        }
+        if (metricsLinger < 0) {
+            throw bad("--metrics-linger must be >= 0, got " + metricsLinger);
+        }
+        CachingAllocator allocator = null;
+        KvMemory kvMemory = switch (memory.toLowerCase(Locale.ROOT)) {
+            case "allocator" -> KvMemory.cachingAllocator(allocator = new CachingAllocator(device));
+            case "direct" -> KvMemory.direct(device);
             default -> throw bad("--memory must be allocator or direct, got '" + memory + "'");
         };
-        PrintWriter out = spec.commandLine().getOut();
-        out.print(json ? json(config, r) : text(config, r));
-        out.flush();
-        return r.requestsFinished() == r.requestsTotal() ? 0 : 1;
+        KvSimMetrics metrics = null;
+        if (metricsPort != null) {
+            try {
+                metrics = KvSimMetrics.start(metricsPort, allocator);
+            } catch (IOException e) {
+                throw bad("--metrics-port " + metricsPort + ": cannot listen on 127.0.0.1: " + e.getMessage());
+            }
+            spec.commandLine().getErr().println("kv-sim: metrics at " + metrics.url());
+            spec.commandLine().getErr().flush();
+        }
+        try {
+            SimReport r = ServingSimulator.run(config, kvMemory, metrics != null ? metrics : SimObserver.NONE);
+            PrintWriter out = spec.commandLine().getOut();
+            out.print(json ? json(config, r) : text(config, r));
+            out.flush();
+            if (metrics != null && metricsLinger > 0) {
+                try {
+                    Thread.sleep(metricsLinger * 1000L);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+            return r.requestsFinished() == r.requestsTotal() ? 0 : 1;
+        } finally {
+            if (metrics != null) {
+                metrics.close();
+            }
+        }
     }
 
     SimConfig config() {

@@ -62,6 +62,11 @@ public final class ServingSimulator {
 
     /** Runs the simulation with the KV memory taken from {@code memory} (its device must hold the cache). */
     public static SimReport run(SimConfig config, KvMemory memory) {
+        return run(config, memory, SimObserver.NONE);
+    }
+
+    /** As {@link #run(SimConfig, KvMemory)}, telling {@code observer} about the manager and every step. */
+    public static SimReport run(SimConfig config, KvMemory memory, SimObserver observer) {
         KvCacheSpec spec = KvCacheSpec.builder().layers(config.layers()).kvHeads(config.kvHeads())
                 .headSize(config.headSize()).elementSize(2).blockSize(config.blockSize()).numBlocks(config.blocks())
                 .maxModelLen(config.maxModelLen()).build();
@@ -79,7 +84,8 @@ public final class ServingSimulator {
             throw new IllegalArgumentException("requests must be positive, got " + config.requests());
         }
         try (KvCacheManager manager = new KvCacheManager(spec, memory, kvConfig)) {
-            return simulate(config, manager, new Scheduler(manager, schedConfig));
+            observer.started(manager);
+            return simulate(config, manager, new Scheduler(manager, schedConfig), observer);
         }
     }
 
@@ -93,7 +99,8 @@ public final class ServingSimulator {
         return run(config, KvMemory.cachingAllocator(new CachingAllocator(device)));
     }
 
-    private static SimReport simulate(SimConfig config, KvCacheManager manager, Scheduler scheduler) {
+    private static SimReport simulate(SimConfig config, KvCacheManager manager, Scheduler scheduler,
+                                      SimObserver observer) {
         WorkloadGenerator gen = new WorkloadGenerator(config);
         PriorityQueue<Pending> arrivals = new PriorityQueue<>((a, b) -> a.arrival != b.arrival
                 ? Long.compare(a.arrival, b.arrival) : Long.compare(a.order, b.order));
@@ -199,8 +206,10 @@ public final class ServingSimulator {
                     }
                 }
             }
+            observer.stepped(step, manager);
             step++;
         }
+        observer.finished(step, manager);
         KvCacheStats stats = manager.stats();
         return new SimReport(finished, total, step, step == 0 ? 0 : (double) computedTokens / step, outputTokens,
                 stats.preemptions(), stats.recomputePreemptions(), stats.swapPreemptions(), stats.prefixHitRate(),
