@@ -22,7 +22,7 @@ import static io.gpumem.alloc.DeviceStats.RESERVED_BYTES;
 import static io.gpumem.alloc.DeviceStats.SEGMENT;
 
 /**
- * The algorithms of PyTorch's {@code DeviceCachingAllocator} (2.5 era; spec §1–§6), on the state of one
+ * The algorithms of PyTorch's {@code DeviceCachingAllocator} (2.5 era; allocator.md §1–§6), on the state of one
  * device. Every method assumes the caller ({@link CachingAllocator}) holds the allocator lock.
  *
  * <h2>Malloc, in PyTorch's order</h2>
@@ -100,7 +100,7 @@ final class AllocatorCore {
         this.config = config;
     }
 
-    // ---------------------------------------------------------------- sizes (spec §1, rules in SizeRules)
+    // ---------------------------------------------------------------- sizes (allocator.md §1, rules in SizeRules)
 
     BlockPool poolFor(long rounded) {
         return SizeRules.poolFor(rounded) == Pool.SMALL ? smallBlocks : largeBlocks;
@@ -141,7 +141,7 @@ final class AllocatorCore {
         }
     }
 
-    // ---------------------------------------------------------------- malloc (spec §3)
+    // ---------------------------------------------------------------- malloc (allocator.md §3)
 
     Block malloc(long origSize, long stream) {
         List<Frame> context = trace.maybeGatherContext(HistoryOptions.Context.STATE);
@@ -170,7 +170,7 @@ final class AllocatorCore {
         return allocFoundBlock(block, pool, size, origSize, context, split);
     }
 
-    /** {@code get_free_block} (spec §2.2): best fit on the request's stream, with the expandable walk and the oversize rules. */
+    /** {@code get_free_block} (allocator.md §2.2): best fit on the request's stream, with the expandable walk and the oversize rules. */
     private Block getFreeBlock(BlockPool pool, long stream, long size) {
         if (setFraction && gcActive) {
             pool.getFreeBlocksCallCount++;
@@ -211,13 +211,13 @@ final class AllocatorCore {
         return b.size + (b.next != null && !b.next.mapped ? b.next.size : 0);
     }
 
-    /** {@code should_split} (spec §2.3). */
+    /** {@code should_split} (allocator.md §2.3). */
     boolean shouldSplit(Block block, long size) {
         return SizeRules.shouldSplit(block.size - size, size, block.pool.kind, expandableEnabled(), maxSplitSize);
     }
 
     /**
-     * {@code alloc_block} (spec §3 step 4.2): the fraction check, then expandable growth or a new cudaMalloc'd
+     * {@code alloc_block} (allocator.md §3 step 4.2): the fraction check, then expandable growth or a new cudaMalloc'd
      * segment. Returns the new block (not in any tree) or null on out-of-memory; other device errors propagate.
      */
     private Block allocBlock(BlockPool pool, long stream, long size, long allocSize, boolean isRetry,
@@ -251,7 +251,7 @@ final class AllocatorCore {
         return b;
     }
 
-    /** {@code alloc_found_block} (spec §2.4): carve the low part when splitting, then account the allocation. */
+    /** {@code alloc_found_block} (allocator.md §2.4): carve the low part when splitting, then account the allocation. */
     private Block allocFoundBlock(Block block, BlockPool pool, long size, long origSize, List<Frame> context,
                                   boolean split) {
         int type = pool.statType;
@@ -330,7 +330,7 @@ final class AllocatorCore {
         return out;
     }
 
-    // ---------------------------------------------------------------- free (spec §4.1)
+    // ---------------------------------------------------------------- free (allocator.md §4.1)
 
     /** {@code free}: the user's free request. The block has already been removed from {@link #allocatedBlocks}. */
     void free(Block block) {
@@ -415,7 +415,7 @@ final class AllocatorCore {
         stats.countFreeCompleted(type, originalSize, requested);
     }
 
-    /** {@code try_merge_blocks} (spec §2.5): absorbs {@code src} into {@code dst}; {@code dst} is in no tree. */
+    /** {@code try_merge_blocks} (allocator.md §2.5): absorbs {@code src} into {@code dst}; {@code dst} is in no tree. */
     long tryMergeBlocks(Block dst, Block src, BlockPool pool) {
         if (src == null || src.allocated || src.eventCount > 0 || src.hasStreamUses() || dst.mapped != src.mapped) {
             return 0;
@@ -494,7 +494,7 @@ final class AllocatorCore {
         }
     }
 
-    // ---------------------------------------------------------------- releasing memory (spec §4.2–§4.4)
+    // ---------------------------------------------------------------- releasing memory (allocator.md §4.2–§4.4)
 
     /** {@code release_cached_blocks}: empty_cache() and the last OOM retry. */
     boolean releaseCachedBlocks(List<Frame> context) {
@@ -549,7 +549,7 @@ final class AllocatorCore {
     }
 
     /**
-     * {@code release_available_cached_blocks} (spec §4.3), 2.5 behaviour: frees one oversize block big enough,
+     * {@code release_available_cached_blocks} (allocator.md §4.3), 2.5 behaviour: frees one oversize block big enough,
      * else the largest oversize blocks of the stream until enough is freed (those freed stay freed). Expandable
      * blocks are skipped; so are oversize blocks that are not whole segments (which only exist after expandable
      * segments were toggled on, where PyTorch would cudaFree an interior pointer).
@@ -585,7 +585,7 @@ final class AllocatorCore {
         return true;
     }
 
-    /** {@code garbage_collect_cached_blocks} (spec §4.4): frees old unsplit large blocks down to the threshold. */
+    /** {@code garbage_collect_cached_blocks} (allocator.md §4.4): frees old unsplit large blocks down to the threshold. */
     private void garbageCollectCachedBlocks(List<Frame> context) {
         long gcThreshold = (long) (config.garbageCollectionThreshold() * (double) allowedMemoryMaximum);
         if (totalAllocatedMemory <= gcThreshold) {
@@ -625,7 +625,7 @@ final class AllocatorCore {
         }
     }
 
-    // ---------------------------------------------------------------- expandable segments (spec §5)
+    // ---------------------------------------------------------------- expandable segments (allocator.md §5)
 
     /** {@code try_allocate_expandable_block}: map pages at the lowest address that fits, growing by whole pages. */
     private Block tryAllocateExpandableBlock(long stream, BlockPool pool, long size, List<Frame> context) {

@@ -5,7 +5,7 @@ import io.gpumem.history.Frame;
 import java.util.List;
 
 /**
- * A contiguous address range inside a segment: PyTorch's {@code Block} (spec §2.1), plus the links of the
+ * A contiguous address range inside a segment: PyTorch's {@code Block} (allocator.md §2.1), plus the links of the
  * intrusive ordered trees that hold it while it is free or unmapped.
  *
  * <p>A segment is the maximal chain of blocks linked by {@link #prev}/{@link #next}. A block is in at most one

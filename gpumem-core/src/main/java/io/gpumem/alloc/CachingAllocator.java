@@ -228,7 +228,7 @@ public final class CachingAllocator implements GpuAllocator {
     /**
      * {@code torch.cuda.memory._set_allocator_settings}: re-parses {@code conf} over the current settings
      * ({@link AllocatorConfig#reparse}). New settings apply to later decisions; toggling expandable segments off
-     * makes existing expandable blocks unusable for new requests until it is turned on again (spec §5.5).
+     * makes existing expandable blocks unusable for new requests until it is turned on again (allocator.md §5.5).
      *
      * @throws io.gpumem.config.ConfigException naming the bad key; the settings are then unchanged
      */

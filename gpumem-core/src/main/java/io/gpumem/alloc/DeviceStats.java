@@ -6,7 +6,7 @@ import io.gpumem.stats.StatType;
 
 /**
  * The caching allocator's counters, with PyTorch's names and update rules ({@code DeviceStats} in
- * {@code c10/core/CachingDeviceAllocator.h}; spec §6).
+ * {@code c10/core/CachingDeviceAllocator.h}; allocator.md §6).
  *
  * <h2>Shape</h2>
  * Nine "array" stats ({@link #ALLOCATION} ... {@link #REQUESTED_BYTES}), each kept for three types

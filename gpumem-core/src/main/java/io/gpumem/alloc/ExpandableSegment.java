@@ -4,7 +4,7 @@ import io.gpumem.device.Device;
 import io.gpumem.device.DeviceException;
 
 /**
- * One expandable segment (spec §5): a virtual address range reserved once, into which physical pages are
+ * One expandable segment (allocator.md §5): a virtual address range reserved once, into which physical pages are
  * mapped and unmapped on demand. PyTorch's {@code ExpandableSegment}.
  *
  * <h2>Layout</h2>

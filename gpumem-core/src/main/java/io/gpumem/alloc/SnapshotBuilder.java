@@ -19,7 +19,7 @@ import java.util.Map;
 import java.util.Set;
 
 /**
- * Builds {@link MemorySnapshot}s the way PyTorch's {@code snapshot()} does (spec §10): every block is visited
+ * Builds {@link MemorySnapshot}s the way PyTorch's {@code snapshot()} does (allocator.md §10): every block is visited
  * (free blocks of both pools, allocated blocks, blocks pending on events); each block that starts a segment
  * (no prev, or an unmapped prev) opens a reported segment that runs over the following mapped blocks, so an
  * expandable segment shows one segment per contiguous mapped run and unmapped space never appears. Segments

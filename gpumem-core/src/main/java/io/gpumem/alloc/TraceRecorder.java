@@ -13,7 +13,7 @@ import java.util.function.LongSupplier;
 import java.util.function.Supplier;
 
 /**
- * The allocator's memory history (spec §10.1): a ring buffer of the most recent {@link TraceEntry}s, the
+ * The allocator's memory history (allocator.md §10.1): a ring buffer of the most recent {@link TraceEntry}s, the
  * context level that decides which stacks are captured, the caller's stack supplier and the clock.
  *
  * <p>Context levels are {@link Context}, in PyTorch's {@code RecordContext} order: {@code NONE} &lt;

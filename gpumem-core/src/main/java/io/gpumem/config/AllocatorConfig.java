@@ -3,7 +3,7 @@ package io.gpumem.config;
 import java.util.Arrays;
 
 /**
- * The caching allocator's settings, as {@code PYTORCH_CUDA_ALLOC_CONF} expresses them (spec §9).
+ * The caching allocator's settings, as {@code PYTORCH_CUDA_ALLOC_CONF} expresses them (allocator.md §9).
  *
  * <p>Immutable. {@link #defaults()} matches PyTorch with no configuration; {@link #parse(String)} reads the
  * environment-variable syntax; {@link #reparse(String)} applies PyTorch's runtime re-parse rule
@@ -117,7 +117,7 @@ public final class AllocatorConfig {
         return maxNonSplitRounding;
     }
 
-    /** Number of power-of-two divisions for a size (spec §1.3): index floor(log2(size)) − 20, clamped to [0, 15]. */
+    /** Number of power-of-two divisions for a size (allocator.md §1.3): index floor(log2(size)) − 20, clamped to [0, 15]. */
     public int roundupPower2Divisions(long size) {
         int index = size <= 0 ? 0 : 63 - Long.numberOfLeadingZeros(size) - 20;
         if (index < 0) {

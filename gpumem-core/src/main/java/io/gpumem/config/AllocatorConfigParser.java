@@ -5,7 +5,7 @@ import java.util.List;
 import java.util.regex.Pattern;
 
 /**
- * Parser for the {@code PYTORCH_CUDA_ALLOC_CONF} syntax (spec §9), following PyTorch's
+ * Parser for the {@code PYTORCH_CUDA_ALLOC_CONF} syntax (allocator.md §9), following PyTorch's
  * {@code CUDAAllocatorConfig::parseArgs} of the 2.5/2.6 era option by option.
  *
  * <p>Algorithm: {@link ConfigLexer} turns the string into words and the punctuation tokens {@code , : [ ]};
@@ -149,7 +149,7 @@ final class AllocatorConfigParser {
             if (">".equals(interval)) {
                 // Pre-fix (2.5-era) behaviour, on purpose: '>' fills from the LAST key's own index inclusive,
                 // so "[...,1024:4,>:8]" overwrites the 1024 entry with 8. PyTorch later changed this to
-                // last index + 1; we reproduce the version our traces come from (spec §9.3).
+                // last index + 1; we reproduce the version our traces come from (allocator.md §9.3).
                 Arrays.fill(table, lastIndex, table.length, divisions);
             } else {
                 long mb = intervalMb(key, interval);

@@ -3,7 +3,7 @@ package io.gpumem.history;
 import java.util.List;
 
 /**
- * One block of a snapshot segment (spec §10.4).
+ * One block of a snapshot segment (allocator.md §10.4).
  *
  * @param address       block start
  * @param size          block size

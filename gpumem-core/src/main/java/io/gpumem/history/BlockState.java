@@ -1,7 +1,7 @@
 package io.gpumem.history;
 
 /**
- * State of a block in a snapshot (spec §10.4), with PyTorch's names. Shared by our allocator's snapshots and
+ * State of a block in a snapshot (allocator.md §10.4), with PyTorch's names. Shared by our allocator's snapshots and
  * by the snapshot-file model of gpumem-trace.
  *
  * <p>PyTorch's code writes {@code active_pending_free}, its docstring says {@code active_awaiting_free}; both

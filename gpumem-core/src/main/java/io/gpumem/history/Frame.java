@@ -4,7 +4,7 @@ import java.util.Objects;
 
 /**
  * One stack frame attached to an allocation or trace entry, as PyTorch's snapshots store it
- * ({@code {filename, line, name}}). Lists of frames are innermost first (spec §10.6). The same record is used
+ * ({@code {filename, line, name}}). Lists of frames are innermost first (allocator.md §10.6). The same record is used
  * for frames our allocator captures and for frames read from snapshot files (gpumem-trace), so {@code line}
  * is a {@code long}: a file's Python int is kept as recorded. Readers keep identical frame lists shared so
  * that writers can emit them once.

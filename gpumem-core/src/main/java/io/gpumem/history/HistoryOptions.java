@@ -2,7 +2,7 @@ package io.gpumem.history;
 
 /**
  * Arguments of {@code torch.cuda.memory._record_memory_history(enabled, context, stacks, max_entries)}
- * (spec §10.1).
+ * (allocator.md §10.1).
  *
  * @param enabled    {@link Enabled#NONE} turns recording off and clears the buffer; {@link Enabled#STATE} keeps
  *                   stacks for live blocks only (the trace buffer holds one entry); {@link Enabled#ALL} also keeps

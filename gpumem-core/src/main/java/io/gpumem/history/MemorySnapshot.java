@@ -4,7 +4,7 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * What {@code torch.cuda.memory._snapshot()} returns (spec §10.2), for one device.
+ * What {@code torch.cuda.memory._snapshot()} returns (allocator.md §10.2), for one device.
  *
  * @param segments          segments sorted by address
  * @param deviceTraces      trace entries per device index, oldest first (one list for a single allocator)

@@ -5,7 +5,7 @@ import io.gpumem.alloc.Pool;
 import java.util.List;
 
 /**
- * One segment of a snapshot (spec §10.3). For expandable segments this is one contiguous mapped run.
+ * One segment of a snapshot (allocator.md §10.3). For expandable segments this is one contiguous mapped run.
  *
  * @param device        device index
  * @param address       first byte

@@ -4,7 +4,7 @@ import java.util.HashMap;
 import java.util.Map;
 
 /**
- * The actions of a memory-history trace entry (spec §10.5), with the names PyTorch writes into snapshots.
+ * The actions of a memory-history trace entry (allocator.md §10.5), with the names PyTorch writes into snapshots.
  * Shared by our allocator's history and by the snapshot-file model of gpumem-trace.
  *
  * <p>Our allocator records every action except {@link #ANNOTATE} (user annotations PyTorch writes into the

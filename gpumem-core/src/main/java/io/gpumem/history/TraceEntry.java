@@ -3,7 +3,7 @@ package io.gpumem.history;
 import java.util.List;
 
 /**
- * One entry of the allocator's memory history (spec §10.5).
+ * One entry of the allocator's memory history (allocator.md §10.5).
  *
  * <p>Meaning of {@code addr} and {@code size} by action: alloc = block address and unrounded request;
  * free_requested / free_completed = block address and the block's requested size; segment_alloc / segment_free

@@ -3,7 +3,7 @@ package io.gpumem.oom;
 import io.gpumem.size.ByteSize;
 
 /**
- * The text of PyTorch's CUDA out-of-memory error in its 2.1+ form (spec §7.2), as of the releases that
+ * The text of PyTorch's CUDA out-of-memory error in its 2.1+ form (allocator.md §7.2), as of the releases that
  * suggest {@code expandable_segments} and report private-pool memory (2.4+).
  *
  * <p>The message is built from its parts in PyTorch's order: the request, the device capacity and free
@@ -25,7 +25,7 @@ public final class OomMessages {
      * Builds the message.
      *
      * @param device               device index
-     * @param allocSize            the segment size the allocator tried to obtain (spec §1.5), not the request
+     * @param allocSize            the segment size the allocator tried to obtain (allocator.md §1.5), not the request
      * @param totalCapacity        device total as {@code cudaMemGetInfo} reports it
      * @param deviceFree           device free memory as {@code cudaMemGetInfo} reports it
      * @param allowedMaximum       the per-process limit from the memory fraction, or negative when none is set

@@ -6,7 +6,7 @@ import java.util.List;
 
 /**
  * Everything the caching allocator knew when a request failed: the figures of PyTorch's OOM message
- * (spec §7.2) plus the largest free block per pool and stream, for diagnosing fragmentation.
+ * (allocator.md §7.2) plus the largest free block per pool and stream, for diagnosing fragmentation.
  *
  * @param requestedBytes         the caller's request
  * @param roundedSize            the request after {@code round_size} (what the {@code oom} trace entry records);
@@ -50,7 +50,7 @@ public record OomReport(long requestedBytes, long roundedSize, long allocSize, i
     }
 
     /**
-     * The message PyTorch 2.3+ raises (spec §7.2), built by {@link OomMessages}: without the NVML per-process
+     * The message PyTorch 2.3+ raises (allocator.md §7.2), built by {@link OomMessages}: without the NVML per-process
      * part (there is no NVML here) and with no private pools.
      */
     public String message() {

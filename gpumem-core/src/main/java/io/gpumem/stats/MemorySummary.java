@@ -3,7 +3,7 @@ package io.gpumem.stats;
 import java.util.Map;
 
 /**
- * Renders {@code torch.cuda.memory_summary()} (spec §8) from a {@code memory_stats()}-shaped map.
+ * Renders {@code torch.cuda.memory_summary()} (allocator.md §8) from a {@code memory_stats()}-shaped map.
  *
  * <p>Layout: a 75-column table wrapped in {@code |...|} borders, a header with the device, OOM and retry
  * counts, nine metric groups (the "all" row, then the large- and small-pool rows unless abbreviated) and

@@ -64,7 +64,7 @@ public abstract class CachingAllocatorContractTest {
         return out;
     }
 
-    // ---------------------------------------------------------------- §6.3 / §8.3 worked example
+    // --------------------------------------------------- allocator.md §6.3 / §8.3 worked example
 
     @Test
     void workedExampleSection6() {
@@ -89,7 +89,7 @@ public abstract class CachingAllocatorContractTest {
         assertThat(s.get("segment.large_pool.current")).isEqualTo(2);
         assertThat(s.get("inactive_split.all.peak")).isEqualTo(2);
         assertThat(s.get("inactive_split.all.current")).isZero();
-        // the figures behind the §8.3 table
+        // the figures behind the allocator.md §8.3 table
         assertThat(s.get("allocated_bytes.all.peak")).isEqualTo(1024 + 3 * MiB + 25_165_824);
         assertThat(s.get("allocated_bytes.all.freed")).isEqualTo(1024 + 3 * MiB);
         assertThat(s.get("allocated_bytes.small_pool.allocated")).isEqualTo(1024);
@@ -130,7 +130,7 @@ public abstract class CachingAllocatorContractTest {
         assertThat(allocator(GiB, maxSplit(64 * MiB)).memoryStats().get("max_split_size")).isEqualTo(64 * MiB);
     }
 
-    // ---------------------------------------------------------------- §1.5 segment sizes
+    // --------------------------------------------------- allocator.md §1.5 segment sizes
 
     @Test
     void segmentSizesFollowGetAllocationSize() {
@@ -245,7 +245,7 @@ public abstract class CachingAllocatorContractTest {
         a.internals().checkInvariants();
     }
 
-    // ---------------------------------------------------------------- oversize rules (§2.2, §4.3)
+    // ---------------------------------------------------------------- oversize rules (allocator.md §2.2, §4.3)
 
     @Test
     void oversizeBlocksServeOnlyLargeRequestsWithinSlack() {
@@ -264,7 +264,7 @@ public abstract class CachingAllocatorContractTest {
         a.internals().checkInvariants();
     }
 
-    // ---------------------------------------------------------------- OOM path (§3)
+    // ---------------------------------------------------------------- OOM path (allocator.md §3)
 
     @Test
     void oomRetryReleasesCacheThenCountsRetryAndReportsPyTorchText() {
@@ -406,7 +406,7 @@ public abstract class CachingAllocatorContractTest {
         a.internals().checkInvariants();
     }
 
-    // ---------------------------------------------------------------- expandable segments (§5)
+    // ---------------------------------------------------------------- expandable segments (allocator.md §5)
 
     @Test
     void workedExampleExpandableSegments() {
@@ -499,7 +499,7 @@ public abstract class CachingAllocatorContractTest {
         b.free(y);
         b.setSettings("expandable_segments:True");
         // both free blocks are 20 MiB; whichever address order, the classic one wins: it is either first, or the
-        // expandable block in front of its huge unmapped tail makes best fit walk on to it (spec §2.2)
+        // expandable block in front of its huge unmapped tail makes best fit walk on to it (allocator.md §2.2)
         long z = b.malloc(4 * MiB);
         assertThat(z).isEqualTo(y);
         b.internals().checkInvariants();
@@ -509,7 +509,7 @@ public abstract class CachingAllocatorContractTest {
         assertThat(b.memoryStats().get("max_split_size")).isEqualTo(-1);            // fixed at creation
     }
 
-    // ---------------------------------------------------------------- history (§10)
+    // ---------------------------------------------------------------- history (allocator.md §10)
 
     @Test
     void historyRingKeepsMostRecentEntriesWithInjectedClockAndFrames() {

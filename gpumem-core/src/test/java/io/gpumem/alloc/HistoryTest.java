@@ -18,7 +18,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-/** Memory history (spec §10.1, §10.5): context levels, the "state" mode, trackers and snapshot contents. */
+/** Memory history (allocator.md §10.1, §10.5): context levels, the "state" mode, trackers and snapshot contents. */
 class HistoryTest {
     private static final long MiB = 1L << 20;
 

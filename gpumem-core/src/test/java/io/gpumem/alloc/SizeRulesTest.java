@@ -8,8 +8,8 @@ import java.util.Arrays;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
- * Golden values of the spec for every rule in {@link SizeRules}: §1.2 (round_size with power-of-two divisions),
- * §1.5 (segment sizes), §2.2 (pool choice and the oversize rules) and §2.3 (should_split), plus a check that the
+ * Golden values of the spec for every rule in {@link SizeRules}: allocator.md §1.2 (round_size with power-of-two divisions),
+ * allocator.md §1.5 (segment sizes), §2.2 (pool choice and the oversize rules) and §2.3 (should_split), plus a check that the
  * derived {@code largestUnsplitRemainder} agrees with {@code shouldSplit} at its boundary.
  */
 class SizeRulesTest {

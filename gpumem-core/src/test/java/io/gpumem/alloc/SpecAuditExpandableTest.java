@@ -16,14 +16,15 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
- * The spec audit of {@link CachingAllocator} (see {@link SpecAuditTest}) for expandable segments (spec §5) and
- * the global expandable flag's reach into splitting (§2.3): page-granular growth and unmapping, the lowest-address
- * run of find_expandable_block, the best-fit walk past the tail block, the stats that mapping must not move,
- * segment destruction and the trace order of an OOM retry. Expected figures are worked out in the comments.
+ * The spec audit of {@link CachingAllocator} (see {@link SpecAuditTest}) for expandable segments
+ * (allocator.md §5) and the global expandable flag's reach into splitting (allocator.md §2.3): page-granular
+ * growth and unmapping, the lowest-address run of find_expandable_block, the best-fit walk past the tail
+ * block, the stats that mapping must not move, segment destruction and the trace order of an OOM retry.
+ * Expected figures are worked out in the comments.
  */
 class SpecAuditExpandableTest {
 
-    // ---------------------------------------------------------------- §1.5/§7 alloc_size in an expandable OOM
+    // --------------------------------------------------- allocator.md §1.5/§7 alloc_size in an expandable OOM
 
     @Test
     void expandableOomStillReportsGetAllocationSize() {
@@ -41,7 +42,7 @@ class SpecAuditExpandableTest {
         a.internals().checkInvariants();
     }
 
-    // ---------------------------------------------------------------- §2.3 the global expandable flag
+    // --------------------------------------------------- allocator.md §2.3 the global expandable flag
 
     @Test
     void expandableFlagMakesClassicLargeBlocksSplitAt512() {
@@ -67,7 +68,7 @@ class SpecAuditExpandableTest {
     void withoutVirtualMemoryTheFlagIsIgnoredEverywhere() {
         SimulatedDevice dev = SimulatedDevice.builder().capacity(GiB).virtualMemory(false).build();
         CachingAllocator a = new CachingAllocator(dev, expandable());
-        // §5.5: such builds ignore expandable_segments, so §2.3 sees the flag off: a 0.5 MiB large remainder
+        // allocator.md §5.5: such builds ignore expandable_segments, so §2.3 sees the flag off: a 0.5 MiB large remainder
         // is not split, and the segment is an ordinary cudaMalloc'd one
         long p = a.malloc(19 * MiB + 512 * KiB);
         assertThat(a.internals().blockSize(p)).isEqualTo(20 * MiB);
@@ -78,7 +79,7 @@ class SpecAuditExpandableTest {
         a.internals().checkInvariants();
     }
 
-    // ---------------------------------------------------------------- §5.2 stats that expandable segments leave alone
+    // --------------------------------------------------- allocator.md §5.2 stats that expandable segments leave alone
 
     @Test
     void expandableMappingMovesNeitherSegmentNorOversizeSegmentNorInactiveSplit() {
@@ -107,7 +108,7 @@ class SpecAuditExpandableTest {
         a.internals().checkInvariants();
     }
 
-    // ---------------------------------------------------------------- §5.4 unmapping partial pages, destruction
+    // --------------------------------------------------- allocator.md §5.4 unmapping partial pages, destruction
 
     @Test
     void unmapTakesOnlyWholePagesAndTheEmptySegmentIsDestroyed() {
@@ -153,7 +154,7 @@ class SpecAuditExpandableTest {
         a.internals().checkInvariants();
     }
 
-    // ---------------------------------------------------------------- §5.2 find_expandable_block, §2.2 walk
+    // --------------------------------------------------- allocator.md §5.2 find_expandable_block, §2.2 walk
 
     @Test
     void expandableGrowthFillsTheLowestUnmappedGapFirst() {
@@ -214,7 +215,7 @@ class SpecAuditExpandableTest {
         a.internals().checkInvariants();
     }
 
-    // ---------------------------------------------------------------- §3 "Order of trace entries" (expandable)
+    // --------------------------------------------------- allocator.md §3 "Order of trace entries" (expandable)
 
     @Test
     void oomRetryUnmapsThenMapsThenAllocs() {
@@ -241,7 +242,7 @@ class SpecAuditExpandableTest {
         a.internals().checkInvariants();
     }
 
-    // ---------------------------------------------------------------- §5.2 find_expandable_block vs §2.2 oversize
+    // --------------------------------------------------- allocator.md §5.2 find_expandable_block vs §2.2 oversize
 
     @Test
     void aSmallRequestRefusedByBestFitIsStillServedByTheExpandableWalk() {

@@ -19,14 +19,14 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
- * An audit of {@link CachingAllocator} against docs/pytorch-caching-allocator.md, rule by rule, for the rules
+ * An audit of {@link CachingAllocator} against docs/allocator.md, rule by rule, for the rules
  * that real-trace replays (default config, plus expandable segments) never exercise and that the other test
- * classes do not pin. Every expected figure is worked out by hand from the spec in the comments next to it;
- * the section of the spec each test pins is in its name's comment. Expandable segments (§5) are audited in
- * {@link SpecAuditExpandableTest}.
+ * classes do not pin. Every expected figure is worked out by hand from the rules in the comments next to it;
+ * the section of docs/allocator.md each test pins is in the comment above it. Expandable segments
+ * (allocator.md §5) are audited in {@link SpecAuditExpandableTest}.
  */
 class SpecAuditTest {
-    // ---------------------------------------------------------------- §1.2/§1.3 roundup divisions through malloc
+    // --------------------------------------------------- allocator.md §1.2/§1.3 roundup divisions through malloc
 
     @Test
     void roundupDivisionsDecideTheBlockSizes() {
@@ -85,7 +85,7 @@ class SpecAuditTest {
         a.internals().checkInvariants();
     }
 
-    // ---------------------------------------------------------------- §2.2 oversize rule boundaries
+    // --------------------------------------------------- allocator.md §2.2 oversize rule boundaries
 
     @Test
     void oversizeSlackIsExclusiveAtTwentyMib() {
@@ -134,7 +134,7 @@ class SpecAuditTest {
         a.internals().checkInvariants();
     }
 
-    // ---------------------------------------------------------------- §2.4/§4.1/§4.2/§6.2 oversize stats
+    // --------------------------------------------------- allocator.md §2.4/§4.1/§4.2/§6.2 oversize stats
 
     @Test
     void oversizeStatsFollowBlockAndSegmentSizesAtFreeAndRelease() {
@@ -162,7 +162,7 @@ class SpecAuditTest {
         a.internals().checkInvariants();
     }
 
-    // ---------------------------------------------------------------- §4.3 release_available_cached_blocks
+    // --------------------------------------------------- allocator.md §4.3 release_available_cached_blocks
 
     @Test
     void releaseAvailableFreesOnlyTheFirstBigEnoughBlock() {
@@ -277,7 +277,7 @@ class SpecAuditTest {
         b.internals().checkInvariants();
     }
 
-    // ---------------------------------------------------------------- §4.4 garbage collection
+    // --------------------------------------------------- allocator.md §4.4 garbage collection
 
     private static AllocatorConfig gc(double threshold) {
         return cfg().garbageCollectionThreshold(threshold).raw("garbage_collection_threshold:" + threshold).build();
@@ -324,7 +324,7 @@ class SpecAuditTest {
         // goes on and frees B as well (in pool order: same size, lower address first)
         a.malloc(50 * MiB, s1);
         assertThat(a.memoryStats().get("num_device_free")).isEqualTo(2);
-        // §3 order of trace entries: GC's releases, then the new segment, then the alloc
+        // allocator.md §3 order of trace entries: GC's releases, then the new segment, then the alloc
         assertThat(actions(t)).containsExactly("segment_free", "segment_free", "segment_alloc", "alloc");
         assertThat(t.subList(0, 2)).extracting(TraceEntry::addr)
                 .containsExactly(Math.min(blockA, blockB), Math.max(blockA, blockB));
@@ -348,7 +348,7 @@ class SpecAuditTest {
         a.internals().checkInvariants();
     }
 
-    // ---------------------------------------------------------------- §3 step 4.2 / §4.5 memory fraction
+    // --------------------------------------------------- allocator.md §3 step 4.2 / §4.5 memory fraction
 
     @Test
     void fractionComparesTotalAllocatedMemoryPlusAllocSize() {
@@ -381,7 +381,7 @@ class SpecAuditTest {
         a.internals().checkInvariants();
     }
 
-    // ---------------------------------------------------------------- §7 OOM message and oom trace entry
+    // --------------------------------------------------- allocator.md §7 OOM message and oom trace entry
 
     @Test
     void oomReportsAllocSizeInTextAndRoundedSizeInTrace() {
@@ -418,7 +418,7 @@ class SpecAuditTest {
         assertThat(a.memoryStats().get("num_ooms")).isEqualTo(1);    // the 1EB check touches nothing
     }
 
-    // ---------------------------------------------------------------- §2.4/§4.1 inactive_split, every case
+    // --------------------------------------------------- allocator.md §2.4/§4.1 inactive_split, every case
 
     @Test
     void inactiveSplitAccountingInEveryCase() {
@@ -466,7 +466,7 @@ class SpecAuditTest {
         a.internals().checkInvariants();
     }
 
-    // ---------------------------------------------------------------- §4.2 release order
+    // --------------------------------------------------- allocator.md §4.2 release order
 
     @Test
     void emptyCacheReleasesLargePoolThenSmallPoolInSizeOrder() {
@@ -484,7 +484,7 @@ class SpecAuditTest {
         assertThat(a.memoryStats().get("num_sync_all_streams")).isEqualTo(1);
     }
 
-    // ---------------------------------------------------------------- §10.5 trace entry contents
+    // --------------------------------------------------- allocator.md §10.5 trace entry contents
 
     @Test
     void traceEntriesCarryRequestedSizesAndSegmentSizes() {
@@ -521,7 +521,7 @@ class SpecAuditTest {
         assertThat(e.size()).isEqualTo(1024 + 3 * MiB);
     }
 
-    // ---------------------------------------------------------------- §10.1 ring buffer
+    // --------------------------------------------------- allocator.md §10.1 ring buffer
 
     @Test
     void historyOffClearsAndStateKeepsOneEntry() {
@@ -551,7 +551,7 @@ class SpecAuditTest {
                 .containsExactly("free_requested", "free_completed", "segment_free");
     }
 
-    // ---------------------------------------------------------------- §6.2 max_split_size stat, §9.1 re-parse
+    // --------------------------------------------------- allocator.md §6.2 max_split_size stat, §9.1 re-parse
 
     @Test
     void maxSplitSizeStatIsFixedAtCreationWhileReparseResetsTheRule() {
@@ -576,7 +576,7 @@ class SpecAuditTest {
         b.internals().checkInvariants();
     }
 
-    // ---------------------------------------------------------------- §2.5/§10.3/§10.4 snapshot contents
+    // --------------------------------------------------- allocator.md §2.5/§10.3/§10.4 snapshot contents
 
     @Test
     void snapshotShowsStaleRequestedSizesAndSumsRequestedOverActiveBlocksOnly() {
@@ -610,7 +610,7 @@ class SpecAuditTest {
         assertThat(roundup.values()).containsOnly(0L);
     }
 
-    // ---------------------------------------------------------------- §6.2 resets
+    // --------------------------------------------------- allocator.md §6.2 resets
 
     @Test
     void resetsCoverOversizeStatsAndTheCounters() {

@@ -46,7 +46,7 @@ class StateImportTest {
         assertThat(a.reservedBytes()).isEqualTo(20 * MiB);
         assertThat(a.memoryStats().get("segment.all.current")).isZero();
         a.internals().checkInvariants();
-        long q = a.malloc(30 * MiB);          // §5.3 step 2 from the restored state
+        long q = a.malloc(30 * MiB);          // allocator.md §5.3 step 2 from the restored state
         assertThat(q).isEqualTo(base + 3 * MiB);
         assertThat(a.reservedBytes()).isEqualTo(40 * MiB);
         a.free(base);

@@ -12,7 +12,7 @@ import java.util.List;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-/** record_stream, per-stream event queues and their completion points (spec §4.1), with held-back events. */
+/** record_stream, per-stream event queues and their completion points (allocator.md §4.1), with held-back events. */
 class StreamEventsTest {
     private static final long MiB = 1L << 20;
 

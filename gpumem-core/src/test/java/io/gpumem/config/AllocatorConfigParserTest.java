@@ -151,7 +151,7 @@ class AllocatorConfigParserTest {
     class RoundupDivisions {
         @Test
         void specExampleListFillsBelowFirstKeyAndGreaterFromLastKeyInclusive() {
-            // §9.3: [256:1,512:2,1024:4,>:8] gives 1 below 512 MiB, 2 for [512 MiB, 1 GiB), 8 (not 4) from 1 GiB.
+            // allocator.md §9.3: [256:1,512:2,1024:4,>:8] gives 1 below 512 MiB, 2 for [512 MiB, 1 GiB), 8 (not 4) from 1 GiB.
             AllocatorConfig c = AllocatorConfig.parse("roundup_power2_divisions:[256:1,512:2,1024:4,>:8]");
             assertThat(c.roundupPower2DivisionsTable())
                     .containsExactly(1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 8, 8, 8, 8, 8, 8);
@@ -170,7 +170,7 @@ class AllocatorConfigParserTest {
         void singleValueAppliesToEveryInterval() {
             AllocatorConfig c = AllocatorConfig.parse("roundup_power2_divisions:4");
             assertThat(c.roundupPower2DivisionsTable()).containsOnly(4);
-            // §1.2 examples run with d=4: 1200, 3000 and 1,200,000 bytes all see d=4.
+            // allocator.md §1.2 examples run with d=4: 1200, 3000 and 1,200,000 bytes all see d=4.
             assertThat(c.roundupPower2Divisions(1200)).isEqualTo(4);
             assertThat(c.roundupPower2Divisions(3000)).isEqualTo(4);
             assertThat(c.roundupPower2Divisions(1_200_000)).isEqualTo(4);
@@ -180,7 +180,7 @@ class AllocatorConfigParserTest {
 
         @Test
         void specRoundingExampleSizeFindsItsInterval() {
-            // §1.2: (300 MiB + 1) with d=2; 300 MiB lies in [256, 512) MiB, the interval of key 256.
+            // allocator.md §1.2: (300 MiB + 1) with d=2; 300 MiB lies in [256, 512) MiB, the interval of key 256.
             AllocatorConfig c = AllocatorConfig.parse("roundup_power2_divisions:[128:4,256:2,512:8]");
             assertThat(c.roundupPower2Divisions(300 * MIB + 1)).isEqualTo(2);
             assertThat(c.roundupPower2Divisions(200 * MIB)).isEqualTo(4);
@@ -191,7 +191,7 @@ class AllocatorConfigParserTest {
 
         @Test
         void intervalIndexIsLog2OfSizeMinus20ClampedTo0And15() {
-            // §1.3: index 0 covers everything below 2 MiB, index k covers [2^k, 2^(k+1)) MiB, 15 covers >= 32 GiB.
+            // allocator.md §1.3: index 0 covers everything below 2 MiB, index k covers [2^k, 2^(k+1)) MiB, 15 covers >= 32 GiB.
             StringBuilder list = new StringBuilder("roundup_power2_divisions:[");
             for (int k = 0; k < 16; k++) {
                 list.append(k == 0 ? "" : ",").append(1L << k).append(':').append(k == 0 ? 0 : (1 << (k % 8)));

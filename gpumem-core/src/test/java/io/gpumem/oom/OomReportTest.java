@@ -6,7 +6,7 @@ import java.util.List;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-/** The OOM report's derived figures and its PyTorch 2.3+ message (spec §7.2). */
+/** The OOM report's derived figures and its PyTorch 2.3+ message (allocator.md §7.2). */
 class OomReportTest {
     @Test
     void messageWithFraction() {

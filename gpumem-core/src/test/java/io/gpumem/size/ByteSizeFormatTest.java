@@ -19,7 +19,7 @@ class ByteSizeFormatTest {
         assertThat(ByteSize.format(1025)).isEqualTo("1.00 KiB");
         assertThat(ByteSize.format(1536)).isEqualTo("1.50 KiB");
         assertThat(ByteSize.format(1_048_575)).isEqualTo("1024.00 KiB");
-        // §7.1: the comparison is "<=", so exactly 1 MiB is still KiB.
+        // allocator.md §7.1: the comparison is "<=", so exactly 1 MiB is still KiB.
         assertThat(ByteSize.format(1_048_576)).isEqualTo("1024.00 KiB");
     }
 

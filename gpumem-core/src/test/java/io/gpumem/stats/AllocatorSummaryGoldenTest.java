@@ -6,7 +6,7 @@ import org.junit.jupiter.api.Test;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-/** Spec §8.3: the allocator's own stats after the §6.3 operations print exactly the documented table. */
+/** allocator.md §8.3: the allocator's own stats after the §6.3 operations print exactly the documented table. */
 class AllocatorSummaryGoldenTest {
     @Test
     void section63OperationsPrintTheSection83Table() {

@@ -12,7 +12,7 @@ import java.nio.charset.StandardCharsets;
 public final class GoldenSummaries {
 
     /**
-     * Spec §8.3: the full table after the §6.3 worked example (a = 1000 B, b = 3 MiB, c = 25,000,000 B, free b,
+     * allocator.md §8.3: the full table after the §6.3 worked example (a = 1000 B, b = 3 MiB, c = 25,000,000 B, free b,
      * free a), as PyTorch returns it, with a trailing newline.
      */
     public static final String SECTION_8_3 = load("section-8.3-memory-summary.txt");

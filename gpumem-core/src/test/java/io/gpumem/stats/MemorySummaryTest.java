@@ -9,7 +9,7 @@ import org.junit.jupiter.api.Test;
 class MemorySummaryTest {
 
     /**
-     * The §6.3 worked example (defaults, one stream), replayed stat by stat: a = 1000 B, b = 3 MiB,
+     * The allocator.md §6.3 worked example (defaults, one stream), replayed stat by stat: a = 1000 B, b = 3 MiB,
      * c = 25,000,000 B, then free b and free a.
      */
     static Map<String, Long> section63Stats() {

@@ -16,8 +16,8 @@ public final class TestTraces {
 
     public static Path dir() {
         String d = System.getProperty("gpumem.traces.dir");
-        assumeTrue(d != null && Files.isDirectory(Path.of(d)),
-                "real traces not available (system property gpumem.traces.dir = " + d + "): skipped");
+        assumeTrue(d != null && Files.isDirectory(Path.of(d)), "real traces not present at "
+                + (d == null ? "(gpumem.traces.dir unset)" : Path.of(d).normalize() + " (gpumem.traces.dir)"));
         return Path.of(d);
     }
 

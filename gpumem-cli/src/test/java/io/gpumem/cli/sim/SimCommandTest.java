@@ -22,7 +22,7 @@ class SimCommandTest {
     private static final Path FAKE_CUDA =
             Path.of("../gpumem-cuda/target/test-classes/native/libfakecuda.so").toAbsolutePath().normalize();
 
-    /** Spec §8.3, character for character (kept once, in gpumem-core's test resources). */
+    /** allocator.md §8.3, character for character (kept once, in gpumem-core's test resources). */
     private static final String SECTION_8_3 = GoldenSummaries.SECTION_8_3;
 
     private static CliRun run(String stdin, String... args) {
@@ -45,7 +45,7 @@ class SimCommandTest {
     void workedExampleFromAFilePrintsTheSection83Table(@TempDir Path dir) throws Exception {
         Path script = dir.resolve("example.ops");
         Files.writeString(script, """
-                # spec §6.3
+                # allocator.md §6.3
                 alloc a 1000
                 alloc b 3MiB
                 alloc c 25000000
@@ -93,7 +93,7 @@ class SimCommandTest {
 
     @Test
     void expandableSegmentsWorkedExample() {
-        // Spec §5.3.
+        // allocator.md §5.3.
         CliRun r = run("""
                 config expandable_segments:True
                 alloc a 3MiB

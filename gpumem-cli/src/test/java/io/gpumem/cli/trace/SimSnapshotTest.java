@@ -17,7 +17,7 @@ import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-/** {@code snapshot FILE} in {@code gpumem sim}: PyTorch's current format, every key of spec §10. */
+/** {@code snapshot FILE} in {@code gpumem sim}: PyTorch's current format, every key of allocator.md §10. */
 class SimSnapshotTest {
 
     static CliRun sim(Path script) {
@@ -49,7 +49,7 @@ class SimSnapshotTest {
         long allocated = s.segments().stream().flatMap(g -> g.blocks().stream())
                 .filter(b -> b.state() == BlockState.ACTIVE_ALLOCATED).mapToLong(b -> b.size()).sum();
         // c rounds to 25,000,448 in a 24 MiB segment; the 161.5 KiB remainder is too small to split off (<= 1 MiB),
-        // so c holds the whole segment (spec §2.3).
+        // so c holds the whole segment (allocator.md §2.3).
         assertThat(allocated).isEqualTo(1024 + (24L << 20));
     }
 
@@ -88,7 +88,7 @@ class SimSnapshotTest {
         Process p = new ProcessBuilder("python3", "-c", check, out.toString()).redirectErrorStream(true).start();
         String text = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).strip();
         assertThat(p.waitFor()).as(text).isZero();
-        // Spec §5.3: 3 MiB maps one 20 MiB page, 30 MiB grows the segment by one more: 2 maps, one mapped run.
+        // allocator.md §5.3: 3 MiB maps one 20 MiB page, 30 MiB grows the segment by one more: 2 maps, one mapped run.
         assertThat(text).isEqualTo("2 2 1");
     }
 

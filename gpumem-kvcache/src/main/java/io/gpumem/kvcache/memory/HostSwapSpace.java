@@ -12,7 +12,7 @@ import java.lang.foreign.MemorySegment;
  *
  * <p>Transfers are batched per request: for each layer, runs of consecutive block ids travel in a
  * single copy call, so a request whose blocks are contiguous costs one copy per layer instead of one
- * per block (PagedAttention §7.3: small transfers make swapping slow).
+ * per block (PagedAttention paper, section 7.3: small transfers make swapping slow).
  */
 public final class HostSwapSpace {
     private final long capacityBytes;

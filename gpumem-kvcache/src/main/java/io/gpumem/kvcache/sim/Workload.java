@@ -1,7 +1,7 @@
 package io.gpumem.kvcache.sim;
 
 /**
- * Synthetic serving workloads, after the PagedAttention paper's evaluation (§6.1) and vLLM's
+ * Synthetic serving workloads, after the PagedAttention paper's evaluation (its section 6.1) and vLLM's
  * benchmark protocol. Lengths are log-normal with the listed means, clamped as vLLM's ShareGPT
  * benchmark filter does (prompt under 1024 tokens).
  */

@@ -1,7 +1,7 @@
 package io.gpumem.trace.analysis;
 
 /**
- * A block's state as the analysis sees it (spec §10.4): gpumem-core's {@link io.gpumem.history.BlockState}
+ * A block's state as the analysis sees it (allocator.md §10.4): gpumem-core's {@link io.gpumem.history.BlockState}
  * without {@code UNKNOWN}, so that the analysis never meets a block it cannot account for (readers reject
  * unknown states with the file and block named before a state is built). The snapshot names and their
  * spellings are core's; {@link #of} maps.

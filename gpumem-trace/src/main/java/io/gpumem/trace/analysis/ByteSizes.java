@@ -6,7 +6,7 @@ import java.util.Locale;
 /**
  * Byte figures as the reports print them and as users type them.
  *
- * <p>{@link #format} follows PyTorch's {@code format_size} (spec §7.1) so that figures match the OOM
+ * <p>{@link #format} follows PyTorch's {@code format_size} (allocator.md §7.1) so that figures match the OOM
  * message a user already has: "≤ 1024 → bytes, ≤ 1 MiB → KiB, ≤ 1 GiB → MiB, else GiB", two decimals.
  */
 public final class ByteSizes {

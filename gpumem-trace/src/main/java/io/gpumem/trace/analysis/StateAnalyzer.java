@@ -18,7 +18,7 @@ import java.util.TreeMap;
  * and free bytes; a free block counts as <em>inactive split</em> when its non-expandable segment holds an
  * active block (PyTorch's definition: free neighbours always merge, so a free block with neighbours is
  * pinned by them), and as <em>releasable</em> when its segment is wholly free (or, in an expandable
- * segment, for the whole pages inside it, spec §5.4). Free space is grouped per (pool, stream) because a
+ * segment, for the whole pages inside it, allocator.md §5.4). Free space is grouped per (pool, stream) because a
  * cached block never serves another pool or stream. Waste per segment is its free bytes plus the
  * rounding slack of its allocated blocks; the top segments are kept.
  *

@@ -17,7 +17,7 @@ import java.util.Map;
  * pool ids and unknown keys, so that read → write is lossless). Nothing else converts between them;
  * {@code AllocatorSnapshotsTest} checks that allocator → file → pickle → file → allocator is the identity.
  *
- * <p>Towards files every key of spec §10 is present: segments carry {@code requested_size},
+ * <p>Towards files every key of allocator.md §10 is present: segments carry {@code requested_size},
  * {@code segment_pool_id} (0, 0) and {@code is_expandable}; blocks and entries carry their frames ({@code []} when
  * none was captured, except that entries recorded without context keep no {@code frames} key, as PyTorch writes
  * them); {@code external_annotations} is an empty list. {@code oom} entries carry {@code device_free} and no

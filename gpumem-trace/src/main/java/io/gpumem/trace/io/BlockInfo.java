@@ -6,7 +6,7 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * One block of a snapshot segment (spec §10.4). Blocks of a segment tile it in address order.
+ * One block of a snapshot segment (allocator.md §10.4). Blocks of a segment tile it in address order.
  *
  * <p>{@code address} is always set: 2.0 files omit it, and the reader computes it as the segment address
  * plus the sizes of the preceding blocks (what PyTorch itself does); {@link #ADDRESS} in {@code fields} says

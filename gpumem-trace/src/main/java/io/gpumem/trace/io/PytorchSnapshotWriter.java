@@ -16,7 +16,7 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * Writes a {@link TraceSnapshot} as a PyTorch memory-snapshot pickle in the current format (spec §10), the
+ * Writes a {@link TraceSnapshot} as a PyTorch memory-snapshot pickle in the current format (allocator.md §10), the
  * file {@code torch.cuda.memory._dump_snapshot} would write, so that {@code _memory_viz.py} and
  * pytorch.org/memory_viz open it.
  *
@@ -174,11 +174,20 @@ public final class PytorchSnapshotWriter {
         return m;
     }
 
+    /**
+     * An entry's keys in PyTorch's order: {@code action}, then {@code addr} or (oom) {@code device_free},
+     * {@code size}, {@code stream}, {@code time_us}, {@code compile_context}, {@code user_metadata}, other keys,
+     * and {@code frames} last, so that {@code _memory_viz.py trace}, which prints entries it does not interpret
+     * as Python dicts, prints a replayed entry exactly as the recorded one.
+     */
     private static Map<String, Object> entry(TraceEntry e, FrameEncoder frames) {
         Map<String, Object> m = new LinkedHashMap<>();
         m.put("action", e.actionName());
         if (e.has(TraceEntry.ADDR)) {
             m.put("addr", e.addr());
+        }
+        if (e.has(TraceEntry.DEVICE_FREE)) {
+            m.put("device_free", e.deviceFree());
         }
         if (e.has(TraceEntry.SIZE)) {
             m.put("size", e.size());
@@ -189,15 +198,20 @@ public final class PytorchSnapshotWriter {
         if (e.has(TraceEntry.TIME_US)) {
             m.put("time_us", e.timeUs());
         }
-        if (e.has(TraceEntry.DEVICE_FREE)) {
-            m.put("device_free", e.deviceFree());
+        for (String known : ENTRY_EXTRA_ORDER) {
+            if (e.extra().containsKey(known)) {
+                m.put(known, e.extra().get(known));
+            }
         }
+        m.putAll(e.extra());
         if (e.frames() != null) {
             m.put("frames", frames.encode(e.frames()));
         }
-        m.putAll(e.extra());
         return m;
     }
+
+    /** Keys PyTorch writes between {@code time_us} and {@code frames}, in its order. */
+    private static final List<String> ENTRY_EXTRA_ORDER = List.of("compile_context", "user_metadata");
 
     /** Encodes each distinct frame list once, so the pickle memo shares it like PyTorch does. */
     private static final class FrameEncoder {
@@ -211,9 +225,9 @@ public final class PytorchSnapshotWriter {
                 for (Frame f : frames) {
                     out.add(frameDicts.computeIfAbsent(f, k -> {
                         Map<String, Object> m = new LinkedHashMap<>();
+                        m.put("name", k.name());           // PyTorch's key order
                         m.put("filename", k.filename());
                         m.put("line", k.line());
-                        m.put("name", k.name());
                         return m;
                     }));
                 }

@@ -5,7 +5,7 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * One segment of a snapshot (spec §10.3): a cudaMalloc'd range, or one contiguous mapped run of an
+ * One segment of a snapshot (allocator.md §10.3): a cudaMalloc'd range, or one contiguous mapped run of an
  * expandable segment. Fields absent from older formats are flagged off in {@code fields}
  * ({@link #REQUESTED_SIZE}, {@link #POOL_ID}, {@link #EXPANDABLE}); {@code frames} is {@code null} when absent.
  *

@@ -6,7 +6,7 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * One entry of a device trace (spec §10.5): an allocator decision or driver call, oldest first.
+ * One entry of a device trace (allocator.md §10.5): an allocator decision or driver call, oldest first.
  *
  * <p>Numeric fields are primitives so that replay loops read them without unboxing; which of them the
  * file actually carried is kept in {@link #fields()} (bits {@link #ADDR}, {@link #SIZE}, ...), so that a

@@ -7,7 +7,7 @@ import java.util.Objects;
 
 /**
  * A memory snapshot with its trace, whatever file it came from: the end-state {@code segments} (sorted by
- * address, all devices) and one trace list per device, oldest entry first (spec §10.2). Readers of the
+ * address, all devices) and one trace list per device, oldest entry first (allocator.md §10.2). Readers of the
  * CSV formats produce an empty segment list and one device trace of alloc / free entries.
  *
  * <p>{@code allocatorSettings} and {@code externalAnnotations} are {@code null} when the file lacks the key;

@@ -5,8 +5,8 @@ import io.gpumem.trace.io.TraceSnapshot;
 import java.util.Map;
 
 /**
- * The allocator configuration a snapshot was recorded under, from its {@code allocator_settings} (spec
- * §10.2). The effective values ({@code max_split_size}, {@code expandable_segments},
+ * The allocator configuration a snapshot was recorded under, from its {@code allocator_settings}
+ * (allocator.md §10.2). The effective values ({@code max_split_size}, {@code expandable_segments},
  * {@code roundup_power2_divisions}, {@code garbage_collection_threshold}) are read directly rather than
  * re-parsing the raw string, because they are what the allocator actually used (and older files have no
  * string). A snapshot without settings was recorded with the defaults, unless its segments say expandable

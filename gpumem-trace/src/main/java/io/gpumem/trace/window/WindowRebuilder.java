@@ -18,8 +18,7 @@ import java.util.Set;
 import java.util.TreeMap;
 
 /**
- * Rebuilds the allocator state at the first entry of a trace window (defrag-and-traces.md §B3,
- * replay-method.md "Start state").
+ * Rebuilds the allocator state at the first entry of a trace window (docs/replay-method.md §2 "Start state").
  *
  * <p>A snapshot's trace is a window over a longer run: blocks allocated before recording began show up
  * only in the end-state segments, or as frees without a matching alloc. The state at the window's start

@@ -67,7 +67,7 @@ class PytorchSnapshotWriterTest {
         assertThat(back.traceOf(0)).isEqualTo(s.traceOf(0));
     }
 
-    /** A small snapshot built in memory with every field of spec §10 set. */
+    /** A small snapshot built in memory with every field of allocator.md §10 set. */
     static TraceSnapshot generated() {
         Frame f = new Frame("train.py", 12, "forward");
         BlockInfo used = BlockInfo.of(1L << 32, 1024, 1000, BlockState.ACTIVE_ALLOCATED);

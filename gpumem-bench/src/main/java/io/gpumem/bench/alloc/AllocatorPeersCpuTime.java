@@ -1,0 +1,99 @@
+package io.gpumem.bench.alloc;
+
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.function.LongSupplier;
+
+/**
+ * The {@link AllocatorPeersBench} comparison measured in thread CPU time instead of wall time, for a shared
+ * machine: on the project's 2-core VM, with other builds running, a JMH thread gets a varying fraction of a core,
+ * so wall-clock scores of benchmarks run one after another move with the load, not with the code. CPU time
+ * charged to the benchmark thread moves far less (caches and frequency still do).
+ *
+ * <p>Method: for every stream, the three replayers (gpumem, Netty, bump pointer) are warmed up (JIT), then
+ * measured in {@code rounds} interleaved rounds; in each round each replayer runs {@code reps} repetitions of
+ * whole passes totalling about {@code millis} ms of CPU time, and a repetition's figure is CPU ns per
+ * malloc+free pair. Printed: the median and the spread (min–max) over all repetitions, and the ratios of the
+ * medians. One JVM for all, so the streams share the JIT's profile as a library user's process would.
+ *
+ * <p>Run: {@code java -cp gpumem-bench/target/benchmarks.jar io.gpumem.bench.alloc.AllocatorPeersCpuTime
+ * [rounds reps millis]} (defaults 5, 10, 100) from the project root (traces from {@code -Dgpumem.traces.dir},
+ * default {@code ../shared/traces}).
+ */
+public final class AllocatorPeersCpuTime {
+    private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
+
+    private AllocatorPeersCpuTime() {
+    }
+
+    public static void main(String[] args) {
+        int rounds = args.length > 0 ? Integer.parseInt(args[0]) : 5;
+        int reps = args.length > 1 ? Integer.parseInt(args[1]) : 10;
+        long millis = args.length > 2 ? Long.parseLong(args[2]) : 100;
+        System.out.printf("%-14s %-8s %10s %20s%n", "stream", "peer", "ns/pair", "spread (min-max)");
+        for (String name : List.of("lm2.7b", "llama-offload", "rmm-random")) {
+            RequestStream s = RequestStream.named(name);
+            int pairs = s.length() / 2;
+            AllocatorPeersBench.GpumemReplay gpumem = new AllocatorPeersBench.GpumemReplay(s);
+            AllocatorPeersBench.NettyReplay netty = new AllocatorPeersBench.NettyReplay(s);
+            AllocatorPeersBench.BumpReplay bump = new AllocatorPeersBench.BumpReplay(s);
+            String[] peers = {"gpumem", "netty", "bump"};
+            LongSupplier[] pass = {gpumem::pass, netty::pass, bump::pass};
+            // warm-up: JIT the three loops (about as long as one round)
+            for (LongSupplier p : pass) {
+                long end = cpuNow() + millis * reps * 1_000_000L / 2;
+                while (cpuNow() < end) {
+                    p.getAsLong();
+                }
+            }
+            List<List<Double>> perPeer = List.of(new ArrayList<>(), new ArrayList<>(), new ArrayList<>());
+            for (int round = 0; round < rounds; round++) {
+                for (int k = 0; k < pass.length; k++) {
+                    for (int r = 0; r < reps; r++) {
+                        perPeer.get(k).add(measure(pass[k], pairs, millis));
+                    }
+                }
+            }
+            double[] median = new double[peers.length];
+            for (int k = 0; k < peers.length; k++) {
+                double[] v = perPeer.get(k).stream().mapToDouble(Double::doubleValue).sorted().toArray();
+                median[k] = v[v.length / 2];
+                System.out.printf("%-14s %-8s %10.1f %10.1f-%.1f%n", name, peers[k], median[k], v[0],
+                        v[v.length - 1]);
+            }
+            System.out.printf("%-14s gpumem/netty %.2f (time ratio; < 1 = gpumem faster), "
+                    + "gpumem throughput / bump throughput %.2f%n", name, median[0] / median[1],
+                    median[2] / median[0]);
+        }
+        System.out.println("(thread CPU time, " + rounds + " interleaved rounds x " + reps + " repetitions of ~"
+                + millis + " ms; load average at the end " + Arrays.toString(loadAverage()) + ")");
+    }
+
+    private static double measure(LongSupplier pass, int pairs, long millis) {
+        long start = cpuNow();
+        long end = start + millis * 1_000_000L;
+        long passes = 0;
+        long sink = 0;
+        long now;
+        do {
+            sink ^= pass.getAsLong();
+            passes++;
+            now = cpuNow();
+        } while (now < end);
+        if (sink == 42) {
+            System.out.print(""); // keeps the replays' results alive
+        }
+        return (double) (now - start) / (passes * pairs);
+    }
+
+    private static long cpuNow() {
+        return THREADS.getCurrentThreadCpuTime();
+    }
+
+    private static double[] loadAverage() {
+        return new double[] {ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage()};
+    }
+}
