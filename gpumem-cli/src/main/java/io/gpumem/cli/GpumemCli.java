@@ -69,11 +69,27 @@ public final class GpumemCli implements Runnable {
                 cl.addSubcommand(name, newSubcommand(name));
             }
         }
+        // Every error reads "gpumem COMMAND: message" (exit 2, no stack trace), whoever raised it: a bad option or
+        // SIZE (picocli's parse), or an exception a command did not handle itself (unreadable input).
+        cl.setParameterExceptionHandler((ex, args) -> {
+            CommandLine failed = ex.getCommandLine();
+            failed.getErr().println(prefix(failed) + ex.getMessage() + " (see " + name(failed) + " --help)");
+            return 2;
+        });
         cl.setExecutionExceptionHandler((ex, commandLine, parseResult) -> {
-            commandLine.getErr().println("gpumem: " + (ex.getMessage() == null ? ex.toString() : ex.getMessage()));
+            commandLine.getErr().println(prefix(commandLine) + (ex.getMessage() == null ? ex.toString() : ex.getMessage()));
             return 2;
         });
         return cl;
+    }
+
+    /** {@code gpumem} or {@code gpumem COMMAND}. */
+    private static String name(CommandLine cl) {
+        return cl.getParent() == null ? "gpumem" : "gpumem " + cl.getCommandName();
+    }
+
+    private static String prefix(CommandLine cl) {
+        return name(cl) + ": ";
     }
 
     public static void main(String[] args) {

@@ -5,7 +5,7 @@ import io.gpumem.history.Frame;
 import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.analysis.TraceStates;
-import io.gpumem.trace.analysis.WhatIfOutcome;
+import io.gpumem.trace.whatif.WhatIfOutcome;
 import io.gpumem.trace.io.BlockInfo;
 import io.gpumem.trace.io.SegmentInfo;
 import io.gpumem.trace.io.TraceSnapshot;

@@ -1,7 +1,8 @@
 package io.gpumem.report;
 
 import io.gpumem.trace.analysis.AnalysisPrinter;
-import io.gpumem.trace.analysis.ByteSizes;
+import io.gpumem.size.ByteSize;
+import io.gpumem.trace.analysis.Percent;
 import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.trace.analysis.Diagnosis;
 import io.gpumem.trace.analysis.DiagnosisKind;
@@ -14,7 +15,7 @@ import io.gpumem.trace.analysis.Recommender;
 import io.gpumem.trace.analysis.SegmentWaste;
 import io.gpumem.trace.analysis.StateAnalysis;
 import io.gpumem.trace.analysis.StreamFree;
-import io.gpumem.trace.analysis.WhatIfOutcome;
+import io.gpumem.trace.whatif.WhatIfOutcome;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.io.IOException;
 import java.io.InputStream;
@@ -151,13 +152,13 @@ public final class HtmlReport {
         // The replay under the recorded configuration knows block sizes exactly; the trace alone only rounds requests.
         String basis = recorded != null ? "replay of the trace under its own configuration"
                 : "from the trace's requests (rounded as the allocator rounds them)";
-        card(h, "peak allocated", ByteSizes.format(recorded != null ? recorded.peakAllocated() : t.peakAllocated),
+        card(h, "peak allocated", ByteSize.formatSigned(recorded != null ? recorded.peakAllocated() : t.peakAllocated),
                 (t.peakIndex >= 0 ? "around entry #" + t.peakIndex + " of " + t.entries() + "; " : "") + basis);
-        card(h, "peak reserved", ByteSizes.format(recorded != null ? recorded.peakReserved() : t.peakReserved),
+        card(h, "peak reserved", ByteSize.formatSigned(recorded != null ? recorded.peakReserved() : t.peakReserved),
                 "segments held from the driver; " + basis);
-        card(h, "fragmentation", ByteSizes.percent(a.all().externalFragmentation()),
-                "of free cached bytes outside the largest free block (" + ByteSizes.format(a.all().largestFree()) + " of "
-                        + ByteSizes.format(a.all().cachedFree()) + "); reserved/allocated "
+        card(h, "fragmentation", Percent.of(a.all().externalFragmentation()),
+                "of free cached bytes outside the largest free block (" + ByteSize.formatSigned(a.all().largestFree()) + " of "
+                        + ByteSize.formatSigned(a.all().cachedFree()) + "); reserved/allocated "
                         + String.format(Locale.ROOT, "%.3f", finite(a.all().reservedPerAllocated())));
         DiagnosisKind kind = a.diagnosis().kind();
         h.append("<div class=\"card verdict ").append(kind.name().toLowerCase(Locale.ROOT)).append("\"><div class=\"label\">verdict</div>"
@@ -170,7 +171,7 @@ public final class HtmlReport {
         } else {
             Recommendation top = recs.getFirst();
             h.append("<div class=\"card rec\"><div class=\"label\">top recommendation</div><div class=\"value\">")
-                    .append(esc(top.action())).append("</div><div class=\"sub\">saves ").append(esc(ByteSizes.format(top.bytesSaved())))
+                    .append(esc(top.action())).append("</div><div class=\"sub\">saves ").append(esc(ByteSize.formatSigned(top.bytesSaved())))
                     .append("; ").append(esc(top.basis())).append("</div></div>\n");
         }
         h.append("</div>\n");
@@ -189,15 +190,15 @@ public final class HtmlReport {
         PoolUsage all = a.all();
         long driverFree = Math.max(0, a.state().deviceFree());
         h.append("<div class=\"story\" id=\"oom-story-").append(a.state().device()).append("\">\n<h3>Why it ran out of memory</h3>\n");
-        h.append("<p><b>What was asked:</b> ").append(esc(ByteSizes.format(request))).append(" on stream ")
+        h.append("<p><b>What was asked:</b> ").append(esc(ByteSize.formatSigned(request))).append(" on stream ")
                 .append(oom.stream()).append(" (").append(pool.statName()).append(")")
                 .append(oom.entryIndex() >= 0 ? " at trace entry #" + oom.entryIndex() : "").append(".</p>\n");
         h.append("<p><b>What was free, and where:</b> the largest free block of ").append(pool.statName())
-                .append(" on that stream was ").append(esc(ByteSizes.format(largest))).append("; the cache held ")
-                .append(esc(ByteSizes.format(all.cachedFree()))).append(" free in ").append(all.freeBlocks())
-                .append(" blocks (").append(esc(ByteSizes.format(all.pinnedFree())))
+                .append(" on that stream was ").append(esc(ByteSize.formatSigned(largest))).append("; the cache held ")
+                .append(esc(ByteSize.formatSigned(all.cachedFree()))).append(" free in ").append(all.freeBlocks())
+                .append(" blocks (").append(esc(ByteSize.formatSigned(all.pinnedFree())))
                 .append(" of it pinned between live blocks), and the driver had ")
-                .append(a.state().deviceFree() >= 0 ? esc(ByteSizes.format(driverFree)) : "an unknown amount")
+                .append(a.state().deviceFree() >= 0 ? esc(ByteSize.formatSigned(driverFree)) : "an unknown amount")
                 .append(" free.</p>\n");
         h.append("<p><b>Why it failed:</b> ").append(esc(AnalysisPrinter.headline(a.diagnosis().kind()))).append(".</p>\n");
         long[] values = {request, largest, all.cachedFree(), driverFree, all.cachedFree() + driverFree};
@@ -221,7 +222,7 @@ public final class HtmlReport {
             h.append("<rect x=\"240\" y=\"").append(y).append("\" width=\"").append(String.format(Locale.ROOT, "%.1f", w))
                     .append("\" height=\"").append(row - 6).append("\" class=\"bar ").append(classes[i]).append("\"/>");
             h.append("<text x=\"").append(String.format(Locale.ROOT, "%.1f", 246 + w)).append("\" y=\"").append(y + 15)
-                    .append("\" class=\"bar-value\">").append(esc(ByteSizes.format(values[i]))).append("</text>\n");
+                    .append("\" class=\"bar-value\">").append(esc(ByteSize.formatSigned(values[i]))).append("</text>\n");
         }
         h.append("</svg>\n</div>\n");
     }
@@ -232,8 +233,8 @@ public final class HtmlReport {
         s.allocatorConf().ifPresent(c -> h.append("allocator config: <code>").append(esc(c.isEmpty() ? "(defaults)" : c))
                 .append("</code>. "));
         if (s.capacity() >= 0 || s.deviceFree() >= 0) {
-            h.append("device capacity: ").append(s.capacity() >= 0 ? ByteSizes.format(s.capacity()) : "unknown")
-                    .append(", driver free: ").append(s.deviceFree() >= 0 ? ByteSizes.format(s.deviceFree()) : "unknown");
+            h.append("device capacity: ").append(s.capacity() >= 0 ? ByteSize.formatSigned(s.capacity()) : "unknown")
+                    .append(", driver free: ").append(s.deviceFree() >= 0 ? ByteSize.formatSigned(s.deviceFree()) : "unknown");
         }
         h.append("</p>\n<table class=\"pools\"><thead><tr><th>pool</th><th>segments</th><th>reserved</th><th>allocated</th>"
                 + "<th>active</th><th>inactive split</th><th>releasable</th><th>largest free</th><th>ext frag</th></tr></thead><tbody>\n");
@@ -241,15 +242,15 @@ public final class HtmlReport {
             h.append("<tr><td>").append(u.scope()).append("</td>");
             num(h, Integer.toString(u.segments()));
             for (long v : new long[] {u.reserved(), u.allocated(), u.active(), u.inactiveSplit(), u.releasable(), u.largestFree()}) {
-                num(h, ByteSizes.format(v));
+                num(h, ByteSize.formatSigned(v));
             }
-            num(h, ByteSizes.percent(u.externalFragmentation()));
+            num(h, Percent.of(u.externalFragmentation()));
             h.append("</tr>\n");
         }
         h.append("</tbody></table>\n<p>reserved/allocated ")
                 .append(String.format(Locale.ROOT, "%.3f", finite(a.all().reservedPerAllocated())))
-                .append(", requested ").append(ByteSizes.format(a.all().requested())).append(" (rounding slack ")
-                .append(ByteSizes.format(a.all().allocated() - a.all().requested())).append(")</p>\n");
+                .append(", requested ").append(ByteSize.formatSigned(a.all().requested())).append(" (rounding slack ")
+                .append(ByteSize.formatSigned(a.all().allocated() - a.all().requested())).append(")</p>\n");
         if (a.streamFree().isEmpty()) {
             h.append("<p>free space: no cached free blocks</p>\n");
         } else {
@@ -258,10 +259,10 @@ public final class HtmlReport {
             for (StreamFree f : a.streamFree()) {
                 h.append("<tr><td>").append(f.pool().statName()).append("</td>");
                 num(h, Long.toString(f.stream()));
-                num(h, ByteSizes.format(f.largestFree()));
-                num(h, ByteSizes.format(f.totalFree()));
+                num(h, ByteSize.formatSigned(f.largestFree()));
+                num(h, ByteSize.formatSigned(f.totalFree()));
                 num(h, Integer.toString(f.freeBlocks()));
-                num(h, ByteSizes.percent(f.externalFragmentation()));
+                num(h, Percent.of(f.externalFragmentation()));
                 h.append("</tr>\n");
             }
             h.append("</tbody></table>\n");
@@ -277,10 +278,10 @@ public final class HtmlReport {
                         .append(w.pool().statName()).append("</td>");
                 num(h, Long.toString(w.stream()));
                 h.append("<td>").append(w.expandable() ? "expandable" : "").append("</td>");
-                num(h, ByteSizes.format(w.totalSize()));
-                num(h, ByteSizes.format(w.waste()));
-                num(h, ByteSizes.format(w.freeBytes()));
-                num(h, ByteSizes.format(w.slackBytes()));
+                num(h, ByteSize.formatSigned(w.totalSize()));
+                num(h, ByteSize.formatSigned(w.waste()));
+                num(h, ByteSize.formatSigned(w.freeBytes()));
+                num(h, ByteSize.formatSigned(w.slackBytes()));
                 h.append("<td>").append(w.pinned() ? "pinned by live blocks" : "releasable").append("</td></tr>\n");
             }
             h.append("</tbody></table>\n");
@@ -327,14 +328,14 @@ public final class HtmlReport {
                         .append("><td>").append(esc(o.label().isEmpty() ? "(defaults)" : o.label()))
                         .append(o == best ? " <span class=\"tag\">recommended</span>" : "")
                         .append(o == r.baseline() ? " <span class=\"tag base\">as recorded</span>" : "").append("</td>");
-                num(h, ByteSizes.format(o.peakAllocated()));
-                num(h, ByteSizes.format(o.peakReserved()));
+                num(h, ByteSize.formatSigned(o.peakAllocated()));
+                num(h, ByteSize.formatSigned(o.peakReserved()));
                 num(h, String.format(Locale.ROOT, "%.3f", o.reservedPerAllocated()));
                 num(h, Long.toString(o.deviceAllocs()));
                 num(h, Long.toString(o.retries()));
                 num(h, Long.toString(o.ooms()));
                 if (withCapacity) {
-                    num(h, o.minCapacity() >= 0 ? ByteSizes.format(o.minCapacity()) : "-");
+                    num(h, o.minCapacity() >= 0 ? ByteSize.formatSigned(o.minCapacity()) : "-");
                 }
                 h.append("</tr>\n");
             }
@@ -346,7 +347,7 @@ public final class HtmlReport {
             h.append("<ol class=\"recommendations\">\n");
             for (Recommendation rec : r.recommendations()) {
                 h.append("<li><b>").append(esc(rec.action())).append("</b><br>saves ")
-                        .append(esc(ByteSizes.format(rec.bytesSaved()))).append("; ").append(esc(rec.basis())).append("</li>\n");
+                        .append(esc(ByteSize.formatSigned(rec.bytesSaved()))).append("; ").append(esc(rec.basis())).append("</li>\n");
             }
             h.append("</ol>\n");
         }

@@ -6,7 +6,8 @@ import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import io.gpumem.trace.analysis.AllocatorStates;
-import io.gpumem.trace.analysis.ByteSizes;
+import io.gpumem.size.ByteSize;
+import io.gpumem.trace.analysis.Percent;
 import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.trace.analysis.OomEvent;
 import io.gpumem.trace.analysis.Recommender;
@@ -59,9 +60,9 @@ class HtmlReportTest {
     @Test
     void showsTheAnalysisFiguresAsTextAndEscapesNames() {
         assertThat(page).contains("Why it ran out of memory")
-                .contains(ByteSizes.format(analysis.all().reserved()))
-                .contains(ByteSizes.format(analysis.all().largestFree()))
-                .contains(ByteSizes.percent(analysis.all().externalFragmentation()))
+                .contains(ByteSize.formatSigned(analysis.all().reserved()))
+                .contains(ByteSize.formatSigned(analysis.all().largestFree()))
+                .contains(Percent.of(analysis.all().externalFragmentation()))
                 .contains("test &lt;run&gt; &amp; &quot;oom&quot;")
                 .contains("a &lt;/script&gt; trace")
                 .doesNotContain("a </script> trace");

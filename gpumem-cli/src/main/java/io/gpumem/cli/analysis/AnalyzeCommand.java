@@ -3,8 +3,9 @@ package io.gpumem.cli.analysis;
 import io.gpumem.cli.report.HtmlOutput;
 import io.gpumem.report.HtmlReport;
 import io.gpumem.trace.analysis.AnalysisPrinter;
-import io.gpumem.trace.analysis.ByteSizes;
+import io.gpumem.size.ByteSize;
 import io.gpumem.trace.analysis.DeviceAnalysis;
+import io.gpumem.cli.SizeConverter;
 import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.analysis.SnapshotStates;
 import io.gpumem.trace.io.SourceFormat;
@@ -47,12 +48,12 @@ public final class AnalyzeCommand implements Callable<Integer> {
             description = "Analyse the state after trace entry N (0-based) instead of the end state.")
     Integer at;
 
-    @Option(names = "--device", paramLabel = "D", description = "Analyse only this device (default: every device in the file).")
+    @Option(names = "--trace-device", paramLabel = "N", description = "Analyse only this device (default: every device in the file).")
     Integer device;
 
-    @Option(names = "--capacity", paramLabel = "SIZE",
+    @Option(names = "--capacity", paramLabel = "SIZE", converter = SizeConverter.class,
             description = "Device capacity, e.g. 80GiB (default: unknown); needed to measure memory held outside the allocator.")
-    String capacity;
+    Long capacity;
 
     @Option(names = "--top", defaultValue = "5", paramLabel = "K",
             description = "How many wasteful segments to list (default: ${DEFAULT-VALUE}).")
@@ -68,14 +69,7 @@ public final class AnalyzeCommand implements Callable<Integer> {
     @Override
     public Integer call() {
         PrintWriter out = spec.commandLine().getOut();
-        long capacityBytes = MemoryState.UNKNOWN;
-        if (capacity != null) {
-            try {
-                capacityBytes = ByteSizes.parse(capacity);
-            } catch (IllegalArgumentException e) {
-                throw new CommandLine.ParameterException(spec.commandLine(), "--capacity: " + e.getMessage());
-            }
-        }
+        long capacityBytes = capacity == null ? MemoryState.UNKNOWN : capacity;
         if (top < 0) {
             throw new CommandLine.ParameterException(spec.commandLine(), "--top must be >= 0, got " + top);
         }
@@ -91,7 +85,7 @@ public final class AnalyzeCommand implements Callable<Integer> {
             return 0;
         }
         if (device != null && !SnapshotStates.devices(snapshot).contains(device)) {
-            throw new CommandLine.ParameterException(spec.commandLine(), "--device " + device + ": " + file
+            throw new CommandLine.ParameterException(spec.commandLine(), "--trace-device " + device + ": " + file
                     + " has no segments or trace entries for it (devices present: " + SnapshotStates.devices(snapshot) + ")");
         }
         boolean first = true;

@@ -7,14 +7,15 @@ import io.gpumem.cli.report.ReportCommand;
 import io.gpumem.report.HtmlReport;
 import io.gpumem.trace.analysis.AllocatorStates;
 import io.gpumem.trace.analysis.AnalysisPrinter;
-import io.gpumem.trace.analysis.ByteSizes;
 import io.gpumem.trace.analysis.DeviceAnalysis;
+import io.gpumem.cli.SizeConverter;
+import io.gpumem.size.ByteSize;
 import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.analysis.OomEvent;
 import io.gpumem.trace.analysis.Recommender;
 import io.gpumem.trace.analysis.StateAnalysis;
 import io.gpumem.trace.analysis.StateAnalyzer;
-import io.gpumem.trace.analysis.WhatIfOutcome;
+import io.gpumem.trace.whatif.WhatIfOutcome;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.workload.TrainingWorkload;
@@ -45,13 +46,13 @@ public final class DemoCommand implements Callable<Integer> {
     @Spec
     CommandSpec spec;
 
-    @Option(names = "--capacity", defaultValue = "24GiB", paramLabel = "SIZE",
+    @Option(names = "--capacity", defaultValue = "24GiB", paramLabel = "SIZE", converter = SizeConverter.class,
             description = "Simulated device capacity (default: ${DEFAULT-VALUE}).")
-    String capacity;
+    long capacityBytes;
 
-    @Option(names = "--held-outside", defaultValue = "0", paramLabel = "SIZE",
+    @Option(names = "--held-outside", defaultValue = "0", paramLabel = "SIZE", converter = SizeConverter.OrZero.class,
             description = "Device memory held by others (CUDA context, other processes) (default: ${DEFAULT-VALUE}).")
-    String heldOutside;
+    long outsideBytes;
 
     @Option(names = "--layers", defaultValue = "16", description = "Transformer layers (default: ${DEFAULT-VALUE}).")
     int layers;
@@ -104,21 +105,19 @@ public final class DemoCommand implements Callable<Integer> {
     @Override
     public Integer call() throws Exception {
         PrintWriter out = spec.commandLine().getOut();
-        long capacityBytes = ByteSizes.parse(capacity);
-        long outsideBytes = ByteSizes.parseNonNegative(heldOutside);
         if (outsideBytes >= capacityBytes) {
-            throw new CommandLine.ParameterException(spec.commandLine(), "--held-outside " + ByteSizes.format(outsideBytes)
-                    + " must be below --capacity " + ByteSizes.format(capacityBytes));
+            throw new CommandLine.ParameterException(spec.commandLine(), "--held-outside " + ByteSize.formatSigned(outsideBytes)
+                    + " must be below --capacity " + ByteSize.formatSigned(capacityBytes));
         }
         TrainingWorkload workload = TrainingWorkload.builder().layers(layers).hidden(hidden).heads(heads).vocab(vocab)
                 .batch(batch).seqLens(seqMin, seqMax, seqMultiple).steps(steps).seed(seed).build();
         WorkloadRunner runner = new WorkloadRunner(capacityBytes, outsideBytes);
         out.println("gpumem demo: " + workload.describe());
         out.println("sequence lengths per step: " + java.util.Arrays.toString(workload.seqLens()));
-        out.println("simulated device: " + ByteSizes.format(capacityBytes) + (outsideBytes > 0
-                ? ", " + ByteSizes.format(outsideBytes) + " held outside the allocator" : "")
+        out.println("simulated device: " + ByteSize.formatSigned(capacityBytes) + (outsideBytes > 0
+                ? ", " + ByteSize.formatSigned(outsideBytes) + " held outside the allocator" : "")
                 + "; " + workload.ops().size() + " allocator calls; peak live tensors "
-                + ByteSizes.format(workload.peakLiveBytes()));
+                + ByteSize.formatSigned(workload.peakLiveBytes()));
         out.println();
 
         List<String> alternatives = configs != null ? configs : WorkloadWhatIf.DEMO_ALTERNATIVES;
@@ -135,7 +134,7 @@ public final class DemoCommand implements Callable<Integer> {
         for (String conf : alternatives) {
             rows.add(whatIf.run(conf));
         }
-        out.println("comparison (" + workload.settings().steps() + " steps on " + ByteSizes.format(capacityBytes) + "):");
+        out.println("comparison (" + workload.settings().steps() + " steps on " + ByteSize.formatSigned(capacityBytes) + "):");
         AnalysisPrinter.printOutcomes(rows, out);
         out.println();
 

@@ -4,6 +4,11 @@ import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
 import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.device.SimulatedDevice;
+import io.gpumem.kvcache.redis.RedisKvStore;
+import io.gpumem.kvcache.tier.InMemoryRemoteStore;
+import io.gpumem.kvcache.tier.RemoteKvStore;
+import io.gpumem.kvcache.tier.TierStats;
+import io.gpumem.size.ByteSize;
 import io.gpumem.kvcache.hash.HashAlgorithm;
 import io.gpumem.kvcache.manager.PreemptionMode;
 import io.gpumem.kvcache.memory.KvMemory;
@@ -12,6 +17,8 @@ import io.gpumem.kvcache.sim.ServingSimulator;
 import io.gpumem.kvcache.sim.SimConfig;
 import io.gpumem.kvcache.sim.SimObserver;
 import io.gpumem.kvcache.sim.SimReport;
+import io.gpumem.kvcache.sim.TierSettings;
+import io.gpumem.kvcache.sim.TimeModel;
 import io.gpumem.kvcache.sim.Workload;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -20,6 +27,12 @@ import picocli.CommandLine.Option;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.io.StringWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Comparator;
+import java.util.function.IntFunction;
+import java.util.stream.Stream;
+import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.Callable;
 
@@ -88,49 +101,154 @@ public final class KvSimCommand implements Callable<Integer> {
     @Option(names = "--metrics-linger", paramLabel = "SECONDS", defaultValue = "0", description = "Keep serving the final metrics this long after the run (default: ${DEFAULT-VALUE})")
     int metricsLinger;
 
+    @Option(names = "--host-tier", defaultValue = "0", description = "Host-memory tier for evicted KV blocks, SIZE; 0 = none (default: ${DEFAULT-VALUE})")
+    String hostTier;
+    @Option(names = "--disk-tier", defaultValue = "0", description = "Disk tier for evicted KV blocks, SIZE; 0 = none (default: ${DEFAULT-VALUE})")
+    String diskTier;
+    @Option(names = "--disk-dir", description = "Directory of the disk tier (default: a temporary directory, deleted afterwards)")
+    Path diskDir;
+    @Option(names = "--remote", description = "Shared remote tier: redis://HOST:PORT or memory:SIZE (in-process); default none")
+    String remote;
+    @Option(names = "--instances", defaultValue = "1", description = "Serving instances, each with its own device pool and tiers, sharing --remote (default: ${DEFAULT-VALUE})")
+    int instances;
+    @Option(names = "--tier-queue-blocks", defaultValue = "256", description = "Write-queue slots per tier; a full queue drops the write (default: ${DEFAULT-VALUE})")
+    int tierQueueBlocks;
+    @Option(names = "--tier-drain-blocks", defaultValue = "64", description = "Blocks written into each tier per step (default: ${DEFAULT-VALUE})")
+    int tierDrainBlocks;
+
+    @Option(names = "--time-weight-bytes", defaultValue = "16000000000", description = "Model weights read per step (default: ${DEFAULT-VALUE}, Llama-3-8B fp16)")
+    double weightBytes;
+    @Option(names = "--time-kv-bytes-per-token", defaultValue = "131072", description = "KV bytes per token used for transfer times (default: ${DEFAULT-VALUE})")
+    long kvBytesPerToken;
+    @Option(names = "--time-prefill-us", defaultValue = "40", description = "Prefill compute per token, microseconds (default: ${DEFAULT-VALUE})")
+    double prefillUs;
+    @Option(names = "--time-decode-us", defaultValue = "25", description = "Decode compute per token, microseconds (default: ${DEFAULT-VALUE})")
+    double decodeUs;
+    @Option(names = "--time-hbm-gbps", defaultValue = "3350", description = "HBM bandwidth, GB/s (default: ${DEFAULT-VALUE})")
+    double hbmGBps;
+    @Option(names = "--time-host-gbps", defaultValue = "50", description = "Host-device link, GB/s: PCIe 5.0 x16 50, NVLink-C2C 450 (default: ${DEFAULT-VALUE})")
+    double hostGBps;
+    @Option(names = "--time-disk-gbps", defaultValue = "7", description = "Disk bandwidth, GB/s (default: ${DEFAULT-VALUE})")
+    double diskGBps;
+    @Option(names = "--time-disk-latency-us", defaultValue = "100", description = "Disk latency per step that reads it, microseconds (default: ${DEFAULT-VALUE})")
+    double diskLatencyUs;
+    @Option(names = "--time-net-gbps", defaultValue = "12.5", description = "Network bandwidth to the remote store, GB/s (default: ${DEFAULT-VALUE})")
+    double netGBps;
+    @Option(names = "--time-net-latency-us", defaultValue = "200", description = "Remote round trip per step that asks it, microseconds (default: ${DEFAULT-VALUE})")
+    double netLatencyUs;
+
     @Override
     public Integer call() throws IOException {
         SimConfig config = config();
-        SimulatedDevice device = SimulatedDevice.builder()
-                .capacity(ServingSimulator.deviceBytes(config) + (64L << 20)).backed(true).build();
+        long host = size("--host-tier", hostTier);
+        long disk = size("--disk-tier", diskTier);
+        positive("--instances", instances);
+        positive("--tier-queue-blocks", tierQueueBlocks);
+        positive("--tier-drain-blocks", tierDrainBlocks);
+        TimeModel time = parse("--time-*", () -> new TimeModel(weightBytes, kvBytesPerToken, prefillUs, decodeUs, hbmGBps,
+                hostGBps, diskGBps, diskLatencyUs, netGBps, netLatencyUs));
         if (metricsPort != null && (metricsPort < 0 || metricsPort > 65535)) {
             throw bad("--metrics-port must be in 0..65535, got " + metricsPort);
         }
         if (metricsLinger < 0) {
             throw bad("--metrics-linger must be >= 0, got " + metricsLinger);
         }
-        CachingAllocator allocator = null;
-        KvMemory kvMemory = switch (memory.toLowerCase(Locale.ROOT)) {
-            case "allocator" -> KvMemory.cachingAllocator(allocator = new CachingAllocator(device));
-            case "direct" -> KvMemory.direct(device);
-            default -> throw bad("--memory must be allocator or direct, got '" + memory + "'");
+        String kind = memory.toLowerCase(Locale.ROOT);
+        if (!kind.equals("allocator") && !kind.equals("direct")) {
+            throw bad("--memory must be allocator or direct, got '" + memory + "'");
+        }
+        List<CachingAllocator> allocators = new java.util.concurrent.CopyOnWriteArrayList<>();
+        IntFunction<KvMemory> memoryFor = i -> {
+            SimulatedDevice device = SimulatedDevice.builder()
+                    .capacity(ServingSimulator.deviceBytes(config) + (64L << 20)).backed(true).build();
+            if (kind.equals("direct")) {
+                return KvMemory.direct(device);
+            }
+            CachingAllocator allocator = new CachingAllocator(device);
+            allocators.add(allocator);
+            return KvMemory.cachingAllocator(allocator);
         };
         KvSimMetrics metrics = null;
         if (metricsPort != null) {
             try {
-                metrics = KvSimMetrics.start(metricsPort, allocator);
+                metrics = KvSimMetrics.start(metricsPort, allocators);
             } catch (IOException e) {
                 throw bad("--metrics-port " + metricsPort + ": cannot listen on 127.0.0.1: " + e.getMessage());
             }
             spec.commandLine().getErr().println("kv-sim: metrics at " + metrics.url());
             spec.commandLine().getErr().flush();
         }
-        try {
-            SimReport r = ServingSimulator.run(config, kvMemory, metrics != null ? metrics : SimObserver.NONE);
-            PrintWriter out = spec.commandLine().getOut();
-            out.print(json ? json(config, r) : text(config, r));
-            out.flush();
-            if (metrics != null && metricsLinger > 0) {
-                try {
-                    Thread.sleep(metricsLinger * 1000L);
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                }
+        Path tempDir = null;
+        SimReport r;
+        try (RemoteKvStore store = remoteStore()) {
+            Path dir = diskDir;
+            if (disk > 0 && dir == null) {
+                tempDir = Files.createTempDirectory("gpumem-kv-disk");
+                dir = tempDir;
             }
-            return r.requestsFinished() == r.requestsTotal() ? 0 : 1;
-        } finally {
+            r = ServingSimulator.run(config, new TierSettings(host, disk, dir, store, tierQueueBlocks, tierDrainBlocks), time,
+                    instances, memoryFor, metrics != null ? metrics : SimObserver.NONE);
+        } catch (RuntimeException e) {
             if (metrics != null) {
                 metrics.close();
+            }
+            throw e;
+        } finally {
+            if (tempDir != null) {
+                deleteTree(tempDir);
+            }
+        }
+        PrintWriter out = spec.commandLine().getOut();
+        out.print(json ? json(config, r) : text(config, r));
+        out.flush();
+        if (metrics != null) {
+            try {
+                if (metricsLinger > 0) {
+                    Thread.sleep(metricsLinger * 1000L);
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            } finally {
+                metrics.close();
+            }
+        }
+        return r.requestsFinished() == r.requestsTotal() ? 0 : 1;
+    }
+
+    private long size(String option, String text) {
+        long v = parse(option, () -> ByteSize.parse(text));
+        if (v < 0) {
+            throw bad(option + " must not be negative, got " + text);
+        }
+        return v;
+    }
+
+    /** The shared store named by --remote, or null. */
+    private RemoteKvStore remoteStore() {
+        if (remote == null) {
+            return null;
+        }
+        if (remote.startsWith("memory:")) {
+            long bytes = size("--remote", remote.substring("memory:".length()));
+            if (bytes == 0) {
+                throw bad("--remote memory:SIZE needs a positive size, got '" + remote + "'");
+            }
+            return new InMemoryRemoteStore(bytes);
+        }
+        if (!remote.startsWith("redis://")) {
+            throw bad("--remote must be redis://HOST:PORT or memory:SIZE, got '" + remote + "'");
+        }
+        try {
+            return RedisKvStore.connect(remote);
+        } catch (RuntimeException e) {
+            throw bad("--remote " + remote + ": cannot connect (" + e.getMessage() + ")");
+        }
+    }
+
+    private static void deleteTree(Path dir) throws IOException {
+        try (Stream<Path> walk = Files.walk(dir)) {
+            for (Path p : walk.sorted(Comparator.reverseOrder()).toList()) {
+                Files.deleteIfExists(p);
             }
         }
     }
@@ -213,6 +331,20 @@ public final class KvSimCommand implements Callable<Integer> {
         line(b, "swap traffic", r.swapOutBytes() + " bytes out, " + r.swapInBytes() + " bytes in, "
                 + r.swapInReusedBlocks() + " blocks re-hit instead of copied");
         line(b, "block-pool time", f2(r.poolNsPerStep() / 1000.0) + " us per step");
+        SimReport.Timing t = r.timing();
+        line(b, "time to first token", "mean " + f2(t.ttftMsMean()) + " ms, p50 " + f2(t.ttftMsP50()) + " ms, p99 "
+                + f2(t.ttftMsP99()) + " ms (simulated)");
+        line(b, "output tokens/s", f2(t.outputTokensPerSecond()) + " over " + f2(t.simulatedSeconds()) + " simulated s");
+        line(b, "recomputed tokens", Long.toString(t.recomputedTokens()));
+        for (TierStats s : r.tiers()) {
+            line(b, s.tier() + " tier", s.hits() + " hits (" + pct(hitRate(s)) + " of lookups), " + s.bytesIn() + " bytes in, "
+                    + s.bytesOut() + " bytes out, " + s.dropped() + " dropped, " + s.failed() + " failed, " + s.corrupt() + " corrupt");
+        }
+        for (int i = 0; i < r.instances().size(); i++) {
+            SimReport in = r.instances().get(i);
+            line(b, "instance " + i, in.requestsFinished() + " finished, prefix hit rate " + pct(in.prefixHitRate())
+                    + ", TTFT mean " + f2(in.timing().ttftMsMean()) + " ms, recomputed " + in.timing().recomputedTokens());
+        }
         return b.toString();
     }
 
@@ -222,6 +354,10 @@ public final class KvSimCommand implements Callable<Integer> {
 
     private static String f2(double v) {
         return String.format(Locale.ROOT, "%.2f", v);
+    }
+
+    private static double hitRate(TierStats s) {
+        return s.hits() + s.misses() == 0 ? 0 : (double) s.hits() / (s.hits() + s.misses());
     }
 
     private static String pct(double v) {
@@ -238,28 +374,63 @@ public final class KvSimCommand implements Callable<Integer> {
             g.writeNumberField("block_size", c.blockSize());
             g.writeBooleanField("prefix_caching", c.prefixCaching());
             g.writeStringField("preemption", c.preemption().name().toLowerCase(Locale.ROOT));
-            g.writeNumberField("requests_total", r.requestsTotal());
-            g.writeNumberField("requests_finished", r.requestsFinished());
-            g.writeNumberField("steps", r.steps());
-            g.writeNumberField("tokens_per_step", r.tokensPerStep());
-            g.writeNumberField("output_tokens", r.outputTokens());
-            g.writeNumberField("preemptions", r.preemptions());
-            g.writeNumberField("recompute_preemptions", r.recomputePreemptions());
-            g.writeNumberField("swap_preemptions", r.swapPreemptions());
-            g.writeNumberField("prefix_hit_rate", r.prefixHitRate());
-            g.writeNumberField("prefix_hit_rate_window", r.prefixHitRateWindow());
-            g.writeNumberField("kv_waste", r.kvWaste());
-            g.writeNumberField("contiguous_waste", r.contiguousWaste());
-            g.writeNumberField("mean_usage", r.meanUsage());
-            g.writeNumberField("peak_usage", r.peakUsage());
-            g.writeNumberField("mean_running", r.meanRunning());
-            g.writeNumberField("copy_on_write_blocks", r.copyOnWriteBlocks());
-            g.writeNumberField("swap_out_bytes", r.swapOutBytes());
-            g.writeNumberField("swap_in_bytes", r.swapInBytes());
-            g.writeNumberField("swap_in_reused_blocks", r.swapInReusedBlocks());
-            g.writeNumberField("pool_ns_per_step", r.poolNsPerStep());
+            figures(g, r);
+            if (!r.instances().isEmpty()) {
+                g.writeArrayFieldStart("instances");
+                for (SimReport in : r.instances()) {
+                    g.writeStartObject();
+                    figures(g, in);
+                    g.writeEndObject();
+                }
+                g.writeEndArray();
+            }
             g.writeEndObject();
         }
         return w + System.lineSeparator();
+    }
+
+    private static void figures(JsonGenerator g, SimReport r) throws IOException {
+        g.writeNumberField("requests_total", r.requestsTotal());
+        g.writeNumberField("requests_finished", r.requestsFinished());
+        g.writeNumberField("steps", r.steps());
+        g.writeNumberField("tokens_per_step", r.tokensPerStep());
+        g.writeNumberField("output_tokens", r.outputTokens());
+        g.writeNumberField("preemptions", r.preemptions());
+        g.writeNumberField("recompute_preemptions", r.recomputePreemptions());
+        g.writeNumberField("swap_preemptions", r.swapPreemptions());
+        g.writeNumberField("prefix_hit_rate", r.prefixHitRate());
+        g.writeNumberField("prefix_hit_rate_window", r.prefixHitRateWindow());
+        g.writeNumberField("kv_waste", r.kvWaste());
+        g.writeNumberField("contiguous_waste", r.contiguousWaste());
+        g.writeNumberField("mean_usage", r.meanUsage());
+        g.writeNumberField("peak_usage", r.peakUsage());
+        g.writeNumberField("mean_running", r.meanRunning());
+        g.writeNumberField("copy_on_write_blocks", r.copyOnWriteBlocks());
+        g.writeNumberField("swap_out_bytes", r.swapOutBytes());
+        g.writeNumberField("swap_in_bytes", r.swapInBytes());
+        g.writeNumberField("swap_in_reused_blocks", r.swapInReusedBlocks());
+        g.writeNumberField("pool_ns_per_step", r.poolNsPerStep());
+        SimReport.Timing t = r.timing();
+        g.writeNumberField("simulated_seconds", t.simulatedSeconds());
+        g.writeNumberField("ttft_ms_mean", t.ttftMsMean());
+        g.writeNumberField("ttft_ms_p50", t.ttftMsP50());
+        g.writeNumberField("ttft_ms_p99", t.ttftMsP99());
+        g.writeNumberField("output_tokens_per_s", t.outputTokensPerSecond());
+        g.writeNumberField("recomputed_tokens", t.recomputedTokens());
+        g.writeObjectFieldStart("tiers");
+        for (TierStats s : r.tiers()) {
+            g.writeObjectFieldStart(s.tier());
+            g.writeNumberField("hits", s.hits());
+            g.writeNumberField("misses", s.misses());
+            g.writeNumberField("hit_rate", hitRate(s));
+            g.writeNumberField("bytes_in", s.bytesIn());
+            g.writeNumberField("bytes_out", s.bytesOut());
+            g.writeNumberField("dropped", s.dropped());
+            g.writeNumberField("failed", s.failed());
+            g.writeNumberField("corrupt", s.corrupt());
+            g.writeNumberField("evicted", s.evicted());
+            g.writeEndObject();
+        }
+        g.writeEndObject();
     }
 }

@@ -1,7 +1,7 @@
 package io.gpumem.cli.report;
 
 import io.gpumem.report.HtmlReport;
-import io.gpumem.trace.analysis.ByteSizes;
+import io.gpumem.size.ByteSize;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.io.UncheckedIOException;
@@ -20,7 +20,7 @@ public final class HtmlOutput {
             throw new UncheckedIOException("cannot write the HTML report to " + file + ": " + e.getMessage(), e);
         }
         out.println();
-        out.println("HTML report written to " + file.toAbsolutePath() + " (" + ByteSizes.format(file.toFile().length())
+        out.println("HTML report written to " + file.toAbsolutePath() + " (" + ByteSize.formatSigned(file.toFile().length())
                 + "; open it in a browser, it works offline)");
     }
 }

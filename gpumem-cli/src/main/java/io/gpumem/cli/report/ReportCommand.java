@@ -3,13 +3,13 @@ package io.gpumem.cli.report;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.config.ConfigException;
 import io.gpumem.report.HtmlReport;
-import io.gpumem.trace.analysis.ByteSizes;
+import io.gpumem.size.ByteSize;
 import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.analysis.SnapshotStates;
 import io.gpumem.trace.analysis.TraceWhatIf;
 import io.gpumem.trace.analysis.WhatIf;
-import io.gpumem.trace.analysis.WhatIfOutcome;
+import io.gpumem.trace.whatif.WhatIfOutcome;
 import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
@@ -66,7 +66,7 @@ public final class ReportCommand implements Callable<Integer> {
         long capacityBytes = MemoryState.UNKNOWN;
         try {
             if (capacity != null) {
-                capacityBytes = ByteSizes.parse(capacity);
+                capacityBytes = ByteSize.parse(capacity);
             }
             for (String c : configs) {
                 AllocatorConfig.parse(c);
@@ -114,7 +114,7 @@ public final class ReportCommand implements Callable<Integer> {
         }
         out.printf("report of %s (%d device%s) written to %s (%s, %.1f s); open it in a browser, it works offline%n",
                 file, devices.size(), devices.size() == 1 ? "" : "s", target.toAbsolutePath(),
-                ByteSizes.format(target.toFile().length()), (System.nanoTime() - started) / 1e9);
+                ByteSize.formatSigned(target.toFile().length()), (System.nanoTime() - started) / 1e9);
         out.flush();
         return 0;
     }

@@ -1,12 +1,14 @@
 package io.gpumem.cli.trace;
 
+import io.gpumem.cli.SizeConverter;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.config.ConfigException;
+import io.gpumem.size.ByteSize;
 import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.replay.WhatIfReplay;
-import io.gpumem.trace.replay.WhatIfResult;
+import io.gpumem.trace.whatif.WhatIfOutcome;
 import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowRebuilder;
 import io.gpumem.trace.window.WindowStart;
@@ -42,14 +44,14 @@ public final class CompareCommand implements Callable<Integer> {
             description = "A configuration to compare, e.g. expandable_segments:True or max_split_size_mb:128 (repeatable).")
     List<String> configs = new ArrayList<>();
 
-    @Option(names = "--device", paramLabel = "N",
+    @Option(names = "--trace-device", paramLabel = "N",
             description = "Device trace to replay (default: the one with the most alloc entries).")
     Integer device;
 
-    @Option(names = "--capacity-gib", paramLabel = "GIB",
-            description = "Device capacity for the OOM column (default: the recorded capacity: the trace's peak"
-                    + " reserved, or reserved + free at a recorded oom).")
-    Double capacityGib;
+    @Option(names = "--capacity", paramLabel = "SIZE", converter = SizeConverter.class,
+            description = "Device capacity for the OOM column, e.g. 80GiB (default: the recorded capacity: the trace's"
+                    + " peak reserved, or reserved + free at a recorded oom).")
+    Long capacityBytes;
 
     @Option(names = "--json", description = "Print a JSON array instead of the table: one object per configuration"
             + " with config, peak_allocated, peak_reserved, min_capacity, device_allocs, retries, ooms.")
@@ -83,27 +85,22 @@ public final class CompareCommand implements Callable<Integer> {
             err.println("gpumem compare: " + trace.source() + ": device " + d + " has no trace to replay");
             return 2;
         }
-        if (capacityGib != null && capacityGib <= 0) {
-            err.println("gpumem compare: --capacity-gib must be positive");
-            return 2;
-        }
         WindowStart start;
         WhatIfReplay replay;
         long capacity;
-        List<WhatIfResult> rows = new ArrayList<>();
+        List<WhatIfOutcome> rows = new ArrayList<>();
         try {
             start = new WindowRebuilder(recordedConfig).rebuild(trace, d);
             replay = new WhatIfReplay(trace, d, start);
-            capacity = capacityGib != null ? (long) (capacityGib * (1L << 30)) : replay.recordedCapacity(recordedConfig);
+            capacity = capacityBytes != null ? capacityBytes : replay.recordedCapacity(recordedConfig);
             var progress = TerminalProgress.forTerminal("compare", "configurations");
-            int total = 1 + others.size();
-            progress.progress(0, total);
-            rows.add(replay.evaluate(recordedConfig, true, capacity));
-            for (int i = 0; i < others.size(); i++) {
-                progress.progress(i + 1, total);
-                rows.add(replay.evaluate(others.get(i), false, capacity));
-            }
-            progress.progress(total, total);
+            List<AllocatorConfig> all = new ArrayList<>();
+            all.add(recordedConfig);
+            all.addAll(others);
+            progress.progress(0, all.size());
+            // one configuration per core: each replay is single-threaded and independent of the others
+            rows.addAll(replay.evaluateAll(all, capacity, Runtime.getRuntime().availableProcessors(),
+                    finished -> progress.progress(finished, all.size())));
         } catch (IllegalArgumentException | IllegalStateException e) {
             err.println("gpumem compare: " + trace.source() + ": inconsistent snapshot: " + e.getMessage());
             return 2;
@@ -112,22 +109,23 @@ public final class CompareCommand implements Callable<Integer> {
             out.println(json(rows));
         } else {
             out.println("trace " + trace.source() + ", device " + d + ": " + trace.traceOf(d).size() + " entries; start "
-                    + Sizes.gib(start.allocatedBytes()) + " allocated in " + Sizes.gib(start.reservedBytes())
+                    + ByteSize.format(start.allocatedBytes()) + " allocated in " + ByteSize.format(start.reservedBytes())
                     + " reserved; " + (trace.format() == io.gpumem.trace.io.SourceFormat.PYTORCH_SNAPSHOT
                             || trace.format() == io.gpumem.trace.io.SourceFormat.PYTORCH_SEGMENT_LIST
-                            ? "recorded peak reserved " + Sizes.gib(replay.recorded().peakReserved())
+                            ? "recorded peak reserved " + ByteSize.format(replay.recorded().peakReserved())
                             : "requests only (" + trace.format() + ", no driver calls recorded)")
-                    + "; capacity " + Sizes.gib(capacity));
+                    + "; capacity " + ByteSize.format(capacity));
             out.print(table(rows));
         }
         if (html != null) {
-            List<io.gpumem.trace.analysis.WhatIfOutcome> outcomes = new ArrayList<>();
-            for (WhatIfResult r : rows) {
-                outcomes.add(new io.gpumem.trace.analysis.WhatIfOutcome(label(r), r.peakAllocated(), r.peakReserved(),
-                        r.deviceAllocs(), r.retries(), r.ooms(), r.minCapacity()));
+            // the report's table labels rows by configuration; the compare rows join it under compare's labels
+            List<WhatIfOutcome> outcomes = new ArrayList<>();
+            for (WhatIfOutcome r : rows) {
+                outcomes.add(new WhatIfOutcome(label(r), r.recorded(), r.capacity(), r.peakAllocated(), r.peakReserved(),
+                        r.deviceAllocs(), r.deviceFrees(), r.retries(), r.ooms(), r.minCapacity()));
             }
             var analysis = io.gpumem.trace.analysis.DeviceAnalysis.of(trace, d, null,
-                    capacityGib != null ? capacity : io.gpumem.trace.analysis.MemoryState.UNKNOWN, 5, true);
+                    capacityBytes != null ? capacityBytes : io.gpumem.trace.analysis.MemoryState.UNKNOWN, 5, true);
             io.gpumem.cli.report.HtmlOutput.write(new io.gpumem.report.HtmlReport(trace.source())
                     .addDevice(trace, analysis, outcomes), html, json ? err : out);
         }
@@ -153,21 +151,21 @@ public final class CompareCommand implements Callable<Integer> {
         return best;
     }
 
-    static String label(WhatIfResult r) {
-        String c = r.config() == null || r.config().isEmpty() ? "defaults" : r.config();
+    static String label(WhatIfOutcome r) {
+        String c = r.label() == null || r.label().isEmpty() ? "defaults" : r.label();
         return r.recorded() ? "recorded (" + c + ")" : c;
     }
 
-    static String table(List<WhatIfResult> rows) {
+    static String table(List<WhatIfOutcome> rows) {
         String[] head = {"config", "peak allocated", "peak reserved", "reserved/allocated", "driver allocs",
                 "driver frees", "retries", "OOMs", "min capacity"};
         List<String[]> cells = new ArrayList<>();
         cells.add(head);
-        for (WhatIfResult r : rows) {
-            cells.add(new String[] {label(r), Sizes.gib(r.peakAllocated()), Sizes.gib(r.peakReserved()),
+        for (WhatIfOutcome r : rows) {
+            cells.add(new String[] {label(r), ByteSize.format(r.peakAllocated()), ByteSize.format(r.peakReserved()),
                     String.format(Locale.ROOT, "%.3f", r.reservedPerAllocated()), Long.toString(r.deviceAllocs()),
                     Long.toString(r.deviceFrees()), Long.toString(r.retries()), Long.toString(r.ooms()),
-                    Sizes.gib(r.minCapacity())});
+                    ByteSize.format(r.minCapacity())});
         }
         int[] width = new int[head.length];
         for (String[] row : cells) {
@@ -189,12 +187,12 @@ public final class CompareCommand implements Callable<Integer> {
         return sb.toString();
     }
 
-    static String json(List<WhatIfResult> rows) {
+    static String json(List<WhatIfOutcome> rows) {
         return Json.line(g -> {
             g.writeStartArray();
-            for (WhatIfResult r : rows) {
+            for (WhatIfOutcome r : rows) {
                 g.writeStartObject();
-                g.writeStringField("config", r.config() == null ? "" : r.config());
+                g.writeStringField("config", r.label() == null ? "" : r.label());
                 g.writeNumberField("peak_allocated", r.peakAllocated());
                 g.writeNumberField("peak_reserved", r.peakReserved());
                 g.writeNumberField("min_capacity", r.minCapacity());

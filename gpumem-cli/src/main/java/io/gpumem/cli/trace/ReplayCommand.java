@@ -1,5 +1,6 @@
 package io.gpumem.cli.trace;
 
+import io.gpumem.cli.SizeConverter;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.config.ConfigException;
 import io.gpumem.trace.io.PytorchSnapshotWriter;
@@ -55,11 +56,11 @@ public final class ReplayCommand implements Callable<Integer> {
                     + " expandable_segments:True); --snapshot then writes the snapshot of that what-if.")
     String config;
 
-    @Option(names = "--gpu-mem-gib", paramLabel = "GIB",
+    @Option(names = "--capacity", paramLabel = "SIZE", converter = SizeConverter.class,
             description = "Device memory assumed for sizing expandable-segment reservations (PyTorch reserves"
-                    + " ceil(1.125 x memory / page) pages). Default: 4,560 x 20 MiB / 1.125 (about 79.17 GiB), the size"
-                    + " the public expandable-segments trace implies.")
-    Double gpuMemGib;
+                    + " ceil(1.125 x memory / page) pages), e.g. 80GiB. Default: 4,560 x 20 MiB / 1.125 (about 79.17 GiB),"
+                    + " the size the public expandable-segments trace implies.")
+    Long capacityBytes;
 
     @Override
     public Integer call() {
@@ -69,11 +70,7 @@ public final class ReplayCommand implements Callable<Integer> {
         if (trace == null) {
             return 2;
         }
-        if (gpuMemGib != null && gpuMemGib <= 0) {
-            err.println("gpumem replay: --gpu-mem-gib must be positive");
-            return 2;
-        }
-        long gpuMemory = gpuMemGib == null ? OracleDevice.DEFAULT_TOTAL_MEMORY : (long) (gpuMemGib * (1L << 30));
+        long gpuMemory = capacityBytes == null ? OracleDevice.DEFAULT_TOTAL_MEMORY : capacityBytes;
         AllocatorConfig whatIf;
         try {
             whatIf = config == null ? null : AllocatorConfig.parse(config);

@@ -1,5 +1,6 @@
 package io.gpumem.cli.trace;
 
+import io.gpumem.cli.SizeConverter;
 import io.gpumem.trace.io.ReadLimits;
 import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.io.TraceReaders;
@@ -20,9 +21,9 @@ final class TraceInput {
                     + " (detected from the content).")
     Path file;
 
-    @Option(names = "--max-file-mib", paramLabel = "N", defaultValue = "1024",
-            description = "Refuse files larger than N MiB (default: ${DEFAULT-VALUE}).")
-    long maxFileMib;
+    @Option(names = "--max-file-size", paramLabel = "SIZE", defaultValue = "1GiB", converter = SizeConverter.class,
+            description = "Refuse files larger than SIZE (default: ${DEFAULT-VALUE}).")
+    long maxFileSize;
 
     @Option(names = "--max-entries", paramLabel = "N", defaultValue = "50000000",
             description = "Refuse files with more than N trace entries or rows (default: ${DEFAULT-VALUE}).")
@@ -43,9 +44,9 @@ final class TraceInput {
     }
 
     TraceSnapshot read() {
-        if (maxFileMib <= 0 || maxEntries <= 0) {
-            throw new IllegalArgumentException("--max-file-mib and --max-entries must be positive");
+        if (maxEntries <= 0) {
+            throw new IllegalArgumentException("--max-entries must be positive");
         }
-        return TraceReaders.read(file, new ReadLimits(maxFileMib << 20, maxEntries));
+        return TraceReaders.read(file, new ReadLimits(maxFileSize, maxEntries));
     }
 }

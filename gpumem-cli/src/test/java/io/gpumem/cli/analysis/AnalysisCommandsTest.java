@@ -107,9 +107,9 @@ class AnalysisCommandsTest {
         assertThat(past.err()).contains("--at 99999999 is outside device 0's trace");
         CliRun cap = run("analyze", snapshot.toString(), "--capacity", "-3");
         assertThat(cap.exit()).isEqualTo(2);
-        CliRun dev = run("analyze", snapshot.toString(), "--device", "5");
+        CliRun dev = run("analyze", snapshot.toString(), "--trace-device", "5");
         assertThat(dev.exit()).isEqualTo(2);
-        assertThat(dev.err()).contains("--device 5");
+        assertThat(dev.err()).contains("--trace-device 5");
     }
 
     @Test
@@ -154,7 +154,7 @@ class AnalysisCommandsTest {
 
     @Test
     void analyzesTheRealOomAtItsEntryAndBlamesLiveTensors() {
-        CliRun r = run("analyze", trace("gnn-train-expandable-oom.pickle").toString(), "--device", "1",
+        CliRun r = run("analyze", trace("gnn-train-expandable-oom.pickle").toString(), "--trace-device", "1",
                 "--capacity", "80GiB", "--no-compare");
         assertThat(r.exit()).as(r.err()).isZero();
         assertThat(r.out()).contains("after entry #421 (oom)")

@@ -76,4 +76,61 @@ class KvSimCommandTest {
         assertThat(r.exit()).isEqualTo(1);
         assertThat(r.out()).contains("\"steps\":10");
     }
+
+    private static double number(String json, String key) {
+        java.util.regex.Matcher m = java.util.regex.Pattern.compile("\"" + key + "\":([0-9.Ee+-]+)").matcher(json);
+        assertThat(m.find()).as(key + " in " + json).isTrue();
+        return Double.parseDouble(m.group(1));
+    }
+
+    @Test
+    void aHostTierRaisesTheHitRateAndCutsRecomputation() {
+        String[] base = {"kv-sim", "--workload", "chat", "--requests", "60", "--blocks", "160", "--json"};
+        CliRun without = run(base);
+        String[] withTier = java.util.Arrays.copyOf(base, base.length + 2);
+        withTier[base.length] = "--host-tier";
+        withTier[base.length + 1] = "16MiB";
+        CliRun with = run(withTier);
+        assertThat(with.exit()).as(with.err()).isZero();
+        for (String key : List.of("ttft_ms_mean", "ttft_ms_p50", "ttft_ms_p99", "output_tokens_per_s", "recomputed_tokens")) {
+            assertThat(with.out()).contains("\"" + key + "\":");
+        }
+        assertThat(with.out()).contains("\"tiers\":{\"host\":{\"hits\":");
+        assertThat(without.out()).contains("\"tiers\":{}");
+        assertThat(number(with.out(), "prefix_hit_rate")).isGreaterThan(number(without.out(), "prefix_hit_rate"));
+        assertThat(number(with.out(), "recomputed_tokens")).isLessThan(number(without.out(), "recomputed_tokens"));
+        assertThat(number(with.out(), "bytes_in")).isPositive();
+        assertThat(number(with.out(), "bytes_out")).isPositive();
+    }
+
+    @Test
+    void instancesSharingAStoreHitWhatTheOthersComputed() {
+        CliRun r = run("kv-sim", "--workload", "chat", "--requests", "40", "--blocks", "160", "--instances", "2",
+                "--remote", "memory:64MiB", "--json");
+        assertThat(r.exit()).as(r.err()).isZero();
+        String instances = r.out().substring(r.out().indexOf("\"instances\":["));
+        int second = instances.indexOf("},{\"requests_total\"");
+        assertThat(second).isPositive();
+        assertThat(number(instances.substring(second), "hits")).as("instance 1's remote hits").isPositive();
+        CliRun text = run("kv-sim", "--workload", "chat", "--requests", "10", "--blocks", "160", "--instances", "2",
+                "--remote", "memory:64MiB", "--host-tier", "1MiB", "--disk-tier", "4MiB");
+        assertThat(text.exit()).as(text.err()).isZero();
+        assertThat(text.out()).contains("time to first token", "host tier", "disk tier", "remote tier", "instance 1");
+    }
+
+    @Test
+    void badTierOptionsNameTheOptionAndExitWithTwo() {
+        CliRun r = run("kv-sim", "--remote", "ftp://x");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).contains("--remote");
+        r = run("kv-sim", "--host-tier", "2GB");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).contains("--host-tier");
+        r = run("kv-sim", "--instances", "0");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).contains("--instances");
+        r = run("kv-sim", "--time-host-gbps", "0");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).contains("--time");
+    }
 }

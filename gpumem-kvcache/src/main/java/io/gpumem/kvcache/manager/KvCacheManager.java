@@ -43,7 +43,9 @@ import java.util.Set;
  * in the tiers: each verified record is promoted into a device block taken from the free list (which
  * may demote the least recently used one), cached under its key after its parent, and left idle like
  * any cached block, so the rest of the manager sees an ordinary device hit. Promotion stops before it
- * would take one of the walk's own idle hits. The owner calls {@link #pumpTiers} once per step.
+ * would take one of the walk's own idle hits, and is skipped when the request's whole prompt would not
+ * fit in the free list (it could not be admitted, and its promoted blocks would be evicted again before
+ * its next try). The owner calls {@link #pumpTiers} once per step.
  *
  * <h2>Invariants ({@link #checkInvariants})</h2>
  * The pool's own invariants, plus: every non-null block's count equals the number of live request
@@ -191,6 +193,11 @@ public final class KvCacheManager implements AutoCloseable {
      * walk's idle hits (or none is free).
      */
     private int promoteFromTiers(KvRequest r, int hits, int maxBlocks) {
+        // A request that could not be admitted even with every free block would only evict what it
+        // promotes before its next try: promote only when its whole prompt fits in the free list.
+        if (pool.freeCount() < (r.numTokens + blockSize - 1) / blockSize) {
+            return hits;
+        }
         while (hits < maxBlocks) {
             int next = pool.peekFree();
             if (next == KvBlockPool.NONE || isPendingHit(r, hits, next)) {

@@ -5,18 +5,21 @@ import io.gpumem.device.Device;
 import io.gpumem.kvcache.KvCacheSpec;
 import io.gpumem.kvcache.manager.KvCacheConfig;
 import io.gpumem.kvcache.manager.KvCacheManager;
-import io.gpumem.kvcache.manager.KvCacheStats;
 import io.gpumem.kvcache.manager.KvRequest;
 import io.gpumem.kvcache.memory.KvMemory;
 import io.gpumem.kvcache.sched.Scheduler;
 import io.gpumem.kvcache.sched.SchedulerConfig;
+import io.gpumem.kvcache.tier.TierStats;
 
 import java.util.ArrayList;
-import java.util.IdentityHashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.PriorityQueue;
+import java.util.Set;
 import java.util.SplittableRandom;
+import java.util.function.IntFunction;
 
 /**
  * A step-level simulation of an LLM server on the paged KV cache: requests arrive (seeded Poisson),
@@ -26,35 +29,18 @@ import java.util.SplittableRandom;
  * whose prompt is the whole history plus a new user message, so it can re-hit the cache.
  *
  * <p>Measured per step after execution: allocated slots (distinct referenced blocks × block size) and
- * live tokens (computed tokens in them, shared blocks once) for KV waste; usage; and the wall time
- * spent in the KV-cache manager and scheduler (the only non-deterministic figure).
+ * live tokens (computed tokens in them, shared blocks once) for KV waste; usage; the step's simulated
+ * duration ({@link TimeModel}); and the wall time spent in the KV-cache manager and scheduler (the only
+ * non-deterministic figure).
+ *
+ * <p>With several instances (each its own manager, device pool and tiers, sharing only the remote
+ * store) arrivals are dealt round-robin in arrival order, every turn of a chat separately, so a
+ * conversation's next turn usually lands on another instance; instances step in lock step, instance 0
+ * first, so the run stays deterministic. Arrivals are counted in steps, as with one instance.
  */
 public final class ServingSimulator {
 
-    private static final class Pending {
-        final long arrival;
-        final long order;
-        final int[] prompt;
-        final int turnsLeft;
-
-        Pending(long arrival, long order, int[] prompt, int turnsLeft) {
-            this.arrival = arrival;
-            this.order = order;
-            this.prompt = prompt;
-            this.turnsLeft = turnsLeft;
-        }
-    }
-
-    private static final class Live {
-        final int outputLength;
-        final int turnsLeft;
-        final SplittableRandom sampler;
-
-        Live(int outputLength, int turnsLeft, SplittableRandom sampler) {
-            this.outputLength = outputLength;
-            this.turnsLeft = turnsLeft;
-            this.sampler = sampler;
-        }
+    private record Pending(long arrival, long order, int[] prompt, int turnsLeft) {
     }
 
     private ServingSimulator() {
@@ -62,11 +48,35 @@ public final class ServingSimulator {
 
     /** Runs the simulation with the KV memory taken from {@code memory} (its device must hold the cache). */
     public static SimReport run(SimConfig config, KvMemory memory) {
-        return run(config, memory, SimObserver.NONE);
+        return run(config, TierSettings.NONE, TimeModel.defaults(), 1, i -> memory);
     }
 
-    /** As {@link #run(SimConfig, KvMemory)}, telling {@code observer} about the manager and every step. */
-    public static SimReport run(SimConfig config, KvMemory memory, SimObserver observer) {
+    /** Bytes of device memory the cache of {@code config} needs (all layers). */
+    public static long deviceBytes(SimConfig config) {
+        return 2L * config.blockSize() * config.kvHeads() * config.headSize() * 2 * config.layers() * config.blocks();
+    }
+
+    /** Runs with the KV regions taken from a {@link CachingAllocator} on {@code device} (the default set-up). */
+    public static SimReport run(SimConfig config, Device device) {
+        return run(config, KvMemory.cachingAllocator(new CachingAllocator(device)));
+    }
+
+    /**
+     * Runs {@code instances} serving instances over one workload, instance {@code i} taking its KV memory
+     * from {@code memory.apply(i)} and its tiers from {@code tiers}. With one instance the report is that
+     * instance's; with several it is the total, and {@link SimReport#instances()} holds each one's.
+     */
+    public static SimReport run(SimConfig config, TierSettings tiers, TimeModel time, int instances,
+                                IntFunction<KvMemory> memory) {
+        return run(config, tiers, time, instances, memory, SimObserver.NONE);
+    }
+
+    /**
+     * As {@link #run(SimConfig, TierSettings, TimeModel, int, IntFunction)}, telling {@code observer} about each
+     * instance's manager and every step.
+     */
+    public static SimReport run(SimConfig config, TierSettings tiers, TimeModel time, int instances,
+                                IntFunction<KvMemory> memory, SimObserver observer) {
         KvCacheSpec spec = KvCacheSpec.builder().layers(config.layers()).kvHeads(config.kvHeads())
                 .headSize(config.headSize()).elementSize(2).blockSize(config.blockSize()).numBlocks(config.blocks())
                 .maxModelLen(config.maxModelLen()).build();
@@ -83,24 +93,35 @@ public final class ServingSimulator {
         if (config.requests() <= 0) {
             throw new IllegalArgumentException("requests must be positive, got " + config.requests());
         }
-        try (KvCacheManager manager = new KvCacheManager(spec, memory, kvConfig)) {
-            observer.started(manager);
-            return simulate(config, manager, new Scheduler(manager, schedConfig), observer);
+        if (instances <= 0) {
+            throw new IllegalArgumentException("instances must be positive, got " + instances);
+        }
+        Set<Long> everComputed = new HashSet<>();
+        List<SimInstance> list = new ArrayList<>();
+        try {
+            for (int i = 0; i < instances; i++) {
+                KvCacheManager manager = new KvCacheManager(spec, memory.apply(i), kvConfig,
+                        tiers.any() ? tiers.build(spec, i) : null);
+                list.add(new SimInstance(config, time, manager, new Scheduler(manager, schedConfig), everComputed));
+                observer.started(i, manager);
+            }
+            simulate(config, list, observer);
+            if (instances == 1) {
+                return list.getFirst().report();
+            }
+            List<SimReport> each = new ArrayList<>();
+            for (SimInstance inst : list) {
+                each.add(inst.report());
+            }
+            return total(list, each);
+        } finally {
+            for (SimInstance inst : list) {
+                inst.close();
+            }
         }
     }
 
-    /** Bytes of device memory the cache of {@code config} needs (all layers). */
-    public static long deviceBytes(SimConfig config) {
-        return 2L * config.blockSize() * config.kvHeads() * config.headSize() * 2 * config.layers() * config.blocks();
-    }
-
-    /** Runs with the KV regions taken from a {@link CachingAllocator} on {@code device} (the default set-up). */
-    public static SimReport run(SimConfig config, Device device) {
-        return run(config, KvMemory.cachingAllocator(new CachingAllocator(device)));
-    }
-
-    private static SimReport simulate(SimConfig config, KvCacheManager manager, Scheduler scheduler,
-                                      SimObserver observer) {
+    private static void simulate(SimConfig config, List<SimInstance> instances, SimObserver observer) {
         WorkloadGenerator gen = new WorkloadGenerator(config);
         PriorityQueue<Pending> arrivals = new PriorityQueue<>((a, b) -> a.arrival != b.arrival
                 ? Long.compare(a.arrival, b.arrival) : Long.compare(a.order, b.order));
@@ -108,115 +129,143 @@ public final class ServingSimulator {
         for (int i = 0; i < config.requests(); i++) {
             arrivals.add(new Pending(gen.nextArrival(), order++, null, gen.turns()));
         }
-        Map<KvRequest, Live> live = new IdentityHashMap<>();
-        List<KvRequest> done = new ArrayList<>();
-        int numBlocks = config.blocks();
-        int bs = config.blockSize();
-        long[] stamp = new long[numBlocks];
-        int[] fill = new int[numBlocks];
-        long finished = 0;
-        long total = 0;
         long step = 0;
-        long computedTokens = 0;
-        long outputTokens = 0;
-        long poolNs = 0;
-        long wasteSlots = 0;
-        long allocatedSlots = 0;
-        long contiguousSlots = 0;
-        long contiguousLive = 0;
-        double usageSum = 0;
-        double peakUsage = 0;
-        long runningSum = 0;
         long nextId = 0;
-        while ((finished < total || !arrivals.isEmpty()) && step < config.maxSteps()) {
+        int dealt = 0;
+        while ((busy(instances) || !arrivals.isEmpty()) && step < config.maxSteps()) {
             while (!arrivals.isEmpty() && arrivals.peek().arrival <= step) {
                 Pending p = arrivals.poll();
                 int[] prompt = p.prompt != null ? p.prompt : gen.firstPrompt();
                 KvRequest r = KvRequest.builder("r" + nextId++, prompt).arrival(step)
                         .priority(gen.priority(config.priorityLevels())).build();
-                live.put(r, new Live(gen.outputLength(prompt.length), p.turnsLeft - 1, new SplittableRandom(gen.requestSeed())));
-                scheduler.add(r);
-                total++;
+                SimInstance inst = instances.get(dealt++ % instances.size());
+                inst.admit(r, new SimInstance.Live(gen.outputLength(prompt.length), p.turnsLeft - 1,
+                        new SplittableRandom(gen.requestSeed()), inst.clockUs));
             }
-            long t0 = System.nanoTime();
-            int batch = scheduler.schedule();
-            poolNs += System.nanoTime() - t0;
-            done.clear();
-            for (int i = 0; i < batch; i++) {
-                KvRequest r = scheduler.batchRequest(i);
-                int n = scheduler.batchTokens(i);
-                r.advanceComputed(n);
-                computedTokens += n;
-                if (r.numComputed() == r.numTokens()) {
-                    Live l = live.get(r);
-                    outputTokens++;
-                    if (r.numOutputTokens() + 1 >= l.outputLength) {
-                        done.add(r);
-                    } else {
-                        r.appendToken(l.sampler.nextInt(WorkloadGenerator.VOCAB));
+            for (SimInstance inst : instances) {
+                inst.step(step);
+                for (KvRequest r : inst.done) {
+                    SimInstance.Live l = inst.live.remove(r);
+                    if (l.turnsLeft > 0) {
+                        int[] history = new int[r.numTokens() + 1];
+                        for (int i = 0; i < r.numTokens(); i++) {
+                            history[i] = r.token(i);
+                        }
+                        history[r.numTokens()] = l.sampler.nextInt(WorkloadGenerator.VOCAB);
+                        int[] user = gen.userMessage();
+                        int len = Math.min(history.length + user.length, config.maxModelLen() - 2);
+                        if (len > history.length) {
+                            int[] prompt = java.util.Arrays.copyOf(history, len);
+                            System.arraycopy(user, 0, prompt, history.length, len - history.length);
+                            arrivals.add(new Pending(step + 1 + gen.thinkSteps(), order++, prompt, l.turnsLeft));
+                        }
                     }
                 }
             }
-            // waste and usage, measured after the step's tokens are computed and before finished ones leave
-            long slots = 0;
-            long liveTokens = 0;
-            for (KvRequest r : scheduler.running()) {
-                contiguousSlots += config.maxModelLen();
-                contiguousLive += r.numComputed();
-                for (int j = 0; j < r.numBlocks(); j++) {
-                    int b = r.block(j);
-                    int f = Math.max(0, Math.min(bs, r.numComputed() - j * bs));
-                    if (stamp[b] != step + 1) {
-                        stamp[b] = step + 1;
-                        fill[b] = f;
-                        slots += bs;
-                        liveTokens += f;
-                    } else if (f > fill[b]) {
-                        liveTokens += f - fill[b];
-                        fill[b] = f;
-                    }
-                }
-            }
-            allocatedSlots += slots;
-            wasteSlots += slots - liveTokens;
-            double usage = manager.pool().usage();
-            usageSum += usage;
-            peakUsage = Math.max(peakUsage, usage);
-            runningSum += scheduler.runningCount();
-            t0 = System.nanoTime();
-            for (KvRequest r : done) {
-                scheduler.finish(r);
-            }
-            poolNs += System.nanoTime() - t0;
-            for (KvRequest r : done) {
-                Live l = live.remove(r);
-                finished++;
-                if (l.turnsLeft > 0) {
-                    int[] history = new int[r.numTokens() + 1];
-                    for (int i = 0; i < r.numTokens(); i++) {
-                        history[i] = r.token(i);
-                    }
-                    history[r.numTokens()] = l.sampler.nextInt(WorkloadGenerator.VOCAB);
-                    int[] user = gen.userMessage();
-                    int len = Math.min(history.length + user.length, config.maxModelLen() - 2);
-                    if (len > history.length) {
-                        int[] prompt = java.util.Arrays.copyOf(history, len);
-                        System.arraycopy(user, 0, prompt, history.length, len - history.length);
-                        arrivals.add(new Pending(step + 1 + gen.thinkSteps(), order++, prompt, l.turnsLeft));
-                    }
-                }
-            }
-            observer.stepped(step, manager);
+            observer.stepped(step);
             step++;
         }
-        observer.finished(step, manager);
-        KvCacheStats stats = manager.stats();
-        return new SimReport(finished, total, step, step == 0 ? 0 : (double) computedTokens / step, outputTokens,
-                stats.preemptions(), stats.recomputePreemptions(), stats.swapPreemptions(), stats.prefixHitRate(),
-                stats.prefixHitRateWindow(), allocatedSlots == 0 ? 0 : (double) wasteSlots / allocatedSlots,
-                contiguousSlots == 0 ? 0 : (double) (contiguousSlots - contiguousLive) / contiguousSlots,
-                step == 0 ? 0 : usageSum / step, peakUsage, step == 0 ? 0 : (double) runningSum / step,
-                stats.copyOnWriteBlocks(), manager.swapSpace().swappedOutBytes(), manager.swapSpace().swappedInBytes(),
-                stats.swapInReusedBlocks(), step == 0 ? 0 : (double) poolNs / step);
+        observer.finished(step);
+    }
+
+    private static boolean busy(List<SimInstance> instances) {
+        for (SimInstance inst : instances) {
+            if (inst.busy()) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Sums (counts), weighted means (rates) and pooled percentiles over the instances. */
+    private static SimReport total(List<SimInstance> instances, List<SimReport> each) {
+        long finished = 0;
+        long total = 0;
+        long steps = 0;
+        long computed = 0;
+        long output = 0;
+        long preemptions = 0;
+        long recomputeP = 0;
+        long swapP = 0;
+        long cow = 0;
+        long swapOut = 0;
+        long swapIn = 0;
+        long swapReused = 0;
+        long recomputed = 0;
+        long queried = 0;
+        long hit = 0;
+        long wasteSlots = 0;
+        long allocated = 0;
+        long contiguous = 0;
+        long contiguousLive = 0;
+        double usage = 0;
+        double peak = 0;
+        double running = 0;
+        double window = 0;
+        double poolNs = 0;
+        double seconds = 0;
+        int answered = 0;
+        for (SimInstance inst : instances) {
+            answered += inst.answered;
+        }
+        double[] ttft = new double[answered];
+        int at = 0;
+        for (int i = 0; i < instances.size(); i++) {
+            SimInstance inst = instances.get(i);
+            SimReport r = each.get(i);
+            finished += r.requestsFinished();
+            total += r.requestsTotal();
+            steps = Math.max(steps, r.steps());
+            computed += inst.computedTokens;
+            output += r.outputTokens();
+            preemptions += r.preemptions();
+            recomputeP += r.recomputePreemptions();
+            swapP += r.swapPreemptions();
+            cow += r.copyOnWriteBlocks();
+            swapOut += r.swapOutBytes();
+            swapIn += r.swapInBytes();
+            swapReused += r.swapInReusedBlocks();
+            recomputed += r.timing().recomputedTokens();
+            queried += r.timing().prefixQueriedTokens();
+            hit += r.timing().prefixHitTokens();
+            wasteSlots += inst.wasteSlots;
+            allocated += inst.allocatedSlots;
+            contiguous += inst.contiguousSlots;
+            contiguousLive += inst.contiguousLive;
+            usage += r.meanUsage() / instances.size();
+            peak = Math.max(peak, r.peakUsage());
+            running += r.meanRunning();
+            window += r.prefixHitRateWindow() / instances.size();
+            poolNs += r.poolNsPerStep();
+            seconds = Math.max(seconds, r.timing().simulatedSeconds());
+            System.arraycopy(inst.ttftUs, 0, ttft, at, inst.answered);
+            at += inst.answered;
+        }
+        java.util.Arrays.sort(ttft);
+        double mean = 0;
+        for (double t : ttft) {
+            mean += t;
+        }
+        mean = answered == 0 ? 0 : mean / answered;
+        return new SimReport(finished, total, steps, steps == 0 ? 0 : (double) computed / steps, output, preemptions, recomputeP,
+                swapP, queried == 0 ? 0 : (double) hit / queried, window, allocated == 0 ? 0 : (double) wasteSlots / allocated,
+                contiguous == 0 ? 0 : (double) (contiguous - contiguousLive) / contiguous, usage, peak, running, cow, swapOut,
+                swapIn, swapReused, poolNs,
+                new SimReport.Timing(seconds, mean / 1e3, SimInstance.percentile(ttft, 0.5) / 1e3,
+                        SimInstance.percentile(ttft, 0.99) / 1e3, seconds == 0 ? 0 : output / seconds, recomputed, queried, hit),
+                sumTiers(each), List.copyOf(each));
+    }
+
+    private static List<TierStats> sumTiers(List<SimReport> each) {
+        Map<String, TierStats> sum = new LinkedHashMap<>();
+        for (SimReport r : each) {
+            for (TierStats t : r.tiers()) {
+                sum.merge(t.tier(), t, (a, b) -> new TierStats(a.tier(), a.hits() + b.hits(), a.misses() + b.misses(),
+                        a.bytesIn() + b.bytesIn(), a.bytesOut() + b.bytesOut(), a.stored() + b.stored(),
+                        a.evicted() + b.evicted(), a.dropped() + b.dropped(), a.failed() + b.failed(),
+                        a.corrupt() + b.corrupt(), a.usedBytes() + b.usedBytes(), a.capacityBytes() + b.capacityBytes()));
+            }
+        }
+        return List.copyOf(sum.values());
     }
 }

@@ -1,5 +1,9 @@
 package io.gpumem.kvcache.sim;
 
+import io.gpumem.kvcache.tier.TierStats;
+
+import java.util.List;
+
 /**
  * Figures of one simulated run. Rates and waste are fractions in [0, 1].
  *
@@ -24,10 +28,32 @@ package io.gpumem.kvcache.sim;
  * @param swapInBytes bytes copied back from the host tier
  * @param swapInReusedBlocks blocks a swap-in took back from the prefix cache instead of copying
  * @param poolNsPerStep nanoseconds per step spent in the KV-cache manager (scheduling, allocation, freeing); varies between runs
+ * @param timing figures of the {@link TimeModel}'s simulated clock
+ * @param tiers per lower tier (host, disk, remote) counters; summed over instances in a total
+ * @param instances one report per instance when several ran (empty otherwise)
  */
 public record SimReport(long requestsFinished, long requestsTotal, long steps, double tokensPerStep, long outputTokens,
                         long preemptions, long recomputePreemptions, long swapPreemptions, double prefixHitRate,
                         double prefixHitRateWindow, double kvWaste, double contiguousWaste, double meanUsage, double peakUsage,
                         double meanRunning, long copyOnWriteBlocks, long swapOutBytes, long swapInBytes,
-                        long swapInReusedBlocks, double poolNsPerStep) {
+                        long swapInReusedBlocks, double poolNsPerStep, Timing timing, List<TierStats> tiers,
+                        List<SimReport> instances) {
+
+    /**
+     * Simulated-time figures.
+     *
+     * @param simulatedSeconds the instance's clock at the end (the slowest instance's, for a total)
+     * @param ttftMsMean mean time to first token, arrival to first sampled token, in ms
+     * @param ttftMsP50 median of it (nearest rank)
+     * @param ttftMsP99 99th percentile of it (nearest rank)
+     * @param outputTokensPerSecond sampled tokens per simulated second (all instances together for a total)
+     * @param recomputedTokens tokens of full blocks computed again although some instance had computed the
+     *        same prefix before (re-prefill after a miss or a preemption)
+     * @param prefixQueriedTokens prompt tokens looked up in the prefix cache
+     * @param prefixHitTokens tokens those lookups found (device or a tier)
+     */
+    public record Timing(double simulatedSeconds, double ttftMsMean, double ttftMsP50, double ttftMsP99,
+                         double outputTokensPerSecond, long recomputedTokens, long prefixQueriedTokens,
+                         long prefixHitTokens) {
+    }
 }

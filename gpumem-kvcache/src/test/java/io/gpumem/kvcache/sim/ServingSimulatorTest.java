@@ -19,7 +19,8 @@ class ServingSimulatorTest {
     private static SimReport withoutTiming(SimReport r) {
         return new SimReport(r.requestsFinished(), r.requestsTotal(), r.steps(), r.tokensPerStep(), r.outputTokens(),
                 r.preemptions(), r.recomputePreemptions(), r.swapPreemptions(), r.prefixHitRate(), r.prefixHitRateWindow(),
-                r.kvWaste(), r.contiguousWaste(), r.meanUsage(), r.peakUsage(), r.meanRunning(), r.copyOnWriteBlocks(), r.swapOutBytes(), r.swapInBytes(), r.swapInReusedBlocks(), 0);
+                r.kvWaste(), r.contiguousWaste(), r.meanUsage(), r.peakUsage(), r.meanRunning(), r.copyOnWriteBlocks(), r.swapOutBytes(), r.swapInBytes(), r.swapInReusedBlocks(), 0, r.timing(), r.tiers(),
+                r.instances());
     }
 
     @Test

@@ -1,5 +1,7 @@
 package io.gpumem.trace.analysis;
 
+import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.size.ByteSize;
 import java.io.PrintWriter;
 import java.util.List;
 import java.util.Locale;
@@ -19,21 +21,21 @@ public final class AnalysisPrinter {
         out.println("== " + s.label() + " (device " + s.device() + ")");
         s.allocatorConf().ifPresent(c -> out.println("allocator config: " + (c.isEmpty() ? "(defaults)" : c)));
         if (s.capacity() >= 0 || s.deviceFree() >= 0) {
-            out.println("device capacity: " + (s.capacity() >= 0 ? ByteSizes.format(s.capacity()) : "unknown")
-                    + ", driver free: " + (s.deviceFree() >= 0 ? ByteSizes.format(s.deviceFree()) : "unknown"));
+            out.println("device capacity: " + (s.capacity() >= 0 ? ByteSize.formatSigned(s.capacity()) : "unknown")
+                    + ", driver free: " + (s.deviceFree() >= 0 ? ByteSize.formatSigned(s.deviceFree()) : "unknown"));
         }
         out.println();
         out.printf(Locale.ROOT, "%-11s %9s %12s %12s %12s %14s %12s %12s %8s%n", "pool", "segments", "reserved",
                 "allocated", "active", "inactive split", "releasable", "largest free", "ext frag");
         for (PoolUsage u : List.of(a.small(), a.large(), a.all())) {
             out.printf(Locale.ROOT, "%-11s %9d %12s %12s %12s %14s %12s %12s %8s%n", u.scope(), u.segments(),
-                    ByteSizes.format(u.reserved()), ByteSizes.format(u.allocated()), ByteSizes.format(u.active()),
-                    ByteSizes.format(u.inactiveSplit()), ByteSizes.format(u.releasable()),
-                    ByteSizes.format(u.largestFree()), ByteSizes.percent(u.externalFragmentation()));
+                    ByteSize.formatSigned(u.reserved()), ByteSize.formatSigned(u.allocated()), ByteSize.formatSigned(u.active()),
+                    ByteSize.formatSigned(u.inactiveSplit()), ByteSize.formatSigned(u.releasable()),
+                    ByteSize.formatSigned(u.largestFree()), Percent.of(u.externalFragmentation()));
         }
         out.printf(Locale.ROOT, "reserved/allocated %.3f, requested %s (rounding slack %s)%n",
                 a.all().reservedPerAllocated() == Double.POSITIVE_INFINITY ? 0.0 : a.all().reservedPerAllocated(),
-                ByteSizes.format(a.all().requested()), ByteSizes.format(a.all().allocated() - a.all().requested()));
+                ByteSize.formatSigned(a.all().requested()), ByteSize.formatSigned(a.all().allocated() - a.all().requested()));
         out.println();
         if (a.streamFree().isEmpty()) {
             out.println("free space: no cached free blocks");
@@ -41,8 +43,8 @@ public final class AnalysisPrinter {
             out.println("largest free block per pool and stream:");
             for (StreamFree f : a.streamFree()) {
                 out.printf(Locale.ROOT, "  %-10s stream %-16d largest %12s of %12s free in %6d blocks (ext frag %s)%n",
-                        f.pool().statName(), f.stream(), ByteSizes.format(f.largestFree()),
-                        ByteSizes.format(f.totalFree()), f.freeBlocks(), ByteSizes.percent(f.externalFragmentation()));
+                        f.pool().statName(), f.stream(), ByteSize.formatSigned(f.largestFree()),
+                        ByteSize.formatSigned(f.totalFree()), f.freeBlocks(), Percent.of(f.externalFragmentation()));
             }
         }
         out.println();
@@ -53,8 +55,8 @@ public final class AnalysisPrinter {
             for (SegmentWaste w : a.topWaste()) {
                 out.printf(Locale.ROOT, "  0x%x %-10s stream %-6d %-10s size %12s waste %12s (free %s, slack %s)%s%n",
                         w.address(), w.pool().statName(), w.stream(), w.expandable() ? "expandable" : "",
-                        ByteSizes.format(w.totalSize()), ByteSizes.format(w.waste()), ByteSizes.format(w.freeBytes()),
-                        ByteSizes.format(w.slackBytes()), w.pinned() ? ", pinned by live blocks" : ", releasable");
+                        ByteSize.formatSigned(w.totalSize()), ByteSize.formatSigned(w.waste()), ByteSize.formatSigned(w.freeBytes()),
+                        ByteSize.formatSigned(w.slackBytes()), w.pinned() ? ", pinned by live blocks" : ", releasable");
             }
         }
         out.println();
@@ -82,7 +84,7 @@ public final class AnalysisPrinter {
             int i = 1;
             for (Recommendation rec : r.recommendations()) {
                 out.println("  " + i++ + ". " + rec.action());
-                out.println("     saves " + ByteSizes.format(rec.bytesSaved()) + "; " + rec.basis());
+                out.println("     saves " + ByteSize.formatSigned(rec.bytesSaved()) + "; " + rec.basis());
             }
         }
         for (String n : r.notes()) {
@@ -103,9 +105,9 @@ public final class AnalysisPrinter {
                 "res/alloc", "driver allocs", "retries", "OOMs", withCapacity ? "   min capacity" : "");
         for (WhatIfOutcome o : outcomes) {
             out.printf(Locale.ROOT, labelColumn + " %14s %14s %9.3f %13d %8d %5d%s%n",
-                    o.label().isEmpty() ? "(defaults)" : o.label(), ByteSizes.format(o.peakAllocated()),
-                    ByteSizes.format(o.peakReserved()), o.reservedPerAllocated(), o.deviceAllocs(), o.retries(), o.ooms(),
-                    withCapacity ? String.format(Locale.ROOT, " %14s", o.minCapacity() >= 0 ? ByteSizes.format(o.minCapacity()) : "-") : "");
+                    o.label().isEmpty() ? "(defaults)" : o.label(), ByteSize.formatSigned(o.peakAllocated()),
+                    ByteSize.formatSigned(o.peakReserved()), o.reservedPerAllocated(), o.deviceAllocs(), o.retries(), o.ooms(),
+                    withCapacity ? String.format(Locale.ROOT, " %14s", o.minCapacity() >= 0 ? ByteSize.formatSigned(o.minCapacity()) : "-") : "");
         }
         out.flush();
     }

@@ -1,5 +1,6 @@
 package io.gpumem.trace.analysis;
 
+import io.gpumem.size.ByteSize;
 import io.gpumem.alloc.Pool;
 import io.gpumem.alloc.SizeRules;
 
@@ -59,8 +60,8 @@ public final class DiagnosisRules {
             }
             evidence.add("reserved/allocated = " + ratio(all.reservedPerAllocated())
                     + (all.reservedPerAllocated() > SEVERE_WASTE_RATIO ? " (above " + SEVERE_WASTE_RATIO + ": severe waste)" : ""));
-            return new Diagnosis(DiagnosisKind.NONE, "no oom entry and " + ByteSizes.percent(share)
-                    + " of capacity in use (below " + ByteSizes.percent(NEAR_CAPACITY) + ")", evidence, 0, outside);
+            return new Diagnosis(DiagnosisKind.NONE, "no oom entry and " + Percent.of(share)
+                    + " of capacity in use (below " + Percent.of(NEAR_CAPACITY) + ")", evidence, 0, outside);
         }
         evidence.add("reserved/allocated = " + ratio(all.reservedPerAllocated())
                 + (all.reservedPerAllocated() > SEVERE_WASTE_RATIO ? " (above " + SEVERE_WASTE_RATIO + ": severe waste)" : ""));
@@ -77,24 +78,24 @@ public final class DiagnosisRules {
         long largest = a.largestFree(pool, oom.stream());
         long unallocated = all.unallocated();
         String trigger = "oom" + (oom.entryIndex() >= 0 ? " entry #" + oom.entryIndex() : "") + ": a request of "
-                + ByteSizes.format(request) + " on stream " + oom.stream() + " (" + pool.statName() + ") failed";
+                + ByteSize.formatSigned(request) + " on stream " + oom.stream() + " (" + pool.statName() + ") failed";
         evidence.add("largest free block of " + pool.statName() + " on stream " + oom.stream() + ": "
-                + ByteSizes.format(largest) + " (< " + ByteSizes.format(request) + ")");
-        evidence.add("reserved but unallocated: " + ByteSizes.format(unallocated) + " in " + all.freeBlocks()
-                + " free blocks (" + ByteSizes.format(all.pinnedFree()) + " pinned between live blocks); driver free: "
-                + (a.state().deviceFree() >= 0 ? ByteSizes.format(deviceFree) : "unknown"));
+                + ByteSize.formatSigned(largest) + " (< " + ByteSize.formatSigned(request) + ")");
+        evidence.add("reserved but unallocated: " + ByteSize.formatSigned(unallocated) + " in " + all.freeBlocks()
+                + " free blocks (" + ByteSize.formatSigned(all.pinnedFree()) + " pinned between live blocks); driver free: "
+                + (a.state().deviceFree() >= 0 ? ByteSize.formatSigned(deviceFree) : "unknown"));
         if (unallocated + deviceFree >= request) {
-            evidence.add("unallocated + driver free = " + ByteSizes.format(unallocated + deviceFree) + " >= request: "
+            evidence.add("unallocated + driver free = " + ByteSize.formatSigned(unallocated + deviceFree) + " >= request: "
                     + "the bytes exist but no block fits (external fragmentation "
-                    + ByteSizes.percent(all.externalFragmentation()) + ")");
+                    + Percent.of(all.externalFragmentation()) + ")");
             return new Diagnosis(DiagnosisKind.FRAGMENTATION, trigger, evidence, 0, outside);
         }
         long missing = request - unallocated - deviceFree;
         if (outside >= 0) {
-            evidence.add("held outside the allocator (capacity - reserved - driver free): " + ByteSizes.format(outside)
-                    + " of " + ByteSizes.format(capacity));
+            evidence.add("held outside the allocator (capacity - reserved - driver free): " + ByteSize.formatSigned(outside)
+                    + " of " + ByteSize.formatSigned(capacity));
             if (outside >= OUTSIDE_SHARE * capacity && outside >= missing) {
-                evidence.add("even every cached byte leaves " + ByteSizes.format(missing)
+                evidence.add("even every cached byte leaves " + ByteSize.formatSigned(missing)
                         + " missing, which the outside memory would cover");
                 return new Diagnosis(DiagnosisKind.OUTSIDE_MEMORY, trigger, evidence, missing, outside);
             }
@@ -102,36 +103,36 @@ public final class DiagnosisRules {
             evidence.add("capacity unknown: memory held outside the allocator cannot be measured (pass --capacity)");
         }
         long base = capacity > 0 ? capacity : all.reserved() + deviceFree;
-        evidence.add("allocated: " + ByteSizes.format(all.allocated()) + " = "
-                + ByteSizes.percent((double) all.allocated() / base) + " of " + (capacity > 0 ? "capacity" : "reserved + driver free")
-                + "; even with every cached byte the request lacks " + ByteSizes.format(missing));
+        evidence.add("allocated: " + ByteSize.formatSigned(all.allocated()) + " = "
+                + Percent.of((double) all.allocated() / base) + " of " + (capacity > 0 ? "capacity" : "reserved + driver free")
+                + "; even with every cached byte the request lacks " + ByteSize.formatSigned(missing));
         return new Diagnosis(DiagnosisKind.LIVE_TENSORS, trigger, evidence, missing, outside);
     }
 
     private static Diagnosis diagnoseNearCapacity(StateAnalysis a, long capacity, long outside, double share,
                                                   List<String> evidence) {
         PoolUsage all = a.all();
-        String trigger = "no oom entry, but " + ByteSizes.percent(share) + " of capacity ("
-                + ByteSizes.format(capacity) + ") in use (near capacity from " + ByteSizes.percent(NEAR_CAPACITY) + ")";
-        evidence.add("reserved " + ByteSizes.format(all.reserved()) + ", allocated " + ByteSizes.format(all.allocated())
-                + ", unallocated " + ByteSizes.format(all.unallocated()) + " ("
-                + ByteSizes.format(all.pinnedFree()) + " free but pinned, " + ByteSizes.format(all.releasable()) + " releasable)");
+        String trigger = "no oom entry, but " + Percent.of(share) + " of capacity ("
+                + ByteSize.formatSigned(capacity) + ") in use (near capacity from " + Percent.of(NEAR_CAPACITY) + ")";
+        evidence.add("reserved " + ByteSize.formatSigned(all.reserved()) + ", allocated " + ByteSize.formatSigned(all.allocated())
+                + ", unallocated " + ByteSize.formatSigned(all.unallocated()) + " ("
+                + ByteSize.formatSigned(all.pinnedFree()) + " free but pinned, " + ByteSize.formatSigned(all.releasable()) + " releasable)");
         if (outside >= 0) {
-            evidence.add("held outside the allocator: " + ByteSizes.format(outside));
+            evidence.add("held outside the allocator: " + ByteSize.formatSigned(outside));
         }
         if (all.reserved() > 0 && all.pinnedFree() >= FRAGMENTED_CACHE_SHARE * all.reserved()) {
-            evidence.add("free bytes pinned between live blocks are " + ByteSizes.percent((double) all.pinnedFree() / all.reserved())
-                    + " of reserved (>= " + ByteSizes.percent(FRAGMENTED_CACHE_SHARE) + "); largest free block "
-                    + ByteSizes.format(all.largestFree()) + ", external fragmentation "
-                    + ByteSizes.percent(all.externalFragmentation()));
+            evidence.add("free bytes pinned between live blocks are " + Percent.of((double) all.pinnedFree() / all.reserved())
+                    + " of reserved (>= " + Percent.of(FRAGMENTED_CACHE_SHARE) + "); largest free block "
+                    + ByteSize.formatSigned(all.largestFree()) + ", external fragmentation "
+                    + Percent.of(all.externalFragmentation()));
             return new Diagnosis(DiagnosisKind.FRAGMENTATION, trigger, evidence, 0, outside);
         }
         if (outside >= 0 && outside >= OUTSIDE_SHARE * capacity) {
-            evidence.add("outside memory is " + ByteSizes.percent((double) outside / capacity) + " of capacity (>= "
-                    + ByteSizes.percent(OUTSIDE_SHARE) + ")");
+            evidence.add("outside memory is " + Percent.of((double) outside / capacity) + " of capacity (>= "
+                    + Percent.of(OUTSIDE_SHARE) + ")");
             return new Diagnosis(DiagnosisKind.OUTSIDE_MEMORY, trigger, evidence, 0, outside);
         }
-        evidence.add("allocated is " + ByteSizes.percent((double) all.allocated() / capacity) + " of capacity");
+        evidence.add("allocated is " + Percent.of((double) all.allocated() / capacity) + " of capacity");
         return new Diagnosis(DiagnosisKind.LIVE_TENSORS, trigger, evidence, 0, outside);
     }
 

@@ -1,5 +1,7 @@
 package io.gpumem.trace.analysis;
 
+import io.gpumem.trace.whatif.WhatIfOutcome;
+
 /**
  * One thing the user can do, with the bytes it saves and what the figure rests on.
  *

@@ -1,5 +1,7 @@
 package io.gpumem.trace.analysis;
 
+import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.size.ByteSize;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
@@ -109,7 +111,7 @@ public final class Recommender {
                         .min(java.util.Comparator.comparingLong(WhatIfOutcome::minCapacity))
                         .ifPresent(best -> notes.add("no run tried fits this device: the least demanding ("
                                 + (best.label().isEmpty() ? "defaults" : best.label()) + ") needs "
-                                + ByteSizes.format(best.minCapacity()) + " of device memory"));
+                                + ByteSize.formatSigned(best.minCapacity()) + " of device memory"));
             }
             if (configRecs.isEmpty()) {
                 notes.add("no configuration tried (" + String.join(", ", CONFIG_CANDIDATES)
@@ -120,7 +122,7 @@ public final class Recommender {
                     + " not measured; figures below come from the state alone");
             if (diagnosis.kind() == DiagnosisKind.FRAGMENTATION) {
                 recs.add(new Recommendation("PYTORCH_CUDA_ALLOC_CONF=" + merge(baseConf, "expandable_segments:True")
-                        + " (not measured)", 0, "state: up to " + ByteSizes.format(all.unallocated())
+                        + " (not measured)", 0, "state: up to " + ByteSize.formatSigned(all.unallocated())
                         + " reserved but unallocated could become reusable; free space pinned between live blocks stays",
                         null));
             }
@@ -135,7 +137,7 @@ public final class Recommender {
                     "state: capacity - reserved - driver free", null));
         }
         if (diagnosis.kind() == DiagnosisKind.LIVE_TENSORS && diagnosis.shortfall() > 0) {
-            recs.add(new Recommendation("shrink live tensors by at least " + ByteSizes.format(diagnosis.shortfall())
+            recs.add(new Recommendation("shrink live tensors by at least " + ByteSize.formatSigned(diagnosis.shortfall())
                     + " (smaller batch or sequence length, activation checkpointing, lower-precision optimizer state)",
                     diagnosis.shortfall(), "state: the failed request minus every cached and driver-free byte", null));
         }
@@ -156,10 +158,10 @@ public final class Recommender {
         boolean capacityKnown = baseline.minCapacity() >= 0 && outcome.minCapacity() >= 0;
         boolean bothCompleted = baseline.ooms() == 0 && outcome.ooms() == 0;
         boolean measureCapacity = capacityKnown && (byCapacity || !bothCompleted);
-        String capacityPart = "minimum capacity " + ByteSizes.format(baseline.minCapacity()) + " -> "
-                + ByteSizes.format(outcome.minCapacity());
-        String reservedPart = "peak reserved " + ByteSizes.format(baseline.peakReserved()) + " -> "
-                + ByteSizes.format(outcome.peakReserved());
+        String capacityPart = "minimum capacity " + ByteSize.formatSigned(baseline.minCapacity()) + " -> "
+                + ByteSize.formatSigned(outcome.minCapacity());
+        String reservedPart = "peak reserved " + ByteSize.formatSigned(baseline.peakReserved()) + " -> "
+                + ByteSize.formatSigned(outcome.peakReserved());
         long saved = 0;
         List<String> parts = new ArrayList<>();
         if (measureCapacity) {

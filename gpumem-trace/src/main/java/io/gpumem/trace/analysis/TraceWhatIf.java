@@ -3,7 +3,7 @@ package io.gpumem.trace.analysis;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.replay.WhatIfReplay;
-import io.gpumem.trace.replay.WhatIfResult;
+import io.gpumem.trace.whatif.WhatIfOutcome;
 import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowRebuilder;
 import java.util.HashMap;
@@ -47,9 +47,9 @@ public final class TraceWhatIf implements WhatIf {
         return cache.computeIfAbsent(allocatorConf, conf -> {
             boolean recorded = conf.equals(recordedConf);
             AllocatorConfig config = recorded ? recordedConfig : AllocatorConfig.parse(conf);
-            WhatIfResult r = replay.evaluate(config, recorded, capacity);
-            return new WhatIfOutcome(conf, r.peakAllocated(), r.peakReserved(), r.deviceAllocs(), r.retries(), r.ooms(),
-                    r.minCapacity());
+            WhatIfOutcome r = replay.evaluate(config, recorded, capacity);
+            return new WhatIfOutcome(conf, recorded, r.capacity(), r.peakAllocated(), r.peakReserved(),
+                    r.deviceAllocs(), r.deviceFrees(), r.retries(), r.ooms(), r.minCapacity());
         });
     }
 }

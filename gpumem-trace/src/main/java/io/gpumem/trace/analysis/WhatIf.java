@@ -1,5 +1,6 @@
 package io.gpumem.trace.analysis;
 
+import io.gpumem.trace.whatif.WhatIfOutcome;
 import java.util.Optional;
 
 /**

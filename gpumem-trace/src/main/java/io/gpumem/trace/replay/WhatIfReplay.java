@@ -6,13 +6,24 @@ import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.TraceAction;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.trace.io.OpsScriptReader;
+import io.gpumem.trace.whatif.MinimumCapacity;
+import io.gpumem.trace.whatif.WhatIfOutcome;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.StartBlock;
 import io.gpumem.trace.window.StartSegment;
 import io.gpumem.trace.window.WindowStart;
+import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletionService;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorCompletionService;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.function.IntConsumer;
 
 /**
  * What-if replay ({@code gpumem compare}): the request stream of one device trace (sizes, streams, frees)
@@ -25,13 +36,10 @@ import java.util.Map;
  * Recorded release runs are replayed as {@code empty_cache()} when the user called it (the run opens the
  * window, or is not followed by a driver allocation or an oom; or an ops script's {@code empty_cache}); runs
  * that are the OOM-retry path are left to the capacity model, which retries on its own. A request that fails is counted as an OOM and its later frees
- * are skipped. The minimum capacity is found by binary search in 2 MiB steps between the peak allocated
- * bytes (no run can need less) and the peak reserved bytes with unlimited memory (which always suffices),
- * assuming feasibility is monotone in capacity.
+ * are skipped. The minimum capacity is {@link MinimumCapacity#search} between the peak allocated bytes (no run
+ * can need less) and the peak reserved bytes with unlimited memory (which always suffices).
  */
 public final class WhatIfReplay {
-
-    private static final long GRANULE = 2L << 20;
 
     private final TraceSnapshot snapshot;
     private final int device;
@@ -103,16 +111,72 @@ public final class WhatIfReplay {
             roomy *= 2;
             o = run(recordedConfig, roomy, false);
         }
-        return (o.peakReserved + GRANULE - 1) / GRANULE * GRANULE;
+        return MinimumCapacity.roundUp(o.peakReserved);
     }
 
     /** Runs the window under {@code config} at the recording's capacity and searches its minimum capacity. */
-    public WhatIfResult evaluate(AllocatorConfig config, boolean isRecorded) {
+    public WhatIfOutcome evaluate(AllocatorConfig config, boolean isRecorded) {
         return evaluate(config, isRecorded, recorded.capacity());
     }
 
+    /**
+     * {@link #evaluate(AllocatorConfig, boolean, long)} for each configuration (the first one is the recorded
+     * one), in parallel on up to {@code threads} threads: the replays share only read-only state (the compiled
+     * request stream and the start state), and each builds its own device and allocator. Results come in the
+     * order of {@code configs}; {@code done} is told each time one finishes (from the calling thread). An
+     * exception of one evaluation is rethrown as it was.
+     */
+    public List<WhatIfOutcome> evaluateAll(List<AllocatorConfig> configs, long capacity, int threads,
+            IntConsumer done) {
+        int n = configs.size();
+        if (threads <= 1 || n <= 1) {
+            List<WhatIfOutcome> rows = new ArrayList<>(n);
+            for (int i = 0; i < n; i++) {
+                rows.add(evaluate(configs.get(i), i == 0, capacity));
+                done.accept(i + 1);
+            }
+            return rows;
+        }
+        ExecutorService pool = Executors.newFixedThreadPool(Math.min(threads, n), r -> {
+            Thread t = new Thread(r, "gpumem-whatif");
+            t.setDaemon(true);
+            return t;
+        });
+        try {
+            CompletionService<WhatIfOutcome> cs = new ExecutorCompletionService<>(pool);
+            Map<Future<WhatIfOutcome>, Integer> index = new HashMap<>();
+            for (int i = 0; i < n; i++) {
+                AllocatorConfig c = configs.get(i);
+                boolean isRecorded = i == 0;
+                index.put(cs.submit(() -> evaluate(c, isRecorded, capacity)), i);
+            }
+            WhatIfOutcome[] rows = new WhatIfOutcome[n];
+            for (int finished = 1; finished <= n; finished++) {
+                Future<WhatIfOutcome> f = cs.take();
+                try {
+                    rows[index.get(f)] = f.get();
+                } catch (ExecutionException e) {
+                    if (e.getCause() instanceof RuntimeException re) {
+                        throw re;
+                    }
+                    if (e.getCause() instanceof Error err) {
+                        throw err;
+                    }
+                    throw new IllegalStateException(e.getCause());
+                }
+                done.accept(finished);
+            }
+            return List.of(rows);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while comparing configurations", e);
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
     /** Runs the window under {@code config} at {@code capacity} and searches its minimum capacity. */
-    public WhatIfResult evaluate(AllocatorConfig config, boolean isRecorded, long capacity) {
+    public WhatIfOutcome evaluate(AllocatorConfig config, boolean isRecorded, long capacity) {
         Outcome atCapacity = run(config, capacity, false);
         // "Unlimited" memory: enough for the window under any sensible configuration, yet a finite device (the
         // expandable reservation is sized from it). Doubled until the window fits.
@@ -123,25 +187,15 @@ public final class WhatIfReplay {
             unlimited = run(config, roomy, false);
         }
         long minCapacity = minimumCapacity(config, unlimited);
-        return new WhatIfResult(config.raw(), isRecorded, capacity, atCapacity.peakAllocated, atCapacity.peakReserved,
+        return new WhatIfOutcome(config.raw(), isRecorded, capacity, atCapacity.peakAllocated, atCapacity.peakReserved,
                 atCapacity.deviceAllocs, atCapacity.deviceFrees, atCapacity.retries, atCapacity.ooms, minCapacity);
     }
 
     private long minimumCapacity(AllocatorConfig config, Outcome unlimited) {
-        long hi = (unlimited.peakReserved + GRANULE - 1) / GRANULE;          // feasible (in granules)
-        long lo = Math.max(0, unlimited.peakAllocated / GRANULE - 1);         // infeasible or the bound below
-        if (lo >= hi) {
-            lo = hi - 1;
-        }
-        while (hi - lo > 1) {
-            long mid = (lo + hi) >>> 1;
-            if (run(config, mid * GRANULE, true).ooms == 0) {
-                hi = mid;
-            } else {
-                lo = mid;
-            }
-        }
-        return hi * GRANULE;
+        long step = MinimumCapacity.STEP;
+        long failing = Math.max(0, unlimited.peakAllocated / step - 1) * step;  // or the bound below
+        return MinimumCapacity.search(failing, MinimumCapacity.roundUp(unlimited.peakReserved),
+                capacity -> run(config, capacity, true).ooms == 0);
     }
 
     /**

@@ -17,7 +17,7 @@ import java.util.Map;
  * stream-use delays ({@code free_completed} is taken to follow the request at once). The figures are
  * therefore those of the window's own requests on an empty device: a lower bound of the real job's.
  */
-public final class TraceWorkload implements Workload {
+public final class TraceWorkload implements AllocationWorkload {
     private final List<MemoryOp> ops;
     private final int allocationCount;
     private final String description;

@@ -37,7 +37,7 @@ import java.util.SplittableRandom;
  * exactly once, except weights, optimizer states (and kept gradients), which are live at the end
  * ({@link #liveAtEnd()}). Frees never name an unknown or already freed id.
  */
-public final class TrainingWorkload implements Workload {
+public final class TrainingWorkload implements AllocationWorkload {
     private final Builder config;
     private final List<MemoryOp> ops;
     private final int[] seqLens;

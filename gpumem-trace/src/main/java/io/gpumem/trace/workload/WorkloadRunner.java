@@ -7,7 +7,8 @@ import io.gpumem.history.Frame;
 import io.gpumem.history.HistoryOptions;
 import io.gpumem.oom.OomReport;
 import io.gpumem.oom.OutOfMemoryException;
-import io.gpumem.trace.analysis.WhatIfOutcome;
+import io.gpumem.trace.whatif.MinimumCapacity;
+import io.gpumem.trace.whatif.WhatIfOutcome;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -23,7 +24,7 @@ import java.util.Map;
  */
 public final class WorkloadRunner {
     /** Step of the minimum-capacity search: the device granularity (2 MiB). */
-    public static final long CAPACITY_STEP = 2L << 20;
+    public static final long CAPACITY_STEP = MinimumCapacity.STEP;
     /** Capacity of the run that measures a configuration's unconstrained peak (1 TiB). */
     public static final long UNLIMITED = 1L << 40;
 
@@ -79,19 +80,20 @@ public final class WorkloadRunner {
             return v == null ? 0 : v;
         }
 
-        /** The run as a row of the compare table. */
-        public WhatIfOutcome outcome(String label, long minCapacity) {
-            return new WhatIfOutcome(label, stat("allocated_bytes.all.peak"), stat("reserved_bytes.all.peak"),
-                    stat("num_device_alloc"), stat("num_alloc_retries"), stat("num_ooms"), minCapacity);
+        /** The run as a row of the compare table ({@code capacity}: the device memory it ran with). */
+        public WhatIfOutcome outcome(String label, long capacity, long minCapacity) {
+            return new WhatIfOutcome(label, false, capacity, stat("allocated_bytes.all.peak"),
+                    stat("reserved_bytes.all.peak"), stat("num_device_alloc"), stat("num_device_free"),
+                    stat("num_alloc_retries"), stat("num_ooms"), minCapacity);
         }
     }
 
     /** Runs the workload under {@code conf}; with {@code recordHistory} the allocator keeps a full trace, each allocation named. */
-    public Run run(Workload workload, String conf, boolean recordHistory) {
+    public Run run(AllocationWorkload workload, String conf, boolean recordHistory) {
         return run(workload, conf, capacity, recordHistory);
     }
 
-    private Run run(Workload workload, String conf, long deviceCapacity, boolean recordHistory) {
+    private Run run(AllocationWorkload workload, String conf, long deviceCapacity, boolean recordHistory) {
         AllocatorConfig config = AllocatorConfig.parse(conf);
         SimulatedDevice device = SimulatedDevice.builder().capacity(deviceCapacity).heldOutside(heldOutside).build();
         CachingAllocator allocator = new CachingAllocator(device, config);
@@ -155,7 +157,7 @@ public final class WorkloadRunner {
      * The smallest capacity (a multiple of {@link #CAPACITY_STEP}, with this runner's held-outside bytes) that
      * runs the workload under {@code conf} without OOM.
      */
-    public long minCapacity(Workload workload, String conf) {
+    public long minCapacity(AllocationWorkload workload, String conf) {
         Run unlimited = run(workload, conf, Math.max(4 * capacity, UNLIMITED), false);
         long hi = roundUp(unlimited.stat("reserved_bytes.all.peak") + heldOutside);
         long lo = roundUp(workload.peakLiveBytes() + heldOutside) - CAPACITY_STEP; // infeasible or equal floor
@@ -166,19 +168,10 @@ public final class WorkloadRunner {
             lo = hi;
             hi = roundUp(2 * hi);
         }
-        // invariant: hi is feasible, lo is infeasible (or below the floor)
-        while (hi - lo > CAPACITY_STEP) {
-            long mid = lo + (hi - lo) / CAPACITY_STEP / 2 * CAPACITY_STEP;
-            if (run(workload, conf, mid, false).completed()) {
-                hi = mid;
-            } else {
-                lo = mid;
-            }
-        }
-        return hi;
+        return MinimumCapacity.search(lo, hi, c -> run(workload, conf, c, false).completed());
     }
 
     private static long roundUp(long bytes) {
-        return Math.ceilDiv(bytes, CAPACITY_STEP) * CAPACITY_STEP;
+        return MinimumCapacity.roundUp(bytes);
     }
 }

@@ -1,7 +1,7 @@
 package io.gpumem.trace.workload;
 
 import io.gpumem.trace.analysis.WhatIf;
-import io.gpumem.trace.analysis.WhatIfOutcome;
+import io.gpumem.trace.whatif.WhatIfOutcome;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -18,12 +18,12 @@ public final class WorkloadWhatIf implements WhatIf {
     public static final List<String> DEMO_ALTERNATIVES =
             List.of("expandable_segments:True", "max_split_size_mb:256", "roundup_power2_divisions:4");
 
-    private final Workload workload;
+    private final AllocationWorkload workload;
     private final WorkloadRunner runner;
     private final boolean withMinCapacity;
     private final Map<String, WhatIfOutcome> cache = new HashMap<>();
 
-    public WorkloadWhatIf(Workload workload, WorkloadRunner runner, boolean withMinCapacity) {
+    public WorkloadWhatIf(AllocationWorkload workload, WorkloadRunner runner, boolean withMinCapacity) {
         this.workload = workload;
         this.runner = runner;
         this.withMinCapacity = withMinCapacity;
@@ -48,9 +48,9 @@ public final class WorkloadWhatIf implements WhatIf {
         return Optional.of(outcome(training.withBatch(half), "", "batch " + half));
     }
 
-    private WhatIfOutcome outcome(Workload w, String conf, String label) {
+    private WhatIfOutcome outcome(AllocationWorkload w, String conf, String label) {
         WorkloadRunner.Run run = runner.run(w, conf, false);
         long min = withMinCapacity ? runner.minCapacity(w, conf) : -1;
-        return run.outcome(label, min);
+        return run.outcome(label, runner.capacity(), min);
     }
 }

@@ -1,5 +1,6 @@
 package io.gpumem.trace.analysis;
 
+import io.gpumem.trace.whatif.WhatIfOutcome;
 import io.gpumem.alloc.Pool;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -35,7 +36,7 @@ class RecommenderTest {
             asked.add(conf);
             WhatIfOutcome baseline = table.get("");
             return table.getOrDefault(conf, baseline != null ? baseline
-                    : new WhatIfOutcome(conf, 10 * GIB, 12 * GIB, 50, 0, 0, -1));
+                    : outcome(conf, 10 * GIB, 12 * GIB, 50, 0, 0, -1));
         }
 
         @Override
@@ -60,10 +61,10 @@ class RecommenderTest {
     @Test
     void ranksConfigsThatRemoveTheOomFirstThenBySaving() {
         TableWhatIf whatIf = new TableWhatIf(Map.of(
-                "", new WhatIfOutcome("", 10 * GIB, 12 * GIB, 50, 3, 1, 14 * GIB),
-                "expandable_segments:True", new WhatIfOutcome("e", 10 * GIB, 11 * GIB, 40, 0, 0, 11 * GIB),
-                "max_split_size_mb:128", new WhatIfOutcome("m128", 10 * GIB, 12 * GIB, 60, 1, 0, 13 * GIB),
-                "max_split_size_mb:256", new WhatIfOutcome("m256", 10 * GIB, 13 * GIB, 60, 1, 1, 15 * GIB)), null);
+                "", outcome("", 10 * GIB, 12 * GIB, 50, 3, 1, 14 * GIB),
+                "expandable_segments:True", outcome("e", 10 * GIB, 11 * GIB, 40, 0, 0, 11 * GIB),
+                "max_split_size_mb:128", outcome("m128", 10 * GIB, 12 * GIB, 60, 1, 0, 13 * GIB),
+                "max_split_size_mb:256", outcome("m256", 10 * GIB, 13 * GIB, 60, 1, 1, 15 * GIB)), null);
         Recommender.Result r = new Recommender().recommend(fragmentedOom(null), whatIf);
 
         assertThat(whatIf.asked).containsExactly("", "expandable_segments:True", "max_split_size_mb:128",
@@ -77,22 +78,22 @@ class RecommenderTest {
 
     @Test
     void smallerBatchIsNotTriedAgainstFragmentationThatAConfigFixes() {
-        WhatIfOutcome fix = new WhatIfOutcome("e", 10 * GIB, 11 * GIB, 40, 0, 0, 11 * GIB);
+        WhatIfOutcome fix = outcome("e", 10 * GIB, 11 * GIB, 40, 0, 0, 11 * GIB);
         TableWhatIf whatIf = new TableWhatIf(Map.of(
-                "", new WhatIfOutcome("", 10 * GIB, 12 * GIB, 50, 3, 1, 14 * GIB),
-                "expandable_segments:True", fix), new WhatIfOutcome("batch 4", 5 * GIB, 6 * GIB, 9, 0, 0, 6 * GIB));
+                "", outcome("", 10 * GIB, 12 * GIB, 50, 3, 1, 14 * GIB),
+                "expandable_segments:True", fix), outcome("batch 4", 5 * GIB, 6 * GIB, 9, 0, 0, 6 * GIB));
         Recommender.Result r = new Recommender().recommend(fragmentedOom(null), whatIf);
         assertThat(r.alternatives()).noneMatch(o -> o.label().equals("batch 4"));
         assertThat(r.recommendations()).extracting(Recommendation::outcome).containsExactly(fix);
 
-        TableWhatIf noFix = new TableWhatIf(Map.of("", new WhatIfOutcome("", 10 * GIB, 12 * GIB, 50, 3, 1, 14 * GIB)),
-                new WhatIfOutcome("batch 4", 5 * GIB, 6 * GIB, 9, 0, 0, 6 * GIB));
+        TableWhatIf noFix = new TableWhatIf(Map.of("", outcome("", 10 * GIB, 12 * GIB, 50, 3, 1, 14 * GIB)),
+                outcome("batch 4", 5 * GIB, 6 * GIB, 9, 0, 0, 6 * GIB));
         Recommender.Result last = new Recommender().recommend(fragmentedOom(null), noFix);
         assertThat(last.recommendations()).extracting(Recommendation::action).containsExactly("use a smaller batch (batch 4)");
         assertThat(last.notes()).noneMatch(n -> n.contains("no run tried fits"));
 
-        TableWhatIf nothingFits = new TableWhatIf(Map.of("", new WhatIfOutcome("", 10 * GIB, 12 * GIB, 50, 3, 1, 14 * GIB)),
-                new WhatIfOutcome("batch 4", 5 * GIB, 6 * GIB, 9, 1, 1, 13 * GIB));
+        TableWhatIf nothingFits = new TableWhatIf(Map.of("", outcome("", 10 * GIB, 12 * GIB, 50, 3, 1, 14 * GIB)),
+                outcome("batch 4", 5 * GIB, 6 * GIB, 9, 1, 1, 13 * GIB));
         Recommender.Result none = new Recommender().recommend(fragmentedOom(null), nothingFits);
         assertThat(none.notes()).contains("no run tried fits this device: the least demanding (batch 4) needs 13.00 GiB of device memory");
     }
@@ -114,8 +115,8 @@ class RecommenderTest {
                 .segment(StateAnalyzerTest.seg(GIB, Pool.LARGE, 0, false, 23 * GIB, BlockState.ALLOCATED))
                 .oom(new OomEvent(2 * GIB, GIB, 0, -1)).build();
         StateAnalysis a = new StateAnalyzer().analyze(live);
-        TableWhatIf whatIf = new TableWhatIf(Map.of("", new WhatIfOutcome("", 23 * GIB, 23 * GIB, 9, 1, 1, 26 * GIB)),
-                new WhatIfOutcome("batch 4", 13 * GIB, 14 * GIB, 9, 0, 0, 14 * GIB));
+        TableWhatIf whatIf = new TableWhatIf(Map.of("", outcome("", 23 * GIB, 23 * GIB, 9, 1, 1, 26 * GIB)),
+                outcome("batch 4", 13 * GIB, 14 * GIB, 9, 0, 0, 14 * GIB));
         Recommender.Result r = new Recommender().recommend(a, whatIf);
         assertThat(r.recommendations().get(0).action()).contains("smaller batch (batch 4)");
         assertThat(r.recommendations().get(0).bytesSaved()).isEqualTo(12 * GIB);
@@ -140,5 +141,12 @@ class RecommenderTest {
             assertThat(x.action()).contains("empty_cache");
             assertThat(x.bytesSaved()).isEqualTo(100 * MIB);
         });
+    }
+
+    /** A compare row with the figures the recommender reads (capacity and driver frees play no part). */
+    private static WhatIfOutcome outcome(String label, long peakAllocated, long peakReserved, long deviceAllocs,
+                                         long retries, long ooms, long minCapacity) {
+        return new WhatIfOutcome(label, false, 0, peakAllocated, peakReserved, deviceAllocs, 0, retries, ooms,
+                minCapacity);
     }
 }

@@ -1,5 +1,6 @@
 package io.gpumem.trace.analysis;
 
+import io.gpumem.trace.whatif.WhatIfOutcome;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.trace.io.AllocatorSnapshots;

@@ -1,5 +1,6 @@
 package io.gpumem.trace.replay;
 
+import io.gpumem.trace.whatif.WhatIfOutcome;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.config.AllocatorConfig;
@@ -27,7 +28,7 @@ class WhatIfReplayTest {
             "lm-medium-train-ctx128.pickle", "nca-train-empty-cache.pickle", "gnn-train-expandable-oom.pickle"})
     void recordedConfigReproducesTheTracesOwnPeakReserved(String name) {
         WhatIfReplay r = replay(name);
-        WhatIfResult row = r.evaluate(RecordedConfig.of(r.snapshot()), true);
+        WhatIfOutcome row = r.evaluate(RecordedConfig.of(r.snapshot()), true);
         System.out.println(name + " " + r.recorded() + " -> " + row);
         assertThat(row.peakReserved()).isEqualTo(r.recorded().peakReserved());
         assertThat(row.ooms()).isZero();
@@ -39,11 +40,30 @@ class WhatIfReplayTest {
     @Test
     void llamaReproducesItsOomRetriesAtTheRecordedCapacity() {
         WhatIfReplay r = replay("llama-offload-10-streams.pickle");
-        WhatIfResult row = r.evaluate(AllocatorConfig.defaults(), true);
+        WhatIfOutcome row = r.evaluate(AllocatorConfig.defaults(), true);
         // 39 release runs in the recording, every one the OOM-retry path (replay-method.md).
         assertThat(row.retries()).isEqualTo(39);
         assertThat(row.deviceFrees()).isEqualTo(579);
         assertThat(row.deviceAllocs()).isEqualTo(584);
+    }
+
+    @Test
+    void parallelEvaluationGivesTheSequentialRowsInConfigurationOrder() {
+        WhatIfReplay r = replay("tiny-forward.pickle");
+        java.util.List<AllocatorConfig> configs = java.util.List.of(RecordedConfig.of(r.snapshot()),
+                AllocatorConfig.parse("expandable_segments:True"), AllocatorConfig.parse("max_split_size_mb:21"),
+                AllocatorConfig.parse("roundup_power2_divisions:4"));
+        long capacity = r.recorded().capacity();
+        java.util.List<WhatIfOutcome> sequential = new java.util.ArrayList<>();
+        for (int i = 0; i < configs.size(); i++) {
+            sequential.add(r.evaluate(configs.get(i), i == 0, capacity));
+        }
+        java.util.List<Integer> progress = new java.util.ArrayList<>();
+        java.util.List<WhatIfOutcome> parallel = r.evaluateAll(configs, capacity, 3, progress::add);
+        assertThat(parallel).isEqualTo(sequential);
+        assertThat(parallel.get(0).recorded()).isTrue();
+        assertThat(parallel.subList(1, 4)).noneMatch(WhatIfOutcome::recorded);
+        assertThat(progress).containsExactly(1, 2, 3, 4);
     }
 
     /**
@@ -62,11 +82,11 @@ class WhatIfReplayTest {
         WhatIfReplay r = new WhatIfReplay(s, 0, new WindowRebuilder(recordedConfig).rebuild(s, 0));
         long capacity = r.recordedCapacity(recordedConfig);
         assertThat(capacity).isEqualTo(100L << 20);
-        WhatIfResult defaults = r.evaluate(recordedConfig, true, capacity);
+        WhatIfOutcome defaults = r.evaluate(recordedConfig, true, capacity);
         assertThat(defaults.ooms()).isEqualTo(1);
         assertThat(defaults.retries()).isEqualTo(1);
         assertThat(defaults.minCapacity()).isEqualTo(120L << 20);
-        WhatIfResult expandable = r.evaluate(AllocatorConfig.parse("expandable_segments:True"), false, capacity);
+        WhatIfOutcome expandable = r.evaluate(AllocatorConfig.parse("expandable_segments:True"), false, capacity);
         assertThat(expandable.ooms()).isZero();
         assertThat(expandable.peakReserved()).isEqualTo(100L << 20);
         assertThat(expandable.minCapacity()).isEqualTo(100L << 20);
@@ -78,7 +98,7 @@ class WhatIfReplayTest {
     void tenStreamTraceRunsUnderEveryConfig(String conf) {
         // Ten recorded stream handles, none created on the simulated device: the replay must map them.
         WhatIfReplay r = replay("llama-offload-10-streams.pickle");
-        WhatIfResult row = r.evaluate(AllocatorConfig.parse(conf), false);
+        WhatIfOutcome row = r.evaluate(AllocatorConfig.parse(conf), false);
         System.out.println("llama " + conf + " -> " + row);
         assertThat(row.peakReserved()).isGreaterThanOrEqualTo(row.peakAllocated());
         assertThat(row.minCapacity()).isGreaterThanOrEqualTo(row.peakAllocated() / (2L << 20) * (2L << 20));
@@ -91,7 +111,7 @@ class WhatIfReplayTest {
             AllocatorConfig c = AllocatorConfig.defaults().toBuilder().raw(conf)
                     .expandableSegments(conf.startsWith("expandable"))
                     .maxSplitSize(conf.startsWith("max_split") ? 128L << 20 : AllocatorConfig.UNLIMITED).build();
-            WhatIfResult row = r.evaluate(c, false);
+            WhatIfOutcome row = r.evaluate(c, false);
             System.out.println(conf + " -> " + row);
             assertThat(row.peakReserved()).isGreaterThanOrEqualTo(row.peakAllocated());
             assertThat(row.minCapacity()).isGreaterThanOrEqualTo(row.peakAllocated() / (2L << 20) * (2L << 20));

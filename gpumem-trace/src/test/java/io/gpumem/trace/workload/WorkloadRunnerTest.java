@@ -10,7 +10,7 @@ import io.gpumem.trace.analysis.Recommendation;
 import io.gpumem.trace.analysis.Recommender;
 import io.gpumem.trace.analysis.StateAnalysis;
 import io.gpumem.trace.analysis.StateAnalyzer;
-import io.gpumem.trace.analysis.WhatIfOutcome;
+import io.gpumem.trace.whatif.WhatIfOutcome;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 

@@ -4,10 +4,10 @@ import io.gpumem.history.Frame;
 import java.util.List;
 
 /**
- * A request stream that can be run against an allocator: generated ({@link TrainingWorkload}) or taken from
+ * A request stream of allocations and frees that can be run against an allocator: generated ({@link TrainingWorkload}) or taken from
  * a recorded trace. Ids of {@link MemoryOp.Alloc} run densely from 0 to {@link #allocationCount()} − 1.
  */
-public interface Workload {
+public interface AllocationWorkload {
     /** The ops in program order. */
     List<MemoryOp> ops();
 

@@ -1,0 +1,34 @@
+package io.gpumem.kvcache.sim;
+
+import io.gpumem.kvcache.KvCacheSpec;
+import io.gpumem.kvcache.tier.KvTiers;
+import io.gpumem.kvcache.tier.RemoteKvStore;
+
+import java.nio.file.Path;
+
+/**
+ * The lower tiers each simulated instance gets: host and disk budgets (0 = none; instance {@code i}
+ * keeps its disk files in {@code diskDir/instance-i}), an optional remote store shared by all
+ * instances, and the write queues' size and drain rate per step.
+ */
+public record TierSettings(long hostBytes, long diskBytes, Path diskDir, RemoteKvStore remote, int queueBlocks,
+                           int drainBlocks) {
+
+    /** No tiers: the device pool alone. */
+    public static final TierSettings NONE = new TierSettings(0, 0, null, null, 256, 64);
+
+    public boolean any() {
+        return hostBytes > 0 || diskBytes > 0 || remote != null;
+    }
+
+    KvTiers build(KvCacheSpec spec, int instance) {
+        KvTiers.Builder b = KvTiers.builder(spec).host(hostBytes).queueBlocks(queueBlocks).drainBlocks(drainBlocks);
+        if (diskBytes > 0) {
+            b.disk(diskDir.resolve("instance-" + instance), diskBytes);
+        }
+        if (remote != null) {
+            b.remote(remote, null);
+        }
+        return b.build();
+    }
+}

@@ -1,0 +1,68 @@
+package io.gpumem.kvcache.sim;
+
+/**
+ * How long one engine step takes in simulated time: the offload-or-recompute trade-off in numbers.
+ *
+ * <pre>
+ *   step = weightBytes / HBM                                  (weights read once per step)
+ *        + prefill tokens × prefillUsPerToken + decode tokens × decodeUsPerToken
+ *        + context tokens attended × kvBytesPerToken / HBM     (KV read by attention)
+ *        + for each tier: promoted tokens × kvBytesPerToken / bandwidth + lookups that hit it × latency
+ *        + swapped tokens × kvBytesPerToken / host-link bandwidth
+ * </pre>
+ *
+ * Writes into the tiers (demotion, publication) overlap with compute and are not on the step's critical
+ * path; their bandwidth limit is the write queues' drain rate. Transfer times use {@code kvBytesPerToken}
+ * of the modelled model, not the (small) geometry the simulator keeps real bytes for.
+ *
+ * <p>Defaults: Llama-3-8B in fp16 on one H100 SXM: 16 GB of weights, 128 KiB of KV per token (32 layers
+ * × 8 KV heads × 128 × 2 × 2 bytes), prefill 40 µs per token (16 GFLOP at about 400 TFLOP/s achieved),
+ * decode 25 µs per token of compute, HBM 3,350 GB/s, host link 50 GB/s (PCIe 5.0 x16; NVLink-C2C on
+ * GH200 is 450), local NVMe disk 7 GB/s with 100 µs per lookup, network 12.5 GB/s (100 GbE) with 200 µs
+ * per lookup (a round trip to the store).
+ */
+public record TimeModel(double weightBytes, long kvBytesPerToken, double prefillUsPerToken, double decodeUsPerToken,
+                        double hbmGBps, double hostGBps, double diskGBps, double diskLatencyUs, double netGBps,
+                        double netLatencyUs) {
+
+    public TimeModel {
+        if (!(weightBytes >= 0) || kvBytesPerToken <= 0 || !(prefillUsPerToken >= 0) || !(decodeUsPerToken >= 0)
+                || !(hbmGBps > 0) || !(hostGBps > 0) || !(diskGBps > 0) || !(netGBps > 0) || !(diskLatencyUs >= 0)
+                || !(netLatencyUs >= 0)) {
+            throw new IllegalArgumentException("time model: bandwidths and bytes per token must be positive, times not negative");
+        }
+    }
+
+    public static TimeModel defaults() {
+        return new TimeModel(16e9, 131_072, 40, 25, 3350, 50, 7, 100, 12.5, 200);
+    }
+
+    /** Microseconds to move {@code tokens} tokens' KV at {@code gbps} GB/s. */
+    double transferUs(long tokens, double gbps) {
+        return tokens * (double) kvBytesPerToken / (gbps * 1e3);
+    }
+
+    /** Microseconds of one step's fixed part and compute. */
+    double computeUs(long prefillTokens, long decodeTokens, long contextTokens) {
+        return weightBytes / (hbmGBps * 1e3) + prefillTokens * prefillUsPerToken + decodeTokens * decodeUsPerToken
+                + transferUs(contextTokens, hbmGBps);
+    }
+
+    /** Link bandwidth of a tier by name. */
+    double bandwidth(String tier) {
+        return switch (tier) {
+            case "host" -> hostGBps;
+            case "disk" -> diskGBps;
+            default -> netGBps;
+        };
+    }
+
+    /** Per-lookup latency of a tier by name. */
+    double latency(String tier) {
+        return switch (tier) {
+            case "host" -> 0;
+            case "disk" -> diskLatencyUs;
+            default -> netLatencyUs;
+        };
+    }
+}
