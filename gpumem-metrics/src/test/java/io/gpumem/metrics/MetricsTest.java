@@ -13,6 +13,8 @@ import io.gpumem.kvcache.sim.ServingSimulator;
 import io.gpumem.kvcache.sim.SimConfig;
 import io.gpumem.kvcache.sim.SimObserver;
 import io.gpumem.kvcache.sim.SimReport;
+import io.gpumem.kvcache.sim.TierSettings;
+import io.gpumem.kvcache.sim.TimeModel;
 import io.micrometer.core.instrument.Tags;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
@@ -83,12 +85,19 @@ class MetricsTest {
         PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
         KvCacheStats[] published = new KvCacheStats[1];
         new KvCacheMetrics(() -> published[0], Tags.of("instance", "test")).bindTo(registry);
-        SimReport report = ServingSimulator.run(config, KvMemory.direct(device), new SimObserver() {
-            @Override
-            public void finished(long steps, KvCacheManager manager) {
-                published[0] = manager.stats();
-            }
-        });
+        KvCacheManager[] manager = new KvCacheManager[1];
+        SimReport report = ServingSimulator.run(config, TierSettings.NONE, TimeModel.defaults(), 1,
+                i -> KvMemory.direct(device), new SimObserver() {
+                    @Override
+                    public void started(int instance, KvCacheManager m) {
+                        manager[0] = m;
+                    }
+
+                    @Override
+                    public void finished(long steps) {
+                        published[0] = manager[0].stats();
+                    }
+                });
         assertThat(report.preemptions()).as("the set-up preempts").isPositive();
         try (PrometheusEndpoint endpoint = PrometheusEndpoint.start(registry, 0)) {
             assertThat(endpoint.url()).startsWith("http://127.0.0.1:");

@@ -10,6 +10,7 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Duration;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.regex.Matcher;
@@ -35,6 +36,15 @@ class KvSimMetricsTest {
             out.put(m.group(1) + (m.group(2) == null ? "" : m.group(2)), Double.parseDouble(m.group(3)));
         }
         return out;
+    }
+
+    /** The one sample of {@code name} whose labels include all of {@code labels}. */
+    static double sample(Map<String, Double> samples, String name, String... labels) {
+        List<Double> found = samples.entrySet().stream()
+                .filter(e -> e.getKey().startsWith(name + "{") && java.util.Arrays.stream(labels).allMatch(e.getKey()::contains))
+                .map(Map.Entry::getValue).toList();
+        assertThat(found).as("samples of %s with %s in %s", name, List.of(labels), samples.keySet()).hasSize(1);
+        return found.getFirst();
     }
 
     @Test
@@ -79,9 +89,7 @@ class KvSimMetricsTest {
         assertThat(run.err()).contains("kv-sim: metrics at http://127.0.0.1:" + port + "/metrics");
         Matcher printed = Pattern.compile("preemptions\\s+(\\d+) \\(recompute (\\d+), swap (\\d+)\\)").matcher(run.out());
         assertThat(printed.find()).as(run.out()).isTrue();
-        assertThat(last.get("gpumem_kv_preemptions_total{mode=\"recompute\",}") != null
-                ? last.get("gpumem_kv_preemptions_total{mode=\"recompute\",}")
-                : last.get("gpumem_kv_preemptions_total{mode=\"recompute\"}"))
+        assertThat(sample(last, "gpumem_kv_preemptions_total", "mode=\"recompute\"", "instance=\"0\""))
                 .isEqualTo(Double.parseDouble(printed.group(2)));
         Matcher steps = Pattern.compile("steps\\s+(\\d+)").matcher(run.out());
         assertThat(steps.find()).isTrue();
