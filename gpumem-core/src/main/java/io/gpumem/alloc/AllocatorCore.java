@@ -64,7 +64,7 @@ final class AllocatorCore {
     final long maxSplitSizeAtCreation;
     final BlockPool smallBlocks = new BlockPool(Pool.SMALL);
     final BlockPool largeBlocks = new BlockPool(Pool.LARGE);
-    final BlockIndex allocatedBlocks = new BlockIndex();
+    final AddressTable<Block> allocatedBlocks = AddressTable.forObjects();
     final StreamEvents events = new StreamEvents();
     final List<ExpandableSegment> expandableSegments = new ArrayList<>();
     final TraceRecorder trace = new TraceRecorder();

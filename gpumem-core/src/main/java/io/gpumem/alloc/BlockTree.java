@@ -140,15 +140,6 @@ final class BlockTree {
         count--;
     }
 
-    /** Removes {@code b} if it is in this tree; returns whether it was. */
-    boolean removeIfPresent(Block b) {
-        if (b.tree != this) {
-            return false;
-        }
-        remove(b);
-        return true;
-    }
-
     private void replaceChild(Block parent, Block old, Block child) {
         if (child != null) {
             child.parent = parent;

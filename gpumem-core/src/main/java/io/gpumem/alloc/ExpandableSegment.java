@@ -85,10 +85,6 @@ final class ExpandableSegment {
         return pageSize * pageCount;
     }
 
-    long end() {
-        return base + size();
-    }
-
     int mappedPages() {
         return mappedPages;
     }

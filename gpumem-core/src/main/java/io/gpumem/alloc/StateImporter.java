@@ -197,7 +197,9 @@ final class StateImporter {
                 case ALLOCATED -> {
                     b.allocated = true;
                     b.requestedSize = rb.requestedSize();
-                    core.allocatedBlocks.put(b.ptr, b);
+                    if (!core.allocatedBlocks.putIfAbsent(b.ptr, b)) {
+                        throw new IllegalStateException("address already indexed: 0x" + Long.toHexString(b.ptr));
+                    }
                     core.stats.increase(ALLOCATION, type, 1);
                     core.stats.increase(ALLOCATED_BYTES, type, b.size);
                     core.stats.increase(ACTIVE, type, 1);

@@ -43,11 +43,6 @@ final class StreamEvents {
         pending -= n;
     }
 
-    void clear() {
-        queues.clear();
-        pending = 0;
-    }
-
     /** A pooled event handle, or 0 when the pool is empty. */
     long takeSpare() {
         return spareCount == 0 ? 0 : spareEvents[--spareCount];

@@ -13,7 +13,7 @@ import java.util.TreeSet;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-/** {@link BlockTree} against {@link TreeSet} and {@link BlockIndex} against {@link HashMap}, seeded. */
+/** {@link BlockTree} against {@link TreeSet} and {@link AddressTable} against {@link HashMap}, seeded. */
 class DataStructuresTest {
     private static final Comparator<Block> BY_SIZE = (a, b) -> {
         int c = Long.compareUnsigned(a.stream, b.stream);
@@ -133,7 +133,7 @@ class DataStructuresTest {
         long seed = System.nanoTime();
         System.out.println("DataStructuresTest index seed=" + seed);
         SplittableRandom rnd = new SplittableRandom(seed);
-        BlockIndex idx = new BlockIndex();
+        AddressTable<Block> idx = AddressTable.forObjects();
         Map<Long, Block> ref = new HashMap<>();
         List<Long> keys = new ArrayList<>();
         for (int i = 0; i < 50_000; i++) {
@@ -142,7 +142,7 @@ class DataStructuresTest {
                 if (!ref.containsKey(k)) {
                     Block b = block(0, 512, k);
                     ref.put(k, b);
-                    idx.put(k, b);
+                    assertThat(idx.putIfAbsent(k, b)).isTrue();
                     keys.add(k);
                 }
             } else {

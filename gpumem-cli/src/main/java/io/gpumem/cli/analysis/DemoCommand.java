@@ -90,6 +90,9 @@ public final class DemoCommand implements Callable<Integer> {
                     + " (default: expandable_segments:True, max_split_size_mb:256, roundup_power2_divisions:4).")
     List<String> configs;
 
+    @Option(names = "--spill", description = "Also run the workload on a spilling allocator: OOMs become spills of optimizer states, activations, weights, gradients.")
+    boolean spill;
+
     @Option(names = "--no-min-capacity", description = "Skip the minimum-capacity search (faster).")
     boolean noMinCapacity;
 
@@ -134,6 +137,8 @@ public final class DemoCommand implements Callable<Integer> {
         for (String conf : alternatives) {
             rows.add(whatIf.run(conf));
         }
+        rows.addAll(new io.gpumem.trace.workload.PolicyWorkloadRunner(runner).outcomes(workload,
+                io.gpumem.trace.workload.PolicyWorkloadRunner.DEMO_POLICIES, !noMinCapacity));
         out.println("comparison (" + workload.settings().steps() + " steps on " + ByteSize.formatSigned(capacityBytes) + "):");
         AnalysisPrinter.printOutcomes(rows, out);
         out.println();
@@ -149,6 +154,10 @@ public final class DemoCommand implements Callable<Integer> {
         AnalysisPrinter.printState(analysis, out);
         Recommender.Result recs = new Recommender().recommend(analysis, whatIf);
         AnalysisPrinter.printRecommendations(recs, out);
+        if (spill) {
+            out.println();
+            SpillDemo.run(workload, capacityBytes, outsideBytes, out);
+        }
 
         try {
             AllocatorSnapshots.write(baseline.allocator().snapshot(), snapshot);

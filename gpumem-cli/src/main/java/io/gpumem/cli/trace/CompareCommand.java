@@ -7,6 +7,8 @@ import io.gpumem.size.ByteSize;
 import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.policy.PolicySpec;
+import io.gpumem.trace.replay.PolicyReplay;
 import io.gpumem.trace.replay.WhatIfReplay;
 import io.gpumem.trace.whatif.WhatIfOutcome;
 import io.gpumem.trace.window.RecordedConfig;
@@ -26,7 +28,8 @@ import picocli.CommandLine.Spec;
 /**
  * {@code gpumem compare FILE --config C ...}: replays one device's request stream from the window's rebuilt
  * start under the recorded configuration (always the first row) and each given one, on a simulated device, and
- * tabulates peak memory, driver calls, retries, OOMs at the recorded capacity and the minimum capacity.
+ * tabulates peak memory, driver calls, retries, OOMs at the recorded capacity and the minimum capacity. Each
+ * {@code --policy} adds a row replayed by {@link PolicyReplay} under that allocation policy.
  */
 @Command(name = "compare", mixinStandardHelpOptions = true,
         description = {"Answer \"what if\": replay a trace's requests under other allocator configurations"
@@ -44,6 +47,11 @@ public final class CompareCommand implements Callable<Integer> {
             description = "A configuration to compare, e.g. expandable_segments:True or max_split_size_mb:128 (repeatable).")
     List<String> configs = new ArrayList<>();
 
+    @Option(names = "--policy", paramLabel = "NAME[:OPTIONS]",
+            description = "An allocation policy to add as a row (repeatable): pytorch[:CONF] (the PyTorch-exact"
+                    + " allocator), stitch (virtual-memory stitching), planned (plan from this trace, serve online).")
+    List<String> policies = new ArrayList<>();
+
     @Option(names = "--trace-device", paramLabel = "N",
             description = "Device trace to replay (default: the one with the most alloc entries).")
     Integer device;
@@ -54,7 +62,8 @@ public final class CompareCommand implements Callable<Integer> {
     Long capacityBytes;
 
     @Option(names = "--json", description = "Print a JSON array instead of the table: one object per configuration"
-            + " with config, peak_allocated, peak_reserved, min_capacity, device_allocs, retries, ooms.")
+            + " with config, peak_allocated, peak_reserved, min_capacity, device_allocs, retries, ooms, policy,"
+            + " device_maps, ns_per_pair.")
     boolean json;
 
     @Option(names = "--html", paramLabel = "FILE",
@@ -80,6 +89,15 @@ public final class CompareCommand implements Callable<Integer> {
             err.println("gpumem compare: bad --config: " + e.getMessage());
             return 2;
         }
+        List<PolicySpec> policySpecs = new ArrayList<>();
+        try {
+            for (String p : policies) {
+                policySpecs.add(PolicySpec.parse(p));
+            }
+        } catch (IllegalArgumentException e) {
+            err.println("gpumem compare: bad --policy: " + e.getMessage());
+            return 2;
+        }
         int d = device != null ? device : busiestDevice(trace);
         if (d < 0 || d >= Math.max(1, trace.deviceTraces().size()) || trace.traceOf(d).isEmpty()) {
             err.println("gpumem compare: " + trace.source() + ": device " + d + " has no trace to replay");
@@ -97,10 +115,16 @@ public final class CompareCommand implements Callable<Integer> {
             List<AllocatorConfig> all = new ArrayList<>();
             all.add(recordedConfig);
             all.addAll(others);
-            progress.progress(0, all.size());
+            int total = all.size() + policySpecs.size();
+            progress.progress(0, total);
             // one configuration per core: each replay is single-threaded and independent of the others
             rows.addAll(replay.evaluateAll(all, capacity, Runtime.getRuntime().availableProcessors(),
-                    finished -> progress.progress(finished, all.size())));
+                    finished -> progress.progress(finished, total)));
+            PolicyReplay policyReplay = new PolicyReplay(replay);
+            for (int i = 0; i < policySpecs.size(); i++) {
+                rows.add(policyReplay.evaluate(policySpecs.get(i), capacity));
+                progress.progress(all.size() + i + 1, total);
+            }
         } catch (IllegalArgumentException | IllegalStateException e) {
             err.println("gpumem compare: " + trace.source() + ": inconsistent snapshot: " + e.getMessage());
             return 2;
@@ -152,20 +176,24 @@ public final class CompareCommand implements Callable<Integer> {
     }
 
     static String label(WhatIfOutcome r) {
+        if (!r.policy().equals("pytorch")) {
+            return r.label() == null || r.label().isEmpty() ? r.policy() : r.policy() + ":" + r.label();
+        }
         String c = r.label() == null || r.label().isEmpty() ? "defaults" : r.label();
         return r.recorded() ? "recorded (" + c + ")" : c;
     }
 
     static String table(List<WhatIfOutcome> rows) {
         String[] head = {"config", "peak allocated", "peak reserved", "reserved/allocated", "driver allocs",
-                "driver frees", "retries", "OOMs", "min capacity"};
+                "driver frees", "retries", "OOMs", "min capacity", "map calls", "ns/pair"};
         List<String[]> cells = new ArrayList<>();
         cells.add(head);
         for (WhatIfOutcome r : rows) {
             cells.add(new String[] {label(r), ByteSize.format(r.peakAllocated()), ByteSize.format(r.peakReserved()),
                     String.format(Locale.ROOT, "%.3f", r.reservedPerAllocated()), Long.toString(r.deviceAllocs()),
                     Long.toString(r.deviceFrees()), Long.toString(r.retries()), Long.toString(r.ooms()),
-                    ByteSize.format(r.minCapacity())});
+                    ByteSize.format(r.minCapacity()), Long.toString(r.deviceMaps()),
+                    String.format(Locale.ROOT, "%.0f", r.nsPerPair())});
         }
         int[] width = new int[head.length];
         for (String[] row : cells) {
@@ -199,6 +227,9 @@ public final class CompareCommand implements Callable<Integer> {
                 g.writeNumberField("device_allocs", r.deviceAllocs());
                 g.writeNumberField("retries", r.retries());
                 g.writeNumberField("ooms", r.ooms());
+                g.writeStringField("policy", r.policy());
+                g.writeNumberField("device_maps", r.deviceMaps());
+                g.writeNumberField("ns_per_pair", r.nsPerPair());
                 g.writeEndObject();
             }
             g.writeEndArray();

@@ -52,6 +52,16 @@ class AnalysisCommandsTest {
     }
 
     @Test
+    void demoWithSpillTurnsTheOomOfStep8IntoSpills() {
+        CliRun r = run("demo", "--spill", "--no-min-capacity", "--snapshot", tmp.resolve("s.pickle").toString());
+        assertThat(r.exit()).as(r.err()).isZero();
+        assertThat(r.out()).contains("at the OOM in step 8 of 10")
+                .contains("with --spill")
+                .containsPattern("step 8: [1-9][0-9]* buffers spilled instead of an OOM")
+                .contains("all 10 steps completed");
+    }
+
+    @Test
     void demoIsDeterministicAndTakesTheGeneratorParameters() {
         CliRun a = run(with(SMALL, "--capacity", "4GiB", "--snapshot", tmp.resolve("a.pickle").toString()));
         CliRun b = run(with(SMALL, "--capacity", "4GiB", "--snapshot", tmp.resolve("a.pickle").toString()));

@@ -176,7 +176,8 @@ class TraceCommandsTest {
         List<Map<String, Object>> rows = parseArray(r.lastLine());
         assertThat(rows).hasSize(3);
         assertThat(rows.getFirst().keySet()).containsExactly("config", "peak_allocated", "peak_reserved",
-                "min_capacity", "device_allocs", "retries", "ooms");
+                "min_capacity", "device_allocs", "retries", "ooms", "policy", "device_maps", "ns_per_pair");
+        assertThat(rows).allSatisfy(row -> assertThat(row.get("policy")).isEqualTo("pytorch"));
         // This window never releases memory, so its peak reserved is the end state's total: 56.9 GiB.
         long endReserved = 0;
         var s = io.gpumem.trace.io.TraceReaders.read(f);

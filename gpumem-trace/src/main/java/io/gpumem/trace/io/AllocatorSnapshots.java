@@ -21,7 +21,7 @@ import java.util.Map;
  * {@code segment_pool_id} (0, 0) and {@code is_expandable}; blocks and entries carry their frames ({@code []} when
  * none was captured, except that entries recorded without context keep no {@code frames} key, as PyTorch writes
  * them); {@code external_annotations} is an empty list. {@code oom} entries carry {@code device_free} and no
- * {@code addr}; the allocator's {@code deviceFree} of −1 on other entries means "no such key". Frames, block
+ * {@code addr}; both models say −1 for the {@code deviceFree} of other entries (no such key). Frames, block
  * states and actions are the allocator's own objects (the file model reuses them), so identical frame lists stay
  * shared. Entries a replay makes for a recorded request take that request's frames, unknown keys and time
  * ({@link #entry(io.gpumem.history.TraceEntry, TraceEntry)}).
@@ -97,15 +97,14 @@ public final class AllocatorSnapshots {
     /**
      * One entry of the allocator's history as the file model has it: {@code addr}, {@code size}, {@code stream},
      * {@code time_us} and the captured frames (no {@code frames} key when none were captured); an {@code oom}
-     * entry has {@code device_free} instead of {@code addr}. The core model's {@code deviceFree} is −1 for every
-     * other action; the file model has no key there, and its value 0.
+     * entry has {@code device_free} instead of {@code addr}; other entries have none (−1 in both models).
      */
     public static TraceEntry entry(io.gpumem.history.TraceEntry e) {
         boolean oom = e.action() == TraceAction.OOM;
         int fields = TraceEntry.SIZE | TraceEntry.STREAM | TraceEntry.TIME_US
                 | (oom ? TraceEntry.DEVICE_FREE : TraceEntry.ADDR);
         return new TraceEntry(e.action(), e.action().wireName(), oom ? 0 : e.addr(), e.size(), e.stream(),
-                e.timeUs(), oom ? e.deviceFree() : 0, e.frames(), Map.of(), fields);
+                e.timeUs(), e.deviceFree(), e.frames(), Map.of(), fields);
     }
 
     /**
@@ -143,7 +142,7 @@ public final class AllocatorSnapshots {
         List<io.gpumem.history.TraceEntry> trace = new ArrayList<>();
         for (TraceEntry e : file.traceOf(device)) {
             trace.add(new io.gpumem.history.TraceEntry(e.action(), e.addr(), e.size(), e.stream(), e.timeUs(),
-                    e.frames(), e.has(TraceEntry.DEVICE_FREE) ? e.deviceFree() : -1));
+                    e.frames(), e.deviceFree()));
         }
         return new MemorySnapshot(List.copyOf(segments), List.of(List.copyOf(trace)), file.allocatorSettings());
     }

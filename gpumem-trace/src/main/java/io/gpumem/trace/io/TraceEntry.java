@@ -28,7 +28,8 @@ import java.util.Map;
  * @param size       request, segment or range size (0 when absent)
  * @param stream     stream handle as a signed 64-bit value (0 when absent)
  * @param timeUs     microseconds since the epoch (0 when absent; older PyTorch does not record it)
- * @param deviceFree free device bytes reported with an {@code oom} entry (0 when absent)
+ * @param deviceFree free device bytes reported with an {@code oom} entry; −1 when absent, as in core's model
+ *                   (whatever a caller passes: presence is {@link #DEVICE_FREE})
  */
 public record TraceEntry(
         TraceAction action,
@@ -50,6 +51,9 @@ public record TraceEntry(
 
     public TraceEntry {
         extra = extra == null ? Map.of() : extra;
+        if ((fields & DEVICE_FREE) == 0) {
+            deviceFree = -1;
+        }
     }
 
     /** An entry with the fields a current PyTorch records (addr, size, stream; optional time and frames). */

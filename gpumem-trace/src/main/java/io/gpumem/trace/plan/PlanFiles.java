@@ -1,6 +1,11 @@
 package io.gpumem.trace.plan;
 
 import io.gpumem.history.TraceAction;
+import io.gpumem.plan.LifetimeProblem;
+import io.gpumem.plan.OffsetPlan;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
 import io.gpumem.trace.io.ReadLimits;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceFormatException;
@@ -20,7 +25,7 @@ import java.util.Arrays;
  * (also the lifetime CSVs of MindSpore SOMAS / idealloc), output {@code id,lower,upper,size,offset}; lifetimes are
  * half-open {@code [lower, upper)}. An output file can be read back as input (its offsets are ignored), so two
  * solvers can be checked against each other. Any other trace format gpumem reads (a PyTorch snapshot, an RMM log,
- * an ops script) becomes the in-window buffers of its busiest device ({@link LifetimeProblem#ofTrace}).
+ * an ops script) becomes the in-window buffers of its busiest device ({@link #ofTrace}).
  */
 public final class PlanFiles {
 
@@ -36,7 +41,51 @@ public final class PlanFiles {
             return readIntervals(file, limits, alignment);
         }
         TraceSnapshot trace = TraceReaders.read(file, limits);
-        return LifetimeProblem.ofTrace(trace, busiestDevice(trace), alignment);
+        return ofTrace(trace, busiestDevice(trace), alignment);
+    }
+
+    /**
+     * The in-window buffers of one device's trace: every {@code alloc} entry is a buffer, live from its entry
+     * index until the entry that frees it ({@code free_completed}, or {@code free_requested} in a trace that has
+     * no completions), or until the end of the window when it is never freed. Blocks allocated before the
+     * window are not part of the problem (their placement was decided before it).
+     */
+    public static LifetimeProblem ofTrace(TraceSnapshot trace, int device, long alignment) {
+        List<TraceEntry> entries = trace.traceOf(device);
+        boolean hasCompletions = false;
+        int allocs = 0;
+        for (TraceEntry e : entries) {
+            hasCompletions |= e.action() == TraceAction.FREE_COMPLETED;
+            allocs += e.action() == TraceAction.ALLOC ? 1 : 0;
+        }
+        long[] lower = new long[allocs];
+        long[] upper = new long[allocs];
+        long[] size = new long[allocs];
+        long[] id = new long[allocs];
+        Map<Long, Integer> live = new HashMap<>();
+        int k = 0;
+        for (int i = 0; i < entries.size(); i++) {
+            TraceEntry e = entries.get(i);
+            TraceAction a = e.action();
+            if (a == TraceAction.ALLOC) {
+                id[k] = k;
+                lower[k] = i;
+                upper[k] = -1;
+                size[k] = e.size();
+                live.put(e.addr(), k++);
+            } else if (a == TraceAction.FREE_COMPLETED || (a == TraceAction.FREE_REQUESTED && !hasCompletions)) {
+                Integer b = live.remove(e.addr());
+                if (b != null) {
+                    upper[b] = i;
+                }
+            }
+        }
+        for (int b = 0; b < allocs; b++) {
+            if (upper[b] < 0) {
+                upper[b] = entries.size();
+            }
+        }
+        return new LifetimeProblem(id, lower, upper, size, alignment);
     }
 
     /** The device whose trace has the most {@code alloc} entries (0 when none has any). */
@@ -150,8 +199,8 @@ public final class PlanFiles {
         out.write('\n');
         for (int i = 0; i < p.buffers(); i++) {
             sb.setLength(0);
-            sb.append(p.id[i]).append(',').append(p.lower[i]).append(',').append(p.upper[i]).append(',')
-                    .append(p.size[i]).append(',').append(plan.offsets()[i]).append('\n');
+            sb.append(p.id(i)).append(',').append(p.lower(i)).append(',').append(p.upper(i)).append(',')
+                    .append(p.size(i)).append(',').append(plan.offsets()[i]).append('\n');
             out.write(sb.toString());
         }
     }

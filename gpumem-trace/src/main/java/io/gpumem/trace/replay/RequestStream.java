@@ -2,7 +2,7 @@ package io.gpumem.trace.replay;
 
 import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
-import io.gpumem.trace.window.AddressTable;
+import io.gpumem.alloc.AddressTable;
 import io.gpumem.trace.window.StartBlock;
 import io.gpumem.trace.window.StartSegment;
 import io.gpumem.trace.window.WindowStart;
@@ -38,6 +38,8 @@ final class RequestStream {
     final int length;
     final int startBlocks;
     final int slots;
+    /** Number of ALLOC ops. */
+    final int allocs;
     /** Entries of the trace each op came from (for diagnostics). */
     final int[] entry;
 
@@ -48,9 +50,9 @@ final class RequestStream {
         long[] size = new long[n];
         long[] stream = new long[n];
         int[] entry = new int[n];
-        AddressTable live = new AddressTable(1024);
+        AddressTable<Void> live = AddressTable.forInts(1024);
         int[] next = {0};
-        forEachStartBlock(start, (seg, b) -> live.put(b.address(), next[0]++, -1));
+        forEachStartBlock(start, (seg, b) -> live.putInt(b.address(), next[0]++, -1));
         int startCount = next[0];
         int slots = startCount;
         boolean hasCompletions = false;
@@ -71,11 +73,11 @@ final class RequestStream {
                 stream[k] = e.stream();
                 entry[k++] = i;
                 if (e.addr() != 0) {
-                    live.put(e.addr(), slot[k - 1], -1);
+                    live.putInt(e.addr(), slot[k - 1], -1);
                 }
                 slots++;
             } else if (a == TraceAction.FREE_COMPLETED || (a == TraceAction.FREE_REQUESTED && !hasCompletions)) {
-                int s = e.addr() == 0 ? -1 : live.remove(e.addr(), -1);
+                int s = e.addr() == 0 ? -1 : live.removeInt(e.addr(), -1);
                 if (s >= 0) {
                     op[k] = FREE;
                     slot[k] = s;
@@ -110,6 +112,11 @@ final class RequestStream {
         this.length = k;
         this.startBlocks = startCount;
         this.slots = slots;
+        int a = 0;
+        for (int j = 0; j < k; j++) {
+            a += op[j] == ALLOC ? 1 : 0;
+        }
+        this.allocs = a;
     }
 
     /** Index of a stream handle in {@link #streams}. */

@@ -2,6 +2,7 @@ package io.gpumem.trace.replay;
 
 import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.device.DeviceOp;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.TraceAction;
 import io.gpumem.oom.OutOfMemoryException;
@@ -188,7 +189,8 @@ public final class WhatIfReplay {
         }
         long minCapacity = minimumCapacity(config, unlimited);
         return new WhatIfOutcome(config.raw(), isRecorded, capacity, atCapacity.peakAllocated, atCapacity.peakReserved,
-                atCapacity.deviceAllocs, atCapacity.deviceFrees, atCapacity.retries, atCapacity.ooms, minCapacity);
+                atCapacity.deviceAllocs, atCapacity.deviceFrees, atCapacity.retries, atCapacity.ooms, minCapacity,
+                "pytorch", atCapacity.deviceMaps, atCapacity.nsPerPair());
     }
 
     private long minimumCapacity(AllocatorConfig config, Outcome unlimited) {
@@ -215,6 +217,13 @@ public final class WhatIfReplay {
         long deviceFrees;
         long retries;
         long ooms;
+        long deviceMaps;
+        long nanos;
+        long pairs;
+
+        double nsPerPair() {
+            return pairs == 0 ? 0 : (double) nanos / pairs;
+        }
     }
 
     /** Replays the window; with {@code stopAtOom} returns at the first failed request. */
@@ -251,6 +260,7 @@ public final class WhatIfReplay {
         int[] slots = rs.slot;
         long[] size = rs.size;
         int[] streamIndex = rs.streamIndex;
+        long t0 = System.nanoTime();
         for (int k = 0; k < rs.length; k++) {
             switch (op[k]) {
                 case RequestStream.ALLOC -> {
@@ -272,6 +282,9 @@ public final class WhatIfReplay {
                 default -> allocator.emptyCache();
             }
         }
+        out.nanos = System.nanoTime() - t0;
+        out.pairs = rs.allocs;
+        out.deviceMaps = dev.callCount(DeviceOp.MAP) + dev.callCount(DeviceOp.UNMAP);
         Map<String, Long> stats = allocator.memoryStats();
         out.peakAllocated = stats.getOrDefault("allocated_bytes.all.peak", 0L);
         out.peakReserved = stats.getOrDefault("reserved_bytes.all.peak", 0L);
@@ -283,6 +296,14 @@ public final class WhatIfReplay {
 
     public int device() {
         return device;
+    }
+
+    RequestStream requests() {
+        return requests;
+    }
+
+    WindowStart start() {
+        return start;
     }
 
     public TraceSnapshot snapshot() {

@@ -18,9 +18,36 @@ package io.gpumem.trace.whatif;
  *                      training job would)
  * @param minCapacity   the smallest device capacity, in {@link MinimumCapacity#STEP} steps, that runs the stream
  *                      without an OOM, or −1 when not computed
+ * @param policy        the allocation policy ({@code pytorch}: the PyTorch-exact allocator under {@code label})
+ * @param deviceMaps    map plus unmap calls to the device in the run at {@code capacity}
+ * @param nsPerPair     CPU time of that run's requests per malloc/free pair, in nanoseconds (0 when not measured)
  */
 public record WhatIfOutcome(String label, boolean recorded, long capacity, long peakAllocated, long peakReserved,
-                            long deviceAllocs, long deviceFrees, long retries, long ooms, long minCapacity) {
+                            long deviceAllocs, long deviceFrees, long retries, long ooms, long minCapacity,
+                            String policy, long deviceMaps, double nsPerPair) {
+
+    /** A row of the PyTorch-exact allocator without the policy measurements. */
+    public WhatIfOutcome(String label, boolean recorded, long capacity, long peakAllocated, long peakReserved,
+                         long deviceAllocs, long deviceFrees, long retries, long ooms, long minCapacity) {
+        this(label, recorded, capacity, peakAllocated, peakReserved, deviceAllocs, deviceFrees, retries, ooms,
+                minCapacity, "pytorch", 0, 0);
+    }
+
+    /** Rows are equal when the runs decided the same; {@link #nsPerPair} is a timing and is left out. */
+    @Override
+    public boolean equals(Object o) {
+        return o instanceof WhatIfOutcome r && java.util.Objects.equals(label, r.label) && recorded == r.recorded
+                && capacity == r.capacity && peakAllocated == r.peakAllocated && peakReserved == r.peakReserved
+                && deviceAllocs == r.deviceAllocs && deviceFrees == r.deviceFrees && retries == r.retries
+                && ooms == r.ooms && minCapacity == r.minCapacity && java.util.Objects.equals(policy, r.policy)
+                && deviceMaps == r.deviceMaps;
+    }
+
+    @Override
+    public int hashCode() {
+        return java.util.Objects.hash(label, recorded, capacity, peakAllocated, peakReserved, deviceAllocs,
+                deviceFrees, retries, ooms, minCapacity, policy, deviceMaps);
+    }
 
     /**
      * Peak reserved over peak allocated: 1.0 is no cache or fragmentation overhead, and also what a run that

@@ -1,5 +1,6 @@
 package io.gpumem.trace.window;
 
+import io.gpumem.alloc.AddressTable;
 import io.gpumem.alloc.Pool;
 import io.gpumem.alloc.SizeRules;
 import io.gpumem.config.AllocatorConfig;
@@ -62,7 +63,7 @@ public final class WindowRebuilder {
         final long stream;
         final Pool pool;
         final boolean expandable;
-        final TreeMap<Long, long[]> live = new TreeMap<>(); // address -> {size or -1 if inferred, request, freeIndex}
+        final TreeMap<Long, LiveBlock> live = new TreeMap<>();
 
         Seg(long address, long size, long stream, Pool pool, boolean expandable) {
             this.address = address;
@@ -73,18 +74,36 @@ public final class WindowRebuilder {
         }
     }
 
+    /**
+     * A block live at the window's start.
+     *
+     * @param size      its size, or {@link #INFERRED} when only its request is known (freed in the window)
+     * @param request   the size requested for it
+     * @param freeIndex the trace entry that frees it, {@link Long#MAX_VALUE} when it outlives the window
+     */
+    private record LiveBlock(long size, long request, long freeIndex) {
+        static final long INFERRED = -1;
+    }
+
+    /** A block allocated before the window and freed in it: its address, request and freeing entry. */
+    private record PreFreed(long address, long request, long freeIndex) {
+        PreFreed freedAt(long index) {
+            return new PreFreed(address, request, index);
+        }
+    }
+
     /** Rebuilds the start state of {@code device}'s window. */
     public WindowStart rebuild(TraceSnapshot snapshot, int device) {
         List<TraceEntry> trace = snapshot.traceOf(device);
         TreeMap<Long, Seg> segs = startSegments(snapshot, device, trace);
 
         // Forward pass: which addresses the window itself allocated, and which frees hit older blocks.
-        AddressTable state = new AddressTable(1024);
+        AddressTable<Void> state = AddressTable.forInts(1024);
         long[] allocAddr = new long[64];
         int[] allocIndex = new int[64];
         int allocs = 0;
-        List<long[]> preFreed = new ArrayList<>(); // {addr, request, freeIndex}
-        AddressTable preFreedSlot = new AddressTable(64);
+        List<PreFreed> preFreed = new ArrayList<>();
+        AddressTable<Void> preFreedSlot = AddressTable.forInts(64);
         boolean hasCompletions = false;
         for (TraceEntry e : trace) {
             if (e.action() == TraceAction.FREE_COMPLETED) {
@@ -100,7 +119,7 @@ public final class WindowRebuilder {
                     if (a == 0) {
                         break;
                     }
-                    state.put(a, WINDOW_LIVE, NONE);
+                    state.putInt(a, WINDOW_LIVE, NONE);
                     if (allocs == allocAddr.length) {
                         allocAddr = java.util.Arrays.copyOf(allocAddr, allocs * 2);
                         allocIndex = java.util.Arrays.copyOf(allocIndex, allocs * 2);
@@ -112,18 +131,18 @@ public final class WindowRebuilder {
                     if (a == 0) {
                         break;
                     }
-                    int s = state.get(a, NONE);
+                    int s = state.getInt(a, NONE);
                     if (s == NONE) {
-                        preFreedSlot.put(a, preFreed.size(), -1);
-                        preFreed.add(new long[] {a, e.size(), i});
+                        preFreedSlot.putInt(a, preFreed.size(), -1);
+                        preFreed.add(new PreFreed(a, e.size(), i));
                         if (hasCompletions) {
-                            state.put(a, PRE_FREE_REQUESTED, NONE);
+                            state.putInt(a, PRE_FREE_REQUESTED, NONE);
                         }
                     } else if (s == WINDOW_LIVE) {
                         if (hasCompletions) {
-                            state.put(a, WINDOW_FREE_REQUESTED, NONE);
+                            state.putInt(a, WINDOW_FREE_REQUESTED, NONE);
                         } else {
-                            state.remove(a, NONE);
+                            state.removeInt(a, NONE);
                         }
                     }
                 }
@@ -131,11 +150,12 @@ public final class WindowRebuilder {
                     if (a == 0) {
                         break;
                     }
-                    int s = state.remove(a, NONE);
+                    int s = state.removeInt(a, NONE);
                     if (s == NONE) {
-                        preFreed.add(new long[] {a, e.size(), i});
+                        preFreed.add(new PreFreed(a, e.size(), i));
                     } else if (s == PRE_FREE_REQUESTED) {
-                        preFreed.get(preFreedSlot.get(a, 0))[2] = i;
+                        int slot = preFreedSlot.getInt(a, 0);
+                        preFreed.set(slot, preFreed.get(slot).freedAt(i));
                     }
                 }
                 default -> { }
@@ -148,17 +168,17 @@ public final class WindowRebuilder {
                 if (b.state().isActive() && !state.containsKey(b.address())) {
                     Seg seg = containing(segs, b.address());
                     if (seg != null) {
-                        seg.live.put(b.address(), new long[] {b.size(), b.requestedSize(), Long.MAX_VALUE});
+                        seg.live.put(b.address(), new LiveBlock(b.size(), b.requestedSize(), Long.MAX_VALUE));
                     }
                 }
             }
         }
         Set<Long> preWindowFreed = new HashSet<>();
-        for (long[] p : preFreed) {
-            Seg seg = containing(segs, p[0]);
+        for (PreFreed p : preFreed) {
+            Seg seg = containing(segs, p.address());
             if (seg != null) {
-                seg.live.put(p[0], new long[] {-1, p[1], p[2]});
-                preWindowFreed.add(p[0]);
+                seg.live.put(p.address(), new LiveBlock(LiveBlock.INFERRED, p.request(), p.freeIndex()));
+                preWindowFreed.add(p.address());
             }
         }
 
@@ -169,16 +189,16 @@ public final class WindowRebuilder {
         for (Seg seg : segs.values()) {
             List<StartBlock> blocks = new ArrayList<>(seg.live.size() * 2 + 1);
             long cursor = seg.address;
-            for (Map.Entry<Long, long[]> le : seg.live.entrySet()) {
+            for (Map.Entry<Long, LiveBlock> le : seg.live.entrySet()) {
                 long addr = le.getKey();
-                long[] info = le.getValue();
+                LiveBlock info = le.getValue();
                 Long nextKey = seg.live.higherKey(addr);
                 long next = nextKey == null ? seg.address + seg.size : nextKey;
-                long size = info[0];
-                boolean exact = size >= 0;
+                long size = info.size();
+                boolean exact = size != LiveBlock.INFERRED;
                 if (!exact) {
-                    long rounded = SizeRules.roundSize(info[1], config);
-                    size = inferSize(addr, rounded, next, info[2], seg.pool, slackIndex);
+                    long rounded = SizeRules.roundSize(info.request(), config);
+                    size = inferSize(addr, rounded, next, info.freeIndex(), seg.pool, slackIndex);
                     if (size != rounded) {
                         inferred++;
                     }
@@ -187,7 +207,7 @@ public final class WindowRebuilder {
                 if (addr > cursor) {
                     blocks.add(new StartBlock(cursor, addr - cursor, 0, false, true));
                 }
-                blocks.add(new StartBlock(addr, size, info[1], true, exact));
+                blocks.add(new StartBlock(addr, size, info.request(), true, exact));
                 cursor = addr + size;
             }
             if (cursor < seg.address + seg.size) {

@@ -1,5 +1,9 @@
 package io.gpumem.trace.plan;
 
+import io.gpumem.plan.LifetimeProblem;
+import io.gpumem.plan.OffsetPlan;
+import io.gpumem.plan.OffsetPlanner;
+
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.trace.TestTraces;
@@ -120,7 +124,7 @@ class OffsetPlannerTest {
     @Test
     void traceBuffersFollowTheirAllocAndFreeEntries() {
         var trace = io.gpumem.trace.io.TraceReaders.read(TestTraces.file("tiny-forward.pickle"));
-        LifetimeProblem p = LifetimeProblem.ofTrace(trace, PlanFiles.busiestDevice(trace), 512);
+        LifetimeProblem p = PlanFiles.ofTrace(trace, PlanFiles.busiestDevice(trace), 512);
         assertThat(p.buffers()).isEqualTo(36);
         for (int i = 0; i < p.buffers(); i++) {
             assertThat(p.lower(i)).isLessThan(p.upper(i));

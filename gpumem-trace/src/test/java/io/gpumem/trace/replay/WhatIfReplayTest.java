@@ -60,7 +60,11 @@ class WhatIfReplayTest {
         }
         java.util.List<Integer> progress = new java.util.ArrayList<>();
         java.util.List<WhatIfOutcome> parallel = r.evaluateAll(configs, capacity, 3, progress::add);
-        assertThat(parallel).isEqualTo(sequential);
+        // every field but the measured time per pair, which differs from run to run
+        for (int i = 0; i < configs.size(); i++) {
+            assertThat(parallel.get(i)).usingRecursiveComparison().ignoringFields("nsPerPair")
+                    .isEqualTo(sequential.get(i));
+        }
         assertThat(parallel.get(0).recorded()).isTrue();
         assertThat(parallel.subList(1, 4)).noneMatch(WhatIfOutcome::recorded);
         assertThat(progress).containsExactly(1, 2, 3, 4);

@@ -1,4 +1,4 @@
-package io.gpumem.trace.window;
+package io.gpumem.alloc;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -18,7 +18,7 @@ class AddressTableTest {
         long seed = System.nanoTime();
         System.out.println("seed=" + seed);
         Random rnd = new Random(seed);
-        AddressTable table = new AddressTable(4);
+        AddressTable<Void> table = AddressTable.forInts(4);
         Map<Long, Integer> model = new HashMap<>();
         List<Long> keys = new ArrayList<>();
         for (int i = 0; i < 3000; i++) {
@@ -31,26 +31,32 @@ class AddressTableTest {
                 case 0, 1 -> {
                     int v = rnd.nextInt(1_000_000);
                     Integer old = model.put(k, v);
-                    assertThat(table.put(k, v, -1)).as("seed " + seed).isEqualTo(old == null ? -1 : old);
+                    assertThat(table.putInt(k, v, -1)).as("seed " + seed).isEqualTo(old == null ? -1 : old);
                 }
                 case 2 -> {
                     Integer old = model.remove(k);
-                    assertThat(table.remove(k, -1)).as("seed " + seed).isEqualTo(old == null ? -1 : old);
+                    assertThat(table.removeInt(k, -1)).as("seed " + seed).isEqualTo(old == null ? -1 : old);
                 }
                 default -> {
                     assertThat(table.containsKey(k)).as("seed " + seed).isEqualTo(model.containsKey(k));
-                    assertThat(table.get(k, -1)).as("seed " + seed).isEqualTo(model.getOrDefault(k, -1));
+                    assertThat(table.getInt(k, -1)).as("seed " + seed).isEqualTo(model.getOrDefault(k, -1));
                 }
             }
             assertThat(table.size()).isEqualTo(model.size());
         }
         for (long k : keys) {
-            assertThat(table.get(k, -1)).isEqualTo(model.getOrDefault(k, -1));
+            assertThat(table.getInt(k, -1)).isEqualTo(model.getOrDefault(k, -1));
         }
     }
 
     @Test
+    void aTableHoldsOneKindOfValue() {
+        assertThatThrownBy(() -> AddressTable.forInts().get(512)).isInstanceOf(IllegalStateException.class);
+        assertThatThrownBy(() -> AddressTable.forObjects().getInt(512, -1)).isInstanceOf(IllegalStateException.class);
+    }
+
+    @Test
     void theNullAddressIsRejected() {
-        assertThatThrownBy(() -> new AddressTable().put(0, 1, -1)).isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> AddressTable.forInts().putInt(0, 1, -1)).isInstanceOf(IllegalArgumentException.class);
     }
 }

@@ -1,12 +1,6 @@
-package io.gpumem.trace.plan;
+package io.gpumem.plan;
 
-import io.gpumem.history.TraceAction;
-import io.gpumem.trace.io.TraceEntry;
-import io.gpumem.trace.io.TraceSnapshot;
 import java.util.Arrays;
-import java.util.HashMap;
-import java.util.List;
-import java.util.Map;
 
 /**
  * A static allocation problem: buffers, each with a size and a half-open lifetime {@code [lower, upper)} on a
@@ -52,50 +46,6 @@ public final class LifetimeProblem {
             }
             placedSize[i] = lower[i] == upper[i] ? 0 : (size[i] + alignment - 1) & -alignment;
         }
-    }
-
-    /**
-     * The in-window buffers of one device's trace: every {@code alloc} entry is a buffer, live from its entry
-     * index until the entry that frees it ({@code free_completed}, or {@code free_requested} in a trace that has
-     * no completions), or until the end of the window when it is never freed. Blocks allocated before the
-     * window are not part of the problem (their placement was decided before it).
-     */
-    public static LifetimeProblem ofTrace(TraceSnapshot trace, int device, long alignment) {
-        List<TraceEntry> entries = trace.traceOf(device);
-        boolean hasCompletions = false;
-        int allocs = 0;
-        for (TraceEntry e : entries) {
-            hasCompletions |= e.action() == TraceAction.FREE_COMPLETED;
-            allocs += e.action() == TraceAction.ALLOC ? 1 : 0;
-        }
-        long[] lower = new long[allocs];
-        long[] upper = new long[allocs];
-        long[] size = new long[allocs];
-        long[] id = new long[allocs];
-        Map<Long, Integer> live = new HashMap<>();
-        int k = 0;
-        for (int i = 0; i < entries.size(); i++) {
-            TraceEntry e = entries.get(i);
-            TraceAction a = e.action();
-            if (a == TraceAction.ALLOC) {
-                id[k] = k;
-                lower[k] = i;
-                upper[k] = -1;
-                size[k] = e.size();
-                live.put(e.addr(), k++);
-            } else if (a == TraceAction.FREE_COMPLETED || (a == TraceAction.FREE_REQUESTED && !hasCompletions)) {
-                Integer b = live.remove(e.addr());
-                if (b != null) {
-                    upper[b] = i;
-                }
-            }
-        }
-        for (int b = 0; b < allocs; b++) {
-            if (upper[b] < 0) {
-                upper[b] = entries.size();
-            }
-        }
-        return new LifetimeProblem(id, lower, upper, size, alignment);
     }
 
     /** Number of buffers. */

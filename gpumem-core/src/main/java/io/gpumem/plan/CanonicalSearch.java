@@ -1,4 +1,4 @@
-package io.gpumem.trace.plan;
+package io.gpumem.plan;
 
 import java.util.Arrays;
 

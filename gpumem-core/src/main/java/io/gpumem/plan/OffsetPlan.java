@@ -1,4 +1,4 @@
-package io.gpumem.trace.plan;
+package io.gpumem.plan;
 
 /**
  * The planner's answer for one {@link LifetimeProblem}: an offset per buffer (in the problem's buffer order),

@@ -1,0 +1,86 @@
+package io.gpumem.cli.analysis;
+
+import io.gpumem.alloc.CachingAllocator;
+import io.gpumem.device.SimulatedDevice;
+import io.gpumem.oom.OutOfMemoryException;
+import io.gpumem.size.ByteSize;
+import io.gpumem.spill.SpillStats;
+import io.gpumem.spill.SpillableBuffer;
+import io.gpumem.spill.SpillingAllocator;
+import io.gpumem.trace.workload.AllocationWorkload;
+import io.gpumem.trace.workload.MemoryOp;
+
+import java.io.PrintWriter;
+import java.util.List;
+
+/**
+ * {@code demo --spill}: the demo workload again, on a {@link SpillingAllocator} over the default
+ * caching allocator, with optimizer states, saved activations, weights and gradients spillable (in
+ * that order: AdamW states are touched once per step, activations once in backward) and temporaries
+ * and inputs not. The device is simulated without bytes, so the spill is accounting-only: buffers leave
+ * and re-enter the device exactly as they would, no bytes move. The workload has no "use" events, so
+ * a spilled buffer stays off the device until freed.
+ */
+final class SpillDemo {
+    private SpillDemo() {
+    }
+
+    static void run(AllocationWorkload workload, long capacity, long heldOutside, PrintWriter out) {
+        SimulatedDevice device = SimulatedDevice.builder().capacity(capacity).heldOutside(heldOutside).build();
+        long hostBudget = capacity;
+        try (SpillingAllocator allocator = SpillingAllocator.accountingOnly(new CachingAllocator(device), hostBudget)) {
+            List<MemoryOp> ops = workload.ops();
+            SpillableBuffer[] spillable = new SpillableBuffer[workload.allocationCount()];
+            long[] plain = new long[workload.allocationCount()];
+            int step = -1;
+            long spillsBefore = 0;
+            out.println("with --spill (host budget " + ByteSize.formatSigned(hostBudget) + ", then disk; accounting only):");
+            try {
+                for (MemoryOp op : ops) {
+                    switch (op) {
+                        case MemoryOp.StepStart s -> {
+                            spillsBefore = report(out, step, allocator.spillStats(), spillsBefore);
+                            step = s.step();
+                        }
+                        case MemoryOp.Alloc a -> {
+                            int priority = switch (a.kind()) {
+                                case OPTIMIZER_STATE -> 0;
+                                case ACTIVATION -> 1;
+                                case WEIGHT -> 2;
+                                case GRADIENT -> 3;
+                                default -> -1;
+                            };
+                            if (priority < 0 || a.bytes() == 0) {
+                                plain[a.id()] = allocator.malloc(a.bytes(), a.stream());
+                            } else {
+                                spillable[a.id()] = allocator.allocateSpillable(a.bytes(), priority);
+                            }
+                        }
+                        case MemoryOp.Free f -> {
+                            if (spillable[f.id()] != null) {
+                                spillable[f.id()].close();
+                                spillable[f.id()] = null;
+                            } else {
+                                allocator.free(plain[f.id()]);
+                            }
+                        }
+                    }
+                }
+                report(out, step, allocator.spillStats(), spillsBefore);
+                SpillStats s = allocator.spillStats();
+                out.println("  all " + (step + 1) + " steps completed: " + s.spills() + " spills ("
+                        + ByteSize.formatSigned(s.bytesToHost()) + " to host, " + ByteSize.formatSigned(s.bytesToDisk())
+                        + " to disk), " + s.oomRetries() + " allocations retried after an OOM");
+            } catch (OutOfMemoryException e) {
+                out.println("  OOM in step " + (step + 1) + " even with spilling: nothing spillable left");
+            }
+        }
+    }
+
+    private static long report(PrintWriter out, int step, SpillStats s, long spillsBefore) {
+        if (step >= 0 && s.spills() > spillsBefore) {
+            out.println("  step " + (step + 1) + ": " + (s.spills() - spillsBefore) + " buffers spilled instead of an OOM");
+        }
+        return s.spills();
+    }
+}

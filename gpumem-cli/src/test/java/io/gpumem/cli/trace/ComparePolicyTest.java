@@ -1,0 +1,43 @@
+package io.gpumem.cli.trace;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.gpumem.cli.CliRun;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/** {@code compare --policy}: the stitch and planned rows against the PyTorch rows on a shared trace. */
+class ComparePolicyTest {
+
+    @Test
+    void stitchAndPlannedRowsBeatExpandableSegmentsOnTinyForward() throws Exception {
+        var f = TraceCommandsTest.trace("tiny-forward.pickle");
+        CliRun r = CliRun.run("compare", f.toString(), "--config", "expandable_segments:True", "--policy", "stitch",
+                "--policy", "planned", "--json");
+        assertThat(r.exit()).as(r.err()).isZero();
+        List<Map<String, Object>> rows = TraceCommandsTest.parseArray(r.lastLine());
+        assertThat(rows).extracting(m -> m.get("policy")).containsExactly("pytorch", "pytorch", "stitch", "planned");
+        long expandable = ((Number) rows.get(1).get("min_capacity")).longValue();
+        Map<String, Object> stitch = rows.get(2);
+        Map<String, Object> planned = rows.get(3);
+        assertThat(((Number) stitch.get("min_capacity")).longValue()).isLessThanOrEqualTo(expandable);
+        assertThat(((Number) stitch.get("device_maps")).longValue()).isPositive();
+        assertThat(((Number) stitch.get("retries")).longValue())
+                .isLessThanOrEqualTo(((Number) rows.get(1).get("retries")).longValue());
+        long peak = ((Number) planned.get("peak_allocated")).longValue();
+        assertThat(((Number) planned.get("min_capacity")).longValue()).isLessThanOrEqualTo((long) (1.005 * peak));
+        assertThat(Double.parseDouble(String.valueOf(planned.get("ns_per_pair")))).isPositive();
+    }
+
+    @Test
+    void unknownPolicyIsBadInput() {
+        var f = TraceCommandsTest.trace("tiny-forward.pickle");
+        CliRun r = CliRun.run("compare", f.toString(), "--policy", "bestfit");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).startsWith("gpumem compare: bad --policy: unknown policy 'bestfit'");
+        r = CliRun.run("compare", f.toString(), "--policy", "stitch:fast");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).contains("takes no options");
+    }
+}

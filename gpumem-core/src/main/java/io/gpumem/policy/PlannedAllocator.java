@@ -1,0 +1,257 @@
+package io.gpumem.policy;
+
+import io.gpumem.device.Device;
+import io.gpumem.plan.LifetimeProblem;
+import io.gpumem.plan.OffsetPlan;
+import io.gpumem.plan.OffsetPlanner;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.Map;
+
+/**
+ * Policy {@code planned}: plan from a profile, serve online. A plan gives, for each request position in an
+ * iteration (the k-th malloc since the iteration began), the rounded size expected there and an offset in a plan
+ * region; a request that arrives at its position with its planned size, and whose planned range is free, is
+ * served there. Everything else (dynamic shapes, a changed batch, a buffer outliving its plan) falls back to a
+ * {@link StitchAllocator} in separate arenas. Both share one pool of physical pages: plan-region pages no live
+ * block touches can be stitched under fallback blocks and back, so the region costs only what is live.
+ *
+ * <p>Profiles: a plan given up front (offsets from {@link OffsetPlanner} over a recorded trace or lifetime CSV), or
+ * {@link #profiling}: the first iterations are served by the fallback while the allocator records each request's
+ * size and its lifetime in request events; at the end of the last one it plans the buffers that lived inside it.
+ * The plan adapts: an iteration with fallbacks is recorded again and re-planned into a fresh plan region (blocks of
+ * the old plan finish where they are).
+ */
+public final class PlannedAllocator implements AllocatorPolicy {
+
+    /** Planning between iterations stalls the job, so it gets a short budget (greedy orders plus a little search). */
+    static final long ONLINE_PLAN_BUDGET_MS = 100;
+
+    private final StitchAllocator memory;
+    private StitchAllocator.Arena region;
+    private long[] plannedSize = new long[0];
+    private long[] plannedOffset = new long[0];
+    private int position;
+    private long plannedServed;
+    private long fallbacks;
+    private long fallbacksThisIteration;
+    private long replans;
+
+    // Profiling state: recording the current iteration when record is true.
+    private final int profileIterations;
+    private int iterations;
+    private boolean record;
+    private long clock;
+    private long[] recSize = new long[256];
+    private long[] recLower = new long[256];
+    private long[] recUpper = new long[256];
+    private int recCount;
+    private final Map<Long, Integer> recPosition = new HashMap<>();
+
+    /** Serves the given plan: request k of each iteration is expected with {@code sizes[k]} at {@code offsets[k]}. */
+    public PlannedAllocator(Device device, long[] sizes, long[] offsets) {
+        this.memory = new StitchAllocator(device);
+        this.profileIterations = 0;
+        install(sizes, offsets);
+    }
+
+    private PlannedAllocator(Device device, int profileIterations) {
+        this.memory = new StitchAllocator(device);
+        this.profileIterations = profileIterations;
+        this.record = true;
+    }
+
+    /**
+     * Records the first {@code iterations} iterations (marked by {@link #nextIteration}), then plans from the last
+     * and serves later ones at planned offsets.
+     */
+    public static PlannedAllocator profiling(Device device, int iterations) {
+        if (iterations < 1) {
+            throw new IllegalArgumentException("profile at least one iteration, got " + iterations);
+        }
+        return new PlannedAllocator(device, iterations);
+    }
+
+    /** Plans a profile given as rounded sizes and lifetimes, then serves it (the offline entry point). */
+    public static PlannedAllocator fromProfile(Device device, LifetimeProblem profile) {
+        OffsetPlan plan = new OffsetPlanner().plan(profile);
+        long[] sizes = new long[profile.buffers()];
+        for (int i = 0; i < sizes.length; i++) {
+            sizes[i] = profile.placedSize(i);
+        }
+        return new PlannedAllocator(device, sizes, plan.offsets());
+    }
+
+    private void install(long[] sizes, long[] offsets) {
+        if (sizes.length != offsets.length) {
+            throw new IllegalArgumentException("sizes and offsets differ in length");
+        }
+        long peak = 0;
+        for (int i = 0; i < sizes.length; i++) {
+            if (sizes[i] > 0 && (offsets[i] < 0 || offsets[i] % StitchAllocator.ROUND != 0)) {
+                throw new IllegalArgumentException("plan entry " + i + ": bad offset " + offsets[i]);
+            }
+            peak = Math.max(peak, offsets[i] + sizes[i]);
+        }
+        plannedSize = sizes.clone();
+        plannedOffset = offsets.clone();
+        region = memory.newFixedArena(peak);
+    }
+
+    /** The stitching allocator behind both the plan region and the fallback. */
+    StitchAllocator memory() {
+        return memory;
+    }
+
+    @Override
+    public String name() {
+        return "planned";
+    }
+
+    @Override
+    public Device device() {
+        return memory.device();
+    }
+
+    /** Marks the start of the next iteration: request positions count from 0 again. */
+    public void nextIteration() {
+        iterations++;
+        if (record) {
+            if (iterations >= profileIterations) {
+                planRecording();
+                record = false;
+            }
+            recCount = 0;
+            recPosition.clear();
+        } else if (profileIterations > 0 && fallbacksThisIteration > 0) {
+            record = true;          // the plan no longer fits the job: record one iteration and plan again
+            recCount = 0;
+            recPosition.clear();
+        }
+        fallbacksThisIteration = 0;
+        position = 0;
+        clock = 0;
+    }
+
+    private void planRecording() {
+        int n = recCount;
+        long[] id = new long[n];
+        long[] upper = new long[n];
+        long[] size = new long[n];
+        for (int i = 0; i < n; i++) {
+            id[i] = i;
+            // Buffers still live at the iteration's end are not planned (size 0: they fall back).
+            boolean inside = recUpper[i] >= 0;
+            upper[i] = inside ? recUpper[i] : recLower[i];
+            size[i] = inside ? recSize[i] : 1;
+        }
+        LifetimeProblem p = new LifetimeProblem(id, Arrays.copyOf(recLower, n), upper, size, StitchAllocator.ROUND);
+        OffsetPlan plan = new OffsetPlanner(ONLINE_PLAN_BUDGET_MS, 8).plan(p);
+        long[] sizes = new long[n];
+        for (int i = 0; i < n; i++) {
+            sizes[i] = p.placedSize(i);
+        }
+        install(sizes, plan.offsets());
+        replans++;
+    }
+
+    @Override
+    public long malloc(long size, long stream) {
+        if (size <= 0) {
+            return memory.malloc(size, stream);        // 0 for a zero-byte request, the error for a negative one
+        }
+        long rounded = StitchAllocator.roundSize(size);
+        int k = position++;
+        long ptr;
+        if (k < plannedSize.length && plannedSize[k] == rounded && rangeFree(plannedOffset[k], rounded)) {
+            ptr = memory.mallocFixed(region, plannedOffset[k], rounded, stream);
+            plannedServed++;
+        } else {
+            ptr = memory.malloc(size, stream);
+            boolean unplanned = k < plannedSize.length && plannedSize[k] == 0;
+            if (!record && !unplanned) {
+                fallbacks++;
+                fallbacksThisIteration++;
+            }
+        }
+        if (record) {
+            if (recCount == recSize.length) {
+                recSize = Arrays.copyOf(recSize, 2 * recCount);
+                recLower = Arrays.copyOf(recLower, 2 * recCount);
+                recUpper = Arrays.copyOf(recUpper, 2 * recCount);
+            }
+            recSize[recCount] = rounded;
+            recLower[recCount] = clock++;
+            recUpper[recCount] = -1;
+            recPosition.put(ptr, recCount++);
+        }
+        return ptr;
+    }
+
+    private boolean rangeFree(long offset, long size) {
+        long addr = region.base + offset;
+        var below = region.fixedBlocks.floorEntry(addr + size - 1);
+        return below == null || below.getValue().addr + below.getValue().size <= addr;
+    }
+
+    @Override
+    public void free(long ptr) {
+        memory.free(ptr);
+        if (record) {
+            Integer k = recPosition.remove(ptr);
+            if (k != null) {
+                recUpper[k] = clock;
+            }
+            clock++;
+        }
+    }
+
+    @Override
+    public void recordStream(long ptr, long stream) {
+        memory.recordStream(ptr, stream);
+    }
+
+    @Override
+    public void emptyCache() {
+        memory.emptyCache();
+    }
+
+    @Override
+    public Map<String, Long> memoryStats() {
+        Map<String, Long> m = memory.memoryStats();
+        m.put("num_planned_requests", plannedServed);
+        m.put("num_fallback_requests", fallbacks);
+        m.put("num_plans", replans + (profileIterations == 0 ? 1 : 0));
+        return m;
+    }
+
+    @Override
+    public io.gpumem.stats.MemoryStats stats() {
+        return memory.stats();
+    }
+
+    @Override
+    public io.gpumem.history.MemorySnapshot snapshot() {
+        return memory.snapshot();
+    }
+
+    @Override
+    public void close() {
+        memory.close();
+    }
+
+    @Override
+    public long allocatedBytes() {
+        return memory.allocatedBytes();
+    }
+
+    @Override
+    public long reservedBytes() {
+        return memory.reservedBytes();
+    }
+
+    @Override
+    public void checkInvariants() {
+        memory.checkInvariants();
+    }
+}

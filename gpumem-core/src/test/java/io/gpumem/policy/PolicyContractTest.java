@@ -1,0 +1,219 @@
+package io.gpumem.policy;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.gpumem.device.Device;
+import io.gpumem.oom.OutOfMemoryException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The contract of the non-PyTorch policies ({@link StitchAllocator}, {@link PlannedAllocator}) on any device: run
+ * here on the simulated device and, by a subclass in gpumem-cuda, on {@code CudaDevice} over the fake driver (whose
+ * pages are memfd mappings, so data written through one mapping must survive stitching).
+ */
+public abstract class PolicyContractTest {
+    protected static final long MiB = 1L << 20;
+
+    /** A device of {@code capacity} bytes, 2 MiB granularity, with events held until {@link #completeEvents}. */
+    protected abstract Device newDevice(long capacity, boolean holdEvents);
+
+    protected abstract void completeEvents(Device device);
+
+    /** Whether the device keeps data (copies to and from device memory are checked). */
+    protected abstract boolean keepsData();
+
+    @Test
+    void stitchServesARequestFromScatteredFreePages() {
+        Device d = newDevice(20 * MiB, false);
+        StitchAllocator a = new StitchAllocator(d);
+        long[] blocks = new long[10];
+        for (int i = 0; i < 10; i++) {
+            blocks[i] = a.malloc(2 * MiB, 0);
+        }
+        for (int i = 0; i < 10; i += 2) {
+            a.free(blocks[i]);
+        }
+        // Five free pages, none adjacent: only stitching can give a 10 MiB block at 20 MiB capacity.
+        long big = a.malloc(10 * MiB, 0);
+        a.checkInvariants();
+        assertThat(big).isNotZero();
+        assertThat(a.memoryStats().get("num_stitched_pages")).isEqualTo(5L);
+        assertThat(a.reservedBytes()).isEqualTo(20 * MiB);
+        assertThat(a.stats().allocatedBytes()).isEqualTo(a.allocatedBytes()).isEqualTo(20 * MiB);
+        assertThat(a.stats().reservedBytes()).isEqualTo(20 * MiB);
+        var snap = a.snapshot();
+        assertThat(snap.segments().stream().mapToLong(s -> s.totalSize()).sum()).isEqualTo(20 * MiB);
+        assertThat(snap.segments().stream().mapToLong(s -> s.allocatedSize()).sum()).isEqualTo(20 * MiB);
+        assertThat(a.malloc(0, 0)).isZero();
+        a.free(0);
+        assertThatThrownBy(() -> a.free(12345)).isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> a.malloc(2 * MiB, 0)).isInstanceOf(OutOfMemoryException.class);
+        assertThat(a.memoryStats().get("num_ooms")).isEqualTo(1L);
+        a.free(big);
+        a.emptyCache();
+        a.checkInvariants();
+        assertThat(a.reservedBytes()).isEqualTo(5 * 2 * MiB);
+    }
+
+    @Test
+    void stitchRandomisedWithStreamsEventsAndOoms() {
+        long seed = System.nanoTime();
+        System.out.println(getClass().getSimpleName() + ".stitchRandomisedWithStreamsEventsAndOoms seed " + seed);
+        randomRun(seed, false);
+    }
+
+    @Test
+    void plannedRandomisedWithStreamsEventsAndOoms() {
+        long seed = System.nanoTime();
+        System.out.println(getClass().getSimpleName() + ".plannedRandomisedWithStreamsEventsAndOoms seed " + seed);
+        randomRun(seed, true);
+    }
+
+    private void randomRun(long seed, boolean planned) {
+        Random r = new Random(seed);
+        long capacity = (24 + r.nextInt(40)) * MiB;
+        Device d = newDevice(capacity, true);
+        long page = d.allocationGranularity();
+        long[] streams = {0, d.createStream(), d.createStream()};
+        AllocatorPolicy a;
+        PlannedAllocator p = null;
+        if (planned) {
+            p = PlannedAllocator.profiling(d, 1);
+            a = p;
+        } else {
+            a = new StitchAllocator(d);
+        }
+        record Live(long ptr, long size, long tag) {
+        }
+        List<Live> live = new ArrayList<>();
+        try (Arena host = Arena.ofConfined()) {
+            MemorySegment buf = host.allocate(8);
+            for (int op = 0; op < 800; op++) {
+                int kind = r.nextInt(100);
+                if (planned && op % 100 == 99) {
+                    p.nextIteration();
+                }
+                if (kind < 50 || live.isEmpty()) {
+                    long size = r.nextInt(4) == 0 ? 1 + r.nextInt(1 << 20) : (1 + r.nextInt(6)) * MiB + r.nextInt(1 << 20);
+                    try {
+                        long ptr = a.malloc(size, streams[r.nextInt(3)]);
+                        long tag = r.nextLong();
+                        if (keepsData()) {
+                            buf.set(ValueLayout.JAVA_LONG, 0, tag);
+                            d.copyToDevice(ptr, buf, 8);
+                            d.copyToDevice(ptr + (size - 8 > 0 ? (size - 8) & ~7L : 0), buf, Math.min(8, size));
+                        }
+                        live.add(new Live(ptr, size, tag));
+                    } catch (OutOfMemoryException e) {
+                        // Fails only when free physical memory, in whole pages, is short of what the block needs.
+                        long rounded = StitchAllocator.roundSize(size);
+                        long need = (rounded + page - 1) / page + 1;
+                        long have = d.freeMemory() / page + stealable(a);
+                        assertThat(have).as("seed %d op %d: %d pages free or stealable, request needs up to %d",
+                                seed, op, have, need).isLessThan(need);
+                    }
+                } else if (kind < 90) {
+                    Live l = live.remove(r.nextInt(live.size()));
+                    if (keepsData()) {
+                        d.copyToHost(buf, l.ptr, 8);
+                        assertThat(buf.get(ValueLayout.JAVA_LONG, 0)).as("seed %d op %d: block data", seed, op)
+                                .isEqualTo(l.tag);
+                    }
+                    if (r.nextInt(4) == 0) {
+                        a.recordStream(l.ptr, streams[r.nextInt(3)]);
+                    }
+                    a.free(l.ptr);
+                } else if (kind < 97) {
+                    completeEvents(d);
+                } else {
+                    a.emptyCache();
+                }
+                a.checkInvariants();
+                var s = a.memoryStats();
+                assertThat(s.get("allocated_bytes.all.current")).isEqualTo(a.allocatedBytes());
+                assertThat(a.allocatedBytes()).isLessThanOrEqualTo(a.reservedBytes());
+                assertThat(a.reservedBytes()).isLessThanOrEqualTo(capacity);
+            }
+            for (Live l : live) {
+                a.free(l.ptr);
+            }
+            completeEvents(d);
+            a.emptyCache();
+            a.checkInvariants();
+            assertThat(a.allocatedBytes()).isZero();
+            assertThat(a.reservedBytes()).isZero();
+        }
+    }
+
+    private static long stealable(AllocatorPolicy a) {
+        StitchAllocator s = a instanceof PlannedAllocator p ? p.memory() : (StitchAllocator) a;
+        return s.stealablePages() + s.spareHandles();
+    }
+
+    @Test
+    void plannedServesAtPlannedOffsetsAndFallsBackOtherwise() {
+        Device d = newDevice(64 * MiB, false);
+        // Three requests: a and b overlap, c reuses a's place after a is freed.
+        PlannedAllocator a = new PlannedAllocator(d, new long[] {4 * MiB, 2 * MiB, 4 * MiB},
+                new long[] {0, 4 * MiB, 0});
+        long x = a.malloc(4 * MiB, 0);
+        long y = a.malloc(2 * MiB, 0);
+        assertThat(y - x).isEqualTo(4 * MiB);
+        a.free(x);
+        long z = a.malloc(4 * MiB, 0);
+        assertThat(z).isEqualTo(x);
+        long w = a.malloc(1 * MiB, 0);            // beyond the plan: the fallback serves it
+        a.checkInvariants();
+        assertThat(a.memoryStats().get("num_planned_requests")).isEqualTo(3L);
+        assertThat(a.memoryStats().get("num_fallback_requests")).isEqualTo(1L);
+        a.free(y);
+        a.free(z);
+        a.free(w);
+        a.checkInvariants();
+    }
+
+    @Test
+    void plannedProfilesAnIterationThenServesAndAdapts() {
+        Device d = newDevice(256 * MiB, false);
+        PlannedAllocator a = PlannedAllocator.profiling(d, 1);
+        long[] sizes = {8 * MiB, 3 * MiB, 5 * MiB, 8 * MiB};
+        iteration(a, sizes);
+        a.nextIteration();
+        assertThat(a.memoryStats().get("num_plans")).isEqualTo(1L);
+        iteration(a, sizes);
+        assertThat(a.memoryStats().get("num_planned_requests")).isEqualTo(4L);
+        assertThat(a.memoryStats().get("num_fallback_requests")).isZero();
+        a.nextIteration();
+        long[] changed = {8 * MiB, 6 * MiB, 5 * MiB, 8 * MiB};     // a changed shape: one fallback, then a new plan
+        iteration(a, changed);
+        assertThat(a.memoryStats().get("num_fallback_requests")).isEqualTo(1L);
+        a.nextIteration();
+        iteration(a, changed);                // recorded
+        a.nextIteration();
+        assertThat(a.memoryStats().get("num_plans")).isEqualTo(2L);
+        long before = a.memoryStats().get("num_planned_requests");
+        iteration(a, changed);
+        assertThat(a.memoryStats().get("num_planned_requests")).isEqualTo(before + 4);
+        a.checkInvariants();
+    }
+
+    /** a = s0; b = s1; free a; c = s2; d = s3; free b, c, d. */
+    private static void iteration(PlannedAllocator a, long[] s) {
+        long p0 = a.malloc(s[0], 0);
+        long p1 = a.malloc(s[1], 0);
+        a.free(p0);
+        long p2 = a.malloc(s[2], 0);
+        long p3 = a.malloc(s[3], 0);
+        a.free(p1);
+        a.free(p2);
+        a.free(p3);
+        a.checkInvariants();
+    }
+}

@@ -1,0 +1,130 @@
+package io.gpumem.spill;
+
+import io.gpumem.alloc.CachingAllocator;
+import io.gpumem.device.SimulatedDevice;
+import io.gpumem.oom.OutOfMemoryException;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+class SpillingAllocatorTest {
+    private static final long MIB = 1L << 20;
+
+    @TempDir
+    Path dir;
+
+    private final Arena arena = Arena.ofAuto();
+
+    private static SimulatedDevice device(long capacity) {
+        return SimulatedDevice.builder().capacity(capacity).backed(true).build();
+    }
+
+    private void fill(SimulatedDevice d, long address, long size, long seed) {
+        MemorySegment s = arena.allocate(size);
+        SplittableRandom r = new SplittableRandom(seed);
+        for (long i = 0; i < size; i += 8) {
+            s.set(ValueLayout.JAVA_LONG_UNALIGNED, i, r.nextLong());
+        }
+        d.copyToDevice(address, s, size);
+    }
+
+    private void check(SimulatedDevice d, long address, long size, long seed) {
+        MemorySegment s = arena.allocate(size);
+        d.copyToHost(s, address, size);
+        SplittableRandom r = new SplittableRandom(seed);
+        for (long i = 0; i < size; i += 8) {
+            if (s.get(ValueLayout.JAVA_LONG_UNALIGNED, i) != r.nextLong()) {
+                throw new AssertionError("buffer seeded " + seed + " differs at byte " + i);
+            }
+        }
+    }
+
+    @Test
+    void aLiveSetTwiceTheDeviceFinishesWithEveryByteIntact() {
+        long seed = 20261201L;
+        System.out.println("seed=" + seed);
+        SimulatedDevice d = device(64 * MIB);
+        SplittableRandom rnd = new SplittableRandom(seed);
+        try (SpillingAllocator a = new SpillingAllocator(new CachingAllocator(d), 40 * MIB, dir)) {
+            List<SpillableBuffer> buffers = new ArrayList<>();
+            long live = 0;
+            while (live < 128 * MIB) {                 // twice the device
+                long size = (11 + rnd.nextInt(4)) * MIB + 8L * rnd.nextInt(512);   // a segment each
+                SpillableBuffer b = a.allocateSpillable(size, rnd.nextInt(3));
+                fill(d, b.acquire(), size, seed + buffers.size());
+                b.release();
+                buffers.add(b);
+                live += size;
+            }
+            for (int round = 0; round < 3; round++) {
+                for (int k = 0; k < buffers.size(); k++) {
+                    int i = rnd.nextInt(buffers.size());
+                    SpillableBuffer b = buffers.get(i);
+                    check(d, b.acquire(), b.size(), seed + i);
+                    b.release();
+                }
+            }
+            SpillStats s = a.spillStats();
+            System.out.println(s);
+            assertThat(s.spillsToHost()).isPositive();
+            assertThat(s.spillsToDisk()).as("the host budget runs out").isPositive();
+            assertThat(s.unspills()).isPositive();
+            assertThat(s.oomRetries()).isPositive();
+            assertThat(s.bytesToHost() + s.bytesToDisk()).isGreaterThanOrEqualTo(64 * MIB);
+            for (int i = 0; i < buffers.size(); i++) {
+                SpillableBuffer b = buffers.get(i);
+                check(d, b.acquire(), b.size(), seed + i);
+                b.release();
+                b.close();
+                assertThat(b.location()).isEqualTo(SpillableBuffer.Location.CLOSED);
+            }
+            assertThat(a.hostBytesUsed()).isZero();
+        }
+        try (var files = java.nio.file.Files.list(dir)) {
+            assertThat(files.toList()).as("spill files are deleted").isEmpty();
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
+
+    @Test
+    void lowestPriorityThenLeastRecentlyUsedSpillsFirstAndPinnedBuffersNever() {
+        SimulatedDevice d = device(64 * MIB);             // buffers above 10 MiB get segments of their own size
+        try (SpillingAllocator a = new SpillingAllocator(new CachingAllocator(d), 64 * MIB, null)) {
+            SpillableBuffer important = a.allocateSpillable(12 * MIB, 5);
+            SpillableBuffer cheapOld = a.allocateSpillable(12 * MIB, 0);
+            SpillableBuffer cheapNew = a.allocateSpillable(12 * MIB, 0);
+            SpillableBuffer pinned = a.allocateSpillable(12 * MIB, -1);
+            pinned.acquire();
+            long p = a.malloc(24 * MIB);
+            assertThat(cheapOld.location()).isEqualTo(SpillableBuffer.Location.HOST);
+            assertThat(cheapNew.location()).isEqualTo(SpillableBuffer.Location.DEVICE);
+            assertThat(important.location()).isEqualTo(SpillableBuffer.Location.DEVICE);
+            assertThat(pinned.location()).isEqualTo(SpillableBuffer.Location.DEVICE);
+            a.free(p);
+            pinned.release();
+        }
+    }
+
+    @Test
+    void withNothingLeftToSpillTheOriginalOutOfMemoryIsThrown() {
+        SimulatedDevice d = device(32 * MIB);
+        try (SpillingAllocator a = new SpillingAllocator(new CachingAllocator(d), 0, null)) {
+            SpillableBuffer b = a.allocateSpillable(12 * MIB, 0);
+            assertThatThrownBy(() -> a.malloc(24 * MIB)).isInstanceOf(OutOfMemoryException.class);
+            assertThat(b.location()).isEqualTo(SpillableBuffer.Location.DEVICE);
+            assertThat(a.spillStats().spills()).isZero();
+        }
+    }
+}

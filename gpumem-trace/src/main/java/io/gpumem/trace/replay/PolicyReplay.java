@@ -1,0 +1,177 @@
+package io.gpumem.trace.replay;
+
+import io.gpumem.device.DeviceOp;
+import io.gpumem.device.SimulatedDevice;
+import io.gpumem.oom.OutOfMemoryException;
+import io.gpumem.plan.LifetimeProblem;
+import io.gpumem.plan.OffsetPlan;
+import io.gpumem.plan.OffsetPlanner;
+import io.gpumem.policy.AllocatorPolicy;
+import io.gpumem.policy.PlannedAllocator;
+import io.gpumem.policy.PolicySpec;
+import io.gpumem.trace.whatif.WhatIfOutcome;
+import java.util.Map;
+
+/**
+ * What-if replay of a window's request stream under an allocation policy other than the PyTorch-exact allocator
+ * ({@code compare --policy}). The start state's live blocks are allocated first, in slot order (their recorded
+ * layout means nothing to another policy), then the window's requests run as in {@link WhatIfReplay}, on a
+ * {@link SimulatedDevice} of the given capacity. The minimum capacity is searched the same way, in 2 MiB steps.
+ *
+ * <p>{@code planned} plans from the window itself (the profile is the recorded run; request k of the replay is
+ * expected at plan position k): start blocks live from time 0, each window alloc from its op index to the op that
+ * frees it, or to the end. The plan is made once per replay object and reused by every run of the search.
+ */
+public final class PolicyReplay {
+
+    private static final long GRANULE = 2L << 20;
+
+    private final WhatIfReplay replay;
+    private final RequestStream rs;
+    private long[] planSizes;
+    private long[] planOffsets;
+    private OffsetPlan plan;
+
+    public PolicyReplay(WhatIfReplay replay) {
+        this.replay = replay;
+        this.rs = replay.requests();
+    }
+
+    /** The plan {@code planned} serves (made on first use). */
+    public OffsetPlan plan() {
+        if (plan == null) {
+            int n = rs.slots;
+            long[] lower = new long[n];
+            long[] upper = new long[n];
+            long[] size = new long[n];
+            long[] id = new long[n];
+            int[] slot = {0};
+            RequestStream.forEachStartBlock(replay.start(), (seg, b) -> {
+                size[slot[0]] = b.size();
+                slot[0]++;
+            });
+            java.util.Arrays.fill(upper, rs.length + 1L);
+            for (int k = 0; k < rs.length; k++) {
+                if (rs.op[k] == RequestStream.ALLOC) {
+                    lower[rs.slot[k]] = k + 1L;
+                    size[rs.slot[k]] = Math.max(1, rs.size[k]);
+                } else if (rs.op[k] == RequestStream.FREE) {
+                    upper[rs.slot[k]] = k + 1L;
+                }
+            }
+            for (int i = 0; i < n; i++) {
+                id[i] = i;
+            }
+            LifetimeProblem p = new LifetimeProblem(id, lower, upper, size, 512);
+            plan = new OffsetPlanner().plan(p);
+            planSizes = new long[n];
+            for (int i = 0; i < n; i++) {
+                planSizes[i] = p.placedSize(i);
+            }
+            planOffsets = plan.offsets();
+        }
+        return plan;
+    }
+
+    private AllocatorPolicy create(PolicySpec spec, SimulatedDevice dev) {
+        if (spec.name().equals("planned")) {
+            plan();
+            return new PlannedAllocator(dev, planSizes, planOffsets);
+        }
+        return spec.create(dev);
+    }
+
+    /** Runs the window under {@code spec} at {@code capacity} and searches its minimum capacity. */
+    public WhatIfOutcome evaluate(PolicySpec spec, long capacity) {
+        WhatIfReplay.Outcome at = run(spec, capacity, false);
+        long roomy = Math.max(8L << 30, 2 * replay.recorded().peakReserved());
+        WhatIfReplay.Outcome unlimited = run(spec, roomy, false);
+        for (int tries = 0; unlimited.ooms > 0 && tries < 8; tries++) {
+            roomy *= 2;
+            unlimited = run(spec, roomy, false);
+        }
+        long hi = (unlimited.peakReserved + GRANULE - 1) / GRANULE;
+        long lo = Math.max(0, unlimited.peakAllocated / GRANULE - 1);
+        if (lo >= hi) {
+            lo = hi - 1;
+        }
+        while (hi - lo > 1) {
+            long mid = (lo + hi) >>> 1;
+            if (run(spec, mid * GRANULE, true).ooms == 0) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        return new WhatIfOutcome(spec.options(), false, capacity, at.peakAllocated, at.peakReserved, at.deviceAllocs,
+                at.deviceFrees, at.retries, at.ooms, hi * GRANULE, spec.name(), at.deviceMaps, at.nsPerPair());
+    }
+
+    /** One replay under {@code spec}; with {@code stopAtOom} it returns at the first failed request. */
+    WhatIfReplay.Outcome run(PolicySpec spec, long capacity, boolean stopAtOom) {
+        WhatIfReplay.Outcome out = new WhatIfReplay.Outcome();
+        SimulatedDevice dev = SimulatedDevice.builder().capacity(capacity).build();
+        AllocatorPolicy policy;
+        try {
+            policy = create(spec, dev);
+        } catch (OutOfMemoryException e) {
+            out.ooms = 1;
+            return out;
+        }
+        long[] devStreams = new long[rs.streams.length];
+        for (int i = 0; i < devStreams.length; i++) {
+            devStreams[i] = rs.streams[i] == 0 ? 0 : dev.createStream();
+        }
+        long[] address = new long[rs.slots];
+        int[] slot = {0};
+        boolean[] failed = {false};
+        RequestStream.forEachStartBlock(replay.start(), (seg, b) -> {
+            int s = slot[0]++;
+            if (failed[0]) {
+                return;
+            }
+            try {
+                address[s] = policy.malloc(b.size(), devStreams[rs.streamIndexOf(seg.stream())]);
+            } catch (OutOfMemoryException e) {
+                failed[0] = true;
+            }
+        });
+        if (failed[0]) {
+            out.ooms = 1;
+            return out;
+        }
+        long t0 = System.nanoTime();
+        for (int k = 0; k < rs.length; k++) {
+            switch (rs.op[k]) {
+                case RequestStream.ALLOC -> {
+                    try {
+                        address[rs.slot[k]] = policy.malloc(rs.size[k], devStreams[rs.streamIndex[k]]);
+                    } catch (OutOfMemoryException oom) {
+                        out.ooms++;
+                        if (stopAtOom) {
+                            return out;
+                        }
+                    }
+                }
+                case RequestStream.FREE -> {
+                    long a = address[rs.slot[k]];
+                    if (a != 0) {
+                        policy.free(a);
+                        address[rs.slot[k]] = 0;
+                    }
+                }
+                default -> policy.emptyCache();
+            }
+        }
+        out.nanos = System.nanoTime() - t0;
+        out.pairs = rs.allocs;
+        out.deviceMaps = dev.callCount(DeviceOp.MAP) + dev.callCount(DeviceOp.UNMAP);
+        Map<String, Long> stats = policy.memoryStats();
+        out.peakAllocated = stats.getOrDefault("allocated_bytes.all.peak", 0L);
+        out.peakReserved = stats.getOrDefault("reserved_bytes.all.peak", 0L);
+        out.deviceAllocs = stats.getOrDefault("num_device_alloc", 0L);
+        out.deviceFrees = stats.getOrDefault("num_device_free", 0L);
+        out.retries = stats.getOrDefault("num_alloc_retries", 0L);
+        return out;
+    }
+}

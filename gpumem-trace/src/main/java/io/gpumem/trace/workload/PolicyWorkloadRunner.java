@@ -1,0 +1,108 @@
+package io.gpumem.trace.workload;
+
+import io.gpumem.device.DeviceOp;
+import io.gpumem.device.SimulatedDevice;
+import io.gpumem.oom.OutOfMemoryException;
+import io.gpumem.policy.AllocatorPolicy;
+import io.gpumem.policy.PlannedAllocator;
+import io.gpumem.policy.PolicySpec;
+import io.gpumem.trace.whatif.MinimumCapacity;
+import io.gpumem.trace.whatif.WhatIfOutcome;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Runs a workload under an allocation policy other than the PyTorch-exact allocator (the demo's {@code stitch} and
+ * {@code planned} rows), on the same simulated device as {@link WorkloadRunner}. {@code planned} knows nothing in
+ * advance: it records the first training step, plans it, and serves later steps by request position and size,
+ * falling back (and re-planning) where a step's shapes differ, as a job using it would.
+ */
+public final class PolicyWorkloadRunner {
+
+    /** The policies the demo adds to its table. */
+    public static final List<String> DEMO_POLICIES = List.of("stitch", "planned");
+
+    private final WorkloadRunner runner;
+
+    public PolicyWorkloadRunner(WorkloadRunner runner) {
+        this.runner = runner;
+    }
+
+    /** One run's counters; {@code completed} is false when a request failed. */
+    public record Run(PolicySpec spec, boolean completed, int stepsCompleted, Map<String, Long> stats, long deviceMaps,
+                      double nsPerPair) {
+        long stat(String key) {
+            return stats.getOrDefault(key, 0L);
+        }
+    }
+
+    public Run run(AllocationWorkload workload, PolicySpec spec, long capacity) {
+        SimulatedDevice device = SimulatedDevice.builder().capacity(capacity).heldOutside(runner.heldOutside()).build();
+        AllocatorPolicy policy = spec.name().equals("planned") ? PlannedAllocator.profiling(device, 1)
+                : spec.create(device);
+        long[] ptr = new long[workload.allocationCount()];
+        Map<Long, Long> streams = new HashMap<>();
+        int steps = 0;
+        boolean started = false;
+        long pairs = 0;
+        long t0 = System.nanoTime();
+        for (MemoryOp op : workload.ops()) {
+            switch (op) {
+                case MemoryOp.Alloc a -> {
+                    try {
+                        ptr[a.id()] = policy.malloc(a.bytes(), stream(device, streams, a.stream()));
+                        pairs++;
+                    } catch (OutOfMemoryException e) {
+                        return new Run(spec, false, steps, policy.memoryStats(), maps(device), 0);
+                    }
+                }
+                case MemoryOp.Free f -> policy.free(ptr[f.id()]);
+                case MemoryOp.StepStart s -> {
+                    if (started) {
+                        steps++;
+                        if (policy instanceof PlannedAllocator p) {
+                            p.nextIteration();
+                        }
+                    }
+                    started = true;
+                }
+            }
+        }
+        double ns = pairs == 0 ? 0 : (double) (System.nanoTime() - t0) / pairs;
+        return new Run(spec, true, steps + (started ? 1 : 0), policy.memoryStats(), maps(device), ns);
+    }
+
+    private static long maps(SimulatedDevice d) {
+        return d.callCount(DeviceOp.MAP) + d.callCount(DeviceOp.UNMAP);
+    }
+
+    private static long stream(SimulatedDevice device, Map<Long, Long> streams, long stream) {
+        return stream == 0 ? 0 : streams.computeIfAbsent(stream, s -> device.createStream());
+    }
+
+    /** Rows for {@code policies} at the runner's capacity, with the minimum capacity when asked. */
+    public List<WhatIfOutcome> outcomes(AllocationWorkload workload, List<String> policies, boolean withMinCapacity) {
+        List<WhatIfOutcome> rows = new ArrayList<>();
+        for (String name : policies) {
+            PolicySpec spec = PolicySpec.parse(name);
+            Run r = run(workload, spec, runner.capacity());
+            long min = -1;
+            if (withMinCapacity) {
+                long held = runner.heldOutside();
+                long hi = MinimumCapacity.roundUp(2 * workload.peakLiveBytes() + held);
+                while (!run(workload, spec, hi).completed()) {
+                    hi = MinimumCapacity.roundUp(2 * hi);
+                }
+                long lo = MinimumCapacity.roundUp(workload.peakLiveBytes() + held) - MinimumCapacity.STEP;
+                min = MinimumCapacity.search(lo, hi, c -> run(workload, spec, c).completed());
+            }
+            rows.add(new WhatIfOutcome("policy " + spec.label(), false, runner.capacity(),
+                    r.stat("allocated_bytes.all.peak"), r.stat("reserved_bytes.all.peak"), r.stat("num_device_alloc"),
+                    r.stat("num_device_free"), r.stat("num_alloc_retries"), r.completed() ? 0 : 1, min, spec.name(),
+                    r.deviceMaps(), r.nsPerPair()));
+        }
+        return rows;
+    }
+}
