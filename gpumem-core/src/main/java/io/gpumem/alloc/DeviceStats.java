@@ -167,6 +167,16 @@ final class DeviceStats {
 
     /** Increase of the pool at {@code slot} (row + pool offset) in {@code row}: current, allocated, both peaks. */
     private void raise(int slot, int row, long amount) {
+        raiseSlot(slot, amount);
+        long[] v = values;
+        long all = v[row + CURRENT] + v[row + CURRENT + 1];
+        if (all > v[row + PEAK_ALL]) {
+            v[row + PEAK_ALL] = all;
+        }
+    }
+
+    /** Increase of the figures at {@code slot}: current, allocated and the slot's own peak. */
+    private void raiseSlot(int slot, long amount) {
         long[] v = values;
         long c = v[slot + CURRENT] + amount;
         v[slot + CURRENT] = c;
@@ -174,23 +184,13 @@ final class DeviceStats {
         if (c > v[slot + PEAK]) {
             v[slot + PEAK] = c;
         }
-        long all = v[row + CURRENT] + v[row + CURRENT + 1];
-        if (all > v[row + PEAK_ALL]) {
-            v[row + PEAK_ALL] = all;
-        }
     }
 
     /** A single stat's update: the small-pool positions of its row. */
     private void updateSingle(int row, long delta) {
         int slot = row << ROW_SHIFT;
         if (delta > 0) {
-            long[] v = values;
-            long c = v[slot + CURRENT] + delta;
-            v[slot + CURRENT] = c;
-            v[slot + ALLOCATED] += delta;
-            if (c > v[slot + PEAK]) {
-                v[slot + PEAK] = c;
-            }
+            raiseSlot(slot, delta);
         } else if (delta < 0) {
             values[slot + CURRENT] += delta;
         }

@@ -1,5 +1,11 @@
 package io.gpumem.alloc;
 
+import static io.gpumem.testing.TestSizes.KiB;
+import static io.gpumem.testing.TestSizes.MiB;
+import static io.gpumem.testing.TestSizes.GiB;
+import static io.gpumem.testing.TestConfigs.expandable;
+import static io.gpumem.testing.TestConfigs.maxSplit;
+
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.Device;
 import io.gpumem.device.DeviceOp;
@@ -29,9 +35,6 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * implementation's extras: only the {@link Device} interface.
  */
 public abstract class CachingAllocatorContractTest {
-    protected static final long KiB = 1L << 10;
-    protected static final long MiB = 1L << 20;
-    protected static final long GiB = 1L << 30;
 
     /** A fresh device with {@code capacityBytes} of memory, nothing allocated, and the default stream 0. */
     protected abstract Device newDevice(long capacityBytes);
@@ -42,14 +45,6 @@ public abstract class CachingAllocatorContractTest {
 
     protected CachingAllocator allocator(long capacity, AllocatorConfig config) {
         return new CachingAllocator(newDevice(capacity), config);
-    }
-
-    protected static AllocatorConfig expandable() {
-        return AllocatorConfig.defaults().toBuilder().expandableSegments(true).raw("expandable_segments:True").build();
-    }
-
-    protected static AllocatorConfig maxSplit(long bytes) {
-        return AllocatorConfig.defaults().toBuilder().maxSplitSize(bytes).raw("max_split_size_mb:" + (bytes >> 20)).build();
     }
 
     private static List<TraceEntry> trace(CachingAllocator a) {

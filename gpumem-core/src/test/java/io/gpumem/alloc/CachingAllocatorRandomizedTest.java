@@ -1,5 +1,8 @@
 package io.gpumem.alloc;
 
+import static io.gpumem.testing.TestSizes.MiB;
+import static io.gpumem.testing.TestSizes.GiB;
+
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.HistoryOptions;
@@ -25,8 +28,6 @@ import static org.assertj.core.api.Assertions.assertThat;
  * with {@code -Dgpumem.seed=<seed>}; {@code -Dgpumem.alloc.randomOps=<n>} changes the steps per scenario.
  */
 class CachingAllocatorRandomizedTest {
-    private static final long MiB = 1L << 20;
-    private static final long GiB = 1L << 30;
     private static final int OPS = Integer.getInteger("gpumem.alloc.randomOps", 12_500);
 
     record Scenario(String name, long capacity, AllocatorConfig config, double fraction, boolean holdEvents,

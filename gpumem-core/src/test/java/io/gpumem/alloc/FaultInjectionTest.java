@@ -1,5 +1,8 @@
 package io.gpumem.alloc;
 
+import static io.gpumem.testing.TestSizes.MiB;
+import static io.gpumem.testing.TestConfigs.expandable;
+
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.DeviceError;
 import io.gpumem.device.DeviceException;
@@ -18,14 +21,9 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /** Driver failures in the middle of allocator operations leave a consistent state and the right stats. */
 class FaultInjectionTest {
-    private static final long MiB = 1L << 20;
 
     private static SimulatedDevice device() {
         return SimulatedDevice.builder().capacity(8L << 30).build();
-    }
-
-    private static AllocatorConfig expandable() {
-        return AllocatorConfig.defaults().toBuilder().expandableSegments(true).build();
     }
 
     @Test

@@ -1,5 +1,7 @@
 package io.gpumem.alloc;
 
+import static io.gpumem.testing.TestSizes.MiB;
+
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.stats.MemoryStats;
 import io.gpumem.stats.StatKind;
@@ -13,7 +15,6 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /** The user API: try-with-resources, the typed stats value against PyTorch's keys, use after close. */
 class GpuAllocatorApiTest {
-    private static final long MiB = 1L << 20;
 
     @Test
     void closeReturnsTheCacheAndRetiresTheAllocator() {

@@ -1,5 +1,7 @@
 package io.gpumem.alloc;
 
+import static io.gpumem.testing.TestSizes.MiB;
+
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.BlockState;
 import io.gpumem.history.Frame;
@@ -20,7 +22,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 /** Memory history (allocator.md §10.1, §10.5): context levels, the "state" mode, trackers and snapshot contents. */
 class HistoryTest {
-    private static final long MiB = 1L << 20;
 
     private static CachingAllocator allocator(AtomicInteger calls) {
         CachingAllocator a = new CachingAllocator(SimulatedDevice.builder().capacity(8L << 30).build());

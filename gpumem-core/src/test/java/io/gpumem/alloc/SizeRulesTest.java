@@ -1,5 +1,7 @@
 package io.gpumem.alloc;
 
+import static io.gpumem.testing.TestSizes.MiB;
+
 import io.gpumem.config.AllocatorConfig;
 import org.junit.jupiter.api.Test;
 
@@ -13,7 +15,6 @@ import static org.assertj.core.api.Assertions.assertThat;
  * derived {@code largestUnsplitRemainder} agrees with {@code shouldSplit} at its boundary.
  */
 class SizeRulesTest {
-    private static final long MiB = 1L << 20;
 
     private static AllocatorConfig divisions(int d) {
         int[] t = new int[AllocatorConfig.ROUNDUP_INTERVALS];

@@ -9,9 +9,6 @@ import java.util.List;
 
 /** Fixtures shared by the spec-audit test classes: sizes, devices, configs and a trace recorder. */
 final class SpecAuditSupport {
-    static final long KiB = 1L << 10;
-    static final long MiB = 1L << 20;
-    static final long GiB = 1L << 30;
 
     private SpecAuditSupport() {
     }
@@ -22,14 +19,6 @@ final class SpecAuditSupport {
 
     static AllocatorConfig.Builder cfg() {
         return AllocatorConfig.defaults().toBuilder();
-    }
-
-    static AllocatorConfig maxSplit(long bytes) {
-        return cfg().maxSplitSize(bytes).raw("max_split_size_mb:" + (bytes >> 20)).build();
-    }
-
-    static AllocatorConfig expandable() {
-        return cfg().expandableSegments(true).raw("expandable_segments:True").build();
     }
 
     /** Records every trace entry from now on, history on or off. */

@@ -1,5 +1,10 @@
 package io.gpumem.alloc;
 
+import static io.gpumem.testing.TestSizes.KiB;
+import static io.gpumem.testing.TestSizes.MiB;
+import static io.gpumem.testing.TestSizes.GiB;
+import static io.gpumem.testing.TestConfigs.maxSplit;
+
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.DeviceOp;
 import io.gpumem.device.SimulatedDevice;

@@ -1,5 +1,7 @@
 package io.gpumem.alloc;
 
+import static io.gpumem.testing.TestSizes.MiB;
+
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.Device;
 import io.gpumem.device.SimulatedDevice;
@@ -13,7 +15,6 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /** {@link AllocatorInternals#restoreSegment}: rebuilt state behaves and counts like the original allocations. */
 class StateImportTest {
-    private static final long MiB = 1L << 20;
 
     @Test
     void restoredClassicSegmentHasConsistentStatsAndBehaves() {

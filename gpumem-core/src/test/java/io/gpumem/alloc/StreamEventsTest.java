@@ -1,5 +1,7 @@
 package io.gpumem.alloc;
 
+import static io.gpumem.testing.TestSizes.MiB;
+
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
@@ -14,7 +16,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 /** record_stream, per-stream event queues and their completion points (allocator.md §4.1), with held-back events. */
 class StreamEventsTest {
-    private static final long MiB = 1L << 20;
 
     @Test
     void pendingBlockIsActiveUntilAMallocObservesItsEvents() {

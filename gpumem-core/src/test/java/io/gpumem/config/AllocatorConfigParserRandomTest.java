@@ -1,5 +1,7 @@
 package io.gpumem.config;
 
+import static io.gpumem.testing.TestSizes.MiB;
+
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.fail;
 
@@ -15,7 +17,6 @@ import org.junit.jupiter.api.Test;
  */
 class AllocatorConfigParserRandomTest {
 
-    private static final long MIB = 1L << 20;
 
     @Test
     void generatedConfigsParseToTheirModel() {
@@ -25,7 +26,7 @@ class AllocatorConfigParserRandomTest {
         for (int iter = 0; iter < 3000; iter++) {
             List<String> parts = new ArrayList<>();
             long maxSplit = AllocatorConfig.UNLIMITED;
-            long nonSplit = 20 * MIB;
+            long nonSplit = 20 * MiB;
             int[] table = new int[16];
             double gc = 0;
             boolean expandable = false;
@@ -35,12 +36,12 @@ class AllocatorConfigParserRandomTest {
                 switch (rnd.nextInt(6)) {
                     case 0 -> {
                         int mb = 21 + rnd.nextInt(100_000);
-                        maxSplit = mb * MIB;
+                        maxSplit = mb * MiB;
                         parts.add("max_split_size_mb:" + mb);
                     }
                     case 1 -> {
                         int mb = 20 + rnd.nextInt(10_000);
-                        nonSplit = mb * MIB;
+                        nonSplit = mb * MiB;
                         parts.add("max_non_split_rounding_mb:" + mb);
                     }
                     case 2 -> {

@@ -1,5 +1,8 @@
 package io.gpumem.config;
 
+import static io.gpumem.testing.TestSizes.MiB;
+import static io.gpumem.testing.TestSizes.GiB;
+
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -8,8 +11,6 @@ import org.junit.jupiter.api.Test;
 
 class AllocatorConfigParserTest {
 
-    private static final long MIB = 1L << 20;
-    private static final long GIB = 1L << 30;
 
     private static void assertRejected(String conf, String key, String messagePart) {
         assertThatThrownBy(() -> AllocatorConfig.parse(conf))
@@ -51,7 +52,7 @@ class AllocatorConfigParserTest {
             assertThat(c.garbageCollectionThreshold()).isZero();
             assertThat(c.expandableSegments()).isFalse();
             assertThat(c.backend()).isEqualTo("native");
-            assertThat(c.maxNonSplitRounding()).isEqualTo(20 * MIB);
+            assertThat(c.maxNonSplitRounding()).isEqualTo(20 * MiB);
             assertThat(c.pinnedNumRegisterThreads()).isEqualTo(1);
             assertThat(c).isEqualTo(AllocatorConfig.defaults());
         }
@@ -66,22 +67,22 @@ class AllocatorConfigParserTest {
     class Options {
         @Test
         void maxSplitSizeIsMegabytes() {
-            assertThat(AllocatorConfig.parse("max_split_size_mb:128").maxSplitSize()).isEqualTo(128 * MIB);
-            assertThat(AllocatorConfig.parse("max_split_size_mb:21").maxSplitSize()).isEqualTo(21 * MIB);
-            assertThat(AllocatorConfig.parse("max_split_size_mb:21").maxSplitSizeReported()).isEqualTo(21 * MIB);
+            assertThat(AllocatorConfig.parse("max_split_size_mb:128").maxSplitSize()).isEqualTo(128 * MiB);
+            assertThat(AllocatorConfig.parse("max_split_size_mb:21").maxSplitSize()).isEqualTo(21 * MiB);
+            assertThat(AllocatorConfig.parse("max_split_size_mb:21").maxSplitSizeReported()).isEqualTo(21 * MiB);
         }
 
         @Test
         void maxSplitSizeLargestIntFitsInALong() {
             assertThat(AllocatorConfig.parse("max_split_size_mb:2147483647").maxSplitSize())
-                    .isEqualTo(2147483647L * MIB);
+                    .isEqualTo(2147483647L * MiB);
         }
 
         @Test
         void maxNonSplitRounding() {
-            assertThat(AllocatorConfig.parse("max_non_split_rounding_mb:20").maxNonSplitRounding()).isEqualTo(20 * MIB);
+            assertThat(AllocatorConfig.parse("max_non_split_rounding_mb:20").maxNonSplitRounding()).isEqualTo(20 * MiB);
             assertThat(AllocatorConfig.parse("max_non_split_rounding_mb:512").maxNonSplitRounding())
-                    .isEqualTo(512 * MIB);
+                    .isEqualTo(512 * MiB);
         }
 
         @Test
@@ -136,14 +137,14 @@ class AllocatorConfigParserTest {
         @Test
         void severalOptionsSpacesAndATrailingComma() {
             AllocatorConfig c = AllocatorConfig.parse(" max_split_size_mb : 256 , expandable_segments : True , ");
-            assertThat(c.maxSplitSize()).isEqualTo(256 * MIB);
+            assertThat(c.maxSplitSize()).isEqualTo(256 * MiB);
             assertThat(c.expandableSegments()).isTrue();
         }
 
         @Test
         void aRepeatedKeyOverrides() {
             assertThat(AllocatorConfig.parse("max_split_size_mb:100,max_split_size_mb:200").maxSplitSize())
-                    .isEqualTo(200 * MIB);
+                    .isEqualTo(200 * MiB);
         }
     }
 
@@ -157,12 +158,12 @@ class AllocatorConfigParserTest {
                     .containsExactly(1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 8, 8, 8, 8, 8, 8);
             assertThat(c.roundupPower2Divisions(1)).isEqualTo(1);
             assertThat(c.roundupPower2Divisions(1000)).isEqualTo(1);
-            assertThat(c.roundupPower2Divisions(256 * MIB)).isEqualTo(1);
-            assertThat(c.roundupPower2Divisions(512 * MIB - 1)).isEqualTo(1);
-            assertThat(c.roundupPower2Divisions(512 * MIB)).isEqualTo(2);
-            assertThat(c.roundupPower2Divisions(GIB - 1)).isEqualTo(2);
-            assertThat(c.roundupPower2Divisions(GIB)).isEqualTo(8);
-            assertThat(c.roundupPower2Divisions(2 * GIB)).isEqualTo(8);
+            assertThat(c.roundupPower2Divisions(256 * MiB)).isEqualTo(1);
+            assertThat(c.roundupPower2Divisions(512 * MiB - 1)).isEqualTo(1);
+            assertThat(c.roundupPower2Divisions(512 * MiB)).isEqualTo(2);
+            assertThat(c.roundupPower2Divisions(GiB - 1)).isEqualTo(2);
+            assertThat(c.roundupPower2Divisions(GiB)).isEqualTo(8);
+            assertThat(c.roundupPower2Divisions(2 * GiB)).isEqualTo(8);
             assertThat(c.roundupPower2Divisions(1L << 40)).isEqualTo(8);
         }
 
@@ -182,11 +183,11 @@ class AllocatorConfigParserTest {
         void specRoundingExampleSizeFindsItsInterval() {
             // allocator.md §1.2: (300 MiB + 1) with d=2; 300 MiB lies in [256, 512) MiB, the interval of key 256.
             AllocatorConfig c = AllocatorConfig.parse("roundup_power2_divisions:[128:4,256:2,512:8]");
-            assertThat(c.roundupPower2Divisions(300 * MIB + 1)).isEqualTo(2);
-            assertThat(c.roundupPower2Divisions(200 * MIB)).isEqualTo(4);
-            assertThat(c.roundupPower2Divisions(600 * MIB)).isEqualTo(8);
+            assertThat(c.roundupPower2Divisions(300 * MiB + 1)).isEqualTo(2);
+            assertThat(c.roundupPower2Divisions(200 * MiB)).isEqualTo(4);
+            assertThat(c.roundupPower2Divisions(600 * MiB)).isEqualTo(8);
             // No '>' entry: intervals after the last key keep 0 (plain 512-byte rounding).
-            assertThat(c.roundupPower2Divisions(GIB)).isZero();
+            assertThat(c.roundupPower2Divisions(GiB)).isZero();
         }
 
         @Test
@@ -199,12 +200,12 @@ class AllocatorConfigParserTest {
             AllocatorConfig c = AllocatorConfig.parse(list.append(']').toString());
             int[] t = c.roundupPower2DivisionsTable();
             assertThat(c.roundupPower2Divisions(512)).isEqualTo(t[0]);
-            assertThat(c.roundupPower2Divisions(2 * MIB - 1)).isEqualTo(t[0]);
-            assertThat(c.roundupPower2Divisions(2 * MIB)).isEqualTo(t[1]);
-            assertThat(c.roundupPower2Divisions(4 * MIB - 1)).isEqualTo(t[1]);
-            assertThat(c.roundupPower2Divisions(4 * MIB)).isEqualTo(t[2]);
-            assertThat(c.roundupPower2Divisions(32 * GIB - 1)).isEqualTo(t[14]);
-            assertThat(c.roundupPower2Divisions(32 * GIB)).isEqualTo(t[15]);
+            assertThat(c.roundupPower2Divisions(2 * MiB - 1)).isEqualTo(t[0]);
+            assertThat(c.roundupPower2Divisions(2 * MiB)).isEqualTo(t[1]);
+            assertThat(c.roundupPower2Divisions(4 * MiB - 1)).isEqualTo(t[1]);
+            assertThat(c.roundupPower2Divisions(4 * MiB)).isEqualTo(t[2]);
+            assertThat(c.roundupPower2Divisions(32 * GiB - 1)).isEqualTo(t[14]);
+            assertThat(c.roundupPower2Divisions(32 * GiB)).isEqualTo(t[15]);
             assertThat(c.roundupPower2Divisions(Long.MAX_VALUE)).isEqualTo(t[15]);
             assertThat(t[1]).isEqualTo(2);
             assertThat(t[15]).isEqualTo(1 << 7);
@@ -214,8 +215,8 @@ class AllocatorConfigParserTest {
         void keyOneCoversEverythingBelowOneMiB() {
             AllocatorConfig c = AllocatorConfig.parse("roundup_power2_divisions:[1:2,2:4]");
             assertThat(c.roundupPower2Divisions(600)).isEqualTo(2);
-            assertThat(c.roundupPower2Divisions(MIB)).isEqualTo(2);
-            assertThat(c.roundupPower2Divisions(2 * MIB)).isEqualTo(4);
+            assertThat(c.roundupPower2Divisions(MiB)).isEqualTo(2);
+            assertThat(c.roundupPower2Divisions(2 * MiB)).isEqualTo(4);
         }
 
         @Test
@@ -234,8 +235,8 @@ class AllocatorConfigParserTest {
         @Test
         void zeroDisablesAnIntervalAndAnEmptyListIsDefaults() {
             AllocatorConfig c = AllocatorConfig.parse("roundup_power2_divisions:[256:4,512:0]");
-            assertThat(c.roundupPower2Divisions(300 * MIB)).isEqualTo(4);
-            assertThat(c.roundupPower2Divisions(600 * MIB)).isZero();
+            assertThat(c.roundupPower2Divisions(300 * MiB)).isEqualTo(4);
+            assertThat(c.roundupPower2Divisions(600 * MiB)).isZero();
             assertThat(AllocatorConfig.parse("roundup_power2_divisions:[]").roundupPower2DivisionsTable())
                     .containsOnly(0);
         }
@@ -260,7 +261,7 @@ class AllocatorConfigParserTest {
             assertThat(second.roundupPower2DivisionsTable()).containsOnly(0);
             assertThat(second.garbageCollectionThreshold()).isZero();
             assertThat(second.expandableSegments()).isTrue();
-            assertThat(second.maxNonSplitRounding()).isEqualTo(64 * MIB);
+            assertThat(second.maxNonSplitRounding()).isEqualTo(64 * MiB);
             assertThat(second.releaseLockOnCudaMalloc()).isTrue();
             assertThat(second.pinnedNumRegisterThreads()).isEqualTo(4);
             assertThat(second.backend()).isEqualTo("cudaMallocAsync");
@@ -280,7 +281,7 @@ class AllocatorConfigParserTest {
         void aFailedReparseLeavesThePreviousConfigUsable() {
             AllocatorConfig first = AllocatorConfig.parse("max_split_size_mb:128");
             assertThatThrownBy(() -> first.reparse("max_split_size_mb:10")).isInstanceOf(ConfigException.class);
-            assertThat(first.maxSplitSize()).isEqualTo(128 * MIB);
+            assertThat(first.maxSplitSize()).isEqualTo(128 * MiB);
         }
     }
 

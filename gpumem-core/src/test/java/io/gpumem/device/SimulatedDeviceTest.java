@@ -1,5 +1,8 @@
 package io.gpumem.device;
 
+import static io.gpumem.testing.TestSizes.MiB;
+import static io.gpumem.testing.TestSizes.GiB;
+
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -9,8 +12,6 @@ import java.lang.foreign.ValueLayout;
 import org.junit.jupiter.api.Test;
 
 class SimulatedDeviceTest {
-    private static final long MiB = 1L << 20;
-    private static final long GiB = 1L << 30;
 
     @Test
     void mallocConsumesCapacityAndOutOfMemoryIsANullResult() {

@@ -1,17 +1,19 @@
 package io.gpumem.oom;
 
+import static io.gpumem.testing.TestSizes.KiB;
+import static io.gpumem.testing.TestSizes.MiB;
+import static io.gpumem.testing.TestSizes.GiB;
+
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import org.junit.jupiter.api.Test;
 
 class OomMessagesTest {
-    private static final long MIB = 1L << 20;
-    private static final long GIB = 1L << 30;
 
     @Test
     void plainMessageWithoutFractionOrPrivatePools() {
-        String m = OomMessages.message(0, 20 * MIB, 80 * GIB, 10 * MIB, -1, 70 * GIB, 75 * GIB, 0);
+        String m = OomMessages.message(0, 20 * MiB, 80 * GiB, 10 * MiB, -1, 70 * GiB, 75 * GiB, 0);
         assertThat(m).isEqualTo("CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of"
                 + " 80.00 GiB of which 10.00 MiB is free. Of the allocated memory 70.00 GiB is allocated by PyTorch,"
                 + " and 5.00 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large"
@@ -21,7 +23,7 @@ class OomMessagesTest {
 
     @Test
     void fractionAddsTheAllowedMaximum() {
-        String m = OomMessages.message(1, 2 * MIB, 8 * GIB, 7 * GIB, 4 * GIB, 3 * GIB, 4 * GIB - 512 * 1024, 0);
+        String m = OomMessages.message(1, 2 * MiB, 8 * GiB, 7 * GiB, 4 * GiB, 3 * GiB, 4 * GiB - 512 * 1024, 0);
         assertThat(m).startsWith("CUDA out of memory. Tried to allocate 2.00 MiB. GPU 1 has a total capacity of 8.00 GiB"
                 + " of which 7.00 GiB is free. 4.00 GiB allowed; Of the allocated memory 3.00 GiB is allocated by"
                 + " PyTorch, and 1023.50 MiB is reserved by PyTorch but unallocated. If reserved");
@@ -30,12 +32,12 @@ class OomMessagesTest {
     @Test
     void zeroAllowedMaximumIsStillPrinted() {
         // A fraction of 0 is legal in PyTorch and gives "0 bytes allowed; ".
-        assertThat(OomMessages.message(0, 2 * MIB, GIB, GIB, 0, 0, 0, 0)).contains("is free. 0 bytes allowed; Of the");
+        assertThat(OomMessages.message(0, 2 * MiB, GiB, GiB, 0, 0, 0, 0)).contains("is free. 0 bytes allowed; Of the");
     }
 
     @Test
     void privatePoolsAreCountedAsAllocatedAndNamed() {
-        String m = OomMessages.message(0, 200 * MIB, 47 * GIB, 896 * 1024, -1, 10 * GIB, 12 * GIB, GIB);
+        String m = OomMessages.message(0, 200 * MiB, 47 * GiB, 896 * 1024, -1, 10 * GiB, 12 * GiB, GiB);
         assertThat(m).contains("Of the allocated memory 11.00 GiB is allocated by PyTorch, with 1024.00 MiB allocated in"
                 + " private pools (e.g., CUDA Graphs), and 1024.00 MiB is reserved by PyTorch but unallocated.");
         assertThat(m).contains("of which 896.00 KiB is free. Of");

@@ -1,5 +1,7 @@
 package io.gpumem.policy;
 
+import static io.gpumem.testing.TestSizes.MiB;
+
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -19,7 +21,6 @@ import org.junit.jupiter.api.Test;
  * pages are memfd mappings, so data written through one mapping must survive stitching).
  */
 public abstract class PolicyContractTest {
-    protected static final long MiB = 1L << 20;
 
     /** A device of {@code capacity} bytes, 2 MiB granularity, with events held until {@link #completeEvents}. */
     protected abstract Device newDevice(long capacity, boolean holdEvents);

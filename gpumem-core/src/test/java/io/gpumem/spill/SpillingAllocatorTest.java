@@ -1,5 +1,7 @@
 package io.gpumem.spill;
 
+import static io.gpumem.testing.TestSizes.MiB;
+
 import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.oom.OutOfMemoryException;
@@ -19,7 +21,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 class SpillingAllocatorTest {
-    private static final long MIB = 1L << 20;
 
     @TempDir
     Path dir;
@@ -54,13 +55,13 @@ class SpillingAllocatorTest {
     void aLiveSetTwiceTheDeviceFinishesWithEveryByteIntact() {
         long seed = 20261201L;
         System.out.println("seed=" + seed);
-        SimulatedDevice d = device(64 * MIB);
+        SimulatedDevice d = device(64 * MiB);
         SplittableRandom rnd = new SplittableRandom(seed);
-        try (SpillingAllocator a = new SpillingAllocator(new CachingAllocator(d), 40 * MIB, dir)) {
+        try (SpillingAllocator a = new SpillingAllocator(new CachingAllocator(d), 40 * MiB, dir)) {
             List<SpillableBuffer> buffers = new ArrayList<>();
             long live = 0;
-            while (live < 128 * MIB) {                 // twice the device
-                long size = (11 + rnd.nextInt(4)) * MIB + 8L * rnd.nextInt(512);   // a segment each
+            while (live < 128 * MiB) {                 // twice the device
+                long size = (11 + rnd.nextInt(4)) * MiB + 8L * rnd.nextInt(512);   // a segment each
                 SpillableBuffer b = a.allocateSpillable(size, rnd.nextInt(3));
                 fill(d, b.acquire(), size, seed + buffers.size());
                 b.release();
@@ -81,7 +82,7 @@ class SpillingAllocatorTest {
             assertThat(s.spillsToDisk()).as("the host budget runs out").isPositive();
             assertThat(s.unspills()).isPositive();
             assertThat(s.oomRetries()).isPositive();
-            assertThat(s.bytesToHost() + s.bytesToDisk()).isGreaterThanOrEqualTo(64 * MIB);
+            assertThat(s.bytesToHost() + s.bytesToDisk()).isGreaterThanOrEqualTo(64 * MiB);
             for (int i = 0; i < buffers.size(); i++) {
                 SpillableBuffer b = buffers.get(i);
                 check(d, b.acquire(), b.size(), seed + i);
@@ -100,14 +101,14 @@ class SpillingAllocatorTest {
 
     @Test
     void lowestPriorityThenLeastRecentlyUsedSpillsFirstAndPinnedBuffersNever() {
-        SimulatedDevice d = device(64 * MIB);             // buffers above 10 MiB get segments of their own size
-        try (SpillingAllocator a = new SpillingAllocator(new CachingAllocator(d), 64 * MIB, null)) {
-            SpillableBuffer important = a.allocateSpillable(12 * MIB, 5);
-            SpillableBuffer cheapOld = a.allocateSpillable(12 * MIB, 0);
-            SpillableBuffer cheapNew = a.allocateSpillable(12 * MIB, 0);
-            SpillableBuffer pinned = a.allocateSpillable(12 * MIB, -1);
+        SimulatedDevice d = device(64 * MiB);             // buffers above 10 MiB get segments of their own size
+        try (SpillingAllocator a = new SpillingAllocator(new CachingAllocator(d), 64 * MiB, null)) {
+            SpillableBuffer important = a.allocateSpillable(12 * MiB, 5);
+            SpillableBuffer cheapOld = a.allocateSpillable(12 * MiB, 0);
+            SpillableBuffer cheapNew = a.allocateSpillable(12 * MiB, 0);
+            SpillableBuffer pinned = a.allocateSpillable(12 * MiB, -1);
             pinned.acquire();
-            long p = a.malloc(24 * MIB);
+            long p = a.malloc(24 * MiB);
             assertThat(cheapOld.location()).isEqualTo(SpillableBuffer.Location.HOST);
             assertThat(cheapNew.location()).isEqualTo(SpillableBuffer.Location.DEVICE);
             assertThat(important.location()).isEqualTo(SpillableBuffer.Location.DEVICE);
@@ -119,10 +120,10 @@ class SpillingAllocatorTest {
 
     @Test
     void withNothingLeftToSpillTheOriginalOutOfMemoryIsThrown() {
-        SimulatedDevice d = device(32 * MIB);
+        SimulatedDevice d = device(32 * MiB);
         try (SpillingAllocator a = new SpillingAllocator(new CachingAllocator(d), 0, null)) {
-            SpillableBuffer b = a.allocateSpillable(12 * MIB, 0);
-            assertThatThrownBy(() -> a.malloc(24 * MIB)).isInstanceOf(OutOfMemoryException.class);
+            SpillableBuffer b = a.allocateSpillable(12 * MiB, 0);
+            assertThatThrownBy(() -> a.malloc(24 * MiB)).isInstanceOf(OutOfMemoryException.class);
             assertThat(b.location()).isEqualTo(SpillableBuffer.Location.DEVICE);
             assertThat(a.spillStats().spills()).isZero();
         }

@@ -1,5 +1,7 @@
 package io.gpumem.cuda;
 
+import static io.gpumem.testing.TestSizes.MiB;
+
 import static java.lang.foreign.ValueLayout.JAVA_BYTE;
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -19,7 +21,6 @@ import org.junit.jupiter.api.Test;
  */
 @Tag("gpu")
 class CudaDeviceOnGpuTest {
-    private static final long MiB = 1L << 20;
 
     private CudaDevice device;
 

@@ -1,5 +1,8 @@
 package io.gpumem.cuda;
 
+import static io.gpumem.testing.TestSizes.MiB;
+import static io.gpumem.testing.TestSizes.GiB;
+
 import static java.lang.foreign.ValueLayout.JAVA_BYTE;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import static org.assertj.core.api.Assertions.assertThat;
@@ -31,8 +34,6 @@ import org.junit.jupiter.api.Test;
 
 /** {@link CudaDevice} over the fake driver: the mapping of each Device operation to the driver and back. */
 class CudaDeviceTest {
-    private static final long MiB = 1L << 20;
-    private static final long GiB = 1L << 30;
     private static final long PAGE = 2 * MiB;
 
     private CudaDevice device;

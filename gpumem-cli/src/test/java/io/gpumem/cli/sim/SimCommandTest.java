@@ -1,5 +1,9 @@
 package io.gpumem.cli.sim;
 
+import static io.gpumem.testing.TestSizes.KiB;
+import static io.gpumem.testing.TestSizes.MiB;
+import static io.gpumem.testing.TestSizes.GiB;
+
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
@@ -16,7 +20,6 @@ import org.junit.jupiter.api.io.TempDir;
 /** End to end: {@code gpumem sim} through {@link GpumemCli#commandLine()} with the real allocator. */
 class SimCommandTest {
 
-    private static final long MIB = 1L << 20;
 
     /** The fake CUDA driver gpumem-cuda's test build compiles (8 GiB, virtual memory supported). */
     private static final Path FAKE_CUDA =
@@ -112,10 +115,10 @@ class SimCommandTest {
         Map<String, Long> first = parseStats(blocks[0]);
         Map<String, Long> second = parseStats(blocks[1]);
         Map<String, Long> third = parseStats(blocks[2]);
-        assertThat(first).containsEntry("reserved_bytes.all.current", 20 * MIB)
-                .containsEntry("allocated_bytes.all.current", 3 * MIB).containsEntry("num_device_alloc", 1L);
-        assertThat(second).containsEntry("reserved_bytes.all.current", 40 * MIB)
-                .containsEntry("allocated_bytes.all.current", 33 * MIB).containsEntry("num_device_alloc", 2L)
+        assertThat(first).containsEntry("reserved_bytes.all.current", 20 * MiB)
+                .containsEntry("allocated_bytes.all.current", 3 * MiB).containsEntry("num_device_alloc", 1L);
+        assertThat(second).containsEntry("reserved_bytes.all.current", 40 * MiB)
+                .containsEntry("allocated_bytes.all.current", 33 * MiB).containsEntry("num_device_alloc", 2L)
                 .containsEntry("segment.all.current", 0L);
         assertThat(third).containsEntry("reserved_bytes.all.current", 0L)
                 .containsEntry("num_device_free", 1L).containsEntry("segment.all.current", 0L)
@@ -125,9 +128,9 @@ class SimCommandTest {
     @Test
     void earlyConfigSetsTheMaxSplitSizeStatLaterConfigDoesNot() {
         CliRun early = run("config max_split_size_mb:128\nstats\n", "sim");
-        assertThat(parseStats(early.out())).containsEntry("max_split_size", 128 * MIB);
+        assertThat(parseStats(early.out())).containsEntry("max_split_size", 128 * MiB);
         CliRun late = run("stats\nconfig max_split_size_mb:128\nstats\n", "sim");
-        assertThat(late.out()).contains("max_split_size -1\n").doesNotContain("max_split_size " + 128 * MIB);
+        assertThat(late.out()).contains("max_split_size -1\n").doesNotContain("max_split_size " + 128 * MiB);
     }
 
     @Test
@@ -148,7 +151,7 @@ class SimCommandTest {
         assertThat(r.err()).contains("gpumem sim: line 4: free big skipped: its allocation on line 3 ran out of memory");
         Map<String, Long> s = parseStats(r.out());
         assertThat(s).containsEntry("num_ooms", 1L).containsEntry("allocation.all.current", 2L)
-                .containsEntry("allocated_bytes.all.current", 40 * MIB);
+                .containsEntry("allocated_bytes.all.current", 40 * MiB);
     }
 
     @Test
@@ -182,7 +185,7 @@ class SimCommandTest {
         Map<String, Long> pending = parseStats(blocks[0]);
         Map<String, Long> done = parseStats(blocks[1]);
         assertThat(pending).containsEntry("allocated_bytes.all.current", 0L)
-                .containsEntry("active_bytes.all.current", MIB);
+                .containsEntry("active_bytes.all.current", MiB);
         assertThat(done).containsEntry("active_bytes.all.current", 1024L);
     }
 

@@ -1,5 +1,8 @@
 package io.gpumem.cuda.alloc;
 
+import static io.gpumem.testing.TestSizes.MiB;
+import static io.gpumem.testing.TestSizes.GiB;
+
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -24,8 +27,6 @@ import org.junit.jupiter.params.provider.ValueSource;
  * Each test runs in both modes (native segments and expandable segments).
  */
 class CudaAllocatorFaultsTest {
-    private static final long MiB = 1L << 20;
-    private static final long GiB = 1L << 30;
 
     private CudaDevice device;
     private CachingAllocator allocator;

@@ -1,5 +1,8 @@
 package io.gpumem.cuda.alloc;
 
+import static io.gpumem.testing.TestSizes.MiB;
+import static io.gpumem.testing.TestSizes.GiB;
+
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -18,8 +21,6 @@ import org.junit.jupiter.api.Test;
  * counts them, and the bytes that live in them.
  */
 class CudaExpandableSegmentsTest {
-    private static final long MiB = 1L << 20;
-    private static final long GiB = 1L << 30;
     /** The large pool's expandable page (kLargeBuffer). */
     private static final long LARGE_PAGE = 20 * MiB;
 

@@ -1,5 +1,7 @@
 package io.gpumem.cuda.alloc;
 
+import static io.gpumem.testing.TestSizes.MiB;
+
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.alloc.CachingAllocator;
@@ -15,7 +17,6 @@ import org.junit.jupiter.api.Test;
  * returning {@code CUDA_ERROR_NOT_READY}).
  */
 class CudaStreamReuseTest {
-    private static final long MiB = 1L << 20;
 
     private CudaDevice device;
 

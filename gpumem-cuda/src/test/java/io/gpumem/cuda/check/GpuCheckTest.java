@@ -1,5 +1,7 @@
 package io.gpumem.cuda.check;
 
+import static io.gpumem.testing.TestSizes.MiB;
+
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.cuda.CudaDevice;
@@ -11,7 +13,6 @@ import org.junit.jupiter.api.Test;
 
 /** The GPU check end to end on the fake driver: every section runs, and on the fake the numbers agree exactly. */
 class GpuCheckTest {
-    private static final long MiB = 1L << 20;
 
     private static String run(boolean virtualMemory, long[] passed) {
         FakeCuda.reset(4L << 30);

@@ -1,5 +1,8 @@
 package io.gpumem.trace.analysis;
 
+import static io.gpumem.testing.TestSizes.MiB;
+import static io.gpumem.testing.TestSizes.GiB;
+
 import io.gpumem.alloc.Pool;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -11,8 +14,6 @@ import java.util.List;
 import org.junit.jupiter.api.Test;
 
 class StateAnalyzerTest {
-    static final long MIB = 1L << 20;
-    static final long GIB = 1L << 30;
 
     /** A segment at {@code base} built from (size, state) pairs; requested = size for allocated blocks. */
     static StateSegment seg(long base, Pool pool, long stream, boolean expandable, Object... sizeState) {
@@ -29,21 +30,21 @@ class StateAnalyzerTest {
 
     @Test
     void fragmentationWhenCachedBytesSufficeButNoBlockFits() {
-        MemoryState.Builder b = MemoryState.builder().label("frag").deviceFree(2 * MIB);
+        MemoryState.Builder b = MemoryState.builder().label("frag").deviceFree(2 * MiB);
         for (int i = 0; i < 4; i++) {
-            b.segment(seg(GIB + i * 20 * MIB, Pool.LARGE, 0, false,
-                    4 * MIB, BlockState.ALLOCATED, 16 * MIB, BlockState.INACTIVE));
+            b.segment(seg(GiB + i * 20 * MiB, Pool.LARGE, 0, false,
+                    4 * MiB, BlockState.ALLOCATED, 16 * MiB, BlockState.INACTIVE));
         }
-        b.oom(new OomEvent(30 * MIB, 2 * MIB, 0, 17));
+        b.oom(new OomEvent(30 * MiB, 2 * MiB, 0, 17));
         StateAnalysis a = new StateAnalyzer().analyze(b.build());
 
-        assertThat(a.large().reserved()).isEqualTo(80 * MIB);
-        assertThat(a.large().allocated()).isEqualTo(16 * MIB);
-        assertThat(a.large().inactiveSplit()).isEqualTo(64 * MIB);
+        assertThat(a.large().reserved()).isEqualTo(80 * MiB);
+        assertThat(a.large().allocated()).isEqualTo(16 * MiB);
+        assertThat(a.large().inactiveSplit()).isEqualTo(64 * MiB);
         assertThat(a.large().releasable()).isZero();
-        assertThat(a.large().largestFree()).isEqualTo(16 * MIB);
+        assertThat(a.large().largestFree()).isEqualTo(16 * MiB);
         assertThat(a.all().externalFragmentation()).isCloseTo(0.75, within(1e-9));
-        assertThat(a.largestFree(Pool.LARGE, 0)).isEqualTo(16 * MIB);
+        assertThat(a.largestFree(Pool.LARGE, 0)).isEqualTo(16 * MiB);
         assertThat(a.topWaste()).hasSize(4).allMatch(SegmentWaste::pinned);
         assertThat(a.diagnosis().kind()).isEqualTo(DiagnosisKind.FRAGMENTATION);
         assertThat(a.diagnosis().trigger()).contains("entry #17").contains("30.00 MiB");
@@ -52,36 +53,36 @@ class StateAnalyzerTest {
 
     @Test
     void liveTensorsWhenEvenEveryCachedByteIsTooFew() {
-        MemoryState state = MemoryState.builder().capacity(24 * GIB).deviceFree(1536 * MIB)
-                .segment(seg(GIB, Pool.LARGE, 0, false, 22 * GIB, BlockState.ALLOCATED, 512 * MIB, BlockState.INACTIVE))
-                .oom(new OomEvent(4 * GIB, 1536 * MIB, 0, -1))
+        MemoryState state = MemoryState.builder().capacity(24 * GiB).deviceFree(1536 * MiB)
+                .segment(seg(GiB, Pool.LARGE, 0, false, 22 * GiB, BlockState.ALLOCATED, 512 * MiB, BlockState.INACTIVE))
+                .oom(new OomEvent(4 * GiB, 1536 * MiB, 0, -1))
                 .build();
         StateAnalysis a = new StateAnalyzer().analyze(state);
 
         assertThat(a.diagnosis().kind()).isEqualTo(DiagnosisKind.LIVE_TENSORS);
         assertThat(a.diagnosis().outside()).isZero();
-        assertThat(a.diagnosis().shortfall()).isEqualTo(2 * GIB);
+        assertThat(a.diagnosis().shortfall()).isEqualTo(2 * GiB);
     }
 
     @Test
     void outsideMemoryWhenOtherUsersHoldWhatIsMissing() {
-        MemoryState state = MemoryState.builder().capacity(24 * GIB)
-                .segment(seg(GIB, Pool.LARGE, 0, false, 9 * GIB + 512 * MIB, BlockState.ALLOCATED, 512 * MIB, BlockState.INACTIVE))
-                .oom(new OomEvent(4 * GIB, GIB, 0, 3))
+        MemoryState state = MemoryState.builder().capacity(24 * GiB)
+                .segment(seg(GiB, Pool.LARGE, 0, false, 9 * GiB + 512 * MiB, BlockState.ALLOCATED, 512 * MiB, BlockState.INACTIVE))
+                .oom(new OomEvent(4 * GiB, GiB, 0, 3))
                 .build();
         StateAnalysis a = new StateAnalyzer().analyze(state);
 
-        assertThat(state.deviceFree()).as("device free taken from the oom entry").isEqualTo(GIB);
+        assertThat(state.deviceFree()).as("device free taken from the oom entry").isEqualTo(GiB);
         assertThat(a.diagnosis().kind()).isEqualTo(DiagnosisKind.OUTSIDE_MEMORY);
-        assertThat(a.diagnosis().outside()).isEqualTo(13 * GIB);
-        assertThat(a.diagnosis().shortfall()).isEqualTo(4 * GIB - 512 * MIB - GIB);
+        assertThat(a.diagnosis().outside()).isEqualTo(13 * GiB);
+        assertThat(a.diagnosis().shortfall()).isEqualTo(4 * GiB - 512 * MiB - GiB);
     }
 
     @Test
     void withoutCapacityAnOomThatCacheCannotCoverBlamesLiveTensors() {
         MemoryState state = MemoryState.builder()
-                .segment(seg(GIB, Pool.LARGE, 0, false, 9 * GIB, BlockState.ALLOCATED))
-                .oom(new OomEvent(4 * GIB, GIB, 0, 3))
+                .segment(seg(GiB, Pool.LARGE, 0, false, 9 * GiB, BlockState.ALLOCATED))
+                .oom(new OomEvent(4 * GiB, GiB, 0, 3))
                 .build();
         StateAnalysis a = new StateAnalyzer().analyze(state);
         assertThat(a.diagnosis().kind()).isEqualTo(DiagnosisKind.LIVE_TENSORS);
@@ -92,34 +93,34 @@ class StateAnalyzerTest {
     @Test
     void nearCapacityWithoutOomIsDiagnosedByTheLargestTerm() {
         // 10 GiB capacity, 9.5 GiB reserved of which 2 GiB free in pinned holes: fragmentation.
-        MemoryState frag = MemoryState.builder().capacity(10 * GIB).deviceFree(512 * MIB)
-                .segment(seg(GIB, Pool.LARGE, 0, false, 3 * GIB, BlockState.ALLOCATED, GIB, BlockState.INACTIVE,
-                        3 * GIB, BlockState.ALLOCATED, GIB, BlockState.INACTIVE, 1536 * MIB, BlockState.ALLOCATED))
+        MemoryState frag = MemoryState.builder().capacity(10 * GiB).deviceFree(512 * MiB)
+                .segment(seg(GiB, Pool.LARGE, 0, false, 3 * GiB, BlockState.ALLOCATED, GiB, BlockState.INACTIVE,
+                        3 * GiB, BlockState.ALLOCATED, GiB, BlockState.INACTIVE, 1536 * MiB, BlockState.ALLOCATED))
                 .build();
         assertThat(new StateAnalyzer().analyze(frag).diagnosis().kind()).isEqualTo(DiagnosisKind.FRAGMENTATION);
 
-        MemoryState live = MemoryState.builder().capacity(10 * GIB).deviceFree(512 * MIB)
-                .segment(seg(GIB, Pool.LARGE, 0, false, 9 * GIB, BlockState.ALLOCATED, 512 * MIB, BlockState.INACTIVE))
+        MemoryState live = MemoryState.builder().capacity(10 * GiB).deviceFree(512 * MiB)
+                .segment(seg(GiB, Pool.LARGE, 0, false, 9 * GiB, BlockState.ALLOCATED, 512 * MiB, BlockState.INACTIVE))
                 .build();
         assertThat(new StateAnalyzer().analyze(live).diagnosis().kind()).isEqualTo(DiagnosisKind.LIVE_TENSORS);
 
-        MemoryState outside = MemoryState.builder().capacity(10 * GIB).deviceFree(512 * MIB)
-                .segment(seg(GIB, Pool.LARGE, 0, false, 6 * GIB, BlockState.ALLOCATED))
+        MemoryState outside = MemoryState.builder().capacity(10 * GiB).deviceFree(512 * MiB)
+                .segment(seg(GiB, Pool.LARGE, 0, false, 6 * GiB, BlockState.ALLOCATED))
                 .build();
         StateAnalysis o = new StateAnalyzer().analyze(outside);
         assertThat(o.diagnosis().kind()).isEqualTo(DiagnosisKind.OUTSIDE_MEMORY);
-        assertThat(o.diagnosis().outside()).isEqualTo(3 * GIB + 512 * MIB);
+        assertThat(o.diagnosis().outside()).isEqualTo(3 * GiB + 512 * MiB);
     }
 
     @Test
     void releasableCacheDoesNotCountTowardsCapacity() {
         // 9.5 of 10 GiB reserved, but 8 GiB of it are whole free segments the OOM retry would release.
-        MemoryState state = MemoryState.builder().capacity(10 * GIB).deviceFree(512 * MIB)
-                .segment(seg(GIB, Pool.LARGE, 0, false, GIB + 512 * MIB, BlockState.ALLOCATED))
-                .segment(seg(4 * GIB, Pool.LARGE, 0, false, 8 * GIB, BlockState.INACTIVE))
+        MemoryState state = MemoryState.builder().capacity(10 * GiB).deviceFree(512 * MiB)
+                .segment(seg(GiB, Pool.LARGE, 0, false, GiB + 512 * MiB, BlockState.ALLOCATED))
+                .segment(seg(4 * GiB, Pool.LARGE, 0, false, 8 * GiB, BlockState.INACTIVE))
                 .build();
         StateAnalysis a = new StateAnalyzer().analyze(state);
-        assertThat(a.all().releasable()).isEqualTo(8 * GIB);
+        assertThat(a.all().releasable()).isEqualTo(8 * GiB);
         assertThat(a.all().pinnedFree()).isZero();
         assertThat(a.diagnosis().kind()).isEqualTo(DiagnosisKind.NONE);
         assertThat(a.diagnosis().evidence()).anyMatch(e -> e.contains("severe waste"));
@@ -127,8 +128,8 @@ class StateAnalyzerTest {
 
     @Test
     void roomyStateIsNotDiagnosed() {
-        MemoryState state = MemoryState.builder().capacity(80 * GIB).deviceFree(70 * GIB)
-                .segment(seg(GIB, Pool.LARGE, 0, false, 6 * GIB, BlockState.ALLOCATED))
+        MemoryState state = MemoryState.builder().capacity(80 * GiB).deviceFree(70 * GiB)
+                .segment(seg(GiB, Pool.LARGE, 0, false, 6 * GiB, BlockState.ALLOCATED))
                 .build();
         StateAnalysis a = new StateAnalyzer().analyze(state);
         assertThat(a.diagnosis().kind()).isEqualTo(DiagnosisKind.NONE);
@@ -137,17 +138,17 @@ class StateAnalyzerTest {
 
     @Test
     void accountsPoolsSlackPendingReleasableAndExpandablePages() {
-        long small = 2 * MIB;
-        StateBlock tiny = new StateBlock(GIB, 512, 100, BlockState.ALLOCATED);
-        StateBlock rest = new StateBlock(GIB + 512, small - 512, 0, BlockState.INACTIVE);
+        long small = 2 * MiB;
+        StateBlock tiny = new StateBlock(GiB, 512, 100, BlockState.ALLOCATED);
+        StateBlock rest = new StateBlock(GiB + 512, small - 512, 0, BlockState.INACTIVE);
         MemoryState state = MemoryState.builder()
-                .segment(new StateSegment(GIB, 0, Pool.SMALL, false, List.of(tiny, rest)))
+                .segment(new StateSegment(GiB, 0, Pool.SMALL, false, List.of(tiny, rest)))
                 // a wholly free 20 MiB segment: releasable
-                .segment(seg(2 * GIB, Pool.LARGE, 0, false, 20 * MIB, BlockState.INACTIVE))
+                .segment(seg(2 * GiB, Pool.LARGE, 0, false, 20 * MiB, BlockState.INACTIVE))
                 // a pending-free block is active but not allocated, and pins its neighbour
-                .segment(seg(3 * GIB, Pool.LARGE, 7, false, 6 * MIB, BlockState.PENDING_FREE, 14 * MIB, BlockState.INACTIVE))
+                .segment(seg(3 * GiB, Pool.LARGE, 7, false, 6 * MiB, BlockState.PENDING_FREE, 14 * MiB, BlockState.INACTIVE))
                 // expandable run of 3 pages: 10 MiB live, then 50 MiB free -> pages 2 and 3 (40 MiB) unmappable
-                .segment(seg(4 * GIB, Pool.LARGE, 0, true, 10 * MIB, BlockState.ALLOCATED, 50 * MIB, BlockState.INACTIVE))
+                .segment(seg(4 * GiB, Pool.LARGE, 0, true, 10 * MiB, BlockState.ALLOCATED, 50 * MiB, BlockState.INACTIVE))
                 .build();
         StateAnalysis a = new StateAnalyzer().analyze(state);
 
@@ -155,31 +156,31 @@ class StateAnalyzerTest {
         assertThat(a.small().allocated()).isEqualTo(512);
         assertThat(a.small().requested()).isEqualTo(100);
         assertThat(a.small().inactiveSplit()).isEqualTo(small - 512);
-        assertThat(a.large().reserved()).isEqualTo(20 * MIB + 20 * MIB + 60 * MIB);
-        assertThat(a.large().active()).isEqualTo(16 * MIB);
-        assertThat(a.large().allocated()).isEqualTo(10 * MIB);
-        assertThat(a.large().inactiveSplit()).as("expandable free bytes are not inactive split").isEqualTo(14 * MIB);
-        assertThat(a.large().releasable()).isEqualTo(20 * MIB + 40 * MIB);
+        assertThat(a.large().reserved()).isEqualTo(20 * MiB + 20 * MiB + 60 * MiB);
+        assertThat(a.large().active()).isEqualTo(16 * MiB);
+        assertThat(a.large().allocated()).isEqualTo(10 * MiB);
+        assertThat(a.large().inactiveSplit()).as("expandable free bytes are not inactive split").isEqualTo(14 * MiB);
+        assertThat(a.large().releasable()).isEqualTo(20 * MiB + 40 * MiB);
         assertThat(a.all().segments()).isEqualTo(4);
         assertThat(a.all().freeBlocks()).isEqualTo(4);
-        assertThat(a.largestFree(Pool.LARGE, 7)).isEqualTo(14 * MIB);
-        assertThat(a.largestFree(Pool.LARGE, 0)).isEqualTo(50 * MIB);
-        assertThat(a.streamFree().get(0).largestFree()).isEqualTo(50 * MIB);
-        assertThat(a.topWaste().get(0).address()).isEqualTo(4 * GIB);
-        assertThat(a.topWaste()).filteredOn(w -> w.address() == 2 * GIB).singleElement()
+        assertThat(a.largestFree(Pool.LARGE, 7)).isEqualTo(14 * MiB);
+        assertThat(a.largestFree(Pool.LARGE, 0)).isEqualTo(50 * MiB);
+        assertThat(a.streamFree().get(0).largestFree()).isEqualTo(50 * MiB);
+        assertThat(a.topWaste().get(0).address()).isEqualTo(4 * GiB);
+        assertThat(a.topWaste()).filteredOn(w -> w.address() == 2 * GiB).singleElement()
                 .satisfies(w -> assertThat(w.pinned()).isFalse());
-        assertThat(a.topWaste()).filteredOn(w -> w.address() == GIB).singleElement()
+        assertThat(a.topWaste()).filteredOn(w -> w.address() == GiB).singleElement()
                 .satisfies(w -> assertThat(w.slackBytes()).isEqualTo(412));
     }
 
     @Test
     void rejectsInconsistentSegments() {
-        assertThatThrownBy(() -> new StateSegment(GIB, 0, Pool.LARGE, false, List.of(
-                new StateBlock(GIB, MIB, 0, BlockState.INACTIVE), new StateBlock(GIB + 2 * MIB, MIB, 0, BlockState.INACTIVE))))
+        assertThatThrownBy(() -> new StateSegment(GiB, 0, Pool.LARGE, false, List.of(
+                new StateBlock(GiB, MiB, 0, BlockState.INACTIVE), new StateBlock(GiB + 2 * MiB, MiB, 0, BlockState.INACTIVE))))
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("does not follow");
         assertThatThrownBy(() -> MemoryState.builder()
-                .segment(seg(GIB, Pool.LARGE, 0, false, 20 * MIB, BlockState.INACTIVE))
-                .segment(seg(GIB + MIB, Pool.LARGE, 0, false, 20 * MIB, BlockState.INACTIVE)).build())
+                .segment(seg(GiB, Pool.LARGE, 0, false, 20 * MiB, BlockState.INACTIVE))
+                .segment(seg(GiB + MiB, Pool.LARGE, 0, false, 20 * MiB, BlockState.INACTIVE)).build())
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("overlap");
         assertThatThrownBy(() -> BlockState.ofSnapshotState("weird")).hasMessageContaining("weird");
         assertThat(BlockState.ofSnapshotState("active_awaiting_free")).isEqualTo(BlockState.PENDING_FREE);

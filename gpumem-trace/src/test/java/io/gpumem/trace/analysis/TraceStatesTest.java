@@ -1,5 +1,8 @@
 package io.gpumem.trace.analysis;
 
+import static io.gpumem.testing.TestSizes.MiB;
+import static io.gpumem.testing.TestSizes.GiB;
+
 import io.gpumem.alloc.Pool;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -22,7 +25,6 @@ import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;
 
 class TraceStatesTest {
-    static final long GIB = 1L << 30;
 
     /** Segments as (address, stream, pool, expandable, blocks as address/size/state/requested-if-allocated). */
     static List<String> shape(MemoryState s) {
@@ -76,7 +78,7 @@ class TraceStatesTest {
         for (String conf : new String[] {"", "expandable_segments:True"}) {
             TrainingWorkload w = TrainingWorkload.builder().layers(3).hidden(512).heads(4).vocab(4000).batch(2)
                     .seqLens(128, 1024, 128).steps(3).seed(seed).build();
-            CachingAllocator allocator = new CachingAllocator(SimulatedDevice.withCapacity(8 * GIB), AllocatorConfig.parse(conf));
+            CachingAllocator allocator = new CachingAllocator(SimulatedDevice.withCapacity(8 * GiB), AllocatorConfig.parse(conf));
             allocator.recordHistory(HistoryOptions.all());
             long[] ptr = new long[w.allocationCount()];
             List<MemoryOp> ops = w.ops();

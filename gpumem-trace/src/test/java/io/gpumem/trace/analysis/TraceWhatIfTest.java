@@ -1,5 +1,7 @@
 package io.gpumem.trace.analysis;
 
+import static io.gpumem.testing.TestSizes.GiB;
+
 import io.gpumem.trace.whatif.WhatIfOutcome;
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -11,17 +13,16 @@ import io.gpumem.trace.workload.WorkloadWhatIf;
 import org.junit.jupiter.api.Test;
 
 class TraceWhatIfTest {
-    static final long GIB = 1L << 30;
 
     /** A recorded run replayed by the compare engine gives the figures of running its requests again. */
     @Test
     void replayOfARecordedRunMatchesRunningItsRequests() {
         TrainingWorkload w = TrainingWorkload.builder().layers(3).hidden(512).heads(4).vocab(4000).batch(2)
                 .seqLens(128, 1024, 128).steps(3).seed(5).build();
-        WorkloadRunner runner = new WorkloadRunner(8 * GIB, 0);
+        WorkloadRunner runner = new WorkloadRunner(8 * GiB, 0);
         WorkloadRunner.Run recorded = runner.run(w, "", true);
         TraceSnapshot trace = AllocatorSnapshots.toTraceSnapshot(recorded.allocator().snapshot(), "recorded");
-        TraceWhatIf replay = new TraceWhatIf(trace, 0, 8 * GIB);
+        TraceWhatIf replay = new TraceWhatIf(trace, 0, 8 * GiB);
         WorkloadWhatIf rerun = new WorkloadWhatIf(w, runner, true);
         for (String conf : Recommender.configurationsTried("")) {
             WhatIfOutcome a = replay.run(conf);

@@ -1,5 +1,9 @@
 package io.gpumem.trace.window;
 
+import static io.gpumem.testing.TestSizes.KiB;
+import static io.gpumem.testing.TestSizes.MiB;
+import static io.gpumem.testing.TestSizes.GiB;
+
 import io.gpumem.alloc.SizeRules;
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -24,7 +28,6 @@ import org.junit.jupiter.api.Test;
 
 class WindowRebuilderTest {
 
-    private static final long MIB = 1L << 20;
 
     static AllocatorConfig recorded(TraceSnapshot s) {
         return RecordedConfig.of(s);
@@ -116,32 +119,32 @@ class WindowRebuilderTest {
         // B (request 5 MiB) right after A's real end, and C (request 2 MiB) whose remainder is too small to split.
         long base = 0x10000000L;
         long a = base;
-        long aEnd = base + 3 * MIB + MIB / 2;          // A's real end: rounded 3 MiB + 0.5 MiB unsplit slack
+        long aEnd = base + 3 * MiB + MiB / 2;          // A's real end: rounded 3 MiB + 0.5 MiB unsplit slack
         long b = aEnd;
-        long bEnd = b + 5 * MIB;
-        long c = bEnd + 4 * MIB;                        // 4 MiB of free space between B and C at the start
-        long cEnd = base + 20 * MIB;                    // C: rounded 11 MiB - 0.5 MiB, gap 0.5 MiB belongs to C
-        long cRequest = cEnd - c - MIB / 2;
+        long bEnd = b + 5 * MiB;
+        long c = bEnd + 4 * MiB;                        // 4 MiB of free space between B and C at the start
+        long cEnd = base + 20 * MiB;                    // C: rounded 11 MiB - 0.5 MiB, gap 0.5 MiB belongs to C
+        long cRequest = cEnd - c - MiB / 2;
         List<TraceEntry> trace = new ArrayList<>();
-        trace.add(TraceEntry.of(TraceAction.FREE_REQUESTED, b, 5 * MIB, 0));  // B freed: A is now followed by free space
-        trace.add(TraceEntry.of(TraceAction.FREE_COMPLETED, b, 5 * MIB, 0));
-        trace.add(TraceEntry.of(TraceAction.ALLOC, aEnd, MIB + MIB / 2, 0)); // placed at A's real end while A lives
-        trace.add(TraceEntry.of(TraceAction.FREE_REQUESTED, a, 3 * MIB - 100, 0));
-        trace.add(TraceEntry.of(TraceAction.FREE_COMPLETED, a, 3 * MIB - 100, 0));
+        trace.add(TraceEntry.of(TraceAction.FREE_REQUESTED, b, 5 * MiB, 0));  // B freed: A is now followed by free space
+        trace.add(TraceEntry.of(TraceAction.FREE_COMPLETED, b, 5 * MiB, 0));
+        trace.add(TraceEntry.of(TraceAction.ALLOC, aEnd, MiB + MiB / 2, 0)); // placed at A's real end while A lives
+        trace.add(TraceEntry.of(TraceAction.FREE_REQUESTED, a, 3 * MiB - 100, 0));
+        trace.add(TraceEntry.of(TraceAction.FREE_COMPLETED, a, 3 * MiB - 100, 0));
         trace.add(TraceEntry.of(TraceAction.FREE_REQUESTED, c, cRequest, 0));
         trace.add(TraceEntry.of(TraceAction.FREE_COMPLETED, c, cRequest, 0));
-        BlockInfo used = BlockInfo.of(aEnd, 1536 * 1024, MIB + MIB / 2, BlockState.ACTIVE_ALLOCATED);
+        BlockInfo used = BlockInfo.of(aEnd, 1536 * 1024, MiB + MiB / 2, BlockState.ACTIVE_ALLOCATED);
         List<BlockInfo> blocks = List.of(BlockInfo.of(base, aEnd - base, 0, BlockState.INACTIVE), used,
                 BlockInfo.of(aEnd + 1536 * 1024, cEnd - aEnd - 1536 * 1024, 0, BlockState.INACTIVE));
-        SegmentInfo seg = new SegmentInfo(0, base, 20 * MIB, 1536 * 1024, 1536 * 1024, MIB + MIB / 2, 0, "large",
+        SegmentInfo seg = new SegmentInfo(0, base, 20 * MiB, 1536 * 1024, 1536 * 1024, MiB + MiB / 2, 0, "large",
                 PoolId.DEFAULT, false, List.of(), blocks, Map.of(), 7);
         TraceSnapshot s = new TraceSnapshot("synthetic", SourceFormat.GENERATED, List.of(seg), List.of(trace), null,
                 null, Map.of(), true);
         WindowStart start = new WindowRebuilder(AllocatorConfig.defaults()).rebuild(s, 0);
         assertThat(start.segments()).hasSize(1);
         assertThat(start.segments().getFirst().blocks()).containsExactly(
-                new StartBlock(a, aEnd - a, 3 * MIB - 100, true, false),       // slack rule
-                new StartBlock(b, 5 * MIB, 5 * MIB, true, false),              // exact round_size: 4 MiB gap splits
+                new StartBlock(a, aEnd - a, 3 * MiB - 100, true, false),       // slack rule
+                new StartBlock(b, 5 * MiB, 5 * MiB, true, false),              // exact round_size: 4 MiB gap splits
                 new StartBlock(bEnd, c - bEnd, 0, false, true),
                 new StartBlock(c, cEnd - c, cRequest, true, false));           // gap rule
         assertThat(start.preWindowFreed()).containsExactlyInAnyOrder(a, b, c);

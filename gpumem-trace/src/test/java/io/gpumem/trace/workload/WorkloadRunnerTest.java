@@ -1,5 +1,8 @@
 package io.gpumem.trace.workload;
 
+import static io.gpumem.testing.TestSizes.MiB;
+import static io.gpumem.testing.TestSizes.GiB;
+
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -15,8 +18,6 @@ import java.util.Map;
 import org.junit.jupiter.api.Test;
 
 class WorkloadRunnerTest {
-    static final long MIB = 1L << 20;
-    static final long GIB = 1L << 30;
 
     static TrainingWorkload small() {
         return TrainingWorkload.builder().layers(4).hidden(512).heads(4).vocab(8000).batch(4)
@@ -26,7 +27,7 @@ class WorkloadRunnerTest {
     @Test
     void completedRunEndsWithExactlyTheIntendedLiveRequests() {
         TrainingWorkload w = small();
-        WorkloadRunner.Run run = new WorkloadRunner(8 * GIB, 0).run(w, "", false);
+        WorkloadRunner.Run run = new WorkloadRunner(8 * GiB, 0).run(w, "", false);
         assertThat(run.completed()).isTrue();
         assertThat(run.stepsCompleted()).isEqualTo(6);
         long liveRequested = 0;
@@ -44,7 +45,7 @@ class WorkloadRunnerTest {
     @Test
     void runsAreDeterministic() {
         TrainingWorkload w = small();
-        WorkloadRunner runner = new WorkloadRunner(8 * GIB, 0);
+        WorkloadRunner runner = new WorkloadRunner(8 * GiB, 0);
         Map<String, Long> a = runner.run(w, "expandable_segments:True", false).stats();
         Map<String, Long> b = runner.run(w, "expandable_segments:True", false).stats();
         assertThat(a).isEqualTo(b);
@@ -66,21 +67,21 @@ class WorkloadRunnerTest {
     @Test
     void minimumCapacityIsTheSmallestThatRuns() {
         TrainingWorkload w = small();
-        WorkloadRunner runner = new WorkloadRunner(8 * GIB, 64 * MIB);
+        WorkloadRunner runner = new WorkloadRunner(8 * GiB, 64 * MiB);
         for (String conf : new String[] {"", "expandable_segments:True"}) {
             long min = runner.minCapacity(w, conf);
             assertThat(min % WorkloadRunner.CAPACITY_STEP).isZero();
-            assertThat(new WorkloadRunner(min, 64 * MIB).run(w, conf, false).completed()).as(conf + " at min").isTrue();
-            assertThat(new WorkloadRunner(min - WorkloadRunner.CAPACITY_STEP, 64 * MIB).run(w, conf, false).completed())
+            assertThat(new WorkloadRunner(min, 64 * MiB).run(w, conf, false).completed()).as(conf + " at min").isTrue();
+            assertThat(new WorkloadRunner(min - WorkloadRunner.CAPACITY_STEP, 64 * MiB).run(w, conf, false).completed())
                     .as(conf + " below min").isFalse();
         }
-        assertThatThrownBy(() -> new WorkloadRunner(GIB, GIB)).hasMessageContaining("held-outside");
+        assertThatThrownBy(() -> new WorkloadRunner(GiB, GiB)).hasMessageContaining("held-outside");
     }
 
     @Test
     void analysisOfALiveAllocatorAgreesWithItsStats() {
         TrainingWorkload w = small();
-        WorkloadRunner.Run run = new WorkloadRunner(8 * GIB, 0).run(w, "", true);
+        WorkloadRunner.Run run = new WorkloadRunner(8 * GiB, 0).run(w, "", true);
         StateAnalysis a = new StateAnalyzer().analyze(AllocatorStates.capture(run.allocator(), "end", null));
         assertThat(a.all().reserved()).isEqualTo(run.stat("reserved_bytes.all.current"));
         assertThat(a.all().allocated()).isEqualTo(run.stat("allocated_bytes.all.current"));
@@ -90,16 +91,16 @@ class WorkloadRunnerTest {
         assertThat(a.small().reserved()).isEqualTo(run.stat("reserved_bytes.small_pool.current"));
         assertThat(a.large().inactiveSplit()).isEqualTo(run.stat("inactive_split_bytes.large_pool.current"));
         assertThat(a.all().segments()).isEqualTo((int) run.stat("segment.all.current"));
-        assertThat(a.state().capacity()).isEqualTo(8 * GIB);
-        assertThat(a.state().deviceFree()).isEqualTo(8 * GIB - a.all().reserved());
+        assertThat(a.state().capacity()).isEqualTo(8 * GiB);
+        assertThat(a.state().deviceFree()).isEqualTo(8 * GiB - a.all().reserved());
     }
 
     /** The demo's scenario: fragmentation makes the default config run out where expandable segments fit. */
     @Test
     void defaultDemoWorkloadFragmentsA24GibDeviceAndExpandableSegmentsFixIt() {
         TrainingWorkload w = TrainingWorkload.builder().build();
-        WorkloadRunner runner = new WorkloadRunner(24 * GIB, 0);
-        assertThat(w.peakLiveBytes()).isLessThan(24 * GIB);
+        WorkloadRunner runner = new WorkloadRunner(24 * GiB, 0);
+        assertThat(w.peakLiveBytes()).isLessThan(24 * GiB);
         WorkloadRunner.Run run = runner.run(w, "", false);
         assertThat(run.completed()).isFalse();
         OomEvent oom = new OomEvent(run.oom().roundedSize(), run.oom().deviceFree(), run.failedAlloc().stream(), -1);
