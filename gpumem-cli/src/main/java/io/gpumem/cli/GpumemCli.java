@@ -25,7 +25,7 @@ public final class GpumemCli implements Runnable {
      * CPU time of a short command such as {@code gpumem replay --check} on a small trace.
      */
     private static final String[] SUBCOMMANDS =
-            {"sim", "device", "kv-sim", "replay", "compare", "analyze", "demo", "plan"};
+            {"sim", "device", "kv-sim", "replay", "compare", "analyze", "demo", "report", "plan"};
 
     private static Object newSubcommand(String name) {
         return switch (name) {
@@ -36,6 +36,7 @@ public final class GpumemCli implements Runnable {
             case "compare" -> new io.gpumem.cli.trace.CompareCommand();
             case "analyze" -> new io.gpumem.cli.analysis.AnalyzeCommand();
             case "demo" -> new io.gpumem.cli.analysis.DemoCommand();
+            case "report" -> new io.gpumem.cli.report.ReportCommand();
             case "plan" -> new io.gpumem.cli.plan.PlanCommand();
             default -> throw new IllegalArgumentException("no subcommand " + name);
         };

@@ -2,6 +2,7 @@ package io.gpumem.alloc;
 
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.Device;
+import io.gpumem.events.AllocatorEvents;
 import io.gpumem.history.Frame;
 import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.TraceAction;
@@ -223,6 +224,7 @@ final class AllocatorCore {
                              List<Frame> context) {
         if (isRetry) {
             stats.countAllocRetry();
+            AllocatorEvents.retry(device.index(), size, allocSize, stream);
         }
         if (setFraction && totalAllocatedMemory + allocSize > allowedMemoryMaximum) {
             return null;
@@ -243,6 +245,7 @@ final class AllocatorCore {
             stats.updateOversizeSegments(1);
         }
         stats.countDeviceAlloc();
+        AllocatorEvents.segmentAlloc(device.index(), ptr, allocSize, stream, false);
         trace.record(TraceAction.SEGMENT_ALLOC, ptr, allocSize, stream, context);
         b.contextWhenSegmentAllocated = context;
         return b;
@@ -300,6 +303,8 @@ final class AllocatorCore {
         long total = device.totalMemory();
         trace.record(TraceAction.OOM, 0, size, stream, context, deviceFree);
         stats.countOom();
+        AllocatorEvents.outOfMemory(device.index(), origSize, size, stream, deviceFree,
+                stats.current(ALLOCATED_BYTES, DeviceStats.ALL), stats.current(RESERVED_BYTES, DeviceStats.ALL));
         OomReport report = new OomReport(origSize, size, allocSize, device.index(), total, deviceFree,
                 setFraction ? allowedMemoryMaximum : -1,
                 stats.current(ALLOCATED_BYTES, DeviceStats.ALL), stats.current(RESERVED_BYTES, DeviceStats.ALL),
@@ -529,6 +534,7 @@ final class AllocatorCore {
     private void releaseBlock(Block block, List<Frame> context) {
         device.free(block.ptr);
         stats.countDeviceFree();
+        AllocatorEvents.segmentFree(device.index(), block.ptr, block.size, block.stream, false);
         trace.record(TraceAction.SEGMENT_FREE, block.ptr, block.size, block.stream,
                 context != null ? context : block.contextWhenSegmentAllocated);
         totalAllocatedMemory -= block.size;
@@ -700,6 +706,7 @@ final class AllocatorCore {
         totalAllocatedMemory += mapped;
         stats.increase(RESERVED_BYTES, pool.statType, mapped);
         stats.countDeviceAlloc();
+        AllocatorEvents.segmentAlloc(device.index(), start, mapped, toMap.stream, true);
         trace.record(TraceAction.SEGMENT_MAP, start, mapped, toMap.stream, context);
         if (toMap.prev == null && toMap.contextWhenSegmentAllocated == null) {
             toMap.contextWhenSegmentAllocated = context;
@@ -748,6 +755,7 @@ final class AllocatorCore {
         totalAllocatedMemory -= unmapped;
         stats.decrease(RESERVED_BYTES, pool.statType, unmapped);
         stats.countDeviceFree();
+        AllocatorEvents.segmentFree(device.index(), start, unmapped, block.stream, true);
         trace.record(TraceAction.SEGMENT_UNMAP, start, unmapped, block.stream,
                 context != null ? context : block.contextWhenSegmentAllocated);
         if (failure != null) {

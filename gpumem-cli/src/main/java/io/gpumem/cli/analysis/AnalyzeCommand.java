@@ -1,23 +1,17 @@
 package io.gpumem.cli.analysis;
 
-import io.gpumem.history.TraceAction;
+import io.gpumem.cli.report.HtmlOutput;
+import io.gpumem.report.HtmlReport;
 import io.gpumem.trace.analysis.AnalysisPrinter;
+import io.gpumem.size.ByteSize;
+import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.cli.SizeConverter;
 import io.gpumem.trace.analysis.MemoryState;
-import io.gpumem.trace.analysis.Recommender;
 import io.gpumem.trace.analysis.SnapshotStates;
-import io.gpumem.trace.analysis.StateAnalysis;
-import io.gpumem.trace.analysis.StateAnalyzer;
-import io.gpumem.trace.analysis.TraceStates;
-import io.gpumem.trace.analysis.TraceWhatIf;
-import io.gpumem.trace.analysis.WhatIf;
 import io.gpumem.trace.io.SourceFormat;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
-import io.gpumem.trace.workload.TraceWorkload;
-import io.gpumem.trace.workload.WorkloadRunner;
-import io.gpumem.trace.workload.WorkloadWhatIf;
 import java.io.PrintWriter;
 import java.nio.file.Path;
 import java.util.List;
@@ -68,6 +62,10 @@ public final class AnalyzeCommand implements Callable<Integer> {
     @Option(names = "--no-compare", description = "Skip the compare runs behind the recommendations.")
     boolean noCompare;
 
+    @Option(names = "--html", paramLabel = "FILE",
+            description = "Also write the analysis as a self-contained HTML report (as gpumem report does) to FILE.")
+    Path html;
+
     @Override
     public Integer call() {
         PrintWriter out = spec.commandLine().getOut();
@@ -91,88 +89,47 @@ public final class AnalyzeCommand implements Callable<Integer> {
                     + " has no segments or trace entries for it (devices present: " + SnapshotStates.devices(snapshot) + ")");
         }
         boolean first = true;
+        HtmlReport report = html != null ? new HtmlReport(file.toString()) : null;
         for (int d : devices) {
             if (!first) {
                 out.println();
             }
             first = false;
-            analyseDevice(snapshot, d, capacityBytes, out);
+            DeviceAnalysis result = analyseDevice(snapshot, d, capacityBytes, out);
+            if (report != null) {
+                report.addDevice(snapshot, result, List.of());
+            }
+        }
+        if (report != null) {
+            HtmlOutput.write(report, html, out);
         }
         out.flush();
         return 0;
     }
 
-    private static boolean hasRequests(List<TraceEntry> trace) {
-        for (TraceEntry e : trace) {
-            if (e.action() == TraceAction.ALLOC) {
-                return true;
-            }
-        }
-        return false;
-    }
-
-    /**
-     * The compare runs: the trace's window replayed from its rebuilt start state ({@link TraceWhatIf}, the
-     * engine of {@code gpumem compare}); where that replay cannot run the window, the window's own requests
-     * on an empty device ({@link TraceWorkload}), said so in a note.
-     */
-    private static WhatIf compareRuns(TraceSnapshot snapshot, int d, int end, long capacityBytes, long outside,
-                                      PrintWriter out) {
-        long usable = capacityBytes > 0 ? capacityBytes - Math.max(0, outside) : MemoryState.UNKNOWN;
-        try {
-            TraceWhatIf replay = new TraceWhatIf(snapshot, d, usable);
-            // run every configuration now (the results are memoised), so that a failure falls back as a whole
-            for (String conf : Recommender.configurationsTried(
-                    snapshot.recordedConfString() == null ? "" : snapshot.recordedConfString())) {
-                replay.run(conf);
-            }
-            return replay;
-        } catch (RuntimeException e) {
-            out.println();
-            out.println("note: the window replay failed (" + e.getMessage() + "); the compare runs below replay the"
-                    + " window's own requests on an empty device instead");
-            long runCapacity = capacityBytes > 0 ? capacityBytes : WorkloadRunner.UNLIMITED;
-            return new WorkloadWhatIf(TraceWorkload.of(snapshot, d, end),
-                    new WorkloadRunner(runCapacity, Math.max(0, outside)), true);
-        }
-    }
-
-    private void analyseDevice(TraceSnapshot snapshot, int d, long capacityBytes, PrintWriter out) {
+    private DeviceAnalysis analyseDevice(TraceSnapshot snapshot, int d, long capacityBytes, PrintWriter out) {
         List<TraceEntry> trace = snapshot.traceOf(d);
-        MemoryState state;
-        int end;
-        if (at != null) {
-            if (at < 0 || at >= trace.size()) {
-                throw new CommandLine.ParameterException(spec.commandLine(), "--at " + at + " is outside device " + d
-                        + "'s trace of " + file + " (" + trace.size() + " entries, 0.." + (trace.size() - 1) + ")");
-            }
-            state = TraceStates.afterEntry(snapshot, d, at, capacityBytes);
-            end = at + 1;
-        } else {
-            int oom = TraceStates.lastOom(trace);
-            if (oom >= 0 && SnapshotStates.endState(snapshot, d, capacityBytes).oom().isEmpty()) {
-                state = TraceStates.afterEntry(snapshot, d, oom, capacityBytes);
-                end = oom + 1;
-            } else {
-                state = SnapshotStates.endState(snapshot, d, capacityBytes);
-                end = trace.size();
-            }
+        if (at != null && (at < 0 || at >= trace.size())) {
+            throw new CommandLine.ParameterException(spec.commandLine(), "--at " + at + " is outside device " + d
+                    + "'s trace of " + file + " (" + trace.size() + " entries, 0.." + (trace.size() - 1) + ")");
         }
+        DeviceAnalysis result = DeviceAnalysis.of(snapshot, d, at, capacityBytes, top, !noCompare);
         long reserved = 0;
-        for (var seg : state.segments()) {
+        for (var seg : result.analysis().state().segments()) {
             reserved += seg.totalSize();
         }
         if (capacityBytes != MemoryState.UNKNOWN && reserved > capacityBytes) {
             throw new CommandLine.ParameterException(spec.commandLine(), "--capacity " + capacity + " ("
-                    + io.gpumem.size.ByteSize.format(capacityBytes) + ") is less than the " + io.gpumem.size.ByteSize.format(reserved)
-                    + " device " + d + " of " + file + " has reserved; give the GPU's memory");
+                    + io.gpumem.size.ByteSize.format(capacityBytes) + ") is less than the "
+                    + io.gpumem.size.ByteSize.format(reserved) + " device " + d + " of " + file
+                    + " has reserved; give the GPU's memory");
         }
-        StateAnalysis analysis = new StateAnalyzer(top).analyze(state);
-        AnalysisPrinter.printState(analysis, out);
-        WhatIf whatIf = null;
-        if (!noCompare && hasRequests(trace) && Recommender.wantsCompareRuns(analysis)) {
-            whatIf = compareRuns(snapshot, d, end, capacityBytes, analysis.diagnosis().outside(), out);
+        AnalysisPrinter.printState(result.analysis(), out);
+        for (String note : result.replayNotes()) {
+            out.println();
+            out.println("note: " + note);
         }
-        AnalysisPrinter.printRecommendations(new Recommender().recommend(analysis, whatIf), out);
+        AnalysisPrinter.printRecommendations(result.recommendations(), out);
+        return result;
     }
 }

@@ -2,8 +2,12 @@ package io.gpumem.cli.analysis;
 
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.config.ConfigException;
+import io.gpumem.cli.report.HtmlOutput;
+import io.gpumem.cli.report.ReportCommand;
+import io.gpumem.report.HtmlReport;
 import io.gpumem.trace.analysis.AllocatorStates;
 import io.gpumem.trace.analysis.AnalysisPrinter;
+import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.cli.SizeConverter;
 import io.gpumem.size.ByteSize;
 import io.gpumem.trace.analysis.MemoryState;
@@ -13,6 +17,7 @@ import io.gpumem.trace.analysis.StateAnalysis;
 import io.gpumem.trace.analysis.StateAnalyzer;
 import io.gpumem.trace.whatif.WhatIfOutcome;
 import io.gpumem.trace.io.AllocatorSnapshots;
+import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.workload.TrainingWorkload;
 import io.gpumem.trace.workload.WorkloadRunner;
 import io.gpumem.trace.workload.WorkloadWhatIf;
@@ -95,6 +100,11 @@ public final class DemoCommand implements Callable<Integer> {
             description = "Where to write the default run's snapshot pickle (default: ${DEFAULT-VALUE}).")
     Path snapshot;
 
+    @Option(names = "--html", paramLabel = "FILE",
+            description = "Where to write the HTML report of the default run (default: beside the snapshot, its name with"
+                    + " .html, e.g. gpumem-demo-snapshot.html).")
+    Path html;
+
     @Override
     public Integer call() throws Exception {
         PrintWriter out = spec.commandLine().getOut();
@@ -166,6 +176,10 @@ public final class DemoCommand implements Callable<Integer> {
         out.println();
         out.println("snapshot of the default run written to " + snapshot.toAbsolutePath()
                 + " (gpumem analyze " + snapshot + "; or drag it onto pytorch.org/memory_viz)");
+        TraceSnapshot trace = AllocatorSnapshots.toTraceSnapshot(baseline.allocator().snapshot(), "gpumem demo");
+        DeviceAnalysis result = new DeviceAnalysis(0, trace.traceOf(0).size(), analysis, whatIf, recs, List.of());
+        Path page = html != null ? html : ReportCommand.siblingHtml(snapshot);
+        HtmlOutput.write(new HtmlReport("gpumem demo: " + workload.describe()).addDevice(trace, result, rows), page, out);
         out.flush();
         return 0;
     }

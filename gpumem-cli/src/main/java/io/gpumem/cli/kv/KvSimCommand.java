@@ -15,6 +15,7 @@ import io.gpumem.kvcache.memory.KvMemory;
 import io.gpumem.kvcache.sched.VictimPolicy;
 import io.gpumem.kvcache.sim.ServingSimulator;
 import io.gpumem.kvcache.sim.SimConfig;
+import io.gpumem.kvcache.sim.SimObserver;
 import io.gpumem.kvcache.sim.SimReport;
 import io.gpumem.kvcache.sim.TierSettings;
 import io.gpumem.kvcache.sim.TimeModel;
@@ -31,6 +32,7 @@ import java.nio.file.Path;
 import java.util.Comparator;
 import java.util.function.IntFunction;
 import java.util.stream.Stream;
+import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.Callable;
 
@@ -94,6 +96,10 @@ public final class KvSimCommand implements Callable<Integer> {
     String memory;
     @Option(names = "--json", description = "Print one JSON object instead of text")
     boolean json;
+    @Option(names = "--metrics-port", paramLabel = "N", description = "Serve live metrics for Prometheus at http://127.0.0.1:N/metrics while simulating; 0 = any free port (default: off)")
+    Integer metricsPort;
+    @Option(names = "--metrics-linger", paramLabel = "SECONDS", defaultValue = "0", description = "Keep serving the final metrics this long after the run (default: ${DEFAULT-VALUE})")
+    int metricsLinger;
 
     @Option(names = "--host-tier", defaultValue = "0", description = "Host-memory tier for evicted KV blocks, SIZE; 0 = none (default: ${DEFAULT-VALUE})")
     String hostTier;
@@ -148,15 +154,37 @@ public final class KvSimCommand implements Callable<Integer> {
         positive("--tier-drain-blocks", tierDrainBlocks);
         TimeModel time = parse("--time-*", () -> new TimeModel(weightBytes, kvBytesPerToken, prefillUs, decodeUs, hbmGBps,
                 hostGBps, diskGBps, diskLatencyUs, netGBps, netLatencyUs));
+        if (metricsPort != null && (metricsPort < 0 || metricsPort > 65535)) {
+            throw bad("--metrics-port must be in 0..65535, got " + metricsPort);
+        }
+        if (metricsLinger < 0) {
+            throw bad("--metrics-linger must be >= 0, got " + metricsLinger);
+        }
         String kind = memory.toLowerCase(Locale.ROOT);
         if (!kind.equals("allocator") && !kind.equals("direct")) {
             throw bad("--memory must be allocator or direct, got '" + memory + "'");
         }
+        List<CachingAllocator> allocators = new java.util.concurrent.CopyOnWriteArrayList<>();
         IntFunction<KvMemory> memoryFor = i -> {
             SimulatedDevice device = SimulatedDevice.builder()
                     .capacity(ServingSimulator.deviceBytes(config) + (64L << 20)).backed(true).build();
-            return kind.equals("direct") ? KvMemory.direct(device) : KvMemory.cachingAllocator(new CachingAllocator(device));
+            if (kind.equals("direct")) {
+                return KvMemory.direct(device);
+            }
+            CachingAllocator allocator = new CachingAllocator(device);
+            allocators.add(allocator);
+            return KvMemory.cachingAllocator(allocator);
         };
+        KvSimMetrics metrics = null;
+        if (metricsPort != null) {
+            try {
+                metrics = KvSimMetrics.start(metricsPort, allocators);
+            } catch (IOException e) {
+                throw bad("--metrics-port " + metricsPort + ": cannot listen on 127.0.0.1: " + e.getMessage());
+            }
+            spec.commandLine().getErr().println("kv-sim: metrics at " + metrics.url());
+            spec.commandLine().getErr().flush();
+        }
         Path tempDir = null;
         SimReport r;
         try (RemoteKvStore store = remoteStore()) {
@@ -166,7 +194,12 @@ public final class KvSimCommand implements Callable<Integer> {
                 dir = tempDir;
             }
             r = ServingSimulator.run(config, new TierSettings(host, disk, dir, store, tierQueueBlocks, tierDrainBlocks), time,
-                    instances, memoryFor);
+                    instances, memoryFor, metrics != null ? metrics : SimObserver.NONE);
+        } catch (RuntimeException e) {
+            if (metrics != null) {
+                metrics.close();
+            }
+            throw e;
         } finally {
             if (tempDir != null) {
                 deleteTree(tempDir);
@@ -175,6 +208,17 @@ public final class KvSimCommand implements Callable<Integer> {
         PrintWriter out = spec.commandLine().getOut();
         out.print(json ? json(config, r) : text(config, r));
         out.flush();
+        if (metrics != null) {
+            try {
+                if (metricsLinger > 0) {
+                    Thread.sleep(metricsLinger * 1000L);
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            } finally {
+                metrics.close();
+            }
+        }
         return r.requestsFinished() == r.requestsTotal() ? 0 : 1;
     }
 

@@ -66,6 +66,10 @@ public final class CompareCommand implements Callable<Integer> {
             + " device_maps, ns_per_pair.")
     boolean json;
 
+    @Option(names = "--html", paramLabel = "FILE",
+            description = "Also write the HTML report of this device (as gpumem report does), with these rows in its what-if table.")
+    java.nio.file.Path html;
+
     @Override
     public Integer call() {
         PrintWriter out = spec.commandLine().getOut();
@@ -136,6 +140,18 @@ public final class CompareCommand implements Callable<Integer> {
                             : "requests only (" + trace.format() + ", no driver calls recorded)")
                     + "; capacity " + ByteSize.format(capacity));
             out.print(table(rows));
+        }
+        if (html != null) {
+            // the report's table labels rows by configuration; the compare rows join it under compare's labels
+            List<WhatIfOutcome> outcomes = new ArrayList<>();
+            for (WhatIfOutcome r : rows) {
+                outcomes.add(new WhatIfOutcome(label(r), r.recorded(), r.capacity(), r.peakAllocated(), r.peakReserved(),
+                        r.deviceAllocs(), r.deviceFrees(), r.retries(), r.ooms(), r.minCapacity()));
+            }
+            var analysis = io.gpumem.trace.analysis.DeviceAnalysis.of(trace, d, null,
+                    capacityBytes != null ? capacityBytes : io.gpumem.trace.analysis.MemoryState.UNKNOWN, 5, true);
+            io.gpumem.cli.report.HtmlOutput.write(new io.gpumem.report.HtmlReport(trace.source())
+                    .addDevice(trace, analysis, outcomes), html, json ? err : out);
         }
         out.flush();
         return 0;

@@ -504,14 +504,17 @@ public final class KvCacheManager implements AutoCloseable {
         if (r.status != RequestStatus.RUNNING) {
             throw new KvCacheException("request " + r.id() + " is " + r.status + "; only running requests can be preempted");
         }
+        boolean fellBack = false;
         if (mode == PreemptionMode.SWAP && !swapSpace.fits(pages, r.numBlocks)) {
             swapFallbacks++;
             mode = PreemptionMode.RECOMPUTE;
+            fellBack = true;
         }
         HostSwapSpace.Handle handle = null;
         if (mode == PreemptionMode.SWAP) {
             handle = swapSpace.swapOut(pages, r.table, r.numBlocks);   // a failed copy throws before any change
         }
+        KvPreemptionEvent.emit(r.id(), mode, fellBack, r.numBlocks, r.numComputed);
         r.preemptions++;
         publishComputed(r);
         // Blocks cached optimistically for tokens granted this step but not computed hold no valid KV yet.

@@ -68,6 +68,15 @@ public final class ServingSimulator {
      */
     public static SimReport run(SimConfig config, TierSettings tiers, TimeModel time, int instances,
                                 IntFunction<KvMemory> memory) {
+        return run(config, tiers, time, instances, memory, SimObserver.NONE);
+    }
+
+    /**
+     * As {@link #run(SimConfig, TierSettings, TimeModel, int, IntFunction)}, telling {@code observer} about each
+     * instance's manager and every step.
+     */
+    public static SimReport run(SimConfig config, TierSettings tiers, TimeModel time, int instances,
+                                IntFunction<KvMemory> memory, SimObserver observer) {
         KvCacheSpec spec = KvCacheSpec.builder().layers(config.layers()).kvHeads(config.kvHeads())
                 .headSize(config.headSize()).elementSize(2).blockSize(config.blockSize()).numBlocks(config.blocks())
                 .maxModelLen(config.maxModelLen()).build();
@@ -94,8 +103,9 @@ public final class ServingSimulator {
                 KvCacheManager manager = new KvCacheManager(spec, memory.apply(i), kvConfig,
                         tiers.any() ? tiers.build(spec, i) : null);
                 list.add(new SimInstance(config, time, manager, new Scheduler(manager, schedConfig), everComputed));
+                observer.started(i, manager);
             }
-            simulate(config, list);
+            simulate(config, list, observer);
             if (instances == 1) {
                 return list.getFirst().report();
             }
@@ -111,7 +121,7 @@ public final class ServingSimulator {
         }
     }
 
-    private static void simulate(SimConfig config, List<SimInstance> instances) {
+    private static void simulate(SimConfig config, List<SimInstance> instances, SimObserver observer) {
         WorkloadGenerator gen = new WorkloadGenerator(config);
         PriorityQueue<Pending> arrivals = new PriorityQueue<>((a, b) -> a.arrival != b.arrival
                 ? Long.compare(a.arrival, b.arrival) : Long.compare(a.order, b.order));
@@ -152,8 +162,10 @@ public final class ServingSimulator {
                     }
                 }
             }
+            observer.stepped(step);
             step++;
         }
+        observer.finished(step);
     }
 
     private static boolean busy(List<SimInstance> instances) {

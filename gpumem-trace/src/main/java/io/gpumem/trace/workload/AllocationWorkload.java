@@ -1,5 +1,6 @@
 package io.gpumem.trace.workload;
 
+import io.gpumem.history.Frame;
 import java.util.List;
 
 /**
@@ -15,6 +16,16 @@ public interface AllocationWorkload {
 
     /** One line saying what this is. */
     String describe();
+
+    /**
+     * The stack frames (innermost first, as PyTorch records them) a run with history attaches to the request
+     * {@code alloc}, so that snapshots and reports name where memory was asked for. The default names the
+     * request alone; generators that know more (module, layer, op) override it. Identical stacks should be the
+     * same list object, so that writers emit them once.
+     */
+    default List<Frame> frames(MemoryOp.Alloc alloc) {
+        return List.of(new Frame(alloc.name(), 0, "demo"));
+    }
 
     /** Peak of the sum of live request sizes over the stream: the floor no allocator can go below. */
     default long peakLiveBytes() {

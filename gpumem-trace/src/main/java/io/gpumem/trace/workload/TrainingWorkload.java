@@ -1,5 +1,6 @@
 package io.gpumem.trace.workload;
 
+import io.gpumem.history.Frame;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.BitSet;
@@ -43,6 +44,7 @@ public final class TrainingWorkload implements AllocationWorkload {
     private final BitSet liveAtEnd;
     private final long parameterCount;
     private final int allocationCount;
+    private final List<Frame>[] frames;
 
     private TrainingWorkload(Builder config) {
         this.config = config.copy();
@@ -53,6 +55,13 @@ public final class TrainingWorkload implements AllocationWorkload {
         this.liveAtEnd = g.live;
         this.parameterCount = g.parameterCount;
         this.allocationCount = g.nextId;
+        this.frames = TrainingFrames.of(this.ops, this.allocationCount);
+    }
+
+    /** The request's stack: op, layer and training phase ({@link TrainingFrames}). */
+    @Override
+    public List<Frame> frames(MemoryOp.Alloc alloc) {
+        return frames[alloc.id()];
     }
 
     /** A builder with the defaults documented on each setter. */

@@ -28,6 +28,9 @@ public final class WorkloadRunner {
     /** Capacity of the run that measures a configuration's unconstrained peak (1 TiB). */
     public static final long UNLIMITED = 1L << 40;
 
+    /** Frames of allocator events no request of the workload caused (frees). */
+    private static final List<Frame> NO_REQUEST = List.of(new Frame("gpumem-demo", 0, "demo"));
+
     private final long capacity;
     private final long heldOutside;
 
@@ -94,11 +97,12 @@ public final class WorkloadRunner {
         AllocatorConfig config = AllocatorConfig.parse(conf);
         SimulatedDevice device = SimulatedDevice.builder().capacity(deviceCapacity).heldOutside(heldOutside).build();
         CachingAllocator allocator = new CachingAllocator(device, config);
-        String[] current = new String[1];
+        @SuppressWarnings("unchecked")
+        List<Frame>[] current = new List[1];
         if (recordHistory) {
             long[] clock = {1_700_000_000_000_000L};
             allocator.internals().setClock(() -> clock[0]++);
-            allocator.setContextSupplier(() -> List.of(new Frame(current[0] == null ? "gpumem-demo" : current[0], 0, "demo")));
+            allocator.setContextSupplier(() -> current[0] == null ? NO_REQUEST : current[0]);
             allocator.recordHistory(HistoryOptions.all());
         }
         long[] ptr = new long[workload.allocationCount()];
@@ -110,7 +114,7 @@ public final class WorkloadRunner {
             MemoryOp op = ops.get(i);
             switch (op) {
                 case MemoryOp.Alloc a -> {
-                    current[0] = a.name();
+                    current[0] = recordHistory ? workload.frames(a) : null;
                     try {
                         ptr[a.id()] = allocator.malloc(a.bytes(), deviceStream(device, streams, a.stream()));
                     } catch (OutOfMemoryException e) {

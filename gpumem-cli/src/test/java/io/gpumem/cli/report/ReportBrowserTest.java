@@ -1,0 +1,196 @@
+package io.gpumem.cli.report;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import io.gpumem.cli.CliRun;
+import java.awt.image.BufferedImage;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
+import javax.imageio.ImageIO;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.MethodSource;
+
+/**
+ * The HTML report in a real browser: for every shared trace, {@code gpumem report} writes a page that headless
+ * Chromium renders with no script error and no blocked request, whose charts were all drawn, and whose text
+ * holds every figure {@code gpumem analyze} prints for that trace. The demo's page is also screenshotted and
+ * the screenshot must not be blank. One browser launch per page; skipped, saying so, without Chromium or
+ * without the shared traces.
+ */
+class ReportBrowserTest {
+    /** Byte sizes as format_size writes them, percentages, ratios, segment addresses. */
+    private static final Pattern FIGURE = Pattern.compile(
+            "-?\\d+(?:\\.\\d+)? (?:bytes|KiB|MiB|GiB|TiB|PiB)|\\d+\\.\\d%|\\b\\d\\.\\d{3}\\b|0x[0-9a-f]{6,}");
+    private static final Pattern TAG = Pattern.compile("<[^>]*>");
+    private static final Pattern HIDDEN = Pattern.compile("(?is)<(script|style)\\b.*?</\\1>");
+
+    static HeadlessChromium chromium;
+
+    @TempDir
+    Path dir;
+
+    @BeforeAll
+    static void findBrowser() {
+        chromium = HeadlessChromium.find().orElse(null);
+    }
+
+    private static void assumeBrowser() {
+        assumeTrue(chromium != null, "chromium not installed (.ci/run installs Debian's chromium): browser tests skipped");
+    }
+
+    static Stream<String> sharedTraces() throws IOException {
+        String traces = System.getProperty("gpumem.traces.dir");
+        if (traces == null || !Files.isDirectory(Path.of(traces))) {
+            return Stream.of("(shared traces absent)");
+        }
+        try (Stream<Path> files = Files.list(Path.of(traces))) {
+            return files.filter(p -> !p.getFileName().toString().endsWith(".md")).map(Path::toString).sorted().toList().stream();
+        }
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("sharedTraces")
+    void reportOfASharedTraceRendersOfflineAndShowsTheFiguresAnalyzePrints(String trace) throws Exception {
+        assumeTrue(!trace.startsWith("("), "real traces not available (system property gpumem.traces.dir = "
+                + System.getProperty("gpumem.traces.dir") + "): skipped");
+        assumeBrowser();
+        Path page = dir.resolve("report.html");
+        long started = System.nanoTime();
+        CliRun report = CliRun.run("report", trace, "-o", page.toString());
+        long reportMs = (System.nanoTime() - started) / 1_000_000;
+        assertThat(report.exit()).as(report.err()).isZero();
+        CliRun analyze = CliRun.run("analyze", trace);
+        assertThat(analyze.exit()).as(analyze.err()).isZero();
+
+        String html = Files.readString(page);
+        assertNoRequestCanLeave(html);
+        started = System.nanoTime();
+        HeadlessChromium.Result shown = chromium.dumpDom(page);
+        long renderMs = (System.nanoTime() - started) / 1_000_000;
+        System.out.printf("report of %s: %d KiB, written in %d ms, rendered by chromium in %d ms%n",
+                Path.of(trace).getFileName(), Files.size(page) / 1024, reportMs, renderMs);
+        assertRenderedCleanly(shown);
+        String text = visibleText(shown.stdout());
+        assertThat(missing(figures(analyze.out()), text)).as("figures analyze prints that the page does not show").isEmpty();
+        for (String headline : List.of("no out-of-memory to explain", "FRAGMENTATION", "LIVE TENSORS", "MEMORY HELD OUTSIDE")) {
+            if (analyze.out().contains("diagnosis: " + headline)) {
+                assertThat(text).contains(headline);
+            }
+        }
+    }
+
+    @Test
+    void demoReportShowsWhyStep8RunsOutOfMemoryAndItsScreenshotIsNotBlank() throws Exception {
+        assumeBrowser();
+        Path snapshot = dir.resolve("demo.pickle");
+        CliRun demo = CliRun.run("demo", "--snapshot", snapshot.toString());
+        assertThat(demo.exit()).as(demo.err()).isZero();
+        Path page = dir.resolve("demo.html");
+        assertThat(demo.out()).contains("HTML report written to " + page.toAbsolutePath());
+        assertNoRequestCanLeave(Files.readString(page));
+
+        HeadlessChromium.Result shown = chromium.dumpDom(page);
+        assertRenderedCleanly(shown);
+        String text = visibleText(shown.stdout());
+        // the story, drawn by the page itself: the OOM marker on the timeline and the request that failed
+        assertThat(shown.stdout()).contains("class=\"oom-marker\"").contains("class=\"largest-free\"");
+        assertThat(text).contains("Why it ran out of memory").contains("OOM: asked 1.46 GiB")
+                .contains("FRAGMENTATION: enough cached free bytes, but no free block fits")
+                .contains("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
+        // sites come from the demo's frames (op, layer, phase), not from one anonymous label
+        assertThat(shown.stdout()).contains("model.py:").contains("optim.py:").contains("exp_avg");
+        String analysis = demo.out().substring(demo.out().indexOf("== default config"), demo.out().indexOf("snapshot of the default run"));
+        assertThat(missing(figures(analysis), text)).as("figures demo prints that the page does not show").isEmpty();
+
+        Path png = dir.resolve("demo.png");
+        chromium.screenshot(page, png, 1280, 1800);
+        BufferedImage image = ImageIO.read(png.toFile());
+        assertThat(image).as("screenshot decodes").isNotNull();
+        assertNotBlank(image);
+    }
+
+    /** Every figure-looking token of a text report, in order, without repeats. */
+    static Set<String> figures(String report) {
+        Set<String> found = new LinkedHashSet<>();
+        Matcher m = FIGURE.matcher(report);
+        while (m.find()) {
+            found.add(m.group());
+        }
+        return found;
+    }
+
+    private static java.util.List<String> missing(Set<String> figures, String text) {
+        return figures.stream().filter(f -> !text.contains(f)).toList();
+    }
+
+    /**
+     * The page's text as a reader sees it: scripts, styles and tags dropped (so the embedded data cannot stand in
+     * for a figure), entities decoded, spaces collapsed.
+     */
+    static String visibleText(String dom) {
+        String text = TAG.matcher(HIDDEN.matcher(dom).replaceAll(" ")).replaceAll(" ").replace("&nbsp;", " ").replace("&gt;", ">").replace("&lt;", "<")
+                .replace("&amp;", "&");
+        return text.replaceAll("\\s+", " ");
+    }
+
+    static void assertNoRequestCanLeave(String html) {
+        assertThat(html).contains("<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none';");
+        assertThat(html).doesNotContainPattern("(?i)(src|href|action|srcset)\\s*=\\s*[\"']?\\s*(https?:)?//");
+        assertThat(html).doesNotContainPattern("(?i)url\\(\\s*[\"']?(https?:)?//");
+        assertThat(html).doesNotContainPattern("(?i)@import|<link\\b|<iframe\\b|<img\\b[^>]*src=\"(?!data:)");
+    }
+
+    static void assertRenderedCleanly(HeadlessChromium.Result shown) {
+        String dom = shown.stdout();
+        assertThat(dom).as("chromium printed a DOM").contains("</html>");
+        assertThat(dom).as("no script error or blocked request recorded by the page")
+                .contains("<div id=\"script-errors\" hidden=\"\"></div>");
+        assertThat(dom).as("the page's script finished drawing").contains("data-render=\"ok\"");
+        Matcher charts = Pattern.compile("data-charts=\"(\\d+)\"").matcher(dom);
+        assertThat(charts.find()).isTrue();
+        assertThat(Integer.parseInt(charts.group(1))).as("charts drawn")
+                .isEqualTo(countOf(dom, "class=\"chart timeline\"") + countOf(dom, "class=\"chart segmap\""));
+        assertThat(shown.log()).as("browser log").doesNotContain("Refused to").doesNotContain("Uncaught")
+                .doesNotContain("net::ERR_");
+    }
+
+    private static int countOf(String s, String what) {
+        int n = 0;
+        for (int i = s.indexOf(what); i >= 0; i = s.indexOf(what, i + 1)) {
+            n++;
+        }
+        return n;
+    }
+
+    /** Not one flat colour: the luminance varies and many colours appear. */
+    static void assertNotBlank(BufferedImage image) {
+        Set<Integer> colours = new java.util.HashSet<>();
+        double sum = 0;
+        double sumSq = 0;
+        int n = 0;
+        for (int y = 0; y < image.getHeight(); y += 3) {
+            for (int x = 0; x < image.getWidth(); x += 3) {
+                int rgb = image.getRGB(x, y) & 0xffffff;
+                colours.add(rgb);
+                double lum = 0.2126 * (rgb >> 16) + 0.7152 * ((rgb >> 8) & 0xff) + 0.0722 * (rgb & 0xff);
+                sum += lum;
+                sumSq += lum * lum;
+                n++;
+            }
+        }
+        double variance = sumSq / n - (sum / n) * (sum / n);
+        assertThat(variance).as("luminance variance of the screenshot").isGreaterThan(200.0);
+        assertThat(colours.size()).as("distinct colours in the screenshot").isGreaterThan(50);
+    }
+}

@@ -1,0 +1,118 @@
+package io.gpumem.metrics;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.gpumem.alloc.CachingAllocator;
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.device.SimulatedDevice;
+import io.gpumem.kvcache.manager.KvCacheManager;
+import io.gpumem.kvcache.manager.KvCacheStats;
+import io.gpumem.kvcache.manager.PreemptionMode;
+import io.gpumem.kvcache.memory.KvMemory;
+import io.gpumem.kvcache.sim.ServingSimulator;
+import io.gpumem.kvcache.sim.SimConfig;
+import io.gpumem.kvcache.sim.SimObserver;
+import io.gpumem.kvcache.sim.SimReport;
+import io.gpumem.kvcache.sim.TierSettings;
+import io.gpumem.kvcache.sim.TimeModel;
+import io.micrometer.core.instrument.Tags;
+import io.micrometer.prometheusmetrics.PrometheusConfig;
+import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/** The binders' figures against the objects they watch, served and scraped over HTTP on 127.0.0.1. */
+class MetricsTest {
+    static final long MIB = 1L << 20;
+
+    static HttpResponse<String> get(String url) throws Exception {
+        HttpClient client = HttpClient.newHttpClient();
+        return client.send(HttpRequest.newBuilder(URI.create(url)).GET().build(), HttpResponse.BodyHandlers.ofString());
+    }
+
+    @Test
+    void allocatorGaugesAndCountersFollowMemoryStats() throws Exception {
+        SimulatedDevice device = SimulatedDevice.builder().capacity(100 * MIB).index(3).build();
+        CachingAllocator a = new CachingAllocator(device, AllocatorConfig.defaults());
+        PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+        AllocatorMetrics.of(a).bindTo(registry);
+        long x = a.malloc(30 * MIB, 0);
+        long y = a.malloc(1000, 0);
+        a.free(x);
+        try {
+            a.malloc(99 * MIB, 0); // the 2 MiB small segment stays: 98 MiB is all the device can give
+        } catch (io.gpumem.oom.OutOfMemoryException expected) {
+            // counted as an OOM and a retry
+        }
+        Thread.sleep(AllocatorMetrics.REUSE_NANOS / 1_000_000 + 20);
+        Map<String, Long> stats = a.memoryStats();
+        assertThat(stats.get("num_ooms")).as("the set-up ran out of memory").isEqualTo(1L);
+        try (PrometheusEndpoint endpoint = PrometheusEndpoint.start(registry, 0)) {
+            HttpResponse<String> r = get(endpoint.url());
+            assertThat(r.statusCode()).isEqualTo(200);
+            assertThat(r.headers().firstValue("Content-Type")).contains(PrometheusEndpoint.CONTENT_TYPE);
+            Map<String, String> s = Exposition.parse(r.body());
+            assertThat(s).containsEntry("#TYPE gpumem_allocator_reserved_bytes", "gauge")
+                    .containsEntry("#TYPE gpumem_allocator_ooms_total", "counter");
+            for (String pool : new String[] {"all", "small_pool", "large_pool"}) {
+                assertThat(Exposition.value(s, "gpumem_allocator_allocated_bytes", "pool=\"" + pool + "\"", "device=\"3\""))
+                        .isEqualTo((double) stats.get("allocated_bytes." + pool + ".current"));
+                assertThat(Exposition.value(s, "gpumem_allocator_reserved_bytes", "pool=\"" + pool + "\""))
+                        .isEqualTo((double) stats.get("reserved_bytes." + pool + ".current"));
+                assertThat(Exposition.value(s, "gpumem_allocator_inactive_split_bytes", "pool=\"" + pool + "\""))
+                        .isEqualTo((double) stats.get("inactive_split_bytes." + pool + ".current"));
+            }
+            assertThat(Exposition.value(s, "gpumem_allocator_ooms_total")).isEqualTo(1.0);
+            assertThat(Exposition.value(s, "gpumem_allocator_retries_total")).isEqualTo((double) stats.get("num_alloc_retries"));
+            assertThat(Exposition.value(s, "gpumem_allocator_device_allocs_total")).isEqualTo((double) stats.get("num_device_alloc"));
+            assertThat(Exposition.value(s, "gpumem_allocator_device_frees_total")).isEqualTo((double) stats.get("num_device_free"));
+            assertThat(Exposition.value(s, "gpumem_allocator_allocated_bytes", "pool=\"small_pool\"")).isEqualTo(1024.0);
+            assertThat(get(endpoint.url().replace("/metrics", "/other")).statusCode()).isEqualTo(404);
+        }
+        a.free(y);
+    }
+
+    @Test
+    void kvMetricsServedDuringASimulationMatchItsReport() throws Exception {
+        SimConfig config = SimConfig.defaults().withRequests(150).withBlocks(200).withSeed(5)
+                .withPreemption(PreemptionMode.SWAP);
+        SimulatedDevice device = SimulatedDevice.builder().capacity(ServingSimulator.deviceBytes(config) + 64 * MIB)
+                .backed(true).build();
+        PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+        KvCacheStats[] published = new KvCacheStats[1];
+        new KvCacheMetrics(() -> published[0], Tags.of("instance", "test")).bindTo(registry);
+        KvCacheManager[] manager = new KvCacheManager[1];
+        SimReport report = ServingSimulator.run(config, TierSettings.NONE, TimeModel.defaults(), 1,
+                i -> KvMemory.direct(device), new SimObserver() {
+                    @Override
+                    public void started(int instance, KvCacheManager m) {
+                        manager[0] = m;
+                    }
+
+                    @Override
+                    public void finished(long steps) {
+                        published[0] = manager[0].stats();
+                    }
+                });
+        assertThat(report.preemptions()).as("the set-up preempts").isPositive();
+        try (PrometheusEndpoint endpoint = PrometheusEndpoint.start(registry, 0)) {
+            assertThat(endpoint.url()).startsWith("http://127.0.0.1:");
+            Map<String, String> s = Exposition.parse(get(endpoint.url()).body());
+            KvCacheStats k = published[0];
+            assertThat(s).containsEntry("#TYPE gpumem_kv_preemptions_total", "counter");
+            assertThat(Exposition.value(s, "gpumem_kv_preemptions_total", "mode=\"recompute\"", "instance=\"test\""))
+                    .isEqualTo((double) report.recomputePreemptions());
+            assertThat(Exposition.value(s, "gpumem_kv_preemptions_total", "mode=\"swap\""))
+                    .isEqualTo((double) report.swapPreemptions());
+            assertThat(Exposition.value(s, "gpumem_kv_prefix_hit_rate", "window=\"lifetime\""))
+                    .isEqualTo(report.prefixHitRate());
+            assertThat(Exposition.value(s, "gpumem_kv_usage", "cached=\"excluded\"")).isEqualTo(k.usage());
+            assertThat(Exposition.value(s, "gpumem_kv_swap_fallbacks_total")).isEqualTo((double) k.swapFallbacks());
+            assertThat(Exposition.value(s, "gpumem_kv_requests", "state=\"live\"")).isEqualTo(k.liveRequests());
+        }
+    }
+}

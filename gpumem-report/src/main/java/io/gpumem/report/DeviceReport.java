@@ -1,0 +1,82 @@
+package io.gpumem.report;
+
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.history.Frame;
+import io.gpumem.trace.analysis.DeviceAnalysis;
+import io.gpumem.trace.analysis.MemoryState;
+import io.gpumem.trace.analysis.TraceStates;
+import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.trace.io.BlockInfo;
+import io.gpumem.trace.io.SegmentInfo;
+import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.window.RecordedConfig;
+import io.gpumem.trace.window.WindowRebuilder;
+import io.gpumem.trace.window.WindowStart;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Everything the report shows for one device: the analysis {@code gpumem analyze} prints (taken as computed,
+ * not recomputed), the what-if rows the user added, the timeline, and the segment maps at the analysed moment
+ * (the OOM, if any) and at peak allocated.
+ *
+ * @param extraRows what-if rows beyond the recommender's (user configurations, the demo's table)
+ * @param notes     what could not be drawn and why
+ */
+record DeviceReport(int device, DeviceAnalysis analysis, List<WhatIfOutcome> extraRows, Timeline timeline,
+                    List<SegmentMap> maps, List<String> notes) {
+
+    static DeviceReport of(TraceSnapshot snapshot, DeviceAnalysis analysis, List<WhatIfOutcome> extraRows) {
+        int d = analysis.device();
+        List<String> notes = new ArrayList<>();
+        AllocatorConfig config;
+        try {
+            config = RecordedConfig.of(snapshot);
+        } catch (RuntimeException e) {
+            config = AllocatorConfig.defaults();
+        }
+        WindowStart start = null;
+        try {
+            start = new WindowRebuilder(config).rebuild(snapshot, d);
+        } catch (RuntimeException e) {
+            notes.add("the trace window's start state could not be rebuilt (" + e.getMessage()
+                    + "); the timeline starts from zero");
+        }
+        Map<Long, List<Frame>> endFrames = new HashMap<>();
+        for (SegmentInfo s : snapshot.segmentsOf(d)) {
+            for (BlockInfo b : s.blocks()) {
+                if (b.frames() != null && !b.frames().isEmpty()) {
+                    endFrames.put(b.address(), b.frames());
+                }
+            }
+        }
+        Timeline timeline = new Timeline(snapshot.traceOf(d), start, config, new Sites(), endFrames);
+        MemoryState analysed = analysis.analysis().state();
+        List<SegmentMap> maps = new ArrayList<>();
+        SegmentMap analysedMap = SegmentMap.of(analysed.oom().isPresent() ? "at the OOM: " + analysed.label()
+                : analysed.label(), analysed, timeline, timeline.liveAfter(analysis.end() - 1));
+        int peak = timeline.peakIndex;
+        SegmentMap peakMap = null;
+        if (peak >= 0 && peak != analysis.end() - 1) {
+            try {
+                MemoryState atPeak = TraceStates.afterEntry(snapshot, d, peak, analysed.capacity());
+                peakMap = SegmentMap.of("at peak allocated (after entry #" + peak + ")", atPeak, timeline,
+                        timeline.liveAfter(peak));
+            } catch (RuntimeException e) {
+                notes.add("the state at peak allocated (entry #" + peak + ") could not be rebuilt: " + e.getMessage());
+            }
+        }
+        if (analysed.oom().isPresent() || peakMap == null) {
+            maps.add(analysedMap);
+            if (peakMap != null) {
+                maps.add(peakMap);
+            }
+        } else {
+            maps.add(peakMap);
+            maps.add(analysedMap);
+        }
+        return new DeviceReport(d, analysis, List.copyOf(extraRows), timeline, List.copyOf(maps), notes);
+    }
+}

@@ -1,0 +1,138 @@
+package io.gpumem.report;
+
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonGenerator;
+import io.gpumem.trace.analysis.BlockState;
+import io.gpumem.trace.analysis.StateBlock;
+import io.gpumem.trace.analysis.StateSegment;
+import io.gpumem.trace.io.TraceEntry;
+import java.io.IOException;
+import java.io.StringWriter;
+import java.io.UncheckedIOException;
+import java.util.List;
+
+/**
+ * The data the report's script draws from, one JSON object per device, embedded in the page as a
+ * {@code <script type="application/json">} block (so no request is needed to load it).
+ *
+ * <p>Layout (kept compact: a 20,000-entry trace gives a few hundred KB): {@code sites} (all site labels),
+ * {@code timeline} ({@code x} entry indexes, {@code alloc}, {@code res}, {@code top} site ids of the stack
+ * columns, {@code stack} one row of column bytes per point, last column "other", {@code t} microseconds since
+ * the first entry or absent), {@code peak}, {@code oom} (entry index and request) and {@code maps}: per map its
+ * title and segments as {@code [address hex, stream, pool (0 small, 1 large), expandable (0/1), blocks]}, a block
+ * as {@code [size, state (0 allocated, 1 pending free, 2 free), requested, site, allocated at, freed at]}, and
+ * {@code largest} {segment, block}. The text {@code </} is written as {@code <\/} so that no string can close
+ * the script element.
+ */
+final class ReportJson {
+    /** Most points of a timeline. */
+    static final int MAX_POINTS = 1200;
+    /** Sites drawn as their own band; the rest are summed as "other". */
+    static final int TOP_SITES = 9;
+
+    private static final JsonFactory JSON = new JsonFactory();
+
+    private ReportJson() {
+    }
+
+    static String of(DeviceReport r) {
+        StringWriter w = new StringWriter();
+        try (JsonGenerator g = JSON.createGenerator(w)) {
+            write(g, r);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        return w.toString().replace("</", "<\\/");
+    }
+
+    private static void write(JsonGenerator g, DeviceReport r) throws IOException {
+        Timeline t = r.timeline();
+        g.writeStartObject();
+        g.writeNumberField("device", r.device());
+        g.writeNumberField("entries", t.entries());
+        g.writeArrayFieldStart("sites");
+        for (String s : t.sites.labels()) {
+            g.writeString(s);
+        }
+        g.writeEndArray();
+        Timeline.Sampled s = t.sample(MAX_POINTS, TOP_SITES);
+        g.writeObjectFieldStart("timeline");
+        g.writeNumberField("startAlloc", t.startAllocated);
+        g.writeNumberField("startRes", t.startReserved);
+        g.writeFieldName("x");
+        g.writeArray(s.index(), 0, s.index().length);
+        g.writeFieldName("alloc");
+        g.writeArray(s.allocated(), 0, s.allocated().length);
+        g.writeFieldName("res");
+        g.writeArray(s.reserved(), 0, s.reserved().length);
+        g.writeFieldName("top");
+        g.writeArray(s.sites(), 0, s.sites().length);
+        g.writeArrayFieldStart("stack");
+        for (long[] row : s.stack()) {
+            g.writeArray(row, 0, row.length);
+        }
+        g.writeEndArray();
+        List<TraceEntry> trace = t.trace;
+        if (!trace.isEmpty() && trace.getFirst().has(TraceEntry.TIME_US)) {
+            long t0 = trace.getFirst().timeUs();
+            g.writeArrayFieldStart("t");
+            for (int i : s.index()) {
+                g.writeNumber(trace.get(i).timeUs() - t0);
+            }
+            g.writeEndArray();
+        }
+        g.writeEndObject();
+        g.writeObjectFieldStart("peak");
+        g.writeNumberField("index", t.peakIndex);
+        g.writeNumberField("allocated", t.peakAllocated);
+        g.writeNumberField("reserved", t.peakReserved);
+        g.writeEndObject();
+        var oom = r.analysis().analysis().state().oom();
+        if (oom.isPresent()) {
+            g.writeObjectFieldStart("oom");
+            g.writeNumberField("index", oom.get().entryIndex() >= 0 ? oom.get().entryIndex() : r.analysis().end() - 1);
+            g.writeNumberField("request", oom.get().requestBytes());
+            g.writeEndObject();
+        }
+        g.writeArrayFieldStart("maps");
+        for (SegmentMap m : r.maps()) {
+            writeMap(g, m);
+        }
+        g.writeEndArray();
+        g.writeEndObject();
+    }
+
+    private static void writeMap(JsonGenerator g, SegmentMap m) throws IOException {
+        g.writeStartObject();
+        g.writeStringField("title", m.title());
+        g.writeArrayFieldStart("segs");
+        List<StateSegment> segs = m.state().segments();
+        for (int i = 0; i < segs.size(); i++) {
+            StateSegment seg = segs.get(i);
+            g.writeStartArray();
+            g.writeString("0x" + Long.toHexString(seg.address()));
+            g.writeNumber(seg.stream());
+            g.writeNumber(seg.pool() == io.gpumem.alloc.Pool.SMALL ? 0 : 1);
+            g.writeNumber(seg.expandable() ? 1 : 0);
+            g.writeStartArray();
+            int[][] info = m.blockInfo().get(i);
+            for (int b = 0; b < seg.blocks().size(); b++) {
+                StateBlock blk = seg.blocks().get(b);
+                g.writeStartArray();
+                g.writeNumber(blk.size());
+                g.writeNumber(blk.state() == BlockState.ALLOCATED ? 0 : blk.state() == BlockState.PENDING_FREE ? 1 : 2);
+                g.writeNumber(blk.state() == BlockState.INACTIVE ? 0 : blk.requestedSize());
+                g.writeNumber(info[b][0]);
+                g.writeNumber(info[b][1]);
+                g.writeNumber(info[b][2]);
+                g.writeEndArray();
+            }
+            g.writeEndArray();
+            g.writeEndArray();
+        }
+        g.writeEndArray();
+        g.writeFieldName("largest");
+        g.writeArray(m.largest(), 0, 2);
+        g.writeEndObject();
+    }
+}

@@ -1,0 +1,57 @@
+package io.gpumem.report;
+
+import io.gpumem.trace.analysis.BlockState;
+import io.gpumem.trace.analysis.MemoryState;
+import io.gpumem.trace.analysis.StateBlock;
+import io.gpumem.trace.analysis.StateSegment;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * One segment map of the report: the segments of a {@link MemoryState} with, for each allocated block, the
+ * site that asked for it and its lifetime (alloc entry, free entry), and the largest free block.
+ *
+ * <p>Invariants: {@code blockInfo.get(s)[b]} holds {site, allocated at, freed at} for block b of segment s
+ * (site −1 for a free block; entries −1 when before the trace or never); {@code largest} is
+ * {segment, block} of the largest inactive block, or {−1, −1} when none is free.
+ */
+record SegmentMap(String title, MemoryState state, List<int[][]> blockInfo, int[] largest) {
+
+    /**
+     * Attributes the blocks of {@code state} using the blocks live at that moment ({@code live}: address to
+     * alloc entry, {@link Timeline#BEFORE} for blocks older than the trace).
+     */
+    static SegmentMap of(String title, MemoryState state, Timeline timeline, Map<Long, Integer> live) {
+        List<int[][]> info = new ArrayList<>();
+        int[] largest = {-1, -1};
+        long largestSize = -1;
+        List<StateSegment> segments = state.segments();
+        for (int s = 0; s < segments.size(); s++) {
+            List<StateBlock> blocks = segments.get(s).blocks();
+            int[][] rows = new int[blocks.size()][];
+            for (int b = 0; b < blocks.size(); b++) {
+                StateBlock blk = blocks.get(b);
+                if (blk.state() == BlockState.INACTIVE) {
+                    rows[b] = new int[] {-1, -1, -1};
+                    if (blk.size() > largestSize) {
+                        largestSize = blk.size();
+                        largest = new int[] {s, b};
+                    }
+                    continue;
+                }
+                Integer at = live.get(blk.address());
+                if (at == null || at == Timeline.BEFORE) {
+                    long[] start = timeline.startBlocks.get(blk.address());
+                    int site = start != null ? (int) start[1] : timeline.beforeSite;
+                    Integer freed = timeline.startFreedAt.get(blk.address());
+                    rows[b] = new int[] {site, -1, freed == null ? -1 : freed};
+                } else {
+                    rows[b] = new int[] {timeline.allocSite[at], at, timeline.freedAt[at]};
+                }
+            }
+            info.add(rows);
+        }
+        return new SegmentMap(title, state, info, largest);
+    }
+}

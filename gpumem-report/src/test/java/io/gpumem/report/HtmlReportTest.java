@@ -1,0 +1,97 @@
+package io.gpumem.report;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonToken;
+import io.gpumem.trace.analysis.AllocatorStates;
+import io.gpumem.size.ByteSize;
+import io.gpumem.trace.analysis.Percent;
+import io.gpumem.trace.analysis.DeviceAnalysis;
+import io.gpumem.trace.analysis.OomEvent;
+import io.gpumem.trace.analysis.Recommender;
+import io.gpumem.trace.analysis.StateAnalysis;
+import io.gpumem.trace.analysis.StateAnalyzer;
+import io.gpumem.trace.io.AllocatorSnapshots;
+import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.workload.TrainingWorkload;
+import io.gpumem.trace.workload.WorkloadRunner;
+import io.gpumem.trace.workload.WorkloadWhatIf;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The page without a browser: what it contains, that it can fetch nothing, and that its data parses. */
+class HtmlReportTest {
+    static String page;
+    static StateAnalysis analysis;
+
+    /** A small generated training job on a device too small for it: it runs out of memory. */
+    @BeforeAll
+    static void render() {
+        TrainingWorkload w = TrainingWorkload.builder().layers(4).hidden(512).heads(4).vocab(8000).batch(4)
+                .seqLens(128, 1024, 128).steps(6).seed(11).build();
+        WorkloadRunner runner = new WorkloadRunner(w.peakLiveBytes() * 3 / 4, 0);
+        WorkloadRunner.Run run = runner.run(w, "", true);
+        assertThat(run.completed()).isFalse();
+        OomEvent oom = new OomEvent(run.oom().roundedSize(), run.oom().deviceFree(), 0, -1);
+        analysis = new StateAnalyzer().analyze(AllocatorStates.capture(run.allocator(), "test <run> & \"oom\"", oom));
+        WorkloadWhatIf whatIf = new WorkloadWhatIf(w, runner, false);
+        Recommender.Result recs = new Recommender().recommend(analysis, whatIf);
+        TraceSnapshot trace = AllocatorSnapshots.toTraceSnapshot(run.allocator().snapshot(), "test");
+        page = new HtmlReport("a </script> trace")
+                .addDevice(trace, new DeviceAnalysis(0, trace.traceOf(0).size(), analysis, whatIf, recs, List.of()), List.of())
+                .render();
+    }
+
+    @Test
+    void forbidsEveryRequestAndLinksNothing() {
+        assertThat(page).contains("<meta http-equiv=\"Content-Security-Policy\" content=\"" + HtmlReport.CSP + "\">");
+        assertThat(page).doesNotContainPattern("(?i)(src|href)\\s*=\\s*[\"']?(https?:)?//");
+        assertThat(page).doesNotContainPattern("(?i)<link\\b|<img\\b|<iframe\\b|@import|url\\(");
+    }
+
+    @Test
+    void showsTheAnalysisFiguresAsTextAndEscapesNames() {
+        assertThat(page).contains("Why it ran out of memory")
+                .contains(ByteSize.formatSigned(analysis.all().reserved()))
+                .contains(ByteSize.formatSigned(analysis.all().largestFree()))
+                .contains(Percent.of(analysis.all().externalFragmentation()))
+                .contains("test &lt;run&gt; &amp; &quot;oom&quot;")
+                .contains("a &lt;/script&gt; trace")
+                .doesNotContain("a </script> trace");
+    }
+
+    @Test
+    void embeddedDataParsesAndNamesTheDemoSites() throws Exception {
+        Matcher m = Pattern.compile("<script type=\"application/json\" class=\"report-data\" data-device=\"0\">(.*?)</script>",
+                Pattern.DOTALL).matcher(page);
+        assertThat(m.find()).isTrue();
+        String json = m.group(1);
+        int tokens = 0;
+        try (JsonParser p = new JsonFactory().createParser(json)) {
+            while (p.nextToken() != null) {
+                tokens++;
+            }
+        }
+        assertThat(tokens).isGreaterThan(100);
+        assertThat(json).contains("\"oom\":{").contains("\"maps\":[").contains("model.py:").contains("optim.py:")
+                .contains("exp_avg");
+    }
+
+    @Test
+    void writesAtomicallyAndReadably(@TempDir Path dir) throws Exception {
+        Path file = dir.resolve("sub/report.html");
+        new HtmlReport("x").write(file);
+        assertThat(Files.readString(file)).startsWith("<!DOCTYPE html>").contains("nothing to show");
+        try (var files = Files.list(file.getParent())) {
+            assertThat(files.toList()).containsExactly(file);
+        }
+    }
+}

@@ -1,0 +1,88 @@
+package io.gpumem.report;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.history.Frame;
+import io.gpumem.history.TraceAction;
+import io.gpumem.trace.io.TraceEntry;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+class TimelineTest {
+    static final long MIB = 1L << 20;
+    static final List<Frame> USER = List.of(new Frame("/usr/lib/python3/site-packages/torch/nn/functional.py", 407, "einsum"),
+            new Frame("/home/me/model.py", 88, "forward"), new Frame("/home/me/train.py", 12, "main"));
+    static final List<Frame> OPTIM = List.of(new Frame("/home/me/optim.py", 100, "step"));
+
+    static TraceEntry entry(TraceAction action, long addr, long size, List<Frame> frames) {
+        return new TraceEntry(action, action.wireName(), addr, size, 0, 0, 0, frames, Map.of(),
+                TraceEntry.ADDR | TraceEntry.SIZE | TraceEntry.STREAM);
+    }
+
+    @Test
+    void countsRoundedBlocksPerSiteAndSegmentsExactly() {
+        long seg = 0x7f0000000000L;
+        List<TraceEntry> trace = List.of(
+                entry(TraceAction.SEGMENT_ALLOC, seg, 20 * MIB, USER),
+                entry(TraceAction.ALLOC, seg, 1000, USER),                 // rounds to 1024
+                entry(TraceAction.ALLOC, seg + 1024, 3 * MIB, OPTIM),
+                entry(TraceAction.FREE_REQUESTED, seg, 1000, USER),
+                entry(TraceAction.FREE_COMPLETED, seg, 1000, USER),
+                entry(TraceAction.FREE_COMPLETED, seg + 1024, 3 * MIB, OPTIM),
+                entry(TraceAction.SEGMENT_FREE, seg, 20 * MIB, null));
+        Timeline t = new Timeline(trace, null, AllocatorConfig.defaults(), new Sites(), Map.of());
+        assertThat(t.allocated).containsExactly(0, 1024, 1024 + 3 * MIB, 1024 + 3 * MIB, 3 * MIB, 0, 0);
+        assertThat(t.reserved).containsExactly(20 * MIB, 20 * MIB, 20 * MIB, 20 * MIB, 20 * MIB, 20 * MIB, 0);
+        assertThat(t.peakIndex).isEqualTo(2);
+        assertThat(t.peakAllocated).isEqualTo(1024 + 3 * MIB);
+        assertThat(t.peakReserved).isEqualTo(20 * MIB);
+        assertThat(t.sites.label(t.allocSite[1])).isEqualTo("model.py:88 forward");
+        assertThat(t.sites.label(t.allocSite[2])).isEqualTo("optim.py:100 step");
+        assertThat(t.freedAt[1]).isEqualTo(4);
+        assertThat(t.freedAt[2]).isEqualTo(5);
+        assertThat(t.liveAfter(2)).containsOnlyKeys(seg, seg + 1024);
+        assertThat(t.liveAfter(4)).containsOnlyKeys(seg + 1024);
+    }
+
+    @Test
+    void samplingKeepsThePeakAndSplitsItBySite() {
+        long seg = 0x7f0000000000L;
+        List<TraceEntry> trace = new ArrayList<>();
+        trace.add(entry(TraceAction.SEGMENT_ALLOC, seg, 1024 * MIB, USER));
+        // a saw-tooth of 5000 alloc/free pairs with one high spike in the middle
+        for (int i = 0; i < 5000; i++) {
+            long size = i == 2500 ? 900 * MIB : MIB;
+            trace.add(entry(TraceAction.ALLOC, seg, size, i % 2 == 0 ? USER : OPTIM));
+            trace.add(entry(TraceAction.FREE_COMPLETED, seg, size, null));
+        }
+        Timeline t = new Timeline(trace, null, AllocatorConfig.defaults(), new Sites(), Map.of());
+        Timeline.Sampled s = t.sample(300, 1);
+        assertThat(s.index().length).isLessThanOrEqualTo(300);
+        assertThat(s.index()).contains(t.peakIndex);
+        int peakPoint = java.util.Arrays.stream(s.index()).boxed().toList().indexOf(t.peakIndex);
+        assertThat(s.allocated()[peakPoint]).isEqualTo(900 * MIB);
+        // one named site (the one that held most), the rest as "other"
+        assertThat(s.sites()).hasSize(1);
+        assertThat(t.sites.label(s.sites()[0])).isEqualTo("model.py:88 forward");
+        assertThat(s.stack()[peakPoint]).containsExactly(900 * MIB, 0);
+        for (int p = 0; p < s.index().length; p++) {
+            assertThat(s.stack()[p][0] + s.stack()[p][1]).isEqualTo(s.allocated()[p]);
+        }
+    }
+
+    @Test
+    void sitesSkipFrameworkFramesAndNameAutogradNodes() {
+        assertThat(Sites.label(USER)).isEqualTo("model.py:88 forward");
+        assertThat(Sites.label(List.of(new Frame("??", 0, "torch::unwind::unwind()"),
+                new Frame("??", 0, "torch::autograd::generated::MulBackward0::apply(std::vector<at::Tensor>&&)"))))
+                .isEqualTo("backward: MulBackward0");
+        assertThat(Sites.label(List.of(new Frame("/x/site-packages/torch/optim/adamw.py", 5, "step"))))
+                .isEqualTo("adamw.py:5 step");
+        Sites sites = new Sites();
+        assertThat(sites.of(USER)).isEqualTo(sites.of(USER));
+        assertThat(sites.label(sites.of(null))).isEqualTo(Sites.NO_STACK);
+    }
+}

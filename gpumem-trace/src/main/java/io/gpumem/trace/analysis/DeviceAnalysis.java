@@ -1,0 +1,100 @@
+package io.gpumem.trace.analysis;
+
+import io.gpumem.history.TraceAction;
+import io.gpumem.trace.io.TraceEntry;
+import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.workload.TraceWorkload;
+import io.gpumem.trace.workload.WorkloadRunner;
+import io.gpumem.trace.workload.WorkloadWhatIf;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * What {@code gpumem analyze} concludes for one device of a trace, computed once so that the text report
+ * and the HTML report ({@code gpumem report}, {@code analyze --html}) show the same figures.
+ *
+ * <p>The state analysed is the end state, or the state after entry {@code at}, or, when the trace holds an
+ * {@code oom} entry that later entries moved away from, the state at that entry (rebuilt by replaying the
+ * trace). Recommendations are backed by compare runs of the trace's window ({@link TraceWhatIf}, the
+ * {@code gpumem compare} engine) when the analysis wants them; where that replay cannot run the window, by the
+ * window's own requests on an empty device ({@link TraceWorkload}), said so in {@link #replayNotes}.
+ *
+ * @param device          the device
+ * @param end             entries of the device's trace up to and including the analysed moment
+ * @param analysis        the analysed state
+ * @param whatIf          the compare runs, or {@code null} when none were run
+ * @param recommendations the recommender's result
+ * @param replayNotes     notes about how the compare runs were made (printed between the state and the recommendations)
+ */
+public record DeviceAnalysis(int device, int end, StateAnalysis analysis, WhatIf whatIf,
+                             Recommender.Result recommendations, List<String> replayNotes) {
+    public DeviceAnalysis {
+        replayNotes = List.copyOf(replayNotes);
+    }
+
+    /**
+     * Analyses one device.
+     *
+     * @param at       analyse the state after this entry (0-based), or {@code null} for the default moment
+     * @param capacity device capacity, or {@link MemoryState#UNKNOWN}
+     * @param top      how many wasteful segments to keep
+     * @param compare  whether to run the compare runs (when the analysis wants them and there are requests)
+     * @throws IllegalArgumentException when {@code at} is outside the device's trace
+     */
+    public static DeviceAnalysis of(TraceSnapshot snapshot, int device, Integer at, long capacity, int top,
+                                    boolean compare) {
+        List<TraceEntry> trace = snapshot.traceOf(device);
+        MemoryState state;
+        int end;
+        if (at != null) {
+            state = TraceStates.afterEntry(snapshot, device, at, capacity);
+            end = at + 1;
+        } else {
+            int oom = TraceStates.lastOom(trace);
+            if (oom >= 0 && SnapshotStates.endState(snapshot, device, capacity).oom().isEmpty()) {
+                state = TraceStates.afterEntry(snapshot, device, oom, capacity);
+                end = oom + 1;
+            } else {
+                state = SnapshotStates.endState(snapshot, device, capacity);
+                end = trace.size();
+            }
+        }
+        StateAnalysis analysis = new StateAnalyzer(top).analyze(state);
+        List<String> notes = new ArrayList<>();
+        WhatIf whatIf = null;
+        if (compare && hasRequests(trace) && Recommender.wantsCompareRuns(analysis)) {
+            whatIf = compareRuns(snapshot, device, end, capacity, analysis.diagnosis().outside(), notes);
+        }
+        return new DeviceAnalysis(device, end, analysis, whatIf, new Recommender().recommend(analysis, whatIf), notes);
+    }
+
+    /** Whether a trace holds at least one {@code alloc} entry (something to replay). */
+    public static boolean hasRequests(List<TraceEntry> trace) {
+        for (TraceEntry e : trace) {
+            if (e.action() == TraceAction.ALLOC) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    private static WhatIf compareRuns(TraceSnapshot snapshot, int d, int end, long capacityBytes, long outside,
+                                      List<String> notes) {
+        long usable = capacityBytes > 0 ? capacityBytes - Math.max(0, outside) : MemoryState.UNKNOWN;
+        try {
+            TraceWhatIf replay = new TraceWhatIf(snapshot, d, usable);
+            // run every configuration now (the results are memoised), so that a failure falls back as a whole
+            for (String conf : Recommender.configurationsTried(
+                    snapshot.recordedConfString() == null ? "" : snapshot.recordedConfString())) {
+                replay.run(conf);
+            }
+            return replay;
+        } catch (RuntimeException e) {
+            notes.add("the window replay failed (" + e.getMessage() + "); the compare runs below replay the"
+                    + " window's own requests on an empty device instead");
+            long runCapacity = capacityBytes > 0 ? capacityBytes : WorkloadRunner.UNLIMITED;
+            return new WorkloadWhatIf(TraceWorkload.of(snapshot, d, end),
+                    new WorkloadRunner(runCapacity, Math.max(0, outside)), true);
+        }
+    }
+}
