@@ -93,6 +93,14 @@ public final class GpumemCli implements Runnable {
     }
 
     public static void main(String[] args) {
-        System.exit(commandLine(args.length == 0 ? null : args[0]).execute(args));
+        int exit;
+        try {
+            exit = commandLine(args.length == 0 ? null : args[0]).execute(args);
+        } catch (OutOfMemoryError e) {
+            // Inputs are bounded up front; if one still is not, say so in one line rather than a stack trace.
+            System.err.println("gpumem: out of memory (" + e.getMessage() + "); raise the heap with GPUMEM_JAVA_OPTS=-Xmx...");
+            exit = 2;
+        }
+        System.exit(exit);
     }
 }

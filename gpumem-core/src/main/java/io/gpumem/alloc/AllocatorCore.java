@@ -651,6 +651,11 @@ final class AllocatorCore {
     /** {@code try_allocate_expandable_block}: map pages at the lowest address that fits, growing by whole pages. */
     private Block tryAllocateExpandableBlock(long stream, BlockPool pool, long size, List<Frame> context) {
         Block candidate = findExpandableBlock(stream, pool, size);
+        if (!hasAvailableAddressSpace(candidate, size)) {
+            // A request larger than a whole fresh reservation (1.125 x the device's memory): on CUDA the pages
+            // would run out first; a device that reports less memory than it can map must fail it the same way.
+            return null;
+        }
         if (!candidate.mapped && !mapBlock(candidate, Math.min(candidate.size, size), context)) {
             return null;
         }

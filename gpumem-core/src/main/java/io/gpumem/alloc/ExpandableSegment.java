@@ -10,7 +10,9 @@ import io.gpumem.device.DeviceException;
  * <h2>Layout</h2>
  * The reservation holds {@code pageCount} pages of {@code pageSize} bytes (2 MiB for the small pool, 20 MiB
  * for the large pool); {@code pageCount = ceil((total * 9 / 8) / pageSize)} as PyTorch computes it from the
- * device's total memory. Each mapped page has its own physical handle ({@code handles[i] != 0}).
+ * device's total memory. Each mapped page has its own physical handle ({@code handle(i) != 0}). The handle table
+ * covers only pages up to the highest ever mapped (it grows by doubling), so memory follows the pages in use,
+ * not the size of the reservation: a 3000 TiB device costs nothing until its pages are mapped.
  *
  * <h2>Device protocol</h2>
  * Mapping pages [b, e): create a handle per page, then map each page, then one {@code setAccess} over the
@@ -20,7 +22,7 @@ import io.gpumem.device.DeviceException;
  * the segment's stream first, then unmaps and releases page by page; if a driver call fails part way it
  * reports how far it got, so the allocator can account exactly the pages that went before rethrowing.
  *
- * <p>Invariant: {@code handles[i] != 0} iff page i is mapped; the allocator's blocks agree (a block is
+ * <p>Invariant: {@code handle(i) != 0} iff page i is mapped; the allocator's blocks agree (a block is
  * {@code mapped} iff all its pages are).
  */
 final class ExpandableSegment {
@@ -30,7 +32,7 @@ final class ExpandableSegment {
     final int pageCount;
     final long stream;
     final BlockPool pool;
-    private final long[] handles;
+    private long[] handles = new long[16];
     private int mappedPages;
     private RuntimeException unmapFailure;
 
@@ -41,7 +43,6 @@ final class ExpandableSegment {
         this.pageCount = pageCount;
         this.stream = stream;
         this.pool = pool;
-        this.handles = new long[pageCount];
     }
 
     /** PyTorch's reservation size in pages for a device of {@code totalMemory} bytes. */
@@ -90,7 +91,23 @@ final class ExpandableSegment {
     }
 
     boolean isPageMapped(int page) {
-        return handles[page] != 0;
+        return handle(page) != 0;
+    }
+
+    /** Pages the handle table covers: every mapped page is below this (at most {@link #pageCount}). */
+    int coveredPages() {
+        return Math.min(handles.length, pageCount);
+    }
+
+    private long handle(int page) {
+        return page < handles.length ? handles[page] : 0;
+    }
+
+    /** Makes the handle table cover pages [0, end). */
+    private void cover(int end) {
+        if (end > handles.length) {
+            handles = java.util.Arrays.copyOf(handles, (int) Math.min(pageCount, Math.max(end, 2L * handles.length)));
+        }
     }
 
     /** First page index at or after {@code ptr} rounded down ({@code segmentLeft}). */
@@ -124,6 +141,11 @@ final class ExpandableSegment {
 
     /** Maps pages [begin, end); false (and nothing changed) when a create reported out of memory. */
     boolean mapPages(int begin, int end) {
+        if (begin < 0 || end > pageCount) {
+            throw new IllegalStateException("pages [" + begin + ", " + end + ") are outside segment 0x"
+                    + Long.toHexString(base) + " of " + pageCount + " pages");
+        }
+        cover(end);
         for (int i = begin; i < end; i++) {
             if (handles[i] != 0) {
                 throw new IllegalStateException("page " + i + " of segment 0x" + Long.toHexString(base)
@@ -194,6 +216,7 @@ final class ExpandableSegment {
      *         matches the pages that really went)
      */
     int unmapPages(int begin, int end) {
+        cover(end);
         unmapFailure = null;
         try {
             device.synchronizeStream(stream);

@@ -261,7 +261,8 @@ final class InvariantChecker {
             if (es.pageAddress(first) != b.ptr || es.pageAddress(end) != b.ptr + b.size) {
                 v.add(at + ": unmapped block not page-aligned");
             }
-            for (int i = first; i < end; i++) {
+            int covered = Math.min(end, es.coveredPages()); // pages past the handle table are never mapped
+            for (int i = first; i < covered; i++) {
                 if (es.isPageMapped(i)) {
                     v.add(at + ": unmapped block over mapped page " + i);
                     break;

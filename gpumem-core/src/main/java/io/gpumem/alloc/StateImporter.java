@@ -69,7 +69,7 @@ final class StateImporter {
             core.device.free(base);
             return;
         }
-        for (int i = 0; i < es.pageCount; i++) {
+        for (int i = 0; i < es.coveredPages(); i++) {
             if (es.isPageMapped(i)) {
                 if (es.unmapPages(i, i + 1) != i + 1) {
                     throw es.unmapFailure();
@@ -154,7 +154,7 @@ final class StateImporter {
             }
         } catch (RuntimeException e) {
             try {
-                for (int i = 0; i < es.pageCount; i++) {
+                for (int i = 0; i < es.coveredPages(); i++) {
                     if (es.isPageMapped(i)) {
                         if (es.unmapPages(i, i + 1) != i + 1) {
                     throw es.unmapFailure();

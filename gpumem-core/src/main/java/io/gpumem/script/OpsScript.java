@@ -81,7 +81,25 @@ public final class OpsScript {
      * @throws IOException     if reading fails
      */
     public static OpsScript parse(Reader reader) throws IOException {
-        return new Parser().run(reader instanceof BufferedReader b ? b : new BufferedReader(reader));
+        BufferedReader in = reader instanceof BufferedReader b ? b : new BufferedReader(reader);
+        return new Parser().run(in::readLine);
+    }
+
+    /**
+     * Parses a script from bytes that must be UTF-8 text (read to the end, not closed); a byte that is not
+     * UTF-8 is a {@link ScriptException} naming its line and column.
+     *
+     * @throws ScriptException naming the first bad line
+     * @throws IOException     if reading fails
+     */
+    public static OpsScript parse(java.io.InputStream in) throws IOException {
+        Utf8Lines lines = new Utf8Lines(in);
+        return new Parser().run(lines::next);
+    }
+
+    /** A source of text lines (a reader's or {@link Utf8Lines}'s). */
+    private interface LineSource {
+        String next() throws IOException;
     }
 
     /** Parser state: the ops so far and, per name, where it was last allocated or freed. */
@@ -93,8 +111,8 @@ public final class OpsScript {
         private boolean allocatorUsed;
         private int line;
 
-        OpsScript run(BufferedReader in) throws IOException {
-            for (String text = in.readLine(); text != null; text = in.readLine()) {
+        OpsScript run(LineSource in) throws IOException {
+            for (String text = in.next(); text != null; text = in.next()) {
                 line++;
                 int hash = text.indexOf('#');
                 String body = (hash >= 0 ? text.substring(0, hash) : text).strip();
@@ -210,8 +228,8 @@ public final class OpsScript {
                 throw error("'" + name + "' is still allocated (line " + since + "); free it first");
             }
             long size = size(w[2], "alloc size");
-            if (size <= 0) {
-                throw error("bad size '" + w[2] + "': an allocation needs at least 1 byte");
+            if (size < 0) {
+                throw error("bad size '" + w[2] + "': a size cannot be negative");
             }
             long stream = ScriptOp.DEFAULT_STREAM;
             if (w.length == 4) {

@@ -114,6 +114,16 @@ public final class AnalyzeCommand implements Callable<Integer> {
                     + "'s trace of " + file + " (" + trace.size() + " entries, 0.." + (trace.size() - 1) + ")");
         }
         DeviceAnalysis result = DeviceAnalysis.of(snapshot, d, at, capacityBytes, top, !noCompare);
+        long reserved = 0;
+        for (var seg : result.analysis().state().segments()) {
+            reserved += seg.totalSize();
+        }
+        if (capacityBytes != MemoryState.UNKNOWN && reserved > capacityBytes) {
+            throw new CommandLine.ParameterException(spec.commandLine(), "--capacity " + capacity + " ("
+                    + io.gpumem.size.ByteSize.format(capacityBytes) + ") is less than the "
+                    + io.gpumem.size.ByteSize.format(reserved) + " device " + d + " of " + file
+                    + " has reserved; give the GPU's memory");
+        }
         AnalysisPrinter.printState(result.analysis(), out);
         for (String note : result.replayNotes()) {
             out.println();

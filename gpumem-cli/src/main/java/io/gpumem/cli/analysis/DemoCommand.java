@@ -112,8 +112,17 @@ public final class DemoCommand implements Callable<Integer> {
             throw new CommandLine.ParameterException(spec.commandLine(), "--held-outside " + ByteSize.formatSigned(outsideBytes)
                     + " must be below --capacity " + ByteSize.formatSigned(capacityBytes));
         }
-        TrainingWorkload workload = TrainingWorkload.builder().layers(layers).hidden(hidden).heads(heads).vocab(vocab)
-                .batch(batch).seqLens(seqMin, seqMax, seqMultiple).steps(steps).seed(seed).build();
+        String problem = io.gpumem.cli.options.OutputFile.problem("--snapshot", snapshot);
+        if (problem != null) {
+            throw new CommandLine.ParameterException(spec.commandLine(), problem);
+        }
+        TrainingWorkload workload;
+        try {
+            workload = TrainingWorkload.builder().layers(layers).hidden(hidden).heads(heads).vocab(vocab)
+                    .batch(batch).seqLens(seqMin, seqMax, seqMultiple).steps(steps).seed(seed).build();
+        } catch (IllegalArgumentException e) {
+            throw new CommandLine.ParameterException(spec.commandLine(), e.getMessage());
+        }
         WorkloadRunner runner = new WorkloadRunner(capacityBytes, outsideBytes);
         out.println("gpumem demo: " + workload.describe());
         out.println("sequence lengths per step: " + java.util.Arrays.toString(workload.seqLens()));

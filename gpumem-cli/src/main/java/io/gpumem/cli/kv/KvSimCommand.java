@@ -137,6 +137,13 @@ public final class KvSimCommand implements Callable<Integer> {
     @Option(names = "--time-net-latency-us", defaultValue = "200", description = "Remote round trip per step that asks it, microseconds (default: ${DEFAULT-VALUE})")
     double netLatencyUs;
 
+    /** Most requests a run generates (all before it starts). */
+    static final int MAX_REQUESTS = 10_000_000;
+    /** Most model layers (the largest public models have under 200). */
+    static final int MAX_LAYERS = 1024;
+    /** Largest KV cache the simulated device is given. */
+    static final long MAX_KV_BYTES = 1L << 40;
+
     @Override
     public Integer call() throws IOException {
         SimConfig config = config();
@@ -274,6 +281,25 @@ public final class KvSimCommand implements Callable<Integer> {
         positive("--head-size", headSize);
         positive("--max-steps", maxSteps);
         positive("--priority-levels", priorityLevels);
+        if (requests > MAX_REQUESTS) {
+            throw bad("--requests " + requests + " is over the limit of " + MAX_REQUESTS
+                    + " (every request is generated before the simulation starts)");
+        }
+        if (layers > MAX_LAYERS) {
+            throw bad("--layers " + layers + " is over the limit of " + MAX_LAYERS);
+        }
+        long kvBytes;
+        try {
+            kvBytes = Math.multiplyExact(Math.multiplyExact(Math.multiplyExact(4L * blockSize, kvHeads),
+                    Math.multiplyExact((long) headSize, layers)), blocks);
+        } catch (ArithmeticException e) {
+            kvBytes = Long.MAX_VALUE;
+        }
+        if (kvBytes > MAX_KV_BYTES) {
+            throw bad("the KV cache (--blocks x --block-size x --kv-heads x --head-size x --layers x 4 bytes) would"
+                    + " take " + (kvBytes == Long.MAX_VALUE ? "more than 8 EiB" : kvBytes + " bytes")
+                    + ", over the simulated device's limit of " + MAX_KV_BYTES + " bytes (1 TiB)");
+        }
         if (!(rate > 0) || Double.isInfinite(rate)) {
             throw bad("--rate must be a positive number, got " + rate);
         }

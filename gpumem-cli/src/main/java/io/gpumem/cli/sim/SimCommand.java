@@ -6,10 +6,8 @@ import io.gpumem.device.Device;
 import io.gpumem.script.OpsScript;
 import io.gpumem.script.ScriptException;
 import java.io.IOException;
-import java.io.InputStreamReader;
+import java.io.InputStream;
 import java.io.PrintWriter;
-import java.io.Reader;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
@@ -60,7 +58,7 @@ public final class SimCommand implements Callable<Integer> {
         PrintWriter out = spec.commandLine().getOut();
         PrintWriter err = spec.commandLine().getErr();
         OpsScript ops;
-        try (Reader in = open()) {
+        try (InputStream in = open()) {
             ops = OpsScript.parse(in);
         } catch (ScriptException e) {
             err.println("gpumem sim: " + e.getMessage());
@@ -108,15 +106,15 @@ public final class SimCommand implements Callable<Integer> {
         }
     }
 
-    private Reader open() throws IOException {
+    private InputStream open() throws IOException {
         if (script == null || script.equals("-")) {
-            // Standard input belongs to the process: this reader's close leaves it open.
-            return new InputStreamReader(System.in, StandardCharsets.UTF_8) {
+            // Standard input belongs to the process: this stream's close leaves it open.
+            return new java.io.FilterInputStream(System.in) {
                 @Override
                 public void close() {
                 }
             };
         }
-        return Files.newBufferedReader(Path.of(script), StandardCharsets.UTF_8);
+        return new java.io.BufferedInputStream(Files.newInputStream(Path.of(script)), 1 << 16);
     }
 }

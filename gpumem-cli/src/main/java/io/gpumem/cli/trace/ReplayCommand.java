@@ -66,9 +66,12 @@ public final class ReplayCommand implements Callable<Integer> {
     public Integer call() {
         PrintWriter out = spec.commandLine().getOut();
         PrintWriter err = spec.commandLine().getErr();
-        TraceSnapshot trace = input.readOrReport("replay", err);
-        if (trace == null) {
-            return 2;
+        if (snapshotOut != null) {
+            String problem = io.gpumem.cli.options.OutputFile.problem("--snapshot", snapshotOut, input.file);
+            if (problem != null) {
+                err.println("gpumem replay: " + problem);
+                return 2;
+            }
         }
         long gpuMemory = capacityBytes == null ? OracleDevice.DEFAULT_TOTAL_MEMORY : capacityBytes;
         AllocatorConfig whatIf;
@@ -76,6 +79,10 @@ public final class ReplayCommand implements Callable<Integer> {
             whatIf = config == null ? null : AllocatorConfig.parse(config);
         } catch (ConfigException e) {
             err.println("gpumem replay: bad --config: " + e.getMessage());
+            return 2;
+        }
+        TraceSnapshot trace = input.readOrReport("replay", err);
+        if (trace == null) {
             return 2;
         }
         OracleReplay replay = new OracleReplay(gpuMemory)

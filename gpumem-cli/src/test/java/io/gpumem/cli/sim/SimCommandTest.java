@@ -302,4 +302,47 @@ class SimCommandTest {
         assertThat(r.out()).isEmpty();
         assertThat(r.err()).startsWith("gpumem sim: --device cuda: no usable CUDA driver").contains("/nonexistent");
     }
+
+    @Test
+    void aZeroByteAllocationTakesNoMemoryAndChangesNoCounterLikePyTorch() {
+        CliRun zero = run("alloc a 0\nrecord_stream a 3\nstats\nfree a\nstats\n", "sim");
+        assertThat(zero.exit()).isZero();
+        assertThat(zero.err()).isEmpty();
+        CliRun none = run("stats\nstats\n", "sim");
+        assertThat(zero.out()).isEqualTo(none.out());
+        assertThat(parseStats(zero.out())).containsEntry("allocation.all.allocated", 0L)
+                .containsEntry("reserved_bytes.all.current", 0L);
+    }
+
+    @Test
+    void bytesThatAreNotUtf8AreReportedWithTheirLine(@TempDir Path dir) throws Exception {
+        Path script = dir.resolve("bin.ops");
+        Files.write(script, new byte[] {'a', 'l', 'l', 'o', 'c', ' ', 'a', ' ', '1', '\n', 's', 't', (byte) 0xff, 0, 1});
+        CliRun r = run("", "sim", script.toString());
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.out()).isEmpty();
+        assertThat(r.err().strip()).isEqualTo("gpumem sim: line 2: not UTF-8 text (byte 0xff at column 3)");
+    }
+
+    @Test
+    void aDeviceOf3000TibWithExpandableSegmentsCostsMemoryForTheBlocksInUseOnly() {
+        // The reservation of an expandable segment is 1.125 x capacity: 1.7 billion 2 MiB pages here. Memory must
+        // follow the pages mapped, not the pages reserved (a per-page table used to need 13 GB).
+        var threads = (com.sun.management.ThreadMXBean) java.lang.management.ManagementFactory.getThreadMXBean();
+        long before = threads.getCurrentThreadAllocatedBytes();
+        CliRun r = run("""
+                device capacity=3000TiB
+                config expandable_segments:True
+                alloc small 1KiB
+                alloc a 30MiB
+                alloc b 5GiB
+                free a
+                empty_cache
+                stats
+                """, "sim");
+        long allocated = threads.getCurrentThreadAllocatedBytes() - before;
+        assertThat(r.exit()).as(r.err()).isZero();
+        assertThat(parseStats(r.out())).containsEntry("allocated_bytes.all.current", 5L * 1024 * 1024 * 1024 + 1024);
+        assertThat(allocated).as("bytes allocated by the run").isLessThan(64L << 20);
+    }
 }

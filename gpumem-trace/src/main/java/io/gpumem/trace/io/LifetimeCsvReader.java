@@ -40,9 +40,15 @@ public final class LifetimeCsvReader {
         long[] lower = new long[n];
         long[] upper = new long[n];
         long[] size = new long[n];
+        java.util.HashMap<Long, Integer> idLines = new java.util.HashMap<>();
         for (int i = 0; i < n; i++) {
             CsvLines.Row row = rows.get(i);
-            CsvLines.parseLong(name, row, 0, "id", false);
+            long id = CsvLines.parseLong(name, row, 0, "id", false);
+            Integer first = idLines.putIfAbsent(id, row.line());
+            if (first != null) {
+                throw new TraceFormatException(name, "line " + row.line() + ", field id",
+                        "id " + id + " appears twice (first on line " + first + ")");
+            }
             lower[i] = CsvLines.parseLong(name, row, 1, "lower", false);
             upper[i] = CsvLines.parseLong(name, row, 2, "upper", false);
             size[i] = CsvLines.parseLong(name, row, 3, "size", false);

@@ -4,12 +4,9 @@ import io.gpumem.history.TraceAction;
 import io.gpumem.script.OpsScript;
 import io.gpumem.script.ScriptException;
 import io.gpumem.script.ScriptOp;
-import java.io.BufferedReader;
+import java.io.BufferedInputStream;
 import java.io.IOException;
-import java.io.InputStreamReader;
-import java.nio.charset.CharacterCodingException;
-import java.nio.charset.CodingErrorAction;
-import java.nio.charset.StandardCharsets;
+import java.io.InputStream;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
@@ -57,15 +54,11 @@ public final class OpsScriptReader {
                 throw new TraceFormatException(name, "", "file is " + bytes + " bytes, over the limit of "
                         + limits.maxFileBytes() + " bytes");
             }
-            var decoder = StandardCharsets.UTF_8.newDecoder()
-                    .onMalformedInput(CodingErrorAction.REPORT).onUnmappableCharacter(CodingErrorAction.REPORT);
-            try (BufferedReader r = new BufferedReader(new InputStreamReader(Files.newInputStream(file), decoder))) {
-                script = OpsScript.parse(r);
+            try (InputStream in = new BufferedInputStream(Files.newInputStream(file), 1 << 16)) {
+                script = OpsScript.parse(in);
             }
         } catch (NoSuchFileException e) {
             throw new TraceFormatException(name, "", "no such file");
-        } catch (CharacterCodingException e) {
-            throw new TraceFormatException(name, "", "not a text file (invalid UTF-8)", e);
         } catch (IOException e) {
             throw new TraceFormatException(name, "", "cannot read: " + e.getMessage(), e);
         } catch (ScriptException e) {
@@ -90,6 +83,12 @@ public final class OpsScriptReader {
                 }
                 case ScriptOp.Alloc a -> {
                     allocSeen = true;
+                    if (a.size() == 0) {
+                        // PyTorch returns a null pointer for zero bytes and records nothing: neither do we.
+                        handles.put(a.name(), 0L);
+                        sizes.put(a.name(), 0L);
+                        continue;
+                    }
                     long handle = (++next) * 512;
                     handles.put(a.name(), handle);
                     sizes.put(a.name(), a.size());
@@ -99,6 +98,9 @@ public final class OpsScriptReader {
                 case ScriptOp.Free fr -> {
                     long handle = handles.remove(fr.name());
                     long size = sizes.remove(fr.name());
+                    if (handle == 0) {
+                        continue;
+                    }
                     out.add(new TraceEntry(TraceAction.FREE_REQUESTED, "free_requested", handle, size, 0, fr.line(), 0,
                             null, Map.of(), f));
                     out.add(new TraceEntry(TraceAction.FREE_COMPLETED, "free_completed", handle, size, 0, fr.line(), 0,

@@ -16,22 +16,22 @@ import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import net.razorvine.pickle.Unpickler;
 
 /**
  * Reads PyTorch memory snapshots ({@code torch.cuda.memory._dump_snapshot} pickles) of every format from
  * 2.0 to current into a {@link TraceSnapshot}.
  *
  * <p>Two passes: the pickle is decoded into plain Java objects (dicts, lists, tuples, ints, strings) by
- * razorvine's {@link Unpickler}, which never runs code (snapshots contain no GLOBAL opcodes; anything else
- * is rejected as a wrong type); then the object tree is checked and converted field by field. Every
- * conversion error names the file and the key path ({@code device_traces[0][17].size}).
+ * {@link PlainDataUnpickler}, which refuses any opcode that would run code and any declared length longer than
+ * the rest of the file; then the object tree is checked and converted field by field, at most one record per
+ * byte of the file. Every conversion error names the file and the key path ({@code device_traces[0][17].size}).
  *
  * <p>Formats handled: a bare list of segments (2.0 {@code memory_snapshot()}), blocks with {@code history}
  * and without {@code address} (2.0), dicts with {@code device_traces}, with or without {@code time_us},
  * {@code allocator_settings}, {@code external_annotations}, expandable {@code segment_map/unmap}, both
- * spellings of the pending-free state. Unknown actions and keys are kept (entries' {@code extra} maps,
- * {@link TraceAction#UNKNOWN}), never fatal. Shared frame lists stay shared (one {@code List<Frame>} per
+ * spellings of the pending-free state. Unknown keys are kept (entries' {@code extra} maps); an unknown action,
+ * an entry without {@code size} (or without {@code addr} where PyTorch always writes one), a negative stream or an
+ * {@code allocator_settings} key of the wrong type or range is an error naming the entry and field. Shared frame lists stay shared (one {@code List<Frame>} per
  * pickled list object).
  */
 public final class PytorchSnapshotReader {
@@ -62,27 +62,54 @@ public final class PytorchSnapshotReader {
                     + limits.maxFileBytes() + " bytes");
         }
         try (InputStream in = new BufferedInputStream(Files.newInputStream(file), 1 << 16)) {
-            return read(in, name);
+            Object root = unpickle(in, bytes, name);
+            return convert(root, name, bytes);
         } catch (IOException e) {
             throw new TraceFormatException(name, "", "cannot read: " + e.getMessage(), e);
         }
     }
 
-    /** Reads a snapshot from a stream; {@code name} is used in error messages. */
+    /** Reads a snapshot from a stream (at most the file-size limit); {@code name} is used in error messages. */
     public TraceSnapshot read(InputStream in, String name) {
-        Object root = unpickle(in, name);
-        return new Converter(name, limits).convert(root);
+        byte[] bytes;
+        try {
+            bytes = in.readNBytes((int) Math.min(Integer.MAX_VALUE - 8, limits.maxFileBytes() + 1));
+        } catch (IOException e) {
+            throw new TraceFormatException(name, "", "cannot read: " + e.getMessage(), e);
+        }
+        if (bytes.length > limits.maxFileBytes()) {
+            throw new TraceFormatException(name, "", "input is over the limit of " + limits.maxFileBytes() + " bytes");
+        }
+        Object root = unpickle(new java.io.ByteArrayInputStream(bytes), bytes.length, name);
+        return convert(root, name, bytes.length);
     }
 
-    static Object unpickle(InputStream in, String name) {
-        Unpickler unpickler = new Unpickler();
+    private TraceSnapshot convert(Object root, String name, long bytes) {
         try {
-            return unpickler.load(in);
-        } catch (IOException | RuntimeException | StackOverflowError e) {
+            return new Converter(name, limits, bytes).convert(root);
+        } catch (StackOverflowError e) {
+            throw new TraceFormatException(name, "", NESTED);
+        }
+    }
+
+    /** Why a pickle whose values recurse without end (a list inside itself, or nesting thousands deep) is refused. */
+    private static final String NESTED = "values nested in themselves or too deeply to be a snapshot";
+
+    /**
+     * Decodes the pickle as plain data ({@link PlainDataUnpickler}): code is never run and no declared length
+     * may exceed the {@code size - position} bytes left.
+     */
+    static Object unpickle(InputStream in, long size, String name) {
+        try {
+            return PlainDataUnpickler.load(in, size);
+        } catch (PlainDataUnpickler.Refused e) {
+            throw new TraceFormatException(name, "", e.runsCode() ? e.getMessage()
+                    : "not a readable pickle (truncated or corrupt): " + e.getMessage());
+        } catch (StackOverflowError e) {
+            throw new TraceFormatException(name, "", NESTED);
+        } catch (IOException | RuntimeException e) {
             String why = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
             throw new TraceFormatException(name, "", "not a readable pickle (truncated or corrupt): " + why, e);
-        } finally {
-            unpickler.close();
         }
     }
 
@@ -91,10 +118,28 @@ public final class PytorchSnapshotReader {
         private final String file;
         private final ReadLimits limits;
         private final IdentityHashMap<Object, List<Frame>> frameLists = new IdentityHashMap<>();
+        /**
+         * Records (segments, blocks, history items, trace entries) still allowed: one per byte of the file. A
+         * pickle can refer to one list many times for a few bytes each; without this bound a small file could
+         * expand into more records than memory holds.
+         */
+        private long recordBudget;
 
-        Converter(String file, ReadLimits limits) {
+        Converter(String file, ReadLimits limits, long fileBytes) {
             this.file = file;
             this.limits = limits;
+            this.recordBudget = Math.max(16, fileBytes);
+        }
+
+        private void spend(String where) {
+            if (--recordBudget < 0) {
+                throw overBudget(where);
+            }
+        }
+
+        private TraceFormatException overBudget(String where) {
+            return error(where, "the file refers to the same values more often than it has bytes (a pickle built"
+                    + " to expand when read); refused");
         }
 
         TraceSnapshot convert(Object root) {
@@ -128,6 +173,7 @@ public final class PytorchSnapshotReader {
             Object as = top.get("allocator_settings");
             if (as != null) {
                 settings = stringKeyed(asMap(as, "allocator_settings"), "allocator_settings");
+                checkSettings(settings);
             }
             List<Map<String, Object>> annotations = null;
             Object ea = top.get("external_annotations");
@@ -162,6 +208,7 @@ public final class PytorchSnapshotReader {
         }
 
         private SegmentInfo segment(Object o, String where) {
+            spend(where);
             Map<?, ?> m = asMap(o, where);
             long address = requiredLong(m, "address", where);
             long total = requiredLong(m, "total_size", where);
@@ -213,6 +260,7 @@ public final class PytorchSnapshotReader {
         }
 
         private BlockInfo block(Object o, String where, long computedAddress) {
+            spend(where);
             Map<?, ?> m = asMap(o, where);
             int fields = 0;
             long address = computedAddress;
@@ -238,6 +286,7 @@ public final class PytorchSnapshotReader {
                 List<BlockHistory> h = new ArrayList<>(raw.size());
                 for (int i = 0; i < raw.size(); i++) {
                     String w = where + ".history[" + i + "]";
+                    spend(w);
                     Map<?, ?> hm = asMap(raw.get(i), w);
                     h.add(new BlockHistory(optionalLong(hm, "addr", w, 0), optionalLong(hm, "real_size", w, 0),
                             hm.containsKey("frames") ? frames(hm.get("frames"), w + ".frames") : null));
@@ -258,6 +307,9 @@ public final class PytorchSnapshotReader {
         }
 
         private TraceEntry entry(Object o, int device, int index) {
+            if (--recordBudget < 0) {
+                throw overBudget(entryWhere(device, index));
+            }
             if (!(o instanceof Map<?, ?> m)) {
                 throw error(entryWhere(device, index), "expected a dict, got " + typeName(o));
             }
@@ -277,7 +329,13 @@ public final class PytorchSnapshotReader {
                     case "action" -> { }
                     case "addr" -> { addr = entryLong(v, device, index, "addr"); fields |= TraceEntry.ADDR; }
                     case "size" -> { size = entryLong(v, device, index, "size"); fields |= TraceEntry.SIZE; }
-                    case "stream" -> { stream = entryLong(v, device, index, "stream"); fields |= TraceEntry.STREAM; }
+                    case "stream" -> {
+                        if (isNegative(v)) {
+                            throw error(entryWhere(device, index) + ".stream", "negative stream " + v);
+                        }
+                        stream = entryLong(v, device, index, "stream");
+                        fields |= TraceEntry.STREAM;
+                    }
                     case "time_us" -> { time = entryLong(v, device, index, "time_us"); fields |= TraceEntry.TIME_US; }
                     case "device_free" -> {
                         deviceFree = entryLong(v, device, index, "device_free");
@@ -295,7 +353,20 @@ public final class PytorchSnapshotReader {
             if ((fields & TraceEntry.SIZE) != 0 && size < 0) {
                 throw error(entryWhere(device, index) + ".size", "negative size " + size);
             }
-            return new TraceEntry(TraceAction.ofWireName(actionName), actionName, addr, size, stream, time, deviceFree,
+            TraceAction action = TraceAction.ofWireName(actionName);
+            if (action == TraceAction.UNKNOWN && !actionName.equals(OpsScriptReader.EMPTY_CACHE)) {
+                // (gpumem's own empty_cache entries, written from ops scripts, are the one extension read back)
+                throw error(entryWhere(device, index) + ".action", "unknown action '" + shorten(actionName)
+                        + "' (expected one of " + KNOWN_ACTIONS + ")");
+            }
+            if (action != TraceAction.ANNOTATE && action != TraceAction.UNKNOWN && (fields & TraceEntry.SIZE) == 0) {
+                throw error(entryWhere(device, index) + ".size", "missing (every " + actionName + " entry has one)");
+            }
+            if ((action.isSegmentEvent() || action == TraceAction.ALLOC || action == TraceAction.FREE_REQUESTED
+                    || action == TraceAction.FREE_COMPLETED) && (fields & TraceEntry.ADDR) == 0) {
+                throw error(entryWhere(device, index) + ".addr", "missing (every " + actionName + " entry has one)");
+            }
+            return new TraceEntry(action, actionName, addr, size, stream, time, deviceFree,
                     frames, extra == null ? Map.of() : Collections.unmodifiableMap(extra), fields);
         }
 
@@ -307,6 +378,68 @@ public final class PytorchSnapshotReader {
                 return l;
             }
             return toLong(v, entryWhere(device, index) + "." + field);
+        }
+
+        private static boolean isNegative(Object v) {
+            return v instanceof Integer i ? i < 0 : v instanceof Long l ? l < 0 : v instanceof BigInteger b && b.signum() < 0;
+        }
+
+        /**
+         * Checks the {@code allocator_settings} keys that replays read: each known key must have PyTorch's type and
+         * range. Keys a newer PyTorch adds are kept unchecked.
+         */
+        private void checkSettings(Map<String, Object> settings) {
+            for (Map.Entry<String, Object> e : settings.entrySet()) {
+                String where = "allocator_settings." + e.getKey();
+                Object v = e.getValue();
+                switch (e.getKey()) {
+                    case "PYTORCH_CUDA_ALLOC_CONF" -> string(v, where);
+                    case "expandable_segments", "release_lock_on_cudamalloc", "pinned_use_cuda_host_register",
+                         "graph_capture_record_stream_reuse" -> {
+                        if (!(v instanceof Boolean)) {
+                            throw error(where, "expected a bool, got " + typeName(v));
+                        }
+                    }
+                    case "max_split_size", "max_non_split_rounding" -> {
+                        long n = toLong(v, where);
+                        if (n < -1) {
+                            throw error(where, "expected -1 (unlimited) or a byte count, got " + n);
+                        }
+                    }
+                    case "pinned_num_register_threads" -> {
+                        if (toLong(v, where) < 0) {
+                            throw error(where, "expected a non-negative count, got " + v);
+                        }
+                    }
+                    case "garbage_collection_threshold" -> {
+                        if (!(v instanceof Number n) || v instanceof BigInteger) {
+                            throw error(where, "expected a float, got " + typeName(v));
+                        }
+                        double t = n.doubleValue();
+                        if (!(t >= 0 && t <= 1)) {
+                            throw error(where, "expected a fraction between 0 and 1, got " + v);
+                        }
+                    }
+                    case "roundup_power2_divisions" -> {
+                        Map<?, ?> table = asMap(v, where);
+                        for (Map.Entry<?, ?> d : table.entrySet()) {
+                            String w = where + "[" + shorten(String.valueOf(d.getKey())) + "]";
+                            if (!(d.getKey() instanceof String k) || !k.matches("[1-9][0-9]{0,9}")) {
+                                throw error(w, "expected a size in MiB as a string key");
+                            }
+                            long div = toLong(d.getValue(), w);
+                            if (div < 0 || div > (1 << 20)) {
+                                throw error(w, "expected a division count between 0 and 1048576, got " + div);
+                            }
+                        }
+                    }
+                    default -> { }
+                }
+            }
+        }
+
+        private static String shorten(String s) {
+            return s.length() <= 64 ? s : s.substring(0, 64) + "...";
         }
 
         private static String entryWhere(int device, int index) {
@@ -456,6 +589,11 @@ public final class PytorchSnapshotReader {
             return new TraceFormatException(file, where, message);
         }
     }
+
+    /** The action names a trace entry may carry, for the message about an unknown one. */
+    private static final String KNOWN_ACTIONS = java.util.Arrays.stream(TraceAction.values())
+            .filter(a -> a != TraceAction.UNKNOWN).map(TraceAction::wireName)
+            .collect(java.util.stream.Collectors.joining(", "));
 
     /** Python's name for the type of an unpickled value, for error messages. */
     static String typeName(Object v) {

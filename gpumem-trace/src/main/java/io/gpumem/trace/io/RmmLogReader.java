@@ -90,7 +90,7 @@ public final class RmmLogReader {
     private static long parseTime(String s, long rowNumber) {
         try {
             if (s.contains(":")) {
-                String[] p = s.split(":");
+                String[] p = s.split(":", -1); // never empty, even for ":" alone
                 long us = 0;
                 for (int i = 0; i < p.length - 1; i++) {
                     us = us * 60 + Long.parseLong(p[i].strip());

@@ -206,12 +206,66 @@ public final class TrainingWorkload implements AllocationWorkload {
         public int steps() { return steps; }
         public long seed() { return seed; }
 
-        /** Generates the workload. */
+        /**
+         * Generates the workload, after checking up front (with overflow-checked arithmetic) that every tensor
+         * is under {@link #MAX_TENSOR_BYTES} and that the ops, all generated before a run, stay under
+         * {@link #MAX_OPS}.
+         *
+         * @throws IllegalArgumentException naming the settings that are too large
+         */
         public TrainingWorkload build() {
             if (hidden % heads != 0) {
                 throw new IllegalArgumentException("hidden " + hidden + " is not a multiple of heads " + heads);
             }
+            checkSizes();
             return new TrainingWorkload(this);
+        }
+
+        /** Largest single tensor accepted: 1 EiB, where PyTorch's allocator stops as well. */
+        public static final long MAX_TENSOR_BYTES = 1L << 60;
+        /** Most allocator calls a generated run may hold (they are generated before the run starts). */
+        public static final long MAX_OPS = 20_000_000L;
+
+        private void checkSizes() {
+            long seq = maxSeqLen;
+            if (seqSchedule != null) {
+                seq = 0;
+                for (int s : seqSchedule) {
+                    seq = Math.max(seq, s);
+                }
+            }
+            long elementBytes = Math.max(Math.max(dtypeBytes, optimizerStateBytes), 8);
+            try {
+                long h = hidden;
+                long f = Math.multiplyExact(h, ffnMultiplier);
+                long tokens = Math.multiplyExact((long) batch, seq);
+                long widest = Math.max(Math.max(Math.multiplyExact(3, h), f), vocab);
+                long largest = Math.max(Math.max(Math.multiplyExact((long) vocab, h), Math.multiplyExact(3, Math.multiplyExact(h, h))),
+                        Math.max(Math.multiplyExact(f, h), Math.multiplyExact(tokens, widest)));
+                if (materializedAttention) {
+                    largest = Math.max(largest, Math.multiplyExact(Math.multiplyExact(tokens, heads), seq));
+                }
+                long perLayer = Math.addExact(Math.multiplyExact(4, Math.multiplyExact(h, h)),
+                        Math.multiplyExact(2, Math.multiplyExact(f, h)));
+                long parameters = Math.addExact(Math.multiplyExact(2, Math.multiplyExact((long) vocab, h)),
+                        Math.multiplyExact(layers, perLayer));
+                if (Math.multiplyExact(Math.max(largest, parameters), elementBytes) > MAX_TENSOR_BYTES) {
+                    throw new ArithmeticException();
+                }
+            } catch (ArithmeticException e) {
+                throw new IllegalArgumentException("the model is too large to simulate: with hidden " + hidden
+                        + ", vocab " + vocab + ", " + layers + " layers, batch " + batch + " and sequences up to " + seq
+                        + ", a tensor or the parameters would take more than 1 EiB");
+            }
+            // Per step: about 40 calls per layer and 4 per parameter tensor (gradient, optimizer scratch, states).
+            long paramTensors = 5 + 12L * layers;
+            long perStep = 40L * layers + 4 * paramTensors + 20;
+            long ops = paramTensors + (long) steps * perStep;
+            if (ops > MAX_OPS) {
+                throw new IllegalArgumentException(steps + " steps of " + layers + " layers would generate about "
+                        + ops + " allocator calls, over the limit of " + MAX_OPS
+                        + " (the calls are generated before the run): use fewer steps or layers");
+            }
         }
 
         Builder copy() {

@@ -49,6 +49,14 @@ class CsvReadersTest {
     }
 
     @Test
+    void aDuplicateLifetimeIdNamesBothLines(@TempDir Path dir) throws Exception {
+        Path f = dir.resolve("dup.csv");
+        Files.writeString(f, "id,lower,upper,size\n0,0,5,100\n1,1,4,100\n0,2,3,100\n");
+        assertThatThrownBy(() -> TraceReaders.read(f)).isInstanceOf(TraceFormatException.class)
+                .hasMessage(f + ": line 4, field id: id 0 appears twice (first on line 2)");
+    }
+
+    @Test
     void lifetimesOrderFreesBeforeAllocsAtEqualTimes(@TempDir Path dir) throws Exception {
         Path f = dir.resolve("life.csv");
         Files.writeString(f, """

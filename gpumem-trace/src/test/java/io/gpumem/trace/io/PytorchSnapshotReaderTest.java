@@ -135,9 +135,9 @@ class PytorchSnapshotReaderTest {
     }
 
     @Test
-    void keepsUnknownActionsKeysAndBothPendingFreeSpellings() throws Exception {
+    void keepsUnknownKeysAndBothPendingFreeSpellings() throws Exception {
         Map<String, Object> e1 = entry("alloc", 1L << 40, 100, new BigInteger("18446744073709551615"));
-        Map<String, Object> e2 = entry("teleport", 5, 6, 0);
+        Map<String, Object> e2 = entry("free_requested", 5, 6, 0);
         e2.put("user_metadata", "x");
         Map<String, Object> b1 = Map.of("address", 8192L, "size", 512L, "requested_size", 100L, "state",
                 "active_awaiting_free", "frames", List.of());
@@ -154,10 +154,9 @@ class PytorchSnapshotReaderTest {
         top.put("device_traces", List.of(List.of(e1, e2)));
         top.put("future_key", List.of(1, 2));
         TraceSnapshot s = new PytorchSnapshotReader().read(new ByteArrayInputStream(pickle(top)), "new.pickle");
-        TraceEntry unknown = s.traceOf(0).get(1);
-        assertThat(unknown.action()).isEqualTo(TraceAction.UNKNOWN);
-        assertThat(unknown.actionName()).isEqualTo("teleport");
-        assertThat(unknown.extra()).containsEntry("user_metadata", "x");
+        TraceEntry withExtra = s.traceOf(0).get(1);
+        assertThat(withExtra.actionName()).isEqualTo("free_requested");
+        assertThat(withExtra.extra()).containsEntry("user_metadata", "x");
         assertThat(s.traceOf(0).getFirst().stream()).isEqualTo(-1L); // unsigned 2^64-1 kept bit for bit
         assertThat(s.segments().getFirst().blocks()).extracting(BlockInfo::state)
                 .containsOnly(BlockState.ACTIVE_PENDING_FREE);

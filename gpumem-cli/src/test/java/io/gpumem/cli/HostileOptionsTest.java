@@ -1,0 +1,85 @@
+package io.gpumem.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Nonsense and hostile option values (issue 12): each is refused with exit status 2 and a message naming the
+ * option, before any work, and never with a stack trace or an internal exception's text.
+ */
+class HostileOptionsTest {
+
+    private static void refused(CliRun r, String... expected) {
+        assertThat(r.exit()).as(r.err()).isEqualTo(2);
+        assertThat(r.err()).contains(expected).doesNotContain("\tat ", "Exception", "java.");
+    }
+
+    /** A snapshot with one 20 MiB segment, written by {@code gpumem sim}. */
+    private static Path snapshot(Path dir) {
+        Path snap = dir.resolve("s.pickle");
+        CliRun r = CliRun.withInput("alloc a 3MiB\nsnapshot " + snap + "\n", "sim");
+        assertThat(r.exit()).as(r.err()).isZero();
+        return snap;
+    }
+
+    @Test
+    void capacityOptionsRefuseNanInfinityZeroAndNegativesWhereTheyAreParsed() {
+        for (String bad : new String[] {"NaN", "Infinity", "0", "-3", "99999999999TiB", "lots"}) {
+            refused(CliRun.run("replay", "--capacity", bad, "no-such.pickle"), "--capacity", bad);
+            CliRun compare = CliRun.run("compare", "--capacity", bad, "no-such.pickle");
+            refused(compare, "--capacity", bad);
+            assertThat(compare.err()).doesNotContain("no-such.pickle:"); // the option is blamed, not the input
+        }
+    }
+
+    @Test
+    void analyzeRefusesACapacityBelowWhatTheSnapshotHasReserved(@TempDir Path dir) {
+        Path snap = snapshot(dir);
+        refused(CliRun.run("analyze", "--capacity", "1", snap.toString()),
+                "--capacity 1 (1 bytes) is less than the 20.00 MiB device 0 of " + snap + " has reserved");
+        assertThat(CliRun.run("analyze", "--capacity", "1GiB", "--no-compare", snap.toString()).exit()).isZero();
+    }
+
+    @Test
+    void outputPathsAreCheckedBeforeAnyWork(@TempDir Path dir) throws Exception {
+        Path snap = snapshot(dir);
+        byte[] before = Files.readAllBytes(snap);
+        refused(CliRun.run("replay", "--snapshot", snap.toString(), snap.toString()),
+                "gpumem replay: --snapshot " + snap + ": is the input file");
+        assertThat(Files.readAllBytes(snap)).isEqualTo(before);
+        Path missing = dir.resolve("no/such/dir/out.pickle");
+        CliRun r = CliRun.run("replay", "--snapshot", missing.toString(), snap.toString());
+        refused(r, "--snapshot " + missing + ": the directory " + missing.getParent() + " does not exist");
+        assertThat(r.out()).isEmpty(); // refused before the replay ran
+        refused(CliRun.run("demo", "--snapshot", missing.toString()),
+                "--snapshot " + missing + ": the directory " + missing.getParent() + " does not exist");
+    }
+
+    @Test
+    void hugeGeneratedWorkloadsAreRefusedUpFront() {
+        refused(CliRun.run("demo", "--steps", "2000000000"), "2000000000 steps of 16 layers would generate about",
+                "over the limit of 20000000");
+        refused(CliRun.run("demo", "--hidden", "2000000000", "--heads", "1"), "the model is too large to simulate");
+        refused(CliRun.run("demo", "--layers", "2000000000"), "over the limit");
+        refused(CliRun.run("kv-sim", "--layers", "2000000000"), "--layers 2000000000 is over the limit of 1024");
+        refused(CliRun.run("kv-sim", "--requests", "2000000000"), "--requests 2000000000 is over the limit of 10000000");
+        refused(CliRun.run("kv-sim", "--blocks", "2000000000", "--layers", "1000", "--head-size", "100000"),
+                "the KV cache", "over the simulated device's limit");
+    }
+
+    @Test
+    void aSmallGpuMemoryOnAnExpandableTraceReplaysWithoutAnInternalError() {
+        String d = System.getProperty("gpumem.traces.dir");
+        Path trace = d == null ? null : Path.of(d, "gnn-train-expandable-oom.pickle");
+        assumeTrue(trace != null && Files.isRegularFile(trace), "trace gnn-train-expandable-oom.pickle not available: skipped");
+        CliRun r = CliRun.run("replay", "--capacity", "1GiB", trace.toString());
+        assertThat(r.err()).doesNotContain("null", "Exception");
+        assertThat(r.exit()).as(r.err()).isZero();
+        assertThat(r.out()).contains("total: ");
+    }
+}
