@@ -528,6 +528,27 @@ final class AllocatorCore {
                 }
             }
         }
+        releaseNeverMappedSegments(pool);
+    }
+
+    /**
+     * Destroys segments whose one block is unmapped and whole: reserved for a growth whose first map failed
+     * (an injected fault or an out-of-memory), they hold no page, and otherwise their address range would stay
+     * reserved on the driver after empty_cache gave every page back.
+     */
+    private void releaseNeverMappedSegments(BlockPool pool) {
+        List<Block> whole = null;
+        for (Block u = pool.unmapped.first(); u != null; u = BlockTree.next(u)) {
+            if (!u.isSplit() && u.size == u.expandable.size()) {
+                if (whole == null) {
+                    whole = new ArrayList<>();
+                }
+                whole.add(u);
+            }
+        }
+        if (whole != null) {
+            whole.forEach(this::releaseExpandableSegment);
+        }
     }
 
     /** {@code release_block}: cudaFree of a whole free segment. */

@@ -116,7 +116,7 @@ class CudaAllocatorFaultsTest {
     @ParameterizedTest(name = "expandable={0}")
     @ValueSource(booleans = {false, true})
     void seededWorkloadWithRandomFaultsKeepsAllocatorAndDriverInStep(boolean expandable) {
-        long seed = System.nanoTime();
+        long seed = Long.getLong("gpumem.seed", System.nanoTime());
         System.out.println("seed=" + seed + " expandable=" + expandable);
         Random random = new Random(seed);
         open(expandable, 2 * GiB);

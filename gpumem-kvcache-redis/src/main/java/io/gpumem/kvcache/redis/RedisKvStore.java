@@ -17,7 +17,8 @@ import java.time.Duration;
  * connection with binary keys and values.
  *
  * <p>Fail fast, never stall: commands time out after {@code timeout} (default 500 ms), connecting after
- * 2 s (the first connection of a JVM loads Netty), and while the connection is down commands are
+ * 10 s (the first connection of a JVM loads Netty and its handshake, which took over 2 s on a loaded
+ * 2-core machine), and while the connection is down commands are
  * rejected at once instead of being queued until it comes back (Lettuce's default would hold them). Every failure surfaces as an unchecked
  * exception, which {@link io.gpumem.kvcache.tier.RemoteTier} counts and treats as a miss. Lettuce keeps
  * reconnecting in the background, so a server that returns is used again.
@@ -26,7 +27,7 @@ import java.time.Duration;
  * {@code --maxmemory SIZE --maxmemory-policy allkeys-lru}.
  */
 public final class RedisKvStore implements RemoteKvStore {
-    private static final Duration CONNECT_TIMEOUT = Duration.ofSeconds(2);
+    private static final Duration CONNECT_TIMEOUT = Duration.ofSeconds(10);
     private final String uri;
     private final RedisClient client;
     private final StatefulRedisConnection<byte[], byte[]> connection;
