@@ -455,17 +455,10 @@ final class AllocatorCore {
         while (it.hasNext()) {
             ArrayDeque<StreamEvents.Pending> q = it.next().getValue();
             while (!q.isEmpty()) {
-                StreamEvents.Pending p = q.peekFirst();
-                if (!device.queryEvent(p.event())) {
+                if (!device.queryEvent(q.peekFirst().event())) {
                     break;
                 }
-                q.pollFirst();
-                events.removed(1);
-                events.giveBack(p.event());
-                Block block = p.block();
-                if (--block.eventCount == 0) {
-                    freeBlock(block, context);
-                }
+                completeFirstEvent(q, context);
             }
             if (q.isEmpty()) {
                 it.remove();
@@ -480,17 +473,24 @@ final class AllocatorCore {
         while (it.hasNext()) {
             ArrayDeque<StreamEvents.Pending> q = it.next().getValue();
             while (!q.isEmpty()) {
-                StreamEvents.Pending p = q.peekFirst();
-                device.synchronizeEvent(p.event());
-                q.pollFirst();
-                events.removed(1);
-                events.giveBack(p.event());
-                Block block = p.block();
-                if (--block.eventCount == 0) {
-                    freeBlock(block, context);
-                }
+                device.synchronizeEvent(q.peekFirst().event());
+                completeFirstEvent(q, context);
             }
             it.remove();
+        }
+    }
+
+    /**
+     * Takes the stream's oldest event, which has completed, off its queue and back to the pool; the block it
+     * guarded is freed once its last outstanding event is done.
+     */
+    private void completeFirstEvent(ArrayDeque<StreamEvents.Pending> q, List<Frame> context) {
+        StreamEvents.Pending p = q.pollFirst();
+        events.removed(1);
+        events.giveBack(p.event());
+        Block block = p.block();
+        if (--block.eventCount == 0) {
+            freeBlock(block, context);
         }
     }
 

@@ -27,10 +27,7 @@ public final class AllocatorEvents {
         if (SEGMENT_ALLOC.isEnabled()) {
             SegmentAllocEvent e = new SegmentAllocEvent();
             if (e.shouldCommit()) {
-                e.device = device;
-                e.address = address;
-                e.size = size;
-                e.stream = stream;
+                e.segment(device, address, size, stream);
                 e.mapped = mapped;
                 e.commit();
             }
@@ -42,10 +39,7 @@ public final class AllocatorEvents {
         if (SEGMENT_FREE.isEnabled()) {
             SegmentFreeEvent e = new SegmentFreeEvent();
             if (e.shouldCommit()) {
-                e.device = device;
-                e.address = address;
-                e.size = size;
-                e.stream = stream;
+                e.segment(device, address, size, stream);
                 e.unmapped = unmapped;
                 e.commit();
             }

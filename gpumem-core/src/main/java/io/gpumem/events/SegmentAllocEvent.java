@@ -1,11 +1,8 @@
 package io.gpumem.events;
 
 import jdk.jfr.Category;
-import jdk.jfr.DataAmount;
 import jdk.jfr.Description;
-import jdk.jfr.Event;
 import jdk.jfr.Label;
-import jdk.jfr.MemoryAddress;
 import jdk.jfr.Name;
 
 /** JFR event: A cudaMalloc'd segment, or pages mapped into an expandable segment. Emitted through {@link AllocatorEvents}. */
@@ -13,21 +10,7 @@ import jdk.jfr.Name;
 @Label("Segment Allocated")
 @Category({"gpumem", "Allocator"})
 @Description("A cudaMalloc'd segment, or pages mapped into an expandable segment.")
-public final class SegmentAllocEvent extends Event {
-    @Label("Device")
-    int device;
-
-    @Label("Address")
-    @MemoryAddress
-    long address;
-
-    @Label("Size")
-    @DataAmount
-    long size;
-
-    @Label("Stream")
-    long stream;
-
+public final class SegmentAllocEvent extends SegmentEvent {
     @Label("Mapped")
     @Description("pages mapped into an expandable segment rather than a cudaMalloc")
     boolean mapped;

@@ -111,28 +111,29 @@ public final class MemorySummary {
 
     /** PyTorch's {@code _format_size}: {@code f"{sz:6d} {unit}"}. */
     static String formatSize(long value, long unitBase) {
-        int unit = 0;
-        long v = value;
-        long base = unitBase;
-        while (unit + 1 < SIZE_UNITS.length && base >= SIZE_STEP_THRESHOLD) {
-            unit++;
-            v = Math.floorDiv(v, 1024);
-            base = Math.floorDiv(base, 1024);
-        }
-        return padLeft(Long.toString(v), 6) + " " + SIZE_UNITS[unit];
+        return scaled(value, unitBase, SIZE_UNITS, SIZE_STEP_THRESHOLD, 1024, 6);
     }
 
     /** PyTorch's {@code _format_count}: {@code f"{cnt:7d} {unit} "}. */
     static String formatCount(long value, long unitBase) {
+        return scaled(value, unitBase, COUNT_UNITS, COUNT_STEP_THRESHOLD, 1000, 7) + " ";
+    }
+
+    /**
+     * The unit stepping both formats share: the unit is chosen by the row's {@code unitBase} (not by the value),
+     * stepping up by {@code step} while the base is at least {@code threshold}; the value is floor-divided alike
+     * and right-aligned in {@code width}.
+     */
+    private static String scaled(long value, long unitBase, String[] units, long threshold, long step, int width) {
         int unit = 0;
         long v = value;
         long base = unitBase;
-        while (unit + 1 < COUNT_UNITS.length && base >= COUNT_STEP_THRESHOLD) {
+        while (unit + 1 < units.length && base >= threshold) {
             unit++;
-            v = Math.floorDiv(v, 1000);
-            base = Math.floorDiv(base, 1000);
+            v = Math.floorDiv(v, step);
+            base = Math.floorDiv(base, step);
         }
-        return padLeft(Long.toString(v), 7) + " " + COUNT_UNITS[unit] + " ";
+        return padLeft(Long.toString(v), width) + " " + units[unit];
     }
 
     private static long get(Map<String, Long> stats, String key) {

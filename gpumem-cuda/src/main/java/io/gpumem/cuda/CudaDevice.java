@@ -225,12 +225,7 @@ public final class CudaDevice implements Device {
             throw new DeviceException(DeviceOp.MALLOC, DeviceError.CUDA_ERROR_INVALID_VALUE,
                     "cuMemAlloc_v2 size must be positive, was " + bytes);
         }
-        int rc = driver.memAlloc(out, bytes);
-        if (rc == RESULT_OUT_OF_MEMORY) {
-            return NULL;
-        }
-        check(DeviceOp.MALLOC, rc, "cuMemAlloc_v2", bytes, 0);
-        return out.get(JAVA_LONG, 0);
+        return resultOrNull(DeviceOp.MALLOC, driver.memAlloc(out, bytes), "cuMemAlloc_v2", bytes, out);
     }
 
     @Override
@@ -270,11 +265,20 @@ public final class CudaDevice implements Device {
     @Override
     public long createPhysical(long size) {
         MemorySegment out = enterVirtual(DeviceOp.CREATE_PHYSICAL);
-        int rc = driver.memCreate(out, size, allocationProp, 0);
+        return resultOrNull(DeviceOp.CREATE_PHYSICAL, driver.memCreate(out, size, allocationProp, 0), "cuMemCreate",
+                size, out);
+    }
+
+    /**
+     * The end of a call that hands back an allocation through {@code out}: {@link #NULL} when the driver said out
+     * of memory (the allocator frees its cache and retries), the value written to {@code out} on success, and a
+     * {@link DeviceException} for any other error.
+     */
+    private long resultOrNull(DeviceOp op, int rc, String call, long size, MemorySegment out) {
         if (rc == RESULT_OUT_OF_MEMORY) {
             return NULL;
         }
-        check(DeviceOp.CREATE_PHYSICAL, rc, "cuMemCreate", size, 0);
+        check(op, rc, call, size, 0);
         return out.get(JAVA_LONG, 0);
     }
 

@@ -8,18 +8,16 @@ package io.gpumem.kvcache.hash;
  * key chained. Cost is about one nanosecond per token; it is not collision-resistant against an
  * adversary, which is why the pool verifies tokens and the parent block on every hit.
  */
-final class Fast128Hasher implements BlockHasher {
+final class Fast128Hasher extends SeededHasher {
     private static final long M1 = 0x9E3779B97F4A7C15L;
     private static final long M2 = 0xC2B2AE3D27D4EB4FL;
     private static final long M3 = 0x165667B19E3779F9L;
     private static final long M4 = 0xD6E8FEB86659FD93L;
 
-    private final long rootHi;
-    private final long rootLo;
 
     Fast128Hasher(long seed) {
-        this.rootHi = avalanche(seed ^ M1);
-        this.rootLo = avalanche(seed + M3);
+        super("fast128");
+        root(avalanche(seed ^ M1), avalanche(seed + M3));
     }
 
     @Override
@@ -57,20 +55,5 @@ final class Fast128Hasher implements BlockHasher {
         z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
         z = (z ^ (z >>> 27)) * 0x94D049BB133111EBL;
         return z ^ (z >>> 31);
-    }
-
-    @Override
-    public long rootHi() {
-        return rootHi;
-    }
-
-    @Override
-    public long rootLo() {
-        return rootLo;
-    }
-
-    @Override
-    public String name() {
-        return "fast128";
     }
 }

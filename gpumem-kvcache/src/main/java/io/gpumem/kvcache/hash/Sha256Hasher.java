@@ -9,14 +9,13 @@ import java.security.NoSuchAlgorithmException;
  * and the tokens (4 bytes each, little-endian) and keeps the first 128 bits of the digest as the key.
  * Reuses its digest, input and output buffers, so it allocates nothing per call.
  */
-final class Sha256Hasher implements BlockHasher {
+final class Sha256Hasher extends SeededHasher {
     private final MessageDigest digest;
     private final byte[] digestOut = new byte[32];
     private byte[] input = new byte[24 + 4 * 64];
-    private final long rootHi;
-    private final long rootLo;
 
     Sha256Hasher(long seed) {
+        super("sha256");
         try {
             this.digest = MessageDigest.getInstance("SHA-256");
         } catch (NoSuchAlgorithmException e) {
@@ -24,8 +23,7 @@ final class Sha256Hasher implements BlockHasher {
         }
         long[] out = new long[2];
         hash(seed, ~seed, new int[0], 0, 0, 0, out);
-        this.rootHi = out[0];
-        this.rootLo = out[1];
+        root(out[0], out[1]);
     }
 
     @Override
@@ -69,20 +67,5 @@ final class Sha256Hasher implements BlockHasher {
             v = (v << 8) | (b[off + i] & 0xFF);
         }
         return v;
-    }
-
-    @Override
-    public long rootHi() {
-        return rootHi;
-    }
-
-    @Override
-    public long rootLo() {
-        return rootLo;
-    }
-
-    @Override
-    public String name() {
-        return "sha256";
     }
 }

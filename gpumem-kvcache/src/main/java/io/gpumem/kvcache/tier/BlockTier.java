@@ -9,7 +9,7 @@ import java.lang.foreign.MemorySegment;
  * with a budget and least-recently-used eviction. Not thread-safe: {@link KvTiers} calls it from the
  * owner's thread (the scheduling loop or the pump).
  */
-public abstract sealed class BlockTier implements AutoCloseable permits HostTier, DiskTier, RemoteTier {
+public abstract sealed class BlockTier implements AutoCloseable permits LocalTier, RemoteTier {
     private final String name;
     long hits;
     long misses;

@@ -12,7 +12,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.Iterator;
-import java.util.LinkedHashMap;
 
 /**
  * The disk tier: one file per block ({@code kv-<32 hex digits of the key>.blk}) under a directory, within
@@ -27,25 +26,16 @@ import java.util.LinkedHashMap;
  * least recently used first; {@code index.size() × recordBytes ≤ capacity}. An I/O error counts as a
  * failed operation and a miss (or a lost write); it never throws to the caller.
  */
-public final class DiskTier extends BlockTier {
+public final class DiskTier extends LocalTier<Boolean> {
     private static final String PREFIX = "kv-";
     private static final String SUFFIX = ".blk";
 
     private final Path dir;
-    private final long recordBytes;
-    private final long capacityBytes;
     private final long maxFiles;
-    private final LinkedHashMap<BlockKey, Boolean> index = new LinkedHashMap<>(16, 0.75f, true);
 
     public DiskTier(BlockRecord layout, Path dir, long capacityBytes) {
-        super("disk");
-        if (capacityBytes < layout.size()) {
-            throw new KvCacheException("disk tier: budget of " + capacityBytes + " bytes holds no block of " + layout.size()
-                    + " bytes");
-        }
+        super("disk", layout, capacityBytes);
         this.dir = dir;
-        this.recordBytes = layout.size();
-        this.capacityBytes = capacityBytes;
         this.maxFiles = capacityBytes / recordBytes;
         try {
             Files.createDirectories(dir);
@@ -62,16 +52,6 @@ public final class DiskTier extends BlockTier {
     /** The file holding a key's record (whether or not it exists). */
     public Path fileOf(long hi, long lo) {
         return dir.resolve(PREFIX + new BlockKey(hi, lo).hex() + SUFFIX);
-    }
-
-    @Override
-    boolean contains(long hi, long lo) {
-        return index.containsKey(new BlockKey(hi, lo));
-    }
-
-    @Override
-    void touch(long hi, long lo) {
-        index.get(new BlockKey(hi, lo));
     }
 
     @Override
@@ -144,16 +124,6 @@ public final class DiskTier extends BlockTier {
         } catch (IOException e) {
             failed++;
         }
-    }
-
-    @Override
-    long usedBytes() {
-        return index.size() * recordBytes;
-    }
-
-    @Override
-    long capacityBytes() {
-        return capacityBytes;
     }
 
     @Override

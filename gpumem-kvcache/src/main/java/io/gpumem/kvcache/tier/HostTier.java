@@ -1,12 +1,9 @@
 package io.gpumem.kvcache.tier;
 
-import io.gpumem.kvcache.KvCacheException;
-
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.Iterator;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -19,38 +16,19 @@ import java.util.Map;
  * the free stack; {@code index.size() × recordBytes ≤ capacity}. The index iterates least recently used
  * first (access order), which is the eviction order when a store needs a slot and the budget is spent.
  */
-public final class HostTier extends BlockTier {
+public final class HostTier extends LocalTier<Integer> {
     private static final int CHUNK_SLOTS = 256;
 
     private final Arena arena = Arena.ofShared();
-    private final long recordBytes;
-    private final long capacityBytes;
     private final int maxSlots;
     private final List<MemorySegment> chunks = new ArrayList<>();
-    private final LinkedHashMap<BlockKey, Integer> index = new LinkedHashMap<>(16, 0.75f, true);
     private int[] freeSlots = new int[0];
     private int freeTop;
     private int slotsMade;
 
     public HostTier(BlockRecord layout, long capacityBytes) {
-        super("host");
-        if (capacityBytes < layout.size()) {
-            throw new KvCacheException("host tier: budget of " + capacityBytes + " bytes holds no block of " + layout.size()
-                    + " bytes");
-        }
-        this.recordBytes = layout.size();
-        this.capacityBytes = capacityBytes;
+        super("host", layout, capacityBytes);
         this.maxSlots = (int) Math.min(Integer.MAX_VALUE - 8, capacityBytes / recordBytes);
-    }
-
-    @Override
-    boolean contains(long hi, long lo) {
-        return index.containsKey(new BlockKey(hi, lo));
-    }
-
-    @Override
-    void touch(long hi, long lo) {
-        index.get(new BlockKey(hi, lo));
     }
 
     @Override
@@ -108,16 +86,6 @@ public final class HostTier extends BlockTier {
             }
             freeSlots[freeTop++] = slot;
         }
-    }
-
-    @Override
-    long usedBytes() {
-        return index.size() * recordBytes;
-    }
-
-    @Override
-    long capacityBytes() {
-        return capacityBytes;
     }
 
     @Override

@@ -6,7 +6,6 @@ import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
-import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.io.InputStreamReader;
 import java.util.ArrayList;
@@ -31,17 +30,7 @@ final class CsvLines {
      */
     static List<Row> read(Path file, ReadLimits limits, String... header) {
         String name = file.toString();
-        try {
-            long bytes = Files.size(file);
-            if (bytes > limits.maxFileBytes()) {
-                throw new TraceFormatException(name, "", "file is " + bytes + " bytes, over the limit of "
-                        + limits.maxFileBytes() + " bytes");
-            }
-        } catch (NoSuchFileException e) {
-            throw new TraceFormatException(name, "", "no such file");
-        } catch (IOException e) {
-            throw new TraceFormatException(name, "", "cannot read: " + e.getMessage(), e);
-        }
+        limits.checkedFileSize(file);
         List<Row> rows = new ArrayList<>();
         var decoder = StandardCharsets.UTF_8.newDecoder()
                 .onMalformedInput(CodingErrorAction.REPORT).onUnmappableCharacter(CodingErrorAction.REPORT);

@@ -48,15 +48,9 @@ public final class OpsScriptReader {
     public TraceSnapshot read(Path file) {
         String name = file.toString();
         OpsScript script;
-        try {
-            long bytes = Files.size(file);
-            if (bytes > limits.maxFileBytes()) {
-                throw new TraceFormatException(name, "", "file is " + bytes + " bytes, over the limit of "
-                        + limits.maxFileBytes() + " bytes");
-            }
-            try (InputStream in = new BufferedInputStream(Files.newInputStream(file), 1 << 16)) {
-                script = OpsScript.parse(in);
-            }
+        limits.checkedFileSize(file);
+        try (InputStream in = new BufferedInputStream(Files.newInputStream(file), 1 << 16)) {
+            script = OpsScript.parse(in);
         } catch (NoSuchFileException e) {
             throw new TraceFormatException(name, "", "no such file");
         } catch (IOException e) {

@@ -8,7 +8,6 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.math.BigInteger;
 import java.nio.file.Files;
-import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -49,18 +48,7 @@ public final class PytorchSnapshotReader {
     /** Reads a snapshot file. @throws TraceFormatException when the file is missing, too big or malformed */
     public TraceSnapshot read(Path file) {
         String name = file.toString();
-        long bytes;
-        try {
-            bytes = Files.size(file);
-        } catch (NoSuchFileException e) {
-            throw new TraceFormatException(name, "", "no such file");
-        } catch (IOException e) {
-            throw new TraceFormatException(name, "", "cannot read: " + e.getMessage(), e);
-        }
-        if (bytes > limits.maxFileBytes()) {
-            throw new TraceFormatException(name, "", "file is " + bytes + " bytes, over the limit of "
-                    + limits.maxFileBytes() + " bytes");
-        }
+        long bytes = limits.checkedFileSize(file);
         try (InputStream in = new BufferedInputStream(Files.newInputStream(file), 1 << 16)) {
             Object root = unpickle(in, bytes, name);
             return convert(root, name, bytes);

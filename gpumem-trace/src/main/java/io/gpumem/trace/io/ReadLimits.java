@@ -1,5 +1,10 @@
 package io.gpumem.trace.io;
 
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+
 /**
  * Size limits a reader enforces before and while reading, so that a huge or hostile file fails with a
  * clear message instead of exhausting memory.
@@ -16,5 +21,27 @@ public record ReadLimits(long maxFileBytes, long maxEntries) {
         if (maxFileBytes <= 0 || maxEntries <= 0) {
             throw new IllegalArgumentException("limits must be positive");
         }
+    }
+
+    /**
+     * The size of a file a reader is about to read, checked against {@link #maxFileBytes()} before any of it is.
+     *
+     * @throws TraceFormatException naming the file when it is missing, unreadable or too big
+     */
+    long checkedFileSize(Path file) {
+        String name = file.toString();
+        long bytes;
+        try {
+            bytes = Files.size(file);
+        } catch (NoSuchFileException e) {
+            throw new TraceFormatException(name, "", "no such file");
+        } catch (IOException e) {
+            throw new TraceFormatException(name, "", "cannot read: " + e.getMessage(), e);
+        }
+        if (bytes > maxFileBytes) {
+            throw new TraceFormatException(name, "", "file is " + bytes + " bytes, over the limit of "
+                    + maxFileBytes + " bytes");
+        }
+        return bytes;
     }
 }

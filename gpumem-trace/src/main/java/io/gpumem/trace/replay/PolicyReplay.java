@@ -1,6 +1,5 @@
 package io.gpumem.trace.replay;
 
-import io.gpumem.device.DeviceOp;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.plan.LifetimeProblem;
@@ -10,7 +9,6 @@ import io.gpumem.policy.AllocatorPolicy;
 import io.gpumem.policy.PlannedAllocator;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.trace.whatif.WhatIfOutcome;
-import java.util.Map;
 
 /**
  * What-if replay of a window's request stream under an allocation policy other than the PyTorch-exact allocator
@@ -163,15 +161,6 @@ public final class PolicyReplay {
                 default -> policy.emptyCache();
             }
         }
-        out.nanos = System.nanoTime() - t0;
-        out.pairs = rs.allocs;
-        out.deviceMaps = dev.callCount(DeviceOp.MAP) + dev.callCount(DeviceOp.UNMAP);
-        Map<String, Long> stats = policy.memoryStats();
-        out.peakAllocated = stats.getOrDefault("allocated_bytes.all.peak", 0L);
-        out.peakReserved = stats.getOrDefault("reserved_bytes.all.peak", 0L);
-        out.deviceAllocs = stats.getOrDefault("num_device_alloc", 0L);
-        out.deviceFrees = stats.getOrDefault("num_device_free", 0L);
-        out.retries = stats.getOrDefault("num_alloc_retries", 0L);
-        return out;
+        return out.finish(System.nanoTime() - t0, rs.allocs, dev, policy.memoryStats());
     }
 }

@@ -224,6 +224,19 @@ public final class WhatIfReplay {
         double nsPerPair() {
             return pairs == 0 ? 0 : (double) nanos / pairs;
         }
+
+        /** Fills in what a completed replay measured: its time, the device's map calls and the allocator's stats. */
+        Outcome finish(long elapsedNanos, int mallocs, SimulatedDevice dev, Map<String, Long> stats) {
+            nanos = elapsedNanos;
+            pairs = mallocs;
+            deviceMaps = dev.callCount(DeviceOp.MAP) + dev.callCount(DeviceOp.UNMAP);
+            peakAllocated = stats.getOrDefault("allocated_bytes.all.peak", 0L);
+            peakReserved = stats.getOrDefault("reserved_bytes.all.peak", 0L);
+            deviceAllocs = stats.getOrDefault("num_device_alloc", 0L);
+            deviceFrees = stats.getOrDefault("num_device_free", 0L);
+            retries = stats.getOrDefault("num_alloc_retries", 0L);
+            return this;
+        }
     }
 
     /** Replays the window; with {@code stopAtOom} returns at the first failed request. */
@@ -282,16 +295,7 @@ public final class WhatIfReplay {
                 default -> allocator.emptyCache();
             }
         }
-        out.nanos = System.nanoTime() - t0;
-        out.pairs = rs.allocs;
-        out.deviceMaps = dev.callCount(DeviceOp.MAP) + dev.callCount(DeviceOp.UNMAP);
-        Map<String, Long> stats = allocator.memoryStats();
-        out.peakAllocated = stats.getOrDefault("allocated_bytes.all.peak", 0L);
-        out.peakReserved = stats.getOrDefault("reserved_bytes.all.peak", 0L);
-        out.deviceAllocs = stats.getOrDefault("num_device_alloc", 0L);
-        out.deviceFrees = stats.getOrDefault("num_device_free", 0L);
-        out.retries = stats.getOrDefault("num_alloc_retries", 0L);
-        return out;
+        return out.finish(System.nanoTime() - t0, rs.allocs, dev, allocator.memoryStats());
     }
 
     public int device() {
