@@ -130,6 +130,15 @@ public class AllocatorPeersBench {
             return op() ^ op();
         }
 
+        /** A whole pass from wherever the cycle stands (one pass = as many pairs as the stream has mallocs). */
+        long pass() {
+            long x = 0;
+            for (int i = sizes.length / 2; i > 0; i--) {
+                x ^= op() ^ op();
+            }
+            return x;
+        }
+
         private long op() {
             int i = next;
             long size = sizes[i];
@@ -164,6 +173,15 @@ public class AllocatorPeersBench {
 
         long pair() {
             return op() ^ op();
+        }
+
+        /** A whole pass from wherever the cycle stands (one pass = as many pairs as the stream has mallocs). */
+        long pass() {
+            long x = 0;
+            for (int i = sizes.length / 2; i > 0; i--) {
+                x ^= op() ^ op();
+            }
+            return x;
         }
 
         private long op() {
@@ -201,6 +219,15 @@ public class AllocatorPeersBench {
 
         long pair() {
             return op() ^ op();
+        }
+
+        /** A whole pass from wherever the cycle stands (one pass = as many pairs as the stream has mallocs). */
+        long pass() {
+            long x = 0;
+            for (int i = sizes.length / 2; i > 0; i--) {
+                x ^= op() ^ op();
+            }
+            return x;
         }
 
         private long op() {
