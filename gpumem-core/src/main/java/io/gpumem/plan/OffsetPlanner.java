@@ -15,12 +15,14 @@ import java.util.Arrays;
  * its arrays.
  *
  * <p><b>Orders.</b> Several classic orders are tried (size descending, then longest lifetime; size × lifetime
- * descending; lifetime descending), each with best and first fit. If the best of them is above the lower bound,
- * a "squeaky wheel" search follows: every buffer that ended above the bound is moved towards the front of the
- * order (its priority key halves), the pass is re-run, and the best plan is kept, until the bound is reached or
- * the round budget, or (after 32 rounds) a quarter of the time budget, is spent. If the bound is still not reached, the
- * {@link CanonicalSearch} looks for a plan at exactly the bound for the rest of the time. Memory is O(n) plus the
- * search's undo stack.
+ * descending; lifetime descending), each with best and first fit. If the best of them is above the target
+ * {@code floor(bound × targetRatio)}, a "squeaky wheel" search follows: every buffer that ended above the target is
+ * moved towards the front of the order (its priority key halves), the pass is re-run, and the best plan is kept,
+ * until the target is reached or the round budget, or (after 32 rounds) a quarter of the time budget, is spent. If
+ * the target is still not reached, the {@link CanonicalSearch} looks for a plan with peak at most the target for
+ * the rest of the time. Every stage stops as soon as a plan at or under the target is in hand: a target ratio of
+ * 1.0 asks for exactly the lower bound (the slow part on some problems), the default 1.001 for the issue's goal.
+ * Memory is O(n) plus the search's undo stack.
  *
  * <p>Invariant of every returned plan (checked by tests with an independent sweep): for buffers i ≠ j with
  * overlapping lifetimes, {@code [offset_i, offset_i + placedSize_i)} and {@code [offset_j, offset_j +
@@ -31,6 +33,8 @@ public final class OffsetPlanner {
     /** The default search budget: enough for the shared problems, bounded for any input. */
     public static final long DEFAULT_BUDGET_MS = 2_000;
     public static final int DEFAULT_MAX_ROUNDS = 400;
+    /** Planned peak / peak live at which the planner stops improving (issue 9's goal: within 0.1% of the bound). */
+    public static final double DEFAULT_TARGET_RATIO = 1.001;
     /** Squeaky-wheel rounds run whatever the clock says, so that results do not depend on the machine's load. */
     static final int MIN_ROUNDS = 32;
     /** Nodes the canonical search may visit before giving up on reaching the bound exactly. */
@@ -38,24 +42,45 @@ public final class OffsetPlanner {
 
     private final long budgetNanos;
     private final int maxRounds;
+    private final double targetRatio;
 
     public OffsetPlanner() {
-        this(DEFAULT_BUDGET_MS, DEFAULT_MAX_ROUNDS);
+        this(DEFAULT_BUDGET_MS, DEFAULT_MAX_ROUNDS, DEFAULT_TARGET_RATIO);
     }
 
     /** @param budgetMs time the improvement search may take after the first orders; 0 = no search */
     public OffsetPlanner(long budgetMs, int maxRounds) {
+        this(budgetMs, maxRounds, DEFAULT_TARGET_RATIO);
+    }
+
+    /**
+     * @param budgetMs    time the improvement search may take after the first orders; 0 = no search
+     * @param targetRatio stop improving once the planned peak is at most {@code floor(bound × targetRatio)};
+     *                    1.0 = search for exactly the lower bound
+     */
+    public OffsetPlanner(long budgetMs, int maxRounds, double targetRatio) {
         if (budgetMs < 0 || maxRounds < 0) {
             throw new IllegalArgumentException("budget and rounds must not be negative");
         }
+        if (!(targetRatio >= 1.0) || Double.isInfinite(targetRatio)) {
+            throw new IllegalArgumentException("target ratio must be a finite number >= 1.0, got " + targetRatio);
+        }
         this.budgetNanos = budgetMs * 1_000_000L;
         this.maxRounds = maxRounds;
+        this.targetRatio = targetRatio;
+    }
+
+    /** The planned peak the search stops at: the bound times the target ratio, rounded down, never below it. */
+    static long target(long bound, double targetRatio) {
+        double t = Math.floor(bound * targetRatio);
+        return t >= Long.MAX_VALUE ? Long.MAX_VALUE : Math.max(bound, (long) t);
     }
 
     /** Plans the problem. */
     public OffsetPlan plan(LifetimeProblem p) {
         long t0 = System.nanoTime();
         long bound = p.peakLive();
+        long target = target(bound, targetRatio);
         int[] live = liveBuffers(p);
         int m = live.length;
         Pass pass = new Pass(p, m);
@@ -64,7 +89,7 @@ public final class OffsetPlanner {
         String bestOrder = "";
         double[] bestKeys = null;
         String[] names = {"size", "area", "lifetime"};
-        for (int o = 0; o < names.length && bestPeak > bound; o++) {
+        for (int o = 0; o < names.length && bestPeak > target; o++) {
             double[] keys = initialKeys(p, live, o);
             for (boolean bestFit : new boolean[] {true, false}) {
                 long peak = pass.run(live, keys, bestFit, bestPeak);
@@ -74,22 +99,22 @@ public final class OffsetPlanner {
                     bestOrder = names[o] + (bestFit ? "/best-fit" : "/first-fit");
                     bestKeys = keys.clone();
                 }
-                if (bestPeak <= bound) {
+                if (bestPeak <= target) {
                     break;
                 }
             }
         }
         int rounds = 0;
-        if (bestPeak > bound && m > 0) {
+        if (bestPeak > target && m > 0) {
             double[] keys = bestKeys.clone();
             long[] offsets = best.clone();
             long deadline = t0 + budgetNanos / 4;
-            while (rounds < maxRounds && bestPeak > bound
+            while (rounds < maxRounds && bestPeak > target
                     && (rounds < MIN_ROUNDS || System.nanoTime() < deadline)) {
                 rounds++;
                 for (int k = 0; k < m; k++) {
                     int b = live[k];
-                    if (offsets[b] + p.placedSize[b] > bound) {
+                    if (offsets[b] + p.placedSize[b] > target) {
                         keys[k] = keys[k] * 0.5 - 1;
                     }
                 }
@@ -102,7 +127,7 @@ public final class OffsetPlanner {
                 }
             }
         }
-        if (bestPeak > bound && m > 0) {
+        if (bestPeak > target && m > 0) {
             long[] sizes = new long[m];
             long[] lower = new long[m];
             long[] upper = new long[m];
@@ -111,14 +136,16 @@ public final class OffsetPlanner {
                 lower[k] = p.lower[live[k]];
                 upper[k] = p.upper[live[k]];
             }
-            CanonicalSearch search = new CanonicalSearch(sizes, lower, upper, bound, NODE_BUDGET,
+            CanonicalSearch search = new CanonicalSearch(sizes, lower, upper, target, NODE_BUDGET,
                     t0 + budgetNanos);
             long[] found = search.solve();
             if (found != null) {
+                long peak = 0;
                 for (int k = 0; k < m; k++) {
                     best[live[k]] = found[k];
+                    peak = Math.max(peak, found[k] + sizes[k]);
                 }
-                bestPeak = bound;
+                bestPeak = peak;
                 bestOrder = "canonical search, " + search.nodes() + " nodes";
             }
         }

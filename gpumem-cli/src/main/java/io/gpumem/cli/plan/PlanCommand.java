@@ -26,7 +26,7 @@ import picocli.CommandLine.Parameters;
 import picocli.CommandLine.Spec;
 
 /**
- * {@code gpumem plan FILE [--json] [--out CSV] [--repeat N]}: solves the static allocation problem of a trace's
+ * {@code gpumem plan FILE [--json] [--out CSV] [--target-ratio R] [--repeat N]}: solves the static allocation problem of a trace's
  * in-window buffers or of an interval CSV ({@code id,lower,upper,size}, MiniMalloc's format) with
  * {@link OffsetPlanner} and reports the planned peak against the peak live bytes. {@code --out} writes the plan
  * as {@code id,lower,upper,size,offset} (written to a temporary file and moved into place, so a failure leaves
@@ -62,6 +62,11 @@ public final class PlanCommand implements Callable<Integer> {
                     + " (default: ${DEFAULT-VALUE}).")
     long budgetMs;
 
+    @Option(names = "--target-ratio", paramLabel = "R", defaultValue = "" + OffsetPlanner.DEFAULT_TARGET_RATIO,
+            description = "Stop improving once planned peak <= floor(peak live x R); R >= 1.0, 1.0 searches for the"
+                    + " exact lower bound (default: ${DEFAULT-VALUE}).")
+    double targetRatio;
+
     @Option(names = "--repeat", paramLabel = "N", defaultValue = "1",
             description = "Solve N times and report the fastest and the median solve time (default: ${DEFAULT-VALUE}).")
     int repeat;
@@ -82,6 +87,10 @@ public final class PlanCommand implements Callable<Integer> {
             err.println("gpumem plan: --budget-ms must be >= 0, --repeat and --max-file-mib >= 1");
             return 2;
         }
+        if (!(targetRatio >= 1.0) || Double.isInfinite(targetRatio)) {
+            err.println("gpumem plan: --target-ratio must be a finite number >= 1.0, got " + targetRatio);
+            return 2;
+        }
         LifetimeProblem problem;
         try {
             problem = PlanFiles.read(file, new ReadLimits(maxFileMib << 20, 50_000_000L), align);
@@ -89,7 +98,7 @@ public final class PlanCommand implements Callable<Integer> {
             err.println("gpumem plan: " + e.getMessage());
             return 2;
         }
-        OffsetPlanner planner = new OffsetPlanner(budgetMs, OffsetPlanner.DEFAULT_MAX_ROUNDS);
+        OffsetPlanner planner = new OffsetPlanner(budgetMs, OffsetPlanner.DEFAULT_MAX_ROUNDS, targetRatio);
         OffsetPlan plan = null;
         long[] times = new long[repeat];
         for (int r = 0; r < repeat; r++) {

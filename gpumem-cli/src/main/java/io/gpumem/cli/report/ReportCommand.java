@@ -1,7 +1,11 @@
 package io.gpumem.cli.report;
 
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.cli.trace.CompareRuns;
 import io.gpumem.config.ConfigException;
+import io.gpumem.policy.PolicySpec;
+import io.gpumem.trace.replay.ProgressListener;
+import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.report.HtmlReport;
 import io.gpumem.size.ByteSize;
 import io.gpumem.trace.analysis.DeviceAnalysis;
@@ -29,7 +33,9 @@ import picocli.CommandLine.Spec;
  * {@code gpumem report FILE [-o report.html]}: the analysis of {@code gpumem analyze} for every device of a
  * trace, as one self-contained HTML page ({@link HtmlReport}) that works offline: header card, timeline by
  * allocation site with the OOM marked, segment maps at the OOM and at peak, the OOM story and the what-if table.
- * {@code --config} adds configurations to the what-if table (each replayed like {@code gpumem compare}).
+ * {@code --config} adds configurations to the what-if table (each replayed like {@code gpumem compare}), and
+ * {@code --policy} adds allocation policies, computed by compare's own code ({@link CompareRuns}), so that a policy's
+ * row shows the figures {@code gpumem compare --policy} prints.
  */
 @Command(name = "report", mixinStandardHelpOptions = true,
         description = "Write a self-contained offline HTML report of a trace: peak memory, fragmentation and verdict,"
@@ -51,6 +57,11 @@ public final class ReportCommand implements Callable<Integer> {
             description = "Another PYTORCH_CUDA_ALLOC_CONF to add to the what-if table (repeatable; default: only the"
                     + " configurations the recommender tries).")
     List<String> configs = new ArrayList<>();
+
+    @Option(names = "--policy", paramLabel = "NAME[:OPTIONS]",
+            description = "An allocation policy to add to the what-if table, as compare --policy computes it (repeatable;"
+                    + " default: none): pytorch[:CONF], stitch, planned.")
+    List<String> policies = new ArrayList<>();
 
     @Option(names = "--capacity", paramLabel = "SIZE",
             description = "Device capacity, e.g. 80GiB (default: unknown, as for analyze).")
@@ -78,6 +89,15 @@ public final class ReportCommand implements Callable<Integer> {
             err.println("gpumem report: --capacity: " + e.getMessage());
             return 2;
         }
+        List<PolicySpec> policySpecs = new ArrayList<>();
+        try {
+            for (String p : policies) {
+                policySpecs.add(PolicySpec.parse(p));
+            }
+        } catch (IllegalArgumentException e) {
+            err.println("gpumem report: bad --policy: " + e.getMessage());
+            return 2;
+        }
         TraceSnapshot snapshot;
         try {
             snapshot = TraceReaders.read(file);
@@ -100,7 +120,10 @@ public final class ReportCommand implements Callable<Integer> {
         try {
             for (int d : devices) {
                 DeviceAnalysis analysis = DeviceAnalysis.of(snapshot, d, null, capacityBytes, 5, true);
-                report.addDevice(snapshot, analysis, extraRows(snapshot, analysis, capacityBytes, configs, err));
+                List<WhatIfOutcome> rows = new ArrayList<>(extraRows(snapshot, analysis, capacityBytes, configs, err));
+                rows.addAll(policyRows(snapshot, analysis, capacity != null ? capacityBytes : null, policySpecs,
+                        !rows.isEmpty(), err));
+                report.addDevice(snapshot, analysis, rows);
             }
         } catch (TraceFormatException e) {
             err.println("gpumem report: " + e.getMessage());
@@ -158,5 +181,30 @@ public final class ReportCommand implements Callable<Integer> {
             return List.of();
         }
         return rows;
+    }
+
+    /**
+     * The what-if rows for the given policies, computed by {@code gpumem compare}'s code ({@link CompareRuns}) at
+     * compare's capacity (the given one, else the recorded one) and labelled as compare labels them. Compare's
+     * recorded-configuration row comes first when the table would otherwise have no baseline.
+     *
+     * @param capacity     the capacity, or {@code null} for compare's default (the recorded capacity)
+     * @param haveBaseline whether other extra rows already include the recorded configuration
+     */
+    public static List<WhatIfOutcome> policyRows(TraceSnapshot snapshot, DeviceAnalysis analysis, Long capacity,
+                                                 List<PolicySpec> policies, boolean haveBaseline, PrintWriter err) {
+        if (policies.isEmpty() || !DeviceAnalysis.hasRequests(snapshot.traceOf(analysis.device()))) {
+            return List.of();
+        }
+        try {
+            AllocatorConfig recorded = RecordedConfig.of(snapshot);
+            boolean baseline = !haveBaseline && analysis.recommendations().baseline() == null;
+            return CompareRuns.run(snapshot, analysis.device(), recorded, baseline ? List.of(recorded) : List.of(),
+                    policies, capacity, ProgressListener.NONE).reportRows();
+        } catch (RuntimeException e) {
+            err.println("gpumem report: note: device " + analysis.device() + ": the what-if replay of --policy failed ("
+                    + e.getMessage() + "); the table has no policy rows");
+            return List.of();
+        }
     }
 }

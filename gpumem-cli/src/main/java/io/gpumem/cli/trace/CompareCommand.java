@@ -8,11 +8,9 @@ import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.policy.PolicySpec;
-import io.gpumem.trace.replay.PolicyReplay;
 import io.gpumem.trace.replay.WhatIfReplay;
 import io.gpumem.trace.whatif.WhatIfOutcome;
 import io.gpumem.trace.window.RecordedConfig;
-import io.gpumem.trace.window.WindowRebuilder;
 import io.gpumem.trace.window.WindowStart;
 import java.io.PrintWriter;
 import java.util.ArrayList;
@@ -29,7 +27,7 @@ import picocli.CommandLine.Spec;
  * {@code gpumem compare FILE --config C ...}: replays one device's request stream from the window's rebuilt
  * start under the recorded configuration (always the first row) and each given one, on a simulated device, and
  * tabulates peak memory, driver calls, retries, OOMs at the recorded capacity and the minimum capacity. Each
- * {@code --policy} adds a row replayed by {@link PolicyReplay} under that allocation policy.
+ * {@code --policy} adds a row replayed under that allocation policy. The rows are computed by {@link CompareRuns}.
  */
 @Command(name = "compare", mixinStandardHelpOptions = true,
         description = {"Answer \"what if\": replay a trace's requests under other allocator configurations"
@@ -103,32 +101,21 @@ public final class CompareCommand implements Callable<Integer> {
             err.println("gpumem compare: " + trace.source() + ": device " + d + " has no trace to replay");
             return 2;
         }
-        WindowStart start;
-        WhatIfReplay replay;
-        long capacity;
-        List<WhatIfOutcome> rows = new ArrayList<>();
+        CompareRuns runs;
         try {
-            start = new WindowRebuilder(recordedConfig).rebuild(trace, d);
-            replay = new WhatIfReplay(trace, d, start);
-            capacity = capacityBytes != null ? capacityBytes : replay.recordedCapacity(recordedConfig);
-            var progress = TerminalProgress.forTerminal("compare", "configurations");
             List<AllocatorConfig> all = new ArrayList<>();
             all.add(recordedConfig);
             all.addAll(others);
-            int total = all.size() + policySpecs.size();
-            progress.progress(0, total);
-            // one configuration per core: each replay is single-threaded and independent of the others
-            rows.addAll(replay.evaluateAll(all, capacity, Runtime.getRuntime().availableProcessors(),
-                    finished -> progress.progress(finished, total)));
-            PolicyReplay policyReplay = new PolicyReplay(replay);
-            for (int i = 0; i < policySpecs.size(); i++) {
-                rows.add(policyReplay.evaluate(policySpecs.get(i), capacity));
-                progress.progress(all.size() + i + 1, total);
-            }
+            runs = CompareRuns.run(trace, d, recordedConfig, all, policySpecs, capacityBytes,
+                    TerminalProgress.forTerminal("compare", "configurations"));
         } catch (IllegalArgumentException | IllegalStateException e) {
             err.println("gpumem compare: " + trace.source() + ": inconsistent snapshot: " + e.getMessage());
             return 2;
         }
+        WindowStart start = runs.start();
+        WhatIfReplay replay = runs.replay();
+        long capacity = runs.capacity();
+        List<WhatIfOutcome> rows = runs.rows();
         if (json) {
             out.println(json(rows));
         } else {
@@ -143,11 +130,7 @@ public final class CompareCommand implements Callable<Integer> {
         }
         if (html != null) {
             // the report's table labels rows by configuration; the compare rows join it under compare's labels
-            List<WhatIfOutcome> outcomes = new ArrayList<>();
-            for (WhatIfOutcome r : rows) {
-                outcomes.add(new WhatIfOutcome(label(r), r.recorded(), r.capacity(), r.peakAllocated(), r.peakReserved(),
-                        r.deviceAllocs(), r.deviceFrees(), r.retries(), r.ooms(), r.minCapacity()));
-            }
+            List<WhatIfOutcome> outcomes = runs.reportRows();
             var analysis = io.gpumem.trace.analysis.DeviceAnalysis.of(trace, d, null,
                     capacityBytes != null ? capacityBytes : io.gpumem.trace.analysis.MemoryState.UNKNOWN, 5, true);
             io.gpumem.cli.report.HtmlOutput.write(new io.gpumem.report.HtmlReport(trace.source())

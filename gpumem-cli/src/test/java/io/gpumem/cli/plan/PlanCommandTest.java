@@ -102,4 +102,16 @@ class PlanCommandTest {
         assertThat(CliRun.run("plan", dir.resolve("missing.csv").toString()).exit()).isEqualTo(2);
         assertThat(CliRun.run("plan", in.toString(), "--align", "3").exit()).isEqualTo(2);
     }
+
+    @Test
+    void aTargetRatioBelowOneIsRefused() throws Exception {
+        Path in = dir.resolve("in.csv");
+        Files.writeString(in, "id,lower,upper,size\n0,0,10,1024\n");
+        CliRun r = CliRun.run("plan", in.toString(), "--target-ratio", "0.99");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).contains("gpumem plan: --target-ratio must be a finite number >= 1.0, got 0.99");
+        CliRun exact = CliRun.run("plan", in.toString(), "--target-ratio", "1.0", "--json");
+        assertThat(exact.exit()).as(exact.err()).isZero();
+        assertThat(exact.out()).contains("\"planned_peak\":1024");
+    }
 }

@@ -107,8 +107,24 @@ public final class PolicyReplay {
                 at.deviceFrees, at.retries, at.ooms, hi * GRANULE, spec.name(), at.deviceMaps, at.nsPerPair());
     }
 
+    /**
+     * The policy allocator's own snapshot ({@code GpuAllocator.snapshot()}) after the window ran under
+     * {@code spec} at {@code capacity} (requests that fail are skipped, as in {@link #evaluate}); {@code null}
+     * when even the window's start does not fit.
+     */
+    public io.gpumem.history.MemorySnapshot snapshot(PolicySpec spec, long capacity) {
+        io.gpumem.history.MemorySnapshot[] end = {null};
+        run(spec, capacity, false, policy -> end[0] = policy.snapshot());
+        return end[0];
+    }
+
     /** One replay under {@code spec}; with {@code stopAtOom} it returns at the first failed request. */
     WhatIfReplay.Outcome run(PolicySpec spec, long capacity, boolean stopAtOom) {
+        return run(spec, capacity, stopAtOom, null);
+    }
+
+    private WhatIfReplay.Outcome run(PolicySpec spec, long capacity, boolean stopAtOom,
+                                     java.util.function.Consumer<AllocatorPolicy> atEnd) {
         WhatIfReplay.Outcome out = new WhatIfReplay.Outcome();
         SimulatedDevice dev = SimulatedDevice.builder().capacity(capacity).build();
         AllocatorPolicy policy;
@@ -172,6 +188,9 @@ public final class PolicyReplay {
         out.deviceAllocs = stats.getOrDefault("num_device_alloc", 0L);
         out.deviceFrees = stats.getOrDefault("num_device_free", 0L);
         out.retries = stats.getOrDefault("num_alloc_retries", 0L);
+        if (atEnd != null) {
+            atEnd.accept(policy);
+        }
         return out;
     }
 }

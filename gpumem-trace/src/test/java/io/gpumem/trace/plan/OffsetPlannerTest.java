@@ -5,6 +5,7 @@ import io.gpumem.plan.OffsetPlan;
 import io.gpumem.plan.OffsetPlanner;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.gpumem.trace.TestTraces;
 import io.gpumem.trace.io.ReadLimits;
@@ -93,7 +94,7 @@ class OffsetPlannerTest {
         for (int round = 0; round < 20; round++) {
             LifetimeProblem p = perfectTiling(r, 10 + r.nextInt(50));
             assertThat(p.peakLive()).isEqualTo(64 * 512);
-            OffsetPlan plan = new OffsetPlanner(5_000, 400).plan(p);
+            OffsetPlan plan = new OffsetPlanner(5_000, 400, 1.0).plan(p);
             assertNoOverlap(plan);
             assertThat(plan.plannedPeak()).as("seed %d round %d (%s)", seed, round, plan.method()).isEqualTo(64 * 512);
         }
@@ -143,5 +144,22 @@ class OffsetPlannerTest {
         OffsetPlan plan = new OffsetPlanner().plan(p);
         assertNoOverlap(plan);
         assertThat(plan.ratio()).isLessThanOrEqualTo(1.001);
+    }
+
+    @Test
+    void aLooseTargetStopsAtTheFirstOrderThatMeetsIt() {
+        long seed = System.nanoTime();
+        System.out.println("OffsetPlannerTest.aLooseTargetStopsAtTheFirstOrderThatMeetsIt seed " + seed);
+        Random r = new Random(seed);
+        for (int round = 0; round < 20; round++) {
+            LifetimeProblem p = perfectTiling(r, 10 + r.nextInt(50));
+            // Any plan is within n × bound, so the first order (size, best fit) meets a target of n and nothing follows.
+            OffsetPlan loose = new OffsetPlanner(5_000, 400, p.buffers()).plan(p);
+            assertNoOverlap(loose);
+            assertThat(loose.method()).as("seed %d round %d", seed, round).isEqualTo("size/best-fit");
+            assertThat(loose.improvementRounds()).isZero();
+        }
+        assertThatThrownBy(() -> new OffsetPlanner(10, 10, 0.999)).isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> new OffsetPlanner(10, 10, Double.NaN)).isInstanceOf(IllegalArgumentException.class);
     }
 }
