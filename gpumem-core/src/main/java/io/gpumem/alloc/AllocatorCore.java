@@ -744,7 +744,8 @@ final class AllocatorCore {
             return;
         }
         int reached = es.unmapPages(beginPage, endPage);
-        RuntimeException failure = reached == endPage ? null : es.unmapFailure();
+        // Not only when it stopped early: a failed cuMemRelease of the last page reaches endPage and still failed.
+        RuntimeException failure = es.unmapFailure();
         if (reached == beginPage) {
             throw failure;
         }
@@ -802,9 +803,11 @@ final class AllocatorCore {
         if (block.size != es.size() || block.mapped) {
             throw new IllegalStateException("block disagrees with its expandable segment: " + block);
         }
+        // Free the address range first: if the driver refuses, the segment stays listed (whole and unmapped), so the
+        // next empty_cache tries again instead of leaking the reservation.
+        es.destroy();
         block.pool.unmapped.remove(block);
         expandableSegments.remove(es);
-        es.destroy();
         recycle(block);
     }
 }

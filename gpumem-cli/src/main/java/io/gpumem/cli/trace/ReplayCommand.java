@@ -3,7 +3,13 @@ package io.gpumem.cli.trace;
 import io.gpumem.cli.SizeConverter;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.config.ConfigException;
+import io.gpumem.policy.PolicySpec;
+import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.PytorchSnapshotWriter;
+import io.gpumem.trace.replay.PolicyReplay;
+import io.gpumem.trace.replay.WhatIfReplay;
+import io.gpumem.trace.window.RecordedConfig;
+import io.gpumem.trace.window.WindowRebuilder;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.replay.DeviceFidelity;
 import io.gpumem.trace.replay.FidelityReport;
@@ -56,6 +62,11 @@ public final class ReplayCommand implements Callable<Integer> {
                     + " expandable_segments:True); --snapshot then writes the snapshot of that what-if.")
     String config;
 
+    @Option(names = "--policy", paramLabel = "NAME[:OPTIONS]",
+            description = "With --snapshot: replay the busiest device's window under this allocation policy (as compare"
+                    + " --policy does) and write that policy allocator's own snapshot (default: none, the oracle replay).")
+    String policy;
+
     @Option(names = "--capacity", paramLabel = "SIZE", converter = SizeConverter.class,
             description = "Device memory assumed for sizing expandable-segment reservations (PyTorch reserves"
                     + " ceil(1.125 x memory / page) pages), e.g. 80GiB. Default: 4,560 x 20 MiB / 1.125 (about 79.17 GiB),"
@@ -81,9 +92,26 @@ public final class ReplayCommand implements Callable<Integer> {
             err.println("gpumem replay: bad --config: " + e.getMessage());
             return 2;
         }
+        PolicySpec policySpec = null;
+        if (policy != null) {
+            try {
+                policySpec = PolicySpec.parse(policy);
+            } catch (IllegalArgumentException e) {
+                err.println("gpumem replay: bad --policy: " + e.getMessage());
+                return 2;
+            }
+            if (snapshotOut == null || whatIf != null || check) {
+                err.println("gpumem replay: --policy goes with --snapshot OUT only (not with --config or --check):"
+                        + " it writes the snapshot of the window replayed under that policy");
+                return 2;
+            }
+        }
         TraceSnapshot trace = input.readOrReport("replay", err);
         if (trace == null) {
             return 2;
+        }
+        if (policySpec != null) {
+            return writePolicySnapshot(trace, policySpec, gpuMemory, out, err);
         }
         OracleReplay replay = new OracleReplay(gpuMemory)
                 .progress(TerminalProgress.forTerminal("replay", "entries"))
@@ -177,5 +205,40 @@ public final class ReplayCommand implements Callable<Integer> {
             }
             g.writeEndObject();
         });
+    }
+
+    /**
+     * {@code --policy P --snapshot OUT}: the busiest device's window (rebuilt start, then its requests, as
+     * {@code compare --policy} replays it) under policy P on a device of {@code capacity}, written as P's own
+     * {@code snapshot()} through the snapshot writer.
+     */
+    private int writePolicySnapshot(TraceSnapshot trace, PolicySpec policySpec, long capacity, PrintWriter out,
+                                    PrintWriter err) {
+        int d = CompareCommand.busiestDevice(trace);
+        io.gpumem.history.MemorySnapshot end;
+        try {
+            var start = new WindowRebuilder(RecordedConfig.of(trace)).rebuild(trace, d);
+            end = new PolicyReplay(new WhatIfReplay(trace, d, start)).snapshot(policySpec, capacity);
+        } catch (IllegalArgumentException | IllegalStateException e) {
+            err.println("gpumem replay: " + trace.source() + ": inconsistent snapshot: " + e.getMessage());
+            return 2;
+        }
+        if (end == null) {
+            err.println("gpumem replay: " + trace.source() + ": device " + d + "'s live blocks at the window's start do"
+                    + " not fit in " + io.gpumem.size.ByteSize.format(capacity) + " under policy " + policySpec.name()
+                    + "; no snapshot written");
+            return 2;
+        }
+        try {
+            new PytorchSnapshotWriter().write(AllocatorSnapshots.toTraceSnapshot(end, trace.source()), snapshotOut);
+        } catch (IOException e) {
+            err.println("gpumem replay: cannot write " + snapshotOut + ": " + e.getMessage());
+            return 2;
+        }
+        out.println("device " + d + " of " + trace.source() + " replayed under policy " + policy + " on "
+                + io.gpumem.size.ByteSize.format(capacity) + ": " + end.segments().size() + " segments; snapshot written to "
+                + snapshotOut);
+        out.flush();
+        return 0;
     }
 }

@@ -7,8 +7,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.gpumem.alloc.CachingAllocator;
-import io.gpumem.config.AllocatorConfig;
-import io.gpumem.cuda.CudaDevice;
 import io.gpumem.cuda.fake.FakeCuda;
 import io.gpumem.device.DeviceException;
 import io.gpumem.oom.OutOfMemoryException;
@@ -28,36 +26,28 @@ import org.junit.jupiter.params.provider.ValueSource;
  */
 class CudaAllocatorFaultsTest {
 
-    private CudaDevice device;
+    private FakeDriverAllocator fixture;
     private CachingAllocator allocator;
 
     private void open(boolean expandable, long total) {
-        FakeCuda.reset(total);
-        device = FakeCuda.open();
-        allocator = new CachingAllocator(device, expandable ? CudaExpandableSegmentsTest.EXPANDABLE : AllocatorConfig.defaults());
+        fixture = FakeDriverAllocator.open(expandable, total);
+        allocator = fixture.allocator;
     }
 
     @BeforeEach
     void noDevice() {
-        device = null;
+        fixture = null;
     }
 
     @AfterEach
     void close() {
-        if (device != null) {
-            device.close();
+        if (fixture != null) {
+            fixture.close();
         }
     }
 
     private void assertConsistent() {
-        allocator.internals().checkInvariants();
-        assertThat(FakeCuda.physicalBytes() + FakeCuda.classicBytes()).isEqualTo(allocator.reservedBytes());
-        assertThat(FakeCuda.liveHandles()).as("handles without a mapping leaked").isEqualTo(FakeCuda.liveMappings());
-    }
-
-    /** The driver call that obtains memory in each mode. */
-    private static String growCall(boolean expandable) {
-        return expandable ? "cuMemCreate" : "cuMemAlloc_v2";
+        fixture.assertConsistent();
     }
 
     @ParameterizedTest(name = "expandable={0}")
@@ -66,7 +56,7 @@ class CudaAllocatorFaultsTest {
         open(expandable, 8 * GiB);
         long cached = allocator.malloc(100 * MiB);
         allocator.free(cached);
-        FakeCuda.failNth(growCall(expandable), 1, FakeCuda.OUT_OF_MEMORY);
+        FakeCuda.failNth(FakeDriverAllocator.growCall(expandable), 1, FakeCuda.OUT_OF_MEMORY);
         long p = allocator.malloc(300 * MiB);
         assertThat(p).isNotZero();
         Map<String, Long> stats = allocator.memoryStats();
@@ -100,7 +90,7 @@ class CudaAllocatorFaultsTest {
         open(expandable, 8 * GiB);
         long first = allocator.malloc(30 * MiB);
         long reserved = allocator.reservedBytes();
-        FakeCuda.failNth(growCall(expandable), 1, FakeCuda.UNKNOWN);
+        FakeCuda.failNth(FakeDriverAllocator.growCall(expandable), 1, FakeCuda.UNKNOWN);
         assertThatThrownBy(() -> allocator.malloc(500 * MiB)).isInstanceOfSatisfying(DeviceException.class,
                 e -> assertThat(e.getMessage()).contains("CUDA_ERROR_UNKNOWN"));
         assertConsistent();
@@ -128,7 +118,7 @@ class CudaAllocatorFaultsTest {
             if (action < 5 || live.isEmpty()) {
                 long size = random.nextInt(4) == 0 ? 1 + random.nextInt(1 << 20) : (1 + random.nextInt(200)) * MiB;
                 if (random.nextInt(12) == 0) {
-                    FakeCuda.failNth(growCall(expandable), 1, random.nextBoolean() ? FakeCuda.OUT_OF_MEMORY : FakeCuda.UNKNOWN);
+                    FakeCuda.failNth(FakeDriverAllocator.growCall(expandable), 1, random.nextBoolean() ? FakeCuda.OUT_OF_MEMORY : FakeCuda.UNKNOWN);
                 }
                 try {
                     live.add(allocator.malloc(size));

@@ -105,8 +105,24 @@ public final class PolicyReplay {
                 at.deviceFrees, at.retries, at.ooms, hi * GRANULE, spec.name(), at.deviceMaps, at.nsPerPair());
     }
 
+    /**
+     * The policy allocator's own snapshot ({@code GpuAllocator.snapshot()}) after the window ran under
+     * {@code spec} at {@code capacity} (requests that fail are skipped, as in {@link #evaluate}); {@code null}
+     * when even the window's start does not fit.
+     */
+    public io.gpumem.history.MemorySnapshot snapshot(PolicySpec spec, long capacity) {
+        io.gpumem.history.MemorySnapshot[] end = {null};
+        run(spec, capacity, false, policy -> end[0] = policy.snapshot());
+        return end[0];
+    }
+
     /** One replay under {@code spec}; with {@code stopAtOom} it returns at the first failed request. */
     WhatIfReplay.Outcome run(PolicySpec spec, long capacity, boolean stopAtOom) {
+        return run(spec, capacity, stopAtOom, null);
+    }
+
+    private WhatIfReplay.Outcome run(PolicySpec spec, long capacity, boolean stopAtOom,
+                                     java.util.function.Consumer<AllocatorPolicy> atEnd) {
         WhatIfReplay.Outcome out = new WhatIfReplay.Outcome();
         SimulatedDevice dev = SimulatedDevice.builder().capacity(capacity).build();
         AllocatorPolicy policy;
@@ -161,6 +177,10 @@ public final class PolicyReplay {
                 default -> policy.emptyCache();
             }
         }
-        return out.finish(System.nanoTime() - t0, rs.allocs, dev, policy.memoryStats());
+        out.finish(System.nanoTime() - t0, rs.allocs, dev, policy.memoryStats());
+        if (atEnd != null) {
+            atEnd.accept(policy);
+        }
+        return out;
     }
 }
