@@ -17,6 +17,15 @@ public record PolicySpec(String name, String options) {
     public static final List<String> NAMES = List.of("pytorch", "stitch", "planned");
 
     /** Parses {@code NAME[:OPTIONS]}; @throws IllegalArgumentException with a message naming the problem */
+    /** Parses each of {@code texts} in order (a command's repeated {@code --policy} options). */
+    public static List<PolicySpec> parseAll(List<String> texts) {
+        List<PolicySpec> specs = new java.util.ArrayList<>(texts.size());
+        for (String t : texts) {
+            specs.add(parse(t));
+        }
+        return specs;
+    }
+
     public static PolicySpec parse(String text) {
         String t = text == null ? "" : text.strip();
         int colon = t.indexOf(':');

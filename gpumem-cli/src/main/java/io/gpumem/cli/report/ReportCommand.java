@@ -89,11 +89,9 @@ public final class ReportCommand implements Callable<Integer> {
             err.println("gpumem report: --capacity: " + e.getMessage());
             return 2;
         }
-        List<PolicySpec> policySpecs = new ArrayList<>();
+        List<PolicySpec> policySpecs;
         try {
-            for (String p : policies) {
-                policySpecs.add(PolicySpec.parse(p));
-            }
+            policySpecs = PolicySpec.parseAll(policies);
         } catch (IllegalArgumentException e) {
             err.println("gpumem report: bad --policy: " + e.getMessage());
             return 2;

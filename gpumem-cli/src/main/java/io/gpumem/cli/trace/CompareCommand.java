@@ -87,11 +87,9 @@ public final class CompareCommand implements Callable<Integer> {
             err.println("gpumem compare: bad --config: " + e.getMessage());
             return 2;
         }
-        List<PolicySpec> policySpecs = new ArrayList<>();
+        List<PolicySpec> policySpecs;
         try {
-            for (String p : policies) {
-                policySpecs.add(PolicySpec.parse(p));
-            }
+            policySpecs = PolicySpec.parseAll(policies);
         } catch (IllegalArgumentException e) {
             err.println("gpumem compare: bad --policy: " + e.getMessage());
             return 2;
