@@ -2,7 +2,7 @@ package io.gpumem.report;
 
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
-import io.gpumem.trace.analysis.BlockState;
+import io.gpumem.history.BlockState;
 import io.gpumem.trace.analysis.StateBlock;
 import io.gpumem.trace.analysis.StateSegment;
 import io.gpumem.trace.io.TraceEntry;
@@ -120,7 +120,7 @@ final class ReportJson {
                 StateBlock blk = seg.blocks().get(b);
                 g.writeStartArray();
                 g.writeNumber(blk.size());
-                g.writeNumber(blk.state() == BlockState.ALLOCATED ? 0 : blk.state() == BlockState.PENDING_FREE ? 1 : 2);
+                g.writeNumber(blk.state() == BlockState.ACTIVE_ALLOCATED ? 0 : blk.state() == BlockState.ACTIVE_PENDING_FREE ? 1 : 2);
                 g.writeNumber(blk.state() == BlockState.INACTIVE ? 0 : blk.requestedSize());
                 g.writeNumber(info[b][0]);
                 g.writeNumber(info[b][1]);

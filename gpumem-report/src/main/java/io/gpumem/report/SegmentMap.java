@@ -1,6 +1,6 @@
 package io.gpumem.report;
 
-import io.gpumem.trace.analysis.BlockState;
+import io.gpumem.history.BlockState;
 import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.analysis.StateBlock;
 import io.gpumem.trace.analysis.StateSegment;

@@ -42,7 +42,7 @@ public final class AllocatorStates {
             }
             List<StateBlock> blocks = new ArrayList<>(s.blocks().size());
             for (BlockInfo blk : s.blocks()) {
-                blocks.add(new StateBlock(blk.address(), blk.size(), blk.requestedSize(), BlockState.of(blk.state())));
+                blocks.add(new StateBlock(blk.address(), blk.size(), blk.requestedSize(), blk.state()));
             }
             b.segment(new StateSegment(s.address(), s.stream(), Pool.ofSegmentType(s.segmentType()), s.expandable(), blocks));
         }

@@ -82,7 +82,7 @@ public final class SnapshotStates {
                         + ", block 0x" + Long.toHexString(blk.address()), "unknown block state '" + blk.stateName() + "'");
             }
             blocks.add(new StateBlock(blk.address(), blk.size(), Math.max(0, blk.requestedSize()),
-                    BlockState.of(blk.state())));
+                    blk.state()));
         }
         try {
             return new StateSegment(s.address(), s.stream(), s.isSmall() ? Pool.SMALL : Pool.LARGE, s.expandable(), blocks);

@@ -57,14 +57,14 @@ public final class StateAnalyzer {
             for (StateBlock b : seg.blocks()) {
                 acc.reserved += b.size();
                 switch (b.state()) {
-                    case ALLOCATED -> {
+                    case ACTIVE_ALLOCATED -> {
                         acc.allocated += b.size();
                         acc.active += b.size();
                         acc.requested += Math.min(b.requestedSize(), b.size());
                         segAllocated += b.size();
                         segSlack += b.internalSlack();
                     }
-                    case PENDING_FREE -> acc.active += b.size();
+                    case ACTIVE_PENDING_FREE -> acc.active += b.size();
                     case INACTIVE -> {
                         acc.cachedFree += b.size();
                         acc.freeBlocks++;

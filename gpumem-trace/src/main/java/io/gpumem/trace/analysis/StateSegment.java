@@ -1,5 +1,7 @@
 package io.gpumem.trace.analysis;
 
+import io.gpumem.history.BlockState;
+
 import io.gpumem.alloc.Pool;
 
 import java.util.List;

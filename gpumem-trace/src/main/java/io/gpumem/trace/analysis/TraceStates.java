@@ -1,5 +1,7 @@
 package io.gpumem.trace.analysis;
 
+import io.gpumem.history.BlockState;
+
 import io.gpumem.alloc.Pool;
 
 import io.gpumem.history.TraceAction;
@@ -80,7 +82,7 @@ public final class TraceStates {
             List<StateBlock> blocks = new ArrayList<>(s.blocks().size());
             for (StartBlock blk : s.blocks()) {
                 blocks.add(new StateBlock(blk.address(), blk.size(), blk.requestedSize(),
-                        blk.allocated() ? BlockState.ALLOCATED : BlockState.INACTIVE));
+                        blk.allocated() ? BlockState.ACTIVE_ALLOCATED : BlockState.INACTIVE));
             }
             b.segment(new StateSegment(s.address(), s.stream(), s.pool(), s.expandable(), blocks));
         }

@@ -1,5 +1,7 @@
 package io.gpumem.trace.analysis;
 
+import io.gpumem.history.BlockState;
+
 import static io.gpumem.testing.TestSizes.MiB;
 import static io.gpumem.testing.TestSizes.GiB;
 
@@ -53,7 +55,7 @@ class RecommenderTest {
         }
         for (int i = 0; i < 4; i++) {
             b.segment(StateAnalyzerTest.seg(GiB + i * 20 * MiB, Pool.LARGE, 0, false,
-                    4 * MiB, BlockState.ALLOCATED, 16 * MiB, BlockState.INACTIVE));
+                    4 * MiB, BlockState.ACTIVE_ALLOCATED, 16 * MiB, BlockState.INACTIVE));
         }
         b.oom(new OomEvent(30 * MiB, 0, 0, 1));
         return new StateAnalyzer().analyze(b.build());
@@ -113,7 +115,7 @@ class RecommenderTest {
     @Test
     void smallerBatchIsTriedForLiveTensorsAndStateOnlyFallsBackToArithmetic() {
         MemoryState live = MemoryState.builder().capacity(24 * GiB).deviceFree(GiB)
-                .segment(StateAnalyzerTest.seg(GiB, Pool.LARGE, 0, false, 23 * GiB, BlockState.ALLOCATED))
+                .segment(StateAnalyzerTest.seg(GiB, Pool.LARGE, 0, false, 23 * GiB, BlockState.ACTIVE_ALLOCATED))
                 .oom(new OomEvent(2 * GiB, GiB, 0, -1)).build();
         StateAnalysis a = new StateAnalyzer().analyze(live);
         TableWhatIf whatIf = new TableWhatIf(Map.of("", outcome("", 23 * GiB, 23 * GiB, 9, 1, 1, 26 * GiB)),
@@ -132,7 +134,7 @@ class RecommenderTest {
     @Test
     void healthyStateGetsNoRunsButEmptyCacheWhenSegmentsAreWhollyFree() {
         MemoryState state = MemoryState.builder().capacity(80 * GiB).deviceFree(70 * GiB)
-                .segment(StateAnalyzerTest.seg(GiB, Pool.LARGE, 0, false, 6 * GiB, BlockState.ALLOCATED))
+                .segment(StateAnalyzerTest.seg(GiB, Pool.LARGE, 0, false, 6 * GiB, BlockState.ACTIVE_ALLOCATED))
                 .segment(StateAnalyzerTest.seg(8 * GiB, Pool.LARGE, 0, false, 100 * MiB, BlockState.INACTIVE))
                 .build();
         TableWhatIf whatIf = new TableWhatIf(Map.of(), null);

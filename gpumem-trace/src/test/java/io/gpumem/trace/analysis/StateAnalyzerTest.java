@@ -1,5 +1,7 @@
 package io.gpumem.trace.analysis;
 
+import io.gpumem.history.BlockState;
+
 import static io.gpumem.testing.TestSizes.MiB;
 import static io.gpumem.testing.TestSizes.GiB;
 
@@ -22,7 +24,7 @@ class StateAnalyzerTest {
         for (int i = 0; i < sizeState.length; i += 2) {
             long size = (Long) sizeState[i];
             BlockState st = (BlockState) sizeState[i + 1];
-            blocks.add(new StateBlock(addr, size, st == BlockState.ALLOCATED ? size : 0, st));
+            blocks.add(new StateBlock(addr, size, st == BlockState.ACTIVE_ALLOCATED ? size : 0, st));
             addr += size;
         }
         return new StateSegment(base, stream, pool, expandable, blocks);
@@ -33,7 +35,7 @@ class StateAnalyzerTest {
         MemoryState.Builder b = MemoryState.builder().label("frag").deviceFree(2 * MiB);
         for (int i = 0; i < 4; i++) {
             b.segment(seg(GiB + i * 20 * MiB, Pool.LARGE, 0, false,
-                    4 * MiB, BlockState.ALLOCATED, 16 * MiB, BlockState.INACTIVE));
+                    4 * MiB, BlockState.ACTIVE_ALLOCATED, 16 * MiB, BlockState.INACTIVE));
         }
         b.oom(new OomEvent(30 * MiB, 2 * MiB, 0, 17));
         StateAnalysis a = new StateAnalyzer().analyze(b.build());
@@ -54,7 +56,7 @@ class StateAnalyzerTest {
     @Test
     void liveTensorsWhenEvenEveryCachedByteIsTooFew() {
         MemoryState state = MemoryState.builder().capacity(24 * GiB).deviceFree(1536 * MiB)
-                .segment(seg(GiB, Pool.LARGE, 0, false, 22 * GiB, BlockState.ALLOCATED, 512 * MiB, BlockState.INACTIVE))
+                .segment(seg(GiB, Pool.LARGE, 0, false, 22 * GiB, BlockState.ACTIVE_ALLOCATED, 512 * MiB, BlockState.INACTIVE))
                 .oom(new OomEvent(4 * GiB, 1536 * MiB, 0, -1))
                 .build();
         StateAnalysis a = new StateAnalyzer().analyze(state);
@@ -67,7 +69,7 @@ class StateAnalyzerTest {
     @Test
     void outsideMemoryWhenOtherUsersHoldWhatIsMissing() {
         MemoryState state = MemoryState.builder().capacity(24 * GiB)
-                .segment(seg(GiB, Pool.LARGE, 0, false, 9 * GiB + 512 * MiB, BlockState.ALLOCATED, 512 * MiB, BlockState.INACTIVE))
+                .segment(seg(GiB, Pool.LARGE, 0, false, 9 * GiB + 512 * MiB, BlockState.ACTIVE_ALLOCATED, 512 * MiB, BlockState.INACTIVE))
                 .oom(new OomEvent(4 * GiB, GiB, 0, 3))
                 .build();
         StateAnalysis a = new StateAnalyzer().analyze(state);
@@ -81,7 +83,7 @@ class StateAnalyzerTest {
     @Test
     void withoutCapacityAnOomThatCacheCannotCoverBlamesLiveTensors() {
         MemoryState state = MemoryState.builder()
-                .segment(seg(GiB, Pool.LARGE, 0, false, 9 * GiB, BlockState.ALLOCATED))
+                .segment(seg(GiB, Pool.LARGE, 0, false, 9 * GiB, BlockState.ACTIVE_ALLOCATED))
                 .oom(new OomEvent(4 * GiB, GiB, 0, 3))
                 .build();
         StateAnalysis a = new StateAnalyzer().analyze(state);
@@ -94,18 +96,18 @@ class StateAnalyzerTest {
     void nearCapacityWithoutOomIsDiagnosedByTheLargestTerm() {
         // 10 GiB capacity, 9.5 GiB reserved of which 2 GiB free in pinned holes: fragmentation.
         MemoryState frag = MemoryState.builder().capacity(10 * GiB).deviceFree(512 * MiB)
-                .segment(seg(GiB, Pool.LARGE, 0, false, 3 * GiB, BlockState.ALLOCATED, GiB, BlockState.INACTIVE,
-                        3 * GiB, BlockState.ALLOCATED, GiB, BlockState.INACTIVE, 1536 * MiB, BlockState.ALLOCATED))
+                .segment(seg(GiB, Pool.LARGE, 0, false, 3 * GiB, BlockState.ACTIVE_ALLOCATED, GiB, BlockState.INACTIVE,
+                        3 * GiB, BlockState.ACTIVE_ALLOCATED, GiB, BlockState.INACTIVE, 1536 * MiB, BlockState.ACTIVE_ALLOCATED))
                 .build();
         assertThat(new StateAnalyzer().analyze(frag).diagnosis().kind()).isEqualTo(DiagnosisKind.FRAGMENTATION);
 
         MemoryState live = MemoryState.builder().capacity(10 * GiB).deviceFree(512 * MiB)
-                .segment(seg(GiB, Pool.LARGE, 0, false, 9 * GiB, BlockState.ALLOCATED, 512 * MiB, BlockState.INACTIVE))
+                .segment(seg(GiB, Pool.LARGE, 0, false, 9 * GiB, BlockState.ACTIVE_ALLOCATED, 512 * MiB, BlockState.INACTIVE))
                 .build();
         assertThat(new StateAnalyzer().analyze(live).diagnosis().kind()).isEqualTo(DiagnosisKind.LIVE_TENSORS);
 
         MemoryState outside = MemoryState.builder().capacity(10 * GiB).deviceFree(512 * MiB)
-                .segment(seg(GiB, Pool.LARGE, 0, false, 6 * GiB, BlockState.ALLOCATED))
+                .segment(seg(GiB, Pool.LARGE, 0, false, 6 * GiB, BlockState.ACTIVE_ALLOCATED))
                 .build();
         StateAnalysis o = new StateAnalyzer().analyze(outside);
         assertThat(o.diagnosis().kind()).isEqualTo(DiagnosisKind.OUTSIDE_MEMORY);
@@ -116,7 +118,7 @@ class StateAnalyzerTest {
     void releasableCacheDoesNotCountTowardsCapacity() {
         // 9.5 of 10 GiB reserved, but 8 GiB of it are whole free segments the OOM retry would release.
         MemoryState state = MemoryState.builder().capacity(10 * GiB).deviceFree(512 * MiB)
-                .segment(seg(GiB, Pool.LARGE, 0, false, GiB + 512 * MiB, BlockState.ALLOCATED))
+                .segment(seg(GiB, Pool.LARGE, 0, false, GiB + 512 * MiB, BlockState.ACTIVE_ALLOCATED))
                 .segment(seg(4 * GiB, Pool.LARGE, 0, false, 8 * GiB, BlockState.INACTIVE))
                 .build();
         StateAnalysis a = new StateAnalyzer().analyze(state);
@@ -129,7 +131,7 @@ class StateAnalyzerTest {
     @Test
     void roomyStateIsNotDiagnosed() {
         MemoryState state = MemoryState.builder().capacity(80 * GiB).deviceFree(70 * GiB)
-                .segment(seg(GiB, Pool.LARGE, 0, false, 6 * GiB, BlockState.ALLOCATED))
+                .segment(seg(GiB, Pool.LARGE, 0, false, 6 * GiB, BlockState.ACTIVE_ALLOCATED))
                 .build();
         StateAnalysis a = new StateAnalyzer().analyze(state);
         assertThat(a.diagnosis().kind()).isEqualTo(DiagnosisKind.NONE);
@@ -139,16 +141,16 @@ class StateAnalyzerTest {
     @Test
     void accountsPoolsSlackPendingReleasableAndExpandablePages() {
         long small = 2 * MiB;
-        StateBlock tiny = new StateBlock(GiB, 512, 100, BlockState.ALLOCATED);
+        StateBlock tiny = new StateBlock(GiB, 512, 100, BlockState.ACTIVE_ALLOCATED);
         StateBlock rest = new StateBlock(GiB + 512, small - 512, 0, BlockState.INACTIVE);
         MemoryState state = MemoryState.builder()
                 .segment(new StateSegment(GiB, 0, Pool.SMALL, false, List.of(tiny, rest)))
                 // a wholly free 20 MiB segment: releasable
                 .segment(seg(2 * GiB, Pool.LARGE, 0, false, 20 * MiB, BlockState.INACTIVE))
                 // a pending-free block is active but not allocated, and pins its neighbour
-                .segment(seg(3 * GiB, Pool.LARGE, 7, false, 6 * MiB, BlockState.PENDING_FREE, 14 * MiB, BlockState.INACTIVE))
+                .segment(seg(3 * GiB, Pool.LARGE, 7, false, 6 * MiB, BlockState.ACTIVE_PENDING_FREE, 14 * MiB, BlockState.INACTIVE))
                 // expandable run of 3 pages: 10 MiB live, then 50 MiB free -> pages 2 and 3 (40 MiB) unmappable
-                .segment(seg(4 * GiB, Pool.LARGE, 0, true, 10 * MiB, BlockState.ALLOCATED, 50 * MiB, BlockState.INACTIVE))
+                .segment(seg(4 * GiB, Pool.LARGE, 0, true, 10 * MiB, BlockState.ACTIVE_ALLOCATED, 50 * MiB, BlockState.INACTIVE))
                 .build();
         StateAnalysis a = new StateAnalyzer().analyze(state);
 
@@ -182,7 +184,8 @@ class StateAnalyzerTest {
                 .segment(seg(GiB, Pool.LARGE, 0, false, 20 * MiB, BlockState.INACTIVE))
                 .segment(seg(GiB + MiB, Pool.LARGE, 0, false, 20 * MiB, BlockState.INACTIVE)).build())
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("overlap");
-        assertThatThrownBy(() -> BlockState.ofSnapshotState("weird")).hasMessageContaining("weird");
-        assertThat(BlockState.ofSnapshotState("active_awaiting_free")).isEqualTo(BlockState.PENDING_FREE);
+        assertThatThrownBy(() -> new StateBlock(GiB, MiB, 0, BlockState.ofWireName("weird")))
+                .hasMessageContaining("no known state");
+        assertThat(BlockState.ofWireName("active_awaiting_free")).isEqualTo(BlockState.ACTIVE_PENDING_FREE);
     }
 }

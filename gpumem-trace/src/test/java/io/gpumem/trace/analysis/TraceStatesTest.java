@@ -1,5 +1,7 @@
 package io.gpumem.trace.analysis;
 
+import io.gpumem.history.BlockState;
+
 import static io.gpumem.testing.TestSizes.MiB;
 import static io.gpumem.testing.TestSizes.GiB;
 
@@ -35,7 +37,7 @@ class TraceStatesTest {
                     .append(seg.expandable()).append(':');
             for (StateBlock b : seg.blocks()) {
                 sb.append(' ').append(b.address()).append('/').append(b.size()).append('/').append(b.state());
-                if (b.state() == BlockState.ALLOCATED) {
+                if (b.state() == BlockState.ACTIVE_ALLOCATED) {
                     sb.append('/').append(b.requestedSize());
                 }
             }
@@ -58,8 +60,8 @@ class TraceStatesTest {
             String where = what + ", segment 0x" + Long.toHexString(l.address());
             assertThat(List.of(r.address(), r.totalSize(), r.stream())).as(where).isEqualTo(List.of(l.address(), l.totalSize(), l.stream()));
             assertThat(r.pool()).as(where).isEqualTo(l.pool());
-            List<StateBlock> ra = r.blocks().stream().filter(b -> b.state() == BlockState.ALLOCATED).toList();
-            List<StateBlock> la = l.blocks().stream().filter(b -> b.state() == BlockState.ALLOCATED).toList();
+            List<StateBlock> ra = r.blocks().stream().filter(b -> b.state() == BlockState.ACTIVE_ALLOCATED).toList();
+            List<StateBlock> la = l.blocks().stream().filter(b -> b.state() == BlockState.ACTIVE_ALLOCATED).toList();
             assertThat(ra).as(where + ": live blocks").hasSameSizeAs(la);
             long slack = l.pool() == Pool.LARGE && !l.expandable() ? 1L << 20 : 511;
             for (int b = 0; b < la.size(); b++) {
