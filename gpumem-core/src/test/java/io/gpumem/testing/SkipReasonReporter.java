@@ -12,8 +12,8 @@ import org.junit.jupiter.api.extension.TestWatcher;
  * python3 or a GPU would look the same as a run with broken assumptions. Tests skip through JUnit
  * assumptions whose message names what is missing (for example "real traces not available (system property
  * gpumem.traces.dir = ...)"); this watcher prints that message as
- * {@code [gpumem tests] SKIPPED Class.method() [case]: reason}. Disabled tests ({@code @Disabled}) are not used in
- * this project and are not reported.
+ * {@code [gpumem tests] SKIPPED Class.method() [case]: reason}. Tests switched off by JUnit's disabling
+ * annotation are not used in this project and are not reported.
  *
  * <p>It is registered for every module through Java's service loader (this module's test-jar carries
  * {@code META-INF/services/org.junit.jupiter.api.extension.Extension}) and the parent pom's Surefire setting
@@ -34,6 +34,6 @@ public final class SkipReasonReporter implements TestWatcher {
 
     @Override
     public void testDisabled(ExtensionContext context, Optional<String> reason) {
-        // not used in this project (no @Disabled); nothing to report
+        // this project switches no test off by annotation; nothing to report
     }
 }
