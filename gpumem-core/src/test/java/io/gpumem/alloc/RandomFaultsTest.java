@@ -8,7 +8,7 @@ import io.gpumem.device.DeviceException;
 import io.gpumem.device.DeviceOp;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.oom.OutOfMemoryException;
-import java.util.ArrayList;
+import io.gpumem.testing.RandomAllocatorOps;
 import java.util.EnumSet;
 import java.util.HashMap;
 import java.util.List;
@@ -74,28 +74,12 @@ class RandomFaultsTest {
         int nth = 1 + rnd.nextInt(4);
         dev.failNth(op, nth, error);
         long before = dev.callCount(op);
-        List<Long> live = new ArrayList<>();
-        Map<Long, Long> sizes = new HashMap<>();
+        RandomAllocatorOps ops = new RandomAllocatorOps(a, streams, dev::completeEvents);
+        List<Long> live = ops.live();
         boolean sawError = false;
         for (int i = 0; i < 150; i++) {
-            int what = rnd.nextInt(20);
             try {
-                if (what < 9 || live.isEmpty()) {
-                    long size = rnd.nextInt(3) == 0 ? 1 + rnd.nextInt(1 << 20) : (1L << 20) + rnd.nextInt(60 << 20);
-                    long p = a.malloc(size, streams[rnd.nextInt(streams.length)]);
-                    live.add(p);
-                    sizes.put(p, a.internals().blockSize(p));
-                } else if (what < 15) {
-                    long p = live.remove(rnd.nextInt(live.size()));
-                    sizes.remove(p);
-                    a.free(p); // the caller's pointer is gone even if the driver then fails
-                } else if (what < 17) {
-                    a.recordStream(live.get(rnd.nextInt(live.size())), streams[rnd.nextInt(streams.length)]);
-                } else if (what < 18) {
-                    dev.completeEvents(streams[rnd.nextInt(streams.length)]);
-                } else {
-                    a.emptyCache();
-                }
+                ops.step(rnd);
             } catch (OutOfMemoryException e) {
                 sawError = true;
                 assertThat(e.getMessage()).startsWith("CUDA out of memory. Tried to allocate");
@@ -110,7 +94,7 @@ class RandomFaultsTest {
             assertThat(s.get("allocation.all.current")).as("live allocations after op %d (%s)", i, op)
                     .isEqualTo(live.size());
             assertThat(s.get("allocated_bytes.all.current")).as("allocated bytes after op %d (%s)", i, op)
-                    .isEqualTo(sizes.values().stream().mapToLong(Long::longValue).sum());
+                    .isEqualTo(ops.liveBlockBytes());
         }
         boolean fired = dev.callCount(op) - before >= nth;
         // Clean up; a failure not reached during the run (it is one-shot) may fire here, once.

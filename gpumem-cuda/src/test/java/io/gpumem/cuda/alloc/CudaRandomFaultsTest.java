@@ -8,7 +8,7 @@ import io.gpumem.device.DeviceError;
 import io.gpumem.device.DeviceException;
 import io.gpumem.device.DeviceOp;
 import io.gpumem.oom.OutOfMemoryException;
-import java.util.ArrayList;
+import io.gpumem.testing.RandomAllocatorOps;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -95,27 +95,11 @@ class CudaRandomFaultsTest {
             FakeCuda.failNth(function, nth, outOfMemory ? FakeCuda.OUT_OF_MEMORY : FakeCuda.INVALID_VALUE);
             String where = function + " #" + nth + " expandable=" + expandable;
             long[] lost = new long[2]; // bytes and handles dropped by a failed cuMemRelease
-            List<Long> live = new ArrayList<>();
-            Map<Long, Long> sizes = new HashMap<>();
+            RandomAllocatorOps ops = new RandomAllocatorOps(a, streams, FakeCuda::completeStream);
+            List<Long> live = ops.live();
             for (int i = 0; i < 150; i++) {
-                int what = rnd.nextInt(20);
                 try {
-                    if (what < 9 || live.isEmpty()) {
-                        long size = rnd.nextInt(3) == 0 ? 1 + rnd.nextInt(1 << 20) : (1L << 20) + rnd.nextInt(60 << 20);
-                        long p = a.malloc(size, streams[rnd.nextInt(streams.length)]);
-                        live.add(p);
-                        sizes.put(p, a.internals().blockSize(p));
-                    } else if (what < 15) {
-                        long p = live.remove(rnd.nextInt(live.size()));
-                        sizes.remove(p);
-                        a.free(p); // the caller's pointer is gone even if the driver then fails
-                    } else if (what < 17) {
-                        a.recordStream(live.get(rnd.nextInt(live.size())), streams[rnd.nextInt(streams.length)]);
-                    } else if (what < 18) {
-                        FakeCuda.completeStream(streams[rnd.nextInt(streams.length)]);
-                    } else {
-                        a.emptyCache();
-                    }
+                    ops.step(rnd);
                 } catch (OutOfMemoryException e) {
                     assertThat(e.getMessage()).as(where).startsWith("CUDA out of memory. Tried to allocate");
                 } catch (DeviceException e) {
@@ -129,7 +113,7 @@ class CudaRandomFaultsTest {
                 assertThat(s.get("allocation.all.current")).as("live allocations after op %d (%s)", i, where)
                         .isEqualTo(live.size());
                 assertThat(s.get("allocated_bytes.all.current")).as("allocated bytes after op %d (%s)", i, where)
-                        .isEqualTo(sizes.values().stream().mapToLong(Long::longValue).sum());
+                        .isEqualTo(ops.liveBlockBytes());
             }
             boolean fired = FakeCuda.calls(function) - before >= nth;
             // Clean up; a failure not reached during the run (it is one-shot) may fire here, once.
