@@ -17,7 +17,6 @@ import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
-import java.util.TreeSet;
 
 /**
  * Policy {@code stitch}: online defragmentation on virtual memory. Blocks live in large virtual arenas (one per
@@ -47,9 +46,14 @@ public class StitchAllocator implements AllocatorPolicy {
     private final Device device;
     private final long page;
     private final long arenaBytes;
-    private final Map<Long, Arena> arenasByKey = new HashMap<>();
+    /** The online arenas by key (stream * 2 + small), searched linearly: a job has a handful of streams. */
+    private long[] arenaKeys = new long[4];
+    private Arena[] arenaByKey = new Arena[4];
+    private int arenaCount;
     final List<Arena> arenas = new ArrayList<>();
-    private final Map<Long, Block> live = new HashMap<>();
+    private final BlockTable live = new BlockTable();
+    /** Block objects no structure refers to any more, kept for reuse (linked through {@code next}). */
+    private Block spareBlocks;
     private final List<Block> pendingFrees = new ArrayList<>();
     private long mappedPages;
     private long allocated;
@@ -94,7 +98,7 @@ public class StitchAllocator implements AllocatorPolicy {
 
     /** One address block: allocated, free, or awaiting its streams' events. */
     static final class Block {
-        final Arena arena;
+        Arena arena;
         long addr;
         long size;
         boolean free;
@@ -103,6 +107,9 @@ public class StitchAllocator implements AllocatorPolicy {
         long stream;
         long[] usedOn;        // streams recorded with recordStream, then their events while pending
         int usedCount;
+        Block left;           // FreeBlockTree links while free
+        Block right;
+        int priority;
 
         Block(Arena arena, long addr, long size, long stream) {
             this.arena = arena;
@@ -129,8 +136,7 @@ public class StitchAllocator implements AllocatorPolicy {
         final int[] nextUnpinned;
         int unpinnedHead = -1;
         int unpinnedTail = -1;
-        final TreeSet<Block> freeBySize = new TreeSet<>((a, b) -> a.size != b.size ? Long.compare(a.size, b.size)
-                : Long.compare(a.addr, b.addr));
+        final FreeBlockTree freeBySize = new FreeBlockTree();
         final TreeMap<Long, Block> fixedBlocks = new TreeMap<>();
 
         Arena(long stream, boolean fixed, long bytes) {
@@ -145,7 +151,7 @@ public class StitchAllocator implements AllocatorPolicy {
             prevUnpinned = new int[pages];
             nextUnpinned = new int[pages];
             if (!fixed) {
-                Block all = new Block(this, base, bytes, stream);
+                Block all = newBlock(this, base, bytes, stream);
                 all.free = true;
                 freeBySize.add(all);
             }
@@ -186,12 +192,45 @@ public class StitchAllocator implements AllocatorPolicy {
 
     private Arena arena(long stream, boolean small) {
         long key = stream * 2 + (small ? 1 : 0);
-        Arena a = arenasByKey.get(key);
-        if (a == null) {
-            a = new Arena(stream, false, arenaBytes);
-            arenasByKey.put(key, a);
+        for (int i = 0; i < arenaCount; i++) {
+            if (arenaKeys[i] == key) {
+                return arenaByKey[i];
+            }
         }
+        Arena a = new Arena(stream, false, arenaBytes);
+        if (arenaCount == arenaKeys.length) {
+            arenaKeys = java.util.Arrays.copyOf(arenaKeys, 2 * arenaCount);
+            arenaByKey = java.util.Arrays.copyOf(arenaByKey, 2 * arenaCount);
+        }
+        arenaKeys[arenaCount] = key;
+        arenaByKey[arenaCount++] = a;
         return a;
+    }
+
+    /** A block object: a recycled one when there is one, so splitting a free block allocates nothing. */
+    private Block newBlock(Arena arena, long addr, long size, long stream) {
+        Block b = spareBlocks;
+        if (b == null) {
+            return new Block(arena, addr, size, stream);
+        }
+        spareBlocks = b.next;
+        b.arena = arena;
+        b.addr = addr;
+        b.size = size;
+        b.stream = stream;
+        b.free = false;
+        b.prev = null;
+        b.next = null;
+        b.usedCount = 0;
+        return b;
+    }
+
+    /** Keeps a block object that nothing refers to any more for {@link #newBlock}. */
+    private void recycle(Block b) {
+        b.arena = null;
+        b.prev = null;
+        b.next = spareBlocks;
+        spareBlocks = b;
     }
 
     /** A fixed-offset arena of {@code bytes} (rounded up to pages) for a caller that places blocks itself. */
@@ -217,14 +256,14 @@ public class StitchAllocator implements AllocatorPolicy {
         long rounded = roundSize(size);
         processPendingFrees(false);
         Arena a = arena(stream, rounded <= SMALL_LIMIT);
-        Block b = a.freeBySize.ceiling(probe(a, rounded));
+        Block b = a.freeBySize.ceiling(rounded);
         if (b != null && pinPages(a, b.addr, rounded)) {
             return take(b, rounded, stream);
         }
         if (!pendingFrees.isEmpty()) {
             retries++;
             processPendingFrees(true);
-            b = a.freeBySize.ceiling(probe(a, rounded));
+            b = a.freeBySize.ceiling(rounded);
             if (b != null && pinPages(a, b.addr, rounded)) {
                 return take(b, rounded, stream);
             }
@@ -244,25 +283,17 @@ public class StitchAllocator implements AllocatorPolicy {
                 throw outOfMemory(rounded, rounded);
             }
         }
-        Block b = new Block(a, addr, rounded, stream);
+        Block b = newBlock(a, addr, rounded, stream);
         a.fixedBlocks.put(addr, b);
         allocated(b);
         return addr;
-    }
-
-    private final Map<Arena, Block> probes = new IdentityHashMap<>();
-
-    private Block probe(Arena a, long size) {
-        Block p = probes.computeIfAbsent(a, x -> new Block(x, Long.MIN_VALUE, 0, 0));
-        p.size = size;
-        return p;
     }
 
     private long take(Block b, long rounded, long stream) {
         Arena a = b.arena;
         a.freeBySize.remove(b);
         if (b.size > rounded) {
-            Block rest = new Block(a, b.addr + rounded, b.size - rounded, a.stream);
+            Block rest = newBlock(a, b.addr + rounded, b.size - rounded, a.stream);
             rest.free = true;
             rest.prev = b;
             rest.next = b.next;
@@ -509,11 +540,10 @@ public class StitchAllocator implements AllocatorPolicy {
         if (ptr == 0) {
             return;
         }
-        Block b = live.get(ptr);
+        Block b = live.remove(ptr);
         if (b == null) {
             throw new IllegalArgumentException("invalid device pointer: 0x" + Long.toHexString(ptr));
         }
-        live.remove(ptr);
         allocated -= b.size;
         liveCount--;
         freeCount++;
@@ -585,6 +615,7 @@ public class StitchAllocator implements AllocatorPolicy {
         unpin(a, (int) ((b.addr - a.base) / page), (int) ((b.addr + b.size - 1 - a.base) / page));
         if (a.fixed) {
             a.fixedBlocks.remove(b.addr);
+            recycle(b);
             return;
         }
         b.free = true;
@@ -596,6 +627,7 @@ public class StitchAllocator implements AllocatorPolicy {
             if (b.next != null) {
                 b.next.prev = p;
             }
+            recycle(b);
             b = p;
         }
         Block n = b.next;
@@ -606,6 +638,7 @@ public class StitchAllocator implements AllocatorPolicy {
             if (n.next != null) {
                 n.next.prev = b;
             }
+            recycle(n);
         }
         a.freeBySize.add(b);
     }
@@ -671,7 +704,7 @@ public class StitchAllocator implements AllocatorPolicy {
     public MemorySnapshot snapshot() {
         List<SegmentInfo> segments = new ArrayList<>();
         Map<Arena, TreeMap<Long, Block>> held = new IdentityHashMap<>();
-        for (Block b : live.values()) {
+        for (Block b : liveBlocks()) {
             held.computeIfAbsent(b.arena, x -> new TreeMap<>()).put(b.addr, b);
         }
         for (Block b : pendingFrees) {
@@ -699,7 +732,7 @@ public class StitchAllocator implements AllocatorPolicy {
                     if (b.addr > at) {
                         blocks.add(new BlockInfo(at, b.addr - at, 0, BlockState.INACTIVE, List.of()));
                     }
-                    boolean pending = !live.containsKey(b.addr) || live.get(b.addr) != b;
+                    boolean pending = live.get(b.addr) != b;
                     blocks.add(new BlockInfo(b.addr, b.size, b.size, pending ? BlockState.ACTIVE_PENDING_FREE
                             : BlockState.ACTIVE_ALLOCATED, List.of()));
                     alloc += pending ? 0 : b.size;
@@ -764,10 +797,17 @@ public class StitchAllocator implements AllocatorPolicy {
         return mappedPages * page;
     }
 
+    /** The allocated blocks (a fresh list, any order). */
+    List<Block> liveBlocks() {
+        List<Block> out = new ArrayList<>(live.size());
+        live.addTo(out);
+        return out;
+    }
+
     @Override
     public void checkInvariants() {
         long liveBytes = 0;
-        for (Block b : live.values()) {
+        for (Block b : liveBlocks()) {
             liveBytes += b.size;
         }
         require(liveBytes == allocated, "allocated bytes " + allocated + " but live blocks hold " + liveBytes);
@@ -779,7 +819,7 @@ public class StitchAllocator implements AllocatorPolicy {
             expectedPins.put(a, new int[a.pins.length]);
             coveredBy.put(a, new Block[a.pins.length]);
         }
-        List<Block> holding = new ArrayList<>(live.values());
+        List<Block> holding = liveBlocks();
         holding.addAll(pendingFrees);
         for (Block b : holding) {
             int[] e = expectedPins.get(b.arena);
@@ -840,7 +880,10 @@ public class StitchAllocator implements AllocatorPolicy {
                 continue;
             }
             Block first = null;
-            for (Block b : a.freeBySize) {
+            require(a.freeBySize.wellFormed(), "free tree of arena 0x" + Long.toHexString(a.base) + " out of order");
+            List<Block> free = new ArrayList<>();
+            a.freeBySize.addTo(free);
+            for (Block b : free) {
                 require(b.free, "non-free block in the free index");
                 if (b.prev == null) {
                     first = b;
