@@ -43,8 +43,8 @@ public class StitchAllocator implements AllocatorPolicy {
     static final long SMALL_LIMIT = 1L << 20;
     static final long ROUND = 512;
 
-    private final Device device;
-    private final long page;
+    final Device device;
+    final long page;
     private final long arenaBytes;
     /** The online arenas by key (stream * 2 + small), searched linearly: a job has a handful of streams. */
     private long[] arenaKeys = new long[4];
@@ -54,9 +54,9 @@ public class StitchAllocator implements AllocatorPolicy {
     private final BlockTable live = new BlockTable();
     /** Block objects no structure refers to any more, kept for reuse (linked through {@code next}). */
     private Block spareBlocks;
-    private final List<Block> pendingFrees = new ArrayList<>();
-    private long mappedPages;
-    private long allocated;
+    final List<Block> pendingFrees = new ArrayList<>();
+    long mappedPages;
+    long allocated;
     private long peakAllocated;
     private long peakReserved;
     private long retries;
@@ -806,112 +806,6 @@ public class StitchAllocator implements AllocatorPolicy {
 
     @Override
     public void checkInvariants() {
-        long liveBytes = 0;
-        for (Block b : liveBlocks()) {
-            liveBytes += b.size;
-        }
-        require(liveBytes == allocated, "allocated bytes " + allocated + " but live blocks hold " + liveBytes);
-        java.util.Set<Long> handles = new java.util.HashSet<>();
-        long mapped = 0;
-        Map<Arena, int[]> expectedPins = new IdentityHashMap<>();
-        Map<Arena, Block[]> coveredBy = new IdentityHashMap<>();
-        for (Arena a : arenas) {
-            expectedPins.put(a, new int[a.pins.length]);
-            coveredBy.put(a, new Block[a.pins.length]);
-        }
-        List<Block> holding = liveBlocks();
-        holding.addAll(pendingFrees);
-        for (Block b : holding) {
-            int[] e = expectedPins.get(b.arena);
-            Block[] c = coveredBy.get(b.arena);
-            long off = b.addr - b.arena.base;
-            for (long p = off / page; p <= (off + b.size - 1) / page; p++) {
-                e[(int) p]++;
-                if (p * page >= off && (p + 1) * page <= off + b.size) {
-                    c[(int) p] = b;
-                }
-            }
-        }
-        for (Arena a : arenas) {
-            int[] e = expectedPins.get(a);
-            Block[] c = coveredBy.get(a);
-            boolean[] onList = new boolean[a.pins.length];
-            int listed = 0;
-            for (int p = a.unpinnedHead; p >= 0; p = a.nextUnpinned[p]) {
-                require(!onList[p], "mapping listed twice");
-                onList[p] = true;
-                require(a.nextUnpinned[p] >= 0 || a.unpinnedTail == p, "unpinned list tail wrong");
-                listed++;
-            }
-            for (int p = 0; p < a.pins.length; p++) {
-                require(a.pins[p] == e[p], "page " + p + " of arena 0x" + Long.toHexString(a.base) + " has "
-                        + a.pins[p] + " pins, " + e[p] + " blocks touch it");
-                if (a.handle[p] == 0) {
-                    require(a.pins[p] == 0, "pinned page " + p + " is not mapped");
-                    require(!onList[p], "unmapped page " + p + " on the unpinned list");
-                    continue;
-                }
-                int s = a.mapStart[p];
-                require(s <= p && a.handle[s] == a.handle[p] && p < s + a.mapLength[s], "page " + p
-                        + " outside its mapping");
-                if (s == p) {
-                    int n = a.mapLength[p];
-                    mapped += n;
-                    require(handles.add(a.handle[p]), "physical handle " + a.handle[p] + " mapped twice");
-                    for (int q = p + 1; q < p + n; q++) {
-                        require(a.handle[q] == a.handle[p] && a.mapStart[q] == p, "mapping at page " + p + " broken");
-                        require(a.pins[q] == a.pins[p] && c[q] == c[p], "multi-page mapping at page " + p
-                                + " is pinned by more than one block");
-                    }
-                    require(n == 1 || a.pins[p] == 0 || c[p] != null, "multi-page mapping at page " + p
-                            + " pinned by a block that does not cover it");
-                    require(onList[p] == (a.pins[p] == 0), "unpinned list wrong at page " + p);
-                } else {
-                    require(!onList[p], "page " + p + " inside a mapping is listed");
-                }
-            }
-            require(listed == 0 || a.nextUnpinned[a.unpinnedTail] < 0, "unpinned list tail wrong");
-            if (a.fixed) {
-                long end = Long.MIN_VALUE;
-                for (Block b : a.fixedBlocks.values()) {
-                    require(b.addr >= end, "fixed blocks overlap at 0x" + Long.toHexString(b.addr));
-                    end = b.addr + b.size;
-                }
-                continue;
-            }
-            Block first = null;
-            require(a.freeBySize.wellFormed(), "free tree of arena 0x" + Long.toHexString(a.base) + " out of order");
-            List<Block> free = new ArrayList<>();
-            a.freeBySize.addTo(free);
-            for (Block b : free) {
-                require(b.free, "non-free block in the free index");
-                if (b.prev == null) {
-                    first = b;
-                }
-            }
-            for (Block b : holding) {
-                if (b.arena == a && b.prev == null) {
-                    first = b;
-                }
-            }
-            long at = a.base;
-            int frees = 0;
-            for (Block b = first; b != null; b = b.next) {
-                require(b.addr == at, "blocks do not tile arena 0x" + Long.toHexString(a.base));
-                require(b.next == null || b.next.prev == b, "broken block links");
-                require(!(b.free && b.next != null && b.next.free), "two free neighbours");
-                frees += b.free ? 1 : 0;
-                at += b.size;
-            }
-            require(at == a.base + (long) a.pins.length * page, "blocks do not cover arena 0x" + Long.toHexString(a.base));
-            require(frees == a.freeBySize.size(), "free index holds " + a.freeBySize.size() + " blocks, " + frees + " free");
-        }
-        require(mapped == mappedPages, "mapped page count " + mappedPages + " but " + mapped + " pages mapped");
-    }
-
-    private static void require(boolean ok, String what) {
-        if (!ok) {
-            throw new IllegalStateException("stitch allocator invariant broken: " + what);
-        }
+        StitchInvariants.check(this);
     }
 }
