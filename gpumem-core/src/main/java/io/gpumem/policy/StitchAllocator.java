@@ -24,22 +24,32 @@ import java.util.TreeMap;
 
 /**
  * Policy {@code stitch}: online defragmentation on virtual memory. Blocks live in large virtual arenas (one per
- * stream and size class, like PyTorch's pools) and are placed best fit at 512-byte granularity; physical memory
- * is a set of granule-sized pages, each mapped under at most one arena page at a time. A block's pages are mapped
- * when it is allocated; a freed block keeps its pages mapped as cache. When the device has no memory left for a
- * page a block needs, a mapped page that no live block touches is taken from wherever it is (any arena, any
- * stream), unmapped there and mapped under the new block: free physical memory scattered between live blocks is
- * stitched into one contiguous virtual range instead of asking the driver for more or failing. So a request fails
- * only when the pages it needs exceed the device's free memory plus the pages no live block touches: when free
- * physical memory, counted in whole granules, is truly short.
+ * stream and size class, like PyTorch's pools) and are placed best fit at 512-byte granularity. Physical memory is
+ * mapped under an arena in <em>mappings</em>: one physical handle of one or more granule-sized pages, mapped with one
+ * {@code map} call. A block's missing pages are mapped when it is allocated, the pages it covers entirely as one
+ * mapping per run, a page it shares with a neighbour as a one-page mapping; a freed block keeps its pages mapped as
+ * cache, so a training loop that repeats its requests makes no driver calls after its first step.
  *
- * <p>Invariants (checked by {@link #checkInvariants}): the blocks of an arena tile its reservation in address order
- * with no two free neighbours; the free-by-size index holds exactly the free blocks; {@code pins[p]} counts the
- * allocated blocks touching page p, and every pinned page is mapped; a page is on its arena's unpinned list exactly
- * when it is mapped and unpinned; no physical handle is mapped twice (so no two live blocks share physical memory);
- * reserved bytes equal the mapped pages, allocated bytes the live blocks' sizes. Fixed-offset
- * arenas ({@link PlannedAllocator}'s plan region) keep the page accounting but no tiling: their blocks are placed
- * by the caller and checked not to overlap.
+ * <p>Stitching: when the device has no memory for a block's pages, mappings that no live block touches are
+ * unmapped and released, oldest first, from wherever they are (any arena, any stream; neighbouring ones in one
+ * {@code unmap} call), and the block's pages mapped from the memory that frees: free physical memory scattered
+ * between live blocks becomes one contiguous virtual range instead of a request to the driver or a failure.
+ * Stealing takes whole mappings only (a handle cannot be split), so a multi-page mapping must never be partly in
+ * use: it is pinned by exactly one block that covers all of it, or by none, and a block that would cover only part
+ * of an unpinned one drops it first. Hence every mapped page no live block touches can be stolen, and a request
+ * fails only when the pages it needs exceed the device's free memory plus those pages: when free physical
+ * memory, counted in whole granules, is truly short. If the device refuses one handle for a whole run, the run
+ * is mapped page by page.
+ *
+ * <p>Invariants (checked by {@link StitchInvariants}): the blocks of an arena tile its reservation in address
+ * order with no two free neighbours; the free tree holds exactly the free blocks; {@code pins[p]} counts the
+ * allocated or pending blocks touching page p, and every pinned page is mapped; a multi-page mapping's pages are
+ * all unpinned or all pinned by one block covering it; a mapping is on its arena's unpinned list exactly when it is
+ * mapped and unpinned; no physical handle is mapped twice (so no two live blocks share physical memory); reserved
+ * bytes equal the mapped pages, allocated bytes the live blocks' sizes. Fixed-offset arenas
+ * ({@link PlannedAllocator}'s plan region) keep the page accounting but no tiling: their blocks are placed by the
+ * caller and checked not to overlap. malloc and free allocate nothing unless history is recorded
+ * ({@link #recordHistory}: trace entries and the stacks of live blocks, as the exact allocator keeps them).
  */
 public class StitchAllocator implements AllocatorPolicy {
 
