@@ -45,7 +45,8 @@ final class Block {
     Block right;
     Block parent;
     int priority;
-    BlockTree tree;
+    /** The {@link SizeOrderedBlocks} or stand-alone {@link BlockTree} holding the block; null when in neither. */
+    Object container;
     /** Where the block sits in a {@link SizeOrderedBlocks} (valid while it is in one; kept afterwards as a hint for the next insert). */
     SizeOrderedBlocks.Lane lane;
     int sizeClass;
@@ -69,7 +70,7 @@ final class Block {
         left = null;
         right = null;
         parent = null;
-        tree = null;
+        container = null;
         lane = null;
         sizeClass = 0;
     }

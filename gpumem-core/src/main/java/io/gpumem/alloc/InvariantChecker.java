@@ -117,11 +117,11 @@ final class InvariantChecker {
                     if (core.allocatedBlocks.get(b.ptr) != b) {
                         v.add(at + ": allocated but not indexed");
                     }
-                    if (b.tree != null) {
+                    if (b.container != null) {
                         v.add(at + ": allocated but in a tree");
                     }
                 } else if (isPending) {
-                    if (b.tree != null || b.eventCount <= 0) {
+                    if (b.container != null || b.eventCount <= 0) {
                         v.add(at + ": pending block in a tree or without events");
                     }
                 } else if (b.mapped) {
@@ -134,7 +134,7 @@ final class InvariantChecker {
                     }
                 } else {
                     unmappedInTrees++;
-                    if (b.tree != pool.unmapped) {
+                    if (b.container != pool.unmapped) {
                         v.add(at + ": unmapped block missing from the unmapped tree");
                     }
                 }
@@ -315,7 +315,7 @@ final class InvariantChecker {
         Block prev = null;
         int n = 0;
         for (Block b = tree.first(); b != null; b = BlockTree.next(b)) {
-            if (b.tree != tree) {
+            if (b.container != tree) {
                 v.add(name + ": node claims another tree: " + b);
             }
             if (prev != null) {

@@ -9,8 +9,9 @@ import java.util.ArrayList;
  * <h2>Layout</h2>
  * One <em>lane</em> per stream, lanes sorted by unsigned stream handle. A lane splits sizes into classes the
  * way TLSF does: the power of two (first level) and 64 linear steps inside it (second level), so a class
- * holds sizes within 1.6% of each other. Each non-empty class has a small intrusive treap ({@link BlockTree})
- * ordered by (size, address), and two bitmaps record which classes are non-empty.
+ * holds sizes within 1.6% of each other. Each non-empty class has a small intrusive treap (the algorithms of
+ * {@link BlockTree}) ordered by (size, address), whose root sits in the lane's {@code roots} array, and two
+ * bitmaps record which classes are non-empty.
  *
  * <h2>Operations</h2>
  * Insert and remove touch one class tree (usually holding a handful of blocks) and a couple of bitmap words.
@@ -18,9 +19,9 @@ import java.util.ArrayList;
  * class, then to the next lane: the result is exactly the first block not less than the key in the total
  * order, as a single ordered set would give. {@link #next}/{@link #prev} walk the same total order.
  *
- * <p>Invariants: a class bit is set iff its tree is non-empty; a first-level bit is set iff any of its
+ * <p>Invariants: a class bit is set iff its root is non-null; a first-level bit is set iff any of its
  * second-level bits is; {@code size()} equals the number of blocks in all class trees; every block in a class
- * tree has {@code b.lane} and {@code b.sizeClass} pointing at it. Class is monotone in size, so class order
+ * tree has {@code b.lane} and {@code b.sizeClass} pointing at it and {@code b.container == this}. Class is monotone in size, so class order
  * followed by (size, address) inside a class is the global order.
  */
 final class SizeOrderedBlocks {
@@ -32,7 +33,8 @@ final class SizeOrderedBlocks {
     static final class Lane {
         final SizeOrderedBlocks owner;
         final long stream;
-        final BlockTree[] classes = new BlockTree[FL_COUNT << SL_BITS];
+        /** The root of each size class's treap (null: empty class). */
+        final Block[] roots = new Block[FL_COUNT << SL_BITS];
         final long[] secondLevel = new long[FL_COUNT];
         long firstLevel;
         int count;
@@ -47,6 +49,8 @@ final class SizeOrderedBlocks {
     /** The lane used last: most operations in a row are on one stream. */
     private Lane lastLane;
     private int count;
+    /** The xorshift state the treap priorities are drawn from. */
+    private int seed = 0x2545F491;
 
     int size() {
         return count;
@@ -57,7 +61,7 @@ final class SizeOrderedBlocks {
     }
 
     boolean contains(Block b) {
-        return b.tree != null && b.tree.owner == this;
+        return b.container == this;
     }
 
     static int sizeClass(long size) {
@@ -105,7 +109,7 @@ final class SizeOrderedBlocks {
     }
 
     void insert(Block b) {
-        if (b.tree != null) {
+        if (b.container != null) {
             throw new IllegalStateException("block already in a tree: " + b);
         }
         // a block keeps its lane after removal (and a split-off block inherits it), so a re-insert skips the lookup
@@ -114,18 +118,17 @@ final class SizeOrderedBlocks {
             lane = laneFor(b.stream);
         }
         int c = sizeClass(b.size);
-        BlockTree t = lane.classes[c];
-        if (t == null) {
-            t = new BlockTree(BlockTree.Order.BY_SIZE);
-            t.owner = this;
-            lane.classes[c] = t;
-        }
-        if (t.isEmpty()) {
+        Block[] roots = lane.roots;
+        if (roots[c] == null) {
             int fl = c >>> SL_BITS;
             lane.secondLevel[fl] |= 1L << (c & 63);
             lane.firstLevel |= 1L << fl;
         }
-        t.insert(b);
+        int priority = BlockTree.nextPriority(seed);
+        seed = priority;
+        b.priority = priority;
+        BlockTree.link(roots, c, b, true);
+        b.container = this;
         b.lane = lane;
         b.sizeClass = c;
         lane.count++;
@@ -136,11 +139,11 @@ final class SizeOrderedBlocks {
         if (!contains(b)) {
             throw new IllegalStateException("block not in this pool: " + b);
         }
-        BlockTree t = b.tree;
-        t.remove(b);
         Lane lane = b.lane;
-        if (t.isEmpty()) {
-            int c = b.sizeClass;
+        int c = b.sizeClass;
+        BlockTree.unlink(lane.roots, c, b);
+        b.container = null;
+        if (lane.roots[c] == null) {
             int fl = c >>> SL_BITS;
             long sl = lane.secondLevel[fl] & ~(1L << (c & 63));
             lane.secondLevel[fl] = sl;
@@ -186,14 +189,14 @@ final class SizeOrderedBlocks {
         if (lane.count == 0) {
             return null;
         }
-        return lane.classes[nextClass(lane, 0)].first();
+        return BlockTree.leftmost(lane.roots[nextClass(lane, 0)]);
     }
 
     private static Block lastOfLane(Lane lane) {
         if (lane.count == 0) {
             return null;
         }
-        return lane.classes[prevClass(lane, (FL_COUNT << SL_BITS) - 1)].last();
+        return BlockTree.rightmost(lane.roots[prevClass(lane, (FL_COUNT << SL_BITS) - 1)]);
     }
 
     private Block firstFromLane(int i) {
@@ -232,16 +235,16 @@ final class SizeOrderedBlocks {
         }
         if (lane.count > 0) {
             int c = sizeClass(size);
-            BlockTree t = lane.classes[c];
-            if (t != null && !t.isEmpty()) {
-                Block b = t.ceiling(stream, size, ptr);
+            Block root = lane.roots[c];
+            if (root != null) {
+                Block b = BlockTree.ceiling(root, stream, size, ptr, true);
                 if (b != null) {
                     return b;
                 }
             }
             int n = c + 1 < (FL_COUNT << SL_BITS) ? nextClass(lane, c + 1) : -1;
             if (n >= 0) {
-                return lane.classes[n].first();
+                return BlockTree.leftmost(lane.roots[n]);
             }
         }
         return firstFromLane(laneIndex(stream) + 1);
@@ -264,7 +267,7 @@ final class SizeOrderedBlocks {
         Lane lane = b.lane;
         int c = b.sizeClass + 1 < (FL_COUNT << SL_BITS) ? nextClass(lane, b.sizeClass + 1) : -1;
         if (c >= 0) {
-            return lane.classes[c].first();
+            return BlockTree.leftmost(lane.roots[c]);
         }
         return firstFromLane(laneIndex(lane.stream) + 1);
     }
@@ -278,7 +281,7 @@ final class SizeOrderedBlocks {
         Lane lane = b.lane;
         int c = b.sizeClass > 0 ? prevClass(lane, b.sizeClass - 1) : -1;
         if (c >= 0) {
-            return lane.classes[c].last();
+            return BlockTree.rightmost(lane.roots[c]);
         }
         return lastBeforeLane(laneIndex(lane.stream));
     }

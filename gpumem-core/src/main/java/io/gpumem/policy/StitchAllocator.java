@@ -17,7 +17,6 @@ import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
-import java.util.TreeSet;
 
 /**
  * Policy {@code stitch}: online defragmentation on virtual memory. Blocks live in large virtual arenas (one per
@@ -34,7 +33,7 @@ import java.util.TreeSet;
  * with no two free neighbours; the free-by-size index holds exactly the free blocks; {@code pins[p]} counts the
  * allocated blocks touching page p, and every pinned page is mapped; a page is on its arena's unpinned list exactly
  * when it is mapped and unpinned; no physical handle is mapped twice (so no two live blocks share physical memory);
- * reserved bytes equal the mapped pages plus the spare handles, allocated bytes the live blocks' sizes. Fixed-offset
+ * reserved bytes equal the mapped pages, allocated bytes the live blocks' sizes. Fixed-offset
  * arenas ({@link PlannedAllocator}'s plan region) keep the page accounting but no tiling: their blocks are placed
  * by the caller and checked not to overlap.
  */
@@ -44,23 +43,28 @@ public class StitchAllocator implements AllocatorPolicy {
     static final long SMALL_LIMIT = 1L << 20;
     static final long ROUND = 512;
 
-    private final Device device;
-    private final long page;
+    final Device device;
+    final long page;
     private final long arenaBytes;
-    private final Map<Long, Arena> arenasByKey = new HashMap<>();
+    /** The online arenas by key (stream * 2 + small), searched linearly: a job has a handful of streams. */
+    private long[] arenaKeys = new long[4];
+    private Arena[] arenaByKey = new Arena[4];
+    private int arenaCount;
     final List<Arena> arenas = new ArrayList<>();
-    private final Map<Long, Block> live = new HashMap<>();
-    private final List<Block> pendingFrees = new ArrayList<>();
-    private long[] spare = new long[16];
-    private int spareCount;
-    private long mappedPages;
-    private long allocated;
+    private final BlockTable live = new BlockTable();
+    /** Block objects no structure refers to any more, kept for reuse (linked through {@code next}). */
+    private Block spareBlocks;
+    final List<Block> pendingFrees = new ArrayList<>();
+    long mappedPages;
+    long allocated;
     private long peakAllocated;
     private long peakReserved;
     private long retries;
     private long ooms;
     private long physicalCreated;
     private long physicalReleased;
+    private long createCalls;
+    private long releaseCalls;
     private long maps;
     private long unmaps;
     private long steals;
@@ -94,7 +98,7 @@ public class StitchAllocator implements AllocatorPolicy {
 
     /** One address block: allocated, free, or awaiting its streams' events. */
     static final class Block {
-        final Arena arena;
+        Arena arena;
         long addr;
         long size;
         boolean free;
@@ -103,6 +107,9 @@ public class StitchAllocator implements AllocatorPolicy {
         long stream;
         long[] usedOn;        // streams recorded with recordStream, then their events while pending
         int usedCount;
+        Block left;           // FreeBlockTree links while free
+        Block right;
+        int priority;
 
         Block(Arena arena, long addr, long size, long stream) {
             this.arena = arena;
@@ -117,13 +124,19 @@ public class StitchAllocator implements AllocatorPolicy {
         final long base;
         final long stream;
         final boolean fixed;
+        /** The physical handle mapped under page p (the same handle on every page of one mapping), 0 if none. */
         final long[] handle;
+        /** The first page of the mapping that covers page p (valid where {@code handle[p] != 0}). */
+        final int[] mapStart;
+        /** Pages in the mapping that starts at page p (valid at mapping starts only). */
+        final int[] mapLength;
         final int[] pins;
+        /** The list of unpinned mappings, by start page: newest at the head, stolen from the tail. */
         final int[] prevUnpinned;
         final int[] nextUnpinned;
         int unpinnedHead = -1;
-        final TreeSet<Block> freeBySize = new TreeSet<>((a, b) -> a.size != b.size ? Long.compare(a.size, b.size)
-                : Long.compare(a.addr, b.addr));
+        int unpinnedTail = -1;
+        final FreeBlockTree freeBySize = new FreeBlockTree();
         final TreeMap<Long, Block> fixedBlocks = new TreeMap<>();
 
         Arena(long stream, boolean fixed, long bytes) {
@@ -132,11 +145,13 @@ public class StitchAllocator implements AllocatorPolicy {
             this.base = device.reserveAddressRange(bytes);
             int pages = (int) (bytes / page);
             handle = new long[pages];
+            mapStart = new int[pages];
+            mapLength = new int[pages];
             pins = new int[pages];
             prevUnpinned = new int[pages];
             nextUnpinned = new int[pages];
             if (!fixed) {
-                Block all = new Block(this, base, bytes, stream);
+                Block all = newBlock(this, base, bytes, stream);
                 all.free = true;
                 freeBySize.add(all);
             }
@@ -148,6 +163,8 @@ public class StitchAllocator implements AllocatorPolicy {
             nextUnpinned[p] = unpinnedHead;
             if (unpinnedHead >= 0) {
                 prevUnpinned[unpinnedHead] = p;
+            } else {
+                unpinnedTail = p;
             }
             unpinnedHead = p;
         }
@@ -162,18 +179,58 @@ public class StitchAllocator implements AllocatorPolicy {
             }
             if (nx >= 0) {
                 prevUnpinned[nx] = pr;
+            } else {
+                unpinnedTail = pr;
             }
+        }
+
+        /** Whether page p starts a mapped run that no block touches (so it may be stolen with the mapping). */
+        boolean unpinnedMappingAt(int p) {
+            return p >= 0 && p < handle.length && handle[p] != 0 && mapStart[p] == p && pins[p] == 0;
         }
     }
 
     private Arena arena(long stream, boolean small) {
         long key = stream * 2 + (small ? 1 : 0);
-        Arena a = arenasByKey.get(key);
-        if (a == null) {
-            a = new Arena(stream, false, arenaBytes);
-            arenasByKey.put(key, a);
+        for (int i = 0; i < arenaCount; i++) {
+            if (arenaKeys[i] == key) {
+                return arenaByKey[i];
+            }
         }
+        Arena a = new Arena(stream, false, arenaBytes);
+        if (arenaCount == arenaKeys.length) {
+            arenaKeys = java.util.Arrays.copyOf(arenaKeys, 2 * arenaCount);
+            arenaByKey = java.util.Arrays.copyOf(arenaByKey, 2 * arenaCount);
+        }
+        arenaKeys[arenaCount] = key;
+        arenaByKey[arenaCount++] = a;
         return a;
+    }
+
+    /** A block object: a recycled one when there is one, so splitting a free block allocates nothing. */
+    private Block newBlock(Arena arena, long addr, long size, long stream) {
+        Block b = spareBlocks;
+        if (b == null) {
+            return new Block(arena, addr, size, stream);
+        }
+        spareBlocks = b.next;
+        b.arena = arena;
+        b.addr = addr;
+        b.size = size;
+        b.stream = stream;
+        b.free = false;
+        b.prev = null;
+        b.next = null;
+        b.usedCount = 0;
+        return b;
+    }
+
+    /** Keeps a block object that nothing refers to any more for {@link #newBlock}. */
+    private void recycle(Block b) {
+        b.arena = null;
+        b.prev = null;
+        b.next = spareBlocks;
+        spareBlocks = b;
     }
 
     /** A fixed-offset arena of {@code bytes} (rounded up to pages) for a caller that places blocks itself. */
@@ -199,14 +256,14 @@ public class StitchAllocator implements AllocatorPolicy {
         long rounded = roundSize(size);
         processPendingFrees(false);
         Arena a = arena(stream, rounded <= SMALL_LIMIT);
-        Block b = a.freeBySize.ceiling(probe(a, rounded));
+        Block b = a.freeBySize.ceiling(rounded);
         if (b != null && pinPages(a, b.addr, rounded)) {
             return take(b, rounded, stream);
         }
         if (!pendingFrees.isEmpty()) {
             retries++;
             processPendingFrees(true);
-            b = a.freeBySize.ceiling(probe(a, rounded));
+            b = a.freeBySize.ceiling(rounded);
             if (b != null && pinPages(a, b.addr, rounded)) {
                 return take(b, rounded, stream);
             }
@@ -226,25 +283,17 @@ public class StitchAllocator implements AllocatorPolicy {
                 throw outOfMemory(rounded, rounded);
             }
         }
-        Block b = new Block(a, addr, rounded, stream);
+        Block b = newBlock(a, addr, rounded, stream);
         a.fixedBlocks.put(addr, b);
         allocated(b);
         return addr;
-    }
-
-    private final Map<Arena, Block> probes = new IdentityHashMap<>();
-
-    private Block probe(Arena a, long size) {
-        Block p = probes.computeIfAbsent(a, x -> new Block(x, Long.MIN_VALUE, 0, 0));
-        p.size = size;
-        return p;
     }
 
     private long take(Block b, long rounded, long stream) {
         Arena a = b.arena;
         a.freeBySize.remove(b);
         if (b.size > rounded) {
-            Block rest = new Block(a, b.addr + rounded, b.size - rounded, a.stream);
+            Block rest = newBlock(a, b.addr + rounded, b.size - rounded, a.stream);
             rest.free = true;
             rest.prev = b;
             rest.next = b.next;
@@ -272,87 +321,218 @@ public class StitchAllocator implements AllocatorPolicy {
     }
 
     /**
-     * Pins the pages under [addr, addr+size) of arena a, mapping a physical page under each that has none: a spare
-     * handle, a new one from the device, or one taken from a mapped page no live block touches. On failure nothing
-     * stays pinned (handles obtained stay as spares) and false is returned.
+     * Pins the pages under [addr, addr+size) of arena a for a new block, mapping physical memory under each page
+     * that has none. Missing pages are mapped in runs: the pages the block covers entirely get one handle per run
+     * (one map call), a page the block shares with a neighbour gets a one-page handle of its own. That keeps the
+     * rule stealing relies on: a mapping of several pages is pinned by exactly one block, which covers all of it,
+     * or by none. So a multi-page mapping the block covers only in part is unpinned; it is dropped (unmapped and
+     * released) and its pages under the block mapped afresh. Memory comes from the device; when it has none,
+     * mappings no live block touches are unmapped and released, oldest first, from wherever they are: free
+     * physical memory scattered between live blocks becomes one contiguous virtual range. On failure the block's
+     * pages are unpinned again (what was mapped stays as cache) and false is returned.
      */
     private boolean pinPages(Arena a, long addr, long size) {
         int p0 = (int) ((addr - a.base) / page);
         int p1 = (int) ((addr + size - 1 - a.base) / page);
+        int full0 = (int) ((addr - a.base + page - 1) / page);
+        int full1 = (int) ((addr + size - a.base) / page) - 1;
         int missing = 0;
-        for (int p = p0; p <= p1; p++) {
-            if (a.handle[p] != 0) {
+        for (int p = p0; p <= p1; ) {
+            if (a.handle[p] == 0) {
+                missing++;
+                p++;
+                continue;
+            }
+            int s = a.mapStart[p];
+            int n = a.mapLength[s];
+            if (n == 1) {
                 if (a.pins[p]++ == 0) {
                     a.removeUnpinned(p);
                 }
-            } else {
-                missing++;
-            }
-        }
-        while (spareCount < missing) {
-            long h = device.createPhysical(page);
-            if (h != 0) {
-                physicalCreated++;
-            } else {
-                h = stealPage();
-                if (h == 0) {
-                    unpin(a, p0, p1, true);
-                    return false;
+                p++;
+            } else if (s >= full0 && s + n - 1 <= full1) {
+                for (int q = s; q < s + n; q++) {
+                    a.pins[q] = 1;
                 }
+                a.removeUnpinned(s);
+                p = s + n;
+            } else {
+                dropMapping(a, s);
             }
-            addSpare(h);
         }
-        for (int p = p0; p <= p1; p++) {
-            if (a.handle[p] == 0) {
-                long h = spare[--spareCount];
-                long va = a.base + (long) p * page;
-                device.map(va, page, h);
-                device.setAccess(va, page);
-                maps++;
-                a.handle[p] = h;
-                a.pins[p] = 1;
-                mappedPages++;
-            }
+        if (missing > 0 && !mapMissing(a, p0, p1, full0, full1)) {
+            unpin(a, p0, p1);
+            return false;
         }
         peakReserved = Math.max(peakReserved, reservedBytes());
         return true;
     }
 
-    /** Unpins pages p0..p1; with {@code onlyMapped} pages without a handle are skipped (a failed pin). */
-    private void unpin(Arena a, int p0, int p1, boolean onlyMapped) {
-        for (int p = p0; p <= p1; p++) {
-            if (onlyMapped && a.handle[p] == 0) {
+    /** Maps every unmapped page of p0..p1 (pins them); false when physical memory runs out part way. */
+    private boolean mapMissing(Arena a, int p0, int p1, int full0, int full1) {
+        for (int p = p0; p <= p1; ) {
+            if (a.handle[p] != 0) {
+                p++;
                 continue;
             }
-            if (--a.pins[p] == 0) {
-                a.pushUnpinned(p);
+            int q = p;
+            while (q < p1 && a.handle[q + 1] == 0) {
+                q++;
             }
+            int inner0 = Math.max(p, full0);
+            int inner1 = Math.min(q, full1);
+            for (int r = p; r <= q; ) {
+                int end = r >= inner0 && r <= inner1 ? inner1 : r;
+                if (!mapRun(a, r, end - r + 1)) {
+                    return false;
+                }
+                r = end + 1;
+            }
+            p = q + 1;
         }
+        return true;
     }
 
-    /** Unmaps one mapped page that no live block touches and returns its handle, or 0 when there is none. */
-    private long stealPage() {
-        for (Arena a : arenas) {
-            int p = a.unpinnedHead;
-            if (p >= 0) {
-                a.removeUnpinned(p);
-                long h = a.handle[p];
-                device.unmap(a.base + (long) p * page, page);
-                unmaps++;
-                steals++;
-                a.handle[p] = 0;
-                mappedPages--;
+    /**
+     * Maps {@code n} pages at page p under one new handle, or, when the device cannot give one handle of that size
+     * even after stealing, under one handle per page; false when even that fails (pages mapped so far stay pinned).
+     */
+    private boolean mapRun(Arena a, int p, int n) {
+        long h = obtainPhysical((long) n * page);
+        if (h != 0) {
+            mapHandle(a, p, n, h);
+            return true;
+        }
+        if (n == 1) {
+            return false;
+        }
+        for (int q = p; q < p + n; q++) {
+            if (!mapRun(a, q, 1)) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private void mapHandle(Arena a, int p, int n, long h) {
+        long va = a.base + (long) p * page;
+        device.map(va, (long) n * page, h);
+        maps++;
+        device.setAccess(va, (long) n * page);
+        for (int q = p; q < p + n; q++) {
+            a.handle[q] = h;
+            a.mapStart[q] = p;
+            a.pins[q] = 1;
+        }
+        a.mapLength[p] = n;
+        mappedPages += n;
+    }
+
+    /** A new physical handle of {@code bytes}, stealing unpinned mappings for room when needed; 0 when short. */
+    private long obtainPhysical(long bytes) {
+        while (true) {
+            long h = device.createPhysical(bytes);
+            if (h != 0) {
+                physicalCreated += bytes / page;
+                createCalls++;
                 return h;
             }
+            long deficit = bytes - device.freeMemory();
+            if (!stealAtLeast(Math.max(deficit, page))) {
+                return 0;
+            }
         }
-        return 0;
     }
 
-    private void addSpare(long h) {
-        if (spareCount == spare.length) {
-            spare = java.util.Arrays.copyOf(spare, 2 * spareCount);
+    /** Unpins pages p0..p1 of a block being released or failing to pin (only the mapped ones). */
+    private void unpin(Arena a, int p0, int p1) {
+        for (int p = p0; p <= p1; ) {
+            if (a.handle[p] == 0) {
+                p++;
+                continue;
+            }
+            int s = a.mapStart[p];
+            int n = a.mapLength[s];
+            if (n == 1) {
+                if (--a.pins[p] == 0) {
+                    a.pushUnpinned(p);
+                }
+                p++;
+            } else {
+                for (int q = s; q < s + n; q++) {
+                    a.pins[q] = 0;
+                }
+                a.pushUnpinned(s);
+                p = s + n;
+            }
         }
-        spare[spareCount++] = h;
+    }
+
+    /**
+     * Unmaps and releases unpinned mappings, oldest first, until at least {@code bytes} went back to the device:
+     * each victim grows into the unpinned mappings next to it, so a run of them goes in one unmap call. False when
+     * nothing is left to steal.
+     */
+    private boolean stealAtLeast(long bytes) {
+        long freed = 0;
+        while (freed < bytes) {
+            Arena victim = null;
+            for (Arena a : arenas) {
+                if (a.unpinnedTail >= 0) {
+                    victim = a;
+                    break;
+                }
+            }
+            if (victim == null) {
+                return freed > 0;
+            }
+            int s = victim.unpinnedTail;
+            int e = s + victim.mapLength[s];
+            long run = (long) victim.mapLength[s] * page;
+            while (freed + run < bytes) {
+                if (victim.unpinnedMappingAt(e)) {
+                    run += (long) victim.mapLength[e] * page;
+                    e += victim.mapLength[e];
+                } else if (s > 0 && victim.unpinnedMappingAt(victim.handle[s - 1] == 0 ? -1 : victim.mapStart[s - 1])) {
+                    s = victim.mapStart[s - 1];
+                    run += (long) victim.mapLength[s] * page;
+                } else {
+                    break;
+                }
+            }
+            steals += run / page;
+            unmapRun(victim, s, e, true);
+            freed += run;
+        }
+        return true;
+    }
+
+    /**
+     * Unmaps the unpinned mappings that tile pages s..e-1 in one call and releases their handles (with
+     * {@code release}; the device frees the memory then).
+     */
+    private void unmapRun(Arena a, int s, int e, boolean release) {
+        device.unmap(a.base + (long) s * page, (long) (e - s) * page);
+        unmaps++;
+        for (int p = s; p < e; ) {
+            int n = a.mapLength[p];
+            a.removeUnpinned(p);
+            if (release) {
+                device.releasePhysical(a.handle[p]);
+                physicalReleased += n;
+                releaseCalls++;
+            }
+            for (int q = p; q < p + n; q++) {
+                a.handle[q] = 0;
+            }
+            mappedPages -= n;
+            p += n;
+        }
+    }
+
+    /** Unmaps and releases the unpinned mapping starting at page s. */
+    private void dropMapping(Arena a, int s) {
+        unmapRun(a, s, s + a.mapLength[s], true);
     }
 
     @Override
@@ -360,11 +540,10 @@ public class StitchAllocator implements AllocatorPolicy {
         if (ptr == 0) {
             return;
         }
-        Block b = live.get(ptr);
+        Block b = live.remove(ptr);
         if (b == null) {
             throw new IllegalArgumentException("invalid device pointer: 0x" + Long.toHexString(ptr));
         }
-        live.remove(ptr);
         allocated -= b.size;
         liveCount--;
         freeCount++;
@@ -433,9 +612,10 @@ public class StitchAllocator implements AllocatorPolicy {
     /** Returns a block's address range to its arena and unpins its pages (they stay mapped as cache). */
     private void release(Block b) {
         Arena a = b.arena;
-        unpin(a, (int) ((b.addr - a.base) / page), (int) ((b.addr + b.size - 1 - a.base) / page), false);
+        unpin(a, (int) ((b.addr - a.base) / page), (int) ((b.addr + b.size - 1 - a.base) / page));
         if (a.fixed) {
             a.fixedBlocks.remove(b.addr);
+            recycle(b);
             return;
         }
         b.free = true;
@@ -447,6 +627,7 @@ public class StitchAllocator implements AllocatorPolicy {
             if (b.next != null) {
                 b.next.prev = p;
             }
+            recycle(b);
             b = p;
         }
         Block n = b.next;
@@ -457,28 +638,39 @@ public class StitchAllocator implements AllocatorPolicy {
             if (n.next != null) {
                 n.next.prev = b;
             }
+            recycle(n);
         }
         a.freeBySize.add(b);
     }
 
+    /**
+     * Unmaps and releases every mapping no live block touches; adjacent ones go in one unmap call per run (the
+     * unpinned list is sorted by page first, so this is not on any hot path).
+     */
     @Override
     public void emptyCache() {
         processPendingFrees(true);
         for (Arena a : arenas) {
-            while (a.unpinnedHead >= 0) {
-                int p = a.unpinnedHead;
-                a.removeUnpinned(p);
-                device.unmap(a.base + (long) p * page, page);
-                unmaps++;
-                device.releasePhysical(a.handle[p]);
-                physicalReleased++;
-                a.handle[p] = 0;
-                mappedPages--;
+            int count = 0;
+            for (int p = a.unpinnedHead; p >= 0; p = a.nextUnpinned[p]) {
+                count++;
             }
-        }
-        while (spareCount > 0) {
-            device.releasePhysical(spare[--spareCount]);
-            physicalReleased++;
+            int[] starts = new int[count];
+            int i = 0;
+            for (int p = a.unpinnedHead; p >= 0; p = a.nextUnpinned[p]) {
+                starts[i++] = p;
+            }
+            java.util.Arrays.sort(starts);
+            for (i = 0; i < count; ) {
+                int s = starts[i];
+                int e = s + a.mapLength[s];
+                i++;
+                while (i < count && starts[i] == e) {
+                    e += a.mapLength[starts[i]];
+                    i++;
+                }
+                unmapRun(a, s, e, true);
+            }
         }
     }
 
@@ -499,8 +691,8 @@ public class StitchAllocator implements AllocatorPolicy {
                         physicalCreated * page, physicalReleased * page))
                 .numAllocRetries(retries)
                 .numOoms(ooms)
-                .numDeviceAlloc(physicalCreated)
-                .numDeviceFree(physicalReleased)
+                .numDeviceAlloc(createCalls)
+                .numDeviceFree(releaseCalls)
                 .build();
     }
 
@@ -512,7 +704,7 @@ public class StitchAllocator implements AllocatorPolicy {
     public MemorySnapshot snapshot() {
         List<SegmentInfo> segments = new ArrayList<>();
         Map<Arena, TreeMap<Long, Block>> held = new IdentityHashMap<>();
-        for (Block b : live.values()) {
+        for (Block b : liveBlocks()) {
             held.computeIfAbsent(b.arena, x -> new TreeMap<>()).put(b.addr, b);
         }
         for (Block b : pendingFrees) {
@@ -540,7 +732,7 @@ public class StitchAllocator implements AllocatorPolicy {
                     if (b.addr > at) {
                         blocks.add(new BlockInfo(at, b.addr - at, 0, BlockState.INACTIVE, List.of()));
                     }
-                    boolean pending = !live.containsKey(b.addr) || live.get(b.addr) != b;
+                    boolean pending = live.get(b.addr) != b;
                     blocks.add(new BlockInfo(b.addr, b.size, b.size, pending ? BlockState.ACTIVE_PENDING_FREE
                             : BlockState.ACTIVE_ALLOCATED, List.of()));
                     alloc += pending ? 0 : b.size;
@@ -577,8 +769,8 @@ public class StitchAllocator implements AllocatorPolicy {
         m.put("reserved_bytes.all.peak", peakReserved);
         m.put("num_alloc_retries", retries);
         m.put("num_ooms", ooms);
-        m.put("num_device_alloc", physicalCreated);
-        m.put("num_device_free", physicalReleased);
+        m.put("num_device_alloc", createCalls);
+        m.put("num_device_free", releaseCalls);
         m.put("num_device_maps", maps + unmaps);
         m.put("num_stitched_pages", steals);
         return m;
@@ -589,15 +781,10 @@ public class StitchAllocator implements AllocatorPolicy {
         long n = 0;
         for (Arena a : arenas) {
             for (int p = a.unpinnedHead; p >= 0; p = a.nextUnpinned[p]) {
-                n++;
+                n += a.mapLength[p];
             }
         }
         return n;
-    }
-
-    /** Physical handles held but not mapped. */
-    long spareHandles() {
-        return spareCount;
     }
 
     @Override
@@ -607,89 +794,18 @@ public class StitchAllocator implements AllocatorPolicy {
 
     @Override
     public long reservedBytes() {
-        return (mappedPages + spareCount) * page;
+        return mappedPages * page;
+    }
+
+    /** The allocated blocks (a fresh list, any order). */
+    List<Block> liveBlocks() {
+        List<Block> out = new ArrayList<>(live.size());
+        live.addTo(out);
+        return out;
     }
 
     @Override
     public void checkInvariants() {
-        long liveBytes = 0;
-        for (Block b : live.values()) {
-            liveBytes += b.size;
-        }
-        require(liveBytes == allocated, "allocated bytes " + allocated + " but live blocks hold " + liveBytes);
-        java.util.Set<Long> handles = new java.util.HashSet<>();
-        long mapped = 0;
-        Map<Arena, int[]> expectedPins = new IdentityHashMap<>();
-        for (Arena a : arenas) {
-            expectedPins.put(a, new int[a.pins.length]);
-        }
-        List<Block> holding = new ArrayList<>(live.values());
-        holding.addAll(pendingFrees);
-        for (Block b : holding) {
-            int[] e = expectedPins.get(b.arena);
-            for (long p = (b.addr - b.arena.base) / page; p <= (b.addr + b.size - 1 - b.arena.base) / page; p++) {
-                e[(int) p]++;
-            }
-        }
-        for (Arena a : arenas) {
-            int[] e = expectedPins.get(a);
-            boolean[] onList = new boolean[a.pins.length];
-            for (int p = a.unpinnedHead; p >= 0; p = a.nextUnpinned[p]) {
-                require(!onList[p], "page listed twice");
-                onList[p] = true;
-            }
-            for (int p = 0; p < a.pins.length; p++) {
-                require(a.pins[p] == e[p], "page " + p + " of arena 0x" + Long.toHexString(a.base) + " has "
-                        + a.pins[p] + " pins, " + e[p] + " blocks touch it");
-                if (a.handle[p] != 0) {
-                    mapped++;
-                    require(handles.add(a.handle[p]), "physical handle " + a.handle[p] + " mapped twice");
-                } else {
-                    require(a.pins[p] == 0, "pinned page " + p + " is not mapped");
-                }
-                require(onList[p] == (a.handle[p] != 0 && a.pins[p] == 0), "unpinned list wrong at page " + p);
-            }
-            if (a.fixed) {
-                long end = Long.MIN_VALUE;
-                for (Block b : a.fixedBlocks.values()) {
-                    require(b.addr >= end, "fixed blocks overlap at 0x" + Long.toHexString(b.addr));
-                    end = b.addr + b.size;
-                }
-                continue;
-            }
-            Block first = null;
-            for (Block b : a.freeBySize) {
-                require(b.free, "non-free block in the free index");
-                if (b.prev == null) {
-                    first = b;
-                }
-            }
-            for (Block b : holding) {
-                if (b.arena == a && b.prev == null) {
-                    first = b;
-                }
-            }
-            long at = a.base;
-            int frees = 0;
-            for (Block b = first; b != null; b = b.next) {
-                require(b.addr == at, "blocks do not tile arena 0x" + Long.toHexString(a.base));
-                require(b.next == null || b.next.prev == b, "broken block links");
-                require(!(b.free && b.next != null && b.next.free), "two free neighbours");
-                frees += b.free ? 1 : 0;
-                at += b.size;
-            }
-            require(at == a.base + (long) a.pins.length * page, "blocks do not cover arena 0x" + Long.toHexString(a.base));
-            require(frees == a.freeBySize.size(), "free index holds " + a.freeBySize.size() + " blocks, " + frees + " free");
-        }
-        require(mapped == mappedPages, "mapped page count " + mappedPages + " but " + mapped + " pages mapped");
-        for (int i = 0; i < spareCount; i++) {
-            require(handles.add(spare[i]), "spare handle also mapped");
-        }
-    }
-
-    private static void require(boolean ok, String what) {
-        if (!ok) {
-            throw new IllegalStateException("stitch allocator invariant broken: " + what);
-        }
+        StitchInvariants.check(this);
     }
 }

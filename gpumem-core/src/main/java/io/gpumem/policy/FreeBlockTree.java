@@ -1,0 +1,147 @@
+package io.gpumem.policy;
+
+import io.gpumem.policy.StitchAllocator.Block;
+import java.util.List;
+
+/**
+ * The free blocks of one stitch arena, ordered by (size, address), for best-fit lookups without garbage: a treap
+ * whose nodes are the blocks themselves (their {@code left}, {@code right} and {@code priority} fields), so adding
+ * or removing a block allocates nothing, unlike a {@code TreeSet} entry per insertion.
+ *
+ * <p>Invariants: in-order traversal is strictly increasing in (size, address) (addresses are unique within an
+ * arena); every node's priority is at least its children's, which keeps the expected depth logarithmic. The
+ * priorities come from a fixed-seed generator, so a run's decisions are deterministic. A block's size or address
+ * must not change while it is in the tree: callers remove it first.
+ */
+final class FreeBlockTree {
+    private Block root;
+    private int count;
+    private long seed = 0x2545F4914F6CDD1DL;
+
+    int size() {
+        return count;
+    }
+
+    void add(Block b) {
+        long x = seed;
+        x ^= x << 13;
+        x ^= x >>> 7;
+        x ^= x << 17;
+        seed = x;
+        b.priority = (int) (x >>> 33);
+        b.left = null;
+        b.right = null;
+        root = insert(root, b);
+        count++;
+    }
+
+    void remove(Block b) {
+        root = remove(root, b);
+        b.left = null;
+        b.right = null;
+        count--;
+    }
+
+    /** The smallest block (lowest address among equals) of at least {@code size} bytes, or null. */
+    Block ceiling(long size) {
+        Block best = null;
+        for (Block t = root; t != null; ) {
+            if (t.size >= size) {
+                best = t;
+                t = t.left;
+            } else {
+                t = t.right;
+            }
+        }
+        return best;
+    }
+
+    /** Appends the blocks in (size, address) order (diagnostics and invariant checks, not the hot path). */
+    void addTo(List<Block> out) {
+        addTo(root, out);
+    }
+
+    private static void addTo(Block t, List<Block> out) {
+        if (t != null) {
+            addTo(t.left, out);
+            out.add(t);
+            addTo(t.right, out);
+        }
+    }
+
+    /** Whether the tree is ordered and heap-ordered throughout (for the invariant checker). */
+    boolean wellFormed() {
+        return wellFormed(root, null, null);
+    }
+
+    private static boolean wellFormed(Block t, Block lo, Block hi) {
+        if (t == null) {
+            return true;
+        }
+        if ((lo != null && !less(lo, t)) || (hi != null && !less(t, hi))) {
+            return false;
+        }
+        if ((t.left != null && t.left.priority > t.priority) || (t.right != null && t.right.priority > t.priority)) {
+            return false;
+        }
+        return wellFormed(t.left, lo, t) && wellFormed(t.right, t, hi);
+    }
+
+    private static boolean less(Block a, Block b) {
+        return a.size != b.size ? a.size < b.size : a.addr < b.addr;
+    }
+
+    private static Block insert(Block t, Block b) {
+        if (t == null) {
+            return b;
+        }
+        if (less(b, t)) {
+            t.left = insert(t.left, b);
+            if (t.left.priority > t.priority) {
+                Block l = t.left;
+                t.left = l.right;
+                l.right = t;
+                return l;
+            }
+        } else {
+            t.right = insert(t.right, b);
+            if (t.right.priority > t.priority) {
+                Block r = t.right;
+                t.right = r.left;
+                r.left = t;
+                return r;
+            }
+        }
+        return t;
+    }
+
+    private static Block remove(Block t, Block b) {
+        if (t == null) {
+            throw new IllegalStateException("block 0x" + Long.toHexString(b.addr) + " is not in the free tree");
+        }
+        if (t == b) {
+            return merge(t.left, t.right);
+        }
+        if (less(b, t)) {
+            t.left = remove(t.left, b);
+        } else {
+            t.right = remove(t.right, b);
+        }
+        return t;
+    }
+
+    private static Block merge(Block a, Block b) {
+        if (a == null) {
+            return b;
+        }
+        if (b == null) {
+            return a;
+        }
+        if (a.priority > b.priority) {
+            a.right = merge(a.right, b);
+            return a;
+        }
+        b.left = merge(a, b.left);
+        return b;
+    }
+}

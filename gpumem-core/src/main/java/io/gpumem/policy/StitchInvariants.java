@@ -1,0 +1,130 @@
+package io.gpumem.policy;
+
+import io.gpumem.policy.StitchAllocator.Arena;
+import io.gpumem.policy.StitchAllocator.Block;
+import java.util.ArrayList;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The stitch allocator's invariant checker ({@link StitchAllocator#checkInvariants}): recomputes from the blocks
+ * what the page and block structures must hold (pins per page, one block behind each pinned multi-page mapping,
+ * the unpinned list, no handle mapped twice, arenas tiled by their blocks, the free tree) and throws
+ * {@link IllegalStateException} naming the first difference. Allocates freely: tests and benchmarks' set-up only.
+ */
+final class StitchInvariants {
+
+    private StitchInvariants() {
+    }
+
+    static void check(StitchAllocator st) {
+        long liveBytes = 0;
+        for (Block b : st.liveBlocks()) {
+            liveBytes += b.size;
+        }
+        require(liveBytes == st.allocated, "allocated bytes " + st.allocated + " but live blocks hold " + liveBytes);
+        java.util.Set<Long> handles = new java.util.HashSet<>();
+        long mapped = 0;
+        Map<Arena, int[]> expectedPins = new IdentityHashMap<>();
+        Map<Arena, Block[]> coveredBy = new IdentityHashMap<>();
+        for (Arena a : st.arenas) {
+            expectedPins.put(a, new int[a.pins.length]);
+            coveredBy.put(a, new Block[a.pins.length]);
+        }
+        List<Block> holding = st.liveBlocks();
+        holding.addAll(st.pendingFrees);
+        for (Block b : holding) {
+            int[] e = expectedPins.get(b.arena);
+            Block[] c = coveredBy.get(b.arena);
+            long off = b.addr - b.arena.base;
+            for (long p = off / st.page; p <= (off + b.size - 1) / st.page; p++) {
+                e[(int) p]++;
+                if (p * st.page >= off && (p + 1) * st.page <= off + b.size) {
+                    c[(int) p] = b;
+                }
+            }
+        }
+        for (Arena a : st.arenas) {
+            int[] e = expectedPins.get(a);
+            Block[] c = coveredBy.get(a);
+            boolean[] onList = new boolean[a.pins.length];
+            int listed = 0;
+            for (int p = a.unpinnedHead; p >= 0; p = a.nextUnpinned[p]) {
+                require(!onList[p], "mapping listed twice");
+                onList[p] = true;
+                require(a.nextUnpinned[p] >= 0 || a.unpinnedTail == p, "unpinned list tail wrong");
+                listed++;
+            }
+            for (int p = 0; p < a.pins.length; p++) {
+                require(a.pins[p] == e[p], "page " + p + " of arena 0x" + Long.toHexString(a.base) + " has "
+                        + a.pins[p] + " pins, " + e[p] + " blocks touch it");
+                if (a.handle[p] == 0) {
+                    require(a.pins[p] == 0, "pinned page " + p + " is not mapped");
+                    require(!onList[p], "unmapped page " + p + " on the unpinned list");
+                    continue;
+                }
+                int s = a.mapStart[p];
+                require(s <= p && a.handle[s] == a.handle[p] && p < s + a.mapLength[s], "page " + p
+                        + " outside its mapping");
+                if (s == p) {
+                    int n = a.mapLength[p];
+                    mapped += n;
+                    require(handles.add(a.handle[p]), "physical handle " + a.handle[p] + " mapped twice");
+                    for (int q = p + 1; q < p + n; q++) {
+                        require(a.handle[q] == a.handle[p] && a.mapStart[q] == p, "mapping at page " + p + " broken");
+                        require(a.pins[q] == a.pins[p] && c[q] == c[p], "multi-page mapping at page " + p
+                                + " is pinned by more than one block");
+                    }
+                    require(n == 1 || a.pins[p] == 0 || c[p] != null, "multi-page mapping at page " + p
+                            + " pinned by a block that does not cover it");
+                    require(onList[p] == (a.pins[p] == 0), "unpinned list wrong at page " + p);
+                } else {
+                    require(!onList[p], "page " + p + " inside a mapping is listed");
+                }
+            }
+            require(listed == 0 || a.nextUnpinned[a.unpinnedTail] < 0, "unpinned list tail wrong");
+            if (a.fixed) {
+                long end = Long.MIN_VALUE;
+                for (Block b : a.fixedBlocks.values()) {
+                    require(b.addr >= end, "fixed blocks overlap at 0x" + Long.toHexString(b.addr));
+                    end = b.addr + b.size;
+                }
+                continue;
+            }
+            Block first = null;
+            require(a.freeBySize.wellFormed(), "free tree of arena 0x" + Long.toHexString(a.base) + " out of order");
+            List<Block> free = new ArrayList<>();
+            a.freeBySize.addTo(free);
+            for (Block b : free) {
+                require(b.free, "non-free block in the free index");
+                if (b.prev == null) {
+                    first = b;
+                }
+            }
+            for (Block b : holding) {
+                if (b.arena == a && b.prev == null) {
+                    first = b;
+                }
+            }
+            long at = a.base;
+            int frees = 0;
+            for (Block b = first; b != null; b = b.next) {
+                require(b.addr == at, "blocks do not tile arena 0x" + Long.toHexString(a.base));
+                require(b.next == null || b.next.prev == b, "broken block links");
+                require(!(b.free && b.next != null && b.next.free), "two free neighbours");
+                frees += b.free ? 1 : 0;
+                at += b.size;
+            }
+            require(at == a.base + (long) a.pins.length * st.page, "blocks do not cover arena 0x" + Long.toHexString(a.base));
+            require(frees == a.freeBySize.size(), "free index holds " + a.freeBySize.size() + " blocks, " + frees + " free");
+        }
+        require(mapped == st.mappedPages, "mapped page count " + st.mappedPages + " but " + mapped + " pages mapped");
+    }
+
+    private static void require(boolean ok, String what) {
+        if (!ok) {
+            throw new IllegalStateException("stitch allocator invariant broken: " + what);
+        }
+    }
+}
