@@ -1,7 +1,5 @@
 package io.gpumem.plan;
 
-import java.util.Arrays;
-
 /**
  * A static allocation problem: buffers, each with a size and a half-open lifetime {@code [lower, upper)} on a
  * logical clock; a solution gives every buffer an offset so that no two buffers live at the same time share an
@@ -81,31 +79,21 @@ public final class LifetimeProblem {
 
     /** The most placed bytes live at one time: the lower bound of any plan's peak. */
     public long peakLive() {
-        int n = id.length;
-        long[] events = new long[2 * n];
-        int k = 0;
-        // Key: time * 2 + (0 for a free, 1 for an alloc), so frees sort before allocs at the same time.
-        long[] keys = new long[2 * n];
-        for (int i = 0; i < n; i++) {
-            if (placedSize[i] == 0) {
-                continue;
+        int m = 0;
+        for (long ps : placedSize) {
+            m += ps > 0 ? 1 : 0;
+        }
+        long[] lo = new long[m];
+        long[] hi = new long[m];
+        long[] sz = new long[m];
+        m = 0;
+        for (int i = 0; i < placedSize.length; i++) {
+            if (placedSize[i] > 0) {
+                lo[m] = lower[i];
+                hi[m] = upper[i];
+                sz[m++] = placedSize[i];
             }
-            keys[k] = upper[i] * 2;
-            events[k++] = -placedSize[i];
-            keys[k] = lower[i] * 2 + 1;
-            events[k++] = placedSize[i];
         }
-        Integer[] order = new Integer[k];
-        for (int i = 0; i < k; i++) {
-            order[i] = i;
-        }
-        Arrays.sort(order, (a, b) -> Long.compare(keys[a], keys[b]));
-        long live = 0;
-        long peak = 0;
-        for (Integer e : order) {
-            live += events[e];
-            peak = Math.max(peak, live);
-        }
-        return peak;
+        return m == 0 ? 0 : new TimeAxis(lo, hi).peak(sz);
     }
 }
