@@ -7,9 +7,12 @@ import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.oom.OutOfMemoryException;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
+import jdk.jfr.FlightRecorder;
 import jdk.jfr.EventType;
 import jdk.jfr.Recording;
 import jdk.jfr.consumer.RecordedEvent;
@@ -26,6 +29,59 @@ class AllocatorEventsTest {
         for (Class<? extends jdk.jfr.Event> c : List.of(SegmentAllocEvent.class, SegmentFreeEvent.class,
                 AllocRetryEvent.class, OutOfMemoryEvent.class)) {
             assertThat(EventType.getEventType(c).isEnabled()).as(c.getSimpleName()).isFalse();
+        }
+    }
+
+    /**
+     * Without a recording the allocator does not start JFR's event machinery (looking up an event type does, which
+     * was a fifth of a short CLI command's CPU time), and a recording started after the allocator's first events
+     * still sees the later ones. In a JVM of its own, since the other tests here start recordings.
+     */
+    @Test
+    void noRecordingLeavesJfrAloneAndALaterRecordingStillSeesEvents(@TempDir Path dir) throws Exception {
+        Path log = dir.resolve("classes.log");
+        Process p = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "-Xlog:class+load=info:file=" + log, "-cp", System.getProperty("java.class.path"),
+                LateRecording.class.getName(), dir.resolve("late.jfr").toString())
+                .redirectErrorStream(true).start();
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
+        assertThat(p.exitValue()).as(out).isZero();
+        // the child prints the segment allocations its recording saw, after 2 before the recording started
+        assertThat(out.strip()).isEqualTo("segment allocs recorded: 1");
+        String classes = Files.readString(log);
+        String beforeRecording = classes.substring(0, classes.indexOf(LateRecording.RecordingStarts.class.getName()));
+        assertThat(beforeRecording).contains("io.gpumem.events.AllocatorEvents")
+                .doesNotContain("jdk.jfr.internal.MetadataRepository");
+        assertThat(classes).contains("jdk.jfr.internal.MetadataRepository");
+    }
+
+    /** The child of the test above: two segments with no recording, then a recording and a third. */
+    static final class LateRecording {
+        /** Loaded between the two phases, so that the class-load log shows where the recording began. */
+        static final class RecordingStarts {
+        }
+
+        public static void main(String[] args) throws Exception {
+            SimulatedDevice device = SimulatedDevice.builder().capacity(100 * MIB).build();
+            CachingAllocator a = new CachingAllocator(device, AllocatorConfig.defaults());
+            a.malloc(30 * MIB, 0);
+            a.malloc(30 * MIB, 0);
+            if (FlightRecorder.isInitialized()) {
+                throw new AssertionError("Flight Recorder initialized without a recording");
+            }
+            new RecordingStarts();
+            Path file = Path.of(args[0]);
+            try (Recording r = new Recording()) {
+                r.enable("gpumem.SegmentAlloc").withoutThreshold();
+                r.start();
+                a.malloc(30 * MIB, 0);
+                r.stop();
+                r.dump(file);
+            }
+            long allocs = RecordingFile.readAllEvents(file).stream()
+                    .filter(e -> e.getEventType().getName().equals("gpumem.SegmentAlloc")).count();
+            System.out.println("segment allocs recorded: " + allocs);
         }
     }
 
