@@ -12,8 +12,9 @@ import java.util.Arrays;
  * <p><b>1. Skyline descent.</b> The first descent of the {@link CanonicalSearch} (fill the lowest point of the
  * skyline with the largest buffer that rests there, else lift it), with the target as capacity and no
  * backtracking. It reaches the bound on traces where every order below stalls (training loops whose iterations
- * interleave long- and short-lived buffers), at O(log S) per step. It may do about the work of one order pass
- * (m²/2 buffer visits), counted, not timed, so the outcome does not depend on the machine's load.
+ * interleave long- and short-lived buffers), at O(log S) per step plus the unplaced buffers live at the step's
+ * segment. Its work is counted, not timed (so the outcome does not depend on the machine's load), and bounded by
+ * {@link #descentWork}: on traces with hundreds of buffers live at once it gives up early and the passes follow.
  *
  * <p><b>2. Placement passes.</b> Buffers are placed one at a time in a given order. The placed buffers are kept in
  * arrays sorted by offset; for the next buffer one scan over them, skipping those whose lifetime does not
@@ -106,7 +107,7 @@ public final class OffsetPlanner {
 
         // 1. The skyline descent, allowed about the work of one order pass (m²/2 pair visits), whatever the clock.
         CanonicalSearch search = new CanonicalSearch(sizes, axis, target);
-        long[] found = search.search(Long.MAX_VALUE, descentWork(m), Long.MAX_VALUE, true);
+        long[] found = search.search(Long.MAX_VALUE, descentWork(m, axis.segments), Long.MAX_VALUE, true);
         if (found != null) {
             long peak = scatter(found, sizes, live, best);
             return new OffsetPlan(p, best, peak, bound, System.nanoTime() - t0,
@@ -187,9 +188,14 @@ public final class OffsetPlanner {
         return best;
     }
 
-    /** The work the first skyline descent may do: about what one order pass costs on m buffers. */
-    static long descentWork(int m) {
-        return (long) m * m / 2 + 4096L * 16;
+    /**
+     * The work the first skyline descent may do: 128 units per buffer and tree level (a descent that sees few
+     * buffers per step, as on the traces it solves, needs under a third of that), and at least about what one
+     * placement pass costs (m²/8 units: a unit is a few times a pass's pair visit).
+     */
+    static long descentWork(int m, int segments) {
+        int levels = 33 - Integer.numberOfLeadingZeros(segments);
+        return Math.max((long) m * m / 8, 128L * m * levels) + 65_536;
     }
 
     /** Copies live-indexed offsets into the problem's buffer order; returns the peak. */

@@ -25,6 +25,18 @@ public interface AllocatorPolicy extends GpuAllocator {
 
     long reservedBytes();
 
+    /**
+     * Starts, changes or stops recording memory history ({@code torch.cuda.memory._record_memory_history}): trace
+     * entries and the stacks of live blocks then appear in {@link #snapshot()}.
+     */
+    void recordHistory(io.gpumem.history.HistoryOptions options);
+
+    /** Where stacks come from when history captures context (the CLI names requests by it); null: none. */
+    void setContextSupplier(java.util.function.Supplier<java.util.List<io.gpumem.history.Frame>> frames);
+
+    /** The clock history entries are stamped with, in microseconds (a replay uses the recorded times). */
+    void setHistoryClock(java.util.function.LongSupplier micros);
+
     /** Checks the policy's internal invariants; throws {@link IllegalStateException} naming the first broken one. */
     void checkInvariants();
 }

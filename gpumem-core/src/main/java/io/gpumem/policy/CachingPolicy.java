@@ -91,6 +91,21 @@ public final class CachingPolicy implements AllocatorPolicy {
     }
 
     @Override
+    public void recordHistory(io.gpumem.history.HistoryOptions options) {
+        allocator.recordHistory(options);
+    }
+
+    @Override
+    public void setContextSupplier(java.util.function.Supplier<java.util.List<io.gpumem.history.Frame>> frames) {
+        allocator.setContextSupplier(frames);
+    }
+
+    @Override
+    public void setHistoryClock(java.util.function.LongSupplier micros) {
+        allocator.internals().setClock(micros);
+    }
+
+    @Override
     public void checkInvariants() {
         allocator.internals().checkInvariants();
     }

@@ -164,7 +164,7 @@ public final class PlannedAllocator implements AllocatorPolicy {
         int k = position++;
         long ptr;
         if (k < plannedSize.length && plannedSize[k] == rounded && rangeFree(plannedOffset[k], rounded)) {
-            ptr = memory.mallocFixed(region, plannedOffset[k], rounded, stream);
+            ptr = memory.mallocFixed(region, plannedOffset[k], rounded, size, stream);
             plannedServed++;
         } else {
             ptr = memory.malloc(size, stream);
@@ -248,6 +248,21 @@ public final class PlannedAllocator implements AllocatorPolicy {
     @Override
     public long reservedBytes() {
         return memory.reservedBytes();
+    }
+
+    @Override
+    public void recordHistory(io.gpumem.history.HistoryOptions options) {
+        memory.recordHistory(options);
+    }
+
+    @Override
+    public void setContextSupplier(java.util.function.Supplier<java.util.List<io.gpumem.history.Frame>> frames) {
+        memory.setContextSupplier(frames);
+    }
+
+    @Override
+    public void setHistoryClock(java.util.function.LongSupplier micros) {
+        memory.setHistoryClock(micros);
     }
 
     @Override

@@ -3,6 +3,10 @@ package io.gpumem.policy;
 import io.gpumem.alloc.Pool;
 import io.gpumem.device.Device;
 import io.gpumem.history.BlockInfo;
+import io.gpumem.history.Frame;
+import io.gpumem.history.HistoryOptions;
+import io.gpumem.history.HistoryOptions.Context;
+import io.gpumem.history.TraceAction;
 import io.gpumem.history.BlockState;
 import io.gpumem.history.MemorySnapshot;
 import io.gpumem.history.SegmentInfo;
@@ -20,22 +24,32 @@ import java.util.TreeMap;
 
 /**
  * Policy {@code stitch}: online defragmentation on virtual memory. Blocks live in large virtual arenas (one per
- * stream and size class, like PyTorch's pools) and are placed best fit at 512-byte granularity; physical memory
- * is a set of granule-sized pages, each mapped under at most one arena page at a time. A block's pages are mapped
- * when it is allocated; a freed block keeps its pages mapped as cache. When the device has no memory left for a
- * page a block needs, a mapped page that no live block touches is taken from wherever it is (any arena, any
- * stream), unmapped there and mapped under the new block: free physical memory scattered between live blocks is
- * stitched into one contiguous virtual range instead of asking the driver for more or failing. So a request fails
- * only when the pages it needs exceed the device's free memory plus the pages no live block touches: when free
- * physical memory, counted in whole granules, is truly short.
+ * stream and size class, like PyTorch's pools) and are placed best fit at 512-byte granularity. Physical memory is
+ * mapped under an arena in <em>mappings</em>: one physical handle of one or more granule-sized pages, mapped with one
+ * {@code map} call. A block's missing pages are mapped when it is allocated, the pages it covers entirely as one
+ * mapping per run, a page it shares with a neighbour as a one-page mapping; a freed block keeps its pages mapped as
+ * cache, so a training loop that repeats its requests makes no driver calls after its first step.
  *
- * <p>Invariants (checked by {@link #checkInvariants}): the blocks of an arena tile its reservation in address order
- * with no two free neighbours; the free-by-size index holds exactly the free blocks; {@code pins[p]} counts the
- * allocated blocks touching page p, and every pinned page is mapped; a page is on its arena's unpinned list exactly
- * when it is mapped and unpinned; no physical handle is mapped twice (so no two live blocks share physical memory);
- * reserved bytes equal the mapped pages, allocated bytes the live blocks' sizes. Fixed-offset
- * arenas ({@link PlannedAllocator}'s plan region) keep the page accounting but no tiling: their blocks are placed
- * by the caller and checked not to overlap.
+ * <p>Stitching: when the device has no memory for a block's pages, mappings that no live block touches are
+ * unmapped and released, oldest first, from wherever they are (any arena, any stream; neighbouring ones in one
+ * {@code unmap} call), and the block's pages mapped from the memory that frees: free physical memory scattered
+ * between live blocks becomes one contiguous virtual range instead of a request to the driver or a failure.
+ * Stealing takes whole mappings only (a handle cannot be split), so a multi-page mapping must never be partly in
+ * use: it is pinned by exactly one block that covers all of it, or by none, and a block that would cover only part
+ * of an unpinned one drops it first. Hence every mapped page no live block touches can be stolen, and a request
+ * fails only when the pages it needs exceed the device's free memory plus those pages: when free physical
+ * memory, counted in whole granules, is truly short. If the device refuses one handle for a whole run, the run
+ * is mapped page by page.
+ *
+ * <p>Invariants (checked by {@link StitchInvariants}): the blocks of an arena tile its reservation in address
+ * order with no two free neighbours; the free tree holds exactly the free blocks; {@code pins[p]} counts the
+ * allocated or pending blocks touching page p, and every pinned page is mapped; a multi-page mapping's pages are
+ * all unpinned or all pinned by one block covering it; a mapping is on its arena's unpinned list exactly when it is
+ * mapped and unpinned; no physical handle is mapped twice (so no two live blocks share physical memory); reserved
+ * bytes equal the mapped pages, allocated bytes the live blocks' sizes. Fixed-offset arenas
+ * ({@link PlannedAllocator}'s plan region) keep the page accounting but no tiling: their blocks are placed by the
+ * caller and checked not to overlap. malloc and free allocate nothing unless history is recorded
+ * ({@link #recordHistory}: trace entries and the stacks of live blocks, as the exact allocator keeps them).
  */
 public class StitchAllocator implements AllocatorPolicy {
 
@@ -75,6 +89,9 @@ public class StitchAllocator implements AllocatorPolicy {
     private long bytesAllocatedTotal;
     private long bytesFreedTotal;
     private boolean closed;
+    private final PolicyHistory history = new PolicyHistory();
+    /** The stack of the request being served (null unless history keeps stacks), for its map and unmap entries. */
+    private List<Frame> requestContext;
 
     public StitchAllocator(Device device) {
         if (!device.supportsVirtualMemory()) {
@@ -110,6 +127,8 @@ public class StitchAllocator implements AllocatorPolicy {
         Block left;           // FreeBlockTree links while free
         Block right;
         int priority;
+        long requested;       // the unrounded request of an allocated block
+        List<Frame> frames;   // the request's stack while allocated, when history keeps stacks
 
         Block(Arena arena, long addr, long size, long stream) {
             this.arena = arena;
@@ -254,25 +273,29 @@ public class StitchAllocator implements AllocatorPolicy {
             return 0;
         }
         long rounded = roundSize(size);
+        List<Frame> context = history.gather(Context.STATE);
+        requestContext = context;
         processPendingFrees(false);
         Arena a = arena(stream, rounded <= SMALL_LIMIT);
         Block b = a.freeBySize.ceiling(rounded);
         if (b != null && pinPages(a, b.addr, rounded)) {
-            return take(b, rounded, stream);
+            return take(b, rounded, size, stream, context);
         }
         if (!pendingFrees.isEmpty()) {
             retries++;
             processPendingFrees(true);
             b = a.freeBySize.ceiling(rounded);
             if (b != null && pinPages(a, b.addr, rounded)) {
-                return take(b, rounded, stream);
+                return take(b, rounded, size, stream, context);
             }
         }
-        throw outOfMemory(size, rounded);
+        throw outOfMemory(size, rounded, stream, context);
     }
 
     /** Serves a block at {@code offset} of a fixed arena (the caller guarantees it overlaps no live block there). */
-    long mallocFixed(Arena a, long offset, long rounded, long stream) {
+    long mallocFixed(Arena a, long offset, long rounded, long requested, long stream) {
+        List<Frame> context = history.gather(Context.STATE);
+        requestContext = context;
         long addr = a.base + offset;
         if (!pinPages(a, addr, rounded)) {
             if (!pendingFrees.isEmpty()) {
@@ -280,16 +303,16 @@ public class StitchAllocator implements AllocatorPolicy {
                 processPendingFrees(true);
             }
             if (!pinPages(a, addr, rounded)) {
-                throw outOfMemory(rounded, rounded);
+                throw outOfMemory(requested, rounded, stream, context);
             }
         }
         Block b = newBlock(a, addr, rounded, stream);
         a.fixedBlocks.put(addr, b);
-        allocated(b);
+        allocated(b, requested, context);
         return addr;
     }
 
-    private long take(Block b, long rounded, long stream) {
+    private long take(Block b, long rounded, long requested, long stream, List<Frame> context) {
         Arena a = b.arena;
         a.freeBySize.remove(b);
         if (b.size > rounded) {
@@ -306,11 +329,14 @@ public class StitchAllocator implements AllocatorPolicy {
         }
         b.free = false;
         b.stream = stream;
-        allocated(b);
+        allocated(b, requested, context);
         return b.addr;
     }
 
-    private void allocated(Block b) {
+    private void allocated(Block b, long requested, List<Frame> context) {
+        b.requested = requested;
+        b.frames = context;
+        history.record(TraceAction.ALLOC, b.addr, requested, b.stream, context, -1);
         live.put(b.addr, b);
         liveCount++;
         peakLiveCount = Math.max(peakLiveCount, liveCount);
@@ -418,6 +444,7 @@ public class StitchAllocator implements AllocatorPolicy {
         long va = a.base + (long) p * page;
         device.map(va, (long) n * page, h);
         maps++;
+        history.record(TraceAction.SEGMENT_MAP, va, (long) n * page, Math.max(0, a.stream), requestContext, -1);
         device.setAccess(va, (long) n * page);
         for (int q = p; q < p + n; q++) {
             a.handle[q] = h;
@@ -514,6 +541,8 @@ public class StitchAllocator implements AllocatorPolicy {
     private void unmapRun(Arena a, int s, int e, boolean release) {
         device.unmap(a.base + (long) s * page, (long) (e - s) * page);
         unmaps++;
+        history.record(TraceAction.SEGMENT_UNMAP, a.base + (long) s * page, (long) (e - s) * page,
+                Math.max(0, a.stream), requestContext, -1);
         for (int p = s; p < e; ) {
             int n = a.mapLength[p];
             a.removeUnpinned(p);
@@ -544,6 +573,9 @@ public class StitchAllocator implements AllocatorPolicy {
         if (b == null) {
             throw new IllegalArgumentException("invalid device pointer: 0x" + Long.toHexString(ptr));
         }
+        List<Frame> context = history.gather(Context.ALL);
+        history.record(TraceAction.FREE_REQUESTED, b.addr, b.requested, b.stream, context != null ? context : b.frames,
+                -1);
         allocated -= b.size;
         liveCount--;
         freeCount++;
@@ -611,6 +643,8 @@ public class StitchAllocator implements AllocatorPolicy {
 
     /** Returns a block's address range to its arena and unpins its pages (they stay mapped as cache). */
     private void release(Block b) {
+        history.record(TraceAction.FREE_COMPLETED, b.addr, b.requested, b.stream, b.frames, -1);
+        b.frames = null;
         Arena a = b.arena;
         unpin(a, (int) ((b.addr - a.base) / page), (int) ((b.addr + b.size - 1 - a.base) / page));
         if (a.fixed) {
@@ -649,6 +683,7 @@ public class StitchAllocator implements AllocatorPolicy {
      */
     @Override
     public void emptyCache() {
+        requestContext = history.gather(Context.ALL);
         processPendingFrees(true);
         for (Arena a : arenas) {
             int count = 0;
@@ -674,8 +709,9 @@ public class StitchAllocator implements AllocatorPolicy {
         }
     }
 
-    private OutOfMemoryException outOfMemory(long requested, long rounded) {
+    private OutOfMemoryException outOfMemory(long requested, long rounded, long stream, List<Frame> context) {
         ooms++;
+        history.record(TraceAction.OOM, 0, rounded, stream, context, device.freeMemory());
         return new OutOfMemoryException(new OomReport(requested, rounded, rounded, device.index(),
                 device.totalMemory(), device.freeMemory(), -1, allocated, reservedBytes(), List.of(), false));
     }
@@ -733,8 +769,8 @@ public class StitchAllocator implements AllocatorPolicy {
                         blocks.add(new BlockInfo(at, b.addr - at, 0, BlockState.INACTIVE, List.of()));
                     }
                     boolean pending = live.get(b.addr) != b;
-                    blocks.add(new BlockInfo(b.addr, b.size, b.size, pending ? BlockState.ACTIVE_PENDING_FREE
-                            : BlockState.ACTIVE_ALLOCATED, List.of()));
+                    blocks.add(new BlockInfo(b.addr, b.size, b.requested, pending ? BlockState.ACTIVE_PENDING_FREE
+                            : BlockState.ACTIVE_ALLOCATED, b.frames == null ? List.of() : b.frames));
                     alloc += pending ? 0 : b.size;
                     active += b.size;
                     at = b.addr + b.size;
@@ -749,7 +785,22 @@ public class StitchAllocator implements AllocatorPolicy {
             }
         }
         segments.sort((x, y) -> Long.compareUnsigned(x.address(), y.address()));
-        return new MemorySnapshot(segments, List.of(List.of()), Map.of("policy", name()));
+        return new MemorySnapshot(segments, List.of(history.entries()), Map.of("policy", name()));
+    }
+
+    @Override
+    public void recordHistory(HistoryOptions options) {
+        history.configure(java.util.Objects.requireNonNull(options, "options"));
+    }
+
+    @Override
+    public void setContextSupplier(java.util.function.Supplier<List<Frame>> frames) {
+        history.setFrames(frames);
+    }
+
+    @Override
+    public void setHistoryClock(java.util.function.LongSupplier micros) {
+        history.setClock(micros);
     }
 
     @Override

@@ -6,6 +6,11 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.gpumem.device.Device;
+import io.gpumem.history.Frame;
+import io.gpumem.history.HistoryOptions;
+import io.gpumem.history.MemorySnapshot;
+import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.oom.OutOfMemoryException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -61,6 +66,43 @@ public abstract class PolicyContractTest {
         a.emptyCache();
         a.checkInvariants();
         assertThat(a.reservedBytes()).isEqualTo(5 * 2 * MiB);
+    }
+
+    @Test
+    void stitchRecordsHistoryAndStacksLikeTheExactAllocator() {
+        Device d = newDevice(8 * MiB, false);
+        StitchAllocator a = new StitchAllocator(d);
+        long[] now = {100};
+        List<Frame> stack = List.of(new Frame("model.py", 7, "forward"));
+        a.recordHistory(HistoryOptions.all());
+        a.setContextSupplier(() -> stack);
+        a.setHistoryClock(() -> now[0]++);
+        long x = a.malloc(3 * MiB, 0);
+        long y = a.malloc(1000, 0);
+        a.free(x);
+        assertThatThrownBy(() -> a.malloc(16 * MiB, 0)).isInstanceOf(OutOfMemoryException.class);
+        a.emptyCache();
+        MemorySnapshot snap = a.snapshot();
+        List<TraceEntry> trace = snap.deviceTraces().get(0);
+        assertThat(trace).extracting(TraceEntry::action).containsSubsequence(TraceAction.SEGMENT_MAP,
+                TraceAction.ALLOC, TraceAction.ALLOC, TraceAction.FREE_REQUESTED, TraceAction.FREE_COMPLETED,
+                TraceAction.OOM, TraceAction.SEGMENT_UNMAP);
+        assertThat(trace).allMatch(e -> stack.equals(e.frames()), "every entry carries the request's stack");
+        assertThat(trace).extracting(TraceEntry::timeUs).isSorted();
+        TraceEntry alloc = trace.stream().filter(e -> e.action() == TraceAction.ALLOC).toList().get(1);
+        assertThat(alloc.addr()).isEqualTo(y);
+        assertThat(alloc.size()).isEqualTo(1000);
+        var live = snap.segments().stream().flatMap(s -> s.blocks().stream())
+                .filter(b -> b.state() == io.gpumem.history.BlockState.ACTIVE_ALLOCATED).toList();
+        assertThat(live).singleElement().satisfies(b -> {
+            assertThat(b.address()).isEqualTo(y);
+            assertThat(b.requestedSize()).isEqualTo(1000);
+            assertThat(b.frames()).isEqualTo(stack);
+        });
+        a.recordHistory(HistoryOptions.off());
+        a.free(y);
+        assertThat(a.snapshot().deviceTraces().get(0)).isEmpty();
+        a.checkInvariants();
     }
 
     @Test

@@ -122,6 +122,42 @@ class MemoryVizCompatibilityTest {
     }
 
     @Test
+    void stitchAndPlannedSnapshotsOpenInEverySubcommandWithTheRecordedFrames(@TempDir Path dir) throws Exception {
+        Path client = client();
+        Path demo = dir.resolve("demo.pickle");
+        CliRun d = CliRun.run("demo", "--layers", "2", "--hidden", "512", "--heads", "8", "--vocab", "8000",
+                "--batch", "2", "--seq-max", "1024", "--steps", "4", "--capacity", "360MiB", "--no-min-capacity",
+                "--snapshot", demo.toString());
+        assertThat(d.exit()).as(d.err()).isZero();
+        List<Job> jobs = new ArrayList<>();
+        for (String policy : List.of("stitch", "planned")) {
+            Path out = dir.resolve(policy + ".pickle");
+            CliRun r = CliRun.run("replay", "--policy", policy, "--snapshot", out.toString(), demo.toString());
+            assertThat(r.exit()).as(r.out() + r.err()).isZero();
+            for (String sub : SUBCOMMANDS) {
+                jobs.add(new Job(sub, out, dir.resolve(policy + "." + sub + ".out")));
+            }
+        }
+        List<String> status = runClient(client, jobs, dir);
+        assertThat(status).hasSize(jobs.size());
+        for (int i = 0; i < jobs.size(); i++) {
+            Job job = jobs.get(i);
+            assertThat(status.get(i)).startsWith("ok\t" + job.subcommand());
+            String text = Files.readString(job.output());
+            switch (job.subcommand()) {
+                case "stats" -> assertThat(text).as(job.toString()).contains("Summary of segments");
+                // The history: allocs, frees and page maps, each with the recorded request's stack.
+                case "trace" -> assertThat(text).as(job.toString()).contains("entries").contains("TOTAL MEM")
+                        .contains("segment_map").contains("init_parameters");
+                // Live blocks keep their request's stack, so the flame graph names the demo's functions.
+                case "segments", "memory" -> assertThat(text).as(job.toString()).contains("stream_0")
+                        .contains("model.py:200:init_parameters");
+                default -> assertThat(text).as(job.toString()).contains("base64");
+            }
+        }
+    }
+
+    @Test
     void replayedSharedTracesPrintTheSameStatsAndTraceAsTheirRecordings(@TempDir Path dir) throws Exception {
         Path client = client();
         List<Path> recordings;

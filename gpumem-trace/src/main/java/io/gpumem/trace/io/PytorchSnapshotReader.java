@@ -3,7 +3,6 @@ package io.gpumem.trace.io;
 import io.gpumem.history.BlockState;
 import io.gpumem.history.Frame;
 import io.gpumem.history.TraceAction;
-import java.io.BufferedInputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.math.BigInteger;
@@ -48,13 +47,20 @@ public final class PytorchSnapshotReader {
     /** Reads a snapshot file. @throws TraceFormatException when the file is missing, too big or malformed */
     public TraceSnapshot read(Path file) {
         String name = file.toString();
-        long bytes = limits.checkedFileSize(file);
-        try (InputStream in = new BufferedInputStream(Files.newInputStream(file), 1 << 16)) {
-            Object root = unpickle(in, bytes, name);
-            return convert(root, name, bytes);
+        long size = limits.checkedFileSize(file);
+        if (size > Integer.MAX_VALUE - 8) {
+            throw new TraceFormatException(name, "", "input is over the limit of " + (Integer.MAX_VALUE - 8) + " bytes");
+        }
+        byte[] bytes;
+        try {
+            bytes = Files.readAllBytes(file);
         } catch (IOException e) {
             throw new TraceFormatException(name, "", "cannot read: " + e.getMessage(), e);
         }
+        if (bytes.length > limits.maxFileBytes()) {
+            throw new TraceFormatException(name, "", "input is over the limit of " + limits.maxFileBytes() + " bytes");
+        }
+        return convert(unpickle(bytes, name), name, bytes.length);
     }
 
     /** Reads a snapshot from a stream (at most the file-size limit); {@code name} is used in error messages. */
@@ -68,8 +74,7 @@ public final class PytorchSnapshotReader {
         if (bytes.length > limits.maxFileBytes()) {
             throw new TraceFormatException(name, "", "input is over the limit of " + limits.maxFileBytes() + " bytes");
         }
-        Object root = unpickle(new java.io.ByteArrayInputStream(bytes), bytes.length, name);
-        return convert(root, name, bytes.length);
+        return convert(unpickle(bytes, name), name, bytes.length);
     }
 
     private TraceSnapshot convert(Object root, String name, long bytes) {
@@ -85,17 +90,17 @@ public final class PytorchSnapshotReader {
 
     /**
      * Decodes the pickle as plain data ({@link PlainDataUnpickler}): code is never run and no declared length
-     * may exceed the {@code size - position} bytes left.
+     * may exceed the bytes left.
      */
-    static Object unpickle(InputStream in, long size, String name) {
+    static Object unpickle(byte[] bytes, String name) {
         try {
-            return PlainDataUnpickler.load(in, size);
+            return PlainDataUnpickler.load(bytes, bytes.length);
         } catch (PlainDataUnpickler.Refused e) {
             throw new TraceFormatException(name, "", e.runsCode() ? e.getMessage()
                     : "not a readable pickle (truncated or corrupt): " + e.getMessage());
         } catch (StackOverflowError e) {
             throw new TraceFormatException(name, "", NESTED);
-        } catch (IOException | RuntimeException e) {
+        } catch (RuntimeException e) {
             String why = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
             throw new TraceFormatException(name, "", "not a readable pickle (truncated or corrupt): " + why, e);
         }

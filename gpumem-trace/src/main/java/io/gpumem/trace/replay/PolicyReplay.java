@@ -108,20 +108,22 @@ public final class PolicyReplay {
     /**
      * The policy allocator's own snapshot ({@code GpuAllocator.snapshot()}) after the window ran under
      * {@code spec} at {@code capacity} (requests that fail are skipped, as in {@link #evaluate}); {@code null}
-     * when even the window's start does not fit.
+     * when even the window's start does not fit. History is recorded as {@code _record_memory_history()} does by
+     * default (every entry, stacks at alloc and free): each request carries the stack and time of the recorded
+     * entry it replays, so live blocks and the trace show the recorded frames; the start state's blocks have none.
      */
     public io.gpumem.history.MemorySnapshot snapshot(PolicySpec spec, long capacity) {
         io.gpumem.history.MemorySnapshot[] end = {null};
-        run(spec, capacity, false, policy -> end[0] = policy.snapshot());
+        run(spec, capacity, false, true, policy -> end[0] = policy.snapshot());
         return end[0];
     }
 
     /** One replay under {@code spec}; with {@code stopAtOom} it returns at the first failed request. */
     WhatIfReplay.Outcome run(PolicySpec spec, long capacity, boolean stopAtOom) {
-        return run(spec, capacity, stopAtOom, null);
+        return run(spec, capacity, stopAtOom, false, null);
     }
 
-    private WhatIfReplay.Outcome run(PolicySpec spec, long capacity, boolean stopAtOom,
+    private WhatIfReplay.Outcome run(PolicySpec spec, long capacity, boolean stopAtOom, boolean history,
                                      java.util.function.Consumer<AllocatorPolicy> atEnd) {
         WhatIfReplay.Outcome out = new WhatIfReplay.Outcome();
         SimulatedDevice dev = SimulatedDevice.builder().capacity(capacity).build();
@@ -131,6 +133,16 @@ public final class PolicyReplay {
         } catch (OutOfMemoryException e) {
             out.ooms = 1;
             return out;
+        }
+        int[] op = {-1};
+        if (history) {
+            java.util.List<io.gpumem.trace.io.TraceEntry> trace = replay.snapshot().traceOf(replay.device());
+            policy.recordHistory(io.gpumem.history.HistoryOptions.all());
+            policy.setContextSupplier(() -> {
+                java.util.List<io.gpumem.history.Frame> f = op[0] < 0 ? null : trace.get(rs.entry[op[0]]).frames();
+                return f == null ? java.util.List.of() : f;
+            });
+            policy.setHistoryClock(() -> op[0] < 0 ? 0 : trace.get(rs.entry[op[0]]).timeUs());
         }
         long[] devStreams = new long[rs.streams.length];
         for (int i = 0; i < devStreams.length; i++) {
@@ -156,6 +168,7 @@ public final class PolicyReplay {
         }
         long t0 = System.nanoTime();
         for (int k = 0; k < rs.length; k++) {
+            op[0] = k;
             switch (rs.op[k]) {
                 case RequestStream.ALLOC -> {
                     try {

@@ -1,0 +1,179 @@
+package io.gpumem.trace.io;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.gpumem.trace.TestTraces;
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.math.BigInteger;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.Set;
+import net.razorvine.pickle.Pickler;
+import net.razorvine.pickle.Unpickler;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * The project's pickle decoder against razorvine's, which it replaced on the read path: the same value tree
+ * (types included, shared lists shared) for every shared trace and for seeded random values, and the refusals
+ * razorvine did not make (unhashable dict keys).
+ */
+class PlainDataUnpicklerTest {
+
+    @ParameterizedTest
+    @ValueSource(strings = {"tiny-forward.pickle", "lm2.7b-train-step.pickle", "llama-offload-10-streams.pickle",
+            "gnn-train-expandable-oom.pickle", "nca-train-empty-cache.pickle", "opt1.3b-state-only.pickle",
+            "lm-medium-train-ctx128.pickle"})
+    void decodesEverySharedTraceAsRazorvineDoes(String name) throws Exception {
+        byte[] b = Files.readAllBytes(TestTraces.file(name));
+        Object ours = PlainDataUnpickler.load(b, b.length);
+        Object theirs = new Unpickler().load(new ByteArrayInputStream(b));
+        assertSame(ours, theirs, "root", new IdentityHashMap<>());
+    }
+
+    @Test
+    void decodesRandomValuesAsRazorvineDoes() throws Exception {
+        long seed = System.nanoTime();
+        System.out.println("seed=" + seed);
+        Random rnd = new Random(seed);
+        for (int round = 0; round < 200; round++) {
+            Object value = randomValue(rnd, 4);
+            for (boolean memo : new boolean[] {true, false}) {
+                byte[] b = new Pickler(memo, false).dumps(value);
+                Object ours = PlainDataUnpickler.load(b, b.length);
+                Object theirs = new Unpickler().load(new ByteArrayInputStream(b));
+                assertSame(ours, theirs, "seed " + seed + " round " + round, new IdentityHashMap<>());
+            }
+        }
+    }
+
+    private static Object randomValue(Random rnd, int depth) {
+        int kind = rnd.nextInt(depth <= 0 ? 6 : 9);
+        return switch (kind) {
+            case 0 -> rnd.nextInt(300) - 50;
+            case 1 -> rnd.nextLong();
+            case 2 -> new BigInteger(70 + rnd.nextInt(60), rnd).negate();
+            case 3 -> "s\u00e9" + rnd.nextInt(1000) + (rnd.nextBoolean() ? "\u4e2d" : "");
+            case 4 -> rnd.nextBoolean() ? null : rnd.nextBoolean();
+            case 5 -> rnd.nextDouble();
+            case 6 -> {
+                List<Object> l = new ArrayList<>();
+                for (int i = rnd.nextInt(5); i > 0; i--) {
+                    l.add(randomValue(rnd, depth - 1));
+                }
+                yield l;
+            }
+            case 7 -> {
+                Map<Object, Object> m = new HashMap<>();
+                for (int i = rnd.nextInt(5); i > 0; i--) {
+                    m.put("k" + rnd.nextInt(20), randomValue(rnd, depth - 1));
+                }
+                yield m;
+            }
+            default -> new Object[] {randomValue(rnd, depth - 1), randomValue(rnd, depth - 1)};
+        };
+    }
+
+    /** Deep equality with identical classes; a container met again must be met again at the same place. */
+    private static void assertSame(Object ours, Object theirs, String where, IdentityHashMap<Object, Object> seen) {
+        if (ours == null || theirs == null) {
+            assertThat(ours).as(where).isEqualTo(theirs);
+            return;
+        }
+        assertThat(ours.getClass()).as(where).isEqualTo(theirs.getClass());
+        if (ours instanceof List<?> || ours instanceof Map<?, ?> || ours instanceof Object[]) {
+            Object before = seen.put(ours, theirs);
+            if (before != null) {
+                assertThat(before).as(where + " (shared)").isSameAs(theirs);
+                return;
+            }
+        }
+        if (ours instanceof List<?> a) {
+            List<?> b = (List<?>) theirs;
+            assertThat(a.size()).as(where).isEqualTo(b.size());
+            for (int i = 0; i < a.size(); i++) {
+                assertSame(a.get(i), b.get(i), where + "[" + i + "]", seen);
+            }
+        } else if (ours instanceof Map<?, ?> a) {
+            Map<?, ?> b = (Map<?, ?>) theirs;
+            assertThat(a.keySet()).as(where).isEqualTo(b.keySet());
+            assertThat(List.copyOf(a.keySet())).as(where + " iteration order").isEqualTo(List.copyOf(b.keySet()));
+            for (Object k : a.keySet()) {
+                assertSame(a.get(k), b.get(k), where + "." + k, seen);
+            }
+        } else if (ours instanceof Object[] a) {
+            Object[] b = (Object[]) theirs;
+            assertThat(a.length).as(where).isEqualTo(b.length);
+            for (int i = 0; i < a.length; i++) {
+                assertSame(a[i], b[i], where + "(" + i + ")", seen);
+            }
+        } else if (ours instanceof byte[] a) {
+            assertThat(a).as(where).isEqualTo((byte[]) theirs);
+        } else {
+            assertThat(ours).as(where).isEqualTo(theirs);
+        }
+    }
+
+    private static byte[] bytes(Object... parts) {
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        for (Object p : parts) {
+            if (p instanceof String s) {
+                out.writeBytes(s.getBytes(StandardCharsets.ISO_8859_1));
+            } else if (p instanceof Character c) {
+                out.write(c);
+            } else {
+                out.write((Integer) p);
+            }
+        }
+        return out.toByteArray();
+    }
+
+    @Test
+    void aListOrDictAsADictKeyIsRefusedNamingTheFileAndOpcode() {
+        // {[]: 1} through SETITEM, and {{}: 1} through SETITEMS: Python cannot hash either.
+        byte[] setitem = bytes(0x80, 2, '}', ']', 'K', 1, 's', '.');
+        assertThatThrownBy(() -> new PytorchSnapshotReader().read(new ByteArrayInputStream(setitem), "k.pickle"))
+                .isInstanceOf(TraceFormatException.class)
+                .hasMessage("k.pickle: not a readable pickle (truncated or corrupt): opcode SETITEM at byte 6:"
+                        + " a dict key of type list (unhashable in Python)");
+        byte[] setitems = bytes(0x80, 2, '}', '(', '}', 'K', 1, 'u', '.');
+        assertThatThrownBy(() -> new PytorchSnapshotReader().read(new ByteArrayInputStream(setitems), "k.pickle"))
+                .isInstanceOf(TraceFormatException.class)
+                .hasMessageEndingWith("opcode SETITEMS at byte 7: a dict key of type dict (unhashable in Python)");
+        // A list that holds itself, used as a key, used to overflow the stack while being hashed.
+        byte[] selfKey = bytes(0x80, 2, '}', ']', 0x94, 'h', 0, 'a', 'K', 1, 's', '.');
+        assertThatThrownBy(() -> new PytorchSnapshotReader().read(new ByteArrayInputStream(selfKey), "k.pickle"))
+                .hasMessageEndingWith("opcode SETITEM at byte 10: a dict key of type list (unhashable in Python)");
+    }
+
+    @Test
+    void tuplesStringsAndNumbersAreHashableKeys() {
+        // {(1, 2): 'a', 'b': None, 7: True}
+        byte[] ok = bytes(0x80, 2, '}', '(', 'K', 1, 'K', 2, 0x86, 0x8c, 1, "a", 0x8c, 1, "b", 'N', 'K', 7, 0x88,
+                'u', '.');
+        @SuppressWarnings("unchecked")
+        Map<Object, Object> m = (Map<Object, Object>) PlainDataUnpickler.load(ok, ok.length);
+        assertThat(m).hasSize(3).containsEntry("b", null).containsEntry(7, true);
+        assertThat(m.keySet().stream().filter(k -> k instanceof Object[]).findFirst().map(k -> (Object[]) k))
+                .hasValueSatisfying(t -> assertThat(t).containsExactly(1, 2));
+    }
+
+    @Test
+    void protocolZeroTextOpcodesDecode() {
+        // (dp0\nVkey\np1\nI42\nsS'x\\n'\np2\nL12345678901234567890L\ns.  -> {'key': 42, 'x\n': 12345678901234567890}
+        byte[] p0 = bytes("(dp0\nVkey\\u00e9\np1\nI42\nsS'x\\n'\np2\nL12345678901234567890L\nsg1\nI01\ns.");
+        @SuppressWarnings("unchecked")
+        Map<Object, Object> m = (Map<Object, Object>) PlainDataUnpickler.load(p0, p0.length);
+        assertThat(m).containsEntry("key\u00e9", true).containsEntry("x\n", new BigInteger("12345678901234567890"));
+        assertThat(Set.copyOf(m.keySet())).hasSize(2);
+    }
+}
