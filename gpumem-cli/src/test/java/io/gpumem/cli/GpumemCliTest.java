@@ -4,7 +4,10 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import java.io.PrintWriter;
 import java.io.StringWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The top-level command line: a run builds only the part of picocli's model it can use (start-up time), and
@@ -44,5 +47,16 @@ class GpumemCliTest {
         // the stubs carry no options: they are registered only for runs that print the top-level usage
         assertThat(GpumemCli.commandLine(new String[] {"--help"}).getSubcommands().get("replay")
                 .getCommandSpec().options()).isEmpty();
+    }
+
+    /** The launcher's archive training runs every command it names successfully and leaves no file behind. */
+    @Test
+    void archiveTrainingRunsItsCommandsAndCleansUp(@TempDir Path tmp) throws Exception {
+        Path scratch = tmp.resolve("training");
+        ArchiveTraining.train(scratch);
+        assertThat(scratch).doesNotExist();
+        try (var left = Files.list(tmp)) {
+            assertThat(left).isEmpty();
+        }
     }
 }
