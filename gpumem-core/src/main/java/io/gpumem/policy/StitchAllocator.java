@@ -323,6 +323,18 @@ public class StitchAllocator implements AllocatorPolicy {
 
     private long take(Block b, long rounded, long requested, long stream, List<Frame> context) {
         Arena a = b.arena;
+        if (b.size > rounded && a.freeBySize.rekeyInPlace(b, b.size - rounded, b.addr + rounded)) {
+            // b stays in the free tree as the remainder; a block object in front of it is the allocation
+            Block used = newBlock(a, b.addr - rounded, rounded, stream);
+            used.prev = b.prev;
+            used.next = b;
+            if (b.prev != null) {
+                b.prev.next = used;
+            }
+            b.prev = used;
+            allocated(used, requested, context);
+            return used.addr;
+        }
         a.freeBySize.remove(b);
         if (b.size > rounded) {
             Block rest = newBlock(a, b.addr + rounded, b.size - rounded, a.stream);
@@ -664,27 +676,47 @@ public class StitchAllocator implements AllocatorPolicy {
         }
         b.free = true;
         Block p = b.prev;
-        if (p != null && p.free) {
-            a.freeBySize.remove(p);
-            p.size += b.size;
-            p.next = b.next;
-            if (b.next != null) {
-                b.next.prev = p;
+        Block n = b.next;
+        boolean mergePrev = p != null && p.free;
+        boolean mergeNext = n != null && n.free;
+        if (mergePrev) {
+            long size = p.size + b.size;
+            Block after = n;
+            if (mergeNext) {
+                a.freeBySize.remove(n);
+                size += n.size;
+                after = n.next;
+                recycle(n);
+            }
+            p.next = after;
+            if (after != null) {
+                after.prev = p;
             }
             recycle(b);
-            b = p;
-        }
-        Block n = b.next;
-        if (n != null && n.free) {
-            a.freeBySize.remove(n);
-            b.size += n.size;
-            b.next = n.next;
-            if (n.next != null) {
-                n.next.prev = b;
+            rekey(a, p, size, p.addr);
+        } else if (mergeNext) {
+            // n takes b's place, growing downwards
+            n.prev = p;
+            if (p != null) {
+                p.next = n;
             }
-            recycle(n);
+            long size = n.size + b.size;
+            long addr = b.addr;
+            recycle(b);
+            rekey(a, n, size, addr);
+        } else {
+            a.freeBySize.add(b);
         }
-        a.freeBySize.add(b);
+    }
+
+    /** Gives free block f a new key, in place when its order among the free blocks allows it. */
+    private static void rekey(Arena a, Block f, long size, long addr) {
+        if (!a.freeBySize.rekeyInPlace(f, size, addr)) {
+            a.freeBySize.remove(f);
+            f.size = size;
+            f.addr = addr;
+            a.freeBySize.add(f);
+        }
     }
 
     /**
