@@ -2,6 +2,7 @@ package io.gpumem.alloc;
 
 import io.gpumem.device.Device;
 import io.gpumem.history.TraceEntry;
+import io.gpumem.history.TraceListener;
 
 import java.util.List;
 import java.util.Objects;
@@ -62,6 +63,19 @@ public final class AllocatorInternals {
     /** Sets the clock for {@code time_us} of trace entries (microseconds); tests inject a deterministic one. */
     public void setClock(LongSupplier timeMicros) {
         core.trace.clockMicros = Objects.requireNonNull(timeMicros, "timeMicros");
+    }
+
+    /**
+     * Attaches a listener that sees the fields of every trace entry as it is recorded, even with history off,
+     * without the entry being built (nothing is allocated per operation for it).
+     */
+    public void attachTraceListener(TraceListener listener) {
+        core.trace.addListener(Objects.requireNonNull(listener, "listener"));
+    }
+
+    /** Detaches a listener attached by {@link #attachTraceListener}; returns whether it was attached. */
+    public boolean detachTraceListener(TraceListener listener) {
+        return core.trace.removeListener(listener);
     }
 
     /** Attaches a listener that sees every trace entry as it is recorded, even with history off. */

@@ -4,6 +4,7 @@ import io.gpumem.history.Frame;
 import io.gpumem.history.HistoryOptions.Context;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
+import io.gpumem.history.TraceListener;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -22,7 +23,8 @@ import java.util.function.Supplier;
  * ({@code maybeGatherContext}); trace entries carry it only at {@code ALLOC} or above.
  *
  * <p>Invariant: {@code buffer.size() <= maxEntries}; once full, {@code next} is the slot of the oldest entry.
- * Nothing is allocated per operation unless history is on or a tracker is attached.
+ * Nothing is allocated per operation unless history is on or a tracker is attached ({@link TraceListener}s get
+ * the fields without an entry being built).
  */
 final class TraceRecorder {
     private boolean recordHistory;
@@ -31,8 +33,12 @@ final class TraceRecorder {
     private final ArrayList<TraceEntry> buffer = new ArrayList<>();
     private int next;
     private final List<Consumer<TraceEntry>> trackers = new CopyOnWriteArrayList<>();
+    private static final TraceListener[] NO_LISTENERS = {};
+    /** Plain-field listeners; replaced, never changed in place, so {@link #record} reads a stable array. */
+    private volatile TraceListener[] listeners = NO_LISTENERS;
     /**
-     * {@code recordHistory || !trackers.isEmpty()}, kept in step by every method that changes either, so that
+     * {@code recordHistory || !trackers.isEmpty() || listeners.length > 0}, kept in step by every method that
+     * changes any of them, so that
      * {@link #record} with history off costs one field read. Volatile because trackers attach without the lock.
      */
     private volatile boolean active;
@@ -61,7 +67,26 @@ final class TraceRecorder {
             next = 0;
             buffer.clear();
         }
-        active = recordHistory || !trackers.isEmpty();
+        active = isActive();
+    }
+
+    private boolean isActive() {
+        return recordHistory || !trackers.isEmpty() || listeners.length > 0;
+    }
+
+    synchronized void addListener(TraceListener listener) {
+        TraceListener[] now = java.util.Arrays.copyOf(listeners, listeners.length + 1);
+        now[now.length - 1] = listener;
+        listeners = now;
+        active = true;
+    }
+
+    synchronized boolean removeListener(TraceListener listener) {
+        List<TraceListener> now = new ArrayList<>(List.of(listeners));
+        boolean removed = now.remove(listener);
+        listeners = now.toArray(NO_LISTENERS);
+        active = isActive();
+        return removed;
     }
 
     synchronized void addTracker(Consumer<TraceEntry> tracker) {
@@ -71,7 +96,7 @@ final class TraceRecorder {
 
     synchronized boolean removeTracker(Consumer<TraceEntry> tracker) {
         boolean removed = trackers.remove(tracker);
-        active = recordHistory || !trackers.isEmpty();
+        active = isActive();
         return removed;
     }
 
@@ -90,6 +115,12 @@ final class TraceRecorder {
 
     void record(TraceAction action, long addr, long size, long stream, List<Frame> context, long deviceFree) {
         if (!active) {
+            return;
+        }
+        for (TraceListener l : listeners) {
+            l.onEntry(action, addr, size, stream);
+        }
+        if (!recordHistory && trackers.isEmpty()) {
             return;
         }
         TraceEntry te = new TraceEntry(action, addr, size, stream, clockMicros.getAsLong(),

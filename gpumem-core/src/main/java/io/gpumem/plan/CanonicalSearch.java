@@ -43,12 +43,20 @@ final class CanonicalSearch {
     private final long capacity;
     private final long[] sky;
     private final long[] load;
-    private final long[] treeMax;       // highest sky in the node's range
-    private final long[] treeLow;       // lowest sky among loaded segments in the range, NONE if none is loaded
-    private final int[] treeLowAt;      // leftmost segment with that sky
-    private final int[] coverStart;     // per tree node: its buffers are coverIds[coverStart[v] .. coverStart[v+1])
+    // Segment tree, node v at tree[4v ..]: MAX the highest sky in its range, LOW the lowest sky among loaded
+    // segments (NONE if none is loaded), LOW_AT the leftmost segment with it; interleaved so that a node's
+    // fields, and two siblings, share a cache line.
+    private static final int MAX = 0;
+    private static final int LOW = 1;
+    private static final int LOW_AT = 2;
+    private final long[] tree;
+    private final int[] coverStart;     // per tree node v: its buffers are coverIds[coverStart[v] .. coverStart[v+1])
     private final int[] coverIds;
-    private final boolean[] placed;
+    private final int[] coverActive;    // per tree node: its unplaced buffers are the first coverActive[v] entries
+    private final int[] coverEntry;     // per list position: which of its buffer's entries sits there
+    private final int[] entryStart;     // per buffer u: its entries are entryStart[u] .. entryStart[u+1]
+    private final int[] entryNode;      // per entry: the tree node
+    private final int[] entryAt;        // per entry: its position in coverIds
     private final long[] offset;
     private int placedCount;
     private boolean violated;
@@ -107,30 +115,50 @@ final class CanonicalSearch {
         for (int v = 0; v < 2 * leaves; v++) {
             coverStart[v + 1] = coverStart[v] + coverCount[v];
         }
-        coverIds = new int[coverStart[2 * leaves]];
+        int entries = coverStart[2 * leaves];
+        coverIds = new int[entries];
+        coverEntry = new int[entries];
+        entryStart = new int[m + 1];
+        entryNode = new int[entries];
+        entryAt = new int[entries];
+        coverActive = new int[2 * leaves];
         int[] fill = Arrays.copyOf(coverStart, 2 * leaves);
+        int k = 0;
         for (int u = 0; u < m; u++) {
+            entryStart[u] = k;
             for (int a = segLo[u] + leaves, b = segHi[u] + leaves; a < b; a >>= 1, b >>= 1) {
                 if ((a & 1) == 1) {
-                    coverIds[fill[a++]++] = u;
+                    k = addEntry(u, a++, fill, k);
                 }
                 if ((b & 1) == 1) {
-                    coverIds[fill[--b]++] = u;
+                    k = addEntry(u, --b, fill, k);
                 }
             }
         }
-        treeMax = new long[2 * leaves];
-        treeLow = new long[2 * leaves];
-        treeLowAt = new int[2 * leaves];
-        Arrays.fill(treeLow, NONE);
+        entryStart[m] = k;
+        for (int v = 0; v < 2 * leaves; v++) {
+            coverActive[v] = coverCount[v];
+        }
+        tree = new long[8 * leaves];
+        for (int v = 1; v < 2 * leaves; v++) {
+            tree[4 * v + LOW] = NONE;
+        }
         for (int s = 0; s < segments; s++) {
             setLeaf(s);
         }
         for (int v = leaves - 1; v >= 1; v--) {
             pull(v);
         }
-        placed = new boolean[m];
         offset = new long[m];
+    }
+
+    private int addEntry(int u, int node, int[] fill, int k) {
+        int at = fill[node]++;
+        coverIds[at] = u;
+        coverEntry[at] = k;
+        entryNode[k] = node;
+        entryAt[k] = at;
+        return k + 1;
     }
 
     /**
@@ -221,21 +249,20 @@ final class CanonicalSearch {
      */
     private boolean evaluate(int depth) {
         ensureFrames(depth);
-        int low = treeLowAt[1];
+        int low = (int) tree[4 + LOW_AT];
         long level = sky[low];
         long lift = NONE;
         int start = depth == 0 ? 0 : frameCandEnd[depth - 1];
         int end = start;
         for (int v = low + leaves; v >= 1; v >>= 1) {
-            work += coverStart[v + 1] - coverStart[v] + 1;
-            for (int i = coverStart[v], e = coverStart[v + 1]; i < e; i++) {
+            work += coverActive[v] + 1;
+            for (int i = coverStart[v], e = i + coverActive[v]; i < e; i++) {
                 int u = coverIds[i];
-                if (placed[u]) {
-                    continue;
-                }
-                long c = rangeMax(segLo[u], segHi[u]);
+                long tooHigh = capacity - size[u] + 1;
+                // The landing height matters only up to the lowest lift so far or to where u no longer fits.
+                long c = rangeMax(segLo[u], segHi[u], Math.min(lift, tooHigh));
                 work += 4;
-                if (c + size[u] > capacity) {
+                if (c >= tooHigh) {
                     return false;
                 }
                 if (c != level) {
@@ -306,8 +333,8 @@ final class CanonicalSearch {
 
     private void place(int u, long at) {
         violated = false;
-        placed[u] = true;
         placedCount++;
+        deactivate(u);
         offset[u] = at;
         int a = segLo[u];
         int b = segHi[u];
@@ -328,6 +355,23 @@ final class CanonicalSearch {
         undo[undoTop++] = b;
         undo[undoTop++] = u;
         refresh(a, b);
+    }
+
+    /** Moves u out of the unplaced front of each of its lists (swapping it with the last unplaced entry). */
+    private void deactivate(int u) {
+        for (int k = entryStart[u]; k < entryStart[u + 1]; k++) {
+            int v = entryNode[k];
+            int at = entryAt[k];
+            int last = coverStart[v] + --coverActive[v];
+            int w = coverEntry[last];
+            coverIds[at] = coverIds[last];
+            coverEntry[at] = w;
+            entryAt[w] = at;
+            coverIds[last] = u;
+            coverEntry[last] = k;
+            entryAt[k] = last;
+        }
+        work += entryStart[u + 1] - entryStart[u];
     }
 
     /** Lifts segment {@code s} to {@code height}: the space below is proved empty. */
@@ -352,8 +396,11 @@ final class CanonicalSearch {
                 sky[s] = undo[--undoTop];
             }
             if (u >= 0) {
-                placed[u] = false;
                 placedCount--;
+                // LIFO: the lists were not touched at or past u's slots since u left them, so u is back in.
+                for (int k = entryStart[u]; k < entryStart[u + 1]; k++) {
+                    coverActive[entryNode[k]]++;
+                }
                 long sz = size[u];
                 for (int s = a; s < b; s++) {
                     load[s] += sz;
@@ -364,23 +411,21 @@ final class CanonicalSearch {
     }
 
     private void setLeaf(int s) {
-        int v = s + leaves;
-        treeMax[v] = sky[s];
-        treeLow[v] = load[s] > 0 ? sky[s] : NONE;
-        treeLowAt[v] = s;
+        int at = 4 * (s + leaves);
+        tree[at + MAX] = sky[s];
+        tree[at + LOW] = load[s] > 0 ? sky[s] : NONE;
+        tree[at + LOW_AT] = s;
     }
 
     private void pull(int v) {
-        int l = 2 * v;
-        int r = l + 1;
-        treeMax[v] = Math.max(treeMax[l], treeMax[r]);
-        if (treeLow[l] <= treeLow[r]) {
-            treeLow[v] = treeLow[l];
-            treeLowAt[v] = treeLowAt[l];
-        } else {
-            treeLow[v] = treeLow[r];
-            treeLowAt[v] = treeLowAt[r];
-        }
+        long[] t = tree;
+        int at = 4 * v;
+        int l = 8 * v;
+        int r = l + 4;
+        t[at + MAX] = Math.max(t[l + MAX], t[r + MAX]);
+        int from = t[l + LOW] <= t[r + LOW] ? l : r;
+        t[at + LOW] = t[from + LOW];
+        t[at + LOW_AT] = t[from + LOW_AT];
     }
 
     /** Recomputes the leaves of segments [a, b) and their ancestors. */
@@ -400,21 +445,24 @@ final class CanonicalSearch {
         }
     }
 
-    /** Highest sky over segments [a, b): a plain scan for short ranges, the tree for long ones. */
-    private long rangeMax(int a, int b) {
+    /**
+     * Highest sky over segments [a, b), or some value at least {@code enough} once one is seen: a plain scan for
+     * short ranges, the tree for long ones.
+     */
+    private long rangeMax(int a, int b, long enough) {
         long best = 0;
         if (b - a <= 16) {
-            for (int s = a; s < b; s++) {
+            for (int s = a; s < b && best < enough; s++) {
                 best = Math.max(best, sky[s]);
             }
             return best;
         }
-        for (a += leaves, b += leaves; a < b; a >>= 1, b >>= 1) {
+        for (a += leaves, b += leaves; a < b && best < enough; a >>= 1, b >>= 1) {
             if ((a & 1) == 1) {
-                best = Math.max(best, treeMax[a++]);
+                best = Math.max(best, tree[4 * a++ + MAX]);
             }
             if ((b & 1) == 1) {
-                best = Math.max(best, treeMax[--b]);
+                best = Math.max(best, tree[4 * --b + MAX]);
             }
         }
         return best;

@@ -150,6 +150,41 @@ class SkylinePlannerTest {
         }
     }
 
+    @Test
+    void peakLiveIsTheHighestSumOfLiveSizesOnNarrowAndWideClocks() {
+        long seed = System.nanoTime();
+        System.out.println("SkylinePlannerTest.peakLiveIsTheHighestSumOfLiveSizesOnNarrowAndWideClocks seed " + seed);
+        Random r = new Random(seed);
+        for (int round = 0; round < 50; round++) {
+            LifetimeProblem p = randomProblem(r, 1 + r.nextInt(100), 5 + r.nextInt(100), 1 + r.nextInt(16));
+            long direct = 0;
+            for (int i = 0; i < p.buffers(); i++) {
+                long live = 0;
+                for (int j = 0; j < p.buffers(); j++) {
+                    live += p.lower(j) <= p.lower(i) && p.lower(i) < p.upper(j) ? p.placedSize(j) : 0;
+                }
+                direct = Math.max(direct, live);
+            }
+            assertThat(p.peakLive()).as("seed %d round %d", seed, round).isEqualTo(direct);
+            // The same problem on a clock too wide to pack into sort keys (ticks 2^50 apart, shifted negative).
+            int n = p.buffers();
+            long[] id = new long[n];
+            long[] lower = new long[n];
+            long[] upper = new long[n];
+            long[] size = new long[n];
+            for (int i = 0; i < n; i++) {
+                id[i] = i;
+                lower[i] = (p.lower(i) << 50) - (1L << 60);
+                upper[i] = (p.upper(i) << 50) - (1L << 60);
+                size[i] = p.size(i);
+            }
+            LifetimeProblem wide = new LifetimeProblem(id, lower, upper, size, 512);
+            assertThat(wide.peakLive()).as("seed %d round %d, wide clock", seed, round).isEqualTo(direct);
+            OffsetPlan plan = new OffsetPlanner().plan(wide);
+            assertThat(assertValid(wide, plan.offsets(), "wide clock")).isEqualTo(plan.plannedPeak());
+        }
+    }
+
     /** The lowest peak over every order of placing each buffer at its lowest free offset (first fit). */
     private static long bestOverAllOrders(LifetimeProblem p) {
         int n = p.buffers();

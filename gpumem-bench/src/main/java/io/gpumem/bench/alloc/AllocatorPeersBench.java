@@ -25,8 +25,8 @@ import org.openjdk.jmh.annotations.Warmup;
  * gpumem's faithful caching allocator against two peers, replaying the same request streams the same way.
  *
  * <p>Streams ({@link RequestStream#named}): the recorded lm2.7b training step (6,771 allocations), the
- * recorded llama offload run on 10 streams (3,058), and RMM's {@code random_allocations} shape (10,000
- * allocations, seed 1). A pass replays the stream and frees what is still live; passes repeat forever and each
+ * recorded llama offload run on 10 streams (3,058), RMM's {@code random_allocations} shape (10,000
+ * allocations, seed 1), and the generated training loop of {@link CachingAllocatorBench} as one pass. A pass replays the stream and frees what is still live; passes repeat forever and each
  * invocation performs the next two ops, so over whole passes ops/s = malloc+free pairs/s (as in
  * {@link CachingAllocatorBench}).
  *
@@ -52,7 +52,7 @@ import org.openjdk.jmh.annotations.Warmup;
 @Fork(value = 2, jvmArgsAppend = {"-XX:+UseSerialGC", "-Xmx2g", "-Dio.netty.leakDetection.level=disabled"})
 public class AllocatorPeersBench {
 
-    @Param({"lm2.7b", "llama-offload", "rmm-random"})
+    @Param({"lm2.7b", "llama-offload", "rmm-random", "training-loop"})
     public String stream;
 
     GpumemReplay gpumem;

@@ -34,7 +34,7 @@ public final class AllocatorPeersCpuTime {
         int reps = args.length > 1 ? Integer.parseInt(args[1]) : 10;
         long millis = args.length > 2 ? Long.parseLong(args[2]) : 100;
         System.out.printf("%-14s %-8s %10s %20s%n", "stream", "peer", "ns/pair", "spread (min-max)");
-        for (String name : List.of("lm2.7b", "llama-offload", "rmm-random")) {
+        for (String name : List.of("lm2.7b", "llama-offload", "rmm-random", "training-loop")) {
             RequestStream s = RequestStream.named(name);
             int pairs = s.length() / 2;
             AllocatorPeersBench.GpumemReplay gpumem = new AllocatorPeersBench.GpumemReplay(s);

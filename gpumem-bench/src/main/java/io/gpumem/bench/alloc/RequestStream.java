@@ -3,6 +3,7 @@ package io.gpumem.bench.alloc;
 import io.gpumem.trace.io.PytorchSnapshotReader;
 import io.gpumem.trace.workload.MemoryOp;
 import io.gpumem.trace.workload.TraceWorkload;
+import io.gpumem.trace.workload.TrainingWorkload;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayDeque;
@@ -65,15 +66,19 @@ final class RequestStream {
      * {@code lm2.7b-train-step.pickle} and {@code llama-offload-10-streams.pickle} (from
      * {@code -Dgpumem.traces.dir}, default {@code ../shared/traces}); {@code rmm-random} is
      * {@link #rmmRandom(int, long, long, long)} with RMM's benchmark defaults (10,000 allocations of up to
-     * 4,096 MiB, at most 16,000 MiB live) and seed 1.
+     * 4,096 MiB, at most 16,000 MiB live) and seed 1; {@code training-loop} is the generated training loop of
+     * {@link CachingAllocatorBench#trainingLoopPair} ({@code seqLens=256-1024}: 4 layers, hidden 1,024, 16 heads,
+     * vocabulary 32,000, batch 4, 8 steps, seed 7), here the whole run as one pass (weights, optimizer states and
+     * steps 0–7, then frees of what is still live), where that benchmark replays steps 1–7 only.
      */
     static RequestStream named(String name) {
         return switch (name) {
             case "lm2.7b" -> recorded(name, "lm2.7b-train-step.pickle");
             case "llama-offload" -> recorded(name, "llama-offload-10-streams.pickle");
             case "rmm-random" -> rmmRandom(10_000, 4096L << 20, 16_000L << 20, 1);
+            case "training-loop" -> trainingLoop(name);
             default -> throw new IllegalArgumentException("unknown request stream " + name
-                    + " (lm2.7b, llama-offload, rmm-random)");
+                    + " (lm2.7b, llama-offload, rmm-random, training-loop)");
         };
     }
 
@@ -86,6 +91,12 @@ final class RequestStream {
         }
         TraceWorkload workload = TraceWorkload.of(new PytorchSnapshotReader().read(file), 0, Integer.MAX_VALUE);
         return of(name, fileName + ": " + workload.describe(), workload.ops());
+    }
+
+    private static RequestStream trainingLoop(String name) {
+        TrainingWorkload workload = TrainingWorkload.builder().layers(4).hidden(1024).heads(16).vocab(32_000)
+                .batch(4).steps(8).seed(7).seqLens(256, 1024, 128).build();
+        return of(name, "generated training loop: " + workload.describe(), workload.ops());
     }
 
     /** Compiles a list of ops (step markers are dropped). */

@@ -6,11 +6,13 @@ import io.gpumem.history.Frame;
 import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.MemorySnapshot;
 import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceListener;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.WindowRebuilder;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -23,7 +25,8 @@ import java.util.function.Consumer;
  * <p>Every entry the model emits is seen through a trace tracker and held in {@link #pending} until the recorded
  * entry that caused it has been replayed; then its driver calls are compared, in order, with the recorded
  * {@code segment_*} entries that preceded the request ({@link #expected}), and everything is handed to the
- * written trace. The model's clock reads the recorded {@code time_us} of the entry being replayed, and its
+ * written trace. Without a written trace only the driver calls are kept, as plain fields seen through a
+ * {@link TraceListener} ({@link #eventAction}, ...): nothing is built or boxed per replayed entry. The model's clock reads the recorded {@code time_us} of the entry being replayed, and its
  * context supplier the entry's recorded frames, so the blocks and segments it creates carry the recording's
  * stacks. Single use, not thread-safe.
  */
@@ -37,12 +40,19 @@ final class DeviceReplay {
     private final ReplayedTrace written;
     /** Recorded address → model address of blocks the model placed elsewhere. */
     private final Map<Long, Long> moved = new HashMap<>();
-    /** Indices of recorded driver-call entries not yet compared with the model's. */
-    private final List<Integer> expected = new ArrayList<>();
-    /** Entries the model emitted since the last comparison, oldest first. */
+    /** Indices of recorded driver-call entries not yet compared with the model's ({@code expectedCount} of them). */
+    private int[] expected = new int[16];
+    private int expectedCount;
+    /** Entries the model emitted since the last comparison, oldest first (when writing a trace). */
     private final List<io.gpumem.history.TraceEntry> pending = new ArrayList<>();
+    /** The driver calls among them, as plain fields (when not writing): {@code eventCount} of them. */
+    private TraceAction[] eventAction = new TraceAction[16];
+    private long[] eventAddr = new long[16];
+    private long[] eventSize = new long[16];
+    private int eventCount;
     private final List<String> notes = new ArrayList<>();
     private final Consumer<io.gpumem.history.TraceEntry> tracker = pending::add;
+    private final TraceListener listener = this::driverCall;
 
     private TraceEntry current;
     private long allocs;
@@ -71,7 +81,25 @@ final class DeviceReplay {
             allocator.setContextSupplier(this::currentFrames);
         }
         allocator.internals().setClock(() -> current == null ? 0 : current.timeUs());
-        allocator.internals().attachTraceTracker(tracker);
+        if (write) {
+            allocator.internals().attachTraceTracker(tracker);
+        } else {
+            allocator.internals().attachTraceListener(listener);
+        }
+    }
+
+    private void driverCall(TraceAction action, long addr, long size, long stream) {
+        if (!action.isSegmentEvent()) {
+            return;
+        }
+        if (eventCount == eventAction.length) {
+            eventAction = Arrays.copyOf(eventAction, eventCount * 2);
+            eventAddr = Arrays.copyOf(eventAddr, eventCount * 2);
+            eventSize = Arrays.copyOf(eventSize, eventCount * 2);
+        }
+        eventAction[eventCount] = action;
+        eventAddr[eventCount] = addr;
+        eventSize[eventCount++] = size;
     }
 
     private List<Frame> currentFrames() {
@@ -101,7 +129,11 @@ final class DeviceReplay {
             }
         }
         compareDriverCalls(trace.size());
-        allocator.internals().detachTraceTracker(tracker);
+        if (written != null) {
+            allocator.internals().detachTraceTracker(tracker);
+        } else {
+            allocator.internals().detachTraceListener(listener);
+        }
         return fidelity();
     }
 
@@ -136,7 +168,10 @@ final class DeviceReplay {
     }
 
     private void expect(int index) {
-        expected.add(index);
+        if (expectedCount == expected.length) {
+            expected = Arrays.copyOf(expected, expectedCount * 2);
+        }
+        expected[expectedCount++] = index;
         segmentEvents++;
     }
 
@@ -213,6 +248,7 @@ final class DeviceReplay {
             }
         }
         pending.clear();
+        eventCount = 0;
     }
 
     /**
@@ -221,36 +257,61 @@ final class DeviceReplay {
      * as the model made it, attributed to the entry being replayed.
      */
     private void compareDriverCalls(int at) {
+        if (written != null) {
+            compareAndWrite(at);
+            return;
+        }
+        int k = 0;
+        for (int j = 0; j < eventCount; j++, k++) {
+            compareOne(k, at, eventAction[j], eventAddr[j], eventSize[j]);
+        }
+        missingCalls(k);
+    }
+
+    /** {@link #compareDriverCalls} when writing a trace: every pending entry is also handed to the writer. */
+    private void compareAndWrite(int at) {
         int k = 0;
         for (io.gpumem.history.TraceEntry m : pending) {
             if (!m.action().isSegmentEvent()) {
-                if (written != null) {
-                    written.addModel(m, current);
-                }
+                written.addModel(m, current);
                 continue;
             }
-            TraceEntry exp = k < expected.size() ? trace.get(expected.get(k)) : null;
-            if (exp != null && exp.action() == m.action() && exp.addr() == m.addr() && exp.size() == m.size()) {
-                segmentMatched++;
-                if (written != null) {
-                    written.addRecorded(exp, exp.addr());
-                }
+            TraceEntry exp = compareOne(k, at, m.action(), m.addr(), m.size());
+            if (exp != null) {
+                written.addRecorded(exp, exp.addr());
             } else {
-                mismatch(exp != null ? expected.get(k) : at, "segment",
-                        exp == null ? "no driver call" : describe(exp.action(), exp.addr(), exp.size()),
-                        describe(m.action(), m.addr(), m.size()));
-                if (written != null) {
-                    written.addModel(m, current);
-                }
+                written.addModel(m, current);
             }
             k++;
         }
-        for (; k < expected.size(); k++) {
-            TraceEntry exp = trace.get(expected.get(k));
-            mismatch(expected.get(k), "segment", describe(exp.action(), exp.addr(), exp.size()), "no driver call");
+        missingCalls(k);
+    }
+
+    /**
+     * Compares the model's {@code k}-th driver call since the last comparison with the {@code k}-th recorded
+     * one; returns the recorded entry when they match, else null (the mismatch is noted).
+     */
+    private TraceEntry compareOne(int k, int at, TraceAction action, long addr, long size) {
+        TraceEntry exp = k < expectedCount ? trace.get(expected[k]) : null;
+        if (exp != null && exp.action() == action && exp.addr() == addr && exp.size() == size) {
+            segmentMatched++;
+            return exp;
         }
-        expected.clear();
+        mismatch(exp != null ? expected[k] : at, "segment",
+                exp == null ? "no driver call" : describe(exp.action(), exp.addr(), exp.size()),
+                describe(action, addr, size));
+        return null;
+    }
+
+    /** Notes the recorded driver calls from the {@code k}-th on as not made, and starts the next comparison. */
+    private void missingCalls(int k) {
+        for (; k < expectedCount; k++) {
+            TraceEntry exp = trace.get(expected[k]);
+            mismatch(expected[k], "segment", describe(exp.action(), exp.addr(), exp.size()), "no driver call");
+        }
+        expectedCount = 0;
         pending.clear();
+        eventCount = 0;
     }
 
     private void mismatch(int entry, String kind, String expectedText, String got) {
