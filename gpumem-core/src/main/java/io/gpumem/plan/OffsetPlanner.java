@@ -13,8 +13,9 @@ import java.util.Arrays;
  * skyline with the largest buffer that rests there, else lift it), with the target as capacity and no
  * backtracking. It reaches the bound on traces where every order below stalls (training loops whose iterations
  * interleave long- and short-lived buffers), at O(log S) per step plus the unplaced buffers live at the step's
- * segment. Its work is counted, not timed (so the outcome does not depend on the machine's load), and bounded by
- * {@link #descentWork}: on traces with hundreds of buffers live at once it gives up early and the passes follow.
+ * segment. It runs only where few buffers are live at once ({@link #DESCENT_MAX_MEAN_LIVE} on average over time
+ * segments; the traces with hundreds go straight to the passes), and its work is counted, not timed, and bounded
+ * by {@link #descentWork}, so the outcome does not depend on the machine's load.
  *
  * <p><b>2. Placement passes.</b> Buffers are placed one at a time in a given order. The placed buffers are kept in
  * arrays sorted by offset; for the next buffer one scan over them, skipping those whose lifetime does not
@@ -28,8 +29,8 @@ import java.util.Arrays;
  * order (its priority key halves), the pass is re-run, and the best plan is kept, until the target is reached or
  * the round budget, or (after 32 rounds) a quarter of the time budget, is spent.
  *
- * <p><b>4. Skyline search.</b> The canonical search resumes from the descent's dead end, now backtracking, for
- * the rest of the time budget (and a node budget).
+ * <p><b>4. Skyline search.</b> The canonical search resumes from the descent's dead end (or starts, where stage 1
+ * was skipped), now backtracking, for the rest of the time budget (and a node budget).
  *
  * <p>Memory is O(n) for the passes plus O(n log S) for the search's lists and its frame and undo stacks.
  * Invariant of every returned plan (checked by tests with an independent sweep): for buffers i ≠ j with
@@ -45,6 +46,11 @@ public final class OffsetPlanner {
     public static final double DEFAULT_TARGET_RATIO = 1.001;
     /** Squeaky-wheel rounds run whatever the clock says, so that results do not depend on the machine's load. */
     static final int MIN_ROUNDS = 32;
+    /**
+     * A descent step costs about the number of unplaced buffers live at its point; where more than this many
+     * buffers are live at an average moment, the placement passes (whose cost does not depend on it) go first.
+     */
+    static final double DESCENT_MAX_MEAN_LIVE = 64;
     /** Nodes the canonical search may visit before giving up on reaching the bound exactly. */
     static final long NODE_BUDGET = 2_000_000;
 
@@ -105,13 +111,15 @@ public final class OffsetPlanner {
         long bound = axis.peak(sizes);
         long target = target(bound, targetRatio);
 
-        // 1. The skyline descent, allowed about the work of one order pass (m²/2 pair visits), whatever the clock.
+        // 1. The skyline descent, where steps are cheap (few buffers live at once), within a counted work budget.
         CanonicalSearch search = new CanonicalSearch(sizes, axis, target);
-        long[] found = search.search(Long.MAX_VALUE, descentWork(m, axis.segments), Long.MAX_VALUE, true);
-        if (found != null) {
-            long peak = scatter(found, sizes, live, best);
-            return new OffsetPlan(p, best, peak, bound, System.nanoTime() - t0,
-                    "skyline, " + search.nodes() + " nodes", 0);
+        if (axis.meanLive() <= DESCENT_MAX_MEAN_LIVE) {
+            long[] found = search.search(Long.MAX_VALUE, descentWork(m, axis.segments), Long.MAX_VALUE, true);
+            if (found != null) {
+                long peak = scatter(found, sizes, live, best);
+                return new OffsetPlan(p, best, peak, bound, System.nanoTime() - t0,
+                        "skyline, " + search.nodes() + " nodes", 0);
+            }
         }
 
         // 2. Order-based passes.
@@ -163,7 +171,7 @@ public final class OffsetPlanner {
 
         // 4. The skyline search resumes from its dead end, now backtracking, for the rest of the time budget.
         if (bestPeak > target && budgetNanos > 0) {
-            found = search.search(NODE_BUDGET, Long.MAX_VALUE, t0 + budgetNanos, false);
+            long[] found = search.search(NODE_BUDGET, Long.MAX_VALUE, t0 + budgetNanos, false);
             if (found != null) {
                 bestPeak = scatter(found, sizes, live, best);
                 bestOrder = "skyline search, " + search.nodes() + " nodes";
@@ -189,9 +197,9 @@ public final class OffsetPlanner {
     }
 
     /**
-     * The work the first skyline descent may do: 128 units per buffer and tree level (a descent that sees few
-     * buffers per step, as on the traces it solves, needs under a third of that), and at least about what one
-     * placement pass costs (m²/8 units: a unit is a few times a pass's pair visit).
+     * The work the first skyline descent may do: 128 units per buffer and tree level (the descents that solve the
+     * shared traces need under a third of that), at least about what one placement pass costs (m²/8 units: a unit
+     * is a few times a pass's pair visit).
      */
     static long descentWork(int m, int segments) {
         int levels = 33 - Integer.numberOfLeadingZeros(segments);

@@ -95,4 +95,13 @@ final class TimeAxis {
         }
         return peak;
     }
+
+    /** Buffers live at an average segment (segments weighted alike, not by their length in time). */
+    double meanLive() {
+        long total = 0;
+        for (int u = 0; u < segLo.length; u++) {
+            total += segHi[u] - segLo[u];
+        }
+        return (double) total / segments;
+    }
 }
