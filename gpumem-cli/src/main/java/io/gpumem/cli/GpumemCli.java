@@ -3,6 +3,7 @@ package io.gpumem.cli;
 import java.util.Arrays;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
 
 /**
  * Entry point of the {@code gpumem} command. Each subcommand lives in the package of its concern
@@ -27,19 +28,39 @@ public final class GpumemCli implements Runnable {
     private static final String[] SUBCOMMANDS =
             {"sim", "device", "kv-sim", "replay", "compare", "analyze", "demo", "report", "plan"};
 
-    private static Object newSubcommand(String name) {
+    private static Class<?> subcommandClass(String name) {
         return switch (name) {
-            case "sim" -> new io.gpumem.cli.sim.SimCommand();
-            case "device" -> new io.gpumem.cli.device.DeviceCommand();
-            case "kv-sim" -> new io.gpumem.cli.kv.KvSimCommand();
-            case "replay" -> new io.gpumem.cli.trace.ReplayCommand();
-            case "compare" -> new io.gpumem.cli.trace.CompareCommand();
-            case "analyze" -> new io.gpumem.cli.analysis.AnalyzeCommand();
-            case "demo" -> new io.gpumem.cli.analysis.DemoCommand();
-            case "report" -> new io.gpumem.cli.report.ReportCommand();
-            case "plan" -> new io.gpumem.cli.plan.PlanCommand();
+            case "sim" -> io.gpumem.cli.sim.SimCommand.class;
+            case "device" -> io.gpumem.cli.device.DeviceCommand.class;
+            case "kv-sim" -> io.gpumem.cli.kv.KvSimCommand.class;
+            case "replay" -> io.gpumem.cli.trace.ReplayCommand.class;
+            case "compare" -> io.gpumem.cli.trace.CompareCommand.class;
+            case "analyze" -> io.gpumem.cli.analysis.AnalyzeCommand.class;
+            case "demo" -> io.gpumem.cli.analysis.DemoCommand.class;
+            case "report" -> io.gpumem.cli.report.ReportCommand.class;
+            case "plan" -> io.gpumem.cli.plan.PlanCommand.class;
             default -> throw new IllegalArgumentException("no subcommand " + name);
         };
+    }
+
+    private static Object newSubcommand(String name) {
+        try {
+            return subcommandClass(name).getConstructor().newInstance();
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException("cannot create the " + name + " command", e);
+        }
+    }
+
+    /**
+     * What the top-level usage shows of a subcommand (its name, aliases, header or description, whether hidden),
+     * read from its {@code @Command} annotation alone: picocli's full model of a command reflects over all its
+     * options, which for the eight commands was a fifth of the CPU time of {@code gpumem --help}.
+     */
+    private static CommandSpec usageStub(String name) {
+        Command c = subcommandClass(name).getAnnotation(Command.class);
+        CommandSpec stub = CommandSpec.create().name(name).aliases(c.aliases());
+        stub.usageMessage().header(c.header()).description(c.description()).hidden(c.hidden());
+        return stub;
     }
 
     @CommandLine.Spec
@@ -47,31 +68,44 @@ public final class GpumemCli implements Runnable {
 
     @Override
     public void run() {
-        spec.commandLine().usage(System.out);
+        spec.commandLine().usage(spec.commandLine().getOut());
     }
 
-    /** Builds the command line with every subcommand and gpumem's exception handling; used by tests. */
+    /** Builds the command line with every subcommand in full (as for {@code gpumem help COMMAND}); used by tests. */
     public static CommandLine commandLine() {
-        return commandLine(null);
+        return commandLine(new String[] {"help"});
     }
 
     /**
-     * Builds the command line for a run whose first argument is {@code first}: when that names a subcommand,
-     * only that one is registered (its parse, help and errors are the same, since picocli resolves a
-     * subcommand's options without its siblings); otherwise (no argument, an option, {@code help}, a typo) all
-     * of them, so that the top-level usage and "did you mean" suggestions list every command.
+     * Builds the command line for a run with these arguments, with only as much of picocli's model as the run
+     * can use (its parse, help and errors are the same): when the first argument names a subcommand, only that
+     * one is registered, since picocli resolves a subcommand's options without its siblings; when the run can
+     * only print the top-level usage or version (no argument, {@code -h}, {@code --help}, {@code -V},
+     * {@code --version}), the subcommands are registered as {@linkplain #usageStub stubs} that carry what the
+     * usage lists; otherwise ({@code help COMMAND}, a typo, a top-level option with more arguments) all of them,
+     * in full, so that help on a command and "did you mean" suggestions work.
      */
-    static CommandLine commandLine(String first) {
+    static CommandLine commandLine(String[] args) {
+        // picocli registers converters for java.time and java.sql types by reflection, a class lookup and a method
+        // lookup for each type in each command's model; no gpumem option has such a type (a new one that needs
+        // them must drop this exclusion, or the option fails to convert, which the command's tests would show)
+        if (System.getProperty(CONVERTER_EXCLUDES) == null) {
+            System.setProperty(CONVERTER_EXCLUDES, "java\\.(sql|time)\\..*");
+        }
         CommandLine cl = new CommandLine(new GpumemCli());
+        String first = args.length == 0 ? null : args[0];
         boolean one = Arrays.asList(SUBCOMMANDS).contains(first);
+        boolean usageOnly = args.length == 0 || args.length == 1 && USAGE_OR_VERSION.contains(first);
         for (String name : SUBCOMMANDS) {
-            if (!one || name.equals(first)) {
+            if (usageOnly) {
+                cl.addSubcommand(name, new CommandLine(usageStub(name)));
+            } else if (!one || name.equals(first)) {
                 cl.addSubcommand(name, newSubcommand(name));
             }
         }
         // Every error reads "gpumem COMMAND: message" (exit 2, no stack trace), whoever raised it: a bad option or
         // SIZE (picocli's parse), or an exception a command did not handle itself (unreadable input).
-        cl.setParameterExceptionHandler((ex, args) -> {
+        cl.setParameterExceptionHandler((ex, ignored) -> {
             CommandLine failed = ex.getCommandLine();
             failed.getErr().println(prefix(failed) + ex.getMessage() + " (see " + name(failed) + " --help)");
             return 2;
@@ -82,6 +116,11 @@ public final class GpumemCli implements Runnable {
         });
         return cl;
     }
+
+    private static final String CONVERTER_EXCLUDES = "picocli.converters.excludes";
+
+    /** The top-level arguments that, alone, print the usage or the version and run no subcommand. */
+    private static final java.util.Set<String> USAGE_OR_VERSION = java.util.Set.of("-h", "--help", "-V", "--version");
 
     /** {@code gpumem} or {@code gpumem COMMAND}. */
     private static String name(CommandLine cl) {
@@ -95,7 +134,7 @@ public final class GpumemCli implements Runnable {
     public static void main(String[] args) {
         int exit;
         try {
-            exit = commandLine(args.length == 0 ? null : args[0]).execute(args);
+            exit = commandLine(args).execute(args);
         } catch (OutOfMemoryError e) {
             // Inputs are bounded up front; if one still is not, say so in one line rather than a stack trace.
             System.err.println("gpumem: out of memory (" + e.getMessage() + "); raise the heap with GPUMEM_JAVA_OPTS=-Xmx...");

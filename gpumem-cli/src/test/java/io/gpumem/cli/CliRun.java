@@ -7,7 +7,8 @@ import java.io.StringWriter;
 import java.nio.charset.StandardCharsets;
 
 /**
- * One in-process run of {@code gpumem ARGS} through {@link GpumemCli#commandLine()}, for the command tests:
+ * One in-process run of {@code gpumem ARGS} through the command line {@code main} builds for those arguments
+ * ({@link GpumemCli#commandLine(String[])}), for the command tests:
  * the exit status and everything written to standard output and standard error (both flushed after the run).
  *
  * @param exit the exit status picocli returns
@@ -22,7 +23,7 @@ public record CliRun(int exit, String out, String err) {
         StringWriter err = new StringWriter();
         PrintWriter outWriter = new PrintWriter(out, true);
         PrintWriter errWriter = new PrintWriter(err, true);
-        var cl = GpumemCli.commandLine();
+        var cl = GpumemCli.commandLine(args);
         cl.setOut(outWriter);
         cl.setErr(errWriter);
         int exit = cl.execute(args);

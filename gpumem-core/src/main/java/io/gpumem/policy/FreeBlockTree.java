@@ -56,6 +56,46 @@ final class FreeBlockTree {
         return best;
     }
 
+    /**
+     * Gives block b the key (size, addr) without moving it when that keeps the in-order sequence (the new key lies
+     * strictly between b's neighbours in the order): one read-only descent instead of a removal and an insertion.
+     * Returns false, changing nothing, when b would have to move.
+     */
+    boolean rekeyInPlace(Block b, long size, long addr) {
+        Block pred = null;
+        Block succ = null;
+        for (Block t = root; t != null; ) {
+            if (t == b) {
+                // b's neighbours in order: the largest key of its left subtree, the smallest of its right one
+                for (Block l = t.left; l != null; l = l.right) {
+                    pred = l;
+                }
+                for (Block r = t.right; r != null; r = r.left) {
+                    succ = r;
+                }
+                break;
+            }
+            if (less(b, t)) {
+                succ = t;
+                t = t.left;
+            } else {
+                pred = t;
+                t = t.right;
+            }
+        }
+        if ((pred != null && !lessKey(pred.size, pred.addr, size, addr))
+                || (succ != null && !lessKey(size, addr, succ.size, succ.addr))) {
+            return false;
+        }
+        b.size = size;
+        b.addr = addr;
+        return true;
+    }
+
+    private static boolean lessKey(long size, long addr, long otherSize, long otherAddr) {
+        return size != otherSize ? size < otherSize : addr < otherAddr;
+    }
+
     /** Appends the blocks in (size, address) order (diagnostics and invariant checks, not the hot path). */
     void addTo(List<Block> out) {
         addTo(root, out);

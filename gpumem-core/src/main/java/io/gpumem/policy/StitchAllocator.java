@@ -59,6 +59,8 @@ public class StitchAllocator implements AllocatorPolicy {
 
     final Device device;
     final long page;
+    /** log2 of the page size when it is a power of two, else -1. */
+    private final int pageShift;
     private final long arenaBytes;
     /** The online arenas by key (stream * 2 + small), searched linearly: a job has a handful of streams. */
     private long[] arenaKeys = new long[4];
@@ -82,6 +84,7 @@ public class StitchAllocator implements AllocatorPolicy {
     private long maps;
     private long unmaps;
     private long steals;
+    private long drops;
     private long liveCount;
     private long peakLiveCount;
     private long allocCount;
@@ -101,6 +104,7 @@ public class StitchAllocator implements AllocatorPolicy {
         this.page = device.allocationGranularity();
         long want = Math.max(2 * device.totalMemory(), 1L << 30);
         this.arenaBytes = (want + page - 1) / page * page;
+        this.pageShift = Long.bitCount(page) == 1 ? Long.numberOfTrailingZeros(page) : -1;
     }
 
     @Override
@@ -257,6 +261,11 @@ public class StitchAllocator implements AllocatorPolicy {
         return new Arena(-1, true, Math.max(page, (bytes + page - 1) / page * page));
     }
 
+    /** The page holding byte {@code offset} of an arena (a shift for the usual power-of-two granule). */
+    private int pageOf(long offset) {
+        return (int) (pageShift >= 0 ? offset >>> pageShift : offset / page);
+    }
+
     static long roundSize(long size) {
         return size <= 0 ? ROUND : (size + ROUND - 1) / ROUND * ROUND;
     }
@@ -314,6 +323,18 @@ public class StitchAllocator implements AllocatorPolicy {
 
     private long take(Block b, long rounded, long requested, long stream, List<Frame> context) {
         Arena a = b.arena;
+        if (b.size > rounded && a.freeBySize.rekeyInPlace(b, b.size - rounded, b.addr + rounded)) {
+            // b stays in the free tree as the remainder; a block object in front of it is the allocation
+            Block used = newBlock(a, b.addr - rounded, rounded, stream);
+            used.prev = b.prev;
+            used.next = b;
+            if (b.prev != null) {
+                b.prev.next = used;
+            }
+            b.prev = used;
+            allocated(used, requested, context);
+            return used.addr;
+        }
         a.freeBySize.remove(b);
         if (b.size > rounded) {
             Block rest = newBlock(a, b.addr + rounded, b.size - rounded, a.stream);
@@ -358,10 +379,10 @@ public class StitchAllocator implements AllocatorPolicy {
      * pages are unpinned again (what was mapped stays as cache) and false is returned.
      */
     private boolean pinPages(Arena a, long addr, long size) {
-        int p0 = (int) ((addr - a.base) / page);
-        int p1 = (int) ((addr + size - 1 - a.base) / page);
-        int full0 = (int) ((addr - a.base + page - 1) / page);
-        int full1 = (int) ((addr + size - a.base) / page) - 1;
+        int p0 = pageOf(addr - a.base);
+        int p1 = pageOf(addr + size - 1 - a.base);
+        int full0 = pageOf(addr - a.base + page - 1);
+        int full1 = pageOf(addr + size - a.base) - 1;
         int missing = 0;
         for (int p = p0; p <= p1; ) {
             if (a.handle[p] == 0) {
@@ -383,6 +404,7 @@ public class StitchAllocator implements AllocatorPolicy {
                 a.removeUnpinned(s);
                 p = s + n;
             } else {
+                drops++;
                 dropMapping(a, s);
             }
         }
@@ -646,7 +668,7 @@ public class StitchAllocator implements AllocatorPolicy {
         history.record(TraceAction.FREE_COMPLETED, b.addr, b.requested, b.stream, b.frames, -1);
         b.frames = null;
         Arena a = b.arena;
-        unpin(a, (int) ((b.addr - a.base) / page), (int) ((b.addr + b.size - 1 - a.base) / page));
+        unpin(a, pageOf(b.addr - a.base), pageOf(b.addr + b.size - 1 - a.base));
         if (a.fixed) {
             a.fixedBlocks.remove(b.addr);
             recycle(b);
@@ -654,27 +676,47 @@ public class StitchAllocator implements AllocatorPolicy {
         }
         b.free = true;
         Block p = b.prev;
-        if (p != null && p.free) {
-            a.freeBySize.remove(p);
-            p.size += b.size;
-            p.next = b.next;
-            if (b.next != null) {
-                b.next.prev = p;
+        Block n = b.next;
+        boolean mergePrev = p != null && p.free;
+        boolean mergeNext = n != null && n.free;
+        if (mergePrev) {
+            long size = p.size + b.size;
+            Block after = n;
+            if (mergeNext) {
+                a.freeBySize.remove(n);
+                size += n.size;
+                after = n.next;
+                recycle(n);
+            }
+            p.next = after;
+            if (after != null) {
+                after.prev = p;
             }
             recycle(b);
-            b = p;
-        }
-        Block n = b.next;
-        if (n != null && n.free) {
-            a.freeBySize.remove(n);
-            b.size += n.size;
-            b.next = n.next;
-            if (n.next != null) {
-                n.next.prev = b;
+            rekey(a, p, size, p.addr);
+        } else if (mergeNext) {
+            // n takes b's place, growing downwards
+            n.prev = p;
+            if (p != null) {
+                p.next = n;
             }
-            recycle(n);
+            long size = n.size + b.size;
+            long addr = b.addr;
+            recycle(b);
+            rekey(a, n, size, addr);
+        } else {
+            a.freeBySize.add(b);
         }
-        a.freeBySize.add(b);
+    }
+
+    /** Gives free block f a new key, in place when its order among the free blocks allows it. */
+    private static void rekey(Arena a, Block f, long size, long addr) {
+        if (!a.freeBySize.rekeyInPlace(f, size, addr)) {
+            a.freeBySize.remove(f);
+            f.size = size;
+            f.addr = addr;
+            a.freeBySize.add(f);
+        }
     }
 
     /**
@@ -824,6 +866,8 @@ public class StitchAllocator implements AllocatorPolicy {
         m.put("num_device_free", releaseCalls);
         m.put("num_device_maps", maps + unmaps);
         m.put("num_stitched_pages", steals);
+        m.put("num_dropped_mappings", drops);
+
         return m;
     }
 

