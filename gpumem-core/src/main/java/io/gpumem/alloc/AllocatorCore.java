@@ -59,7 +59,7 @@ final class AllocatorCore {
     private long maxNonSplitRounding;
     private boolean expandableOn;
     private boolean gcActive;
-    final DeviceStats stats = new DeviceStats();
+    final DeviceStats stats;
     /** {@code max_split_size} as memory_stats reports it: fixed when the allocator is created. */
     final long maxSplitSizeAtCreation;
     final BlockPool smallBlocks = new BlockPool(Pool.SMALL);
@@ -84,6 +84,20 @@ final class AllocatorCore {
         this.device = device;
         setConfig(config);
         this.maxSplitSizeAtCreation = config.maxSplitSizeReported();
+        this.stats = new DeviceStats();
+    }
+
+    /** A copy of {@code from}'s state on {@code device} (a copy of its device): see {@link StateCopy}. */
+    AllocatorCore(AllocatorCore from, Device device) {
+        this.device = device;
+        setConfig(from.config);
+        this.maxSplitSizeAtCreation = from.maxSplitSizeAtCreation;
+        this.stats = from.stats.copy();
+        this.totalAllocatedMemory = from.totalAllocatedMemory;
+        this.setFraction = from.setFraction;
+        this.allowedMemoryMaximum = from.allowedMemoryMaximum;
+        this.accumulatedReset = from.accumulatedReset;
+        StateCopy.copyInto(from, this);
     }
 
     void setConfig(AllocatorConfig config) {

@@ -63,6 +63,32 @@ public final class CachingAllocator implements GpuAllocator {
         this.internals = new AllocatorInternals(lock, core);
     }
 
+    private CachingAllocator(AllocatorCore core) {
+        this.core = core;
+        this.internals = new AllocatorInternals(lock, core);
+    }
+
+    /**
+     * An independent deep copy of this allocator's state (blocks, segments, pools and their GC clocks, stats,
+     * configuration) working on {@code device}, which must be a copy of this allocator's device taken at the same
+     * moment (e.g. {@link io.gpumem.device.SimulatedDevice#copyWithCapacity}): what a what-if replay forks to
+     * reuse a replayed prefix. Mutating either leaves the other unchanged. Refused (IllegalStateException) when
+     * the copy could not be exact: after {@link #close()}, with expandable segments, with stream events pending,
+     * or while history, trackers or listeners are attached (recorded history is not copied).
+     */
+    public CachingAllocator copyOnto(Device device) {
+        Objects.requireNonNull(device, "device");
+        lock.lock();
+        try {
+            if (closed) {
+                throw new IllegalStateException("cannot copy a closed allocator");
+            }
+            return new CachingAllocator(new AllocatorCore(core, device));
+        } finally {
+            lock.unlock();
+        }
+    }
+
     /** The replay and test hooks: state import, trace listeners, the clock, invariant checks. */
     public AllocatorInternals internals() {
         return internals;

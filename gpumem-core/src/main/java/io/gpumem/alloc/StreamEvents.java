@@ -22,6 +22,12 @@ final class StreamEvents {
     private int spareCount;
     private int pending;
 
+    /** Takes {@code from}'s pooled event handles (the handles exist on the copied device too). */
+    void copySparesFrom(StreamEvents from) {
+        spareEvents = from.spareEvents.clone();
+        spareCount = from.spareCount;
+    }
+
     boolean isEmpty() {
         return pending == 0;
     }

@@ -70,6 +70,11 @@ final class TraceRecorder {
         active = isActive();
     }
 
+    /** Whether nothing is recorded or listened to: no history, trackers or listeners (what a copy requires). */
+    synchronized boolean isIdle() {
+        return !isActive() && buffer.isEmpty();
+    }
+
     private boolean isActive() {
         return recordHistory || !trackers.isEmpty() || listeners.length > 0;
     }

@@ -78,6 +78,40 @@ final class AddressSpace {
         this.faults = faults;
     }
 
+    /**
+     * An independent copy sharing nothing mutable (the freed-range queues keep their order, so later allocations
+     * get the same addresses), counting calls into {@code faultsOfCopy}. Refused for a backed space (its bytes
+     * are not copied).
+     */
+    AddressSpace copy(FaultPlan faultsOfCopy) {
+        if (backed) {
+            throw new IllegalStateException("cannot copy a backed device");
+        }
+        AddressSpace c = new AddressSpace(granularity, false, faultsOfCopy);
+        c.consumed = consumed;
+        c.nextMalloc = nextMalloc;
+        c.nextReserve = nextReserve;
+        freedMallocBySize.forEach((size, q) -> c.freedMallocBySize.put(size, new ArrayDeque<>(q)));
+        freedReserveBySize.forEach((size, q) -> c.freedReserveBySize.put(size, new ArrayDeque<>(q)));
+        java.util.IdentityHashMap<Storage, Storage> storages = new java.util.IdentityHashMap<>();
+        java.util.function.Function<Storage, Storage> copyOf = s -> storages.computeIfAbsent(s, o -> {
+            Storage x = new Storage(o.size, o.consumed, false);
+            x.released = o.released;
+            x.mapCount = o.mapCount;
+            return x;
+        });
+        mallocs.forEach((a, s) -> c.mallocs.put(a, copyOf.apply(s)));
+        c.reservations.putAll(reservations);
+        mappings.forEach((a, m) -> {
+            Mapping x = new Mapping(m.address, m.size, m.handle);
+            x.accessible = m.accessible;
+            c.mappings.put(a, x);
+        });
+        handles.forEach((h, s) -> c.handles.put(h, copyOf.apply(s)));
+        c.nextHandle = nextHandle;
+        return c;
+    }
+
     long consumed() {
         return consumed;
     }

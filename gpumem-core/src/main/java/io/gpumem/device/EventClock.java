@@ -40,6 +40,27 @@ final class EventClock {
         streams.put(Device.DEFAULT_STREAM, new StreamWork());
     }
 
+    /** An independent copy: same streams, events and tickets. */
+    EventClock copy() {
+        EventClock c = new EventClock(holdEvents);
+        c.streams.clear();
+        streams.forEach((id, w) -> {
+            StreamWork x = new StreamWork();
+            x.recorded = w.recorded;
+            x.completed = w.completed;
+            c.streams.put(id, x);
+        });
+        events.forEach((id, e) -> {
+            EventTicket x = new EventTicket();
+            x.stream = e.stream;
+            x.ticket = e.ticket;
+            c.events.put(id, x);
+        });
+        c.nextStream = nextStream;
+        c.nextEvent = nextEvent;
+        return c;
+    }
+
     void holdEvents(boolean hold) {
         this.holdEvents = hold;
     }

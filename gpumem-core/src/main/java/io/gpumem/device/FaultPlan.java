@@ -25,6 +25,18 @@ final class FaultPlan {
     private final AtomicLongArray calls = new AtomicLongArray(DeviceOp.values().length);
     private final EnumMap<DeviceOp, PendingFault> faults = new EnumMap<>(DeviceOp.class);
 
+    /** A copy with the same call counts; refused while an injected fault is pending (its owner is a test). */
+    FaultPlan copy() {
+        if (!faults.isEmpty()) {
+            throw new IllegalStateException("cannot copy a device with injected faults pending");
+        }
+        FaultPlan c = new FaultPlan();
+        for (int i = 0; i < calls.length(); i++) {
+            c.calls.set(i, calls.get(i));
+        }
+        return c;
+    }
+
     void count(DeviceOp op) {
         calls.incrementAndGet(op.ordinal());
     }

@@ -59,7 +59,7 @@ public final class SimulatedDevice implements Device {
     private final boolean virtualMemory;
     private volatile long heldOutside;
 
-    private final FaultPlan faults = new FaultPlan();
+    private final FaultPlan faults;
     private final AddressSpace space;
     private final EventClock clock;
 
@@ -71,8 +71,40 @@ public final class SimulatedDevice implements Device {
         this.heldOutside = b.heldOutside;
         this.backed = b.backed;
         this.virtualMemory = b.virtualMemory;
+        this.faults = new FaultPlan();
         this.space = new AddressSpace(b.granularity, b.backed, faults);
         this.clock = new EventClock(b.holdEvents);
+    }
+
+    private SimulatedDevice(SimulatedDevice from, long capacity) {
+        this.name = from.name;
+        this.index = from.index;
+        this.capacity = capacity;
+        this.granularity = from.granularity;
+        this.heldOutside = from.heldOutside;
+        this.backed = false;
+        this.virtualMemory = from.virtualMemory;
+        this.faults = from.faults.copy();
+        this.space = from.space.copy(this.faults);
+        this.clock = from.clock.copy();
+    }
+
+    /**
+     * An independent copy of this device's state (allocations, reservations, mappings, handles, freed-range
+     * order, streams, events, call counts) with another capacity: what a what-if replay forks to try a prefix
+     * under several capacities. Nothing is shared, so either may go on alone. Refused for a backed device (its
+     * bytes are not copied), a device with injected faults pending, and a capacity below what is consumed and
+     * held outside.
+     */
+    public synchronized SimulatedDevice copyWithCapacity(long capacity) {
+        if (backed) {
+            throw new IllegalStateException("cannot copy a backed device");
+        }
+        if (capacity < heldOutside + space.consumed()) {
+            throw new IllegalArgumentException("capacity " + capacity + " is below the " + (heldOutside
+                    + space.consumed()) + " bytes in use");
+        }
+        return new SimulatedDevice(this, capacity);
     }
 
     public static Builder builder() {

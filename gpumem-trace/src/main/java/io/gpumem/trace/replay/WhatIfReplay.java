@@ -182,22 +182,44 @@ public final class WhatIfReplay {
         // "Unlimited" memory: enough for the window under any sensible configuration, yet a finite device (the
         // expandable reservation is sized from it). Doubled until the window fits.
         long roomy = Math.max(8L << 30, 2 * recorded.peakReserved());
-        Outcome unlimited = run(config, roomy, false);
+        long[] consumedAfter = new long[requests.length];
+        Outcome unlimited = run(config, roomy, false, consumedAfter);
         for (int tries = 0; unlimited.ooms > 0 && tries < 8; tries++) {
             roomy *= 2;
-            unlimited = run(config, roomy, false);
+            unlimited = run(config, roomy, false, consumedAfter);
         }
-        long minCapacity = minimumCapacity(config, unlimited);
+        long minCapacity = minimumCapacity(config, unlimited, roomy, consumedAfter);
         return new WhatIfOutcome(config.raw(), isRecorded, capacity, atCapacity.peakAllocated, atCapacity.peakReserved,
                 atCapacity.deviceAllocs, atCapacity.deviceFrees, atCapacity.retries, atCapacity.ooms, minCapacity,
                 "pytorch", atCapacity.deviceMaps, atCapacity.nsPerPair());
     }
 
-    private long minimumCapacity(AllocatorConfig config, Outcome unlimited) {
+    /** Whether the capacity search reuses replayed prefixes ({@link CapacityProbes}); off only to test that it changes nothing. */
+    private volatile boolean prefixReuse = true;
+
+    /** Switches prefix reuse in the capacity search (on by default; tests compare both ways). */
+    void setPrefixReuse(boolean on) {
+        this.prefixReuse = on;
+    }
+
+    /** Replays begun (from the start state or from a fork) and request entries replayed, for measurement. */
+    final java.util.concurrent.atomic.AtomicLong replaysBegun = new java.util.concurrent.atomic.AtomicLong();
+    final java.util.concurrent.atomic.AtomicLong entriesReplayed = new java.util.concurrent.atomic.AtomicLong();
+
+    /** {@code {replays begun, entries replayed}} so far by this object's evaluations (a measurement aid). */
+    public long[] replayCounts() {
+        return new long[] {replaysBegun.get(), entriesReplayed.get()};
+    }
+
+    private long minimumCapacity(AllocatorConfig config, Outcome unlimited, long roomy, long[] consumedAfter) {
         long step = MinimumCapacity.STEP;
         long failing = Math.max(0, unlimited.peakAllocated / step - 1) * step;  // or the bound below
-        return MinimumCapacity.search(failing, MinimumCapacity.roundUp(unlimited.peakReserved),
-                capacity -> run(config, capacity, true).ooms == 0);
+        long running = MinimumCapacity.roundUp(unlimited.peakReserved);
+        if (prefixReuse && CapacityProbes.applies(config, unlimited)) {
+            CapacityProbes probes = new CapacityProbes(this, config, roomy, consumedAfter);
+            return MinimumCapacity.search(failing, running, probes::runsWithoutOom);
+        }
+        return MinimumCapacity.search(failing, running, capacity -> run(config, capacity, true).ooms == 0);
     }
 
     /**
@@ -239,9 +261,35 @@ public final class WhatIfReplay {
         }
     }
 
-    /** Replays the window; with {@code stopAtOom} returns at the first failed request. */
-    Outcome run(AllocatorConfig config, long capacity, boolean stopAtOom) {
-        Outcome out = new Outcome();
+    /**
+     * A replay in progress: the device, the allocator, the address of each block slot, and the next entry of the
+     * request stream. {@link #copy} forks it (deep copies of device and allocator) for the capacity search.
+     */
+    static final class Replay {
+        final SimulatedDevice dev;
+        final CachingAllocator allocator;
+        final long[] devStreams;
+        final long[] address;
+        int next;
+
+        Replay(SimulatedDevice dev, CachingAllocator allocator, long[] devStreams, long[] address, int next) {
+            this.dev = dev;
+            this.allocator = allocator;
+            this.devStreams = devStreams;
+            this.address = address;
+            this.next = next;
+        }
+
+        /** An independent copy of this replay on a device of {@code capacity} bytes. */
+        Replay copy(long capacity) {
+            SimulatedDevice d = dev.copyWithCapacity(capacity);
+            return new Replay(d, allocator.copyOnto(d), devStreams, address.clone(), next);
+        }
+    }
+
+    /** A replay of the window positioned at its first request, or null when the start state does not fit. */
+    Replay begin(AllocatorConfig config, long capacity) {
+        replaysBegun.incrementAndGet();
         SimulatedDevice dev = SimulatedDevice.builder().capacity(capacity).build();
         CachingAllocator allocator = new CachingAllocator(dev, config);
         RequestStream rs = requests;
@@ -255,47 +303,87 @@ public final class WhatIfReplay {
             shifts = StartStateLoader.load(allocator, start, null, !config.expandableSegments(),
                     h -> devStreams[rs.streamIndexOf(h)]);
         } catch (IllegalStateException noRoom) {
-            out.ooms = 1;
-            return out;
+            return null;
         }
         long[] address = new long[rs.slots];      // model address per block slot; 0 = not allocated (failed)
-        int[] slot = {0};
+        int slot = 0;
         List<StartSegment> segments = start.segments();
         for (int si = 0; si < segments.size(); si++) {
             long shift = shifts[si];
             for (StartBlock b : segments.get(si).blocks()) {
                 if (b.allocated()) {
-                    address[slot[0]++] = b.address() + shift;
+                    address[slot++] = b.address() + shift;
                 }
             }
         }
+        return new Replay(dev, allocator, devStreams, address, 0);
+    }
+
+    /**
+     * Replays entries {@code r.next} up to (not including) {@code end}, counting failed requests in
+     * {@code out.ooms}; with {@code stopAtOom} returns at the first. With {@code consumedAfter} non-null, stores
+     * the device's consumed bytes after each entry in it (the trajectory the capacity search reuses).
+     */
+    void play(Replay r, int end, Outcome out, boolean stopAtOom, long[] consumedAfter) {
+        RequestStream rs = requests;
+        CachingAllocator allocator = r.allocator;
+        long[] address = r.address;
+        long[] devStreams = r.devStreams;
         byte[] op = rs.op;
         int[] slots = rs.slot;
         long[] size = rs.size;
         int[] streamIndex = rs.streamIndex;
-        long t0 = System.nanoTime();
-        for (int k = 0; k < rs.length; k++) {
-            switch (op[k]) {
-                case RequestStream.ALLOC -> {
-                    try {
-                        address[slots[k]] = allocator.malloc(size[k], devStreams[streamIndex[k]]);
-                    } catch (OutOfMemoryException oom) {
-                        out.ooms++;
-                        if (stopAtOom) {
-                            return out;
+        int k = r.next;
+        try {
+            for (; k < end; k++) {
+                switch (op[k]) {
+                    case RequestStream.ALLOC -> {
+                        try {
+                            address[slots[k]] = allocator.malloc(size[k], devStreams[streamIndex[k]]);
+                        } catch (OutOfMemoryException oom) {
+                            out.ooms++;
+                            if (stopAtOom) {
+                                k++;
+                                return;
+                            }
                         }
                     }
-                }
-                case RequestStream.FREE -> {
-                    long a = address[slots[k]];
-                    if (a != 0) {
-                        allocator.free(a);
+                    case RequestStream.FREE -> {
+                        long a = address[slots[k]];
+                        if (a != 0) {
+                            allocator.free(a);
+                        }
                     }
+                    default -> allocator.emptyCache();
                 }
-                default -> allocator.emptyCache();
+                if (consumedAfter != null) {
+                    consumedAfter[k] = r.dev.consumedBytes();
+                }
             }
+        } finally {
+            entriesReplayed.addAndGet(k - r.next);
+            r.next = k;
         }
-        return out.finish(System.nanoTime() - t0, rs.allocs, dev, allocator.memoryStats());
+    }
+
+    /** Replays the window; with {@code stopAtOom} returns at the first failed request. */
+    Outcome run(AllocatorConfig config, long capacity, boolean stopAtOom) {
+        return run(config, capacity, stopAtOom, null);
+    }
+
+    private Outcome run(AllocatorConfig config, long capacity, boolean stopAtOom, long[] consumedAfter) {
+        Outcome out = new Outcome();
+        Replay r = begin(config, capacity);
+        if (r == null) {
+            out.ooms = 1;
+            return out;
+        }
+        long t0 = System.nanoTime();
+        play(r, requests.length, out, stopAtOom, consumedAfter);
+        if (stopAtOom && out.ooms > 0) {
+            return out;
+        }
+        return out.finish(System.nanoTime() - t0, requests.allocs, r.dev, r.allocator.memoryStats());
     }
 
     public int device() {

@@ -1,0 +1,108 @@
+package io.gpumem.alloc;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.device.SimulatedDevice;
+import io.gpumem.history.MemorySnapshot;
+import io.gpumem.oom.OutOfMemoryException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import org.junit.jupiter.api.Test;
+
+/**
+ * {@link CachingAllocator#copyOnto} with {@link SimulatedDevice#copyWithCapacity}: a copy starts with the
+ * original's stats and snapshot, is independent of it (mutating one leaves the other unchanged), and, given the
+ * same requests, does exactly what the original does (same addresses, stats, snapshots, device counters).
+ */
+class AllocatorCopyTest {
+
+    /** Random mallocs (small and large, two streams), frees and empty_cache calls; returns the live pointers. */
+    private static void drive(CachingAllocator a, long stream1, Random rnd, int ops, List<Long> live, List<Long> log) {
+        for (int i = 0; i < ops; i++) {
+            int r = rnd.nextInt(100);
+            if (r < 55 || live.isEmpty()) {
+                long size = rnd.nextInt(3) == 0 ? 1 + rnd.nextInt(1 << 20) : 1 + rnd.nextInt(30 << 20);
+                try {
+                    long p = a.malloc(size, rnd.nextInt(4) == 0 ? stream1 : 0);
+                    live.add(p);
+                    log.add(p);
+                } catch (OutOfMemoryException oom) {
+                    log.add(-1L);
+                }
+            } else if (r < 98) {
+                a.free(live.remove(rnd.nextInt(live.size())));
+            } else {
+                a.emptyCache();
+            }
+        }
+    }
+
+    @Test
+    void aCopyIsIndependentAndBehavesAsTheOriginal() {
+        long seed = System.nanoTime();
+        System.out.println("AllocatorCopyTest seed " + seed);
+        Random rnd = new Random(seed);
+        for (String conf : new String[] {"", "max_split_size_mb:40", "roundup_power2_divisions:4",
+                "garbage_collection_threshold:0.5"}) {
+            SimulatedDevice dev = SimulatedDevice.builder().capacity(1L << 30).build();
+            long stream1 = dev.createStream();
+            CachingAllocator original = new CachingAllocator(dev, AllocatorConfig.parse(conf));
+            List<Long> live = new ArrayList<>();
+            drive(original, stream1, rnd, 250, live, new ArrayList<>());
+            long smaller = dev.consumedBytes() + (128L << 20);   // room for a little growth, then OOMs
+
+            SimulatedDevice devCopy = dev.copyWithCapacity(smaller);
+            CachingAllocator copy = original.copyOnto(devCopy);
+            Map<String, Long> statsAtCopy = original.memoryStats();
+            MemorySnapshot snapshotAtCopy = original.snapshot();
+            assertThat(copy.memoryStats()).as(conf).isEqualTo(statsAtCopy);
+            assertThat(copy.snapshot()).as(conf).isEqualTo(snapshotAtCopy);
+            assertThat(devCopy.consumedBytes()).isEqualTo(dev.consumedBytes());
+            assertThat(devCopy.totalMemory()).isEqualTo(smaller);
+
+            // mutating the original leaves the copy unchanged
+            List<Long> liveOriginal = new ArrayList<>(live);
+            drive(original, stream1, new Random(seed + 1), 300, liveOriginal, new ArrayList<>());
+            assertThat(copy.memoryStats()).as(conf).isEqualTo(statsAtCopy);
+            assertThat(copy.snapshot()).as(conf).isEqualTo(snapshotAtCopy);
+
+            // and mutating the copy leaves the original unchanged; both checked against a fresh twin
+            Map<String, Long> originalStats = original.memoryStats();
+            MemorySnapshot originalSnapshot = original.snapshot();
+            SimulatedDevice twinDev = devCopy.copyWithCapacity(smaller);
+            CachingAllocator twin = copy.copyOnto(twinDev);
+            List<Long> liveCopy = new ArrayList<>(live);
+            List<Long> logCopy = new ArrayList<>();
+            drive(copy, stream1, new Random(seed + 2), 600, liveCopy, logCopy);
+            assertThat(original.memoryStats()).as(conf).isEqualTo(originalStats);
+            assertThat(original.snapshot()).as(conf).isEqualTo(originalSnapshot);
+            copy.internals().checkInvariants();
+
+            // a copy of a copy, given the same requests, does exactly what the copy did
+            List<Long> liveTwin = new ArrayList<>(live);
+            List<Long> logTwin = new ArrayList<>();
+            drive(twin, stream1, new Random(seed + 2), 600, liveTwin, logTwin);
+            assertThat(logTwin).as(conf).isEqualTo(logCopy);
+            assertThat(twin.memoryStats()).as(conf).isEqualTo(copy.memoryStats());
+            assertThat(twin.snapshot()).as(conf).isEqualTo(copy.snapshot());
+            assertThat(twinDev.consumedBytes()).isEqualTo(devCopy.consumedBytes());
+            assertThat(logCopy).as("the smaller copy ran out of memory at least once").contains(-1L);
+        }
+    }
+
+    @Test
+    void copiesThatCouldNotBeExactAreRefused() {
+        SimulatedDevice dev = SimulatedDevice.builder().capacity(1L << 30).build();
+        CachingAllocator expandable = new CachingAllocator(dev, AllocatorConfig.parse("expandable_segments:True"));
+        expandable.malloc(4 << 20, 0);
+        assertThatThrownBy(() -> expandable.copyOnto(dev.copyWithCapacity(1L << 30)))
+                .isInstanceOf(IllegalStateException.class).hasMessageContaining("expandable");
+        assertThatThrownBy(() -> dev.copyWithCapacity(1L << 20)).isInstanceOf(IllegalArgumentException.class);
+        SimulatedDevice backed = SimulatedDevice.builder().capacity(1L << 30).backed(true).build();
+        assertThatThrownBy(() -> backed.copyWithCapacity(1L << 30)).isInstanceOf(IllegalStateException.class);
+    }
+}

@@ -1,0 +1,103 @@
+package io.gpumem.trace.replay;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.trace.TestTraces;
+import io.gpumem.trace.io.TraceReaders;
+import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.trace.window.RecordedConfig;
+import io.gpumem.trace.window.WindowRebuilder;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The capacity search with prefix reuse ({@link CapacityProbes}) must give exactly what full replays give: every
+ * field of every row (but the measured time per pair), on every shared trace and on seeded random scripts.
+ */
+class CapacityProbesTest {
+
+    private static final List<String> CONFIGS = List.of("", "max_split_size_mb:128", "max_split_size_mb:21",
+            "roundup_power2_divisions:4", "garbage_collection_threshold:0.6", "expandable_segments:True",
+            "pinned_use_cuda_host_register:False,max_split_size_mb:64,roundup_power2_divisions:[256:8,>:2]");
+
+    private static List<AllocatorConfig> configsFor(TraceSnapshot s) {
+        List<AllocatorConfig> out = new ArrayList<>();
+        out.add(RecordedConfig.of(s));
+        for (String c : CONFIGS) {
+            out.add(AllocatorConfig.parse(c));
+        }
+        return out;
+    }
+
+    /** Evaluates every configuration with reuse off and on; asserts equal rows; returns {replays, entries} off/on. */
+    private static long[] assertSameRows(String what, TraceSnapshot s) {
+        AllocatorConfig recordedConfig = RecordedConfig.of(s);
+        WhatIfReplay off = new WhatIfReplay(s, 0, new WindowRebuilder(recordedConfig).rebuild(s, 0));
+        WhatIfReplay on = new WhatIfReplay(s, 0, new WindowRebuilder(recordedConfig).rebuild(s, 0));
+        off.setPrefixReuse(false);
+        long capacity = off.recordedCapacity(recordedConfig);
+        List<AllocatorConfig> configs = configsFor(s);
+        for (int i = 0; i < configs.size(); i++) {
+            WhatIfOutcome a = off.evaluate(configs.get(i), i == 0, capacity);
+            WhatIfOutcome b = on.evaluate(configs.get(i), i == 0, capacity);
+            assertThat(b).as(what + " " + configs.get(i).raw()).usingRecursiveComparison()
+                    .ignoringFields("nsPerPair").isEqualTo(a);
+        }
+        long[] x = off.replayCounts();
+        long[] y = on.replayCounts();
+        System.out.println(what + ": replays " + x[0] + " -> " + y[0] + ", entries replayed " + x[1] + " -> " + y[1]);
+        return new long[] {x[0], x[1], y[0], y[1]};
+    }
+
+    @Test
+    void everySharedTraceGetsTheSameRowsWithAndWithoutReuse() throws Exception {
+        Path dir = TestTraces.dir();
+        List<Path> traces;
+        try (Stream<Path> files = Files.list(dir)) {
+            traces = files.filter(p -> p.toString().endsWith(".pickle") || p.toString().endsWith(".csv"))
+                    .sorted().toList();
+        }
+        assertThat(traces).isNotEmpty();
+        for (Path t : traces) {
+            long[] counts = assertSameRows(t.getFileName().toString(), TraceReaders.read(t));
+            assertThat(counts[3]).as("entries replayed with reuse").isLessThanOrEqualTo(counts[1]);
+        }
+    }
+
+    @Test
+    void randomScriptsGetTheSameRowsWithAndWithoutReuse(@TempDir Path dir) throws Exception {
+        long seed = System.nanoTime();
+        System.out.println("CapacityProbesTest seed " + seed);
+        Random rnd = new Random(seed);
+        for (int round = 0; round < 12; round++) {
+            StringBuilder sb = new StringBuilder("device capacity=" + (256 + rnd.nextInt(1024)) + "MiB\n");
+            List<String> live = new ArrayList<>();
+            int ops = 200 + rnd.nextInt(800);
+            for (int i = 0; i < ops; i++) {
+                int r = rnd.nextInt(100);
+                if (r < 50 || live.isEmpty()) {
+                    long size = rnd.nextInt(4) == 0 ? 1 + rnd.nextInt(1 << 20) : (1L << 20) + rnd.nextInt(40 << 20);
+                    String name = "t" + i;
+                    sb.append("alloc ").append(name).append(' ').append(size)
+                            .append(rnd.nextInt(5) == 0 ? " stream=1" : "").append('\n');
+                    live.add(name);
+                } else if (r < 97) {
+                    sb.append("free ").append(live.remove(rnd.nextInt(live.size()))).append('\n');
+                } else {
+                    sb.append("empty_cache\n");
+                }
+            }
+            Path f = dir.resolve("r" + round + ".ops");
+            Files.writeString(f, sb);
+            assertSameRows("seed " + seed + " round " + round, TraceReaders.read(f));
+        }
+    }
+}
