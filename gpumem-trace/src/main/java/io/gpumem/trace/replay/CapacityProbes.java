@@ -17,7 +17,9 @@ import java.util.List;
  * A probe at C therefore forks (deep copies device and allocator, {@link WhatIfReplay.Replay#copy}) the latest
  * checkpoint at or before that entry, on a device of capacity C, replays on to the divergence entry, leaves a
  * checkpoint there for later probes, and replays the rest, stopping at the first failure. A capacity the
- * unlimited run never exceeded runs without replaying at all (the run is the unlimited one).
+ * unlimited run never exceeded runs without replaying at all (the run is the unlimited one); so does the run
+ * at the recorded capacity when that capacity is such ({@link #sameAsUnlimited}), whose counters are then the
+ * unlimited run's.
  *
  * <p>Invariants: checkpoints are sorted by entry; a checkpoint at entry k has consumed at most the
  * prefix maximum of the trajectory before k, so every probe that uses it (C at least that maximum) can copy it.
@@ -69,6 +71,11 @@ final class CapacityProbes {
             }
         }
         return lo;
+    }
+
+    /** Whether a run at {@code capacity} is the unlimited run: the start state and every entry fit in it. */
+    boolean sameAsUnlimited(long capacity) {
+        return startConsumed <= capacity && divergence(capacity) == peakAfter.length;
     }
 
     /** Whether the window runs without an out-of-memory error on a device of {@code capacity} bytes. */

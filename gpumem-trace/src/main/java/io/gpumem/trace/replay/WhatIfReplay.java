@@ -38,7 +38,10 @@ import java.util.function.IntConsumer;
  * window, or is not followed by a driver allocation or an oom; or an ops script's {@code empty_cache}); runs
  * that are the OOM-retry path are left to the capacity model, which retries on its own. A request that fails is counted as an OOM and its later frees
  * are skipped. The minimum capacity is {@link MinimumCapacity#search} between the peak allocated bytes (no run
- * can need less) and the peak reserved bytes with unlimited memory (which always suffices).
+ * can need less) and the peak reserved bytes with unlimited memory (which always suffices). Its probes, and the
+ * run at the recorded capacity, reuse the unlimited run and forks of replayed prefixes ({@link CapacityProbes})
+ * for configurations without expandable segments, with results identical to full replays; with expandable
+ * segments (whose reservation is sized from the capacity) every probe is a full replay.
  */
 public final class WhatIfReplay {
 
@@ -178,7 +181,6 @@ public final class WhatIfReplay {
 
     /** Runs the window under {@code config} at {@code capacity} and searches its minimum capacity. */
     public WhatIfOutcome evaluate(AllocatorConfig config, boolean isRecorded, long capacity) {
-        Outcome atCapacity = run(config, capacity, false);
         // "Unlimited" memory: enough for the window under any sensible configuration, yet a finite device (the
         // expandable reservation is sized from it). Doubled until the window fits.
         long roomy = Math.max(8L << 30, 2 * recorded.peakReserved());
@@ -188,7 +190,12 @@ public final class WhatIfReplay {
             roomy *= 2;
             unlimited = run(config, roomy, false, consumedAfter);
         }
-        long minCapacity = minimumCapacity(config, unlimited, roomy, consumedAfter);
+        CapacityProbes probes = prefixReuse && CapacityProbes.applies(config, unlimited)
+                ? new CapacityProbes(this, config, roomy, consumedAfter) : null;
+        // At a capacity the unlimited run never exceeded, the run is the unlimited one (CapacityProbes says why).
+        Outcome atCapacity = probes != null && probes.sameAsUnlimited(capacity) ? unlimited
+                : run(config, capacity, false);
+        long minCapacity = minimumCapacity(config, unlimited, probes);
         return new WhatIfOutcome(config.raw(), isRecorded, capacity, atCapacity.peakAllocated, atCapacity.peakReserved,
                 atCapacity.deviceAllocs, atCapacity.deviceFrees, atCapacity.retries, atCapacity.ooms, minCapacity,
                 "pytorch", atCapacity.deviceMaps, atCapacity.nsPerPair());
@@ -211,12 +218,11 @@ public final class WhatIfReplay {
         return new long[] {replaysBegun.get(), entriesReplayed.get()};
     }
 
-    private long minimumCapacity(AllocatorConfig config, Outcome unlimited, long roomy, long[] consumedAfter) {
+    private long minimumCapacity(AllocatorConfig config, Outcome unlimited, CapacityProbes probes) {
         long step = MinimumCapacity.STEP;
         long failing = Math.max(0, unlimited.peakAllocated / step - 1) * step;  // or the bound below
         long running = MinimumCapacity.roundUp(unlimited.peakReserved);
-        if (prefixReuse && CapacityProbes.applies(config, unlimited)) {
-            CapacityProbes probes = new CapacityProbes(this, config, roomy, consumedAfter);
+        if (probes != null) {
             return MinimumCapacity.search(failing, running, probes::runsWithoutOom);
         }
         return MinimumCapacity.search(failing, running, capacity -> run(config, capacity, true).ooms == 0);

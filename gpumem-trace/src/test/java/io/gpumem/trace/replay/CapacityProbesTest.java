@@ -46,8 +46,14 @@ class CapacityProbesTest {
         long capacity = off.recordedCapacity(recordedConfig);
         List<AllocatorConfig> configs = configsFor(s);
         for (int i = 0; i < configs.size(); i++) {
+            long[] x0 = off.replayCounts();
+            long[] y0 = on.replayCounts();
             WhatIfOutcome a = off.evaluate(configs.get(i), i == 0, capacity);
             WhatIfOutcome b = on.evaluate(configs.get(i), i == 0, capacity);
+            long[] x1 = off.replayCounts();
+            long[] y1 = on.replayCounts();
+            System.out.println("  " + what + " [" + configs.get(i).raw() + "]: replays " + (x1[0] - x0[0]) + " -> "
+                    + (y1[0] - y0[0]) + ", entries replayed " + (x1[1] - x0[1]) + " -> " + (y1[1] - y0[1]));
             assertThat(b).as(what + " " + configs.get(i).raw()).usingRecursiveComparison()
                     .ignoringFields("nsPerPair").isEqualTo(a);
         }
