@@ -60,6 +60,8 @@ public final class SimulatedDevice implements Device {
     private volatile long heldOutside;
 
     private final FaultPlan faults;
+    /** Allocation calls refused for want of memory; see {@link #refusedForMemory()}. */
+    private long refusedForMemory;
     private final AddressSpace space;
     private final EventClock clock;
 
@@ -87,6 +89,7 @@ public final class SimulatedDevice implements Device {
         this.faults = from.faults.copy();
         this.space = from.space.copy(this.faults);
         this.clock = from.clock.copy();
+        this.refusedForMemory = from.refusedForMemory;
     }
 
     /**
@@ -171,9 +174,14 @@ public final class SimulatedDevice implements Device {
             throw new DeviceException(DeviceOp.MALLOC, DeviceError.CUDA_ERROR_INVALID_VALUE, "size " + bytes);
         }
         if (faults.outOfMemoryDue(DeviceOp.MALLOC)) {
+            refusedForMemory++;
             return NULL;
         }
-        return space.malloc(bytes, available());
+        long address = space.malloc(bytes, available());
+        if (address == NULL) {
+            refusedForMemory++;
+        }
+        return address;
     }
 
     @Override
@@ -211,7 +219,19 @@ public final class SimulatedDevice implements Device {
     public synchronized long createPhysical(long size) {
         faults.count(DeviceOp.CREATE_PHYSICAL);
         requireVmm(DeviceOp.CREATE_PHYSICAL);
-        return space.createPhysical(size, available());
+        long handle = space.createPhysical(size, available());
+        if (handle == NULL) {
+            refusedForMemory++;
+        }
+        return handle;
+    }
+
+    /**
+     * How many {@code malloc}/{@code createPhysical} calls were refused for want of memory (injected or real):
+     * zero means no call's outcome depended on the capacity being larger than what was consumed.
+     */
+    public synchronized long refusedForMemory() {
+        return refusedForMemory;
     }
 
     @Override

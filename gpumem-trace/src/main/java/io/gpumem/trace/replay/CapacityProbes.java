@@ -26,7 +26,9 @@ import java.util.List;
  *
  * <p>Not used (full replays, as before) for expandable segments: their reservation is sized from the device's
  * capacity, so runs under different capacities differ from their first segment on; nor when the unlimited run
- * itself failed, nor where the start state alone does not fit under C.
+ * itself failed or had a device allocation refused (its "unlimited" device was not: e.g. a retry that freed
+ * the cache and then succeeded, or cached start segments dropped for want of room), nor where the start state
+ * alone does not fit under C.
  */
 final class CapacityProbes {
     private final WhatIfReplay replay;
@@ -38,7 +40,7 @@ final class CapacityProbes {
 
     /** Whether prefix reuse is exact for this configuration and unlimited run. */
     static boolean applies(AllocatorConfig config, WhatIfReplay.Outcome unlimited) {
-        return !config.expandableSegments() && unlimited.ooms == 0;
+        return !config.expandableSegments() && unlimited.ooms == 0 && unlimited.refusedForMemory == 0;
     }
 
     CapacityProbes(WhatIfReplay replay, AllocatorConfig config, long roomy, long[] consumedAfter) {

@@ -246,6 +246,8 @@ public final class WhatIfReplay {
         long retries;
         long ooms;
         long deviceMaps;
+        /** Device allocation calls refused for want of memory (start state included); 0 when none was. */
+        long refusedForMemory;
         long nanos;
         long pairs;
 
@@ -258,6 +260,7 @@ public final class WhatIfReplay {
             nanos = elapsedNanos;
             pairs = mallocs;
             deviceMaps = dev.callCount(DeviceOp.MAP) + dev.callCount(DeviceOp.UNMAP);
+            refusedForMemory = dev.refusedForMemory();
             peakAllocated = stats.getOrDefault("allocated_bytes.all.peak", 0L);
             peakReserved = stats.getOrDefault("reserved_bytes.all.peak", 0L);
             deviceAllocs = stats.getOrDefault("num_device_alloc", 0L);

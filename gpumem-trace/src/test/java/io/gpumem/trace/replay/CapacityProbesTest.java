@@ -25,7 +25,8 @@ import org.junit.jupiter.api.io.TempDir;
 class CapacityProbesTest {
 
     private static final List<String> CONFIGS = List.of("", "max_split_size_mb:128", "max_split_size_mb:21",
-            "roundup_power2_divisions:4", "garbage_collection_threshold:0.6", "expandable_segments:True",
+            "roundup_power2_divisions:4", "garbage_collection_threshold:0.6", "garbage_collection_threshold:0.6,max_split_size_mb:64",
+            "expandable_segments:True",
             "pinned_use_cuda_host_register:False,max_split_size_mb:64,roundup_power2_divisions:[256:8,>:2]");
 
     private static List<AllocatorConfig> configsFor(TraceSnapshot s) {
