@@ -140,15 +140,6 @@ final class PlainDataUnpickler {
                 }
                 marks[markCount++] = top;
             }
-            case '0' -> {                                                             // POP: a value, else the mark
-                if (markCount > 0 && marks[markCount - 1] == top) {
-                    markCount--;
-                } else {
-                    pop();
-                }
-            }
-            case '1' -> top = popMark();                                              // POP_MARK
-            case '2' -> push(peek());                                                 // DUP
             case 'N' -> push(null);
             case 0x88 -> push(Boolean.TRUE);
             case 0x89 -> push(Boolean.FALSE);
@@ -160,6 +151,81 @@ final class PlainDataUnpickler {
             }
             case 'J' -> push(Integer.valueOf((int) littleEndianConsumed(op, at, 4, true)));   // BININT
             case 0x8a -> push(decodeLong(op, at, u8(op, at)));                        // LONG1
+            case 'G' -> {                                                             // BINFLOAT (big-endian)
+                need(op, at, 8);
+                long bits = 0;
+                for (int i = 0; i < 8; i++) {
+                    bits = bits << 8 | (in[pos + i] & 0xff);
+                }
+                pos += 8;
+                push(Double.longBitsToDouble(bits));
+            }
+            case 0x8c -> push(utf8(op, at, u8(op, at)));                              // SHORT_BINUNICODE
+            case 'X' -> push(utf8(op, at, lengthPrefix(op, at, 4, false)));           // BINUNICODE
+            case ']' -> push(new ArrayList<>());                                      // EMPTY_LIST
+            case 'a' -> {                                                             // APPEND
+                Object v = pop();
+                asList(peek()).add(v);
+            }
+            case 'e' -> {                                                             // APPENDS
+                int from = popMark();
+                if (from == 0) {
+                    throw new Misfit("too few values");
+                }
+                List<Object> list = asList(stack[from - 1]);
+                if (list instanceof ArrayList<Object> al) {
+                    al.ensureCapacity(al.size() + top - from);
+                }
+                addRange(list, from);
+            }
+            case ')' -> push(new Object[0]);                                          // EMPTY_TUPLE
+            case 0x85 -> push(new Object[] {pop()});                                  // TUPLE1
+            case 0x86 -> {                                                            // TUPLE2
+                Object b = pop();
+                Object a = pop();
+                push(new Object[] {a, b});
+            }
+            case 0x87 -> {                                                            // TUPLE3
+                Object c = pop();
+                Object b = pop();
+                Object a = pop();
+                push(new Object[] {a, b, c});
+            }
+            case '}' -> push(new HashMap<>(0));                                       // EMPTY_DICT
+            case 's' -> {                                                             // SETITEM
+                Object v = pop();
+                Object k = pop();
+                Map<Object, Object> m = asMap(peek());
+                m.put(hashable(op, at, k, "dict key"), v);
+            }
+            case 'u' -> {                                                             // SETITEMS
+                int from = popMark();
+                if (from == 0) {
+                    throw new Misfit("too few values");
+                }
+                setItems(op, at, asMap(stack[from - 1]), from);
+            }
+            case 'h' -> push(memoGet(u8(op, at)));                                    // BINGET
+            case 'j' -> push(memoGet(littleEndianConsumed(op, at, 4, false)));        // LONG_BINGET
+            case 'q' -> memoPut(u8(op, at), peek());                                  // BINPUT
+            case 'r' -> memoPut(littleEndianConsumed(op, at, 4, false), peek());      // LONG_BINPUT
+            case 0x94 -> memoPut(memoSize, peek());                                   // MEMOIZE: index len(memo)
+            default -> rare(op, at);
+        }
+    }
+
+    /** The opcodes a snapshot rarely or never holds (protocol 0 text, sets, bytes, refusals): kept out of the hot switch. */
+    private void rare(int op, int at) {
+        switch (op) {
+            case '0' -> {                                                             // POP: a value, else the mark
+                if (markCount > 0 && marks[markCount - 1] == top) {
+                    markCount--;
+                } else {
+                    pop();
+                }
+            }
+            case '1' -> top = popMark();                                              // POP_MARK
+            case '2' -> push(peek());                                                 // DUP
             case 0x8b -> {                                                            // LONG4
                 long n = littleEndian(op, at, 4, true);
                 checkLength(op, at, n, 4);
@@ -180,17 +246,6 @@ final class PlainDataUnpickler {
                     throw new Misfit("not a float: " + shorten(line));
                 }
             }
-            case 'G' -> {                                                             // BINFLOAT (big-endian)
-                need(op, at, 8);
-                long bits = 0;
-                for (int i = 0; i < 8; i++) {
-                    bits = bits << 8 | (in[pos + i] & 0xff);
-                }
-                pos += 8;
-                push(Double.longBitsToDouble(bits));
-            }
-            case 0x8c -> push(utf8(op, at, u8(op, at)));                              // SHORT_BINUNICODE
-            case 'X' -> push(utf8(op, at, lengthPrefix(op, at, 4, false)));           // BINUNICODE
             case 0x8d -> push(utf8(op, at, lengthPrefix(op, at, 8, true)));           // BINUNICODE8
             case 'V' -> push(rawUnicodeEscape(line(op, at, end - pos)));               // UNICODE
             case 'U' -> push(latin1(op, at, u8(op, at)));                             // SHORT_BINSTRING
@@ -199,66 +254,23 @@ final class PlainDataUnpickler {
             case 'C' -> push(bytes(op, at, u8(op, at)));                              // SHORT_BINBYTES
             case 'B' -> push(bytes(op, at, lengthPrefix(op, at, 4, false)));          // BINBYTES
             case 0x8e, 0x96 -> push(bytes(op, at, lengthPrefix(op, at, 8, true)));    // BINBYTES8, BYTEARRAY8
-            case ']' -> push(new ArrayList<>());                                      // EMPTY_LIST
             case 'l' -> {                                                             // LIST
                 int from = popMark();
                 ArrayList<Object> list = new ArrayList<>(top - from);
                 addRange(list, from);
                 push(list);
             }
-            case 'a' -> {                                                             // APPEND
-                Object v = pop();
-                asList(peek()).add(v);
-            }
-            case 'e' -> {                                                             // APPENDS
-                int from = popMark();
-                if (from == 0) {
-                    throw new Misfit("too few values");
-                }
-                List<Object> list = asList(stack[from - 1]);
-                if (list instanceof ArrayList<Object> al) {
-                    al.ensureCapacity(al.size() + top - from);
-                }
-                addRange(list, from);
-            }
-            case ')' -> push(new Object[0]);                                          // EMPTY_TUPLE
             case 't' -> {                                                             // TUPLE
                 int from = popMark();
                 Object[] t = Arrays.copyOfRange(stack, from, top);
                 clearTo(from);
                 push(t);
             }
-            case 0x85 -> push(new Object[] {pop()});                                  // TUPLE1
-            case 0x86 -> {                                                            // TUPLE2
-                Object b = pop();
-                Object a = pop();
-                push(new Object[] {a, b});
-            }
-            case 0x87 -> {                                                            // TUPLE3
-                Object c = pop();
-                Object b = pop();
-                Object a = pop();
-                push(new Object[] {a, b, c});
-            }
-            case '}' -> push(new HashMap<>(0));                                       // EMPTY_DICT
             case 'd' -> {                                                             // DICT
                 int from = popMark();
                 HashMap<Object, Object> m = new HashMap<>(top - from);
                 putRange(op, at, m, from);
                 push(m);
-            }
-            case 's' -> {                                                             // SETITEM
-                Object v = pop();
-                Object k = pop();
-                Map<Object, Object> m = asMap(peek());
-                m.put(hashable(op, at, k, "dict key"), v);
-            }
-            case 'u' -> {                                                             // SETITEMS
-                int from = popMark();
-                if (from == 0) {
-                    throw new Misfit("too few values");
-                }
-                setItems(op, at, asMap(stack[from - 1]), from);
             }
             case 0x8f -> push(new HashSet<>());                                       // EMPTY_SET
             case 0x90 -> {                                                            // ADDITEMS
@@ -286,13 +298,8 @@ final class PlainDataUnpickler {
                 clearTo(from);
                 push(Collections.unmodifiableSet(set));
             }
-            case 'h' -> push(memoGet(u8(op, at)));                                    // BINGET
-            case 'j' -> push(memoGet(littleEndianConsumed(op, at, 4, false)));        // LONG_BINGET
             case 'g' -> push(memoGet(memoIndexLine(op, at)));                         // GET
-            case 'q' -> memoPut(u8(op, at), peek());                                  // BINPUT
-            case 'r' -> memoPut(littleEndianConsumed(op, at, 4, false), peek());      // LONG_BINPUT
             case 'p' -> memoPut(memoIndexLine(op, at), peek());                       // PUT
-            case 0x94 -> memoPut(memoSize, peek());                                   // MEMOIZE: index len(memo)
             case 'c', 'i' -> throw runsCode(op, at, globalName());                    // GLOBAL, INST
             case 0x93 -> throw runsCode(op, at, stackGlobalName());                   // STACK_GLOBAL
             case 'o', 'R', 'b', 0x81, 0x92, 0x82, 0x83, 0x84, 'P', 'Q' -> throw runsCode(op, at, null);

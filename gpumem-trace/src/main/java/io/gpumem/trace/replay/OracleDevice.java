@@ -6,7 +6,7 @@ import io.gpumem.device.DeviceException;
 import io.gpumem.device.DeviceOp;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayDeque;
-import java.util.TreeMap;
+import java.util.Arrays;
 
 /**
  * A {@link Device} for oracle replays: it hands out the addresses the recorded run got from the driver, so the
@@ -38,8 +38,8 @@ public final class OracleDevice implements Device {
     private final long totalMemory;
     private final ArrayDeque<Long> mallocOffers = new ArrayDeque<>();
     private final ArrayDeque<Long> mapOffers = new ArrayDeque<>();
-    private final TreeMap<Long, Long> reservations = new TreeMap<>();
-    private final TreeMap<Long, Long> allocations = new TreeMap<>();
+    private final Ranges reservations = new Ranges();
+    private final Ranges allocations = new Ranges();
     private final long[] calls = new long[DeviceOp.values().length];
     private long nextSynthetic = SYNTHETIC_BASE;
     private long nextHandle = 1;
@@ -108,20 +108,68 @@ public final class OracleDevice implements Device {
             throw new DeviceException(DeviceOp.MALLOC, DeviceError.CUDA_ERROR_INVALID_VALUE, "size " + bytes);
         }
         Long a = mallocOffers.poll();
-        long address = a != null && !overlaps(allocations, a, bytes) && !overlaps(reservations, a, bytes)
+        long address = a != null && !allocations.overlaps(a, bytes) && !reservations.overlaps(a, bytes)
                 ? a : synthetic(bytes);
         allocations.put(address, bytes);
         return address;
     }
 
-    /** Whether [address, address + size) meets a range handed out before (after a mismatch it can). */
-    private static boolean overlaps(TreeMap<Long, Long> ranges, long address, long size) {
-        var below = ranges.floorEntry(address);
-        if (below != null && below.getKey() + below.getValue() > address) {
-            return true;
+    /**
+     * Address ranges handed out, sorted by start in two parallel arrays (a device holds hundreds, and a sorted
+     * array is searched and shifted faster than a tree of boxed keys is walked). Starts are compared as signed
+     * longs, as the {@code TreeMap<Long, Long>} this replaces did. Invariant: {@code start[0..count)} ascending,
+     * no start twice.
+     */
+    private static final class Ranges {
+        private long[] start = new long[64];
+        private long[] size = new long[64];
+        private int count;
+
+        /** Index of {@code address} if present, else {@code -(insertion point) - 1}. */
+        private int find(long address) {
+            return Arrays.binarySearch(start, 0, count, address);
         }
-        var above = ranges.ceilingEntry(address);
-        return above != null && above.getKey() < address + size;
+
+        /** Whether [address, address + bytes) meets a range (after a mismatch it can). */
+        boolean overlaps(long address, long bytes) {
+            int i = find(address);
+            if (i >= 0) {
+                return true;
+            }
+            int above = -i - 1;
+            if (above > 0 && start[above - 1] + size[above - 1] > address) {
+                return true;
+            }
+            return above < count && start[above] < address + bytes;
+        }
+
+        void put(long address, long bytes) {
+            int i = find(address);
+            if (i >= 0) {
+                size[i] = bytes;
+                return;
+            }
+            i = -i - 1;
+            if (count == start.length) {
+                start = Arrays.copyOf(start, count * 2);
+                size = Arrays.copyOf(size, count * 2);
+            }
+            System.arraycopy(start, i, start, i + 1, count - i);
+            System.arraycopy(size, i, size, i + 1, count - i);
+            start[i] = address;
+            size[i] = bytes;
+            count++;
+        }
+
+        void remove(long address) {
+            int i = find(address);
+            if (i < 0) {
+                return;
+            }
+            System.arraycopy(start, i + 1, start, i, count - i - 1);
+            System.arraycopy(size, i + 1, size, i, count - i - 1);
+            count--;
+        }
     }
 
     @Override
@@ -146,7 +194,7 @@ public final class OracleDevice implements Device {
         long base = 0;
         for (var it = mapOffers.iterator(); it.hasNext(); ) {
             long a = it.next();
-            if (!overlaps(reservations, a, size) && !overlaps(allocations, a, size)) {
+            if (!reservations.overlaps(a, size) && !allocations.overlaps(a, size)) {
                 it.remove();
                 base = a;
                 break;
