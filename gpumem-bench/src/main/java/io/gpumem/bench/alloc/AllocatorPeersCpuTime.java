@@ -19,9 +19,13 @@ import java.util.function.LongSupplier;
  * malloc+free pair. Printed: the median and the spread (min–max) over all repetitions, and the ratios of the
  * medians. One JVM for all, so the streams share the JIT's profile as a library user's process would.
  *
- * <p>Run: {@code java -cp gpumem-bench/target/benchmarks.jar io.gpumem.bench.alloc.AllocatorPeersCpuTime
- * [rounds reps millis]} (defaults 5, 10, 100) from the project root (traces from {@code -Dgpumem.traces.dir},
- * default {@code ../shared/traces}).
+ * <p>Run: {@code java -XX:+UseSerialGC -Xmx2g -cp gpumem-bench/target/benchmarks.jar
+ * io.gpumem.bench.alloc.AllocatorPeersCpuTime [rounds reps millis]} (defaults 5, 10, 100) from the project root
+ * (traces from {@code -Dgpumem.traces.dir}, default {@code ../shared/traces}). The collector options are those
+ * of the JMH fork and matter: under the default G1 the bump pointer's garbage (boxed keys, ~104 B a pair) makes
+ * its own thread refine cards, which measured it at 350-370 ns a pair on lm2.7b instead of 25-30 ns, and G1's
+ * write barriers cost gpumem's tree links some 5-30% more.
+ * To compare two builds of the allocator, use {@link AllocatorBuildsCpuTime}.
  */
 public final class AllocatorPeersCpuTime {
     private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();

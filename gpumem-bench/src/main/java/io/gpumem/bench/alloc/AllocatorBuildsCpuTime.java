@@ -1,0 +1,162 @@
+package io.gpumem.bench.alloc;
+
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
+import java.lang.reflect.Constructor;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
+import java.net.MalformedURLException;
+import java.net.URL;
+import java.net.URLClassLoader;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+
+/**
+ * Before/after for a change to the allocator: gpumem's replay ({@link AllocatorPeersBench.GpumemReplay}) from two
+ * or more builds of {@code benchmarks.jar}, measured in one JVM, interleaved, in thread CPU time.
+ *
+ * <p>Why: on the shared 2-core machine the figure of one build moves by 10-50% between runs minutes apart (other
+ * jobs take the caches), which hides a change worth a few percent. Here every build gets its own class loader
+ * (so each has its own classes and JIT-compiled code), all replay the same stream in the same process, and
+ * round {@code r} measures each build once, in an order rotated every round, for about {@code millis} ms of CPU
+ * time. The paired figure, the median over rounds of (build k's ns per pair / the first build's in the same
+ * round), cancels most of what the machine does between rounds. A stream that a build does not know is skipped.
+ *
+ * <p>Run: {@code java -XX:+UseSerialGC -Xmx2g -cp gpumem-bench/target/benchmarks.jar
+ * io.gpumem.bench.alloc.AllocatorBuildsCpuTime ROUNDS MILLIS BEFORE.jar AFTER.jar...} from the project root
+ * (copy the "before" jar aside before rebuilding; traces from {@code -Dgpumem.traces.dir}, default
+ * {@code ../shared/traces}).
+ */
+public final class AllocatorBuildsCpuTime {
+    private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
+    private static final List<String> STREAMS = List.of("lm2.7b", "llama-offload", "rmm-random", "training-loop");
+
+    private AllocatorBuildsCpuTime() {
+    }
+
+    /** One build's replay of one stream, reached through its own class loader. */
+    private record Replay(Object replay, Method pass, int pairs) {
+        void run() {
+            try {
+                pass.invoke(replay);
+            } catch (IllegalAccessException | InvocationTargetException e) {
+                throw new IllegalStateException("replay failed", e);
+            }
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length < 4) {
+            System.err.println("usage: AllocatorBuildsCpuTime ROUNDS MILLIS BEFORE.jar AFTER.jar...");
+            System.exit(2);
+        }
+        int rounds = Integer.parseInt(args[0]);
+        long millis = Long.parseLong(args[1]);
+        List<Path> jars = new ArrayList<>();
+        List<ClassLoader> loaders = new ArrayList<>();
+        for (String a : Arrays.asList(args).subList(2, args.length)) {
+            Path jar = Path.of(a);
+            if (!Files.isRegularFile(jar)) {
+                System.err.println("AllocatorBuildsCpuTime: no such jar " + jar);
+                System.exit(2);
+            }
+            jars.add(jar);
+            loaders.add(loader(jar));
+        }
+        for (String stream : STREAMS) {
+            List<Replay> replays = new ArrayList<>();
+            for (ClassLoader l : loaders) {
+                Replay r = replay(l, stream);
+                if (r == null) {
+                    break;
+                }
+                replays.add(r);
+            }
+            if (replays.size() < loaders.size()) {
+                System.out.printf("%-14s skipped: not known to every build%n", stream);
+                continue;
+            }
+            measure(stream, jars, replays, rounds, millis);
+        }
+        System.out.println("(thread CPU time, " + rounds + " rounds of ~" + millis + " ms per build; load average at"
+                + " the end " + ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage() + ")");
+    }
+
+    private static ClassLoader loader(Path jar) throws MalformedURLException {
+        return new URLClassLoader(new URL[] {jar.toUri().toURL()}, ClassLoader.getPlatformClassLoader());
+    }
+
+    /** The build's replay of {@code stream}, or null when the build does not know the stream. */
+    private static Replay replay(ClassLoader loader, String stream) throws ReflectiveOperationException {
+        Class<?> streams = loader.loadClass("io.gpumem.bench.alloc.RequestStream");
+        Method named = streams.getDeclaredMethod("named", String.class);
+        named.setAccessible(true);
+        Object requests;
+        try {
+            requests = named.invoke(null, stream);
+        } catch (InvocationTargetException e) {
+            if (e.getCause() instanceof IllegalArgumentException) {
+                return null;
+            }
+            throw e;
+        }
+        Method length = streams.getDeclaredMethod("length");
+        length.setAccessible(true);
+        Class<?> gpumem = loader.loadClass("io.gpumem.bench.alloc.AllocatorPeersBench$GpumemReplay");
+        Constructor<?> make = gpumem.getDeclaredConstructor(streams);
+        make.setAccessible(true);
+        Method pass = gpumem.getDeclaredMethod("pass");
+        pass.setAccessible(true);
+        return new Replay(make.newInstance(requests), pass, (int) length.invoke(requests) / 2);
+    }
+
+    private static void measure(String stream, List<Path> jars, List<Replay> replays, int rounds, long millis) {
+        int n = replays.size();
+        for (Replay r : replays) { // JIT warm-up: 2 s of CPU each
+            long end = cpuNow() + 2_000_000_000L;
+            while (cpuNow() < end) {
+                r.run();
+            }
+        }
+        double[][] nsPerPair = new double[n][rounds];
+        for (int round = 0; round < rounds; round++) {
+            for (int i = 0; i < n; i++) {
+                int k = (i + round) % n;
+                Replay r = replays.get(k);
+                long start = cpuNow();
+                long end = start + millis * 1_000_000L;
+                long passes = 0;
+                long now;
+                do {
+                    r.run();
+                    passes++;
+                    now = cpuNow();
+                } while (now < end);
+                nsPerPair[k][round] = (double) (now - start) / (passes * r.pairs());
+            }
+        }
+        StringBuilder line = new StringBuilder(String.format("%-14s", stream));
+        for (int k = 0; k < n; k++) {
+            double[] v = nsPerPair[k].clone();
+            Arrays.sort(v);
+            line.append(String.format("  %s %.1f ns (%.1f-%.1f)", jars.get(k).getFileName(), v[rounds / 2], v[0],
+                    v[rounds - 1]));
+        }
+        for (int k = 1; k < n; k++) {
+            double[] ratio = new double[rounds];
+            for (int round = 0; round < rounds; round++) {
+                ratio[round] = nsPerPair[k][round] / nsPerPair[0][round];
+            }
+            Arrays.sort(ratio);
+            line.append(String.format("  [build %d / build 0, paired: %.3f]", k, ratio[rounds / 2]));
+        }
+        System.out.println(line);
+    }
+
+    private static long cpuNow() {
+        return THREADS.getCurrentThreadCpuTime();
+    }
+}
