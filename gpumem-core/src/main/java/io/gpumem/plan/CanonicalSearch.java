@@ -24,12 +24,19 @@ import java.util.Arrays;
  * {@code sky[s] + load[s] > C} for a segment it changed, or when a buffer's landing height plus its size exceeds C.
  *
  * <p><b>Cost per node.</b> One segment tree over the segments keeps the highest sky of each range (a landing
- * height is one range query) and the lowest loaded segment (read at the root); a change to segments [a, b)
- * refreshes their leaves and ancestors, O(b − a + log S). The buffers live over a segment are found by a stabbing
- * query: each buffer is listed at the O(log S) tree nodes that tile its lifetime, so the lists on a leaf's path to
- * the root hold exactly the buffers live there. The search is iterative (an explicit frame stack, no recursion or
- * thread), every change is undone on backtracking from one undo stack, and it stops at a node or time budget.
- * Memory: O(m log S) for the lists, O(depth) for the frames and undo records.
+ * height is one range query, stopped as soon as it is known to exceed the lowest lift found so far or to leave no
+ * room) and the lowest loaded segment (read at the root); a change to segments [a, b) refreshes their leaves and
+ * ancestors, O(b − a + log S). The buffers live over a segment are found by a stabbing query: each buffer is
+ * listed at the O(log S) tree nodes that tile its lifetime, so the lists on a leaf's path to the root hold exactly
+ * the buffers live there. Each list keeps its unplaced buffers in front (a placement swaps the buffer behind them;
+ * undoing it in LIFO order only moves the boundary back), so a node reads only unplaced buffers: O(log S + k) for
+ * the k unplaced buffers live at its segment, plus one range query each.
+ *
+ * <p><b>Control.</b> The search is iterative (an explicit frame stack, no recursion or thread); every change is
+ * undone on backtracking from one undo stack. It stops at a node, work (list entries and tree updates counted) or
+ * time limit, or, with {@code descentOnly}, at the first frame it would have to backtrack out of; a later call
+ * resumes where it stopped. Memory: O(m log S) for the lists; frames O(depth); undo records O(sum of the segments
+ * the current path changed), at most the sum of all lifetimes in segments plus one per lift.
  */
 final class CanonicalSearch {
 

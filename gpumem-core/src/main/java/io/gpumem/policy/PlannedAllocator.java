@@ -24,7 +24,7 @@ import java.util.Map;
  */
 public final class PlannedAllocator implements AllocatorPolicy {
 
-    /** Planning between iterations stalls the job, so it gets a short budget (greedy orders plus a little search). */
+    /** Planning between iterations stalls the job, so it gets a short budget (descent and orders, little search). */
     static final long ONLINE_PLAN_BUDGET_MS = 100;
 
     private final StitchAllocator memory;

@@ -210,8 +210,9 @@ class SkylinePlannerTest {
                     moved = false;
                     for (int b = 0; b < a; b++) {
                         int j = order[b];
-                        if (p.lower(i) < p.upper(j) && p.lower(j) < p.upper(i) && p.placedSize(i) > 0
-                                && p.placedSize(j) > 0 && at < off[j] + p.placedSize(j) && off[j] < at + p.placedSize(i)) {
+                        boolean together = p.lower(i) < p.upper(j) && p.lower(j) < p.upper(i)
+                                && p.placedSize(i) > 0 && p.placedSize(j) > 0;
+                        if (together && at < off[j] + p.placedSize(j) && off[j] < at + p.placedSize(i)) {
                             at = off[j] + p.placedSize(j);
                             moved = true;
                         }
