@@ -776,7 +776,8 @@ public class StitchAllocator implements AllocatorPolicy {
 
     /**
      * The state as PyTorch snapshot segments: one segment per run of mapped pages of an arena, its blocks the
-     * allocated or pending blocks inside it and the free space between them (no history is recorded).
+     * allocated or pending blocks inside it (with their requests' stacks) and the free space between them; the
+     * trace is the recorded history ({@link #recordHistory}), empty unless history is on.
      */
     @Override
     public MemorySnapshot snapshot() {
