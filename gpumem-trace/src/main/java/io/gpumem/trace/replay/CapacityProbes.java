@@ -31,6 +31,9 @@ import java.util.List;
  * alone does not fit under C.
  */
 final class CapacityProbes {
+    /** Entries a new checkpoint must save over the one it is forked from (a copy costs ~3,000 entries' replay). */
+    static final int MIN_CHECKPOINT_GAIN = 4096;
+
     private final WhatIfReplay replay;
     private final AllocatorConfig config;
     /** Running maximum of the consumed bytes after each entry of the unlimited run. */
@@ -100,7 +103,10 @@ final class CapacityProbes {
         WhatIfReplay.Outcome out = new WhatIfReplay.Outcome();
         if (r.next < d) {
             replay.play(r, d, out, true, null);
-            checkpoints.add(at + 1, r.copy(capacity));
+            // a copy costs about as much as replaying a few thousand entries: keep only checkpoints that save more
+            if (d - base.next >= replay.checkpointGain) {
+                checkpoints.add(at + 1, r.copy(capacity));
+            }
         }
         replay.play(r, replay.requests().length, out, true, null);
         return out.ooms == 0;

@@ -204,6 +204,9 @@ public final class WhatIfReplay {
     /** Whether the capacity search reuses replayed prefixes ({@link CapacityProbes}); off only to test that it changes nothing. */
     private volatile boolean prefixReuse = true;
 
+    /** Entries a new checkpoint of the capacity search must save; tests lower it to exercise many checkpoints. */
+    volatile int checkpointGain = CapacityProbes.MIN_CHECKPOINT_GAIN;
+
     /** Switches prefix reuse in the capacity search (on by default; tests compare both ways). */
     void setPrefixReuse(boolean on) {
         this.prefixReuse = on;
@@ -343,6 +346,11 @@ public final class WhatIfReplay {
         long[] size = rs.size;
         int[] streamIndex = rs.streamIndex;
         int k = r.next;
+        // The consumed bytes change only through device calls: a malloc (counted, read cheaply) or an empty_cache;
+        // the device's synchronised counter is read only then. A free entry that released device memory (none does
+        // without a memory fraction) would leave the figure high, which only makes the capacity search fork earlier.
+        long mallocs = consumedAfter == null ? 0 : r.dev.callCount(DeviceOp.MALLOC);
+        long consumed = consumedAfter == null ? 0 : r.dev.consumedBytes();
         try {
             for (; k < end; k++) {
                 switch (op[k]) {
@@ -366,7 +374,12 @@ public final class WhatIfReplay {
                     default -> allocator.emptyCache();
                 }
                 if (consumedAfter != null) {
-                    consumedAfter[k] = r.dev.consumedBytes();
+                    long m = r.dev.callCount(DeviceOp.MALLOC);
+                    if (m != mallocs || op[k] != RequestStream.ALLOC && op[k] != RequestStream.FREE) {
+                        mallocs = m;
+                        consumed = r.dev.consumedBytes();
+                    }
+                    consumedAfter[k] = consumed;
                 }
             }
         } finally {

@@ -40,10 +40,15 @@ class CapacityProbesTest {
 
     /** Evaluates every configuration with reuse off and on; asserts equal rows; returns {replays, entries} off/on. */
     private static long[] assertSameRows(String what, TraceSnapshot s) {
+        return assertSameRows(what, s, CapacityProbes.MIN_CHECKPOINT_GAIN);
+    }
+
+    private static long[] assertSameRows(String what, TraceSnapshot s, int checkpointGain) {
         AllocatorConfig recordedConfig = RecordedConfig.of(s);
         WhatIfReplay off = new WhatIfReplay(s, 0, new WindowRebuilder(recordedConfig).rebuild(s, 0));
         WhatIfReplay on = new WhatIfReplay(s, 0, new WindowRebuilder(recordedConfig).rebuild(s, 0));
         off.setPrefixReuse(false);
+        on.checkpointGain = checkpointGain;
         long capacity = off.recordedCapacity(recordedConfig);
         List<AllocatorConfig> configs = configsFor(s);
         for (int i = 0; i < configs.size(); i++) {
@@ -74,8 +79,10 @@ class CapacityProbesTest {
         }
         assertThat(traces).isNotEmpty();
         for (Path t : traces) {
-            long[] counts = assertSameRows(t.getFileName().toString(), TraceReaders.read(t));
+            TraceSnapshot s = TraceReaders.read(t);
+            long[] counts = assertSameRows(t.getFileName().toString(), s);
             assertThat(counts[3]).as("entries replayed with reuse").isLessThanOrEqualTo(counts[1]);
+            assertSameRows(t.getFileName() + " (a checkpoint at every probe)", s, 1);
         }
     }
 
@@ -104,7 +111,9 @@ class CapacityProbesTest {
             }
             Path f = dir.resolve("r" + round + ".ops");
             Files.writeString(f, sb);
-            assertSameRows("seed " + seed + " round " + round, TraceReaders.read(f));
+            // every other round keeps a checkpoint at every probe (short scripts never reach the default gain)
+            assertSameRows("seed " + seed + " round " + round, TraceReaders.read(f),
+                    round % 2 == 0 ? 1 : CapacityProbes.MIN_CHECKPOINT_GAIN);
         }
     }
 }
