@@ -1,16 +1,13 @@
 package io.gpumem.alloc;
 
-import java.util.ArrayList;
-import java.util.IdentityHashMap;
-import java.util.List;
-
 /**
  * Copies the block graph of one {@link AllocatorCore} into a fresh one (the copy constructor's part that walks
  * blocks): {@link CachingAllocator#copyOnto}.
  *
- * <p>Every block is reached from an allocated block or a free block of a pool, then along its segment's
- * prev/next chain, and copied once (an identity map from original to copy); the copies are linked as the
- * originals are, allocated ones entered in the copy's address table, free ones inserted into the copy's pools.
+ * <p>Every segment is copied from its head block (found among the allocated blocks and the pools' free blocks),
+ * along its prev/next chain; the copies are linked as the originals are, allocated ones entered in the copy's
+ * address table, free ones inserted into the copy's pools. The copied segments must add up to the reserved bytes
+ * (else the copy is refused: a segment was missed).
  * The pools' treaps get their own shapes (the copy draws new priorities), but their order is the same total
  * order (stream, size, address), which is all any lookup depends on, so the copy behaves as the original would.
  *
@@ -38,46 +35,51 @@ final class StateCopy {
         to.smallBlocks.getFreeBlocksCallCount = from.smallBlocks.getFreeBlocksCallCount;
         to.largeBlocks.getFreeBlocksCallCount = from.largeBlocks.getFreeBlocksCallCount;
 
-        List<Block> allocated = new ArrayList<>();
-        from.allocatedBlocks.forEach(allocated::add);
-        List<Block> freeSmall = from.smallBlocks.blocks.toList();
-        List<Block> freeLarge = from.largeBlocks.blocks.toList();
         if (!from.smallBlocks.unmapped.isEmpty() || !from.largeBlocks.unmapped.isEmpty()) {
             throw new IllegalStateException("cannot copy an allocator with unmapped blocks");
         }
-        IdentityHashMap<Block, Block> copies = new IdentityHashMap<>();
-        for (List<Block> seeds : List.of(allocated, freeSmall, freeLarge)) {
-            for (Block seed : seeds) {
-                if (copies.containsKey(seed)) {
-                    continue;
-                }
-                Block head = seed;
-                while (head.prev != null) {
-                    head = head.prev;
-                }
-                Block previousCopy = null;
-                for (Block b = head; b != null; b = b.next) {
-                    Block c = copyOf(b, from, to);
-                    if (copies.put(b, c) != null) {
-                        throw new IllegalStateException("block reached twice: " + b);
-                    }
-                    c.prev = previousCopy;
-                    if (previousCopy != null) {
-                        previousCopy.next = c;
-                    }
-                    previousCopy = c;
+        // With no events pending and no expandable segments every block is allocated or in its pool's free set,
+        // so every segment's head is among these and each segment is copied once, from its head.
+        long[] copiedBytes = {0};
+        from.allocatedBlocks.forEach(b -> {
+            if (b.prev == null) {
+                copiedBytes[0] += copySegment(b, from, to);
+            }
+        });
+        for (BlockPool pool : new BlockPool[] {from.smallBlocks, from.largeBlocks}) {
+            for (Block b = pool.blocks.first(); b != null; b = pool.blocks.next(b)) {
+                if (b.prev == null) {
+                    copiedBytes[0] += copySegment(b, from, to);
                 }
             }
         }
-        for (Block b : allocated) {
-            to.allocatedBlocks.putIfAbsent(b.ptr, copies.get(b));
+        if (copiedBytes[0] != from.totalAllocatedMemory) {
+            throw new IllegalStateException("copied " + copiedBytes[0] + " bytes of segments, but "
+                    + from.totalAllocatedMemory + " are reserved");
         }
-        for (Block b : freeSmall) {
-            to.smallBlocks.blocks.insert(copies.get(b));
+    }
+
+    /** Copies the segment headed by {@code head}, entering each copy in the address table or its pool's free set. */
+    private static long copySegment(Block head, AllocatorCore from, AllocatorCore to) {
+        long bytes = 0;
+        Block previousCopy = null;
+        for (Block b = head; b != null; b = b.next) {
+            Block c = copyOf(b, from, to);
+            c.prev = previousCopy;
+            if (previousCopy != null) {
+                previousCopy.next = c;
+            }
+            previousCopy = c;
+            if (c.allocated) {
+                if (!to.allocatedBlocks.putIfAbsent(c.ptr, c)) {
+                    throw new IllegalStateException("block copied twice: " + b);
+                }
+            } else {
+                c.pool.blocks.insert(c);
+            }
+            bytes += c.size;
         }
-        for (Block b : freeLarge) {
-            to.largeBlocks.blocks.insert(copies.get(b));
-        }
+        return bytes;
     }
 
     private static Block copyOf(Block b, AllocatorCore from, AllocatorCore to) {

@@ -93,23 +93,25 @@ final class AddressSpace {
         c.nextReserve = nextReserve;
         freedMallocBySize.forEach((size, q) -> c.freedMallocBySize.put(size, new ArrayDeque<>(q)));
         freedReserveBySize.forEach((size, q) -> c.freedReserveBySize.put(size, new ArrayDeque<>(q)));
-        java.util.IdentityHashMap<Storage, Storage> storages = new java.util.IdentityHashMap<>();
-        java.util.function.Function<Storage, Storage> copyOf = s -> storages.computeIfAbsent(s, o -> {
-            Storage x = new Storage(o.size, o.consumed, false);
-            x.released = o.released;
-            x.mapCount = o.mapCount;
-            return x;
-        });
-        mallocs.forEach((a, s) -> c.mallocs.put(a, copyOf.apply(s)));
+        // each Storage belongs to one malloc or one handle; the TreeMaps are copied whole (linear), then their values
+        c.mallocs.putAll(mallocs);
+        c.mallocs.replaceAll((a, s) -> copyOf(s));
         c.reservations.putAll(reservations);
         mappings.forEach((a, m) -> {
             Mapping x = new Mapping(m.address, m.size, m.handle);
             x.accessible = m.accessible;
             c.mappings.put(a, x);
         });
-        handles.forEach((h, s) -> c.handles.put(h, copyOf.apply(s)));
+        handles.forEach((h, s) -> c.handles.put(h, copyOf(s)));
         c.nextHandle = nextHandle;
         return c;
+    }
+
+    private static Storage copyOf(Storage o) {
+        Storage x = new Storage(o.size, o.consumed, false);
+        x.released = o.released;
+        x.mapCount = o.mapCount;
+        return x;
     }
 
     long consumed() {
