@@ -50,6 +50,11 @@ public final class AddressTable<V> {
         return new AddressTable<>(false, MIN_CAPACITY);
     }
 
+    /** A table of object values, sized for about {@code expected} keys before it grows. */
+    public static <V> AddressTable<V> forObjects(int expected) {
+        return new AddressTable<>(false, expected);
+    }
+
     /** A table of int values, sized for about {@code expected} keys before it grows. */
     public static AddressTable<Void> forInts(int expected) {
         return new AddressTable<>(true, expected);

@@ -64,7 +64,7 @@ final class AllocatorCore {
     final long maxSplitSizeAtCreation;
     final BlockPool smallBlocks = new BlockPool(Pool.SMALL);
     final BlockPool largeBlocks = new BlockPool(Pool.LARGE);
-    final AddressTable<Block> allocatedBlocks = AddressTable.forObjects();
+    final AddressTable<Block> allocatedBlocks;
     final StreamEvents events = new StreamEvents();
     final List<ExpandableSegment> expandableSegments = new ArrayList<>();
     final TraceRecorder trace = new TraceRecorder();
@@ -85,6 +85,7 @@ final class AllocatorCore {
         setConfig(config);
         this.maxSplitSizeAtCreation = config.maxSplitSizeReported();
         this.stats = new DeviceStats();
+        this.allocatedBlocks = AddressTable.forObjects();
     }
 
     /** A copy of {@code from}'s state on {@code device} (a copy of its device): see {@link StateCopy}. */
@@ -93,6 +94,7 @@ final class AllocatorCore {
         setConfig(from.config);
         this.maxSplitSizeAtCreation = from.maxSplitSizeAtCreation;
         this.stats = from.stats.copy();
+        this.allocatedBlocks = AddressTable.forObjects(from.allocatedBlocks.size());
         this.totalAllocatedMemory = from.totalAllocatedMemory;
         this.setFraction = from.setFraction;
         this.allowedMemoryMaximum = from.allowedMemoryMaximum;

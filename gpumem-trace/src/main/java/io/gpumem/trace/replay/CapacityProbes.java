@@ -55,7 +55,8 @@ final class CapacityProbes {
         }
         this.startConsumed = first.dev.consumedBytes();
         checkpoints.add(first);
-        this.peakAfter = new long[consumedAfter.length];
+        // the caller's trajectory becomes its running maximum in place (it is not used otherwise)
+        this.peakAfter = consumedAfter;
         long peak = startConsumed;
         for (int k = 0; k < consumedAfter.length; k++) {
             peak = Math.max(peak, consumedAfter[k]);

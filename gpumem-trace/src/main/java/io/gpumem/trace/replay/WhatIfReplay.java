@@ -184,13 +184,14 @@ public final class WhatIfReplay {
         // "Unlimited" memory: enough for the window under any sensible configuration, yet a finite device (the
         // expandable reservation is sized from it). Doubled until the window fits.
         long roomy = Math.max(8L << 30, 2 * recorded.peakReserved());
-        long[] consumedAfter = new long[requests.length];
+        // the consumed-bytes trajectory the capacity search reuses, only where it can (CapacityProbes.applies)
+        long[] consumedAfter = prefixReuse && !config.expandableSegments() ? new long[requests.length] : null;
         Outcome unlimited = run(config, roomy, false, consumedAfter);
         for (int tries = 0; unlimited.ooms > 0 && tries < 8; tries++) {
             roomy *= 2;
             unlimited = run(config, roomy, false, consumedAfter);
         }
-        CapacityProbes probes = prefixReuse && CapacityProbes.applies(config, unlimited)
+        CapacityProbes probes = consumedAfter != null && CapacityProbes.applies(config, unlimited)
                 ? new CapacityProbes(this, config, roomy, consumedAfter) : null;
         // At a capacity the unlimited run never exceeded, the run is the unlimited one (CapacityProbes says why).
         Outcome atCapacity = probes != null && probes.sameAsUnlimited(capacity) ? unlimited
