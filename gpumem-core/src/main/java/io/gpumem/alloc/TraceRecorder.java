@@ -4,6 +4,7 @@ import io.gpumem.history.Frame;
 import io.gpumem.history.HistoryOptions.Context;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
+import io.gpumem.history.TraceEntryRing;
 import io.gpumem.history.TraceListener;
 
 import java.util.ArrayList;
@@ -22,16 +23,14 @@ import java.util.function.Supplier;
  * at free). A stack is gathered for an operation only if the level reaches the operation's level
  * ({@code maybeGatherContext}); trace entries carry it only at {@code ALLOC} or above.
  *
- * <p>Invariant: {@code buffer.size() <= maxEntries}; once full, {@code next} is the slot of the oldest entry.
+ * <p>Invariant: the ring holds at most {@code max_entries} entries and is empty while history is off.
  * Nothing is allocated per operation unless history is on or a tracker is attached ({@link TraceListener}s get
  * the fields without an entry being built).
  */
 final class TraceRecorder {
     private boolean recordHistory;
     private Context recordContext = Context.NONE;
-    private int maxEntries = 1;
-    private final ArrayList<TraceEntry> buffer = new ArrayList<>();
-    private int next;
+    private final TraceEntryRing ring = new TraceEntryRing();
     private final List<Consumer<TraceEntry>> trackers = new CopyOnWriteArrayList<>();
     private static final TraceListener[] NO_LISTENERS = {};
     /** Plain-field listeners; replaced, never changed in place, so {@link #record} reads a stable array. */
@@ -53,26 +52,17 @@ final class TraceRecorder {
     /** PyTorch's {@code recordHistory(enabled, recorder, max_entries, when)}. */
     synchronized void configure(boolean enabled, long maxEntries, Context when) {
         recordHistory = enabled;
-        int max = (int) Math.max(1, Math.min(Integer.MAX_VALUE - 8, maxEntries));
-        if (max != this.maxEntries && buffer.size() > 0) {
-            List<TraceEntry> kept = entries();
-            buffer.clear();
-            next = 0;
-            int from = Math.max(0, kept.size() - max);
-            buffer.addAll(kept.subList(from, kept.size()));
-        }
-        this.maxEntries = max;
+        ring.setCapacity(maxEntries);
         recordContext = enabled ? when : Context.NONE;
         if (!enabled) {
-            next = 0;
-            buffer.clear();
+            ring.clear();
         }
         active = isActive();
     }
 
     /** Whether nothing is recorded or listened to: no history, trackers or listeners (what a copy requires). */
     synchronized boolean isIdle() {
-        return !isActive() && buffer.isEmpty();
+        return !isActive() && ring.isEmpty();
     }
 
     private boolean isActive() {
@@ -134,22 +124,12 @@ final class TraceRecorder {
             t.accept(te);
         }
         if (recordHistory) {
-            if (buffer.size() < maxEntries) {
-                buffer.add(te);
-            } else {
-                buffer.set(next++, te);
-                if (next == maxEntries) {
-                    next = 0;
-                }
-            }
+            ring.add(te);
         }
     }
 
     /** The buffered entries, oldest first. */
     List<TraceEntry> entries() {
-        List<TraceEntry> out = new ArrayList<>(buffer.size());
-        out.addAll(buffer.subList(next, buffer.size()));
-        out.addAll(buffer.subList(0, next));
-        return out;
+        return ring.entries();
     }
 }

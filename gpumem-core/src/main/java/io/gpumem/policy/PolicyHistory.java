@@ -5,7 +5,7 @@ import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.HistoryOptions.Context;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
-import java.util.ArrayList;
+import io.gpumem.history.TraceEntryRing;
 import java.util.List;
 import java.util.function.LongSupplier;
 import java.util.function.Supplier;
@@ -17,15 +17,13 @@ import java.util.function.Supplier;
  * {@code ALLOC} also on trace entries, {@code ALL} also at free. Stacks come from the caller's supplier, times
  * from its clock (default: wall-clock microseconds).
  *
- * <p>Invariant: {@code buffer.size() <= maxEntries}; once full, {@code next} is the slot of the oldest entry.
+ * <p>Invariant: the ring holds at most {@code max_entries} entries and is empty while recording is off.
  * With recording off {@link #gather} and {@link #record} cost one field read and allocate nothing.
  */
 final class PolicyHistory {
     private boolean recording;
     private Context context = Context.NONE;
-    private int maxEntries = 1;
-    private final ArrayList<TraceEntry> buffer = new ArrayList<>();
-    private int next;
+    private final TraceEntryRing ring = new TraceEntryRing();
     private Supplier<List<Frame>> frames;
     private LongSupplier clockMicros = PolicyHistory::wallClockMicros;
 
@@ -37,19 +35,10 @@ final class PolicyHistory {
     /** {@code _record_memory_history(enabled, context, max_entries)}; turning it off clears the buffer. */
     void configure(HistoryOptions options) {
         recording = options.enabled() != HistoryOptions.Enabled.NONE;
-        long max = options.enabled() == HistoryOptions.Enabled.ALL ? options.maxEntries() : 1;
-        int keep = (int) Math.max(1, Math.min(Integer.MAX_VALUE - 8, max));
-        if (keep != maxEntries && !buffer.isEmpty()) {
-            List<TraceEntry> kept = entries();
-            buffer.clear();
-            next = 0;
-            buffer.addAll(kept.subList(Math.max(0, kept.size() - keep), kept.size()));
-        }
-        maxEntries = keep;
+        ring.setCapacity(options.enabled() == HistoryOptions.Enabled.ALL ? options.maxEntries() : 1);
         context = recording ? options.context() : Context.NONE;
         if (!recording) {
-            buffer.clear();
-            next = 0;
+            ring.clear();
         }
     }
 
@@ -77,21 +66,11 @@ final class PolicyHistory {
         }
         TraceEntry e = new TraceEntry(action, addr, size, stream, clockMicros.getAsLong(),
                 context.compareTo(Context.ALLOC) >= 0 ? stack : null, deviceFree);
-        if (buffer.size() < maxEntries) {
-            buffer.add(e);
-        } else {
-            buffer.set(next++, e);
-            if (next == maxEntries) {
-                next = 0;
-            }
-        }
+        ring.add(e);
     }
 
     /** The buffered entries, oldest first. */
     List<TraceEntry> entries() {
-        List<TraceEntry> out = new ArrayList<>(buffer.size());
-        out.addAll(buffer.subList(next, buffer.size()));
-        out.addAll(buffer.subList(0, next));
-        return out;
+        return ring.entries();
     }
 }
