@@ -1,6 +1,5 @@
 package io.gpumem.policy;
 
-import io.gpumem.policy.StitchAllocator.Block;
 import java.util.List;
 
 /**
@@ -12,7 +11,7 @@ import java.util.List;
  */
 final class BlockTable {
     private long[] keys = new long[64];
-    private Block[] values = new Block[64];
+    private StitchBlock[] values = new StitchBlock[64];
     private int count;
 
     int size() {
@@ -23,7 +22,7 @@ final class BlockTable {
         return (int) ((key * 0x9E3779B97F4A7C15L) >>> 40) & (keys.length - 1);
     }
 
-    Block get(long key) {
+    StitchBlock get(long key) {
         int mask = keys.length - 1;
         for (int i = slot(key); ; i = (i + 1) & mask) {
             long k = keys[i];
@@ -36,7 +35,7 @@ final class BlockTable {
         }
     }
 
-    void put(long key, Block value) {
+    void put(long key, StitchBlock value) {
         if (2 * (count + 1) > keys.length) {
             grow();
         }
@@ -53,7 +52,7 @@ final class BlockTable {
     }
 
     /** Removes and returns the block at {@code key}, or null when there is none. */
-    Block remove(long key) {
+    StitchBlock remove(long key) {
         int mask = keys.length - 1;
         int i = slot(key);
         while (keys[i] != key) {
@@ -62,7 +61,7 @@ final class BlockTable {
             }
             i = (i + 1) & mask;
         }
-        Block removed = values[i];
+        StitchBlock removed = values[i];
         count--;
         // Backward shift: move later entries of the probe run into the hole when their home slot allows it.
         for (int j = (i + 1) & mask; keys[j] != 0; j = (j + 1) & mask) {
@@ -79,7 +78,7 @@ final class BlockTable {
     }
 
     /** Appends every block (any order; not the hot path). */
-    void addTo(List<Block> out) {
+    void addTo(List<StitchBlock> out) {
         for (int i = 0; i < keys.length; i++) {
             if (keys[i] != 0) {
                 out.add(values[i]);
@@ -89,9 +88,9 @@ final class BlockTable {
 
     private void grow() {
         long[] oldKeys = keys;
-        Block[] oldValues = values;
+        StitchBlock[] oldValues = values;
         keys = new long[2 * oldKeys.length];
-        values = new Block[keys.length];
+        values = new StitchBlock[keys.length];
         count = 0;
         for (int i = 0; i < oldKeys.length; i++) {
             if (oldKeys[i] != 0) {

@@ -1,6 +1,5 @@
 package io.gpumem.policy;
 
-import io.gpumem.policy.StitchAllocator.Block;
 import java.util.List;
 
 /**
@@ -14,7 +13,7 @@ import java.util.List;
  * must not change while it is in the tree: callers remove it first.
  */
 final class FreeBlockTree {
-    private Block root;
+    private StitchBlock root;
     private int count;
     private long seed = 0x2545F4914F6CDD1DL;
 
@@ -22,7 +21,7 @@ final class FreeBlockTree {
         return count;
     }
 
-    void add(Block b) {
+    void add(StitchBlock b) {
         long x = seed;
         x ^= x << 13;
         x ^= x >>> 7;
@@ -35,7 +34,7 @@ final class FreeBlockTree {
         count++;
     }
 
-    void remove(Block b) {
+    void remove(StitchBlock b) {
         root = remove(root, b);
         b.left = null;
         b.right = null;
@@ -43,9 +42,9 @@ final class FreeBlockTree {
     }
 
     /** The smallest block (lowest address among equals) of at least {@code size} bytes, or null. */
-    Block ceiling(long size) {
-        Block best = null;
-        for (Block t = root; t != null; ) {
+    StitchBlock ceiling(long size) {
+        StitchBlock best = null;
+        for (StitchBlock t = root; t != null; ) {
             if (t.size >= size) {
                 best = t;
                 t = t.left;
@@ -61,16 +60,16 @@ final class FreeBlockTree {
      * strictly between b's neighbours in the order): one read-only descent instead of a removal and an insertion.
      * Returns false, changing nothing, when b would have to move.
      */
-    boolean rekeyInPlace(Block b, long size, long addr) {
-        Block pred = null;
-        Block succ = null;
-        for (Block t = root; t != null; ) {
+    boolean rekeyInPlace(StitchBlock b, long size, long addr) {
+        StitchBlock pred = null;
+        StitchBlock succ = null;
+        for (StitchBlock t = root; t != null; ) {
             if (t == b) {
                 // b's neighbours in order: the largest key of its left subtree, the smallest of its right one
-                for (Block l = t.left; l != null; l = l.right) {
+                for (StitchBlock l = t.left; l != null; l = l.right) {
                     pred = l;
                 }
-                for (Block r = t.right; r != null; r = r.left) {
+                for (StitchBlock r = t.right; r != null; r = r.left) {
                     succ = r;
                 }
                 break;
@@ -97,11 +96,11 @@ final class FreeBlockTree {
     }
 
     /** Appends the blocks in (size, address) order (diagnostics and invariant checks, not the hot path). */
-    void addTo(List<Block> out) {
+    void addTo(List<StitchBlock> out) {
         addTo(root, out);
     }
 
-    private static void addTo(Block t, List<Block> out) {
+    private static void addTo(StitchBlock t, List<StitchBlock> out) {
         if (t != null) {
             addTo(t.left, out);
             out.add(t);
@@ -114,7 +113,7 @@ final class FreeBlockTree {
         return wellFormed(root, null, null);
     }
 
-    private static boolean wellFormed(Block t, Block lo, Block hi) {
+    private static boolean wellFormed(StitchBlock t, StitchBlock lo, StitchBlock hi) {
         if (t == null) {
             return true;
         }
@@ -127,18 +126,18 @@ final class FreeBlockTree {
         return wellFormed(t.left, lo, t) && wellFormed(t.right, t, hi);
     }
 
-    private static boolean less(Block a, Block b) {
+    private static boolean less(StitchBlock a, StitchBlock b) {
         return a.size != b.size ? a.size < b.size : a.addr < b.addr;
     }
 
-    private static Block insert(Block t, Block b) {
+    private static StitchBlock insert(StitchBlock t, StitchBlock b) {
         if (t == null) {
             return b;
         }
         if (less(b, t)) {
             t.left = insert(t.left, b);
             if (t.left.priority > t.priority) {
-                Block l = t.left;
+                StitchBlock l = t.left;
                 t.left = l.right;
                 l.right = t;
                 return l;
@@ -146,7 +145,7 @@ final class FreeBlockTree {
         } else {
             t.right = insert(t.right, b);
             if (t.right.priority > t.priority) {
-                Block r = t.right;
+                StitchBlock r = t.right;
                 t.right = r.left;
                 r.left = t;
                 return r;
@@ -155,7 +154,7 @@ final class FreeBlockTree {
         return t;
     }
 
-    private static Block remove(Block t, Block b) {
+    private static StitchBlock remove(StitchBlock t, StitchBlock b) {
         if (t == null) {
             throw new IllegalStateException("block 0x" + Long.toHexString(b.addr) + " is not in the free tree");
         }
@@ -170,7 +169,7 @@ final class FreeBlockTree {
         return t;
     }
 
-    private static Block merge(Block a, Block b) {
+    private static StitchBlock merge(StitchBlock a, StitchBlock b) {
         if (a == null) {
             return b;
         }

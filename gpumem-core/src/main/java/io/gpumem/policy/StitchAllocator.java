@@ -68,9 +68,9 @@ public class StitchAllocator implements AllocatorPolicy {
     private int arenaCount;
     final List<Arena> arenas = new ArrayList<>();
     private final BlockTable live = new BlockTable();
-    /** Block objects no structure refers to any more, kept for reuse (linked through {@code next}). */
-    private Block spareBlocks;
-    final List<Block> pendingFrees = new ArrayList<>();
+    /** StitchBlock objects no structure refers to any more, kept for reuse (linked through {@code next}). */
+    private StitchBlock spareBlocks;
+    final List<StitchBlock> pendingFrees = new ArrayList<>();
     long mappedPages;
     long allocated;
     private long peakAllocated;
@@ -117,31 +117,6 @@ public class StitchAllocator implements AllocatorPolicy {
         return device;
     }
 
-    /** One address block: allocated, free, or awaiting its streams' events. */
-    static final class Block {
-        Arena arena;
-        long addr;
-        long size;
-        boolean free;
-        Block prev;
-        Block next;
-        long stream;
-        long[] usedOn;        // streams recorded with recordStream, then their events while pending
-        int usedCount;
-        Block left;           // FreeBlockTree links while free
-        Block right;
-        int priority;
-        long requested;       // the unrounded request of an allocated block
-        List<Frame> frames;   // the request's stack while allocated, when history keeps stacks
-
-        Block(Arena arena, long addr, long size, long stream) {
-            this.arena = arena;
-            this.addr = addr;
-            this.size = size;
-            this.stream = stream;
-        }
-    }
-
     /** One virtual reservation and the physical pages mapped under it. */
     final class Arena {
         final long base;
@@ -160,7 +135,7 @@ public class StitchAllocator implements AllocatorPolicy {
         int unpinnedHead = -1;
         int unpinnedTail = -1;
         final FreeBlockTree freeBySize = new FreeBlockTree();
-        final TreeMap<Long, Block> fixedBlocks = new TreeMap<>();
+        final TreeMap<Long, StitchBlock> fixedBlocks = new TreeMap<>();
 
         Arena(long stream, boolean fixed, long bytes) {
             this.stream = stream;
@@ -174,7 +149,7 @@ public class StitchAllocator implements AllocatorPolicy {
             prevUnpinned = new int[pages];
             nextUnpinned = new int[pages];
             if (!fixed) {
-                Block all = newBlock(this, base, bytes, stream);
+                StitchBlock all = newBlock(this, base, bytes, stream);
                 all.free = true;
                 freeBySize.add(all);
             }
@@ -231,10 +206,10 @@ public class StitchAllocator implements AllocatorPolicy {
     }
 
     /** A block object: a recycled one when there is one, so splitting a free block allocates nothing. */
-    private Block newBlock(Arena arena, long addr, long size, long stream) {
-        Block b = spareBlocks;
+    private StitchBlock newBlock(Arena arena, long addr, long size, long stream) {
+        StitchBlock b = spareBlocks;
         if (b == null) {
-            return new Block(arena, addr, size, stream);
+            return new StitchBlock(arena, addr, size, stream);
         }
         spareBlocks = b.next;
         b.arena = arena;
@@ -249,7 +224,7 @@ public class StitchAllocator implements AllocatorPolicy {
     }
 
     /** Keeps a block object that nothing refers to any more for {@link #newBlock}. */
-    private void recycle(Block b) {
+    private void recycle(StitchBlock b) {
         b.arena = null;
         b.prev = null;
         b.next = spareBlocks;
@@ -286,7 +261,7 @@ public class StitchAllocator implements AllocatorPolicy {
         requestContext = context;
         processPendingFrees(false);
         Arena a = arena(stream, rounded <= SMALL_LIMIT);
-        Block b = a.freeBySize.ceiling(rounded);
+        StitchBlock b = a.freeBySize.ceiling(rounded);
         if (b != null && pinPages(a, b.addr, rounded)) {
             return take(b, rounded, size, stream, context);
         }
@@ -315,17 +290,17 @@ public class StitchAllocator implements AllocatorPolicy {
                 throw outOfMemory(requested, rounded, stream, context);
             }
         }
-        Block b = newBlock(a, addr, rounded, stream);
+        StitchBlock b = newBlock(a, addr, rounded, stream);
         a.fixedBlocks.put(addr, b);
         allocated(b, requested, context);
         return addr;
     }
 
-    private long take(Block b, long rounded, long requested, long stream, List<Frame> context) {
+    private long take(StitchBlock b, long rounded, long requested, long stream, List<Frame> context) {
         Arena a = b.arena;
         if (b.size > rounded && a.freeBySize.rekeyInPlace(b, b.size - rounded, b.addr + rounded)) {
             // b stays in the free tree as the remainder; a block object in front of it is the allocation
-            Block used = newBlock(a, b.addr - rounded, rounded, stream);
+            StitchBlock used = newBlock(a, b.addr - rounded, rounded, stream);
             used.prev = b.prev;
             used.next = b;
             if (b.prev != null) {
@@ -337,7 +312,7 @@ public class StitchAllocator implements AllocatorPolicy {
         }
         a.freeBySize.remove(b);
         if (b.size > rounded) {
-            Block rest = newBlock(a, b.addr + rounded, b.size - rounded, a.stream);
+            StitchBlock rest = newBlock(a, b.addr + rounded, b.size - rounded, a.stream);
             rest.free = true;
             rest.prev = b;
             rest.next = b.next;
@@ -354,7 +329,7 @@ public class StitchAllocator implements AllocatorPolicy {
         return b.addr;
     }
 
-    private void allocated(Block b, long requested, List<Frame> context) {
+    private void allocated(StitchBlock b, long requested, List<Frame> context) {
         b.requested = requested;
         b.frames = context;
         history.record(TraceAction.ALLOC, b.addr, requested, b.stream, context, -1);
@@ -591,7 +566,7 @@ public class StitchAllocator implements AllocatorPolicy {
         if (ptr == 0) {
             return;
         }
-        Block b = live.remove(ptr);
+        StitchBlock b = live.remove(ptr);
         if (b == null) {
             throw new IllegalArgumentException("invalid device pointer: 0x" + Long.toHexString(ptr));
         }
@@ -616,7 +591,7 @@ public class StitchAllocator implements AllocatorPolicy {
 
     @Override
     public void recordStream(long ptr, long stream) {
-        Block b = live.get(ptr);
+        StitchBlock b = live.get(ptr);
         if (b == null) {
             throw new IllegalArgumentException("invalid device pointer: 0x" + Long.toHexString(ptr));
         }
@@ -642,7 +617,7 @@ public class StitchAllocator implements AllocatorPolicy {
             return;
         }
         for (int i = 0; i < pendingFrees.size(); i++) {
-            Block b = pendingFrees.get(i);
+            StitchBlock b = pendingFrees.get(i);
             boolean done = true;
             for (int e = 0; e < b.usedCount; e++) {
                 if (sync) {
@@ -664,7 +639,7 @@ public class StitchAllocator implements AllocatorPolicy {
     }
 
     /** Returns a block's address range to its arena and unpins its pages (they stay mapped as cache). */
-    private void release(Block b) {
+    private void release(StitchBlock b) {
         history.record(TraceAction.FREE_COMPLETED, b.addr, b.requested, b.stream, b.frames, -1);
         b.frames = null;
         Arena a = b.arena;
@@ -675,13 +650,13 @@ public class StitchAllocator implements AllocatorPolicy {
             return;
         }
         b.free = true;
-        Block p = b.prev;
-        Block n = b.next;
+        StitchBlock p = b.prev;
+        StitchBlock n = b.next;
         boolean mergePrev = p != null && p.free;
         boolean mergeNext = n != null && n.free;
         if (mergePrev) {
             long size = p.size + b.size;
-            Block after = n;
+            StitchBlock after = n;
             if (mergeNext) {
                 a.freeBySize.remove(n);
                 size += n.size;
@@ -710,7 +685,7 @@ public class StitchAllocator implements AllocatorPolicy {
     }
 
     /** Gives free block f a new key, in place when its order among the free blocks allows it. */
-    private static void rekey(Arena a, Block f, long size, long addr) {
+    private static void rekey(Arena a, StitchBlock f, long size, long addr) {
         if (!a.freeBySize.rekeyInPlace(f, size, addr)) {
             a.freeBySize.remove(f);
             f.size = size;
@@ -782,15 +757,15 @@ public class StitchAllocator implements AllocatorPolicy {
     @Override
     public MemorySnapshot snapshot() {
         List<SegmentInfo> segments = new ArrayList<>();
-        Map<Arena, TreeMap<Long, Block>> held = new IdentityHashMap<>();
-        for (Block b : liveBlocks()) {
+        Map<Arena, TreeMap<Long, StitchBlock>> held = new IdentityHashMap<>();
+        for (StitchBlock b : liveBlocks()) {
             held.computeIfAbsent(b.arena, x -> new TreeMap<>()).put(b.addr, b);
         }
-        for (Block b : pendingFrees) {
+        for (StitchBlock b : pendingFrees) {
             held.computeIfAbsent(b.arena, x -> new TreeMap<>()).put(b.addr, b);
         }
         for (Arena a : arenas) {
-            TreeMap<Long, Block> inArena = held.getOrDefault(a, new TreeMap<>());
+            TreeMap<Long, StitchBlock> inArena = held.getOrDefault(a, new TreeMap<>());
             int p = 0;
             while (p < a.handle.length) {
                 if (a.handle[p] == 0) {
@@ -807,7 +782,7 @@ public class StitchAllocator implements AllocatorPolicy {
                 long at = start;
                 long alloc = 0;
                 long active = 0;
-                for (Block b : inArena.subMap(start, end).values()) {
+                for (StitchBlock b : inArena.subMap(start, end).values()) {
                     if (b.addr > at) {
                         blocks.add(new BlockInfo(at, b.addr - at, 0, BlockState.INACTIVE, List.of()));
                     }
@@ -894,8 +869,8 @@ public class StitchAllocator implements AllocatorPolicy {
     }
 
     /** The allocated blocks (a fresh list, any order). */
-    List<Block> liveBlocks() {
-        List<Block> out = new ArrayList<>(live.size());
+    List<StitchBlock> liveBlocks() {
+        List<StitchBlock> out = new ArrayList<>(live.size());
         live.addTo(out);
         return out;
     }

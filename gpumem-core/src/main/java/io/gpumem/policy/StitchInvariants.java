@@ -1,7 +1,6 @@
 package io.gpumem.policy;
 
 import io.gpumem.policy.StitchAllocator.Arena;
-import io.gpumem.policy.StitchAllocator.Block;
 import java.util.ArrayList;
 import java.util.IdentityHashMap;
 import java.util.List;
@@ -20,23 +19,23 @@ final class StitchInvariants {
 
     static void check(StitchAllocator st) {
         long liveBytes = 0;
-        for (Block b : st.liveBlocks()) {
+        for (StitchBlock b : st.liveBlocks()) {
             liveBytes += b.size;
         }
         require(liveBytes == st.allocated, "allocated bytes " + st.allocated + " but live blocks hold " + liveBytes);
         java.util.Set<Long> handles = new java.util.HashSet<>();
         long mapped = 0;
         Map<Arena, int[]> expectedPins = new IdentityHashMap<>();
-        Map<Arena, Block[]> coveredBy = new IdentityHashMap<>();
+        Map<Arena, StitchBlock[]> coveredBy = new IdentityHashMap<>();
         for (Arena a : st.arenas) {
             expectedPins.put(a, new int[a.pins.length]);
-            coveredBy.put(a, new Block[a.pins.length]);
+            coveredBy.put(a, new StitchBlock[a.pins.length]);
         }
-        List<Block> holding = st.liveBlocks();
+        List<StitchBlock> holding = st.liveBlocks();
         holding.addAll(st.pendingFrees);
-        for (Block b : holding) {
+        for (StitchBlock b : holding) {
             int[] e = expectedPins.get(b.arena);
-            Block[] c = coveredBy.get(b.arena);
+            StitchBlock[] c = coveredBy.get(b.arena);
             long off = b.addr - b.arena.base;
             for (long p = off / st.page; p <= (off + b.size - 1) / st.page; p++) {
                 e[(int) p]++;
@@ -47,7 +46,7 @@ final class StitchInvariants {
         }
         for (Arena a : st.arenas) {
             int[] e = expectedPins.get(a);
-            Block[] c = coveredBy.get(a);
+            StitchBlock[] c = coveredBy.get(a);
             boolean[] onList = new boolean[a.pins.length];
             int listed = 0;
             for (int p = a.unpinnedHead; p >= 0; p = a.nextUnpinned[p]) {
@@ -86,30 +85,30 @@ final class StitchInvariants {
             require(listed == 0 || a.nextUnpinned[a.unpinnedTail] < 0, "unpinned list tail wrong");
             if (a.fixed) {
                 long end = Long.MIN_VALUE;
-                for (Block b : a.fixedBlocks.values()) {
+                for (StitchBlock b : a.fixedBlocks.values()) {
                     require(b.addr >= end, "fixed blocks overlap at 0x" + Long.toHexString(b.addr));
                     end = b.addr + b.size;
                 }
                 continue;
             }
-            Block first = null;
+            StitchBlock first = null;
             require(a.freeBySize.wellFormed(), "free tree of arena 0x" + Long.toHexString(a.base) + " out of order");
-            List<Block> free = new ArrayList<>();
+            List<StitchBlock> free = new ArrayList<>();
             a.freeBySize.addTo(free);
-            for (Block b : free) {
+            for (StitchBlock b : free) {
                 require(b.free, "non-free block in the free index");
                 if (b.prev == null) {
                     first = b;
                 }
             }
-            for (Block b : holding) {
+            for (StitchBlock b : holding) {
                 if (b.arena == a && b.prev == null) {
                     first = b;
                 }
             }
             long at = a.base;
             int frees = 0;
-            for (Block b = first; b != null; b = b.next) {
+            for (StitchBlock b = first; b != null; b = b.next) {
                 require(b.addr == at, "blocks do not tile arena 0x" + Long.toHexString(a.base));
                 require(b.next == null || b.next.prev == b, "broken block links");
                 require(!(b.free && b.next != null && b.next.free), "two free neighbours");

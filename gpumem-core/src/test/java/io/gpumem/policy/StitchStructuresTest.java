@@ -2,7 +2,6 @@ package io.gpumem.policy;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.gpumem.policy.StitchAllocator.Block;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -20,25 +19,25 @@ class StitchStructuresTest {
         System.out.println("StitchStructuresTest.freeBlockTreeAgreesWithATreeSet seed " + seed);
         Random r = new Random(seed);
         FreeBlockTree tree = new FreeBlockTree();
-        TreeSet<Block> model = new TreeSet<>((a, b) -> a.size != b.size ? Long.compare(a.size, b.size)
+        TreeSet<StitchBlock> model = new TreeSet<>((a, b) -> a.size != b.size ? Long.compare(a.size, b.size)
                 : Long.compare(a.addr, b.addr));
-        List<Block> in = new ArrayList<>();
+        List<StitchBlock> in = new ArrayList<>();
         long nextAddr = 512;
         for (int op = 0; op < 20_000; op++) {
             int kind = r.nextInt(4);
             if (kind == 0 || in.isEmpty()) {
-                Block b = new Block(null, nextAddr, 512L * (1 + r.nextInt(64)), 0);
+                StitchBlock b = new StitchBlock(null, nextAddr, 512L * (1 + r.nextInt(64)), 0);
                 nextAddr += 512;
                 tree.add(b);
                 model.add(b);
                 in.add(b);
             } else if (kind == 1) {
-                Block b = in.remove(r.nextInt(in.size()));
+                StitchBlock b = in.remove(r.nextInt(in.size()));
                 tree.remove(b);
                 model.remove(b);
             } else if (kind == 3) {
                 // a new key, in place when the order allows (as a split or a merge does), else by moving
-                Block b = in.get(r.nextInt(in.size()));
+                StitchBlock b = in.get(r.nextInt(in.size()));
                 model.remove(b);
                 long size = 512L * (1 + r.nextInt(64));
                 long addr = r.nextBoolean() ? b.addr + 512 * (r.nextInt(3) - 1) : nextAddr;
@@ -56,7 +55,7 @@ class StitchStructuresTest {
                 model.add(b);
             } else {
                 long want = 512L * r.nextInt(70);
-                Block probe = new Block(null, Long.MIN_VALUE, want, 0);
+                StitchBlock probe = new StitchBlock(null, Long.MIN_VALUE, want, 0);
                 assertThat(tree.ceiling(want)).as("seed %d op %d ceiling(%d)", seed, op, want)
                         .isSameAs(model.ceiling(probe));
             }
@@ -66,7 +65,7 @@ class StitchStructuresTest {
             }
         }
         assertThat(tree.wellFormed()).isTrue();
-        List<Block> order = new ArrayList<>();
+        List<StitchBlock> order = new ArrayList<>();
         tree.addTo(order);
         assertThat(order).containsExactlyElementsOf(model);
     }
@@ -77,14 +76,14 @@ class StitchStructuresTest {
         System.out.println("StitchStructuresTest.blockTableAgreesWithAHashMap seed " + seed);
         Random r = new Random(seed);
         BlockTable table = new BlockTable();
-        Map<Long, Block> model = new HashMap<>();
+        Map<Long, StitchBlock> model = new HashMap<>();
         List<Long> keys = new ArrayList<>();
         for (int op = 0; op < 50_000; op++) {
             int kind = r.nextInt(3);
             if (kind == 0 || keys.isEmpty()) {
                 // clustered keys (page-aligned addresses) make long probe runs, which removal must keep intact
                 long key = 0x2000_0000_0000L + 512L * r.nextInt(4096);
-                Block b = new Block(null, key, 512, 0);
+                StitchBlock b = new StitchBlock(null, key, 512, 0);
                 if (model.put(key, b) == null) {
                     keys.add(key);
                 }
@@ -99,7 +98,7 @@ class StitchStructuresTest {
             }
             assertThat(table.size()).isEqualTo(model.size());
         }
-        List<Block> all = new ArrayList<>();
+        List<StitchBlock> all = new ArrayList<>();
         table.addTo(all);
         assertThat(all).containsExactlyInAnyOrderElementsOf(model.values());
     }
