@@ -1,7 +1,6 @@
 package io.gpumem.bench.alloc;
 
-import java.lang.management.ManagementFactory;
-import java.lang.management.ThreadMXBean;
+import io.gpumem.bench.cputime.ThreadCpuTimer;
 import java.lang.reflect.Constructor;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
@@ -31,7 +30,6 @@ import java.util.List;
  * {@code ../shared/traces}).
  */
 public final class AllocatorBuildsCpuTime {
-    private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
     private static final List<String> STREAMS = List.of("lm2.7b", "llama-offload", "rmm-random", "training-loop");
 
     private AllocatorBuildsCpuTime() {
@@ -82,7 +80,7 @@ public final class AllocatorBuildsCpuTime {
             measure(stream, jars, replays, rounds, millis);
         }
         System.out.println("(thread CPU time, " + rounds + " rounds of ~" + millis + " ms per build; load average at"
-                + " the end " + ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage() + ")");
+                + " the end " + ThreadCpuTimer.loadAverage() + ")");
     }
 
     private static ClassLoader loader(Path jar) throws MalformedURLException {
@@ -116,8 +114,8 @@ public final class AllocatorBuildsCpuTime {
     private static void measure(String stream, List<Path> jars, List<Replay> replays, int rounds, long millis) {
         int n = replays.size();
         for (Replay r : replays) { // JIT warm-up: 2 s of CPU each
-            long end = cpuNow() + 2_000_000_000L;
-            while (cpuNow() < end) {
+            long end = ThreadCpuTimer.now() + 2_000_000_000L;
+            while (ThreadCpuTimer.now() < end) {
                 r.run();
             }
         }
@@ -126,14 +124,14 @@ public final class AllocatorBuildsCpuTime {
             for (int i = 0; i < n; i++) {
                 int k = (i + round) % n;
                 Replay r = replays.get(k);
-                long start = cpuNow();
+                long start = ThreadCpuTimer.now();
                 long end = start + millis * 1_000_000L;
                 long passes = 0;
                 long now;
                 do {
                     r.run();
                     passes++;
-                    now = cpuNow();
+                    now = ThreadCpuTimer.now();
                 } while (now < end);
                 nsPerPair[k][round] = (double) (now - start) / (passes * r.pairs());
             }
@@ -154,9 +152,5 @@ public final class AllocatorBuildsCpuTime {
             line.append(String.format("  [build %d / build 0, paired: %.3f]", k, ratio[rounds / 2]));
         }
         System.out.println(line);
-    }
-
-    private static long cpuNow() {
-        return THREADS.getCurrentThreadCpuTime();
     }
 }

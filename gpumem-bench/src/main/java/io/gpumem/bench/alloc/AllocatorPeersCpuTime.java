@@ -1,7 +1,6 @@
 package io.gpumem.bench.alloc;
 
-import java.lang.management.ManagementFactory;
-import java.lang.management.ThreadMXBean;
+import io.gpumem.bench.cputime.ThreadCpuTimer;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -28,7 +27,6 @@ import java.util.function.LongSupplier;
  * To compare two builds of the allocator, use {@link AllocatorBuildsCpuTime}.
  */
 public final class AllocatorPeersCpuTime {
-    private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
 
     private AllocatorPeersCpuTime() {
     }
@@ -48,16 +46,13 @@ public final class AllocatorPeersCpuTime {
             LongSupplier[] pass = {gpumem::pass, netty::pass, bump::pass};
             // warm-up: JIT the three loops (about as long as one round)
             for (LongSupplier p : pass) {
-                long end = cpuNow() + millis * reps * 1_000_000L / 2;
-                while (cpuNow() < end) {
-                    p.getAsLong();
-                }
+                ThreadCpuTimer.spin(p, millis * reps * 1_000_000L / 2);
             }
             List<List<Double>> perPeer = List.of(new ArrayList<>(), new ArrayList<>(), new ArrayList<>());
             for (int round = 0; round < rounds; round++) {
                 for (int k = 0; k < pass.length; k++) {
                     for (int r = 0; r < reps; r++) {
-                        perPeer.get(k).add(measure(pass[k], pairs, millis));
+                        perPeer.get(k).add(ThreadCpuTimer.nsPerPass(pass[k], millis) / pairs);
                     }
                 }
             }
@@ -73,31 +68,6 @@ public final class AllocatorPeersCpuTime {
                     median[2] / median[0]);
         }
         System.out.println("(thread CPU time, " + rounds + " interleaved rounds x " + reps + " repetitions of ~"
-                + millis + " ms; load average at the end " + Arrays.toString(loadAverage()) + ")");
-    }
-
-    private static double measure(LongSupplier pass, int pairs, long millis) {
-        long start = cpuNow();
-        long end = start + millis * 1_000_000L;
-        long passes = 0;
-        long sink = 0;
-        long now;
-        do {
-            sink ^= pass.getAsLong();
-            passes++;
-            now = cpuNow();
-        } while (now < end);
-        if (sink == 42) {
-            System.out.print(""); // keeps the replays' results alive
-        }
-        return (double) (now - start) / (passes * pairs);
-    }
-
-    private static long cpuNow() {
-        return THREADS.getCurrentThreadCpuTime();
-    }
-
-    private static double[] loadAverage() {
-        return new double[] {ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage()};
+                + millis + " ms; load average at the end " + Arrays.toString(new double[] {ThreadCpuTimer.loadAverage()}) + ")");
     }
 }

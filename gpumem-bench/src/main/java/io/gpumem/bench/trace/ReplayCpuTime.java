@@ -1,5 +1,6 @@
 package io.gpumem.bench.trace;
 
+import io.gpumem.bench.cputime.ThreadCpuTimer;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.trace.io.PytorchSnapshotReader;
 import io.gpumem.trace.io.TraceSnapshot;
@@ -10,8 +11,6 @@ import io.gpumem.trace.window.WindowRebuilder;
 import io.gpumem.trace.window.WindowStart;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
-import java.lang.management.ManagementFactory;
-import java.lang.management.ThreadMXBean;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -39,7 +38,6 @@ import java.util.function.LongSupplier;
  * {@code oracleCheck,pickle}) from the project root.
  */
 public final class ReplayCpuTime {
-    private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
 
     private ReplayCpuTime() {
     }
@@ -80,10 +78,7 @@ public final class ReplayCpuTime {
             }
         }
         for (LongSupplier p : pass) {
-            long end = cpuNow() + millis * reps * 1_000_000L;
-            while (cpuNow() < end) {
-                p.getAsLong();
-            }
+            ThreadCpuTimer.spin(p, millis * reps * 1_000_000L);
         }
         List<List<Double>> perUnit = new ArrayList<>();
         for (int k = 0; k < units.length; k++) {
@@ -92,7 +87,7 @@ public final class ReplayCpuTime {
         for (int round = 0; round < rounds; round++) {
             for (int k = 0; k < units.length; k++) {
                 for (int r = 0; r < reps && !skip[k]; r++) {
-                    perUnit.get(k).add(measure(pass[k], millis));
+                    perUnit.get(k).add(ThreadCpuTimer.nsPerPass(pass[k], millis));
                 }
             }
         }
@@ -109,33 +104,11 @@ public final class ReplayCpuTime {
         }
         System.out.println("(lm2.7b, " + entries + " entries, " + bytes.length + " bytes; thread CPU time, " + rounds
                 + " interleaved rounds x " + reps + " repetitions of ~" + millis + " ms; load average at the end "
-                + Arrays.toString(new double[] {ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage()})
+                + Arrays.toString(new double[] {ThreadCpuTimer.loadAverage()})
                 + ")");
     }
 
     private static double rate(double work, double nsPerPass) {
         return work / (nsPerPass / 1e9);
-    }
-
-    /** CPU ns per pass, over passes totalling about {@code millis} ms. */
-    private static double measure(LongSupplier pass, long millis) {
-        long start = cpuNow();
-        long end = start + millis * 1_000_000L;
-        long passes = 0;
-        long sink = 0;
-        long now;
-        do {
-            sink ^= pass.getAsLong();
-            passes++;
-            now = cpuNow();
-        } while (now < end);
-        if (sink == 42) {
-            System.out.print(""); // keeps the results alive
-        }
-        return (double) (now - start) / passes;
-    }
-
-    private static long cpuNow() {
-        return THREADS.getCurrentThreadCpuTime();
     }
 }
