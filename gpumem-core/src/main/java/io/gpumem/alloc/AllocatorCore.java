@@ -544,26 +544,29 @@ final class AllocatorCore {
                 }
             }
         }
-        releaseNeverMappedSegments(pool);
     }
 
     /**
-     * Destroys segments whose one block is unmapped and whole: reserved for a growth whose first map failed
-     * (an injected fault or an out-of-memory), they hold no page, and otherwise their address range would stay
-     * reserved on the driver after empty_cache gave every page back.
+     * Gives back the address ranges of expandable segments that hold no page (their one block unmapped and whole):
+     * reserved for a growth whose first map failed, they are kept by {@code release_blocks} as PyTorch keeps them,
+     * since their block sits in the unmapped tree, which it never visits (allocator.md §5.4), and later requests on
+     * that stream map pages into them. Only {@link CachingAllocator#close()} calls this: retiring the allocator is
+     * where PyTorch's process would end and the driver would free its reservations. No trace entry, no stat.
      */
-    private void releaseNeverMappedSegments(BlockPool pool) {
-        List<Block> whole = null;
-        for (Block u = pool.unmapped.first(); u != null; u = BlockTree.next(u)) {
-            if (!u.isSplit() && u.size == u.expandable.size()) {
-                if (whole == null) {
-                    whole = new ArrayList<>();
+    void releasePagelessSegments() {
+        for (BlockPool pool : new BlockPool[] {largeBlocks, smallBlocks}) {
+            List<Block> whole = null;
+            for (Block u = pool.unmapped.first(); u != null; u = BlockTree.next(u)) {
+                if (!u.isSplit() && u.size == u.expandable.size()) {
+                    if (whole == null) {
+                        whole = new ArrayList<>();
+                    }
+                    whole.add(u);
                 }
-                whole.add(u);
             }
-        }
-        if (whole != null) {
-            whole.forEach(this::releaseExpandableSegment);
+            if (whole != null) {
+                whole.forEach(this::releaseExpandableSegment);
+            }
         }
     }
 
