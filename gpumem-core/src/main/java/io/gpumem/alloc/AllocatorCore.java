@@ -42,8 +42,9 @@ import static io.gpumem.alloc.DeviceStats.SEGMENT;
  * stat equals its recomputation from the block graph; reserved = sum of cudaMalloc'd segments + mapped pages
  * = {@link #totalAllocatedMemory}.
  *
- * <p>[U] points are resolved as PyTorch 2.5 does: GC and release_available skip expandable blocks (PR #134338);
- * the oversize slack is {@code max_non_split_rounding} (20 MiB by default).
+ * <p>Version points follow PyTorch 2.5: GC and release_available skip expandable blocks (PR #134338); the oversize
+ * slack is {@code max_non_split_rounding} (2.6's key; its 20 MiB default is 2.5's constant). The few questions
+ * PyTorch's sources leave open are answered as allocator.md §11 lists.
  */
 final class AllocatorCore {
     final Device device;
@@ -570,13 +571,17 @@ final class AllocatorCore {
         }
     }
 
-    /** {@code release_block}: cudaFree of a whole free segment. */
+    /**
+     * {@code release_block}: cudaFree of a whole free segment. As in PyTorch, {@code num_device_free} and the
+     * {@code segment_free} entry come before the driver call, so a failing cudaFree leaves them recorded and the
+     * segment cached (allocator.md §11).
+     */
     private void releaseBlock(Block block, List<Frame> context) {
-        device.free(block.ptr);
         stats.countDeviceFree();
-        AllocatorEvents.segmentFree(device.index(), block.ptr, block.size, block.stream, false);
         trace.record(TraceAction.SEGMENT_FREE, block.ptr, block.size, block.stream,
                 context != null ? context : block.contextWhenSegmentAllocated);
+        device.free(block.ptr);
+        AllocatorEvents.segmentFree(device.index(), block.ptr, block.size, block.stream, false);
         totalAllocatedMemory -= block.size;
         int type = block.pool.statType;
         stats.decrease(SEGMENT, type, 1);
@@ -589,10 +594,11 @@ final class AllocatorCore {
     }
 
     /**
-     * {@code release_available_cached_blocks} (allocator.md §4.3), 2.5 behaviour: frees one oversize block big enough,
-     * else the largest oversize blocks of the stream until enough is freed (those freed stay freed). Expandable
-     * blocks are skipped; so are oversize blocks that are not whole segments (which only exist after expandable
-     * segments were toggled on, where PyTorch would cudaFree an interior pointer).
+     * {@code release_available_cached_blocks} (allocator.md §4.3), 2.5 behaviour: frees one oversize block big
+     * enough, else the largest oversize blocks of the stream until enough is freed (those freed stay freed).
+     * Expandable blocks are skipped. As in PyTorch, a free oversize block that is only part of a segment (possible
+     * once expandable segments were toggled on, allocator.md §2.3) is released like a whole one: cudaFree gets an
+     * interior pointer, the driver refuses it and the error leaves malloc, num_device_free and segment_free recorded.
      */
     private boolean releaseAvailableCachedBlocks(BlockPool pool, long stream, long size, List<Frame> context) {
         long maxSplit = maxSplitSize;
@@ -609,7 +615,7 @@ final class AllocatorCore {
             long totalReleased = 0;
             while (cur != null && totalReleased < keySize && cur.size >= maxSplit && cur.stream == stream) {
                 Block before = pool.blocks.prev(cur);
-                if (cur.expandable == null && !cur.isSplit()) {
+                if (cur.expandable == null) {
                     long released = cur.size;
                     releaseBlock(cur, context);
                     totalReleased += released;
@@ -617,9 +623,6 @@ final class AllocatorCore {
                 cur = before;
             }
             return totalReleased >= keySize;
-        }
-        if (it.isSplit()) {
-            return false;
         }
         releaseBlock(it, context);
         return true;

@@ -4,6 +4,8 @@ import static io.gpumem.testing.TestSizes.MiB;
 import static io.gpumem.testing.TestSizes.GiB;
 
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.device.DeviceException;
+import io.gpumem.device.DeviceOp;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.HistoryOptions;
 import io.gpumem.oom.OutOfMemoryException;
@@ -87,6 +89,7 @@ class CachingAllocatorRandomizedTest {
         List<Long> liveRequested = new ArrayList<>();
         int ooms = 0;
         int oomsLeavingAPagelessReservation = 0;
+        int refusedInteriorFrees = 0;
         int step = 0;
         try {
             for (step = 0; step < OPS; step++) {
@@ -110,6 +113,13 @@ class CachingAllocatorRandomizedTest {
                             a.free(live.remove(i));
                             liveRequested.remove(i);
                         }
+                    } catch (DeviceException e) {
+                        // after toggling, release_available may hand cudaFree the interior pointer of a split
+                        // oversize block, as PyTorch does (allocator.md §4.3); the driver refuses it
+                        assertThat(sc.toggleExpandable()).as("a refused cudaFree outside the toggled scenario: %s", e)
+                                .isTrue();
+                        assertThat(e.op()).isEqualTo(DeviceOp.FREE);
+                        refusedInteriorFrees++;
                     }
                 } else if (r < 84 || live.size() >= 160) {
                     int i = rnd.nextInt(live.size());
@@ -152,11 +162,12 @@ class CachingAllocatorRandomizedTest {
             a.internals().checkInvariants();
             Map<String, Long> s = a.memoryStats();
             System.out.println("  " + sc.name() + ": ooms=" + ooms + " (leaving a reservation without pages: "
-                    + oomsLeavingAPagelessReservation + ") retries=" + s.get("num_alloc_retries")
+                    + oomsLeavingAPagelessReservation + ") refused interior cudaFree=" + refusedInteriorFrees
+                    + " retries=" + s.get("num_alloc_retries")
                     + " device_alloc=" + s.get("num_device_alloc") + " device_free=" + s.get("num_device_free")
                     + " syncs=" + s.get("num_sync_all_streams") + " peak_reserved=" + s.get("reserved_bytes.all.peak")
                     + " peak_inactive_split=" + s.get("inactive_split.all.peak")
-                    + " events=" + dev.callCount(io.gpumem.device.DeviceOp.RECORD_EVENT));
+                    + " events=" + dev.callCount(DeviceOp.RECORD_EVENT));
             assertThat(s.get("allocated_bytes.all.current")).isZero();
             assertThat(s.get("active_bytes.all.current")).isZero();
             assertThat(s.get("requested_bytes.all.current")).isZero();
