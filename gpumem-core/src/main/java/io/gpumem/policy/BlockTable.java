@@ -8,6 +8,7 @@ import java.util.List;
  *
  * <p>Invariants: key 0 marks an empty slot (0 is never a block address); every key sits in the probe run that
  * starts at its hash slot with no empty slot between; the table is at most half full (it doubles beyond that).
+ * Design notes: policies.md §2.1.
  */
 final class BlockTable {
     private long[] keys = new long[64];

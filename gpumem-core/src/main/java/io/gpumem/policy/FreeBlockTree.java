@@ -10,7 +10,7 @@ import java.util.List;
  * <p>Invariants: in-order traversal is strictly increasing in (size, address) (addresses are unique within an
  * arena); every node's priority is at least its children's, which keeps the expected depth logarithmic. The
  * priorities come from a fixed-seed generator, so a run's decisions are deterministic. A block's size or address
- * must not change while it is in the tree: callers remove it first.
+ * must not change while it is in the tree: callers remove it first. Design notes: policies.md §2.1, §2.2.
  */
 final class FreeBlockTree {
     private StitchBlock root;

@@ -8,6 +8,7 @@ import java.util.List;
  * of an arena are chained by {@code prev}/{@code next} in address order; a free block is also in its arena's
  * {@link FreeBlockTree} (the {@code left}/{@code right}/{@code priority} links). The allocator recycles block
  * objects through a spare list threaded by {@code next}, so it resets the fields it relies on when it reuses one.
+ * Design notes: policies.md §2.1.
  */
 final class StitchBlock {
     StitchAllocator.Arena arena;
