@@ -93,7 +93,6 @@ class DesignNoteReferencesTest {
         citing.put("alloc/ExpandableSegment.java", "allocator.md");
         citing.put("policy/StitchAllocator.java", "policies.md");
         citing.put("policy/StitchInvariants.java", "policies.md");
-        citing.put("policy/FreeBlockTree.java", "policies.md");
         citing.put("policy/PlannedAllocator.java", "policies.md");
         citing.put("plan/OffsetPlanner.java", "offset-planner.md");
         citing.put("plan/CanonicalSearch.java", "offset-planner.md");
