@@ -1,10 +1,9 @@
 package io.gpumem.cli.options;
 
-import io.gpumem.cli.SizeConverter;
-import io.gpumem.trace.io.ReadLimits;
+import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.session.TraceSession;
 import java.nio.file.Path;
-import picocli.CommandLine.Option;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Parameters;
 
 /**
@@ -18,13 +17,8 @@ public final class TraceFileOptions {
                     + " (detected from the content).")
     Path file;
 
-    @Option(names = "--max-file-size", paramLabel = "SIZE", defaultValue = "1GiB", converter = SizeConverter.class,
-            description = "Refuse files larger than SIZE (default: ${DEFAULT-VALUE}).")
-    long maxFileSize;
-
-    @Option(names = "--max-entries", paramLabel = "N", defaultValue = "50000000",
-            description = "Refuse files with more than N trace entries or rows (default: ${DEFAULT-VALUE}).")
-    long maxEntries;
+    @Mixin
+    ReadLimitOptions limits;
 
     /** The file as given. */
     public Path file() {
@@ -34,13 +28,10 @@ public final class TraceFileOptions {
     /**
      * Reads the file into a session.
      *
-     * @throws BadInputException when {@code --max-entries} is not positive
-     * @throws io.gpumem.trace.io.TraceFormatException naming the file when it is unreadable, malformed or over a limit
+     * @throws BadInputException    when {@code --max-entries} is not positive
+     * @throws TraceFormatException naming the file when it is unreadable, malformed or over a limit
      */
     public TraceSession open() {
-        if (maxEntries <= 0) {
-            throw new BadInputException("--max-entries must be positive");
-        }
-        return TraceSession.open(file, new ReadLimits(maxFileSize, maxEntries));
+        return TraceSession.open(file, limits.limits());
     }
 }

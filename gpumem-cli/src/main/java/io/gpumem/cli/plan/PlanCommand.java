@@ -3,7 +3,7 @@ package io.gpumem.cli.plan;
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
 import io.gpumem.cli.options.BadInputException;
-import io.gpumem.trace.io.ReadLimits;
+import io.gpumem.cli.options.ReadLimitOptions;
 import io.gpumem.plan.LifetimeProblem;
 import io.gpumem.plan.OffsetPlan;
 import io.gpumem.plan.OffsetPlanner;
@@ -21,6 +21,7 @@ import java.util.Arrays;
 import java.util.Locale;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
@@ -72,9 +73,8 @@ public final class PlanCommand implements Callable<Integer> {
             description = "Solve N times and report the fastest and the median solve time (default: ${DEFAULT-VALUE}).")
     int repeat;
 
-    @Option(names = "--max-file-mib", paramLabel = "N", defaultValue = "1024",
-            description = "Refuse files larger than N MiB (default: ${DEFAULT-VALUE}).")
-    long maxFileMib;
+    @Mixin
+    ReadLimitOptions limits;
 
     @Override
     public Integer call() {
@@ -82,14 +82,14 @@ public final class PlanCommand implements Callable<Integer> {
         if (align <= 0 || Long.bitCount(align) != 1) {
             throw new BadInputException("--align must be a positive power of two, got " + align);
         }
-        if (budgetMs < 0 || repeat < 1 || maxFileMib <= 0) {
-            throw new BadInputException("--budget-ms must be >= 0, --repeat and --max-file-mib >= 1");
+        if (budgetMs < 0 || repeat < 1) {
+            throw new BadInputException("--budget-ms must be >= 0 and --repeat >= 1");
         }
         if (!(targetRatio >= 1.0) || Double.isInfinite(targetRatio)) {
             throw new BadInputException("--target-ratio must be a finite number >= 1.0, got " + targetRatio);
         }
         // errors name the file, line and field (TraceFormatException), reported like every command's bad input
-        LifetimeProblem problem = PlanFiles.read(file, new ReadLimits(maxFileMib << 20, 50_000_000L), align);
+        LifetimeProblem problem = PlanFiles.read(file, limits.limits(), align);
         OffsetPlanner planner = new OffsetPlanner(budgetMs, OffsetPlanner.DEFAULT_MAX_ROUNDS, targetRatio);
         OffsetPlan plan = null;
         long[] times = new long[repeat];

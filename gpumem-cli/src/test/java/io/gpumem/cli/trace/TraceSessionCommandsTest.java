@@ -93,6 +93,15 @@ class TraceSessionCommandsTest {
     }
 
     @Test
+    void planRefusesAFileOverMaxFileSizeWithTheSameMessage() throws Exception {
+        long bytes = Files.size(oomTrace);
+        CliRun r = CliRun.run("plan", oomTrace.toString(), "--max-file-size", "1KiB");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).isEqualTo("gpumem plan: " + oomTrace + ": file is " + bytes
+                + " bytes, over the limit of 1024 bytes\n");
+    }
+
+    @Test
     void analyzeAndReportRefuseAFileOverMaxEntries() {
         CliRun a = CliRun.run("analyze", oomTrace.toString(), "--max-entries", "10");
         assertThat(a.exit()).isEqualTo(2);
