@@ -16,6 +16,7 @@ import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -69,36 +70,38 @@ class TraceSessionCommandsTest {
         assertThat(out.toString()).contains("HTML report written to");
     }
 
-    @Test
-    void analyzeRefusesAFileOverMaxFileSize() throws Exception {
+    /** Runs {@code gpumem COMMAND TRACE ARGS... --max-file-size 1KiB} and checks the one refusal every command gives. */
+    private static CliRun refusedOverOneKiB(String command, String... args) throws Exception {
         long bytes = Files.size(oomTrace);
-        CliRun r = CliRun.run("analyze", oomTrace.toString(), "--max-file-size", "1KiB");
+        List<String> all = new ArrayList<>(List.of(command, oomTrace.toString()));
+        all.addAll(List.of(args));
+        all.addAll(List.of("--max-file-size", "1KiB"));
+        CliRun r = CliRun.run(all.toArray(String[]::new));
         assertThat(r.exit()).isEqualTo(2);
-        assertThat(r.err()).isEqualTo("gpumem analyze: " + oomTrace + ": file is " + bytes
+        assertThat(r.err()).isEqualTo("gpumem " + command + ": " + oomTrace + ": file is " + bytes
                 + " bytes, over the limit of 1024 bytes\n");
         assertThat(r.out()).isEmpty();
+        return r;
+    }
+
+    @Test
+    void analyzeRefusesAFileOverMaxFileSize() throws Exception {
+        refusedOverOneKiB("analyze");
+        long bytes = Files.size(oomTrace);
         assertThat(CliRun.run("analyze", oomTrace.toString(), "--no-compare", "--max-file-size", bytes + "B").exit())
                 .as("a file of exactly the limit is read").isZero();
     }
 
     @Test
     void reportRefusesAFileOverMaxFileSizeAndWritesNothing() throws Exception {
-        long bytes = Files.size(oomTrace);
         Path page = dir.resolve("refused.html");
-        CliRun r = CliRun.run("report", oomTrace.toString(), "-o", page.toString(), "--max-file-size", "1KiB");
-        assertThat(r.exit()).isEqualTo(2);
-        assertThat(r.err()).isEqualTo("gpumem report: " + oomTrace + ": file is " + bytes
-                + " bytes, over the limit of 1024 bytes\n");
+        refusedOverOneKiB("report", "-o", page.toString());
         assertThat(page).doesNotExist();
     }
 
     @Test
     void planRefusesAFileOverMaxFileSizeWithTheSameMessage() throws Exception {
-        long bytes = Files.size(oomTrace);
-        CliRun r = CliRun.run("plan", oomTrace.toString(), "--max-file-size", "1KiB");
-        assertThat(r.exit()).isEqualTo(2);
-        assertThat(r.err()).isEqualTo("gpumem plan: " + oomTrace + ": file is " + bytes
-                + " bytes, over the limit of 1024 bytes\n");
+        refusedOverOneKiB("plan");
     }
 
     @Test
