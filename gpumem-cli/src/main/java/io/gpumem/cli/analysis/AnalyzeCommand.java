@@ -75,7 +75,7 @@ public final class AnalyzeCommand implements Callable<Integer> {
         if (top < 0) {
             throw new CommandLine.ParameterException(spec.commandLine(), "--top must be >= 0, got " + top);
         }
-        TraceSession session = input.open();
+        TraceSession session = input.open(spec.commandLine().getErr());
         TraceSnapshot snapshot = session.trace();
         Path file = input.file();
         if (snapshot.segments().isEmpty() && snapshot.format() != SourceFormat.PYTORCH_SNAPSHOT

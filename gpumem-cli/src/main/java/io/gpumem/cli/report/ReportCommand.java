@@ -84,7 +84,7 @@ public final class ReportCommand implements Callable<Integer> {
         AllocatorOptions.configs(configs);
         List<PolicySpec> policySpecs = AllocatorOptions.policies(policies);
         Path file = input.file();
-        TraceSession session = input.open();
+        TraceSession session = input.open(spec.commandLine().getErr());
         List<Integer> devices = session.devices();
         if (device != null) {
             if (!devices.contains(device)) {

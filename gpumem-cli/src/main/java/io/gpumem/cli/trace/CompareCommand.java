@@ -84,7 +84,7 @@ public final class CompareCommand implements Callable<Integer> {
         PrintWriter out = spec.commandLine().getOut();
         List<AllocatorConfig> others = AllocatorOptions.configs(configs);
         List<PolicySpec> policySpecs = AllocatorOptions.policies(policies);
-        TraceSession session = input.open();
+        TraceSession session = input.open(spec.commandLine().getErr());
         this.session = session;
         TraceSnapshot trace = session.trace();
         int d = device != null ? device : session.busiestDevice();

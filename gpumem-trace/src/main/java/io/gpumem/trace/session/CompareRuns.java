@@ -1,6 +1,7 @@
 package io.gpumem.trace.session;
 
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.policy.PolicyRegistry;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.trace.replay.PolicyReplay;
 import io.gpumem.trace.replay.ProgressListener;
@@ -52,7 +53,7 @@ public record CompareRuns(WindowStart start, WhatIfReplay replay, long capacity,
      * (or {@code defaults}) for another, a policy's name with its options for a policy row.
      */
     public static String label(WhatIfOutcome r) {
-        if (!r.policy().equals("pytorch")) {
+        if (!PolicyRegistry.isExact(r.policy())) {
             return r.label() == null || r.label().isEmpty() ? r.policy() : r.policy() + ":" + r.label();
         }
         String c = r.label() == null || r.label().isEmpty() ? "defaults" : r.label();
