@@ -160,7 +160,7 @@ class CachingAllocatorRandomizedTest {
             dev.completeAllEvents();
             a.emptyCache();
             a.internals().checkInvariants();
-            Map<String, Long> s = a.memoryStats();
+            Map<String, Long> s = a.stats().toPyTorchMap();
             System.out.println("  " + sc.name() + ": ooms=" + ooms + " (leaving a reservation without pages: "
                     + oomsLeavingAPagelessReservation + ") refused interior cudaFree=" + refusedInteriorFrees
                     + " retries=" + s.get("num_alloc_retries")
@@ -212,7 +212,7 @@ class CachingAllocatorRandomizedTest {
         for (int i = 1; i < ptrs.length; i++) {
             assertThat(ptrs[i - 1] + a.internals().blockSize(ptrs[i - 1])).as("overlap").isLessThanOrEqualTo(ptrs[i]);
         }
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("allocation.all.current")).isEqualTo(live.size());
         assertThat(s.get("allocated_bytes.all.current")).isEqualTo(bytes);
     }
