@@ -8,6 +8,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.function.Predicate;
 
 /**
  * An independent model of PyTorch's caching allocator with {@code expandable_segments:True} and otherwise default
@@ -194,16 +195,7 @@ final class ExpandableSegmentsModel {
 
     /** get_free_block: smallest free mapped block of the stream that fits, then the walk by growable size. */
     private Piece bestFit(boolean small, long stream, long size) {
-        List<Piece> free = new ArrayList<>();
-        for (Reservation r : reservations) {
-            if (r.small == small && r.stream == stream) {
-                for (Piece p : r.pieces.values()) {
-                    if (p.free() && p.mapped) {
-                        free.add(p);
-                    }
-                }
-            }
-        }
+        List<Piece> free = pieces(small, stream, p -> p.free() && p.mapped);
         free.sort(Comparator.comparingLong((Piece p) -> p.size).thenComparingLong(p -> p.ptr));
         int i = 0;
         while (i < free.size() && free.get(i).size < size) {
@@ -216,6 +208,21 @@ final class ExpandableSegmentsModel {
             i++;
         }
         return free.get(i);
+    }
+
+    /** The blocks of one (stream, pool) that {@code which} accepts, in no particular order. */
+    private List<Piece> pieces(boolean small, long stream, Predicate<Piece> which) {
+        List<Piece> out = new ArrayList<>();
+        for (Reservation r : reservations) {
+            if (r.small == small && r.stream == stream) {
+                for (Piece p : r.pieces.values()) {
+                    if (which.test(p)) {
+                        out.add(p);
+                    }
+                }
+            }
+        }
+        return out;
     }
 
     private static long growable(Piece p) {
@@ -256,16 +263,7 @@ final class ExpandableSegmentsModel {
 
     /** find_expandable_block: unmapped blocks of the stream by address, each with a free block just before it. */
     private Piece findRun(boolean small, long stream, long size) {
-        List<Piece> unmapped = new ArrayList<>();
-        for (Reservation r : reservations) {
-            if (r.small == small && r.stream == stream) {
-                for (Piece p : r.pieces.values()) {
-                    if (!p.mapped) {
-                        unmapped.add(p);
-                    }
-                }
-            }
-        }
+        List<Piece> unmapped = pieces(small, stream, p -> !p.mapped);
         unmapped.sort(Comparator.comparingLong(p -> p.ptr));
         for (Piece u : unmapped) {
             Piece start = u;
