@@ -596,9 +596,9 @@ final class AllocatorCore {
     /**
      * {@code release_available_cached_blocks} (allocator.md §4.3), 2.5 behaviour: frees one oversize block big
      * enough, else the largest oversize blocks of the stream until enough is freed (those freed stay freed).
-     * Expandable blocks are skipped. As in PyTorch, a free oversize block that is only part of a segment (possible
-     * once expandable segments were toggled on, allocator.md §2.3) is released like a whole one: cudaFree gets an
-     * interior pointer, the driver refuses it and the error leaves malloc, num_device_free and segment_free recorded.
+     * Expandable blocks are skipped; so are oversize blocks that are not whole segments (they exist only after
+     * max_split_size changed or expandable segments were toggled on, where PyTorch would cudaFree a block that is
+     * not a whole segment and break its own state: allocator.md §11).
      */
     private boolean releaseAvailableCachedBlocks(BlockPool pool, long stream, long size, List<Frame> context) {
         long maxSplit = maxSplitSize;
@@ -615,7 +615,7 @@ final class AllocatorCore {
             long totalReleased = 0;
             while (cur != null && totalReleased < keySize && cur.size >= maxSplit && cur.stream == stream) {
                 Block before = pool.blocks.prev(cur);
-                if (cur.expandable == null) {
+                if (cur.expandable == null && !cur.isSplit()) {
                     long released = cur.size;
                     releaseBlock(cur, context);
                     totalReleased += released;
@@ -623,6 +623,9 @@ final class AllocatorCore {
                 cur = before;
             }
             return totalReleased >= keySize;
+        }
+        if (it.isSplit()) {
+            return false;
         }
         releaseBlock(it, context);
         return true;
