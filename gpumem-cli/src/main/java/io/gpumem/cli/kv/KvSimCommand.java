@@ -78,7 +78,7 @@ public final class KvSimCommand implements Callable<Integer> {
     int maxModelLen;
     @Option(names = "--watermark", defaultValue = "0", description = "Admission watermark, fraction of blocks kept free; 0 = off (default: ${DEFAULT-VALUE})")
     double watermark;
-    @Option(names = "--swap-space", defaultValue = "67108864", description = "Host-tier bytes for swap preemption (default: ${DEFAULT-VALUE} = 64 MiB)")
+    @Option(names = "--swap-space", defaultValue = "67108864", description = "Host swap-space bytes for swap preemption (default: ${DEFAULT-VALUE} = 64 MiB)")
     long swapSpace;
     @Option(names = "--prefix-tokens", defaultValue = "341", description = "Shared prefix length of shared-prefix (default: ${DEFAULT-VALUE})")
     int prefixTokens;
