@@ -1,5 +1,8 @@
 package io.gpumem.alloc;
 
+import java.util.ArrayList;
+import java.util.List;
+
 /**
  * An ordered set of {@link Block}s with the links stored in the blocks themselves (an intrusive treap), so
  * that inserting and removing allocate nothing. It stands in for the {@code std::set<Block*, Comparator>} of
@@ -96,8 +99,8 @@ final class BlockTree {
     }
 
     /** Copies the blocks in order into a new list (for passes that mutate the tree while walking). */
-    java.util.ArrayList<Block> toList() {
-        java.util.ArrayList<Block> out = new java.util.ArrayList<>(count);
+    List<Block> toList() {
+        List<Block> out = new ArrayList<>(count);
         for (Block b = first(); b != null; b = next(b)) {
             out.add(b);
         }

@@ -1,6 +1,7 @@
 package io.gpumem.alloc;
 
 import java.util.ArrayList;
+import java.util.List;
 
 /**
  * The free blocks of a pool in PyTorch's best-fit order — stream handle as unsigned, then size, then address
@@ -287,8 +288,8 @@ final class SizeOrderedBlocks {
     }
 
     /** The blocks in order, copied (for passes that mutate the set while walking). */
-    ArrayList<Block> toList() {
-        ArrayList<Block> out = new ArrayList<>(count);
+    List<Block> toList() {
+        List<Block> out = new ArrayList<>(count);
         for (Block b = first(); b != null; b = next(b)) {
             out.add(b);
         }

@@ -16,7 +16,6 @@ public record PolicySpec(String name, String options) {
     /** The policy names gpumem knows. */
     public static final List<String> NAMES = List.of("pytorch", "stitch", "planned");
 
-    /** Parses {@code NAME[:OPTIONS]}; @throws IllegalArgumentException with a message naming the problem */
     /** Parses each of {@code texts} in order (a command's repeated {@code --policy} options). */
     public static List<PolicySpec> parseAll(List<String> texts) {
         List<PolicySpec> specs = new java.util.ArrayList<>(texts.size());
@@ -26,6 +25,7 @@ public record PolicySpec(String name, String options) {
         return specs;
     }
 
+    /** Parses {@code NAME[:OPTIONS]}; @throws IllegalArgumentException with a message naming the problem */
     public static PolicySpec parse(String text) {
         String t = text == null ? "" : text.strip();
         int colon = t.indexOf(':');

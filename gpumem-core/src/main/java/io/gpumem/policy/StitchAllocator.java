@@ -757,7 +757,7 @@ public class StitchAllocator implements AllocatorPolicy {
     @Override
     public MemorySnapshot snapshot() {
         List<SegmentInfo> segments = new ArrayList<>();
-        Map<Arena, TreeMap<Long, StitchBlock>> held = new IdentityHashMap<>();
+        IdentityHashMap<Arena, TreeMap<Long, StitchBlock>> held = new IdentityHashMap<>();
         for (StitchBlock b : liveBlocks()) {
             held.computeIfAbsent(b.arena, x -> new TreeMap<>()).put(b.addr, b);
         }
