@@ -123,6 +123,6 @@ final class StartStateLoader {
     private static RestoredBlock restored(StartBlock b) {
         return b.allocated()
                 ? RestoredBlock.allocated(b.size(), Math.max(1, Math.min(b.requestedSize(), b.size())))
-                : RestoredBlock.free(b.size());
+                : RestoredBlock.free(b.size(), b.requestedSize());
     }
 }
