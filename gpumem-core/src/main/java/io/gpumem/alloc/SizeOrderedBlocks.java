@@ -287,6 +287,17 @@ final class SizeOrderedBlocks {
         return lastBeforeLane(laneIndex(lane.stream));
     }
 
+    /** Adds a line to {@code violations} for each broken class tree (see {@link BlockTree#checkShape}). */
+    void checkTrees(String name, List<String> violations) {
+        for (Lane lane : lanes) {
+            for (int c = 0; c < lane.roots.length; c++) {
+                if (lane.roots[c] != null) {
+                    BlockTree.checkShape(lane.roots[c], null, this, true, name + " class " + c, violations);
+                }
+            }
+        }
+    }
+
     /** The blocks in order, copied (for passes that mutate the set while walking). */
     List<Block> toList() {
         List<Block> out = new ArrayList<>(count);
