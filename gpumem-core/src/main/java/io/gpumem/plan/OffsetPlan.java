@@ -3,6 +3,7 @@ package io.gpumem.plan;
 /**
  * The planner's answer for one {@link LifetimeProblem}: an offset per buffer (in the problem's buffer order),
  * the planned peak (highest offset + placed size), the lower bound it is measured against and how it was found.
+ * Design notes: offset-planner.md §1.3.
  *
  * <p>A class rather than a record: a record's equals and hashCode would compare the offsets array by identity.
  * The offsets array is handed over, not copied (a plan can hold millions of buffers): the planner builds it for

@@ -7,6 +7,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.session.TraceSession;
 import io.gpumem.trace.workload.TrainingWorkload;
 import io.gpumem.trace.workload.WorkloadRunner;
 import io.gpumem.trace.workload.WorkloadWhatIf;
@@ -22,7 +23,7 @@ class TraceWhatIfTest {
         WorkloadRunner runner = new WorkloadRunner(8 * GiB, 0);
         WorkloadRunner.Run recorded = runner.run(w, "", true);
         TraceSnapshot trace = AllocatorSnapshots.toTraceSnapshot(recorded.allocator().snapshot(), "recorded");
-        TraceWhatIf replay = new TraceWhatIf(trace, 0, 8 * GiB);
+        WhatIf replay = TraceSession.of(trace).whatIf(0, 8 * GiB);
         WorkloadWhatIf rerun = new WorkloadWhatIf(w, runner, true);
         for (String conf : Recommender.configurationsTried("")) {
             WhatIfOutcome a = replay.run(conf);
