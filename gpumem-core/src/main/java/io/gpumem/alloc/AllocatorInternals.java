@@ -17,7 +17,7 @@ import java.util.function.LongSupplier;
  *
  * <p>Every method takes the allocator's lock, like the allocator's own methods.
  */
-public final class AllocatorInternals {
+public final class AllocatorInternals implements SegmentRestorer {
     private final AllocatorLock lock;
     private final AllocatorCore core;
 
@@ -49,6 +49,7 @@ public final class AllocatorInternals {
      * @throws IllegalArgumentException when the blocks are inconsistent or the device put the segment elsewhere;
      *                                  nothing is changed then
      */
+    @Override
     public long restoreSegment(long address, long totalSize, long streamId, Pool pool, boolean expandable,
                                List<RestoredBlock> blocks) {
         Objects.requireNonNull(pool, "pool");
@@ -58,6 +59,11 @@ public final class AllocatorInternals {
         } finally {
             lock.unlock();
         }
+    }
+
+    @Override
+    public boolean expandableSegments() {
+        return core.config.expandableSegments();
     }
 
     /** Sets the clock for {@code time_us} of trace entries (microseconds); tests inject a deterministic one. */

@@ -15,7 +15,7 @@ import io.gpumem.trace.analysis.OomEvent;
 import io.gpumem.trace.analysis.Recommender;
 import io.gpumem.trace.analysis.StateAnalysis;
 import io.gpumem.trace.analysis.StateAnalyzer;
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.workload.TrainingWorkload;
@@ -141,7 +141,7 @@ public final class DemoCommand implements Callable<Integer> {
             }
         }
         WorkloadWhatIf whatIf = new WorkloadWhatIf(workload, runner, !noMinCapacity);
-        List<WhatIfOutcome> rows = new ArrayList<>();
+        List<RunOutcome> rows = new ArrayList<>();
         rows.add(whatIf.run(""));
         for (String conf : alternatives) {
             rows.add(whatIf.run(conf));

@@ -13,7 +13,7 @@ import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.analysis.SnapshotStates;
 import io.gpumem.trace.analysis.TraceWhatIf;
 import io.gpumem.trace.analysis.WhatIf;
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
@@ -118,7 +118,7 @@ public final class ReportCommand implements Callable<Integer> {
         try {
             for (int d : devices) {
                 DeviceAnalysis analysis = DeviceAnalysis.of(snapshot, d, null, capacityBytes, 5, true);
-                List<WhatIfOutcome> rows = new ArrayList<>(extraRows(snapshot, analysis, capacityBytes, configs, err));
+                List<RunOutcome> rows = new ArrayList<>(extraRows(snapshot, analysis, capacityBytes, configs, err));
                 rows.addAll(policyRows(snapshot, analysis, capacity != null ? capacityBytes : null, policySpecs,
                         !rows.isEmpty(), err));
                 report.addDevice(snapshot, analysis, rows);
@@ -156,13 +156,13 @@ public final class ReportCommand implements Callable<Integer> {
      * The what-if rows for the user's configurations: replayed like {@code gpumem compare} (the recommender's
      * replay when it ran one, else a new one), with the recorded configuration as the baseline row.
      */
-    public static List<WhatIfOutcome> extraRows(TraceSnapshot snapshot, DeviceAnalysis analysis, long capacity,
+    public static List<RunOutcome> extraRows(TraceSnapshot snapshot, DeviceAnalysis analysis, long capacity,
                                                 List<String> configs, PrintWriter err) {
         if (configs.isEmpty() || !DeviceAnalysis.hasRequests(snapshot.traceOf(analysis.device()))) {
             return List.of();
         }
         WhatIf whatIf = analysis.whatIf();
-        List<WhatIfOutcome> rows = new ArrayList<>();
+        List<RunOutcome> rows = new ArrayList<>();
         try {
             if (whatIf == null) {
                 long outside = analysis.analysis().diagnosis().outside();
@@ -189,7 +189,7 @@ public final class ReportCommand implements Callable<Integer> {
      * @param capacity     the capacity, or {@code null} for compare's default (the recorded capacity)
      * @param haveBaseline whether other extra rows already include the recorded configuration
      */
-    public static List<WhatIfOutcome> policyRows(TraceSnapshot snapshot, DeviceAnalysis analysis, Long capacity,
+    public static List<RunOutcome> policyRows(TraceSnapshot snapshot, DeviceAnalysis analysis, Long capacity,
                                                  List<PolicySpec> policies, boolean haveBaseline, PrintWriter err) {
         if (policies.isEmpty() || !DeviceAnalysis.hasRequests(snapshot.traceOf(analysis.device()))) {
             return List.of();

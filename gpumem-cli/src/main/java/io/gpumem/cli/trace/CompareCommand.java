@@ -9,7 +9,7 @@ import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.trace.replay.WhatIfReplay;
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowStart;
 import java.io.PrintWriter;
@@ -113,7 +113,7 @@ public final class CompareCommand implements Callable<Integer> {
         WindowStart start = runs.start();
         WhatIfReplay replay = runs.replay();
         long capacity = runs.capacity();
-        List<WhatIfOutcome> rows = runs.rows();
+        List<RunOutcome> rows = runs.rows();
         if (json) {
             out.println(json(rows));
         } else {
@@ -128,7 +128,7 @@ public final class CompareCommand implements Callable<Integer> {
         }
         if (html != null) {
             // the report's table labels rows by configuration; the compare rows join it under compare's labels
-            List<WhatIfOutcome> outcomes = runs.reportRows();
+            List<RunOutcome> outcomes = runs.reportRows();
             var analysis = io.gpumem.trace.analysis.DeviceAnalysis.of(trace, d, null,
                     capacityBytes != null ? capacityBytes : io.gpumem.trace.analysis.MemoryState.UNKNOWN, 5, true);
             io.gpumem.cli.report.HtmlOutput.write(new io.gpumem.report.HtmlReport(trace.source())
@@ -156,7 +156,7 @@ public final class CompareCommand implements Callable<Integer> {
         return best;
     }
 
-    static String label(WhatIfOutcome r) {
+    static String label(RunOutcome r) {
         if (!r.policy().equals("pytorch")) {
             return r.label() == null || r.label().isEmpty() ? r.policy() : r.policy() + ":" + r.label();
         }
@@ -164,12 +164,12 @@ public final class CompareCommand implements Callable<Integer> {
         return r.recorded() ? "recorded (" + c + ")" : c;
     }
 
-    static String table(List<WhatIfOutcome> rows) {
+    static String table(List<RunOutcome> rows) {
         String[] head = {"config", "peak allocated", "peak reserved", "reserved/allocated", "driver allocs",
                 "driver frees", "retries", "OOMs", "min capacity", "map calls", "ns/pair"};
         List<String[]> cells = new ArrayList<>();
         cells.add(head);
-        for (WhatIfOutcome r : rows) {
+        for (RunOutcome r : rows) {
             cells.add(new String[] {label(r), ByteSize.format(r.peakAllocated()), ByteSize.format(r.peakReserved()),
                     String.format(Locale.ROOT, "%.3f", r.reservedPerAllocated()), Long.toString(r.deviceAllocs()),
                     Long.toString(r.deviceFrees()), Long.toString(r.retries()), Long.toString(r.ooms()),
@@ -196,10 +196,10 @@ public final class CompareCommand implements Callable<Integer> {
         return sb.toString();
     }
 
-    static String json(List<WhatIfOutcome> rows) {
+    static String json(List<RunOutcome> rows) {
         return Json.line(g -> {
             g.writeStartArray();
-            for (WhatIfOutcome r : rows) {
+            for (RunOutcome r : rows) {
                 g.writeStartObject();
                 g.writeStringField("config", r.label() == null ? "" : r.label());
                 g.writeNumberField("peak_allocated", r.peakAllocated());

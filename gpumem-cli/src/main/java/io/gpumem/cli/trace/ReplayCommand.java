@@ -6,7 +6,6 @@ import io.gpumem.config.ConfigException;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.PytorchSnapshotWriter;
-import io.gpumem.trace.replay.PolicyReplay;
 import io.gpumem.trace.replay.WhatIfReplay;
 import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowRebuilder;
@@ -218,7 +217,7 @@ public final class ReplayCommand implements Callable<Integer> {
         io.gpumem.history.MemorySnapshot end;
         try {
             var start = new WindowRebuilder(RecordedConfig.of(trace)).rebuild(trace, d);
-            end = new PolicyReplay(new WhatIfReplay(trace, d, start)).snapshot(policySpec, capacity);
+            end = new WhatIfReplay(trace, d, start).policySnapshot(policySpec, capacity);
         } catch (IllegalArgumentException | IllegalStateException e) {
             err.println("gpumem replay: " + trace.source() + ": inconsistent snapshot: " + e.getMessage());
             return 2;

@@ -3,7 +3,7 @@ package io.gpumem.trace.analysis;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.replay.WhatIfReplay;
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowRebuilder;
 import java.util.HashMap;
@@ -22,7 +22,7 @@ public final class TraceWhatIf implements WhatIf {
     private final long capacity;
     private final int device;
     private final int entries;
-    private final Map<String, WhatIfOutcome> cache = new HashMap<>();
+    private final Map<String, RunOutcome> cache = new HashMap<>();
 
     /**
      * @param capacity the device memory the allocator may use (capacity less memory held outside it), or
@@ -43,13 +43,13 @@ public final class TraceWhatIf implements WhatIf {
     }
 
     @Override
-    public WhatIfOutcome run(String allocatorConf) {
+    public RunOutcome run(String allocatorConf) {
         return cache.computeIfAbsent(allocatorConf, conf -> {
             boolean recorded = conf.equals(recordedConf);
             AllocatorConfig config = recorded ? recordedConfig : AllocatorConfig.parse(conf);
-            WhatIfOutcome r = replay.evaluate(config, recorded, capacity);
-            return new WhatIfOutcome(conf, recorded, r.capacity(), r.peakAllocated(), r.peakReserved(),
-                    r.deviceAllocs(), r.deviceFrees(), r.retries(), r.ooms(), r.minCapacity());
+            // the row is labelled by the configuration string asked for; device maps and timing are not shown
+            return replay.evaluate(config, recorded, capacity).toBuilder().label(conf).deviceMaps(0).nsPerPair(0)
+                    .build();
         });
     }
 }

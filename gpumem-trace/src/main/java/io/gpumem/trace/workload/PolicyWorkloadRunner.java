@@ -6,8 +6,8 @@ import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.policy.AllocatorPolicy;
 import io.gpumem.policy.PlannedAllocator;
 import io.gpumem.policy.PolicySpec;
-import io.gpumem.trace.whatif.MinimumCapacity;
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.MinimumCapacity;
+import io.gpumem.engine.RunOutcome;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -83,8 +83,8 @@ public final class PolicyWorkloadRunner {
     }
 
     /** Rows for {@code policies} at the runner's capacity, with the minimum capacity when asked. */
-    public List<WhatIfOutcome> outcomes(AllocationWorkload workload, List<String> policies, boolean withMinCapacity) {
-        List<WhatIfOutcome> rows = new ArrayList<>();
+    public List<RunOutcome> outcomes(AllocationWorkload workload, List<String> policies, boolean withMinCapacity) {
+        List<RunOutcome> rows = new ArrayList<>();
         for (String name : policies) {
             PolicySpec spec = PolicySpec.parse(name);
             Run r = run(workload, spec, runner.capacity());
@@ -98,10 +98,11 @@ public final class PolicyWorkloadRunner {
                 long lo = MinimumCapacity.roundUp(workload.peakLiveBytes() + held) - MinimumCapacity.STEP;
                 min = MinimumCapacity.search(lo, hi, c -> run(workload, spec, c).completed());
             }
-            rows.add(new WhatIfOutcome("policy " + spec.label(), false, runner.capacity(),
-                    r.stat("allocated_bytes.all.peak"), r.stat("reserved_bytes.all.peak"), r.stat("num_device_alloc"),
-                    r.stat("num_device_free"), r.stat("num_alloc_retries"), r.completed() ? 0 : 1, min, spec.name(),
-                    r.deviceMaps(), r.nsPerPair()));
+            rows.add(RunOutcome.builder().label("policy " + spec.label()).capacity(runner.capacity())
+                    .peakAllocated(r.stat("allocated_bytes.all.peak")).peakReserved(r.stat("reserved_bytes.all.peak"))
+                    .deviceAllocs(r.stat("num_device_alloc")).deviceFrees(r.stat("num_device_free"))
+                    .retries(r.stat("num_alloc_retries")).ooms(r.completed() ? 0 : 1).minCapacity(min)
+                    .policy(spec.name()).deviceMaps(r.deviceMaps()).nsPerPair(r.nsPerPair()).build());
         }
         return rows;
     }

@@ -7,8 +7,8 @@ import io.gpumem.history.Frame;
 import io.gpumem.history.HistoryOptions;
 import io.gpumem.oom.OomReport;
 import io.gpumem.oom.OutOfMemoryException;
-import io.gpumem.trace.whatif.MinimumCapacity;
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.MinimumCapacity;
+import io.gpumem.engine.RunOutcome;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -81,10 +81,11 @@ public final class WorkloadRunner {
         }
 
         /** The run as a row of the compare table ({@code capacity}: the device memory it ran with). */
-        public WhatIfOutcome outcome(String label, long capacity, long minCapacity) {
-            return new WhatIfOutcome(label, false, capacity, stat("allocated_bytes.all.peak"),
-                    stat("reserved_bytes.all.peak"), stat("num_device_alloc"), stat("num_device_free"),
-                    stat("num_alloc_retries"), stat("num_ooms"), minCapacity);
+        public RunOutcome outcome(String label, long capacity, long minCapacity) {
+            return RunOutcome.builder().label(label).capacity(capacity).peakAllocated(stat("allocated_bytes.all.peak"))
+                    .peakReserved(stat("reserved_bytes.all.peak")).deviceAllocs(stat("num_device_alloc"))
+                    .deviceFrees(stat("num_device_free")).retries(stat("num_alloc_retries")).ooms(stat("num_ooms"))
+                    .minCapacity(minCapacity).build();
         }
     }
 

@@ -1,7 +1,7 @@
 package io.gpumem.trace.workload;
 
 import io.gpumem.trace.analysis.WhatIf;
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.RunOutcome;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -21,7 +21,7 @@ public final class WorkloadWhatIf implements WhatIf {
     private final AllocationWorkload workload;
     private final WorkloadRunner runner;
     private final boolean withMinCapacity;
-    private final Map<String, WhatIfOutcome> cache = new HashMap<>();
+    private final Map<String, RunOutcome> cache = new HashMap<>();
 
     public WorkloadWhatIf(AllocationWorkload workload, WorkloadRunner runner, boolean withMinCapacity) {
         this.workload = workload;
@@ -35,12 +35,12 @@ public final class WorkloadWhatIf implements WhatIf {
     }
 
     @Override
-    public WhatIfOutcome run(String conf) {
+    public RunOutcome run(String conf) {
         return cache.computeIfAbsent(conf, c -> outcome(workload, c, c));
     }
 
     @Override
-    public Optional<WhatIfOutcome> runSmallerBatch() {
+    public Optional<RunOutcome> runSmallerBatch() {
         if (!(workload instanceof TrainingWorkload training) || training.settings().batch() < 2) {
             return Optional.empty();
         }
@@ -48,7 +48,7 @@ public final class WorkloadWhatIf implements WhatIf {
         return Optional.of(outcome(training.withBatch(half), "", "batch " + half));
     }
 
-    private WhatIfOutcome outcome(AllocationWorkload w, String conf, String label) {
+    private RunOutcome outcome(AllocationWorkload w, String conf, String label) {
         WorkloadRunner.Run run = runner.run(w, conf, false);
         long min = withMinCapacity ? runner.minCapacity(w, conf) : -1;
         return run.outcome(label, runner.capacity(), min);

@@ -2,7 +2,7 @@ package io.gpumem.trace.analysis;
 
 import static io.gpumem.testing.TestSizes.GiB;
 
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.RunOutcome;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.trace.io.AllocatorSnapshots;
@@ -25,8 +25,8 @@ class TraceWhatIfTest {
         TraceWhatIf replay = new TraceWhatIf(trace, 0, 8 * GiB);
         WorkloadWhatIf rerun = new WorkloadWhatIf(w, runner, true);
         for (String conf : Recommender.configurationsTried("")) {
-            WhatIfOutcome a = replay.run(conf);
-            WhatIfOutcome b = rerun.run(conf);
+            RunOutcome a = replay.run(conf);
+            RunOutcome b = rerun.run(conf);
             assertThat(a.peakReserved()).as(conf).isEqualTo(b.peakReserved());
             assertThat(a.peakAllocated()).as(conf).isEqualTo(b.peakAllocated());
             assertThat(a.deviceAllocs()).as(conf).isEqualTo(b.deviceAllocs());

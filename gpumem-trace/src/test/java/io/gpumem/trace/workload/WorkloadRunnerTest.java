@@ -13,7 +13,7 @@ import io.gpumem.trace.analysis.Recommendation;
 import io.gpumem.trace.analysis.Recommender;
 import io.gpumem.trace.analysis.StateAnalysis;
 import io.gpumem.trace.analysis.StateAnalyzer;
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.RunOutcome;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 
@@ -108,11 +108,11 @@ class WorkloadRunnerTest {
         assertThat(analysis.diagnosis().kind()).isEqualTo(DiagnosisKind.FRAGMENTATION);
 
         WorkloadWhatIf whatIf = new WorkloadWhatIf(w, runner, false);
-        WhatIfOutcome expandable = whatIf.run("expandable_segments:True");
+        RunOutcome expandable = whatIf.run("expandable_segments:True");
         assertThat(expandable.ooms()).isZero();
         Recommender.Result r = new Recommender().recommend(analysis, whatIf);
         assertThat(r.recommendations()).first().extracting(Recommendation::action)
                 .isEqualTo("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
-        assertThat(whatIf.runSmallerBatch()).get().extracting(WhatIfOutcome::label).isEqualTo("batch 3");
+        assertThat(whatIf.runSmallerBatch()).get().extracting(RunOutcome::label).isEqualTo("batch 3");
     }
 }
