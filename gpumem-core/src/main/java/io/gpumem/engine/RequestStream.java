@@ -8,7 +8,9 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.LinkedHashSet;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeSet;
 
 /**
@@ -29,7 +31,7 @@ import java.util.TreeSet;
  *
  * <p>Invariants (checked by {@link Builder#build}): every FREE names a slot that is live at that point, no slot
  * is freed twice, and streams are indexes into {@link #streams()}, the distinct stream handles of the allocs and
- * the start state in unsigned ascending order.
+ * the start state in unsigned ascending order (or in order of first use, {@link Builder#streamsInFirstUseOrder}).
  */
 public final class RequestStream {
 
@@ -233,6 +235,7 @@ public final class RequestStream {
         private final List<List<Frame>> sites = new ArrayList<>();
         private final Map<List<Frame>, Integer> siteIndex = new IdentityHashMap<>();
         private List<Frame> defaultFrames = List.of();
+        private boolean firstUseOrder;
 
         private Builder() {
         }
@@ -251,6 +254,15 @@ public final class RequestStream {
         /** The stacks of ops without a site (default: none). */
         public Builder defaultFrames(List<Frame> frames) {
             defaultFrames = List.copyOf(frames);
+            return this;
+        }
+
+        /**
+         * Numbers the streams in order of first use instead of unsigned ascending (a generated workload's order:
+         * the device creates its streams in that order).
+         */
+        public Builder streamsInFirstUseOrder() {
+            firstUseOrder = true;
             return this;
         }
 
@@ -352,7 +364,7 @@ public final class RequestStream {
         }
 
         public RequestStream build() {
-            TreeSet<Long> distinct = new TreeSet<>(Long::compareUnsigned);
+            Set<Long> distinct = firstUseOrder ? new LinkedHashSet<>() : new TreeSet<>(Long::compareUnsigned);
             for (int k = 0; k < length; k++) {
                 if (op[k] == ALLOC) {
                     distinct.add(handle[k]);
@@ -371,10 +383,7 @@ public final class RequestStream {
             for (int k = 0; k < length; k++) {
                 if (op[k] == ALLOC) {
                     if (last < 0 || streams[last] != handle[k]) {
-                        last = Arrays.binarySearch(streams, handle[k]);
-                        if (last < 0 || streams[last] != handle[k]) {
-                            last = linear(streams, handle[k]);
-                        }
+                        last = linear(streams, handle[k]);
                     }
                     streamIndex[k] = last;
                 }

@@ -274,43 +274,90 @@ public final class StreamRunner {
      * doubles until the stream fits.
      */
     public RunOutcome evaluate(AllocatorFactory policy, Options options, long roomy) {
-        Options unlimitedOptions = options.toBuilder().capacity(roomy).stopAtFirstOom(false).recordHistory(false)
-                .keepAllocator(false).build();
+        Search s = unlimited(policy, options.toBuilder().stopAtFirstOom(false), roomy, 8);
+        // At a capacity the unlimited run never exceeded, the run is the unlimited one (CapacityProbes says why).
+        RunOutcome atCapacity = s.probes != null && s.probes.sameAsUnlimited(options.capacity)
+                ? s.unlimited.outcome(options.capacity, stream.allocs).build()
+                : run(policy, options.toBuilder().stopAtFirstOom(false).build());
+        long step = MinimumCapacity.STEP;
+        long failing = Math.max(0, s.unlimited.peakAllocated / step - 1) * step;
+        long running = MinimumCapacity.roundUp(s.unlimited.peakReserved);
+        return atCapacity.toBuilder().minCapacity(MinimumCapacity.search(failing, running, s::runsWithoutOom)).build();
+    }
+
+    /**
+     * The smallest capacity (a multiple of {@link MinimumCapacity#STEP}, with {@code options}' bytes held outside)
+     * at which the stream runs to its end without a failed request: searched above the peak of its live request
+     * bytes (no allocator needs less) and at most the peak reserved bytes of a run with {@code roomy} bytes,
+     * raised by doubling where that does not run.
+     */
+    public long minimumCapacity(AllocatorFactory policy, Options options, long roomy) {
+        Search s = unlimited(policy, options.toBuilder().stopAtFirstOom(true), roomy, 0);
+        long held = options.heldOutside;
+        long failing = MinimumCapacity.roundUp(stream.peakLiveBytes() + held) - MinimumCapacity.STEP;
+        long running = MinimumCapacity.roundUp(s.unlimited.peakReserved + held);
+        for (int tries = 0; !s.runsWithoutOom(running); tries++) {
+            if (tries == 8) {
+                throw new IllegalStateException("no capacity up to " + running + " bytes runs the stream");
+            }
+            failing = running;
+            running = MinimumCapacity.roundUp(2 * running);
+        }
+        return MinimumCapacity.search(failing, running, s::runsWithoutOom);
+    }
+
+    /** The unlimited run of a capacity search and the probes it makes possible. */
+    private final class Search {
+        final AllocatorFactory policy;
+        final Options options;
+        final Counters unlimited;
+        final CapacityProbes probes;
+
+        Search(AllocatorFactory policy, Options options, Counters unlimited, CapacityProbes probes) {
+            this.policy = policy;
+            this.options = options;
+            this.unlimited = unlimited;
+            this.probes = probes;
+        }
+
+        boolean runsWithoutOom(long capacity) {
+            return probes != null ? probes.runsWithoutOom(capacity) : StreamRunner.this.runsWithoutOom(policy,
+                    options.forSearch(capacity));
+        }
+    }
+
+    /**
+     * Runs the stream with {@code roomy} bytes, doubled up to {@code doublings} times while a request fails; keeps
+     * the consumed-bytes trajectory for prefix reuse where the allocator is forkable and the capacity does not
+     * shape its decisions.
+     */
+    private Search unlimited(AllocatorFactory policy, Options.Builder options, long roomy, int doublings) {
+        Options o = options.capacity(roomy).recordHistory(false).keepAllocator(false).build();
         long[] consumedAfter = null;
         Counters unlimited = new Counters();
-        Replay u = begin(policy, unlimitedOptions);
+        Replay u = begin(policy, o);
         if (u != null && prefixReuse && u.allocator instanceof ForkableAllocator f && !f.capacityShapesDecisions()) {
             consumedAfter = new long[stream.length];
         }
         if (u == null) {
             unlimited.ooms = 1;
         } else {
-            playAll(u, unlimited, unlimitedOptions, consumedAfter);
+            playAll(u, unlimited, o, consumedAfter);
         }
-        for (int tries = 0; unlimited.ooms > 0 && tries < 8; tries++) {
+        for (int tries = 0; unlimited.ooms > 0 && tries < doublings; tries++) {
             roomy *= 2;
-            unlimitedOptions = unlimitedOptions.withCapacity(roomy);
+            o = o.withCapacity(roomy);
             unlimited = new Counters();
-            u = begin(policy, unlimitedOptions);
+            u = begin(policy, o);
             if (u == null) {
                 unlimited.ooms = 1;
             } else {
-                playAll(u, unlimited, unlimitedOptions, consumedAfter);
+                playAll(u, unlimited, o, consumedAfter);
             }
         }
         CapacityProbes probes = consumedAfter != null && unlimited.ooms == 0 && unlimited.refusedForMemory == 0
-                ? new CapacityProbes(this, policy, unlimitedOptions, consumedAfter) : null;
-        // At a capacity the unlimited run never exceeded, the run is the unlimited one (CapacityProbes says why).
-        RunOutcome atCapacity = probes != null && probes.sameAsUnlimited(options.capacity)
-                ? unlimited.outcome(options.capacity, stream.allocs).build()
-                : run(policy, options.toBuilder().stopAtFirstOom(false).build());
-        long step = MinimumCapacity.STEP;
-        long failing = Math.max(0, unlimited.peakAllocated / step - 1) * step;
-        long running = MinimumCapacity.roundUp(unlimited.peakReserved);
-        long min = probes != null
-                ? MinimumCapacity.search(failing, running, probes::runsWithoutOom)
-                : MinimumCapacity.search(failing, running, c -> runsWithoutOom(policy, options.forSearch(c)));
-        return atCapacity.toBuilder().minCapacity(min).build();
+                ? new CapacityProbes(this, policy, o, consumedAfter) : null;
+        return new Search(policy, o, unlimited, probes);
     }
 
     /** A replay positioned at the stream's first op, or null when the allocator or the start state does not fit. */

@@ -8,7 +8,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.workload.TrainingWorkload;
-import io.gpumem.trace.workload.WorkloadRunner;
 import io.gpumem.trace.workload.WorkloadWhatIf;
 import org.junit.jupiter.api.Test;
 
@@ -19,11 +18,10 @@ class TraceWhatIfTest {
     void replayOfARecordedRunMatchesRunningItsRequests() {
         TrainingWorkload w = TrainingWorkload.builder().layers(3).hidden(512).heads(4).vocab(4000).batch(2)
                 .seqLens(128, 1024, 128).steps(3).seed(5).build();
-        WorkloadRunner runner = new WorkloadRunner(8 * GiB, 0);
-        WorkloadRunner.Run recorded = runner.run(w, "", true);
+        WorkloadWhatIf rerun = new WorkloadWhatIf(w, 8 * GiB, 0, true);
+        RunOutcome recorded = rerun.runWithHistory("");
         TraceSnapshot trace = AllocatorSnapshots.toTraceSnapshot(recorded.allocator().snapshot(), "recorded");
         TraceWhatIf replay = new TraceWhatIf(trace, 0, 8 * GiB);
-        WorkloadWhatIf rerun = new WorkloadWhatIf(w, runner, true);
         for (String conf : Recommender.configurationsTried("")) {
             RunOutcome a = replay.run(conf);
             RunOutcome b = rerun.run(conf);
