@@ -6,6 +6,7 @@ import io.gpumem.trace.analysis.AnalysisPrinter;
 import io.gpumem.size.ByteSize;
 import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.cli.SizeConverter;
+import io.gpumem.cli.options.SnapshotChecks;
 import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.analysis.SnapshotStates;
 import io.gpumem.trace.io.SourceFormat;
@@ -18,6 +19,7 @@ import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 import picocli.CommandLine.Spec;
@@ -43,6 +45,9 @@ public final class AnalyzeCommand implements Callable<Integer> {
 
     @Parameters(index = "0", paramLabel = "FILE", description = "A snapshot pickle (torch.cuda.memory._dump_snapshot).")
     Path file;
+
+    @Mixin
+    SnapshotChecks checks;
 
     @Option(names = "--at", paramLabel = "N",
             description = "Analyse the state after trace entry N (0-based) instead of the end state.")
@@ -74,6 +79,7 @@ public final class AnalyzeCommand implements Callable<Integer> {
             throw new CommandLine.ParameterException(spec.commandLine(), "--top must be >= 0, got " + top);
         }
         TraceSnapshot snapshot = TraceReaders.read(file);
+        checks.check(snapshot, spec.commandLine().getErr());
         if (snapshot.segments().isEmpty() && snapshot.format() != SourceFormat.PYTORCH_SNAPSHOT
                 && snapshot.format() != SourceFormat.PYTORCH_SEGMENT_LIST) {
             out.println("note: " + file + " is a " + snapshot.format() + " file: it records requests but no allocator"

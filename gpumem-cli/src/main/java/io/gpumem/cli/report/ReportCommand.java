@@ -1,6 +1,7 @@
 package io.gpumem.cli.report;
 
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.cli.options.SnapshotChecks;
 import io.gpumem.cli.trace.CompareRuns;
 import io.gpumem.config.ConfigException;
 import io.gpumem.policy.PolicySpec;
@@ -24,6 +25,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
@@ -70,6 +72,9 @@ public final class ReportCommand implements Callable<Integer> {
     @Option(names = "--device", paramLabel = "D", description = "Report only this device (default: every device in the file).")
     Integer device;
 
+    @Mixin
+    SnapshotChecks checks;
+
     @Override
     public Integer call() {
         PrintWriter out = spec.commandLine().getOut();
@@ -99,6 +104,7 @@ public final class ReportCommand implements Callable<Integer> {
         TraceSnapshot snapshot;
         try {
             snapshot = TraceReaders.read(file);
+            checks.check(snapshot, err);
         } catch (TraceFormatException | IllegalArgumentException e) {
             err.println("gpumem report: " + e.getMessage());
             return 2;

@@ -29,12 +29,18 @@ import picocli.CommandLine.Model.CommandSpec;
 /**
  * {@code gpumem replay [--check] [--json] [--snapshot OUT] FILE}: replays a recorded trace through gpumem's
  * caching allocator in oracle mode (the device returns the recorded driver addresses) and reports how many
- * recorded decisions it reproduced. Exit status: 0; 1 with {@code --check} when any placement or driver call
- * differs; 2 for unreadable input.
+ * recorded decisions it reproduced. Exit status: 0 (with {@code --check}: the replay is identical to the
+ * recording); 1 with {@code --check} when any placement, driver call or end-state segment differs; 2 for
+ * unreadable or inconsistent input.
  */
 @Command(name = "replay", mixinStandardHelpOptions = true,
         description = {"Replay a recorded trace through gpumem's allocator in oracle mode (the device returns the"
-                + " recorded addresses) and report placement fidelity. Every device trace of the file is replayed."})
+                + " recorded addresses) and report placement fidelity. Every device trace of the file is replayed."},
+        exitCodeListHeading = "%nExit status:%n",
+        exitCodeList = {"0:the replay ran (with --check: identical to the recording: every alloc at its address, every"
+                + " driver call, every end-state segment)",
+                "1:with --check: a placement, a driver call or the end state differs from the recording",
+                "2:bad input: unreadable, malformed or inconsistent file (see --lenient), bad option"})
 public final class ReplayCommand implements Callable<Integer> {
 
     @Spec
@@ -43,8 +49,8 @@ public final class ReplayCommand implements Callable<Integer> {
     @Mixin
     TraceInput input;
 
-    @Option(names = "--check", description = "Exit with status 1 unless every alloc is placed at its recorded address"
-            + " and every segment event is reproduced.")
+    @Option(names = "--check", description = "Exit with status 1 unless every alloc is placed at its recorded address,"
+            + " every segment event is reproduced and the end state is the recorded one, segment by segment.")
     boolean check;
 
     @Option(names = "--json", description = "End with one JSON object on the last line: trace, allocs, exact,"

@@ -127,7 +127,10 @@ public final class OracleReplay {
                 f.segmentMatched(), f.releaseRuns(), end.segments(), end.identical(), f.firstMismatch(), f.notes());
     }
 
-    /** How many of a device's recorded end-state segments the model holds identically (address, size, state). */
+    /**
+     * How many of a device's recorded end-state segments the model holds identically (address, size, state), out
+     * of the recorded ones plus those the model holds where the recording has none.
+     */
     record EndState(long segments, long identical) {
 
         static EndState compare(List<SegmentInfo> recorded, MemorySnapshot model) {
@@ -136,12 +139,17 @@ public final class OracleReplay {
                 byAddress.put(s.address(), s);
             }
             long same = 0;
+            long modelOnly = model.segments().size();
             for (SegmentInfo r : recorded) {
-                if (sameBlocks(r, byAddress.get(r.address()))) {
+                io.gpumem.history.SegmentInfo m = byAddress.get(r.address());
+                if (m != null) {
+                    modelOnly--;
+                }
+                if (sameBlocks(r, m)) {
                     same++;
                 }
             }
-            return new EndState(recorded.size(), same);
+            return new EndState(recorded.size() + modelOnly, same);
         }
 
         private static boolean sameBlocks(SegmentInfo r, io.gpumem.history.SegmentInfo m) {

@@ -4,6 +4,7 @@ import io.gpumem.alloc.AddressTable;
 import io.gpumem.alloc.Pool;
 import io.gpumem.alloc.SizeRules;
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.history.BlockState;
 import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.BlockInfo;
 import io.gpumem.trace.io.SegmentInfo;
@@ -38,7 +39,14 @@ import java.util.TreeMap;
  *       been split off, it belongs to the block. <i>Slack rule</i>: otherwise, an alloc recorded while the
  *       block is live, within the unsplit-remainder distance past {@code round_size}, marks the block's end.</li>
  *   <li><b>Free space</b> between live blocks in a segment is one merged free block (free neighbours are
- *       always merged).</li>
+ *       always merged). Its {@code requested_size} is the stale one PyTorch keeps on a free block (the request
+ *       last served by that block object; 0 for a block split off and never allocated). The trace cannot show
+ *       it, but the end state can: a free block keeps its object (and so its value) until it is allocated
+ *       whole, absorbed by a neighbour being freed (the freed block absorbs, keeping its own value), or
+ *       released; splitting it for an allocation carves the low part off as a new block and leaves the object
+ *       as the remainder, ending where it ended. So if the object outlives the window, it is the end state's
+ *       free block that ends where the start block ends and begins no lower, and that block's value is the
+ *       start block's. When no such block exists the object did not survive, and its value never shows.</li>
  * </ol>
  * Cost: O(n log n) in the trace length plus the number of end-state blocks.
  */
@@ -182,6 +190,16 @@ public final class WindowRebuilder {
             }
         }
 
+        // End-state free blocks by end address: where a start free block's object can have survived to.
+        Map<Long, BlockInfo> freeByEnd = new HashMap<>();
+        for (SegmentInfo s : snapshot.segmentsOf(device)) {
+            for (BlockInfo b : s.blocks()) {
+                if (b.state() == BlockState.INACTIVE) {
+                    freeByEnd.put(b.address() + b.size(), b);
+                }
+            }
+        }
+
         // Alloc addresses with their first index, for the slack rule; built only if a block needs it.
         SlackIndex slackIndex = new SlackIndex(allocAddr, allocIndex, allocs);
         int inferred = 0;
@@ -205,19 +223,26 @@ public final class WindowRebuilder {
                 }
                 size = Math.min(size, next - addr);
                 if (addr > cursor) {
-                    blocks.add(new StartBlock(cursor, addr - cursor, 0, false, true));
+                    blocks.add(freeBlock(cursor, addr, freeByEnd));
                 }
                 blocks.add(new StartBlock(addr, size, info.request(), true, exact));
                 cursor = addr + size;
             }
             if (cursor < seg.address + seg.size) {
-                blocks.add(new StartBlock(cursor, seg.address + seg.size - cursor, 0, false, true));
+                blocks.add(freeBlock(cursor, seg.address + seg.size, freeByEnd));
             }
             out.add(new StartSegment(seg.address, seg.size, seg.stream, seg.pool, seg.expandable,
                     Collections.unmodifiableList(blocks)));
         }
         return new WindowStart(device, Collections.unmodifiableList(out), Collections.unmodifiableSet(preWindowFreed),
                 inferred);
+    }
+
+    /** The free block [from, to) at the start, with the requested size its object shows if it survives. */
+    private static StartBlock freeBlock(long from, long to, Map<Long, BlockInfo> freeByEnd) {
+        BlockInfo survivor = freeByEnd.get(to);
+        long requested = survivor != null && survivor.address() >= from ? Math.max(0, survivor.requestedSize()) : 0;
+        return new StartBlock(from, to - from, requested, false, true);
     }
 
     private long inferSize(long addr, long rounded, long next, long freeIndex, Pool pool,

@@ -150,4 +150,39 @@ class WindowRebuilderTest {
         assertThat(start.preWindowFreed()).containsExactlyInAnyOrder(a, b, c);
         assertThat(start.inferredSizes()).isEqualTo(2);
     }
+
+    /**
+     * A free block keeps the request its object last served (PyTorch never resets it on free): the start state
+     * takes it from the end-state free block that is that object (same end, beginning no lower: untouched, or the
+     * remainder of a split), and leaves 0 where a neighbour freed in the window absorbed the block.
+     */
+    @Test
+    void freeBlocksAtTheStartKeepTheStaleRequestTheirObjectShowsAtTheEnd() {
+        long base = 0x20000000L;
+        long other = 0x40000000L;
+        List<TraceEntry> trace = List.of(
+                TraceEntry.of(TraceAction.ALLOC, base + 12 * MiB, 3 * MiB, 0),          // splits the free block F2
+                TraceEntry.of(TraceAction.FREE_REQUESTED, other, 4 * MiB, 0),           // Y absorbs the free F3
+                TraceEntry.of(TraceAction.FREE_COMPLETED, other, 4 * MiB, 0));
+        SegmentInfo first = new SegmentInfo(0, base, 20 * MiB, 7 * MiB, 7 * MiB, 7 * MiB, 0, "large",
+                PoolId.DEFAULT, false, List.of(), List.of(
+                        BlockInfo.of(base, 8 * MiB, 6 * MiB, BlockState.INACTIVE),                  // F1, untouched
+                        BlockInfo.of(base + 8 * MiB, 4 * MiB, 4 * MiB, BlockState.ACTIVE_ALLOCATED),
+                        BlockInfo.of(base + 12 * MiB, 3 * MiB, 3 * MiB, BlockState.ACTIVE_ALLOCATED),
+                        BlockInfo.of(base + 15 * MiB, 5 * MiB, 7 * MiB - 512, BlockState.INACTIVE)), // F2's remainder
+                Map.of(), 7);
+        SegmentInfo second = new SegmentInfo(0, other, 8 * MiB, 0, 0, 0, 0, "large", PoolId.DEFAULT, false,
+                List.of(), List.of(BlockInfo.of(other, 8 * MiB, 4 * MiB, BlockState.INACTIVE)), Map.of(), 7);
+        TraceSnapshot s = new TraceSnapshot("synthetic", SourceFormat.GENERATED, List.of(first, second),
+                List.of(trace), null, null, Map.of(), true);
+        WindowStart start = new WindowRebuilder(AllocatorConfig.defaults()).rebuild(s, 0);
+        assertThat(start.segments()).hasSize(2);
+        assertThat(start.segments().get(0).blocks()).containsExactly(
+                new StartBlock(base, 8 * MiB, 6 * MiB, false, true),
+                new StartBlock(base + 8 * MiB, 4 * MiB, 4 * MiB, true, true),
+                new StartBlock(base + 12 * MiB, 8 * MiB, 7 * MiB - 512, false, true));
+        assertThat(start.segments().get(1).blocks()).containsExactly(
+                new StartBlock(other, 4 * MiB, 4 * MiB, true, false),
+                new StartBlock(other + 4 * MiB, 4 * MiB, 0, false, true));
+    }
 }
