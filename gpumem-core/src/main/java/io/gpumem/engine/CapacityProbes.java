@@ -1,5 +1,6 @@
 package io.gpumem.engine;
 
+import io.gpumem.policy.PreparedPolicy;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -32,14 +33,14 @@ final class CapacityProbes {
     static final int MIN_CHECKPOINT_GAIN = 4096;
 
     private final StreamRunner runner;
-    private final AllocatorFactory policy;
+    private final PreparedPolicy policy;
     private final StreamRunner.Options options;
     /** Running maximum of the consumed plus held-outside bytes after each op of the unlimited run. */
     private final long[] peakAfter;
     private final long startConsumed;
     private final List<StreamRunner.Replay> checkpoints = new ArrayList<>();
 
-    CapacityProbes(StreamRunner runner, AllocatorFactory policy, StreamRunner.Options unlimited, long[] consumedAfter) {
+    CapacityProbes(StreamRunner runner, PreparedPolicy policy, StreamRunner.Options unlimited, long[] consumedAfter) {
         this.runner = runner;
         this.policy = policy;
         this.options = unlimited;

@@ -3,6 +3,7 @@ package io.gpumem.engine;
 import io.gpumem.alloc.GpuAllocator;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.oom.OomReport;
+import io.gpumem.policy.PolicyRegistry;
 import java.util.Objects;
 
 /**
@@ -86,7 +87,7 @@ public final class RunOutcome {
         return label;
     }
 
-    /** The policy's name ({@code pytorch}: the PyTorch-exact allocator under {@link #label}). */
+    /** The policy's registered name ({@link PolicyRegistry#EXACT}: the PyTorch-exact allocator under {@link #label}). */
     public String policy() {
         return policy;
     }
@@ -210,7 +211,7 @@ public final class RunOutcome {
     /** Builds a {@link RunOutcome}; unset counters are 0, {@code minCapacity} and {@code failedOp} −1. */
     public static final class Builder {
         private String label = "";
-        private String policy = "pytorch";
+        private String policy = PolicyRegistry.EXACT;
         private boolean recorded;
         private long capacity;
         private long peakAllocated;

@@ -137,6 +137,6 @@ public final class StartStateLoader {
     private static RestoredBlock restored(BlockInfo b) {
         return RequestStream.isLive(b)
                 ? RestoredBlock.allocated(b.size(), Math.max(1, Math.min(b.requestedSize(), b.size())))
-                : RestoredBlock.free(b.size());
+                : RestoredBlock.free(b.size(), b.requestedSize());
     }
 }

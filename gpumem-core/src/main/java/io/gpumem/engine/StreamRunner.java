@@ -2,25 +2,36 @@ package io.gpumem.engine;
 
 import io.gpumem.alloc.ForkableAllocator;
 import io.gpumem.alloc.GpuAllocator;
+import io.gpumem.alloc.GpuAllocatorInternals;
 import io.gpumem.alloc.SegmentRestorer;
 import io.gpumem.device.DeviceOp;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.BlockInfo;
-import io.gpumem.history.Frame;
+import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.oom.OutOfMemoryException;
+import io.gpumem.plan.LifetimeProblem;
+import io.gpumem.policy.PolicySpec;
+import io.gpumem.policy.PreparedPolicy;
+import io.gpumem.policy.StreamFacts;
 import io.gpumem.stats.MemoryStats;
 import io.gpumem.stats.StatKind;
+import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.LongSupplier;
 
 /**
- * The one runner of the what-if layer: plays a {@link RequestStream} on an allocator made by an
- * {@link AllocatorFactory} (a registered policy, or a configuration of the exact allocator) on a fresh
- * {@link SimulatedDevice} of a capacity (plus bytes held outside the allocator), and measures it in a
- * {@link RunOutcome}. It knows nothing of which policy it runs: what differs between allocators is reached through
- * capabilities ({@link ForkableAllocator} for prefix reuse, {@link SegmentRestorer} for a start state kept in its
- * recorded layout) and the allocator's hooks (history, step boundaries).
+ * The one runner of the what-if layer: plays a {@link RequestStream} on an allocator made by a
+ * {@link PreparedPolicy} (a registered policy prepared for this stream, {@link #prepare}, or the exact allocator
+ * under a configuration) on a fresh {@link SimulatedDevice} of a capacity (plus bytes held outside the allocator),
+ * and measures it in a {@link RunOutcome}. It knows nothing of which policy it runs: every policy is prepared from
+ * the same {@link StreamFacts} ({@link #facts}), and what differs between allocators is reached through
+ * capabilities ({@link ForkableAllocator} for prefix reuse, a {@link SegmentRestorer} behind
+ * {@link GpuAllocator#internals()} for a start state kept in its recorded layout) and the allocator's internals
+ * (history, step boundaries).
  *
  * <p>A run either stops at the first failed request, as a training job would ({@link Options#stopAtFirstOom}), or
  * counts failed requests and goes on, as a trace replay does (the later frees of a failed request are skipped).
@@ -39,6 +50,8 @@ public final class StreamRunner {
     public static final long ROOMY = 8L << 30;
 
     private final RequestStream stream;
+    private final StreamFacts facts;
+    private final Map<PolicySpec, PreparedPolicy> prepared = new ConcurrentHashMap<>();
     /** Replays begun (from the start or from a fork) and ops replayed, for measurement. */
     final AtomicLong replaysBegun = new AtomicLong();
     final AtomicLong opsReplayed = new AtomicLong();
@@ -47,10 +60,49 @@ public final class StreamRunner {
 
     public StreamRunner(RequestStream stream) {
         this.stream = stream;
+        this.facts = StreamFacts.of(stream.steps() > 0, this::profile);
     }
 
     public RequestStream stream() {
         return stream;
+    }
+
+    /** What a policy may learn about this runner's stream: whether it marks steps, and its lifetime profile. */
+    public StreamFacts facts() {
+        return facts;
+    }
+
+    /** {@code spec} prepared for this runner's stream, once per spec (a planning policy plans once). */
+    public PreparedPolicy prepare(PolicySpec spec) {
+        return prepared.computeIfAbsent(spec, s -> s.prepare(facts));
+    }
+
+    /**
+     * The stream as a profile of buffers (request k of a run is buffer k): start blocks live from time 0, each alloc
+     * from its op index to the op that frees it, or to the end.
+     */
+    private LifetimeProblem profile() {
+        RequestStream rs = stream;
+        int n = rs.slots;
+        long[] lower = new long[n];
+        long[] upper = new long[n];
+        long[] size = new long[n];
+        long[] id = new long[n];
+        int[] slot = {0};
+        RequestStream.forEachLiveBlock(rs.startState(), (seg, b) -> size[slot[0]++] = b.size());
+        Arrays.fill(upper, rs.length + 1L);
+        for (int k = 0; k < rs.length; k++) {
+            if (rs.op[k] == RequestStream.ALLOC) {
+                lower[rs.slot[k]] = k + 1L;
+                size[rs.slot[k]] = Math.max(1, rs.size[k]);
+            } else if (rs.op[k] == RequestStream.FREE) {
+                upper[rs.slot[k]] = k + 1L;
+            }
+        }
+        for (int i = 0; i < n; i++) {
+            id[i] = i;
+        }
+        return new LifetimeProblem(id, lower, upper, size, 512);
     }
 
     /** Switches prefix reuse in the capacity search (on by default; tests compare both ways). */
@@ -234,7 +286,7 @@ public final class StreamRunner {
     }
 
     /** Plays the whole stream once. */
-    public RunOutcome run(AllocatorFactory policy, Options options) {
+    public RunOutcome run(PreparedPolicy policy, Options options) {
         Counters c = new Counters();
         Replay r = begin(policy, options);
         if (r == null) {
@@ -250,7 +302,7 @@ public final class StreamRunner {
     }
 
     /** Whether the stream runs without a failed request on a device of {@code capacity} bytes. */
-    public boolean runsWithoutOom(AllocatorFactory policy, Options options) {
+    public boolean runsWithoutOom(PreparedPolicy policy, Options options) {
         Counters c = new Counters();
         Replay r = begin(policy, options);
         if (r == null) {
@@ -273,7 +325,7 @@ public final class StreamRunner {
      * and its peak reserved bytes (which always suffice). The unlimited run starts at {@code roomy} bytes and
      * doubles until the stream fits.
      */
-    public RunOutcome evaluate(AllocatorFactory policy, Options options, long roomy) {
+    public RunOutcome evaluate(PreparedPolicy policy, Options options, long roomy) {
         Search s = unlimited(policy, options.toBuilder().stopAtFirstOom(false), roomy, 8);
         // At a capacity the unlimited run never exceeded, the run is the unlimited one (CapacityProbes says why).
         RunOutcome atCapacity = s.probes != null && s.probes.sameAsUnlimited(options.capacity)
@@ -291,7 +343,7 @@ public final class StreamRunner {
      * bytes (no allocator needs less) and at most the peak reserved bytes of a run with {@code roomy} bytes,
      * raised by doubling where that does not run.
      */
-    public long minimumCapacity(AllocatorFactory policy, Options options, long roomy) {
+    public long minimumCapacity(PreparedPolicy policy, Options options, long roomy) {
         Search s = unlimited(policy, options.toBuilder().stopAtFirstOom(true), roomy, 0);
         long held = options.heldOutside;
         long failing = MinimumCapacity.roundUp(stream.peakLiveBytes() + held) - MinimumCapacity.STEP;
@@ -308,12 +360,12 @@ public final class StreamRunner {
 
     /** The unlimited run of a capacity search and the probes it makes possible. */
     private final class Search {
-        final AllocatorFactory policy;
+        final PreparedPolicy policy;
         final Options options;
         final Counters unlimited;
         final CapacityProbes probes;
 
-        Search(AllocatorFactory policy, Options options, Counters unlimited, CapacityProbes probes) {
+        Search(PreparedPolicy policy, Options options, Counters unlimited, CapacityProbes probes) {
             this.policy = policy;
             this.options = options;
             this.unlimited = unlimited;
@@ -331,7 +383,7 @@ public final class StreamRunner {
      * the consumed-bytes trajectory for prefix reuse where the allocator is forkable and the capacity does not
      * shape its decisions.
      */
-    private Search unlimited(AllocatorFactory policy, Options.Builder options, long roomy, int doublings) {
+    private Search unlimited(PreparedPolicy policy, Options.Builder options, long roomy, int doublings) {
         Options o = options.capacity(roomy).recordHistory(false).keepAllocator(false).build();
         long[] consumedAfter = null;
         Counters unlimited = new Counters();
@@ -361,13 +413,13 @@ public final class StreamRunner {
     }
 
     /** A replay positioned at the stream's first op, or null when the allocator or the start state does not fit. */
-    Replay begin(AllocatorFactory policy, Options options) {
+    Replay begin(PreparedPolicy policy, Options options) {
         replaysBegun.incrementAndGet();
         SimulatedDevice dev = SimulatedDevice.builder().capacity(options.capacity).heldOutside(options.heldOutside)
                 .build();
         GpuAllocator allocator;
         try {
-            allocator = policy.create(dev, stream);
+            allocator = policy.create(dev);
         } catch (OutOfMemoryException e) {
             return null;
         }
@@ -380,14 +432,17 @@ public final class StreamRunner {
         long[] address = new long[rs.slots];      // address per slot; 0 = not allocated (failed)
         Replay r = new Replay(dev, allocator, devStreams, address);
         if (options.recordHistory) {
-            AllocatorHooks.recordHistory(allocator, () -> r.current < 0 ? rs.defaultFrames() : rs.frames(r.current),
-                    historyClock(r));
+            GpuAllocatorInternals internals = allocator.internals();
+            internals.setClock(historyClock(r));
+            internals.setContextSupplier(() -> r.current < 0 ? rs.defaultFrames() : rs.frames(r.current));
+            internals.recordHistory(HistoryOptions.all());
         }
         List<SegmentInfo> start = rs.startState();
         if (start.isEmpty()) {
             return r;
         }
-        SegmentRestorer restorer = options.restoreStartLayout ? AllocatorHooks.restorer(allocator) : null;
+        SegmentRestorer restorer = options.restoreStartLayout && allocator.internals() instanceof SegmentRestorer sr
+                ? sr : null;
         if (restorer != null) {
             long[] shifts;
             try {
@@ -424,7 +479,7 @@ public final class StreamRunner {
     }
 
     /** The recorded time of the op being played, else a clock that ticks once per reading. */
-    private java.util.function.LongSupplier historyClock(Replay r) {
+    private LongSupplier historyClock(Replay r) {
         if (stream.time != null) {
             long[] time = stream.time;
             return () -> r.current < 0 ? 0 : time[r.current];
@@ -482,7 +537,7 @@ public final class StreamRunner {
                     case RequestStream.STEP -> {
                         if (r.stepOpen) {
                             r.stepsClosed++;
-                            AllocatorHooks.stepBoundary(allocator);
+                            allocator.internals().stepBoundary();
                         }
                         r.stepOpen = true;
                     }

@@ -146,7 +146,7 @@ public final class DemoCommand implements Callable<Integer> {
         for (String conf : alternatives) {
             rows.add(whatIf.run(conf));
         }
-        for (String policy : WorkloadWhatIf.DEMO_POLICIES) {
+        for (String policy : WorkloadWhatIf.demoPolicies()) {
             rows.add(whatIf.runPolicy(PolicySpec.parse(policy)));
         }
         out.println("comparison (" + workload.settings().steps() + " steps on " + ByteSize.formatSigned(capacityBytes) + "):");

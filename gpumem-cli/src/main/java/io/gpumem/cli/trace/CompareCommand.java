@@ -7,6 +7,7 @@ import io.gpumem.size.ByteSize;
 import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.policy.PolicyRegistry;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.trace.replay.WhatIfReplay;
 import io.gpumem.engine.RunOutcome;
@@ -157,7 +158,7 @@ public final class CompareCommand implements Callable<Integer> {
     }
 
     static String label(RunOutcome r) {
-        if (!r.policy().equals("pytorch")) {
+        if (!PolicyRegistry.isExact(r.policy())) {
             return r.label() == null || r.label().isEmpty() ? r.policy() : r.policy() + ":" + r.label();
         }
         String c = r.label() == null || r.label().isEmpty() ? "defaults" : r.label();

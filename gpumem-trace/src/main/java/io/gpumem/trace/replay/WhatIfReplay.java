@@ -1,15 +1,15 @@
 package io.gpumem.trace.replay;
 
 import io.gpumem.config.AllocatorConfig;
-import io.gpumem.engine.AllocatorFactory;
 import io.gpumem.engine.MinimumCapacity;
-import io.gpumem.engine.Policies;
 import io.gpumem.engine.RequestStream;
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.engine.StreamRunner;
 import io.gpumem.history.MemorySnapshot;
 import io.gpumem.history.TraceAction;
+import io.gpumem.policy.PolicyRegistry;
 import io.gpumem.policy.PolicySpec;
+import io.gpumem.policy.PreparedPolicy;
 import io.gpumem.trace.io.OpsScriptReader;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
@@ -115,7 +115,7 @@ public final class WhatIfReplay {
             return recorded.capacity();
         }
         long roomy = StreamRunner.ROOMY;
-        AllocatorFactory exact = Policies.exact(recordedConfig);
+        PreparedPolicy exact = PolicyRegistry.exact(recordedConfig);
         RunOutcome o = runner.run(exact, StreamRunner.Options.builder(roomy).build());
         for (int tries = 0; o.ooms() > 0 && tries < 10; tries++) {
             roomy *= 2;
@@ -191,7 +191,7 @@ public final class WhatIfReplay {
 
     /** Runs the window under {@code config} at {@code capacity} and searches its minimum capacity. */
     public RunOutcome evaluate(AllocatorConfig config, boolean isRecorded, long capacity) {
-        return runner.evaluate(Policies.exact(config), StreamRunner.Options.builder(capacity).build(), roomy())
+        return runner.evaluate(PolicyRegistry.exact(config), StreamRunner.Options.builder(capacity).build(), roomy())
                 .toBuilder().label(config.raw()).recorded(isRecorded).build();
     }
 
@@ -200,7 +200,7 @@ public final class WhatIfReplay {
      * state's live blocks are the policy's first requests.
      */
     public RunOutcome evaluate(PolicySpec spec, long capacity) {
-        return runner.evaluate(Policies.of(spec), policyOptions(capacity).build(), roomy())
+        return runner.evaluate(runner.prepare(spec), policyOptions(capacity).build(), roomy())
                 .toBuilder().label(spec.options()).policy(spec.name()).build();
     }
 
@@ -214,7 +214,7 @@ public final class WhatIfReplay {
     public MemorySnapshot policySnapshot(PolicySpec spec, long capacity) {
         StreamRunner withHistory = new StreamRunner(
                 WindowStreams.compile(snapshot.traceOf(device), start, userEmptyCache, true));
-        RunOutcome o = withHistory.run(Policies.of(spec),
+        RunOutcome o = withHistory.run(withHistory.prepare(spec),
                 policyOptions(capacity).recordHistory(true).keepAllocator(true).build());
         return o.allocator() == null ? null : o.allocator().snapshot();
     }
@@ -228,7 +228,7 @@ public final class WhatIfReplay {
      * reserved bytes, or −1 when a request failed (the unit the minimum-capacity search repeats).
      */
     public long runOnce(AllocatorConfig config, long capacity) {
-        RunOutcome o = runner.run(Policies.exact(config), StreamRunner.Options.builder(capacity)
+        RunOutcome o = runner.run(PolicyRegistry.exact(config), StreamRunner.Options.builder(capacity)
                 .stopAtFirstOom(true).build());
         return o.ooms() > 0 ? -1 : o.peakReserved();
     }

@@ -1,12 +1,13 @@
 package io.gpumem.trace.workload;
 
 import io.gpumem.config.AllocatorConfig;
-import io.gpumem.engine.AllocatorFactory;
-import io.gpumem.engine.Policies;
 import io.gpumem.engine.RequestStream;
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.engine.StreamRunner;
+import io.gpumem.policy.PolicyFactory;
+import io.gpumem.policy.PolicyRegistry;
 import io.gpumem.policy.PolicySpec;
+import io.gpumem.policy.PreparedPolicy;
 import io.gpumem.trace.analysis.WhatIf;
 import java.util.HashMap;
 import java.util.List;
@@ -24,8 +25,10 @@ public final class WorkloadWhatIf implements WhatIf {
     /** The alternatives the demo compares with the defaults. */
     public static final List<String> DEMO_ALTERNATIVES =
             List.of("expandable_segments:True", "max_split_size_mb:256", "roundup_power2_divisions:4");
-    /** The policies the demo adds to its table. */
-    public static final List<String> DEMO_POLICIES = List.of("stitch", "planned");
+    /** The policies the demo adds to its table: every registered one beside the exact allocator. */
+    public static List<String> demoPolicies() {
+        return PolicyRegistry.alternatives().stream().map(PolicyFactory::name).toList();
+    }
     /** Capacity of the run that measures an unconstrained peak (1 TiB). */
     public static final long UNLIMITED = 1L << 40;
 
@@ -65,13 +68,13 @@ public final class WorkloadWhatIf implements WhatIf {
 
     @Override
     public RunOutcome run(String conf) {
-        return cache.computeIfAbsent(conf, c -> outcome(runner, Policies.exact(AllocatorConfig.parse(c)))
+        return cache.computeIfAbsent(conf, c -> outcome(runner, PolicyRegistry.exact(AllocatorConfig.parse(c)))
                 .label(c).build());
     }
 
     /** The row of policy {@code spec}, labelled {@code policy NAME[:OPTIONS]}. */
     public RunOutcome runPolicy(PolicySpec spec) {
-        return outcome(runner, Policies.of(spec)).label("policy " + spec.label()).policy(spec.name()).build();
+        return outcome(runner, runner.prepare(spec)).label("policy " + spec.label()).policy(spec.name()).build();
     }
 
     /**
@@ -79,7 +82,7 @@ public final class WorkloadWhatIf implements WhatIf {
      * allocator and device kept in their final state (at the OOM when one stopped the run).
      */
     public RunOutcome runWithHistory(String conf) {
-        return runner.run(Policies.exact(AllocatorConfig.parse(conf)),
+        return runner.run(PolicyRegistry.exact(AllocatorConfig.parse(conf)),
                 options(capacity).recordHistory(true).keepAllocator(true).build()).toBuilder().label(conf).build();
     }
 
@@ -90,10 +93,10 @@ public final class WorkloadWhatIf implements WhatIf {
         }
         int half = training.settings().batch() / 2;
         StreamRunner smaller = new StreamRunner(training.withBatch(half).stream());
-        return Optional.of(outcome(smaller, Policies.exact(AllocatorConfig.parse(""))).label("batch " + half).build());
+        return Optional.of(outcome(smaller, PolicyRegistry.exact(AllocatorConfig.parse(""))).label("batch " + half).build());
     }
 
-    private RunOutcome.Builder outcome(StreamRunner r, AllocatorFactory policy) {
+    private RunOutcome.Builder outcome(StreamRunner r, PreparedPolicy policy) {
         RunOutcome.Builder row = r.run(policy, options(capacity).build()).toBuilder();
         if (withMinCapacity) {
             row.minCapacity(r.minimumCapacity(policy, options(capacity).build(), Math.max(4 * capacity, UNLIMITED)));

@@ -1,5 +1,7 @@
 package io.gpumem.trace.workload;
 
+import io.gpumem.stats.StatKind;
+import io.gpumem.stats.StatType;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.history.TraceAction;
@@ -47,8 +49,7 @@ class TraceWorkloadTest {
         RunOutcome run = new WorkloadWhatIf(TraceWorkload.of(snapshot(streams), 0, 3), 1L << 30, 0, false)
                 .runWithHistory("");
         assertThat(run.completed()).isTrue();
-        assertThat(run.allocator().stats().toPyTorchMap().get("segment.all.current")).as("one segment per stream")
-                .isEqualTo(2);
+        assertThat(run.allocator().stats().get(StatKind.SEGMENT, StatType.ALL).current()).as("one segment per stream").isEqualTo(2);
 
         TraceWorkload upToFirstFree = TraceWorkload.of(snapshot(trace), 0, 5);
         assertThat(upToFirstFree.ops()).hasSize(3);

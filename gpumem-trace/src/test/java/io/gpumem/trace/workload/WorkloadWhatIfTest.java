@@ -97,7 +97,7 @@ class WorkloadWhatIfTest {
             assertThat(new WorkloadWhatIf(w, min - MinimumCapacity.STEP, 64 * MiB, false).run(conf).completed())
                     .as(conf + " below min").isFalse();
         }
-        for (String policy : WorkloadWhatIf.DEMO_POLICIES) {
+        for (String policy : WorkloadWhatIf.demoPolicies()) {
             PolicySpec spec = PolicySpec.parse(policy);
             long min = whatIf.runPolicy(spec).minCapacity();
             assertThat(new WorkloadWhatIf(w, min, 64 * MiB, false).runPolicy(spec).completed()).as(policy).isTrue();
