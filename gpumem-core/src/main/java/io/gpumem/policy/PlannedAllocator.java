@@ -236,7 +236,7 @@ public final class PlannedAllocator implements GpuAllocator {
     private boolean rangeFree(long offset, long size) {
         long addr = region.base + offset;
         var below = region.fixedBlocks.floorEntry(addr + size - 1);
-        return below == null || below.getValue().addr + below.getValue().size <= addr;
+        return below == null || below.getValue().ptr + below.getValue().size <= addr;
     }
 
     @Override

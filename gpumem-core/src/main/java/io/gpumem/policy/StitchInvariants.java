@@ -36,7 +36,7 @@ final class StitchInvariants {
         for (StitchBlock b : holding) {
             int[] e = expectedPins.get(b.arena);
             StitchBlock[] c = coveredBy.get(b.arena);
-            long off = b.addr - b.arena.base;
+            long off = b.ptr - b.arena.base;
             for (long p = off / st.page; p <= (off + b.size - 1) / st.page; p++) {
                 e[(int) p]++;
                 if (p * st.page >= off && (p + 1) * st.page <= off + b.size) {
@@ -86,17 +86,20 @@ final class StitchInvariants {
             if (a.fixed) {
                 long end = Long.MIN_VALUE;
                 for (StitchBlock b : a.fixedBlocks.values()) {
-                    require(b.addr >= end, "fixed blocks overlap at 0x" + Long.toHexString(b.addr));
-                    end = b.addr + b.size;
+                    require(b.ptr >= end, "fixed blocks overlap at 0x" + Long.toHexString(b.ptr));
+                    end = b.ptr + b.size;
                 }
                 continue;
             }
             StitchBlock first = null;
-            require(a.freeBySize.wellFormed(), "free tree of arena 0x" + Long.toHexString(a.base) + " out of order");
-            List<StitchBlock> free = new ArrayList<>();
-            a.freeBySize.addTo(free);
-            for (StitchBlock b : free) {
+            List<String> treeViolations = new ArrayList<>();
+            a.freeBySize.checkShape("free tree of arena 0x" + Long.toHexString(a.base), treeViolations);
+            require(treeViolations.isEmpty(), String.join("; ", treeViolations));
+            for (StitchBlock b : a.freeBySize.toList()) {
                 require(b.free, "non-free block in the free index");
+                // the tree orders by (stream, size, address): one stream per arena makes it best fit by size
+                require(b.stream == a.stream, "free block 0x" + Long.toHexString(b.ptr) + " has stream " + b.stream
+                        + ", its arena " + a.stream);
                 if (b.prev == null) {
                     first = b;
                 }
@@ -109,7 +112,7 @@ final class StitchInvariants {
             long at = a.base;
             int frees = 0;
             for (StitchBlock b = first; b != null; b = b.next) {
-                require(b.addr == at, "blocks do not tile arena 0x" + Long.toHexString(a.base));
+                require(b.ptr == at, "blocks do not tile arena 0x" + Long.toHexString(a.base));
                 require(b.next == null || b.next.prev == b, "broken block links");
                 require(!(b.free && b.next != null && b.next.free), "two free neighbours");
                 frees += b.free ? 1 : 0;

@@ -40,7 +40,7 @@ final class AllocatorSimTarget implements SimTarget {
     }
 
     /** The allocator on a simulated device built from the script's {@code device} line (null: the default). */
-    static SimTarget onSimulatedDevice(ScriptOp.Device spec, AllocatorConfig config) {
+    static SimTarget onSimulatedDevice(ScriptOp.DeviceSettings spec, AllocatorConfig config) {
         SimulatedDevice.Builder b = SimulatedDevice.builder().holdEvents(true);
         if (spec == null) {
             b.capacity(DEFAULT_CAPACITY);

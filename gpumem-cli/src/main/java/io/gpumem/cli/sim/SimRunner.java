@@ -28,7 +28,7 @@ final class SimRunner {
     private final PrintWriter out;
     private final PrintWriter err;
     private final boolean failOnOom;
-    private final BiFunction<ScriptOp.Device, AllocatorConfig, SimTarget> factory;
+    private final BiFunction<ScriptOp.DeviceSettings, AllocatorConfig, SimTarget> factory;
 
     private SimTarget target;
     private AllocatorConfig initialConfig = AllocatorConfig.defaults();
@@ -40,7 +40,7 @@ final class SimRunner {
      *                the script set before its first allocator op
      */
     SimRunner(PrintWriter out, PrintWriter err, boolean failOnOom,
-            BiFunction<ScriptOp.Device, AllocatorConfig, SimTarget> factory) {
+            BiFunction<ScriptOp.DeviceSettings, AllocatorConfig, SimTarget> factory) {
         this.out = out;
         this.err = err;
         this.failOnOom = failOnOom;
@@ -70,7 +70,7 @@ final class SimRunner {
     /** Runs one op; false to stop the script (an OOM with {@code failOnOom}). */
     private boolean step(OpsScript script, ScriptOp op) {
         switch (op) {
-            case ScriptOp.Device d -> {
+            case ScriptOp.DeviceSettings d -> {
                 // Applied when the target is created.
             }
             case ScriptOp.Config c -> {
