@@ -3,6 +3,7 @@ package io.gpumem.plan;
 /**
  * The planner's answer for one {@link LifetimeProblem}: an offset per buffer (in the problem's buffer order),
  * the planned peak (highest offset + placed size), the lower bound it is measured against and how it was found.
+ * Design notes: offset-planner.md §1.3.
  */
 public record OffsetPlan(LifetimeProblem problem, long[] offsets, long plannedPeak, long peakLive, long solveNanos,
                          String method, int improvementRounds) {

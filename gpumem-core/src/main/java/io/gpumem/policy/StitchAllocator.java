@@ -52,6 +52,8 @@ import java.util.TreeMap;
  * ({@link PlannedAllocator}'s plan region) keep the page accounting but no tiling: their blocks are placed by the
  * caller and checked not to overlap. malloc and free allocate nothing unless history is recorded
  * ({@link GpuAllocatorInternals#recordHistory}: trace entries and the stacks of live blocks, as the exact allocator keeps them).
+ *
+ * <p>Design notes: policies.md §2 (layout §2.1, placement §2.2, pinning §2.3, stitching §2.4, invariants §2.9).
  */
 public class StitchAllocator implements GpuAllocator {
 

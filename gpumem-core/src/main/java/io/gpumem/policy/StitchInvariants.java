@@ -11,6 +11,7 @@ import java.util.Map;
  * what the page and block structures must hold (pins per page, one block behind each pinned multi-page mapping,
  * the unpinned list, no handle mapped twice, arenas tiled by their blocks, the free tree) and throws
  * {@link IllegalStateException} naming the first difference. Allocates freely: tests and benchmarks' set-up only.
+ * The invariants are listed in policies.md §2.9.
  */
 final class StitchInvariants {
 

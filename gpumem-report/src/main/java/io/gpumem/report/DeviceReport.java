@@ -9,8 +9,7 @@ import io.gpumem.engine.RunOutcome;
 import io.gpumem.trace.io.BlockInfo;
 import io.gpumem.trace.io.SegmentInfo;
 import io.gpumem.trace.io.TraceSnapshot;
-import io.gpumem.trace.window.RecordedConfig;
-import io.gpumem.trace.window.WindowRebuilder;
+import io.gpumem.trace.session.TraceSession;
 import io.gpumem.trace.window.WindowStart;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -28,18 +27,20 @@ import java.util.Map;
 record DeviceReport(int device, DeviceAnalysis analysis, List<RunOutcome> extraRows, Timeline timeline,
                     List<SegmentMap> maps, List<String> notes) {
 
-    static DeviceReport of(TraceSnapshot snapshot, DeviceAnalysis analysis, List<RunOutcome> extraRows) {
+    static DeviceReport of(TraceSession session, DeviceAnalysis analysis, List<RunOutcome> extraRows) {
+        TraceSnapshot snapshot = session.trace();
         int d = analysis.device();
         List<String> notes = new ArrayList<>();
         AllocatorConfig config;
         try {
-            config = RecordedConfig.of(snapshot);
+            config = session.recordedConfig();
         } catch (RuntimeException e) {
             config = AllocatorConfig.defaults();
         }
         WindowStart start = null;
         try {
-            start = new WindowRebuilder(config).rebuild(snapshot, d);
+            // the session's window, rebuilt once for the compare rows, the recommender and this timeline alike
+            start = session.window(d).start();
         } catch (RuntimeException e) {
             notes.add("the trace window's start state could not be rebuilt (" + e.getMessage()
                     + "); the timeline starts from zero");

@@ -16,7 +16,7 @@ import io.gpumem.trace.analysis.SegmentWaste;
 import io.gpumem.trace.analysis.StateAnalysis;
 import io.gpumem.trace.analysis.StreamFree;
 import io.gpumem.engine.RunOutcome;
-import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.session.TraceSession;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
@@ -57,10 +57,11 @@ public final class HtmlReport {
 
     /**
      * Adds one device: the analysis as {@code analyze} computed it, plus what-if rows beyond the recommender's
-     * (shown in the same table; duplicates of the recommender's rows by label are dropped).
+     * (shown in the same table; duplicates of the recommender's rows by label are dropped). The timeline starts
+     * from the session's window of the device (rebuilt once per session, shared with the compare runs).
      */
-    public HtmlReport addDevice(TraceSnapshot snapshot, DeviceAnalysis analysis, List<RunOutcome> extraRows) {
-        devices.add(DeviceReport.of(snapshot, analysis, extraRows));
+    public HtmlReport addDevice(TraceSession session, DeviceAnalysis analysis, List<RunOutcome> extraRows) {
+        devices.add(DeviceReport.of(session, analysis, extraRows));
         return this;
     }
 

@@ -15,6 +15,7 @@ import io.gpumem.trace.analysis.StateAnalysis;
 import io.gpumem.trace.analysis.StateAnalyzer;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.session.TraceSession;
 import io.gpumem.trace.workload.TrainingWorkload;
 import io.gpumem.trace.workload.WorkloadWhatIf;
 import io.gpumem.engine.RunOutcome;
@@ -45,7 +46,7 @@ class HtmlReportTest {
         Recommender.Result recs = new Recommender().recommend(analysis, whatIf);
         TraceSnapshot trace = AllocatorSnapshots.toTraceSnapshot(run.allocator().snapshot(), "test");
         page = new HtmlReport("a </script> trace")
-                .addDevice(trace, new DeviceAnalysis(0, trace.traceOf(0).size(), analysis, whatIf, recs, List.of()), List.of())
+                .addDevice(TraceSession.of(trace), new DeviceAnalysis(0, trace.traceOf(0).size(), analysis, whatIf, recs, List.of()), List.of())
                 .render();
     }
 

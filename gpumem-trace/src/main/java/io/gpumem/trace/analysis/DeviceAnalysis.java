@@ -7,6 +7,7 @@ import io.gpumem.trace.workload.TraceWorkload;
 import io.gpumem.trace.workload.WorkloadWhatIf;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.function.LongFunction;
 
 /**
  * What {@code gpumem analyze} concludes for one device of a trace, computed once so that the text report
@@ -38,10 +39,13 @@ public record DeviceAnalysis(int device, int end, StateAnalysis analysis, WhatIf
      * @param capacity device capacity, or {@link MemoryState#UNKNOWN}
      * @param top      how many wasteful segments to keep
      * @param compare  whether to run the compare runs (when the analysis wants them and there are requests)
+     * @param window   the compare runs of the device's trace window at a usable capacity (capacity less memory
+     *                 held outside the allocator, or {@link MemoryState#UNKNOWN}): the caller owns the window, so
+     *                 that it is rebuilt once however many commands' figures use it (a {@code TraceSession})
      * @throws IllegalArgumentException when {@code at} is outside the device's trace
      */
     public static DeviceAnalysis of(TraceSnapshot snapshot, int device, Integer at, long capacity, int top,
-                                    boolean compare) {
+                                    boolean compare, LongFunction<WhatIf> window) {
         List<TraceEntry> trace = snapshot.traceOf(device);
         MemoryState state;
         int end;
@@ -62,7 +66,7 @@ public record DeviceAnalysis(int device, int end, StateAnalysis analysis, WhatIf
         List<String> notes = new ArrayList<>();
         WhatIf whatIf = null;
         if (compare && hasRequests(trace) && Recommender.wantsCompareRuns(analysis)) {
-            whatIf = compareRuns(snapshot, device, end, capacity, analysis.diagnosis().outside(), notes);
+            whatIf = compareRuns(snapshot, device, end, capacity, analysis.diagnosis().outside(), window, notes);
         }
         return new DeviceAnalysis(device, end, analysis, whatIf, new Recommender().recommend(analysis, whatIf), notes);
     }
@@ -78,10 +82,10 @@ public record DeviceAnalysis(int device, int end, StateAnalysis analysis, WhatIf
     }
 
     private static WhatIf compareRuns(TraceSnapshot snapshot, int d, int end, long capacityBytes, long outside,
-                                      List<String> notes) {
+                                      LongFunction<WhatIf> window, List<String> notes) {
         long usable = capacityBytes > 0 ? capacityBytes - Math.max(0, outside) : MemoryState.UNKNOWN;
         try {
-            TraceWhatIf replay = new TraceWhatIf(snapshot, d, usable);
+            WhatIf replay = window.apply(usable);
             // run every configuration now (the results are memoised), so that a failure falls back as a whole
             for (String conf : Recommender.configurationsTried(
                     snapshot.recordedConfString() == null ? "" : snapshot.recordedConfString())) {

@@ -7,6 +7,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.session.TraceSession;
 import io.gpumem.trace.workload.TrainingWorkload;
 import io.gpumem.trace.workload.WorkloadWhatIf;
 import org.junit.jupiter.api.Test;
@@ -21,7 +22,7 @@ class TraceWhatIfTest {
         WorkloadWhatIf rerun = new WorkloadWhatIf(w, 8 * GiB, 0, true);
         RunOutcome recorded = rerun.runWithHistory("");
         TraceSnapshot trace = AllocatorSnapshots.toTraceSnapshot(recorded.allocator().snapshot(), "recorded");
-        TraceWhatIf replay = new TraceWhatIf(trace, 0, 8 * GiB);
+        WhatIf replay = TraceSession.of(trace).whatIf(0, 8 * GiB);
         for (String conf : Recommender.configurationsTried("")) {
             RunOutcome a = replay.run(conf);
             RunOutcome b = rerun.run(conf);

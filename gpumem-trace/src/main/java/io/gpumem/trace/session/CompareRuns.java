@@ -1,21 +1,20 @@
-package io.gpumem.cli.trace;
+package io.gpumem.trace.session;
 
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.policy.PolicyRegistry;
 import io.gpumem.policy.PolicySpec;
-import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.replay.ProgressListener;
 import io.gpumem.trace.replay.WhatIfReplay;
 import io.gpumem.engine.RunOutcome;
-import io.gpumem.trace.window.WindowRebuilder;
 import io.gpumem.trace.window.WindowStart;
 import java.util.ArrayList;
 import java.util.List;
 
 /**
- * The rows of {@code gpumem compare} for one device, computed in one place so that every command showing compare
- * rows ({@code compare}, {@code compare --html}, {@code report --policy}) shows the same figures: the window is
- * rebuilt under the recorded configuration, each configuration is replayed by {@link WhatIfReplay} (in that order,
- * one per core), then each policy, all at one capacity.
+ * The rows of {@code gpumem compare} for one device, computed in one place ({@link TraceSession#compare}) so that
+ * every command showing compare rows ({@code compare}, {@code compare --html}, {@code report --policy}) shows the
+ * same figures: each configuration is replayed by the session's {@link WhatIfReplay} of the device's window (in
+ * that order, one per core), then each policy, all at one capacity.
  *
  * @param start    the rebuilt start of the window
  * @param replay   the replay engine (holds the recorded figures)
@@ -28,21 +27,10 @@ public record CompareRuns(WindowStart start, WhatIfReplay replay, long capacity,
         rows = List.copyOf(rows);
     }
 
-    /**
-     * Runs the configurations and policies on device {@code d}.
-     *
-     * @param recordedConfig the configuration the trace was recorded under (rebuilds the window's start)
-     * @param configs        configurations to replay (compare passes the recorded one first)
-     * @param policies       policies to replay after them
-     * @param capacityBytes  the capacity, or {@code null} for the recorded capacity
-     * @throws IllegalArgumentException or {@link IllegalStateException} when the snapshot is inconsistent
-     */
-    public static CompareRuns run(TraceSnapshot trace, int d, AllocatorConfig recordedConfig,
-                                  List<AllocatorConfig> configs, List<PolicySpec> policies, Long capacityBytes,
-                                  ProgressListener progress) {
-        WindowStart start = new WindowRebuilder(recordedConfig).rebuild(trace, d);
-        WhatIfReplay replay = new WhatIfReplay(trace, d, start);
-        long capacity = capacityBytes != null ? capacityBytes : replay.recordedCapacity(recordedConfig);
+    /** Replays the configurations, then the policies, on one device's window at {@code capacity}. */
+    static CompareRuns run(DeviceWindow window, long capacity, List<AllocatorConfig> configs,
+                           List<PolicySpec> policies, ProgressListener progress) {
+        WhatIfReplay replay = window.replay();
         int total = configs.size() + policies.size();
         progress.progress(0, total);
         List<RunOutcome> rows = new ArrayList<>();
@@ -55,7 +43,19 @@ public record CompareRuns(WindowStart start, WhatIfReplay replay, long capacity,
             rows.add(replay.evaluate(policies.get(i), capacity));
             progress.progress(configs.size() + i + 1, total);
         }
-        return new CompareRuns(start, replay, capacity, rows);
+        return new CompareRuns(window.start(), replay, capacity, rows);
+    }
+
+    /**
+     * How compare's table names a row: {@code recorded (CONF)} for the recorded configuration, the configuration
+     * (or {@code defaults}) for another, a policy's name with its options for a policy row.
+     */
+    public static String label(RunOutcome r) {
+        if (!PolicyRegistry.isExact(r.policy())) {
+            return r.label() == null || r.label().isEmpty() ? r.policy() : r.policy() + ":" + r.label();
+        }
+        String c = r.label() == null || r.label().isEmpty() ? "defaults" : r.label();
+        return r.recorded() ? "recorded (" + c + ")" : c;
     }
 
     /**
@@ -65,7 +65,7 @@ public record CompareRuns(WindowStart start, WhatIfReplay replay, long capacity,
     public List<RunOutcome> reportRows() {
         List<RunOutcome> outcomes = new ArrayList<>();
         for (RunOutcome r : rows) {
-            outcomes.add(r.toBuilder().label(CompareCommand.label(r)).build());
+            outcomes.add(r.toBuilder().label(label(r)).build());
         }
         return outcomes;
     }
