@@ -10,7 +10,7 @@ import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.session.CompareRuns;
 import io.gpumem.trace.session.TraceSession;
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.RunOutcome;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.io.UncheckedIOException;
@@ -95,7 +95,7 @@ public final class ReportCommand implements Callable<Integer> {
         HtmlReport report = new HtmlReport(file.toString());
         for (int d : devices) {
             DeviceAnalysis analysis = session.analyze(d, null, capacityBytes, 5, true);
-            List<WhatIfOutcome> rows = new ArrayList<>(configRows(session, analysis, capacityBytes, err));
+            List<RunOutcome> rows = new ArrayList<>(configRows(session, analysis, capacityBytes, err));
             rows.addAll(policyRows(session, analysis, capacity != null ? capacityBytes : null, policySpecs,
                     !rows.isEmpty(), err));
             report.addDevice(session, analysis, rows);
@@ -113,7 +113,7 @@ public final class ReportCommand implements Callable<Integer> {
     }
 
     /** The session's rows for the user's configurations; a replay that fails leaves a note and no rows. */
-    private List<WhatIfOutcome> configRows(TraceSession session, DeviceAnalysis analysis, long capacity,
+    private List<RunOutcome> configRows(TraceSession session, DeviceAnalysis analysis, long capacity,
                                            PrintWriter err) {
         try {
             return session.configRows(analysis, capacity, configs);
@@ -125,7 +125,7 @@ public final class ReportCommand implements Callable<Integer> {
     }
 
     /** The session's rows for the policies; a replay that fails leaves a note and no rows. */
-    private static List<WhatIfOutcome> policyRows(TraceSession session, DeviceAnalysis analysis, Long capacity,
+    private static List<RunOutcome> policyRows(TraceSession session, DeviceAnalysis analysis, Long capacity,
                                                   List<PolicySpec> policies, boolean haveBaseline, PrintWriter err) {
         try {
             return session.policyRows(analysis, capacity, policies, haveBaseline);

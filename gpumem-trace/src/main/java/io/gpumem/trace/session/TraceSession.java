@@ -15,12 +15,11 @@ import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
-import io.gpumem.trace.replay.PolicyReplay;
 import io.gpumem.trace.replay.ProgressListener;
 import io.gpumem.trace.replay.WhatIfReplay;
 import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowRebuilder;
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.trace.window.WindowStart;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -236,7 +235,7 @@ public final class TraceSession {
      *
      * @throws RuntimeException when a replay fails (the window cannot be rebuilt, a configuration does not parse)
      */
-    public List<WhatIfOutcome> configRows(DeviceAnalysis analysis, long capacity, List<String> confs) {
+    public List<RunOutcome> configRows(DeviceAnalysis analysis, long capacity, List<String> confs) {
         if (confs.isEmpty() || !hasRequests(analysis.device())) {
             return List.of();
         }
@@ -245,7 +244,7 @@ public final class TraceSession {
             long outside = analysis.analysis().diagnosis().outside();
             whatIf = whatIf(analysis.device(), capacity > 0 ? capacity - Math.max(0, outside) : MemoryState.UNKNOWN);
         }
-        List<WhatIfOutcome> rows = new ArrayList<>();
+        List<RunOutcome> rows = new ArrayList<>();
         rows.add(whatIf.run(recordedConfString()));
         for (String c : confs) {
             rows.add(whatIf.run(c));
@@ -263,7 +262,7 @@ public final class TraceSession {
      * @param haveBaseline whether other extra rows already include the recorded configuration
      * @throws RuntimeException when a replay fails
      */
-    public List<WhatIfOutcome> policyRows(DeviceAnalysis analysis, Long capacity, List<PolicySpec> policies,
+    public List<RunOutcome> policyRows(DeviceAnalysis analysis, Long capacity, List<PolicySpec> policies,
                                           boolean haveBaseline) {
         if (policies.isEmpty() || !hasRequests(analysis.device())) {
             return List.of();
@@ -282,7 +281,7 @@ public final class TraceSession {
     public MemorySnapshot policySnapshot(int device, PolicySpec policy, long capacity) {
         DeviceWindow w = window(device);
         try {
-            return new PolicyReplay(w.replay()).snapshot(policy, capacity);
+            return w.replay().policySnapshot(policy, capacity);
         } catch (IllegalArgumentException | IllegalStateException e) {
             throw new InconsistentSnapshotException(source(), e);
         }
