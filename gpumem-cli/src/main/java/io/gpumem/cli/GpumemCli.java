@@ -26,7 +26,7 @@ public final class GpumemCli implements Runnable {
      * CPU time of a short command such as {@code gpumem replay --check} on a small trace.
      */
     private static final String[] SUBCOMMANDS =
-            {"sim", "device", "kv-sim", "replay", "compare", "analyze", "demo", "report", "plan"};
+            {"sim", "device", "kv-sim", "replay", "compare", "diff", "analyze", "demo", "report", "plan"};
 
     private static Class<?> subcommandClass(String name) {
         return switch (name) {
@@ -35,6 +35,7 @@ public final class GpumemCli implements Runnable {
             case "kv-sim" -> io.gpumem.cli.kv.KvSimCommand.class;
             case "replay" -> io.gpumem.cli.trace.ReplayCommand.class;
             case "compare" -> io.gpumem.cli.trace.CompareCommand.class;
+            case "diff" -> io.gpumem.cli.trace.DiffCommand.class;
             case "analyze" -> io.gpumem.cli.analysis.AnalyzeCommand.class;
             case "demo" -> io.gpumem.cli.analysis.DemoCommand.class;
             case "report" -> io.gpumem.cli.report.ReportCommand.class;
