@@ -52,6 +52,8 @@ import java.util.TreeMap;
  * ({@link PlannedAllocator}'s plan region) keep the page accounting but no tiling: their blocks are placed by the
  * caller and checked not to overlap. malloc and free allocate nothing unless history is recorded
  * ({@link GpuAllocatorInternals#recordHistory}: trace entries and the stacks of live blocks, as the exact allocator keeps them).
+ *
+ * <p>Design notes: policies.md §2 (layout §2.1, placement §2.2, pinning §2.3, stitching §2.4, invariants §2.9).
  */
 public class StitchAllocator implements GpuAllocator {
 
@@ -764,7 +766,7 @@ public class StitchAllocator implements GpuAllocator {
     @Override
     public MemorySnapshot snapshot() {
         List<SegmentInfo> segments = new ArrayList<>();
-        Map<Arena, TreeMap<Long, StitchBlock>> held = new IdentityHashMap<>();
+        IdentityHashMap<Arena, TreeMap<Long, StitchBlock>> held = new IdentityHashMap<>();
         for (StitchBlock b : liveBlocks()) {
             held.computeIfAbsent(b.arena, x -> new TreeMap<>()).put(b.ptr, b);
         }

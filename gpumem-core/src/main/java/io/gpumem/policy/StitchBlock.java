@@ -11,6 +11,7 @@ import java.util.List;
  * size-ordered {@code BlockTree}, through the links inherited from {@link OrderedBlock}), where every block has the
  * arena's stream, so the tree's order is (size, address). The allocator recycles block
  * objects through a spare list threaded by {@code next}, so it resets the fields it relies on when it reuses one.
+ * Design notes: policies.md §2.1.
  */
 final class StitchBlock extends OrderedBlock<StitchBlock> {
     StitchAllocator.Arena arena;

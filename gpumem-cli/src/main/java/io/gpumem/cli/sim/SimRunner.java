@@ -4,8 +4,12 @@ import io.gpumem.config.AllocatorConfig;
 import io.gpumem.script.OpsScript;
 import io.gpumem.script.ScriptOp;
 import io.gpumem.stats.MemorySummary;
+import io.gpumem.trace.io.AllocatorSnapshots;
+import java.io.IOException;
 import java.io.PrintWriter;
+import java.nio.file.Path;
 import java.util.HashMap;
+import java.util.Locale;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.function.BiFunction;
@@ -149,10 +153,10 @@ final class SimRunner {
 
     /** {@code snapshot FILE}: PyTorch's current snapshot format, written atomically; false if it cannot be. */
     private boolean writeSnapshot(SimTarget t, ScriptOp.Snapshot s) {
-        java.nio.file.Path file = java.nio.file.Path.of(s.file());
+        Path file = Path.of(s.file());
         try {
-            io.gpumem.trace.io.AllocatorSnapshots.write(t.snapshot(), file);
-        } catch (java.io.IOException | RuntimeException e) {
+            AllocatorSnapshots.write(t.snapshot(), file);
+        } catch (IOException | RuntimeException e) {
             err.println("gpumem sim: line " + s.line() + ": snapshot " + s.file() + ": cannot write: "
                     + (e.getMessage() == null ? e.toString() : e.getMessage()));
             return false;
@@ -165,7 +169,7 @@ final class SimRunner {
             case ScriptOp.Alloc a -> "alloc " + a.name();
             case ScriptOp.Free f -> "free " + f.name();
             case ScriptOp.RecordStream r -> "record_stream " + r.name();
-            default -> op.getClass().getSimpleName().replaceAll("([a-z])([A-Z])", "$1_$2").toLowerCase(java.util.Locale.ROOT);
+            default -> op.getClass().getSimpleName().replaceAll("([a-z])([A-Z])", "$1_$2").toLowerCase(Locale.ROOT);
         };
     }
 }

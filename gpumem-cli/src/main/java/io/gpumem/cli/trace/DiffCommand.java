@@ -1,6 +1,7 @@
 package io.gpumem.cli.trace;
 
-import io.gpumem.cli.SizeConverter;
+import io.gpumem.cli.options.BadInputException;
+import io.gpumem.cli.options.ReadLimitOptions;
 import io.gpumem.size.ByteSize;
 import io.gpumem.trace.align.FrameSignatures;
 import io.gpumem.trace.align.RecordingDiff;
@@ -8,8 +9,7 @@ import io.gpumem.trace.align.RequestAlignment;
 import io.gpumem.trace.align.RequestSequence;
 import io.gpumem.trace.io.ReadLimits;
 import io.gpumem.trace.io.TraceFormatException;
-import io.gpumem.trace.io.TraceReaders;
-import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.session.TraceSession;
 import java.io.PrintWriter;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -17,6 +17,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
@@ -54,13 +55,8 @@ public final class DiffCommand implements Callable<Integer> {
             + " sites (largest difference at peak allocated first).")
     boolean json;
 
-    @Option(names = "--max-file-size", paramLabel = "SIZE", defaultValue = "1GiB", converter = SizeConverter.class,
-            description = "Refuse files larger than SIZE (default: ${DEFAULT-VALUE}).")
-    long maxFileSize;
-
-    @Option(names = "--max-entries", paramLabel = "N", defaultValue = "50000000",
-            description = "Refuse files with more than N trace entries or rows (default: ${DEFAULT-VALUE}).")
-    long maxEntries;
+    @Mixin
+    ReadLimitOptions readLimits;
 
     @Override
     public Integer call() {
@@ -71,8 +67,11 @@ public final class DiffCommand implements Callable<Integer> {
                     + (files.isEmpty() ? "" : " (" + files.get(0) + (files.size() > 2 ? ", ..." : "") + ")"));
             return 2;
         }
-        if (maxEntries <= 0) {
-            err.println("gpumem diff: --max-entries must be positive");
+        ReadLimits limits;
+        try {
+            limits = readLimits.limits();
+        } catch (BadInputException e) {
+            err.println("gpumem diff: " + e.getMessage());
             return 2;
         }
         FrameSignatures signatures = new FrameSignatures();
@@ -80,9 +79,9 @@ public final class DiffCommand implements Callable<Integer> {
         for (int i = 0; i < 2; i++) {
             Path file = files.get(i);
             try {
-                TraceSnapshot trace = TraceReaders.read(file, new ReadLimits(maxFileSize, maxEntries));
-                int d = device != null ? device : CompareCommand.busiestDevice(trace);
-                seq[i] = RequestSequence.of(trace, d, signatures);
+                TraceSession session = TraceSession.open(file, limits);
+                int d = device != null ? device : session.busiestDevice();
+                seq[i] = RequestSequence.of(session.trace(), d, signatures);
             } catch (TraceFormatException | IllegalArgumentException | IllegalStateException e) {
                 String msg = e.getMessage() == null ? e.toString() : e.getMessage();
                 err.println("gpumem diff: " + (msg.contains(file.toString()) ? msg : file + ": " + msg));

@@ -40,7 +40,19 @@ import java.util.function.IntFunction;
  */
 public final class ServingSimulator {
 
-    private record WaitingTurn(long arrival, long order, int[] prompt, int turnsLeft) {
+    /** A conversation turn waiting for its arrival step (a class: a record would compare the prompt by identity). */
+    private static final class WaitingTurn {
+        final long arrival;
+        final long order;
+        final int[] prompt;
+        final int turnsLeft;
+
+        WaitingTurn(long arrival, long order, int[] prompt, int turnsLeft) {
+            this.arrival = arrival;
+            this.order = order;
+            this.prompt = prompt;
+            this.turnsLeft = turnsLeft;
+        }
     }
 
     private ServingSimulator() {
