@@ -30,6 +30,8 @@ import java.util.Map;
  * the plan lookup, the placement and the recording), and a step boundary plans under it. Concurrent requests get
  * positions in the order they take the lock, so a plan made from one thread's order fits another order only by
  * chance; the allocator stays correct either way, it just falls back more.
+ *
+ * <p>Design notes: policies.md §3 (serving §3.2, profiles §3.4, adapting §3.5, limitations §3.8).
  */
 public final class PlannedAllocator implements GpuAllocator {
 
@@ -250,7 +252,7 @@ public final class PlannedAllocator implements GpuAllocator {
     private boolean rangeFree(long offset, long size) {
         long addr = region.base + offset;
         var below = region.fixedBlocks.floorEntry(addr + size - 1);
-        return below == null || below.getValue().addr + below.getValue().size <= addr;
+        return below == null || below.getValue().ptr + below.getValue().size <= addr;
     }
 
     @Override

@@ -1,6 +1,8 @@
 package io.gpumem.policy;
 
+import io.gpumem.alloc.AddressTable;
 import io.gpumem.alloc.AllocatorLock;
+import io.gpumem.alloc.BlockTree;
 import io.gpumem.alloc.GpuAllocator;
 import io.gpumem.alloc.GpuAllocatorInternals;
 import io.gpumem.device.Device;
@@ -51,6 +53,8 @@ import java.util.TreeMap;
  * every method of {@link #internals()}) takes it, so calls from several threads behave as some order of the same
  * calls from one; uncontended it costs one compare-and-set and one release store per call, and allocates nothing.
  * A {@link PlannedAllocator} shares its stitch allocator's lock.
+ *
+ * <p>Design notes: policies.md §2 (layout §2.1, placement §2.2, pinning §2.3, stitching §2.4, invariants §2.9).
  */
 public final class StitchAllocator implements GpuAllocator {
 
@@ -70,7 +74,7 @@ public final class StitchAllocator implements GpuAllocator {
     private Arena[] arenaByKey = new Arena[4];
     private int arenaCount;
     final List<Arena> arenas = new ArrayList<>();
-    private final BlockTable live = new BlockTable();
+    private final AddressTable<StitchBlock> live = AddressTable.forObjects(64);
     /** StitchBlock objects no structure refers to any more, kept for reuse (linked through {@code next}). */
     private StitchBlock spareBlocks;
     final List<StitchBlock> pendingFrees = new ArrayList<>();
@@ -136,7 +140,7 @@ public final class StitchAllocator implements GpuAllocator {
         final int[] nextUnpinned;
         int unpinnedHead = -1;
         int unpinnedTail = -1;
-        final FreeBlockTree freeBySize = new FreeBlockTree();
+        final BlockTree<StitchBlock> freeBySize = new BlockTree<>(BlockTree.Order.BY_SIZE);
         final TreeMap<Long, StitchBlock> fixedBlocks = new TreeMap<>();
 
         Arena(long stream, boolean fixed, long bytes) {
@@ -153,7 +157,7 @@ public final class StitchAllocator implements GpuAllocator {
             if (!fixed) {
                 StitchBlock all = newBlock(this, base, bytes, stream);
                 all.free = true;
-                freeBySize.add(all);
+                freeBySize.insert(all);
             }
             arenas.add(this);
         }
@@ -215,7 +219,7 @@ public final class StitchAllocator implements GpuAllocator {
         }
         spareBlocks = b.next;
         b.arena = arena;
-        b.addr = addr;
+        b.ptr = addr;
         b.size = size;
         b.stream = stream;
         b.free = false;
@@ -276,15 +280,15 @@ public final class StitchAllocator implements GpuAllocator {
         requestContext = context;
         processPendingFrees(false);
         Arena a = arena(stream, rounded <= SMALL_LIMIT);
-        StitchBlock b = a.freeBySize.ceiling(rounded);
-        if (b != null && pinPages(a, b.addr, rounded)) {
+        StitchBlock b = a.freeBySize.ceiling(a.stream, rounded, 0);
+        if (b != null && pinPages(a, b.ptr, rounded)) {
             return take(b, rounded, size, stream, context);
         }
         if (!pendingFrees.isEmpty()) {
             retries++;
             processPendingFrees(true);
-            b = a.freeBySize.ceiling(rounded);
-            if (b != null && pinPages(a, b.addr, rounded)) {
+            b = a.freeBySize.ceiling(a.stream, rounded, 0);
+            if (b != null && pinPages(a, b.ptr, rounded)) {
                 return take(b, rounded, size, stream, context);
             }
         }
@@ -316,9 +320,9 @@ public final class StitchAllocator implements GpuAllocator {
 
     private long take(StitchBlock b, long rounded, long requested, long stream, List<Frame> context) {
         Arena a = b.arena;
-        if (b.size > rounded && a.freeBySize.rekeyInPlace(b, b.size - rounded, b.addr + rounded)) {
+        if (b.size > rounded && a.freeBySize.rekeyInPlace(b, b.size - rounded, b.ptr + rounded)) {
             // b stays in the free tree as the remainder; a block object in front of it is the allocation
-            StitchBlock used = newBlock(a, b.addr - rounded, rounded, stream);
+            StitchBlock used = newBlock(a, b.ptr - rounded, rounded, stream);
             used.prev = b.prev;
             used.next = b;
             if (b.prev != null) {
@@ -326,11 +330,11 @@ public final class StitchAllocator implements GpuAllocator {
             }
             b.prev = used;
             allocated(used, requested, context);
-            return used.addr;
+            return used.ptr;
         }
         a.freeBySize.remove(b);
         if (b.size > rounded) {
-            StitchBlock rest = newBlock(a, b.addr + rounded, b.size - rounded, a.stream);
+            StitchBlock rest = newBlock(a, b.ptr + rounded, b.size - rounded, a.stream);
             rest.free = true;
             rest.prev = b;
             rest.next = b.next;
@@ -339,19 +343,19 @@ public final class StitchAllocator implements GpuAllocator {
             }
             b.next = rest;
             b.size = rounded;
-            a.freeBySize.add(rest);
+            a.freeBySize.insert(rest);
         }
         b.free = false;
         b.stream = stream;
         allocated(b, requested, context);
-        return b.addr;
+        return b.ptr;
     }
 
     private void allocated(StitchBlock b, long requested, List<Frame> context) {
         b.requested = requested;
         b.frames = context;
-        history.record(TraceAction.ALLOC, b.addr, requested, b.stream, context, -1);
-        live.put(b.addr, b);
+        history.record(TraceAction.ALLOC, b.ptr, requested, b.stream, context, -1);
+        live.put(b.ptr, b);
         liveCount++;
         peakLiveCount = Math.max(peakLiveCount, liveCount);
         allocCount++;
@@ -597,7 +601,7 @@ public final class StitchAllocator implements GpuAllocator {
             throw new IllegalArgumentException("invalid device pointer: 0x" + Long.toHexString(ptr));
         }
         List<Frame> context = history.gather(Context.ALL);
-        history.record(TraceAction.FREE_REQUESTED, b.addr, b.requested, b.stream, context != null ? context : b.frames,
+        history.record(TraceAction.FREE_REQUESTED, b.ptr, b.requested, b.stream, context != null ? context : b.frames,
                 -1);
         allocated -= b.size;
         liveCount--;
@@ -675,12 +679,12 @@ public final class StitchAllocator implements GpuAllocator {
 
     /** Returns a block's address range to its arena and unpins its pages (they stay mapped as cache). */
     private void release(StitchBlock b) {
-        history.record(TraceAction.FREE_COMPLETED, b.addr, b.requested, b.stream, b.frames, -1);
+        history.record(TraceAction.FREE_COMPLETED, b.ptr, b.requested, b.stream, b.frames, -1);
         b.frames = null;
         Arena a = b.arena;
-        unpin(a, pageOf(b.addr - a.base), pageOf(b.addr + b.size - 1 - a.base));
+        unpin(a, pageOf(b.ptr - a.base), pageOf(b.ptr + b.size - 1 - a.base));
         if (a.fixed) {
-            a.fixedBlocks.remove(b.addr);
+            a.fixedBlocks.remove(b.ptr);
             recycle(b);
             return;
         }
@@ -703,7 +707,7 @@ public final class StitchAllocator implements GpuAllocator {
                 after.prev = p;
             }
             recycle(b);
-            rekey(a, p, size, p.addr);
+            rekey(a, p, size, p.ptr);
         } else if (mergeNext) {
             // n takes b's place, growing downwards
             n.prev = p;
@@ -711,11 +715,11 @@ public final class StitchAllocator implements GpuAllocator {
                 p.next = n;
             }
             long size = n.size + b.size;
-            long addr = b.addr;
+            long addr = b.ptr;
             recycle(b);
             rekey(a, n, size, addr);
         } else {
-            a.freeBySize.add(b);
+            a.freeBySize.insert(b);
         }
     }
 
@@ -724,8 +728,8 @@ public final class StitchAllocator implements GpuAllocator {
         if (!a.freeBySize.rekeyInPlace(f, size, addr)) {
             a.freeBySize.remove(f);
             f.size = size;
-            f.addr = addr;
-            a.freeBySize.add(f);
+            f.ptr = addr;
+            a.freeBySize.insert(f);
         }
     }
 
@@ -867,13 +871,13 @@ public final class StitchAllocator implements GpuAllocator {
 
     /** Whether {@code b} is allocated (not free, not waiting on stream events). */
     boolean isLive(StitchBlock b) {
-        return live.get(b.addr) == b;
+        return live.get(b.ptr) == b;
     }
 
     /** The allocated blocks (a fresh list, any order). */
     List<StitchBlock> liveBlocks() {
         List<StitchBlock> out = new ArrayList<>(live.size());
-        live.addTo(out);
+        live.forEach(out::add);
         return out;
     }
 

@@ -27,10 +27,10 @@ final class StitchSnapshot {
         List<SegmentInfo> segments = new ArrayList<>();
         Map<Arena, TreeMap<Long, StitchBlock>> held = new IdentityHashMap<>();
         for (StitchBlock b : st.liveBlocks()) {
-            held.computeIfAbsent(b.arena, x -> new TreeMap<>()).put(b.addr, b);
+            held.computeIfAbsent(b.arena, x -> new TreeMap<>()).put(b.ptr, b);
         }
         for (StitchBlock b : st.pendingFrees) {
-            held.computeIfAbsent(b.arena, x -> new TreeMap<>()).put(b.addr, b);
+            held.computeIfAbsent(b.arena, x -> new TreeMap<>()).put(b.ptr, b);
         }
         for (Arena a : st.arenas) {
             TreeMap<Long, StitchBlock> inArena = held.getOrDefault(a, new TreeMap<>());
@@ -51,15 +51,15 @@ final class StitchSnapshot {
                 long alloc = 0;
                 long active = 0;
                 for (StitchBlock b : inArena.subMap(start, end).values()) {
-                    if (b.addr > at) {
-                        blocks.add(new BlockInfo(at, b.addr - at, 0, BlockState.INACTIVE, List.of()));
+                    if (b.ptr > at) {
+                        blocks.add(new BlockInfo(at, b.ptr - at, 0, BlockState.INACTIVE, List.of()));
                     }
                     boolean pending = !st.isLive(b);
-                    blocks.add(new BlockInfo(b.addr, b.size, b.requested, pending ? BlockState.ACTIVE_PENDING_FREE
+                    blocks.add(new BlockInfo(b.ptr, b.size, b.requested, pending ? BlockState.ACTIVE_PENDING_FREE
                             : BlockState.ACTIVE_ALLOCATED, b.frames == null ? List.of() : b.frames));
                     alloc += pending ? 0 : b.size;
                     active += b.size;
-                    at = b.addr + b.size;
+                    at = b.ptr + b.size;
                 }
                 if (at < end) {
                     blocks.add(new BlockInfo(at, end - at, 0, BlockState.INACTIVE, List.of()));
