@@ -108,8 +108,8 @@ public final class BlockTree<B extends OrderedBlock<B>> {
     }
 
     /** Copies the blocks in order into a new list (for passes that mutate the tree while walking). */
-    public ArrayList<B> toList() {
-        ArrayList<B> out = new ArrayList<>(count);
+    public List<B> toList() {
+        List<B> out = new ArrayList<>(count);
         for (B b = first(); b != null; b = next(b)) {
             out.add(b);
         }

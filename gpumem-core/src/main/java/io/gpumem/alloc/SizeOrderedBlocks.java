@@ -299,8 +299,8 @@ final class SizeOrderedBlocks {
     }
 
     /** The blocks in order, copied (for passes that mutate the set while walking). */
-    ArrayList<Block> toList() {
-        ArrayList<Block> out = new ArrayList<>(count);
+    List<Block> toList() {
+        List<Block> out = new ArrayList<>(count);
         for (Block b = first(); b != null; b = next(b)) {
             out.add(b);
         }

@@ -390,7 +390,7 @@ final class CanonicalSearch {
         undo[undoTop++] = sky[s];
         sky[s] = height;
         undo[undoTop++] = s;
-        undo[undoTop++] = s + 1;
+        undo[undoTop++] = s + 1L;
         undo[undoTop++] = -1;
         refresh(s, s + 1);
     }

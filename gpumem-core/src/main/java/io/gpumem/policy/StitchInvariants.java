@@ -4,7 +4,6 @@ import io.gpumem.policy.StitchAllocator.Arena;
 import java.util.ArrayList;
 import java.util.IdentityHashMap;
 import java.util.List;
-import java.util.Map;
 
 /**
  * The stitch allocator's invariant checker ({@link StitchAllocator#checkInvariants}): recomputes from the blocks
@@ -26,8 +25,8 @@ final class StitchInvariants {
         require(liveBytes == st.allocated, "allocated bytes " + st.allocated + " but live blocks hold " + liveBytes);
         java.util.Set<Long> handles = new java.util.HashSet<>();
         long mapped = 0;
-        Map<Arena, int[]> expectedPins = new IdentityHashMap<>();
-        Map<Arena, StitchBlock[]> coveredBy = new IdentityHashMap<>();
+        IdentityHashMap<Arena, int[]> expectedPins = new IdentityHashMap<>();
+        IdentityHashMap<Arena, StitchBlock[]> coveredBy = new IdentityHashMap<>();
         for (Arena a : st.arenas) {
             expectedPins.put(a, new int[a.pins.length]);
             coveredBy.put(a, new StitchBlock[a.pins.length]);

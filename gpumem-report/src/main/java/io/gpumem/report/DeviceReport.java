@@ -5,7 +5,7 @@ import io.gpumem.history.Frame;
 import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.analysis.TraceStates;
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.trace.io.BlockInfo;
 import io.gpumem.trace.io.SegmentInfo;
 import io.gpumem.trace.io.TraceSnapshot;
@@ -24,10 +24,10 @@ import java.util.Map;
  * @param extraRows what-if rows beyond the recommender's (user configurations, the demo's table)
  * @param notes     what could not be drawn and why
  */
-record DeviceReport(int device, DeviceAnalysis analysis, List<WhatIfOutcome> extraRows, Timeline timeline,
+record DeviceReport(int device, DeviceAnalysis analysis, List<RunOutcome> extraRows, Timeline timeline,
                     List<SegmentMap> maps, List<String> notes) {
 
-    static DeviceReport of(TraceSession session, DeviceAnalysis analysis, List<WhatIfOutcome> extraRows) {
+    static DeviceReport of(TraceSession session, DeviceAnalysis analysis, List<RunOutcome> extraRows) {
         TraceSnapshot snapshot = session.trace();
         int d = analysis.device();
         List<String> notes = new ArrayList<>();

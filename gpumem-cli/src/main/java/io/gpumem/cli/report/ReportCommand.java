@@ -3,17 +3,14 @@ package io.gpumem.cli.report;
 import io.gpumem.cli.options.AllocatorOptions;
 import io.gpumem.cli.options.BadInputException;
 import io.gpumem.cli.options.TraceFileOptions;
-import io.gpumem.config.AllocatorConfig;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.report.HtmlReport;
 import io.gpumem.size.ByteSize;
 import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.trace.analysis.MemoryState;
-import io.gpumem.trace.analysis.WhatIf;
-import io.gpumem.trace.replay.ProgressListener;
 import io.gpumem.trace.session.CompareRuns;
 import io.gpumem.trace.session.TraceSession;
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.RunOutcome;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.io.UncheckedIOException;
@@ -98,7 +95,7 @@ public final class ReportCommand implements Callable<Integer> {
         HtmlReport report = new HtmlReport(file.toString());
         for (int d : devices) {
             DeviceAnalysis analysis = session.analyze(d, null, capacityBytes, 5, true);
-            List<WhatIfOutcome> rows = new ArrayList<>(configRows(session, analysis, capacityBytes, err));
+            List<RunOutcome> rows = new ArrayList<>(configRows(session, analysis, capacityBytes, err));
             rows.addAll(policyRows(session, analysis, capacity != null ? capacityBytes : null, policySpecs,
                     !rows.isEmpty(), err));
             report.addDevice(session, analysis, rows);
@@ -115,53 +112,23 @@ public final class ReportCommand implements Callable<Integer> {
         return 0;
     }
 
-    /**
-     * The what-if rows for the user's configurations: replayed like {@code gpumem compare} (the recommender's
-     * replay when it ran one, else the session's window of the device), with the recorded configuration as the
-     * baseline row. A replay that fails leaves a note and no rows.
-     */
-    private List<WhatIfOutcome> configRows(TraceSession session, DeviceAnalysis analysis, long capacity,
+    /** The session's rows for the user's configurations; a replay that fails leaves a note and no rows. */
+    private List<RunOutcome> configRows(TraceSession session, DeviceAnalysis analysis, long capacity,
                                            PrintWriter err) {
-        if (configs.isEmpty() || !session.hasRequests(analysis.device())) {
-            return List.of();
-        }
-        List<WhatIfOutcome> rows = new ArrayList<>();
         try {
-            WhatIf whatIf = analysis.whatIf();
-            if (whatIf == null) {
-                long outside = analysis.analysis().diagnosis().outside();
-                whatIf = session.whatIf(analysis.device(),
-                        capacity > 0 ? capacity - Math.max(0, outside) : MemoryState.UNKNOWN);
-            }
-            rows.add(whatIf.run(session.recordedConfString()));
-            for (String c : configs) {
-                rows.add(whatIf.run(c));
-            }
+            return session.configRows(analysis, capacity, configs);
         } catch (RuntimeException e) {
             err.println("gpumem report: note: device " + analysis.device() + ": the what-if replay of --config failed ("
                     + e.getMessage() + "); the table shows the recommender's runs only");
             return List.of();
         }
-        return rows;
     }
 
-    /**
-     * The what-if rows for the given policies, computed as {@code gpumem compare} computes them (the session's
-     * {@link CompareRuns}) at compare's capacity (the given one, else the recorded one) and labelled as compare
-     * labels them. Compare's recorded-configuration row comes first when the table would otherwise have no baseline.
-     *
-     * @param capacity     the capacity, or {@code null} for compare's default (the recorded capacity)
-     * @param haveBaseline whether other extra rows already include the recorded configuration
-     */
-    private static List<WhatIfOutcome> policyRows(TraceSession session, DeviceAnalysis analysis, Long capacity,
+    /** The session's rows for the policies; a replay that fails leaves a note and no rows. */
+    private static List<RunOutcome> policyRows(TraceSession session, DeviceAnalysis analysis, Long capacity,
                                                   List<PolicySpec> policies, boolean haveBaseline, PrintWriter err) {
-        if (policies.isEmpty() || !session.hasRequests(analysis.device())) {
-            return List.of();
-        }
         try {
-            boolean baseline = !haveBaseline && analysis.recommendations().baseline() == null;
-            List<AllocatorConfig> configs = baseline ? List.of(session.recordedConfig()) : List.of();
-            return session.compare(analysis.device(), configs, policies, capacity, ProgressListener.NONE).reportRows();
+            return session.policyRows(analysis, capacity, policies, haveBaseline);
         } catch (RuntimeException e) {
             err.println("gpumem report: note: device " + analysis.device() + ": the what-if replay of --policy failed ("
                     + e.getMessage() + "); the table has no policy rows");

@@ -15,7 +15,7 @@ import io.gpumem.trace.io.SourceFormat;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.session.CompareRuns;
 import io.gpumem.trace.session.TraceSession;
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.trace.window.WindowStart;
 import java.io.PrintWriter;
 import java.nio.file.Path;
@@ -97,7 +97,7 @@ public final class CompareCommand implements Callable<Integer> {
         CompareRuns runs = session.compare(d, all, policySpecs, capacityBytes,
                 TerminalProgress.forTerminal("compare", "configurations"));
         WindowStart start = runs.start();
-        List<WhatIfOutcome> rows = runs.rows();
+        List<RunOutcome> rows = runs.rows();
         if (json) {
             out.println(json(rows));
         } else {
@@ -123,42 +123,25 @@ public final class CompareCommand implements Callable<Integer> {
         return 0;
     }
 
-    static String table(List<WhatIfOutcome> rows) {
+    static String table(List<RunOutcome> rows) {
         String[] head = {"config", "peak allocated", "peak reserved", "reserved/allocated", "driver allocs",
                 "driver frees", "retries", "OOMs", "min capacity", "map calls", "ns/pair"};
         List<String[]> cells = new ArrayList<>();
         cells.add(head);
-        for (WhatIfOutcome r : rows) {
+        for (RunOutcome r : rows) {
             cells.add(new String[] {CompareRuns.label(r), ByteSize.format(r.peakAllocated()), ByteSize.format(r.peakReserved()),
                     String.format(Locale.ROOT, "%.3f", r.reservedPerAllocated()), Long.toString(r.deviceAllocs()),
                     Long.toString(r.deviceFrees()), Long.toString(r.retries()), Long.toString(r.ooms()),
                     ByteSize.format(r.minCapacity()), Long.toString(r.deviceMaps()),
                     String.format(Locale.ROOT, "%.0f", r.nsPerPair())});
         }
-        int[] width = new int[head.length];
-        for (String[] row : cells) {
-            for (int i = 0; i < row.length; i++) {
-                width[i] = Math.max(width[i], row[i].length());
-            }
-        }
-        StringBuilder sb = new StringBuilder();
-        for (String[] row : cells) {
-            for (int i = 0; i < row.length; i++) {
-                if (i == 0) {
-                    sb.append(String.format(Locale.ROOT, "%-" + width[i] + "s", row[i]));
-                } else {
-                    sb.append("  ").append(String.format(Locale.ROOT, "%" + width[i] + "s", row[i]));
-                }
-            }
-            sb.append('\n');
-        }
-        return sb.toString();
+        return Table.render(cells);
     }
 
-    static String json(List<WhatIfOutcome> rows) {
+    static String json(List<RunOutcome> rows) {
         return Json.line(g -> {
             g.writeStartArray();
-            for (WhatIfOutcome r : rows) {
+            for (RunOutcome r : rows) {
                 g.writeStartObject();
                 g.writeStringField("config", r.label() == null ? "" : r.label());
                 g.writeNumberField("peak_allocated", r.peakAllocated());

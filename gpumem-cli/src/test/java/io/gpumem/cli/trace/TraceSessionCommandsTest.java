@@ -11,7 +11,8 @@ import io.gpumem.trace.io.ReadLimits;
 import io.gpumem.trace.replay.ProgressListener;
 import io.gpumem.trace.session.TraceSession;
 import io.gpumem.trace.workload.TrainingWorkload;
-import io.gpumem.trace.workload.WorkloadRunner;
+import io.gpumem.trace.workload.WorkloadWhatIf;
+import io.gpumem.engine.RunOutcome;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.nio.file.Files;
@@ -39,7 +40,7 @@ class TraceSessionCommandsTest {
     static void record() throws Exception {
         TrainingWorkload w = TrainingWorkload.builder().layers(3).hidden(512).heads(4).vocab(4000).batch(4)
                 .seqLens(128, 1024, 128).steps(4).seed(7).build();
-        WorkloadRunner.Run run = new WorkloadRunner(w.peakLiveBytes() * 3 / 4, 0).run(w, "", true);
+        RunOutcome run = new WorkloadWhatIf(w, w.peakLiveBytes() * 3 / 4, 0, false).runWithHistory("");
         assertThat(run.completed()).as("the recorded run must hit an OOM").isFalse();
         oomTrace = dir.resolve("oom.pickle");
         AllocatorSnapshots.write(run.allocator().snapshot(), oomTrace);

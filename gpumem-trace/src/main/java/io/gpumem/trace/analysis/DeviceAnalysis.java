@@ -4,7 +4,6 @@ import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.workload.TraceWorkload;
-import io.gpumem.trace.workload.WorkloadRunner;
 import io.gpumem.trace.workload.WorkloadWhatIf;
 import java.util.ArrayList;
 import java.util.List;
@@ -96,9 +95,8 @@ public record DeviceAnalysis(int device, int end, StateAnalysis analysis, WhatIf
         } catch (RuntimeException e) {
             notes.add("the window replay failed (" + e.getMessage() + "); the compare runs below replay the"
                     + " window's own requests on an empty device instead");
-            long runCapacity = capacityBytes > 0 ? capacityBytes : WorkloadRunner.UNLIMITED;
-            return new WorkloadWhatIf(TraceWorkload.of(snapshot, d, end),
-                    new WorkloadRunner(runCapacity, Math.max(0, outside)), true);
+            long runCapacity = capacityBytes > 0 ? capacityBytes : WorkloadWhatIf.UNLIMITED;
+            return new WorkloadWhatIf(TraceWorkload.of(snapshot, d, end), runCapacity, Math.max(0, outside), true);
         }
     }
 }

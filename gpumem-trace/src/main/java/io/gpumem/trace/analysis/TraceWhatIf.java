@@ -2,7 +2,7 @@ package io.gpumem.trace.analysis;
 
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.trace.replay.WhatIfReplay;
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.RunOutcome;
 import java.util.HashMap;
 import java.util.Map;
 
@@ -20,7 +20,7 @@ public final class TraceWhatIf implements WhatIf {
     private final long capacity;
     private final int device;
     private final int entries;
-    private final Map<String, WhatIfOutcome> cache = new HashMap<>();
+    private final Map<String, RunOutcome> cache = new HashMap<>();
 
     /**
      * @param replay         the device's window, rebuilt under {@code recordedConfig}
@@ -44,13 +44,12 @@ public final class TraceWhatIf implements WhatIf {
     }
 
     @Override
-    public WhatIfOutcome run(String allocatorConf) {
+    public RunOutcome run(String allocatorConf) {
         return cache.computeIfAbsent(allocatorConf, conf -> {
             boolean recorded = conf.equals(recordedConf);
             AllocatorConfig config = recorded ? recordedConfig : AllocatorConfig.parse(conf);
-            WhatIfOutcome r = replay.evaluate(config, recorded, capacity);
-            return new WhatIfOutcome(conf, recorded, r.capacity(), r.peakAllocated(), r.peakReserved(),
-                    r.deviceAllocs(), r.deviceFrees(), r.retries(), r.ooms(), r.minCapacity());
+            // the row is labelled by the configuration string asked for
+            return replay.evaluate(config, recorded, capacity).toBuilder().label(conf).build();
         });
     }
 }

@@ -6,6 +6,7 @@ import io.gpumem.history.MemorySnapshot;
 import io.gpumem.history.TraceAction;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.trace.analysis.DeviceAnalysis;
+import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.analysis.SnapshotStates;
 import io.gpumem.trace.analysis.TraceWhatIf;
 import io.gpumem.trace.analysis.WhatIf;
@@ -14,13 +15,14 @@ import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
-import io.gpumem.trace.replay.PolicyReplay;
 import io.gpumem.trace.replay.ProgressListener;
 import io.gpumem.trace.replay.WhatIfReplay;
 import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowRebuilder;
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.trace.window.WindowStart;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -225,6 +227,52 @@ public final class TraceSession {
     }
 
     /**
+     * The what-if rows a report adds for the user's configurations on the analysed device: the recorded
+     * configuration first (the baseline), then each of {@code confs}, replayed by the analysis' own compare runs
+     * when it ran them, else by this session's window at the usable capacity ({@code capacity} less the memory the
+     * analysis found held outside the allocator, or the recorded capacity when {@code capacity} is unknown). Empty
+     * when there is nothing to add or the device has no requests.
+     *
+     * @throws RuntimeException when a replay fails (the window cannot be rebuilt, a configuration does not parse)
+     */
+    public List<RunOutcome> configRows(DeviceAnalysis analysis, long capacity, List<String> confs) {
+        if (confs.isEmpty() || !hasRequests(analysis.device())) {
+            return List.of();
+        }
+        WhatIf whatIf = analysis.whatIf();
+        if (whatIf == null) {
+            long outside = analysis.analysis().diagnosis().outside();
+            whatIf = whatIf(analysis.device(), capacity > 0 ? capacity - Math.max(0, outside) : MemoryState.UNKNOWN);
+        }
+        List<RunOutcome> rows = new ArrayList<>();
+        rows.add(whatIf.run(recordedConfString()));
+        for (String c : confs) {
+            rows.add(whatIf.run(c));
+        }
+        return rows;
+    }
+
+    /**
+     * The what-if rows a report adds for policies on the analysed device: compare's rows ({@link #compare}) at
+     * compare's capacity, labelled as compare labels them, with compare's recorded-configuration row first when the
+     * table would otherwise have no baseline (no other extra row and no baseline among the recommender's runs).
+     * Empty when there are no policies or the device has no requests.
+     *
+     * @param capacity     the capacity, or {@code null} for compare's default (the recorded capacity)
+     * @param haveBaseline whether other extra rows already include the recorded configuration
+     * @throws RuntimeException when a replay fails
+     */
+    public List<RunOutcome> policyRows(DeviceAnalysis analysis, Long capacity, List<PolicySpec> policies,
+                                          boolean haveBaseline) {
+        if (policies.isEmpty() || !hasRequests(analysis.device())) {
+            return List.of();
+        }
+        boolean baseline = !haveBaseline && analysis.recommendations().baseline() == null;
+        List<AllocatorConfig> configs = baseline ? List.of(recordedConfig()) : List.of();
+        return compare(analysis.device(), configs, policies, capacity, ProgressListener.NONE).reportRows();
+    }
+
+    /**
      * The end state of {@code device}'s window replayed under {@code policy} on a device of {@code capacity}, as
      * the policy allocator's own snapshot; {@code null} when the window's live blocks at its start do not fit.
      *
@@ -233,7 +281,7 @@ public final class TraceSession {
     public MemorySnapshot policySnapshot(int device, PolicySpec policy, long capacity) {
         DeviceWindow w = window(device);
         try {
-            return new PolicyReplay(w.replay()).snapshot(policy, capacity);
+            return w.replay().policySnapshot(policy, capacity);
         } catch (IllegalArgumentException | IllegalStateException e) {
             throw new InconsistentSnapshotException(source(), e);
         }

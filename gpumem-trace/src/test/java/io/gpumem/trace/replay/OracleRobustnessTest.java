@@ -1,6 +1,6 @@
 package io.gpumem.trace.replay;
 
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.RunOutcome;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.trace.TestTraces;
@@ -49,7 +49,7 @@ class OracleRobustnessTest {
             assertThat(r.exact()).as("seed " + seed).isLessThanOrEqualTo(r.allocs());
             var config = RecordedConfig.of(damaged);
             WhatIfReplay w = new WhatIfReplay(damaged, 0, new WindowRebuilder(config).rebuild(damaged, 0));
-            WhatIfOutcome row = w.evaluate(config, true);
+            RunOutcome row = w.evaluate(config, true);
             assertThat(row.peakReserved()).as("seed " + seed).isGreaterThanOrEqualTo(row.peakAllocated());
         }
     }

@@ -1,6 +1,6 @@
 package io.gpumem.trace.replay;
 
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.RunOutcome;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.history.TraceAction;
@@ -56,7 +56,7 @@ class SuffixWindowTest {
             var config = io.gpumem.trace.window.RecordedConfig.of(window);
             var start = new io.gpumem.trace.window.WindowRebuilder(config).rebuild(window, 0);
             WhatIfReplay w = new WhatIfReplay(window, 0, start);
-            WhatIfOutcome row = w.evaluate(config, true);
+            RunOutcome row = w.evaluate(config, true);
             assertThat(row.peakReserved()).as(name + " from entry " + cut).isEqualTo(w.recorded().peakReserved());
             assertThat(row.ooms()).isZero();
         }

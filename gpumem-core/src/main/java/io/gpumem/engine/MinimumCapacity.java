@@ -1,9 +1,9 @@
-package io.gpumem.trace.whatif;
+package io.gpumem.engine;
 
 import java.util.function.LongPredicate;
 
 /**
- * The one minimum-capacity search of the what-if runs (trace replays and generated workloads): the smallest
+ * The one minimum-capacity search of the what-if runs ({@link StreamRunner}, whatever the source of its stream): the smallest
  * device capacity, a multiple of {@link #STEP}, at which a run completes without an out-of-memory error.
  *
  * <p>Binary search between a capacity known (or taken) to fail and one known to run, assuming feasibility is
