@@ -1,6 +1,7 @@
 package io.gpumem.trace.replay;
 
 import io.gpumem.device.SimulatedDevice;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.plan.LifetimeProblem;
 import io.gpumem.plan.OffsetPlan;
@@ -136,7 +137,7 @@ public final class PolicyReplay {
         }
         int[] op = {-1};
         if (history) {
-            java.util.List<io.gpumem.trace.io.TraceEntry> trace = replay.snapshot().traceOf(replay.device());
+            java.util.List<TraceEntry> trace = replay.snapshot().traceOf(replay.device());
             policy.recordHistory(io.gpumem.history.HistoryOptions.all());
             policy.setContextSupplier(() -> {
                 java.util.List<io.gpumem.history.Frame> f = op[0] < 0 ? null : trace.get(rs.entry[op[0]]).frames();

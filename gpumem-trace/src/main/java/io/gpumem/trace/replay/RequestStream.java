@@ -1,10 +1,10 @@
 package io.gpumem.trace.replay;
 
-import io.gpumem.history.TraceAction;
-import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.alloc.AddressTable;
-import io.gpumem.trace.window.StartBlock;
-import io.gpumem.trace.window.StartSegment;
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.SegmentInfo;
+import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.window.WindowStart;
 import java.util.List;
 
@@ -94,7 +94,7 @@ final class RequestStream {
                 distinct.add(stream[j]);
             }
         }
-        for (StartSegment seg : start.segments()) {
+        for (SegmentInfo seg : start.segments()) {
             distinct.add(seg.stream());
         }
         this.streams = distinct.stream().mapToLong(Long::longValue).toArray();
@@ -130,14 +130,14 @@ final class RequestStream {
     }
 
     interface StartBlockVisitor {
-        void visit(StartSegment segment, StartBlock block);
+        void visit(SegmentInfo segment, BlockInfo block);
     }
 
     /** Visits the allocated blocks of the start state in slot order. */
     static void forEachStartBlock(WindowStart start, StartBlockVisitor v) {
-        for (StartSegment seg : start.segments()) {
-            for (StartBlock b : seg.blocks()) {
-                if (b.allocated()) {
+        for (SegmentInfo seg : start.segments()) {
+            for (BlockInfo b : seg.blocks()) {
+                if (b.isAllocated()) {
                     v.visit(seg, b);
                 }
             }

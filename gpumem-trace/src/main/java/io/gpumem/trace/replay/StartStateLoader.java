@@ -4,8 +4,8 @@ import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.alloc.RestoredBlock;
 import io.gpumem.alloc.SizeRules;
 import io.gpumem.device.Device;
-import io.gpumem.trace.window.StartBlock;
-import io.gpumem.trace.window.StartSegment;
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.trace.window.WindowStart;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -42,14 +42,14 @@ final class StartStateLoader {
     /** As above, with the recorded stream handles translated to the device's ({@code streams}). */
     static long[] load(CachingAllocator allocator, WindowStart start, OracleDevice oracle, boolean asClassic,
                        LongUnaryOperator streams) {
-        List<StartSegment> all = start.segments();
+        List<SegmentInfo> all = start.segments();
         long[] shifts = new long[all.size()];
-        Map<StartSegment, Integer> index = new IdentityHashMap<>();
-        Map<List<Long>, List<StartSegment>> expandableGroups = new HashMap<>();
+        Map<SegmentInfo, Integer> index = new IdentityHashMap<>();
+        Map<List<Long>, List<SegmentInfo>> expandableGroups = new HashMap<>();
         List<Integer> cachedOnly = new ArrayList<>();
         for (int si = 0; si < all.size(); si++) {
-            StartSegment seg = all.get(si);
-            if (oracle == null && !(seg.expandable() && !asClassic) && seg.allocatedBytes() == 0) {
+            SegmentInfo seg = all.get(si);
+            if (oracle == null && !(seg.expandable() && !asClassic) && seg.allocatedSize() == 0) {
                 cachedOnly.add(si);
                 continue;
             }
@@ -60,7 +60,7 @@ final class StartStateLoader {
                 continue;
             }
             List<RestoredBlock> blocks = new ArrayList<>(seg.blocks().size());
-            for (StartBlock b : seg.blocks()) {
+            for (BlockInfo b : seg.blocks()) {
                 blocks.add(restored(b));
             }
             if (oracle != null) {
@@ -68,37 +68,37 @@ final class StartStateLoader {
             }
             long base;
             try {
-                base = allocator.internals().restoreSegment(oracle != null ? seg.address() : Device.NULL, seg.size(),
+                base = allocator.internals().restoreSegment(oracle != null ? seg.address() : Device.NULL, seg.totalSize(),
                         streams.applyAsLong(seg.stream()), seg.pool(), false, blocks);
             } catch (IllegalArgumentException e) {
                 throw new IllegalArgumentException("device " + start.device() + ", segment at 0x"
-                        + Long.toHexString(seg.address()) + " (" + seg.size() + " bytes): " + e.getMessage(), e);
+                        + Long.toHexString(seg.address()) + " (" + seg.totalSize() + " bytes): " + e.getMessage(), e);
             }
             shifts[si] = base - seg.address();
         }
         // Wholly free cached segments last: on a device too small for them, the OOM retry would have released
         // them before any request of the window failed, so they are left out instead of failing the replay.
         for (int si : cachedOnly) {
-            StartSegment seg = all.get(si);
+            SegmentInfo seg = all.get(si);
             try {
-                allocator.internals().restoreSegment(Device.NULL, seg.size(), streams.applyAsLong(seg.stream()), seg.pool(), false,
-                        List.of(RestoredBlock.free(seg.size())));
+                allocator.internals().restoreSegment(Device.NULL, seg.totalSize(), streams.applyAsLong(seg.stream()), seg.pool(), false,
+                        List.of(RestoredBlock.free(seg.totalSize())));
             } catch (IllegalStateException noRoom) {
                 // released, as PyTorch's empty-cache-and-retry would have done
             }
         }
-        for (List<StartSegment> runs : expandableGroups.values()) {
+        for (List<SegmentInfo> runs : expandableGroups.values()) {
             runs.sort((a, b) -> Long.compare(a.address(), b.address()));
-            StartSegment first = runs.getFirst();
+            SegmentInfo first = runs.getFirst();
             long page = SizeRules.expandablePageSize(first.pool());
             long reservation = page * ((allocator.device().totalMemory() * 9 / 8 + page - 1) / page);
             List<RestoredBlock> blocks = new ArrayList<>();
             long cursor = first.address();
-            for (StartSegment run : runs) {
+            for (SegmentInfo run : runs) {
                 if (run.address() > cursor) {
                     blocks.add(RestoredBlock.unmapped(run.address() - cursor));
                 }
-                for (StartBlock b : run.blocks()) {
+                for (BlockInfo b : run.blocks()) {
                     blocks.add(restored(b));
                 }
                 cursor = run.end();
@@ -113,15 +113,15 @@ final class StartStateLoader {
             long base = allocator.internals().restoreSegment(oracle != null ? first.address() : Device.NULL,
                     Math.max(reservation, cursor - first.address()), streams.applyAsLong(first.stream()), first.pool(),
                     true, blocks);
-            for (StartSegment run : runs) {
+            for (SegmentInfo run : runs) {
                 shifts[index.get(run)] = base - first.address();
             }
         }
         return shifts;
     }
 
-    private static RestoredBlock restored(StartBlock b) {
-        return b.allocated()
+    private static RestoredBlock restored(BlockInfo b) {
+        return b.isAllocated()
                 ? RestoredBlock.allocated(b.size(), Math.max(1, Math.min(b.requestedSize(), b.size())))
                 : RestoredBlock.free(b.size(), b.requestedSize());
     }

@@ -4,15 +4,15 @@ import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.DeviceOp;
 import io.gpumem.device.SimulatedDevice;
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.trace.io.OpsScriptReader;
+import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.whatif.MinimumCapacity;
 import io.gpumem.trace.whatif.WhatIfOutcome;
-import io.gpumem.trace.io.TraceEntry;
-import io.gpumem.trace.io.TraceSnapshot;
-import io.gpumem.trace.window.StartBlock;
-import io.gpumem.trace.window.StartSegment;
 import io.gpumem.trace.window.WindowStart;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -320,11 +320,11 @@ public final class WhatIfReplay {
         }
         long[] address = new long[rs.slots];      // model address per block slot; 0 = not allocated (failed)
         int slot = 0;
-        List<StartSegment> segments = start.segments();
+        List<SegmentInfo> segments = start.segments();
         for (int si = 0; si < segments.size(); si++) {
             long shift = shifts[si];
-            for (StartBlock b : segments.get(si).blocks()) {
-                if (b.allocated()) {
+            for (BlockInfo b : segments.get(si).blocks()) {
+                if (b.isAllocated()) {
                     address[slot++] = b.address() + shift;
                 }
             }

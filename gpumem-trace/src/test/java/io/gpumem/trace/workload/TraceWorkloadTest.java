@@ -3,8 +3,8 @@ package io.gpumem.trace.workload;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.SourceFormat;
-import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.util.List;
 import java.util.Map;
