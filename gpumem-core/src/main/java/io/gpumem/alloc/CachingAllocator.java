@@ -11,7 +11,6 @@ import io.gpumem.stats.MemoryStats;
 import io.gpumem.stats.MemorySummary;
 
 import java.util.List;
-import java.util.Map;
 import java.util.Objects;
 import java.util.function.Supplier;
 
@@ -89,7 +88,8 @@ public final class CachingAllocator implements GpuAllocator {
         }
     }
 
-    /** The replay and test hooks: state import, trace listeners, the clock, invariant checks. */
+    /** The replay and test hooks: history, state import, trace listeners, the clock, invariant checks. */
+    @Override
     public AllocatorInternals internals() {
         return internals;
     }
@@ -270,7 +270,7 @@ public final class CachingAllocator implements GpuAllocator {
     /**
      * Replaces the settings with an already-built configuration: the programmatic form of {@link #setSettings}
      * (for callers replaying a snapshot's {@code allocator_settings}). Same semantics: later decisions use it,
-     * {@code max_split_size} in {@link #memoryStats()} keeps its creation-time value.
+     * {@code max_split_size} in {@link #stats()} keeps its creation-time value.
      */
     public void setConfig(AllocatorConfig config) {
         Objects.requireNonNull(config, "config");
@@ -300,17 +300,9 @@ public final class CachingAllocator implements GpuAllocator {
         return copy.toMemoryStats(core.maxSplitSizeAtCreation);
     }
 
-    /**
-     * {@code torch.cuda.memory_stats()} with PyTorch's sorted dotted keys ({@code max_split_size} −1 when unset):
-     * {@code stats().toPyTorchMap()}.
-     */
-    public Map<String, Long> memoryStats() {
-        return stats().toPyTorchMap();
-    }
-
-    /** {@code torch.cuda.memory_summary(device, abbreviated)}: PyTorch's text table of {@link #memoryStats()}. */
+    /** {@code torch.cuda.memory_summary(device, abbreviated)}: PyTorch's text table of {@link #stats()}. */
     public String memorySummary(boolean abbreviated) {
-        return MemorySummary.format(memoryStats(), core.device.index(), abbreviated);
+        return MemorySummary.format(stats().toPyTorchMap(), core.device.index(), abbreviated);
     }
 
     /** {@code torch.cuda.memory_allocated()}. */
@@ -358,15 +350,7 @@ public final class CachingAllocator implements GpuAllocator {
 
     /** {@code torch.cuda.memory._record_memory_history(enabled, context, max_entries)}. */
     public void recordHistory(HistoryOptions options) {
-        Objects.requireNonNull(options, "options");
-        boolean enabled = options.enabled() != HistoryOptions.Enabled.NONE;
-        long max = options.enabled() == HistoryOptions.Enabled.ALL ? options.maxEntries() : 1;
-        lock.lock();
-        try {
-            core.trace.configure(enabled, max, options.context());
-        } finally {
-            lock.unlock();
-        }
+        internals.recordHistory(options);
     }
 
     /**
@@ -374,7 +358,7 @@ public final class CachingAllocator implements GpuAllocator {
      * context "all"). The CLI uses it to label allocations by name. {@code null} records no frames.
      */
     public void setContextSupplier(Supplier<List<Frame>> frames) {
-        core.trace.contextSupplier = frames;
+        internals.setContextSupplier(frames);
     }
 
     /**

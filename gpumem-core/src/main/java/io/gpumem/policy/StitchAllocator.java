@@ -1,10 +1,11 @@
 package io.gpumem.policy;
 
+import io.gpumem.alloc.GpuAllocator;
+import io.gpumem.alloc.GpuAllocatorInternals;
 import io.gpumem.alloc.Pool;
 import io.gpumem.device.Device;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.Frame;
-import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.HistoryOptions.Context;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.BlockState;
@@ -16,7 +17,6 @@ import io.gpumem.stats.StatType;
 import io.gpumem.oom.OomReport;
 import io.gpumem.oom.OutOfMemoryException;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
@@ -49,12 +49,14 @@ import java.util.TreeMap;
  * bytes equal the mapped pages, allocated bytes the live blocks' sizes. Fixed-offset arenas
  * ({@link PlannedAllocator}'s plan region) keep the page accounting but no tiling: their blocks are placed by the
  * caller and checked not to overlap. malloc and free allocate nothing unless history is recorded
- * ({@link #recordHistory}: trace entries and the stacks of live blocks, as the exact allocator keeps them).
+ * ({@link GpuAllocatorInternals#recordHistory}: trace entries and the stacks of live blocks, as the exact allocator keeps them).
  */
-public class StitchAllocator implements AllocatorPolicy {
+public class StitchAllocator implements GpuAllocator {
 
     /** Requests up to this size go to the small arenas (PyTorch's small-pool limit), so they do not pin big pages. */
     static final long SMALL_LIMIT = 1L << 20;
+    /** The policy's registered name ({@link PolicyRegistry}), also written into its snapshots. */
+    static final String NAME = "stitch";
     static final long ROUND = 512;
 
     final Device device;
@@ -81,8 +83,6 @@ public class StitchAllocator implements AllocatorPolicy {
     private long physicalReleased;
     private long createCalls;
     private long releaseCalls;
-    private long maps;
-    private long unmaps;
     private long steals;
     private long drops;
     private long liveCount;
@@ -93,6 +93,7 @@ public class StitchAllocator implements AllocatorPolicy {
     private long bytesFreedTotal;
     private boolean closed;
     private final PolicyHistory history = new PolicyHistory();
+    private final GpuAllocatorInternals internals = new PolicyInternals(this, () -> { });
     /** The stack of the request being served (null unless history keeps stacks), for its map and unmap entries. */
     private List<Frame> requestContext;
 
@@ -105,11 +106,6 @@ public class StitchAllocator implements AllocatorPolicy {
         long want = Math.max(2 * device.totalMemory(), 1L << 30);
         this.arenaBytes = (want + page - 1) / page * page;
         this.pageShift = Long.bitCount(page) == 1 ? Long.numberOfTrailingZeros(page) : -1;
-    }
-
-    @Override
-    public String name() {
-        return "stitch";
     }
 
     @Override
@@ -440,7 +436,6 @@ public class StitchAllocator implements AllocatorPolicy {
     private void mapHandle(Arena a, int p, int n, long h) {
         long va = a.base + (long) p * page;
         device.map(va, (long) n * page, h);
-        maps++;
         history.record(TraceAction.SEGMENT_MAP, va, (long) n * page, Math.max(0, a.stream), requestContext, -1);
         device.setAccess(va, (long) n * page);
         for (int q = p; q < p + n; q++) {
@@ -537,7 +532,6 @@ public class StitchAllocator implements AllocatorPolicy {
      */
     private void unmapRun(Arena a, int s, int e, boolean release) {
         device.unmap(a.base + (long) s * page, (long) (e - s) * page);
-        unmaps++;
         history.record(TraceAction.SEGMENT_UNMAP, a.base + (long) s * page, (long) (e - s) * page,
                 Math.max(0, a.stream), requestContext, -1);
         for (int p = s; p < e; ) {
@@ -735,6 +729,16 @@ public class StitchAllocator implements AllocatorPolicy {
 
     @Override
     public MemoryStats stats() {
+        return statsBuilder().build();
+    }
+
+    /**
+     * The figures of {@link #stats()}, ready for a policy built on this one to add its own extras: PyTorch's
+     * allocated, allocation and reserved stats over all pools and four counters (device alloc and free count
+     * physical handles created and released), plus {@code num_stitched_pages} (pages unmapped from a cache to make
+     * room) and {@code num_dropped_mappings} (multi-page mappings dropped because a block covered part of one).
+     */
+    MemoryStats.Builder statsBuilder() {
         return MemoryStats.builder()
                 .stat(StatKind.ALLOCATED_BYTES, StatType.ALL,
                         new MemoryStats.Stat(allocated, peakAllocated, bytesAllocatedTotal, bytesFreedTotal))
@@ -746,13 +750,14 @@ public class StitchAllocator implements AllocatorPolicy {
                 .numOoms(ooms)
                 .numDeviceAlloc(createCalls)
                 .numDeviceFree(releaseCalls)
-                .build();
+                .extra("num_stitched_pages", steals)
+                .extra("num_dropped_mappings", drops);
     }
 
     /**
      * The state as PyTorch snapshot segments: one segment per run of mapped pages of an arena, its blocks the
      * allocated or pending blocks inside it (with their requests' stacks) and the free space between them; the
-     * trace is the recorded history ({@link #recordHistory}), empty unless history is on.
+     * trace is the recorded history ({@link GpuAllocatorInternals#recordHistory}), empty unless history is on.
      */
     @Override
     public MemorySnapshot snapshot() {
@@ -803,22 +808,18 @@ public class StitchAllocator implements AllocatorPolicy {
             }
         }
         segments.sort((x, y) -> Long.compareUnsigned(x.address(), y.address()));
-        return new MemorySnapshot(segments, List.of(history.entries()), Map.of("policy", name()));
+        return new MemorySnapshot(segments, List.of(history.entries()), Map.of("policy", NAME));
     }
 
+    /** History recording, its stacks and clock, the invariant check (none of them on the hot path). */
     @Override
-    public void recordHistory(HistoryOptions options) {
-        history.configure(java.util.Objects.requireNonNull(options, "options"));
+    public GpuAllocatorInternals internals() {
+        return internals;
     }
 
-    @Override
-    public void setContextSupplier(java.util.function.Supplier<List<Frame>> frames) {
-        history.setFrames(frames);
-    }
-
-    @Override
-    public void setHistoryClock(java.util.function.LongSupplier micros) {
-        history.setClock(micros);
+    /** The recorded history, configured through {@link #internals()}. */
+    PolicyHistory history() {
+        return history;
     }
 
     @Override
@@ -827,24 +828,6 @@ public class StitchAllocator implements AllocatorPolicy {
             emptyCache();
             closed = true;
         }
-    }
-
-    @Override
-    public Map<String, Long> memoryStats() {
-        Map<String, Long> m = new HashMap<>();
-        m.put("allocated_bytes.all.current", allocated);
-        m.put("allocated_bytes.all.peak", peakAllocated);
-        m.put("reserved_bytes.all.current", reservedBytes());
-        m.put("reserved_bytes.all.peak", peakReserved);
-        m.put("num_alloc_retries", retries);
-        m.put("num_ooms", ooms);
-        m.put("num_device_alloc", createCalls);
-        m.put("num_device_free", releaseCalls);
-        m.put("num_device_maps", maps + unmaps);
-        m.put("num_stitched_pages", steals);
-        m.put("num_dropped_mappings", drops);
-
-        return m;
     }
 
     /** Mapped pages no live block touches (what stitching can take). */
@@ -858,13 +841,7 @@ public class StitchAllocator implements AllocatorPolicy {
         return n;
     }
 
-    @Override
-    public long allocatedBytes() {
-        return allocated;
-    }
-
-    @Override
-    public long reservedBytes() {
+    long reservedBytes() {
         return mappedPages * page;
     }
 
@@ -875,8 +852,8 @@ public class StitchAllocator implements AllocatorPolicy {
         return out;
     }
 
-    @Override
-    public void checkInvariants() {
+    /** Checks every invariant the class comment lists ({@link StitchInvariants}). */
+    void checkInvariants() {
         StitchInvariants.check(this);
     }
 }

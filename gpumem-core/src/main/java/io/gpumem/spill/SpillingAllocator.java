@@ -1,6 +1,7 @@
 package io.gpumem.spill;
 
 import io.gpumem.alloc.GpuAllocator;
+import io.gpumem.alloc.GpuAllocatorInternals;
 import io.gpumem.device.Device;
 import io.gpumem.history.MemorySnapshot;
 import io.gpumem.oom.OutOfMemoryException;
@@ -304,6 +305,12 @@ public final class SpillingAllocator implements GpuAllocator {
     @Override
     public synchronized MemorySnapshot snapshot() {
         return upstream.snapshot();
+    }
+
+    /** The wrapped allocator's internals: the history and invariants are its own (spilling keeps no history). */
+    @Override
+    public GpuAllocatorInternals internals() {
+        return upstream.internals();
     }
 
     @Override

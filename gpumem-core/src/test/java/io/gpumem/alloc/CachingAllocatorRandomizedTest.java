@@ -139,7 +139,7 @@ class CachingAllocatorRandomizedTest {
             dev.completeAllEvents();
             a.emptyCache();
             a.internals().checkInvariants();
-            Map<String, Long> s = a.memoryStats();
+            Map<String, Long> s = a.stats().toPyTorchMap();
             System.out.println("  " + sc.name() + ": ooms=" + ooms + " retries=" + s.get("num_alloc_retries")
                     + " device_alloc=" + s.get("num_device_alloc") + " device_free=" + s.get("num_device_free")
                     + " syncs=" + s.get("num_sync_all_streams") + " peak_reserved=" + s.get("reserved_bytes.all.peak")
@@ -184,7 +184,7 @@ class CachingAllocatorRandomizedTest {
         for (int i = 1; i < ptrs.length; i++) {
             assertThat(ptrs[i - 1] + a.internals().blockSize(ptrs[i - 1])).as("overlap").isLessThanOrEqualTo(ptrs[i]);
         }
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("allocation.all.current")).isEqualTo(live.size());
         assertThat(s.get("allocated_bytes.all.current")).isEqualTo(bytes);
     }

@@ -102,7 +102,7 @@ class ConcurrencyStressTest {
         futures.add(pool.submit(() -> {
             start.await();
             while (!done.get()) {
-                Map<String, Long> s = a.memoryStats();
+                Map<String, Long> s = a.stats().toPyTorchMap();
                 assertThat(s.get("allocated_bytes.all.current")).isLessThanOrEqualTo(s.get("active_bytes.all.current"));
                 assertThat(s.get("active_bytes.all.current")).isLessThanOrEqualTo(s.get("reserved_bytes.all.current"));
                 assertThat(s.get("allocation.all.current")).isEqualTo(
@@ -135,7 +135,7 @@ class ConcurrencyStressTest {
         pool.shutdown();
         System.out.println("ConcurrencyStressTest: " + mallocs.get() + " mallocs, " + readings.get() + " stats readings");
         a.internals().checkInvariants();
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(frees.get()).isEqualTo(mallocs.get());
         assertThat(s.get("allocation.all.allocated")).isEqualTo(mallocs.get());
         assertThat(s.get("allocation.all.freed")).isEqualTo(mallocs.get());

@@ -49,7 +49,7 @@ class MetricsTest {
             // counted as an OOM and a retry
         }
         Thread.sleep(AllocatorMetrics.REUSE_NANOS / 1_000_000 + 20);
-        Map<String, Long> stats = a.memoryStats();
+        Map<String, Long> stats = a.stats().toPyTorchMap();
         assertThat(stats.get("num_ooms")).as("the set-up ran out of memory").isEqualTo(1L);
         try (PrometheusEndpoint endpoint = PrometheusEndpoint.start(registry, 0)) {
             HttpResponse<String> r = get(endpoint.url());

@@ -102,7 +102,7 @@ final class KvSimMetrics implements SimObserver, AutoCloseable {
     private void publish(int instance) {
         kv.set(instance, managers.get(instance).stats());
         if (instance < allocators.size()) {
-            allocatorStats.set(instance, allocators.get(instance).memoryStats());
+            allocatorStats.set(instance, allocators.get(instance).stats().toPyTorchMap());
         }
     }
 

@@ -111,7 +111,7 @@ final class AllocatorSimTarget implements SimTarget {
 
     @Override
     public Map<String, Long> memoryStats() {
-        return allocator.memoryStats();
+        return allocator.stats().toPyTorchMap();
     }
 
     @Override

@@ -5,6 +5,7 @@ import io.gpumem.config.AllocatorConfig;
 import io.gpumem.config.ConfigException;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
+import io.gpumem.policy.PolicyRegistry;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.size.ByteSize;
 import io.gpumem.trace.io.TraceSnapshot;
@@ -157,7 +158,7 @@ public final class CompareCommand implements Callable<Integer> {
     }
 
     static String label(WhatIfOutcome r) {
-        if (!r.policy().equals("pytorch")) {
+        if (!PolicyRegistry.isExact(r.policy())) {
             return r.label() == null || r.label().isEmpty() ? r.policy() : r.policy() + ":" + r.label();
         }
         String c = r.label() == null || r.label().isEmpty() ? "defaults" : r.label();

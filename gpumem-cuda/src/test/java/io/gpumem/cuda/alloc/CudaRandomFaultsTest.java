@@ -109,7 +109,7 @@ class CudaRandomFaultsTest {
                     noteLostHandle(e, a, lost, where);
                 }
                 fixture.assertConsistent("after op " + i + " (" + where + ")", lost[0], lost[1]);
-                Map<String, Long> s = a.memoryStats();
+                Map<String, Long> s = a.stats().toPyTorchMap();
                 assertThat(s.get("allocation.all.current")).as("live allocations after op %d (%s)", i, where)
                         .isEqualTo(live.size());
                 assertThat(s.get("allocated_bytes.all.current")).as("allocated bytes after op %d (%s)", i, where)
@@ -134,7 +134,7 @@ class CudaRandomFaultsTest {
                     noteLostHandle(e, a, lost, where);
                 }
             }
-            assertThat(a.memoryStats().get("allocated_bytes.all.current")).as(where).isZero();
+            assertThat(a.stats().toPyTorchMap().get("allocated_bytes.all.current")).as(where).isZero();
             fixture.assertDriverEmpty(where, lost[0], lost[1]);
             return fired;
         }

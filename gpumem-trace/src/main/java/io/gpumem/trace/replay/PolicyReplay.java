@@ -3,12 +3,13 @@ package io.gpumem.trace.replay;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.oom.OutOfMemoryException;
+import io.gpumem.alloc.GpuAllocator;
 import io.gpumem.plan.LifetimeProblem;
-import io.gpumem.plan.OffsetPlan;
-import io.gpumem.plan.OffsetPlanner;
-import io.gpumem.policy.AllocatorPolicy;
-import io.gpumem.policy.PlannedAllocator;
 import io.gpumem.policy.PolicySpec;
+import io.gpumem.policy.PreparedPolicy;
+import io.gpumem.policy.StreamFacts;
+import java.util.HashMap;
+import java.util.Map;
 import io.gpumem.trace.whatif.WhatIfOutcome;
 
 /**
@@ -17,9 +18,9 @@ import io.gpumem.trace.whatif.WhatIfOutcome;
  * layout means nothing to another policy), then the window's requests run as in {@link WhatIfReplay}, on a
  * {@link SimulatedDevice} of the given capacity. The minimum capacity is searched the same way, in 2 MiB steps.
  *
- * <p>{@code planned} plans from the window itself (the profile is the recorded run; request k of the replay is
- * expected at plan position k): start blocks live from time 0, each window alloc from its op index to the op that
- * frees it, or to the end. The plan is made once per replay object and reused by every run of the search.
+ * <p>Every policy is prepared once per replay object from the window's {@link StreamFacts} (no steps; the profile
+ * is the recorded run: start blocks live from time 0, each window alloc from its op index to the op that frees
+ * it, or to the end), so a planning policy plans once and every run of the search reuses the plan.
  */
 public final class PolicyReplay {
 
@@ -27,57 +28,43 @@ public final class PolicyReplay {
 
     private final WhatIfReplay replay;
     private final RequestStream rs;
-    private long[] planSizes;
-    private long[] planOffsets;
-    private OffsetPlan plan;
+    private final StreamFacts facts = StreamFacts.of(false, this::profile);
+    private final Map<PolicySpec, PreparedPolicy> prepared = new HashMap<>();
 
     public PolicyReplay(WhatIfReplay replay) {
         this.replay = replay;
         this.rs = replay.requests();
     }
 
-    /** The plan {@code planned} serves (made on first use). */
-    public OffsetPlan plan() {
-        if (plan == null) {
-            int n = rs.slots;
-            long[] lower = new long[n];
-            long[] upper = new long[n];
-            long[] size = new long[n];
-            long[] id = new long[n];
-            int[] slot = {0};
-            RequestStream.forEachStartBlock(replay.start(), (seg, b) -> {
-                size[slot[0]] = b.size();
-                slot[0]++;
-            });
-            java.util.Arrays.fill(upper, rs.length + 1L);
-            for (int k = 0; k < rs.length; k++) {
-                if (rs.op[k] == RequestStream.ALLOC) {
-                    lower[rs.slot[k]] = k + 1L;
-                    size[rs.slot[k]] = Math.max(1, rs.size[k]);
-                } else if (rs.op[k] == RequestStream.FREE) {
-                    upper[rs.slot[k]] = k + 1L;
-                }
+    /** The window as a profile: request k of the replay is buffer k of the profile. */
+    private LifetimeProblem profile() {
+        int n = rs.slots;
+        long[] lower = new long[n];
+        long[] upper = new long[n];
+        long[] size = new long[n];
+        long[] id = new long[n];
+        int[] slot = {0};
+        RequestStream.forEachStartBlock(replay.start(), (seg, b) -> {
+            size[slot[0]] = b.size();
+            slot[0]++;
+        });
+        java.util.Arrays.fill(upper, rs.length + 1L);
+        for (int k = 0; k < rs.length; k++) {
+            if (rs.op[k] == RequestStream.ALLOC) {
+                lower[rs.slot[k]] = k + 1L;
+                size[rs.slot[k]] = Math.max(1, rs.size[k]);
+            } else if (rs.op[k] == RequestStream.FREE) {
+                upper[rs.slot[k]] = k + 1L;
             }
-            for (int i = 0; i < n; i++) {
-                id[i] = i;
-            }
-            LifetimeProblem p = new LifetimeProblem(id, lower, upper, size, 512);
-            plan = new OffsetPlanner().plan(p);
-            planSizes = new long[n];
-            for (int i = 0; i < n; i++) {
-                planSizes[i] = p.placedSize(i);
-            }
-            planOffsets = plan.offsets();
         }
-        return plan;
+        for (int i = 0; i < n; i++) {
+            id[i] = i;
+        }
+        return new LifetimeProblem(id, lower, upper, size, 512);
     }
 
-    private AllocatorPolicy create(PolicySpec spec, SimulatedDevice dev) {
-        if (spec.name().equals("planned")) {
-            plan();
-            return new PlannedAllocator(dev, planSizes, planOffsets);
-        }
-        return spec.create(dev);
+    private GpuAllocator create(PolicySpec spec, SimulatedDevice dev) {
+        return prepared.computeIfAbsent(spec, s -> s.prepare(facts)).create(dev);
     }
 
     /** Runs the window under {@code spec} at {@code capacity} and searches its minimum capacity. */
@@ -125,10 +112,10 @@ public final class PolicyReplay {
     }
 
     private WhatIfReplay.Outcome run(PolicySpec spec, long capacity, boolean stopAtOom, boolean history,
-                                     java.util.function.Consumer<AllocatorPolicy> atEnd) {
+                                     java.util.function.Consumer<GpuAllocator> atEnd) {
         WhatIfReplay.Outcome out = new WhatIfReplay.Outcome();
         SimulatedDevice dev = SimulatedDevice.builder().capacity(capacity).build();
-        AllocatorPolicy policy;
+        GpuAllocator policy;
         try {
             policy = create(spec, dev);
         } catch (OutOfMemoryException e) {
@@ -138,12 +125,12 @@ public final class PolicyReplay {
         int[] op = {-1};
         if (history) {
             java.util.List<TraceEntry> trace = replay.snapshot().traceOf(replay.device());
-            policy.recordHistory(io.gpumem.history.HistoryOptions.all());
-            policy.setContextSupplier(() -> {
+            policy.internals().recordHistory(io.gpumem.history.HistoryOptions.all());
+            policy.internals().setContextSupplier(() -> {
                 java.util.List<io.gpumem.history.Frame> f = op[0] < 0 ? null : trace.get(rs.entry[op[0]]).frames();
                 return f == null ? java.util.List.of() : f;
             });
-            policy.setHistoryClock(() -> op[0] < 0 ? 0 : trace.get(rs.entry[op[0]]).timeUs());
+            policy.internals().setClock(() -> op[0] < 0 ? 0 : trace.get(rs.entry[op[0]]).timeUs());
         }
         long[] devStreams = new long[rs.streams.length];
         for (int i = 0; i < devStreams.length; i++) {
@@ -191,7 +178,7 @@ public final class PolicyReplay {
                 default -> policy.emptyCache();
             }
         }
-        out.finish(System.nanoTime() - t0, rs.allocs, dev, policy.memoryStats());
+        out.finish(System.nanoTime() - t0, rs.allocs, dev, policy.stats());
         if (atEnd != null) {
             atEnd.accept(policy);
         }

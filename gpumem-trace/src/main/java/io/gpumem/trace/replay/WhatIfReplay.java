@@ -9,6 +9,9 @@ import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.oom.OutOfMemoryException;
+import io.gpumem.policy.PolicyRegistry;
+import io.gpumem.stats.MemoryStats;
+import io.gpumem.stats.StatKind;
 import io.gpumem.trace.io.OpsScriptReader;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.whatif.MinimumCapacity;
@@ -199,7 +202,7 @@ public final class WhatIfReplay {
         long minCapacity = minimumCapacity(config, unlimited, probes);
         return new WhatIfOutcome(config.raw(), isRecorded, capacity, atCapacity.peakAllocated, atCapacity.peakReserved,
                 atCapacity.deviceAllocs, atCapacity.deviceFrees, atCapacity.retries, atCapacity.ooms, minCapacity,
-                "pytorch", atCapacity.deviceMaps, atCapacity.nsPerPair());
+                PolicyRegistry.EXACT, atCapacity.deviceMaps, atCapacity.nsPerPair());
     }
 
     /** Whether the capacity search reuses replayed prefixes ({@link CapacityProbes}); off only to test that it changes nothing. */
@@ -260,16 +263,16 @@ public final class WhatIfReplay {
         }
 
         /** Fills in what a completed replay measured: its time, the device's map calls and the allocator's stats. */
-        Outcome finish(long elapsedNanos, int mallocs, SimulatedDevice dev, Map<String, Long> stats) {
+        Outcome finish(long elapsedNanos, int mallocs, SimulatedDevice dev, MemoryStats stats) {
             nanos = elapsedNanos;
             pairs = mallocs;
             deviceMaps = dev.callCount(DeviceOp.MAP) + dev.callCount(DeviceOp.UNMAP);
             refusedForMemory = dev.refusedForMemory();
-            peakAllocated = stats.getOrDefault("allocated_bytes.all.peak", 0L);
-            peakReserved = stats.getOrDefault("reserved_bytes.all.peak", 0L);
-            deviceAllocs = stats.getOrDefault("num_device_alloc", 0L);
-            deviceFrees = stats.getOrDefault("num_device_free", 0L);
-            retries = stats.getOrDefault("num_alloc_retries", 0L);
+            peakAllocated = stats.get(StatKind.ALLOCATED_BYTES).peak();
+            peakReserved = stats.get(StatKind.RESERVED_BYTES).peak();
+            deviceAllocs = stats.numDeviceAlloc();
+            deviceFrees = stats.numDeviceFree();
+            retries = stats.numAllocRetries();
             return this;
         }
     }
@@ -406,7 +409,7 @@ public final class WhatIfReplay {
         if (stopAtOom && out.ooms > 0) {
             return out;
         }
-        return out.finish(System.nanoTime() - t0, requests.allocs, r.dev, r.allocator.memoryStats());
+        return out.finish(System.nanoTime() - t0, requests.allocs, r.dev, r.allocator.stats());
     }
 
     public int device() {

@@ -1,5 +1,7 @@
 package io.gpumem.trace.whatif;
 
+import io.gpumem.policy.PolicyRegistry;
+
 /**
  * How one run of a request stream went under one configuration: a row of {@code gpumem compare}, of the demo's
  * comparison and of the runs behind {@code analyze}'s recommendations. Trace replays
@@ -30,7 +32,7 @@ public record WhatIfOutcome(String label, boolean recorded, long capacity, long 
     public WhatIfOutcome(String label, boolean recorded, long capacity, long peakAllocated, long peakReserved,
                          long deviceAllocs, long deviceFrees, long retries, long ooms, long minCapacity) {
         this(label, recorded, capacity, peakAllocated, peakReserved, deviceAllocs, deviceFrees, retries, ooms,
-                minCapacity, "pytorch", 0, 0);
+                minCapacity, PolicyRegistry.EXACT, 0, 0);
     }
 
     /** Rows are equal when the runs decided the same; {@link #nsPerPair} is a timing and is left out. */

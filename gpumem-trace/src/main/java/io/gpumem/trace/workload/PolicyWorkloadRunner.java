@@ -3,9 +3,13 @@ package io.gpumem.trace.workload;
 import io.gpumem.device.DeviceOp;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.oom.OutOfMemoryException;
-import io.gpumem.policy.AllocatorPolicy;
-import io.gpumem.policy.PlannedAllocator;
+import io.gpumem.alloc.GpuAllocator;
+import io.gpumem.policy.PolicyFactory;
+import io.gpumem.policy.PolicyRegistry;
 import io.gpumem.policy.PolicySpec;
+import io.gpumem.policy.StreamFacts;
+import io.gpumem.stats.MemoryStats;
+import io.gpumem.stats.StatKind;
 import io.gpumem.trace.whatif.MinimumCapacity;
 import io.gpumem.trace.whatif.WhatIfOutcome;
 import java.util.ArrayList;
@@ -21,8 +25,9 @@ import java.util.Map;
  */
 public final class PolicyWorkloadRunner {
 
-    /** The policies the demo adds to its table. */
-    public static final List<String> DEMO_POLICIES = List.of("stitch", "planned");
+    /** The policies the demo adds to its table: every registered one beside the exact allocator. */
+    public static final List<String> DEMO_POLICIES = PolicyRegistry.alternatives().stream().map(PolicyFactory::name)
+            .toList();
 
     private final WorkloadRunner runner;
 
@@ -31,17 +36,14 @@ public final class PolicyWorkloadRunner {
     }
 
     /** One run's counters; {@code completed} is false when a request failed. */
-    public record Run(PolicySpec spec, boolean completed, int stepsCompleted, Map<String, Long> stats, long deviceMaps,
+    public record Run(PolicySpec spec, boolean completed, int stepsCompleted, MemoryStats stats, long deviceMaps,
                       double nsPerPair) {
-        long stat(String key) {
-            return stats.getOrDefault(key, 0L);
-        }
     }
 
     public Run run(AllocationWorkload workload, PolicySpec spec, long capacity) {
         SimulatedDevice device = SimulatedDevice.builder().capacity(capacity).heldOutside(runner.heldOutside()).build();
-        AllocatorPolicy policy = spec.name().equals("planned") ? PlannedAllocator.profiling(device, 1)
-                : spec.create(device);
+        boolean marksSteps = workload.ops().stream().anyMatch(op -> op instanceof MemoryOp.StepStart);
+        GpuAllocator policy = spec.prepare(StreamFacts.of(marksSteps, null)).create(device);
         long[] ptr = new long[workload.allocationCount()];
         Map<Long, Long> streams = new HashMap<>();
         int steps = 0;
@@ -55,23 +57,21 @@ public final class PolicyWorkloadRunner {
                         ptr[a.id()] = policy.malloc(a.bytes(), stream(device, streams, a.stream()));
                         pairs++;
                     } catch (OutOfMemoryException e) {
-                        return new Run(spec, false, steps, policy.memoryStats(), maps(device), 0);
+                        return new Run(spec, false, steps, policy.stats(), maps(device), 0);
                     }
                 }
                 case MemoryOp.Free f -> policy.free(ptr[f.id()]);
                 case MemoryOp.StepStart s -> {
                     if (started) {
                         steps++;
-                        if (policy instanceof PlannedAllocator p) {
-                            p.nextIteration();
-                        }
+                        policy.internals().stepBoundary();
                     }
                     started = true;
                 }
             }
         }
         double ns = pairs == 0 ? 0 : (double) (System.nanoTime() - t0) / pairs;
-        return new Run(spec, true, steps + (started ? 1 : 0), policy.memoryStats(), maps(device), ns);
+        return new Run(spec, true, steps + (started ? 1 : 0), policy.stats(), maps(device), ns);
     }
 
     private static long maps(SimulatedDevice d) {
@@ -99,8 +99,8 @@ public final class PolicyWorkloadRunner {
                 min = MinimumCapacity.search(lo, hi, c -> run(workload, spec, c).completed());
             }
             rows.add(new WhatIfOutcome("policy " + spec.label(), false, runner.capacity(),
-                    r.stat("allocated_bytes.all.peak"), r.stat("reserved_bytes.all.peak"), r.stat("num_device_alloc"),
-                    r.stat("num_device_free"), r.stat("num_alloc_retries"), r.completed() ? 0 : 1, min, spec.name(),
+                    r.stats().get(StatKind.ALLOCATED_BYTES).peak(), r.stats().get(StatKind.RESERVED_BYTES).peak(),
+                    r.stats().numDeviceAlloc(), r.stats().numDeviceFree(), r.stats().numAllocRetries(), r.completed() ? 0 : 1, min, spec.name(),
                     r.deviceMaps(), r.nsPerPair()));
         }
         return rows;

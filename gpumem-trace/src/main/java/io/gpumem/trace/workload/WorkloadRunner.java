@@ -7,6 +7,8 @@ import io.gpumem.history.Frame;
 import io.gpumem.history.HistoryOptions;
 import io.gpumem.oom.OomReport;
 import io.gpumem.oom.OutOfMemoryException;
+import io.gpumem.stats.MemoryStats;
+import io.gpumem.stats.StatKind;
 import io.gpumem.trace.whatif.MinimumCapacity;
 import io.gpumem.trace.whatif.WhatIfOutcome;
 import java.util.HashMap;
@@ -61,7 +63,7 @@ public final class WorkloadRunner {
      * The outcome of one run.
      *
      * @param conf           the configuration string ("" for defaults)
-     * @param stats          the allocator's {@code memoryStats()} at the end (or at the OOM)
+     * @param stats          the allocator's statistics at the end (or at the OOM)
      * @param stepsCompleted training steps that finished
      * @param oom            the failed request, or {@code null} when the run completed
      * @param oomOp          the op index that failed, or −1
@@ -69,22 +71,17 @@ public final class WorkloadRunner {
      * @param allocator      the allocator in its final state (for snapshots and analysis)
      * @param device         its device
      */
-    public record Run(String conf, Map<String, Long> stats, int stepsCompleted, OomReport oom, int oomOp,
+    public record Run(String conf, MemoryStats stats, int stepsCompleted, OomReport oom, int oomOp,
                       MemoryOp.Alloc failedAlloc, CachingAllocator allocator, SimulatedDevice device) {
         public boolean completed() {
             return oom == null;
         }
 
-        public long stat(String key) {
-            Long v = stats.get(key);
-            return v == null ? 0 : v;
-        }
-
         /** The run as a row of the compare table ({@code capacity}: the device memory it ran with). */
         public WhatIfOutcome outcome(String label, long capacity, long minCapacity) {
-            return new WhatIfOutcome(label, false, capacity, stat("allocated_bytes.all.peak"),
-                    stat("reserved_bytes.all.peak"), stat("num_device_alloc"), stat("num_device_free"),
-                    stat("num_alloc_retries"), stat("num_ooms"), minCapacity);
+            return new WhatIfOutcome(label, false, capacity, stats.get(StatKind.ALLOCATED_BYTES).peak(),
+                    stats.get(StatKind.RESERVED_BYTES).peak(), stats.numDeviceAlloc(), stats.numDeviceFree(),
+                    stats.numAllocRetries(), stats.numOoms(), minCapacity);
         }
     }
 
@@ -118,7 +115,7 @@ public final class WorkloadRunner {
                     try {
                         ptr[a.id()] = allocator.malloc(a.bytes(), deviceStream(device, streams, a.stream()));
                     } catch (OutOfMemoryException e) {
-                        return new Run(conf, allocator.memoryStats(), stepsCompleted, e.report(), i, a, allocator, device);
+                        return new Run(conf, allocator.stats(), stepsCompleted, e.report(), i, a, allocator, device);
                     }
                 }
                 case MemoryOp.Free f -> {
@@ -133,7 +130,7 @@ public final class WorkloadRunner {
                 }
             }
         }
-        return new Run(conf, allocator.memoryStats(), stepsCompleted + (step >= 0 ? 1 : 0), null, -1, null, allocator, device);
+        return new Run(conf, allocator.stats(), stepsCompleted + (step >= 0 ? 1 : 0), null, -1, null, allocator, device);
     }
 
     /**
@@ -159,7 +156,7 @@ public final class WorkloadRunner {
      */
     public long minCapacity(AllocationWorkload workload, String conf) {
         Run unlimited = run(workload, conf, Math.max(4 * capacity, UNLIMITED), false);
-        long hi = roundUp(unlimited.stat("reserved_bytes.all.peak") + heldOutside);
+        long hi = roundUp(unlimited.stats().get(StatKind.RESERVED_BYTES).peak() + heldOutside);
         long lo = roundUp(workload.peakLiveBytes() + heldOutside) - CAPACITY_STEP; // infeasible or equal floor
         for (int tries = 0; !run(workload, conf, hi, false).completed(); tries++) {
             if (tries == 8) {

@@ -1,5 +1,7 @@
 package io.gpumem.trace.workload;
 
+import io.gpumem.stats.StatKind;
+import io.gpumem.stats.StatType;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.history.TraceAction;
@@ -45,7 +47,7 @@ class TraceWorkloadTest {
                 TraceEntry.of(TraceAction.ALLOC, 0x9000, 3 << 20, 0), TraceEntry.of(TraceAction.FREE_REQUESTED, 0x1000, 3 << 20, 123288560L));
         WorkloadRunner.Run run = new WorkloadRunner(1L << 30, 0).run(TraceWorkload.of(snapshot(streams), 0, 3), "", false);
         assertThat(run.completed()).isTrue();
-        assertThat(run.stat("segment.all.current")).as("one segment per stream").isEqualTo(2);
+        assertThat(run.stats().get(StatKind.SEGMENT, StatType.ALL).current()).as("one segment per stream").isEqualTo(2);
 
         TraceWorkload upToFirstFree = TraceWorkload.of(snapshot(trace), 0, 5);
         assertThat(upToFirstFree.ops()).hasSize(3);

@@ -1,5 +1,8 @@
 package io.gpumem.trace.workload;
 
+import io.gpumem.stats.MemoryStats;
+import io.gpumem.stats.StatKind;
+import io.gpumem.stats.StatType;
 import static io.gpumem.testing.TestSizes.MiB;
 import static io.gpumem.testing.TestSizes.GiB;
 
@@ -14,7 +17,6 @@ import io.gpumem.trace.analysis.Recommender;
 import io.gpumem.trace.analysis.StateAnalysis;
 import io.gpumem.trace.analysis.StateAnalyzer;
 import io.gpumem.trace.whatif.WhatIfOutcome;
-import java.util.Map;
 import org.junit.jupiter.api.Test;
 
 class WorkloadRunnerTest {
@@ -36,9 +38,9 @@ class WorkloadRunnerTest {
                 liveRequested += a.bytes();
             }
         }
-        assertThat(run.stat("requested_bytes.all.current")).isEqualTo(liveRequested);
-        assertThat(run.stat("allocated_bytes.all.peak")).isGreaterThanOrEqualTo(w.peakLiveBytes());
-        assertThat(run.stat("num_ooms")).isZero();
+        assertThat(run.stats().get(StatKind.REQUESTED_BYTES, StatType.ALL).current()).isEqualTo(liveRequested);
+        assertThat(run.stats().get(StatKind.ALLOCATED_BYTES, StatType.ALL).peak()).isGreaterThanOrEqualTo(w.peakLiveBytes());
+        assertThat(run.stats().numOoms()).isZero();
         run.allocator().internals().checkInvariants();
     }
 
@@ -46,8 +48,8 @@ class WorkloadRunnerTest {
     void runsAreDeterministic() {
         TrainingWorkload w = small();
         WorkloadRunner runner = new WorkloadRunner(8 * GiB, 0);
-        Map<String, Long> a = runner.run(w, "expandable_segments:True", false).stats();
-        Map<String, Long> b = runner.run(w, "expandable_segments:True", false).stats();
+        MemoryStats a = runner.run(w, "expandable_segments:True", false).stats();
+        MemoryStats b = runner.run(w, "expandable_segments:True", false).stats();
         assertThat(a).isEqualTo(b);
     }
 
@@ -60,7 +62,7 @@ class WorkloadRunnerTest {
         assertThat(run.failedAlloc()).isNotNull();
         assertThat(run.oomOp()).isBetween(0, w.ops().size() - 1);
         assertThat(w.ops().get(run.oomOp())).isEqualTo(run.failedAlloc());
-        assertThat(run.stat("num_ooms")).isEqualTo(1);
+        assertThat(run.stats().numOoms()).isEqualTo(1);
         assertThat(run.stepsCompleted()).isLessThan(6);
     }
 
@@ -83,14 +85,14 @@ class WorkloadRunnerTest {
         TrainingWorkload w = small();
         WorkloadRunner.Run run = new WorkloadRunner(8 * GiB, 0).run(w, "", true);
         StateAnalysis a = new StateAnalyzer().analyze(AllocatorStates.capture(run.allocator(), "end", null));
-        assertThat(a.all().reserved()).isEqualTo(run.stat("reserved_bytes.all.current"));
-        assertThat(a.all().allocated()).isEqualTo(run.stat("allocated_bytes.all.current"));
-        assertThat(a.all().active()).isEqualTo(run.stat("active_bytes.all.current"));
-        assertThat(a.all().requested()).isEqualTo(run.stat("requested_bytes.all.current"));
-        assertThat(a.all().inactiveSplit()).isEqualTo(run.stat("inactive_split_bytes.all.current"));
-        assertThat(a.small().reserved()).isEqualTo(run.stat("reserved_bytes.small_pool.current"));
-        assertThat(a.large().inactiveSplit()).isEqualTo(run.stat("inactive_split_bytes.large_pool.current"));
-        assertThat(a.all().segments()).isEqualTo((int) run.stat("segment.all.current"));
+        assertThat(a.all().reserved()).isEqualTo(run.stats().get(StatKind.RESERVED_BYTES, StatType.ALL).current());
+        assertThat(a.all().allocated()).isEqualTo(run.stats().get(StatKind.ALLOCATED_BYTES, StatType.ALL).current());
+        assertThat(a.all().active()).isEqualTo(run.stats().get(StatKind.ACTIVE_BYTES, StatType.ALL).current());
+        assertThat(a.all().requested()).isEqualTo(run.stats().get(StatKind.REQUESTED_BYTES, StatType.ALL).current());
+        assertThat(a.all().inactiveSplit()).isEqualTo(run.stats().get(StatKind.INACTIVE_SPLIT_BYTES, StatType.ALL).current());
+        assertThat(a.small().reserved()).isEqualTo(run.stats().get(StatKind.RESERVED_BYTES, StatType.SMALL_POOL).current());
+        assertThat(a.large().inactiveSplit()).isEqualTo(run.stats().get(StatKind.INACTIVE_SPLIT_BYTES, StatType.LARGE_POOL).current());
+        assertThat(a.all().segments()).isEqualTo((int) run.stats().get(StatKind.SEGMENT, StatType.ALL).current());
         assertThat(a.state().capacity()).isEqualTo(8 * GiB);
         assertThat(a.state().deviceFree()).isEqualTo(8 * GiB - a.all().reserved());
     }
