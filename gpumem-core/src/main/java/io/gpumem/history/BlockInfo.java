@@ -1,7 +1,6 @@
 package io.gpumem.history;
 
 import java.util.List;
-import java.util.Map;
 
 /**
  * One block of a snapshot segment (allocator.md §10.4): in the allocator's snapshot, in a snapshot file, in the
@@ -24,7 +23,7 @@ import java.util.Map;
  * @param keys          which keys a file had for the block, beyond these values
  */
 public record BlockInfo(long address, long size, long requestedSize, BlockState state, List<Frame> frames,
-                        FileKeys keys) {
+                        FileKeys keys) implements FileRecord {
 
     public static final int ADDRESS = 1;
     public static final int REQUESTED_SIZE = 2;
@@ -57,19 +56,7 @@ public record BlockInfo(long address, long size, long requestedSize, BlockState 
         return keys.history();
     }
 
-    /** Keys this version does not interpret, in file order; empty when none. */
-    public Map<String, Object> extra() {
-        return keys.extra();
-    }
 
-    /** Bits of the optional keys present ({@link #ADDRESS}, {@link #REQUESTED_SIZE}). */
-    public int fields() {
-        return keys.present();
-    }
-
-    public boolean has(int field) {
-        return keys.has(field);
-    }
 
     /** One past the last byte. */
     public long end() {

@@ -2,7 +2,6 @@ package io.gpumem.history;
 
 import io.gpumem.alloc.Pool;
 import java.util.List;
-import java.util.Map;
 
 /**
  * One segment of a snapshot (allocator.md §10.3): a cudaMalloc'd range, or one contiguous mapped run of an
@@ -32,7 +31,8 @@ import java.util.Map;
  */
 public record SegmentInfo(int device, long address, long totalSize, long allocatedSize, long activeSize,
                           long requestedSize, long stream, Pool pool, boolean expandable,
-                          List<Frame> frames, List<BlockInfo> blocks, PoolId poolId, FileKeys keys) {
+                          List<Frame> frames, List<BlockInfo> blocks, PoolId poolId, FileKeys keys)
+        implements FileRecord {
 
     public static final int REQUESTED_SIZE = 1;
     public static final int POOL_ID = 2;
@@ -94,19 +94,7 @@ public record SegmentInfo(int device, long address, long totalSize, long allocat
         return pool == Pool.SMALL;
     }
 
-    /** Keys this version does not interpret, in file order; empty when none. */
-    public Map<String, Object> extra() {
-        return keys.extra();
-    }
 
-    /** Bits of the optional keys present ({@link #REQUESTED_SIZE}, {@link #POOL_ID}, {@link #EXPANDABLE}). */
-    public int fields() {
-        return keys.present();
-    }
-
-    public boolean has(int field) {
-        return keys.has(field);
-    }
 
     /** One past the last byte. */
     public long end() {

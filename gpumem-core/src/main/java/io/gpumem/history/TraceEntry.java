@@ -1,7 +1,6 @@
 package io.gpumem.history;
 
 import java.util.List;
-import java.util.Map;
 
 /**
  * One entry of a memory history (allocator.md §10.5): an allocator decision or driver call, oldest first; what
@@ -30,7 +29,7 @@ import java.util.Map;
  * @param keys       which keys the entry has, its recorded action name and unknown keys
  */
 public record TraceEntry(TraceAction action, long addr, long size, long stream, long timeUs, List<Frame> frames,
-                         long deviceFree, FileKeys keys) {
+                         long deviceFree, FileKeys keys) implements FileRecord {
 
     public static final int ADDR = 1;
     public static final int SIZE = 2;
@@ -70,19 +69,7 @@ public record TraceEntry(TraceAction action, long addr, long size, long stream, 
         return keys.spelled() != null ? keys.spelled() : action.wireName();
     }
 
-    /** Keys this version does not interpret, in file order; empty when none. */
-    public Map<String, Object> extra() {
-        return keys.extra();
-    }
 
-    /** Bits of the keys present ({@link #ADDR}, {@link #SIZE}, ...). */
-    public int fields() {
-        return keys.present();
-    }
-
-    public boolean has(int field) {
-        return keys.has(field);
-    }
 
     /** A copy with a time stamp. */
     public TraceEntry withTimeUs(long micros) {

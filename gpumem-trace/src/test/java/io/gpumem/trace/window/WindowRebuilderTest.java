@@ -135,7 +135,8 @@ class WindowRebuilderTest {
         BlockInfo used = BlockInfo.of(aEnd, 1536 * 1024, MiB + MiB / 2, BlockState.ACTIVE_ALLOCATED);
         List<BlockInfo> blocks = List.of(BlockInfo.of(base, aEnd - base, 0, BlockState.INACTIVE), used,
                 BlockInfo.of(aEnd + 1536 * 1024, cEnd - aEnd - 1536 * 1024, 0, BlockState.INACTIVE));
-        SegmentInfo seg = new SegmentInfo(0, base, 20 * MiB, 1536 * 1024, 1536 * 1024, MiB + MiB / 2, 0, Pool.LARGE, false, List.of(), blocks);
+        SegmentInfo seg = new SegmentInfo(0, base, 20 * MiB, 1536 * 1024, 1536 * 1024, MiB + MiB / 2, 0, Pool.LARGE,
+                false, List.of(), blocks);
         TraceSnapshot s = new TraceSnapshot("synthetic", SourceFormat.GENERATED, List.of(seg), List.of(trace), null,
                 null, Map.of(), true);
         WindowStart start = new WindowRebuilder(AllocatorConfig.defaults()).rebuild(s, 0);
@@ -162,12 +163,14 @@ class WindowRebuilderTest {
                 TraceEntry.of(TraceAction.ALLOC, base + 12 * MiB, 3 * MiB, 0),          // splits the free block F2
                 TraceEntry.of(TraceAction.FREE_REQUESTED, other, 4 * MiB, 0),           // Y absorbs the free F3
                 TraceEntry.of(TraceAction.FREE_COMPLETED, other, 4 * MiB, 0));
-        SegmentInfo first = new SegmentInfo(0, base, 20 * MiB, 7 * MiB, 7 * MiB, 7 * MiB, 0, Pool.LARGE, false, List.of(), List.of(
+        SegmentInfo first = new SegmentInfo(0, base, 20 * MiB, 7 * MiB, 7 * MiB, 7 * MiB, 0, Pool.LARGE, false,
+                List.of(), List.of(
                         BlockInfo.of(base, 8 * MiB, 6 * MiB, BlockState.INACTIVE),                  // F1, untouched
                         BlockInfo.of(base + 8 * MiB, 4 * MiB, 4 * MiB, BlockState.ACTIVE_ALLOCATED),
                         BlockInfo.of(base + 12 * MiB, 3 * MiB, 3 * MiB, BlockState.ACTIVE_ALLOCATED),
                         BlockInfo.of(base + 15 * MiB, 5 * MiB, 7 * MiB - 512, BlockState.INACTIVE))); // F2's remainder
-        SegmentInfo second = new SegmentInfo(0, other, 8 * MiB, 0, 0, 0, 0, Pool.LARGE, false, List.of(), List.of(BlockInfo.of(other, 8 * MiB, 4 * MiB, BlockState.INACTIVE)));
+        SegmentInfo second = new SegmentInfo(0, other, 8 * MiB, 0, 0, 0, 0, Pool.LARGE, false, List.of(),
+                List.of(BlockInfo.of(other, 8 * MiB, 4 * MiB, BlockState.INACTIVE)));
         TraceSnapshot s = new TraceSnapshot("synthetic", SourceFormat.GENERATED, List.of(first, second),
                 List.of(trace), null, null, Map.of(), true);
         WindowStart start = new WindowRebuilder(AllocatorConfig.defaults()).rebuild(s, 0);
