@@ -20,7 +20,7 @@ import java.util.function.Supplier;
  *
  * <p>Every method takes the allocator's lock, like the allocator's own methods.
  */
-public final class AllocatorInternals implements GpuAllocatorInternals {
+public final class AllocatorInternals implements GpuAllocatorInternals, SegmentRestorer {
     private final AllocatorLock lock;
     private final AllocatorCore core;
 
@@ -52,6 +52,7 @@ public final class AllocatorInternals implements GpuAllocatorInternals {
      * @throws IllegalArgumentException when the blocks are inconsistent or the device put the segment elsewhere;
      *                                  nothing is changed then
      */
+    @Override
     public long restoreSegment(long address, long totalSize, long streamId, Pool pool, boolean expandable,
                                List<RestoredBlock> blocks) {
         Objects.requireNonNull(pool, "pool");
@@ -61,6 +62,11 @@ public final class AllocatorInternals implements GpuAllocatorInternals {
         } finally {
             lock.unlock();
         }
+    }
+
+    @Override
+    public boolean expandableSegments() {
+        return core.config.expandableSegments();
     }
 
     /** {@code torch.cuda.memory._record_memory_history(enabled, context, max_entries)}. */

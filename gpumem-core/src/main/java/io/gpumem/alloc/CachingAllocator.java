@@ -44,7 +44,7 @@ import java.util.function.Supplier;
  * {@link #close()}, malloc, free, recordStream and emptyCache throw {@link IllegalStateException}; stats and
  * snapshots still read the final state.
  */
-public final class CachingAllocator implements GpuAllocator {
+public final class CachingAllocator implements ForkableAllocator {
     private static final long ONE_EXABYTE = 1L << 60;
 
     private final AllocatorLock lock = new AllocatorLock();
@@ -75,6 +75,7 @@ public final class CachingAllocator implements GpuAllocator {
      * the copy could not be exact: after {@link #close()}, with expandable segments, with stream events pending,
      * or while history, trackers or listeners are attached (recorded history is not copied).
      */
+    @Override
     public CachingAllocator copyOnto(Device device) {
         Objects.requireNonNull(device, "device");
         lock.lock();
@@ -86,6 +87,12 @@ public final class CachingAllocator implements GpuAllocator {
         } finally {
             lock.unlock();
         }
+    }
+
+    /** Expandable segments size their reservation from the device's capacity. */
+    @Override
+    public boolean capacityShapesDecisions() {
+        return core.config.expandableSegments();
     }
 
     /** The replay and test hooks: history, state import, trace listeners, the clock, invariant checks. */

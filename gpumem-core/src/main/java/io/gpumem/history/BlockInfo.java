@@ -1,6 +1,7 @@
 package io.gpumem.history;
 
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 
 /**
  * One block of a snapshot segment (allocator.md §10.4): in the allocator's snapshot, in a snapshot file, in the
@@ -22,7 +23,7 @@ import java.util.List;
  *                      when a file has no {@code frames} key
  * @param keys          which keys a file had for the block, beyond these values
  */
-public record BlockInfo(long address, long size, long requestedSize, BlockState state, List<Frame> frames,
+public record BlockInfo(long address, long size, long requestedSize, BlockState state, @Nullable List<Frame> frames,
                         FileKeys keys) implements FileRecord {
 
     public static final int ADDRESS = 1;
@@ -37,7 +38,7 @@ public record BlockInfo(long address, long size, long requestedSize, BlockState 
     }
 
     /** A block with every key a current PyTorch writes. */
-    public BlockInfo(long address, long size, long requestedSize, BlockState state, List<Frame> frames) {
+    public BlockInfo(long address, long size, long requestedSize, BlockState state, @Nullable List<Frame> frames) {
         this(address, size, requestedSize, state, frames, PLAIN);
     }
 
@@ -52,7 +53,7 @@ public record BlockInfo(long address, long size, long requestedSize, BlockState 
     }
 
     /** A 2.0 file's per-block history; {@code null} when absent. */
-    public List<BlockHistory> history() {
+    public @Nullable List<BlockHistory> history() {
         return keys.history();
     }
 

@@ -2,6 +2,7 @@ package io.gpumem.history;
 
 import java.util.List;
 import java.util.Map;
+import org.jspecify.annotations.Nullable;
 
 /**
  * How a snapshot file had one record (a {@link SegmentInfo}, {@link BlockInfo} or {@link TraceEntry}) beyond the
@@ -21,7 +22,8 @@ import java.util.Map;
  * @param history a 2.0 block's {@code history} list, or {@code null} when absent (every other record)
  * @param extra   keys this version does not interpret, in file order; empty when none
  */
-public record FileKeys(int present, String spelled, List<BlockHistory> history, Map<String, Object> extra) {
+public record FileKeys(int present, @Nullable String spelled, @Nullable List<BlockHistory> history,
+                       Map<String, Object> extra) {
 
     private static final FileKeys[] PLAIN = new FileKeys[64];
 
@@ -41,11 +43,12 @@ public record FileKeys(int present, String spelled, List<BlockHistory> history, 
     }
 
     /** A record's form; the shared {@link #of(int)} instance when it has nothing beyond its present keys. */
-    public static FileKeys of(int present, String spelled, List<BlockHistory> history, Map<String, Object> extra) {
+    public static FileKeys of(int present, @Nullable String spelled, @Nullable List<BlockHistory> history,
+                              @Nullable Map<String, Object> extra) {
         if (spelled == null && history == null && (extra == null || extra.isEmpty())) {
             return of(present);
         }
-        return new FileKeys(present, spelled, history, extra);
+        return new FileKeys(present, spelled, history, extra == null ? Map.of() : extra);
     }
 
     /** Whether the key (a bit of the record type) was present. */

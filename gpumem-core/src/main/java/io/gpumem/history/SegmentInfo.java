@@ -2,6 +2,7 @@ package io.gpumem.history;
 
 import io.gpumem.alloc.Pool;
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 
 /**
  * One segment of a snapshot (allocator.md §10.3): a cudaMalloc'd range, or one contiguous mapped run of an
@@ -31,7 +32,7 @@ import java.util.List;
  */
 public record SegmentInfo(int device, long address, long totalSize, long allocatedSize, long activeSize,
                           long requestedSize, long stream, Pool pool, boolean expandable,
-                          List<Frame> frames, List<BlockInfo> blocks, PoolId poolId, FileKeys keys)
+                          @Nullable List<Frame> frames, List<BlockInfo> blocks, PoolId poolId, FileKeys keys)
         implements FileRecord {
 
     public static final int REQUESTED_SIZE = 1;
@@ -51,7 +52,7 @@ public record SegmentInfo(int device, long address, long totalSize, long allocat
 
     /** A segment of the default pool with every key (as gpumem's allocator reports one). */
     public SegmentInfo(int device, long address, long totalSize, long allocatedSize, long activeSize,
-                       long requestedSize, long stream, Pool pool, boolean expandable, List<Frame> frames,
+                       long requestedSize, long stream, Pool pool, boolean expandable, @Nullable List<Frame> frames,
                        List<BlockInfo> blocks) {
         this(device, address, totalSize, allocatedSize, activeSize, requestedSize, stream, pool, expandable, frames,
                 blocks, PoolId.DEFAULT, PLAIN);

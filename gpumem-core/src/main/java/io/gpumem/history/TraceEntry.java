@@ -1,6 +1,7 @@
 package io.gpumem.history;
 
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 
 /**
  * One entry of a memory history (allocator.md §10.5): an allocator decision or driver call, oldest first; what
@@ -28,8 +29,8 @@ import java.util.List;
  * @param deviceFree oom only: free device bytes; −1 whenever the {@link #DEVICE_FREE} key is absent
  * @param keys       which keys the entry has, its recorded action name and unknown keys
  */
-public record TraceEntry(TraceAction action, long addr, long size, long stream, long timeUs, List<Frame> frames,
-                         long deviceFree, FileKeys keys) implements FileRecord {
+public record TraceEntry(TraceAction action, long addr, long size, long stream, long timeUs,
+                         @Nullable List<Frame> frames, long deviceFree, FileKeys keys) implements FileRecord {
 
     public static final int ADDR = 1;
     public static final int SIZE = 2;
@@ -50,7 +51,7 @@ public record TraceEntry(TraceAction action, long addr, long size, long stream, 
     }
 
     /** An entry as gpumem's allocator records it (every key its snapshot writes; see the class comment). */
-    public TraceEntry(TraceAction action, long addr, long size, long stream, long timeUs, List<Frame> frames,
+    public TraceEntry(TraceAction action, long addr, long size, long stream, long timeUs, @Nullable List<Frame> frames,
                       long deviceFree) {
         this(action, addr, size, stream, timeUs, frames, deviceFree, recordedKeys(action));
     }

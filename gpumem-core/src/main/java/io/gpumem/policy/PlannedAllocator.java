@@ -25,6 +25,8 @@ import java.util.Map;
  * size and its lifetime in request events; at the end of the last one it plans the buffers that lived inside it.
  * The plan adapts: an iteration with fallbacks is recorded again and re-planned into a fresh plan region (blocks of
  * the old plan finish where they are).
+ *
+ * <p>Design notes: policies.md §3 (serving §3.2, profiles §3.4, adapting §3.5, limitations §3.8).
  */
 public final class PlannedAllocator implements GpuAllocator {
 
@@ -236,7 +238,7 @@ public final class PlannedAllocator implements GpuAllocator {
     private boolean rangeFree(long offset, long size) {
         long addr = region.base + offset;
         var below = region.fixedBlocks.floorEntry(addr + size - 1);
-        return below == null || below.getValue().addr + below.getValue().size <= addr;
+        return below == null || below.getValue().ptr + below.getValue().size <= addr;
     }
 
     @Override

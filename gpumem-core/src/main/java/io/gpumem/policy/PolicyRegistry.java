@@ -88,6 +88,15 @@ public final class PolicyRegistry {
     }
 
     /**
+     * The exact allocator's policy under a configuration value, ready for any stream: what a what-if of
+     * configurations runs (the recorded configuration of a trace may have no string form to parse).
+     */
+    public static PreparedPolicy exact(AllocatorConfig config) {
+        Objects.requireNonNull(config, "config");
+        return device -> new CachingAllocator(device, config);
+    }
+
+    /**
      * Registers a policy after the built-in ones (an extension, or a test's toy policy).
      *
      * @throws IllegalArgumentException when a policy of that name is registered already
@@ -144,8 +153,7 @@ public final class PolicyRegistry {
 
         @Override
         public PreparedPolicy prepare(String options, StreamFacts facts) {
-            AllocatorConfig config = AllocatorConfig.parse(options);
-            return device -> new CachingAllocator(device, config);
+            return exact(AllocatorConfig.parse(options));
         }
     }
 }

@@ -1,5 +1,7 @@
 package io.gpumem.policy;
 
+import io.gpumem.alloc.AddressTable;
+import io.gpumem.alloc.BlockTree;
 import io.gpumem.alloc.GpuAllocator;
 import io.gpumem.alloc.GpuAllocatorInternals;
 import io.gpumem.alloc.Pool;
@@ -50,6 +52,8 @@ import java.util.TreeMap;
  * ({@link PlannedAllocator}'s plan region) keep the page accounting but no tiling: their blocks are placed by the
  * caller and checked not to overlap. malloc and free allocate nothing unless history is recorded
  * ({@link GpuAllocatorInternals#recordHistory}: trace entries and the stacks of live blocks, as the exact allocator keeps them).
+ *
+ * <p>Design notes: policies.md §2 (layout §2.1, placement §2.2, pinning §2.3, stitching §2.4, invariants §2.9).
  */
 public class StitchAllocator implements GpuAllocator {
 
@@ -69,7 +73,7 @@ public class StitchAllocator implements GpuAllocator {
     private Arena[] arenaByKey = new Arena[4];
     private int arenaCount;
     final List<Arena> arenas = new ArrayList<>();
-    private final BlockTable live = new BlockTable();
+    private final AddressTable<StitchBlock> live = AddressTable.forObjects(64);
     /** StitchBlock objects no structure refers to any more, kept for reuse (linked through {@code next}). */
     private StitchBlock spareBlocks;
     final List<StitchBlock> pendingFrees = new ArrayList<>();
@@ -130,7 +134,7 @@ public class StitchAllocator implements GpuAllocator {
         final int[] nextUnpinned;
         int unpinnedHead = -1;
         int unpinnedTail = -1;
-        final FreeBlockTree freeBySize = new FreeBlockTree();
+        final BlockTree<StitchBlock> freeBySize = new BlockTree<>(BlockTree.Order.BY_SIZE);
         final TreeMap<Long, StitchBlock> fixedBlocks = new TreeMap<>();
 
         Arena(long stream, boolean fixed, long bytes) {
@@ -147,7 +151,7 @@ public class StitchAllocator implements GpuAllocator {
             if (!fixed) {
                 StitchBlock all = newBlock(this, base, bytes, stream);
                 all.free = true;
-                freeBySize.add(all);
+                freeBySize.insert(all);
             }
             arenas.add(this);
         }
@@ -209,7 +213,7 @@ public class StitchAllocator implements GpuAllocator {
         }
         spareBlocks = b.next;
         b.arena = arena;
-        b.addr = addr;
+        b.ptr = addr;
         b.size = size;
         b.stream = stream;
         b.free = false;
@@ -257,15 +261,15 @@ public class StitchAllocator implements GpuAllocator {
         requestContext = context;
         processPendingFrees(false);
         Arena a = arena(stream, rounded <= SMALL_LIMIT);
-        StitchBlock b = a.freeBySize.ceiling(rounded);
-        if (b != null && pinPages(a, b.addr, rounded)) {
+        StitchBlock b = a.freeBySize.ceiling(a.stream, rounded, 0);
+        if (b != null && pinPages(a, b.ptr, rounded)) {
             return take(b, rounded, size, stream, context);
         }
         if (!pendingFrees.isEmpty()) {
             retries++;
             processPendingFrees(true);
-            b = a.freeBySize.ceiling(rounded);
-            if (b != null && pinPages(a, b.addr, rounded)) {
+            b = a.freeBySize.ceiling(a.stream, rounded, 0);
+            if (b != null && pinPages(a, b.ptr, rounded)) {
                 return take(b, rounded, size, stream, context);
             }
         }
@@ -294,9 +298,9 @@ public class StitchAllocator implements GpuAllocator {
 
     private long take(StitchBlock b, long rounded, long requested, long stream, List<Frame> context) {
         Arena a = b.arena;
-        if (b.size > rounded && a.freeBySize.rekeyInPlace(b, b.size - rounded, b.addr + rounded)) {
+        if (b.size > rounded && a.freeBySize.rekeyInPlace(b, b.size - rounded, b.ptr + rounded)) {
             // b stays in the free tree as the remainder; a block object in front of it is the allocation
-            StitchBlock used = newBlock(a, b.addr - rounded, rounded, stream);
+            StitchBlock used = newBlock(a, b.ptr - rounded, rounded, stream);
             used.prev = b.prev;
             used.next = b;
             if (b.prev != null) {
@@ -304,11 +308,11 @@ public class StitchAllocator implements GpuAllocator {
             }
             b.prev = used;
             allocated(used, requested, context);
-            return used.addr;
+            return used.ptr;
         }
         a.freeBySize.remove(b);
         if (b.size > rounded) {
-            StitchBlock rest = newBlock(a, b.addr + rounded, b.size - rounded, a.stream);
+            StitchBlock rest = newBlock(a, b.ptr + rounded, b.size - rounded, a.stream);
             rest.free = true;
             rest.prev = b;
             rest.next = b.next;
@@ -317,19 +321,19 @@ public class StitchAllocator implements GpuAllocator {
             }
             b.next = rest;
             b.size = rounded;
-            a.freeBySize.add(rest);
+            a.freeBySize.insert(rest);
         }
         b.free = false;
         b.stream = stream;
         allocated(b, requested, context);
-        return b.addr;
+        return b.ptr;
     }
 
     private void allocated(StitchBlock b, long requested, List<Frame> context) {
         b.requested = requested;
         b.frames = context;
-        history.record(TraceAction.ALLOC, b.addr, requested, b.stream, context, -1);
-        live.put(b.addr, b);
+        history.record(TraceAction.ALLOC, b.ptr, requested, b.stream, context, -1);
+        live.put(b.ptr, b);
         liveCount++;
         peakLiveCount = Math.max(peakLiveCount, liveCount);
         allocCount++;
@@ -565,7 +569,7 @@ public class StitchAllocator implements GpuAllocator {
             throw new IllegalArgumentException("invalid device pointer: 0x" + Long.toHexString(ptr));
         }
         List<Frame> context = history.gather(Context.ALL);
-        history.record(TraceAction.FREE_REQUESTED, b.addr, b.requested, b.stream, context != null ? context : b.frames,
+        history.record(TraceAction.FREE_REQUESTED, b.ptr, b.requested, b.stream, context != null ? context : b.frames,
                 -1);
         allocated -= b.size;
         liveCount--;
@@ -634,12 +638,12 @@ public class StitchAllocator implements GpuAllocator {
 
     /** Returns a block's address range to its arena and unpins its pages (they stay mapped as cache). */
     private void release(StitchBlock b) {
-        history.record(TraceAction.FREE_COMPLETED, b.addr, b.requested, b.stream, b.frames, -1);
+        history.record(TraceAction.FREE_COMPLETED, b.ptr, b.requested, b.stream, b.frames, -1);
         b.frames = null;
         Arena a = b.arena;
-        unpin(a, pageOf(b.addr - a.base), pageOf(b.addr + b.size - 1 - a.base));
+        unpin(a, pageOf(b.ptr - a.base), pageOf(b.ptr + b.size - 1 - a.base));
         if (a.fixed) {
-            a.fixedBlocks.remove(b.addr);
+            a.fixedBlocks.remove(b.ptr);
             recycle(b);
             return;
         }
@@ -662,7 +666,7 @@ public class StitchAllocator implements GpuAllocator {
                 after.prev = p;
             }
             recycle(b);
-            rekey(a, p, size, p.addr);
+            rekey(a, p, size, p.ptr);
         } else if (mergeNext) {
             // n takes b's place, growing downwards
             n.prev = p;
@@ -670,11 +674,11 @@ public class StitchAllocator implements GpuAllocator {
                 p.next = n;
             }
             long size = n.size + b.size;
-            long addr = b.addr;
+            long addr = b.ptr;
             recycle(b);
             rekey(a, n, size, addr);
         } else {
-            a.freeBySize.add(b);
+            a.freeBySize.insert(b);
         }
     }
 
@@ -683,8 +687,8 @@ public class StitchAllocator implements GpuAllocator {
         if (!a.freeBySize.rekeyInPlace(f, size, addr)) {
             a.freeBySize.remove(f);
             f.size = size;
-            f.addr = addr;
-            a.freeBySize.add(f);
+            f.ptr = addr;
+            a.freeBySize.insert(f);
         }
     }
 
@@ -762,12 +766,12 @@ public class StitchAllocator implements GpuAllocator {
     @Override
     public MemorySnapshot snapshot() {
         List<SegmentInfo> segments = new ArrayList<>();
-        Map<Arena, TreeMap<Long, StitchBlock>> held = new IdentityHashMap<>();
+        IdentityHashMap<Arena, TreeMap<Long, StitchBlock>> held = new IdentityHashMap<>();
         for (StitchBlock b : liveBlocks()) {
-            held.computeIfAbsent(b.arena, x -> new TreeMap<>()).put(b.addr, b);
+            held.computeIfAbsent(b.arena, x -> new TreeMap<>()).put(b.ptr, b);
         }
         for (StitchBlock b : pendingFrees) {
-            held.computeIfAbsent(b.arena, x -> new TreeMap<>()).put(b.addr, b);
+            held.computeIfAbsent(b.arena, x -> new TreeMap<>()).put(b.ptr, b);
         }
         for (Arena a : arenas) {
             TreeMap<Long, StitchBlock> inArena = held.getOrDefault(a, new TreeMap<>());
@@ -788,15 +792,15 @@ public class StitchAllocator implements GpuAllocator {
                 long alloc = 0;
                 long active = 0;
                 for (StitchBlock b : inArena.subMap(start, end).values()) {
-                    if (b.addr > at) {
-                        blocks.add(new BlockInfo(at, b.addr - at, 0, BlockState.INACTIVE, List.of()));
+                    if (b.ptr > at) {
+                        blocks.add(new BlockInfo(at, b.ptr - at, 0, BlockState.INACTIVE, List.of()));
                     }
-                    boolean pending = live.get(b.addr) != b;
-                    blocks.add(new BlockInfo(b.addr, b.size, b.requested, pending ? BlockState.ACTIVE_PENDING_FREE
+                    boolean pending = live.get(b.ptr) != b;
+                    blocks.add(new BlockInfo(b.ptr, b.size, b.requested, pending ? BlockState.ACTIVE_PENDING_FREE
                             : BlockState.ACTIVE_ALLOCATED, b.frames == null ? List.of() : b.frames));
                     alloc += pending ? 0 : b.size;
                     active += b.size;
-                    at = b.addr + b.size;
+                    at = b.ptr + b.size;
                 }
                 if (at < end) {
                     blocks.add(new BlockInfo(at, end - at, 0, BlockState.INACTIVE, List.of()));
@@ -848,7 +852,7 @@ public class StitchAllocator implements GpuAllocator {
     /** The allocated blocks (a fresh list, any order). */
     List<StitchBlock> liveBlocks() {
         List<StitchBlock> out = new ArrayList<>(live.size());
-        live.addTo(out);
+        live.forEach(out::add);
         return out;
     }
 

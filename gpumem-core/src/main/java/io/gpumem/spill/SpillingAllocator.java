@@ -153,9 +153,18 @@ public final class SpillingAllocator implements GpuAllocator {
                 b.address = 0;
                 return true;
             }
+            // The arena outlives this method: the buffer owns it from here (unspill and close close it), so it
+            // cannot sit in a try-with-resources; it is closed here only when the copy fails.
+            @SuppressWarnings("MustBeClosedChecker")
             Arena arena = Arena.ofShared();
-            MemorySegment host = arena.allocate(b.size, 64);
-            device.copyToHost(host, b.address, b.size);
+            MemorySegment host;
+            try {
+                host = arena.allocate(b.size, 64);
+                device.copyToHost(host, b.address, b.size);
+            } catch (RuntimeException | Error e) {
+                arena.close();
+                throw e;
+            }
             b.hostArena = arena;
             b.host = host;
             hostUsed += b.size;

@@ -5,6 +5,7 @@ import java.util.Collections;
 import java.util.Map;
 import java.util.Objects;
 import java.util.TreeMap;
+import org.jspecify.annotations.Nullable;
 
 /**
  * An immutable copy of an allocator's statistics at one moment: the figures of {@code torch.cuda.memory_stats()}
@@ -187,7 +188,7 @@ public final class MemoryStats {
         private long numDeviceAlloc;
         private long numDeviceFree;
         private long maxSplitSize = -1;
-        private Map<String, Long> extras;
+        private @Nullable Map<String, Long> extras;   // made on the first extra counter
 
         private Builder() {
             Arrays.fill(stats, Stat.ZERO);

@@ -343,13 +343,14 @@ public class CachingAllocatorBench {
                     + (allocator.stats().toPyTorchMap().get("reserved_bytes.all.peak") >> 20) + " MiB reserved at peak");
         }
 
-        private static long stream(SimulatedDevice device, HashMap<Long, Long> streams, long stream) {
+        private static long stream(SimulatedDevice device, Map<Long, Long> streams, long stream) {
             return stream == 0 ? 0 : streams.computeIfAbsent(stream, s -> device.createStream());
         }
 
         /** The next two ops of the cycle. */
         long pair() {
-            return op() ^ op();
+            long first = op();
+            return first ^ op();
         }
 
         private long op() {

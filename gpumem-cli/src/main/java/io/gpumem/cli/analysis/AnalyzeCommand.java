@@ -1,7 +1,7 @@
 package io.gpumem.cli.analysis;
 
 import io.gpumem.cli.SizeConverter;
-import io.gpumem.cli.options.SnapshotChecks;
+import io.gpumem.cli.options.TraceFileOptions;
 import io.gpumem.cli.report.HtmlOutput;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.report.HtmlReport;
@@ -11,8 +11,8 @@ import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.analysis.SnapshotStates;
 import io.gpumem.trace.io.SourceFormat;
-import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.session.TraceSession;
 import java.io.PrintWriter;
 import java.nio.file.Path;
 import java.util.List;
@@ -21,7 +21,6 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
-import picocli.CommandLine.Parameters;
 import picocli.CommandLine.Spec;
 import picocli.CommandLine;
 
@@ -33,7 +32,8 @@ import picocli.CommandLine;
  * (rebuilt by replaying the trace). The analysis prints the pool accounting, free space per stream, the
  * most wasteful segments and the diagnosis; recommendations are backed by compare runs of the trace's window
  * under each candidate configuration (the {@code gpumem compare} engine), unless {@code --no-compare} or the
- * snapshot has no requests (state only).
+ * snapshot has no requests (state only). The file is read under {@code --max-file-size} and {@code --max-entries}
+ * like every trace command's, into a {@link TraceSession} whose windows the compare runs share.
  */
 @Command(name = "analyze", mixinStandardHelpOptions = true,
         description = "Analyse a PyTorch memory snapshot: reserved, allocated, active and inactive-split bytes per pool,"
@@ -43,11 +43,8 @@ public final class AnalyzeCommand implements Callable<Integer> {
     @Spec
     CommandSpec spec;
 
-    @Parameters(index = "0", paramLabel = "FILE", description = "A snapshot pickle (torch.cuda.memory._dump_snapshot).")
-    Path file;
-
     @Mixin
-    SnapshotChecks checks;
+    TraceFileOptions input;
 
     @Option(names = "--at", paramLabel = "N",
             description = "Analyse the state after trace entry N (0-based) instead of the end state.")
@@ -78,8 +75,9 @@ public final class AnalyzeCommand implements Callable<Integer> {
         if (top < 0) {
             throw new CommandLine.ParameterException(spec.commandLine(), "--top must be >= 0, got " + top);
         }
-        TraceSnapshot snapshot = TraceReaders.read(file);
-        checks.check(snapshot, spec.commandLine().getErr());
+        TraceSession session = input.open(spec.commandLine().getErr());
+        TraceSnapshot snapshot = session.trace();
+        Path file = input.file();
         if (snapshot.segments().isEmpty() && snapshot.format() != SourceFormat.PYTORCH_SNAPSHOT
                 && snapshot.format() != SourceFormat.PYTORCH_SEGMENT_LIST) {
             out.println("note: " + file + " is a " + snapshot.format() + " file: it records requests but no allocator"
@@ -101,9 +99,9 @@ public final class AnalyzeCommand implements Callable<Integer> {
                 out.println();
             }
             first = false;
-            DeviceAnalysis result = analyseDevice(snapshot, d, capacityBytes, out);
+            DeviceAnalysis result = analyseDevice(session, d, capacityBytes, out);
             if (report != null) {
-                report.addDevice(snapshot, result, List.of());
+                report.addDevice(session, result, List.of());
             }
         }
         if (report != null) {
@@ -113,21 +111,22 @@ public final class AnalyzeCommand implements Callable<Integer> {
         return 0;
     }
 
-    private DeviceAnalysis analyseDevice(TraceSnapshot snapshot, int d, long capacityBytes, PrintWriter out) {
-        List<TraceEntry> trace = snapshot.traceOf(d);
+    private DeviceAnalysis analyseDevice(TraceSession session, int d, long capacityBytes, PrintWriter out) {
+        Path file = input.file();
+        List<TraceEntry> trace = session.trace().traceOf(d);
         if (at != null && (at < 0 || at >= trace.size())) {
             throw new CommandLine.ParameterException(spec.commandLine(), "--at " + at + " is outside device " + d
                     + "'s trace of " + file + " (" + trace.size() + " entries, 0.." + (trace.size() - 1) + ")");
         }
-        DeviceAnalysis result = DeviceAnalysis.of(snapshot, d, at, capacityBytes, top, !noCompare);
+        DeviceAnalysis result = session.analyze(d, at, capacityBytes, top, !noCompare);
         long reserved = 0;
         for (var seg : result.analysis().state().segments()) {
             reserved += seg.totalSize();
         }
         if (capacityBytes != MemoryState.UNKNOWN && reserved > capacityBytes) {
             throw new CommandLine.ParameterException(spec.commandLine(), "--capacity " + capacity + " ("
-                    + io.gpumem.size.ByteSize.format(capacityBytes) + ") is less than the "
-                    + io.gpumem.size.ByteSize.format(reserved) + " device " + d + " of " + file
+                    + ByteSize.format(capacityBytes) + ") is less than the "
+                    + ByteSize.format(reserved) + " device " + d + " of " + file
                     + " has reserved; give the GPU's memory");
         }
         AnalysisPrinter.printState(result.analysis(), out);

@@ -1,5 +1,7 @@
 package io.gpumem.cli.kv;
 
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.Supplier;
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
 import io.gpumem.alloc.CachingAllocator;
@@ -164,7 +166,7 @@ public final class KvSimCommand implements Callable<Integer> {
         if (!kind.equals("allocator") && !kind.equals("direct")) {
             throw bad("--memory must be allocator or direct, got '" + memory + "'");
         }
-        List<CachingAllocator> allocators = new java.util.concurrent.CopyOnWriteArrayList<>();
+        List<CachingAllocator> allocators = new CopyOnWriteArrayList<>();
         IntFunction<KvMemory> memoryFor = i -> {
             SimulatedDevice device = SimulatedDevice.builder()
                     .capacity(ServingSimulator.deviceBytes(config) + (64L << 20)).backed(true).build();
@@ -321,7 +323,7 @@ public final class KvSimCommand implements Callable<Integer> {
                 maxModelLen, watermark, swapSpace, prefixTokens, h, layers, kvHeads, headSize, maxSteps, priorityLevels);
     }
 
-    private <T> T parse(String option, java.util.function.Supplier<T> parser) {
+    private <T> T parse(String option, Supplier<T> parser) {
         try {
             return parser.get();
         } catch (IllegalArgumentException e) {

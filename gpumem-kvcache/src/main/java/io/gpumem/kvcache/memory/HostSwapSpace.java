@@ -88,6 +88,9 @@ public final class HostSwapSpace {
         if (usedBytes + bytes > capacityBytes) {
             throw new KvCacheException("swap space full: need " + bytes + " bytes, " + (capacityBytes - usedBytes) + " left");
         }
+        // The arena outlives this method: the handle owns it (swapIn or release closes it), so it cannot sit in a
+        // try-with-resources; it is closed here only when the copy fails.
+        @SuppressWarnings("MustBeClosedChecker")
         Arena arena = Arena.ofShared();
         MemorySegment buffer = arena.allocate(Math.max(1, bytes), 64);
         long page = pages.spec().pageBytes();

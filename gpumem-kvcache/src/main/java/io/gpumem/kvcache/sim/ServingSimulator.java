@@ -40,7 +40,19 @@ import java.util.function.IntFunction;
  */
 public final class ServingSimulator {
 
-    private record Pending(long arrival, long order, int[] prompt, int turnsLeft) {
+    /** A conversation turn waiting for its arrival step (a class: a record would compare the prompt by identity). */
+    private static final class WaitingTurn {
+        final long arrival;
+        final long order;
+        final int[] prompt;
+        final int turnsLeft;
+
+        WaitingTurn(long arrival, long order, int[] prompt, int turnsLeft) {
+            this.arrival = arrival;
+            this.order = order;
+            this.prompt = prompt;
+            this.turnsLeft = turnsLeft;
+        }
     }
 
     private ServingSimulator() {
@@ -123,18 +135,18 @@ public final class ServingSimulator {
 
     private static void simulate(SimConfig config, List<SimInstance> instances, SimObserver observer) {
         WorkloadGenerator gen = new WorkloadGenerator(config);
-        PriorityQueue<Pending> arrivals = new PriorityQueue<>((a, b) -> a.arrival != b.arrival
+        PriorityQueue<WaitingTurn> arrivals = new PriorityQueue<>((a, b) -> a.arrival != b.arrival
                 ? Long.compare(a.arrival, b.arrival) : Long.compare(a.order, b.order));
         long order = 0;
         for (int i = 0; i < config.requests(); i++) {
-            arrivals.add(new Pending(gen.nextArrival(), order++, null, gen.turns()));
+            arrivals.add(new WaitingTurn(gen.nextArrival(), order++, null, gen.turns()));
         }
         long step = 0;
         long nextId = 0;
         int dealt = 0;
         while ((busy(instances) || !arrivals.isEmpty()) && step < config.maxSteps()) {
             while (!arrivals.isEmpty() && arrivals.peek().arrival <= step) {
-                Pending p = arrivals.poll();
+                WaitingTurn p = arrivals.poll();
                 int[] prompt = p.prompt != null ? p.prompt : gen.firstPrompt();
                 KvRequest r = KvRequest.builder("r" + nextId++, prompt).arrival(step)
                         .priority(gen.priority(config.priorityLevels())).build();
@@ -157,7 +169,7 @@ public final class ServingSimulator {
                         if (len > history.length) {
                             int[] prompt = java.util.Arrays.copyOf(history, len);
                             System.arraycopy(user, 0, prompt, history.length, len - history.length);
-                            arrivals.add(new Pending(step + 1 + gen.thinkSteps(), order++, prompt, l.turnsLeft));
+                            arrivals.add(new WaitingTurn(step + 1 + gen.thinkSteps(), order++, prompt, l.turnsLeft));
                         }
                     }
                 }

@@ -1,6 +1,7 @@
 package io.gpumem.trace.analysis;
 
 import io.gpumem.alloc.CachingAllocator;
+import io.gpumem.alloc.GpuAllocator;
 import io.gpumem.history.MemorySnapshot;
 import io.gpumem.history.SegmentInfo;
 
@@ -15,15 +16,16 @@ public final class AllocatorStates {
     /**
      * The allocator's state now.
      *
-     * @param label what to call it in the report
-     * @param oom   the out-of-memory that ended the run, or {@code null}
+     * @param allocatorConf the configuration it runs under ("" for defaults or a policy without one)
+     * @param label         what to call it in the report
+     * @param oom           the out-of-memory that ended the run, or {@code null}
      */
-    public static MemoryState capture(CachingAllocator allocator, String label, OomEvent oom) {
+    public static MemoryState capture(GpuAllocator allocator, String allocatorConf, String label, OomEvent oom) {
         MemorySnapshot snapshot = allocator.snapshot();
         return fromSnapshot(snapshot, allocator.device().index(), label)
                 .capacity(allocator.device().totalMemory())
                 .deviceFree(allocator.device().freeMemory())
-                .allocatorConf(allocator.config().raw())
+                .allocatorConf(allocatorConf)
                 .oom(oom)
                 .build();
     }

@@ -1,6 +1,6 @@
 package io.gpumem.trace.analysis;
 
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.size.ByteSize;
 import java.util.ArrayList;
 import java.util.Comparator;
@@ -36,7 +36,7 @@ public final class Recommender {
      * @param recommendations the useful actions, best first
      * @param notes         caveats (e.g. no request stream to replay)
      */
-    public record Result(WhatIfOutcome baseline, List<WhatIfOutcome> alternatives,
+    public record Result(RunOutcome baseline, List<RunOutcome> alternatives,
                          List<Recommendation> recommendations, List<String> notes) {
         public Result {
             alternatives = List.copyOf(alternatives);
@@ -75,8 +75,8 @@ public final class Recommender {
         String baseConf = analysis.state().allocatorConf().orElse("");
         List<String> notes = new ArrayList<>();
         List<Recommendation> recs = new ArrayList<>();
-        List<WhatIfOutcome> alternatives = new ArrayList<>();
-        WhatIfOutcome baseline = null;
+        List<RunOutcome> alternatives = new ArrayList<>();
+        RunOutcome baseline = null;
 
         boolean troubled = wantsCompareRuns(analysis);
         // An OOM or a state near capacity is about fitting the device: judge by minimum capacity. Waste alone is
@@ -90,16 +90,16 @@ public final class Recommender {
                 if (conf.equals(baseConf)) {
                     continue;
                 }
-                WhatIfOutcome outcome = whatIf.run(conf);
+                RunOutcome outcome = whatIf.run(conf);
                 alternatives.add(outcome);
                 compare(baseline, outcome, "PYTORCH_CUDA_ALLOC_CONF=" + conf, byCapacity).ifPresent(configRecs::add);
             }
             boolean configFixesOom = baseline.ooms() > 0
                     && configRecs.stream().anyMatch(r -> r.outcome().ooms() == 0);
             if (diagnosis.kind() == DiagnosisKind.LIVE_TENSORS || (baseline.ooms() > 0 && !configFixesOom)) {
-                Optional<WhatIfOutcome> smaller = whatIf.runSmallerBatch();
+                Optional<RunOutcome> smaller = whatIf.runSmallerBatch();
                 smaller.ifPresent(alternatives::add);
-                WhatIfOutcome base = baseline;
+                RunOutcome base = baseline;
                 smaller.flatMap(o -> compare(base, o, "use a smaller batch (" + o.label() + ")", byCapacity))
                         .ifPresent(configRecs::add);
             }
@@ -108,7 +108,7 @@ public final class Recommender {
             recs.addAll(configRecs);
             if (baseline.ooms() > 0 && configRecs.stream().noneMatch(r -> r.outcome().ooms() == 0)) {
                 alternatives.stream().filter(o -> o.minCapacity() >= 0)
-                        .min(java.util.Comparator.comparingLong(WhatIfOutcome::minCapacity))
+                        .min(java.util.Comparator.comparingLong(RunOutcome::minCapacity))
                         .ifPresent(best -> notes.add("no run tried fits this device: the least demanding ("
                                 + (best.label().isEmpty() ? "defaults" : best.label()) + ") needs "
                                 + ByteSize.formatSigned(best.minCapacity()) + " of device memory"));
@@ -153,7 +153,7 @@ public final class Recommender {
      * minimum capacity when {@code byCapacity} and both runs computed it, else the drop in peak reserved when
      * neither run stopped at an OOM (runs that stopped early did different amounts of work), else 0.
      */
-    static Optional<Recommendation> compare(WhatIfOutcome baseline, WhatIfOutcome outcome, String action,
+    static Optional<Recommendation> compare(RunOutcome baseline, RunOutcome outcome, String action,
                                             boolean byCapacity) {
         boolean capacityKnown = baseline.minCapacity() >= 0 && outcome.minCapacity() >= 0;
         boolean bothCompleted = baseline.ooms() == 0 && outcome.ooms() == 0;

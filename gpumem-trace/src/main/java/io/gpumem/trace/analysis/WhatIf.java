@@ -1,6 +1,6 @@
 package io.gpumem.trace.analysis;
 
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.RunOutcome;
 import java.util.Optional;
 
 /**
@@ -16,10 +16,10 @@ public interface WhatIf {
      * Runs the request stream from scratch under {@code allocatorConf} ({@code PYTORCH_CUDA_ALLOC_CONF}
      * syntax; "" for the defaults) and reports how it went.
      */
-    WhatIfOutcome run(String allocatorConf);
+    RunOutcome run(String allocatorConf);
 
     /** Runs the stream with a smaller batch under the baseline config, where the source can (a trace cannot). */
-    default Optional<WhatIfOutcome> runSmallerBatch() {
+    default Optional<RunOutcome> runSmallerBatch() {
         return Optional.empty();
     }
 }

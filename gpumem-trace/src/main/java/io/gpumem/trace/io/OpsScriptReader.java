@@ -85,7 +85,7 @@ public final class OpsScriptReader {
                         sizes.put(a.name(), 0L);
                         continue;
                     }
-                    long handle = (++next) * 512;
+                    long handle = ++next * 512;
                     handles.put(a.name(), handle);
                     sizes.put(a.name(), a.size());
                     out.add(new TraceEntry(TraceAction.ALLOC, handle, a.size(), a.stream(), a.line(), null, 0, keys));

@@ -248,7 +248,7 @@ public final class PytorchSnapshotReader {
                 }
                 blocks = Collections.unmodifiableList(bl);
             }
-            Map<String, Object> extra = extra(m, where, "device", "address", "total_size", "allocated_size",
+            Map<String, Object> extra = extra(m, "device", "address", "total_size", "allocated_size",
                     "active_size", "requested_size", "stream", "segment_type", "segment_pool_id", "is_expandable",
                     "frames", "blocks");
             Pool kind = "small".equals(type) ? Pool.SMALL : Pool.LARGE;
@@ -297,7 +297,7 @@ public final class PytorchSnapshotReader {
                 }
                 history = Collections.unmodifiableList(h);
             }
-            Map<String, Object> extra = extra(m, where, "address", "size", "requested_size", "state", "frames",
+            Map<String, Object> extra = extra(m, "address", "size", "requested_size", "state", "frames",
                     "history");
             return new BlockInfo(address, size, requested, state, frames,
                     FileKeys.of(fields, stateName.equals(state.wireName()) ? null : stateName, history, extra));
@@ -499,7 +499,7 @@ public final class PytorchSnapshotReader {
             return new PoolId(toLong(parts[0], where + "[0]"), toLong(parts[1], where + "[1]"));
         }
 
-        private Map<String, Object> extra(Map<?, ?> m, String where, String... known) {
+        private Map<String, Object> extra(Map<?, ?> m, String... known) {
             Map<String, Object> extra = null;
             outer:
             for (Map.Entry<?, ?> e : m.entrySet()) {

@@ -5,7 +5,7 @@ import java.util.List;
 /**
  * Fidelity of an oracle replay of one device trace.
  *
- * @param allocs          recorded {@code alloc} entries replayed
+ * @param allocs          recorded "alloc" entries replayed
  * @param exact           of those, placed by the model at exactly the recorded address
  * @param segmentEvents   recorded {@code segment_*} entries
  * @param segmentMatched  of those, reproduced by the model with the same action, address and size, in order

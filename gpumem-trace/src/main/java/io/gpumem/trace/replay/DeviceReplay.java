@@ -1,5 +1,6 @@
 package io.gpumem.trace.replay;
 
+import io.gpumem.engine.StartStateLoader;
 import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.history.Frame;
@@ -13,6 +14,7 @@ import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.WindowRebuilder;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.function.LongUnaryOperator;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -74,7 +76,9 @@ final class DeviceReplay {
         this.device = new OracleDevice(totalMemory);
         this.allocator = new CachingAllocator(device, config);
         this.written = write ? new ReplayedTrace(hasCompletions) : null;
-        StartStateLoader.load(allocator, new WindowRebuilder(config).rebuild(snapshot, deviceIndex), device, false);
+        StartStateLoader.load(allocator.internals(), device,
+                new WindowRebuilder(config).rebuild(snapshot, deviceIndex).segments(), device, false,
+                LongUnaryOperator.identity());
         if (write) {
             // Live blocks and segments keep the stack of the request that made them; the trace is the tracker's.
             allocator.recordHistory(new HistoryOptions(HistoryOptions.Enabled.STATE, HistoryOptions.Context.STATE, 1));

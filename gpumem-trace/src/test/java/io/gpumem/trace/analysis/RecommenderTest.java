@@ -5,7 +5,7 @@ import io.gpumem.history.BlockState;
 import static io.gpumem.testing.TestSizes.MiB;
 import static io.gpumem.testing.TestSizes.GiB;
 
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.alloc.Pool;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -20,11 +20,11 @@ class RecommenderTest {
 
     /** A what-if whose runs are given per configuration, recording which configurations were asked for. */
     static final class TableWhatIf implements WhatIf {
-        final Map<String, WhatIfOutcome> table;
-        final WhatIfOutcome smaller;
+        final Map<String, RunOutcome> table;
+        final RunOutcome smaller;
         final List<String> asked = new ArrayList<>();
 
-        TableWhatIf(Map<String, WhatIfOutcome> table, WhatIfOutcome smaller) {
+        TableWhatIf(Map<String, RunOutcome> table, RunOutcome smaller) {
             this.table = table;
             this.smaller = smaller;
         }
@@ -35,15 +35,15 @@ class RecommenderTest {
         }
 
         @Override
-        public WhatIfOutcome run(String conf) {
+        public RunOutcome run(String conf) {
             asked.add(conf);
-            WhatIfOutcome baseline = table.get("");
+            RunOutcome baseline = table.get("");
             return table.getOrDefault(conf, baseline != null ? baseline
                     : outcome(conf, 10 * GiB, 12 * GiB, 50, 0, 0, -1));
         }
 
         @Override
-        public Optional<WhatIfOutcome> runSmallerBatch() {
+        public Optional<RunOutcome> runSmallerBatch() {
             return Optional.ofNullable(smaller);
         }
     }
@@ -81,7 +81,7 @@ class RecommenderTest {
 
     @Test
     void smallerBatchIsNotTriedAgainstFragmentationThatAConfigFixes() {
-        WhatIfOutcome fix = outcome("e", 10 * GiB, 11 * GiB, 40, 0, 0, 11 * GiB);
+        RunOutcome fix = outcome("e", 10 * GiB, 11 * GiB, 40, 0, 0, 11 * GiB);
         TableWhatIf whatIf = new TableWhatIf(Map.of(
                 "", outcome("", 10 * GiB, 12 * GiB, 50, 3, 1, 14 * GiB),
                 "expandable_segments:True", fix), outcome("batch 4", 5 * GiB, 6 * GiB, 9, 0, 0, 6 * GiB));
@@ -147,9 +147,9 @@ class RecommenderTest {
     }
 
     /** A compare row with the figures the recommender reads (capacity and driver frees play no part). */
-    private static WhatIfOutcome outcome(String label, long peakAllocated, long peakReserved, long deviceAllocs,
+    private static RunOutcome outcome(String label, long peakAllocated, long peakReserved, long deviceAllocs,
                                          long retries, long ooms, long minCapacity) {
-        return new WhatIfOutcome(label, false, 0, peakAllocated, peakReserved, deviceAllocs, 0, retries, ooms,
-                minCapacity);
+        return RunOutcome.builder().label(label).peakAllocated(peakAllocated).peakReserved(peakReserved)
+                .deviceAllocs(deviceAllocs).retries(retries).ooms(ooms).minCapacity(minCapacity).build();
     }
 }

@@ -2,12 +2,12 @@ package io.gpumem.trace.replay;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.history.FileKeys;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.TestTraces;
 import io.gpumem.trace.io.PytorchSnapshotReader;
 import io.gpumem.trace.io.TraceSnapshot;
-import io.gpumem.trace.whatif.WhatIfOutcome;
 import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowRebuilder;
 import java.util.ArrayList;
@@ -47,7 +47,7 @@ class OracleRobustnessTest {
             assertThat(r.exact()).as("seed " + seed).isLessThanOrEqualTo(r.allocs());
             var config = RecordedConfig.of(damaged);
             WhatIfReplay w = new WhatIfReplay(damaged, 0, new WindowRebuilder(config).rebuild(damaged, 0));
-            WhatIfOutcome row = w.evaluate(config, true);
+            RunOutcome row = w.evaluate(config, true);
             assertThat(row.peakReserved()).as("seed " + seed).isGreaterThanOrEqualTo(row.peakAllocated());
         }
     }

@@ -2,12 +2,12 @@ package io.gpumem.trace.replay;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.TestTraces;
 import io.gpumem.trace.io.PytorchSnapshotReader;
 import io.gpumem.trace.io.TraceSnapshot;
-import io.gpumem.trace.whatif.WhatIfOutcome;
 import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowRebuilder;
 import java.util.ArrayList;
@@ -58,7 +58,7 @@ class SuffixWindowTest {
             var config = RecordedConfig.of(window);
             var start = new WindowRebuilder(config).rebuild(window, 0);
             WhatIfReplay w = new WhatIfReplay(window, 0, start);
-            WhatIfOutcome row = w.evaluate(config, true);
+            RunOutcome row = w.evaluate(config, true);
             assertThat(row.peakReserved()).as(name + " from entry " + cut).isEqualTo(w.recorded().peakReserved());
             assertThat(row.ooms()).isZero();
         }
