@@ -66,6 +66,13 @@ public final class ReportCommand implements Callable<Integer> {
     @Option(names = "--device", paramLabel = "D", description = "Report only this device (default: every device in the file).")
     Integer device;
 
+    private TraceSession session;
+
+    /** The session of the last run, {@code null} before one (tests count what it read and rebuilt). */
+    public TraceSession session() {
+        return session;
+    }
+
     @Override
     public Integer call() {
         PrintWriter out = spec.commandLine().getOut();
@@ -82,6 +89,7 @@ public final class ReportCommand implements Callable<Integer> {
         List<PolicySpec> policySpecs = AllocatorOptions.policies(policies);
         Path file = input.file();
         TraceSession session = input.open(spec.commandLine().getErr());
+        this.session = session;
         List<Integer> devices = session.devices();
         if (device != null) {
             if (!devices.contains(device)) {
