@@ -55,8 +55,9 @@ public final class ReportCommand implements Callable<Integer> {
     List<String> configs = new ArrayList<>();
 
     @Option(names = "--policy", paramLabel = "NAME[:OPTIONS]",
-            description = "An allocation policy to add to the what-if table, as compare --policy computes it (repeatable;"
-                    + " default: none): pytorch[:CONF], stitch, planned.")
+            description = "An allocation policy to add to the what-if table, as compare --policy computes it, and for the"
+                    + " recommender to try (repeatable; default: none): pytorch[:CONF], stitch, planned, or any"
+                    + " registered policy.")
     List<String> policies = new ArrayList<>();
 
     @Option(names = "--capacity", paramLabel = "SIZE",
@@ -102,7 +103,7 @@ public final class ReportCommand implements Callable<Integer> {
         long started = System.nanoTime();
         HtmlReport report = new HtmlReport(file.toString());
         for (int d : devices) {
-            DeviceAnalysis analysis = session.analyze(d, null, capacityBytes, 5, true);
+            DeviceAnalysis analysis = session.analyze(d, null, capacityBytes, 5, true, policySpecs);
             List<RunOutcome> rows = new ArrayList<>(configRows(session, analysis, capacityBytes, err));
             rows.addAll(policyRows(session, analysis, capacity != null ? capacityBytes : null, policySpecs,
                     !rows.isEmpty(), err));
