@@ -1,6 +1,17 @@
 package io.gpumem.cli;
 
+import io.gpumem.cli.analysis.AnalyzeCommand;
+import io.gpumem.cli.analysis.DemoCommand;
+import io.gpumem.cli.device.DeviceCommand;
+import io.gpumem.cli.kv.KvSimCommand;
+import io.gpumem.cli.plan.PlanCommand;
+import io.gpumem.cli.report.ReportCommand;
+import io.gpumem.cli.sim.SimCommand;
+import io.gpumem.cli.trace.CompareCommand;
+import io.gpumem.cli.trace.DiffCommand;
+import io.gpumem.cli.trace.ReplayCommand;
 import java.util.Arrays;
+import java.util.Set;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
@@ -8,8 +19,19 @@ import picocli.CommandLine.Model.CommandSpec;
 /**
  * Entry point of the {@code gpumem} command. Each subcommand lives in the package of its concern
  * (simulation, traces, KV cache, CUDA) and is registered here; this class only wires them and maps
- * failures to exit codes: 0 success, 1 the work failed (e.g. an OOM the user asked to treat as fatal),
+ * failures to exit codes: 0 success, 1 the work failed (e.g. an OOM the user asked to treat as fatal, or
+ * {@code replay --check} finding a placement that differs: a command returns 1 itself, documented on it),
  * 2 bad input (malformed script, corrupt file, bad option).
+ *
+ * <p>Bad input is reported here and nowhere else: a command throws a typed exception and this class prints it as
+ * {@code gpumem COMMAND: message} with exit status 2. The types a command throws: picocli's
+ * {@code ParameterException} (an option that does not parse; the message adds where to find help),
+ * {@code BadInputException} (an option value or combination refused, a device or entry the file lacks),
+ * {@code TraceFormatException} (a file that cannot be read, naming the file and the entry or field),
+ * {@code InconsistentSnapshotException} (a file whose contents do not add up), {@code ScriptException} (an ops
+ * script line), {@code DeviceUnavailableException} (no usable CUDA device) and {@code UncheckedIOException} (an
+ * output that cannot be written). Each message names the file, entry, field or option at fault. Any other
+ * exception is reported the same way (its message, exit 2) rather than as a stack trace.
  */
 @Command(
         name = "gpumem",
@@ -26,19 +48,20 @@ public final class GpumemCli implements Runnable {
      * CPU time of a short command such as {@code gpumem replay --check} on a small trace.
      */
     private static final String[] SUBCOMMANDS =
-            {"sim", "device", "kv-sim", "replay", "compare", "analyze", "demo", "report", "plan"};
+            {"sim", "device", "kv-sim", "replay", "compare", "diff", "analyze", "demo", "report", "plan"};
 
     private static Class<?> subcommandClass(String name) {
         return switch (name) {
-            case "sim" -> io.gpumem.cli.sim.SimCommand.class;
-            case "device" -> io.gpumem.cli.device.DeviceCommand.class;
-            case "kv-sim" -> io.gpumem.cli.kv.KvSimCommand.class;
-            case "replay" -> io.gpumem.cli.trace.ReplayCommand.class;
-            case "compare" -> io.gpumem.cli.trace.CompareCommand.class;
-            case "analyze" -> io.gpumem.cli.analysis.AnalyzeCommand.class;
-            case "demo" -> io.gpumem.cli.analysis.DemoCommand.class;
-            case "report" -> io.gpumem.cli.report.ReportCommand.class;
-            case "plan" -> io.gpumem.cli.plan.PlanCommand.class;
+            case "sim" -> SimCommand.class;
+            case "device" -> DeviceCommand.class;
+            case "kv-sim" -> KvSimCommand.class;
+            case "replay" -> ReplayCommand.class;
+            case "compare" -> CompareCommand.class;
+            case "diff" -> DiffCommand.class;
+            case "analyze" -> AnalyzeCommand.class;
+            case "demo" -> DemoCommand.class;
+            case "report" -> ReportCommand.class;
+            case "plan" -> PlanCommand.class;
             default -> throw new IllegalArgumentException("no subcommand " + name);
         };
     }
@@ -64,7 +87,7 @@ public final class GpumemCli implements Runnable {
     }
 
     @CommandLine.Spec
-    CommandLine.Model.CommandSpec spec;
+    CommandSpec spec;
 
     @Override
     public void run() {
@@ -120,7 +143,7 @@ public final class GpumemCli implements Runnable {
     private static final String CONVERTER_EXCLUDES = "picocli.converters.excludes";
 
     /** The top-level arguments that, alone, print the usage or the version and run no subcommand. */
-    private static final java.util.Set<String> USAGE_OR_VERSION = java.util.Set.of("-h", "--help", "-V", "--version");
+    private static final Set<String> USAGE_OR_VERSION = Set.of("-h", "--help", "-V", "--version");
 
     /** {@code gpumem} or {@code gpumem COMMAND}. */
     private static String name(CommandLine cl) {

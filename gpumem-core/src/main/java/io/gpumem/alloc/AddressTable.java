@@ -5,8 +5,8 @@ import java.util.function.Consumer;
 
 /**
  * The project's one map from device addresses to values without boxing the keys: open addressing with linear
- * probing over a power-of-two table. The caching allocator's {@code allocated_blocks} uses it with object values
- * ({@link #forObjects()}); trace rebuilds and replays use it with int values ({@link #forInts()}), which box
+ * probing over a power-of-two table. The caching allocator's {@code allocated_blocks} and the stitch policy's
+ * live blocks use it with object values ({@link #forObjects()}); trace rebuilds and replays use it with int values ({@link #forInts()}), which box
  * nothing either. A table holds one kind of value; the other kind's methods throw.
  *
  * <h2>Hashing</h2>
@@ -134,6 +134,20 @@ public final class AddressTable<V> {
         }
         objects[i] = value; // read after claim, which may have grown the table
         return true;
+    }
+
+    /** Sets key → value (the key must be non-zero); returns the previous value, or null when there was none. */
+    @SuppressWarnings("unchecked")
+    public V put(long key, V value) {
+        objectLane();
+        int i = claim(key);
+        V old = null;
+        if (i < 0) {
+            i = -1 - i;
+            old = (V) objects[i];
+        }
+        objects[i] = value; // read after claim, which may have grown the table
+        return old;
     }
 
     /** Removes {@code key}; returns its value, or null when absent. */

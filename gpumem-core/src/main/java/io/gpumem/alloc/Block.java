@@ -2,6 +2,7 @@ package io.gpumem.alloc;
 
 import io.gpumem.history.Frame;
 
+import java.util.Arrays;
 import java.util.List;
 
 /**
@@ -14,12 +15,12 @@ import java.util.List;
  * waiting on events are in neither. The allocator recycles Block objects (see {@code AllocatorCore.newBlock}),
  * so {@link #reset} must clear every field.
  *
- * <p>The order key and the tree links live in the superclass {@link BlockKey}, which only places them first in
+ * <p>The order key and the tree links live in the superclass {@link OrderedBlock}, which places them first in
  * the object: the JVM lays a superclass's fields out before a subclass's, so a tree descent, which reads a
  * node's key and then a child link, touches the first 52 bytes of each node instead of two ends of a
  * 120-byte object (the profile's cache misses on first touch, issue 13).
  */
-final class Block extends BlockKey {
+final class Block extends OrderedBlock<Block> {
     /** Unrounded size of the last allocation; not reset on free (snapshots show it stale), 0 for new splits. */
     long requestedSize;
     BlockPool pool;
@@ -42,8 +43,6 @@ final class Block extends BlockKey {
     /** Stack of the segment's allocation; kept by the segment's head block. */
     List<Frame> contextWhenSegmentAllocated;
 
-    /** The {@link SizeOrderedBlocks} or stand-alone {@link BlockTree} holding the block; null when in neither. */
-    Object container;
     /** Where the block sits in a {@link SizeOrderedBlocks} (valid while it is in one; kept afterwards as a hint for the next insert). */
     SizeOrderedBlocks.Lane lane;
     int sizeClass;
@@ -94,7 +93,7 @@ final class Block extends BlockKey {
         if (streamUses == null) {
             streamUses = new long[2];
         } else if (streamUseCount == streamUses.length) {
-            streamUses = java.util.Arrays.copyOf(streamUses, streamUseCount * 2);
+            streamUses = Arrays.copyOf(streamUses, streamUseCount * 2);
         }
         streamUses[streamUseCount++] = s;
     }

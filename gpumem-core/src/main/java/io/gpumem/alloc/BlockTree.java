@@ -1,36 +1,46 @@
 package io.gpumem.alloc;
 
+import java.util.ArrayList;
+import java.util.List;
+
 /**
- * An ordered set of {@link Block}s with the links stored in the blocks themselves (an intrusive treap), so
- * that inserting and removing allocate nothing. It stands in for the {@code std::set<Block*, Comparator>} of
- * PyTorch's {@code BlockPool}: directly for unmapped blocks, and as the per-size-class trees inside
- * {@link SizeOrderedBlocks} for free blocks.
+ * An ordered set of blocks with the links stored in the blocks themselves (an intrusive treap), so that
+ * inserting and removing allocate nothing. The project's one balanced tree: the exact allocator uses it for the
+ * {@code std::set<Block*, Comparator>} of PyTorch's {@code BlockPool} (directly for unmapped blocks, and as the
+ * per-size-class trees inside {@link SizeOrderedBlocks} for free blocks), the stitch policy for the free blocks
+ * of an arena. Any {@link OrderedBlock} subclass can be kept; the algorithms read only its fields (no virtual
+ * call on the hot path, so one compiled copy serves every block type).
  *
  * <h2>Order</h2>
  * {@link Order#BY_SIZE}: stream handle compared as unsigned, then size, then address (unsigned) —
- * {@code BlockComparatorSize}, used for the free blocks of a size class. {@link Order#BY_ADDRESS}: stream (unsigned), then
- * address — {@code BlockComparatorAddress}, used for unmapped blocks of expandable segments.
+ * {@code BlockComparatorSize}, used for free blocks (a stitch arena's blocks all share the arena's stream, so
+ * there it is (size, address)). {@link Order#BY_ADDRESS}: stream (unsigned), then address —
+ * {@code BlockComparatorAddress}, used for unmapped blocks of expandable segments.
  *
  * <h2>Algorithm</h2>
  * A treap: a binary search tree on the order above that is also a max-heap on a random priority drawn at
  * insertion, which keeps the expected depth logarithmic. Insert descends to a leaf and rotates up while the
  * heap property is violated; remove rotates the node down to a leaf and unlinks it. Parent links make
- * in-order successor and predecessor O(1) amortised, which the best-fit walks use.
+ * in-order successor and predecessor O(1) amortised, which the best-fit walks and {@link #rekeyInPlace} use.
+ * Priorities come from a fixed-seed xorshift sequence, so runs are deterministic.
  *
  * <h2>Roots in an array</h2>
- * The algorithms are static and keep a tree's root in a slot of a {@code Block[]}: a stand-alone tree holds a
+ * The algorithms are static and keep a tree's root in a slot of an array: a stand-alone tree holds a
  * one-slot array, and {@link SizeOrderedBlocks} keeps the roots of all the size classes of a stream in one array,
  * so that reaching a class's tree is one array load instead of a load of a tree object and then of its root
  * (a cache miss on every free and malloc, measured: issue 13). The caller draws the priority
  * ({@link #nextPriority}) and marks which container holds the block ({@code b.container}).
  *
- * <p>Invariants: the in-order sequence is strictly increasing; every node's priority ≥ its children's; a root's
- * {@code parent} is null; {@code b.container == this} exactly for the nodes in a stand-alone tree. A block must
- * not be mutated in a way that changes its order key (stream, size, ptr) while it is in a tree.
+ * <p>Invariants (checked by {@link #checkShape}): the in-order sequence is strictly increasing; every node's
+ * priority ≥ its children's; a child's {@code parent} is its parent and a root's is null;
+ * {@code b.container == this} exactly for the nodes in a stand-alone tree. A block's order key (stream, size,
+ * ptr) must not change while it is in a tree, except through {@link #rekeyInPlace}.
+ *
+ * @param <B> the block type kept
  */
-final class BlockTree {
+public final class BlockTree<B extends OrderedBlock<B>> {
     /** The two orders PyTorch's pools keep blocks in. */
-    enum Order {
+    public enum Order {
         /** {@code BlockComparatorSize}: stream, size, address. */
         BY_SIZE,
         /** {@code BlockComparatorAddress}: stream, address. */
@@ -40,28 +50,30 @@ final class BlockTree {
     /** {@code order == BY_SIZE}, as a plain flag for the comparison on the hot path. */
     private final boolean bySize;
     /** Slot 0 holds the root. */
-    private final Block[] root = new Block[1];
+    private final B[] root;
     private int count;
     private int seed = 0x2545F491;
 
-    BlockTree(Order order) {
+    @SuppressWarnings("unchecked")
+    public BlockTree(Order order) {
         this.bySize = order == Order.BY_SIZE;
+        this.root = (B[]) new OrderedBlock<?>[1];
     }
 
-    int size() {
+    public int size() {
         return count;
     }
 
-    boolean isEmpty() {
+    public boolean isEmpty() {
         return count == 0;
     }
 
-    boolean contains(Block b) {
+    public boolean contains(B b) {
         return b.container == this;
     }
 
     /** Inserts {@code b}; it must not be in any tree and its key must not be present. */
-    void insert(Block b) {
+    public void insert(B b) {
         if (b.container != null) {
             throw new IllegalStateException("block already in a tree: " + b);
         }
@@ -73,7 +85,7 @@ final class BlockTree {
     }
 
     /** Removes {@code b}, which must be in this tree. */
-    void remove(Block b) {
+    public void remove(B b) {
         if (b.container != this) {
             throw new IllegalStateException("block not in this tree: " + b);
         }
@@ -83,25 +95,99 @@ final class BlockTree {
     }
 
     /** The first block not less than the key (stream, size, ptr); size is ignored in address order. */
-    Block ceiling(long stream, long size, long ptr) {
+    public B ceiling(long stream, long size, long ptr) {
         return ceiling(root[0], stream, size, ptr, bySize);
     }
 
-    Block first() {
+    public B first() {
         return leftmost(root[0]);
     }
 
-    Block last() {
+    public B last() {
         return rightmost(root[0]);
     }
 
     /** Copies the blocks in order into a new list (for passes that mutate the tree while walking). */
-    java.util.ArrayList<Block> toList() {
-        java.util.ArrayList<Block> out = new java.util.ArrayList<>(count);
-        for (Block b = first(); b != null; b = next(b)) {
+    public List<B> toList() {
+        List<B> out = new ArrayList<>(count);
+        for (B b = first(); b != null; b = next(b)) {
             out.add(b);
         }
         return out;
+    }
+
+    /**
+     * Gives {@code b} (in this tree) the key (its stream, {@code size}, {@code ptr}) without moving it when that
+     * keeps the in-order sequence, i.e. the new key lies strictly between b's neighbours: a split or a merge that
+     * keeps a block's rank costs two neighbour lookups instead of a removal and an insertion. Returns false,
+     * changing nothing, when b would have to move.
+     */
+    public boolean rekeyInPlace(B b, long size, long ptr) {
+        if (b.container != this) {
+            throw new IllegalStateException("block not in this tree: " + b);
+        }
+        B before = prev(b);
+        if (before != null && compare(before, b.stream, size, ptr, bySize) >= 0) {
+            return false;
+        }
+        B after = next(b);
+        if (after != null && compare(after, b.stream, size, ptr, bySize) <= 0) {
+            return false;
+        }
+        b.size = size;
+        b.ptr = ptr;
+        return true;
+    }
+
+    /**
+     * Checks this tree's invariants (order, heap, parent links, membership marks, count) and adds a line to
+     * {@code violations} for each broken one, prefixed with {@code name}. For the allocators' invariant checkers;
+     * not the hot path.
+     */
+    public void checkShape(String name, List<String> violations) {
+        int seen = checkShape(root[0], null, this, bySize, name, violations);
+        for (B b = first(), n = b == null ? null : next(b); n != null; b = n, n = next(n)) {
+            if (compare(n, b.stream, b.size, b.ptr, bySize) <= 0) {
+                violations.add(name + ": " + n + " does not follow " + b + " in order");
+            }
+        }
+        if (seen != count) {
+            violations.add(name + ": holds " + seen + " blocks, counts " + count);
+        }
+    }
+
+    /** {@link #checkShape} for a tree rooted at {@code top} whose nodes must have {@code container == owner}. */
+    static <B extends OrderedBlock<B>> int checkShape(B top, B parent, Object owner, boolean bySize, String name,
+            List<String> violations) {
+        if (top == null) {
+            return 0;
+        }
+        if (top.parent != parent) {
+            violations.add(name + ": wrong parent link at " + top);
+        }
+        if (top.container != owner) {
+            violations.add(name + ": " + top + " not marked as held by this tree");
+        }
+        if (top.left != null) {
+            checkChild(top, top.left, true, bySize, name, violations);
+        }
+        if (top.right != null) {
+            checkChild(top, top.right, false, bySize, name, violations);
+        }
+        int n = 1 + checkShape(top.left, top, owner, bySize, name, violations);
+        n += checkShape(top.right, top, owner, bySize, name, violations);
+        return n;
+    }
+
+    private static <B extends OrderedBlock<B>> void checkChild(B top, B child, boolean left, boolean bySize,
+            String name, List<String> violations) {
+        if (child.priority > top.priority) {
+            violations.add(name + ": heap order broken under " + top);
+        }
+        int c = compare(child, top.stream, top.size, top.ptr, bySize);
+        if (left ? c >= 0 : c <= 0) {
+            violations.add(name + ": " + child + " out of order under " + top);
+        }
     }
 
     // ------------------------------------------------------------ the treap, on a root slot
@@ -115,7 +201,7 @@ final class BlockTree {
     }
 
     /** Sign of (b − key) in the order ({@code bySize}: stream, size, address; else stream, address). */
-    private static int compare(Block b, long stream, long size, long ptr, boolean bySize) {
+    private static <B extends OrderedBlock<B>> int compare(B b, long stream, long size, long ptr, boolean bySize) {
         int c = Long.compareUnsigned(b.stream, stream);
         if (c != 0) {
             return c;
@@ -127,10 +213,10 @@ final class BlockTree {
     }
 
     /** Links {@code b} (priority already drawn) into the tree rooted at {@code roots[slot]}. */
-    static void link(Block[] roots, int slot, Block b, boolean bySize) {
+    static <B extends OrderedBlock<B>> void link(B[] roots, int slot, B b, boolean bySize) {
         b.left = null;
         b.right = null;
-        Block cur = roots[slot];
+        B cur = roots[slot];
         if (cur == null) {
             roots[slot] = b;
             b.parent = null;
@@ -169,7 +255,7 @@ final class BlockTree {
     }
 
     /** Unlinks {@code b} from the tree rooted at {@code roots[slot]}, which must hold it. */
-    static void unlink(Block[] roots, int slot, Block b) {
+    static <B extends OrderedBlock<B>> void unlink(B[] roots, int slot, B b) {
         while (b.left != null && b.right != null) {
             if (b.left.priority > b.right.priority) {
                 rotateRight(roots, slot, b);
@@ -177,14 +263,14 @@ final class BlockTree {
                 rotateLeft(roots, slot, b);
             }
         }
-        Block child = b.left != null ? b.left : b.right;
+        B child = b.left != null ? b.left : b.right;
         replaceChild(roots, slot, b.parent, b, child);
         b.left = null;
         b.right = null;
         b.parent = null;
     }
 
-    private static void replaceChild(Block[] roots, int slot, Block parent, Block old, Block child) {
+    private static <B extends OrderedBlock<B>> void replaceChild(B[] roots, int slot, B parent, B old, B child) {
         if (child != null) {
             child.parent = parent;
         }
@@ -197,8 +283,8 @@ final class BlockTree {
         }
     }
 
-    private static void rotateRight(Block[] roots, int slot, Block p) {
-        Block x = p.left;
+    private static <B extends OrderedBlock<B>> void rotateRight(B[] roots, int slot, B p) {
+        B x = p.left;
         p.left = x.right;
         if (x.right != null) {
             x.right.parent = p;
@@ -208,8 +294,8 @@ final class BlockTree {
         p.parent = x;
     }
 
-    private static void rotateLeft(Block[] roots, int slot, Block p) {
-        Block x = p.right;
+    private static <B extends OrderedBlock<B>> void rotateLeft(B[] roots, int slot, B p) {
+        B x = p.right;
         p.right = x.left;
         if (x.left != null) {
             x.left.parent = p;
@@ -220,9 +306,9 @@ final class BlockTree {
     }
 
     /** The first block not less than the key under {@code root}, or null. */
-    static Block ceiling(Block root, long stream, long size, long ptr, boolean bySize) {
-        Block cur = root;
-        Block best = null;
+    static <B extends OrderedBlock<B>> B ceiling(B root, long stream, long size, long ptr, boolean bySize) {
+        B cur = root;
+        B best = null;
         while (cur != null) {
             if (compare(cur, stream, size, ptr, bySize) >= 0) {
                 best = cur;
@@ -235,8 +321,8 @@ final class BlockTree {
     }
 
     /** The smallest block under {@code root}, or null. */
-    static Block leftmost(Block root) {
-        Block cur = root;
+    static <B extends OrderedBlock<B>> B leftmost(B root) {
+        B cur = root;
         if (cur == null) {
             return null;
         }
@@ -247,8 +333,8 @@ final class BlockTree {
     }
 
     /** The largest block under {@code root}, or null. */
-    static Block rightmost(Block root) {
-        Block cur = root;
+    static <B extends OrderedBlock<B>> B rightmost(B root) {
+        B cur = root;
         if (cur == null) {
             return null;
         }
@@ -259,16 +345,16 @@ final class BlockTree {
     }
 
     /** In-order successor of {@code b} (which must be in this tree), or null. */
-    static Block next(Block b) {
+    static <B extends OrderedBlock<B>> B next(B b) {
         if (b.right != null) {
-            Block cur = b.right;
+            B cur = b.right;
             while (cur.left != null) {
                 cur = cur.left;
             }
             return cur;
         }
-        Block cur = b;
-        Block p = b.parent;
+        B cur = b;
+        B p = b.parent;
         while (p != null && p.right == cur) {
             cur = p;
             p = p.parent;
@@ -277,16 +363,16 @@ final class BlockTree {
     }
 
     /** In-order predecessor of {@code b} (which must be in this tree), or null. */
-    static Block prev(Block b) {
+    static <B extends OrderedBlock<B>> B prev(B b) {
         if (b.left != null) {
-            Block cur = b.left;
+            B cur = b.left;
             while (cur.right != null) {
                 cur = cur.right;
             }
             return cur;
         }
-        Block cur = b;
-        Block p = b.parent;
+        B cur = b;
+        B p = b.parent;
         while (p != null && p.left == cur) {
             cur = p;
             p = p.parent;

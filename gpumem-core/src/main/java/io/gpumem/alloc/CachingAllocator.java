@@ -11,7 +11,6 @@ import io.gpumem.stats.MemoryStats;
 import io.gpumem.stats.MemorySummary;
 
 import java.util.List;
-import java.util.Map;
 import java.util.Objects;
 import java.util.function.Supplier;
 
@@ -45,7 +44,7 @@ import java.util.function.Supplier;
  * {@link #close()}, malloc, free, recordStream and emptyCache throw {@link IllegalStateException}; stats and
  * snapshots still read the final state.
  */
-public final class CachingAllocator implements GpuAllocator {
+public final class CachingAllocator implements ForkableAllocator {
     private static final long ONE_EXABYTE = 1L << 60;
 
     private final AllocatorLock lock = new AllocatorLock();
@@ -76,6 +75,7 @@ public final class CachingAllocator implements GpuAllocator {
      * the copy could not be exact: after {@link #close()}, with expandable segments, with stream events pending,
      * or while history, trackers or listeners are attached (recorded history is not copied).
      */
+    @Override
     public CachingAllocator copyOnto(Device device) {
         Objects.requireNonNull(device, "device");
         lock.lock();
@@ -89,7 +89,14 @@ public final class CachingAllocator implements GpuAllocator {
         }
     }
 
-    /** The replay and test hooks: state import, trace listeners, the clock, invariant checks. */
+    /** Expandable segments size their reservation from the device's capacity. */
+    @Override
+    public boolean capacityShapesDecisions() {
+        return core.config.expandableSegments();
+    }
+
+    /** The replay and test hooks: history, state import, trace listeners, the clock, invariant checks. */
+    @Override
     public AllocatorInternals internals() {
         return internals;
     }
@@ -222,7 +229,10 @@ public final class CachingAllocator implements GpuAllocator {
     /**
      * Releases the cache as {@link #emptyCache()} does (waiting for pending stream events) and retires the
      * allocator: later mallocs, frees, stream records and cache releases throw {@link IllegalStateException}. Blocks the user still
-     * holds stay allocated on the device; the device itself is not closed. Idempotent.
+     * holds stay allocated on the device; the device itself is not closed. Idempotent. It also gives back the
+     * address ranges of expandable segments that never got a page, which {@code emptyCache} keeps as PyTorch does
+     * (allocator.md §5.4): retiring the allocator stands for the end of PyTorch's process, where the driver frees
+     * them.
      */
     @Override
     public void close() {
@@ -230,6 +240,7 @@ public final class CachingAllocator implements GpuAllocator {
         try {
             if (!closed) {
                 core.releaseCachedBlocks(core.trace.maybeGatherContext(HistoryOptions.Context.ALL));
+                core.releasePagelessSegments();
                 closed = true;
             }
         } finally {
@@ -270,7 +281,7 @@ public final class CachingAllocator implements GpuAllocator {
     /**
      * Replaces the settings with an already-built configuration: the programmatic form of {@link #setSettings}
      * (for callers replaying a snapshot's {@code allocator_settings}). Same semantics: later decisions use it,
-     * {@code max_split_size} in {@link #memoryStats()} keeps its creation-time value.
+     * {@code max_split_size} in {@link #stats()} keeps its creation-time value.
      */
     public void setConfig(AllocatorConfig config) {
         Objects.requireNonNull(config, "config");
@@ -300,17 +311,9 @@ public final class CachingAllocator implements GpuAllocator {
         return copy.toMemoryStats(core.maxSplitSizeAtCreation);
     }
 
-    /**
-     * {@code torch.cuda.memory_stats()} with PyTorch's sorted dotted keys ({@code max_split_size} −1 when unset):
-     * {@code stats().toPyTorchMap()}.
-     */
-    public Map<String, Long> memoryStats() {
-        return stats().toPyTorchMap();
-    }
-
-    /** {@code torch.cuda.memory_summary(device, abbreviated)}: PyTorch's text table of {@link #memoryStats()}. */
+    /** {@code torch.cuda.memory_summary(device, abbreviated)}: PyTorch's text table of {@link #stats()}. */
     public String memorySummary(boolean abbreviated) {
-        return MemorySummary.format(memoryStats(), core.device.index(), abbreviated);
+        return MemorySummary.format(stats().toPyTorchMap(), core.device.index(), abbreviated);
     }
 
     /** {@code torch.cuda.memory_allocated()}. */
@@ -358,15 +361,7 @@ public final class CachingAllocator implements GpuAllocator {
 
     /** {@code torch.cuda.memory._record_memory_history(enabled, context, max_entries)}. */
     public void recordHistory(HistoryOptions options) {
-        Objects.requireNonNull(options, "options");
-        boolean enabled = options.enabled() != HistoryOptions.Enabled.NONE;
-        long max = options.enabled() == HistoryOptions.Enabled.ALL ? options.maxEntries() : 1;
-        lock.lock();
-        try {
-            core.trace.configure(enabled, max, options.context());
-        } finally {
-            lock.unlock();
-        }
+        internals.recordHistory(options);
     }
 
     /**
@@ -374,7 +369,7 @@ public final class CachingAllocator implements GpuAllocator {
      * context "all"). The CLI uses it to label allocations by name. {@code null} records no frames.
      */
     public void setContextSupplier(Supplier<List<Frame>> frames) {
-        core.trace.contextSupplier = frames;
+        internals.setContextSupplier(frames);
     }
 
     /**

@@ -5,9 +5,10 @@ import io.gpumem.history.MemorySnapshot;
 import io.gpumem.stats.MemoryStats;
 
 /**
- * What a user of a GPU memory allocator calls, whatever its policy: PyTorch's caching allocator
- * ({@link CachingAllocator}) or an alternative placement policy. Addresses, sizes and streams are plain
- * {@code long}s as in {@link Device}, so the per-call path stays free of allocations.
+ * The one interface every GPU memory allocator implements, exact or not: PyTorch's caching allocator
+ * ({@link CachingAllocator}) or an alternative placement policy (named in {@code io.gpumem.policy.PolicyRegistry}).
+ * Addresses, sizes and streams are plain {@code long}s as in {@link Device}, so the per-call path stays free of
+ * allocations.
  *
  * <h2>Contract</h2>
  * <ul>
@@ -20,7 +21,8 @@ import io.gpumem.stats.MemoryStats;
  *       not reused before the work queued on that stream has completed.</li>
  *   <li>{@link #close()} returns cached device memory; the allocator must not be used afterwards. It does not
  *       close the {@link Device}, which belongs to whoever created it.</li>
- *   <li>Implementations are safe for concurrent use.</li>
+ *   <li>Implementations are safe for concurrent use: every operation takes the allocator's lock (an
+ *       {@link AllocatorLock}), so calls from several threads behave as some order of the same calls from one.</li>
  * </ul>
  */
 public interface GpuAllocator extends AutoCloseable {
@@ -46,7 +48,10 @@ public interface GpuAllocator extends AutoCloseable {
     /** Returns every cached, unused byte to the device ({@code torch.cuda.empty_cache()}). */
     void emptyCache();
 
-    /** The statistics now, as an immutable value ({@code torch.cuda.memory_stats()}). */
+    /**
+     * The statistics now, as an immutable value ({@code torch.cuda.memory_stats()}); a policy's own counters are in
+     * {@link MemoryStats#extras()}.
+     */
     MemoryStats stats();
 
     /** The segments and blocks now, plus the recorded history ({@code torch.cuda.memory._snapshot()}). */
@@ -54,6 +59,9 @@ public interface GpuAllocator extends AutoCloseable {
 
     /** The device this allocator draws memory from. */
     Device device();
+
+    /** History recording, invariant checks and the step-boundary hook: what runners and tests use, not users. */
+    GpuAllocatorInternals internals();
 
     /** Returns cached memory to the device and retires the allocator. Idempotent. */
     @Override

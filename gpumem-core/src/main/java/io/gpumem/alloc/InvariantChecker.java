@@ -44,7 +44,8 @@ final class InvariantChecker {
         List<Block> starts = new ArrayList<>();
         for (BlockPool pool : new BlockPool[] {core.smallBlocks, core.largeBlocks}) {
             checkSizeOrder(pool.blocks, pool.kind.segmentType() + " free set", v);
-            checkTreeOrder(pool.unmapped, pool.kind.segmentType() + " unmapped tree", v);
+            pool.blocks.checkTrees(pool.kind.segmentType() + " free set", v);
+            pool.unmapped.checkShape(pool.kind.segmentType() + " unmapped tree", v);
             starts.addAll(pool.blocks.toList());
             starts.addAll(pool.unmapped.toList());
         }
@@ -308,28 +309,6 @@ final class InvariantChecker {
         }
         if (n != set.size()) {
             v.add(name + ": walked " + n + " blocks, size says " + set.size());
-        }
-    }
-
-    private static void checkTreeOrder(BlockTree tree, String name, List<String> v) {
-        Block prev = null;
-        int n = 0;
-        for (Block b = tree.first(); b != null; b = BlockTree.next(b)) {
-            if (b.container != tree) {
-                v.add(name + ": node claims another tree: " + b);
-            }
-            if (prev != null) {
-                int c = Long.compareUnsigned(prev.stream, b.stream);
-                boolean ok = c < 0 || (c == 0 && Long.compareUnsigned(prev.ptr, b.ptr) < 0);
-                if (!ok) {
-                    v.add(name + ": out of order at " + b);
-                }
-            }
-            prev = b;
-            n++;
-        }
-        if (n != tree.size()) {
-            v.add(name + ": walked " + n + " nodes, size says " + tree.size());
         }
     }
 }

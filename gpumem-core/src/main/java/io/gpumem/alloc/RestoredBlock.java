@@ -24,7 +24,12 @@ public record RestoredBlock(long size, Kind kind, long requestedSize) {
     }
 
     public static RestoredBlock free(long size) {
-        return new RestoredBlock(size, Kind.FREE, 0);
+        return free(size, 0);
+    }
+
+    /** A free block showing {@code staleRequestedSize}, the request its block object last served (PyTorch keeps it). */
+    public static RestoredBlock free(long size, long staleRequestedSize) {
+        return new RestoredBlock(size, Kind.FREE, staleRequestedSize);
     }
 
     public static RestoredBlock unmapped(long size) {

@@ -1,6 +1,7 @@
 package io.gpumem.alloc;
 
 import java.util.ArrayList;
+import java.util.List;
 
 /**
  * The free blocks of a pool in PyTorch's best-fit order — stream handle as unsigned, then size, then address
@@ -286,9 +287,20 @@ final class SizeOrderedBlocks {
         return lastBeforeLane(laneIndex(lane.stream));
     }
 
+    /** Adds a line to {@code violations} for each broken class tree (see {@link BlockTree#checkShape}). */
+    void checkTrees(String name, List<String> violations) {
+        for (Lane lane : lanes) {
+            for (int c = 0; c < lane.roots.length; c++) {
+                if (lane.roots[c] != null) {
+                    BlockTree.checkShape(lane.roots[c], null, this, true, name + " class " + c, violations);
+                }
+            }
+        }
+    }
+
     /** The blocks in order, copied (for passes that mutate the set while walking). */
-    ArrayList<Block> toList() {
-        ArrayList<Block> out = new ArrayList<>(count);
+    List<Block> toList() {
+        List<Block> out = new ArrayList<>(count);
         for (Block b = first(); b != null; b = next(b)) {
             out.add(b);
         }

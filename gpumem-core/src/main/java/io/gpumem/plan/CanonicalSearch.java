@@ -37,6 +37,8 @@ import java.util.Arrays;
  * time limit, or, with {@code descentOnly}, at the first frame it would have to backtrack out of; a later call
  * resumes where it stopped. Memory: O(m log S) for the lists; frames O(depth); undo records O(sum of the segments
  * the current path changed), at most the sum of all lifetimes in segments plus one per lift.
+ *
+ * <p>Design notes: offset-planner.md §4 (branching §4.2, pruning §4.3, data structures §4.4).
  */
 final class CanonicalSearch {
 
@@ -388,7 +390,7 @@ final class CanonicalSearch {
         undo[undoTop++] = sky[s];
         sky[s] = height;
         undo[undoTop++] = s;
-        undo[undoTop++] = s + 1;
+        undo[undoTop++] = s + 1L;
         undo[undoTop++] = -1;
         refresh(s, s + 1);
     }

@@ -9,6 +9,7 @@ package io.gpumem.plan;
  * <p>Sizes are kept as given ({@link #size}) and as placed ({@link #placedSize}: rounded up to the alignment,
  * 512 B by default like the caching allocator's rounding), so an output file keeps the caller's sizes while
  * offsets stay aligned. Buffers with {@code lower == upper} are never live; they get offset 0 and take no room.
+ * Design notes: offset-planner.md §1.
  */
 public final class LifetimeProblem {
 

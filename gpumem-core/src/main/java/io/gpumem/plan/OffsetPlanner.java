@@ -36,6 +36,8 @@ import java.util.Arrays;
  * Invariant of every returned plan (checked by tests with an independent sweep): for buffers i ≠ j with
  * overlapping lifetimes, {@code [offset_i, offset_i + placedSize_i)} and {@code [offset_j, offset_j +
  * placedSize_j)} are disjoint; offsets are multiples of the problem's alignment.
+ *
+ * <p>Design notes: offset-planner.md §3 (target §3.1, stages §3.2 to §3.5; cost and limits §6).
  */
 public final class OffsetPlanner {
 

@@ -7,7 +7,7 @@ import java.util.Arrays;
  * (segment s is [points[s], points[s + 1])), and each buffer lives over the segments [segLo, segHi). Nothing
  * changes inside a segment, so the peak live bytes, the planner's lower bound, is the highest per-segment sum.
  * Built with one primitive sort of packed (time, end) keys, or, when the clock's span is too wide to pack, a sort
- * and binary searches: O(m log m) time, O(m) memory.
+ * and binary searches: O(m log m) time, O(m) memory. Design notes: offset-planner.md §2.
  */
 final class TimeAxis {
 

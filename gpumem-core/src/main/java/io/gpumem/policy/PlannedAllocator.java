@@ -1,9 +1,13 @@
 package io.gpumem.policy;
 
+import io.gpumem.alloc.GpuAllocator;
+import io.gpumem.alloc.GpuAllocatorInternals;
 import io.gpumem.device.Device;
+import io.gpumem.history.MemorySnapshot;
 import io.gpumem.plan.LifetimeProblem;
 import io.gpumem.plan.OffsetPlan;
 import io.gpumem.plan.OffsetPlanner;
+import io.gpumem.stats.MemoryStats;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Map;
@@ -21,13 +25,21 @@ import java.util.Map;
  * size and its lifetime in request events; at the end of the last one it plans the buffers that lived inside it.
  * The plan adapts: an iteration with fallbacks is recorded again and re-planned into a fresh plan region (blocks of
  * the old plan finish where they are).
+ *
+ * <p>Thread safety: the stitch allocator's lock guards both: every public method takes it (a malloc once, around
+ * the plan lookup, the placement and the recording), and a step boundary plans under it. Concurrent requests get
+ * positions in the order they take the lock, so a plan made from one thread's order fits another order only by
+ * chance; the allocator stays correct either way, it just falls back more.
+ *
+ * <p>Design notes: policies.md §3 (serving §3.2, profiles §3.4, adapting §3.5, limitations §3.8).
  */
-public final class PlannedAllocator implements AllocatorPolicy {
+public final class PlannedAllocator implements GpuAllocator {
 
     /** Planning between iterations stalls the job, so it gets a short budget (descent and orders, little search). */
     static final long ONLINE_PLAN_BUDGET_MS = 100;
 
     private final StitchAllocator memory;
+    private final GpuAllocatorInternals internals;
     private StitchAllocator.Arena region;
     private long[] plannedSize = new long[0];
     private long[] plannedOffset = new long[0];
@@ -51,12 +63,14 @@ public final class PlannedAllocator implements AllocatorPolicy {
     /** Serves the given plan: request k of each iteration is expected with {@code sizes[k]} at {@code offsets[k]}. */
     public PlannedAllocator(Device device, long[] sizes, long[] offsets) {
         this.memory = new StitchAllocator(device);
+        this.internals = new PolicyInternals(memory, this::nextIteration);
         this.profileIterations = 0;
         install(sizes, offsets);
     }
 
     private PlannedAllocator(Device device, int profileIterations) {
         this.memory = new StitchAllocator(device);
+        this.internals = new PolicyInternals(memory, this::nextIteration);
         this.profileIterations = profileIterations;
         this.record = true;
     }
@@ -72,14 +86,54 @@ public final class PlannedAllocator implements AllocatorPolicy {
         return new PlannedAllocator(device, iterations);
     }
 
-    /** Plans a profile given as rounded sizes and lifetimes, then serves it (the offline entry point). */
-    public static PlannedAllocator fromProfile(Device device, LifetimeProblem profile) {
+    /**
+     * Plans {@code profile} once (request k of each iteration is buffer k) and returns what serves the plan on any
+     * device: a capacity search runs one plan at many capacities.
+     */
+    private static PreparedPolicy planFor(LifetimeProblem profile) {
         OffsetPlan plan = new OffsetPlanner().plan(profile);
         long[] sizes = new long[profile.buffers()];
         for (int i = 0; i < sizes.length; i++) {
             sizes[i] = profile.placedSize(i);
         }
-        return new PlannedAllocator(device, sizes, plan.offsets());
+        long[] offsets = plan.offsets();
+        return device -> new PlannedAllocator(device, sizes, offsets);
+    }
+
+    /**
+     * Policy {@code planned} in {@link PolicyRegistry}: on a stream that marks steps it profiles the first step
+     * online ({@link #profiling}, one iteration), as a training job using it would; on any other stream it plans
+     * from the stream's whole profile up front ({@link StreamFacts#profile()}), once for every run of the stream.
+     */
+    static PolicyFactory factory() {
+        return new PolicyFactory() {
+            @Override
+            public String name() {
+                return "planned";
+            }
+
+            @Override
+            public String summary() {
+                return "plan from a profile, serve online: requests at their planned offsets, the rest by stitch";
+            }
+
+            @Override
+            public boolean needsProfile() {
+                return true;
+            }
+
+            @Override
+            public PreparedPolicy prepare(String options, StreamFacts facts) {
+                if (facts.marksSteps()) {
+                    return device -> profiling(device, 1);
+                }
+                if (!facts.hasProfile()) {
+                    throw new IllegalStateException("policy planned needs a profile to plan from (or a stream that "
+                            + "marks steps, to profile the first one)");
+                }
+                return planFor(facts.profile());
+            }
+        };
     }
 
     private void install(long[] sizes, long[] offsets) {
@@ -104,17 +158,15 @@ public final class PlannedAllocator implements AllocatorPolicy {
     }
 
     @Override
-    public String name() {
-        return "planned";
-    }
-
-    @Override
     public Device device() {
         return memory.device();
     }
 
-    /** Marks the start of the next iteration: request positions count from 0 again. */
-    public void nextIteration() {
+    /**
+     * Marks the start of the next iteration (the step boundary of {@link GpuAllocatorInternals#stepBoundary()}):
+     * request positions count from 0 again.
+     */
+    void nextIteration() {
         iterations++;
         if (record) {
             if (iterations >= profileIterations) {
@@ -160,6 +212,15 @@ public final class PlannedAllocator implements AllocatorPolicy {
         if (size <= 0) {
             return memory.malloc(size, stream);        // 0 for a zero-byte request, the error for a negative one
         }
+        memory.lock.lock();
+        try {
+            return mallocLocked(size, stream);
+        } finally {
+            memory.lock.unlock();
+        }
+    }
+
+    private long mallocLocked(long size, long stream) {
         long rounded = StitchAllocator.roundSize(size);
         int k = position++;
         long ptr;
@@ -167,7 +228,7 @@ public final class PlannedAllocator implements AllocatorPolicy {
             ptr = memory.mallocFixed(region, plannedOffset[k], rounded, size, stream);
             plannedServed++;
         } else {
-            ptr = memory.malloc(size, stream);
+            ptr = memory.mallocLocked(size, stream);
             boolean unplanned = k < plannedSize.length && plannedSize[k] == 0;
             if (!record && !unplanned) {
                 fallbacks++;
@@ -191,18 +252,25 @@ public final class PlannedAllocator implements AllocatorPolicy {
     private boolean rangeFree(long offset, long size) {
         long addr = region.base + offset;
         var below = region.fixedBlocks.floorEntry(addr + size - 1);
-        return below == null || below.getValue().addr + below.getValue().size <= addr;
+        return below == null || below.getValue().ptr + below.getValue().size <= addr;
     }
 
     @Override
     public void free(long ptr) {
-        memory.free(ptr);
-        if (record) {
-            Integer k = recPosition.remove(ptr);
-            if (k != null) {
-                recUpper[k] = clock;
+        memory.lock.lock();
+        try {
+            if (ptr != 0) {
+                memory.freeLocked(ptr);
             }
-            clock++;
+            if (record) {
+                Integer k = recPosition.remove(ptr);
+                if (k != null) {
+                    recUpper[k] = clock;
+                }
+                clock++;
+            }
+        } finally {
+            memory.lock.unlock();
         }
     }
 
@@ -216,57 +284,38 @@ public final class PlannedAllocator implements AllocatorPolicy {
         memory.emptyCache();
     }
 
+    /**
+     * The stitching allocator's figures plus the plan's: {@code num_planned_requests} (served at their planned
+     * offset), {@code num_fallback_requests} (planned, but served by the fallback) and {@code num_plans} (plans
+     * installed, the given one included).
+     */
     @Override
-    public Map<String, Long> memoryStats() {
-        Map<String, Long> m = memory.memoryStats();
-        m.put("num_planned_requests", plannedServed);
-        m.put("num_fallback_requests", fallbacks);
-        m.put("num_plans", replans + (profileIterations == 0 ? 1 : 0));
-        return m;
+    public MemoryStats stats() {
+        MemoryStats.Builder figures;
+        memory.lock.lock();
+        try {
+            figures = memory.statsBuilder()
+                    .extra("num_planned_requests", plannedServed)
+                    .extra("num_fallback_requests", fallbacks)
+                    .extra("num_plans", replans + (profileIterations == 0 ? 1 : 0));
+        } finally {
+            memory.lock.unlock();
+        }
+        return figures.build();
     }
 
     @Override
-    public io.gpumem.stats.MemoryStats stats() {
-        return memory.stats();
-    }
-
-    @Override
-    public io.gpumem.history.MemorySnapshot snapshot() {
+    public MemorySnapshot snapshot() {
         return memory.snapshot();
+    }
+
+    @Override
+    public GpuAllocatorInternals internals() {
+        return internals;
     }
 
     @Override
     public void close() {
         memory.close();
-    }
-
-    @Override
-    public long allocatedBytes() {
-        return memory.allocatedBytes();
-    }
-
-    @Override
-    public long reservedBytes() {
-        return memory.reservedBytes();
-    }
-
-    @Override
-    public void recordHistory(io.gpumem.history.HistoryOptions options) {
-        memory.recordHistory(options);
-    }
-
-    @Override
-    public void setContextSupplier(java.util.function.Supplier<java.util.List<io.gpumem.history.Frame>> frames) {
-        memory.setContextSupplier(frames);
-    }
-
-    @Override
-    public void setHistoryClock(java.util.function.LongSupplier micros) {
-        memory.setHistoryClock(micros);
-    }
-
-    @Override
-    public void checkInvariants() {
-        memory.checkInvariants();
     }
 }

@@ -1,25 +1,22 @@
 package io.gpumem.policy;
 
-import io.gpumem.alloc.Pool;
+import io.gpumem.alloc.AddressTable;
+import io.gpumem.alloc.AllocatorLock;
+import io.gpumem.alloc.BlockTree;
+import io.gpumem.alloc.GpuAllocator;
+import io.gpumem.alloc.GpuAllocatorInternals;
 import io.gpumem.device.Device;
-import io.gpumem.history.BlockInfo;
 import io.gpumem.history.Frame;
-import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.HistoryOptions.Context;
 import io.gpumem.history.TraceAction;
-import io.gpumem.history.BlockState;
 import io.gpumem.history.MemorySnapshot;
-import io.gpumem.history.SegmentInfo;
 import io.gpumem.stats.MemoryStats;
 import io.gpumem.stats.StatKind;
 import io.gpumem.stats.StatType;
 import io.gpumem.oom.OomReport;
 import io.gpumem.oom.OutOfMemoryException;
 import java.util.ArrayList;
-import java.util.HashMap;
-import java.util.IdentityHashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.TreeMap;
 
 /**
@@ -49,12 +46,22 @@ import java.util.TreeMap;
  * bytes equal the mapped pages, allocated bytes the live blocks' sizes. Fixed-offset arenas
  * ({@link PlannedAllocator}'s plan region) keep the page accounting but no tiling: their blocks are placed by the
  * caller and checked not to overlap. malloc and free allocate nothing unless history is recorded
- * ({@link #recordHistory}: trace entries and the stacks of live blocks, as the exact allocator keeps them).
+ * ({@link GpuAllocatorInternals#recordHistory}: trace entries and the stacks of live blocks, as the exact
+ * allocator keeps them).
+ *
+ * <p>Thread safety: one {@link AllocatorLock} per allocator, as the exact allocator has: every public method (and
+ * every method of {@link #internals()}) takes it, so calls from several threads behave as some order of the same
+ * calls from one; uncontended it costs one compare-and-set and one release store per call, and allocates nothing.
+ * A {@link PlannedAllocator} shares its stitch allocator's lock.
+ *
+ * <p>Design notes: policies.md §2 (layout §2.1, placement §2.2, pinning §2.3, stitching §2.4, invariants §2.9).
  */
-public class StitchAllocator implements AllocatorPolicy {
+public final class StitchAllocator implements GpuAllocator {
 
     /** Requests up to this size go to the small arenas (PyTorch's small-pool limit), so they do not pin big pages. */
     static final long SMALL_LIMIT = 1L << 20;
+    /** The policy's registered name ({@link PolicyRegistry}), also written into its snapshots. */
+    static final String NAME = "stitch";
     static final long ROUND = 512;
 
     final Device device;
@@ -67,7 +74,7 @@ public class StitchAllocator implements AllocatorPolicy {
     private Arena[] arenaByKey = new Arena[4];
     private int arenaCount;
     final List<Arena> arenas = new ArrayList<>();
-    private final BlockTable live = new BlockTable();
+    private final AddressTable<StitchBlock> live = AddressTable.forObjects(64);
     /** StitchBlock objects no structure refers to any more, kept for reuse (linked through {@code next}). */
     private StitchBlock spareBlocks;
     final List<StitchBlock> pendingFrees = new ArrayList<>();
@@ -81,8 +88,6 @@ public class StitchAllocator implements AllocatorPolicy {
     private long physicalReleased;
     private long createCalls;
     private long releaseCalls;
-    private long maps;
-    private long unmaps;
     private long steals;
     private long drops;
     private long liveCount;
@@ -92,7 +97,13 @@ public class StitchAllocator implements AllocatorPolicy {
     private long bytesAllocatedTotal;
     private long bytesFreedTotal;
     private boolean closed;
+    /**
+     * Taken by every public method, and by {@link PlannedAllocator} around its own bookkeeping (it shares this
+     * allocator's state); the package-private {@code ...Locked} methods and {@link #mallocFixed} expect it held.
+     */
+    final AllocatorLock lock = new AllocatorLock();
     private final PolicyHistory history = new PolicyHistory();
+    private final GpuAllocatorInternals internals = new PolicyInternals(this, () -> { });
     /** The stack of the request being served (null unless history keeps stacks), for its map and unmap entries. */
     private List<Frame> requestContext;
 
@@ -105,11 +116,6 @@ public class StitchAllocator implements AllocatorPolicy {
         long want = Math.max(2 * device.totalMemory(), 1L << 30);
         this.arenaBytes = (want + page - 1) / page * page;
         this.pageShift = Long.bitCount(page) == 1 ? Long.numberOfTrailingZeros(page) : -1;
-    }
-
-    @Override
-    public String name() {
-        return "stitch";
     }
 
     @Override
@@ -134,7 +140,7 @@ public class StitchAllocator implements AllocatorPolicy {
         final int[] nextUnpinned;
         int unpinnedHead = -1;
         int unpinnedTail = -1;
-        final FreeBlockTree freeBySize = new FreeBlockTree();
+        final BlockTree<StitchBlock> freeBySize = new BlockTree<>(BlockTree.Order.BY_SIZE);
         final TreeMap<Long, StitchBlock> fixedBlocks = new TreeMap<>();
 
         Arena(long stream, boolean fixed, long bytes) {
@@ -151,7 +157,7 @@ public class StitchAllocator implements AllocatorPolicy {
             if (!fixed) {
                 StitchBlock all = newBlock(this, base, bytes, stream);
                 all.free = true;
-                freeBySize.add(all);
+                freeBySize.insert(all);
             }
             arenas.add(this);
         }
@@ -213,7 +219,7 @@ public class StitchAllocator implements AllocatorPolicy {
         }
         spareBlocks = b.next;
         b.arena = arena;
-        b.addr = addr;
+        b.ptr = addr;
         b.size = size;
         b.stream = stream;
         b.free = false;
@@ -250,6 +256,19 @@ public class StitchAllocator implements AllocatorPolicy {
         if (size < 0) {
             throw new IllegalArgumentException("negative size " + size);
         }
+        lock.lock();
+        try {
+            return mallocLocked(size, stream);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** {@link #malloc} for a caller holding {@link #lock} (the planned policy's fallback). */
+    long mallocLocked(long size, long stream) {
+        if (size < 0) {
+            throw new IllegalArgumentException("negative size " + size);
+        }
         if (closed) {
             throw new IllegalStateException("allocator is closed");
         }
@@ -261,22 +280,25 @@ public class StitchAllocator implements AllocatorPolicy {
         requestContext = context;
         processPendingFrees(false);
         Arena a = arena(stream, rounded <= SMALL_LIMIT);
-        StitchBlock b = a.freeBySize.ceiling(rounded);
-        if (b != null && pinPages(a, b.addr, rounded)) {
+        StitchBlock b = a.freeBySize.ceiling(a.stream, rounded, 0);
+        if (b != null && pinPages(a, b.ptr, rounded)) {
             return take(b, rounded, size, stream, context);
         }
         if (!pendingFrees.isEmpty()) {
             retries++;
             processPendingFrees(true);
-            b = a.freeBySize.ceiling(rounded);
-            if (b != null && pinPages(a, b.addr, rounded)) {
+            b = a.freeBySize.ceiling(a.stream, rounded, 0);
+            if (b != null && pinPages(a, b.ptr, rounded)) {
                 return take(b, rounded, size, stream, context);
             }
         }
         throw outOfMemory(size, rounded, stream, context);
     }
 
-    /** Serves a block at {@code offset} of a fixed arena (the caller guarantees it overlaps no live block there). */
+    /**
+     * Serves a block at {@code offset} of a fixed arena (the caller holds {@link #lock} and guarantees the block
+     * overlaps no live block there).
+     */
     long mallocFixed(Arena a, long offset, long rounded, long requested, long stream) {
         List<Frame> context = history.gather(Context.STATE);
         requestContext = context;
@@ -298,9 +320,9 @@ public class StitchAllocator implements AllocatorPolicy {
 
     private long take(StitchBlock b, long rounded, long requested, long stream, List<Frame> context) {
         Arena a = b.arena;
-        if (b.size > rounded && a.freeBySize.rekeyInPlace(b, b.size - rounded, b.addr + rounded)) {
+        if (b.size > rounded && a.freeBySize.rekeyInPlace(b, b.size - rounded, b.ptr + rounded)) {
             // b stays in the free tree as the remainder; a block object in front of it is the allocation
-            StitchBlock used = newBlock(a, b.addr - rounded, rounded, stream);
+            StitchBlock used = newBlock(a, b.ptr - rounded, rounded, stream);
             used.prev = b.prev;
             used.next = b;
             if (b.prev != null) {
@@ -308,11 +330,11 @@ public class StitchAllocator implements AllocatorPolicy {
             }
             b.prev = used;
             allocated(used, requested, context);
-            return used.addr;
+            return used.ptr;
         }
         a.freeBySize.remove(b);
         if (b.size > rounded) {
-            StitchBlock rest = newBlock(a, b.addr + rounded, b.size - rounded, a.stream);
+            StitchBlock rest = newBlock(a, b.ptr + rounded, b.size - rounded, a.stream);
             rest.free = true;
             rest.prev = b;
             rest.next = b.next;
@@ -321,19 +343,19 @@ public class StitchAllocator implements AllocatorPolicy {
             }
             b.next = rest;
             b.size = rounded;
-            a.freeBySize.add(rest);
+            a.freeBySize.insert(rest);
         }
         b.free = false;
         b.stream = stream;
         allocated(b, requested, context);
-        return b.addr;
+        return b.ptr;
     }
 
     private void allocated(StitchBlock b, long requested, List<Frame> context) {
         b.requested = requested;
         b.frames = context;
-        history.record(TraceAction.ALLOC, b.addr, requested, b.stream, context, -1);
-        live.put(b.addr, b);
+        history.record(TraceAction.ALLOC, b.ptr, requested, b.stream, context, -1);
+        live.put(b.ptr, b);
         liveCount++;
         peakLiveCount = Math.max(peakLiveCount, liveCount);
         allocCount++;
@@ -440,7 +462,6 @@ public class StitchAllocator implements AllocatorPolicy {
     private void mapHandle(Arena a, int p, int n, long h) {
         long va = a.base + (long) p * page;
         device.map(va, (long) n * page, h);
-        maps++;
         history.record(TraceAction.SEGMENT_MAP, va, (long) n * page, Math.max(0, a.stream), requestContext, -1);
         device.setAccess(va, (long) n * page);
         for (int q = p; q < p + n; q++) {
@@ -537,7 +558,6 @@ public class StitchAllocator implements AllocatorPolicy {
      */
     private void unmapRun(Arena a, int s, int e, boolean release) {
         device.unmap(a.base + (long) s * page, (long) (e - s) * page);
-        unmaps++;
         history.record(TraceAction.SEGMENT_UNMAP, a.base + (long) s * page, (long) (e - s) * page,
                 Math.max(0, a.stream), requestContext, -1);
         for (int p = s; p < e; ) {
@@ -566,12 +586,22 @@ public class StitchAllocator implements AllocatorPolicy {
         if (ptr == 0) {
             return;
         }
+        lock.lock();
+        try {
+            freeLocked(ptr);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** {@link #free} of a non-null pointer, for a caller holding {@link #lock}. */
+    void freeLocked(long ptr) {
         StitchBlock b = live.remove(ptr);
         if (b == null) {
             throw new IllegalArgumentException("invalid device pointer: 0x" + Long.toHexString(ptr));
         }
         List<Frame> context = history.gather(Context.ALL);
-        history.record(TraceAction.FREE_REQUESTED, b.addr, b.requested, b.stream, context != null ? context : b.frames,
+        history.record(TraceAction.FREE_REQUESTED, b.ptr, b.requested, b.stream, context != null ? context : b.frames,
                 -1);
         allocated -= b.size;
         liveCount--;
@@ -591,6 +621,15 @@ public class StitchAllocator implements AllocatorPolicy {
 
     @Override
     public void recordStream(long ptr, long stream) {
+        lock.lock();
+        try {
+            recordStreamLocked(ptr, stream);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    private void recordStreamLocked(long ptr, long stream) {
         StitchBlock b = live.get(ptr);
         if (b == null) {
             throw new IllegalArgumentException("invalid device pointer: 0x" + Long.toHexString(ptr));
@@ -640,12 +679,12 @@ public class StitchAllocator implements AllocatorPolicy {
 
     /** Returns a block's address range to its arena and unpins its pages (they stay mapped as cache). */
     private void release(StitchBlock b) {
-        history.record(TraceAction.FREE_COMPLETED, b.addr, b.requested, b.stream, b.frames, -1);
+        history.record(TraceAction.FREE_COMPLETED, b.ptr, b.requested, b.stream, b.frames, -1);
         b.frames = null;
         Arena a = b.arena;
-        unpin(a, pageOf(b.addr - a.base), pageOf(b.addr + b.size - 1 - a.base));
+        unpin(a, pageOf(b.ptr - a.base), pageOf(b.ptr + b.size - 1 - a.base));
         if (a.fixed) {
-            a.fixedBlocks.remove(b.addr);
+            a.fixedBlocks.remove(b.ptr);
             recycle(b);
             return;
         }
@@ -668,7 +707,7 @@ public class StitchAllocator implements AllocatorPolicy {
                 after.prev = p;
             }
             recycle(b);
-            rekey(a, p, size, p.addr);
+            rekey(a, p, size, p.ptr);
         } else if (mergeNext) {
             // n takes b's place, growing downwards
             n.prev = p;
@@ -676,11 +715,11 @@ public class StitchAllocator implements AllocatorPolicy {
                 p.next = n;
             }
             long size = n.size + b.size;
-            long addr = b.addr;
+            long addr = b.ptr;
             recycle(b);
             rekey(a, n, size, addr);
         } else {
-            a.freeBySize.add(b);
+            a.freeBySize.insert(b);
         }
     }
 
@@ -689,8 +728,8 @@ public class StitchAllocator implements AllocatorPolicy {
         if (!a.freeBySize.rekeyInPlace(f, size, addr)) {
             a.freeBySize.remove(f);
             f.size = size;
-            f.addr = addr;
-            a.freeBySize.add(f);
+            f.ptr = addr;
+            a.freeBySize.insert(f);
         }
     }
 
@@ -700,6 +739,15 @@ public class StitchAllocator implements AllocatorPolicy {
      */
     @Override
     public void emptyCache() {
+        lock.lock();
+        try {
+            emptyCacheLocked();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    private void emptyCacheLocked() {
         requestContext = history.gather(Context.ALL);
         processPendingFrees(true);
         for (Arena a : arenas) {
@@ -733,8 +781,26 @@ public class StitchAllocator implements AllocatorPolicy {
                 device.totalMemory(), device.freeMemory(), -1, allocated, reservedBytes(), List.of(), false));
     }
 
+    /** The figures are read under the lock; the value is built after it is released. */
     @Override
     public MemoryStats stats() {
+        MemoryStats.Builder figures;
+        lock.lock();
+        try {
+            figures = statsBuilder();
+        } finally {
+            lock.unlock();
+        }
+        return figures.build();
+    }
+
+    /**
+     * The figures of {@link #stats()}, ready for a policy built on this one to add its own extras: PyTorch's
+     * allocated, allocation and reserved stats over all pools and four counters (device alloc and free count
+     * physical handles created and released), plus {@code num_stitched_pages} (pages unmapped from a cache to make
+     * room) and {@code num_dropped_mappings} (multi-page mappings dropped because a block covered part of one).
+     */
+    MemoryStats.Builder statsBuilder() { // caller holds the lock
         return MemoryStats.builder()
                 .stat(StatKind.ALLOCATED_BYTES, StatType.ALL,
                         new MemoryStats.Stat(allocated, peakAllocated, bytesAllocatedTotal, bytesFreedTotal))
@@ -746,105 +812,46 @@ public class StitchAllocator implements AllocatorPolicy {
                 .numOoms(ooms)
                 .numDeviceAlloc(createCalls)
                 .numDeviceFree(releaseCalls)
-                .build();
+                .extra("num_stitched_pages", steals)
+                .extra("num_dropped_mappings", drops);
     }
 
     /**
-     * The state as PyTorch snapshot segments: one segment per run of mapped pages of an arena, its blocks the
-     * allocated or pending blocks inside it (with their requests' stacks) and the free space between them; the
-     * trace is the recorded history ({@link #recordHistory}), empty unless history is on.
+     * The state as PyTorch snapshot segments ({@link StitchSnapshot}): one segment per run of mapped pages; the
+     * trace is the recorded history ({@link GpuAllocatorInternals#recordHistory}), empty unless history is on.
      */
     @Override
     public MemorySnapshot snapshot() {
-        List<SegmentInfo> segments = new ArrayList<>();
-        Map<Arena, TreeMap<Long, StitchBlock>> held = new IdentityHashMap<>();
-        for (StitchBlock b : liveBlocks()) {
-            held.computeIfAbsent(b.arena, x -> new TreeMap<>()).put(b.addr, b);
+        lock.lock();
+        try {
+            return StitchSnapshot.of(this);
+        } finally {
+            lock.unlock();
         }
-        for (StitchBlock b : pendingFrees) {
-            held.computeIfAbsent(b.arena, x -> new TreeMap<>()).put(b.addr, b);
-        }
-        for (Arena a : arenas) {
-            TreeMap<Long, StitchBlock> inArena = held.getOrDefault(a, new TreeMap<>());
-            int p = 0;
-            while (p < a.handle.length) {
-                if (a.handle[p] == 0) {
-                    p++;
-                    continue;
-                }
-                int q = p;
-                while (q < a.handle.length && a.handle[q] != 0) {
-                    q++;
-                }
-                long start = a.base + (long) p * page;
-                long end = a.base + (long) q * page;
-                List<BlockInfo> blocks = new ArrayList<>();
-                long at = start;
-                long alloc = 0;
-                long active = 0;
-                for (StitchBlock b : inArena.subMap(start, end).values()) {
-                    if (b.addr > at) {
-                        blocks.add(new BlockInfo(at, b.addr - at, 0, BlockState.INACTIVE, List.of()));
-                    }
-                    boolean pending = live.get(b.addr) != b;
-                    blocks.add(new BlockInfo(b.addr, b.size, b.requested, pending ? BlockState.ACTIVE_PENDING_FREE
-                            : BlockState.ACTIVE_ALLOCATED, b.frames == null ? List.of() : b.frames));
-                    alloc += pending ? 0 : b.size;
-                    active += b.size;
-                    at = b.addr + b.size;
-                }
-                if (at < end) {
-                    blocks.add(new BlockInfo(at, end - at, 0, BlockState.INACTIVE, List.of()));
-                }
-                Pool pool = Pool.LARGE;
-                segments.add(new SegmentInfo(device.index(), start, end - start, alloc, active, active,
-                        Math.max(0, a.stream), pool, true, List.of(), blocks));
-                p = q;
-            }
-        }
-        segments.sort((x, y) -> Long.compareUnsigned(x.address(), y.address()));
-        return new MemorySnapshot(segments, List.of(history.entries()), Map.of("policy", name()));
     }
 
+    /** History recording, its stacks and clock, the invariant check (none of them on the hot path). */
     @Override
-    public void recordHistory(HistoryOptions options) {
-        history.configure(java.util.Objects.requireNonNull(options, "options"));
+    public GpuAllocatorInternals internals() {
+        return internals;
     }
 
-    @Override
-    public void setContextSupplier(java.util.function.Supplier<List<Frame>> frames) {
-        history.setFrames(frames);
-    }
-
-    @Override
-    public void setHistoryClock(java.util.function.LongSupplier micros) {
-        history.setClock(micros);
+    /** The recorded history, configured through {@link #internals()}. */
+    PolicyHistory history() {
+        return history;
     }
 
     @Override
     public void close() {
-        if (!closed) {
-            emptyCache();
-            closed = true;
+        lock.lock();
+        try {
+            if (!closed) {
+                emptyCacheLocked();
+                closed = true;
+            }
+        } finally {
+            lock.unlock();
         }
-    }
-
-    @Override
-    public Map<String, Long> memoryStats() {
-        Map<String, Long> m = new HashMap<>();
-        m.put("allocated_bytes.all.current", allocated);
-        m.put("allocated_bytes.all.peak", peakAllocated);
-        m.put("reserved_bytes.all.current", reservedBytes());
-        m.put("reserved_bytes.all.peak", peakReserved);
-        m.put("num_alloc_retries", retries);
-        m.put("num_ooms", ooms);
-        m.put("num_device_alloc", createCalls);
-        m.put("num_device_free", releaseCalls);
-        m.put("num_device_maps", maps + unmaps);
-        m.put("num_stitched_pages", steals);
-        m.put("num_dropped_mappings", drops);
-
-        return m;
     }
 
     /** Mapped pages no live block touches (what stitching can take). */
@@ -858,25 +865,24 @@ public class StitchAllocator implements AllocatorPolicy {
         return n;
     }
 
-    @Override
-    public long allocatedBytes() {
-        return allocated;
+    long reservedBytes() {
+        return mappedPages * page;
     }
 
-    @Override
-    public long reservedBytes() {
-        return mappedPages * page;
+    /** Whether {@code b} is allocated (not free, not waiting on stream events). */
+    boolean isLive(StitchBlock b) {
+        return live.get(b.ptr) == b;
     }
 
     /** The allocated blocks (a fresh list, any order). */
     List<StitchBlock> liveBlocks() {
         List<StitchBlock> out = new ArrayList<>(live.size());
-        live.addTo(out);
+        live.forEach(out::add);
         return out;
     }
 
-    @Override
-    public void checkInvariants() {
+    /** Checks every invariant the class comment lists ({@link StitchInvariants}). */
+    void checkInvariants() {
         StitchInvariants.check(this);
     }
 }

@@ -2,15 +2,17 @@ package io.gpumem.policy;
 
 import io.gpumem.policy.StitchAllocator.Arena;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.IdentityHashMap;
 import java.util.List;
-import java.util.Map;
+import java.util.Set;
 
 /**
  * The stitch allocator's invariant checker ({@link StitchAllocator#checkInvariants}): recomputes from the blocks
  * what the page and block structures must hold (pins per page, one block behind each pinned multi-page mapping,
  * the unpinned list, no handle mapped twice, arenas tiled by their blocks, the free tree) and throws
  * {@link IllegalStateException} naming the first difference. Allocates freely: tests and benchmarks' set-up only.
+ * The invariants are listed in policies.md §2.9.
  */
 final class StitchInvariants {
 
@@ -23,10 +25,10 @@ final class StitchInvariants {
             liveBytes += b.size;
         }
         require(liveBytes == st.allocated, "allocated bytes " + st.allocated + " but live blocks hold " + liveBytes);
-        java.util.Set<Long> handles = new java.util.HashSet<>();
+        Set<Long> handles = new HashSet<>();
         long mapped = 0;
-        Map<Arena, int[]> expectedPins = new IdentityHashMap<>();
-        Map<Arena, StitchBlock[]> coveredBy = new IdentityHashMap<>();
+        IdentityHashMap<Arena, int[]> expectedPins = new IdentityHashMap<>();
+        IdentityHashMap<Arena, StitchBlock[]> coveredBy = new IdentityHashMap<>();
         for (Arena a : st.arenas) {
             expectedPins.put(a, new int[a.pins.length]);
             coveredBy.put(a, new StitchBlock[a.pins.length]);
@@ -36,7 +38,7 @@ final class StitchInvariants {
         for (StitchBlock b : holding) {
             int[] e = expectedPins.get(b.arena);
             StitchBlock[] c = coveredBy.get(b.arena);
-            long off = b.addr - b.arena.base;
+            long off = b.ptr - b.arena.base;
             for (long p = off / st.page; p <= (off + b.size - 1) / st.page; p++) {
                 e[(int) p]++;
                 if (p * st.page >= off && (p + 1) * st.page <= off + b.size) {
@@ -86,17 +88,20 @@ final class StitchInvariants {
             if (a.fixed) {
                 long end = Long.MIN_VALUE;
                 for (StitchBlock b : a.fixedBlocks.values()) {
-                    require(b.addr >= end, "fixed blocks overlap at 0x" + Long.toHexString(b.addr));
-                    end = b.addr + b.size;
+                    require(b.ptr >= end, "fixed blocks overlap at 0x" + Long.toHexString(b.ptr));
+                    end = b.ptr + b.size;
                 }
                 continue;
             }
             StitchBlock first = null;
-            require(a.freeBySize.wellFormed(), "free tree of arena 0x" + Long.toHexString(a.base) + " out of order");
-            List<StitchBlock> free = new ArrayList<>();
-            a.freeBySize.addTo(free);
-            for (StitchBlock b : free) {
+            List<String> treeViolations = new ArrayList<>();
+            a.freeBySize.checkShape("free tree of arena 0x" + Long.toHexString(a.base), treeViolations);
+            require(treeViolations.isEmpty(), String.join("; ", treeViolations));
+            for (StitchBlock b : a.freeBySize.toList()) {
                 require(b.free, "non-free block in the free index");
+                // the tree orders by (stream, size, address): one stream per arena makes it best fit by size
+                require(b.stream == a.stream, "free block 0x" + Long.toHexString(b.ptr) + " has stream " + b.stream
+                        + ", its arena " + a.stream);
                 if (b.prev == null) {
                     first = b;
                 }
@@ -109,7 +114,7 @@ final class StitchInvariants {
             long at = a.base;
             int frees = 0;
             for (StitchBlock b = first; b != null; b = b.next) {
-                require(b.addr == at, "blocks do not tile arena 0x" + Long.toHexString(a.base));
+                require(b.ptr == at, "blocks do not tile arena 0x" + Long.toHexString(a.base));
                 require(b.next == null || b.next.prev == b, "broken block links");
                 require(!(b.free && b.next != null && b.next.free), "two free neighbours");
                 frees += b.free ? 1 : 0;

@@ -5,6 +5,7 @@ import io.gpumem.config.AllocatorConfig;
 import io.gpumem.config.ConfigException;
 import java.io.BufferedReader;
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.Reader;
 import java.io.StringReader;
 import java.io.UncheckedIOException;
@@ -43,14 +44,21 @@ import java.util.regex.Pattern;
  * {@link ScriptException} naming its line.
  */
 public final class OpsScript {
+    /**
+     * The verbs a line can start with, in the order the format above lists them: the one list the parser's
+     * "unknown op" message and format detection ({@code TraceReaders}, which recognises a script by its first
+     * word) both read.
+     */
+    public static final List<String> VERBS = List.of("device", "config", "alloc", "free", "record_stream",
+            "complete_events", "empty_cache", "set_fraction", "reset_peak", "summary", "stats", "snapshot");
     private static final Pattern NAME = Pattern.compile("[^=#\\s]+");
     private static final Pattern STREAM = Pattern.compile("[0-9]+");
     private static final Pattern FRACTION = Pattern.compile("[0-9]+(\\.[0-9]*)?|\\.[0-9]+");
 
     private final List<ScriptOp> ops;
-    private final ScriptOp.Device device;
+    private final ScriptOp.DeviceSettings device;
 
-    private OpsScript(List<ScriptOp> ops, ScriptOp.Device device) {
+    private OpsScript(List<ScriptOp> ops, ScriptOp.DeviceSettings device) {
         this.ops = List.copyOf(ops);
         this.device = device;
     }
@@ -61,7 +69,7 @@ public final class OpsScript {
     }
 
     /** The {@code device} line, or null when the script has none (runners then use their default device). */
-    public ScriptOp.Device device() {
+    public ScriptOp.DeviceSettings device() {
         return device;
     }
 
@@ -92,7 +100,7 @@ public final class OpsScript {
      * @throws ScriptException naming the first bad line
      * @throws IOException     if reading fails
      */
-    public static OpsScript parse(java.io.InputStream in) throws IOException {
+    public static OpsScript parse(InputStream in) throws IOException {
         Utf8Lines lines = new Utf8Lines(in);
         return new Parser().run(lines::next);
     }
@@ -107,7 +115,7 @@ public final class OpsScript {
         private final List<ScriptOp> ops = new ArrayList<>();
         private final Map<String, Integer> liveSince = new HashMap<>();
         private final Map<String, int[]> freed = new HashMap<>(); // name -> {alloc line, free line}
-        private ScriptOp.Device device;
+        private ScriptOp.DeviceSettings device;
         private boolean allocatorUsed;
         private int line;
 
@@ -159,10 +167,10 @@ public final class OpsScript {
                     }
                     yield new ScriptOp.Summary(line, w.length == 2);
                 }
-                default -> throw error("unknown op '" + verb + "' (expected device, config, alloc, free, record_stream,"
-                        + " complete_events, empty_cache, set_fraction, reset_peak, summary, stats or snapshot)");
+                default -> throw error("unknown op '" + verb + "' (expected "
+                        + String.join(", ", VERBS.subList(0, VERBS.size() - 1)) + " or " + VERBS.getLast() + ")");
             };
-            if (!(op instanceof ScriptOp.Device)) {
+            if (!(op instanceof ScriptOp.DeviceSettings)) {
                 allocatorUsed = true;
             }
             return op;
@@ -214,7 +222,7 @@ public final class OpsScript {
             if (held > capacity) {
                 throw error("device held=" + held + " exceeds capacity=" + capacity);
             }
-            device = new ScriptOp.Device(line, capacity, granularity, held);
+            device = new ScriptOp.DeviceSettings(line, capacity, granularity, held);
             return device;
         }
 

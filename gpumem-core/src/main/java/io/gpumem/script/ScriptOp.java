@@ -13,7 +13,7 @@ public sealed interface ScriptOp {
     long DEFAULT_STREAM = 0;
 
     /** {@code device capacity=SIZE [granularity=SIZE] [held=SIZE]}; granularity is 0 when not given. */
-    record Device(int line, long capacity, long granularity, long held) implements ScriptOp {
+    record DeviceSettings(int line, long capacity, long granularity, long held) implements ScriptOp {
     }
 
     /** {@code config STRING}: a {@code PYTORCH_CUDA_ALLOC_CONF} string, already checked to parse. */

@@ -1,6 +1,7 @@
 package io.gpumem.spill;
 
 import io.gpumem.alloc.GpuAllocator;
+import io.gpumem.alloc.GpuAllocatorInternals;
 import io.gpumem.device.Device;
 import io.gpumem.history.MemorySnapshot;
 import io.gpumem.oom.OutOfMemoryException;
@@ -152,9 +153,18 @@ public final class SpillingAllocator implements GpuAllocator {
                 b.address = 0;
                 return true;
             }
+            // The arena outlives this method: the buffer owns it from here (unspill and close close it), so it
+            // cannot sit in a try-with-resources; it is closed here only when the copy fails.
+            @SuppressWarnings("MustBeClosedChecker")
             Arena arena = Arena.ofShared();
-            MemorySegment host = arena.allocate(b.size, 64);
-            device.copyToHost(host, b.address, b.size);
+            MemorySegment host;
+            try {
+                host = arena.allocate(b.size, 64);
+                device.copyToHost(host, b.address, b.size);
+            } catch (RuntimeException | Error e) {
+                arena.close();
+                throw e;
+            }
             b.hostArena = arena;
             b.host = host;
             hostUsed += b.size;
@@ -304,6 +314,12 @@ public final class SpillingAllocator implements GpuAllocator {
     @Override
     public synchronized MemorySnapshot snapshot() {
         return upstream.snapshot();
+    }
+
+    /** The wrapped allocator's internals: the history and invariants are its own (spilling keeps no history). */
+    @Override
+    public GpuAllocatorInternals internals() {
+        return upstream.internals();
     }
 
     @Override

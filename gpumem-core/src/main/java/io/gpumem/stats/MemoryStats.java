@@ -1,15 +1,19 @@
 package io.gpumem.stats;
 
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.Map;
 import java.util.Objects;
 import java.util.TreeMap;
+import org.jspecify.annotations.Nullable;
 
 /**
  * An immutable copy of an allocator's statistics at one moment: the figures of {@code torch.cuda.memory_stats()}
  * as typed values. Each of the nine {@link StatKind}s has a {@link Stat} (current, peak, allocated, freed) per
  * {@link StatType}; the two oversize stats have one each; five counters and {@code max_split_size} complete it.
- * {@link #toPyTorchMap()} gives PyTorch's flat dotted keys.
+ * {@link #toPyTorchMap()} gives PyTorch's flat dotted keys, for output only: code that needs a figure reads it
+ * typed. A policy's own counters (pages stitched, requests served by a plan, ...) are {@link #extras()}, named
+ * like PyTorch's counters ({@code num_stitched_pages}); the exact allocator has none.
  *
  * <p>A caching allocator fills every figure; another allocator implementation may leave what it does not track at
  * zero (the {@link Builder} starts from zeros and {@code max_split_size} −1). No consistency between the types is
@@ -34,6 +38,7 @@ public final class MemoryStats {
     private final long numDeviceAlloc;
     private final long numDeviceFree;
     private final long maxSplitSize;
+    private final Map<String, Long> extras;
 
     private MemoryStats(Builder b) {
         this.stats = b.stats.clone();
@@ -45,6 +50,7 @@ public final class MemoryStats {
         this.numDeviceAlloc = b.numDeviceAlloc;
         this.numDeviceFree = b.numDeviceFree;
         this.maxSplitSize = b.maxSplitSize;
+        this.extras = b.extras == null ? Map.of() : Collections.unmodifiableMap(new TreeMap<>(b.extras));
     }
 
     public static Builder builder() {
@@ -111,6 +117,16 @@ public final class MemoryStats {
         return maxSplitSize;
     }
 
+    /** The policy's own counters by name, sorted; empty for the exact allocator. */
+    public Map<String, Long> extras() {
+        return extras;
+    }
+
+    /** The policy counter {@code name}, or 0 when this allocator does not keep it. */
+    public long extra(String name) {
+        return extras.getOrDefault(name, 0L);
+    }
+
     /**
      * {@code torch.cuda.memory_stats()}: every figure under PyTorch's dotted key ({@code allocated_bytes.all.peak},
      * {@code oversize_segments.current}, {@code num_ooms}, ...), sorted by key.
@@ -147,18 +163,18 @@ public final class MemoryStats {
                 && oversizeSegments.equals(other.oversizeSegments) && numAllocRetries == other.numAllocRetries
                 && numOoms == other.numOoms && numSyncAllStreams == other.numSyncAllStreams
                 && numDeviceAlloc == other.numDeviceAlloc && numDeviceFree == other.numDeviceFree
-                && maxSplitSize == other.maxSplitSize;
+                && maxSplitSize == other.maxSplitSize && extras.equals(other.extras);
     }
 
     @Override
     public int hashCode() {
         return Objects.hash(Arrays.hashCode(stats), oversizeAllocations, oversizeSegments, numAllocRetries, numOoms,
-                numSyncAllStreams, numDeviceAlloc, numDeviceFree, maxSplitSize);
+                numSyncAllStreams, numDeviceAlloc, numDeviceFree, maxSplitSize, extras);
     }
 
     @Override
     public String toString() {
-        return "MemoryStats" + toPyTorchMap();
+        return "MemoryStats" + toPyTorchMap() + (extras.isEmpty() ? "" : " extras " + extras);
     }
 
     /** Collects the figures of a {@link MemoryStats}; every figure not set is zero, {@code max_split_size} −1. */
@@ -172,6 +188,7 @@ public final class MemoryStats {
         private long numDeviceAlloc;
         private long numDeviceFree;
         private long maxSplitSize = -1;
+        private @Nullable Map<String, Long> extras;   // made on the first extra counter
 
         private Builder() {
             Arrays.fill(stats, Stat.ZERO);
@@ -219,6 +236,16 @@ public final class MemoryStats {
 
         public Builder maxSplitSize(long bytes) {
             this.maxSplitSize = bytes;
+            return this;
+        }
+
+        /** A policy's own counter ({@link MemoryStats#extras()}); setting a name twice keeps the last value. */
+        public Builder extra(String name, long value) {
+            Objects.requireNonNull(name, "name");
+            if (extras == null) {
+                extras = new TreeMap<>();
+            }
+            extras.put(name, value);
             return this;
         }
 

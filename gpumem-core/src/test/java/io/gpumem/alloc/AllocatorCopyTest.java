@@ -57,9 +57,9 @@ class AllocatorCopyTest {
 
             SimulatedDevice devCopy = dev.copyWithCapacity(smaller);
             CachingAllocator copy = original.copyOnto(devCopy);
-            Map<String, Long> statsAtCopy = original.memoryStats();
+            Map<String, Long> statsAtCopy = original.stats().toPyTorchMap();
             MemorySnapshot snapshotAtCopy = original.snapshot();
-            assertThat(copy.memoryStats()).as(conf).isEqualTo(statsAtCopy);
+            assertThat(copy.stats().toPyTorchMap()).as(conf).isEqualTo(statsAtCopy);
             assertThat(copy.snapshot()).as(conf).isEqualTo(snapshotAtCopy);
             assertThat(devCopy.consumedBytes()).isEqualTo(dev.consumedBytes());
             assertThat(devCopy.totalMemory()).isEqualTo(smaller);
@@ -67,18 +67,18 @@ class AllocatorCopyTest {
             // mutating the original leaves the copy unchanged
             List<Long> liveOriginal = new ArrayList<>(live);
             drive(original, stream1, new Random(seed + 1), 300, liveOriginal, new ArrayList<>());
-            assertThat(copy.memoryStats()).as(conf).isEqualTo(statsAtCopy);
+            assertThat(copy.stats().toPyTorchMap()).as(conf).isEqualTo(statsAtCopy);
             assertThat(copy.snapshot()).as(conf).isEqualTo(snapshotAtCopy);
 
             // and mutating the copy leaves the original unchanged; both checked against a fresh twin
-            Map<String, Long> originalStats = original.memoryStats();
+            Map<String, Long> originalStats = original.stats().toPyTorchMap();
             MemorySnapshot originalSnapshot = original.snapshot();
             SimulatedDevice twinDev = devCopy.copyWithCapacity(smaller);
             CachingAllocator twin = copy.copyOnto(twinDev);
             List<Long> liveCopy = new ArrayList<>(live);
             List<Long> logCopy = new ArrayList<>();
             drive(copy, stream1, new Random(seed + 2), 600, liveCopy, logCopy);
-            assertThat(original.memoryStats()).as(conf).isEqualTo(originalStats);
+            assertThat(original.stats().toPyTorchMap()).as(conf).isEqualTo(originalStats);
             assertThat(original.snapshot()).as(conf).isEqualTo(originalSnapshot);
             copy.internals().checkInvariants();
 
@@ -87,7 +87,7 @@ class AllocatorCopyTest {
             List<Long> logTwin = new ArrayList<>();
             drive(twin, stream1, new Random(seed + 2), 600, liveTwin, logTwin);
             assertThat(logTwin).as(conf).isEqualTo(logCopy);
-            assertThat(twin.memoryStats()).as(conf).isEqualTo(copy.memoryStats());
+            assertThat(twin.stats().toPyTorchMap()).as(conf).isEqualTo(copy.stats().toPyTorchMap());
             assertThat(twin.snapshot()).as(conf).isEqualTo(copy.snapshot());
             assertThat(twinDev.consumedBytes()).isEqualTo(devCopy.consumedBytes());
             assertThat(logCopy).as("the smaller copy ran out of memory at least once").contains(-1L);

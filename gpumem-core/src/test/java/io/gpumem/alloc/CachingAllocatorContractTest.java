@@ -68,7 +68,7 @@ public abstract class CachingAllocatorContractTest {
         long pb = a.malloc(3 * MiB);
         long pc = a.malloc(25_000_000);
         a.internals().checkInvariants();
-        Map<String, Long> mid = a.memoryStats();
+        Map<String, Long> mid = a.stats().toPyTorchMap();
         assertThat(mid.get("inactive_split.all.current")).isEqualTo(2);
         assertThat(mid.get("inactive_split_bytes.small_pool.current")).isEqualTo(2_096_128);
         assertThat(mid.get("inactive_split_bytes.large_pool.current")).isEqualTo(17 * MiB);
@@ -76,7 +76,7 @@ public abstract class CachingAllocatorContractTest {
         a.free(pb);
         a.free(pa);
         a.internals().checkInvariants();
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(a.reservedBytes()).isEqualTo(48_234_496);
         assertThat(a.allocatedBytes()).isEqualTo(25_165_824);
         assertThat(s.get("requested_bytes.all.current")).isEqualTo(25_000_000);
@@ -103,8 +103,8 @@ public abstract class CachingAllocatorContractTest {
         a.emptyCache();
         a.internals().checkInvariants();
         assertThat(a.reservedBytes()).isEqualTo(25_165_824);
-        assertThat(a.memoryStats().get("num_device_free")).isEqualTo(2);
-        assertThat(a.memoryStats().get("num_sync_all_streams")).isEqualTo(1);
+        assertThat(a.stats().toPyTorchMap().get("num_device_free")).isEqualTo(2);
+        assertThat(a.stats().toPyTorchMap().get("num_sync_all_streams")).isEqualTo(1);
         a.free(pc);
         a.emptyCache();
         assertThat(a.reservedBytes()).isZero();
@@ -114,7 +114,7 @@ public abstract class CachingAllocatorContractTest {
     @Test
     void memoryStatsHasExactlyPyTorchKeysSorted() {
         CachingAllocator a = allocator(GiB);
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         List<String> keys = new ArrayList<>(s.keySet());
         assertThat(keys).isSorted();
         // 9 array stats x 3 types x 4 fields + 2 single stats x 4 + 6 scalars
@@ -122,7 +122,7 @@ public abstract class CachingAllocatorContractTest {
         assertThat(keys).contains("active.all.current", "requested_bytes.large_pool.freed",
                 "inactive_split_bytes.small_pool.peak", "oversize_segments.allocated", "num_alloc_retries",
                 "num_ooms", "num_sync_all_streams", "num_device_alloc", "num_device_free", "max_split_size");
-        assertThat(allocator(GiB, maxSplit(64 * MiB)).memoryStats().get("max_split_size")).isEqualTo(64 * MiB);
+        assertThat(allocator(GiB, maxSplit(64 * MiB)).stats().toPyTorchMap().get("max_split_size")).isEqualTo(64 * MiB);
     }
 
     // --------------------------------------------------- allocator.md §1.5 segment sizes
@@ -145,7 +145,7 @@ public abstract class CachingAllocatorContractTest {
         CachingAllocator a = allocator(GiB);
         a.recordHistory(HistoryOptions.all());
         assertThat(a.malloc(0)).isZero();
-        assertThat(a.memoryStats().get("num_device_alloc")).isZero();
+        assertThat(a.stats().toPyTorchMap().get("num_device_alloc")).isZero();
         assertThatThrownBy(() -> a.malloc(-1)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("-1");
         assertThat(trace(a)).isEmpty();
     }
@@ -155,7 +155,7 @@ public abstract class CachingAllocatorContractTest {
         CachingAllocator a = allocator(GiB);
         assertThatThrownBy(() -> a.malloc(1L << 60)).isInstanceOf(OutOfMemoryException.class)
                 .hasMessage("CUDA out of memory. Tried to allocate more than 1EB memory.");
-        assertThat(a.memoryStats().get("num_ooms")).isZero();
+        assertThat(a.stats().toPyTorchMap().get("num_ooms")).isZero();
     }
 
     // ---------------------------------------------------------------- best fit, splitting, merging
@@ -171,7 +171,7 @@ public abstract class CachingAllocatorContractTest {
         a.free(z);
         long lowest12 = Long.compareUnsigned(x, z) < 0 ? x : z;
         assertThat(a.malloc(11 * MiB)).isEqualTo(lowest12);
-        assertThat(a.memoryStats().get("segment.all.current")).isEqualTo(3);
+        assertThat(a.stats().toPyTorchMap().get("segment.all.current")).isEqualTo(3);
         a.internals().checkInvariants();
     }
 
@@ -182,7 +182,7 @@ public abstract class CachingAllocatorContractTest {
         long p = a.malloc(4 * MiB, 0);
         a.free(p);
         long q = a.malloc(4 * MiB, s1);
-        assertThat(a.memoryStats().get("segment.large_pool.current")).isEqualTo(2);
+        assertThat(a.stats().toPyTorchMap().get("segment.large_pool.current")).isEqualTo(2);
         assertThat(q).isNotEqualTo(p);
         a.free(q);
         a.internals().checkInvariants();
@@ -200,7 +200,7 @@ public abstract class CachingAllocatorContractTest {
         a.free(q);
         long r = a.malloc(18 * MiB + 512 * KiB);      // remainder 1.5 MiB: split
         assertThat(a.allocatedBytes()).isEqualTo(18 * MiB + 512 * KiB);
-        assertThat(a.memoryStats().get("inactive_split_bytes.large_pool.current")).isEqualTo(MiB + 512 * KiB);
+        assertThat(a.stats().toPyTorchMap().get("inactive_split_bytes.large_pool.current")).isEqualTo(MiB + 512 * KiB);
         a.free(r);
         a.internals().checkInvariants();
     }
@@ -210,13 +210,13 @@ public abstract class CachingAllocatorContractTest {
         CachingAllocator b = allocator(GiB);
         long q = b.malloc(MiB);                  // small pool (≤ 1 MiB), 2 MiB segment
         long r = b.malloc(MiB - 512);            // leaves exactly 512: split
-        assertThat(b.memoryStats().get("allocated_bytes.small_pool.current")).isEqualTo(2 * MiB - 512);
-        assertThat(b.memoryStats().get("inactive_split_bytes.small_pool.current")).isEqualTo(512);
+        assertThat(b.stats().toPyTorchMap().get("allocated_bytes.small_pool.current")).isEqualTo(2 * MiB - 512);
+        assertThat(b.stats().toPyTorchMap().get("inactive_split_bytes.small_pool.current")).isEqualTo(512);
         assertThat(r).isEqualTo(q + MiB);
         long t = b.malloc(512);                  // takes the last 512 bytes whole
         assertThat(t).isEqualTo(r + MiB - 512);
-        assertThat(b.memoryStats().get("inactive_split.small_pool.current")).isZero();
-        assertThat(b.memoryStats().get("segment.small_pool.current")).isEqualTo(1);
+        assertThat(b.stats().toPyTorchMap().get("inactive_split.small_pool.current")).isZero();
+        assertThat(b.stats().toPyTorchMap().get("segment.small_pool.current")).isEqualTo(1);
         b.internals().checkInvariants();
     }
 
@@ -230,9 +230,9 @@ public abstract class CachingAllocatorContractTest {
         assertThat(p3).isEqualTo(p2 + 4 * MiB);
         a.free(p1);
         a.free(p3);
-        assertThat(a.memoryStats().get("inactive_split.large_pool.current")).isEqualTo(2);
+        assertThat(a.stats().toPyTorchMap().get("inactive_split.large_pool.current")).isEqualTo(2);
         a.free(p2);
-        assertThat(a.memoryStats().get("inactive_split.large_pool.current")).isZero();
+        assertThat(a.stats().toPyTorchMap().get("inactive_split.large_pool.current")).isZero();
         MemorySnapshot snap = a.snapshot();
         assertThat(snap.segments()).hasSize(1);
         assertThat(snap.segments().getFirst().blocks()).hasSize(1);
@@ -246,8 +246,8 @@ public abstract class CachingAllocatorContractTest {
     void oversizeBlocksServeOnlyLargeRequestsWithinSlack() {
         CachingAllocator a = allocator(8 * GiB, maxSplit(100 * MiB));
         long big = a.malloc(200 * MiB);
-        assertThat(a.memoryStats().get("oversize_allocations.current")).isEqualTo(1);
-        assertThat(a.memoryStats().get("oversize_segments.current")).isEqualTo(1);
+        assertThat(a.stats().toPyTorchMap().get("oversize_allocations.current")).isEqualTo(1);
+        assertThat(a.stats().toPyTorchMap().get("oversize_segments.current")).isEqualTo(1);
         a.free(big);
         long small = a.malloc(50 * MiB);             // below max_split: never served from the 200 MiB block
         assertThat(small).isNotEqualTo(big);
@@ -270,8 +270,8 @@ public abstract class CachingAllocatorContractTest {
         a.free(p);
         // 60 MiB does not fit beside q without releasing p's cached segment
         long r = a.malloc(60 * MiB);
-        assertThat(a.memoryStats().get("num_alloc_retries")).isEqualTo(1);
-        assertThat(a.memoryStats().get("num_sync_all_streams")).isEqualTo(1);
+        assertThat(a.stats().toPyTorchMap().get("num_alloc_retries")).isEqualTo(1);
+        assertThat(a.stats().toPyTorchMap().get("num_sync_all_streams")).isEqualTo(1);
         assertThat(a.reservedBytes()).isEqualTo(100 * MiB);
         List<String> acts = actions(trace(a));
         assertThat(acts.subList(acts.size() - 3, acts.size())).containsExactly("segment_free", "segment_alloc", "alloc");
@@ -290,7 +290,7 @@ public abstract class CachingAllocatorContractTest {
             assertThat(e.report().requestedBytes()).isEqualTo(30 * MiB);
             assertThat(e.report().reservedBytes()).isEqualTo(100 * MiB);
         });
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("num_ooms")).isEqualTo(1);
         assertThat(s.get("num_alloc_retries")).isEqualTo(2);
         TraceEntry last = trace(a).getLast();
@@ -330,9 +330,9 @@ public abstract class CachingAllocatorContractTest {
         a.malloc(12 * MiB, s1);                   // 4
         a.free(blockB);                           // B's age base 4
         a.malloc(50 * MiB, s1);                   // 5 (274 MiB reserved after it)
-        assertThat(a.memoryStats().get("num_device_free")).isZero();
+        assertThat(a.stats().toPyTorchMap().get("num_device_free")).isZero();
         a.malloc(50 * MiB, s1);                   // 6: GC, ages A=4, B=2, average 3: only A goes
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("num_device_free")).isEqualTo(1);
         assertThat(a.reservedBytes()).isEqualTo((100 + 12 + 12 + 50 + 50) * MiB);
         assertThat(a.malloc(100 * MiB)).isEqualTo(blockB);  // B is still cached
@@ -352,7 +352,7 @@ public abstract class CachingAllocatorContractTest {
         // 150 MiB fits only after releasing cached oversize blocks: the largest ones go first, the
         // non-oversize 30 MiB segment stays, no empty_cache (no sync, no retry)
         a.malloc(150 * MiB);
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("num_alloc_retries")).isZero();
         assertThat(s.get("num_sync_all_streams")).isZero();
         assertThat(s.get("num_device_free")).isEqualTo(2);
@@ -368,15 +368,15 @@ public abstract class CachingAllocatorContractTest {
     void foreignPointerAndDoubleFreeAreRejectedWithoutDamage() {
         CachingAllocator a = allocator(GiB);
         long p = a.malloc(4096);
-        Map<String, Long> before = a.memoryStats();
+        Map<String, Long> before = a.stats().toPyTorchMap();
         assertThatThrownBy(() -> a.free(p + 512)).isInstanceOf(IllegalArgumentException.class)
                 .hasMessageContaining("0x" + Long.toHexString(p + 512));
-        assertThat(a.memoryStats()).isEqualTo(before);
+        assertThat(a.stats().toPyTorchMap()).isEqualTo(before);
         a.free(p);
-        Map<String, Long> after = a.memoryStats();
+        Map<String, Long> after = a.stats().toPyTorchMap();
         assertThatThrownBy(() -> a.free(p)).isInstanceOf(IllegalArgumentException.class)
                 .hasMessageContaining("0x" + Long.toHexString(p));
-        assertThat(a.memoryStats()).isEqualTo(after);
+        assertThat(a.stats().toPyTorchMap()).isEqualTo(after);
         assertThatThrownBy(() -> a.recordStream(p, 3)).isInstanceOf(IllegalArgumentException.class);
         a.internals().checkInvariants();
     }
@@ -391,12 +391,12 @@ public abstract class CachingAllocatorContractTest {
         a.recordStream(p, s1);
         a.recordStream(p, 0);          // own stream: ignored
         a.free(p);
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("allocated_bytes.all.current")).isZero();
         assertThat(s.get("active_bytes.all.current")).isEqualTo(MiB);
         a.device().synchronizeDevice();
         a.emptyCache();                // synchronize_and_free_events completes it
-        assertThat(a.memoryStats().get("active_bytes.all.current")).isZero();
+        assertThat(a.stats().toPyTorchMap().get("active_bytes.all.current")).isZero();
         assertThat(a.reservedBytes()).isZero();
         a.internals().checkInvariants();
     }
@@ -414,7 +414,7 @@ public abstract class CachingAllocatorContractTest {
         assertThat(a.allocatedBytes()).isEqualTo(3 * MiB);
         long q = a.malloc(30 * MiB);
         assertThat(q).isEqualTo(p + 3 * MiB);
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("reserved_bytes.all.current")).isEqualTo(40 * MiB);
         assertThat(s.get("allocated_bytes.all.current")).isEqualTo(33 * MiB);
         assertThat(s.get("num_device_alloc")).isEqualTo(2);
@@ -422,9 +422,9 @@ public abstract class CachingAllocatorContractTest {
         a.internals().checkInvariants();
         a.free(p);
         a.free(q);
-        assertThat(a.memoryStats().get("inactive_split.all.current")).isZero();
+        assertThat(a.stats().toPyTorchMap().get("inactive_split.all.current")).isZero();
         a.emptyCache();
-        s = a.memoryStats();
+        s = a.stats().toPyTorchMap();
         assertThat(s.get("reserved_bytes.all.current")).isZero();
         assertThat(s.get("num_device_free")).isEqualTo(1);
         assertThat(d.callCount(DeviceOp.FREE_ADDRESS)).isEqualTo(1);
@@ -471,7 +471,7 @@ public abstract class CachingAllocatorContractTest {
         long p = a.malloc(MiB);
         long q = a.malloc(MiB);
         long r = a.malloc(MiB);
-        assertThat(a.memoryStats().get("reserved_bytes.small_pool.current")).isEqualTo(4 * MiB);
+        assertThat(a.stats().toPyTorchMap().get("reserved_bytes.small_pool.current")).isEqualTo(4 * MiB);
         assertThat(q).isEqualTo(p + MiB);
         assertThat(r).isEqualTo(p + 2 * MiB);
         a.internals().checkInvariants();
@@ -490,7 +490,7 @@ public abstract class CachingAllocatorContractTest {
         assertThat(b.config().maxSplitSize()).isEqualTo(AllocatorConfig.UNLIMITED);   // reset on every parse
         long y = b.malloc(4 * MiB);                  // a cudaMalloc'd segment, not the expandable block
         assertThat(y).isNotEqualTo(x);
-        assertThat(b.memoryStats().get("segment.all.current")).isEqualTo(1);
+        assertThat(b.stats().toPyTorchMap().get("segment.all.current")).isEqualTo(1);
         b.free(y);
         b.setSettings("expandable_segments:True");
         // both free blocks are 20 MiB; whichever address order, the classic one wins: it is either first, or the
@@ -501,7 +501,7 @@ public abstract class CachingAllocatorContractTest {
         assertThatThrownBy(() -> b.setSettings("expandable_segments:maybe"))
                 .isInstanceOf(io.gpumem.config.ConfigException.class);
         assertThat(b.config().expandableSegments()).isTrue();
-        assertThat(b.memoryStats().get("max_split_size")).isEqualTo(-1);            // fixed at creation
+        assertThat(b.stats().toPyTorchMap().get("max_split_size")).isEqualTo(-1);            // fixed at creation
     }
 
     // ---------------------------------------------------------------- history (allocator.md §10)

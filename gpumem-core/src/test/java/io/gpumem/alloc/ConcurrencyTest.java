@@ -53,7 +53,7 @@ class ConcurrencyTest {
         }
         pool.shutdown();
         a.internals().checkInvariants();
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("allocation.all.allocated")).isEqualTo(total);
         assertThat(s.get("allocation.all.freed")).isEqualTo(total);
         assertThat(s.get("allocated_bytes.all.current")).isZero();

@@ -13,7 +13,10 @@ import java.util.TreeSet;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-/** {@link BlockTree} against {@link TreeSet} and {@link AddressTable} against {@link HashMap}, seeded. */
+/**
+ * {@link BlockTree} (the one treap, also the stitch policy's free tree) against {@link TreeSet} and
+ * {@link AddressTable} (the one long-keyed map) against {@link HashMap}, seeded.
+ */
 class DataStructuresTest {
     private static final Comparator<Block> BY_SIZE = (a, b) -> {
         int c = Long.compareUnsigned(a.stream, b.stream);
@@ -35,7 +38,7 @@ class DataStructuresTest {
         long seed = System.nanoTime();
         System.out.println("DataStructuresTest tree seed=" + seed);
         SplittableRandom rnd = new SplittableRandom(seed);
-        BlockTree tree = new BlockTree(BlockTree.Order.BY_SIZE);
+        BlockTree<Block> tree = new BlockTree<>(BlockTree.Order.BY_SIZE);
         TreeSet<Block> ref = new TreeSet<>(BY_SIZE);
         List<Block> present = new ArrayList<>();
         long[] streams = {0, 7, -5L}; // -5 is a huge unsigned handle: must sort last
@@ -69,6 +72,85 @@ class DataStructuresTest {
         }
         assertThat(backwards).containsExactlyElementsOf(ref);
         assertThat(tree.size()).isEqualTo(ref.size());
+        List<String> violations = new ArrayList<>();
+        tree.checkShape("tree", violations);
+        assertThat(violations).as("seed %d", seed).isEmpty();
+    }
+
+    /** The stitch policy's split and merge: a new key in place when the order allows it, else remove and insert. */
+    @Test
+    void rekeyInPlaceKeepsTheOrderOrChangesNothing() {
+        long seed = System.nanoTime();
+        System.out.println("DataStructuresTest rekey seed=" + seed);
+        SplittableRandom rnd = new SplittableRandom(seed);
+        BlockTree<Block> tree = new BlockTree<>(BlockTree.Order.BY_SIZE);
+        TreeSet<Block> ref = new TreeSet<>(BY_SIZE);
+        List<Block> present = new ArrayList<>();
+        long nextPtr = 512;
+        int inPlace = 0;
+        for (int op = 0; op < 20_000; op++) {
+            int kind = rnd.nextInt(4);
+            if (kind == 0 || present.isEmpty()) {
+                Block b = block(3, 512L * (1 + rnd.nextInt(64)), nextPtr);
+                nextPtr += 512;
+                tree.insert(b);
+                ref.add(b);
+                present.add(b);
+            } else if (kind == 1) {
+                Block b = present.remove(rnd.nextInt(present.size()));
+                tree.remove(b);
+                ref.remove(b);
+            } else if (kind == 2) {
+                Block b = present.get(rnd.nextInt(present.size()));
+                long size = 512L * (1 + rnd.nextInt(64));
+                long ptr = rnd.nextBoolean() ? b.ptr + 512 * (rnd.nextInt(3) - 1) : nextPtr;
+                nextPtr += 512;
+                if (ptr == 0 || ref.stream().anyMatch(x -> x != b && x.ptr == ptr)) {
+                    continue;
+                }
+                long oldSize = b.size;
+                long oldPtr = b.ptr;
+                Block lower = ref.lower(b);
+                Block higher = ref.higher(b);
+                ref.remove(b);
+                if (tree.rekeyInPlace(b, size, ptr)) {
+                    inPlace++;
+                    assertThat(lower == null || BY_SIZE.compare(lower, b) < 0).as("seed %d op %d", seed, op).isTrue();
+                    assertThat(higher == null || BY_SIZE.compare(b, higher) < 0).as("seed %d op %d", seed, op).isTrue();
+                } else {
+                    assertThat(b.size).isEqualTo(oldSize);
+                    assertThat(b.ptr).isEqualTo(oldPtr);
+                    tree.remove(b);
+                    b.size = size;
+                    b.ptr = ptr;
+                    tree.insert(b);
+                }
+                ref.add(b);
+            } else {
+                long want = 512L * rnd.nextInt(70);
+                assertThat(tree.ceiling(3, want, 0)).as("seed %d op %d ceiling(%d)", seed, op, want)
+                        .isSameAs(ref.ceiling(block(3, want, 0)));
+            }
+            assertThat(tree.size()).isEqualTo(ref.size());
+        }
+        assertThat(tree.toList()).as("seed %d", seed).containsExactlyElementsOf(ref);
+        List<String> violations = new ArrayList<>();
+        tree.checkShape("tree", violations);
+        assertThat(violations).as("seed %d", seed).isEmpty();
+        assertThat(inPlace).as("some rekeys keep their place").isPositive();
+    }
+
+    @Test
+    void checkShapeReportsABlockWhoseKeyChangedInTheTree() {
+        BlockTree<Block> tree = new BlockTree<>(BlockTree.Order.BY_SIZE);
+        Block small = block(0, 512, 4096);
+        Block large = block(0, 4096, 8192);
+        tree.insert(small);
+        tree.insert(large);
+        small.size = 8192; // behind the tree's back: now out of order
+        List<String> violations = new ArrayList<>();
+        tree.checkShape("free tree", violations);
+        assertThat(violations).isNotEmpty().allMatch(v -> v.startsWith("free tree: "));
     }
 
     @Test
@@ -120,7 +202,7 @@ class DataStructuresTest {
 
     @Test
     void treeRejectsDuplicatesAndForeignRemoval() {
-        BlockTree t = new BlockTree(BlockTree.Order.BY_ADDRESS);
+        BlockTree<Block> t = new BlockTree<>(BlockTree.Order.BY_ADDRESS);
         Block a = block(0, 512, 4096);
         t.insert(a);
         assertThatThrownBy(() -> t.insert(block(0, 1024, 4096))).isInstanceOf(IllegalStateException.class);
@@ -139,11 +221,15 @@ class DataStructuresTest {
         for (int i = 0; i < 50_000; i++) {
             if (keys.isEmpty() || rnd.nextInt(5) < 3) {
                 long k = 512L * (1 + rnd.nextInt(1 << 16));
+                Block b = block(0, 512, k);
                 if (!ref.containsKey(k)) {
-                    Block b = block(0, 512, k);
                     ref.put(k, b);
                     assertThat(idx.putIfAbsent(k, b)).isTrue();
                     keys.add(k);
+                } else if (rnd.nextBoolean()) {
+                    assertThat(idx.putIfAbsent(k, b)).isFalse();
+                } else {
+                    assertThat(idx.put(k, b)).isSameAs(ref.put(k, b));
                 }
             } else {
                 long k = keys.remove(rnd.nextInt(keys.size()));

@@ -32,7 +32,7 @@ class FaultInjectionTest {
         CachingAllocator a = new CachingAllocator(dev, expandable());
         dev.failNth(DeviceOp.CREATE_PHYSICAL, 2, DeviceError.CUDA_ERROR_OUT_OF_MEMORY);
         long p = a.malloc(50 * MiB);              // 3 pages in one map call; the 2nd create fails
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("num_alloc_retries")).isEqualTo(1);
         assertThat(s.get("reserved_bytes.all.current")).isEqualTo(60 * MiB);
         assertThat(s.get("num_device_alloc")).isEqualTo(1);
@@ -56,7 +56,7 @@ class FaultInjectionTest {
         assertThat(dev.mappingCount()).isZero();
         assertThat(dev.physicalHandleCount()).isZero();
         assertThat(a.reservedBytes()).isZero();
-        assertThat(a.memoryStats().get("num_device_alloc")).isZero();
+        assertThat(a.stats().toPyTorchMap().get("num_device_alloc")).isZero();
         a.internals().checkInvariants();
         long p = a.malloc(50 * MiB);
         assertThat(a.reservedBytes()).isEqualTo(60 * MiB);
@@ -89,7 +89,7 @@ class FaultInjectionTest {
         // 50 MiB: candidate = the gap (x is allocated); map 20 MiB (call 1) merges with z, then the tail (call 2)
         dev.failNth(DeviceOp.CREATE_PHYSICAL, 2, DeviceError.CUDA_ERROR_OUT_OF_MEMORY);
         long p = a.malloc(50 * MiB);
-        assertThat(a.memoryStats().get("num_alloc_retries")).isEqualTo(1);
+        assertThat(a.stats().toPyTorchMap().get("num_alloc_retries")).isEqualTo(1);
         List<TraceEntry> t = a.snapshot().deviceTraces().getFirst();
         List<TraceAction> acts = t.stream().map(TraceEntry::action).toList();
         int firstMap = acts.lastIndexOf(TraceAction.FREE_COMPLETED) + 1;
@@ -107,7 +107,7 @@ class FaultInjectionTest {
         dev.failNth(DeviceOp.UNMAP, 2, DeviceError.CUDA_ERROR_INVALID_VALUE);
         assertThatThrownBy(a::emptyCache).isInstanceOf(DeviceException.class);
         assertThat(a.reservedBytes()).isEqualTo(40 * MiB);   // the first page went, the other two stay
-        assertThat(a.memoryStats().get("num_device_free")).isEqualTo(1);
+        assertThat(a.stats().toPyTorchMap().get("num_device_free")).isEqualTo(1);
         assertThat(dev.mappingCount()).isEqualTo(2);
         a.internals().checkInvariants();
         a.emptyCache();
@@ -128,7 +128,7 @@ class FaultInjectionTest {
         dev.failNth(DeviceOp.RECORD_EVENT, 1, DeviceError.CUDA_ERROR_INVALID_HANDLE);
         assertThatThrownBy(() -> a.free(p)).isInstanceOf(DeviceException.class);
         assertThat(a.internals().pendingFreeBlocks()).isZero();            // no event stands: freed at once
-        assertThat(a.memoryStats().get("active_bytes.all.current")).isZero();
+        assertThat(a.stats().toPyTorchMap().get("active_bytes.all.current")).isZero();
         a.internals().checkInvariants();
         long q = a.malloc(MiB);
         a.recordStream(q, s1);
@@ -149,7 +149,7 @@ class FaultInjectionTest {
         a.free(a.malloc(30 * MiB));
         dev.failNth(DeviceOp.MALLOC, 1, DeviceError.CUDA_ERROR_OUT_OF_MEMORY);
         a.malloc(40 * MiB);
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("num_alloc_retries")).isEqualTo(1);
         assertThat(s.get("num_device_free")).isEqualTo(1);
         assertThat(s.get("segment.all.current")).isEqualTo(1);
@@ -157,17 +157,25 @@ class FaultInjectionTest {
     }
 
     @Test
-    void failingFreeDuringEmptyCacheKeepsTheSegmentCached() {
+    void failingFreeDuringEmptyCacheKeepsTheSegmentCachedButCountedAndTraced() {
         SimulatedDevice dev = device();
         CachingAllocator a = new CachingAllocator(dev);
-        a.free(a.malloc(30 * MiB));
+        a.recordHistory(HistoryOptions.all());
+        long p = a.malloc(30 * MiB);
+        a.free(p);
         dev.failNth(DeviceOp.FREE, 1, DeviceError.CUDA_ERROR_INVALID_VALUE);
         assertThatThrownBy(a::emptyCache).isInstanceOf(DeviceException.class);
+        // PyTorch's release_block counts num_device_free and records segment_free before cudaFree fails
         assertThat(a.reservedBytes()).isEqualTo(30 * MiB);
-        assertThat(a.memoryStats().get("num_device_free")).isZero();
+        assertThat(a.stats().toPyTorchMap().get("num_device_free")).isEqualTo(1);
+        assertThat(a.stats().toPyTorchMap().get("segment.all.current")).isEqualTo(1);
+        List<TraceEntry> t = a.snapshot().deviceTraces().getFirst();
+        assertThat(t.getLast().action()).isEqualTo(TraceAction.SEGMENT_FREE);
+        assertThat(t.getLast().addr()).isEqualTo(p);
         a.internals().checkInvariants();
         a.emptyCache();
         assertThat(a.reservedBytes()).isZero();
+        assertThat(a.stats().toPyTorchMap().get("num_device_free")).isEqualTo(2);
         a.internals().checkInvariants();
     }
 

@@ -90,7 +90,7 @@ class RandomFaultsTest {
                 assertThat(e.getMessage()).contains(error.name());
             }
             a.internals().checkInvariants();
-            Map<String, Long> s = a.memoryStats();
+            Map<String, Long> s = a.stats().toPyTorchMap();
             assertThat(s.get("allocation.all.current")).as("live allocations after op %d (%s)", i, op)
                     .isEqualTo(live.size());
             assertThat(s.get("allocated_bytes.all.current")).as("allocated bytes after op %d (%s)", i, op)
@@ -114,7 +114,7 @@ class RandomFaultsTest {
             }
         }
         a.internals().checkInvariants();
-        assertThat(a.memoryStats().get("allocated_bytes.all.current")).isZero();
+        assertThat(a.stats().toPyTorchMap().get("allocated_bytes.all.current")).isZero();
         return fired;
     }
 }

@@ -43,7 +43,7 @@ class SpecAuditExpandableTest {
         assertThat(actions(t)).containsExactly("oom");
         assertThat(t.getFirst().size()).isEqualTo(25 * MiB);
         assertThat(a.reservedBytes()).isZero();
-        assertThat(a.memoryStats().get("num_alloc_retries")).isEqualTo(1);
+        assertThat(a.stats().toPyTorchMap().get("num_alloc_retries")).isEqualTo(1);
         a.internals().checkInvariants();
     }
 
@@ -62,7 +62,7 @@ class SpecAuditExpandableTest {
         long q = a.malloc(19 * MiB + 512 * KiB);
         assertThat(q).isEqualTo(p);
         assertThat(a.internals().blockSize(q)).isEqualTo(19 * MiB + 512 * KiB);
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("inactive_split.large_pool.current")).isEqualTo(1);
         assertThat(s.get("inactive_split_bytes.large_pool.current")).isEqualTo(512 * KiB);
         assertThat(dev.callCount(DeviceOp.MALLOC)).isEqualTo(1);
@@ -77,7 +77,7 @@ class SpecAuditExpandableTest {
         // is not split, and the segment is an ordinary cudaMalloc'd one
         long p = a.malloc(19 * MiB + 512 * KiB);
         assertThat(a.internals().blockSize(p)).isEqualTo(20 * MiB);
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("segment.all.current")).isEqualTo(1);
         assertThat(dev.callCount(DeviceOp.MALLOC)).isEqualTo(1);
         assertThat(a.snapshot().allocatorSettings().get("expandable_segments")).isEqualTo(false);
@@ -93,7 +93,7 @@ class SpecAuditExpandableTest {
         CachingAllocator a = new CachingAllocator(device(GiB), c);
         // 50 MiB: one map_block of 3 pages (60 MiB); split (flag on) leaves 10 MiB free in the segment
         long p = a.malloc(50 * MiB);
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("reserved_bytes.large_pool.current")).isEqualTo(60 * MiB);
         assertThat(s.get("num_device_alloc")).isEqualTo(1);
         assertThat(s.get("oversize_allocations.current")).isEqualTo(1);   // block 50 ≥ 40: still counted
@@ -103,7 +103,7 @@ class SpecAuditExpandableTest {
         assertThat(s.get("inactive_split_bytes.all.allocated")).isZero();
         a.free(p);
         a.emptyCache();
-        s = a.memoryStats();
+        s = a.stats().toPyTorchMap();
         assertThat(s.get("reserved_bytes.all.current")).isZero();
         assertThat(s.get("num_device_free")).isEqualTo(1);
         assertThat(s.get("oversize_allocations.freed")).isEqualTo(1);
@@ -130,7 +130,7 @@ class SpecAuditExpandableTest {
         // free [10, 25) holds no whole page (first boundary ≥ 10 is 20, last ≤ 25 is 20); nor does [35, 40)
         a.emptyCache();
         assertThat(a.reservedBytes()).isEqualTo(40 * MiB);
-        assertThat(a.memoryStats().get("num_device_free")).isZero();
+        assertThat(a.stats().toPyTorchMap().get("num_device_free")).isZero();
         a.free(pa);                           // free [0, 25)
         t.clear();
         // page 0 is unmapped; [20, 25) stays a free mapped block in front of c
@@ -153,7 +153,7 @@ class SpecAuditExpandableTest {
         a.emptyCache();
         assertThat(actions(t)).containsExactly("segment_unmap");
         assertThat(t.getFirst().addr()).isEqualTo(base + 20 * MiB);
-        assertThat(a.memoryStats().get("num_device_free")).isEqualTo(2);
+        assertThat(a.stats().toPyTorchMap().get("num_device_free")).isEqualTo(2);
         assertThat(dev.reservationCount()).isZero();
         assertThat(a.reservedBytes()).isZero();
         a.internals().checkInvariants();
@@ -198,7 +198,7 @@ class SpecAuditExpandableTest {
         assertThat(actions(t)).containsExactly("segment_map", "segment_map", "alloc");
         assertThat(t).extracting(TraceEntry::addr).containsExactly(base + 20 * MiB, base + 60 * MiB, p);
         assertThat(t).extracting(TraceEntry::size).containsExactly(20 * MiB, 20 * MiB, 50 * MiB);
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("reserved_bytes.all.current")).isEqualTo(80 * MiB);
         assertThat(s.get("num_device_alloc")).isEqualTo(3 + 2);    // one per map_block call
         assertThat(a.internals().blockSize(p)).isEqualTo(50 * MiB);             // [70, 80) stays free
@@ -242,7 +242,7 @@ class SpecAuditExpandableTest {
         assertThat(t.get(1).addr()).isEqualTo(p);
         assertThat(t.get(1).size()).isEqualTo(40 * MiB);
         assertThat(t.get(1).stream()).isEqualTo(s1);
-        assertThat(a.memoryStats().get("num_alloc_retries")).isEqualTo(1);
+        assertThat(a.stats().toPyTorchMap().get("num_alloc_retries")).isEqualTo(1);
         assertThat(a.reservedBytes()).isEqualTo(60 * MiB);
         a.internals().checkInvariants();
     }
@@ -261,7 +261,7 @@ class SpecAuditExpandableTest {
         // so nothing is mapped and the low 10 MiB is carved from it
         long q = a.malloc(10 * MiB);
         assertThat(q).isEqualTo(p);
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("num_device_alloc")).isEqualTo(1);
         assertThat(s.get("reserved_bytes.all.current")).isEqualTo(60 * MiB);
         a.internals().checkInvariants();

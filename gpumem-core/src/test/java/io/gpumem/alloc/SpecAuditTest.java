@@ -48,7 +48,7 @@ class SpecAuditTest {
         // 1,200,000: F = 1 MiB, step 256 KiB → 5 steps = 1,310,720 (large pool, split off a 20 MiB segment)
         long p3 = a.malloc(1_200_000);
         assertThat(a.internals().blockSize(p3)).isEqualTo(1_310_720);
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("requested_bytes.all.current")).isEqualTo(1200 + 3000 + 1_200_000);
         assertThat(s.get("allocated_bytes.all.current")).isEqualTo(1536 + 3072 + 1_310_720);
         assertThat(s.get("reserved_bytes.small_pool.current")).isEqualTo(2 * MiB);
@@ -80,11 +80,11 @@ class SpecAuditTest {
     void aRoundedMebibyteIsSmallAndOneMoreGoesLarge() {
         CachingAllocator a = new CachingAllocator(device(GiB));
         a.malloc(MiB);                        // rounded 1,048,576 ≤ 1 MiB: small pool, 2 MiB segment
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("reserved_bytes.small_pool.current")).isEqualTo(2 * MiB);
         assertThat(s.get("allocation.small_pool.current")).isEqualTo(1);
         a.malloc(MiB + 1);                    // rounded 1,049,088: large pool, 20 MiB segment
-        s = a.memoryStats();
+        s = a.stats().toPyTorchMap();
         assertThat(s.get("reserved_bytes.large_pool.current")).isEqualTo(20 * MiB);
         assertThat(s.get("allocation.large_pool.current")).isEqualTo(1);
         a.internals().checkInvariants();
@@ -104,7 +104,7 @@ class SpecAuditTest {
         long q = a.malloc(180 * MiB + 512 * KiB);
         assertThat(q).isEqualTo(big);
         assertThat(a.internals().blockSize(q)).isEqualTo(200 * MiB);
-        assertThat(a.memoryStats().get("inactive_split.all.current")).isZero();
+        assertThat(a.stats().toPyTorchMap().get("inactive_split.all.current")).isZero();
         a.internals().checkInvariants();
     }
 
@@ -132,7 +132,7 @@ class SpecAuditTest {
         long p = a.malloc(100 * MiB);
         assertThat(p).isEqualTo(big);
         assertThat(a.internals().blockSize(p)).isEqualTo(110 * MiB);
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("allocated_bytes.all.current")).isEqualTo(110 * MiB);
         assertThat(s.get("requested_bytes.all.current")).isEqualTo(100 * MiB);
         assertThat(s.get("oversize_allocations.current")).isEqualTo(1);
@@ -149,17 +149,17 @@ class SpecAuditTest {
         // > 1 MiB: the whole 100 MiB block is taken, so it is an oversize allocation too
         long q = a.malloc(99 * MiB);
         assertThat(a.internals().blockSize(q)).isEqualTo(100 * MiB);
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("oversize_allocations.current")).isEqualTo(2);
         assertThat(s.get("oversize_segments.current")).isEqualTo(2);
         a.free(p);
         a.free(q);
-        s = a.memoryStats();
+        s = a.stats().toPyTorchMap();
         assertThat(s.get("oversize_allocations.current")).isZero();
         assertThat(s.get("oversize_allocations.freed")).isEqualTo(2);
         assertThat(s.get("oversize_segments.current")).isEqualTo(2);   // cached segments still count
         a.emptyCache();
-        s = a.memoryStats();
+        s = a.stats().toPyTorchMap();
         assertThat(s.get("oversize_segments.current")).isZero();
         assertThat(s.get("oversize_segments.peak")).isEqualTo(2);
         assertThat(s.get("oversize_segments.allocated")).isEqualTo(2);
@@ -181,7 +181,7 @@ class SpecAuditTest {
         // 150 MiB: best fit finds y (300 ≥ 150 + 20: refused); cudaMalloc fails; key = max(150, 64) = 150 MiB,
         // the first block ≥ 150 MiB is y: only y is released, true, and the second alloc succeeds
         a.malloc(150 * MiB);
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("num_device_free")).isEqualTo(1);
         assertThat(s.get("num_alloc_retries")).isZero();
         assertThat(s.get("num_sync_all_streams")).isZero();
@@ -213,7 +213,7 @@ class SpecAuditTest {
         assertThat(actions(t)).containsExactly("segment_free", "segment_free", "segment_free", "segment_alloc",
                 "alloc");
         assertThat(t.subList(0, 3)).extracting(TraceEntry::addr).containsExactly(y, x, z);
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("num_alloc_retries")).isEqualTo(1);
         assertThat(s.get("num_sync_all_streams")).isEqualTo(1);
         assertThat(s.get("num_device_free")).isEqualTo(3);
@@ -235,7 +235,7 @@ class SpecAuditTest {
         // 100 MiB on stream 0: the 200 MiB block is on s1, so the walk starts before it and finds nothing on
         // stream 0 → false; empty_cache then frees the s1 block and the retry succeeds
         a.malloc(100 * MiB);
-        assertThat(a.memoryStats().get("num_alloc_retries")).isEqualTo(1);
+        assertThat(a.stats().toPyTorchMap().get("num_alloc_retries")).isEqualTo(1);
         assertThat(actions(t)).containsExactly("segment_free", "segment_alloc", "alloc");
         a.internals().checkInvariants();
     }
@@ -258,7 +258,7 @@ class SpecAuditTest {
         a.malloc(100 * MiB);
         assertThat(actions(t)).containsExactly("segment_free", "segment_free", "segment_alloc", "alloc");
         assertThat(t.subList(0, 2)).extracting(TraceEntry::addr).containsExactly(y, x);
-        assertThat(a.memoryStats().get("num_alloc_retries")).isZero();
+        assertThat(a.stats().toPyTorchMap().get("num_alloc_retries")).isZero();
         assertThat(a.malloc(200 * MiB, s1)).isEqualTo(w);         // s1's block stayed cached
         a.internals().checkInvariants();
 
@@ -282,6 +282,28 @@ class SpecAuditTest {
         b.internals().checkInvariants();
     }
 
+    @Test
+    void releaseAvailableSkipsAnOversizeBlockThatIsNotAWholeSegment() {
+        SimulatedDevice dev = device(100 * MiB);
+        CachingAllocator a = new CachingAllocator(dev, cfg().maxSplitSize(20 * MiB).maxNonSplitRounding(40 * MiB)
+                .build());
+        long x = a.malloc(100 * MiB);                // a cudaMalloc'd segment; the device is full
+        a.free(x);
+        a.setConfig(a.config().toBuilder().expandableSegments(true).build());
+        a.malloc(70 * MiB);                          // takes x (100 < 70 + 40) and splits: the flag is on (allocator.md §2.3)
+        List<TraceEntry> t = tracked(a);
+        // 40 MiB: no cached block fits and growing an expandable segment fails (no memory). The free 30 MiB tail
+        // of x is oversize but not a whole segment: PyTorch would cudaFree it (allocator.md §11); gpumem skips it,
+        // and empty_cache cannot release it either, so the request runs out of memory.
+        assertThatThrownBy(() -> a.malloc(40 * MiB)).isInstanceOf(OutOfMemoryException.class);
+        assertThat(actions(t)).doesNotContain("segment_free");
+        Map<String, Long> s = a.stats().toPyTorchMap();
+        assertThat(s.get("num_device_free")).isZero();
+        assertThat(s.get("segment.all.current")).isEqualTo(1);
+        assertThat(a.reservedBytes()).isEqualTo(100 * MiB);
+        a.internals().checkInvariants();
+    }
+
     // --------------------------------------------------- allocator.md §4.4 garbage collection
 
     private static AllocatorConfig gc(double threshold) {
@@ -302,11 +324,11 @@ class SpecAuditTest {
         a.malloc(12 * MiB, s1);               // clock 3; 202 ≤ 256: no GC; total 214
         a.free(blockB);                       // B's base 3
         a.malloc(50 * MiB, s1);               // clock 4; 214 ≤ 256: no GC; total 264
-        assertThat(a.memoryStats().get("num_device_free")).isZero();
+        assertThat(a.stats().toPyTorchMap().get("num_device_free")).isZero();
         // clock 5; 264 > 256, target 8 MiB. Ages A = 3, B = 2: average 2.5 (an integer average would be 2 and
         // free both). Only A goes.
         a.malloc(50 * MiB, s1);
-        assertThat(a.memoryStats().get("num_device_free")).isEqualTo(1);
+        assertThat(a.stats().toPyTorchMap().get("num_device_free")).isEqualTo(1);
         assertThat(a.reservedBytes()).isEqualTo((2 + 100 + 12 + 50 + 50) * MiB);
         assertThat(a.malloc(100 * MiB)).isEqualTo(blockB);
         assertThat(a.malloc(1000)).isEqualTo(small);
@@ -328,7 +350,7 @@ class SpecAuditTest {
         // clock 5: 300 > 256, target 44 MiB; ages 3 and 3, average 3: A alone meets the target but the pass
         // goes on and frees B as well (in pool order: same size, lower address first)
         a.malloc(50 * MiB, s1);
-        assertThat(a.memoryStats().get("num_device_free")).isEqualTo(2);
+        assertThat(a.stats().toPyTorchMap().get("num_device_free")).isEqualTo(2);
         // allocator.md §3 order of trace entries: GC's releases, then the new segment, then the alloc
         assertThat(actions(t)).containsExactly("segment_free", "segment_free", "segment_alloc", "alloc");
         assertThat(t.subList(0, 2)).extracting(TraceEntry::addr)
@@ -348,7 +370,7 @@ class SpecAuditTest {
         a.malloc(50 * MiB, s1);
         a.malloc(50 * MiB, s1);
         a.malloc(50 * MiB, s1);               // the same steps as above, but no fraction: nothing is collected
-        assertThat(a.memoryStats().get("num_device_free")).isZero();
+        assertThat(a.stats().toPyTorchMap().get("num_device_free")).isZero();
         assertThat(a.reservedBytes()).isEqualTo(350 * MiB);
         a.internals().checkInvariants();
     }
@@ -370,7 +392,7 @@ class SpecAuditTest {
             assertThat(e.getMessage()).contains(" 256.00 MiB allowed; Of the allocated memory 254.00 MiB");
         });
         assertThat(dev.callCount(DeviceOp.MALLOC)).isEqualTo(2);   // the cap never reached the device
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("num_alloc_retries")).isEqualTo(1);       // the failed third try counts
         assertThat(s.get("num_ooms")).isEqualTo(1);
         assertThat(actions(t)).containsExactly("oom");
@@ -380,7 +402,7 @@ class SpecAuditTest {
         a.free(p);
         long s1 = dev.createStream();
         a.malloc(2 * MiB, s1);
-        s = a.memoryStats();
+        s = a.stats().toPyTorchMap();
         assertThat(s.get("num_alloc_retries")).isEqualTo(2);
         assertThat(a.reservedBytes()).isEqualTo(2 * MiB + 20 * MiB);
         a.internals().checkInvariants();
@@ -406,9 +428,9 @@ class SpecAuditTest {
         assertThat(actions(t)).containsExactly("oom", "oom");   // nothing to release: no other entry
         assertThat(t).extracting(TraceEntry::size).containsExactly(512L, 30 * MiB + 512);
         assertThat(t).extracting(TraceEntry::deviceFree).containsOnly(GiB);
-        assertThat(a.memoryStats().get("num_ooms")).isEqualTo(2);
-        assertThat(a.memoryStats().get("num_alloc_retries")).isEqualTo(2);
-        assertThat(a.memoryStats().get("num_sync_all_streams")).isEqualTo(2);
+        assertThat(a.stats().toPyTorchMap().get("num_ooms")).isEqualTo(2);
+        assertThat(a.stats().toPyTorchMap().get("num_alloc_retries")).isEqualTo(2);
+        assertThat(a.stats().toPyTorchMap().get("num_sync_all_streams")).isEqualTo(2);
     }
 
     @Test
@@ -417,10 +439,10 @@ class SpecAuditTest {
         // 2^60 − 1 rounds to 2^60 (alloc_size 2^60): an ordinary OOM, counted, with format_size in GiB
         assertThatThrownBy(() -> a.malloc((1L << 60) - 1)).isInstanceOfSatisfying(OutOfMemoryException.class,
                 e -> assertThat(e.getMessage()).startsWith("CUDA out of memory. Tried to allocate 1073741824.00 GiB."));
-        assertThat(a.memoryStats().get("num_ooms")).isEqualTo(1);
+        assertThat(a.stats().toPyTorchMap().get("num_ooms")).isEqualTo(1);
         assertThatThrownBy(() -> a.malloc(1L << 60)).hasMessage(
                 "CUDA out of memory. Tried to allocate more than 1EB memory.");
-        assertThat(a.memoryStats().get("num_ooms")).isEqualTo(1);    // the 1EB check touches nothing
+        assertThat(a.stats().toPyTorchMap().get("num_ooms")).isEqualTo(1);    // the 1EB check touches nothing
     }
 
     // --------------------------------------------------- allocator.md §2.4/§4.1 inactive_split, every case
@@ -448,7 +470,7 @@ class SpecAuditTest {
         // free c: absorbs the 1,049,600 B block (−1, −1,049,600); the segment is whole again
         a.free(pc);
         assertSplit(a, 0, 0);
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("inactive_split.small_pool.allocated")).isEqualTo(2);     // a, free b
         assertThat(s.get("inactive_split.small_pool.freed")).isEqualTo(2);         // c, free c
         assertThat(s.get("inactive_split.small_pool.peak")).isEqualTo(1);
@@ -463,7 +485,7 @@ class SpecAuditTest {
     }
 
     private static void assertSplit(CachingAllocator a, long blocks, long bytes) {
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("inactive_split.all.current")).isEqualTo(blocks);
         assertThat(s.get("inactive_split.small_pool.current")).isEqualTo(blocks);
         assertThat(s.get("inactive_split_bytes.all.current")).isEqualTo(bytes);
@@ -486,7 +508,7 @@ class SpecAuditTest {
         a.emptyCache();
         assertThat(actions(t)).containsExactly("segment_free", "segment_free", "segment_free");
         assertThat(t).extracting(TraceEntry::size).containsExactly(20 * MiB, 30 * MiB, 2 * MiB);
-        assertThat(a.memoryStats().get("num_sync_all_streams")).isEqualTo(1);
+        assertThat(a.stats().toPyTorchMap().get("num_sync_all_streams")).isEqualTo(1);
     }
 
     // --------------------------------------------------- allocator.md §10.5 trace entry contents
@@ -561,19 +583,19 @@ class SpecAuditTest {
     @Test
     void maxSplitSizeStatIsFixedAtCreationWhileReparseResetsTheRule() {
         CachingAllocator a = new CachingAllocator(device(4 * GiB), maxSplit(100 * MiB));
-        assertThat(a.memoryStats().get("max_split_size")).isEqualTo(100 * MiB);
+        assertThat(a.stats().toPyTorchMap().get("max_split_size")).isEqualTo(100 * MiB);
         long big = a.malloc(200 * MiB);
         a.free(big);
         // every parse resets max_split_size to unlimited; the stat keeps the creation value
         a.setSettings("garbage_collection_threshold:0.5");
-        assertThat(a.memoryStats().get("max_split_size")).isEqualTo(100 * MiB);
+        assertThat(a.stats().toPyTorchMap().get("max_split_size")).isEqualTo(100 * MiB);
         long p = a.malloc(50 * MiB);          // no oversize rule now: best fit splits the 200 MiB block
         assertThat(p).isEqualTo(big);
         assertThat(a.internals().blockSize(p)).isEqualTo(50 * MiB);
 
         CachingAllocator b = new CachingAllocator(device(4 * GiB));
         b.setSettings("max_split_size_mb:100");
-        assertThat(b.memoryStats().get("max_split_size")).isEqualTo(-1);
+        assertThat(b.stats().toPyTorchMap().get("max_split_size")).isEqualTo(-1);
         long big2 = b.malloc(200 * MiB);
         b.free(big2);
         assertThat(b.malloc(50 * MiB)).isNotEqualTo(big2);  // but the rule applies
@@ -607,7 +629,7 @@ class SpecAuditTest {
         Map<String, Object> settings = a.snapshot().allocatorSettings();
         assertThat(settings.get("PYTORCH_CUDA_ALLOC_CONF")).isEqualTo("expandable_segments:False");
         assertThat(settings.get("max_split_size")).isEqualTo(-1L);   // reset by the parse
-        assertThat(a.memoryStats().get("max_split_size")).isEqualTo(100 * MiB);
+        assertThat(a.stats().toPyTorchMap().get("max_split_size")).isEqualTo(100 * MiB);
         @SuppressWarnings("unchecked")
         Map<String, Long> roundup = (Map<String, Long>) settings.get("roundup_power2_divisions");
         assertThat(roundup.keySet()).containsExactly("1", "2", "4", "8", "16", "32", "64", "128", "256", "512",
@@ -623,15 +645,15 @@ class SpecAuditTest {
         a.malloc(200 * MiB);
         long q = a.malloc(200 * MiB);
         a.free(q);
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("oversize_allocations.peak")).isEqualTo(2);
         a.resetPeakStats();
-        s = a.memoryStats();
+        s = a.stats().toPyTorchMap();
         assertThat(s.get("oversize_allocations.peak")).isEqualTo(1);
         assertThat(s.get("oversize_segments.peak")).isEqualTo(2);    // both segments still cached
         assertThat(s.get("allocated_bytes.all.peak")).isEqualTo(200 * MiB);
         a.resetAccumulatedStats();
-        s = a.memoryStats();
+        s = a.stats().toPyTorchMap();
         assertThat(s.get("oversize_allocations.allocated")).isZero();
         assertThat(s.get("oversize_allocations.freed")).isZero();
         assertThat(s.get("oversize_allocations.current")).isEqualTo(1);

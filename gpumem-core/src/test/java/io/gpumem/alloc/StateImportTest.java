@@ -23,7 +23,7 @@ class StateImportTest {
         long base = a.internals().restoreSegment(Device.NULL, 20 * MiB, 0, Pool.LARGE, false,
                 List.of(RestoredBlock.allocated(4 * MiB, 4_000_000), RestoredBlock.free(16 * MiB)));
         a.internals().checkInvariants();
-        Map<String, Long> s = a.memoryStats();
+        Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("segment.large_pool.current")).isEqualTo(1);
         assertThat(s.get("reserved_bytes.all.current")).isEqualTo(20 * MiB);
         assertThat(s.get("allocated_bytes.all.current")).isEqualTo(4 * MiB);
@@ -45,7 +45,7 @@ class StateImportTest {
         long base = a.internals().restoreSegment(Device.NULL, 0, 0, Pool.LARGE, true, List.of(RestoredBlock.allocated(3 * MiB, 3 * MiB),
                 RestoredBlock.free(17 * MiB), RestoredBlock.unmapped(4607 * 20 * MiB)));
         assertThat(a.reservedBytes()).isEqualTo(20 * MiB);
-        assertThat(a.memoryStats().get("segment.all.current")).isZero();
+        assertThat(a.stats().toPyTorchMap().get("segment.all.current")).isZero();
         a.internals().checkInvariants();
         long q = a.malloc(30 * MiB);          // allocator.md §5.3 step 2 from the restored state
         assertThat(q).isEqualTo(base + 3 * MiB);

@@ -27,8 +27,8 @@ class StreamEventsTest {
         a.recordStream(p, s1);
         a.free(p);
         assertThat(a.internals().pendingFreeBlocks()).isEqualTo(1);
-        assertThat(a.memoryStats().get("allocated_bytes.all.current")).isZero();
-        assertThat(a.memoryStats().get("active_bytes.all.current")).isEqualTo(3 * MiB);
+        assertThat(a.stats().toPyTorchMap().get("allocated_bytes.all.current")).isZero();
+        assertThat(a.stats().toPyTorchMap().get("active_bytes.all.current")).isEqualTo(3 * MiB);
         List<BlockInfo> blocks = a.snapshot().segments().getFirst().blocks();
         assertThat(blocks.getFirst().state()).isEqualTo(BlockState.ACTIVE_PENDING_FREE);
         a.internals().checkInvariants();
@@ -69,7 +69,7 @@ class StreamEventsTest {
         a.internals().checkInvariants();
         a.emptyCache();                                    // synchronises the rest
         assertThat(a.internals().pendingFreeBlocks()).isZero();
-        assertThat(a.memoryStats().get("num_sync_all_streams")).isEqualTo(1);
+        assertThat(a.stats().toPyTorchMap().get("num_sync_all_streams")).isEqualTo(1);
         a.internals().checkInvariants();
     }
 

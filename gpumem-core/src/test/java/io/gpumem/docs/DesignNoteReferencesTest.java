@@ -8,7 +8,10 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -75,6 +78,43 @@ class DesignNoteReferencesTest {
         System.out.println("design-note references checked: " + references);
         assertThat(problems).as("section references that do not resolve").isEmpty();
         assertThat(references).as("references found (the scan must see the sources)").isPositive();
+    }
+
+    /**
+     * The classes whose algorithms a note describes cite it (so that a reader of the code finds the note, and the
+     * test above checks where the citation points), and every note is listed in docs/README.md.
+     */
+    @Test
+    void theClassesANoteDescribesCiteItAndTheIndexListsIt() throws IOException {
+        Path root = Path.of("").toAbsolutePath().getParent();
+        Path main = root.resolve("gpumem-core/src/main/java/io/gpumem");
+        Map<String, String> citing = new LinkedHashMap<>();
+        citing.put("alloc/AllocatorCore.java", "allocator.md");
+        citing.put("alloc/ExpandableSegment.java", "allocator.md");
+        citing.put("policy/StitchAllocator.java", "policies.md");
+        citing.put("policy/StitchInvariants.java", "policies.md");
+        citing.put("policy/PlannedAllocator.java", "policies.md");
+        citing.put("plan/OffsetPlanner.java", "offset-planner.md");
+        citing.put("plan/CanonicalSearch.java", "offset-planner.md");
+        citing.put("plan/TimeAxis.java", "offset-planner.md");
+        citing.put("plan/LifetimeProblem.java", "offset-planner.md");
+        List<String> problems = new ArrayList<>();
+        for (Map.Entry<String, String> e : citing.entrySet()) {
+            Path file = main.resolve(e.getKey());
+            Pattern cite = Pattern.compile(Pattern.quote(e.getValue()) + " §\\d");
+            if (!Files.isRegularFile(file)) {
+                problems.add(e.getKey() + " is gone: update this list");
+            } else if (!cite.matcher(Files.readString(file)).find()) {
+                problems.add(e.getKey() + " does not cite " + e.getValue() + " §N");
+            }
+        }
+        String index = Files.readString(root.resolve("docs/README.md"));
+        for (String note : new LinkedHashSet<>(citing.values())) {
+            if (!index.contains("](" + note + ")")) {
+                problems.add("docs/README.md does not link " + note);
+            }
+        }
+        assertThat(problems).as("design notes and the classes they describe").isEmpty();
     }
 
     private static List<Path> javaSources(Path root) throws IOException {

@@ -5,6 +5,7 @@ import static io.gpumem.testing.TestSizes.MiB;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.gpumem.alloc.GpuAllocator;
 import io.gpumem.device.Device;
 import io.gpumem.history.Frame;
 import io.gpumem.history.HistoryOptions;
@@ -12,6 +13,7 @@ import io.gpumem.history.MemorySnapshot;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.oom.OutOfMemoryException;
+import io.gpumem.stats.MemoryStats;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -48,11 +50,11 @@ public abstract class PolicyContractTest {
         }
         // Five free pages, none adjacent: only stitching can give a 10 MiB block at 20 MiB capacity.
         long big = a.malloc(10 * MiB, 0);
-        a.checkInvariants();
+        a.internals().checkInvariants();
         assertThat(big).isNotZero();
-        assertThat(a.memoryStats().get("num_stitched_pages")).isEqualTo(5L);
-        assertThat(a.reservedBytes()).isEqualTo(20 * MiB);
-        assertThat(a.stats().allocatedBytes()).isEqualTo(a.allocatedBytes()).isEqualTo(20 * MiB);
+        assertThat(a.stats().extra("num_stitched_pages")).isEqualTo(5L);
+        assertThat(a.stats().reservedBytes()).isEqualTo(20 * MiB);
+        assertThat(a.stats().allocatedBytes()).isEqualTo(20 * MiB);
         assertThat(a.stats().reservedBytes()).isEqualTo(20 * MiB);
         var snap = a.snapshot();
         assertThat(snap.segments().stream().mapToLong(s -> s.totalSize()).sum()).isEqualTo(20 * MiB);
@@ -61,11 +63,11 @@ public abstract class PolicyContractTest {
         a.free(0);
         assertThatThrownBy(() -> a.free(12345)).isInstanceOf(IllegalArgumentException.class);
         assertThatThrownBy(() -> a.malloc(2 * MiB, 0)).isInstanceOf(OutOfMemoryException.class);
-        assertThat(a.memoryStats().get("num_ooms")).isEqualTo(1L);
+        assertThat(a.stats().numOoms()).isEqualTo(1L);
         a.free(big);
         a.emptyCache();
-        a.checkInvariants();
-        assertThat(a.reservedBytes()).isEqualTo(5 * 2 * MiB);
+        a.internals().checkInvariants();
+        assertThat(a.stats().reservedBytes()).isEqualTo(5 * 2 * MiB);
     }
 
     @Test
@@ -74,9 +76,9 @@ public abstract class PolicyContractTest {
         StitchAllocator a = new StitchAllocator(d);
         long[] now = {100};
         List<Frame> stack = List.of(new Frame("model.py", 7, "forward"));
-        a.recordHistory(HistoryOptions.all());
-        a.setContextSupplier(() -> stack);
-        a.setHistoryClock(() -> now[0]++);
+        a.internals().recordHistory(HistoryOptions.all());
+        a.internals().setContextSupplier(() -> stack);
+        a.internals().setClock(() -> now[0]++);
         long x = a.malloc(3 * MiB, 0);
         long y = a.malloc(1000, 0);
         a.free(x);
@@ -99,10 +101,10 @@ public abstract class PolicyContractTest {
             assertThat(b.requestedSize()).isEqualTo(1000);
             assertThat(b.frames()).isEqualTo(stack);
         });
-        a.recordHistory(HistoryOptions.off());
+        a.internals().recordHistory(HistoryOptions.off());
         a.free(y);
         assertThat(a.snapshot().deviceTraces().get(0)).isEmpty();
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -125,7 +127,7 @@ public abstract class PolicyContractTest {
         Device d = newDevice(capacity, true);
         long page = d.allocationGranularity();
         long[] streams = {0, d.createStream(), d.createStream()};
-        AllocatorPolicy a;
+        GpuAllocator a;
         PlannedAllocator p = null;
         if (planned) {
             p = PlannedAllocator.profiling(d, 1);
@@ -141,7 +143,7 @@ public abstract class PolicyContractTest {
             for (int op = 0; op < 800; op++) {
                 int kind = r.nextInt(100);
                 if (planned && op % 100 == 99) {
-                    p.nextIteration();
+                    a.internals().stepBoundary();
                 }
                 if (kind < 50 || live.isEmpty()) {
                     long size = r.nextInt(4) == 0 ? 1 + r.nextInt(1 << 20) : (1 + r.nextInt(6)) * MiB + r.nextInt(1 << 20);
@@ -178,24 +180,23 @@ public abstract class PolicyContractTest {
                 } else {
                     a.emptyCache();
                 }
-                a.checkInvariants();
-                var s = a.memoryStats();
-                assertThat(s.get("allocated_bytes.all.current")).isEqualTo(a.allocatedBytes());
-                assertThat(a.allocatedBytes()).isLessThanOrEqualTo(a.reservedBytes());
-                assertThat(a.reservedBytes()).isLessThanOrEqualTo(capacity);
+                a.internals().checkInvariants();
+                MemoryStats s = a.stats();
+                assertThat(s.allocatedBytes()).isLessThanOrEqualTo(s.reservedBytes());
+                assertThat(s.reservedBytes()).isLessThanOrEqualTo(capacity);
             }
             for (Live l : live) {
                 a.free(l.ptr);
             }
             completeEvents(d);
             a.emptyCache();
-            a.checkInvariants();
-            assertThat(a.allocatedBytes()).isZero();
-            assertThat(a.reservedBytes()).isZero();
+            a.internals().checkInvariants();
+            assertThat(a.stats().allocatedBytes()).isZero();
+            assertThat(a.stats().reservedBytes()).isZero();
         }
     }
 
-    private static long stealable(AllocatorPolicy a) {
+    private static long stealable(GpuAllocator a) {
         StitchAllocator s = a instanceof PlannedAllocator p ? p.memory() : (StitchAllocator) a;
         return s.stealablePages();
     }
@@ -213,13 +214,13 @@ public abstract class PolicyContractTest {
         long z = a.malloc(4 * MiB, 0);
         assertThat(z).isEqualTo(x);
         long w = a.malloc(1 * MiB, 0);            // beyond the plan: the fallback serves it
-        a.checkInvariants();
-        assertThat(a.memoryStats().get("num_planned_requests")).isEqualTo(3L);
-        assertThat(a.memoryStats().get("num_fallback_requests")).isEqualTo(1L);
+        a.internals().checkInvariants();
+        assertThat(a.stats().extra("num_planned_requests")).isEqualTo(3L);
+        assertThat(a.stats().extra("num_fallback_requests")).isEqualTo(1L);
         a.free(y);
         a.free(z);
         a.free(w);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 
     @Test
@@ -228,23 +229,23 @@ public abstract class PolicyContractTest {
         PlannedAllocator a = PlannedAllocator.profiling(d, 1);
         long[] sizes = {8 * MiB, 3 * MiB, 5 * MiB, 8 * MiB};
         iteration(a, sizes);
-        a.nextIteration();
-        assertThat(a.memoryStats().get("num_plans")).isEqualTo(1L);
+        a.internals().stepBoundary();
+        assertThat(a.stats().extra("num_plans")).isEqualTo(1L);
         iteration(a, sizes);
-        assertThat(a.memoryStats().get("num_planned_requests")).isEqualTo(4L);
-        assertThat(a.memoryStats().get("num_fallback_requests")).isZero();
-        a.nextIteration();
+        assertThat(a.stats().extra("num_planned_requests")).isEqualTo(4L);
+        assertThat(a.stats().extra("num_fallback_requests")).isZero();
+        a.internals().stepBoundary();
         long[] changed = {8 * MiB, 6 * MiB, 5 * MiB, 8 * MiB};     // a changed shape: one fallback, then a new plan
         iteration(a, changed);
-        assertThat(a.memoryStats().get("num_fallback_requests")).isEqualTo(1L);
-        a.nextIteration();
+        assertThat(a.stats().extra("num_fallback_requests")).isEqualTo(1L);
+        a.internals().stepBoundary();
         iteration(a, changed);                // recorded
-        a.nextIteration();
-        assertThat(a.memoryStats().get("num_plans")).isEqualTo(2L);
-        long before = a.memoryStats().get("num_planned_requests");
+        a.internals().stepBoundary();
+        assertThat(a.stats().extra("num_plans")).isEqualTo(2L);
+        long before = a.stats().extra("num_planned_requests");
         iteration(a, changed);
-        assertThat(a.memoryStats().get("num_planned_requests")).isEqualTo(before + 4);
-        a.checkInvariants();
+        assertThat(a.stats().extra("num_planned_requests")).isEqualTo(before + 4);
+        a.internals().checkInvariants();
     }
 
     /** a = s0; b = s1; free a; c = s2; d = s3; free b, c, d. */
@@ -257,6 +258,6 @@ public abstract class PolicyContractTest {
         a.free(p1);
         a.free(p2);
         a.free(p3);
-        a.checkInvariants();
+        a.internals().checkInvariants();
     }
 }

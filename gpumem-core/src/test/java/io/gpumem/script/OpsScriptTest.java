@@ -17,6 +17,20 @@ class OpsScriptTest {
                 .satisfies(e -> assertThat(((ScriptException) e).line()).isEqualTo(line));
     }
 
+    /** The verb list that format detection reads is the parser's: each verb parses, and the error lists them all. */
+    @Test
+    void everyListedVerbIsParsedAndTheUnknownOpMessageListsThem() {
+        for (String verb : OpsScript.VERBS) {
+            try {
+                OpsScript.parse(verb + "\n");
+            } catch (ScriptException e) {
+                assertThat(e.getMessage()).as(verb).doesNotContain("unknown op");
+            }
+        }
+        assertError("fly away\n", 1, "unknown op 'fly' (expected device, config, alloc, free, record_stream,"
+                + " complete_events, empty_cache, set_fraction, reset_peak, summary, stats or snapshot)");
+    }
+
     @Test
     void everyOp() {
         OpsScript s = OpsScript.parse("""
@@ -36,9 +50,9 @@ class OpsScriptTest {
                 summary abbreviated
                 stats
                 """);
-        assertThat(s.device()).isEqualTo(new ScriptOp.Device(2, 80L << 30, 2L << 20, 1L << 30));
+        assertThat(s.device()).isEqualTo(new ScriptOp.DeviceSettings(2, 80L << 30, 2L << 20, 1L << 30));
         assertThat(s.ops()).containsExactly(
-                new ScriptOp.Device(2, 80L << 30, 2L << 20, 1L << 30),
+                new ScriptOp.DeviceSettings(2, 80L << 30, 2L << 20, 1L << 30),
                 new ScriptOp.Config(3, "expandable_segments:True, max_split_size_mb:128"),
                 new ScriptOp.Alloc(5, "a", 1000, 0),
                 new ScriptOp.Alloc(6, "b", 3L << 20, 7),
@@ -57,7 +71,7 @@ class OpsScriptTest {
     void deviceIsOptionalAndDefaultsItsGranularity() throws IOException {
         assertThat(OpsScript.parse(new StringReader("alloc a 1\n")).device()).isNull();
         assertThat(OpsScript.parse("device capacity=1GiB\n").device())
-                .isEqualTo(new ScriptOp.Device(1, 1L << 30, 0, 0));
+                .isEqualTo(new ScriptOp.DeviceSettings(1, 1L << 30, 0, 0));
         assertThat(OpsScript.parse("config expandable_segments:True\ndevice held=1 capacity=2GiB\n").device().held())
                 .isEqualTo(1);
     }

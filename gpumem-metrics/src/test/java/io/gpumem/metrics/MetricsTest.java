@@ -49,7 +49,7 @@ class MetricsTest {
             // counted as an OOM and a retry
         }
         Thread.sleep(AllocatorMetrics.REUSE_NANOS / 1_000_000 + 20);
-        Map<String, Long> stats = a.memoryStats();
+        Map<String, Long> stats = a.stats().toPyTorchMap();
         assertThat(stats.get("num_ooms")).as("the set-up ran out of memory").isEqualTo(1L);
         try (PrometheusEndpoint endpoint = PrometheusEndpoint.start(registry, 0)) {
             HttpResponse<String> r = get(endpoint.url());
@@ -78,8 +78,7 @@ class MetricsTest {
 
     @Test
     void kvMetricsServedDuringASimulationMatchItsReport() throws Exception {
-        SimConfig config = SimConfig.defaults().withRequests(150).withBlocks(200).withSeed(5)
-                .withPreemption(PreemptionMode.SWAP);
+        SimConfig config = SimConfig.builder().requests(150).blocks(200).seed(5).preemption(PreemptionMode.SWAP).build();
         SimulatedDevice device = SimulatedDevice.builder().capacity(ServingSimulator.deviceBytes(config) + 64 * MIB)
                 .backed(true).build();
         PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);

@@ -1,16 +1,15 @@
 package io.gpumem.report;
 
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.engine.RunOutcome;
+import io.gpumem.history.BlockInfo;
 import io.gpumem.history.Frame;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.analysis.TraceStates;
-import io.gpumem.trace.whatif.WhatIfOutcome;
-import io.gpumem.trace.io.BlockInfo;
-import io.gpumem.trace.io.SegmentInfo;
 import io.gpumem.trace.io.TraceSnapshot;
-import io.gpumem.trace.window.RecordedConfig;
-import io.gpumem.trace.window.WindowRebuilder;
+import io.gpumem.trace.session.TraceSession;
 import io.gpumem.trace.window.WindowStart;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -25,21 +24,23 @@ import java.util.Map;
  * @param extraRows what-if rows beyond the recommender's (user configurations, the demo's table)
  * @param notes     what could not be drawn and why
  */
-record DeviceReport(int device, DeviceAnalysis analysis, List<WhatIfOutcome> extraRows, Timeline timeline,
+record DeviceReport(int device, DeviceAnalysis analysis, List<RunOutcome> extraRows, Timeline timeline,
                     List<SegmentMap> maps, List<String> notes) {
 
-    static DeviceReport of(TraceSnapshot snapshot, DeviceAnalysis analysis, List<WhatIfOutcome> extraRows) {
+    static DeviceReport of(TraceSession session, DeviceAnalysis analysis, List<RunOutcome> extraRows) {
+        TraceSnapshot snapshot = session.trace();
         int d = analysis.device();
         List<String> notes = new ArrayList<>();
         AllocatorConfig config;
         try {
-            config = RecordedConfig.of(snapshot);
+            config = session.recordedConfig();
         } catch (RuntimeException e) {
             config = AllocatorConfig.defaults();
         }
         WindowStart start = null;
         try {
-            start = new WindowRebuilder(config).rebuild(snapshot, d);
+            // the session's window, rebuilt once for the compare rows, the recommender and this timeline alike
+            start = session.window(d).start();
         } catch (RuntimeException e) {
             notes.add("the trace window's start state could not be rebuilt (" + e.getMessage()
                     + "); the timeline starts from zero");

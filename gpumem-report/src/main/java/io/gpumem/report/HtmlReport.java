@@ -15,8 +15,8 @@ import io.gpumem.trace.analysis.Recommender;
 import io.gpumem.trace.analysis.SegmentWaste;
 import io.gpumem.trace.analysis.StateAnalysis;
 import io.gpumem.trace.analysis.StreamFree;
-import io.gpumem.trace.whatif.WhatIfOutcome;
-import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.engine.RunOutcome;
+import io.gpumem.trace.session.TraceSession;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
@@ -57,10 +57,11 @@ public final class HtmlReport {
 
     /**
      * Adds one device: the analysis as {@code analyze} computed it, plus what-if rows beyond the recommender's
-     * (shown in the same table; duplicates of the recommender's rows by label are dropped).
+     * (shown in the same table; duplicates of the recommender's rows by label are dropped). The timeline starts
+     * from the session's window of the device (rebuilt once per session, shared with the compare runs).
      */
-    public HtmlReport addDevice(TraceSnapshot snapshot, DeviceAnalysis analysis, List<WhatIfOutcome> extraRows) {
-        devices.add(DeviceReport.of(snapshot, analysis, extraRows));
+    public HtmlReport addDevice(TraceSession session, DeviceAnalysis analysis, List<RunOutcome> extraRows) {
+        devices.add(DeviceReport.of(session, analysis, extraRows));
         return this;
     }
 
@@ -147,7 +148,7 @@ public final class HtmlReport {
     private static void cards(StringBuilder h, DeviceReport d) {
         StateAnalysis a = d.analysis().analysis();
         Timeline t = d.timeline();
-        WhatIfOutcome recorded = d.analysis().recommendations().baseline();
+        RunOutcome recorded = d.analysis().recommendations().baseline();
         h.append("<div class=\"cards\">\n");
         // The replay under the recorded configuration knows block sizes exactly; the trace alone only rounds requests.
         String basis = recorded != null ? "replay of the trace under its own configuration"
@@ -300,12 +301,12 @@ public final class HtmlReport {
 
     private static void whatIf(StringBuilder h, DeviceReport d) {
         Recommender.Result r = d.analysis().recommendations();
-        List<WhatIfOutcome> rows = new ArrayList<>();
+        List<RunOutcome> rows = new ArrayList<>();
         if (r.baseline() != null) {
             rows.add(r.baseline());
             rows.addAll(r.alternatives());
         }
-        for (WhatIfOutcome extra : d.extraRows()) {
+        for (RunOutcome extra : d.extraRows()) {
             if (rows.stream().noneMatch(o -> o.label().equals(extra.label()))) {
                 rows.add(extra);
             }
@@ -314,7 +315,7 @@ public final class HtmlReport {
         for (String n : d.analysis().replayNotes()) {
             h.append("<p class=\"note\">note: ").append(esc(n)).append("</p>\n");
         }
-        WhatIfOutcome best = r.recommendations().isEmpty() ? null : r.recommendations().getFirst().outcome();
+        RunOutcome best = r.recommendations().isEmpty() ? null : r.recommendations().getFirst().outcome();
         if (rows.isEmpty()) {
             h.append("<p>No compare runs: ").append(r.baseline() == null && !r.notes().isEmpty() ? "see the notes below"
                     : "the analysis found nothing that needs one").append(".</p>\n");
@@ -323,7 +324,7 @@ public final class HtmlReport {
             h.append("<table class=\"whatif\"><thead><tr><th>config</th><th>peak allocated</th><th>peak reserved</th>"
                     + "<th>res/alloc</th><th>driver allocs</th><th>retries</th><th>OOMs</th>")
                     .append(withCapacity ? "<th>min capacity</th>" : "").append("</tr></thead><tbody>\n");
-            for (WhatIfOutcome o : rows) {
+            for (RunOutcome o : rows) {
                 h.append("<tr").append(o == best ? " class=\"recommended\"" : o == r.baseline() ? " class=\"baseline\"" : "")
                         .append("><td>").append(esc(o.label().isEmpty() ? "(defaults)" : o.label()))
                         .append(o == best ? " <span class=\"tag\">recommended</span>" : "")

@@ -15,9 +15,10 @@ import io.gpumem.trace.analysis.StateAnalysis;
 import io.gpumem.trace.analysis.StateAnalyzer;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.session.TraceSession;
 import io.gpumem.trace.workload.TrainingWorkload;
-import io.gpumem.trace.workload.WorkloadRunner;
 import io.gpumem.trace.workload.WorkloadWhatIf;
+import io.gpumem.engine.RunOutcome;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -37,16 +38,15 @@ class HtmlReportTest {
     static void render() {
         TrainingWorkload w = TrainingWorkload.builder().layers(4).hidden(512).heads(4).vocab(8000).batch(4)
                 .seqLens(128, 1024, 128).steps(6).seed(11).build();
-        WorkloadRunner runner = new WorkloadRunner(w.peakLiveBytes() * 3 / 4, 0);
-        WorkloadRunner.Run run = runner.run(w, "", true);
+        WorkloadWhatIf whatIf = new WorkloadWhatIf(w, w.peakLiveBytes() * 3 / 4, 0, false);
+        RunOutcome run = whatIf.runWithHistory("");
         assertThat(run.completed()).isFalse();
-        OomEvent oom = new OomEvent(run.oom().roundedSize(), run.oom().deviceFree(), 0, -1);
-        analysis = new StateAnalyzer().analyze(AllocatorStates.capture(run.allocator(), "test <run> & \"oom\"", oom));
-        WorkloadWhatIf whatIf = new WorkloadWhatIf(w, runner, false);
+        OomEvent oom = new OomEvent(run.oomReport().roundedSize(), run.oomReport().deviceFree(), 0, -1);
+        analysis = new StateAnalyzer().analyze(AllocatorStates.capture(run.allocator(), "", "test <run> & \"oom\"", oom));
         Recommender.Result recs = new Recommender().recommend(analysis, whatIf);
         TraceSnapshot trace = AllocatorSnapshots.toTraceSnapshot(run.allocator().snapshot(), "test");
         page = new HtmlReport("a </script> trace")
-                .addDevice(trace, new DeviceAnalysis(0, trace.traceOf(0).size(), analysis, whatIf, recs, List.of()), List.of())
+                .addDevice(TraceSession.of(trace), new DeviceAnalysis(0, trace.traceOf(0).size(), analysis, whatIf, recs, List.of()), List.of())
                 .render();
     }
 

@@ -127,14 +127,16 @@ public class AllocatorPeersBench {
         }
 
         long pair() {
-            return op() ^ op();
+            long first = op();
+            return first ^ op();
         }
 
         /** A whole pass from wherever the cycle stands (one pass = as many pairs as the stream has mallocs). */
         long pass() {
             long x = 0;
             for (int i = sizes.length / 2; i > 0; i--) {
-                x ^= op() ^ op();
+                x ^= op();
+                x ^= op();
             }
             return x;
         }
@@ -172,14 +174,16 @@ public class AllocatorPeersBench {
         }
 
         long pair() {
-            return op() ^ op();
+            long first = op();
+            return first ^ op();
         }
 
         /** A whole pass from wherever the cycle stands (one pass = as many pairs as the stream has mallocs). */
         long pass() {
             long x = 0;
             for (int i = sizes.length / 2; i > 0; i--) {
-                x ^= op() ^ op();
+                x ^= op();
+                x ^= op();
             }
             return x;
         }
@@ -218,14 +222,16 @@ public class AllocatorPeersBench {
         }
 
         long pair() {
-            return op() ^ op();
+            long first = op();
+            return first ^ op();
         }
 
         /** A whole pass from wherever the cycle stands (one pass = as many pairs as the stream has mallocs). */
         long pass() {
             long x = 0;
             for (int i = sizes.length / 2; i > 0; i--) {
-                x ^= op() ^ op();
+                x ^= op();
+                x ^= op();
             }
             return x;
         }

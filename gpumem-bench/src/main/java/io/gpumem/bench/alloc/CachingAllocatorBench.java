@@ -340,16 +340,17 @@ public class CachingAllocatorBench {
             }
             System.out.println("\n" + what + ": cycle of " + n / 2 + " malloc+free pairs, " + slotCount
                     + " slots, " + mallocsAfterFirstPass + " device mallocs, all during the first pass; "
-                    + (allocator.memoryStats().get("reserved_bytes.all.peak") >> 20) + " MiB reserved at peak");
+                    + (allocator.stats().toPyTorchMap().get("reserved_bytes.all.peak") >> 20) + " MiB reserved at peak");
         }
 
-        private static long stream(SimulatedDevice device, HashMap<Long, Long> streams, long stream) {
+        private static long stream(SimulatedDevice device, Map<Long, Long> streams, long stream) {
             return stream == 0 ? 0 : streams.computeIfAbsent(stream, s -> device.createStream());
         }
 
         /** The next two ops of the cycle. */
         long pair() {
-            return op() ^ op();
+            long first = op();
+            return first ^ op();
         }
 
         private long op() {

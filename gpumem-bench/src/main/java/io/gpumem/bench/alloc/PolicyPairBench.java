@@ -1,7 +1,7 @@
 package io.gpumem.bench.alloc;
 
+import io.gpumem.alloc.GpuAllocator;
 import io.gpumem.device.SimulatedDevice;
-import io.gpumem.policy.AllocatorPolicy;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.trace.io.PytorchSnapshotReader;
 import io.gpumem.trace.workload.MemoryOp;
@@ -46,14 +46,14 @@ public class PolicyPairBench {
     @Param({"pytorch", "stitch"})
     public String policy;
 
-    private AllocatorPolicy stress;
+    private GpuAllocator stress;
     private final long[] sizes = new long[SIZES];
     private final long[] streams = new long[SIZES];
     private final long[] live = new long[WINDOW];
     private int next;
     private int slot;
 
-    private AllocatorPolicy traced;
+    private GpuAllocator traced;
     private long[] opSize;
     private int[] opSlot;
     private long[] opStream;
@@ -77,8 +77,8 @@ public class PolicyPairBench {
         }
         setUpTrace();
         // Checked once, at set-up: the checker allocates, and JMH's gc profiler would count it in an iteration.
-        stress.checkInvariants();
-        traced.checkInvariants();
+        stress.internals().checkInvariants();
+        traced.internals().checkInvariants();
     }
 
     private void setUpTrace() {

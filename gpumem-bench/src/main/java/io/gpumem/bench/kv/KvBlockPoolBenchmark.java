@@ -42,7 +42,7 @@ public class KvBlockPoolBenchmark {
     private KvBlockPool cachedPool;
     private int[] cachedTable;
     private NaiveObjectBlockPool cachedNaive;
-    private List<NaiveObjectBlockPool.Block> cachedNaiveTable;
+    private List<NaiveObjectBlockPool.KvBlockObject> cachedNaiveTable;
 
     @Setup
     public void setUp() {
@@ -75,7 +75,7 @@ public class KvBlockPoolBenchmark {
     @Benchmark
     @OperationsPerInvocation(REQUEST)
     public void naiveAllocateFree(Blackhole bh) {
-        List<NaiveObjectBlockPool.Block> t = naive.allocate(REQUEST);
+        List<NaiveObjectBlockPool.KvBlockObject> t = naive.allocate(REQUEST);
         naive.free(t);
         bh.consume(t);
     }
@@ -98,7 +98,7 @@ public class KvBlockPoolBenchmark {
     @OperationsPerInvocation(REQUEST)
     public void naivePrefixHitTouchFree(Blackhole bh) {
         for (int j = 0; j < REQUEST; j++) {
-            NaiveObjectBlockPool.Block b = cachedNaive.lookup(j, j);
+            NaiveObjectBlockPool.KvBlockObject b = cachedNaive.lookup(j, j);
             cachedNaive.touch(b);
             cachedNaiveTable.set(j, b);
         }

@@ -16,37 +16,37 @@ final class NaiveObjectBlockPool {
     record Key(long hi, long lo) {
     }
 
-    static final class Block {
+    static final class KvBlockObject {
         final int id;
         int refCount;
         Key key;
 
-        Block(int id) {
+        KvBlockObject(int id) {
             this.id = id;
         }
     }
 
-    private final Block[] blocks;
-    private final LinkedList<Block> free = new LinkedList<>();
-    private final Map<Key, Block> cached = new HashMap<>();
+    private final KvBlockObject[] blocks;
+    private final LinkedList<KvBlockObject> free = new LinkedList<>();
+    private final Map<Key, KvBlockObject> cached = new HashMap<>();
 
     NaiveObjectBlockPool(int numBlocks) {
-        blocks = new Block[numBlocks];
+        blocks = new KvBlockObject[numBlocks];
         for (int i = 0; i < numBlocks; i++) {
-            blocks[i] = new Block(i);
+            blocks[i] = new KvBlockObject(i);
             if (i > 0) {
                 free.add(blocks[i]);
             }
         }
     }
 
-    List<Block> allocate(int n) {
+    List<KvBlockObject> allocate(int n) {
         if (n > free.size()) {
             throw new IllegalStateException("only " + free.size() + " free");
         }
-        List<Block> out = new ArrayList<>(n);
+        List<KvBlockObject> out = new ArrayList<>(n);
         for (int i = 0; i < n; i++) {
-            Block b = free.removeFirst();
+            KvBlockObject b = free.removeFirst();
             if (b.key != null) {
                 cached.remove(b.key);
                 b.key = null;
@@ -57,9 +57,9 @@ final class NaiveObjectBlockPool {
         return out;
     }
 
-    void free(List<Block> table) {
+    void free(List<KvBlockObject> table) {
         for (int i = table.size() - 1; i >= 0; i--) {
-            Block b = table.get(i);
+            KvBlockObject b = table.get(i);
             if (--b.refCount == 0) {
                 if (b.key == null) {
                     free.addFirst(b);
@@ -70,16 +70,16 @@ final class NaiveObjectBlockPool {
         }
     }
 
-    void cache(Block b, long hi, long lo) {
+    void cache(KvBlockObject b, long hi, long lo) {
         b.key = new Key(hi, lo);
         cached.put(b.key, b);
     }
 
-    Block lookup(long hi, long lo) {
+    KvBlockObject lookup(long hi, long lo) {
         return cached.get(new Key(hi, lo));
     }
 
-    void touch(Block b) {
+    void touch(KvBlockObject b) {
         if (b.refCount++ == 0) {
             free.remove(b);
         }

@@ -1,27 +1,31 @@
 package io.gpumem.cli.analysis;
 
-import io.gpumem.cli.report.HtmlOutput;
-import io.gpumem.report.HtmlReport;
-import io.gpumem.trace.analysis.AnalysisPrinter;
-import io.gpumem.size.ByteSize;
-import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.cli.SizeConverter;
+import io.gpumem.cli.options.AllocatorOptions;
+import io.gpumem.cli.options.TraceFileOptions;
+import io.gpumem.cli.report.HtmlOutput;
+import io.gpumem.history.TraceEntry;
+import io.gpumem.policy.PolicySpec;
+import io.gpumem.report.HtmlReport;
+import io.gpumem.size.ByteSize;
+import io.gpumem.trace.analysis.AnalysisPrinter;
+import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.analysis.SnapshotStates;
 import io.gpumem.trace.io.SourceFormat;
-import io.gpumem.trace.io.TraceEntry;
-import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.session.TraceSession;
 import java.io.PrintWriter;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
-import picocli.CommandLine.Option;
-import picocli.CommandLine.Parameters;
-import picocli.CommandLine.Spec;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
 
 /**
  * {@code gpumem analyze FILE [--at N]}: where the memory of a PyTorch snapshot went and what would fix it.
@@ -31,7 +35,8 @@ import picocli.CommandLine.Model.CommandSpec;
  * (rebuilt by replaying the trace). The analysis prints the pool accounting, free space per stream, the
  * most wasteful segments and the diagnosis; recommendations are backed by compare runs of the trace's window
  * under each candidate configuration (the {@code gpumem compare} engine), unless {@code --no-compare} or the
- * snapshot has no requests (state only).
+ * snapshot has no requests (state only). The file is read under {@code --max-file-size} and {@code --max-entries}
+ * like every trace command's, into a {@link TraceSession} whose windows the compare runs share.
  */
 @Command(name = "analyze", mixinStandardHelpOptions = true,
         description = "Analyse a PyTorch memory snapshot: reserved, allocated, active and inactive-split bytes per pool,"
@@ -41,8 +46,8 @@ public final class AnalyzeCommand implements Callable<Integer> {
     @Spec
     CommandSpec spec;
 
-    @Parameters(index = "0", paramLabel = "FILE", description = "A snapshot pickle (torch.cuda.memory._dump_snapshot).")
-    Path file;
+    @Mixin
+    TraceFileOptions input;
 
     @Option(names = "--at", paramLabel = "N",
             description = "Analyse the state after trace entry N (0-based) instead of the end state.")
@@ -62,6 +67,14 @@ public final class AnalyzeCommand implements Callable<Integer> {
     @Option(names = "--no-compare", description = "Skip the compare runs behind the recommendations.")
     boolean noCompare;
 
+    @Option(names = "--policy", paramLabel = "NAME[:OPTIONS]",
+            description = "An allocation policy for the recommender to try beside the configurations, as compare"
+                    + " --policy runs it (repeatable; default: none).")
+    List<String> policies = new ArrayList<>();
+
+    /** {@link #policies} parsed, before anything is read. */
+    private List<PolicySpec> policySpecs = List.of();
+
     @Option(names = "--html", paramLabel = "FILE",
             description = "Also write the analysis as a self-contained HTML report (as gpumem report does) to FILE.")
     Path html;
@@ -73,7 +86,10 @@ public final class AnalyzeCommand implements Callable<Integer> {
         if (top < 0) {
             throw new CommandLine.ParameterException(spec.commandLine(), "--top must be >= 0, got " + top);
         }
-        TraceSnapshot snapshot = TraceReaders.read(file);
+        policySpecs = AllocatorOptions.policies(policies);
+        TraceSession session = input.open(spec.commandLine().getErr());
+        TraceSnapshot snapshot = session.trace();
+        Path file = input.file();
         if (snapshot.segments().isEmpty() && snapshot.format() != SourceFormat.PYTORCH_SNAPSHOT
                 && snapshot.format() != SourceFormat.PYTORCH_SEGMENT_LIST) {
             out.println("note: " + file + " is a " + snapshot.format() + " file: it records requests but no allocator"
@@ -95,9 +111,9 @@ public final class AnalyzeCommand implements Callable<Integer> {
                 out.println();
             }
             first = false;
-            DeviceAnalysis result = analyseDevice(snapshot, d, capacityBytes, out);
+            DeviceAnalysis result = analyseDevice(session, d, capacityBytes, out);
             if (report != null) {
-                report.addDevice(snapshot, result, List.of());
+                report.addDevice(session, result, List.of());
             }
         }
         if (report != null) {
@@ -107,21 +123,22 @@ public final class AnalyzeCommand implements Callable<Integer> {
         return 0;
     }
 
-    private DeviceAnalysis analyseDevice(TraceSnapshot snapshot, int d, long capacityBytes, PrintWriter out) {
-        List<TraceEntry> trace = snapshot.traceOf(d);
+    private DeviceAnalysis analyseDevice(TraceSession session, int d, long capacityBytes, PrintWriter out) {
+        Path file = input.file();
+        List<TraceEntry> trace = session.trace().traceOf(d);
         if (at != null && (at < 0 || at >= trace.size())) {
             throw new CommandLine.ParameterException(spec.commandLine(), "--at " + at + " is outside device " + d
                     + "'s trace of " + file + " (" + trace.size() + " entries, 0.." + (trace.size() - 1) + ")");
         }
-        DeviceAnalysis result = DeviceAnalysis.of(snapshot, d, at, capacityBytes, top, !noCompare);
+        DeviceAnalysis result = session.analyze(d, at, capacityBytes, top, !noCompare, policySpecs);
         long reserved = 0;
         for (var seg : result.analysis().state().segments()) {
             reserved += seg.totalSize();
         }
         if (capacityBytes != MemoryState.UNKNOWN && reserved > capacityBytes) {
             throw new CommandLine.ParameterException(spec.commandLine(), "--capacity " + capacity + " ("
-                    + io.gpumem.size.ByteSize.format(capacityBytes) + ") is less than the "
-                    + io.gpumem.size.ByteSize.format(reserved) + " device " + d + " of " + file
+                    + ByteSize.format(capacityBytes) + ") is less than the "
+                    + ByteSize.format(reserved) + " device " + d + " of " + file
                     + " has reserved; give the GPU's memory");
         }
         AnalysisPrinter.printState(result.analysis(), out);

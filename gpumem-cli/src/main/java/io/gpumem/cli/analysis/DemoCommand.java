@@ -2,8 +2,10 @@ package io.gpumem.cli.analysis;
 
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.config.ConfigException;
+import io.gpumem.cli.options.AllocatorOptions;
 import io.gpumem.cli.report.HtmlOutput;
-import io.gpumem.cli.report.ReportCommand;
+import io.gpumem.cli.options.OutputFile;
+import io.gpumem.policy.PolicySpec;
 import io.gpumem.report.HtmlReport;
 import io.gpumem.trace.analysis.AllocatorStates;
 import io.gpumem.trace.analysis.AnalysisPrinter;
@@ -15,15 +17,19 @@ import io.gpumem.trace.analysis.OomEvent;
 import io.gpumem.trace.analysis.Recommender;
 import io.gpumem.trace.analysis.StateAnalysis;
 import io.gpumem.trace.analysis.StateAnalyzer;
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.session.TraceSession;
+import io.gpumem.trace.workload.MemoryOp;
 import io.gpumem.trace.workload.TrainingWorkload;
-import io.gpumem.trace.workload.WorkloadRunner;
 import io.gpumem.trace.workload.WorkloadWhatIf;
+import java.io.IOException;
 import java.io.PrintWriter;
+import java.io.UncheckedIOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
@@ -96,6 +102,11 @@ public final class DemoCommand implements Callable<Integer> {
     @Option(names = "--no-min-capacity", description = "Skip the minimum-capacity search (faster).")
     boolean noMinCapacity;
 
+    @Option(names = "--policy", paramLabel = "NAME[:OPTIONS]",
+            description = "An allocation policy for the recommender to try beside the configurations (repeatable;"
+                    + " default: none; the table shows every registered policy either way).")
+    List<String> policies = new ArrayList<>();
+
     @Option(names = "--snapshot", defaultValue = "gpumem-demo-snapshot.pickle", paramLabel = "FILE",
             description = "Where to write the default run's snapshot pickle (default: ${DEFAULT-VALUE}).")
     Path snapshot;
@@ -112,10 +123,8 @@ public final class DemoCommand implements Callable<Integer> {
             throw new CommandLine.ParameterException(spec.commandLine(), "--held-outside " + ByteSize.formatSigned(outsideBytes)
                     + " must be below --capacity " + ByteSize.formatSigned(capacityBytes));
         }
-        String problem = io.gpumem.cli.options.OutputFile.problem("--snapshot", snapshot);
-        if (problem != null) {
-            throw new CommandLine.ParameterException(spec.commandLine(), problem);
-        }
+        OutputFile.check("--snapshot", snapshot);
+        List<PolicySpec> policySpecs = AllocatorOptions.policies(policies);
         TrainingWorkload workload;
         try {
             workload = TrainingWorkload.builder().layers(layers).hidden(hidden).heads(heads).vocab(vocab)
@@ -123,9 +132,8 @@ public final class DemoCommand implements Callable<Integer> {
         } catch (IllegalArgumentException e) {
             throw new CommandLine.ParameterException(spec.commandLine(), e.getMessage());
         }
-        WorkloadRunner runner = new WorkloadRunner(capacityBytes, outsideBytes);
         out.println("gpumem demo: " + workload.describe());
-        out.println("sequence lengths per step: " + java.util.Arrays.toString(workload.seqLens()));
+        out.println("sequence lengths per step: " + Arrays.toString(workload.seqLens()));
         out.println("simulated device: " + ByteSize.formatSigned(capacityBytes) + (outsideBytes > 0
                 ? ", " + ByteSize.formatSigned(outsideBytes) + " held outside the allocator" : "")
                 + "; " + workload.ops().size() + " allocator calls; peak live tensors "
@@ -140,28 +148,31 @@ public final class DemoCommand implements Callable<Integer> {
                 throw new CommandLine.ParameterException(spec.commandLine(), "--config " + conf + ": " + e.getMessage());
             }
         }
-        WorkloadWhatIf whatIf = new WorkloadWhatIf(workload, runner, !noMinCapacity);
-        List<WhatIfOutcome> rows = new ArrayList<>();
+        WorkloadWhatIf whatIf = new WorkloadWhatIf(workload, capacityBytes, outsideBytes, !noMinCapacity);
+        List<RunOutcome> rows = new ArrayList<>();
         rows.add(whatIf.run(""));
         for (String conf : alternatives) {
             rows.add(whatIf.run(conf));
         }
-        rows.addAll(new io.gpumem.trace.workload.PolicyWorkloadRunner(runner).outcomes(workload,
-                io.gpumem.trace.workload.PolicyWorkloadRunner.DEMO_POLICIES, !noMinCapacity));
+        for (String policy : WorkloadWhatIf.demoPolicies()) {
+            rows.add(whatIf.run(PolicySpec.parse(policy)));
+        }
         out.println("comparison (" + workload.settings().steps() + " steps on " + ByteSize.formatSigned(capacityBytes) + "):");
         AnalysisPrinter.printOutcomes(rows, out);
         out.println();
 
-        WorkloadRunner.Run baseline = runner.run(workload, "", true);
+        RunOutcome baseline = whatIf.runWithHistory("");
+        MemoryOp.Alloc failed = baseline.completed() ? null
+                : (MemoryOp.Alloc) workload.ops().get(whatIf.stream().entry(baseline.failedOp()));
         OomEvent oom = baseline.completed() ? null
-                : new OomEvent(baseline.oom().roundedSize(), baseline.oom().deviceFree(), baseline.failedAlloc().stream(), -1);
+                : new OomEvent(baseline.oomReport().roundedSize(), baseline.oomReport().deviceFree(), failed.stream(), -1);
         String label = baseline.completed() ? "default config, end of the run"
                 : "default config, at the OOM in step " + (baseline.stepsCompleted() + 1) + " of " + steps
-                        + " (allocating " + baseline.failedAlloc().name() + ")";
-        MemoryState state = AllocatorStates.capture(baseline.allocator(), label, oom);
+                        + " (allocating " + failed.name() + ")";
+        MemoryState state = AllocatorStates.capture(baseline.allocator(), baseline.label(), label, oom);
         StateAnalysis analysis = new StateAnalyzer().analyze(state);
         AnalysisPrinter.printState(analysis, out);
-        Recommender.Result recs = new Recommender().recommend(analysis, whatIf);
+        Recommender.Result recs = new Recommender().recommend(analysis, whatIf, policySpecs);
         AnalysisPrinter.printRecommendations(recs, out);
         if (spill) {
             out.println();
@@ -170,16 +181,17 @@ public final class DemoCommand implements Callable<Integer> {
 
         try {
             AllocatorSnapshots.write(baseline.allocator().snapshot(), snapshot);
-        } catch (java.io.IOException e) {
-            throw new java.io.UncheckedIOException("cannot write the snapshot to " + snapshot + ": " + e, e);
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot write the snapshot to " + snapshot + ": " + e, e);
         }
         out.println();
         out.println("snapshot of the default run written to " + snapshot.toAbsolutePath()
                 + " (gpumem analyze " + snapshot + "; or drag it onto pytorch.org/memory_viz)");
         TraceSnapshot trace = AllocatorSnapshots.toTraceSnapshot(baseline.allocator().snapshot(), "gpumem demo");
         DeviceAnalysis result = new DeviceAnalysis(0, trace.traceOf(0).size(), analysis, whatIf, recs, List.of());
-        Path page = html != null ? html : ReportCommand.siblingHtml(snapshot);
-        HtmlOutput.write(new HtmlReport("gpumem demo: " + workload.describe()).addDevice(trace, result, rows), page, out);
+        Path page = html != null ? html : HtmlOutput.sibling(snapshot);
+        HtmlOutput.write(new HtmlReport("gpumem demo: " + workload.describe()).addDevice(TraceSession.of(trace), result,
+                rows), page, out);
         out.flush();
         return 0;
     }

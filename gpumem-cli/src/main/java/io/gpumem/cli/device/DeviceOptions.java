@@ -27,7 +27,7 @@ import picocli.CommandLine.Option;
 public final class DeviceOptions {
 
     /** Where allocations go. */
-    public enum Kind {
+    public enum DeviceKind {
         SIM, CUDA;
 
         @Override
@@ -37,10 +37,10 @@ public final class DeviceOptions {
     }
 
     /** Accepts {@code sim} and {@code cuda} (any case) and names both choices when the value is neither. */
-    static final class KindConverter implements CommandLine.ITypeConverter<Kind> {
+    static final class DeviceKindConverter implements CommandLine.ITypeConverter<DeviceKind> {
         @Override
-        public Kind convert(String value) {
-            for (Kind k : Kind.values()) {
+        public DeviceKind convert(String value) {
+            for (DeviceKind k : DeviceKind.values()) {
                 if (k.name().equalsIgnoreCase(value.trim())) {
                     return k;
                 }
@@ -49,9 +49,9 @@ public final class DeviceOptions {
         }
     }
 
-    @Option(names = "--device", paramLabel = "sim|cuda", defaultValue = "sim", converter = KindConverter.class,
+    @Option(names = "--device", paramLabel = "sim|cuda", defaultValue = "sim", converter = DeviceKindConverter.class,
             description = "Device to run on: sim (simulated GPU, default) or cuda (a real NVIDIA GPU through the CUDA driver).")
-    Kind kind = Kind.SIM;
+    DeviceKind kind = DeviceKind.SIM;
 
     @Option(names = "--cuda-library", paramLabel = "PATH",
             description = "CUDA driver library for --device cuda (default: -Dgpumem.cuda.library, else $GPUMEM_CUDA_LIBRARY, else libcuda.so.1).")
@@ -62,13 +62,13 @@ public final class DeviceOptions {
     int cudaOrdinal;
 
     /** The selected kind. */
-    public Kind kind() {
+    public DeviceKind kind() {
         return kind;
     }
 
     /** Whether a real GPU was asked for. */
     public boolean isCuda() {
-        return kind == Kind.CUDA;
+        return kind == DeviceKind.CUDA;
     }
 
     /** The driver library {@code --device cuda} loads. */
@@ -83,7 +83,7 @@ public final class DeviceOptions {
      * @throws DeviceUnavailableException if {@code cuda} was chosen and the driver or GPU cannot be used
      */
     public Device open(Supplier<? extends Device> simulated) {
-        if (kind == Kind.SIM) {
+        if (kind == DeviceKind.SIM) {
             return simulated.get();
         }
         if (cudaOrdinal < 0) {

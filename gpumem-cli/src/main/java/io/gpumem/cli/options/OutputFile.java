@@ -15,6 +15,18 @@ public final class OutputFile {
     }
 
     /**
+     * Refuses an output file that cannot be written (see {@link #problem}).
+     *
+     * @throws BadInputException naming the option, the file and why
+     */
+    public static void check(String option, Path out, Path... inputs) {
+        String problem = problem(option, out, inputs);
+        if (problem != null) {
+            throw new BadInputException(problem);
+        }
+    }
+
+    /**
      * Returns why {@code out} cannot be written, or null when it can.
      *
      * @param option the option that names the file, for the message (e.g. {@code --snapshot})

@@ -2,8 +2,8 @@ package io.gpumem.cli.plan;
 
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
-import io.gpumem.trace.io.ReadLimits;
-import io.gpumem.trace.io.TraceFormatException;
+import io.gpumem.cli.options.BadInputException;
+import io.gpumem.cli.options.ReadLimitOptions;
 import io.gpumem.plan.LifetimeProblem;
 import io.gpumem.plan.OffsetPlan;
 import io.gpumem.plan.OffsetPlanner;
@@ -11,6 +11,7 @@ import io.gpumem.trace.plan.PlanFiles;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.io.StringWriter;
+import java.io.UncheckedIOException;
 import java.io.Writer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -20,6 +21,7 @@ import java.util.Arrays;
 import java.util.Locale;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
@@ -71,33 +73,23 @@ public final class PlanCommand implements Callable<Integer> {
             description = "Solve N times and report the fastest and the median solve time (default: ${DEFAULT-VALUE}).")
     int repeat;
 
-    @Option(names = "--max-file-mib", paramLabel = "N", defaultValue = "1024",
-            description = "Refuse files larger than N MiB (default: ${DEFAULT-VALUE}).")
-    long maxFileMib;
+    @Mixin
+    ReadLimitOptions limits;
 
     @Override
     public Integer call() {
         PrintWriter stdout = spec.commandLine().getOut();
-        PrintWriter err = spec.commandLine().getErr();
         if (align <= 0 || Long.bitCount(align) != 1) {
-            err.println("gpumem plan: --align must be a positive power of two, got " + align);
-            return 2;
+            throw new BadInputException("--align must be a positive power of two, got " + align);
         }
-        if (budgetMs < 0 || repeat < 1 || maxFileMib <= 0) {
-            err.println("gpumem plan: --budget-ms must be >= 0, --repeat and --max-file-mib >= 1");
-            return 2;
+        if (budgetMs < 0 || repeat < 1) {
+            throw new BadInputException("--budget-ms must be >= 0 and --repeat >= 1");
         }
         if (!(targetRatio >= 1.0) || Double.isInfinite(targetRatio)) {
-            err.println("gpumem plan: --target-ratio must be a finite number >= 1.0, got " + targetRatio);
-            return 2;
+            throw new BadInputException("--target-ratio must be a finite number >= 1.0, got " + targetRatio);
         }
-        LifetimeProblem problem;
-        try {
-            problem = PlanFiles.read(file, new ReadLimits(maxFileMib << 20, 50_000_000L), align);
-        } catch (TraceFormatException | IllegalArgumentException e) {
-            err.println("gpumem plan: " + e.getMessage());
-            return 2;
-        }
+        // errors name the file, line and field (TraceFormatException), reported like every command's bad input
+        LifetimeProblem problem = PlanFiles.read(file, limits.limits(), align);
         OffsetPlanner planner = new OffsetPlanner(budgetMs, OffsetPlanner.DEFAULT_MAX_ROUNDS, targetRatio);
         OffsetPlan plan = null;
         long[] times = new long[repeat];
@@ -110,8 +102,7 @@ public final class PlanCommand implements Callable<Integer> {
             try {
                 writeAtomically(plan, out);
             } catch (IOException e) {
-                err.println("gpumem plan: cannot write " + out + ": " + e.getMessage());
-                return 2;
+                throw new UncheckedIOException("cannot write " + out + ": " + e.getMessage(), e);
             }
         }
         double solveMs = (repeat == 1 ? plan.solveNanos() : times[repeat / 2]) / 1e6;
@@ -153,7 +144,7 @@ public final class PlanCommand implements Callable<Integer> {
             g.writeStringField("method", plan.method());
             g.writeEndObject();
         } catch (IOException e) {
-            throw new java.io.UncheckedIOException(e);
+            throw new UncheckedIOException(e);
         }
         return w.toString();
     }

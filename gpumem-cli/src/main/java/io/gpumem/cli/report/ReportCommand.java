@@ -1,32 +1,27 @@
 package io.gpumem.cli.report;
 
-import io.gpumem.config.AllocatorConfig;
-import io.gpumem.cli.trace.CompareRuns;
-import io.gpumem.config.ConfigException;
+import io.gpumem.cli.options.AllocatorOptions;
+import io.gpumem.cli.options.BadInputException;
+import io.gpumem.cli.options.TraceFileOptions;
 import io.gpumem.policy.PolicySpec;
-import io.gpumem.trace.replay.ProgressListener;
-import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.report.HtmlReport;
 import io.gpumem.size.ByteSize;
 import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.trace.analysis.MemoryState;
-import io.gpumem.trace.analysis.SnapshotStates;
-import io.gpumem.trace.analysis.TraceWhatIf;
-import io.gpumem.trace.analysis.WhatIf;
-import io.gpumem.trace.whatif.WhatIfOutcome;
-import io.gpumem.trace.io.TraceFormatException;
-import io.gpumem.trace.io.TraceReaders;
-import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.session.CompareRuns;
+import io.gpumem.trace.session.TraceSession;
+import io.gpumem.engine.RunOutcome;
 import java.io.IOException;
 import java.io.PrintWriter;
+import java.io.UncheckedIOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
-import picocli.CommandLine.Parameters;
 import picocli.CommandLine.Spec;
 
 /**
@@ -35,7 +30,9 @@ import picocli.CommandLine.Spec;
  * allocation site with the OOM marked, segment maps at the OOM and at peak, the OOM story and the what-if table.
  * {@code --config} adds configurations to the what-if table (each replayed like {@code gpumem compare}), and
  * {@code --policy} adds allocation policies, computed by compare's own code ({@link CompareRuns}), so that a policy's
- * row shows the figures {@code gpumem compare --policy} prints.
+ * row shows the figures {@code gpumem compare --policy} prints. The file is read once, under the limits every trace
+ * command applies ({@code --max-file-size}, {@code --max-entries}), into a {@link TraceSession}; the recommender,
+ * the configuration and policy rows and the page's timeline share its window of each device.
  */
 @Command(name = "report", mixinStandardHelpOptions = true,
         description = "Write a self-contained offline HTML report of a trace: peak memory, fragmentation and verdict,"
@@ -45,9 +42,8 @@ public final class ReportCommand implements Callable<Integer> {
     @Spec
     CommandSpec spec;
 
-    @Parameters(index = "0", paramLabel = "FILE", description = "A trace: PyTorch snapshot pickle, RMM log CSV,"
-            + " tensor-lifetime CSV or ops script (detected from the content).")
-    Path file;
+    @Mixin
+    TraceFileOptions input;
 
     @Option(names = {"-o", "--output"}, paramLabel = "HTML",
             description = "Where to write the page (default: FILE's name with .html, in the current directory).")
@@ -59,8 +55,9 @@ public final class ReportCommand implements Callable<Integer> {
     List<String> configs = new ArrayList<>();
 
     @Option(names = "--policy", paramLabel = "NAME[:OPTIONS]",
-            description = "An allocation policy to add to the what-if table, as compare --policy computes it (repeatable;"
-                    + " default: none): pytorch[:CONF], stitch, planned.")
+            description = "An allocation policy to add to the what-if table, as compare --policy computes it, and for the"
+                    + " recommender to try (repeatable; default: none): pytorch[:CONF], stitch, planned, or any"
+                    + " registered policy.")
     List<String> policies = new ArrayList<>();
 
     @Option(names = "--capacity", paramLabel = "SIZE",
@@ -70,68 +67,52 @@ public final class ReportCommand implements Callable<Integer> {
     @Option(names = "--device", paramLabel = "D", description = "Report only this device (default: every device in the file).")
     Integer device;
 
+    private TraceSession session;
+
+    /** The session of the last run, {@code null} before one (tests count what it read and rebuilt). */
+    public TraceSession session() {
+        return session;
+    }
+
     @Override
     public Integer call() {
         PrintWriter out = spec.commandLine().getOut();
         PrintWriter err = spec.commandLine().getErr();
         long capacityBytes = MemoryState.UNKNOWN;
-        try {
-            if (capacity != null) {
+        if (capacity != null) {
+            try {
                 capacityBytes = ByteSize.parse(capacity);
+            } catch (IllegalArgumentException e) {
+                throw new BadInputException("--capacity: " + e.getMessage(), e);
             }
-            for (String c : configs) {
-                AllocatorConfig.parse(c);
-            }
-        } catch (ConfigException e) {
-            err.println("gpumem report: bad --config: " + e.getMessage());
-            return 2;
-        } catch (IllegalArgumentException e) {
-            err.println("gpumem report: --capacity: " + e.getMessage());
-            return 2;
         }
-        List<PolicySpec> policySpecs;
-        try {
-            policySpecs = PolicySpec.parseAll(policies);
-        } catch (IllegalArgumentException e) {
-            err.println("gpumem report: bad --policy: " + e.getMessage());
-            return 2;
-        }
-        TraceSnapshot snapshot;
-        try {
-            snapshot = TraceReaders.read(file);
-        } catch (TraceFormatException | IllegalArgumentException e) {
-            err.println("gpumem report: " + e.getMessage());
-            return 2;
-        }
-        List<Integer> devices = SnapshotStates.devices(snapshot);
+        AllocatorOptions.configs(configs);
+        List<PolicySpec> policySpecs = AllocatorOptions.policies(policies);
+        Path file = input.file();
+        TraceSession session = input.open(spec.commandLine().getErr());
+        this.session = session;
+        List<Integer> devices = session.devices();
         if (device != null) {
             if (!devices.contains(device)) {
-                err.println("gpumem report: --device " + device + ": " + file
+                throw new BadInputException("--device " + device + ": " + file
                         + " has no segments or trace entries for it (devices present: " + devices + ")");
-                return 2;
             }
             devices = List.of(device);
         }
-        Path target = output != null ? output : defaultOutput(file);
+        Path target = output != null ? output : HtmlOutput.defaultName(file);
         long started = System.nanoTime();
         HtmlReport report = new HtmlReport(file.toString());
-        try {
-            for (int d : devices) {
-                DeviceAnalysis analysis = DeviceAnalysis.of(snapshot, d, null, capacityBytes, 5, true);
-                List<WhatIfOutcome> rows = new ArrayList<>(extraRows(snapshot, analysis, capacityBytes, configs, err));
-                rows.addAll(policyRows(snapshot, analysis, capacity != null ? capacityBytes : null, policySpecs,
-                        !rows.isEmpty(), err));
-                report.addDevice(snapshot, analysis, rows);
-            }
-        } catch (TraceFormatException e) {
-            err.println("gpumem report: " + e.getMessage());
-            return 2;
+        for (int d : devices) {
+            DeviceAnalysis analysis = session.analyze(d, null, capacityBytes, 5, true, policySpecs);
+            List<RunOutcome> rows = new ArrayList<>(configRows(session, analysis, capacityBytes, err));
+            rows.addAll(policyRows(session, analysis, capacity != null ? capacityBytes : null, policySpecs,
+                    !rows.isEmpty(), err));
+            report.addDevice(session, analysis, rows);
         }
         try {
             report.write(target);
         } catch (IOException e) {
-            err.println("gpumem report: cannot write " + target + ": " + e.getMessage());
-            return 2;
+            throw new UncheckedIOException("cannot write " + target + ": " + e.getMessage(), e);
         }
         out.printf("report of %s (%d device%s) written to %s (%s, %.1f s); open it in a browser, it works offline%n",
                 file, devices.size(), devices.size() == 1 ? "" : "s", target.toAbsolutePath(),
@@ -140,65 +121,23 @@ public final class ReportCommand implements Callable<Integer> {
         return 0;
     }
 
-    /** {@code trace.pickle} -> {@code trace.html} in the current directory (traces often live in read-only folders). */
-    static Path defaultOutput(Path file) {
-        String name = file.getFileName().toString();
-        int dot = name.lastIndexOf('.');
-        return Path.of((dot > 0 ? name.substring(0, dot) : name) + ".html");
-    }
-
-    /** {@code dir/run.pickle} -> {@code dir/run.html}: a page written beside the snapshot it shows. */
-    public static Path siblingHtml(Path snapshot) {
-        return snapshot.resolveSibling(defaultOutput(snapshot));
-    }
-
-    /**
-     * The what-if rows for the user's configurations: replayed like {@code gpumem compare} (the recommender's
-     * replay when it ran one, else a new one), with the recorded configuration as the baseline row.
-     */
-    public static List<WhatIfOutcome> extraRows(TraceSnapshot snapshot, DeviceAnalysis analysis, long capacity,
-                                                List<String> configs, PrintWriter err) {
-        if (configs.isEmpty() || !DeviceAnalysis.hasRequests(snapshot.traceOf(analysis.device()))) {
-            return List.of();
-        }
-        WhatIf whatIf = analysis.whatIf();
-        List<WhatIfOutcome> rows = new ArrayList<>();
+    /** The session's rows for the user's configurations; a replay that fails leaves a note and no rows. */
+    private List<RunOutcome> configRows(TraceSession session, DeviceAnalysis analysis, long capacity,
+                                           PrintWriter err) {
         try {
-            if (whatIf == null) {
-                long outside = analysis.analysis().diagnosis().outside();
-                whatIf = new TraceWhatIf(snapshot, analysis.device(),
-                        capacity > 0 ? capacity - Math.max(0, outside) : MemoryState.UNKNOWN);
-            }
-            rows.add(whatIf.run(snapshot.recordedConfString() == null ? "" : snapshot.recordedConfString()));
-            for (String c : configs) {
-                rows.add(whatIf.run(c));
-            }
+            return session.configRows(analysis, capacity, configs);
         } catch (RuntimeException e) {
             err.println("gpumem report: note: device " + analysis.device() + ": the what-if replay of --config failed ("
                     + e.getMessage() + "); the table shows the recommender's runs only");
             return List.of();
         }
-        return rows;
     }
 
-    /**
-     * The what-if rows for the given policies, computed by {@code gpumem compare}'s code ({@link CompareRuns}) at
-     * compare's capacity (the given one, else the recorded one) and labelled as compare labels them. Compare's
-     * recorded-configuration row comes first when the table would otherwise have no baseline.
-     *
-     * @param capacity     the capacity, or {@code null} for compare's default (the recorded capacity)
-     * @param haveBaseline whether other extra rows already include the recorded configuration
-     */
-    public static List<WhatIfOutcome> policyRows(TraceSnapshot snapshot, DeviceAnalysis analysis, Long capacity,
-                                                 List<PolicySpec> policies, boolean haveBaseline, PrintWriter err) {
-        if (policies.isEmpty() || !DeviceAnalysis.hasRequests(snapshot.traceOf(analysis.device()))) {
-            return List.of();
-        }
+    /** The session's rows for the policies; a replay that fails leaves a note and no rows. */
+    private static List<RunOutcome> policyRows(TraceSession session, DeviceAnalysis analysis, Long capacity,
+                                                  List<PolicySpec> policies, boolean haveBaseline, PrintWriter err) {
         try {
-            AllocatorConfig recorded = RecordedConfig.of(snapshot);
-            boolean baseline = !haveBaseline && analysis.recommendations().baseline() == null;
-            return CompareRuns.run(snapshot, analysis.device(), recorded, baseline ? List.of(recorded) : List.of(),
-                    policies, capacity, ProgressListener.NONE).reportRows();
+            return session.policyRows(analysis, capacity, policies, haveBaseline);
         } catch (RuntimeException e) {
             err.println("gpumem report: note: device " + analysis.device() + ": the what-if replay of --policy failed ("
                     + e.getMessage() + "); the table has no policy rows");

@@ -4,6 +4,8 @@ import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.Device;
 import io.gpumem.device.SimulatedDevice;
+import io.gpumem.history.HistoryOptions;
+import io.gpumem.history.MemorySnapshot;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.script.ScriptOp;
 import java.util.HashMap;
@@ -40,7 +42,7 @@ final class AllocatorSimTarget implements SimTarget {
     }
 
     /** The allocator on a simulated device built from the script's {@code device} line (null: the default). */
-    static SimTarget onSimulatedDevice(ScriptOp.Device spec, AllocatorConfig config) {
+    static SimTarget onSimulatedDevice(ScriptOp.DeviceSettings spec, AllocatorConfig config) {
         SimulatedDevice.Builder b = SimulatedDevice.builder().holdEvents(true);
         if (spec == null) {
             b.capacity(DEFAULT_CAPACITY);
@@ -111,16 +113,16 @@ final class AllocatorSimTarget implements SimTarget {
 
     @Override
     public Map<String, Long> memoryStats() {
-        return allocator.memoryStats();
+        return allocator.stats().toPyTorchMap();
     }
 
     @Override
     public void recordHistory() {
-        allocator.recordHistory(io.gpumem.history.HistoryOptions.all());
+        allocator.recordHistory(HistoryOptions.all());
     }
 
     @Override
-    public io.gpumem.history.MemorySnapshot snapshot() {
+    public MemorySnapshot snapshot() {
         return allocator.snapshot();
     }
 

@@ -1,10 +1,11 @@
 package io.gpumem.cli.sim;
 
 import io.gpumem.cli.device.DeviceOptions;
-import io.gpumem.cli.device.DeviceUnavailableException;
+import io.gpumem.cli.options.BadInputException;
 import io.gpumem.device.Device;
 import io.gpumem.script.OpsScript;
-import io.gpumem.script.ScriptException;
+import java.io.BufferedInputStream;
+import java.io.FilterInputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.PrintWriter;
@@ -58,41 +59,26 @@ public final class SimCommand implements Callable<Integer> {
         PrintWriter out = spec.commandLine().getOut();
         PrintWriter err = spec.commandLine().getErr();
         OpsScript ops;
+        // a malformed script is a ScriptException naming the line; GpumemCli reports it (exit 2)
         try (InputStream in = open()) {
             ops = OpsScript.parse(in);
-        } catch (ScriptException e) {
-            err.println("gpumem sim: " + e.getMessage());
-            err.flush();
-            return 2;
         } catch (NoSuchFileException e) {
-            err.println("gpumem sim: " + script + ": no such file");
-            err.flush();
-            return 2;
+            throw new BadInputException(script + ": no such file", e);
         } catch (IOException e) {
-            err.println("gpumem sim: " + (script == null ? "standard input" : script) + ": " + e.getMessage());
-            err.flush();
-            return 2;
+            throw new BadInputException((script == null ? "standard input" : script) + ": " + e.getMessage(), e);
         }
         if (!device.isCuda()) {
             return new SimRunner(out, err, failOnOom, AllocatorSimTarget::onSimulatedDevice).run(ops);
         }
         if (ops.device() != null) {
-            err.println("gpumem sim: line " + ops.device().line() + ": a device line describes the simulated device;"
-                    + " remove it to run on --device cuda");
-            err.flush();
-            return 2;
+            throw new BadInputException("line " + ops.device().line() + ": a device line describes the simulated"
+                    + " device; remove it to run on --device cuda");
         }
-        Device gpu;
-        try {
-            gpu = device.open(() -> {
-                throw new IllegalStateException("unreachable: --device cuda was checked");
-            });
-        } catch (DeviceUnavailableException e) {
-            // 2, like `gpumem device` and gpu-check: the input (the requested device) cannot be used at all.
-            err.println("gpumem sim: " + e.getMessage());
-            err.flush();
-            return 2;
-        }
+        // an unusable device is a DeviceUnavailableException (exit 2, like `gpumem device` and gpu-check: the
+        // requested device cannot be used at all)
+        Device gpu = device.open(() -> {
+            throw new IllegalStateException("unreachable: --device cuda was checked");
+        });
         try {
             return new SimRunner(out, err, failOnOom, (spec, config) -> AllocatorSimTarget.onDevice(gpu, config))
                     .run(ops);
@@ -109,12 +95,12 @@ public final class SimCommand implements Callable<Integer> {
     private InputStream open() throws IOException {
         if (script == null || script.equals("-")) {
             // Standard input belongs to the process: this stream's close leaves it open.
-            return new java.io.FilterInputStream(System.in) {
+            return new FilterInputStream(System.in) {
                 @Override
                 public void close() {
                 }
             };
         }
-        return new java.io.BufferedInputStream(Files.newInputStream(Path.of(script)), 1 << 16);
+        return new BufferedInputStream(Files.newInputStream(Path.of(script)), 1 << 16);
     }
 }

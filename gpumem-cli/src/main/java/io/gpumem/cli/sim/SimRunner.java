@@ -4,8 +4,12 @@ import io.gpumem.config.AllocatorConfig;
 import io.gpumem.script.OpsScript;
 import io.gpumem.script.ScriptOp;
 import io.gpumem.stats.MemorySummary;
+import io.gpumem.trace.io.AllocatorSnapshots;
+import java.io.IOException;
 import java.io.PrintWriter;
+import java.nio.file.Path;
 import java.util.HashMap;
+import java.util.Locale;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.function.BiFunction;
@@ -28,7 +32,7 @@ final class SimRunner {
     private final PrintWriter out;
     private final PrintWriter err;
     private final boolean failOnOom;
-    private final BiFunction<ScriptOp.Device, AllocatorConfig, SimTarget> factory;
+    private final BiFunction<ScriptOp.DeviceSettings, AllocatorConfig, SimTarget> factory;
 
     private SimTarget target;
     private AllocatorConfig initialConfig = AllocatorConfig.defaults();
@@ -40,7 +44,7 @@ final class SimRunner {
      *                the script set before its first allocator op
      */
     SimRunner(PrintWriter out, PrintWriter err, boolean failOnOom,
-            BiFunction<ScriptOp.Device, AllocatorConfig, SimTarget> factory) {
+            BiFunction<ScriptOp.DeviceSettings, AllocatorConfig, SimTarget> factory) {
         this.out = out;
         this.err = err;
         this.failOnOom = failOnOom;
@@ -70,7 +74,7 @@ final class SimRunner {
     /** Runs one op; false to stop the script (an OOM with {@code failOnOom}). */
     private boolean step(OpsScript script, ScriptOp op) {
         switch (op) {
-            case ScriptOp.Device d -> {
+            case ScriptOp.DeviceSettings d -> {
                 // Applied when the target is created.
             }
             case ScriptOp.Config c -> {
@@ -149,10 +153,10 @@ final class SimRunner {
 
     /** {@code snapshot FILE}: PyTorch's current snapshot format, written atomically; false if it cannot be. */
     private boolean writeSnapshot(SimTarget t, ScriptOp.Snapshot s) {
-        java.nio.file.Path file = java.nio.file.Path.of(s.file());
+        Path file = Path.of(s.file());
         try {
-            io.gpumem.trace.io.AllocatorSnapshots.write(t.snapshot(), file);
-        } catch (java.io.IOException | RuntimeException e) {
+            AllocatorSnapshots.write(t.snapshot(), file);
+        } catch (IOException | RuntimeException e) {
             err.println("gpumem sim: line " + s.line() + ": snapshot " + s.file() + ": cannot write: "
                     + (e.getMessage() == null ? e.toString() : e.getMessage()));
             return false;
@@ -165,7 +169,7 @@ final class SimRunner {
             case ScriptOp.Alloc a -> "alloc " + a.name();
             case ScriptOp.Free f -> "free " + f.name();
             case ScriptOp.RecordStream r -> "record_stream " + r.name();
-            default -> op.getClass().getSimpleName().replaceAll("([a-z])([A-Z])", "$1_$2").toLowerCase(java.util.Locale.ROOT);
+            default -> op.getClass().getSimpleName().replaceAll("([a-z])([A-Z])", "$1_$2").toLowerCase(Locale.ROOT);
         };
     }
 }

@@ -1,5 +1,6 @@
 package io.gpumem.cli.sim;
 
+import io.gpumem.history.MemorySnapshot;
 import java.util.Map;
 
 /**
@@ -39,7 +40,7 @@ interface SimTarget {
     }
 
     /** {@code torch.cuda.memory._snapshot()}. */
-    default io.gpumem.history.MemorySnapshot snapshot() {
+    default MemorySnapshot snapshot() {
         throw new UnsupportedOperationException("this target cannot take snapshots");
     }
 

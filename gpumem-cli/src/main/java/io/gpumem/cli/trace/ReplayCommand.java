@@ -1,23 +1,29 @@
 package io.gpumem.cli.trace;
 
 import io.gpumem.cli.SizeConverter;
+import io.gpumem.cli.options.AllocatorOptions;
+import io.gpumem.cli.options.BadInputException;
+import io.gpumem.cli.options.OutputFile;
+import io.gpumem.cli.options.TraceFileOptions;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.config.ConfigException;
+import io.gpumem.history.MemorySnapshot;
 import io.gpumem.policy.PolicySpec;
+import io.gpumem.size.ByteSize;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.PytorchSnapshotWriter;
-import io.gpumem.trace.replay.PolicyReplay;
-import io.gpumem.trace.replay.WhatIfReplay;
-import io.gpumem.trace.window.RecordedConfig;
-import io.gpumem.trace.window.WindowRebuilder;
+import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.replay.DeviceFidelity;
 import io.gpumem.trace.replay.FidelityReport;
 import io.gpumem.trace.replay.Mismatch;
 import io.gpumem.trace.replay.OracleDevice;
 import io.gpumem.trace.replay.OracleReplay;
+import io.gpumem.trace.session.InconsistentSnapshotException;
+import io.gpumem.trace.session.TraceSession;
 import java.io.IOException;
 import java.io.PrintWriter;
+import java.io.UncheckedIOException;
 import java.nio.file.Path;
 import java.util.Locale;
 import java.util.concurrent.Callable;
@@ -30,22 +36,30 @@ import picocli.CommandLine.Model.CommandSpec;
 /**
  * {@code gpumem replay [--check] [--json] [--snapshot OUT] FILE}: replays a recorded trace through gpumem's
  * caching allocator in oracle mode (the device returns the recorded driver addresses) and reports how many
- * recorded decisions it reproduced. Exit status: 0; 1 with {@code --check} when any placement or driver call
- * differs; 2 for unreadable input.
+ * recorded decisions it reproduced. Exit status: 0 (with {@code --check}: the replay is identical to the
+ * recording); 1 with {@code --check} when any placement, driver call or end-state segment differs (returned
+ * here, the command's one verdict); 2 for unreadable or inconsistent input or a bad option, thrown as typed
+ * exceptions and reported by {@code GpumemCli}. The file is read, and the busiest window rebuilt for
+ * {@code --policy}, by a {@link TraceSession}.
  */
 @Command(name = "replay", mixinStandardHelpOptions = true,
         description = {"Replay a recorded trace through gpumem's allocator in oracle mode (the device returns the"
-                + " recorded addresses) and report placement fidelity. Every device trace of the file is replayed."})
+                + " recorded addresses) and report placement fidelity. Every device trace of the file is replayed."},
+        exitCodeListHeading = "%nExit status:%n",
+        exitCodeList = {"0:the replay ran (with --check: identical to the recording: every alloc at its address, every"
+                + " driver call, every end-state segment)",
+                "1:with --check: a placement, a driver call or the end state differs from the recording",
+                "2:bad input: unreadable, malformed or inconsistent file (see --lenient), bad option"})
 public final class ReplayCommand implements Callable<Integer> {
 
     @Spec
     CommandSpec spec;
 
     @Mixin
-    TraceInput input;
+    TraceFileOptions input;
 
-    @Option(names = "--check", description = "Exit with status 1 unless every alloc is placed at its recorded address"
-            + " and every segment event is reproduced.")
+    @Option(names = "--check", description = "Exit with status 1 unless every alloc is placed at its recorded address,"
+            + " every segment event is reproduced and the end state is the recorded one, segment by segment.")
     boolean check;
 
     @Option(names = "--json", description = "End with one JSON object on the last line: trace, allocs, exact,"
@@ -76,42 +90,24 @@ public final class ReplayCommand implements Callable<Integer> {
     @Override
     public Integer call() {
         PrintWriter out = spec.commandLine().getOut();
-        PrintWriter err = spec.commandLine().getErr();
         if (snapshotOut != null) {
-            String problem = io.gpumem.cli.options.OutputFile.problem("--snapshot", snapshotOut, input.file);
-            if (problem != null) {
-                err.println("gpumem replay: " + problem);
-                return 2;
-            }
+            OutputFile.check("--snapshot", snapshotOut, input.file());
         }
         long gpuMemory = capacityBytes == null ? OracleDevice.DEFAULT_TOTAL_MEMORY : capacityBytes;
-        AllocatorConfig whatIf;
-        try {
-            whatIf = config == null ? null : AllocatorConfig.parse(config);
-        } catch (ConfigException e) {
-            err.println("gpumem replay: bad --config: " + e.getMessage());
-            return 2;
-        }
+        AllocatorConfig whatIf = config == null ? null : AllocatorOptions.config(config);
         PolicySpec policySpec = null;
         if (policy != null) {
-            try {
-                policySpec = PolicySpec.parse(policy);
-            } catch (IllegalArgumentException e) {
-                err.println("gpumem replay: bad --policy: " + e.getMessage());
-                return 2;
-            }
+            policySpec = AllocatorOptions.policy(policy);
             if (snapshotOut == null || whatIf != null || check) {
-                err.println("gpumem replay: --policy goes with --snapshot OUT only (not with --config or --check):"
+                throw new BadInputException("--policy goes with --snapshot OUT only (not with --config or --check):"
                         + " it writes the snapshot of the window replayed under that policy");
-                return 2;
             }
         }
-        TraceSnapshot trace = input.readOrReport("replay", err);
-        if (trace == null) {
-            return 2;
-        }
+        TraceSession session = input.open(spec.commandLine().getErr());
+        TraceSnapshot trace = session.trace();
         if (policySpec != null) {
-            return writePolicySnapshot(trace, policySpec, gpuMemory, out, err);
+            writePolicySnapshot(session, policySpec, gpuMemory, out);
+            return 0;
         }
         OracleReplay replay = new OracleReplay(gpuMemory)
                 .progress(TerminalProgress.forTerminal("replay", "entries"))
@@ -120,36 +116,28 @@ public final class ReplayCommand implements Callable<Integer> {
         try {
             report = whatIf == null ? replay.check(trace) : replay.check(trace, whatIf);
         } catch (ConfigException e) {
-            err.println("gpumem replay: " + trace.source() + ": recorded allocator settings: " + e.getMessage());
-            return 2;
+            throw new TraceFormatException(trace.source(), "", "recorded allocator settings: " + e.getMessage(), e);
         } catch (IllegalArgumentException | IllegalStateException e) {
             // The end state cannot be rebuilt into an allocator (blocks that do not tile their segment, sizes
             // that are not multiples of 512, ...): the file is inconsistent, not gpumem.
-            err.println("gpumem replay: " + trace.source() + ": inconsistent snapshot: " + e.getMessage());
-            return 2;
+            throw new InconsistentSnapshotException(trace.source(), e);
         }
         if (check && !trace.addressesRecorded()) {
-            err.println("gpumem replay: " + trace.source() + ": " + report.notes().getFirst());
-            return 2;
+            throw new BadInputException(trace.source() + ": " + report.notes().getFirst());
         }
         print(out, report);
         if (snapshotOut != null && replay.replayedSnapshot() == null) {
-            err.println("gpumem replay: " + trace.source() + ": " + report.notes().getFirst() + "; no snapshot written");
-            return 2;
+            throw new BadInputException(trace.source() + ": " + report.notes().getFirst() + "; no snapshot written");
         }
         if (snapshotOut != null) {
-            try {
-                new PytorchSnapshotWriter().write(replay.replayedSnapshot(), snapshotOut);
-                out.println("snapshot written to " + snapshotOut);
-            } catch (IOException e) {
-                err.println("gpumem replay: cannot write " + snapshotOut + ": " + e.getMessage());
-                return 2;
-            }
+            write(replay.replayedSnapshot(), snapshotOut);
+            out.println("snapshot written to " + snapshotOut);
         }
         if (json) {
             out.println(json(report));
         }
         out.flush();
+        // the one exit status besides 0 and 2: --check's "a placement, driver call or end-state segment differs"
         return check && !report.isExact() ? 1 : 0;
     }
 
@@ -212,33 +200,26 @@ public final class ReplayCommand implements Callable<Integer> {
      * {@code compare --policy} replays it) under policy P on a device of {@code capacity}, written as P's own
      * {@code snapshot()} through the snapshot writer.
      */
-    private int writePolicySnapshot(TraceSnapshot trace, PolicySpec policySpec, long capacity, PrintWriter out,
-                                    PrintWriter err) {
-        int d = CompareCommand.busiestDevice(trace);
-        io.gpumem.history.MemorySnapshot end;
-        try {
-            var start = new WindowRebuilder(RecordedConfig.of(trace)).rebuild(trace, d);
-            end = new PolicyReplay(new WhatIfReplay(trace, d, start)).snapshot(policySpec, capacity);
-        } catch (IllegalArgumentException | IllegalStateException e) {
-            err.println("gpumem replay: " + trace.source() + ": inconsistent snapshot: " + e.getMessage());
-            return 2;
-        }
+    private void writePolicySnapshot(TraceSession session, PolicySpec policySpec, long capacity, PrintWriter out) {
+        int d = session.busiestDevice();
+        MemorySnapshot end = session.policySnapshot(d, policySpec, capacity);
         if (end == null) {
-            err.println("gpumem replay: " + trace.source() + ": device " + d + "'s live blocks at the window's start do"
-                    + " not fit in " + io.gpumem.size.ByteSize.format(capacity) + " under policy " + policySpec.name()
+            throw new BadInputException(session.source() + ": device " + d + "'s live blocks at the window's start do"
+                    + " not fit in " + ByteSize.format(capacity) + " under policy " + policySpec.name()
                     + "; no snapshot written");
-            return 2;
         }
-        try {
-            new PytorchSnapshotWriter().write(AllocatorSnapshots.toTraceSnapshot(end, trace.source()), snapshotOut);
-        } catch (IOException e) {
-            err.println("gpumem replay: cannot write " + snapshotOut + ": " + e.getMessage());
-            return 2;
-        }
-        out.println("device " + d + " of " + trace.source() + " replayed under policy " + policy + " on "
-                + io.gpumem.size.ByteSize.format(capacity) + ": " + end.segments().size() + " segments; snapshot written to "
+        write(AllocatorSnapshots.toTraceSnapshot(end, session.source()), snapshotOut);
+        out.println("device " + d + " of " + session.source() + " replayed under policy " + policy + " on "
+                + ByteSize.format(capacity) + ": " + end.segments().size() + " segments; snapshot written to "
                 + snapshotOut);
         out.flush();
-        return 0;
+    }
+
+    private static void write(TraceSnapshot snapshot, Path file) {
+        try {
+            new PytorchSnapshotWriter().write(snapshot, file);
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot write " + file + ": " + e.getMessage(), e);
+        }
     }
 }

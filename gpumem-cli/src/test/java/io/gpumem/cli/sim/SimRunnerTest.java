@@ -118,7 +118,7 @@ class SimRunnerTest {
                 """, t, false);
         assertThat(rc).isZero();
         assertThat(created).hasSize(1);
-        assertThat(created.get(0)[0]).isEqualTo(new ScriptOp.Device(2, 1L << 30, 0, 0));
+        assertThat(created.get(0)[0]).isEqualTo(new ScriptOp.DeviceSettings(2, 1L << 30, 0, 0));
         AllocatorConfig initial = (AllocatorConfig) created.get(0)[1];
         // The second parse reset max_split_size, exactly as two PyTorch parses would.
         assertThat(initial.expandableSegments()).isTrue();

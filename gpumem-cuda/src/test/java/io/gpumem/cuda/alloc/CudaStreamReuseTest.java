@@ -44,7 +44,7 @@ class CudaStreamReuseTest {
         long q = allocator.malloc(MiB); // p's event is pending: p is not reused
         assertThat(q).isNotEqualTo(p);
         assertThat(FakeCuda.calls("cuEventQuery")).isGreaterThanOrEqualTo(1);
-        assertThat(allocator.memoryStats().get("active_bytes.all.current")).isEqualTo(2 * MiB);
+        assertThat(allocator.stats().toPyTorchMap().get("active_bytes.all.current")).isEqualTo(2 * MiB);
 
         FakeCuda.completeStream(side);
         long r = allocator.malloc(MiB); // the event is now observed complete: p comes back

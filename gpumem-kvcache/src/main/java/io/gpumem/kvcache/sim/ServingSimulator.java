@@ -3,15 +3,14 @@ package io.gpumem.kvcache.sim;
 import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.device.Device;
 import io.gpumem.kvcache.KvCacheSpec;
-import io.gpumem.kvcache.manager.KvCacheConfig;
 import io.gpumem.kvcache.manager.KvCacheManager;
 import io.gpumem.kvcache.manager.KvRequest;
 import io.gpumem.kvcache.memory.KvMemory;
 import io.gpumem.kvcache.sched.Scheduler;
-import io.gpumem.kvcache.sched.SchedulerConfig;
 import io.gpumem.kvcache.tier.TierStats;
 
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -40,7 +39,19 @@ import java.util.function.IntFunction;
  */
 public final class ServingSimulator {
 
-    private record Pending(long arrival, long order, int[] prompt, int turnsLeft) {
+    /** A conversation turn waiting for its arrival step (a class: a record would compare the prompt by identity). */
+    private static final class WaitingTurn {
+        final long arrival;
+        final long order;
+        final int[] prompt;
+        final int turnsLeft;
+
+        WaitingTurn(long arrival, long order, int[] prompt, int turnsLeft) {
+            this.arrival = arrival;
+            this.order = order;
+            this.prompt = prompt;
+            this.turnsLeft = turnsLeft;
+        }
     }
 
     private ServingSimulator() {
@@ -77,22 +88,7 @@ public final class ServingSimulator {
      */
     public static SimReport run(SimConfig config, TierSettings tiers, TimeModel time, int instances,
                                 IntFunction<KvMemory> memory, SimObserver observer) {
-        KvCacheSpec spec = KvCacheSpec.builder().layers(config.layers()).kvHeads(config.kvHeads())
-                .headSize(config.headSize()).elementSize(2).blockSize(config.blockSize()).numBlocks(config.blocks())
-                .maxModelLen(config.maxModelLen()).build();
-        KvCacheConfig kvConfig = new KvCacheConfig(config.prefixCaching(), config.hashAlgorithm(), config.seed(),
-                config.watermark(), config.swapSpaceBytes(), 1000);
-        SchedulerConfig schedConfig = new SchedulerConfig(config.tokenBudget(), config.maxRunning(), config.preemption(),
-                config.victimPolicy(), config.lookahead());
-        if (!(config.arrivalRate() > 0)) {
-            throw new IllegalArgumentException("arrival rate must be positive, got " + config.arrivalRate());
-        }
-        if (config.priorityLevels() <= 0) {
-            throw new IllegalArgumentException("priority levels must be positive, got " + config.priorityLevels());
-        }
-        if (config.requests() <= 0) {
-            throw new IllegalArgumentException("requests must be positive, got " + config.requests());
-        }
+        KvCacheSpec spec = config.spec();
         if (instances <= 0) {
             throw new IllegalArgumentException("instances must be positive, got " + instances);
         }
@@ -100,9 +96,9 @@ public final class ServingSimulator {
         List<SimInstance> list = new ArrayList<>();
         try {
             for (int i = 0; i < instances; i++) {
-                KvCacheManager manager = new KvCacheManager(spec, memory.apply(i), kvConfig,
+                KvCacheManager manager = new KvCacheManager(spec, memory.apply(i), config.cache(),
                         tiers.any() ? tiers.build(spec, i) : null);
-                list.add(new SimInstance(config, time, manager, new Scheduler(manager, schedConfig), everComputed));
+                list.add(new SimInstance(config, time, manager, new Scheduler(manager, config.scheduler()), everComputed));
                 observer.started(i, manager);
             }
             simulate(config, list, observer);
@@ -123,18 +119,18 @@ public final class ServingSimulator {
 
     private static void simulate(SimConfig config, List<SimInstance> instances, SimObserver observer) {
         WorkloadGenerator gen = new WorkloadGenerator(config);
-        PriorityQueue<Pending> arrivals = new PriorityQueue<>((a, b) -> a.arrival != b.arrival
+        PriorityQueue<WaitingTurn> arrivals = new PriorityQueue<>((a, b) -> a.arrival != b.arrival
                 ? Long.compare(a.arrival, b.arrival) : Long.compare(a.order, b.order));
         long order = 0;
         for (int i = 0; i < config.requests(); i++) {
-            arrivals.add(new Pending(gen.nextArrival(), order++, null, gen.turns()));
+            arrivals.add(new WaitingTurn(gen.nextArrival(), order++, null, gen.turns()));
         }
         long step = 0;
         long nextId = 0;
         int dealt = 0;
         while ((busy(instances) || !arrivals.isEmpty()) && step < config.maxSteps()) {
             while (!arrivals.isEmpty() && arrivals.peek().arrival <= step) {
-                Pending p = arrivals.poll();
+                WaitingTurn p = arrivals.poll();
                 int[] prompt = p.prompt != null ? p.prompt : gen.firstPrompt();
                 KvRequest r = KvRequest.builder("r" + nextId++, prompt).arrival(step)
                         .priority(gen.priority(config.priorityLevels())).build();
@@ -155,9 +151,9 @@ public final class ServingSimulator {
                         int[] user = gen.userMessage();
                         int len = Math.min(history.length + user.length, config.maxModelLen() - 2);
                         if (len > history.length) {
-                            int[] prompt = java.util.Arrays.copyOf(history, len);
+                            int[] prompt = Arrays.copyOf(history, len);
                             System.arraycopy(user, 0, prompt, history.length, len - history.length);
-                            arrivals.add(new Pending(step + 1 + gen.thinkSteps(), order++, prompt, l.turnsLeft));
+                            arrivals.add(new WaitingTurn(step + 1 + gen.thinkSteps(), order++, prompt, l.turnsLeft));
                         }
                     }
                 }
@@ -241,7 +237,7 @@ public final class ServingSimulator {
             System.arraycopy(inst.ttftUs, 0, ttft, at, inst.answered);
             at += inst.answered;
         }
-        java.util.Arrays.sort(ttft);
+        Arrays.sort(ttft);
         double mean = 0;
         for (double t : ttft) {
             mean += t;

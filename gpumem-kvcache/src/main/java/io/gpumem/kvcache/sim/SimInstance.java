@@ -44,7 +44,7 @@ final class SimInstance implements AutoCloseable {
     private final SimConfig config;
     private final TimeModel time;
     private final Set<Long> everComputed;
-    final Map<KvRequest, Live> live = new IdentityHashMap<>();
+    final IdentityHashMap<KvRequest, Live> live = new IdentityHashMap<>();
     final List<KvRequest> done = new ArrayList<>();
     private final long[] stamp;
     private final int[] fill;

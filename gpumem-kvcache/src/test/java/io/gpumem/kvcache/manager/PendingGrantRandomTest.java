@@ -54,7 +54,7 @@ class PendingGrantRandomTest {
         KvCacheManager m = new KvCacheManager(spec,
                 KvMemory.direct(SimulatedDevice.builder().capacity(1L << 24).backed(true).build()),
                 KvCacheConfig.defaults().withSwapSpaceBytes(8 * spec.pageBytes()));
-        Arena arena = Arena.ofConfined();
+        Arena arena = Arena.ofAuto();   // freed with the test, whatever way it ends
         MemorySegment k = arena.allocate(spec.tokenBytes(), 8);
         MemorySegment v = arena.allocate(spec.tokenBytes(), 8);
         MemorySegment page = arena.allocate(spec.pageBytes(), 8);

@@ -20,7 +20,7 @@ class KvMemoryTest {
         CachingAllocator allocator = new CachingAllocator(device);
         try (KvCacheManager m = new KvCacheManager(SPEC, KvMemory.cachingAllocator(allocator))) {
             assertThat(allocator.allocatedBytes()).isEqualTo(4 * SPEC.layerBytes());
-            assertThat(allocator.memoryStats().get("allocation.all.current")).isEqualTo(4L);
+            assertThat(allocator.stats().toPyTorchMap().get("allocation.all.current")).isEqualTo(4L);
             assertThat(m.pages().pageAddress(3, 255) + SPEC.pageBytes())
                     .isEqualTo(m.pages().layerAddress(3) + SPEC.layerBytes());
             allocator.internals().checkInvariants();

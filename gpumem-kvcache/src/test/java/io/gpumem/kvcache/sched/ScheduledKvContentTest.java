@@ -68,7 +68,7 @@ class ScheduledKvContentTest {
             prefixes[i] = tokens(rnd, 5 + rnd.nextInt(10));
         }
         Map<KvRequest, Integer> outputLength = new IdentityHashMap<>();
-        Arena arena = Arena.ofConfined();
+        Arena arena = Arena.ofAuto();   // freed with the test, whatever way it ends
         MemorySegment k = arena.allocate(spec.tokenBytes(), 8);
         MemorySegment v = arena.allocate(spec.tokenBytes(), 8);
         MemorySegment page = arena.allocate(spec.pageBytes(), 8);

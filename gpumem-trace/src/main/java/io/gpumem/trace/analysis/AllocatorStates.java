@@ -1,13 +1,9 @@
 package io.gpumem.trace.analysis;
 
-import io.gpumem.alloc.Pool;
-
 import io.gpumem.alloc.CachingAllocator;
-import io.gpumem.history.BlockInfo;
+import io.gpumem.alloc.GpuAllocator;
 import io.gpumem.history.MemorySnapshot;
 import io.gpumem.history.SegmentInfo;
-import java.util.ArrayList;
-import java.util.List;
 
 /**
  * Builds the analysis input from a live {@link CachingAllocator}: its snapshot's segments and blocks, the
@@ -20,15 +16,16 @@ public final class AllocatorStates {
     /**
      * The allocator's state now.
      *
-     * @param label what to call it in the report
-     * @param oom   the out-of-memory that ended the run, or {@code null}
+     * @param allocatorConf the configuration it runs under ("" for defaults or a policy without one)
+     * @param label         what to call it in the report
+     * @param oom           the out-of-memory that ended the run, or {@code null}
      */
-    public static MemoryState capture(CachingAllocator allocator, String label, OomEvent oom) {
+    public static MemoryState capture(GpuAllocator allocator, String allocatorConf, String label, OomEvent oom) {
         MemorySnapshot snapshot = allocator.snapshot();
         return fromSnapshot(snapshot, allocator.device().index(), label)
                 .capacity(allocator.device().totalMemory())
                 .deviceFree(allocator.device().freeMemory())
-                .allocatorConf(allocator.config().raw())
+                .allocatorConf(allocatorConf)
                 .oom(oom)
                 .build();
     }
@@ -37,14 +34,9 @@ public final class AllocatorStates {
     public static MemoryState.Builder fromSnapshot(MemorySnapshot snapshot, int device, String label) {
         MemoryState.Builder b = MemoryState.builder().label(label).device(device);
         for (SegmentInfo s : snapshot.segments()) {
-            if (s.device() != device) {
-                continue;
+            if (s.device() == device) {
+                b.segment(s);
             }
-            List<StateBlock> blocks = new ArrayList<>(s.blocks().size());
-            for (BlockInfo blk : s.blocks()) {
-                blocks.add(new StateBlock(blk.address(), blk.size(), blk.requestedSize(), blk.state()));
-            }
-            b.segment(new StateSegment(s.address(), s.stream(), Pool.ofSegmentType(s.segmentType()), s.expandable(), blocks));
         }
         return b;
     }

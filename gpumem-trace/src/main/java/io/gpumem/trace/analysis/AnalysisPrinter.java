@@ -1,6 +1,6 @@
 package io.gpumem.trace.analysis;
 
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.size.ByteSize;
 import java.io.PrintWriter;
 import java.util.List;
@@ -94,16 +94,16 @@ public final class AnalysisPrinter {
     }
 
     /** The compare table: one row per run. */
-    public static void printOutcomes(List<WhatIfOutcome> outcomes, PrintWriter out) {
+    public static void printOutcomes(List<RunOutcome> outcomes, PrintWriter out) {
         boolean withCapacity = outcomes.stream().anyMatch(o -> o.minCapacity() >= 0);
         int width = 36;
-        for (WhatIfOutcome o : outcomes) {
+        for (RunOutcome o : outcomes) {
             width = Math.max(width, o.label().length());
         }
         String labelColumn = "  %-" + width + "s";
         out.printf(Locale.ROOT, labelColumn + " %14s %14s %9s %13s %8s %5s%s%n", "config", "peak allocated", "peak reserved",
                 "res/alloc", "driver allocs", "retries", "OOMs", withCapacity ? "   min capacity" : "");
-        for (WhatIfOutcome o : outcomes) {
+        for (RunOutcome o : outcomes) {
             out.printf(Locale.ROOT, labelColumn + " %14s %14s %9.3f %13d %8d %5d%s%n",
                     o.label().isEmpty() ? "(defaults)" : o.label(), ByteSize.formatSigned(o.peakAllocated()),
                     ByteSize.formatSigned(o.peakReserved()), o.reservedPerAllocated(), o.deviceAllocs(), o.retries(), o.ooms(),
@@ -112,8 +112,8 @@ public final class AnalysisPrinter {
         out.flush();
     }
 
-    private static List<WhatIfOutcome> prepend(WhatIfOutcome first, List<WhatIfOutcome> rest) {
-        java.util.ArrayList<WhatIfOutcome> all = new java.util.ArrayList<>();
+    private static List<RunOutcome> prepend(RunOutcome first, List<RunOutcome> rest) {
+        java.util.ArrayList<RunOutcome> all = new java.util.ArrayList<>();
         all.add(first);
         all.addAll(rest);
         return all;

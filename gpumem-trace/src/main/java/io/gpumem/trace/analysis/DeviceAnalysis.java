@@ -1,13 +1,14 @@
 package io.gpumem.trace.analysis;
 
 import io.gpumem.history.TraceAction;
-import io.gpumem.trace.io.TraceEntry;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.workload.TraceWorkload;
-import io.gpumem.trace.workload.WorkloadRunner;
+import io.gpumem.policy.PolicySpec;
 import io.gpumem.trace.workload.WorkloadWhatIf;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.function.LongFunction;
 
 /**
  * What {@code gpumem analyze} concludes for one device of a trace, computed once so that the text report
@@ -39,10 +40,19 @@ public record DeviceAnalysis(int device, int end, StateAnalysis analysis, WhatIf
      * @param capacity device capacity, or {@link MemoryState#UNKNOWN}
      * @param top      how many wasteful segments to keep
      * @param compare  whether to run the compare runs (when the analysis wants them and there are requests)
+     * @param window   the compare runs of the device's trace window at a usable capacity (capacity less memory
+     *                 held outside the allocator, or {@link MemoryState#UNKNOWN}): the caller owns the window, so
+     *                 that it is rebuilt once however many commands' figures use it (a {@code TraceSession})
      * @throws IllegalArgumentException when {@code at} is outside the device's trace
      */
     public static DeviceAnalysis of(TraceSnapshot snapshot, int device, Integer at, long capacity, int top,
-                                    boolean compare) {
+                                    boolean compare, LongFunction<WhatIf> window) {
+        return of(snapshot, device, at, capacity, top, compare, window, List.of());
+    }
+
+    /** As {@link #of(TraceSnapshot, int, Integer, long, int, boolean, LongFunction)}, the recommender also trying {@code policies}. */
+    public static DeviceAnalysis of(TraceSnapshot snapshot, int device, Integer at, long capacity, int top,
+                                    boolean compare, LongFunction<WhatIf> window, List<PolicySpec> policies) {
         List<TraceEntry> trace = snapshot.traceOf(device);
         MemoryState state;
         int end;
@@ -63,9 +73,10 @@ public record DeviceAnalysis(int device, int end, StateAnalysis analysis, WhatIf
         List<String> notes = new ArrayList<>();
         WhatIf whatIf = null;
         if (compare && hasRequests(trace) && Recommender.wantsCompareRuns(analysis)) {
-            whatIf = compareRuns(snapshot, device, end, capacity, analysis.diagnosis().outside(), notes);
+            whatIf = compareRuns(snapshot, device, end, capacity, analysis.diagnosis().outside(), window, notes);
         }
-        return new DeviceAnalysis(device, end, analysis, whatIf, new Recommender().recommend(analysis, whatIf), notes);
+        return new DeviceAnalysis(device, end, analysis, whatIf, new Recommender().recommend(analysis, whatIf, policies),
+                notes);
     }
 
     /** Whether a trace holds at least one {@code alloc} entry (something to replay). */
@@ -79,10 +90,10 @@ public record DeviceAnalysis(int device, int end, StateAnalysis analysis, WhatIf
     }
 
     private static WhatIf compareRuns(TraceSnapshot snapshot, int d, int end, long capacityBytes, long outside,
-                                      List<String> notes) {
+                                      LongFunction<WhatIf> window, List<String> notes) {
         long usable = capacityBytes > 0 ? capacityBytes - Math.max(0, outside) : MemoryState.UNKNOWN;
         try {
-            TraceWhatIf replay = new TraceWhatIf(snapshot, d, usable);
+            WhatIf replay = window.apply(usable);
             // run every configuration now (the results are memoised), so that a failure falls back as a whole
             for (String conf : Recommender.configurationsTried(
                     snapshot.recordedConfString() == null ? "" : snapshot.recordedConfString())) {
@@ -92,9 +103,8 @@ public record DeviceAnalysis(int device, int end, StateAnalysis analysis, WhatIf
         } catch (RuntimeException e) {
             notes.add("the window replay failed (" + e.getMessage() + "); the compare runs below replay the"
                     + " window's own requests on an empty device instead");
-            long runCapacity = capacityBytes > 0 ? capacityBytes : WorkloadRunner.UNLIMITED;
-            return new WorkloadWhatIf(TraceWorkload.of(snapshot, d, end),
-                    new WorkloadRunner(runCapacity, Math.max(0, outside)), true);
+            long runCapacity = capacityBytes > 0 ? capacityBytes : WorkloadWhatIf.UNLIMITED;
+            return new WorkloadWhatIf(TraceWorkload.of(snapshot, d, end), runCapacity, Math.max(0, outside), true);
         }
     }
 }

@@ -1,6 +1,6 @@
 package io.gpumem.trace.analysis;
 
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.RunOutcome;
 
 /**
  * One thing the user can do, with the bytes it saves and what the figure rests on.
@@ -10,5 +10,5 @@ import io.gpumem.trace.whatif.WhatIfOutcome;
  * @param basis      how the figure was obtained (a compare run's numbers, or the state's arithmetic)
  * @param outcome    the compare run behind it, or {@code null} when the figure comes from the state alone
  */
-public record Recommendation(String action, long bytesSaved, String basis, WhatIfOutcome outcome) {
+public record Recommendation(String action, long bytesSaved, String basis, RunOutcome outcome) {
 }

@@ -1,19 +1,18 @@
 package io.gpumem.trace.analysis;
 
 import io.gpumem.config.AllocatorConfig;
-import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.policy.PolicySpec;
 import io.gpumem.trace.replay.WhatIfReplay;
-import io.gpumem.trace.whatif.WhatIfOutcome;
-import io.gpumem.trace.window.RecordedConfig;
-import io.gpumem.trace.window.WindowRebuilder;
+import io.gpumem.engine.RunOutcome;
 import java.util.HashMap;
 import java.util.Map;
 
 /**
  * The compare runs behind {@code analyze}'s recommendations for a recorded trace: {@link WhatIfReplay} (the
  * {@code gpumem compare} engine) replays the device's window from its rebuilt start state under each
- * configuration, at the recorded capacity (or the one the user gave), and searches its minimum capacity.
- * Outcomes are memoised per configuration string.
+ * configuration or policy, at the recorded capacity (or the one the user gave), and searches its minimum capacity.
+ * Outcomes are memoised per configuration string and per policy. The replay (window start and compiled request stream) is
+ * the caller's, built once per device (a {@code TraceSession}'s window), not rebuilt here.
  */
 public final class TraceWhatIf implements WhatIf {
     private final WhatIfReplay replay;
@@ -22,19 +21,23 @@ public final class TraceWhatIf implements WhatIf {
     private final long capacity;
     private final int device;
     private final int entries;
-    private final Map<String, WhatIfOutcome> cache = new HashMap<>();
+    private final Map<String, RunOutcome> cache = new HashMap<>();
+    private final Map<PolicySpec, RunOutcome> policies = new HashMap<>();
 
     /**
-     * @param capacity the device memory the allocator may use (capacity less memory held outside it), or
-     *                 {@link MemoryState#UNKNOWN} for the capacity the recording shows
+     * @param replay         the device's window, rebuilt under {@code recordedConfig}
+     * @param recordedConfig the configuration the trace was recorded under
+     * @param capacity       the device memory the allocator may use (capacity less memory held outside it), or
+     *                       {@link MemoryState#UNKNOWN} for the capacity the recording shows
      */
-    public TraceWhatIf(TraceSnapshot snapshot, int device, long capacity) {
-        this.recordedConfig = RecordedConfig.of(snapshot);
-        this.recordedConf = snapshot.recordedConfString() == null ? "" : snapshot.recordedConfString();
-        this.replay = new WhatIfReplay(snapshot, device, new WindowRebuilder(recordedConfig).rebuild(snapshot, device));
+    public TraceWhatIf(WhatIfReplay replay, AllocatorConfig recordedConfig, long capacity) {
+        String conf = replay.snapshot().recordedConfString();
+        this.recordedConfig = recordedConfig;
+        this.recordedConf = conf == null ? "" : conf;
+        this.replay = replay;
         this.capacity = capacity > 0 ? capacity : replay.recordedCapacity(recordedConfig);
-        this.device = device;
-        this.entries = snapshot.traceOf(device).size();
+        this.device = replay.device();
+        this.entries = replay.snapshot().traceOf(device).size();
     }
 
     @Override
@@ -43,13 +46,18 @@ public final class TraceWhatIf implements WhatIf {
     }
 
     @Override
-    public WhatIfOutcome run(String allocatorConf) {
+    public RunOutcome run(String allocatorConf) {
         return cache.computeIfAbsent(allocatorConf, conf -> {
             boolean recorded = conf.equals(recordedConf);
             AllocatorConfig config = recorded ? recordedConfig : AllocatorConfig.parse(conf);
-            WhatIfOutcome r = replay.evaluate(config, recorded, capacity);
-            return new WhatIfOutcome(conf, recorded, r.capacity(), r.peakAllocated(), r.peakReserved(),
-                    r.deviceAllocs(), r.deviceFrees(), r.retries(), r.ooms(), r.minCapacity());
+            // the row is labelled by the configuration string asked for
+            return replay.evaluate(config, recorded, capacity).toBuilder().label(conf).build();
         });
+    }
+
+    @Override
+    public RunOutcome run(PolicySpec policy) {
+        return policies.computeIfAbsent(policy, p -> replay.evaluate(p, capacity).toBuilder()
+                .label(WhatIf.policyLabel(p)).build());
     }
 }

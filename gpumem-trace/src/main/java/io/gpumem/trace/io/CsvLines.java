@@ -20,8 +20,23 @@ final class CsvLines {
     private CsvLines() {
     }
 
-    /** One data row: its 1-based line number and its trimmed fields. */
-    record Row(int line, String[] fields) {
+    /** One data row: its 1-based line number and its trimmed fields (a class: a record would compare the array by identity). */
+    static final class Row {
+        private final int line;
+        private final String[] fields;
+
+        Row(int line, String[] fields) {
+            this.line = line;
+            this.fields = fields;
+        }
+
+        int line() {
+            return line;
+        }
+
+        String[] fields() {
+            return fields;
+        }
     }
 
     /**

@@ -141,8 +141,8 @@ final class PlainDataUnpickler {
                 marks[markCount++] = top;
             }
             case 'N' -> push(null);
-            case 0x88 -> push(Boolean.TRUE);
-            case 0x89 -> push(Boolean.FALSE);
+            case 0x88 -> push(true);
+            case 0x89 -> push(false);
             case 'K' -> push(Integer.valueOf(u8(op, at)));                            // BININT1
             case 'M' -> {                                                             // BININT2
                 need(op, at, 2);
@@ -479,7 +479,7 @@ final class PlainDataUnpickler {
             v = (v << 8) | (in[pos + i] & 0xff);
         }
         if (n == 4 && signed) {
-            v = (int) v;
+            return (int) v;   // sign-extends the 32-bit value
         }
         return v;
     }
@@ -590,10 +590,10 @@ final class PlainDataUnpickler {
         }
         String s = line(op, at, MAX_TEXT_INTEGER + 2).strip();
         if (!isLong && s.equals("01")) {
-            return Boolean.TRUE;
+            return true;
         }
         if (!isLong && s.equals("00")) {
-            return Boolean.FALSE;
+            return false;
         }
         if (isLong && s.endsWith("L")) {
             s = s.substring(0, s.length() - 1);

@@ -1,5 +1,6 @@
 package io.gpumem.trace.io;
 
+import io.gpumem.script.OpsScript;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
@@ -19,11 +20,6 @@ public final class TraceReaders {
 
     private TraceReaders() {
     }
-
-    /** First words an ops script line can start with. */
-    private static final java.util.Set<String> OPS_VERBS = java.util.Set.of("device", "config", "alloc", "free",
-            "record_stream", "complete_events", "empty_cache", "set_fraction", "reset_peak", "summary", "stats",
-            "snapshot");
 
     /** Reads a trace file of any supported format with the default limits. */
     public static TraceSnapshot read(Path file) {
@@ -76,7 +72,7 @@ public final class TraceReaders {
             return SourceFormat.LIFETIME_CSV;
         }
         String verb = first.split("[ \t#]", 2)[0];
-        if (OPS_VERBS.contains(verb)) {
+        if (OpsScript.VERBS.contains(verb)) {
             return SourceFormat.OPS_SCRIPT;
         }
         throw new TraceFormatException(name, "", "unknown trace format (expected a PyTorch snapshot pickle, an RMM"

@@ -1,16 +1,14 @@
 package io.gpumem.trace.plan;
 
 import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.plan.LifetimeProblem;
 import io.gpumem.plan.OffsetPlan;
-import java.util.HashMap;
-import java.util.List;
-import java.util.Map;
 import io.gpumem.trace.io.ReadLimits;
-import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.session.TraceSession;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.Writer;
@@ -19,6 +17,9 @@ import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
 
 /**
  * Reading planning problems and writing plans in MiniMalloc's interval format: input {@code id,lower,upper,size}
@@ -41,7 +42,7 @@ public final class PlanFiles {
             return readIntervals(file, limits, alignment);
         }
         TraceSnapshot trace = TraceReaders.read(file, limits);
-        return ofTrace(trace, busiestDevice(trace), alignment);
+        return ofTrace(trace, TraceSession.busiestDevice(trace), alignment);
     }
 
     /**
@@ -86,23 +87,6 @@ public final class PlanFiles {
             }
         }
         return new LifetimeProblem(id, lower, upper, size, alignment);
-    }
-
-    /** The device whose trace has the most {@code alloc} entries (0 when none has any). */
-    public static int busiestDevice(TraceSnapshot trace) {
-        int best = 0;
-        long most = -1;
-        for (int d = 0; d < trace.deviceTraces().size(); d++) {
-            long n = 0;
-            for (TraceEntry e : trace.traceOf(d)) {
-                n += e.action() == TraceAction.ALLOC ? 1 : 0;
-            }
-            if (n > most) {
-                most = n;
-                best = d;
-            }
-        }
-        return best;
     }
 
     private static boolean isIntervalCsv(Path file) {

@@ -1,5 +1,6 @@
 package io.gpumem.trace.replay;
 
+import io.gpumem.engine.StartStateLoader;
 import io.gpumem.device.Device;
 import io.gpumem.device.DeviceError;
 import io.gpumem.device.DeviceException;
@@ -24,7 +25,7 @@ import java.util.Arrays;
  * expandable reservations (PyTorch reserves ceil(1.125 x total / page) pages). Events complete at once.
  * Single-threaded: a replay drives one device from one thread.
  */
-public final class OracleDevice implements Device {
+public final class OracleDevice implements Device, StartStateLoader.RecordedAddresses {
 
     /**
      * Default total memory: 4,560 x 20 MiB / 1.125 bytes (about 79.2 GiB), the size at which PyTorch's large-pool
@@ -54,11 +55,13 @@ public final class OracleDevice implements Device {
     }
 
     /** Queues the address of a recorded {@code segment_alloc} for the next {@link #malloc}. */
+    @Override
     public void offerMalloc(long address) {
         mallocOffers.add(address);
     }
 
     /** Queues the address of a recorded {@code segment_map} (a candidate reservation base). */
+    @Override
     public void offerMap(long address) {
         mapOffers.add(address);
     }

@@ -1,18 +1,18 @@
 package io.gpumem.trace.replay;
 
-import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.config.AllocatorConfig;
-import io.gpumem.device.DeviceOp;
-import io.gpumem.device.SimulatedDevice;
+import io.gpumem.engine.MinimumCapacity;
+import io.gpumem.engine.RequestStream;
+import io.gpumem.engine.RunOutcome;
+import io.gpumem.engine.StreamRunner;
+import io.gpumem.history.MemorySnapshot;
 import io.gpumem.history.TraceAction;
-import io.gpumem.oom.OutOfMemoryException;
+import io.gpumem.history.TraceEntry;
+import io.gpumem.policy.PolicyRegistry;
+import io.gpumem.policy.PolicySpec;
+import io.gpumem.policy.PreparedPolicy;
 import io.gpumem.trace.io.OpsScriptReader;
-import io.gpumem.trace.whatif.MinimumCapacity;
-import io.gpumem.trace.whatif.WhatIfOutcome;
-import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
-import io.gpumem.trace.window.StartBlock;
-import io.gpumem.trace.window.StartSegment;
 import io.gpumem.trace.window.WindowStart;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -27,28 +27,27 @@ import java.util.concurrent.Future;
 import java.util.function.IntConsumer;
 
 /**
- * What-if replay ({@code gpumem compare}): the request stream of one device trace (sizes, streams, frees)
- * replayed from the rebuilt start state under another allocator configuration, on a {@link SimulatedDevice}
- * of a given capacity.
+ * What-if replay of one device's trace window ({@code gpumem compare}): the window compiled once into the engine's
+ * {@link RequestStream} ({@link WindowStreams}) and played by its {@link StreamRunner} under another configuration
+ * of the exact allocator or another policy, on a simulated device of a given capacity. This is the trace side's
+ * whole face onto the engine.
  *
- * <p>The start state keeps its recorded layout (its segments stay cudaMalloc segments unless the configuration
- * uses expandable segments too), so differences are understated for windows that start with much reserved.
- * Addresses are the simulated device's (most recently freed range of the same size, else fresh space).
- * Recorded release runs are replayed as {@code empty_cache()} when the user called it (the run opens the
- * window, or is not followed by a driver allocation or an oom; or an ops script's {@code empty_cache}); runs
- * that are the OOM-retry path are left to the capacity model, which retries on its own. A request that fails is counted as an OOM and its later frees
- * are skipped. The minimum capacity is {@link MinimumCapacity#search} between the peak allocated bytes (no run
- * can need less) and the peak reserved bytes with unlimited memory (which always suffices). Its probes, and the
- * run at the recorded capacity, reuse the unlimited run and forks of replayed prefixes ({@link CapacityProbes})
- * for configurations without expandable segments, with results identical to full replays; with expandable
- * segments (whose reservation is sized from the capacity) every probe is a full replay.
+ * <p>Configurations keep the start state's recorded layout (its segments stay cudaMalloc segments unless the
+ * configuration uses expandable segments too), so differences are understated for windows that start with much
+ * reserved; policies get the start state's live blocks as their first requests (the recorded layout means
+ * nothing to them). Recorded release runs are replayed as {@code empty_cache()} when the user called it (the run
+ * opens the window, or is not followed by a driver allocation or an oom; or an ops script's {@code empty_cache});
+ * runs that are the OOM-retry path are left to the capacity model, which retries on its own. A request that fails
+ * is counted as an OOM and its later frees are skipped. The minimum capacity is the engine's one search
+ * ({@link StreamRunner#evaluate}).
  */
 public final class WhatIfReplay {
 
     private final TraceSnapshot snapshot;
     private final int device;
     private final WindowStart start;
-    private final RequestStream requests;
+    private final boolean[] userEmptyCache;
+    private final StreamRunner runner;
     private final RecordedTotals recorded;
 
     /** Prepares replays of {@code device}'s trace from {@code start} (compiles the request stream once). */
@@ -58,12 +57,18 @@ public final class WhatIfReplay {
         this.device = device;
         this.start = start;
         this.recorded = RecordedTotals.of(start.reservedBytes(), trace);
-        this.requests = new RequestStream(trace, start, classifyReleaseRuns(trace));
+        this.userEmptyCache = classifyReleaseRuns(trace);
+        this.runner = new StreamRunner(WindowStreams.compile(trace, start, userEmptyCache, false));
     }
 
     /** What the recording says: its own peak reserved and the capacity it is taken to have run at. */
     public RecordedTotals recorded() {
         return recorded;
+    }
+
+    /** The compiled window. */
+    public RequestStream stream() {
+        return runner.stream();
     }
 
     /**
@@ -109,32 +114,32 @@ public final class WhatIfReplay {
         if (!start.isEmpty() || recorded.peakReserved() > 0) {
             return recorded.capacity();
         }
-        long roomy = 8L << 30;
-        Outcome o = run(recordedConfig, roomy, false);
-        for (int tries = 0; o.ooms > 0 && tries < 10; tries++) {
+        long roomy = StreamRunner.ROOMY;
+        PreparedPolicy exact = PolicyRegistry.exact(recordedConfig);
+        RunOutcome o = runner.run(exact, StreamRunner.Options.builder(roomy).build());
+        for (int tries = 0; o.ooms() > 0 && tries < 10; tries++) {
             roomy *= 2;
-            o = run(recordedConfig, roomy, false);
+            o = runner.run(exact, StreamRunner.Options.builder(roomy).build());
         }
-        return MinimumCapacity.roundUp(o.peakReserved);
+        return MinimumCapacity.roundUp(o.peakReserved());
     }
 
     /** Runs the window under {@code config} at the recording's capacity and searches its minimum capacity. */
-    public WhatIfOutcome evaluate(AllocatorConfig config, boolean isRecorded) {
+    public RunOutcome evaluate(AllocatorConfig config, boolean isRecorded) {
         return evaluate(config, isRecorded, recorded.capacity());
     }
 
     /**
      * {@link #evaluate(AllocatorConfig, boolean, long)} for each configuration (the first one is the recorded
      * one), in parallel on up to {@code threads} threads: the replays share only read-only state (the compiled
-     * request stream and the start state), and each builds its own device and allocator. Results come in the
-     * order of {@code configs}; {@code done} is told each time one finishes (from the calling thread). An
-     * exception of one evaluation is rethrown as it was.
+     * request stream), and each builds its own device and allocator. Results come in the order of
+     * {@code configs}; {@code done} is told each time one finishes (from the calling thread). An exception of one
+     * evaluation is rethrown as it was.
      */
-    public List<WhatIfOutcome> evaluateAll(List<AllocatorConfig> configs, long capacity, int threads,
-            IntConsumer done) {
+    public List<RunOutcome> evaluateAll(List<AllocatorConfig> configs, long capacity, int threads, IntConsumer done) {
         int n = configs.size();
         if (threads <= 1 || n <= 1) {
-            List<WhatIfOutcome> rows = new ArrayList<>(n);
+            List<RunOutcome> rows = new ArrayList<>(n);
             for (int i = 0; i < n; i++) {
                 rows.add(evaluate(configs.get(i), i == 0, capacity));
                 done.accept(i + 1);
@@ -147,16 +152,16 @@ public final class WhatIfReplay {
             return t;
         });
         try {
-            CompletionService<WhatIfOutcome> cs = new ExecutorCompletionService<>(pool);
-            Map<Future<WhatIfOutcome>, Integer> index = new HashMap<>();
+            CompletionService<RunOutcome> cs = new ExecutorCompletionService<>(pool);
+            Map<Future<RunOutcome>, Integer> index = new HashMap<>();
             for (int i = 0; i < n; i++) {
                 AllocatorConfig c = configs.get(i);
                 boolean isRecorded = i == 0;
                 index.put(cs.submit(() -> evaluate(c, isRecorded, capacity)), i);
             }
-            WhatIfOutcome[] rows = new WhatIfOutcome[n];
+            RunOutcome[] rows = new RunOutcome[n];
             for (int finished = 1; finished <= n; finished++) {
-                Future<WhatIfOutcome> f = cs.take();
+                Future<RunOutcome> f = cs.take();
                 try {
                     rows[index.get(f)] = f.get();
                 } catch (ExecutionException e) {
@@ -179,57 +184,43 @@ public final class WhatIfReplay {
         }
     }
 
+    /** "Unlimited" memory: enough for the window under any sensible configuration, yet a finite device. */
+    private long roomy() {
+        return Math.max(StreamRunner.ROOMY, 2 * recorded.peakReserved());
+    }
+
     /** Runs the window under {@code config} at {@code capacity} and searches its minimum capacity. */
-    public WhatIfOutcome evaluate(AllocatorConfig config, boolean isRecorded, long capacity) {
-        // "Unlimited" memory: enough for the window under any sensible configuration, yet a finite device (the
-        // expandable reservation is sized from it). Doubled until the window fits.
-        long roomy = Math.max(8L << 30, 2 * recorded.peakReserved());
-        // the consumed-bytes trajectory the capacity search reuses, only where it can (CapacityProbes.applies)
-        long[] consumedAfter = prefixReuse && !config.expandableSegments() ? new long[requests.length] : null;
-        Outcome unlimited = run(config, roomy, false, consumedAfter);
-        for (int tries = 0; unlimited.ooms > 0 && tries < 8; tries++) {
-            roomy *= 2;
-            unlimited = run(config, roomy, false, consumedAfter);
-        }
-        CapacityProbes probes = consumedAfter != null && CapacityProbes.applies(config, unlimited)
-                ? new CapacityProbes(this, config, roomy, consumedAfter) : null;
-        // At a capacity the unlimited run never exceeded, the run is the unlimited one (CapacityProbes says why).
-        Outcome atCapacity = probes != null && probes.sameAsUnlimited(capacity) ? unlimited
-                : run(config, capacity, false);
-        long minCapacity = minimumCapacity(config, unlimited, probes);
-        return new WhatIfOutcome(config.raw(), isRecorded, capacity, atCapacity.peakAllocated, atCapacity.peakReserved,
-                atCapacity.deviceAllocs, atCapacity.deviceFrees, atCapacity.retries, atCapacity.ooms, minCapacity,
-                "pytorch", atCapacity.deviceMaps, atCapacity.nsPerPair());
+    public RunOutcome evaluate(AllocatorConfig config, boolean isRecorded, long capacity) {
+        return runner.evaluate(PolicyRegistry.exact(config), StreamRunner.Options.builder(capacity).build(), roomy())
+                .toBuilder().label(config.raw()).recorded(isRecorded).build();
     }
 
-    /** Whether the capacity search reuses replayed prefixes ({@link CapacityProbes}); off only to test that it changes nothing. */
-    private volatile boolean prefixReuse = true;
-
-    /** Entries a new checkpoint of the capacity search must save; tests lower it to exercise many checkpoints. */
-    volatile int checkpointGain = CapacityProbes.MIN_CHECKPOINT_GAIN;
-
-    /** Switches prefix reuse in the capacity search (on by default; tests compare both ways). */
-    void setPrefixReuse(boolean on) {
-        this.prefixReuse = on;
+    /**
+     * Runs the window under policy {@code spec} at {@code capacity} and searches its minimum capacity; the start
+     * state's live blocks are the policy's first requests.
+     */
+    public RunOutcome evaluate(PolicySpec spec, long capacity) {
+        return runner.evaluate(runner.prepare(spec), policyOptions(capacity).build(), roomy())
+                .toBuilder().label(spec.options()).policy(spec.name()).build();
     }
 
-    /** Replays begun (from the start state or from a fork) and request entries replayed, for measurement. */
-    final java.util.concurrent.atomic.AtomicLong replaysBegun = new java.util.concurrent.atomic.AtomicLong();
-    final java.util.concurrent.atomic.AtomicLong entriesReplayed = new java.util.concurrent.atomic.AtomicLong();
-
-    /** {@code {replays begun, entries replayed}} so far by this object's evaluations (a measurement aid). */
-    public long[] replayCounts() {
-        return new long[] {replaysBegun.get(), entriesReplayed.get()};
+    /**
+     * The policy allocator's own snapshot after the window ran under {@code spec} at {@code capacity} (requests
+     * that fail are skipped, as in {@link #evaluate(PolicySpec, long)}); {@code null} when even the window's start
+     * does not fit. History is recorded as {@code _record_memory_history()} does by default (every entry, stacks
+     * at alloc and free): each request carries the stack and time of the recorded entry it replays, so live blocks
+     * and the trace show the recorded frames; the start state's blocks have none.
+     */
+    public MemorySnapshot policySnapshot(PolicySpec spec, long capacity) {
+        StreamRunner withHistory = new StreamRunner(
+                WindowStreams.compile(snapshot.traceOf(device), start, userEmptyCache, true));
+        RunOutcome o = withHistory.run(withHistory.prepare(spec),
+                policyOptions(capacity).recordHistory(true).keepAllocator(true).build());
+        return o.allocator() == null ? null : o.allocator().snapshot();
     }
 
-    private long minimumCapacity(AllocatorConfig config, Outcome unlimited, CapacityProbes probes) {
-        long step = MinimumCapacity.STEP;
-        long failing = Math.max(0, unlimited.peakAllocated / step - 1) * step;  // or the bound below
-        long running = MinimumCapacity.roundUp(unlimited.peakReserved);
-        if (probes != null) {
-            return MinimumCapacity.search(failing, running, probes::runsWithoutOom);
-        }
-        return MinimumCapacity.search(failing, running, capacity -> run(config, capacity, true).ooms == 0);
+    private static StreamRunner.Options.Builder policyOptions(long capacity) {
+        return StreamRunner.Options.builder(capacity).restoreStartLayout(false);
     }
 
     /**
@@ -237,188 +228,28 @@ public final class WhatIfReplay {
      * reserved bytes, or −1 when a request failed (the unit the minimum-capacity search repeats).
      */
     public long runOnce(AllocatorConfig config, long capacity) {
-        Outcome o = run(config, capacity, true);
-        return o.ooms > 0 ? -1 : o.peakReserved;
+        RunOutcome o = runner.run(PolicyRegistry.exact(config), StreamRunner.Options.builder(capacity)
+                .stopAtFirstOom(true).build());
+        return o.ooms() > 0 ? -1 : o.peakReserved();
     }
 
-    /** Counters of one replay. */
-    static final class Outcome {
-        long peakAllocated;
-        long peakReserved;
-        long deviceAllocs;
-        long deviceFrees;
-        long retries;
-        long ooms;
-        long deviceMaps;
-        /** Device allocation calls refused for want of memory (start state included); 0 when none was. */
-        long refusedForMemory;
-        long nanos;
-        long pairs;
-
-        double nsPerPair() {
-            return pairs == 0 ? 0 : (double) nanos / pairs;
-        }
-
-        /** Fills in what a completed replay measured: its time, the device's map calls and the allocator's stats. */
-        Outcome finish(long elapsedNanos, int mallocs, SimulatedDevice dev, Map<String, Long> stats) {
-            nanos = elapsedNanos;
-            pairs = mallocs;
-            deviceMaps = dev.callCount(DeviceOp.MAP) + dev.callCount(DeviceOp.UNMAP);
-            refusedForMemory = dev.refusedForMemory();
-            peakAllocated = stats.getOrDefault("allocated_bytes.all.peak", 0L);
-            peakReserved = stats.getOrDefault("reserved_bytes.all.peak", 0L);
-            deviceAllocs = stats.getOrDefault("num_device_alloc", 0L);
-            deviceFrees = stats.getOrDefault("num_device_free", 0L);
-            retries = stats.getOrDefault("num_alloc_retries", 0L);
-            return this;
-        }
+    /** Switches prefix reuse in the capacity search (on by default; tests compare both ways). */
+    void setPrefixReuse(boolean on) {
+        runner.setPrefixReuse(on);
     }
 
-    /**
-     * A replay in progress: the device, the allocator, the address of each block slot, and the next entry of the
-     * request stream. {@link #copy} forks it (deep copies of device and allocator) for the capacity search.
-     */
-    static final class Replay {
-        final SimulatedDevice dev;
-        final CachingAllocator allocator;
-        final long[] devStreams;
-        final long[] address;
-        int next;
-
-        Replay(SimulatedDevice dev, CachingAllocator allocator, long[] devStreams, long[] address, int next) {
-            this.dev = dev;
-            this.allocator = allocator;
-            this.devStreams = devStreams;
-            this.address = address;
-            this.next = next;
-        }
-
-        /** An independent copy of this replay on a device of {@code capacity} bytes. */
-        Replay copy(long capacity) {
-            SimulatedDevice d = dev.copyWithCapacity(capacity);
-            return new Replay(d, allocator.copyOnto(d), devStreams, address.clone(), next);
-        }
+    /** Ops a new checkpoint of the capacity search must save; tests lower it to exercise many checkpoints. */
+    void setCheckpointGain(int ops) {
+        runner.setCheckpointGain(ops);
     }
 
-    /** A replay of the window positioned at its first request, or null when the start state does not fit. */
-    Replay begin(AllocatorConfig config, long capacity) {
-        replaysBegun.incrementAndGet();
-        SimulatedDevice dev = SimulatedDevice.builder().capacity(capacity).build();
-        CachingAllocator allocator = new CachingAllocator(dev, config);
-        RequestStream rs = requests;
-        // Recorded stream handles are arbitrary integers; the simulated device only knows streams it created.
-        long[] devStreams = new long[rs.streams.length];
-        for (int i = 0; i < devStreams.length; i++) {
-            devStreams[i] = rs.streams[i] == 0 ? 0 : dev.createStream();
-        }
-        long[] shifts;
-        try {
-            shifts = StartStateLoader.load(allocator, start, null, !config.expandableSegments(),
-                    h -> devStreams[rs.streamIndexOf(h)]);
-        } catch (IllegalStateException noRoom) {
-            return null;
-        }
-        long[] address = new long[rs.slots];      // model address per block slot; 0 = not allocated (failed)
-        int slot = 0;
-        List<StartSegment> segments = start.segments();
-        for (int si = 0; si < segments.size(); si++) {
-            long shift = shifts[si];
-            for (StartBlock b : segments.get(si).blocks()) {
-                if (b.allocated()) {
-                    address[slot++] = b.address() + shift;
-                }
-            }
-        }
-        return new Replay(dev, allocator, devStreams, address, 0);
-    }
-
-    /**
-     * Replays entries {@code r.next} up to (not including) {@code end}, counting failed requests in
-     * {@code out.ooms}; with {@code stopAtOom} returns at the first. With {@code consumedAfter} non-null, stores
-     * the device's consumed bytes after each entry in it (the trajectory the capacity search reuses).
-     */
-    void play(Replay r, int end, Outcome out, boolean stopAtOom, long[] consumedAfter) {
-        RequestStream rs = requests;
-        CachingAllocator allocator = r.allocator;
-        long[] address = r.address;
-        long[] devStreams = r.devStreams;
-        byte[] op = rs.op;
-        int[] slots = rs.slot;
-        long[] size = rs.size;
-        int[] streamIndex = rs.streamIndex;
-        int k = r.next;
-        // The consumed bytes change only through device calls: a malloc (counted, read cheaply) or an empty_cache;
-        // the device's synchronised counter is read only then. A free entry that released device memory (none does
-        // without a memory fraction) would leave the figure high, which only makes the capacity search fork earlier.
-        long mallocs = consumedAfter == null ? 0 : r.dev.callCount(DeviceOp.MALLOC);
-        long consumed = consumedAfter == null ? 0 : r.dev.consumedBytes();
-        try {
-            for (; k < end; k++) {
-                switch (op[k]) {
-                    case RequestStream.ALLOC -> {
-                        try {
-                            address[slots[k]] = allocator.malloc(size[k], devStreams[streamIndex[k]]);
-                        } catch (OutOfMemoryException oom) {
-                            out.ooms++;
-                            if (stopAtOom) {
-                                k++;
-                                return;
-                            }
-                        }
-                    }
-                    case RequestStream.FREE -> {
-                        long a = address[slots[k]];
-                        if (a != 0) {
-                            allocator.free(a);
-                        }
-                    }
-                    default -> allocator.emptyCache();
-                }
-                if (consumedAfter != null) {
-                    long m = r.dev.callCount(DeviceOp.MALLOC);
-                    if (m != mallocs || op[k] != RequestStream.ALLOC && op[k] != RequestStream.FREE) {
-                        mallocs = m;
-                        consumed = r.dev.consumedBytes();
-                    }
-                    consumedAfter[k] = consumed;
-                }
-            }
-        } finally {
-            entriesReplayed.addAndGet(k - r.next);
-            r.next = k;
-        }
-    }
-
-    /** Replays the window; with {@code stopAtOom} returns at the first failed request. */
-    Outcome run(AllocatorConfig config, long capacity, boolean stopAtOom) {
-        return run(config, capacity, stopAtOom, null);
-    }
-
-    private Outcome run(AllocatorConfig config, long capacity, boolean stopAtOom, long[] consumedAfter) {
-        Outcome out = new Outcome();
-        Replay r = begin(config, capacity);
-        if (r == null) {
-            out.ooms = 1;
-            return out;
-        }
-        long t0 = System.nanoTime();
-        play(r, requests.length, out, stopAtOom, consumedAfter);
-        if (stopAtOom && out.ooms > 0) {
-            return out;
-        }
-        return out.finish(System.nanoTime() - t0, requests.allocs, r.dev, r.allocator.memoryStats());
+    /** {@code {replays begun, entries replayed}} so far by this object's evaluations (a measurement aid). */
+    public long[] replayCounts() {
+        return runner.replayCounts();
     }
 
     public int device() {
         return device;
-    }
-
-    RequestStream requests() {
-        return requests;
-    }
-
-    WindowStart start() {
-        return start;
     }
 
     public TraceSnapshot snapshot() {

@@ -1,6 +1,7 @@
 package io.gpumem.trace.window;
 
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.config.ConfigException;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.util.Map;
 
@@ -11,14 +12,13 @@ import java.util.Map;
  * re-parsing the raw string, because they are what the allocator actually used (and older files have no
  * string). A snapshot without settings was recorded with the defaults, unless its segments say expandable
  * segments were on; settings holding only the string (ops scripts) are parsed.
- *
- * @throws io.gpumem.config.ConfigException when such a string does not parse
  */
 public final class RecordedConfig {
 
     private RecordedConfig() {
     }
 
+    /** @throws ConfigException when the settings hold only a string, and it does not parse */
     public static AllocatorConfig of(TraceSnapshot snapshot) {
         Map<String, Object> s = snapshot.allocatorSettings();
         AllocatorConfig.Builder b = AllocatorConfig.defaults().toBuilder();

@@ -4,12 +4,14 @@ import io.gpumem.alloc.AddressTable;
 import io.gpumem.alloc.Pool;
 import io.gpumem.alloc.SizeRules;
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.BlockState;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
-import io.gpumem.trace.io.BlockInfo;
-import io.gpumem.trace.io.SegmentInfo;
-import io.gpumem.trace.io.TraceEntry;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -38,7 +40,14 @@ import java.util.TreeMap;
  *       been split off, it belongs to the block. <i>Slack rule</i>: otherwise, an alloc recorded while the
  *       block is live, within the unsplit-remainder distance past {@code round_size}, marks the block's end.</li>
  *   <li><b>Free space</b> between live blocks in a segment is one merged free block (free neighbours are
- *       always merged).</li>
+ *       always merged). Its {@code requested_size} is the stale one PyTorch keeps on a free block (the request
+ *       last served by that block object; 0 for a block split off and never allocated). The trace cannot show
+ *       it, but the end state can: a free block keeps its object (and so its value) until it is allocated
+ *       whole, absorbed by a neighbour being freed (the freed block absorbs, keeping its own value), or
+ *       released; splitting it for an allocation carves the low part off as a new block and leaves the object
+ *       as the remainder, ending where it ended. So if the object outlives the window, it is the end state's
+ *       free block that ends where the start block ends and begins no lower, and that block's value is the
+ *       start block's. When no such block exists the object did not survive, and its value never shows.</li>
  * </ol>
  * Cost: O(n log n) in the trace length plus the number of end-state blocks.
  */
@@ -121,8 +130,8 @@ public final class WindowRebuilder {
                     }
                     state.putInt(a, WINDOW_LIVE, NONE);
                     if (allocs == allocAddr.length) {
-                        allocAddr = java.util.Arrays.copyOf(allocAddr, allocs * 2);
-                        allocIndex = java.util.Arrays.copyOf(allocIndex, allocs * 2);
+                        allocAddr = Arrays.copyOf(allocAddr, allocs * 2);
+                        allocIndex = Arrays.copyOf(allocIndex, allocs * 2);
                     }
                     allocAddr[allocs] = a;
                     allocIndex[allocs++] = i;
@@ -182,12 +191,22 @@ public final class WindowRebuilder {
             }
         }
 
+        // End-state free blocks by end address: where a start free block's object can have survived to.
+        Map<Long, BlockInfo> freeByEnd = new HashMap<>();
+        for (SegmentInfo s : snapshot.segmentsOf(device)) {
+            for (BlockInfo b : s.blocks()) {
+                if (b.state() == BlockState.INACTIVE) {
+                    freeByEnd.put(b.address() + b.size(), b);
+                }
+            }
+        }
+
         // Alloc addresses with their first index, for the slack rule; built only if a block needs it.
         SlackIndex slackIndex = new SlackIndex(allocAddr, allocIndex, allocs);
         int inferred = 0;
-        List<StartSegment> out = new ArrayList<>(segs.size());
+        List<SegmentInfo> out = new ArrayList<>(segs.size());
         for (Seg seg : segs.values()) {
-            List<StartBlock> blocks = new ArrayList<>(seg.live.size() * 2 + 1);
+            List<BlockInfo> blocks = new ArrayList<>(seg.live.size() * 2 + 1);
             long cursor = seg.address;
             for (Map.Entry<Long, LiveBlock> le : seg.live.entrySet()) {
                 long addr = le.getKey();
@@ -205,19 +224,26 @@ public final class WindowRebuilder {
                 }
                 size = Math.min(size, next - addr);
                 if (addr > cursor) {
-                    blocks.add(new StartBlock(cursor, addr - cursor, 0, false, true));
+                    blocks.add(freeBlock(cursor, addr, freeByEnd));
                 }
-                blocks.add(new StartBlock(addr, size, info.request(), true, exact));
+                blocks.add(BlockInfo.of(addr, size, info.request(), BlockState.ACTIVE_ALLOCATED));
                 cursor = addr + size;
             }
             if (cursor < seg.address + seg.size) {
-                blocks.add(new StartBlock(cursor, seg.address + seg.size - cursor, 0, false, true));
+                blocks.add(freeBlock(cursor, seg.address + seg.size, freeByEnd));
             }
-            out.add(new StartSegment(seg.address, seg.size, seg.stream, seg.pool, seg.expandable,
+            out.add(SegmentInfo.ofBlocks(device, seg.address, seg.stream, seg.pool, seg.expandable,
                     Collections.unmodifiableList(blocks)));
         }
         return new WindowStart(device, Collections.unmodifiableList(out), Collections.unmodifiableSet(preWindowFreed),
                 inferred);
+    }
+
+    /** The free block [from, to) at the start, with the requested size its object shows if it survives. */
+    private static BlockInfo freeBlock(long from, long to, Map<Long, BlockInfo> freeByEnd) {
+        BlockInfo survivor = freeByEnd.get(to);
+        long requested = survivor != null && survivor.address() >= from ? Math.max(0, survivor.requestedSize()) : 0;
+        return BlockInfo.of(from, to - from, requested, BlockState.INACTIVE);
     }
 
     private long inferSize(long addr, long rounded, long next, long freeIndex, Pool pool,

@@ -1,11 +1,14 @@
 package io.gpumem.trace.workload;
 
+import io.gpumem.engine.RequestStream;
 import io.gpumem.history.Frame;
 import java.util.List;
 
 /**
- * A request stream of allocations and frees that can be run against an allocator: generated ({@link TrainingWorkload}) or taken from
- * a recorded trace. Ids of {@link MemoryOp.Alloc} run densely from 0 to {@link #allocationCount()} − 1.
+ * A generated request stream of allocations and frees ({@link TrainingWorkload}, or a recorded trace's requests
+ * re-run from scratch, {@link TraceWorkload}), as the generator writes it: {@link MemoryOp}s with their tensor
+ * kinds and names. It runs on an allocator compiled into the engine's one {@link RequestStream} ({@link #stream()}).
+ * Ids of {@link MemoryOp.Alloc} run densely from 0 to {@link #allocationCount()} − 1.
  */
 public interface AllocationWorkload {
     /** The ops in program order. */
@@ -42,5 +45,30 @@ public interface AllocationWorkload {
             }
         }
         return peak;
+    }
+
+    /** Frames of allocator events no request of the workload caused (frees). */
+    List<Frame> NO_REQUEST = List.of(new Frame("gpumem-demo", 0, "demo"));
+
+    /**
+     * The workload as the engine's request stream: one op per {@link MemoryOp} (a {@link MemoryOp.StepStart} is a
+     * STEP; the source entry of each op is its index in {@link #ops()}), each alloc at the site of its
+     * {@link #frames}, other ops at {@link #NO_REQUEST}; streams numbered in order of first use.
+     */
+    default RequestStream stream() {
+        RequestStream.Builder b = RequestStream.builder().streamsInFirstUseOrder().defaultFrames(NO_REQUEST);
+        int[] slot = new int[allocationCount()];
+        List<MemoryOp> ops = ops();
+        for (int i = 0; i < ops.size(); i++) {
+            switch (ops.get(i)) {
+                case MemoryOp.Alloc a -> {
+                    slot[a.id()] = b.alloc(a.bytes(), a.stream(), i);
+                    b.atSite(b.site(frames(a)));
+                }
+                case MemoryOp.Free f -> b.free(slot[f.id()], i);
+                case MemoryOp.StepStart s -> b.step(i);
+            }
+        }
+        return b.build();
     }
 }

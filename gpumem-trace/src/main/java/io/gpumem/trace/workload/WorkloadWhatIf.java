@@ -1,32 +1,56 @@
 package io.gpumem.trace.workload;
 
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.engine.RequestStream;
+import io.gpumem.engine.RunOutcome;
+import io.gpumem.engine.StreamRunner;
+import io.gpumem.policy.PolicyFactory;
+import io.gpumem.policy.PolicyRegistry;
+import io.gpumem.policy.PolicySpec;
+import io.gpumem.policy.PreparedPolicy;
 import io.gpumem.trace.analysis.WhatIf;
-import io.gpumem.trace.whatif.WhatIfOutcome;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 
 /**
- * The compare runs behind a table and its recommendations: a request stream re-run from scratch under each
- * configuration on the same simulated device, with the minimum capacity searched when asked. Outcomes are
- * memoised per configuration, so the table and the recommender share runs. A generated training workload
- * can also run with half its batch.
+ * The compare runs behind a workload's table and its recommendations: the workload compiled once into the engine's
+ * request stream and run from scratch by its {@link StreamRunner} under each configuration or policy on the same
+ * simulated device, the way a training job runs (it stops at the first out-of-memory error), with the minimum
+ * capacity searched when asked. Outcomes are memoised per configuration, so the table and the recommender share
+ * runs. A generated training workload can also run with half its batch.
  */
 public final class WorkloadWhatIf implements WhatIf {
     /** The alternatives the demo compares with the defaults. */
     public static final List<String> DEMO_ALTERNATIVES =
             List.of("expandable_segments:True", "max_split_size_mb:256", "roundup_power2_divisions:4");
+    /** The policies the demo adds to its table: every registered one beside the exact allocator. */
+    public static List<String> demoPolicies() {
+        return PolicyRegistry.alternatives().stream().map(PolicyFactory::name).toList();
+    }
+    /** Capacity of the run that measures an unconstrained peak (1 TiB). */
+    public static final long UNLIMITED = 1L << 40;
 
     private final AllocationWorkload workload;
-    private final WorkloadRunner runner;
+    private final StreamRunner runner;
+    private final long capacity;
+    private final long heldOutside;
     private final boolean withMinCapacity;
-    private final Map<String, WhatIfOutcome> cache = new HashMap<>();
+    private final Map<String, RunOutcome> cache = new HashMap<>();
+    private final Map<PolicySpec, RunOutcome> policies = new HashMap<>();
 
-    public WorkloadWhatIf(AllocationWorkload workload, WorkloadRunner runner, boolean withMinCapacity) {
+    /**
+     * @param capacity    device capacity in bytes (the minimum-capacity search ignores it)
+     * @param heldOutside bytes held by others on the device (context, other processes)
+     */
+    public WorkloadWhatIf(AllocationWorkload workload, long capacity, long heldOutside, boolean withMinCapacity) {
         this.workload = workload;
-        this.runner = runner;
+        this.capacity = capacity;
+        this.heldOutside = heldOutside;
         this.withMinCapacity = withMinCapacity;
+        options(capacity).build();   // validates capacity and held-outside bytes
+        this.runner = new StreamRunner(workload.stream());
     }
 
     @Override
@@ -34,23 +58,56 @@ public final class WorkloadWhatIf implements WhatIf {
         return workload.describe();
     }
 
-    @Override
-    public WhatIfOutcome run(String conf) {
-        return cache.computeIfAbsent(conf, c -> outcome(workload, c, c));
+    /** The compiled request stream. */
+    public RequestStream stream() {
+        return runner.stream();
+    }
+
+    public long capacity() {
+        return capacity;
     }
 
     @Override
-    public Optional<WhatIfOutcome> runSmallerBatch() {
+    public RunOutcome run(String conf) {
+        return cache.computeIfAbsent(conf, c -> outcome(runner, PolicyRegistry.exact(AllocatorConfig.parse(c)))
+                .label(c).build());
+    }
+
+    /** The row of policy {@code spec}, labelled {@code policy NAME[:OPTIONS]}; memoised per policy. */
+    @Override
+    public RunOutcome run(PolicySpec spec) {
+        return policies.computeIfAbsent(spec, s -> outcome(runner, runner.prepare(s)).label(WhatIf.policyLabel(s))
+                .policy(s.name()).build());
+    }
+
+    /**
+     * One run under {@code conf} at the capacity with history recorded (each request named by its stack), the
+     * allocator and device kept in their final state (at the OOM when one stopped the run).
+     */
+    public RunOutcome runWithHistory(String conf) {
+        return runner.run(PolicyRegistry.exact(AllocatorConfig.parse(conf)),
+                options(capacity).recordHistory(true).keepAllocator(true).build()).toBuilder().label(conf).build();
+    }
+
+    @Override
+    public Optional<RunOutcome> runSmallerBatch() {
         if (!(workload instanceof TrainingWorkload training) || training.settings().batch() < 2) {
             return Optional.empty();
         }
         int half = training.settings().batch() / 2;
-        return Optional.of(outcome(training.withBatch(half), "", "batch " + half));
+        StreamRunner smaller = new StreamRunner(training.withBatch(half).stream());
+        return Optional.of(outcome(smaller, PolicyRegistry.exact(AllocatorConfig.parse(""))).label("batch " + half).build());
     }
 
-    private WhatIfOutcome outcome(AllocationWorkload w, String conf, String label) {
-        WorkloadRunner.Run run = runner.run(w, conf, false);
-        long min = withMinCapacity ? runner.minCapacity(w, conf) : -1;
-        return run.outcome(label, runner.capacity(), min);
+    private RunOutcome.Builder outcome(StreamRunner r, PreparedPolicy policy) {
+        RunOutcome.Builder row = r.run(policy, options(capacity).build()).toBuilder();
+        if (withMinCapacity) {
+            row.minCapacity(r.minimumCapacity(policy, options(capacity).build(), Math.max(4 * capacity, UNLIMITED)));
+        }
+        return row;
+    }
+
+    private StreamRunner.Options.Builder options(long bytes) {
+        return StreamRunner.Options.builder(bytes).heldOutside(heldOutside).stopAtFirstOom(true);
     }
 }

@@ -5,13 +5,14 @@ import io.gpumem.history.BlockState;
 import static io.gpumem.testing.TestSizes.MiB;
 import static io.gpumem.testing.TestSizes.GiB;
 
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.alloc.Pool;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.util.ArrayList;
 import java.util.List;
+import io.gpumem.policy.PolicySpec;
 import java.util.Map;
 import java.util.Optional;
 import org.junit.jupiter.api.Test;
@@ -20,11 +21,11 @@ class RecommenderTest {
 
     /** A what-if whose runs are given per configuration, recording which configurations were asked for. */
     static final class TableWhatIf implements WhatIf {
-        final Map<String, WhatIfOutcome> table;
-        final WhatIfOutcome smaller;
+        final Map<String, RunOutcome> table;
+        final RunOutcome smaller;
         final List<String> asked = new ArrayList<>();
 
-        TableWhatIf(Map<String, WhatIfOutcome> table, WhatIfOutcome smaller) {
+        TableWhatIf(Map<String, RunOutcome> table, RunOutcome smaller) {
             this.table = table;
             this.smaller = smaller;
         }
@@ -35,15 +36,21 @@ class RecommenderTest {
         }
 
         @Override
-        public WhatIfOutcome run(String conf) {
+        public RunOutcome run(String conf) {
             asked.add(conf);
-            WhatIfOutcome baseline = table.get("");
+            RunOutcome baseline = table.get("");
             return table.getOrDefault(conf, baseline != null ? baseline
                     : outcome(conf, 10 * GiB, 12 * GiB, 50, 0, 0, -1));
         }
 
+        /** A policy's run is the table's row {@code policy NAME}, else the baseline's. */
         @Override
-        public Optional<WhatIfOutcome> runSmallerBatch() {
+        public RunOutcome run(PolicySpec policy) {
+            return run(WhatIf.policyLabel(policy));
+        }
+
+        @Override
+        public Optional<RunOutcome> runSmallerBatch() {
             return Optional.ofNullable(smaller);
         }
     }
@@ -80,8 +87,32 @@ class RecommenderTest {
     }
 
     @Test
+    void aPolicyThatRemovesTheOomIsRecommendedBesideTheConfigurations() {
+        RunOutcome stitched = outcome("policy stitch", 10 * GiB, 10 * GiB, 20, 0, 0, 10 * GiB);
+        TableWhatIf whatIf = new TableWhatIf(Map.of(
+                "", outcome("", 10 * GiB, 12 * GiB, 50, 3, 1, 14 * GiB),
+                "max_split_size_mb:128", outcome("m128", 10 * GiB, 12 * GiB, 60, 1, 0, 13 * GiB),
+                "policy stitch", stitched,
+                "policy planned", outcome("policy planned", 10 * GiB, 15 * GiB, 20, 0, 1, 16 * GiB)), null);
+        Recommender.Result r = new Recommender().recommend(fragmentedOom(null), whatIf,
+                PolicySpec.parseAll(List.of("stitch", "planned")));
+
+        assertThat(whatIf.asked).containsExactly("", "expandable_segments:True", "max_split_size_mb:128",
+                "max_split_size_mb:256", "max_split_size_mb:512", "policy stitch", "policy planned");
+        assertThat(r.alternatives()).contains(stitched);
+        assertThat(r.recommendations()).extracting(Recommendation::action).containsExactly(
+                "use allocation policy stitch (gpumem compare --policy stitch)",
+                "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128");
+        assertThat(r.recommendations().getFirst().bytesSaved()).isEqualTo(4 * GiB);
+
+        // with no policy asked for, the same table gives today's configuration-only recommendations
+        assertThat(new Recommender().recommend(fragmentedOom(null), whatIf).recommendations())
+                .extracting(Recommendation::action).containsExactly("PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128");
+    }
+
+    @Test
     void smallerBatchIsNotTriedAgainstFragmentationThatAConfigFixes() {
-        WhatIfOutcome fix = outcome("e", 10 * GiB, 11 * GiB, 40, 0, 0, 11 * GiB);
+        RunOutcome fix = outcome("e", 10 * GiB, 11 * GiB, 40, 0, 0, 11 * GiB);
         TableWhatIf whatIf = new TableWhatIf(Map.of(
                 "", outcome("", 10 * GiB, 12 * GiB, 50, 3, 1, 14 * GiB),
                 "expandable_segments:True", fix), outcome("batch 4", 5 * GiB, 6 * GiB, 9, 0, 0, 6 * GiB));
@@ -147,9 +178,9 @@ class RecommenderTest {
     }
 
     /** A compare row with the figures the recommender reads (capacity and driver frees play no part). */
-    private static WhatIfOutcome outcome(String label, long peakAllocated, long peakReserved, long deviceAllocs,
+    private static RunOutcome outcome(String label, long peakAllocated, long peakReserved, long deviceAllocs,
                                          long retries, long ooms, long minCapacity) {
-        return new WhatIfOutcome(label, false, 0, peakAllocated, peakReserved, deviceAllocs, 0, retries, ooms,
-                minCapacity);
+        return RunOutcome.builder().label(label).peakAllocated(peakAllocated).peakReserved(peakReserved)
+                .deviceAllocs(deviceAllocs).retries(retries).ooms(ooms).minCapacity(minCapacity).build();
     }
 }

@@ -2,13 +2,13 @@ package io.gpumem.trace.analysis;
 
 import static io.gpumem.testing.TestSizes.GiB;
 
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.RunOutcome;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.session.TraceSession;
 import io.gpumem.trace.workload.TrainingWorkload;
-import io.gpumem.trace.workload.WorkloadRunner;
 import io.gpumem.trace.workload.WorkloadWhatIf;
 import org.junit.jupiter.api.Test;
 
@@ -19,14 +19,13 @@ class TraceWhatIfTest {
     void replayOfARecordedRunMatchesRunningItsRequests() {
         TrainingWorkload w = TrainingWorkload.builder().layers(3).hidden(512).heads(4).vocab(4000).batch(2)
                 .seqLens(128, 1024, 128).steps(3).seed(5).build();
-        WorkloadRunner runner = new WorkloadRunner(8 * GiB, 0);
-        WorkloadRunner.Run recorded = runner.run(w, "", true);
+        WorkloadWhatIf rerun = new WorkloadWhatIf(w, 8 * GiB, 0, true);
+        RunOutcome recorded = rerun.runWithHistory("");
         TraceSnapshot trace = AllocatorSnapshots.toTraceSnapshot(recorded.allocator().snapshot(), "recorded");
-        TraceWhatIf replay = new TraceWhatIf(trace, 0, 8 * GiB);
-        WorkloadWhatIf rerun = new WorkloadWhatIf(w, runner, true);
+        WhatIf replay = TraceSession.of(trace).whatIf(0, 8 * GiB);
         for (String conf : Recommender.configurationsTried("")) {
-            WhatIfOutcome a = replay.run(conf);
-            WhatIfOutcome b = rerun.run(conf);
+            RunOutcome a = replay.run(conf);
+            RunOutcome b = rerun.run(conf);
             assertThat(a.peakReserved()).as(conf).isEqualTo(b.peakReserved());
             assertThat(a.peakAllocated()).as(conf).isEqualTo(b.peakAllocated());
             assertThat(a.deviceAllocs()).as(conf).isEqualTo(b.deviceAllocs());

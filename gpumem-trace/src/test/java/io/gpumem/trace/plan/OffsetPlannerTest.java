@@ -8,6 +8,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.gpumem.trace.TestTraces;
+import io.gpumem.trace.session.TraceSession;
 import io.gpumem.trace.io.ReadLimits;
 import java.util.ArrayList;
 import java.util.List;
@@ -125,7 +126,7 @@ class OffsetPlannerTest {
     @Test
     void traceBuffersFollowTheirAllocAndFreeEntries() {
         var trace = io.gpumem.trace.io.TraceReaders.read(TestTraces.file("tiny-forward.pickle"));
-        LifetimeProblem p = PlanFiles.ofTrace(trace, PlanFiles.busiestDevice(trace), 512);
+        LifetimeProblem p = PlanFiles.ofTrace(trace, TraceSession.busiestDevice(trace), 512);
         assertThat(p.buffers()).isEqualTo(36);
         for (int i = 0; i < p.buffers(); i++) {
             assertThat(p.lower(i)).isLessThan(p.upper(i));

@@ -6,7 +6,7 @@ import io.gpumem.config.AllocatorConfig;
 import io.gpumem.trace.TestTraces;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowRebuilder;
 import java.nio.file.Files;
@@ -40,7 +40,7 @@ class CapacityProbesTest {
 
     /** Evaluates every configuration with reuse off and on; asserts equal rows; returns {replays, entries} off/on. */
     private static long[] assertSameRows(String what, TraceSnapshot s) {
-        return assertSameRows(what, s, CapacityProbes.MIN_CHECKPOINT_GAIN);
+        return assertSameRows(what, s, 4096);
     }
 
     private static long[] assertSameRows(String what, TraceSnapshot s, int checkpointGain) {
@@ -48,14 +48,14 @@ class CapacityProbesTest {
         WhatIfReplay off = new WhatIfReplay(s, 0, new WindowRebuilder(recordedConfig).rebuild(s, 0));
         WhatIfReplay on = new WhatIfReplay(s, 0, new WindowRebuilder(recordedConfig).rebuild(s, 0));
         off.setPrefixReuse(false);
-        on.checkpointGain = checkpointGain;
+        on.setCheckpointGain(checkpointGain);
         long capacity = off.recordedCapacity(recordedConfig);
         List<AllocatorConfig> configs = configsFor(s);
         for (int i = 0; i < configs.size(); i++) {
             long[] x0 = off.replayCounts();
             long[] y0 = on.replayCounts();
-            WhatIfOutcome a = off.evaluate(configs.get(i), i == 0, capacity);
-            WhatIfOutcome b = on.evaluate(configs.get(i), i == 0, capacity);
+            RunOutcome a = off.evaluate(configs.get(i), i == 0, capacity);
+            RunOutcome b = on.evaluate(configs.get(i), i == 0, capacity);
             long[] x1 = off.replayCounts();
             long[] y1 = on.replayCounts();
             System.out.println("  " + what + " [" + configs.get(i).raw() + "]: replays " + (x1[0] - x0[0]) + " -> "
@@ -113,7 +113,7 @@ class CapacityProbesTest {
             Files.writeString(f, sb);
             // every other round keeps a checkpoint at every probe (short scripts never reach the default gain)
             assertSameRows("seed " + seed + " round " + round, TraceReaders.read(f),
-                    round % 2 == 0 ? 1 : CapacityProbes.MIN_CHECKPOINT_GAIN);
+                    round % 2 == 0 ? 1 : 4096);
         }
     }
 }

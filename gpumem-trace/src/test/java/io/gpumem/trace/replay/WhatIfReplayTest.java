@@ -1,6 +1,6 @@
 package io.gpumem.trace.replay;
 
-import io.gpumem.trace.whatif.WhatIfOutcome;
+import io.gpumem.engine.RunOutcome;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.config.AllocatorConfig;
@@ -28,7 +28,7 @@ class WhatIfReplayTest {
             "lm-medium-train-ctx128.pickle", "nca-train-empty-cache.pickle", "gnn-train-expandable-oom.pickle"})
     void recordedConfigReproducesTheTracesOwnPeakReserved(String name) {
         WhatIfReplay r = replay(name);
-        WhatIfOutcome row = r.evaluate(RecordedConfig.of(r.snapshot()), true);
+        RunOutcome row = r.evaluate(RecordedConfig.of(r.snapshot()), true);
         System.out.println(name + " " + r.recorded() + " -> " + row);
         assertThat(row.peakReserved()).isEqualTo(r.recorded().peakReserved());
         assertThat(row.ooms()).isZero();
@@ -40,7 +40,7 @@ class WhatIfReplayTest {
     @Test
     void llamaReproducesItsOomRetriesAtTheRecordedCapacity() {
         WhatIfReplay r = replay("llama-offload-10-streams.pickle");
-        WhatIfOutcome row = r.evaluate(AllocatorConfig.defaults(), true);
+        RunOutcome row = r.evaluate(AllocatorConfig.defaults(), true);
         // 39 release runs in the recording, every one the OOM-retry path (replay-method.md).
         assertThat(row.retries()).isEqualTo(39);
         assertThat(row.deviceFrees()).isEqualTo(579);
@@ -54,19 +54,19 @@ class WhatIfReplayTest {
                 AllocatorConfig.parse("expandable_segments:True"), AllocatorConfig.parse("max_split_size_mb:21"),
                 AllocatorConfig.parse("roundup_power2_divisions:4"));
         long capacity = r.recorded().capacity();
-        java.util.List<WhatIfOutcome> sequential = new java.util.ArrayList<>();
+        java.util.List<RunOutcome> sequential = new java.util.ArrayList<>();
         for (int i = 0; i < configs.size(); i++) {
             sequential.add(r.evaluate(configs.get(i), i == 0, capacity));
         }
         java.util.List<Integer> progress = new java.util.ArrayList<>();
-        java.util.List<WhatIfOutcome> parallel = r.evaluateAll(configs, capacity, 3, progress::add);
+        java.util.List<RunOutcome> parallel = r.evaluateAll(configs, capacity, 3, progress::add);
         // every field but the measured time per pair, which differs from run to run
         for (int i = 0; i < configs.size(); i++) {
             assertThat(parallel.get(i)).usingRecursiveComparison().ignoringFields("nsPerPair")
                     .isEqualTo(sequential.get(i));
         }
         assertThat(parallel.get(0).recorded()).isTrue();
-        assertThat(parallel.subList(1, 4)).noneMatch(WhatIfOutcome::recorded);
+        assertThat(parallel.subList(1, 4)).noneMatch(RunOutcome::recorded);
         assertThat(progress).containsExactly(1, 2, 3, 4);
     }
 
@@ -86,11 +86,11 @@ class WhatIfReplayTest {
         WhatIfReplay r = new WhatIfReplay(s, 0, new WindowRebuilder(recordedConfig).rebuild(s, 0));
         long capacity = r.recordedCapacity(recordedConfig);
         assertThat(capacity).isEqualTo(100L << 20);
-        WhatIfOutcome defaults = r.evaluate(recordedConfig, true, capacity);
+        RunOutcome defaults = r.evaluate(recordedConfig, true, capacity);
         assertThat(defaults.ooms()).isEqualTo(1);
         assertThat(defaults.retries()).isEqualTo(1);
         assertThat(defaults.minCapacity()).isEqualTo(120L << 20);
-        WhatIfOutcome expandable = r.evaluate(AllocatorConfig.parse("expandable_segments:True"), false, capacity);
+        RunOutcome expandable = r.evaluate(AllocatorConfig.parse("expandable_segments:True"), false, capacity);
         assertThat(expandable.ooms()).isZero();
         assertThat(expandable.peakReserved()).isEqualTo(100L << 20);
         assertThat(expandable.minCapacity()).isEqualTo(100L << 20);
@@ -102,7 +102,7 @@ class WhatIfReplayTest {
     void tenStreamTraceRunsUnderEveryConfig(String conf) {
         // Ten recorded stream handles, none created on the simulated device: the replay must map them.
         WhatIfReplay r = replay("llama-offload-10-streams.pickle");
-        WhatIfOutcome row = r.evaluate(AllocatorConfig.parse(conf), false);
+        RunOutcome row = r.evaluate(AllocatorConfig.parse(conf), false);
         System.out.println("llama " + conf + " -> " + row);
         assertThat(row.peakReserved()).isGreaterThanOrEqualTo(row.peakAllocated());
         assertThat(row.minCapacity()).isGreaterThanOrEqualTo(row.peakAllocated() / (2L << 20) * (2L << 20));
@@ -115,7 +115,7 @@ class WhatIfReplayTest {
             AllocatorConfig c = AllocatorConfig.defaults().toBuilder().raw(conf)
                     .expandableSegments(conf.startsWith("expandable"))
                     .maxSplitSize(conf.startsWith("max_split") ? 128L << 20 : AllocatorConfig.UNLIMITED).build();
-            WhatIfOutcome row = r.evaluate(c, false);
+            RunOutcome row = r.evaluate(c, false);
             System.out.println(conf + " -> " + row);
             assertThat(row.peakReserved()).isGreaterThanOrEqualTo(row.peakAllocated());
             assertThat(row.minCapacity()).isGreaterThanOrEqualTo(row.peakAllocated() / (2L << 20) * (2L << 20));

@@ -1,11 +1,14 @@
 package io.gpumem.trace.workload;
 
+import io.gpumem.stats.StatKind;
+import io.gpumem.stats.StatType;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.SourceFormat;
-import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.engine.RunOutcome;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
@@ -43,9 +46,10 @@ class TraceWorkloadTest {
         // arbitrary stream handles, as traces carry them, run on streams the simulated device creates
         List<TraceEntry> streams = List.of(TraceEntry.of(TraceAction.ALLOC, 0x1000, 3 << 20, 123288560L),
                 TraceEntry.of(TraceAction.ALLOC, 0x9000, 3 << 20, 0), TraceEntry.of(TraceAction.FREE_REQUESTED, 0x1000, 3 << 20, 123288560L));
-        WorkloadRunner.Run run = new WorkloadRunner(1L << 30, 0).run(TraceWorkload.of(snapshot(streams), 0, 3), "", false);
+        RunOutcome run = new WorkloadWhatIf(TraceWorkload.of(snapshot(streams), 0, 3), 1L << 30, 0, false)
+                .runWithHistory("");
         assertThat(run.completed()).isTrue();
-        assertThat(run.stat("segment.all.current")).as("one segment per stream").isEqualTo(2);
+        assertThat(run.allocator().stats().get(StatKind.SEGMENT, StatType.ALL).current()).as("one segment per stream").isEqualTo(2);
 
         TraceWorkload upToFirstFree = TraceWorkload.of(snapshot(trace), 0, 5);
         assertThat(upToFirstFree.ops()).hasSize(3);

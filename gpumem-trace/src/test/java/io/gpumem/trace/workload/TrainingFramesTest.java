@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.gpumem.history.Frame;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
+import io.gpumem.engine.RunOutcome;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
@@ -54,7 +55,7 @@ class TrainingFramesTest {
     @Test
     void runsWithHistoryRecordTheFramesOnEveryAlloc() {
         TrainingWorkload w = small();
-        WorkloadRunner.Run run = new WorkloadRunner(1L << 34, 0).run(w, "", true);
+        RunOutcome run = new WorkloadWhatIf(w, 1L << 34, 0, false).runWithHistory("");
         List<TraceEntry> trace = run.allocator().snapshot().deviceTraces().getFirst();
         List<TraceEntry> allocs = trace.stream().filter(e -> e.action() == TraceAction.ALLOC).toList();
         assertThat(allocs).hasSize(w.allocationCount());

@@ -1,0 +1,24 @@
+package io.gpumem.alloc;
+
+import io.gpumem.device.Device;
+
+/**
+ * A capability of allocators whose state can be deep-copied onto a copy of their device: what the minimum-capacity
+ * search needs to reuse replayed prefixes ({@code io.gpumem.engine.StreamRunner}). An allocator offers it by
+ * implementing this interface; callers test for the interface, never for a concrete class.
+ */
+public interface ForkableAllocator extends GpuAllocator {
+
+    /**
+     * An independent deep copy of this allocator's state working on {@code device}, a copy of this allocator's
+     * device taken at the same moment; @throws IllegalStateException where a copy could not be exact
+     */
+    GpuAllocator copyOnto(Device device);
+
+    /**
+     * Whether the device's capacity changes decisions other than by refusing a device allocation (for example a
+     * reservation sized from the capacity). Where it does, a run under one capacity cannot be continued from a
+     * prefix replayed under another, and prefix reuse is off.
+     */
+    boolean capacityShapesDecisions();
+}

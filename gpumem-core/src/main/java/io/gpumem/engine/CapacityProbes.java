@@ -1,0 +1,111 @@
+package io.gpumem.engine;
+
+import io.gpumem.policy.PreparedPolicy;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The probes of one minimum-capacity search ({@link MinimumCapacity#search}) that reuse replayed prefixes instead
+ * of replaying the whole stream for every capacity tried (issue 13): the search's optional speed-up, used where the
+ * allocator is a {@link io.gpumem.alloc.ForkableAllocator} whose decisions the capacity does not shape.
+ *
+ * <p>Why it is exact: for such an allocator, the only thing the device's capacity changes in a run is whether a
+ * device allocation succeeds (an out-of-memory report, which reads the capacity, comes after one failed). A device
+ * malloc fails under capacity C exactly when the bytes consumed after it (plus those held outside) would exceed C.
+ * So a run at C does exactly what the unlimited run did up to the first op after which the unlimited run's
+ * consumed bytes exceed C ({@link #divergence}); from the unlimited run's trajectory we know that op without
+ * running. A probe at C therefore forks (deep copies device and allocator, {@link StreamRunner.Replay#copy}) the
+ * latest checkpoint at or before that op, on a device of capacity C, replays on to the divergence op, leaves a
+ * checkpoint there for later probes, and replays the rest, stopping at the first failure. A capacity the
+ * unlimited run never exceeded runs without replaying at all (the run is the unlimited one); so does the run at
+ * the compared capacity when that capacity is such ({@link #sameAsUnlimited}), whose counters are then the
+ * unlimited run's.
+ *
+ * <p>Invariants: checkpoints are sorted by op; a checkpoint at op k has consumed at most the prefix maximum of the
+ * trajectory before k, so every probe that uses it (C at least that maximum) can copy it.
+ *
+ * <p>Not used (full replays) where the unlimited run itself failed or had a device allocation refused (its
+ * "unlimited" device was not: e.g. a retry that freed the cache and then succeeded, or cached start segments
+ * dropped for want of room), nor where the start state alone does not fit under C.
+ */
+final class CapacityProbes {
+    /** Ops a new checkpoint must save over the one it is forked from (a copy costs ~3,000 ops' replay). */
+    static final int MIN_CHECKPOINT_GAIN = 4096;
+
+    private final StreamRunner runner;
+    private final PreparedPolicy policy;
+    private final StreamRunner.Options options;
+    /** Running maximum of the consumed plus held-outside bytes after each op of the unlimited run. */
+    private final long[] peakAfter;
+    private final long startConsumed;
+    private final List<StreamRunner.Replay> checkpoints = new ArrayList<>();
+
+    CapacityProbes(StreamRunner runner, PreparedPolicy policy, StreamRunner.Options unlimited, long[] consumedAfter) {
+        this.runner = runner;
+        this.policy = policy;
+        this.options = unlimited;
+        StreamRunner.Replay first = runner.begin(policy, unlimited);
+        if (first == null) {
+            throw new IllegalStateException("the start state fitted the unlimited run but not its checkpoint");
+        }
+        long held = unlimited.heldOutside();
+        this.startConsumed = first.dev.consumedBytes() + held;
+        checkpoints.add(first);
+        // the caller's trajectory becomes its running maximum in place (it is not used otherwise)
+        this.peakAfter = consumedAfter;
+        long peak = startConsumed;
+        for (int k = 0; k < consumedAfter.length; k++) {
+            peak = Math.max(peak, consumedAfter[k] + held);
+            peakAfter[k] = peak;
+        }
+    }
+
+    /** The first op after which the unlimited run had consumed more than {@code capacity}; length if none. */
+    int divergence(long capacity) {
+        int lo = 0;
+        int hi = peakAfter.length;
+        while (lo < hi) {
+            int mid = (lo + hi) >>> 1;
+            if (peakAfter[mid] > capacity) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        return lo;
+    }
+
+    /** Whether a run at {@code capacity} is the unlimited run: the start state and every op fit in it. */
+    boolean sameAsUnlimited(long capacity) {
+        return startConsumed <= capacity && divergence(capacity) == peakAfter.length;
+    }
+
+    /** Whether the stream runs without an out-of-memory error on a device of {@code capacity} bytes. */
+    boolean runsWithoutOom(long capacity) {
+        if (startConsumed > capacity) {
+            return runner.runsWithoutOom(policy, options.forSearch(capacity));
+        }
+        int d = divergence(capacity);
+        if (d == peakAfter.length) {
+            return true;        // never more than capacity consumed: this run is the unlimited one, which ran
+        }
+        StreamRunner.Replay base = checkpoints.getFirst();
+        int at = 0;
+        for (int i = 0; i < checkpoints.size() && checkpoints.get(i).next <= d; i++) {
+            base = checkpoints.get(i);
+            at = i;
+        }
+        StreamRunner.Replay r = base.copy(capacity);
+        runner.replaysBegun.incrementAndGet();
+        StreamRunner.Counters out = new StreamRunner.Counters();
+        if (r.next < d) {
+            runner.play(r, d, out, true, null);
+            // a copy costs about as much as replaying a few thousand ops: keep only checkpoints that save more
+            if (d - base.next >= runner.checkpointGain()) {
+                checkpoints.add(at + 1, r.copy(capacity));
+            }
+        }
+        runner.play(r, runner.stream().length, out, true, null);
+        return out.ooms == 0;
+    }
+}

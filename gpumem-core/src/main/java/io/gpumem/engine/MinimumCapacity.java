@@ -1,0 +1,49 @@
+package io.gpumem.engine;
+
+import java.util.function.LongPredicate;
+
+/**
+ * The one minimum-capacity search of the what-if runs ({@link StreamRunner}, whatever the source of its stream): the smallest
+ * device capacity, a multiple of {@link #STEP}, at which a run completes without an out-of-memory error.
+ *
+ * <p>Binary search between a capacity known (or taken) to fail and one known to run, assuming feasibility is
+ * monotone in capacity (more memory never makes a run fail), which holds for these allocators in the cases
+ * checked (docs/replay-method.md). Invariant: {@code hi} runs, {@code lo} does not (or is a floor no run can go
+ * below); each probe halves the gap until they are one step apart.
+ */
+public final class MinimumCapacity {
+
+    /** Granularity of the search: the device's allocation granularity (2 MiB). */
+    public static final long STEP = 2L << 20;
+
+    private MinimumCapacity() {
+    }
+
+    /**
+     * @param failing        a multiple of {@link #STEP} that does not run (or a floor below which none can)
+     * @param running        a multiple of {@link #STEP} that runs; raised to {@code failing + STEP} when not above it
+     * @param runsWithoutOom whether a run at the given capacity completes
+     * @return the smallest multiple of {@link #STEP} in {@code (failing, running]} that runs
+     */
+    public static long search(long failing, long running, LongPredicate runsWithoutOom) {
+        long lo = failing;
+        long hi = running;
+        if (lo >= hi) {
+            lo = hi - STEP;
+        }
+        while (hi - lo > STEP) {
+            long mid = lo + (hi - lo) / STEP / 2 * STEP;
+            if (runsWithoutOom.test(mid)) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        return hi;
+    }
+
+    /** {@code bytes} rounded up to a multiple of {@link #STEP}. */
+    public static long roundUp(long bytes) {
+        return Math.ceilDiv(bytes, STEP) * STEP;
+    }
+}

@@ -1,0 +1,404 @@
+package io.gpumem.engine;
+
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.BlockState;
+import io.gpumem.history.Frame;
+import io.gpumem.history.SegmentInfo;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.LinkedHashSet;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The one request stream every what-if source compiles into (trace windows, generated workloads, ops scripts,
+ * lifetime CSVs, RMM logs) and {@link StreamRunner} plays on any allocator: what a program asks of the allocator,
+ * with nothing about where it lands. Ops are parallel primitive arrays (no object per op), so a replay touches
+ * no hash map and boxes nothing per op.
+ *
+ * <p>Blocks are numbered by <i>slot</i>: slots {@code 0 .. startBlocks()-1} are the live blocks of the optional
+ * start state (in the order {@link #forEachLiveBlock} visits them), the following slots are the stream's allocs
+ * in op order. A replay keeps the address its allocator returned for each slot in a {@code long[]}.
+ *
+ * <p>Ops: {@link #ALLOC} (slot, size, stream index), {@link #FREE} (slot of an earlier alloc or start block),
+ * {@link #EMPTY_CACHE} ({@code torch.cuda.empty_cache()}), {@link #STEP} (a step boundary of an iterated
+ * workload; the first STEP opens step 0). Each op also keeps the index of the source entry it came from (a trace
+ * entry, a script line; −1 when none), an optional <i>site</i> (an index into {@link #sites()}, the stacks a run
+ * with history attaches to the op; −1: {@link #defaultFrames()}) and an optional time in microseconds.
+ *
+ * <p>Invariants (checked by {@link Builder#build}): every FREE names a slot that is live at that point, no slot
+ * is freed twice, and streams are indexes into {@link #streams()}, the distinct stream handles of the allocs and
+ * the start state in unsigned ascending order (or in order of first use, {@link Builder#streamsInFirstUseOrder}).
+ */
+public final class RequestStream {
+
+    public static final byte ALLOC = 1;
+    public static final byte FREE = 2;
+    public static final byte EMPTY_CACHE = 3;
+    public static final byte STEP = 4;
+
+    final byte[] op;
+    final int[] slot;
+    final long[] size;
+    final int[] streamIndex;
+    final int[] entry;
+    /** Per-op site, or null when no op has one. */
+    final int @Nullable [] site;
+    /** Per-op time in microseconds, or null when the source has none. */
+    final long @Nullable [] time;
+    final long[] streams;
+    final int length;
+    final int startBlocks;
+    final int slots;
+    final int allocs;
+    final int steps;
+    private final List<SegmentInfo> start;
+    private final List<List<Frame>> sites;
+    private final List<Frame> defaultFrames;
+
+    private RequestStream(Builder b, int[] streamIndex, long[] streams) {
+        this.length = b.length;
+        this.op = Arrays.copyOf(b.op, length);
+        this.slot = Arrays.copyOf(b.slot, length);
+        this.size = Arrays.copyOf(b.size, length);
+        this.entry = Arrays.copyOf(b.entry, length);
+        this.site = b.anySite ? Arrays.copyOf(b.site, length) : null;
+        this.time = b.anyTime ? Arrays.copyOf(b.time, length) : null;
+        this.streamIndex = streamIndex;
+        this.streams = streams;
+        this.startBlocks = b.startBlocks;
+        this.slots = b.slots;
+        this.allocs = b.allocs;
+        this.steps = b.steps;
+        this.start = b.start;
+        this.sites = List.copyOf(b.sites);
+        this.defaultFrames = b.defaultFrames;
+    }
+
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    /** Number of ops. */
+    public int length() {
+        return length;
+    }
+
+    public byte op(int k) {
+        return op[k];
+    }
+
+    public int slot(int k) {
+        return slot[k];
+    }
+
+    /** The request size of an ALLOC op (the caller's unrounded bytes); 0 for other ops. */
+    public long size(int k) {
+        return size[k];
+    }
+
+    /** The source entry op {@code k} came from, or −1. */
+    public int entry(int k) {
+        return entry[k];
+    }
+
+    /** The stream handle of an ALLOC op. */
+    public long stream(int k) {
+        return streams[streamIndex[k]];
+    }
+
+    /** The stacks a run with history attaches to op {@code k}. */
+    public List<Frame> frames(int k) {
+        int s = site == null ? -1 : site[k];
+        return s < 0 ? defaultFrames : sites.get(s);
+    }
+
+    /** The distinct stream handles, unsigned ascending. */
+    public long[] streams() {
+        return streams.clone();
+    }
+
+    /** Number of ALLOC ops. */
+    public int allocs() {
+        return allocs;
+    }
+
+    /** Number of STEP ops (0 for a stream that is not iterated). */
+    public int steps() {
+        return steps;
+    }
+
+    /** Slots: start blocks plus allocs. */
+    public int slots() {
+        return slots;
+    }
+
+    /** Live blocks of the start state (the first slots). */
+    public int startBlocks() {
+        return startBlocks;
+    }
+
+    /** The segments the stream starts from (empty: an empty allocator). */
+    public List<SegmentInfo> startState() {
+        return start;
+    }
+
+    /** The distinct stacks ops refer to by site. */
+    public List<List<Frame>> sites() {
+        return sites;
+    }
+
+    /** The stacks of ops without a site. */
+    public List<Frame> defaultFrames() {
+        return defaultFrames;
+    }
+
+    /** Peak of the sum of live request sizes (start blocks by their size): the floor no allocator goes below. */
+    public long peakLiveBytes() {
+        long[] bytes = new long[slots];
+        long[] live = {0};
+        int[] s = {0};
+        forEachLiveBlock(start, (seg, b) -> {
+            bytes[s[0]++] = b.size();
+            live[0] += b.size();
+        });
+        long peak = live[0];
+        long now = live[0];
+        for (int k = 0; k < length; k++) {
+            if (op[k] == ALLOC) {
+                bytes[slot[k]] = size[k];
+                now += size[k];
+                peak = Math.max(peak, now);
+            } else if (op[k] == FREE) {
+                now -= bytes[slot[k]];
+            }
+        }
+        return peak;
+    }
+
+    /** The index of {@code handle} in {@link #streams()}. */
+    int streamIndexOf(long handle) {
+        for (int i = 0; i < streams.length; i++) {
+            if (streams[i] == handle) {
+                return i;
+            }
+        }
+        throw new IllegalArgumentException("stream " + handle + " is not in the request stream");
+    }
+
+    /** Visits a start state's live blocks. */
+    @FunctionalInterface
+    public interface LiveBlockVisitor {
+        void visit(SegmentInfo segment, BlockInfo block);
+    }
+
+    /** Whether a start-state block holds a slot (it is allocated, or freed but waiting on stream events). */
+    public static boolean isLive(BlockInfo block) {
+        return block.state().isActive();
+    }
+
+    /** Visits the live blocks of {@code segments} in slot order. */
+    public static void forEachLiveBlock(List<SegmentInfo> segments, LiveBlockVisitor visitor) {
+        for (SegmentInfo seg : segments) {
+            for (BlockInfo b : seg.blocks()) {
+                if (isLive(b)) {
+                    visitor.visit(seg, b);
+                }
+            }
+        }
+    }
+
+    /**
+     * Builds a {@link RequestStream} op by op. Start state first (its live blocks take the first slots), then ops
+     * in order; {@link #alloc} returns the slot a later {@link #free} names.
+     */
+    public static final class Builder {
+        private byte[] op = new byte[1024];
+        private int[] slot = new int[1024];
+        private long[] size = new long[1024];
+        private int[] entry = new int[1024];
+        private int[] site = new int[1024];
+        private long[] time = new long[1024];
+        private long[] handle = new long[1024];
+        private boolean anySite;
+        private boolean anyTime;
+        private int length;
+        private int startBlocks;
+        private int slots;
+        private int allocs;
+        private int steps;
+        private boolean[] live = new boolean[1024];
+        private List<SegmentInfo> start = List.of();
+        private final List<List<Frame>> sites = new ArrayList<>();
+        private final Map<List<Frame>, Integer> siteIndex = new IdentityHashMap<>();
+        private List<Frame> defaultFrames = List.of();
+        private boolean firstUseOrder;
+
+        private Builder() {
+        }
+
+        /** The state the stream starts from; its live blocks become slots 0.. in {@link #forEachLiveBlock} order. */
+        public Builder startState(List<SegmentInfo> segments) {
+            if (length > 0 || slots > 0) {
+                throw new IllegalStateException("the start state comes before the first op");
+            }
+            start = List.copyOf(segments);
+            forEachLiveBlock(start, (seg, b) -> markLive(slots++));
+            startBlocks = slots;
+            return this;
+        }
+
+        /** The stacks of ops without a site (default: none). */
+        public Builder defaultFrames(List<Frame> frames) {
+            defaultFrames = List.copyOf(frames);
+            return this;
+        }
+
+        /**
+         * Numbers the streams in order of first use instead of unsigned ascending (a generated workload's order:
+         * the device creates its streams in that order).
+         */
+        public Builder streamsInFirstUseOrder() {
+            firstUseOrder = true;
+            return this;
+        }
+
+        /** The site of {@code frames} (the same list object gets the same site). */
+        public int site(List<Frame> frames) {
+            Integer s = siteIndex.get(frames);
+            if (s == null) {
+                s = sites.size();
+                sites.add(frames);
+                siteIndex.put(frames, s);
+            }
+            return s;
+        }
+
+        /** Appends an alloc of {@code bytes} on stream handle {@code stream}; returns its slot. */
+        public int alloc(long bytes, long stream, int sourceEntry) {
+            if (bytes < 0) {
+                throw new IllegalArgumentException("entry " + sourceEntry + ": negative request size " + bytes);
+            }
+            int s = slots++;
+            append(ALLOC, s, bytes, sourceEntry);
+            handle[length - 1] = stream;
+            markLive(s);
+            allocs++;
+            return s;
+        }
+
+        /** Appends a free of {@code slot}, which must be live. */
+        public Builder free(int slot, int sourceEntry) {
+            if (slot < 0 || slot >= slots || !live[slot]) {
+                throw new IllegalArgumentException("entry " + sourceEntry + ": free of slot " + slot
+                        + ", which is not live");
+            }
+            live[slot] = false;
+            append(FREE, slot, 0, sourceEntry);
+            return this;
+        }
+
+        /** Whether {@code slot} is allocated and not yet freed. */
+        public boolean isLive(int slot) {
+            return slot >= 0 && slot < slots && live[slot];
+        }
+
+        public Builder emptyCache(int sourceEntry) {
+            append(EMPTY_CACHE, -1, 0, sourceEntry);
+            return this;
+        }
+
+        /** Appends a step boundary (the first opens step 0). */
+        public Builder step(int sourceEntry) {
+            append(STEP, -1, 0, sourceEntry);
+            steps++;
+            return this;
+        }
+
+        /** Gives the last op a site (see {@link #site}). */
+        public Builder atSite(int site) {
+            this.site[length - 1] = site;
+            anySite = true;
+            return this;
+        }
+
+        /** Gives the last op a time in microseconds (a replay with history stamps its entries with it). */
+        public Builder at(long timeMicros) {
+            this.time[length - 1] = timeMicros;
+            anyTime = true;
+            return this;
+        }
+
+        /** Ops so far. */
+        public int length() {
+            return length;
+        }
+
+        private void markLive(int s) {
+            if (s >= live.length) {
+                live = Arrays.copyOf(live, Math.max(s + 1, live.length * 2));
+            }
+            live[s] = true;
+        }
+
+        private void append(byte o, int s, long bytes, int sourceEntry) {
+            if (length == op.length) {
+                int n = length * 2;
+                op = Arrays.copyOf(op, n);
+                slot = Arrays.copyOf(slot, n);
+                size = Arrays.copyOf(size, n);
+                entry = Arrays.copyOf(entry, n);
+                site = Arrays.copyOf(site, n);
+                time = Arrays.copyOf(time, n);
+                handle = Arrays.copyOf(handle, n);
+            }
+            op[length] = o;
+            slot[length] = s;
+            size[length] = bytes;
+            entry[length] = sourceEntry;
+            site[length] = -1;
+            length++;
+        }
+
+        public RequestStream build() {
+            Set<Long> distinct = firstUseOrder ? new LinkedHashSet<>() : new TreeSet<>(Long::compareUnsigned);
+            for (int k = 0; k < length; k++) {
+                if (op[k] == ALLOC) {
+                    distinct.add(handle[k]);
+                }
+            }
+            for (SegmentInfo seg : start) {
+                distinct.add(seg.stream());
+            }
+            long[] streams = new long[distinct.size()];
+            int i = 0;
+            for (long h : distinct) {
+                streams[i++] = h;
+            }
+            int[] streamIndex = new int[length];
+            int last = -1;
+            for (int k = 0; k < length; k++) {
+                if (op[k] == ALLOC) {
+                    if (last < 0 || streams[last] != handle[k]) {
+                        last = linear(streams, handle[k]);
+                    }
+                    streamIndex[k] = last;
+                }
+            }
+            return new RequestStream(this, streamIndex, streams);
+        }
+
+        private static int linear(long[] streams, long h) {
+            for (int i = 0; i < streams.length; i++) {
+                if (streams[i] == h) {
+                    return i;
+                }
+            }
+            throw new IllegalStateException("stream " + h + " missing from the stream table");
+        }
+    }
+}

@@ -1,0 +1,574 @@
+package io.gpumem.engine;
+
+import io.gpumem.alloc.ForkableAllocator;
+import io.gpumem.alloc.GpuAllocator;
+import io.gpumem.alloc.GpuAllocatorInternals;
+import io.gpumem.alloc.SegmentRestorer;
+import io.gpumem.device.DeviceOp;
+import io.gpumem.device.SimulatedDevice;
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.HistoryOptions;
+import io.gpumem.history.SegmentInfo;
+import io.gpumem.oom.OutOfMemoryException;
+import io.gpumem.plan.LifetimeProblem;
+import io.gpumem.policy.PolicySpec;
+import io.gpumem.policy.PreparedPolicy;
+import io.gpumem.policy.StreamFacts;
+import io.gpumem.stats.MemoryStats;
+import io.gpumem.stats.StatKind;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.LongSupplier;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The one runner of the what-if layer: plays a {@link RequestStream} on an allocator made by a
+ * {@link PreparedPolicy} (a registered policy prepared for this stream, {@link #prepare}, or the exact allocator
+ * under a configuration) on a fresh {@link SimulatedDevice} of a capacity (plus bytes held outside the allocator),
+ * and measures it in a {@link RunOutcome}. It knows nothing of which policy it runs: every policy is prepared from
+ * the same {@link StreamFacts} ({@link #facts}), and what differs between allocators is reached through
+ * capabilities ({@link ForkableAllocator} for prefix reuse, a {@link SegmentRestorer} behind
+ * {@link GpuAllocator#internals()} for a start state kept in its recorded layout) and the allocator's internals
+ * (history, step boundaries).
+ *
+ * <p>A run either stops at the first failed request, as a training job would ({@link Options#stopAtFirstOom}), or
+ * counts failed requests and goes on, as a trace replay does (the later frees of a failed request are skipped).
+ * The start state's live blocks are restored in their recorded layout where the allocator can and
+ * {@link Options#restoreStartLayout} asks for it, else allocated as requests in slot order; a start state that
+ * does not fit makes the run fail as a whole (one OOM, no figures).
+ *
+ * <p>{@link #evaluate} is a compare row: the run at a capacity plus the minimum capacity
+ * ({@link MinimumCapacity#search}), whose probes reuse replayed prefixes ({@link CapacityProbes}) where the
+ * allocator is forkable and its decisions do not depend on the capacity. Runs share only read-only state (the
+ * stream), so one runner may evaluate on several threads at once.
+ */
+public final class StreamRunner {
+
+    /** Device memory an "unlimited" run starts from; doubled until the stream fits. */
+    public static final long ROOMY = 8L << 30;
+
+    private final RequestStream stream;
+    private final StreamFacts facts;
+    private final Map<PolicySpec, PreparedPolicy> prepared = new ConcurrentHashMap<>();
+    /** Replays begun (from the start or from a fork) and ops replayed, for measurement. */
+    final AtomicLong replaysBegun = new AtomicLong();
+    final AtomicLong opsReplayed = new AtomicLong();
+    private volatile boolean prefixReuse = true;
+    private volatile int checkpointGain = CapacityProbes.MIN_CHECKPOINT_GAIN;
+
+    public StreamRunner(RequestStream stream) {
+        this.stream = stream;
+        this.facts = StreamFacts.of(stream.steps() > 0, this::profile);
+    }
+
+    public RequestStream stream() {
+        return stream;
+    }
+
+    /** What a policy may learn about this runner's stream: whether it marks steps, and its lifetime profile. */
+    public StreamFacts facts() {
+        return facts;
+    }
+
+    /** {@code spec} prepared for this runner's stream, once per spec (a planning policy plans once). */
+    public PreparedPolicy prepare(PolicySpec spec) {
+        return prepared.computeIfAbsent(spec, s -> s.prepare(facts));
+    }
+
+    /**
+     * The stream as a profile of buffers (request k of a run is buffer k): start blocks live from time 0, each alloc
+     * from its op index to the op that frees it, or to the end.
+     */
+    private LifetimeProblem profile() {
+        RequestStream rs = stream;
+        int n = rs.slots;
+        long[] lower = new long[n];
+        long[] upper = new long[n];
+        long[] size = new long[n];
+        long[] id = new long[n];
+        int[] slot = {0};
+        RequestStream.forEachLiveBlock(rs.startState(), (seg, b) -> size[slot[0]++] = b.size());
+        Arrays.fill(upper, rs.length + 1L);
+        for (int k = 0; k < rs.length; k++) {
+            if (rs.op[k] == RequestStream.ALLOC) {
+                lower[rs.slot[k]] = k + 1L;
+                size[rs.slot[k]] = Math.max(1, rs.size[k]);
+            } else if (rs.op[k] == RequestStream.FREE) {
+                upper[rs.slot[k]] = k + 1L;
+            }
+        }
+        for (int i = 0; i < n; i++) {
+            id[i] = i;
+        }
+        return new LifetimeProblem(id, lower, upper, size, 512);
+    }
+
+    /** Switches prefix reuse in the capacity search (on by default; tests compare both ways). */
+    public void setPrefixReuse(boolean on) {
+        prefixReuse = on;
+    }
+
+    /** Ops a new checkpoint of the capacity search must save; tests lower it to exercise many checkpoints. */
+    public void setCheckpointGain(int ops) {
+        checkpointGain = ops;
+    }
+
+    int checkpointGain() {
+        return checkpointGain;
+    }
+
+    /** {@code {replays begun, ops replayed}} so far by this runner (a measurement aid). */
+    public long[] replayCounts() {
+        return new long[] {replaysBegun.get(), opsReplayed.get()};
+    }
+
+    /** How to run: capacity, bytes held outside, when to stop, how to start, what to keep. */
+    public static final class Options {
+        final long capacity;
+        final long heldOutside;
+        final boolean stopAtFirstOom;
+        final boolean restoreStartLayout;
+        final boolean recordHistory;
+        final boolean keepAllocator;
+
+        private Options(Builder b) {
+            if (b.capacity <= 0) {
+                throw new IllegalArgumentException("capacity must be positive, got " + b.capacity);
+            }
+            if (b.heldOutside < 0 || b.heldOutside >= b.capacity) {
+                throw new IllegalArgumentException("held-outside bytes must be in [0, capacity), got " + b.heldOutside);
+            }
+            capacity = b.capacity;
+            heldOutside = b.heldOutside;
+            stopAtFirstOom = b.stopAtFirstOom;
+            restoreStartLayout = b.restoreStartLayout;
+            recordHistory = b.recordHistory;
+            keepAllocator = b.keepAllocator;
+        }
+
+        public static Builder builder(long capacity) {
+            return new Builder(capacity);
+        }
+
+        public long capacity() {
+            return capacity;
+        }
+
+        public long heldOutside() {
+            return heldOutside;
+        }
+
+        /** The same options at another capacity. */
+        public Options withCapacity(long c) {
+            return toBuilder().capacity(c).build();
+        }
+
+        Options forSearch(long c) {
+            return toBuilder().capacity(c).stopAtFirstOom(true).recordHistory(false).keepAllocator(false).build();
+        }
+
+        Builder toBuilder() {
+            return new Builder(capacity).heldOutside(heldOutside).stopAtFirstOom(stopAtFirstOom)
+                    .restoreStartLayout(restoreStartLayout).recordHistory(recordHistory).keepAllocator(keepAllocator);
+        }
+
+        /** Defaults: nothing held outside, failed requests counted, start layout restored, no history, nothing kept. */
+        public static final class Builder {
+            private long capacity;
+            private long heldOutside;
+            private boolean stopAtFirstOom;
+            private boolean restoreStartLayout = true;
+            private boolean recordHistory;
+            private boolean keepAllocator;
+
+            private Builder(long capacity) {
+                this.capacity = capacity;
+            }
+
+            public Builder capacity(long bytes) {
+                capacity = bytes;
+                return this;
+            }
+
+            public Builder heldOutside(long bytes) {
+                heldOutside = bytes;
+                return this;
+            }
+
+            /** Stop at the first failed request (a training job) instead of counting and going on (a trace replay). */
+            public Builder stopAtFirstOom(boolean on) {
+                stopAtFirstOom = on;
+                return this;
+            }
+
+            /** Restore the start state in its recorded layout where the allocator can (else: allocate its blocks). */
+            public Builder restoreStartLayout(boolean on) {
+                restoreStartLayout = on;
+                return this;
+            }
+
+            /** Record history as {@code _record_memory_history()} does by default, stacks from the stream's sites. */
+            public Builder recordHistory(boolean on) {
+                recordHistory = on;
+                return this;
+            }
+
+            /** Keep the allocator and device in their final state in the outcome. */
+            public Builder keepAllocator(boolean on) {
+                keepAllocator = on;
+                return this;
+            }
+
+            public Options build() {
+                return new Options(this);
+            }
+        }
+    }
+
+    /** Counters of one replay. */
+    static final class Counters {
+        long peakAllocated;
+        long peakReserved;
+        long deviceAllocs;
+        long deviceFrees;
+        long retries;
+        long ooms;
+        long deviceMaps;
+        long refusedForMemory;
+        long nanos;
+        int stepsCompleted;
+        int failedOp = -1;
+        @Nullable OutOfMemoryException firstOom;
+
+        RunOutcome.Builder outcome(long capacity, int pairs) {
+            return RunOutcome.builder().capacity(capacity).peakAllocated(peakAllocated).peakReserved(peakReserved)
+                    .deviceAllocs(deviceAllocs).deviceFrees(deviceFrees).retries(retries).ooms(ooms)
+                    .deviceMaps(deviceMaps).nsPerPair(pairs == 0 ? 0 : (double) nanos / pairs)
+                    .stepsCompleted(stepsCompleted).failedOp(failedOp)
+                    .oomReport(firstOom == null ? null : firstOom.report());
+        }
+    }
+
+    /**
+     * A replay in progress: device, allocator, the address of each slot, the next op. {@link #copy} forks it (deep
+     * copies of device and allocator) for the capacity search.
+     */
+    static final class Replay {
+        final SimulatedDevice dev;
+        final GpuAllocator allocator;
+        final long[] devStreams;
+        final long[] address;
+        int next;
+        /** The op being played (−1 before the first): what history's stacks and clock read. */
+        int current = -1;
+        /** Whether a STEP has opened a step yet. */
+        boolean stepOpen;
+        int stepsClosed;
+
+        Replay(SimulatedDevice dev, GpuAllocator allocator, long[] devStreams, long[] address) {
+            this.dev = dev;
+            this.allocator = allocator;
+            this.devStreams = devStreams;
+            this.address = address;
+        }
+
+        /** An independent copy on a device of {@code capacity} bytes; the allocator must be forkable. */
+        Replay copy(long capacity) {
+            SimulatedDevice d = dev.copyWithCapacity(capacity);
+            Replay r = new Replay(d, ((ForkableAllocator) allocator).copyOnto(d), devStreams, address.clone());
+            r.next = next;
+            r.stepOpen = stepOpen;
+            r.stepsClosed = stepsClosed;
+            return r;
+        }
+    }
+
+    /** Plays the whole stream once. */
+    public RunOutcome run(PreparedPolicy policy, Options options) {
+        Counters c = new Counters();
+        Replay r = begin(policy, options);
+        if (r == null) {
+            c.ooms = 1;
+            return c.outcome(options.capacity, stream.allocs).build();
+        }
+        playAll(r, c, options, null);
+        RunOutcome.Builder b = c.outcome(options.capacity, stream.allocs);
+        if (options.keepAllocator) {
+            b.kept(r.allocator, r.dev);
+        }
+        return b.build();
+    }
+
+    /** Whether the stream runs without a failed request on a device of {@code capacity} bytes. */
+    public boolean runsWithoutOom(PreparedPolicy policy, Options options) {
+        Counters c = new Counters();
+        Replay r = begin(policy, options);
+        if (r == null) {
+            return false;
+        }
+        play(r, stream.length, c, true, null);
+        return c.ooms == 0;
+    }
+
+    private void playAll(Replay r, Counters c, Options options, long @Nullable [] consumedAfter) {
+        long t0 = System.nanoTime();
+        play(r, stream.length, c, options.stopAtFirstOom, consumedAfter);
+        c.nanos = System.nanoTime() - t0;
+        finish(r, c);
+    }
+
+    /**
+     * A compare row: the run at {@code options}' capacity (failed requests counted, as a trace replay counts them)
+     * and the minimum capacity, searched between the peak allocated bytes of an unlimited run (no run needs less)
+     * and its peak reserved bytes (which always suffice). The unlimited run starts at {@code roomy} bytes and
+     * doubles until the stream fits.
+     */
+    public RunOutcome evaluate(PreparedPolicy policy, Options options, long roomy) {
+        Search s = unlimited(policy, options.toBuilder().stopAtFirstOom(false), roomy, 8);
+        // At a capacity the unlimited run never exceeded, the run is the unlimited one (CapacityProbes says why).
+        RunOutcome atCapacity = s.probes != null && s.probes.sameAsUnlimited(options.capacity)
+                ? s.unlimited.outcome(options.capacity, stream.allocs).build()
+                : run(policy, options.toBuilder().stopAtFirstOom(false).build());
+        long step = MinimumCapacity.STEP;
+        long failing = Math.max(0, s.unlimited.peakAllocated / step - 1) * step;
+        long running = MinimumCapacity.roundUp(s.unlimited.peakReserved);
+        return atCapacity.toBuilder().minCapacity(MinimumCapacity.search(failing, running, s::runsWithoutOom)).build();
+    }
+
+    /**
+     * The smallest capacity (a multiple of {@link MinimumCapacity#STEP}, with {@code options}' bytes held outside)
+     * at which the stream runs to its end without a failed request: searched above the peak of its live request
+     * bytes (no allocator needs less) and at most the peak reserved bytes of a run with {@code roomy} bytes,
+     * raised by doubling where that does not run.
+     */
+    public long minimumCapacity(PreparedPolicy policy, Options options, long roomy) {
+        Search s = unlimited(policy, options.toBuilder().stopAtFirstOom(true), roomy, 0);
+        long held = options.heldOutside;
+        long failing = MinimumCapacity.roundUp(stream.peakLiveBytes() + held) - MinimumCapacity.STEP;
+        long running = MinimumCapacity.roundUp(s.unlimited.peakReserved + held);
+        for (int tries = 0; !s.runsWithoutOom(running); tries++) {
+            if (tries == 8) {
+                throw new IllegalStateException("no capacity up to " + running + " bytes runs the stream");
+            }
+            failing = running;
+            running = MinimumCapacity.roundUp(2 * running);
+        }
+        return MinimumCapacity.search(failing, running, s::runsWithoutOom);
+    }
+
+    /** The unlimited run of a capacity search and the probes it makes possible. */
+    private final class Search {
+        final PreparedPolicy policy;
+        final Options options;
+        final Counters unlimited;
+        final @Nullable CapacityProbes probes;
+
+        Search(PreparedPolicy policy, Options options, Counters unlimited, @Nullable CapacityProbes probes) {
+            this.policy = policy;
+            this.options = options;
+            this.unlimited = unlimited;
+            this.probes = probes;
+        }
+
+        boolean runsWithoutOom(long capacity) {
+            return probes != null ? probes.runsWithoutOom(capacity) : StreamRunner.this.runsWithoutOom(policy,
+                    options.forSearch(capacity));
+        }
+    }
+
+    /**
+     * Runs the stream with {@code roomy} bytes, doubled up to {@code doublings} times while a request fails; keeps
+     * the consumed-bytes trajectory for prefix reuse where the allocator is forkable and the capacity does not
+     * shape its decisions.
+     */
+    private Search unlimited(PreparedPolicy policy, Options.Builder options, long roomy, int doublings) {
+        Options o = options.capacity(roomy).recordHistory(false).keepAllocator(false).build();
+        long @Nullable [] consumedAfter = null;
+        Counters unlimited = new Counters();
+        Replay u = begin(policy, o);
+        if (u != null && prefixReuse && u.allocator instanceof ForkableAllocator f && !f.capacityShapesDecisions()) {
+            consumedAfter = new long[stream.length];
+        }
+        if (u == null) {
+            unlimited.ooms = 1;
+        } else {
+            playAll(u, unlimited, o, consumedAfter);
+        }
+        for (int tries = 0; unlimited.ooms > 0 && tries < doublings; tries++) {
+            roomy *= 2;
+            o = o.withCapacity(roomy);
+            unlimited = new Counters();
+            u = begin(policy, o);
+            if (u == null) {
+                unlimited.ooms = 1;
+            } else {
+                playAll(u, unlimited, o, consumedAfter);
+            }
+        }
+        @Nullable CapacityProbes probes = consumedAfter != null && unlimited.ooms == 0 && unlimited.refusedForMemory == 0
+                ? new CapacityProbes(this, policy, o, consumedAfter) : null;
+        return new Search(policy, o, unlimited, probes);
+    }
+
+    /** A replay positioned at the stream's first op, or null when the allocator or the start state does not fit. */
+    @Nullable Replay begin(PreparedPolicy policy, Options options) {
+        replaysBegun.incrementAndGet();
+        SimulatedDevice dev = SimulatedDevice.builder().capacity(options.capacity).heldOutside(options.heldOutside)
+                .build();
+        GpuAllocator allocator;
+        try {
+            allocator = policy.create(dev);
+        } catch (OutOfMemoryException e) {
+            return null;
+        }
+        RequestStream rs = stream;
+        // Recorded stream handles are arbitrary integers; the simulated device only knows streams it created.
+        long[] devStreams = new long[rs.streams.length];
+        for (int i = 0; i < devStreams.length; i++) {
+            devStreams[i] = rs.streams[i] == 0 ? 0 : dev.createStream();
+        }
+        long[] address = new long[rs.slots];      // address per slot; 0 = not allocated (failed)
+        Replay r = new Replay(dev, allocator, devStreams, address);
+        if (options.recordHistory) {
+            GpuAllocatorInternals internals = allocator.internals();
+            internals.setClock(historyClock(r));
+            internals.setContextSupplier(() -> r.current < 0 ? rs.defaultFrames() : rs.frames(r.current));
+            internals.recordHistory(HistoryOptions.all());
+        }
+        List<SegmentInfo> start = rs.startState();
+        if (start.isEmpty()) {
+            return r;
+        }
+        @Nullable SegmentRestorer restorer = options.restoreStartLayout && allocator.internals() instanceof SegmentRestorer sr
+                ? sr : null;
+        if (restorer != null) {
+            long[] shifts;
+            try {
+                shifts = StartStateLoader.load(restorer, dev, start, null, !restorer.expandableSegments(),
+                        h -> devStreams[rs.streamIndexOf(h)]);
+            } catch (IllegalStateException noRoom) {
+                return null;
+            }
+            int slot = 0;
+            for (int si = 0; si < start.size(); si++) {
+                for (BlockInfo b : start.get(si).blocks()) {
+                    if (RequestStream.isLive(b)) {
+                        address[slot++] = b.address() + shifts[si];
+                    }
+                }
+            }
+            return r;
+        }
+        // The recorded layout means nothing to this allocator: the live blocks are its first requests.
+        int slot = 0;
+        for (SegmentInfo seg : start) {
+            long s = devStreams[rs.streamIndexOf(seg.stream())];
+            for (BlockInfo b : seg.blocks()) {
+                if (RequestStream.isLive(b)) {
+                    try {
+                        address[slot++] = allocator.malloc(b.size(), s);
+                    } catch (OutOfMemoryException e) {
+                        return null;
+                    }
+                }
+            }
+        }
+        return r;
+    }
+
+    /** The recorded time of the op being played, else a clock that ticks once per reading. */
+    private LongSupplier historyClock(Replay r) {
+        if (stream.time != null) {
+            long[] time = stream.time;
+            return () -> r.current < 0 ? 0 : time[r.current];
+        }
+        long[] clock = {1_700_000_000_000_000L};
+        return () -> clock[0]++;
+    }
+
+    /**
+     * Plays ops {@code r.next} up to (not including) {@code end}, counting failed requests in {@code out.ooms};
+     * with {@code stopAtOom} returns at the first. With {@code consumedAfter} non-null, stores the device's
+     * consumed bytes after each op in it (the trajectory the capacity search reuses).
+     */
+    void play(Replay r, int end, Counters out, boolean stopAtOom, long @Nullable [] consumedAfter) {
+        RequestStream rs = stream;
+        GpuAllocator allocator = r.allocator;
+        long[] address = r.address;
+        long[] devStreams = r.devStreams;
+        byte[] op = rs.op;
+        int[] slots = rs.slot;
+        long[] size = rs.size;
+        int[] streamIndex = rs.streamIndex;
+        int k = r.next;
+        // The consumed bytes change only through device calls: a malloc (counted, read cheaply) or an empty_cache;
+        // the device's synchronised counter is read only then. A free that released device memory (none does
+        // without a memory fraction) would leave the figure high, which only makes the capacity search fork earlier.
+        long mallocs = consumedAfter == null ? 0 : r.dev.callCount(DeviceOp.MALLOC);
+        long consumed = consumedAfter == null ? 0 : r.dev.consumedBytes();
+        try {
+            for (; k < end; k++) {
+                r.current = k;
+                switch (op[k]) {
+                    case RequestStream.ALLOC -> {
+                        try {
+                            address[slots[k]] = allocator.malloc(size[k], devStreams[streamIndex[k]]);
+                        } catch (OutOfMemoryException oom) {
+                            out.ooms++;
+                            if (out.firstOom == null) {
+                                out.firstOom = oom;
+                                out.failedOp = k;
+                            }
+                            if (stopAtOom) {
+                                k++;
+                                return;
+                            }
+                        }
+                    }
+                    case RequestStream.FREE -> {
+                        long a = address[slots[k]];
+                        if (a != 0) {
+                            allocator.free(a);
+                            address[slots[k]] = 0;
+                        }
+                    }
+                    case RequestStream.STEP -> {
+                        if (r.stepOpen) {
+                            r.stepsClosed++;
+                            allocator.internals().stepBoundary();
+                        }
+                        r.stepOpen = true;
+                    }
+                    default -> allocator.emptyCache();
+                }
+                if (consumedAfter != null) {
+                    long m = r.dev.callCount(DeviceOp.MALLOC);
+                    if (m != mallocs || op[k] == RequestStream.EMPTY_CACHE) {
+                        mallocs = m;
+                        consumed = r.dev.consumedBytes();
+                    }
+                    consumedAfter[k] = consumed;
+                }
+            }
+        } finally {
+            opsReplayed.addAndGet(k - r.next);
+            r.next = k;
+            out.stepsCompleted = r.stepsClosed + (r.stepOpen && k == rs.length && out.ooms == 0 ? 1 : 0);
+        }
+    }
+
+    /** Fills in what a replay measured: the device's map calls and the allocator's statistics. */
+    private static void finish(Replay r, Counters c) {
+        c.deviceMaps = r.dev.callCount(DeviceOp.MAP) + r.dev.callCount(DeviceOp.UNMAP);
+        c.refusedForMemory = r.dev.refusedForMemory();
+        MemoryStats stats = r.allocator.stats();
+        c.peakAllocated = stats.get(StatKind.ALLOCATED_BYTES).peak();
+        c.peakReserved = stats.get(StatKind.RESERVED_BYTES).peak();
+        c.deviceAllocs = stats.numDeviceAlloc();
+        c.deviceFrees = stats.numDeviceFree();
+        c.retries = stats.numAllocRetries();
+    }
+}

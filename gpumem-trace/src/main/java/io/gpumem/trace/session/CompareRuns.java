@@ -1,0 +1,72 @@
+package io.gpumem.trace.session;
+
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.policy.PolicyRegistry;
+import io.gpumem.policy.PolicySpec;
+import io.gpumem.trace.replay.ProgressListener;
+import io.gpumem.trace.replay.WhatIfReplay;
+import io.gpumem.engine.RunOutcome;
+import io.gpumem.trace.window.WindowStart;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The rows of {@code gpumem compare} for one device, computed in one place ({@link TraceSession#compare}) so that
+ * every command showing compare rows ({@code compare}, {@code compare --html}, {@code report --policy}) shows the
+ * same figures: each configuration is replayed by the session's {@link WhatIfReplay} of the device's window (in
+ * that order, one per core), then each policy, all at one capacity.
+ *
+ * @param start    the rebuilt start of the window
+ * @param replay   the replay engine (holds the recorded figures)
+ * @param capacity the capacity the OOM column was computed at
+ * @param rows     one row per configuration, then one per policy, in the order given
+ */
+public record CompareRuns(WindowStart start, WhatIfReplay replay, long capacity, List<RunOutcome> rows) {
+
+    public CompareRuns {
+        rows = List.copyOf(rows);
+    }
+
+    /** Replays the configurations, then the policies, on one device's window at {@code capacity}. */
+    static CompareRuns run(DeviceWindow window, long capacity, List<AllocatorConfig> configs,
+                           List<PolicySpec> policies, ProgressListener progress) {
+        WhatIfReplay replay = window.replay();
+        int total = configs.size() + policies.size();
+        progress.progress(0, total);
+        List<RunOutcome> rows = new ArrayList<>();
+        if (!configs.isEmpty()) {
+            // one configuration per core: each replay is single-threaded and independent of the others
+            rows.addAll(replay.evaluateAll(configs, capacity, Runtime.getRuntime().availableProcessors(),
+                    finished -> progress.progress(finished, total)));
+        }
+        for (int i = 0; i < policies.size(); i++) {
+            rows.add(replay.evaluate(policies.get(i), capacity));
+            progress.progress(configs.size() + i + 1, total);
+        }
+        return new CompareRuns(window.start(), replay, capacity, rows);
+    }
+
+    /**
+     * How compare's table names a row: {@code recorded (CONF)} for the recorded configuration, the configuration
+     * (or {@code defaults}) for another, a policy's name with its options for a policy row.
+     */
+    public static String label(RunOutcome r) {
+        if (!PolicyRegistry.isExact(r.policy())) {
+            return r.label() == null || r.label().isEmpty() ? r.policy() : r.policy() + ":" + r.label();
+        }
+        String c = r.label() == null || r.label().isEmpty() ? "defaults" : r.label();
+        return r.recorded() ? "recorded (" + c + ")" : c;
+    }
+
+    /**
+     * The rows as the HTML report's what-if table shows them: labelled as compare's table labels them
+     * ({@code recorded (...)}, a configuration, or a policy name with its options).
+     */
+    public List<RunOutcome> reportRows() {
+        List<RunOutcome> outcomes = new ArrayList<>();
+        for (RunOutcome r : rows) {
+            outcomes.add(r.toBuilder().label(label(r)).build());
+        }
+        return outcomes;
+    }
+}

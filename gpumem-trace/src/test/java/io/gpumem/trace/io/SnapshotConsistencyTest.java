@@ -1,0 +1,93 @@
+package io.gpumem.trace.io;
+
+import static io.gpumem.testing.TestSizes.MiB;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import io.gpumem.alloc.Pool;
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.BlockState;
+import io.gpumem.history.SegmentInfo;
+import io.gpumem.trace.TestTraces;
+import java.io.ByteArrayInputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Test;
+
+/**
+ * An inconsistent snapshot (a segment whose {@code total_size} is not the sum of its blocks, blocks outside their
+ * segment, overlapping segments) is named precisely, read back from a pickle the project's own writer made; the
+ * real traces are all consistent.
+ */
+class SnapshotConsistencyTest {
+
+    private static final long BASE = 0x7f0000000000L;
+
+    static SegmentInfo segment(int device, long address, long totalSize, BlockInfo... blocks) {
+        return new SegmentInfo(device, address, totalSize, 0, 0, 0, 0, Pool.LARGE, false, List.of(), List.of(blocks));
+    }
+
+    /** {@code segments} written as a pickle by {@link PytorchSnapshotWriter} and read back, as a command reads it. */
+    static TraceSnapshot pickled(SegmentInfo... segments) {
+        TraceSnapshot s = new TraceSnapshot("bad.pickle", SourceFormat.PYTORCH_SNAPSHOT, List.of(segments),
+                List.of(List.of()), null, null, Map.of(), true);
+        byte[] bytes = new PytorchSnapshotWriter().toBytes(s);
+        return new PytorchSnapshotReader().read(new ByteArrayInputStream(bytes), "bad.pickle");
+    }
+
+    @Test
+    void aSegmentDeclaringTwoToTheSixtySecondBytesOverBlocksOf512MiBIsNamed() {
+        TraceSnapshot s = pickled(segment(0, BASE, 1L << 62, BlockInfo.of(BASE, 512 * MiB, 512 * MiB,
+                BlockState.ACTIVE_ALLOCATED)));
+        assertThat(SnapshotConsistency.problems(s)).containsExactly("segment 0x7f0000000000 on device 0 declares"
+                + " total_size 4611686018427387904 (4294967296.00 GiB) but its 1 block(s) add up to 536870912 (512.00 MiB)");
+        assertThatThrownBy(() -> SnapshotConsistency.check(s, false, w -> { }))
+                .isInstanceOf(TraceFormatException.class)
+                .hasMessage("bad.pickle: segments: inconsistent snapshot: segment 0x7f0000000000 on device 0 declares"
+                        + " total_size 4611686018427387904 (4294967296.00 GiB) but its 1 block(s) add up to 536870912 (512.00 MiB)");
+        List<String> warnings = new ArrayList<>();
+        SnapshotConsistency.check(s, true, warnings::add);
+        assertThat(warnings).singleElement().asString()
+                .startsWith("warning: bad.pickle: inconsistent snapshot: segment 0x7f0000000000 on device 0");
+    }
+
+    @Test
+    void overlappingSegmentsAndBlocksOutsideTheirSegmentAreNamedPerDevice() {
+        long second = BASE + 10 * MiB;
+        TraceSnapshot s = pickled(
+                segment(0, BASE, 20 * MiB, BlockInfo.of(BASE, 20 * MiB, 0, BlockState.INACTIVE)),
+                segment(0, second, 20 * MiB, BlockInfo.of(second, 20 * MiB, 0, BlockState.INACTIVE)),
+                // the same range on another device is no overlap
+                segment(1, BASE, 20 * MiB, BlockInfo.of(BASE, 2 * MiB, 0, BlockState.INACTIVE),
+                        BlockInfo.of(BASE + 30 * MiB, 18 * MiB, 0, BlockState.INACTIVE)));
+        assertThat(SnapshotConsistency.problems(s)).containsExactly(
+                "segment 0x7f0000a00000 on device 0 overlaps the segment at 0x7f0000000000 (which ends at"
+                        + " 0x7f0001400000)",
+                "segment 0x7f0000000000 on device 1 (20.00 MiB) holds the block at 0x7f0001e00000 of 18874368 bytes,"
+                        + " outside it");
+        List<String> warnings = new ArrayList<>();
+        SnapshotConsistency.check(s, true, warnings::add);
+        assertThat(warnings).hasSize(2);
+        assertThatThrownBy(() -> SnapshotConsistency.check(s, false, w -> { }))
+                .hasMessageEndingWith("(and 1 more inconsistencies)");
+    }
+
+    @Test
+    void everySharedTraceIsConsistent() throws Exception {
+        List<Path> files;
+        try (Stream<Path> list = Files.list(TestTraces.dir())) {
+            files = list.filter(p -> p.toString().endsWith(".pickle")).sorted().toList();
+        }
+        assumeTrue(!files.isEmpty(), "no snapshot pickles in " + TestTraces.dir() + ": skipped");
+        for (Path file : files) {
+            TraceSnapshot s = TraceReaders.read(file);
+            assertThat(SnapshotConsistency.problems(s)).as(file.toString()).isEmpty();
+            assertThat(s.segments()).as(file + ": a test that cannot fail").isNotEmpty();
+        }
+    }
+}

@@ -1,0 +1,148 @@
+package io.gpumem.trace.workload;
+
+import static io.gpumem.testing.TestSizes.GiB;
+import static io.gpumem.testing.TestSizes.MiB;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.gpumem.alloc.CachingAllocator;
+import io.gpumem.engine.MinimumCapacity;
+import io.gpumem.engine.RunOutcome;
+import io.gpumem.policy.PolicySpec;
+import io.gpumem.trace.analysis.AllocatorStates;
+import io.gpumem.trace.analysis.DiagnosisKind;
+import io.gpumem.trace.analysis.OomEvent;
+import io.gpumem.trace.analysis.Recommendation;
+import io.gpumem.trace.analysis.Recommender;
+import io.gpumem.trace.analysis.StateAnalysis;
+import io.gpumem.trace.analysis.StateAnalyzer;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/** Generated workloads compiled into the engine's stream and run by its runner, as the demo runs them. */
+class WorkloadWhatIfTest {
+
+    static TrainingWorkload small() {
+        return TrainingWorkload.builder().layers(4).hidden(512).heads(4).vocab(8000).batch(4)
+                .seqLens(128, 1024, 128).steps(6).seed(11).build();
+    }
+
+    private static Map<String, Long> stats(RunOutcome run) {
+        return run.allocator().stats().toPyTorchMap();
+    }
+
+    @Test
+    void completedRunEndsWithExactlyTheIntendedLiveRequests() {
+        TrainingWorkload w = small();
+        RunOutcome run = new WorkloadWhatIf(w, 8 * GiB, 0, false).runWithHistory("");
+        assertThat(run.completed()).isTrue();
+        assertThat(run.stepsCompleted()).isEqualTo(6);
+        long liveRequested = 0;
+        for (MemoryOp op : w.ops()) {
+            if (op instanceof MemoryOp.Alloc a && w.isLiveAtEnd(a.id())) {
+                liveRequested += a.bytes();
+            }
+        }
+        assertThat(stats(run).get("requested_bytes.all.current")).isEqualTo(liveRequested);
+        assertThat(run.peakAllocated()).isGreaterThanOrEqualTo(w.peakLiveBytes());
+        assertThat(stats(run).get("num_ooms")).isZero();
+        ((CachingAllocator) run.allocator()).internals().checkInvariants();
+    }
+
+    @Test
+    void theCompiledStreamKeepsTheWorkloadsStepsAndFrames() {
+        TrainingWorkload w = small();
+        var stream = w.stream();
+        assertThat(stream.steps()).isEqualTo(6);
+        assertThat(stream.allocs()).isEqualTo(w.allocationCount());
+        assertThat(stream.peakLiveBytes()).isEqualTo(w.peakLiveBytes());
+        int k = 0;
+        while (stream.op(k) != io.gpumem.engine.RequestStream.ALLOC) {
+            k++;
+        }
+        MemoryOp.Alloc first = (MemoryOp.Alloc) w.ops().get(stream.entry(k));
+        assertThat(stream.frames(k)).isSameAs(w.frames(first));
+    }
+
+    @Test
+    void runsAreDeterministic() {
+        TrainingWorkload w = small();
+        WorkloadWhatIf whatIf = new WorkloadWhatIf(w, 8 * GiB, 0, false);
+        assertThat(stats(whatIf.runWithHistory("expandable_segments:True")))
+                .isEqualTo(stats(whatIf.runWithHistory("expandable_segments:True")));
+    }
+
+    @Test
+    void tooSmallDeviceStopsAtTheFirstOom() {
+        TrainingWorkload w = small();
+        WorkloadWhatIf whatIf = new WorkloadWhatIf(w, w.peakLiveBytes() / 2, 0, false);
+        RunOutcome run = whatIf.runWithHistory("");
+        assertThat(run.completed()).isFalse();
+        assertThat(run.oomReport()).isNotNull();
+        assertThat(run.failedOp()).isBetween(0, whatIf.stream().length() - 1);
+        assertThat(w.ops().get(whatIf.stream().entry(run.failedOp()))).isInstanceOf(MemoryOp.Alloc.class);
+        assertThat(run.ooms()).isEqualTo(1);
+        assertThat(stats(run).get("num_ooms")).isEqualTo(1);
+        assertThat(run.stepsCompleted()).isLessThan(6);
+    }
+
+    @Test
+    void minimumCapacityIsTheSmallestThatRuns() {
+        TrainingWorkload w = small();
+        WorkloadWhatIf whatIf = new WorkloadWhatIf(w, 8 * GiB, 64 * MiB, true);
+        for (String conf : new String[] {"", "expandable_segments:True", "max_split_size_mb:64"}) {
+            long min = whatIf.run(conf).minCapacity();
+            assertThat(min % MinimumCapacity.STEP).isZero();
+            assertThat(new WorkloadWhatIf(w, min, 64 * MiB, false).run(conf).completed()).as(conf + " at min").isTrue();
+            assertThat(new WorkloadWhatIf(w, min - MinimumCapacity.STEP, 64 * MiB, false).run(conf).completed())
+                    .as(conf + " below min").isFalse();
+        }
+        for (String policy : WorkloadWhatIf.demoPolicies()) {
+            PolicySpec spec = PolicySpec.parse(policy);
+            long min = whatIf.run(spec).minCapacity();
+            assertThat(new WorkloadWhatIf(w, min, 64 * MiB, false).run(spec).completed()).as(policy).isTrue();
+            assertThat(new WorkloadWhatIf(w, min - MinimumCapacity.STEP, 64 * MiB, false).run(spec).completed())
+                    .as(policy + " below min").isFalse();
+        }
+        assertThatThrownBy(() -> new WorkloadWhatIf(w, GiB, GiB, false)).hasMessageContaining("held-outside");
+    }
+
+    @Test
+    void analysisOfALiveAllocatorAgreesWithItsStats() {
+        TrainingWorkload w = small();
+        RunOutcome run = new WorkloadWhatIf(w, 8 * GiB, 0, false).runWithHistory("");
+        StateAnalysis a = new StateAnalyzer().analyze(AllocatorStates.capture(run.allocator(), "", "end", null));
+        Map<String, Long> stats = stats(run);
+        assertThat(a.all().reserved()).isEqualTo(stats.get("reserved_bytes.all.current"));
+        assertThat(a.all().allocated()).isEqualTo(stats.get("allocated_bytes.all.current"));
+        assertThat(a.all().active()).isEqualTo(stats.get("active_bytes.all.current"));
+        assertThat(a.all().requested()).isEqualTo(stats.get("requested_bytes.all.current"));
+        assertThat(a.all().inactiveSplit()).isEqualTo(stats.get("inactive_split_bytes.all.current"));
+        assertThat(a.small().reserved()).isEqualTo(stats.get("reserved_bytes.small_pool.current"));
+        assertThat(a.large().inactiveSplit()).isEqualTo(stats.get("inactive_split_bytes.large_pool.current"));
+        assertThat(a.all().segments()).isEqualTo(stats.get("segment.all.current").intValue());
+        assertThat(a.state().capacity()).isEqualTo(8 * GiB);
+        assertThat(a.state().deviceFree()).isEqualTo(8 * GiB - a.all().reserved());
+    }
+
+    /** The demo's scenario: fragmentation makes the default config run out where expandable segments fit. */
+    @Test
+    void defaultDemoWorkloadFragmentsA24GibDeviceAndExpandableSegmentsFixIt() {
+        TrainingWorkload w = TrainingWorkload.builder().build();
+        WorkloadWhatIf whatIf = new WorkloadWhatIf(w, 24 * GiB, 0, false);
+        assertThat(w.peakLiveBytes()).isLessThan(24 * GiB);
+        RunOutcome run = whatIf.runWithHistory("");
+        assertThat(run.completed()).isFalse();
+        MemoryOp.Alloc failed = (MemoryOp.Alloc) w.ops().get(whatIf.stream().entry(run.failedOp()));
+        OomEvent oom = new OomEvent(run.oomReport().roundedSize(), run.oomReport().deviceFree(), failed.stream(), -1);
+        StateAnalysis analysis = new StateAnalyzer().analyze(AllocatorStates.capture(run.allocator(), "", "oom", oom));
+        assertThat(analysis.diagnosis().kind()).isEqualTo(DiagnosisKind.FRAGMENTATION);
+
+        RunOutcome expandable = whatIf.run("expandable_segments:True");
+        assertThat(expandable.ooms()).isZero();
+        Recommender.Result r = new Recommender().recommend(analysis, whatIf);
+        assertThat(r.recommendations()).first().extracting(Recommendation::action)
+                .isEqualTo("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
+        assertThat(whatIf.runSmallerBatch()).get().extracting(RunOutcome::label).isEqualTo("batch 3");
+    }
+}
