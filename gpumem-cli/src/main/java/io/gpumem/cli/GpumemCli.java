@@ -8,6 +8,7 @@ import io.gpumem.cli.plan.PlanCommand;
 import io.gpumem.cli.report.ReportCommand;
 import io.gpumem.cli.sim.SimCommand;
 import io.gpumem.cli.trace.CompareCommand;
+import io.gpumem.cli.trace.DiffCommand;
 import io.gpumem.cli.trace.ReplayCommand;
 import java.util.Arrays;
 import java.util.Set;
@@ -47,7 +48,7 @@ public final class GpumemCli implements Runnable {
      * CPU time of a short command such as {@code gpumem replay --check} on a small trace.
      */
     private static final String[] SUBCOMMANDS =
-            {"sim", "device", "kv-sim", "replay", "compare", "analyze", "demo", "report", "plan"};
+            {"sim", "device", "kv-sim", "replay", "compare", "diff", "analyze", "demo", "report", "plan"};
 
     private static Class<?> subcommandClass(String name) {
         return switch (name) {
@@ -56,6 +57,7 @@ public final class GpumemCli implements Runnable {
             case "kv-sim" -> KvSimCommand.class;
             case "replay" -> ReplayCommand.class;
             case "compare" -> CompareCommand.class;
+            case "diff" -> DiffCommand.class;
             case "analyze" -> AnalyzeCommand.class;
             case "demo" -> DemoCommand.class;
             case "report" -> ReportCommand.class;

@@ -135,24 +135,7 @@ public final class CompareCommand implements Callable<Integer> {
                     ByteSize.format(r.minCapacity()), Long.toString(r.deviceMaps()),
                     String.format(Locale.ROOT, "%.0f", r.nsPerPair())});
         }
-        int[] width = new int[head.length];
-        for (String[] row : cells) {
-            for (int i = 0; i < row.length; i++) {
-                width[i] = Math.max(width[i], row[i].length());
-            }
-        }
-        StringBuilder sb = new StringBuilder();
-        for (String[] row : cells) {
-            for (int i = 0; i < row.length; i++) {
-                if (i == 0) {
-                    sb.append(String.format(Locale.ROOT, "%-" + width[i] + "s", row[i]));
-                } else {
-                    sb.append("  ").append(String.format(Locale.ROOT, "%" + width[i] + "s", row[i]));
-                }
-            }
-            sb.append('\n');
-        }
-        return sb.toString();
+        return Table.render(cells);
     }
 
     static String json(List<RunOutcome> rows) {

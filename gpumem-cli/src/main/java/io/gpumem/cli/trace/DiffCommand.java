@@ -1,0 +1,212 @@
+package io.gpumem.cli.trace;
+
+import io.gpumem.cli.options.BadInputException;
+import io.gpumem.cli.options.ReadLimitOptions;
+import io.gpumem.size.ByteSize;
+import io.gpumem.trace.align.FrameSignatures;
+import io.gpumem.trace.align.RecordingDiff;
+import io.gpumem.trace.align.RequestAlignment;
+import io.gpumem.trace.align.RequestSequence;
+import io.gpumem.trace.io.ReadLimits;
+import io.gpumem.trace.io.TraceFormatException;
+import io.gpumem.trace.session.TraceSession;
+import java.io.PrintWriter;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+import picocli.CommandLine.Spec;
+
+/**
+ * {@code gpumem diff A B}: aligns the allocation requests of two recordings of one program (e.g. at two sizes) and
+ * says which allocation sites make their peaks differ. The work is {@link RequestAlignment} and
+ * {@link RecordingDiff}; this class reads the two files, refuses bad input (exit 2, naming the file) and prints.
+ * Two recordings that match little are reported as such, without a per-site story.
+ */
+@Command(name = "diff", mixinStandardHelpOptions = true,
+        description = {"Align the allocation requests of two recordings of the same program (e.g. at two batch sizes or"
+                + " context lengths) and show matched / only-in-A / only-in-B requests, and per allocation site the"
+                + " bytes and what it holds at each peak: the sites that explain the difference in peak allocated and"
+                + " peak reserved."})
+public final class DiffCommand implements Callable<Integer> {
+
+    /** Sites the text output lists. */
+    private static final int SHOWN_SITES = 12;
+
+    @Spec
+    CommandSpec spec;
+
+    @Parameters(paramLabel = "FILE", arity = "0..*",
+            description = "The two recordings: PyTorch snapshot pickles with a trace (or any trace format gpumem reads).")
+    List<Path> files = new ArrayList<>();
+
+    @Option(names = "--trace-device", paramLabel = "N",
+            description = "Device trace to compare in both files (default: each file's device with the most alloc entries).")
+    Integer device;
+
+    @Option(names = "--json", description = "Print one JSON object: requests_a, requests_b, matched, only_a, only_b,"
+            + " matched_fraction, same_program, signal, peak_allocated_a/b, peak_reserved_a/b, cached_at_peak_reserved_a/b,"
+            + " sites (largest difference at peak allocated first).")
+    boolean json;
+
+    @Mixin
+    ReadLimitOptions readLimits;
+
+    @Override
+    public Integer call() {
+        PrintWriter out = spec.commandLine().getOut();
+        PrintWriter err = spec.commandLine().getErr();
+        if (files.size() != 2) {
+            err.println("gpumem diff: needs exactly two recordings to compare, got " + files.size()
+                    + (files.isEmpty() ? "" : " (" + files.get(0) + (files.size() > 2 ? ", ..." : "") + ")"));
+            return 2;
+        }
+        ReadLimits limits;
+        try {
+            limits = readLimits.limits();
+        } catch (BadInputException e) {
+            err.println("gpumem diff: " + e.getMessage());
+            return 2;
+        }
+        FrameSignatures signatures = new FrameSignatures();
+        RequestSequence[] seq = new RequestSequence[2];
+        for (int i = 0; i < 2; i++) {
+            Path file = files.get(i);
+            try {
+                TraceSession session = TraceSession.open(file, limits);
+                int d = device != null ? device : session.busiestDevice();
+                seq[i] = RequestSequence.of(session.trace(), d, signatures);
+            } catch (TraceFormatException | IllegalArgumentException | IllegalStateException e) {
+                String msg = e.getMessage() == null ? e.toString() : e.getMessage();
+                err.println("gpumem diff: " + (msg.contains(file.toString()) ? msg : file + ": " + msg));
+                return 2;
+            }
+        }
+        RequestAlignment alignment = RequestAlignment.align(seq[0], seq[1]);
+        RecordingDiff diff = RecordingDiff.of(alignment);
+        out.print(json ? json(diff) + "\n" : text(diff));
+        out.flush();
+        return 0;
+    }
+
+    static String text(RecordingDiff diff) {
+        RequestAlignment al = diff.alignment();
+        RequestSequence a = al.first();
+        RequestSequence b = al.second();
+        StringBuilder sb = new StringBuilder();
+        sb.append("A ").append(a.source()).append(": ").append(a.size()).append(" requests\n");
+        sb.append("B ").append(b.source()).append(": ").append(b.size()).append(" requests\n");
+        sb.append(String.format(Locale.ROOT, "matched %d (%.1f%% of the smaller, by %s), only in A %d, only in B %d%n",
+                al.matched(), 100 * al.matchedFractionOfSmaller(), signalWords(al.signal()), al.onlyInFirst(),
+                al.onlyInSecond()));
+        sb.append(String.format(Locale.ROOT, "peak allocated  A %s  B %s  (%s)%n", ByteSize.format(a.peakAllocated()),
+                ByteSize.format(b.peakAllocated()), signed(b.peakAllocated() - a.peakAllocated())));
+        sb.append(String.format(Locale.ROOT, "peak reserved   A %s  B %s  (%s)%n", ByteSize.format(a.peakReserved()),
+                ByteSize.format(b.peakReserved()), signed(b.peakReserved() - a.peakReserved())));
+        if (!diff.sameProgram()) {
+            sb.append(String.format(Locale.ROOT, "these recordings do not look like the same program: only %.1f%% of the"
+                    + " smaller one's requests match, so no per-site comparison is made%n",
+                    100 * al.matchedFractionOfSmaller()));
+            return sb.toString();
+        }
+        sb.append(String.format(Locale.ROOT, "cached, unused at peak reserved  A %s (%.3f of reserved)  B %s (%.3f)%n",
+                ByteSize.format(diff.cachedAtPeakReserved(0)), share(diff.cachedAtPeakReserved(0), a.peakReserved()),
+                ByteSize.format(diff.cachedAtPeakReserved(1)), share(diff.cachedAtPeakReserved(1), b.peakReserved())));
+        sb.append("sites, largest difference at peak allocated first:\n");
+        String[] head = {"site", "requests A", "requests B", "bytes A", "bytes B", "at peak alloc A", "at peak alloc B",
+                "difference", "at peak reserved A", "at peak reserved B"};
+        List<String[]> cells = new ArrayList<>();
+        cells.add(head);
+        int shown = 0;
+        for (RecordingDiff.Site s : diff.sites()) {
+            if (shown++ == SHOWN_SITES) {
+                break;
+            }
+            cells.add(new String[] {s.name(), Long.toString(s.requests(0)), Long.toString(s.requests(1)),
+                    ByteSize.format(s.bytes(0)), ByteSize.format(s.bytes(1)), ByteSize.format(s.atPeakAllocated(0)),
+                    ByteSize.format(s.atPeakAllocated(1)), signed(s.peakAllocatedDifference()),
+                    ByteSize.format(s.atPeakReserved(0)), ByteSize.format(s.atPeakReserved(1))});
+        }
+        sb.append(Table.render(cells));
+        if (diff.sites().size() > SHOWN_SITES) {
+            sb.append("... ").append(diff.sites().size() - SHOWN_SITES).append(" more sites (--json lists all)\n");
+        }
+        long delta = b.peakAllocated() - a.peakAllocated();
+        long top = 0;
+        for (int i = 0; i < Math.min(3, diff.sites().size()); i++) {
+            top += diff.sites().get(i).peakAllocatedDifference();
+        }
+        if (delta != 0) {
+            sb.append(String.format(Locale.ROOT, "the first three sites make %.0f%% of the peak allocated difference%n",
+                    100.0 * top / delta));
+        }
+        return sb.toString();
+    }
+
+    private static String signalWords(RequestAlignment.Signal signal) {
+        return switch (signal) {
+            case STACKS -> "call stacks";
+            case STACKS_WITHOUT_LINES -> "call stacks without moved lines";
+            case ORDER -> "order and lifetimes, no frames";
+        };
+    }
+
+    private static double share(long part, long whole) {
+        return whole == 0 ? 0 : (double) part / whole;
+    }
+
+    private static String signed(long bytes) {
+        return (bytes < 0 ? "-" : "+") + ByteSize.format(Math.abs(bytes));
+    }
+
+    static String json(RecordingDiff diff) {
+        RequestAlignment al = diff.alignment();
+        RequestSequence a = al.first();
+        RequestSequence b = al.second();
+        return Json.line(g -> {
+            g.writeStartObject();
+            g.writeStringField("a", a.source());
+            g.writeStringField("b", b.source());
+            g.writeNumberField("requests_a", a.size());
+            g.writeNumberField("requests_b", b.size());
+            g.writeNumberField("matched", al.matched());
+            g.writeNumberField("only_a", al.onlyInFirst());
+            g.writeNumberField("only_b", al.onlyInSecond());
+            g.writeNumberField("matched_fraction", al.matchedFractionOfSmaller());
+            g.writeBooleanField("same_program", diff.sameProgram());
+            g.writeStringField("signal", al.signal().wireName());
+            g.writeNumberField("peak_allocated_a", a.peakAllocated());
+            g.writeNumberField("peak_allocated_b", b.peakAllocated());
+            g.writeNumberField("peak_reserved_a", a.peakReserved());
+            g.writeNumberField("peak_reserved_b", b.peakReserved());
+            g.writeNumberField("cached_at_peak_reserved_a", diff.cachedAtPeakReserved(0));
+            g.writeNumberField("cached_at_peak_reserved_b", diff.cachedAtPeakReserved(1));
+            g.writeArrayFieldStart("sites");
+            if (diff.sameProgram()) {
+                for (RecordingDiff.Site s : diff.sites()) {
+                    g.writeStartObject();
+                    g.writeStringField("site", s.name());
+                    g.writeNumberField("requests_a", s.requests(0));
+                    g.writeNumberField("requests_b", s.requests(1));
+                    g.writeNumberField("matched_a", s.matched(0));
+                    g.writeNumberField("matched_b", s.matched(1));
+                    g.writeNumberField("bytes_a", s.bytes(0));
+                    g.writeNumberField("bytes_b", s.bytes(1));
+                    g.writeNumberField("at_peak_allocated_a", s.atPeakAllocated(0));
+                    g.writeNumberField("at_peak_allocated_b", s.atPeakAllocated(1));
+                    g.writeNumberField("at_peak_reserved_a", s.atPeakReserved(0));
+                    g.writeNumberField("at_peak_reserved_b", s.atPeakReserved(1));
+                    g.writeEndObject();
+                }
+            }
+            g.writeEndArray();
+            g.writeEndObject();
+        });
+    }
+}

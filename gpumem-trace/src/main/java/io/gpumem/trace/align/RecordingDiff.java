@@ -1,0 +1,196 @@
+package io.gpumem.trace.align;
+
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * An aligned comparison of two recordings of one program: per allocation site, the requests and bytes of each, and
+ * what the site holds at each recording's peak allocated and peak reserved moments, so that the difference between
+ * the two peaks splits into the sites that cause it.
+ *
+ * <p>A site is a call site when both recordings carry frames (the innermost Python line, or the ATen operator of a
+ * frame list without Python: see {@link FrameSignatures#label}); without frames it is the request's position in
+ * the first recording's {@link StepStructure step}. A matched pair counts under the first recording's site, so the
+ * two sides of a row are the same requests; a request present in one recording only counts under its own site.
+ *
+ * <p>Invariants: over all sites (including {@link #BEFORE_WINDOW}, the blocks live from before the window), the
+ * bytes held at a recording's peak allocated add up to that peak, and those held at its peak reserved add up to its
+ * allocated bytes at that moment; the rest of the peak reserved is cached, unused memory.
+ */
+public final class RecordingDiff {
+
+    /** The site of blocks allocated before the window began (no request of the window made them). */
+    public static final String BEFORE_WINDOW = "(allocated before the window)";
+
+    /** Below this matched fraction of the smaller recording the two are not taken as one program. */
+    public static final double SAME_PROGRAM = 0.5;
+
+    private final RequestAlignment alignment;
+    private final List<Site> sites;
+
+    private RecordingDiff(RequestAlignment alignment, List<Site> sites) {
+        this.alignment = alignment;
+        this.sites = sites;
+    }
+
+    /** Splits both recordings' requests and peaks by site. */
+    public static RecordingDiff of(RequestAlignment alignment) {
+        RequestSequence a = alignment.first();
+        RequestSequence b = alignment.second();
+        boolean byFrames = alignment.signal() != RequestAlignment.Signal.ORDER;
+        StepStructure stepsA = byFrames ? null : StepStructure.of(a);
+        StepStructure stepsB = byFrames ? null : StepStructure.of(b);
+        Map<String, Site.Builder> byKey = new LinkedHashMap<>();
+        for (int r = 0; r < a.size(); r++) {
+            String key = key(a, r, stepsA);
+            byKey.computeIfAbsent(key, Site.Builder::new).add(0, a, r, alignment.matchOfA(r) >= 0);
+        }
+        for (int r = 0; r < b.size(); r++) {
+            int m = alignment.matchOfB(r);
+            String key = m >= 0 ? key(a, m, stepsA) : key(b, r, stepsB);
+            byKey.computeIfAbsent(key, Site.Builder::new).add(1, b, r, m >= 0);
+        }
+        Site.Builder before = byKey.computeIfAbsent(BEFORE_WINDOW, Site.Builder::new);
+        long[] heldAtPeak = new long[2];
+        long[] heldAtReserved = new long[2];
+        for (Site.Builder s : byKey.values()) {
+            for (int side = 0; side < 2; side++) {
+                heldAtPeak[side] += s.atPeakAllocated[side];
+                heldAtReserved[side] += s.atPeakReserved[side];
+            }
+        }
+        RequestSequence[] both = {a, b};
+        for (int side = 0; side < 2; side++) {
+            before.atPeakAllocated[side] = both[side].peakAllocated() - heldAtPeak[side];
+            before.atPeakReserved[side] = both[side].allocatedAtPeakReserved() - heldAtReserved[side];
+        }
+        List<Site> sites = new ArrayList<>();
+        for (Site.Builder s : byKey.values()) {
+            sites.add(s.build());
+        }
+        sites.sort(Comparator.comparingLong((Site s) -> -Math.abs(s.peakAllocatedDifference()))
+                .thenComparingLong(s -> -Math.abs(s.peakReservedDifference()))
+                .thenComparingLong(s -> -Math.abs(s.bytes(1) - s.bytes(0)))
+                .thenComparing(Site::name));
+        return new RecordingDiff(alignment, List.copyOf(sites));
+    }
+
+    private static String key(RequestSequence s, int r, StepStructure steps) {
+        if (steps == null) {
+            return s.siteOf(r) < 0 ? "(no frames)" : s.signatures().label(s.siteOf(r));
+        }
+        return "step position " + steps.positionInStep(r);
+    }
+
+    public RequestAlignment alignment() {
+        return alignment;
+    }
+
+    /** Whether enough requests match for the two to be taken as one program ({@link #SAME_PROGRAM}). */
+    public boolean sameProgram() {
+        return alignment.matchedFractionOfSmaller() >= SAME_PROGRAM;
+    }
+
+    /** Every site, largest difference at peak allocated first (then at peak reserved, then in bytes, then by name). */
+    public List<Site> sites() {
+        return sites;
+    }
+
+    /** Cached, unused bytes at a recording's peak reserved (side 0 the first, 1 the second). */
+    public long cachedAtPeakReserved(int side) {
+        RequestSequence s = side == 0 ? alignment.first() : alignment.second();
+        return s.peakReserved() - s.allocatedAtPeakReserved();
+    }
+
+    /**
+     * One allocation site's figures in both recordings ({@code side} 0 is the first, 1 the second).
+     */
+    public static final class Site {
+        private final String name;
+        private final long[] requests;
+        private final long[] matched;
+        private final long[] bytes;
+        private final long[] atPeakAllocated;
+        private final long[] atPeakReserved;
+
+        private Site(Builder b) {
+            name = b.name;
+            requests = b.requests.clone();
+            matched = b.matched.clone();
+            bytes = b.bytes.clone();
+            atPeakAllocated = b.atPeakAllocated.clone();
+            atPeakReserved = b.atPeakReserved.clone();
+        }
+
+        public String name() {
+            return name;
+        }
+
+        public long requests(int side) {
+            return requests[side];
+        }
+
+        /** Requests of this side matched to the other recording. */
+        public long matched(int side) {
+            return matched[side];
+        }
+
+        /** Bytes requested over the window (rounded sizes). */
+        public long bytes(int side) {
+            return bytes[side];
+        }
+
+        /** Bytes the site holds at that recording's peak allocated moment. */
+        public long atPeakAllocated(int side) {
+            return atPeakAllocated[side];
+        }
+
+        /** Bytes the site holds at that recording's peak reserved moment. */
+        public long atPeakReserved(int side) {
+            return atPeakReserved[side];
+        }
+
+        public long peakAllocatedDifference() {
+            return atPeakAllocated[1] - atPeakAllocated[0];
+        }
+
+        public long peakReservedDifference() {
+            return atPeakReserved[1] - atPeakReserved[0];
+        }
+
+        static final class Builder {
+            final String name;
+            final long[] requests = new long[2];
+            final long[] matched = new long[2];
+            final long[] bytes = new long[2];
+            final long[] atPeakAllocated = new long[2];
+            final long[] atPeakReserved = new long[2];
+
+            Builder(String name) {
+                this.name = name;
+            }
+
+            void add(int side, RequestSequence s, int r, boolean isMatched) {
+                requests[side]++;
+                if (isMatched) {
+                    matched[side]++;
+                }
+                long size = s.roundedSizeOf(r);
+                bytes[side] += size;
+                if (s.peakAllocatedEntry() >= 0 && s.liveAt(r, s.peakAllocatedEntry())) {
+                    atPeakAllocated[side] += size;
+                }
+                if (s.peakReservedEntry() >= 0 && s.liveAt(r, s.peakReservedEntry())) {
+                    atPeakReserved[side] += size;
+                }
+            }
+
+            Site build() {
+                return new Site(this);
+            }
+        }
+    }
+}

@@ -1,0 +1,335 @@
+package io.gpumem.trace.align;
+
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.Map;
+
+/**
+ * A one-to-one matching of the allocation requests of two recordings of the same program (e.g. one training step
+ * recorded at context 128 and at 256): request {@code a} of the first is matched to request {@link #matchOfA(int)}
+ * of the second, or to none. A matched request's free is matched too (the free of its block).
+ *
+ * <h2>Design</h2>
+ *
+ * Two runs of one program at two sizes issue the same requests in the same order; only sizes change, by a law of the
+ * size (see {@link SizeLaw}). What differs besides: the windows may start at different points or hold a different
+ * number of steps; some requests exist in one run only (a workspace, a kernel that picks another algorithm at
+ * another size). So alignment is an order-preserving matching of two sequences of <em>tokens</em> that maximises
+ * the number of matches: their longest common subsequence.
+ *
+ * <p><b>Tokens.</b> Each request becomes an int that must be equal in both runs for the two requests to match. When
+ * both recordings carry stack frames, the token is the pair (call stack, stream rank): the same line of the same code
+ * on the same stream. Sizes are left out on purpose: they are what differs. A script edited between the runs moves
+ * line numbers (the shared inference recordings differ in the driver script's lines), so when full stacks match
+ * less than {@link #GOOD_ENOUGH} of the smaller recording, reduced stacks are tried (the Python frames without their
+ * line numbers but the allocating one; C++ frames only where no Python frame exists) and the better matching kept. Without frames (on either side) the token
+ * is built from what a size change leaves alone: the stream rank, the request's lifetime in requests (how many
+ * requests come before its free, bucketed by powers of two, or "never freed in the window") and whether it asks for
+ * the same size as the request before it. That is weaker, so a frameless alignment matches more by chance; the
+ * size laws then say how much of it is consistent.
+ *
+ * <p><b>Algorithm.</b> Myers' O((N+M)·D) difference algorithm in its linear-space form (find the middle snake of the
+ * edit graph from both ends, split there, recurse), after removing the common prefix and suffix of each sub-problem
+ * and, once up front, every token absent from the other sequence (it can match nothing). D is the number of
+ * unmatched requests, small for two sizes of one program, so ~20k requests align in milliseconds. Two unrelated
+ * programs share few tokens; with frames those vanish up front, without frames D is large and the work is bounded by
+ * a budget of edit-graph steps ({@link #WORK_BUDGET}); a sub-problem that runs out of budget is left unmatched,
+ * which only makes an unrelated pair look more unrelated. Every step is deterministic (no hashing order, no clock).
+ *
+ * <p>Ties between equally long matchings (the same token repeated in each layer of a model) are broken the way
+ * Myers' algorithm breaks them; any of them gives the same per-site figures, since repeated layers repeat sizes.
+ */
+public final class RequestAlignment {
+
+    /** Matched fraction of the smaller recording above which the full call stacks are kept as the signal. */
+    static final double GOOD_ENOUGH = 0.9;
+
+    /** Edit-graph steps allowed per alignment: ~1 s of work; beyond it a sub-problem stays unmatched. */
+    static final long WORK_BUDGET = 1_500_000_000L;
+
+    private final RequestSequence a;
+    private final RequestSequence b;
+    private final int[] matchOfA;
+    private final int[] matchOfB;
+    private final int matched;
+    private final Signal signal;
+
+    private RequestAlignment(RequestSequence a, RequestSequence b, int[] matchOfA, int[] matchOfB, Signal signal) {
+        this.a = a;
+        this.b = b;
+        this.matchOfA = matchOfA;
+        this.matchOfB = matchOfB;
+        this.signal = signal;
+        int n = 0;
+        for (int m : matchOfA) {
+            if (m >= 0) {
+                n++;
+            }
+        }
+        this.matched = n;
+    }
+
+    /**
+     * Aligns two sequences built with one {@link FrameSignatures} table (their site indices must be comparable).
+     */
+    public static RequestAlignment align(RequestSequence a, RequestSequence b) {
+        if (!(a.framed() && b.framed())) {
+            return align(a, b, Signal.ORDER);
+        }
+        RequestAlignment full = align(a, b, Signal.STACKS);
+        if (full.matchedFractionOfSmaller() >= GOOD_ENOUGH) {
+            return full;
+        }
+        RequestAlignment loose = align(a, b, Signal.STACKS_WITHOUT_LINES);
+        return loose.matched > full.matched ? loose : full;
+    }
+
+    /** Aligns on the given signal (the tokens: see the design notes). */
+    public static RequestAlignment align(RequestSequence a, RequestSequence b, Signal signal) {
+        Map<Long, Integer> ids = new HashMap<>();
+        int[] ta = tokens(a, signal, ids);
+        int[] tb = tokens(b, signal, ids);
+        int[] matchOfA = new int[ta.length];
+        int[] matchOfB = new int[tb.length];
+        Arrays.fill(matchOfA, -1);
+        Arrays.fill(matchOfB, -1);
+        // tokens present on one side only can match nothing: drop them before the quadratic-in-D part
+        int[] ia = shared(ta, tb, ids.size());
+        int[] ib = shared(tb, ta, ids.size());
+        int[] sa = new int[ia.length];
+        int[] sb = new int[ib.length];
+        for (int i = 0; i < ia.length; i++) {
+            sa[i] = ta[ia[i]];
+        }
+        for (int i = 0; i < ib.length; i++) {
+            sb[i] = tb[ib[i]];
+        }
+        Myers myers = new Myers(sa, sb);
+        myers.diff(0, sa.length, 0, sb.length);
+        for (int i = 0; i < sa.length; i++) {
+            int j = myers.match[i];
+            if (j >= 0) {
+                matchOfA[ia[i]] = ib[j];
+                matchOfB[ib[j]] = ia[i];
+            }
+        }
+        return new RequestAlignment(a, b, matchOfA, matchOfB, signal);
+    }
+
+    /** Indices of {@code t} whose token occurs in {@code other}. */
+    private static int[] shared(int[] t, int[] other, int tokenCount) {
+        boolean[] present = new boolean[tokenCount];
+        for (int x : other) {
+            present[x] = true;
+        }
+        int[] out = new int[t.length];
+        int n = 0;
+        for (int i = 0; i < t.length; i++) {
+            if (present[t[i]]) {
+                out[n++] = i;
+            }
+        }
+        return Arrays.copyOf(out, n);
+    }
+
+    static int[] tokens(RequestSequence s, Signal signal, Map<Long, Integer> ids) {
+        int n = s.size();
+        int[] out = new int[n];
+        int[] allocEntries = new int[n];
+        for (int r = 0; r < n; r++) {
+            allocEntries[r] = s.allocEntryOf(r);
+        }
+        for (int r = 0; r < n; r++) {
+            long key;
+            if (signal != Signal.ORDER) {
+                int site = signal == Signal.STACKS ? s.siteOf(r) : s.signatures().withoutLines(s.siteOf(r));
+                key = ((long) site << 20) | s.streamOf(r);
+            } else {
+                int free = s.freeEntryOf(r);
+                int bucket;
+                if (free < 0) {
+                    bucket = 63;
+                } else {
+                    int pos = Arrays.binarySearch(allocEntries, free);
+                    int before = pos >= 0 ? pos : -pos - 1;
+                    int lifetime = before - r;
+                    bucket = 64 - Long.numberOfLeadingZeros(lifetime + 1L);
+                }
+                boolean same = r > 0 && s.sizeOf(r) == s.sizeOf(r - 1);
+                key = ((long) s.streamOf(r) << 8) | ((long) bucket << 1) | (same ? 1 : 0);
+            }
+            out[r] = ids.computeIfAbsent(key, k -> ids.size());
+        }
+        return out;
+    }
+
+    public RequestSequence first() {
+        return a;
+    }
+
+    public RequestSequence second() {
+        return b;
+    }
+
+    /** The request of the second recording matched to request {@code r} of the first, −1 when none. */
+    public int matchOfA(int r) {
+        return matchOfA[r];
+    }
+
+    /** The request of the first recording matched to request {@code r} of the second, −1 when none. */
+    public int matchOfB(int r) {
+        return matchOfB[r];
+    }
+
+    /** Number of matched pairs. */
+    public int matched() {
+        return matched;
+    }
+
+    public int onlyInFirst() {
+        return a.size() - matched;
+    }
+
+    public int onlyInSecond() {
+        return b.size() - matched;
+    }
+
+    /** Matched pairs as a fraction of the smaller recording's requests. */
+    public double matchedFractionOfSmaller() {
+        return (double) matched / Math.min(a.size(), b.size());
+    }
+
+    /** What the tokens were made of. */
+    public Signal signal() {
+        return signal;
+    }
+
+    /** What makes two requests' tokens equal, strongest first. */
+    public enum Signal {
+        /** Call stack (with line numbers) and stream rank. */
+        STACKS,
+        /**
+         * Reduced call stack (see {@link FrameSignatures#withoutLines}) and stream rank: for a script edited between
+         * runs, or operators that take another native path at another size.
+         */
+        STACKS_WITHOUT_LINES,
+        /** Stream rank, lifetime in requests and "same size as the previous request": for recordings without frames. */
+        ORDER;
+
+        public String wireName() {
+            return name().toLowerCase(java.util.Locale.ROOT);
+        }
+    }
+
+    /**
+     * Myers' linear-space difference over two int sequences; fills {@link #match} (index in {@code y} for each
+     * index of {@code x}, −1 when unmatched). Recursion depth grows with log D, not with the lengths.
+     */
+    private static final class Myers {
+        final int[] x;
+        final int[] y;
+        final int[] match;
+        long work;
+
+        Myers(int[] x, int[] y) {
+            this.x = x;
+            this.y = y;
+            this.match = new int[x.length];
+            Arrays.fill(match, -1);
+        }
+
+        void diff(int xLo, int xHi, int yLo, int yHi) {
+            while (xLo < xHi && yLo < yHi && x[xLo] == y[yLo]) {
+                match[xLo++] = yLo++;
+            }
+            while (xLo < xHi && yLo < yHi && x[xHi - 1] == y[yHi - 1]) {
+                match[--xHi] = --yHi;
+            }
+            if (xLo == xHi || yLo == yHi) {
+                return;
+            }
+            bisect(xLo, xHi, yLo, yHi);
+        }
+
+        /** Finds where a forward and a backward furthest-reaching path meet, then solves both halves. */
+        private void bisect(int xLo, int xHi, int yLo, int yHi) {
+            int n = xHi - xLo;
+            int m = yHi - yLo;
+            int maxD = (n + m + 1) / 2;
+            int offset = maxD;
+            int length = 2 * maxD + 2;
+            int[] forward = new int[length];
+            int[] backward = new int[length];
+            Arrays.fill(forward, -1);
+            Arrays.fill(backward, -1);
+            forward[offset + 1] = 0;
+            backward[offset + 1] = 0;
+            int delta = n - m;
+            boolean oddDelta = (delta & 1) != 0;
+            int k1start = 0;
+            int k1end = 0;
+            int k2start = 0;
+            int k2end = 0;
+            for (int d = 0; d < maxD; d++) {
+                if (work > WORK_BUDGET) {
+                    return;     // out of budget: this sub-problem stays unmatched
+                }
+                work += 2L * d + 2;
+                for (int k1 = -d + k1start; k1 <= d - k1end; k1 += 2) {
+                    int k1off = offset + k1;
+                    int x1 = k1 == -d || (k1 != d && forward[k1off - 1] < forward[k1off + 1])
+                            ? forward[k1off + 1] : forward[k1off - 1] + 1;
+                    int y1 = x1 - k1;
+                    while (x1 < n && y1 < m && x[xLo + x1] == y[yLo + y1]) {
+                        x1++;
+                        y1++;
+                    }
+                    forward[k1off] = x1;
+                    if (x1 > n) {
+                        k1end += 2;
+                    } else if (y1 > m) {
+                        k1start += 2;
+                    } else if (oddDelta) {
+                        int k2off = offset + delta - k1;
+                        if (k2off >= 0 && k2off < length && backward[k2off] != -1 && x1 >= n - backward[k2off]) {
+                            split(xLo, xHi, yLo, yHi, x1, y1);
+                            return;
+                        }
+                    }
+                }
+                for (int k2 = -d + k2start; k2 <= d - k2end; k2 += 2) {
+                    int k2off = offset + k2;
+                    int x2 = k2 == -d || (k2 != d && backward[k2off - 1] < backward[k2off + 1])
+                            ? backward[k2off + 1] : backward[k2off - 1] + 1;
+                    int y2 = x2 - k2;
+                    while (x2 < n && y2 < m && x[xHi - x2 - 1] == y[yHi - y2 - 1]) {
+                        x2++;
+                        y2++;
+                    }
+                    backward[k2off] = x2;
+                    if (x2 > n) {
+                        k2end += 2;
+                    } else if (y2 > m) {
+                        k2start += 2;
+                    } else if (!oddDelta) {
+                        int k1off = offset + delta - k2;
+                        if (k1off >= 0 && k1off < length && forward[k1off] != -1) {
+                            int x1 = forward[k1off];
+                            int y1 = offset + x1 - k1off;
+                            if (x1 >= n - x2) {
+                                split(xLo, xHi, yLo, yHi, x1, y1);
+                                return;
+                            }
+                        }
+                    }
+                }
+            }
+            // no common token at all: nothing to match
+        }
+
+        private void split(int xLo, int xHi, int yLo, int yHi, int x1, int y1) {
+            diff(xLo, xLo + x1, yLo, yLo + y1);
+            diff(xLo + x1, xHi, yLo + y1, yHi);
+        }
+    }
+}

@@ -1,0 +1,171 @@
+package io.gpumem.trace.align;
+
+import java.util.Arrays;
+
+/**
+ * The repeating step of a recording: the shortest run of requests that the whole window repeats (a training or
+ * inference loop's iteration, or, in a window that holds one forward pass only, the model's repeated layer), with
+ * the step boundaries and, for each request, its step and its position in that step. A window that repeats nothing
+ * (one training step: forward, backward and optimizer are all different) is one step.
+ *
+ * <p>Used to name allocation sites when a recording has no stack frames (the position in the step is the same
+ * in every step and in every run of the program), and meant for classifying tensors by phase and for iterating a
+ * step to a steady state.
+ *
+ * <h2>Detection</h2>
+ * Requests are tokens (see {@link RequestAlignment}: call stack and stream, or lifetime and stream). For each
+ * candidate period {@code p} up to half the window, the coverage is the fraction of requests {@code i} with
+ * {@code token[i] == token[i + p]}; the step is the smallest {@code p} whose coverage reaches
+ * {@link #MIN_COVERAGE} (smallest, because every multiple of a period is one too). The windows here hold at most
+ * some tens of thousands of requests, so the quadratic scan is bounded by {@link #MAX_SCANNED} requests (the
+ * period of a longer window is found on its first {@code MAX_SCANNED}).
+ *
+ * <p>Boundaries: a step starts where the allocated bytes are lowest (what a loop iteration leaves live is least
+ * between iterations): the phase is the position in the first period with the lowest mean allocated level over
+ * all repetitions, and each next boundary is the occurrence of that position's token nearest to one period after
+ * the previous boundary (within a quarter period; else exactly one period on), so that a request present in some
+ * steps only does not shift every later boundary. Requests before the first boundary form a partial step 0.
+ *
+ * <p>Invariants: {@code starts[0] == 0}, starts strictly increase and are below the request count; every request
+ * belongs to exactly one step.
+ */
+public final class StepStructure {
+
+    /** Fraction of requests that must equal the request one period later for the period to count as the step. */
+    public static final double MIN_COVERAGE = 0.9;
+
+    /** Requests scanned for the period (the scan is quadratic). */
+    static final int MAX_SCANNED = 40_000;
+
+    private final int period;
+    private final double coverage;
+    private final int[] starts;
+    private final int requests;
+
+    private StepStructure(int period, double coverage, int[] starts, int requests) {
+        this.period = period;
+        this.coverage = coverage;
+        this.starts = starts;
+        this.requests = requests;
+    }
+
+    /** The step structure of a recording's requests, tokens built as for alignment with frames when present. */
+    public static StepStructure of(RequestSequence s) {
+        int[] tokens = RequestAlignment.tokens(s,
+                s.framed() ? RequestAlignment.Signal.STACKS : RequestAlignment.Signal.ORDER, new java.util.HashMap<>());
+        return detect(tokens, s.allocatedBeforeEachRequest());
+    }
+
+    /**
+     * Detects the step of a token sequence.
+     *
+     * @param tokens          one int per request, equal for requests the program repeats
+     * @param allocatedBefore allocated bytes just before each request (same length), for placing boundaries
+     */
+    public static StepStructure detect(int[] tokens, long[] allocatedBefore) {
+        int n = tokens.length;
+        if (allocatedBefore.length != n) {
+            throw new IllegalArgumentException("tokens and levels differ in length: " + n + " vs " + allocatedBefore.length);
+        }
+        int scanned = Math.min(n, MAX_SCANNED);
+        for (int p = 1; p <= scanned / 2; p++) {
+            int equal = 0;
+            int span = scanned - p;
+            for (int i = 0; i < span; i++) {
+                if (tokens[i] == tokens[i + p]) {
+                    equal++;
+                }
+            }
+            if (equal >= MIN_COVERAGE * span) {
+                return new StepStructure(p, (double) equal / span, boundaries(tokens, allocatedBefore, p), n);
+            }
+        }
+        return new StepStructure(n, 1.0, new int[] {0}, n);
+    }
+
+    private static int[] boundaries(int[] tokens, long[] level, int p) {
+        int n = tokens.length;
+        int phase = 0;
+        double lowest = Double.MAX_VALUE;
+        for (int f = 0; f < p; f++) {
+            double sum = 0;
+            int count = 0;
+            for (int i = f; i < n; i += p) {
+                sum += level[i];
+                count++;
+            }
+            if (sum / count < lowest) {
+                lowest = sum / count;
+                phase = f;
+            }
+        }
+        int[] out = new int[n / p + 3];
+        int k = 0;
+        if (phase > 0) {
+            out[k++] = 0;
+        }
+        int at = phase;
+        int token = tokens[phase];
+        int slack = Math.max(0, p / 4);
+        while (at < n) {
+            out[k++] = at;
+            int target = at + p;
+            int next = -1;
+            for (int d = 0; d <= slack && next < 0; d++) {
+                if (target - d > at && target - d < n && tokens[target - d] == token) {
+                    next = target - d;
+                } else if (target + d < n && tokens[target + d] == token) {
+                    next = target + d;
+                }
+            }
+            at = next >= 0 ? next : target;
+            if (k == out.length) {
+                out = Arrays.copyOf(out, k * 2);
+            }
+        }
+        return Arrays.copyOf(out, k);
+    }
+
+    /** Requests per step: the detected period, or the whole window when nothing repeats. */
+    public int period() {
+        return period;
+    }
+
+    /** Whether a repetition was found (the window holds more than one step). */
+    public boolean repeats() {
+        return starts.length > 1 || period < requests;
+    }
+
+    /** Fraction of requests equal to the request one period later (1 when nothing repeats). */
+    public double coverage() {
+        return coverage;
+    }
+
+    /** Number of steps, counting a partial first step. */
+    public int stepCount() {
+        return starts.length;
+    }
+
+    /** The first request of step {@code k}. */
+    public int stepStart(int k) {
+        return starts[k];
+    }
+
+    /** The step holding request {@code r}. */
+    public int stepOf(int r) {
+        int pos = Arrays.binarySearch(starts, r);
+        return pos >= 0 ? pos : -pos - 2;
+    }
+
+    /**
+     * Request {@code r}'s position in its step (0 for the step's first request). In a partial first step the
+     * position is counted back from the next step's start, so that it names the same request as in a full step.
+     */
+    public int positionInStep(int r) {
+        int k = stepOf(r);
+        if (k == 0 && starts.length > 1 && starts[1] < period) {
+            return Math.max(0, r - starts[1] + period);
+        }
+        return r - starts[k];
+    }
+}
