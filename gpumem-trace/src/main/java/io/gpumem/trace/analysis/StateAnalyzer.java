@@ -82,6 +82,7 @@ public final class StateAnalyzer {
                         f[1] += b.size();
                         f[2]++;
                     }
+                    case UNKNOWN -> throw new IllegalStateException("StateBlock refuses UNKNOWN");
                 }
             }
             if (!seg.expandable() && !anyActive) {
