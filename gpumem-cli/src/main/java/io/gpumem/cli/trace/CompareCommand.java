@@ -6,6 +6,7 @@ import io.gpumem.cli.options.BadInputException;
 import io.gpumem.cli.options.TraceFileOptions;
 import io.gpumem.cli.report.HtmlOutput;
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.report.HtmlReport;
 import io.gpumem.size.ByteSize;
@@ -15,7 +16,6 @@ import io.gpumem.trace.io.SourceFormat;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.session.CompareRuns;
 import io.gpumem.trace.session.TraceSession;
-import io.gpumem.engine.RunOutcome;
 import io.gpumem.trace.window.WindowStart;
 import java.io.PrintWriter;
 import java.nio.file.Path;
@@ -49,8 +49,12 @@ public final class CompareCommand implements Callable<Integer> {
     @Mixin
     TraceFileOptions input;
 
-    /** The session of the last run (for tests that count what it read and rebuilt). */
-    TraceSession session;
+    private TraceSession session;
+
+    /** The session of the last run, {@code null} before one (tests count what it read and rebuilt). */
+    public TraceSession session() {
+        return session;
+    }
 
     @Option(names = {"-c", "--config"}, paramLabel = "CONF",
             description = "A configuration to compare, e.g. expandable_segments:True or max_split_size_mb:128 (repeatable).")

@@ -2,8 +2,10 @@ package io.gpumem.trace.session;
 
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.config.ConfigException;
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.history.MemorySnapshot;
 import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.trace.analysis.MemoryState;
@@ -11,7 +13,6 @@ import io.gpumem.trace.analysis.SnapshotStates;
 import io.gpumem.trace.analysis.TraceWhatIf;
 import io.gpumem.trace.analysis.WhatIf;
 import io.gpumem.trace.io.ReadLimits;
-import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
@@ -19,7 +20,6 @@ import io.gpumem.trace.replay.ProgressListener;
 import io.gpumem.trace.replay.WhatIfReplay;
 import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowRebuilder;
-import io.gpumem.engine.RunOutcome;
 import io.gpumem.trace.window.WindowStart;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -223,7 +223,13 @@ public final class TraceSession {
      * @param compare  whether to run the compare runs (when the analysis wants them)
      */
     public DeviceAnalysis analyze(int device, Integer at, long capacity, int top, boolean compare) {
-        return DeviceAnalysis.of(trace, device, at, capacity, top, compare, usable -> whatIf(device, usable));
+        return analyze(device, at, capacity, top, compare, List.of());
+    }
+
+    /** As {@link #analyze(int, Integer, long, int, boolean)}, the recommender also trying {@code policies}. */
+    public DeviceAnalysis analyze(int device, Integer at, long capacity, int top, boolean compare,
+                                  List<PolicySpec> policies) {
+        return DeviceAnalysis.of(trace, device, at, capacity, top, compare, usable -> whatIf(device, usable), policies);
     }
 
     /**
