@@ -6,7 +6,7 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.locks.LockSupport;
 
 /**
- * The allocator's mutex: reentrant (a trace tracker or context supplier may call back into the allocator, as
+ * The allocators' mutex (the exact allocator's, and the policies' in {@code io.gpumem.policy}): reentrant (a trace tracker or context supplier may call back into the allocator, as
  * PyTorch's recursive mutex allows), not fair, and built for the case that dominates, one thread taking it
  * uncontended twice per malloc+free pair.
  *
@@ -26,7 +26,7 @@ import java.util.concurrent.locks.LockSupport;
  * <p>Invariants: {@code owner != null} exactly while some thread holds the lock; {@code holds} is the number of
  * reentrant acquisitions beyond the first and is touched only by the owner.
  */
-final class AllocatorLock {
+public final class AllocatorLock {
     private static final VarHandle OWNER;
     private static final VarHandle WAITERS;
     private static final int SPINS = 100;
@@ -50,7 +50,8 @@ final class AllocatorLock {
     private volatile int waiters;
     private final ConcurrentLinkedQueue<Thread> parked = new ConcurrentLinkedQueue<>();
 
-    void lock() {
+    /** Acquires the lock (again, when this thread holds it already); not interruptible. */
+    public void lock() {
         Thread t = Thread.currentThread();
         if (!OWNER.compareAndSet(this, (Thread) null, t)) {
             lockSlow(t);
@@ -89,7 +90,8 @@ final class AllocatorLock {
         }
     }
 
-    void unlock() {
+    /** Releases one acquisition; throws {@link IllegalMonitorStateException} when this thread does not hold it. */
+    public void unlock() {
         if ((Thread) OWNER.getOpaque(this) != Thread.currentThread()) {
             throw new IllegalMonitorStateException("the allocator lock is not held by this thread");
         }

@@ -6,8 +6,9 @@ import io.gpumem.stats.MemoryStats;
 
 /**
  * The one interface every GPU memory allocator implements, exact or not: PyTorch's caching allocator
- * ({@link CachingAllocator}) or an alternative placement policy (named in {@code io.gpumem.policy.PolicyRegistry}). Addresses, sizes and streams are plain
- * {@code long}s as in {@link Device}, so the per-call path stays free of allocations.
+ * ({@link CachingAllocator}) or an alternative placement policy (named in {@code io.gpumem.policy.PolicyRegistry}).
+ * Addresses, sizes and streams are plain {@code long}s as in {@link Device}, so the per-call path stays free of
+ * allocations.
  *
  * <h2>Contract</h2>
  * <ul>

@@ -26,6 +26,11 @@ import java.util.Map;
  * The plan adapts: an iteration with fallbacks is recorded again and re-planned into a fresh plan region (blocks of
  * the old plan finish where they are).
  *
+ * <p>Thread safety: the stitch allocator's lock guards both: every public method takes it (a malloc once, around
+ * the plan lookup, the placement and the recording), and a step boundary plans under it. Concurrent requests get
+ * positions in the order they take the lock, so a plan made from one thread's order fits another order only by
+ * chance; the allocator stays correct either way, it just falls back more.
+ *
  * <p>Design notes: policies.md §3 (serving §3.2, profiles §3.4, adapting §3.5, limitations §3.8).
  */
 public final class PlannedAllocator implements GpuAllocator {
@@ -207,6 +212,15 @@ public final class PlannedAllocator implements GpuAllocator {
         if (size <= 0) {
             return memory.malloc(size, stream);        // 0 for a zero-byte request, the error for a negative one
         }
+        memory.lock.lock();
+        try {
+            return mallocLocked(size, stream);
+        } finally {
+            memory.lock.unlock();
+        }
+    }
+
+    private long mallocLocked(long size, long stream) {
         long rounded = StitchAllocator.roundSize(size);
         int k = position++;
         long ptr;
@@ -214,7 +228,7 @@ public final class PlannedAllocator implements GpuAllocator {
             ptr = memory.mallocFixed(region, plannedOffset[k], rounded, size, stream);
             plannedServed++;
         } else {
-            ptr = memory.malloc(size, stream);
+            ptr = memory.mallocLocked(size, stream);
             boolean unplanned = k < plannedSize.length && plannedSize[k] == 0;
             if (!record && !unplanned) {
                 fallbacks++;
@@ -243,13 +257,20 @@ public final class PlannedAllocator implements GpuAllocator {
 
     @Override
     public void free(long ptr) {
-        memory.free(ptr);
-        if (record) {
-            Integer k = recPosition.remove(ptr);
-            if (k != null) {
-                recUpper[k] = clock;
+        memory.lock.lock();
+        try {
+            if (ptr != 0) {
+                memory.freeLocked(ptr);
             }
-            clock++;
+            if (record) {
+                Integer k = recPosition.remove(ptr);
+                if (k != null) {
+                    recUpper[k] = clock;
+                }
+                clock++;
+            }
+        } finally {
+            memory.lock.unlock();
         }
     }
 
@@ -270,11 +291,17 @@ public final class PlannedAllocator implements GpuAllocator {
      */
     @Override
     public MemoryStats stats() {
-        return memory.statsBuilder()
-                .extra("num_planned_requests", plannedServed)
-                .extra("num_fallback_requests", fallbacks)
-                .extra("num_plans", replans + (profileIterations == 0 ? 1 : 0))
-                .build();
+        MemoryStats.Builder figures;
+        memory.lock.lock();
+        try {
+            figures = memory.statsBuilder()
+                    .extra("num_planned_requests", plannedServed)
+                    .extra("num_fallback_requests", fallbacks)
+                    .extra("num_plans", replans + (profileIterations == 0 ? 1 : 0));
+        } finally {
+            memory.lock.unlock();
+        }
+        return figures.build();
     }
 
     @Override

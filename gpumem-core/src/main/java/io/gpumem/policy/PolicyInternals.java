@@ -12,6 +12,7 @@ import java.util.function.Supplier;
  * The {@link GpuAllocatorInternals} of the policies built on a {@link StitchAllocator} (stitch itself, and planned,
  * whose plan region and fallback share one): history goes to the stitch allocator's {@link PolicyHistory}, the
  * invariant check to {@link StitchInvariants}, and a step boundary to whatever the policy on top does with it.
+ * Each runs under the stitch allocator's lock, like the allocator's own methods.
  */
 final class PolicyInternals implements GpuAllocatorInternals {
     private final StitchAllocator memory;
@@ -24,26 +25,37 @@ final class PolicyInternals implements GpuAllocatorInternals {
 
     @Override
     public void recordHistory(HistoryOptions options) {
-        memory.history().configure(Objects.requireNonNull(options, "options"));
+        Objects.requireNonNull(options, "options");
+        underLock(() -> memory.history().configure(options));
     }
 
     @Override
     public void setContextSupplier(Supplier<List<Frame>> frames) {
-        memory.history().setFrames(frames);
+        underLock(() -> memory.history().setFrames(frames));
     }
 
     @Override
     public void setClock(LongSupplier timeMicros) {
-        memory.history().setClock(Objects.requireNonNull(timeMicros, "timeMicros"));
+        Objects.requireNonNull(timeMicros, "timeMicros");
+        underLock(() -> memory.history().setClock(timeMicros));
     }
 
     @Override
     public void checkInvariants() {
-        memory.checkInvariants();
+        underLock(memory::checkInvariants);
     }
 
     @Override
     public void stepBoundary() {
-        onStepBoundary.run();
+        underLock(onStepBoundary);
+    }
+
+    private void underLock(Runnable action) {
+        memory.lock.lock();
+        try {
+            action.run();
+        } finally {
+            memory.lock.unlock();
+        }
     }
 }

@@ -1,27 +1,22 @@
 package io.gpumem.policy;
 
 import io.gpumem.alloc.AddressTable;
+import io.gpumem.alloc.AllocatorLock;
 import io.gpumem.alloc.BlockTree;
 import io.gpumem.alloc.GpuAllocator;
 import io.gpumem.alloc.GpuAllocatorInternals;
-import io.gpumem.alloc.Pool;
 import io.gpumem.device.Device;
-import io.gpumem.history.BlockInfo;
 import io.gpumem.history.Frame;
 import io.gpumem.history.HistoryOptions.Context;
 import io.gpumem.history.TraceAction;
-import io.gpumem.history.BlockState;
 import io.gpumem.history.MemorySnapshot;
-import io.gpumem.history.SegmentInfo;
 import io.gpumem.stats.MemoryStats;
 import io.gpumem.stats.StatKind;
 import io.gpumem.stats.StatType;
 import io.gpumem.oom.OomReport;
 import io.gpumem.oom.OutOfMemoryException;
 import java.util.ArrayList;
-import java.util.IdentityHashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.TreeMap;
 
 /**
@@ -51,11 +46,17 @@ import java.util.TreeMap;
  * bytes equal the mapped pages, allocated bytes the live blocks' sizes. Fixed-offset arenas
  * ({@link PlannedAllocator}'s plan region) keep the page accounting but no tiling: their blocks are placed by the
  * caller and checked not to overlap. malloc and free allocate nothing unless history is recorded
- * ({@link GpuAllocatorInternals#recordHistory}: trace entries and the stacks of live blocks, as the exact allocator keeps them).
+ * ({@link GpuAllocatorInternals#recordHistory}: trace entries and the stacks of live blocks, as the exact
+ * allocator keeps them).
+ *
+ * <p>Thread safety: one {@link AllocatorLock} per allocator, as the exact allocator has: every public method (and
+ * every method of {@link #internals()}) takes it, so calls from several threads behave as some order of the same
+ * calls from one; uncontended it costs one compare-and-set and one release store per call, and allocates nothing.
+ * A {@link PlannedAllocator} shares its stitch allocator's lock.
  *
  * <p>Design notes: policies.md §2 (layout §2.1, placement §2.2, pinning §2.3, stitching §2.4, invariants §2.9).
  */
-public class StitchAllocator implements GpuAllocator {
+public final class StitchAllocator implements GpuAllocator {
 
     /** Requests up to this size go to the small arenas (PyTorch's small-pool limit), so they do not pin big pages. */
     static final long SMALL_LIMIT = 1L << 20;
@@ -96,6 +97,11 @@ public class StitchAllocator implements GpuAllocator {
     private long bytesAllocatedTotal;
     private long bytesFreedTotal;
     private boolean closed;
+    /**
+     * Taken by every public method, and by {@link PlannedAllocator} around its own bookkeeping (it shares this
+     * allocator's state); the package-private {@code ...Locked} methods and {@link #mallocFixed} expect it held.
+     */
+    final AllocatorLock lock = new AllocatorLock();
     private final PolicyHistory history = new PolicyHistory();
     private final GpuAllocatorInternals internals = new PolicyInternals(this, () -> { });
     /** The stack of the request being served (null unless history keeps stacks), for its map and unmap entries. */
@@ -250,6 +256,19 @@ public class StitchAllocator implements GpuAllocator {
         if (size < 0) {
             throw new IllegalArgumentException("negative size " + size);
         }
+        lock.lock();
+        try {
+            return mallocLocked(size, stream);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** {@link #malloc} for a caller holding {@link #lock} (the planned policy's fallback). */
+    long mallocLocked(long size, long stream) {
+        if (size < 0) {
+            throw new IllegalArgumentException("negative size " + size);
+        }
         if (closed) {
             throw new IllegalStateException("allocator is closed");
         }
@@ -276,7 +295,10 @@ public class StitchAllocator implements GpuAllocator {
         throw outOfMemory(size, rounded, stream, context);
     }
 
-    /** Serves a block at {@code offset} of a fixed arena (the caller guarantees it overlaps no live block there). */
+    /**
+     * Serves a block at {@code offset} of a fixed arena (the caller holds {@link #lock} and guarantees the block
+     * overlaps no live block there).
+     */
     long mallocFixed(Arena a, long offset, long rounded, long requested, long stream) {
         List<Frame> context = history.gather(Context.STATE);
         requestContext = context;
@@ -564,6 +586,16 @@ public class StitchAllocator implements GpuAllocator {
         if (ptr == 0) {
             return;
         }
+        lock.lock();
+        try {
+            freeLocked(ptr);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** {@link #free} of a non-null pointer, for a caller holding {@link #lock}. */
+    void freeLocked(long ptr) {
         StitchBlock b = live.remove(ptr);
         if (b == null) {
             throw new IllegalArgumentException("invalid device pointer: 0x" + Long.toHexString(ptr));
@@ -589,6 +621,15 @@ public class StitchAllocator implements GpuAllocator {
 
     @Override
     public void recordStream(long ptr, long stream) {
+        lock.lock();
+        try {
+            recordStreamLocked(ptr, stream);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    private void recordStreamLocked(long ptr, long stream) {
         StitchBlock b = live.get(ptr);
         if (b == null) {
             throw new IllegalArgumentException("invalid device pointer: 0x" + Long.toHexString(ptr));
@@ -698,6 +739,15 @@ public class StitchAllocator implements GpuAllocator {
      */
     @Override
     public void emptyCache() {
+        lock.lock();
+        try {
+            emptyCacheLocked();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    private void emptyCacheLocked() {
         requestContext = history.gather(Context.ALL);
         processPendingFrees(true);
         for (Arena a : arenas) {
@@ -731,9 +781,17 @@ public class StitchAllocator implements GpuAllocator {
                 device.totalMemory(), device.freeMemory(), -1, allocated, reservedBytes(), List.of(), false));
     }
 
+    /** The figures are read under the lock; the value is built after it is released. */
     @Override
     public MemoryStats stats() {
-        return statsBuilder().build();
+        MemoryStats.Builder figures;
+        lock.lock();
+        try {
+            figures = statsBuilder();
+        } finally {
+            lock.unlock();
+        }
+        return figures.build();
     }
 
     /**
@@ -742,7 +800,7 @@ public class StitchAllocator implements GpuAllocator {
      * physical handles created and released), plus {@code num_stitched_pages} (pages unmapped from a cache to make
      * room) and {@code num_dropped_mappings} (multi-page mappings dropped because a block covered part of one).
      */
-    MemoryStats.Builder statsBuilder() {
+    MemoryStats.Builder statsBuilder() { // caller holds the lock
         return MemoryStats.builder()
                 .stat(StatKind.ALLOCATED_BYTES, StatType.ALL,
                         new MemoryStats.Stat(allocated, peakAllocated, bytesAllocatedTotal, bytesFreedTotal))
@@ -759,60 +817,17 @@ public class StitchAllocator implements GpuAllocator {
     }
 
     /**
-     * The state as PyTorch snapshot segments: one segment per run of mapped pages of an arena, its blocks the
-     * allocated or pending blocks inside it (with their requests' stacks) and the free space between them; the
+     * The state as PyTorch snapshot segments ({@link StitchSnapshot}): one segment per run of mapped pages; the
      * trace is the recorded history ({@link GpuAllocatorInternals#recordHistory}), empty unless history is on.
      */
     @Override
     public MemorySnapshot snapshot() {
-        List<SegmentInfo> segments = new ArrayList<>();
-        IdentityHashMap<Arena, TreeMap<Long, StitchBlock>> held = new IdentityHashMap<>();
-        for (StitchBlock b : liveBlocks()) {
-            held.computeIfAbsent(b.arena, x -> new TreeMap<>()).put(b.ptr, b);
+        lock.lock();
+        try {
+            return StitchSnapshot.of(this);
+        } finally {
+            lock.unlock();
         }
-        for (StitchBlock b : pendingFrees) {
-            held.computeIfAbsent(b.arena, x -> new TreeMap<>()).put(b.ptr, b);
-        }
-        for (Arena a : arenas) {
-            TreeMap<Long, StitchBlock> inArena = held.getOrDefault(a, new TreeMap<>());
-            int p = 0;
-            while (p < a.handle.length) {
-                if (a.handle[p] == 0) {
-                    p++;
-                    continue;
-                }
-                int q = p;
-                while (q < a.handle.length && a.handle[q] != 0) {
-                    q++;
-                }
-                long start = a.base + (long) p * page;
-                long end = a.base + (long) q * page;
-                List<BlockInfo> blocks = new ArrayList<>();
-                long at = start;
-                long alloc = 0;
-                long active = 0;
-                for (StitchBlock b : inArena.subMap(start, end).values()) {
-                    if (b.ptr > at) {
-                        blocks.add(new BlockInfo(at, b.ptr - at, 0, BlockState.INACTIVE, List.of()));
-                    }
-                    boolean pending = live.get(b.ptr) != b;
-                    blocks.add(new BlockInfo(b.ptr, b.size, b.requested, pending ? BlockState.ACTIVE_PENDING_FREE
-                            : BlockState.ACTIVE_ALLOCATED, b.frames == null ? List.of() : b.frames));
-                    alloc += pending ? 0 : b.size;
-                    active += b.size;
-                    at = b.ptr + b.size;
-                }
-                if (at < end) {
-                    blocks.add(new BlockInfo(at, end - at, 0, BlockState.INACTIVE, List.of()));
-                }
-                Pool pool = Pool.LARGE;
-                segments.add(new SegmentInfo(device.index(), start, end - start, alloc, active, active,
-                        Math.max(0, a.stream), pool, true, List.of(), blocks));
-                p = q;
-            }
-        }
-        segments.sort((x, y) -> Long.compareUnsigned(x.address(), y.address()));
-        return new MemorySnapshot(segments, List.of(history.entries()), Map.of("policy", NAME));
     }
 
     /** History recording, its stacks and clock, the invariant check (none of them on the hot path). */
@@ -828,9 +843,14 @@ public class StitchAllocator implements GpuAllocator {
 
     @Override
     public void close() {
-        if (!closed) {
-            emptyCache();
-            closed = true;
+        lock.lock();
+        try {
+            if (!closed) {
+                emptyCacheLocked();
+                closed = true;
+            }
+        } finally {
+            lock.unlock();
         }
     }
 
@@ -847,6 +867,11 @@ public class StitchAllocator implements GpuAllocator {
 
     long reservedBytes() {
         return mappedPages * page;
+    }
+
+    /** Whether {@code b} is allocated (not free, not waiting on stream events). */
+    boolean isLive(StitchBlock b) {
+        return live.get(b.ptr) == b;
     }
 
     /** The allocated blocks (a fresh list, any order). */

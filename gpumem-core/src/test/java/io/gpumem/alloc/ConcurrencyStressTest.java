@@ -2,11 +2,17 @@ package io.gpumem.alloc;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.SimulatedDevice;
+import io.gpumem.history.MemorySnapshot;
+import io.gpumem.plan.LifetimeProblem;
+import io.gpumem.policy.PolicyRegistry;
+import io.gpumem.policy.PolicySpec;
+import io.gpumem.policy.StreamFacts;
+import io.gpumem.stats.MemoryStats;
+import io.gpumem.stats.MemorySummary;
+import io.gpumem.stats.StatKind;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CountDownLatch;
@@ -15,15 +21,19 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.stream.Stream;
 import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.ValueSource;
+import org.junit.jupiter.params.provider.MethodSource;
 
 /**
- * Stress of the allocator's lock and facade (issue 12): 16 workers on 4 streams allocate mixed sizes (small pool,
- * large pool, above the split limit), hand a third of their blocks to other workers to free, record blocks on other
- * streams, while one thread empties the cache and one reads stats, summaries and snapshots all the time. Every
- * reading must be self-consistent; at the end the invariant checker passes and every block is accounted for:
- * mallocs equal frees, nothing is allocated, and after {@code emptyCache} nothing is reserved or held on the device.
+ * Stress of every registered policy's lock and facade (issues 12 and 18), through {@link GpuAllocator} only, so a
+ * newly registered policy is covered without a line here: 16 workers on 4 streams allocate mixed sizes (small
+ * pool, large pool, above the split limit), hand a third of their blocks to other workers to free, record blocks
+ * on other streams, while one thread empties the cache (and now and then marks a step boundary) and one reads
+ * stats, summaries and snapshots all the time. Every reading must be self-consistent; at the end the invariant
+ * checker passes and every block is accounted for: mallocs equal frees, nothing is allocated, and after
+ * {@code emptyCache} nothing is reserved or held on the device. The exact allocator also runs under two more
+ * configurations (split limit with garbage collection, expandable segments).
  */
 class ConcurrencyStressTest {
 
@@ -39,13 +49,30 @@ class ConcurrencyStressTest {
         };
     }
 
+    /** Every registered policy without options, then the exact allocator under two more configurations. */
+    static Stream<String> policies() {
+        return Stream.concat(PolicyRegistry.names().stream(), Stream.of(
+                PolicyRegistry.EXACT + ":max_split_size_mb:40,garbage_collection_threshold:0.7",
+                PolicyRegistry.EXACT + ":expandable_segments:True"));
+    }
+
+    /**
+     * An allocator of any policy, told the stream marks steps and offered a small profile, so that a policy which
+     * plans can be made as well.
+     */
+    static GpuAllocator create(String policy, SimulatedDevice dev) {
+        LifetimeProblem profile = new LifetimeProblem(new long[] {0, 1}, new long[] {0, 1}, new long[] {2, 3},
+                new long[] {1L << 20, 4L << 20}, 512);
+        return PolicySpec.parse(policy).prepare(StreamFacts.of(true, () -> profile)).create(dev);
+    }
+
     @ParameterizedTest
-    @ValueSource(strings = {"", "max_split_size_mb:40,garbage_collection_threshold:0.7", "expandable_segments:True"})
-    void sixteenThreadsWithCrossThreadFreesEmptyCacheAndStatsReaders(String conf) throws Exception {
+    @MethodSource("policies")
+    void sixteenThreadsWithCrossThreadFreesEmptyCacheAndStatsReaders(String policy) throws Exception {
         long seed = System.nanoTime();
-        System.out.println("ConcurrencyStressTest conf='" + conf + "' seed=" + seed);
+        System.out.println("ConcurrencyStressTest policy='" + policy + "' seed=" + seed);
         SimulatedDevice dev = SimulatedDevice.builder().capacity(256L << 30).build();
-        CachingAllocator a = new CachingAllocator(dev, AllocatorConfig.parse(conf));
+        GpuAllocator a = create(policy, dev);
         long[] streams = {0, dev.createStream(), dev.createStream(), dev.createStream()};
         List<ConcurrentLinkedQueue<Long>> handoff = new ArrayList<>();
         for (int i = 0; i < WORKERS; i++) {
@@ -92,8 +119,13 @@ class ConcurrencyStressTest {
         }
         futures.add(pool.submit(() -> {
             start.await();
-            while (!done.get()) {
+            int boundaries = 0;
+            for (long n = 0; !done.get(); n++) {
                 a.emptyCache();
+                if (n % 64 == 63 && boundaries < 8) {
+                    a.internals().stepBoundary();       // a planning policy plans (or re-plans) here
+                    boundaries++;
+                }
                 Thread.onSpinWait();
             }
             return null;
@@ -102,14 +134,17 @@ class ConcurrencyStressTest {
         futures.add(pool.submit(() -> {
             start.await();
             while (!done.get()) {
-                Map<String, Long> s = a.stats().toPyTorchMap();
-                assertThat(s.get("allocated_bytes.all.current")).isLessThanOrEqualTo(s.get("active_bytes.all.current"));
-                assertThat(s.get("active_bytes.all.current")).isLessThanOrEqualTo(s.get("reserved_bytes.all.current"));
-                assertThat(s.get("allocation.all.current")).isEqualTo(
-                        s.get("allocation.all.allocated") - s.get("allocation.all.freed"));
+                MemoryStats s = a.stats();
+                assertThat(s.allocatedBytes()).isLessThanOrEqualTo(s.reservedBytes());
+                if (s.get(StatKind.ACTIVE_BYTES).peak() > 0) {       // a policy that tracks active blocks
+                    assertThat(s.allocatedBytes()).isLessThanOrEqualTo(s.get(StatKind.ACTIVE_BYTES).current());
+                    assertThat(s.get(StatKind.ACTIVE_BYTES).current()).isLessThanOrEqualTo(s.reservedBytes());
+                }
+                MemoryStats.Stat allocations = s.get(StatKind.ALLOCATION);
+                assertThat(allocations.current()).isEqualTo(allocations.allocated() - allocations.freed());
                 if (readings.incrementAndGet() % 64 == 0) {
-                    assertThat(a.memorySummary(true)).contains("PyTorch CUDA memory summary");
-                    var snap = a.snapshot();
+                    assertThat(MemorySummary.format(s.toPyTorchMap(), 0, true)).contains("PyTorch CUDA memory summary");
+                    MemorySnapshot snap = a.snapshot();
                     assertThat(snap.segments().stream().mapToLong(seg -> seg.totalSize()).sum())
                             .isEqualTo(snap.segments().stream().flatMap(seg -> seg.blocks().stream())
                                     .mapToLong(b -> b.size()).sum());
@@ -135,17 +170,17 @@ class ConcurrencyStressTest {
         pool.shutdown();
         System.out.println("ConcurrencyStressTest: " + mallocs.get() + " mallocs, " + readings.get() + " stats readings");
         a.internals().checkInvariants();
-        Map<String, Long> s = a.stats().toPyTorchMap();
+        MemoryStats s = a.stats();
         assertThat(frees.get()).isEqualTo(mallocs.get());
-        assertThat(s.get("allocation.all.allocated")).isEqualTo(mallocs.get());
-        assertThat(s.get("allocation.all.freed")).isEqualTo(mallocs.get());
-        assertThat(s.get("allocated_bytes.all.current")).isZero();
+        assertThat(s.get(StatKind.ALLOCATION).allocated()).isEqualTo(mallocs.get());
+        assertThat(s.get(StatKind.ALLOCATION).freed()).isEqualTo(mallocs.get());
+        assertThat(s.allocatedBytes()).isZero();
         assertThat(readings.get()).isPositive();
         dev.completeAllEvents();
         a.emptyCache();
         a.internals().checkInvariants();
-        assertThat(a.internals().pendingFreeBlocks()).isZero();
-        assertThat(a.reservedBytes()).isZero();
+        assertThat(a.snapshot().segments()).as("no block left, pending or not").isEmpty();
+        assertThat(a.stats().reservedBytes()).isZero();
         assertThat(dev.consumedBytes()).isZero();
     }
 }

@@ -8,12 +8,15 @@ import io.micrometer.core.instrument.Tag;
 import io.micrometer.core.instrument.Tags;
 import io.micrometer.core.instrument.binder.BaseUnits;
 import io.micrometer.core.instrument.binder.MeterBinder;
-import java.util.Map;
+import io.gpumem.stats.MemoryStats;
+import io.gpumem.stats.StatKind;
+import io.gpumem.stats.StatType;
 import java.util.function.Supplier;
+import java.util.function.ToLongFunction;
 
 /**
- * Micrometer meters for an allocator, read from its {@code memory_stats()} map (the PyTorch key names every
- * allocation policy reports, so the same binder serves the PyTorch-exact allocator and any other policy):
+ * Micrometer meters for an allocator, read from its {@link MemoryStats} (the figures every allocation policy
+ * reports, so the same binder serves the PyTorch-exact allocator and any other policy):
  *
  * <ul>
  *   <li>gauges {@code gpumem.allocator.allocated}, {@code .reserved}, {@code .active}, {@code .inactive.split}
@@ -25,24 +28,22 @@ import java.util.function.Supplier;
  * <p>Reads happen at scrape time only; one stats read serves every meter of a scrape (the map is kept for
  * {@link #REUSE_NANOS}). The registry holds the binder strongly (through its gauges), so binding and dropping it
  * is safe. The stats supplier must be callable from the scraping thread: {@link GpuAllocator#stats()} is (its
- * implementations are safe for concurrent use); a simulation that runs on one thread can instead hand over a
- * map it publishes (as {@code kv-sim --metrics-port} does).
+ * implementations are safe for concurrent use); a simulation that runs on one thread can instead hand over the
+ * stats it publishes (as {@code kv-sim --metrics-port} does).
  */
 public final class AllocatorMetrics implements MeterBinder {
     /** How long one stats map serves the meters of a scrape. */
     static final long REUSE_NANOS = 100_000_000L;
-    private static final String[] POOLS = {"all", "small_pool", "large_pool"};
-
-    private final Supplier<Map<String, Long>> stats;
+    private final Supplier<MemoryStats> stats;
     private final Tags tags;
-    private Map<String, Long> last;
+    private MemoryStats last;
     private long lastRead;
 
     /**
-     * @param stats the allocator's {@code memoryStats()} (PyTorch key names), or a published copy of it
+     * @param stats the allocator's {@link GpuAllocator#stats()}, or the last value published (null: none yet)
      * @param tags  tags for every meter (e.g. {@code device}, {@code policy})
      */
-    public AllocatorMetrics(Supplier<Map<String, Long>> stats, Iterable<Tag> tags) {
+    public AllocatorMetrics(Supplier<MemoryStats> stats, Iterable<Tag> tags) {
         this.stats = stats;
         this.tags = Tags.of(tags);
     }
@@ -52,46 +53,46 @@ public final class AllocatorMetrics implements MeterBinder {
      * its device index.
      */
     public static AllocatorMetrics of(GpuAllocator allocator) {
-        return new AllocatorMetrics(() -> allocator.stats().toPyTorchMap(),
+        return new AllocatorMetrics(allocator::stats,
                 Tags.of("device", Integer.toString(allocator.device().index())));
     }
 
     @Override
     public void bindTo(MeterRegistry registry) {
-        for (String pool : POOLS) {
-            gauge(registry, "gpumem.allocator.allocated", "allocated_bytes." + pool + ".current", pool,
-                    "Bytes in allocated blocks");
-            gauge(registry, "gpumem.allocator.reserved", "reserved_bytes." + pool + ".current", pool,
+        for (StatType pool : StatType.values()) {
+            gauge(registry, "gpumem.allocator.allocated", StatKind.ALLOCATED_BYTES, pool, "Bytes in allocated blocks");
+            gauge(registry, "gpumem.allocator.reserved", StatKind.RESERVED_BYTES, pool,
                     "Bytes in segments held from the device");
-            gauge(registry, "gpumem.allocator.active", "active_bytes." + pool + ".current", pool,
+            gauge(registry, "gpumem.allocator.active", StatKind.ACTIVE_BYTES, pool,
                     "Bytes in allocated blocks and blocks waiting on stream events");
-            gauge(registry, "gpumem.allocator.inactive.split", "inactive_split_bytes." + pool + ".current", pool,
+            gauge(registry, "gpumem.allocator.inactive.split", StatKind.INACTIVE_SPLIT_BYTES, pool,
                     "Free bytes in segments that also hold an active block (cannot be released)");
-            gauge(registry, "gpumem.allocator.requested", "requested_bytes." + pool + ".current", pool,
+            gauge(registry, "gpumem.allocator.requested", StatKind.REQUESTED_BYTES, pool,
                     "Bytes callers asked for, unrounded");
         }
-        counter(registry, "gpumem.allocator.device.allocs", "num_device_alloc", "Device allocations (cudaMalloc, map)");
-        counter(registry, "gpumem.allocator.device.frees", "num_device_free", "Device frees (cudaFree, unmap)");
-        counter(registry, "gpumem.allocator.retries", "num_alloc_retries", "Allocations that freed the cache and retried");
-        counter(registry, "gpumem.allocator.ooms", "num_ooms", "Out-of-memory errors");
+        counter(registry, "gpumem.allocator.device.allocs", MemoryStats::numDeviceAlloc,
+                "Device allocations (cudaMalloc, map)");
+        counter(registry, "gpumem.allocator.device.frees", MemoryStats::numDeviceFree, "Device frees (cudaFree, unmap)");
+        counter(registry, "gpumem.allocator.retries", MemoryStats::numAllocRetries,
+                "Allocations that freed the cache and retried");
+        counter(registry, "gpumem.allocator.ooms", MemoryStats::numOoms, "Out-of-memory errors");
     }
 
-    private void gauge(MeterRegistry registry, String name, String key, String pool, String description) {
-        Gauge.builder(name, this, m -> m.stat(key)).tags(tags).tag("pool", pool).baseUnit(BaseUnits.BYTES)
-                .description(description).strongReference(true).register(registry);
+    private void gauge(MeterRegistry registry, String name, StatKind kind, StatType pool, String description) {
+        Gauge.builder(name, this, m -> m.read(s -> s.get(kind, pool).current())).tags(tags).tag("pool", pool.key())
+                .baseUnit(BaseUnits.BYTES).description(description).strongReference(true).register(registry);
     }
 
-    private void counter(MeterRegistry registry, String name, String key, String description) {
-        FunctionCounter.builder(name, this, m -> m.stat(key)).tags(tags).description(description).register(registry);
+    private void counter(MeterRegistry registry, String name, ToLongFunction<MemoryStats> figure, String description) {
+        FunctionCounter.builder(name, this, m -> m.read(figure)).tags(tags).description(description).register(registry);
     }
 
-    private synchronized double stat(String key) {
+    private synchronized double read(ToLongFunction<MemoryStats> figure) {
         long now = System.nanoTime();
         if (last == null || now - lastRead > REUSE_NANOS) {
             last = stats.get();
             lastRead = now;
         }
-        Long v = last == null ? null : last.get(key);
-        return v == null ? Double.NaN : v;
+        return last == null ? Double.NaN : figure.applyAsLong(last);
     }
 }

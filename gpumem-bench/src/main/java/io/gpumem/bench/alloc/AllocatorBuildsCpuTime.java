@@ -1,6 +1,8 @@
 package io.gpumem.bench.alloc;
 
 import io.gpumem.bench.cputime.ThreadCpuTimer;
+import java.lang.invoke.MethodHandle;
+import java.lang.invoke.MethodHandles;
 import java.lang.reflect.Constructor;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
@@ -24,6 +26,11 @@ import java.util.List;
  * time. The paired figure, the median over rounds of (build k's ns per pair / the first build's in the same
  * round), cancels most of what the machine does between rounds. A stream that a build does not know is skipped.
  *
+ * <p>Then the same for each allocation policy on {@link PolicyPairBench}'s two workloads (the stress mix and the
+ * recorded lm2.7b cycle, one malloc+free pair per call), for {@code pytorch} and {@code stitch}: each build's
+ * benchmark object is set up as JMH would and its method called in batches of {@value #CALLS_PER_PASS}. The call
+ * goes through a method handle, a few ns that every build pays alike.
+ *
  * <p>Run: {@code java -XX:+UseSerialGC -Xmx2g -cp gpumem-bench/target/benchmarks.jar
  * io.gpumem.bench.alloc.AllocatorBuildsCpuTime ROUNDS MILLIS BEFORE.jar AFTER.jar...} from the project root
  * (copy the "before" jar aside before rebuilding; traces from {@code -Dgpumem.traces.dir}, default
@@ -31,16 +38,21 @@ import java.util.List;
  */
 public final class AllocatorBuildsCpuTime {
     private static final List<String> STREAMS = List.of("lm2.7b", "llama-offload", "rmm-random", "training-loop");
+    private static final List<String> POLICIES = List.of("pytorch", "stitch");
+    private static final List<String> POLICY_WORKLOADS = List.of("stressPair", "recordedTracePair");
+    private static final int CALLS_PER_PASS = 1024;
 
     private AllocatorBuildsCpuTime() {
     }
 
-    /** One build's replay of one stream, reached through its own class loader. */
-    private record Replay(Object replay, Method pass, int pairs) {
+    /** One build's replay of one stream (or batch of policy pairs), reached through its own class loader. */
+    private record Replay(Object replay, MethodHandle pass, int pairs, int callsPerRun) {
         void run() {
             try {
-                pass.invoke(replay);
-            } catch (IllegalAccessException | InvocationTargetException e) {
+                for (int i = 0; i < callsPerRun; i++) {
+                    pass.invoke(replay);
+                }
+            } catch (Throwable e) {
                 throw new IllegalStateException("replay failed", e);
             }
         }
@@ -79,6 +91,15 @@ public final class AllocatorBuildsCpuTime {
             }
             measure(stream, jars, replays, rounds, millis);
         }
+        for (String policy : POLICIES) {
+            for (String workload : POLICY_WORKLOADS) {
+                List<Replay> replays = new ArrayList<>();
+                for (ClassLoader l : loaders) {
+                    replays.add(policyPairs(l, policy, workload));
+                }
+                measure(policy + " " + workload, jars, replays, rounds, millis);
+            }
+        }
         System.out.println("(thread CPU time, " + rounds + " rounds of ~" + millis + " ms per build; load average at"
                 + " the end " + ThreadCpuTimer.loadAverage() + ")");
     }
@@ -108,7 +129,19 @@ public final class AllocatorBuildsCpuTime {
         make.setAccessible(true);
         Method pass = gpumem.getDeclaredMethod("pass");
         pass.setAccessible(true);
-        return new Replay(make.newInstance(requests), pass, (int) length.invoke(requests) / 2);
+        return new Replay(make.newInstance(requests), MethodHandles.lookup().unreflect(pass),
+                (int) length.invoke(requests) / 2, 1);
+    }
+
+    /** The build's {@link PolicyPairBench} for {@code policy}, set up, calling {@code workload} in batches. */
+    private static Replay policyPairs(ClassLoader loader, String policy, String workload)
+            throws ReflectiveOperationException {
+        Class<?> bench = loader.loadClass("io.gpumem.bench.alloc.PolicyPairBench");
+        Object state = bench.getConstructor().newInstance();
+        bench.getField("policy").set(state, policy);
+        bench.getMethod("setUp").invoke(state);
+        MethodHandle call = MethodHandles.lookup().unreflect(bench.getMethod(workload));
+        return new Replay(state, call, CALLS_PER_PASS, CALLS_PER_PASS);
     }
 
     private static void measure(String stream, List<Path> jars, List<Replay> replays, int rounds, long millis) {
@@ -136,7 +169,7 @@ public final class AllocatorBuildsCpuTime {
                 nsPerPair[k][round] = (double) (now - start) / (passes * r.pairs());
             }
         }
-        StringBuilder line = new StringBuilder(String.format("%-14s", stream));
+        StringBuilder line = new StringBuilder(String.format("%-26s", stream));
         for (int k = 0; k < n; k++) {
             double[] v = nsPerPair[k].clone();
             Arrays.sort(v);

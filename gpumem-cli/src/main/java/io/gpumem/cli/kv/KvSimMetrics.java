@@ -7,6 +7,7 @@ import io.gpumem.kvcache.sim.SimObserver;
 import io.gpumem.metrics.AllocatorMetrics;
 import io.gpumem.metrics.KvCacheMetrics;
 import io.gpumem.metrics.PrometheusEndpoint;
+import io.gpumem.stats.MemoryStats;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.Tags;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
@@ -14,7 +15,6 @@ import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 
 /**
@@ -35,7 +35,7 @@ final class KvSimMetrics implements SimObserver, AutoCloseable {
     private final List<CachingAllocator> allocators;
     private final List<KvCacheManager> managers = new ArrayList<>();
     private final AtomicReferenceArray<KvCacheStats> kv = new AtomicReferenceArray<>(MAX_INSTANCES);
-    private final AtomicReferenceArray<Map<String, Long>> allocatorStats = new AtomicReferenceArray<>(MAX_INSTANCES);
+    private final AtomicReferenceArray<MemoryStats> allocatorStats = new AtomicReferenceArray<>(MAX_INSTANCES);
     private volatile long steps;
     private volatile boolean running = true;
     private long lastPublish;
@@ -102,7 +102,7 @@ final class KvSimMetrics implements SimObserver, AutoCloseable {
     private void publish(int instance) {
         kv.set(instance, managers.get(instance).stats());
         if (instance < allocators.size()) {
-            allocatorStats.set(instance, allocators.get(instance).stats().toPyTorchMap());
+            allocatorStats.set(instance, allocators.get(instance).stats());
         }
     }
 
