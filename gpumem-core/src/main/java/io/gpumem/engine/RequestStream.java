@@ -12,6 +12,7 @@ import java.util.LinkedHashSet;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The one request stream every what-if source compiles into (trace windows, generated workloads, ops scripts,
@@ -46,9 +47,9 @@ public final class RequestStream {
     final int[] streamIndex;
     final int[] entry;
     /** Per-op site, or null when no op has one. */
-    final int[] site;
+    final int @Nullable [] site;
     /** Per-op time in microseconds, or null when the source has none. */
-    final long[] time;
+    final long @Nullable [] time;
     final long[] streams;
     final int length;
     final int startBlocks;

@@ -5,6 +5,7 @@ import io.gpumem.device.SimulatedDevice;
 import io.gpumem.oom.OomReport;
 import io.gpumem.policy.PolicyRegistry;
 import java.util.Objects;
+import org.jspecify.annotations.Nullable;
 
 /**
  * How one run of a {@link RequestStream} went on one policy (or configuration): a row of {@code gpumem compare},
@@ -29,9 +30,9 @@ public final class RunOutcome {
     private final double nsPerPair;
     private final int stepsCompleted;
     private final int failedOp;
-    private final OomReport oomReport;
-    private final GpuAllocator allocator;
-    private final SimulatedDevice device;
+    private final @Nullable OomReport oomReport;
+    private final @Nullable GpuAllocator allocator;
+    private final @Nullable SimulatedDevice device;
 
     private RunOutcome(Builder b) {
         this.label = Objects.requireNonNull(b.label, "label");
@@ -163,17 +164,17 @@ public final class RunOutcome {
     }
 
     /** The report of the failure a run stopped at, or null. */
-    public OomReport oomReport() {
+    public @Nullable OomReport oomReport() {
         return oomReport;
     }
 
     /** The allocator in its final state when the run was asked to keep it (snapshots, analysis), else null. */
-    public GpuAllocator allocator() {
+    public @Nullable GpuAllocator allocator() {
         return allocator;
     }
 
     /** The device of {@link #allocator}, or null. */
-    public SimulatedDevice device() {
+    public @Nullable SimulatedDevice device() {
         return device;
     }
 
@@ -225,9 +226,9 @@ public final class RunOutcome {
         private double nsPerPair;
         private int stepsCompleted;
         private int failedOp = -1;
-        private OomReport oomReport;
-        private GpuAllocator allocator;
-        private SimulatedDevice device;
+        private @Nullable OomReport oomReport;
+        private @Nullable GpuAllocator allocator;
+        private @Nullable SimulatedDevice device;
 
         private Builder() {
         }
@@ -307,7 +308,7 @@ public final class RunOutcome {
             return this;
         }
 
-        public Builder oomReport(OomReport v) {
+        public Builder oomReport(@Nullable OomReport v) {
             oomReport = v;
             return this;
         }

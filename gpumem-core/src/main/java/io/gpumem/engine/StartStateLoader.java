@@ -11,7 +11,9 @@ import java.util.HashMap;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.function.LongUnaryOperator;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Loads a start state (segments with their blocks, as a trace window's rebuilt start holds them) into a fresh
@@ -45,7 +47,7 @@ public final class StartStateLoader {
      * @param streams the device's stream for each recorded stream handle
      */
     public static long[] load(SegmentRestorer allocator, Device device, List<SegmentInfo> start,
-                              RecordedAddresses oracle, boolean asClassic, LongUnaryOperator streams) {
+                              @Nullable RecordedAddresses oracle, boolean asClassic, LongUnaryOperator streams) {
         long[] shifts = new long[start.size()];
         Map<SegmentInfo, Integer> index = new IdentityHashMap<>();
         Map<List<Long>, List<SegmentInfo>> expandableGroups = new HashMap<>();
@@ -118,7 +120,7 @@ public final class StartStateLoader {
                     Math.max(reservation, cursor - first.address()), streams.applyAsLong(first.stream()), first.pool(),
                     true, blocks);
             for (SegmentInfo run : runs) {
-                shifts[index.get(run)] = base - first.address();
+                shifts[Objects.requireNonNull(index.get(run))] = base - first.address();
             }
         }
         return shifts;

@@ -22,6 +22,7 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.LongSupplier;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The one runner of the what-if layer: plays a {@link RequestStream} on an allocator made by a
@@ -240,7 +241,7 @@ public final class StreamRunner {
         long nanos;
         int stepsCompleted;
         int failedOp = -1;
-        OutOfMemoryException firstOom;
+        @Nullable OutOfMemoryException firstOom;
 
         RunOutcome.Builder outcome(long capacity, int pairs) {
             return RunOutcome.builder().capacity(capacity).peakAllocated(peakAllocated).peakReserved(peakReserved)
@@ -312,7 +313,7 @@ public final class StreamRunner {
         return c.ooms == 0;
     }
 
-    private void playAll(Replay r, Counters c, Options options, long[] consumedAfter) {
+    private void playAll(Replay r, Counters c, Options options, long @Nullable [] consumedAfter) {
         long t0 = System.nanoTime();
         play(r, stream.length, c, options.stopAtFirstOom, consumedAfter);
         c.nanos = System.nanoTime() - t0;
@@ -363,9 +364,9 @@ public final class StreamRunner {
         final PreparedPolicy policy;
         final Options options;
         final Counters unlimited;
-        final CapacityProbes probes;
+        final @Nullable CapacityProbes probes;
 
-        Search(PreparedPolicy policy, Options options, Counters unlimited, CapacityProbes probes) {
+        Search(PreparedPolicy policy, Options options, Counters unlimited, @Nullable CapacityProbes probes) {
             this.policy = policy;
             this.options = options;
             this.unlimited = unlimited;
@@ -385,7 +386,7 @@ public final class StreamRunner {
      */
     private Search unlimited(PreparedPolicy policy, Options.Builder options, long roomy, int doublings) {
         Options o = options.capacity(roomy).recordHistory(false).keepAllocator(false).build();
-        long[] consumedAfter = null;
+        long @Nullable [] consumedAfter = null;
         Counters unlimited = new Counters();
         Replay u = begin(policy, o);
         if (u != null && prefixReuse && u.allocator instanceof ForkableAllocator f && !f.capacityShapesDecisions()) {
@@ -407,13 +408,13 @@ public final class StreamRunner {
                 playAll(u, unlimited, o, consumedAfter);
             }
         }
-        CapacityProbes probes = consumedAfter != null && unlimited.ooms == 0 && unlimited.refusedForMemory == 0
+        @Nullable CapacityProbes probes = consumedAfter != null && unlimited.ooms == 0 && unlimited.refusedForMemory == 0
                 ? new CapacityProbes(this, policy, o, consumedAfter) : null;
         return new Search(policy, o, unlimited, probes);
     }
 
     /** A replay positioned at the stream's first op, or null when the allocator or the start state does not fit. */
-    Replay begin(PreparedPolicy policy, Options options) {
+    @Nullable Replay begin(PreparedPolicy policy, Options options) {
         replaysBegun.incrementAndGet();
         SimulatedDevice dev = SimulatedDevice.builder().capacity(options.capacity).heldOutside(options.heldOutside)
                 .build();
@@ -441,7 +442,7 @@ public final class StreamRunner {
         if (start.isEmpty()) {
             return r;
         }
-        SegmentRestorer restorer = options.restoreStartLayout && allocator.internals() instanceof SegmentRestorer sr
+        @Nullable SegmentRestorer restorer = options.restoreStartLayout && allocator.internals() instanceof SegmentRestorer sr
                 ? sr : null;
         if (restorer != null) {
             long[] shifts;
@@ -493,7 +494,7 @@ public final class StreamRunner {
      * with {@code stopAtOom} returns at the first. With {@code consumedAfter} non-null, stores the device's
      * consumed bytes after each op in it (the trajectory the capacity search reuses).
      */
-    void play(Replay r, int end, Counters out, boolean stopAtOom, long[] consumedAfter) {
+    void play(Replay r, int end, Counters out, boolean stopAtOom, long @Nullable [] consumedAfter) {
         RequestStream rs = stream;
         GpuAllocator allocator = r.allocator;
         long[] address = r.address;

@@ -78,8 +78,7 @@ class MetricsTest {
 
     @Test
     void kvMetricsServedDuringASimulationMatchItsReport() throws Exception {
-        SimConfig config = SimConfig.defaults().withRequests(150).withBlocks(200).withSeed(5)
-                .withPreemption(PreemptionMode.SWAP);
+        SimConfig config = SimConfig.builder().requests(150).blocks(200).seed(5).preemption(PreemptionMode.SWAP).build();
         SimulatedDevice device = SimulatedDevice.builder().capacity(ServingSimulator.deviceBytes(config) + 64 * MIB)
                 .backed(true).build();
         PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);

@@ -1,7 +1,9 @@
 package io.gpumem.cli.analysis;
 
+import io.gpumem.cli.options.AllocatorOptions;
 import io.gpumem.cli.options.TraceFileOptions;
 import io.gpumem.cli.report.HtmlOutput;
+import io.gpumem.policy.PolicySpec;
 import io.gpumem.report.HtmlReport;
 import io.gpumem.trace.analysis.AnalysisPrinter;
 import io.gpumem.size.ByteSize;
@@ -15,6 +17,7 @@ import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.session.TraceSession;
 import java.io.PrintWriter;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
@@ -64,6 +67,14 @@ public final class AnalyzeCommand implements Callable<Integer> {
     @Option(names = "--no-compare", description = "Skip the compare runs behind the recommendations.")
     boolean noCompare;
 
+    @Option(names = "--policy", paramLabel = "NAME[:OPTIONS]",
+            description = "An allocation policy for the recommender to try beside the configurations, as compare"
+                    + " --policy runs it (repeatable; default: none).")
+    List<String> policies = new ArrayList<>();
+
+    /** {@link #policies} parsed, before anything is read. */
+    private List<PolicySpec> policySpecs = List.of();
+
     @Option(names = "--html", paramLabel = "FILE",
             description = "Also write the analysis as a self-contained HTML report (as gpumem report does) to FILE.")
     Path html;
@@ -75,6 +86,7 @@ public final class AnalyzeCommand implements Callable<Integer> {
         if (top < 0) {
             throw new CommandLine.ParameterException(spec.commandLine(), "--top must be >= 0, got " + top);
         }
+        policySpecs = AllocatorOptions.policies(policies);
         TraceSession session = input.open(spec.commandLine().getErr());
         TraceSnapshot snapshot = session.trace();
         Path file = input.file();
@@ -118,7 +130,7 @@ public final class AnalyzeCommand implements Callable<Integer> {
             throw new CommandLine.ParameterException(spec.commandLine(), "--at " + at + " is outside device " + d
                     + "'s trace of " + file + " (" + trace.size() + " entries, 0.." + (trace.size() - 1) + ")");
         }
-        DeviceAnalysis result = session.analyze(d, at, capacityBytes, top, !noCompare);
+        DeviceAnalysis result = session.analyze(d, at, capacityBytes, top, !noCompare, policySpecs);
         long reserved = 0;
         for (var seg : result.analysis().state().segments()) {
             reserved += seg.totalSize();

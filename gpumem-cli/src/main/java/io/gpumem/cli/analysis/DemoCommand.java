@@ -2,6 +2,7 @@ package io.gpumem.cli.analysis;
 
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.config.ConfigException;
+import io.gpumem.cli.options.AllocatorOptions;
 import io.gpumem.cli.report.HtmlOutput;
 import io.gpumem.cli.options.OutputFile;
 import io.gpumem.policy.PolicySpec;
@@ -101,6 +102,11 @@ public final class DemoCommand implements Callable<Integer> {
     @Option(names = "--no-min-capacity", description = "Skip the minimum-capacity search (faster).")
     boolean noMinCapacity;
 
+    @Option(names = "--policy", paramLabel = "NAME[:OPTIONS]",
+            description = "An allocation policy for the recommender to try beside the configurations (repeatable;"
+                    + " default: none; the table shows every registered policy either way).")
+    List<String> policies = new ArrayList<>();
+
     @Option(names = "--snapshot", defaultValue = "gpumem-demo-snapshot.pickle", paramLabel = "FILE",
             description = "Where to write the default run's snapshot pickle (default: ${DEFAULT-VALUE}).")
     Path snapshot;
@@ -118,6 +124,7 @@ public final class DemoCommand implements Callable<Integer> {
                     + " must be below --capacity " + ByteSize.formatSigned(capacityBytes));
         }
         OutputFile.check("--snapshot", snapshot);
+        List<PolicySpec> policySpecs = AllocatorOptions.policies(policies);
         TrainingWorkload workload;
         try {
             workload = TrainingWorkload.builder().layers(layers).hidden(hidden).heads(heads).vocab(vocab)
@@ -148,7 +155,7 @@ public final class DemoCommand implements Callable<Integer> {
             rows.add(whatIf.run(conf));
         }
         for (String policy : WorkloadWhatIf.demoPolicies()) {
-            rows.add(whatIf.runPolicy(PolicySpec.parse(policy)));
+            rows.add(whatIf.run(PolicySpec.parse(policy)));
         }
         out.println("comparison (" + workload.settings().steps() + " steps on " + ByteSize.formatSigned(capacityBytes) + "):");
         AnalysisPrinter.printOutcomes(rows, out);
@@ -165,7 +172,7 @@ public final class DemoCommand implements Callable<Integer> {
         MemoryState state = AllocatorStates.capture(baseline.allocator(), baseline.label(), label, oom);
         StateAnalysis analysis = new StateAnalyzer().analyze(state);
         AnalysisPrinter.printState(analysis, out);
-        Recommender.Result recs = new Recommender().recommend(analysis, whatIf);
+        Recommender.Result recs = new Recommender().recommend(analysis, whatIf, policySpecs);
         AnalysisPrinter.printRecommendations(recs, out);
         if (spill) {
             out.println();

@@ -11,6 +11,7 @@ import io.gpumem.kvcache.tier.InMemoryRemoteStore;
 import io.gpumem.kvcache.tier.RemoteKvStore;
 import io.gpumem.kvcache.tier.TierStats;
 import io.gpumem.size.ByteSize;
+import io.gpumem.kvcache.KvCacheException;
 import io.gpumem.kvcache.hash.HashAlgorithm;
 import io.gpumem.kvcache.manager.PreemptionMode;
 import io.gpumem.kvcache.memory.KvMemory;
@@ -36,6 +37,7 @@ import java.util.function.IntFunction;
 import java.util.stream.Stream;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.concurrent.Callable;
 
 /**
@@ -78,7 +80,7 @@ public final class KvSimCommand implements Callable<Integer> {
     int maxModelLen;
     @Option(names = "--watermark", defaultValue = "0", description = "Admission watermark, fraction of blocks kept free; 0 = off (default: ${DEFAULT-VALUE})")
     double watermark;
-    @Option(names = "--swap-space", defaultValue = "67108864", description = "Host-tier bytes for swap preemption (default: ${DEFAULT-VALUE} = 64 MiB)")
+    @Option(names = "--swap-space", defaultValue = "67108864", description = "Host swap-space bytes for swap preemption (default: ${DEFAULT-VALUE} = 64 MiB)")
     long swapSpace;
     @Option(names = "--prefix-tokens", defaultValue = "341", description = "Shared prefix length of shared-prefix (default: ${DEFAULT-VALUE})")
     int prefixTokens;
@@ -139,12 +141,9 @@ public final class KvSimCommand implements Callable<Integer> {
     @Option(names = "--time-net-latency-us", defaultValue = "200", description = "Remote round trip per step that asks it, microseconds (default: ${DEFAULT-VALUE})")
     double netLatencyUs;
 
-    /** Most requests a run generates (all before it starts). */
-    static final int MAX_REQUESTS = 10_000_000;
-    /** Most model layers (the largest public models have under 200). */
-    static final int MAX_LAYERS = 1024;
-    /** Largest KV cache the simulated device is given. */
-    static final long MAX_KV_BYTES = 1L << 40;
+    /** The flag of each {@link SimConfig.Builder} setting whose flag is not its name in kebab case. */
+    private static final Map<String, String> FLAG_OF = Map.of("arrivalRate", "--rate", "victimPolicy", "--victim",
+            "swapSpaceBytes", "--swap-space", "hashAlgorithm", "--hash");
 
     @Override
     public Integer call() throws IOException {
@@ -272,55 +271,22 @@ public final class KvSimCommand implements Callable<Integer> {
             case "off" -> false;
             default -> throw bad("--prefix-caching must be on or off, got '" + prefixCaching + "'");
         };
-        positive("--requests", requests);
-        positive("--blocks", blocks);
-        positive("--block-size", blockSize);
-        positive("--token-budget", tokenBudget);
-        positive("--max-running", maxRunning);
-        positive("--max-model-len", maxModelLen);
-        positive("--layers", layers);
-        positive("--kv-heads", kvHeads);
-        positive("--head-size", headSize);
-        positive("--max-steps", maxSteps);
-        positive("--priority-levels", priorityLevels);
-        if (requests > MAX_REQUESTS) {
-            throw bad("--requests " + requests + " is over the limit of " + MAX_REQUESTS
-                    + " (every request is generated before the simulation starts)");
-        }
-        if (layers > MAX_LAYERS) {
-            throw bad("--layers " + layers + " is over the limit of " + MAX_LAYERS);
-        }
-        long kvBytes;
         try {
-            kvBytes = Math.multiplyExact(Math.multiplyExact(Math.multiplyExact(4L * blockSize, kvHeads),
-                    Math.multiplyExact((long) headSize, layers)), blocks);
-        } catch (ArithmeticException e) {
-            kvBytes = Long.MAX_VALUE;
+            return SimConfig.builder().settingNames(KvSimCommand::flag).workload(w).seed(seed).requests(requests)
+                    .arrivalRate(rate).blocks(blocks).blockSize(blockSize).prefixCaching(caching).preemption(p)
+                    .victimPolicy(v).tokenBudget(tokenBudget).maxRunning(maxRunning).lookahead(lookahead)
+                    .maxModelLen(maxModelLen).watermark(watermark).swapSpaceBytes(swapSpace)
+                    .prefixTokens(prefixTokens).hashAlgorithm(h).layers(layers).kvHeads(kvHeads).headSize(headSize)
+                    .maxSteps(maxSteps).priorityLevels(priorityLevels).build();
+        } catch (KvCacheException e) {
+            throw bad(e.getMessage());
         }
-        if (kvBytes > MAX_KV_BYTES) {
-            throw bad("the KV cache (--blocks x --block-size x --kv-heads x --head-size x --layers x 4 bytes) would"
-                    + " take " + (kvBytes == Long.MAX_VALUE ? "more than 8 EiB" : kvBytes + " bytes")
-                    + ", over the simulated device's limit of " + MAX_KV_BYTES + " bytes (1 TiB)");
-        }
-        if (!(rate > 0) || Double.isInfinite(rate)) {
-            throw bad("--rate must be a positive number, got " + rate);
-        }
-        if (!(watermark >= 0 && watermark < 1)) {
-            throw bad("--watermark must be in [0, 1), got " + watermark);
-        }
-        if (lookahead < 0 || swapSpace < 0 || prefixTokens < 0) {
-            throw bad("--lookahead, --swap-space and --prefix-tokens must not be negative");
-        }
-        if (blocks < 2 || (long) (blocks - 1) * blockSize < maxModelLen) {
-            throw bad("--blocks " + blocks + " of --block-size " + blockSize + " hold " + Math.max(0, (long) (blocks - 1) * blockSize)
-                    + " tokens, less than one request of --max-model-len " + maxModelLen + "; use at least "
-                    + ((maxModelLen + blockSize - 1) / blockSize + 1) + " blocks");
-        }
-        if (w == Workload.SHARED_PREFIX && prefixTokens >= maxModelLen - 2) {
-            throw bad("--prefix-tokens " + prefixTokens + " leaves no room under --max-model-len " + maxModelLen);
-        }
-        return new SimConfig(w, seed, requests, rate, blocks, blockSize, caching, p, v, tokenBudget, maxRunning, lookahead,
-                maxModelLen, watermark, swapSpace, prefixTokens, h, layers, kvHeads, headSize, maxSteps, priorityLevels);
+    }
+
+    /** The flag that sets a {@link SimConfig.Builder} setting: {@code blockSize} is {@code --block-size}. */
+    static String flag(String setting) {
+        String special = FLAG_OF.get(setting);
+        return special != null ? special : "--" + setting.replaceAll("([A-Z])", "-$1").toLowerCase(Locale.ROOT);
     }
 
     private <T> T parse(String option, Supplier<T> parser) {
@@ -344,8 +310,8 @@ public final class KvSimCommand implements Callable<Integer> {
     static String text(SimConfig c, SimReport r) {
         StringBuilder b = new StringBuilder();
         b.append(String.format(Locale.ROOT, "kv-sim workload=%s seed=%d blocks=%d block-size=%d prefix-caching=%s preemption=%s victim=%s%n",
-                c.workload().cliName(), c.seed(), c.blocks(), c.blockSize(), c.prefixCaching() ? "on" : "off",
-                c.preemption().name().toLowerCase(Locale.ROOT), c.victimPolicy().name().toLowerCase(Locale.ROOT).replace('_', '-')));
+                c.workload().cliName(), c.seed(), c.blocks(), c.blockSize(), c.cache().prefixCaching() ? "on" : "off",
+                c.scheduler().preemption().name().toLowerCase(Locale.ROOT), c.scheduler().victimPolicy().name().toLowerCase(Locale.ROOT).replace('_', '-')));
         line(b, "requests finished", r.requestsFinished() + " / " + r.requestsTotal());
         line(b, "steps", Long.toString(r.steps()));
         line(b, "tokens per step", f2(r.tokensPerStep()));
@@ -400,8 +366,8 @@ public final class KvSimCommand implements Callable<Integer> {
             g.writeNumberField("seed", c.seed());
             g.writeNumberField("blocks", c.blocks());
             g.writeNumberField("block_size", c.blockSize());
-            g.writeBooleanField("prefix_caching", c.prefixCaching());
-            g.writeStringField("preemption", c.preemption().name().toLowerCase(Locale.ROOT));
+            g.writeBooleanField("prefix_caching", c.cache().prefixCaching());
+            g.writeStringField("preemption", c.scheduler().preemption().name().toLowerCase(Locale.ROOT));
             figures(g, r);
             if (!r.instances().isEmpty()) {
                 g.writeArrayFieldStart("instances");

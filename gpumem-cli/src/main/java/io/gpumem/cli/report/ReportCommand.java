@@ -55,8 +55,9 @@ public final class ReportCommand implements Callable<Integer> {
     List<String> configs = new ArrayList<>();
 
     @Option(names = "--policy", paramLabel = "NAME[:OPTIONS]",
-            description = "An allocation policy to add to the what-if table, as compare --policy computes it (repeatable;"
-                    + " default: none): pytorch[:CONF], stitch, planned.")
+            description = "An allocation policy to add to the what-if table, as compare --policy computes it, and for the"
+                    + " recommender to try (repeatable; default: none): pytorch[:CONF], stitch, planned, or any"
+                    + " registered policy.")
     List<String> policies = new ArrayList<>();
 
     @Option(names = "--capacity", paramLabel = "SIZE",
@@ -65,6 +66,13 @@ public final class ReportCommand implements Callable<Integer> {
 
     @Option(names = "--device", paramLabel = "D", description = "Report only this device (default: every device in the file).")
     Integer device;
+
+    private TraceSession session;
+
+    /** The session of the last run, {@code null} before one (tests count what it read and rebuilt). */
+    public TraceSession session() {
+        return session;
+    }
 
     @Override
     public Integer call() {
@@ -82,6 +90,7 @@ public final class ReportCommand implements Callable<Integer> {
         List<PolicySpec> policySpecs = AllocatorOptions.policies(policies);
         Path file = input.file();
         TraceSession session = input.open(spec.commandLine().getErr());
+        this.session = session;
         List<Integer> devices = session.devices();
         if (device != null) {
             if (!devices.contains(device)) {
@@ -94,7 +103,7 @@ public final class ReportCommand implements Callable<Integer> {
         long started = System.nanoTime();
         HtmlReport report = new HtmlReport(file.toString());
         for (int d : devices) {
-            DeviceAnalysis analysis = session.analyze(d, null, capacityBytes, 5, true);
+            DeviceAnalysis analysis = session.analyze(d, null, capacityBytes, 5, true, policySpecs);
             List<RunOutcome> rows = new ArrayList<>(configRows(session, analysis, capacityBytes, err));
             rows.addAll(policyRows(session, analysis, capacity != null ? capacityBytes : null, policySpecs,
                     !rows.isEmpty(), err));

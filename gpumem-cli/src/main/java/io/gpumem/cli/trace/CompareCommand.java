@@ -51,8 +51,12 @@ public final class CompareCommand implements Callable<Integer> {
     @Mixin
     TraceFileOptions input;
 
-    /** The session of the last run (for tests that count what it read and rebuilt). */
-    TraceSession session;
+    private TraceSession session;
+
+    /** The session of the last run, {@code null} before one (tests count what it read and rebuilt). */
+    public TraceSession session() {
+        return session;
+    }
 
     @Option(names = {"-c", "--config"}, paramLabel = "CONF",
             description = "A configuration to compare, e.g. expandable_segments:True or max_split_size_mb:128 (repeatable).")

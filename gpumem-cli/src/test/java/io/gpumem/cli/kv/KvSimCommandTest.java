@@ -67,7 +67,17 @@ class KvSimCommandTest {
         assertThat(r.err()).contains("--memory");
         r = run("kv-sim", "--rate", "0");
         assertThat(r.exit()).isEqualTo(2);
-        assertThat(r.err()).contains("--rate");
+        assertThat(r.err()).contains("--rate must be a positive number, got 0.0");
+        // the library's builder checks these; the command names its own flags in the messages
+        r = run("kv-sim", "--block-size", "0");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).contains("--block-size must be positive, got 0");
+        r = run("kv-sim", "--swap-space", "-1");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).contains("--lookahead, --swap-space and --prefix-tokens must not be negative");
+        r = run("kv-sim", "--layers", "2000");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).contains("--layers 2000 is over the limit of 1024");
     }
 
     @Test

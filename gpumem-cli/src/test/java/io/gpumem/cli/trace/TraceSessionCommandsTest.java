@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.cli.CliRun;
 import io.gpumem.cli.GpumemCli;
+import io.gpumem.cli.report.ReportCommand;
 import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.ReadLimits;
@@ -46,29 +47,48 @@ class TraceSessionCommandsTest {
         AllocatorSnapshots.write(run.allocator().snapshot(), oomTrace);
     }
 
-    @Test
-    void compareHtmlReadsTheFileAndRebuildsTheWindowOnce() throws Exception {
-        Path page = dir.resolve("compare.html");
-        String[] args = {"compare", oomTrace.toString(), "--config", "expandable_segments:True", "--html",
-                page.toString()};
+    /** Runs {@code gpumem ARGS} in-process and returns the command line, to reach the command object after the run. */
+    private static CommandLine execute(StringWriter out, String... args) {
         CommandLine cl = GpumemCli.commandLine();
-        StringWriter out = new StringWriter();
         StringWriter err = new StringWriter();
         cl.setOut(new PrintWriter(out, true));
         cl.setErr(new PrintWriter(err, true));
         int exit = cl.execute(args);
         assertThat(exit).as(err.toString()).isZero();
+        return cl;
+    }
 
-        TraceSession session = ((CompareCommand) cl.getSubcommands().get("compare").getCommand()).session;
-        System.out.println("compare --html: file reads " + session.fileReads() + ", window rebuilds "
+    private static void assertReadAndRebuiltOnce(String command, TraceSession session) {
+        System.out.println(command + ": file reads " + session.fileReads() + ", window rebuilds "
                 + session.windowRebuilds() + ", stream compiles " + session.streamCompiles());
-        assertThat(session.fileReads()).isEqualTo(1);
-        assertThat(session.windowRebuilds()).isEqualTo(1);
-        assertThat(session.streamCompiles()).isEqualTo(1);
+        assertThat(session.fileReads()).as(command).isEqualTo(1);
+        assertThat(session.windowRebuilds()).as(command).isEqualTo(1);
+        assertThat(session.streamCompiles()).as(command).isEqualTo(1);
+    }
+
+    @Test
+    void compareHtmlReadsTheFileAndRebuildsTheWindowOnce() throws Exception {
+        Path page = dir.resolve("compare.html");
+        StringWriter out = new StringWriter();
+        CommandLine cl = execute(out, "compare", oomTrace.toString(), "--config", "expandable_segments:True",
+                "--html", page.toString());
+        assertReadAndRebuiltOnce("compare --html",
+                ((CompareCommand) cl.getSubcommands().get("compare").getCommand()).session());
         // the page's what-if table holds the recommender's runs (they replayed that same window) beside compare's rows
         String html = Files.readString(page);
         assertThat(html).contains("recorded (defaults)", "max_split_size_mb:");
         assertThat(out.toString()).contains("HTML report written to");
+    }
+
+    @Test
+    void reportWithConfigsAndPoliciesRebuildsTheWindowOnce() throws Exception {
+        Path page = dir.resolve("report.html");
+        CommandLine cl = execute(new StringWriter(), "report", oomTrace.toString(), "-o", page.toString(),
+                "--config", "expandable_segments:True", "--policy", "stitch");
+        // the recommender's runs, the --config rows, the --policy rows and the page's timeline share one window
+        assertReadAndRebuiltOnce("report --config --policy",
+                ((ReportCommand) cl.getSubcommands().get("report").getCommand()).session());
+        assertThat(Files.readString(page)).contains("stitch");
     }
 
     /** Runs {@code gpumem COMMAND TRACE ARGS... --max-file-size 1KiB} and checks the one refusal every command gives. */

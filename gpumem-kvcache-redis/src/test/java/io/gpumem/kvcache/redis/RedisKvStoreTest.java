@@ -23,8 +23,8 @@ class RedisKvStoreTest {
     @TempDir
     Path dir;
 
-    private static final SimConfig CHAT = SimConfig.defaults().withWorkload(Workload.CHAT).withRequests(30).withBlocks(160)
-            .withSeed(5);
+    private static final SimConfig CHAT = SimConfig.builder().workload(Workload.CHAT).requests(30).blocks(160).seed(5)
+            .build();
 
     private static SimReport simulate(SimConfig c, RemoteKvStore store, int instances) {
         System.out.println("seed=" + c.seed());

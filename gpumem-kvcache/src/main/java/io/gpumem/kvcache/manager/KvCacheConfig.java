@@ -11,7 +11,7 @@ import io.gpumem.kvcache.hash.HashAlgorithm;
  * @param hashSeed seed of the root key (default 0: the same keys in every process)
  * @param watermark fraction of blocks that must stay free after admitting a waiting or preempted
  *        request (default 0 = off; never applied to the first request on an empty cache)
- * @param swapSpaceBytes host-tier budget for swap preemption (default 0 = swap falls back to recompute)
+ * @param swapSpaceBytes host swap-space budget for swap preemption (default 0 = swap falls back to recompute)
  * @param hitRateWindow requests in the prefix hit-rate window (default 1000)
  */
 public record KvCacheConfig(boolean prefixCaching, HashAlgorithm hashAlgorithm, long hashSeed, double watermark,

@@ -33,7 +33,7 @@ import java.util.Set;
  *       the rest, and caches the blocks that became full, up to computed + new tokens: lookahead
  *       (speculative) slots are never cached.</li>
  *   <li>{@link #free} releases the table in reverse order; {@link #preempt} either frees (recompute, the
- *       cache entries survive for the resumed request) or copies the blocks to the host tier first. Both
+ *       cache entries survive for the resumed request) or copies the blocks to the host swap space first. Both
  *       first drop the entries of blocks cached at grant time whose tokens were never computed.</li>
  * </ul>
  *
@@ -494,7 +494,7 @@ public final class KvCacheManager implements AutoCloseable {
 
     /**
      * Preempts a running request. RECOMPUTE frees its blocks (cache entries stay, so the resumed request
-     * re-hits them) and resets its computed tokens; SWAP copies its blocks to the host tier first, and
+     * re-hits them) and resets its computed tokens; SWAP copies its blocks to the host swap space first, and
      * falls back to recompute when the host budget cannot take them.
      *
      * @return the mode actually applied
@@ -539,7 +539,7 @@ public final class KvCacheManager implements AutoCloseable {
      * Brings a swapped request back. Its leading full blocks that are still cached in the pool (they went
      * back to the free list with their keys at swap-out and may not have been reused since) are taken
      * again, verified like any prefix hit; only the other blocks get new pages and are copied back from
-     * the host tier. Returns false (nothing changed) when the pool or the watermark cannot take it.
+     * the host swap space. Returns false (nothing changed) when the pool or the watermark cannot take it.
      */
     public boolean swapIn(KvRequest r) {
         own(r);

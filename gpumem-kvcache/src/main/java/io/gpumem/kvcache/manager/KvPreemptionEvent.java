@@ -17,7 +17,7 @@ import jdk.jfr.Name;
 @Name("gpumem.KvPreemption")
 @Label("KV Preemption")
 @Category({"gpumem", "KV Cache"})
-@Description("A running request was preempted: its KV blocks freed (recompute) or copied to the host tier (swap).")
+@Description("A running request was preempted: its KV blocks freed (recompute) or copied to the host swap space (swap).")
 public final class KvPreemptionEvent extends Event {
     /** The event type, initialized on first use, which {@link FlightRecorder#isInitialized()} defers. */
     private static final class Type {
@@ -32,7 +32,7 @@ public final class KvPreemptionEvent extends Event {
     String mode;
 
     @Label("Swap Fallback")
-    @Description("a swap was asked for but the host tier was full, so the request is recomputed")
+    @Description("a swap was asked for but the host swap space was full, so the request is recomputed")
     boolean swapFallback;
 
     @Label("Blocks")

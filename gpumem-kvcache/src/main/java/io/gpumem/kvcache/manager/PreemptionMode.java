@@ -4,7 +4,7 @@ package io.gpumem.kvcache.manager;
 public enum PreemptionMode {
     /** Free the blocks (their cache entries survive) and recompute on resume, re-hitting what is still cached. */
     RECOMPUTE,
-    /** Copy the blocks to the host tier and copy them back on resume. */
+    /** Copy the blocks to the host swap space and copy them back on resume. */
     SWAP;
 
     public static PreemptionMode parse(String s) {

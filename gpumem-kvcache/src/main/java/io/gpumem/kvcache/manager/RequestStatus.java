@@ -8,7 +8,7 @@ public enum RequestStatus {
     RUNNING,
     /** Preempted by recompute: blocks returned (hashes kept in the pool), computed tokens reset to 0. */
     PREEMPTED,
-    /** Preempted by swap: contents live in the host tier until swapped back in. */
+    /** Preempted by swap: contents live in the host swap space until swapped back in. */
     SWAPPED,
     /** Freed; a second free is an error. */
     FINISHED

@@ -6,9 +6,18 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 
 /**
- * The host tier for swap preemption: a byte budget of off-heap host memory. Each swapped request gets
- * one contiguous off-heap buffer ({@code layers × blocks × pageBytes}, layer-major) from its own arena,
+ * Host memory for swap preemption: a byte budget of off-heap memory that holds the KV blocks of requests
+ * preempted with {@code PreemptionMode.SWAP} until they resume. Each swapped request
+ * gets one contiguous off-heap buffer ({@code layers × blocks × pageBytes}, layer-major) from its own arena,
  * released when the request is swapped back in or dropped.
+ *
+ * <p>Not a cache tier, and deliberately not merged with the cache's host tier ({@code HostTier}), although both
+ * are off-heap host memory with a byte budget: the contracts differ. Swap space holds one request's private
+ * blocks (full or not, hashed or not), addressed by the request's {@link Handle}, and must give every byte back:
+ * it never evicts, and a swap that does not fit is refused up front ({@link #fits}; the manager then recomputes).
+ * The host tier holds copies of evicted full prefix-cache blocks addressed by content hash, shared by any
+ * request, and may drop or evict them at will (a miss only costs a recompute). Sharing one budget would let cache
+ * traffic push out a preempted request's only copy.
  *
  * <p>Transfers are batched per request: for each layer, runs of consecutive block ids travel in a
  * single copy call, so a request whose blocks are contiguous costs one copy per layer instead of one

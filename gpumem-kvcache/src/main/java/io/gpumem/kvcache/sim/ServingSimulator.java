@@ -3,12 +3,10 @@ package io.gpumem.kvcache.sim;
 import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.device.Device;
 import io.gpumem.kvcache.KvCacheSpec;
-import io.gpumem.kvcache.manager.KvCacheConfig;
 import io.gpumem.kvcache.manager.KvCacheManager;
 import io.gpumem.kvcache.manager.KvRequest;
 import io.gpumem.kvcache.memory.KvMemory;
 import io.gpumem.kvcache.sched.Scheduler;
-import io.gpumem.kvcache.sched.SchedulerConfig;
 import io.gpumem.kvcache.tier.TierStats;
 
 import java.util.ArrayList;
@@ -89,22 +87,7 @@ public final class ServingSimulator {
      */
     public static SimReport run(SimConfig config, TierSettings tiers, TimeModel time, int instances,
                                 IntFunction<KvMemory> memory, SimObserver observer) {
-        KvCacheSpec spec = KvCacheSpec.builder().layers(config.layers()).kvHeads(config.kvHeads())
-                .headSize(config.headSize()).elementSize(2).blockSize(config.blockSize()).numBlocks(config.blocks())
-                .maxModelLen(config.maxModelLen()).build();
-        KvCacheConfig kvConfig = new KvCacheConfig(config.prefixCaching(), config.hashAlgorithm(), config.seed(),
-                config.watermark(), config.swapSpaceBytes(), 1000);
-        SchedulerConfig schedConfig = new SchedulerConfig(config.tokenBudget(), config.maxRunning(), config.preemption(),
-                config.victimPolicy(), config.lookahead());
-        if (!(config.arrivalRate() > 0)) {
-            throw new IllegalArgumentException("arrival rate must be positive, got " + config.arrivalRate());
-        }
-        if (config.priorityLevels() <= 0) {
-            throw new IllegalArgumentException("priority levels must be positive, got " + config.priorityLevels());
-        }
-        if (config.requests() <= 0) {
-            throw new IllegalArgumentException("requests must be positive, got " + config.requests());
-        }
+        KvCacheSpec spec = config.spec();
         if (instances <= 0) {
             throw new IllegalArgumentException("instances must be positive, got " + instances);
         }
@@ -112,9 +95,9 @@ public final class ServingSimulator {
         List<SimInstance> list = new ArrayList<>();
         try {
             for (int i = 0; i < instances; i++) {
-                KvCacheManager manager = new KvCacheManager(spec, memory.apply(i), kvConfig,
+                KvCacheManager manager = new KvCacheManager(spec, memory.apply(i), config.cache(),
                         tiers.any() ? tiers.build(spec, i) : null);
-                list.add(new SimInstance(config, time, manager, new Scheduler(manager, schedConfig), everComputed));
+                list.add(new SimInstance(config, time, manager, new Scheduler(manager, config.scheduler()), everComputed));
                 observer.started(i, manager);
             }
             simulate(config, list, observer);

@@ -24,8 +24,8 @@ import java.util.List;
  * @param peakUsage highest usage
  * @param meanRunning mean running requests per step
  * @param copyOnWriteBlocks blocks copied by copy-on-write
- * @param swapOutBytes bytes copied to the host tier
- * @param swapInBytes bytes copied back from the host tier
+ * @param swapOutBytes bytes copied to the host swap space
+ * @param swapInBytes bytes copied back from the host swap space
  * @param swapInReusedBlocks blocks a swap-in took back from the prefix cache instead of copying
  * @param poolNsPerStep nanoseconds per step spent in the KV-cache manager (scheduling, allocation, freeing); varies between runs
  * @param timing figures of the {@link TimeModel}'s simulated clock

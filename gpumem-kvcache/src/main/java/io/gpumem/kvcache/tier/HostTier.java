@@ -8,8 +8,11 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * The host tier: off-heap memory (FFM {@link Arena}) cut into fixed slots of one {@link BlockRecord}
- * each, within a byte budget. Slots are allocated in chunks of up to {@value #CHUNK_SLOTS} as the tier
+ * The host tier of the KV block cache (the {@code kv-sim --host-tier} option): off-heap memory (FFM
+ * {@link Arena}) cut into fixed slots of one {@link BlockRecord} each, within a byte budget, holding copies of
+ * evicted prefix-cache blocks by content key. Lossy by contract like every {@link BlockTier}: a full budget
+ * evicts the least recently used record. Preempted requests' blocks do not live here but in the swap space
+ * ({@code HostSwapSpace}), which must never lose them. Slots are allocated in chunks of up to {@value #CHUNK_SLOTS} as the tier
  * fills, so a large budget costs nothing until used.
  *
  * <p>Invariants: the index maps each held key to exactly one slot; a slot is either in the index or on

@@ -25,16 +25,16 @@ class ServingSimulatorTest {
 
     @Test
     void theSameSeedGivesTheSameRunAndAnotherSeedAnother() {
-        SimConfig c = SimConfig.defaults().withRequests(150).withBlocks(512).withSeed(42);
+        SimConfig c = SimConfig.builder().requests(150).blocks(512).seed(42).build();
         SimReport a = run(c);
         SimReport b = run(c);
         assertThat(withoutTiming(a)).isEqualTo(withoutTiming(b));
-        assertThat(withoutTiming(run(c.withSeed(43)))).isNotEqualTo(withoutTiming(a));
+        assertThat(withoutTiming(run(c.toBuilder().seed(43).build()))).isNotEqualTo(withoutTiming(a));
     }
 
     @Test
     void shareGptWasteStaysUnderFourPercentWithBlockSize16() {
-        SimReport r = run(SimConfig.defaults().withRequests(300).withSeed(7));
+        SimReport r = run(SimConfig.builder().requests(300).seed(7).build());
         assertThat(r.requestsFinished()).isEqualTo(300);
         assertThat(r.kvWaste()).isBetween(0.001, 0.04);
         assertThat(r.contiguousWaste()).isGreaterThan(0.6);
@@ -43,7 +43,7 @@ class ServingSimulatorTest {
     @Test
     void aTightPoolPreemptsAndStillFinishesEveryRequest() {
         for (PreemptionMode mode : PreemptionMode.values()) {
-            SimReport r = run(SimConfig.defaults().withRequests(200).withBlocks(300).withSeed(3).withPreemption(mode));
+            SimReport r = run(SimConfig.builder().requests(200).blocks(300).seed(3).preemption(mode).build());
             assertThat(r.requestsFinished()).as(mode.name()).isEqualTo(200);
             assertThat(r.preemptions()).as(mode.name()).isPositive();
             assertThat(r.peakUsage()).isCloseTo(1.0, within(0.02));
@@ -60,18 +60,18 @@ class ServingSimulatorTest {
 
     @Test
     void anAdmissionWatermarkCutsPreemptions() {
-        SimConfig c = SimConfig.defaults().withRequests(200).withBlocks(300).withSeed(3);
+        SimConfig c = SimConfig.builder().requests(200).blocks(300).seed(3).build();
         SimReport off = run(c);
-        SimReport on = run(c.withWatermark(0.05));
+        SimReport on = run(c.toBuilder().watermark(0.05).build());
         assertThat(on.requestsFinished()).isEqualTo(200);
         assertThat(on.preemptions()).isLessThan(off.preemptions() / 2);
     }
 
     @Test
     void aSharedPrefixIsServedFromTheCacheOnlyWhenCachingIsOn() {
-        SimConfig c = SimConfig.defaults().withWorkload(Workload.SHARED_PREFIX).withRequests(200).withSeed(5);
+        SimConfig c = SimConfig.builder().workload(Workload.SHARED_PREFIX).requests(200).seed(5).build();
         SimReport on = run(c);
-        SimReport off = run(c.withPrefixCaching(false));
+        SimReport off = run(c.toBuilder().prefixCaching(false).build());
         assertThat(on.prefixHitRate()).isGreaterThan(0.8);
         assertThat(off.prefixHitRate()).isZero();
         assertThat(on.tokensPerStep()).isLessThan(off.tokensPerStep());
@@ -80,7 +80,7 @@ class ServingSimulatorTest {
 
     @Test
     void chatTurnsReHitTheirHistory() {
-        SimReport r = run(SimConfig.defaults().withWorkload(Workload.CHAT).withRequests(60).withSeed(9));
+        SimReport r = run(SimConfig.builder().workload(Workload.CHAT).requests(60).seed(9).build());
         assertThat(r.requestsTotal()).isGreaterThan(60);
         assertThat(r.requestsFinished()).isEqualTo(r.requestsTotal());
         assertThat(r.prefixHitRate()).isGreaterThan(0.5);

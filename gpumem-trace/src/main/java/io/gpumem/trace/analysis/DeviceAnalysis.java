@@ -4,6 +4,7 @@ import io.gpumem.history.TraceAction;
 import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.workload.TraceWorkload;
+import io.gpumem.policy.PolicySpec;
 import io.gpumem.trace.workload.WorkloadWhatIf;
 import java.util.ArrayList;
 import java.util.List;
@@ -46,6 +47,12 @@ public record DeviceAnalysis(int device, int end, StateAnalysis analysis, WhatIf
      */
     public static DeviceAnalysis of(TraceSnapshot snapshot, int device, Integer at, long capacity, int top,
                                     boolean compare, LongFunction<WhatIf> window) {
+        return of(snapshot, device, at, capacity, top, compare, window, List.of());
+    }
+
+    /** As {@link #of(TraceSnapshot, int, Integer, long, int, boolean, LongFunction)}, the recommender also trying {@code policies}. */
+    public static DeviceAnalysis of(TraceSnapshot snapshot, int device, Integer at, long capacity, int top,
+                                    boolean compare, LongFunction<WhatIf> window, List<PolicySpec> policies) {
         List<TraceEntry> trace = snapshot.traceOf(device);
         MemoryState state;
         int end;
@@ -68,7 +75,8 @@ public record DeviceAnalysis(int device, int end, StateAnalysis analysis, WhatIf
         if (compare && hasRequests(trace) && Recommender.wantsCompareRuns(analysis)) {
             whatIf = compareRuns(snapshot, device, end, capacity, analysis.diagnosis().outside(), window, notes);
         }
-        return new DeviceAnalysis(device, end, analysis, whatIf, new Recommender().recommend(analysis, whatIf), notes);
+        return new DeviceAnalysis(device, end, analysis, whatIf, new Recommender().recommend(analysis, whatIf, policies),
+                notes);
     }
 
     /** Whether a trace holds at least one {@code alloc} entry (something to replay). */

@@ -1,6 +1,7 @@
 package io.gpumem.trace.analysis;
 
 import io.gpumem.engine.RunOutcome;
+import io.gpumem.policy.PolicySpec;
 import io.gpumem.size.ByteSize;
 import java.util.ArrayList;
 import java.util.Comparator;
@@ -13,7 +14,9 @@ import java.util.Optional;
  * otherwise.
  *
  * <p>Candidates: for fragmentation, waste or an OOM, the configuration changes in
- * {@link #CONFIG_CANDIDATES} (each merged into the configuration in force); for live tensors also a
+ * {@link #CONFIG_CANDIDATES} (each merged into the configuration in force) and the allocation policies the caller
+ * asks it to try (registered policies, judged by the same rule: a recommendation may be a policy); for live
+ * tensors also a
  * smaller batch when the source can run one (also for an OOM that no configuration removes: a smaller batch
  * changes the job, so it is the last resort against fragmentation); {@code empty_cache()} whenever whole free segments or
  * pages are cached; freeing outside memory when the diagnosis blames it. A configuration is recommended
@@ -65,11 +68,21 @@ public final class Recommender {
     }
 
     /**
-     * Recommends for the analysed state.
+     * Recommends for the analysed state, trying configurations only.
      *
      * @param whatIf the request stream to replay, or {@code null} for a state-only snapshot
      */
     public Result recommend(StateAnalysis analysis, WhatIf whatIf) {
+        return recommend(analysis, whatIf, List.of());
+    }
+
+    /**
+     * Recommends for the analysed state, trying {@code policies} as well as the configurations.
+     *
+     * @param whatIf   the request stream to replay, or {@code null} for a state-only snapshot
+     * @param policies allocation policies to try beside the configurations (in this order)
+     */
+    public Result recommend(StateAnalysis analysis, WhatIf whatIf, List<PolicySpec> policies) {
         Diagnosis diagnosis = analysis.diagnosis();
         PoolUsage all = analysis.all();
         String baseConf = analysis.state().allocatorConf().orElse("");
@@ -94,6 +107,12 @@ public final class Recommender {
                 alternatives.add(outcome);
                 compare(baseline, outcome, "PYTORCH_CUDA_ALLOC_CONF=" + conf, byCapacity).ifPresent(configRecs::add);
             }
+            for (PolicySpec policy : policies) {
+                RunOutcome outcome = whatIf.run(policy);
+                alternatives.add(outcome);
+                compare(baseline, outcome, "use allocation policy " + policy.label() + " (gpumem compare --policy "
+                        + policy.label() + ")", byCapacity).ifPresent(configRecs::add);
+            }
             boolean configFixesOom = baseline.ooms() > 0
                     && configRecs.stream().anyMatch(r -> r.outcome().ooms() == 0);
             if (diagnosis.kind() == DiagnosisKind.LIVE_TENSORS || (baseline.ooms() > 0 && !configFixesOom)) {
@@ -114,8 +133,10 @@ public final class Recommender {
                                 + ByteSize.formatSigned(best.minCapacity()) + " of device memory"));
             }
             if (configRecs.isEmpty()) {
-                notes.add("no configuration tried (" + String.join(", ", CONFIG_CANDIDATES)
-                        + ") did better than the baseline on " + whatIf.description());
+                List<String> tried = new ArrayList<>(CONFIG_CANDIDATES);
+                policies.forEach(p -> tried.add(WhatIf.policyLabel(p)));
+                notes.add("no " + (policies.isEmpty() ? "configuration" : "configuration or policy") + " tried ("
+                        + String.join(", ", tried) + ") did better than the baseline on " + whatIf.description());
             }
         } else if (troubled) {
             notes.add("no request stream to replay (state-only snapshot or no trace entries): configuration effects are"

@@ -1,6 +1,7 @@
 package io.gpumem.trace.analysis;
 
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.policy.PolicySpec;
 import io.gpumem.trace.replay.WhatIfReplay;
 import io.gpumem.engine.RunOutcome;
 import java.util.HashMap;
@@ -9,8 +10,8 @@ import java.util.Map;
 /**
  * The compare runs behind {@code analyze}'s recommendations for a recorded trace: {@link WhatIfReplay} (the
  * {@code gpumem compare} engine) replays the device's window from its rebuilt start state under each
- * configuration, at the recorded capacity (or the one the user gave), and searches its minimum capacity.
- * Outcomes are memoised per configuration string. The replay (window start and compiled request stream) is
+ * configuration or policy, at the recorded capacity (or the one the user gave), and searches its minimum capacity.
+ * Outcomes are memoised per configuration string and per policy. The replay (window start and compiled request stream) is
  * the caller's, built once per device (a {@code TraceSession}'s window), not rebuilt here.
  */
 public final class TraceWhatIf implements WhatIf {
@@ -21,6 +22,7 @@ public final class TraceWhatIf implements WhatIf {
     private final int device;
     private final int entries;
     private final Map<String, RunOutcome> cache = new HashMap<>();
+    private final Map<PolicySpec, RunOutcome> policies = new HashMap<>();
 
     /**
      * @param replay         the device's window, rebuilt under {@code recordedConfig}
@@ -51,5 +53,11 @@ public final class TraceWhatIf implements WhatIf {
             // the row is labelled by the configuration string asked for
             return replay.evaluate(config, recorded, capacity).toBuilder().label(conf).build();
         });
+    }
+
+    @Override
+    public RunOutcome run(PolicySpec policy) {
+        return policies.computeIfAbsent(policy, p -> replay.evaluate(p, capacity).toBuilder()
+                .label(WhatIf.policyLabel(p)).build());
     }
 }

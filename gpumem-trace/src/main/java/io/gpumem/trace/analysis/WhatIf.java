@@ -1,12 +1,13 @@
 package io.gpumem.trace.analysis;
 
 import io.gpumem.engine.RunOutcome;
+import io.gpumem.policy.PolicySpec;
 import java.util.Optional;
 
 /**
- * A request stream that can be run again under another allocator configuration: the compare run that
- * backs a recommendation. A generated workload implements it by re-running its ops; a trace by replaying
- * its alloc/free entries.
+ * A request stream that can be run again under another allocator configuration or allocation policy: the
+ * compare run that backs a recommendation. A generated workload implements it by re-running its ops; a trace by
+ * replaying its window. Both run on the engine's one runner.
  */
 public interface WhatIf {
     /** What is replayed, for the report (e.g. "the demo workload, 20 steps"). */
@@ -17,6 +18,17 @@ public interface WhatIf {
      * syntax; "" for the defaults) and reports how it went.
      */
     RunOutcome run(String allocatorConf);
+
+    /**
+     * Runs the request stream from scratch under allocation policy {@code policy} (a registered policy with its
+     * options) and reports how it went, labelled as compare labels a policy row.
+     */
+    RunOutcome run(PolicySpec policy);
+
+    /** How a policy's row is labelled in a table of configurations: {@code policy NAME[:OPTIONS]}. */
+    static String policyLabel(PolicySpec policy) {
+        return "policy " + policy.label();
+    }
 
     /** Runs the stream with a smaller batch under the baseline config, where the source can (a trace cannot). */
     default Optional<RunOutcome> runSmallerBatch() {

@@ -223,7 +223,13 @@ public final class TraceSession {
      * @param compare  whether to run the compare runs (when the analysis wants them)
      */
     public DeviceAnalysis analyze(int device, Integer at, long capacity, int top, boolean compare) {
-        return DeviceAnalysis.of(trace, device, at, capacity, top, compare, usable -> whatIf(device, usable));
+        return analyze(device, at, capacity, top, compare, List.of());
+    }
+
+    /** As {@link #analyze(int, Integer, long, int, boolean)}, the recommender also trying {@code policies}. */
+    public DeviceAnalysis analyze(int device, Integer at, long capacity, int top, boolean compare,
+                                  List<PolicySpec> policies) {
+        return DeviceAnalysis.of(trace, device, at, capacity, top, compare, usable -> whatIf(device, usable), policies);
     }
 
     /**

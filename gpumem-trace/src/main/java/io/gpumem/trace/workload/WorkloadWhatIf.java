@@ -38,6 +38,7 @@ public final class WorkloadWhatIf implements WhatIf {
     private final long heldOutside;
     private final boolean withMinCapacity;
     private final Map<String, RunOutcome> cache = new HashMap<>();
+    private final Map<PolicySpec, RunOutcome> policies = new HashMap<>();
 
     /**
      * @param capacity    device capacity in bytes (the minimum-capacity search ignores it)
@@ -72,9 +73,11 @@ public final class WorkloadWhatIf implements WhatIf {
                 .label(c).build());
     }
 
-    /** The row of policy {@code spec}, labelled {@code policy NAME[:OPTIONS]}. */
-    public RunOutcome runPolicy(PolicySpec spec) {
-        return outcome(runner, runner.prepare(spec)).label("policy " + spec.label()).policy(spec.name()).build();
+    /** The row of policy {@code spec}, labelled {@code policy NAME[:OPTIONS]}; memoised per policy. */
+    @Override
+    public RunOutcome run(PolicySpec spec) {
+        return policies.computeIfAbsent(spec, s -> outcome(runner, runner.prepare(s)).label(WhatIf.policyLabel(s))
+                .policy(s.name()).build());
     }
 
     /**

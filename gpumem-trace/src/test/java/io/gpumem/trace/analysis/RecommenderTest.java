@@ -12,6 +12,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import java.util.ArrayList;
 import java.util.List;
+import io.gpumem.policy.PolicySpec;
 import java.util.Map;
 import java.util.Optional;
 import org.junit.jupiter.api.Test;
@@ -40,6 +41,12 @@ class RecommenderTest {
             RunOutcome baseline = table.get("");
             return table.getOrDefault(conf, baseline != null ? baseline
                     : outcome(conf, 10 * GiB, 12 * GiB, 50, 0, 0, -1));
+        }
+
+        /** A policy's run is the table's row {@code policy NAME}, else the baseline's. */
+        @Override
+        public RunOutcome run(PolicySpec policy) {
+            return run(WhatIf.policyLabel(policy));
         }
 
         @Override
@@ -77,6 +84,30 @@ class RecommenderTest {
                 "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128");
         assertThat(r.recommendations().get(0).bytesSaved()).isEqualTo(3 * GiB);
         assertThat(r.recommendations().get(0).basis()).contains("minimum capacity 14.00 GiB -> 11.00 GiB").contains("OOMs 1 -> 0");
+    }
+
+    @Test
+    void aPolicyThatRemovesTheOomIsRecommendedBesideTheConfigurations() {
+        RunOutcome stitched = outcome("policy stitch", 10 * GiB, 10 * GiB, 20, 0, 0, 10 * GiB);
+        TableWhatIf whatIf = new TableWhatIf(Map.of(
+                "", outcome("", 10 * GiB, 12 * GiB, 50, 3, 1, 14 * GiB),
+                "max_split_size_mb:128", outcome("m128", 10 * GiB, 12 * GiB, 60, 1, 0, 13 * GiB),
+                "policy stitch", stitched,
+                "policy planned", outcome("policy planned", 10 * GiB, 15 * GiB, 20, 0, 1, 16 * GiB)), null);
+        Recommender.Result r = new Recommender().recommend(fragmentedOom(null), whatIf,
+                PolicySpec.parseAll(List.of("stitch", "planned")));
+
+        assertThat(whatIf.asked).containsExactly("", "expandable_segments:True", "max_split_size_mb:128",
+                "max_split_size_mb:256", "max_split_size_mb:512", "policy stitch", "policy planned");
+        assertThat(r.alternatives()).contains(stitched);
+        assertThat(r.recommendations()).extracting(Recommendation::action).containsExactly(
+                "use allocation policy stitch (gpumem compare --policy stitch)",
+                "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128");
+        assertThat(r.recommendations().getFirst().bytesSaved()).isEqualTo(4 * GiB);
+
+        // with no policy asked for, the same table gives today's configuration-only recommendations
+        assertThat(new Recommender().recommend(fragmentedOom(null), whatIf).recommendations())
+                .extracting(Recommendation::action).containsExactly("PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128");
     }
 
     @Test

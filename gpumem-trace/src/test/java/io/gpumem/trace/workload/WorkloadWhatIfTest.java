@@ -99,9 +99,9 @@ class WorkloadWhatIfTest {
         }
         for (String policy : WorkloadWhatIf.demoPolicies()) {
             PolicySpec spec = PolicySpec.parse(policy);
-            long min = whatIf.runPolicy(spec).minCapacity();
-            assertThat(new WorkloadWhatIf(w, min, 64 * MiB, false).runPolicy(spec).completed()).as(policy).isTrue();
-            assertThat(new WorkloadWhatIf(w, min - MinimumCapacity.STEP, 64 * MiB, false).runPolicy(spec).completed())
+            long min = whatIf.run(spec).minCapacity();
+            assertThat(new WorkloadWhatIf(w, min, 64 * MiB, false).run(spec).completed()).as(policy).isTrue();
+            assertThat(new WorkloadWhatIf(w, min - MinimumCapacity.STEP, 64 * MiB, false).run(spec).completed())
                     .as(policy + " below min").isFalse();
         }
         assertThatThrownBy(() -> new WorkloadWhatIf(w, GiB, GiB, false)).hasMessageContaining("held-outside");
