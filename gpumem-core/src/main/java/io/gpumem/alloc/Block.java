@@ -2,6 +2,7 @@ package io.gpumem.alloc;
 
 import io.gpumem.history.Frame;
 
+import java.util.Arrays;
 import java.util.List;
 
 /**
@@ -92,7 +93,7 @@ final class Block extends OrderedBlock<Block> {
         if (streamUses == null) {
             streamUses = new long[2];
         } else if (streamUseCount == streamUses.length) {
-            streamUses = java.util.Arrays.copyOf(streamUses, streamUseCount * 2);
+            streamUses = Arrays.copyOf(streamUses, streamUseCount * 2);
         }
         streamUses[streamUseCount++] = s;
     }

@@ -1,13 +1,13 @@
 package io.gpumem.history;
 
 /**
- * State of a block in a snapshot (allocator.md §10.4), with PyTorch's names. Shared by our allocator's snapshots and
- * by the snapshot-file model of gpumem-trace.
+ * State of a block in a snapshot (allocator.md §10.4), with PyTorch's names, in our allocator's snapshots and in
+ * snapshot files alike.
  *
  * <p>PyTorch's code writes {@code active_pending_free}, its docstring says {@code active_awaiting_free}; both
  * read as {@link #ACTIVE_PENDING_FREE}. A state name this version does not know reads as {@link #UNKNOWN};
  * our allocator never produces {@code UNKNOWN}, and file readers keep the name as recorded beside the state
- * (gpumem-trace's {@code BlockInfo.stateName}) so that nothing is lost.
+ * ({@link BlockInfo#stateName()}) so that nothing is lost.
  */
 public enum BlockState {
     /** Allocated to the user. */

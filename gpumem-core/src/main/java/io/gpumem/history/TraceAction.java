@@ -5,7 +5,7 @@ import java.util.Map;
 
 /**
  * The actions of a memory-history trace entry (allocator.md §10.5), with the names PyTorch writes into snapshots.
- * Shared by our allocator's history and by the snapshot-file model of gpumem-trace.
+ * Shared by our allocator's history and snapshot files (see {@link TraceEntry}).
  *
  * <p>Our allocator records every action except {@link #ANNOTATE} (user annotations PyTorch writes into the
  * trace) and {@link #UNKNOWN}. {@code UNKNOWN} stands for an action name a file carries that this version does

@@ -2,8 +2,10 @@ package io.gpumem.policy;
 
 import io.gpumem.policy.StitchAllocator.Arena;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.Set;
 
 /**
  * The stitch allocator's invariant checker ({@link StitchAllocator#checkInvariants}): recomputes from the blocks
@@ -23,7 +25,7 @@ final class StitchInvariants {
             liveBytes += b.size;
         }
         require(liveBytes == st.allocated, "allocated bytes " + st.allocated + " but live blocks hold " + liveBytes);
-        java.util.Set<Long> handles = new java.util.HashSet<>();
+        Set<Long> handles = new HashSet<>();
         long mapped = 0;
         IdentityHashMap<Arena, int[]> expectedPins = new IdentityHashMap<>();
         IdentityHashMap<Arena, StitchBlock[]> coveredBy = new IdentityHashMap<>();

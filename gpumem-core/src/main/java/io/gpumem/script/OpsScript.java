@@ -5,6 +5,7 @@ import io.gpumem.config.AllocatorConfig;
 import io.gpumem.config.ConfigException;
 import java.io.BufferedReader;
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.Reader;
 import java.io.StringReader;
 import java.io.UncheckedIOException;
@@ -99,7 +100,7 @@ public final class OpsScript {
      * @throws ScriptException naming the first bad line
      * @throws IOException     if reading fails
      */
-    public static OpsScript parse(java.io.InputStream in) throws IOException {
+    public static OpsScript parse(InputStream in) throws IOException {
         Utf8Lines lines = new Utf8Lines(in);
         return new Parser().run(lines::next);
     }

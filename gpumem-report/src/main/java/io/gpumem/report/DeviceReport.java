@@ -1,13 +1,13 @@
 package io.gpumem.report;
 
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.engine.RunOutcome;
+import io.gpumem.history.BlockInfo;
 import io.gpumem.history.Frame;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.analysis.TraceStates;
-import io.gpumem.engine.RunOutcome;
-import io.gpumem.trace.io.BlockInfo;
-import io.gpumem.trace.io.SegmentInfo;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.session.TraceSession;
 import io.gpumem.trace.window.WindowStart;

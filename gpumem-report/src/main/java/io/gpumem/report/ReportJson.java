@@ -2,10 +2,11 @@ package io.gpumem.report;
 
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
+import io.gpumem.alloc.Pool;
+import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
-import io.gpumem.trace.analysis.StateBlock;
-import io.gpumem.trace.analysis.StateSegment;
-import io.gpumem.trace.io.TraceEntry;
+import io.gpumem.history.SegmentInfo;
+import io.gpumem.history.TraceEntry;
 import java.io.IOException;
 import java.io.StringWriter;
 import java.io.UncheckedIOException;
@@ -106,18 +107,18 @@ final class ReportJson {
         g.writeStartObject();
         g.writeStringField("title", m.title());
         g.writeArrayFieldStart("segs");
-        List<StateSegment> segs = m.state().segments();
+        List<SegmentInfo> segs = m.state().segments();
         for (int i = 0; i < segs.size(); i++) {
-            StateSegment seg = segs.get(i);
+            SegmentInfo seg = segs.get(i);
             g.writeStartArray();
             g.writeString("0x" + Long.toHexString(seg.address()));
             g.writeNumber(seg.stream());
-            g.writeNumber(seg.pool() == io.gpumem.alloc.Pool.SMALL ? 0 : 1);
+            g.writeNumber(seg.pool() == Pool.SMALL ? 0 : 1);
             g.writeNumber(seg.expandable() ? 1 : 0);
             g.writeStartArray();
             int[][] info = m.blockInfo().get(i);
             for (int b = 0; b < seg.blocks().size(); b++) {
-                StateBlock blk = seg.blocks().get(b);
+                BlockInfo blk = seg.blocks().get(b);
                 g.writeStartArray();
                 g.writeNumber(blk.size());
                 g.writeNumber(blk.state() == BlockState.ACTIVE_ALLOCATED ? 0 : blk.state() == BlockState.ACTIVE_PENDING_FREE ? 1 : 2);

@@ -1,9 +1,9 @@
 package io.gpumem.report;
 
+import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.trace.analysis.MemoryState;
-import io.gpumem.trace.analysis.StateBlock;
-import io.gpumem.trace.analysis.StateSegment;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -26,12 +26,12 @@ record SegmentMap(String title, MemoryState state, List<int[][]> blockInfo, int[
         List<int[][]> info = new ArrayList<>();
         int[] largest = {-1, -1};
         long largestSize = -1;
-        List<StateSegment> segments = state.segments();
+        List<SegmentInfo> segments = state.segments();
         for (int s = 0; s < segments.size(); s++) {
-            List<StateBlock> blocks = segments.get(s).blocks();
+            List<BlockInfo> blocks = segments.get(s).blocks();
             int[][] rows = new int[blocks.size()][];
             for (int b = 0; b < blocks.size(); b++) {
-                StateBlock blk = blocks.get(b);
+                BlockInfo blk = blocks.get(b);
                 if (blk.state() == BlockState.INACTIVE) {
                     rows[b] = new int[] {-1, -1, -1};
                     if (blk.size() > largestSize) {

@@ -1,12 +1,12 @@
 package io.gpumem.report;
 
-import io.gpumem.config.AllocatorConfig;
-import io.gpumem.history.Frame;
-import io.gpumem.history.TraceAction;
-import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.alloc.SizeRules;
-import io.gpumem.trace.window.StartBlock;
-import io.gpumem.trace.window.StartSegment;
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.Frame;
+import io.gpumem.history.SegmentInfo;
+import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.window.WindowStart;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -70,10 +70,10 @@ final class Timeline {
         long alloc = 0;
         long res = 0;
         if (start != null) {
-            for (StartSegment s : start.segments()) {
-                res += s.size();
-                for (StartBlock b : s.blocks()) {
-                    if (b.allocated()) {
+            for (SegmentInfo s : start.segments()) {
+                res += s.totalSize();
+                for (BlockInfo b : s.blocks()) {
+                    if (b.isAllocated()) {
                         alloc += b.size();
                         List<Frame> frames = endFrames.get(b.address());
                         int site = frames != null && !frames.isEmpty() ? sites.of(frames) : beforeSite;

@@ -3,10 +3,12 @@ package io.gpumem.report;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.history.FileKeys;
 import io.gpumem.history.Frame;
 import io.gpumem.history.TraceAction;
-import io.gpumem.trace.io.TraceEntry;
+import io.gpumem.history.TraceEntry;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
@@ -18,8 +20,7 @@ class TimelineTest {
     static final List<Frame> OPTIM = List.of(new Frame("/home/me/optim.py", 100, "step"));
 
     static TraceEntry entry(TraceAction action, long addr, long size, List<Frame> frames) {
-        return new TraceEntry(action, action.wireName(), addr, size, 0, 0, 0, frames, Map.of(),
-                TraceEntry.ADDR | TraceEntry.SIZE | TraceEntry.STREAM);
+        return new TraceEntry(action, addr, size, 0, 0, frames, 0, FileKeys.of(TraceEntry.ADDR | TraceEntry.SIZE | TraceEntry.STREAM));
     }
 
     @Test
@@ -62,7 +63,7 @@ class TimelineTest {
         Timeline.Sampled s = t.sample(300, 1);
         assertThat(s.index().length).isLessThanOrEqualTo(300);
         assertThat(s.index()).contains(t.peakIndex);
-        int peakPoint = java.util.Arrays.stream(s.index()).boxed().toList().indexOf(t.peakIndex);
+        int peakPoint = Arrays.stream(s.index()).boxed().toList().indexOf(t.peakIndex);
         assertThat(s.allocated()[peakPoint]).isEqualTo(900 * MIB);
         // one named site (the one that held most), the rest as "other"
         assertThat(s.sites()).hasSize(1);

@@ -1,18 +1,18 @@
 package io.gpumem.cli.analysis;
 
+import io.gpumem.cli.SizeConverter;
 import io.gpumem.cli.options.AllocatorOptions;
 import io.gpumem.cli.options.TraceFileOptions;
 import io.gpumem.cli.report.HtmlOutput;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.report.HtmlReport;
-import io.gpumem.trace.analysis.AnalysisPrinter;
 import io.gpumem.size.ByteSize;
+import io.gpumem.trace.analysis.AnalysisPrinter;
 import io.gpumem.trace.analysis.DeviceAnalysis;
-import io.gpumem.cli.SizeConverter;
 import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.analysis.SnapshotStates;
 import io.gpumem.trace.io.SourceFormat;
-import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.session.TraceSession;
 import java.io.PrintWriter;
@@ -23,9 +23,9 @@ import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
-import picocli.CommandLine.Model.CommandSpec;
 
 /**
  * {@code gpumem analyze FILE [--at N]}: where the memory of a PyTorch snapshot went and what would fix it.

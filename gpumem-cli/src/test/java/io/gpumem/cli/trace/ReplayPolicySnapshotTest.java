@@ -3,9 +3,9 @@ package io.gpumem.cli.trace;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.cli.CliRun;
+import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
-import io.gpumem.trace.io.BlockInfo;
-import io.gpumem.trace.io.SegmentInfo;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.nio.file.Path;

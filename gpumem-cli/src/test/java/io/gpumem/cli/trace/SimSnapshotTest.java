@@ -5,10 +5,10 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpumem.cli.CliRun;
 import io.gpumem.history.BlockState;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.PytorchSnapshotReader;
-import io.gpumem.trace.io.SegmentInfo;
-import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;

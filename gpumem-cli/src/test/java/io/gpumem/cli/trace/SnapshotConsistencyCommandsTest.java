@@ -3,15 +3,15 @@ package io.gpumem.cli.trace;
 import static io.gpumem.testing.TestSizes.MiB;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.alloc.Pool;
 import io.gpumem.cli.CliRun;
+import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
-import io.gpumem.trace.io.BlockInfo;
-import io.gpumem.trace.io.PoolId;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.PytorchSnapshotWriter;
-import io.gpumem.trace.io.SegmentInfo;
 import io.gpumem.trace.io.SourceFormat;
-import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.nio.file.Path;
 import java.util.List;
@@ -37,8 +37,7 @@ class SnapshotConsistencyCommandsTest {
     }
 
     private static SegmentInfo segment(long totalSize, BlockInfo block) {
-        return new SegmentInfo(0, BASE, totalSize, 0, 0, 0, 0, "large", PoolId.DEFAULT, false, List.of(),
-                List.of(block), Map.of(), SegmentInfo.REQUESTED_SIZE | SegmentInfo.POOL_ID | SegmentInfo.EXPANDABLE);
+        return new SegmentInfo(0, BASE, totalSize, 0, 0, 0, 0, Pool.LARGE, false, List.of(), List.of(block));
     }
 
     @Test

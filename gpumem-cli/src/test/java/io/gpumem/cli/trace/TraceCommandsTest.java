@@ -6,7 +6,13 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
+import io.gpumem.alloc.Pool;
 import io.gpumem.cli.CliRun;
+import io.gpumem.history.FileKeys;
+import io.gpumem.history.SegmentInfo;
+import io.gpumem.trace.io.PytorchSnapshotWriter;
+import io.gpumem.trace.io.TraceReaders;
+import io.gpumem.trace.io.TraceSnapshot;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -15,6 +21,7 @@ import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Random;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -97,8 +104,8 @@ class TraceCommandsTest {
         Path out = dir.resolve("model.pickle");
         CliRun r = run("replay", "--snapshot", out.toString(), original.toString());
         assertThat(r.exit()).as(r.err()).isZero();
-        var model = io.gpumem.trace.io.TraceReaders.read(out);
-        var recorded = io.gpumem.trace.io.TraceReaders.read(original);
+        var model = TraceReaders.read(out);
+        var recorded = TraceReaders.read(original);
         // One reported segment per contiguous mapped run, on the same devices, block by block.
         assertThat(model.segments()).hasSameSizeAs(recorded.segments());
         for (int i = 0; i < recorded.segments().size(); i++) {
@@ -152,7 +159,7 @@ class TraceCommandsTest {
         Files.writeString(badScript, "alloc a 1000\nfree a\nfree a\n");
         Path binary = dir.resolve("noise.bin");
         byte[] noise = new byte[2048];
-        new java.util.Random(11).nextBytes(noise);
+        new Random(11).nextBytes(noise);
         noise[0] = '}';
         Files.write(binary, noise);
         for (String cmd : new String[] {"replay", "compare"}) {
@@ -180,7 +187,7 @@ class TraceCommandsTest {
         assertThat(rows).allSatisfy(row -> assertThat(row.get("policy")).isEqualTo("pytorch"));
         // This window never releases memory, so its peak reserved is the end state's total: 56.9 GiB.
         long endReserved = 0;
-        var s = io.gpumem.trace.io.TraceReaders.read(f);
+        var s = TraceReaders.read(f);
         for (var seg : s.segments()) {
             endReserved += seg.totalSize();
         }
@@ -198,15 +205,13 @@ class TraceCommandsTest {
 
     @Test
     void aSnapshotWhoseBlocksDoNotTileTheirSegmentIsReportedAsInconsistent(@TempDir Path dir) throws Exception {
-        var s = io.gpumem.trace.io.TraceReaders.read(trace("lm-medium-train-ctx128.pickle"));
+        var s = TraceReaders.read(trace("lm-medium-train-ctx128.pickle"));
         // Damage the end state: one segment claims 100 bytes more than its blocks cover.
         var segs = new ArrayList<>(s.segments());
         var g = segs.get(3);
-        segs.set(3, new io.gpumem.trace.io.SegmentInfo(g.device(), g.address(), g.totalSize() + 100, g.allocatedSize(),
-                g.activeSize(), g.requestedSize(), g.stream(), g.segmentType(), g.poolId(), g.expandable(), g.frames(),
-                g.blocks(), g.extra(), g.fields()));
+        segs.set(3, new SegmentInfo(g.device(), g.address(), g.totalSize() + 100, g.allocatedSize(), g.activeSize(), g.requestedSize(), g.stream(), ("small".equals(g.segmentType()) ? Pool.SMALL : Pool.LARGE), g.expandable(), g.frames(), g.blocks(), g.poolId(), FileKeys.of(g.fields(), null, null, g.extra())));
         Path f = dir.resolve("damaged.pickle");
-        new io.gpumem.trace.io.PytorchSnapshotWriter().write(new io.gpumem.trace.io.TraceSnapshot(s.source(),
+        new PytorchSnapshotWriter().write(new TraceSnapshot(s.source(),
                 s.format(), segs, s.deviceTraces(), s.allocatorSettings(), s.externalAnnotations(), s.extra(), true), f);
         for (String cmd : new String[] {"replay", "compare"}) {
             CliRun r = run(cmd, f.toString());

@@ -10,6 +10,7 @@ import io.gpumem.kvcache.sched.Scheduler;
 import io.gpumem.kvcache.tier.TierStats;
 
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -150,7 +151,7 @@ public final class ServingSimulator {
                         int[] user = gen.userMessage();
                         int len = Math.min(history.length + user.length, config.maxModelLen() - 2);
                         if (len > history.length) {
-                            int[] prompt = java.util.Arrays.copyOf(history, len);
+                            int[] prompt = Arrays.copyOf(history, len);
                             System.arraycopy(user, 0, prompt, history.length, len - history.length);
                             arrivals.add(new WaitingTurn(step + 1 + gen.thinkSteps(), order++, prompt, l.turnsLeft));
                         }
@@ -236,7 +237,7 @@ public final class ServingSimulator {
             System.arraycopy(inst.ttftUs, 0, ttft, at, inst.answered);
             at += inst.answered;
         }
-        java.util.Arrays.sort(ttft);
+        Arrays.sort(ttft);
         double mean = 0;
         for (double t : ttft) {
             mean += t;

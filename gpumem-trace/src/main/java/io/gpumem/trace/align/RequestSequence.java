@@ -3,7 +3,7 @@ package io.gpumem.trace.align;
 import io.gpumem.alloc.SizeRules;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.history.Frame;
-import io.gpumem.trace.io.TraceEntry;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowRebuilder;

@@ -1,13 +1,9 @@
 package io.gpumem.trace.analysis;
 
-import io.gpumem.alloc.Pool;
-
+import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.alloc.GpuAllocator;
-import io.gpumem.history.BlockInfo;
 import io.gpumem.history.MemorySnapshot;
 import io.gpumem.history.SegmentInfo;
-import java.util.ArrayList;
-import java.util.List;
 
 /**
  * Builds the analysis input from a live {@link CachingAllocator}: its snapshot's segments and blocks, the
@@ -38,14 +34,9 @@ public final class AllocatorStates {
     public static MemoryState.Builder fromSnapshot(MemorySnapshot snapshot, int device, String label) {
         MemoryState.Builder b = MemoryState.builder().label(label).device(device);
         for (SegmentInfo s : snapshot.segments()) {
-            if (s.device() != device) {
-                continue;
+            if (s.device() == device) {
+                b.segment(s);
             }
-            List<StateBlock> blocks = new ArrayList<>(s.blocks().size());
-            for (BlockInfo blk : s.blocks()) {
-                blocks.add(new StateBlock(blk.address(), blk.size(), blk.requestedSize(), blk.state()));
-            }
-            b.segment(new StateSegment(s.address(), s.stream(), Pool.ofSegmentType(s.segmentType()), s.expandable(), blocks));
         }
         return b;
     }

@@ -1,7 +1,7 @@
 package io.gpumem.trace.analysis;
 
 import io.gpumem.history.TraceAction;
-import io.gpumem.trace.io.TraceEntry;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.workload.TraceWorkload;
 import io.gpumem.policy.PolicySpec;

@@ -1,5 +1,8 @@
 package io.gpumem.trace.analysis;
 
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.BlockState;
+import io.gpumem.history.SegmentInfo;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
@@ -8,12 +11,13 @@ import java.util.Optional;
 /**
  * The allocator state of one device at one moment: the input of {@link StateAnalyzer}.
  *
- * <p>This is deliberately a small model of its own (segments of blocks plus what the driver knew), so
- * that the analysis works the same on a PyTorch snapshot, a rebuilt trace window, or a live
- * {@code CachingAllocator}; adapters build it from each source.
+ * <p>Segments are the one segment model ({@link SegmentInfo}), whichever source they come from (a PyTorch
+ * snapshot, a rebuilt trace window, a live {@code CachingAllocator}), plus what the driver knew; adapters gather
+ * them from each source.
  *
- * <p>Invariants: segments are sorted by address and do not overlap; {@code capacity} and
- * {@code deviceFree} are −1 when unknown, otherwise non-negative.
+ * <p>Invariants, checked on construction: segments are sorted by address and do not overlap; each segment's
+ * blocks are non-empty, of positive size and known state, and tile it from its address to its end;
+ * {@code capacity} and {@code deviceFree} are −1 when unknown, otherwise non-negative.
  */
 public final class MemoryState {
     /** Marker for an unknown byte figure. */
@@ -21,15 +25,18 @@ public final class MemoryState {
 
     private final String label;
     private final int device;
-    private final List<StateSegment> segments;
+    private final List<SegmentInfo> segments;
     private final long capacity;
     private final long deviceFree;
     private final OomEvent oom;
     private final String allocatorConf;
 
     private MemoryState(Builder b) {
-        List<StateSegment> sorted = new ArrayList<>(b.segments);
-        sorted.sort(Comparator.comparingLong(StateSegment::address));
+        List<SegmentInfo> sorted = new ArrayList<>(b.segments);
+        sorted.sort(Comparator.comparingLong(SegmentInfo::address));
+        for (SegmentInfo s : sorted) {
+            checkTiling(s);
+        }
         for (int i = 1; i < sorted.size(); i++) {
             if (sorted.get(i).address() < sorted.get(i - 1).end()) {
                 throw new IllegalArgumentException("segments at 0x" + Long.toHexString(sorted.get(i - 1).address())
@@ -48,6 +55,36 @@ public final class MemoryState {
         this.allocatorConf = b.allocatorConf;
     }
 
+    /** Rejects a segment whose blocks do not tile it (what the analysis's sums rely on). */
+    private static void checkTiling(SegmentInfo s) {
+        String at = "segment at 0x" + Long.toHexString(s.address());
+        if (s.pool() == null) {
+            throw new IllegalArgumentException(at + " has no pool");
+        }
+        if (s.blocks().isEmpty()) {
+            throw new IllegalArgumentException(at + " has no blocks");
+        }
+        long next = s.address();
+        for (BlockInfo b : s.blocks()) {
+            String block = at + ": block at 0x" + Long.toHexString(b.address());
+            if (b.address() != next) {
+                throw new IllegalArgumentException(block + " does not follow the previous block (expected 0x"
+                        + Long.toHexString(next) + ")");
+            }
+            if (b.size() <= 0) {
+                throw new IllegalArgumentException(block + " has non-positive size " + b.size());
+            }
+            if (b.state() == null || b.state() == BlockState.UNKNOWN) {
+                throw new IllegalArgumentException(block + " has no known state");
+            }
+            next += b.size();
+        }
+        if (next != s.end()) {
+            throw new IllegalArgumentException(at + ": blocks end at 0x" + Long.toHexString(next)
+                    + " but the segment at 0x" + Long.toHexString(s.end()));
+        }
+    }
+
     public static Builder builder() {
         return new Builder();
     }
@@ -61,7 +98,7 @@ public final class MemoryState {
         return device;
     }
 
-    public List<StateSegment> segments() {
+    public List<SegmentInfo> segments() {
         return segments;
     }
 
@@ -89,7 +126,7 @@ public final class MemoryState {
     public static final class Builder {
         private String label = "state";
         private int device;
-        private final List<StateSegment> segments = new ArrayList<>();
+        private final List<SegmentInfo> segments = new ArrayList<>();
         private long capacity = UNKNOWN;
         private long deviceFree = UNKNOWN;
         private OomEvent oom;
@@ -97,8 +134,8 @@ public final class MemoryState {
 
         public Builder label(String v) { this.label = v; return this; }
         public Builder device(int v) { this.device = v; return this; }
-        public Builder segment(StateSegment s) { this.segments.add(s); return this; }
-        public Builder segments(List<StateSegment> s) { this.segments.addAll(s); return this; }
+        public Builder segment(SegmentInfo s) { this.segments.add(s); return this; }
+        public Builder segments(List<SegmentInfo> s) { this.segments.addAll(s); return this; }
         public Builder capacity(long v) { this.capacity = v; return this; }
         public Builder deviceFree(long v) { this.deviceFree = v; return this; }
         public Builder oom(OomEvent v) { this.oom = v; return this; }

@@ -1,14 +1,13 @@
 package io.gpumem.trace.analysis;
 
-import io.gpumem.alloc.Pool;
-
-import io.gpumem.trace.io.BlockInfo;
-import io.gpumem.trace.io.SegmentInfo;
-import io.gpumem.trace.io.TraceEntry;
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.BlockState;
+import io.gpumem.history.SegmentInfo;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.io.TraceSnapshot;
-import java.util.ArrayList;
 import java.util.List;
+import java.util.TreeSet;
 
 /**
  * Builds the analysis input from a snapshot read by {@code io.gpumem.trace.io}: the end-state segments of
@@ -25,7 +24,7 @@ public final class SnapshotStates {
 
     /** The devices that have segments or trace entries, ascending. */
     public static List<Integer> devices(TraceSnapshot snapshot) {
-        java.util.TreeSet<Integer> devices = new java.util.TreeSet<>();
+        TreeSet<Integer> devices = new TreeSet<>();
         for (SegmentInfo s : snapshot.segments()) {
             devices.add(s.device());
         }
@@ -74,20 +73,23 @@ public final class SnapshotStates {
         return TraceStates.oomInForce(trace, trace.size() - 1);
     }
 
-    static StateSegment segment(String source, SegmentInfo s) {
-        List<StateBlock> blocks = new ArrayList<>(s.blocks().size());
+    /**
+     * A file's segment as the analysis takes it: as recorded, except that a {@code total_size} that disagrees with
+     * the blocks (an inconsistent snapshot analysed under {@code --lenient}) gives way to the blocks' sum.
+     */
+    static SegmentInfo segment(String source, SegmentInfo s) {
+        long sum = 0;
         for (BlockInfo blk : s.blocks()) {
-            if (blk.state() == io.gpumem.history.BlockState.UNKNOWN) {
+            if (blk.state() == BlockState.UNKNOWN) {
                 throw new TraceFormatException(source, "segment 0x" + Long.toHexString(s.address())
                         + ", block 0x" + Long.toHexString(blk.address()), "unknown block state '" + blk.stateName() + "'");
             }
-            blocks.add(new StateBlock(blk.address(), blk.size(), Math.max(0, blk.requestedSize()),
-                    blk.state()));
+            sum += blk.size();
         }
-        try {
-            return new StateSegment(s.address(), s.stream(), s.isSmall() ? Pool.SMALL : Pool.LARGE, s.expandable(), blocks);
-        } catch (IllegalArgumentException ex) {
-            throw new TraceFormatException(source, "segment 0x" + Long.toHexString(s.address()), ex.getMessage());
+        if (sum == s.totalSize()) {
+            return s;
         }
+        return new SegmentInfo(s.device(), s.address(), sum, s.allocatedSize(), s.activeSize(), s.requestedSize(),
+                s.stream(), s.pool(), s.expandable(), s.frames(), s.blocks(), s.poolId(), s.keys());
     }
 }

@@ -2,7 +2,8 @@ package io.gpumem.trace.analysis;
 
 import io.gpumem.alloc.Pool;
 import io.gpumem.alloc.SizeRules;
-
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.SegmentInfo;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.EnumMap;
@@ -47,20 +48,20 @@ public final class StateAnalyzer {
         }
         Map<Pool, Map<Long, long[]>> free = new EnumMap<>(Pool.class); // [largest, total, count]
         List<SegmentWaste> wastes = new ArrayList<>();
-        for (StateSegment seg : state.segments()) {
+        for (SegmentInfo seg : state.segments()) {
             Accumulator acc = pools.get(seg.pool());
             acc.segments++;
             boolean anyActive = !seg.isFullyFree();
             long segAllocated = 0;
             long segFree = 0;
             long segSlack = 0;
-            for (StateBlock b : seg.blocks()) {
+            for (BlockInfo b : seg.blocks()) {
                 acc.reserved += b.size();
                 switch (b.state()) {
                     case ACTIVE_ALLOCATED -> {
                         acc.allocated += b.size();
                         acc.active += b.size();
-                        acc.requested += Math.min(b.requestedSize(), b.size());
+                        acc.requested += Math.min(Math.max(0, b.requestedSize()), b.size());
                         segAllocated += b.size();
                         segSlack += b.internalSlack();
                     }
@@ -109,7 +110,7 @@ public final class StateAnalyzer {
     }
 
     /** Bytes of the whole expandable pages inside a free block, pages counted from the segment's start. */
-    private static long wholePages(StateSegment seg, StateBlock b) {
+    private static long wholePages(SegmentInfo seg, BlockInfo b) {
         long page = SizeRules.expandablePageSize(seg.pool());
         long offset = b.address() - seg.address();
         long first = Math.ceilDiv(offset, page) * page;

@@ -1,16 +1,10 @@
 package io.gpumem.trace.analysis;
 
-import io.gpumem.history.BlockState;
-
-import io.gpumem.alloc.Pool;
-
 import io.gpumem.history.TraceAction;
-import io.gpumem.trace.io.TraceEntry;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.RecordedConfig;
-import io.gpumem.trace.window.StartBlock;
-import io.gpumem.trace.window.StartSegment;
 import io.gpumem.trace.window.WindowRebuilder;
 import io.gpumem.trace.window.WindowStart;
 import java.util.ArrayList;
@@ -78,14 +72,7 @@ public final class TraceStates {
         if (conf != null) {
             b.allocatorConf(conf);
         }
-        for (StartSegment s : start.segments()) {
-            List<StateBlock> blocks = new ArrayList<>(s.blocks().size());
-            for (StartBlock blk : s.blocks()) {
-                blocks.add(new StateBlock(blk.address(), blk.size(), blk.requestedSize(),
-                        blk.allocated() ? BlockState.ACTIVE_ALLOCATED : BlockState.INACTIVE));
-            }
-            b.segment(new StateSegment(s.address(), s.stream(), s.pool(), s.expandable(), blocks));
-        }
+        b.segments(start.segments());
         int oom = oomInForce(trace, n);
         if (oom >= 0) {
             TraceEntry e = trace.get(oom);

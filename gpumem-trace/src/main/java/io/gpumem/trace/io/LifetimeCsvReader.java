@@ -1,9 +1,12 @@
 package io.gpumem.trace.io;
 
+import io.gpumem.history.FileKeys;
 import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -40,7 +43,7 @@ public final class LifetimeCsvReader {
         long[] lower = new long[n];
         long[] upper = new long[n];
         long[] size = new long[n];
-        java.util.HashMap<Long, Integer> idLines = new java.util.HashMap<>();
+        HashMap<Long, Integer> idLines = new HashMap<>();
         for (int i = 0; i < n; i++) {
             CsvLines.Row row = rows.get(i);
             long id = CsvLines.parseLong(name, row, 0, "id", false);
@@ -81,17 +84,15 @@ public final class LifetimeCsvReader {
             return c != 0 ? c : Long.compare(a[2], b[2]);
         });
         List<TraceEntry> out = new ArrayList<>(k * 3 / 2);
-        int f = TraceEntry.ADDR | TraceEntry.SIZE | TraceEntry.STREAM | TraceEntry.TIME_US;
+        FileKeys keys = FileKeys.of(TraceEntry.ADDR | TraceEntry.SIZE | TraceEntry.STREAM | TraceEntry.TIME_US);
         for (long[] e : sorted) {
             int i = (int) e[2];
             long handle = (i + 1L) * 512L;
             if (e[1] == 1) {
-                out.add(new TraceEntry(TraceAction.ALLOC, "alloc", handle, size[i], 0, e[0], 0, null, Map.of(), f));
+                out.add(new TraceEntry(TraceAction.ALLOC, handle, size[i], 0, e[0], null, 0, keys));
             } else {
-                out.add(new TraceEntry(TraceAction.FREE_REQUESTED, "free_requested", handle, size[i], 0, e[0], 0,
-                        null, Map.of(), f));
-                out.add(new TraceEntry(TraceAction.FREE_COMPLETED, "free_completed", handle, size[i], 0, e[0], 0,
-                        null, Map.of(), f));
+                out.add(new TraceEntry(TraceAction.FREE_REQUESTED, handle, size[i], 0, e[0], null, 0, keys));
+                out.add(new TraceEntry(TraceAction.FREE_COMPLETED, handle, size[i], 0, e[0], null, 0, keys));
             }
         }
         return new TraceSnapshot(name, SourceFormat.LIFETIME_CSV, List.of(), List.of(List.copyOf(out)), null, null,

@@ -1,6 +1,8 @@
 package io.gpumem.trace.io;
 
+import io.gpumem.history.FileKeys;
 import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.script.OpsScript;
 import io.gpumem.script.ScriptException;
 import io.gpumem.script.ScriptOp;
@@ -67,7 +69,7 @@ public final class OpsScriptReader {
         String conf = null;
         boolean allocSeen = false;
         long next = 0;
-        int f = TraceEntry.ADDR | TraceEntry.SIZE | TraceEntry.STREAM | TraceEntry.TIME_US;
+        FileKeys keys = FileKeys.of(TraceEntry.ADDR | TraceEntry.SIZE | TraceEntry.STREAM | TraceEntry.TIME_US);
         for (ScriptOp op : script.ops()) {
             switch (op) {
                 case ScriptOp.Config c -> {
@@ -86,8 +88,7 @@ public final class OpsScriptReader {
                     long handle = ++next * 512;
                     handles.put(a.name(), handle);
                     sizes.put(a.name(), a.size());
-                    out.add(new TraceEntry(TraceAction.ALLOC, "alloc", handle, a.size(), a.stream(), a.line(), 0, null,
-                            Map.of(), f));
+                    out.add(new TraceEntry(TraceAction.ALLOC, handle, a.size(), a.stream(), a.line(), null, 0, keys));
                 }
                 case ScriptOp.Free fr -> {
                     long handle = handles.remove(fr.name());
@@ -95,13 +96,11 @@ public final class OpsScriptReader {
                     if (handle == 0) {
                         continue;
                     }
-                    out.add(new TraceEntry(TraceAction.FREE_REQUESTED, "free_requested", handle, size, 0, fr.line(), 0,
-                            null, Map.of(), f));
-                    out.add(new TraceEntry(TraceAction.FREE_COMPLETED, "free_completed", handle, size, 0, fr.line(), 0,
-                            null, Map.of(), f));
+                    out.add(new TraceEntry(TraceAction.FREE_REQUESTED, handle, size, 0, fr.line(), null, 0, keys));
+                    out.add(new TraceEntry(TraceAction.FREE_COMPLETED, handle, size, 0, fr.line(), null, 0, keys));
                 }
-                case ScriptOp.EmptyCache e -> out.add(new TraceEntry(TraceAction.UNKNOWN, EMPTY_CACHE, 0, 0, 0,
-                        e.line(), 0, null, Map.of(), TraceEntry.TIME_US));
+                case ScriptOp.EmptyCache e -> out.add(new TraceEntry(TraceAction.UNKNOWN, 0, 0, 0, e.line(), null, 0,
+                        FileKeys.of(TraceEntry.TIME_US, EMPTY_CACHE, null, null)));
                 default -> { }
             }
         }

@@ -1,19 +1,28 @@
 package io.gpumem.trace.io;
 
+import io.gpumem.alloc.Pool;
+import io.gpumem.history.BlockHistory;
+import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
+import io.gpumem.history.FileKeys;
 import io.gpumem.history.Frame;
+import io.gpumem.history.PoolId;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import java.io.IOException;
 import java.io.InputStream;
 import java.math.BigInteger;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.stream.Collectors;
 
 /**
  * Reads PyTorch memory snapshots ({@code torch.cuda.memory._dump_snapshot} pickles) of every format from
@@ -242,6 +251,7 @@ public final class PytorchSnapshotReader {
             Map<String, Object> extra = extra(m, "device", "address", "total_size", "allocated_size",
                     "active_size", "requested_size", "stream", "segment_type", "segment_pool_id", "is_expandable",
                     "frames", "blocks");
+            Pool kind = "small".equals(type) ? Pool.SMALL : Pool.LARGE;
             return new SegmentInfo(
                     (int) optionalLong(m, "device", where, 0),
                     address, total,
@@ -249,7 +259,8 @@ public final class PytorchSnapshotReader {
                     optionalLong(m, "active_size", where, 0),
                     requested,
                     optionalLong(m, "stream", where, 0),
-                    type, pool, expandable, frames, blocks, extra, fields);
+                    kind, expandable, frames, blocks, pool,
+                    FileKeys.of(fields, type.equals(kind.segmentType()) ? null : type, null, extra));
         }
 
         private BlockInfo block(Object o, String where, long computedAddress) {
@@ -288,7 +299,8 @@ public final class PytorchSnapshotReader {
             }
             Map<String, Object> extra = extra(m, "address", "size", "requested_size", "state", "frames",
                     "history");
-            return new BlockInfo(address, size, requested, state, stateName, frames, history, extra, fields);
+            return new BlockInfo(address, size, requested, state, frames,
+                    FileKeys.of(fields, stateName.equals(state.wireName()) ? null : stateName, history, extra));
         }
 
         private List<TraceEntry> entries(List<?> raw, int device) {
@@ -359,8 +371,9 @@ public final class PytorchSnapshotReader {
                     || action == TraceAction.FREE_COMPLETED) && (fields & TraceEntry.ADDR) == 0) {
                 throw error(entryWhere(device, index) + ".addr", "missing (every " + actionName + " entry has one)");
             }
-            return new TraceEntry(action, actionName, addr, size, stream, time, deviceFree,
-                    frames, extra == null ? Map.of() : Collections.unmodifiableMap(extra), fields);
+            return new TraceEntry(action, addr, size, stream, time, frames, deviceFree, FileKeys.of(fields,
+                    actionName.equals(action.wireName()) ? null : actionName, null,
+                    extra == null ? null : Collections.unmodifiableMap(extra)));
         }
 
         private long entryLong(Object v, int device, int index, String field) {
@@ -584,9 +597,9 @@ public final class PytorchSnapshotReader {
     }
 
     /** The action names a trace entry may carry, for the message about an unknown one. */
-    private static final String KNOWN_ACTIONS = java.util.Arrays.stream(TraceAction.values())
+    private static final String KNOWN_ACTIONS = Arrays.stream(TraceAction.values())
             .filter(a -> a != TraceAction.UNKNOWN).map(TraceAction::wireName)
-            .collect(java.util.stream.Collectors.joining(", "));
+            .collect(Collectors.joining(", "));
 
     /** Python's name for the type of an unpickled value, for error messages. */
     static String typeName(Object v) {

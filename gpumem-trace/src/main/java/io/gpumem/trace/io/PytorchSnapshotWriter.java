@@ -1,7 +1,12 @@
 package io.gpumem.trace.io;
 
+import io.gpumem.history.BlockHistory;
+import io.gpumem.history.BlockInfo;
 import io.gpumem.history.Frame;
+import io.gpumem.history.SegmentInfo;
+import io.gpumem.history.TraceEntry;
 import java.io.BufferedOutputStream;
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.io.UncheckedIOException;
@@ -9,11 +14,15 @@ import java.nio.file.AtomicMoveNotSupportedException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.nio.file.attribute.PosixFilePermission;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 /**
  * Writes a {@link TraceSnapshot} as a PyTorch memory-snapshot pickle in the current format (allocator.md §10), the
@@ -59,9 +68,9 @@ public final class PytorchSnapshotWriter {
         if (!tmp.getFileSystem().supportedFileAttributeViews().contains("posix")) {
             return;
         }
-        java.util.Set<java.nio.file.attribute.PosixFilePermission> perms = Files.exists(file)
+        Set<PosixFilePermission> perms = Files.exists(file)
                 ? Files.getPosixFilePermissions(file)
-                : java.nio.file.attribute.PosixFilePermissions.fromString("rw-r--r--");
+                : PosixFilePermissions.fromString("rw-r--r--");
         Files.setPosixFilePermissions(tmp, perms);
     }
 
@@ -73,7 +82,7 @@ public final class PytorchSnapshotWriter {
 
     /** Encodes to bytes. */
     public byte[] toBytes(TraceSnapshot snapshot) {
-        java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
         try {
             new PickleEncoder(bytes).dump(toPickleTree(snapshot));
             return bytes.toByteArray();
@@ -216,7 +225,7 @@ public final class PytorchSnapshotWriter {
     /** Encodes each distinct frame list once, so the pickle memo shares it like PyTorch does. */
     private static final class FrameEncoder {
         private final IdentityHashMap<List<Frame>, List<Object>> encoded = new IdentityHashMap<>();
-        private final java.util.HashMap<Frame, Map<String, Object>> frameDicts = new java.util.HashMap<>();
+        private final HashMap<Frame, Map<String, Object>> frameDicts = new HashMap<>();
 
         List<Object> encode(List<Frame> frames) {
             List<Object> out = encoded.get(frames);

@@ -1,8 +1,11 @@
 package io.gpumem.trace.io;
 
+import io.gpumem.history.FileKeys;
 import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -36,7 +39,7 @@ public final class RmmLogReader {
         String name = file.toString();
         List<CsvLines.Row> rows = CsvLines.read(file, limits, HEADER);
         List<TraceEntry> out = new ArrayList<>(rows.size() * 2);
-        java.util.HashSet<Long> live = new java.util.HashSet<>();
+        HashSet<Long> live = new HashSet<>();
         int n = 0;
         for (CsvLines.Row row : rows) {
             n++;
@@ -69,8 +72,8 @@ public final class RmmLogReader {
                     out.add(entry(TraceAction.FREE_COMPLETED, ptr, size, stream, time));
                 }
                 case "allocate failure", "allocate_failure", "failure" ->
-                        out.add(new TraceEntry(TraceAction.OOM, "oom", 0, size, stream, time, 0, List.of(), Map.of(),
-                                TraceEntry.SIZE | TraceEntry.STREAM | TraceEntry.TIME_US));
+                        out.add(new TraceEntry(TraceAction.OOM, 0, size, stream, time, List.of(), 0,
+                                FileKeys.of(TraceEntry.SIZE | TraceEntry.STREAM | TraceEntry.TIME_US)));
                 default -> throw new TraceFormatException(name, "line " + row.line() + ", field Action",
                         "unknown action '" + CsvLines.abbreviate(row.fields()[2])
                                 + "' (expected allocate, free or allocate failure)");
@@ -82,8 +85,8 @@ public final class RmmLogReader {
     }
 
     private static TraceEntry entry(TraceAction a, long ptr, long size, long stream, long time) {
-        return new TraceEntry(a, a.wireName(), ptr, size, stream, time, 0, List.of(), Map.of(),
-                TraceEntry.ADDR | TraceEntry.SIZE | TraceEntry.STREAM | TraceEntry.TIME_US);
+        return new TraceEntry(a, ptr, size, stream, time, List.of(), 0,
+                FileKeys.of(TraceEntry.ADDR | TraceEntry.SIZE | TraceEntry.STREAM | TraceEntry.TIME_US));
     }
 
     /** Numeric times are kept; RMM's clock strings (h:m:s:us) become microseconds; else the row number. */

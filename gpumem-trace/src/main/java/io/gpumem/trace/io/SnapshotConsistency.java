@@ -1,5 +1,7 @@
 package io.gpumem.trace.io;
 
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.size.ByteSize;
 import java.util.ArrayList;
 import java.util.Comparator;

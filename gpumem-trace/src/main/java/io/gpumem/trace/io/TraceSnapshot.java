@@ -1,5 +1,7 @@
 package io.gpumem.trace.io;
 
+import io.gpumem.history.SegmentInfo;
+import io.gpumem.history.TraceEntry;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;

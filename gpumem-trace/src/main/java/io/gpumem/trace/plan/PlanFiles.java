@@ -1,13 +1,10 @@
 package io.gpumem.trace.plan;
 
 import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.plan.LifetimeProblem;
 import io.gpumem.plan.OffsetPlan;
-import java.util.HashMap;
-import java.util.List;
-import java.util.Map;
 import io.gpumem.trace.io.ReadLimits;
-import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
@@ -20,6 +17,9 @@ import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
 
 /**
  * Reading planning problems and writing plans in MiniMalloc's interval format: input {@code id,lower,upper,size}

@@ -7,9 +7,9 @@ import io.gpumem.history.Frame;
 import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.MemorySnapshot;
 import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.history.TraceListener;
 import io.gpumem.oom.OutOfMemoryException;
-import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.WindowRebuilder;
 import java.util.ArrayList;
@@ -46,14 +46,14 @@ final class DeviceReplay {
     private int[] expected = new int[16];
     private int expectedCount;
     /** Entries the model emitted since the last comparison, oldest first (when writing a trace). */
-    private final List<io.gpumem.history.TraceEntry> pending = new ArrayList<>();
+    private final List<TraceEntry> pending = new ArrayList<>();
     /** The driver calls among them, as plain fields (when not writing): {@code eventCount} of them. */
     private TraceAction[] eventAction = new TraceAction[16];
     private long[] eventAddr = new long[16];
     private long[] eventSize = new long[16];
     private int eventCount;
     private final List<String> notes = new ArrayList<>();
-    private final Consumer<io.gpumem.history.TraceEntry> tracker = pending::add;
+    private final Consumer<TraceEntry> tracker = pending::add;
     private final TraceListener listener = this::driverCall;
 
     private TraceEntry current;
@@ -77,7 +77,7 @@ final class DeviceReplay {
         this.allocator = new CachingAllocator(device, config);
         this.written = write ? new ReplayedTrace(hasCompletions) : null;
         StartStateLoader.load(allocator.internals(), device,
-                WindowStreams.segments(new WindowRebuilder(config).rebuild(snapshot, deviceIndex)), device, false,
+                new WindowRebuilder(config).rebuild(snapshot, deviceIndex).segments(), device, false,
                 LongUnaryOperator.identity());
         if (write) {
             // Live blocks and segments keep the stack of the request that made them; the trace is the tracker's.
@@ -247,7 +247,7 @@ final class DeviceReplay {
     /** Hands the model's entries that are not driver calls, emitted while serving {@code cause}, to the writer. */
     private void handOver(TraceEntry cause) {
         if (written != null) {
-            for (io.gpumem.history.TraceEntry m : pending) {
+            for (TraceEntry m : pending) {
                 written.addModel(m, cause);
             }
         }
@@ -275,7 +275,7 @@ final class DeviceReplay {
     /** {@link #compareDriverCalls} when writing a trace: every pending entry is also handed to the writer. */
     private void compareAndWrite(int at) {
         int k = 0;
-        for (io.gpumem.history.TraceEntry m : pending) {
+        for (TraceEntry m : pending) {
             if (!m.action().isSegmentEvent()) {
                 written.addModel(m, current);
                 continue;

@@ -2,10 +2,10 @@ package io.gpumem.trace.replay;
 
 import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.history.BlockInfo;
 import io.gpumem.history.MemorySnapshot;
-import io.gpumem.trace.io.BlockInfo;
-import io.gpumem.trace.io.SegmentInfo;
-import io.gpumem.trace.io.TraceEntry;
+import io.gpumem.history.SegmentInfo;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowRebuilder;
@@ -134,14 +134,14 @@ public final class OracleReplay {
     record EndState(long segments, long identical) {
 
         static EndState compare(List<SegmentInfo> recorded, MemorySnapshot model) {
-            Map<Long, io.gpumem.history.SegmentInfo> byAddress = new HashMap<>();
-            for (io.gpumem.history.SegmentInfo s : model.segments()) {
+            Map<Long, SegmentInfo> byAddress = new HashMap<>();
+            for (SegmentInfo s : model.segments()) {
                 byAddress.put(s.address(), s);
             }
             long same = 0;
             long modelOnly = model.segments().size();
             for (SegmentInfo r : recorded) {
-                io.gpumem.history.SegmentInfo m = byAddress.get(r.address());
+                SegmentInfo m = byAddress.get(r.address());
                 if (m != null) {
                     modelOnly--;
                 }
@@ -152,13 +152,13 @@ public final class OracleReplay {
             return new EndState(recorded.size() + modelOnly, same);
         }
 
-        private static boolean sameBlocks(SegmentInfo r, io.gpumem.history.SegmentInfo m) {
+        private static boolean sameBlocks(SegmentInfo r, SegmentInfo m) {
             if (m == null || m.totalSize() != r.totalSize() || m.blocks().size() != r.blocks().size()) {
                 return false;
             }
             for (int i = 0; i < r.blocks().size(); i++) {
                 BlockInfo rb = r.blocks().get(i);
-                io.gpumem.history.BlockInfo mb = m.blocks().get(i);
+                BlockInfo mb = m.blocks().get(i);
                 if (rb.address() != mb.address() || rb.size() != mb.size() || rb.state() != mb.state()) {
                     return false;
                 }

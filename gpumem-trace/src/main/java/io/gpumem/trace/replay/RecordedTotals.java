@@ -1,7 +1,7 @@
 package io.gpumem.trace.replay;
 
 import io.gpumem.history.TraceAction;
-import io.gpumem.trace.io.TraceEntry;
+import io.gpumem.history.TraceEntry;
 import java.util.List;
 
 /**

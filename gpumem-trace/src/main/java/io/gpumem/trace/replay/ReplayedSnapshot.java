@@ -1,11 +1,11 @@
 package io.gpumem.trace.replay;
 
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.FileKeys;
 import io.gpumem.history.MemorySnapshot;
-import io.gpumem.trace.io.AllocatorSnapshots;
-import io.gpumem.trace.io.BlockInfo;
-import io.gpumem.trace.io.SegmentInfo;
+import io.gpumem.history.SegmentInfo;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.SourceFormat;
-import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -50,8 +50,8 @@ final class ReplayedSnapshot {
             for (SegmentInfo s : recording.segmentsOf(d)) {
                 recorded.put(s.address(), s);
             }
-            for (io.gpumem.history.SegmentInfo s : model.segments()) {
-                segments.add(merge(AllocatorSnapshots.segment(s, d), recorded.get(s.address())));
+            for (SegmentInfo s : model.segments()) {
+                segments.add(merge(s.onDevice(d), recorded.get(s.address())));
             }
             deviceTraces.add(traces.get(d));
             if (!recordedConfig && settings == null) {
@@ -91,8 +91,8 @@ final class ReplayedSnapshot {
         }
         boolean ownStack = model.frames() != null && !model.frames().isEmpty();
         return new SegmentInfo(model.device(), model.address(), model.totalSize(), model.allocatedSize(),
-                model.activeSize(), model.requestedSize(), model.stream(), model.segmentType(), model.poolId(),
-                model.expandable(), ownStack ? model.frames() : recorded.frames(), List.copyOf(blocks), Map.of(),
-                model.fields());
+                model.activeSize(), model.requestedSize(), model.stream(), model.pool(), model.expandable(),
+                ownStack ? model.frames() : recorded.frames(), List.copyOf(blocks), model.poolId(),
+                FileKeys.of(model.fields()));
     }
 }

@@ -1,8 +1,8 @@
 package io.gpumem.trace.replay;
 
 import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.AllocatorSnapshots;
-import io.gpumem.trace.io.TraceEntry;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -14,7 +14,7 @@ import java.util.List;
  * is written as recorded, with its frames, {@code time_us}, {@code compile_context}, {@code user_metadata} and
  * whatever else the file had, and with the keys the file had. An entry the model made differently, or that the
  * recording lacks (a driver call of a what-if), is the model's, carrying the frames, unknown keys and time of the
- * recorded request that caused it ({@link AllocatorSnapshots#entry(io.gpumem.history.TraceEntry, TraceEntry)}).
+ * recorded request that caused it ({@link AllocatorSnapshots#entry(TraceEntry, TraceEntry)}).
  * Entries the allocator does not act on ({@code oom}, {@code snapshot}, annotations) are written as recorded.
  *
  * <p>The model frees a block at once, writing {@code free_requested} and {@code free_completed} together; the
@@ -37,7 +37,7 @@ final class ReplayedTrace {
     }
 
     /** Writes an entry the model made while serving the recorded request {@code cause}. */
-    void addModel(io.gpumem.history.TraceEntry model, TraceEntry cause) {
+    void addModel(TraceEntry model, TraceEntry cause) {
         TraceAction a = model.action();
         if (a == TraceAction.FREE_REQUESTED && hasCompletions || a == TraceAction.FREE_COMPLETED && !hasCompletions) {
             return;

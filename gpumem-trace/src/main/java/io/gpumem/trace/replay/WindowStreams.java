@@ -2,16 +2,11 @@ package io.gpumem.trace.replay;
 
 import io.gpumem.alloc.AddressTable;
 import io.gpumem.engine.RequestStream;
-import io.gpumem.history.BlockInfo;
-import io.gpumem.history.BlockState;
 import io.gpumem.history.Frame;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
-import io.gpumem.trace.io.TraceEntry;
-import io.gpumem.trace.window.StartBlock;
-import io.gpumem.trace.window.StartSegment;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.window.WindowStart;
-import java.util.ArrayList;
 import java.util.List;
 
 /**
@@ -29,7 +24,7 @@ final class WindowStreams {
 
     static RequestStream compile(List<TraceEntry> trace, WindowStart start, boolean[] userEmptyCache,
                                  boolean withHistory) {
-        List<SegmentInfo> startState = segments(start);
+        List<SegmentInfo> startState = start.segments();
         RequestStream.Builder b = RequestStream.builder().startState(startState);
         AddressTable<Void> live = AddressTable.forInts(1024);
         int[] next = {0};
@@ -70,26 +65,5 @@ final class WindowStreams {
             }
         }
         return b.build();
-    }
-
-    /** The rebuilt start state in core's segment model (live blocks allocated, the rest inactive). */
-    static List<SegmentInfo> segments(WindowStart start) {
-        List<SegmentInfo> out = new ArrayList<>(start.segments().size());
-        for (StartSegment s : start.segments()) {
-            List<BlockInfo> blocks = new ArrayList<>(s.blocks().size());
-            long allocated = 0;
-            long requested = 0;
-            for (StartBlock blk : s.blocks()) {
-                blocks.add(new BlockInfo(blk.address(), blk.size(), blk.requestedSize(),
-                        blk.allocated() ? BlockState.ACTIVE_ALLOCATED : BlockState.INACTIVE, List.of()));
-                if (blk.allocated()) {
-                    allocated += blk.size();
-                    requested += blk.requestedSize();
-                }
-            }
-            out.add(new SegmentInfo(start.device(), s.address(), s.size(), allocated, allocated, requested, s.stream(),
-                    s.pool(), s.expandable(), List.of(), blocks));
-        }
-        return out;
     }
 }

@@ -4,13 +4,14 @@ import io.gpumem.alloc.AddressTable;
 import io.gpumem.alloc.Pool;
 import io.gpumem.alloc.SizeRules;
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
-import io.gpumem.trace.io.BlockInfo;
-import io.gpumem.trace.io.SegmentInfo;
-import io.gpumem.trace.io.TraceEntry;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -129,8 +130,8 @@ public final class WindowRebuilder {
                     }
                     state.putInt(a, WINDOW_LIVE, NONE);
                     if (allocs == allocAddr.length) {
-                        allocAddr = java.util.Arrays.copyOf(allocAddr, allocs * 2);
-                        allocIndex = java.util.Arrays.copyOf(allocIndex, allocs * 2);
+                        allocAddr = Arrays.copyOf(allocAddr, allocs * 2);
+                        allocIndex = Arrays.copyOf(allocIndex, allocs * 2);
                     }
                     allocAddr[allocs] = a;
                     allocIndex[allocs++] = i;
@@ -203,9 +204,9 @@ public final class WindowRebuilder {
         // Alloc addresses with their first index, for the slack rule; built only if a block needs it.
         SlackIndex slackIndex = new SlackIndex(allocAddr, allocIndex, allocs);
         int inferred = 0;
-        List<StartSegment> out = new ArrayList<>(segs.size());
+        List<SegmentInfo> out = new ArrayList<>(segs.size());
         for (Seg seg : segs.values()) {
-            List<StartBlock> blocks = new ArrayList<>(seg.live.size() * 2 + 1);
+            List<BlockInfo> blocks = new ArrayList<>(seg.live.size() * 2 + 1);
             long cursor = seg.address;
             for (Map.Entry<Long, LiveBlock> le : seg.live.entrySet()) {
                 long addr = le.getKey();
@@ -225,13 +226,13 @@ public final class WindowRebuilder {
                 if (addr > cursor) {
                     blocks.add(freeBlock(cursor, addr, freeByEnd));
                 }
-                blocks.add(new StartBlock(addr, size, info.request(), true, exact));
+                blocks.add(BlockInfo.of(addr, size, info.request(), BlockState.ACTIVE_ALLOCATED));
                 cursor = addr + size;
             }
             if (cursor < seg.address + seg.size) {
                 blocks.add(freeBlock(cursor, seg.address + seg.size, freeByEnd));
             }
-            out.add(new StartSegment(seg.address, seg.size, seg.stream, seg.pool, seg.expandable,
+            out.add(SegmentInfo.ofBlocks(device, seg.address, seg.stream, seg.pool, seg.expandable,
                     Collections.unmodifiableList(blocks)));
         }
         return new WindowStart(device, Collections.unmodifiableList(out), Collections.unmodifiableSet(preWindowFreed),
@@ -239,10 +240,10 @@ public final class WindowRebuilder {
     }
 
     /** The free block [from, to) at the start, with the requested size its object shows if it survives. */
-    private static StartBlock freeBlock(long from, long to, Map<Long, BlockInfo> freeByEnd) {
+    private static BlockInfo freeBlock(long from, long to, Map<Long, BlockInfo> freeByEnd) {
         BlockInfo survivor = freeByEnd.get(to);
         long requested = survivor != null && survivor.address() >= from ? Math.max(0, survivor.requestedSize()) : 0;
-        return new StartBlock(from, to - from, requested, false, true);
+        return BlockInfo.of(from, to - from, requested, BlockState.INACTIVE);
     }
 
     private long inferSize(long addr, long rounded, long next, long freeIndex, Pool pool,

@@ -1,6 +1,6 @@
 package io.gpumem.trace.workload;
 
-import io.gpumem.trace.io.TraceEntry;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.util.ArrayList;
 import java.util.HashMap;

@@ -2,16 +2,16 @@ package io.gpumem.trace.align;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.TestTraces;
-import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
-import org.junit.jupiter.api.Test;
 
 /**
  * Alignment, step structure and size laws on the shared families (one program recorded at several sizes): the
@@ -30,8 +30,8 @@ class SharedFamilyAlignmentTest {
         for (List<TraceEntry> trace : t.deviceTraces()) {
             List<TraceEntry> out = new ArrayList<>(trace.size());
             for (TraceEntry e : trace) {
-                out.add(new TraceEntry(e.action(), e.actionName(), e.addr(), e.size(), e.stream(), e.timeUs(),
-                        e.deviceFree(), null, e.extra(), e.fields()));
+                out.add(new TraceEntry(e.action(), e.addr(), e.size(), e.stream(), e.timeUs(), null, e.deviceFree(),
+                        e.keys()));
             }
             traces.add(out);
         }

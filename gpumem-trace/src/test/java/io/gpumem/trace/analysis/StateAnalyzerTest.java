@@ -1,16 +1,15 @@
 package io.gpumem.trace.analysis;
 
-import io.gpumem.history.BlockState;
-
-import static io.gpumem.testing.TestSizes.MiB;
 import static io.gpumem.testing.TestSizes.GiB;
-
-import io.gpumem.alloc.Pool;
-
+import static io.gpumem.testing.TestSizes.MiB;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.within;
 
+import io.gpumem.alloc.Pool;
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.BlockState;
+import io.gpumem.history.SegmentInfo;
 import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -18,16 +17,16 @@ import org.junit.jupiter.api.Test;
 class StateAnalyzerTest {
 
     /** A segment at {@code base} built from (size, state) pairs; requested = size for allocated blocks. */
-    static StateSegment seg(long base, Pool pool, long stream, boolean expandable, Object... sizeState) {
-        List<StateBlock> blocks = new ArrayList<>();
+    static SegmentInfo seg(long base, Pool pool, long stream, boolean expandable, Object... sizeState) {
+        List<BlockInfo> blocks = new ArrayList<>();
         long addr = base;
         for (int i = 0; i < sizeState.length; i += 2) {
             long size = (Long) sizeState[i];
             BlockState st = (BlockState) sizeState[i + 1];
-            blocks.add(new StateBlock(addr, size, st == BlockState.ACTIVE_ALLOCATED ? size : 0, st));
+            blocks.add(BlockInfo.of(addr, size, st == BlockState.ACTIVE_ALLOCATED ? size : 0, st));
             addr += size;
         }
-        return new StateSegment(base, stream, pool, expandable, blocks);
+        return SegmentInfo.ofBlocks(0, base, stream, pool, expandable, blocks);
     }
 
     @Test
@@ -141,10 +140,10 @@ class StateAnalyzerTest {
     @Test
     void accountsPoolsSlackPendingReleasableAndExpandablePages() {
         long small = 2 * MiB;
-        StateBlock tiny = new StateBlock(GiB, 512, 100, BlockState.ACTIVE_ALLOCATED);
-        StateBlock rest = new StateBlock(GiB + 512, small - 512, 0, BlockState.INACTIVE);
+        BlockInfo tiny = BlockInfo.of(GiB, 512, 100, BlockState.ACTIVE_ALLOCATED);
+        BlockInfo rest = BlockInfo.of(GiB + 512, small - 512, 0, BlockState.INACTIVE);
         MemoryState state = MemoryState.builder()
-                .segment(new StateSegment(GiB, 0, Pool.SMALL, false, List.of(tiny, rest)))
+                .segment(SegmentInfo.ofBlocks(0, GiB, 0, Pool.SMALL, false, List.of(tiny, rest)))
                 // a wholly free 20 MiB segment: releasable
                 .segment(seg(2 * GiB, Pool.LARGE, 0, false, 20 * MiB, BlockState.INACTIVE))
                 // a pending-free block is active but not allocated, and pins its neighbour
@@ -177,14 +176,16 @@ class StateAnalyzerTest {
 
     @Test
     void rejectsInconsistentSegments() {
-        assertThatThrownBy(() -> new StateSegment(GiB, 0, Pool.LARGE, false, List.of(
-                new StateBlock(GiB, MiB, 0, BlockState.INACTIVE), new StateBlock(GiB + 2 * MiB, MiB, 0, BlockState.INACTIVE))))
+        assertThatThrownBy(() -> MemoryState.builder().segment(SegmentInfo.ofBlocks(0, GiB, 0, Pool.LARGE, false, List.of(
+                BlockInfo.of(GiB, MiB, 0, BlockState.INACTIVE), BlockInfo.of(GiB + 2 * MiB, MiB, 0, BlockState.INACTIVE))))
+                .build())
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("does not follow");
         assertThatThrownBy(() -> MemoryState.builder()
                 .segment(seg(GiB, Pool.LARGE, 0, false, 20 * MiB, BlockState.INACTIVE))
                 .segment(seg(GiB + MiB, Pool.LARGE, 0, false, 20 * MiB, BlockState.INACTIVE)).build())
                 .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("overlap");
-        assertThatThrownBy(() -> new StateBlock(GiB, MiB, 0, BlockState.ofWireName("weird")))
+        assertThatThrownBy(() -> MemoryState.builder().segment(SegmentInfo.ofBlocks(0, GiB, 0, Pool.LARGE, false,
+                List.of(BlockInfo.of(GiB, MiB, 0, BlockState.ofWireName("weird"))))).build())
                 .hasMessageContaining("no known state");
         assertThat(BlockState.ofWireName("active_awaiting_free")).isEqualTo(BlockState.ACTIVE_PENDING_FREE);
     }

@@ -1,19 +1,20 @@
 package io.gpumem.trace.analysis;
 
-import io.gpumem.history.BlockState;
-
-import static io.gpumem.testing.TestSizes.MiB;
 import static io.gpumem.testing.TestSizes.GiB;
-
-import io.gpumem.alloc.Pool;
-
+import static io.gpumem.testing.TestSizes.MiB;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpumem.alloc.CachingAllocator;
+import io.gpumem.alloc.Pool;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.SimulatedDevice;
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.BlockState;
 import io.gpumem.history.HistoryOptions;
+import io.gpumem.history.SegmentInfo;
+import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
@@ -31,11 +32,11 @@ class TraceStatesTest {
     /** Segments as (address, stream, pool, expandable, blocks as address/size/state/requested-if-allocated). */
     static List<String> shape(MemoryState s) {
         List<String> out = new ArrayList<>();
-        for (StateSegment seg : s.segments()) {
+        for (SegmentInfo seg : s.segments()) {
             StringBuilder sb = new StringBuilder();
             sb.append(seg.address()).append(' ').append(seg.stream()).append(' ').append(seg.pool()).append(' ')
                     .append(seg.expandable()).append(':');
-            for (StateBlock b : seg.blocks()) {
+            for (BlockInfo b : seg.blocks()) {
                 sb.append(' ').append(b.address()).append('/').append(b.size()).append('/').append(b.state());
                 if (b.state() == BlockState.ACTIVE_ALLOCATED) {
                     sb.append('/').append(b.requestedSize());
@@ -55,13 +56,13 @@ class TraceStatesTest {
     static void assertSameUpToInferredSizes(MemoryState rebuilt, MemoryState live, String what) {
         assertThat(rebuilt.segments()).as(what + ": segments").hasSameSizeAs(live.segments());
         for (int k = 0; k < live.segments().size(); k++) {
-            StateSegment r = rebuilt.segments().get(k);
-            StateSegment l = live.segments().get(k);
+            SegmentInfo r = rebuilt.segments().get(k);
+            SegmentInfo l = live.segments().get(k);
             String where = what + ", segment 0x" + Long.toHexString(l.address());
             assertThat(List.of(r.address(), r.totalSize(), r.stream())).as(where).isEqualTo(List.of(l.address(), l.totalSize(), l.stream()));
             assertThat(r.pool()).as(where).isEqualTo(l.pool());
-            List<StateBlock> ra = r.blocks().stream().filter(b -> b.state() == BlockState.ACTIVE_ALLOCATED).toList();
-            List<StateBlock> la = l.blocks().stream().filter(b -> b.state() == BlockState.ACTIVE_ALLOCATED).toList();
+            List<BlockInfo> ra = r.blocks().stream().filter(b -> b.state() == BlockState.ACTIVE_ALLOCATED).toList();
+            List<BlockInfo> la = l.blocks().stream().filter(b -> b.state() == BlockState.ACTIVE_ALLOCATED).toList();
             assertThat(ra).as(where + ": live blocks").hasSameSizeAs(la);
             long slack = l.pool() == Pool.LARGE && !l.expandable() ? 1L << 20 : 511;
             for (int b = 0; b < la.size(); b++) {
@@ -127,9 +128,9 @@ class TraceStatesTest {
 
     @Test
     void oomStaysInForceOnlyWhileNothingChanges() {
-        var e = io.gpumem.trace.io.TraceEntry.of(io.gpumem.history.TraceAction.OOM, 0, 1 << 20, 0);
-        var alloc = io.gpumem.trace.io.TraceEntry.of(io.gpumem.history.TraceAction.ALLOC, 4096, 512, 0);
-        var snap = io.gpumem.trace.io.TraceEntry.of(io.gpumem.history.TraceAction.SNAPSHOT, 0, 0, 0);
+        var e = TraceEntry.of(TraceAction.OOM, 0, 1 << 20, 0);
+        var alloc = TraceEntry.of(TraceAction.ALLOC, 4096, 512, 0);
+        var snap = TraceEntry.of(TraceAction.SNAPSHOT, 0, 0, 0);
         assertThat(TraceStates.oomInForce(List.of(alloc, e, snap), 2)).isEqualTo(1);
         assertThat(TraceStates.oomInForce(List.of(alloc, e, alloc), 2)).isEqualTo(-1);
         assertThat(TraceStates.lastOom(List.of(e, alloc, e, alloc))).isEqualTo(2);

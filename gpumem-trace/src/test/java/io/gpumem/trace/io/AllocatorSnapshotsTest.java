@@ -18,13 +18,13 @@ import java.util.TreeMap;
 import org.junit.jupiter.api.Test;
 
 /**
- * The one conversion between the allocator's snapshot ({@code io.gpumem.history}) and the file model
- * ({@code io.gpumem.trace.io}): allocator → file → pickle → file → allocator gives back the same snapshot.
+ * The allocator's snapshot and a file share one model: allocator → file → pickle → file → allocator gives back the
+ * same snapshot, record for record (the keys each record had included).
  */
 class AllocatorSnapshotsTest {
 
     @Test
-    void allocatorSnapshotSurvivesTheFileModelAndAPickle() {
+    void allocatorSnapshotSurvivesAPickle() {
         for (String conf : new String[] {"", "expandable_segments:True"}) {
             CachingAllocator a = new CachingAllocator(SimulatedDevice.withCapacity(256L << 20), AllocatorConfig.parse(conf));
             a.recordHistory(HistoryOptions.all());

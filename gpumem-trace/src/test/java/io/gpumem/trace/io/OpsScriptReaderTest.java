@@ -3,6 +3,7 @@ package io.gpumem.trace.io;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.gpumem.history.TraceEntry;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;

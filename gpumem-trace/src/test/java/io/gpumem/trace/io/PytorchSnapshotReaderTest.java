@@ -3,9 +3,12 @@ package io.gpumem.trace.io;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
 import io.gpumem.history.Frame;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.TestTraces;
 import java.io.ByteArrayInputStream;
 import java.math.BigInteger;
@@ -14,9 +17,11 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Random;
 import net.razorvine.pickle.Pickler;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -99,7 +104,7 @@ class PytorchSnapshotReaderTest {
     @Test
     void sharedFrameListsStayShared() {
         TraceSnapshot s = new PytorchSnapshotReader().read(TestTraces.file("tiny-forward.pickle"));
-        var distinct = new java.util.IdentityHashMap<List<Frame>, Boolean>();
+        var distinct = new IdentityHashMap<List<Frame>, Boolean>();
         s.traceOf(0).forEach(e -> distinct.put(e.frames(), true));
         assertThat(distinct.size()).isLessThan(s.traceOf(0).size());
     }
@@ -205,7 +210,7 @@ class PytorchSnapshotReaderTest {
         }
         Path garbage = dir.resolve("garbage.pickle");
         byte[] junk = new byte[4096];
-        new java.util.Random(7).nextBytes(junk);
+        new Random(7).nextBytes(junk);
         junk[0] = (byte) 0x80;
         junk[1] = 2;
         Files.write(garbage, junk);

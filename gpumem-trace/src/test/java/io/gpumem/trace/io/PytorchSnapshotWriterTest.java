@@ -3,14 +3,20 @@ package io.gpumem.trace.io;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.gpumem.alloc.Pool;
+import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
 import io.gpumem.history.Frame;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.TestTraces;
 import java.io.ByteArrayInputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.stream.Stream;
@@ -48,11 +54,11 @@ class PytorchSnapshotWriterTest {
         assumeTrue(dir.getFileSystem().supportedFileAttributeViews().contains("posix"), "POSIX permissions only");
         Path out = dir.resolve("new.pickle");
         new PytorchSnapshotWriter().write(generated(), out);
-        assertThat(java.nio.file.attribute.PosixFilePermissions.toString(Files.getPosixFilePermissions(out)))
+        assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(out)))
                 .isEqualTo("rw-r--r--");
-        Files.setPosixFilePermissions(out, java.nio.file.attribute.PosixFilePermissions.fromString("rw-rw----"));
+        Files.setPosixFilePermissions(out, PosixFilePermissions.fromString("rw-rw----"));
         new PytorchSnapshotWriter().write(generated(), out);
-        assertThat(java.nio.file.attribute.PosixFilePermissions.toString(Files.getPosixFilePermissions(out)))
+        assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(out)))
                 .isEqualTo("rw-rw----");
     }
 
@@ -72,13 +78,11 @@ class PytorchSnapshotWriterTest {
         Frame f = new Frame("train.py", 12, "forward");
         BlockInfo used = BlockInfo.of(1L << 32, 1024, 1000, BlockState.ACTIVE_ALLOCATED);
         BlockInfo rest = BlockInfo.of((1L << 32) + 1024, (2L << 20) - 1024, 0, BlockState.INACTIVE);
-        SegmentInfo seg = new SegmentInfo(0, 1L << 32, 2L << 20, 1024, 1024, 1000, 0, "small", PoolId.DEFAULT, false,
-                List.of(f), List.of(used, rest), Map.of(),
-                SegmentInfo.REQUESTED_SIZE | SegmentInfo.POOL_ID | SegmentInfo.EXPANDABLE);
+        SegmentInfo seg = new SegmentInfo(0, 1L << 32, 2L << 20, 1024, 1024, 1000, 0, Pool.SMALL, false, List.of(f), List.of(used, rest));
         List<TraceEntry> trace = List.of(
                 TraceEntry.of(TraceAction.SEGMENT_ALLOC, 1L << 32, 2L << 20, 0).withTimeUs(1),
                 TraceEntry.of(TraceAction.ALLOC, 1L << 32, 1000, 0).withTimeUs(2));
-        Map<String, Object> settings = new java.util.LinkedHashMap<>();
+        Map<String, Object> settings = new LinkedHashMap<>();
         settings.put("PYTORCH_CUDA_ALLOC_CONF", "");
         settings.put("max_split_size", -1L);
         settings.put("garbage_collection_threshold", 0.0);

@@ -5,7 +5,10 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.gpumem.alloc.Pool;
+import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.trace.TestTraces;
 import java.io.ByteArrayInputStream;
 import java.nio.file.Files;
@@ -26,8 +29,7 @@ class SnapshotConsistencyTest {
     private static final long BASE = 0x7f0000000000L;
 
     static SegmentInfo segment(int device, long address, long totalSize, BlockInfo... blocks) {
-        return new SegmentInfo(device, address, totalSize, 0, 0, 0, 0, "large", PoolId.DEFAULT, false, List.of(),
-                List.of(blocks), Map.of(), SegmentInfo.REQUESTED_SIZE | SegmentInfo.POOL_ID | SegmentInfo.EXPANDABLE);
+        return new SegmentInfo(device, address, totalSize, 0, 0, 0, 0, Pool.LARGE, false, List.of(), List.of(blocks));
     }
 
     /** {@code segments} written as a pickle by {@link PytorchSnapshotWriter} and read back, as a command reads it. */

@@ -2,10 +2,11 @@ package io.gpumem.trace.replay;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.history.FileKeys;
 import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.TestTraces;
 import io.gpumem.trace.io.PytorchSnapshotReader;
-import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.util.ArrayList;
 import java.util.List;
@@ -30,8 +31,7 @@ class OracleMismatchTest {
             }
         }
         TraceEntry e = trace.get(victim);
-        trace.set(victim, new TraceEntry(e.action(), e.actionName(), e.addr() + 512, e.size(), e.stream(), e.timeUs(),
-                e.deviceFree(), e.frames(), e.extra(), e.fields()));
+        trace.set(victim, new TraceEntry(e.action(), e.addr() + 512, e.size(), e.stream(), e.timeUs(), e.frames(), e.deviceFree(), FileKeys.of(e.fields(), e.actionName(), null, e.extra())));
         FidelityReport r = new OracleReplay().check(withTrace(s, trace));
         assertThat(r.isExact()).isFalse();
         assertThat(r.exact()).isEqualTo(r.allocs() - 1);
@@ -54,8 +54,7 @@ class OracleMismatchTest {
             }
         }
         TraceEntry e = trace.get(segment);
-        trace.set(segment, new TraceEntry(e.action(), e.actionName(), e.addr(), e.size() + (2L << 20), e.stream(),
-                e.timeUs(), e.deviceFree(), e.frames(), e.extra(), e.fields()));
+        trace.set(segment, new TraceEntry(e.action(), e.addr(), e.size() + (2L << 20), e.stream(), e.timeUs(), e.frames(), e.deviceFree(), FileKeys.of(e.fields(), e.actionName(), null, e.extra())));
         FidelityReport r = new OracleReplay().check(withTrace(s, trace));
         // The model asks for the size PyTorch really asked for; the address still comes from the recording.
         assertThat(r.exact()).isEqualTo(r.allocs());

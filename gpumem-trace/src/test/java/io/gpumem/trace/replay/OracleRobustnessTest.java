@@ -1,11 +1,12 @@
 package io.gpumem.trace.replay;
 
-import io.gpumem.engine.RunOutcome;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.engine.RunOutcome;
+import io.gpumem.history.FileKeys;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.TestTraces;
 import io.gpumem.trace.io.PytorchSnapshotReader;
-import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowRebuilder;
@@ -35,11 +36,8 @@ class OracleRobustnessTest {
                     case 0 -> t.remove(i);
                     case 1 -> t.add(i, e);
                     case 2 -> t.set(i, t.set(rnd.nextInt(t.size()), e));
-                    case 3 -> t.set(i, new TraceEntry(e.action(), e.actionName(), e.addr() + 512L * rnd.nextInt(8192),
-                            e.size(), e.stream(), e.timeUs(), e.deviceFree(), e.frames(), e.extra(), e.fields()));
-                    default -> t.set(i, new TraceEntry(e.action(), e.actionName(), e.addr(),
-                            Math.max(1, e.size() + (rnd.nextInt(64) - 32) * (1L << 20)), e.stream(), e.timeUs(),
-                            e.deviceFree(), e.frames(), e.extra(), e.fields()));
+                    case 3 -> t.set(i, new TraceEntry(e.action(), e.addr() + 512L * rnd.nextInt(8192), e.size(), e.stream(), e.timeUs(), e.frames(), e.deviceFree(), FileKeys.of(e.fields(), e.actionName(), null, e.extra())));
+                    default -> t.set(i, new TraceEntry(e.action(), e.addr(), Math.max(1, e.size() + (rnd.nextInt(64) - 32) * (1L << 20)), e.stream(), e.timeUs(), e.frames(), e.deviceFree(), FileKeys.of(e.fields(), e.actionName(), null, e.extra())));
                 }
             }
             TraceSnapshot damaged = new TraceSnapshot(original.source(), original.format(), original.segments(),

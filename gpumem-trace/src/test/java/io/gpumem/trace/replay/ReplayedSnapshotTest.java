@@ -5,10 +5,10 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.TestTraces;
 import io.gpumem.trace.io.PytorchSnapshotReader;
 import io.gpumem.trace.io.PytorchSnapshotWriter;
-import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.io.ByteArrayInputStream;

@@ -1,13 +1,15 @@
 package io.gpumem.trace.replay;
 
-import io.gpumem.engine.RunOutcome;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.TestTraces;
 import io.gpumem.trace.io.PytorchSnapshotReader;
-import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.window.RecordedConfig;
+import io.gpumem.trace.window.WindowRebuilder;
 import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -53,8 +55,8 @@ class SuffixWindowTest {
             assertThat(d0.firstMismatch()).as(name + " from entry " + cut).isNull();
             assertThat(d0.endSegmentsSame()).isEqualTo(d0.endSegments());
             // The same window as a what-if: the recorded configuration reproduces the window's own peak reserved.
-            var config = io.gpumem.trace.window.RecordedConfig.of(window);
-            var start = new io.gpumem.trace.window.WindowRebuilder(config).rebuild(window, 0);
+            var config = RecordedConfig.of(window);
+            var start = new WindowRebuilder(config).rebuild(window, 0);
             WhatIfReplay w = new WhatIfReplay(window, 0, start);
             RunOutcome row = w.evaluate(config, true);
             assertThat(row.peakReserved()).as(name + " from entry " + cut).isEqualTo(w.recorded().peakReserved());

@@ -2,9 +2,11 @@ package io.gpumem.trace.window;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.alloc.Pool;
 import io.gpumem.config.AllocatorConfig;
-import io.gpumem.trace.io.PoolId;
-import io.gpumem.trace.io.SegmentInfo;
+import io.gpumem.history.FileKeys;
+import io.gpumem.history.PoolId;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.trace.io.SourceFormat;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.util.LinkedHashMap;
@@ -47,8 +49,7 @@ class RecordedConfigTest {
         s.put("expandable_segments", false);
         assertThat(RecordedConfig.of(with(s, List.of())).maxSplitSize()).isEqualTo(AllocatorConfig.UNLIMITED);
         assertThat(RecordedConfig.of(with(null, List.of())).expandableSegments()).isFalse();
-        SegmentInfo expandable = new SegmentInfo(0, 1L << 30, 20L << 20, 0, 0, 0, 0, "large", PoolId.DEFAULT, true,
-                List.of(), List.of(), Map.of(), SegmentInfo.EXPANDABLE);
+        SegmentInfo expandable = new SegmentInfo(0, 1L << 30, 20L << 20, 0, 0, 0, 0, Pool.LARGE, true, List.of(), List.of(), PoolId.DEFAULT, FileKeys.of(SegmentInfo.EXPANDABLE));
         assertThat(RecordedConfig.of(with(null, List.of(expandable))).expandableSegments()).isTrue();
     }
 

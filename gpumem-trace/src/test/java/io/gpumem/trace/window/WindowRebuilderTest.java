@@ -1,30 +1,29 @@
 package io.gpumem.trace.window;
 
+import static io.gpumem.testing.TestSizes.GiB;
 import static io.gpumem.testing.TestSizes.KiB;
 import static io.gpumem.testing.TestSizes.MiB;
-import static io.gpumem.testing.TestSizes.GiB;
-
-import io.gpumem.alloc.SizeRules;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.alloc.Pool;
+import io.gpumem.alloc.SizeRules;
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.TestTraces;
-import io.gpumem.trace.io.BlockInfo;
-import io.gpumem.trace.io.PoolId;
 import io.gpumem.trace.io.PytorchSnapshotReader;
-import io.gpumem.trace.io.SegmentInfo;
 import io.gpumem.trace.io.SourceFormat;
-import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
-import org.junit.jupiter.api.Test;
 
 class WindowRebuilderTest {
 
@@ -63,10 +62,10 @@ class WindowRebuilderTest {
             WindowStart start = new WindowRebuilder(config).rebuild(s, d);
             TreeMap<Long, Long> segments = new TreeMap<>(); // start -> end (mapped / malloc'd space)
             TreeMap<Long, Long> live = new TreeMap<>();     // block start -> end
-            for (StartSegment seg : start.segments()) {
+            for (SegmentInfo seg : start.segments()) {
                 WindowRebuilder.add(segments, seg.address(), seg.end());
-                for (StartBlock b : seg.blocks()) {
-                    if (b.allocated()) {
+                for (BlockInfo b : seg.blocks()) {
+                    if (b.isAllocated()) {
                         live.put(b.address(), b.end());
                     }
                 }
@@ -136,17 +135,17 @@ class WindowRebuilderTest {
         BlockInfo used = BlockInfo.of(aEnd, 1536 * 1024, MiB + MiB / 2, BlockState.ACTIVE_ALLOCATED);
         List<BlockInfo> blocks = List.of(BlockInfo.of(base, aEnd - base, 0, BlockState.INACTIVE), used,
                 BlockInfo.of(aEnd + 1536 * 1024, cEnd - aEnd - 1536 * 1024, 0, BlockState.INACTIVE));
-        SegmentInfo seg = new SegmentInfo(0, base, 20 * MiB, 1536 * 1024, 1536 * 1024, MiB + MiB / 2, 0, "large",
-                PoolId.DEFAULT, false, List.of(), blocks, Map.of(), 7);
+        SegmentInfo seg = new SegmentInfo(0, base, 20 * MiB, 1536 * 1024, 1536 * 1024, MiB + MiB / 2, 0, Pool.LARGE,
+                false, List.of(), blocks);
         TraceSnapshot s = new TraceSnapshot("synthetic", SourceFormat.GENERATED, List.of(seg), List.of(trace), null,
                 null, Map.of(), true);
         WindowStart start = new WindowRebuilder(AllocatorConfig.defaults()).rebuild(s, 0);
         assertThat(start.segments()).hasSize(1);
         assertThat(start.segments().getFirst().blocks()).containsExactly(
-                new StartBlock(a, aEnd - a, 3 * MiB - 100, true, false),       // slack rule
-                new StartBlock(b, 5 * MiB, 5 * MiB, true, false),              // exact round_size: 4 MiB gap splits
-                new StartBlock(bEnd, c - bEnd, 0, false, true),
-                new StartBlock(c, cEnd - c, cRequest, true, false));           // gap rule
+                BlockInfo.of(a, aEnd - a, 3 * MiB - 100, BlockState.ACTIVE_ALLOCATED),       // slack rule
+                BlockInfo.of(b, 5 * MiB, 5 * MiB, BlockState.ACTIVE_ALLOCATED),              // exact round_size: 4 MiB gap splits
+                BlockInfo.of(bEnd, c - bEnd, 0, BlockState.INACTIVE),
+                BlockInfo.of(c, cEnd - c, cRequest, BlockState.ACTIVE_ALLOCATED));           // gap rule
         assertThat(start.preWindowFreed()).containsExactlyInAnyOrder(a, b, c);
         assertThat(start.inferredSizes()).isEqualTo(2);
     }
@@ -164,25 +163,24 @@ class WindowRebuilderTest {
                 TraceEntry.of(TraceAction.ALLOC, base + 12 * MiB, 3 * MiB, 0),          // splits the free block F2
                 TraceEntry.of(TraceAction.FREE_REQUESTED, other, 4 * MiB, 0),           // Y absorbs the free F3
                 TraceEntry.of(TraceAction.FREE_COMPLETED, other, 4 * MiB, 0));
-        SegmentInfo first = new SegmentInfo(0, base, 20 * MiB, 7 * MiB, 7 * MiB, 7 * MiB, 0, "large",
-                PoolId.DEFAULT, false, List.of(), List.of(
+        SegmentInfo first = new SegmentInfo(0, base, 20 * MiB, 7 * MiB, 7 * MiB, 7 * MiB, 0, Pool.LARGE, false,
+                List.of(), List.of(
                         BlockInfo.of(base, 8 * MiB, 6 * MiB, BlockState.INACTIVE),                  // F1, untouched
                         BlockInfo.of(base + 8 * MiB, 4 * MiB, 4 * MiB, BlockState.ACTIVE_ALLOCATED),
                         BlockInfo.of(base + 12 * MiB, 3 * MiB, 3 * MiB, BlockState.ACTIVE_ALLOCATED),
-                        BlockInfo.of(base + 15 * MiB, 5 * MiB, 7 * MiB - 512, BlockState.INACTIVE)), // F2's remainder
-                Map.of(), 7);
-        SegmentInfo second = new SegmentInfo(0, other, 8 * MiB, 0, 0, 0, 0, "large", PoolId.DEFAULT, false,
-                List.of(), List.of(BlockInfo.of(other, 8 * MiB, 4 * MiB, BlockState.INACTIVE)), Map.of(), 7);
+                        BlockInfo.of(base + 15 * MiB, 5 * MiB, 7 * MiB - 512, BlockState.INACTIVE))); // F2's remainder
+        SegmentInfo second = new SegmentInfo(0, other, 8 * MiB, 0, 0, 0, 0, Pool.LARGE, false, List.of(),
+                List.of(BlockInfo.of(other, 8 * MiB, 4 * MiB, BlockState.INACTIVE)));
         TraceSnapshot s = new TraceSnapshot("synthetic", SourceFormat.GENERATED, List.of(first, second),
                 List.of(trace), null, null, Map.of(), true);
         WindowStart start = new WindowRebuilder(AllocatorConfig.defaults()).rebuild(s, 0);
         assertThat(start.segments()).hasSize(2);
         assertThat(start.segments().get(0).blocks()).containsExactly(
-                new StartBlock(base, 8 * MiB, 6 * MiB, false, true),
-                new StartBlock(base + 8 * MiB, 4 * MiB, 4 * MiB, true, true),
-                new StartBlock(base + 12 * MiB, 8 * MiB, 7 * MiB - 512, false, true));
+                BlockInfo.of(base, 8 * MiB, 6 * MiB, BlockState.INACTIVE),
+                BlockInfo.of(base + 8 * MiB, 4 * MiB, 4 * MiB, BlockState.ACTIVE_ALLOCATED),
+                BlockInfo.of(base + 12 * MiB, 8 * MiB, 7 * MiB - 512, BlockState.INACTIVE));
         assertThat(start.segments().get(1).blocks()).containsExactly(
-                new StartBlock(other, 4 * MiB, 4 * MiB, true, false),
-                new StartBlock(other + 4 * MiB, 4 * MiB, 0, false, true));
+                BlockInfo.of(other, 4 * MiB, 4 * MiB, BlockState.ACTIVE_ALLOCATED),
+                BlockInfo.of(other + 4 * MiB, 4 * MiB, 0, BlockState.INACTIVE));
     }
 }

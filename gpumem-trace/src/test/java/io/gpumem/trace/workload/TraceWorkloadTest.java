@@ -5,8 +5,8 @@ import io.gpumem.stats.StatType;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.SourceFormat;
-import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.engine.RunOutcome;
 import java.util.List;

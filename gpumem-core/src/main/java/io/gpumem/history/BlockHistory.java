@@ -1,6 +1,5 @@
-package io.gpumem.trace.io;
+package io.gpumem.history;
 
-import io.gpumem.history.Frame;
 import java.util.List;
 
 /** One record of a 2.0-format block's {@code history} list: {@code {addr, real_size, frames}}. */

@@ -1,4 +1,4 @@
-package io.gpumem.trace.io;
+package io.gpumem.history;
 
 /** A segment's memory pool, PyTorch's {@code segment_pool_id} tuple; (0, 0) is the default pool. */
 public record PoolId(long first, long second) {
