@@ -1,13 +1,13 @@
 package io.gpumem.trace.align;
 
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.SourceFormat;
-import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.RecordedConfig;
-import io.gpumem.trace.window.StartBlock;
-import io.gpumem.trace.window.StartSegment;
 import io.gpumem.trace.window.WindowRebuilder;
 import io.gpumem.trace.window.WindowStart;
 import java.util.ArrayList;
@@ -78,9 +78,9 @@ public final class PredictedRecording {
         List<TraceEntry> entries = referenceTrace.traceOf(device);
         List<TraceEntry> out = new ArrayList<>(entries.size() + 64);
         int startBlocks = 0;
-        for (StartSegment s : start.segments()) {
-            for (StartBlock b : s.blocks()) {
-                if (b.allocated()) {
+        for (SegmentInfo s : start.segments()) {
+            for (BlockInfo b : s.blocks()) {
+                if (b.isAllocated()) {
                     out.add(TraceEntry.of(TraceAction.ALLOC, b.address(), b.requestedSize() > 0 ? b.requestedSize()
                             : b.size(), s.stream()));
                     startBlocks++;
@@ -93,8 +93,8 @@ public final class PredictedRecording {
                 case ALLOC -> {
                     long size = sizeOfRequest[r] > 0 ? sizeOfRequest[r] : e.size();
                     r++;
-                    out.add(new TraceEntry(e.action(), e.actionName(), e.addr(), size, e.stream(), e.timeUs(),
-                            e.deviceFree(), e.frames(), e.extra(), e.fields()));
+                    out.add(new TraceEntry(e.action(), e.addr(), size, e.stream(), e.timeUs(), e.frames(),
+                            e.deviceFree(), e.keys()));
                 }
                 case FREE_REQUESTED, FREE_COMPLETED -> out.add(e);
                 default -> { }

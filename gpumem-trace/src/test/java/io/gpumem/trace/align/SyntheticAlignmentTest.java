@@ -4,8 +4,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.history.Frame;
 import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.SourceFormat;
-import io.gpumem.trace.io.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.util.ArrayList;
 import java.util.List;
@@ -69,8 +69,7 @@ class SyntheticAlignmentTest {
     }
 
     static TraceEntry entry(long addr, long size, List<Frame> frames) {
-        return new TraceEntry(TraceAction.ALLOC, "alloc", addr, size, 0, 0, -1, frames, Map.of(),
-                TraceEntry.ADDR | TraceEntry.SIZE | TraceEntry.STREAM);
+        return new TraceEntry(TraceAction.ALLOC, addr, size, 0, 0, frames, -1);
     }
 
     @Test
