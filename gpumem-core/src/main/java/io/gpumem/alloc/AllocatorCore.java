@@ -42,8 +42,9 @@ import static io.gpumem.alloc.DeviceStats.SEGMENT;
  * stat equals its recomputation from the block graph; reserved = sum of cudaMalloc'd segments + mapped pages
  * = {@link #totalAllocatedMemory}.
  *
- * <p>[U] points are resolved as PyTorch 2.5 does: GC and release_available skip expandable blocks (PR #134338);
- * the oversize slack is {@code max_non_split_rounding} (20 MiB by default).
+ * <p>Version points follow PyTorch 2.5: GC and release_available skip expandable blocks (PR #134338); the oversize
+ * slack is {@code max_non_split_rounding} (2.6's key; its 20 MiB default is 2.5's constant). The few questions
+ * PyTorch's sources leave open are answered as allocator.md §11 lists.
  */
 final class AllocatorCore {
     final Device device;
@@ -544,36 +545,43 @@ final class AllocatorCore {
                 }
             }
         }
-        releaseNeverMappedSegments(pool);
     }
 
     /**
-     * Destroys segments whose one block is unmapped and whole: reserved for a growth whose first map failed
-     * (an injected fault or an out-of-memory), they hold no page, and otherwise their address range would stay
-     * reserved on the driver after empty_cache gave every page back.
+     * Gives back the address ranges of expandable segments that hold no page (their one block unmapped and whole):
+     * reserved for a growth whose first map failed, they are kept by {@code release_blocks} as PyTorch keeps them,
+     * since their block sits in the unmapped tree, which it never visits (allocator.md §5.4), and later requests on
+     * that stream map pages into them. Only {@link CachingAllocator#close()} calls this: retiring the allocator is
+     * where PyTorch's process would end and the driver would free its reservations. No trace entry, no stat.
      */
-    private void releaseNeverMappedSegments(BlockPool pool) {
-        List<Block> whole = null;
-        for (Block u = pool.unmapped.first(); u != null; u = BlockTree.next(u)) {
-            if (!u.isSplit() && u.size == u.expandable.size()) {
-                if (whole == null) {
-                    whole = new ArrayList<>();
+    void releasePagelessSegments() {
+        for (BlockPool pool : new BlockPool[] {largeBlocks, smallBlocks}) {
+            List<Block> whole = null;
+            for (Block u = pool.unmapped.first(); u != null; u = BlockTree.next(u)) {
+                if (!u.isSplit() && u.size == u.expandable.size()) {
+                    if (whole == null) {
+                        whole = new ArrayList<>();
+                    }
+                    whole.add(u);
                 }
-                whole.add(u);
             }
-        }
-        if (whole != null) {
-            whole.forEach(this::releaseExpandableSegment);
+            if (whole != null) {
+                whole.forEach(this::releaseExpandableSegment);
+            }
         }
     }
 
-    /** {@code release_block}: cudaFree of a whole free segment. */
+    /**
+     * {@code release_block}: cudaFree of a whole free segment. As in PyTorch, {@code num_device_free} and the
+     * {@code segment_free} entry come before the driver call, so a failing cudaFree leaves them recorded and the
+     * segment cached (allocator.md §11).
+     */
     private void releaseBlock(Block block, List<Frame> context) {
-        device.free(block.ptr);
         stats.countDeviceFree();
-        AllocatorEvents.segmentFree(device.index(), block.ptr, block.size, block.stream, false);
         trace.record(TraceAction.SEGMENT_FREE, block.ptr, block.size, block.stream,
                 context != null ? context : block.contextWhenSegmentAllocated);
+        device.free(block.ptr);
+        AllocatorEvents.segmentFree(device.index(), block.ptr, block.size, block.stream, false);
         totalAllocatedMemory -= block.size;
         int type = block.pool.statType;
         stats.decrease(SEGMENT, type, 1);
@@ -586,10 +594,11 @@ final class AllocatorCore {
     }
 
     /**
-     * {@code release_available_cached_blocks} (allocator.md §4.3), 2.5 behaviour: frees one oversize block big enough,
-     * else the largest oversize blocks of the stream until enough is freed (those freed stay freed). Expandable
-     * blocks are skipped; so are oversize blocks that are not whole segments (which only exist after expandable
-     * segments were toggled on, where PyTorch would cudaFree an interior pointer).
+     * {@code release_available_cached_blocks} (allocator.md §4.3), 2.5 behaviour: frees one oversize block big
+     * enough, else the largest oversize blocks of the stream until enough is freed (those freed stay freed).
+     * Expandable blocks are skipped; so are oversize blocks that are not whole segments (they exist only after
+     * max_split_size changed or expandable segments were toggled on, where PyTorch would cudaFree a block that is
+     * not a whole segment and break its own state: allocator.md §11).
      */
     private boolean releaseAvailableCachedBlocks(BlockPool pool, long stream, long size, List<Frame> context) {
         long maxSplit = maxSplitSize;

@@ -229,7 +229,10 @@ public final class CachingAllocator implements ForkableAllocator {
     /**
      * Releases the cache as {@link #emptyCache()} does (waiting for pending stream events) and retires the
      * allocator: later mallocs, frees, stream records and cache releases throw {@link IllegalStateException}. Blocks the user still
-     * holds stay allocated on the device; the device itself is not closed. Idempotent.
+     * holds stay allocated on the device; the device itself is not closed. Idempotent. It also gives back the
+     * address ranges of expandable segments that never got a page, which {@code emptyCache} keeps as PyTorch does
+     * (allocator.md §5.4): retiring the allocator stands for the end of PyTorch's process, where the driver frees
+     * them.
      */
     @Override
     public void close() {
@@ -237,6 +240,7 @@ public final class CachingAllocator implements ForkableAllocator {
         try {
             if (!closed) {
                 core.releaseCachedBlocks(core.trace.maybeGatherContext(HistoryOptions.Context.ALL));
+                core.releasePagelessSegments();
                 closed = true;
             }
         } finally {

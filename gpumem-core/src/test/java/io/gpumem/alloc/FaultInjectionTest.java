@@ -157,17 +157,25 @@ class FaultInjectionTest {
     }
 
     @Test
-    void failingFreeDuringEmptyCacheKeepsTheSegmentCached() {
+    void failingFreeDuringEmptyCacheKeepsTheSegmentCachedButCountedAndTraced() {
         SimulatedDevice dev = device();
         CachingAllocator a = new CachingAllocator(dev);
-        a.free(a.malloc(30 * MiB));
+        a.recordHistory(HistoryOptions.all());
+        long p = a.malloc(30 * MiB);
+        a.free(p);
         dev.failNth(DeviceOp.FREE, 1, DeviceError.CUDA_ERROR_INVALID_VALUE);
         assertThatThrownBy(a::emptyCache).isInstanceOf(DeviceException.class);
+        // PyTorch's release_block counts num_device_free and records segment_free before cudaFree fails
         assertThat(a.reservedBytes()).isEqualTo(30 * MiB);
-        assertThat(a.stats().toPyTorchMap().get("num_device_free")).isZero();
+        assertThat(a.stats().toPyTorchMap().get("num_device_free")).isEqualTo(1);
+        assertThat(a.stats().toPyTorchMap().get("segment.all.current")).isEqualTo(1);
+        List<TraceEntry> t = a.snapshot().deviceTraces().getFirst();
+        assertThat(t.getLast().action()).isEqualTo(TraceAction.SEGMENT_FREE);
+        assertThat(t.getLast().addr()).isEqualTo(p);
         a.internals().checkInvariants();
         a.emptyCache();
         assertThat(a.reservedBytes()).isZero();
+        assertThat(a.stats().toPyTorchMap().get("num_device_free")).isEqualTo(2);
         a.internals().checkInvariants();
     }
 

@@ -282,6 +282,28 @@ class SpecAuditTest {
         b.internals().checkInvariants();
     }
 
+    @Test
+    void releaseAvailableSkipsAnOversizeBlockThatIsNotAWholeSegment() {
+        SimulatedDevice dev = device(100 * MiB);
+        CachingAllocator a = new CachingAllocator(dev, cfg().maxSplitSize(20 * MiB).maxNonSplitRounding(40 * MiB)
+                .build());
+        long x = a.malloc(100 * MiB);                // a cudaMalloc'd segment; the device is full
+        a.free(x);
+        a.setConfig(a.config().toBuilder().expandableSegments(true).build());
+        a.malloc(70 * MiB);                          // takes x (100 < 70 + 40) and splits: the flag is on (allocator.md §2.3)
+        List<TraceEntry> t = tracked(a);
+        // 40 MiB: no cached block fits and growing an expandable segment fails (no memory). The free 30 MiB tail
+        // of x is oversize but not a whole segment: PyTorch would cudaFree it (allocator.md §11); gpumem skips it,
+        // and empty_cache cannot release it either, so the request runs out of memory.
+        assertThatThrownBy(() -> a.malloc(40 * MiB)).isInstanceOf(OutOfMemoryException.class);
+        assertThat(actions(t)).doesNotContain("segment_free");
+        Map<String, Long> s = a.stats().toPyTorchMap();
+        assertThat(s.get("num_device_free")).isZero();
+        assertThat(s.get("segment.all.current")).isEqualTo(1);
+        assertThat(a.reservedBytes()).isEqualTo(100 * MiB);
+        a.internals().checkInvariants();
+    }
+
     // --------------------------------------------------- allocator.md §4.4 garbage collection
 
     private static AllocatorConfig gc(double threshold) {

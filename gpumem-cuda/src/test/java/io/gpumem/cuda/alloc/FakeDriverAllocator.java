@@ -53,7 +53,7 @@ final class FakeDriverAllocator implements AutoCloseable {
                 .isEqualTo(FakeCuda.liveMappings() + lostHandles);
     }
 
-    /** After everything was freed and the cache emptied: nothing reserved and nothing left in the driver. */
+    /** After everything was freed, the cache emptied and the allocator closed: nothing reserved or left in the driver. */
     void assertDriverEmpty(String context, long lostBytes, long lostHandles) {
         assertConsistent(context, lostBytes, lostHandles);
         assertThat(allocator.reservedBytes()).as("reserved bytes (%s)", context).isZero();
