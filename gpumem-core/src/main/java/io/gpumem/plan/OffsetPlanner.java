@@ -27,17 +27,24 @@ import java.util.Arrays;
  *
  * <p><b>3. Squeaky wheel.</b> Every buffer that ended above the target is moved towards the front of the best
  * order (its priority key halves), the pass is re-run, and the best plan is kept, until the target is reached or
- * the round budget, or (after 32 rounds) a quarter of the time budget, is spent.
+ * the round budget, or (after 32 rounds) a quarter of the budget, is spent.
  *
  * <p><b>4. Skyline search.</b> The canonical search resumes from the descent's dead end (or starts, where stage 1
- * was skipped), now backtracking, for the rest of the time budget (and a node budget).
+ * was skipped), now backtracking, for the rest of the budget (and a node budget).
+ *
+ * <p><b>Budgets are counted, never read from the clock.</b> A plan is an input of the {@code planned} policy's
+ * figures ({@code compare}, {@code demo}), so it must not depend on how loaded the machine is: a budget given in
+ * milliseconds is converted once into work units (buffers compared in a placement pass, list entries and tree
+ * updates in the search) at a fixed rate measured on a quiet machine ({@link #PASS_WORK_PER_MS},
+ * {@link #SEARCH_WORK_PER_MS}). The same problem and budget give the same plan on any machine; only the time it
+ * takes varies.
  *
  * <p>Memory is O(n) for the passes plus O(n log S) for the search's lists and its frame and undo stacks.
  * Invariant of every returned plan (checked by tests with an independent sweep): for buffers i ≠ j with
  * overlapping lifetimes, {@code [offset_i, offset_i + placedSize_i)} and {@code [offset_j, offset_j +
  * placedSize_j)} are disjoint; offsets are multiples of the problem's alignment.
  *
- * <p>Design notes: offset-planner.md §3 (target §3.1, stages §3.2 to §3.5; cost and limits §6).
+ * <p>Design notes: offset-planner.md §3 (target §3.1, stages §3.2 to §3.5, counted budgets §3.6; cost and limits §6).
  */
 public final class OffsetPlanner {
 
@@ -56,7 +63,15 @@ public final class OffsetPlanner {
     /** Nodes the canonical search may visit before giving up on reaching the bound exactly. */
     static final long NODE_BUDGET = 2_000_000;
 
-    private final long budgetNanos;
+    /**
+     * Placement-pass work (placed buffers scanned) per millisecond of budget: about 1 ns a comparison, measured on
+     * this project's 2-core machine. A calibration, not a timer: see the class comment.
+     */
+    static final long PASS_WORK_PER_MS = 1_000_000;
+    /** Canonical-search work ({@link CanonicalSearch#work()} units) per millisecond of budget, likewise. */
+    static final long SEARCH_WORK_PER_MS = 250_000;
+
+    private final long budgetMs;
     private final int maxRounds;
     private final double targetRatio;
 
@@ -64,13 +79,15 @@ public final class OffsetPlanner {
         this(DEFAULT_BUDGET_MS, DEFAULT_MAX_ROUNDS, DEFAULT_TARGET_RATIO);
     }
 
-    /** @param budgetMs time the squeaky wheel and the backtracking search may take; 0 = no backtracking search */
+    /** @param budgetMs work the squeaky wheel and the backtracking search may do, in milliseconds at the calibrated
+     *                 rates (class comment); 0 = no backtracking search */
     public OffsetPlanner(long budgetMs, int maxRounds) {
         this(budgetMs, maxRounds, DEFAULT_TARGET_RATIO);
     }
 
     /**
-     * @param budgetMs    time the squeaky wheel and the backtracking search may take; 0 = no backtracking search
+     * @param budgetMs    work the squeaky wheel and the backtracking search may do, in milliseconds at the
+     *                    calibrated rates (class comment); 0 = no backtracking search
      * @param targetRatio stop improving once the planned peak is at most {@code floor(bound × targetRatio)};
      *                    1.0 = search for exactly the lower bound
      */
@@ -81,9 +98,17 @@ public final class OffsetPlanner {
         if (!(targetRatio >= 1.0) || Double.isInfinite(targetRatio)) {
             throw new IllegalArgumentException("target ratio must be a finite number >= 1.0, got " + targetRatio);
         }
-        this.budgetNanos = budgetMs * 1_000_000L;
+        this.budgetMs = budgetMs;
         this.maxRounds = maxRounds;
         this.targetRatio = targetRatio;
+    }
+
+    private static long saturatedTimes(long a, long b) {
+        return a > Long.MAX_VALUE / b ? Long.MAX_VALUE : a * b;
+    }
+
+    private static long saturatedAdd(long a, long b) {
+        return a > Long.MAX_VALUE - b ? Long.MAX_VALUE : a + b;
     }
 
     /** The planned peak the search stops at: the bound times the target ratio, rounded down, never below it. */
@@ -151,9 +176,8 @@ public final class OffsetPlanner {
         if (bestPeak > target) {
             double[] keys = bestKeys.clone();
             long[] offsets = best.clone();
-            long deadline = t0 + budgetNanos / 4;
-            while (rounds < maxRounds && bestPeak > target
-                    && (rounds < MIN_ROUNDS || System.nanoTime() < deadline)) {
+            long workLimit = saturatedAdd(pass.work, saturatedTimes(budgetMs / 4, PASS_WORK_PER_MS));
+            while (rounds < maxRounds && bestPeak > target && (rounds < MIN_ROUNDS || pass.work < workLimit)) {
                 rounds++;
                 for (int k = 0; k < m; k++) {
                     int b = live[k];
@@ -171,9 +195,10 @@ public final class OffsetPlanner {
             }
         }
 
-        // 4. The skyline search resumes from its dead end, now backtracking, for the rest of the time budget.
-        if (bestPeak > target && budgetNanos > 0) {
-            long[] found = search.search(NODE_BUDGET, Long.MAX_VALUE, t0 + budgetNanos, false);
+        // 4. The skyline search resumes from its dead end, now backtracking, for the rest of the budget.
+        if (bestPeak > target && budgetMs > 0) {
+            long searchWork = saturatedAdd(search.work(), saturatedTimes(budgetMs - budgetMs / 4, SEARCH_WORK_PER_MS));
+            long[] found = search.search(NODE_BUDGET, searchWork, Long.MAX_VALUE, false);
             if (found != null) {
                 bestPeak = scatter(found, sizes, live, best);
                 bestOrder = "skyline search, " + search.nodes() + " nodes";
@@ -275,6 +300,8 @@ public final class OffsetPlanner {
         private final long[] hi;
         private final long[] result;       // offset per live index k
         private final Integer[] order;
+        /** Placed buffers scanned by all runs so far: the squeaky wheel's budget counts it. */
+        long work;
 
         Pass(LifetimeProblem p, int m) {
             this.p = p;
@@ -304,6 +331,7 @@ public final class OffsetPlanner {
                 long top = 0;
                 long chosen = -1;
                 long chosenGap = Long.MAX_VALUE;
+                work += count;
                 for (int j = 0; j < count; j++) {
                     if (lo[j] < bHi && bLo < hi[j]) {
                         long gap = off[j] - top;

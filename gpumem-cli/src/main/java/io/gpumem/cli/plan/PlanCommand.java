@@ -60,8 +60,9 @@ public final class PlanCommand implements Callable<Integer> {
     long align;
 
     @Option(names = "--budget-ms", paramLabel = "MS", defaultValue = "" + OffsetPlanner.DEFAULT_BUDGET_MS,
-            description = "Time the improvement search may take when the first orders miss the bound"
-                    + " (default: ${DEFAULT-VALUE}).")
+            description = "Work the improvement search may do when the first orders miss the bound, in"
+                    + " milliseconds of a quiet 2-core machine; counted, not timed, so the plan never depends on"
+                    + " the machine's load (default: ${DEFAULT-VALUE}).")
     long budgetMs;
 
     @Option(names = "--target-ratio", paramLabel = "R", defaultValue = "" + OffsetPlanner.DEFAULT_TARGET_RATIO,
