@@ -120,7 +120,7 @@ public final class GpumemCli implements Runnable {
         CommandLine cl = new CommandLine(new GpumemCli());
         String first = args.length == 0 ? null : args[0];
         boolean one = Arrays.asList(SUBCOMMANDS).contains(first);
-        boolean usageOnly = args.length == 0 || args.length == 1 && USAGE_OR_VERSION.contains(first);
+        boolean usageOnly = args.length == 0 || (args.length == 1 && USAGE_OR_VERSION.contains(first));
         for (String name : SUBCOMMANDS) {
             if (usageOnly) {
                 cl.addSubcommand(name, new CommandLine(usageStub(name)));
