@@ -5,6 +5,7 @@ import java.io.OutputStream;
 import java.io.PrintStream;
 import java.io.PrintWriter;
 import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Comparator;
@@ -38,7 +39,7 @@ public final class ArchiveTraining {
             train(Path.of(args[0]));
             status = 0;
         } catch (Exception | Error e) {
-            e.printStackTrace();
+            e.printStackTrace(System.err);   // for whoever runs the training by hand: the launcher discards it
         }
         System.exit(status);
     }
@@ -70,7 +71,7 @@ public final class ArchiveTraining {
     /** Runs {@code gpumem args} as {@code main} would, minus the exit, and fails unless it succeeded. */
     private static void run(String... args) {
         var cl = GpumemCli.commandLine(args);
-        PrintWriter discard = new PrintWriter(OutputStream.nullOutputStream());
+        PrintWriter discard = new PrintWriter(OutputStream.nullOutputStream(), false, StandardCharsets.UTF_8);
         cl.setOut(discard);
         cl.setErr(discard);
         int exit = cl.execute(args);

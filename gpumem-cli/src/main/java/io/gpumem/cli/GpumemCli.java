@@ -9,6 +9,7 @@ import io.gpumem.cli.report.ReportCommand;
 import io.gpumem.cli.sim.SimCommand;
 import io.gpumem.cli.trace.CompareCommand;
 import io.gpumem.cli.trace.DiffCommand;
+import io.gpumem.cli.trace.PredictCommand;
 import io.gpumem.cli.trace.ReplayCommand;
 import java.util.Arrays;
 import java.util.Set;
@@ -48,7 +49,7 @@ public final class GpumemCli implements Runnable {
      * CPU time of a short command such as {@code gpumem replay --check} on a small trace.
      */
     private static final String[] SUBCOMMANDS =
-            {"sim", "device", "kv-sim", "replay", "compare", "diff", "analyze", "demo", "report", "plan"};
+            {"sim", "device", "kv-sim", "replay", "compare", "diff", "predict", "analyze", "demo", "report", "plan"};
 
     private static Class<?> subcommandClass(String name) {
         return switch (name) {
@@ -58,6 +59,7 @@ public final class GpumemCli implements Runnable {
             case "replay" -> ReplayCommand.class;
             case "compare" -> CompareCommand.class;
             case "diff" -> DiffCommand.class;
+            case "predict" -> PredictCommand.class;
             case "analyze" -> AnalyzeCommand.class;
             case "demo" -> DemoCommand.class;
             case "report" -> ReportCommand.class;
@@ -118,7 +120,7 @@ public final class GpumemCli implements Runnable {
         CommandLine cl = new CommandLine(new GpumemCli());
         String first = args.length == 0 ? null : args[0];
         boolean one = Arrays.asList(SUBCOMMANDS).contains(first);
-        boolean usageOnly = args.length == 0 || args.length == 1 && USAGE_OR_VERSION.contains(first);
+        boolean usageOnly = args.length == 0 || (args.length == 1 && USAGE_OR_VERSION.contains(first));
         for (String name : SUBCOMMANDS) {
             if (usageOnly) {
                 cl.addSubcommand(name, new CommandLine(usageStub(name)));

@@ -40,7 +40,7 @@ class GpumemCliTest {
         assertThat(GpumemCli.commandLine(new String[] {"replay", "--help"}).getSubcommands())
                 .containsOnlyKeys("help", "replay");
         // help on a command, and a typo's suggestions, need every command
-        assertThat(GpumemCli.commandLine(new String[] {"help", "replay"}).getSubcommands()).hasSize(11);
+        assertThat(GpumemCli.commandLine(new String[] {"help", "replay"}).getSubcommands()).hasSize(12);
         assertThat(out(GpumemCli.commandLine(new String[] {"help", "replay"}), "help", "replay"))
                 .isEqualTo(out(GpumemCli.commandLine(new String[] {"replay", "--help"}), "replay", "--help"))
                 .contains("--check");

@@ -4,7 +4,9 @@ import java.lang.foreign.MemorySegment;
 import java.util.ArrayDeque;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.Objects;
 import java.util.TreeMap;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The simulated device's address space and memory accounting: classic allocations, virtual reservations,
@@ -32,7 +34,7 @@ final class AddressSpace {
         final long size;
         final long consumed;
         /** The bytes, for a backed device; null otherwise. */
-        final ByteBacking bytes;
+        final @Nullable ByteBacking bytes;
         boolean released;
         int mapCount;
 
@@ -250,7 +252,7 @@ final class AddressSpace {
         requireWholeMappings(DeviceOp.SET_ACCESS, address, size, "range does not end on a mapping boundary");
         faults.throwIfDue(DeviceOp.SET_ACCESS);
         for (long at = address; at < address + size; ) {
-            Mapping m = mappings.get(at);
+            Mapping m = mappingCheckedAt(at);
             m.accessible = true;
             at += m.size;
         }
@@ -260,8 +262,9 @@ final class AddressSpace {
         requireWholeMappings(DeviceOp.UNMAP, address, size, null);
         faults.throwIfDue(DeviceOp.UNMAP);
         for (long at = address; at < address + size; ) {
-            Mapping m = mappings.remove(at);
-            Storage s = handles.get(m.handle);
+            Mapping m = mappingCheckedAt(at);
+            mappings.remove(at);
+            Storage s = Objects.requireNonNull(handles.get(m.handle), "a mapped handle is never destroyed");
             s.mapCount--;
             maybeDestroy(m.handle, s);
             at += m.size;
@@ -269,7 +272,12 @@ final class AddressSpace {
     }
 
     /** Checks that [address, address+size) is granular and covered by whole mappings, exactly. */
-    private void requireWholeMappings(DeviceOp op, long address, long size, String boundaryMessage) {
+    /** The mapping starting at {@code at}, which {@link #requireWholeMappings} has found there. */
+    private Mapping mappingCheckedAt(long at) {
+        return Objects.requireNonNull(mappings.get(at), "requireWholeMappings checked it");
+    }
+
+    private void requireWholeMappings(DeviceOp op, long address, long size, @Nullable String boundaryMessage) {
         requireAddress(op, address);
         requireSize(op, size);
         long at = address;
@@ -311,11 +319,12 @@ final class AddressSpace {
                 offset = at - m.getKey();
             } else {
                 Mapping mp = mappings.floorEntry(at).getValue();
-                s = handles.get(mp.handle);
+                s = Objects.requireNonNull(handles.get(mp.handle), "resolve checked the range");
                 offset = at - mp.address;
             }
             long n = Math.min(bytes - done, Math.min(ByteBacking.roomInChunk(offset), s.size - offset));
-            s.bytes.copy(offset, host, done, n, toDevice);
+            ByteBacking backing = Objects.requireNonNull(s.bytes, "a backed device backs every storage");
+            backing.copy(offset, host, done, n, toDevice);
             done += n;
         }
     }

@@ -2,6 +2,7 @@ package io.gpumem.device;
 
 import java.util.EnumMap;
 import java.util.concurrent.atomic.AtomicLongArray;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The simulated device's fault injection and call counters: how many times each {@link DeviceOp} was called,
@@ -75,7 +76,7 @@ final class FaultPlan {
         }
     }
 
-    private DeviceError due(DeviceOp op) {
+    private @Nullable DeviceError due(DeviceOp op) {
         PendingFault f = faults.get(op);
         if (f == null || --f.remaining > 0) {
             return null;

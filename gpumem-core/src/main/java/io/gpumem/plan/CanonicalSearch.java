@@ -1,6 +1,7 @@
 package io.gpumem.plan;
 
 import java.util.Arrays;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Depth-first search for a plan whose peak is at most a capacity {@code C}, filling a skyline from its lowest
@@ -179,7 +180,7 @@ final class CanonicalSearch {
      * @param workLimit   stop once this much work (list entries read, tree updates; all calls) has been done
      * @param descentOnly never backtrack out of a frame: the greedy first descent
      */
-    long[] search(long nodeLimit, long workLimit, long deadlineNanos, boolean descentOnly) {
+    long @Nullable [] search(long nodeLimit, long workLimit, long deadlineNanos, boolean descentOnly) {
         outOfBudget = false;
         if (depth < 0) {
             return null;

@@ -1,6 +1,7 @@
 package io.gpumem.plan;
 
 import java.util.Arrays;
+import java.util.Objects;
 
 /**
  * Solves a {@link LifetimeProblem}: an offset for every buffer, no two buffers that are live at the same time
@@ -174,7 +175,7 @@ public final class OffsetPlanner {
         // 3. Squeaky wheel: buffers that ended above the target move towards the front of the order.
         int rounds = 0;
         if (bestPeak > target) {
-            double[] keys = bestKeys.clone();
+            double[] keys = Objects.requireNonNull(bestKeys, "an order pass ran").clone();
             long[] offsets = best.clone();
             long workLimit = saturatedAdd(pass.work, saturatedTimes(budgetMs / 4, PASS_WORK_PER_MS));
             while (rounds < maxRounds && bestPeak > target && (rounds < MIN_ROUNDS || pass.work < workLimit)) {

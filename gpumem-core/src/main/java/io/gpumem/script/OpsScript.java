@@ -14,6 +14,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.regex.Pattern;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A parsed ops script: the text format that {@code gpumem sim} runs and that trace tools can emit or read.
@@ -56,9 +57,9 @@ public final class OpsScript {
     private static final Pattern FRACTION = Pattern.compile("[0-9]+(\\.[0-9]*)?|\\.[0-9]+");
 
     private final List<ScriptOp> ops;
-    private final ScriptOp.DeviceSettings device;
+    private final ScriptOp.@Nullable DeviceSettings device;
 
-    private OpsScript(List<ScriptOp> ops, ScriptOp.DeviceSettings device) {
+    private OpsScript(List<ScriptOp> ops, ScriptOp.@Nullable DeviceSettings device) {
         this.ops = List.copyOf(ops);
         this.device = device;
     }
@@ -69,7 +70,7 @@ public final class OpsScript {
     }
 
     /** The {@code device} line, or null when the script has none (runners then use their default device). */
-    public ScriptOp.DeviceSettings device() {
+    public ScriptOp.@Nullable DeviceSettings device() {
         return device;
     }
 
@@ -107,7 +108,7 @@ public final class OpsScript {
 
     /** A source of text lines (a reader's or {@link Utf8Lines}'s). */
     private interface LineSource {
-        String next() throws IOException;
+        @Nullable String next() throws IOException;
     }
 
     /** Parser state: the ops so far and, per name, where it was last allocated or freed. */
@@ -115,7 +116,7 @@ public final class OpsScript {
         private final List<ScriptOp> ops = new ArrayList<>();
         private final Map<String, Integer> liveSince = new HashMap<>();
         private final Map<String, int[]> freed = new HashMap<>(); // name -> {alloc line, free line}
-        private ScriptOp.DeviceSettings device;
+        private ScriptOp.@Nullable DeviceSettings device;
         private boolean allocatorUsed;
         private int line;
 

@@ -8,6 +8,7 @@ import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CharsetDecoder;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Reads a script's bytes one line at a time and decodes each line as strict UTF-8, so that a byte that is not
@@ -26,7 +27,7 @@ final class Utf8Lines {
     }
 
     /** The next line without its end, or null at the end of the input. */
-    String next() throws IOException {
+    @Nullable String next() throws IOException {
         int n = 0;
         int b;
         while ((b = in.read()) >= 0 && b != '\n') {

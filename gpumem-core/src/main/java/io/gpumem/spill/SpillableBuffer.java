@@ -3,6 +3,7 @@ package io.gpumem.spill;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A device buffer its {@link SpillingAllocator} may move to host memory or disk when an allocation would
@@ -24,9 +25,9 @@ public final class SpillableBuffer implements AutoCloseable {
     final long size;
     final int priority;
     long address;
-    Arena hostArena;
-    MemorySegment host;
-    Path file;
+    @Nullable Arena hostArena;
+    @Nullable MemorySegment host;
+    @Nullable Path file;
     int pins;
     long lastUse;
     boolean closed;

@@ -20,6 +20,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 
 /**
  * Spill on out-of-memory, for any allocator policy: a {@link GpuAllocator} decorator with a registry of
@@ -214,7 +215,7 @@ public final class SpillingAllocator implements GpuAllocator {
                     b.file = null;
                 } else if (b.host != null) {
                     device.copyToDevice(address, b.host, b.size);
-                    b.hostArena.close();
+                    Objects.requireNonNull(b.hostArena, "a host copy comes with its arena").close();
                     b.hostArena = null;
                     b.host = null;
                     hostUsed -= b.size;

@@ -156,7 +156,8 @@ public class PolicyPairBench {
         op = k + 1 == opSize.length ? 0 : k + 1;
         int s = opSlot[k];
         if (opSize[k] > 0) {
-            return traceLive[s] = traced.malloc(opSize[k], opStream[k]);
+            traceLive[s] = traced.malloc(opSize[k], opStream[k]);
+            return traceLive[s];
         }
         traced.free(traceLive[s]);
         traceLive[s] = 0;

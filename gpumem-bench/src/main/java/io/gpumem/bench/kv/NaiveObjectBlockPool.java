@@ -27,6 +27,9 @@ final class NaiveObjectBlockPool {
     }
 
     private final KvBlockObject[] blocks;
+    // Error Prone's JdkObsolete would have an ArrayDeque here: the node allocated per release is what this
+    // baseline measures
+    @SuppressWarnings("JdkObsolete")
     private final LinkedList<KvBlockObject> free = new LinkedList<>();
     private final Map<Key, KvBlockObject> cached = new HashMap<>();
 

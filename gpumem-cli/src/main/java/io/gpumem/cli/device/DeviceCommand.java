@@ -42,13 +42,19 @@ public final class DeviceCommand implements Callable<Integer> {
                     : "not supported (expandable segments fall back to cuMemAlloc)");
             out.printf("granularity:     %,d bytes%n", d.allocationGranularity());
             out.flush();
-            return 0;
-        } finally {
+        } catch (RuntimeException | Error e) {
             try {
                 d.close();
-            } catch (RuntimeException e) {
-                throw new IllegalStateException("closing " + d.name() + ": " + e.getMessage(), e);
+            } catch (RuntimeException closing) {
+                e.addSuppressed(closing);   // the first failure is the one to report
             }
+            throw e;
         }
+        try {
+            d.close();
+        } catch (RuntimeException e) {
+            throw new IllegalStateException("closing " + d.name() + ": " + e.getMessage(), e);
+        }
+        return 0;
     }
 }

@@ -1,5 +1,6 @@
 package io.gpumem.cli.trace;
 
+import com.fasterxml.jackson.core.JsonGenerator;
 import io.gpumem.cli.SizeConverter;
 import io.gpumem.cli.options.AllocatorOptions;
 import io.gpumem.cli.options.BadInputException;
@@ -17,6 +18,7 @@ import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.session.CompareRuns;
 import io.gpumem.trace.session.TraceSession;
 import io.gpumem.trace.window.WindowStart;
+import java.io.IOException;
 import java.io.PrintWriter;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -147,19 +149,24 @@ public final class CompareCommand implements Callable<Integer> {
             g.writeStartArray();
             for (RunOutcome r : rows) {
                 g.writeStartObject();
-                g.writeStringField("config", r.label() == null ? "" : r.label());
-                g.writeNumberField("peak_allocated", r.peakAllocated());
-                g.writeNumberField("peak_reserved", r.peakReserved());
-                g.writeNumberField("min_capacity", r.minCapacity());
-                g.writeNumberField("device_allocs", r.deviceAllocs());
-                g.writeNumberField("retries", r.retries());
-                g.writeNumberField("ooms", r.ooms());
-                g.writeStringField("policy", r.policy());
-                g.writeNumberField("device_maps", r.deviceMaps());
-                g.writeNumberField("ns_per_pair", r.nsPerPair());
+                writeRowFields(g, r);
                 g.writeEndObject();
             }
             g.writeEndArray();
         });
+    }
+
+    /** The fields of one row of compare's JSON (predict writes the same ones, then its own). */
+    static void writeRowFields(JsonGenerator g, RunOutcome r) throws IOException {
+        g.writeStringField("config", r.label() == null ? "" : r.label());
+        g.writeNumberField("peak_allocated", r.peakAllocated());
+        g.writeNumberField("peak_reserved", r.peakReserved());
+        g.writeNumberField("min_capacity", r.minCapacity());
+        g.writeNumberField("device_allocs", r.deviceAllocs());
+        g.writeNumberField("retries", r.retries());
+        g.writeNumberField("ooms", r.ooms());
+        g.writeStringField("policy", r.policy());
+        g.writeNumberField("device_maps", r.deviceMaps());
+        g.writeNumberField("ns_per_pair", r.nsPerPair());
     }
 }

@@ -3,12 +3,9 @@ package io.gpumem.cli.policy;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.cli.CliRun;
-import io.gpumem.engine.RunOutcome;
+import io.gpumem.cli.trace.OomTraces;
 import io.gpumem.policy.PolicyFactory;
 import io.gpumem.policy.PolicyRegistry;
-import io.gpumem.trace.io.AllocatorSnapshots;
-import io.gpumem.trace.workload.TrainingWorkload;
-import io.gpumem.trace.workload.WorkloadWhatIf;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -38,12 +35,7 @@ class ToyPolicyTest {
         // the one registry line
         PolicyRegistry.register(PolicyFactory.simple(FirstFitAllocator.NAME,
                 "first fit by address in one segment as large as the device", FirstFitAllocator::new));
-        TrainingWorkload w = TrainingWorkload.builder().layers(3).hidden(512).heads(4).vocab(4000).batch(4)
-                .seqLens(128, 1024, 128).steps(4).seed(7).build();
-        RunOutcome run = new WorkloadWhatIf(w, w.peakLiveBytes() * 3 / 4, 0, false).runWithHistory("");
-        assertThat(run.completed()).as("the recorded run must hit an OOM").isFalse();
-        oomTrace = dir.resolve("oom.pickle");
-        AllocatorSnapshots.write(run.allocator().snapshot(), oomTrace);
+        oomTrace = OomTraces.record(dir);
     }
 
     @AfterAll

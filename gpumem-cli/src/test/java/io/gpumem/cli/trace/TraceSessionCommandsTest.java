@@ -7,13 +7,9 @@ import io.gpumem.cli.CliRun;
 import io.gpumem.cli.GpumemCli;
 import io.gpumem.cli.report.ReportCommand;
 import io.gpumem.trace.analysis.MemoryState;
-import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.ReadLimits;
 import io.gpumem.trace.replay.ProgressListener;
 import io.gpumem.trace.session.TraceSession;
-import io.gpumem.trace.workload.TrainingWorkload;
-import io.gpumem.trace.workload.WorkloadWhatIf;
-import io.gpumem.engine.RunOutcome;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.nio.file.Files;
@@ -39,12 +35,7 @@ class TraceSessionCommandsTest {
 
     @BeforeAll
     static void record() throws Exception {
-        TrainingWorkload w = TrainingWorkload.builder().layers(3).hidden(512).heads(4).vocab(4000).batch(4)
-                .seqLens(128, 1024, 128).steps(4).seed(7).build();
-        RunOutcome run = new WorkloadWhatIf(w, w.peakLiveBytes() * 3 / 4, 0, false).runWithHistory("");
-        assertThat(run.completed()).as("the recorded run must hit an OOM").isFalse();
-        oomTrace = dir.resolve("oom.pickle");
-        AllocatorSnapshots.write(run.allocator().snapshot(), oomTrace);
+        oomTrace = OomTraces.record(dir);
     }
 
     /** Runs {@code gpumem ARGS} in-process and returns the command line, to reach the command object after the run. */

@@ -215,7 +215,7 @@ public final class Recommender {
         String key = option.substring(0, option.indexOf(':'));
         List<String> parts = new ArrayList<>();
         boolean replaced = false;
-        for (String part : baseConf.split(",")) {
+        for (String part : baseConf.split(",", -1)) {   // empty parts are skipped below
             String p = part.trim();
             if (p.isEmpty()) {
                 continue;

@@ -83,6 +83,7 @@ public final class StateAnalyzer {
                         f[1] += b.size();
                         f[2]++;
                     }
+                    case UNKNOWN -> throw new IllegalStateException("MemoryState refuses UNKNOWN blocks");
                 }
             }
             if (!seg.expandable() && !anyActive) {

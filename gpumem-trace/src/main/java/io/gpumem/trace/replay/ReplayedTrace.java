@@ -39,7 +39,8 @@ final class ReplayedTrace {
     /** Writes an entry the model made while serving the recorded request {@code cause}. */
     void addModel(TraceEntry model, TraceEntry cause) {
         TraceAction a = model.action();
-        if (a == TraceAction.FREE_REQUESTED && hasCompletions || a == TraceAction.FREE_COMPLETED && !hasCompletions) {
+        if ((a == TraceAction.FREE_REQUESTED && hasCompletions)
+                || (a == TraceAction.FREE_COMPLETED && !hasCompletions)) {
             return;
         }
         if (cause.action() == a && cause.addr() == model.addr() && cause.size() == model.size()

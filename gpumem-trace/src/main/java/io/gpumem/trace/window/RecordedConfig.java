@@ -18,7 +18,11 @@ public final class RecordedConfig {
     private RecordedConfig() {
     }
 
-    /** @throws ConfigException when the settings hold only a string, and it does not parse */
+    /**
+     * The configuration {@code snapshot} was recorded under.
+     *
+     * @throws ConfigException when the settings hold only a string, and it does not parse
+     */
     public static AllocatorConfig of(TraceSnapshot snapshot) {
         Map<String, Object> s = snapshot.allocatorSettings();
         AllocatorConfig.Builder b = AllocatorConfig.defaults().toBuilder();
