@@ -2,6 +2,7 @@ package io.gpumem.alloc;
 
 import io.gpumem.device.Device;
 import io.gpumem.device.DeviceException;
+import java.util.Arrays;
 
 /**
  * One expandable segment (allocator.md §5): a virtual address range reserved once, into which physical pages are
@@ -106,7 +107,7 @@ final class ExpandableSegment {
     /** Makes the handle table cover pages [0, end). */
     private void cover(int end) {
         if (end > handles.length) {
-            handles = java.util.Arrays.copyOf(handles, (int) Math.min(pageCount, Math.max(end, 2L * handles.length)));
+            handles = Arrays.copyOf(handles, (int) Math.min(pageCount, Math.max(end, 2L * handles.length)));
         }
     }
 

@@ -4,6 +4,7 @@ import java.util.ArrayDeque;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.Arrays;
 
 /**
  * PyTorch's {@code cuda_events}: one FIFO of (event, block) per stream on which a freed block was used
@@ -56,7 +57,7 @@ final class StreamEvents {
 
     void giveBack(long event) {
         if (spareCount == spareEvents.length) {
-            spareEvents = java.util.Arrays.copyOf(spareEvents, spareCount * 2);
+            spareEvents = Arrays.copyOf(spareEvents, spareCount * 2);
         }
         spareEvents[spareCount++] = event;
     }

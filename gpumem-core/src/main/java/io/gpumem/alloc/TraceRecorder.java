@@ -13,6 +13,8 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.Consumer;
 import java.util.function.LongSupplier;
 import java.util.function.Supplier;
+import java.time.Instant;
+import java.util.Arrays;
 
 /**
  * The allocator's memory history (allocator.md §10.1): a ring buffer of the most recent {@link TraceEntry}s, the
@@ -45,7 +47,7 @@ final class TraceRecorder {
     volatile LongSupplier clockMicros = TraceRecorder::wallClockMicros;
 
     static long wallClockMicros() {
-        java.time.Instant now = java.time.Instant.now();
+        Instant now = Instant.now();
         return now.getEpochSecond() * 1_000_000L + now.getNano() / 1_000;
     }
 
@@ -70,7 +72,7 @@ final class TraceRecorder {
     }
 
     synchronized void addListener(TraceListener listener) {
-        TraceListener[] now = java.util.Arrays.copyOf(listeners, listeners.length + 1);
+        TraceListener[] now = Arrays.copyOf(listeners, listeners.length + 1);
         now[now.length - 1] = listener;
         listeners = now;
         active = true;

@@ -9,6 +9,7 @@ import io.gpumem.history.TraceEntryRing;
 import java.util.List;
 import java.util.function.LongSupplier;
 import java.util.function.Supplier;
+import java.time.Instant;
 
 /**
  * Memory history for the policies beside the PyTorch-exact one, with the exact allocator's semantics
@@ -28,7 +29,7 @@ final class PolicyHistory {
     private LongSupplier clockMicros = PolicyHistory::wallClockMicros;
 
     private static long wallClockMicros() {
-        java.time.Instant now = java.time.Instant.now();
+        Instant now = Instant.now();
         return now.getEpochSecond() * 1_000_000L + now.getNano() / 1_000;
     }
 

@@ -18,6 +18,7 @@ import io.gpumem.oom.OutOfMemoryException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.TreeMap;
+import java.util.Arrays;
 
 /**
  * Policy {@code stitch}: online defragmentation on virtual memory. Blocks live in large virtual arenas (one per
@@ -203,8 +204,8 @@ public final class StitchAllocator implements GpuAllocator {
         }
         Arena a = new Arena(stream, false, arenaBytes);
         if (arenaCount == arenaKeys.length) {
-            arenaKeys = java.util.Arrays.copyOf(arenaKeys, 2 * arenaCount);
-            arenaByKey = java.util.Arrays.copyOf(arenaByKey, 2 * arenaCount);
+            arenaKeys = Arrays.copyOf(arenaKeys, 2 * arenaCount);
+            arenaByKey = Arrays.copyOf(arenaByKey, 2 * arenaCount);
         }
         arenaKeys[arenaCount] = key;
         arenaByKey[arenaCount++] = a;
@@ -645,7 +646,7 @@ public final class StitchAllocator implements GpuAllocator {
         if (b.usedOn == null) {
             b.usedOn = new long[2];
         } else if (b.usedCount == b.usedOn.length) {
-            b.usedOn = java.util.Arrays.copyOf(b.usedOn, 2 * b.usedCount);
+            b.usedOn = Arrays.copyOf(b.usedOn, 2 * b.usedCount);
         }
         b.usedOn[b.usedCount++] = stream;
     }
@@ -760,7 +761,7 @@ public final class StitchAllocator implements GpuAllocator {
             for (int p = a.unpinnedHead; p >= 0; p = a.nextUnpinned[p]) {
                 starts[i++] = p;
             }
-            java.util.Arrays.sort(starts);
+            Arrays.sort(starts);
             for (i = 0; i < count; ) {
                 int s = starts[i];
                 int e = s + a.mapLength[s];

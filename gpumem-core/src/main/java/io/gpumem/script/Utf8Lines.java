@@ -9,6 +9,7 @@ import java.nio.charset.CharsetDecoder;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import org.jspecify.annotations.Nullable;
+import java.util.Arrays;
 
 /**
  * Reads a script's bytes one line at a time and decodes each line as strict UTF-8, so that a byte that is not
@@ -32,7 +33,7 @@ final class Utf8Lines {
         int b;
         while ((b = in.read()) >= 0 && b != '\n') {
             if (n == buf.length) {
-                buf = java.util.Arrays.copyOf(buf, 2 * n);
+                buf = Arrays.copyOf(buf, 2 * n);
             }
             buf[n++] = (byte) b;
         }

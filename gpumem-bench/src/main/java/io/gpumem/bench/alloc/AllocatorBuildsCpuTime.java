@@ -46,7 +46,7 @@ public final class AllocatorBuildsCpuTime {
     }
 
     /** One build's replay of one stream (or batch of policy pairs), reached through its own class loader. */
-    private record Replay(Object replay, MethodHandle pass, int pairs, int callsPerRun) {
+    private record BuildReplay(Object replay, MethodHandle pass, int pairs, int callsPerRun) {
         void run() {
             try {
                 for (int i = 0; i < callsPerRun; i++) {
@@ -77,9 +77,9 @@ public final class AllocatorBuildsCpuTime {
             loaders.add(loader(jar));
         }
         for (String stream : STREAMS) {
-            List<Replay> replays = new ArrayList<>();
+            List<BuildReplay> replays = new ArrayList<>();
             for (ClassLoader l : loaders) {
-                Replay r = replay(l, stream);
+                BuildReplay r = replay(l, stream);
                 if (r == null) {
                     break;
                 }
@@ -93,7 +93,7 @@ public final class AllocatorBuildsCpuTime {
         }
         for (String policy : POLICIES) {
             for (String workload : POLICY_WORKLOADS) {
-                List<Replay> replays = new ArrayList<>();
+                List<BuildReplay> replays = new ArrayList<>();
                 for (ClassLoader l : loaders) {
                     replays.add(policyPairs(l, policy, workload));
                 }
@@ -109,7 +109,7 @@ public final class AllocatorBuildsCpuTime {
     }
 
     /** The build's replay of {@code stream}, or null when the build does not know the stream. */
-    private static Replay replay(ClassLoader loader, String stream) throws ReflectiveOperationException {
+    private static BuildReplay replay(ClassLoader loader, String stream) throws ReflectiveOperationException {
         Class<?> streams = loader.loadClass("io.gpumem.bench.alloc.RequestStream");
         Method named = streams.getDeclaredMethod("named", String.class);
         named.setAccessible(true);
@@ -129,24 +129,24 @@ public final class AllocatorBuildsCpuTime {
         make.setAccessible(true);
         Method pass = gpumem.getDeclaredMethod("pass");
         pass.setAccessible(true);
-        return new Replay(make.newInstance(requests), MethodHandles.lookup().unreflect(pass),
+        return new BuildReplay(make.newInstance(requests), MethodHandles.lookup().unreflect(pass),
                 (int) length.invoke(requests) / 2, 1);
     }
 
     /** The build's {@link PolicyPairBench} for {@code policy}, set up, calling {@code workload} in batches. */
-    private static Replay policyPairs(ClassLoader loader, String policy, String workload)
+    private static BuildReplay policyPairs(ClassLoader loader, String policy, String workload)
             throws ReflectiveOperationException {
         Class<?> bench = loader.loadClass("io.gpumem.bench.alloc.PolicyPairBench");
         Object state = bench.getConstructor().newInstance();
         bench.getField("policy").set(state, policy);
         bench.getMethod("setUp").invoke(state);
         MethodHandle call = MethodHandles.lookup().unreflect(bench.getMethod(workload));
-        return new Replay(state, call, CALLS_PER_PASS, CALLS_PER_PASS);
+        return new BuildReplay(state, call, CALLS_PER_PASS, CALLS_PER_PASS);
     }
 
-    private static void measure(String stream, List<Path> jars, List<Replay> replays, int rounds, long millis) {
+    private static void measure(String stream, List<Path> jars, List<BuildReplay> replays, int rounds, long millis) {
         int n = replays.size();
-        for (Replay r : replays) { // JIT warm-up: 2 s of CPU each
+        for (BuildReplay r : replays) { // JIT warm-up: 2 s of CPU each
             long end = ThreadCpuTimer.now() + 2_000_000_000L;
             while (ThreadCpuTimer.now() < end) {
                 r.run();
@@ -156,7 +156,7 @@ public final class AllocatorBuildsCpuTime {
         for (int round = 0; round < rounds; round++) {
             for (int i = 0; i < n; i++) {
                 int k = (i + round) % n;
-                Replay r = replays.get(k);
+                BuildReplay r = replays.get(k);
                 long start = ThreadCpuTimer.now();
                 long end = start + millis * 1_000_000L;
                 long passes = 0;

@@ -23,6 +23,7 @@ import org.openjdk.jmh.annotations.Param;
 import org.openjdk.jmh.annotations.Scope;
 import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
+import java.util.Map;
 
 /**
  * CPU cost of one malloc+free pair under each allocation policy ({@code pytorch}, the PyTorch-exact allocator,
@@ -114,8 +115,8 @@ public class PolicyPairBench {
                 freeSlots.addFirst(s);
             }
         }
-        for (int s : slotOf.entrySet().stream().sorted(java.util.Map.Entry.comparingByKey())
-                .mapToInt(java.util.Map.Entry::getValue).toArray()) {
+        for (int s : slotOf.entrySet().stream().sorted(Map.Entry.comparingByKey())
+                .mapToInt(Map.Entry::getValue).toArray()) {
             sl[n++] = s;
         }
         opSize = Arrays.copyOf(sz, n);

@@ -7,6 +7,7 @@ import io.gpumem.kvcache.memory.KvPages;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.util.Arrays;
 
 /**
  * A CPU reference of the paged-attention kernel, to prove block tables right with real bytes: one
@@ -68,7 +69,7 @@ public final class ReferencePagedAttention {
             }
         }
         softmax(logits, numHeads, numTokens);
-        java.util.Arrays.fill(out, 0, numHeads * d, 0f);
+        Arrays.fill(out, 0, numHeads * d, 0f);
         for (int t0 = 0; t0 < numTokens; t0 += bs) {
             pages.readPage(layer, blockTable[t0 / bs], page);
             for (int t = t0; t < Math.min(numTokens, t0 + bs); t++) {
@@ -105,7 +106,7 @@ public final class ReferencePagedAttention {
             }
         }
         softmax(logits, numHeads, numTokens);
-        java.util.Arrays.fill(out, 0, numHeads * d, 0f);
+        Arrays.fill(out, 0, numHeads * d, 0f);
         for (int t = 0; t < numTokens; t++) {
             for (int h = 0; h < numHeads; h++) {
                 int vOff = (t * kvHeads + h / group) * d;

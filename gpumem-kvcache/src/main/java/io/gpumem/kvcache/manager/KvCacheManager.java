@@ -16,6 +16,7 @@ import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.Collections;
 
 /**
  * The paged KV cache manager (vLLM v1's {@code KVCacheManager} for one full-attention group): prefix
@@ -62,8 +63,8 @@ public final class KvCacheManager implements AutoCloseable {
     private final long[] keyScratch = new long[2];
     private final PrefixHitWindow hitWindow;
     private final int watermarkBlocks;
-    private final Set<KvRequest> live = java.util.Collections.newSetFromMap(new IdentityHashMap<>());
-    private final Set<KvRequest> swapped = java.util.Collections.newSetFromMap(new IdentityHashMap<>());
+    private final Set<KvRequest> live = Collections.newSetFromMap(new IdentityHashMap<>());
+    private final Set<KvRequest> swapped = Collections.newSetFromMap(new IdentityHashMap<>());
     private final Map<String, Integer> saltIds = new HashMap<>();
     private final KvTiers tiers;
     /** Per block: the parent's key (or first-block flag) recorded when it was cached, for the tiers. */

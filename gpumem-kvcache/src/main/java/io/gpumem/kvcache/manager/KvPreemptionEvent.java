@@ -7,6 +7,7 @@ import jdk.jfr.EventType;
 import jdk.jfr.FlightRecorder;
 import jdk.jfr.Label;
 import jdk.jfr.Name;
+import java.util.Locale;
 
 /**
  * JFR event: the KV cache manager preempted a running request ({@link KvCacheManager#preempt}). Costs one
@@ -47,7 +48,7 @@ public final class KvPreemptionEvent extends Event {
             KvPreemptionEvent e = new KvPreemptionEvent();
             if (e.shouldCommit()) {
                 e.request = request;
-                e.mode = mode.name().toLowerCase(java.util.Locale.ROOT);
+                e.mode = mode.name().toLowerCase(Locale.ROOT);
                 e.swapFallback = swapFallback;
                 e.blocks = blocks;
                 e.computedTokens = computedTokens;

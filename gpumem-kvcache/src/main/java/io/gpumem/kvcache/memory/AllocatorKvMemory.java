@@ -4,6 +4,7 @@ import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.device.Device;
 import io.gpumem.kvcache.KvCacheException;
 import io.gpumem.oom.OutOfMemoryException;
+import java.util.Objects;
 
 /**
  * {@link KvMemory} on gpumem's caching allocator: each layer region is one allocator block, so the KV
@@ -14,7 +15,7 @@ final class AllocatorKvMemory implements KvMemory {
     private final CachingAllocator allocator;
 
     AllocatorKvMemory(CachingAllocator allocator) {
-        this.allocator = java.util.Objects.requireNonNull(allocator, "allocator");
+        this.allocator = Objects.requireNonNull(allocator, "allocator");
     }
 
     @Override

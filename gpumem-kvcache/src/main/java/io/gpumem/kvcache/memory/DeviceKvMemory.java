@@ -2,13 +2,14 @@ package io.gpumem.kvcache.memory;
 
 import io.gpumem.device.Device;
 import io.gpumem.kvcache.KvCacheException;
+import java.util.Objects;
 
 /** {@link KvMemory} that takes each region directly from {@link Device#malloc}; OOM becomes a clear error. */
 final class DeviceKvMemory implements KvMemory {
     private final Device device;
 
     DeviceKvMemory(Device device) {
-        this.device = java.util.Objects.requireNonNull(device, "device");
+        this.device = Objects.requireNonNull(device, "device");
     }
 
     @Override

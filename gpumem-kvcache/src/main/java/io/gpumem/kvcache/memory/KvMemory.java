@@ -1,6 +1,7 @@
 package io.gpumem.kvcache.memory;
 
 import io.gpumem.device.Device;
+import io.gpumem.alloc.CachingAllocator;
 
 /**
  * Where the KV cache's per-layer regions come from. Small on purpose so the cache can sit directly on
@@ -23,7 +24,7 @@ public interface KvMemory {
     void free(long address);
 
     /** Regions from gpumem's caching allocator (the default in the simulator and CLI). */
-    static KvMemory cachingAllocator(io.gpumem.alloc.CachingAllocator allocator) {
+    static KvMemory cachingAllocator(CachingAllocator allocator) {
         return new AllocatorKvMemory(allocator);
     }
 

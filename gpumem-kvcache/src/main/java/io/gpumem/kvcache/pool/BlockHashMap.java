@@ -1,5 +1,7 @@
 package io.gpumem.kvcache.pool;
 
+import java.util.Arrays;
+
 /**
  * Multimap from a 128-bit block key to block ids, for prefix-cache lookup.
  *
@@ -28,7 +30,7 @@ final class BlockHashMap {
         keyHi = new long[cap];
         keyLo = new long[cap];
         block = new int[cap];
-        java.util.Arrays.fill(block, EMPTY);
+        Arrays.fill(block, EMPTY);
         mask = cap - 1;
     }
 
@@ -100,7 +102,7 @@ final class BlockHashMap {
     }
 
     void clear() {
-        java.util.Arrays.fill(block, EMPTY);
+        Arrays.fill(block, EMPTY);
         size = 0;
     }
 }

@@ -1,6 +1,7 @@
 package io.gpumem.kvcache.sim;
 
 import java.util.SplittableRandom;
+import java.util.Arrays;
 
 /**
  * Draws the requests of a {@link Workload} from one seeded generator: Poisson arrivals (exponential
@@ -43,7 +44,7 @@ final class WorkloadGenerator {
     int[] firstPrompt() {
         int own = clamp(logNormal(workload.promptMean, workload.promptSigma), workload.promptMin, workload.promptMax);
         own = Math.min(own, maxModelLen - sharedPrefix.length - 1);
-        int[] p = java.util.Arrays.copyOf(sharedPrefix, sharedPrefix.length + Math.max(1, own));
+        int[] p = Arrays.copyOf(sharedPrefix, sharedPrefix.length + Math.max(1, own));
         for (int i = sharedPrefix.length; i < p.length; i++) {
             p[i] = rnd.nextInt(VOCAB);
         }

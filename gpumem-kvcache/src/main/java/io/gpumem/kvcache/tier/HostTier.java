@@ -6,6 +6,7 @@ import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.Arrays;
 
 /**
  * The host tier of the KV block cache (the {@code kv-sim --host-tier} option): off-heap memory (FFM
@@ -85,7 +86,7 @@ public final class HostTier extends LocalTier<Integer> {
         Integer slot = index.remove(new BlockKey(hi, lo));
         if (slot != null) {
             if (freeTop == freeSlots.length) {
-                freeSlots = java.util.Arrays.copyOf(freeSlots, Math.max(16, freeTop * 2));
+                freeSlots = Arrays.copyOf(freeSlots, Math.max(16, freeTop * 2));
             }
             freeSlots[freeTop++] = slot;
         }

@@ -3,6 +3,7 @@ package io.gpumem.trace.align;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.Locale;
 
 /**
  * A one-to-one matching of the allocation requests of two recordings of the same program (e.g. one training step
@@ -217,7 +218,7 @@ public final class RequestAlignment {
         ORDER;
 
         public String wireName() {
-            return name().toLowerCase(java.util.Locale.ROOT);
+            return name().toLowerCase(Locale.ROOT);
         }
     }
 

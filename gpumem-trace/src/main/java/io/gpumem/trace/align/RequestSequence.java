@@ -12,6 +12,7 @@ import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import io.gpumem.history.TraceAction;
 
 /**
  * The allocation requests of one device trace, in trace order, as primitive arrays: what alignment, step
@@ -94,7 +95,7 @@ public final class RequestSequence {
         boolean anyFrames = false;
         boolean anyFree = false;
         for (TraceEntry e : entries) {
-            anyFree |= e.action() == io.gpumem.history.TraceAction.FREE_REQUESTED;
+            anyFree |= e.action() == TraceAction.FREE_REQUESTED;
         }
         for (int i = 0; i < entries.size(); i++) {
             TraceEntry e = entries.get(i);
@@ -115,7 +116,7 @@ public final class RequestSequence {
                     }
                 }
                 case FREE_REQUESTED, FREE_COMPLETED -> {
-                    if (e.action() == io.gpumem.history.TraceAction.FREE_COMPLETED && anyFree) {
+                    if (e.action() == TraceAction.FREE_COMPLETED && anyFree) {
                         break;
                     }
                     Integer r = liveByAddr.remove(e.addr());

@@ -1,13 +1,14 @@
 package io.gpumem.trace.align;
 
 import java.math.BigInteger;
+import java.util.Locale;
 
 /**
  * A request's size as an exact integer law of the labelled value {@code x} (the context length, the batch size):
- * one of {@link Kind}, with integer coefficients. Recorded sizes are exact tensor sizes (elements times element
+ * one of {@link Form}, with integer coefficients. Recorded sizes are exact tensor sizes (elements times element
  * size), so a law either reproduces every recorded size exactly or does not hold; there is no tolerance.
  *
- * <p>{@link #fit} picks the simplest kind consistent with all the points given, in the order of {@link Kind}; two
+ * <p>{@link #fit} picks the simplest kind consistent with all the points given, in the order of {@link Form}; two
  * points decide any two-coefficient kind, so with two recordings the simplest consistent law is a choice (a size
  * that doubles from 128 to 256 is taken as linear, not affine), with three or more the points check it.
  *
@@ -16,10 +17,10 @@ import java.math.BigInteger;
  * @param b    coefficient of {@code x}
  * @param c    coefficient of {@code x²}
  */
-public record SizeLaw(Kind kind, long a, long b, long c) {
+public record SizeLaw(Form kind, long a, long b, long c) {
 
     /** The forms tried, simplest first. */
-    public enum Kind {
+    public enum Form {
         /** {@code a}: weights, optimizer state, anything that does not scale. */
         CONSTANT,
         /** {@code b·x}: activations proportional to the value. */
@@ -32,7 +33,7 @@ public record SizeLaw(Kind kind, long a, long b, long c) {
         POLYNOMIAL;
 
         public String wireName() {
-            return name().toLowerCase(java.util.Locale.ROOT);
+            return name().toLowerCase(Locale.ROOT);
         }
     }
 
@@ -61,18 +62,18 @@ public record SizeLaw(Kind kind, long a, long b, long c) {
         if (k < 2) {
             return null;
         }
-        if (x[0] != 0 && size[0] % x[0] == 0 && holds(law = new SizeLaw(Kind.LINEAR, 0, size[0] / x[0], 0), x, size)) {
+        if (x[0] != 0 && size[0] % x[0] == 0 && holds(law = new SizeLaw(Form.LINEAR, 0, size[0] / x[0], 0), x, size)) {
             return law;
         }
         long x0sq = x[0] * x[0];
-        if (x0sq != 0 && size[0] % x0sq == 0 && holds(law = new SizeLaw(Kind.QUADRATIC, 0, 0, size[0] / x0sq), x, size)) {
+        if (x0sq != 0 && size[0] % x0sq == 0 && holds(law = new SizeLaw(Form.QUADRATIC, 0, 0, size[0] / x0sq), x, size)) {
             return law;
         }
         long dx = x[1] - x[0];
         long ds = size[1] - size[0];
         if (dx != 0 && ds % dx == 0) {
             long b = ds / dx;
-            law = new SizeLaw(Kind.AFFINE, size[0] - b * x[0], b, 0);
+            law = new SizeLaw(Form.AFFINE, size[0] - b * x[0], b, 0);
             if (holds(law, x, size)) {
                 return law;
             }
@@ -87,7 +88,7 @@ public record SizeLaw(Kind kind, long a, long b, long c) {
     }
 
     private static SizeLaw constant(long a) {
-        return new SizeLaw(Kind.CONSTANT, a, 0, 0);
+        return new SizeLaw(Form.CONSTANT, a, 0, 0);
     }
 
     private static boolean holds(SizeLaw law, long[] x, long[] size) {
@@ -130,7 +131,7 @@ public record SizeLaw(Kind kind, long a, long b, long c) {
         if (a.bitLength() > 63 || b.bitLength() > 63 || c.bitLength() > 63) {
             return null;
         }
-        return new SizeLaw(Kind.POLYNOMIAL, a.longValue(), b.longValue(), c.longValue());
+        return new SizeLaw(Form.POLYNOMIAL, a.longValue(), b.longValue(), c.longValue());
     }
 
     @Override

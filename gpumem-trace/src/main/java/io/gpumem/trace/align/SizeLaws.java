@@ -150,9 +150,9 @@ public final class SizeLaws {
     }
 
     /** How many rows each kind of law explains. */
-    public Map<SizeLaw.Kind, Integer> kindCounts() {
-        Map<SizeLaw.Kind, Integer> out = new EnumMap<>(SizeLaw.Kind.class);
-        for (SizeLaw.Kind kind : SizeLaw.Kind.values()) {
+    public Map<SizeLaw.Form, Integer> kindCounts() {
+        Map<SizeLaw.Form, Integer> out = new EnumMap<>(SizeLaw.Form.class);
+        for (SizeLaw.Form kind : SizeLaw.Form.values()) {
             out.put(kind, 0);
         }
         for (SizeLaw law : laws) {

@@ -1,6 +1,7 @@
 package io.gpumem.trace.align;
 
 import java.util.Arrays;
+import java.util.HashMap;
 
 /**
  * The repeating step of a recording: the shortest run of requests that the whole window repeats (a training or
@@ -52,7 +53,7 @@ public final class StepStructure {
     /** The step structure of a recording's requests, tokens built as for alignment with frames when present. */
     public static StepStructure of(RequestSequence s) {
         int[] tokens = RequestAlignment.tokens(s,
-                s.framed() ? RequestAlignment.Signal.STACKS : RequestAlignment.Signal.ORDER, new java.util.HashMap<>());
+                s.framed() ? RequestAlignment.Signal.STACKS : RequestAlignment.Signal.ORDER, new HashMap<>());
         return detect(tokens, s.allocatedBeforeEachRequest());
     }
 

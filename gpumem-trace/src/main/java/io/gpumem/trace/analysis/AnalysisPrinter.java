@@ -5,6 +5,7 @@ import io.gpumem.size.ByteSize;
 import java.io.PrintWriter;
 import java.util.List;
 import java.util.Locale;
+import java.util.ArrayList;
 
 /**
  * Renders an analysis as the plain-text report {@code gpumem analyze} and {@code gpumem demo} print.
@@ -113,7 +114,7 @@ public final class AnalysisPrinter {
     }
 
     private static List<RunOutcome> prepend(RunOutcome first, List<RunOutcome> rest) {
-        java.util.ArrayList<RunOutcome> all = new java.util.ArrayList<>();
+        ArrayList<RunOutcome> all = new ArrayList<>();
         all.add(first);
         all.addAll(rest);
         return all;

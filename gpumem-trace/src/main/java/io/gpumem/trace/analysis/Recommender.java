@@ -127,7 +127,7 @@ public final class Recommender {
             recs.addAll(configRecs);
             if (baseline.ooms() > 0 && configRecs.stream().noneMatch(r -> r.outcome().ooms() == 0)) {
                 alternatives.stream().filter(o -> o.minCapacity() >= 0)
-                        .min(java.util.Comparator.comparingLong(RunOutcome::minCapacity))
+                        .min(Comparator.comparingLong(RunOutcome::minCapacity))
                         .ifPresent(best -> notes.add("no run tried fits this device: the least demanding ("
                                 + (best.label().isEmpty() ? "defaults" : best.label()) + ") needs "
                                 + ByteSize.formatSigned(best.minCapacity()) + " of device memory"));

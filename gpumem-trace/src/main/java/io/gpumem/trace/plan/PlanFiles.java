@@ -20,6 +20,7 @@ import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.nio.charset.MalformedInputException;
 
 /**
  * Reading planning problems and writing plans in MiniMalloc's interval format: input {@code id,lower,upper,size}
@@ -166,7 +167,7 @@ public final class PlanFiles {
                 }
                 n++;
             }
-        } catch (java.nio.charset.MalformedInputException e) {
+        } catch (MalformedInputException e) {
             throw new TraceFormatException(name, "", "not a text file (invalid UTF-8)", e);
         } catch (IOException e) {
             throw new TraceFormatException(name, "", "cannot read: " + e.getMessage(), e);

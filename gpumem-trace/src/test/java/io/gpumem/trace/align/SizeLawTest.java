@@ -9,13 +9,13 @@ class SizeLawTest {
 
     @Test
     void picksTheSimplestLawThatHolds() {
-        assertThat(SizeLaw.fit(new long[] {128, 256}, new long[] {4096, 4096}).kind()).isEqualTo(SizeLaw.Kind.CONSTANT);
-        assertThat(SizeLaw.fit(new long[] {128, 256}, new long[] {2048, 4096}).kind()).isEqualTo(SizeLaw.Kind.LINEAR);
+        assertThat(SizeLaw.fit(new long[] {128, 256}, new long[] {4096, 4096}).kind()).isEqualTo(SizeLaw.Form.CONSTANT);
+        assertThat(SizeLaw.fit(new long[] {128, 256}, new long[] {2048, 4096}).kind()).isEqualTo(SizeLaw.Form.LINEAR);
         SizeLaw q = SizeLaw.fit(new long[] {128, 256}, new long[] {4L * 128 * 128, 4L * 256 * 256});
-        assertThat(q.kind()).isEqualTo(SizeLaw.Kind.QUADRATIC);
+        assertThat(q.kind()).isEqualTo(SizeLaw.Form.QUADRATIC);
         assertThat(q.at(512)).isEqualTo(4L * 512 * 512);
         SizeLaw affine = SizeLaw.fit(new long[] {128, 256}, new long[] {1000 + 3 * 128, 1000 + 3 * 256});
-        assertThat(affine).isEqualTo(new SizeLaw(SizeLaw.Kind.AFFINE, 1000, 3, 0));
+        assertThat(affine).isEqualTo(new SizeLaw(SizeLaw.Form.AFFINE, 1000, 3, 0));
         assertThat(affine.at(1)).isEqualTo(1003);
     }
 
@@ -26,7 +26,7 @@ class SizeLawTest {
         for (int i = 0; i < 3; i++) {
             s[i] = 7 + 5 * x[i] + 11 * x[i] * x[i];
         }
-        assertThat(SizeLaw.fit(x, s)).isEqualTo(new SizeLaw(SizeLaw.Kind.POLYNOMIAL, 7, 5, 11));
+        assertThat(SizeLaw.fit(x, s)).isEqualTo(new SizeLaw(SizeLaw.Form.POLYNOMIAL, 7, 5, 11));
         // a step in the sizes (another kernel's workspace past a threshold): no integer law through all three
         assertThat(SizeLaw.fit(new long[] {128, 256, 512}, new long[] {1024, 2048, 1_000_003})).isNull();
         // a slope that is not an integer
@@ -35,7 +35,7 @@ class SizeLawTest {
 
     @Test
     void overflowIsReportedNotWrapped() {
-        SizeLaw law = new SizeLaw(SizeLaw.Kind.QUADRATIC, 0, 0, Long.MAX_VALUE / 4);
+        SizeLaw law = new SizeLaw(SizeLaw.Form.QUADRATIC, 0, 0, Long.MAX_VALUE / 4);
         assertThat(law.at(4)).isEqualTo(Long.MIN_VALUE);
     }
 }
