@@ -22,8 +22,7 @@ import java.util.stream.Stream;
  * discarded. Its only contract is to exit normally: what it runs affects start-up time, never results.
  */
 public final class ArchiveTraining {
-    private ArchiveTraining() {
-    }
+    private ArchiveTraining() {}
 
     /**
      * {@code args[0]}: a scratch folder. Exits through {@link System#exit} (status 0 only when every command
@@ -39,7 +38,7 @@ public final class ArchiveTraining {
             train(Path.of(args[0]));
             status = 0;
         } catch (Exception | Error e) {
-            e.printStackTrace(System.err);   // for whoever runs the training by hand: the launcher discards it
+            e.printStackTrace(System.err); // for whoever runs the training by hand: the launcher discards it
         }
         System.exit(status);
     }
@@ -55,9 +54,29 @@ public final class ArchiveTraining {
         try {
             String snapshot = dir.resolve("training.pickle").toString();
             run("--help");
-            run("demo", "--layers", "2", "--hidden", "256", "--heads", "4", "--vocab", "1000", "--batch", "2",
-                    "--seq-min", "128", "--seq-max", "256", "--steps", "2", "--no-min-capacity",
-                    "--snapshot", snapshot, "--html", dir.resolve("training.html").toString());
+            run(
+                    "demo",
+                    "--layers",
+                    "2",
+                    "--hidden",
+                    "256",
+                    "--heads",
+                    "4",
+                    "--vocab",
+                    "1000",
+                    "--batch",
+                    "2",
+                    "--seq-min",
+                    "128",
+                    "--seq-max",
+                    "256",
+                    "--steps",
+                    "2",
+                    "--no-min-capacity",
+                    "--snapshot",
+                    snapshot,
+                    "--html",
+                    dir.resolve("training.html").toString());
             run("replay", "--check", snapshot);
             run("compare", snapshot, "-c", "expandable_segments:True");
             run("analyze", snapshot);

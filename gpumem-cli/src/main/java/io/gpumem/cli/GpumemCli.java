@@ -38,7 +38,8 @@ import picocli.CommandLine.Model.CommandSpec;
         name = "gpumem",
         mixinStandardHelpOptions = true,
         version = "gpumem 0.1.0",
-        description = "GPU memory manager and fragmentation toolkit (PyTorch-exact caching allocator on a simulated or CUDA device).",
+        description =
+                "GPU memory manager and fragmentation toolkit (PyTorch-exact caching allocator on a simulated or CUDA device).",
         subcommands = CommandLine.HelpCommand.class)
 public final class GpumemCli implements Runnable {
 
@@ -48,8 +49,9 @@ public final class GpumemCli implements Runnable {
      * picocli reflects over every option of every registered command up front, which was about a fifth of the
      * CPU time of a short command such as {@code gpumem replay --check} on a small trace.
      */
-    private static final String[] SUBCOMMANDS =
-            {"sim", "device", "kv-sim", "replay", "compare", "diff", "predict", "analyze", "demo", "report", "plan"};
+    private static final String[] SUBCOMMANDS = {
+        "sim", "device", "kv-sim", "replay", "compare", "diff", "predict", "analyze", "demo", "report", "plan"
+    };
 
     private static Class<?> subcommandClass(String name) {
         return switch (name) {
@@ -136,7 +138,9 @@ public final class GpumemCli implements Runnable {
             return 2;
         });
         cl.setExecutionExceptionHandler((ex, commandLine, parseResult) -> {
-            commandLine.getErr().println(prefix(commandLine) + (ex.getMessage() == null ? ex.toString() : ex.getMessage()));
+            commandLine
+                    .getErr()
+                    .println(prefix(commandLine) + (ex.getMessage() == null ? ex.toString() : ex.getMessage()));
             return 2;
         });
         return cl;
@@ -162,7 +166,8 @@ public final class GpumemCli implements Runnable {
             exit = commandLine(args).execute(args);
         } catch (OutOfMemoryError e) {
             // Inputs are bounded up front; if one still is not, say so in one line rather than a stack trace.
-            System.err.println("gpumem: out of memory (" + e.getMessage() + "); raise the heap with GPUMEM_JAVA_OPTS=-Xmx...");
+            System.err.println(
+                    "gpumem: out of memory (" + e.getMessage() + "); raise the heap with GPUMEM_JAVA_OPTS=-Xmx...");
             exit = 2;
         }
         System.exit(exit);

@@ -29,10 +29,13 @@ class GpumemCliTest {
         String full = out(GpumemCli.commandLine(), "--help");
         assertThat(full).contains("Commands:", "replay", "kv-sim", "plan");
         for (String[] args : new String[][] {{}, {"--help"}, {"-h"}}) {
-            assertThat(out(GpumemCli.commandLine(args), args)).as(String.join(" ", args)).isEqualTo(full);
+            assertThat(out(GpumemCli.commandLine(args), args))
+                    .as(String.join(" ", args))
+                    .isEqualTo(full);
         }
         assertThat(out(GpumemCli.commandLine(new String[] {"--version"}), "--version"))
-                .isEqualTo(out(GpumemCli.commandLine(), "--version")).contains("gpumem");
+                .isEqualTo(out(GpumemCli.commandLine(), "--version"))
+                .contains("gpumem");
     }
 
     @Test
@@ -40,13 +43,18 @@ class GpumemCliTest {
         assertThat(GpumemCli.commandLine(new String[] {"replay", "--help"}).getSubcommands())
                 .containsOnlyKeys("help", "replay");
         // help on a command, and a typo's suggestions, need every command
-        assertThat(GpumemCli.commandLine(new String[] {"help", "replay"}).getSubcommands()).hasSize(12);
+        assertThat(GpumemCli.commandLine(new String[] {"help", "replay"}).getSubcommands())
+                .hasSize(12);
         assertThat(out(GpumemCli.commandLine(new String[] {"help", "replay"}), "help", "replay"))
                 .isEqualTo(out(GpumemCli.commandLine(new String[] {"replay", "--help"}), "replay", "--help"))
                 .contains("--check");
         // the stubs carry no options: they are registered only for runs that print the top-level usage
-        assertThat(GpumemCli.commandLine(new String[] {"--help"}).getSubcommands().get("replay")
-                .getCommandSpec().options()).isEmpty();
+        assertThat(GpumemCli.commandLine(new String[] {"--help"})
+                        .getSubcommands()
+                        .get("replay")
+                        .getCommandSpec()
+                        .options())
+                .isEmpty();
     }
 
     /** The launcher's archive training runs every command it names successfully and leaves no file behind. */

@@ -40,43 +40,56 @@ class HostileOptionsTest {
     @Test
     void analyzeRefusesACapacityBelowWhatTheSnapshotHasReserved(@TempDir Path dir) {
         Path snap = snapshot(dir);
-        refused(CliRun.run("analyze", "--capacity", "1", snap.toString()),
+        refused(
+                CliRun.run("analyze", "--capacity", "1", snap.toString()),
                 "--capacity 1 (1 bytes) is less than the 20.00 MiB device 0 of " + snap + " has reserved");
-        assertThat(CliRun.run("analyze", "--capacity", "1GiB", "--no-compare", snap.toString()).exit()).isZero();
+        assertThat(CliRun.run("analyze", "--capacity", "1GiB", "--no-compare", snap.toString())
+                        .exit())
+                .isZero();
     }
 
     @Test
     void outputPathsAreCheckedBeforeAnyWork(@TempDir Path dir) throws Exception {
         Path snap = snapshot(dir);
         byte[] before = Files.readAllBytes(snap);
-        refused(CliRun.run("replay", "--snapshot", snap.toString(), snap.toString()),
+        refused(
+                CliRun.run("replay", "--snapshot", snap.toString(), snap.toString()),
                 "gpumem replay: --snapshot " + snap + ": is the input file");
         assertThat(Files.readAllBytes(snap)).isEqualTo(before);
         Path missing = dir.resolve("no/such/dir/out.pickle");
         CliRun r = CliRun.run("replay", "--snapshot", missing.toString(), snap.toString());
         refused(r, "--snapshot " + missing + ": the directory " + missing.getParent() + " does not exist");
         assertThat(r.out()).isEmpty(); // refused before the replay ran
-        refused(CliRun.run("demo", "--snapshot", missing.toString()),
+        refused(
+                CliRun.run("demo", "--snapshot", missing.toString()),
                 "--snapshot " + missing + ": the directory " + missing.getParent() + " does not exist");
     }
 
     @Test
     void hugeGeneratedWorkloadsAreRefusedUpFront() {
-        refused(CliRun.run("demo", "--steps", "2000000000"), "2000000000 steps of 16 layers would generate about",
+        refused(
+                CliRun.run("demo", "--steps", "2000000000"),
+                "2000000000 steps of 16 layers would generate about",
                 "over the limit of 20000000");
         refused(CliRun.run("demo", "--hidden", "2000000000", "--heads", "1"), "the model is too large to simulate");
         refused(CliRun.run("demo", "--layers", "2000000000"), "over the limit");
         refused(CliRun.run("kv-sim", "--layers", "2000000000"), "--layers 2000000000 is over the limit of 1024");
-        refused(CliRun.run("kv-sim", "--requests", "2000000000"), "--requests 2000000000 is over the limit of 10000000");
-        refused(CliRun.run("kv-sim", "--blocks", "2000000000", "--layers", "1000", "--head-size", "100000"),
-                "the KV cache", "over the simulated device's limit");
+        refused(
+                CliRun.run("kv-sim", "--requests", "2000000000"),
+                "--requests 2000000000 is over the limit of 10000000");
+        refused(
+                CliRun.run("kv-sim", "--blocks", "2000000000", "--layers", "1000", "--head-size", "100000"),
+                "the KV cache",
+                "over the simulated device's limit");
     }
 
     @Test
     void aSmallGpuMemoryOnAnExpandableTraceReplaysWithoutAnInternalError() {
         String d = System.getProperty("gpumem.traces.dir");
         Path trace = d == null ? null : Path.of(d, "gnn-train-expandable-oom.pickle");
-        assumeTrue(trace != null && Files.isRegularFile(trace), "trace gnn-train-expandable-oom.pickle not available: skipped");
+        assumeTrue(
+                trace != null && Files.isRegularFile(trace),
+                "trace gnn-train-expandable-oom.pickle not available: skipped");
         CliRun r = CliRun.run("replay", "--capacity", "1GiB", trace.toString());
         assertThat(r.err()).doesNotContain("null", "Exception");
         assertThat(r.exit()).as(r.err()).isZero();

@@ -31,6 +31,7 @@ public final class AddressTable<V> {
     private Object[] objects;
     /** Values of an int table; null for an object table. */
     private int[] ints;
+
     private int shift;
     private int count;
 

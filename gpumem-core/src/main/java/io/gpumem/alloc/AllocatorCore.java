@@ -1,5 +1,11 @@
 package io.gpumem.alloc;
 
+import static io.gpumem.alloc.DeviceStats.ALLOCATED_BYTES;
+import static io.gpumem.alloc.DeviceStats.INACTIVE_SPLIT;
+import static io.gpumem.alloc.DeviceStats.INACTIVE_SPLIT_BYTES;
+import static io.gpumem.alloc.DeviceStats.RESERVED_BYTES;
+import static io.gpumem.alloc.DeviceStats.SEGMENT;
+
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.Device;
 import io.gpumem.events.AllocatorEvents;
@@ -8,18 +14,11 @@ import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.TraceAction;
 import io.gpumem.oom.OomReport;
 import io.gpumem.oom.OutOfMemoryException;
-
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
-
-import static io.gpumem.alloc.DeviceStats.ALLOCATED_BYTES;
-import static io.gpumem.alloc.DeviceStats.INACTIVE_SPLIT;
-import static io.gpumem.alloc.DeviceStats.INACTIVE_SPLIT_BYTES;
-import static io.gpumem.alloc.DeviceStats.RESERVED_BYTES;
-import static io.gpumem.alloc.DeviceStats.SEGMENT;
 
 /**
  * The algorithms of PyTorch's {@code DeviceCachingAllocator} (2.5 era; allocator.md §1–§6), on the state of one
@@ -57,12 +56,14 @@ final class AllocatorCore {
      * plain fields instead of chasing the volatile config and calling into the device.
      */
     private long maxSplitSize;
+
     private long maxNonSplitRounding;
     private boolean expandableOn;
     private boolean gcActive;
     final DeviceStats stats;
     /** {@code max_split_size} as memory_stats reports it: fixed when the allocator is created. */
     final long maxSplitSizeAtCreation;
+
     final BlockPool smallBlocks = new BlockPool(Pool.SMALL);
     final BlockPool largeBlocks = new BlockPool(Pool.LARGE);
     final AddressTable<Block> allocatedBlocks;
@@ -71,6 +72,7 @@ final class AllocatorCore {
     final TraceRecorder trace = new TraceRecorder();
     /** Every cudaMalloc'd or mapped byte ({@code total_allocated_memory}). */
     long totalAllocatedMemory;
+
     boolean setFraction;
     long allowedMemoryMaximum;
     /** Whether accumulated stats were ever reset (then current ≠ allocated − freed is expected). */
@@ -78,6 +80,7 @@ final class AllocatorCore {
 
     /** Recycled Block objects, so that splitting and merging allocate nothing in steady state. */
     private Block spareBlocks;
+
     private int spareCount;
     private static final int MAX_SPARE = 4096;
 
@@ -202,7 +205,9 @@ final class AllocatorCore {
                 // in front of a big unmapped tail
                 SizeOrderedBlocks free = pool.blocks;
                 Block next = free.next(b);
-                while (b.expandable != null && next != null && next.stream == stream
+                while (b.expandable != null
+                        && next != null
+                        && next.stream == stream
                         && expandableSize(next) < expandableSize(b)) {
                     b = next;
                     next = free.next(next);
@@ -237,8 +242,8 @@ final class AllocatorCore {
      * {@code alloc_block} (allocator.md §3 step 4.2): the fraction check, then expandable growth or a new cudaMalloc'd
      * segment. Returns the new block (not in any tree) or null on out-of-memory; other device errors propagate.
      */
-    private Block allocBlock(BlockPool pool, long stream, long size, long allocSize, boolean isRetry,
-                             List<Frame> context) {
+    private Block allocBlock(
+            BlockPool pool, long stream, long size, long allocSize, boolean isRetry, List<Frame> context) {
         if (isRetry) {
             stats.countAllocRetry();
             AllocatorEvents.retry(device.index(), size, allocSize, stream);
@@ -269,8 +274,8 @@ final class AllocatorCore {
     }
 
     /** {@code alloc_found_block} (allocator.md §2.4): carve the low part when splitting, then account the allocation. */
-    private Block allocFoundBlock(Block block, BlockPool pool, long size, long origSize, List<Frame> context,
-                                  boolean split) {
+    private Block allocFoundBlock(
+            Block block, BlockPool pool, long size, long origSize, List<Frame> context, boolean split) {
         int type = pool.statType;
         boolean alreadySplit = block.isSplit();
         if (split) {
@@ -314,18 +319,32 @@ final class AllocatorCore {
         return block;
     }
 
-    private OutOfMemoryException outOfMemory(long origSize, long size, long allocSize, long stream,
-                                             List<Frame> context) {
+    private OutOfMemoryException outOfMemory(
+            long origSize, long size, long allocSize, long stream, List<Frame> context) {
         long deviceFree = device.freeMemory();
         long total = device.totalMemory();
         trace.record(TraceAction.OOM, 0, size, stream, context, deviceFree);
         stats.countOom();
-        AllocatorEvents.outOfMemory(device.index(), origSize, size, stream, deviceFree,
-                stats.current(ALLOCATED_BYTES, DeviceStats.ALL), stats.current(RESERVED_BYTES, DeviceStats.ALL));
-        OomReport report = new OomReport(origSize, size, allocSize, device.index(), total, deviceFree,
+        AllocatorEvents.outOfMemory(
+                device.index(),
+                origSize,
+                size,
+                stream,
+                deviceFree,
+                stats.current(ALLOCATED_BYTES, DeviceStats.ALL),
+                stats.current(RESERVED_BYTES, DeviceStats.ALL));
+        OomReport report = new OomReport(
+                origSize,
+                size,
+                allocSize,
+                device.index(),
+                total,
+                deviceFree,
                 setFraction ? allowedMemoryMaximum : -1,
-                stats.current(ALLOCATED_BYTES, DeviceStats.ALL), stats.current(RESERVED_BYTES, DeviceStats.ALL),
-                largestFreeBlocks(), false);
+                stats.current(ALLOCATED_BYTES, DeviceStats.ALL),
+                stats.current(RESERVED_BYTES, DeviceStats.ALL),
+                largestFreeBlocks(),
+                false);
         return new OutOfMemoryException(report);
     }
 
@@ -355,7 +374,11 @@ final class AllocatorCore {
         block.allocated = false;
         int type = block.pool.statType;
         stats.countFreeRequested(type, block.size);
-        trace.record(TraceAction.FREE_REQUESTED, block.ptr, block.requestedSize, block.stream,
+        trace.record(
+                TraceAction.FREE_REQUESTED,
+                block.ptr,
+                block.requestedSize,
+                block.stream,
                 context != null ? context : block.contextWhenAllocated);
         if (SizeRules.isOversize(block.size, maxSplitSize)) {
             stats.updateOversizeAllocations(-1);
@@ -399,7 +422,11 @@ final class AllocatorCore {
 
     /** {@code free_block} (free_completed): merge, return to the pool, update active/requested/inactive_split. */
     void freeBlock(Block block, List<Frame> context) {
-        trace.record(TraceAction.FREE_COMPLETED, block.ptr, block.requestedSize, block.stream,
+        trace.record(
+                TraceAction.FREE_COMPLETED,
+                block.ptr,
+                block.requestedSize,
+                block.stream,
                 context != null ? context : block.contextWhenAllocated);
         block.contextWhenAllocated = null;
         long originalSize = block.size;
@@ -578,7 +605,11 @@ final class AllocatorCore {
      */
     private void releaseBlock(Block block, List<Frame> context) {
         stats.countDeviceFree();
-        trace.record(TraceAction.SEGMENT_FREE, block.ptr, block.size, block.stream,
+        trace.record(
+                TraceAction.SEGMENT_FREE,
+                block.ptr,
+                block.size,
+                block.stream,
                 context != null ? context : block.contextWhenSegmentAllocated);
         device.free(block.ptr);
         AllocatorEvents.segmentFree(device.index(), block.ptr, block.size, block.stream, false);
@@ -708,8 +739,8 @@ final class AllocatorCore {
             }
         }
         long page = SizeRules.expandablePageSize(pool.kind);
-        ExpandableSegment es = ExpandableSegment.reserve(device, stream, pool, page,
-                ExpandableSegment.defaultPageCount(device.totalMemory(), page));
+        ExpandableSegment es = ExpandableSegment.reserve(
+                device, stream, pool, page, ExpandableSegment.defaultPageCount(device.totalMemory(), page));
         expandableSegments.add(es);
         Block candidate = newBlock(es.base, es.size(), stream, pool);
         candidate.mapped = false;
@@ -803,7 +834,11 @@ final class AllocatorCore {
         stats.decrease(RESERVED_BYTES, pool.statType, unmapped);
         stats.countDeviceFree();
         AllocatorEvents.segmentFree(device.index(), start, unmapped, block.stream, true);
-        trace.record(TraceAction.SEGMENT_UNMAP, start, unmapped, block.stream,
+        trace.record(
+                TraceAction.SEGMENT_UNMAP,
+                start,
+                unmapped,
+                block.stream,
                 context != null ? context : block.contextWhenSegmentAllocated);
         if (failure != null) {
             throw failure;

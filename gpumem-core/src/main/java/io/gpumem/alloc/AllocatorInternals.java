@@ -5,7 +5,6 @@ import io.gpumem.history.Frame;
 import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.history.TraceListener;
-
 import java.util.List;
 import java.util.Objects;
 import java.util.function.Consumer;
@@ -53,8 +52,8 @@ public final class AllocatorInternals implements GpuAllocatorInternals, SegmentR
      *                                  nothing is changed then
      */
     @Override
-    public long restoreSegment(long address, long totalSize, long streamId, Pool pool, boolean expandable,
-                               List<RestoredBlock> blocks) {
+    public long restoreSegment(
+            long address, long totalSize, long streamId, Pool pool, boolean expandable, List<RestoredBlock> blocks) {
         Objects.requireNonNull(pool, "pool");
         lock.lock();
         try {

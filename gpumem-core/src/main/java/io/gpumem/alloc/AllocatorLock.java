@@ -45,9 +45,12 @@ public final class AllocatorLock {
 
     @SuppressWarnings("unused") // accessed through OWNER
     private volatile Thread owner;
+
     private int holds;
+
     @SuppressWarnings("unused") // accessed through WAITERS
     private volatile int waiters;
+
     private final ConcurrentLinkedQueue<Thread> parked = new ConcurrentLinkedQueue<>();
 
     /** Acquires the lock (again, when this thread holds it already); not interruptible. */

@@ -1,7 +1,6 @@
 package io.gpumem.alloc;
 
 import io.gpumem.history.Frame;
-
 import java.util.Arrays;
 import java.util.List;
 
@@ -23,16 +22,19 @@ import java.util.List;
 final class Block extends OrderedBlock<Block> {
     /** Unrounded size of the last allocation; not reset on free (snapshots show it stale), 0 for new splits. */
     long requestedSize;
+
     BlockPool pool;
     boolean allocated;
     /** Meaningful for expandable segments only; always true for cudaMalloc'd segments. */
     boolean mapped = true;
+
     Block prev;
     Block next;
     /** Outstanding events recorded for this block on other streams. */
     int eventCount;
     /** Streams recorded with record_stream since the allocation, in insertion order; null when none. */
     long[] streamUses;
+
     int streamUseCount;
     /** Value of the pool's GC clock when the block was last inserted into the free tree. */
     long gcCountBase;
@@ -45,6 +47,7 @@ final class Block extends OrderedBlock<Block> {
 
     /** Where the block sits in a {@link SizeOrderedBlocks} (valid while it is in one; kept afterwards as a hint for the next insert). */
     SizeOrderedBlocks.Lane lane;
+
     int sizeClass;
 
     void reset(long ptr, long size, long stream, BlockPool pool) {

@@ -11,6 +11,7 @@ final class BlockPool {
     final Pool kind;
     /** {@link DeviceStats}' index of this pool's stat type, cached for the hot path. */
     final int statType;
+
     final SizeOrderedBlocks blocks = new SizeOrderedBlocks();
     final BlockTree<Block> unmapped = new BlockTree<>(BlockTree.Order.BY_ADDRESS);
     /** {@code get_free_blocks_call_count}: the GC age clock. */

@@ -51,6 +51,7 @@ public final class BlockTree<B extends OrderedBlock<B>> {
     private final boolean bySize;
     /** Slot 0 holds the root. */
     private final B[] root;
+
     private int count;
     private int seed = 0x2545F491;
 
@@ -157,8 +158,8 @@ public final class BlockTree<B extends OrderedBlock<B>> {
     }
 
     /** {@link #checkShape} for a tree rooted at {@code top} whose nodes must have {@code container == owner}. */
-    static <B extends OrderedBlock<B>> int checkShape(B top, B parent, Object owner, boolean bySize, String name,
-            List<String> violations) {
+    static <B extends OrderedBlock<B>> int checkShape(
+            B top, B parent, Object owner, boolean bySize, String name, List<String> violations) {
         if (top == null) {
             return 0;
         }
@@ -179,8 +180,8 @@ public final class BlockTree<B extends OrderedBlock<B>> {
         return n;
     }
 
-    private static <B extends OrderedBlock<B>> void checkChild(B top, B child, boolean left, boolean bySize,
-            String name, List<String> violations) {
+    private static <B extends OrderedBlock<B>> void checkChild(
+            B top, B child, boolean left, boolean bySize, String name, List<String> violations) {
         if (child.priority > top.priority) {
             violations.add(name + ": heap order broken under " + top);
         }

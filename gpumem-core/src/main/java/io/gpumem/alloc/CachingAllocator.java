@@ -9,7 +9,6 @@ import io.gpumem.oom.OomReport;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.stats.MemoryStats;
 import io.gpumem.stats.MemorySummary;
-
 import java.util.List;
 import java.util.Objects;
 import java.util.function.Supplier;
@@ -58,7 +57,8 @@ public final class CachingAllocator implements ForkableAllocator {
     }
 
     public CachingAllocator(Device device, AllocatorConfig config) {
-        this.core = new AllocatorCore(Objects.requireNonNull(device, "device"), Objects.requireNonNull(config, "config"));
+        this.core =
+                new AllocatorCore(Objects.requireNonNull(device, "device"), Objects.requireNonNull(config, "config"));
         this.internals = new AllocatorInternals(lock, core);
     }
 
@@ -155,10 +155,18 @@ public final class CachingAllocator implements ForkableAllocator {
     private OutOfMemoryException exabyteOom(long size) {
         lock.lock();
         try {
-            return new OutOfMemoryException(new OomReport(size, 0, 0, core.device.index(), core.device.totalMemory(),
-                    core.device.freeMemory(), core.setFraction ? core.allowedMemoryMaximum : -1,
+            return new OutOfMemoryException(new OomReport(
+                    size,
+                    0,
+                    0,
+                    core.device.index(),
+                    core.device.totalMemory(),
+                    core.device.freeMemory(),
+                    core.setFraction ? core.allowedMemoryMaximum : -1,
                     core.stats.current(DeviceStats.ALLOCATED_BYTES, DeviceStats.ALL),
-                    core.stats.current(DeviceStats.RESERVED_BYTES, DeviceStats.ALL), List.of(), true));
+                    core.stats.current(DeviceStats.RESERVED_BYTES, DeviceStats.ALL),
+                    List.of(),
+                    true));
         } finally {
             lock.unlock();
         }
@@ -203,8 +211,8 @@ public final class CachingAllocator implements ForkableAllocator {
             ensureOpen();
             Block b = core.allocatedBlocks.get(ptr);
             if (b == null) {
-                throw new IllegalArgumentException("recordStream: 0x" + Long.toHexString(ptr)
-                        + " is not an allocated block of this allocator");
+                throw new IllegalArgumentException(
+                        "recordStream: 0x" + Long.toHexString(ptr) + " is not an allocated block of this allocator");
             }
             if (stream != b.stream) {
                 b.addStreamUse(stream);

@@ -44,12 +44,14 @@ final class DeviceStats {
 
     /** Stat types (the second index): {@link StatType} ordinals. */
     static final int ALL = StatType.ALL.ordinal();
+
     static final int SMALL_POOL = StatType.SMALL_POOL.ordinal();
     static final int LARGE_POOL = StatType.LARGE_POOL.ordinal();
     private static final int TYPES = 3;
 
     /** Array stats (the first index): {@link StatKind} ordinals. */
     static final int ALLOCATION = StatKind.ALLOCATION.ordinal();
+
     static final int SEGMENT = StatKind.SEGMENT.ordinal();
     static final int ACTIVE = StatKind.ACTIVE.ordinal();
     static final int INACTIVE_SPLIT = StatKind.INACTIVE_SPLIT.ordinal();
@@ -63,11 +65,13 @@ final class DeviceStats {
 
     /** Rows of the two single stats, after the array stats (they use the small-pool positions only). */
     private static final int OVERSIZE_ALLOCATIONS_ROW = ARRAY_STATS;
+
     private static final int OVERSIZE_SEGMENTS_ROW = ARRAY_STATS + 1;
     private static final int ROWS = ARRAY_STATS + 2;
 
     /** Offsets inside a row of eight longs; the pool offsets are added {@code pool − 1} (0 small, 1 large). */
     private static final int ROW_SHIFT = 3;
+
     private static final int CURRENT = 0;
     private static final int ALLOCATED = 2;
     private static final int PEAK_ALL = 4;
@@ -328,13 +332,17 @@ final class DeviceStats {
         }
         return b.oversizeAllocations(statOf(OVERSIZE_ALLOCATIONS_ROW, SMALL_POOL))
                 .oversizeSegments(statOf(OVERSIZE_SEGMENTS_ROW, SMALL_POOL))
-                .numAllocRetries(numAllocRetries).numOoms(numOoms).numSyncAllStreams(numSyncAllStreams)
-                .numDeviceAlloc(numDeviceAlloc).numDeviceFree(numDeviceFree)
-                .maxSplitSize(maxSplitSizeReported).build();
+                .numAllocRetries(numAllocRetries)
+                .numOoms(numOoms)
+                .numSyncAllStreams(numSyncAllStreams)
+                .numDeviceAlloc(numDeviceAlloc)
+                .numDeviceFree(numDeviceFree)
+                .maxSplitSize(maxSplitSizeReported)
+                .build();
     }
 
     private MemoryStats.Stat statOf(int row, int type) {
-        return new MemoryStats.Stat(currentOf(row, type), peakOf(row, type), allocatedOf(row, type),
-                freedOf(row, type));
+        return new MemoryStats.Stat(
+                currentOf(row, type), peakOf(row, type), allocatedOf(row, type), freedOf(row, type));
     }
 }

@@ -63,8 +63,8 @@ final class ExpandableSegment {
     }
 
     /** Adopts a reservation at a given base (state import); the device must return exactly {@code base}. */
-    static ExpandableSegment reserveAt(Device device, long expectedBase, long stream, BlockPool pool, long pageSize,
-                                       int pageCount) {
+    static ExpandableSegment reserveAt(
+            Device device, long expectedBase, long stream, BlockPool pool, long pageSize, int pageCount) {
         checkGranularity(device, pageSize);
         long base = device.reserveAddressRange(pageSize * pageCount);
         if (expectedBase != Device.NULL && base != expectedBase) {
@@ -78,8 +78,8 @@ final class ExpandableSegment {
     private static void checkGranularity(Device device, long pageSize) {
         long g = device.allocationGranularity();
         if (g <= 0 || pageSize % g != 0) {
-            throw new IllegalStateException("expandable page size " + pageSize
-                    + " is not a multiple of the device granularity " + g);
+            throw new IllegalStateException(
+                    "expandable page size " + pageSize + " is not a multiple of the device granularity " + g);
         }
     }
 
@@ -149,8 +149,8 @@ final class ExpandableSegment {
         cover(end);
         for (int i = begin; i < end; i++) {
             if (handles[i] != 0) {
-                throw new IllegalStateException("page " + i + " of segment 0x" + Long.toHexString(base)
-                        + " is already mapped");
+                throw new IllegalStateException(
+                        "page " + i + " of segment 0x" + Long.toHexString(base) + " is already mapped");
             }
         }
         int created = begin;
@@ -254,8 +254,8 @@ final class ExpandableSegment {
     /** Frees the address reservation; every page must be unmapped. */
     void destroy() {
         if (mappedPages != 0) {
-            throw new IllegalStateException("destroying segment 0x" + Long.toHexString(base) + " with "
-                    + mappedPages + " mapped pages");
+            throw new IllegalStateException(
+                    "destroying segment 0x" + Long.toHexString(base) + " with " + mappedPages + " mapped pages");
         }
         device.freeAddressRange(base, size());
     }

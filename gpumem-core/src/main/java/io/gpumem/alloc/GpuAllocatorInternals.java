@@ -41,6 +41,5 @@ public interface GpuAllocatorInternals {
      * never called before the first step. Most allocators ignore it (the default); one that learns the shape of a
      * step (such as a planning policy) uses it to count request positions per step.
      */
-    default void stepBoundary() {
-    }
+    default void stepBoundary() {}
 }

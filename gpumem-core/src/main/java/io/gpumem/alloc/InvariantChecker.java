@@ -1,14 +1,5 @@
 package io.gpumem.alloc;
 
-
-import io.gpumem.stats.StatKind;
-import io.gpumem.stats.StatType;
-import java.util.ArrayList;
-import java.util.Collections;
-import java.util.IdentityHashMap;
-import java.util.List;
-import java.util.Set;
-
 import static io.gpumem.alloc.DeviceStats.ACTIVE;
 import static io.gpumem.alloc.DeviceStats.ACTIVE_BYTES;
 import static io.gpumem.alloc.DeviceStats.ALLOCATED_BYTES;
@@ -18,6 +9,14 @@ import static io.gpumem.alloc.DeviceStats.INACTIVE_SPLIT_BYTES;
 import static io.gpumem.alloc.DeviceStats.REQUESTED_BYTES;
 import static io.gpumem.alloc.DeviceStats.RESERVED_BYTES;
 import static io.gpumem.alloc.DeviceStats.SEGMENT;
+
+import io.gpumem.stats.StatKind;
+import io.gpumem.stats.StatType;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Set;
 
 /**
  * Verifies an {@link AllocatorCore} from scratch: rebuilds the block graph from every place a block can be
@@ -34,8 +33,7 @@ import static io.gpumem.alloc.DeviceStats.SEGMENT;
  * reset, current = allocated − freed.
  */
 final class InvariantChecker {
-    private InvariantChecker() {
-    }
+    private InvariantChecker() {}
 
     static void check(AllocatorCore core) {
         List<String> v = new ArrayList<>();
@@ -207,23 +205,31 @@ final class InvariantChecker {
             pendingEvents += b.eventCount;
         }
         if (pendingEvents != core.events.pendingCount()) {
-            v.add("event queues hold " + core.events.pendingCount() + " events, pending blocks expect " + pendingEvents);
+            v.add("event queues hold " + core.events.pendingCount() + " events, pending blocks expect "
+                    + pendingEvents);
         }
 
         DeviceStats s = core.stats;
         for (int stat = 0; stat < DeviceStats.ARRAY_STATS; stat++) {
             long small = cur[stat][DeviceStats.SMALL_POOL];
             long large = cur[stat][DeviceStats.LARGE_POOL];
-            expect(v, StatKind.values()[stat].key() + ".small_pool.current", s.current(stat, DeviceStats.SMALL_POOL), small);
-            expect(v, StatKind.values()[stat].key() + ".large_pool.current", s.current(stat, DeviceStats.LARGE_POOL), large);
+            expect(
+                    v,
+                    StatKind.values()[stat].key() + ".small_pool.current",
+                    s.current(stat, DeviceStats.SMALL_POOL),
+                    small);
+            expect(
+                    v,
+                    StatKind.values()[stat].key() + ".large_pool.current",
+                    s.current(stat, DeviceStats.LARGE_POOL),
+                    large);
             expect(v, StatKind.values()[stat].key() + ".all.current", s.current(stat, DeviceStats.ALL), small + large);
             for (int type = 0; type < 3; type++) {
                 String key = StatKind.values()[stat].key() + "." + StatType.values()[type].key();
                 if (s.peak(stat, type) < s.current(stat, type)) {
                     v.add(key + ": peak " + s.peak(stat, type) + " below current " + s.current(stat, type));
                 }
-                if (!core.accumulatedReset
-                        && s.current(stat, type) != s.allocated(stat, type) - s.freed(stat, type)) {
+                if (!core.accumulatedReset && s.current(stat, type) != s.allocated(stat, type) - s.freed(stat, type)) {
                     v.add(key + ": current " + s.current(stat, type) + " != allocated − freed ("
                             + s.allocated(stat, type) + " − " + s.freed(stat, type) + ")");
                 }
@@ -239,8 +245,8 @@ final class InvariantChecker {
         expect(v, "reserved − allocated (cached bytes)", reserved - allocated, cached);
 
         if (!v.isEmpty()) {
-            throw new IllegalStateException("allocator invariants violated (" + v.size() + "):\n  "
-                    + String.join("\n  ", v));
+            throw new IllegalStateException(
+                    "allocator invariants violated (" + v.size() + "):\n  " + String.join("\n  ", v));
         }
     }
 
@@ -295,8 +301,10 @@ final class InvariantChecker {
             }
             if (prev != null) {
                 int c = Long.compareUnsigned(prev.stream, b.stream);
-                boolean ok = c < 0 || (c == 0 && (prev.size < b.size
-                        || (prev.size == b.size && Long.compareUnsigned(prev.ptr, b.ptr) < 0)));
+                boolean ok = c < 0
+                        || (c == 0
+                                && (prev.size < b.size
+                                        || (prev.size == b.size && Long.compareUnsigned(prev.ptr, b.ptr) < 0)));
                 if (!ok) {
                     v.add(name + ": out of order at " + b);
                 }

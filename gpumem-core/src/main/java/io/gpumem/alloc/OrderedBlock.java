@@ -25,6 +25,7 @@ public abstract class OrderedBlock<B extends OrderedBlock<B>> {
     public long stream;
     /** Treap links (null when absent or when the block is in no tree) and the heap priority. */
     B left;
+
     B right;
     B parent;
     int priority;

@@ -48,8 +48,9 @@ public enum Pool {
         return switch (segmentType) {
             case "small" -> SMALL;
             case "large" -> LARGE;
-            default -> throw new IllegalArgumentException("unknown segment_type '" + segmentType
-                    + "' (expected small or large)");
+            default ->
+                throw new IllegalArgumentException(
+                        "unknown segment_type '" + segmentType + "' (expected small or large)");
         };
     }
 }

@@ -11,7 +11,11 @@ package io.gpumem.alloc;
 public record RestoredBlock(long size, Kind kind, long requestedSize) {
 
     /** Block kinds. */
-    public enum Kind { ALLOCATED, FREE, UNMAPPED }
+    public enum Kind {
+        ALLOCATED,
+        FREE,
+        UNMAPPED
+    }
 
     public RestoredBlock {
         if (kind == null) {

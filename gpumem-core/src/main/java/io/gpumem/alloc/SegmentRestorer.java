@@ -10,8 +10,8 @@ import java.util.List;
 public interface SegmentRestorer {
 
     /** Restores one segment; see {@link AllocatorInternals#restoreSegment} for the rules and failures. */
-    long restoreSegment(long address, long totalSize, long streamId, Pool pool, boolean expandable,
-                        List<RestoredBlock> blocks);
+    long restoreSegment(
+            long address, long totalSize, long streamId, Pool pool, boolean expandable, List<RestoredBlock> blocks);
 
     /** Whether the allocator itself uses expandable segments (else recorded expandable runs become classic segments). */
     boolean expandableSegments();

@@ -36,6 +36,7 @@ final class SizeOrderedBlocks {
         final long stream;
         /** The root of each size class's treap (null: empty class). */
         final Block[] roots = new Block[FL_COUNT << SL_BITS];
+
         final long[] secondLevel = new long[FL_COUNT];
         long firstLevel;
         int count;
@@ -49,6 +50,7 @@ final class SizeOrderedBlocks {
     private Lane[] lanes = new Lane[0];
     /** The lane used last: most operations in a row are on one stream. */
     private Lane lastLane;
+
     private int count;
     /** The xorshift state the treap priorities are drawn from. */
     private int seed = 0x2545F491;

@@ -25,8 +25,7 @@ public final class SizeRules {
     /** {@code kRoundLarge}: the rounding step of segments for requests of {@link #MIN_LARGE_ALLOC} or more. */
     public static final long ROUND_LARGE = 2L << 20;
 
-    private SizeRules() {
-    }
+    private SizeRules() {}
 
     /** {@code round_size} under {@code config}'s {@code roundup_power2_divisions}. */
     public static long roundSize(long size, AllocatorConfig config) {
@@ -95,8 +94,8 @@ public final class SizeRules {
      * must not serve a request of {@code rounded} bytes. A request below {@code max_split_size} never takes an
      * oversize block; an oversize request takes one only if it wastes less than {@code max_non_split_rounding}.
      */
-    public static boolean rejectsCachedBlock(long rounded, long blockSize, long maxSplitSize,
-                                             long maxNonSplitRounding) {
+    public static boolean rejectsCachedBlock(
+            long rounded, long blockSize, long maxSplitSize, long maxNonSplitRounding) {
         if (rounded < maxSplitSize) {
             return blockSize >= maxSplitSize;
         }

@@ -8,7 +8,6 @@ import io.gpumem.history.MemorySnapshot;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
-
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -27,8 +26,7 @@ import java.util.Set;
  * trace was copied, so it appears in the next snapshot.
  */
 final class SnapshotBuilder {
-    private SnapshotBuilder() {
-    }
+    private SnapshotBuilder() {}
 
     static MemorySnapshot snapshot(AllocatorCore core) {
         List<TraceEntry> trace = core.trace.entries();
@@ -73,9 +71,11 @@ final class SnapshotBuilder {
             long address = head.ptr;
             for (Block b = head; b != null && b.mapped; b = b.next) {
                 boolean isActive = b.allocated || b.eventCount > 0 || b.hasStreamUses();
-                BlockState state = b.allocated ? BlockState.ACTIVE_ALLOCATED
+                BlockState state = b.allocated
+                        ? BlockState.ACTIVE_ALLOCATED
                         : isActive ? BlockState.ACTIVE_PENDING_FREE : BlockState.INACTIVE;
-                blocks.add(new BlockInfo(address + total, b.size, b.requestedSize, state, frames(b.contextWhenAllocated)));
+                blocks.add(
+                        new BlockInfo(address + total, b.size, b.requestedSize, state, frames(b.contextWhenAllocated)));
                 total += b.size;
                 if (b.allocated) {
                     allocated += b.size;
@@ -86,9 +86,18 @@ final class SnapshotBuilder {
                 }
             }
             totalActive += active;
-            result.add(new SegmentInfo(device, address, total, allocated, active, requested, head.stream,
-                    head.pool.kind, head.expandable != null,
-                    frames(head.contextWhenSegmentAllocated), List.copyOf(blocks)));
+            result.add(new SegmentInfo(
+                    device,
+                    address,
+                    total,
+                    allocated,
+                    active,
+                    requested,
+                    head.stream,
+                    head.pool.kind,
+                    head.expandable != null,
+                    frames(head.contextWhenSegmentAllocated),
+                    List.copyOf(blocks)));
         }
         result.sort((a, b) -> Long.compareUnsigned(a.address(), b.address()));
         core.trace.record(TraceAction.SNAPSHOT, 0, totalActive, 0, null);

@@ -16,8 +16,7 @@ package io.gpumem.alloc;
  * and attached history, trackers or listeners.
  */
 final class StateCopy {
-    private StateCopy() {
-    }
+    private StateCopy() {}
 
     static void copyInto(AllocatorCore from, AllocatorCore to) {
         if (!from.expandableSegments.isEmpty()) {

@@ -1,9 +1,5 @@
 package io.gpumem.alloc;
 
-import io.gpumem.device.Device;
-
-import java.util.List;
-
 import static io.gpumem.alloc.DeviceStats.ACTIVE;
 import static io.gpumem.alloc.DeviceStats.ACTIVE_BYTES;
 import static io.gpumem.alloc.DeviceStats.ALLOCATED_BYTES;
@@ -14,6 +10,9 @@ import static io.gpumem.alloc.DeviceStats.REQUESTED_BYTES;
 import static io.gpumem.alloc.DeviceStats.RESERVED_BYTES;
 import static io.gpumem.alloc.DeviceStats.SEGMENT;
 
+import io.gpumem.device.Device;
+import java.util.List;
+
 /**
  * Implements {@link AllocatorInternals#restoreSegment}: validates the block list completely, then takes the
  * memory from the device (undoing everything if the device fails or puts the segment elsewhere), then links the
@@ -21,11 +20,16 @@ import static io.gpumem.alloc.DeviceStats.SEGMENT;
  * the "bad input changes nothing" rule.
  */
 final class StateImporter {
-    private StateImporter() {
-    }
+    private StateImporter() {}
 
-    static long restore(AllocatorCore core, long address, long totalSize, long stream, Pool kind,
-                        boolean expandable, List<RestoredBlock> blocks) {
+    static long restore(
+            AllocatorCore core,
+            long address,
+            long totalSize,
+            long stream,
+            Pool kind,
+            boolean expandable,
+            List<RestoredBlock> blocks) {
         BlockPool pool = core.pool(kind);
         long page = SizeRules.expandablePageSize(kind);
         if (expandable && totalSize == 0) {
@@ -79,8 +83,8 @@ final class StateImporter {
         es.destroy();
     }
 
-    private static void validate(List<RestoredBlock> blocks, long totalSize, boolean expandable, long page,
-                                 long address) {
+    private static void validate(
+            List<RestoredBlock> blocks, long totalSize, boolean expandable, long page, long address) {
         if (blocks == null || blocks.isEmpty()) {
             throw new IllegalArgumentException("restoreSegment: no blocks");
         }
@@ -102,8 +106,8 @@ final class StateImporter {
             switch (b.kind()) {
                 case ALLOCATED -> {
                     if (b.requestedSize() < 1 || b.requestedSize() > b.size()) {
-                        throw new IllegalArgumentException(where + ": requested size " + b.requestedSize()
-                                + " outside [1, " + b.size() + "]");
+                        throw new IllegalArgumentException(
+                                where + ": requested size " + b.requestedSize() + " outside [1, " + b.size() + "]");
                     }
                 }
                 case FREE -> {
@@ -119,8 +123,8 @@ final class StateImporter {
                         throw new IllegalArgumentException(where + ": two adjacent unmapped blocks");
                     }
                     if (offset % page != 0 || (offset + b.size()) % page != 0) {
-                        throw new IllegalArgumentException(where + ": unmapped block not on " + page
-                                + "-byte page boundaries");
+                        throw new IllegalArgumentException(
+                                where + ": unmapped block not on " + page + "-byte page boundaries");
                     }
                 }
             }
@@ -157,8 +161,8 @@ final class StateImporter {
                 for (int i = 0; i < es.coveredPages(); i++) {
                     if (es.isPageMapped(i)) {
                         if (es.unmapPages(i, i + 1) != i + 1) {
-                    throw es.unmapFailure();
-                }
+                            throw es.unmapFailure();
+                        }
                     }
                 }
                 es.destroy();
@@ -178,8 +182,14 @@ final class StateImporter {
         }
     }
 
-    private static void link(AllocatorCore core, BlockPool pool, ExpandableSegment es, long base, long totalSize,
-                             long stream, List<RestoredBlock> blocks) {
+    private static void link(
+            AllocatorCore core,
+            BlockPool pool,
+            ExpandableSegment es,
+            long base,
+            long totalSize,
+            long stream,
+            List<RestoredBlock> blocks) {
         int type = pool.statType;
         long maxSplit = core.config.maxSplitSize();
         boolean split = blocks.size() > 1;

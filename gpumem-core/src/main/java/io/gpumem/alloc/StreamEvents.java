@@ -1,10 +1,10 @@
 package io.gpumem.alloc;
 
 import java.util.ArrayDeque;
+import java.util.Arrays;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.Map;
-import java.util.Arrays;
 
 /**
  * PyTorch's {@code cuda_events}: one FIFO of (event, block) per stream on which a freed block was used
@@ -15,8 +15,7 @@ import java.util.Arrays;
  * Event handles are pooled like PyTorch's {@code EventPool}, so steady record_stream traffic creates no events.
  */
 final class StreamEvents {
-    record Pending(long event, Block block) {
-    }
+    record Pending(long event, Block block) {}
 
     final Map<Long, ArrayDeque<Pending>> queues = new LinkedHashMap<>();
     private long[] spareEvents = new long[8];

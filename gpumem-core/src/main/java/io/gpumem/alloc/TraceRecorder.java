@@ -6,15 +6,14 @@ import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.history.TraceEntryRing;
 import io.gpumem.history.TraceListener;
-
+import java.time.Instant;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.Consumer;
 import java.util.function.LongSupplier;
 import java.util.function.Supplier;
-import java.time.Instant;
-import java.util.Arrays;
 
 /**
  * The allocator's memory history (allocator.md §10.1): a ring buffer of the most recent {@link TraceEntry}s, the
@@ -43,6 +42,7 @@ final class TraceRecorder {
      * {@link #record} with history off costs one field read. Volatile because trackers attach without the lock.
      */
     private volatile boolean active;
+
     volatile Supplier<List<Frame>> contextSupplier;
     volatile LongSupplier clockMicros = TraceRecorder::wallClockMicros;
 
@@ -120,8 +120,14 @@ final class TraceRecorder {
         if (!recordHistory && trackers.isEmpty()) {
             return;
         }
-        TraceEntry te = new TraceEntry(action, addr, size, stream, clockMicros.getAsLong(),
-                recordContext.compareTo(Context.ALLOC) >= 0 ? context : null, deviceFree);
+        TraceEntry te = new TraceEntry(
+                action,
+                addr,
+                size,
+                stream,
+                clockMicros.getAsLong(),
+                recordContext.compareTo(Context.ALLOC) >= 0 ? context : null,
+                deviceFree);
         for (Consumer<TraceEntry> t : trackers) {
             t.accept(te);
         }

@@ -163,11 +163,14 @@ public final class AllocatorConfig {
         if (!(o instanceof AllocatorConfig c)) {
             return false;
         }
-        return raw.equals(c.raw) && backend.equals(c.backend) && maxSplitSize == c.maxSplitSize
+        return raw.equals(c.raw)
+                && backend.equals(c.backend)
+                && maxSplitSize == c.maxSplitSize
                 && maxNonSplitRounding == c.maxNonSplitRounding
                 && Arrays.equals(roundupPower2Divisions, c.roundupPower2Divisions)
                 && Double.compare(garbageCollectionThreshold, c.garbageCollectionThreshold) == 0
-                && expandableSegments == c.expandableSegments && releaseLockOnCudaMalloc == c.releaseLockOnCudaMalloc
+                && expandableSegments == c.expandableSegments
+                && releaseLockOnCudaMalloc == c.releaseLockOnCudaMalloc
                 && pinnedUseCudaHostRegister == c.pinnedUseCudaHostRegister
                 && pinnedNumRegisterThreads == c.pinnedNumRegisterThreads
                 && pinnedUseBackgroundThreads == c.pinnedUseBackgroundThreads;
@@ -197,10 +200,26 @@ public final class AllocatorConfig {
         private int pinnedNumRegisterThreads = 1;
         private boolean pinnedUseBackgroundThreads = false;
 
-        public Builder raw(String v) { this.raw = v; return this; }
-        public Builder backend(String v) { this.backend = v; return this; }
-        public Builder maxSplitSize(long v) { this.maxSplitSize = v; return this; }
-        public Builder maxNonSplitRounding(long v) { this.maxNonSplitRounding = v; return this; }
+        public Builder raw(String v) {
+            this.raw = v;
+            return this;
+        }
+
+        public Builder backend(String v) {
+            this.backend = v;
+            return this;
+        }
+
+        public Builder maxSplitSize(long v) {
+            this.maxSplitSize = v;
+            return this;
+        }
+
+        public Builder maxNonSplitRounding(long v) {
+            this.maxNonSplitRounding = v;
+            return this;
+        }
+
         public Builder roundupPower2Divisions(int[] table) {
             if (table.length != ROUNDUP_INTERVALS) {
                 throw new IllegalArgumentException("roundup table needs " + ROUNDUP_INTERVALS + " entries");
@@ -208,12 +227,36 @@ public final class AllocatorConfig {
             this.roundupPower2Divisions = table.clone();
             return this;
         }
-        public Builder garbageCollectionThreshold(double v) { this.garbageCollectionThreshold = v; return this; }
-        public Builder expandableSegments(boolean v) { this.expandableSegments = v; return this; }
-        public Builder releaseLockOnCudaMalloc(boolean v) { this.releaseLockOnCudaMalloc = v; return this; }
-        public Builder pinnedUseCudaHostRegister(boolean v) { this.pinnedUseCudaHostRegister = v; return this; }
-        public Builder pinnedNumRegisterThreads(int v) { this.pinnedNumRegisterThreads = v; return this; }
-        public Builder pinnedUseBackgroundThreads(boolean v) { this.pinnedUseBackgroundThreads = v; return this; }
+
+        public Builder garbageCollectionThreshold(double v) {
+            this.garbageCollectionThreshold = v;
+            return this;
+        }
+
+        public Builder expandableSegments(boolean v) {
+            this.expandableSegments = v;
+            return this;
+        }
+
+        public Builder releaseLockOnCudaMalloc(boolean v) {
+            this.releaseLockOnCudaMalloc = v;
+            return this;
+        }
+
+        public Builder pinnedUseCudaHostRegister(boolean v) {
+            this.pinnedUseCudaHostRegister = v;
+            return this;
+        }
+
+        public Builder pinnedNumRegisterThreads(int v) {
+            this.pinnedNumRegisterThreads = v;
+            return this;
+        }
+
+        public Builder pinnedUseBackgroundThreads(boolean v) {
+            this.pinnedUseBackgroundThreads = v;
+            return this;
+        }
 
         public AllocatorConfig build() {
             return new AllocatorConfig(this);

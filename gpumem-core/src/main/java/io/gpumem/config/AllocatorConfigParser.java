@@ -31,6 +31,7 @@ final class AllocatorConfigParser {
     private static final int LARGE_BUFFER_MB = 20;
     /** kPinnedMaxRegisterThreads. */
     private static final int PINNED_MAX_REGISTER_THREADS = 128;
+
     private static final Pattern INTEGER = Pattern.compile("[+-]?[0-9]+");
     private static final Pattern DECIMAL = Pattern.compile("[+-]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][+-]?[0-9]+)?");
 
@@ -67,9 +68,9 @@ final class AllocatorConfigParser {
                 case "expandable_segments" -> out.expandableSegments(parseBoolean(key));
                 // ROCm spells "cuda" as "hip"; PyTorch accepts both spellings on every build.
                 case "release_lock_on_cudamalloc", "release_lock_on_hipmalloc" ->
-                        out.releaseLockOnCudaMalloc(parseBoolean(key));
+                    out.releaseLockOnCudaMalloc(parseBoolean(key));
                 case "pinned_use_cuda_host_register", "pinned_use_hip_host_register" ->
-                        out.pinnedUseCudaHostRegister(parseBoolean(key));
+                    out.pinnedUseCudaHostRegister(parseBoolean(key));
                 case "pinned_num_register_threads" -> out.pinnedNumRegisterThreads(parsePinnedThreads(key));
                 case "pinned_use_background_threads" -> out.pinnedUseBackgroundThreads(parseBoolean(key));
                 default -> throw new ConfigException(key, "Unrecognized CachingAllocator option: " + key);
@@ -85,8 +86,10 @@ final class AllocatorConfigParser {
     private long parseMaxSplitSizeMb(String key) {
         int mb = intValue(key);
         if (mb <= LARGE_BUFFER_MB) {
-            throw new ConfigException(key, "CachingAllocator option max_split_size_mb too small, must be > "
-                    + LARGE_BUFFER_MB + " (got " + mb + ")");
+            throw new ConfigException(
+                    key,
+                    "CachingAllocator option max_split_size_mb too small, must be > " + LARGE_BUFFER_MB + " (got " + mb
+                            + ")");
         }
         return mb;
     }
@@ -95,8 +98,10 @@ final class AllocatorConfigParser {
         int mb = intValue(key);
         // The 2.6 parser demanded > 20; the generic parser that replaced it (and our brief) accepts 20 itself.
         if (mb < LARGE_BUFFER_MB) {
-            throw new ConfigException(key, "CachingAllocator option max_non_split_rounding_mb too small, must be >= "
-                    + LARGE_BUFFER_MB + " (got " + mb + ")");
+            throw new ConfigException(
+                    key,
+                    "CachingAllocator option max_non_split_rounding_mb too small, must be >= " + LARGE_BUFFER_MB
+                            + " (got " + mb + ")");
         }
         return mb;
     }
@@ -109,12 +114,16 @@ final class AllocatorConfigParser {
         }
         double d = Double.parseDouble(v);
         if (!(d > 0)) {
-            throw new ConfigException(key, "garbage_collect_threshold too small, set it 0.0~1.0 (option " + key
-                    + " must be strictly between 0 and 1, got " + v + ")");
+            throw new ConfigException(
+                    key,
+                    "garbage_collect_threshold too small, set it 0.0~1.0 (option " + key
+                            + " must be strictly between 0 and 1, got " + v + ")");
         }
         if (!(d < 1.0)) {
-            throw new ConfigException(key, "garbage_collect_threshold too big, set it 0.0~1.0 (option " + key
-                    + " must be strictly between 0 and 1, got " + v + ")");
+            throw new ConfigException(
+                    key,
+                    "garbage_collect_threshold too big, set it 0.0~1.0 (option " + key
+                            + " must be strictly between 0 and 1, got " + v + ")");
         }
         return d;
     }
@@ -126,8 +135,9 @@ final class AllocatorConfigParser {
             // Single value, kept by PyTorch for backwards compatibility: one count for every interval.
             int divisions = toInt(key, tokens.get(i));
             if (!isPowerOfTwo(divisions)) {
-                throw new ConfigException(key, "For roundups, the divisions has to be power of 2 (option " + key
-                        + ", got " + divisions + ")");
+                throw new ConfigException(
+                        key,
+                        "For roundups, the divisions has to be power of 2 (option " + key + ", got " + divisions + ")");
             }
             Arrays.fill(table, divisions);
             return table;
@@ -138,13 +148,16 @@ final class AllocatorConfigParser {
             String interval = tokens.get(i);
             expect(++i, ":", key);
             if (++i >= tokens.size()) {
-                throw new ConfigException(key, "Error parsing roundup_power2_divisions value: missing divisions after '"
-                        + interval + ":'");
+                throw new ConfigException(
+                        key,
+                        "Error parsing roundup_power2_divisions value: missing divisions after '" + interval + ":'");
             }
             int divisions = toInt(key, tokens.get(i));
             if (divisions != 0 && !isPowerOfTwo(divisions)) {
-                throw new ConfigException(key, "For roundups, the divisions has to be power of 2 or 0 to disable roundup"
-                        + " (option " + key + ", got " + divisions + ")");
+                throw new ConfigException(
+                        key,
+                        "For roundups, the divisions has to be power of 2 or 0 to disable roundup" + " (option " + key
+                                + ", got " + divisions + ")");
             }
             if (">".equals(interval)) {
                 // Pre-fix (2.5-era) behaviour, on purpose: '>' fills from the LAST key's own index inclusive,
@@ -163,35 +176,38 @@ final class AllocatorConfigParser {
                 lastIndex = index;
             }
             if (i + 1 >= tokens.size()) {
-                throw new ConfigException(key, "Error parsing CachingAllocator settings, expected ] to close the "
-                        + key + " list");
+                throw new ConfigException(
+                        key, "Error parsing CachingAllocator settings, expected ] to close the " + key + " list");
             }
             if (!"]".equals(tokens.get(i + 1))) {
                 expect(++i, ",", key);
             }
         }
         if (i >= tokens.size()) {
-            throw new ConfigException(key, "Error parsing CachingAllocator settings, expected ] to close the "
-                    + key + " list");
+            throw new ConfigException(
+                    key, "Error parsing CachingAllocator settings, expected ] to close the " + key + " list");
         }
         return table;
     }
 
     private long intervalMb(String key, String interval) {
         if (!INTEGER.matcher(interval).matches()) {
-            throw new ConfigException(key, "CachingAllocator option " + key
-                    + ": expected an interval size in MB or '>', got '" + interval + "'");
+            throw new ConfigException(
+                    key,
+                    "CachingAllocator option " + key + ": expected an interval size in MB or '>', got '" + interval
+                            + "'");
         }
         long mb;
         try {
             mb = Long.parseLong(interval);
         } catch (NumberFormatException e) {
-            throw new ConfigException(key, "CachingAllocator option " + key + ": interval " + interval
-                    + " out of range");
+            throw new ConfigException(
+                    key, "CachingAllocator option " + key + ": interval " + interval + " out of range");
         }
         if (mb <= 0 || Long.bitCount(mb) != 1) {
-            throw new ConfigException(key, "For roundups, the intervals have to be power of 2 (option " + key
-                    + ", got " + interval + ")");
+            throw new ConfigException(
+                    key,
+                    "For roundups, the intervals have to be power of 2 (option " + key + ", got " + interval + ")");
         }
         return mb;
     }
@@ -203,8 +219,11 @@ final class AllocatorConfigParser {
             case "native" -> "native";
             // hipMallocAsync is ROCm's name for the same backend.
             case "cudaMallocAsync", "hipMallocAsync" -> "cudaMallocAsync";
-            default -> throw new ConfigException(key, "Unknown allocator backend, options are native and cudaMallocAsync"
-                    + " (option " + key + ", got '" + v + "')");
+            default ->
+                throw new ConfigException(
+                        key,
+                        "Unknown allocator backend, options are native and cudaMallocAsync" + " (option " + key
+                                + ", got '" + v + "')");
         };
     }
 
@@ -213,8 +232,8 @@ final class AllocatorConfigParser {
         ++i;
         String v = i < tokens.size() ? tokens.get(i) : null;
         if (!"True".equals(v) && !"False".equals(v)) {
-            throw new ConfigException(key, "Expected a single True/False argument for " + key
-                    + (v == null ? "" : " (got '" + v + "')"));
+            throw new ConfigException(
+                    key, "Expected a single True/False argument for " + key + (v == null ? "" : " (got '" + v + "')"));
         }
         return "True".equals(v);
     }
@@ -222,12 +241,14 @@ final class AllocatorConfigParser {
     private int parsePinnedThreads(String key) {
         int n = intValue(key);
         if (!isPowerOfTwo(n)) {
-            throw new ConfigException(key, "Number of register threads has to be power of 2 (option " + key
-                    + ", got " + n + ")");
+            throw new ConfigException(
+                    key, "Number of register threads has to be power of 2 (option " + key + ", got " + n + ")");
         }
         if (n > PINNED_MAX_REGISTER_THREADS) {
-            throw new ConfigException(key, "Number of register threads should be less than or equal to "
-                    + PINNED_MAX_REGISTER_THREADS + " (option " + key + ", got " + n + ")");
+            throw new ConfigException(
+                    key,
+                    "Number of register threads should be less than or equal to " + PINNED_MAX_REGISTER_THREADS
+                            + " (option " + key + ", got " + n + ")");
         }
         return n;
     }
@@ -262,8 +283,10 @@ final class AllocatorConfigParser {
     private void expect(int at, String token, String key) {
         if (at >= tokens.size() || !token.equals(tokens.get(at))) {
             String found = at >= tokens.size() ? "end of string" : "'" + tokens.get(at) + "'";
-            throw new ConfigException(key, "Error parsing CachingAllocator settings, expected " + token
-                    + " after " + key + ", found " + found);
+            throw new ConfigException(
+                    key,
+                    "Error parsing CachingAllocator settings, expected " + token + " after " + key + ", found "
+                            + found);
         }
     }
 

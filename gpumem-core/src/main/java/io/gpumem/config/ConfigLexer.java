@@ -12,8 +12,7 @@ import java.util.List;
  * PyTorch: tabs and newlines stay inside words, where they make the option unrecognised.
  */
 final class ConfigLexer {
-    private ConfigLexer() {
-    }
+    private ConfigLexer() {}
 
     static List<String> lex(String conf) {
         List<String> tokens = new ArrayList<>();

@@ -35,6 +35,7 @@ final class AddressSpace {
         final long consumed;
         /** The bytes, for a backed device; null otherwise. */
         final @Nullable ByteBacking bytes;
+
         boolean released;
         int mapCount;
 
@@ -157,7 +158,9 @@ final class AddressSpace {
     void free(long address) {
         Storage s = mallocs.get(address);
         if (s == null) {
-            throw new DeviceException(DeviceOp.FREE, DeviceError.CUDA_ERROR_INVALID_VALUE,
+            throw new DeviceException(
+                    DeviceOp.FREE,
+                    DeviceError.CUDA_ERROR_INVALID_VALUE,
                     "address " + hex(address) + " was not returned by malloc or is already freed");
         }
         faults.throwIfDue(DeviceOp.FREE);
@@ -183,12 +186,16 @@ final class AddressSpace {
     void freeReservation(long address, long size) {
         Long reserved = reservations.get(address);
         if (reserved == null || reserved != size) {
-            throw new DeviceException(DeviceOp.FREE_ADDRESS, DeviceError.CUDA_ERROR_INVALID_VALUE,
+            throw new DeviceException(
+                    DeviceOp.FREE_ADDRESS,
+                    DeviceError.CUDA_ERROR_INVALID_VALUE,
                     "no reservation of " + size + " bytes at " + hex(address));
         }
         Map.Entry<Long, Mapping> m = mappings.ceilingEntry(address);
         if (m != null && m.getKey() < address + size) {
-            throw new DeviceException(DeviceOp.FREE_ADDRESS, DeviceError.CUDA_ERROR_INVALID_VALUE,
+            throw new DeviceException(
+                    DeviceOp.FREE_ADDRESS,
+                    DeviceError.CUDA_ERROR_INVALID_VALUE,
                     "range at " + hex(address) + " still has a mapping at " + hex(m.getKey()));
         }
         faults.throwIfDue(DeviceOp.FREE_ADDRESS);
@@ -214,7 +221,9 @@ final class AddressSpace {
     void releasePhysical(long handle) {
         Storage s = handles.get(handle);
         if (s == null || s.released) {
-            throw new DeviceException(DeviceOp.RELEASE_PHYSICAL, DeviceError.CUDA_ERROR_INVALID_VALUE,
+            throw new DeviceException(
+                    DeviceOp.RELEASE_PHYSICAL,
+                    DeviceError.CUDA_ERROR_INVALID_VALUE,
                     "handle " + handle + " is unknown or already released");
         }
         faults.throwIfDue(DeviceOp.RELEASE_PHYSICAL);
@@ -230,17 +239,23 @@ final class AddressSpace {
             throw new DeviceException(DeviceOp.MAP, DeviceError.CUDA_ERROR_INVALID_HANDLE, "handle " + handle);
         }
         if (s.size != size) {
-            throw new DeviceException(DeviceOp.MAP, DeviceError.CUDA_ERROR_INVALID_VALUE,
+            throw new DeviceException(
+                    DeviceOp.MAP,
+                    DeviceError.CUDA_ERROR_INVALID_VALUE,
                     "handle " + handle + " has " + s.size + " bytes, mapping asks for " + size);
         }
         Map.Entry<Long, Long> r = reservations.floorEntry(address);
         if (r == null || address + size > r.getKey() + r.getValue()) {
-            throw new DeviceException(DeviceOp.MAP, DeviceError.CUDA_ERROR_INVALID_VALUE,
+            throw new DeviceException(
+                    DeviceOp.MAP,
+                    DeviceError.CUDA_ERROR_INVALID_VALUE,
                     "range " + hex(address) + "+" + size + " is not inside a reservation");
         }
         Map.Entry<Long, Mapping> before = mappings.floorEntry(address + size - 1);
         if (before != null && before.getKey() + before.getValue().size > address) {
-            throw new DeviceException(DeviceOp.MAP, DeviceError.CUDA_ERROR_INVALID_VALUE,
+            throw new DeviceException(
+                    DeviceOp.MAP,
+                    DeviceError.CUDA_ERROR_INVALID_VALUE,
                     "range " + hex(address) + "+" + size + " overlaps the mapping at " + hex(before.getKey()));
         }
         faults.throwIfDue(DeviceOp.MAP);
@@ -285,15 +300,22 @@ final class AddressSpace {
         while (at < end) {
             Mapping m = mappings.get(at);
             if (m == null) {
-                throw new DeviceException(op, DeviceError.CUDA_ERROR_INVALID_VALUE, "no mapping starts at " + hex(at)
-                        + (op == DeviceOp.UNMAP ? " (unmap must cover whole mappings)" : ""));
+                throw new DeviceException(
+                        op,
+                        DeviceError.CUDA_ERROR_INVALID_VALUE,
+                        "no mapping starts at " + hex(at)
+                                + (op == DeviceOp.UNMAP ? " (unmap must cover whole mappings)" : ""));
             }
             at += m.size;
         }
         if (at != end) {
-            throw new DeviceException(op, DeviceError.CUDA_ERROR_INVALID_VALUE, boundaryMessage != null
-                    ? boundaryMessage
-                    : "unmap of " + hex(address) + "+" + size + " would split the mapping ending at " + hex(at));
+            throw new DeviceException(
+                    op,
+                    DeviceError.CUDA_ERROR_INVALID_VALUE,
+                    boundaryMessage != null
+                            ? boundaryMessage
+                            : "unmap of " + hex(address) + "+" + size + " would split the mapping ending at "
+                                    + hex(at));
         }
     }
 
@@ -342,14 +364,16 @@ final class AddressSpace {
             Map.Entry<Long, Mapping> mp = mappings.floorEntry(at);
             if (mp != null && at < mp.getKey() + mp.getValue().size) {
                 if (!mp.getValue().accessible) {
-                    throw new DeviceException(DeviceOp.COPY, DeviceError.CUDA_ERROR_ILLEGAL_ADDRESS,
+                    throw new DeviceException(
+                            DeviceOp.COPY,
+                            DeviceError.CUDA_ERROR_ILLEGAL_ADDRESS,
                             hex(at) + " is mapped but access was never set");
                 }
                 at = mp.getKey() + mp.getValue().size;
                 continue;
             }
-            throw new DeviceException(DeviceOp.COPY, DeviceError.CUDA_ERROR_ILLEGAL_ADDRESS,
-                    hex(at) + " is not allocated or mapped");
+            throw new DeviceException(
+                    DeviceOp.COPY, DeviceError.CUDA_ERROR_ILLEGAL_ADDRESS, hex(at) + " is not allocated or mapped");
         }
     }
 
@@ -381,7 +405,9 @@ final class AddressSpace {
 
     private void requireMultiple(DeviceOp op, String what, long value) {
         if (value % granularity != 0) {
-            throw new DeviceException(op, DeviceError.CUDA_ERROR_INVALID_VALUE,
+            throw new DeviceException(
+                    op,
+                    DeviceError.CUDA_ERROR_INVALID_VALUE,
                     what + " " + value + " is not a multiple of the granularity " + granularity);
         }
     }

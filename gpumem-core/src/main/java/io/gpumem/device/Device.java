@@ -150,6 +150,5 @@ public interface Device extends AutoCloseable {
 
     /** Releases the backend's resources; the device must not be used afterwards. Does nothing by default. */
     @Override
-    default void close() {
-    }
+    default void close() {}
 }

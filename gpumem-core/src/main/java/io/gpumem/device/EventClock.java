@@ -73,8 +73,8 @@ final class EventClock {
 
     void destroyStream(long stream) {
         if (stream == Device.DEFAULT_STREAM || streams.remove(stream) == null) {
-            throw new DeviceException(DeviceOp.DESTROY_STREAM, DeviceError.CUDA_ERROR_INVALID_HANDLE,
-                    "stream " + stream);
+            throw new DeviceException(
+                    DeviceOp.DESTROY_STREAM, DeviceError.CUDA_ERROR_INVALID_HANDLE, "stream " + stream);
         }
     }
 

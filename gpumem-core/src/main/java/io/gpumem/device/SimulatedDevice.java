@@ -62,6 +62,7 @@ public final class SimulatedDevice implements Device {
     private final FaultPlan faults;
     /** Allocation calls refused for want of memory; see {@link #refusedForMemory()}. */
     private long refusedForMemory;
+
     private final AddressSpace space;
     private final EventClock clock;
 
@@ -104,8 +105,8 @@ public final class SimulatedDevice implements Device {
             throw new IllegalStateException("cannot copy a backed device");
         }
         if (capacity < heldOutside + space.consumed()) {
-            throw new IllegalArgumentException("capacity " + capacity + " is below the " + (heldOutside
-                    + space.consumed()) + " bytes in use");
+            throw new IllegalArgumentException(
+                    "capacity " + capacity + " is below the " + (heldOutside + space.consumed()) + " bytes in use");
         }
         return new SimulatedDevice(this, capacity);
     }
@@ -402,7 +403,9 @@ public final class SimulatedDevice implements Device {
 
     private static void checkHost(MemorySegment host, long bytes) {
         if (bytes < 0 || host.byteSize() < bytes) {
-            throw new DeviceException(DeviceOp.COPY, DeviceError.CUDA_ERROR_INVALID_VALUE,
+            throw new DeviceException(
+                    DeviceOp.COPY,
+                    DeviceError.CUDA_ERROR_INVALID_VALUE,
                     "host buffer of " + host.byteSize() + " bytes, copy of " + bytes);
         }
     }
@@ -431,8 +434,8 @@ public final class SimulatedDevice implements Device {
 
     @Override
     public String toString() {
-        return "SimulatedDevice{" + name + ", capacity=" + capacity + ", granularity=" + granularity
-                + ", heldOutside=" + heldOutside + "}";
+        return "SimulatedDevice{" + name + ", capacity=" + capacity + ", granularity=" + granularity + ", heldOutside="
+                + heldOutside + "}";
     }
 
     /** Options for a {@link SimulatedDevice}; every option has a sensible default. */
@@ -503,7 +506,8 @@ public final class SimulatedDevice implements Device {
 
         public SimulatedDevice build() {
             if (heldOutside > capacity) {
-                throw new IllegalArgumentException("held outside (" + heldOutside + ") exceeds capacity (" + capacity + ")");
+                throw new IllegalArgumentException(
+                        "held outside (" + heldOutside + ") exceeds capacity (" + capacity + ")");
             }
             return new SimulatedDevice(this);
         }

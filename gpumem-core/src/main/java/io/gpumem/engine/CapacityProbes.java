@@ -37,6 +37,7 @@ final class CapacityProbes {
     private final StreamRunner.Options options;
     /** Running maximum of the consumed plus held-outside bytes after each op of the unlimited run. */
     private final long[] peakAfter;
+
     private final long startConsumed;
     private final List<StreamRunner.Replay> checkpoints = new ArrayList<>();
 
@@ -87,7 +88,7 @@ final class CapacityProbes {
         }
         int d = divergence(capacity);
         if (d == peakAfter.length) {
-            return true;        // never more than capacity consumed: this run is the unlimited one, which ran
+            return true; // never more than capacity consumed: this run is the unlimited one, which ran
         }
         StreamRunner.Replay base = checkpoints.getFirst();
         int at = 0;

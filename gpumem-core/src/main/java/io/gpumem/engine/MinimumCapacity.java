@@ -16,8 +16,7 @@ public final class MinimumCapacity {
     /** Granularity of the search: the device's allocation granularity (2 MiB). */
     public static final long STEP = 2L << 20;
 
-    private MinimumCapacity() {
-    }
+    private MinimumCapacity() {}
 
     /**
      * @param failing        a multiple of {@link #STEP} that does not run (or a floor below which none can)

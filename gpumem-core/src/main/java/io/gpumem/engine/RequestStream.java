@@ -1,14 +1,13 @@
 package io.gpumem.engine;
 
 import io.gpumem.history.BlockInfo;
-import io.gpumem.history.BlockState;
 import io.gpumem.history.Frame;
 import io.gpumem.history.SegmentInfo;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.IdentityHashMap;
-import java.util.List;
 import java.util.LinkedHashSet;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
@@ -50,6 +49,7 @@ public final class RequestStream {
     final int @Nullable [] site;
     /** Per-op time in microseconds, or null when the source has none. */
     final long @Nullable [] time;
+
     final long[] streams;
     final int length;
     final int startBlocks;
@@ -238,8 +238,7 @@ public final class RequestStream {
         private List<Frame> defaultFrames = List.of();
         private boolean firstUseOrder;
 
-        private Builder() {
-        }
+        private Builder() {}
 
         /** The state the stream starts from; its live blocks become slots 0.. in {@link #forEachLiveBlock} order. */
         public Builder startState(List<SegmentInfo> segments) {
@@ -294,8 +293,8 @@ public final class RequestStream {
         /** Appends a free of {@code slot}, which must be live. */
         public Builder free(int slot, int sourceEntry) {
             if (slot < 0 || slot >= slots || !live[slot]) {
-                throw new IllegalArgumentException("entry " + sourceEntry + ": free of slot " + slot
-                        + ", which is not live");
+                throw new IllegalArgumentException(
+                        "entry " + sourceEntry + ": free of slot " + slot + ", which is not live");
             }
             live[slot] = false;
             append(FREE, slot, 0, sourceEntry);

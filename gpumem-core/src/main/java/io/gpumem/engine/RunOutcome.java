@@ -188,17 +188,40 @@ public final class RunOutcome {
 
     @Override
     public boolean equals(Object o) {
-        return o instanceof RunOutcome r && label.equals(r.label) && policy.equals(r.policy) && recorded == r.recorded
-                && capacity == r.capacity && peakAllocated == r.peakAllocated && peakReserved == r.peakReserved
-                && deviceAllocs == r.deviceAllocs && deviceFrees == r.deviceFrees && retries == r.retries
-                && ooms == r.ooms && minCapacity == r.minCapacity && deviceMaps == r.deviceMaps
-                && stepsCompleted == r.stepsCompleted && failedOp == r.failedOp;
+        return o instanceof RunOutcome r
+                && label.equals(r.label)
+                && policy.equals(r.policy)
+                && recorded == r.recorded
+                && capacity == r.capacity
+                && peakAllocated == r.peakAllocated
+                && peakReserved == r.peakReserved
+                && deviceAllocs == r.deviceAllocs
+                && deviceFrees == r.deviceFrees
+                && retries == r.retries
+                && ooms == r.ooms
+                && minCapacity == r.minCapacity
+                && deviceMaps == r.deviceMaps
+                && stepsCompleted == r.stepsCompleted
+                && failedOp == r.failedOp;
     }
 
     @Override
     public int hashCode() {
-        return Objects.hash(label, policy, recorded, capacity, peakAllocated, peakReserved, deviceAllocs, deviceFrees,
-                retries, ooms, minCapacity, deviceMaps, stepsCompleted, failedOp);
+        return Objects.hash(
+                label,
+                policy,
+                recorded,
+                capacity,
+                peakAllocated,
+                peakReserved,
+                deviceAllocs,
+                deviceFrees,
+                retries,
+                ooms,
+                minCapacity,
+                deviceMaps,
+                stepsCompleted,
+                failedOp);
     }
 
     @Override
@@ -230,8 +253,7 @@ public final class RunOutcome {
         private @Nullable GpuAllocator allocator;
         private @Nullable SimulatedDevice device;
 
-        private Builder() {
-        }
+        private Builder() {}
 
         public Builder label(String v) {
             label = v;

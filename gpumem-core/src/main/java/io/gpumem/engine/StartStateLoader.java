@@ -36,8 +36,7 @@ public final class StartStateLoader {
         void offerMap(long address);
     }
 
-    private StartStateLoader() {
-    }
+    private StartStateLoader() {}
 
     /**
      * Restores every segment of {@code start}; returns, per segment (in list order), how far the copy lies from
@@ -46,8 +45,13 @@ public final class StartStateLoader {
      * @param oracle  recorded addresses to keep, or null to let the device choose
      * @param streams the device's stream for each recorded stream handle
      */
-    public static long[] load(SegmentRestorer allocator, Device device, List<SegmentInfo> start,
-                              @Nullable RecordedAddresses oracle, boolean asClassic, LongUnaryOperator streams) {
+    public static long[] load(
+            SegmentRestorer allocator,
+            Device device,
+            List<SegmentInfo> start,
+            @Nullable RecordedAddresses oracle,
+            boolean asClassic,
+            LongUnaryOperator streams) {
         long[] shifts = new long[start.size()];
         Map<SegmentInfo, Integer> index = new IdentityHashMap<>();
         Map<List<Long>, List<SegmentInfo>> expandableGroups = new HashMap<>();
@@ -61,8 +65,9 @@ public final class StartStateLoader {
             }
             if (expandable) {
                 index.put(seg, si);
-                expandableGroups.computeIfAbsent(List.of(seg.stream(), (long) seg.pool().ordinal()),
-                        k -> new ArrayList<>()).add(seg);
+                expandableGroups
+                        .computeIfAbsent(List.of(seg.stream(), (long) seg.pool().ordinal()), k -> new ArrayList<>())
+                        .add(seg);
                 continue;
             }
             List<RestoredBlock> blocks = new ArrayList<>(seg.blocks().size());
@@ -74,11 +79,18 @@ public final class StartStateLoader {
             }
             long base;
             try {
-                base = allocator.restoreSegment(oracle != null ? seg.address() : Device.NULL, seg.totalSize(),
-                        streams.applyAsLong(seg.stream()), seg.pool(), false, blocks);
+                base = allocator.restoreSegment(
+                        oracle != null ? seg.address() : Device.NULL,
+                        seg.totalSize(),
+                        streams.applyAsLong(seg.stream()),
+                        seg.pool(),
+                        false,
+                        blocks);
             } catch (IllegalArgumentException e) {
-                throw new IllegalArgumentException("device " + seg.device() + ", segment at 0x"
-                        + Long.toHexString(seg.address()) + " (" + seg.totalSize() + " bytes): " + e.getMessage(), e);
+                throw new IllegalArgumentException(
+                        "device " + seg.device() + ", segment at 0x" + Long.toHexString(seg.address()) + " ("
+                                + seg.totalSize() + " bytes): " + e.getMessage(),
+                        e);
             }
             shifts[si] = base - seg.address();
         }
@@ -87,8 +99,13 @@ public final class StartStateLoader {
         for (int si : cachedOnly) {
             SegmentInfo seg = start.get(si);
             try {
-                allocator.restoreSegment(Device.NULL, seg.totalSize(), streams.applyAsLong(seg.stream()), seg.pool(),
-                        false, List.of(RestoredBlock.free(seg.totalSize())));
+                allocator.restoreSegment(
+                        Device.NULL,
+                        seg.totalSize(),
+                        streams.applyAsLong(seg.stream()),
+                        seg.pool(),
+                        false,
+                        List.of(RestoredBlock.free(seg.totalSize())));
             } catch (IllegalStateException noRoom) {
                 // released, as PyTorch's empty-cache-and-retry would have done
             }
@@ -116,9 +133,13 @@ public final class StartStateLoader {
             if (oracle != null) {
                 oracle.offerMap(first.address());
             }
-            long base = allocator.restoreSegment(oracle != null ? first.address() : Device.NULL,
-                    Math.max(reservation, cursor - first.address()), streams.applyAsLong(first.stream()), first.pool(),
-                    true, blocks);
+            long base = allocator.restoreSegment(
+                    oracle != null ? first.address() : Device.NULL,
+                    Math.max(reservation, cursor - first.address()),
+                    streams.applyAsLong(first.stream()),
+                    first.pool(),
+                    true,
+                    blocks);
             for (SegmentInfo run : runs) {
                 shifts[Objects.requireNonNull(index.get(run))] = base - first.address();
             }

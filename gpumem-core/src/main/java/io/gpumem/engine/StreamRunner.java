@@ -55,6 +55,7 @@ public final class StreamRunner {
     private final Map<PolicySpec, PreparedPolicy> prepared = new ConcurrentHashMap<>();
     /** Replays begun (from the start or from a fork) and ops replayed, for measurement. */
     final AtomicLong replaysBegun = new AtomicLong();
+
     final AtomicLong opsReplayed = new AtomicLong();
     private volatile boolean prefixReuse = true;
     private volatile int checkpointGain = CapacityProbes.MIN_CHECKPOINT_GAIN;
@@ -167,12 +168,21 @@ public final class StreamRunner {
         }
 
         Options forSearch(long c) {
-            return toBuilder().capacity(c).stopAtFirstOom(true).recordHistory(false).keepAllocator(false).build();
+            return toBuilder()
+                    .capacity(c)
+                    .stopAtFirstOom(true)
+                    .recordHistory(false)
+                    .keepAllocator(false)
+                    .build();
         }
 
         Builder toBuilder() {
-            return new Builder(capacity).heldOutside(heldOutside).stopAtFirstOom(stopAtFirstOom)
-                    .restoreStartLayout(restoreStartLayout).recordHistory(recordHistory).keepAllocator(keepAllocator);
+            return new Builder(capacity)
+                    .heldOutside(heldOutside)
+                    .stopAtFirstOom(stopAtFirstOom)
+                    .restoreStartLayout(restoreStartLayout)
+                    .recordHistory(recordHistory)
+                    .keepAllocator(keepAllocator);
         }
 
         /** Defaults: nothing held outside, failed requests counted, start layout restored, no history, nothing kept. */
@@ -241,13 +251,23 @@ public final class StreamRunner {
         long nanos;
         int stepsCompleted;
         int failedOp = -1;
-        @Nullable OutOfMemoryException firstOom;
+
+        @Nullable
+        OutOfMemoryException firstOom;
 
         RunOutcome.Builder outcome(long capacity, int pairs) {
-            return RunOutcome.builder().capacity(capacity).peakAllocated(peakAllocated).peakReserved(peakReserved)
-                    .deviceAllocs(deviceAllocs).deviceFrees(deviceFrees).retries(retries).ooms(ooms)
-                    .deviceMaps(deviceMaps).nsPerPair(pairs == 0 ? 0 : (double) nanos / pairs)
-                    .stepsCompleted(stepsCompleted).failedOp(failedOp)
+            return RunOutcome.builder()
+                    .capacity(capacity)
+                    .peakAllocated(peakAllocated)
+                    .peakReserved(peakReserved)
+                    .deviceAllocs(deviceAllocs)
+                    .deviceFrees(deviceFrees)
+                    .retries(retries)
+                    .ooms(ooms)
+                    .deviceMaps(deviceMaps)
+                    .nsPerPair(pairs == 0 ? 0 : (double) nanos / pairs)
+                    .stepsCompleted(stepsCompleted)
+                    .failedOp(failedOp)
                     .oomReport(firstOom == null ? null : firstOom.report());
         }
     }
@@ -266,6 +286,7 @@ public final class StreamRunner {
         int current = -1;
         /** Whether a STEP has opened a step yet. */
         boolean stepOpen;
+
         int stepsClosed;
 
         Replay(SimulatedDevice dev, GpuAllocator allocator, long[] devStreams, long[] address) {
@@ -335,7 +356,9 @@ public final class StreamRunner {
         long step = MinimumCapacity.STEP;
         long failing = Math.max(0, s.unlimited.peakAllocated / step - 1) * step;
         long running = MinimumCapacity.roundUp(s.unlimited.peakReserved);
-        return atCapacity.toBuilder().minCapacity(MinimumCapacity.search(failing, running, s::runsWithoutOom)).build();
+        return atCapacity.toBuilder()
+                .minCapacity(MinimumCapacity.search(failing, running, s::runsWithoutOom))
+                .build();
     }
 
     /**
@@ -374,8 +397,9 @@ public final class StreamRunner {
         }
 
         boolean runsWithoutOom(long capacity) {
-            return probes != null ? probes.runsWithoutOom(capacity) : StreamRunner.this.runsWithoutOom(policy,
-                    options.forSearch(capacity));
+            return probes != null
+                    ? probes.runsWithoutOom(capacity)
+                    : StreamRunner.this.runsWithoutOom(policy, options.forSearch(capacity));
         }
     }
 
@@ -385,7 +409,10 @@ public final class StreamRunner {
      * shape its decisions.
      */
     private Search unlimited(PreparedPolicy policy, Options.Builder options, long roomy, int doublings) {
-        Options o = options.capacity(roomy).recordHistory(false).keepAllocator(false).build();
+        Options o = options.capacity(roomy)
+                .recordHistory(false)
+                .keepAllocator(false)
+                .build();
         long @Nullable [] consumedAfter = null;
         Counters unlimited = new Counters();
         Replay u = begin(policy, o);
@@ -408,15 +435,20 @@ public final class StreamRunner {
                 playAll(u, unlimited, o, consumedAfter);
             }
         }
-        @Nullable CapacityProbes probes = consumedAfter != null && unlimited.ooms == 0 && unlimited.refusedForMemory == 0
-                ? new CapacityProbes(this, policy, o, consumedAfter) : null;
+        @Nullable
+        CapacityProbes probes = consumedAfter != null && unlimited.ooms == 0 && unlimited.refusedForMemory == 0
+                ? new CapacityProbes(this, policy, o, consumedAfter)
+                : null;
         return new Search(policy, o, unlimited, probes);
     }
 
     /** A replay positioned at the stream's first op, or null when the allocator or the start state does not fit. */
-    @Nullable Replay begin(PreparedPolicy policy, Options options) {
+    @Nullable
+    Replay begin(PreparedPolicy policy, Options options) {
         replaysBegun.incrementAndGet();
-        SimulatedDevice dev = SimulatedDevice.builder().capacity(options.capacity).heldOutside(options.heldOutside)
+        SimulatedDevice dev = SimulatedDevice.builder()
+                .capacity(options.capacity)
+                .heldOutside(options.heldOutside)
                 .build();
         GpuAllocator allocator;
         try {
@@ -430,7 +462,7 @@ public final class StreamRunner {
         for (int i = 0; i < devStreams.length; i++) {
             devStreams[i] = rs.streams[i] == 0 ? 0 : dev.createStream();
         }
-        long[] address = new long[rs.slots];      // address per slot; 0 = not allocated (failed)
+        long[] address = new long[rs.slots]; // address per slot; 0 = not allocated (failed)
         Replay r = new Replay(dev, allocator, devStreams, address);
         if (options.recordHistory) {
             GpuAllocatorInternals internals = allocator.internals();
@@ -442,12 +474,18 @@ public final class StreamRunner {
         if (start.isEmpty()) {
             return r;
         }
-        @Nullable SegmentRestorer restorer = options.restoreStartLayout && allocator.internals() instanceof SegmentRestorer sr
-                ? sr : null;
+        @Nullable
+        SegmentRestorer restorer =
+                options.restoreStartLayout && allocator.internals() instanceof SegmentRestorer sr ? sr : null;
         if (restorer != null) {
             long[] shifts;
             try {
-                shifts = StartStateLoader.load(restorer, dev, start, null, !restorer.expandableSegments(),
+                shifts = StartStateLoader.load(
+                        restorer,
+                        dev,
+                        start,
+                        null,
+                        !restorer.expandableSegments(),
                         h -> devStreams[rs.streamIndexOf(h)]);
             } catch (IllegalStateException noRoom) {
                 return null;

@@ -18,8 +18,7 @@ import jdk.jfr.FlightRecorder;
  * that enables them by name.
  */
 public final class AllocatorEvents {
-    private AllocatorEvents() {
-    }
+    private AllocatorEvents() {}
 
     /** The event types, initialized on first use, which {@link FlightRecorder#isInitialized()} defers. */
     private static final class Types {
@@ -68,8 +67,8 @@ public final class AllocatorEvents {
     }
 
     /** A request failed with out-of-memory. */
-    public static void outOfMemory(int device, long requested, long size, long stream, long deviceFree,
-                                   long allocated, long reserved) {
+    public static void outOfMemory(
+            int device, long requested, long size, long stream, long deviceFree, long allocated, long reserved) {
         if (FlightRecorder.isInitialized() && Types.OOM.isEnabled()) {
             OutOfMemoryEvent e = new OutOfMemoryEvent();
             if (e.shouldCommit()) {

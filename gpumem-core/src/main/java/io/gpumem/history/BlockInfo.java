@@ -23,8 +23,13 @@ import org.jspecify.annotations.Nullable;
  *                      when a file has no {@code frames} key
  * @param keys          which keys a file had for the block, beyond these values
  */
-public record BlockInfo(long address, long size, long requestedSize, BlockState state, @Nullable List<Frame> frames,
-                        FileKeys keys) implements FileRecord {
+public record BlockInfo(
+        long address,
+        long size,
+        long requestedSize,
+        BlockState state,
+        @Nullable List<Frame> frames,
+        FileKeys keys) implements FileRecord {
 
     public static final int ADDRESS = 1;
     public static final int REQUESTED_SIZE = 2;
@@ -56,8 +61,6 @@ public record BlockInfo(long address, long size, long requestedSize, BlockState 
     public @Nullable List<BlockHistory> history() {
         return keys.history();
     }
-
-
 
     /** One past the last byte. */
     public long end() {

@@ -22,8 +22,8 @@ import org.jspecify.annotations.Nullable;
  * @param history a 2.0 block's {@code history} list, or {@code null} when absent (every other record)
  * @param extra   keys this version does not interpret, in file order; empty when none
  */
-public record FileKeys(int present, @Nullable String spelled, @Nullable List<BlockHistory> history,
-                       Map<String, Object> extra) {
+public record FileKeys(
+        int present, @Nullable String spelled, @Nullable List<BlockHistory> history, Map<String, Object> extra) {
 
     private static final FileKeys[] PLAIN = new FileKeys[64];
 
@@ -43,8 +43,11 @@ public record FileKeys(int present, @Nullable String spelled, @Nullable List<Blo
     }
 
     /** A record's form; the shared {@link #of(int)} instance when it has nothing beyond its present keys. */
-    public static FileKeys of(int present, @Nullable String spelled, @Nullable List<BlockHistory> history,
-                              @Nullable Map<String, Object> extra) {
+    public static FileKeys of(
+            int present,
+            @Nullable String spelled,
+            @Nullable List<BlockHistory> history,
+            @Nullable Map<String, Object> extra) {
         if (spelled == null && history == null && (extra == null || extra.isEmpty())) {
             return of(present);
         }

@@ -13,10 +13,19 @@ package io.gpumem.history;
 public record HistoryOptions(Enabled enabled, Context context, long maxEntries) {
 
     /** {@code enabled} argument. */
-    public enum Enabled { NONE, STATE, ALL }
+    public enum Enabled {
+        NONE,
+        STATE,
+        ALL
+    }
 
     /** {@code context} argument; maps to PyTorch's RecordContext NEVER, STATE, ALLOC, ALL. */
-    public enum Context { NONE, STATE, ALLOC, ALL }
+    public enum Context {
+        NONE,
+        STATE,
+        ALLOC,
+        ALL
+    }
 
     public HistoryOptions {
         if (enabled == null || context == null) {

@@ -14,6 +14,5 @@ import java.util.Map;
  *                          {@code pinned_use_cuda_host_register} (Boolean), {@code pinned_num_register_threads}
  *                          (Long) and {@code roundup_power2_divisions} (a map from "1", "2", ... "32768" to Long)
  */
-public record MemorySnapshot(List<SegmentInfo> segments, List<List<TraceEntry>> deviceTraces,
-                             Map<String, Object> allocatorSettings) {
-}
+public record MemorySnapshot(
+        List<SegmentInfo> segments, List<List<TraceEntry>> deviceTraces, Map<String, Object> allocatorSettings) {}

@@ -30,9 +30,20 @@ import org.jspecify.annotations.Nullable;
  * @param poolId        {@code segment_pool_id}: {@link PoolId#DEFAULT}, or a private pool's id
  * @param keys          which keys a file had for the segment, beyond these values
  */
-public record SegmentInfo(int device, long address, long totalSize, long allocatedSize, long activeSize,
-                          long requestedSize, long stream, Pool pool, boolean expandable,
-                          @Nullable List<Frame> frames, List<BlockInfo> blocks, PoolId poolId, FileKeys keys)
+public record SegmentInfo(
+        int device,
+        long address,
+        long totalSize,
+        long allocatedSize,
+        long activeSize,
+        long requestedSize,
+        long stream,
+        Pool pool,
+        boolean expandable,
+        @Nullable List<Frame> frames,
+        List<BlockInfo> blocks,
+        PoolId poolId,
+        FileKeys keys)
         implements FileRecord {
 
     public static final int REQUESTED_SIZE = 1;
@@ -51,16 +62,37 @@ public record SegmentInfo(int device, long address, long totalSize, long allocat
     }
 
     /** A segment of the default pool with every key (as gpumem's allocator reports one). */
-    public SegmentInfo(int device, long address, long totalSize, long allocatedSize, long activeSize,
-                       long requestedSize, long stream, Pool pool, boolean expandable, @Nullable List<Frame> frames,
-                       List<BlockInfo> blocks) {
-        this(device, address, totalSize, allocatedSize, activeSize, requestedSize, stream, pool, expandable, frames,
-                blocks, PoolId.DEFAULT, PLAIN);
+    public SegmentInfo(
+            int device,
+            long address,
+            long totalSize,
+            long allocatedSize,
+            long activeSize,
+            long requestedSize,
+            long stream,
+            Pool pool,
+            boolean expandable,
+            @Nullable List<Frame> frames,
+            List<BlockInfo> blocks) {
+        this(
+                device,
+                address,
+                totalSize,
+                allocatedSize,
+                activeSize,
+                requestedSize,
+                stream,
+                pool,
+                expandable,
+                frames,
+                blocks,
+                PoolId.DEFAULT,
+                PLAIN);
     }
 
     /** A segment of the default pool whose totals are its blocks' (no stack; blocks in address order). */
-    public static SegmentInfo ofBlocks(int device, long address, long stream, Pool pool, boolean expandable,
-                                       List<BlockInfo> blocks) {
+    public static SegmentInfo ofBlocks(
+            int device, long address, long stream, Pool pool, boolean expandable, List<BlockInfo> blocks) {
         long total = 0;
         long allocated = 0;
         long active = 0;
@@ -75,14 +107,40 @@ public record SegmentInfo(int device, long address, long totalSize, long allocat
                 }
             }
         }
-        return new SegmentInfo(device, address, total, allocated, active, requested, stream, pool, expandable,
-                List.of(), blocks, PoolId.DEFAULT, PLAIN);
+        return new SegmentInfo(
+                device,
+                address,
+                total,
+                allocated,
+                active,
+                requested,
+                stream,
+                pool,
+                expandable,
+                List.of(),
+                blocks,
+                PoolId.DEFAULT,
+                PLAIN);
     }
 
     /** The same segment on another device. */
     public SegmentInfo onDevice(int index) {
-        return index == device ? this : new SegmentInfo(index, address, totalSize, allocatedSize, activeSize,
-                requestedSize, stream, pool, expandable, frames, blocks, poolId, keys);
+        return index == device
+                ? this
+                : new SegmentInfo(
+                        index,
+                        address,
+                        totalSize,
+                        allocatedSize,
+                        activeSize,
+                        requestedSize,
+                        stream,
+                        pool,
+                        expandable,
+                        frames,
+                        blocks,
+                        poolId,
+                        keys);
     }
 
     /** The snapshot's {@code segment_type}: {@code "small"} or {@code "large"}, or as a file spelled it. */
@@ -94,8 +152,6 @@ public record SegmentInfo(int device, long address, long totalSize, long allocat
     public boolean isSmall() {
         return pool == Pool.SMALL;
     }
-
-
 
     /** One past the last byte. */
     public long end() {

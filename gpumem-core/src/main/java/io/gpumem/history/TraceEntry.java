@@ -29,8 +29,16 @@ import org.jspecify.annotations.Nullable;
  * @param deviceFree oom only: free device bytes; −1 whenever the {@link #DEVICE_FREE} key is absent
  * @param keys       which keys the entry has, its recorded action name and unknown keys
  */
-public record TraceEntry(TraceAction action, long addr, long size, long stream, long timeUs,
-                         @Nullable List<Frame> frames, long deviceFree, FileKeys keys) implements FileRecord {
+public record TraceEntry(
+        TraceAction action,
+        long addr,
+        long size,
+        long stream,
+        long timeUs,
+        @Nullable List<Frame> frames,
+        long deviceFree,
+        FileKeys keys)
+        implements FileRecord {
 
     public static final int ADDR = 1;
     public static final int SIZE = 2;
@@ -51,8 +59,14 @@ public record TraceEntry(TraceAction action, long addr, long size, long stream, 
     }
 
     /** An entry as gpumem's allocator records it (every key its snapshot writes; see the class comment). */
-    public TraceEntry(TraceAction action, long addr, long size, long stream, long timeUs, @Nullable List<Frame> frames,
-                      long deviceFree) {
+    public TraceEntry(
+            TraceAction action,
+            long addr,
+            long size,
+            long stream,
+            long timeUs,
+            @Nullable List<Frame> frames,
+            long deviceFree) {
         this(action, addr, size, stream, timeUs, frames, deviceFree, recordedKeys(action));
     }
 
@@ -70,12 +84,10 @@ public record TraceEntry(TraceAction action, long addr, long size, long stream, 
         return keys.spelled() != null ? keys.spelled() : action.wireName();
     }
 
-
-
     /** A copy with a time stamp. */
     public TraceEntry withTimeUs(long micros) {
-        return new TraceEntry(action, addr, size, stream, micros, frames, deviceFree,
-                keys.withPresent(keys.present() | TIME_US));
+        return new TraceEntry(
+                action, addr, size, stream, micros, frames, deviceFree, keys.withPresent(keys.present() | TIME_US));
     }
 
     /** A copy at another address (a block the replay placed elsewhere). */

@@ -18,8 +18,7 @@ public final class OomMessages {
             + " PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for"
             + " Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)";
 
-    private OomMessages() {
-    }
+    private OomMessages() {}
 
     /**
      * Builds the message.
@@ -34,28 +33,44 @@ public final class OomMessages {
      * @param privatePoolFreeBytes total size of free cached blocks in private pools (0 without CUDA graphs)
      * @throws IllegalArgumentException if a size is negative or reserved is below allocated plus private
      */
-    public static String message(int device, long allocSize, long totalCapacity, long deviceFree, long allowedMaximum,
-            long allocatedBytes, long reservedBytes, long privatePoolFreeBytes) {
+    public static String message(
+            int device,
+            long allocSize,
+            long totalCapacity,
+            long deviceFree,
+            long allowedMaximum,
+            long allocatedBytes,
+            long reservedBytes,
+            long privatePoolFreeBytes) {
         long unallocated = reservedBytes - allocatedBytes - privatePoolFreeBytes;
         if (allocatedBytes < 0 || privatePoolFreeBytes < 0 || unallocated < 0) {
             throw new IllegalArgumentException("inconsistent OOM figures: allocated=" + allocatedBytes + " reserved="
                     + reservedBytes + " private pools=" + privatePoolFreeBytes);
         }
         StringBuilder sb = new StringBuilder(512);
-        sb.append("CUDA out of memory. Tried to allocate ").append(ByteSize.format(allocSize))
-                .append(". GPU ").append(device)
-                .append(" has a total capacity of ").append(ByteSize.format(totalCapacity))
-                .append(" of which ").append(ByteSize.format(deviceFree)).append(" is free. ");
+        sb.append("CUDA out of memory. Tried to allocate ")
+                .append(ByteSize.format(allocSize))
+                .append(". GPU ")
+                .append(device)
+                .append(" has a total capacity of ")
+                .append(ByteSize.format(totalCapacity))
+                .append(" of which ")
+                .append(ByteSize.format(deviceFree))
+                .append(" is free. ");
         if (allowedMaximum >= 0) {
             sb.append(ByteSize.format(allowedMaximum)).append(" allowed; ");
         }
-        sb.append("Of the allocated memory ").append(ByteSize.format(allocatedBytes + privatePoolFreeBytes))
+        sb.append("Of the allocated memory ")
+                .append(ByteSize.format(allocatedBytes + privatePoolFreeBytes))
                 .append(" is allocated by PyTorch, ");
         if (privatePoolFreeBytes > 0) {
-            sb.append("with ").append(ByteSize.format(privatePoolFreeBytes))
+            sb.append("with ")
+                    .append(ByteSize.format(privatePoolFreeBytes))
                     .append(" allocated in private pools (e.g., CUDA Graphs), ");
         }
-        sb.append("and ").append(ByteSize.format(unallocated)).append(" is reserved by PyTorch but unallocated.")
+        sb.append("and ")
+                .append(ByteSize.format(unallocated))
+                .append(" is reserved by PyTorch but unallocated.")
                 .append(HINT);
         return sb.toString();
     }

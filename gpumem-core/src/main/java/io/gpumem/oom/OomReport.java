@@ -1,7 +1,6 @@
 package io.gpumem.oom;
 
 import io.gpumem.alloc.Pool;
-
 import java.util.List;
 
 /**
@@ -22,13 +21,21 @@ import java.util.List;
  * @param largestFreeBlocks      largest cached free block per (pool, stream) that has any
  * @param moreThanOneExabyte     the request was refused outright for being ≥ 2^60 bytes
  */
-public record OomReport(long requestedBytes, long roundedSize, long allocSize, int deviceIndex, long totalCapacity,
-                        long deviceFree, long allowedMaximum, long allocatedBytes, long reservedBytes,
-                        List<LargestFree> largestFreeBlocks, boolean moreThanOneExabyte) {
+public record OomReport(
+        long requestedBytes,
+        long roundedSize,
+        long allocSize,
+        int deviceIndex,
+        long totalCapacity,
+        long deviceFree,
+        long allowedMaximum,
+        long allocatedBytes,
+        long reservedBytes,
+        List<LargestFree> largestFreeBlocks,
+        boolean moreThanOneExabyte) {
 
     /** Largest free block of one pool on one stream. */
-    public record LargestFree(Pool pool, long stream, long size) {
-    }
+    public record LargestFree(Pool pool, long stream, long size) {}
 
     public OomReport {
         largestFreeBlocks = List.copyOf(largestFreeBlocks);
@@ -57,7 +64,7 @@ public record OomReport(long requestedBytes, long roundedSize, long allocSize, i
         if (moreThanOneExabyte) {
             return "CUDA out of memory. Tried to allocate more than 1EB memory.";
         }
-        return OomMessages.message(deviceIndex, allocSize, totalCapacity, deviceFree, allowedMaximum, allocatedBytes,
-                reservedBytes, 0);
+        return OomMessages.message(
+                deviceIndex, allocSize, totalCapacity, deviceFree, allowedMaximum, allocatedBytes, reservedBytes, 0);
     }
 }

@@ -60,13 +60,13 @@ final class CanonicalSearch {
     private static final int LOW = 1;
     private static final int LOW_AT = 2;
     private final long[] tree;
-    private final int[] coverStart;     // per tree node v: its buffers are coverIds[coverStart[v] .. coverStart[v+1])
+    private final int[] coverStart; // per tree node v: its buffers are coverIds[coverStart[v] .. coverStart[v+1])
     private final int[] coverIds;
-    private final int[] coverActive;    // per tree node: its unplaced buffers are the first coverActive[v] entries
-    private final int[] coverEntry;     // per list position: which of its buffer's entries sits there
-    private final int[] entryStart;     // per buffer u: its entries are entryStart[u] .. entryStart[u+1]
-    private final int[] entryNode;      // per entry: the tree node
-    private final int[] entryAt;        // per entry: its position in coverIds
+    private final int[] coverActive; // per tree node: its unplaced buffers are the first coverActive[v] entries
+    private final int[] coverEntry; // per list position: which of its buffer's entries sits there
+    private final int[] entryStart; // per buffer u: its entries are entryStart[u] .. entryStart[u+1]
+    private final int[] entryNode; // per entry: the tree node
+    private final int[] entryAt; // per entry: its position in coverIds
     private final long[] offset;
     private int placedCount;
     private boolean violated;
@@ -82,7 +82,7 @@ final class CanonicalSearch {
     private int[] frameMark = new int[256];
     private int[] frameCandStart = new int[256];
     private int[] frameCandEnd = new int[256];
-    private int[] frameNext = new int[256];     // next candidate index; candEnd = lift next; candEnd + 1 = exhausted
+    private int[] frameNext = new int[256]; // next candidate index; candEnd = lift next; candEnd + 1 = exhausted
     private int[] cands = new int[1024];
 
     private long nodes;
@@ -203,8 +203,7 @@ final class CanonicalSearch {
             }
         }
         while (depth >= 0) {
-            if (nodes >= nodeLimit || work >= workLimit
-                    || ((nodes & 255) == 0 && System.nanoTime() > deadlineNanos)) {
+            if (nodes >= nodeLimit || work >= workLimit || ((nodes & 255) == 0 && System.nanoTime() > deadlineNanos)) {
                 outOfBudget = true;
                 return null;
             }

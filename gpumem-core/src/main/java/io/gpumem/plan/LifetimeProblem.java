@@ -40,8 +40,8 @@ public final class LifetimeProblem {
         this.placedSize = new long[n];
         for (int i = 0; i < n; i++) {
             if (upper[i] < lower[i] || size[i] < 0) {
-                throw new IllegalArgumentException("buffer " + id[i] + ": bad lifetime [" + lower[i] + ", " + upper[i]
-                        + ") or size " + size[i]);
+                throw new IllegalArgumentException(
+                        "buffer " + id[i] + ": bad lifetime [" + lower[i] + ", " + upper[i] + ") or size " + size[i]);
             }
             placedSize[i] = lower[i] == upper[i] ? 0 : (size[i] + alignment - 1) & -alignment;
         }

@@ -19,8 +19,14 @@ public final class OffsetPlan {
     private final String method;
     private final int improvementRounds;
 
-    public OffsetPlan(LifetimeProblem problem, long[] offsets, long plannedPeak, long peakLive, long solveNanos,
-                      String method, int improvementRounds) {
+    public OffsetPlan(
+            LifetimeProblem problem,
+            long[] offsets,
+            long plannedPeak,
+            long peakLive,
+            long solveNanos,
+            String method,
+            int improvementRounds) {
         this.problem = problem;
         this.offsets = offsets;
         this.plannedPeak = plannedPeak;

@@ -51,6 +51,7 @@ public final class OffsetPlanner {
 
     /** The default search budget: enough for the shared problems, bounded for any input. */
     public static final long DEFAULT_BUDGET_MS = 2_000;
+
     public static final int DEFAULT_MAX_ROUNDS = 400;
     /** Planned peak / peak live at which the planner stops improving (issue 9's goal: within 0.1% of the bound). */
     public static final double DEFAULT_TARGET_RATIO = 1.001;
@@ -145,8 +146,8 @@ public final class OffsetPlanner {
             long[] found = search.search(Long.MAX_VALUE, descentWork(m, axis.segments), Long.MAX_VALUE, true);
             if (found != null) {
                 long peak = scatter(found, sizes, live, best);
-                return new OffsetPlan(p, best, peak, bound, System.nanoTime() - t0,
-                        "skyline, " + search.nodes() + " nodes", 0);
+                return new OffsetPlan(
+                        p, best, peak, bound, System.nanoTime() - t0, "skyline, " + search.nodes() + " nodes", 0);
             }
         }
 
@@ -175,7 +176,8 @@ public final class OffsetPlanner {
         // 3. Squeaky wheel: buffers that ended above the target move towards the front of the order.
         int rounds = 0;
         if (bestPeak > target) {
-            double[] keys = Objects.requireNonNull(bestKeys, "an order pass ran").clone();
+            double[] keys =
+                    Objects.requireNonNull(bestKeys, "an order pass ran").clone();
             long[] offsets = best.clone();
             long workLimit = saturatedAdd(pass.work, saturatedTimes(budgetMs / 4, PASS_WORK_PER_MS));
             while (rounds < maxRounds && bestPeak > target && (rounds < MIN_ROUNDS || pass.work < workLimit)) {
@@ -299,7 +301,7 @@ public final class OffsetPlanner {
         private final long[] end;
         private final long[] lo;
         private final long[] hi;
-        private final long[] result;       // offset per live index k
+        private final long[] result; // offset per live index k
         private final Integer[] order;
         /** Placed buffers scanned by all runs so far: the squeaky wheel's budget counts it. */
         long work;

@@ -13,6 +13,7 @@ final class TimeAxis {
 
     /** Number of segments (at least 1). */
     final int segments;
+
     final int[] segLo;
     final int[] segHi;
 
@@ -29,7 +30,8 @@ final class TimeAxis {
         }
         int bits = 64 - Long.numberOfLeadingZeros(Math.max(1, 2L * m));
         segments = m > 0 && max - min >= 0 && max - min < 1L << (62 - bits)
-                ? packed(lower, upper, min, bits) : searched(lower, upper);
+                ? packed(lower, upper, min, bits)
+                : searched(lower, upper);
     }
 
     /** One sort of (time − min, end) keys: ends at one time get one point index. */

@@ -176,7 +176,7 @@ public final class PlannedAllocator implements GpuAllocator {
             recCount = 0;
             recPosition.clear();
         } else if (profileIterations > 0 && fallbacksThisIteration > 0) {
-            record = true;          // the plan no longer fits the job: record one iteration and plan again
+            record = true; // the plan no longer fits the job: record one iteration and plan again
             recCount = 0;
             recPosition.clear();
         }
@@ -210,7 +210,7 @@ public final class PlannedAllocator implements GpuAllocator {
     @Override
     public long malloc(long size, long stream) {
         if (size <= 0) {
-            return memory.malloc(size, stream);        // 0 for a zero-byte request, the error for a negative one
+            return memory.malloc(size, stream); // 0 for a zero-byte request, the error for a negative one
         }
         memory.lock.lock();
         try {

@@ -33,8 +33,7 @@ public interface PolicyFactory {
      *
      * @throws IllegalArgumentException naming what is wrong with {@code options}
      */
-    default void checkOptions(String options) {
-    }
+    default void checkOptions(String options) {}
 
     /**
      * Whether {@link #prepare} may read {@link StreamFacts#profile()} (a planning policy does, unless the stream

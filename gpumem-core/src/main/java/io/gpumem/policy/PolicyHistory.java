@@ -6,10 +6,10 @@ import io.gpumem.history.HistoryOptions.Context;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.history.TraceEntryRing;
+import java.time.Instant;
 import java.util.List;
 import java.util.function.LongSupplier;
 import java.util.function.Supplier;
-import java.time.Instant;
 
 /**
  * Memory history for the policies beside the PyTorch-exact one, with the exact allocator's semantics
@@ -65,8 +65,14 @@ final class PolicyHistory {
         if (!recording) {
             return;
         }
-        TraceEntry e = new TraceEntry(action, addr, size, stream, clockMicros.getAsLong(),
-                context.compareTo(Context.ALLOC) >= 0 ? stack : null, deviceFree);
+        TraceEntry e = new TraceEntry(
+                action,
+                addr,
+                size,
+                stream,
+                clockMicros.getAsLong(),
+                context.compareTo(Context.ALLOC) >= 0 ? stack : null,
+                deviceFree);
         ring.add(e);
     }
 

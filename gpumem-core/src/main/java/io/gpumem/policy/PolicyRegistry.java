@@ -27,14 +27,16 @@ public final class PolicyRegistry {
 
     private static final List<PolicyFactory> BUILT_IN = List.of(
             new ExactPolicyFactory(),
-            PolicyFactory.simple(StitchAllocator.NAME, "online defragmentation on virtual memory: best fit in per-stream "
-                    + "arenas, free physical pages stitched under the block that needs them", StitchAllocator::new),
+            PolicyFactory.simple(
+                    StitchAllocator.NAME,
+                    "online defragmentation on virtual memory: best fit in per-stream "
+                            + "arenas, free physical pages stitched under the block that needs them",
+                    StitchAllocator::new),
             PlannedAllocator.factory());
 
     private static volatile Map<String, PolicyFactory> factories = index(BUILT_IN);
 
-    private PolicyRegistry() {
-    }
+    private PolicyRegistry() {}
 
     private static Map<String, PolicyFactory> index(List<PolicyFactory> list) {
         Map<String, PolicyFactory> m = new LinkedHashMap<>();
@@ -76,8 +78,8 @@ public final class PolicyRegistry {
     public static PolicyFactory get(String name) {
         PolicyFactory f = factories.get(name);
         if (f == null) {
-            throw new IllegalArgumentException("unknown policy '" + name + "' (known: " + String.join(", ", names())
-                    + ")");
+            throw new IllegalArgumentException(
+                    "unknown policy '" + name + "' (known: " + String.join(", ", names()) + ")");
         }
         return f;
     }

@@ -8,17 +8,17 @@ import io.gpumem.alloc.GpuAllocatorInternals;
 import io.gpumem.device.Device;
 import io.gpumem.history.Frame;
 import io.gpumem.history.HistoryOptions.Context;
-import io.gpumem.history.TraceAction;
 import io.gpumem.history.MemorySnapshot;
+import io.gpumem.history.TraceAction;
+import io.gpumem.oom.OomReport;
+import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.stats.MemoryStats;
 import io.gpumem.stats.StatKind;
 import io.gpumem.stats.StatType;
-import io.gpumem.oom.OomReport;
-import io.gpumem.oom.OutOfMemoryException;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.TreeMap;
-import java.util.Arrays;
 
 /**
  * Policy {@code stitch}: online defragmentation on virtual memory. Blocks live in large virtual arenas (one per
@@ -63,21 +63,25 @@ public final class StitchAllocator implements GpuAllocator {
     static final long SMALL_LIMIT = 1L << 20;
     /** The policy's registered name ({@link PolicyRegistry}), also written into its snapshots. */
     static final String NAME = "stitch";
+
     static final long ROUND = 512;
 
     final Device device;
     final long page;
     /** log2 of the page size when it is a power of two, else -1. */
     private final int pageShift;
+
     private final long arenaBytes;
     /** The online arenas by key (stream * 2 + small), searched linearly: a job has a handful of streams. */
     private long[] arenaKeys = new long[4];
+
     private Arena[] arenaByKey = new Arena[4];
     private int arenaCount;
     final List<Arena> arenas = new ArrayList<>();
     private final AddressTable<StitchBlock> live = AddressTable.forObjects(64);
     /** StitchBlock objects no structure refers to any more, kept for reuse (linked through {@code next}). */
     private StitchBlock spareBlocks;
+
     final List<StitchBlock> pendingFrees = new ArrayList<>();
     long mappedPages;
     long allocated;
@@ -103,14 +107,16 @@ public final class StitchAllocator implements GpuAllocator {
      * allocator's state); the package-private {@code ...Locked} methods and {@link #mallocFixed} expect it held.
      */
     final AllocatorLock lock = new AllocatorLock();
+
     private final PolicyHistory history = new PolicyHistory();
-    private final GpuAllocatorInternals internals = new PolicyInternals(this, () -> { });
+    private final GpuAllocatorInternals internals = new PolicyInternals(this, () -> {});
     /** The stack of the request being served (null unless history keeps stacks), for its map and unmap entries. */
     private List<Frame> requestContext;
 
     public StitchAllocator(Device device) {
         if (!device.supportsVirtualMemory()) {
-            throw new IllegalArgumentException("policy stitch needs a device with virtual memory (" + device.name() + ")");
+            throw new IllegalArgumentException(
+                    "policy stitch needs a device with virtual memory (" + device.name() + ")");
         }
         this.device = device;
         this.page = device.allocationGranularity();
@@ -135,9 +141,11 @@ public final class StitchAllocator implements GpuAllocator {
         final int[] mapStart;
         /** Pages in the mapping that starts at page p (valid at mapping starts only). */
         final int[] mapLength;
+
         final int[] pins;
         /** The list of unpinned mappings, by start page: newest at the head, stolen from the tail. */
         final int[] prevUnpinned;
+
         final int[] nextUnpinned;
         int unpinnedHead = -1;
         int unpinnedTail = -1;
@@ -559,8 +567,13 @@ public final class StitchAllocator implements GpuAllocator {
      */
     private void unmapRun(Arena a, int s, int e, boolean release) {
         device.unmap(a.base + (long) s * page, (long) (e - s) * page);
-        history.record(TraceAction.SEGMENT_UNMAP, a.base + (long) s * page, (long) (e - s) * page,
-                Math.max(0, a.stream), requestContext, -1);
+        history.record(
+                TraceAction.SEGMENT_UNMAP,
+                a.base + (long) s * page,
+                (long) (e - s) * page,
+                Math.max(0, a.stream),
+                requestContext,
+                -1);
         for (int p = s; p < e; ) {
             int n = a.mapLength[p];
             a.removeUnpinned(p);
@@ -602,8 +615,8 @@ public final class StitchAllocator implements GpuAllocator {
             throw new IllegalArgumentException("invalid device pointer: 0x" + Long.toHexString(ptr));
         }
         List<Frame> context = history.gather(Context.ALL);
-        history.record(TraceAction.FREE_REQUESTED, b.ptr, b.requested, b.stream, context != null ? context : b.frames,
-                -1);
+        history.record(
+                TraceAction.FREE_REQUESTED, b.ptr, b.requested, b.stream, context != null ? context : b.frames, -1);
         allocated -= b.size;
         liveCount--;
         freeCount++;
@@ -778,8 +791,18 @@ public final class StitchAllocator implements GpuAllocator {
     private OutOfMemoryException outOfMemory(long requested, long rounded, long stream, List<Frame> context) {
         ooms++;
         history.record(TraceAction.OOM, 0, rounded, stream, context, device.freeMemory());
-        return new OutOfMemoryException(new OomReport(requested, rounded, rounded, device.index(),
-                device.totalMemory(), device.freeMemory(), -1, allocated, reservedBytes(), List.of(), false));
+        return new OutOfMemoryException(new OomReport(
+                requested,
+                rounded,
+                rounded,
+                device.index(),
+                device.totalMemory(),
+                device.freeMemory(),
+                -1,
+                allocated,
+                reservedBytes(),
+                List.of(),
+                false));
     }
 
     /** The figures are read under the lock; the value is built after it is released. */
@@ -803,12 +826,19 @@ public final class StitchAllocator implements GpuAllocator {
      */
     MemoryStats.Builder statsBuilder() { // caller holds the lock
         return MemoryStats.builder()
-                .stat(StatKind.ALLOCATED_BYTES, StatType.ALL,
+                .stat(
+                        StatKind.ALLOCATED_BYTES,
+                        StatType.ALL,
                         new MemoryStats.Stat(allocated, peakAllocated, bytesAllocatedTotal, bytesFreedTotal))
-                .stat(StatKind.ALLOCATION, StatType.ALL,
+                .stat(
+                        StatKind.ALLOCATION,
+                        StatType.ALL,
                         new MemoryStats.Stat(liveCount, peakLiveCount, allocCount, freeCount))
-                .stat(StatKind.RESERVED_BYTES, StatType.ALL, new MemoryStats.Stat(reservedBytes(), peakReserved,
-                        physicalCreated * page, physicalReleased * page))
+                .stat(
+                        StatKind.RESERVED_BYTES,
+                        StatType.ALL,
+                        new MemoryStats.Stat(
+                                reservedBytes(), peakReserved, physicalCreated * page, physicalReleased * page))
                 .numAllocRetries(retries)
                 .numOoms(ooms)
                 .numDeviceAlloc(createCalls)

@@ -18,10 +18,10 @@ final class StitchBlock extends OrderedBlock<StitchBlock> {
     boolean free;
     StitchBlock prev;
     StitchBlock next;
-    long[] usedOn;        // streams recorded with recordStream, then their events while pending
+    long[] usedOn; // streams recorded with recordStream, then their events while pending
     int usedCount;
-    long requested;       // the unrounded request of an allocated block
-    List<Frame> frames;   // the request's stack while allocated, when history keeps stacks
+    long requested; // the unrounded request of an allocated block
+    List<Frame> frames; // the request's stack while allocated, when history keeps stacks
 
     StitchBlock(StitchAllocator.Arena arena, long addr, long size, long stream) {
         this.arena = arena;

@@ -16,8 +16,7 @@ import java.util.Set;
  */
 final class StitchInvariants {
 
-    private StitchInvariants() {
-    }
+    private StitchInvariants() {}
 
     static void check(StitchAllocator st) {
         long liveBytes = 0;
@@ -58,27 +57,32 @@ final class StitchInvariants {
                 listed++;
             }
             for (int p = 0; p < a.pins.length; p++) {
-                require(a.pins[p] == e[p], "page " + p + " of arena 0x" + Long.toHexString(a.base) + " has "
-                        + a.pins[p] + " pins, " + e[p] + " blocks touch it");
+                require(
+                        a.pins[p] == e[p],
+                        "page " + p + " of arena 0x" + Long.toHexString(a.base) + " has " + a.pins[p] + " pins, " + e[p]
+                                + " blocks touch it");
                 if (a.handle[p] == 0) {
                     require(a.pins[p] == 0, "pinned page " + p + " is not mapped");
                     require(!onList[p], "unmapped page " + p + " on the unpinned list");
                     continue;
                 }
                 int s = a.mapStart[p];
-                require(s <= p && a.handle[s] == a.handle[p] && p < s + a.mapLength[s], "page " + p
-                        + " outside its mapping");
+                require(
+                        s <= p && a.handle[s] == a.handle[p] && p < s + a.mapLength[s],
+                        "page " + p + " outside its mapping");
                 if (s == p) {
                     int n = a.mapLength[p];
                     mapped += n;
                     require(handles.add(a.handle[p]), "physical handle " + a.handle[p] + " mapped twice");
                     for (int q = p + 1; q < p + n; q++) {
                         require(a.handle[q] == a.handle[p] && a.mapStart[q] == p, "mapping at page " + p + " broken");
-                        require(a.pins[q] == a.pins[p] && c[q] == c[p], "multi-page mapping at page " + p
-                                + " is pinned by more than one block");
+                        require(
+                                a.pins[q] == a.pins[p] && c[q] == c[p],
+                                "multi-page mapping at page " + p + " is pinned by more than one block");
                     }
-                    require(n == 1 || a.pins[p] == 0 || c[p] != null, "multi-page mapping at page " + p
-                            + " pinned by a block that does not cover it");
+                    require(
+                            n == 1 || a.pins[p] == 0 || c[p] != null,
+                            "multi-page mapping at page " + p + " pinned by a block that does not cover it");
                     require(onList[p] == (a.pins[p] == 0), "unpinned list wrong at page " + p);
                 } else {
                     require(!onList[p], "page " + p + " inside a mapping is listed");
@@ -100,8 +104,10 @@ final class StitchInvariants {
             for (StitchBlock b : a.freeBySize.toList()) {
                 require(b.free, "non-free block in the free index");
                 // the tree orders by (stream, size, address): one stream per arena makes it best fit by size
-                require(b.stream == a.stream, "free block 0x" + Long.toHexString(b.ptr) + " has stream " + b.stream
-                        + ", its arena " + a.stream);
+                require(
+                        b.stream == a.stream,
+                        "free block 0x" + Long.toHexString(b.ptr) + " has stream " + b.stream + ", its arena "
+                                + a.stream);
                 if (b.prev == null) {
                     first = b;
                 }
@@ -120,8 +126,12 @@ final class StitchInvariants {
                 frees += b.free ? 1 : 0;
                 at += b.size;
             }
-            require(at == a.base + (long) a.pins.length * st.page, "blocks do not cover arena 0x" + Long.toHexString(a.base));
-            require(frees == a.freeBySize.size(), "free index holds " + a.freeBySize.size() + " blocks, " + frees + " free");
+            require(
+                    at == a.base + (long) a.pins.length * st.page,
+                    "blocks do not cover arena 0x" + Long.toHexString(a.base));
+            require(
+                    frees == a.freeBySize.size(),
+                    "free index holds " + a.freeBySize.size() + " blocks, " + frees + " free");
         }
         require(mapped == st.mappedPages, "mapped page count " + st.mappedPages + " but " + mapped + " pages mapped");
     }

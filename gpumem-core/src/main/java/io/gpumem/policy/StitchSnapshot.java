@@ -20,8 +20,7 @@ import java.util.TreeMap;
  */
 final class StitchSnapshot {
 
-    private StitchSnapshot() {
-    }
+    private StitchSnapshot() {}
 
     static MemorySnapshot of(StitchAllocator st) {
         List<SegmentInfo> segments = new ArrayList<>();
@@ -55,8 +54,12 @@ final class StitchSnapshot {
                         blocks.add(new BlockInfo(at, b.ptr - at, 0, BlockState.INACTIVE, List.of()));
                     }
                     boolean pending = !st.isLive(b);
-                    blocks.add(new BlockInfo(b.ptr, b.size, b.requested, pending ? BlockState.ACTIVE_PENDING_FREE
-                            : BlockState.ACTIVE_ALLOCATED, b.frames == null ? List.of() : b.frames));
+                    blocks.add(new BlockInfo(
+                            b.ptr,
+                            b.size,
+                            b.requested,
+                            pending ? BlockState.ACTIVE_PENDING_FREE : BlockState.ACTIVE_ALLOCATED,
+                            b.frames == null ? List.of() : b.frames));
                     alloc += pending ? 0 : b.size;
                     active += b.size;
                     at = b.ptr + b.size;
@@ -65,8 +68,18 @@ final class StitchSnapshot {
                     blocks.add(new BlockInfo(at, end - at, 0, BlockState.INACTIVE, List.of()));
                 }
                 Pool pool = Pool.LARGE;
-                segments.add(new SegmentInfo(st.device.index(), start, end - start, alloc, active, active,
-                        Math.max(0, a.stream), pool, true, List.of(), blocks));
+                segments.add(new SegmentInfo(
+                        st.device.index(),
+                        start,
+                        end - start,
+                        alloc,
+                        active,
+                        active,
+                        Math.max(0, a.stream),
+                        pool,
+                        true,
+                        List.of(),
+                        blocks));
                 p = q;
             }
         }

@@ -1,8 +1,8 @@
 package io.gpumem.script;
 
-import io.gpumem.size.ByteSize;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.config.ConfigException;
+import io.gpumem.size.ByteSize;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStream;
@@ -50,8 +50,20 @@ public final class OpsScript {
      * "unknown op" message and format detection ({@code TraceReaders}, which recognises a script by its first
      * word) both read.
      */
-    public static final List<String> VERBS = List.of("device", "config", "alloc", "free", "record_stream",
-            "complete_events", "empty_cache", "set_fraction", "reset_peak", "summary", "stats", "snapshot");
+    public static final List<String> VERBS = List.of(
+            "device",
+            "config",
+            "alloc",
+            "free",
+            "record_stream",
+            "complete_events",
+            "empty_cache",
+            "set_fraction",
+            "reset_peak",
+            "summary",
+            "stats",
+            "snapshot");
+
     private static final Pattern NAME = Pattern.compile("[^=#\\s]+");
     private static final Pattern STREAM = Pattern.compile("[0-9]+");
     private static final Pattern FRACTION = Pattern.compile("[0-9]+(\\.[0-9]*)?|\\.[0-9]+");
@@ -108,7 +120,8 @@ public final class OpsScript {
 
     /** A source of text lines (a reader's or {@link Utf8Lines}'s). */
     private interface LineSource {
-        @Nullable String next() throws IOException;
+        @Nullable
+        String next() throws IOException;
     }
 
     /** Parser state: the ops so far and, per name, where it was last allocated or freed. */
@@ -168,8 +181,9 @@ public final class OpsScript {
                     }
                     yield new ScriptOp.Summary(line, w.length == 2);
                 }
-                default -> throw error("unknown op '" + verb + "' (expected "
-                        + String.join(", ", VERBS.subList(0, VERBS.size() - 1)) + " or " + VERBS.getLast() + ")");
+                default ->
+                    throw error("unknown op '" + verb + "' (expected "
+                            + String.join(", ", VERBS.subList(0, VERBS.size() - 1)) + " or " + VERBS.getLast() + ")");
             };
             if (!(op instanceof ScriptOp.DeviceSettings)) {
                 allocatorUsed = true;

@@ -8,8 +8,8 @@ import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CharsetDecoder;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
-import org.jspecify.annotations.Nullable;
 import java.util.Arrays;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Reads a script's bytes one line at a time and decodes each line as strict UTF-8, so that a byte that is not
@@ -18,8 +18,10 @@ import java.util.Arrays;
  */
 final class Utf8Lines {
     private final InputStream in;
-    private final CharsetDecoder decoder = StandardCharsets.UTF_8.newDecoder()
-            .onMalformedInput(CodingErrorAction.REPORT).onUnmappableCharacter(CodingErrorAction.REPORT);
+    private final CharsetDecoder decoder = StandardCharsets.UTF_8
+            .newDecoder()
+            .onMalformedInput(CodingErrorAction.REPORT)
+            .onUnmappableCharacter(CodingErrorAction.REPORT);
     private byte[] buf = new byte[256];
     private int line;
 
@@ -28,7 +30,8 @@ final class Utf8Lines {
     }
 
     /** The next line without its end, or null at the end of the input. */
-    @Nullable String next() throws IOException {
+    @Nullable
+    String next() throws IOException {
         int n = 0;
         int b;
         while ((b = in.read()) >= 0 && b != '\n') {
@@ -49,8 +52,10 @@ final class Utf8Lines {
             return chars.toString();
         } catch (CharacterCodingException e) {
             int column = firstBadByte(n);
-            throw new ScriptException(line, "not UTF-8 text (byte 0x"
-                    + String.format("%02x", buf[column] & 0xff) + " at column " + (column + 1) + ")");
+            throw new ScriptException(
+                    line,
+                    "not UTF-8 text (byte 0x" + String.format("%02x", buf[column] & 0xff) + " at column " + (column + 1)
+                            + ")");
         }
     }
 

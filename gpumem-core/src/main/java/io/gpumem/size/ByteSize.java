@@ -29,8 +29,7 @@ public final class ByteSize {
     private static final long MIB = 1024 * 1024;
     private static final long GIB = 1024 * 1024 * 1024;
 
-    private ByteSize() {
-    }
+    private ByteSize() {}
 
     /**
      * Parses a size (see the class comment); zero is allowed.
@@ -44,7 +43,9 @@ public final class ByteSize {
         }
         String digits = text.substring(0, end).replace("_", "");
         String unit = text.substring(end);
-        if (digits.isEmpty() || text.startsWith("_") || text.substring(0, end).endsWith("_")
+        if (digits.isEmpty()
+                || text.startsWith("_")
+                || text.substring(0, end).endsWith("_")
                 || text.substring(0, end).contains("__")) {
             throw new IllegalArgumentException("bad size '" + text + "': expected a whole number of bytes,"
                     + " optionally with a unit B, KiB, MiB, GiB or TiB");
@@ -58,9 +59,11 @@ public final class ByteSize {
             default -> {
                 String upper = unit.toUpperCase(Locale.ROOT);
                 boolean decimal = upper.matches("[KMGT]B?") || upper.matches("[KMGT]IB");
-                throw new IllegalArgumentException("bad size '" + text + "': " + (decimal
-                        ? "unit '" + unit + "' is not accepted; write KiB, MiB, GiB or TiB (powers of 1024) or plain bytes"
-                        : "unknown unit '" + unit + "' (use B, KiB, MiB, GiB or TiB)"));
+                throw new IllegalArgumentException("bad size '" + text + "': "
+                        + (decimal
+                                ? "unit '" + unit
+                                        + "' is not accepted; write KiB, MiB, GiB or TiB (powers of 1024) or plain bytes"
+                                : "unknown unit '" + unit + "' (use B, KiB, MiB, GiB or TiB)"));
             }
         };
         long value;

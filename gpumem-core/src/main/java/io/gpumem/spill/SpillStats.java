@@ -13,8 +13,16 @@ package io.gpumem.spill;
  * @param spillNanos wall time spent spilling (copies, file writes, device frees)
  * @param unspillNanos wall time spent bringing buffers back
  */
-public record SpillStats(long oomRetries, long spillsToHost, long spillsToDisk, long bytesToHost, long bytesToDisk,
-                         long unspills, long bytesUnspilled, long spillNanos, long unspillNanos) {
+public record SpillStats(
+        long oomRetries,
+        long spillsToHost,
+        long spillsToDisk,
+        long bytesToHost,
+        long bytesToDisk,
+        long unspills,
+        long bytesUnspilled,
+        long spillNanos,
+        long unspillNanos) {
 
     public long spills() {
         return spillsToHost + spillsToDisk;

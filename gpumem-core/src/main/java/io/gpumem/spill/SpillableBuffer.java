@@ -18,16 +18,28 @@ import org.jspecify.annotations.Nullable;
  */
 public final class SpillableBuffer implements AutoCloseable {
     /** Where a buffer's bytes are now. */
-    public enum Location { DEVICE, HOST, DISK, CLOSED }
+    public enum Location {
+        DEVICE,
+        HOST,
+        DISK,
+        CLOSED
+    }
 
     final SpillingAllocator owner;
     final long id;
     final long size;
     final int priority;
     long address;
-    @Nullable Arena hostArena;
-    @Nullable MemorySegment host;
-    @Nullable Path file;
+
+    @Nullable
+    Arena hostArena;
+
+    @Nullable
+    MemorySegment host;
+
+    @Nullable
+    Path file;
+
     int pins;
     long lastUse;
     boolean closed;
@@ -51,7 +63,9 @@ public final class SpillableBuffer implements AutoCloseable {
 
     public Location location() {
         synchronized (owner) {
-            return closed ? Location.CLOSED : address != 0 ? Location.DEVICE : host != null ? Location.HOST : Location.DISK;
+            return closed
+                    ? Location.CLOSED
+                    : address != 0 ? Location.DEVICE : host != null ? Location.HOST : Location.DISK;
         }
     }
 

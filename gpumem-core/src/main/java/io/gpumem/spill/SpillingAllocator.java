@@ -6,7 +6,6 @@ import io.gpumem.device.Device;
 import io.gpumem.history.MemorySnapshot;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.stats.MemoryStats;
-
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.lang.foreign.Arena;
@@ -18,7 +17,6 @@ import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
-import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 
@@ -44,6 +42,7 @@ public final class SpillingAllocator implements GpuAllocator {
     private final Path spillDir;
     /** False: accounting only, for simulated devices without byte backing; spills move and store no bytes. */
     private final boolean moveBytes;
+
     private final Map<Long, SpillableBuffer> buffers = new LinkedHashMap<>();
     private long nextId;
     private long clock;
@@ -125,8 +124,12 @@ public final class SpillingAllocator implements GpuAllocator {
     private long spillOneMore() {
         SpillableBuffer best = null;
         for (SpillableBuffer b : buffers.values()) {
-            if (b.address != 0 && b.pins == 0 && (hostUsed + b.size <= hostBudget || spillDir != null)
-                    && (best == null || b.priority < best.priority || (b.priority == best.priority && b.lastUse < best.lastUse))) {
+            if (b.address != 0
+                    && b.pins == 0
+                    && (hostUsed + b.size <= hostBudget || spillDir != null)
+                    && (best == null
+                            || b.priority < best.priority
+                            || (b.priority == best.priority && b.lastUse < best.lastUse))) {
                 best = b;
             }
         }
@@ -172,7 +175,7 @@ public final class SpillingAllocator implements GpuAllocator {
             spillsToHost++;
             bytesToHost += b.size;
         } else if (!moveBytes) {
-            b.file = spillDir.resolve("spill-" + b.id + ".bin");   // never written
+            b.file = spillDir.resolve("spill-" + b.id + ".bin"); // never written
             spillsToDisk++;
             bytesToDisk += b.size;
         } else {
@@ -181,7 +184,10 @@ public final class SpillingAllocator implements GpuAllocator {
                 MemorySegment bytes = staging.allocate(b.size, 64);
                 device.copyToHost(bytes, b.address, b.size);
                 Files.createDirectories(spillDir);
-                try (FileChannel ch = FileChannel.open(file, StandardOpenOption.CREATE, StandardOpenOption.WRITE,
+                try (FileChannel ch = FileChannel.open(
+                        file,
+                        StandardOpenOption.CREATE,
+                        StandardOpenOption.WRITE,
                         StandardOpenOption.TRUNCATE_EXISTING)) {
                     ByteBuffer buf = bytes.asByteBuffer();
                     while (buf.hasRemaining()) {
@@ -205,7 +211,7 @@ public final class SpillingAllocator implements GpuAllocator {
             throw new IllegalStateException("spillable buffer " + b.id + " is closed");
         }
         if (b.address == 0) {
-            b.pins++;                          // not a spill candidate while it comes back
+            b.pins++; // not a spill candidate while it comes back
             try {
                 long address = malloc(b.size, Device.DEFAULT_STREAM);
                 long t0 = System.nanoTime();
@@ -215,7 +221,8 @@ public final class SpillingAllocator implements GpuAllocator {
                     b.file = null;
                 } else if (b.host != null) {
                     device.copyToDevice(address, b.host, b.size);
-                    Objects.requireNonNull(b.hostArena, "a host copy comes with its arena").close();
+                    Objects.requireNonNull(b.hostArena, "a host copy comes with its arena")
+                            .close();
                     b.hostArena = null;
                     b.host = null;
                     hostUsed -= b.size;
@@ -226,7 +233,8 @@ public final class SpillingAllocator implements GpuAllocator {
                             ByteBuffer buf = bytes.asByteBuffer();
                             while (buf.hasRemaining()) {
                                 if (ch.read(buf) < 0) {
-                                    throw new IOException("spill file " + b.file + " is shorter than " + b.size + " bytes");
+                                    throw new IOException(
+                                            "spill file " + b.file + " is shorter than " + b.size + " bytes");
                                 }
                             }
                         }
@@ -283,8 +291,16 @@ public final class SpillingAllocator implements GpuAllocator {
     }
 
     public synchronized SpillStats spillStats() {
-        return new SpillStats(oomRetries, spillsToHost, spillsToDisk, bytesToHost, bytesToDisk, unspills, bytesUnspilled,
-                spillNanos, unspillNanos);
+        return new SpillStats(
+                oomRetries,
+                spillsToHost,
+                spillsToDisk,
+                bytesToHost,
+                bytesToDisk,
+                unspills,
+                bytesUnspilled,
+                spillNanos,
+                unspillNanos);
     }
 
     /** Host bytes held by spilled buffers now. */

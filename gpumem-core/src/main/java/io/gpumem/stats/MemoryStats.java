@@ -30,6 +30,7 @@ public final class MemoryStats {
 
     /** {@code stats[kind.ordinal() * 3 + type.ordinal()]}. */
     private final Stat[] stats;
+
     private final Stat oversizeAllocations;
     private final Stat oversizeSegments;
     private final long numAllocRetries;
@@ -158,18 +159,32 @@ public final class MemoryStats {
 
     @Override
     public boolean equals(Object o) {
-        return o instanceof MemoryStats other && Arrays.equals(stats, other.stats)
+        return o instanceof MemoryStats other
+                && Arrays.equals(stats, other.stats)
                 && oversizeAllocations.equals(other.oversizeAllocations)
-                && oversizeSegments.equals(other.oversizeSegments) && numAllocRetries == other.numAllocRetries
-                && numOoms == other.numOoms && numSyncAllStreams == other.numSyncAllStreams
-                && numDeviceAlloc == other.numDeviceAlloc && numDeviceFree == other.numDeviceFree
-                && maxSplitSize == other.maxSplitSize && extras.equals(other.extras);
+                && oversizeSegments.equals(other.oversizeSegments)
+                && numAllocRetries == other.numAllocRetries
+                && numOoms == other.numOoms
+                && numSyncAllStreams == other.numSyncAllStreams
+                && numDeviceAlloc == other.numDeviceAlloc
+                && numDeviceFree == other.numDeviceFree
+                && maxSplitSize == other.maxSplitSize
+                && extras.equals(other.extras);
     }
 
     @Override
     public int hashCode() {
-        return Objects.hash(Arrays.hashCode(stats), oversizeAllocations, oversizeSegments, numAllocRetries, numOoms,
-                numSyncAllStreams, numDeviceAlloc, numDeviceFree, maxSplitSize, extras);
+        return Objects.hash(
+                Arrays.hashCode(stats),
+                oversizeAllocations,
+                oversizeSegments,
+                numAllocRetries,
+                numOoms,
+                numSyncAllStreams,
+                numDeviceAlloc,
+                numDeviceFree,
+                maxSplitSize,
+                extras);
     }
 
     @Override
@@ -188,7 +203,7 @@ public final class MemoryStats {
         private long numDeviceAlloc;
         private long numDeviceFree;
         private long maxSplitSize = -1;
-        private @Nullable Map<String, Long> extras;   // made on the first extra counter
+        private @Nullable Map<String, Long> extras; // made on the first extra counter
 
         private Builder() {
             Arrays.fill(stats, Stat.ZERO);

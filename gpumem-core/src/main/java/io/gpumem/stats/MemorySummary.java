@@ -20,6 +20,7 @@ public final class MemorySummary {
 
     /** Inner width of the table; each line is this plus the two border characters. */
     static final int WIDTH = 75;
+
     private static final String[] SIZE_UNITS = {"B  ", "KiB", "MiB", "GiB", "TiB", "PiB"};
     private static final String[] COUNT_UNITS = {" ", "K", "M"};
     private static final long SIZE_STEP_THRESHOLD = 768 * 1024;
@@ -28,8 +29,7 @@ public final class MemorySummary {
     private static final String[] POOL_LABELS = {null, "      from large pool", "      from small pool"};
     private static final String[] FIELDS = {"current", "peak", "allocated", "freed"};
 
-    private record Metric(String key, String label, boolean bytes) {
-    }
+    private record Metric(String key, String label, boolean bytes) {}
 
     private static final Metric[] POOLED = {
         new Metric("allocated_bytes", "Allocated memory", true),
@@ -48,8 +48,7 @@ public final class MemorySummary {
         new Metric("oversize_segments", "Oversize GPU segments", false),
     };
 
-    private MemorySummary() {
-    }
+    private MemorySummary() {}
 
     /**
      * Formats the summary table.
@@ -64,12 +63,17 @@ public final class MemorySummary {
     public static String format(Map<String, Long> stats, int deviceIndex, boolean abbreviated) {
         StringBuilder sb = new StringBuilder(64 * 80);
         line(sb, "=".repeat(WIDTH));
-        line(sb, " " + " ".repeat(16) + " PyTorch CUDA memory summary, device ID " + padRight(Integer.toString(deviceIndex), 17)
-                + " ");
+        line(
+                sb,
+                " " + " ".repeat(16) + " PyTorch CUDA memory summary, device ID "
+                        + padRight(Integer.toString(deviceIndex), 17) + " ");
         line(sb, "-".repeat(WIDTH));
-        line(sb, "  " + " ".repeat(9) + " CUDA OOMs: " + padRight(Long.toString(get(stats, "num_ooms")), 12) + " | "
-                + " ".repeat(6) + " cudaMalloc retries: " + padRight(Long.toString(get(stats, "num_alloc_retries")), 8)
-                + "  ");
+        line(
+                sb,
+                "  " + " ".repeat(9) + " CUDA OOMs: " + padRight(Long.toString(get(stats, "num_ooms")), 12) + " | "
+                        + " ".repeat(6) + " cudaMalloc retries: "
+                        + padRight(Long.toString(get(stats, "num_alloc_retries")), 8)
+                        + "  ");
         line(sb, "=".repeat(WIDTH));
         line(sb, "        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  ");
         int rows = abbreviated ? 1 : POOLS.length;

@@ -46,14 +46,15 @@ class AllocatorCopyTest {
         long seed = System.nanoTime();
         System.out.println("AllocatorCopyTest seed " + seed);
         Random rnd = new Random(seed);
-        for (String conf : new String[] {"", "max_split_size_mb:40", "roundup_power2_divisions:4",
-                "garbage_collection_threshold:0.5"}) {
+        for (String conf : new String[] {
+            "", "max_split_size_mb:40", "roundup_power2_divisions:4", "garbage_collection_threshold:0.5"
+        }) {
             SimulatedDevice dev = SimulatedDevice.builder().capacity(1L << 30).build();
             long stream1 = dev.createStream();
             CachingAllocator original = new CachingAllocator(dev, AllocatorConfig.parse(conf));
             List<Long> live = new ArrayList<>();
             drive(original, stream1, rnd, 250, live, new ArrayList<>());
-            long smaller = dev.consumedBytes() + (128L << 20);   // room for a little growth, then OOMs
+            long smaller = dev.consumedBytes() + (128L << 20); // room for a little growth, then OOMs
 
             SimulatedDevice devCopy = dev.copyWithCapacity(smaller);
             CachingAllocator copy = original.copyOnto(devCopy);
@@ -87,10 +88,14 @@ class AllocatorCopyTest {
             List<Long> logTwin = new ArrayList<>();
             drive(twin, stream1, new Random(seed + 2), 600, liveTwin, logTwin);
             assertThat(logTwin).as(conf).isEqualTo(logCopy);
-            assertThat(twin.stats().toPyTorchMap()).as(conf).isEqualTo(copy.stats().toPyTorchMap());
+            assertThat(twin.stats().toPyTorchMap())
+                    .as(conf)
+                    .isEqualTo(copy.stats().toPyTorchMap());
             assertThat(twin.snapshot()).as(conf).isEqualTo(copy.snapshot());
             assertThat(twinDev.consumedBytes()).isEqualTo(devCopy.consumedBytes());
-            assertThat(logCopy).as("the smaller copy ran out of memory at least once").contains(-1L);
+            assertThat(logCopy)
+                    .as("the smaller copy ran out of memory at least once")
+                    .contains(-1L);
         }
     }
 
@@ -100,9 +105,11 @@ class AllocatorCopyTest {
         CachingAllocator expandable = new CachingAllocator(dev, AllocatorConfig.parse("expandable_segments:True"));
         expandable.malloc(4 << 20, 0);
         assertThatThrownBy(() -> expandable.copyOnto(dev.copyWithCapacity(1L << 30)))
-                .isInstanceOf(IllegalStateException.class).hasMessageContaining("expandable");
+                .isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("expandable");
         assertThatThrownBy(() -> dev.copyWithCapacity(1L << 20)).isInstanceOf(IllegalArgumentException.class);
-        SimulatedDevice backed = SimulatedDevice.builder().capacity(1L << 30).backed(true).build();
+        SimulatedDevice backed =
+                SimulatedDevice.builder().capacity(1L << 30).backed(true).build();
         assertThatThrownBy(() -> backed.copyWithCapacity(1L << 30)).isInstanceOf(IllegalStateException.class);
     }
 }

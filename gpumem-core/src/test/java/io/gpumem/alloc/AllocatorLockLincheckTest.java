@@ -73,7 +73,8 @@ public class AllocatorLockLincheckTest {
                 .iterations(30)
                 .invocationsPerIteration(500)
                 .check(AllocatorLockLincheckTest.class);
-        System.out.printf("AllocatorLock model check: 3 threads x 2 ops, 30 scenarios x 500 interleavings, %.1f s%n",
+        System.out.printf(
+                "AllocatorLock model check: 3 threads x 2 ops, 30 scenarios x 500 interleavings, %.1f s%n",
                 (System.nanoTime() - start) / 1e9);
     }
 }

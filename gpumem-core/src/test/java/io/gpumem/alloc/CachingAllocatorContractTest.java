@@ -1,10 +1,13 @@
 package io.gpumem.alloc;
 
-import static io.gpumem.testing.TestSizes.KiB;
-import static io.gpumem.testing.TestSizes.MiB;
-import static io.gpumem.testing.TestSizes.GiB;
 import static io.gpumem.testing.TestConfigs.expandable;
 import static io.gpumem.testing.TestConfigs.maxSplit;
+import static io.gpumem.testing.TestSizes.GiB;
+import static io.gpumem.testing.TestSizes.KiB;
+import static io.gpumem.testing.TestSizes.MiB;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.Device;
@@ -17,16 +20,11 @@ import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.oom.OutOfMemoryException;
-import org.junit.jupiter.api.Test;
-
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
-
-import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
+import org.junit.jupiter.api.Test;
 
 /**
  * Device-independent behaviour of {@link CachingAllocator}: the worked examples of the spec and the rules
@@ -119,10 +117,20 @@ public abstract class CachingAllocatorContractTest {
         assertThat(keys).isSorted();
         // 9 array stats x 3 types x 4 fields + 2 single stats x 4 + 6 scalars
         assertThat(keys).hasSize(9 * 3 * 4 + 2 * 4 + 6);
-        assertThat(keys).contains("active.all.current", "requested_bytes.large_pool.freed",
-                "inactive_split_bytes.small_pool.peak", "oversize_segments.allocated", "num_alloc_retries",
-                "num_ooms", "num_sync_all_streams", "num_device_alloc", "num_device_free", "max_split_size");
-        assertThat(allocator(GiB, maxSplit(64 * MiB)).stats().toPyTorchMap().get("max_split_size")).isEqualTo(64 * MiB);
+        assertThat(keys)
+                .contains(
+                        "active.all.current",
+                        "requested_bytes.large_pool.freed",
+                        "inactive_split_bytes.small_pool.peak",
+                        "oversize_segments.allocated",
+                        "num_alloc_retries",
+                        "num_ooms",
+                        "num_sync_all_streams",
+                        "num_device_alloc",
+                        "num_device_free",
+                        "max_split_size");
+        assertThat(allocator(GiB, maxSplit(64 * MiB)).stats().toPyTorchMap().get("max_split_size"))
+                .isEqualTo(64 * MiB);
     }
 
     // --------------------------------------------------- allocator.md §1.5 segment sizes
@@ -130,8 +138,15 @@ public abstract class CachingAllocatorContractTest {
     @Test
     void segmentSizesFollowGetAllocationSize() {
         long[][] cases = {
-                {1, 2 * MiB}, {1000, 2 * MiB}, {1_048_576, 2 * MiB}, {1_048_577, 20 * MiB}, {9 * MiB, 20 * MiB},
-                {10 * MiB - 1, 10 * MiB}, {25_000_000, 25_165_824}, {250_000_000, 251_658_240}};
+            {1, 2 * MiB},
+            {1000, 2 * MiB},
+            {1_048_576, 2 * MiB},
+            {1_048_577, 20 * MiB},
+            {9 * MiB, 20 * MiB},
+            {10 * MiB - 1, 10 * MiB},
+            {25_000_000, 25_165_824},
+            {250_000_000, 251_658_240}
+        };
         for (long[] c : cases) {
             CachingAllocator a = allocator(8 * GiB);
             a.malloc(c[0]);
@@ -146,14 +161,17 @@ public abstract class CachingAllocatorContractTest {
         a.recordHistory(HistoryOptions.all());
         assertThat(a.malloc(0)).isZero();
         assertThat(a.stats().toPyTorchMap().get("num_device_alloc")).isZero();
-        assertThatThrownBy(() -> a.malloc(-1)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("-1");
+        assertThatThrownBy(() -> a.malloc(-1))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("-1");
         assertThat(trace(a)).isEmpty();
     }
 
     @Test
     void exabyteRequestsFailWithPyTorchText() {
         CachingAllocator a = allocator(GiB);
-        assertThatThrownBy(() -> a.malloc(1L << 60)).isInstanceOf(OutOfMemoryException.class)
+        assertThatThrownBy(() -> a.malloc(1L << 60))
+                .isInstanceOf(OutOfMemoryException.class)
                 .hasMessage("CUDA out of memory. Tried to allocate more than 1EB memory.");
         assertThat(a.stats().toPyTorchMap().get("num_ooms")).isZero();
     }
@@ -163,9 +181,9 @@ public abstract class CachingAllocatorContractTest {
     @Test
     void bestFitPrefersSmallestThenLowestAddress() {
         CachingAllocator a = allocator(8 * GiB);
-        long x = a.malloc(12 * MiB);   // own 12 MiB segment
-        long y = a.malloc(16 * MiB);   // own 16 MiB segment
-        long z = a.malloc(12 * MiB);   // own 12 MiB segment
+        long x = a.malloc(12 * MiB); // own 12 MiB segment
+        long y = a.malloc(16 * MiB); // own 16 MiB segment
+        long z = a.malloc(12 * MiB); // own 12 MiB segment
         a.free(x);
         a.free(y);
         a.free(z);
@@ -191,16 +209,17 @@ public abstract class CachingAllocatorContractTest {
     @Test
     void largeRemainderOfOneMibOrLessIsNotSplit() {
         CachingAllocator a = allocator(8 * GiB);
-        long p = a.malloc(19 * MiB + 512 * KiB);   // 20 MiB segment, 0.5 MiB remainder is kept
+        long p = a.malloc(19 * MiB + 512 * KiB); // 20 MiB segment, 0.5 MiB remainder is kept
         assertThat(a.allocatedBytes()).isEqualTo(20 * MiB);
         a.free(p);
-        long q = a.malloc(19 * MiB);                 // remainder exactly 1 MiB: still not split (> 1 MiB needed)
+        long q = a.malloc(19 * MiB); // remainder exactly 1 MiB: still not split (> 1 MiB needed)
         assertThat(q).isEqualTo(p);
         assertThat(a.allocatedBytes()).isEqualTo(20 * MiB);
         a.free(q);
-        long r = a.malloc(18 * MiB + 512 * KiB);      // remainder 1.5 MiB: split
+        long r = a.malloc(18 * MiB + 512 * KiB); // remainder 1.5 MiB: split
         assertThat(a.allocatedBytes()).isEqualTo(18 * MiB + 512 * KiB);
-        assertThat(a.stats().toPyTorchMap().get("inactive_split_bytes.large_pool.current")).isEqualTo(MiB + 512 * KiB);
+        assertThat(a.stats().toPyTorchMap().get("inactive_split_bytes.large_pool.current"))
+                .isEqualTo(MiB + 512 * KiB);
         a.free(r);
         a.internals().checkInvariants();
     }
@@ -208,14 +227,17 @@ public abstract class CachingAllocatorContractTest {
     @Test
     void smallPoolSplitsAtRemainderOf512() {
         CachingAllocator b = allocator(GiB);
-        long q = b.malloc(MiB);                  // small pool (≤ 1 MiB), 2 MiB segment
-        long r = b.malloc(MiB - 512);            // leaves exactly 512: split
-        assertThat(b.stats().toPyTorchMap().get("allocated_bytes.small_pool.current")).isEqualTo(2 * MiB - 512);
-        assertThat(b.stats().toPyTorchMap().get("inactive_split_bytes.small_pool.current")).isEqualTo(512);
+        long q = b.malloc(MiB); // small pool (≤ 1 MiB), 2 MiB segment
+        long r = b.malloc(MiB - 512); // leaves exactly 512: split
+        assertThat(b.stats().toPyTorchMap().get("allocated_bytes.small_pool.current"))
+                .isEqualTo(2 * MiB - 512);
+        assertThat(b.stats().toPyTorchMap().get("inactive_split_bytes.small_pool.current"))
+                .isEqualTo(512);
         assertThat(r).isEqualTo(q + MiB);
-        long t = b.malloc(512);                  // takes the last 512 bytes whole
+        long t = b.malloc(512); // takes the last 512 bytes whole
         assertThat(t).isEqualTo(r + MiB - 512);
-        assertThat(b.stats().toPyTorchMap().get("inactive_split.small_pool.current")).isZero();
+        assertThat(b.stats().toPyTorchMap().get("inactive_split.small_pool.current"))
+                .isZero();
         assertThat(b.stats().toPyTorchMap().get("segment.small_pool.current")).isEqualTo(1);
         b.internals().checkInvariants();
     }
@@ -230,9 +252,11 @@ public abstract class CachingAllocatorContractTest {
         assertThat(p3).isEqualTo(p2 + 4 * MiB);
         a.free(p1);
         a.free(p3);
-        assertThat(a.stats().toPyTorchMap().get("inactive_split.large_pool.current")).isEqualTo(2);
+        assertThat(a.stats().toPyTorchMap().get("inactive_split.large_pool.current"))
+                .isEqualTo(2);
         a.free(p2);
-        assertThat(a.stats().toPyTorchMap().get("inactive_split.large_pool.current")).isZero();
+        assertThat(a.stats().toPyTorchMap().get("inactive_split.large_pool.current"))
+                .isZero();
         MemorySnapshot snap = a.snapshot();
         assertThat(snap.segments()).hasSize(1);
         assertThat(snap.segments().getFirst().blocks()).hasSize(1);
@@ -249,11 +273,11 @@ public abstract class CachingAllocatorContractTest {
         assertThat(a.stats().toPyTorchMap().get("oversize_allocations.current")).isEqualTo(1);
         assertThat(a.stats().toPyTorchMap().get("oversize_segments.current")).isEqualTo(1);
         a.free(big);
-        long small = a.malloc(50 * MiB);             // below max_split: never served from the 200 MiB block
+        long small = a.malloc(50 * MiB); // below max_split: never served from the 200 MiB block
         assertThat(small).isNotEqualTo(big);
-        long tooSmall = a.malloc(150 * MiB);         // 200 ≥ 150 + 20: not reused
+        long tooSmall = a.malloc(150 * MiB); // 200 ≥ 150 + 20: not reused
         assertThat(tooSmall).isNotEqualTo(big);
-        long fits = a.malloc(190 * MiB);             // within 20 MiB: reused whole, not split
+        long fits = a.malloc(190 * MiB); // within 20 MiB: reused whole, not split
         assertThat(fits).isEqualTo(big);
         assertThat(a.allocatedBytes()).isEqualTo(50 * MiB + 150 * MiB + 200 * MiB);
         a.internals().checkInvariants();
@@ -274,17 +298,20 @@ public abstract class CachingAllocatorContractTest {
         assertThat(a.stats().toPyTorchMap().get("num_sync_all_streams")).isEqualTo(1);
         assertThat(a.reservedBytes()).isEqualTo(100 * MiB);
         List<String> acts = actions(trace(a));
-        assertThat(acts.subList(acts.size() - 3, acts.size())).containsExactly("segment_free", "segment_alloc", "alloc");
+        assertThat(acts.subList(acts.size() - 3, acts.size()))
+                .containsExactly("segment_free", "segment_alloc", "alloc");
         a.internals().checkInvariants();
 
         assertThatThrownBy(() -> a.malloc(30 * MiB)).isInstanceOfSatisfying(OutOfMemoryException.class, e -> {
-            assertThat(e.getMessage()).startsWith("CUDA out of memory. Tried to allocate 30.00 MiB. GPU "
-                    + a.device().index() + " has a total capacity of 100.00 MiB of which ");
-            assertThat(e.getMessage()).contains("Of the allocated memory 100.00 MiB is allocated by PyTorch, and "
-                    + "0 bytes is reserved by PyTorch but unallocated. If reserved but unallocated memory is large"
-                    + " try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See"
-                    + " documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html"
-                    + "#environment-variables)");
+            assertThat(e.getMessage())
+                    .startsWith("CUDA out of memory. Tried to allocate 30.00 MiB. GPU "
+                            + a.device().index() + " has a total capacity of 100.00 MiB of which ");
+            assertThat(e.getMessage())
+                    .contains("Of the allocated memory 100.00 MiB is allocated by PyTorch, and "
+                            + "0 bytes is reserved by PyTorch but unallocated. If reserved but unallocated memory is large"
+                            + " try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See"
+                            + " documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html"
+                            + "#environment-variables)");
             assertThat(e.report().roundedSize()).isEqualTo(30 * MiB);
             assertThat(e.report().allocSize()).isEqualTo(30 * MiB);
             assertThat(e.report().requestedBytes()).isEqualTo(30 * MiB);
@@ -309,8 +336,10 @@ public abstract class CachingAllocatorContractTest {
         a.setMemoryFraction(0.25);
         long p = a.malloc(200 * MiB);
         long calls = a.device().callCount(DeviceOp.MALLOC);
-        assertThatThrownBy(() -> a.malloc(100 * MiB)).isInstanceOfSatisfying(OutOfMemoryException.class,
-                e -> assertThat(e.getMessage()).contains("256.00 MiB allowed; "));
+        assertThatThrownBy(() -> a.malloc(100 * MiB))
+                .isInstanceOfSatisfying(
+                        OutOfMemoryException.class,
+                        e -> assertThat(e.getMessage()).contains("256.00 MiB allowed; "));
         assertThat(a.device().callCount(DeviceOp.MALLOC)).isEqualTo(calls);
         assertThatThrownBy(() -> a.setMemoryFraction(1.5)).isInstanceOf(IllegalArgumentException.class);
         a.free(p);
@@ -319,24 +348,28 @@ public abstract class CachingAllocatorContractTest {
 
     @Test
     void garbageCollectionReleasesBlocksOlderThanTheAverageAge() {
-        CachingAllocator a = allocator(GiB, AllocatorConfig.defaults().toBuilder().garbageCollectionThreshold(0.25)
-                .raw("garbage_collection_threshold:0.25").build());
-        a.setMemoryFraction(1.0);                 // GC needs a fraction; threshold = 256 MiB
+        CachingAllocator a = allocator(
+                GiB,
+                AllocatorConfig.defaults().toBuilder()
+                        .garbageCollectionThreshold(0.25)
+                        .raw("garbage_collection_threshold:0.25")
+                        .build());
+        a.setMemoryFraction(1.0); // GC needs a fraction; threshold = 256 MiB
         long s1 = a.device().createStream();
-        long blockA = a.malloc(100 * MiB);        // GC clock 1
-        long blockB = a.malloc(100 * MiB);        // 2
-        a.free(blockA);                           // A's age base 2
-        a.malloc(12 * MiB, s1);                   // 3 (miss; 212 MiB reserved, under the threshold)
-        a.malloc(12 * MiB, s1);                   // 4
-        a.free(blockB);                           // B's age base 4
-        a.malloc(50 * MiB, s1);                   // 5 (274 MiB reserved after it)
+        long blockA = a.malloc(100 * MiB); // GC clock 1
+        long blockB = a.malloc(100 * MiB); // 2
+        a.free(blockA); // A's age base 2
+        a.malloc(12 * MiB, s1); // 3 (miss; 212 MiB reserved, under the threshold)
+        a.malloc(12 * MiB, s1); // 4
+        a.free(blockB); // B's age base 4
+        a.malloc(50 * MiB, s1); // 5 (274 MiB reserved after it)
         assertThat(a.stats().toPyTorchMap().get("num_device_free")).isZero();
-        a.malloc(50 * MiB, s1);                   // 6: GC, ages A=4, B=2, average 3: only A goes
+        a.malloc(50 * MiB, s1); // 6: GC, ages A=4, B=2, average 3: only A goes
         Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("num_device_free")).isEqualTo(1);
         assertThat(a.reservedBytes()).isEqualTo((100 + 12 + 12 + 50 + 50) * MiB);
-        assertThat(a.malloc(100 * MiB)).isEqualTo(blockB);  // B is still cached
-        assertThat(s.get("num_sync_all_streams")).isZero();  // GC does not synchronise
+        assertThat(a.malloc(100 * MiB)).isEqualTo(blockB); // B is still cached
+        assertThat(s.get("num_sync_all_streams")).isZero(); // GC does not synchronise
         a.internals().checkInvariants();
     }
 
@@ -369,12 +402,14 @@ public abstract class CachingAllocatorContractTest {
         CachingAllocator a = allocator(GiB);
         long p = a.malloc(4096);
         Map<String, Long> before = a.stats().toPyTorchMap();
-        assertThatThrownBy(() -> a.free(p + 512)).isInstanceOf(IllegalArgumentException.class)
+        assertThatThrownBy(() -> a.free(p + 512))
+                .isInstanceOf(IllegalArgumentException.class)
                 .hasMessageContaining("0x" + Long.toHexString(p + 512));
         assertThat(a.stats().toPyTorchMap()).isEqualTo(before);
         a.free(p);
         Map<String, Long> after = a.stats().toPyTorchMap();
-        assertThatThrownBy(() -> a.free(p)).isInstanceOf(IllegalArgumentException.class)
+        assertThatThrownBy(() -> a.free(p))
+                .isInstanceOf(IllegalArgumentException.class)
                 .hasMessageContaining("0x" + Long.toHexString(p));
         assertThat(a.stats().toPyTorchMap()).isEqualTo(after);
         assertThatThrownBy(() -> a.recordStream(p, 3)).isInstanceOf(IllegalArgumentException.class);
@@ -389,13 +424,13 @@ public abstract class CachingAllocatorContractTest {
         long s1 = a.device().createStream();
         long p = a.malloc(MiB);
         a.recordStream(p, s1);
-        a.recordStream(p, 0);          // own stream: ignored
+        a.recordStream(p, 0); // own stream: ignored
         a.free(p);
         Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("allocated_bytes.all.current")).isZero();
         assertThat(s.get("active_bytes.all.current")).isEqualTo(MiB);
         a.device().synchronizeDevice();
-        a.emptyCache();                // synchronize_and_free_events completes it
+        a.emptyCache(); // synchronize_and_free_events completes it
         assertThat(a.stats().toPyTorchMap().get("active_bytes.all.current")).isZero();
         assertThat(a.reservedBytes()).isZero();
         a.internals().checkInvariants();
@@ -430,8 +465,17 @@ public abstract class CachingAllocatorContractTest {
         assertThat(d.callCount(DeviceOp.FREE_ADDRESS)).isEqualTo(1);
         a.internals().checkInvariants();
         List<TraceEntry> t = trace(a);
-        assertThat(actions(t)).containsExactly("segment_map", "alloc", "segment_map", "alloc", "free_requested",
-                "free_completed", "free_requested", "free_completed", "segment_unmap");
+        assertThat(actions(t))
+                .containsExactly(
+                        "segment_map",
+                        "alloc",
+                        "segment_map",
+                        "alloc",
+                        "free_requested",
+                        "free_completed",
+                        "free_requested",
+                        "free_completed",
+                        "segment_unmap");
         assertThat(t.get(0).addr()).isEqualTo(p);
         assertThat(t.get(0).size()).isEqualTo(20 * MiB);
         assertThat(t.get(2).addr()).isEqualTo(p + 20 * MiB);
@@ -449,7 +493,7 @@ public abstract class CachingAllocatorContractTest {
         long p2 = a.malloc(20 * MiB);
         long p3 = a.malloc(20 * MiB);
         a.free(p2);
-        a.emptyCache();                     // unmaps the middle page
+        a.emptyCache(); // unmaps the middle page
         assertThat(a.reservedBytes()).isEqualTo(40 * MiB);
         List<SegmentInfo> segs = a.snapshot().segments();
         assertThat(segs).extracting(SegmentInfo::address).containsExactly(p1, p3);
@@ -458,7 +502,7 @@ public abstract class CachingAllocatorContractTest {
             assertThat(si.totalSize()).isEqualTo(20 * MiB);
         });
         a.internals().checkInvariants();
-        long p4 = a.malloc(20 * MiB);        // lowest-address gap is refilled
+        long p4 = a.malloc(20 * MiB); // lowest-address gap is refilled
         assertThat(p4).isEqualTo(p2);
         a.internals().checkInvariants();
     }
@@ -471,7 +515,8 @@ public abstract class CachingAllocatorContractTest {
         long p = a.malloc(MiB);
         long q = a.malloc(MiB);
         long r = a.malloc(MiB);
-        assertThat(a.stats().toPyTorchMap().get("reserved_bytes.small_pool.current")).isEqualTo(4 * MiB);
+        assertThat(a.stats().toPyTorchMap().get("reserved_bytes.small_pool.current"))
+                .isEqualTo(4 * MiB);
         assertThat(q).isEqualTo(p + MiB);
         assertThat(r).isEqualTo(p + 2 * MiB);
         a.internals().checkInvariants();
@@ -487,8 +532,8 @@ public abstract class CachingAllocatorContractTest {
         long x = b.malloc(4 * MiB);
         b.free(x);
         b.setSettings("expandable_segments:False");
-        assertThat(b.config().maxSplitSize()).isEqualTo(AllocatorConfig.UNLIMITED);   // reset on every parse
-        long y = b.malloc(4 * MiB);                  // a cudaMalloc'd segment, not the expandable block
+        assertThat(b.config().maxSplitSize()).isEqualTo(AllocatorConfig.UNLIMITED); // reset on every parse
+        long y = b.malloc(4 * MiB); // a cudaMalloc'd segment, not the expandable block
         assertThat(y).isNotEqualTo(x);
         assertThat(b.stats().toPyTorchMap().get("segment.all.current")).isEqualTo(1);
         b.free(y);
@@ -501,7 +546,7 @@ public abstract class CachingAllocatorContractTest {
         assertThatThrownBy(() -> b.setSettings("expandable_segments:maybe"))
                 .isInstanceOf(io.gpumem.config.ConfigException.class);
         assertThat(b.config().expandableSegments()).isTrue();
-        assertThat(b.stats().toPyTorchMap().get("max_split_size")).isEqualTo(-1);            // fixed at creation
+        assertThat(b.stats().toPyTorchMap().get("max_split_size")).isEqualTo(-1); // fixed at creation
     }
 
     // ---------------------------------------------------------------- history (allocator.md §10)
@@ -527,8 +572,10 @@ public abstract class CachingAllocatorContractTest {
         MemorySnapshot snap = a.snapshot();
         assertThat(snap.segments().getFirst().blocks().getFirst().state()).isEqualTo(BlockState.ACTIVE_ALLOCATED);
         assertThat(snap.segments().getFirst().blocks().getFirst().frames()).isEqualTo(frames);
-        assertThat(snap.allocatorSettings()).containsEntry("max_split_size", -1L)
-                .containsEntry("expandable_segments", false).containsKey("roundup_power2_divisions");
+        assertThat(snap.allocatorSettings())
+                .containsEntry("max_split_size", -1L)
+                .containsEntry("expandable_segments", false)
+                .containsKey("roundup_power2_divisions");
         a.recordHistory(HistoryOptions.off());
         a.recordHistory(new HistoryOptions(HistoryOptions.Enabled.ALL, HistoryOptions.Context.NONE, 10));
         a.free(q);

@@ -1,24 +1,22 @@
 package io.gpumem.alloc;
 
-import static io.gpumem.testing.TestSizes.MiB;
 import static io.gpumem.testing.TestSizes.GiB;
+import static io.gpumem.testing.TestSizes.MiB;
+import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.DeviceOp;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.HistoryOptions;
 import io.gpumem.oom.OutOfMemoryException;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.MethodSource;
-
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.stream.Stream;
-
-import static org.assertj.core.api.Assertions.assertThat;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.MethodSource;
 
 /**
  * Seeded random operation sequences (malloc on several streams, free, record_stream with held-back events,
@@ -33,8 +31,13 @@ import static org.assertj.core.api.Assertions.assertThat;
 class CachingAllocatorRandomizedTest {
     private static final int OPS = Integer.getInteger("gpumem.alloc.randomOps", 12_500);
 
-    record Scenario(String name, long capacity, AllocatorConfig config, double fraction, boolean holdEvents,
-                    boolean toggleExpandable) {
+    record Scenario(
+            String name,
+            long capacity,
+            AllocatorConfig config,
+            double fraction,
+            boolean holdEvents,
+            boolean toggleExpandable) {
         @Override
         public String toString() {
             return name;
@@ -52,23 +55,68 @@ class CachingAllocatorRandomizedTest {
         return Stream.of(
                 new Scenario("defaults", 3 * GiB, d, -1, false, false),
                 new Scenario("defaults-held-events", 2 * GiB, d, -1, true, false),
-                new Scenario("max-split-64", GiB, d.toBuilder().maxSplitSize(64 * MiB).build(), -1, true, false),
-                new Scenario("roundup-4-max-split-128", 2 * GiB,
-                        d.toBuilder().roundupPower2Divisions(fours).maxSplitSize(128 * MiB)
-                                .maxNonSplitRounding(40 * MiB).build(), -1, false, false),
-                new Scenario("fraction-gc", 2 * GiB,
-                        d.toBuilder().garbageCollectionThreshold(0.6).roundupPower2Divisions(mixed).build(), 0.5,
-                        true, false),
-                new Scenario("expandable", 2 * GiB, d.toBuilder().expandableSegments(true).build(), -1, true, false),
-                new Scenario("expandable-max-split-gc", 2 * GiB,
-                        d.toBuilder().expandableSegments(true).maxSplitSize(64 * MiB).garbageCollectionThreshold(0.5)
-                                .build(), 0.8, true, false),
-                new Scenario("expandable-toggled", 2 * GiB, d.toBuilder().maxSplitSize(96 * MiB).build(), 0.9, true,
+                new Scenario(
+                        "max-split-64",
+                        GiB,
+                        d.toBuilder().maxSplitSize(64 * MiB).build(),
+                        -1,
+                        true,
+                        false),
+                new Scenario(
+                        "roundup-4-max-split-128",
+                        2 * GiB,
+                        d.toBuilder()
+                                .roundupPower2Divisions(fours)
+                                .maxSplitSize(128 * MiB)
+                                .maxNonSplitRounding(40 * MiB)
+                                .build(),
+                        -1,
+                        false,
+                        false),
+                new Scenario(
+                        "fraction-gc",
+                        2 * GiB,
+                        d.toBuilder()
+                                .garbageCollectionThreshold(0.6)
+                                .roundupPower2Divisions(mixed)
+                                .build(),
+                        0.5,
+                        true,
+                        false),
+                new Scenario(
+                        "expandable",
+                        2 * GiB,
+                        d.toBuilder().expandableSegments(true).build(),
+                        -1,
+                        true,
+                        false),
+                new Scenario(
+                        "expandable-max-split-gc",
+                        2 * GiB,
+                        d.toBuilder()
+                                .expandableSegments(true)
+                                .maxSplitSize(64 * MiB)
+                                .garbageCollectionThreshold(0.5)
+                                .build(),
+                        0.8,
+                        true,
+                        false),
+                new Scenario(
+                        "expandable-toggled",
+                        2 * GiB,
+                        d.toBuilder().maxSplitSize(96 * MiB).build(),
+                        0.9,
+                        true,
                         true),
                 // a device smaller than the largest requests: first maps of new reservations fail, and the
                 // reservations must survive empty_cache (allocator.md §5.4)
-                new Scenario("expandable-small-device", 256 * MiB, d.toBuilder().expandableSegments(true).build(), -1,
-                        true, false));
+                new Scenario(
+                        "expandable-small-device",
+                        256 * MiB,
+                        d.toBuilder().expandableSegments(true).build(),
+                        -1,
+                        true,
+                        false));
     }
 
     @ParameterizedTest(name = "{0}")
@@ -77,7 +125,10 @@ class CachingAllocatorRandomizedTest {
         long seed = Long.getLong("gpumem.seed", System.nanoTime());
         System.out.println("CachingAllocatorRandomizedTest " + sc.name() + " seed=" + seed);
         SplittableRandom rnd = new SplittableRandom(seed);
-        SimulatedDevice dev = SimulatedDevice.builder().capacity(sc.capacity()).holdEvents(sc.holdEvents()).build();
+        SimulatedDevice dev = SimulatedDevice.builder()
+                .capacity(sc.capacity())
+                .holdEvents(sc.holdEvents())
+                .build();
         CachingAllocator a = new CachingAllocator(dev, sc.config());
         if (sc.fraction() >= 0) {
             a.setMemoryFraction(sc.fraction());
@@ -137,7 +188,9 @@ class CachingAllocatorRandomizedTest {
                     a.snapshot();
                 } else if (sc.toggleExpandable()) {
                     AllocatorConfig c = a.config();
-                    a.setConfig(c.toBuilder().expandableSegments(!c.expandableSegments()).build());
+                    a.setConfig(c.toBuilder()
+                            .expandableSegments(!c.expandableSegments())
+                            .build());
                 }
                 a.internals().checkInvariants();
                 checkModel(a, live, liveRequested);
@@ -166,10 +219,12 @@ class CachingAllocatorRandomizedTest {
             assertThat(dev.consumedBytes()).isZero();
             assertThat(dev.mappingCount()).isZero();
             assertThat(dev.mallocCount()).isZero();
-            a.close();                 // gives back the reservations without pages that empty_cache keeps
+            a.close(); // gives back the reservations without pages that empty_cache keeps
             assertThat(dev.reservationCount()).isZero();
             if (sc.config().expandableSegments() && sc.capacity() <= 512 * MiB) {
-                assertThat(oomsLeavingAPagelessReservation).as("failed first maps met").isPositive();
+                assertThat(oomsLeavingAPagelessReservation)
+                        .as("failed first maps met")
+                        .isPositive();
             }
         } catch (AssertionError | RuntimeException e) {
             throw new AssertionError("scenario " + sc.name() + " seed=" + seed + " failed at step " + step, e);
@@ -200,7 +255,9 @@ class CachingAllocatorRandomizedTest {
         }
         Arrays.sort(ptrs);
         for (int i = 1; i < ptrs.length; i++) {
-            assertThat(ptrs[i - 1] + a.internals().blockSize(ptrs[i - 1])).as("overlap").isLessThanOrEqualTo(ptrs[i]);
+            assertThat(ptrs[i - 1] + a.internals().blockSize(ptrs[i - 1]))
+                    .as("overlap")
+                    .isLessThanOrEqualTo(ptrs[i]);
         }
         Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("allocation.all.current")).isEqualTo(live.size());

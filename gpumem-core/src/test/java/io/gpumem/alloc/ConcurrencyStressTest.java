@@ -42,18 +42,20 @@ class ConcurrencyStressTest {
 
     private static long size(SplittableRandom rnd) {
         return switch (rnd.nextInt(4)) {
-            case 0 -> 1 + rnd.nextInt(4096);                     // small pool, several blocks per 2 MiB segment
-            case 1 -> (1L << 20) + rnd.nextInt(9 << 20);          // large pool, from 20 MiB segments
-            case 2 -> (10L << 20) + rnd.nextInt(60 << 20);        // own segments, split or not by the limit
+            case 0 -> 1 + rnd.nextInt(4096); // small pool, several blocks per 2 MiB segment
+            case 1 -> (1L << 20) + rnd.nextInt(9 << 20); // large pool, from 20 MiB segments
+            case 2 -> (10L << 20) + rnd.nextInt(60 << 20); // own segments, split or not by the limit
             default -> 512L * (1 + rnd.nextInt(2048));
         };
     }
 
     /** Every registered policy without options, then the exact allocator under two more configurations. */
     static Stream<String> policies() {
-        return Stream.concat(PolicyRegistry.names().stream(), Stream.of(
-                PolicyRegistry.EXACT + ":max_split_size_mb:40,garbage_collection_threshold:0.7",
-                PolicyRegistry.EXACT + ":expandable_segments:True"));
+        return Stream.concat(
+                PolicyRegistry.names().stream(),
+                Stream.of(
+                        PolicyRegistry.EXACT + ":max_split_size_mb:40,garbage_collection_threshold:0.7",
+                        PolicyRegistry.EXACT + ":expandable_segments:True"));
     }
 
     /**
@@ -61,9 +63,11 @@ class ConcurrencyStressTest {
      * plans can be made as well.
      */
     static GpuAllocator create(String policy, SimulatedDevice dev) {
-        LifetimeProblem profile = new LifetimeProblem(new long[] {0, 1}, new long[] {0, 1}, new long[] {2, 3},
-                new long[] {1L << 20, 4L << 20}, 512);
-        return PolicySpec.parse(policy).prepare(StreamFacts.of(true, () -> profile)).create(dev);
+        LifetimeProblem profile = new LifetimeProblem(
+                new long[] {0, 1}, new long[] {0, 1}, new long[] {2, 3}, new long[] {1L << 20, 4L << 20}, 512);
+        return PolicySpec.parse(policy)
+                .prepare(StreamFacts.of(true, () -> profile))
+                .create(dev);
     }
 
     @ParameterizedTest
@@ -123,7 +127,7 @@ class ConcurrencyStressTest {
             for (long n = 0; !done.get(); n++) {
                 a.emptyCache();
                 if (n % 64 == 63 && boundaries < 8) {
-                    a.internals().stepBoundary();       // a planning policy plans (or re-plans) here
+                    a.internals().stepBoundary(); // a planning policy plans (or re-plans) here
                     boundaries++;
                 }
                 Thread.onSpinWait();
@@ -136,8 +140,9 @@ class ConcurrencyStressTest {
             while (!done.get()) {
                 MemoryStats s = a.stats();
                 assertThat(s.allocatedBytes()).isLessThanOrEqualTo(s.reservedBytes());
-                if (s.get(StatKind.ACTIVE_BYTES).peak() > 0) {       // a policy that tracks active blocks
-                    assertThat(s.allocatedBytes()).isLessThanOrEqualTo(s.get(StatKind.ACTIVE_BYTES).current());
+                if (s.get(StatKind.ACTIVE_BYTES).peak() > 0) { // a policy that tracks active blocks
+                    assertThat(s.allocatedBytes())
+                            .isLessThanOrEqualTo(s.get(StatKind.ACTIVE_BYTES).current());
                     assertThat(s.get(StatKind.ACTIVE_BYTES).current()).isLessThanOrEqualTo(s.reservedBytes());
                 }
                 MemoryStats.Stat allocations = s.get(StatKind.ALLOCATION);
@@ -145,9 +150,13 @@ class ConcurrencyStressTest {
                 if (readings.incrementAndGet() % 64 == 0) {
                     assertThat(MemorySummary.format(s.toPyTorchMap(), 0, true)).contains("PyTorch CUDA memory summary");
                     MemorySnapshot snap = a.snapshot();
-                    assertThat(snap.segments().stream().mapToLong(seg -> seg.totalSize()).sum())
-                            .isEqualTo(snap.segments().stream().flatMap(seg -> seg.blocks().stream())
-                                    .mapToLong(b -> b.size()).sum());
+                    assertThat(snap.segments().stream()
+                                    .mapToLong(seg -> seg.totalSize())
+                                    .sum())
+                            .isEqualTo(snap.segments().stream()
+                                    .flatMap(seg -> seg.blocks().stream())
+                                    .mapToLong(b -> b.size())
+                                    .sum());
                 }
             }
             return null;
@@ -168,7 +177,8 @@ class ConcurrencyStressTest {
             f.get();
         }
         pool.shutdown();
-        System.out.println("ConcurrencyStressTest: " + mallocs.get() + " mallocs, " + readings.get() + " stats readings");
+        System.out.println(
+                "ConcurrencyStressTest: " + mallocs.get() + " mallocs, " + readings.get() + " stats readings");
         a.internals().checkInvariants();
         MemoryStats s = a.stats();
         assertThat(frees.get()).isEqualTo(mallocs.get());

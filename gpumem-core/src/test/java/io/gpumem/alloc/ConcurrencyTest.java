@@ -1,8 +1,8 @@
 package io.gpumem.alloc;
 
-import io.gpumem.device.SimulatedDevice;
-import org.junit.jupiter.api.Test;
+import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.device.SimulatedDevice;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -10,8 +10,7 @@ import java.util.SplittableRandom;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
-
-import static org.assertj.core.api.Assertions.assertThat;
+import org.junit.jupiter.api.Test;
 
 /** Several threads malloc and free concurrently; afterwards the invariants hold and every counter balances. */
 class ConcurrencyTest {

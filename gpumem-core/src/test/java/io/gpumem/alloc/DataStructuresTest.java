@@ -1,6 +1,7 @@
 package io.gpumem.alloc;
 
-import org.junit.jupiter.api.Test;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import java.util.ArrayList;
 import java.util.Comparator;
@@ -9,9 +10,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.TreeSet;
-
-import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import org.junit.jupiter.api.Test;
 
 /**
  * {@link BlockTree} (the one treap, also the stitch policy's free tree) against {@link TreeSet} and
@@ -44,7 +43,8 @@ class DataStructuresTest {
         long[] streams = {0, 7, -5L}; // -5 is a huge unsigned handle: must sort last
         for (int i = 0; i < 20_000; i++) {
             if (present.isEmpty() || rnd.nextInt(3) > 0) {
-                Block b = block(streams[rnd.nextInt(3)], 512 * (1 + rnd.nextInt(64)), 512L * rnd.nextInt(1 << 20) + 4096);
+                Block b =
+                        block(streams[rnd.nextInt(3)], 512 * (1 + rnd.nextInt(64)), 512L * rnd.nextInt(1 << 20) + 4096);
                 if (ref.add(b)) {
                     tree.insert(b);
                     present.add(b);
@@ -115,8 +115,12 @@ class DataStructuresTest {
                 ref.remove(b);
                 if (tree.rekeyInPlace(b, size, ptr)) {
                     inPlace++;
-                    assertThat(lower == null || BY_SIZE.compare(lower, b) < 0).as("seed %d op %d", seed, op).isTrue();
-                    assertThat(higher == null || BY_SIZE.compare(b, higher) < 0).as("seed %d op %d", seed, op).isTrue();
+                    assertThat(lower == null || BY_SIZE.compare(lower, b) < 0)
+                            .as("seed %d op %d", seed, op)
+                            .isTrue();
+                    assertThat(higher == null || BY_SIZE.compare(b, higher) < 0)
+                            .as("seed %d op %d", seed, op)
+                            .isTrue();
                 } else {
                     assertThat(b.size).isEqualTo(oldSize);
                     assertThat(b.ptr).isEqualTo(oldPtr);
@@ -128,7 +132,8 @@ class DataStructuresTest {
                 ref.add(b);
             } else {
                 long want = 512L * rnd.nextInt(70);
-                assertThat(tree.ceiling(3, want, 0)).as("seed %d op %d ceiling(%d)", seed, op, want)
+                assertThat(tree.ceiling(3, want, 0))
+                        .as("seed %d op %d ceiling(%d)", seed, op, want)
                         .isSameAs(ref.ceiling(block(3, want, 0)));
             }
             assertThat(tree.size()).isEqualTo(ref.size());

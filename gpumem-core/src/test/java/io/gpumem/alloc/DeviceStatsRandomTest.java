@@ -149,7 +149,8 @@ class DeviceStatsRandomTest {
     void anUpdateMustNameAPool() {
         DeviceStats stats = new DeviceStats();
         assertThatThrownBy(() -> stats.increase(DeviceStats.SEGMENT, DeviceStats.ALL, 1))
-                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("pool");
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("pool");
         assertThat(stats.current(DeviceStats.SEGMENT, DeviceStats.ALL)).isZero();
     }
 }

@@ -7,11 +7,10 @@ import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.testing.TestConfigs;
-import org.junit.jupiter.api.Test;
-
 import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
+import org.junit.jupiter.api.Test;
 
 /**
  * Seeded random workloads with expandable segments on small devices (so that maps fail and requests run out of
@@ -36,9 +35,15 @@ class ExpandableSegmentsDifferentialTest {
             total.add(run(seed, round, capacity, rnd.split()));
         }
         System.out.println("ExpandableSegmentsDifferentialTest: " + total);
-        assertThat(total.firstMapFailures).as("OOMs whose new reservation got no page").isPositive();
-        assertThat(total.keptAfterEmptyCache).as("reservations without pages kept by empty_cache").isPositive();
-        assertThat(total.placedInKeptReservation).as("later requests placed inside such a reservation").isPositive();
+        assertThat(total.firstMapFailures)
+                .as("OOMs whose new reservation got no page")
+                .isPositive();
+        assertThat(total.keptAfterEmptyCache)
+                .as("reservations without pages kept by empty_cache")
+                .isPositive();
+        assertThat(total.placedInKeptReservation)
+                .as("later requests placed inside such a reservation")
+                .isPositive();
     }
 
     /** What one round met. */
@@ -87,7 +92,9 @@ class ExpandableSegmentsDifferentialTest {
                     } catch (OutOfMemoryException e) {
                         actual = -1;
                     }
-                    assertThat(actual).as("address of malloc(%d, stream %d)", size, stream).isEqualTo(expected);
+                    assertThat(actual)
+                            .as("address of malloc(%d, stream %d)", size, stream)
+                            .isEqualTo(expected);
                     if (actual == -1) {
                         out.ooms++;
                         if (model.reservations().size() > reservationsBefore) {
@@ -97,7 +104,8 @@ class ExpandableSegmentsDifferentialTest {
                         live.add(actual);
                         ExpandableSegmentsModel.Reservation in = model.reservationOf(actual);
                         if (in.keptWithoutPages) {
-                            assertThat(actual).as("placed inside the kept reservation")
+                            assertThat(actual)
+                                    .as("placed inside the kept reservation")
                                     .isBetween(in.base, in.base + in.size - 1);
                             out.placedInKeptReservation++;
                             in.keptWithoutPages = false;
@@ -118,7 +126,8 @@ class ExpandableSegmentsDifferentialTest {
                     }
                 }
                 assertThat(a.reservedBytes()).as("reserved bytes").isEqualTo(model.reservedBytes());
-                assertThat(dev.reservationCount()).as("reserved address ranges")
+                assertThat(dev.reservationCount())
+                        .as("reserved address ranges")
                         .isEqualTo(model.reservations().size());
                 a.internals().checkInvariants();
             }
@@ -127,12 +136,13 @@ class ExpandableSegmentsDifferentialTest {
             }
             a.emptyCache();
             assertThat(a.reservedBytes()).isZero();
-            a.close();                        // gives back what empty_cache keeps: ranges without a page
+            a.close(); // gives back what empty_cache keeps: ranges without a page
             assertThat(dev.reservationCount()).isZero();
             return out;
         } catch (AssertionError | RuntimeException e) {
-            throw new AssertionError("seed=" + seed + " round " + round + " capacity " + capacity / MiB
-                    + " MiB failed at step " + step, e);
+            throw new AssertionError(
+                    "seed=" + seed + " round " + round + " capacity " + capacity / MiB + " MiB failed at step " + step,
+                    e);
         }
     }
 
@@ -140,7 +150,9 @@ class ExpandableSegmentsDifferentialTest {
     private static void checkSnapshotShowsNoSegmentIn(CachingAllocator a, ExpandableSegmentsModel.Reservation res) {
         long shown = 0;
         for (SegmentInfo s : a.snapshot().segments()) {
-            assertThat(res.contains(s.address())).as("snapshot segment at 0x%x", s.address()).isFalse();
+            assertThat(res.contains(s.address()))
+                    .as("snapshot segment at 0x%x", s.address())
+                    .isFalse();
             shown += s.totalSize();
         }
         assertThat(shown).as("snapshot segment bytes").isEqualTo(a.reservedBytes());

@@ -1,7 +1,6 @@
 package io.gpumem.alloc;
 
 import io.gpumem.device.SimulatedDevice;
-
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.HashMap;
@@ -92,6 +91,7 @@ final class ExpandableSegmentsModel {
     private final long total;
     /** In creation order; destroyed ones are removed. */
     private final List<Reservation> reservations = new ArrayList<>();
+
     private final Map<Long, Piece> live = new HashMap<>();
     private long mappedBytes;
 
@@ -133,7 +133,7 @@ final class ExpandableSegmentsModel {
                 return -1;
             }
         }
-        if (b.size - size >= MIN_BLOCK) {   // should_split: the expandable flag makes every pool split at 512
+        if (b.size - size >= MIN_BLOCK) { // should_split: the expandable flag makes every pool split at 512
             Piece rest = new Piece(b.ptr + size, b.size - size, true, b.owner);
             b.size = size;
             b.owner.pieces.put(rest.ptr, rest);
@@ -172,7 +172,8 @@ final class ExpandableSegmentsModel {
                     }
                 }
             }
-            toUnmap.sort(Comparator.comparingLong((Piece p) -> p.owner.stream).thenComparingLong(p -> p.size)
+            toUnmap.sort(Comparator.comparingLong((Piece p) -> p.owner.stream)
+                    .thenComparingLong(p -> p.size)
                     .thenComparingLong(p -> p.ptr));
             for (Piece p : toUnmap) {
                 unmap(p);
@@ -287,7 +288,7 @@ final class ExpandableSegmentsModel {
         Reservation r = u.owner;
         long bytes = (size + r.page - 1) / r.page * r.page;
         if (mappedBytes + bytes > total) {
-            return null;                    // a page could not be created: this call's pages are released
+            return null; // a page could not be created: this call's pages are released
         }
         mappedBytes += bytes;
         if (bytes < u.size) {

@@ -1,9 +1,10 @@
 package io.gpumem.alloc;
 
-import static io.gpumem.testing.TestSizes.MiB;
 import static io.gpumem.testing.TestConfigs.expandable;
+import static io.gpumem.testing.TestSizes.MiB;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.DeviceError;
 import io.gpumem.device.DeviceException;
 import io.gpumem.device.DeviceOp;
@@ -11,13 +12,9 @@ import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
-import org.junit.jupiter.api.Test;
-
 import java.util.List;
 import java.util.Map;
-
-import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import org.junit.jupiter.api.Test;
 
 /** Driver failures in the middle of allocator operations leave a consistent state and the right stats. */
 class FaultInjectionTest {
@@ -31,7 +28,7 @@ class FaultInjectionTest {
         SimulatedDevice dev = device();
         CachingAllocator a = new CachingAllocator(dev, expandable());
         dev.failNth(DeviceOp.CREATE_PHYSICAL, 2, DeviceError.CUDA_ERROR_OUT_OF_MEMORY);
-        long p = a.malloc(50 * MiB);              // 3 pages in one map call; the 2nd create fails
+        long p = a.malloc(50 * MiB); // 3 pages in one map call; the 2nd create fails
         Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("num_alloc_retries")).isEqualTo(1);
         assertThat(s.get("reserved_bytes.all.current")).isEqualTo(60 * MiB);
@@ -51,8 +48,10 @@ class FaultInjectionTest {
         SimulatedDevice dev = device();
         CachingAllocator a = new CachingAllocator(dev, expandable());
         dev.failNth(DeviceOp.MAP, 2, DeviceError.CUDA_ERROR_INVALID_VALUE);
-        assertThatThrownBy(() -> a.malloc(50 * MiB)).isInstanceOfSatisfying(DeviceException.class,
-                e -> assertThat(e.error()).isEqualTo(DeviceError.CUDA_ERROR_INVALID_VALUE));
+        assertThatThrownBy(() -> a.malloc(50 * MiB))
+                .isInstanceOfSatisfying(
+                        DeviceException.class,
+                        e -> assertThat(e.error()).isEqualTo(DeviceError.CUDA_ERROR_INVALID_VALUE));
         assertThat(dev.mappingCount()).isZero();
         assertThat(dev.physicalHandleCount()).isZero();
         assertThat(a.reservedBytes()).isZero();
@@ -80,12 +79,12 @@ class FaultInjectionTest {
         SimulatedDevice dev = device();
         CachingAllocator a = new CachingAllocator(dev, expandable());
         a.recordHistory(HistoryOptions.all());
-        long x = a.malloc(20 * MiB);          // page 0
-        long y = a.malloc(20 * MiB);          // page 1
-        long z = a.malloc(20 * MiB);          // page 2
+        long x = a.malloc(20 * MiB); // page 0
+        long y = a.malloc(20 * MiB); // page 1
+        long z = a.malloc(20 * MiB); // page 2
         a.free(y);
-        a.emptyCache();                        // page 1 unmapped: [x][gap][z][tail]
-        a.free(z);                             // z free, mapped
+        a.emptyCache(); // page 1 unmapped: [x][gap][z][tail]
+        a.free(z); // z free, mapped
         // 50 MiB: candidate = the gap (x is allocated); map 20 MiB (call 1) merges with z, then the tail (call 2)
         dev.failNth(DeviceOp.CREATE_PHYSICAL, 2, DeviceError.CUDA_ERROR_OUT_OF_MEMORY);
         long p = a.malloc(50 * MiB);
@@ -103,10 +102,10 @@ class FaultInjectionTest {
     void unmapFailurePartWayAccountsThePagesThatWent() {
         SimulatedDevice dev = device();
         CachingAllocator a = new CachingAllocator(dev, expandable());
-        a.free(a.malloc(50 * MiB));                // 3 pages mapped, all free
+        a.free(a.malloc(50 * MiB)); // 3 pages mapped, all free
         dev.failNth(DeviceOp.UNMAP, 2, DeviceError.CUDA_ERROR_INVALID_VALUE);
         assertThatThrownBy(a::emptyCache).isInstanceOf(DeviceException.class);
-        assertThat(a.reservedBytes()).isEqualTo(40 * MiB);   // the first page went, the other two stay
+        assertThat(a.reservedBytes()).isEqualTo(40 * MiB); // the first page went, the other two stay
         assertThat(a.stats().toPyTorchMap().get("num_device_free")).isEqualTo(1);
         assertThat(dev.mappingCount()).isEqualTo(2);
         a.internals().checkInvariants();
@@ -119,7 +118,8 @@ class FaultInjectionTest {
 
     @Test
     void eventFailureDuringFreeLeavesNoOrphanBlock() {
-        SimulatedDevice dev = SimulatedDevice.builder().capacity(8L << 30).holdEvents(true).build();
+        SimulatedDevice dev =
+                SimulatedDevice.builder().capacity(8L << 30).holdEvents(true).build();
         CachingAllocator a = new CachingAllocator(dev);
         long s1 = dev.createStream();
         long s2 = dev.createStream();
@@ -127,7 +127,7 @@ class FaultInjectionTest {
         a.recordStream(p, s1);
         dev.failNth(DeviceOp.RECORD_EVENT, 1, DeviceError.CUDA_ERROR_INVALID_HANDLE);
         assertThatThrownBy(() -> a.free(p)).isInstanceOf(DeviceException.class);
-        assertThat(a.internals().pendingFreeBlocks()).isZero();            // no event stands: freed at once
+        assertThat(a.internals().pendingFreeBlocks()).isZero(); // no event stands: freed at once
         assertThat(a.stats().toPyTorchMap().get("active_bytes.all.current")).isZero();
         a.internals().checkInvariants();
         long q = a.malloc(MiB);
@@ -135,7 +135,7 @@ class FaultInjectionTest {
         a.recordStream(q, s2);
         dev.failNth(DeviceOp.RECORD_EVENT, 2, DeviceError.CUDA_ERROR_INVALID_HANDLE);
         assertThatThrownBy(() -> a.free(q)).isInstanceOf(DeviceException.class);
-        assertThat(a.internals().pendingFreeBlocks()).isEqualTo(1);        // waits on the s1 event that was recorded
+        assertThat(a.internals().pendingFreeBlocks()).isEqualTo(1); // waits on the s1 event that was recorded
         a.internals().checkInvariants();
         a.emptyCache();
         assertThat(a.internals().pendingFreeBlocks()).isZero();

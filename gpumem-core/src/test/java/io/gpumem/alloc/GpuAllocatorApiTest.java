@@ -1,17 +1,15 @@
 package io.gpumem.alloc;
 
 import static io.gpumem.testing.TestSizes.MiB;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.stats.MemoryStats;
 import io.gpumem.stats.StatKind;
 import io.gpumem.stats.StatType;
-import org.junit.jupiter.api.Test;
-
 import java.util.Map;
-
-import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import org.junit.jupiter.api.Test;
 
 /** The user API: try-with-resources, the typed stats value against PyTorch's keys, use after close. */
 class GpuAllocatorApiTest {
@@ -31,7 +29,8 @@ class GpuAllocatorApiTest {
         // the free 20 MiB segment went back to the device; the live block stays with its user
         assertThat(kept.stats().reservedBytes()).isEqualTo(30 * MiB);
         assertThat(device.freeMemory()).isEqualTo((1L << 30) - 30 * MiB);
-        assertThatThrownBy(() -> kept.malloc(MiB)).isInstanceOf(IllegalStateException.class)
+        assertThatThrownBy(() -> kept.malloc(MiB))
+                .isInstanceOf(IllegalStateException.class)
                 .hasMessageContaining("closed");
         assertThatThrownBy(() -> kept.free(live)).isInstanceOf(IllegalStateException.class);
         kept.close(); // idempotent

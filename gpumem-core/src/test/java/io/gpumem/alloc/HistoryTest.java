@@ -1,6 +1,7 @@
 package io.gpumem.alloc;
 
 import static io.gpumem.testing.TestSizes.MiB;
+import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.BlockState;
@@ -12,19 +13,17 @@ import io.gpumem.history.MemorySnapshot;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
-import org.junit.jupiter.api.Test;
-
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
-
-import static org.assertj.core.api.Assertions.assertThat;
+import org.junit.jupiter.api.Test;
 
 /** Memory history (allocator.md §10.1, §10.5): context levels, the "state" mode, trackers and snapshot contents. */
 class HistoryTest {
 
     private static CachingAllocator allocator(AtomicInteger calls) {
-        CachingAllocator a = new CachingAllocator(SimulatedDevice.builder().capacity(8L << 30).build());
+        CachingAllocator a = new CachingAllocator(
+                SimulatedDevice.builder().capacity(8L << 30).build());
         a.internals().setClock(() -> 42);
         a.setContextSupplier(() -> List.of(new Frame("f.py", calls.incrementAndGet(), "step")));
         return a;
@@ -38,10 +37,15 @@ class HistoryTest {
         long p = a.malloc(MiB);
         a.free(p);
         List<TraceEntry> t = a.snapshot().deviceTraces().getFirst();
-        assertThat(t).extracting(TraceEntry::action).containsExactly(TraceAction.SEGMENT_ALLOC, TraceAction.ALLOC,
-                TraceAction.FREE_REQUESTED, TraceAction.FREE_COMPLETED);
-        assertThat(t.get(1).frames().getFirst().line()).isEqualTo(1);   // malloc stack
-        assertThat(t.get(2).frames().getFirst().line()).isEqualTo(2);   // free stack at level ALL
+        assertThat(t)
+                .extracting(TraceEntry::action)
+                .containsExactly(
+                        TraceAction.SEGMENT_ALLOC,
+                        TraceAction.ALLOC,
+                        TraceAction.FREE_REQUESTED,
+                        TraceAction.FREE_COMPLETED);
+        assertThat(t.get(1).frames().getFirst().line()).isEqualTo(1); // malloc stack
+        assertThat(t.get(2).frames().getFirst().line()).isEqualTo(2); // free stack at level ALL
         assertThat(t).allSatisfy(e -> assertThat(e.timeUs()).isEqualTo(42));
 
         AtomicInteger calls2 = new AtomicInteger();
@@ -50,7 +54,7 @@ class HistoryTest {
         long q = b.malloc(MiB);
         b.free(q);
         List<TraceEntry> u = b.snapshot().deviceTraces().getFirst();
-        assertThat(u.get(2).frames().getFirst().line()).isEqualTo(1);   // free carries the allocation stack
+        assertThat(u.get(2).frames().getFirst().line()).isEqualTo(1); // free carries the allocation stack
         assertThat(calls2.get()).isEqualTo(1);
     }
 
@@ -63,14 +67,14 @@ class HistoryTest {
         long q = a.malloc(MiB / 2);
         a.free(q);
         MemorySnapshot snap = a.snapshot();
-        assertThat(snap.deviceTraces().getFirst()).hasSize(1);          // "state" keeps a one-entry buffer
+        assertThat(snap.deviceTraces().getFirst()).hasSize(1); // "state" keeps a one-entry buffer
         assertThat(snap.deviceTraces().getFirst().getFirst().frames()).isNull();
         SegmentInfo seg = snap.segments().getFirst();
         assertThat(seg.blocks().getFirst().state()).isEqualTo(BlockState.ACTIVE_ALLOCATED);
         assertThat(seg.blocks().getFirst().frames()).isNotEmpty();
         assertThat(seg.blocks().get(1).state()).isEqualTo(BlockState.INACTIVE);
         assertThat(seg.blocks().get(1).frames()).isEmpty();
-        assertThat(seg.blocks().get(1).requestedSize()).isEqualTo(MiB / 2);   // stale after free
+        assertThat(seg.blocks().get(1).requestedSize()).isEqualTo(MiB / 2); // stale after free
         assertThat(seg.frames()).isNotEmpty();
         assertThat(seg.allocatedSize()).isEqualTo(MiB);
         assertThat(seg.totalSize()).isEqualTo(2 * MiB);
@@ -79,13 +83,15 @@ class HistoryTest {
 
     @Test
     void trackersSeeEntriesWithHistoryOffAndSnapshotEntryCountsActiveBytes() {
-        CachingAllocator a = new CachingAllocator(SimulatedDevice.builder().capacity(8L << 30).build());
+        CachingAllocator a = new CachingAllocator(
+                SimulatedDevice.builder().capacity(8L << 30).build());
         List<TraceEntry> seen = new ArrayList<>();
         a.internals().attachTraceTracker(seen::add);
         long p = a.malloc(3 * MiB);
         a.snapshot();
-        assertThat(seen).extracting(TraceEntry::action).containsExactly(TraceAction.SEGMENT_ALLOC, TraceAction.ALLOC,
-                TraceAction.SNAPSHOT);
+        assertThat(seen)
+                .extracting(TraceEntry::action)
+                .containsExactly(TraceAction.SEGMENT_ALLOC, TraceAction.ALLOC, TraceAction.SNAPSHOT);
         assertThat(seen.getLast().size()).isEqualTo(3 * MiB);
         assertThat(a.snapshot().deviceTraces().getFirst()).isEmpty();
         assertThat(a.internals().detachTraceTracker(seen::add)).isFalse();

@@ -27,8 +27,8 @@ public class PolicyLincheckTest {
     private static final long LARGE = 3L << 20;
     private static volatile String policy = PolicyRegistry.EXACT;
 
-    private final GpuAllocator allocator =
-            ConcurrencyStressTest.create(policy, SimulatedDevice.builder().capacity(64L << 20).build());
+    private final GpuAllocator allocator = ConcurrencyStressTest.create(
+            policy, SimulatedDevice.builder().capacity(64L << 20).build());
     private final long smallBlock = allocator.malloc(SMALL, 0);
     private final long largeBlock = allocator.malloc(LARGE, 0);
 
@@ -85,7 +85,8 @@ public class PolicyLincheckTest {
                 .iterations(6)
                 .invocationsPerIteration(100)
                 .check(PolicyLincheckTest.class);
-        System.out.printf("%s model check: 2 threads x 2 ops, 6 scenarios x 100 interleavings, %.1f s%n", name,
-                (System.nanoTime() - start) / 1e9);
+        System.out.printf(
+                "%s model check: 2 threads x 2 ops, 6 scenarios x 100 interleavings, %.1f s%n",
+                name, (System.nanoTime() - start) / 1e9);
     }
 }

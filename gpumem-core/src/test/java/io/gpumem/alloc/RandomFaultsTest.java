@@ -28,10 +28,21 @@ class RandomFaultsTest {
      * The driver calls the allocator makes (malloc/free, virtual memory, stream sync, events). It never calls
      * {@code SYNCHRONIZE_DEVICE} or {@code DESTROY_EVENT} (events are pooled for reuse), so those have no call site.
      */
-    private static final EnumSet<DeviceOp> CALL_SITES = EnumSet.of(DeviceOp.MALLOC, DeviceOp.FREE,
-            DeviceOp.RESERVE_ADDRESS, DeviceOp.FREE_ADDRESS, DeviceOp.CREATE_PHYSICAL, DeviceOp.RELEASE_PHYSICAL,
-            DeviceOp.MAP, DeviceOp.SET_ACCESS, DeviceOp.UNMAP, DeviceOp.SYNCHRONIZE_STREAM, DeviceOp.CREATE_EVENT,
-            DeviceOp.RECORD_EVENT, DeviceOp.QUERY_EVENT, DeviceOp.SYNCHRONIZE_EVENT);
+    private static final EnumSet<DeviceOp> CALL_SITES = EnumSet.of(
+            DeviceOp.MALLOC,
+            DeviceOp.FREE,
+            DeviceOp.RESERVE_ADDRESS,
+            DeviceOp.FREE_ADDRESS,
+            DeviceOp.CREATE_PHYSICAL,
+            DeviceOp.RELEASE_PHYSICAL,
+            DeviceOp.MAP,
+            DeviceOp.SET_ACCESS,
+            DeviceOp.UNMAP,
+            DeviceOp.SYNCHRONIZE_STREAM,
+            DeviceOp.CREATE_EVENT,
+            DeviceOp.RECORD_EVENT,
+            DeviceOp.QUERY_EVENT,
+            DeviceOp.SYNCHRONIZE_EVENT);
 
     @Test
     void aFailureAtEveryDriverCallLeavesAConsistentAllocatorAndAPyTorchError() {
@@ -64,9 +75,13 @@ class RandomFaultsTest {
 
     /** One workload with one injected failure at the nth call of {@code op}; returns whether that call came. */
     private static boolean run(DeviceOp op, boolean expandable, SplittableRandom rnd) {
-        SimulatedDevice dev = SimulatedDevice.builder().capacity(2L << 30).holdEvents(true).build();
-        CachingAllocator a = new CachingAllocator(dev, AllocatorConfig.defaults().toBuilder()
-                .expandableSegments(expandable).build());
+        SimulatedDevice dev =
+                SimulatedDevice.builder().capacity(2L << 30).holdEvents(true).build();
+        CachingAllocator a = new CachingAllocator(
+                dev,
+                AllocatorConfig.defaults().toBuilder()
+                        .expandableSegments(expandable)
+                        .build());
         long[] streams = {0, dev.createStream(), dev.createStream()};
         DeviceError error = op == DeviceOp.MALLOC || op == DeviceOp.CREATE_PHYSICAL
                 ? (rnd.nextBoolean() ? DeviceError.CUDA_ERROR_OUT_OF_MEMORY : DeviceError.CUDA_ERROR_INVALID_VALUE)
@@ -91,9 +106,11 @@ class RandomFaultsTest {
             }
             a.internals().checkInvariants();
             Map<String, Long> s = a.stats().toPyTorchMap();
-            assertThat(s.get("allocation.all.current")).as("live allocations after op %d (%s)", i, op)
+            assertThat(s.get("allocation.all.current"))
+                    .as("live allocations after op %d (%s)", i, op)
                     .isEqualTo(live.size());
-            assertThat(s.get("allocated_bytes.all.current")).as("allocated bytes after op %d (%s)", i, op)
+            assertThat(s.get("allocated_bytes.all.current"))
+                    .as("allocated bytes after op %d (%s)", i, op)
                     .isEqualTo(ops.liveBlockBytes());
         }
         boolean fired = dev.callCount(op) - before >= nth;

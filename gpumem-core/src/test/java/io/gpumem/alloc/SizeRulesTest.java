@@ -1,13 +1,11 @@
 package io.gpumem.alloc;
 
 import static io.gpumem.testing.TestSizes.MiB;
+import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.config.AllocatorConfig;
-import org.junit.jupiter.api.Test;
-
 import java.util.Arrays;
-
-import static org.assertj.core.api.Assertions.assertThat;
+import org.junit.jupiter.api.Test;
 
 /**
  * Golden values of the spec for every rule in {@link SizeRules}: allocator.md §1.2 (round_size with power-of-two divisions),
@@ -50,7 +48,9 @@ class SizeRulesTest {
         for (int d : new int[] {2, 4, 8, 16}) {
             AllocatorConfig c = divisions(d);
             for (long n = 1; n <= MiB; n += 4093) {
-                assertThat(SizeRules.roundSize(n, c)).isLessThanOrEqualTo(MiB).isGreaterThanOrEqualTo(n)
+                assertThat(SizeRules.roundSize(n, c))
+                        .isLessThanOrEqualTo(MiB)
+                        .isGreaterThanOrEqualTo(n)
                         .matches(v -> v % 512 == 0);
             }
         }
@@ -58,10 +58,20 @@ class SizeRulesTest {
 
     @Test
     void allocationSizeTable() {
-        long[][] rows = {{512, 2 * MiB}, {1024, 2 * MiB}, {MiB, 2 * MiB}, {1_049_088, 20 * MiB},
-                {9 * MiB, 20 * MiB}, {10_485_760, 10 * MiB}, {25_000_448, 25_165_824}, {250_000_384, 251_658_240}};
+        long[][] rows = {
+            {512, 2 * MiB},
+            {1024, 2 * MiB},
+            {MiB, 2 * MiB},
+            {1_049_088, 20 * MiB},
+            {9 * MiB, 20 * MiB},
+            {10_485_760, 10 * MiB},
+            {25_000_448, 25_165_824},
+            {250_000_384, 251_658_240}
+        };
         for (long[] r : rows) {
-            assertThat(SizeRules.allocationSize(r[0])).as("segment for %d", r[0]).isEqualTo(r[1]);
+            assertThat(SizeRules.allocationSize(r[0]))
+                    .as("segment for %d", r[0])
+                    .isEqualTo(r[1]);
         }
     }
 
@@ -71,7 +81,8 @@ class SizeRulesTest {
         assertThat(SizeRules.poolFor(MiB)).isEqualTo(Pool.SMALL);
         assertThat(SizeRules.poolFor(MiB + 512)).isEqualTo(Pool.LARGE);
         // a request of 1 MiB + 1 byte rounds past the boundary
-        assertThat(SizeRules.poolFor(SizeRules.roundSize(MiB + 1, AllocatorConfig.defaults()))).isEqualTo(Pool.LARGE);
+        assertThat(SizeRules.poolFor(SizeRules.roundSize(MiB + 1, AllocatorConfig.defaults())))
+                .isEqualTo(Pool.LARGE);
         assertThat(SizeRules.expandablePageSize(Pool.SMALL)).isEqualTo(2 * MiB);
         assertThat(SizeRules.expandablePageSize(Pool.LARGE)).isEqualTo(20 * MiB);
     }
@@ -81,13 +92,18 @@ class SizeRulesTest {
         long maxSplit = 100 * MiB;
         long slack = 20 * MiB;
         // a request below max_split_size never takes an oversize block
-        assertThat(SizeRules.rejectsCachedBlock(50 * MiB, 100 * MiB, maxSplit, slack)).isTrue();
-        assertThat(SizeRules.rejectsCachedBlock(50 * MiB, 100 * MiB - 512, maxSplit, slack)).isFalse();
+        assertThat(SizeRules.rejectsCachedBlock(50 * MiB, 100 * MiB, maxSplit, slack))
+                .isTrue();
+        assertThat(SizeRules.rejectsCachedBlock(50 * MiB, 100 * MiB - 512, maxSplit, slack))
+                .isFalse();
         // an oversize request takes an oversize block only within the slack
-        assertThat(SizeRules.rejectsCachedBlock(200 * MiB, 220 * MiB - 512, maxSplit, slack)).isFalse();
-        assertThat(SizeRules.rejectsCachedBlock(200 * MiB, 220 * MiB, maxSplit, slack)).isTrue();
+        assertThat(SizeRules.rejectsCachedBlock(200 * MiB, 220 * MiB - 512, maxSplit, slack))
+                .isFalse();
+        assertThat(SizeRules.rejectsCachedBlock(200 * MiB, 220 * MiB, maxSplit, slack))
+                .isTrue();
         // unlimited max_split_size: nothing is oversize
-        assertThat(SizeRules.rejectsCachedBlock(MiB, 1L << 40, AllocatorConfig.UNLIMITED, slack)).isFalse();
+        assertThat(SizeRules.rejectsCachedBlock(MiB, 1L << 40, AllocatorConfig.UNLIMITED, slack))
+                .isFalse();
         assertThat(SizeRules.isOversize(maxSplit, maxSplit)).isTrue();
         assertThat(SizeRules.isOversize(maxSplit - 1, maxSplit)).isFalse();
     }
@@ -96,16 +112,23 @@ class SizeRulesTest {
     void shouldSplitWorkedExamples() {
         long unlimited = AllocatorConfig.UNLIMITED;
         // small pool: any remainder of at least 512 bytes
-        assertThat(SizeRules.shouldSplit(512, 1024, Pool.SMALL, false, unlimited)).isTrue();
-        assertThat(SizeRules.shouldSplit(0, 2 * MiB, Pool.SMALL, false, unlimited)).isFalse();
+        assertThat(SizeRules.shouldSplit(512, 1024, Pool.SMALL, false, unlimited))
+                .isTrue();
+        assertThat(SizeRules.shouldSplit(0, 2 * MiB, Pool.SMALL, false, unlimited))
+                .isFalse();
         // large pool: strictly more than 1 MiB, and the 19.5 MiB request keeps its 0.5 MiB remainder
-        assertThat(SizeRules.shouldSplit(MiB, 19 * MiB, Pool.LARGE, false, unlimited)).isFalse();
-        assertThat(SizeRules.shouldSplit(MiB + 512, 19 * MiB, Pool.LARGE, false, unlimited)).isTrue();
-        assertThat(SizeRules.shouldSplit(MiB / 2, 39 * MiB / 2, Pool.LARGE, false, unlimited)).isFalse();
+        assertThat(SizeRules.shouldSplit(MiB, 19 * MiB, Pool.LARGE, false, unlimited))
+                .isFalse();
+        assertThat(SizeRules.shouldSplit(MiB + 512, 19 * MiB, Pool.LARGE, false, unlimited))
+                .isTrue();
+        assertThat(SizeRules.shouldSplit(MiB / 2, 39 * MiB / 2, Pool.LARGE, false, unlimited))
+                .isFalse();
         // large pool, oversize request: never split
-        assertThat(SizeRules.shouldSplit(50 * MiB, 150 * MiB, Pool.LARGE, false, 100 * MiB)).isFalse();
+        assertThat(SizeRules.shouldSplit(50 * MiB, 150 * MiB, Pool.LARGE, false, 100 * MiB))
+                .isFalse();
         // expandable segments on: the small-pool rule for every block, max_split_size ignored
-        assertThat(SizeRules.shouldSplit(512, 150 * MiB, Pool.LARGE, true, 100 * MiB)).isTrue();
+        assertThat(SizeRules.shouldSplit(512, 150 * MiB, Pool.LARGE, true, 100 * MiB))
+                .isTrue();
     }
 
     @Test
@@ -115,12 +138,19 @@ class SizeRulesTest {
                 for (long maxSplit : new long[] {AllocatorConfig.UNLIMITED, 100 * MiB}) {
                     for (long rounded : new long[] {512, MiB, 30 * MiB, 150 * MiB}) {
                         long keep = SizeRules.largestUnsplitRemainder(rounded, pool, expandable, maxSplit);
-                        String what = pool + " expandable=" + expandable + " maxSplit=" + maxSplit + " rounded=" + rounded;
+                        String what =
+                                pool + " expandable=" + expandable + " maxSplit=" + maxSplit + " rounded=" + rounded;
                         if (keep < 0) {
-                            assertThat(SizeRules.shouldSplit(1L << 40, rounded, pool, expandable, maxSplit)).as(what).isFalse();
+                            assertThat(SizeRules.shouldSplit(1L << 40, rounded, pool, expandable, maxSplit))
+                                    .as(what)
+                                    .isFalse();
                         } else {
-                            assertThat(SizeRules.shouldSplit(keep, rounded, pool, expandable, maxSplit)).as(what).isFalse();
-                            assertThat(SizeRules.shouldSplit(keep + 1, rounded, pool, expandable, maxSplit)).as(what).isTrue();
+                            assertThat(SizeRules.shouldSplit(keep, rounded, pool, expandable, maxSplit))
+                                    .as(what)
+                                    .isFalse();
+                            assertThat(SizeRules.shouldSplit(keep + 1, rounded, pool, expandable, maxSplit))
+                                    .as(what)
+                                    .isTrue();
                         }
                     }
                 }

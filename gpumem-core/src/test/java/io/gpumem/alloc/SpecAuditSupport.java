@@ -3,15 +3,13 @@ package io.gpumem.alloc;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.TraceEntry;
-
 import java.util.ArrayList;
 import java.util.List;
 
 /** Fixtures shared by the spec-audit test classes: sizes, devices, configs and a trace recorder. */
 final class SpecAuditSupport {
 
-    private SpecAuditSupport() {
-    }
+    private SpecAuditSupport() {}
 
     static SimulatedDevice device(long capacity) {
         return SimulatedDevice.builder().capacity(capacity).build();

@@ -1,17 +1,15 @@
 package io.gpumem.alloc;
 
 import static io.gpumem.testing.TestSizes.MiB;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.Device;
 import io.gpumem.device.SimulatedDevice;
-import org.junit.jupiter.api.Test;
-
 import java.util.List;
 import java.util.Map;
-
-import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import org.junit.jupiter.api.Test;
 
 /** {@link AllocatorInternals#restoreSegment}: rebuilt state behaves and counts like the original allocations. */
 class StateImportTest {
@@ -20,8 +18,14 @@ class StateImportTest {
     void restoredClassicSegmentHasConsistentStatsAndBehaves() {
         SimulatedDevice dev = SimulatedDevice.builder().capacity(4L << 30).build();
         CachingAllocator a = new CachingAllocator(dev);
-        long base = a.internals().restoreSegment(Device.NULL, 20 * MiB, 0, Pool.LARGE, false,
-                List.of(RestoredBlock.allocated(4 * MiB, 4_000_000), RestoredBlock.free(16 * MiB)));
+        long base = a.internals()
+                .restoreSegment(
+                        Device.NULL,
+                        20 * MiB,
+                        0,
+                        Pool.LARGE,
+                        false,
+                        List.of(RestoredBlock.allocated(4 * MiB, 4_000_000), RestoredBlock.free(16 * MiB)));
         a.internals().checkInvariants();
         Map<String, Long> s = a.stats().toPyTorchMap();
         assertThat(s.get("segment.large_pool.current")).isEqualTo(1);
@@ -40,14 +44,24 @@ class StateImportTest {
     @Test
     void restoredExpandableSegmentGrowsLikeALiveOne() {
         SimulatedDevice dev = SimulatedDevice.builder().capacity(80L << 30).build();
-        CachingAllocator a = new CachingAllocator(dev,
+        CachingAllocator a = new CachingAllocator(
+                dev,
                 AllocatorConfig.defaults().toBuilder().expandableSegments(true).build());
-        long base = a.internals().restoreSegment(Device.NULL, 0, 0, Pool.LARGE, true, List.of(RestoredBlock.allocated(3 * MiB, 3 * MiB),
-                RestoredBlock.free(17 * MiB), RestoredBlock.unmapped(4607 * 20 * MiB)));
+        long base = a.internals()
+                .restoreSegment(
+                        Device.NULL,
+                        0,
+                        0,
+                        Pool.LARGE,
+                        true,
+                        List.of(
+                                RestoredBlock.allocated(3 * MiB, 3 * MiB),
+                                RestoredBlock.free(17 * MiB),
+                                RestoredBlock.unmapped(4607 * 20 * MiB)));
         assertThat(a.reservedBytes()).isEqualTo(20 * MiB);
         assertThat(a.stats().toPyTorchMap().get("segment.all.current")).isZero();
         a.internals().checkInvariants();
-        long q = a.malloc(30 * MiB);          // allocator.md §5.3 step 2 from the restored state
+        long q = a.malloc(30 * MiB); // allocator.md §5.3 step 2 from the restored state
         assertThat(q).isEqualTo(base + 3 * MiB);
         assertThat(a.reservedBytes()).isEqualTo(40 * MiB);
         a.free(base);
@@ -62,15 +76,25 @@ class StateImportTest {
     void inconsistentBlocksAreRejectedBeforeTouchingTheDevice() {
         SimulatedDevice dev = SimulatedDevice.builder().capacity(4L << 30).build();
         CachingAllocator a = new CachingAllocator(dev);
-        assertThatThrownBy(() -> a.internals().restoreSegment(0, 20 * MiB, 0, Pool.LARGE, false,
-                List.of(RestoredBlock.free(4 * MiB), RestoredBlock.free(16 * MiB))))
-                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("block 1");
-        assertThatThrownBy(() -> a.internals().restoreSegment(0, 20 * MiB, 0, Pool.LARGE, false,
-                List.of(RestoredBlock.allocated(4 * MiB, 1))))
-                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("add up to");
-        assertThatThrownBy(() -> a.internals().restoreSegment(0, 20 * MiB, 0, Pool.LARGE, false,
-                List.of(RestoredBlock.unmapped(20 * MiB))))
-                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("non-expandable");
+        assertThatThrownBy(() -> a.internals()
+                        .restoreSegment(
+                                0,
+                                20 * MiB,
+                                0,
+                                Pool.LARGE,
+                                false,
+                                List.of(RestoredBlock.free(4 * MiB), RestoredBlock.free(16 * MiB))))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("block 1");
+        assertThatThrownBy(() -> a.internals()
+                        .restoreSegment(
+                                0, 20 * MiB, 0, Pool.LARGE, false, List.of(RestoredBlock.allocated(4 * MiB, 1))))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("add up to");
+        assertThatThrownBy(() -> a.internals()
+                        .restoreSegment(0, 20 * MiB, 0, Pool.LARGE, false, List.of(RestoredBlock.unmapped(20 * MiB))))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("non-expandable");
         assertThat(dev.mallocCount()).isZero();
         assertThat(a.reservedBytes()).isZero();
         a.internals().checkInvariants();
@@ -80,9 +104,16 @@ class StateImportTest {
     void segmentAtTheWrongAddressIsGivenBack() {
         SimulatedDevice dev = SimulatedDevice.builder().capacity(4L << 30).build();
         CachingAllocator a = new CachingAllocator(dev);
-        assertThatThrownBy(() -> a.internals().restoreSegment(0x1000_0000L, 2 * MiB, 0, Pool.SMALL, false,
-                List.of(RestoredBlock.allocated(2 * MiB, 100))))
-                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("0x10000000");
+        assertThatThrownBy(() -> a.internals()
+                        .restoreSegment(
+                                0x1000_0000L,
+                                2 * MiB,
+                                0,
+                                Pool.SMALL,
+                                false,
+                                List.of(RestoredBlock.allocated(2 * MiB, 100))))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("0x10000000");
         assertThat(dev.mallocCount()).isZero();
         a.internals().checkInvariants();
     }

@@ -48,8 +48,8 @@ class CodebaseRulesTest {
 
     private static final Pattern TYPE_DECLARATION =
             Pattern.compile("(?<![.\\w])(?:class|interface|record|enum)\\s+([A-Z]\\w*)");
-    private static final Pattern QUALIFIED_TYPE =
-            Pattern.compile("(?<![.\\w])((?:java|javax|jdk|io|org|com|net|picocli)(?:\\.[a-z_][a-z0-9_]*)+)\\.([A-Z]\\w*)");
+    private static final Pattern QUALIFIED_TYPE = Pattern.compile(
+            "(?<![.\\w])((?:java|javax|jdk|io|org|com|net|picocli)(?:\\.[a-z_][a-z0-9_]*)+)\\.([A-Z]\\w*)");
 
     @Test
     void noTwoMainTypesShareASimpleName() throws IOException {
@@ -59,7 +59,8 @@ class CodebaseRulesTest {
         for (Path file : sources) {
             Matcher m = TYPE_DECLARATION.matcher(codeOnly(Files.readString(file)));
             while (m.find()) {
-                declared.computeIfAbsent(m.group(1), k -> new ArrayList<>()).add(root.relativize(file).toString());
+                declared.computeIfAbsent(m.group(1), k -> new ArrayList<>())
+                        .add(root.relativize(file).toString());
             }
         }
         List<String> shared = new ArrayList<>();
@@ -72,10 +73,17 @@ class CodebaseRulesTest {
                 settledTwins.remove(name);
             }
         });
-        System.out.println("CodebaseRulesTest: " + declared.size() + " type names in " + sources.size() + " main sources");
-        assertThat(sources).as("main sources found (the scan must see the modules)").hasSizeGreaterThan(100);
-        assertThat(shared).as("simple names declared by more than one main-code type").isEmpty();
-        assertThat(settledTwins).as("KNOWN_TWINS entries no longer shared: remove them from the list").isEmpty();
+        System.out.println(
+                "CodebaseRulesTest: " + declared.size() + " type names in " + sources.size() + " main sources");
+        assertThat(sources)
+                .as("main sources found (the scan must see the modules)")
+                .hasSizeGreaterThan(100);
+        assertThat(shared)
+                .as("simple names declared by more than one main-code type")
+                .isEmpty();
+        assertThat(settledTwins)
+                .as("KNOWN_TWINS entries no longer shared: remove them from the list")
+                .isEmpty();
     }
 
     @Test
@@ -112,11 +120,15 @@ class CodebaseRulesTest {
                 }
             }
         }
-        assertThat(inline).as("inline fully qualified type names where an import would do").isEmpty();
+        assertThat(inline)
+                .as("inline fully qualified type names where an import would do")
+                .isEmpty();
     }
 
     private static boolean declaresType(String code, String simpleName) {
-        return Pattern.compile("(?<![.\\w])(?:class|interface|record|enum)\\s+" + simpleName + "\\b").matcher(code).find();
+        return Pattern.compile("(?<![.\\w])(?:class|interface|record|enum)\\s+" + simpleName + "\\b")
+                .matcher(code)
+                .find();
     }
 
     private static Path repositoryRoot() {
@@ -126,11 +138,15 @@ class CodebaseRulesTest {
     private static List<Path> mainSources(Path root) throws IOException {
         List<Path> files = new ArrayList<>();
         try (Stream<Path> modules = Files.list(root)) {
-            for (Path module : modules.filter(p -> p.getFileName().toString().startsWith("gpumem-")).sorted().toList()) {
+            for (Path module : modules.filter(p -> p.getFileName().toString().startsWith("gpumem-"))
+                    .sorted()
+                    .toList()) {
                 Path main = module.resolve("src/main/java");
                 if (Files.isDirectory(main)) {
                     try (Stream<Path> walk = Files.walk(main)) {
-                        walk.filter(p -> p.toString().endsWith(".java")).sorted().forEach(files::add);
+                        walk.filter(p -> p.toString().endsWith(".java"))
+                                .sorted()
+                                .forEach(files::add);
                     }
                 }
             }
@@ -192,8 +208,12 @@ class CodebaseRulesTest {
     void theLexerBlanksCommentsAndLiteralsButKeepsCode() {
         String src = "class A { // class B\n String s = \"class C\"; /* io.x.Y */ char q = '\"'; io.gpumem.Z z; }";
         String code = codeOnly(src);
-        assertThat(code).contains("class A").doesNotContain("class B").doesNotContain("class C")
-                .doesNotContain("io.x.Y").contains("io.gpumem.Z");
+        assertThat(code)
+                .contains("class A")
+                .doesNotContain("class B")
+                .doesNotContain("class C")
+                .doesNotContain("io.x.Y")
+                .contains("io.gpumem.Z");
         assertThat(code.length()).isEqualTo(src.length());
         assertThat(code.split("\n", -1)).hasSize(2);
     }

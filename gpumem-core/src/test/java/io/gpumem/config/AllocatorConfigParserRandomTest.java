@@ -1,7 +1,6 @@
 package io.gpumem.config;
 
 import static io.gpumem.testing.TestSizes.MiB;
-
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.fail;
 
@@ -16,7 +15,6 @@ import org.junit.jupiter.api.Test;
  * model; random token soup never escapes as anything but a {@link ConfigException} naming a key.
  */
 class AllocatorConfigParserRandomTest {
-
 
     @Test
     void generatedConfigsParseToTheirModel() {
@@ -126,11 +124,40 @@ class AllocatorConfigParserRandomTest {
         long seed = System.nanoTime();
         System.out.println("AllocatorConfigParserRandomTest.tokenSoupOnlyEverFailsWithAConfigException seed=" + seed);
         SplittableRandom rnd = new SplittableRandom(seed);
-        String[] vocabulary = {"max_split_size_mb", "max_non_split_rounding_mb", "roundup_power2_divisions",
-            "garbage_collection_threshold", "expandable_segments", "backend", "release_lock_on_cudamalloc",
-            "pinned_use_cuda_host_register", "pinned_num_register_threads", "pinned_use_background_threads",
-            ":", ",", "[", "]", ">", "True", "False", "native", "0", "1", "20", "21", "128", "256", "0.5", "1.0",
-            "-3", "99999999999", "abc", " ", "1e-1", "."};
+        String[] vocabulary = {
+            "max_split_size_mb",
+            "max_non_split_rounding_mb",
+            "roundup_power2_divisions",
+            "garbage_collection_threshold",
+            "expandable_segments",
+            "backend",
+            "release_lock_on_cudamalloc",
+            "pinned_use_cuda_host_register",
+            "pinned_num_register_threads",
+            "pinned_use_background_threads",
+            ":",
+            ",",
+            "[",
+            "]",
+            ">",
+            "True",
+            "False",
+            "native",
+            "0",
+            "1",
+            "20",
+            "21",
+            "128",
+            "256",
+            "0.5",
+            "1.0",
+            "-3",
+            "99999999999",
+            "abc",
+            " ",
+            "1e-1",
+            "."
+        };
         int accepted = 0;
         for (int iter = 0; iter < 20_000; iter++) {
             StringBuilder sb = new StringBuilder();

@@ -1,8 +1,7 @@
 package io.gpumem.config;
 
-import static io.gpumem.testing.TestSizes.MiB;
 import static io.gpumem.testing.TestSizes.GiB;
-
+import static io.gpumem.testing.TestSizes.MiB;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -10,7 +9,6 @@ import org.junit.jupiter.api.Nested;
 import org.junit.jupiter.api.Test;
 
 class AllocatorConfigParserTest {
-
 
     private static void assertRejected(String conf, String key, String messagePart) {
         assertThatThrownBy(() -> AllocatorConfig.parse(conf))
@@ -25,13 +23,28 @@ class AllocatorConfigParserTest {
         @Test
         void punctuationIsTokensAndSpacesAreDropped() {
             assertThat(ConfigLexer.lex(" max_split_size_mb : 128 ,roundup_power2_divisions:[256:1, >:8]"))
-                    .containsExactly("max_split_size_mb", ":", "128", ",", "roundup_power2_divisions", ":", "[",
-                            "256", ":", "1", ",", ">", ":", "8", "]");
+                    .containsExactly(
+                            "max_split_size_mb",
+                            ":",
+                            "128",
+                            ",",
+                            "roundup_power2_divisions",
+                            ":",
+                            "[",
+                            "256",
+                            ":",
+                            "1",
+                            ",",
+                            ">",
+                            ":",
+                            "8",
+                            "]");
         }
 
         @Test
         void spacesInsideAWordJoinIt() {
-            assertThat(ConfigLexer.lex("expandable _segments:Tr ue")).containsExactly("expandable_segments", ":", "True");
+            assertThat(ConfigLexer.lex("expandable _segments:Tr ue"))
+                    .containsExactly("expandable_segments", ":", "True");
         }
 
         @Test
@@ -67,9 +80,12 @@ class AllocatorConfigParserTest {
     class Options {
         @Test
         void maxSplitSizeIsMegabytes() {
-            assertThat(AllocatorConfig.parse("max_split_size_mb:128").maxSplitSize()).isEqualTo(128 * MiB);
-            assertThat(AllocatorConfig.parse("max_split_size_mb:21").maxSplitSize()).isEqualTo(21 * MiB);
-            assertThat(AllocatorConfig.parse("max_split_size_mb:21").maxSplitSizeReported()).isEqualTo(21 * MiB);
+            assertThat(AllocatorConfig.parse("max_split_size_mb:128").maxSplitSize())
+                    .isEqualTo(128 * MiB);
+            assertThat(AllocatorConfig.parse("max_split_size_mb:21").maxSplitSize())
+                    .isEqualTo(21 * MiB);
+            assertThat(AllocatorConfig.parse("max_split_size_mb:21").maxSplitSizeReported())
+                    .isEqualTo(21 * MiB);
         }
 
         @Test
@@ -80,7 +96,8 @@ class AllocatorConfigParserTest {
 
         @Test
         void maxNonSplitRounding() {
-            assertThat(AllocatorConfig.parse("max_non_split_rounding_mb:20").maxNonSplitRounding()).isEqualTo(20 * MiB);
+            assertThat(AllocatorConfig.parse("max_non_split_rounding_mb:20").maxNonSplitRounding())
+                    .isEqualTo(20 * MiB);
             assertThat(AllocatorConfig.parse("max_non_split_rounding_mb:512").maxNonSplitRounding())
                     .isEqualTo(512 * MiB);
         }
@@ -91,7 +108,8 @@ class AllocatorConfigParserTest {
                     .isEqualTo(0.6);
             assertThat(AllocatorConfig.parse("garbage_collection_threshold:.5").garbageCollectionThreshold())
                     .isEqualTo(0.5);
-            assertThat(AllocatorConfig.parse("garbage_collection_threshold:9e-1").garbageCollectionThreshold())
+            assertThat(AllocatorConfig.parse("garbage_collection_threshold:9e-1")
+                            .garbageCollectionThreshold())
                     .isEqualTo(0.9);
         }
 
@@ -123,13 +141,16 @@ class AllocatorConfigParserTest {
         @Test
         void backend() {
             assertThat(AllocatorConfig.parse("backend:native").backend()).isEqualTo("native");
-            assertThat(AllocatorConfig.parse("backend:cudaMallocAsync").backend()).isEqualTo("cudaMallocAsync");
+            assertThat(AllocatorConfig.parse("backend:cudaMallocAsync").backend())
+                    .isEqualTo("cudaMallocAsync");
         }
 
         @Test
         void pinnedRegisterThreads() {
-            assertThat(AllocatorConfig.parse("pinned_num_register_threads:1").pinnedNumRegisterThreads()).isEqualTo(1);
-            assertThat(AllocatorConfig.parse("pinned_num_register_threads:8").pinnedNumRegisterThreads()).isEqualTo(8);
+            assertThat(AllocatorConfig.parse("pinned_num_register_threads:1").pinnedNumRegisterThreads())
+                    .isEqualTo(1);
+            assertThat(AllocatorConfig.parse("pinned_num_register_threads:8").pinnedNumRegisterThreads())
+                    .isEqualTo(8);
             assertThat(AllocatorConfig.parse("pinned_num_register_threads:128").pinnedNumRegisterThreads())
                     .isEqualTo(128);
         }
@@ -143,7 +164,8 @@ class AllocatorConfigParserTest {
 
         @Test
         void aRepeatedKeyOverrides() {
-            assertThat(AllocatorConfig.parse("max_split_size_mb:100,max_split_size_mb:200").maxSplitSize())
+            assertThat(AllocatorConfig.parse("max_split_size_mb:100,max_split_size_mb:200")
+                            .maxSplitSize())
                     .isEqualTo(200 * MiB);
         }
     }
@@ -152,10 +174,10 @@ class AllocatorConfigParserTest {
     class RoundupDivisions {
         @Test
         void specExampleListFillsBelowFirstKeyAndGreaterFromLastKeyInclusive() {
-            // allocator.md §9.3: [256:1,512:2,1024:4,>:8] gives 1 below 512 MiB, 2 for [512 MiB, 1 GiB), 8 (not 4) from 1 GiB.
+            // allocator.md §9.3: [256:1,512:2,1024:4,>:8] gives 1 below 512 MiB, 2 for [512 MiB, 1 GiB), 8 (not 4) from
+            // 1 GiB.
             AllocatorConfig c = AllocatorConfig.parse("roundup_power2_divisions:[256:1,512:2,1024:4,>:8]");
-            assertThat(c.roundupPower2DivisionsTable())
-                    .containsExactly(1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 8, 8, 8, 8, 8, 8);
+            assertThat(c.roundupPower2DivisionsTable()).containsExactly(1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 8, 8, 8, 8, 8, 8);
             assertThat(c.roundupPower2Divisions(1)).isEqualTo(1);
             assertThat(c.roundupPower2Divisions(1000)).isEqualTo(1);
             assertThat(c.roundupPower2Divisions(256 * MiB)).isEqualTo(1);
@@ -192,7 +214,8 @@ class AllocatorConfigParserTest {
 
         @Test
         void intervalIndexIsLog2OfSizeMinus20ClampedTo0And15() {
-            // allocator.md §1.3: index 0 covers everything below 2 MiB, index k covers [2^k, 2^(k+1)) MiB, 15 covers >= 32 GiB.
+            // allocator.md §1.3: index 0 covers everything below 2 MiB, index k covers [2^k, 2^(k+1)) MiB, 15 covers >=
+            // 32 GiB.
             StringBuilder list = new StringBuilder("roundup_power2_divisions:[");
             for (int k = 0; k < 16; k++) {
                 list.append(k == 0 ? "" : ",").append(1L << k).append(':').append(k == 0 ? 0 : (1 << (k % 8)));
@@ -228,8 +251,7 @@ class AllocatorConfigParserTest {
         @Test
         void greaterFirstFillsEverythingAndALaterFirstKeyStillFillsBelowIt() {
             AllocatorConfig c = AllocatorConfig.parse("roundup_power2_divisions:[>:2,64:4]");
-            assertThat(c.roundupPower2DivisionsTable())
-                    .containsExactly(4, 4, 4, 4, 4, 4, 4, 2, 2, 2, 2, 2, 2, 2, 2, 2);
+            assertThat(c.roundupPower2DivisionsTable()).containsExactly(4, 4, 4, 4, 4, 4, 4, 2, 2, 2, 2, 2, 2, 2, 2, 2);
         }
 
         @Test
@@ -289,7 +311,8 @@ class AllocatorConfigParserTest {
     class Errors {
         @Test
         void unknownKey() {
-            assertRejected("max_split_size:128", "max_split_size", "Unrecognized CachingAllocator option: max_split_size");
+            assertRejected(
+                    "max_split_size:128", "max_split_size", "Unrecognized CachingAllocator option: max_split_size");
             assertRejected("expandable_segments:True,foo:1", "foo", "Unrecognized CachingAllocator option: foo");
             // The newest-only options are not part of the 2.5/2.6 grammar we reproduce.
             assertRejected("pinned_reserve_segment_size_mb:4", "pinned_reserve_segment_size_mb", "Unrecognized");
@@ -298,7 +321,8 @@ class AllocatorConfigParserTest {
         @Test
         void leadingOrDoubleCommaIsAnUnknownOption() {
             assertRejected(",expandable_segments:True", ",", "Unrecognized CachingAllocator option: ,");
-            assertRejected("expandable_segments:True,,max_split_size_mb:30", ",", "Unrecognized CachingAllocator option: ,");
+            assertRejected(
+                    "expandable_segments:True,,max_split_size_mb:30", ",", "Unrecognized CachingAllocator option: ,");
         }
 
         @Test
@@ -319,19 +343,24 @@ class AllocatorConfigParserTest {
             assertRejected("garbage_collection_threshold:", "garbage_collection_threshold", "expecting");
             assertRejected("roundup_power2_divisions:", "roundup_power2_divisions", "expecting");
             assertRejected("backend:", "backend", "expecting backend value");
-            assertRejected("expandable_segments:", "expandable_segments",
+            assertRejected(
+                    "expandable_segments:",
+                    "expandable_segments",
                     "Expected a single True/False argument for expandable_segments");
         }
 
         @Test
         void missingCommaBetweenOptions() {
             assertRejected("expandable_segments:True:False", "expandable_segments", "expected ,");
-            assertRejected("max_split_size_mb:128 expandable_segments:True", "max_split_size_mb", "expected an integer");
+            assertRejected(
+                    "max_split_size_mb:128 expandable_segments:True", "max_split_size_mb", "expected an integer");
         }
 
         @Test
         void maxSplitSizeTooSmall() {
-            assertRejected("max_split_size_mb:20", "max_split_size_mb",
+            assertRejected(
+                    "max_split_size_mb:20",
+                    "max_split_size_mb",
                     "CachingAllocator option max_split_size_mb too small, must be > 20");
             assertRejected("max_split_size_mb:0", "max_split_size_mb", "too small, must be > 20");
             assertRejected("max_split_size_mb:-5", "max_split_size_mb", "too small, must be > 20");
@@ -347,16 +376,22 @@ class AllocatorConfigParserTest {
 
         @Test
         void maxNonSplitRoundingTooSmall() {
-            assertRejected("max_non_split_rounding_mb:19", "max_non_split_rounding_mb",
+            assertRejected(
+                    "max_non_split_rounding_mb:19",
+                    "max_non_split_rounding_mb",
                     "max_non_split_rounding_mb too small, must be >= 20");
         }
 
         @Test
         void garbageCollectionThresholdStrictlyInsideZeroOne() {
-            assertRejected("garbage_collection_threshold:0", "garbage_collection_threshold",
+            assertRejected(
+                    "garbage_collection_threshold:0",
+                    "garbage_collection_threshold",
                     "garbage_collect_threshold too small, set it 0.0~1.0");
             assertRejected("garbage_collection_threshold:-0.5", "garbage_collection_threshold", "too small");
-            assertRejected("garbage_collection_threshold:1.0", "garbage_collection_threshold",
+            assertRejected(
+                    "garbage_collection_threshold:1.0",
+                    "garbage_collection_threshold",
                     "garbage_collect_threshold too big, set it 0.0~1.0");
             assertRejected("garbage_collection_threshold:2", "garbage_collection_threshold", "too big");
             assertRejected("garbage_collection_threshold:abc", "garbage_collection_threshold", "expected a number");
@@ -365,9 +400,14 @@ class AllocatorConfigParserTest {
 
         @Test
         void booleansAreExactlyTrueOrFalse() {
-            for (String key : new String[] {"expandable_segments", "release_lock_on_cudamalloc",
-                "release_lock_on_hipmalloc", "pinned_use_cuda_host_register", "pinned_use_hip_host_register",
-                "pinned_use_background_threads"}) {
+            for (String key : new String[] {
+                "expandable_segments",
+                "release_lock_on_cudamalloc",
+                "release_lock_on_hipmalloc",
+                "pinned_use_cuda_host_register",
+                "pinned_use_hip_host_register",
+                "pinned_use_background_threads"
+            }) {
                 assertRejected(key + ":true", key, "Expected a single True/False argument for " + key);
                 assertRejected(key + ":1", key, "Expected a single True/False argument for " + key);
                 assertRejected(key + ":TRUE", key, "Expected a single True/False argument");
@@ -376,22 +416,29 @@ class AllocatorConfigParserTest {
 
         @Test
         void unknownBackend() {
-            assertRejected("backend:async", "backend", "Unknown allocator backend, options are native and cudaMallocAsync");
+            assertRejected(
+                    "backend:async", "backend", "Unknown allocator backend, options are native and cudaMallocAsync");
             assertRejected("backend:Native", "backend", "Unknown allocator backend");
         }
 
         @Test
         void pinnedRegisterThreadsPowerOfTwoAtMost128() {
-            assertRejected("pinned_num_register_threads:3", "pinned_num_register_threads",
+            assertRejected(
+                    "pinned_num_register_threads:3",
+                    "pinned_num_register_threads",
                     "Number of register threads has to be power of 2");
             assertRejected("pinned_num_register_threads:0", "pinned_num_register_threads", "power of 2");
-            assertRejected("pinned_num_register_threads:256", "pinned_num_register_threads",
+            assertRejected(
+                    "pinned_num_register_threads:256",
+                    "pinned_num_register_threads",
                     "Number of register threads should be less than or equal to 128");
         }
 
         @Test
         void roundupSingleValueMustBeAPowerOfTwo() {
-            assertRejected("roundup_power2_divisions:3", "roundup_power2_divisions",
+            assertRejected(
+                    "roundup_power2_divisions:3",
+                    "roundup_power2_divisions",
                     "For roundups, the divisions has to be power of 2");
             assertRejected("roundup_power2_divisions:0", "roundup_power2_divisions", "has to be power of 2");
             assertRejected("roundup_power2_divisions:four", "roundup_power2_divisions", "expected an integer");
@@ -412,7 +459,8 @@ class AllocatorConfigParserTest {
             assertRejected(key + ":[256:]", key, "expected an integer, got ']'");
             assertRejected(key + ":[256:", key, "missing divisions");
             // Spaces join words, so "1 512" is the single (non power of two) count 1512.
-            assertRejected(key + ":[256:1 512:2]", key, "power of 2 or 0 to disable roundup (option " + key + ", got 1512)");
+            assertRejected(
+                    key + ":[256:1 512:2]", key, "power of 2 or 0 to disable roundup (option " + key + ", got 1512)");
             assertRejected(key + ":[256:1:512:2]", key, "expected ,");
         }
 

@@ -1,8 +1,7 @@
 package io.gpumem.device;
 
-import static io.gpumem.testing.TestSizes.MiB;
 import static io.gpumem.testing.TestSizes.GiB;
-
+import static io.gpumem.testing.TestSizes.MiB;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -15,7 +14,10 @@ class SimulatedDeviceTest {
 
     @Test
     void mallocConsumesCapacityAndOutOfMemoryIsANullResult() {
-        SimulatedDevice d = SimulatedDevice.builder().capacity(10 * MiB).heldOutside(2 * MiB).build();
+        SimulatedDevice d = SimulatedDevice.builder()
+                .capacity(10 * MiB)
+                .heldOutside(2 * MiB)
+                .build();
         assertThat(d.freeMemory()).isEqualTo(8 * MiB);
         long a = d.malloc(6 * MiB);
         assertThat(a).isNotZero();
@@ -70,8 +72,10 @@ class SimulatedDeviceTest {
         long a = d.malloc(MiB);
         d.free(a);
         long free = d.freeMemory();
-        assertThatThrownBy(() -> d.free(a)).isInstanceOf(DeviceException.class)
-                .hasMessageContaining("CUDA_ERROR_INVALID_VALUE").hasMessageContaining(Long.toHexString(a));
+        assertThatThrownBy(() -> d.free(a))
+                .isInstanceOf(DeviceException.class)
+                .hasMessageContaining("CUDA_ERROR_INVALID_VALUE")
+                .hasMessageContaining(Long.toHexString(a));
         assertThatThrownBy(() -> d.free(12345)).isInstanceOf(DeviceException.class);
         assertThat(d.freeMemory()).isEqualTo(free);
         assertThatThrownBy(() -> d.malloc(0)).isInstanceOf(DeviceException.class);
@@ -93,7 +97,8 @@ class SimulatedDeviceTest {
         // released but still mapped: memory stays in use
         assertThat(d.freeMemory()).isEqualTo(100 * MiB - 2 * g);
         assertThatThrownBy(() -> d.unmap(va, g + g / 2)).isInstanceOf(DeviceException.class);
-        assertThatThrownBy(() -> d.freeAddressRange(va, 10 * g)).isInstanceOf(DeviceException.class)
+        assertThatThrownBy(() -> d.freeAddressRange(va, 10 * g))
+                .isInstanceOf(DeviceException.class)
                 .hasMessageContaining("still has a mapping");
         d.unmap(va, 2 * g); // two mappings at once is allowed: whole mappings
         assertThat(d.freeMemory()).isEqualTo(100 * MiB);
@@ -106,7 +111,8 @@ class SimulatedDeviceTest {
     void virtualMemoryRejectsMisuse() {
         SimulatedDevice d = SimulatedDevice.withCapacity(GiB);
         long g = d.allocationGranularity();
-        assertThatThrownBy(() -> d.reserveAddressRange(g + 1)).isInstanceOf(DeviceException.class)
+        assertThatThrownBy(() -> d.reserveAddressRange(g + 1))
+                .isInstanceOf(DeviceException.class)
                 .hasMessageContaining("granularity");
         long va = d.reserveAddressRange(4 * g);
         long h = d.createPhysical(g);
@@ -130,10 +136,13 @@ class SimulatedDeviceTest {
 
     @Test
     void deviceWithoutVirtualMemoryRefusesTheFamily() {
-        SimulatedDevice d = SimulatedDevice.builder().capacity(GiB).virtualMemory(false).build();
+        SimulatedDevice d =
+                SimulatedDevice.builder().capacity(GiB).virtualMemory(false).build();
         assertThat(d.supportsVirtualMemory()).isFalse();
-        assertThatThrownBy(() -> d.reserveAddressRange(2 * MiB)).isInstanceOf(DeviceException.class)
-                .extracting(e -> ((DeviceException) e).error()).isEqualTo(DeviceError.CUDA_ERROR_NOT_SUPPORTED);
+        assertThatThrownBy(() -> d.reserveAddressRange(2 * MiB))
+                .isInstanceOf(DeviceException.class)
+                .extracting(e -> ((DeviceException) e).error())
+                .isEqualTo(DeviceError.CUDA_ERROR_NOT_SUPPORTED);
     }
 
     @Test
@@ -146,7 +155,8 @@ class SimulatedDeviceTest {
         long va = d.reserveAddressRange(4 * MiB);
         long h = d.createPhysical(2 * MiB);
         d.failNth(DeviceOp.MAP, 1, DeviceError.CUDA_ERROR_UNKNOWN);
-        assertThatThrownBy(() -> d.map(va, 2 * MiB, h)).isInstanceOf(DeviceException.class)
+        assertThatThrownBy(() -> d.map(va, 2 * MiB, h))
+                .isInstanceOf(DeviceException.class)
                 .hasMessageContaining("CUDA_ERROR_UNKNOWN");
         assertThat(d.mappingCount()).isZero();
         d.map(va, 2 * MiB, h);
@@ -156,7 +166,8 @@ class SimulatedDeviceTest {
 
     @Test
     void heldEventsCompleteOnlyWhenReleasedInStreamOrder() {
-        SimulatedDevice d = SimulatedDevice.builder().capacity(GiB).holdEvents(true).build();
+        SimulatedDevice d =
+                SimulatedDevice.builder().capacity(GiB).holdEvents(true).build();
         long s = d.createStream();
         long e1 = d.createEvent();
         long e2 = d.createEvent();
@@ -193,7 +204,8 @@ class SimulatedDeviceTest {
                 src.setAtIndex(ValueLayout.JAVA_INT, i, i * 7);
             }
             long at = va + g - 400; // straddles the page boundary
-            assertThatThrownBy(() -> d.copyToDevice(at, src, 1000)).isInstanceOf(DeviceException.class)
+            assertThatThrownBy(() -> d.copyToDevice(at, src, 1000))
+                    .isInstanceOf(DeviceException.class)
                     .hasMessageContaining("access");
             d.setAccess(va, 2 * g);
             d.copyToDevice(at, src, 1000);
@@ -206,14 +218,16 @@ class SimulatedDeviceTest {
             zeros.fill((byte) 1);
             d.copyToHost(zeros, m + 2000, 16);
             assertThat(zeros.toArray(ValueLayout.JAVA_BYTE)).containsOnly(0);
-            assertThatThrownBy(() -> d.copyToHost(dst, m + 4000, 1000)).isInstanceOf(DeviceException.class)
+            assertThatThrownBy(() -> d.copyToHost(dst, m + 4000, 1000))
+                    .isInstanceOf(DeviceException.class)
                     .hasMessageContaining("not allocated");
         }
     }
 
     @Test
     void streamsNamedByATraceWorkWithoutBeingCreated() {
-        SimulatedDevice d = SimulatedDevice.builder().capacity(GiB).holdEvents(true).build();
+        SimulatedDevice d =
+                SimulatedDevice.builder().capacity(GiB).holdEvents(true).build();
         long traceStream = 0x55d1_2345_6780L;
         long e = d.createEvent();
         d.recordEvent(e, traceStream);
@@ -226,8 +240,12 @@ class SimulatedDeviceTest {
     @Test
     void builderRejectsImpossibleOptions() {
         assertThatThrownBy(() -> SimulatedDevice.builder().capacity(0)).isInstanceOf(IllegalArgumentException.class);
-        assertThatThrownBy(() -> SimulatedDevice.builder().granularity(3 * MiB)).isInstanceOf(IllegalArgumentException.class);
-        assertThatThrownBy(() -> SimulatedDevice.builder().capacity(MiB).heldOutside(2 * MiB).build())
+        assertThatThrownBy(() -> SimulatedDevice.builder().granularity(3 * MiB))
+                .isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> SimulatedDevice.builder()
+                        .capacity(MiB)
+                        .heldOutside(2 * MiB)
+                        .build())
                 .isInstanceOf(IllegalArgumentException.class);
     }
 }

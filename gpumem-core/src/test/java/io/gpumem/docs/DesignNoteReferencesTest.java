@@ -16,7 +16,6 @@ import java.util.Set;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
-
 import org.junit.jupiter.api.Test;
 
 /**
@@ -56,7 +55,7 @@ class DesignNoteReferencesTest {
                 Matcher section = SECTION.matcher(line);
                 while (section.find()) {
                     references++;
-                    String noteName = null;                   // the last note named before the reference
+                    String noteName = null; // the last note named before the reference
                     Matcher note = NOTE.matcher(line.substring(0, section.start()));
                     while (note.find()) {
                         noteName = note.group(1);
@@ -77,7 +76,9 @@ class DesignNoteReferencesTest {
         }
         System.out.println("design-note references checked: " + references);
         assertThat(problems).as("section references that do not resolve").isEmpty();
-        assertThat(references).as("references found (the scan must see the sources)").isPositive();
+        assertThat(references)
+                .as("references found (the scan must see the sources)")
+                .isPositive();
     }
 
     /**
@@ -122,7 +123,8 @@ class DesignNoteReferencesTest {
             return files.filter(p -> p.toString().endsWith(".java"))
                     .filter(p -> !root.relativize(p).toString().contains("target/"))
                     .filter(p -> !root.relativize(p).startsWith(".git"))
-                    .sorted().toList();
+                    .sorted()
+                    .toList();
         }
     }
 

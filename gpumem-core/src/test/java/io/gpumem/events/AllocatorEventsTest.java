@@ -12,8 +12,8 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import jdk.jfr.FlightRecorder;
 import jdk.jfr.EventType;
+import jdk.jfr.FlightRecorder;
 import jdk.jfr.Recording;
 import jdk.jfr.consumer.RecordedEvent;
 import jdk.jfr.consumer.RecordingFile;
@@ -26,9 +26,11 @@ class AllocatorEventsTest {
 
     @Test
     void eventsAreOffWithoutARecording() {
-        for (Class<? extends jdk.jfr.Event> c : List.of(SegmentAllocEvent.class, SegmentFreeEvent.class,
-                AllocRetryEvent.class, OutOfMemoryEvent.class)) {
-            assertThat(EventType.getEventType(c).isEnabled()).as(c.getSimpleName()).isFalse();
+        for (Class<? extends jdk.jfr.Event> c : List.of(
+                SegmentAllocEvent.class, SegmentFreeEvent.class, AllocRetryEvent.class, OutOfMemoryEvent.class)) {
+            assertThat(EventType.getEventType(c).isEnabled())
+                    .as(c.getSimpleName())
+                    .isFalse();
         }
     }
 
@@ -40,10 +42,15 @@ class AllocatorEventsTest {
     @Test
     void noRecordingLeavesJfrAloneAndALaterRecordingStillSeesEvents(@TempDir Path dir) throws Exception {
         Path log = dir.resolve("classes.log");
-        Process p = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "-Xlog:class+load=info:file=" + log, "-cp", System.getProperty("java.class.path"),
-                LateRecording.class.getName(), dir.resolve("late.jfr").toString())
-                .redirectErrorStream(true).start();
+        Process p = new ProcessBuilder(
+                        Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                        "-Xlog:class+load=info:file=" + log,
+                        "-cp",
+                        System.getProperty("java.class.path"),
+                        LateRecording.class.getName(),
+                        dir.resolve("late.jfr").toString())
+                .redirectErrorStream(true)
+                .start();
         String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
         assertThat(p.exitValue()).as(out).isZero();
@@ -51,7 +58,8 @@ class AllocatorEventsTest {
         assertThat(out.strip()).isEqualTo("segment allocs recorded: 1");
         String classes = Files.readString(log);
         String beforeRecording = classes.substring(0, classes.indexOf(LateRecording.RecordingStarts.class.getName()));
-        assertThat(beforeRecording).contains("io.gpumem.events.AllocatorEvents")
+        assertThat(beforeRecording)
+                .contains("io.gpumem.events.AllocatorEvents")
                 .doesNotContain("jdk.jfr.internal.MetadataRepository");
         assertThat(classes).contains("jdk.jfr.internal.MetadataRepository");
     }
@@ -59,11 +67,11 @@ class AllocatorEventsTest {
     /** The child of the test above: two segments with no recording, then a recording and a third. */
     static final class LateRecording {
         /** Loaded between the two phases, so that the class-load log shows where the recording began. */
-        static final class RecordingStarts {
-        }
+        static final class RecordingStarts {}
 
         public static void main(String[] args) throws Exception {
-            SimulatedDevice device = SimulatedDevice.builder().capacity(100 * MIB).build();
+            SimulatedDevice device =
+                    SimulatedDevice.builder().capacity(100 * MIB).build();
             CachingAllocator a = new CachingAllocator(device, AllocatorConfig.defaults());
             a.malloc(30 * MIB, 0);
             a.malloc(30 * MIB, 0);
@@ -80,7 +88,8 @@ class AllocatorEventsTest {
                 r.dump(file);
             }
             long allocs = RecordingFile.readAllEvents(file).stream()
-                    .filter(e -> e.getEventType().getName().equals("gpumem.SegmentAlloc")).count();
+                    .filter(e -> e.getEventType().getName().equals("gpumem.SegmentAlloc"))
+                    .count();
             System.out.println("segment allocs recorded: " + allocs);
         }
     }
@@ -89,11 +98,13 @@ class AllocatorEventsTest {
     void aRecordingSeesSegmentsRetriesAndTheOom(@TempDir Path dir) throws Exception {
         Path file = dir.resolve("gpumem.jfr");
         try (Recording r = new Recording()) {
-            for (String name : List.of("gpumem.SegmentAlloc", "gpumem.SegmentFree", "gpumem.AllocRetry", "gpumem.OutOfMemory")) {
+            for (String name :
+                    List.of("gpumem.SegmentAlloc", "gpumem.SegmentFree", "gpumem.AllocRetry", "gpumem.OutOfMemory")) {
                 r.enable(name).withoutThreshold();
             }
             r.start();
-            SimulatedDevice device = SimulatedDevice.builder().capacity(100 * MIB).build();
+            SimulatedDevice device =
+                    SimulatedDevice.builder().capacity(100 * MIB).build();
             CachingAllocator a = new CachingAllocator(device, AllocatorConfig.defaults());
             long x = a.malloc(30 * MIB, 0);
             long y = a.malloc(30 * MIB, 0);
@@ -106,13 +117,21 @@ class AllocatorEventsTest {
             r.dump(file);
         }
         List<RecordedEvent> events = RecordingFile.readAllEvents(file);
-        assertThat(events).filteredOn(e -> e.getEventType().getName().equals("gpumem.SegmentAlloc"))
-                .hasSize(2).allSatisfy(e -> assertThat(e.getLong("size")).isEqualTo(30 * MIB));
-        assertThat(events).filteredOn(e -> e.getEventType().getName().equals("gpumem.SegmentFree"))
-                .extracting(e -> e.getLong("size")).contains(30 * MIB);
-        assertThat(events).filteredOn(e -> e.getEventType().getName().equals("gpumem.AllocRetry")).hasSize(1);
-        RecordedEvent oom = events.stream().filter(e -> e.getEventType().getName().equals("gpumem.OutOfMemory"))
-                .findFirst().orElseThrow();
+        assertThat(events)
+                .filteredOn(e -> e.getEventType().getName().equals("gpumem.SegmentAlloc"))
+                .hasSize(2)
+                .allSatisfy(e -> assertThat(e.getLong("size")).isEqualTo(30 * MIB));
+        assertThat(events)
+                .filteredOn(e -> e.getEventType().getName().equals("gpumem.SegmentFree"))
+                .extracting(e -> e.getLong("size"))
+                .contains(30 * MIB);
+        assertThat(events)
+                .filteredOn(e -> e.getEventType().getName().equals("gpumem.AllocRetry"))
+                .hasSize(1);
+        RecordedEvent oom = events.stream()
+                .filter(e -> e.getEventType().getName().equals("gpumem.OutOfMemory"))
+                .findFirst()
+                .orElseThrow();
         assertThat(oom.getLong("requested")).isEqualTo(90 * MIB);
         assertThat(oom.getLong("reserved")).isEqualTo(30 * MIB);
     }

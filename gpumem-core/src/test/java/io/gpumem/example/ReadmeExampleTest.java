@@ -2,6 +2,12 @@ package io.gpumem.example;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.alloc.CachingAllocator;
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.device.Device;
+import io.gpumem.device.SimulatedDevice;
+import io.gpumem.stats.MemoryStats;
+import io.gpumem.stats.StatKind;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.PrintStream;
@@ -10,15 +16,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
-
 import org.junit.jupiter.api.Test;
-
-import io.gpumem.alloc.CachingAllocator;
-import io.gpumem.config.AllocatorConfig;
-import io.gpumem.device.Device;
-import io.gpumem.device.SimulatedDevice;
-import io.gpumem.stats.MemoryStats;
-import io.gpumem.stats.StatKind;
 
 /**
  * Keeps the README's Java example honest: {@link #example} is the README's first {@code java} block, line for
@@ -33,19 +31,19 @@ class ReadmeExampleTest {
 
     static void example() {
         // README example begin
-        try (Device gpu = SimulatedDevice.builder().capacity(80L << 30).build();          // or CudaDevice.open()
-             var a = new CachingAllocator(gpu, AllocatorConfig.parse("expandable_segments:True"))) {
-            long side = gpu.createStream();              // any stream handle the device knows
-            long p = a.malloc(25_000_000);               // stream 0; throws io.gpumem.oom.OutOfMemoryException
+        try (Device gpu = SimulatedDevice.builder().capacity(80L << 30).build(); // or CudaDevice.open()
+                var a = new CachingAllocator(gpu, AllocatorConfig.parse("expandable_segments:True"))) {
+            long side = gpu.createStream(); // any stream handle the device knows
+            long p = a.malloc(25_000_000); // stream 0; throws io.gpumem.oom.OutOfMemoryException
             long q = a.malloc(4096, side);
-            a.recordStream(p, side);                     // Tensor.record_stream
-            a.free(p);                                   // reusable once side's queued work completes
+            a.recordStream(p, side); // Tensor.record_stream
+            a.free(p); // reusable once side's queued work completes
             a.free(q);
-            a.emptyCache();                              // torch.cuda.empty_cache()
-            MemoryStats stats = a.stats();               // torch.cuda.memory_stats(), typed
+            a.emptyCache(); // torch.cuda.empty_cache()
+            MemoryStats stats = a.stats(); // torch.cuda.memory_stats(), typed
             long peak = stats.get(StatKind.RESERVED_BYTES).peak();
-            Map<String, Long> keys = stats.toPyTorchMap();   // PyTorch's dotted keys, sorted
-            System.out.print(a.memorySummary(false));    // torch.cuda.memory_summary()
+            Map<String, Long> keys = stats.toPyTorchMap(); // PyTorch's dotted keys, sorted
+            System.out.print(a.memorySummary(false)); // torch.cuda.memory_summary()
         }
         // README example end
     }
@@ -62,9 +60,10 @@ class ReadmeExampleTest {
 
         int from = source.indexOf(BEGIN + "\n") + BEGIN.length() + 1;
         String body = source.substring(from, source.lastIndexOf('\n', source.indexOf(END, from)) + 1);
-        String inTest = body.lines().map(l -> l.strip().isEmpty() ? "" : l.substring(8)).reduce("",
-                (x, l) -> x + l + "\n");
-        assertThat(inReadme).as("README.md's Java example, compared with ReadmeExampleTest.example()")
+        String inTest =
+                body.lines().map(l -> l.strip().isEmpty() ? "" : l.substring(8)).reduce("", (x, l) -> x + l + "\n");
+        assertThat(inReadme)
+                .as("README.md's Java example, compared with ReadmeExampleTest.example()")
                 .isEqualTo(inTest);
     }
 
@@ -90,7 +89,8 @@ class ReadmeExampleTest {
 
     /** The cells after the label of the first summary row starting with {@code label}, e.g. "0 B | 42 MiB | ...". */
     private static String row(List<String> summary, String label) {
-        String line = summary.stream().filter(l -> l.startsWith(label)).findFirst().orElseThrow();
+        String line =
+                summary.stream().filter(l -> l.startsWith(label)).findFirst().orElseThrow();
         return line.substring(line.indexOf('|', 1) + 1).strip();
     }
 }

@@ -20,14 +20,18 @@ class SkylinePlannerTest {
             if (si == 0) {
                 continue;
             }
-            assertThat(offsets[i] % p.alignment()).as("%s: buffer %d aligned", what, i).isZero();
+            assertThat(offsets[i] % p.alignment())
+                    .as("%s: buffer %d aligned", what, i)
+                    .isZero();
             assertThat(offsets[i]).as("%s: buffer %d offset", what, i).isNotNegative();
             peak = Math.max(peak, offsets[i] + si);
             for (int j = i + 1; j < p.buffers(); j++) {
                 long sj = p.placedSize(j);
                 boolean together = sj > 0 && p.lower(i) < p.upper(j) && p.lower(j) < p.upper(i);
                 boolean apart = offsets[i] + si <= offsets[j] || offsets[j] + sj <= offsets[i];
-                assertThat(!together || apart).as("%s: buffers %d and %d overlap", what, i, j).isTrue();
+                assertThat(!together || apart)
+                        .as("%s: buffers %d and %d overlap", what, i, j)
+                        .isTrue();
             }
         }
         return peak;
@@ -102,8 +106,8 @@ class SkylinePlannerTest {
     @Test
     void theDescentAndTheSearchReturnOnlyValidPlansWithinTheCapacity() {
         long seed = System.nanoTime();
-        System.out.println("SkylinePlannerTest.theDescentAndTheSearchReturnOnlyValidPlansWithinTheCapacity seed "
-                + seed);
+        System.out.println(
+                "SkylinePlannerTest.theDescentAndTheSearchReturnOnlyValidPlansWithinTheCapacity seed " + seed);
         Random r = new Random(seed);
         int descents = 0;
         for (int round = 0; round < 200; round++) {
@@ -118,16 +122,22 @@ class SkylinePlannerTest {
             }
             long[] full = search(p, capacity, false);
             if (greedy != null) {
-                assertThat(full).as(what + ": the search finds what its own descent found").isNotNull();
+                assertThat(full)
+                        .as(what + ": the search finds what its own descent found")
+                        .isNotNull();
             }
             if (full != null) {
                 assertThat(assertValid(p, full, what + " search")).isLessThanOrEqualTo(capacity);
             }
             if (bound > 0) {
-                assertThat(search(p, bound - 1, false)).as(what + ": nothing fits under peak live").isNull();
+                assertThat(search(p, bound - 1, false))
+                        .as(what + ": nothing fits under peak live")
+                        .isNull();
             }
         }
-        assertThat(descents).as("seed %d: descents that reached their capacity", seed).isPositive();
+        assertThat(descents)
+                .as("seed %d: descents that reached their capacity", seed)
+                .isPositive();
     }
 
     @Test
@@ -140,12 +150,16 @@ class SkylinePlannerTest {
             long optimum = bestOverAllOrders(p);
             String what = "seed " + seed + " round " + round;
             long[] found = search(p, optimum, false);
-            assertThat(found).as(what + ": a plan within the enumerated optimum %d", optimum).isNotNull();
+            assertThat(found)
+                    .as(what + ": a plan within the enumerated optimum %d", optimum)
+                    .isNotNull();
             long peak = assertValid(p, found, what);
             assertThat(peak).as(what).isLessThanOrEqualTo(optimum);
             // Exhaustive: below the best peak the search itself reaches, it proves there is nothing.
             if (peak > 0) {
-                assertThat(search(p, peak - 1, false)).as(what + ": nothing below %d", peak).isNull();
+                assertThat(search(p, peak - 1, false))
+                        .as(what + ": nothing below %d", peak)
+                        .isNull();
             }
         }
     }
@@ -179,7 +193,9 @@ class SkylinePlannerTest {
                 size[i] = p.size(i);
             }
             LifetimeProblem wide = new LifetimeProblem(id, lower, upper, size, 512);
-            assertThat(wide.peakLive()).as("seed %d round %d, wide clock", seed, round).isEqualTo(direct);
+            assertThat(wide.peakLive())
+                    .as("seed %d round %d, wide clock", seed, round)
+                    .isEqualTo(direct);
             OffsetPlan plan = new OffsetPlanner().plan(wide);
             assertThat(assertValid(wide, plan.offsets(), "wide clock")).isEqualTo(plan.plannedPeak());
         }
@@ -210,8 +226,10 @@ class SkylinePlannerTest {
                     moved = false;
                     for (int b = 0; b < a; b++) {
                         int j = order[b];
-                        boolean together = p.lower(i) < p.upper(j) && p.lower(j) < p.upper(i)
-                                && p.placedSize(i) > 0 && p.placedSize(j) > 0;
+                        boolean together = p.lower(i) < p.upper(j)
+                                && p.lower(j) < p.upper(i)
+                                && p.placedSize(i) > 0
+                                && p.placedSize(j) > 0;
                         if (together && at < off[j] + p.placedSize(j) && off[j] < at + p.placedSize(i)) {
                             at = off[j] + p.placedSize(j);
                             moved = true;

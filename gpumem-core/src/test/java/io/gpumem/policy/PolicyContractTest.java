@@ -1,7 +1,6 @@
 package io.gpumem.policy;
 
 import static io.gpumem.testing.TestSizes.MiB;
-
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -58,7 +57,8 @@ public abstract class PolicyContractTest {
         assertThat(a.stats().reservedBytes()).isEqualTo(20 * MiB);
         var snap = a.snapshot();
         assertThat(snap.segments().stream().mapToLong(s -> s.totalSize()).sum()).isEqualTo(20 * MiB);
-        assertThat(snap.segments().stream().mapToLong(s -> s.allocatedSize()).sum()).isEqualTo(20 * MiB);
+        assertThat(snap.segments().stream().mapToLong(s -> s.allocatedSize()).sum())
+                .isEqualTo(20 * MiB);
         assertThat(a.malloc(0, 0)).isZero();
         a.free(0);
         assertThatThrownBy(() -> a.free(12345)).isInstanceOf(IllegalArgumentException.class);
@@ -86,16 +86,28 @@ public abstract class PolicyContractTest {
         a.emptyCache();
         MemorySnapshot snap = a.snapshot();
         List<TraceEntry> trace = snap.deviceTraces().get(0);
-        assertThat(trace).extracting(TraceEntry::action).containsSubsequence(TraceAction.SEGMENT_MAP,
-                TraceAction.ALLOC, TraceAction.ALLOC, TraceAction.FREE_REQUESTED, TraceAction.FREE_COMPLETED,
-                TraceAction.OOM, TraceAction.SEGMENT_UNMAP);
+        assertThat(trace)
+                .extracting(TraceEntry::action)
+                .containsSubsequence(
+                        TraceAction.SEGMENT_MAP,
+                        TraceAction.ALLOC,
+                        TraceAction.ALLOC,
+                        TraceAction.FREE_REQUESTED,
+                        TraceAction.FREE_COMPLETED,
+                        TraceAction.OOM,
+                        TraceAction.SEGMENT_UNMAP);
         assertThat(trace).allMatch(e -> stack.equals(e.frames()), "every entry carries the request's stack");
         assertThat(trace).extracting(TraceEntry::timeUs).isSorted();
-        TraceEntry alloc = trace.stream().filter(e -> e.action() == TraceAction.ALLOC).toList().get(1);
+        TraceEntry alloc = trace.stream()
+                .filter(e -> e.action() == TraceAction.ALLOC)
+                .toList()
+                .get(1);
         assertThat(alloc.addr()).isEqualTo(y);
         assertThat(alloc.size()).isEqualTo(1000);
-        var live = snap.segments().stream().flatMap(s -> s.blocks().stream())
-                .filter(b -> b.state() == io.gpumem.history.BlockState.ACTIVE_ALLOCATED).toList();
+        var live = snap.segments().stream()
+                .flatMap(s -> s.blocks().stream())
+                .filter(b -> b.state() == io.gpumem.history.BlockState.ACTIVE_ALLOCATED)
+                .toList();
         assertThat(live).singleElement().satisfies(b -> {
             assertThat(b.address()).isEqualTo(y);
             assertThat(b.requestedSize()).isEqualTo(1000);
@@ -135,8 +147,7 @@ public abstract class PolicyContractTest {
         } else {
             a = new StitchAllocator(d);
         }
-        record Live(long ptr, long size, long tag) {
-        }
+        record Live(long ptr, long size, long tag) {}
         List<Live> live = new ArrayList<>();
         try (Arena host = Arena.ofConfined()) {
             MemorySegment buf = host.allocate(8);
@@ -146,7 +157,8 @@ public abstract class PolicyContractTest {
                     a.internals().stepBoundary();
                 }
                 if (kind < 50 || live.isEmpty()) {
-                    long size = r.nextInt(4) == 0 ? 1 + r.nextInt(1 << 20) : (1 + r.nextInt(6)) * MiB + r.nextInt(1 << 20);
+                    long size =
+                            r.nextInt(4) == 0 ? 1 + r.nextInt(1 << 20) : (1 + r.nextInt(6)) * MiB + r.nextInt(1 << 20);
                     try {
                         long ptr = a.malloc(size, streams[r.nextInt(3)]);
                         long tag = r.nextLong();
@@ -161,14 +173,18 @@ public abstract class PolicyContractTest {
                         long rounded = StitchAllocator.roundSize(size);
                         long need = (rounded + page - 1) / page + 1;
                         long have = d.freeMemory() / page + stealable(a);
-                        assertThat(have).as("seed %d op %d: %d pages free or stealable, request needs up to %d",
-                                seed, op, have, need).isLessThan(need);
+                        assertThat(have)
+                                .as(
+                                        "seed %d op %d: %d pages free or stealable, request needs up to %d",
+                                        seed, op, have, need)
+                                .isLessThan(need);
                     }
                 } else if (kind < 90) {
                     Live l = live.remove(r.nextInt(live.size()));
                     if (keepsData()) {
                         d.copyToHost(buf, l.ptr, 8);
-                        assertThat(buf.get(ValueLayout.JAVA_LONG, 0)).as("seed %d op %d: block data", seed, op)
+                        assertThat(buf.get(ValueLayout.JAVA_LONG, 0))
+                                .as("seed %d op %d: block data", seed, op)
                                 .isEqualTo(l.tag);
                     }
                     if (r.nextInt(4) == 0) {
@@ -205,15 +221,15 @@ public abstract class PolicyContractTest {
     void plannedServesAtPlannedOffsetsAndFallsBackOtherwise() {
         Device d = newDevice(64 * MiB, false);
         // Three requests: a and b overlap, c reuses a's place after a is freed.
-        PlannedAllocator a = new PlannedAllocator(d, new long[] {4 * MiB, 2 * MiB, 4 * MiB},
-                new long[] {0, 4 * MiB, 0});
+        PlannedAllocator a =
+                new PlannedAllocator(d, new long[] {4 * MiB, 2 * MiB, 4 * MiB}, new long[] {0, 4 * MiB, 0});
         long x = a.malloc(4 * MiB, 0);
         long y = a.malloc(2 * MiB, 0);
         assertThat(y - x).isEqualTo(4 * MiB);
         a.free(x);
         long z = a.malloc(4 * MiB, 0);
         assertThat(z).isEqualTo(x);
-        long w = a.malloc(1 * MiB, 0);            // beyond the plan: the fallback serves it
+        long w = a.malloc(1 * MiB, 0); // beyond the plan: the fallback serves it
         a.internals().checkInvariants();
         assertThat(a.stats().extra("num_planned_requests")).isEqualTo(3L);
         assertThat(a.stats().extra("num_fallback_requests")).isEqualTo(1L);
@@ -235,11 +251,11 @@ public abstract class PolicyContractTest {
         assertThat(a.stats().extra("num_planned_requests")).isEqualTo(4L);
         assertThat(a.stats().extra("num_fallback_requests")).isZero();
         a.internals().stepBoundary();
-        long[] changed = {8 * MiB, 6 * MiB, 5 * MiB, 8 * MiB};     // a changed shape: one fallback, then a new plan
+        long[] changed = {8 * MiB, 6 * MiB, 5 * MiB, 8 * MiB}; // a changed shape: one fallback, then a new plan
         iteration(a, changed);
         assertThat(a.stats().extra("num_fallback_requests")).isEqualTo(1L);
         a.internals().stepBoundary();
-        iteration(a, changed);                // recorded
+        iteration(a, changed); // recorded
         a.internals().stepBoundary();
         assertThat(a.stats().extra("num_plans")).isEqualTo(2L);
         long before = a.stats().extra("num_planned_requests");

@@ -21,7 +21,9 @@ class PolicyRegistryTest {
     @Test
     void theBuiltInPoliciesAreRegisteredExactFirst() {
         assertThat(PolicyRegistry.names()).startsWith(PolicyRegistry.EXACT).contains("stitch", "planned");
-        assertThat(PolicyRegistry.alternatives()).extracting(PolicyFactory::name).doesNotContain(PolicyRegistry.EXACT)
+        assertThat(PolicyRegistry.alternatives())
+                .extracting(PolicyFactory::name)
+                .doesNotContain(PolicyRegistry.EXACT)
                 .contains("stitch", "planned");
         assertThat(PolicyRegistry.all()).allSatisfy(f -> assertThat(f.summary()).isNotBlank());
     }
@@ -59,12 +61,13 @@ class PolicyRegistryTest {
     void plannedNeedsAProfileOrAStreamThatMarksSteps() {
         PolicySpec planned = PolicySpec.parse("planned");
         assertThat(planned.factory().needsProfile()).isTrue();
-        assertThatThrownBy(() -> planned.create(device())).isInstanceOf(IllegalStateException.class)
+        assertThatThrownBy(() -> planned.create(device()))
+                .isInstanceOf(IllegalStateException.class)
                 .hasMessageContaining("needs a profile");
 
         // a profile of two buffers that overlap: planned serves both at their planned offsets
-        LifetimeProblem profile = new LifetimeProblem(new long[] {0, 1}, new long[] {0, 1}, new long[] {3, 2},
-                new long[] {MiB, MiB}, 512);
+        LifetimeProblem profile = new LifetimeProblem(
+                new long[] {0, 1}, new long[] {0, 1}, new long[] {3, 2}, new long[] {MiB, MiB}, 512);
         AtomicInteger built = new AtomicInteger();
         PreparedPolicy prepared = planned.prepare(StreamFacts.of(false, () -> {
             built.incrementAndGet();
@@ -97,8 +100,8 @@ class PolicyRegistryTest {
 
     @Test
     void aPolicyRegisteredAtRunTimeIsParsedAndListedUntilRemoved() {
-        PolicyFactory toy = PolicyFactory.simple("toy-exact", "the exact allocator under another name",
-                CachingAllocator::new);
+        PolicyFactory toy =
+                PolicyFactory.simple("toy-exact", "the exact allocator under another name", CachingAllocator::new);
         PolicyRegistry.register(toy);
         try {
             assertThat(PolicyRegistry.names()).endsWith("toy-exact");

@@ -7,7 +7,11 @@ import io.gpumem.device.SimulatedDevice;
 class SimulatedDevicePolicyTest extends PolicyContractTest {
     @Override
     protected Device newDevice(long capacity, boolean holdEvents) {
-        return SimulatedDevice.builder().capacity(capacity).backed(true).holdEvents(holdEvents).build();
+        return SimulatedDevice.builder()
+                .capacity(capacity)
+                .backed(true)
+                .holdEvents(holdEvents)
+                .build();
     }
 
     @Override

@@ -14,10 +14,40 @@ class OpsScriptRandomTest {
         long seed = System.nanoTime();
         System.out.println("OpsScriptRandomTest seed=" + seed);
         SplittableRandom rnd = new SplittableRandom(seed);
-        String[] words = {"device", "config", "alloc", "free", "record_stream", "complete_events", "empty_cache",
-            "set_fraction", "reset_peak", "summary", "stats", "abbreviated", "a", "b", "c", "1000", "3MiB", "0",
-            "stream=1", "stream=x", "capacity=1GiB", "held=2GiB", "granularity=2MiB", "0.5", "2", "#",
-            "expandable_segments:True", "max_split_size_mb:10", "3MB", "-1", "=", "\t"};
+        String[] words = {
+            "device",
+            "config",
+            "alloc",
+            "free",
+            "record_stream",
+            "complete_events",
+            "empty_cache",
+            "set_fraction",
+            "reset_peak",
+            "summary",
+            "stats",
+            "abbreviated",
+            "a",
+            "b",
+            "c",
+            "1000",
+            "3MiB",
+            "0",
+            "stream=1",
+            "stream=x",
+            "capacity=1GiB",
+            "held=2GiB",
+            "granularity=2MiB",
+            "0.5",
+            "2",
+            "#",
+            "expandable_segments:True",
+            "max_split_size_mb:10",
+            "3MB",
+            "-1",
+            "=",
+            "\t"
+        };
         int parsed = 0;
         for (int iter = 0; iter < 5000; iter++) {
             StringBuilder sb = new StringBuilder();

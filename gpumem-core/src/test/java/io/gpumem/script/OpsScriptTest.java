@@ -27,8 +27,11 @@ class OpsScriptTest {
                 assertThat(e.getMessage()).as(verb).doesNotContain("unknown op");
             }
         }
-        assertError("fly away\n", 1, "unknown op 'fly' (expected device, config, alloc, free, record_stream,"
-                + " complete_events, empty_cache, set_fraction, reset_peak, summary, stats or snapshot)");
+        assertError(
+                "fly away\n",
+                1,
+                "unknown op 'fly' (expected device, config, alloc, free, record_stream,"
+                        + " complete_events, empty_cache, set_fraction, reset_peak, summary, stats or snapshot)");
     }
 
     @Test
@@ -51,20 +54,21 @@ class OpsScriptTest {
                 stats
                 """);
         assertThat(s.device()).isEqualTo(new ScriptOp.DeviceSettings(2, 80L << 30, 2L << 20, 1L << 30));
-        assertThat(s.ops()).containsExactly(
-                new ScriptOp.DeviceSettings(2, 80L << 30, 2L << 20, 1L << 30),
-                new ScriptOp.Config(3, "expandable_segments:True, max_split_size_mb:128"),
-                new ScriptOp.Alloc(5, "a", 1000, 0),
-                new ScriptOp.Alloc(6, "b", 3L << 20, 7),
-                new ScriptOp.RecordStream(7, "a", 3),
-                new ScriptOp.Free(8, "a"),
-                new ScriptOp.CompleteEvents(9),
-                new ScriptOp.EmptyCache(10),
-                new ScriptOp.SetFraction(11, 0.5),
-                new ScriptOp.ResetPeak(12),
-                new ScriptOp.Summary(13, false),
-                new ScriptOp.Summary(14, true),
-                new ScriptOp.Stats(15));
+        assertThat(s.ops())
+                .containsExactly(
+                        new ScriptOp.DeviceSettings(2, 80L << 30, 2L << 20, 1L << 30),
+                        new ScriptOp.Config(3, "expandable_segments:True, max_split_size_mb:128"),
+                        new ScriptOp.Alloc(5, "a", 1000, 0),
+                        new ScriptOp.Alloc(6, "b", 3L << 20, 7),
+                        new ScriptOp.RecordStream(7, "a", 3),
+                        new ScriptOp.Free(8, "a"),
+                        new ScriptOp.CompleteEvents(9),
+                        new ScriptOp.EmptyCache(10),
+                        new ScriptOp.SetFraction(11, 0.5),
+                        new ScriptOp.ResetPeak(12),
+                        new ScriptOp.Summary(13, false),
+                        new ScriptOp.Summary(14, true),
+                        new ScriptOp.Stats(15));
     }
 
     @Test
@@ -72,13 +76,16 @@ class OpsScriptTest {
         assertThat(OpsScript.parse(new StringReader("alloc a 1\n")).device()).isNull();
         assertThat(OpsScript.parse("device capacity=1GiB\n").device())
                 .isEqualTo(new ScriptOp.DeviceSettings(1, 1L << 30, 0, 0));
-        assertThat(OpsScript.parse("config expandable_segments:True\ndevice held=1 capacity=2GiB\n").device().held())
+        assertThat(OpsScript.parse("config expandable_segments:True\ndevice held=1 capacity=2GiB\n")
+                        .device()
+                        .held())
                 .isEqualTo(1);
     }
 
     @Test
     void nameCanBeReusedAfterFree() {
-        assertThat(OpsScript.parse("alloc a 1\nfree a\nalloc a 2\nfree a\n").ops()).hasSize(4);
+        assertThat(OpsScript.parse("alloc a 1\nfree a\nalloc a 2\nfree a\n").ops())
+                .hasSize(4);
     }
 
     @Test
@@ -136,14 +143,19 @@ class OpsScriptTest {
         assertError("set_fraction 1.5\n", 1, "Invalid fraction value: 1.5. Allowed range: 0~1");
         assertError("set_fraction -0.1\n", 1, "bad fraction '-0.1'");
         assertError("set_fraction half\n", 1, "bad fraction");
-        assertThat(OpsScript.parse("set_fraction 0\nset_fraction 1\nset_fraction .25\n").ops())
-                .containsExactly(new ScriptOp.SetFraction(1, 0), new ScriptOp.SetFraction(2, 1),
+        assertThat(OpsScript.parse("set_fraction 0\nset_fraction 1\nset_fraction .25\n")
+                        .ops())
+                .containsExactly(
+                        new ScriptOp.SetFraction(1, 0),
+                        new ScriptOp.SetFraction(2, 1),
                         new ScriptOp.SetFraction(3, 0.25));
     }
 
     @Test
     void badConfigNamesTheKey() {
-        assertError("alloc a 1\nconfig max_split_size_mb:10\n", 2,
+        assertError(
+                "alloc a 1\nconfig max_split_size_mb:10\n",
+                2,
                 "bad config: CachingAllocator option max_split_size_mb too small, must be > 20");
         assertError("config foo:1\n", 1, "Unrecognized CachingAllocator option: foo");
         assertError("config\n", 1, "usage: config STRING");
@@ -151,7 +163,8 @@ class OpsScriptTest {
 
     @Test
     void deviceRules() {
-        assertError("device capacity=1GiB\ndevice capacity=2GiB\n", 2, "second device line (the device was set on line 1)");
+        assertError(
+                "device capacity=1GiB\ndevice capacity=2GiB\n", 2, "second device line (the device was set on line 1)");
         assertError("alloc a 1\ndevice capacity=1GiB\n", 2, "device must come before any allocator op");
         assertError("stats\ndevice capacity=1GiB\n", 2, "before any allocator op");
         assertError("device granularity=2MiB\n", 1, "device needs capacity=SIZE");
@@ -164,13 +177,15 @@ class OpsScriptTest {
 
     @Test
     void bytesThatAreNotUtf8NameTheLineAndColumn() throws Exception {
-        byte[] script = "alloc a 1KiB\nfree a\nalloc b 2\u00e9KiB\n".getBytes(java.nio.charset.StandardCharsets.ISO_8859_1);
+        byte[] script =
+                "alloc a 1KiB\nfree a\nalloc b 2\u00e9KiB\n".getBytes(java.nio.charset.StandardCharsets.ISO_8859_1);
         org.assertj.core.api.Assertions.assertThatThrownBy(
                         () -> OpsScript.parse(new java.io.ByteArrayInputStream(script)))
                 .isInstanceOf(ScriptException.class)
                 .hasMessage("line 3: not UTF-8 text (byte 0xe9 at column 10)");
         byte[] good = "alloc a 1KiB # caf\u00e9\r\nfree a\n".getBytes(java.nio.charset.StandardCharsets.UTF_8);
-        org.assertj.core.api.Assertions.assertThat(OpsScript.parse(new java.io.ByteArrayInputStream(good)).ops())
+        org.assertj.core.api.Assertions.assertThat(
+                        OpsScript.parse(new java.io.ByteArrayInputStream(good)).ops())
                 .hasSize(2);
     }
 
@@ -178,6 +193,7 @@ class OpsScriptTest {
     void aZeroByteAllocationIsAcceptedLikePyTorch() {
         OpsScript s = OpsScript.parse("alloc a 0\nrecord_stream a 1\nfree a\n");
         org.assertj.core.api.Assertions.assertThat(s.ops()).hasSize(3);
-        org.assertj.core.api.Assertions.assertThat(((ScriptOp.Alloc) s.ops().getFirst()).size()).isZero();
+        org.assertj.core.api.Assertions.assertThat(((ScriptOp.Alloc) s.ops().getFirst()).size())
+                .isZero();
     }
 }

@@ -50,7 +50,8 @@ class ByteSizeFormatTest {
 
     @Test
     void negativeIsRejected() {
-        assertThatThrownBy(() -> ByteSize.format(-1)).isInstanceOf(IllegalArgumentException.class)
+        assertThatThrownBy(() -> ByteSize.format(-1))
+                .isInstanceOf(IllegalArgumentException.class)
                 .hasMessageContaining("-1");
     }
 }

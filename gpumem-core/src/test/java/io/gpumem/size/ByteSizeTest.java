@@ -22,15 +22,19 @@ class ByteSizeTest {
     @Test
     void decimalUnitsAreRejectedWithAHint() {
         for (String s : new String[] {"3MB", "3M", "3KB", "3GB", "3k", "3mib"}) {
-            assertThatThrownBy(() -> ByteSize.parse(s)).isInstanceOf(IllegalArgumentException.class)
-                    .hasMessageContaining("'" + s + "'").hasMessageContaining("KiB, MiB, GiB or TiB");
+            assertThatThrownBy(() -> ByteSize.parse(s))
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("'" + s + "'")
+                    .hasMessageContaining("KiB, MiB, GiB or TiB");
         }
     }
 
     @Test
     void garbageIsRejected() {
         for (String s : new String[] {"", "MiB", "abc", "-5", "1.5GiB", "_1", "1_", "3 MiB", "3XiB"}) {
-            assertThatThrownBy(() -> ByteSize.parse(s)).as(s).isInstanceOf(IllegalArgumentException.class)
+            assertThatThrownBy(() -> ByteSize.parse(s))
+                    .as(s)
+                    .isInstanceOf(IllegalArgumentException.class)
                     .hasMessageContaining("bad size");
         }
     }
@@ -46,7 +50,8 @@ class ByteSizeTest {
     @Test
     void positiveSizesRejectZeroAndDoubledUnderscores() {
         assertThat(ByteSize.parsePositive("1KiB")).isEqualTo(1024);
-        assertThatThrownBy(() -> ByteSize.parsePositive("0GiB")).hasMessageContaining("'0GiB'")
+        assertThatThrownBy(() -> ByteSize.parsePositive("0GiB"))
+                .hasMessageContaining("'0GiB'")
                 .hasMessageContaining("more than 0");
         assertThatThrownBy(() -> ByteSize.parse("1__0")).hasMessageContaining("bad size");
     }

@@ -1,24 +1,21 @@
 package io.gpumem.spill;
 
 import static io.gpumem.testing.TestSizes.MiB;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.oom.OutOfMemoryException;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
-
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
-
-import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 class SpillingAllocatorTest {
 
@@ -60,8 +57,8 @@ class SpillingAllocatorTest {
         try (SpillingAllocator a = new SpillingAllocator(new CachingAllocator(d), 40 * MiB, dir)) {
             List<SpillableBuffer> buffers = new ArrayList<>();
             long live = 0;
-            while (live < 128 * MiB) {                 // twice the device
-                long size = (11 + rnd.nextInt(4)) * MiB + 8L * rnd.nextInt(512);   // a segment each
+            while (live < 128 * MiB) { // twice the device
+                long size = (11 + rnd.nextInt(4)) * MiB + 8L * rnd.nextInt(512); // a segment each
                 SpillableBuffer b = a.allocateSpillable(size, rnd.nextInt(3));
                 fill(d, b.acquire(), size, seed + buffers.size());
                 b.release();
@@ -101,7 +98,7 @@ class SpillingAllocatorTest {
 
     @Test
     void lowestPriorityThenLeastRecentlyUsedSpillsFirstAndPinnedBuffersNever() {
-        SimulatedDevice d = device(64 * MiB);             // buffers above 10 MiB get segments of their own size
+        SimulatedDevice d = device(64 * MiB); // buffers above 10 MiB get segments of their own size
         try (SpillingAllocator a = new SpillingAllocator(new CachingAllocator(d), 64 * MiB, null)) {
             SpillableBuffer important = a.allocateSpillable(12 * MiB, 5);
             SpillableBuffer cheapOld = a.allocateSpillable(12 * MiB, 0);

@@ -17,8 +17,7 @@ public final class GoldenSummaries {
      */
     public static final String SECTION_8_3 = load("section-8.3-memory-summary.txt");
 
-    private GoldenSummaries() {
-    }
+    private GoldenSummaries() {}
 
     private static String load(String name) {
         try (InputStream in = GoldenSummaries.class.getResourceAsStream(name)) {

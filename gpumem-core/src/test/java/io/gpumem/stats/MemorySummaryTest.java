@@ -17,21 +17,32 @@ class MemorySummaryTest {
         // 1. a = 1000 B: small pool, new 2 MiB segment, 1024-byte block plus an inactive remainder.
         s.pool("segment", true, 1).pool("reserved_bytes", true, 2 * 1048576).counter("num_device_alloc", 1);
         s.pool("inactive_split", true, 1).pool("inactive_split_bytes", true, 2_096_128);
-        s.pool("allocation", true, 1).pool("allocated_bytes", true, 1024).pool("active", true, 1)
-                .pool("active_bytes", true, 1024).pool("requested_bytes", true, 1000);
+        s.pool("allocation", true, 1)
+                .pool("allocated_bytes", true, 1024)
+                .pool("active", true, 1)
+                .pool("active_bytes", true, 1024)
+                .pool("requested_bytes", true, 1000);
         // 2. b = 3 MiB: large pool, 20 MiB segment, 17 MiB remainder.
         s.pool("segment", false, 1).pool("reserved_bytes", false, 20 * 1048576).counter("num_device_alloc", 1);
         s.pool("inactive_split", false, 1).pool("inactive_split_bytes", false, 17 * 1048576);
-        s.pool("allocation", false, 1).pool("allocated_bytes", false, 3 * 1048576).pool("active", false, 1)
-                .pool("active_bytes", false, 3 * 1048576).pool("requested_bytes", false, 3 * 1048576);
+        s.pool("allocation", false, 1)
+                .pool("allocated_bytes", false, 3 * 1048576)
+                .pool("active", false, 1)
+                .pool("active_bytes", false, 3 * 1048576)
+                .pool("requested_bytes", false, 3 * 1048576);
         // 3. c = 25,000,000 B: rounded 25,000,448, segment 25,165,824, no split (remainder 165,376).
         s.pool("segment", false, 1).pool("reserved_bytes", false, 25_165_824).counter("num_device_alloc", 1);
-        s.pool("allocation", false, 1).pool("allocated_bytes", false, 25_165_824).pool("active", false, 1)
-                .pool("active_bytes", false, 25_165_824).pool("requested_bytes", false, 25_000_000);
+        s.pool("allocation", false, 1)
+                .pool("allocated_bytes", false, 25_165_824)
+                .pool("active", false, 1)
+                .pool("active_bytes", false, 25_165_824)
+                .pool("requested_bytes", false, 25_000_000);
         // 4. free b: merges with its remainder into one free 20 MiB segment.
         s.pool("allocation", false, -1).pool("allocated_bytes", false, -3 * 1048576);
         s.pool("inactive_split", false, -1).pool("inactive_split_bytes", false, -17 * 1048576);
-        s.pool("active", false, -1).pool("active_bytes", false, -3 * 1048576).pool("requested_bytes", false, -3 * 1048576);
+        s.pool("active", false, -1)
+                .pool("active_bytes", false, -3 * 1048576)
+                .pool("requested_bytes", false, -3 * 1048576);
         // 5. free a: merges back into a free 2 MiB segment.
         s.pool("allocation", true, -1).pool("allocated_bytes", true, -1024);
         s.pool("inactive_split", true, -1).pool("inactive_split_bytes", true, -2_096_128);
@@ -131,7 +142,8 @@ class MemorySummaryTest {
         Map<String, Long> stats = section63Stats();
         stats.remove("active_bytes.small_pool.freed");
         assertThatThrownBy(() -> MemorySummary.format(stats, 0, false))
-                .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("active_bytes.small_pool.freed");
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("active_bytes.small_pool.freed");
         // Abbreviated output does not read the pool rows, so it does not need them (as in PyTorch).
         assertThat(MemorySummary.format(stats, 0, true)).contains("Active memory");
     }

@@ -9,8 +9,17 @@ import java.util.TreeMap;
  * raises freed), so golden tests can replay a worked example event by event instead of typing 100 numbers.
  */
 final class StatsMapBuilder {
-    static final String[] ARRAY_STATS = {"allocation", "allocated_bytes", "active", "active_bytes",
-        "requested_bytes", "segment", "reserved_bytes", "inactive_split", "inactive_split_bytes"};
+    static final String[] ARRAY_STATS = {
+        "allocation",
+        "allocated_bytes",
+        "active",
+        "active_bytes",
+        "requested_bytes",
+        "segment",
+        "reserved_bytes",
+        "inactive_split",
+        "inactive_split_bytes"
+    };
 
     private final Map<String, Long> stats = new TreeMap<>();
 
@@ -27,8 +36,9 @@ final class StatsMapBuilder {
                 stats.put(s + "." + f, 0L);
             }
         }
-        for (String s : new String[] {"num_alloc_retries", "num_ooms", "num_sync_all_streams", "num_device_alloc",
-            "num_device_free"}) {
+        for (String s : new String[] {
+            "num_alloc_retries", "num_ooms", "num_sync_all_streams", "num_device_alloc", "num_device_free"
+        }) {
             stats.put(s, 0L);
         }
         stats.put("max_split_size", -1L);

@@ -1,7 +1,6 @@
 package io.gpumem.testing;
 
 import io.gpumem.alloc.CachingAllocator;
-
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;

@@ -1,7 +1,6 @@
 package io.gpumem.testing;
 
 import java.util.Optional;
-
 import org.junit.jupiter.api.extension.ExtensionContext;
 import org.junit.jupiter.api.extension.TestWatcher;
 
@@ -26,7 +25,7 @@ public final class SkipReasonReporter implements TestWatcher {
         String method = context.getTestMethod().map(m -> m.getName() + "()").orElse("");
         String where = context.getRequiredTestClass().getSimpleName() + "." + method;
         if (!context.getDisplayName().equals(method)) {
-            where += " " + context.getDisplayName();          // which case of a parameterised test
+            where += " " + context.getDisplayName(); // which case of a parameterised test
         }
         String reason = cause == null || cause.getMessage() == null ? "no reason given" : cause.getMessage();
         System.out.println("[gpumem tests] SKIPPED " + where + ": " + reason.replaceFirst("^Assumption failed: ", ""));

@@ -9,6 +9,5 @@ public final class TestSizes {
     public static final long MiB = 1L << 20;
     public static final long GiB = 1L << 30;
 
-    private TestSizes() {
-    }
+    private TestSizes() {}
 }

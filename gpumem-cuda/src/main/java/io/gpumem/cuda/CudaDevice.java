@@ -70,6 +70,7 @@ public final class CudaDevice implements Device {
     static final int RESULT_NOT_READY = 600;
     /** Granularity reported when the device has no virtual memory management (CUDA's usual 2 MiB). */
     static final long FALLBACK_GRANULARITY = 2L << 20;
+
     private static final int SCRATCH_BYTES = 256;
     private static final long BOUNCE_BYTES = 1L << 20;
 
@@ -95,6 +96,7 @@ public final class CudaDevice implements Device {
         final MemorySegment scratch;
         /** The second word of {@link #scratch}, for calls with two out-parameters. */
         final MemorySegment scratchSecond;
+
         MemorySegment bounce;
         boolean contextCurrent;
 
@@ -127,7 +129,8 @@ public final class CudaDevice implements Device {
         this.name = out.getString(0);
         openCheck(driver.deviceTotalMem(out, deviceHandle), "cuDeviceTotalMem_v2");
         this.totalMemory = out.get(JAVA_LONG, 0);
-        openCheck(driver.deviceGetAttribute(out, ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, deviceHandle),
+        openCheck(
+                driver.deviceGetAttribute(out, ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, deviceHandle),
                 "cuDeviceGetAttribute(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)");
         this.virtualMemory = allowVirtualMemory && out.get(JAVA_INT, 0) != 0;
         openCheck(driver.devicePrimaryCtxRetain(out, deviceHandle), "cuDevicePrimaryCtxRetain");
@@ -137,7 +140,8 @@ public final class CudaDevice implements Device {
         try {
             openCheck(driver.ctxSetCurrent(context), "cuCtxSetCurrent");
             if (virtualMemory) {
-                openCheck(driver.memGetAllocationGranularity(out, allocationProp, GRANULARITY_RECOMMENDED),
+                openCheck(
+                        driver.memGetAllocationGranularity(out, allocationProp, GRANULARITY_RECOMMENDED),
                         "cuMemGetAllocationGranularity");
                 this.granularity = out.get(JAVA_LONG, 0);
             } else {
@@ -222,7 +226,9 @@ public final class CudaDevice implements Device {
     public long malloc(long bytes) {
         MemorySegment out = enter(DeviceOp.MALLOC);
         if (bytes <= 0) {
-            throw new DeviceException(DeviceOp.MALLOC, DeviceError.CUDA_ERROR_INVALID_VALUE,
+            throw new DeviceException(
+                    DeviceOp.MALLOC,
+                    DeviceError.CUDA_ERROR_INVALID_VALUE,
                     "cuMemAlloc_v2 size must be positive, was " + bytes);
         }
         return resultOrNull(DeviceOp.MALLOC, driver.memAlloc(out, bytes), "cuMemAlloc_v2", bytes, out);
@@ -265,8 +271,8 @@ public final class CudaDevice implements Device {
     @Override
     public long createPhysical(long size) {
         MemorySegment out = enterVirtual(DeviceOp.CREATE_PHYSICAL);
-        return resultOrNull(DeviceOp.CREATE_PHYSICAL, driver.memCreate(out, size, allocationProp, 0), "cuMemCreate",
-                size, out);
+        return resultOrNull(
+                DeviceOp.CREATE_PHYSICAL, driver.memCreate(out, size, allocationProp, 0), "cuMemCreate", size, out);
     }
 
     /**
@@ -293,16 +299,22 @@ public final class CudaDevice implements Device {
         enterVirtual(DeviceOp.MAP);
         int rc = driver.memMap(address, size, 0, handle, 0);
         if (rc != 0) {
-            throw failure(DeviceOp.MAP, rc, "cuMemMap(0x" + Long.toHexString(address) + ", " + size + ", 0, handle "
-                    + handle + ", 0)");
+            throw failure(
+                    DeviceOp.MAP,
+                    rc,
+                    "cuMemMap(0x" + Long.toHexString(address) + ", " + size + ", 0, handle " + handle + ", 0)");
         }
     }
 
     @Override
     public void setAccess(long address, long size) {
         enterVirtual(DeviceOp.SET_ACCESS);
-        check(DeviceOp.SET_ACCESS, driver.memSetAccess(address, size, accessDescriptor, 1), "cuMemSetAccess",
-                address, size);
+        check(
+                DeviceOp.SET_ACCESS,
+                driver.memSetAccess(address, size, accessDescriptor, 1),
+                "cuMemSetAccess",
+                address,
+                size);
     }
 
     @Override
@@ -326,7 +338,9 @@ public final class CudaDevice implements Device {
     public void destroyStream(long stream) {
         enter(DeviceOp.DESTROY_STREAM);
         if (stream == DEFAULT_STREAM) {
-            throw new DeviceException(DeviceOp.DESTROY_STREAM, DeviceError.CUDA_ERROR_INVALID_HANDLE,
+            throw new DeviceException(
+                    DeviceOp.DESTROY_STREAM,
+                    DeviceError.CUDA_ERROR_INVALID_HANDLE,
                     "the default stream cannot be destroyed");
         }
         requireStream(DeviceOp.DESTROY_STREAM, stream);
@@ -404,14 +418,19 @@ public final class CudaDevice implements Device {
 
     private void requireStream(DeviceOp op, long stream) {
         if (stream != DEFAULT_STREAM && !streams.contains(stream)) {
-            throw new DeviceException(op, DeviceError.CUDA_ERROR_INVALID_HANDLE, "stream 0x" + Long.toHexString(stream)
-                    + " was not created by this device (createStream) nor registered (registerStream)");
+            throw new DeviceException(
+                    op,
+                    DeviceError.CUDA_ERROR_INVALID_HANDLE,
+                    "stream 0x" + Long.toHexString(stream)
+                            + " was not created by this device (createStream) nor registered (registerStream)");
         }
     }
 
     private void requireEvent(DeviceOp op, long event) {
         if (!events.contains(event)) {
-            throw new DeviceException(op, DeviceError.CUDA_ERROR_INVALID_HANDLE,
+            throw new DeviceException(
+                    op,
+                    DeviceError.CUDA_ERROR_INVALID_HANDLE,
                     "event 0x" + Long.toHexString(event) + " was not created by this device or was destroyed");
         }
     }
@@ -423,7 +442,12 @@ public final class CudaDevice implements Device {
         ThreadState state = enterState(DeviceOp.COPY);
         checkHostRange(host, bytes);
         if (host.isNative()) {
-            check(DeviceOp.COPY, driver.memcpyHtoD(deviceAddress, host, bytes), "cuMemcpyHtoD_v2", deviceAddress, bytes);
+            check(
+                    DeviceOp.COPY,
+                    driver.memcpyHtoD(deviceAddress, host, bytes),
+                    "cuMemcpyHtoD_v2",
+                    deviceAddress,
+                    bytes);
             return;
         }
         // A heap segment has no stable address: stage it through a per-thread native buffer.
@@ -431,8 +455,12 @@ public final class CudaDevice implements Device {
         for (long done = 0; done < bytes; done += BOUNCE_BYTES) {
             long chunk = Math.min(BOUNCE_BYTES, bytes - done);
             MemorySegment.copy(host, done, bounce, 0, chunk);
-            check(DeviceOp.COPY, driver.memcpyHtoD(deviceAddress + done, bounce, chunk), "cuMemcpyHtoD_v2",
-                    deviceAddress + done, chunk);
+            check(
+                    DeviceOp.COPY,
+                    driver.memcpyHtoD(deviceAddress + done, bounce, chunk),
+                    "cuMemcpyHtoD_v2",
+                    deviceAddress + done,
+                    chunk);
         }
     }
 
@@ -441,18 +469,29 @@ public final class CudaDevice implements Device {
         ThreadState state = enterState(DeviceOp.COPY);
         checkHostRange(host, bytes);
         if (host.isReadOnly()) {
-            throw new DeviceException(DeviceOp.COPY, DeviceError.CUDA_ERROR_INVALID_VALUE,
+            throw new DeviceException(
+                    DeviceOp.COPY,
+                    DeviceError.CUDA_ERROR_INVALID_VALUE,
                     "cuMemcpyDtoH_v2 into a read-only host segment");
         }
         if (host.isNative()) {
-            check(DeviceOp.COPY, driver.memcpyDtoH(host, deviceAddress, bytes), "cuMemcpyDtoH_v2", deviceAddress, bytes);
+            check(
+                    DeviceOp.COPY,
+                    driver.memcpyDtoH(host, deviceAddress, bytes),
+                    "cuMemcpyDtoH_v2",
+                    deviceAddress,
+                    bytes);
             return;
         }
         MemorySegment bounce = bounce(state);
         for (long done = 0; done < bytes; done += BOUNCE_BYTES) {
             long chunk = Math.min(BOUNCE_BYTES, bytes - done);
-            check(DeviceOp.COPY, driver.memcpyDtoH(bounce, deviceAddress + done, chunk), "cuMemcpyDtoH_v2",
-                    deviceAddress + done, chunk);
+            check(
+                    DeviceOp.COPY,
+                    driver.memcpyDtoH(bounce, deviceAddress + done, chunk),
+                    "cuMemcpyDtoH_v2",
+                    deviceAddress + done,
+                    chunk);
             MemorySegment.copy(bounce, 0, host, done, chunk);
         }
     }
@@ -461,7 +500,8 @@ public final class CudaDevice implements Device {
     public void copyDeviceToDevice(long dstAddress, long srcAddress, long bytes) {
         enter(DeviceOp.COPY);
         if (bytes < 0) {
-            throw new DeviceException(DeviceOp.COPY, DeviceError.CUDA_ERROR_INVALID_VALUE, "negative byte count " + bytes);
+            throw new DeviceException(
+                    DeviceOp.COPY, DeviceError.CUDA_ERROR_INVALID_VALUE, "negative byte count " + bytes);
         }
         check(DeviceOp.COPY, driver.memcpyDtoD(dstAddress, srcAddress, bytes), "cuMemcpyDtoD_v2", dstAddress, bytes);
     }
@@ -538,7 +578,9 @@ public final class CudaDevice implements Device {
     private MemorySegment enterVirtual(DeviceOp op) {
         MemorySegment out = enter(op);
         if (!virtualMemory) {
-            throw new DeviceException(op, DeviceError.CUDA_ERROR_NOT_SUPPORTED,
+            throw new DeviceException(
+                    op,
+                    DeviceError.CUDA_ERROR_NOT_SUPPORTED,
                     "virtual memory management is not available on " + name
                             + " (device attribute 102 is 0, or it was disabled when opening the device)");
         }
@@ -564,7 +606,9 @@ public final class CudaDevice implements Device {
 
     private static void checkHostRange(MemorySegment host, long bytes) {
         if (bytes < 0 || bytes > host.byteSize()) {
-            throw new DeviceException(DeviceOp.COPY, DeviceError.CUDA_ERROR_INVALID_VALUE,
+            throw new DeviceException(
+                    DeviceOp.COPY,
+                    DeviceError.CUDA_ERROR_INVALID_VALUE,
                     "copy of " + bytes + " bytes with a host segment of " + host.byteSize() + " bytes");
         }
     }
@@ -576,7 +620,8 @@ public final class CudaDevice implements Device {
     }
 
     private DeviceException failure(DeviceOp op, int rc, String call) {
-        return new DeviceException(op, DeviceError.ofCode(rc), call + " returned " + driver.errorName(rc) + " (" + rc + ")");
+        return new DeviceException(
+                op, DeviceError.ofCode(rc), call + " returned " + driver.errorName(rc) + " (" + rc + ")");
     }
 
     private void openCheck(int rc, String call) {

@@ -1,7 +1,6 @@
 package io.gpumem.cuda;
 
 import static io.gpumem.testing.TestSizes.MiB;
-
 import static java.lang.foreign.ValueLayout.JAVA_BYTE;
 import static org.assertj.core.api.Assertions.assertThat;
 

@@ -1,8 +1,7 @@
 package io.gpumem.cuda;
 
-import static io.gpumem.testing.TestSizes.MiB;
 import static io.gpumem.testing.TestSizes.GiB;
-
+import static io.gpumem.testing.TestSizes.MiB;
 import static java.lang.foreign.ValueLayout.JAVA_BYTE;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import static org.assertj.core.api.Assertions.assertThat;
@@ -105,7 +104,8 @@ class CudaDeviceTest {
                     assertThat(e.op()).isEqualTo(DeviceOp.FREE);
                     assertThat(e.error()).isEqualTo(DeviceError.CUDA_ERROR_INVALID_VALUE);
                 })
-                .hasMessageContaining("cuMemFree_v2").hasMessageContaining("CUDA_ERROR_INVALID_VALUE");
+                .hasMessageContaining("cuMemFree_v2")
+                .hasMessageContaining("CUDA_ERROR_INVALID_VALUE");
         device.free(a);
         assertThatThrownBy(() -> device.free(a)).isInstanceOf(DeviceException.class); // double free
         assertThatThrownBy(() -> device.free(Device.NULL)).isInstanceOf(DeviceException.class);
@@ -118,8 +118,8 @@ class CudaDeviceTest {
         FakeCuda.failNth("cuMemAlloc_v2", 2, FakeCuda.UNKNOWN);
         long a = device.malloc(MiB);
         assertThatThrownBy(() -> device.malloc(MiB))
-                .isInstanceOfSatisfying(DeviceException.class,
-                        e -> assertThat(e.error()).isEqualTo(DeviceError.CUDA_ERROR_UNKNOWN))
+                .isInstanceOfSatisfying(
+                        DeviceException.class, e -> assertThat(e.error()).isEqualTo(DeviceError.CUDA_ERROR_UNKNOWN))
                 .hasMessageContaining("CUDA_ERROR_UNKNOWN (999)");
         long b = device.malloc(MiB); // the fault was one-shot
         assertThat(b).isNotEqualTo(a).isNotZero();
@@ -193,8 +193,10 @@ class CudaDeviceTest {
         long base = device.reserveAddressRange(4 * PAGE);
         long big = device.createPhysical(2 * PAGE);
         // Not a multiple of the granularity.
-        assertThatThrownBy(() -> device.createPhysical(PAGE + 4096)).isInstanceOfSatisfying(DeviceException.class,
-                e -> assertThat(e.error()).isEqualTo(DeviceError.CUDA_ERROR_INVALID_VALUE));
+        assertThatThrownBy(() -> device.createPhysical(PAGE + 4096))
+                .isInstanceOfSatisfying(
+                        DeviceException.class,
+                        e -> assertThat(e.error()).isEqualTo(DeviceError.CUDA_ERROR_INVALID_VALUE));
         assertThatThrownBy(() -> device.reserveAddressRange(PAGE + 1)).isInstanceOf(DeviceException.class);
         device.map(base, 2 * PAGE, big);
         // Copies before access is set are refused.
@@ -205,12 +207,16 @@ class CudaDeviceTest {
         device.setAccess(base, 2 * PAGE);
         // Mapping over an existing mapping, or outside the reservation, is refused.
         long other = device.createPhysical(PAGE);
-        assertThatThrownBy(() -> device.map(base + PAGE, PAGE, other)).isInstanceOfSatisfying(DeviceException.class,
-                e -> assertThat(e.op()).isEqualTo(DeviceOp.MAP)).hasMessageContaining("cuMemMap");
+        assertThatThrownBy(() -> device.map(base + PAGE, PAGE, other))
+                .isInstanceOfSatisfying(
+                        DeviceException.class, e -> assertThat(e.op()).isEqualTo(DeviceOp.MAP))
+                .hasMessageContaining("cuMemMap");
         assertThatThrownBy(() -> device.map(base + 4 * PAGE, PAGE, other)).isInstanceOf(DeviceException.class);
         // A sub-range of one mapping cannot be unmapped; the whole mapping can.
-        assertThatThrownBy(() -> device.unmap(base, PAGE)).isInstanceOfSatisfying(DeviceException.class,
-                e -> assertThat(e.op()).isEqualTo(DeviceOp.UNMAP)).hasMessageContaining("cuMemUnmap");
+        assertThatThrownBy(() -> device.unmap(base, PAGE))
+                .isInstanceOfSatisfying(
+                        DeviceException.class, e -> assertThat(e.op()).isEqualTo(DeviceOp.UNMAP))
+                .hasMessageContaining("cuMemUnmap");
         // The range cannot be freed while something is mapped in it.
         assertThatThrownBy(() -> device.freeAddressRange(base, 4 * PAGE)).isInstanceOf(DeviceException.class);
         device.unmap(base, 2 * PAGE);
@@ -282,8 +288,10 @@ class CudaDeviceTest {
         device = FakeCuda.open();
         assertThat(device.supportsVirtualMemory()).isFalse();
         assertThat(device.allocationGranularity()).isEqualTo(PAGE);
-        assertThatThrownBy(() -> device.reserveAddressRange(PAGE)).isInstanceOfSatisfying(DeviceException.class,
-                e -> assertThat(e.error()).isEqualTo(DeviceError.CUDA_ERROR_NOT_SUPPORTED))
+        assertThatThrownBy(() -> device.reserveAddressRange(PAGE))
+                .isInstanceOfSatisfying(
+                        DeviceException.class,
+                        e -> assertThat(e.error()).isEqualTo(DeviceError.CUDA_ERROR_NOT_SUPPORTED))
                 .hasMessageContaining("attribute 102");
         assertThatThrownBy(() -> device.createPhysical(PAGE)).isInstanceOf(DeviceException.class);
         assertThat(FakeCuda.calls("cuMemAddressReserve")).isZero();
@@ -326,8 +334,10 @@ class CudaDeviceTest {
 
         device.destroyEvent(e);
         device.destroyStream(s);
-        assertThatThrownBy(() -> device.queryEvent(e)).isInstanceOfSatisfying(DeviceException.class,
-                ex -> assertThat(ex.error()).isEqualTo(DeviceError.CUDA_ERROR_INVALID_HANDLE));
+        assertThatThrownBy(() -> device.queryEvent(e))
+                .isInstanceOfSatisfying(
+                        DeviceException.class,
+                        ex -> assertThat(ex.error()).isEqualTo(DeviceError.CUDA_ERROR_INVALID_HANDLE));
         assertThatThrownBy(() -> device.destroyStream(Device.DEFAULT_STREAM)).isInstanceOf(DeviceException.class);
         assertThat(device.callCount(DeviceOp.QUERY_EVENT)).isEqualTo(8);
         assertThat(FakeCuda.calls("cuEventDestroy_v2")).isEqualTo(1);
@@ -337,8 +347,10 @@ class CudaDeviceTest {
     @Test
     void handlesItDidNotCreateNeverReachTheDriver() {
         long madeUp = 0x55d1_2345_6780L; // a real driver would dereference this as a pointer
-        assertThatThrownBy(() -> device.synchronizeStream(madeUp)).isInstanceOfSatisfying(DeviceException.class,
-                e -> assertThat(e.error()).isEqualTo(DeviceError.CUDA_ERROR_INVALID_HANDLE))
+        assertThatThrownBy(() -> device.synchronizeStream(madeUp))
+                .isInstanceOfSatisfying(
+                        DeviceException.class,
+                        e -> assertThat(e.error()).isEqualTo(DeviceError.CUDA_ERROR_INVALID_HANDLE))
                 .hasMessageContaining("0x55d123456780");
         long event = device.createEvent();
         assertThatThrownBy(() -> device.recordEvent(event, madeUp)).isInstanceOf(DeviceException.class);
@@ -367,7 +379,8 @@ class CudaDeviceTest {
 
     @Test
     void otherThreadsGetTheContextMadeCurrent() throws Exception {
-        long fromOtherThread = CompletableFuture.supplyAsync(() -> device.malloc(MiB)).get();
+        long fromOtherThread =
+                CompletableFuture.supplyAsync(() -> device.malloc(MiB)).get();
         assertThat(fromOtherThread).isNotZero();
         device.free(fromOtherThread);
         assertThat(FakeCuda.calls("cuCtxSetCurrent")).isEqualTo(3); // open, this thread, the other thread
@@ -396,7 +409,9 @@ class CudaDeviceTest {
             long expectedBytes = 0;
             for (int t = 0; t < threads; t++) {
                 for (long a : futures.get(t).get()) {
-                    assertThat(seen.add(a)).as("address 0x%x handed out twice", a).isTrue();
+                    assertThat(seen.add(a))
+                            .as("address 0x%x handed out twice", a)
+                            .isTrue();
                 }
                 expectedBytes += perThread * (t + 1) * 4096L;
             }
@@ -430,7 +445,8 @@ class CudaDeviceTest {
                 .isInstanceOf(DeviceException.class);
         // Past the end of the allocation: the driver refuses.
         assertThatThrownBy(() -> device.copyToDevice(a + MiB - 8, MemorySegment.ofArray(small), 16))
-                .isInstanceOfSatisfying(DeviceException.class, e -> assertThat(e.op()).isEqualTo(DeviceOp.COPY));
+                .isInstanceOfSatisfying(
+                        DeviceException.class, e -> assertThat(e.op()).isEqualTo(DeviceOp.COPY));
         device.free(a);
     }
 
@@ -463,7 +479,9 @@ class CudaDeviceTest {
     @Test
     void aFailingInitIsReportedWithTheDriversErrorName() {
         FakeCuda.failNth("cuInit", 1, 100);
-        assertThatThrownBy(FakeCuda::open).isInstanceOf(CudaUnavailableException.class)
-                .hasMessageContaining("cuInit").hasMessageContaining("CUDA_ERROR_NO_DEVICE");
+        assertThatThrownBy(FakeCuda::open)
+                .isInstanceOf(CudaUnavailableException.class)
+                .hasMessageContaining("cuInit")
+                .hasMessageContaining("CUDA_ERROR_NO_DEVICE");
     }
 }

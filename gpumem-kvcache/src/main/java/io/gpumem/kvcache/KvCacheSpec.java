@@ -72,14 +72,33 @@ public final class KvCacheSpec {
         return new Builder();
     }
 
-    public int layers() { return layers; }
-    public int kvHeads() { return kvHeads; }
-    public int headSize() { return headSize; }
-    public int elementSize() { return elementSize; }
-    public int blockSize() { return blockSize; }
+    public int layers() {
+        return layers;
+    }
+
+    public int kvHeads() {
+        return kvHeads;
+    }
+
+    public int headSize() {
+        return headSize;
+    }
+
+    public int elementSize() {
+        return elementSize;
+    }
+
+    public int blockSize() {
+        return blockSize;
+    }
     /** Blocks in the pool, including the null block 0. */
-    public int numBlocks() { return numBlocks; }
-    public int maxModelLen() { return maxModelLen; }
+    public int numBlocks() {
+        return numBlocks;
+    }
+
+    public int maxModelLen() {
+        return maxModelLen;
+    }
 
     /** Bytes of one token's K or V in one layer: {@code kvHeads × headSize × elementSize}. */
     public long tokenBytes() {
@@ -124,19 +143,47 @@ public final class KvCacheSpec {
         private int numBlocks;
         private int maxModelLen = 2048;
 
-        private Builder() {
+        private Builder() {}
+
+        public Builder layers(int v) {
+            layers = v;
+            return this;
         }
 
-        public Builder layers(int v) { layers = v; return this; }
-        public Builder kvHeads(int v) { kvHeads = v; return this; }
-        public Builder headSize(int v) { headSize = v; return this; }
-        public Builder elementSize(int v) { elementSize = v; return this; }
-        public Builder blockSize(int v) { blockSize = v; return this; }
+        public Builder kvHeads(int v) {
+            kvHeads = v;
+            return this;
+        }
+
+        public Builder headSize(int v) {
+            headSize = v;
+            return this;
+        }
+
+        public Builder elementSize(int v) {
+            elementSize = v;
+            return this;
+        }
+
+        public Builder blockSize(int v) {
+            blockSize = v;
+            return this;
+        }
         /** Total bytes for K and V over all layers; the block count is derived from it. */
-        public Builder budgetBytes(long v) { budgetBytes = v; return this; }
+        public Builder budgetBytes(long v) {
+            budgetBytes = v;
+            return this;
+        }
         /** Explicit block count (including the null block), like vLLM's {@code num_gpu_blocks_override}. */
-        public Builder numBlocks(int v) { numBlocks = v; return this; }
-        public Builder maxModelLen(int v) { maxModelLen = v; return this; }
+        public Builder numBlocks(int v) {
+            numBlocks = v;
+            return this;
+        }
+
+        public Builder maxModelLen(int v) {
+            maxModelLen = v;
+            return this;
+        }
 
         public KvCacheSpec build() {
             return new KvCacheSpec(this);

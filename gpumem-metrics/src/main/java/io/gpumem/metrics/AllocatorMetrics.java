@@ -1,6 +1,9 @@
 package io.gpumem.metrics;
 
 import io.gpumem.alloc.GpuAllocator;
+import io.gpumem.stats.MemoryStats;
+import io.gpumem.stats.StatKind;
+import io.gpumem.stats.StatType;
 import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
@@ -8,9 +11,6 @@ import io.micrometer.core.instrument.Tag;
 import io.micrometer.core.instrument.Tags;
 import io.micrometer.core.instrument.binder.BaseUnits;
 import io.micrometer.core.instrument.binder.MeterBinder;
-import io.gpumem.stats.MemoryStats;
-import io.gpumem.stats.StatKind;
-import io.gpumem.stats.StatType;
 import java.util.function.Supplier;
 import java.util.function.ToLongFunction;
 
@@ -34,6 +34,7 @@ import java.util.function.ToLongFunction;
 public final class AllocatorMetrics implements MeterBinder {
     /** How long one stats map serves the meters of a scrape. */
     static final long REUSE_NANOS = 100_000_000L;
+
     private final Supplier<MemoryStats> stats;
     private final Tags tags;
     private MemoryStats last;
@@ -53,7 +54,8 @@ public final class AllocatorMetrics implements MeterBinder {
      * its device index.
      */
     public static AllocatorMetrics of(GpuAllocator allocator) {
-        return new AllocatorMetrics(allocator::stats,
+        return new AllocatorMetrics(
+                allocator::stats,
                 Tags.of("device", Integer.toString(allocator.device().index())));
     }
 
@@ -61,30 +63,64 @@ public final class AllocatorMetrics implements MeterBinder {
     public void bindTo(MeterRegistry registry) {
         for (StatType pool : StatType.values()) {
             gauge(registry, "gpumem.allocator.allocated", StatKind.ALLOCATED_BYTES, pool, "Bytes in allocated blocks");
-            gauge(registry, "gpumem.allocator.reserved", StatKind.RESERVED_BYTES, pool,
+            gauge(
+                    registry,
+                    "gpumem.allocator.reserved",
+                    StatKind.RESERVED_BYTES,
+                    pool,
                     "Bytes in segments held from the device");
-            gauge(registry, "gpumem.allocator.active", StatKind.ACTIVE_BYTES, pool,
+            gauge(
+                    registry,
+                    "gpumem.allocator.active",
+                    StatKind.ACTIVE_BYTES,
+                    pool,
                     "Bytes in allocated blocks and blocks waiting on stream events");
-            gauge(registry, "gpumem.allocator.inactive.split", StatKind.INACTIVE_SPLIT_BYTES, pool,
+            gauge(
+                    registry,
+                    "gpumem.allocator.inactive.split",
+                    StatKind.INACTIVE_SPLIT_BYTES,
+                    pool,
                     "Free bytes in segments that also hold an active block (cannot be released)");
-            gauge(registry, "gpumem.allocator.requested", StatKind.REQUESTED_BYTES, pool,
+            gauge(
+                    registry,
+                    "gpumem.allocator.requested",
+                    StatKind.REQUESTED_BYTES,
+                    pool,
                     "Bytes callers asked for, unrounded");
         }
-        counter(registry, "gpumem.allocator.device.allocs", MemoryStats::numDeviceAlloc,
+        counter(
+                registry,
+                "gpumem.allocator.device.allocs",
+                MemoryStats::numDeviceAlloc,
                 "Device allocations (cudaMalloc, map)");
-        counter(registry, "gpumem.allocator.device.frees", MemoryStats::numDeviceFree, "Device frees (cudaFree, unmap)");
-        counter(registry, "gpumem.allocator.retries", MemoryStats::numAllocRetries,
+        counter(
+                registry,
+                "gpumem.allocator.device.frees",
+                MemoryStats::numDeviceFree,
+                "Device frees (cudaFree, unmap)");
+        counter(
+                registry,
+                "gpumem.allocator.retries",
+                MemoryStats::numAllocRetries,
                 "Allocations that freed the cache and retried");
         counter(registry, "gpumem.allocator.ooms", MemoryStats::numOoms, "Out-of-memory errors");
     }
 
     private void gauge(MeterRegistry registry, String name, StatKind kind, StatType pool, String description) {
-        Gauge.builder(name, this, m -> m.read(s -> s.get(kind, pool).current())).tags(tags).tag("pool", pool.key())
-                .baseUnit(BaseUnits.BYTES).description(description).strongReference(true).register(registry);
+        Gauge.builder(name, this, m -> m.read(s -> s.get(kind, pool).current()))
+                .tags(tags)
+                .tag("pool", pool.key())
+                .baseUnit(BaseUnits.BYTES)
+                .description(description)
+                .strongReference(true)
+                .register(registry);
     }
 
     private void counter(MeterRegistry registry, String name, ToLongFunction<MemoryStats> figure, String description) {
-        FunctionCounter.builder(name, this, m -> m.read(figure)).tags(tags).description(description).register(registry);
+        FunctionCounter.builder(name, this, m -> m.read(figure))
+                .tags(tags)
+                .description(description)
+                .register(registry);
     }
 
     private synchronized double read(ToLongFunction<MemoryStats> figure) {

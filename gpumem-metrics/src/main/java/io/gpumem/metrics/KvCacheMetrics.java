@@ -43,44 +43,101 @@ public final class KvCacheMetrics implements MeterBinder {
 
     @Override
     public void bindTo(MeterRegistry registry) {
-        gauge(registry, "gpumem.kv.usage", Tags.of("cached", "excluded"), KvCacheStats::usage,
+        gauge(
+                registry,
+                "gpumem.kv.usage",
+                Tags.of("cached", "excluded"),
+                KvCacheStats::usage,
                 "Referenced KV blocks / usable blocks (cached-idle blocks count as free)");
-        gauge(registry, "gpumem.kv.usage", Tags.of("cached", "included"), KvCacheStats::usageIncludingCached,
+        gauge(
+                registry,
+                "gpumem.kv.usage",
+                Tags.of("cached", "included"),
+                KvCacheStats::usageIncludingCached,
                 "KV blocks in use, cached-idle blocks counted as used");
-        gauge(registry, "gpumem.kv.prefix.hit.rate", Tags.of("window", "recent"), KvCacheStats::prefixHitRateWindow,
+        gauge(
+                registry,
+                "gpumem.kv.prefix.hit.rate",
+                Tags.of("window", "recent"),
+                KvCacheStats::prefixHitRateWindow,
                 "Prefix-cache hit tokens / queried tokens over the recent lookups");
-        gauge(registry, "gpumem.kv.prefix.hit.rate", Tags.of("window", "lifetime"), KvCacheStats::prefixHitRate,
+        gauge(
+                registry,
+                "gpumem.kv.prefix.hit.rate",
+                Tags.of("window", "lifetime"),
+                KvCacheStats::prefixHitRate,
                 "Prefix-cache hit tokens / queried tokens since start");
-        gauge(registry, "gpumem.kv.requests", Tags.of("state", "live"), s -> s.liveRequests(),
+        gauge(
+                registry,
+                "gpumem.kv.requests",
+                Tags.of("state", "live"),
+                s -> s.liveRequests(),
                 "Requests holding device blocks");
-        gauge(registry, "gpumem.kv.requests", Tags.of("state", "swapped"), s -> s.swappedRequests(),
+        gauge(
+                registry,
+                "gpumem.kv.requests",
+                Tags.of("state", "swapped"),
+                s -> s.swappedRequests(),
                 "Requests swapped out to the host");
-        counter(registry, "gpumem.kv.preemptions", Tags.of("mode", "recompute"), s -> s.recomputePreemptions(),
+        counter(
+                registry,
+                "gpumem.kv.preemptions",
+                Tags.of("mode", "recompute"),
+                s -> s.recomputePreemptions(),
                 "Preemptions by recompute (swap fallbacks included)");
-        counter(registry, "gpumem.kv.preemptions", Tags.of("mode", "swap"), s -> s.swapPreemptions(),
+        counter(
+                registry,
+                "gpumem.kv.preemptions",
+                Tags.of("mode", "swap"),
+                s -> s.swapPreemptions(),
                 "Preemptions by swap");
-        counter(registry, "gpumem.kv.swap.fallbacks", Tags.empty(), s -> s.swapFallbacks(),
+        counter(
+                registry,
+                "gpumem.kv.swap.fallbacks",
+                Tags.empty(),
+                s -> s.swapFallbacks(),
                 "Swap preemptions turned into recompute because the swap space was full");
-        counter(registry, "gpumem.kv.prefix.queried.tokens", Tags.empty(), s -> s.prefixQueriedTokens(),
+        counter(
+                registry,
+                "gpumem.kv.prefix.queried.tokens",
+                Tags.empty(),
+                s -> s.prefixQueriedTokens(),
                 "Prompt tokens queried by prefix lookups");
-        counter(registry, "gpumem.kv.prefix.hit.tokens", Tags.empty(), s -> s.prefixHitTokens(),
+        counter(
+                registry,
+                "gpumem.kv.prefix.hit.tokens",
+                Tags.empty(),
+                s -> s.prefixHitTokens(),
                 "Prompt tokens found cached");
         counter(registry, "gpumem.kv.evictions", Tags.empty(), s -> s.evictions(), "Cached blocks evicted");
-        counter(registry, "gpumem.kv.copy.on.write.blocks", Tags.empty(), s -> s.copyOnWriteBlocks(),
+        counter(
+                registry,
+                "gpumem.kv.copy.on.write.blocks",
+                Tags.empty(),
+                s -> s.copyOnWriteBlocks(),
                 "Blocks copied before a write into a shared block");
-        counter(registry, "gpumem.kv.refused.allocations", Tags.empty(), s -> s.refusedAllocations(),
+        counter(
+                registry,
+                "gpumem.kv.refused.allocations",
+                Tags.empty(),
+                s -> s.refusedAllocations(),
                 "Slot allocations or swap-ins answered 'cannot'");
     }
 
-    private void gauge(MeterRegistry registry, String name, Tags extra, ToDoubleFunction<KvCacheStats> f,
-                       String description) {
-        Gauge.builder(name, this, m -> m.read(f)).tags(tags.and(extra)).description(description)
-                .strongReference(true).register(registry);
+    private void gauge(
+            MeterRegistry registry, String name, Tags extra, ToDoubleFunction<KvCacheStats> f, String description) {
+        Gauge.builder(name, this, m -> m.read(f))
+                .tags(tags.and(extra))
+                .description(description)
+                .strongReference(true)
+                .register(registry);
     }
 
-    private void counter(MeterRegistry registry, String name, Tags extra, ToDoubleFunction<KvCacheStats> f,
-                         String description) {
-        FunctionCounter.builder(name, this, m -> m.read(f)).tags(tags.and(extra)).description(description)
+    private void counter(
+            MeterRegistry registry, String name, Tags extra, ToDoubleFunction<KvCacheStats> f, String description) {
+        FunctionCounter.builder(name, this, m -> m.read(f))
+                .tags(tags.and(extra))
+                .description(description)
                 .register(registry);
     }
 

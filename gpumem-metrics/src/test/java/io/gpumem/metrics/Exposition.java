@@ -11,13 +11,13 @@ import java.util.regex.Pattern;
  * other line fails. Samples are keyed by name plus labels as written.
  */
 public final class Exposition {
-    private static final Pattern SAMPLE = Pattern.compile(
-            "([a-zA-Z_:][a-zA-Z0-9_:]*)(\\{(?:[a-zA-Z_][a-zA-Z0-9_]*=\"(?:[^\"\\\\]|\\\\.)*\",?)*\\})? "
+    private static final Pattern SAMPLE =
+            Pattern.compile("([a-zA-Z_:][a-zA-Z0-9_:]*)(\\{(?:[a-zA-Z_][a-zA-Z0-9_]*=\"(?:[^\"\\\\]|\\\\.)*\",?)*\\})? "
                     + "(-?[0-9.eE+-]+|NaN|[+-]Inf)( -?[0-9]+)?");
-    private static final Pattern TYPE = Pattern.compile("# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram|summary|untyped)");
+    private static final Pattern TYPE =
+            Pattern.compile("# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram|summary|untyped)");
 
-    private Exposition() {
-    }
+    private Exposition() {}
 
     /** Samples by {@code name{labels}}, and types by metric family name under {@code "#TYPE name"}. */
     public static Map<String, String> parse(String body) {

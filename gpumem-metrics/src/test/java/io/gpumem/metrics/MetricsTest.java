@@ -36,7 +36,8 @@ class MetricsTest {
 
     @Test
     void allocatorGaugesAndCountersFollowMemoryStats() throws Exception {
-        SimulatedDevice device = SimulatedDevice.builder().capacity(100 * MIB).index(3).build();
+        SimulatedDevice device =
+                SimulatedDevice.builder().capacity(100 * MIB).index(3).build();
         CachingAllocator a = new CachingAllocator(device, AllocatorConfig.defaults());
         PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
         AllocatorMetrics.of(a).bindTo(registry);
@@ -56,10 +57,12 @@ class MetricsTest {
             assertThat(r.statusCode()).isEqualTo(200);
             assertThat(r.headers().firstValue("Content-Type")).contains(PrometheusEndpoint.CONTENT_TYPE);
             Map<String, String> s = Exposition.parse(r.body());
-            assertThat(s).containsEntry("#TYPE gpumem_allocator_reserved_bytes", "gauge")
+            assertThat(s)
+                    .containsEntry("#TYPE gpumem_allocator_reserved_bytes", "gauge")
                     .containsEntry("#TYPE gpumem_allocator_ooms_total", "counter");
             for (String pool : new String[] {"all", "small_pool", "large_pool"}) {
-                assertThat(Exposition.value(s, "gpumem_allocator_allocated_bytes", "pool=\"" + pool + "\"", "device=\"3\""))
+                assertThat(Exposition.value(
+                                s, "gpumem_allocator_allocated_bytes", "pool=\"" + pool + "\"", "device=\"3\""))
                         .isEqualTo((double) stats.get("allocated_bytes." + pool + ".current"));
                 assertThat(Exposition.value(s, "gpumem_allocator_reserved_bytes", "pool=\"" + pool + "\""))
                         .isEqualTo((double) stats.get("reserved_bytes." + pool + ".current"));
@@ -67,26 +70,38 @@ class MetricsTest {
                         .isEqualTo((double) stats.get("inactive_split_bytes." + pool + ".current"));
             }
             assertThat(Exposition.value(s, "gpumem_allocator_ooms_total")).isEqualTo(1.0);
-            assertThat(Exposition.value(s, "gpumem_allocator_retries_total")).isEqualTo((double) stats.get("num_alloc_retries"));
-            assertThat(Exposition.value(s, "gpumem_allocator_device_allocs_total")).isEqualTo((double) stats.get("num_device_alloc"));
-            assertThat(Exposition.value(s, "gpumem_allocator_device_frees_total")).isEqualTo((double) stats.get("num_device_free"));
-            assertThat(Exposition.value(s, "gpumem_allocator_allocated_bytes", "pool=\"small_pool\"")).isEqualTo(1024.0);
-            assertThat(get(endpoint.url().replace("/metrics", "/other")).statusCode()).isEqualTo(404);
+            assertThat(Exposition.value(s, "gpumem_allocator_retries_total"))
+                    .isEqualTo((double) stats.get("num_alloc_retries"));
+            assertThat(Exposition.value(s, "gpumem_allocator_device_allocs_total"))
+                    .isEqualTo((double) stats.get("num_device_alloc"));
+            assertThat(Exposition.value(s, "gpumem_allocator_device_frees_total"))
+                    .isEqualTo((double) stats.get("num_device_free"));
+            assertThat(Exposition.value(s, "gpumem_allocator_allocated_bytes", "pool=\"small_pool\""))
+                    .isEqualTo(1024.0);
+            assertThat(get(endpoint.url().replace("/metrics", "/other")).statusCode())
+                    .isEqualTo(404);
         }
         a.free(y);
     }
 
     @Test
     void kvMetricsServedDuringASimulationMatchItsReport() throws Exception {
-        SimConfig config = SimConfig.builder().requests(150).blocks(200).seed(5).preemption(PreemptionMode.SWAP).build();
-        SimulatedDevice device = SimulatedDevice.builder().capacity(ServingSimulator.deviceBytes(config) + 64 * MIB)
-                .backed(true).build();
+        SimConfig config = SimConfig.builder()
+                .requests(150)
+                .blocks(200)
+                .seed(5)
+                .preemption(PreemptionMode.SWAP)
+                .build();
+        SimulatedDevice device = SimulatedDevice.builder()
+                .capacity(ServingSimulator.deviceBytes(config) + 64 * MIB)
+                .backed(true)
+                .build();
         PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
         KvCacheStats[] published = new KvCacheStats[1];
         new KvCacheMetrics(() -> published[0], Tags.of("instance", "test")).bindTo(registry);
         KvCacheManager[] manager = new KvCacheManager[1];
-        SimReport report = ServingSimulator.run(config, TierSettings.NONE, TimeModel.defaults(), 1,
-                i -> KvMemory.direct(device), new SimObserver() {
+        SimReport report = ServingSimulator.run(
+                config, TierSettings.NONE, TimeModel.defaults(), 1, i -> KvMemory.direct(device), new SimObserver() {
                     @Override
                     public void started(int instance, KvCacheManager m) {
                         manager[0] = m;
@@ -109,9 +124,11 @@ class MetricsTest {
                     .isEqualTo((double) report.swapPreemptions());
             assertThat(Exposition.value(s, "gpumem_kv_prefix_hit_rate", "window=\"lifetime\""))
                     .isEqualTo(report.prefixHitRate());
-            assertThat(Exposition.value(s, "gpumem_kv_usage", "cached=\"excluded\"")).isEqualTo(k.usage());
+            assertThat(Exposition.value(s, "gpumem_kv_usage", "cached=\"excluded\""))
+                    .isEqualTo(k.usage());
             assertThat(Exposition.value(s, "gpumem_kv_swap_fallbacks_total")).isEqualTo((double) k.swapFallbacks());
-            assertThat(Exposition.value(s, "gpumem_kv_requests", "state=\"live\"")).isEqualTo(k.liveRequests());
+            assertThat(Exposition.value(s, "gpumem_kv_requests", "state=\"live\""))
+                    .isEqualTo(k.liveRequests());
         }
     }
 }

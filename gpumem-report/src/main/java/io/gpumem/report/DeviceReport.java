@@ -24,8 +24,13 @@ import java.util.Map;
  * @param extraRows what-if rows beyond the recommender's (user configurations, the demo's table)
  * @param notes     what could not be drawn and why
  */
-record DeviceReport(int device, DeviceAnalysis analysis, List<RunOutcome> extraRows, Timeline timeline,
-                    List<SegmentMap> maps, List<String> notes) {
+record DeviceReport(
+        int device,
+        DeviceAnalysis analysis,
+        List<RunOutcome> extraRows,
+        Timeline timeline,
+        List<SegmentMap> maps,
+        List<String> notes) {
 
     static DeviceReport of(TraceSession session, DeviceAnalysis analysis, List<RunOutcome> extraRows) {
         TraceSnapshot snapshot = session.trace();
@@ -56,15 +61,18 @@ record DeviceReport(int device, DeviceAnalysis analysis, List<RunOutcome> extraR
         Timeline timeline = new Timeline(snapshot.traceOf(d), start, config, new Sites(), endFrames);
         MemoryState analysed = analysis.analysis().state();
         List<SegmentMap> maps = new ArrayList<>();
-        SegmentMap analysedMap = SegmentMap.of(analysed.oom().isPresent() ? "at the OOM: " + analysed.label()
-                : analysed.label(), analysed, timeline, timeline.liveAfter(analysis.end() - 1));
+        SegmentMap analysedMap = SegmentMap.of(
+                analysed.oom().isPresent() ? "at the OOM: " + analysed.label() : analysed.label(),
+                analysed,
+                timeline,
+                timeline.liveAfter(analysis.end() - 1));
         int peak = timeline.peakIndex;
         SegmentMap peakMap = null;
         if (peak >= 0 && peak != analysis.end() - 1) {
             try {
                 MemoryState atPeak = TraceStates.afterEntry(snapshot, d, peak, analysed.capacity());
-                peakMap = SegmentMap.of("at peak allocated (after entry #" + peak + ")", atPeak, timeline,
-                        timeline.liveAfter(peak));
+                peakMap = SegmentMap.of(
+                        "at peak allocated (after entry #" + peak + ")", atPeak, timeline, timeline.liveAfter(peak));
             } catch (RuntimeException e) {
                 notes.add("the state at peak allocated (entry #" + peak + ") could not be rebuilt: " + e.getMessage());
             }

@@ -1,21 +1,21 @@
 package io.gpumem.report;
 
-import io.gpumem.trace.analysis.AnalysisPrinter;
+import io.gpumem.alloc.Pool;
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.size.ByteSize;
-import io.gpumem.trace.analysis.Percent;
+import io.gpumem.trace.analysis.AnalysisPrinter;
 import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.trace.analysis.Diagnosis;
 import io.gpumem.trace.analysis.DiagnosisKind;
 import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.analysis.OomEvent;
-import io.gpumem.alloc.Pool;
+import io.gpumem.trace.analysis.Percent;
 import io.gpumem.trace.analysis.PoolUsage;
 import io.gpumem.trace.analysis.Recommendation;
 import io.gpumem.trace.analysis.Recommender;
 import io.gpumem.trace.analysis.SegmentWaste;
 import io.gpumem.trace.analysis.StateAnalysis;
 import io.gpumem.trace.analysis.StreamFree;
-import io.gpumem.engine.RunOutcome;
 import io.gpumem.trace.session.TraceSession;
 import java.io.IOException;
 import java.io.InputStream;
@@ -44,8 +44,8 @@ import java.util.Locale;
  */
 public final class HtmlReport {
     /** The page's Content-Security-Policy: nothing may be fetched. */
-    public static final String CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline';"
-            + " img-src data:";
+    public static final String CSP =
+            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline';" + " img-src data:";
 
     private final String source;
     private final List<DeviceReport> devices = new ArrayList<>();
@@ -72,7 +72,8 @@ public final class HtmlReport {
         if (dir != null) {
             Files.createDirectories(dir);
         }
-        Path tmp = abs.resolveSibling("." + abs.getFileName() + "." + ProcessHandle.current().pid() + ".tmp");
+        Path tmp = abs.resolveSibling(
+                "." + abs.getFileName() + "." + ProcessHandle.current().pid() + ".tmp");
         try {
             Files.writeString(tmp, render(), StandardCharsets.UTF_8);
             Files.move(tmp, abs, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
@@ -85,18 +86,27 @@ public final class HtmlReport {
     public String render() {
         StringBuilder h = new StringBuilder(1 << 20);
         h.append("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n");
-        h.append("<meta http-equiv=\"Content-Security-Policy\" content=\"").append(CSP).append("\">\n");
+        h.append("<meta http-equiv=\"Content-Security-Policy\" content=\"")
+                .append(CSP)
+                .append("\">\n");
         h.append("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
         h.append("<title>gpumem report: ").append(esc(fileName(source))).append("</title>\n");
         h.append("<style>\n").append(resource("report.css")).append("</style>\n</head>\n");
         h.append("<body data-render=\"pending\">\n<header><h1>GPU memory report</h1><div class=\"source\">")
-                .append(esc(source)).append("</div>");
+                .append(esc(source))
+                .append("</div>");
         if (devices.size() > 1) {
             h.append("<label class=\"device-select\">device <select id=\"device-select\">");
             for (DeviceReport d : devices) {
-                h.append("<option value=\"").append(d.device()).append("\">device ").append(d.device())
-                        .append(" &mdash; ").append(esc(AnalysisPrinter.headline(d.analysis().analysis().diagnosis().kind())
-                                .split(":")[0])).append("</option>");
+                h.append("<option value=\"")
+                        .append(d.device())
+                        .append("\">device ")
+                        .append(d.device())
+                        .append(" &mdash; ")
+                        .append(esc(AnalysisPrinter.headline(
+                                        d.analysis().analysis().diagnosis().kind())
+                                .split(":")[0]))
+                        .append("</option>");
             }
             h.append("</select></label>");
         }
@@ -119,9 +129,18 @@ public final class HtmlReport {
         StateAnalysis a = da.analysis();
         MemoryState s = a.state();
         int dev = d.device();
-        h.append("<section class=\"device\" id=\"device-").append(dev).append("\" data-device=\"").append(dev)
-                .append('"').append(visible ? "" : " hidden").append(">\n");
-        h.append("<h2 class=\"device-title\">device ").append(dev).append(": ").append(esc(s.label())).append("</h2>\n");
+        h.append("<section class=\"device\" id=\"device-")
+                .append(dev)
+                .append("\" data-device=\"")
+                .append(dev)
+                .append('"')
+                .append(visible ? "" : " hidden")
+                .append(">\n");
+        h.append("<h2 class=\"device-title\">device ")
+                .append(dev)
+                .append(": ")
+                .append(esc(s.label()))
+                .append("</h2>\n");
         cards(h, d);
         h.append("<h3>Timeline</h3>\n<p class=\"hint\">Allocated bytes stacked by allocation site, reserved bytes as a"
                 + " line, over trace entries. Drag to zoom, double-click to reset, hover for figures.</p>\n");
@@ -132,7 +151,10 @@ public final class HtmlReport {
                 + " site and lifetime.</p>\n");
         for (int m = 0; m < d.maps().size(); m++) {
             h.append("<h4>").append(esc(d.maps().get(m).title())).append("</h4>\n");
-            h.append("<div class=\"chart segmap\" data-device=\"").append(dev).append("\" data-map=\"").append(m)
+            h.append("<div class=\"chart segmap\" data-device=\"")
+                    .append(dev)
+                    .append("\" data-map=\"")
+                    .append(m)
                     .append("\"></div>\n");
         }
         stateTables(h, a);
@@ -141,8 +163,11 @@ public final class HtmlReport {
         for (String n : d.notes()) {
             h.append("<p class=\"note\">note: ").append(esc(n)).append("</p>\n");
         }
-        h.append("<script type=\"application/json\" class=\"report-data\" data-device=\"").append(dev).append("\">")
-                .append(ReportJson.of(d)).append("</script>\n</section>\n");
+        h.append("<script type=\"application/json\" class=\"report-data\" data-device=\"")
+                .append(dev)
+                .append("\">")
+                .append(ReportJson.of(d))
+                .append("</script>\n</section>\n");
     }
 
     private static void cards(StringBuilder h, DeviceReport d) {
@@ -151,36 +176,65 @@ public final class HtmlReport {
         RunOutcome recorded = d.analysis().recommendations().baseline();
         h.append("<div class=\"cards\">\n");
         // The replay under the recorded configuration knows block sizes exactly; the trace alone only rounds requests.
-        String basis = recorded != null ? "replay of the trace under its own configuration"
+        String basis = recorded != null
+                ? "replay of the trace under its own configuration"
                 : "from the trace's requests (rounded as the allocator rounds them)";
-        card(h, "peak allocated", ByteSize.formatSigned(recorded != null ? recorded.peakAllocated() : t.peakAllocated),
+        card(
+                h,
+                "peak allocated",
+                ByteSize.formatSigned(recorded != null ? recorded.peakAllocated() : t.peakAllocated),
                 (t.peakIndex >= 0 ? "around entry #" + t.peakIndex + " of " + t.entries() + "; " : "") + basis);
-        card(h, "peak reserved", ByteSize.formatSigned(recorded != null ? recorded.peakReserved() : t.peakReserved),
+        card(
+                h,
+                "peak reserved",
+                ByteSize.formatSigned(recorded != null ? recorded.peakReserved() : t.peakReserved),
                 "segments held from the driver; " + basis);
-        card(h, "fragmentation", Percent.of(a.all().externalFragmentation()),
-                "of free cached bytes outside the largest free block (" + ByteSize.formatSigned(a.all().largestFree()) + " of "
+        card(
+                h,
+                "fragmentation",
+                Percent.of(a.all().externalFragmentation()),
+                "of free cached bytes outside the largest free block ("
+                        + ByteSize.formatSigned(a.all().largestFree()) + " of "
                         + ByteSize.formatSigned(a.all().cachedFree()) + "); reserved/allocated "
                         + String.format(Locale.ROOT, "%.3f", finite(a.all().reservedPerAllocated())));
         DiagnosisKind kind = a.diagnosis().kind();
-        h.append("<div class=\"card verdict ").append(kind.name().toLowerCase(Locale.ROOT)).append("\"><div class=\"label\">verdict</div>"
-                + "<div class=\"value\">").append(esc(AnalysisPrinter.headline(kind))).append("</div><div class=\"sub\">")
-                .append(esc(a.diagnosis().trigger())).append("</div></div>\n");
+        h.append("<div class=\"card verdict ")
+                .append(kind.name().toLowerCase(Locale.ROOT))
+                .append("\"><div class=\"label\">verdict</div>" + "<div class=\"value\">")
+                .append(esc(AnalysisPrinter.headline(kind)))
+                .append("</div><div class=\"sub\">")
+                .append(esc(a.diagnosis().trigger()))
+                .append("</div></div>\n");
         List<Recommendation> recs = d.analysis().recommendations().recommendations();
         if (recs.isEmpty()) {
-            card(h, "top recommendation", "none", d.analysis().recommendations().notes().isEmpty() ? ""
-                    : d.analysis().recommendations().notes().getFirst());
+            card(
+                    h,
+                    "top recommendation",
+                    "none",
+                    d.analysis().recommendations().notes().isEmpty()
+                            ? ""
+                            : d.analysis().recommendations().notes().getFirst());
         } else {
             Recommendation top = recs.getFirst();
             h.append("<div class=\"card rec\"><div class=\"label\">top recommendation</div><div class=\"value\">")
-                    .append(esc(top.action())).append("</div><div class=\"sub\">saves ").append(esc(ByteSize.formatSigned(top.bytesSaved())))
-                    .append("; ").append(esc(top.basis())).append("</div></div>\n");
+                    .append(esc(top.action()))
+                    .append("</div><div class=\"sub\">saves ")
+                    .append(esc(ByteSize.formatSigned(top.bytesSaved())))
+                    .append("; ")
+                    .append(esc(top.basis()))
+                    .append("</div></div>\n");
         }
         h.append("</div>\n");
     }
 
     private static void card(StringBuilder h, String label, String value, String sub) {
-        h.append("<div class=\"card\"><div class=\"label\">").append(esc(label)).append("</div><div class=\"value\">")
-                .append(esc(value)).append("</div><div class=\"sub\">").append(esc(sub)).append("</div></div>\n");
+        h.append("<div class=\"card\"><div class=\"label\">")
+                .append(esc(label))
+                .append("</div><div class=\"value\">")
+                .append(esc(value))
+                .append("</div><div class=\"sub\">")
+                .append(esc(sub))
+                .append("</div></div>\n");
     }
 
     /** What was asked, what was free and where, why it failed; with bars on one scale. */
@@ -190,21 +244,42 @@ public final class HtmlReport {
         long largest = a.largestFree(pool, oom.stream());
         PoolUsage all = a.all();
         long driverFree = Math.max(0, a.state().deviceFree());
-        h.append("<div class=\"story\" id=\"oom-story-").append(a.state().device()).append("\">\n<h3>Why it ran out of memory</h3>\n");
-        h.append("<p><b>What was asked:</b> ").append(esc(ByteSize.formatSigned(request))).append(" on stream ")
-                .append(oom.stream()).append(" (").append(pool.statName()).append(")")
-                .append(oom.entryIndex() >= 0 ? " at trace entry #" + oom.entryIndex() : "").append(".</p>\n");
-        h.append("<p><b>What was free, and where:</b> the largest free block of ").append(pool.statName())
-                .append(" on that stream was ").append(esc(ByteSize.formatSigned(largest))).append("; the cache held ")
-                .append(esc(ByteSize.formatSigned(all.cachedFree()))).append(" free in ").append(all.freeBlocks())
-                .append(" blocks (").append(esc(ByteSize.formatSigned(all.pinnedFree())))
+        h.append("<div class=\"story\" id=\"oom-story-")
+                .append(a.state().device())
+                .append("\">\n<h3>Why it ran out of memory</h3>\n");
+        h.append("<p><b>What was asked:</b> ")
+                .append(esc(ByteSize.formatSigned(request)))
+                .append(" on stream ")
+                .append(oom.stream())
+                .append(" (")
+                .append(pool.statName())
+                .append(")")
+                .append(oom.entryIndex() >= 0 ? " at trace entry #" + oom.entryIndex() : "")
+                .append(".</p>\n");
+        h.append("<p><b>What was free, and where:</b> the largest free block of ")
+                .append(pool.statName())
+                .append(" on that stream was ")
+                .append(esc(ByteSize.formatSigned(largest)))
+                .append("; the cache held ")
+                .append(esc(ByteSize.formatSigned(all.cachedFree())))
+                .append(" free in ")
+                .append(all.freeBlocks())
+                .append(" blocks (")
+                .append(esc(ByteSize.formatSigned(all.pinnedFree())))
                 .append(" of it pinned between live blocks), and the driver had ")
                 .append(a.state().deviceFree() >= 0 ? esc(ByteSize.formatSigned(driverFree)) : "an unknown amount")
                 .append(" free.</p>\n");
-        h.append("<p><b>Why it failed:</b> ").append(esc(AnalysisPrinter.headline(a.diagnosis().kind()))).append(".</p>\n");
+        h.append("<p><b>Why it failed:</b> ")
+                .append(esc(AnalysisPrinter.headline(a.diagnosis().kind())))
+                .append(".</p>\n");
         long[] values = {request, largest, all.cachedFree(), driverFree, all.cachedFree() + driverFree};
-        String[] labels = {"asked", "largest free block that could serve it", "free in the cache (all blocks)",
-                "free at the driver", "cache + driver together"};
+        String[] labels = {
+            "asked",
+            "largest free block that could serve it",
+            "free in the cache (all blocks)",
+            "free at the driver",
+            "cache + driver together"
+        };
         String[] classes = {"ask", "largest", "cached", "driver", "together"};
         long max = 1;
         for (long v : values) {
@@ -212,18 +287,39 @@ public final class HtmlReport {
         }
         int width = 760;
         int row = 22;
-        h.append("<svg class=\"story-bars\" viewBox=\"0 0 ").append(width + 240).append(' ').append(row * values.length + 4)
-                .append("\" width=\"").append(width + 240).append("\" height=\"").append(row * values.length + 4)
+        h.append("<svg class=\"story-bars\" viewBox=\"0 0 ")
+                .append(width + 240)
+                .append(' ')
+                .append(row * values.length + 4)
+                .append("\" width=\"")
+                .append(width + 240)
+                .append("\" height=\"")
+                .append(row * values.length + 4)
                 .append("\" role=\"img\" aria-label=\"request against free space\">\n");
         for (int i = 0; i < values.length; i++) {
             double w = Math.max(1.0, (double) values[i] / max * (width - 110));
             int y = i * row + 2;
-            h.append("<text x=\"0\" y=\"").append(y + 15).append("\" class=\"bar-label\">").append(esc(labels[i]))
+            h.append("<text x=\"0\" y=\"")
+                    .append(y + 15)
+                    .append("\" class=\"bar-label\">")
+                    .append(esc(labels[i]))
                     .append("</text>");
-            h.append("<rect x=\"240\" y=\"").append(y).append("\" width=\"").append(String.format(Locale.ROOT, "%.1f", w))
-                    .append("\" height=\"").append(row - 6).append("\" class=\"bar ").append(classes[i]).append("\"/>");
-            h.append("<text x=\"").append(String.format(Locale.ROOT, "%.1f", 246 + w)).append("\" y=\"").append(y + 15)
-                    .append("\" class=\"bar-value\">").append(esc(ByteSize.formatSigned(values[i]))).append("</text>\n");
+            h.append("<rect x=\"240\" y=\"")
+                    .append(y)
+                    .append("\" width=\"")
+                    .append(String.format(Locale.ROOT, "%.1f", w))
+                    .append("\" height=\"")
+                    .append(row - 6)
+                    .append("\" class=\"bar ")
+                    .append(classes[i])
+                    .append("\"/>");
+            h.append("<text x=\"")
+                    .append(String.format(Locale.ROOT, "%.1f", 246 + w))
+                    .append("\" y=\"")
+                    .append(y + 15)
+                    .append("\" class=\"bar-value\">")
+                    .append(esc(ByteSize.formatSigned(values[i])))
+                    .append("</text>\n");
         }
         h.append("</svg>\n</div>\n");
     }
@@ -231,18 +327,25 @@ public final class HtmlReport {
     private static void stateTables(StringBuilder h, StateAnalysis a) {
         MemoryState s = a.state();
         h.append("<h3>Memory at: ").append(esc(s.label())).append("</h3>\n<p>");
-        s.allocatorConf().ifPresent(c -> h.append("allocator config: <code>").append(esc(c.isEmpty() ? "(defaults)" : c))
-                .append("</code>. "));
+        s.allocatorConf()
+                .ifPresent(c -> h.append("allocator config: <code>")
+                        .append(esc(c.isEmpty() ? "(defaults)" : c))
+                        .append("</code>. "));
         if (s.capacity() >= 0 || s.deviceFree() >= 0) {
-            h.append("device capacity: ").append(s.capacity() >= 0 ? ByteSize.formatSigned(s.capacity()) : "unknown")
-                    .append(", driver free: ").append(s.deviceFree() >= 0 ? ByteSize.formatSigned(s.deviceFree()) : "unknown");
+            h.append("device capacity: ")
+                    .append(s.capacity() >= 0 ? ByteSize.formatSigned(s.capacity()) : "unknown")
+                    .append(", driver free: ")
+                    .append(s.deviceFree() >= 0 ? ByteSize.formatSigned(s.deviceFree()) : "unknown");
         }
-        h.append("</p>\n<table class=\"pools\"><thead><tr><th>pool</th><th>segments</th><th>reserved</th><th>allocated</th>"
-                + "<th>active</th><th>inactive split</th><th>releasable</th><th>largest free</th><th>ext frag</th></tr></thead><tbody>\n");
+        h.append(
+                "</p>\n<table class=\"pools\"><thead><tr><th>pool</th><th>segments</th><th>reserved</th><th>allocated</th>"
+                        + "<th>active</th><th>inactive split</th><th>releasable</th><th>largest free</th><th>ext frag</th></tr></thead><tbody>\n");
         for (PoolUsage u : List.of(a.small(), a.large(), a.all())) {
             h.append("<tr><td>").append(u.scope()).append("</td>");
             num(h, Integer.toString(u.segments()));
-            for (long v : new long[] {u.reserved(), u.allocated(), u.active(), u.inactiveSplit(), u.releasable(), u.largestFree()}) {
+            for (long v : new long[] {
+                u.reserved(), u.allocated(), u.active(), u.inactiveSplit(), u.releasable(), u.largestFree()
+            }) {
                 num(h, ByteSize.formatSigned(v));
             }
             num(h, Percent.of(u.externalFragmentation()));
@@ -250,13 +353,17 @@ public final class HtmlReport {
         }
         h.append("</tbody></table>\n<p>reserved/allocated ")
                 .append(String.format(Locale.ROOT, "%.3f", finite(a.all().reservedPerAllocated())))
-                .append(", requested ").append(ByteSize.formatSigned(a.all().requested())).append(" (rounding slack ")
-                .append(ByteSize.formatSigned(a.all().allocated() - a.all().requested())).append(")</p>\n");
+                .append(", requested ")
+                .append(ByteSize.formatSigned(a.all().requested()))
+                .append(" (rounding slack ")
+                .append(ByteSize.formatSigned(a.all().allocated() - a.all().requested()))
+                .append(")</p>\n");
         if (a.streamFree().isEmpty()) {
             h.append("<p>free space: no cached free blocks</p>\n");
         } else {
-            h.append("<table class=\"free\"><caption>largest free block per pool and stream</caption><thead><tr><th>pool</th>"
-                    + "<th>stream</th><th>largest</th><th>free</th><th>blocks</th><th>ext frag</th></tr></thead><tbody>\n");
+            h.append(
+                    "<table class=\"free\"><caption>largest free block per pool and stream</caption><thead><tr><th>pool</th>"
+                            + "<th>stream</th><th>largest</th><th>free</th><th>blocks</th><th>ext frag</th></tr></thead><tbody>\n");
             for (StreamFree f : a.streamFree()) {
                 h.append("<tr><td>").append(f.pool().statName()).append("</td>");
                 num(h, Long.toString(f.stream()));
@@ -271,27 +378,37 @@ public final class HtmlReport {
         if (a.topWaste().isEmpty()) {
             h.append("<p>segments that waste most: none wastes a byte</p>\n");
         } else {
-            h.append("<table class=\"waste\"><caption>segments that waste most (free + rounding slack)</caption><thead><tr>"
-                    + "<th>segment</th><th>pool</th><th>stream</th><th>kind</th><th>size</th><th>waste</th><th>free</th>"
-                    + "<th>slack</th><th></th></tr></thead><tbody>\n");
+            h.append(
+                    "<table class=\"waste\"><caption>segments that waste most (free + rounding slack)</caption><thead><tr>"
+                            + "<th>segment</th><th>pool</th><th>stream</th><th>kind</th><th>size</th><th>waste</th><th>free</th>"
+                            + "<th>slack</th><th></th></tr></thead><tbody>\n");
             for (SegmentWaste w : a.topWaste()) {
-                h.append("<tr><td><code>0x").append(Long.toHexString(w.address())).append("</code></td><td>")
-                        .append(w.pool().statName()).append("</td>");
+                h.append("<tr><td><code>0x")
+                        .append(Long.toHexString(w.address()))
+                        .append("</code></td><td>")
+                        .append(w.pool().statName())
+                        .append("</td>");
                 num(h, Long.toString(w.stream()));
                 h.append("<td>").append(w.expandable() ? "expandable" : "").append("</td>");
                 num(h, ByteSize.formatSigned(w.totalSize()));
                 num(h, ByteSize.formatSigned(w.waste()));
                 num(h, ByteSize.formatSigned(w.freeBytes()));
                 num(h, ByteSize.formatSigned(w.slackBytes()));
-                h.append("<td>").append(w.pinned() ? "pinned by live blocks" : "releasable").append("</td></tr>\n");
+                h.append("<td>")
+                        .append(w.pinned() ? "pinned by live blocks" : "releasable")
+                        .append("</td></tr>\n");
             }
             h.append("</tbody></table>\n");
         }
     }
 
     private static void diagnosis(StringBuilder h, Diagnosis d) {
-        h.append("<h3>Diagnosis</h3>\n<p class=\"headline ").append(d.kind().name().toLowerCase(Locale.ROOT)).append("\">")
-                .append(esc(AnalysisPrinter.headline(d.kind()))).append("</p>\n<p>because: ").append(esc(d.trigger()))
+        h.append("<h3>Diagnosis</h3>\n<p class=\"headline ")
+                .append(d.kind().name().toLowerCase(Locale.ROOT))
+                .append("\">")
+                .append(esc(AnalysisPrinter.headline(d.kind())))
+                .append("</p>\n<p>because: ")
+                .append(esc(d.trigger()))
                 .append("</p>\n<ul>\n");
         for (String e : d.evidence()) {
             h.append("<li>").append(esc(e)).append("</li>\n");
@@ -315,20 +432,30 @@ public final class HtmlReport {
         for (String n : d.analysis().replayNotes()) {
             h.append("<p class=\"note\">note: ").append(esc(n)).append("</p>\n");
         }
-        RunOutcome best = r.recommendations().isEmpty() ? null : r.recommendations().getFirst().outcome();
+        RunOutcome best = r.recommendations().isEmpty()
+                ? null
+                : r.recommendations().getFirst().outcome();
         if (rows.isEmpty()) {
-            h.append("<p>No compare runs: ").append(r.baseline() == null && !r.notes().isEmpty() ? "see the notes below"
-                    : "the analysis found nothing that needs one").append(".</p>\n");
+            h.append("<p>No compare runs: ")
+                    .append(
+                            r.baseline() == null && !r.notes().isEmpty()
+                                    ? "see the notes below"
+                                    : "the analysis found nothing that needs one")
+                    .append(".</p>\n");
         } else {
             boolean withCapacity = rows.stream().anyMatch(o -> o.minCapacity() >= 0);
             h.append("<table class=\"whatif\"><thead><tr><th>config</th><th>peak allocated</th><th>peak reserved</th>"
-                    + "<th>res/alloc</th><th>driver allocs</th><th>retries</th><th>OOMs</th>")
-                    .append(withCapacity ? "<th>min capacity</th>" : "").append("</tr></thead><tbody>\n");
+                            + "<th>res/alloc</th><th>driver allocs</th><th>retries</th><th>OOMs</th>")
+                    .append(withCapacity ? "<th>min capacity</th>" : "")
+                    .append("</tr></thead><tbody>\n");
             for (RunOutcome o : rows) {
-                h.append("<tr").append(o == best ? " class=\"recommended\"" : o == r.baseline() ? " class=\"baseline\"" : "")
-                        .append("><td>").append(esc(o.label().isEmpty() ? "(defaults)" : o.label()))
+                h.append("<tr")
+                        .append(o == best ? " class=\"recommended\"" : o == r.baseline() ? " class=\"baseline\"" : "")
+                        .append("><td>")
+                        .append(esc(o.label().isEmpty() ? "(defaults)" : o.label()))
                         .append(o == best ? " <span class=\"tag\">recommended</span>" : "")
-                        .append(o == r.baseline() ? " <span class=\"tag base\">as recorded</span>" : "").append("</td>");
+                        .append(o == r.baseline() ? " <span class=\"tag base\">as recorded</span>" : "")
+                        .append("</td>");
                 num(h, ByteSize.formatSigned(o.peakAllocated()));
                 num(h, ByteSize.formatSigned(o.peakReserved()));
                 num(h, String.format(Locale.ROOT, "%.3f", o.reservedPerAllocated()));
@@ -347,8 +474,13 @@ public final class HtmlReport {
         } else {
             h.append("<ol class=\"recommendations\">\n");
             for (Recommendation rec : r.recommendations()) {
-                h.append("<li><b>").append(esc(rec.action())).append("</b><br>saves ")
-                        .append(esc(ByteSize.formatSigned(rec.bytesSaved()))).append("; ").append(esc(rec.basis())).append("</li>\n");
+                h.append("<li><b>")
+                        .append(esc(rec.action()))
+                        .append("</b><br>saves ")
+                        .append(esc(ByteSize.formatSigned(rec.bytesSaved())))
+                        .append("; ")
+                        .append(esc(rec.basis()))
+                        .append("</li>\n");
             }
             h.append("</ol>\n");
         }

@@ -33,8 +33,7 @@ final class ReportJson {
 
     private static final JsonFactory JSON = new JsonFactory();
 
-    private ReportJson() {
-    }
+    private ReportJson() {}
 
     static String of(DeviceReport r) {
         StringWriter w = new StringWriter();
@@ -91,7 +90,11 @@ final class ReportJson {
         var oom = r.analysis().analysis().state().oom();
         if (oom.isPresent()) {
             g.writeObjectFieldStart("oom");
-            g.writeNumberField("index", oom.get().entryIndex() >= 0 ? oom.get().entryIndex() : r.analysis().end() - 1);
+            g.writeNumberField(
+                    "index",
+                    oom.get().entryIndex() >= 0
+                            ? oom.get().entryIndex()
+                            : r.analysis().end() - 1);
             g.writeNumberField("request", oom.get().requestBytes());
             g.writeEndObject();
         }
@@ -121,7 +124,10 @@ final class ReportJson {
                 BlockInfo blk = seg.blocks().get(b);
                 g.writeStartArray();
                 g.writeNumber(blk.size());
-                g.writeNumber(blk.state() == BlockState.ACTIVE_ALLOCATED ? 0 : blk.state() == BlockState.ACTIVE_PENDING_FREE ? 1 : 2);
+                g.writeNumber(
+                        blk.state() == BlockState.ACTIVE_ALLOCATED
+                                ? 0
+                                : blk.state() == BlockState.ACTIVE_PENDING_FREE ? 1 : 2);
                 g.writeNumber(blk.state() == BlockState.INACTIVE ? 0 : blk.requestedSize());
                 g.writeNumber(info[b][0]);
                 g.writeNumber(info[b][1]);

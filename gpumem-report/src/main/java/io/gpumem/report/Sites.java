@@ -25,8 +25,7 @@ final class Sites {
     /** Site of requests recorded without a stack. */
     static final String NO_STACK = "(no stack recorded)";
 
-    private static final Pattern AUTOGRAD_NODE =
-            Pattern.compile("torch::autograd::generated::(\\w+)::apply");
+    private static final Pattern AUTOGRAD_NODE = Pattern.compile("torch::autograd::generated::(\\w+)::apply");
 
     private final Map<String, Integer> ids = new LinkedHashMap<>();
     private final List<String> labels = new ArrayList<>();
@@ -96,8 +95,12 @@ final class Sites {
     }
 
     private static boolean isFramework(String file) {
-        return file.contains("site-packages/") || file.contains("dist-packages/") || file.startsWith("<frozen")
-                || file.contains("/torch/") || file.startsWith("torch/") || file.contains("/lib/python");
+        return file.contains("site-packages/")
+                || file.contains("dist-packages/")
+                || file.startsWith("<frozen")
+                || file.contains("/torch/")
+                || file.startsWith("torch/")
+                || file.contains("/lib/python");
     }
 
     private static String shortName(Frame f) {

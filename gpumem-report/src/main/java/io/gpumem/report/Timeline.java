@@ -45,17 +45,23 @@ final class Timeline {
     final Map<Long, long[]> startBlocks = new HashMap<>();
     /** Entry that freed a block live at the start, by address. */
     final Map<Long, Integer> startFreedAt = new HashMap<>();
+
     final Sites sites;
     final int beforeSite;
     /** Index of the first entry after which allocated bytes peak, or −1 for an empty trace. */
     final int peakIndex;
+
     final long peakAllocated;
     final long peakReserved;
     /** Largest bytes each site held at any moment. */
     final long[] siteMax;
 
-    Timeline(List<TraceEntry> trace, WindowStart start, AllocatorConfig config, Sites sites,
-             Map<Long, List<Frame>> endFrames) {
+    Timeline(
+            List<TraceEntry> trace,
+            WindowStart start,
+            AllocatorConfig config,
+            Sites sites,
+            Map<Long, List<Frame>> endFrames) {
         this.trace = trace;
         this.sites = sites;
         this.beforeSite = sites.id(Sites.BEFORE_TRACE);
@@ -113,7 +119,7 @@ final class Timeline {
                 case FREE_COMPLETED -> alloc -= retire(open, e.addr(), i, siteBytes);
                 case SEGMENT_ALLOC, SEGMENT_MAP -> res += e.size();
                 case SEGMENT_FREE, SEGMENT_UNMAP -> res -= e.size();
-                default -> { }
+                default -> {}
             }
             allocated[i] = alloc;
             reserved[i] = res;
@@ -280,6 +286,5 @@ final class Timeline {
      * @param sites     the site ids of the stack columns
      * @param stack     per point, bytes per column (one per site in {@code sites}, then "other")
      */
-    record Sampled(int[] index, long[] allocated, long[] reserved, int[] sites, long[][] stack) {
-    }
+    record Sampled(int[] index, long[] allocated, long[] reserved, int[] sites, long[][] stack) {}
 }

@@ -4,12 +4,12 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonParser;
-import com.fasterxml.jackson.core.JsonToken;
-import io.gpumem.trace.analysis.AllocatorStates;
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.size.ByteSize;
-import io.gpumem.trace.analysis.Percent;
+import io.gpumem.trace.analysis.AllocatorStates;
 import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.trace.analysis.OomEvent;
+import io.gpumem.trace.analysis.Percent;
 import io.gpumem.trace.analysis.Recommender;
 import io.gpumem.trace.analysis.StateAnalysis;
 import io.gpumem.trace.analysis.StateAnalyzer;
@@ -18,7 +18,6 @@ import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.session.TraceSession;
 import io.gpumem.trace.workload.TrainingWorkload;
 import io.gpumem.trace.workload.WorkloadWhatIf;
-import io.gpumem.engine.RunOutcome;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -36,17 +35,30 @@ class HtmlReportTest {
     /** A small generated training job on a device too small for it: it runs out of memory. */
     @BeforeAll
     static void render() {
-        TrainingWorkload w = TrainingWorkload.builder().layers(4).hidden(512).heads(4).vocab(8000).batch(4)
-                .seqLens(128, 1024, 128).steps(6).seed(11).build();
+        TrainingWorkload w = TrainingWorkload.builder()
+                .layers(4)
+                .hidden(512)
+                .heads(4)
+                .vocab(8000)
+                .batch(4)
+                .seqLens(128, 1024, 128)
+                .steps(6)
+                .seed(11)
+                .build();
         WorkloadWhatIf whatIf = new WorkloadWhatIf(w, w.peakLiveBytes() * 3 / 4, 0, false);
         RunOutcome run = whatIf.runWithHistory("");
         assertThat(run.completed()).isFalse();
-        OomEvent oom = new OomEvent(run.oomReport().roundedSize(), run.oomReport().deviceFree(), 0, -1);
-        analysis = new StateAnalyzer().analyze(AllocatorStates.capture(run.allocator(), "", "test <run> & \"oom\"", oom));
+        OomEvent oom =
+                new OomEvent(run.oomReport().roundedSize(), run.oomReport().deviceFree(), 0, -1);
+        analysis =
+                new StateAnalyzer().analyze(AllocatorStates.capture(run.allocator(), "", "test <run> & \"oom\"", oom));
         Recommender.Result recs = new Recommender().recommend(analysis, whatIf);
         TraceSnapshot trace = AllocatorSnapshots.toTraceSnapshot(run.allocator().snapshot(), "test");
         page = new HtmlReport("a </script> trace")
-                .addDevice(TraceSession.of(trace), new DeviceAnalysis(0, trace.traceOf(0).size(), analysis, whatIf, recs, List.of()), List.of())
+                .addDevice(
+                        TraceSession.of(trace),
+                        new DeviceAnalysis(0, trace.traceOf(0).size(), analysis, whatIf, recs, List.of()),
+                        List.of())
                 .render();
     }
 
@@ -59,7 +71,8 @@ class HtmlReportTest {
 
     @Test
     void showsTheAnalysisFiguresAsTextAndEscapesNames() {
-        assertThat(page).contains("Why it ran out of memory")
+        assertThat(page)
+                .contains("Why it ran out of memory")
                 .contains(ByteSize.formatSigned(analysis.all().reserved()))
                 .contains(ByteSize.formatSigned(analysis.all().largestFree()))
                 .contains(Percent.of(analysis.all().externalFragmentation()))
@@ -70,8 +83,10 @@ class HtmlReportTest {
 
     @Test
     void embeddedDataParsesAndNamesTheDemoSites() throws Exception {
-        Matcher m = Pattern.compile("<script type=\"application/json\" class=\"report-data\" data-device=\"0\">(.*?)</script>",
-                Pattern.DOTALL).matcher(page);
+        Matcher m = Pattern.compile(
+                        "<script type=\"application/json\" class=\"report-data\" data-device=\"0\">(.*?)</script>",
+                        Pattern.DOTALL)
+                .matcher(page);
         assertThat(m.find()).isTrue();
         String json = m.group(1);
         int tokens = 0;
@@ -81,7 +96,11 @@ class HtmlReportTest {
             }
         }
         assertThat(tokens).isGreaterThan(100);
-        assertThat(json).contains("\"oom\":{").contains("\"maps\":[").contains("model.py:").contains("optim.py:")
+        assertThat(json)
+                .contains("\"oom\":{")
+                .contains("\"maps\":[")
+                .contains("model.py:")
+                .contains("optim.py:")
                 .contains("exp_avg");
     }
 

@@ -15,12 +15,22 @@ import org.junit.jupiter.api.Test;
 
 class TimelineTest {
     static final long MIB = 1L << 20;
-    static final List<Frame> USER = List.of(new Frame("/usr/lib/python3/site-packages/torch/nn/functional.py", 407, "einsum"),
-            new Frame("/home/me/model.py", 88, "forward"), new Frame("/home/me/train.py", 12, "main"));
+    static final List<Frame> USER = List.of(
+            new Frame("/usr/lib/python3/site-packages/torch/nn/functional.py", 407, "einsum"),
+            new Frame("/home/me/model.py", 88, "forward"),
+            new Frame("/home/me/train.py", 12, "main"));
     static final List<Frame> OPTIM = List.of(new Frame("/home/me/optim.py", 100, "step"));
 
     static TraceEntry entry(TraceAction action, long addr, long size, List<Frame> frames) {
-        return new TraceEntry(action, addr, size, 0, 0, frames, 0, FileKeys.of(TraceEntry.ADDR | TraceEntry.SIZE | TraceEntry.STREAM));
+        return new TraceEntry(
+                action,
+                addr,
+                size,
+                0,
+                0,
+                frames,
+                0,
+                FileKeys.of(TraceEntry.ADDR | TraceEntry.SIZE | TraceEntry.STREAM));
     }
 
     @Test
@@ -28,7 +38,7 @@ class TimelineTest {
         long seg = 0x7f0000000000L;
         List<TraceEntry> trace = List.of(
                 entry(TraceAction.SEGMENT_ALLOC, seg, 20 * MIB, USER),
-                entry(TraceAction.ALLOC, seg, 1000, USER),                 // rounds to 1024
+                entry(TraceAction.ALLOC, seg, 1000, USER), // rounds to 1024
                 entry(TraceAction.ALLOC, seg + 1024, 3 * MIB, OPTIM),
                 entry(TraceAction.FREE_REQUESTED, seg, 1000, USER),
                 entry(TraceAction.FREE_COMPLETED, seg, 1000, USER),
@@ -77,8 +87,12 @@ class TimelineTest {
     @Test
     void sitesSkipFrameworkFramesAndNameAutogradNodes() {
         assertThat(Sites.label(USER)).isEqualTo("model.py:88 forward");
-        assertThat(Sites.label(List.of(new Frame("??", 0, "torch::unwind::unwind()"),
-                new Frame("??", 0, "torch::autograd::generated::MulBackward0::apply(std::vector<at::Tensor>&&)"))))
+        assertThat(Sites.label(List.of(
+                        new Frame("??", 0, "torch::unwind::unwind()"),
+                        new Frame(
+                                "??",
+                                0,
+                                "torch::autograd::generated::MulBackward0::apply(std::vector<at::Tensor>&&)"))))
                 .isEqualTo("backward: MulBackward0");
         assertThat(Sites.label(List.of(new Frame("/x/site-packages/torch/optim/adamw.py", 5, "step"))))
                 .isEqualTo("adamw.py:5 step");

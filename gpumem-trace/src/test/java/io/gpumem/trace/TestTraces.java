@@ -11,13 +11,14 @@ import java.nio.file.Path;
  */
 public final class TestTraces {
 
-    private TestTraces() {
-    }
+    private TestTraces() {}
 
     public static Path dir() {
         String d = System.getProperty("gpumem.traces.dir");
-        assumeTrue(d != null && Files.isDirectory(Path.of(d)), "real traces not present at "
-                + (d == null ? "(gpumem.traces.dir unset)" : Path.of(d).normalize() + " (gpumem.traces.dir)"));
+        assumeTrue(
+                d != null && Files.isDirectory(Path.of(d)),
+                "real traces not present at "
+                        + (d == null ? "(gpumem.traces.dir unset)" : Path.of(d).normalize() + " (gpumem.traces.dir)"));
         return Path.of(d);
     }
 
@@ -30,7 +31,9 @@ public final class TestTraces {
     /** Whether a python3 interpreter can be started. */
     public static boolean pythonAvailable() {
         try {
-            Process p = new ProcessBuilder("python3", "-c", "import pickle").redirectErrorStream(true).start();
+            Process p = new ProcessBuilder("python3", "-c", "import pickle")
+                    .redirectErrorStream(true)
+                    .start();
             p.getInputStream().readAllBytes();
             return p.waitFor() == 0;
         } catch (Exception e) {

@@ -42,8 +42,7 @@ public final class AllocatorBuildsCpuTime {
     private static final List<String> POLICY_WORKLOADS = List.of("stressPair", "recordedTracePair");
     private static final int CALLS_PER_PASS = 1024;
 
-    private AllocatorBuildsCpuTime() {
-    }
+    private AllocatorBuildsCpuTime() {}
 
     /** One build's replay of one stream (or batch of policy pairs), reached through its own class loader. */
     private record BuildReplay(Object replay, MethodHandle pass, int pairs, int callsPerRun) {
@@ -129,8 +128,11 @@ public final class AllocatorBuildsCpuTime {
         make.setAccessible(true);
         Method pass = gpumem.getDeclaredMethod("pass");
         pass.setAccessible(true);
-        return new BuildReplay(make.newInstance(requests), MethodHandles.lookup().unreflect(pass),
-                (int) length.invoke(requests) / 2, 1);
+        return new BuildReplay(
+                make.newInstance(requests),
+                MethodHandles.lookup().unreflect(pass),
+                (int) length.invoke(requests) / 2,
+                1);
     }
 
     /** The build's {@link PolicyPairBench} for {@code policy}, set up, calling {@code workload} in batches. */
@@ -173,8 +175,8 @@ public final class AllocatorBuildsCpuTime {
         for (int k = 0; k < n; k++) {
             double[] v = nsPerPair[k].clone();
             Arrays.sort(v);
-            line.append(String.format("  %s %.1f ns (%.1f-%.1f)", jars.get(k).getFileName(), v[rounds / 2], v[0],
-                    v[rounds - 1]));
+            line.append(String.format(
+                    "  %s %.1f ns (%.1f-%.1f)", jars.get(k).getFileName(), v[rounds / 2], v[0], v[rounds - 1]));
         }
         for (int k = 1; k < n; k++) {
             double[] ratio = new double[rounds];

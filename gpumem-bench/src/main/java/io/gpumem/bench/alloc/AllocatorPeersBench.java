@@ -49,7 +49,9 @@ import org.openjdk.jmh.annotations.Warmup;
 @OutputTimeUnit(TimeUnit.SECONDS)
 @Warmup(iterations = 4, time = 1)
 @Measurement(iterations = 5, time = 1)
-@Fork(value = 2, jvmArgsAppend = {"-XX:+UseSerialGC", "-Xmx2g", "-Dio.netty.leakDetection.level=disabled"})
+@Fork(
+        value = 2,
+        jvmArgsAppend = {"-XX:+UseSerialGC", "-Xmx2g", "-Dio.netty.leakDetection.level=disabled"})
 public class AllocatorPeersBench {
 
     @Param({"lm2.7b", "llama-offload", "rmm-random", "training-loop"})
@@ -105,7 +107,8 @@ public class AllocatorPeersBench {
     }
 
     static final class GpumemReplay {
-        final SimulatedDevice device = SimulatedDevice.builder().capacity(1L << 40).build();
+        final SimulatedDevice device =
+                SimulatedDevice.builder().capacity(1L << 40).build();
         final CachingAllocator allocator = new CachingAllocator(device);
         private final long[] sizes;
         private final int[] slots;

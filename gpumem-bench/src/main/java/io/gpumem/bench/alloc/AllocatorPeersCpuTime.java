@@ -28,8 +28,7 @@ import java.util.function.LongSupplier;
  */
 public final class AllocatorPeersCpuTime {
 
-    private AllocatorPeersCpuTime() {
-    }
+    private AllocatorPeersCpuTime() {}
 
     public static void main(String[] args) {
         int rounds = args.length > 0 ? Integer.parseInt(args[0]) : 5;
@@ -58,16 +57,20 @@ public final class AllocatorPeersCpuTime {
             }
             double[] median = new double[peers.length];
             for (int k = 0; k < peers.length; k++) {
-                double[] v = perPeer.get(k).stream().mapToDouble(Double::doubleValue).sorted().toArray();
+                double[] v = perPeer.get(k).stream()
+                        .mapToDouble(Double::doubleValue)
+                        .sorted()
+                        .toArray();
                 median[k] = v[v.length / 2];
-                System.out.printf("%-14s %-8s %10.1f %10.1f-%.1f%n", name, peers[k], median[k], v[0],
-                        v[v.length - 1]);
+                System.out.printf("%-14s %-8s %10.1f %10.1f-%.1f%n", name, peers[k], median[k], v[0], v[v.length - 1]);
             }
-            System.out.printf("%-14s gpumem/netty %.2f (time ratio; < 1 = gpumem faster), "
-                    + "gpumem throughput / bump throughput %.2f%n", name, median[0] / median[1],
-                    median[2] / median[0]);
+            System.out.printf(
+                    "%-14s gpumem/netty %.2f (time ratio; < 1 = gpumem faster), "
+                            + "gpumem throughput / bump throughput %.2f%n",
+                    name, median[0] / median[1], median[2] / median[0]);
         }
         System.out.println("(thread CPU time, " + rounds + " interleaved rounds x " + reps + " repetitions of ~"
-                + millis + " ms; load average at the end " + Arrays.toString(new double[] {ThreadCpuTimer.loadAverage()}) + ")");
+                + millis + " ms; load average at the end "
+                + Arrays.toString(new double[] {ThreadCpuTimer.loadAverage()}) + ")");
     }
 }

@@ -7,16 +7,6 @@ import io.gpumem.trace.io.PytorchSnapshotReader;
 import io.gpumem.trace.workload.MemoryOp;
 import io.gpumem.trace.workload.TraceWorkload;
 import io.gpumem.trace.workload.TrainingWorkload;
-import org.openjdk.jmh.annotations.Benchmark;
-import org.openjdk.jmh.annotations.BenchmarkMode;
-import org.openjdk.jmh.annotations.Level;
-import org.openjdk.jmh.annotations.Mode;
-import org.openjdk.jmh.annotations.OutputTimeUnit;
-import org.openjdk.jmh.annotations.Param;
-import org.openjdk.jmh.annotations.Scope;
-import org.openjdk.jmh.annotations.Setup;
-import org.openjdk.jmh.annotations.State;
-
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayDeque;
@@ -26,6 +16,15 @@ import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.BenchmarkMode;
+import org.openjdk.jmh.annotations.Level;
+import org.openjdk.jmh.annotations.Mode;
+import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Param;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
 
 /**
  * Throughput of {@link CachingAllocator} malloc+free pairs served from its cache, single thread.
@@ -72,8 +71,9 @@ public class CachingAllocatorBench {
         long s1 = device.createStream();
         for (int i = 0; i < SIZES; i++) {
             int kind = rnd.nextInt(100);
-            sizes[i] = kind < 60 ? 1 + rnd.nextLong(MiB) : kind < 90 ? MiB + rnd.nextLong(11 * MiB)
-                    : 12 * MiB + rnd.nextLong(88 * MiB);
+            sizes[i] = kind < 60
+                    ? 1 + rnd.nextLong(MiB)
+                    : kind < 90 ? MiB + rnd.nextLong(11 * MiB) : 12 * MiB + rnd.nextLong(88 * MiB);
             streams[i] = rnd.nextInt(4) == 0 ? s1 : 0;
         }
         allocator = new CachingAllocator(device);
@@ -180,14 +180,22 @@ public class CachingAllocatorBench {
 
         @Setup(Level.Trial)
         public void setUp() {
-            TrainingWorkload.Builder builder = TrainingWorkload.builder().layers(4).hidden(1024).heads(16)
-                    .vocab(32_000).batch(4).steps(8).seed(7);
+            TrainingWorkload.Builder builder = TrainingWorkload.builder()
+                    .layers(4)
+                    .hidden(1024)
+                    .heads(16)
+                    .vocab(32_000)
+                    .batch(4)
+                    .steps(8)
+                    .seed(7);
             int dash = seqLens.indexOf('-');
             if (dash < 0) {
                 builder.seqSchedule(Integer.parseInt(seqLens));
             } else {
-                builder.seqLens(Integer.parseInt(seqLens.substring(0, dash)),
-                        Integer.parseInt(seqLens.substring(dash + 1)), 128);
+                builder.seqLens(
+                        Integer.parseInt(seqLens.substring(0, dash)),
+                        Integer.parseInt(seqLens.substring(dash + 1)),
+                        128);
             }
             TrainingWorkload workload = builder.build();
             List<MemoryOp> ops = workload.ops();
@@ -201,9 +209,10 @@ public class CachingAllocatorBench {
             if (cycleStart < 0) {
                 throw new IllegalStateException("workload has no step 1: " + workload.describe());
             }
-            SimulatedDevice device = SimulatedDevice.builder().capacity(80L << 30).build();
-            cycle = new OpCycle(device, ops.subList(0, cycleStart), ops.subList(cycleStart, ops.size()),
-                    workload.describe());
+            SimulatedDevice device =
+                    SimulatedDevice.builder().capacity(80L << 30).build();
+            cycle = new OpCycle(
+                    device, ops.subList(0, cycleStart), ops.subList(cycleStart, ops.size()), workload.describe());
         }
 
         @Setup(Level.Iteration)
@@ -230,7 +239,8 @@ public class CachingAllocatorBench {
                         + " (set -Dgpumem.traces.dir to the shared traces folder)");
             }
             TraceWorkload workload = TraceWorkload.of(new PytorchSnapshotReader().read(file), 0, Integer.MAX_VALUE);
-            SimulatedDevice device = SimulatedDevice.builder().capacity(1L << 40).build();
+            SimulatedDevice device =
+                    SimulatedDevice.builder().capacity(1L << 40).build();
             cycle = new OpCycle(device, List.of(), workload.ops(), workload.describe());
         }
 
@@ -311,8 +321,10 @@ public class CachingAllocatorBench {
                     freeSlots.addFirst(slot);
                 }
             }
-            int[] leftover = slotOf.entrySet().stream().sorted(Map.Entry.comparingByKey())
-                    .mapToInt(Map.Entry::getValue).toArray();
+            int[] leftover = slotOf.entrySet().stream()
+                    .sorted(Map.Entry.comparingByKey())
+                    .mapToInt(Map.Entry::getValue)
+                    .toArray();
             for (int slot : leftover) {
                 sl[n++] = slot;
             }
@@ -340,7 +352,8 @@ public class CachingAllocatorBench {
             }
             System.out.println("\n" + what + ": cycle of " + n / 2 + " malloc+free pairs, " + slotCount
                     + " slots, " + mallocsAfterFirstPass + " device mallocs, all during the first pass; "
-                    + (allocator.stats().toPyTorchMap().get("reserved_bytes.all.peak") >> 20) + " MiB reserved at peak");
+                    + (allocator.stats().toPyTorchMap().get("reserved_bytes.all.peak") >> 20)
+                    + " MiB reserved at peak");
         }
 
         private static long stream(SimulatedDevice device, Map<Long, Long> streams, long stream) {

@@ -12,6 +12,7 @@ import java.util.ArrayDeque;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
@@ -23,7 +24,6 @@ import org.openjdk.jmh.annotations.Param;
 import org.openjdk.jmh.annotations.Scope;
 import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
-import java.util.Map;
 
 /**
  * CPU cost of one malloc+free pair under each allocation policy ({@code pytorch}, the PyTorch-exact allocator,
@@ -68,8 +68,9 @@ public class PolicyPairBench {
         SplittableRandom rnd = new SplittableRandom(42);
         for (int i = 0; i < SIZES; i++) {
             int kind = rnd.nextInt(100);
-            sizes[i] = kind < 60 ? 1 + rnd.nextLong(MiB) : kind < 90 ? MiB + rnd.nextLong(11 * MiB)
-                    : 12 * MiB + rnd.nextLong(88 * MiB);
+            sizes[i] = kind < 60
+                    ? 1 + rnd.nextLong(MiB)
+                    : kind < 90 ? MiB + rnd.nextLong(11 * MiB) : 12 * MiB + rnd.nextLong(88 * MiB);
             streams[i] = rnd.nextInt(4) == 0 ? s1 : 0;
         }
         stress = PolicySpec.parse(policy).create(device);
@@ -85,10 +86,11 @@ public class PolicyPairBench {
     private void setUpTrace() {
         Path file = Path.of(System.getProperty("gpumem.traces.dir", "../shared/traces"), "lm2.7b-train-step.pickle");
         if (!Files.isRegularFile(file)) {
-            throw new IllegalStateException("benchmark trace not found: " + file
-                    + " (set -Dgpumem.traces.dir to the shared traces folder)");
+            throw new IllegalStateException(
+                    "benchmark trace not found: " + file + " (set -Dgpumem.traces.dir to the shared traces folder)");
         }
-        List<MemoryOp> ops = TraceWorkload.of(new PytorchSnapshotReader().read(file), 0, Integer.MAX_VALUE).ops();
+        List<MemoryOp> ops = TraceWorkload.of(new PytorchSnapshotReader().read(file), 0, Integer.MAX_VALUE)
+                .ops();
         SimulatedDevice device = SimulatedDevice.builder().capacity(1L << 40).build();
         traced = PolicySpec.parse(policy).create(device);
         HashMap<Long, Long> deviceStreams = new HashMap<>();
@@ -115,8 +117,10 @@ public class PolicyPairBench {
                 freeSlots.addFirst(s);
             }
         }
-        for (int s : slotOf.entrySet().stream().sorted(Map.Entry.comparingByKey())
-                .mapToInt(Map.Entry::getValue).toArray()) {
+        for (int s : slotOf.entrySet().stream()
+                .sorted(Map.Entry.comparingByKey())
+                .mapToInt(Map.Entry::getValue)
+                .toArray()) {
             sl[n++] = s;
         }
         opSize = Arrays.copyOf(sz, n);
@@ -127,7 +131,6 @@ public class PolicyPairBench {
             traceOp();
         }
     }
-
 
     /** One malloc+free pair of the stress mix. */
     @Benchmark

@@ -35,8 +35,8 @@ final class RequestStream {
     final int streamCount;
     final int mallocs;
 
-    private RequestStream(String name, String description, long[] sizes, int[] slots, int[] streams,
-            int slotCount, int streamCount) {
+    private RequestStream(
+            String name, String description, long[] sizes, int[] slots, int[] streams, int slotCount, int streamCount) {
         this.name = name;
         this.description = description;
         this.sizes = sizes;
@@ -52,8 +52,8 @@ final class RequestStream {
         }
         this.mallocs = m;
         if (m * 2 != sizes.length) {
-            throw new IllegalStateException(name + ": stream of " + sizes.length + " ops with " + m
-                    + " mallocs is not balanced");
+            throw new IllegalStateException(
+                    name + ": stream of " + sizes.length + " ops with " + m + " mallocs is not balanced");
         }
     }
 
@@ -77,8 +77,9 @@ final class RequestStream {
             case "llama-offload" -> recorded(name, "llama-offload-10-streams.pickle");
             case "rmm-random" -> rmmRandom(10_000, 4096L << 20, 16_000L << 20, 1);
             case "training-loop" -> trainingLoop(name);
-            default -> throw new IllegalArgumentException("unknown request stream " + name
-                    + " (lm2.7b, llama-offload, rmm-random, training-loop)");
+            default ->
+                throw new IllegalArgumentException(
+                        "unknown request stream " + name + " (lm2.7b, llama-offload, rmm-random, training-loop)");
         };
     }
 
@@ -86,16 +87,24 @@ final class RequestStream {
         Path dir = Path.of(System.getProperty("gpumem.traces.dir", "../shared/traces"));
         Path file = dir.resolve(fileName);
         if (!Files.isRegularFile(file)) {
-            throw new IllegalStateException("benchmark trace not found: " + file
-                    + " (set -Dgpumem.traces.dir to the shared traces folder)");
+            throw new IllegalStateException(
+                    "benchmark trace not found: " + file + " (set -Dgpumem.traces.dir to the shared traces folder)");
         }
         TraceWorkload workload = TraceWorkload.of(new PytorchSnapshotReader().read(file), 0, Integer.MAX_VALUE);
         return of(name, fileName + ": " + workload.describe(), workload.ops());
     }
 
     private static RequestStream trainingLoop(String name) {
-        TrainingWorkload workload = TrainingWorkload.builder().layers(4).hidden(1024).heads(16).vocab(32_000)
-                .batch(4).steps(8).seed(7).seqLens(256, 1024, 128).build();
+        TrainingWorkload workload = TrainingWorkload.builder()
+                .layers(4)
+                .hidden(1024)
+                .heads(16)
+                .vocab(32_000)
+                .batch(4)
+                .steps(8)
+                .seed(7)
+                .seqLens(256, 1024, 128)
+                .build();
         return of(name, "generated training loop: " + workload.describe(), workload.ops());
     }
 
@@ -156,8 +165,10 @@ final class RequestStream {
         for (long[] l : live) {
             b.free((int) l[0]);
         }
-        return b.build("rmm-random", "RMM random_allocations shape: " + made + " allocations of 1 B.."
-                + (maxSize >> 20) + " MiB, at most " + (maxUsage >> 20) + " MiB live, seed " + seed);
+        return b.build(
+                "rmm-random",
+                "RMM random_allocations shape: " + made + " allocations of 1 B.." + (maxSize >> 20) + " MiB, at most "
+                        + (maxUsage >> 20) + " MiB live, seed " + seed);
     }
 
     /** Accumulates ops, handing out slots (most recently freed first) and dense stream indices. */
@@ -202,8 +213,14 @@ final class RequestStream {
         }
 
         RequestStream build(String name, String description) {
-            return new RequestStream(name, description, Arrays.copyOf(sizes, n), Arrays.copyOf(slots, n),
-                    Arrays.copyOf(streams, n), slotCount, streamIndex.size());
+            return new RequestStream(
+                    name,
+                    description,
+                    Arrays.copyOf(sizes, n),
+                    Arrays.copyOf(slots, n),
+                    Arrays.copyOf(streams, n),
+                    slotCount,
+                    streamIndex.size());
         }
     }
 }

@@ -14,8 +14,7 @@ import java.util.function.LongSupplier;
 public final class ThreadCpuTimer {
     private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
 
-    private ThreadCpuTimer() {
-    }
+    private ThreadCpuTimer() {}
 
     /** CPU time of the calling thread, in nanoseconds. */
     public static long now() {

@@ -2,6 +2,8 @@ package io.gpumem.bench.kv;
 
 import io.gpumem.kvcache.hash.BlockHasher;
 import io.gpumem.kvcache.hash.HashAlgorithm;
+import java.util.SplittableRandom;
+import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Fork;
@@ -14,9 +16,6 @@ import org.openjdk.jmh.annotations.Scope;
 import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.Warmup;
-
-import java.util.SplittableRandom;
-import java.util.concurrent.TimeUnit;
 
 /**
  * Prefix-hash cost per token (target: at most 20 ns; vLLM's SHA-256 costs 100–200): the chained keys

@@ -1,6 +1,8 @@
 package io.gpumem.bench.kv;
 
 import io.gpumem.kvcache.pool.KvBlockPool;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Fork;
@@ -13,9 +15,6 @@ import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.Warmup;
 import org.openjdk.jmh.infra.Blackhole;
-
-import java.util.List;
-import java.util.concurrent.TimeUnit;
 
 /**
  * Block allocate + free throughput, single thread (target: at least 20 million per second), for the
@@ -53,7 +52,8 @@ public class KvBlockPoolBenchmark {
         cachedTable = new int[REQUEST];
         cachedPool.allocate(REQUEST, cachedTable, 0);
         for (int j = 0; j < REQUEST; j++) {
-            cachedPool.cache(cachedTable[j], j, j, j == 0 ? KvBlockPool.NONE : cachedTable[j - 1], tokens, j * 16, 0, 0);
+            cachedPool.cache(
+                    cachedTable[j], j, j, j == 0 ? KvBlockPool.NONE : cachedTable[j - 1], tokens, j * 16, 0, 0);
         }
         cachedPool.free(cachedTable, 0, REQUEST);
         cachedNaive = new NaiveObjectBlockPool(BLOCKS);

@@ -13,8 +13,7 @@ import java.util.Map;
  * key record (an object per lookup and per cached block), and the same LRU and reverse-free rules.
  */
 final class NaiveObjectBlockPool {
-    record Key(long hi, long lo) {
-    }
+    record Key(long hi, long lo) {}
 
     static final class KvBlockObject {
         final int id;
@@ -31,6 +30,7 @@ final class NaiveObjectBlockPool {
     // baseline measures
     @SuppressWarnings("JdkObsolete")
     private final LinkedList<KvBlockObject> free = new LinkedList<>();
+
     private final Map<Key, KvBlockObject> cached = new HashMap<>();
 
     NaiveObjectBlockPool(int numBlocks) {

@@ -39,8 +39,7 @@ import java.util.function.LongSupplier;
  */
 public final class ReplayCpuTime {
 
-    private ReplayCpuTime() {
-    }
+    private ReplayCpuTime() {}
 
     public static void main(String[] args) throws IOException {
         int rounds = args.length > 0 ? Integer.parseInt(args[0]) : 3;
@@ -54,16 +53,20 @@ public final class ReplayCpuTime {
         AllocatorConfig config = RecordedConfig.of(snapshot);
         WindowStart start = new WindowRebuilder(config).rebuild(snapshot, 0);
         WhatIfReplay whatIf = new WhatIfReplay(snapshot, 0, start);
-        List<AllocatorConfig> configs = List.of(config,
-                AllocatorConfig.parse("expandable_segments:True"), AllocatorConfig.parse("max_split_size_mb:128"));
+        List<AllocatorConfig> configs = List.of(
+                config,
+                AllocatorConfig.parse("expandable_segments:True"),
+                AllocatorConfig.parse("max_split_size_mb:128"));
         long capacity = whatIf.recorded().capacity();
 
         String[] units = {"pickle", "oracleCheck", "whatIfRun", "compare3"};
         LongSupplier[] pass = {
-            () -> new PytorchSnapshotReader().read(new ByteArrayInputStream(bytes), "lm2.7b").entryCount(),
+            () -> new PytorchSnapshotReader()
+                    .read(new ByteArrayInputStream(bytes), "lm2.7b")
+                    .entryCount(),
             () -> new OracleReplay().check(snapshot, config).devices().size(),
             () -> whatIf.runOnce(config, 1L << 40),
-            () -> whatIf.evaluateAll(configs, capacity, 1, i -> { }).size(),
+            () -> whatIf.evaluateAll(configs, capacity, 1, i -> {}).size(),
         };
         // work per pass, and the unit it is reported in per second
         double[] work = {bytes.length / 1e6, entries, entries, 1};
@@ -96,11 +99,19 @@ public final class ReplayCpuTime {
             if (skip[k]) {
                 continue;
             }
-            double[] nsPerPass = perUnit.get(k).stream().mapToDouble(Double::doubleValue).sorted().toArray();
+            double[] nsPerPass = perUnit.get(k).stream()
+                    .mapToDouble(Double::doubleValue)
+                    .sorted()
+                    .toArray();
             double median = nsPerPass[nsPerPass.length / 2];
-            System.out.printf("%-12s %9.2f %-12s %6.2f-%-6.2f %12.3f%n", units[k], rate(work[k], median) * scale[k],
-                    per[k], rate(work[k], nsPerPass[nsPerPass.length - 1]) * scale[k],
-                    rate(work[k], nsPerPass[0]) * scale[k], median / 1e6);
+            System.out.printf(
+                    "%-12s %9.2f %-12s %6.2f-%-6.2f %12.3f%n",
+                    units[k],
+                    rate(work[k], median) * scale[k],
+                    per[k],
+                    rate(work[k], nsPerPass[nsPerPass.length - 1]) * scale[k],
+                    rate(work[k], nsPerPass[0]) * scale[k],
+                    median / 1e6);
         }
         System.out.println("(lm2.7b, " + entries + " entries, " + bytes.length + " bytes; thread CPU time, " + rounds
                 + " interleaved rounds x " + reps + " repetitions of ~" + millis + " ms; load average at the end "

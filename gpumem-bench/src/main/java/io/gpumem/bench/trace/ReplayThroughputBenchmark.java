@@ -43,7 +43,9 @@ import org.openjdk.jmh.annotations.Warmup;
 @OutputTimeUnit(TimeUnit.SECONDS)
 @Warmup(iterations = 5, time = 2)
 @Measurement(iterations = 5, time = 2)
-@Fork(value = 1, jvmArgsAppend = {"-XX:+UseSerialGC", "-Xmx1g"})
+@Fork(
+        value = 1,
+        jvmArgsAppend = {"-XX:+UseSerialGC", "-Xmx1g"})
 public class ReplayThroughputBenchmark {
 
     /** Entries in {@code lm2.7b-train-step.pickle} (checked at setup). */
@@ -58,13 +60,13 @@ public class ReplayThroughputBenchmark {
         Path dir = Path.of(System.getProperty("gpumem.traces.dir", "../shared/traces"));
         Path file = dir.resolve("lm2.7b-train-step.pickle");
         if (!Files.isRegularFile(file)) {
-            throw new IllegalStateException("benchmark trace not found: " + file
-                    + " (set -Dgpumem.traces.dir to the shared traces folder)");
+            throw new IllegalStateException(
+                    "benchmark trace not found: " + file + " (set -Dgpumem.traces.dir to the shared traces folder)");
         }
         snapshot = new PytorchSnapshotReader().read(file);
         if (snapshot.entryCount() != ENTRIES) {
-            throw new IllegalStateException("expected " + ENTRIES + " entries in " + file + ", found "
-                    + snapshot.entryCount());
+            throw new IllegalStateException(
+                    "expected " + ENTRIES + " entries in " + file + ", found " + snapshot.entryCount());
         }
         config = RecordedConfig.of(snapshot);
         WindowStart start = new WindowRebuilder(config).rebuild(snapshot, 0);

@@ -38,10 +38,13 @@ import picocli.CommandLine.Spec;
  * snapshot has no requests (state only). The file is read under {@code --max-file-size} and {@code --max-entries}
  * like every trace command's, into a {@link TraceSession} whose windows the compare runs share.
  */
-@Command(name = "analyze", mixinStandardHelpOptions = true,
-        description = "Analyse a PyTorch memory snapshot: reserved, allocated, active and inactive-split bytes per pool,"
-                + " largest free block per pool and stream, fragmentation, the most wasteful segments, and for an OOM or a"
-                + " state near capacity a diagnosis with recommendations backed by compare runs.")
+@Command(
+        name = "analyze",
+        mixinStandardHelpOptions = true,
+        description =
+                "Analyse a PyTorch memory snapshot: reserved, allocated, active and inactive-split bytes per pool,"
+                        + " largest free block per pool and stream, fragmentation, the most wasteful segments, and for an OOM or a"
+                        + " state near capacity a diagnosis with recommendations backed by compare runs.")
 public final class AnalyzeCommand implements Callable<Integer> {
     @Spec
     CommandSpec spec;
@@ -49,25 +52,39 @@ public final class AnalyzeCommand implements Callable<Integer> {
     @Mixin
     TraceFileOptions input;
 
-    @Option(names = "--at", paramLabel = "N",
+    @Option(
+            names = "--at",
+            paramLabel = "N",
             description = "Analyse the state after trace entry N (0-based) instead of the end state.")
     Integer at;
 
-    @Option(names = "--trace-device", paramLabel = "N", description = "Analyse only this device (default: every device in the file).")
+    @Option(
+            names = "--trace-device",
+            paramLabel = "N",
+            description = "Analyse only this device (default: every device in the file).")
     Integer device;
 
-    @Option(names = "--capacity", paramLabel = "SIZE", converter = SizeConverter.class,
-            description = "Device capacity, e.g. 80GiB (default: unknown); needed to measure memory held outside the allocator.")
+    @Option(
+            names = "--capacity",
+            paramLabel = "SIZE",
+            converter = SizeConverter.class,
+            description =
+                    "Device capacity, e.g. 80GiB (default: unknown); needed to measure memory held outside the allocator.")
     Long capacity;
 
-    @Option(names = "--top", defaultValue = "5", paramLabel = "K",
+    @Option(
+            names = "--top",
+            defaultValue = "5",
+            paramLabel = "K",
             description = "How many wasteful segments to list (default: ${DEFAULT-VALUE}).")
     int top;
 
     @Option(names = "--no-compare", description = "Skip the compare runs behind the recommendations.")
     boolean noCompare;
 
-    @Option(names = "--policy", paramLabel = "NAME[:OPTIONS]",
+    @Option(
+            names = "--policy",
+            paramLabel = "NAME[:OPTIONS]",
             description = "An allocation policy for the recommender to try beside the configurations, as compare"
                     + " --policy runs it (repeatable; default: none).")
     List<String> policies = new ArrayList<>();
@@ -75,7 +92,9 @@ public final class AnalyzeCommand implements Callable<Integer> {
     /** {@link #policies} parsed, before anything is read. */
     private List<PolicySpec> policySpecs = List.of();
 
-    @Option(names = "--html", paramLabel = "FILE",
+    @Option(
+            names = "--html",
+            paramLabel = "FILE",
             description = "Also write the analysis as a self-contained HTML report (as gpumem report does) to FILE.")
     Path html;
 
@@ -90,7 +109,8 @@ public final class AnalyzeCommand implements Callable<Integer> {
         TraceSession session = input.open(spec.commandLine().getErr());
         TraceSnapshot snapshot = session.trace();
         Path file = input.file();
-        if (snapshot.segments().isEmpty() && snapshot.format() != SourceFormat.PYTORCH_SNAPSHOT
+        if (snapshot.segments().isEmpty()
+                && snapshot.format() != SourceFormat.PYTORCH_SNAPSHOT
                 && snapshot.format() != SourceFormat.PYTORCH_SEGMENT_LIST) {
             out.println("note: " + file + " is a " + snapshot.format() + " file: it records requests but no allocator"
                     + " state, so the states below are empty; the compare runs replay its requests");
@@ -101,8 +121,11 @@ public final class AnalyzeCommand implements Callable<Integer> {
             return 0;
         }
         if (device != null && !SnapshotStates.devices(snapshot).contains(device)) {
-            throw new CommandLine.ParameterException(spec.commandLine(), "--trace-device " + device + ": " + file
-                    + " has no segments or trace entries for it (devices present: " + SnapshotStates.devices(snapshot) + ")");
+            throw new CommandLine.ParameterException(
+                    spec.commandLine(),
+                    "--trace-device " + device + ": " + file
+                            + " has no segments or trace entries for it (devices present: "
+                            + SnapshotStates.devices(snapshot) + ")");
         }
         boolean first = true;
         HtmlReport report = html != null ? new HtmlReport(file.toString()) : null;
@@ -127,8 +150,10 @@ public final class AnalyzeCommand implements Callable<Integer> {
         Path file = input.file();
         List<TraceEntry> trace = session.trace().traceOf(d);
         if (at != null && (at < 0 || at >= trace.size())) {
-            throw new CommandLine.ParameterException(spec.commandLine(), "--at " + at + " is outside device " + d
-                    + "'s trace of " + file + " (" + trace.size() + " entries, 0.." + (trace.size() - 1) + ")");
+            throw new CommandLine.ParameterException(
+                    spec.commandLine(),
+                    "--at " + at + " is outside device " + d + "'s trace of " + file + " (" + trace.size()
+                            + " entries, 0.." + (trace.size() - 1) + ")");
         }
         DeviceAnalysis result = session.analyze(d, at, capacityBytes, top, !noCompare, policySpecs);
         long reserved = 0;
@@ -136,10 +161,12 @@ public final class AnalyzeCommand implements Callable<Integer> {
             reserved += seg.totalSize();
         }
         if (capacityBytes != MemoryState.UNKNOWN && reserved > capacityBytes) {
-            throw new CommandLine.ParameterException(spec.commandLine(), "--capacity " + capacity + " ("
-                    + ByteSize.format(capacityBytes) + ") is less than the "
-                    + ByteSize.format(reserved) + " device " + d + " of " + file
-                    + " has reserved; give the GPU's memory");
+            throw new CommandLine.ParameterException(
+                    spec.commandLine(),
+                    "--capacity " + capacity + " ("
+                            + ByteSize.format(capacityBytes) + ") is less than the "
+                            + ByteSize.format(reserved) + " device " + d + " of " + file
+                            + " has reserved; give the GPU's memory");
         }
         AnalysisPrinter.printState(result.analysis(), out);
         for (String note : result.replayNotes()) {

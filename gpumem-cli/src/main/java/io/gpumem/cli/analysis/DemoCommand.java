@@ -1,23 +1,23 @@
 package io.gpumem.cli.analysis;
 
+import io.gpumem.cli.SizeConverter;
+import io.gpumem.cli.options.AllocatorOptions;
+import io.gpumem.cli.options.OutputFile;
+import io.gpumem.cli.report.HtmlOutput;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.config.ConfigException;
-import io.gpumem.cli.options.AllocatorOptions;
-import io.gpumem.cli.report.HtmlOutput;
-import io.gpumem.cli.options.OutputFile;
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.report.HtmlReport;
+import io.gpumem.size.ByteSize;
 import io.gpumem.trace.analysis.AllocatorStates;
 import io.gpumem.trace.analysis.AnalysisPrinter;
 import io.gpumem.trace.analysis.DeviceAnalysis;
-import io.gpumem.cli.SizeConverter;
-import io.gpumem.size.ByteSize;
 import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.analysis.OomEvent;
 import io.gpumem.trace.analysis.Recommender;
 import io.gpumem.trace.analysis.StateAnalysis;
 import io.gpumem.trace.analysis.StateAnalyzer;
-import io.gpumem.engine.RunOutcome;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.session.TraceSession;
@@ -34,9 +34,9 @@ import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
-import picocli.CommandLine.Model.CommandSpec;
 
 /**
  * {@code gpumem demo}: the main job end to end. Generates a transformer training workload whose sequence
@@ -45,18 +45,29 @@ import picocli.CommandLine.Model.CommandSpec;
  * one) with recommendations backed by the compare runs, and writes the default run's memory snapshot as a
  * PyTorch pickle that {@code gpumem analyze} and pytorch.org/memory_viz read.
  */
-@Command(name = "demo", mixinStandardHelpOptions = true,
-        description = "Generate a realistic training workload, run it under the default allocator config and the"
-                + " alternatives on a simulated GPU, print the comparison and the analysis, and write a snapshot pickle.")
+@Command(
+        name = "demo",
+        mixinStandardHelpOptions = true,
+        description =
+                "Generate a realistic training workload, run it under the default allocator config and the"
+                        + " alternatives on a simulated GPU, print the comparison and the analysis, and write a snapshot pickle.")
 public final class DemoCommand implements Callable<Integer> {
     @Spec
     CommandSpec spec;
 
-    @Option(names = "--capacity", defaultValue = "24GiB", paramLabel = "SIZE", converter = SizeConverter.class,
+    @Option(
+            names = "--capacity",
+            defaultValue = "24GiB",
+            paramLabel = "SIZE",
+            converter = SizeConverter.class,
             description = "Simulated device capacity (default: ${DEFAULT-VALUE}).")
     long capacityBytes;
 
-    @Option(names = "--held-outside", defaultValue = "0", paramLabel = "SIZE", converter = SizeConverter.OrZero.class,
+    @Option(
+            names = "--held-outside",
+            defaultValue = "0",
+            paramLabel = "SIZE",
+            converter = SizeConverter.OrZero.class,
             description = "Device memory held by others (CUDA context, other processes) (default: ${DEFAULT-VALUE}).")
     long outsideBytes;
 
@@ -81,61 +92,89 @@ public final class DemoCommand implements Callable<Integer> {
     @Option(names = "--seq-max", defaultValue = "2048", description = "Longest sequence (default: ${DEFAULT-VALUE}).")
     int seqMax;
 
-    @Option(names = "--seq-multiple", defaultValue = "128",
+    @Option(
+            names = "--seq-multiple",
+            defaultValue = "128",
             description = "Sequence lengths are multiples of this (default: ${DEFAULT-VALUE}).")
     int seqMultiple;
 
     @Option(names = "--steps", defaultValue = "10", description = "Training steps (default: ${DEFAULT-VALUE}).")
     int steps;
 
-    @Option(names = "--seed", defaultValue = "42", description = "Seed of the sequence-length draws (default: ${DEFAULT-VALUE}).")
+    @Option(
+            names = "--seed",
+            defaultValue = "42",
+            description = "Seed of the sequence-length draws (default: ${DEFAULT-VALUE}).")
     long seed;
 
-    @Option(names = "--config", paramLabel = "CONF",
+    @Option(
+            names = "--config",
+            paramLabel = "CONF",
             description = "Alternative PYTORCH_CUDA_ALLOC_CONF to compare with the defaults; repeatable"
                     + " (default: expandable_segments:True, max_split_size_mb:256, roundup_power2_divisions:4).")
     List<String> configs;
 
-    @Option(names = "--spill", description = "Also run the workload on a spilling allocator: OOMs become spills of optimizer states, activations, weights, gradients.")
+    @Option(
+            names = "--spill",
+            description =
+                    "Also run the workload on a spilling allocator: OOMs become spills of optimizer states, activations, weights, gradients.")
     boolean spill;
 
     @Option(names = "--no-min-capacity", description = "Skip the minimum-capacity search (faster).")
     boolean noMinCapacity;
 
-    @Option(names = "--policy", paramLabel = "NAME[:OPTIONS]",
+    @Option(
+            names = "--policy",
+            paramLabel = "NAME[:OPTIONS]",
             description = "An allocation policy for the recommender to try beside the configurations (repeatable;"
                     + " default: none; the table shows every registered policy either way).")
     List<String> policies = new ArrayList<>();
 
-    @Option(names = "--snapshot", defaultValue = "gpumem-demo-snapshot.pickle", paramLabel = "FILE",
+    @Option(
+            names = "--snapshot",
+            defaultValue = "gpumem-demo-snapshot.pickle",
+            paramLabel = "FILE",
             description = "Where to write the default run's snapshot pickle (default: ${DEFAULT-VALUE}).")
     Path snapshot;
 
-    @Option(names = "--html", paramLabel = "FILE",
-            description = "Where to write the HTML report of the default run (default: beside the snapshot, its name with"
-                    + " .html, e.g. gpumem-demo-snapshot.html).")
+    @Option(
+            names = "--html",
+            paramLabel = "FILE",
+            description =
+                    "Where to write the HTML report of the default run (default: beside the snapshot, its name with"
+                            + " .html, e.g. gpumem-demo-snapshot.html).")
     Path html;
 
     @Override
     public Integer call() throws Exception {
         PrintWriter out = spec.commandLine().getOut();
         if (outsideBytes >= capacityBytes) {
-            throw new CommandLine.ParameterException(spec.commandLine(), "--held-outside " + ByteSize.formatSigned(outsideBytes)
-                    + " must be below --capacity " + ByteSize.formatSigned(capacityBytes));
+            throw new CommandLine.ParameterException(
+                    spec.commandLine(),
+                    "--held-outside " + ByteSize.formatSigned(outsideBytes) + " must be below --capacity "
+                            + ByteSize.formatSigned(capacityBytes));
         }
         OutputFile.check("--snapshot", snapshot);
         List<PolicySpec> policySpecs = AllocatorOptions.policies(policies);
         TrainingWorkload workload;
         try {
-            workload = TrainingWorkload.builder().layers(layers).hidden(hidden).heads(heads).vocab(vocab)
-                    .batch(batch).seqLens(seqMin, seqMax, seqMultiple).steps(steps).seed(seed).build();
+            workload = TrainingWorkload.builder()
+                    .layers(layers)
+                    .hidden(hidden)
+                    .heads(heads)
+                    .vocab(vocab)
+                    .batch(batch)
+                    .seqLens(seqMin, seqMax, seqMultiple)
+                    .steps(steps)
+                    .seed(seed)
+                    .build();
         } catch (IllegalArgumentException e) {
             throw new CommandLine.ParameterException(spec.commandLine(), e.getMessage());
         }
         out.println("gpumem demo: " + workload.describe());
         out.println("sequence lengths per step: " + Arrays.toString(workload.seqLens()));
-        out.println("simulated device: " + ByteSize.formatSigned(capacityBytes) + (outsideBytes > 0
-                ? ", " + ByteSize.formatSigned(outsideBytes) + " held outside the allocator" : "")
+        out.println("simulated device: " + ByteSize.formatSigned(capacityBytes)
+                + (outsideBytes > 0 ? ", " + ByteSize.formatSigned(outsideBytes) + " held outside the allocator" : "")
                 + "; " + workload.ops().size() + " allocator calls; peak live tensors "
                 + ByteSize.formatSigned(workload.peakLiveBytes()));
         out.println();
@@ -145,7 +184,8 @@ public final class DemoCommand implements Callable<Integer> {
             try {
                 AllocatorConfig.parse(conf);
             } catch (ConfigException e) {
-                throw new CommandLine.ParameterException(spec.commandLine(), "--config " + conf + ": " + e.getMessage());
+                throw new CommandLine.ParameterException(
+                        spec.commandLine(), "--config " + conf + ": " + e.getMessage());
             }
         }
         WorkloadWhatIf whatIf = new WorkloadWhatIf(workload, capacityBytes, outsideBytes, !noMinCapacity);
@@ -157,16 +197,21 @@ public final class DemoCommand implements Callable<Integer> {
         for (String policy : WorkloadWhatIf.demoPolicies()) {
             rows.add(whatIf.run(PolicySpec.parse(policy)));
         }
-        out.println("comparison (" + workload.settings().steps() + " steps on " + ByteSize.formatSigned(capacityBytes) + "):");
+        out.println("comparison (" + workload.settings().steps() + " steps on " + ByteSize.formatSigned(capacityBytes)
+                + "):");
         AnalysisPrinter.printOutcomes(rows, out);
         out.println();
 
         RunOutcome baseline = whatIf.runWithHistory("");
-        MemoryOp.Alloc failed = baseline.completed() ? null
+        MemoryOp.Alloc failed = baseline.completed()
+                ? null
                 : (MemoryOp.Alloc) workload.ops().get(whatIf.stream().entry(baseline.failedOp()));
-        OomEvent oom = baseline.completed() ? null
-                : new OomEvent(baseline.oomReport().roundedSize(), baseline.oomReport().deviceFree(), failed.stream(), -1);
-        String label = baseline.completed() ? "default config, end of the run"
+        OomEvent oom = baseline.completed()
+                ? null
+                : new OomEvent(
+                        baseline.oomReport().roundedSize(), baseline.oomReport().deviceFree(), failed.stream(), -1);
+        String label = baseline.completed()
+                ? "default config, end of the run"
                 : "default config, at the OOM in step " + (baseline.stepsCompleted() + 1) + " of " + steps
                         + " (allocating " + failed.name() + ")";
         MemoryState state = AllocatorStates.capture(baseline.allocator(), baseline.label(), label, oom);
@@ -185,13 +230,16 @@ public final class DemoCommand implements Callable<Integer> {
             throw new UncheckedIOException("cannot write the snapshot to " + snapshot + ": " + e, e);
         }
         out.println();
-        out.println("snapshot of the default run written to " + snapshot.toAbsolutePath()
-                + " (gpumem analyze " + snapshot + "; or drag it onto pytorch.org/memory_viz)");
-        TraceSnapshot trace = AllocatorSnapshots.toTraceSnapshot(baseline.allocator().snapshot(), "gpumem demo");
+        out.println("snapshot of the default run written to " + snapshot.toAbsolutePath() + " (gpumem analyze "
+                + snapshot + "; or drag it onto pytorch.org/memory_viz)");
+        TraceSnapshot trace =
+                AllocatorSnapshots.toTraceSnapshot(baseline.allocator().snapshot(), "gpumem demo");
         DeviceAnalysis result = new DeviceAnalysis(0, trace.traceOf(0).size(), analysis, whatIf, recs, List.of());
         Path page = html != null ? html : HtmlOutput.sibling(snapshot);
-        HtmlOutput.write(new HtmlReport("gpumem demo: " + workload.describe()).addDevice(TraceSession.of(trace), result,
-                rows), page, out);
+        HtmlOutput.write(
+                new HtmlReport("gpumem demo: " + workload.describe()).addDevice(TraceSession.of(trace), result, rows),
+                page,
+                out);
         out.flush();
         return 0;
     }

@@ -9,7 +9,6 @@ import io.gpumem.spill.SpillableBuffer;
 import io.gpumem.spill.SpillingAllocator;
 import io.gpumem.trace.workload.AllocationWorkload;
 import io.gpumem.trace.workload.MemoryOp;
-
 import java.io.PrintWriter;
 import java.util.List;
 
@@ -22,11 +21,13 @@ import java.util.List;
  * a spilled buffer stays off the device until freed.
  */
 final class SpillDemo {
-    private SpillDemo() {
-    }
+    private SpillDemo() {}
 
     static void run(AllocationWorkload workload, long capacity, long heldOutside, PrintWriter out) {
-        SimulatedDevice device = SimulatedDevice.builder().capacity(capacity).heldOutside(heldOutside).build();
+        SimulatedDevice device = SimulatedDevice.builder()
+                .capacity(capacity)
+                .heldOutside(heldOutside)
+                .build();
         long hostBudget = capacity;
         try (SpillingAllocator allocator = SpillingAllocator.accountingOnly(new CachingAllocator(device), hostBudget)) {
             List<MemoryOp> ops = workload.ops();
@@ -34,7 +35,8 @@ final class SpillDemo {
             long[] plain = new long[workload.allocationCount()];
             int step = -1;
             long spillsBefore = 0;
-            out.println("with --spill (host budget " + ByteSize.formatSigned(hostBudget) + ", then disk; accounting only):");
+            out.println("with --spill (host budget " + ByteSize.formatSigned(hostBudget)
+                    + ", then disk; accounting only):");
             try {
                 for (MemoryOp op : ops) {
                     switch (op) {
@@ -79,7 +81,8 @@ final class SpillDemo {
 
     private static long report(PrintWriter out, int step, SpillStats s, long spillsBefore) {
         if (step >= 0 && s.spills() > spillsBefore) {
-            out.println("  step " + (step + 1) + ": " + (s.spills() - spillsBefore) + " buffers spilled instead of an OOM");
+            out.println(
+                    "  step " + (step + 1) + ": " + (s.spills() - spillsBefore) + " buffers spilled instead of an OOM");
         }
         return s.spills();
     }

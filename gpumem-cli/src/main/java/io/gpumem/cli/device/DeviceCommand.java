@@ -15,7 +15,9 @@ import picocli.CommandLine.Spec;
  * virtual memory support, granularity). With {@code --device cuda} it is the quickest way to check that the
  * driver loads and a GPU answers; without one it fails with the reason and a non-zero exit.
  */
-@Command(name = "device", mixinStandardHelpOptions = true,
+@Command(
+        name = "device",
+        mixinStandardHelpOptions = true,
         description = "Show the device gpumem would run on (--device sim|cuda): name, memory, virtual memory support.")
 public final class DeviceCommand implements Callable<Integer> {
 
@@ -32,21 +34,25 @@ public final class DeviceCommand implements Callable<Integer> {
             PrintWriter out = spec.commandLine().getOut();
             out.printf("device:          %s (%s, index %d)%n", d.name(), device.kind(), d.index());
             if (d instanceof CudaDevice cuda) {
-                out.printf("driver:          %s (CUDA %d.%d)%n", cuda.library(), cuda.driverVersion() / 1000,
-                        cuda.driverVersion() % 1000 / 10);
+                out.printf(
+                        "driver:          %s (CUDA %d.%d)%n",
+                        cuda.library(), cuda.driverVersion() / 1000, cuda.driverVersion() % 1000 / 10);
             }
-            out.printf("total memory:    %,d bytes (%.2f GiB)%n", d.totalMemory(), d.totalMemory() / (double) (1L << 30));
+            out.printf(
+                    "total memory:    %,d bytes (%.2f GiB)%n", d.totalMemory(), d.totalMemory() / (double) (1L << 30));
             out.printf("free memory:     %,d bytes (%.2f GiB)%n", d.freeMemory(), d.freeMemory() / (double) (1L << 30));
-            out.printf("virtual memory:  %s%n", d.supportsVirtualMemory()
-                    ? "supported (expandable segments map pages)"
-                    : "not supported (expandable segments fall back to cuMemAlloc)");
+            out.printf(
+                    "virtual memory:  %s%n",
+                    d.supportsVirtualMemory()
+                            ? "supported (expandable segments map pages)"
+                            : "not supported (expandable segments fall back to cuMemAlloc)");
             out.printf("granularity:     %,d bytes%n", d.allocationGranularity());
             out.flush();
         } catch (RuntimeException | Error e) {
             try {
                 d.close();
             } catch (RuntimeException closing) {
-                e.addSuppressed(closing);   // the first failure is the one to report
+                e.addSuppressed(closing); // the first failure is the one to report
             }
             throw e;
         }

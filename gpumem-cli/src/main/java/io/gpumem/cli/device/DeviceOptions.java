@@ -28,7 +28,8 @@ public final class DeviceOptions {
 
     /** Where allocations go. */
     public enum DeviceKind {
-        SIM, CUDA;
+        SIM,
+        CUDA;
 
         @Override
         public String toString() {
@@ -49,15 +50,26 @@ public final class DeviceOptions {
         }
     }
 
-    @Option(names = "--device", paramLabel = "sim|cuda", defaultValue = "sim", converter = DeviceKindConverter.class,
-            description = "Device to run on: sim (simulated GPU, default) or cuda (a real NVIDIA GPU through the CUDA driver).")
+    @Option(
+            names = "--device",
+            paramLabel = "sim|cuda",
+            defaultValue = "sim",
+            converter = DeviceKindConverter.class,
+            description =
+                    "Device to run on: sim (simulated GPU, default) or cuda (a real NVIDIA GPU through the CUDA driver).")
     DeviceKind kind = DeviceKind.SIM;
 
-    @Option(names = "--cuda-library", paramLabel = "PATH",
-            description = "CUDA driver library for --device cuda (default: -Dgpumem.cuda.library, else $GPUMEM_CUDA_LIBRARY, else libcuda.so.1).")
+    @Option(
+            names = "--cuda-library",
+            paramLabel = "PATH",
+            description =
+                    "CUDA driver library for --device cuda (default: -Dgpumem.cuda.library, else $GPUMEM_CUDA_LIBRARY, else libcuda.so.1).")
     String cudaLibrary;
 
-    @Option(names = "--cuda-device", paramLabel = "N", defaultValue = "0",
+    @Option(
+            names = "--cuda-device",
+            paramLabel = "N",
+            defaultValue = "0",
             description = "GPU ordinal for --device cuda (default: ${DEFAULT-VALUE}).")
     int cudaOrdinal;
 

@@ -1,20 +1,14 @@
 package io.gpumem.cli.kv;
 
-import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.function.Supplier;
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
 import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.device.SimulatedDevice;
-import io.gpumem.kvcache.redis.RedisKvStore;
-import io.gpumem.kvcache.tier.InMemoryRemoteStore;
-import io.gpumem.kvcache.tier.RemoteKvStore;
-import io.gpumem.kvcache.tier.TierStats;
-import io.gpumem.size.ByteSize;
 import io.gpumem.kvcache.KvCacheException;
 import io.gpumem.kvcache.hash.HashAlgorithm;
 import io.gpumem.kvcache.manager.PreemptionMode;
 import io.gpumem.kvcache.memory.KvMemory;
+import io.gpumem.kvcache.redis.RedisKvStore;
 import io.gpumem.kvcache.sched.VictimPolicy;
 import io.gpumem.kvcache.sim.ServingSimulator;
 import io.gpumem.kvcache.sim.SimConfig;
@@ -23,127 +17,291 @@ import io.gpumem.kvcache.sim.SimReport;
 import io.gpumem.kvcache.sim.TierSettings;
 import io.gpumem.kvcache.sim.TimeModel;
 import io.gpumem.kvcache.sim.Workload;
-import picocli.CommandLine;
-import picocli.CommandLine.Command;
-import picocli.CommandLine.Option;
-
+import io.gpumem.kvcache.tier.InMemoryRemoteStore;
+import io.gpumem.kvcache.tier.RemoteKvStore;
+import io.gpumem.kvcache.tier.TierStats;
+import io.gpumem.size.ByteSize;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Comparator;
-import java.util.function.IntFunction;
-import java.util.stream.Stream;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.Callable;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.IntFunction;
+import java.util.function.Supplier;
+import java.util.stream.Stream;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
 
 /**
  * {@code gpumem kv-sim}: runs the paged-KV-cache serving simulator on a simulated device and prints its
  * figures as text or as one JSON object. Every option is validated up front; a bad value names the
  * option and exits with code 2 before anything runs.
  */
-@Command(name = "kv-sim", mixinStandardHelpOptions = true,
+@Command(
+        name = "kv-sim",
+        mixinStandardHelpOptions = true,
         description = "Simulate continuous-batching LLM serving on the paged KV cache (seeded, deterministic).")
 public final class KvSimCommand implements Callable<Integer> {
 
     @CommandLine.Spec
     CommandLine.Model.CommandSpec spec;
 
-    @Option(names = "--workload", defaultValue = "sharegpt", description = "sharegpt | alpaca | shared-prefix | chat (default: ${DEFAULT-VALUE})")
+    @Option(
+            names = "--workload",
+            defaultValue = "sharegpt",
+            description = "sharegpt | alpaca | shared-prefix | chat (default: ${DEFAULT-VALUE})")
     String workload;
+
     @Option(names = "--seed", defaultValue = "1", description = "Random seed (default: ${DEFAULT-VALUE})")
     long seed;
-    @Option(names = "--requests", defaultValue = "1000", description = "Requests to generate; conversations for chat (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--requests",
+            defaultValue = "1000",
+            description = "Requests to generate; conversations for chat (default: ${DEFAULT-VALUE})")
     int requests;
-    @Option(names = "--rate", defaultValue = "0.2", description = "Mean arrivals per step, Poisson (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--rate",
+            defaultValue = "0.2",
+            description = "Mean arrivals per step, Poisson (default: ${DEFAULT-VALUE})")
     double rate;
-    @Option(names = "--blocks", defaultValue = "4096", description = "KV blocks including the null block (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--blocks",
+            defaultValue = "4096",
+            description = "KV blocks including the null block (default: ${DEFAULT-VALUE})")
     int blocks;
+
     @Option(names = "--block-size", defaultValue = "16", description = "Tokens per block (default: ${DEFAULT-VALUE})")
     int blockSize;
+
     @Option(names = "--prefix-caching", defaultValue = "on", description = "on | off (default: ${DEFAULT-VALUE})")
     String prefixCaching;
-    @Option(names = "--preemption", defaultValue = "recompute", description = "recompute | swap (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--preemption",
+            defaultValue = "recompute",
+            description = "recompute | swap (default: ${DEFAULT-VALUE})")
     String preemption;
-    @Option(names = "--victim", defaultValue = "fcfs", description = "fcfs | priority | least-computed (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--victim",
+            defaultValue = "fcfs",
+            description = "fcfs | priority | least-computed (default: ${DEFAULT-VALUE})")
     String victim;
-    @Option(names = "--token-budget", defaultValue = "2048", description = "Tokens computed per step (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--token-budget",
+            defaultValue = "2048",
+            description = "Tokens computed per step (default: ${DEFAULT-VALUE})")
     int tokenBudget;
-    @Option(names = "--max-running", defaultValue = "256", description = "Most running requests (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--max-running",
+            defaultValue = "256",
+            description = "Most running requests (default: ${DEFAULT-VALUE})")
     int maxRunning;
-    @Option(names = "--lookahead", defaultValue = "0", description = "Speculative slots per running request per step (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--lookahead",
+            defaultValue = "0",
+            description = "Speculative slots per running request per step (default: ${DEFAULT-VALUE})")
     int lookahead;
-    @Option(names = "--max-model-len", defaultValue = "2048", description = "Longest sequence, prompt + output (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--max-model-len",
+            defaultValue = "2048",
+            description = "Longest sequence, prompt + output (default: ${DEFAULT-VALUE})")
     int maxModelLen;
-    @Option(names = "--watermark", defaultValue = "0", description = "Admission watermark, fraction of blocks kept free; 0 = off (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--watermark",
+            defaultValue = "0",
+            description = "Admission watermark, fraction of blocks kept free; 0 = off (default: ${DEFAULT-VALUE})")
     double watermark;
-    @Option(names = "--swap-space", defaultValue = "67108864", description = "Host swap-space bytes for swap preemption (default: ${DEFAULT-VALUE} = 64 MiB)")
+
+    @Option(
+            names = "--swap-space",
+            defaultValue = "67108864",
+            description = "Host swap-space bytes for swap preemption (default: ${DEFAULT-VALUE} = 64 MiB)")
     long swapSpace;
-    @Option(names = "--prefix-tokens", defaultValue = "341", description = "Shared prefix length of shared-prefix (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--prefix-tokens",
+            defaultValue = "341",
+            description = "Shared prefix length of shared-prefix (default: ${DEFAULT-VALUE})")
     int prefixTokens;
+
     @Option(names = "--hash", defaultValue = "fast128", description = "fast128 | sha256 (default: ${DEFAULT-VALUE})")
     String hash;
-    @Option(names = "--layers", defaultValue = "2", description = "Model layers of the simulated KV memory (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--layers",
+            defaultValue = "2",
+            description = "Model layers of the simulated KV memory (default: ${DEFAULT-VALUE})")
     int layers;
+
     @Option(names = "--kv-heads", defaultValue = "2", description = "KV heads (default: ${DEFAULT-VALUE})")
     int kvHeads;
+
     @Option(names = "--head-size", defaultValue = "16", description = "Head dimension (default: ${DEFAULT-VALUE})")
     int headSize;
-    @Option(names = "--max-steps", defaultValue = "2000000", description = "Stop after this many steps (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--max-steps",
+            defaultValue = "2000000",
+            description = "Stop after this many steps (default: ${DEFAULT-VALUE})")
     long maxSteps;
-    @Option(names = "--priority-levels", defaultValue = "1", description = "Request priorities drawn from 0..N-1, smaller = more important (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--priority-levels",
+            defaultValue = "1",
+            description = "Request priorities drawn from 0..N-1, smaller = more important (default: ${DEFAULT-VALUE})")
     int priorityLevels;
-    @Option(names = "--memory", defaultValue = "allocator", description = "Where the KV regions come from: allocator (gpumem's caching allocator) | direct (device malloc) (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--memory",
+            defaultValue = "allocator",
+            description =
+                    "Where the KV regions come from: allocator (gpumem's caching allocator) | direct (device malloc) (default: ${DEFAULT-VALUE})")
     String memory;
+
     @Option(names = "--json", description = "Print one JSON object instead of text")
     boolean json;
-    @Option(names = "--metrics-port", paramLabel = "N", description = "Serve live metrics for Prometheus at http://127.0.0.1:N/metrics while simulating; 0 = any free port (default: off)")
+
+    @Option(
+            names = "--metrics-port",
+            paramLabel = "N",
+            description =
+                    "Serve live metrics for Prometheus at http://127.0.0.1:N/metrics while simulating; 0 = any free port (default: off)")
     Integer metricsPort;
-    @Option(names = "--metrics-linger", paramLabel = "SECONDS", defaultValue = "0", description = "Keep serving the final metrics this long after the run (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--metrics-linger",
+            paramLabel = "SECONDS",
+            defaultValue = "0",
+            description = "Keep serving the final metrics this long after the run (default: ${DEFAULT-VALUE})")
     int metricsLinger;
 
-    @Option(names = "--host-tier", defaultValue = "0", description = "Host-memory tier for evicted KV blocks, SIZE; 0 = none (default: ${DEFAULT-VALUE})")
+    @Option(
+            names = "--host-tier",
+            defaultValue = "0",
+            description = "Host-memory tier for evicted KV blocks, SIZE; 0 = none (default: ${DEFAULT-VALUE})")
     String hostTier;
-    @Option(names = "--disk-tier", defaultValue = "0", description = "Disk tier for evicted KV blocks, SIZE; 0 = none (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--disk-tier",
+            defaultValue = "0",
+            description = "Disk tier for evicted KV blocks, SIZE; 0 = none (default: ${DEFAULT-VALUE})")
     String diskTier;
-    @Option(names = "--disk-dir", description = "Directory of the disk tier (default: a temporary directory, deleted afterwards)")
+
+    @Option(
+            names = "--disk-dir",
+            description = "Directory of the disk tier (default: a temporary directory, deleted afterwards)")
     Path diskDir;
-    @Option(names = "--remote", description = "Shared remote tier: redis://HOST:PORT or memory:SIZE (in-process); default none")
+
+    @Option(
+            names = "--remote",
+            description = "Shared remote tier: redis://HOST:PORT or memory:SIZE (in-process); default none")
     String remote;
-    @Option(names = "--instances", defaultValue = "1", description = "Serving instances, each with its own device pool and tiers, sharing --remote (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--instances",
+            defaultValue = "1",
+            description =
+                    "Serving instances, each with its own device pool and tiers, sharing --remote (default: ${DEFAULT-VALUE})")
     int instances;
-    @Option(names = "--tier-queue-blocks", defaultValue = "256", description = "Write-queue slots per tier; a full queue drops the write (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--tier-queue-blocks",
+            defaultValue = "256",
+            description = "Write-queue slots per tier; a full queue drops the write (default: ${DEFAULT-VALUE})")
     int tierQueueBlocks;
-    @Option(names = "--tier-drain-blocks", defaultValue = "64", description = "Blocks written into each tier per step (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--tier-drain-blocks",
+            defaultValue = "64",
+            description = "Blocks written into each tier per step (default: ${DEFAULT-VALUE})")
     int tierDrainBlocks;
 
-    @Option(names = "--time-weight-bytes", defaultValue = "16000000000", description = "Model weights read per step (default: ${DEFAULT-VALUE}, Llama-3-8B fp16)")
+    @Option(
+            names = "--time-weight-bytes",
+            defaultValue = "16000000000",
+            description = "Model weights read per step (default: ${DEFAULT-VALUE}, Llama-3-8B fp16)")
     double weightBytes;
-    @Option(names = "--time-kv-bytes-per-token", defaultValue = "131072", description = "KV bytes per token used for transfer times (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--time-kv-bytes-per-token",
+            defaultValue = "131072",
+            description = "KV bytes per token used for transfer times (default: ${DEFAULT-VALUE})")
     long kvBytesPerToken;
-    @Option(names = "--time-prefill-us", defaultValue = "40", description = "Prefill compute per token, microseconds (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--time-prefill-us",
+            defaultValue = "40",
+            description = "Prefill compute per token, microseconds (default: ${DEFAULT-VALUE})")
     double prefillUs;
-    @Option(names = "--time-decode-us", defaultValue = "25", description = "Decode compute per token, microseconds (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--time-decode-us",
+            defaultValue = "25",
+            description = "Decode compute per token, microseconds (default: ${DEFAULT-VALUE})")
     double decodeUs;
-    @Option(names = "--time-hbm-gbps", defaultValue = "3350", description = "HBM bandwidth, GB/s (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--time-hbm-gbps",
+            defaultValue = "3350",
+            description = "HBM bandwidth, GB/s (default: ${DEFAULT-VALUE})")
     double hbmGBps;
-    @Option(names = "--time-host-gbps", defaultValue = "50", description = "Host-device link, GB/s: PCIe 5.0 x16 50, NVLink-C2C 450 (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--time-host-gbps",
+            defaultValue = "50",
+            description = "Host-device link, GB/s: PCIe 5.0 x16 50, NVLink-C2C 450 (default: ${DEFAULT-VALUE})")
     double hostGBps;
-    @Option(names = "--time-disk-gbps", defaultValue = "7", description = "Disk bandwidth, GB/s (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--time-disk-gbps",
+            defaultValue = "7",
+            description = "Disk bandwidth, GB/s (default: ${DEFAULT-VALUE})")
     double diskGBps;
-    @Option(names = "--time-disk-latency-us", defaultValue = "100", description = "Disk latency per step that reads it, microseconds (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--time-disk-latency-us",
+            defaultValue = "100",
+            description = "Disk latency per step that reads it, microseconds (default: ${DEFAULT-VALUE})")
     double diskLatencyUs;
-    @Option(names = "--time-net-gbps", defaultValue = "12.5", description = "Network bandwidth to the remote store, GB/s (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--time-net-gbps",
+            defaultValue = "12.5",
+            description = "Network bandwidth to the remote store, GB/s (default: ${DEFAULT-VALUE})")
     double netGBps;
-    @Option(names = "--time-net-latency-us", defaultValue = "200", description = "Remote round trip per step that asks it, microseconds (default: ${DEFAULT-VALUE})")
+
+    @Option(
+            names = "--time-net-latency-us",
+            defaultValue = "200",
+            description = "Remote round trip per step that asks it, microseconds (default: ${DEFAULT-VALUE})")
     double netLatencyUs;
 
     /** The flag of each {@link SimConfig.Builder} setting whose flag is not its name in kebab case. */
-    private static final Map<String, String> FLAG_OF = Map.of("arrivalRate", "--rate", "victimPolicy", "--victim",
-            "swapSpaceBytes", "--swap-space", "hashAlgorithm", "--hash");
+    private static final Map<String, String> FLAG_OF = Map.of(
+            "arrivalRate",
+            "--rate",
+            "victimPolicy",
+            "--victim",
+            "swapSpaceBytes",
+            "--swap-space",
+            "hashAlgorithm",
+            "--hash");
 
     @Override
     public Integer call() throws IOException {
@@ -153,8 +311,19 @@ public final class KvSimCommand implements Callable<Integer> {
         positive("--instances", instances);
         positive("--tier-queue-blocks", tierQueueBlocks);
         positive("--tier-drain-blocks", tierDrainBlocks);
-        TimeModel time = parse("--time-*", () -> new TimeModel(weightBytes, kvBytesPerToken, prefillUs, decodeUs, hbmGBps,
-                hostGBps, diskGBps, diskLatencyUs, netGBps, netLatencyUs));
+        TimeModel time = parse(
+                "--time-*",
+                () -> new TimeModel(
+                        weightBytes,
+                        kvBytesPerToken,
+                        prefillUs,
+                        decodeUs,
+                        hbmGBps,
+                        hostGBps,
+                        diskGBps,
+                        diskLatencyUs,
+                        netGBps,
+                        netLatencyUs));
         if (metricsPort != null && (metricsPort < 0 || metricsPort > 65535)) {
             throw bad("--metrics-port must be in 0..65535, got " + metricsPort);
         }
@@ -168,7 +337,9 @@ public final class KvSimCommand implements Callable<Integer> {
         List<CachingAllocator> allocators = new CopyOnWriteArrayList<>();
         IntFunction<KvMemory> memoryFor = i -> {
             SimulatedDevice device = SimulatedDevice.builder()
-                    .capacity(ServingSimulator.deviceBytes(config) + (64L << 20)).backed(true).build();
+                    .capacity(ServingSimulator.deviceBytes(config) + (64L << 20))
+                    .backed(true)
+                    .build();
             if (kind.equals("direct")) {
                 return KvMemory.direct(device);
             }
@@ -194,8 +365,13 @@ public final class KvSimCommand implements Callable<Integer> {
                 tempDir = Files.createTempDirectory("gpumem-kv-disk");
                 dir = tempDir;
             }
-            r = ServingSimulator.run(config, new TierSettings(host, disk, dir, store, tierQueueBlocks, tierDrainBlocks), time,
-                    instances, memoryFor, metrics != null ? metrics : SimObserver.NONE);
+            r = ServingSimulator.run(
+                    config,
+                    new TierSettings(host, disk, dir, store, tierQueueBlocks, tierDrainBlocks),
+                    time,
+                    instances,
+                    memoryFor,
+                    metrics != null ? metrics : SimObserver.NONE);
         } catch (RuntimeException e) {
             if (metrics != null) {
                 metrics.close();
@@ -272,12 +448,31 @@ public final class KvSimCommand implements Callable<Integer> {
             default -> throw bad("--prefix-caching must be on or off, got '" + prefixCaching + "'");
         };
         try {
-            return SimConfig.builder().settingNames(KvSimCommand::flag).workload(w).seed(seed).requests(requests)
-                    .arrivalRate(rate).blocks(blocks).blockSize(blockSize).prefixCaching(caching).preemption(p)
-                    .victimPolicy(v).tokenBudget(tokenBudget).maxRunning(maxRunning).lookahead(lookahead)
-                    .maxModelLen(maxModelLen).watermark(watermark).swapSpaceBytes(swapSpace)
-                    .prefixTokens(prefixTokens).hashAlgorithm(h).layers(layers).kvHeads(kvHeads).headSize(headSize)
-                    .maxSteps(maxSteps).priorityLevels(priorityLevels).build();
+            return SimConfig.builder()
+                    .settingNames(KvSimCommand::flag)
+                    .workload(w)
+                    .seed(seed)
+                    .requests(requests)
+                    .arrivalRate(rate)
+                    .blocks(blocks)
+                    .blockSize(blockSize)
+                    .prefixCaching(caching)
+                    .preemption(p)
+                    .victimPolicy(v)
+                    .tokenBudget(tokenBudget)
+                    .maxRunning(maxRunning)
+                    .lookahead(lookahead)
+                    .maxModelLen(maxModelLen)
+                    .watermark(watermark)
+                    .swapSpaceBytes(swapSpace)
+                    .prefixTokens(prefixTokens)
+                    .hashAlgorithm(h)
+                    .layers(layers)
+                    .kvHeads(kvHeads)
+                    .headSize(headSize)
+                    .maxSteps(maxSteps)
+                    .priorityLevels(priorityLevels)
+                    .build();
         } catch (KvCacheException e) {
             throw bad(e.getMessage());
         }
@@ -286,7 +481,9 @@ public final class KvSimCommand implements Callable<Integer> {
     /** The flag that sets a {@link SimConfig.Builder} setting: {@code blockSize} is {@code --block-size}. */
     static String flag(String setting) {
         String special = FLAG_OF.get(setting);
-        return special != null ? special : "--" + setting.replaceAll("([A-Z])", "-$1").toLowerCase(Locale.ROOT);
+        return special != null
+                ? special
+                : "--" + setting.replaceAll("([A-Z])", "-$1").toLowerCase(Locale.ROOT);
     }
 
     private <T> T parse(String option, Supplier<T> parser) {
@@ -309,35 +506,68 @@ public final class KvSimCommand implements Callable<Integer> {
 
     static String text(SimConfig c, SimReport r) {
         StringBuilder b = new StringBuilder();
-        b.append(String.format(Locale.ROOT, "kv-sim workload=%s seed=%d blocks=%d block-size=%d prefix-caching=%s preemption=%s victim=%s%n",
-                c.workload().cliName(), c.seed(), c.blocks(), c.blockSize(), c.cache().prefixCaching() ? "on" : "off",
-                c.scheduler().preemption().name().toLowerCase(Locale.ROOT), c.scheduler().victimPolicy().name().toLowerCase(Locale.ROOT).replace('_', '-')));
+        b.append(String.format(
+                Locale.ROOT,
+                "kv-sim workload=%s seed=%d blocks=%d block-size=%d prefix-caching=%s preemption=%s victim=%s%n",
+                c.workload().cliName(),
+                c.seed(),
+                c.blocks(),
+                c.blockSize(),
+                c.cache().prefixCaching() ? "on" : "off",
+                c.scheduler().preemption().name().toLowerCase(Locale.ROOT),
+                c.scheduler().victimPolicy().name().toLowerCase(Locale.ROOT).replace('_', '-')));
         line(b, "requests finished", r.requestsFinished() + " / " + r.requestsTotal());
         line(b, "steps", Long.toString(r.steps()));
         line(b, "tokens per step", f2(r.tokensPerStep()));
         line(b, "output tokens", Long.toString(r.outputTokens()));
-        line(b, "preemptions", r.preemptions() + " (recompute " + r.recomputePreemptions() + ", swap " + r.swapPreemptions() + ")");
-        line(b, "prefix hit rate", pct(r.prefixHitRate()) + " (last 1000 requests " + pct(r.prefixHitRateWindow()) + ")");
-        line(b, "KV waste", pct(r.kvWaste()) + " (contiguous max-length reservation: " + pct(r.contiguousWaste()) + ")");
+        line(
+                b,
+                "preemptions",
+                r.preemptions() + " (recompute " + r.recomputePreemptions() + ", swap " + r.swapPreemptions() + ")");
+        line(
+                b,
+                "prefix hit rate",
+                pct(r.prefixHitRate()) + " (last 1000 requests " + pct(r.prefixHitRateWindow()) + ")");
+        line(
+                b,
+                "KV waste",
+                pct(r.kvWaste()) + " (contiguous max-length reservation: " + pct(r.contiguousWaste()) + ")");
         line(b, "KV usage", "mean " + pct(r.meanUsage()) + ", peak " + pct(r.peakUsage()));
         line(b, "running per step", f2(r.meanRunning()));
         line(b, "copy-on-write blocks", Long.toString(r.copyOnWriteBlocks()));
-        line(b, "swap traffic", r.swapOutBytes() + " bytes out, " + r.swapInBytes() + " bytes in, "
-                + r.swapInReusedBlocks() + " blocks re-hit instead of copied");
+        line(
+                b,
+                "swap traffic",
+                r.swapOutBytes() + " bytes out, " + r.swapInBytes() + " bytes in, " + r.swapInReusedBlocks()
+                        + " blocks re-hit instead of copied");
         line(b, "block-pool time", f2(r.poolNsPerStep() / 1000.0) + " us per step");
         SimReport.Timing t = r.timing();
-        line(b, "time to first token", "mean " + f2(t.ttftMsMean()) + " ms, p50 " + f2(t.ttftMsP50()) + " ms, p99 "
-                + f2(t.ttftMsP99()) + " ms (simulated)");
-        line(b, "output tokens/s", f2(t.outputTokensPerSecond()) + " over " + f2(t.simulatedSeconds()) + " simulated s");
+        line(
+                b,
+                "time to first token",
+                "mean " + f2(t.ttftMsMean()) + " ms, p50 " + f2(t.ttftMsP50()) + " ms, p99 " + f2(t.ttftMsP99())
+                        + " ms (simulated)");
+        line(
+                b,
+                "output tokens/s",
+                f2(t.outputTokensPerSecond()) + " over " + f2(t.simulatedSeconds()) + " simulated s");
         line(b, "recomputed tokens", Long.toString(t.recomputedTokens()));
         for (TierStats s : r.tiers()) {
-            line(b, s.tier() + " tier", s.hits() + " hits (" + pct(hitRate(s)) + " of lookups), " + s.bytesIn() + " bytes in, "
-                    + s.bytesOut() + " bytes out, " + s.dropped() + " dropped, " + s.failed() + " failed, " + s.corrupt() + " corrupt");
+            line(
+                    b,
+                    s.tier() + " tier",
+                    s.hits() + " hits (" + pct(hitRate(s)) + " of lookups), " + s.bytesIn() + " bytes in, "
+                            + s.bytesOut() + " bytes out, " + s.dropped() + " dropped, " + s.failed() + " failed, "
+                            + s.corrupt() + " corrupt");
         }
         for (int i = 0; i < r.instances().size(); i++) {
             SimReport in = r.instances().get(i);
-            line(b, "instance " + i, in.requestsFinished() + " finished, prefix hit rate " + pct(in.prefixHitRate())
-                    + ", TTFT mean " + f2(in.timing().ttftMsMean()) + " ms, recomputed " + in.timing().recomputedTokens());
+            line(
+                    b,
+                    "instance " + i,
+                    in.requestsFinished() + " finished, prefix hit rate " + pct(in.prefixHitRate()) + ", TTFT mean "
+                            + f2(in.timing().ttftMsMean()) + " ms, recomputed "
+                            + in.timing().recomputedTokens());
         }
         return b.toString();
     }

@@ -28,6 +28,7 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
 final class KvSimMetrics implements SimObserver, AutoCloseable {
     /** Most often a snapshot is published. */
     static final long PUBLISH_NANOS = 50_000_000L;
+
     private static final int MAX_INSTANCES = 1024;
 
     private final PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
@@ -42,10 +43,14 @@ final class KvSimMetrics implements SimObserver, AutoCloseable {
 
     private KvSimMetrics(int port, List<CachingAllocator> allocators) throws IOException {
         this.allocators = allocators;
-        Gauge.builder("gpumem.kv.sim.steps", this, m -> m.steps).description("Simulated steps so far")
-                .strongReference(true).register(registry);
+        Gauge.builder("gpumem.kv.sim.steps", this, m -> m.steps)
+                .description("Simulated steps so far")
+                .strongReference(true)
+                .register(registry);
         Gauge.builder("gpumem.kv.sim.running", this, m -> m.running ? 1 : 0)
-                .description("1 while the simulation runs, 0 once it has finished").strongReference(true).register(registry);
+                .description("1 while the simulation runs, 0 once it has finished")
+                .strongReference(true)
+                .register(registry);
         this.endpoint = PrometheusEndpoint.start(registry, port);
     }
 

@@ -13,8 +13,7 @@ import java.util.List;
  */
 public final class AllocatorOptions {
 
-    private AllocatorOptions() {
-    }
+    private AllocatorOptions() {}
 
     /** One {@code --config} value. */
     public static AllocatorConfig config(String conf) {

@@ -11,8 +11,7 @@ import java.nio.file.Path;
  */
 public final class OutputFile {
 
-    private OutputFile() {
-    }
+    private OutputFile() {}
 
     /**
      * Refuses an output file that cannot be written (see {@link #problem}).
@@ -36,8 +35,8 @@ public final class OutputFile {
         Path absolute = out.toAbsolutePath().normalize();
         Path dir = absolute.getParent();
         if (dir != null && !Files.isDirectory(dir)) {
-            return option + " " + out + ": the directory " + dir + (Files.exists(dir) ? " is not a directory"
-                    : " does not exist");
+            return option + " " + out + ": the directory " + dir
+                    + (Files.exists(dir) ? " is not a directory" : " does not exist");
         }
         if (Files.isDirectory(absolute)) {
             return option + " " + out + ": is a directory; name a file";

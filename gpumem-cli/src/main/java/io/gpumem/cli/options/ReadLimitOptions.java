@@ -11,11 +11,18 @@ import picocli.CommandLine.Option;
  */
 public final class ReadLimitOptions {
 
-    @Option(names = "--max-file-size", paramLabel = "SIZE", defaultValue = "1GiB", converter = SizeConverter.class,
+    @Option(
+            names = "--max-file-size",
+            paramLabel = "SIZE",
+            defaultValue = "1GiB",
+            converter = SizeConverter.class,
             description = "Refuse files larger than SIZE (default: ${DEFAULT-VALUE}).")
     long maxFileSize;
 
-    @Option(names = "--max-entries", paramLabel = "N", defaultValue = "50000000",
+    @Option(
+            names = "--max-entries",
+            paramLabel = "N",
+            defaultValue = "50000000",
             description = "Refuse files with more than N trace entries or rows (default: ${DEFAULT-VALUE}).")
     long maxEntries;
 

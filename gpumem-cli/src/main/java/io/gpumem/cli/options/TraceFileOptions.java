@@ -14,9 +14,12 @@ import picocli.CommandLine.Parameters;
  */
 public final class TraceFileOptions {
 
-    @Parameters(index = "0", paramLabel = "FILE",
-            description = "Trace file: PyTorch snapshot pickle, RMM log CSV, tensor-lifetime CSV or gpumem sim ops script"
-                    + " (detected from the content).")
+    @Parameters(
+            index = "0",
+            paramLabel = "FILE",
+            description =
+                    "Trace file: PyTorch snapshot pickle, RMM log CSV, tensor-lifetime CSV or gpumem sim ops script"
+                            + " (detected from the content).")
     Path file;
 
     @Mixin

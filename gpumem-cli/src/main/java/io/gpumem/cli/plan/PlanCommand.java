@@ -35,18 +35,25 @@ import picocli.CommandLine.Spec;
  * nothing half-written). {@code --repeat} solves N times and reports the fastest and median solve time, the
  * command-line benchmark of the planner.
  */
-@Command(name = "plan", mixinStandardHelpOptions = true,
-        description = {"Plan offsets for a trace's buffers (or a lifetime CSV id,lower,upper,size) so that buffers"
-                + " live at the same time never overlap, minimising the planned peak; compare it with the peak live"
-                + " bytes (the lower bound)."})
+@Command(
+        name = "plan",
+        mixinStandardHelpOptions = true,
+        description = {
+            "Plan offsets for a trace's buffers (or a lifetime CSV id,lower,upper,size) so that buffers"
+                    + " live at the same time never overlap, minimising the planned peak; compare it with the peak live"
+                    + " bytes (the lower bound)."
+        })
 public final class PlanCommand implements Callable<Integer> {
 
     @Spec
     CommandSpec spec;
 
-    @Parameters(index = "0", paramLabel = "FILE", description = "Lifetime CSV (id,lower,upper,size[,offset]) or any"
-            + " trace gpumem reads (PyTorch snapshot pickle, RMM log, ops script): its busiest device's in-window"
-            + " buffers.")
+    @Parameters(
+            index = "0",
+            paramLabel = "FILE",
+            description = "Lifetime CSV (id,lower,upper,size[,offset]) or any"
+                    + " trace gpumem reads (PyTorch snapshot pickle, RMM log, ops script): its busiest device's in-window"
+                    + " buffers.")
     Path file;
 
     @Option(names = "--json", description = "Print one JSON object: buffers, peak_live, planned_peak, ratio, solve_ms.")
@@ -55,22 +62,34 @@ public final class PlanCommand implements Callable<Integer> {
     @Option(names = "--out", paramLabel = "CSV", description = "Write the plan as id,lower,upper,size,offset.")
     Path out;
 
-    @Option(names = "--align", paramLabel = "BYTES", defaultValue = "512",
+    @Option(
+            names = "--align",
+            paramLabel = "BYTES",
+            defaultValue = "512",
             description = "Round sizes up to this power of two before placing (default: ${DEFAULT-VALUE}).")
     long align;
 
-    @Option(names = "--budget-ms", paramLabel = "MS", defaultValue = "" + OffsetPlanner.DEFAULT_BUDGET_MS,
+    @Option(
+            names = "--budget-ms",
+            paramLabel = "MS",
+            defaultValue = "" + OffsetPlanner.DEFAULT_BUDGET_MS,
             description = "Work the improvement search may do when the first orders miss the bound, in"
                     + " milliseconds of a quiet 2-core machine; counted, not timed, so the plan never depends on"
                     + " the machine's load (default: ${DEFAULT-VALUE}).")
     long budgetMs;
 
-    @Option(names = "--target-ratio", paramLabel = "R", defaultValue = "" + OffsetPlanner.DEFAULT_TARGET_RATIO,
+    @Option(
+            names = "--target-ratio",
+            paramLabel = "R",
+            defaultValue = "" + OffsetPlanner.DEFAULT_TARGET_RATIO,
             description = "Stop improving once planned peak <= floor(peak live x R); R >= 1.0, 1.0 searches for the"
                     + " exact lower bound (default: ${DEFAULT-VALUE}).")
     double targetRatio;
 
-    @Option(names = "--repeat", paramLabel = "N", defaultValue = "1",
+    @Option(
+            names = "--repeat",
+            paramLabel = "N",
+            defaultValue = "1",
             description = "Solve N times and report the fastest and the median solve time (default: ${DEFAULT-VALUE}).")
     int repeat;
 
@@ -110,10 +129,19 @@ public final class PlanCommand implements Callable<Integer> {
         if (json) {
             stdout.println(json(plan, solveMs, repeat > 1 ? times[0] / 1e6 : solveMs));
         } else {
-            stdout.printf(Locale.ROOT, "%s: %d buffers, peak live %d B, planned peak %d B, ratio %.5f, solve %.1f ms"
-                            + "%s (%s)%n", file, problem.buffers(), plan.peakLive(), plan.plannedPeak(), plan.ratio(),
-                    solveMs, repeat > 1 ? String.format(Locale.ROOT, " median of %d, fastest %.1f ms", repeat,
-                            times[0] / 1e6) : "", plan.method().isEmpty() ? "empty" : plan.method());
+            stdout.printf(
+                    Locale.ROOT,
+                    "%s: %d buffers, peak live %d B, planned peak %d B, ratio %.5f, solve %.1f ms" + "%s (%s)%n",
+                    file,
+                    problem.buffers(),
+                    plan.peakLive(),
+                    plan.plannedPeak(),
+                    plan.ratio(),
+                    solveMs,
+                    repeat > 1
+                            ? String.format(Locale.ROOT, " median of %d, fastest %.1f ms", repeat, times[0] / 1e6)
+                            : "",
+                    plan.method().isEmpty() ? "empty" : plan.method());
         }
         stdout.flush();
         return 0;

@@ -9,8 +9,7 @@ import java.nio.file.Path;
 
 /** Writes an {@link HtmlReport} for the commands that offer {@code --html} and says where it went; names pages by default. */
 public final class HtmlOutput {
-    private HtmlOutput() {
-    }
+    private HtmlOutput() {}
 
     /** Writes the page and prints one line naming it; a write failure becomes an error naming the file. */
     public static void write(HtmlReport report, Path file, PrintWriter out) {
@@ -20,8 +19,8 @@ public final class HtmlOutput {
             throw new UncheckedIOException("cannot write the HTML report to " + file + ": " + e.getMessage(), e);
         }
         out.println();
-        out.println("HTML report written to " + file.toAbsolutePath() + " (" + ByteSize.formatSigned(file.toFile().length())
-                + "; open it in a browser, it works offline)");
+        out.println("HTML report written to " + file.toAbsolutePath() + " ("
+                + ByteSize.formatSigned(file.toFile().length()) + "; open it in a browser, it works offline)");
     }
 
     /** {@code trace.pickle} -> {@code trace.html} in the current directory (traces often live in read-only folders). */

@@ -3,6 +3,7 @@ package io.gpumem.cli.report;
 import io.gpumem.cli.options.AllocatorOptions;
 import io.gpumem.cli.options.BadInputException;
 import io.gpumem.cli.options.TraceFileOptions;
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.report.HtmlReport;
 import io.gpumem.size.ByteSize;
@@ -10,7 +11,6 @@ import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.session.CompareRuns;
 import io.gpumem.trace.session.TraceSession;
-import io.gpumem.engine.RunOutcome;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.io.UncheckedIOException;
@@ -34,7 +34,9 @@ import picocli.CommandLine.Spec;
  * command applies ({@code --max-file-size}, {@code --max-entries}), into a {@link TraceSession}; the recommender,
  * the configuration and policy rows and the page's timeline share its window of each device.
  */
-@Command(name = "report", mixinStandardHelpOptions = true,
+@Command(
+        name = "report",
+        mixinStandardHelpOptions = true,
         description = "Write a self-contained offline HTML report of a trace: peak memory, fragmentation and verdict,"
                 + " a timeline of allocated (by allocation site) and reserved bytes with the OOM marked, segment maps at"
                 + " the OOM and at peak, the OOM story, and the what-if table with the recommendation.")
@@ -45,26 +47,38 @@ public final class ReportCommand implements Callable<Integer> {
     @Mixin
     TraceFileOptions input;
 
-    @Option(names = {"-o", "--output"}, paramLabel = "HTML",
+    @Option(
+            names = {"-o", "--output"},
+            paramLabel = "HTML",
             description = "Where to write the page (default: FILE's name with .html, in the current directory).")
     Path output;
 
-    @Option(names = {"-c", "--config"}, paramLabel = "CONF",
+    @Option(
+            names = {"-c", "--config"},
+            paramLabel = "CONF",
             description = "Another PYTORCH_CUDA_ALLOC_CONF to add to the what-if table (repeatable; default: only the"
                     + " configurations the recommender tries).")
     List<String> configs = new ArrayList<>();
 
-    @Option(names = "--policy", paramLabel = "NAME[:OPTIONS]",
-            description = "An allocation policy to add to the what-if table, as compare --policy computes it, and for the"
-                    + " recommender to try (repeatable; default: none): pytorch[:CONF], stitch, planned, or any"
-                    + " registered policy.")
+    @Option(
+            names = "--policy",
+            paramLabel = "NAME[:OPTIONS]",
+            description =
+                    "An allocation policy to add to the what-if table, as compare --policy computes it, and for the"
+                            + " recommender to try (repeatable; default: none): pytorch[:CONF], stitch, planned, or any"
+                            + " registered policy.")
     List<String> policies = new ArrayList<>();
 
-    @Option(names = "--capacity", paramLabel = "SIZE",
+    @Option(
+            names = "--capacity",
+            paramLabel = "SIZE",
             description = "Device capacity, e.g. 80GiB (default: unknown, as for analyze).")
     String capacity;
 
-    @Option(names = "--device", paramLabel = "D", description = "Report only this device (default: every device in the file).")
+    @Option(
+            names = "--device",
+            paramLabel = "D",
+            description = "Report only this device (default: every device in the file).")
     Integer device;
 
     private TraceSession session;
@@ -105,8 +119,8 @@ public final class ReportCommand implements Callable<Integer> {
         for (int d : devices) {
             DeviceAnalysis analysis = session.analyze(d, null, capacityBytes, 5, true, policySpecs);
             List<RunOutcome> rows = new ArrayList<>(configRows(session, analysis, capacityBytes, err));
-            rows.addAll(policyRows(session, analysis, capacity != null ? capacityBytes : null, policySpecs,
-                    !rows.isEmpty(), err));
+            rows.addAll(policyRows(
+                    session, analysis, capacity != null ? capacityBytes : null, policySpecs, !rows.isEmpty(), err));
             report.addDevice(session, analysis, rows);
         }
         try {
@@ -114,16 +128,20 @@ public final class ReportCommand implements Callable<Integer> {
         } catch (IOException e) {
             throw new UncheckedIOException("cannot write " + target + ": " + e.getMessage(), e);
         }
-        out.printf("report of %s (%d device%s) written to %s (%s, %.1f s); open it in a browser, it works offline%n",
-                file, devices.size(), devices.size() == 1 ? "" : "s", target.toAbsolutePath(),
-                ByteSize.formatSigned(target.toFile().length()), (System.nanoTime() - started) / 1e9);
+        out.printf(
+                "report of %s (%d device%s) written to %s (%s, %.1f s); open it in a browser, it works offline%n",
+                file,
+                devices.size(),
+                devices.size() == 1 ? "" : "s",
+                target.toAbsolutePath(),
+                ByteSize.formatSigned(target.toFile().length()),
+                (System.nanoTime() - started) / 1e9);
         out.flush();
         return 0;
     }
 
     /** The session's rows for the user's configurations; a replay that fails leaves a note and no rows. */
-    private List<RunOutcome> configRows(TraceSession session, DeviceAnalysis analysis, long capacity,
-                                           PrintWriter err) {
+    private List<RunOutcome> configRows(TraceSession session, DeviceAnalysis analysis, long capacity, PrintWriter err) {
         try {
             return session.configRows(analysis, capacity, configs);
         } catch (RuntimeException e) {
@@ -134,8 +152,13 @@ public final class ReportCommand implements Callable<Integer> {
     }
 
     /** The session's rows for the policies; a replay that fails leaves a note and no rows. */
-    private static List<RunOutcome> policyRows(TraceSession session, DeviceAnalysis analysis, Long capacity,
-                                                  List<PolicySpec> policies, boolean haveBaseline, PrintWriter err) {
+    private static List<RunOutcome> policyRows(
+            TraceSession session,
+            DeviceAnalysis analysis,
+            Long capacity,
+            List<PolicySpec> policies,
+            boolean haveBaseline,
+            PrintWriter err) {
         try {
             return session.policyRows(analysis, capacity, policies, haveBaseline);
         } catch (RuntimeException e) {

@@ -33,15 +33,23 @@ import picocli.CommandLine.Spec;
  * {@code device} line describes a simulated device and is refused there. The command owns the opened device
  * and closes it when the script ends.
  */
-@Command(name = "sim", mixinStandardHelpOptions = true,
+@Command(
+        name = "sim",
+        mixinStandardHelpOptions = true,
         description = "Run an ops script (alloc/free/record_stream/empty_cache/... lines) on the caching allocator"
                 + " over a simulated device (or a real GPU with --device cuda); print memory_summary and"
                 + " memory_stats on request.",
-        footer = {"", "Script format: see gpumem-cli/README-sim.md. Exit status: 0 done, 1 OOM with --fail-on-oom"
-                + " or an internal failure, 2 bad script."})
+        footer = {
+            "",
+            "Script format: see gpumem-cli/README-sim.md. Exit status: 0 done, 1 OOM with --fail-on-oom"
+                    + " or an internal failure, 2 bad script."
+        })
 public final class SimCommand implements Callable<Integer> {
 
-    @Parameters(index = "0", arity = "0..1", paramLabel = "SCRIPT",
+    @Parameters(
+            index = "0",
+            arity = "0..1",
+            paramLabel = "SCRIPT",
             description = "Ops script file; standard input when absent or '-'.")
     String script;
 
@@ -97,8 +105,7 @@ public final class SimCommand implements Callable<Integer> {
             // Standard input belongs to the process: this stream's close leaves it open.
             return new FilterInputStream(System.in) {
                 @Override
-                public void close() {
-                }
+                public void close() {}
             };
         }
         return new BufferedInputStream(Files.newInputStream(Path.of(script)), 1 << 16);

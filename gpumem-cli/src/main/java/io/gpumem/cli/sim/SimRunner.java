@@ -43,7 +43,10 @@ final class SimRunner {
      * @param factory builds the target from the script's device line (null when absent) and the config that
      *                the script set before its first allocator op
      */
-    SimRunner(PrintWriter out, PrintWriter err, boolean failOnOom,
+    SimRunner(
+            PrintWriter out,
+            PrintWriter err,
+            boolean failOnOom,
             BiFunction<ScriptOp.DeviceSettings, AllocatorConfig, SimTarget> factory) {
         this.out = out;
         this.err = err;
@@ -169,7 +172,11 @@ final class SimRunner {
             case ScriptOp.Alloc a -> "alloc " + a.name();
             case ScriptOp.Free f -> "free " + f.name();
             case ScriptOp.RecordStream r -> "record_stream " + r.name();
-            default -> op.getClass().getSimpleName().replaceAll("([a-z])([A-Z])", "$1_$2").toLowerCase(Locale.ROOT);
+            default ->
+                op.getClass()
+                        .getSimpleName()
+                        .replaceAll("([a-z])([A-Z])", "$1_$2")
+                        .toLowerCase(Locale.ROOT);
         };
     }
 }

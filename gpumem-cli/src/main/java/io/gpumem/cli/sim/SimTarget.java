@@ -36,8 +36,7 @@ interface SimTarget {
     int deviceIndex();
 
     /** Starts recording the allocator's history, so that {@link #snapshot()} includes the trace. */
-    default void recordHistory() {
-    }
+    default void recordHistory() {}
 
     /** {@code torch.cuda.memory._snapshot()}. */
     default MemorySnapshot snapshot() {

@@ -39,10 +39,14 @@ import picocli.CommandLine.Spec;
  * {@link TraceSession} ({@link CompareRuns}); {@code --html} adds the analysis and report of the same session, so the
  * file is read and the window rebuilt once. Bad input is thrown (typed) and reported by {@code GpumemCli}, exit 2.
  */
-@Command(name = "compare", mixinStandardHelpOptions = true,
-        description = {"Answer \"what if\": replay a trace's requests under other allocator configurations"
-                + " (PYTORCH_CUDA_ALLOC_CONF syntax) and compare peak memory, driver calls, retries, OOMs and the"
-                + " minimum device capacity. The recorded configuration is always the first row."})
+@Command(
+        name = "compare",
+        mixinStandardHelpOptions = true,
+        description = {
+            "Answer \"what if\": replay a trace's requests under other allocator configurations"
+                    + " (PYTORCH_CUDA_ALLOC_CONF syntax) and compare peak memory, driver calls, retries, OOMs and the"
+                    + " minimum device capacity. The recorded configuration is always the first row."
+        })
 public final class CompareCommand implements Callable<Integer> {
 
     @Spec
@@ -58,31 +62,46 @@ public final class CompareCommand implements Callable<Integer> {
         return session;
     }
 
-    @Option(names = {"-c", "--config"}, paramLabel = "CONF",
-            description = "A configuration to compare, e.g. expandable_segments:True or max_split_size_mb:128 (repeatable).")
+    @Option(
+            names = {"-c", "--config"},
+            paramLabel = "CONF",
+            description =
+                    "A configuration to compare, e.g. expandable_segments:True or max_split_size_mb:128 (repeatable).")
     List<String> configs = new ArrayList<>();
 
-    @Option(names = "--policy", paramLabel = "NAME[:OPTIONS]",
+    @Option(
+            names = "--policy",
+            paramLabel = "NAME[:OPTIONS]",
             description = "An allocation policy to add as a row (repeatable): pytorch[:CONF] (the PyTorch-exact"
                     + " allocator), stitch (virtual-memory stitching), planned (plan from this trace, serve online).")
     List<String> policies = new ArrayList<>();
 
-    @Option(names = "--trace-device", paramLabel = "N",
+    @Option(
+            names = "--trace-device",
+            paramLabel = "N",
             description = "Device trace to replay (default: the one with the most alloc entries).")
     Integer device;
 
-    @Option(names = "--capacity", paramLabel = "SIZE", converter = SizeConverter.class,
+    @Option(
+            names = "--capacity",
+            paramLabel = "SIZE",
+            converter = SizeConverter.class,
             description = "Device capacity for the OOM column, e.g. 80GiB (default: the recorded capacity: the trace's"
                     + " peak reserved, or reserved + free at a recorded oom).")
     Long capacityBytes;
 
-    @Option(names = "--json", description = "Print a JSON array instead of the table: one object per configuration"
-            + " with config, peak_allocated, peak_reserved, min_capacity, device_allocs, retries, ooms, policy,"
-            + " device_maps, ns_per_pair.")
+    @Option(
+            names = "--json",
+            description = "Print a JSON array instead of the table: one object per configuration"
+                    + " with config, peak_allocated, peak_reserved, min_capacity, device_allocs, retries, ooms, policy,"
+                    + " device_maps, ns_per_pair.")
     boolean json;
 
-    @Option(names = "--html", paramLabel = "FILE",
-            description = "Also write the HTML report of this device (as gpumem report does), with these rows in its what-if table.")
+    @Option(
+            names = "--html",
+            paramLabel = "FILE",
+            description =
+                    "Also write the HTML report of this device (as gpumem report does), with these rows in its what-if table.")
     Path html;
 
     @Override
@@ -94,14 +113,16 @@ public final class CompareCommand implements Callable<Integer> {
         this.session = session;
         TraceSnapshot trace = session.trace();
         int d = device != null ? device : session.busiestDevice();
-        if (d < 0 || d >= Math.max(1, trace.deviceTraces().size()) || trace.traceOf(d).isEmpty()) {
+        if (d < 0
+                || d >= Math.max(1, trace.deviceTraces().size())
+                || trace.traceOf(d).isEmpty()) {
             throw new BadInputException(trace.source() + ": device " + d + " has no trace to replay");
         }
         List<AllocatorConfig> all = new ArrayList<>();
         all.add(session.recordedConfig());
         all.addAll(others);
-        CompareRuns runs = session.compare(d, all, policySpecs, capacityBytes,
-                TerminalProgress.forTerminal("compare", "configurations"));
+        CompareRuns runs = session.compare(
+                d, all, policySpecs, capacityBytes, TerminalProgress.forTerminal("compare", "configurations"));
         WindowStart start = runs.start();
         List<RunOutcome> rows = runs.rows();
         if (json) {
@@ -109,10 +130,14 @@ public final class CompareCommand implements Callable<Integer> {
         } else {
             boolean snapshot = trace.format() == SourceFormat.PYTORCH_SNAPSHOT
                     || trace.format() == SourceFormat.PYTORCH_SEGMENT_LIST;
-            out.println("trace " + trace.source() + ", device " + d + ": " + trace.traceOf(d).size() + " entries; start "
-                    + ByteSize.format(start.allocatedBytes()) + " allocated in " + ByteSize.format(start.reservedBytes())
-                    + " reserved; " + (snapshot
-                            ? "recorded peak reserved " + ByteSize.format(runs.replay().recorded().peakReserved())
+            out.println("trace " + trace.source() + ", device " + d + ": "
+                    + trace.traceOf(d).size() + " entries; start "
+                    + ByteSize.format(start.allocatedBytes()) + " allocated in "
+                    + ByteSize.format(start.reservedBytes())
+                    + " reserved; "
+                    + (snapshot
+                            ? "recorded peak reserved "
+                                    + ByteSize.format(runs.replay().recorded().peakReserved())
                             : "requests only (" + trace.format() + ", no driver calls recorded)")
                     + "; capacity " + ByteSize.format(runs.capacity()));
             out.print(table(rows));
@@ -120,9 +145,11 @@ public final class CompareCommand implements Callable<Integer> {
         if (html != null) {
             // the report's table labels rows by configuration; the compare rows join it under compare's labels.
             // The analysis replays the session's window of the device: the file and the window are not read again.
-            DeviceAnalysis analysis = session.analyze(d, null,
-                    capacityBytes != null ? capacityBytes : MemoryState.UNKNOWN, 5, true);
-            HtmlOutput.write(new HtmlReport(trace.source()).addDevice(session, analysis, runs.reportRows()), html,
+            DeviceAnalysis analysis =
+                    session.analyze(d, null, capacityBytes != null ? capacityBytes : MemoryState.UNKNOWN, 5, true);
+            HtmlOutput.write(
+                    new HtmlReport(trace.source()).addDevice(session, analysis, runs.reportRows()),
+                    html,
                     json ? spec.commandLine().getErr() : out);
         }
         out.flush();
@@ -130,16 +157,35 @@ public final class CompareCommand implements Callable<Integer> {
     }
 
     static String table(List<RunOutcome> rows) {
-        String[] head = {"config", "peak allocated", "peak reserved", "reserved/allocated", "driver allocs",
-                "driver frees", "retries", "OOMs", "min capacity", "map calls", "ns/pair"};
+        String[] head = {
+            "config",
+            "peak allocated",
+            "peak reserved",
+            "reserved/allocated",
+            "driver allocs",
+            "driver frees",
+            "retries",
+            "OOMs",
+            "min capacity",
+            "map calls",
+            "ns/pair"
+        };
         List<String[]> cells = new ArrayList<>();
         cells.add(head);
         for (RunOutcome r : rows) {
-            cells.add(new String[] {CompareRuns.label(r), ByteSize.format(r.peakAllocated()), ByteSize.format(r.peakReserved()),
-                    String.format(Locale.ROOT, "%.3f", r.reservedPerAllocated()), Long.toString(r.deviceAllocs()),
-                    Long.toString(r.deviceFrees()), Long.toString(r.retries()), Long.toString(r.ooms()),
-                    ByteSize.format(r.minCapacity()), Long.toString(r.deviceMaps()),
-                    String.format(Locale.ROOT, "%.0f", r.nsPerPair())});
+            cells.add(new String[] {
+                CompareRuns.label(r),
+                ByteSize.format(r.peakAllocated()),
+                ByteSize.format(r.peakReserved()),
+                String.format(Locale.ROOT, "%.3f", r.reservedPerAllocated()),
+                Long.toString(r.deviceAllocs()),
+                Long.toString(r.deviceFrees()),
+                Long.toString(r.retries()),
+                Long.toString(r.ooms()),
+                ByteSize.format(r.minCapacity()),
+                Long.toString(r.deviceMaps()),
+                String.format(Locale.ROOT, "%.0f", r.nsPerPair())
+            });
         }
         return Table.render(cells);
     }

@@ -29,11 +29,15 @@ import picocli.CommandLine.Spec;
  * {@link RecordingDiff}; this class reads the two files, refuses bad input (exit 2, naming the file) and prints.
  * Two recordings that match little are reported as such, without a per-site story.
  */
-@Command(name = "diff", mixinStandardHelpOptions = true,
-        description = {"Align the allocation requests of two recordings of the same program (e.g. at two batch sizes or"
-                + " context lengths) and show matched / only-in-A / only-in-B requests, and per allocation site the"
-                + " bytes and what it holds at each peak: the sites that explain the difference in peak allocated and"
-                + " peak reserved."})
+@Command(
+        name = "diff",
+        mixinStandardHelpOptions = true,
+        description = {
+            "Align the allocation requests of two recordings of the same program (e.g. at two batch sizes or"
+                    + " context lengths) and show matched / only-in-A / only-in-B requests, and per allocation site the"
+                    + " bytes and what it holds at each peak: the sites that explain the difference in peak allocated and"
+                    + " peak reserved."
+        })
 public final class DiffCommand implements Callable<Integer> {
 
     /** Sites the text output lists. */
@@ -42,17 +46,25 @@ public final class DiffCommand implements Callable<Integer> {
     @Spec
     CommandSpec spec;
 
-    @Parameters(paramLabel = "FILE", arity = "0..*",
-            description = "The two recordings: PyTorch snapshot pickles with a trace (or any trace format gpumem reads).")
+    @Parameters(
+            paramLabel = "FILE",
+            arity = "0..*",
+            description =
+                    "The two recordings: PyTorch snapshot pickles with a trace (or any trace format gpumem reads).")
     List<Path> files = new ArrayList<>();
 
-    @Option(names = "--trace-device", paramLabel = "N",
-            description = "Device trace to compare in both files (default: each file's device with the most alloc entries).")
+    @Option(
+            names = "--trace-device",
+            paramLabel = "N",
+            description =
+                    "Device trace to compare in both files (default: each file's device with the most alloc entries).")
     Integer device;
 
-    @Option(names = "--json", description = "Print one JSON object: requests_a, requests_b, matched, only_a, only_b,"
-            + " matched_fraction, same_program, signal, peak_allocated_a/b, peak_reserved_a/b, cached_at_peak_reserved_a/b,"
-            + " sites (largest difference at peak allocated first).")
+    @Option(
+            names = "--json",
+            description = "Print one JSON object: requests_a, requests_b, matched, only_a, only_b,"
+                    + " matched_fraction, same_program, signal, peak_allocated_a/b, peak_reserved_a/b, cached_at_peak_reserved_a/b,"
+                    + " sites (largest difference at peak allocated first).")
     boolean json;
 
     @Mixin
@@ -102,25 +114,54 @@ public final class DiffCommand implements Callable<Integer> {
         StringBuilder sb = new StringBuilder();
         sb.append("A ").append(a.source()).append(": ").append(a.size()).append(" requests\n");
         sb.append("B ").append(b.source()).append(": ").append(b.size()).append(" requests\n");
-        sb.append(String.format(Locale.ROOT, "matched %d (%.1f%% of the smaller, by %s), only in A %d, only in B %d%n",
-                al.matched(), 100 * al.matchedFractionOfSmaller(), signalWords(al.signal()), al.onlyInFirst(),
+        sb.append(String.format(
+                Locale.ROOT,
+                "matched %d (%.1f%% of the smaller, by %s), only in A %d, only in B %d%n",
+                al.matched(),
+                100 * al.matchedFractionOfSmaller(),
+                signalWords(al.signal()),
+                al.onlyInFirst(),
                 al.onlyInSecond()));
-        sb.append(String.format(Locale.ROOT, "peak allocated  A %s  B %s  (%s)%n", ByteSize.format(a.peakAllocated()),
-                ByteSize.format(b.peakAllocated()), signed(b.peakAllocated() - a.peakAllocated())));
-        sb.append(String.format(Locale.ROOT, "peak reserved   A %s  B %s  (%s)%n", ByteSize.format(a.peakReserved()),
-                ByteSize.format(b.peakReserved()), signed(b.peakReserved() - a.peakReserved())));
+        sb.append(String.format(
+                Locale.ROOT,
+                "peak allocated  A %s  B %s  (%s)%n",
+                ByteSize.format(a.peakAllocated()),
+                ByteSize.format(b.peakAllocated()),
+                signed(b.peakAllocated() - a.peakAllocated())));
+        sb.append(String.format(
+                Locale.ROOT,
+                "peak reserved   A %s  B %s  (%s)%n",
+                ByteSize.format(a.peakReserved()),
+                ByteSize.format(b.peakReserved()),
+                signed(b.peakReserved() - a.peakReserved())));
         if (!diff.sameProgram()) {
-            sb.append(String.format(Locale.ROOT, "these recordings do not look like the same program: only %.1f%% of the"
-                    + " smaller one's requests match, so no per-site comparison is made%n",
+            sb.append(String.format(
+                    Locale.ROOT,
+                    "these recordings do not look like the same program: only %.1f%% of the"
+                            + " smaller one's requests match, so no per-site comparison is made%n",
                     100 * al.matchedFractionOfSmaller()));
             return sb.toString();
         }
-        sb.append(String.format(Locale.ROOT, "cached, unused at peak reserved  A %s (%.3f of reserved)  B %s (%.3f)%n",
-                ByteSize.format(diff.cachedAtPeakReserved(0)), share(diff.cachedAtPeakReserved(0), a.peakReserved()),
-                ByteSize.format(diff.cachedAtPeakReserved(1)), share(diff.cachedAtPeakReserved(1), b.peakReserved())));
+        sb.append(String.format(
+                Locale.ROOT,
+                "cached, unused at peak reserved  A %s (%.3f of reserved)  B %s (%.3f)%n",
+                ByteSize.format(diff.cachedAtPeakReserved(0)),
+                share(diff.cachedAtPeakReserved(0), a.peakReserved()),
+                ByteSize.format(diff.cachedAtPeakReserved(1)),
+                share(diff.cachedAtPeakReserved(1), b.peakReserved())));
         sb.append("sites, largest difference at peak allocated first:\n");
-        String[] head = {"site", "requests A", "requests B", "bytes A", "bytes B", "at peak alloc A", "at peak alloc B",
-                "difference", "at peak reserved A", "at peak reserved B"};
+        String[] head = {
+            "site",
+            "requests A",
+            "requests B",
+            "bytes A",
+            "bytes B",
+            "at peak alloc A",
+            "at peak alloc B",
+            "difference",
+            "at peak reserved A",
+            "at peak reserved B"
+        };
         List<String[]> cells = new ArrayList<>();
         cells.add(head);
         int shown = 0;
@@ -128,10 +169,18 @@ public final class DiffCommand implements Callable<Integer> {
             if (shown++ == SHOWN_SITES) {
                 break;
             }
-            cells.add(new String[] {s.name(), Long.toString(s.requests(0)), Long.toString(s.requests(1)),
-                    ByteSize.format(s.bytes(0)), ByteSize.format(s.bytes(1)), ByteSize.format(s.atPeakAllocated(0)),
-                    ByteSize.format(s.atPeakAllocated(1)), signed(s.peakAllocatedDifference()),
-                    ByteSize.format(s.atPeakReserved(0)), ByteSize.format(s.atPeakReserved(1))});
+            cells.add(new String[] {
+                s.name(),
+                Long.toString(s.requests(0)),
+                Long.toString(s.requests(1)),
+                ByteSize.format(s.bytes(0)),
+                ByteSize.format(s.bytes(1)),
+                ByteSize.format(s.atPeakAllocated(0)),
+                ByteSize.format(s.atPeakAllocated(1)),
+                signed(s.peakAllocatedDifference()),
+                ByteSize.format(s.atPeakReserved(0)),
+                ByteSize.format(s.atPeakReserved(1))
+            });
         }
         sb.append(Table.render(cells));
         if (diff.sites().size() > SHOWN_SITES) {
@@ -143,7 +192,9 @@ public final class DiffCommand implements Callable<Integer> {
             top += diff.sites().get(i).peakAllocatedDifference();
         }
         if (delta != 0) {
-            sb.append(String.format(Locale.ROOT, "the first three sites make %.0f%% of the peak allocated difference%n",
+            sb.append(String.format(
+                    Locale.ROOT,
+                    "the first three sites make %.0f%% of the peak allocated difference%n",
                     100.0 * top / delta));
         }
         return sb.toString();

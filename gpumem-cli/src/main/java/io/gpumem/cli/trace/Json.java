@@ -11,8 +11,7 @@ final class Json {
 
     private static final JsonFactory FACTORY = new JsonFactory();
 
-    private Json() {
-    }
+    private Json() {}
 
     interface Body {
         void write(JsonGenerator g) throws IOException;

@@ -38,36 +38,53 @@ import picocli.CommandLine.Spec;
  * law predicted. Bad input (fewer than two recordings, a missing label, equal labels, unrelated programs, a law that
  * gives no positive size at the target) is thrown and reported with exit 2.
  */
-@Command(name = "predict", mixinStandardHelpOptions = true,
-        description = {"Predict the memory of a size never run: align two or more recordings of one program, each"
-                + " labelled with its value (FILE@VALUE, e.g. a context length or batch size), fit every request's"
-                + " size as an exact law of the value, write the requests at --at and replay them as compare does."})
+@Command(
+        name = "predict",
+        mixinStandardHelpOptions = true,
+        description = {
+            "Predict the memory of a size never run: align two or more recordings of one program, each"
+                    + " labelled with its value (FILE@VALUE, e.g. a context length or batch size), fit every request's"
+                    + " size as an exact law of the value, write the requests at --at and replay them as compare does."
+        })
 public final class PredictCommand implements Callable<Integer> {
 
     @Spec
     CommandSpec spec;
 
-    @Parameters(paramLabel = "FILE@VALUE", arity = "0..*",
-            description = "Recordings of one program, each with the value it was recorded at; the first is the reference"
-                    + " whose request order the prediction follows.")
+    @Parameters(
+            paramLabel = "FILE@VALUE",
+            arity = "0..*",
+            description =
+                    "Recordings of one program, each with the value it was recorded at; the first is the reference"
+                            + " whose request order the prediction follows.")
     List<String> inputs = new ArrayList<>();
 
     @Option(names = "--at", paramLabel = "VALUE", required = true, description = "The value to predict at (1 or more).")
     long at;
 
-    @Option(names = {"-c", "--config"}, paramLabel = "CONF",
+    @Option(
+            names = {"-c", "--config"},
+            paramLabel = "CONF",
             description = "A configuration to compare, as in compare (repeatable).")
     List<String> configs = new ArrayList<>();
 
-    @Option(names = "--policy", paramLabel = "NAME[:OPTIONS]", description = "An allocation policy row, as in compare (repeatable).")
+    @Option(
+            names = "--policy",
+            paramLabel = "NAME[:OPTIONS]",
+            description = "An allocation policy row, as in compare (repeatable).")
     List<String> policies = new ArrayList<>();
 
-    @Option(names = "--capacity", paramLabel = "SIZE", converter = SizeConverter.class,
+    @Option(
+            names = "--capacity",
+            paramLabel = "SIZE",
+            converter = SizeConverter.class,
             description = "Device capacity for the OOM column (default: the largest recorded capacity of the inputs).")
     Long capacityBytes;
 
-    @Option(names = "--json", description = "Print compare's JSON array, each row with at, predicted_requests and"
-            + " unpredicted_requests added.")
+    @Option(
+            names = "--json",
+            description = "Print compare's JSON array, each row with at, predicted_requests and"
+                    + " unpredicted_requests added.")
     boolean json;
 
     @Mixin
@@ -127,9 +144,13 @@ public final class PredictCommand implements Callable<Integer> {
         for (int j = 1; j < recordings.size(); j++) {
             var al = laws.alignment(j);
             if (al.matchedFractionOfSmaller() < RecordingDiff.SAME_PROGRAM) {
-                throw new BadInputException(String.format(Locale.ROOT, "%s and %s do not look like the same program:"
-                        + " only %.1f%% of the smaller one's requests match", recordings.get(0).source(),
-                        recordings.get(j).source(), 100 * al.matchedFractionOfSmaller()));
+                throw new BadInputException(String.format(
+                        Locale.ROOT,
+                        "%s and %s do not look like the same program:"
+                                + " only %.1f%% of the smaller one's requests match",
+                        recordings.get(0).source(),
+                        recordings.get(j).source(),
+                        100 * al.matchedFractionOfSmaller()));
             }
         }
         PredictedRecording predicted;
@@ -143,14 +164,15 @@ public final class PredictCommand implements Callable<Integer> {
         all.add(session.recordedConfig());
         all.addAll(others);
         long at = capacityBytes != null ? capacityBytes : capacity;
-        CompareRuns runs = session.compare(0, all, policySpecs, at,
-                TerminalProgress.forTerminal("predict", "configurations"));
+        CompareRuns runs =
+                session.compare(0, all, policySpecs, at, TerminalProgress.forTerminal("predict", "configurations"));
         List<RunOutcome> rows = runs.rows();
         if (json) {
             out.println(json(rows, predicted));
         } else {
             out.println("predicted at " + predicted.at() + " from " + recordings.size() + " recordings (reference "
-                    + recordings.get(0).source() + "): " + predicted.predictedRequests() + " requests predicted by a law, "
+                    + recordings.get(0).source() + "): " + predicted.predictedRequests()
+                    + " requests predicted by a law, "
                     + predicted.unpredictedRequests() + " kept at the reference's size, " + predicted.startBlocks()
                     + " start blocks kept; laws " + laws.kindCounts() + "; capacity " + ByteSize.format(at));
             out.print(CompareCommand.table(rows));

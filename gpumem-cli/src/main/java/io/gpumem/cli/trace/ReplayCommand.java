@@ -29,9 +29,9 @@ import java.util.Locale;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
-import picocli.CommandLine.Model.CommandSpec;
 
 /**
  * {@code gpumem replay [--check] [--json] [--snapshot OUT] FILE}: replays a recorded trace through gpumem's
@@ -42,14 +42,20 @@ import picocli.CommandLine.Model.CommandSpec;
  * exceptions and reported by {@code GpumemCli}. The file is read, and the busiest window rebuilt for
  * {@code --policy}, by a {@link TraceSession}.
  */
-@Command(name = "replay", mixinStandardHelpOptions = true,
-        description = {"Replay a recorded trace through gpumem's allocator in oracle mode (the device returns the"
-                + " recorded addresses) and report placement fidelity. Every device trace of the file is replayed."},
+@Command(
+        name = "replay",
+        mixinStandardHelpOptions = true,
+        description = {
+            "Replay a recorded trace through gpumem's allocator in oracle mode (the device returns the"
+                    + " recorded addresses) and report placement fidelity. Every device trace of the file is replayed."
+        },
         exitCodeListHeading = "%nExit status:%n",
-        exitCodeList = {"0:the replay ran (with --check: identical to the recording: every alloc at its address, every"
-                + " driver call, every end-state segment)",
-                "1:with --check: a placement, a driver call or the end state differs from the recording",
-                "2:bad input: unreadable, malformed or inconsistent file (see --lenient), bad option"})
+        exitCodeList = {
+            "0:the replay ran (with --check: identical to the recording: every alloc at its address, every"
+                    + " driver call, every end-state segment)",
+            "1:with --check: a placement, a driver call or the end state differs from the recording",
+            "2:bad input: unreadable, malformed or inconsistent file (see --lenient), bad option"
+        })
 public final class ReplayCommand implements Callable<Integer> {
 
     @Spec
@@ -58,30 +64,44 @@ public final class ReplayCommand implements Callable<Integer> {
     @Mixin
     TraceFileOptions input;
 
-    @Option(names = "--check", description = "Exit with status 1 unless every alloc is placed at its recorded address,"
-            + " every segment event is reproduced and the end state is the recorded one, segment by segment.")
+    @Option(
+            names = "--check",
+            description = "Exit with status 1 unless every alloc is placed at its recorded address,"
+                    + " every segment event is reproduced and the end state is the recorded one, segment by segment.")
     boolean check;
 
-    @Option(names = "--json", description = "End with one JSON object on the last line: trace, allocs, exact,"
-            + " segment_events, segment_matched, first_mismatch (totals over devices).")
+    @Option(
+            names = "--json",
+            description = "End with one JSON object on the last line: trace, allocs, exact,"
+                    + " segment_events, segment_matched, first_mismatch (totals over devices).")
     boolean json;
 
-    @Option(names = "--snapshot", paramLabel = "OUT",
+    @Option(
+            names = "--snapshot",
+            paramLabel = "OUT",
             description = "Write the model's end state and history as a PyTorch snapshot pickle (opens in memory_viz),"
                     + " keeping everything the recording had: stack frames, time_us, oom entries, annotations.")
     Path snapshotOut;
 
-    @Option(names = {"-c", "--config"}, paramLabel = "CONF",
+    @Option(
+            names = {"-c", "--config"},
+            paramLabel = "CONF",
             description = "Replay under this allocator configuration instead of the recorded one (a what-if, e.g."
                     + " expandable_segments:True); --snapshot then writes the snapshot of that what-if.")
     String config;
 
-    @Option(names = "--policy", paramLabel = "NAME[:OPTIONS]",
-            description = "With --snapshot: replay the busiest device's window under this allocation policy (as compare"
-                    + " --policy does) and write that policy allocator's own snapshot (default: none, the oracle replay).")
+    @Option(
+            names = "--policy",
+            paramLabel = "NAME[:OPTIONS]",
+            description =
+                    "With --snapshot: replay the busiest device's window under this allocation policy (as compare"
+                            + " --policy does) and write that policy allocator's own snapshot (default: none, the oracle replay).")
     String policy;
 
-    @Option(names = "--capacity", paramLabel = "SIZE", converter = SizeConverter.class,
+    @Option(
+            names = "--capacity",
+            paramLabel = "SIZE",
+            converter = SizeConverter.class,
             description = "Device memory assumed for sizing expandable-segment reservations (PyTorch reserves"
                     + " ceil(1.125 x memory / page) pages), e.g. 80GiB. Default: 4,560 x 20 MiB / 1.125 (about 79.17 GiB),"
                     + " the size the public expandable-segments trace implies.")
@@ -142,12 +162,22 @@ public final class ReplayCommand implements Callable<Integer> {
     }
 
     static void print(PrintWriter out, FidelityReport r) {
-        out.println("trace " + r.trace() + ": " + r.entries() + " entries on " + r.devices().size() + " device trace(s)");
+        out.println("trace " + r.trace() + ": " + r.entries() + " entries on "
+                + r.devices().size() + " device trace(s)");
         for (DeviceFidelity d : r.devices()) {
-            out.printf(Locale.ROOT, "device %d: %d/%d allocs exact (%s), %d/%d segment events matched, %d release"
+            out.printf(
+                    Locale.ROOT,
+                    "device %d: %d/%d allocs exact (%s), %d/%d segment events matched, %d release"
                             + " run(s), end state %d/%d segments identical%n",
-                    d.device(), d.exact(), d.allocs(), percent(d.exact(), d.allocs()), d.segmentMatched(),
-                    d.segmentEvents(), d.releaseRuns(), d.endSegmentsSame(), d.endSegments());
+                    d.device(),
+                    d.exact(),
+                    d.allocs(),
+                    percent(d.exact(), d.allocs()),
+                    d.segmentMatched(),
+                    d.segmentEvents(),
+                    d.releaseRuns(),
+                    d.endSegmentsSame(),
+                    d.endSegments());
             for (String note : d.notes()) {
                 out.println("  note: " + note);
             }
@@ -155,8 +185,14 @@ public final class ReplayCommand implements Callable<Integer> {
         for (String note : r.notes()) {
             out.println("note: " + note);
         }
-        out.printf(Locale.ROOT, "total: %d/%d allocs exact (%s), %d/%d segment events matched%n", r.exact(), r.allocs(),
-                percent(r.exact(), r.allocs()), r.segmentMatched(), r.segmentEvents());
+        out.printf(
+                Locale.ROOT,
+                "total: %d/%d allocs exact (%s), %d/%d segment events matched%n",
+                r.exact(),
+                r.allocs(),
+                percent(r.exact(), r.allocs()),
+                r.segmentMatched(),
+                r.segmentEvents());
         Mismatch m = r.firstMismatch();
         if (m == null) {
             out.println("first mismatch: none");

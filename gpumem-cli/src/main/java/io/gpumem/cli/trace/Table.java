@@ -6,8 +6,7 @@ import java.util.Locale;
 /** A plain-text table: the first column left-aligned, the others right-aligned, two spaces apart. */
 final class Table {
 
-    private Table() {
-    }
+    private Table() {}
 
     /** Renders rows of cells (the first row is the heading), one line each. */
     static String render(List<String[]> cells) {

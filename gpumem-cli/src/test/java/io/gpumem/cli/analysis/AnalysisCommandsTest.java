@@ -21,8 +21,24 @@ class AnalysisCommandsTest {
         return CliRun.run(args);
     }
 
-    static final String[] SMALL = {"--layers", "2", "--hidden", "256", "--heads", "2", "--vocab", "1000", "--batch", "2",
-            "--seq-min", "128", "--seq-max", "512", "--steps", "3"};
+    static final String[] SMALL = {
+        "--layers",
+        "2",
+        "--hidden",
+        "256",
+        "--heads",
+        "2",
+        "--vocab",
+        "1000",
+        "--batch",
+        "2",
+        "--seq-min",
+        "128",
+        "--seq-max",
+        "512",
+        "--steps",
+        "3"
+    };
 
     static String[] with(String[] base, String... more) {
         String[] all = new String[base.length + more.length + 1];
@@ -37,7 +53,8 @@ class AnalysisCommandsTest {
         Path snapshot = tmp.resolve("demo.pickle");
         CliRun r = run("demo", "--snapshot", snapshot.toString());
         assertThat(r.exit()).as(r.err()).isZero();
-        assertThat(r.out()).contains("comparison (10 steps on 24.00 GiB)")
+        assertThat(r.out())
+                .contains("comparison (10 steps on 24.00 GiB)")
                 .contains("diagnosis: FRAGMENTATION")
                 .contains("1. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
                 .contains("snapshot of the default run written to " + snapshot.toAbsolutePath());
@@ -53,9 +70,15 @@ class AnalysisCommandsTest {
 
     @Test
     void demoWithSpillTurnsTheOomOfStep8IntoSpills() {
-        CliRun r = run("demo", "--spill", "--no-min-capacity", "--snapshot", tmp.resolve("s.pickle").toString());
+        CliRun r = run(
+                "demo",
+                "--spill",
+                "--no-min-capacity",
+                "--snapshot",
+                tmp.resolve("s.pickle").toString());
         assertThat(r.exit()).as(r.err()).isZero();
-        assertThat(r.out()).contains("at the OOM in step 8 of 10")
+        assertThat(r.out())
+                .contains("at the OOM in step 8 of 10")
                 .contains("with --spill")
                 .containsPattern("step 8: [1-9][0-9]* buffers spilled instead of an OOM")
                 .contains("all 10 steps completed");
@@ -63,8 +86,18 @@ class AnalysisCommandsTest {
 
     @Test
     void demoIsDeterministicAndTakesTheGeneratorParameters() {
-        CliRun a = run(with(SMALL, "--capacity", "4GiB", "--snapshot", tmp.resolve("a.pickle").toString()));
-        CliRun b = run(with(SMALL, "--capacity", "4GiB", "--snapshot", tmp.resolve("a.pickle").toString()));
+        CliRun a = run(with(
+                SMALL,
+                "--capacity",
+                "4GiB",
+                "--snapshot",
+                tmp.resolve("a.pickle").toString()));
+        CliRun b = run(with(
+                SMALL,
+                "--capacity",
+                "4GiB",
+                "--snapshot",
+                tmp.resolve("a.pickle").toString()));
         assertThat(a.exit()).as(a.err()).isZero();
         assertThat(a.out()).isEqualTo(b.out()).contains("2 layers, hidden 256").contains("3 steps");
         assertThat(a.out()).contains("diagnosis: no out-of-memory to explain");
@@ -92,8 +125,8 @@ class AnalysisCommandsTest {
         Path missingDir = tmp.resolve("no/such/dir/x.pickle");
         CliRun unwritable = run(with(SMALL, "--capacity", "4GiB", "--snapshot", missingDir.toString()));
         assertThat(unwritable.exit()).isEqualTo(2);
-        assertThat(unwritable.err()).contains("--snapshot " + missingDir + ": the directory " + missingDir.getParent()
-                + " does not exist");
+        assertThat(unwritable.err())
+                .contains("--snapshot " + missingDir + ": the directory " + missingDir.getParent() + " does not exist");
         assertThat(unwritable.out()).isEmpty(); // checked before the runs
         try (var files = Files.list(tmp)) {
             assertThat(files).isEmpty();
@@ -113,7 +146,9 @@ class AnalysisCommandsTest {
         assertThat(malformed.err()).contains("garbage.pickle");
 
         Path snapshot = tmp.resolve("s.pickle");
-        assertThat(run(with(SMALL, "--capacity", "4GiB", "--snapshot", snapshot.toString(), "--no-min-capacity")).exit()).isZero();
+        assertThat(run(with(SMALL, "--capacity", "4GiB", "--snapshot", snapshot.toString(), "--no-min-capacity"))
+                        .exit())
+                .isZero();
         CliRun past = run("analyze", snapshot.toString(), "--at", "99999999");
         assertThat(past.exit()).isEqualTo(2);
         assertThat(past.err()).contains("--at 99999999 is outside device 0's trace");
@@ -127,7 +162,9 @@ class AnalysisCommandsTest {
     @Test
     void analyzeAtAnEntryRebuildsThatState() {
         Path snapshot = tmp.resolve("s.pickle");
-        assertThat(run(with(SMALL, "--capacity", "4GiB", "--snapshot", snapshot.toString(), "--no-min-capacity")).exit()).isZero();
+        assertThat(run(with(SMALL, "--capacity", "4GiB", "--snapshot", snapshot.toString(), "--no-min-capacity"))
+                        .exit())
+                .isZero();
         CliRun early = run("analyze", snapshot.toString(), "--at", "0", "--no-compare");
         assertThat(early.exit()).as(early.err()).isZero();
         assertThat(early.out()).contains("after entry #0 (segment_alloc)");
@@ -149,7 +186,8 @@ class AnalysisCommandsTest {
 
     static Path trace(String name) {
         String dir = System.getProperty("gpumem.traces.dir");
-        assumeTrue(dir != null && Files.isDirectory(Path.of(dir)),
+        assumeTrue(
+                dir != null && Files.isDirectory(Path.of(dir)),
                 "real traces not available (system property gpumem.traces.dir = " + dir + "): skipped");
         Path p = Path.of(dir, name);
         assumeTrue(Files.isRegularFile(p), "trace " + p + " not available: skipped");
@@ -166,10 +204,17 @@ class AnalysisCommandsTest {
 
     @Test
     void analyzesTheRealOomAtItsEntryAndBlamesLiveTensors() {
-        CliRun r = run("analyze", trace("gnn-train-expandable-oom.pickle").toString(), "--trace-device", "1",
-                "--capacity", "80GiB", "--no-compare");
+        CliRun r = run(
+                "analyze",
+                trace("gnn-train-expandable-oom.pickle").toString(),
+                "--trace-device",
+                "1",
+                "--capacity",
+                "80GiB",
+                "--no-compare");
         assertThat(r.exit()).as(r.err()).isZero();
-        assertThat(r.out()).contains("after entry #421 (oom)")
+        assertThat(r.out())
+                .contains("after entry #421 (oom)")
                 .contains("diagnosis: LIVE TENSORS")
                 .contains("a request of 4.94 GiB")
                 .contains("driver free: 91.25 MiB");

@@ -14,7 +14,9 @@ import picocli.CommandLine;
 class DeviceCommandTest {
 
     /** The fake driver gpumem-cuda's build compiles (present when the reactor built that module's tests). */
-    private static final Path FAKE = Path.of("../gpumem-cuda/target/test-classes/native/libfakecuda.so").toAbsolutePath().normalize();
+    private static final Path FAKE = Path.of("../gpumem-cuda/target/test-classes/native/libfakecuda.so")
+            .toAbsolutePath()
+            .normalize();
 
     @Test
     void simulatedIsTheDefault() {
@@ -27,8 +29,7 @@ class DeviceCommandTest {
     void cudaWithoutADriverSaysSoAndExitsNonZero() {
         CliRun r = run("device", "--device", "cuda", "--cuda-library", "/nonexistent/libcuda.so.1");
         assertThat(r.exit()).isNotZero();
-        assertThat(r.err()).contains("--device cuda: no usable CUDA driver")
-                .contains("/nonexistent/libcuda.so.1");
+        assertThat(r.err()).contains("--device cuda: no usable CUDA driver").contains("/nonexistent/libcuda.so.1");
         assertThat(r.out()).isEmpty();
     }
 
@@ -44,7 +45,9 @@ class DeviceCommandTest {
         assumeTrue(Files.isRegularFile(FAKE), "fake driver not built (build gpumem-cuda's tests first): " + FAKE);
         CliRun r = run("device", "--device", "CUDA", "--cuda-library", FAKE.toString());
         assertThat(r.exit()).as(r.err()).isZero();
-        assertThat(r.out()).contains("gpumem fake CUDA device (cuda, index 0)").contains("CUDA 13.0")
+        assertThat(r.out())
+                .contains("gpumem fake CUDA device (cuda, index 0)")
+                .contains("CUDA 13.0")
                 .contains("granularity:     2,097,152 bytes");
         CliRun bad = run("device", "--device", "cuda", "--cuda-library", FAKE.toString(), "--cuda-device", "3");
         assertThat(bad.exit()).isNotZero();
@@ -55,11 +58,15 @@ class DeviceCommandTest {
     void theMixinBuildsTheSimulatedDeviceOnlyWhenAskedFor() {
         DeviceOptions options = new DeviceOptions();
         new CommandLine(new Object() {
-            @CommandLine.Mixin
-            DeviceOptions o = options;
-        }).parseArgs("--device", "sim");
+                    @CommandLine.Mixin
+                    DeviceOptions o = options;
+                })
+                .parseArgs("--device", "sim");
         assertThat(options.isCuda()).isFalse();
-        assertThat(options.open(() -> io.gpumem.device.SimulatedDevice.builder().name("mine").build()).name())
+        assertThat(options.open(() -> io.gpumem.device.SimulatedDevice.builder()
+                                .name("mine")
+                                .build())
+                        .name())
                 .isEqualTo("mine");
     }
 }

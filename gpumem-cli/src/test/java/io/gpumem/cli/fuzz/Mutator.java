@@ -13,11 +13,60 @@ import java.util.SplittableRandom;
  * Deterministic for its random source, so a printed seed reproduces a run.
  */
 final class Mutator {
-    private static final long[] INTERESTING = {0, 1, -1, 0x7f, 0x80, 0xff, 0x7fff, 0xffff, 0x7fffffffL, 0x80000000L,
-        0xffffffffL, 1L << 30, 1L << 31, 1L << 40, Long.MAX_VALUE, Long.MIN_VALUE};
-    private static final String[] TOKENS = {"", "-1", "0", "NaN", "Infinity", "-0", "1e308", "0x", "0xffffffffffffffff",
-        "99999999999999999999999", "9223372036854775808", "-9223372036854775809", "1.5", " ", ",", "#", "=", ":", "[", "]",
-        "\u00e9", "\uffff", "\t", "alloc", "free", "TiB", "3000TiB", "MiB", "_", "1_", "True", "False", ">", "device"};
+    private static final long[] INTERESTING = {
+        0,
+        1,
+        -1,
+        0x7f,
+        0x80,
+        0xff,
+        0x7fff,
+        0xffff,
+        0x7fffffffL,
+        0x80000000L,
+        0xffffffffL,
+        1L << 30,
+        1L << 31,
+        1L << 40,
+        Long.MAX_VALUE,
+        Long.MIN_VALUE
+    };
+    private static final String[] TOKENS = {
+        "",
+        "-1",
+        "0",
+        "NaN",
+        "Infinity",
+        "-0",
+        "1e308",
+        "0x",
+        "0xffffffffffffffff",
+        "99999999999999999999999",
+        "9223372036854775808",
+        "-9223372036854775809",
+        "1.5",
+        " ",
+        ",",
+        "#",
+        "=",
+        ":",
+        "[",
+        "]",
+        "\u00e9",
+        "\uffff",
+        "\t",
+        "alloc",
+        "free",
+        "TiB",
+        "3000TiB",
+        "MiB",
+        "_",
+        "1_",
+        "True",
+        "False",
+        ">",
+        "device"
+    };
 
     private final SplittableRandom rnd;
 
@@ -129,7 +178,8 @@ final class Mutator {
 
     /** A token for option values. */
     String token() {
-        return rnd.nextInt(3) == 0 ? Long.toString(INTERESTING[rnd.nextInt(INTERESTING.length)])
+        return rnd.nextInt(3) == 0
+                ? Long.toString(INTERESTING[rnd.nextInt(INTERESTING.length)])
                 : TOKENS[rnd.nextInt(TOKENS.length)];
     }
 

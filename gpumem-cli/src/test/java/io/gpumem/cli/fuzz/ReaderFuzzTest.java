@@ -58,7 +58,8 @@ class ReaderFuzzTest {
 
     @AfterAll
     static void printTotals() {
-        System.out.printf("fuzz: %,d inputs (%,d rejected with the reader's own error) in %.1f s, seed %d%n",
+        System.out.printf(
+                "fuzz: %,d inputs (%,d rejected with the reader's own error) in %.1f s, seed %d%n",
                 TOTAL.get(), REJECTED.get(), (System.nanoTime() - STARTED) / 1e9, SEED);
     }
 
@@ -81,8 +82,8 @@ class ReaderFuzzTest {
     }
 
     /** Runs one input; an exception other than the expected type, or too much allocation, fails the test. */
-    private static void check(String kind, byte[] input, Class<? extends Throwable> expected, Reader reader,
-                              Path scratch) {
+    private static void check(
+            String kind, byte[] input, Class<? extends Throwable> expected, Reader reader, Path scratch) {
         long before = THREADS.getCurrentThreadAllocatedBytes();
         Throwable failure = null;
         try {
@@ -106,8 +107,8 @@ class ReaderFuzzTest {
         }
         Path saved = save(kind, input);
         if (failure != null) {
-            throw new AssertionError(kind + " input (saved to " + saved + ", seed " + SEED + ") escaped as "
-                    + failure, failure);
+            throw new AssertionError(
+                    kind + " input (saved to " + saved + ", seed " + SEED + ") escaped as " + failure, failure);
         }
         throw new AssertionError(kind + " input of " + input.length + " bytes (saved to " + saved + ", seed " + SEED
                 + ") allocated " + allocated + " bytes, over the bound of " + allowed);
@@ -125,8 +126,8 @@ class ReaderFuzzTest {
         }
     }
 
-    private static final Reader PICKLE = (in, scratch) -> new PytorchSnapshotReader().read(
-            new ByteArrayInputStream(in), "fuzz.pickle");
+    private static final Reader PICKLE =
+            (in, scratch) -> new PytorchSnapshotReader().read(new ByteArrayInputStream(in), "fuzz.pickle");
     private static final Reader ANY_FILE = (in, scratch) -> {
         Files.write(scratch, in);
         TraceReaders.read(scratch);
@@ -134,8 +135,15 @@ class ReaderFuzzTest {
     private static final Reader OPS = (in, scratch) -> OpsScript.parse(new ByteArrayInputStream(in));
     private static final Reader CONF = (in, scratch) -> AllocatorConfig.parse(new String(in, StandardCharsets.UTF_8));
 
-    private static void fuzz(String kind, List<byte[]> seeds, int count, Class<? extends Throwable> expected,
-                             Reader reader, Path scratch, boolean text, String separators) {
+    private static void fuzz(
+            String kind,
+            List<byte[]> seeds,
+            int count,
+            Class<? extends Throwable> expected,
+            Reader reader,
+            Path scratch,
+            boolean text,
+            String separators) {
         SplittableRandom rnd = new SplittableRandom(SEED ^ kind.hashCode());
         Mutator m = new Mutator(rnd);
         for (byte[] s : seeds) {
@@ -144,7 +152,8 @@ class ReaderFuzzTest {
         for (int i = 0; i < count * SCALE; i++) {
             byte[] seed = seeds.get(rnd.nextInt(seeds.size()));
             byte[] input = text
-                    ? m.text(new String(seed, StandardCharsets.UTF_8), separators).getBytes(StandardCharsets.ISO_8859_1)
+                    ? m.text(new String(seed, StandardCharsets.UTF_8), separators)
+                            .getBytes(StandardCharsets.ISO_8859_1)
                     : m.bytes(seed, seeds.get(rnd.nextInt(seeds.size())));
             check(kind, input, expected, reader, scratch);
         }
@@ -153,8 +162,13 @@ class ReaderFuzzTest {
     @Test
     void pickles() throws Exception {
         List<byte[]> seeds = new ArrayList<>();
-        for (String s : new String[] {"snapshot-p4.pickle", "snapshot-p2.pickle", "snapshot-p0.pickle",
-            "expandable-p4.pickle", "segment-list-p4.pickle"}) {
+        for (String s : new String[] {
+            "snapshot-p4.pickle",
+            "snapshot-p2.pickle",
+            "snapshot-p0.pickle",
+            "expandable-p4.pickle",
+            "segment-list-p4.pickle"
+        }) {
             seeds.add(seed(s));
         }
         fuzz("pickle", seeds, 60_000, TraceFormatException.class, PICKLE, null, false, "");
@@ -211,7 +225,8 @@ class ReaderFuzzTest {
     void cliOptions() {
         String[][] seeds = {
             {"replay", "--capacity", "80GiB", "--max-file-size", "10MiB", "--max-entries", "100", "missing.pickle"},
-            {"compare", "--capacity", "24GiB", "--trace-device", "0", "-c", "expandable_segments:True", "missing.pickle"},
+            {"compare", "--capacity", "24GiB", "--trace-device", "0", "-c", "expandable_segments:True", "missing.pickle"
+            },
             {"analyze", "--capacity", "24GiB", "--top", "3", "--at", "5", "--trace-device", "0", "missing.pickle"},
             {"demo", "--steps", "3", "--layers", "2", "--hidden", "64", "--heads", "4", "--capacity", "1GiB"},
             {"kv-sim", "--requests", "5", "--layers", "2", "--blocks", "64", "--rate", "0.5", "--watermark", "0.1"},
@@ -233,7 +248,8 @@ class ReaderFuzzTest {
                 REJECTED.incrementAndGet();
                 continue;
             } catch (RuntimeException e) {
-                throw new AssertionError("options " + String.join(" ", args) + " (seed " + SEED + ") escaped as " + e, e);
+                throw new AssertionError(
+                        "options " + String.join(" ", args) + " (seed " + SEED + ") escaped as " + e, e);
             }
             if (args[args.length - 1].startsWith("missing.")) {
                 // These commands check their options before the file: a bad value or the missing file, exit 2.

@@ -48,8 +48,18 @@ class GoldenOutputTest {
     static final Path GOLDEN = Path.of(System.getProperty("user.dir"), "src", "test", "resources", "golden");
 
     /** The what-if alternatives every trace's JSON compare runs, besides the recorded configuration. */
-    static final String[] COMPARE_ALTERNATIVES = {"-c", "expandable_segments:True", "-c", "max_split_size_mb:64",
-        "-c", "roundup_power2_divisions:4", "--policy", "stitch", "--policy", "planned"};
+    static final String[] COMPARE_ALTERNATIVES = {
+        "-c",
+        "expandable_segments:True",
+        "-c",
+        "max_split_size_mb:64",
+        "-c",
+        "roundup_power2_divisions:4",
+        "--policy",
+        "stitch",
+        "--policy",
+        "planned"
+    };
 
     @TempDir
     static Path tmp;
@@ -58,11 +68,15 @@ class GoldenOutputTest {
     Stream<DynamicNode> sharedTraces() throws IOException {
         String dir = System.getProperty("gpumem.traces.dir");
         Path traces = dir == null ? null : Path.of(dir);
-        assumeTrue(traces != null && Files.isDirectory(traces),
-                "real traces not present at " + dir + " (gpumem.traces.dir): golden output of the shared traces skipped");
+        assumeTrue(
+                traces != null && Files.isDirectory(traces),
+                "real traces not present at " + dir
+                        + " (gpumem.traces.dir): golden output of the shared traces skipped");
         List<Path> files;
         try (Stream<Path> s = Files.list(traces)) {
-            files = s.filter(p -> p.getFileName().toString().matches(".*\\.(pickle|csv)")).sorted().toList();
+            files = s.filter(p -> p.getFileName().toString().matches(".*\\.(pickle|csv)"))
+                    .sorted()
+                    .toList();
         }
         assumeTrue(!files.isEmpty(), "no shared traces in " + traces + ": golden output skipped");
         GoldenText text = new GoldenText(Map.of(traces, "<traces>", tmp, "<tmp>"));
@@ -73,12 +87,14 @@ class GoldenOutputTest {
             List<String> json = new ArrayList<>(List.of("compare", file, "--json"));
             json.addAll(Arrays.asList(COMPARE_ALTERNATIVES));
             Path html = tmp.resolve(stem + ".html");
-            return DynamicContainer.dynamicContainer(name, Stream.of(
-                    check(text, stem + ".compare", null, "compare", file),
-                    check(text, stem + ".compare-json", null, json.toArray(String[]::new)),
-                    check(text, stem + ".plan-json", null, "plan", file, "--json"),
-                    check(text, stem + ".analyze", null, "analyze", file),
-                    check(text, stem + ".report", html, "report", file, "-o", html.toString())));
+            return DynamicContainer.dynamicContainer(
+                    name,
+                    Stream.of(
+                            check(text, stem + ".compare", null, "compare", file),
+                            check(text, stem + ".compare-json", null, json.toArray(String[]::new)),
+                            check(text, stem + ".plan-json", null, "plan", file, "--json"),
+                            check(text, stem + ".analyze", null, "analyze", file),
+                            check(text, stem + ".report", html, "report", file, "-o", html.toString())));
         });
     }
 
@@ -89,9 +105,20 @@ class GoldenOutputTest {
         Path small = tmp.resolve("demo-small.pickle");
         return Stream.of(
                 check(text, "demo.default", tmp.resolve("demo.html"), "demo", "--snapshot", snapshot.toString()),
-                check(text, "demo.small", tmp.resolve("demo-small.html"), "demo", "--layers=4", "--hidden=1024",
-                        "--heads=8", "--steps=4", "--seq-max=1024", "--capacity=3GiB", "--seed=7",
-                        "--snapshot", small.toString()));
+                check(
+                        text,
+                        "demo.small",
+                        tmp.resolve("demo-small.html"),
+                        "demo",
+                        "--layers=4",
+                        "--hidden=1024",
+                        "--heads=8",
+                        "--steps=4",
+                        "--seq-max=1024",
+                        "--capacity=3GiB",
+                        "--seed=7",
+                        "--snapshot",
+                        small.toString()));
     }
 
     /** One command against one golden file; {@code page}, when not null, is the HTML file the command writes. */
@@ -99,7 +126,9 @@ class GoldenOutputTest {
         return DynamicTest.dynamicTest(golden, () -> {
             CliRun r = CliRun.run(args);
             StringBuilder actual = new StringBuilder();
-            actual.append("$ gpumem ").append(text.output(String.join(" ", args))).append('\n');
+            actual.append("$ gpumem ")
+                    .append(text.output(String.join(" ", args)))
+                    .append('\n');
             actual.append("exit ").append(r.exit()).append('\n');
             actual.append("-- stdout\n").append(text.output(r.out()));
             if (!r.err().isEmpty()) {
@@ -153,8 +182,15 @@ class GoldenOutputTest {
         int limit = 30;
         StringBuilder sb = new StringBuilder();
         sb.append("--- golden/").append(name).append('\n').append("+++ actual\n");
-        sb.append("@@ -").append(from + 1).append(',').append(endA - from)
-                .append(" +").append(from + 1).append(',').append(endB - from).append(" @@\n");
+        sb.append("@@ -")
+                .append(from + 1)
+                .append(',')
+                .append(endA - from)
+                .append(" +")
+                .append(from + 1)
+                .append(',')
+                .append(endB - from)
+                .append(" @@\n");
         for (int i = from; i < start; i++) {
             sb.append(' ').append(a[i]).append('\n');
         }

@@ -32,6 +32,7 @@ final class GoldenText {
     private static final Pattern PLAN_TIMING = Pattern.compile("(solve|fastest|median of \\d+, fastest) [0-9.]+ ms");
     /** A written page's size and write time: "(342.91 KiB, 2.0 s)" or "(223.20 KiB; open". */
     private static final Pattern WRITTEN_SIZE = Pattern.compile("\\([0-9.]+ (bytes|KiB|MiB|GiB|TiB)([,;])");
+
     private static final Pattern WRITE_SECONDS = Pattern.compile(", [0-9.]+ s\\)");
     private static final Pattern DATA_BLOCK = Pattern.compile(
             "<script type=\"application/json\" class=\"report-data\"([^>]*)>(.*?)</script>", Pattern.DOTALL);
@@ -42,8 +43,8 @@ final class GoldenText {
 
     /** A normaliser replacing each of {@code folders} (path to placeholder) in all its spellings. */
     GoldenText(Map<Path, String> folders) {
-        Map<String, String> spellings = new TreeMap<>((a, b) -> a.length() != b.length()
-                ? Integer.compare(b.length(), a.length()) : a.compareTo(b));
+        Map<String, String> spellings = new TreeMap<>(
+                (a, b) -> a.length() != b.length() ? Integer.compare(b.length(), a.length()) : a.compareTo(b));
         folders.forEach((path, placeholder) -> {
             spellings.put(path.toString(), placeholder);
             spellings.put(path.toAbsolutePath().normalize().toString(), placeholder);
@@ -100,11 +101,18 @@ final class GoldenText {
         StringBuilder out = new StringBuilder("-- page text\n");
         String body = html.replaceAll("(?s)<script.*?</script>|<style.*?</style>|<svg.*?</svg>", "\n");
         body = body.replaceAll("(?i)</t[dh]>", " | ");
-        body = body.replaceAll("(?i)</?(tr|p|div|h[1-6]|li|ul|ol|section|table|thead|tbody|caption|br|header|footer"
-                + "|title|option|select|label|dt|dd|dl)\\b[^>]*>", "\n");
+        body = body.replaceAll(
+                "(?i)</?(tr|p|div|h[1-6]|li|ul|ol|section|table|thead|tbody|caption|br|header|footer"
+                        + "|title|option|select|label|dt|dd|dl)\\b[^>]*>",
+                "\n");
         body = body.replaceAll("<[^>]+>", "");
-        body = body.replace("&mdash;", "—").replace("&#39;", "'").replace("&quot;", "\"").replace("&gt;", ">")
-                .replace("&lt;", "<").replace("&nbsp;", " ").replace("&amp;", "&");
+        body = body.replace("&mdash;", "—")
+                .replace("&#39;", "'")
+                .replace("&quot;", "\"")
+                .replace("&gt;", ">")
+                .replace("&lt;", "<")
+                .replace("&nbsp;", " ")
+                .replace("&amp;", "&");
         // paths after the tags are gone: a placeholder such as <traces> would read as a tag
         for (String line : paths(body).split("\n")) {
             String t = line.strip().replaceAll("\\s+", " ");
@@ -187,11 +195,20 @@ final class GoldenText {
                     min = Math.min(min, x);
                     max = Math.max(max, x);
                 }
-                out.append(", sum ").append(sum).append(", min ").append(min).append(", max ").append(max);
+                out.append(", sum ")
+                        .append(sum)
+                        .append(", min ")
+                        .append(min)
+                        .append(", max ")
+                        .append(max);
             }
-            out.append(", first ").append(abbreviate(canonical(l.getFirst())))
-                    .append(", last ").append(abbreviate(canonical(l.getLast())))
-                    .append(", sha256 ").append(digest(text)).append('\n');
+            out.append(", first ")
+                    .append(abbreviate(canonical(l.getFirst())))
+                    .append(", last ")
+                    .append(abbreviate(canonical(l.getLast())))
+                    .append(", sha256 ")
+                    .append(digest(text))
+                    .append('\n');
         } else {
             out.append(path).append(" = ").append(v).append('\n');
         }

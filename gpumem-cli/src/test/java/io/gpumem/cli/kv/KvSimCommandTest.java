@@ -1,12 +1,11 @@
 package io.gpumem.cli.kv;
 
-import io.gpumem.cli.CliRun;
-import org.junit.jupiter.api.Test;
+import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.cli.CliRun;
 import java.util.ArrayList;
 import java.util.List;
-
-import static org.assertj.core.api.Assertions.assertThat;
+import org.junit.jupiter.api.Test;
 
 class KvSimCommandTest {
 
@@ -20,11 +19,19 @@ class KvSimCommandTest {
 
     @Test
     void jsonHasEveryRequiredFieldAndIsDeterministic() {
-        String[] args = {"kv-sim", "--workload", "sharegpt", "--seed", "11", "--requests", "120", "--blocks", "400", "--json"};
+        String[] args = {
+            "kv-sim", "--workload", "sharegpt", "--seed", "11", "--requests", "120", "--blocks", "400", "--json"
+        };
         CliRun a = run(args);
         CliRun b = run(args);
         assertThat(a.exit()).as(a.err()).isZero();
-        for (String key : List.of("requests_finished", "tokens_per_step", "preemptions", "prefix_hit_rate", "kv_waste", "pool_ns_per_step")) {
+        for (String key : List.of(
+                "requests_finished",
+                "tokens_per_step",
+                "preemptions",
+                "prefix_hit_rate",
+                "kv_waste",
+                "pool_ns_per_step")) {
             assertThat(a.out()).contains("\"" + key + "\":");
         }
         assertThat(a.out()).contains("\"requests_finished\":120");
@@ -36,15 +43,28 @@ class KvSimCommandTest {
     void textReportNamesTheFiguresForEachWorkloadAndMode() {
         List<String[]> variants = new ArrayList<>();
         variants.add(new String[] {"kv-sim", "--workload", "alpaca", "--requests", "50"});
-        variants.add(new String[] {"kv-sim", "--workload", "shared-prefix", "--requests", "50", "--prefix-caching", "off"});
-        variants.add(new String[] {"kv-sim", "--workload", "chat", "--requests", "10", "--preemption", "swap", "--blocks", "300"});
-        variants.add(new String[] {"kv-sim", "--requests", "30", "--memory", "direct", "--victim", "least-computed", "--hash", "sha256"});
-        variants.add(new String[] {"kv-sim", "--requests", "80", "--blocks", "200", "--victim", "priority", "--priority-levels", "4"});
+        variants.add(
+                new String[] {"kv-sim", "--workload", "shared-prefix", "--requests", "50", "--prefix-caching", "off"});
+        variants.add(new String[] {
+            "kv-sim", "--workload", "chat", "--requests", "10", "--preemption", "swap", "--blocks", "300"
+        });
+        variants.add(new String[] {
+            "kv-sim", "--requests", "30", "--memory", "direct", "--victim", "least-computed", "--hash", "sha256"
+        });
+        variants.add(new String[] {
+            "kv-sim", "--requests", "80", "--blocks", "200", "--victim", "priority", "--priority-levels", "4"
+        });
         for (String[] v : variants) {
             CliRun r = run(v);
             assertThat(r.exit()).as(String.join(" ", v) + r.err()).isZero();
-            assertThat(r.out()).contains("requests finished", "tokens per step", "preemptions", "prefix hit rate", "KV waste",
-                    "block-pool time");
+            assertThat(r.out())
+                    .contains(
+                            "requests finished",
+                            "tokens per step",
+                            "preemptions",
+                            "prefix hit rate",
+                            "KV waste",
+                            "block-pool time");
         }
     }
 
@@ -88,7 +108,8 @@ class KvSimCommandTest {
     }
 
     private static double number(String json, String key) {
-        java.util.regex.Matcher m = java.util.regex.Pattern.compile("\"" + key + "\":([0-9.Ee+-]+)").matcher(json);
+        java.util.regex.Matcher m =
+                java.util.regex.Pattern.compile("\"" + key + "\":([0-9.Ee+-]+)").matcher(json);
         assertThat(m.find()).as(key + " in " + json).isTrue();
         return Double.parseDouble(m.group(1));
     }
@@ -102,7 +123,8 @@ class KvSimCommandTest {
         withTier[base.length + 1] = "16MiB";
         CliRun with = run(withTier);
         assertThat(with.exit()).as(with.err()).isZero();
-        for (String key : List.of("ttft_ms_mean", "ttft_ms_p50", "ttft_ms_p99", "output_tokens_per_s", "recomputed_tokens")) {
+        for (String key :
+                List.of("ttft_ms_mean", "ttft_ms_p50", "ttft_ms_p99", "output_tokens_per_s", "recomputed_tokens")) {
             assertThat(with.out()).contains("\"" + key + "\":");
         }
         assertThat(with.out()).contains("\"tiers\":{\"host\":{\"hits\":");
@@ -115,15 +137,42 @@ class KvSimCommandTest {
 
     @Test
     void instancesSharingAStoreHitWhatTheOthersComputed() {
-        CliRun r = run("kv-sim", "--workload", "chat", "--requests", "40", "--blocks", "160", "--instances", "2",
-                "--remote", "memory:64MiB", "--json");
+        CliRun r = run(
+                "kv-sim",
+                "--workload",
+                "chat",
+                "--requests",
+                "40",
+                "--blocks",
+                "160",
+                "--instances",
+                "2",
+                "--remote",
+                "memory:64MiB",
+                "--json");
         assertThat(r.exit()).as(r.err()).isZero();
         String instances = r.out().substring(r.out().indexOf("\"instances\":["));
         int second = instances.indexOf("},{\"requests_total\"");
         assertThat(second).isPositive();
-        assertThat(number(instances.substring(second), "hits")).as("instance 1's remote hits").isPositive();
-        CliRun text = run("kv-sim", "--workload", "chat", "--requests", "10", "--blocks", "160", "--instances", "2",
-                "--remote", "memory:64MiB", "--host-tier", "1MiB", "--disk-tier", "4MiB");
+        assertThat(number(instances.substring(second), "hits"))
+                .as("instance 1's remote hits")
+                .isPositive();
+        CliRun text = run(
+                "kv-sim",
+                "--workload",
+                "chat",
+                "--requests",
+                "10",
+                "--blocks",
+                "160",
+                "--instances",
+                "2",
+                "--remote",
+                "memory:64MiB",
+                "--host-tier",
+                "1MiB",
+                "--disk-tier",
+                "4MiB");
         assertThat(text.exit()).as(text.err()).isZero();
         assertThat(text.out()).contains("time to first token", "host tier", "disk tier", "remote tier", "instance 1");
     }

@@ -41,9 +41,13 @@ class KvSimMetricsTest {
     /** The one sample of {@code name} whose labels include all of {@code labels}. */
     static double sample(Map<String, Double> samples, String name, String... labels) {
         List<Double> found = samples.entrySet().stream()
-                .filter(e -> e.getKey().startsWith(name + "{") && java.util.Arrays.stream(labels).allMatch(e.getKey()::contains))
-                .map(Map.Entry::getValue).toList();
-        assertThat(found).as("samples of %s with %s in %s", name, List.of(labels), samples.keySet()).hasSize(1);
+                .filter(e -> e.getKey().startsWith(name + "{")
+                        && java.util.Arrays.stream(labels).allMatch(e.getKey()::contains))
+                .map(Map.Entry::getValue)
+                .toList();
+        assertThat(found)
+                .as("samples of %s with %s in %s", name, List.of(labels), samples.keySet())
+                .hasSize(1);
         return found.getFirst();
     }
 
@@ -54,11 +58,23 @@ class KvSimMetricsTest {
             port = probe.getLocalPort();
         }
         AtomicReference<CliRun> result = new AtomicReference<>();
-        Thread sim = new Thread(() -> result.set(CliRun.run("kv-sim", "--requests", "400", "--blocks", "300", "--seed", "7",
-                "--metrics-port", Integer.toString(port), "--metrics-linger", "60")));
+        Thread sim = new Thread(() -> result.set(CliRun.run(
+                "kv-sim",
+                "--requests",
+                "400",
+                "--blocks",
+                "300",
+                "--seed",
+                "7",
+                "--metrics-port",
+                Integer.toString(port),
+                "--metrics-linger",
+                "60")));
         sim.start();
-        HttpClient client = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
-        HttpRequest scrape = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/metrics")).build();
+        HttpClient client =
+                HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
+        HttpRequest scrape = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/metrics"))
+                .build();
         Map<String, Double> last = null;
         int scrapes = 0;
         long deadline = System.nanoTime() + Duration.ofSeconds(120).toNanos();
@@ -69,7 +85,9 @@ class KvSimMetricsTest {
                 Map<String, Double> s = parse(r.body());
                 scrapes++;
                 if (last != null) {
-                    assertThat(s.get("gpumem_kv_sim_steps")).as("steps never go back").isGreaterThanOrEqualTo(last.get("gpumem_kv_sim_steps"));
+                    assertThat(s.get("gpumem_kv_sim_steps"))
+                            .as("steps never go back")
+                            .isGreaterThanOrEqualTo(last.get("gpumem_kv_sim_steps"));
                 }
                 last = s;
                 if (s.get("gpumem_kv_sim_running") == 0.0) {
@@ -78,7 +96,8 @@ class KvSimMetricsTest {
                     // have reused a read from just before the final publish. The final figures are published
                     // before running drops, so a scrape taken after that window reads them all.
                     Thread.sleep(250);
-                    last = parse(client.send(scrape, HttpResponse.BodyHandlers.ofString()).body());
+                    last = parse(client.send(scrape, HttpResponse.BodyHandlers.ofString())
+                            .body());
                     scrapes++;
                     break;
                 }
@@ -88,13 +107,16 @@ class KvSimMetricsTest {
             Thread.sleep(20);
         }
         assertThat(last).as("a scrape answered").isNotNull();
-        assertThat(last.get("gpumem_kv_sim_running")).as("the run finished while serving").isEqualTo(0.0);
+        assertThat(last.get("gpumem_kv_sim_running"))
+                .as("the run finished while serving")
+                .isEqualTo(0.0);
         sim.interrupt(); // ends the linger
         sim.join(30_000);
         CliRun run = result.get();
         assertThat(run.exit()).as(run.err()).isZero();
         assertThat(run.err()).contains("kv-sim: metrics at http://127.0.0.1:" + port + "/metrics");
-        Matcher printed = Pattern.compile("preemptions\\s+(\\d+) \\(recompute (\\d+), swap (\\d+)\\)").matcher(run.out());
+        Matcher printed = Pattern.compile("preemptions\\s+(\\d+) \\(recompute (\\d+), swap (\\d+)\\)")
+                .matcher(run.out());
         assertThat(printed.find()).as(run.out()).isTrue();
         assertThat(sample(last, "gpumem_kv_preemptions_total", "mode=\"recompute\"", "instance=\"0\""))
                 .isEqualTo(Double.parseDouble(printed.group(2)));
@@ -102,6 +124,7 @@ class KvSimMetricsTest {
         assertThat(steps.find()).isTrue();
         assertThat(last.get("gpumem_kv_sim_steps")).isEqualTo(Double.parseDouble(steps.group(1)));
         assertThat(last.keySet()).anyMatch(k -> k.startsWith("gpumem_allocator_reserved_bytes{"));
-        System.out.println("kv-sim metrics: " + scrapes + " scrapes over HTTP, last at " + last.get("gpumem_kv_sim_steps") + " steps");
+        System.out.println("kv-sim metrics: " + scrapes + " scrapes over HTTP, last at "
+                + last.get("gpumem_kv_sim_steps") + " steps");
     }
 }

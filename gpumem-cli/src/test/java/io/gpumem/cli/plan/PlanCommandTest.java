@@ -6,7 +6,6 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import io.gpumem.cli.CliRun;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -62,8 +61,13 @@ class PlanCommandTest {
         Path out = dir.resolve("out.csv");
         CliRun r = CliRun.run("plan", in.toString(), "--json", "--out", out.toString());
         assertThat(r.exit()).as(r.err()).isZero();
-        assertThat(r.out()).contains("\"buffers\":5", "\"peak_live\":2560", "\"planned_peak\":2560", "\"ratio\":1.0",
-                "\"solve_ms\":");
+        assertThat(r.out())
+                .contains(
+                        "\"buffers\":5",
+                        "\"peak_live\":2560",
+                        "\"planned_peak\":2560",
+                        "\"ratio\":1.0",
+                        "\"solve_ms\":");
         assertThat(checkPlanCsv(out, 5)).isLessThanOrEqualTo(2560);
         // The output reads back as input.
         CliRun again = CliRun.run("plan", out.toString(), "--json");
@@ -81,7 +85,8 @@ class PlanCommandTest {
             assertThat(r.exit()).as(r.err()).isZero();
             int rows = (int) Files.lines(out).count() - 1;
             long peakOfGivenSizes = checkPlanCsv(out, rows);
-            long planned = Long.parseLong(r.out().replaceAll("(?s).*\"planned_peak\":(\\d+).*", "$1").strip());
+            long planned = Long.parseLong(
+                    r.out().replaceAll("(?s).*\"planned_peak\":(\\d+).*", "$1").strip());
             assertThat(peakOfGivenSizes).isLessThanOrEqualTo(planned).isGreaterThan(planned - 512);
         }
     }
@@ -99,7 +104,8 @@ class PlanCommandTest {
         r = CliRun.run("plan", in.toString());
         assertThat(r.exit()).isEqualTo(2);
         assertThat(r.err()).contains("line 2, field size");
-        assertThat(CliRun.run("plan", dir.resolve("missing.csv").toString()).exit()).isEqualTo(2);
+        assertThat(CliRun.run("plan", dir.resolve("missing.csv").toString()).exit())
+                .isEqualTo(2);
         assertThat(CliRun.run("plan", in.toString(), "--align", "3").exit()).isEqualTo(2);
     }
 

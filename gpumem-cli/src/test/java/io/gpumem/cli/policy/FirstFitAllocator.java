@@ -83,8 +83,17 @@ public final class FirstFitAllocator implements GpuAllocator, GpuAllocatorIntern
 
     private OutOfMemoryException oom(long requested, long rounded) {
         ooms++;
-        return new OutOfMemoryException(new OomReport(requested, rounded, rounded, device.index(),
-                device.totalMemory(), device.freeMemory(), device.totalMemory(), allocated, segmentSize, List.of(),
+        return new OutOfMemoryException(new OomReport(
+                requested,
+                rounded,
+                rounded,
+                device.index(),
+                device.totalMemory(),
+                device.freeMemory(),
+                device.totalMemory(),
+                allocated,
+                segmentSize,
+                List.of(),
                 false));
     }
 
@@ -128,7 +137,9 @@ public final class FirstFitAllocator implements GpuAllocator, GpuAllocatorIntern
     public synchronized MemoryStats stats() {
         return MemoryStats.builder()
                 .stat(StatKind.ALLOCATED_BYTES, StatType.ALL, new MemoryStats.Stat(allocated, peakAllocated, 0, 0))
-                .stat(StatKind.RESERVED_BYTES, StatType.ALL,
+                .stat(
+                        StatKind.RESERVED_BYTES,
+                        StatType.ALL,
                         new MemoryStats.Stat(segmentSize, segmentSize, segmentSize, 0))
                 .stat(StatKind.ALLOCATION, StatType.ALL, new MemoryStats.Stat(live.size(), 0, allocations, frees))
                 .numOoms(ooms)
@@ -152,20 +163,16 @@ public final class FirstFitAllocator implements GpuAllocator, GpuAllocatorIntern
     }
 
     @Override
-    public void close() {
-    }
+    public void close() {}
 
     @Override
-    public void recordHistory(HistoryOptions options) {
-    }
+    public void recordHistory(HistoryOptions options) {}
 
     @Override
-    public void setContextSupplier(Supplier<List<Frame>> frames) {
-    }
+    public void setContextSupplier(Supplier<List<Frame>> frames) {}
 
     @Override
-    public void setClock(LongSupplier timeMicros) {
-    }
+    public void setClock(LongSupplier timeMicros) {}
 
     @Override
     public synchronized void checkInvariants() {

@@ -33,8 +33,10 @@ class ToyPolicyTest {
     @BeforeAll
     static void registerAndRecord() throws Exception {
         // the one registry line
-        PolicyRegistry.register(PolicyFactory.simple(FirstFitAllocator.NAME,
-                "first fit by address in one segment as large as the device", FirstFitAllocator::new));
+        PolicyRegistry.register(PolicyFactory.simple(
+                FirstFitAllocator.NAME,
+                "first fit by address in one segment as large as the device",
+                FirstFitAllocator::new));
         oomTrace = OomTraces.record(dir);
     }
 
@@ -45,8 +47,8 @@ class ToyPolicyTest {
 
     @Test
     void compareRunsTheToyPolicyAsARow() throws Exception {
-        CliRun r = CliRun.run("compare", oomTrace.toString(), "--json", "--policy", FirstFitAllocator.NAME,
-                "--policy", "stitch");
+        CliRun r = CliRun.run(
+                "compare", oomTrace.toString(), "--json", "--policy", FirstFitAllocator.NAME, "--policy", "stitch");
         assertThat(r.exit()).as(r.err()).isZero();
         List<String> rows = new ArrayList<>();
         Matcher m = Pattern.compile("\\{[^{}]*\\}").matcher(r.out());
@@ -62,7 +64,9 @@ class ToyPolicyTest {
         long peak = Long.parseLong(field(toy, "peak_allocated"));
         assertThat(peak).isPositive();
         assertThat(Long.parseLong(field(toy, "min_capacity"))).isGreaterThanOrEqualTo(peak);
-        assertThat(Long.parseLong(field(toy, "device_allocs"))).as("one segment").isEqualTo(1);
+        assertThat(Long.parseLong(field(toy, "device_allocs")))
+                .as("one segment")
+                .isEqualTo(1);
         assertThat(field(recorded, "policy")).isEqualTo("\"" + PolicyRegistry.EXACT + "\"");
 
         CliRun table = CliRun.run("compare", oomTrace.toString(), "--policy", FirstFitAllocator.NAME);
@@ -82,8 +86,9 @@ class ToyPolicyTest {
         CliRun r = CliRun.run("analyze", oomTrace.toString(), "--policy", FirstFitAllocator.NAME);
         assertThat(r.exit()).as(r.err()).isZero();
         // either recommended, or named among what was tried when nothing beat the baseline
-        assertThat(r.out()).containsAnyOf("use allocation policy " + FirstFitAllocator.NAME,
-                "policy " + FirstFitAllocator.NAME + ")");
+        assertThat(r.out())
+                .containsAnyOf(
+                        "use allocation policy " + FirstFitAllocator.NAME, "policy " + FirstFitAllocator.NAME + ")");
 
         CliRun unknown = CliRun.run("analyze", oomTrace.toString(), "--policy", "no-such-policy");
         assertThat(unknown.exit()).isEqualTo(2);
@@ -101,9 +106,20 @@ class ToyPolicyTest {
     @Test
     void demoTableListsEveryRegisteredPolicyAndTheRecommenderTriesTheToy() {
         Path snapshot = dir.resolve("demo.pickle");
-        CliRun r = CliRun.run("demo", "--layers=2", "--hidden=512", "--heads=4", "--vocab=4000", "--steps=2",
-                "--seq-max=512", "--capacity=1GiB", "--no-min-capacity", "--policy", FirstFitAllocator.NAME,
-                "--snapshot", snapshot.toString());
+        CliRun r = CliRun.run(
+                "demo",
+                "--layers=2",
+                "--hidden=512",
+                "--heads=4",
+                "--vocab=4000",
+                "--steps=2",
+                "--seq-max=512",
+                "--capacity=1GiB",
+                "--no-min-capacity",
+                "--policy",
+                FirstFitAllocator.NAME,
+                "--snapshot",
+                snapshot.toString());
         assertThat(r.exit()).as(r.err()).isZero();
         assertThat(r.out()).contains("policy " + FirstFitAllocator.NAME).contains("policy stitch");
     }

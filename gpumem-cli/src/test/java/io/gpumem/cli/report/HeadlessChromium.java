@@ -45,8 +45,7 @@ final class HeadlessChromium {
     }
 
     /** What one run printed: standard output (the DOM for {@code --dump-dom}) and the browser's log. */
-    record Result(String stdout, String log) {
-    }
+    record Result(String stdout, String log) {}
 
     /** Loads {@code page} and returns the DOM after its scripts ran. */
     Result dumpDom(Path page) throws IOException, InterruptedException {
@@ -55,8 +54,12 @@ final class HeadlessChromium {
 
     /** Loads {@code page} in a {@code width}×{@code height} window and writes a PNG screenshot to {@code png}. */
     Result screenshot(Path page, Path png, int width, int height) throws IOException, InterruptedException {
-        return run(page, List.of("--window-size=" + width + "," + height, "--hide-scrollbars",
-                "--screenshot=" + png.toAbsolutePath()));
+        return run(
+                page,
+                List.of(
+                        "--window-size=" + width + "," + height,
+                        "--hide-scrollbars",
+                        "--screenshot=" + png.toAbsolutePath()));
     }
 
     private Result run(Path page, List<String> action) throws IOException, InterruptedException {
@@ -64,18 +67,33 @@ final class HeadlessChromium {
         Path out = Files.createTempFile("gpumem-chromium", ".out");
         Path log = Files.createTempFile("gpumem-chromium", ".log");
         try {
-            List<String> cmd = new ArrayList<>(List.of(binary.toString(), "--headless", "--no-sandbox", "--disable-gpu",
-                    "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                    "--disable-sync", "--disable-extensions", "--disable-dev-shm-usage", "--enable-logging=stderr",
-                    "--v=0", "--user-data-dir=" + profile.toAbsolutePath()));
+            List<String> cmd = new ArrayList<>(List.of(
+                    binary.toString(),
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-quic",
+                    "--no-first-run",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    "--disable-extensions",
+                    "--disable-dev-shm-usage",
+                    "--enable-logging=stderr",
+                    "--v=0",
+                    "--user-data-dir=" + profile.toAbsolutePath()));
             cmd.addAll(action);
             cmd.add(page.toAbsolutePath().toUri().toString());
-            Process p = new ProcessBuilder(cmd).redirectOutput(out.toFile()).redirectError(log.toFile()).start();
+            Process p = new ProcessBuilder(cmd)
+                    .redirectOutput(out.toFile())
+                    .redirectError(log.toFile())
+                    .start();
             if (!p.waitFor(TIMEOUT_S, TimeUnit.SECONDS)) {
                 p.destroyForcibly();
                 throw new IOException("chromium did not finish within " + TIMEOUT_S + " s on " + page);
             }
-            return new Result(Files.readString(out, StandardCharsets.UTF_8), Files.readString(log, StandardCharsets.UTF_8));
+            return new Result(
+                    Files.readString(out, StandardCharsets.UTF_8), Files.readString(log, StandardCharsets.UTF_8));
         } finally {
             Files.deleteIfExists(out);
             Files.deleteIfExists(log);

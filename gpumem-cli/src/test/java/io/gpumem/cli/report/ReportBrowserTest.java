@@ -32,6 +32,7 @@ class ReportBrowserTest {
     /** Byte sizes as format_size writes them, percentages, ratios, segment addresses. */
     private static final Pattern FIGURE = Pattern.compile(
             "-?\\d+(?:\\.\\d+)? (?:bytes|KiB|MiB|GiB|TiB|PiB)|\\d+\\.\\d%|\\b\\d\\.\\d{3}\\b|0x[0-9a-f]{6,}");
+
     private static final Pattern TAG = Pattern.compile("<[^>]*>");
     private static final Pattern HIDDEN = Pattern.compile("(?is)<(script|style)\\b.*?</\\1>");
 
@@ -46,7 +47,8 @@ class ReportBrowserTest {
     }
 
     private static void assumeBrowser() {
-        assumeTrue(chromium != null, "chromium not installed (.ci/run installs Debian's chromium): browser tests skipped");
+        assumeTrue(
+                chromium != null, "chromium not installed (.ci/run installs Debian's chromium): browser tests skipped");
     }
 
     static Stream<String> sharedTraces() throws IOException {
@@ -55,15 +57,22 @@ class ReportBrowserTest {
             return Stream.of("(shared traces absent)");
         }
         try (Stream<Path> files = Files.list(Path.of(traces))) {
-            return files.filter(p -> !p.getFileName().toString().endsWith(".md")).map(Path::toString).sorted().toList().stream();
+            return files
+                    .filter(p -> !p.getFileName().toString().endsWith(".md"))
+                    .map(Path::toString)
+                    .sorted()
+                    .toList()
+                    .stream();
         }
     }
 
     @ParameterizedTest(name = "{0}")
     @MethodSource("sharedTraces")
     void reportOfASharedTraceRendersOfflineAndShowsTheFiguresAnalyzePrints(String trace) throws Exception {
-        assumeTrue(!trace.startsWith("("), "real traces not available (system property gpumem.traces.dir = "
-                + System.getProperty("gpumem.traces.dir") + "): skipped");
+        assumeTrue(
+                !trace.startsWith("("),
+                "real traces not available (system property gpumem.traces.dir = "
+                        + System.getProperty("gpumem.traces.dir") + "): skipped");
         assumeBrowser();
         Path page = dir.resolve("report.html");
         long started = System.nanoTime();
@@ -78,12 +87,16 @@ class ReportBrowserTest {
         started = System.nanoTime();
         HeadlessChromium.Result shown = chromium.dumpDom(page);
         long renderMs = (System.nanoTime() - started) / 1_000_000;
-        System.out.printf("report of %s: %d KiB, written in %d ms, rendered by chromium in %d ms%n",
+        System.out.printf(
+                "report of %s: %d KiB, written in %d ms, rendered by chromium in %d ms%n",
                 Path.of(trace).getFileName(), Files.size(page) / 1024, reportMs, renderMs);
         assertRenderedCleanly(shown);
         String text = visibleText(shown.stdout());
-        assertThat(missing(figures(analyze.out()), text)).as("figures analyze prints that the page does not show").isEmpty();
-        for (String headline : List.of("no out-of-memory to explain", "FRAGMENTATION", "LIVE TENSORS", "MEMORY HELD OUTSIDE")) {
+        assertThat(missing(figures(analyze.out()), text))
+                .as("figures analyze prints that the page does not show")
+                .isEmpty();
+        for (String headline :
+                List.of("no out-of-memory to explain", "FRAGMENTATION", "LIVE TENSORS", "MEMORY HELD OUTSIDE")) {
             if (analyze.out().contains("diagnosis: " + headline)) {
                 assertThat(text).contains(headline);
             }
@@ -105,13 +118,18 @@ class ReportBrowserTest {
         String text = visibleText(shown.stdout());
         // the story, drawn by the page itself: the OOM marker on the timeline and the request that failed
         assertThat(shown.stdout()).contains("class=\"oom-marker\"").contains("class=\"largest-free\"");
-        assertThat(text).contains("Why it ran out of memory").contains("OOM: asked 1.46 GiB")
+        assertThat(text)
+                .contains("Why it ran out of memory")
+                .contains("OOM: asked 1.46 GiB")
                 .contains("FRAGMENTATION: enough cached free bytes, but no free block fits")
                 .contains("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
         // sites come from the demo's frames (op, layer, phase), not from one anonymous label
         assertThat(shown.stdout()).contains("model.py:").contains("optim.py:").contains("exp_avg");
-        String analysis = demo.out().substring(demo.out().indexOf("== default config"), demo.out().indexOf("snapshot of the default run"));
-        assertThat(missing(figures(analysis), text)).as("figures demo prints that the page does not show").isEmpty();
+        String analysis = demo.out()
+                .substring(demo.out().indexOf("== default config"), demo.out().indexOf("snapshot of the default run"));
+        assertThat(missing(figures(analysis), text))
+                .as("figures demo prints that the page does not show")
+                .isEmpty();
 
         Path png = dir.resolve("demo.png");
         chromium.screenshot(page, png, 1280, 1800);
@@ -139,7 +157,11 @@ class ReportBrowserTest {
      * for a figure), entities decoded, spaces collapsed.
      */
     static String visibleText(String dom) {
-        String text = TAG.matcher(HIDDEN.matcher(dom).replaceAll(" ")).replaceAll(" ").replace("&nbsp;", " ").replace("&gt;", ">").replace("&lt;", "<")
+        String text = TAG.matcher(HIDDEN.matcher(dom).replaceAll(" "))
+                .replaceAll(" ")
+                .replace("&nbsp;", " ")
+                .replace("&gt;", ">")
+                .replace("&lt;", "<")
                 .replace("&amp;", "&");
         return text.replaceAll("\\s+", " ");
     }
@@ -154,14 +176,19 @@ class ReportBrowserTest {
     static void assertRenderedCleanly(HeadlessChromium.Result shown) {
         String dom = shown.stdout();
         assertThat(dom).as("chromium printed a DOM").contains("</html>");
-        assertThat(dom).as("no script error or blocked request recorded by the page")
+        assertThat(dom)
+                .as("no script error or blocked request recorded by the page")
                 .contains("<div id=\"script-errors\" hidden=\"\"></div>");
         assertThat(dom).as("the page's script finished drawing").contains("data-render=\"ok\"");
         Matcher charts = Pattern.compile("data-charts=\"(\\d+)\"").matcher(dom);
         assertThat(charts.find()).isTrue();
-        assertThat(Integer.parseInt(charts.group(1))).as("charts drawn")
+        assertThat(Integer.parseInt(charts.group(1)))
+                .as("charts drawn")
                 .isEqualTo(countOf(dom, "class=\"chart timeline\"") + countOf(dom, "class=\"chart segmap\""));
-        assertThat(shown.log()).as("browser log").doesNotContain("Refused to").doesNotContain("Uncaught")
+        assertThat(shown.log())
+                .as("browser log")
+                .doesNotContain("Refused to")
+                .doesNotContain("Uncaught")
                 .doesNotContain("net::ERR_");
     }
 

@@ -31,14 +31,15 @@ class ReportPolicyTest {
     @Test
     void stitchRowShowsTheMinimumCapacityCompareComputes() throws Exception {
         assertThat(DEMO_SMALL).isRegularFile();
-        CliRun compare = CliRun.run("compare", DEMO_SMALL.toString(), "--policy", "stitch", "--policy", "planned", "--json");
+        CliRun compare =
+                CliRun.run("compare", DEMO_SMALL.toString(), "--policy", "stitch", "--policy", "planned", "--json");
         assertThat(compare.exit()).as(compare.err()).isZero();
         Map<String, Long> minCapacity = minCapacityByPolicy(compare.lastLine());
         assertThat(minCapacity).containsKeys("stitch", "planned");
 
         Path page = dir.resolve("page.html");
-        CliRun report = CliRun.run("report", DEMO_SMALL.toString(), "-o", page.toString(), "--policy", "stitch",
-                "--policy", "planned");
+        CliRun report = CliRun.run(
+                "report", DEMO_SMALL.toString(), "-o", page.toString(), "--policy", "stitch", "--policy", "planned");
         assertThat(report.exit()).as(report.err()).isZero();
         assertThat(report.err()).doesNotContain("failed");
         String html = Files.readString(page);
@@ -47,7 +48,8 @@ class ReportPolicyTest {
         for (String policy : List.of("stitch", "planned")) {
             List<String> cells = rowCells(table, policy);
             // the last column is the minimum capacity
-            assertThat(cells.getLast()).as(policy + " row of " + cells)
+            assertThat(cells.getLast())
+                    .as(policy + " row of " + cells)
                     .isEqualTo(ByteSize.formatSigned(minCapacity.get(policy)));
         }
     }
@@ -71,7 +73,8 @@ class ReportPolicyTest {
 
     /** The text of each cell of the what-if row labelled {@code label} (first cell is the label). */
     static List<String> rowCells(String table, String label) {
-        Matcher row = Pattern.compile("<tr[^>]*><td>" + Pattern.quote(label) + "</td>(.*?)</tr>").matcher(table);
+        Matcher row = Pattern.compile("<tr[^>]*><td>" + Pattern.quote(label) + "</td>(.*?)</tr>")
+                .matcher(table);
         assertThat(row.find()).as("row " + label + " in " + table).isTrue();
         Matcher cell = Pattern.compile("<td[^>]*>(.*?)</td>").matcher(row.group(1));
         List<String> cells = new java.util.ArrayList<>();

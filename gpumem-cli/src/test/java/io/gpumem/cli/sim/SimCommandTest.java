@@ -1,9 +1,6 @@
 package io.gpumem.cli.sim;
 
-import static io.gpumem.testing.TestSizes.KiB;
 import static io.gpumem.testing.TestSizes.MiB;
-import static io.gpumem.testing.TestSizes.GiB;
-
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
@@ -20,10 +17,10 @@ import org.junit.jupiter.api.io.TempDir;
 /** End to end: {@code gpumem sim} through {@link GpumemCli#commandLine()} with the real allocator. */
 class SimCommandTest {
 
-
     /** The fake CUDA driver gpumem-cuda's test build compiles (8 GiB, virtual memory supported). */
-    private static final Path FAKE_CUDA =
-            Path.of("../gpumem-cuda/target/test-classes/native/libfakecuda.so").toAbsolutePath().normalize();
+    private static final Path FAKE_CUDA = Path.of("../gpumem-cuda/target/test-classes/native/libfakecuda.so")
+            .toAbsolutePath()
+            .normalize();
 
     /** allocator.md §8.3, character for character (kept once, in gpumem-core's test resources). */
     private static final String SECTION_8_3 = GoldenSummaries.SECTION_8_3;
@@ -83,7 +80,8 @@ class SimCommandTest {
                 """, "sim");
         Map<String, Long> s = parseStats(r.out());
         assertThat(new java.util.ArrayList<>(s.keySet())).isSorted();
-        assertThat(s).containsEntry("reserved_bytes.all.current", 48_234_496L)
+        assertThat(s)
+                .containsEntry("reserved_bytes.all.current", 48_234_496L)
                 .containsEntry("allocated_bytes.all.current", 25_165_824L)
                 .containsEntry("requested_bytes.all.current", 25_000_000L)
                 .containsEntry("segment.all.current", 3L)
@@ -115,13 +113,19 @@ class SimCommandTest {
         Map<String, Long> first = parseStats(blocks[0]);
         Map<String, Long> second = parseStats(blocks[1]);
         Map<String, Long> third = parseStats(blocks[2]);
-        assertThat(first).containsEntry("reserved_bytes.all.current", 20 * MiB)
-                .containsEntry("allocated_bytes.all.current", 3 * MiB).containsEntry("num_device_alloc", 1L);
-        assertThat(second).containsEntry("reserved_bytes.all.current", 40 * MiB)
-                .containsEntry("allocated_bytes.all.current", 33 * MiB).containsEntry("num_device_alloc", 2L)
+        assertThat(first)
+                .containsEntry("reserved_bytes.all.current", 20 * MiB)
+                .containsEntry("allocated_bytes.all.current", 3 * MiB)
+                .containsEntry("num_device_alloc", 1L);
+        assertThat(second)
+                .containsEntry("reserved_bytes.all.current", 40 * MiB)
+                .containsEntry("allocated_bytes.all.current", 33 * MiB)
+                .containsEntry("num_device_alloc", 2L)
                 .containsEntry("segment.all.current", 0L);
-        assertThat(third).containsEntry("reserved_bytes.all.current", 0L)
-                .containsEntry("num_device_free", 1L).containsEntry("segment.all.current", 0L)
+        assertThat(third)
+                .containsEntry("reserved_bytes.all.current", 0L)
+                .containsEntry("num_device_free", 1L)
+                .containsEntry("segment.all.current", 0L)
                 .containsEntry("allocated_bytes.all.current", 0L);
     }
 
@@ -144,13 +148,19 @@ class SimCommandTest {
                 stats
                 """, "sim");
         assertThat(r.exit()).isZero();
-        assertThat(r.err()).startsWith("gpumem sim: line 3: alloc big: CUDA out of memory. Tried to allocate 100.00 MiB."
-                + " GPU 0 has a total capacity of 64.00 MiB of which ");
-        assertThat(r.err()).contains("If reserved but unallocated memory is large try setting"
-                + " PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation");
-        assertThat(r.err()).contains("gpumem sim: line 4: free big skipped: its allocation on line 3 ran out of memory");
+        assertThat(r.err())
+                .startsWith("gpumem sim: line 3: alloc big: CUDA out of memory. Tried to allocate 100.00 MiB."
+                        + " GPU 0 has a total capacity of 64.00 MiB of which ");
+        assertThat(r.err())
+                .contains(
+                        "If reserved but unallocated memory is large try setting"
+                                + " PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation");
+        assertThat(r.err())
+                .contains("gpumem sim: line 4: free big skipped: its allocation on line 3 ran out of memory");
         Map<String, Long> s = parseStats(r.out());
-        assertThat(s).containsEntry("num_ooms", 1L).containsEntry("allocation.all.current", 2L)
+        assertThat(s)
+                .containsEntry("num_ooms", 1L)
+                .containsEntry("allocation.all.current", 2L)
                 .containsEntry("allocated_bytes.all.current", 40 * MiB);
     }
 
@@ -184,7 +194,8 @@ class SimCommandTest {
         String[] blocks = r.out().split("(?m)^(?=active\\.all\\.allocated )");
         Map<String, Long> pending = parseStats(blocks[0]);
         Map<String, Long> done = parseStats(blocks[1]);
-        assertThat(pending).containsEntry("allocated_bytes.all.current", 0L)
+        assertThat(pending)
+                .containsEntry("allocated_bytes.all.current", 0L)
                 .containsEntry("active_bytes.all.current", MiB);
         assertThat(done).containsEntry("active_bytes.all.current", 1024L);
     }
@@ -192,19 +203,29 @@ class SimCommandTest {
     @Test
     void abbreviatedSummaryAndResetPeak() {
         CliRun r = run("alloc a 3MiB\nfree a\nreset_peak\nsummary abbreviated\n", "sim");
-        assertThat(r.out()).doesNotContain("from large pool")
+        assertThat(r.out())
+                .doesNotContain("from large pool")
                 .contains("| Allocated memory      |      0 B   |      0 B   |   3072 KiB |   3072 KiB |");
     }
 
     @Test
     void badInputStopsWithExitTwoAndNoOutput() {
         String[][] cases = {
-            {"alloc a 1\nsummary\nfree a\nfree a\n", "gpumem sim: line 4: double free of 'a' (allocated on line 1, freed on line 3)"},
+            {
+                "alloc a 1\nsummary\nfree a\nfree a\n",
+                "gpumem sim: line 4: double free of 'a' (allocated on line 1, freed on line 3)"
+            },
             {"summary\nfree x\n", "gpumem sim: line 2: free of unknown name 'x'"},
             {"alloc a 3MB\n", "gpumem sim: line 1: alloc size: bad size '3MB'"},
             {"stats\nalloc a -4\n", "gpumem sim: line 2: alloc size: bad size '-4'"},
-            {"stats\nconfig max_split_size_mb:10\n", "gpumem sim: line 2: bad config: CachingAllocator option max_split_size_mb too small, must be > 20"},
-            {"config expandable_segments:true\n", "gpumem sim: line 1: bad config: Expected a single True/False argument for expandable_segments"},
+            {
+                "stats\nconfig max_split_size_mb:10\n",
+                "gpumem sim: line 2: bad config: CachingAllocator option max_split_size_mb too small, must be > 20"
+            },
+            {
+                "config expandable_segments:true\n",
+                "gpumem sim: line 1: bad config: Expected a single True/False argument for expandable_segments"
+            },
             {"stats\nmalloc a 1\n", "gpumem sim: line 2: unknown op 'malloc'"},
             {"alloc a\n", "gpumem sim: line 1: usage: alloc NAME SIZE [stream=N]"},
             {"set_fraction 2\n", "gpumem sim: line 1: Invalid fraction value: 2. Allowed range: 0~1"},
@@ -244,8 +265,13 @@ class SimCommandTest {
     @Test
     void cudaRunsTheWorkedExampleOnTheFakeDriverWithTheSameTable() {
         assumeTrue(Files.isRegularFile(FAKE_CUDA), "fake CUDA driver not built (build gpumem-cuda's tests first)");
-        CliRun r = run("alloc a 1000\nalloc b 3MiB\nalloc c 25000000\nfree b\nfree a\nsummary\n",
-                "sim", "--device", "cuda", "--cuda-library", FAKE_CUDA.toString());
+        CliRun r = run(
+                "alloc a 1000\nalloc b 3MiB\nalloc c 25000000\nfree b\nfree a\nsummary\n",
+                "sim",
+                "--device",
+                "cuda",
+                "--cuda-library",
+                FAKE_CUDA.toString());
         assertThat(r.err()).isEmpty();
         assertThat(r.exit()).isZero();
         assertThat(r.out()).isEqualTo(SECTION_8_3);
@@ -267,8 +293,10 @@ class SimCommandTest {
                 """, "sim", "--device", "cuda", "--cuda-library", FAKE_CUDA.toString());
         assertThat(r.err()).isEmpty();
         assertThat(r.exit()).isZero();
-        assertThat(parseStats(r.out())).containsEntry("reserved_bytes.all.current", 0L)
-                .containsEntry("num_device_alloc", 2L).containsEntry("num_device_free", 1L)
+        assertThat(parseStats(r.out()))
+                .containsEntry("reserved_bytes.all.current", 0L)
+                .containsEntry("num_device_alloc", 2L)
+                .containsEntry("num_device_free", 1L)
                 .containsEntry("active_bytes.all.current", 0L);
     }
 
@@ -277,8 +305,9 @@ class SimCommandTest {
         assumeTrue(Files.isRegularFile(FAKE_CUDA), "fake CUDA driver not built (build gpumem-cuda's tests first)");
         CliRun r = run("alloc big 9GiB\nstats\n", "sim", "--device", "cuda", "--cuda-library", FAKE_CUDA.toString());
         assertThat(r.exit()).isZero();
-        assertThat(r.err()).startsWith("gpumem sim: line 1: alloc big: CUDA out of memory. Tried to allocate 9.00 GiB."
-                + " GPU 0 has a total capacity of 8.00 GiB of which ");
+        assertThat(r.err())
+                .startsWith("gpumem sim: line 1: alloc big: CUDA out of memory. Tried to allocate 9.00 GiB."
+                        + " GPU 0 has a total capacity of 8.00 GiB of which ");
         assertThat(parseStats(r.out())).containsEntry("num_ooms", 1L);
     }
 
@@ -287,11 +316,17 @@ class SimCommandTest {
         CliRun r = run("alloc a 1\ndevice capacity=1GiB\n", "sim", "--device", "cuda");
         assertThat(r.exit()).isEqualTo(2);
         assertThat(r.err()).startsWith("gpumem sim: line 2: device must come before any allocator op");
-        CliRun first = run("device capacity=1GiB\nalloc a 1\n", "sim", "--device", "cuda",
-                "--cuda-library", "/nonexistent/libcuda.so.1");
+        CliRun first = run(
+                "device capacity=1GiB\nalloc a 1\n",
+                "sim",
+                "--device",
+                "cuda",
+                "--cuda-library",
+                "/nonexistent/libcuda.so.1");
         assertThat(first.exit()).isEqualTo(2);
-        assertThat(first.err()).isEqualTo("gpumem sim: line 1: a device line describes the simulated device;"
-                + " remove it to run on --device cuda\n");
+        assertThat(first.err())
+                .isEqualTo("gpumem sim: line 1: a device line describes the simulated device;"
+                        + " remove it to run on --device cuda\n");
         assertThat(first.out()).isEmpty();
     }
 
@@ -300,7 +335,9 @@ class SimCommandTest {
         CliRun r = run("alloc a 1\nstats\n", "sim", "--device", "cuda", "--cuda-library", "/nonexistent/libcuda.so.1");
         assertThat(r.exit()).isEqualTo(2);
         assertThat(r.out()).isEmpty();
-        assertThat(r.err()).startsWith("gpumem sim: --device cuda: no usable CUDA driver").contains("/nonexistent");
+        assertThat(r.err())
+                .startsWith("gpumem sim: --device cuda: no usable CUDA driver")
+                .contains("/nonexistent");
     }
 
     @Test
@@ -310,14 +347,16 @@ class SimCommandTest {
         assertThat(zero.err()).isEmpty();
         CliRun none = run("stats\nstats\n", "sim");
         assertThat(zero.out()).isEqualTo(none.out());
-        assertThat(parseStats(zero.out())).containsEntry("allocation.all.allocated", 0L)
+        assertThat(parseStats(zero.out()))
+                .containsEntry("allocation.all.allocated", 0L)
                 .containsEntry("reserved_bytes.all.current", 0L);
     }
 
     @Test
     void bytesThatAreNotUtf8AreReportedWithTheirLine(@TempDir Path dir) throws Exception {
         Path script = dir.resolve("bin.ops");
-        Files.write(script, new byte[] {'a', 'l', 'l', 'o', 'c', ' ', 'a', ' ', '1', '\n', 's', 't', (byte) 0xff, 0, 1});
+        Files.write(
+                script, new byte[] {'a', 'l', 'l', 'o', 'c', ' ', 'a', ' ', '1', '\n', 's', 't', (byte) 0xff, 0, 1});
         CliRun r = run("", "sim", script.toString());
         assertThat(r.exit()).isEqualTo(2);
         assertThat(r.out()).isEmpty();

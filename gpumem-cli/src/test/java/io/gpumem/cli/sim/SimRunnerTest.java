@@ -123,8 +123,16 @@ class SimRunnerTest {
         // The second parse reset max_split_size, exactly as two PyTorch parses would.
         assertThat(initial.expandableSegments()).isTrue();
         assertThat(initial.maxSplitSize()).isEqualTo(AllocatorConfig.UNLIMITED);
-        assertThat(t.calls).containsExactly("malloc 1000 s3 -> 4096", "settings garbage_collection_threshold:0.5",
-                "record 4096 s5", "free 4096", "complete", "empty", "fraction 0.25", "reset_peak");
+        assertThat(t.calls)
+                .containsExactly(
+                        "malloc 1000 s3 -> 4096",
+                        "settings garbage_collection_threshold:0.5",
+                        "record 4096 s5",
+                        "free 4096",
+                        "complete",
+                        "empty",
+                        "fraction 0.25",
+                        "reset_peak");
         assertThat(out.toString()).isEmpty();
         assertThat(err.toString()).isEmpty();
     }

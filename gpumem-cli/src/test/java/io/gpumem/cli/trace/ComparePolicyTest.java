@@ -13,8 +13,16 @@ class ComparePolicyTest {
     @Test
     void stitchAndPlannedRowsBeatExpandableSegmentsOnTinyForward() throws Exception {
         var f = TraceCommandsTest.trace("tiny-forward.pickle");
-        CliRun r = CliRun.run("compare", f.toString(), "--config", "expandable_segments:True", "--policy", "stitch",
-                "--policy", "planned", "--json");
+        CliRun r = CliRun.run(
+                "compare",
+                f.toString(),
+                "--config",
+                "expandable_segments:True",
+                "--policy",
+                "stitch",
+                "--policy",
+                "planned",
+                "--json");
         assertThat(r.exit()).as(r.err()).isZero();
         List<Map<String, Object>> rows = TraceCommandsTest.parseArray(r.lastLine());
         assertThat(rows).extracting(m -> m.get("policy")).containsExactly("pytorch", "pytorch", "stitch", "planned");
@@ -27,7 +35,8 @@ class ComparePolicyTest {
                 .isLessThanOrEqualTo(((Number) rows.get(1).get("retries")).longValue());
         long peak = ((Number) planned.get("peak_allocated")).longValue();
         assertThat(((Number) planned.get("min_capacity")).longValue()).isLessThanOrEqualTo((long) (1.005 * peak));
-        assertThat(Double.parseDouble(String.valueOf(planned.get("ns_per_pair")))).isPositive();
+        assertThat(Double.parseDouble(String.valueOf(planned.get("ns_per_pair"))))
+                .isPositive();
     }
 
     @Test

@@ -89,9 +89,13 @@ class DiffCommandTest {
     }
 
     @ParameterizedTest(name = "{0} vs {1}")
-    @CsvSource({"lm2.7b-sweep-ctx128, lm2.7b-sweep-ctx256", "lm-medium-train-ctx128, lm-medium-train-ctx256",
-            "lm-medium-infer-ctx128, lm-medium-infer-ctx256", "lm-medium-infer-ctx256, lm-medium-infer-ctx512",
-            "lm-medium-infer-ctx128, lm-medium-infer-ctx512"})
+    @CsvSource({
+        "lm2.7b-sweep-ctx128, lm2.7b-sweep-ctx256",
+        "lm-medium-train-ctx128, lm-medium-train-ctx256",
+        "lm-medium-infer-ctx128, lm-medium-infer-ctx256",
+        "lm-medium-infer-ctx256, lm-medium-infer-ctx512",
+        "lm-medium-infer-ctx128, lm-medium-infer-ctx512"
+    })
     void twoSizesOfOneProgram(String a, String b) throws IOException {
         CliRun run = CliRun.run("diff", trace(a + ".pickle"), trace(b + ".pickle"), "--json");
         assertThat(run.exit()).as(run.err()).isZero();
@@ -141,7 +145,9 @@ class DiffCommandTest {
     void textNamesTheSitesThatExplainThePeak() {
         CliRun run = CliRun.run("diff", trace("lm-medium-infer-ctx128.pickle"), trace("lm-medium-infer-ctx512.pickle"));
         assertThat(run.exit()).as(run.err()).isZero();
-        assertThat(run.out()).contains("matched 1280 (100.0% of the smaller").contains("softmax")
+        assertThat(run.out())
+                .contains("matched 1280 (100.0% of the smaller")
+                .contains("softmax")
                 .contains("sites, largest difference at peak allocated first");
     }
 
@@ -149,7 +155,10 @@ class DiffCommandTest {
     void aSingleFileIsRefused() {
         CliRun run = CliRun.run("diff", "only-one.pickle");
         assertThat(run.exit()).isEqualTo(2);
-        assertThat(run.err()).contains("gpumem diff:").contains("two recordings").contains("only-one.pickle");
+        assertThat(run.err())
+                .contains("gpumem diff:")
+                .contains("two recordings")
+                .contains("only-one.pickle");
     }
 
     @Test

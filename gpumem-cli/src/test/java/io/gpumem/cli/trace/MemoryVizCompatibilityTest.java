@@ -33,13 +33,15 @@ class MemoryVizCompatibilityTest {
     private static final List<String> SUBCOMMANDS =
             List.of("stats", "trace", "segments", "memory", "trace_plot", "segment_plot");
 
-    record Job(String subcommand, Path input, Path output) {
-    }
+    record Job(String subcommand, Path input, Path output) {}
 
     private static Path client() {
         String traces = System.getProperty("gpumem.traces.dir");
-        Path client = traces == null ? null : Path.of(traces).resolveSibling("clients").resolve("_memory_viz.py");
-        assumeTrue(client != null && Files.isRegularFile(client),
+        Path client = traces == null
+                ? null
+                : Path.of(traces).resolveSibling("clients").resolve("_memory_viz.py");
+        assumeTrue(
+                client != null && Files.isRegularFile(client),
                 "PyTorch's _memory_viz.py not available (expected beside the traces, at " + client + "): skipped");
         boolean python;
         try {
@@ -55,8 +57,10 @@ class MemoryVizCompatibilityTest {
     private static List<String> runClient(Path client, List<Job> jobs, Path dir) throws Exception {
         Path home = Files.createDirectories(dir.resolve("home/.cache"));
         Path flamegraph = home.resolve("flamegraph.pl");
-        Files.writeString(flamegraph, "#!/bin/sh\n# stands in for flamegraph.pl: reads every folded stack, then"
-                + " writes them back sorted\nexec sort\n");
+        Files.writeString(
+                flamegraph,
+                "#!/bin/sh\n# stands in for flamegraph.pl: reads every folded stack, then"
+                        + " writes them back sorted\nexec sort\n");
         flamegraph.toFile().setExecutable(true);
         Path driver = dir.resolve("run_client.py");
         try (InputStream in = MemoryVizCompatibilityTest.class.getResourceAsStream("/memoryviz/run_client.py")) {
@@ -64,7 +68,12 @@ class MemoryVizCompatibilityTest {
         }
         StringBuilder lines = new StringBuilder();
         for (Job j : jobs) {
-            lines.append(j.subcommand()).append('\t').append(j.input()).append('\t').append(j.output()).append('\n');
+            lines.append(j.subcommand())
+                    .append('\t')
+                    .append(j.input())
+                    .append('\t')
+                    .append(j.output())
+                    .append('\n');
         }
         Path jobsFile = Files.writeString(dir.resolve("jobs.txt"), lines);
         ProcessBuilder pb = new ProcessBuilder("python3", driver.toString(), client.toString(), jobsFile.toString())
@@ -80,21 +89,49 @@ class MemoryVizCompatibilityTest {
     void everyKindOfSnapshotGpumemWritesOpensInEverySubcommand(@TempDir Path dir) throws Exception {
         Path client = client();
         Path demo = dir.resolve("demo.pickle");
-        CliRun d = CliRun.run("demo", "--layers", "2", "--hidden", "512", "--heads", "8", "--vocab", "8000",
-                "--batch", "2", "--seq-max", "1024", "--steps", "4", "--capacity", "360MiB", "--no-min-capacity",
-                "--snapshot", demo.toString());
+        CliRun d = CliRun.run(
+                "demo",
+                "--layers",
+                "2",
+                "--hidden",
+                "512",
+                "--heads",
+                "8",
+                "--vocab",
+                "8000",
+                "--batch",
+                "2",
+                "--seq-max",
+                "1024",
+                "--steps",
+                "4",
+                "--capacity",
+                "360MiB",
+                "--no-min-capacity",
+                "--snapshot",
+                demo.toString());
         assertThat(d.exit()).as(d.err()).isZero();
         Path sim = dir.resolve("sim.pickle");
-        Path script = Files.writeString(dir.resolve("s.ops"), String.join("\n", "alloc a 1000", "alloc b 3MiB",
-                "alloc c 25000000", "free b", "empty_cache", "alloc d 5MiB", "snapshot " + sim, ""));
+        Path script = Files.writeString(
+                dir.resolve("s.ops"),
+                String.join(
+                        "\n",
+                        "alloc a 1000",
+                        "alloc b 3MiB",
+                        "alloc c 25000000",
+                        "free b",
+                        "empty_cache",
+                        "alloc d 5MiB",
+                        "snapshot " + sim,
+                        ""));
         CliRun s = CliRun.run("sim", script.toString());
         assertThat(s.exit()).as(s.err()).isZero();
         Path replayed = dir.resolve("replayed.pickle");
         CliRun r = CliRun.run("replay", "--check", "--snapshot", replayed.toString(), demo.toString());
         assertThat(r.exit()).as(r.out() + r.err()).isZero();
         Path whatIf = dir.resolve("what-if.pickle");
-        CliRun w = CliRun.run("replay", "--config", "expandable_segments:True", "--snapshot", whatIf.toString(),
-                demo.toString());
+        CliRun w = CliRun.run(
+                "replay", "--config", "expandable_segments:True", "--snapshot", whatIf.toString(), demo.toString());
         assertThat(w.exit()).as(w.err()).isZero();
 
         List<Job> jobs = new ArrayList<>();
@@ -111,7 +148,8 @@ class MemoryVizCompatibilityTest {
             String text = Files.readString(job.output());
             switch (job.subcommand()) {
                 case "stats" -> assertThat(text).as(job.toString()).contains("Summary of segments");
-                case "trace" -> assertThat(text).as(job.toString()).contains("entries").contains("TOTAL MEM");
+                case "trace" ->
+                    assertThat(text).as(job.toString()).contains("entries").contains("TOTAL MEM");
                 case "segments", "memory" -> assertThat(text).as(job.toString()).contains("stream_0");
                 default -> assertThat(text).as(job.toString()).contains("base64");
             }
@@ -125,9 +163,27 @@ class MemoryVizCompatibilityTest {
     void stitchAndPlannedSnapshotsOpenInEverySubcommandWithTheRecordedFrames(@TempDir Path dir) throws Exception {
         Path client = client();
         Path demo = dir.resolve("demo.pickle");
-        CliRun d = CliRun.run("demo", "--layers", "2", "--hidden", "512", "--heads", "8", "--vocab", "8000",
-                "--batch", "2", "--seq-max", "1024", "--steps", "4", "--capacity", "360MiB", "--no-min-capacity",
-                "--snapshot", demo.toString());
+        CliRun d = CliRun.run(
+                "demo",
+                "--layers",
+                "2",
+                "--hidden",
+                "512",
+                "--heads",
+                "8",
+                "--vocab",
+                "8000",
+                "--batch",
+                "2",
+                "--seq-max",
+                "1024",
+                "--steps",
+                "4",
+                "--capacity",
+                "360MiB",
+                "--no-min-capacity",
+                "--snapshot",
+                demo.toString());
         assertThat(d.exit()).as(d.err()).isZero();
         List<Job> jobs = new ArrayList<>();
         for (String policy : List.of("stitch", "planned")) {
@@ -147,11 +203,16 @@ class MemoryVizCompatibilityTest {
             switch (job.subcommand()) {
                 case "stats" -> assertThat(text).as(job.toString()).contains("Summary of segments");
                 // The history: allocs, frees and page maps, each with the recorded request's stack.
-                case "trace" -> assertThat(text).as(job.toString()).contains("entries").contains("TOTAL MEM")
-                        .contains("segment_map").contains("init_parameters");
+                case "trace" ->
+                    assertThat(text)
+                            .as(job.toString())
+                            .contains("entries")
+                            .contains("TOTAL MEM")
+                            .contains("segment_map")
+                            .contains("init_parameters");
                 // Live blocks keep their request's stack, so the flame graph names the demo's functions.
-                case "segments", "memory" -> assertThat(text).as(job.toString()).contains("stream_0")
-                        .contains("model.py:200:init_parameters");
+                case "segments", "memory" ->
+                    assertThat(text).as(job.toString()).contains("stream_0").contains("model.py:200:init_parameters");
                 default -> assertThat(text).as(job.toString()).contains("base64");
             }
         }
@@ -162,7 +223,8 @@ class MemoryVizCompatibilityTest {
         Path client = client();
         List<Path> recordings;
         try (Stream<Path> files = Files.list(Path.of(System.getProperty("gpumem.traces.dir")))) {
-            recordings = files.filter(f -> f.toString().endsWith(".pickle")).sorted().toList();
+            recordings =
+                    files.filter(f -> f.toString().endsWith(".pickle")).sorted().toList();
         }
         assumeTrue(!recordings.isEmpty(), "no shared snapshot pickles: skipped");
         List<Job> jobs = new ArrayList<>();
@@ -180,7 +242,9 @@ class MemoryVizCompatibilityTest {
         for (int i = 0; i < jobs.size(); i += 2) {
             String recorded = Files.readString(jobs.get(i).output());
             assertThat(recorded).as(jobs.get(i).toString()).isNotBlank();
-            assertThat(Files.readString(jobs.get(i + 1).output())).as(jobs.get(i + 1).toString()).isEqualTo(recorded);
+            assertThat(Files.readString(jobs.get(i + 1).output()))
+                    .as(jobs.get(i + 1).toString())
+                    .isEqualTo(recorded);
         }
     }
 }

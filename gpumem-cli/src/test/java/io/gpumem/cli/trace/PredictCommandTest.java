@@ -24,18 +24,21 @@ class PredictCommandTest {
     void predictingARecordedSizeReproducesItsCompareRow() throws Exception {
         String a = DiffCommandTest.trace("lm-medium-train-ctx128.pickle");
         String b = DiffCommandTest.trace("lm-medium-train-ctx256.pickle");
-        CliRun predicted = CliRun.run("predict", a + "@128", b + "@256", "--at", "256", "--capacity", "80GiB", "--json");
+        CliRun predicted =
+                CliRun.run("predict", a + "@128", b + "@256", "--at", "256", "--capacity", "80GiB", "--json");
         assertThat(predicted.exit()).as(predicted.err()).isZero();
         CliRun real = CliRun.run("compare", b, "--json");
         Map<String, Object> p = rows(predicted.out()).get(0);
         Map<String, Object> r = rows(real.out()).get(0);
         assertThat(p.keySet()).containsAll(r.keySet()).contains("at", "predicted_requests", "unpredicted_requests");
         assertThat(p.get("at")).isEqualTo(256L);
-        assertThat((Long) p.get("predicted_requests") + (Long) p.get("unpredicted_requests")).isEqualTo(6526L);
+        assertThat((Long) p.get("predicted_requests") + (Long) p.get("unpredicted_requests"))
+                .isEqualTo(6526L);
         double peak = (Long) p.get("peak_allocated");
         double realPeak = (Long) r.get("peak_allocated");
-        System.out.printf("predict medium-train at 256: peak allocated %.0f vs %.0f, min capacity %s vs %s%n", peak,
-                realPeak, p.get("min_capacity"), r.get("min_capacity"));
+        System.out.printf(
+                "predict medium-train at 256: peak allocated %.0f vs %.0f, min capacity %s vs %s%n",
+                peak, realPeak, p.get("min_capacity"), r.get("min_capacity"));
         assertThat(Math.abs(peak - realPeak) / realPeak).isLessThan(0.001);
         double cap = (Long) p.get("min_capacity");
         double realCap = (Long) r.get("min_capacity");
@@ -48,7 +51,10 @@ class PredictCommandTest {
         String b = DiffCommandTest.trace("lm-medium-infer-ctx256.pickle");
         CliRun run = CliRun.run("predict", a + "@128", b + "@256", "--at", "512", "--capacity", "8GiB");
         assertThat(run.exit()).as(run.err()).isZero();
-        assertThat(run.out()).contains("predicted at 512").contains("1280 requests predicted").contains("recorded (");
+        assertThat(run.out())
+                .contains("predicted at 512")
+                .contains("1280 requests predicted")
+                .contains("recorded (");
     }
 
     @Test

@@ -35,7 +35,9 @@ class ReplayPolicySnapshotTest {
             long at = seg.address();
             long active = 0;
             for (BlockInfo b : seg.blocks()) {
-                assertThat(b.address()).as("blocks tile segment %x", seg.address()).isEqualTo(at);
+                assertThat(b.address())
+                        .as("blocks tile segment %x", seg.address())
+                        .isEqualTo(at);
                 at += b.size();
                 if (b.state() == BlockState.ACTIVE_ALLOCATED) {
                     active += b.size();

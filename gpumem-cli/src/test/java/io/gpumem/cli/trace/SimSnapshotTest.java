@@ -28,26 +28,34 @@ class SimSnapshotTest {
     void simWritesASnapshotWithTheScriptsHistory(@TempDir Path dir) throws Exception {
         Path out = dir.resolve("sim.pickle");
         Path script = dir.resolve("s.ops");
-        Files.writeString(script, String.join("\n",
-                "alloc a 1000",
-                "alloc b 3MiB",
-                "alloc c 25000000",
-                "free b",
-                "snapshot " + out,
-                ""));
+        Files.writeString(
+                script,
+                String.join("\n", "alloc a 1000", "alloc b 3MiB", "alloc c 25000000", "free b", "snapshot " + out, ""));
         CliRun r = sim(script);
         assertThat(r.exit()).as(r.err()).isZero();
         TraceSnapshot s = new PytorchSnapshotReader().read(out);
         // a: small segment of 2 MiB; b: a 20 MiB segment, freed; c: its own 24 MiB segment.
-        assertThat(s.segments()).extracting(SegmentInfo::totalSize)
+        assertThat(s.segments())
+                .extracting(SegmentInfo::totalSize)
                 .containsExactlyInAnyOrder(2L << 20, 20L << 20, 24L << 20);
         List<TraceEntry> t = s.traceOf(0);
-        assertThat(t).extracting(TraceEntry::action).containsExactly(
-                TraceAction.SEGMENT_ALLOC, TraceAction.ALLOC, TraceAction.SEGMENT_ALLOC, TraceAction.ALLOC,
-                TraceAction.SEGMENT_ALLOC, TraceAction.ALLOC, TraceAction.FREE_REQUESTED, TraceAction.FREE_COMPLETED);
+        assertThat(t)
+                .extracting(TraceEntry::action)
+                .containsExactly(
+                        TraceAction.SEGMENT_ALLOC,
+                        TraceAction.ALLOC,
+                        TraceAction.SEGMENT_ALLOC,
+                        TraceAction.ALLOC,
+                        TraceAction.SEGMENT_ALLOC,
+                        TraceAction.ALLOC,
+                        TraceAction.FREE_REQUESTED,
+                        TraceAction.FREE_COMPLETED);
         assertThat(t.get(1).size()).isEqualTo(1000);
-        long allocated = s.segments().stream().flatMap(g -> g.blocks().stream())
-                .filter(b -> b.state() == BlockState.ACTIVE_ALLOCATED).mapToLong(b -> b.size()).sum();
+        long allocated = s.segments().stream()
+                .flatMap(g -> g.blocks().stream())
+                .filter(b -> b.state() == BlockState.ACTIVE_ALLOCATED)
+                .mapToLong(b -> b.size())
+                .sum();
         // c rounds to 25,000,448 in a 24 MiB segment; the 161.5 KiB remainder is too small to split off (<= 1 MiB),
         // so c holds the whole segment (allocator.md §2.3).
         assertThat(allocated).isEqualTo(1024 + (24L << 20));
@@ -64,11 +72,13 @@ class SimSnapshotTest {
         assumeTrue(python, "python3 not found: skipped the standard-pickle check");
         Path out = dir.resolve("exp.pickle");
         Path script = dir.resolve("s.ops");
-        Files.writeString(script, "config expandable_segments:True\nalloc a 3MiB\nalloc b 30MiB\nfree a\n"
-                + "snapshot " + out + "\n");
+        Files.writeString(
+                script,
+                "config expandable_segments:True\nalloc a 3MiB\nalloc b 30MiB\nfree a\n" + "snapshot " + out + "\n");
         CliRun r = sim(script);
         assertThat(r.exit()).as(r.err()).isZero();
-        String check = String.join("\n",
+        String check = String.join(
+                "\n",
                 "import pickle, sys",
                 "d = pickle.load(open(sys.argv[1], 'rb'))",
                 "assert set(d) == {'segments','device_traces','allocator_settings','external_annotations'}, set(d)",
@@ -85,7 +95,9 @@ class SimSnapshotTest {
                 "st = d['allocator_settings']",
                 "assert st['expandable_segments'] is True and st['PYTORCH_CUDA_ALLOC_CONF'] == 'expandable_segments:True', st",
                 "print(acts.count('segment_map'), acts.count('alloc'), len(d['segments']))");
-        Process p = new ProcessBuilder("python3", "-c", check, out.toString()).redirectErrorStream(true).start();
+        Process p = new ProcessBuilder("python3", "-c", check, out.toString())
+                .redirectErrorStream(true)
+                .start();
         String text = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).strip();
         assertThat(p.waitFor()).as(text).isZero();
         // allocator.md §5.3: 3 MiB maps one 20 MiB page, 30 MiB grows the segment by one more: 2 maps, one mapped run.
@@ -98,7 +110,10 @@ class SimSnapshotTest {
         Files.writeString(script, "alloc a 1000\nsnapshot " + dir.resolve("no/such/dir/x.pickle") + "\n");
         CliRun r = sim(script);
         assertThat(r.exit()).isEqualTo(1);
-        assertThat(r.err()).contains("line 2: snapshot").contains("cannot write").doesNotContain("\tat ");
+        assertThat(r.err())
+                .contains("line 2: snapshot")
+                .contains("cannot write")
+                .doesNotContain("\tat ");
         Files.writeString(script, "snapshot\n");
         assertThat(sim(script).exit()).isEqualTo(2);
     }

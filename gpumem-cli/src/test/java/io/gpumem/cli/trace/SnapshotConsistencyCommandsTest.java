@@ -31,8 +31,18 @@ class SnapshotConsistencyCommandsTest {
     private static Path write(Path dir, String name, List<SegmentInfo> segments, List<TraceEntry> trace)
             throws Exception {
         Path file = dir.resolve(name);
-        new PytorchSnapshotWriter().write(new TraceSnapshot(name, SourceFormat.PYTORCH_SNAPSHOT, segments,
-                List.of(trace), null, null, Map.of(), true), file);
+        new PytorchSnapshotWriter()
+                .write(
+                        new TraceSnapshot(
+                                name,
+                                SourceFormat.PYTORCH_SNAPSHOT,
+                                segments,
+                                List.of(trace),
+                                null,
+                                null,
+                                Map.of(),
+                                true),
+                        file);
         return file;
     }
 
@@ -43,8 +53,11 @@ class SnapshotConsistencyCommandsTest {
     @Test
     void aSegmentDeclaringTwoToTheSixtySecondBytesOverBlocksOf512MiBExitsTwoNamingIt(@TempDir Path dir)
             throws Exception {
-        Path file = write(dir, "inconsistent.pickle", List.of(segment(1L << 62,
-                BlockInfo.of(BASE, 512 * MiB, 512 * MiB, BlockState.ACTIVE_ALLOCATED))), List.of());
+        Path file = write(
+                dir,
+                "inconsistent.pickle",
+                List.of(segment(1L << 62, BlockInfo.of(BASE, 512 * MiB, 512 * MiB, BlockState.ACTIVE_ALLOCATED))),
+                List.of());
         String named = file + ": segments: inconsistent snapshot: segment 0x7f0000000000 on device 0 declares"
                 + " total_size 4611686018427387904 (4294967296.00 GiB) but its 1 block(s) add up to 536870912"
                 + " (512.00 MiB)";
@@ -55,20 +68,28 @@ class SnapshotConsistencyCommandsTest {
         }
         CliRun lenient = CliRun.run("analyze", "--lenient", "--no-compare", file.toString());
         assertThat(lenient.exit()).as(lenient.out() + lenient.err()).isZero();
-        assertThat(lenient.err()).startsWith("warning: " + file + ": inconsistent snapshot: segment 0x7f0000000000"
-                + " on device 0 declares total_size 4611686018427387904");
+        assertThat(lenient.err())
+                .startsWith("warning: " + file + ": inconsistent snapshot: segment 0x7f0000000000"
+                        + " on device 0 declares total_size 4611686018427387904");
     }
 
     @Test
     void replayCheckExitsOneWhenTheEndStateDiffersFromTheRecording(@TempDir Path dir) throws Exception {
         // One 20 MiB segment and one 20 MiB request in it, still allocated at the end...
-        List<TraceEntry> trace = List.of(TraceEntry.of(TraceAction.SEGMENT_ALLOC, BASE, 20 * MiB, 0),
+        List<TraceEntry> trace = List.of(
+                TraceEntry.of(TraceAction.SEGMENT_ALLOC, BASE, 20 * MiB, 0),
                 TraceEntry.of(TraceAction.ALLOC, BASE, 20 * MiB, 0));
-        Path same = write(dir, "same.pickle", List.of(segment(20 * MiB,
-                BlockInfo.of(BASE, 20 * MiB, 20 * MiB, BlockState.ACTIVE_ALLOCATED))), trace);
+        Path same = write(
+                dir,
+                "same.pickle",
+                List.of(segment(20 * MiB, BlockInfo.of(BASE, 20 * MiB, 20 * MiB, BlockState.ACTIVE_ALLOCATED))),
+                trace);
         // ...but this recording's end state says the block is free: every placement matches, the end does not.
-        Path differs = write(dir, "differs.pickle", List.of(segment(20 * MiB,
-                BlockInfo.of(BASE, 20 * MiB, 20 * MiB, BlockState.INACTIVE))), trace);
+        Path differs = write(
+                dir,
+                "differs.pickle",
+                List.of(segment(20 * MiB, BlockInfo.of(BASE, 20 * MiB, 20 * MiB, BlockState.INACTIVE))),
+                trace);
 
         CliRun identical = CliRun.run("replay", "--check", same.toString());
         assertThat(identical.exit()).as(identical.out() + identical.err()).isZero();
@@ -76,9 +97,11 @@ class SnapshotConsistencyCommandsTest {
 
         CliRun check = CliRun.run("replay", "--check", differs.toString());
         assertThat(check.exit()).as(check.out() + check.err()).isEqualTo(1);
-        assertThat(check.out()).contains("1/1 allocs exact", "1/1 segment events matched",
-                "end state 0/1 segments identical");
-        assertThat(CliRun.run("replay", differs.toString()).exit()).as("without --check").isZero();
+        assertThat(check.out())
+                .contains("1/1 allocs exact", "1/1 segment events matched", "end state 0/1 segments identical");
+        assertThat(CliRun.run("replay", differs.toString()).exit())
+                .as("without --check")
+                .isZero();
         assertThat(CliRun.run("replay", "--help").out()).contains("Exit status:", "1   with --check");
     }
 }

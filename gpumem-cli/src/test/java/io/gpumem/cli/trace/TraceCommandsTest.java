@@ -77,24 +77,36 @@ class TraceCommandsTest {
 
     @Test
     void replayCheckReportsExactFidelityAsJson() throws Exception {
-        CliRun r = run("replay", "--check", "--json", trace("tiny-forward.pickle").toString());
+        CliRun r =
+                run("replay", "--check", "--json", trace("tiny-forward.pickle").toString());
         assertThat(r.exit()).as(r.err()).isZero();
         Map<String, Object> j = parseObject(r.lastLine());
-        assertThat(j.keySet()).containsExactly("trace", "allocs", "exact", "segment_events", "segment_matched",
-                "first_mismatch");
-        assertThat(j).containsEntry("allocs", 36L).containsEntry("exact", 36L).containsEntry("segment_events", 9L)
-                .containsEntry("segment_matched", 9L).containsEntry("first_mismatch", null);
+        assertThat(j.keySet())
+                .containsExactly("trace", "allocs", "exact", "segment_events", "segment_matched", "first_mismatch");
+        assertThat(j)
+                .containsEntry("allocs", 36L)
+                .containsEntry("exact", 36L)
+                .containsEntry("segment_events", 9L)
+                .containsEntry("segment_matched", 9L)
+                .containsEntry("first_mismatch", null);
         assertThat(r.out()).contains("first mismatch: none");
     }
 
     @Test
     void replayCheckIsExactOnTheExpandableSegmentsTraceWithItsThreeDevices() throws Exception {
-        CliRun r = run("replay", "--check", "--json", trace("gnn-train-expandable-oom.pickle").toString());
+        CliRun r = run(
+                "replay",
+                "--check",
+                "--json",
+                trace("gnn-train-expandable-oom.pickle").toString());
         assertThat(r.exit()).as(r.out() + r.err()).isZero();
         Map<String, Object> j = parseObject(r.lastLine());
         // 2,434 + 199 + 392 allocs; 175 + 40 + 78 maps and 6 unmaps.
-        assertThat(j).containsEntry("allocs", 3025L).containsEntry("exact", 3025L)
-                .containsEntry("segment_events", 299L).containsEntry("segment_matched", 299L);
+        assertThat(j)
+                .containsEntry("allocs", 3025L)
+                .containsEntry("exact", 3025L)
+                .containsEntry("segment_events", 299L)
+                .containsEntry("segment_matched", 299L);
         assertThat(r.out()).contains("device 2:").contains("1 oom entry");
     }
 
@@ -114,8 +126,11 @@ class TraceCommandsTest {
             assertThat(m.device()).isEqualTo(o.device());
             assertThat(m.address()).isEqualTo(o.address());
             assertThat(m.expandable()).isTrue();
-            assertThat(m.blocks()).extracting(b -> b.address() + ":" + b.size() + ":" + b.state())
-                    .isEqualTo(o.blocks().stream().map(b -> b.address() + ":" + b.size() + ":" + b.state()).toList());
+            assertThat(m.blocks())
+                    .extracting(b -> b.address() + ":" + b.size() + ":" + b.state())
+                    .isEqualTo(o.blocks().stream()
+                            .map(b -> b.address() + ":" + b.size() + ":" + b.state())
+                            .toList());
         }
         assertThat(model.traceOf(2)).hasSameSizeAs(recorded.traceOf(2));
     }
@@ -123,7 +138,11 @@ class TraceCommandsTest {
     @Test
     void replayWritesASnapshotPythonCanLoad(@TempDir Path dir) throws Exception {
         Path out = dir.resolve("model.pickle");
-        CliRun r = run("replay", "--snapshot", out.toString(), trace("tiny-forward.pickle").toString());
+        CliRun r = run(
+                "replay",
+                "--snapshot",
+                out.toString(),
+                trace("tiny-forward.pickle").toString());
         assertThat(r.exit()).as(r.err()).isZero();
         assertThat(out).exists();
         boolean python;
@@ -134,9 +153,15 @@ class TraceCommandsTest {
         }
         assumeTrue(python, "python3 not found: skipped the standard-pickle check");
         // The model's end state has the recorded trace's 9 segments; its history has 36 allocs.
-        Process p = new ProcessBuilder("python3", "-c", "import pickle,sys; d=pickle.load(open(sys.argv[1],'rb'));"
-                + " print(len(d['segments']), sum(e['action']=='alloc' for e in d['device_traces'][0]),"
-                + " sorted(d.keys()))", out.toString()).redirectErrorStream(true).start();
+        Process p = new ProcessBuilder(
+                        "python3",
+                        "-c",
+                        "import pickle,sys; d=pickle.load(open(sys.argv[1],'rb'));"
+                                + " print(len(d['segments']), sum(e['action']=='alloc' for e in d['device_traces'][0]),"
+                                + " sorted(d.keys()))",
+                        out.toString())
+                .redirectErrorStream(true)
+                .start();
         String text = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).strip();
         assertThat(p.waitFor()).as(text).isZero();
         assertThat(text).isEqualTo("9 36 ['allocator_settings', 'device_traces', 'external_annotations', 'segments']");
@@ -163,11 +188,15 @@ class TraceCommandsTest {
         noise[0] = '}';
         Files.write(binary, noise);
         for (String cmd : new String[] {"replay", "compare"}) {
-            for (Path f : new Path[] {truncated, garbage, badRmm, badLifetimes, truncatedCsv, badScript, binary,
-                    dir.resolve("missing.pickle")}) {
+            for (Path f : new Path[] {
+                truncated, garbage, badRmm, badLifetimes, truncatedCsv, badScript, binary, dir.resolve("missing.pickle")
+            }) {
                 CliRun r = run(cmd, f.toString());
                 assertThat(r.exit()).as(cmd + " " + f).isEqualTo(2);
-                assertThat(r.err()).contains(f.toString()).doesNotContain("Exception").doesNotContain("\tat ");
+                assertThat(r.err())
+                        .contains(f.toString())
+                        .doesNotContain("Exception")
+                        .doesNotContain("\tat ");
             }
         }
         CliRun line = run("replay", badRmm.toString());
@@ -177,13 +206,29 @@ class TraceCommandsTest {
     @Test
     void compareRowsFollowTheSpecAndTheRecordedRowMatchesTheTrace() throws Exception {
         Path f = trace("lm2.7b-train-step.pickle");
-        CliRun r = run("compare", f.toString(), "--config", "expandable_segments:True", "--config",
-                "max_split_size_mb:128", "--json");
+        CliRun r = run(
+                "compare",
+                f.toString(),
+                "--config",
+                "expandable_segments:True",
+                "--config",
+                "max_split_size_mb:128",
+                "--json");
         assertThat(r.exit()).as(r.err()).isZero();
         List<Map<String, Object>> rows = parseArray(r.lastLine());
         assertThat(rows).hasSize(3);
-        assertThat(rows.getFirst().keySet()).containsExactly("config", "peak_allocated", "peak_reserved",
-                "min_capacity", "device_allocs", "retries", "ooms", "policy", "device_maps", "ns_per_pair");
+        assertThat(rows.getFirst().keySet())
+                .containsExactly(
+                        "config",
+                        "peak_allocated",
+                        "peak_reserved",
+                        "min_capacity",
+                        "device_allocs",
+                        "retries",
+                        "ooms",
+                        "policy",
+                        "device_maps",
+                        "ns_per_pair");
         assertThat(rows).allSatisfy(row -> assertThat(row.get("policy")).isEqualTo("pytorch"));
         // This window never releases memory, so its peak reserved is the end state's total: 56.9 GiB.
         long endReserved = 0;
@@ -191,7 +236,9 @@ class TraceCommandsTest {
         for (var seg : s.segments()) {
             endReserved += seg.totalSize();
         }
-        assertThat(rows.getFirst()).containsEntry("peak_reserved", endReserved).containsEntry("device_allocs", 783L)
+        assertThat(rows.getFirst())
+                .containsEntry("peak_reserved", endReserved)
+                .containsEntry("device_allocs", 783L)
                 .containsEntry("ooms", 0L);
         for (Map<String, Object> row : rows) {
             assertThat((Long) row.get("peak_reserved")).isGreaterThanOrEqualTo((Long) row.get("peak_allocated"));
@@ -199,7 +246,9 @@ class TraceCommandsTest {
         }
         assertThat(rows.get(1)).containsEntry("config", "expandable_segments:True");
         CliRun table = run("compare", f.toString(), "-c", "expandable_segments:True");
-        assertThat(table.out()).contains("recorded (defaults)").contains("expandable_segments:True")
+        assertThat(table.out())
+                .contains("recorded (defaults)")
+                .contains("expandable_segments:True")
                 .contains("min capacity");
     }
 
@@ -209,14 +258,42 @@ class TraceCommandsTest {
         // Damage the end state: one segment claims 100 bytes more than its blocks cover.
         var segs = new ArrayList<>(s.segments());
         var g = segs.get(3);
-        segs.set(3, new SegmentInfo(g.device(), g.address(), g.totalSize() + 100, g.allocatedSize(), g.activeSize(), g.requestedSize(), g.stream(), ("small".equals(g.segmentType()) ? Pool.SMALL : Pool.LARGE), g.expandable(), g.frames(), g.blocks(), g.poolId(), FileKeys.of(g.fields(), null, null, g.extra())));
+        segs.set(
+                3,
+                new SegmentInfo(
+                        g.device(),
+                        g.address(),
+                        g.totalSize() + 100,
+                        g.allocatedSize(),
+                        g.activeSize(),
+                        g.requestedSize(),
+                        g.stream(),
+                        ("small".equals(g.segmentType()) ? Pool.SMALL : Pool.LARGE),
+                        g.expandable(),
+                        g.frames(),
+                        g.blocks(),
+                        g.poolId(),
+                        FileKeys.of(g.fields(), null, null, g.extra())));
         Path f = dir.resolve("damaged.pickle");
-        new PytorchSnapshotWriter().write(new TraceSnapshot(s.source(),
-                s.format(), segs, s.deviceTraces(), s.allocatorSettings(), s.externalAnnotations(), s.extra(), true), f);
+        new PytorchSnapshotWriter()
+                .write(
+                        new TraceSnapshot(
+                                s.source(),
+                                s.format(),
+                                segs,
+                                s.deviceTraces(),
+                                s.allocatorSettings(),
+                                s.externalAnnotations(),
+                                s.extra(),
+                                true),
+                        f);
         for (String cmd : new String[] {"replay", "compare"}) {
             CliRun r = run(cmd, f.toString());
             assertThat(r.exit()).as(cmd + ": " + r.out() + r.err()).isEqualTo(2);
-            assertThat(r.err()).contains(f.toString()).contains("inconsistent snapshot").doesNotContain("\tat ");
+            assertThat(r.err())
+                    .contains(f.toString())
+                    .contains("inconsistent snapshot")
+                    .doesNotContain("\tat ");
         }
     }
 

@@ -61,9 +61,10 @@ class TraceSessionCommandsTest {
     void compareHtmlReadsTheFileAndRebuildsTheWindowOnce() throws Exception {
         Path page = dir.resolve("compare.html");
         StringWriter out = new StringWriter();
-        CommandLine cl = execute(out, "compare", oomTrace.toString(), "--config", "expandable_segments:True",
-                "--html", page.toString());
-        assertReadAndRebuiltOnce("compare --html",
+        CommandLine cl = execute(
+                out, "compare", oomTrace.toString(), "--config", "expandable_segments:True", "--html", page.toString());
+        assertReadAndRebuiltOnce(
+                "compare --html",
                 ((CompareCommand) cl.getSubcommands().get("compare").getCommand()).session());
         // the page's what-if table holds the recommender's runs (they replayed that same window) beside compare's rows
         String html = Files.readString(page);
@@ -74,10 +75,19 @@ class TraceSessionCommandsTest {
     @Test
     void reportWithConfigsAndPoliciesRebuildsTheWindowOnce() throws Exception {
         Path page = dir.resolve("report.html");
-        CommandLine cl = execute(new StringWriter(), "report", oomTrace.toString(), "-o", page.toString(),
-                "--config", "expandable_segments:True", "--policy", "stitch");
+        CommandLine cl = execute(
+                new StringWriter(),
+                "report",
+                oomTrace.toString(),
+                "-o",
+                page.toString(),
+                "--config",
+                "expandable_segments:True",
+                "--policy",
+                "stitch");
         // the recommender's runs, the --config rows, the --policy rows and the page's timeline share one window
-        assertReadAndRebuiltOnce("report --config --policy",
+        assertReadAndRebuiltOnce(
+                "report --config --policy",
                 ((ReportCommand) cl.getSubcommands().get("report").getCommand()).session());
         assertThat(Files.readString(page)).contains("stitch");
     }
@@ -90,8 +100,9 @@ class TraceSessionCommandsTest {
         all.addAll(List.of("--max-file-size", "1KiB"));
         CliRun r = CliRun.run(all.toArray(String[]::new));
         assertThat(r.exit()).isEqualTo(2);
-        assertThat(r.err()).isEqualTo("gpumem " + command + ": " + oomTrace + ": file is " + bytes
-                + " bytes, over the limit of 1024 bytes\n");
+        assertThat(r.err())
+                .isEqualTo("gpumem " + command + ": " + oomTrace + ": file is " + bytes
+                        + " bytes, over the limit of 1024 bytes\n");
         assertThat(r.out()).isEmpty();
         return r;
     }
@@ -100,8 +111,10 @@ class TraceSessionCommandsTest {
     void analyzeRefusesAFileOverMaxFileSize() throws Exception {
         refusedOverOneKiB("analyze");
         long bytes = Files.size(oomTrace);
-        assertThat(CliRun.run("analyze", oomTrace.toString(), "--no-compare", "--max-file-size", bytes + "B").exit())
-                .as("a file of exactly the limit is read").isZero();
+        assertThat(CliRun.run("analyze", oomTrace.toString(), "--no-compare", "--max-file-size", bytes + "B")
+                        .exit())
+                .as("a file of exactly the limit is read")
+                .isZero();
     }
 
     @Test
@@ -121,8 +134,8 @@ class TraceSessionCommandsTest {
         CliRun a = CliRun.run("analyze", oomTrace.toString(), "--max-entries", "10");
         assertThat(a.exit()).isEqualTo(2);
         assertThat(a.err()).startsWith("gpumem analyze: " + oomTrace + ": ").contains("10");
-        CliRun r = CliRun.run("report", oomTrace.toString(), "-o", dir.resolve("x.html").toString(),
-                "--max-entries", "10");
+        CliRun r = CliRun.run(
+                "report", oomTrace.toString(), "-o", dir.resolve("x.html").toString(), "--max-entries", "10");
         assertThat(r.exit()).isEqualTo(2);
         assertThat(r.err()).startsWith("gpumem report: " + oomTrace + ": ");
     }
@@ -133,8 +146,7 @@ class TraceSessionCommandsTest {
         int d = session.busiestDevice();
         assertThat(session.window(d)).isSameAs(session.window(d));
         session.analyze(d, null, MemoryState.UNKNOWN, 5, true);
-        session.compare(d, List.of(session.recordedConfig()), List.of(), null,
-                ProgressListener.NONE);
+        session.compare(d, List.of(session.recordedConfig()), List.of(), null, ProgressListener.NONE);
         assertThat(session.windowRebuilds()).isEqualTo(1);
         assertThat(session.streamCompiles()).isEqualTo(1);
         assertThat(session.fileReads()).isEqualTo(1);

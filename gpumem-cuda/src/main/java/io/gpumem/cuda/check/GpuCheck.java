@@ -38,8 +38,10 @@ public final class GpuCheck {
     private static final long MiB = 1L << 20;
     private static final long GiB = 1L << 30;
 
-    private static final AllocatorConfig EXPANDABLE =
-            AllocatorConfig.defaults().toBuilder().raw("expandable_segments:True").expandableSegments(true).build();
+    private static final AllocatorConfig EXPANDABLE = AllocatorConfig.defaults().toBuilder()
+            .raw("expandable_segments:True")
+            .expandableSegments(true)
+            .build();
 
     private final CudaDevice device;
     private final PrintStream out;
@@ -49,7 +51,7 @@ public final class GpuCheck {
     private boolean ok = true;
 
     GpuCheck(CudaDevice device, PrintStream out, long budget, long seed) {
-        this(device, out, budget, seed, () -> { });
+        this(device, out, budget, seed, () -> {});
     }
 
     /** With a hook run after the weights are allocated in each workload (tests use it to disturb the device). */
@@ -130,10 +132,20 @@ public final class GpuCheck {
     private void describeDevice() {
         out.println("== gpumem GPU check ==");
         out.printf(Locale.ROOT, "device:          %s (ordinal %d)%n", device.name(), device.index());
-        out.printf(Locale.ROOT, "driver:          %s, CUDA %d.%d%n", device.library(), device.driverVersion() / 1000,
+        out.printf(
+                Locale.ROOT,
+                "driver:          %s, CUDA %d.%d%n",
+                device.library(),
+                device.driverVersion() / 1000,
                 device.driverVersion() % 1000 / 10);
-        out.printf(Locale.ROOT, "memory:          total %s, free %s%n", size(device.totalMemory()), size(device.freeMemory()));
-        out.printf(Locale.ROOT, "virtual memory:  %s, granularity %s%n",
+        out.printf(
+                Locale.ROOT,
+                "memory:          total %s, free %s%n",
+                size(device.totalMemory()),
+                size(device.freeMemory()));
+        out.printf(
+                Locale.ROOT,
+                "virtual memory:  %s, granularity %s%n",
                 device.supportsVirtualMemory() ? "supported" : "NOT supported (expandable falls back to cuMemAlloc)",
                 size(device.allocationGranularity()));
         out.printf(Locale.ROOT, "workload budget: %s, seed=%d%n", size(budget), seed);
@@ -145,7 +157,13 @@ public final class GpuCheck {
      */
     private void trainingWorkload(String mode, AllocatorConfig config) {
         out.printf(Locale.ROOT, "%n-- training-like workload, %s --%n", mode);
-        out.printf(Locale.ROOT, "%-10s %12s %12s %14s %12s%n", "phase", "allocated", "reserved", "cuMemGetInfo Δ",
+        out.printf(
+                Locale.ROOT,
+                "%-10s %12s %12s %14s %12s%n",
+                "phase",
+                "allocated",
+                "reserved",
+                "cuMemGetInfo Δ",
                 "Δ - reserved");
         long free0 = device.freeMemory();
         CachingAllocator allocator = new CachingAllocator(device, config);
@@ -215,13 +233,19 @@ public final class GpuCheck {
         long reserves0 = device.callCount(DeviceOp.RESERVE_ADDRESS);
         List<Long> blocks = new ArrayList<>();
         long chunk = Math.max(30 * MiB, budget / 16) / MiB * MiB;
-        out.printf(Locale.ROOT, "%-12s %12s %14s %8s %8s%n", "", "reserved", "cuMemGetInfo Δ", "cuMemMap", "cuMemCreate");
+        out.printf(
+                Locale.ROOT, "%-12s %12s %14s %8s %8s%n", "", "reserved", "cuMemGetInfo Δ", "cuMemMap", "cuMemCreate");
         long lastReserved = 0;
         for (int i = 1; i <= 6; i++) {
             blocks.add(allocator.malloc(chunk));
             long reserved = allocator.reservedBytes();
-            out.printf(Locale.ROOT, "%-12s %12s %14s %8d %8d%n", "malloc #" + i, size(reserved),
-                    size(free0 - device.freeMemory()), device.callCount(DeviceOp.MAP) - maps0,
+            out.printf(
+                    Locale.ROOT,
+                    "%-12s %12s %14s %8d %8d%n",
+                    "malloc #" + i,
+                    size(reserved),
+                    size(free0 - device.freeMemory()),
+                    device.callCount(DeviceOp.MAP) - maps0,
                     device.callCount(DeviceOp.CREATE_PHYSICAL) - creates0);
             if (reserved <= lastReserved) {
                 fail("reserved bytes did not grow at malloc #" + i);
@@ -237,21 +261,32 @@ public final class GpuCheck {
             allocator.free(blocks.get(i));
         }
         allocator.emptyCache();
-        out.printf(Locale.ROOT, "%-12s %12s %14s   cuMemUnmap %d, cuMemRelease %d%n", "free half+emptyCache",
-                size(allocator.reservedBytes()), size(free0 - device.freeMemory()),
-                device.callCount(DeviceOp.UNMAP) - unmaps0, device.callCount(DeviceOp.RELEASE_PHYSICAL) - releases0);
+        out.printf(
+                Locale.ROOT,
+                "%-12s %12s %14s   cuMemUnmap %d, cuMemRelease %d%n",
+                "free half+emptyCache",
+                size(allocator.reservedBytes()),
+                size(free0 - device.freeMemory()),
+                device.callCount(DeviceOp.UNMAP) - unmaps0,
+                device.callCount(DeviceOp.RELEASE_PHYSICAL) - releases0);
         for (int i = 1; i < blocks.size(); i += 2) {
             allocator.free(blocks.get(i));
         }
         allocator.emptyCache();
         long left = free0 - device.freeMemory();
-        out.printf(Locale.ROOT, "%-12s %12s %14s   cuMemUnmap %d, cuMemRelease %d, cuMemAddressFree %d%n",
-                "free all+emptyCache", size(allocator.reservedBytes()), size(left),
-                device.callCount(DeviceOp.UNMAP) - unmaps0, device.callCount(DeviceOp.RELEASE_PHYSICAL) - releases0,
+        out.printf(
+                Locale.ROOT,
+                "%-12s %12s %14s   cuMemUnmap %d, cuMemRelease %d, cuMemAddressFree %d%n",
+                "free all+emptyCache",
+                size(allocator.reservedBytes()),
+                size(left),
+                device.callCount(DeviceOp.UNMAP) - unmaps0,
+                device.callCount(DeviceOp.RELEASE_PHYSICAL) - releases0,
                 device.callCount(DeviceOp.FREE_ADDRESS) - addressFrees0);
         allocator.internals().checkInvariants();
         if (allocator.reservedBytes() != 0 || left > 64 * MiB) {
-            fail("expandable memory was not returned: reserved " + size(allocator.reservedBytes()) + ", driver " + size(left));
+            fail("expandable memory was not returned: reserved " + size(allocator.reservedBytes()) + ", driver "
+                    + size(left));
         }
     }
 
@@ -278,8 +313,13 @@ public final class GpuCheck {
                 allocator.free(allocator.malloc(bytes));
             }
             double cachedNs = (System.nanoTime() - t1) / (double) cachedRounds;
-            out.printf(Locale.ROOT, "%8s: cuMemAlloc+cuMemFree %10.1f us   cached malloc+free %8.3f us   (%.0fx)%n",
-                    size(bytes), driverNs / 1000, cachedNs / 1000, driverNs / cachedNs);
+            out.printf(
+                    Locale.ROOT,
+                    "%8s: cuMemAlloc+cuMemFree %10.1f us   cached malloc+free %8.3f us   (%.0fx)%n",
+                    size(bytes),
+                    driverNs / 1000,
+                    cachedNs / 1000,
+                    driverNs / cachedNs);
         }
         allocator.emptyCache();
     }
@@ -289,8 +329,14 @@ public final class GpuCheck {
     private long report(CachingAllocator allocator, long free0, String phase) {
         long delta = free0 - device.freeMemory();
         long reserved = allocator.reservedBytes();
-        out.printf(Locale.ROOT, "%-10s %12s %12s %14s %12s%n", phase, size(allocator.allocatedBytes()), size(reserved),
-                size(delta), signedSize(delta - reserved));
+        out.printf(
+                Locale.ROOT,
+                "%-10s %12s %12s %14s %12s%n",
+                phase,
+                size(allocator.allocatedBytes()),
+                size(reserved),
+                size(delta),
+                signedSize(delta - reserved));
         if (delta < reserved) {
             fail(phase + ": the driver shows less memory in use (" + size(delta) + ") than the allocator reserves ("
                     + size(reserved) + ")");

@@ -40,7 +40,8 @@ import java.util.concurrent.ConcurrentHashMap;
  * <p>Instances are immutable and thread-safe (the driver is). {@link #load} caches one instance per library
  * name, because the library is never unloaded (dlopen caches it anyway).
  */
-@SuppressWarnings("restricted") // binding native code is this class's purpose; the JVM grants it with --enable-native-access
+@SuppressWarnings(
+        "restricted") // binding native code is this class's purpose; the JVM grants it with --enable-native-access
 public final class CudaDriver {
 
     /** Every driver symbol this class binds, exactly as exported by libcuda. */
@@ -71,17 +72,40 @@ public final class CudaDriver {
     private final String library;
 
     // init, devices, primary context
-    private final MethodHandle cuInit, cuDriverGetVersion, cuDeviceGetCount, cuDeviceGet, cuDeviceGetName,
-            cuDeviceTotalMem, cuDeviceGetAttribute, cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRelease,
-            cuCtxSetCurrent, cuCtxGetCurrent, cuCtxSynchronize;
+    private final MethodHandle cuInit,
+            cuDriverGetVersion,
+            cuDeviceGetCount,
+            cuDeviceGet,
+            cuDeviceGetName,
+            cuDeviceTotalMem,
+            cuDeviceGetAttribute,
+            cuDevicePrimaryCtxRetain,
+            cuDevicePrimaryCtxRelease,
+            cuCtxSetCurrent,
+            cuCtxGetCurrent,
+            cuCtxSynchronize;
     // classic allocation and memory info
     private final MethodHandle cuMemAlloc, cuMemFree, cuMemGetInfo;
     // virtual memory management
-    private final MethodHandle cuMemGetAllocationGranularity, cuMemAddressReserve, cuMemAddressFree, cuMemCreate,
-            cuMemRelease, cuMemMap, cuMemUnmap, cuMemSetAccess;
+    private final MethodHandle cuMemGetAllocationGranularity,
+            cuMemAddressReserve,
+            cuMemAddressFree,
+            cuMemCreate,
+            cuMemRelease,
+            cuMemMap,
+            cuMemUnmap,
+            cuMemSetAccess;
     // streams and events
-    private final MethodHandle cuStreamCreate, cuStreamDestroy, cuStreamSynchronize, cuStreamQuery,
-            cuStreamWaitEvent, cuEventCreate, cuEventRecord, cuEventQuery, cuEventSynchronize, cuEventDestroy;
+    private final MethodHandle cuStreamCreate,
+            cuStreamDestroy,
+            cuStreamSynchronize,
+            cuStreamQuery,
+            cuStreamWaitEvent,
+            cuEventCreate,
+            cuEventRecord,
+            cuEventQuery,
+            cuEventSynchronize,
+            cuEventDestroy;
     // copies and pinned host memory
     private final MethodHandle cuMemcpyHtoD, cuMemcpyDtoH, cuMemcpyDtoD, cuMemHostAlloc, cuMemFreeHost;
     // errors
@@ -97,8 +121,8 @@ public final class CudaDriver {
         cuDeviceGet = b.bind("cuDeviceGet", I_AI);
         cuDeviceGetName = b.bind("cuDeviceGetName", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT));
         cuDeviceTotalMem = b.bind("cuDeviceTotalMem_v2", I_AI);
-        cuDeviceGetAttribute = b.bind("cuDeviceGetAttribute",
-                FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT));
+        cuDeviceGetAttribute =
+                b.bind("cuDeviceGetAttribute", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT));
         cuDevicePrimaryCtxRetain = b.bind("cuDevicePrimaryCtxRetain", I_AI);
         cuDevicePrimaryCtxRelease = b.bind("cuDevicePrimaryCtxRelease_v2", I_I);
         cuCtxSetCurrent = b.bind("cuCtxSetCurrent", I_L);
@@ -109,25 +133,27 @@ public final class CudaDriver {
         cuMemFree = b.bind("cuMemFree_v2", I_L);
         cuMemGetInfo = b.bind("cuMemGetInfo_v2", I_AA);
 
-        cuMemGetAllocationGranularity = b.bind("cuMemGetAllocationGranularity",
-                FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, JAVA_INT));
-        cuMemAddressReserve = b.bind("cuMemAddressReserve",
+        cuMemGetAllocationGranularity =
+                b.bind("cuMemGetAllocationGranularity", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, JAVA_INT));
+        cuMemAddressReserve = b.bind(
+                "cuMemAddressReserve",
                 FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG));
         cuMemAddressFree = b.bind("cuMemAddressFree", I_LL);
         cuMemCreate = b.bind("cuMemCreate", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, ADDRESS, JAVA_LONG));
         cuMemRelease = b.bind("cuMemRelease", I_L);
-        cuMemMap = b.bind("cuMemMap",
-                FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG));
+        cuMemMap = b.bind(
+                "cuMemMap", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG));
         cuMemUnmap = b.bind("cuMemUnmap", I_LL);
-        cuMemSetAccess = b.bind("cuMemSetAccess",
-                FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, ADDRESS, JAVA_LONG));
+        cuMemSetAccess =
+                b.bind("cuMemSetAccess", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, ADDRESS, JAVA_LONG));
 
         cuStreamCreate = b.bind("cuStreamCreate", I_AI);
         cuStreamDestroy = b.bind("cuStreamDestroy_v2", I_L);
         cuStreamSynchronize = b.bind("cuStreamSynchronize", I_L);
         // Query calls never block or call back: skip the thread-state transition.
         cuStreamQuery = b.bindCritical("cuStreamQuery", I_L);
-        cuStreamWaitEvent = b.bind("cuStreamWaitEvent", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_INT));
+        cuStreamWaitEvent =
+                b.bind("cuStreamWaitEvent", FunctionDescriptor.of(JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_INT));
         cuEventCreate = b.bind("cuEventCreate", I_AI);
         cuEventRecord = b.bind("cuEventRecord", I_LL);
         cuEventQuery = b.bindCritical("cuEventQuery", I_L);
@@ -162,9 +188,11 @@ public final class CudaDriver {
                     ? SymbolLookup.libraryLookup(Path.of(library), Arena.global())
                     : SymbolLookup.libraryLookup(library, Arena.global());
         } catch (IllegalArgumentException | IllegalCallerException e) {
-            throw new CudaUnavailableException("cannot load the CUDA driver library '" + library + "' ("
-                    + e.getMessage() + "); is an NVIDIA driver installed? Point -Dgpumem.cuda.library (or "
-                    + "GPUMEM_CUDA_LIBRARY) at libcuda.so.1", e);
+            throw new CudaUnavailableException(
+                    "cannot load the CUDA driver library '" + library + "' ("
+                            + e.getMessage() + "); is an NVIDIA driver installed? Point -Dgpumem.cuda.library (or "
+                            + "GPUMEM_CUDA_LIBRARY) at libcuda.so.1",
+                    e);
         }
         return new CudaDriver(lookup, null, library);
     }
@@ -177,167 +205,319 @@ public final class CudaDriver {
     // ---------------------------------------------------------------- init, devices, primary context
 
     public int init(int flags) {
-        try { return (int) cuInit.invokeExact(flags); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuInit.invokeExact(flags);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int driverGetVersion(MemorySegment outVersion) {
-        try { return (int) cuDriverGetVersion.invokeExact(outVersion); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuDriverGetVersion.invokeExact(outVersion);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int deviceGetCount(MemorySegment outCount) {
-        try { return (int) cuDeviceGetCount.invokeExact(outCount); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuDeviceGetCount.invokeExact(outCount);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int deviceGet(MemorySegment outDevice, int ordinal) {
-        try { return (int) cuDeviceGet.invokeExact(outDevice, ordinal); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuDeviceGet.invokeExact(outDevice, ordinal);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int deviceGetName(MemorySegment outName, int length, int device) {
-        try { return (int) cuDeviceGetName.invokeExact(outName, length, device); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuDeviceGetName.invokeExact(outName, length, device);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int deviceTotalMem(MemorySegment outBytes, int device) {
-        try { return (int) cuDeviceTotalMem.invokeExact(outBytes, device); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuDeviceTotalMem.invokeExact(outBytes, device);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int deviceGetAttribute(MemorySegment outValue, int attribute, int device) {
-        try { return (int) cuDeviceGetAttribute.invokeExact(outValue, attribute, device); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuDeviceGetAttribute.invokeExact(outValue, attribute, device);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int devicePrimaryCtxRetain(MemorySegment outContext, int device) {
-        try { return (int) cuDevicePrimaryCtxRetain.invokeExact(outContext, device); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuDevicePrimaryCtxRetain.invokeExact(outContext, device);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int devicePrimaryCtxRelease(int device) {
-        try { return (int) cuDevicePrimaryCtxRelease.invokeExact(device); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuDevicePrimaryCtxRelease.invokeExact(device);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int ctxSetCurrent(long context) {
-        try { return (int) cuCtxSetCurrent.invokeExact(context); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuCtxSetCurrent.invokeExact(context);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int ctxGetCurrent(MemorySegment outContext) {
-        try { return (int) cuCtxGetCurrent.invokeExact(outContext); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuCtxGetCurrent.invokeExact(outContext);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int ctxSynchronize() {
-        try { return (int) cuCtxSynchronize.invokeExact(); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuCtxSynchronize.invokeExact();
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     // ---------------------------------------------------------------- classic allocation
 
     public int memAlloc(MemorySegment outPointer, long bytes) {
-        try { return (int) cuMemAlloc.invokeExact(outPointer, bytes); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuMemAlloc.invokeExact(outPointer, bytes);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int memFree(long pointer) {
-        try { return (int) cuMemFree.invokeExact(pointer); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuMemFree.invokeExact(pointer);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     /** {@code cuMemGetInfo_v2}: writes free bytes at {@code outFree} and total bytes at {@code outTotal}. */
     public int memGetInfo(MemorySegment outFree, MemorySegment outTotal) {
-        try { return (int) cuMemGetInfo.invokeExact(outFree, outTotal); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuMemGetInfo.invokeExact(outFree, outTotal);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     // ---------------------------------------------------------------- virtual memory management
 
     public int memGetAllocationGranularity(MemorySegment outGranularity, MemorySegment prop, int option) {
-        try { return (int) cuMemGetAllocationGranularity.invokeExact(outGranularity, prop, option); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuMemGetAllocationGranularity.invokeExact(outGranularity, prop, option);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int memAddressReserve(MemorySegment outPointer, long size, long alignment, long addressHint, long flags) {
-        try { return (int) cuMemAddressReserve.invokeExact(outPointer, size, alignment, addressHint, flags); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuMemAddressReserve.invokeExact(outPointer, size, alignment, addressHint, flags);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int memAddressFree(long pointer, long size) {
-        try { return (int) cuMemAddressFree.invokeExact(pointer, size); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuMemAddressFree.invokeExact(pointer, size);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int memCreate(MemorySegment outHandle, long size, MemorySegment prop, long flags) {
-        try { return (int) cuMemCreate.invokeExact(outHandle, size, prop, flags); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuMemCreate.invokeExact(outHandle, size, prop, flags);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int memRelease(long handle) {
-        try { return (int) cuMemRelease.invokeExact(handle); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuMemRelease.invokeExact(handle);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int memMap(long pointer, long size, long offset, long handle, long flags) {
-        try { return (int) cuMemMap.invokeExact(pointer, size, offset, handle, flags); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuMemMap.invokeExact(pointer, size, offset, handle, flags);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int memUnmap(long pointer, long size) {
-        try { return (int) cuMemUnmap.invokeExact(pointer, size); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuMemUnmap.invokeExact(pointer, size);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int memSetAccess(long pointer, long size, MemorySegment descriptors, long count) {
-        try { return (int) cuMemSetAccess.invokeExact(pointer, size, descriptors, count); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuMemSetAccess.invokeExact(pointer, size, descriptors, count);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     // ---------------------------------------------------------------- streams and events
 
     public int streamCreate(MemorySegment outStream, int flags) {
-        try { return (int) cuStreamCreate.invokeExact(outStream, flags); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuStreamCreate.invokeExact(outStream, flags);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int streamDestroy(long stream) {
-        try { return (int) cuStreamDestroy.invokeExact(stream); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuStreamDestroy.invokeExact(stream);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int streamSynchronize(long stream) {
-        try { return (int) cuStreamSynchronize.invokeExact(stream); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuStreamSynchronize.invokeExact(stream);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int streamQuery(long stream) {
-        try { return (int) cuStreamQuery.invokeExact(stream); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuStreamQuery.invokeExact(stream);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int streamWaitEvent(long stream, long event, int flags) {
-        try { return (int) cuStreamWaitEvent.invokeExact(stream, event, flags); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuStreamWaitEvent.invokeExact(stream, event, flags);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int eventCreate(MemorySegment outEvent, int flags) {
-        try { return (int) cuEventCreate.invokeExact(outEvent, flags); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuEventCreate.invokeExact(outEvent, flags);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int eventRecord(long event, long stream) {
-        try { return (int) cuEventRecord.invokeExact(event, stream); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuEventRecord.invokeExact(event, stream);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int eventQuery(long event) {
-        try { return (int) cuEventQuery.invokeExact(event); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuEventQuery.invokeExact(event);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int eventSynchronize(long event) {
-        try { return (int) cuEventSynchronize.invokeExact(event); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuEventSynchronize.invokeExact(event);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int eventDestroy(long event) {
-        try { return (int) cuEventDestroy.invokeExact(event); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuEventDestroy.invokeExact(event);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     // ---------------------------------------------------------------- copies and pinned host memory
 
     /** Synchronous host-to-device copy; {@code source} must be a native segment of at least {@code bytes}. */
     public int memcpyHtoD(long destination, MemorySegment source, long bytes) {
-        try { return (int) cuMemcpyHtoD.invokeExact(destination, source, bytes); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuMemcpyHtoD.invokeExact(destination, source, bytes);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     /** Synchronous device-to-host copy; {@code destination} must be a native segment of at least {@code bytes}. */
     public int memcpyDtoH(MemorySegment destination, long source, long bytes) {
-        try { return (int) cuMemcpyDtoH.invokeExact(destination, source, bytes); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuMemcpyDtoH.invokeExact(destination, source, bytes);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int memcpyDtoD(long destination, long source, long bytes) {
-        try { return (int) cuMemcpyDtoD.invokeExact(destination, source, bytes); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuMemcpyDtoD.invokeExact(destination, source, bytes);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     /** {@code cuMemHostAlloc}: page-locked host memory; the host address is written at {@code outPointer}. */
     public int memHostAlloc(MemorySegment outPointer, long bytes, int flags) {
-        try { return (int) cuMemHostAlloc.invokeExact(outPointer, bytes, flags); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuMemHostAlloc.invokeExact(outPointer, bytes, flags);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     public int memFreeHost(long hostPointer) {
-        try { return (int) cuMemFreeHost.invokeExact(hostPointer); } catch (Throwable t) { throw rethrow(t); }
+        try {
+            return (int) cuMemFreeHost.invokeExact(hostPointer);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
     }
 
     // ---------------------------------------------------------------- errors
@@ -386,8 +566,9 @@ public final class CudaDriver {
                 record.add(symbol);
                 return null;
             }
-            MemorySegment address = lookup.find(symbol).orElseThrow(() -> new CudaUnavailableException(
-                    "the CUDA driver library does not export " + symbol + "; it is too old for gpumem or not libcuda"));
+            MemorySegment address = lookup.find(symbol)
+                    .orElseThrow(() -> new CudaUnavailableException("the CUDA driver library does not export " + symbol
+                            + "; it is too old for gpumem or not libcuda"));
             return LINKER.downcallHandle(address, descriptor, options);
         }
 

@@ -33,29 +33,30 @@ public final class DriverLayouts {
     private DriverLayouts() {}
 
     /** {@code CUmemLocation}. */
-    public static final StructLayout MEM_LOCATION = structLayout(
-            JAVA_INT.withName("type"),
-            JAVA_INT.withName("id")).withName("CUmemLocation");
+    public static final StructLayout MEM_LOCATION =
+            structLayout(JAVA_INT.withName("type"), JAVA_INT.withName("id")).withName("CUmemLocation");
 
     /** The anonymous {@code allocFlags} struct inside {@code CUmemAllocationProp}. */
     public static final StructLayout ALLOC_FLAGS = structLayout(
-            JAVA_BYTE.withName("compressionType"),
-            JAVA_BYTE.withName("gpuDirectRDMACapable"),
-            JAVA_SHORT.withName("usage"),
-            sequenceLayout(4, JAVA_BYTE).withName("reserved")).withName("allocFlags");
+                    JAVA_BYTE.withName("compressionType"),
+                    JAVA_BYTE.withName("gpuDirectRDMACapable"),
+                    JAVA_SHORT.withName("usage"),
+                    sequenceLayout(4, JAVA_BYTE).withName("reserved"))
+            .withName("allocFlags");
 
     /** {@code CUmemAllocationProp}. */
     public static final StructLayout MEM_ALLOCATION_PROP = structLayout(
-            JAVA_INT.withName("type"),
-            JAVA_INT.withName("requestedHandleTypes"),
-            MEM_LOCATION.withName("location"),
-            ADDRESS.withName("win32HandleMetaData"),
-            ALLOC_FLAGS.withName("allocFlags")).withName("CUmemAllocationProp");
+                    JAVA_INT.withName("type"),
+                    JAVA_INT.withName("requestedHandleTypes"),
+                    MEM_LOCATION.withName("location"),
+                    ADDRESS.withName("win32HandleMetaData"),
+                    ALLOC_FLAGS.withName("allocFlags"))
+            .withName("CUmemAllocationProp");
 
     /** {@code CUmemAccessDesc}. */
     public static final StructLayout MEM_ACCESS_DESC = structLayout(
-            MEM_LOCATION.withName("location"),
-            JAVA_INT.withName("flags")).withName("CUmemAccessDesc");
+                    MEM_LOCATION.withName("location"), JAVA_INT.withName("flags"))
+            .withName("CUmemAccessDesc");
 
     /** {@code CU_MEM_ALLOCATION_TYPE_PINNED}. */
     public static final int ALLOCATION_TYPE_PINNED = 1;
@@ -69,14 +70,14 @@ public final class DriverLayouts {
     private static final VarHandle PROP_TYPE = MEM_ALLOCATION_PROP.varHandle(PathElement.groupElement("type"));
     private static final VarHandle PROP_HANDLE_TYPES =
             MEM_ALLOCATION_PROP.varHandle(PathElement.groupElement("requestedHandleTypes"));
-    private static final VarHandle PROP_LOCATION_TYPE = MEM_ALLOCATION_PROP.varHandle(
-            PathElement.groupElement("location"), PathElement.groupElement("type"));
-    private static final VarHandle PROP_LOCATION_ID = MEM_ALLOCATION_PROP.varHandle(
-            PathElement.groupElement("location"), PathElement.groupElement("id"));
-    private static final VarHandle ACCESS_LOCATION_TYPE = MEM_ACCESS_DESC.varHandle(
-            PathElement.groupElement("location"), PathElement.groupElement("type"));
-    private static final VarHandle ACCESS_LOCATION_ID = MEM_ACCESS_DESC.varHandle(
-            PathElement.groupElement("location"), PathElement.groupElement("id"));
+    private static final VarHandle PROP_LOCATION_TYPE =
+            MEM_ALLOCATION_PROP.varHandle(PathElement.groupElement("location"), PathElement.groupElement("type"));
+    private static final VarHandle PROP_LOCATION_ID =
+            MEM_ALLOCATION_PROP.varHandle(PathElement.groupElement("location"), PathElement.groupElement("id"));
+    private static final VarHandle ACCESS_LOCATION_TYPE =
+            MEM_ACCESS_DESC.varHandle(PathElement.groupElement("location"), PathElement.groupElement("type"));
+    private static final VarHandle ACCESS_LOCATION_ID =
+            MEM_ACCESS_DESC.varHandle(PathElement.groupElement("location"), PathElement.groupElement("id"));
     private static final VarHandle ACCESS_FLAGS = MEM_ACCESS_DESC.varHandle(PathElement.groupElement("flags"));
 
     /**

@@ -1,8 +1,7 @@
 package io.gpumem.cuda.alloc;
 
-import static io.gpumem.testing.TestSizes.MiB;
 import static io.gpumem.testing.TestSizes.GiB;
-
+import static io.gpumem.testing.TestSizes.MiB;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -74,7 +73,8 @@ class CudaAllocatorFaultsTest {
     void aRealOutOfMemoryIsReportedAndTheAllocatorStillWorks(boolean expandable) {
         open(expandable, GiB);
         long keep = allocator.malloc(600 * MiB);
-        assertThatThrownBy(() -> allocator.malloc(600 * MiB)).isInstanceOf(OutOfMemoryException.class)
+        assertThatThrownBy(() -> allocator.malloc(600 * MiB))
+                .isInstanceOf(OutOfMemoryException.class)
                 .hasMessageContaining("CUDA out of memory");
         assertConsistent();
         assertThat(allocator.stats().toPyTorchMap().get("num_ooms")).isEqualTo(1);
@@ -91,8 +91,9 @@ class CudaAllocatorFaultsTest {
         long first = allocator.malloc(30 * MiB);
         long reserved = allocator.reservedBytes();
         FakeCuda.failNth(FakeDriverAllocator.growCall(expandable), 1, FakeCuda.UNKNOWN);
-        assertThatThrownBy(() -> allocator.malloc(500 * MiB)).isInstanceOfSatisfying(DeviceException.class,
-                e -> assertThat(e.getMessage()).contains("CUDA_ERROR_UNKNOWN"));
+        assertThatThrownBy(() -> allocator.malloc(500 * MiB))
+                .isInstanceOfSatisfying(
+                        DeviceException.class, e -> assertThat(e.getMessage()).contains("CUDA_ERROR_UNKNOWN"));
         assertConsistent();
         assertThat(allocator.reservedBytes()).isEqualTo(reserved);
         long later = allocator.malloc(500 * MiB);
@@ -118,7 +119,10 @@ class CudaAllocatorFaultsTest {
             if (action < 5 || live.isEmpty()) {
                 long size = random.nextInt(4) == 0 ? 1 + random.nextInt(1 << 20) : (1 + random.nextInt(200)) * MiB;
                 if (random.nextInt(12) == 0) {
-                    FakeCuda.failNth(FakeDriverAllocator.growCall(expandable), 1, random.nextBoolean() ? FakeCuda.OUT_OF_MEMORY : FakeCuda.UNKNOWN);
+                    FakeCuda.failNth(
+                            FakeDriverAllocator.growCall(expandable),
+                            1,
+                            random.nextBoolean() ? FakeCuda.OUT_OF_MEMORY : FakeCuda.UNKNOWN);
                 }
                 try {
                     live.add(allocator.malloc(size));

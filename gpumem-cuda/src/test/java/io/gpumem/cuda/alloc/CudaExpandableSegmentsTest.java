@@ -1,8 +1,7 @@
 package io.gpumem.cuda.alloc;
 
-import static io.gpumem.testing.TestSizes.MiB;
 import static io.gpumem.testing.TestSizes.GiB;
-
+import static io.gpumem.testing.TestSizes.MiB;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -24,8 +23,10 @@ class CudaExpandableSegmentsTest {
     /** The large pool's expandable page (kLargeBuffer). */
     private static final long LARGE_PAGE = 20 * MiB;
 
-    static final AllocatorConfig EXPANDABLE =
-            AllocatorConfig.defaults().toBuilder().raw("expandable_segments:True").expandableSegments(true).build();
+    static final AllocatorConfig EXPANDABLE = AllocatorConfig.defaults().toBuilder()
+            .raw("expandable_segments:True")
+            .expandableSegments(true)
+            .build();
 
     private CudaDevice device;
     private CachingAllocator allocator;

@@ -9,7 +9,6 @@ import io.gpumem.device.DeviceException;
 import io.gpumem.device.DeviceOp;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.testing.RandomAllocatorOps;
-import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -111,9 +110,11 @@ class CudaRandomFaultsTest {
                 }
                 fixture.assertConsistent("after op " + i + " (" + where + ")", lost[0], lost[1]);
                 Map<String, Long> s = a.stats().toPyTorchMap();
-                assertThat(s.get("allocation.all.current")).as("live allocations after op %d (%s)", i, where)
+                assertThat(s.get("allocation.all.current"))
+                        .as("live allocations after op %d (%s)", i, where)
                         .isEqualTo(live.size());
-                assertThat(s.get("allocated_bytes.all.current")).as("allocated bytes after op %d (%s)", i, where)
+                assertThat(s.get("allocated_bytes.all.current"))
+                        .as("allocated bytes after op %d (%s)", i, where)
                         .isEqualTo(ops.liveBlockBytes());
             }
             boolean fired = FakeCuda.calls(function) - before >= nth;
@@ -135,7 +136,9 @@ class CudaRandomFaultsTest {
                     noteLostHandle(e, a, lost, where);
                 }
             }
-            assertThat(a.stats().toPyTorchMap().get("allocated_bytes.all.current")).as(where).isZero();
+            assertThat(a.stats().toPyTorchMap().get("allocated_bytes.all.current"))
+                    .as(where)
+                    .isZero();
             // empty_cache keeps reservations whose first map failed, as PyTorch does (allocator.md §5.4); close()
             // gives them back, and may meet the one-shot failure there instead
             for (int i = 0; i < 2; i++) {

@@ -1,7 +1,6 @@
 package io.gpumem.cuda.alloc;
 
 import static io.gpumem.testing.TestSizes.MiB;
-
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.alloc.CachingAllocator;
@@ -44,7 +43,8 @@ class CudaStreamReuseTest {
         long q = allocator.malloc(MiB); // p's event is pending: p is not reused
         assertThat(q).isNotEqualTo(p);
         assertThat(FakeCuda.calls("cuEventQuery")).isGreaterThanOrEqualTo(1);
-        assertThat(allocator.stats().toPyTorchMap().get("active_bytes.all.current")).isEqualTo(2 * MiB);
+        assertThat(allocator.stats().toPyTorchMap().get("active_bytes.all.current"))
+                .isEqualTo(2 * MiB);
 
         FakeCuda.completeStream(side);
         long r = allocator.malloc(MiB); // the event is now observed complete: p comes back

@@ -27,8 +27,10 @@ final class FakeDriverAllocator implements AutoCloseable {
     static FakeDriverAllocator open(boolean expandable, long total) {
         FakeCuda.reset(total);
         CudaDevice device = FakeCuda.open();
-        return new FakeDriverAllocator(device,
-                new CachingAllocator(device, expandable ? CudaExpandableSegmentsTest.EXPANDABLE : AllocatorConfig.defaults()));
+        return new FakeDriverAllocator(
+                device,
+                new CachingAllocator(
+                        device, expandable ? CudaExpandableSegmentsTest.EXPANDABLE : AllocatorConfig.defaults()));
     }
 
     /** The driver call that obtains memory in each mode. */
@@ -47,9 +49,11 @@ final class FakeDriverAllocator implements AutoCloseable {
      */
     void assertConsistent(String context, long lostBytes, long lostHandles) {
         allocator.internals().checkInvariants();
-        assertThat(FakeCuda.physicalBytes() + FakeCuda.classicBytes()).as("driver bytes = reserved bytes %s", context)
+        assertThat(FakeCuda.physicalBytes() + FakeCuda.classicBytes())
+                .as("driver bytes = reserved bytes %s", context)
                 .isEqualTo(allocator.reservedBytes() + lostBytes);
-        assertThat(FakeCuda.liveHandles()).as("handles without a mapping leaked %s", context)
+        assertThat(FakeCuda.liveHandles())
+                .as("handles without a mapping leaked %s", context)
                 .isEqualTo(FakeCuda.liveMappings() + lostHandles);
     }
 
@@ -57,9 +61,15 @@ final class FakeDriverAllocator implements AutoCloseable {
     void assertDriverEmpty(String context, long lostBytes, long lostHandles) {
         assertConsistent(context, lostBytes, lostHandles);
         assertThat(allocator.reservedBytes()).as("reserved bytes (%s)", context).isZero();
-        assertThat(FakeCuda.liveAllocations()).as("cuMemAlloc_v2 allocations left (%s)", context).isZero();
-        assertThat(FakeCuda.liveReservations()).as("address ranges left reserved (%s)", context).isZero();
-        assertThat(FakeCuda.liveHandles()).as("physical handles left (%s)", context).isEqualTo(lostHandles);
+        assertThat(FakeCuda.liveAllocations())
+                .as("cuMemAlloc_v2 allocations left (%s)", context)
+                .isZero();
+        assertThat(FakeCuda.liveReservations())
+                .as("address ranges left reserved (%s)", context)
+                .isZero();
+        assertThat(FakeCuda.liveHandles())
+                .as("physical handles left (%s)", context)
+                .isEqualTo(lostHandles);
         assertThat(FakeCuda.liveMappings()).as("mappings left (%s)", context).isZero();
     }
 

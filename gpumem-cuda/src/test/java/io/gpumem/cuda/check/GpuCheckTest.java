@@ -1,7 +1,6 @@
 package io.gpumem.cuda.check;
 
 import static io.gpumem.testing.TestSizes.MiB;
-
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.cuda.CudaDevice;
@@ -18,7 +17,8 @@ class GpuCheckTest {
         FakeCuda.reset(4L << 30);
         FakeCuda.setVirtualMemorySupported(virtualMemory);
         ByteArrayOutputStream bytes = new ByteArrayOutputStream();
-        try (CudaDevice device = FakeCuda.open(); PrintStream out = new PrintStream(bytes, true, StandardCharsets.UTF_8)) {
+        try (CudaDevice device = FakeCuda.open();
+                PrintStream out = new PrintStream(bytes, true, StandardCharsets.UTF_8)) {
             passed[0] = new GpuCheck(device, out, 512 * MiB, 42).run() ? 1 : 0;
         }
         return bytes.toString(StandardCharsets.UTF_8);
@@ -30,13 +30,20 @@ class GpuCheckTest {
         String out = run(true, passed);
         System.out.println(out);
         assertThat(passed[0]).as(out).isEqualTo(1);
-        assertThat(out).contains("device:          gpumem fake CUDA device", "virtual memory:  supported",
-                "-- training-like workload, native segments --", "-- training-like workload, expandable_segments:True --",
-                "-- expandable segments: growing and being returned --", "cuMemAlloc+cuMemFree", "result: PASS")
+        assertThat(out)
+                .contains(
+                        "device:          gpumem fake CUDA device",
+                        "virtual memory:  supported",
+                        "-- training-like workload, native segments --",
+                        "-- training-like workload, expandable_segments:True --",
+                        "-- expandable segments: growing and being returned --",
+                        "cuMemAlloc+cuMemFree",
+                        "result: PASS")
                 .doesNotContain("FAIL");
         // The fake's cuMemGetInfo moves by exactly what the allocator reserves: every "Δ - reserved" is zero.
         assertThat(out.lines().filter(l -> l.startsWith("step ")))
-                .hasSize(12).allSatisfy(l -> assertThat(l).endsWith(" 0.0 MiB"));
+                .hasSize(12)
+                .allSatisfy(l -> assertThat(l).endsWith(" 0.0 MiB"));
     }
 
     @Test
@@ -53,12 +60,15 @@ class GpuCheckTest {
         FakeCuda.reset(4L << 30);
         ByteArrayOutputStream bytes = new ByteArrayOutputStream();
         boolean ok;
-        try (CudaDevice device = FakeCuda.open(); PrintStream out = new PrintStream(bytes, true, StandardCharsets.UTF_8)) {
+        try (CudaDevice device = FakeCuda.open();
+                PrintStream out = new PrintStream(bytes, true, StandardCharsets.UTF_8)) {
             ok = new GpuCheck(device, out, 256 * MiB, 7, () -> FakeCuda.setHeldOutside(100 * MiB)).run();
         }
         String out = bytes.toString(StandardCharsets.UTF_8);
         assertThat(ok).as(out).isFalse();
-        assertThat(out).contains("FAIL: after emptyCache the allocator reserves 0.0 MiB and the driver still shows 100.0 MiB in use",
-                "result: FAIL");
+        assertThat(out)
+                .contains(
+                        "FAIL: after emptyCache the allocator reserves 0.0 MiB and the driver still shows 100.0 MiB in use",
+                        "result: FAIL");
     }
 }

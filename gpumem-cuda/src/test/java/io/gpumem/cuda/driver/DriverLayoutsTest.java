@@ -36,12 +36,18 @@ class DriverLayoutsTest {
         assertThat(offset(prop, groupElement("location"), groupElement("id"))).isEqualTo(12);
         assertThat(offset(prop, groupElement("win32HandleMetaData"))).isEqualTo(16);
         assertThat(offset(prop, groupElement("allocFlags"))).isEqualTo(24);
-        assertThat(offset(prop, groupElement("allocFlags"), groupElement("compressionType"))).isEqualTo(24);
-        assertThat(offset(prop, groupElement("allocFlags"), groupElement("gpuDirectRDMACapable"))).isEqualTo(25);
-        assertThat(offset(prop, groupElement("allocFlags"), groupElement("usage"))).isEqualTo(26);
-        assertThat(offset(prop, groupElement("allocFlags"), groupElement("reserved"))).isEqualTo(28);
+        assertThat(offset(prop, groupElement("allocFlags"), groupElement("compressionType")))
+                .isEqualTo(24);
+        assertThat(offset(prop, groupElement("allocFlags"), groupElement("gpuDirectRDMACapable")))
+                .isEqualTo(25);
+        assertThat(offset(prop, groupElement("allocFlags"), groupElement("usage")))
+                .isEqualTo(26);
+        assertThat(offset(prop, groupElement("allocFlags"), groupElement("reserved")))
+                .isEqualTo(28);
         assertThat(prop.select(groupElement("allocFlags")).byteSize()).isEqualTo(8);
-        assertThat(prop.select(groupElement("allocFlags"), groupElement("reserved")).byteSize()).isEqualTo(4);
+        assertThat(prop.select(groupElement("allocFlags"), groupElement("reserved"))
+                        .byteSize())
+                .isEqualTo(4);
         assertThat(prop.select(groupElement("win32HandleMetaData")).byteSize()).isEqualTo(8);
     }
 

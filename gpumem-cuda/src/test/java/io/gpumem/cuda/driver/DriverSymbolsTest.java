@@ -25,12 +25,15 @@ class DriverSymbolsTest {
 
     private static Set<String> exportedByFake() throws IOException, InterruptedException {
         Process nm = new ProcessBuilder("nm", "-D", "--defined-only", FakeCuda.LIBRARY.toString())
-                .redirectErrorStream(true).start();
+                .redirectErrorStream(true)
+                .start();
         String out = new String(nm.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         assertThat(nm.waitFor()).as("nm output: %s", out).isZero();
-        return out.lines().map(l -> l.trim().split("\\s+"))
+        return out.lines()
+                .map(l -> l.trim().split("\\s+"))
                 .filter(f -> f.length == 3 && f[1].equals("T"))
-                .map(f -> f[2]).collect(Collectors.toSet());
+                .map(f -> f[2])
+                .collect(Collectors.toSet());
     }
 
     @Test
@@ -44,23 +47,55 @@ class DriverSymbolsTest {
 
     @Test
     void bindingsUseVersionedExportsWhereCudaHeaderRenamesThem() {
-        assertThat(CudaDriver.SYMBOLS).contains("cuMemAlloc_v2", "cuMemFree_v2", "cuMemGetInfo_v2",
-                "cuDeviceTotalMem_v2", "cuDevicePrimaryCtxRelease_v2", "cuStreamDestroy_v2", "cuEventDestroy_v2",
-                "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemcpyDtoD_v2");
-        assertThat(CudaDriver.SYMBOLS).doesNotContain("cuMemAlloc", "cuMemFree", "cuMemGetInfo", "cuDeviceTotalMem",
-                "cuDevicePrimaryCtxRelease", "cuStreamDestroy", "cuEventDestroy", "cuMemcpyHtoD", "cuMemcpyDtoH",
-                "cuMemcpyDtoD", "cuCtxCreate");
-        assertThat(CudaDriver.SYMBOLS).contains("cuMemAddressReserve", "cuMemAddressFree", "cuMemCreate",
-                "cuMemRelease", "cuMemMap", "cuMemUnmap", "cuMemSetAccess", "cuMemGetAllocationGranularity",
-                "cuMemHostAlloc", "cuMemFreeHost", "cuGetErrorName", "cuDevicePrimaryCtxRetain");
+        assertThat(CudaDriver.SYMBOLS)
+                .contains(
+                        "cuMemAlloc_v2",
+                        "cuMemFree_v2",
+                        "cuMemGetInfo_v2",
+                        "cuDeviceTotalMem_v2",
+                        "cuDevicePrimaryCtxRelease_v2",
+                        "cuStreamDestroy_v2",
+                        "cuEventDestroy_v2",
+                        "cuMemcpyHtoD_v2",
+                        "cuMemcpyDtoH_v2",
+                        "cuMemcpyDtoD_v2");
+        assertThat(CudaDriver.SYMBOLS)
+                .doesNotContain(
+                        "cuMemAlloc",
+                        "cuMemFree",
+                        "cuMemGetInfo",
+                        "cuDeviceTotalMem",
+                        "cuDevicePrimaryCtxRelease",
+                        "cuStreamDestroy",
+                        "cuEventDestroy",
+                        "cuMemcpyHtoD",
+                        "cuMemcpyDtoH",
+                        "cuMemcpyDtoD",
+                        "cuCtxCreate");
+        assertThat(CudaDriver.SYMBOLS)
+                .contains(
+                        "cuMemAddressReserve",
+                        "cuMemAddressFree",
+                        "cuMemCreate",
+                        "cuMemRelease",
+                        "cuMemMap",
+                        "cuMemUnmap",
+                        "cuMemSetAccess",
+                        "cuMemGetAllocationGranularity",
+                        "cuMemHostAlloc",
+                        "cuMemFreeHost",
+                        "cuGetErrorName",
+                        "cuDevicePrimaryCtxRetain");
     }
 
     @Test
     @SuppressWarnings("restricted")
     void theLegacyUnversionedExportFailsLoudly() throws Throwable {
-        MethodHandle legacy = Linker.nativeLinker().downcallHandle(
-                SymbolLookup.libraryLookup(FakeCuda.LIBRARY, Arena.global()).findOrThrow("cuMemAlloc"),
-                FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT));
+        MethodHandle legacy = Linker.nativeLinker()
+                .downcallHandle(
+                        SymbolLookup.libraryLookup(FakeCuda.LIBRARY, Arena.global())
+                                .findOrThrow("cuMemAlloc"),
+                        FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT));
         try (Arena arena = Arena.ofConfined()) {
             int rc = (int) legacy.invokeExact(arena.allocate(8), 4096);
             assertThat(rc).isEqualTo(801); // CUDA_ERROR_NOT_SUPPORTED

@@ -8,7 +8,6 @@ import io.gpumem.cuda.CudaDevice;
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
-import java.lang.foreign.MemorySegment;
 import java.lang.foreign.SymbolLookup;
 import java.lang.invoke.MethodHandle;
 import java.nio.file.Files;
@@ -34,11 +33,13 @@ public final class FakeCuda {
             handle("fakecuda_set_held_outside", FunctionDescriptor.ofVoid(JAVA_LONG));
     private static final MethodHandle SET_GRANULARITY =
             handle("fakecuda_set_granularity", FunctionDescriptor.ofVoid(JAVA_LONG));
-    private static final MethodHandle SET_VMM = handle("fakecuda_set_vmm_supported", FunctionDescriptor.ofVoid(JAVA_INT));
+    private static final MethodHandle SET_VMM =
+            handle("fakecuda_set_vmm_supported", FunctionDescriptor.ofVoid(JAVA_INT));
     private static final MethodHandle HOLD_EVENTS = handle("fakecuda_hold_events", FunctionDescriptor.ofVoid(JAVA_INT));
     private static final MethodHandle FAIL_NTH =
             handle("fakecuda_fail_nth", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, JAVA_INT));
-    private static final MethodHandle CALL_COUNT = handle("fakecuda_call_count", FunctionDescriptor.of(JAVA_LONG, ADDRESS));
+    private static final MethodHandle CALL_COUNT =
+            handle("fakecuda_call_count", FunctionDescriptor.of(JAVA_LONG, ADDRESS));
     private static final MethodHandle COMPLETE_STREAM =
             handle("fakecuda_complete_stream", FunctionDescriptor.of(JAVA_INT, JAVA_LONG));
     private static final MethodHandle COMPLETE_ALL = handle("fakecuda_complete_all", FunctionDescriptor.ofVoid());
@@ -52,6 +53,7 @@ public final class FakeCuda {
 
     /** Driver error codes the tests inject. */
     public static final int INVALID_VALUE = 1;
+
     public static final int OUT_OF_MEMORY = 2;
     public static final int UNKNOWN = 999;
 
@@ -85,13 +87,33 @@ public final class FakeCuda {
         setTotal(totalBytes);
     }
 
-    public static void reset() { invoke(RESET); }
-    public static void setTotal(long bytes) { invoke(SET_TOTAL, bytes); }
-    public static void setHeldOutside(long bytes) { invoke(SET_HELD_OUTSIDE, bytes); }
-    public static void setGranularity(long bytes) { invoke(SET_GRANULARITY, bytes); }
-    public static void setVirtualMemorySupported(boolean supported) { invoke(SET_VMM, supported ? 1 : 0); }
-    public static void holdEvents(boolean hold) { invoke(HOLD_EVENTS, hold ? 1 : 0); }
-    public static void completeAll() { invoke(COMPLETE_ALL); }
+    public static void reset() {
+        invoke(RESET);
+    }
+
+    public static void setTotal(long bytes) {
+        invoke(SET_TOTAL, bytes);
+    }
+
+    public static void setHeldOutside(long bytes) {
+        invoke(SET_HELD_OUTSIDE, bytes);
+    }
+
+    public static void setGranularity(long bytes) {
+        invoke(SET_GRANULARITY, bytes);
+    }
+
+    public static void setVirtualMemorySupported(boolean supported) {
+        invoke(SET_VMM, supported ? 1 : 0);
+    }
+
+    public static void holdEvents(boolean hold) {
+        invoke(HOLD_EVENTS, hold ? 1 : 0);
+    }
+
+    public static void completeAll() {
+        invoke(COMPLETE_ALL);
+    }
 
     /** Makes the {@code nth} next call of {@code function} (its exported name) return {@code result}. */
     public static void failNth(String function, long nth, int result) {
@@ -126,13 +148,33 @@ public final class FakeCuda {
         }
     }
 
-    public static long classicBytes() { return get(CLASSIC_BYTES); }
-    public static long physicalBytes() { return get(PHYSICAL_BYTES); }
-    public static long liveHandles() { return get(LIVE_HANDLES); }
-    public static long liveMappings() { return get(LIVE_MAPPINGS); }
-    public static long liveReservations() { return get(LIVE_RESERVATIONS); }
-    public static long liveAllocations() { return get(LIVE_ALLOCATIONS); }
-    public static long hostBytes() { return get(HOST_BYTES); }
+    public static long classicBytes() {
+        return get(CLASSIC_BYTES);
+    }
+
+    public static long physicalBytes() {
+        return get(PHYSICAL_BYTES);
+    }
+
+    public static long liveHandles() {
+        return get(LIVE_HANDLES);
+    }
+
+    public static long liveMappings() {
+        return get(LIVE_MAPPINGS);
+    }
+
+    public static long liveReservations() {
+        return get(LIVE_RESERVATIONS);
+    }
+
+    public static long liveAllocations() {
+        return get(LIVE_ALLOCATIONS);
+    }
+
+    public static long hostBytes() {
+        return get(HOST_BYTES);
+    }
 
     private static long get(MethodHandle getter) {
         try {
@@ -143,15 +185,27 @@ public final class FakeCuda {
     }
 
     private static void invoke(MethodHandle h) {
-        try { h.invokeExact(); } catch (Throwable t) { throw propagate(t); }
+        try {
+            h.invokeExact();
+        } catch (Throwable t) {
+            throw propagate(t);
+        }
     }
 
     private static void invoke(MethodHandle h, long v) {
-        try { h.invokeExact(v); } catch (Throwable t) { throw propagate(t); }
+        try {
+            h.invokeExact(v);
+        } catch (Throwable t) {
+            throw propagate(t);
+        }
     }
 
     private static void invoke(MethodHandle h, int v) {
-        try { h.invokeExact(v); } catch (Throwable t) { throw propagate(t); }
+        try {
+            h.invokeExact(v);
+        } catch (Throwable t) {
+            throw propagate(t);
+        }
     }
 
     private static RuntimeException propagate(Throwable t) {

@@ -9,7 +9,6 @@ import io.lettuce.core.TimeoutOptions;
 import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.api.sync.RedisCommands;
 import io.lettuce.core.codec.ByteArrayCodec;
-
 import java.time.Duration;
 
 /**
@@ -58,7 +57,8 @@ public final class RedisKvStore implements RemoteKvStore {
         client.setOptions(ClientOptions.builder()
                 .autoReconnect(true)
                 .disconnectedBehavior(ClientOptions.DisconnectedBehavior.REJECT_COMMANDS)
-                .socketOptions(SocketOptions.builder().connectTimeout(CONNECT_TIMEOUT).build())
+                .socketOptions(
+                        SocketOptions.builder().connectTimeout(CONNECT_TIMEOUT).build())
                 .timeoutOptions(TimeoutOptions.enabled(timeout))
                 .build());
         try {

@@ -1,5 +1,7 @@
 package io.gpumem.kvcache.attention;
 
+import static org.assertj.core.api.Assertions.assertThat;
+
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.kvcache.KvCacheSpec;
 import io.gpumem.kvcache.manager.KvCacheConfig;
@@ -10,13 +12,10 @@ import io.gpumem.kvcache.redis.RedisKvStore;
 import io.gpumem.kvcache.redis.RedisServer;
 import io.gpumem.kvcache.tier.KvTiers;
 import io.gpumem.kvcache.tier.TierStats;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
-
 import java.nio.file.Path;
 import java.util.SplittableRandom;
-
-import static org.assertj.core.api.Assertions.assertThat;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Blocks another instance published to a real Redis come back bit-exact (attention over them equals
@@ -32,10 +31,21 @@ class RedisTierAttentionTest extends ToyModelAttention {
 
     private KvCacheManager instance(RedisKvStore store) {
         System.out.println("seed=" + seed);
-        KvCacheSpec spec = KvCacheSpec.builder().layers(LAYERS).kvHeads(KV_HEADS).headSize(HEAD).elementSize(4)
-                .blockSize(BS).numBlocks(16).maxModelLen(44).build();
-        SimulatedDevice device = SimulatedDevice.builder().capacity(16L << 20).backed(true).build();
-        return new KvCacheManager(spec, KvMemory.direct(device), KvCacheConfig.defaults(),
+        KvCacheSpec spec = KvCacheSpec.builder()
+                .layers(LAYERS)
+                .kvHeads(KV_HEADS)
+                .headSize(HEAD)
+                .elementSize(4)
+                .blockSize(BS)
+                .numBlocks(16)
+                .maxModelLen(44)
+                .build();
+        SimulatedDevice device =
+                SimulatedDevice.builder().capacity(16L << 20).backed(true).build();
+        return new KvCacheManager(
+                spec,
+                KvMemory.direct(device),
+                KvCacheConfig.defaults(),
                 KvTiers.builder(spec).remote(store, null).remoteBackoffOps(0).build());
     }
 
@@ -56,10 +66,10 @@ class RedisTierAttentionTest extends ToyModelAttention {
     @Test
     void blocksFromRedisGiveExactAttentionAndAKilledServerIsAMiss() throws Exception {
         try (RedisServer server = RedisServer.start(dir.resolve("redis"));
-             RedisKvStore store = RedisKvStore.connect(server.uri());
-             KvCacheManager first = instance(store);
-             KvCacheManager second = instance(store);
-             KvCacheManager third = instance(store)) {
+                RedisKvStore store = RedisKvStore.connect(server.uri());
+                KvCacheManager first = instance(store);
+                KvCacheManager second = instance(store);
+                KvCacheManager third = instance(store)) {
             KvRequest a = KvRequest.of("a", concat(prefix, tokens(rnd, 5)));
             admit(first, a);
             first.free(a);
@@ -72,8 +82,8 @@ class RedisTierAttentionTest extends ToyModelAttention {
             assertThat(admitSamePrefixAndCheck(third, "c")).isZero();
             assertThat(remote(third).failed()).isPositive();
             third.tiers().drain();
-            System.out.println("lookup + publish against the killed server took "
-                    + (System.nanoTime() - t0) / 1_000_000 + " ms");
+            System.out.println(
+                    "lookup + publish against the killed server took " + (System.nanoTime() - t0) / 1_000_000 + " ms");
         }
     }
 }

@@ -1,5 +1,7 @@
 package io.gpumem.kvcache.redis;
 
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
 import java.io.IOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
@@ -10,8 +12,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * A throw-away {@code redis-server} for tests: a free port on 127.0.0.1, persistence off, a 64 MiB
@@ -36,11 +36,29 @@ public final class RedisServer implements AutoCloseable {
         Files.createDirectories(workDir);
         Process p;
         try {
-            p = new ProcessBuilder(List.of(binary, "--port", Integer.toString(port), "--bind", "127.0.0.1", "--save", "",
-                    "--appendonly", "no", "--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru", "--dir",
-                    workDir.toString())).redirectErrorStream(true).redirectOutput(workDir.resolve("redis.log").toFile()).start();
+            p = new ProcessBuilder(List.of(
+                            binary,
+                            "--port",
+                            Integer.toString(port),
+                            "--bind",
+                            "127.0.0.1",
+                            "--save",
+                            "",
+                            "--appendonly",
+                            "no",
+                            "--maxmemory",
+                            "64mb",
+                            "--maxmemory-policy",
+                            "allkeys-lru",
+                            "--dir",
+                            workDir.toString()))
+                    .redirectErrorStream(true)
+                    .redirectOutput(workDir.resolve("redis.log").toFile())
+                    .start();
         } catch (IOException e) {
-            assumeTrue(false, "redis-server not available (" + e.getMessage() + "); install Debian's redis-server package");
+            assumeTrue(
+                    false,
+                    "redis-server not available (" + e.getMessage() + "); install Debian's redis-server package");
             throw e;
         }
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);

@@ -3,7 +3,6 @@ package io.gpumem.kvcache.attention;
 import io.gpumem.kvcache.KvCacheException;
 import io.gpumem.kvcache.KvCacheSpec;
 import io.gpumem.kvcache.memory.KvPages;
-
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -31,7 +30,8 @@ public final class ReferencePagedAttention {
         this.pages = pages;
         this.spec = pages.spec();
         if (spec.elementSize() != Float.BYTES) {
-            throw new KvCacheException("reference attention needs fp32 KV (elementSize 4), got elementSize " + spec.elementSize());
+            throw new KvCacheException(
+                    "reference attention needs fp32 KV (elementSize 4), got elementSize " + spec.elementSize());
         }
         this.page = Arena.ofAuto().allocate(spec.pageBytes(), 64);
     }
@@ -46,7 +46,8 @@ public final class ReferencePagedAttention {
         int d = spec.headSize();
         checkShape(numTokens, query, numHeads, out, kvHeads, d);
         if ((long) blockTable.length * bs < numTokens) {
-            throw new KvCacheException("block table of " + blockTable.length + " blocks cannot hold " + numTokens + " tokens");
+            throw new KvCacheException(
+                    "block table of " + blockTable.length + " blocks cannot hold " + numTokens + " tokens");
         }
         if (logits.length < numHeads * numTokens) {
             logits = new float[numHeads * numTokens];
@@ -88,8 +89,15 @@ public final class ReferencePagedAttention {
     /**
      * The same attention over contiguous keys and values laid out {@code [token][kvHead][dim]}.
      */
-    public static void attendContiguous(float[] keys, float[] values, int numTokens, int kvHeads, int headSize,
-                                        float[] query, int numHeads, float[] out) {
+    public static void attendContiguous(
+            float[] keys,
+            float[] values,
+            int numTokens,
+            int kvHeads,
+            int headSize,
+            float[] query,
+            int numHeads,
+            float[] out) {
         int d = headSize;
         checkShape(numTokens, query, numHeads, out, kvHeads, d);
         float[] logits = new float[numHeads * numTokens];

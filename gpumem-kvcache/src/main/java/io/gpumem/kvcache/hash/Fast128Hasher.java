@@ -14,7 +14,6 @@ final class Fast128Hasher extends SeededHasher {
     private static final long M3 = 0x165667B19E3779F9L;
     private static final long M4 = 0xD6E8FEB86659FD93L;
 
-
     Fast128Hasher(long seed) {
         super("fast128");
         root(avalanche(seed ^ M1), avalanche(seed + M3));

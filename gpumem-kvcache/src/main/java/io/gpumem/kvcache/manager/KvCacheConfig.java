@@ -14,8 +14,13 @@ import io.gpumem.kvcache.hash.HashAlgorithm;
  * @param swapSpaceBytes host swap-space budget for swap preemption (default 0 = swap falls back to recompute)
  * @param hitRateWindow requests in the prefix hit-rate window (default 1000)
  */
-public record KvCacheConfig(boolean prefixCaching, HashAlgorithm hashAlgorithm, long hashSeed, double watermark,
-                            long swapSpaceBytes, int hitRateWindow) {
+public record KvCacheConfig(
+        boolean prefixCaching,
+        HashAlgorithm hashAlgorithm,
+        long hashSeed,
+        double watermark,
+        long swapSpaceBytes,
+        int hitRateWindow) {
 
     public KvCacheConfig {
         if (hashAlgorithm == null) {

@@ -9,14 +9,13 @@ import io.gpumem.kvcache.memory.KvPages;
 import io.gpumem.kvcache.pool.KvBlockPool;
 import io.gpumem.kvcache.tier.KvTiers;
 import io.gpumem.kvcache.tier.TierStats;
-
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.Collections;
 
 /**
  * The paged KV cache manager (vLLM v1's {@code KVCacheManager} for one full-attention group): prefix
@@ -69,6 +68,7 @@ public final class KvCacheManager implements AutoCloseable {
     private final KvTiers tiers;
     /** Per block: the parent's key (or first-block flag) recorded when it was cached, for the tiers. */
     private final long[] parentKeyHi;
+
     private final long[] parentKeyLo;
     private final boolean[] firstBlock;
     private long[] saltFingerprints = new long[8];
@@ -117,14 +117,33 @@ public final class KvCacheManager implements AutoCloseable {
         }
     }
 
-    public KvCacheSpec spec() { return spec; }
-    public KvCacheConfig config() { return config; }
-    public KvBlockPool pool() { return pool; }
-    public KvPages pages() { return pages; }
-    public HostSwapSpace swapSpace() { return swapSpace; }
-    public int blockSize() { return blockSize; }
+    public KvCacheSpec spec() {
+        return spec;
+    }
+
+    public KvCacheConfig config() {
+        return config;
+    }
+
+    public KvBlockPool pool() {
+        return pool;
+    }
+
+    public KvPages pages() {
+        return pages;
+    }
+
+    public HostSwapSpace swapSpace() {
+        return swapSpace;
+    }
+
+    public int blockSize() {
+        return blockSize;
+    }
     /** The lower tiers, or null when there are none. */
-    public KvTiers tiers() { return tiers; }
+    public KvTiers tiers() {
+        return tiers;
+    }
 
     /** Writes queued blocks into the tiers (call once per scheduler step); no-op without tiers. */
     public void pumpTiers() {
@@ -169,7 +188,8 @@ public final class KvCacheManager implements AutoCloseable {
         int parent = KvBlockPool.NONE;
         int hits = 0;
         while (hits < maxBlocks) {
-            int b = pool.lookup(r.keyHi[hits], r.keyLo[hits], parent, r.tokens, hits * blockSize, r.adapterId(), r.saltId);
+            int b = pool.lookup(
+                    r.keyHi[hits], r.keyLo[hits], parent, r.tokens, hits * blockSize, r.adapterId(), r.saltId);
             if (b == KvBlockPool.NONE) {
                 break;
             }
@@ -207,8 +227,17 @@ public final class KvCacheManager implements AutoCloseable {
             boolean first = hits == 0;
             long pHi = first ? 0 : r.keyHi[hits - 1];
             long pLo = first ? 0 : r.keyLo[hits - 1];
-            if (tiers.fetch(r.keyHi[hits], r.keyLo[hits], pHi, pLo, first, r.saltFingerprint, r.adapterId(), r.tokens,
-                    hits * blockSize) < 0) {
+            if (tiers.fetch(
+                            r.keyHi[hits],
+                            r.keyLo[hits],
+                            pHi,
+                            pLo,
+                            first,
+                            r.saltFingerprint,
+                            r.adapterId(),
+                            r.tokens,
+                            hits * blockSize)
+                    < 0) {
                 break;
             }
             int b = pool.allocate();
@@ -219,8 +248,15 @@ public final class KvCacheManager implements AutoCloseable {
                 pool.free(oneBlock, 0, 1);
                 throw e;
             }
-            pool.cache(b, r.keyHi[hits], r.keyLo[hits], first ? KvBlockPool.NONE : r.pendingHit[hits - 1], r.tokens,
-                    hits * blockSize, r.adapterId(), r.saltId);
+            pool.cache(
+                    b,
+                    r.keyHi[hits],
+                    r.keyLo[hits],
+                    first ? KvBlockPool.NONE : r.pendingHit[hits - 1],
+                    r.tokens,
+                    hits * blockSize,
+                    r.adapterId(),
+                    r.saltId);
             parentKeyHi[b] = pHi;
             parentKeyLo[b] = pLo;
             firstBlock[b] = first;
@@ -245,8 +281,18 @@ public final class KvCacheManager implements AutoCloseable {
     private void demote(int b) {
         pool.copyTokens(b, blockTokens);
         int salt = pool.saltId(b);
-        if (tiers.demote(pages, b, pool.keyHi(b), pool.keyLo(b), parentKeyHi[b], parentKeyLo[b], firstBlock[b],
-                salt < saltFingerprints.length ? saltFingerprints[salt] : 0, pool.adapter(b), blockTokens, 0)) {
+        if (tiers.demote(
+                pages,
+                b,
+                pool.keyHi(b),
+                pool.keyLo(b),
+                parentKeyHi[b],
+                parentKeyLo[b],
+                firstBlock[b],
+                salt < saltFingerprints.length ? saltFingerprints[salt] : 0,
+                pool.adapter(b),
+                blockTokens,
+                0)) {
             demotedBlocks++;
         }
     }
@@ -260,8 +306,18 @@ public final class KvCacheManager implements AutoCloseable {
         for (int j = r.numPublished; j < computedBlocks; j++) {
             int b = r.table[j];
             if (pool.isCached(b)) {
-                tiers.publish(pages, b, r.keyHi[j], r.keyLo[j], j == 0 ? 0 : r.keyHi[j - 1], j == 0 ? 0 : r.keyLo[j - 1],
-                        j == 0, r.saltFingerprint, r.adapterId(), r.tokens, j * blockSize);
+                tiers.publish(
+                        pages,
+                        b,
+                        r.keyHi[j],
+                        r.keyLo[j],
+                        j == 0 ? 0 : r.keyHi[j - 1],
+                        j == 0 ? 0 : r.keyLo[j - 1],
+                        j == 0,
+                        r.saltFingerprint,
+                        r.adapterId(),
+                        r.tokens,
+                        j * blockSize);
             }
         }
         r.numPublished = Math.max(r.numPublished, computedBlocks);
@@ -285,8 +341,8 @@ public final class KvCacheManager implements AutoCloseable {
                     + (r.status == RequestStatus.SWAPPED ? " before swapIn" : ""));
         }
         if (newTokens < 0 || lookahead < 0) {
-            throw new KvCacheException("request " + r.id() + ": newTokens (" + newTokens + ") and lookahead (" + lookahead
-                    + ") must not be negative");
+            throw new KvCacheException("request " + r.id() + ": newTokens (" + newTokens + ") and lookahead ("
+                    + lookahead + ") must not be negative");
         }
         boolean admitting = r.numBlocks == 0;
         if (!admitting) {
@@ -300,8 +356,8 @@ public final class KvCacheManager implements AutoCloseable {
                     + " computed exceed its " + r.numTokens + " known tokens");
         }
         if (end > spec.maxModelLen()) {
-            throw new KvCacheException("request " + r.id() + ": " + end + " tokens exceed the max model length "
-                    + spec.maxModelLen());
+            throw new KvCacheException(
+                    "request " + r.id() + ": " + end + " tokens exceed the max model length " + spec.maxModelLen());
         }
         int slots = Math.min(end + lookahead, spec.maxModelLen());
         int required = (slots + blockSize - 1) / blockSize;
@@ -324,7 +380,10 @@ public final class KvCacheManager implements AutoCloseable {
         int needed = newBlocks + cowBlocks + idleHits;
         int free = pool.freeCount();
         if (needed > free
-                || (admitting && watermarkBlocks > 0 && free < spec.numBlocks() - 1 && free - needed < watermarkBlocks)) {
+                || (admitting
+                        && watermarkBlocks > 0
+                        && free < spec.numBlocks() - 1
+                        && free - needed < watermarkBlocks)) {
             refusedAllocations++;
             return false;
         }
@@ -372,7 +431,8 @@ public final class KvCacheManager implements AutoCloseable {
      */
     private int validHits(KvRequest r) {
         int n = 0;
-        while (n < r.pendingHitBlocks && pool.isCached(r.pendingHit[n])
+        while (n < r.pendingHitBlocks
+                && pool.isCached(r.pendingHit[n])
                 && pool.generation(r.pendingHit[n]) == r.pendingHitGeneration[n]) {
             n++;
         }
@@ -387,8 +447,15 @@ public final class KvCacheManager implements AutoCloseable {
         for (int j = r.numCachedBlocks; j < fullBlocks; j++) {
             int b = r.table[j];
             if (!pool.isCached(b)) {
-                pool.cache(b, r.keyHi[j], r.keyLo[j], j == 0 ? KvBlockPool.NONE : r.table[j - 1], r.tokens, j * blockSize,
-                        r.adapterId(), r.saltId);
+                pool.cache(
+                        b,
+                        r.keyHi[j],
+                        r.keyLo[j],
+                        j == 0 ? KvBlockPool.NONE : r.table[j - 1],
+                        r.tokens,
+                        j * blockSize,
+                        r.adapterId(),
+                        r.saltId);
                 if (tiers != null) {
                     parentKeyHi[b] = j == 0 ? 0 : r.keyHi[j - 1];
                     parentKeyLo[b] = j == 0 ? 0 : r.keyLo[j - 1];
@@ -481,7 +548,8 @@ public final class KvCacheManager implements AutoCloseable {
     public KvRequest fork(KvRequest parent, String childId) {
         own(parent);
         if (parent.status != RequestStatus.RUNNING) {
-            throw new KvCacheException("request " + parent.id() + " is " + parent.status + "; only running requests can fork");
+            throw new KvCacheException(
+                    "request " + parent.id() + " is " + parent.status + "; only running requests can fork");
         }
         KvRequest child = parent.copyForFork(childId);
         child.owner = this;
@@ -503,7 +571,8 @@ public final class KvCacheManager implements AutoCloseable {
     public PreemptionMode preempt(KvRequest r, PreemptionMode mode) {
         own(r);
         if (r.status != RequestStatus.RUNNING) {
-            throw new KvCacheException("request " + r.id() + " is " + r.status + "; only running requests can be preempted");
+            throw new KvCacheException(
+                    "request " + r.id() + " is " + r.status + "; only running requests can be preempted");
         }
         boolean fellBack = false;
         if (mode == PreemptionMode.SWAP && !swapSpace.fits(pages, r.numBlocks)) {
@@ -513,7 +582,7 @@ public final class KvCacheManager implements AutoCloseable {
         }
         HostSwapSpace.Handle handle = null;
         if (mode == PreemptionMode.SWAP) {
-            handle = swapSpace.swapOut(pages, r.table, r.numBlocks);   // a failed copy throws before any change
+            handle = swapSpace.swapOut(pages, r.table, r.numBlocks); // a failed copy throws before any change
         }
         KvPreemptionEvent.emit(r.id(), mode, fellBack, r.numBlocks, r.numComputed);
         r.preemptions++;
@@ -559,7 +628,8 @@ public final class KvCacheManager implements AutoCloseable {
             }
             int parent = KvBlockPool.NONE;
             while (reuse < maxReuse) {
-                int b = pool.lookup(r.keyHi[reuse], r.keyLo[reuse], parent, r.tokens, reuse * blockSize, r.adapterId(), r.saltId);
+                int b = pool.lookup(
+                        r.keyHi[reuse], r.keyLo[reuse], parent, r.tokens, reuse * blockSize, r.adapterId(), r.saltId);
                 if (b == KvBlockPool.NONE) {
                     break;
                 }
@@ -585,7 +655,7 @@ public final class KvCacheManager implements AutoCloseable {
         try {
             swapSpace.swapIn(pages, r.swap, r.table, reuse);
         } catch (RuntimeException e) {
-            pool.free(r.table, 0, n);   // the request stays swapped out; its host copy is intact
+            pool.free(r.table, 0, n); // the request stays swapped out; its host copy is intact
             throw e;
         }
         swapped.remove(r);
@@ -593,7 +663,7 @@ public final class KvCacheManager implements AutoCloseable {
         r.swap = null;
         r.numBlocks = n;
         r.numCachedBlocks = reuse;
-        r.numPublished = Math.min(r.numComputed, r.numTokens) / blockSize;   // published before the swap-out
+        r.numPublished = Math.min(r.numComputed, r.numTokens) / blockSize; // published before the swap-out
         r.status = RequestStatus.RUNNING;
         live.add(r);
         cacheFullBlocks(r, Math.min(r.numComputed, r.numTokens) / blockSize);
@@ -627,9 +697,22 @@ public final class KvCacheManager implements AutoCloseable {
 
     /** Every counter and gauge at once, as one immutable value. */
     public KvCacheStats stats() {
-        return new KvCacheStats(pool.usage(), pool.usageIncludingCached(), hitWindow.rate(), hitWindow.totalQueried(),
-                hitWindow.totalHits(), recomputePreemptions, swapPreemptions, swapFallbacks, copyOnWriteBlocks,
-                swapInReusedBlocks, refusedAllocations, live.size(), swapped.size(), pool.evictions(), demotedBlocks,
+        return new KvCacheStats(
+                pool.usage(),
+                pool.usageIncludingCached(),
+                hitWindow.rate(),
+                hitWindow.totalQueried(),
+                hitWindow.totalHits(),
+                recomputePreemptions,
+                swapPreemptions,
+                swapFallbacks,
+                copyOnWriteBlocks,
+                swapInReusedBlocks,
+                refusedAllocations,
+                live.size(),
+                swapped.size(),
+                pool.evictions(),
+                demotedBlocks,
                 promotedBlocks);
     }
 
@@ -647,8 +730,8 @@ public final class KvCacheManager implements AutoCloseable {
         }
         for (int b = 1; b < counts.length; b++) {
             if (counts[b] != pool.refCount(b)) {
-                throw new IllegalStateException("block " + b + " has count " + pool.refCount(b) + " but " + counts[b]
-                        + " live tables hold it");
+                throw new IllegalStateException(
+                        "block " + b + " has count " + pool.refCount(b) + " but " + counts[b] + " live tables hold it");
             }
         }
     }

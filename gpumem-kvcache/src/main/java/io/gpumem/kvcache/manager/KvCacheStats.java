@@ -23,11 +23,23 @@ package io.gpumem.kvcache.manager;
  * @param demotedBlocks evicted device blocks handed to the first lower tier's write queue
  * @param promotedBlocks blocks brought back from a lower tier into the device pool by a prefix lookup
  */
-public record KvCacheStats(double usage, double usageIncludingCached, double prefixHitRateWindow,
-                           long prefixQueriedTokens, long prefixHitTokens, long recomputePreemptions,
-                           long swapPreemptions, long swapFallbacks, long copyOnWriteBlocks, long swapInReusedBlocks,
-                           long refusedAllocations, int liveRequests, int swappedRequests, long evictions,
-                           long demotedBlocks, long promotedBlocks) {
+public record KvCacheStats(
+        double usage,
+        double usageIncludingCached,
+        double prefixHitRateWindow,
+        long prefixQueriedTokens,
+        long prefixHitTokens,
+        long recomputePreemptions,
+        long swapPreemptions,
+        long swapFallbacks,
+        long copyOnWriteBlocks,
+        long swapInReusedBlocks,
+        long refusedAllocations,
+        int liveRequests,
+        int swappedRequests,
+        long evictions,
+        long demotedBlocks,
+        long promotedBlocks) {
 
     /** Preemptions of either kind. */
     public long preemptions() {

@@ -1,5 +1,6 @@
 package io.gpumem.kvcache.manager;
 
+import java.util.Locale;
 import jdk.jfr.Category;
 import jdk.jfr.Description;
 import jdk.jfr.Event;
@@ -7,7 +8,6 @@ import jdk.jfr.EventType;
 import jdk.jfr.FlightRecorder;
 import jdk.jfr.Label;
 import jdk.jfr.Name;
-import java.util.Locale;
 
 /**
  * JFR event: the KV cache manager preempted a running request ({@link KvCacheManager#preempt}). Costs one
@@ -18,7 +18,8 @@ import java.util.Locale;
 @Name("gpumem.KvPreemption")
 @Label("KV Preemption")
 @Category({"gpumem", "KV Cache"})
-@Description("A running request was preempted: its KV blocks freed (recompute) or copied to the host swap space (swap).")
+@Description(
+        "A running request was preempted: its KV blocks freed (recompute) or copied to the host swap space (swap).")
 public final class KvPreemptionEvent extends Event {
     /** The event type, initialized on first use, which {@link FlightRecorder#isInitialized()} defers. */
     private static final class Type {

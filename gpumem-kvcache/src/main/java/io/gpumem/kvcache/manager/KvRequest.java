@@ -2,7 +2,6 @@ package io.gpumem.kvcache.manager;
 
 import io.gpumem.kvcache.KvCacheException;
 import io.gpumem.kvcache.memory.HostSwapSpace;
-
 import java.util.Arrays;
 
 /**
@@ -79,8 +78,12 @@ public final class KvRequest {
     }
 
     KvRequest copyForFork(String childId) {
-        KvRequest c = new Builder(childId, Arrays.copyOf(tokens, promptLength)).adapter(adapterId).salt(salt)
-                .priority(priority).arrival(arrival).build();
+        KvRequest c = new Builder(childId, Arrays.copyOf(tokens, promptLength))
+                .adapter(adapterId)
+                .salt(salt)
+                .priority(priority)
+                .arrival(arrival)
+                .build();
         c.tokens = Arrays.copyOf(tokens, tokens.length);
         c.numTokens = numTokens;
         c.numComputed = numComputed;
@@ -96,24 +99,59 @@ public final class KvRequest {
         return c;
     }
 
-    public String id() { return id; }
-    public int adapterId() { return adapterId; }
-    public String salt() { return salt; }
-    public int priority() { return priority; }
-    public long arrival() { return arrival; }
-    public int promptLength() { return promptLength; }
-    public int numTokens() { return numTokens; }
-    public int numComputed() { return numComputed; }
-    public int numOutputTokens() { return numTokens - promptLength; }
-    public RequestStatus status() { return status; }
-    public int preemptions() { return preemptions; }
+    public String id() {
+        return id;
+    }
+
+    public int adapterId() {
+        return adapterId;
+    }
+
+    public String salt() {
+        return salt;
+    }
+
+    public int priority() {
+        return priority;
+    }
+
+    public long arrival() {
+        return arrival;
+    }
+
+    public int promptLength() {
+        return promptLength;
+    }
+
+    public int numTokens() {
+        return numTokens;
+    }
+
+    public int numComputed() {
+        return numComputed;
+    }
+
+    public int numOutputTokens() {
+        return numTokens - promptLength;
+    }
+
+    public RequestStatus status() {
+        return status;
+    }
+
+    public int preemptions() {
+        return preemptions;
+    }
     /** Blocks in the table. */
-    public int numBlocks() { return numBlocks; }
+    public int numBlocks() {
+        return numBlocks;
+    }
 
     /** Block id at table position {@code index}. */
     public int block(int index) {
         if (index < 0 || index >= numBlocks) {
-            throw new IndexOutOfBoundsException("block " + index + " of request " + id + " with " + numBlocks + " blocks");
+            throw new IndexOutOfBoundsException(
+                    "block " + index + " of request " + id + " with " + numBlocks + " blocks");
         }
         return table[index];
     }
@@ -126,7 +164,8 @@ public final class KvRequest {
     /** Token at position {@code index}. */
     public int token(int index) {
         if (index < 0 || index >= numTokens) {
-            throw new IndexOutOfBoundsException("token " + index + " of request " + id + " with " + numTokens + " tokens");
+            throw new IndexOutOfBoundsException(
+                    "token " + index + " of request " + id + " with " + numTokens + " tokens");
         }
         return tokens[index];
     }
@@ -157,7 +196,8 @@ public final class KvRequest {
 
     @Override
     public String toString() {
-        return "KvRequest[" + id + ", " + status + ", tokens=" + numTokens + ", computed=" + numComputed + ", blocks=" + numBlocks + "]";
+        return "KvRequest[" + id + ", " + status + ", tokens=" + numTokens + ", computed=" + numComputed + ", blocks="
+                + numBlocks + "]";
     }
 
     /** Builder: adapter id (LoRA), tenant salt, priority (smaller = more important), arrival time. */
@@ -174,10 +214,25 @@ public final class KvRequest {
             this.prompt = prompt;
         }
 
-        public Builder adapter(int v) { adapterId = v; return this; }
-        public Builder salt(String v) { salt = v; return this; }
-        public Builder priority(int v) { priority = v; return this; }
-        public Builder arrival(long v) { arrival = v; return this; }
+        public Builder adapter(int v) {
+            adapterId = v;
+            return this;
+        }
+
+        public Builder salt(String v) {
+            salt = v;
+            return this;
+        }
+
+        public Builder priority(int v) {
+            priority = v;
+            return this;
+        }
+
+        public Builder arrival(long v) {
+            arrival = v;
+            return this;
+        }
 
         public KvRequest build() {
             return new KvRequest(this);

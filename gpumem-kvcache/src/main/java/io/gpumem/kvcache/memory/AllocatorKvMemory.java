@@ -28,8 +28,10 @@ final class AllocatorKvMemory implements KvMemory {
         try {
             return allocator.malloc(bytes);
         } catch (OutOfMemoryException e) {
-            throw new KvCacheException("KV cache: the caching allocator cannot provide a " + bytes + "-byte layer region: "
-                    + e.getMessage(), e);
+            throw new KvCacheException(
+                    "KV cache: the caching allocator cannot provide a " + bytes + "-byte layer region: "
+                            + e.getMessage(),
+                    e);
         }
     }
 

@@ -1,7 +1,6 @@
 package io.gpumem.kvcache.memory;
 
 import io.gpumem.kvcache.KvCacheException;
-
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 
@@ -95,7 +94,8 @@ public final class HostSwapSpace {
     public Handle swapOut(KvPages pages, int[] table, int count) {
         long bytes = bytesFor(pages, count);
         if (usedBytes + bytes > capacityBytes) {
-            throw new KvCacheException("swap space full: need " + bytes + " bytes, " + (capacityBytes - usedBytes) + " left");
+            throw new KvCacheException(
+                    "swap space full: need " + bytes + " bytes, " + (capacityBytes - usedBytes) + " left");
         }
         // The arena outlives this method: the handle owns it (swapIn or release closes it), so it cannot sit in a
         // try-with-resources; it is closed here only when the copy fails.
@@ -109,14 +109,17 @@ public final class HostSwapSpace {
                 int i = 0;
                 while (i < count) {
                     int run = runLength(table, i, count);
-                    pages.device().copyToHost(buffer.asSlice(layer * layerStride + i * page, run * page),
-                            pages.pageAddress(layer, table[i]), run * page);
+                    pages.device()
+                            .copyToHost(
+                                    buffer.asSlice(layer * layerStride + i * page, run * page),
+                                    pages.pageAddress(layer, table[i]),
+                                    run * page);
                     transfers++;
                     i += run;
                 }
             }
         } catch (RuntimeException e) {
-            arena.close();           // a failed copy leaves no host memory behind
+            arena.close(); // a failed copy leaves no host memory behind
             throw e;
         }
         usedBytes += bytes;
@@ -140,8 +143,11 @@ public final class HostSwapSpace {
             int i = from;
             while (i < count) {
                 int run = runLength(table, i, count);
-                pages.device().copyToDevice(pages.pageAddress(layer, table[i]),
-                        handle.buffer.asSlice(layer * layerStride + i * page, run * page), run * page);
+                pages.device()
+                        .copyToDevice(
+                                pages.pageAddress(layer, table[i]),
+                                handle.buffer.asSlice(layer * layerStride + i * page, run * page),
+                                run * page);
                 transfers++;
                 i += run;
             }

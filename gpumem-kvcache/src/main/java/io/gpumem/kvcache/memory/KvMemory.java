@@ -1,7 +1,7 @@
 package io.gpumem.kvcache.memory;
 
-import io.gpumem.device.Device;
 import io.gpumem.alloc.CachingAllocator;
+import io.gpumem.device.Device;
 
 /**
  * Where the KV cache's per-layer regions come from. Small on purpose so the cache can sit directly on

@@ -3,7 +3,6 @@ package io.gpumem.kvcache.memory;
 import io.gpumem.device.Device;
 import io.gpumem.kvcache.KvCacheException;
 import io.gpumem.kvcache.KvCacheSpec;
-
 import java.lang.foreign.MemorySegment;
 
 /**

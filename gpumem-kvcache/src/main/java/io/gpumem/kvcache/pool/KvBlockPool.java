@@ -1,7 +1,6 @@
 package io.gpumem.kvcache.pool;
 
 import io.gpumem.kvcache.KvCacheException;
-
 import java.util.Arrays;
 
 /**
@@ -81,7 +80,8 @@ public final class KvBlockPool {
      */
     public KvBlockPool(int numBlocks, int blockSize, boolean cachingEnabled) {
         if (numBlocks < 2) {
-            throw new KvCacheException("KvBlockPool: numBlocks must be at least 2 (the null block and one real block), got " + numBlocks);
+            throw new KvCacheException(
+                    "KvBlockPool: numBlocks must be at least 2 (the null block and one real block), got " + numBlocks);
         }
         if (blockSize <= 0) {
             throw new KvCacheException("KvBlockPool: blockSize must be positive, got " + blockSize);
@@ -223,7 +223,8 @@ public final class KvBlockPool {
     public int allocate() {
         int b = head;
         if (b == NONE) {
-            throw new KvCacheException("KvBlockPool: no free block (all " + (numBlocks - 1) + " blocks are referenced)");
+            throw new KvCacheException(
+                    "KvBlockPool: no free block (all " + (numBlocks - 1) + " blocks are referenced)");
         }
         unlink(b);
         if ((flags[b] & CACHED) != 0) {
@@ -293,7 +294,8 @@ public final class KvBlockPool {
             return;
         }
         if (refCount[block] <= 1) {
-            throw new KvCacheException("KvBlockPool: releaseShared on block " + block + " with count " + refCount[block]);
+            throw new KvCacheException(
+                    "KvBlockPool: releaseShared on block " + block + " with count " + refCount[block]);
         }
         refCount[block]--;
     }
@@ -335,7 +337,8 @@ public final class KvBlockPool {
      * Caches a full, referenced block under {@code key}, remembering its tokens, adapter, salt and parent
      * block (NONE for a request's first block) for verification.
      */
-    public void cache(int block, long hi, long lo, int parent, int[] blockTokens, int offset, int adapterId, int saltId) {
+    public void cache(
+            int block, long hi, long lo, int parent, int[] blockTokens, int offset, int adapterId, int saltId) {
         checkId(block);
         if (!cachingEnabled) {
             throw new KvCacheException("KvBlockPool: prefix caching is off");
@@ -380,11 +383,13 @@ public final class KvBlockPool {
                 continue;
             }
             int p = parentBlock[c];
-            if (parent == NONE ? p != NONE || salt[c] != saltId
+            if (parent == NONE
+                    ? p != NONE || salt[c] != saltId
                     : p == NONE || parentGeneration[c] != generation[p] || (p != parent && !samePrefix(p, parent))) {
                 continue;
             }
-            if (Arrays.equals(tokens, c * blockSize, c * blockSize + blockSize, blockTokens, offset, offset + blockSize)) {
+            if (Arrays.equals(
+                    tokens, c * blockSize, c * blockSize + blockSize, blockTokens, offset, offset + blockSize)) {
                 return c;
             }
         }
@@ -402,9 +407,18 @@ public final class KvBlockPool {
      */
     private boolean samePrefix(int x, int y) {
         while (x != y) {
-            if ((flags[x] & CACHED) == 0 || (flags[y] & CACHED) == 0 || keyHi[x] != keyHi[y] || keyLo[x] != keyLo[y]
+            if ((flags[x] & CACHED) == 0
+                    || (flags[y] & CACHED) == 0
+                    || keyHi[x] != keyHi[y]
+                    || keyLo[x] != keyLo[y]
                     || adapter[x] != adapter[y]
-                    || !Arrays.equals(tokens, x * blockSize, x * blockSize + blockSize, tokens, y * blockSize, y * blockSize + blockSize)) {
+                    || !Arrays.equals(
+                            tokens,
+                            x * blockSize,
+                            x * blockSize + blockSize,
+                            tokens,
+                            y * blockSize,
+                            y * blockSize + blockSize)) {
                 return false;
             }
             int px = parentBlock[x];
@@ -553,7 +567,8 @@ public final class KvBlockPool {
                 throw new IllegalStateException("free list has a cycle");
             }
             if (prev[b] != last) {
-                throw new IllegalStateException("free list: prev of block " + b + " is " + prev[b] + ", expected " + last);
+                throw new IllegalStateException(
+                        "free list: prev of block " + b + " is " + prev[b] + ", expected " + last);
             }
             if ((flags[b] & IN_FREE) == 0) {
                 throw new IllegalStateException("block " + b + " is linked in the free list but not flagged free");
@@ -567,8 +582,8 @@ public final class KvBlockPool {
             throw new IllegalStateException("free list tail is " + tail + ", walk ended at " + last);
         }
         if (listed != freeCount || listedCached != freeCachedCount) {
-            throw new IllegalStateException("free list holds " + listed + " blocks (" + listedCached + " cached), counters say "
-                    + freeCount + " (" + freeCachedCount + ")");
+            throw new IllegalStateException("free list holds " + listed + " blocks (" + listedCached
+                    + " cached), counters say " + freeCount + " (" + freeCachedCount + ")");
         }
         int cached = 0;
         for (int b = 1; b < numBlocks; b++) {
@@ -577,7 +592,8 @@ public final class KvBlockPool {
             }
             boolean inFree = (flags[b] & IN_FREE) != 0;
             if (inFree != (refCount[b] == 0)) {
-                throw new IllegalStateException("block " + b + " count " + refCount[b] + " but " + (inFree ? "" : "not ") + "in the free list");
+                throw new IllegalStateException(
+                        "block " + b + " count " + refCount[b] + " but " + (inFree ? "" : "not ") + "in the free list");
             }
             if ((flags[b] & CACHED) != 0) {
                 cached++;
@@ -587,7 +603,8 @@ public final class KvBlockPool {
             }
         }
         if (cached != map.size()) {
-            throw new IllegalStateException("hash map holds " + map.size() + " entries for " + cached + " cached blocks");
+            throw new IllegalStateException(
+                    "hash map holds " + map.size() + " entries for " + cached + " cached blocks");
         }
     }
 }

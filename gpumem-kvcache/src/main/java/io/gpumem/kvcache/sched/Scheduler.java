@@ -3,7 +3,6 @@ package io.gpumem.kvcache.sched;
 import io.gpumem.kvcache.manager.KvCacheManager;
 import io.gpumem.kvcache.manager.KvRequest;
 import io.gpumem.kvcache.manager.RequestStatus;
-
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -75,16 +74,37 @@ public final class Scheduler {
         return a.priority() < b.priority() || (a.priority() == b.priority() && a.arrival() < b.arrival());
     }
 
-    public int runningCount() { return running.size(); }
-    public int waitingCount() { return waiting.size(); }
-    public long preemptions() { return preemptions; }
+    public int runningCount() {
+        return running.size();
+    }
+
+    public int waitingCount() {
+        return waiting.size();
+    }
+
+    public long preemptions() {
+        return preemptions;
+    }
     /** Whether the last {@link #schedule} preempted (and therefore admitted nothing). */
-    public boolean preemptedLastStep() { return preemptedLastStep; }
+    public boolean preemptedLastStep() {
+        return preemptedLastStep;
+    }
     /** Running requests in admission order (a copy). */
-    public List<KvRequest> running() { return List.copyOf(running); }
-    public int batchSize() { return batchSize; }
-    public KvRequest batchRequest(int i) { return batch[i]; }
-    public int batchTokens(int i) { return batchTokens[i]; }
+    public List<KvRequest> running() {
+        return List.copyOf(running);
+    }
+
+    public int batchSize() {
+        return batchSize;
+    }
+
+    public KvRequest batchRequest(int i) {
+        return batch[i];
+    }
+
+    public int batchTokens(int i) {
+        return batchTokens[i];
+    }
 
     /** Plans one step; see the class comment. Returns the number of requests in the batch. */
     public int schedule() {
@@ -162,7 +182,7 @@ public final class Scheduler {
     private int pickVictim() {
         int best = running.size() - 1;
         switch (config.victimPolicy()) {
-            case FCFS -> { }
+            case FCFS -> {}
             case PRIORITY -> {
                 for (int j = running.size() - 2; j >= 0; j--) {
                     KvRequest c = running.get(j);

@@ -13,8 +13,8 @@ import io.gpumem.kvcache.manager.PreemptionMode;
  * @param victimPolicy which running request is preempted (default FCFS)
  * @param lookahead speculative slots allocated per running request per step (default 0)
  */
-public record SchedulerConfig(int tokenBudget, int maxRunning, PreemptionMode preemption, VictimPolicy victimPolicy,
-                              int lookahead) {
+public record SchedulerConfig(
+        int tokenBudget, int maxRunning, PreemptionMode preemption, VictimPolicy victimPolicy, int lookahead) {
     public SchedulerConfig {
         if (tokenBudget <= 0) {
             throw new KvCacheException("SchedulerConfig: tokenBudget must be positive, got " + tokenBudget);

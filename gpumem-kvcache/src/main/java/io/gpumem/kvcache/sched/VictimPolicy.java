@@ -16,6 +16,7 @@ public enum VictimPolicy {
                 return p;
             }
         }
-        throw new IllegalArgumentException("unknown victim policy '" + s + "' (expected fcfs, priority or least-computed)");
+        throw new IllegalArgumentException(
+                "unknown victim policy '" + s + "' (expected fcfs, priority or least-computed)");
     }
 }

@@ -8,7 +8,6 @@ import io.gpumem.kvcache.manager.KvRequest;
 import io.gpumem.kvcache.memory.KvMemory;
 import io.gpumem.kvcache.sched.Scheduler;
 import io.gpumem.kvcache.tier.TierStats;
-
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashSet;
@@ -54,8 +53,7 @@ public final class ServingSimulator {
         }
     }
 
-    private ServingSimulator() {
-    }
+    private ServingSimulator() {}
 
     /** Runs the simulation with the KV memory taken from {@code memory} (its device must hold the cache). */
     public static SimReport run(SimConfig config, KvMemory memory) {
@@ -77,8 +75,8 @@ public final class ServingSimulator {
      * from {@code memory.apply(i)} and its tiers from {@code tiers}. With one instance the report is that
      * instance's; with several it is the total, and {@link SimReport#instances()} holds each one's.
      */
-    public static SimReport run(SimConfig config, TierSettings tiers, TimeModel time, int instances,
-                                IntFunction<KvMemory> memory) {
+    public static SimReport run(
+            SimConfig config, TierSettings tiers, TimeModel time, int instances, IntFunction<KvMemory> memory) {
         return run(config, tiers, time, instances, memory, SimObserver.NONE);
     }
 
@@ -86,8 +84,13 @@ public final class ServingSimulator {
      * As {@link #run(SimConfig, TierSettings, TimeModel, int, IntFunction)}, telling {@code observer} about each
      * instance's manager and every step.
      */
-    public static SimReport run(SimConfig config, TierSettings tiers, TimeModel time, int instances,
-                                IntFunction<KvMemory> memory, SimObserver observer) {
+    public static SimReport run(
+            SimConfig config,
+            TierSettings tiers,
+            TimeModel time,
+            int instances,
+            IntFunction<KvMemory> memory,
+            SimObserver observer) {
         KvCacheSpec spec = config.spec();
         if (instances <= 0) {
             throw new IllegalArgumentException("instances must be positive, got " + instances);
@@ -96,9 +99,10 @@ public final class ServingSimulator {
         List<SimInstance> list = new ArrayList<>();
         try {
             for (int i = 0; i < instances; i++) {
-                KvCacheManager manager = new KvCacheManager(spec, memory.apply(i), config.cache(),
-                        tiers.any() ? tiers.build(spec, i) : null);
-                list.add(new SimInstance(config, time, manager, new Scheduler(manager, config.scheduler()), everComputed));
+                KvCacheManager manager = new KvCacheManager(
+                        spec, memory.apply(i), config.cache(), tiers.any() ? tiers.build(spec, i) : null);
+                list.add(new SimInstance(
+                        config, time, manager, new Scheduler(manager, config.scheduler()), everComputed));
                 observer.started(i, manager);
             }
             simulate(config, list, observer);
@@ -119,8 +123,8 @@ public final class ServingSimulator {
 
     private static void simulate(SimConfig config, List<SimInstance> instances, SimObserver observer) {
         WorkloadGenerator gen = new WorkloadGenerator(config);
-        PriorityQueue<WaitingTurn> arrivals = new PriorityQueue<>((a, b) -> a.arrival != b.arrival
-                ? Long.compare(a.arrival, b.arrival) : Long.compare(a.order, b.order));
+        PriorityQueue<WaitingTurn> arrivals = new PriorityQueue<>(
+                (a, b) -> a.arrival != b.arrival ? Long.compare(a.arrival, b.arrival) : Long.compare(a.order, b.order));
         long order = 0;
         for (int i = 0; i < config.requests(); i++) {
             arrivals.add(new WaitingTurn(gen.nextArrival(), order++, null, gen.turns()));
@@ -132,11 +136,18 @@ public final class ServingSimulator {
             while (!arrivals.isEmpty() && arrivals.peek().arrival <= step) {
                 WaitingTurn p = arrivals.poll();
                 int[] prompt = p.prompt != null ? p.prompt : gen.firstPrompt();
-                KvRequest r = KvRequest.builder("r" + nextId++, prompt).arrival(step)
-                        .priority(gen.priority(config.priorityLevels())).build();
+                KvRequest r = KvRequest.builder("r" + nextId++, prompt)
+                        .arrival(step)
+                        .priority(gen.priority(config.priorityLevels()))
+                        .build();
                 SimInstance inst = instances.get(dealt++ % instances.size());
-                inst.admit(r, new SimInstance.Live(gen.outputLength(prompt.length), p.turnsLeft - 1,
-                        new SplittableRandom(gen.requestSeed()), inst.clockUs));
+                inst.admit(
+                        r,
+                        new SimInstance.Live(
+                                gen.outputLength(prompt.length),
+                                p.turnsLeft - 1,
+                                new SplittableRandom(gen.requestSeed()),
+                                inst.clockUs));
             }
             for (SimInstance inst : instances) {
                 inst.step(step);
@@ -243,23 +254,60 @@ public final class ServingSimulator {
             mean += t;
         }
         mean = answered == 0 ? 0 : mean / answered;
-        return new SimReport(finished, total, steps, steps == 0 ? 0 : (double) computed / steps, output, preemptions, recomputeP,
-                swapP, queried == 0 ? 0 : (double) hit / queried, window, allocated == 0 ? 0 : (double) wasteSlots / allocated,
-                contiguous == 0 ? 0 : (double) (contiguous - contiguousLive) / contiguous, usage, peak, running, cow, swapOut,
-                swapIn, swapReused, poolNs,
-                new SimReport.Timing(seconds, mean / 1e3, SimInstance.percentile(ttft, 0.5) / 1e3,
-                        SimInstance.percentile(ttft, 0.99) / 1e3, seconds == 0 ? 0 : output / seconds, recomputed, queried, hit),
-                sumTiers(each), List.copyOf(each));
+        return new SimReport(
+                finished,
+                total,
+                steps,
+                steps == 0 ? 0 : (double) computed / steps,
+                output,
+                preemptions,
+                recomputeP,
+                swapP,
+                queried == 0 ? 0 : (double) hit / queried,
+                window,
+                allocated == 0 ? 0 : (double) wasteSlots / allocated,
+                contiguous == 0 ? 0 : (double) (contiguous - contiguousLive) / contiguous,
+                usage,
+                peak,
+                running,
+                cow,
+                swapOut,
+                swapIn,
+                swapReused,
+                poolNs,
+                new SimReport.Timing(
+                        seconds,
+                        mean / 1e3,
+                        SimInstance.percentile(ttft, 0.5) / 1e3,
+                        SimInstance.percentile(ttft, 0.99) / 1e3,
+                        seconds == 0 ? 0 : output / seconds,
+                        recomputed,
+                        queried,
+                        hit),
+                sumTiers(each),
+                List.copyOf(each));
     }
 
     private static List<TierStats> sumTiers(List<SimReport> each) {
         Map<String, TierStats> sum = new LinkedHashMap<>();
         for (SimReport r : each) {
             for (TierStats t : r.tiers()) {
-                sum.merge(t.tier(), t, (a, b) -> new TierStats(a.tier(), a.hits() + b.hits(), a.misses() + b.misses(),
-                        a.bytesIn() + b.bytesIn(), a.bytesOut() + b.bytesOut(), a.stored() + b.stored(),
-                        a.evicted() + b.evicted(), a.dropped() + b.dropped(), a.failed() + b.failed(),
-                        a.corrupt() + b.corrupt(), a.usedBytes() + b.usedBytes(), a.capacityBytes() + b.capacityBytes()));
+                sum.merge(
+                        t.tier(),
+                        t,
+                        (a, b) -> new TierStats(
+                                a.tier(),
+                                a.hits() + b.hits(),
+                                a.misses() + b.misses(),
+                                a.bytesIn() + b.bytesIn(),
+                                a.bytesOut() + b.bytesOut(),
+                                a.stored() + b.stored(),
+                                a.evicted() + b.evicted(),
+                                a.dropped() + b.dropped(),
+                                a.failed() + b.failed(),
+                                a.corrupt() + b.corrupt(),
+                                a.usedBytes() + b.usedBytes(),
+                                a.capacityBytes() + b.capacityBytes()));
             }
         }
         return List.copyOf(sum.values());

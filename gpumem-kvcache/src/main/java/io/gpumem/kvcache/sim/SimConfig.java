@@ -61,8 +61,8 @@ public final class SimConfig {
         layers = b.layers;
         kvHeads = b.kvHeads;
         headSize = b.headSize;
-        cache = new KvCacheConfig(b.prefixCaching, b.hashAlgorithm, b.seed, b.watermark, b.swapSpaceBytes,
-                HIT_RATE_WINDOW);
+        cache = new KvCacheConfig(
+                b.prefixCaching, b.hashAlgorithm, b.seed, b.watermark, b.swapSpaceBytes, HIT_RATE_WINDOW);
         scheduler = new SchedulerConfig(b.tokenBudget, b.maxRunning, b.preemption, b.victimPolicy, b.lookahead);
     }
 
@@ -78,10 +78,22 @@ public final class SimConfig {
 
     /** A builder holding these settings, to derive a variant. */
     public Builder toBuilder() {
-        return new Builder().workload(workload).seed(seed).requests(requests).arrivalRate(arrivalRate)
-                .prefixTokens(prefixTokens).priorityLevels(priorityLevels).maxSteps(maxSteps).blocks(blocks)
-                .blockSize(blockSize).maxModelLen(maxModelLen).layers(layers).kvHeads(kvHeads).headSize(headSize)
-                .cache(cache).scheduler(scheduler);
+        return new Builder()
+                .workload(workload)
+                .seed(seed)
+                .requests(requests)
+                .arrivalRate(arrivalRate)
+                .prefixTokens(prefixTokens)
+                .priorityLevels(priorityLevels)
+                .maxSteps(maxSteps)
+                .blocks(blocks)
+                .blockSize(blockSize)
+                .maxModelLen(maxModelLen)
+                .layers(layers)
+                .kvHeads(kvHeads)
+                .headSize(headSize)
+                .cache(cache)
+                .scheduler(scheduler);
     }
 
     /** Request mix. */
@@ -161,8 +173,15 @@ public final class SimConfig {
 
     /** The KV cache geometry of one instance (2-byte elements). */
     public KvCacheSpec spec() {
-        return KvCacheSpec.builder().layers(layers).kvHeads(kvHeads).headSize(headSize).elementSize(2)
-                .blockSize(blockSize).numBlocks(blocks).maxModelLen(maxModelLen).build();
+        return KvCacheSpec.builder()
+                .layers(layers)
+                .kvHeads(kvHeads)
+                .headSize(headSize)
+                .elementSize(2)
+                .blockSize(blockSize)
+                .numBlocks(blocks)
+                .maxModelLen(maxModelLen)
+                .build();
     }
 
     /**
@@ -195,8 +214,7 @@ public final class SimConfig {
         private int lookahead = 0;
         private UnaryOperator<String> names = UnaryOperator.identity();
 
-        private Builder() {
-        }
+        private Builder() {}
 
         public Builder workload(Workload v) {
             workload = Objects.requireNonNull(v, "workload");
@@ -310,14 +328,19 @@ public final class SimConfig {
 
         /** Takes the cache manager's settings from {@code c}, except its hash seed (the run's seed). */
         public Builder cache(KvCacheConfig c) {
-            return prefixCaching(c.prefixCaching()).hashAlgorithm(c.hashAlgorithm()).watermark(c.watermark())
+            return prefixCaching(c.prefixCaching())
+                    .hashAlgorithm(c.hashAlgorithm())
+                    .watermark(c.watermark())
                     .swapSpaceBytes(c.swapSpaceBytes());
         }
 
         /** Takes the scheduler's settings from {@code s}. */
         public Builder scheduler(SchedulerConfig s) {
-            return tokenBudget(s.tokenBudget()).maxRunning(s.maxRunning()).preemption(s.preemption())
-                    .victimPolicy(s.victimPolicy()).lookahead(s.lookahead());
+            return tokenBudget(s.tokenBudget())
+                    .maxRunning(s.maxRunning())
+                    .preemption(s.preemption())
+                    .victimPolicy(s.victimPolicy())
+                    .lookahead(s.lookahead());
         }
 
         /** How error messages name a setting, given its builder method's name (default: that name). */
@@ -352,8 +375,11 @@ public final class SimConfig {
             }
             long kvBytes;
             try {
-                kvBytes = Math.multiplyExact(Math.multiplyExact(Math.multiplyExact(4L * blockSize, kvHeads),
-                        Math.multiplyExact((long) headSize, layers)), blocks);
+                kvBytes = Math.multiplyExact(
+                        Math.multiplyExact(
+                                Math.multiplyExact(4L * blockSize, kvHeads),
+                                Math.multiplyExact((long) headSize, layers)),
+                        blocks);
             } catch (ArithmeticException e) {
                 kvBytes = Long.MAX_VALUE;
             }
@@ -380,8 +406,8 @@ public final class SimConfig {
                         + ((maxModelLen + blockSize - 1) / blockSize + 1) + " blocks");
             }
             if (workload == Workload.SHARED_PREFIX && prefixTokens >= maxModelLen - 2) {
-                throw bad(name("prefixTokens") + " " + prefixTokens + " leaves no room under "
-                        + name("maxModelLen") + " " + maxModelLen);
+                throw bad(name("prefixTokens") + " " + prefixTokens + " leaves no room under " + name("maxModelLen")
+                        + " " + maxModelLen);
             }
             return new SimConfig(this);
         }

@@ -5,12 +5,10 @@ import io.gpumem.kvcache.manager.KvCacheStats;
 import io.gpumem.kvcache.manager.KvRequest;
 import io.gpumem.kvcache.sched.Scheduler;
 import io.gpumem.kvcache.tier.TierStats;
-
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.IdentityHashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Set;
 import java.util.SplittableRandom;
 
@@ -216,9 +214,11 @@ final class SimInstance implements AutoCloseable {
             lastTierHits[t] = s.hits();
             lastTierLookups[t] = s.hits() + s.misses();
             // one round trip per step that asked the tier (lookups of a step are batched), plus the bytes
-            us += time.transferUs(hits * tokensPerBlock, time.bandwidth(s.tier())) + (lookups > 0 ? time.latency(s.tier()) : 0);
+            us += time.transferUs(hits * tokensPerBlock, time.bandwidth(s.tier()))
+                    + (lookups > 0 ? time.latency(s.tier()) : 0);
         }
-        long swapBytes = manager.swapSpace().swappedOutBytes() + manager.swapSpace().swappedInBytes();
+        long swapBytes =
+                manager.swapSpace().swappedOutBytes() + manager.swapSpace().swappedInBytes();
         long blockBytes = manager.spec().pageBytes() * manager.spec().layers();
         us += time.transferUs((swapBytes - lastSwapBytes) / blockBytes * tokensPerBlock, time.hostGBps());
         lastSwapBytes = swapBytes;
@@ -234,17 +234,38 @@ final class SimInstance implements AutoCloseable {
             mean += t;
         }
         mean = answered == 0 ? 0 : mean / answered;
-        return new SimReport(finished, total, steps, steps == 0 ? 0 : (double) computedTokens / steps, outputTokens,
-                stats.preemptions(), stats.recomputePreemptions(), stats.swapPreemptions(), stats.prefixHitRate(),
-                stats.prefixHitRateWindow(), allocatedSlots == 0 ? 0 : (double) wasteSlots / allocatedSlots,
+        return new SimReport(
+                finished,
+                total,
+                steps,
+                steps == 0 ? 0 : (double) computedTokens / steps,
+                outputTokens,
+                stats.preemptions(),
+                stats.recomputePreemptions(),
+                stats.swapPreemptions(),
+                stats.prefixHitRate(),
+                stats.prefixHitRateWindow(),
+                allocatedSlots == 0 ? 0 : (double) wasteSlots / allocatedSlots,
                 contiguousSlots == 0 ? 0 : (double) (contiguousSlots - contiguousLive) / contiguousSlots,
-                steps == 0 ? 0 : usageSum / steps, peakUsage, steps == 0 ? 0 : (double) runningSum / steps,
-                stats.copyOnWriteBlocks(), manager.swapSpace().swappedOutBytes(), manager.swapSpace().swappedInBytes(),
-                stats.swapInReusedBlocks(), steps == 0 ? 0 : (double) poolNs / steps,
-                new SimReport.Timing(clockUs / 1e6, mean / 1e3, percentile(ttft, 0.50) / 1e3, percentile(ttft, 0.99) / 1e3,
-                        clockUs == 0 ? 0 : outputTokens / (clockUs / 1e6), recomputedTokens, stats.prefixQueriedTokens(),
+                steps == 0 ? 0 : usageSum / steps,
+                peakUsage,
+                steps == 0 ? 0 : (double) runningSum / steps,
+                stats.copyOnWriteBlocks(),
+                manager.swapSpace().swappedOutBytes(),
+                manager.swapSpace().swappedInBytes(),
+                stats.swapInReusedBlocks(),
+                steps == 0 ? 0 : (double) poolNs / steps,
+                new SimReport.Timing(
+                        clockUs / 1e6,
+                        mean / 1e3,
+                        percentile(ttft, 0.50) / 1e3,
+                        percentile(ttft, 0.99) / 1e3,
+                        clockUs == 0 ? 0 : outputTokens / (clockUs / 1e6),
+                        recomputedTokens,
+                        stats.prefixQueriedTokens(),
                         stats.prefixHitTokens()),
-                manager.tierStats(), List.of());
+                manager.tierStats(),
+                List.of());
     }
 
     /** Nearest-rank percentile of sorted values (0 when empty). */

@@ -10,18 +10,14 @@ import io.gpumem.kvcache.manager.KvCacheManager;
  */
 public interface SimObserver {
     /** Watches nothing. */
-    SimObserver NONE = new SimObserver() {
-    };
+    SimObserver NONE = new SimObserver() {};
 
     /** Instance {@code instance}'s manager exists; no step has run yet. */
-    default void started(int instance, KvCacheManager manager) {
-    }
+    default void started(int instance, KvCacheManager manager) {}
 
     /** Step {@code step} (0-based) finished on every instance. */
-    default void stepped(long step) {
-    }
+    default void stepped(long step) {}
 
     /** The run ended after {@code steps} steps (the managers are still open). */
-    default void finished(long steps) {
-    }
+    default void finished(long steps) {}
 }

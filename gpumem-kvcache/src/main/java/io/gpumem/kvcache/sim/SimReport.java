@@ -1,7 +1,6 @@
 package io.gpumem.kvcache.sim;
 
 import io.gpumem.kvcache.tier.TierStats;
-
 import java.util.List;
 
 /**
@@ -32,12 +31,30 @@ import java.util.List;
  * @param tiers per lower tier (host, disk, remote) counters; summed over instances in a total
  * @param instances one report per instance when several ran (empty otherwise)
  */
-public record SimReport(long requestsFinished, long requestsTotal, long steps, double tokensPerStep, long outputTokens,
-                        long preemptions, long recomputePreemptions, long swapPreemptions, double prefixHitRate,
-                        double prefixHitRateWindow, double kvWaste, double contiguousWaste, double meanUsage, double peakUsage,
-                        double meanRunning, long copyOnWriteBlocks, long swapOutBytes, long swapInBytes,
-                        long swapInReusedBlocks, double poolNsPerStep, Timing timing, List<TierStats> tiers,
-                        List<SimReport> instances) {
+public record SimReport(
+        long requestsFinished,
+        long requestsTotal,
+        long steps,
+        double tokensPerStep,
+        long outputTokens,
+        long preemptions,
+        long recomputePreemptions,
+        long swapPreemptions,
+        double prefixHitRate,
+        double prefixHitRateWindow,
+        double kvWaste,
+        double contiguousWaste,
+        double meanUsage,
+        double peakUsage,
+        double meanRunning,
+        long copyOnWriteBlocks,
+        long swapOutBytes,
+        long swapInBytes,
+        long swapInReusedBlocks,
+        double poolNsPerStep,
+        Timing timing,
+        List<TierStats> tiers,
+        List<SimReport> instances) {
 
     /**
      * Simulated-time figures.
@@ -52,8 +69,13 @@ public record SimReport(long requestsFinished, long requestsTotal, long steps, d
      * @param prefixQueriedTokens prompt tokens looked up in the prefix cache
      * @param prefixHitTokens tokens those lookups found (device or a tier)
      */
-    public record Timing(double simulatedSeconds, double ttftMsMean, double ttftMsP50, double ttftMsP99,
-                         double outputTokensPerSecond, long recomputedTokens, long prefixQueriedTokens,
-                         long prefixHitTokens) {
-    }
+    public record Timing(
+            double simulatedSeconds,
+            double ttftMsMean,
+            double ttftMsP50,
+            double ttftMsP99,
+            double outputTokensPerSecond,
+            long recomputedTokens,
+            long prefixQueriedTokens,
+            long prefixHitTokens) {}
 }

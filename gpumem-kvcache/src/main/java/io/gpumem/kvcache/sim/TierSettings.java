@@ -3,7 +3,6 @@ package io.gpumem.kvcache.sim;
 import io.gpumem.kvcache.KvCacheSpec;
 import io.gpumem.kvcache.tier.KvTiers;
 import io.gpumem.kvcache.tier.RemoteKvStore;
-
 import java.nio.file.Path;
 
 /**
@@ -11,8 +10,8 @@ import java.nio.file.Path;
  * keeps its disk files in {@code diskDir/instance-i}), an optional remote store shared by all
  * instances, and the write queues' size and drain rate per step.
  */
-public record TierSettings(long hostBytes, long diskBytes, Path diskDir, RemoteKvStore remote, int queueBlocks,
-                           int drainBlocks) {
+public record TierSettings(
+        long hostBytes, long diskBytes, Path diskDir, RemoteKvStore remote, int queueBlocks, int drainBlocks) {
 
     /** No tiers: the device pool alone. */
     public static final TierSettings NONE = new TierSettings(0, 0, null, null, 256, 64);
@@ -22,7 +21,8 @@ public record TierSettings(long hostBytes, long diskBytes, Path diskDir, RemoteK
     }
 
     KvTiers build(KvCacheSpec spec, int instance) {
-        KvTiers.Builder b = KvTiers.builder(spec).host(hostBytes).queueBlocks(queueBlocks).drainBlocks(drainBlocks);
+        KvTiers.Builder b =
+                KvTiers.builder(spec).host(hostBytes).queueBlocks(queueBlocks).drainBlocks(drainBlocks);
         if (diskBytes > 0) {
             b.disk(diskDir.resolve("instance-" + instance), diskBytes);
         }

@@ -21,15 +21,31 @@ package io.gpumem.kvcache.sim;
  * GH200 is 450), local NVMe disk 7 GB/s with 100 µs per lookup, network 12.5 GB/s (100 GbE) with 200 µs
  * per lookup (a round trip to the store).
  */
-public record TimeModel(double weightBytes, long kvBytesPerToken, double prefillUsPerToken, double decodeUsPerToken,
-                        double hbmGBps, double hostGBps, double diskGBps, double diskLatencyUs, double netGBps,
-                        double netLatencyUs) {
+public record TimeModel(
+        double weightBytes,
+        long kvBytesPerToken,
+        double prefillUsPerToken,
+        double decodeUsPerToken,
+        double hbmGBps,
+        double hostGBps,
+        double diskGBps,
+        double diskLatencyUs,
+        double netGBps,
+        double netLatencyUs) {
 
     public TimeModel {
-        if (!(weightBytes >= 0) || kvBytesPerToken <= 0 || !(prefillUsPerToken >= 0) || !(decodeUsPerToken >= 0)
-                || !(hbmGBps > 0) || !(hostGBps > 0) || !(diskGBps > 0) || !(netGBps > 0) || !(diskLatencyUs >= 0)
+        if (!(weightBytes >= 0)
+                || kvBytesPerToken <= 0
+                || !(prefillUsPerToken >= 0)
+                || !(decodeUsPerToken >= 0)
+                || !(hbmGBps > 0)
+                || !(hostGBps > 0)
+                || !(diskGBps > 0)
+                || !(netGBps > 0)
+                || !(diskLatencyUs >= 0)
                 || !(netLatencyUs >= 0)) {
-            throw new IllegalArgumentException("time model: bandwidths and bytes per token must be positive, times not negative");
+            throw new IllegalArgumentException(
+                    "time model: bandwidths and bytes per token must be positive, times not negative");
         }
     }
 
@@ -44,7 +60,9 @@ public record TimeModel(double weightBytes, long kvBytesPerToken, double prefill
 
     /** Microseconds of one step's fixed part and compute. */
     double computeUs(long prefillTokens, long decodeTokens, long contextTokens) {
-        return weightBytes / (hbmGBps * 1e3) + prefillTokens * prefillUsPerToken + decodeTokens * decodeUsPerToken
+        return weightBytes / (hbmGBps * 1e3)
+                + prefillTokens * prefillUsPerToken
+                + decodeTokens * decodeUsPerToken
                 + transferUs(contextTokens, hbmGBps);
     }
 

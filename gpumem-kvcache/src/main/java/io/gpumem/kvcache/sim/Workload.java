@@ -25,8 +25,16 @@ public enum Workload {
     final int outputMin;
     final int outputMax;
 
-    Workload(String cliName, double promptMean, double promptSigma, int promptMin, int promptMax,
-             double outputMean, double outputSigma, int outputMin, int outputMax) {
+    Workload(
+            String cliName,
+            double promptMean,
+            double promptSigma,
+            int promptMin,
+            int promptMax,
+            double outputMean,
+            double outputSigma,
+            int outputMin,
+            int outputMax) {
         this.cliName = cliName;
         this.promptMean = promptMean;
         this.promptSigma = promptSigma;
@@ -49,6 +57,7 @@ public enum Workload {
                 return w;
             }
         }
-        throw new IllegalArgumentException("unknown workload '" + s + "' (expected sharegpt, alpaca, shared-prefix or chat)");
+        throw new IllegalArgumentException(
+                "unknown workload '" + s + "' (expected sharegpt, alpaca, shared-prefix or chat)");
     }
 }

@@ -1,7 +1,7 @@
 package io.gpumem.kvcache.sim;
 
-import java.util.SplittableRandom;
 import java.util.Arrays;
+import java.util.SplittableRandom;
 
 /**
  * Draws the requests of a {@link Workload} from one seeded generator: Poisson arrivals (exponential
@@ -64,7 +64,9 @@ final class WorkloadGenerator {
 
     /** A user message for a follow-up turn. */
     int[] userMessage() {
-        return tokens(rnd, clamp(logNormal(workload.promptMean, workload.promptSigma), workload.promptMin, workload.promptMax));
+        return tokens(
+                rnd,
+                clamp(logNormal(workload.promptMean, workload.promptSigma), workload.promptMin, workload.promptMax));
     }
 
     /** Steps between an answer and the user's next turn. */

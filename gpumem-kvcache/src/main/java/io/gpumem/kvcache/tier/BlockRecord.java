@@ -2,7 +2,6 @@ package io.gpumem.kvcache.tier;
 
 import io.gpumem.kvcache.KvCacheSpec;
 import io.gpumem.kvcache.memory.KvPages;
-
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;
@@ -63,8 +62,19 @@ public final class BlockRecord {
      * Fills {@code dst} with a device block's header, tokens and KV (one device-to-host copy per layer)
      * and seals it with its checksum.
      */
-    public void capture(MemorySegment dst, KvPages pages, int block, long hi, long lo, long parentHi, long parentLo,
-                        boolean first, long saltFingerprint, int adapterId, int[] tokens, int tokenOffset) {
+    public void capture(
+            MemorySegment dst,
+            KvPages pages,
+            int block,
+            long hi,
+            long lo,
+            long parentHi,
+            long parentLo,
+            boolean first,
+            long saltFingerprint,
+            int adapterId,
+            int[] tokens,
+            int tokenOffset) {
         dst.set(INT, 0, MAGIC);
         dst.set(INT, 4, blockSize);
         dst.set(INT, 8, layers);
@@ -88,8 +98,11 @@ public final class BlockRecord {
     /** Copies a record's KV into a device block (one host-to-device copy per layer). */
     public void restore(MemorySegment src, KvPages pages, int block) {
         for (int layer = 0; layer < layers; layer++) {
-            pages.device().copyToDevice(pages.pageAddress(layer, block),
-                    src.asSlice(payloadOffset + layer * pageBytes, pageBytes), pageBytes);
+            pages.device()
+                    .copyToDevice(
+                            pages.pageAddress(layer, block),
+                            src.asSlice(payloadOffset + layer * pageBytes, pageBytes),
+                            pageBytes);
         }
     }
 
@@ -102,14 +115,29 @@ public final class BlockRecord {
      * Whether an intact record holds exactly the block a lookup asks for: same geometry, key, parent key
      * (or first block with the same salt), adapter and tokens.
      */
-    public boolean matches(MemorySegment record, long hi, long lo, long parentHi, long parentLo, boolean first,
-                           long saltFingerprint, int adapterId, int[] tokens, int tokenOffset) {
-        if (record.get(INT, 0) != MAGIC || record.get(INT, 4) != blockSize || record.get(INT, 8) != layers
-                || record.get(INT, 12) != (int) pageBytes || record.get(LONG, 16) != hi || record.get(LONG, 24) != lo
-                || record.get(INT, 56) != adapterId || (record.get(INT, 60) == 1) != first) {
+    public boolean matches(
+            MemorySegment record,
+            long hi,
+            long lo,
+            long parentHi,
+            long parentLo,
+            boolean first,
+            long saltFingerprint,
+            int adapterId,
+            int[] tokens,
+            int tokenOffset) {
+        if (record.get(INT, 0) != MAGIC
+                || record.get(INT, 4) != blockSize
+                || record.get(INT, 8) != layers
+                || record.get(INT, 12) != (int) pageBytes
+                || record.get(LONG, 16) != hi
+                || record.get(LONG, 24) != lo
+                || record.get(INT, 56) != adapterId
+                || (record.get(INT, 60) == 1) != first) {
             return false;
         }
-        if (first ? record.get(LONG, 48) != saltFingerprint
+        if (first
+                ? record.get(LONG, 48) != saltFingerprint
                 : record.get(LONG, 32) != parentHi || record.get(LONG, 40) != parentLo) {
             return false;
         }

@@ -55,13 +55,23 @@ public abstract sealed class BlockTier implements AutoCloseable permits LocalTie
     abstract long capacityBytes();
 
     public TierStats stats() {
-        return new TierStats(name, hits, misses, bytesIn, bytesOut, stored, evicted, dropped, failed, corrupt, usedBytes(),
+        return new TierStats(
+                name,
+                hits,
+                misses,
+                bytesIn,
+                bytesOut,
+                stored,
+                evicted,
+                dropped,
+                failed,
+                corrupt,
+                usedBytes(),
                 capacityBytes());
     }
 
     @Override
-    public void close() {
-    }
+    public void close() {}
 
     /** Receives records a tier evicts, so the next tier down can take them. */
     @FunctionalInterface

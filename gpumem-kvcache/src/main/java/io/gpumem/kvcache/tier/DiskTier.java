@@ -1,7 +1,6 @@
 package io.gpumem.kvcache.tier;
 
 import io.gpumem.kvcache.KvCacheException;
-
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.lang.foreign.MemorySegment;
@@ -68,8 +67,8 @@ public final class DiskTier extends LocalTier<Boolean> {
             delete(victim);
         }
         Path file = fileOf(hi, lo);
-        try (FileChannel ch = FileChannel.open(file, StandardOpenOption.CREATE, StandardOpenOption.WRITE,
-                StandardOpenOption.TRUNCATE_EXISTING)) {
+        try (FileChannel ch = FileChannel.open(
+                file, StandardOpenOption.CREATE, StandardOpenOption.WRITE, StandardOpenOption.TRUNCATE_EXISTING)) {
             ByteBuffer buf = record.asSlice(0, recordBytes).asByteBuffer();
             while (buf.hasRemaining()) {
                 ch.write(buf);
@@ -91,7 +90,7 @@ public final class DiskTier extends LocalTier<Boolean> {
         }
         try (FileChannel ch = FileChannel.open(fileOf(hi, lo), StandardOpenOption.READ)) {
             if (ch.size() != recordBytes) {
-                corrupt++;           // truncated or grown behind our back: a miss, and the file goes
+                corrupt++; // truncated or grown behind our back: a miss, and the file goes
                 ch.close();
                 remove(hi, lo);
                 return false;

@@ -3,10 +3,10 @@ package io.gpumem.kvcache.tier;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
-import java.util.Arrays;
 
 /**
  * The host tier of the KV block cache (the {@code kv-sim --host-tier} option): off-heap memory (FFM

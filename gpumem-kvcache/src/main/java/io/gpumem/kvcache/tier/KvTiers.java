@@ -3,7 +3,6 @@ package io.gpumem.kvcache.tier;
 import io.gpumem.kvcache.KvCacheException;
 import io.gpumem.kvcache.KvCacheSpec;
 import io.gpumem.kvcache.memory.KvPages;
-
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
@@ -71,7 +70,7 @@ public final class KvTiers implements AutoCloseable {
         this.spills = new BlockTier.Spill[tiers.length];
         for (int t = 0; t < tiers.length; t++) {
             int next = t + 1 < localTiers ? t + 1 : -1;
-            spills[t] = next < 0 ? (r, hi, lo) -> { } : (r, hi, lo) -> spill(next, r, hi, lo);
+            spills[t] = next < 0 ? (r, hi, lo) -> {} : (r, hi, lo) -> spill(next, r, hi, lo);
         }
     }
 
@@ -108,26 +107,69 @@ public final class KvTiers implements AutoCloseable {
      *
      * @return true if the block was queued or the tier already had it; false if dropped or no local tier
      */
-    public boolean demote(KvPages pages, int block, long hi, long lo, long parentHi, long parentLo, boolean first,
-                          long saltFingerprint, int adapterId, int[] tokens, int tokenOffset) {
+    public boolean demote(
+            KvPages pages,
+            int block,
+            long hi,
+            long lo,
+            long parentHi,
+            long parentLo,
+            boolean first,
+            long saltFingerprint,
+            int adapterId,
+            int[] tokens,
+            int tokenOffset) {
         if (localTiers == 0) {
             return false;
         }
-        return enqueue(0, pages, block, hi, lo, parentHi, parentLo, first, saltFingerprint, adapterId, tokens, tokenOffset);
+        return enqueue(
+                0, pages, block, hi, lo, parentHi, parentLo, first, saltFingerprint, adapterId, tokens, tokenOffset);
     }
 
     /** Queues a freshly computed device block for the remote store (no-op without one). */
-    public boolean publish(KvPages pages, int block, long hi, long lo, long parentHi, long parentLo, boolean first,
-                           long saltFingerprint, int adapterId, int[] tokens, int tokenOffset) {
+    public boolean publish(
+            KvPages pages,
+            int block,
+            long hi,
+            long lo,
+            long parentHi,
+            long parentLo,
+            boolean first,
+            long saltFingerprint,
+            int adapterId,
+            int[] tokens,
+            int tokenOffset) {
         if (remote == null) {
             return false;
         }
-        return enqueue(tiers.length - 1, pages, block, hi, lo, parentHi, parentLo, first, saltFingerprint, adapterId,
-                tokens, tokenOffset);
+        return enqueue(
+                tiers.length - 1,
+                pages,
+                block,
+                hi,
+                lo,
+                parentHi,
+                parentLo,
+                first,
+                saltFingerprint,
+                adapterId,
+                tokens,
+                tokenOffset);
     }
 
-    private boolean enqueue(int t, KvPages pages, int block, long hi, long lo, long parentHi, long parentLo, boolean first,
-                            long saltFingerprint, int adapterId, int[] tokens, int tokenOffset) {
+    private boolean enqueue(
+            int t,
+            KvPages pages,
+            int block,
+            long hi,
+            long lo,
+            long parentHi,
+            long parentLo,
+            boolean first,
+            long saltFingerprint,
+            int adapterId,
+            int[] tokens,
+            int tokenOffset) {
         BlockTier tier = tiers[t];
         if (tier.contains(hi, lo)) {
             tier.touch(hi, lo);
@@ -138,7 +180,8 @@ public final class KvTiers implements AutoCloseable {
             tier.dropped++;
             return false;
         }
-        layout.capture(slot, pages, block, hi, lo, parentHi, parentLo, first, saltFingerprint, adapterId, tokens, tokenOffset);
+        layout.capture(
+                slot, pages, block, hi, lo, parentHi, parentLo, first, saltFingerprint, adapterId, tokens, tokenOffset);
         queues[t].commit(hi, lo);
         return true;
     }
@@ -195,8 +238,16 @@ public final class KvTiers implements AutoCloseable {
      *
      * @return the index of the tier that had it, or −1
      */
-    public int fetch(long hi, long lo, long parentHi, long parentLo, boolean first, long saltFingerprint, int adapterId,
-                     int[] tokens, int tokenOffset) {
+    public int fetch(
+            long hi,
+            long lo,
+            long parentHi,
+            long parentLo,
+            boolean first,
+            long saltFingerprint,
+            int adapterId,
+            int[] tokens,
+            int tokenOffset) {
         for (int t = 0; t < tiers.length; t++) {
             BlockTier tier = tiers[t];
             if (!tier.load(hi, lo, scratch)) {
@@ -210,8 +261,9 @@ public final class KvTiers implements AutoCloseable {
                 tier.remove(hi, lo);
                 continue;
             }
-            if (!layout.matches(scratch, hi, lo, parentHi, parentLo, first, saltFingerprint, adapterId, tokens, tokenOffset)) {
-                tier.misses++;       // same key, another block (a collision or another geometry): not ours
+            if (!layout.matches(
+                    scratch, hi, lo, parentHi, parentLo, first, saltFingerprint, adapterId, tokens, tokenOffset)) {
+                tier.misses++; // same key, another block (a collision or another geometry): not ours
                 continue;
             }
             tier.hits++;
@@ -281,9 +333,10 @@ public final class KvTiers implements AutoCloseable {
          */
         public Builder remote(RemoteKvStore store, String namespace) {
             this.remoteStore = store;
-            this.namespace = namespace != null ? namespace
-                    : "gpumem:kv:" + spec.layers() + "x" + spec.kvHeads() + "x" + spec.headSize() + "x" + spec.elementSize()
-                    + ":" + spec.blockSize() + ":";
+            this.namespace = namespace != null
+                    ? namespace
+                    : "gpumem:kv:" + spec.layers() + "x" + spec.kvHeads() + "x" + spec.headSize() + "x"
+                            + spec.elementSize() + ":" + spec.blockSize() + ":";
             return this;
         }
 

@@ -1,7 +1,6 @@
 package io.gpumem.kvcache.tier;
 
 import io.gpumem.kvcache.KvCacheException;
-
 import java.util.LinkedHashMap;
 
 /**

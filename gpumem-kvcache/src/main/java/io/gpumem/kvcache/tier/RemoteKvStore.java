@@ -22,6 +22,5 @@ public interface RemoteKvStore extends AutoCloseable {
     String describe();
 
     @Override
-    default void close() {
-    }
+    default void close() {}
 }

@@ -44,8 +44,7 @@ public final class RemoteTier extends BlockTier {
     }
 
     @Override
-    void touch(long hi, long lo) {
-    }
+    void touch(long hi, long lo) {}
 
     private boolean down() {
         if (skipOps > 0) {
@@ -112,6 +111,5 @@ public final class RemoteTier extends BlockTier {
 
     /** Leaves the store open: it is shared, and its owner closes it. */
     @Override
-    public void close() {
-    }
+    public void close() {}
 }

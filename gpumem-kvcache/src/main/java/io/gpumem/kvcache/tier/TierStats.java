@@ -16,6 +16,16 @@ package io.gpumem.kvcache.tier;
  * @param usedBytes bytes held now
  * @param capacityBytes the byte budget (0 for a remote store, whose server keeps its own)
  */
-public record TierStats(String tier, long hits, long misses, long bytesIn, long bytesOut, long stored, long evicted,
-                        long dropped, long failed, long corrupt, long usedBytes, long capacityBytes) {
-}
+public record TierStats(
+        String tier,
+        long hits,
+        long misses,
+        long bytesIn,
+        long bytesOut,
+        long stored,
+        long evicted,
+        long dropped,
+        long failed,
+        long corrupt,
+        long usedBytes,
+        long capacityBytes) {}

@@ -1,5 +1,7 @@
 package io.gpumem.kvcache.attention;
 
+import static org.assertj.core.api.Assertions.assertThat;
+
 import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.kvcache.KvCacheSpec;
@@ -8,14 +10,8 @@ import io.gpumem.kvcache.manager.KvCacheManager;
 import io.gpumem.kvcache.manager.KvRequest;
 import io.gpumem.kvcache.manager.PreemptionMode;
 import io.gpumem.kvcache.memory.KvMemory;
-import org.junit.jupiter.api.Test;
-
-import java.lang.foreign.Arena;
-import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.util.SplittableRandom;
-
-import static org.assertj.core.api.Assertions.assertThat;
+import org.junit.jupiter.api.Test;
 
 /**
  * Proves block tables right with real bytes: a toy model whose K/V for a position depend on the whole
@@ -30,11 +26,21 @@ class PagedAttentionEqualityTest extends ToyModelAttention {
 
     private KvCacheManager manager(int blocks, KvCacheConfig config, boolean onAllocator) {
         System.out.println("seed=" + seed);
-        KvCacheSpec spec = KvCacheSpec.builder().layers(LAYERS).kvHeads(KV_HEADS).headSize(HEAD).elementSize(4)
-                .blockSize(BS).numBlocks(blocks).maxModelLen(Math.min(128, (blocks - 1) * BS)).build();
-        SimulatedDevice device = SimulatedDevice.builder().capacity(16L << 20).backed(true).build();
-        return new KvCacheManager(spec, onAllocator ? KvMemory.cachingAllocator(new CachingAllocator(device))
-                : KvMemory.direct(device), config);
+        KvCacheSpec spec = KvCacheSpec.builder()
+                .layers(LAYERS)
+                .kvHeads(KV_HEADS)
+                .headSize(HEAD)
+                .elementSize(4)
+                .blockSize(BS)
+                .numBlocks(blocks)
+                .maxModelLen(Math.min(128, (blocks - 1) * BS))
+                .build();
+        SimulatedDevice device =
+                SimulatedDevice.builder().capacity(16L << 20).backed(true).build();
+        return new KvCacheManager(
+                spec,
+                onAllocator ? KvMemory.cachingAllocator(new CachingAllocator(device)) : KvMemory.direct(device),
+                config);
     }
 
     @Test
@@ -120,7 +126,7 @@ class PagedAttentionEqualityTest extends ToyModelAttention {
         admit(m, a);
         decode(m, a, 9);
         m.preempt(a, PreemptionMode.SWAP);
-        KvRequest b = KvRequest.of("b", tokens(rnd, 10));   // takes a's partial block (head) and two clean ones
+        KvRequest b = KvRequest.of("b", tokens(rnd, 10)); // takes a's partial block (head) and two clean ones
         admit(m, b);
         assertThat(m.swapIn(a)).isTrue();
         assertThat(m.stats().swapInReusedBlocks()).isEqualTo(5);
@@ -139,7 +145,7 @@ class PagedAttentionEqualityTest extends ToyModelAttention {
         admit(m, a);
         decode(m, a, 7);
         m.preempt(a, PreemptionMode.RECOMPUTE);
-        admit(m, a);                     // re-hits its still-cached blocks, recomputes the rest
+        admit(m, a); // re-hits its still-cached blocks, recomputes the rest
         assertThat(m.stats().prefixHitTokens()).isEqualTo(16);
         decode(m, a, 8);
         assertAttentionMatches(m, a);
@@ -148,7 +154,7 @@ class PagedAttentionEqualityTest extends ToyModelAttention {
 
     @Test
     void pagedEqualsContiguousAfterEvictionAndReHit() {
-        KvCacheManager m = manager(12, KvCacheConfig.defaults());   // 11 usable blocks
+        KvCacheManager m = manager(12, KvCacheConfig.defaults()); // 11 usable blocks
         SplittableRandom rnd = new SplittableRandom(seed + 4);
         int[] prefix = tokens(rnd, 16);
         KvRequest a = KvRequest.of("a", concat(prefix, tokens(rnd, 5)));
@@ -259,7 +265,9 @@ class PagedAttentionEqualityTest extends ToyModelAttention {
                 }
             }
         }
-        assertThat(m.pool().evictions()).as("seed %d exercised eviction", runSeed).isPositive();
+        assertThat(m.pool().evictions())
+                .as("seed %d exercised eviction", runSeed)
+                .isPositive();
         return m;
     }
 }

@@ -1,5 +1,7 @@
 package io.gpumem.kvcache.attention;
 
+import static org.assertj.core.api.Assertions.assertThat;
+
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.kvcache.KvCacheSpec;
 import io.gpumem.kvcache.manager.KvCacheConfig;
@@ -11,17 +13,14 @@ import io.gpumem.kvcache.tier.InMemoryRemoteStore;
 import io.gpumem.kvcache.tier.KvTiers;
 import io.gpumem.kvcache.tier.RemoteTier;
 import io.gpumem.kvcache.tier.TierStats;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
-
 import java.io.IOException;
 import java.io.RandomAccessFile;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.SplittableRandom;
 import java.util.function.UnaryOperator;
-
-import static org.assertj.core.api.Assertions.assertThat;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * Blocks that went down to a lower tier and came back must give the same attention, bit for bit, as a
@@ -31,17 +30,28 @@ import static org.assertj.core.api.Assertions.assertThat;
  * same prefix then finds it only in the tiers.
  */
 class TieredAttentionEqualityTest extends ToyModelAttention {
-    private static final int BLOCKS = 12;     // 11 usable: the filler below evicts everything
+    private static final int BLOCKS = 12; // 11 usable: the filler below evicts everything
 
     @TempDir
     Path dir;
 
     private KvCacheManager manager(UnaryOperator<KvTiers.Builder> tiers) {
         System.out.println("seed=" + seed);
-        KvCacheSpec spec = KvCacheSpec.builder().layers(LAYERS).kvHeads(KV_HEADS).headSize(HEAD).elementSize(4)
-                .blockSize(BS).numBlocks(BLOCKS).maxModelLen(44).build();
-        SimulatedDevice device = SimulatedDevice.builder().capacity(16L << 20).backed(true).build();
-        return new KvCacheManager(spec, KvMemory.direct(device), KvCacheConfig.defaults(),
+        KvCacheSpec spec = KvCacheSpec.builder()
+                .layers(LAYERS)
+                .kvHeads(KV_HEADS)
+                .headSize(HEAD)
+                .elementSize(4)
+                .blockSize(BS)
+                .numBlocks(BLOCKS)
+                .maxModelLen(44)
+                .build();
+        SimulatedDevice device =
+                SimulatedDevice.builder().capacity(16L << 20).backed(true).build();
+        return new KvCacheManager(
+                spec,
+                KvMemory.direct(device),
+                KvCacheConfig.defaults(),
                 tiers.apply(KvTiers.builder(spec)).build());
     }
 
@@ -81,7 +91,10 @@ class TieredAttentionEqualityTest extends ToyModelAttention {
     }
 
     private static TierStats tier(KvCacheManager m, String name) {
-        return m.tierStats().stream().filter(t -> t.tier().equals(name)).findFirst().orElseThrow();
+        return m.tierStats().stream()
+                .filter(t -> t.tier().equals(name))
+                .findFirst()
+                .orElseThrow();
     }
 
     @Test
@@ -105,8 +118,18 @@ class TieredAttentionEqualityTest extends ToyModelAttention {
 
     @Test
     void hostEvictionsCascadeToDiskAndComeBackExact() {
-        long record = KvTiers.builder(KvCacheSpec.builder().layers(LAYERS).kvHeads(KV_HEADS).headSize(HEAD).elementSize(4)
-                .blockSize(BS).numBlocks(BLOCKS).maxModelLen(44).build()).build().layout().size();
+        long record = KvTiers.builder(KvCacheSpec.builder()
+                        .layers(LAYERS)
+                        .kvHeads(KV_HEADS)
+                        .headSize(HEAD)
+                        .elementSize(4)
+                        .blockSize(BS)
+                        .numBlocks(BLOCKS)
+                        .maxModelLen(44)
+                        .build())
+                .build()
+                .layout()
+                .size();
         try (KvCacheManager m = manager(b -> b.host(2 * record).disk(dir, 1 << 20))) {
             computePrefixThenEvict(m);
             long hit = admitSamePrefixAndCheck(m);
@@ -130,7 +153,7 @@ class TieredAttentionEqualityTest extends ToyModelAttention {
     void anotherInstanceHitsWhatTheFirstPublishedToTheSharedStore() {
         InMemoryRemoteStore store = new InMemoryRemoteStore(1 << 20);
         try (KvCacheManager first = manager(b -> b.remote(store, null));
-             KvCacheManager second = manager(b -> b.remote(store, null))) {
+                KvCacheManager second = manager(b -> b.remote(store, null))) {
             KvRequest a = KvRequest.of("a", concat(prefix, tokens(rnd, 5)));
             admit(first, a);
             first.free(a);
@@ -147,7 +170,7 @@ class TieredAttentionEqualityTest extends ToyModelAttention {
             Path file = disk.fileOf(prefixKeyHi[2], prefixKeyLo[2]);
             assertThat(Files.exists(file)).isTrue();
             try (RandomAccessFile f = new RandomAccessFile(file.toFile(), "rw")) {
-                long at = f.length() - 100;             // inside the KV payload
+                long at = f.length() - 100; // inside the KV payload
                 f.seek(at);
                 int b = f.read();
                 f.seek(at);
@@ -177,7 +200,7 @@ class TieredAttentionEqualityTest extends ToyModelAttention {
             computePrefixThenEvict(m);
             store.setAvailable(false);
             assertThat(admitSamePrefixAndCheck(m)).isZero();
-            m.tiers().drain();                      // c's blocks cannot be published either
+            m.tiers().drain(); // c's blocks cannot be published either
             assertThat(tier(m, "remote").failed()).isGreaterThanOrEqualTo(2);
         }
     }
@@ -189,7 +212,7 @@ class TieredAttentionEqualityTest extends ToyModelAttention {
             admit(m, a);
             m.free(a);
             KvRequest filler = KvRequest.of("f", tokens(rnd, 44));
-            admit(m, filler);                       // evicts 5 cached blocks in one step, the queue holds 2
+            admit(m, filler); // evicts 5 cached blocks in one step, the queue holds 2
             assertThat(m.tiers().queued(0)).isEqualTo(2);
             assertThat(tier(m, "host").dropped()).isEqualTo(3);
             m.free(filler);

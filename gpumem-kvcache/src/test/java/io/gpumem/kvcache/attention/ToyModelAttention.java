@@ -1,14 +1,13 @@
 package io.gpumem.kvcache.attention;
 
+import static org.assertj.core.api.Assertions.assertThat;
+
 import io.gpumem.kvcache.manager.KvCacheManager;
 import io.gpumem.kvcache.manager.KvRequest;
-
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.SplittableRandom;
-
-import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * The toy model shared by the paged-attention equality tests: K/V of a position depend on the whole
@@ -93,7 +92,9 @@ abstract class ToyModelAttention {
             float[] actual = new float[HEADS * HEAD];
             ReferencePagedAttention.attendContiguous(keys, values, n, KV_HEADS, HEAD, query, HEADS, expected);
             paged.attend(layer, r.blockTable(), n, query, HEADS, actual);
-            assertThat(actual).as("request %s layer %d over %d tokens", r.id(), layer, n).containsExactly(expected);
+            assertThat(actual)
+                    .as("request %s layer %d over %d tokens", r.id(), layer, n)
+                    .containsExactly(expected);
         }
     }
 

@@ -1,13 +1,12 @@
 package io.gpumem.kvcache.hash;
 
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.EnumSource;
+import static org.assertj.core.api.Assertions.assertThat;
 
 import java.util.HashSet;
 import java.util.Set;
 import java.util.SplittableRandom;
-
-import static org.assertj.core.api.Assertions.assertThat;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 
 class BlockHasherTest {
     private static final int BS = 16;
@@ -49,7 +48,8 @@ class BlockHasherTest {
         if (t[3] != t[4]) {
             assertThat(key(a, a.rootHi(), a.rootLo(), swapped, 0)).isNotEqualTo(k);
         }
-        assertThat(key(a, a.rootHi(), a.rootLo(), java.util.Arrays.copyOf(t, BS - 1), 0)).isNotEqualTo(k);
+        assertThat(key(a, a.rootHi(), a.rootLo(), java.util.Arrays.copyOf(t, BS - 1), 0))
+                .isNotEqualTo(k);
     }
 
     @ParameterizedTest
@@ -86,7 +86,9 @@ class BlockHasherTest {
             int[] t = new int[BS];
             t[i % BS] = i;
             long[] k = key(h, parent[0], parent[1], t, 0);
-            assertThat(seen.add(k[0] + ":" + k[1])).as("collision at block %d", i).isTrue();
+            assertThat(seen.add(k[0] + ":" + k[1]))
+                    .as("collision at block %d", i)
+                    .isTrue();
             if (r.nextBoolean()) {
                 parent = k;
             }

@@ -1,11 +1,10 @@
 package io.gpumem.kvcache.manager;
 
-import io.gpumem.kvcache.pool.KvBlockPool;
-import org.junit.jupiter.api.Test;
-
-import java.lang.management.ManagementFactory;
-
 import static org.assertj.core.api.Assertions.assertThat;
+
+import io.gpumem.kvcache.pool.KvBlockPool;
+import java.lang.management.ManagementFactory;
+import org.junit.jupiter.api.Test;
 
 /**
  * The hot path allocates no objects: block allocate/free/touch/lookup on the pool, and a decode step
@@ -30,7 +29,7 @@ class HotPathGarbageTest {
         one[0] = b;
         pool.free(one, 0, 1);
         long sum = 0;
-        for (int round = 0; round < 2; round++) {            // the second round runs warmed up
+        for (int round = 0; round < 2; round++) { // the second round runs warmed up
             long before = allocated();
             for (int i = 0; i < 50_000; i++) {
                 int hit = pool.lookup(7, 7, KvBlockPool.NONE, tokens, 0, 0, 0);
@@ -75,12 +74,12 @@ class HotPathGarbageTest {
             m.allocateSlots(twin, 1, 0);
             twin.advanceComputed(1);
         }
-        r.appendToken(0);                 // grow r's token array once so the loop below does not
+        r.appendToken(0); // grow r's token array once so the loop below does not
         m.allocateSlots(r, 1, 0);
         r.advanceComputed(1);
         long before = allocated();
         boolean allGranted = true;
-        for (int i = 1; i < 14; i++) {    // stays within r's current token and table arrays
+        for (int i = 1; i < 14; i++) { // stays within r's current token and table arrays
             r.appendToken(i);
             allGranted &= m.allocateSlots(r, 1, 0);
             r.advanceComputed(1);

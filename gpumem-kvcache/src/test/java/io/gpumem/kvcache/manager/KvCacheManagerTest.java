@@ -1,5 +1,8 @@
 package io.gpumem.kvcache.manager;
 
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.kvcache.KvCacheException;
 import io.gpumem.kvcache.KvCacheSpec;
@@ -7,23 +10,27 @@ import io.gpumem.kvcache.hash.BlockHasher;
 import io.gpumem.kvcache.hash.HashAlgorithm;
 import io.gpumem.kvcache.memory.KvMemory;
 import io.gpumem.kvcache.pool.KvBlockPool;
+import java.util.stream.IntStream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
-
-import java.util.stream.IntStream;
-
-import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /** Golden tests for kv-cache.md §1.5–§1.8 and the manager's bad-input handling. */
 class KvCacheManagerTest {
     static final int BS = 4;
 
     static KvCacheManager manager(int numBlocks, KvCacheConfig config) {
-        KvCacheSpec spec = KvCacheSpec.builder().layers(2).kvHeads(2).headSize(4).elementSize(4).blockSize(BS)
-                .numBlocks(numBlocks).maxModelLen(Math.min(64, (numBlocks - 1) * BS)).build();
-        SimulatedDevice device = SimulatedDevice.builder().capacity(64L << 20).backed(true).build();
+        KvCacheSpec spec = KvCacheSpec.builder()
+                .layers(2)
+                .kvHeads(2)
+                .headSize(4)
+                .elementSize(4)
+                .blockSize(BS)
+                .numBlocks(numBlocks)
+                .maxModelLen(Math.min(64, (numBlocks - 1) * BS))
+                .build();
+        SimulatedDevice device =
+                SimulatedDevice.builder().capacity(64L << 20).backed(true).build();
         return new KvCacheManager(spec, KvMemory.direct(device), config);
     }
 
@@ -71,12 +78,12 @@ class KvCacheManagerTest {
     @Test
     void aPrefixContinuedFromADuplicateBlockIsStillHit() {
         KvCacheManager m = manager(16, KvCacheConfig.defaults());
-        admit(m, KvRequest.of("a", seq(0, 8)));                  // blocks 0 and 1 cached
-        KvRequest b = admit(m, KvRequest.of("b", seq(0, 8)));    // hits block 0 only (last token recomputed):
-        for (int t = 8; t < 12; t++) {                           // computes block 1 again, a duplicate entry
+        admit(m, KvRequest.of("a", seq(0, 8))); // blocks 0 and 1 cached
+        KvRequest b = admit(m, KvRequest.of("b", seq(0, 8))); // hits block 0 only (last token recomputed):
+        for (int t = 8; t < 12; t++) { // computes block 1 again, a duplicate entry
             b.appendToken(t);
         }
-        assertThat(m.allocateSlots(b, 4, 0)).isTrue();           // b's block 2 follows b's own block 1
+        assertThat(m.allocateSlots(b, 4, 0)).isTrue(); // b's block 2 follows b's own block 1
         b.advanceComputed(4);
         // the walk may take a's block 1 (same tokens, same parent); b's block 2 still follows that prefix
         assertThat(m.lookupCachedTokens(KvRequest.of("c", seq(0, 13)))).isEqualTo(12);
@@ -88,7 +95,7 @@ class KvCacheManagerTest {
         KvCacheManager m = manager(16, KvCacheConfig.defaults());
         KvRequest a = KvRequest.of("a", seq(0, 6));
         m.lookupCachedTokens(a);
-        assertThat(m.allocateSlots(a, 6, 5)).isTrue();   // 11 slots -> 3 blocks
+        assertThat(m.allocateSlots(a, 6, 5)).isTrue(); // 11 slots -> 3 blocks
         assertThat(a.numBlocks()).isEqualTo(3);
         assertThat(m.pool().isCached(a.block(0))).isTrue();
         assertThat(m.pool().isCached(a.block(1))).isFalse(); // 2 of 4 tokens known, rest lookahead
@@ -96,7 +103,7 @@ class KvCacheManagerTest {
         a.advanceComputed(6);
         a.appendToken(100);
         a.appendToken(101);
-        assertThat(m.allocateSlots(a, 2, 0)).isTrue();   // block 1 now full with real tokens
+        assertThat(m.allocateSlots(a, 2, 0)).isTrue(); // block 1 now full with real tokens
         assertThat(m.pool().isCached(a.block(1))).isTrue();
         m.checkInvariants();
     }
@@ -113,9 +120,9 @@ class KvCacheManagerTest {
         assertThat(b.numBlocks()).isZero();
         assertThat(b.status()).isEqualTo(RequestStatus.WAITING);
         // a running request that cannot grow stays as it was
-        admit(m, KvRequest.of("s", seq(200, 4)));       // 1 block left free
+        admit(m, KvRequest.of("s", seq(200, 4))); // 1 block left free
         a.appendToken(1);
-        assertThat(m.allocateSlots(a, 1, 7)).isFalse();  // 20 slots = 2 more blocks
+        assertThat(m.allocateSlots(a, 1, 7)).isFalse(); // 20 slots = 2 more blocks
         assertThat(a.numBlocks()).isEqualTo(3);
         assertThat(m.stats().refusedAllocations()).isEqualTo(2);
         m.checkInvariants();
@@ -124,9 +131,9 @@ class KvCacheManagerTest {
     @Test
     void idlePrefixHitsConsumeFreeCapacity() {
         KvCacheManager m = manager(5, KvCacheConfig.defaults()); // 4 usable
-        KvRequest a = admit(m, KvRequest.of("a", seq(0, 9)));  // 3 blocks, 2 cached
+        KvRequest a = admit(m, KvRequest.of("a", seq(0, 9))); // 3 blocks, 2 cached
         m.free(a);
-        KvRequest other = admit(m, KvRequest.of("o", seq(500, 4)));  // takes the clean block... 
+        KvRequest other = admit(m, KvRequest.of("o", seq(500, 4))); // takes the clean block...
         KvRequest b = KvRequest.of("b", seq(0, 13));
         assertThat(m.lookupCachedTokens(b)).isEqualTo(8);
         // needs 2 idle hit blocks + 2 new, only 3 free: refused even though just 2 blocks are "new"
@@ -139,12 +146,12 @@ class KvCacheManagerTest {
 
     @Test
     void hitsEvictedBetweenLookupAndAllocationAreNotUsed() {
-        KvCacheManager m = manager(8, KvCacheConfig.defaults());  // 7 usable
-        KvRequest a = admit(m, KvRequest.of("a", seq(0, 9)));    // blocks 1, 2 cached, 3 partial
-        m.free(a);                                               // free list: 3, 4, 5, 6, 7, 2, 1
+        KvCacheManager m = manager(8, KvCacheConfig.defaults()); // 7 usable
+        KvRequest a = admit(m, KvRequest.of("a", seq(0, 9))); // blocks 1, 2 cached, 3 partial
+        m.free(a); // free list: 3, 4, 5, 6, 7, 2, 1
         KvRequest b = KvRequest.of("b", seq(0, 9));
-        assertThat(m.lookupCachedTokens(b)).isEqualTo(8);            // hits: blocks 1 and 2
-        KvRequest other = admit(m, KvRequest.of("o", seq(100, 24)));  // 6 blocks: pops 3..7 and 2
+        assertThat(m.lookupCachedTokens(b)).isEqualTo(8); // hits: blocks 1 and 2
+        KvRequest other = admit(m, KvRequest.of("o", seq(100, 24))); // 6 blocks: pops 3..7 and 2
         assertThat(other.blockTable()).contains(2);
         // block 2 now holds (and is cached with) other's tokens: the stale hit must not be taken
         // only block 1 is still a valid hit: 4 tokens computed, one block more needed, plus idle block 1: 2 > 1 free
@@ -164,21 +171,29 @@ class KvCacheManagerTest {
         assertThat(c.blockTable()).containsExactly(p.blockTable());
         assertThat(m.pool().refCount(p.block(1))).isEqualTo(2);
         p.appendToken(7);
-        assertThat(m.allocateSlots(p, 1, 0)).isTrue();   // writes into shared block 1: copied
+        assertThat(m.allocateSlots(p, 1, 0)).isTrue(); // writes into shared block 1: copied
         assertThat(p.block(1)).isNotEqualTo(c.block(1));
-        assertThat(p.block(0)).isEqualTo(c.block(0));    // full block 0 stays shared
+        assertThat(p.block(0)).isEqualTo(c.block(0)); // full block 0 stays shared
         assertThat(m.stats().copyOnWriteBlocks()).isEqualTo(1);
         c.appendToken(8);
-        assertThat(m.allocateSlots(c, 1, 0)).isTrue();   // now sole owner: writes in place
+        assertThat(m.allocateSlots(c, 1, 0)).isTrue(); // now sole owner: writes in place
         assertThat(m.stats().copyOnWriteBlocks()).isEqualTo(1);
         m.checkInvariants();
     }
 
     @Test
     void aFailedCopyOnWriteCopyLeavesThePoolConsistent() {
-        KvCacheSpec spec = KvCacheSpec.builder().layers(2).kvHeads(2).headSize(4).elementSize(4).blockSize(BS)
-                .numBlocks(16).maxModelLen(60).build();
-        SimulatedDevice device = SimulatedDevice.builder().capacity(64L << 20).backed(true).build();
+        KvCacheSpec spec = KvCacheSpec.builder()
+                .layers(2)
+                .kvHeads(2)
+                .headSize(4)
+                .elementSize(4)
+                .blockSize(BS)
+                .numBlocks(16)
+                .maxModelLen(60)
+                .build();
+        SimulatedDevice device =
+                SimulatedDevice.builder().capacity(64L << 20).backed(true).build();
         KvCacheManager m = new KvCacheManager(spec, KvMemory.direct(device));
         KvRequest p = admit(m, KvRequest.of("p", seq(0, 6)));
         KvRequest c = m.fork(p, "c");
@@ -196,21 +211,31 @@ class KvCacheManagerTest {
 
     @Test
     void failedSwapCopiesLeaveTheRequestWhereItWas() {
-        KvCacheSpec spec = KvCacheSpec.builder().layers(2).kvHeads(2).headSize(4).elementSize(4).blockSize(BS)
-                .numBlocks(16).maxModelLen(60).build();
-        SimulatedDevice device = SimulatedDevice.builder().capacity(64L << 20).backed(true).build();
-        KvCacheManager m = new KvCacheManager(spec, KvMemory.direct(device), KvCacheConfig.defaults().withSwapSpaceBytes(1 << 20));
+        KvCacheSpec spec = KvCacheSpec.builder()
+                .layers(2)
+                .kvHeads(2)
+                .headSize(4)
+                .elementSize(4)
+                .blockSize(BS)
+                .numBlocks(16)
+                .maxModelLen(60)
+                .build();
+        SimulatedDevice device =
+                SimulatedDevice.builder().capacity(64L << 20).backed(true).build();
+        KvCacheManager m = new KvCacheManager(
+                spec, KvMemory.direct(device), KvCacheConfig.defaults().withSwapSpaceBytes(1 << 20));
         KvRequest a = admit(m, KvRequest.of("a", seq(0, 10)));
         int[] table = a.blockTable();
         device.failNth(io.gpumem.device.DeviceOp.COPY, 2, io.gpumem.device.DeviceError.CUDA_ERROR_ILLEGAL_ADDRESS);
-        assertThatThrownBy(() -> m.preempt(a, PreemptionMode.SWAP)).isInstanceOf(io.gpumem.device.DeviceException.class);
+        assertThatThrownBy(() -> m.preempt(a, PreemptionMode.SWAP))
+                .isInstanceOf(io.gpumem.device.DeviceException.class);
         assertThat(a.status()).isEqualTo(RequestStatus.RUNNING);
         assertThat(a.blockTable()).containsExactly(table);
         assertThat(a.preemptions()).isZero();
         assertThat(m.swapSpace().usedBytes()).isZero();
         m.checkInvariants();
         m.preempt(a, PreemptionMode.SWAP);
-        admit(m, KvRequest.of("b", seq(100, 44)));             // overwrite the pool so nothing is re-hit
+        admit(m, KvRequest.of("b", seq(100, 44))); // overwrite the pool so nothing is re-hit
         device.failNth(io.gpumem.device.DeviceOp.COPY, 1, io.gpumem.device.DeviceError.CUDA_ERROR_ILLEGAL_ADDRESS);
         int free = m.pool().freeCount();
         assertThatThrownBy(() -> m.swapIn(a)).isInstanceOf(io.gpumem.device.DeviceException.class);
@@ -242,12 +267,12 @@ class KvCacheManagerTest {
         KvCacheManager m = manager(16, KvCacheConfig.defaults());
         KvRequest a = KvRequest.of("a", seq(0, 13));
         m.lookupCachedTokens(a);
-        assertThat(m.allocateSlots(a, 8, 0)).isTrue();       // chunk of 8: blocks 0 and 1 cached
+        assertThat(m.allocateSlots(a, 8, 0)).isTrue(); // chunk of 8: blocks 0 and 1 cached
         a.advanceComputed(8);
-        assertThat(m.allocateSlots(a, 5, 0)).isTrue();       // block 2 cached at grant time
+        assertThat(m.allocateSlots(a, 5, 0)).isTrue(); // block 2 cached at grant time
         int granted = a.block(2);
         assertThat(m.pool().isCached(granted)).isTrue();
-        m.preempt(a, PreemptionMode.RECOMPUTE);               // preempted before computing it
+        m.preempt(a, PreemptionMode.RECOMPUTE); // preempted before computing it
         assertThat(m.pool().isCached(granted)).isFalse();
         assertThat(m.lookupCachedTokens(a)).isEqualTo(8);
         m.checkInvariants();
@@ -258,13 +283,15 @@ class KvCacheManagerTest {
         KvCacheManager m = manager(16, KvCacheConfig.defaults());
         KvRequest a = KvRequest.of("a", seq(0, 13));
         m.lookupCachedTokens(a);
-        assertThat(m.allocateSlots(a, 8, 0)).isTrue();       // chunk of 8: blocks 0 and 1 cached
+        assertThat(m.allocateSlots(a, 8, 0)).isTrue(); // chunk of 8: blocks 0 and 1 cached
         a.advanceComputed(8);
-        assertThat(m.allocateSlots(a, 5, 0)).isTrue();       // block 2 cached at grant time
+        assertThat(m.allocateSlots(a, 5, 0)).isTrue(); // block 2 cached at grant time
         int computedBlock = a.block(1);
         int granted = a.block(2);
-        m.free(a);                                            // aborted before that chunk was computed
-        assertThat(m.pool().isCached(granted)).as("block 2 never received its KV").isFalse();
+        m.free(a); // aborted before that chunk was computed
+        assertThat(m.pool().isCached(granted))
+                .as("block 2 never received its KV")
+                .isFalse();
         assertThat(m.pool().isCached(computedBlock)).isTrue();
         assertThat(m.lookupCachedTokens(KvRequest.of("b", seq(0, 13)))).isEqualTo(8);
         m.checkInvariants();
@@ -276,12 +303,14 @@ class KvCacheManagerTest {
         KvRequest p = admit(m, KvRequest.of("p", seq(0, 6)));
         p.appendToken(6);
         p.appendToken(7);
-        assertThat(m.allocateSlots(p, 2, 0)).isTrue();       // fills block 1: cached at grant time
+        assertThat(m.allocateSlots(p, 2, 0)).isTrue(); // fills block 1: cached at grant time
         int granted = p.block(1);
-        KvRequest c = m.fork(p, "c");                         // shares block 1, positions 6 and 7 not computed
-        m.free(p);                                            // aborted before computing them
+        KvRequest c = m.fork(p, "c"); // shares block 1, positions 6 and 7 not computed
+        m.free(p); // aborted before computing them
         assertThat(m.pool().refCount(granted)).isEqualTo(1);
-        assertThat(m.pool().isCached(granted)).as("block 1 never received the KV of positions 6, 7").isFalse();
+        assertThat(m.pool().isCached(granted))
+                .as("block 1 never received the KV of positions 6, 7")
+                .isFalse();
         assertThat(m.lookupCachedTokens(KvRequest.of("q", seq(0, 9)))).isEqualTo(4);
         // the child still computes them itself, in place now that it is the only holder
         assertThat(m.allocateSlots(c, 2, 0)).isTrue();
@@ -336,9 +365,17 @@ class KvCacheManagerTest {
     void saltAndAdapterIsolateTenants() {
         KvCacheManager m = manager(16, KvCacheConfig.defaults());
         admit(m, KvRequest.builder("a", seq(0, 9)).salt("tenant-1").build());
-        assertThat(m.lookupCachedTokens(KvRequest.builder("b", seq(0, 9)).salt("tenant-2").build())).isZero();
-        assertThat(m.lookupCachedTokens(KvRequest.builder("c", seq(0, 9)).salt("tenant-1").adapter(3).build())).isZero();
-        assertThat(m.lookupCachedTokens(KvRequest.builder("d", seq(0, 9)).salt("tenant-1").build())).isEqualTo(8);
+        assertThat(m.lookupCachedTokens(
+                        KvRequest.builder("b", seq(0, 9)).salt("tenant-2").build()))
+                .isZero();
+        assertThat(m.lookupCachedTokens(KvRequest.builder("c", seq(0, 9))
+                        .salt("tenant-1")
+                        .adapter(3)
+                        .build()))
+                .isZero();
+        assertThat(m.lookupCachedTokens(
+                        KvRequest.builder("d", seq(0, 9)).salt("tenant-1").build()))
+                .isEqualTo(8);
         assertThat(m.lookupCachedTokens(KvRequest.of("e", seq(0, 9)))).isZero();
     }
 
@@ -364,7 +401,9 @@ class KvCacheManagerTest {
             // blocks only through the chain
             for (KvRequest r : new KvRequest[] {plain, salted}) {
                 h.hash(r.keyHi[j - 1], r.keyLo[j - 1], prompt, j * BS, BS, 0, out);
-                assertThat(new long[] {r.keyHi[j], r.keyLo[j]}).as("%s block %d", r.id(), j).containsExactly(out[0], out[1]);
+                assertThat(new long[] {r.keyHi[j], r.keyLo[j]})
+                        .as("%s block %d", r.id(), j)
+                        .containsExactly(out[0], out[1]);
             }
             assertThat(salted.keyHi[j]).isNotEqualTo(plain.keyHi[j]);
             // the adapter is an extra key of every block
@@ -375,19 +414,19 @@ class KvCacheManagerTest {
 
     @Test
     void aLookupRepeatedWhileWaitingCountsOnceAndAResumedRequestCountsAgain() {
-        KvCacheManager m = manager(6, KvCacheConfig.defaults());  // 5 usable
-        KvRequest a = admit(m, KvRequest.of("a", seq(0, 9)));     // 3 blocks, 2 cached
+        KvCacheManager m = manager(6, KvCacheConfig.defaults()); // 5 usable
+        KvRequest a = admit(m, KvRequest.of("a", seq(0, 9))); // 3 blocks, 2 cached
         KvRequest big = KvRequest.of("big", seq(0, 17));
         assertThat(m.lookupCachedTokens(big)).isEqualTo(8);
-        assertThat(m.allocateSlots(big, 9, 0)).isFalse();          // 3 new blocks, 2 free
-        assertThat(m.lookupCachedTokens(big)).isEqualTo(8);            // asked again in the next step
+        assertThat(m.allocateSlots(big, 9, 0)).isFalse(); // 3 new blocks, 2 free
+        assertThat(m.lookupCachedTokens(big)).isEqualTo(8); // asked again in the next step
         assertThat(m.stats().prefixQueriedTokens()).isEqualTo(9 + 17);
         assertThat(m.stats().prefixHitTokens()).isEqualTo(8);
         m.free(a);
-        assertThat(m.allocateSlots(big, 9, 0)).isTrue();           // 2 idle hits + 3 new = 5 free
+        assertThat(m.allocateSlots(big, 9, 0)).isTrue(); // 2 idle hits + 3 new = 5 free
         big.advanceComputed(9);
         m.preempt(big, PreemptionMode.RECOMPUTE);
-        assertThat(m.lookupCachedTokens(big)).isEqualTo(16);           // a new lookup after preemption
+        assertThat(m.lookupCachedTokens(big)).isEqualTo(16); // a new lookup after preemption
         assertThat(m.stats().prefixQueriedTokens()).isEqualTo(9 + 17 + 17);
         assertThat(m.stats().prefixHitTokens()).isEqualTo(8 + 16);
         assertThat(m.stats().prefixHitRateWindow()).isCloseTo(24.0 / 43, org.assertj.core.api.Assertions.within(1e-12));
@@ -422,7 +461,7 @@ class KvCacheManagerTest {
         assertThat(m.stats().usage()).isZero();
         assertThat(m.stats().usageIncludingCached()).isCloseTo(2.0 / 15, org.assertj.core.api.Assertions.within(1e-9));
         for (int i = 0; i < 1000; i++) {
-            m.lookupCachedTokens(KvRequest.of("q" + i, seq(0, 9)));     // 8 of 9 hit
+            m.lookupCachedTokens(KvRequest.of("q" + i, seq(0, 9))); // 8 of 9 hit
         }
         assertThat(m.stats().prefixHitRateWindow()).isCloseTo(8.0 / 9, org.assertj.core.api.Assertions.within(1e-12));
         assertThat(m.stats().prefixQueriedTokens()).isEqualTo(9L * 1001);
@@ -433,13 +472,13 @@ class KvCacheManagerTest {
         KvCacheManager m = manager(11, KvCacheConfig.defaults().withWatermark(0.2)); // 10 usable, keep 2 free
         KvRequest a = KvRequest.of("a", seq(0, 36));
         m.lookupCachedTokens(a);
-        assertThat(m.allocateSlots(a, 36, 0)).isTrue();     // 9 blocks on an empty cache: allowed
+        assertThat(m.allocateSlots(a, 36, 0)).isTrue(); // 9 blocks on an empty cache: allowed
         m.free(a);
         KvRequest b = admit(m, KvRequest.of("b", seq(100, 4)));
-        KvRequest c = KvRequest.of("c", seq(200, 28));     // 7 blocks would leave 2 free: allowed
+        KvRequest c = KvRequest.of("c", seq(200, 28)); // 7 blocks would leave 2 free: allowed
         m.lookupCachedTokens(c);
         assertThat(m.allocateSlots(c, 28, 0)).isTrue();
-        KvRequest d = KvRequest.of("d", seq(300, 4));      // would leave 1 free: refused
+        KvRequest d = KvRequest.of("d", seq(300, 4)); // would leave 1 free: refused
         m.lookupCachedTokens(d);
         int[] before = m.pool().freeListOrder();
         assertThat(m.allocateSlots(d, 4, 0)).isFalse();
@@ -447,7 +486,7 @@ class KvCacheManagerTest {
         assertThat(d.status()).isEqualTo(RequestStatus.WAITING);
         assertThat(d.numBlocks()).isZero();
         b.appendToken(1);
-        assertThat(m.allocateSlots(b, 1, 0)).isTrue();     // running requests may still grow
+        assertThat(m.allocateSlots(b, 1, 0)).isTrue(); // running requests may still grow
         m.checkInvariants();
     }
 
@@ -460,7 +499,9 @@ class KvCacheManagerTest {
         KvRequest b = admit(m, KvRequest.of("b", seq(0, 9)));
         m.free(a);
         int[] before = m.pool().freeListOrder();
-        assertThatThrownBy(() -> m.free(a)).isInstanceOf(KvCacheException.class).hasMessage("request req-7 freed twice");
+        assertThatThrownBy(() -> m.free(a))
+                .isInstanceOf(KvCacheException.class)
+                .hasMessage("request req-7 freed twice");
         assertThat(m.pool().freeListOrder()).containsExactly(before);
         assertThat(m.pool().refCount(b.block(0))).isEqualTo(1);
         m.checkInvariants();
@@ -468,21 +509,30 @@ class KvCacheManagerTest {
 
     @Test
     void tokensBeyondTheModelLengthAreRefusedWithNothingChanged() {
-        KvCacheManager m = manager(32, KvCacheConfig.defaults());   // maxModelLen 64
+        KvCacheManager m = manager(32, KvCacheConfig.defaults()); // maxModelLen 64
         KvRequest a = KvRequest.of("long", seq(0, 70));
         m.lookupCachedTokens(a);
-        assertThatThrownBy(() -> m.allocateSlots(a, 70, 0)).isInstanceOf(KvCacheException.class)
-                .hasMessageContaining("request long").hasMessageContaining("max model length 64");
+        assertThatThrownBy(() -> m.allocateSlots(a, 70, 0))
+                .isInstanceOf(KvCacheException.class)
+                .hasMessageContaining("request long")
+                .hasMessageContaining("max model length 64");
         assertThat(m.pool().freeCount()).isEqualTo(31);
         assertThatThrownBy(() -> m.allocateSlots(KvRequest.of("x", seq(0, 3)), 5, 0))
-                .isInstanceOf(KvCacheException.class).hasMessageContaining("exceed its 3 known tokens");
+                .isInstanceOf(KvCacheException.class)
+                .hasMessageContaining("exceed its 3 known tokens");
         m.checkInvariants();
     }
 
     @Test
     void aBudgetTooSmallForOneRequestIsRejectedWithTheFeasibleLength() {
-        assertThatThrownBy(() -> KvCacheSpec.builder().layers(4).kvHeads(8).headSize(128).elementSize(2)
-                .budgetBytes(4L * 16 * 2 * 8 * 128 * 2 * 10).maxModelLen(4096).build())
+        assertThatThrownBy(() -> KvCacheSpec.builder()
+                        .layers(4)
+                        .kvHeads(8)
+                        .headSize(128)
+                        .elementSize(2)
+                        .budgetBytes(4L * 16 * 2 * 8 * 128 * 2 * 10)
+                        .maxModelLen(4096)
+                        .build())
                 .isInstanceOf(KvCacheException.class)
                 .hasMessageContaining("budget too small for one request")
                 .hasMessageContaining("lower maxModelLen to at most 144");
@@ -493,15 +543,23 @@ class KvCacheManagerTest {
         KvCacheManager m1 = manager(16, KvCacheConfig.defaults());
         KvCacheManager m2 = manager(16, KvCacheConfig.defaults());
         KvRequest a = admit(m1, KvRequest.of("a", seq(0, 5)));
-        assertThatThrownBy(() -> m2.free(a)).isInstanceOf(KvCacheException.class).hasMessageContaining("another KV cache manager");
+        assertThatThrownBy(() -> m2.free(a))
+                .isInstanceOf(KvCacheException.class)
+                .hasMessageContaining("another KV cache manager");
         m1.checkInvariants();
         m2.checkInvariants();
     }
 
     @Test
     void specDerivesPageBytesAndBlockCountFromTheBudget() {
-        KvCacheSpec spec = KvCacheSpec.builder().layers(32).kvHeads(8).headSize(128).elementSize(2)
-                .budgetBytes(1L << 30).maxModelLen(4096).build();
+        KvCacheSpec spec = KvCacheSpec.builder()
+                .layers(32)
+                .kvHeads(8)
+                .headSize(128)
+                .elementSize(2)
+                .budgetBytes(1L << 30)
+                .maxModelLen(4096)
+                .build();
         assertThat(spec.pageBytes()).isEqualTo(16L * 2 * 8 * 128 * 2);
         assertThat(spec.numBlocks()).isEqualTo((int) ((1L << 30) / spec.pageBytes() / 32));
         assertThat(spec.blockSize()).isEqualTo(16);
@@ -510,8 +568,14 @@ class KvCacheManagerTest {
     @Test
     void pagesComeFromTheDeviceOneRegionPerLayerAndGoBackOnClose() {
         SimulatedDevice device = SimulatedDevice.builder().capacity(64L << 20).build();
-        KvCacheSpec spec = KvCacheSpec.builder().layers(3).kvHeads(2).headSize(4).elementSize(4).numBlocks(10)
-                .maxModelLen(16).build();
+        KvCacheSpec spec = KvCacheSpec.builder()
+                .layers(3)
+                .kvHeads(2)
+                .headSize(4)
+                .elementSize(4)
+                .numBlocks(10)
+                .maxModelLen(16)
+                .build();
         long free = device.freeMemory();
         try (KvCacheManager m = new KvCacheManager(spec, KvMemory.direct(device))) {
             assertThat(device.mallocCount()).isEqualTo(3);

@@ -1,10 +1,10 @@
 package io.gpumem.kvcache.manager;
 
+import static org.assertj.core.api.Assertions.assertThat;
+
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.kvcache.KvCacheSpec;
 import io.gpumem.kvcache.memory.KvMemory;
-import org.junit.jupiter.api.Test;
-
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -15,8 +15,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.SplittableRandom;
-
-import static org.assertj.core.api.Assertions.assertThat;
+import org.junit.jupiter.api.Test;
 
 /**
  * Seeded random use of the manager where a grant is not always computed at once: between
@@ -49,12 +48,23 @@ class PendingGrantRandomTest {
     private KvCacheManager run(long seed) {
         System.out.println("seed=" + seed);
         SplittableRandom rnd = new SplittableRandom(seed);
-        KvCacheSpec spec = KvCacheSpec.builder().layers(1).kvHeads(1).headSize(2).elementSize(4).blockSize(BS)
-                .numBlocks(18).maxModelLen(64).build();
-        KvCacheManager m = new KvCacheManager(spec,
-                KvMemory.direct(SimulatedDevice.builder().capacity(1L << 24).backed(true).build()),
+        KvCacheSpec spec = KvCacheSpec.builder()
+                .layers(1)
+                .kvHeads(1)
+                .headSize(2)
+                .elementSize(4)
+                .blockSize(BS)
+                .numBlocks(18)
+                .maxModelLen(64)
+                .build();
+        KvCacheManager m = new KvCacheManager(
+                spec,
+                KvMemory.direct(SimulatedDevice.builder()
+                        .capacity(1L << 24)
+                        .backed(true)
+                        .build()),
                 KvCacheConfig.defaults().withSwapSpaceBytes(8 * spec.pageBytes()));
-        Arena arena = Arena.ofAuto();   // freed with the test, whatever way it ends
+        Arena arena = Arena.ofAuto(); // freed with the test, whatever way it ends
         MemorySegment k = arena.allocate(spec.tokenBytes(), 8);
         MemorySegment v = arena.allocate(spec.tokenBytes(), 8);
         MemorySegment page = arena.allocate(spec.pageBytes(), 8);
@@ -64,7 +74,8 @@ class PendingGrantRandomTest {
         }
         List<KvRequest> running = new ArrayList<>();
         List<KvRequest> parked = new ArrayList<>();
-        Map<KvRequest, Integer> pending = new LinkedHashMap<>();     // granted, not yet computed (KvRequest has identity equality)
+        Map<KvRequest, Integer> pending =
+                new LinkedHashMap<>(); // granted, not yet computed (KvRequest has identity equality)
         // Grants outstanding when another request was admitted: that request may have hit their blocks,
         // so (as in a real engine, where both are in one step) they are computed, never dropped.
         Set<KvRequest> sealed = new LinkedHashSet<>();
@@ -75,7 +86,7 @@ class PendingGrantRandomTest {
                 int[] prompt = concat(prefixes[rnd.nextInt(prefixes.length)], tokens(rnd, rnd.nextInt(8)));
                 KvRequest r = KvRequest.of("n" + ids++, prompt);
                 int hit = m.lookupCachedTokens(r);
-                int n = 1 + rnd.nextInt(r.numTokens() - hit);              // maybe a chunk of the prefill
+                int n = 1 + rnd.nextInt(r.numTokens() - hit); // maybe a chunk of the prefill
                 if (m.allocateSlots(r, n, rnd.nextInt(3))) {
                     sealed.addAll(pending.keySet());
                     running.add(r);
@@ -116,7 +127,7 @@ class PendingGrantRandomTest {
                     continue;
                 }
                 running.remove(r);
-                pending.remove(r);                                          // its grant is dropped
+                pending.remove(r); // its grant is dropped
                 m.preempt(r, rnd.nextBoolean() ? PreemptionMode.SWAP : PreemptionMode.RECOMPUTE);
                 parked.add(r);
             } else if (kind == 9 && !parked.isEmpty()) {
@@ -153,7 +164,9 @@ class PendingGrantRandomTest {
                             m.pages().readPage(0, r.block(p / BS), page);
                         }
                         assertThat(page.get(ValueLayout.JAVA_LONG, (long) (p % BS) * 8))
-                                .as("seed %d op %d: K of %s position %d in block %d", seed, op, r.id(), p, r.block(p / BS))
+                                .as(
+                                        "seed %d op %d: K of %s position %d in block %d",
+                                        seed, op, r.id(), p, r.block(p / BS))
                                 .isEqualTo(PrefixFingerprint.of(r, p));
                     }
                 }

@@ -6,8 +6,7 @@ package io.gpumem.kvcache.manager;
  * when real KV may be shared; so reading back a wrong block (stale hit, missed copy) shows up as a mismatch.
  */
 public final class PrefixFingerprint {
-    private PrefixFingerprint() {
-    }
+    private PrefixFingerprint() {}
 
     public static long of(KvRequest r, int position) {
         long h = 0xCBF29CE484222325L;

@@ -1,5 +1,8 @@
 package io.gpumem.kvcache.memory;
 
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
 import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.kvcache.KvCacheException;
@@ -7,12 +10,16 @@ import io.gpumem.kvcache.KvCacheSpec;
 import io.gpumem.kvcache.manager.KvCacheManager;
 import org.junit.jupiter.api.Test;
 
-import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
-
 class KvMemoryTest {
-    private static final KvCacheSpec SPEC = KvCacheSpec.builder().layers(4).kvHeads(2).headSize(64).elementSize(2)
-            .blockSize(16).numBlocks(256).maxModelLen(1024).build();
+    private static final KvCacheSpec SPEC = KvCacheSpec.builder()
+            .layers(4)
+            .kvHeads(2)
+            .headSize(64)
+            .elementSize(2)
+            .blockSize(16)
+            .numBlocks(256)
+            .maxModelLen(1024)
+            .build();
 
     @Test
     void onTheCachingAllocatorTheCacheShowsUpInItsStatistics() {
@@ -20,15 +27,23 @@ class KvMemoryTest {
         CachingAllocator allocator = new CachingAllocator(device);
         try (KvCacheManager m = new KvCacheManager(SPEC, KvMemory.cachingAllocator(allocator))) {
             assertThat(allocator.allocatedBytes()).isEqualTo(4 * SPEC.layerBytes());
-            assertThat(allocator.stats().toPyTorchMap().get("allocation.all.current")).isEqualTo(4L);
+            assertThat(allocator.stats().toPyTorchMap().get("allocation.all.current"))
+                    .isEqualTo(4L);
             assertThat(m.pages().pageAddress(3, 255) + SPEC.pageBytes())
                     .isEqualTo(m.pages().layerAddress(3) + SPEC.layerBytes());
             allocator.internals().checkInvariants();
             // each layer region is an allocated block of the snapshot, at the address the pages use
-            var blocks = allocator.snapshot().segments().stream().flatMap(seg -> seg.blocks().stream())
-                    .filter(b -> b.requestedSize() == SPEC.layerBytes()).map(b -> b.address()).toList();
-            assertThat(blocks).containsExactlyInAnyOrder(m.pages().layerAddress(0), m.pages().layerAddress(1),
-                    m.pages().layerAddress(2), m.pages().layerAddress(3));
+            var blocks = allocator.snapshot().segments().stream()
+                    .flatMap(seg -> seg.blocks().stream())
+                    .filter(b -> b.requestedSize() == SPEC.layerBytes())
+                    .map(b -> b.address())
+                    .toList();
+            assertThat(blocks)
+                    .containsExactlyInAnyOrder(
+                            m.pages().layerAddress(0),
+                            m.pages().layerAddress(1),
+                            m.pages().layerAddress(2),
+                            m.pages().layerAddress(3));
         }
         assertThat(allocator.allocatedBytes()).isZero();
         allocator.internals().checkInvariants();
@@ -37,7 +52,9 @@ class KvMemoryTest {
     @Test
     void anAllocatorOutOfMemoryIsAClearErrorAndLeavesNothingAllocated() {
         // room for two of the four 2 MiB layer regions
-        SimulatedDevice device = SimulatedDevice.builder().capacity(SPEC.layerBytes() * 2 + (1 << 20)).build();
+        SimulatedDevice device = SimulatedDevice.builder()
+                .capacity(SPEC.layerBytes() * 2 + (1 << 20))
+                .build();
         CachingAllocator allocator = new CachingAllocator(device);
         assertThatThrownBy(() -> new KvCacheManager(SPEC, KvMemory.cachingAllocator(allocator)))
                 .isInstanceOf(KvCacheException.class)
@@ -48,7 +65,8 @@ class KvMemoryTest {
 
     @Test
     void aDeviceOutOfMemoryIsAClearErrorAndLeavesNothingAllocated() {
-        SimulatedDevice device = SimulatedDevice.builder().capacity(SPEC.layerBytes() * 3).build();
+        SimulatedDevice device =
+                SimulatedDevice.builder().capacity(SPEC.layerBytes() * 3).build();
         long free = device.freeMemory();
         assertThatThrownBy(() -> new KvCacheManager(SPEC, KvMemory.direct(device)))
                 .isInstanceOf(KvCacheException.class)

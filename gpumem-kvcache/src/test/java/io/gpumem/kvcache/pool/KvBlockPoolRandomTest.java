@@ -1,6 +1,6 @@
 package io.gpumem.kvcache.pool;
 
-import org.junit.jupiter.api.Test;
+import static org.assertj.core.api.Assertions.assertThat;
 
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -8,8 +8,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
-
-import static org.assertj.core.api.Assertions.assertThat;
+import org.junit.jupiter.api.Test;
 
 /**
  * Seeded random operations against a simple model: reference counts and cached entries must match the
@@ -39,7 +38,9 @@ class KvBlockPoolRandomTest {
                 int[] t = new int[k];
                 pool.allocate(k, t, 0);
                 for (int b : t) {
-                    assertThat(refs[b]).as("seed %d: allocated a referenced block", seed).isZero();
+                    assertThat(refs[b])
+                            .as("seed %d: allocated a referenced block", seed)
+                            .isZero();
                     refs[b] = 1;
                     cached.remove(b);
                 }
@@ -66,7 +67,9 @@ class KvBlockPoolRandomTest {
                 long[] e = cached.get(b);
                 int hit = pool.lookup(e[0], e[0], KvBlockPool.NONE, new int[] {(int) e[1], 0}, 0, 0, 0);
                 assertThat(hit).as("seed %d", seed).isNotEqualTo(KvBlockPool.NONE);
-                assertThat(cached.get(hit)).as("seed %d: hit must carry the same key and tokens", seed).containsExactly(e);
+                assertThat(cached.get(hit))
+                        .as("seed %d: hit must carry the same key and tokens", seed)
+                        .containsExactly(e);
                 if (rnd.nextBoolean()) {
                     pool.touch(hit);
                     refs[hit]++;
@@ -76,7 +79,9 @@ class KvBlockPoolRandomTest {
             pool.checkInvariants();
             for (int b = 1; b < n; b++) {
                 assertThat(pool.refCount(b)).as("seed %d block %d", seed, b).isEqualTo(refs[b]);
-                assertThat(pool.isCached(b)).as("seed %d block %d cached", seed, b).isEqualTo(cached.containsKey(b));
+                assertThat(pool.isCached(b))
+                        .as("seed %d block %d cached", seed, b)
+                        .isEqualTo(cached.containsKey(b));
             }
         }
     }

@@ -1,10 +1,10 @@
 package io.gpumem.kvcache.pool;
 
-import io.gpumem.kvcache.KvCacheException;
-import org.junit.jupiter.api.Test;
-
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.gpumem.kvcache.KvCacheException;
+import org.junit.jupiter.api.Test;
 
 /** Golden tests for the free-list and cache rules of kv-cache.md §1.3–§1.4 and §1.8. */
 class KvBlockPoolTest {
@@ -34,7 +34,7 @@ class KvBlockPoolTest {
     void freesARequestInReverseOrderSoTheChainTailIsEvictedFirst() {
         KvBlockPool pool = new KvBlockPool(6, BS, true);
         int[] table = new int[3];
-        pool.allocate(3, table, 0);                 // 1, 2, 3
+        pool.allocate(3, table, 0); // 1, 2, 3
         for (int j = 0; j < 3; j++) {
             pool.cache(table[j], 100 + j, j, j == 0 ? KvBlockPool.NONE : table[j - 1], tokens(10 * j), 0, 0, 0);
         }
@@ -49,7 +49,7 @@ class KvBlockPoolTest {
     void prependsBlocksWithoutACacheEntrySoTheyAreReusedBeforeAnyEntryIsLost() {
         KvBlockPool pool = new KvBlockPool(8, BS, true);
         int[] table = new int[4];
-        pool.allocate(4, table, 0);                 // 1, 2, 3, 4: 1 and 2 cached (full), 3 and 4 not
+        pool.allocate(4, table, 0); // 1, 2, 3, 4: 1 and 2 cached (full), 3 and 4 not
         cacheFirst(pool, 1, 1);
         pool.cache(2, 7, 7, 1, tokens(5), 0, 0, 0);
         pool.free(table, 0, 4);
@@ -86,13 +86,13 @@ class KvBlockPoolTest {
     void aBatchedAllocationEvictsTheEntriesOfTheCachedBlocksItPops() {
         KvBlockPool pool = new KvBlockPool(5, BS, true);
         int[] t = new int[2];
-        pool.allocate(2, t, 0);                     // 1, 2
+        pool.allocate(2, t, 0); // 1, 2
         cacheFirst(pool, 1, 10);
         pool.cache(2, 20, 20, 1, tokens(20), 0, 0, 0);
         pool.free(t, 0, 2);
         assertThat(pool.freeListOrder()).containsExactly(3, 4, 2, 1);
         int[] got = new int[3];
-        pool.allocate(3, got, 0);                   // the two clean blocks, then the chain tail
+        pool.allocate(3, got, 0); // the two clean blocks, then the chain tail
         assertThat(got).containsExactly(3, 4, 2);
         assertThat(pool.isCached(2)).isFalse();
         assertThat(pool.lookup(20, 20, 1, tokens(20), 0, 0, 0)).isEqualTo(KvBlockPool.NONE);
@@ -107,10 +107,10 @@ class KvBlockPoolTest {
     void aBlockAnotherRequestStillHoldsStaysOutOfTheFreeList() {
         KvBlockPool pool = new KvBlockPool(6, BS, true);
         int[] a = new int[3];
-        pool.allocate(3, a, 0);                     // 1, 2, 3: 1 and 2 cached
+        pool.allocate(3, a, 0); // 1, 2, 3: 1 and 2 cached
         cacheFirst(pool, 1, 10);
         pool.cache(2, 20, 20, 1, tokens(20), 0, 0, 0);
-        pool.touch(1);                              // a second request hit the cached prefix
+        pool.touch(1); // a second request hit the cached prefix
         pool.touch(2);
         pool.free(a, 0, 3);
         assertThat(pool.freeListOrder()).containsExactly(3, 4, 5);
@@ -135,7 +135,8 @@ class KvBlockPoolTest {
         assertThat(pool.freeListOrder()).containsExactly(2, 1);
         assertThat(pool.isFree(KvBlockPool.NULL_BLOCK)).isFalse();
         assertThat(pool.refCount(KvBlockPool.NULL_BLOCK)).isZero();
-        assertThatThrownBy(() -> cacheFirst(pool, KvBlockPool.NULL_BLOCK, 1)).isInstanceOf(KvCacheException.class)
+        assertThatThrownBy(() -> cacheFirst(pool, KvBlockPool.NULL_BLOCK, 1))
+                .isInstanceOf(KvCacheException.class)
                 .hasMessageContaining("null");
         pool.checkInvariants();
     }
@@ -176,7 +177,9 @@ class KvBlockPoolTest {
     void refusesToAllocateMoreThanIsFreeWithoutTakingAny() {
         KvBlockPool pool = new KvBlockPool(4, BS, true);
         int[] dst = new int[4];
-        assertThatThrownBy(() -> pool.allocate(4, dst, 0)).isInstanceOf(KvCacheException.class).hasMessageContaining("only 3 free");
+        assertThatThrownBy(() -> pool.allocate(4, dst, 0))
+                .isInstanceOf(KvCacheException.class)
+                .hasMessageContaining("only 3 free");
         assertThat(pool.freeCount()).isEqualTo(3);
         pool.checkInvariants();
     }
@@ -215,16 +218,22 @@ class KvBlockPoolTest {
         int s1 = pool.allocate();
         pool.cache(a0, 1, 1, KvBlockPool.NONE, tokens(0), 0, 0, 0);
         pool.cache(a1, 2, 2, a0, tokens(4), 0, 0, 0);
-        pool.cache(b1, 2, 2, a0, tokens(4), 0, 0, 0);      // the same block computed twice (no de-duplication)
-        pool.cache(b2, 3, 3, b1, tokens(8), 0, 0, 0);      // the chain continues from the second copy
-        pool.cache(x1, 2, 2, a0, tokens(40), 0, 0, 0);     // same key as a1, other tokens (a collision)
-        pool.cache(s0, 1, 1, KvBlockPool.NONE, tokens(0), 0, 0, 5);   // a0's tokens under another salt
+        pool.cache(b1, 2, 2, a0, tokens(4), 0, 0, 0); // the same block computed twice (no de-duplication)
+        pool.cache(b2, 3, 3, b1, tokens(8), 0, 0, 0); // the chain continues from the second copy
+        pool.cache(x1, 2, 2, a0, tokens(40), 0, 0, 0); // same key as a1, other tokens (a collision)
+        pool.cache(s0, 1, 1, KvBlockPool.NONE, tokens(0), 0, 0, 5); // a0's tokens under another salt
         pool.cache(s1, 2, 2, s0, tokens(4), 0, 0, 5);
         assertThat(pool.lookup(3, 3, b1, tokens(8), 0, 0, 0)).isEqualTo(b2);
-        assertThat(pool.lookup(3, 3, a1, tokens(8), 0, 0, 0)).as("after the other copy").isEqualTo(b2);
-        assertThat(pool.lookup(3, 3, x1, tokens(8), 0, 0, 0)).as("after a colliding block").isEqualTo(KvBlockPool.NONE);
-        assertThat(pool.lookup(3, 3, s1, tokens(8), 0, 0, 5)).as("after another tenant's chain").isEqualTo(KvBlockPool.NONE);
-        pool.evict(b1);                                    // b2's own parent lost its contents
+        assertThat(pool.lookup(3, 3, a1, tokens(8), 0, 0, 0))
+                .as("after the other copy")
+                .isEqualTo(b2);
+        assertThat(pool.lookup(3, 3, x1, tokens(8), 0, 0, 0))
+                .as("after a colliding block")
+                .isEqualTo(KvBlockPool.NONE);
+        assertThat(pool.lookup(3, 3, s1, tokens(8), 0, 0, 5))
+                .as("after another tenant's chain")
+                .isEqualTo(KvBlockPool.NONE);
+        pool.evict(b1); // b2's own parent lost its contents
         assertThat(pool.lookup(3, 3, a1, tokens(8), 0, 0, 0)).isEqualTo(KvBlockPool.NONE);
         pool.checkInvariants();
     }
@@ -237,9 +246,9 @@ class KvBlockPoolTest {
         pool.cache(p, 1, 1, KvBlockPool.NONE, tokens(0), 0, 0, 0);
         pool.cache(c, 2, 2, p, tokens(4), 0, 0, 0);
         pool.free(new int[] {c}, 0, 1);
-        pool.free(new int[] {p}, 0, 1);      // free list: c, p  -> p (parent) is reused last... force it:
-        pool.touch(c);                       // keep the child referenced
-        int reused = pool.allocate();        // pops p, evicting it
+        pool.free(new int[] {p}, 0, 1); // free list: c, p  -> p (parent) is reused last... force it:
+        pool.touch(c); // keep the child referenced
+        int reused = pool.allocate(); // pops p, evicting it
         assertThat(reused).isEqualTo(p);
         pool.cache(p, 1, 1, KvBlockPool.NONE, tokens(0), 0, 0, 0); // same contents cached again, new generation
         assertThat(pool.lookup(2, 2, p, tokens(4), 0, 0, 0)).isEqualTo(KvBlockPool.NONE);

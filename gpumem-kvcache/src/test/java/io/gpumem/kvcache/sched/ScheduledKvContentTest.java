@@ -1,16 +1,16 @@
 package io.gpumem.kvcache.sched;
 
+import static org.assertj.core.api.Assertions.assertThat;
+
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.kvcache.KvCacheSpec;
 import io.gpumem.kvcache.manager.KvCacheConfig;
 import io.gpumem.kvcache.manager.KvCacheManager;
 import io.gpumem.kvcache.manager.KvRequest;
-import io.gpumem.kvcache.manager.PrefixFingerprint;
 import io.gpumem.kvcache.manager.PreemptionMode;
+import io.gpumem.kvcache.manager.PrefixFingerprint;
 import io.gpumem.kvcache.manager.RequestStatus;
 import io.gpumem.kvcache.memory.KvMemory;
-import org.junit.jupiter.api.Test;
-
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -19,8 +19,7 @@ import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
-
-import static org.assertj.core.api.Assertions.assertThat;
+import org.junit.jupiter.api.Test;
 
 /**
  * The scheduler and the cache together, checked with real bytes: seeded random serving runs (shared
@@ -57,18 +56,31 @@ class ScheduledKvContentTest {
         VictimPolicy policy = VictimPolicy.values()[(int) (seed % 3)];
         PreemptionMode mode = seed % 2 == 0 ? PreemptionMode.SWAP : PreemptionMode.RECOMPUTE;
         int lookahead = (int) (seed / 3 % 3);
-        KvCacheSpec spec = KvCacheSpec.builder().layers(1).kvHeads(1).headSize(2).elementSize(4).blockSize(BS)
-                .numBlocks(20).maxModelLen(64).build();
-        KvCacheConfig config = KvCacheConfig.defaults().withSwapSpaceBytes(seed % 4 == 0 ? 1 << 20 : 6 * spec.pageBytes());
-        KvCacheManager m = new KvCacheManager(spec,
-                KvMemory.direct(SimulatedDevice.builder().capacity(1L << 24).backed(true).build()), config);
+        KvCacheSpec spec = KvCacheSpec.builder()
+                .layers(1)
+                .kvHeads(1)
+                .headSize(2)
+                .elementSize(4)
+                .blockSize(BS)
+                .numBlocks(20)
+                .maxModelLen(64)
+                .build();
+        KvCacheConfig config =
+                KvCacheConfig.defaults().withSwapSpaceBytes(seed % 4 == 0 ? 1 << 20 : 6 * spec.pageBytes());
+        KvCacheManager m = new KvCacheManager(
+                spec,
+                KvMemory.direct(SimulatedDevice.builder()
+                        .capacity(1L << 24)
+                        .backed(true)
+                        .build()),
+                config);
         Scheduler s = new Scheduler(m, new SchedulerConfig(12 + rnd.nextInt(20), 8, mode, policy, lookahead));
         int[][] prefixes = new int[3][];
         for (int i = 0; i < prefixes.length; i++) {
             prefixes[i] = tokens(rnd, 5 + rnd.nextInt(10));
         }
         Map<KvRequest, Integer> outputLength = new IdentityHashMap<>();
-        Arena arena = Arena.ofAuto();   // freed with the test, whatever way it ends
+        Arena arena = Arena.ofAuto(); // freed with the test, whatever way it ends
         MemorySegment k = arena.allocate(spec.tokenBytes(), 8);
         MemorySegment v = arena.allocate(spec.tokenBytes(), 8);
         MemorySegment page = arena.allocate(spec.pageBytes(), 8);
@@ -78,15 +90,21 @@ class ScheduledKvContentTest {
             if (ids < 40 && rnd.nextInt(3) == 0) {
                 int[] prefix = prefixes[rnd.nextInt(prefixes.length)];
                 int[] prompt = concat(prefix, tokens(rnd, 1 + rnd.nextInt(12)));
-                KvRequest r = KvRequest.builder("r" + ids++, prompt).priority(rnd.nextInt(3)).arrival(step).build();
+                KvRequest r = KvRequest.builder("r" + ids++, prompt)
+                        .priority(rnd.nextInt(3))
+                        .arrival(step)
+                        .build();
                 outputLength.put(r, 1 + rnd.nextInt(Math.min(20, 63 - prompt.length)));
                 s.add(r);
             }
             List<KvRequest> runningBefore = s.running();
             s.schedule();
             for (int i = 0; i < s.batchSize() && s.preemptedLastStep(); i++) {
-                assertThat(runningBefore).as("seed %d step %d: %s admitted in a step that preempted", seed, step,
-                        s.batchRequest(i).id()).contains(s.batchRequest(i));
+                assertThat(runningBefore)
+                        .as(
+                                "seed %d step %d: %s admitted in a step that preempted",
+                                seed, step, s.batchRequest(i).id())
+                        .contains(s.batchRequest(i));
             }
             List<KvRequest> done = new ArrayList<>();
             for (int i = 0; i < s.batchSize(); i++) {
@@ -115,10 +133,13 @@ class ScheduledKvContentTest {
                     }
                     long f = PrefixFingerprint.of(r, p);
                     assertThat(page.get(ValueLayout.JAVA_LONG, (long) (p % BS) * 8))
-                            .as("seed %d step %d: K of %s position %d in block %d", seed, step, r.id(), p, r.block(p / BS))
+                            .as(
+                                    "seed %d step %d: K of %s position %d in block %d",
+                                    seed, step, r.id(), p, r.block(p / BS))
                             .isEqualTo(f);
                     assertThat(page.get(ValueLayout.JAVA_LONG, (long) (BS + p % BS) * 8))
-                            .as("seed %d step %d: V of %s position %d", seed, step, r.id(), p).isEqualTo(~f);
+                            .as("seed %d step %d: V of %s position %d", seed, step, r.id(), p)
+                            .isEqualTo(~f);
                 }
             }
             for (KvRequest r : done) {

@@ -1,5 +1,7 @@
 package io.gpumem.kvcache.sched;
 
+import static org.assertj.core.api.Assertions.assertThat;
+
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.kvcache.KvCacheSpec;
 import io.gpumem.kvcache.manager.KvCacheConfig;
@@ -8,26 +10,39 @@ import io.gpumem.kvcache.manager.KvRequest;
 import io.gpumem.kvcache.manager.PreemptionMode;
 import io.gpumem.kvcache.manager.RequestStatus;
 import io.gpumem.kvcache.memory.KvMemory;
-import org.junit.jupiter.api.Test;
-
 import java.util.ArrayList;
 import java.util.List;
 import java.util.stream.IntStream;
-
-import static org.assertj.core.api.Assertions.assertThat;
+import org.junit.jupiter.api.Test;
 
 /** Golden tests for the scheduler rules of kv-cache.md §1.9. */
 class SchedulerTest {
     private static final int BS = 4;
 
     private static KvCacheManager manager(int blocks, KvCacheConfig config) {
-        KvCacheSpec spec = KvCacheSpec.builder().layers(1).kvHeads(1).headSize(4).elementSize(4).blockSize(BS)
-                .numBlocks(blocks).maxModelLen((blocks - 1) * BS).build();
-        return new KvCacheManager(spec, KvMemory.direct(SimulatedDevice.builder().capacity(1L << 24).backed(true).build()), config);
+        KvCacheSpec spec = KvCacheSpec.builder()
+                .layers(1)
+                .kvHeads(1)
+                .headSize(4)
+                .elementSize(4)
+                .blockSize(BS)
+                .numBlocks(blocks)
+                .maxModelLen((blocks - 1) * BS)
+                .build();
+        return new KvCacheManager(
+                spec,
+                KvMemory.direct(SimulatedDevice.builder()
+                        .capacity(1L << 24)
+                        .backed(true)
+                        .build()),
+                config);
     }
 
     private static KvRequest req(String id, int from, int n, int priority, long arrival) {
-        return KvRequest.builder(id, IntStream.range(from, from + n).toArray()).priority(priority).arrival(arrival).build();
+        return KvRequest.builder(id, IntStream.range(from, from + n).toArray())
+                .priority(priority)
+                .arrival(arrival)
+                .build();
     }
 
     /** Runs one step: computes the batch, samples a token for requests that caught up. */
@@ -48,12 +63,13 @@ class SchedulerTest {
     @Test
     void noRequestIsAdmittedInAStepThatPreemptedEvenWhenItWouldFit() {
         KvCacheManager m = manager(8, KvCacheConfig.defaults()); // 7 usable blocks
-        Scheduler s = new Scheduler(m, new SchedulerConfig(2048, 16, PreemptionMode.RECOMPUTE, VictimPolicy.PRIORITY, 0));
+        Scheduler s =
+                new Scheduler(m, new SchedulerConfig(2048, 16, PreemptionMode.RECOMPUTE, VictimPolicy.PRIORITY, 0));
         KvRequest high = req("high", 0, 8, 0, 0);
         KvRequest low = req("low", 100, 16, 9, 1);
         s.add(high);
         s.add(low);
-        assertThat(step(s)).containsExactly("high:8", "low:16");   // 2 + 4 blocks, 1 free
+        assertThat(step(s)).containsExactly("high:8", "low:16"); // 2 + 4 blocks, 1 free
         KvRequest mid = req("mid", 200, 3, 5, 2);
         s.add(mid);
         // high takes the last block; low cannot grow and, least important, preempts itself: 4 blocks free
@@ -76,7 +92,7 @@ class SchedulerTest {
         KvRequest b = req("b", 100, 12, 0, 1);
         s.add(a);
         s.add(b);
-        assertThat(step(s)).containsExactly("a:8", "b:12");  // 2 + 3 blocks: pool full
+        assertThat(step(s)).containsExactly("a:8", "b:12"); // 2 + 3 blocks: pool full
         KvRequest c = req("c", 200, 2, 0, 2);
         s.add(c);
         // a needs a 3rd block for its sampled token: FCFS preempts b (3 blocks freed), c must still wait
@@ -102,7 +118,7 @@ class SchedulerTest {
         s.add(a);
         s.add(b);
         step(s);
-        assertThat(step(s)).containsExactly("a:1");  // a's growth evicts b (last admitted)
+        assertThat(step(s)).containsExactly("a:1"); // a's growth evicts b (last admitted)
         assertThat(b.status()).isEqualTo(RequestStatus.PREEMPTED);
         assertThat(step(s)).containsExactly("a:1");
         m.checkInvariants();
@@ -111,10 +127,11 @@ class SchedulerTest {
     @Test
     void priorityPreemptsTheLeastImportantAndRollsBackItsGrant() {
         KvCacheManager m = manager(7, KvCacheConfig.defaults()); // 6 usable
-        Scheduler s = new Scheduler(m, new SchedulerConfig(2048, 16, PreemptionMode.RECOMPUTE, VictimPolicy.PRIORITY, 0));
-        KvRequest low = req("low", 0, 5, 5, 0);     // admitted first, least important
+        Scheduler s =
+                new Scheduler(m, new SchedulerConfig(2048, 16, PreemptionMode.RECOMPUTE, VictimPolicy.PRIORITY, 0));
+        KvRequest low = req("low", 0, 5, 5, 0); // admitted first, least important
         s.add(low);
-        assertThat(step(s)).containsExactly("low:5");                     // 2 blocks
+        assertThat(step(s)).containsExactly("low:5"); // 2 blocks
         KvRequest high = req("high", 100, 8, 0, 1);
         KvRequest mid = req("mid", 200, 7, 1, 2);
         s.add(mid);
@@ -129,13 +146,14 @@ class SchedulerTest {
     @Test
     void aVictimWhoseGrantCompletedABlockLeavesThatBlockUncached() {
         KvCacheManager m = manager(5, KvCacheConfig.defaults()); // 4 usable
-        Scheduler s = new Scheduler(m, new SchedulerConfig(2048, 16, PreemptionMode.RECOMPUTE, VictimPolicy.PRIORITY, 1));
+        Scheduler s =
+                new Scheduler(m, new SchedulerConfig(2048, 16, PreemptionMode.RECOMPUTE, VictimPolicy.PRIORITY, 1));
         KvRequest low = req("low", 0, 6, 5, 0);
         s.add(low);
-        assertThat(step(s)).containsExactly("low:6");                      // 7 slots: 2 blocks, block 0 cached
+        assertThat(step(s)).containsExactly("low:6"); // 7 slots: 2 blocks, block 0 cached
         KvRequest high = req("high", 100, 3, 0, 1);
         s.add(high);
-        assertThat(step(s)).containsExactly("low:1", "high:3");            // 2 + 1 blocks
+        assertThat(step(s)).containsExactly("low:1", "high:3"); // 2 + 1 blocks
         int lowBlock1 = low.block(1);
         // low's decode grant fills block 1 (cached at grant time) and takes a lookahead block: the pool is
         // full. high then needs a block and low, though admitted first, is the victim: its grant is rolled
@@ -148,26 +166,31 @@ class SchedulerTest {
         for (int i = 0; i < low.numTokens(); i++) {
             probe[i] = low.token(i);
         }
-        assertThat(m.lookupCachedTokens(KvRequest.of("probe", probe))).as("only block 0 holds computed KV").isEqualTo(BS);
+        assertThat(m.lookupCachedTokens(KvRequest.of("probe", probe)))
+                .as("only block 0 holds computed KV")
+                .isEqualTo(BS);
         assertThat(m.pool().isFree(lowBlock1)).isTrue();
-        assertThat(m.pool().isCached(lowBlock1)).as("low's block 1 holds an uncomputed position").isFalse();
+        assertThat(m.pool().isCached(lowBlock1))
+                .as("low's block 1 holds an uncomputed position")
+                .isFalse();
         m.checkInvariants();
     }
 
     @Test
     void leastComputedFirstPreemptsTheCheapestToRecompute() {
         KvCacheManager m = manager(7, KvCacheConfig.defaults());
-        Scheduler s = new Scheduler(m, new SchedulerConfig(2048, 16, PreemptionMode.RECOMPUTE, VictimPolicy.LEAST_COMPUTED, 0));
+        Scheduler s = new Scheduler(
+                m, new SchedulerConfig(2048, 16, PreemptionMode.RECOMPUTE, VictimPolicy.LEAST_COMPUTED, 0));
         KvRequest big = req("big", 0, 8, 0, 0);
         KvRequest small = req("small", 100, 3, 0, 1);
         KvRequest last = req("last", 200, 8, 0, 2);
         s.add(big);
         s.add(small);
         s.add(last);
-        step(s);                                    // 2 + 1 + 2 blocks, 1 free
-        step(s);                                    // big takes the last block
+        step(s); // 2 + 1 + 2 blocks, 1 free
+        step(s); // big takes the last block
         assertThat(m.pool().freeCount()).isZero();
-        step(s);                                    // last needs a block: small (3 computed... fewest) goes
+        step(s); // last needs a block: small (3 computed... fewest) goes
         assertThat(small.status()).isEqualTo(RequestStatus.PREEMPTED);
         assertThat(last.status()).isEqualTo(RequestStatus.RUNNING);
         m.checkInvariants();
@@ -187,7 +210,7 @@ class SchedulerTest {
         s.finish(a);
         List<String> next = step(s);
         assertThat(b.status()).isEqualTo(RequestStatus.RUNNING);
-        assertThat(next).containsExactly("b:1");      // only the sampled token: nothing recomputed
+        assertThat(next).containsExactly("b:1"); // only the sampled token: nothing recomputed
         assertThat(m.stats().swapPreemptions()).isEqualTo(1);
         m.checkInvariants();
     }

@@ -1,25 +1,48 @@
 package io.gpumem.kvcache.sim;
 
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.within;
+
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.kvcache.manager.PreemptionMode;
 import org.junit.jupiter.api.Test;
-
-import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.within;
 
 class ServingSimulatorTest {
 
     private static SimReport run(SimConfig c) {
         System.out.println("seed=" + c.seed());
-        SimulatedDevice d = SimulatedDevice.builder().capacity(ServingSimulator.deviceBytes(c) + (64L << 20)).backed(true).build();
+        SimulatedDevice d = SimulatedDevice.builder()
+                .capacity(ServingSimulator.deviceBytes(c) + (64L << 20))
+                .backed(true)
+                .build();
         return ServingSimulator.run(c, d);
     }
 
     /** Every figure but the wall-clock one. */
     private static SimReport withoutTiming(SimReport r) {
-        return new SimReport(r.requestsFinished(), r.requestsTotal(), r.steps(), r.tokensPerStep(), r.outputTokens(),
-                r.preemptions(), r.recomputePreemptions(), r.swapPreemptions(), r.prefixHitRate(), r.prefixHitRateWindow(),
-                r.kvWaste(), r.contiguousWaste(), r.meanUsage(), r.peakUsage(), r.meanRunning(), r.copyOnWriteBlocks(), r.swapOutBytes(), r.swapInBytes(), r.swapInReusedBlocks(), 0, r.timing(), r.tiers(),
+        return new SimReport(
+                r.requestsFinished(),
+                r.requestsTotal(),
+                r.steps(),
+                r.tokensPerStep(),
+                r.outputTokens(),
+                r.preemptions(),
+                r.recomputePreemptions(),
+                r.swapPreemptions(),
+                r.prefixHitRate(),
+                r.prefixHitRateWindow(),
+                r.kvWaste(),
+                r.contiguousWaste(),
+                r.meanUsage(),
+                r.peakUsage(),
+                r.meanRunning(),
+                r.copyOnWriteBlocks(),
+                r.swapOutBytes(),
+                r.swapInBytes(),
+                r.swapInReusedBlocks(),
+                0,
+                r.timing(),
+                r.tiers(),
                 r.instances());
     }
 
@@ -43,7 +66,12 @@ class ServingSimulatorTest {
     @Test
     void aTightPoolPreemptsAndStillFinishesEveryRequest() {
         for (PreemptionMode mode : PreemptionMode.values()) {
-            SimReport r = run(SimConfig.builder().requests(200).blocks(300).seed(3).preemption(mode).build());
+            SimReport r = run(SimConfig.builder()
+                    .requests(200)
+                    .blocks(300)
+                    .seed(3)
+                    .preemption(mode)
+                    .build());
             assertThat(r.requestsFinished()).as(mode.name()).isEqualTo(200);
             assertThat(r.preemptions()).as(mode.name()).isPositive();
             assertThat(r.peakUsage()).isCloseTo(1.0, within(0.02));
@@ -53,7 +81,9 @@ class ServingSimulatorTest {
                 assertThat(r.swapInBytes()).isLessThanOrEqualTo(r.swapOutBytes());
             } else {
                 assertThat(r.swapPreemptions()).isZero();
-                assertThat(r.prefixHitRate()).as("preempted requests re-hit their blocks").isPositive();
+                assertThat(r.prefixHitRate())
+                        .as("preempted requests re-hit their blocks")
+                        .isPositive();
             }
         }
     }
@@ -69,7 +99,11 @@ class ServingSimulatorTest {
 
     @Test
     void aSharedPrefixIsServedFromTheCacheOnlyWhenCachingIsOn() {
-        SimConfig c = SimConfig.builder().workload(Workload.SHARED_PREFIX).requests(200).seed(5).build();
+        SimConfig c = SimConfig.builder()
+                .workload(Workload.SHARED_PREFIX)
+                .requests(200)
+                .seed(5)
+                .build();
         SimReport on = run(c);
         SimReport off = run(c.toBuilder().prefixCaching(false).build());
         assertThat(on.prefixHitRate()).isGreaterThan(0.8);
@@ -80,7 +114,8 @@ class ServingSimulatorTest {
 
     @Test
     void chatTurnsReHitTheirHistory() {
-        SimReport r = run(SimConfig.builder().workload(Workload.CHAT).requests(60).seed(9).build());
+        SimReport r = run(
+                SimConfig.builder().workload(Workload.CHAT).requests(60).seed(9).build());
         assertThat(r.requestsTotal()).isGreaterThan(60);
         assertThat(r.requestsFinished()).isEqualTo(r.requestsTotal());
         assertThat(r.prefixHitRate()).isGreaterThan(0.5);

@@ -14,9 +14,18 @@ class SimConfigTest {
 
     @Test
     void theBuilderCarriesEverySettingIntoTheCacheAndSchedulerConfigurations() {
-        SimConfig c = SimConfig.builder().seed(9).prefixCaching(false).hashAlgorithm(HashAlgorithm.SHA256)
-                .watermark(0.25).swapSpaceBytes(1 << 20).tokenBudget(512).maxRunning(7)
-                .preemption(PreemptionMode.SWAP).victimPolicy(VictimPolicy.PRIORITY).lookahead(3).build();
+        SimConfig c = SimConfig.builder()
+                .seed(9)
+                .prefixCaching(false)
+                .hashAlgorithm(HashAlgorithm.SHA256)
+                .watermark(0.25)
+                .swapSpaceBytes(1 << 20)
+                .tokenBudget(512)
+                .maxRunning(7)
+                .preemption(PreemptionMode.SWAP)
+                .victimPolicy(VictimPolicy.PRIORITY)
+                .lookahead(3)
+                .build();
         assertThat(c.cache().prefixCaching()).isFalse();
         assertThat(c.cache().hashAlgorithm()).isEqualTo(HashAlgorithm.SHA256);
         assertThat(c.cache().hashSeed()).isEqualTo(9);
@@ -32,27 +41,43 @@ class SimConfigTest {
         assertThat(variant.seed()).isEqualTo(10);
         assertThat(variant.cache().hashSeed()).isEqualTo(10);
         assertThat(variant.blocks()).isEqualTo(300);
-        assertThat(variant.cache()).usingRecursiveComparison().ignoringFields("hashSeed").isEqualTo(c.cache());
+        assertThat(variant.cache())
+                .usingRecursiveComparison()
+                .ignoringFields("hashSeed")
+                .isEqualTo(c.cache());
         assertThat(variant.scheduler()).isEqualTo(c.scheduler());
         assertThat(variant.spec().numBlocks()).isEqualTo(300);
     }
 
     @Test
     void badSettingsAreRefusedNamingTheSettingOrTheCallersNameForIt() {
-        assertThatThrownBy(() -> SimConfig.builder().blockSize(0).build()).isInstanceOf(KvCacheException.class)
+        assertThatThrownBy(() -> SimConfig.builder().blockSize(0).build())
+                .isInstanceOf(KvCacheException.class)
                 .hasMessage("blockSize must be positive, got 0");
-        assertThatThrownBy(() -> SimConfig.builder().blockSize(0).settingNames(n -> "--" + n).build())
+        assertThatThrownBy(() -> SimConfig.builder()
+                        .blockSize(0)
+                        .settingNames(n -> "--" + n)
+                        .build())
                 .hasMessage("--blockSize must be positive, got 0");
-        assertThatThrownBy(() -> SimConfig.builder().arrivalRate(Double.POSITIVE_INFINITY).build())
+        assertThatThrownBy(() -> SimConfig.builder()
+                        .arrivalRate(Double.POSITIVE_INFINITY)
+                        .build())
                 .hasMessage("arrivalRate must be a positive number, got Infinity");
         assertThatThrownBy(() -> SimConfig.builder().blocks(10).build())
                 .hasMessageStartingWith("blocks 10 of blockSize 16 hold 144 tokens, less than one request of"
                         + " maxModelLen 2048; use at least 129 blocks");
-        assertThatThrownBy(() -> SimConfig.builder().requests(SimConfig.MAX_REQUESTS + 1).build())
+        assertThatThrownBy(() ->
+                        SimConfig.builder().requests(SimConfig.MAX_REQUESTS + 1).build())
                 .hasMessageContaining("over the limit of " + SimConfig.MAX_REQUESTS);
-        assertThatThrownBy(() -> SimConfig.builder().blocks(Integer.MAX_VALUE).layers(SimConfig.MAX_LAYERS).build())
+        assertThatThrownBy(() -> SimConfig.builder()
+                        .blocks(Integer.MAX_VALUE)
+                        .layers(SimConfig.MAX_LAYERS)
+                        .build())
                 .hasMessageContaining("over the simulated device's limit");
-        assertThatThrownBy(() -> SimConfig.builder().workload(Workload.SHARED_PREFIX).prefixTokens(2046).build())
+        assertThatThrownBy(() -> SimConfig.builder()
+                        .workload(Workload.SHARED_PREFIX)
+                        .prefixTokens(2046)
+                        .build())
                 .hasMessage("prefixTokens 2046 leaves no room under maxModelLen 2048");
         assertThatThrownBy(() -> SimConfig.builder().watermark(1).build()).hasMessageStartingWith("watermark");
     }

@@ -1,22 +1,28 @@
 package io.gpumem.kvcache.tier;
 
-import io.gpumem.kvcache.KvCacheSpec;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
+import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.kvcache.KvCacheSpec;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-
-import static org.assertj.core.api.Assertions.assertThat;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /** Budgets and least-recently-used order of the local tiers, with raw records. */
 class BlockTierTest {
-    private final KvCacheSpec spec = KvCacheSpec.builder().layers(1).kvHeads(1).headSize(4).elementSize(2).blockSize(4)
-            .numBlocks(8).maxModelLen(16).build();
+    private final KvCacheSpec spec = KvCacheSpec.builder()
+            .layers(1)
+            .kvHeads(1)
+            .headSize(4)
+            .elementSize(2)
+            .blockSize(4)
+            .numBlocks(8)
+            .maxModelLen(16)
+            .build();
     private final BlockRecord layout = new BlockRecord(spec);
     private final MemorySegment record = Arena.ofAuto().allocate(layout.size());
     private final MemorySegment out = Arena.ofAuto().allocate(layout.size());
@@ -36,12 +42,12 @@ class BlockTierTest {
         for (long k = 1; k <= 3; k++) {
             assertThat(tier.store(record(k), 0, k, spill)).isTrue();
         }
-        assertThat(tier.load(0, 1, out)).isTrue();        // 1 is now most recently used
+        assertThat(tier.load(0, 1, out)).isTrue(); // 1 is now most recently used
         tier.store(record(4), 0, 4, spill);
         if (spillsDown) {
             assertThat(spilled).containsExactly(2L);
         } else {
-            assertThat(spilled).isEmpty();       // nothing under the disk locally
+            assertThat(spilled).isEmpty(); // nothing under the disk locally
         }
         assertThat(tier.contains(0, 2)).isFalse();
         assertThat(tier.load(0, 1, out)).isTrue();

@@ -43,7 +43,9 @@ public final class FrameSignatures {
             for (Frame f : frames) {
                 if (!python || f.filename().endsWith(".py")) {
                     int slash = f.filename().lastIndexOf('/');
-                    names.add(f.filename().substring(slash + 1) + '\0' + f.name()
+                    names.add(f.filename().substring(slash + 1)
+                            + '\0'
+                            + f.name()
                             + (names.isEmpty() && python ? "\0" + f.line() : ""));
                 }
             }
@@ -106,8 +108,10 @@ public final class FrameSignatures {
         }
         for (Frame f : frames) {
             String name = f.name();
-            if (!name.startsWith("torch::unwind") && !name.startsWith("torch::CapturedTraceback")
-                    && !name.contains("gather_with_cpp") && !name.contains("CachingAllocator")) {
+            if (!name.startsWith("torch::unwind")
+                    && !name.startsWith("torch::CapturedTraceback")
+                    && !name.contains("gather_with_cpp")
+                    && !name.contains("CachingAllocator")) {
                 int paren = name.indexOf('(');
                 return paren > 0 ? name.substring(0, paren) : name;
             }

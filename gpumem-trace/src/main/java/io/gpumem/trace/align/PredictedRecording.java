@@ -67,8 +67,9 @@ public final class PredictedRecording {
             long size = law.at(at);
             if (size <= 0) {
                 throw new IllegalArgumentException("at " + at + " the size law " + law + " of request "
-                        + laws.referenceRequest(row) + " of " + ref.source() + " gives " + (size == Long.MIN_VALUE
-                        ? "a size beyond 2^63" : size + " bytes") + ": no program can make that request");
+                        + laws.referenceRequest(row) + " of " + ref.source() + " gives "
+                        + (size == Long.MIN_VALUE ? "a size beyond 2^63" : size + " bytes")
+                        + ": no program can make that request");
             }
             sizeOfRequest[laws.referenceRequest(row)] = size;
             predicted++;
@@ -81,8 +82,11 @@ public final class PredictedRecording {
         for (SegmentInfo s : start.segments()) {
             for (BlockInfo b : s.blocks()) {
                 if (b.isAllocated()) {
-                    out.add(TraceEntry.of(TraceAction.ALLOC, b.address(), b.requestedSize() > 0 ? b.requestedSize()
-                            : b.size(), s.stream()));
+                    out.add(TraceEntry.of(
+                            TraceAction.ALLOC,
+                            b.address(),
+                            b.requestedSize() > 0 ? b.requestedSize() : b.size(),
+                            s.stream()));
                     startBlocks++;
                 }
             }
@@ -93,16 +97,23 @@ public final class PredictedRecording {
                 case ALLOC -> {
                     long size = sizeOfRequest[r] > 0 ? sizeOfRequest[r] : e.size();
                     r++;
-                    out.add(new TraceEntry(e.action(), e.addr(), size, e.stream(), e.timeUs(), e.frames(),
-                            e.deviceFree(), e.keys()));
+                    out.add(new TraceEntry(
+                            e.action(), e.addr(), size, e.stream(), e.timeUs(), e.frames(), e.deviceFree(), e.keys()));
                 }
                 case FREE_REQUESTED, FREE_COMPLETED -> out.add(e);
-                default -> { }
+                default -> {}
             }
         }
         String source = "predicted at " + at + " from " + ref.source();
-        TraceSnapshot predictedTrace = new TraceSnapshot(source, SourceFormat.PYTORCH_SNAPSHOT, List.of(),
-                List.of(out), referenceTrace.allocatorSettings(), null, Map.of(), false);
+        TraceSnapshot predictedTrace = new TraceSnapshot(
+                source,
+                SourceFormat.PYTORCH_SNAPSHOT,
+                List.of(),
+                List.of(out),
+                referenceTrace.allocatorSettings(),
+                null,
+                Map.of(),
+                false);
         return new PredictedRecording(predictedTrace, at, predicted, ref.size() - predicted, startBlocks);
     }
 

@@ -2,8 +2,8 @@ package io.gpumem.trace.align;
 
 import java.util.Arrays;
 import java.util.HashMap;
-import java.util.Map;
 import java.util.Locale;
+import java.util.Map;
 
 /**
  * A one-to-one matching of the allocation requests of two recordings of the same program (e.g. one training step
@@ -143,7 +143,8 @@ public final class RequestAlignment {
         for (int r = 0; r < n; r++) {
             long key;
             if (signal != Signal.ORDER) {
-                int site = signal == Signal.STACKS ? s.siteOf(r) : s.signatures().withoutLines(s.siteOf(r));
+                int site =
+                        signal == Signal.STACKS ? s.siteOf(r) : s.signatures().withoutLines(s.siteOf(r));
                 key = ((long) site << 20) | s.streamOf(r);
             } else {
                 int free = s.freeEntryOf(r);
@@ -273,13 +274,14 @@ public final class RequestAlignment {
             int k2end = 0;
             for (int d = 0; d < maxD; d++) {
                 if (work > WORK_BUDGET) {
-                    return;     // out of budget: this sub-problem stays unmatched
+                    return; // out of budget: this sub-problem stays unmatched
                 }
                 work += 2L * d + 2;
                 for (int k1 = -d + k1start; k1 <= d - k1end; k1 += 2) {
                     int k1off = offset + k1;
                     int x1 = k1 == -d || (k1 != d && forward[k1off - 1] < forward[k1off + 1])
-                            ? forward[k1off + 1] : forward[k1off - 1] + 1;
+                            ? forward[k1off + 1]
+                            : forward[k1off - 1] + 1;
                     int y1 = x1 - k1;
                     while (x1 < n && y1 < m && x[xLo + x1] == y[yLo + y1]) {
                         x1++;
@@ -301,7 +303,8 @@ public final class RequestAlignment {
                 for (int k2 = -d + k2start; k2 <= d - k2end; k2 += 2) {
                     int k2off = offset + k2;
                     int x2 = k2 == -d || (k2 != d && backward[k2off - 1] < backward[k2off + 1])
-                            ? backward[k2off + 1] : backward[k2off - 1] + 1;
+                            ? backward[k2off + 1]
+                            : backward[k2off - 1] + 1;
                     int y2 = x2 - k2;
                     while (x2 < n && y2 < m && x[xHi - x2 - 1] == y[yHi - y2 - 1]) {
                         x2++;

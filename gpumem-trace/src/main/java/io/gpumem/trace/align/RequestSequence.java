@@ -3,6 +3,7 @@ package io.gpumem.trace.align;
 import io.gpumem.alloc.SizeRules;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.history.Frame;
+import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.RecordedConfig;
@@ -12,7 +13,6 @@ import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import io.gpumem.history.TraceAction;
 
 /**
  * The allocation requests of one device trace, in trace order, as primitive arrays: what alignment, step
@@ -105,7 +105,10 @@ public final class RequestSequence {
                     boolean hasFrames = frames != null && !frames.isEmpty();
                     anyFrames |= hasFrames;
                     long rounded = SizeRules.roundSize(e.size(), config);
-                    int r = b.add(i, e.size(), rounded,
+                    int r = b.add(
+                            i,
+                            e.size(),
+                            rounded,
                             streamRank.computeIfAbsent(e.stream(), k -> streamRank.size()),
                             hasFrames ? signatures.intern(frames) : -1);
                     liveByAddr.put(e.addr(), r);
@@ -124,7 +127,7 @@ public final class RequestSequence {
                         b.freeEntry[r] = i;
                         allocated -= b.roundedSize[r];
                     } else {
-                        allocated -= SizeRules.roundSize(e.size(), config);   // a block allocated before the window
+                        allocated -= SizeRules.roundSize(e.size(), config); // a block allocated before the window
                     }
                 }
                 case SEGMENT_ALLOC, SEGMENT_MAP -> {
@@ -136,7 +139,7 @@ public final class RequestSequence {
                     }
                 }
                 case SEGMENT_FREE, SEGMENT_UNMAP -> reserved -= e.size();
-                default -> { }
+                default -> {}
             }
         }
         if (b.n == 0) {

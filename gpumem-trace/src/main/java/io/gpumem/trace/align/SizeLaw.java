@@ -40,7 +40,8 @@ public record SizeLaw(Form kind, long a, long b, long c) {
     /** The size at {@code x}; {@link Long#MIN_VALUE} when it overflows a long. */
     public long at(long x) {
         try {
-            return Math.addExact(a, Math.addExact(Math.multiplyExact(b, x), Math.multiplyExact(c, Math.multiplyExact(x, x))));
+            return Math.addExact(
+                    a, Math.addExact(Math.multiplyExact(b, x), Math.multiplyExact(c, Math.multiplyExact(x, x))));
         } catch (ArithmeticException e) {
             return Long.MIN_VALUE;
         }
@@ -66,7 +67,9 @@ public record SizeLaw(Form kind, long a, long b, long c) {
             return law;
         }
         long x0sq = x[0] * x[0];
-        if (x0sq != 0 && size[0] % x0sq == 0 && holds(law = new SizeLaw(Form.QUADRATIC, 0, 0, size[0] / x0sq), x, size)) {
+        if (x0sq != 0
+                && size[0] % x0sq == 0
+                && holds(law = new SizeLaw(Form.QUADRATIC, 0, 0, size[0] / x0sq), x, size)) {
             return law;
         }
         long dx = x[1] - x[0];

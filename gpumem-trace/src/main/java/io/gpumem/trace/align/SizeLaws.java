@@ -27,11 +27,16 @@ public final class SizeLaws {
     private final List<RequestAlignment> alignments;
     /** {@code requestOf[j][row]}: the request of recording j in that row. */
     private final int[][] requestOf;
+
     private final SizeLaw[] laws;
     private final int unfitted;
 
-    private SizeLaws(List<RequestSequence> recordings, long[] labels, List<RequestAlignment> alignments,
-                     int[][] requestOf, SizeLaw[] laws) {
+    private SizeLaws(
+            List<RequestSequence> recordings,
+            long[] labels,
+            List<RequestAlignment> alignments,
+            int[][] requestOf,
+            SizeLaw[] laws) {
         this.recordings = recordings;
         this.labels = labels;
         this.alignments = alignments;
@@ -62,8 +67,9 @@ public final class SizeLaws {
         for (int i = 0; i < k; i++) {
             for (int j = i + 1; j < k; j++) {
                 if (labels[i] == labels[j]) {
-                    throw new IllegalArgumentException(recordings.get(i).source() + " and " + recordings.get(j).source()
-                            + " have the same label " + labels[i] + ": a law needs distinct values");
+                    throw new IllegalArgumentException(recordings.get(i).source() + " and "
+                            + recordings.get(j).source() + " have the same label " + labels[i]
+                            + ": a law needs distinct values");
                 }
             }
         }
@@ -215,8 +221,8 @@ public final class SizeLaws {
                 absoluteError += Math.abs(predicted - actual);
             }
         }
-        return new LeaveOneOut(recordings.get(j).source(), labels[j], laws.length, exact, noLaw, recordedBytes,
-                absoluteError);
+        return new LeaveOneOut(
+                recordings.get(j).source(), labels[j], laws.length, exact, noLaw, recordedBytes, absoluteError);
     }
 
     /**
@@ -228,8 +234,8 @@ public final class SizeLaws {
      * @param recordedBytes  the left-out recording's bytes over the rows
      * @param absoluteError  sum over rows of |predicted − recorded| bytes
      */
-    public record LeaveOneOut(String source, long label, int rows, int exact, int noLaw, long recordedBytes,
-                              long absoluteError) {
+    public record LeaveOneOut(
+            String source, long label, int rows, int exact, int noLaw, long recordedBytes, long absoluteError) {
 
         public double exactFraction() {
             return rows == 0 ? 0 : (double) exact / rows;
@@ -238,7 +244,7 @@ public final class SizeLaws {
 
     @Override
     public String toString() {
-        return "SizeLaws" + Arrays.toString(labels) + " rows=" + rows() + " unaligned=" + unaligned()
-                + " unfitted=" + unfitted + " " + kindCounts();
+        return "SizeLaws" + Arrays.toString(labels) + " rows=" + rows() + " unaligned=" + unaligned() + " unfitted="
+                + unfitted + " " + kindCounts();
     }
 }

@@ -52,8 +52,8 @@ public final class StepStructure {
 
     /** The step structure of a recording's requests, tokens built as for alignment with frames when present. */
     public static StepStructure of(RequestSequence s) {
-        int[] tokens = RequestAlignment.tokens(s,
-                s.framed() ? RequestAlignment.Signal.STACKS : RequestAlignment.Signal.ORDER, new HashMap<>());
+        int[] tokens = RequestAlignment.tokens(
+                s, s.framed() ? RequestAlignment.Signal.STACKS : RequestAlignment.Signal.ORDER, new HashMap<>());
         return detect(tokens, s.allocatedBeforeEachRequest());
     }
 
@@ -66,7 +66,8 @@ public final class StepStructure {
     public static StepStructure detect(int[] tokens, long[] allocatedBefore) {
         int n = tokens.length;
         if (allocatedBefore.length != n) {
-            throw new IllegalArgumentException("tokens and levels differ in length: " + n + " vs " + allocatedBefore.length);
+            throw new IllegalArgumentException(
+                    "tokens and levels differ in length: " + n + " vs " + allocatedBefore.length);
         }
         int scanned = Math.min(n, MAX_SCANNED);
         for (int p = 1; p <= scanned / 2; p++) {

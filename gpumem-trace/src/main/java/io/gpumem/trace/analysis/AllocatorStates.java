@@ -10,8 +10,7 @@ import io.gpumem.history.SegmentInfo;
  * device's capacity and free memory, and the configuration in force.
  */
 public final class AllocatorStates {
-    private AllocatorStates() {
-    }
+    private AllocatorStates() {}
 
     /**
      * The allocator's state now.

@@ -3,9 +3,9 @@ package io.gpumem.trace.analysis;
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.size.ByteSize;
 import java.io.PrintWriter;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
-import java.util.ArrayList;
 
 /**
  * Renders an analysis as the plain-text report {@code gpumem analyze} and {@code gpumem demo} print.
@@ -13,8 +13,7 @@ import java.util.ArrayList;
  * stream, the most wasteful segments, the diagnosis, then the compare table and recommendations.
  */
 public final class AnalysisPrinter {
-    private AnalysisPrinter() {
-    }
+    private AnalysisPrinter() {}
 
     /** Prints the state part: header, pools, free space, wasteful segments and the diagnosis. */
     public static void printState(StateAnalysis a, PrintWriter out) {
@@ -26,26 +25,55 @@ public final class AnalysisPrinter {
                     + ", driver free: " + (s.deviceFree() >= 0 ? ByteSize.formatSigned(s.deviceFree()) : "unknown"));
         }
         out.println();
-        out.printf(Locale.ROOT, "%-11s %9s %12s %12s %12s %14s %12s %12s %8s%n", "pool", "segments", "reserved",
-                "allocated", "active", "inactive split", "releasable", "largest free", "ext frag");
+        out.printf(
+                Locale.ROOT,
+                "%-11s %9s %12s %12s %12s %14s %12s %12s %8s%n",
+                "pool",
+                "segments",
+                "reserved",
+                "allocated",
+                "active",
+                "inactive split",
+                "releasable",
+                "largest free",
+                "ext frag");
         for (PoolUsage u : List.of(a.small(), a.large(), a.all())) {
-            out.printf(Locale.ROOT, "%-11s %9d %12s %12s %12s %14s %12s %12s %8s%n", u.scope(), u.segments(),
-                    ByteSize.formatSigned(u.reserved()), ByteSize.formatSigned(u.allocated()), ByteSize.formatSigned(u.active()),
-                    ByteSize.formatSigned(u.inactiveSplit()), ByteSize.formatSigned(u.releasable()),
-                    ByteSize.formatSigned(u.largestFree()), Percent.of(u.externalFragmentation()));
+            out.printf(
+                    Locale.ROOT,
+                    "%-11s %9d %12s %12s %12s %14s %12s %12s %8s%n",
+                    u.scope(),
+                    u.segments(),
+                    ByteSize.formatSigned(u.reserved()),
+                    ByteSize.formatSigned(u.allocated()),
+                    ByteSize.formatSigned(u.active()),
+                    ByteSize.formatSigned(u.inactiveSplit()),
+                    ByteSize.formatSigned(u.releasable()),
+                    ByteSize.formatSigned(u.largestFree()),
+                    Percent.of(u.externalFragmentation()));
         }
-        out.printf(Locale.ROOT, "reserved/allocated %.3f, requested %s (rounding slack %s)%n",
-                a.all().reservedPerAllocated() == Double.POSITIVE_INFINITY ? 0.0 : a.all().reservedPerAllocated(),
-                ByteSize.formatSigned(a.all().requested()), ByteSize.formatSigned(a.all().allocated() - a.all().requested()));
+        out.printf(
+                Locale.ROOT,
+                "reserved/allocated %.3f, requested %s (rounding slack %s)%n",
+                a.all().reservedPerAllocated() == Double.POSITIVE_INFINITY
+                        ? 0.0
+                        : a.all().reservedPerAllocated(),
+                ByteSize.formatSigned(a.all().requested()),
+                ByteSize.formatSigned(a.all().allocated() - a.all().requested()));
         out.println();
         if (a.streamFree().isEmpty()) {
             out.println("free space: no cached free blocks");
         } else {
             out.println("largest free block per pool and stream:");
             for (StreamFree f : a.streamFree()) {
-                out.printf(Locale.ROOT, "  %-10s stream %-16d largest %12s of %12s free in %6d blocks (ext frag %s)%n",
-                        f.pool().statName(), f.stream(), ByteSize.formatSigned(f.largestFree()),
-                        ByteSize.formatSigned(f.totalFree()), f.freeBlocks(), Percent.of(f.externalFragmentation()));
+                out.printf(
+                        Locale.ROOT,
+                        "  %-10s stream %-16d largest %12s of %12s free in %6d blocks (ext frag %s)%n",
+                        f.pool().statName(),
+                        f.stream(),
+                        ByteSize.formatSigned(f.largestFree()),
+                        ByteSize.formatSigned(f.totalFree()),
+                        f.freeBlocks(),
+                        Percent.of(f.externalFragmentation()));
             }
         }
         out.println();
@@ -54,10 +82,18 @@ public final class AnalysisPrinter {
         } else {
             out.println("segments that waste most (free + rounding slack):");
             for (SegmentWaste w : a.topWaste()) {
-                out.printf(Locale.ROOT, "  0x%x %-10s stream %-6d %-10s size %12s waste %12s (free %s, slack %s)%s%n",
-                        w.address(), w.pool().statName(), w.stream(), w.expandable() ? "expandable" : "",
-                        ByteSize.formatSigned(w.totalSize()), ByteSize.formatSigned(w.waste()), ByteSize.formatSigned(w.freeBytes()),
-                        ByteSize.formatSigned(w.slackBytes()), w.pinned() ? ", pinned by live blocks" : ", releasable");
+                out.printf(
+                        Locale.ROOT,
+                        "  0x%x %-10s stream %-6d %-10s size %12s waste %12s (free %s, slack %s)%s%n",
+                        w.address(),
+                        w.pool().statName(),
+                        w.stream(),
+                        w.expandable() ? "expandable" : "",
+                        ByteSize.formatSigned(w.totalSize()),
+                        ByteSize.formatSigned(w.waste()),
+                        ByteSize.formatSigned(w.freeBytes()),
+                        ByteSize.formatSigned(w.slackBytes()),
+                        w.pinned() ? ", pinned by live blocks" : ", releasable");
             }
         }
         out.println();
@@ -102,13 +138,34 @@ public final class AnalysisPrinter {
             width = Math.max(width, o.label().length());
         }
         String labelColumn = "  %-" + width + "s";
-        out.printf(Locale.ROOT, labelColumn + " %14s %14s %9s %13s %8s %5s%s%n", "config", "peak allocated", "peak reserved",
-                "res/alloc", "driver allocs", "retries", "OOMs", withCapacity ? "   min capacity" : "");
+        out.printf(
+                Locale.ROOT,
+                labelColumn + " %14s %14s %9s %13s %8s %5s%s%n",
+                "config",
+                "peak allocated",
+                "peak reserved",
+                "res/alloc",
+                "driver allocs",
+                "retries",
+                "OOMs",
+                withCapacity ? "   min capacity" : "");
         for (RunOutcome o : outcomes) {
-            out.printf(Locale.ROOT, labelColumn + " %14s %14s %9.3f %13d %8d %5d%s%n",
-                    o.label().isEmpty() ? "(defaults)" : o.label(), ByteSize.formatSigned(o.peakAllocated()),
-                    ByteSize.formatSigned(o.peakReserved()), o.reservedPerAllocated(), o.deviceAllocs(), o.retries(), o.ooms(),
-                    withCapacity ? String.format(Locale.ROOT, " %14s", o.minCapacity() >= 0 ? ByteSize.formatSigned(o.minCapacity()) : "-") : "");
+            out.printf(
+                    Locale.ROOT,
+                    labelColumn + " %14s %14s %9.3f %13d %8d %5d%s%n",
+                    o.label().isEmpty() ? "(defaults)" : o.label(),
+                    ByteSize.formatSigned(o.peakAllocated()),
+                    ByteSize.formatSigned(o.peakReserved()),
+                    o.reservedPerAllocated(),
+                    o.deviceAllocs(),
+                    o.retries(),
+                    o.ooms(),
+                    withCapacity
+                            ? String.format(
+                                    Locale.ROOT,
+                                    " %14s",
+                                    o.minCapacity() >= 0 ? ByteSize.formatSigned(o.minCapacity()) : "-")
+                            : "");
         }
         out.flush();
     }

@@ -2,9 +2,9 @@ package io.gpumem.trace.analysis;
 
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
+import io.gpumem.policy.PolicySpec;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.workload.TraceWorkload;
-import io.gpumem.policy.PolicySpec;
 import io.gpumem.trace.workload.WorkloadWhatIf;
 import java.util.ArrayList;
 import java.util.List;
@@ -27,8 +27,13 @@ import java.util.function.LongFunction;
  * @param recommendations the recommender's result
  * @param replayNotes     notes about how the compare runs were made (printed between the state and the recommendations)
  */
-public record DeviceAnalysis(int device, int end, StateAnalysis analysis, WhatIf whatIf,
-                             Recommender.Result recommendations, List<String> replayNotes) {
+public record DeviceAnalysis(
+        int device,
+        int end,
+        StateAnalysis analysis,
+        WhatIf whatIf,
+        Recommender.Result recommendations,
+        List<String> replayNotes) {
     public DeviceAnalysis {
         replayNotes = List.copyOf(replayNotes);
     }
@@ -45,14 +50,27 @@ public record DeviceAnalysis(int device, int end, StateAnalysis analysis, WhatIf
      *                 that it is rebuilt once however many commands' figures use it (a {@code TraceSession})
      * @throws IllegalArgumentException when {@code at} is outside the device's trace
      */
-    public static DeviceAnalysis of(TraceSnapshot snapshot, int device, Integer at, long capacity, int top,
-                                    boolean compare, LongFunction<WhatIf> window) {
+    public static DeviceAnalysis of(
+            TraceSnapshot snapshot,
+            int device,
+            Integer at,
+            long capacity,
+            int top,
+            boolean compare,
+            LongFunction<WhatIf> window) {
         return of(snapshot, device, at, capacity, top, compare, window, List.of());
     }
 
     /** As {@link #of(TraceSnapshot, int, Integer, long, int, boolean, LongFunction)}, the recommender also trying {@code policies}. */
-    public static DeviceAnalysis of(TraceSnapshot snapshot, int device, Integer at, long capacity, int top,
-                                    boolean compare, LongFunction<WhatIf> window, List<PolicySpec> policies) {
+    public static DeviceAnalysis of(
+            TraceSnapshot snapshot,
+            int device,
+            Integer at,
+            long capacity,
+            int top,
+            boolean compare,
+            LongFunction<WhatIf> window,
+            List<PolicySpec> policies) {
         List<TraceEntry> trace = snapshot.traceOf(device);
         MemoryState state;
         int end;
@@ -61,7 +79,8 @@ public record DeviceAnalysis(int device, int end, StateAnalysis analysis, WhatIf
             end = at + 1;
         } else {
             int oom = TraceStates.lastOom(trace);
-            if (oom >= 0 && SnapshotStates.endState(snapshot, device, capacity).oom().isEmpty()) {
+            if (oom >= 0
+                    && SnapshotStates.endState(snapshot, device, capacity).oom().isEmpty()) {
                 state = TraceStates.afterEntry(snapshot, device, oom, capacity);
                 end = oom + 1;
             } else {
@@ -73,10 +92,11 @@ public record DeviceAnalysis(int device, int end, StateAnalysis analysis, WhatIf
         List<String> notes = new ArrayList<>();
         WhatIf whatIf = null;
         if (compare && hasRequests(trace) && Recommender.wantsCompareRuns(analysis)) {
-            whatIf = compareRuns(snapshot, device, end, capacity, analysis.diagnosis().outside(), window, notes);
+            whatIf = compareRuns(
+                    snapshot, device, end, capacity, analysis.diagnosis().outside(), window, notes);
         }
-        return new DeviceAnalysis(device, end, analysis, whatIf, new Recommender().recommend(analysis, whatIf, policies),
-                notes);
+        return new DeviceAnalysis(
+                device, end, analysis, whatIf, new Recommender().recommend(analysis, whatIf, policies), notes);
     }
 
     /** Whether a trace holds at least one {@code alloc} entry (something to replay). */
@@ -89,8 +109,14 @@ public record DeviceAnalysis(int device, int end, StateAnalysis analysis, WhatIf
         return false;
     }
 
-    private static WhatIf compareRuns(TraceSnapshot snapshot, int d, int end, long capacityBytes, long outside,
-                                      LongFunction<WhatIf> window, List<String> notes) {
+    private static WhatIf compareRuns(
+            TraceSnapshot snapshot,
+            int d,
+            int end,
+            long capacityBytes,
+            long outside,
+            LongFunction<WhatIf> window,
+            List<String> notes) {
         long usable = capacityBytes > 0 ? capacityBytes - Math.max(0, outside) : MemoryState.UNKNOWN;
         try {
             WhatIf replay = window.apply(usable);

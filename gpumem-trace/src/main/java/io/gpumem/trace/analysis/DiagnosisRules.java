@@ -1,9 +1,8 @@
 package io.gpumem.trace.analysis;
 
-import io.gpumem.size.ByteSize;
 import io.gpumem.alloc.Pool;
 import io.gpumem.alloc.SizeRules;
-
+import io.gpumem.size.ByteSize;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -39,8 +38,7 @@ public final class DiagnosisRules {
     /** Reserved / allocated above this counts as severe waste (STAlloc's rule of thumb, 90% utilisation). */
     public static final double SEVERE_WASTE_RATIO = 1.11;
 
-    private DiagnosisRules() {
-    }
+    private DiagnosisRules() {}
 
     static Diagnosis diagnose(StateAnalysis a) {
         MemoryState state = a.state();
@@ -59,19 +57,31 @@ public final class DiagnosisRules {
                 return diagnoseNearCapacity(a, capacity, outside, share, evidence);
             }
             evidence.add("reserved/allocated = " + ratio(all.reservedPerAllocated())
-                    + (all.reservedPerAllocated() > SEVERE_WASTE_RATIO ? " (above " + SEVERE_WASTE_RATIO + ": severe waste)" : ""));
-            return new Diagnosis(DiagnosisKind.NONE, "no oom entry and " + Percent.of(share)
-                    + " of capacity in use (below " + Percent.of(NEAR_CAPACITY) + ")", evidence, 0, outside);
+                    + (all.reservedPerAllocated() > SEVERE_WASTE_RATIO
+                            ? " (above " + SEVERE_WASTE_RATIO + ": severe waste)"
+                            : ""));
+            return new Diagnosis(
+                    DiagnosisKind.NONE,
+                    "no oom entry and " + Percent.of(share) + " of capacity in use (below " + Percent.of(NEAR_CAPACITY)
+                            + ")",
+                    evidence,
+                    0,
+                    outside);
         }
         evidence.add("reserved/allocated = " + ratio(all.reservedPerAllocated())
-                + (all.reservedPerAllocated() > SEVERE_WASTE_RATIO ? " (above " + SEVERE_WASTE_RATIO + ": severe waste)" : ""));
-        return new Diagnosis(DiagnosisKind.NONE,
+                + (all.reservedPerAllocated() > SEVERE_WASTE_RATIO
+                        ? " (above " + SEVERE_WASTE_RATIO + ": severe waste)"
+                        : ""));
+        return new Diagnosis(
+                DiagnosisKind.NONE,
                 "no oom entry and device capacity unknown (pass --capacity to check how near capacity the state is)",
-                evidence, 0, outside);
+                evidence,
+                0,
+                outside);
     }
 
-    private static Diagnosis diagnoseOom(StateAnalysis a, OomEvent oom, long capacity, long deviceFree, long outside,
-                                         List<String> evidence) {
+    private static Diagnosis diagnoseOom(
+            StateAnalysis a, OomEvent oom, long capacity, long deviceFree, long outside, List<String> evidence) {
         PoolUsage all = a.all();
         long request = oom.requestBytes();
         Pool pool = SizeRules.poolFor(request);
@@ -82,18 +92,20 @@ public final class DiagnosisRules {
         evidence.add("largest free block of " + pool.statName() + " on stream " + oom.stream() + ": "
                 + ByteSize.formatSigned(largest) + " (< " + ByteSize.formatSigned(request) + ")");
         evidence.add("reserved but unallocated: " + ByteSize.formatSigned(unallocated) + " in " + all.freeBlocks()
-                + " free blocks (" + ByteSize.formatSigned(all.pinnedFree()) + " pinned between live blocks); driver free: "
+                + " free blocks (" + ByteSize.formatSigned(all.pinnedFree())
+                + " pinned between live blocks); driver free: "
                 + (a.state().deviceFree() >= 0 ? ByteSize.formatSigned(deviceFree) : "unknown"));
         if (unallocated + deviceFree >= request) {
-            evidence.add("unallocated + driver free = " + ByteSize.formatSigned(unallocated + deviceFree) + " >= request: "
-                    + "the bytes exist but no block fits (external fragmentation "
-                    + Percent.of(all.externalFragmentation()) + ")");
+            evidence.add(
+                    "unallocated + driver free = " + ByteSize.formatSigned(unallocated + deviceFree) + " >= request: "
+                            + "the bytes exist but no block fits (external fragmentation "
+                            + Percent.of(all.externalFragmentation()) + ")");
             return new Diagnosis(DiagnosisKind.FRAGMENTATION, trigger, evidence, 0, outside);
         }
         long missing = request - unallocated - deviceFree;
         if (outside >= 0) {
-            evidence.add("held outside the allocator (capacity - reserved - driver free): " + ByteSize.formatSigned(outside)
-                    + " of " + ByteSize.formatSigned(capacity));
+            evidence.add("held outside the allocator (capacity - reserved - driver free): "
+                    + ByteSize.formatSigned(outside) + " of " + ByteSize.formatSigned(capacity));
             if (outside >= OUTSIDE_SHARE * capacity && outside >= missing) {
                 evidence.add("even every cached byte leaves " + ByteSize.formatSigned(missing)
                         + " missing, which the outside memory would cover");
@@ -104,24 +116,28 @@ public final class DiagnosisRules {
         }
         long base = capacity > 0 ? capacity : all.reserved() + deviceFree;
         evidence.add("allocated: " + ByteSize.formatSigned(all.allocated()) + " = "
-                + Percent.of((double) all.allocated() / base) + " of " + (capacity > 0 ? "capacity" : "reserved + driver free")
+                + Percent.of((double) all.allocated() / base) + " of "
+                + (capacity > 0 ? "capacity" : "reserved + driver free")
                 + "; even with every cached byte the request lacks " + ByteSize.formatSigned(missing));
         return new Diagnosis(DiagnosisKind.LIVE_TENSORS, trigger, evidence, missing, outside);
     }
 
-    private static Diagnosis diagnoseNearCapacity(StateAnalysis a, long capacity, long outside, double share,
-                                                  List<String> evidence) {
+    private static Diagnosis diagnoseNearCapacity(
+            StateAnalysis a, long capacity, long outside, double share, List<String> evidence) {
         PoolUsage all = a.all();
-        String trigger = "no oom entry, but " + Percent.of(share) + " of capacity ("
-                + ByteSize.formatSigned(capacity) + ") in use (near capacity from " + Percent.of(NEAR_CAPACITY) + ")";
-        evidence.add("reserved " + ByteSize.formatSigned(all.reserved()) + ", allocated " + ByteSize.formatSigned(all.allocated())
+        String trigger = "no oom entry, but " + Percent.of(share) + " of capacity (" + ByteSize.formatSigned(capacity)
+                + ") in use (near capacity from " + Percent.of(NEAR_CAPACITY) + ")";
+        evidence.add("reserved " + ByteSize.formatSigned(all.reserved()) + ", allocated "
+                + ByteSize.formatSigned(all.allocated())
                 + ", unallocated " + ByteSize.formatSigned(all.unallocated()) + " ("
-                + ByteSize.formatSigned(all.pinnedFree()) + " free but pinned, " + ByteSize.formatSigned(all.releasable()) + " releasable)");
+                + ByteSize.formatSigned(all.pinnedFree()) + " free but pinned, "
+                + ByteSize.formatSigned(all.releasable()) + " releasable)");
         if (outside >= 0) {
             evidence.add("held outside the allocator: " + ByteSize.formatSigned(outside));
         }
         if (all.reserved() > 0 && all.pinnedFree() >= FRAGMENTED_CACHE_SHARE * all.reserved()) {
-            evidence.add("free bytes pinned between live blocks are " + Percent.of((double) all.pinnedFree() / all.reserved())
+            evidence.add("free bytes pinned between live blocks are "
+                    + Percent.of((double) all.pinnedFree() / all.reserved())
                     + " of reserved (>= " + Percent.of(FRAGMENTED_CACHE_SHARE) + "); largest free block "
                     + ByteSize.formatSigned(all.largestFree()) + ", external fragmentation "
                     + Percent.of(all.externalFragmentation()));

@@ -39,8 +39,9 @@ public final class MemoryState {
         }
         for (int i = 1; i < sorted.size(); i++) {
             if (sorted.get(i).address() < sorted.get(i - 1).end()) {
-                throw new IllegalArgumentException("segments at 0x" + Long.toHexString(sorted.get(i - 1).address())
-                        + " and 0x" + Long.toHexString(sorted.get(i).address()) + " overlap");
+                throw new IllegalArgumentException(
+                        "segments at 0x" + Long.toHexString(sorted.get(i - 1).address()) + " and 0x"
+                                + Long.toHexString(sorted.get(i).address()) + " overlap");
             }
         }
         if (b.capacity < UNKNOWN || b.deviceFree < UNKNOWN) {
@@ -68,8 +69,8 @@ public final class MemoryState {
         for (BlockInfo b : s.blocks()) {
             String block = at + ": block at 0x" + Long.toHexString(b.address());
             if (b.address() != next) {
-                throw new IllegalArgumentException(block + " does not follow the previous block (expected 0x"
-                        + Long.toHexString(next) + ")");
+                throw new IllegalArgumentException(
+                        block + " does not follow the previous block (expected 0x" + Long.toHexString(next) + ")");
             }
             if (b.size() <= 0) {
                 throw new IllegalArgumentException(block + " has non-positive size " + b.size());
@@ -132,14 +133,45 @@ public final class MemoryState {
         private OomEvent oom;
         private String allocatorConf;
 
-        public Builder label(String v) { this.label = v; return this; }
-        public Builder device(int v) { this.device = v; return this; }
-        public Builder segment(SegmentInfo s) { this.segments.add(s); return this; }
-        public Builder segments(List<SegmentInfo> s) { this.segments.addAll(s); return this; }
-        public Builder capacity(long v) { this.capacity = v; return this; }
-        public Builder deviceFree(long v) { this.deviceFree = v; return this; }
-        public Builder oom(OomEvent v) { this.oom = v; return this; }
-        public Builder allocatorConf(String v) { this.allocatorConf = v; return this; }
+        public Builder label(String v) {
+            this.label = v;
+            return this;
+        }
+
+        public Builder device(int v) {
+            this.device = v;
+            return this;
+        }
+
+        public Builder segment(SegmentInfo s) {
+            this.segments.add(s);
+            return this;
+        }
+
+        public Builder segments(List<SegmentInfo> s) {
+            this.segments.addAll(s);
+            return this;
+        }
+
+        public Builder capacity(long v) {
+            this.capacity = v;
+            return this;
+        }
+
+        public Builder deviceFree(long v) {
+            this.deviceFree = v;
+            return this;
+        }
+
+        public Builder oom(OomEvent v) {
+            this.oom = v;
+            return this;
+        }
+
+        public Builder allocatorConf(String v) {
+            this.allocatorConf = v;
+            return this;
+        }
 
         public MemoryState build() {
             return new MemoryState(this);

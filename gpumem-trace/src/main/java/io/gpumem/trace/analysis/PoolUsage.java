@@ -16,8 +16,18 @@ package io.gpumem.trace.analysis;
  * @param largestFree    the largest inactive block
  * @param freeBlocks     number of inactive blocks
  */
-public record PoolUsage(String scope, int segments, long reserved, long allocated, long active, long requested,
-                        long inactiveSplit, long cachedFree, long releasable, long largestFree, int freeBlocks) {
+public record PoolUsage(
+        String scope,
+        int segments,
+        long reserved,
+        long allocated,
+        long active,
+        long requested,
+        long inactiveSplit,
+        long cachedFree,
+        long releasable,
+        long largestFree,
+        int freeBlocks) {
 
     /** External fragmentation of the free space: 1 − largest free / total free (0 when nothing is free). */
     public double externalFragmentation() {

@@ -10,5 +10,4 @@ import io.gpumem.engine.RunOutcome;
  * @param basis      how the figure was obtained (a compare run's numbers, or the state's arithmetic)
  * @param outcome    the compare run behind it, or {@code null} when the figure comes from the state alone
  */
-public record Recommendation(String action, long bytesSaved, String basis, RunOutcome outcome) {
-}
+public record Recommendation(String action, long bytesSaved, String basis, RunOutcome outcome) {}

@@ -39,8 +39,11 @@ public final class Recommender {
      * @param recommendations the useful actions, best first
      * @param notes         caveats (e.g. no request stream to replay)
      */
-    public record Result(RunOutcome baseline, List<RunOutcome> alternatives,
-                         List<Recommendation> recommendations, List<String> notes) {
+    public record Result(
+            RunOutcome baseline,
+            List<RunOutcome> alternatives,
+            List<Recommendation> recommendations,
+            List<String> notes) {
         public Result {
             alternatives = List.copyOf(alternatives);
             recommendations = List.copyOf(recommendations);
@@ -105,13 +108,19 @@ public final class Recommender {
                 }
                 RunOutcome outcome = whatIf.run(conf);
                 alternatives.add(outcome);
-                compare(baseline, outcome, "PYTORCH_CUDA_ALLOC_CONF=" + conf, byCapacity).ifPresent(configRecs::add);
+                compare(baseline, outcome, "PYTORCH_CUDA_ALLOC_CONF=" + conf, byCapacity)
+                        .ifPresent(configRecs::add);
             }
             for (PolicySpec policy : policies) {
                 RunOutcome outcome = whatIf.run(policy);
                 alternatives.add(outcome);
-                compare(baseline, outcome, "use allocation policy " + policy.label() + " (gpumem compare --policy "
-                        + policy.label() + ")", byCapacity).ifPresent(configRecs::add);
+                compare(
+                                baseline,
+                                outcome,
+                                "use allocation policy " + policy.label() + " (gpumem compare --policy "
+                                        + policy.label() + ")",
+                                byCapacity)
+                        .ifPresent(configRecs::add);
             }
             boolean configFixesOom = baseline.ooms() > 0
                     && configRecs.stream().anyMatch(r -> r.outcome().ooms() == 0);
@@ -122,11 +131,15 @@ public final class Recommender {
                 smaller.flatMap(o -> compare(base, o, "use a smaller batch (" + o.label() + ")", byCapacity))
                         .ifPresent(configRecs::add);
             }
-            configRecs.sort(Comparator.comparingLong((Recommendation r) -> r.outcome().ooms())
-                    .thenComparing(Comparator.comparingLong(Recommendation::bytesSaved).reversed()));
+            configRecs.sort(
+                    Comparator.comparingLong((Recommendation r) -> r.outcome().ooms())
+                            .thenComparing(Comparator.comparingLong(Recommendation::bytesSaved)
+                                    .reversed()));
             recs.addAll(configRecs);
-            if (baseline.ooms() > 0 && configRecs.stream().noneMatch(r -> r.outcome().ooms() == 0)) {
-                alternatives.stream().filter(o -> o.minCapacity() >= 0)
+            if (baseline.ooms() > 0
+                    && configRecs.stream().noneMatch(r -> r.outcome().ooms() == 0)) {
+                alternatives.stream()
+                        .filter(o -> o.minCapacity() >= 0)
                         .min(Comparator.comparingLong(RunOutcome::minCapacity))
                         .ifPresent(best -> notes.add("no run tried fits this device: the least demanding ("
                                 + (best.label().isEmpty() ? "defaults" : best.label()) + ") needs "
@@ -142,25 +155,36 @@ public final class Recommender {
             notes.add("no request stream to replay (state-only snapshot or no trace entries): configuration effects are"
                     + " not measured; figures below come from the state alone");
             if (diagnosis.kind() == DiagnosisKind.FRAGMENTATION) {
-                recs.add(new Recommendation("PYTORCH_CUDA_ALLOC_CONF=" + merge(baseConf, "expandable_segments:True")
-                        + " (not measured)", 0, "state: up to " + ByteSize.formatSigned(all.unallocated())
-                        + " reserved but unallocated could become reusable; free space pinned between live blocks stays",
+                recs.add(new Recommendation(
+                        "PYTORCH_CUDA_ALLOC_CONF=" + merge(baseConf, "expandable_segments:True") + " (not measured)",
+                        0,
+                        "state: up to " + ByteSize.formatSigned(all.unallocated())
+                                + " reserved but unallocated could become reusable; free space pinned between live blocks stays",
                         null));
             }
         }
         if (all.releasable() > 0) {
-            recs.add(new Recommendation("torch.cuda.empty_cache() at this point", all.releasable(),
-                    "state: whole free segments (or whole free pages of expandable segments) that the cache holds", null));
+            recs.add(new Recommendation(
+                    "torch.cuda.empty_cache() at this point",
+                    all.releasable(),
+                    "state: whole free segments (or whole free pages of expandable segments) that the cache holds",
+                    null));
         }
         if (diagnosis.kind() == DiagnosisKind.OUTSIDE_MEMORY && diagnosis.outside() > 0) {
-            recs.add(new Recommendation("free memory held outside the allocator (other processes, other allocators,"
-                    + " a second CUDA context)", diagnosis.outside(),
-                    "state: capacity - reserved - driver free", null));
+            recs.add(new Recommendation(
+                    "free memory held outside the allocator (other processes, other allocators,"
+                            + " a second CUDA context)",
+                    diagnosis.outside(),
+                    "state: capacity - reserved - driver free",
+                    null));
         }
         if (diagnosis.kind() == DiagnosisKind.LIVE_TENSORS && diagnosis.shortfall() > 0) {
-            recs.add(new Recommendation("shrink live tensors by at least " + ByteSize.formatSigned(diagnosis.shortfall())
-                    + " (smaller batch or sequence length, activation checkpointing, lower-precision optimizer state)",
-                    diagnosis.shortfall(), "state: the failed request minus every cached and driver-free byte", null));
+            recs.add(new Recommendation(
+                    "shrink live tensors by at least " + ByteSize.formatSigned(diagnosis.shortfall())
+                            + " (smaller batch or sequence length, activation checkpointing, lower-precision optimizer state)",
+                    diagnosis.shortfall(),
+                    "state: the failed request minus every cached and driver-free byte",
+                    null));
         }
         if (!troubled) {
             notes.add("nothing to fix: no OOM, not near capacity, reserved/allocated within "
@@ -174,8 +198,8 @@ public final class Recommender {
      * minimum capacity when {@code byCapacity} and both runs computed it, else the drop in peak reserved when
      * neither run stopped at an OOM (runs that stopped early did different amounts of work), else 0.
      */
-    static Optional<Recommendation> compare(RunOutcome baseline, RunOutcome outcome, String action,
-                                            boolean byCapacity) {
+    static Optional<Recommendation> compare(
+            RunOutcome baseline, RunOutcome outcome, String action, boolean byCapacity) {
         boolean capacityKnown = baseline.minCapacity() >= 0 && outcome.minCapacity() >= 0;
         boolean bothCompleted = baseline.ooms() == 0 && outcome.ooms() == 0;
         boolean measureCapacity = capacityKnown && (byCapacity || !bothCompleted);
@@ -204,7 +228,8 @@ public final class Recommender {
         StringBuilder basis = new StringBuilder("compare run: ");
         basis.append(String.join(", ", parts));
         boolean better = outcome.ooms() < baseline.ooms() || (outcome.ooms() == baseline.ooms() && saved > 0);
-        return better ? Optional.of(new Recommendation(action, Math.max(0, saved), basis.toString(), outcome))
+        return better
+                ? Optional.of(new Recommendation(action, Math.max(0, saved), basis.toString(), outcome))
                 : Optional.empty();
     }
 
@@ -215,7 +240,7 @@ public final class Recommender {
         String key = option.substring(0, option.indexOf(':'));
         List<String> parts = new ArrayList<>();
         boolean replaced = false;
-        for (String part : baseConf.split(",", -1)) {   // empty parts are skipped below
+        for (String part : baseConf.split(",", -1)) { // empty parts are skipped below
             String p = part.trim();
             if (p.isEmpty()) {
                 continue;

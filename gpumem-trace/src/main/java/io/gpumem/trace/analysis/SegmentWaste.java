@@ -9,8 +9,16 @@ import io.gpumem.alloc.Pool;
  * @param slackBytes rounding slack of allocated blocks (block size − requested size)
  * @param pinned     whether an active block keeps the free bytes from being released ({@code empty_cache} cannot return them)
  */
-public record SegmentWaste(long address, Pool pool, long stream, boolean expandable, long totalSize,
-                           long allocated, long freeBytes, long slackBytes, boolean pinned) {
+public record SegmentWaste(
+        long address,
+        Pool pool,
+        long stream,
+        boolean expandable,
+        long totalSize,
+        long allocated,
+        long freeBytes,
+        long slackBytes,
+        boolean pinned) {
     /** Free plus slack bytes. */
     public long waste() {
         return freeBytes + slackBytes;

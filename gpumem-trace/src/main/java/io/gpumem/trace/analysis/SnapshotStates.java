@@ -19,8 +19,7 @@ import java.util.TreeSet;
  * ({@code --at}).
  */
 public final class SnapshotStates {
-    private SnapshotStates() {
-    }
+    private SnapshotStates() {}
 
     /** The devices that have segments or trace entries, ascending. */
     public static List<Integer> devices(TraceSnapshot snapshot) {
@@ -58,8 +57,11 @@ public final class SnapshotStates {
         int oomIndex = trailingOom(trace);
         if (oomIndex >= 0) {
             TraceEntry e = trace.get(oomIndex);
-            b.oom(new OomEvent(e.size(), e.has(TraceEntry.DEVICE_FREE) ? e.deviceFree() : MemoryState.UNKNOWN,
-                    e.stream(), oomIndex));
+            b.oom(new OomEvent(
+                    e.size(),
+                    e.has(TraceEntry.DEVICE_FREE) ? e.deviceFree() : MemoryState.UNKNOWN,
+                    e.stream(),
+                    oomIndex));
         }
         try {
             return b.build();
@@ -81,15 +83,29 @@ public final class SnapshotStates {
         long sum = 0;
         for (BlockInfo blk : s.blocks()) {
             if (blk.state() == BlockState.UNKNOWN) {
-                throw new TraceFormatException(source, "segment 0x" + Long.toHexString(s.address())
-                        + ", block 0x" + Long.toHexString(blk.address()), "unknown block state '" + blk.stateName() + "'");
+                throw new TraceFormatException(
+                        source,
+                        "segment 0x" + Long.toHexString(s.address()) + ", block 0x" + Long.toHexString(blk.address()),
+                        "unknown block state '" + blk.stateName() + "'");
             }
             sum += blk.size();
         }
         if (sum == s.totalSize()) {
             return s;
         }
-        return new SegmentInfo(s.device(), s.address(), sum, s.allocatedSize(), s.activeSize(), s.requestedSize(),
-                s.stream(), s.pool(), s.expandable(), s.frames(), s.blocks(), s.poolId(), s.keys());
+        return new SegmentInfo(
+                s.device(),
+                s.address(),
+                sum,
+                s.allocatedSize(),
+                s.activeSize(),
+                s.requestedSize(),
+                s.stream(),
+                s.pool(),
+                s.expandable(),
+                s.frames(),
+                s.blocks(),
+                s.poolId(),
+                s.keys());
     }
 }

@@ -1,7 +1,6 @@
 package io.gpumem.trace.analysis;
 
 import io.gpumem.alloc.Pool;
-
 import java.util.List;
 
 /**
@@ -15,8 +14,14 @@ import java.util.List;
  * @param topWaste   the segments that waste most, most first
  * @param diagnosis  the verdict
  */
-public record StateAnalysis(MemoryState state, PoolUsage all, PoolUsage small, PoolUsage large,
-                            List<StreamFree> streamFree, List<SegmentWaste> topWaste, Diagnosis diagnosis) {
+public record StateAnalysis(
+        MemoryState state,
+        PoolUsage all,
+        PoolUsage small,
+        PoolUsage large,
+        List<StreamFree> streamFree,
+        List<SegmentWaste> topWaste,
+        Diagnosis diagnosis) {
     public StateAnalysis {
         streamFree = List.copyOf(streamFree);
         topWaste = List.copyOf(topWaste);

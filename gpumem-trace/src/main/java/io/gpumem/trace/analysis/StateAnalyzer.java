@@ -89,18 +89,28 @@ public final class StateAnalyzer {
             if (!seg.expandable() && !anyActive) {
                 acc.releasable += seg.totalSize();
             }
-            wastes.add(new SegmentWaste(seg.address(), seg.pool(), seg.stream(), seg.expandable(), seg.totalSize(),
-                    segAllocated, segFree, segSlack, anyActive));
+            wastes.add(new SegmentWaste(
+                    seg.address(),
+                    seg.pool(),
+                    seg.stream(),
+                    seg.expandable(),
+                    seg.totalSize(),
+                    segAllocated,
+                    segFree,
+                    segSlack,
+                    anyActive));
         }
         PoolUsage small = pools.get(Pool.SMALL).toUsage();
         PoolUsage large = pools.get(Pool.LARGE).toUsage();
         PoolUsage all = sum(small, large);
 
         List<StreamFree> streamFree = new ArrayList<>();
-        free.forEach((pool, byStream) -> byStream.forEach((stream, f) ->
-                streamFree.add(new StreamFree(pool, stream, f[0], f[1], (int) f[2]))));
-        streamFree.sort(Comparator.comparingLong(StreamFree::largestFree).reversed()
-                .thenComparing(StreamFree::pool).thenComparingLong(StreamFree::stream));
+        free.forEach((pool, byStream) ->
+                byStream.forEach((stream, f) -> streamFree.add(new StreamFree(pool, stream, f[0], f[1], (int) f[2]))));
+        streamFree.sort(Comparator.comparingLong(StreamFree::largestFree)
+                .reversed()
+                .thenComparing(StreamFree::pool)
+                .thenComparingLong(StreamFree::stream));
 
         wastes.removeIf(w -> w.waste() == 0);
         wastes.sort(Comparator.comparingLong(SegmentWaste::waste).reversed().thenComparingLong(SegmentWaste::address));
@@ -120,10 +130,17 @@ public final class StateAnalyzer {
     }
 
     private static PoolUsage sum(PoolUsage a, PoolUsage b) {
-        return new PoolUsage("all", a.segments() + b.segments(), a.reserved() + b.reserved(),
-                a.allocated() + b.allocated(), a.active() + b.active(), a.requested() + b.requested(),
-                a.inactiveSplit() + b.inactiveSplit(), a.cachedFree() + b.cachedFree(),
-                a.releasable() + b.releasable(), Math.max(a.largestFree(), b.largestFree()),
+        return new PoolUsage(
+                "all",
+                a.segments() + b.segments(),
+                a.reserved() + b.reserved(),
+                a.allocated() + b.allocated(),
+                a.active() + b.active(),
+                a.requested() + b.requested(),
+                a.inactiveSplit() + b.inactiveSplit(),
+                a.cachedFree() + b.cachedFree(),
+                a.releasable() + b.releasable(),
+                Math.max(a.largestFree(), b.largestFree()),
                 a.freeBlocks() + b.freeBlocks());
     }
 
@@ -145,8 +162,18 @@ public final class StateAnalyzer {
         }
 
         PoolUsage toUsage() {
-            return new PoolUsage(scope, segments, reserved, allocated, active, requested, inactiveSplit,
-                    cachedFree, releasable, largestFree, freeBlocks);
+            return new PoolUsage(
+                    scope,
+                    segments,
+                    reserved,
+                    allocated,
+                    active,
+                    requested,
+                    inactiveSplit,
+                    cachedFree,
+                    releasable,
+                    largestFree,
+                    freeBlocks);
         }
     }
 }

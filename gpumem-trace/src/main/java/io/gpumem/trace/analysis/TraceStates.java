@@ -26,8 +26,7 @@ import java.util.List;
  * free. Segments, live block addresses and requests are exact.
  */
 public final class TraceStates {
-    private TraceStates() {
-    }
+    private TraceStates() {}
 
     /** Index of the last {@code oom} entry of a device trace, or −1. */
     public static int lastOom(List<TraceEntry> trace) {
@@ -49,23 +48,33 @@ public final class TraceStates {
     public static MemoryState afterEntry(TraceSnapshot snapshot, int device, int n, long capacity) {
         List<TraceEntry> trace = snapshot.traceOf(device);
         if (n < 0 || n >= trace.size()) {
-            throw new IllegalArgumentException("entry " + n + " is outside device " + device + "'s trace ("
-                    + trace.size() + " entries)");
+            throw new IllegalArgumentException(
+                    "entry " + n + " is outside device " + device + "'s trace (" + trace.size() + " entries)");
         }
         List<List<TraceEntry>> traces = new ArrayList<>(snapshot.deviceTraces());
         traces.set(device, trace.subList(n + 1, trace.size()));
-        TraceSnapshot suffix = new TraceSnapshot(snapshot.source(), snapshot.format(), snapshot.segments(), traces,
-                snapshot.allocatorSettings(), snapshot.externalAnnotations(), snapshot.extra(),
+        TraceSnapshot suffix = new TraceSnapshot(
+                snapshot.source(),
+                snapshot.format(),
+                snapshot.segments(),
+                traces,
+                snapshot.allocatorSettings(),
+                snapshot.externalAnnotations(),
+                snapshot.extra(),
                 snapshot.addressesRecorded());
         WindowStart start;
         try {
             start = new WindowRebuilder(RecordedConfig.of(snapshot)).rebuild(suffix, device);
         } catch (IllegalArgumentException | IllegalStateException e) {
-            throw new TraceFormatException(snapshot.source(), "device_traces[" + device + "]",
-                    "cannot rebuild the state after entry " + n + ": " + e.getMessage(), e);
+            throw new TraceFormatException(
+                    snapshot.source(),
+                    "device_traces[" + device + "]",
+                    "cannot rebuild the state after entry " + n + ": " + e.getMessage(),
+                    e);
         }
         MemoryState.Builder b = MemoryState.builder()
-                .label(snapshot.source() + ", after entry #" + n + " (" + trace.get(n).actionName() + ")")
+                .label(snapshot.source() + ", after entry #" + n + " ("
+                        + trace.get(n).actionName() + ")")
                 .device(device)
                 .capacity(capacity);
         String conf = snapshot.recordedConfString();
@@ -76,14 +85,17 @@ public final class TraceStates {
         int oom = oomInForce(trace, n);
         if (oom >= 0) {
             TraceEntry e = trace.get(oom);
-            b.oom(new OomEvent(e.size(), e.has(TraceEntry.DEVICE_FREE) ? e.deviceFree() : MemoryState.UNKNOWN,
-                    e.stream(), oom));
+            b.oom(new OomEvent(
+                    e.size(), e.has(TraceEntry.DEVICE_FREE) ? e.deviceFree() : MemoryState.UNKNOWN, e.stream(), oom));
         }
         try {
             return b.build();
         } catch (IllegalArgumentException e) {
-            throw new TraceFormatException(snapshot.source(), "device_traces[" + device + "]",
-                    "the rebuilt state after entry " + n + " is inconsistent: " + e.getMessage(), e);
+            throw new TraceFormatException(
+                    snapshot.source(),
+                    "device_traces[" + device + "]",
+                    "the rebuilt state after entry " + n + " is inconsistent: " + e.getMessage(),
+                    e);
         }
     }
 

@@ -1,9 +1,9 @@
 package io.gpumem.trace.analysis;
 
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.trace.replay.WhatIfReplay;
-import io.gpumem.engine.RunOutcome;
 import java.util.HashMap;
 import java.util.Map;
 
@@ -51,13 +51,18 @@ public final class TraceWhatIf implements WhatIf {
             boolean recorded = conf.equals(recordedConf);
             AllocatorConfig config = recorded ? recordedConfig : AllocatorConfig.parse(conf);
             // the row is labelled by the configuration string asked for
-            return replay.evaluate(config, recorded, capacity).toBuilder().label(conf).build();
+            return replay.evaluate(config, recorded, capacity).toBuilder()
+                    .label(conf)
+                    .build();
         });
     }
 
     @Override
     public RunOutcome run(PolicySpec policy) {
-        return policies.computeIfAbsent(policy, p -> replay.evaluate(p, capacity).toBuilder()
-                .label(WhatIf.policyLabel(p)).build());
+        return policies.computeIfAbsent(
+                policy,
+                p -> replay.evaluate(p, capacity).toBuilder()
+                        .label(WhatIf.policyLabel(p))
+                        .build());
     }
 }

@@ -24,8 +24,7 @@ import java.util.Map;
  */
 public final class AllocatorSnapshots {
 
-    private AllocatorSnapshots() {
-    }
+    private AllocatorSnapshots() {}
 
     /** One device's snapshot, as device {@code 0}. */
     public static TraceSnapshot toTraceSnapshot(MemorySnapshot snapshot, String source) {
@@ -54,7 +53,10 @@ public final class AllocatorSnapshots {
             for (SegmentInfo seg : s.segments()) {
                 segments.add(seg.onDevice(d));
             }
-            traces.add(s.deviceTraces().isEmpty() ? List.of() : List.copyOf(s.deviceTraces().getFirst()));
+            traces.add(
+                    s.deviceTraces().isEmpty()
+                            ? List.of()
+                            : List.copyOf(s.deviceTraces().getFirst()));
             if (settings == null && s.allocatorSettings() != null) {
                 settings = new LinkedHashMap<>(s.allocatorSettings());
             }
@@ -71,8 +73,15 @@ public final class AllocatorSnapshots {
      */
     public static TraceEntry entry(TraceEntry made, TraceEntry cause) {
         int fields = (made.fields() & ~TraceEntry.TIME_US) | (cause.fields() & TraceEntry.TIME_US);
-        return new TraceEntry(made.action(), made.has(TraceEntry.ADDR) ? made.addr() : 0, made.size(), made.stream(),
-                cause.timeUs(), cause.frames(), made.deviceFree(), FileKeys.of(fields, null, null, cause.extra()));
+        return new TraceEntry(
+                made.action(),
+                made.has(TraceEntry.ADDR) ? made.addr() : 0,
+                made.size(),
+                made.stream(),
+                cause.timeUs(),
+                cause.frames(),
+                made.deviceFree(),
+                FileKeys.of(fields, null, null, cause.extra()));
     }
 
     /**

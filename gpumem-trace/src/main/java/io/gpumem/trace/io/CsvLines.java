@@ -2,12 +2,12 @@ package io.gpumem.trace.io;
 
 import java.io.BufferedReader;
 import java.io.IOException;
+import java.io.InputStreamReader;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.io.InputStreamReader;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -17,8 +17,7 @@ import java.util.List;
  */
 final class CsvLines {
 
-    private CsvLines() {
-    }
+    private CsvLines() {}
 
     /** One data row: its 1-based line number and its trimmed fields (a class: a record would compare the array by identity). */
     static final class Row {
@@ -47,8 +46,10 @@ final class CsvLines {
         String name = file.toString();
         limits.checkedFileSize(file);
         List<Row> rows = new ArrayList<>();
-        var decoder = StandardCharsets.UTF_8.newDecoder()
-                .onMalformedInput(CodingErrorAction.REPORT).onUnmappableCharacter(CodingErrorAction.REPORT);
+        var decoder = StandardCharsets.UTF_8
+                .newDecoder()
+                .onMalformedInput(CodingErrorAction.REPORT)
+                .onUnmappableCharacter(CodingErrorAction.REPORT);
         try (BufferedReader r = new BufferedReader(new InputStreamReader(Files.newInputStream(file), decoder))) {
             String text;
             int line = 0;
@@ -65,25 +66,30 @@ final class CsvLines {
                 }
                 if (!sawHeader) {
                     if (!headerMatches(fields, header)) {
-                        throw new TraceFormatException(name, "line " + line, "expected the header "
-                                + String.join(",", header) + ", got " + abbreviate(t));
+                        throw new TraceFormatException(
+                                name,
+                                "line " + line,
+                                "expected the header " + String.join(",", header) + ", got " + abbreviate(t));
                     }
                     sawHeader = true;
                     continue;
                 }
                 if (fields.length != header.length) {
-                    throw new TraceFormatException(name, "line " + line, "expected " + header.length
-                            + " fields (" + String.join(",", header) + "), got " + fields.length);
+                    throw new TraceFormatException(
+                            name,
+                            "line " + line,
+                            "expected " + header.length + " fields (" + String.join(",", header) + "), got "
+                                    + fields.length);
                 }
                 if (rows.size() >= limits.maxEntries()) {
-                    throw new TraceFormatException(name, "line " + line, "more than " + limits.maxEntries()
-                            + " rows (limit)");
+                    throw new TraceFormatException(
+                            name, "line " + line, "more than " + limits.maxEntries() + " rows (limit)");
                 }
                 rows.add(new Row(line, fields));
             }
             if (!sawHeader) {
-                throw new TraceFormatException(name, "", "empty file (expected the header "
-                        + String.join(",", header) + ")");
+                throw new TraceFormatException(
+                        name, "", "empty file (expected the header " + String.join(",", header) + ")");
             }
         } catch (CharacterCodingException e) {
             throw new TraceFormatException(name, "", "not a text file (invalid UTF-8)", e);
@@ -113,7 +119,9 @@ final class CsvLines {
             }
             return Long.parseLong(s);
         } catch (NumberFormatException e) {
-            throw new TraceFormatException(file, "line " + row.line() + ", field " + field,
+            throw new TraceFormatException(
+                    file,
+                    "line " + row.line() + ", field " + field,
                     "expected " + (hexAllowed ? "a decimal or 0x-hex integer" : "an integer") + ", got '"
                             + abbreviate(s) + "'");
         }

@@ -49,19 +49,23 @@ public final class LifetimeCsvReader {
             long id = CsvLines.parseLong(name, row, 0, "id", false);
             Integer first = idLines.putIfAbsent(id, row.line());
             if (first != null) {
-                throw new TraceFormatException(name, "line " + row.line() + ", field id",
+                throw new TraceFormatException(
+                        name,
+                        "line " + row.line() + ", field id",
                         "id " + id + " appears twice (first on line " + first + ")");
             }
             lower[i] = CsvLines.parseLong(name, row, 1, "lower", false);
             upper[i] = CsvLines.parseLong(name, row, 2, "upper", false);
             size[i] = CsvLines.parseLong(name, row, 3, "size", false);
             if (upper[i] < lower[i]) {
-                throw new TraceFormatException(name, "line " + row.line() + ", field upper",
+                throw new TraceFormatException(
+                        name,
+                        "line " + row.line() + ", field upper",
                         "upper " + upper[i] + " is below lower " + lower[i]);
             }
             if (size[i] <= 0) {
-                throw new TraceFormatException(name, "line " + row.line() + ", field size",
-                        "size must be positive, got " + size[i]);
+                throw new TraceFormatException(
+                        name, "line " + row.line() + ", field size", "size must be positive, got " + size[i]);
             }
         }
         // Event keys: time, then kind (0 = free, 1 = alloc), then row; packed into a sortable long[] of indices.
@@ -95,7 +99,7 @@ public final class LifetimeCsvReader {
                 out.add(new TraceEntry(TraceAction.FREE_COMPLETED, handle, size[i], 0, e[0], null, 0, keys));
             }
         }
-        return new TraceSnapshot(name, SourceFormat.LIFETIME_CSV, List.of(), List.of(List.copyOf(out)), null, null,
-                Map.of(), false);
+        return new TraceSnapshot(
+                name, SourceFormat.LIFETIME_CSV, List.of(), List.of(List.copyOf(out)), null, null, Map.of(), false);
     }
 }

@@ -99,9 +99,17 @@ public final class OpsScriptReader {
                     out.add(new TraceEntry(TraceAction.FREE_REQUESTED, handle, size, 0, fr.line(), null, 0, keys));
                     out.add(new TraceEntry(TraceAction.FREE_COMPLETED, handle, size, 0, fr.line(), null, 0, keys));
                 }
-                case ScriptOp.EmptyCache e -> out.add(new TraceEntry(TraceAction.UNKNOWN, 0, 0, 0, e.line(), null, 0,
-                        FileKeys.of(TraceEntry.TIME_US, EMPTY_CACHE, null, null)));
-                default -> { }
+                case ScriptOp.EmptyCache e ->
+                    out.add(new TraceEntry(
+                            TraceAction.UNKNOWN,
+                            0,
+                            0,
+                            0,
+                            e.line(),
+                            null,
+                            0,
+                            FileKeys.of(TraceEntry.TIME_US, EMPTY_CACHE, null, null)));
+                default -> {}
             }
         }
         Map<String, Object> settings = null;
@@ -114,7 +122,7 @@ public final class OpsScriptReader {
             extra.put("gpumem_device_capacity", script.device().capacity());
             extra.put("gpumem_device_held", script.device().held());
         }
-        return new TraceSnapshot(name, SourceFormat.OPS_SCRIPT, List.of(), List.of(List.copyOf(out)), settings, null,
-                extra, false);
+        return new TraceSnapshot(
+                name, SourceFormat.OPS_SCRIPT, List.of(), List.of(List.copyOf(out)), settings, null, extra, false);
     }
 }

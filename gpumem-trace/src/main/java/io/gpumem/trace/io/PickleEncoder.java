@@ -62,7 +62,9 @@ final class PickleEncoder {
             case Map<?, ?> m -> saveMap(m);
             case List<?> l -> saveList(l);
             case Object[] t -> saveTuple(t);
-            default -> throw new IllegalArgumentException("cannot pickle a " + o.getClass().getName());
+            default ->
+                throw new IllegalArgumentException(
+                        "cannot pickle a " + o.getClass().getName());
         }
     }
 

@@ -126,15 +126,15 @@ final class PlainDataUnpickler {
 
     private void dispatch(int op, int at) {
         switch (op) {
-            case 0x80 -> {                                                            // PROTO
+            case 0x80 -> { // PROTO
                 need(op, at, 1);
                 pos++;
             }
-            case 0x95 -> {                                                            // FRAME: ignored, length checked
+            case 0x95 -> { // FRAME: ignored, length checked
                 checkLength(op, at, littleEndian(op, at, 8, true), 8);
                 pos += 8;
             }
-            case '(' -> {                                                             // MARK
+            case '(' -> { // MARK
                 if (markCount == marks.length) {
                     marks = Arrays.copyOf(marks, markCount * 2);
                 }
@@ -143,15 +143,15 @@ final class PlainDataUnpickler {
             case 'N' -> push(null);
             case 0x88 -> push(true);
             case 0x89 -> push(false);
-            case 'K' -> push(Integer.valueOf(u8(op, at)));                            // BININT1
-            case 'M' -> {                                                             // BININT2
+            case 'K' -> push(Integer.valueOf(u8(op, at))); // BININT1
+            case 'M' -> { // BININT2
                 need(op, at, 2);
                 push(Integer.valueOf((in[pos] & 0xff) | (in[pos + 1] & 0xff) << 8));
                 pos += 2;
             }
-            case 'J' -> push(Integer.valueOf((int) littleEndianConsumed(op, at, 4, true)));   // BININT
-            case 0x8a -> push(decodeLong(op, at, u8(op, at)));                        // LONG1
-            case 'G' -> {                                                             // BINFLOAT (big-endian)
+            case 'J' -> push(Integer.valueOf((int) littleEndianConsumed(op, at, 4, true))); // BININT
+            case 0x8a -> push(decodeLong(op, at, u8(op, at))); // LONG1
+            case 'G' -> { // BINFLOAT (big-endian)
                 need(op, at, 8);
                 long bits = 0;
                 for (int i = 0; i < 8; i++) {
@@ -160,14 +160,14 @@ final class PlainDataUnpickler {
                 pos += 8;
                 push(Double.longBitsToDouble(bits));
             }
-            case 0x8c -> push(utf8(op, at, u8(op, at)));                              // SHORT_BINUNICODE
-            case 'X' -> push(utf8(op, at, lengthPrefix(op, at, 4, false)));           // BINUNICODE
-            case ']' -> push(new ArrayList<>());                                      // EMPTY_LIST
-            case 'a' -> {                                                             // APPEND
+            case 0x8c -> push(utf8(op, at, u8(op, at))); // SHORT_BINUNICODE
+            case 'X' -> push(utf8(op, at, lengthPrefix(op, at, 4, false))); // BINUNICODE
+            case ']' -> push(new ArrayList<>()); // EMPTY_LIST
+            case 'a' -> { // APPEND
                 Object v = pop();
                 asList(peek()).add(v);
             }
-            case 'e' -> {                                                             // APPENDS
+            case 'e' -> { // APPENDS
                 int from = popMark();
                 if (from == 0) {
                     throw new Misfit("too few values");
@@ -178,38 +178,38 @@ final class PlainDataUnpickler {
                 }
                 addRange(list, from);
             }
-            case ')' -> push(new Object[0]);                                          // EMPTY_TUPLE
-            case 0x85 -> push(new Object[] {pop()});                                  // TUPLE1
-            case 0x86 -> {                                                            // TUPLE2
+            case ')' -> push(new Object[0]); // EMPTY_TUPLE
+            case 0x85 -> push(new Object[] {pop()}); // TUPLE1
+            case 0x86 -> { // TUPLE2
                 Object b = pop();
                 Object a = pop();
                 push(new Object[] {a, b});
             }
-            case 0x87 -> {                                                            // TUPLE3
+            case 0x87 -> { // TUPLE3
                 Object c = pop();
                 Object b = pop();
                 Object a = pop();
                 push(new Object[] {a, b, c});
             }
-            case '}' -> push(new HashMap<>(0));                                       // EMPTY_DICT
-            case 's' -> {                                                             // SETITEM
+            case '}' -> push(new HashMap<>(0)); // EMPTY_DICT
+            case 's' -> { // SETITEM
                 Object v = pop();
                 Object k = pop();
                 Map<Object, Object> m = asMap(peek());
                 m.put(hashable(op, at, k, "dict key"), v);
             }
-            case 'u' -> {                                                             // SETITEMS
+            case 'u' -> { // SETITEMS
                 int from = popMark();
                 if (from == 0) {
                     throw new Misfit("too few values");
                 }
                 setItems(op, at, asMap(stack[from - 1]), from);
             }
-            case 'h' -> push(memoGet(u8(op, at)));                                    // BINGET
-            case 'j' -> push(memoGet(littleEndianConsumed(op, at, 4, false)));        // LONG_BINGET
-            case 'q' -> memoPut(u8(op, at), peek());                                  // BINPUT
-            case 'r' -> memoPut(littleEndianConsumed(op, at, 4, false), peek());      // LONG_BINPUT
-            case 0x94 -> memoPut(memoSize, peek());                                   // MEMOIZE: index len(memo)
+            case 'h' -> push(memoGet(u8(op, at))); // BINGET
+            case 'j' -> push(memoGet(littleEndianConsumed(op, at, 4, false))); // LONG_BINGET
+            case 'q' -> memoPut(u8(op, at), peek()); // BINPUT
+            case 'r' -> memoPut(littleEndianConsumed(op, at, 4, false), peek()); // LONG_BINPUT
+            case 0x94 -> memoPut(memoSize, peek()); // MEMOIZE: index len(memo)
             default -> rare(op, at);
         }
     }
@@ -217,16 +217,16 @@ final class PlainDataUnpickler {
     /** The opcodes a snapshot rarely or never holds (protocol 0 text, sets, bytes, refusals): kept out of the hot switch. */
     private void rare(int op, int at) {
         switch (op) {
-            case '0' -> {                                                             // POP: a value, else the mark
+            case '0' -> { // POP: a value, else the mark
                 if (markCount > 0 && marks[markCount - 1] == top) {
                     markCount--;
                 } else {
                     pop();
                 }
             }
-            case '1' -> top = popMark();                                              // POP_MARK
-            case '2' -> push(peek());                                                 // DUP
-            case 0x8b -> {                                                            // LONG4
+            case '1' -> top = popMark(); // POP_MARK
+            case '2' -> push(peek()); // DUP
+            case 0x8b -> { // LONG4
                 long n = littleEndian(op, at, 4, true);
                 checkLength(op, at, n, 4);
                 if (n > MAX_LONG4_BYTES) {
@@ -236,9 +236,9 @@ final class PlainDataUnpickler {
                 pos += 4;
                 push(decodeLong(op, at, (int) n));
             }
-            case 'I' -> push(textInteger(op, at, false));                             // INT
-            case 'L' -> push(textInteger(op, at, true));                              // LONG
-            case 'F' -> {                                                             // FLOAT
+            case 'I' -> push(textInteger(op, at, false)); // INT
+            case 'L' -> push(textInteger(op, at, true)); // LONG
+            case 'F' -> { // FLOAT
                 String line = line(op, at, 256);
                 try {
                     push(Double.valueOf(line));
@@ -246,34 +246,34 @@ final class PlainDataUnpickler {
                     throw new Misfit("not a float: " + shorten(line));
                 }
             }
-            case 0x8d -> push(utf8(op, at, lengthPrefix(op, at, 8, true)));           // BINUNICODE8
-            case 'V' -> push(rawUnicodeEscape(line(op, at, end - pos)));               // UNICODE
-            case 'U' -> push(latin1(op, at, u8(op, at)));                             // SHORT_BINSTRING
-            case 'T' -> push(latin1(op, at, lengthPrefix(op, at, 4, true)));          // BINSTRING
-            case 'S' -> push(quotedString(line(op, at, end - pos)));                  // STRING
-            case 'C' -> push(bytes(op, at, u8(op, at)));                              // SHORT_BINBYTES
-            case 'B' -> push(bytes(op, at, lengthPrefix(op, at, 4, false)));          // BINBYTES
-            case 0x8e, 0x96 -> push(bytes(op, at, lengthPrefix(op, at, 8, true)));    // BINBYTES8, BYTEARRAY8
-            case 'l' -> {                                                             // LIST
+            case 0x8d -> push(utf8(op, at, lengthPrefix(op, at, 8, true))); // BINUNICODE8
+            case 'V' -> push(rawUnicodeEscape(line(op, at, end - pos))); // UNICODE
+            case 'U' -> push(latin1(op, at, u8(op, at))); // SHORT_BINSTRING
+            case 'T' -> push(latin1(op, at, lengthPrefix(op, at, 4, true))); // BINSTRING
+            case 'S' -> push(quotedString(line(op, at, end - pos))); // STRING
+            case 'C' -> push(bytes(op, at, u8(op, at))); // SHORT_BINBYTES
+            case 'B' -> push(bytes(op, at, lengthPrefix(op, at, 4, false))); // BINBYTES
+            case 0x8e, 0x96 -> push(bytes(op, at, lengthPrefix(op, at, 8, true))); // BINBYTES8, BYTEARRAY8
+            case 'l' -> { // LIST
                 int from = popMark();
                 ArrayList<Object> list = new ArrayList<>(top - from);
                 addRange(list, from);
                 push(list);
             }
-            case 't' -> {                                                             // TUPLE
+            case 't' -> { // TUPLE
                 int from = popMark();
                 Object[] t = Arrays.copyOfRange(stack, from, top);
                 clearTo(from);
                 push(t);
             }
-            case 'd' -> {                                                             // DICT
+            case 'd' -> { // DICT
                 int from = popMark();
                 HashMap<Object, Object> m = new HashMap<>(top - from);
                 putRange(op, at, m, from);
                 push(m);
             }
-            case 0x8f -> push(new HashSet<>());                                       // EMPTY_SET
-            case 0x90 -> {                                                            // ADDITEMS
+            case 0x8f -> push(new HashSet<>()); // EMPTY_SET
+            case 0x90 -> { // ADDITEMS
                 int from = popMark();
                 if (from == 0) {
                     throw new Misfit("too few values");
@@ -289,7 +289,7 @@ final class PlainDataUnpickler {
                 }
                 clearTo(from);
             }
-            case 0x91 -> {                                                            // FROZENSET
+            case 0x91 -> { // FROZENSET
                 int from = popMark();
                 Set<Object> set = new HashSet<>();
                 for (int i = from; i < top; i++) {
@@ -298,13 +298,13 @@ final class PlainDataUnpickler {
                 clearTo(from);
                 push(Collections.unmodifiableSet(set));
             }
-            case 'g' -> push(memoGet(memoIndexLine(op, at)));                         // GET
-            case 'p' -> memoPut(memoIndexLine(op, at), peek());                       // PUT
-            case 'c', 'i' -> throw runsCode(op, at, globalName());                    // GLOBAL, INST
-            case 0x93 -> throw runsCode(op, at, stackGlobalName());                   // STACK_GLOBAL
+            case 'g' -> push(memoGet(memoIndexLine(op, at))); // GET
+            case 'p' -> memoPut(memoIndexLine(op, at), peek()); // PUT
+            case 'c', 'i' -> throw runsCode(op, at, globalName()); // GLOBAL, INST
+            case 0x93 -> throw runsCode(op, at, stackGlobalName()); // STACK_GLOBAL
             case 'o', 'R', 'b', 0x81, 0x92, 0x82, 0x83, 0x84, 'P', 'Q' -> throw runsCode(op, at, null);
-            default -> throw new Refused("opcode " + opName((short) op) + " at byte " + at
-                    + ": not a plain-data opcode");
+            default ->
+                throw new Refused("opcode " + opName((short) op) + " at byte " + at + ": not a plain-data opcode");
         }
     }
 
@@ -479,7 +479,7 @@ final class PlainDataUnpickler {
             v = (v << 8) | (in[pos + i] & 0xff);
         }
         if (n == 4 && signed) {
-            return (int) v;   // sign-extends the 32-bit value
+            return (int) v; // sign-extends the 32-bit value
         }
         return v;
     }
@@ -501,8 +501,8 @@ final class PlainDataUnpickler {
     private void checkLength(int op, int at, long declared, int prefixBytes) {
         long left = (long) end - pos - prefixBytes;
         if (declared < 0) {
-            throw new Refused("opcode " + opName((short) op) + " at byte " + at + " declares a negative length "
-                    + declared);
+            throw new Refused(
+                    "opcode " + opName((short) op) + " at byte " + at + " declares a negative length " + declared);
         }
         if (declared > left) {
             throw new Refused("opcode " + opName((short) op) + " at byte " + at + " declares " + declared
@@ -542,8 +542,8 @@ final class PlainDataUnpickler {
             }
         }
         if (limit < end) {
-            throw new Refused("opcode " + opName((short) op) + " at byte " + at + " holds a line of more than "
-                    + max + " bytes");
+            throw new Refused(
+                    "opcode " + opName((short) op) + " at byte " + at + " holds a line of more than " + max + " bytes");
         }
         throw new Refused("opcode " + opName((short) op) + " at byte " + at + ": the file ends inside it");
     }
@@ -693,8 +693,11 @@ final class PlainDataUnpickler {
     }
 
     private String stackGlobalName() {
-        if (top >= 2 && stack[top - 2] instanceof String m && stack[top - 1] instanceof String n
-                && m.length() < 256 && n.length() < 256) {
+        if (top >= 2
+                && stack[top - 2] instanceof String m
+                && stack[top - 1] instanceof String n
+                && m.length() < 256
+                && n.length() < 256) {
             return m + "." + n;
         }
         return null;
@@ -702,8 +705,8 @@ final class PlainDataUnpickler {
 
     private static Refused runsCode(int op, int at, String what) {
         String name = opName((short) op) + (what == null ? "" : " " + what.replace('\n', ' '));
-        return new Refused("the file asks to run code (" + name + " at byte " + at
-                + "); only plain data is accepted", true);
+        return new Refused(
+                "the file asks to run code (" + name + " at byte " + at + "); only plain data is accepted", true);
     }
 
     /** The pickletools name of an opcode, for messages. */

@@ -58,7 +58,8 @@ public final class PytorchSnapshotReader {
         String name = file.toString();
         long size = limits.checkedFileSize(file);
         if (size > Integer.MAX_VALUE - 8) {
-            throw new TraceFormatException(name, "", "input is over the limit of " + (Integer.MAX_VALUE - 8) + " bytes");
+            throw new TraceFormatException(
+                    name, "", "input is over the limit of " + (Integer.MAX_VALUE - 8) + " bytes");
         }
         byte[] bytes;
         try {
@@ -105,8 +106,10 @@ public final class PytorchSnapshotReader {
         try {
             return PlainDataUnpickler.load(bytes, bytes.length);
         } catch (PlainDataUnpickler.Refused e) {
-            throw new TraceFormatException(name, "", e.runsCode() ? e.getMessage()
-                    : "not a readable pickle (truncated or corrupt): " + e.getMessage());
+            throw new TraceFormatException(
+                    name,
+                    "",
+                    e.runsCode() ? e.getMessage() : "not a readable pickle (truncated or corrupt): " + e.getMessage());
         } catch (StackOverflowError e) {
             throw new TraceFormatException(name, "", NESTED);
         } catch (RuntimeException e) {
@@ -140,14 +143,23 @@ public final class PytorchSnapshotReader {
         }
 
         private TraceFormatException overBudget(String where) {
-            return error(where, "the file refers to the same values more often than it has bytes (a pickle built"
-                    + " to expand when read); refused");
+            return error(
+                    where,
+                    "the file refers to the same values more often than it has bytes (a pickle built"
+                            + " to expand when read); refused");
         }
 
         TraceSnapshot convert(Object root) {
             if (root instanceof List<?> list) {
-                return new TraceSnapshot(file, SourceFormat.PYTORCH_SEGMENT_LIST, segments(list, "segments"),
-                        List.of(), null, null, Map.of(), true);
+                return new TraceSnapshot(
+                        file,
+                        SourceFormat.PYTORCH_SEGMENT_LIST,
+                        segments(list, "segments"),
+                        List.of(),
+                        null,
+                        null,
+                        Map.of(),
+                        true);
             }
             if (!(root instanceof Map<?, ?> top)) {
                 throw error("", "expected a snapshot dict or a list of segments, got " + typeName(root));
@@ -191,13 +203,22 @@ public final class PytorchSnapshotReader {
             Map<String, Object> extra = new LinkedHashMap<>();
             for (Map.Entry<?, ?> e : top.entrySet()) {
                 String k = String.valueOf(e.getKey());
-                if (!k.equals("segments") && !k.equals("device_traces") && !k.equals("allocator_settings")
+                if (!k.equals("segments")
+                        && !k.equals("device_traces")
+                        && !k.equals("allocator_settings")
                         && !k.equals("external_annotations")) {
                     extra.put(k, e.getValue());
                 }
             }
-            return new TraceSnapshot(file, SourceFormat.PYTORCH_SNAPSHOT, segments, traces, settings, annotations,
-                    Collections.unmodifiableMap(extra), true);
+            return new TraceSnapshot(
+                    file,
+                    SourceFormat.PYTORCH_SNAPSHOT,
+                    segments,
+                    traces,
+                    settings,
+                    annotations,
+                    Collections.unmodifiableMap(extra),
+                    true);
         }
 
         private List<SegmentInfo> segments(List<?> raw, String where) {
@@ -233,7 +254,8 @@ public final class PytorchSnapshotReader {
                 expandable = bool(m.get("is_expandable"), where + ".is_expandable");
                 fields |= SegmentInfo.EXPANDABLE;
             }
-            String type = m.containsKey("segment_type") ? string(m.get("segment_type"), where + ".segment_type")
+            String type = m.containsKey("segment_type")
+                    ? string(m.get("segment_type"), where + ".segment_type")
                     : (total == 2L << 20 ? "small" : "large");
             List<Frame> frames = m.containsKey("frames") ? frames(m.get("frames"), where + ".frames") : null;
             List<BlockInfo> blocks = List.of();
@@ -248,18 +270,34 @@ public final class PytorchSnapshotReader {
                 }
                 blocks = Collections.unmodifiableList(bl);
             }
-            Map<String, Object> extra = extra(m, "device", "address", "total_size", "allocated_size",
-                    "active_size", "requested_size", "stream", "segment_type", "segment_pool_id", "is_expandable",
-                    "frames", "blocks");
+            Map<String, Object> extra = extra(
+                    m,
+                    "device",
+                    "address",
+                    "total_size",
+                    "allocated_size",
+                    "active_size",
+                    "requested_size",
+                    "stream",
+                    "segment_type",
+                    "segment_pool_id",
+                    "is_expandable",
+                    "frames",
+                    "blocks");
             Pool kind = "small".equals(type) ? Pool.SMALL : Pool.LARGE;
             return new SegmentInfo(
                     (int) optionalLong(m, "device", where, 0),
-                    address, total,
+                    address,
+                    total,
                     optionalLong(m, "allocated_size", where, 0),
                     optionalLong(m, "active_size", where, 0),
                     requested,
                     optionalLong(m, "stream", where, 0),
-                    kind, expandable, frames, blocks, pool,
+                    kind,
+                    expandable,
+                    frames,
+                    blocks,
+                    pool,
                     FileKeys.of(fields, type.equals(kind.segmentType()) ? null : type, null, extra));
         }
 
@@ -292,14 +330,20 @@ public final class PytorchSnapshotReader {
                     String w = where + ".history[" + i + "]";
                     spend(w);
                     Map<?, ?> hm = asMap(raw.get(i), w);
-                    h.add(new BlockHistory(optionalLong(hm, "addr", w, 0), optionalLong(hm, "real_size", w, 0),
+                    h.add(new BlockHistory(
+                            optionalLong(hm, "addr", w, 0),
+                            optionalLong(hm, "real_size", w, 0),
                             hm.containsKey("frames") ? frames(hm.get("frames"), w + ".frames") : null));
                 }
                 history = Collections.unmodifiableList(h);
             }
-            Map<String, Object> extra = extra(m, "address", "size", "requested_size", "state", "frames",
-                    "history");
-            return new BlockInfo(address, size, requested, state, frames,
+            Map<String, Object> extra = extra(m, "address", "size", "requested_size", "state", "frames", "history");
+            return new BlockInfo(
+                    address,
+                    size,
+                    requested,
+                    state,
+                    frames,
                     FileKeys.of(fields, stateName.equals(state.wireName()) ? null : stateName, history, extra));
         }
 
@@ -320,7 +364,8 @@ public final class PytorchSnapshotReader {
             }
             Object act = m.get("action");
             if (!(act instanceof String actionName)) {
-                throw error(entryWhere(device, index) + ".action",
+                throw error(
+                        entryWhere(device, index) + ".action",
                         act == null ? "missing" : "expected a string, got " + typeName(act));
             }
             int fields = 0;
@@ -331,9 +376,15 @@ public final class PytorchSnapshotReader {
                 Object k = e.getKey();
                 Object v = e.getValue();
                 switch (k instanceof String s ? s : "") {
-                    case "action" -> { }
-                    case "addr" -> { addr = entryLong(v, device, index, "addr"); fields |= TraceEntry.ADDR; }
-                    case "size" -> { size = entryLong(v, device, index, "size"); fields |= TraceEntry.SIZE; }
+                    case "action" -> {}
+                    case "addr" -> {
+                        addr = entryLong(v, device, index, "addr");
+                        fields |= TraceEntry.ADDR;
+                    }
+                    case "size" -> {
+                        size = entryLong(v, device, index, "size");
+                        fields |= TraceEntry.SIZE;
+                    }
                     case "stream" -> {
                         if (isNegative(v)) {
                             throw error(entryWhere(device, index) + ".stream", "negative stream " + v);
@@ -341,7 +392,10 @@ public final class PytorchSnapshotReader {
                         stream = entryLong(v, device, index, "stream");
                         fields |= TraceEntry.STREAM;
                     }
-                    case "time_us" -> { time = entryLong(v, device, index, "time_us"); fields |= TraceEntry.TIME_US; }
+                    case "time_us" -> {
+                        time = entryLong(v, device, index, "time_us");
+                        fields |= TraceEntry.TIME_US;
+                    }
                     case "device_free" -> {
                         deviceFree = entryLong(v, device, index, "device_free");
                         fields |= TraceEntry.DEVICE_FREE;
@@ -361,19 +415,33 @@ public final class PytorchSnapshotReader {
             TraceAction action = TraceAction.ofWireName(actionName);
             if (action == TraceAction.UNKNOWN && !actionName.equals(OpsScriptReader.EMPTY_CACHE)) {
                 // (gpumem's own empty_cache entries, written from ops scripts, are the one extension read back)
-                throw error(entryWhere(device, index) + ".action", "unknown action '" + shorten(actionName)
-                        + "' (expected one of " + KNOWN_ACTIONS + ")");
+                throw error(
+                        entryWhere(device, index) + ".action",
+                        "unknown action '" + shorten(actionName) + "' (expected one of " + KNOWN_ACTIONS + ")");
             }
             if (action != TraceAction.ANNOTATE && action != TraceAction.UNKNOWN && (fields & TraceEntry.SIZE) == 0) {
                 throw error(entryWhere(device, index) + ".size", "missing (every " + actionName + " entry has one)");
             }
-            if ((action.isSegmentEvent() || action == TraceAction.ALLOC || action == TraceAction.FREE_REQUESTED
-                    || action == TraceAction.FREE_COMPLETED) && (fields & TraceEntry.ADDR) == 0) {
+            if ((action.isSegmentEvent()
+                            || action == TraceAction.ALLOC
+                            || action == TraceAction.FREE_REQUESTED
+                            || action == TraceAction.FREE_COMPLETED)
+                    && (fields & TraceEntry.ADDR) == 0) {
                 throw error(entryWhere(device, index) + ".addr", "missing (every " + actionName + " entry has one)");
             }
-            return new TraceEntry(action, addr, size, stream, time, frames, deviceFree, FileKeys.of(fields,
-                    actionName.equals(action.wireName()) ? null : actionName, null,
-                    extra == null ? null : Collections.unmodifiableMap(extra)));
+            return new TraceEntry(
+                    action,
+                    addr,
+                    size,
+                    stream,
+                    time,
+                    frames,
+                    deviceFree,
+                    FileKeys.of(
+                            fields,
+                            actionName.equals(action.wireName()) ? null : actionName,
+                            null,
+                            extra == null ? null : Collections.unmodifiableMap(extra)));
         }
 
         private long entryLong(Object v, int device, int index, String field) {
@@ -387,7 +455,9 @@ public final class PytorchSnapshotReader {
         }
 
         private static boolean isNegative(Object v) {
-            return v instanceof Integer i ? i < 0 : v instanceof Long l ? l < 0 : v instanceof BigInteger b && b.signum() < 0;
+            return v instanceof Integer i
+                    ? i < 0
+                    : v instanceof Long l ? l < 0 : v instanceof BigInteger b && b.signum() < 0;
         }
 
         /**
@@ -400,8 +470,10 @@ public final class PytorchSnapshotReader {
                 Object v = e.getValue();
                 switch (e.getKey()) {
                     case "PYTORCH_CUDA_ALLOC_CONF" -> string(v, where);
-                    case "expandable_segments", "release_lock_on_cudamalloc", "pinned_use_cuda_host_register",
-                         "graph_capture_record_stream_reuse" -> {
+                    case "expandable_segments",
+                            "release_lock_on_cudamalloc",
+                            "pinned_use_cuda_host_register",
+                            "graph_capture_record_stream_reuse" -> {
                         if (!(v instanceof Boolean)) {
                             throw error(where, "expected a bool, got " + typeName(v));
                         }
@@ -439,7 +511,7 @@ public final class PytorchSnapshotReader {
                             }
                         }
                     }
-                    default -> { }
+                    default -> {}
                 }
             }
         }
@@ -598,7 +670,8 @@ public final class PytorchSnapshotReader {
 
     /** The action names a trace entry may carry, for the message about an unknown one. */
     private static final String KNOWN_ACTIONS = Arrays.stream(TraceAction.values())
-            .filter(a -> a != TraceAction.UNKNOWN).map(TraceAction::wireName)
+            .filter(a -> a != TraceAction.UNKNOWN)
+            .map(TraceAction::wireName)
             .collect(Collectors.joining(", "));
 
     /** Python's name for the type of an unpickled value, for error messages. */

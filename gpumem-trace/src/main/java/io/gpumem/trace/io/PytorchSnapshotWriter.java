@@ -68,9 +68,8 @@ public final class PytorchSnapshotWriter {
         if (!tmp.getFileSystem().supportedFileAttributeViews().contains("posix")) {
             return;
         }
-        Set<PosixFilePermission> perms = Files.exists(file)
-                ? Files.getPosixFilePermissions(file)
-                : PosixFilePermissions.fromString("rw-r--r--");
+        Set<PosixFilePermission> perms =
+                Files.exists(file) ? Files.getPosixFilePermissions(file) : PosixFilePermissions.fromString("rw-r--r--");
         Files.setPosixFilePermissions(tmp, perms);
     }
 
@@ -136,7 +135,9 @@ public final class PytorchSnapshotWriter {
         m.put("stream", seg.stream());
         m.put("segment_type", seg.segmentType());
         if (seg.has(SegmentInfo.POOL_ID)) {
-            m.put("segment_pool_id", new Object[] {seg.poolId().first(), seg.poolId().second()});
+            m.put(
+                    "segment_pool_id",
+                    new Object[] {seg.poolId().first(), seg.poolId().second()});
         }
         if (seg.has(SegmentInfo.EXPANDABLE)) {
             m.put("is_expandable", seg.expandable());
@@ -234,7 +235,7 @@ public final class PytorchSnapshotWriter {
                 for (Frame f : frames) {
                     out.add(frameDicts.computeIfAbsent(f, k -> {
                         Map<String, Object> m = new LinkedHashMap<>();
-                        m.put("name", k.name());           // PyTorch's key order
+                        m.put("name", k.name()); // PyTorch's key order
                         m.put("filename", k.filename());
                         m.put("line", k.line());
                         return m;

@@ -39,8 +39,8 @@ public record ReadLimits(long maxFileBytes, long maxEntries) {
             throw new TraceFormatException(name, "", "cannot read: " + e.getMessage(), e);
         }
         if (bytes > maxFileBytes) {
-            throw new TraceFormatException(name, "", "file is " + bytes + " bytes, over the limit of "
-                    + maxFileBytes + " bytes");
+            throw new TraceFormatException(
+                    name, "", "file is " + bytes + " bytes, over the limit of " + maxFileBytes + " bytes");
         }
         return bytes;
     }

@@ -54,38 +54,59 @@ public final class RmmLogReader {
             switch (action) {
                 case "allocate" -> {
                     if (ptr == 0) {
-                        throw new TraceFormatException(name, "line " + row.line() + ", field Pointer",
-                                "allocate with a null pointer");
+                        throw new TraceFormatException(
+                                name, "line " + row.line() + ", field Pointer", "allocate with a null pointer");
                     }
                     if (!live.add(ptr)) {
-                        throw new TraceFormatException(name, "line " + row.line() + ", field Pointer",
+                        throw new TraceFormatException(
+                                name,
+                                "line " + row.line() + ", field Pointer",
                                 "pointer 0x" + Long.toHexString(ptr) + " allocated twice without a free");
                     }
                     out.add(entry(TraceAction.ALLOC, ptr, size, stream, time));
                 }
                 case "free" -> {
                     if (!live.remove(ptr)) {
-                        throw new TraceFormatException(name, "line " + row.line() + ", field Pointer",
+                        throw new TraceFormatException(
+                                name,
+                                "line " + row.line() + ", field Pointer",
                                 "free of pointer 0x" + Long.toHexString(ptr) + " that is not allocated");
                     }
                     out.add(entry(TraceAction.FREE_REQUESTED, ptr, size, stream, time));
                     out.add(entry(TraceAction.FREE_COMPLETED, ptr, size, stream, time));
                 }
                 case "allocate failure", "allocate_failure", "failure" ->
-                        out.add(new TraceEntry(TraceAction.OOM, 0, size, stream, time, List.of(), 0,
-                                FileKeys.of(TraceEntry.SIZE | TraceEntry.STREAM | TraceEntry.TIME_US)));
-                default -> throw new TraceFormatException(name, "line " + row.line() + ", field Action",
-                        "unknown action '" + CsvLines.abbreviate(row.fields()[2])
-                                + "' (expected allocate, free or allocate failure)");
+                    out.add(new TraceEntry(
+                            TraceAction.OOM,
+                            0,
+                            size,
+                            stream,
+                            time,
+                            List.of(),
+                            0,
+                            FileKeys.of(TraceEntry.SIZE | TraceEntry.STREAM | TraceEntry.TIME_US)));
+                default ->
+                    throw new TraceFormatException(
+                            name,
+                            "line " + row.line() + ", field Action",
+                            "unknown action '" + CsvLines.abbreviate(row.fields()[2])
+                                    + "' (expected allocate, free or allocate failure)");
             }
         }
         // RMM's pointers are its own memory resource's decisions, not PyTorch's: usable as a request stream only.
-        return new TraceSnapshot(name, SourceFormat.RMM_LOG, List.of(), List.of(List.copyOf(out)), null, null,
-                Map.of(), false);
+        return new TraceSnapshot(
+                name, SourceFormat.RMM_LOG, List.of(), List.of(List.copyOf(out)), null, null, Map.of(), false);
     }
 
     private static TraceEntry entry(TraceAction a, long ptr, long size, long stream, long time) {
-        return new TraceEntry(a, ptr, size, stream, time, List.of(), 0,
+        return new TraceEntry(
+                a,
+                ptr,
+                size,
+                stream,
+                time,
+                List.of(),
+                0,
                 FileKeys.of(TraceEntry.ADDR | TraceEntry.SIZE | TraceEntry.STREAM | TraceEntry.TIME_US));
     }
 

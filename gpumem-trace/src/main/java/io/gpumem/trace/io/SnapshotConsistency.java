@@ -26,8 +26,7 @@ public final class SnapshotConsistency {
     /** At most this many problems are listed one by one; the rest are counted. */
     static final int LISTED = 10;
 
-    private SnapshotConsistency() {
-    }
+    private SnapshotConsistency() {}
 
     /** Every inconsistency of {@code snapshot}'s segments, in device then address order; empty when none. */
     public static List<String> problems(TraceSnapshot snapshot) {
@@ -93,8 +92,8 @@ public final class SnapshotConsistency {
         }
         if (!lenient) {
             String more = problems.size() == 1 ? "" : " (and " + (problems.size() - 1) + " more inconsistencies)";
-            throw new TraceFormatException(snapshot.source(), "segments", "inconsistent snapshot: "
-                    + problems.getFirst() + more);
+            throw new TraceFormatException(
+                    snapshot.source(), "segments", "inconsistent snapshot: " + problems.getFirst() + more);
         }
         for (int i = 0; i < Math.min(LISTED, problems.size()); i++) {
             warnings.accept("warning: " + snapshot.source() + ": inconsistent snapshot: " + problems.get(i));

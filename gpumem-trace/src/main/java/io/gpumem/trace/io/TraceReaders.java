@@ -18,8 +18,7 @@ import java.nio.file.Path;
  */
 public final class TraceReaders {
 
-    private TraceReaders() {
-    }
+    private TraceReaders() {}
 
     /** Reads a trace file of any supported format with the default limits. */
     public static TraceSnapshot read(Path file) {
@@ -54,13 +53,17 @@ public final class TraceReaders {
             throw new TraceFormatException(name, "", "empty file");
         }
         int b0 = head[0] & 0xff;
-        // PROTO (0x80) for protocol 2+, or protocol 0/1 streams starting with MARK '(' , EMPTY_DICT '}', EMPTY_LIST ']'.
+        // PROTO (0x80) for protocol 2+, or protocol 0/1 streams starting with MARK '(' , EMPTY_DICT '}', EMPTY_LIST
+        // ']'.
         if (b0 == 0x80 || b0 == '}' || b0 == ']' || b0 == '(') {
             return SourceFormat.PYTORCH_SNAPSHOT;
         }
         String text = new String(head, 0, n, StandardCharsets.ISO_8859_1);
-        String first = text.lines().map(String::strip).filter(l -> !l.isEmpty() && !l.startsWith("#"))
-                .findFirst().orElse("");
+        String first = text.lines()
+                .map(String::strip)
+                .filter(l -> !l.isEmpty() && !l.startsWith("#"))
+                .findFirst()
+                .orElse("");
         String[] fields = first.split(",", -1);
         for (int i = 0; i < fields.length; i++) {
             fields[i] = fields[i].strip();
@@ -75,8 +78,11 @@ public final class TraceReaders {
         if (OpsScript.VERBS.contains(verb)) {
             return SourceFormat.OPS_SCRIPT;
         }
-        throw new TraceFormatException(name, "", "unknown trace format (expected a PyTorch snapshot pickle, an RMM"
-                + " log with header Thread,Time,Action,Pointer,Size,Stream, a lifetime CSV with header"
-                + " id,lower,upper,size, or a gpumem sim ops script)");
+        throw new TraceFormatException(
+                name,
+                "",
+                "unknown trace format (expected a PyTorch snapshot pickle, an RMM"
+                        + " log with header Thread,Time,Action,Pointer,Size,Stream, a lifetime CSV with header"
+                        + " id,lower,upper,size, or a gpumem sim ops script)");
     }
 }

@@ -12,6 +12,7 @@ import io.gpumem.trace.session.TraceSession;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.Writer;
+import java.nio.charset.MalformedInputException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
@@ -20,7 +21,6 @@ import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.nio.charset.MalformedInputException;
 
 /**
  * Reading planning problems and writing plans in MiniMalloc's interval format: input {@code id,lower,upper,size}
@@ -34,8 +34,7 @@ public final class PlanFiles {
     private static final String[] INPUT = {"id", "lower", "upper", "size"};
     private static final String[] OUTPUT = {"id", "lower", "upper", "size", "offset"};
 
-    private PlanFiles() {
-    }
+    private PlanFiles() {}
 
     /** Reads an interval CSV or a trace; errors name the file, line and field. */
     public static LifetimeProblem read(Path file, ReadLimits limits, long alignment) {
@@ -118,8 +117,8 @@ public final class PlanFiles {
         int n = 0;
         try {
             if (Files.size(file) > limits.maxFileBytes()) {
-                throw new TraceFormatException(name, "", "file is over the limit of " + limits.maxFileBytes()
-                        + " bytes");
+                throw new TraceFormatException(
+                        name, "", "file is over the limit of " + limits.maxFileBytes() + " bytes");
             }
         } catch (IOException e) {
             throw new TraceFormatException(name, "", "cannot read: " + e.getMessage(), e);
@@ -140,12 +139,12 @@ public final class PlanFiles {
                     continue;
                 }
                 if (f.length != columns) {
-                    throw new TraceFormatException(name, "line " + line, "expected " + columns + " fields, got "
-                            + f.length);
+                    throw new TraceFormatException(
+                            name, "line " + line, "expected " + columns + " fields, got " + f.length);
                 }
                 if (n >= limits.maxEntries()) {
-                    throw new TraceFormatException(name, "line " + line, "more than " + limits.maxEntries()
-                            + " rows (limit)");
+                    throw new TraceFormatException(
+                            name, "line " + line, "more than " + limits.maxEntries() + " rows (limit)");
                 }
                 if (n == id.length) {
                     id = Arrays.copyOf(id, 2 * n);
@@ -158,12 +157,15 @@ public final class PlanFiles {
                 upper[n] = number(name, line, "upper", f[2]);
                 size[n] = number(name, line, "size", f[3]);
                 if (lower[n] < 0 || upper[n] < lower[n]) {
-                    throw new TraceFormatException(name, "line " + line + ", field upper", "lifetime [" + lower[n]
-                            + ", " + upper[n] + ") is not a half-open interval of non-negative times");
+                    throw new TraceFormatException(
+                            name,
+                            "line " + line + ", field upper",
+                            "lifetime [" + lower[n] + ", " + upper[n]
+                                    + ") is not a half-open interval of non-negative times");
                 }
                 if (size[n] <= 0) {
-                    throw new TraceFormatException(name, "line " + line + ", field size", "size must be positive, got "
-                            + size[n]);
+                    throw new TraceFormatException(
+                            name, "line " + line + ", field size", "size must be positive, got " + size[n]);
                 }
                 n++;
             }
@@ -172,8 +174,12 @@ public final class PlanFiles {
         } catch (IOException e) {
             throw new TraceFormatException(name, "", "cannot read: " + e.getMessage(), e);
         }
-        return new LifetimeProblem(Arrays.copyOf(id, n), Arrays.copyOf(lower, n), Arrays.copyOf(upper, n),
-                Arrays.copyOf(size, n), alignment);
+        return new LifetimeProblem(
+                Arrays.copyOf(id, n),
+                Arrays.copyOf(lower, n),
+                Arrays.copyOf(upper, n),
+                Arrays.copyOf(size, n),
+                alignment);
     }
 
     /** Writes {@code id,lower,upper,size,offset}, one row per buffer in problem order. */
@@ -184,8 +190,16 @@ public final class PlanFiles {
         out.write('\n');
         for (int i = 0; i < p.buffers(); i++) {
             sb.setLength(0);
-            sb.append(p.id(i)).append(',').append(p.lower(i)).append(',').append(p.upper(i)).append(',')
-                    .append(p.size(i)).append(',').append(plan.offsets()[i]).append('\n');
+            sb.append(p.id(i))
+                    .append(',')
+                    .append(p.lower(i))
+                    .append(',')
+                    .append(p.upper(i))
+                    .append(',')
+                    .append(p.size(i))
+                    .append(',')
+                    .append(plan.offsets()[i])
+                    .append('\n');
             out.write(sb.toString());
         }
     }
@@ -194,8 +208,10 @@ public final class PlanFiles {
         try {
             return Long.parseLong(s);
         } catch (NumberFormatException e) {
-            throw new TraceFormatException(file, "line " + line + ", field " + field, "expected an integer, got '"
-                    + (s.length() > 40 ? s.substring(0, 37) + "..." : s) + "'");
+            throw new TraceFormatException(
+                    file,
+                    "line " + line + ", field " + field,
+                    "expected an integer, got '" + (s.length() > 40 ? s.substring(0, 37) + "..." : s) + "'");
         }
     }
 

@@ -16,9 +16,18 @@ import java.util.List;
  * @param firstMismatch   the first difference, or {@code null}
  * @param notes           explanations (entries skipped and why)
  */
-public record DeviceFidelity(int device, long entries, long allocs, long exact, long segmentEvents,
-                             long segmentMatched, long releaseRuns, long endSegments, long endSegmentsSame,
-                             Mismatch firstMismatch, List<String> notes) {
+public record DeviceFidelity(
+        int device,
+        long entries,
+        long allocs,
+        long exact,
+        long segmentEvents,
+        long segmentMatched,
+        long releaseRuns,
+        long endSegments,
+        long endSegmentsSame,
+        Mismatch firstMismatch,
+        List<String> notes) {
 
     /** Every alloc placed as recorded, every driver call reproduced, and the end state the recorded one. */
     public boolean isExact() {

@@ -1,8 +1,8 @@
 package io.gpumem.trace.replay;
 
-import io.gpumem.engine.StartStateLoader;
 import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.engine.StartStateLoader;
 import io.gpumem.history.Frame;
 import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.MemorySnapshot;
@@ -14,11 +14,11 @@ import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.WindowRebuilder;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.function.LongUnaryOperator;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.function.Consumer;
+import java.util.function.LongUnaryOperator;
 
 /**
  * One device trace replayed by {@link OracleReplay}: the model allocator on its {@link OracleDevice}, the
@@ -44,11 +44,13 @@ final class DeviceReplay {
     private final Map<Long, Long> moved = new HashMap<>();
     /** Indices of recorded driver-call entries not yet compared with the model's ({@code expectedCount} of them). */
     private int[] expected = new int[16];
+
     private int expectedCount;
     /** Entries the model emitted since the last comparison, oldest first (when writing a trace). */
     private final List<TraceEntry> pending = new ArrayList<>();
     /** The driver calls among them, as plain fields (when not writing): {@code eventCount} of them. */
     private TraceAction[] eventAction = new TraceAction[16];
+
     private long[] eventAddr = new long[16];
     private long[] eventSize = new long[16];
     private int eventCount;
@@ -76,8 +78,12 @@ final class DeviceReplay {
         this.device = new OracleDevice(totalMemory);
         this.allocator = new CachingAllocator(device, config);
         this.written = write ? new ReplayedTrace(hasCompletions) : null;
-        StartStateLoader.load(allocator.internals(), device,
-                new WindowRebuilder(config).rebuild(snapshot, deviceIndex).segments(), device, false,
+        StartStateLoader.load(
+                allocator.internals(),
+                device,
+                new WindowRebuilder(config).rebuild(snapshot, deviceIndex).segments(),
+                device,
+                false,
                 LongUnaryOperator.identity());
         if (write) {
             // Live blocks and segments keep the stack of the request that made them; the trace is the tracker's.
@@ -301,7 +307,9 @@ final class DeviceReplay {
             segmentMatched++;
             return exp;
         }
-        mismatch(exp != null ? expected[k] : at, "segment",
+        mismatch(
+                exp != null ? expected[k] : at,
+                "segment",
                 exp == null ? "no driver call" : describe(exp.action(), exp.addr(), exp.size()),
                 describe(action, addr, size));
         return null;
@@ -361,7 +369,17 @@ final class DeviceReplay {
         if (device.syntheticAddresses() > 0) {
             notes.add(device.syntheticAddresses() + " driver allocations the recording does not have");
         }
-        return new DeviceFidelity(deviceIndex, trace.size(), allocs, exact, segmentEvents, segmentMatched,
-                releaseRuns, 0, 0, firstMismatch, List.copyOf(notes));
+        return new DeviceFidelity(
+                deviceIndex,
+                trace.size(),
+                allocs,
+                exact,
+                segmentEvents,
+                segmentMatched,
+                releaseRuns,
+                0,
+                0,
+                firstMismatch,
+                List.copyOf(notes));
     }
 }

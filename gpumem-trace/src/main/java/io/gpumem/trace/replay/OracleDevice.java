@@ -1,10 +1,10 @@
 package io.gpumem.trace.replay;
 
-import io.gpumem.engine.StartStateLoader;
 import io.gpumem.device.Device;
 import io.gpumem.device.DeviceError;
 import io.gpumem.device.DeviceException;
 import io.gpumem.device.DeviceOp;
+import io.gpumem.engine.StartStateLoader;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayDeque;
 import java.util.Arrays;
@@ -111,8 +111,8 @@ public final class OracleDevice implements Device, StartStateLoader.RecordedAddr
             throw new DeviceException(DeviceOp.MALLOC, DeviceError.CUDA_ERROR_INVALID_VALUE, "size " + bytes);
         }
         Long a = mallocOffers.poll();
-        long address = a != null && !allocations.overlaps(a, bytes) && !reservations.overlaps(a, bytes)
-                ? a : synthetic(bytes);
+        long address =
+                a != null && !allocations.overlaps(a, bytes) && !reservations.overlaps(a, bytes) ? a : synthetic(bytes);
         allocations.put(address, bytes);
         return address;
     }
@@ -292,17 +292,20 @@ public final class OracleDevice implements Device, StartStateLoader.RecordedAddr
 
     @Override
     public void copyToDevice(long deviceAddress, MemorySegment host, long bytes) {
-        throw new DeviceException(DeviceOp.COPY, DeviceError.CUDA_ERROR_NOT_SUPPORTED, "the oracle device holds no data");
+        throw new DeviceException(
+                DeviceOp.COPY, DeviceError.CUDA_ERROR_NOT_SUPPORTED, "the oracle device holds no data");
     }
 
     @Override
     public void copyToHost(MemorySegment host, long deviceAddress, long bytes) {
-        throw new DeviceException(DeviceOp.COPY, DeviceError.CUDA_ERROR_NOT_SUPPORTED, "the oracle device holds no data");
+        throw new DeviceException(
+                DeviceOp.COPY, DeviceError.CUDA_ERROR_NOT_SUPPORTED, "the oracle device holds no data");
     }
 
     @Override
     public void copyDeviceToDevice(long dstAddress, long srcAddress, long bytes) {
-        throw new DeviceException(DeviceOp.COPY, DeviceError.CUDA_ERROR_NOT_SUPPORTED, "the oracle device holds no data");
+        throw new DeviceException(
+                DeviceOp.COPY, DeviceError.CUDA_ERROR_NOT_SUPPORTED, "the oracle device holds no data");
     }
 
     @Override

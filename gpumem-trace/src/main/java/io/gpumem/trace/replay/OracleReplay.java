@@ -123,8 +123,18 @@ public final class OracleReplay {
     }
 
     private static DeviceFidelity withEndState(DeviceFidelity f, EndState end) {
-        return new DeviceFidelity(f.device(), f.entries(), f.allocs(), f.exact(), f.segmentEvents(),
-                f.segmentMatched(), f.releaseRuns(), end.segments(), end.identical(), f.firstMismatch(), f.notes());
+        return new DeviceFidelity(
+                f.device(),
+                f.entries(),
+                f.allocs(),
+                f.exact(),
+                f.segmentEvents(),
+                f.segmentMatched(),
+                f.releaseRuns(),
+                end.segments(),
+                end.identical(),
+                f.firstMismatch(),
+                f.notes());
     }
 
     /**
@@ -153,7 +163,9 @@ public final class OracleReplay {
         }
 
         private static boolean sameBlocks(SegmentInfo r, SegmentInfo m) {
-            if (m == null || m.totalSize() != r.totalSize() || m.blocks().size() != r.blocks().size()) {
+            if (m == null
+                    || m.totalSize() != r.totalSize()
+                    || m.blocks().size() != r.blocks().size()) {
                 return false;
             }
             for (int i = 0; i < r.blocks().size(); i++) {

@@ -10,8 +10,7 @@ import java.util.List;
  * a replay under the recorded configuration must reproduce; {@code capacity} is the device memory the run is
  * taken to have had for what-if replays (see {@link #of}).
  */
-public record RecordedTotals(long startReserved, long peakReserved, long endReserved, long capacity,
-                             long oomEntries) {
+public record RecordedTotals(long startReserved, long peakReserved, long endReserved, long capacity, long oomEntries) {
 
     private static final long GRANULE = 2L << 20;
 
@@ -38,7 +37,7 @@ public record RecordedTotals(long startReserved, long peakReserved, long endRese
                         capacity = Math.max(capacity, reserved + e.deviceFree());
                     }
                 }
-                default -> { }
+                default -> {}
             }
         }
         capacity = Math.max(capacity, peak);

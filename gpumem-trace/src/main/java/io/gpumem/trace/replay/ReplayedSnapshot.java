@@ -26,16 +26,18 @@ import java.util.Map;
  */
 final class ReplayedSnapshot {
 
-    private ReplayedSnapshot() {
-    }
+    private ReplayedSnapshot() {}
 
     /**
      * @param models        the model's end state per device index ({@code null}: device not replayed)
      * @param traces        the written trace per device index ({@code null}: device not replayed)
      * @param recordedConfig whether the replay ran under the recording's own configuration
      */
-    static TraceSnapshot of(TraceSnapshot recording, List<MemorySnapshot> models, List<List<TraceEntry>> traces,
-                            boolean recordedConfig) {
+    static TraceSnapshot of(
+            TraceSnapshot recording,
+            List<MemorySnapshot> models,
+            List<List<TraceEntry>> traces,
+            boolean recordedConfig) {
         List<SegmentInfo> segments = new ArrayList<>();
         List<List<TraceEntry>> deviceTraces = new ArrayList<>();
         Map<String, Object> settings = recordedConfig ? recording.allocatorSettings() : null;
@@ -59,8 +61,15 @@ final class ReplayedSnapshot {
             }
         }
         segments.sort((x, y) -> Long.compareUnsigned(x.address(), y.address()));
-        return new TraceSnapshot(recording.source() + " (replayed)", SourceFormat.GENERATED, segments, deviceTraces,
-                settings, recording.externalAnnotations(), recording.extra(), true);
+        return new TraceSnapshot(
+                recording.source() + " (replayed)",
+                SourceFormat.GENERATED,
+                segments,
+                deviceTraces,
+                settings,
+                recording.externalAnnotations(),
+                recording.extra(),
+                true);
     }
 
     private static SegmentInfo merge(SegmentInfo model, SegmentInfo recorded) {
@@ -75,7 +84,9 @@ final class ReplayedSnapshot {
         int same = 0;
         for (BlockInfo b : model.blocks()) {
             BlockInfo r = recordedBlocks.get(b.address());
-            if (r != null && r.size() == b.size() && r.state() == b.state()
+            if (r != null
+                    && r.size() == b.size()
+                    && r.state() == b.state()
                     && (!r.has(BlockInfo.REQUESTED_SIZE) || r.requestedSize() == b.requestedSize())) {
                 blocks.add(r);
                 same++;
@@ -83,16 +94,28 @@ final class ReplayedSnapshot {
                 blocks.add(b);
             }
         }
-        boolean sameSegment = recorded.totalSize() == model.totalSize() && recorded.stream() == model.stream()
-                && recorded.isSmall() == model.isSmall() && same == recorded.blocks().size()
+        boolean sameSegment = recorded.totalSize() == model.totalSize()
+                && recorded.stream() == model.stream()
+                && recorded.isSmall() == model.isSmall()
+                && same == recorded.blocks().size()
                 && same == model.blocks().size();
         if (sameSegment) {
             return recorded;
         }
         boolean ownStack = model.frames() != null && !model.frames().isEmpty();
-        return new SegmentInfo(model.device(), model.address(), model.totalSize(), model.allocatedSize(),
-                model.activeSize(), model.requestedSize(), model.stream(), model.pool(), model.expandable(),
-                ownStack ? model.frames() : recorded.frames(), List.copyOf(blocks), model.poolId(),
+        return new SegmentInfo(
+                model.device(),
+                model.address(),
+                model.totalSize(),
+                model.allocatedSize(),
+                model.activeSize(),
+                model.requestedSize(),
+                model.stream(),
+                model.pool(),
+                model.expandable(),
+                ownStack ? model.frames() : recorded.frames(),
+                List.copyOf(blocks),
+                model.poolId(),
                 FileKeys.of(model.fields()));
     }
 }

@@ -43,7 +43,9 @@ final class ReplayedTrace {
                 || (a == TraceAction.FREE_COMPLETED && !hasCompletions)) {
             return;
         }
-        if (cause.action() == a && cause.addr() == model.addr() && cause.size() == model.size()
+        if (cause.action() == a
+                && cause.addr() == model.addr()
+                && cause.size() == model.size()
                 && cause.stream() == model.stream()) {
             entries.add(cause);
         } else {

@@ -83,18 +83,22 @@ public final class WhatIfReplay {
             if (a == TraceAction.ALLOC) {
                 allocSeen = true;
             }
-            if (a == TraceAction.UNKNOWN && OpsScriptReader.EMPTY_CACHE.equals(trace.get(i).actionName())) {
+            if (a == TraceAction.UNKNOWN
+                    && OpsScriptReader.EMPTY_CACHE.equals(trace.get(i).actionName())) {
                 user[i] = true;
                 continue;
             }
-            if (RecordedTotals.isRelease(a) && (i == 0 || !RecordedTotals.isRelease(trace.get(i - 1).action()))) {
+            if (RecordedTotals.isRelease(a)
+                    && (i == 0 || !RecordedTotals.isRelease(trace.get(i - 1).action()))) {
                 int j = i;
                 while (j < trace.size() && RecordedTotals.isRelease(trace.get(j).action())) {
                     j++;
                 }
                 TraceAction next = j < trace.size() ? trace.get(j).action() : null;
-                boolean retry = allocSeen && (next == TraceAction.SEGMENT_ALLOC || next == TraceAction.SEGMENT_MAP
-                        || next == TraceAction.OOM);
+                boolean retry = allocSeen
+                        && (next == TraceAction.SEGMENT_ALLOC
+                                || next == TraceAction.SEGMENT_MAP
+                                || next == TraceAction.OOM);
                 user[i] = !retry;
             }
         }
@@ -191,8 +195,15 @@ public final class WhatIfReplay {
 
     /** Runs the window under {@code config} at {@code capacity} and searches its minimum capacity. */
     public RunOutcome evaluate(AllocatorConfig config, boolean isRecorded, long capacity) {
-        return runner.evaluate(PolicyRegistry.exact(config), StreamRunner.Options.builder(capacity).build(), roomy())
-                .toBuilder().label(config.raw()).recorded(isRecorded).build();
+        return runner
+                .evaluate(
+                        PolicyRegistry.exact(config),
+                        StreamRunner.Options.builder(capacity).build(),
+                        roomy())
+                .toBuilder()
+                .label(config.raw())
+                .recorded(isRecorded)
+                .build();
     }
 
     /**
@@ -200,8 +211,10 @@ public final class WhatIfReplay {
      * state's live blocks are the policy's first requests.
      */
     public RunOutcome evaluate(PolicySpec spec, long capacity) {
-        return runner.evaluate(runner.prepare(spec), policyOptions(capacity).build(), roomy())
-                .toBuilder().label(spec.options()).policy(spec.name()).build();
+        return runner.evaluate(runner.prepare(spec), policyOptions(capacity).build(), roomy()).toBuilder()
+                .label(spec.options())
+                .policy(spec.name())
+                .build();
     }
 
     /**
@@ -212,9 +225,10 @@ public final class WhatIfReplay {
      * and the trace show the recorded frames; the start state's blocks have none.
      */
     public MemorySnapshot policySnapshot(PolicySpec spec, long capacity) {
-        StreamRunner withHistory = new StreamRunner(
-                WindowStreams.compile(snapshot.traceOf(device), start, userEmptyCache, true));
-        RunOutcome o = withHistory.run(withHistory.prepare(spec),
+        StreamRunner withHistory =
+                new StreamRunner(WindowStreams.compile(snapshot.traceOf(device), start, userEmptyCache, true));
+        RunOutcome o = withHistory.run(
+                withHistory.prepare(spec),
                 policyOptions(capacity).recordHistory(true).keepAllocator(true).build());
         return o.allocator() == null ? null : o.allocator().snapshot();
     }
@@ -228,8 +242,9 @@ public final class WhatIfReplay {
      * reserved bytes, or −1 when a request failed (the unit the minimum-capacity search repeats).
      */
     public long runOnce(AllocatorConfig config, long capacity) {
-        RunOutcome o = runner.run(PolicyRegistry.exact(config), StreamRunner.Options.builder(capacity)
-                .stopAtFirstOom(true).build());
+        RunOutcome o = runner.run(
+                PolicyRegistry.exact(config),
+                StreamRunner.Options.builder(capacity).stopAtFirstOom(true).build());
         return o.ooms() > 0 ? -1 : o.peakReserved();
     }
 

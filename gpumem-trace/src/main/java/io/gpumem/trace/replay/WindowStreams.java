@@ -19,11 +19,10 @@ import java.util.List;
  */
 final class WindowStreams {
 
-    private WindowStreams() {
-    }
+    private WindowStreams() {}
 
-    static RequestStream compile(List<TraceEntry> trace, WindowStart start, boolean[] userEmptyCache,
-                                 boolean withHistory) {
+    static RequestStream compile(
+            List<TraceEntry> trace, WindowStart start, boolean[] userEmptyCache, boolean withHistory) {
         List<SegmentInfo> startState = start.segments();
         RequestStream.Builder b = RequestStream.builder().startState(startState);
         AddressTable<Void> live = AddressTable.forInts(1024);

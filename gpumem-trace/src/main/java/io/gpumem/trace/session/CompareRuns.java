@@ -1,11 +1,11 @@
 package io.gpumem.trace.session;
 
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.policy.PolicyRegistry;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.trace.replay.ProgressListener;
 import io.gpumem.trace.replay.WhatIfReplay;
-import io.gpumem.engine.RunOutcome;
 import io.gpumem.trace.window.WindowStart;
 import java.util.ArrayList;
 import java.util.List;
@@ -28,15 +28,22 @@ public record CompareRuns(WindowStart start, WhatIfReplay replay, long capacity,
     }
 
     /** Replays the configurations, then the policies, on one device's window at {@code capacity}. */
-    static CompareRuns run(DeviceWindow window, long capacity, List<AllocatorConfig> configs,
-                           List<PolicySpec> policies, ProgressListener progress) {
+    static CompareRuns run(
+            DeviceWindow window,
+            long capacity,
+            List<AllocatorConfig> configs,
+            List<PolicySpec> policies,
+            ProgressListener progress) {
         WhatIfReplay replay = window.replay();
         int total = configs.size() + policies.size();
         progress.progress(0, total);
         List<RunOutcome> rows = new ArrayList<>();
         if (!configs.isEmpty()) {
             // one configuration per core: each replay is single-threaded and independent of the others
-            rows.addAll(replay.evaluateAll(configs, capacity, Runtime.getRuntime().availableProcessors(),
+            rows.addAll(replay.evaluateAll(
+                    configs,
+                    capacity,
+                    Runtime.getRuntime().availableProcessors(),
                     finished -> progress.progress(finished, total)));
         }
         for (int i = 0; i < policies.size(); i++) {

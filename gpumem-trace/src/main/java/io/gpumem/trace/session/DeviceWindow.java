@@ -12,5 +12,4 @@ import io.gpumem.trace.window.WindowStart;
  * @param start  the window's rebuilt start state
  * @param replay the compiled request stream and the what-if replays over it
  */
-public record DeviceWindow(int device, WindowStart start, WhatIfReplay replay) {
-}
+public record DeviceWindow(int device, WindowStart start, WhatIfReplay replay) {}

@@ -132,8 +132,8 @@ public final class TraceSession {
             try {
                 recordedConfig = RecordedConfig.of(trace);
             } catch (ConfigException e) {
-                recordedConfigFailure = new TraceFormatException(source(), "",
-                        "recorded allocator settings: " + e.getMessage(), e);
+                recordedConfigFailure =
+                        new TraceFormatException(source(), "", "recorded allocator settings: " + e.getMessage(), e);
             }
         }
         if (recordedConfigFailure != null) {
@@ -193,8 +193,12 @@ public final class TraceSession {
      *
      * @throws InconsistentSnapshotException when the window cannot be rebuilt or a replay meets a state it refuses
      */
-    public CompareRuns compare(int device, List<AllocatorConfig> configs, List<PolicySpec> policies, Long capacity,
-                               ProgressListener progress) {
+    public CompareRuns compare(
+            int device,
+            List<AllocatorConfig> configs,
+            List<PolicySpec> policies,
+            Long capacity,
+            ProgressListener progress) {
         DeviceWindow w = window(device);
         try {
             long at = capacity != null ? capacity : w.replay().recordedCapacity(recordedConfig());
@@ -227,8 +231,8 @@ public final class TraceSession {
     }
 
     /** As {@link #analyze(int, Integer, long, int, boolean)}, the recommender also trying {@code policies}. */
-    public DeviceAnalysis analyze(int device, Integer at, long capacity, int top, boolean compare,
-                                  List<PolicySpec> policies) {
+    public DeviceAnalysis analyze(
+            int device, Integer at, long capacity, int top, boolean compare, List<PolicySpec> policies) {
         return DeviceAnalysis.of(trace, device, at, capacity, top, compare, usable -> whatIf(device, usable), policies);
     }
 
@@ -268,14 +272,15 @@ public final class TraceSession {
      * @param haveBaseline whether other extra rows already include the recorded configuration
      * @throws RuntimeException when a replay fails
      */
-    public List<RunOutcome> policyRows(DeviceAnalysis analysis, Long capacity, List<PolicySpec> policies,
-                                          boolean haveBaseline) {
+    public List<RunOutcome> policyRows(
+            DeviceAnalysis analysis, Long capacity, List<PolicySpec> policies, boolean haveBaseline) {
         if (policies.isEmpty() || !hasRequests(analysis.device())) {
             return List.of();
         }
         boolean baseline = !haveBaseline && analysis.recommendations().baseline() == null;
         List<AllocatorConfig> configs = baseline ? List.of(recordedConfig()) : List.of();
-        return compare(analysis.device(), configs, policies, capacity, ProgressListener.NONE).reportRows();
+        return compare(analysis.device(), configs, policies, capacity, ProgressListener.NONE)
+                .reportRows();
     }
 
     /**

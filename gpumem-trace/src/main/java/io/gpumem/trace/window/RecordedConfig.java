@@ -15,8 +15,7 @@ import java.util.Map;
  */
 public final class RecordedConfig {
 
-    private RecordedConfig() {
-    }
+    private RecordedConfig() {}
 
     /**
      * The configuration {@code snapshot} was recorded under.

@@ -167,7 +167,7 @@ public final class WindowRebuilder {
                         preFreed.set(slot, preFreed.get(slot).freedAt(i));
                     }
                 }
-                default -> { }
+                default -> {}
             }
         }
 
@@ -232,11 +232,11 @@ public final class WindowRebuilder {
             if (cursor < seg.address + seg.size) {
                 blocks.add(freeBlock(cursor, seg.address + seg.size, freeByEnd));
             }
-            out.add(SegmentInfo.ofBlocks(device, seg.address, seg.stream, seg.pool, seg.expandable,
-                    Collections.unmodifiableList(blocks)));
+            out.add(SegmentInfo.ofBlocks(
+                    device, seg.address, seg.stream, seg.pool, seg.expandable, Collections.unmodifiableList(blocks)));
         }
-        return new WindowStart(device, Collections.unmodifiableList(out), Collections.unmodifiableSet(preWindowFreed),
-                inferred);
+        return new WindowStart(
+                device, Collections.unmodifiableList(out), Collections.unmodifiableSet(preWindowFreed), inferred);
     }
 
     /** The free block [from, to) at the start, with the requested size its object shows if it survives. */
@@ -246,8 +246,7 @@ public final class WindowRebuilder {
         return BlockInfo.of(from, to - from, requested, BlockState.INACTIVE);
     }
 
-    private long inferSize(long addr, long rounded, long next, long freeIndex, Pool pool,
-                           SlackIndex firstAllocIndex) {
+    private long inferSize(long addr, long rounded, long next, long freeIndex, Pool pool, SlackIndex firstAllocIndex) {
         long end = addr + rounded;
         if (end >= next) {
             return rounded;
@@ -255,13 +254,14 @@ public final class WindowRebuilder {
         if (!SizeRules.shouldSplit(next - end, rounded, pool, config.expandableSegments(), config.maxSplitSize())) {
             return next - addr; // gap rule
         }
-        long slack = SizeRules.largestUnsplitRemainder(rounded, pool, config.expandableSegments(),
-                config.maxSplitSize());
+        long slack =
+                SizeRules.largestUnsplitRemainder(rounded, pool, config.expandableSegments(), config.maxSplitSize());
         if (slack < 0) {
             return next - addr;
         }
         // Slack rule: an alloc inside (end, end + slack] while this block was still live marks its end.
-        for (Map.Entry<Long, Integer> e : firstAllocIndex.get().subMap(end, false, end + slack, true).entrySet()) {
+        for (Map.Entry<Long, Integer> e :
+                firstAllocIndex.get().subMap(end, false, end + slack, true).entrySet()) {
             if (e.getValue() < freeIndex) {
                 return e.getKey() - addr;
             }
@@ -309,28 +309,32 @@ public final class WindowRebuilder {
         Map<List<Long>, TreeMap<Long, Long>> groups = new HashMap<>();
         for (SegmentInfo s : snapshot.segmentsOf(device)) {
             if (s.expandable()) {
-                groups.computeIfAbsent(List.of(s.stream(), poolKey(s.isSmall() ? Pool.SMALL : Pool.LARGE)), k -> new TreeMap<>())
+                groups.computeIfAbsent(
+                                List.of(s.stream(), poolKey(s.isSmall() ? Pool.SMALL : Pool.LARGE)),
+                                k -> new TreeMap<>())
                         .merge(s.address(), s.end(), Math::max);
             } else {
-                segs.put(s.address(), new Seg(s.address(), s.totalSize(), s.stream(), s.isSmall() ? Pool.SMALL : Pool.LARGE, false));
+                segs.put(
+                        s.address(),
+                        new Seg(s.address(), s.totalSize(), s.stream(), s.isSmall() ? Pool.SMALL : Pool.LARGE, false));
             }
         }
         for (int i = trace.size() - 1; i >= 0; i--) {
             TraceEntry e = trace.get(i);
             switch (e.action()) {
                 case SEGMENT_ALLOC -> segs.remove(e.addr());
-                case SEGMENT_FREE -> segs.put(e.addr(),
-                        new Seg(e.addr(), e.size(), e.stream(), poolOfSegment(e.size()), false));
+                case SEGMENT_FREE ->
+                    segs.put(e.addr(), new Seg(e.addr(), e.size(), e.stream(), poolOfSegment(e.size()), false));
                 case SEGMENT_MAP -> {
-                    TreeMap<Long, Long> g = groups.computeIfAbsent(List.of(e.stream(), poolKey(nextRequestPool(trace, i))),
-                            k -> new TreeMap<>());
+                    TreeMap<Long, Long> g = groups.computeIfAbsent(
+                            List.of(e.stream(), poolKey(nextRequestPool(trace, i))), k -> new TreeMap<>());
                     subtract(g, e.addr(), e.addr() + e.size());
                 }
                 case SEGMENT_UNMAP -> {
                     TreeMap<Long, Long> g = nearestGroup(groups, e.addr(), e.stream());
                     add(g, e.addr(), e.addr() + e.size());
                 }
-                default -> { }
+                default -> {}
             }
         }
         for (Map.Entry<List<Long>, TreeMap<Long, Long>> g : groups.entrySet()) {
@@ -363,8 +367,8 @@ public final class WindowRebuilder {
         return pool.ordinal();
     }
 
-    private static TreeMap<Long, Long> nearestGroup(Map<List<Long>, TreeMap<Long, Long>> groups, long addr,
-                                                    long stream) {
+    private static TreeMap<Long, Long> nearestGroup(
+            Map<List<Long>, TreeMap<Long, Long>> groups, long addr, long stream) {
         TreeMap<Long, Long> best = null;
         long bestDistance = Long.MAX_VALUE;
         for (TreeMap<Long, Long> g : groups.values()) {

@@ -56,7 +56,8 @@ public interface AllocationWorkload {
      * {@link #frames}, other ops at {@link #NO_REQUEST}; streams numbered in order of first use.
      */
     default RequestStream stream() {
-        RequestStream.Builder b = RequestStream.builder().streamsInFirstUseOrder().defaultFrames(NO_REQUEST);
+        RequestStream.Builder b =
+                RequestStream.builder().streamsInFirstUseOrder().defaultFrames(NO_REQUEST);
         int[] slot = new int[allocationCount()];
         List<MemoryOp> ops = ops();
         for (int i = 0; i < ops.size(); i++) {

@@ -7,14 +7,11 @@ package io.gpumem.trace.workload;
 public sealed interface MemoryOp permits MemoryOp.Alloc, MemoryOp.Free, MemoryOp.StepStart {
 
     /** Allocate {@code bytes} (the caller's unrounded request) on {@code stream}. */
-    record Alloc(int id, long bytes, long stream, TensorKind kind, String name) implements MemoryOp {
-    }
+    record Alloc(int id, long bytes, long stream, TensorKind kind, String name) implements MemoryOp {}
 
     /** Free the allocation {@code id}. */
-    record Free(int id) implements MemoryOp {
-    }
+    record Free(int id) implements MemoryOp {}
 
     /** Marks the start of training step {@code step} (0-based) with its sequence length. */
-    record StepStart(int step, int seqLen) implements MemoryOp {
-    }
+    record StepStart(int step, int seqLen) implements MemoryOp {}
 }

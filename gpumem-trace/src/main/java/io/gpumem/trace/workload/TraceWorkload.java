@@ -52,8 +52,7 @@ public final class TraceWorkload implements AllocationWorkload {
                         // outside the window's record; free it first so the stream stays balanced
                         ops.add(new MemoryOp.Free(previous));
                     }
-                    ops.add(new MemoryOp.Alloc(id, e.size(), e.stream(), TensorKind.TEMPORARY,
-                            "alloc #" + i));
+                    ops.add(new MemoryOp.Alloc(id, e.size(), e.stream(), TensorKind.TEMPORARY, "alloc #" + i));
                 }
                 case FREE_REQUESTED -> {
                     Integer id = live.remove(e.addr());
@@ -67,12 +66,11 @@ public final class TraceWorkload implements AllocationWorkload {
                     // the request that failed at the analysed point: part of the stream, so that the baseline
                     // reproduces the OOM and the alternatives show whether they would have served it
                     if (i == end - 1 && e.size() > 0) {
-                        ops.add(new MemoryOp.Alloc(next++, e.size(), e.stream(), TensorKind.TEMPORARY,
-                                "failed request #" + i));
+                        ops.add(new MemoryOp.Alloc(
+                                next++, e.size(), e.stream(), TensorKind.TEMPORARY, "failed request #" + i));
                     }
                 }
-                default -> {
-                }
+                default -> {}
             }
         }
         String description = "the " + next + " requests of device " + device + "'s trace"

@@ -35,8 +35,7 @@ final class TrainingFrames {
     private final Map<String, Frame> layerFrames = new HashMap<>();
     private final Map<String, List<Frame>> stacks = new HashMap<>();
 
-    private TrainingFrames() {
-    }
+    private TrainingFrames() {}
 
     /** The frames of every allocation of {@code ops}, indexed by allocation id. */
     @SuppressWarnings("unchecked")
@@ -72,15 +71,16 @@ final class TrainingFrames {
         Frame layerFrame = layerFrames.computeIfAbsent(layer, l -> new Frame(MODEL, 100 + layerFrames.size(), l));
         return switch (kind) {
             case WEIGHT -> List.of(opFrame(MODEL, "init_parameters"), layerFrame, BUILD);
-            case OPTIMIZER_STATE -> List.of(opFrame(OPTIM, name.endsWith(".exp_avg_sq") ? "exp_avg_sq" : "exp_avg"),
-                    layerFrame, OPTIMIZER);
+            case OPTIMIZER_STATE ->
+                List.of(opFrame(OPTIM, name.endsWith(".exp_avg_sq") ? "exp_avg_sq" : "exp_avg"), layerFrame, OPTIMIZER);
             case GRADIENT -> List.of(opFrame(BACKWARD, "accumulate_grad"), layerFrame, BACKWARD_PHASE);
             case INPUT -> List.of(opFrame(TRAIN, op), LOAD);
             case ACTIVATION, TEMPORARY -> {
                 if (name.endsWith(".adam_update")) {
                     yield List.of(opFrame(OPTIM, "adam_update"), layerFrame, OPTIMIZER);
                 }
-                yield backward ? List.of(opFrame(BACKWARD, "grad " + op), layerFrame, BACKWARD_PHASE)
+                yield backward
+                        ? List.of(opFrame(BACKWARD, "grad " + op), layerFrame, BACKWARD_PHASE)
                         : List.of(opFrame(MODEL, op), layerFrame, FORWARD);
             }
         };

@@ -114,13 +114,21 @@ public final class TrainingWorkload implements AllocationWorkload {
     /** One line describing the model and the run. */
     @Override
     public String describe() {
-        return String.format(Locale.ROOT,
+        return String.format(
+                Locale.ROOT,
                 "transformer training: %d layers, hidden %d, %d heads, vocab %d, %.2fB parameters, batch %d, "
                         + "seq %s, %d steps, seed %d",
-                config.layers, config.hidden, config.heads, config.vocab, parameterCount / 1e9, config.batch,
-                config.seqSchedule != null ? Arrays.toString(config.seqSchedule)
+                config.layers,
+                config.hidden,
+                config.heads,
+                config.vocab,
+                parameterCount / 1e9,
+                config.batch,
+                config.seqSchedule != null
+                        ? Arrays.toString(config.seqSchedule)
                         : config.minSeqLen + ".." + config.maxSeqLen + " (multiples of " + config.seqLenMultiple + ")",
-                config.steps, config.seed);
+                config.steps,
+                config.seed);
     }
 
     /**
@@ -145,17 +153,35 @@ public final class TrainingWorkload implements AllocationWorkload {
         private boolean keepGradients = false;
 
         /** Transformer blocks (default 16). */
-        public Builder layers(int v) { this.layers = positive("layers", v); return this; }
+        public Builder layers(int v) {
+            this.layers = positive("layers", v);
+            return this;
+        }
         /** Model width (default 2048); must be a multiple of {@code heads}. */
-        public Builder hidden(int v) { this.hidden = positive("hidden", v); return this; }
+        public Builder hidden(int v) {
+            this.hidden = positive("hidden", v);
+            return this;
+        }
         /** Attention heads (default 16). */
-        public Builder heads(int v) { this.heads = positive("heads", v); return this; }
+        public Builder heads(int v) {
+            this.heads = positive("heads", v);
+            return this;
+        }
         /** MLP width as a multiple of hidden (default 4). */
-        public Builder ffnMultiplier(int v) { this.ffnMultiplier = positive("ffnMultiplier", v); return this; }
+        public Builder ffnMultiplier(int v) {
+            this.ffnMultiplier = positive("ffnMultiplier", v);
+            return this;
+        }
         /** Vocabulary size (default 32000). */
-        public Builder vocab(int v) { this.vocab = positive("vocab", v); return this; }
+        public Builder vocab(int v) {
+            this.vocab = positive("vocab", v);
+            return this;
+        }
         /** Sequences per step (default 6). */
-        public Builder batch(int v) { this.batch = positive("batch", v); return this; }
+        public Builder batch(int v) {
+            this.batch = positive("batch", v);
+            return this;
+        }
         /**
          * Sequence lengths drawn uniformly per step from [min, max] in multiples of {@code multiple}
          * (defaults 256, 2048, 128). Clears an explicit schedule.
@@ -167,7 +193,8 @@ public final class TrainingWorkload implements AllocationWorkload {
                 throw new IllegalArgumentException("max sequence length " + max + " is below min " + min);
             }
             if (max / multiple < Math.ceilDiv(min, multiple)) {
-                throw new IllegalArgumentException("no multiple of " + multiple + " lies in [" + min + ", " + max + "]");
+                throw new IllegalArgumentException(
+                        "no multiple of " + multiple + " lies in [" + min + ", " + max + "]");
             }
             this.minSeqLen = min;
             this.maxSeqLen = max;
@@ -187,24 +214,59 @@ public final class TrainingWorkload implements AllocationWorkload {
             return this;
         }
         /** Training steps (default 10). */
-        public Builder steps(int v) { this.steps = positive("steps", v); return this; }
+        public Builder steps(int v) {
+            this.steps = positive("steps", v);
+            return this;
+        }
         /** Seed of the sequence-length draws (default 42). */
-        public Builder seed(long v) { this.seed = v; return this; }
+        public Builder seed(long v) {
+            this.seed = v;
+            return this;
+        }
         /** Bytes per element of weights, gradients and activations (default 2, bf16). */
-        public Builder dtypeBytes(int v) { this.dtypeBytes = positive("dtypeBytes", v); return this; }
+        public Builder dtypeBytes(int v) {
+            this.dtypeBytes = positive("dtypeBytes", v);
+            return this;
+        }
         /** Bytes per element of each of AdamW's two states (default 4, fp32). */
-        public Builder optimizerStateBytes(int v) { this.optimizerStateBytes = positive("optimizerStateBytes", v); return this; }
+        public Builder optimizerStateBytes(int v) {
+            this.optimizerStateBytes = positive("optimizerStateBytes", v);
+            return this;
+        }
         /** Save batch × heads × seq² attention probabilities, as eager attention does (default false: fused attention). */
-        public Builder materializedAttention(boolean v) { this.materializedAttention = v; return this; }
+        public Builder materializedAttention(boolean v) {
+            this.materializedAttention = v;
+            return this;
+        }
         /** Keep gradients between steps, as {@code zero_grad(set_to_none=False)} does (default false). */
-        public Builder keepGradients(boolean v) { this.keepGradients = v; return this; }
+        public Builder keepGradients(boolean v) {
+            this.keepGradients = v;
+            return this;
+        }
 
-        public int layers() { return layers; }
-        public int hidden() { return hidden; }
-        public int heads() { return heads; }
-        public int batch() { return batch; }
-        public int steps() { return steps; }
-        public long seed() { return seed; }
+        public int layers() {
+            return layers;
+        }
+
+        public int hidden() {
+            return hidden;
+        }
+
+        public int heads() {
+            return heads;
+        }
+
+        public int batch() {
+            return batch;
+        }
+
+        public int steps() {
+            return steps;
+        }
+
+        public long seed() {
+            return seed;
+        }
 
         /**
          * Generates the workload, after checking up front (with overflow-checked arithmetic) that every tensor
@@ -240,14 +302,17 @@ public final class TrainingWorkload implements AllocationWorkload {
                 long f = Math.multiplyExact(h, ffnMultiplier);
                 long tokens = Math.multiplyExact((long) batch, seq);
                 long widest = Math.max(Math.max(Math.multiplyExact(3, h), f), vocab);
-                long largest = Math.max(Math.max(Math.multiplyExact((long) vocab, h), Math.multiplyExact(3, Math.multiplyExact(h, h))),
+                long largest = Math.max(
+                        Math.max(Math.multiplyExact((long) vocab, h), Math.multiplyExact(3, Math.multiplyExact(h, h))),
                         Math.max(Math.multiplyExact(f, h), Math.multiplyExact(tokens, widest)));
                 if (materializedAttention) {
                     largest = Math.max(largest, Math.multiplyExact(Math.multiplyExact(tokens, heads), seq));
                 }
-                long perLayer = Math.addExact(Math.multiplyExact(4, Math.multiplyExact(h, h)),
+                long perLayer = Math.addExact(
+                        Math.multiplyExact(4, Math.multiplyExact(h, h)),
                         Math.multiplyExact(2, Math.multiplyExact(f, h)));
-                long parameters = Math.addExact(Math.multiplyExact(2, Math.multiplyExact((long) vocab, h)),
+                long parameters = Math.addExact(
+                        Math.multiplyExact(2, Math.multiplyExact((long) vocab, h)),
                         Math.multiplyExact(layers, perLayer));
                 if (Math.multiplyExact(Math.max(largest, parameters), elementBytes) > MAX_TENSOR_BYTES) {
                     throw new ArithmeticException();
@@ -307,6 +372,7 @@ public final class TrainingWorkload implements AllocationWorkload {
         long parameterCount;
         /** Parameter element counts and names, in creation order; gradients and states follow it. */
         private final List<long[]> params = new ArrayList<>();
+
         private final List<String> paramNames = new ArrayList<>();
         private int[] gradIds;
         private boolean statesCreated;
@@ -318,7 +384,8 @@ public final class TrainingWorkload implements AllocationWorkload {
             int lo = Math.ceilDiv(c.minSeqLen, c.seqLenMultiple);
             int hi = c.maxSeqLen / c.seqLenMultiple;
             for (int s = 0; s < c.steps; s++) {
-                seqLens[s] = c.seqSchedule != null ? c.seqSchedule[s % c.seqSchedule.length]
+                seqLens[s] = c.seqSchedule != null
+                        ? c.seqSchedule[s % c.seqSchedule.length]
                         : random.nextInt(lo, hi + 1) * c.seqLenMultiple;
             }
         }
@@ -455,8 +522,8 @@ public final class TrainingWorkload implements AllocationWorkload {
                 free(s[7]);
                 int gQkv = alloc(TensorKind.TEMPORARY, p + "attn.qkv.out", t * 3 * h * d);
                 if (s[4] >= 0) {
-                    int gScores = alloc(TensorKind.TEMPORARY, p + "attn.scores",
-                            (long) c.batch * c.heads * seq * seq * d);
+                    int gScores =
+                            alloc(TensorKind.TEMPORARY, p + "attn.scores", (long) c.batch * c.heads * seq * seq * d);
                     free(gScores);
                     free(s[4]);
                 }
@@ -486,13 +553,21 @@ public final class TrainingWorkload implements AllocationWorkload {
             if (!statesCreated) {
                 for (int i = 0; i < params.size(); i++) {
                     long elements = params.get(i)[0];
-                    live.set(alloc(TensorKind.OPTIMIZER_STATE, paramNames.get(i) + ".exp_avg", elements * c.optimizerStateBytes));
-                    live.set(alloc(TensorKind.OPTIMIZER_STATE, paramNames.get(i) + ".exp_avg_sq", elements * c.optimizerStateBytes));
+                    live.set(alloc(
+                            TensorKind.OPTIMIZER_STATE,
+                            paramNames.get(i) + ".exp_avg",
+                            elements * c.optimizerStateBytes));
+                    live.set(alloc(
+                            TensorKind.OPTIMIZER_STATE,
+                            paramNames.get(i) + ".exp_avg_sq",
+                            elements * c.optimizerStateBytes));
                 }
                 statesCreated = true;
             }
             for (int i = 0; i < params.size(); i++) {
-                int scratch = alloc(TensorKind.TEMPORARY, paramNames.get(i) + ".adam_update",
+                int scratch = alloc(
+                        TensorKind.TEMPORARY,
+                        paramNames.get(i) + ".adam_update",
                         params.get(i)[0] * c.optimizerStateBytes);
                 free(scratch);
             }

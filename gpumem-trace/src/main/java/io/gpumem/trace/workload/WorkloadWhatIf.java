@@ -49,7 +49,7 @@ public final class WorkloadWhatIf implements WhatIf {
         this.capacity = capacity;
         this.heldOutside = heldOutside;
         this.withMinCapacity = withMinCapacity;
-        options(capacity).build();   // validates capacity and held-outside bytes
+        options(capacity).build(); // validates capacity and held-outside bytes
         this.runner = new StreamRunner(workload.stream());
     }
 
@@ -69,15 +69,22 @@ public final class WorkloadWhatIf implements WhatIf {
 
     @Override
     public RunOutcome run(String conf) {
-        return cache.computeIfAbsent(conf, c -> outcome(runner, PolicyRegistry.exact(AllocatorConfig.parse(c)))
-                .label(c).build());
+        return cache.computeIfAbsent(
+                conf,
+                c -> outcome(runner, PolicyRegistry.exact(AllocatorConfig.parse(c)))
+                        .label(c)
+                        .build());
     }
 
     /** The row of policy {@code spec}, labelled {@code policy NAME[:OPTIONS]}; memoised per policy. */
     @Override
     public RunOutcome run(PolicySpec spec) {
-        return policies.computeIfAbsent(spec, s -> outcome(runner, runner.prepare(s)).label(WhatIf.policyLabel(s))
-                .policy(s.name()).build());
+        return policies.computeIfAbsent(
+                spec,
+                s -> outcome(runner, runner.prepare(s))
+                        .label(WhatIf.policyLabel(s))
+                        .policy(s.name())
+                        .build());
     }
 
     /**
@@ -85,18 +92,29 @@ public final class WorkloadWhatIf implements WhatIf {
      * allocator and device kept in their final state (at the OOM when one stopped the run).
      */
     public RunOutcome runWithHistory(String conf) {
-        return runner.run(PolicyRegistry.exact(AllocatorConfig.parse(conf)),
-                options(capacity).recordHistory(true).keepAllocator(true).build()).toBuilder().label(conf).build();
+        return runner
+                .run(
+                        PolicyRegistry.exact(AllocatorConfig.parse(conf)),
+                        options(capacity)
+                                .recordHistory(true)
+                                .keepAllocator(true)
+                                .build())
+                .toBuilder()
+                .label(conf)
+                .build();
     }
 
     @Override
     public Optional<RunOutcome> runSmallerBatch() {
-        if (!(workload instanceof TrainingWorkload training) || training.settings().batch() < 2) {
+        if (!(workload instanceof TrainingWorkload training)
+                || training.settings().batch() < 2) {
             return Optional.empty();
         }
         int half = training.settings().batch() / 2;
         StreamRunner smaller = new StreamRunner(training.withBatch(half).stream());
-        return Optional.of(outcome(smaller, PolicyRegistry.exact(AllocatorConfig.parse(""))).label("batch " + half).build());
+        return Optional.of(outcome(smaller, PolicyRegistry.exact(AllocatorConfig.parse("")))
+                .label("batch " + half)
+                .build());
     }
 
     private RunOutcome.Builder outcome(StreamRunner r, PreparedPolicy policy) {

@@ -30,19 +30,30 @@ class SharedFamilyAlignmentTest {
         for (List<TraceEntry> trace : t.deviceTraces()) {
             List<TraceEntry> out = new ArrayList<>(trace.size());
             for (TraceEntry e : trace) {
-                out.add(new TraceEntry(e.action(), e.addr(), e.size(), e.stream(), e.timeUs(), null, e.deviceFree(),
-                        e.keys()));
+                out.add(new TraceEntry(
+                        e.action(), e.addr(), e.size(), e.stream(), e.timeUs(), null, e.deviceFree(), e.keys()));
             }
             traces.add(out);
         }
-        return new TraceSnapshot(t.source(), t.format(), t.segments(), traces, t.allocatorSettings(),
-                t.externalAnnotations(), t.extra(), t.addressesRecorded());
+        return new TraceSnapshot(
+                t.source(),
+                t.format(),
+                t.segments(),
+                traces,
+                t.allocatorSettings(),
+                t.externalAnnotations(),
+                t.extra(),
+                t.addressesRecorded());
     }
 
     @ParameterizedTest(name = "{0} vs {1}")
-    @CsvSource({"lm2.7b-sweep-ctx128, lm2.7b-sweep-ctx256", "lm-medium-train-ctx128, lm-medium-train-ctx256",
-            "lm-medium-infer-ctx128, lm-medium-infer-ctx256", "lm-medium-infer-ctx256, lm-medium-infer-ctx512",
-            "lm-medium-infer-ctx128, lm-medium-infer-ctx512"})
+    @CsvSource({
+        "lm2.7b-sweep-ctx128, lm2.7b-sweep-ctx256",
+        "lm-medium-train-ctx128, lm-medium-train-ctx256",
+        "lm-medium-infer-ctx128, lm-medium-infer-ctx256",
+        "lm-medium-infer-ctx256, lm-medium-infer-ctx512",
+        "lm-medium-infer-ctx128, lm-medium-infer-ctx512"
+    })
     void twoSizesOfOneProgramMatchAlmostEveryRequest(String first, String second) {
         TraceSnapshot ta = read(first);
         TraceSnapshot tb = read(second);
@@ -52,9 +63,19 @@ class SharedFamilyAlignmentTest {
             RequestSequence b = RequestSequence.of(frames ? tb : withoutFrames(tb), 0, sigs);
             RequestAlignment al = RequestAlignment.align(a, b);
             SizeLaws laws = SizeLaws.fit(List.of(a, b), new long[] {context(first), context(second)});
-            System.out.printf(Locale.ROOT, "%s vs %s (%s, %s): %d / %d requests, %d matched (%.2f%% of the smaller),"
-                            + " %d rows fit no law%n", first, second, frames ? "frames" : "no frames", al.signal(), a.size(), b.size(),
-                    al.matched(), 100 * al.matchedFractionOfSmaller(), laws.unfitted());
+            System.out.printf(
+                    Locale.ROOT,
+                    "%s vs %s (%s, %s): %d / %d requests, %d matched (%.2f%% of the smaller),"
+                            + " %d rows fit no law%n",
+                    first,
+                    second,
+                    frames ? "frames" : "no frames",
+                    al.signal(),
+                    a.size(),
+                    b.size(),
+                    al.matched(),
+                    100 * al.matchedFractionOfSmaller(),
+                    laws.unfitted());
             if (frames) {
                 assertThat(al.signal()).isNotEqualTo(RequestAlignment.Signal.ORDER);
                 assertThat(al.matchedFractionOfSmaller()).isGreaterThanOrEqualTo(0.99);
@@ -78,8 +99,13 @@ class SharedFamilyAlignmentTest {
         RequestSequence a = RequestSequence.of(read("lm2.7b-sweep-ctx128"), 0, sigs);
         RequestSequence b = RequestSequence.of(read("nca-train-empty-cache"), 0, sigs);
         RequestAlignment al = RequestAlignment.align(a, b);
-        System.out.printf(Locale.ROOT, "unrelated: %d / %d requests, %d matched (%.2f%% of the smaller)%n",
-                a.size(), b.size(), al.matched(), 100 * al.matchedFractionOfSmaller());
+        System.out.printf(
+                Locale.ROOT,
+                "unrelated: %d / %d requests, %d matched (%.2f%% of the smaller)%n",
+                a.size(),
+                b.size(),
+                al.matched(),
+                100 * al.matchedFractionOfSmaller());
         assertThat(al.matchedFractionOfSmaller()).isLessThan(0.5);
     }
 
@@ -94,8 +120,14 @@ class SharedFamilyAlignmentTest {
         System.out.println(laws);
         for (int j = 0; j < 3; j++) {
             SizeLaws.LeaveOneOut l = laws.leaveOneOut(j);
-            System.out.printf(Locale.ROOT, "left out %s: %d of %d rows exact (%.2f%%), %d without a law, byte error %.4f%%%n",
-                    l.source(), l.exact(), l.rows(), 100 * l.exactFraction(), l.noLaw(),
+            System.out.printf(
+                    Locale.ROOT,
+                    "left out %s: %d of %d rows exact (%.2f%%), %d without a law, byte error %.4f%%%n",
+                    l.source(),
+                    l.exact(),
+                    l.rows(),
+                    100 * l.exactFraction(),
+                    l.noLaw(),
                     100.0 * l.absoluteError() / Math.max(1, l.recordedBytes()));
         }
         assertThat(laws.rows()).isGreaterThanOrEqualTo((int) (0.99 * recs.get(0).size()));
@@ -110,8 +142,14 @@ class SharedFamilyAlignmentTest {
     void stepStructure(String name) {
         RequestSequence s = RequestSequence.of(read(name), 0, new FrameSignatures());
         StepStructure steps = StepStructure.of(s);
-        System.out.printf(Locale.ROOT, "%s: %d requests, period %d (coverage %.3f), %d steps%n", name, s.size(),
-                steps.period(), steps.coverage(), steps.stepCount());
+        System.out.printf(
+                Locale.ROOT,
+                "%s: %d requests, period %d (coverage %.3f), %d steps%n",
+                name,
+                s.size(),
+                steps.period(),
+                steps.coverage(),
+                steps.stepCount());
         for (int r = 0; r < s.size(); r++) {
             assertThat(steps.positionInStep(r)).isBetween(0, s.size() - 1);
         }

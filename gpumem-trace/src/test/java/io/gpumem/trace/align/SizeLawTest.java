@@ -9,8 +9,10 @@ class SizeLawTest {
 
     @Test
     void picksTheSimplestLawThatHolds() {
-        assertThat(SizeLaw.fit(new long[] {128, 256}, new long[] {4096, 4096}).kind()).isEqualTo(SizeLaw.Form.CONSTANT);
-        assertThat(SizeLaw.fit(new long[] {128, 256}, new long[] {2048, 4096}).kind()).isEqualTo(SizeLaw.Form.LINEAR);
+        assertThat(SizeLaw.fit(new long[] {128, 256}, new long[] {4096, 4096}).kind())
+                .isEqualTo(SizeLaw.Form.CONSTANT);
+        assertThat(SizeLaw.fit(new long[] {128, 256}, new long[] {2048, 4096}).kind())
+                .isEqualTo(SizeLaw.Form.LINEAR);
         SizeLaw q = SizeLaw.fit(new long[] {128, 256}, new long[] {4L * 128 * 128, 4L * 256 * 256});
         assertThat(q.kind()).isEqualTo(SizeLaw.Form.QUADRATIC);
         assertThat(q.at(512)).isEqualTo(4L * 512 * 512);
@@ -28,7 +30,8 @@ class SizeLawTest {
         }
         assertThat(SizeLaw.fit(x, s)).isEqualTo(new SizeLaw(SizeLaw.Form.POLYNOMIAL, 7, 5, 11));
         // a step in the sizes (another kernel's workspace past a threshold): no integer law through all three
-        assertThat(SizeLaw.fit(new long[] {128, 256, 512}, new long[] {1024, 2048, 1_000_003})).isNull();
+        assertThat(SizeLaw.fit(new long[] {128, 256, 512}, new long[] {1024, 2048, 1_000_003}))
+                .isNull();
         // a slope that is not an integer
         assertThat(SizeLaw.fit(new long[] {2, 5}, new long[] {10, 11})).isNull();
     }

@@ -41,7 +41,7 @@ class SyntheticAlignmentTest {
     /** The trace of {@code steps} steps of the program at {@code x}; each block freed {@code lifetime} ops later. */
     static TraceSnapshot run(List<Op> program, long x, int steps, boolean frames, boolean workspace) {
         List<TraceEntry> t = new ArrayList<>();
-        List<long[]> pending = new ArrayList<>();   // {free at op index, addr, size}
+        List<long[]> pending = new ArrayList<>(); // {free at op index, addr, size}
         long addr = 1L << 20;
         int op = 0;
         for (int s = 0; s < steps; s++) {
@@ -65,7 +65,8 @@ class SyntheticAlignmentTest {
                 addr += (size + (1 << 21)) & -(1L << 20);
             }
         }
-        return new TraceSnapshot("x=" + x, SourceFormat.PYTORCH_SNAPSHOT, List.of(), List.of(t), null, null, Map.of(), true);
+        return new TraceSnapshot(
+                "x=" + x, SourceFormat.PYTORCH_SNAPSHOT, List.of(), List.of(t), null, null, Map.of(), true);
     }
 
     static TraceEntry entry(long addr, long size, List<Frame> frames) {
@@ -83,7 +84,8 @@ class SyntheticAlignmentTest {
             RequestSequence a = RequestSequence.of(run(program, 128, 5, frames, false), 0, sigs);
             RequestSequence b = RequestSequence.of(run(program, 256, 6, frames, true), 0, sigs);
             RequestAlignment al = RequestAlignment.align(a, b);
-            assertThat(al.matchedFractionOfSmaller()).as("seed %d, frames %s", seed, frames)
+            assertThat(al.matchedFractionOfSmaller())
+                    .as("seed %d, frames %s", seed, frames)
                     .isGreaterThanOrEqualTo(frames ? 0.99 : 0.8);
             StepStructure steps = StepStructure.of(a);
             assertThat(steps.period()).as("seed %d", seed).isEqualTo(program.size());

@@ -1,18 +1,15 @@
 package io.gpumem.trace.analysis;
 
-import io.gpumem.history.BlockState;
-
-import static io.gpumem.testing.TestSizes.MiB;
 import static io.gpumem.testing.TestSizes.GiB;
-
-import io.gpumem.engine.RunOutcome;
-import io.gpumem.alloc.Pool;
-
+import static io.gpumem.testing.TestSizes.MiB;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.alloc.Pool;
+import io.gpumem.engine.RunOutcome;
+import io.gpumem.history.BlockState;
+import io.gpumem.policy.PolicySpec;
 import java.util.ArrayList;
 import java.util.List;
-import io.gpumem.policy.PolicySpec;
 import java.util.Map;
 import java.util.Optional;
 import org.junit.jupiter.api.Test;
@@ -39,8 +36,8 @@ class RecommenderTest {
         public RunOutcome run(String conf) {
             asked.add(conf);
             RunOutcome baseline = table.get("");
-            return table.getOrDefault(conf, baseline != null ? baseline
-                    : outcome(conf, 10 * GiB, 12 * GiB, 50, 0, 0, -1));
+            return table.getOrDefault(
+                    conf, baseline != null ? baseline : outcome(conf, 10 * GiB, 12 * GiB, 50, 0, 0, -1));
         }
 
         /** A policy's run is the table's row {@code policy NAME}, else the baseline's. */
@@ -61,8 +58,15 @@ class RecommenderTest {
             b.allocatorConf(conf);
         }
         for (int i = 0; i < 4; i++) {
-            b.segment(StateAnalyzerTest.seg(GiB + i * 20 * MiB, Pool.LARGE, 0, false,
-                    4 * MiB, BlockState.ACTIVE_ALLOCATED, 16 * MiB, BlockState.INACTIVE));
+            b.segment(StateAnalyzerTest.seg(
+                    GiB + i * 20 * MiB,
+                    Pool.LARGE,
+                    0,
+                    false,
+                    4 * MiB,
+                    BlockState.ACTIVE_ALLOCATED,
+                    16 * MiB,
+                    BlockState.INACTIVE));
         }
         b.oom(new OomEvent(30 * MiB, 0, 0, 1));
         return new StateAnalyzer().analyze(b.build());
@@ -70,101 +74,143 @@ class RecommenderTest {
 
     @Test
     void ranksConfigsThatRemoveTheOomFirstThenBySaving() {
-        TableWhatIf whatIf = new TableWhatIf(Map.of(
-                "", outcome("", 10 * GiB, 12 * GiB, 50, 3, 1, 14 * GiB),
-                "expandable_segments:True", outcome("e", 10 * GiB, 11 * GiB, 40, 0, 0, 11 * GiB),
-                "max_split_size_mb:128", outcome("m128", 10 * GiB, 12 * GiB, 60, 1, 0, 13 * GiB),
-                "max_split_size_mb:256", outcome("m256", 10 * GiB, 13 * GiB, 60, 1, 1, 15 * GiB)), null);
+        TableWhatIf whatIf = new TableWhatIf(
+                Map.of(
+                        "", outcome("", 10 * GiB, 12 * GiB, 50, 3, 1, 14 * GiB),
+                        "expandable_segments:True", outcome("e", 10 * GiB, 11 * GiB, 40, 0, 0, 11 * GiB),
+                        "max_split_size_mb:128", outcome("m128", 10 * GiB, 12 * GiB, 60, 1, 0, 13 * GiB),
+                        "max_split_size_mb:256", outcome("m256", 10 * GiB, 13 * GiB, 60, 1, 1, 15 * GiB)),
+                null);
         Recommender.Result r = new Recommender().recommend(fragmentedOom(null), whatIf);
 
-        assertThat(whatIf.asked).containsExactly("", "expandable_segments:True", "max_split_size_mb:128",
-                "max_split_size_mb:256", "max_split_size_mb:512");
+        assertThat(whatIf.asked)
+                .containsExactly(
+                        "",
+                        "expandable_segments:True",
+                        "max_split_size_mb:128",
+                        "max_split_size_mb:256",
+                        "max_split_size_mb:512");
         assertThat(r.baseline().minCapacity()).isEqualTo(14 * GiB);
-        assertThat(r.recommendations()).extracting(Recommendation::action).containsExactly(
-                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128");
+        assertThat(r.recommendations())
+                .extracting(Recommendation::action)
+                .containsExactly(
+                        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+                        "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128");
         assertThat(r.recommendations().get(0).bytesSaved()).isEqualTo(3 * GiB);
-        assertThat(r.recommendations().get(0).basis()).contains("minimum capacity 14.00 GiB -> 11.00 GiB").contains("OOMs 1 -> 0");
+        assertThat(r.recommendations().get(0).basis())
+                .contains("minimum capacity 14.00 GiB -> 11.00 GiB")
+                .contains("OOMs 1 -> 0");
     }
 
     @Test
     void aPolicyThatRemovesTheOomIsRecommendedBesideTheConfigurations() {
         RunOutcome stitched = outcome("policy stitch", 10 * GiB, 10 * GiB, 20, 0, 0, 10 * GiB);
-        TableWhatIf whatIf = new TableWhatIf(Map.of(
-                "", outcome("", 10 * GiB, 12 * GiB, 50, 3, 1, 14 * GiB),
-                "max_split_size_mb:128", outcome("m128", 10 * GiB, 12 * GiB, 60, 1, 0, 13 * GiB),
-                "policy stitch", stitched,
-                "policy planned", outcome("policy planned", 10 * GiB, 15 * GiB, 20, 0, 1, 16 * GiB)), null);
-        Recommender.Result r = new Recommender().recommend(fragmentedOom(null), whatIf,
-                PolicySpec.parseAll(List.of("stitch", "planned")));
+        TableWhatIf whatIf = new TableWhatIf(
+                Map.of(
+                        "", outcome("", 10 * GiB, 12 * GiB, 50, 3, 1, 14 * GiB),
+                        "max_split_size_mb:128", outcome("m128", 10 * GiB, 12 * GiB, 60, 1, 0, 13 * GiB),
+                        "policy stitch", stitched,
+                        "policy planned", outcome("policy planned", 10 * GiB, 15 * GiB, 20, 0, 1, 16 * GiB)),
+                null);
+        Recommender.Result r = new Recommender()
+                .recommend(fragmentedOom(null), whatIf, PolicySpec.parseAll(List.of("stitch", "planned")));
 
-        assertThat(whatIf.asked).containsExactly("", "expandable_segments:True", "max_split_size_mb:128",
-                "max_split_size_mb:256", "max_split_size_mb:512", "policy stitch", "policy planned");
+        assertThat(whatIf.asked)
+                .containsExactly(
+                        "",
+                        "expandable_segments:True",
+                        "max_split_size_mb:128",
+                        "max_split_size_mb:256",
+                        "max_split_size_mb:512",
+                        "policy stitch",
+                        "policy planned");
         assertThat(r.alternatives()).contains(stitched);
-        assertThat(r.recommendations()).extracting(Recommendation::action).containsExactly(
-                "use allocation policy stitch (gpumem compare --policy stitch)",
-                "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128");
+        assertThat(r.recommendations())
+                .extracting(Recommendation::action)
+                .containsExactly(
+                        "use allocation policy stitch (gpumem compare --policy stitch)",
+                        "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128");
         assertThat(r.recommendations().getFirst().bytesSaved()).isEqualTo(4 * GiB);
 
         // with no policy asked for, the same table gives today's configuration-only recommendations
         assertThat(new Recommender().recommend(fragmentedOom(null), whatIf).recommendations())
-                .extracting(Recommendation::action).containsExactly("PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128");
+                .extracting(Recommendation::action)
+                .containsExactly("PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128");
     }
 
     @Test
     void smallerBatchIsNotTriedAgainstFragmentationThatAConfigFixes() {
         RunOutcome fix = outcome("e", 10 * GiB, 11 * GiB, 40, 0, 0, 11 * GiB);
-        TableWhatIf whatIf = new TableWhatIf(Map.of(
-                "", outcome("", 10 * GiB, 12 * GiB, 50, 3, 1, 14 * GiB),
-                "expandable_segments:True", fix), outcome("batch 4", 5 * GiB, 6 * GiB, 9, 0, 0, 6 * GiB));
+        TableWhatIf whatIf = new TableWhatIf(
+                Map.of("", outcome("", 10 * GiB, 12 * GiB, 50, 3, 1, 14 * GiB), "expandable_segments:True", fix),
+                outcome("batch 4", 5 * GiB, 6 * GiB, 9, 0, 0, 6 * GiB));
         Recommender.Result r = new Recommender().recommend(fragmentedOom(null), whatIf);
         assertThat(r.alternatives()).noneMatch(o -> o.label().equals("batch 4"));
         assertThat(r.recommendations()).extracting(Recommendation::outcome).containsExactly(fix);
 
-        TableWhatIf noFix = new TableWhatIf(Map.of("", outcome("", 10 * GiB, 12 * GiB, 50, 3, 1, 14 * GiB)),
+        TableWhatIf noFix = new TableWhatIf(
+                Map.of("", outcome("", 10 * GiB, 12 * GiB, 50, 3, 1, 14 * GiB)),
                 outcome("batch 4", 5 * GiB, 6 * GiB, 9, 0, 0, 6 * GiB));
         Recommender.Result last = new Recommender().recommend(fragmentedOom(null), noFix);
-        assertThat(last.recommendations()).extracting(Recommendation::action).containsExactly("use a smaller batch (batch 4)");
+        assertThat(last.recommendations())
+                .extracting(Recommendation::action)
+                .containsExactly("use a smaller batch (batch 4)");
         assertThat(last.notes()).noneMatch(n -> n.contains("no run tried fits"));
 
-        TableWhatIf nothingFits = new TableWhatIf(Map.of("", outcome("", 10 * GiB, 12 * GiB, 50, 3, 1, 14 * GiB)),
+        TableWhatIf nothingFits = new TableWhatIf(
+                Map.of("", outcome("", 10 * GiB, 12 * GiB, 50, 3, 1, 14 * GiB)),
                 outcome("batch 4", 5 * GiB, 6 * GiB, 9, 1, 1, 13 * GiB));
         Recommender.Result none = new Recommender().recommend(fragmentedOom(null), nothingFits);
-        assertThat(none.notes()).contains("no run tried fits this device: the least demanding (batch 4) needs 13.00 GiB of device memory");
+        assertThat(none.notes())
+                .contains(
+                        "no run tried fits this device: the least demanding (batch 4) needs 13.00 GiB of device memory");
     }
 
     @Test
     void mergesCandidatesIntoTheConfigInForceAndSkipsWhatIsAlreadySet() {
         TableWhatIf whatIf = new TableWhatIf(Map.of(), null);
         new Recommender().recommend(fragmentedOom("expandable_segments:True,roundup_power2_divisions:4"), whatIf);
-        assertThat(whatIf.asked).containsExactly("expandable_segments:True,roundup_power2_divisions:4",
-                "expandable_segments:True,roundup_power2_divisions:4,max_split_size_mb:128",
-                "expandable_segments:True,roundup_power2_divisions:4,max_split_size_mb:256",
-                "expandable_segments:True,roundup_power2_divisions:4,max_split_size_mb:512");
-        assertThat(Recommender.merge("max_split_size_mb:64,x:1", "max_split_size_mb:128")).isEqualTo("max_split_size_mb:128,x:1");
+        assertThat(whatIf.asked)
+                .containsExactly(
+                        "expandable_segments:True,roundup_power2_divisions:4",
+                        "expandable_segments:True,roundup_power2_divisions:4,max_split_size_mb:128",
+                        "expandable_segments:True,roundup_power2_divisions:4,max_split_size_mb:256",
+                        "expandable_segments:True,roundup_power2_divisions:4,max_split_size_mb:512");
+        assertThat(Recommender.merge("max_split_size_mb:64,x:1", "max_split_size_mb:128"))
+                .isEqualTo("max_split_size_mb:128,x:1");
     }
 
     @Test
     void smallerBatchIsTriedForLiveTensorsAndStateOnlyFallsBackToArithmetic() {
-        MemoryState live = MemoryState.builder().capacity(24 * GiB).deviceFree(GiB)
+        MemoryState live = MemoryState.builder()
+                .capacity(24 * GiB)
+                .deviceFree(GiB)
                 .segment(StateAnalyzerTest.seg(GiB, Pool.LARGE, 0, false, 23 * GiB, BlockState.ACTIVE_ALLOCATED))
-                .oom(new OomEvent(2 * GiB, GiB, 0, -1)).build();
+                .oom(new OomEvent(2 * GiB, GiB, 0, -1))
+                .build();
         StateAnalysis a = new StateAnalyzer().analyze(live);
-        TableWhatIf whatIf = new TableWhatIf(Map.of("", outcome("", 23 * GiB, 23 * GiB, 9, 1, 1, 26 * GiB)),
+        TableWhatIf whatIf = new TableWhatIf(
+                Map.of("", outcome("", 23 * GiB, 23 * GiB, 9, 1, 1, 26 * GiB)),
                 outcome("batch 4", 13 * GiB, 14 * GiB, 9, 0, 0, 14 * GiB));
         Recommender.Result r = new Recommender().recommend(a, whatIf);
         assertThat(r.recommendations().get(0).action()).contains("smaller batch (batch 4)");
         assertThat(r.recommendations().get(0).bytesSaved()).isEqualTo(12 * GiB);
-        assertThat(r.recommendations()).anyMatch(x -> x.action().startsWith("shrink live tensors by at least 1024.00 MiB"));
+        assertThat(r.recommendations())
+                .anyMatch(x -> x.action().startsWith("shrink live tensors by at least 1024.00 MiB"));
 
         Recommender.Result stateOnly = new Recommender().recommend(fragmentedOom(null), null);
         assertThat(stateOnly.baseline()).isNull();
         assertThat(stateOnly.notes()).anyMatch(n -> n.contains("no request stream"));
-        assertThat(stateOnly.recommendations()).singleElement().satisfies(x -> assertThat(x.action()).contains("not measured"));
+        assertThat(stateOnly.recommendations())
+                .singleElement()
+                .satisfies(x -> assertThat(x.action()).contains("not measured"));
     }
 
     @Test
     void healthyStateGetsNoRunsButEmptyCacheWhenSegmentsAreWhollyFree() {
-        MemoryState state = MemoryState.builder().capacity(80 * GiB).deviceFree(70 * GiB)
+        MemoryState state = MemoryState.builder()
+                .capacity(80 * GiB)
+                .deviceFree(70 * GiB)
                 .segment(StateAnalyzerTest.seg(GiB, Pool.LARGE, 0, false, 6 * GiB, BlockState.ACTIVE_ALLOCATED))
                 .segment(StateAnalyzerTest.seg(8 * GiB, Pool.LARGE, 0, false, 100 * MiB, BlockState.INACTIVE))
                 .build();
@@ -178,9 +224,22 @@ class RecommenderTest {
     }
 
     /** A compare row with the figures the recommender reads (capacity and driver frees play no part). */
-    private static RunOutcome outcome(String label, long peakAllocated, long peakReserved, long deviceAllocs,
-                                         long retries, long ooms, long minCapacity) {
-        return RunOutcome.builder().label(label).peakAllocated(peakAllocated).peakReserved(peakReserved)
-                .deviceAllocs(deviceAllocs).retries(retries).ooms(ooms).minCapacity(minCapacity).build();
+    private static RunOutcome outcome(
+            String label,
+            long peakAllocated,
+            long peakReserved,
+            long deviceAllocs,
+            long retries,
+            long ooms,
+            long minCapacity) {
+        return RunOutcome.builder()
+                .label(label)
+                .peakAllocated(peakAllocated)
+                .peakReserved(peakReserved)
+                .deviceAllocs(deviceAllocs)
+                .retries(retries)
+                .ooms(ooms)
+                .minCapacity(minCapacity)
+                .build();
     }
 }

@@ -1,7 +1,6 @@
 package io.gpumem.trace.analysis;
 
 import static io.gpumem.testing.TestSizes.GiB;
-import static io.gpumem.testing.TestSizes.MiB;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
@@ -34,10 +33,21 @@ class TraceStatesTest {
         List<String> out = new ArrayList<>();
         for (SegmentInfo seg : s.segments()) {
             StringBuilder sb = new StringBuilder();
-            sb.append(seg.address()).append(' ').append(seg.stream()).append(' ').append(seg.pool()).append(' ')
-                    .append(seg.expandable()).append(':');
+            sb.append(seg.address())
+                    .append(' ')
+                    .append(seg.stream())
+                    .append(' ')
+                    .append(seg.pool())
+                    .append(' ')
+                    .append(seg.expandable())
+                    .append(':');
             for (BlockInfo b : seg.blocks()) {
-                sb.append(' ').append(b.address()).append('/').append(b.size()).append('/').append(b.state());
+                sb.append(' ')
+                        .append(b.address())
+                        .append('/')
+                        .append(b.size())
+                        .append('/')
+                        .append(b.state());
                 if (b.state() == BlockState.ACTIVE_ALLOCATED) {
                     sb.append('/').append(b.requestedSize());
                 }
@@ -59,16 +69,25 @@ class TraceStatesTest {
             SegmentInfo r = rebuilt.segments().get(k);
             SegmentInfo l = live.segments().get(k);
             String where = what + ", segment 0x" + Long.toHexString(l.address());
-            assertThat(List.of(r.address(), r.totalSize(), r.stream())).as(where).isEqualTo(List.of(l.address(), l.totalSize(), l.stream()));
+            assertThat(List.of(r.address(), r.totalSize(), r.stream()))
+                    .as(where)
+                    .isEqualTo(List.of(l.address(), l.totalSize(), l.stream()));
             assertThat(r.pool()).as(where).isEqualTo(l.pool());
-            List<BlockInfo> ra = r.blocks().stream().filter(b -> b.state() == BlockState.ACTIVE_ALLOCATED).toList();
-            List<BlockInfo> la = l.blocks().stream().filter(b -> b.state() == BlockState.ACTIVE_ALLOCATED).toList();
+            List<BlockInfo> ra = r.blocks().stream()
+                    .filter(b -> b.state() == BlockState.ACTIVE_ALLOCATED)
+                    .toList();
+            List<BlockInfo> la = l.blocks().stream()
+                    .filter(b -> b.state() == BlockState.ACTIVE_ALLOCATED)
+                    .toList();
             assertThat(ra).as(where + ": live blocks").hasSameSizeAs(la);
             long slack = l.pool() == Pool.LARGE && !l.expandable() ? 1L << 20 : 511;
             for (int b = 0; b < la.size(); b++) {
                 assertThat(ra.get(b).address()).as(where).isEqualTo(la.get(b).address());
-                assertThat(ra.get(b).requestedSize()).as(where).isEqualTo(la.get(b).requestedSize());
-                assertThat(la.get(b).size() - ra.get(b).size()).as(where + ", block 0x" + Long.toHexString(la.get(b).address()))
+                assertThat(ra.get(b).requestedSize())
+                        .as(where)
+                        .isEqualTo(la.get(b).requestedSize());
+                assertThat(la.get(b).size() - ra.get(b).size())
+                        .as(where + ", block 0x" + Long.toHexString(la.get(b).address()))
                         .isBetween(0L, slack);
             }
         }
@@ -79,9 +98,18 @@ class TraceStatesTest {
         long seed = Long.getLong("gpumem.test.seed", new SplittableRandom().nextLong());
         System.out.println("seed=" + seed);
         for (String conf : new String[] {"", "expandable_segments:True"}) {
-            TrainingWorkload w = TrainingWorkload.builder().layers(3).hidden(512).heads(4).vocab(4000).batch(2)
-                    .seqLens(128, 1024, 128).steps(3).seed(seed).build();
-            CachingAllocator allocator = new CachingAllocator(SimulatedDevice.withCapacity(8 * GiB), AllocatorConfig.parse(conf));
+            TrainingWorkload w = TrainingWorkload.builder()
+                    .layers(3)
+                    .hidden(512)
+                    .heads(4)
+                    .vocab(4000)
+                    .batch(2)
+                    .seqLens(128, 1024, 128)
+                    .steps(3)
+                    .seed(seed)
+                    .build();
+            CachingAllocator allocator =
+                    new CachingAllocator(SimulatedDevice.withCapacity(8 * GiB), AllocatorConfig.parse(conf));
             allocator.recordHistory(HistoryOptions.all());
             long[] ptr = new long[w.allocationCount()];
             List<MemoryOp> ops = w.ops();
@@ -92,11 +120,13 @@ class TraceStatesTest {
                 switch (ops.get(i)) {
                     case MemoryOp.Alloc a -> ptr[a.id()] = allocator.malloc(a.bytes(), a.stream());
                     case MemoryOp.Free f -> allocator.free(ptr[f.id()]);
-                    case MemoryOp.StepStart s -> { }
+                    case MemoryOp.StepStart s -> {}
                 }
                 if (i == probeOp) {
-                    probeEntries = allocator.snapshot().deviceTraces().getFirst().size();
-                    probe = AllocatorStates.fromSnapshot(allocator.snapshot(), 0, "probe").build();
+                    probeEntries =
+                            allocator.snapshot().deviceTraces().getFirst().size();
+                    probe = AllocatorStates.fromSnapshot(allocator.snapshot(), 0, "probe")
+                            .build();
                 }
             }
             TraceSnapshot trace = AllocatorSnapshots.toTraceSnapshot(allocator.snapshot(), "run " + conf);
@@ -110,9 +140,11 @@ class TraceStatesTest {
     @Test
     void rebuildingAfterTheLastEntryOfRealTracesGivesTheirEndState() {
         String dir = System.getProperty("gpumem.traces.dir");
-        assumeTrue(dir != null && Files.isDirectory(Path.of(dir)),
+        assumeTrue(
+                dir != null && Files.isDirectory(Path.of(dir)),
                 "real traces not available (system property gpumem.traces.dir = " + dir + "): skipped");
-        for (String name : new String[] {"tiny-forward.pickle", "nca-train-empty-cache.pickle", "lm2.7b-train-step.pickle"}) {
+        for (String name :
+                new String[] {"tiny-forward.pickle", "nca-train-empty-cache.pickle", "lm2.7b-train-step.pickle"}) {
             Path file = Path.of(dir, name);
             assumeTrue(Files.isRegularFile(file), file + " not available: skipped");
             TraceSnapshot s = TraceReaders.read(file);

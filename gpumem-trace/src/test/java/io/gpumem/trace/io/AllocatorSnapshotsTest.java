@@ -26,7 +26,8 @@ class AllocatorSnapshotsTest {
     @Test
     void allocatorSnapshotSurvivesAPickle() {
         for (String conf : new String[] {"", "expandable_segments:True"}) {
-            CachingAllocator a = new CachingAllocator(SimulatedDevice.withCapacity(256L << 20), AllocatorConfig.parse(conf));
+            CachingAllocator a =
+                    new CachingAllocator(SimulatedDevice.withCapacity(256L << 20), AllocatorConfig.parse(conf));
             a.recordHistory(HistoryOptions.all());
             List<Frame> stack = List.of(new Frame("model.py", 12, "forward"), new Frame("train.py", 3, "step"));
             a.setContextSupplier(() -> stack);
@@ -39,7 +40,8 @@ class AllocatorSnapshotsTest {
             assertThatThrownBy(() -> a.malloc(1L << 30)).isInstanceOf(OutOfMemoryException.class);
             a.free(large);
             MemorySnapshot original = a.snapshot();
-            assertThat(original.deviceTraces().getFirst()).anyMatch(e -> e.action() == TraceAction.OOM)
+            assertThat(original.deviceTraces().getFirst())
+                    .anyMatch(e -> e.action() == TraceAction.OOM)
                     .anyMatch(e -> e.deviceFree() == -1);
 
             TraceSnapshot file = AllocatorSnapshots.toTraceSnapshot(original, "run");
@@ -49,9 +51,13 @@ class AllocatorSnapshotsTest {
 
             assertThat(back.segments()).as(conf).isEqualTo(original.segments());
             assertThat(back.deviceTraces()).as(conf).isEqualTo(original.deviceTraces());
-            assertThat(back.deviceTraces().getFirst()).filteredOn(e -> e.action() == TraceAction.OOM)
-                    .singleElement().matches(e -> e.deviceFree() >= 0);
-            assertThat(comparable(back.allocatorSettings())).as(conf).isEqualTo(comparable(original.allocatorSettings()));
+            assertThat(back.deviceTraces().getFirst())
+                    .filteredOn(e -> e.action() == TraceAction.OOM)
+                    .singleElement()
+                    .matches(e -> e.deviceFree() >= 0);
+            assertThat(comparable(back.allocatorSettings()))
+                    .as(conf)
+                    .isEqualTo(comparable(original.allocatorSettings()));
         }
     }
 

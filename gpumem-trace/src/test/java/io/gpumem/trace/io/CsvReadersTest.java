@@ -27,8 +27,14 @@ class CsvReadersTest {
         TraceSnapshot s = TraceReaders.read(f);
         assertThat(s.format()).isEqualTo(SourceFormat.RMM_LOG);
         List<TraceEntry> t = s.traceOf(0);
-        assertThat(t).extracting(TraceEntry::action).containsExactly(TraceAction.ALLOC, TraceAction.ALLOC,
-                TraceAction.FREE_REQUESTED, TraceAction.FREE_COMPLETED, TraceAction.OOM);
+        assertThat(t)
+                .extracting(TraceEntry::action)
+                .containsExactly(
+                        TraceAction.ALLOC,
+                        TraceAction.ALLOC,
+                        TraceAction.FREE_REQUESTED,
+                        TraceAction.FREE_COMPLETED,
+                        TraceAction.OOM);
         assertThat(t.get(1).addr()).isEqualTo(0x7f0000000400L);
         assertThat(t.get(1).stream()).isEqualTo(5);
         assertThat(t.get(2).timeUs() - t.get(0).timeUs()).isEqualTo(200);
@@ -38,10 +44,12 @@ class CsvReadersTest {
     void rmmErrorsNameLineAndField(@TempDir Path dir) throws Exception {
         Path f = dir.resolve("bad.csv");
         Files.writeString(f, "Thread,Time,Action,Pointer,Size,Stream\n1,1,allocate,0x10,abc,0\n");
-        assertThatThrownBy(() -> TraceReaders.read(f)).isInstanceOf(TraceFormatException.class)
+        assertThatThrownBy(() -> TraceReaders.read(f))
+                .isInstanceOf(TraceFormatException.class)
                 .hasMessage(f + ": line 2, field Size: expected a decimal or 0x-hex integer, got 'abc'");
         Files.writeString(f, "Thread,Time,Action,Pointer,Size,Stream\n1,1,free,0x10,5,0\n");
-        assertThatThrownBy(() -> TraceReaders.read(f)).hasMessageContaining("line 2, field Pointer")
+        assertThatThrownBy(() -> TraceReaders.read(f))
+                .hasMessageContaining("line 2, field Pointer")
                 .hasMessageContaining("not allocated");
         Files.writeString(f, "Thread,Time,Action,Pointer,Size,Stream\n1,1,allocate,0x10\n");
         assertThatThrownBy(() -> TraceReaders.read(f)).hasMessageContaining("line 2: expected 6 fields");
@@ -53,7 +61,8 @@ class CsvReadersTest {
     void aDuplicateLifetimeIdNamesBothLines(@TempDir Path dir) throws Exception {
         Path f = dir.resolve("dup.csv");
         Files.writeString(f, "id,lower,upper,size\n0,0,5,100\n1,1,4,100\n0,2,3,100\n");
-        assertThatThrownBy(() -> TraceReaders.read(f)).isInstanceOf(TraceFormatException.class)
+        assertThatThrownBy(() -> TraceReaders.read(f))
+                .isInstanceOf(TraceFormatException.class)
                 .hasMessage(f + ": line 4, field id: id 0 appears twice (first on line 2)");
     }
 
@@ -71,11 +80,23 @@ class CsvReadersTest {
         assertThat(s.addressesRecorded()).isFalse();
         List<TraceEntry> t = s.traceOf(0);
         // t=0 alloc#0, t=2 alloc#3, t=5 free#0, free#3, alloc#1, t=9 free#1; row 2 is never live.
-        assertThat(t).extracting(e -> e.actionName() + "@" + e.timeUs() + ":" + e.size()).containsExactly(
-                "alloc@0:100", "alloc@2:400",
-                "free_requested@5:100", "free_completed@5:100", "free_requested@5:400", "free_completed@5:400",
-                "alloc@5:200", "free_requested@9:200", "free_completed@9:200");
-        assertThat(t.stream().filter(e -> e.action() == TraceAction.ALLOC).map(TraceEntry::addr).distinct().count())
+        assertThat(t)
+                .extracting(e -> e.actionName() + "@" + e.timeUs() + ":" + e.size())
+                .containsExactly(
+                        "alloc@0:100",
+                        "alloc@2:400",
+                        "free_requested@5:100",
+                        "free_completed@5:100",
+                        "free_requested@5:400",
+                        "free_completed@5:400",
+                        "alloc@5:200",
+                        "free_requested@9:200",
+                        "free_completed@9:200");
+        assertThat(t.stream()
+                        .filter(e -> e.action() == TraceAction.ALLOC)
+                        .map(TraceEntry::addr)
+                        .distinct()
+                        .count())
                 .isEqualTo(3);
     }
 
@@ -83,7 +104,8 @@ class CsvReadersTest {
     void lifetimeErrors(@TempDir Path dir) throws Exception {
         Path f = dir.resolve("life.csv");
         Files.writeString(f, "id,lower,upper,size\n0,5,4,100\n");
-        assertThatThrownBy(() -> TraceReaders.read(f)).hasMessage(f + ": line 2, field upper: upper 4 is below lower 5");
+        assertThatThrownBy(() -> TraceReaders.read(f))
+                .hasMessage(f + ": line 2, field upper: upper 4 is below lower 5");
         Files.writeString(f, "id,lower,upper,size\n0,1,4,-3\n");
         assertThatThrownBy(() -> TraceReaders.read(f)).hasMessageContaining("field size: size must be positive");
         Files.writeString(f, "id,lower,upper,size\n0,1,4,1\n1,1,4\n");
@@ -98,7 +120,8 @@ class CsvReadersTest {
     void readsThePanguLifetimes() {
         TraceSnapshot s = TraceReaders.read(TestTraces.file("pangu13b-lifetimes.csv"));
         List<TraceEntry> t = s.traceOf(0);
-        assertThat(t.stream().filter(e -> e.action() == TraceAction.ALLOC).count()).isEqualTo(14_695);
+        assertThat(t.stream().filter(e -> e.action() == TraceAction.ALLOC).count())
+                .isEqualTo(14_695);
         // Peak live bytes, the documented lower bound of any placement: 15.41 GiB.
         long live = 0, peak = 0;
         for (TraceEntry e : t) {

@@ -1,7 +1,6 @@
 package io.gpumem.trace.io;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
@@ -63,7 +62,9 @@ class HostilePickleTest {
         long used = allocatedBytes() - before;
         assertThat(t).isInstanceOf(TraceFormatException.class);
         assertThat(t.getMessage()).startsWith(f.toString()).doesNotContain("java.", "Exception");
-        assertThat(used).as("bytes allocated while reading a %d-byte file", pickle.length).isLessThan(maxAllocated);
+        assertThat(used)
+                .as("bytes allocated while reading a %d-byte file", pickle.length)
+                .isLessThan(maxAllocated);
         return (TraceFormatException) t;
     }
 
@@ -71,22 +72,30 @@ class HostilePickleTest {
     void aDeclaredLengthLongerThanTheFileIsRefusedBeforeAllocating(@TempDir Path dir) throws Exception {
         // BINUNICODE8 declaring 2 GiB (used to end in OutOfMemoryError) and BINUNICODE declaring 1 GiB (used to
         // allocate 1 GiB before failing), BINBYTES8, BYTEARRAY8, BINSTRING negative, FRAME.
-        assertThat(readFails(dir, bytes(0x80, 4, 0x8d, le(1L << 31, 8), "abc"), 8 << 20).getMessage())
+        assertThat(readFails(dir, bytes(0x80, 4, 0x8d, le(1L << 31, 8), "abc"), 8 << 20)
+                        .getMessage())
                 .endsWith("not a readable pickle (truncated or corrupt): opcode BINUNICODE8 at byte 2 declares"
                         + " 2147483648 bytes but only 3 are left in the file");
-        assertThat(readFails(dir, bytes(0x80, 4, 'X', le(1L << 30, 4), "abc"), 8 << 20).getMessage())
+        assertThat(readFails(dir, bytes(0x80, 4, 'X', le(1L << 30, 4), "abc"), 8 << 20)
+                        .getMessage())
                 .contains("opcode BINUNICODE at byte 2 declares 1073741824 bytes but only 3 are left");
-        assertThat(readFails(dir, bytes(0x80, 4, 0x8e, le(1L << 40, 8), "ab."), 8 << 20).getMessage())
+        assertThat(readFails(dir, bytes(0x80, 4, 0x8e, le(1L << 40, 8), "ab."), 8 << 20)
+                        .getMessage())
                 .contains("BINBYTES8 at byte 2 declares 1099511627776 bytes but only 3 are left");
-        assertThat(readFails(dir, bytes(0x80, 5, 0x96, le(-1, 8), "ab."), 8 << 20).getMessage())
+        assertThat(readFails(dir, bytes(0x80, 5, 0x96, le(-1, 8), "ab."), 8 << 20)
+                        .getMessage())
                 .contains("BYTEARRAY8 at byte 2 declares a negative length");
-        assertThat(readFails(dir, bytes(0x80, 2, 'T', le(-5, 4), "ab."), 8 << 20).getMessage())
+        assertThat(readFails(dir, bytes(0x80, 2, 'T', le(-5, 4), "ab."), 8 << 20)
+                        .getMessage())
                 .contains("BINSTRING at byte 2 declares a negative length -5");
-        assertThat(readFails(dir, bytes(0x80, 4, 0x95, le(1L << 33, 8), "]."), 8 << 20).getMessage())
+        assertThat(readFails(dir, bytes(0x80, 4, 0x95, le(1L << 33, 8), "]."), 8 << 20)
+                        .getMessage())
                 .contains("FRAME at byte 2 declares 8589934592 bytes but only 2 are left");
-        assertThat(readFails(dir, bytes(0x80, 2, 0x8b, le(1 << 30, 4), "ab."), 8 << 20).getMessage())
+        assertThat(readFails(dir, bytes(0x80, 2, 0x8b, le(1 << 30, 4), "ab."), 8 << 20)
+                        .getMessage())
                 .contains("LONG4 at byte 2 declares 1073741824 bytes but only 3 are left");
-        assertThat(readFails(dir, bytes("(L", "9".repeat(100_000), "L\n."), 8 << 20).getMessage())
+        assertThat(readFails(dir, bytes("(L", "9".repeat(100_000), "L\n."), 8 << 20)
+                        .getMessage())
                 .contains("LONG at byte 1 holds an integer of more than 64 digits");
     }
 
@@ -97,12 +106,40 @@ class HostilePickleTest {
         assertThat(readFails(dir, p0, 8 << 20).getMessage())
                 .endsWith(": the file asks to run code (GLOBAL posix.system at byte 23); only plain data is accepted");
         // ... and protocol 4 (STACK_GLOBAL after the two names).
-        byte[] p4 = bytes(0x80, 4, '}', 0x94, 0x8c, 8, "segments", 0x94, ']', 0x94, 0x8c, 2, "os", 0x94, 0x8c, 6,
-                "system", 0x94, 0x93, 0x94, 0x8c, 7, "echo hi", 0x85, 'R', 'a', 's', '.');
+        byte[] p4 = bytes(
+                0x80,
+                4,
+                '}',
+                0x94,
+                0x8c,
+                8,
+                "segments",
+                0x94,
+                ']',
+                0x94,
+                0x8c,
+                2,
+                "os",
+                0x94,
+                0x8c,
+                6,
+                "system",
+                0x94,
+                0x93,
+                0x94,
+                0x8c,
+                7,
+                "echo hi",
+                0x85,
+                'R',
+                'a',
+                's',
+                '.');
         assertThat(readFails(dir, p4, 8 << 20).getMessage())
                 .contains("the file asks to run code (STACK_GLOBAL os.system at byte 31); only plain data is accepted");
         for (int op : new int[] {'R', 'b', 'o', 0x81, 0x92, 0x82, 'Q'}) {
-            assertThat(readFails(dir, bytes(0x80, 4, ']', 'N', op, '.'), 8 << 20).getMessage())
+            assertThat(readFails(dir, bytes(0x80, 4, ']', 'N', op, '.'), 8 << 20)
+                            .getMessage())
                     .contains("the file asks to run code (" + PlainDataUnpickler.opName((short) op) + " at byte 4)");
         }
     }
@@ -111,13 +148,18 @@ class HostilePickleTest {
     void anOpcodeOnTheWrongValueNamesTheOpcodeNotAJavaClass(@TempDir Path dir) throws Exception {
         // APPENDS onto an int (used to leak "class java.lang.Integer cannot be cast to class java.util.List"),
         // SETITEMS onto a list, APPEND with an empty stack, a memo lookup of nothing, an unknown opcode.
-        assertThat(readFails(dir, bytes(0x80, 2, 'K', 1, '(', 'K', 2, 'e', '.'), 8 << 20).getMessage())
+        assertThat(readFails(dir, bytes(0x80, 2, 'K', 1, '(', 'K', 2, 'e', '.'), 8 << 20)
+                        .getMessage())
                 .endsWith("opcode APPENDS at byte 7 does not fit the values before it (wrong type of value)");
-        assertThat(readFails(dir, bytes(0x80, 2, ']', '(', 'K', 2, 'K', 3, 'u', '.'), 8 << 20).getMessage())
+        assertThat(readFails(dir, bytes(0x80, 2, ']', '(', 'K', 2, 'K', 3, 'u', '.'), 8 << 20)
+                        .getMessage())
                 .contains("opcode SETITEMS at byte 8 does not fit the values before it");
-        assertThat(readFails(dir, bytes(0x80, 2, 'a', '.'), 8 << 20).getMessage()).contains("opcode APPEND at byte 2");
-        assertThat(readFails(dir, bytes(0x80, 2, 'h', 9, '.'), 8 << 20).getMessage()).contains("opcode BINGET at byte 2");
-        assertThat(readFails(dir, bytes(0x80, 2, 0xff, '.'), 8 << 20).getMessage()).contains("opcode 0xff at byte 2");
+        assertThat(readFails(dir, bytes(0x80, 2, 'a', '.'), 8 << 20).getMessage())
+                .contains("opcode APPEND at byte 2");
+        assertThat(readFails(dir, bytes(0x80, 2, 'h', 9, '.'), 8 << 20).getMessage())
+                .contains("opcode BINGET at byte 2");
+        assertThat(readFails(dir, bytes(0x80, 2, 0xff, '.'), 8 << 20).getMessage())
+                .contains("opcode 0xff at byte 2");
     }
 
     @Test
@@ -152,7 +194,8 @@ class HostilePickleTest {
 
     @Test
     void unknownOrMissingFieldsNameTheDeviceTraceEntryAndField() throws Exception {
-        assertThat(invalid(PytorchSnapshotReaderTest.entry("teleport", 512, 512, 0), null).getMessage())
+        assertThat(invalid(PytorchSnapshotReaderTest.entry("teleport", 512, 512, 0), null)
+                        .getMessage())
                 .startsWith("s.pickle: device_traces[0][1].action: unknown action 'teleport' (expected one of alloc,");
         Map<String, Object> noSize = PytorchSnapshotReaderTest.entry("free_requested", 512, 512, 0);
         noSize.remove("size");
@@ -164,8 +207,10 @@ class HostilePickleTest {
                 .hasMessage("s.pickle: device_traces[0][1].addr: missing (every segment_alloc entry has one)");
         assertThat(invalid(PytorchSnapshotReaderTest.entry("alloc", 512, 512, -5), null))
                 .hasMessage("s.pickle: device_traces[0][1].stream: negative stream -5");
-        assertThat(invalid(PytorchSnapshotReaderTest.entry("alloc", 512, 512, new BigInteger("-99999999999999999999")),
-                null)).hasMessageContaining("device_traces[0][1].stream: negative stream");
+        assertThat(invalid(
+                        PytorchSnapshotReaderTest.entry("alloc", 512, 512, new BigInteger("-99999999999999999999")),
+                        null))
+                .hasMessageContaining("device_traces[0][1].stream: negative stream");
     }
 
     @Test

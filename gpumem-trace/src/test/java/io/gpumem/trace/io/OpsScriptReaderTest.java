@@ -30,11 +30,13 @@ class OpsScriptReaderTest {
         assertThat(s.format()).isEqualTo(SourceFormat.OPS_SCRIPT);
         assertThat(s.addressesRecorded()).isFalse();
         assertThat(s.recordedConfString()).isEqualTo("expandable_segments:True");
-        assertThat(s.extra()).containsEntry("gpumem_device_capacity", 1L << 30)
+        assertThat(s.extra())
+                .containsEntry("gpumem_device_capacity", 1L << 30)
                 .containsEntry("gpumem_device_held", 100L << 20);
         List<TraceEntry> t = s.traceOf(0);
-        assertThat(t).extracting(TraceEntry::actionName).containsExactly("alloc", "alloc", "free_requested",
-                "free_completed", OpsScriptReader.EMPTY_CACHE);
+        assertThat(t)
+                .extracting(TraceEntry::actionName)
+                .containsExactly("alloc", "alloc", "free_requested", "free_completed", OpsScriptReader.EMPTY_CACHE);
         assertThat(t.getFirst().stream()).isEqualTo(3);
         assertThat(t.get(2).addr()).isEqualTo(t.getFirst().addr());
         assertThat(t.get(2).size()).isEqualTo(1000);
@@ -45,7 +47,8 @@ class OpsScriptReaderTest {
     void badScriptsNameTheLine(@TempDir Path dir) throws Exception {
         Path f = dir.resolve("bad.ops");
         Files.writeString(f, "alloc a 1000\nfree b\n");
-        assertThatThrownBy(() -> TraceReaders.read(f)).isInstanceOf(TraceFormatException.class)
+        assertThatThrownBy(() -> TraceReaders.read(f))
+                .isInstanceOf(TraceFormatException.class)
                 .hasMessageStartingWith(f + ": line 2: ");
         Files.writeString(f, "alloc a 10MB\n");
         assertThatThrownBy(() -> TraceReaders.read(f)).hasMessageStartingWith(f + ": line 1: ");

@@ -30,14 +30,36 @@ class PickleEncoderTest {
 
     static Object sample() {
         Map<String, Object> m = new LinkedHashMap<>();
-        m.put("ints", Arrays.asList(0L, 255L, 256L, 65535L, 65536L, -1L, -129L, (long) Integer.MAX_VALUE,
-                Integer.MAX_VALUE + 1L, (long) Integer.MIN_VALUE, Integer.MIN_VALUE - 1L, 1L << 40, 139961475006464L,
-                Long.MAX_VALUE, Long.MIN_VALUE, 7));
+        m.put(
+                "ints",
+                Arrays.asList(
+                        0L,
+                        255L,
+                        256L,
+                        65535L,
+                        65536L,
+                        -1L,
+                        -129L,
+                        (long) Integer.MAX_VALUE,
+                        Integer.MAX_VALUE + 1L,
+                        (long) Integer.MIN_VALUE,
+                        Integer.MIN_VALUE - 1L,
+                        1L << 40,
+                        139961475006464L,
+                        Long.MAX_VALUE,
+                        Long.MIN_VALUE,
+                        7));
         m.put("big", new BigInteger("18446744073709551615"));
         m.put("floats", Arrays.asList(0.0, -2.5, 1e300));
         m.put("bools", Arrays.asList(true, false, null));
-        m.put("tuples", Arrays.asList(new Object[0], new Object[] {1L}, new Object[] {1L, 2L}, new Object[] {1L, 2L, 3L},
-                new Object[] {1L, 2L, 3L, 4L}));
+        m.put(
+                "tuples",
+                Arrays.asList(
+                        new Object[0],
+                        new Object[] {1L},
+                        new Object[] {1L, 2L},
+                        new Object[] {1L, 2L, 3L},
+                        new Object[] {1L, 2L, 3L, 4L}));
         m.put("text", "héllo ✓");
         List<Object> shared = new ArrayList<>(List.of("frame"));
         m.put("a", shared);
@@ -56,9 +78,24 @@ class PickleEncoderTest {
         @SuppressWarnings("unchecked")
         Map<String, Object> m = (Map<String, Object>) back;
         List<?> ints = (List<?>) m.get("ints");
-        assertThat(ints.stream().map(v -> ((Number) v).longValue()).toList()).containsExactly(0L, 255L, 256L, 65535L,
-                65536L, -1L, -129L, (long) Integer.MAX_VALUE, Integer.MAX_VALUE + 1L, (long) Integer.MIN_VALUE,
-                Integer.MIN_VALUE - 1L, 1L << 40, 139961475006464L, Long.MAX_VALUE, Long.MIN_VALUE, 7L);
+        assertThat(ints.stream().map(v -> ((Number) v).longValue()).toList())
+                .containsExactly(
+                        0L,
+                        255L,
+                        256L,
+                        65535L,
+                        65536L,
+                        -1L,
+                        -129L,
+                        (long) Integer.MAX_VALUE,
+                        Integer.MAX_VALUE + 1L,
+                        (long) Integer.MIN_VALUE,
+                        Integer.MIN_VALUE - 1L,
+                        1L << 40,
+                        139961475006464L,
+                        Long.MAX_VALUE,
+                        Long.MIN_VALUE,
+                        7L);
         assertThat(m.get("big")).isEqualTo(new BigInteger("18446744073709551615"));
         assertThat(m.get("floats")).isEqualTo(List.of(0.0, -2.5, 1e300));
         assertThat(m.get("text")).isEqualTo("héllo ✓");
@@ -75,18 +112,22 @@ class PickleEncoderTest {
         String script = "import pickle,sys; d=pickle.load(open(sys.argv[1],'rb')); "
                 + "print(d['ints'], d['big'], d['floats'], d['bools'], d['tuples'], d['text'], d['a'] is d['b'], "
                 + "len(d['many']), sum(d['many']))";
-        Process p = new ProcessBuilder("python3", "-c", script, f.toString()).redirectErrorStream(true).start();
+        Process p = new ProcessBuilder("python3", "-c", script, f.toString())
+                .redirectErrorStream(true)
+                .start();
         String text = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).strip();
         assertThat(p.waitFor()).as(text).isZero();
-        assertThat(text).isEqualTo("[0, 255, 256, 65535, 65536, -1, -129, 2147483647, 2147483648, -2147483648, "
-                + "-2147483649, 1099511627776, 139961475006464, 9223372036854775807, -9223372036854775808, 7] "
-                + "18446744073709551615 [0.0, -2.5, 1e+300] [True, False, None] [(), (1,), (1, 2), (1, 2, 3), "
-                + "(1, 2, 3, 4)] héllo ✓ True 2500 9371250");
+        assertThat(text)
+                .isEqualTo("[0, 255, 256, 65535, 65536, -1, -129, 2147483647, 2147483648, -2147483648, "
+                        + "-2147483649, 1099511627776, 139961475006464, 9223372036854775807, -9223372036854775808, 7] "
+                        + "18446744073709551615 [0.0, -2.5, 1e+300] [True, False, None] [(), (1,), (1, 2), (1, 2, 3), "
+                        + "(1, 2, 3, 4)] héllo ✓ True 2500 9371250");
     }
 
     @Test
     void otherTypesAreRejected() {
-        assertThatThrownBy(() -> encode(List.of(new StringBuilder("x")))).isInstanceOf(IllegalArgumentException.class)
+        assertThatThrownBy(() -> encode(List.of(new StringBuilder("x"))))
+                .isInstanceOf(IllegalArgumentException.class)
                 .hasMessageContaining("StringBuilder");
     }
 }

@@ -30,9 +30,16 @@ import org.junit.jupiter.params.provider.ValueSource;
 class PlainDataUnpicklerTest {
 
     @ParameterizedTest
-    @ValueSource(strings = {"tiny-forward.pickle", "lm2.7b-train-step.pickle", "llama-offload-10-streams.pickle",
-            "gnn-train-expandable-oom.pickle", "nca-train-empty-cache.pickle", "opt1.3b-state-only.pickle",
-            "lm-medium-train-ctx128.pickle"})
+    @ValueSource(
+            strings = {
+                "tiny-forward.pickle",
+                "lm2.7b-train-step.pickle",
+                "llama-offload-10-streams.pickle",
+                "gnn-train-expandable-oom.pickle",
+                "nca-train-empty-cache.pickle",
+                "opt1.3b-state-only.pickle",
+                "lm-medium-train-ctx128.pickle"
+            })
     void decodesEverySharedTraceAsRazorvineDoes(String name) throws Exception {
         byte[] b = Files.readAllBytes(TestTraces.file(name));
         Object ours = PlainDataUnpickler.load(b, b.length);
@@ -158,12 +165,15 @@ class PlainDataUnpicklerTest {
     @Test
     void tuplesStringsAndNumbersAreHashableKeys() {
         // {(1, 2): 'a', 'b': None, 7: True}
-        byte[] ok = bytes(0x80, 2, '}', '(', 'K', 1, 'K', 2, 0x86, 0x8c, 1, "a", 0x8c, 1, "b", 'N', 'K', 7, 0x88,
-                'u', '.');
+        byte[] ok =
+                bytes(0x80, 2, '}', '(', 'K', 1, 'K', 2, 0x86, 0x8c, 1, "a", 0x8c, 1, "b", 'N', 'K', 7, 0x88, 'u', '.');
         @SuppressWarnings("unchecked")
         Map<Object, Object> m = (Map<Object, Object>) PlainDataUnpickler.load(ok, ok.length);
         assertThat(m).hasSize(3).containsEntry("b", null).containsEntry(7, true);
-        assertThat(m.keySet().stream().filter(k -> k instanceof Object[]).findFirst().map(k -> (Object[]) k))
+        assertThat(m.keySet().stream()
+                        .filter(k -> k instanceof Object[])
+                        .findFirst()
+                        .map(k -> (Object[]) k))
                 .hasValueSatisfying(t -> assertThat(t).containsExactly(1, 2));
     }
 

@@ -46,7 +46,9 @@ class PytorchSnapshotReaderTest {
         assertThat(s.externalAnnotations()).isNotEmpty();
         // Segments are sorted by address and their blocks tile them.
         for (int i = 1; i < s.segments().size(); i++) {
-            assertThat(Long.compareUnsigned(s.segments().get(i - 1).address(), s.segments().get(i).address()))
+            assertThat(Long.compareUnsigned(
+                            s.segments().get(i - 1).address(),
+                            s.segments().get(i).address()))
                     .isNegative();
         }
         for (SegmentInfo seg : s.segments()) {
@@ -66,7 +68,8 @@ class PytorchSnapshotReaderTest {
         assertThat(count(t, TraceAction.SEGMENT_FREE)).isEqualTo(579);
         assertThat(t.stream().map(TraceEntry::stream).distinct().count()).isEqualTo(10);
         // Segment frees carry no frames: the key is absent, not empty.
-        assertThat(t.stream().filter(e -> e.action() == TraceAction.SEGMENT_FREE)).allMatch(e -> e.frames() == null);
+        assertThat(t.stream().filter(e -> e.action() == TraceAction.SEGMENT_FREE))
+                .allMatch(e -> e.frames() == null);
         assertThat(s.traceOf(1)).isEmpty();
     }
 
@@ -77,7 +80,10 @@ class PytorchSnapshotReaderTest {
         assertThat(count(s.traceOf(0), TraceAction.SEGMENT_MAP)).isEqualTo(175);
         List<TraceEntry> d1 = s.traceOf(1);
         assertThat(count(d1, TraceAction.SEGMENT_UNMAP)).isEqualTo(6);
-        TraceEntry oom = d1.stream().filter(e -> e.action() == TraceAction.OOM).findFirst().orElseThrow();
+        TraceEntry oom = d1.stream()
+                .filter(e -> e.action() == TraceAction.OOM)
+                .findFirst()
+                .orElseThrow();
         assertThat(oom.has(TraceEntry.ADDR)).isFalse();
         assertThat(oom.has(TraceEntry.DEVICE_FREE)).isTrue();
         assertThat(s.recordedConfString()).isEqualTo("expandable_segments:True");
@@ -126,17 +132,44 @@ class PytorchSnapshotReaderTest {
 
     @Test
     void readsABareSegmentListAsTwoPointZeroState() throws Exception {
-        Map<String, Object> block = new HashMap<>(Map.of("size", 1024L, "state", "active_allocated",
-                "history", List.of(Map.of("addr", 4096L, "real_size", 1000L, "frames", List.of()))));
+        Map<String, Object> block = new HashMap<>(Map.of(
+                "size",
+                1024L,
+                "state",
+                "active_allocated",
+                "history",
+                List.of(Map.of("addr", 4096L, "real_size", 1000L, "frames", List.of()))));
         Map<String, Object> free = new HashMap<>(Map.of("size", 2L * 1024 * 1024 - 1024, "state", "inactive"));
-        Map<String, Object> seg = new HashMap<>(Map.of("device", 0, "address", 4096L, "total_size", 2L << 20,
-                "allocated_size", 1024L, "active_size", 1024L, "stream", 0, "segment_type", "small",
-                "blocks", List.of(block, free)));
-        TraceSnapshot s = new PytorchSnapshotReader().read(new ByteArrayInputStream(pickle(List.of(seg))), "old.pickle");
+        Map<String, Object> seg = new HashMap<>(Map.of(
+                "device",
+                0,
+                "address",
+                4096L,
+                "total_size",
+                2L << 20,
+                "allocated_size",
+                1024L,
+                "active_size",
+                1024L,
+                "stream",
+                0,
+                "segment_type",
+                "small",
+                "blocks",
+                List.of(block, free)));
+        TraceSnapshot s =
+                new PytorchSnapshotReader().read(new ByteArrayInputStream(pickle(List.of(seg))), "old.pickle");
         assertThat(s.format()).isEqualTo(SourceFormat.PYTORCH_SEGMENT_LIST);
         assertThat(s.deviceTraces()).isEmpty();
         assertThat(s.segments().getFirst().blocks().get(1).address()).isEqualTo(4096L + 1024);
-        assertThat(s.segments().getFirst().blocks().getFirst().history().getFirst().realSize()).isEqualTo(1000L);
+        assertThat(s.segments()
+                        .getFirst()
+                        .blocks()
+                        .getFirst()
+                        .history()
+                        .getFirst()
+                        .realSize())
+                .isEqualTo(1000L);
     }
 
     @Test
@@ -144,13 +177,47 @@ class PytorchSnapshotReaderTest {
         Map<String, Object> e1 = entry("alloc", 1L << 40, 100, new BigInteger("18446744073709551615"));
         Map<String, Object> e2 = entry("free_requested", 5, 6, 0);
         e2.put("user_metadata", "x");
-        Map<String, Object> b1 = Map.of("address", 8192L, "size", 512L, "requested_size", 100L, "state",
-                "active_awaiting_free", "frames", List.of());
-        Map<String, Object> b2 = Map.of("address", 8704L, "size", 512L, "requested_size", 0L, "state",
-                "active_pending_free", "frames", List.of());
-        Map<String, Object> seg = new HashMap<>(Map.of("device", 0, "address", 8192L, "total_size", 1024L,
-                "allocated_size", 0L, "active_size", 1024L, "requested_size", 100L, "stream", 0, "segment_type",
-                "small", "blocks", List.of(b1, b2)));
+        Map<String, Object> b1 = Map.of(
+                "address",
+                8192L,
+                "size",
+                512L,
+                "requested_size",
+                100L,
+                "state",
+                "active_awaiting_free",
+                "frames",
+                List.of());
+        Map<String, Object> b2 = Map.of(
+                "address",
+                8704L,
+                "size",
+                512L,
+                "requested_size",
+                0L,
+                "state",
+                "active_pending_free",
+                "frames",
+                List.of());
+        Map<String, Object> seg = new HashMap<>(Map.of(
+                "device",
+                0,
+                "address",
+                8192L,
+                "total_size",
+                1024L,
+                "allocated_size",
+                0L,
+                "active_size",
+                1024L,
+                "requested_size",
+                100L,
+                "stream",
+                0,
+                "segment_type",
+                "small",
+                "blocks",
+                List.of(b1, b2)));
         seg.put("segment_pool_id", new Object[] {0, 0});
         seg.put("is_expandable", false);
         seg.put("new_segment_key", 7);
@@ -163,7 +230,8 @@ class PytorchSnapshotReaderTest {
         assertThat(withExtra.actionName()).isEqualTo("free_requested");
         assertThat(withExtra.extra()).containsEntry("user_metadata", "x");
         assertThat(s.traceOf(0).getFirst().stream()).isEqualTo(-1L); // unsigned 2^64-1 kept bit for bit
-        assertThat(s.segments().getFirst().blocks()).extracting(BlockInfo::state)
+        assertThat(s.segments().getFirst().blocks())
+                .extracting(BlockInfo::state)
                 .containsOnly(BlockState.ACTIVE_PENDING_FREE);
         assertThat(s.segments().getFirst().blocks().getFirst().stateName()).isEqualTo("active_awaiting_free");
         assertThat(s.segments().getFirst().extra()).containsEntry("new_segment_key", 7);
@@ -185,8 +253,8 @@ class PytorchSnapshotReaderTest {
                 .hasMessage("f.pickle: device_traces[0][0].action: missing");
         assertThatThrownBy(() -> new PytorchSnapshotReader().read(new ByteArrayInputStream(pickle(42)), "n.pickle"))
                 .hasMessageContaining("expected a snapshot dict or a list of segments, got int");
-        assertThatThrownBy(() -> new PytorchSnapshotReader().read(
-                new ByteArrayInputStream(pickle(Map.of("device_traces", List.of()))), "m.pickle"))
+        assertThatThrownBy(() -> new PytorchSnapshotReader()
+                        .read(new ByteArrayInputStream(pickle(Map.of("device_traces", List.of()))), "m.pickle"))
                 .hasMessageContaining("m.pickle: segments: missing");
     }
 
@@ -224,12 +292,19 @@ class PytorchSnapshotReaderTest {
         org.junit.jupiter.api.Assumptions.assumeTrue(TestTraces.pythonAvailable(), "python3 not found: skipped");
         for (int protocol = 0; protocol <= 5; protocol++) {
             Path f = dir.resolve("p" + protocol + ".pickle");
-            Process p = new ProcessBuilder("python3", "-c", "import pickle,sys; pickle.dump({'segments': [], "
-                    + "'device_traces': [[{'action': 'alloc', 'addr': 2**40, 'size': 512, 'stream': 0}]]}, "
-                    + "open(sys.argv[1], 'wb'), protocol=" + protocol + ")", f.toString()).start();
+            Process p = new ProcessBuilder(
+                            "python3",
+                            "-c",
+                            "import pickle,sys; pickle.dump({'segments': [], "
+                                    + "'device_traces': [[{'action': 'alloc', 'addr': 2**40, 'size': 512, 'stream': 0}]]}, "
+                                    + "open(sys.argv[1], 'wb'), protocol=" + protocol + ")",
+                            f.toString())
+                    .start();
             assertThat(p.waitFor()).isZero();
             TraceSnapshot s = TraceReaders.read(f);
-            assertThat(s.traceOf(0)).as("protocol " + protocol).singleElement()
+            assertThat(s.traceOf(0))
+                    .as("protocol " + protocol)
+                    .singleElement()
                     .satisfies(e -> assertThat(e.addr()).isEqualTo(1L << 40));
         }
     }
@@ -245,6 +320,7 @@ class PytorchSnapshotReaderTest {
                 .hasMessageContaining("over the limit of 10 bytes");
         assertThatThrownBy(() -> new PytorchSnapshotReader(new ReadLimits(1 << 20, 1)).read(f))
                 .hasMessageContaining("more than 1 trace entries");
-        assertThat(new PytorchSnapshotReader(new ReadLimits(1 << 20, 2)).read(f).entryCount()).isEqualTo(2);
+        assertThat(new PytorchSnapshotReader(new ReadLimits(1 << 20, 2)).read(f).entryCount())
+                .isEqualTo(2);
     }
 }

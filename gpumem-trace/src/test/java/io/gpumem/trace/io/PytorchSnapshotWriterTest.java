@@ -28,8 +28,12 @@ import org.junit.jupiter.params.provider.MethodSource;
 class PytorchSnapshotWriterTest {
 
     static Stream<String> pickles() {
-        return Stream.of("tiny-forward.pickle", "llama-offload-10-streams.pickle", "gnn-train-expandable-oom.pickle",
-                "opt1.3b-state-only.pickle", "nca-train-empty-cache.pickle");
+        return Stream.of(
+                "tiny-forward.pickle",
+                "llama-offload-10-streams.pickle",
+                "gnn-train-expandable-oom.pickle",
+                "opt1.3b-state-only.pickle",
+                "nca-train-empty-cache.pickle");
     }
 
     @ParameterizedTest
@@ -78,7 +82,8 @@ class PytorchSnapshotWriterTest {
         Frame f = new Frame("train.py", 12, "forward");
         BlockInfo used = BlockInfo.of(1L << 32, 1024, 1000, BlockState.ACTIVE_ALLOCATED);
         BlockInfo rest = BlockInfo.of((1L << 32) + 1024, (2L << 20) - 1024, 0, BlockState.INACTIVE);
-        SegmentInfo seg = new SegmentInfo(0, 1L << 32, 2L << 20, 1024, 1024, 1000, 0, Pool.SMALL, false, List.of(f), List.of(used, rest));
+        SegmentInfo seg = new SegmentInfo(
+                0, 1L << 32, 2L << 20, 1024, 1024, 1000, 0, Pool.SMALL, false, List.of(f), List.of(used, rest));
         List<TraceEntry> trace = List.of(
                 TraceEntry.of(TraceAction.SEGMENT_ALLOC, 1L << 32, 2L << 20, 0).withTimeUs(1),
                 TraceEntry.of(TraceAction.ALLOC, 1L << 32, 1000, 0).withTimeUs(2));
@@ -87,8 +92,8 @@ class PytorchSnapshotWriterTest {
         settings.put("max_split_size", -1L);
         settings.put("garbage_collection_threshold", 0.0);
         settings.put("expandable_segments", false);
-        return new TraceSnapshot("gen", SourceFormat.GENERATED, List.of(seg), List.of(trace), settings,
-                List.of(), Map.of(), true);
+        return new TraceSnapshot(
+                "gen", SourceFormat.GENERATED, List.of(seg), List.of(trace), settings, List.of(), Map.of(), true);
     }
 
     @Test
@@ -96,7 +101,8 @@ class PytorchSnapshotWriterTest {
         assumeTrue(TestTraces.pythonAvailable(), "python3 not found: skipped the standard-pickle check");
         Path out = dir.resolve("gen.pickle");
         new PytorchSnapshotWriter().write(generated(), out);
-        String script = String.join("\n",
+        String script = String.join(
+                "\n",
                 "import pickle, sys",
                 "d = pickle.load(open(sys.argv[1], 'rb'))",
                 "assert set(d) >= {'segments', 'device_traces', 'allocator_settings', 'external_annotations'}, d.keys()",
@@ -110,7 +116,9 @@ class PytorchSnapshotWriterTest {
                 "assert set(e) >= {'action','addr','size','stream','time_us','frames'}, e.keys()",
                 "assert e['action'] == 'alloc' and e['addr'] == 1 << 32 and s['frames'][0]['name'] == 'forward'",
                 "print('ok')");
-        Process p = new ProcessBuilder("python3", "-c", script, out.toString()).redirectErrorStream(true).start();
+        Process p = new ProcessBuilder("python3", "-c", script, out.toString())
+                .redirectErrorStream(true)
+                .start();
         String output = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         assertThat(p.waitFor()).as(output).isZero();
         assertThat(output.strip()).isEqualTo("ok");

@@ -34,25 +34,37 @@ class SnapshotConsistencyTest {
 
     /** {@code segments} written as a pickle by {@link PytorchSnapshotWriter} and read back, as a command reads it. */
     static TraceSnapshot pickled(SegmentInfo... segments) {
-        TraceSnapshot s = new TraceSnapshot("bad.pickle", SourceFormat.PYTORCH_SNAPSHOT, List.of(segments),
-                List.of(List.of()), null, null, Map.of(), true);
+        TraceSnapshot s = new TraceSnapshot(
+                "bad.pickle",
+                SourceFormat.PYTORCH_SNAPSHOT,
+                List.of(segments),
+                List.of(List.of()),
+                null,
+                null,
+                Map.of(),
+                true);
         byte[] bytes = new PytorchSnapshotWriter().toBytes(s);
         return new PytorchSnapshotReader().read(new ByteArrayInputStream(bytes), "bad.pickle");
     }
 
     @Test
     void aSegmentDeclaringTwoToTheSixtySecondBytesOverBlocksOf512MiBIsNamed() {
-        TraceSnapshot s = pickled(segment(0, BASE, 1L << 62, BlockInfo.of(BASE, 512 * MiB, 512 * MiB,
-                BlockState.ACTIVE_ALLOCATED)));
-        assertThat(SnapshotConsistency.problems(s)).containsExactly("segment 0x7f0000000000 on device 0 declares"
-                + " total_size 4611686018427387904 (4294967296.00 GiB) but its 1 block(s) add up to 536870912 (512.00 MiB)");
-        assertThatThrownBy(() -> SnapshotConsistency.check(s, false, w -> { }))
+        TraceSnapshot s = pickled(
+                segment(0, BASE, 1L << 62, BlockInfo.of(BASE, 512 * MiB, 512 * MiB, BlockState.ACTIVE_ALLOCATED)));
+        assertThat(SnapshotConsistency.problems(s))
+                .containsExactly(
+                        "segment 0x7f0000000000 on device 0 declares"
+                                + " total_size 4611686018427387904 (4294967296.00 GiB) but its 1 block(s) add up to 536870912 (512.00 MiB)");
+        assertThatThrownBy(() -> SnapshotConsistency.check(s, false, w -> {}))
                 .isInstanceOf(TraceFormatException.class)
-                .hasMessage("bad.pickle: segments: inconsistent snapshot: segment 0x7f0000000000 on device 0 declares"
-                        + " total_size 4611686018427387904 (4294967296.00 GiB) but its 1 block(s) add up to 536870912 (512.00 MiB)");
+                .hasMessage(
+                        "bad.pickle: segments: inconsistent snapshot: segment 0x7f0000000000 on device 0 declares"
+                                + " total_size 4611686018427387904 (4294967296.00 GiB) but its 1 block(s) add up to 536870912 (512.00 MiB)");
         List<String> warnings = new ArrayList<>();
         SnapshotConsistency.check(s, true, warnings::add);
-        assertThat(warnings).singleElement().asString()
+        assertThat(warnings)
+                .singleElement()
+                .asString()
                 .startsWith("warning: bad.pickle: inconsistent snapshot: segment 0x7f0000000000 on device 0");
     }
 
@@ -63,17 +75,22 @@ class SnapshotConsistencyTest {
                 segment(0, BASE, 20 * MiB, BlockInfo.of(BASE, 20 * MiB, 0, BlockState.INACTIVE)),
                 segment(0, second, 20 * MiB, BlockInfo.of(second, 20 * MiB, 0, BlockState.INACTIVE)),
                 // the same range on another device is no overlap
-                segment(1, BASE, 20 * MiB, BlockInfo.of(BASE, 2 * MiB, 0, BlockState.INACTIVE),
+                segment(
+                        1,
+                        BASE,
+                        20 * MiB,
+                        BlockInfo.of(BASE, 2 * MiB, 0, BlockState.INACTIVE),
                         BlockInfo.of(BASE + 30 * MiB, 18 * MiB, 0, BlockState.INACTIVE)));
-        assertThat(SnapshotConsistency.problems(s)).containsExactly(
-                "segment 0x7f0000a00000 on device 0 overlaps the segment at 0x7f0000000000 (which ends at"
-                        + " 0x7f0001400000)",
-                "segment 0x7f0000000000 on device 1 (20.00 MiB) holds the block at 0x7f0001e00000 of 18874368 bytes,"
-                        + " outside it");
+        assertThat(SnapshotConsistency.problems(s))
+                .containsExactly(
+                        "segment 0x7f0000a00000 on device 0 overlaps the segment at 0x7f0000000000 (which ends at"
+                                + " 0x7f0001400000)",
+                        "segment 0x7f0000000000 on device 1 (20.00 MiB) holds the block at 0x7f0001e00000 of 18874368 bytes,"
+                                + " outside it");
         List<String> warnings = new ArrayList<>();
         SnapshotConsistency.check(s, true, warnings::add);
         assertThat(warnings).hasSize(2);
-        assertThatThrownBy(() -> SnapshotConsistency.check(s, false, w -> { }))
+        assertThatThrownBy(() -> SnapshotConsistency.check(s, false, w -> {}))
                 .hasMessageEndingWith("(and 1 more inconsistencies)");
     }
 

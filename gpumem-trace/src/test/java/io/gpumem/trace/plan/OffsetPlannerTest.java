@@ -1,15 +1,14 @@
 package io.gpumem.trace.plan;
 
-import io.gpumem.plan.LifetimeProblem;
-import io.gpumem.plan.OffsetPlan;
-import io.gpumem.plan.OffsetPlanner;
-
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.gpumem.plan.LifetimeProblem;
+import io.gpumem.plan.OffsetPlan;
+import io.gpumem.plan.OffsetPlanner;
 import io.gpumem.trace.TestTraces;
-import io.gpumem.trace.session.TraceSession;
 import io.gpumem.trace.io.ReadLimits;
+import io.gpumem.trace.session.TraceSession;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
@@ -43,8 +42,12 @@ class OffsetPlannerTest {
             assertThat(off % p.alignment()).isZero();
             var below = live.floorEntry(off);
             var above = live.ceilingEntry(off);
-            assertThat(below == null || below.getValue() <= off).as("buffer %d overlaps one below", p.id(i)).isTrue();
-            assertThat(above == null || above.getKey() >= end).as("buffer %d overlaps one above", p.id(i)).isTrue();
+            assertThat(below == null || below.getValue() <= off)
+                    .as("buffer %d overlaps one below", p.id(i))
+                    .isTrue();
+            assertThat(above == null || above.getKey() >= end)
+                    .as("buffer %d overlaps one above", p.id(i))
+                    .isTrue();
             live.put(off, end);
             peak = Math.max(peak, end);
         }
@@ -57,7 +60,7 @@ class OffsetPlannerTest {
      * (guillotine cuts in time or in address), every piece a buffer, so the strip is full at every moment.
      */
     static LifetimeProblem perfectTiling(Random r, int pieces) {
-        List<long[]> rects = new ArrayList<>();         // {t0, t1, a0, a1} in units
+        List<long[]> rects = new ArrayList<>(); // {t0, t1, a0, a1} in units
         rects.add(new long[] {0, 64, 0, 64});
         while (rects.size() < pieces) {
             long[] c = rects.remove(r.nextInt(rects.size()));
@@ -97,7 +100,9 @@ class OffsetPlannerTest {
             assertThat(p.peakLive()).isEqualTo(64 * 512);
             OffsetPlan plan = new OffsetPlanner(5_000, 400, 1.0).plan(p);
             assertNoOverlap(plan);
-            assertThat(plan.plannedPeak()).as("seed %d round %d (%s)", seed, round, plan.method()).isEqualTo(64 * 512);
+            assertThat(plan.plannedPeak())
+                    .as("seed %d round %d (%s)", seed, round, plan.method())
+                    .isEqualTo(64 * 512);
         }
     }
 
@@ -115,7 +120,7 @@ class OffsetPlannerTest {
             for (int i = 0; i < n; i++) {
                 id[i] = i;
                 lower[i] = r.nextInt(200);
-                upper[i] = lower[i] + r.nextInt(40);          // some never live
+                upper[i] = lower[i] + r.nextInt(40); // some never live
                 size[i] = 1 + r.nextInt(1 << 20);
             }
             OffsetPlan plan = new OffsetPlanner(50, 20).plan(new LifetimeProblem(id, lower, upper, size, 512));

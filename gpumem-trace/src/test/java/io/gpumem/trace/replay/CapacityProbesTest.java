@@ -3,10 +3,10 @@ package io.gpumem.trace.replay;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.trace.TestTraces;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
-import io.gpumem.engine.RunOutcome;
 import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowRebuilder;
 import java.nio.file.Files;
@@ -24,8 +24,13 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class CapacityProbesTest {
 
-    private static final List<String> CONFIGS = List.of("", "max_split_size_mb:128", "max_split_size_mb:21",
-            "roundup_power2_divisions:4", "garbage_collection_threshold:0.6", "garbage_collection_threshold:0.6,max_split_size_mb:64",
+    private static final List<String> CONFIGS = List.of(
+            "",
+            "max_split_size_mb:128",
+            "max_split_size_mb:21",
+            "roundup_power2_divisions:4",
+            "garbage_collection_threshold:0.6",
+            "garbage_collection_threshold:0.6,max_split_size_mb:64",
             "expandable_segments:True",
             "pinned_use_cuda_host_register:False,max_split_size_mb:64,roundup_power2_divisions:[256:8,>:2]");
 
@@ -60,8 +65,11 @@ class CapacityProbesTest {
             long[] y1 = on.replayCounts();
             System.out.println("  " + what + " [" + configs.get(i).raw() + "]: replays " + (x1[0] - x0[0]) + " -> "
                     + (y1[0] - y0[0]) + ", entries replayed " + (x1[1] - x0[1]) + " -> " + (y1[1] - y0[1]));
-            assertThat(b).as(what + " " + configs.get(i).raw()).usingRecursiveComparison()
-                    .ignoringFields("nsPerPair").isEqualTo(a);
+            assertThat(b)
+                    .as(what + " " + configs.get(i).raw())
+                    .usingRecursiveComparison()
+                    .ignoringFields("nsPerPair")
+                    .isEqualTo(a);
         }
         long[] x = off.replayCounts();
         long[] y = on.replayCounts();
@@ -74,8 +82,10 @@ class CapacityProbesTest {
         Path dir = TestTraces.dir();
         List<Path> traces;
         try (Stream<Path> files = Files.list(dir)) {
-            traces = files.filter(p -> p.toString().endsWith(".pickle") || p.toString().endsWith(".csv"))
-                    .sorted().toList();
+            traces = files.filter(p ->
+                            p.toString().endsWith(".pickle") || p.toString().endsWith(".csv"))
+                    .sorted()
+                    .toList();
         }
         assertThat(traces).isNotEmpty();
         for (Path t : traces) {
@@ -100,11 +110,17 @@ class CapacityProbesTest {
                 if (r < 50 || live.isEmpty()) {
                     long size = rnd.nextInt(4) == 0 ? 1 + rnd.nextInt(1 << 20) : (1L << 20) + rnd.nextInt(40 << 20);
                     String name = "t" + i;
-                    sb.append("alloc ").append(name).append(' ').append(size)
-                            .append(rnd.nextInt(5) == 0 ? " stream=1" : "").append('\n');
+                    sb.append("alloc ")
+                            .append(name)
+                            .append(' ')
+                            .append(size)
+                            .append(rnd.nextInt(5) == 0 ? " stream=1" : "")
+                            .append('\n');
                     live.add(name);
                 } else if (r < 97) {
-                    sb.append("free ").append(live.remove(rnd.nextInt(live.size()))).append('\n');
+                    sb.append("free ")
+                            .append(live.remove(rnd.nextInt(live.size())))
+                            .append('\n');
                 } else {
                     sb.append("empty_cache\n");
                 }
@@ -112,8 +128,7 @@ class CapacityProbesTest {
             Path f = dir.resolve("r" + round + ".ops");
             Files.writeString(f, sb);
             // every other round keeps a checkpoint at every probe (short scripts never reach the default gain)
-            assertSameRows("seed " + seed + " round " + round, TraceReaders.read(f),
-                    round % 2 == 0 ? 1 : 4096);
+            assertSameRows("seed " + seed + " round " + round, TraceReaders.read(f), round % 2 == 0 ? 1 : 4096);
         }
     }
 }

@@ -2,13 +2,10 @@ package io.gpumem.trace.replay;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import java.nio.file.Files;
-import java.nio.file.Path;
-
-import org.junit.jupiter.api.Test;
-
 import io.gpumem.trace.io.PytorchSnapshotReader;
 import io.gpumem.trace.io.TraceSnapshot;
+import java.nio.file.Path;
+import org.junit.jupiter.api.Test;
 
 /**
  * The snapshot that ships in {@code examples/} (written by {@code gpumem demo}, see examples/README.md) is what
@@ -30,7 +27,9 @@ class ExampleSnapshotTest {
         assertThat(r.exact()).isEqualTo(r.allocs());
         assertThat(r.segmentMatched()).isEqualTo(r.segmentEvents());
         for (DeviceFidelity d : r.devices()) {
-            assertThat(d.endSegmentsSame()).as("device " + d.device() + " end state").isEqualTo(d.endSegments());
+            assertThat(d.endSegmentsSame())
+                    .as("device " + d.device() + " end state")
+                    .isEqualTo(d.endSegments());
         }
     }
 }

@@ -16,8 +16,15 @@ import org.junit.jupiter.api.Test;
 class OracleMismatchTest {
 
     private static TraceSnapshot withTrace(TraceSnapshot s, List<TraceEntry> trace) {
-        return new TraceSnapshot(s.source(), s.format(), s.segments(), List.of(trace), s.allocatorSettings(),
-                s.externalAnnotations(), s.extra(), true);
+        return new TraceSnapshot(
+                s.source(),
+                s.format(),
+                s.segments(),
+                List.of(trace),
+                s.allocatorSettings(),
+                s.externalAnnotations(),
+                s.extra(),
+                true);
     }
 
     @Test
@@ -31,7 +38,17 @@ class OracleMismatchTest {
             }
         }
         TraceEntry e = trace.get(victim);
-        trace.set(victim, new TraceEntry(e.action(), e.addr() + 512, e.size(), e.stream(), e.timeUs(), e.frames(), e.deviceFree(), FileKeys.of(e.fields(), e.actionName(), null, e.extra())));
+        trace.set(
+                victim,
+                new TraceEntry(
+                        e.action(),
+                        e.addr() + 512,
+                        e.size(),
+                        e.stream(),
+                        e.timeUs(),
+                        e.frames(),
+                        e.deviceFree(),
+                        FileKeys.of(e.fields(), e.actionName(), null, e.extra())));
         FidelityReport r = new OracleReplay().check(withTrace(s, trace));
         assertThat(r.isExact()).isFalse();
         assertThat(r.exact()).isEqualTo(r.allocs() - 1);
@@ -54,7 +71,17 @@ class OracleMismatchTest {
             }
         }
         TraceEntry e = trace.get(segment);
-        trace.set(segment, new TraceEntry(e.action(), e.addr(), e.size() + (2L << 20), e.stream(), e.timeUs(), e.frames(), e.deviceFree(), FileKeys.of(e.fields(), e.actionName(), null, e.extra())));
+        trace.set(
+                segment,
+                new TraceEntry(
+                        e.action(),
+                        e.addr(),
+                        e.size() + (2L << 20),
+                        e.stream(),
+                        e.timeUs(),
+                        e.frames(),
+                        e.deviceFree(),
+                        FileKeys.of(e.fields(), e.actionName(), null, e.extra())));
         FidelityReport r = new OracleReplay().check(withTrace(s, trace));
         // The model asks for the size PyTorch really asked for; the address still comes from the recording.
         assertThat(r.exact()).isEqualTo(r.allocs());

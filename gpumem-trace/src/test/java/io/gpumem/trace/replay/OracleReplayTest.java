@@ -29,7 +29,9 @@ class OracleReplayTest {
         FidelityReport r = new OracleReplay().check(s);
         System.out.println(name + ": " + r.exact() + "/" + r.allocs() + " exact, segments " + r.segmentMatched() + "/"
                 + r.segmentEvents() + ", first mismatch " + r.firstMismatch()
-                + (r.firstMismatch() == null ? "" : " context " + r.firstMismatch().context()));
+                + (r.firstMismatch() == null
+                        ? ""
+                        : " context " + r.firstMismatch().context()));
         r.devices().forEach(d -> System.out.println("  " + d));
         assertThat(r.allocs()).isEqualTo(allocs);
         assertThat(r.segmentEvents()).isEqualTo(segmentEvents);
@@ -37,7 +39,9 @@ class OracleReplayTest {
         assertThat(r.exact()).isEqualTo(allocs);
         assertThat(r.segmentMatched()).isEqualTo(segmentEvents);
         for (DeviceFidelity d : r.devices()) {
-            assertThat(d.endSegmentsSame()).as("device " + d.device() + " end state").isEqualTo(d.endSegments());
+            assertThat(d.endSegmentsSame())
+                    .as("device " + d.device() + " end state")
+                    .isEqualTo(d.endSegments());
         }
     }
 }

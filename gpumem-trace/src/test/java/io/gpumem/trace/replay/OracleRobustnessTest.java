@@ -36,12 +36,41 @@ class OracleRobustnessTest {
                     case 0 -> t.remove(i);
                     case 1 -> t.add(i, e);
                     case 2 -> t.set(i, t.set(rnd.nextInt(t.size()), e));
-                    case 3 -> t.set(i, new TraceEntry(e.action(), e.addr() + 512L * rnd.nextInt(8192), e.size(), e.stream(), e.timeUs(), e.frames(), e.deviceFree(), FileKeys.of(e.fields(), e.actionName(), null, e.extra())));
-                    default -> t.set(i, new TraceEntry(e.action(), e.addr(), Math.max(1, e.size() + (rnd.nextInt(64) - 32) * (1L << 20)), e.stream(), e.timeUs(), e.frames(), e.deviceFree(), FileKeys.of(e.fields(), e.actionName(), null, e.extra())));
+                    case 3 ->
+                        t.set(
+                                i,
+                                new TraceEntry(
+                                        e.action(),
+                                        e.addr() + 512L * rnd.nextInt(8192),
+                                        e.size(),
+                                        e.stream(),
+                                        e.timeUs(),
+                                        e.frames(),
+                                        e.deviceFree(),
+                                        FileKeys.of(e.fields(), e.actionName(), null, e.extra())));
+                    default ->
+                        t.set(
+                                i,
+                                new TraceEntry(
+                                        e.action(),
+                                        e.addr(),
+                                        Math.max(1, e.size() + (rnd.nextInt(64) - 32) * (1L << 20)),
+                                        e.stream(),
+                                        e.timeUs(),
+                                        e.frames(),
+                                        e.deviceFree(),
+                                        FileKeys.of(e.fields(), e.actionName(), null, e.extra())));
                 }
             }
-            TraceSnapshot damaged = new TraceSnapshot(original.source(), original.format(), original.segments(),
-                    List.of(t), original.allocatorSettings(), original.externalAnnotations(), original.extra(), true);
+            TraceSnapshot damaged = new TraceSnapshot(
+                    original.source(),
+                    original.format(),
+                    original.segments(),
+                    List.of(t),
+                    original.allocatorSettings(),
+                    original.externalAnnotations(),
+                    original.extra(),
+                    true);
             FidelityReport r = new OracleReplay().check(damaged);
             assertThat(r.allocs()).as("seed " + seed).isPositive();
             assertThat(r.exact()).as("seed " + seed).isLessThanOrEqualTo(r.allocs());

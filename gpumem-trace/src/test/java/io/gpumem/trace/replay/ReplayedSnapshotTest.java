@@ -30,7 +30,9 @@ class ReplayedSnapshotTest {
         OracleReplay replay = new OracleReplay().writeSnapshot(true);
         FidelityReport report = whatIf == null ? replay.check(recording) : replay.check(recording, whatIf);
         if (whatIf == null) {
-            assertThat(report.isExact()).as(recording.source() + ": " + report.firstMismatch()).isTrue();
+            assertThat(report.isExact())
+                    .as(recording.source() + ": " + report.firstMismatch())
+                    .isTrue();
         }
         return replay.replayedSnapshot();
     }
@@ -39,7 +41,8 @@ class ReplayedSnapshotTest {
     void everySharedSnapshotReplaysToTheSamePickle() throws Exception {
         List<Path> pickles;
         try (Stream<Path> files = Files.list(TestTraces.dir())) {
-            pickles = files.filter(p -> p.toString().endsWith(".pickle")).sorted().toList();
+            pickles =
+                    files.filter(p -> p.toString().endsWith(".pickle")).sorted().toList();
         }
         assumeTrue(!pickles.isEmpty(), "no snapshot pickles in " + TestTraces.dir() + ": skipped");
         PytorchSnapshotWriter writer = new PytorchSnapshotWriter();
@@ -74,13 +77,21 @@ class ReplayedSnapshotTest {
                 while (trace.get(j).action() != TraceAction.ALLOC) {
                     j++;
                 }
-                assertThat(trace.get(i).frames()).as("entry " + i).isNotEmpty().isSameAs(trace.get(j).frames());
-                assertThat(trace.get(i).timeUs()).as("entry " + i).isEqualTo(trace.get(j).timeUs());
+                assertThat(trace.get(i).frames())
+                        .as("entry " + i)
+                        .isNotEmpty()
+                        .isSameAs(trace.get(j).frames());
+                assertThat(trace.get(i).timeUs())
+                        .as("entry " + i)
+                        .isEqualTo(trace.get(j).timeUs());
             }
         }
         // The requests are the recording's, with their stacks, in order.
-        assertThat(allocs(trace)).extracting(TraceEntry::frames)
-                .isEqualTo(allocs(recording.traceOf(0)).stream().map(TraceEntry::frames).toList());
+        assertThat(allocs(trace))
+                .extracting(TraceEntry::frames)
+                .isEqualTo(allocs(recording.traceOf(0)).stream()
+                        .map(TraceEntry::frames)
+                        .toList());
         assertThat(whatIf.recordedConfString()).isEqualTo("expandable_segments:True");
         assertThat(whatIf.segments()).allMatch(s -> s.expandable());
     }

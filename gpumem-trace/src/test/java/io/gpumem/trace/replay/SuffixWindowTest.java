@@ -26,7 +26,9 @@ class SuffixWindowTest {
         List<Integer> cuts = new ArrayList<>();
         for (int k = 1; k < count; k++) {
             int i = (int) ((long) t.size() * k / count);
-            while (i < t.size() && !(t.get(i).action() == TraceAction.ALLOC && !t.get(i - 1).action().isSegmentEvent())) {
+            while (i < t.size()
+                    && !(t.get(i).action() == TraceAction.ALLOC
+                            && !t.get(i - 1).action().isSegmentEvent())) {
                 i++;
             }
             if (i < t.size()) {
@@ -37,16 +39,29 @@ class SuffixWindowTest {
     }
 
     @ParameterizedTest
-    @ValueSource(strings = {"lm2.7b-train-step.pickle", "llama-offload-10-streams.pickle",
-            "nca-train-empty-cache.pickle", "gnn-train-expandable-oom.pickle", "lm-medium-train-ctx128.pickle"})
+    @ValueSource(
+            strings = {
+                "lm2.7b-train-step.pickle",
+                "llama-offload-10-streams.pickle",
+                "nca-train-empty-cache.pickle",
+                "gnn-train-expandable-oom.pickle",
+                "lm-medium-train-ctx128.pickle"
+            })
     void suffixWindowsReplayExactly(String name) {
         TraceSnapshot s = new PytorchSnapshotReader().read(TestTraces.file(name));
         List<TraceEntry> full = s.traceOf(0);
         for (int cut : cuts(full, 5)) {
             List<List<TraceEntry>> traces = new ArrayList<>(s.deviceTraces());
             traces.set(0, full.subList(cut, full.size()));
-            TraceSnapshot window = new TraceSnapshot(s.source(), s.format(), s.segments(), traces,
-                    s.allocatorSettings(), s.externalAnnotations(), s.extra(), true);
+            TraceSnapshot window = new TraceSnapshot(
+                    s.source(),
+                    s.format(),
+                    s.segments(),
+                    traces,
+                    s.allocatorSettings(),
+                    s.externalAnnotations(),
+                    s.extra(),
+                    true);
             FidelityReport r = new OracleReplay().check(window);
             DeviceFidelity d0 = r.devices().getFirst();
             System.out.println(name + " from entry " + cut + ": " + d0.exact() + "/" + d0.allocs() + " exact, segments "
@@ -59,7 +74,9 @@ class SuffixWindowTest {
             var start = new WindowRebuilder(config).rebuild(window, 0);
             WhatIfReplay w = new WhatIfReplay(window, 0, start);
             RunOutcome row = w.evaluate(config, true);
-            assertThat(row.peakReserved()).as(name + " from entry " + cut).isEqualTo(w.recorded().peakReserved());
+            assertThat(row.peakReserved())
+                    .as(name + " from entry " + cut)
+                    .isEqualTo(w.recorded().peakReserved());
             assertThat(row.ooms()).isZero();
         }
     }

@@ -1,9 +1,9 @@
 package io.gpumem.trace.replay;
 
-import io.gpumem.engine.RunOutcome;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.trace.TestTraces;
 import io.gpumem.trace.io.PytorchSnapshotReader;
 import io.gpumem.trace.io.TraceSnapshot;
@@ -24,8 +24,15 @@ class WhatIfReplayTest {
     }
 
     @ParameterizedTest
-    @ValueSource(strings = {"tiny-forward.pickle", "lm2.7b-train-step.pickle", "llama-offload-10-streams.pickle",
-            "lm-medium-train-ctx128.pickle", "nca-train-empty-cache.pickle", "gnn-train-expandable-oom.pickle"})
+    @ValueSource(
+            strings = {
+                "tiny-forward.pickle",
+                "lm2.7b-train-step.pickle",
+                "llama-offload-10-streams.pickle",
+                "lm-medium-train-ctx128.pickle",
+                "nca-train-empty-cache.pickle",
+                "gnn-train-expandable-oom.pickle"
+            })
     void recordedConfigReproducesTheTracesOwnPeakReserved(String name) {
         WhatIfReplay r = replay(name);
         RunOutcome row = r.evaluate(RecordedConfig.of(r.snapshot()), true);
@@ -50,8 +57,10 @@ class WhatIfReplayTest {
     @Test
     void parallelEvaluationGivesTheSequentialRowsInConfigurationOrder() {
         WhatIfReplay r = replay("tiny-forward.pickle");
-        java.util.List<AllocatorConfig> configs = java.util.List.of(RecordedConfig.of(r.snapshot()),
-                AllocatorConfig.parse("expandable_segments:True"), AllocatorConfig.parse("max_split_size_mb:21"),
+        java.util.List<AllocatorConfig> configs = java.util.List.of(
+                RecordedConfig.of(r.snapshot()),
+                AllocatorConfig.parse("expandable_segments:True"),
+                AllocatorConfig.parse("max_split_size_mb:21"),
                 AllocatorConfig.parse("roundup_power2_divisions:4"));
         long capacity = r.recorded().capacity();
         java.util.List<RunOutcome> sequential = new java.util.ArrayList<>();
@@ -62,7 +71,9 @@ class WhatIfReplayTest {
         java.util.List<RunOutcome> parallel = r.evaluateAll(configs, capacity, 3, progress::add);
         // every field but the measured time per pair, which differs from run to run
         for (int i = 0; i < configs.size(); i++) {
-            assertThat(parallel.get(i)).usingRecursiveComparison().ignoringFields("nsPerPair")
+            assertThat(parallel.get(i))
+                    .usingRecursiveComparison()
+                    .ignoringFields("nsPerPair")
                     .isEqualTo(sequential.get(i));
         }
         assertThat(parallel.get(0).recorded()).isTrue();
@@ -79,8 +90,9 @@ class WhatIfReplayTest {
     @Test
     void scriptWhatIfMatchesTheSpecByHand(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir) throws Exception {
         java.nio.file.Path f = dir.resolve("job.ops");
-        java.nio.file.Files.writeString(f, "device capacity=100MiB\nalloc a 60MiB\nfree a\nalloc b 30MiB\n"
-                + "alloc c 60MiB\nfree b\nfree c\n");
+        java.nio.file.Files.writeString(
+                f,
+                "device capacity=100MiB\nalloc a 60MiB\nfree a\nalloc b 30MiB\n" + "alloc c 60MiB\nfree b\nfree c\n");
         TraceSnapshot s = io.gpumem.trace.io.TraceReaders.read(f);
         AllocatorConfig recordedConfig = RecordedConfig.of(s);
         WhatIfReplay r = new WhatIfReplay(s, 0, new WindowRebuilder(recordedConfig).rebuild(s, 0));
@@ -97,8 +109,13 @@ class WhatIfReplayTest {
     }
 
     @ParameterizedTest
-    @ValueSource(strings = {"expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4",
-            "expandable_segments:True,max_split_size_mb:128"})
+    @ValueSource(
+            strings = {
+                "expandable_segments:True",
+                "max_split_size_mb:128",
+                "roundup_power2_divisions:4",
+                "expandable_segments:True,max_split_size_mb:128"
+            })
     void tenStreamTraceRunsUnderEveryConfig(String conf) {
         // Ten recorded stream handles, none created on the simulated device: the replay must map them.
         WhatIfReplay r = replay("llama-offload-10-streams.pickle");
@@ -112,9 +129,11 @@ class WhatIfReplayTest {
     void alternativeConfigsKeepReservedAboveAllocated() {
         WhatIfReplay r = replay("lm2.7b-train-step.pickle");
         for (String conf : new String[] {"expandable_segments:True", "max_split_size_mb:128"}) {
-            AllocatorConfig c = AllocatorConfig.defaults().toBuilder().raw(conf)
+            AllocatorConfig c = AllocatorConfig.defaults().toBuilder()
+                    .raw(conf)
                     .expandableSegments(conf.startsWith("expandable"))
-                    .maxSplitSize(conf.startsWith("max_split") ? 128L << 20 : AllocatorConfig.UNLIMITED).build();
+                    .maxSplitSize(conf.startsWith("max_split") ? 128L << 20 : AllocatorConfig.UNLIMITED)
+                    .build();
             RunOutcome row = r.evaluate(c, false);
             System.out.println(conf + " -> " + row);
             assertThat(row.peakReserved()).isGreaterThanOrEqualTo(row.peakAllocated());

@@ -48,9 +48,24 @@ class RecordedConfigTest {
         s.put("max_split_size", -1L);
         s.put("expandable_segments", false);
         assertThat(RecordedConfig.of(with(s, List.of())).maxSplitSize()).isEqualTo(AllocatorConfig.UNLIMITED);
-        assertThat(RecordedConfig.of(with(null, List.of())).expandableSegments()).isFalse();
-        SegmentInfo expandable = new SegmentInfo(0, 1L << 30, 20L << 20, 0, 0, 0, 0, Pool.LARGE, true, List.of(), List.of(), PoolId.DEFAULT, FileKeys.of(SegmentInfo.EXPANDABLE));
-        assertThat(RecordedConfig.of(with(null, List.of(expandable))).expandableSegments()).isTrue();
+        assertThat(RecordedConfig.of(with(null, List.of())).expandableSegments())
+                .isFalse();
+        SegmentInfo expandable = new SegmentInfo(
+                0,
+                1L << 30,
+                20L << 20,
+                0,
+                0,
+                0,
+                0,
+                Pool.LARGE,
+                true,
+                List.of(),
+                List.of(),
+                PoolId.DEFAULT,
+                FileKeys.of(SegmentInfo.EXPANDABLE));
+        assertThat(RecordedConfig.of(with(null, List.of(expandable))).expandableSegments())
+                .isTrue();
     }
 
     @Test

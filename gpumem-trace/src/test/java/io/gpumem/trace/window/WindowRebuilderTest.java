@@ -1,7 +1,5 @@
 package io.gpumem.trace.window;
 
-import static io.gpumem.testing.TestSizes.GiB;
-import static io.gpumem.testing.TestSizes.KiB;
 import static io.gpumem.testing.TestSizes.MiB;
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -27,7 +25,6 @@ import org.junit.jupiter.params.provider.ValueSource;
 
 class WindowRebuilderTest {
 
-
     static AllocatorConfig recorded(TraceSnapshot s) {
         return RecordedConfig.of(s);
     }
@@ -50,8 +47,15 @@ class WindowRebuilderTest {
      * must be exactly the end-state ones.
      */
     @ParameterizedTest
-    @ValueSource(strings = {"tiny-forward.pickle", "lm2.7b-train-step.pickle", "llama-offload-10-streams.pickle",
-            "lm-medium-train-ctx128.pickle", "nca-train-empty-cache.pickle", "gnn-train-expandable-oom.pickle"})
+    @ValueSource(
+            strings = {
+                "tiny-forward.pickle",
+                "lm2.7b-train-step.pickle",
+                "llama-offload-10-streams.pickle",
+                "lm-medium-train-ctx128.pickle",
+                "nca-train-empty-cache.pickle",
+                "gnn-train-expandable-oom.pickle"
+            })
     void startStateIsConsistentWithTheWholeWindow(String name) {
         TraceSnapshot s = new PytorchSnapshotReader().read(TestTraces.file(name));
         AllocatorConfig config = recorded(s);
@@ -61,7 +65,7 @@ class WindowRebuilderTest {
             }
             WindowStart start = new WindowRebuilder(config).rebuild(s, d);
             TreeMap<Long, Long> segments = new TreeMap<>(); // start -> end (mapped / malloc'd space)
-            TreeMap<Long, Long> live = new TreeMap<>();     // block start -> end
+            TreeMap<Long, Long> live = new TreeMap<>(); // block start -> end
             for (SegmentInfo seg : start.segments()) {
                 WindowRebuilder.add(segments, seg.address(), seg.end());
                 for (BlockInfo b : seg.blocks()) {
@@ -80,16 +84,20 @@ class WindowRebuilderTest {
                         assertThat(seg).as(where).isNotNull();
                         assertThat(end).as(where).isLessThanOrEqualTo(seg.getValue());
                         Map.Entry<Long, Long> before = live.floorEntry(e.addr());
-                        assertThat(before == null || before.getValue() <= e.addr()).as(where + " overlaps " + before)
+                        assertThat(before == null || before.getValue() <= e.addr())
+                                .as(where + " overlaps " + before)
                                 .isTrue();
                         Long after = live.ceilingKey(e.addr());
                         assertThat(after == null || after >= end).as(where).isTrue();
                         live.put(e.addr(), end);
                     }
-                    case FREE_COMPLETED -> assertThat(live.remove(e.addr())).as(where).isNotNull();
+                    case FREE_COMPLETED ->
+                        assertThat(live.remove(e.addr())).as(where).isNotNull();
                     case SEGMENT_ALLOC, SEGMENT_MAP -> {
                         Map.Entry<Long, Long> seg = segments.floorEntry(e.addr() + e.size() - 1);
-                        assertThat(seg == null || seg.getValue() <= e.addr()).as(where).isTrue();
+                        assertThat(seg == null || seg.getValue() <= e.addr())
+                                .as(where)
+                                .isTrue();
                         WindowRebuilder.add(segments, e.addr(), e.addr() + e.size());
                     }
                     case SEGMENT_FREE, SEGMENT_UNMAP -> {
@@ -97,18 +105,21 @@ class WindowRebuilderTest {
                         assertThat(seg).as(where).isNotNull();
                         assertThat(seg.getValue()).as(where).isGreaterThanOrEqualTo(e.addr() + e.size());
                         Map.Entry<Long, Long> blk = live.floorEntry(e.addr() + e.size() - 1);
-                        assertThat(blk == null || blk.getValue() <= e.addr()).as(where + " releases live " + blk)
+                        assertThat(blk == null || blk.getValue() <= e.addr())
+                                .as(where + " releases live " + blk)
                                 .isTrue();
                         WindowRebuilder.subtract(segments, e.addr(), e.addr() + e.size());
                     }
-                    default -> { }
+                    default -> {}
                 }
             }
             TreeMap<Long, Long> endState = new TreeMap<>();
             for (SegmentInfo seg : s.segmentsOf(d)) {
                 WindowRebuilder.add(endState, seg.address(), seg.end());
             }
-            assertThat(segments).as(name + " device " + d + " segments at the end").isEqualTo(endState);
+            assertThat(segments)
+                    .as(name + " device " + d + " segments at the end")
+                    .isEqualTo(endState);
         }
     }
 
@@ -118,14 +129,14 @@ class WindowRebuilderTest {
         // B (request 5 MiB) right after A's real end, and C (request 2 MiB) whose remainder is too small to split.
         long base = 0x10000000L;
         long a = base;
-        long aEnd = base + 3 * MiB + MiB / 2;          // A's real end: rounded 3 MiB + 0.5 MiB unsplit slack
+        long aEnd = base + 3 * MiB + MiB / 2; // A's real end: rounded 3 MiB + 0.5 MiB unsplit slack
         long b = aEnd;
         long bEnd = b + 5 * MiB;
-        long c = bEnd + 4 * MiB;                        // 4 MiB of free space between B and C at the start
-        long cEnd = base + 20 * MiB;                    // C: rounded 11 MiB - 0.5 MiB, gap 0.5 MiB belongs to C
+        long c = bEnd + 4 * MiB; // 4 MiB of free space between B and C at the start
+        long cEnd = base + 20 * MiB; // C: rounded 11 MiB - 0.5 MiB, gap 0.5 MiB belongs to C
         long cRequest = cEnd - c - MiB / 2;
         List<TraceEntry> trace = new ArrayList<>();
-        trace.add(TraceEntry.of(TraceAction.FREE_REQUESTED, b, 5 * MiB, 0));  // B freed: A is now followed by free space
+        trace.add(TraceEntry.of(TraceAction.FREE_REQUESTED, b, 5 * MiB, 0)); // B freed: A is now followed by free space
         trace.add(TraceEntry.of(TraceAction.FREE_COMPLETED, b, 5 * MiB, 0));
         trace.add(TraceEntry.of(TraceAction.ALLOC, aEnd, MiB + MiB / 2, 0)); // placed at A's real end while A lives
         trace.add(TraceEntry.of(TraceAction.FREE_REQUESTED, a, 3 * MiB - 100, 0));
@@ -133,19 +144,23 @@ class WindowRebuilderTest {
         trace.add(TraceEntry.of(TraceAction.FREE_REQUESTED, c, cRequest, 0));
         trace.add(TraceEntry.of(TraceAction.FREE_COMPLETED, c, cRequest, 0));
         BlockInfo used = BlockInfo.of(aEnd, 1536 * 1024, MiB + MiB / 2, BlockState.ACTIVE_ALLOCATED);
-        List<BlockInfo> blocks = List.of(BlockInfo.of(base, aEnd - base, 0, BlockState.INACTIVE), used,
+        List<BlockInfo> blocks = List.of(
+                BlockInfo.of(base, aEnd - base, 0, BlockState.INACTIVE),
+                used,
                 BlockInfo.of(aEnd + 1536 * 1024, cEnd - aEnd - 1536 * 1024, 0, BlockState.INACTIVE));
-        SegmentInfo seg = new SegmentInfo(0, base, 20 * MiB, 1536 * 1024, 1536 * 1024, MiB + MiB / 2, 0, Pool.LARGE,
-                false, List.of(), blocks);
-        TraceSnapshot s = new TraceSnapshot("synthetic", SourceFormat.GENERATED, List.of(seg), List.of(trace), null,
-                null, Map.of(), true);
+        SegmentInfo seg = new SegmentInfo(
+                0, base, 20 * MiB, 1536 * 1024, 1536 * 1024, MiB + MiB / 2, 0, Pool.LARGE, false, List.of(), blocks);
+        TraceSnapshot s = new TraceSnapshot(
+                "synthetic", SourceFormat.GENERATED, List.of(seg), List.of(trace), null, null, Map.of(), true);
         WindowStart start = new WindowRebuilder(AllocatorConfig.defaults()).rebuild(s, 0);
         assertThat(start.segments()).hasSize(1);
-        assertThat(start.segments().getFirst().blocks()).containsExactly(
-                BlockInfo.of(a, aEnd - a, 3 * MiB - 100, BlockState.ACTIVE_ALLOCATED),       // slack rule
-                BlockInfo.of(b, 5 * MiB, 5 * MiB, BlockState.ACTIVE_ALLOCATED),              // exact round_size: 4 MiB gap splits
-                BlockInfo.of(bEnd, c - bEnd, 0, BlockState.INACTIVE),
-                BlockInfo.of(c, cEnd - c, cRequest, BlockState.ACTIVE_ALLOCATED));           // gap rule
+        assertThat(start.segments().getFirst().blocks())
+                .containsExactly(
+                        BlockInfo.of(a, aEnd - a, 3 * MiB - 100, BlockState.ACTIVE_ALLOCATED), // slack rule
+                        BlockInfo.of(
+                                b, 5 * MiB, 5 * MiB, BlockState.ACTIVE_ALLOCATED), // exact round_size: 4 MiB gap splits
+                        BlockInfo.of(bEnd, c - bEnd, 0, BlockState.INACTIVE),
+                        BlockInfo.of(c, cEnd - c, cRequest, BlockState.ACTIVE_ALLOCATED)); // gap rule
         assertThat(start.preWindowFreed()).containsExactlyInAnyOrder(a, b, c);
         assertThat(start.inferredSizes()).isEqualTo(2);
     }
@@ -160,27 +175,56 @@ class WindowRebuilderTest {
         long base = 0x20000000L;
         long other = 0x40000000L;
         List<TraceEntry> trace = List.of(
-                TraceEntry.of(TraceAction.ALLOC, base + 12 * MiB, 3 * MiB, 0),          // splits the free block F2
-                TraceEntry.of(TraceAction.FREE_REQUESTED, other, 4 * MiB, 0),           // Y absorbs the free F3
+                TraceEntry.of(TraceAction.ALLOC, base + 12 * MiB, 3 * MiB, 0), // splits the free block F2
+                TraceEntry.of(TraceAction.FREE_REQUESTED, other, 4 * MiB, 0), // Y absorbs the free F3
                 TraceEntry.of(TraceAction.FREE_COMPLETED, other, 4 * MiB, 0));
-        SegmentInfo first = new SegmentInfo(0, base, 20 * MiB, 7 * MiB, 7 * MiB, 7 * MiB, 0, Pool.LARGE, false,
-                List.of(), List.of(
-                        BlockInfo.of(base, 8 * MiB, 6 * MiB, BlockState.INACTIVE),                  // F1, untouched
+        SegmentInfo first = new SegmentInfo(
+                0,
+                base,
+                20 * MiB,
+                7 * MiB,
+                7 * MiB,
+                7 * MiB,
+                0,
+                Pool.LARGE,
+                false,
+                List.of(),
+                List.of(
+                        BlockInfo.of(base, 8 * MiB, 6 * MiB, BlockState.INACTIVE), // F1, untouched
                         BlockInfo.of(base + 8 * MiB, 4 * MiB, 4 * MiB, BlockState.ACTIVE_ALLOCATED),
                         BlockInfo.of(base + 12 * MiB, 3 * MiB, 3 * MiB, BlockState.ACTIVE_ALLOCATED),
                         BlockInfo.of(base + 15 * MiB, 5 * MiB, 7 * MiB - 512, BlockState.INACTIVE))); // F2's remainder
-        SegmentInfo second = new SegmentInfo(0, other, 8 * MiB, 0, 0, 0, 0, Pool.LARGE, false, List.of(),
+        SegmentInfo second = new SegmentInfo(
+                0,
+                other,
+                8 * MiB,
+                0,
+                0,
+                0,
+                0,
+                Pool.LARGE,
+                false,
+                List.of(),
                 List.of(BlockInfo.of(other, 8 * MiB, 4 * MiB, BlockState.INACTIVE)));
-        TraceSnapshot s = new TraceSnapshot("synthetic", SourceFormat.GENERATED, List.of(first, second),
-                List.of(trace), null, null, Map.of(), true);
+        TraceSnapshot s = new TraceSnapshot(
+                "synthetic",
+                SourceFormat.GENERATED,
+                List.of(first, second),
+                List.of(trace),
+                null,
+                null,
+                Map.of(),
+                true);
         WindowStart start = new WindowRebuilder(AllocatorConfig.defaults()).rebuild(s, 0);
         assertThat(start.segments()).hasSize(2);
-        assertThat(start.segments().get(0).blocks()).containsExactly(
-                BlockInfo.of(base, 8 * MiB, 6 * MiB, BlockState.INACTIVE),
-                BlockInfo.of(base + 8 * MiB, 4 * MiB, 4 * MiB, BlockState.ACTIVE_ALLOCATED),
-                BlockInfo.of(base + 12 * MiB, 8 * MiB, 7 * MiB - 512, BlockState.INACTIVE));
-        assertThat(start.segments().get(1).blocks()).containsExactly(
-                BlockInfo.of(other, 4 * MiB, 4 * MiB, BlockState.ACTIVE_ALLOCATED),
-                BlockInfo.of(other + 4 * MiB, 4 * MiB, 0, BlockState.INACTIVE));
+        assertThat(start.segments().get(0).blocks())
+                .containsExactly(
+                        BlockInfo.of(base, 8 * MiB, 6 * MiB, BlockState.INACTIVE),
+                        BlockInfo.of(base + 8 * MiB, 4 * MiB, 4 * MiB, BlockState.ACTIVE_ALLOCATED),
+                        BlockInfo.of(base + 12 * MiB, 8 * MiB, 7 * MiB - 512, BlockState.INACTIVE));
+        assertThat(start.segments().get(1).blocks())
+                .containsExactly(
+                        BlockInfo.of(other, 4 * MiB, 4 * MiB, BlockState.ACTIVE_ALLOCATED),
+                        BlockInfo.of(other + 4 * MiB, 4 * MiB, 0, BlockState.INACTIVE));
     }
 }

@@ -1,14 +1,14 @@
 package io.gpumem.trace.workload;
 
-import io.gpumem.stats.StatKind;
-import io.gpumem.stats.StatType;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
+import io.gpumem.stats.StatKind;
+import io.gpumem.stats.StatType;
 import io.gpumem.trace.io.SourceFormat;
 import io.gpumem.trace.io.TraceSnapshot;
-import io.gpumem.engine.RunOutcome;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
@@ -19,14 +19,14 @@ class TraceWorkloadTest {
     }
 
     static TraceSnapshot snapshot(List<TraceEntry> trace) {
-        return new TraceSnapshot("t.pickle", SourceFormat.PYTORCH_SNAPSHOT, List.of(), List.of(trace), null, null,
-                Map.of(), true);
+        return new TraceSnapshot(
+                "t.pickle", SourceFormat.PYTORCH_SNAPSHOT, List.of(), List.of(trace), null, null, Map.of(), true);
     }
 
     @Test
     void takesAllocsAndTheirFreesSkipsPreWindowFreesAndAppendsTheFailedRequest() {
         List<TraceEntry> trace = List.of(
-                e(TraceAction.FREE_REQUESTED, 0x9000, 100),      // allocated before the window: skipped
+                e(TraceAction.FREE_REQUESTED, 0x9000, 100), // allocated before the window: skipped
                 e(TraceAction.SEGMENT_ALLOC, 0x1000, 2 << 20),
                 e(TraceAction.ALLOC, 0x1000, 700),
                 e(TraceAction.ALLOC, 0x1400, 300),
@@ -34,22 +34,27 @@ class TraceWorkloadTest {
                 e(TraceAction.FREE_COMPLETED, 0x1000, 700),
                 e(TraceAction.OOM, 0, 50 << 20));
         TraceWorkload all = TraceWorkload.of(snapshot(trace), 0, trace.size());
-        assertThat(all.ops()).containsExactly(
-                new MemoryOp.Alloc(0, 700, 0, TensorKind.TEMPORARY, "alloc #2"),
-                new MemoryOp.Alloc(1, 300, 0, TensorKind.TEMPORARY, "alloc #3"),
-                new MemoryOp.Free(0),
-                new MemoryOp.Alloc(2, 50 << 20, 0, TensorKind.TEMPORARY, "failed request #6"));
+        assertThat(all.ops())
+                .containsExactly(
+                        new MemoryOp.Alloc(0, 700, 0, TensorKind.TEMPORARY, "alloc #2"),
+                        new MemoryOp.Alloc(1, 300, 0, TensorKind.TEMPORARY, "alloc #3"),
+                        new MemoryOp.Free(0),
+                        new MemoryOp.Alloc(2, 50 << 20, 0, TensorKind.TEMPORARY, "failed request #6"));
         assertThat(all.allocationCount()).isEqualTo(3);
         assertThat(all.describe()).contains("1 frees of blocks from before the window skipped");
         assertThat(all.peakLiveBytes()).isEqualTo(300 + (50 << 20));
 
         // arbitrary stream handles, as traces carry them, run on streams the simulated device creates
-        List<TraceEntry> streams = List.of(TraceEntry.of(TraceAction.ALLOC, 0x1000, 3 << 20, 123288560L),
-                TraceEntry.of(TraceAction.ALLOC, 0x9000, 3 << 20, 0), TraceEntry.of(TraceAction.FREE_REQUESTED, 0x1000, 3 << 20, 123288560L));
-        RunOutcome run = new WorkloadWhatIf(TraceWorkload.of(snapshot(streams), 0, 3), 1L << 30, 0, false)
-                .runWithHistory("");
+        List<TraceEntry> streams = List.of(
+                TraceEntry.of(TraceAction.ALLOC, 0x1000, 3 << 20, 123288560L),
+                TraceEntry.of(TraceAction.ALLOC, 0x9000, 3 << 20, 0),
+                TraceEntry.of(TraceAction.FREE_REQUESTED, 0x1000, 3 << 20, 123288560L));
+        RunOutcome run =
+                new WorkloadWhatIf(TraceWorkload.of(snapshot(streams), 0, 3), 1L << 30, 0, false).runWithHistory("");
         assertThat(run.completed()).isTrue();
-        assertThat(run.allocator().stats().get(StatKind.SEGMENT, StatType.ALL).current()).as("one segment per stream").isEqualTo(2);
+        assertThat(run.allocator().stats().get(StatKind.SEGMENT, StatType.ALL).current())
+                .as("one segment per stream")
+                .isEqualTo(2);
 
         TraceWorkload upToFirstFree = TraceWorkload.of(snapshot(trace), 0, 5);
         assertThat(upToFirstFree.ops()).hasSize(3);

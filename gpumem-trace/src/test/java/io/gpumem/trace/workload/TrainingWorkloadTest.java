@@ -12,8 +12,16 @@ import org.junit.jupiter.api.Test;
 class TrainingWorkloadTest {
 
     static TrainingWorkload small(long seed) {
-        return TrainingWorkload.builder().layers(3).hidden(256).heads(4).vocab(1000).batch(2)
-                .seqLens(64, 512, 64).steps(5).seed(seed).build();
+        return TrainingWorkload.builder()
+                .layers(3)
+                .hidden(256)
+                .heads(4)
+                .vocab(1000)
+                .batch(2)
+                .seqLens(64, 512, 64)
+                .steps(5)
+                .seed(seed)
+                .build();
     }
 
     /** Walks the ops: every free names a live id, and what is live at the end is exactly liveAtEnd(). */
@@ -23,16 +31,22 @@ class TrainingWorkloadTest {
         for (MemoryOp op : w.ops()) {
             switch (op) {
                 case MemoryOp.Alloc a -> {
-                    assertThat(allocated.get(a.id())).as("id %d allocated twice", a.id()).isFalse();
+                    assertThat(allocated.get(a.id()))
+                            .as("id %d allocated twice", a.id())
+                            .isFalse();
                     assertThat(a.bytes()).isPositive();
                     allocated.set(a.id());
                 }
                 case MemoryOp.Free f -> {
-                    assertThat(allocated.get(f.id())).as("free of unknown id %d", f.id()).isTrue();
-                    assertThat(freed.get(f.id())).as("double free of id %d", f.id()).isFalse();
+                    assertThat(allocated.get(f.id()))
+                            .as("free of unknown id %d", f.id())
+                            .isTrue();
+                    assertThat(freed.get(f.id()))
+                            .as("double free of id %d", f.id())
+                            .isFalse();
                     freed.set(f.id());
                 }
-                case MemoryOp.StepStart s -> { }
+                case MemoryOp.StepStart s -> {}
             }
         }
         assertThat(allocated.cardinality()).isEqualTo(w.allocationCount());
@@ -49,9 +63,13 @@ class TrainingWorkloadTest {
         TrainingWorkload b = small(seed);
         assertThat(a.ops()).isEqualTo(b.ops());
         assertThat(a.seqLens()).isEqualTo(b.seqLens());
-        assertThat(java.util.Arrays.stream(a.seqLens()).boxed().toList()).allMatch(s -> s >= 64 && s <= 512 && s % 64 == 0);
+        assertThat(java.util.Arrays.stream(a.seqLens()).boxed().toList())
+                .allMatch(s -> s >= 64 && s <= 512 && s % 64 == 0);
         // Over 8 different seeds the first step's length cannot always be the same (8 values possible).
-        long distinct = java.util.stream.LongStream.range(0, 8).map(s -> small(seed + s).seqLens()[0]).distinct().count();
+        long distinct = java.util.stream.LongStream.range(0, 8)
+                .map(s -> small(seed + s).seqLens()[0])
+                .distinct()
+                .count();
         assertThat(distinct).isGreaterThan(1);
     }
 
@@ -69,7 +87,8 @@ class TrainingWorkloadTest {
             }
         }
         int params = 1 + 12 * 3 + 3;
-        assertThat(liveKinds).containsOnly(Map.entry(TensorKind.WEIGHT, params), Map.entry(TensorKind.OPTIMIZER_STATE, 2 * params));
+        assertThat(liveKinds)
+                .containsOnly(Map.entry(TensorKind.WEIGHT, params), Map.entry(TensorKind.OPTIMIZER_STATE, 2 * params));
         // weights at 2 bytes plus two fp32 states: 10 bytes per parameter
         assertThat(liveBytes).isEqualTo(w.parameterCount() * 10);
         assertThat(w.parameterCount()).isEqualTo(2L * 1000 * 256 + 3 * (12L * 256 * 256 + 13 * 256) + 2 * 256);
@@ -77,15 +96,28 @@ class TrainingWorkloadTest {
 
     @Test
     void keptGradientsStayLiveAndMaterialisedAttentionAddsQuadraticTensors() {
-        TrainingWorkload kept = TrainingWorkload.builder().layers(2).hidden(128).heads(2).vocab(100).batch(1)
-                .seqSchedule(128, 256).steps(3).keepGradients(true).materializedAttention(true).build();
+        TrainingWorkload kept = TrainingWorkload.builder()
+                .layers(2)
+                .hidden(128)
+                .heads(2)
+                .vocab(100)
+                .batch(1)
+                .seqSchedule(128, 256)
+                .steps(3)
+                .keepGradients(true)
+                .materializedAttention(true)
+                .build();
         BitSet live = checkBalance(kept);
         assertThat(live).isEqualTo(kept.liveAtEnd());
-        long grads = kept.ops().stream().filter(o -> o instanceof MemoryOp.Alloc a && a.kind() == TensorKind.GRADIENT).count();
+        long grads = kept.ops().stream()
+                .filter(o -> o instanceof MemoryOp.Alloc a && a.kind() == TensorKind.GRADIENT)
+                .count();
         assertThat(grads).as("gradients allocated once when kept").isEqualTo(1 + 12 * 2 + 3);
         assertThat(kept.seqLens()).containsExactly(128, 256, 128);
-        assertThat(kept.ops()).anyMatch(o -> o instanceof MemoryOp.Alloc a && a.name().endsWith("attn.probs")
-                && a.bytes() == 1L * 2 * 256 * 256 * 2);
+        assertThat(kept.ops())
+                .anyMatch(o -> o instanceof MemoryOp.Alloc a
+                        && a.name().endsWith("attn.probs")
+                        && a.bytes() == 1L * 2 * 256 * 256 * 2);
     }
 
     @Test
@@ -103,8 +135,10 @@ class TrainingWorkloadTest {
         assertThatThrownBy(() -> TrainingWorkload.builder().layers(0)).hasMessageContaining("layers must be positive");
         assertThatThrownBy(() -> TrainingWorkload.builder().hidden(100).heads(3).build())
                 .hasMessageContaining("hidden 100 is not a multiple of heads 3");
-        assertThatThrownBy(() -> TrainingWorkload.builder().seqLens(512, 256, 64)).hasMessageContaining("below min");
-        assertThatThrownBy(() -> TrainingWorkload.builder().seqLens(65, 127, 64)).hasMessageContaining("no multiple of 64");
+        assertThatThrownBy(() -> TrainingWorkload.builder().seqLens(512, 256, 64))
+                .hasMessageContaining("below min");
+        assertThatThrownBy(() -> TrainingWorkload.builder().seqLens(65, 127, 64))
+                .hasMessageContaining("no multiple of 64");
         assertThatThrownBy(() -> TrainingWorkload.builder().seqSchedule()).hasMessageContaining("empty");
     }
 }

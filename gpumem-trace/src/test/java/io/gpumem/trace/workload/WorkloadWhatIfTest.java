@@ -23,8 +23,16 @@ import org.junit.jupiter.api.Test;
 class WorkloadWhatIfTest {
 
     static TrainingWorkload small() {
-        return TrainingWorkload.builder().layers(4).hidden(512).heads(4).vocab(8000).batch(4)
-                .seqLens(128, 1024, 128).steps(6).seed(11).build();
+        return TrainingWorkload.builder()
+                .layers(4)
+                .hidden(512)
+                .heads(4)
+                .vocab(8000)
+                .batch(4)
+                .seqLens(128, 1024, 128)
+                .steps(6)
+                .seed(11)
+                .build();
     }
 
     private static Map<String, Long> stats(RunOutcome run) {
@@ -93,16 +101,26 @@ class WorkloadWhatIfTest {
         for (String conf : new String[] {"", "expandable_segments:True", "max_split_size_mb:64"}) {
             long min = whatIf.run(conf).minCapacity();
             assertThat(min % MinimumCapacity.STEP).isZero();
-            assertThat(new WorkloadWhatIf(w, min, 64 * MiB, false).run(conf).completed()).as(conf + " at min").isTrue();
-            assertThat(new WorkloadWhatIf(w, min - MinimumCapacity.STEP, 64 * MiB, false).run(conf).completed())
-                    .as(conf + " below min").isFalse();
+            assertThat(new WorkloadWhatIf(w, min, 64 * MiB, false).run(conf).completed())
+                    .as(conf + " at min")
+                    .isTrue();
+            assertThat(new WorkloadWhatIf(w, min - MinimumCapacity.STEP, 64 * MiB, false)
+                            .run(conf)
+                            .completed())
+                    .as(conf + " below min")
+                    .isFalse();
         }
         for (String policy : WorkloadWhatIf.demoPolicies()) {
             PolicySpec spec = PolicySpec.parse(policy);
             long min = whatIf.run(spec).minCapacity();
-            assertThat(new WorkloadWhatIf(w, min, 64 * MiB, false).run(spec).completed()).as(policy).isTrue();
-            assertThat(new WorkloadWhatIf(w, min - MinimumCapacity.STEP, 64 * MiB, false).run(spec).completed())
-                    .as(policy + " below min").isFalse();
+            assertThat(new WorkloadWhatIf(w, min, 64 * MiB, false).run(spec).completed())
+                    .as(policy)
+                    .isTrue();
+            assertThat(new WorkloadWhatIf(w, min - MinimumCapacity.STEP, 64 * MiB, false)
+                            .run(spec)
+                            .completed())
+                    .as(policy + " below min")
+                    .isFalse();
         }
         assertThatThrownBy(() -> new WorkloadWhatIf(w, GiB, GiB, false)).hasMessageContaining("held-outside");
     }
@@ -120,7 +138,8 @@ class WorkloadWhatIfTest {
         assertThat(a.all().inactiveSplit()).isEqualTo(stats.get("inactive_split_bytes.all.current"));
         assertThat(a.small().reserved()).isEqualTo(stats.get("reserved_bytes.small_pool.current"));
         assertThat(a.large().inactiveSplit()).isEqualTo(stats.get("inactive_split_bytes.large_pool.current"));
-        assertThat(a.all().segments()).isEqualTo(stats.get("segment.all.current").intValue());
+        assertThat(a.all().segments())
+                .isEqualTo(stats.get("segment.all.current").intValue());
         assertThat(a.state().capacity()).isEqualTo(8 * GiB);
         assertThat(a.state().deviceFree()).isEqualTo(8 * GiB - a.all().reserved());
     }
@@ -134,14 +153,17 @@ class WorkloadWhatIfTest {
         RunOutcome run = whatIf.runWithHistory("");
         assertThat(run.completed()).isFalse();
         MemoryOp.Alloc failed = (MemoryOp.Alloc) w.ops().get(whatIf.stream().entry(run.failedOp()));
-        OomEvent oom = new OomEvent(run.oomReport().roundedSize(), run.oomReport().deviceFree(), failed.stream(), -1);
+        OomEvent oom =
+                new OomEvent(run.oomReport().roundedSize(), run.oomReport().deviceFree(), failed.stream(), -1);
         StateAnalysis analysis = new StateAnalyzer().analyze(AllocatorStates.capture(run.allocator(), "", "oom", oom));
         assertThat(analysis.diagnosis().kind()).isEqualTo(DiagnosisKind.FRAGMENTATION);
 
         RunOutcome expandable = whatIf.run("expandable_segments:True");
         assertThat(expandable.ooms()).isZero();
         Recommender.Result r = new Recommender().recommend(analysis, whatIf);
-        assertThat(r.recommendations()).first().extracting(Recommendation::action)
+        assertThat(r.recommendations())
+                .first()
+                .extracting(Recommendation::action)
                 .isEqualTo("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
         assertThat(whatIf.runSmallerBatch()).get().extracting(RunOutcome::label).isEqualTo("batch 3");
     }
