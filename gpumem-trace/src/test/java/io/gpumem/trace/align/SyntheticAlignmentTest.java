@@ -75,7 +75,7 @@ class SyntheticAlignmentTest {
 
     @Test
     void generatedProgramsAlignAndTheirLawsAreRecovered() {
-        long seed = System.nanoTime();
+        long seed = Long.getLong("gpumem.seed", System.nanoTime()); // -Dgpumem.seed=N replays a run
         System.out.println("SyntheticAlignmentTest seed " + seed);
         Random rnd = new Random(seed);
         List<Op> program = program(rnd, 40 + rnd.nextInt(60));
@@ -89,7 +89,12 @@ class SyntheticAlignmentTest {
                     .isGreaterThanOrEqualTo(frames ? 0.99 : 0.8);
             StepStructure steps = StepStructure.of(a);
             assertThat(steps.period()).as("seed %d", seed).isEqualTo(program.size());
-            assertThat(steps.stepCount()).isBetween(5, 6);
+            System.out.println("  frames " + frames + ": " + steps.stepCount() + " steps");
+            // 5 periods: a partial first step, up to 5 more. Without frames a token carries the request's
+            // lifetime, which blocks still live at the window's end do not have, so the last boundaries may snap
+            // up to a quarter period early (StepStructure's rule) and split off one short step more
+            // (seed 8668721988466 gives 7).
+            assertThat(steps.stepCount()).as("seed %d, frames %s", seed, frames).isBetween(5, frames ? 6 : 7);
             if (frames) {
                 // every matched pair is the same op of the program, so its law is the op's own law
                 SizeLaws laws = SizeLaws.fit(List.of(a, b), new long[] {128, 256});
