@@ -143,12 +143,9 @@ public final class StitchAllocator implements GpuAllocator {
         final int[] mapLength;
 
         final int[] pins;
-        /** The list of unpinned mappings, by start page: newest at the head, stolen from the tail. */
-        final int[] prevUnpinned;
+        /** The mapped runs no block touches, by start page: newest at the head, stolen from the tail. */
+        final UnpinnedPages unpinned;
 
-        final int[] nextUnpinned;
-        int unpinnedHead = -1;
-        int unpinnedTail = -1;
         final BlockTree<StitchBlock> freeBySize = new BlockTree<>(BlockTree.Order.BY_SIZE);
         final TreeMap<Long, StitchBlock> fixedBlocks = new TreeMap<>();
 
@@ -161,40 +158,13 @@ public final class StitchAllocator implements GpuAllocator {
             mapStart = new int[pages];
             mapLength = new int[pages];
             pins = new int[pages];
-            prevUnpinned = new int[pages];
-            nextUnpinned = new int[pages];
+            unpinned = new UnpinnedPages(pages);
             if (!fixed) {
                 StitchBlock all = newBlock(this, base, bytes, stream);
                 all.free = true;
                 freeBySize.insert(all);
             }
             arenas.add(this);
-        }
-
-        void pushUnpinned(int p) {
-            prevUnpinned[p] = -1;
-            nextUnpinned[p] = unpinnedHead;
-            if (unpinnedHead >= 0) {
-                prevUnpinned[unpinnedHead] = p;
-            } else {
-                unpinnedTail = p;
-            }
-            unpinnedHead = p;
-        }
-
-        void removeUnpinned(int p) {
-            int pr = prevUnpinned[p];
-            int nx = nextUnpinned[p];
-            if (pr >= 0) {
-                nextUnpinned[pr] = nx;
-            } else {
-                unpinnedHead = nx;
-            }
-            if (nx >= 0) {
-                prevUnpinned[nx] = pr;
-            } else {
-                unpinnedTail = pr;
-            }
         }
 
         /** Whether page p starts a mapped run that no block touches (so it may be stolen with the mapping). */
@@ -400,14 +370,14 @@ public final class StitchAllocator implements GpuAllocator {
             int n = a.mapLength[s];
             if (n == 1) {
                 if (a.pins[p]++ == 0) {
-                    a.removeUnpinned(p);
+                    a.unpinned.remove(p);
                 }
                 p++;
             } else if (s >= full0 && s + n - 1 <= full1) {
                 for (int q = s; q < s + n; q++) {
                     a.pins[q] = 1;
                 }
-                a.removeUnpinned(s);
+                a.unpinned.remove(s);
                 p = s + n;
             } else {
                 drops++;
@@ -509,14 +479,14 @@ public final class StitchAllocator implements GpuAllocator {
             int n = a.mapLength[s];
             if (n == 1) {
                 if (--a.pins[p] == 0) {
-                    a.pushUnpinned(p);
+                    a.unpinned.push(p);
                 }
                 p++;
             } else {
                 for (int q = s; q < s + n; q++) {
                     a.pins[q] = 0;
                 }
-                a.pushUnpinned(s);
+                a.unpinned.push(s);
                 p = s + n;
             }
         }
@@ -532,7 +502,7 @@ public final class StitchAllocator implements GpuAllocator {
         while (freed < bytes) {
             Arena victim = null;
             for (Arena a : arenas) {
-                if (a.unpinnedTail >= 0) {
+                if (a.unpinned.tail() >= 0) {
                     victim = a;
                     break;
                 }
@@ -540,7 +510,7 @@ public final class StitchAllocator implements GpuAllocator {
             if (victim == null) {
                 return freed > 0;
             }
-            int s = victim.unpinnedTail;
+            int s = victim.unpinned.tail();
             int e = s + victim.mapLength[s];
             long run = (long) victim.mapLength[s] * page;
             while (freed + run < bytes) {
@@ -576,7 +546,7 @@ public final class StitchAllocator implements GpuAllocator {
                 -1);
         for (int p = s; p < e; ) {
             int n = a.mapLength[p];
-            a.removeUnpinned(p);
+            a.unpinned.remove(p);
             if (release) {
                 device.releasePhysical(a.handle[p]);
                 physicalReleased += n;
@@ -766,12 +736,12 @@ public final class StitchAllocator implements GpuAllocator {
         processPendingFrees(true);
         for (Arena a : arenas) {
             int count = 0;
-            for (int p = a.unpinnedHead; p >= 0; p = a.nextUnpinned[p]) {
+            for (int p = a.unpinned.head(); p >= 0; p = a.unpinned.next(p)) {
                 count++;
             }
             int[] starts = new int[count];
             int i = 0;
-            for (int p = a.unpinnedHead; p >= 0; p = a.nextUnpinned[p]) {
+            for (int p = a.unpinned.head(); p >= 0; p = a.unpinned.next(p)) {
                 starts[i++] = p;
             }
             Arrays.sort(starts);
@@ -889,7 +859,7 @@ public final class StitchAllocator implements GpuAllocator {
     long stealablePages() {
         long n = 0;
         for (Arena a : arenas) {
-            for (int p = a.unpinnedHead; p >= 0; p = a.nextUnpinned[p]) {
+            for (int p = a.unpinned.head(); p >= 0; p = a.unpinned.next(p)) {
                 n += a.mapLength[p];
             }
         }

@@ -50,10 +50,10 @@ final class StitchInvariants {
             StitchBlock[] c = coveredBy.get(a);
             boolean[] onList = new boolean[a.pins.length];
             int listed = 0;
-            for (int p = a.unpinnedHead; p >= 0; p = a.nextUnpinned[p]) {
+            for (int p = a.unpinned.head(); p >= 0; p = a.unpinned.next(p)) {
                 require(!onList[p], "mapping listed twice");
                 onList[p] = true;
-                require(a.nextUnpinned[p] >= 0 || a.unpinnedTail == p, "unpinned list tail wrong");
+                require(a.unpinned.next(p) >= 0 || a.unpinned.tail() == p, "unpinned list tail wrong");
                 listed++;
             }
             for (int p = 0; p < a.pins.length; p++) {
@@ -88,7 +88,7 @@ final class StitchInvariants {
                     require(!onList[p], "page " + p + " inside a mapping is listed");
                 }
             }
-            require(listed == 0 || a.nextUnpinned[a.unpinnedTail] < 0, "unpinned list tail wrong");
+            require(listed == 0 || a.unpinned.next(a.unpinned.tail()) < 0, "unpinned list tail wrong");
             if (a.fixed) {
                 long end = Long.MIN_VALUE;
                 for (StitchBlock b : a.fixedBlocks.values()) {
