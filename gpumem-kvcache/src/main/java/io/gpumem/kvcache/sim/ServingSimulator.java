@@ -248,12 +248,6 @@ public final class ServingSimulator {
             System.arraycopy(inst.ttftUs, 0, ttft, at, inst.answered);
             at += inst.answered;
         }
-        Arrays.sort(ttft);
-        double mean = 0;
-        for (double t : ttft) {
-            mean += t;
-        }
-        mean = answered == 0 ? 0 : mean / answered;
         return new SimReport(
                 finished,
                 total,
@@ -275,15 +269,7 @@ public final class ServingSimulator {
                 swapIn,
                 swapReused,
                 poolNs,
-                new SimReport.Timing(
-                        seconds,
-                        mean / 1e3,
-                        SimInstance.percentile(ttft, 0.5) / 1e3,
-                        SimInstance.percentile(ttft, 0.99) / 1e3,
-                        seconds == 0 ? 0 : output / seconds,
-                        recomputed,
-                        queried,
-                        hit),
+                SimReport.Timing.of(seconds, ttft, output, recomputed, queried, hit),
                 sumTiers(each),
                 List.copyOf(each));
     }
