@@ -97,13 +97,13 @@ public record SimReport(
             for (double t : ttftUs) {
                 mean += t;
             }
-            mean = ttftUs.length == 0 ? 0 : mean / ttftUs.length;
+            mean = ratio(mean, ttftUs.length);
             return new Timing(
                     simulatedSeconds,
                     mean / 1e3,
                     percentile(ttftUs, 0.50) / 1e3,
                     percentile(ttftUs, 0.99) / 1e3,
-                    simulatedSeconds == 0 ? 0 : outputTokens / simulatedSeconds,
+                    ratio(outputTokens, simulatedSeconds),
                     recomputedTokens,
                     prefixQueriedTokens,
                     prefixHitTokens);
@@ -117,5 +117,10 @@ public record SimReport(
             int rank = (int) Math.ceil(p * sorted.length);
             return sorted[Math.max(0, Math.min(sorted.length, rank) - 1)];
         }
+    }
+
+    /** {@code part / whole} as a rate or mean of the report, 0 when nothing was counted ({@code whole} 0). */
+    static double ratio(double part, double whole) {
+        return whole == 0 ? 0 : part / whole;
     }
 }
