@@ -1,8 +1,8 @@
 package io.gpumem.cli.trace;
 
 import io.gpumem.cli.GpumemCommand;
-import io.gpumem.cli.SizeConverter;
 import io.gpumem.cli.options.BadInputException;
+import io.gpumem.cli.options.CapacityOptions;
 import io.gpumem.cli.options.ReadLimitOptions;
 import io.gpumem.cli.options.WhatIfOptions;
 import io.gpumem.config.AllocatorConfig;
@@ -57,12 +57,8 @@ public final class PredictCommand extends GpumemCommand {
     @Option(names = "--at", paramLabel = "VALUE", required = true, description = "The value to predict at (1 or more).")
     long at;
 
-    @Option(
-            names = "--capacity",
-            paramLabel = "SIZE",
-            converter = SizeConverter.class,
-            description = "Device capacity for the OOM column (default: the largest recorded capacity of the inputs).")
-    Long capacityBytes;
+    @Mixin
+    CapacityOptions capacity;
 
     @Option(
             names = "--json",
@@ -94,7 +90,7 @@ public final class PredictCommand extends GpumemCommand {
         long[] labels = new long[inputs.size()];
         TraceSnapshot reference = null;
         int referenceDevice = 0;
-        long capacity = 0;
+        long recordedCapacity = 0;
         for (int i = 0; i < inputs.size(); i++) {
             String arg = inputs.get(i);
             int sep = arg.lastIndexOf('@');
@@ -111,7 +107,7 @@ public final class PredictCommand extends GpumemCommand {
                 TraceSession session = TraceSession.open(file, limits);
                 int d = session.busiestDevice();
                 recordings.add(RequestSequence.of(session.trace(), d, signatures));
-                capacity = Math.max(capacity, session.recordedCapacity(d));
+                recordedCapacity = Math.max(recordedCapacity, session.recordedCapacity(d));
                 if (i == 0) {
                     reference = session.trace();
                     referenceDevice = d;
@@ -149,7 +145,7 @@ public final class PredictCommand extends GpumemCommand {
         List<AllocatorConfig> all = new ArrayList<>();
         all.add(session.recordedConfig());
         all.addAll(others);
-        long at = capacityBytes != null ? capacityBytes : capacity;
+        long at = capacity.given() != null ? capacity.given() : recordedCapacity;
         CompareRuns runs =
                 session.compare(0, all, policySpecs, at, TerminalProgress.forTerminal("predict", "configurations"));
         List<RunOutcome> rows = runs.rows();
