@@ -79,7 +79,7 @@ class StreamRunnerTest {
         SplittableRandom rnd = new SplittableRandom(seed);
         List<AllocatorConfig> configs = List.of(
                 AllocatorConfig.defaults(),
-                AllocatorConfig.parse("max_split_size_mb:20"),
+                AllocatorConfig.parse("max_split_size_mb:30"),
                 AllocatorConfig.parse("expandable_segments:True"),
                 AllocatorConfig.parse("roundup_power2_divisions:4"));
         for (int round = 0; round < 6; round++) {
