@@ -16,6 +16,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.Consumer;
 import java.util.function.LongSupplier;
 import java.util.function.Supplier;
+import org.jspecify.annotations.Nullable;
 
 /**
  * An allocator's memory history (allocator.md §10.1): a ring buffer of the most recent {@link TraceEntry}s, the
@@ -47,7 +48,7 @@ public final class TraceRecorder {
      */
     private volatile boolean active;
 
-    volatile Supplier<List<Frame>> contextSupplier;
+    volatile @Nullable Supplier<List<Frame>> contextSupplier;
     volatile LongSupplier clockMicros = TraceRecorder::wallClockMicros;
 
     static long wallClockMicros() {
@@ -105,10 +106,8 @@ public final class TraceRecorder {
         return removed;
     }
 
-    /**
-     * Where stacks come from when the context level asks for one; {@code null} records no frames.
-     */
-    public void setContextSupplier(Supplier<List<Frame>> frames) {
+    /** Where stacks come from when the context level asks for one; {@code null} records no frames. */
+    public void setContextSupplier(@Nullable Supplier<List<Frame>> frames) {
         contextSupplier = frames;
     }
 
@@ -118,7 +117,7 @@ public final class TraceRecorder {
     }
 
     /** The caller's stack if the context level reaches {@code level}, else null. */
-    public List<Frame> maybeGatherContext(Context level) {
+    public @Nullable List<Frame> maybeGatherContext(Context level) {
         if (recordContext.compareTo(level) < 0) {
             return null;
         }
@@ -127,12 +126,13 @@ public final class TraceRecorder {
     }
 
     /** Records an entry; its stack is kept only at context {@code ALLOC} or above. */
-    public void record(TraceAction action, long addr, long size, long stream, List<Frame> context) {
+    public void record(TraceAction action, long addr, long size, long stream, @Nullable List<Frame> context) {
         record(action, addr, size, stream, context, -1);
     }
 
     /** As {@link #record(TraceAction, long, long, long, List)}, for an {@code oom} entry with the device's free bytes. */
-    public void record(TraceAction action, long addr, long size, long stream, List<Frame> context, long deviceFree) {
+    public void record(
+            TraceAction action, long addr, long size, long stream, @Nullable List<Frame> context, long deviceFree) {
         if (!active) {
             return;
         }
