@@ -2,6 +2,7 @@ package io.gpumem.alloc;
 
 import java.util.Arrays;
 import java.util.function.Consumer;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The project's one map from device addresses to values without boxing the keys: open addressing with linear
@@ -26,17 +27,24 @@ import java.util.function.Consumer;
 public final class AddressTable<V> {
     private static final int MIN_CAPACITY = 16;
 
+    private static final Object[] NO_OBJECTS = {};
+    private static final int[] NO_INTS = {};
+
+    /** Whether this is an int table: its values are in {@link #ints}, and {@link #objects} stays empty. */
+    private final boolean intValues;
+
     private long[] keys;
-    /** Values of an object table; null for an int table. */
-    private Object[] objects;
-    /** Values of an int table; null for an object table. */
-    private int[] ints;
+    /** Values of an object table, slot by slot; empty for an int table. */
+    private Object[] objects = NO_OBJECTS;
+    /** Values of an int table, slot by slot; empty for an object table. */
+    private int[] ints = NO_INTS;
 
     private int shift;
     private int count;
 
     private AddressTable(boolean intValues, int expected) {
         int capacity = Integer.highestOneBit(Math.max(MIN_CAPACITY / 4, expected) * 4 - 1) << 1;
+        this.intValues = intValues;
         keys = new long[capacity];
         if (intValues) {
             ints = new int[capacity];
@@ -120,7 +128,7 @@ public final class AddressTable<V> {
 
     /** The value of {@code key}, or null when absent. */
     @SuppressWarnings("unchecked")
-    public V get(long key) {
+    public @Nullable V get(long key) {
         Object[] lane = objectLane();
         int i = slotOf(key);
         return i < 0 ? null : (V) lane[i];
@@ -139,7 +147,7 @@ public final class AddressTable<V> {
 
     /** Sets key → value (the key must be non-zero); returns the previous value, or null when there was none. */
     @SuppressWarnings("unchecked")
-    public V put(long key, V value) {
+    public @Nullable V put(long key, V value) {
         objectLane();
         int i = claim(key);
         V old = null;
@@ -153,7 +161,7 @@ public final class AddressTable<V> {
 
     /** Removes {@code key}; returns its value, or null when absent. */
     @SuppressWarnings("unchecked")
-    public V remove(long key) {
+    public @Nullable V remove(long key) {
         Object[] lane = objectLane();
         int i = slotOf(key);
         if (i < 0) {
@@ -176,7 +184,7 @@ public final class AddressTable<V> {
     }
 
     private Object[] objectLane() {
-        if (objects == null) {
+        if (intValues) {
             throw new IllegalStateException("an int table has no object values");
         }
         return objects;
@@ -218,7 +226,7 @@ public final class AddressTable<V> {
     }
 
     private int[] intLane() {
-        if (ints == null) {
+        if (!intValues) {
             throw new IllegalStateException("an object table has no int values");
         }
         return ints;
@@ -242,16 +250,16 @@ public final class AddressTable<V> {
             boolean between = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
             if (!between) {
                 keys[hole] = k;
-                if (objects != null) {
-                    objects[hole] = objects[j];
-                } else {
+                if (intValues) {
                     ints[hole] = ints[j];
+                } else {
+                    objects[hole] = objects[j];
                 }
                 hole = j;
             }
         }
         keys[hole] = 0;
-        if (objects != null) {
+        if (!intValues) {
             objects[hole] = null;
         }
         count--;
@@ -263,8 +271,11 @@ public final class AddressTable<V> {
         int[] oldInts = ints;
         int capacity = oldKeys.length * 2;
         keys = new long[capacity];
-        objects = oldObjects == null ? null : new Object[capacity];
-        ints = oldInts == null ? null : new int[capacity];
+        if (intValues) {
+            ints = new int[capacity];
+        } else {
+            objects = new Object[capacity];
+        }
         shift--;
         int mask = capacity - 1;
         for (int j = 0; j < oldKeys.length; j++) {
@@ -275,10 +286,10 @@ public final class AddressTable<V> {
                     i = (i + 1) & mask;
                 }
                 keys[i] = k;
-                if (objects != null) {
-                    objects[i] = oldObjects[j];
-                } else {
+                if (intValues) {
                     ints[i] = oldInts[j];
+                } else {
+                    objects[i] = oldObjects[j];
                 }
             }
         }
@@ -287,7 +298,7 @@ public final class AddressTable<V> {
     /** Removes every key; keeps the capacity. */
     public void clear() {
         Arrays.fill(keys, 0);
-        if (objects != null) {
+        if (!intValues) {
             Arrays.fill(objects, null);
         }
         count = 0;

@@ -19,6 +19,7 @@ import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The algorithms of PyTorch's {@code DeviceCachingAllocator} (2.5 era; allocator.md §1–§6), on the state of one
@@ -79,7 +80,7 @@ final class AllocatorCore {
     boolean accumulatedReset;
 
     /** Recycled Block objects, so that splitting and merging allocate nothing in steady state. */
-    private Block spareBlocks;
+    private @Nullable Block spareBlocks;
 
     private int spareCount;
     private static final int MAX_SPARE = 4096;
@@ -139,12 +140,11 @@ final class AllocatorCore {
 
     Block newBlock(long ptr, long size, long stream, BlockPool pool) {
         Block b = spareBlocks;
-        if (b != null) {
-            spareBlocks = b.next;
-            spareCount--;
-        } else {
-            b = new Block();
+        if (b == null) {
+            return new Block(ptr, size, stream, pool);
         }
+        spareBlocks = b.next;
+        spareCount--;
         b.reset(ptr, size, stream, pool);
         return b;
     }
@@ -191,7 +191,7 @@ final class AllocatorCore {
     }
 
     /** {@code get_free_block} (allocator.md §2.2): best fit on the request's stream, with the expandable walk and the oversize rules. */
-    private Block getFreeBlock(BlockPool pool, long stream, long size) {
+    private @Nullable Block getFreeBlock(BlockPool pool, long stream, long size) {
         if (setFraction && gcActive) {
             pool.getFreeBlocksCallCount++;
         }
@@ -242,8 +242,8 @@ final class AllocatorCore {
      * {@code alloc_block} (allocator.md §3 step 4.2): the fraction check, then expandable growth or a new cudaMalloc'd
      * segment. Returns the new block (not in any tree) or null on out-of-memory; other device errors propagate.
      */
-    private Block allocBlock(
-            BlockPool pool, long stream, long size, long allocSize, boolean isRetry, List<Frame> context) {
+    private @Nullable Block allocBlock(
+            BlockPool pool, long stream, long size, long allocSize, boolean isRetry, @Nullable List<Frame> context) {
         if (isRetry) {
             stats.countAllocRetry();
             AllocatorEvents.retry(device.index(), size, allocSize, stream);
@@ -275,7 +275,7 @@ final class AllocatorCore {
 
     /** {@code alloc_found_block} (allocator.md §2.4): carve the low part when splitting, then account the allocation. */
     private Block allocFoundBlock(
-            Block block, BlockPool pool, long size, long origSize, List<Frame> context, boolean split) {
+            Block block, BlockPool pool, long size, long origSize, @Nullable List<Frame> context, boolean split) {
         int type = pool.statType;
         boolean alreadySplit = block.isSplit();
         if (split) {
@@ -320,7 +320,7 @@ final class AllocatorCore {
     }
 
     private OutOfMemoryException outOfMemory(
-            long origSize, long size, long allocSize, long stream, List<Frame> context) {
+            long origSize, long size, long allocSize, long stream, @Nullable List<Frame> context) {
         long deviceFree = device.freeMemory();
         long total = device.totalMemory();
         trace.record(TraceAction.OOM, 0, size, stream, context, deviceFree);
@@ -395,7 +395,7 @@ final class AllocatorCore {
      * device fails to create or record an event, the events already queued stand (the block waits on them, or
      * is freed at once when there are none) and the failure propagates.
      */
-    private void insertEvents(Block block, List<Frame> context) {
+    private void insertEvents(Block block, @Nullable List<Frame> context) {
         int n = block.streamUseCount;
         block.streamUseCount = 0;
         for (int i = 0; i < n; i++) {
@@ -421,7 +421,7 @@ final class AllocatorCore {
     }
 
     /** {@code free_block} (free_completed): merge, return to the pool, update active/requested/inactive_split. */
-    void freeBlock(Block block, List<Frame> context) {
+    void freeBlock(Block block, @Nullable List<Frame> context) {
         trace.record(
                 TraceAction.FREE_COMPLETED,
                 block.ptr,
@@ -460,7 +460,7 @@ final class AllocatorCore {
     }
 
     /** {@code try_merge_blocks} (allocator.md §2.5): absorbs {@code src} into {@code dst}; {@code dst} is in no tree. */
-    long tryMergeBlocks(Block dst, Block src, BlockPool pool) {
+    long tryMergeBlocks(Block dst, @Nullable Block src, BlockPool pool) {
         if (src == null || src.allocated || src.eventCount > 0 || src.hasStreamUses() || dst.mapped != src.mapped) {
             return 0;
         }
@@ -491,7 +491,7 @@ final class AllocatorCore {
     // ---------------------------------------------------------------- events
 
     /** {@code process_events}: per stream, complete events in FIFO order up to the first one not yet done. */
-    void processEvents(List<Frame> context) {
+    void processEvents(@Nullable List<Frame> context) {
         if (events.isEmpty()) {
             return;
         }
@@ -511,7 +511,7 @@ final class AllocatorCore {
     }
 
     /** {@code synchronize_and_free_events}: waits for every outstanding event and frees its blocks. */
-    void synchronizeAndFreeEvents(List<Frame> context) {
+    void synchronizeAndFreeEvents(@Nullable List<Frame> context) {
         stats.countSyncAllStreams();
         Iterator<Map.Entry<Long, ArrayDeque<StreamEvents.Pending>>> it = events.streams();
         while (it.hasNext()) {
@@ -528,7 +528,7 @@ final class AllocatorCore {
      * Takes the stream's oldest event, which has completed, off its queue and back to the pool; the block it
      * guarded is freed once its last outstanding event is done.
      */
-    private void completeFirstEvent(ArrayDeque<StreamEvents.Pending> q, List<Frame> context) {
+    private void completeFirstEvent(ArrayDeque<StreamEvents.Pending> q, @Nullable List<Frame> context) {
         StreamEvents.Pending p = q.pollFirst();
         events.removed(1);
         events.giveBack(p.event());
@@ -541,7 +541,7 @@ final class AllocatorCore {
     // ---------------------------------------------------------------- releasing memory (allocator.md §4.2–§4.4)
 
     /** {@code release_cached_blocks}: empty_cache() and the last OOM retry. */
-    boolean releaseCachedBlocks(List<Frame> context) {
+    boolean releaseCachedBlocks(@Nullable List<Frame> context) {
         synchronizeAndFreeEvents(context);
         releaseBlocks(largeBlocks, context);
         releaseBlocks(smallBlocks, context);
@@ -549,7 +549,7 @@ final class AllocatorCore {
     }
 
     /** {@code release_blocks}: cudaFree whole free segments in pool order; unmap free pages of expandable ones. */
-    private void releaseBlocks(BlockPool pool, List<Frame> context) {
+    private void releaseBlocks(BlockPool pool, @Nullable List<Frame> context) {
         List<Block> toUnmap = null;
         Block b = pool.blocks.first();
         while (b != null) {
@@ -585,7 +585,7 @@ final class AllocatorCore {
         for (BlockPool pool : new BlockPool[] {largeBlocks, smallBlocks}) {
             List<Block> whole = null;
             for (Block u = pool.unmapped.first(); u != null; u = BlockTree.next(u)) {
-                if (!u.isSplit() && u.size == u.expandable.size()) {
+                if (!u.isSplit() && u.size == u.expandableSegment().size()) {
                     if (whole == null) {
                         whole = new ArrayList<>();
                     }
@@ -603,7 +603,7 @@ final class AllocatorCore {
      * {@code segment_free} entry come before the driver call, so a failing cudaFree leaves them recorded and the
      * segment cached (allocator.md §11).
      */
-    private void releaseBlock(Block block, List<Frame> context) {
+    private void releaseBlock(Block block, @Nullable List<Frame> context) {
         stats.countDeviceFree();
         trace.record(
                 TraceAction.SEGMENT_FREE,
@@ -631,7 +631,8 @@ final class AllocatorCore {
      * max_split_size changed or expandable segments were toggled on, where PyTorch would cudaFree a block that is
      * not a whole segment and break its own state: allocator.md §11).
      */
-    private boolean releaseAvailableCachedBlocks(BlockPool pool, long stream, long size, List<Frame> context) {
+    private boolean releaseAvailableCachedBlocks(
+            BlockPool pool, long stream, long size, @Nullable List<Frame> context) {
         long maxSplit = maxSplitSize;
         if (maxSplit == AllocatorConfig.UNLIMITED) {
             return false;
@@ -663,7 +664,7 @@ final class AllocatorCore {
     }
 
     /** {@code garbage_collect_cached_blocks} (allocator.md §4.4): frees old unsplit large blocks down to the threshold. */
-    private void garbageCollectCachedBlocks(List<Frame> context) {
+    private void garbageCollectCachedBlocks(@Nullable List<Frame> context) {
         long gcThreshold = (long) (config.garbageCollectionThreshold() * (double) allowedMemoryMaximum);
         if (totalAllocatedMemory <= gcThreshold) {
             return;
@@ -705,7 +706,8 @@ final class AllocatorCore {
     // ---------------------------------------------------------------- expandable segments (allocator.md §5)
 
     /** {@code try_allocate_expandable_block}: map pages at the lowest address that fits, growing by whole pages. */
-    private Block tryAllocateExpandableBlock(long stream, BlockPool pool, long size, List<Frame> context) {
+    private @Nullable Block tryAllocateExpandableBlock(
+            long stream, BlockPool pool, long size, @Nullable List<Frame> context) {
         Block candidate = findExpandableBlock(stream, pool, size);
         if (!hasAvailableAddressSpace(candidate, size)) {
             // A request larger than a whole fresh reservation (1.125 x the device's memory): on CUDA the pages
@@ -718,6 +720,9 @@ final class AllocatorCore {
         while (candidate.size < size) {
             long remaining = size - candidate.size;
             Block newCandidate = candidate.next;
+            if (newCandidate == null) {
+                throw new IllegalStateException("expandable run ends before the size it was checked for: " + candidate);
+            }
             if (!mapBlock(newCandidate, Math.min(remaining, newCandidate.size), context)) {
                 return null;
             }
@@ -749,7 +754,7 @@ final class AllocatorCore {
         return candidate;
     }
 
-    private static boolean hasAvailableAddressSpace(Block b, long size) {
+    private static boolean hasAvailableAddressSpace(@Nullable Block b, long size) {
         long bytes = 0;
         while (bytes < size && b != null && b.isAvailable()) {
             bytes += b.size;
@@ -759,8 +764,8 @@ final class AllocatorCore {
     }
 
     /** {@code map_block}: maps the pages covering the first {@code size} bytes of an unmapped block. */
-    private boolean mapBlock(Block toMap, long size, List<Frame> context) {
-        ExpandableSegment es = toMap.expandable;
+    private boolean mapBlock(Block toMap, long size, @Nullable List<Frame> context) {
+        ExpandableSegment es = toMap.expandableSegment();
         long start = toMap.ptr;
         long mapped = es.map(start, size);
         if (mapped == 0) {
@@ -792,8 +797,8 @@ final class AllocatorCore {
     }
 
     /** {@code unmap_block}: unmaps the whole pages inside a free block; partial pages stay as free blocks. */
-    private void unmapBlock(Block block, List<Frame> context) {
-        ExpandableSegment es = block.expandable;
+    private void unmapBlock(Block block, @Nullable List<Frame> context) {
+        ExpandableSegment es = block.expandableSegment();
         int beginPage = es.pageCeil(block.ptr);
         int endPage = es.pageFloor(block.ptr + block.size);
         if (beginPage >= endPage) {
@@ -802,7 +807,7 @@ final class AllocatorCore {
         int reached = es.unmapPages(beginPage, endPage);
         // Not only when it stopped early: a failed cuMemRelease of the last page reaches endPage and still failed.
         RuntimeException failure = es.unmapFailure();
-        if (reached == beginPage) {
+        if (failure != null && reached == beginPage) { // stopping at beginPage always comes with a failure
             throw failure;
         }
         endPage = reached;
@@ -846,7 +851,7 @@ final class AllocatorCore {
     }
 
     /** Links {@code b} between {@code before} and {@code after}. */
-    private static void splice(Block b, Block before, Block after) {
+    private static void splice(Block b, @Nullable Block before, @Nullable Block after) {
         b.prev = before;
         b.next = after;
         if (before != null) {
@@ -859,7 +864,7 @@ final class AllocatorCore {
 
     /** Destroys a fully unmapped expandable segment (no trace entry, no stat). */
     private void releaseExpandableSegment(Block block) {
-        ExpandableSegment es = block.expandable;
+        ExpandableSegment es = block.expandableSegment();
         if (block.size != es.size() || block.mapped) {
             throw new IllegalStateException("block disagrees with its expandable segment: " + block);
         }

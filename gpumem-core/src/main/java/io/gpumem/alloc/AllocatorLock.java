@@ -4,6 +4,7 @@ import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.locks.LockSupport;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The allocators' mutex (the exact allocator's, and the policies' in {@code io.gpumem.policy}): reentrant (a trace tracker or context supplier may call back into the allocator, as
@@ -44,7 +45,7 @@ public final class AllocatorLock {
     }
 
     @SuppressWarnings("unused") // accessed through OWNER
-    private volatile Thread owner;
+    private volatile @Nullable Thread owner;
 
     private int holds;
 

@@ -3,6 +3,7 @@ package io.gpumem.alloc;
 import io.gpumem.history.Frame;
 import java.util.Arrays;
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A contiguous address range inside a segment: PyTorch's {@code Block} (allocator.md §2.1), plus the links of the
@@ -28,28 +29,44 @@ final class Block extends OrderedBlock<Block> {
     /** Meaningful for expandable segments only; always true for cudaMalloc'd segments. */
     boolean mapped = true;
 
+    @Nullable
     Block prev;
+
+    @Nullable
     Block next;
     /** Outstanding events recorded for this block on other streams. */
     int eventCount;
-    /** Streams recorded with record_stream since the allocation, in insertion order; null when none. */
-    long[] streamUses;
+    /**
+     * Streams recorded with record_stream since the allocation, in insertion order: the first
+     * {@link #streamUseCount} entries. Starts as a shared empty array and keeps its capacity across recycling.
+     */
+    long[] streamUses = NO_STREAMS;
 
     int streamUseCount;
     /** Value of the pool's GC clock when the block was last inserted into the free tree. */
     long gcCountBase;
     /** The expandable segment this block lives in, or null for a cudaMalloc'd segment. */
+    @Nullable
     ExpandableSegment expandable;
     /** Stack of the last allocation (null when none was captured). */
+    @Nullable
     List<Frame> contextWhenAllocated;
-    /** Stack of the segment's allocation; kept by the segment's head block. */
+    /** Stack of the segment's allocation, null when none was captured; kept by the segment's head block. */
+    @Nullable
     List<Frame> contextWhenSegmentAllocated;
 
     /** Where the block sits in a {@link SizeOrderedBlocks} (valid while it is in one; kept afterwards as a hint for the next insert). */
-    SizeOrderedBlocks.Lane lane;
+    SizeOrderedBlocks.@Nullable Lane lane;
 
     int sizeClass;
 
+    private static final long[] NO_STREAMS = {};
+
+    Block(long ptr, long size, long stream, BlockPool pool) {
+        reset(ptr, size, stream, pool);
+    }
+
+    /** Makes this (recycled) block a new one: every field as the constructor leaves it. */
     void reset(long ptr, long size, long stream, BlockPool pool) {
         this.ptr = ptr;
         this.size = size;
@@ -74,6 +91,15 @@ final class Block extends OrderedBlock<Block> {
         sizeClass = 0;
     }
 
+    /** The expandable segment of a block known to live in one (an unmapped block, or one the caller checked). */
+    ExpandableSegment expandableSegment() {
+        ExpandableSegment es = expandable;
+        if (es == null) {
+            throw new IllegalStateException("not in an expandable segment: " + this);
+        }
+        return es;
+    }
+
     boolean isSplit() {
         return prev != null || next != null;
     }
@@ -93,10 +119,8 @@ final class Block extends OrderedBlock<Block> {
                 return;
             }
         }
-        if (streamUses == null) {
-            streamUses = new long[2];
-        } else if (streamUseCount == streamUses.length) {
-            streamUses = Arrays.copyOf(streamUses, streamUseCount * 2);
+        if (streamUseCount == streamUses.length) {
+            streamUses = Arrays.copyOf(streamUses, Math.max(2, streamUseCount * 2));
         }
         streamUses[streamUseCount++] = s;
     }

@@ -2,6 +2,7 @@ package io.gpumem.alloc;
 
 import java.util.ArrayList;
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 
 /**
  * An ordered set of blocks with the links stored in the blocks themselves (an intrusive treap), so that
@@ -95,16 +96,16 @@ public final class BlockTree<B extends OrderedBlock<B>> {
         count--;
     }
 
-    /** The first block not less than the key (stream, size, ptr); size is ignored in address order. */
-    public B ceiling(long stream, long size, long ptr) {
+    /** The first block not less than the key (stream, size, ptr), or null; size is ignored in address order. */
+    public @Nullable B ceiling(long stream, long size, long ptr) {
         return ceiling(root[0], stream, size, ptr, bySize);
     }
 
-    public B first() {
+    public @Nullable B first() {
         return leftmost(root[0]);
     }
 
-    public B last() {
+    public @Nullable B last() {
         return rightmost(root[0]);
     }
 
@@ -147,9 +148,12 @@ public final class BlockTree<B extends OrderedBlock<B>> {
      */
     public void checkShape(String name, List<String> violations) {
         int seen = checkShape(root[0], null, this, bySize, name, violations);
-        for (B b = first(), n = b == null ? null : next(b); n != null; b = n, n = next(n)) {
-            if (compare(n, b.stream, b.size, b.ptr, bySize) <= 0) {
-                violations.add(name + ": " + n + " does not follow " + b + " in order");
+        B b = first();
+        if (b != null) {
+            for (B n = next(b); n != null; b = n, n = next(n)) {
+                if (compare(n, b.stream, b.size, b.ptr, bySize) <= 0) {
+                    violations.add(name + ": " + n + " does not follow " + b + " in order");
+                }
             }
         }
         if (seen != count) {
@@ -159,14 +163,14 @@ public final class BlockTree<B extends OrderedBlock<B>> {
 
     /** {@link #checkShape} for a tree rooted at {@code top} whose nodes must have {@code container == owner}. */
     static <B extends OrderedBlock<B>> int checkShape(
-            B top, B parent, Object owner, boolean bySize, String name, List<String> violations) {
+            @Nullable B top, @Nullable B parent, Object owner, boolean bySize, String name, List<String> violations) {
         if (top == null) {
             return 0;
         }
-        if (top.parent != parent) {
+        if (!same(top.parent, parent)) {
             violations.add(name + ": wrong parent link at " + top);
         }
-        if (top.container != owner) {
+        if (!same(top.container, owner)) {
             violations.add(name + ": " + top + " not marked as held by this tree");
         }
         if (top.left != null) {
@@ -192,6 +196,18 @@ public final class BlockTree<B extends OrderedBlock<B>> {
     }
 
     // ------------------------------------------------------------ the treap, on a root slot
+
+    /**
+     * Whether {@code a} and {@code b} are the same node (or the same container): identity is what the links mean,
+     * and no block type has any other equality ({@code Block} and the stitch policy's block are final and keep
+     * Object's equals). Error Prone's ReferenceEquality cannot prove that, because {@link OrderedBlock} has to stay
+     * open to the policy package's block (outside a named module a sealed class cannot permit a subclass in another
+     * package); this is the one place that says so. Inlined by the JIT: the links are compared as before.
+     */
+    @SuppressWarnings("ReferenceEquality")
+    private static boolean same(@Nullable Object a, @Nullable Object b) {
+        return a == b;
+    }
 
     /** The next value of a xorshift32 sequence: a block's random priority. */
     static int nextPriority(int x) {
@@ -246,22 +262,22 @@ public final class BlockTree<B extends OrderedBlock<B>> {
         }
         b.parent = cur;
         int priority = b.priority;
-        while (b.parent != null && priority > b.parent.priority) {
-            if (b == b.parent.left) {
-                rotateRight(roots, slot, b.parent);
+        for (B p = b.parent; p != null && priority > p.priority; p = b.parent) {
+            if (same(b, p.left)) {
+                rotateRight(roots, slot, p, b);
             } else {
-                rotateLeft(roots, slot, b.parent);
+                rotateLeft(roots, slot, p, b);
             }
         }
     }
 
     /** Unlinks {@code b} from the tree rooted at {@code roots[slot]}, which must hold it. */
     static <B extends OrderedBlock<B>> void unlink(B[] roots, int slot, B b) {
-        while (b.left != null && b.right != null) {
-            if (b.left.priority > b.right.priority) {
-                rotateRight(roots, slot, b);
+        for (B l = b.left, r = b.right; l != null && r != null; l = b.left, r = b.right) {
+            if (l.priority > r.priority) {
+                rotateRight(roots, slot, b, l);
             } else {
-                rotateLeft(roots, slot, b);
+                rotateLeft(roots, slot, b, r);
             }
         }
         B child = b.left != null ? b.left : b.right;
@@ -271,21 +287,22 @@ public final class BlockTree<B extends OrderedBlock<B>> {
         b.parent = null;
     }
 
-    private static <B extends OrderedBlock<B>> void replaceChild(B[] roots, int slot, B parent, B old, B child) {
+    private static <B extends OrderedBlock<B>> void replaceChild(
+            B[] roots, int slot, @Nullable B parent, B old, @Nullable B child) {
         if (child != null) {
             child.parent = parent;
         }
         if (parent == null) {
             roots[slot] = child;
-        } else if (parent.left == old) {
+        } else if (same(parent.left, old)) {
             parent.left = child;
         } else {
             parent.right = child;
         }
     }
 
-    private static <B extends OrderedBlock<B>> void rotateRight(B[] roots, int slot, B p) {
-        B x = p.left;
+    /** Rotates {@code p}'s left child {@code x} up into p's place. */
+    private static <B extends OrderedBlock<B>> void rotateRight(B[] roots, int slot, B p, B x) {
         p.left = x.right;
         if (x.right != null) {
             x.right.parent = p;
@@ -295,8 +312,8 @@ public final class BlockTree<B extends OrderedBlock<B>> {
         p.parent = x;
     }
 
-    private static <B extends OrderedBlock<B>> void rotateLeft(B[] roots, int slot, B p) {
-        B x = p.right;
+    /** Rotates {@code p}'s right child {@code x} up into p's place. */
+    private static <B extends OrderedBlock<B>> void rotateLeft(B[] roots, int slot, B p, B x) {
         p.right = x.left;
         if (x.left != null) {
             x.left.parent = p;
@@ -307,7 +324,8 @@ public final class BlockTree<B extends OrderedBlock<B>> {
     }
 
     /** The first block not less than the key under {@code root}, or null. */
-    static <B extends OrderedBlock<B>> B ceiling(B root, long stream, long size, long ptr, boolean bySize) {
+    static <B extends OrderedBlock<B>> @Nullable B ceiling(
+            @Nullable B root, long stream, long size, long ptr, boolean bySize) {
         B cur = root;
         B best = null;
         while (cur != null) {
@@ -322,7 +340,7 @@ public final class BlockTree<B extends OrderedBlock<B>> {
     }
 
     /** The smallest block under {@code root}, or null. */
-    static <B extends OrderedBlock<B>> B leftmost(B root) {
+    static <B extends OrderedBlock<B>> @Nullable B leftmost(@Nullable B root) {
         B cur = root;
         if (cur == null) {
             return null;
@@ -334,7 +352,7 @@ public final class BlockTree<B extends OrderedBlock<B>> {
     }
 
     /** The largest block under {@code root}, or null. */
-    static <B extends OrderedBlock<B>> B rightmost(B root) {
+    static <B extends OrderedBlock<B>> @Nullable B rightmost(@Nullable B root) {
         B cur = root;
         if (cur == null) {
             return null;
@@ -346,7 +364,7 @@ public final class BlockTree<B extends OrderedBlock<B>> {
     }
 
     /** In-order successor of {@code b} (which must be in this tree), or null. */
-    static <B extends OrderedBlock<B>> B next(B b) {
+    static <B extends OrderedBlock<B>> @Nullable B next(B b) {
         if (b.right != null) {
             B cur = b.right;
             while (cur.left != null) {
@@ -356,7 +374,7 @@ public final class BlockTree<B extends OrderedBlock<B>> {
         }
         B cur = b;
         B p = b.parent;
-        while (p != null && p.right == cur) {
+        while (p != null && same(p.right, cur)) {
             cur = p;
             p = p.parent;
         }
@@ -364,7 +382,7 @@ public final class BlockTree<B extends OrderedBlock<B>> {
     }
 
     /** In-order predecessor of {@code b} (which must be in this tree), or null. */
-    static <B extends OrderedBlock<B>> B prev(B b) {
+    static <B extends OrderedBlock<B>> @Nullable B prev(B b) {
         if (b.left != null) {
             B cur = b.left;
             while (cur.right != null) {
@@ -374,7 +392,7 @@ public final class BlockTree<B extends OrderedBlock<B>> {
         }
         B cur = b;
         B p = b.parent;
-        while (p != null && p.left == cur) {
+        while (p != null && same(p.left, cur)) {
             cur = p;
             p = p.parent;
         }

@@ -3,6 +3,7 @@ package io.gpumem.alloc;
 import io.gpumem.device.Device;
 import io.gpumem.device.DeviceException;
 import java.util.Arrays;
+import org.jspecify.annotations.Nullable;
 
 /**
  * One expandable segment (allocator.md §5): a virtual address range reserved once, into which physical pages are
@@ -35,7 +36,7 @@ final class ExpandableSegment {
     final BlockPool pool;
     private long[] handles = new long[16];
     private int mappedPages;
-    private RuntimeException unmapFailure;
+    private @Nullable RuntimeException unmapFailure;
 
     private ExpandableSegment(Device device, long base, long pageSize, int pageCount, long stream, BlockPool pool) {
         this.device = device;
@@ -247,6 +248,7 @@ final class ExpandableSegment {
     }
 
     /** The driver failure of the last {@link #unmapPages} call that stopped early, else null. */
+    @Nullable
     RuntimeException unmapFailure() {
         return unmapFailure;
     }

@@ -296,7 +296,11 @@ final class InvariantChecker {
         Block prev = null;
         int n = 0;
         for (Block b = set.first(); b != null; b = set.next(b)) {
-            if (!set.contains(b) || b.sizeClass != SizeOrderedBlocks.sizeClass(b.size) || b.lane.stream != b.stream) {
+            SizeOrderedBlocks.Lane lane = b.lane;
+            if (!set.contains(b)
+                    || b.sizeClass != SizeOrderedBlocks.sizeClass(b.size)
+                    || lane == null
+                    || lane.stream != b.stream) {
                 v.add(name + ": block filed in the wrong place: " + b);
             }
             if (prev != null) {

@@ -1,5 +1,7 @@
 package io.gpumem.alloc;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * What every block kept in a {@link BlockTree} carries: its order key (stream, size, address) and the intrusive
  * treap links. Both allocator families' blocks extend it, the exact allocator's {@link Block} and the stitch
@@ -24,12 +26,18 @@ public abstract class OrderedBlock<B extends OrderedBlock<B>> {
     /** The stream handle the block belongs to (compared as unsigned in the tree order). */
     public long stream;
     /** Treap links (null when absent or when the block is in no tree) and the heap priority. */
+    @Nullable
     B left;
 
+    @Nullable
     B right;
+
+    @Nullable
     B parent;
+
     int priority;
     /** The {@link SizeOrderedBlocks} or stand-alone {@link BlockTree} holding the block; null when in neither. */
+    @Nullable
     Object container;
 
     /** Whether the block is in some tree or size-ordered set. */

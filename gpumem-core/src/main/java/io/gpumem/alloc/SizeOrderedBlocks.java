@@ -2,6 +2,7 @@ package io.gpumem.alloc;
 
 import java.util.ArrayList;
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The free blocks of a pool in PyTorch's best-fit order — stream handle as unsigned, then size, then address
@@ -49,7 +50,7 @@ final class SizeOrderedBlocks {
 
     private Lane[] lanes = new Lane[0];
     /** The lane used last: most operations in a row are on one stream. */
-    private Lane lastLane;
+    private @Nullable Lane lastLane;
 
     private int count;
     /** The xorshift state the treap priorities are drawn from. */
@@ -142,7 +143,7 @@ final class SizeOrderedBlocks {
         if (!contains(b)) {
             throw new IllegalStateException("block not in this pool: " + b);
         }
-        Lane lane = b.lane;
+        Lane lane = laneOf(b);
         int c = b.sizeClass;
         BlockTree.unlink(lane.roots, c, b);
         b.container = null;
@@ -156,6 +157,15 @@ final class SizeOrderedBlocks {
         }
         lane.count--;
         count--;
+    }
+
+    /** The lane of {@code b}, which is in this set ({@link #insert} sets it; it stays set while b is in a set). */
+    private static Lane laneOf(Block b) {
+        Lane lane = b.lane;
+        if (lane == null) {
+            throw new IllegalStateException("block in no lane: " + b);
+        }
+        return lane;
     }
 
     /** First non-empty class ≥ c in the lane, or −1. */
@@ -188,21 +198,21 @@ final class SizeOrderedBlocks {
         return (fl << SL_BITS) | (63 - Long.numberOfLeadingZeros(lane.secondLevel[fl]));
     }
 
-    private static Block firstOfLane(Lane lane) {
+    private static @Nullable Block firstOfLane(Lane lane) {
         if (lane.count == 0) {
             return null;
         }
         return BlockTree.leftmost(lane.roots[nextClass(lane, 0)]);
     }
 
-    private static Block lastOfLane(Lane lane) {
+    private static @Nullable Block lastOfLane(Lane lane) {
         if (lane.count == 0) {
             return null;
         }
         return BlockTree.rightmost(lane.roots[prevClass(lane, (FL_COUNT << SL_BITS) - 1)]);
     }
 
-    private Block firstFromLane(int i) {
+    private @Nullable Block firstFromLane(int i) {
         for (; i < lanes.length; i++) {
             Block b = firstOfLane(lanes[i]);
             if (b != null) {
@@ -212,7 +222,7 @@ final class SizeOrderedBlocks {
         return null;
     }
 
-    private Block lastBeforeLane(int i) {
+    private @Nullable Block lastBeforeLane(int i) {
         for (i--; i >= 0; i--) {
             Block b = lastOfLane(lanes[i]);
             if (b != null) {
@@ -222,7 +232,8 @@ final class SizeOrderedBlocks {
         return null;
     }
 
-    /** The first block not less than the key (stream, size, ptr). */
+    /** The first block not less than the key (stream, size, ptr), or null. */
+    @Nullable
     Block ceiling(long stream, long size, long ptr) {
         Lane lane = lastLane;
         if (lane == null || lane.stream != stream) {
@@ -253,21 +264,24 @@ final class SizeOrderedBlocks {
         return firstFromLane(laneIndex(stream) + 1);
     }
 
+    @Nullable
     Block first() {
         return firstFromLane(0);
     }
 
+    @Nullable
     Block last() {
         return lastBeforeLane(lanes.length);
     }
 
     /** Successor of {@code b} (in this set) in the total order, or null. */
+    @Nullable
     Block next(Block b) {
         Block n = BlockTree.next(b);
         if (n != null) {
             return n;
         }
-        Lane lane = b.lane;
+        Lane lane = laneOf(b);
         int c = b.sizeClass + 1 < (FL_COUNT << SL_BITS) ? nextClass(lane, b.sizeClass + 1) : -1;
         if (c >= 0) {
             return BlockTree.leftmost(lane.roots[c]);
@@ -276,12 +290,13 @@ final class SizeOrderedBlocks {
     }
 
     /** Predecessor of {@code b} (in this set) in the total order, or null. */
+    @Nullable
     Block prev(Block b) {
         Block p = BlockTree.prev(b);
         if (p != null) {
             return p;
         }
-        Lane lane = b.lane;
+        Lane lane = laneOf(b);
         int c = b.sizeClass > 0 ? prevClass(lane, b.sizeClass - 1) : -1;
         if (c >= 0) {
             return BlockTree.rightmost(lane.roots[c]);

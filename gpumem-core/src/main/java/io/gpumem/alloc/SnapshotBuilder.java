@@ -16,6 +16,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Builds {@link MemorySnapshot}s the way PyTorch's {@code snapshot()} does (allocator.md §10): every block is visited
@@ -104,7 +105,7 @@ final class SnapshotBuilder {
         return List.copyOf(result);
     }
 
-    private static List<Frame> frames(List<Frame> f) {
+    private static List<Frame> frames(@Nullable List<Frame> f) {
         return f == null ? List.of() : f;
     }
 

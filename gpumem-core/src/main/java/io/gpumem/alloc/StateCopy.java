@@ -85,12 +85,11 @@ final class StateCopy {
         if (b.expandable != null || b.eventCount != 0) {
             throw new IllegalStateException("cannot copy " + b + ": expandable or waiting on events");
         }
-        Block c = new Block();
-        c.reset(b.ptr, b.size, b.stream, b.pool == from.smallBlocks ? to.smallBlocks : to.largeBlocks);
+        Block c = new Block(b.ptr, b.size, b.stream, b.pool == from.smallBlocks ? to.smallBlocks : to.largeBlocks);
         c.requestedSize = b.requestedSize;
         c.allocated = b.allocated;
         c.mapped = b.mapped;
-        c.streamUses = b.streamUses == null ? null : b.streamUses.clone();
+        c.streamUses = b.streamUses.clone();
         c.streamUseCount = b.streamUseCount;
         c.gcCountBase = b.gcCountBase;
         c.contextWhenAllocated = b.contextWhenAllocated;

@@ -12,6 +12,7 @@ import static io.gpumem.alloc.DeviceStats.SEGMENT;
 
 import io.gpumem.device.Device;
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Implements {@link AllocatorInternals#restoreSegment}: validates the block list completely, then takes the
@@ -68,15 +69,17 @@ final class StateImporter {
     }
 
     /** Gives back what {@link #restore} took from the device. */
-    private static void undo(AllocatorCore core, ExpandableSegment es, long base) {
+    private static void undo(AllocatorCore core, @Nullable ExpandableSegment es, long base) {
         if (es == null) {
             core.device.free(base);
             return;
         }
         for (int i = 0; i < es.coveredPages(); i++) {
             if (es.isPageMapped(i)) {
-                if (es.unmapPages(i, i + 1) != i + 1) {
-                    throw es.unmapFailure();
+                // a short unmap always leaves its failure
+                RuntimeException failure = es.unmapPages(i, i + 1) == i + 1 ? null : es.unmapFailure();
+                if (failure != null) {
+                    throw failure;
                 }
             }
         }
@@ -185,7 +188,7 @@ final class StateImporter {
     private static void link(
             AllocatorCore core,
             BlockPool pool,
-            ExpandableSegment es,
+            @Nullable ExpandableSegment es,
             long base,
             long totalSize,
             long stream,
@@ -255,8 +258,9 @@ final class StateImporter {
         }
     }
 
-    private static Block firstOf(Block b) {
-        while (b.prev != null) {
+    /** The head of the segment {@code b} is in, or null for no block. */
+    private static @Nullable Block firstOf(@Nullable Block b) {
+        while (b != null && b.prev != null) {
             b = b.prev;
         }
         return b;

@@ -14,6 +14,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.Consumer;
 import java.util.function.LongSupplier;
 import java.util.function.Supplier;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The allocator's memory history (allocator.md §10.1): a ring buffer of the most recent {@link TraceEntry}s, the
@@ -43,7 +44,7 @@ final class TraceRecorder {
      */
     private volatile boolean active;
 
-    volatile Supplier<List<Frame>> contextSupplier;
+    volatile @Nullable Supplier<List<Frame>> contextSupplier;
     volatile LongSupplier clockMicros = TraceRecorder::wallClockMicros;
 
     static long wallClockMicros() {
@@ -98,6 +99,7 @@ final class TraceRecorder {
     }
 
     /** The caller's stack if the context level reaches {@code level}, else null. */
+    @Nullable
     List<Frame> maybeGatherContext(Context level) {
         if (recordContext.compareTo(level) < 0) {
             return null;
@@ -106,11 +108,11 @@ final class TraceRecorder {
         return s == null ? null : s.get();
     }
 
-    void record(TraceAction action, long addr, long size, long stream, List<Frame> context) {
+    void record(TraceAction action, long addr, long size, long stream, @Nullable List<Frame> context) {
         record(action, addr, size, stream, context, -1);
     }
 
-    void record(TraceAction action, long addr, long size, long stream, List<Frame> context, long deviceFree) {
+    void record(TraceAction action, long addr, long size, long stream, @Nullable List<Frame> context, long deviceFree) {
         if (!active) {
             return;
         }

@@ -286,12 +286,12 @@ final class AddressSpace {
         }
     }
 
-    /** Checks that [address, address+size) is granular and covered by whole mappings, exactly. */
     /** The mapping starting at {@code at}, which {@link #requireWholeMappings} has found there. */
     private Mapping mappingCheckedAt(long at) {
         return Objects.requireNonNull(mappings.get(at), "requireWholeMappings checked it");
     }
 
+    /** Checks that [address, address+size) is granular and covered by whole mappings, exactly. */
     private void requireWholeMappings(DeviceOp op, long address, long size, @Nullable String boundaryMessage) {
         requireAddress(op, address);
         requireSize(op, size);

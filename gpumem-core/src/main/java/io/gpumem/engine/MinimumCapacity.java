@@ -19,6 +19,8 @@ public final class MinimumCapacity {
     private MinimumCapacity() {}
 
     /**
+     * The smallest capacity that runs, by bisection between one that does not and one that does.
+     *
      * @param failing        a multiple of {@link #STEP} that does not run (or a floor below which none can)
      * @param running        a multiple of {@link #STEP} that runs; raised to {@code failing + STEP} when not above it
      * @param runsWithoutOom whether a run at the given capacity completes

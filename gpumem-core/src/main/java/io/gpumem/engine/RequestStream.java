@@ -8,7 +8,6 @@ import java.util.Arrays;
 import java.util.IdentityHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
-import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
 import org.jspecify.annotations.Nullable;
@@ -338,7 +337,7 @@ public final class RequestStream {
         private boolean[] live = new boolean[1024];
         private List<SegmentInfo> start = List.of();
         private final List<List<Frame>> sites = new ArrayList<>();
-        private final Map<List<Frame>, Integer> siteIndex = new IdentityHashMap<>();
+        private final IdentityHashMap<List<Frame>, Integer> siteIndex = new IdentityHashMap<>();
         private List<Frame> defaultFrames = List.of();
         private boolean firstUseOrder;
 

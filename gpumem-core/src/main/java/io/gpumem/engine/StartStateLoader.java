@@ -53,7 +53,7 @@ public final class StartStateLoader {
             boolean asClassic,
             LongUnaryOperator streams) {
         long[] shifts = new long[start.size()];
-        Map<SegmentInfo, Integer> index = new IdentityHashMap<>();
+        IdentityHashMap<SegmentInfo, Integer> index = new IdentityHashMap<>();
         Map<List<Long>, List<SegmentInfo>> expandableGroups = new HashMap<>();
         List<Integer> cachedOnly = new ArrayList<>();
         for (int si = 0; si < start.size(); si++) {

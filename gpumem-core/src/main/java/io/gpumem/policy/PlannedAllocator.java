@@ -11,6 +11,7 @@ import io.gpumem.stats.MemoryStats;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Map;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Policy {@code planned}: plan from a profile, serve online. A plan gives, for each request position in an
@@ -40,7 +41,9 @@ public final class PlannedAllocator implements GpuAllocator {
 
     private final StitchAllocator memory;
     private final GpuAllocatorInternals internals;
-    private StitchAllocator.Arena region;
+    /** The fixed arena the plan is served from; null until a plan is installed (profiling, or no plan yet). */
+    private StitchAllocator.@Nullable Arena region;
+
     private long[] plannedSize = new long[0];
     private long[] plannedOffset = new long[0];
     private int position;
@@ -224,8 +227,12 @@ public final class PlannedAllocator implements GpuAllocator {
         long rounded = StitchAllocator.roundSize(size);
         int k = position++;
         long ptr;
-        if (k < plannedSize.length && plannedSize[k] == rounded && rangeFree(plannedOffset[k], rounded)) {
-            ptr = memory.mallocFixed(region, plannedOffset[k], rounded, size, stream);
+        StitchAllocator.Arena plan = region;
+        if (plan != null
+                && k < plannedSize.length
+                && plannedSize[k] == rounded
+                && rangeFree(plan, plannedOffset[k], rounded)) {
+            ptr = memory.mallocFixed(plan, plannedOffset[k], rounded, size, stream);
             plannedServed++;
         } else {
             ptr = memory.mallocLocked(size, stream);
@@ -249,9 +256,9 @@ public final class PlannedAllocator implements GpuAllocator {
         return ptr;
     }
 
-    private boolean rangeFree(long offset, long size) {
-        long addr = region.base + offset;
-        var below = region.fixedBlocks.floorEntry(addr + size - 1);
+    private static boolean rangeFree(StitchAllocator.Arena plan, long offset, long size) {
+        long addr = plan.base + offset;
+        var below = plan.fixedBlocks.floorEntry(addr + size - 1);
         return below == null || below.getValue().ptr + below.getValue().size <= addr;
     }
 

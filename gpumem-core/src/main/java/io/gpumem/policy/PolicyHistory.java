@@ -10,6 +10,7 @@ import java.time.Instant;
 import java.util.List;
 import java.util.function.LongSupplier;
 import java.util.function.Supplier;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Memory history for the policies beside the PyTorch-exact one, with the exact allocator's semantics
@@ -25,7 +26,7 @@ final class PolicyHistory {
     private boolean recording;
     private Context context = Context.NONE;
     private final TraceEntryRing ring = new TraceEntryRing();
-    private Supplier<List<Frame>> frames;
+    private @Nullable Supplier<List<Frame>> frames;
     private LongSupplier clockMicros = PolicyHistory::wallClockMicros;
 
     private static long wallClockMicros() {
@@ -43,15 +44,16 @@ final class PolicyHistory {
         }
     }
 
-    void setFrames(Supplier<List<Frame>> frames) {
+    void setFrames(@Nullable Supplier<List<Frame>> frames) {
         this.frames = frames;
     }
 
-    void setClock(LongSupplier clockMicros) {
+    void setClock(@Nullable LongSupplier clockMicros) {
         this.clockMicros = clockMicros == null ? PolicyHistory::wallClockMicros : clockMicros;
     }
 
     /** The caller's stack when the context level reaches {@code level}, else null. */
+    @Nullable
     List<Frame> gather(Context level) {
         if (context.compareTo(level) < 0) {
             return null;
@@ -61,7 +63,7 @@ final class PolicyHistory {
     }
 
     /** Records an entry; its stack is kept only at context {@code ALLOC} or above. */
-    void record(TraceAction action, long addr, long size, long stream, List<Frame> stack, long deviceFree) {
+    void record(TraceAction action, long addr, long size, long stream, @Nullable List<Frame> stack, long deviceFree) {
         if (!recording) {
             return;
         }

@@ -19,6 +19,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.TreeMap;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Policy {@code stitch}: online defragmentation on virtual memory. Blocks live in large virtual arenas (one per
@@ -80,7 +81,7 @@ public final class StitchAllocator implements GpuAllocator {
     final List<Arena> arenas = new ArrayList<>();
     private final AddressTable<StitchBlock> live = AddressTable.forObjects(64);
     /** StitchBlock objects no structure refers to any more, kept for reuse (linked through {@code next}). */
-    private StitchBlock spareBlocks;
+    private @Nullable StitchBlock spareBlocks;
 
     final List<StitchBlock> pendingFrees = new ArrayList<>();
     long mappedPages;
@@ -111,7 +112,7 @@ public final class StitchAllocator implements GpuAllocator {
     private final PolicyHistory history = new PolicyHistory();
     private final GpuAllocatorInternals internals = new PolicyInternals(this, () -> {});
     /** The stack of the request being served (null unless history keeps stacks), for its map and unmap entries. */
-    private List<Frame> requestContext;
+    private @Nullable List<Frame> requestContext;
 
     public StitchAllocator(Device device) {
         if (!device.supportsVirtualMemory()) {
@@ -297,8 +298,8 @@ public final class StitchAllocator implements GpuAllocator {
         return addr;
     }
 
-    private long take(StitchBlock b, long rounded, long requested, long stream, List<Frame> context) {
-        Arena a = b.arena;
+    private long take(StitchBlock b, long rounded, long requested, long stream, @Nullable List<Frame> context) {
+        Arena a = b.arena();
         if (b.size > rounded && a.freeBySize.rekeyInPlace(b, b.size - rounded, b.ptr + rounded)) {
             // b stays in the free tree as the remainder; a block object in front of it is the allocation
             StitchBlock used = newBlock(a, b.ptr - rounded, rounded, stream);
@@ -330,7 +331,7 @@ public final class StitchAllocator implements GpuAllocator {
         return b.ptr;
     }
 
-    private void allocated(StitchBlock b, long requested, List<Frame> context) {
+    private void allocated(StitchBlock b, long requested, @Nullable List<Frame> context) {
         b.requested = requested;
         b.frames = context;
         history.record(TraceAction.ALLOC, b.ptr, requested, b.stream, context, -1);
@@ -626,10 +627,8 @@ public final class StitchAllocator implements GpuAllocator {
                 return;
             }
         }
-        if (b.usedOn == null) {
-            b.usedOn = new long[2];
-        } else if (b.usedCount == b.usedOn.length) {
-            b.usedOn = Arrays.copyOf(b.usedOn, 2 * b.usedCount);
+        if (b.usedCount == b.usedOn.length) {
+            b.usedOn = Arrays.copyOf(b.usedOn, Math.max(2, 2 * b.usedCount));
         }
         b.usedOn[b.usedCount++] = stream;
     }
@@ -665,7 +664,7 @@ public final class StitchAllocator implements GpuAllocator {
     private void release(StitchBlock b) {
         history.record(TraceAction.FREE_COMPLETED, b.ptr, b.requested, b.stream, b.frames, -1);
         b.frames = null;
-        Arena a = b.arena;
+        Arena a = b.arena();
         unpin(a, pageOf(b.ptr - a.base), pageOf(b.ptr + b.size - 1 - a.base));
         if (a.fixed) {
             a.fixedBlocks.remove(b.ptr);
@@ -675,33 +674,33 @@ public final class StitchAllocator implements GpuAllocator {
         b.free = true;
         StitchBlock p = b.prev;
         StitchBlock n = b.next;
-        boolean mergePrev = p != null && p.free;
-        boolean mergeNext = n != null && n.free;
-        if (mergePrev) {
-            long size = p.size + b.size;
+        StitchBlock freePrev = p != null && p.free ? p : null;
+        StitchBlock freeNext = n != null && n.free ? n : null;
+        if (freePrev != null) {
+            long size = freePrev.size + b.size;
             StitchBlock after = n;
-            if (mergeNext) {
-                a.freeBySize.remove(n);
-                size += n.size;
-                after = n.next;
-                recycle(n);
+            if (freeNext != null) {
+                a.freeBySize.remove(freeNext);
+                size += freeNext.size;
+                after = freeNext.next;
+                recycle(freeNext);
             }
-            p.next = after;
+            freePrev.next = after;
             if (after != null) {
-                after.prev = p;
+                after.prev = freePrev;
             }
             recycle(b);
-            rekey(a, p, size, p.ptr);
-        } else if (mergeNext) {
-            // n takes b's place, growing downwards
-            n.prev = p;
+            rekey(a, freePrev, size, freePrev.ptr);
+        } else if (freeNext != null) {
+            // the free next block takes b's place, growing downwards
+            freeNext.prev = p;
             if (p != null) {
-                p.next = n;
+                p.next = freeNext;
             }
-            long size = n.size + b.size;
+            long size = freeNext.size + b.size;
             long addr = b.ptr;
             recycle(b);
-            rekey(a, n, size, addr);
+            rekey(a, freeNext, size, addr);
         } else {
             a.freeBySize.insert(b);
         }
@@ -758,7 +757,7 @@ public final class StitchAllocator implements GpuAllocator {
         }
     }
 
-    private OutOfMemoryException outOfMemory(long requested, long rounded, long stream, List<Frame> context) {
+    private OutOfMemoryException outOfMemory(long requested, long rounded, long stream, @Nullable List<Frame> context) {
         ooms++;
         history.record(TraceAction.OOM, 0, rounded, stream, context, device.freeMemory());
         return new OutOfMemoryException(new OomReport(

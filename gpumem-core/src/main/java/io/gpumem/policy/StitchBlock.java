@@ -3,6 +3,7 @@ package io.gpumem.policy;
 import io.gpumem.alloc.OrderedBlock;
 import io.gpumem.history.Frame;
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 
 /**
  * One address block of a {@link StitchAllocator} arena: allocated, free, or awaiting its streams' events. Its
@@ -14,13 +15,25 @@ import java.util.List;
  * Design notes: policies.md §2.1.
  */
 final class StitchBlock extends OrderedBlock<StitchBlock> {
-    StitchAllocator.Arena arena;
+    private static final long[] NOT_USED = {};
+
+    /** The arena the block belongs to; null only while the block object waits on the spare list. */
+    StitchAllocator.@Nullable Arena arena;
+
     boolean free;
+
+    @Nullable
     StitchBlock prev;
+
+    @Nullable
     StitchBlock next;
-    long[] usedOn; // streams recorded with recordStream, then their events while pending
+
+    long[] usedOn =
+            NOT_USED; // the first usedCount: streams recorded with recordStream, then their events while pending
     int usedCount;
     long requested; // the unrounded request of an allocated block
+
+    @Nullable
     List<Frame> frames; // the request's stack while allocated, when history keeps stacks
 
     StitchBlock(StitchAllocator.Arena arena, long addr, long size, long stream) {
@@ -28,5 +41,14 @@ final class StitchBlock extends OrderedBlock<StitchBlock> {
         this.ptr = addr;
         this.size = size;
         this.stream = stream;
+    }
+
+    /** The block's arena: every block in use has one (a recycled block object on the spare list has none). */
+    StitchAllocator.Arena arena() {
+        StitchAllocator.Arena a = arena;
+        if (a == null) {
+            throw new IllegalStateException("recycled block object in use at 0x" + Long.toHexString(ptr));
+        }
+        return a;
     }
 }

@@ -26,18 +26,23 @@ final class StitchInvariants {
         require(liveBytes == st.allocated, "allocated bytes " + st.allocated + " but live blocks hold " + liveBytes);
         Set<Long> handles = new HashSet<>();
         long mapped = 0;
-        IdentityHashMap<Arena, int[]> expectedPins = new IdentityHashMap<>();
-        IdentityHashMap<Arena, StitchBlock[]> coveredBy = new IdentityHashMap<>();
+        List<PageUse> uses = new ArrayList<>(st.arenas.size());
+        IdentityHashMap<Arena, PageUse> useOf = new IdentityHashMap<>();
         for (Arena a : st.arenas) {
-            expectedPins.put(a, new int[a.pins.length]);
-            coveredBy.put(a, new StitchBlock[a.pins.length]);
+            PageUse u = new PageUse(a);
+            uses.add(u);
+            useOf.put(a, u);
         }
         List<StitchBlock> holding = st.liveBlocks();
         holding.addAll(st.pendingFrees);
         for (StitchBlock b : holding) {
-            int[] e = expectedPins.get(b.arena);
-            StitchBlock[] c = coveredBy.get(b.arena);
-            long off = b.ptr - b.arena.base;
+            PageUse u = useOf.get(b.arena);
+            if (u == null) {
+                throw broken("block 0x" + Long.toHexString(b.ptr) + " belongs to no arena of the allocator");
+            }
+            int[] e = u.pins;
+            StitchBlock[] c = u.coveredBy;
+            long off = b.ptr - u.arena.base;
             for (long p = off / st.page; p <= (off + b.size - 1) / st.page; p++) {
                 e[(int) p]++;
                 if (p * st.page >= off && (p + 1) * st.page <= off + b.size) {
@@ -45,9 +50,10 @@ final class StitchInvariants {
                 }
             }
         }
-        for (Arena a : st.arenas) {
-            int[] e = expectedPins.get(a);
-            StitchBlock[] c = coveredBy.get(a);
+        for (PageUse u : uses) {
+            Arena a = u.arena;
+            int[] e = u.pins;
+            StitchBlock[] c = u.coveredBy;
             boolean[] onList = new boolean[a.pins.length];
             int listed = 0;
             for (int p = a.unpinned.head(); p >= 0; p = a.unpinned.next(p)) {
@@ -136,9 +142,29 @@ final class StitchInvariants {
         require(mapped == st.mappedPages, "mapped page count " + st.mappedPages + " but " + mapped + " pages mapped");
     }
 
+    /**
+     * What the blocks say an arena's pages must hold: the pins each page should have, and the block that covers each
+     * page whole (the one allowed to pin a multi-page mapping).
+     */
+    private static final class PageUse {
+        final Arena arena;
+        final int[] pins;
+        final StitchBlock[] coveredBy;
+
+        PageUse(Arena arena) {
+            this.arena = arena;
+            this.pins = new int[arena.pins.length];
+            this.coveredBy = new StitchBlock[arena.pins.length];
+        }
+    }
+
     private static void require(boolean ok, String what) {
         if (!ok) {
-            throw new IllegalStateException("stitch allocator invariant broken: " + what);
+            throw broken(what);
         }
+    }
+
+    private static IllegalStateException broken(String what) {
+        return new IllegalStateException("stitch allocator invariant broken: " + what);
     }
 }

@@ -24,12 +24,12 @@ final class StitchSnapshot {
 
     static MemorySnapshot of(StitchAllocator st) {
         List<SegmentInfo> segments = new ArrayList<>();
-        Map<Arena, TreeMap<Long, StitchBlock>> held = new IdentityHashMap<>();
+        IdentityHashMap<Arena, TreeMap<Long, StitchBlock>> held = new IdentityHashMap<>();
         for (StitchBlock b : st.liveBlocks()) {
-            held.computeIfAbsent(b.arena, x -> new TreeMap<>()).put(b.ptr, b);
+            held.computeIfAbsent(b.arena(), x -> new TreeMap<>()).put(b.ptr, b);
         }
         for (StitchBlock b : st.pendingFrees) {
-            held.computeIfAbsent(b.arena, x -> new TreeMap<>()).put(b.ptr, b);
+            held.computeIfAbsent(b.arena(), x -> new TreeMap<>()).put(b.ptr, b);
         }
         for (Arena a : st.arenas) {
             TreeMap<Long, StitchBlock> inArena = held.getOrDefault(a, new TreeMap<>());

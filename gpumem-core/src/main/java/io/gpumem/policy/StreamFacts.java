@@ -3,6 +3,7 @@ package io.gpumem.policy;
 import io.gpumem.plan.LifetimeProblem;
 import java.util.Objects;
 import java.util.function.Supplier;
+import org.jspecify.annotations.Nullable;
 
 /**
  * What a policy may learn about a request stream before it serves it ({@link PolicyFactory#prepare}): whether the
@@ -15,10 +16,10 @@ public final class StreamFacts {
     private static final StreamFacts NONE = new StreamFacts(false, null);
 
     private final boolean marksSteps;
-    private final Supplier<LifetimeProblem> source;
-    private LifetimeProblem profile;
+    private final @Nullable Supplier<LifetimeProblem> source;
+    private @Nullable LifetimeProblem profile;
 
-    private StreamFacts(boolean marksSteps, Supplier<LifetimeProblem> source) {
+    private StreamFacts(boolean marksSteps, @Nullable Supplier<LifetimeProblem> source) {
         this.marksSteps = marksSteps;
         this.source = source;
     }
@@ -34,7 +35,7 @@ public final class StreamFacts {
      * @param marksSteps whether the stream marks step boundaries
      * @param profile    builds the stream's profile (called at most once), or {@code null} when there is none
      */
-    public static StreamFacts of(boolean marksSteps, Supplier<LifetimeProblem> profile) {
+    public static StreamFacts of(boolean marksSteps, @Nullable Supplier<LifetimeProblem> profile) {
         return new StreamFacts(marksSteps, profile);
     }
 
@@ -54,12 +55,14 @@ public final class StreamFacts {
      * @throws IllegalStateException when the stream offers none
      */
     public synchronized LifetimeProblem profile() {
-        if (profile == null) {
+        LifetimeProblem built = profile;
+        if (built == null) {
             if (source == null) {
                 throw new IllegalStateException("this request stream offers no profile to plan from");
             }
-            profile = Objects.requireNonNull(source.get(), "profile");
+            built = Objects.requireNonNull(source.get(), "profile");
+            profile = built;
         }
-        return profile;
+        return built;
     }
 }

@@ -27,9 +27,7 @@ class DataStructuresTest {
     };
 
     private static Block block(long stream, long size, long ptr) {
-        Block b = new Block();
-        b.reset(ptr, size, stream, null);
-        return b;
+        return new Block(ptr, size, stream, null);
     }
 
     @Test

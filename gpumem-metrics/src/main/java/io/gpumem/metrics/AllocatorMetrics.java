@@ -4,8 +4,6 @@ import io.gpumem.alloc.GpuAllocator;
 import io.gpumem.stats.MemoryStats;
 import io.gpumem.stats.StatKind;
 import io.gpumem.stats.StatType;
-import io.micrometer.core.instrument.FunctionCounter;
-import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Tag;
 import io.micrometer.core.instrument.Tags;
@@ -25,28 +23,21 @@ import java.util.function.ToLongFunction;
  *       and frees, maps and unmaps included), {@code gpumem.allocator.retries} and {@code gpumem.allocator.ooms}.</li>
  * </ul>
  *
- * <p>Reads happen at scrape time only; one stats read serves every meter of a scrape (the map is kept for
- * {@link #REUSE_NANOS}). The registry holds the binder strongly (through its gauges), so binding and dropping it
+ * <p>Reads happen at scrape time only; one stats read serves every meter of a scrape (the snapshot is kept for
+ * {@link ScrapedStats#REUSE_NANOS}). The registry holds the meters strongly (through its gauges), so binding and dropping it
  * is safe. The stats supplier must be callable from the scraping thread: {@link GpuAllocator#stats()} is (its
  * implementations are safe for concurrent use); a simulation that runs on one thread can instead hand over the
  * stats it publishes (as {@code kv-sim --metrics-port} does).
  */
 public final class AllocatorMetrics implements MeterBinder {
-    /** How long one stats map serves the meters of a scrape. */
-    static final long REUSE_NANOS = 100_000_000L;
-
-    private final Supplier<MemoryStats> stats;
-    private final Tags tags;
-    private MemoryStats last;
-    private long lastRead;
+    private final ScrapedStats<MemoryStats> meters;
 
     /**
      * @param stats the allocator's {@link GpuAllocator#stats()}, or the last value published (null: none yet)
      * @param tags  tags for every meter (e.g. {@code device}, {@code policy})
      */
     public AllocatorMetrics(Supplier<MemoryStats> stats, Iterable<Tag> tags) {
-        this.stats = stats;
-        this.tags = Tags.of(tags);
+        this.meters = new ScrapedStats<>(stats, tags);
     }
 
     /**
@@ -107,28 +98,16 @@ public final class AllocatorMetrics implements MeterBinder {
     }
 
     private void gauge(MeterRegistry registry, String name, StatKind kind, StatType pool, String description) {
-        Gauge.builder(name, this, m -> m.read(s -> s.get(kind, pool).current()))
-                .tags(tags)
-                .tag("pool", pool.key())
-                .baseUnit(BaseUnits.BYTES)
-                .description(description)
-                .strongReference(true)
-                .register(registry);
+        meters.gauge(
+                registry,
+                name,
+                Tags.of("pool", pool.key()),
+                BaseUnits.BYTES,
+                s -> s.get(kind, pool).current(),
+                description);
     }
 
     private void counter(MeterRegistry registry, String name, ToLongFunction<MemoryStats> figure, String description) {
-        FunctionCounter.builder(name, this, m -> m.read(figure))
-                .tags(tags)
-                .description(description)
-                .register(registry);
-    }
-
-    private synchronized double read(ToLongFunction<MemoryStats> figure) {
-        long now = System.nanoTime();
-        if (last == null || now - lastRead > REUSE_NANOS) {
-            last = stats.get();
-            lastRead = now;
-        }
-        return last == null ? Double.NaN : figure.applyAsLong(last);
+        meters.counter(registry, name, Tags.empty(), figure::applyAsLong, description);
     }
 }

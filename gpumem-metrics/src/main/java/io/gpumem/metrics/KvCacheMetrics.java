@@ -2,14 +2,11 @@ package io.gpumem.metrics;
 
 import io.gpumem.kvcache.manager.KvCacheManager;
 import io.gpumem.kvcache.manager.KvCacheStats;
-import io.micrometer.core.instrument.FunctionCounter;
-import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Tag;
 import io.micrometer.core.instrument.Tags;
 import io.micrometer.core.instrument.binder.MeterBinder;
 import java.util.function.Supplier;
-import java.util.function.ToDoubleFunction;
 
 /**
  * Micrometer meters for a KV cache manager, read from its {@link KvCacheStats} snapshot:
@@ -25,128 +22,108 @@ import java.util.function.ToDoubleFunction;
  *       {@code gpumem.kv.refused.allocations}.</li>
  * </ul>
  *
- * <p>One snapshot serves every meter of a scrape (kept for {@link AllocatorMetrics#REUSE_NANOS}). The manager is
+ * <p>One snapshot serves every meter of a scrape (kept for {@link ScrapedStats#REUSE_NANOS}). The manager is
  * not thread-safe, so a scrape from another thread must not call {@link KvCacheManager#stats()} while it
  * works: hand this binder a snapshot the serving thread publishes (as {@code kv-sim --metrics-port} does), or
  * {@code manager::stats} when the scrape runs on the serving thread.
  */
 public final class KvCacheMetrics implements MeterBinder {
-    private final Supplier<KvCacheStats> stats;
-    private final Tags tags;
-    private KvCacheStats last;
-    private long lastRead;
+    private final ScrapedStats<KvCacheStats> meters;
 
+    /**
+     * @param stats the manager's stats, or the last snapshot published (null: none yet)
+     * @param tags  tags for every meter (e.g. {@code instance})
+     */
     public KvCacheMetrics(Supplier<KvCacheStats> stats, Iterable<Tag> tags) {
-        this.stats = stats;
-        this.tags = Tags.of(tags);
+        this.meters = new ScrapedStats<>(stats, tags);
     }
 
     @Override
     public void bindTo(MeterRegistry registry) {
-        gauge(
+        meters.gauge(
                 registry,
                 "gpumem.kv.usage",
                 Tags.of("cached", "excluded"),
+                null,
                 KvCacheStats::usage,
                 "Referenced KV blocks / usable blocks (cached-idle blocks count as free)");
-        gauge(
+        meters.gauge(
                 registry,
                 "gpumem.kv.usage",
                 Tags.of("cached", "included"),
+                null,
                 KvCacheStats::usageIncludingCached,
                 "KV blocks in use, cached-idle blocks counted as used");
-        gauge(
+        meters.gauge(
                 registry,
                 "gpumem.kv.prefix.hit.rate",
                 Tags.of("window", "recent"),
+                null,
                 KvCacheStats::prefixHitRateWindow,
                 "Prefix-cache hit tokens / queried tokens over the recent lookups");
-        gauge(
+        meters.gauge(
                 registry,
                 "gpumem.kv.prefix.hit.rate",
                 Tags.of("window", "lifetime"),
+                null,
                 KvCacheStats::prefixHitRate,
                 "Prefix-cache hit tokens / queried tokens since start");
-        gauge(
+        meters.gauge(
                 registry,
                 "gpumem.kv.requests",
                 Tags.of("state", "live"),
+                null,
                 s -> s.liveRequests(),
                 "Requests holding device blocks");
-        gauge(
+        meters.gauge(
                 registry,
                 "gpumem.kv.requests",
                 Tags.of("state", "swapped"),
+                null,
                 s -> s.swappedRequests(),
                 "Requests swapped out to the host");
-        counter(
+        meters.counter(
                 registry,
                 "gpumem.kv.preemptions",
                 Tags.of("mode", "recompute"),
                 s -> s.recomputePreemptions(),
                 "Preemptions by recompute (swap fallbacks included)");
-        counter(
+        meters.counter(
                 registry,
                 "gpumem.kv.preemptions",
                 Tags.of("mode", "swap"),
                 s -> s.swapPreemptions(),
                 "Preemptions by swap");
-        counter(
+        meters.counter(
                 registry,
                 "gpumem.kv.swap.fallbacks",
                 Tags.empty(),
                 s -> s.swapFallbacks(),
                 "Swap preemptions turned into recompute because the swap space was full");
-        counter(
+        meters.counter(
                 registry,
                 "gpumem.kv.prefix.queried.tokens",
                 Tags.empty(),
                 s -> s.prefixQueriedTokens(),
                 "Prompt tokens queried by prefix lookups");
-        counter(
+        meters.counter(
                 registry,
                 "gpumem.kv.prefix.hit.tokens",
                 Tags.empty(),
                 s -> s.prefixHitTokens(),
                 "Prompt tokens found cached");
-        counter(registry, "gpumem.kv.evictions", Tags.empty(), s -> s.evictions(), "Cached blocks evicted");
-        counter(
+        meters.counter(registry, "gpumem.kv.evictions", Tags.empty(), s -> s.evictions(), "Cached blocks evicted");
+        meters.counter(
                 registry,
                 "gpumem.kv.copy.on.write.blocks",
                 Tags.empty(),
                 s -> s.copyOnWriteBlocks(),
                 "Blocks copied before a write into a shared block");
-        counter(
+        meters.counter(
                 registry,
                 "gpumem.kv.refused.allocations",
                 Tags.empty(),
                 s -> s.refusedAllocations(),
                 "Slot allocations or swap-ins answered 'cannot'");
-    }
-
-    private void gauge(
-            MeterRegistry registry, String name, Tags extra, ToDoubleFunction<KvCacheStats> f, String description) {
-        Gauge.builder(name, this, m -> m.read(f))
-                .tags(tags.and(extra))
-                .description(description)
-                .strongReference(true)
-                .register(registry);
-    }
-
-    private void counter(
-            MeterRegistry registry, String name, Tags extra, ToDoubleFunction<KvCacheStats> f, String description) {
-        FunctionCounter.builder(name, this, m -> m.read(f))
-                .tags(tags.and(extra))
-                .description(description)
-                .register(registry);
-    }
-
-    private synchronized double read(ToDoubleFunction<KvCacheStats> f) {
-        long now = System.nanoTime();
-        if (last == null || now - lastRead > AllocatorMetrics.REUSE_NANOS) {
-            last = stats.get();
-            lastRead = now;
-        }
-        return last == null ? Double.NaN : f.applyAsDouble(last);
     }
 }

@@ -49,7 +49,7 @@ class MetricsTest {
         } catch (io.gpumem.oom.OutOfMemoryException expected) {
             // counted as an OOM and a retry
         }
-        Thread.sleep(AllocatorMetrics.REUSE_NANOS / 1_000_000 + 20);
+        Thread.sleep(ScrapedStats.REUSE_NANOS / 1_000_000 + 20);
         Map<String, Long> stats = a.stats().toPyTorchMap();
         assertThat(stats.get("num_ooms")).as("the set-up ran out of memory").isEqualTo(1L);
         try (PrometheusEndpoint endpoint = PrometheusEndpoint.start(registry, 0)) {

@@ -1,7 +1,8 @@
 package io.gpumem.cli.analysis;
 
+import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cli.SizeConverter;
-import io.gpumem.cli.options.AllocatorOptions;
+import io.gpumem.cli.options.PolicyOptions;
 import io.gpumem.cli.options.TraceFileOptions;
 import io.gpumem.cli.report.HtmlOutput;
 import io.gpumem.history.TraceEntry;
@@ -17,15 +18,11 @@ import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.session.TraceSession;
 import java.io.PrintWriter;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
-import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
-import picocli.CommandLine.Spec;
 
 /**
  * {@code gpumem analyze FILE [--at N]}: where the memory of a PyTorch snapshot went and what would fix it.
@@ -45,10 +42,7 @@ import picocli.CommandLine.Spec;
                 "Analyse a PyTorch memory snapshot: reserved, allocated, active and inactive-split bytes per pool,"
                         + " largest free block per pool and stream, fragmentation, the most wasteful segments, and for an OOM or a"
                         + " state near capacity a diagnosis with recommendations backed by compare runs.")
-public final class AnalyzeCommand implements Callable<Integer> {
-    @Spec
-    CommandSpec spec;
-
+public final class AnalyzeCommand extends GpumemCommand {
     @Mixin
     TraceFileOptions input;
 
@@ -82,12 +76,8 @@ public final class AnalyzeCommand implements Callable<Integer> {
     @Option(names = "--no-compare", description = "Skip the compare runs behind the recommendations.")
     boolean noCompare;
 
-    @Option(
-            names = "--policy",
-            paramLabel = "NAME[:OPTIONS]",
-            description = "An allocation policy for the recommender to try beside the configurations, as compare"
-                    + " --policy runs it (repeatable; default: none).")
-    List<String> policies = new ArrayList<>();
+    @Mixin
+    PolicyOptions policies;
 
     /** {@link #policies} parsed, before anything is read. */
     private List<PolicySpec> policySpecs = List.of();
@@ -100,13 +90,13 @@ public final class AnalyzeCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        PrintWriter out = spec.commandLine().getOut();
+        PrintWriter out = out();
         long capacityBytes = capacity == null ? MemoryState.UNKNOWN : capacity;
         if (top < 0) {
             throw new CommandLine.ParameterException(spec.commandLine(), "--top must be >= 0, got " + top);
         }
-        policySpecs = AllocatorOptions.policies(policies);
-        TraceSession session = input.open(spec.commandLine().getErr());
+        policySpecs = policies.specs();
+        TraceSession session = input.open(err());
         TraceSnapshot snapshot = session.trace();
         Path file = input.file();
         if (snapshot.segments().isEmpty()

@@ -1,8 +1,9 @@
 package io.gpumem.cli.analysis;
 
+import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cli.SizeConverter;
-import io.gpumem.cli.options.AllocatorOptions;
 import io.gpumem.cli.options.OutputFile;
+import io.gpumem.cli.options.PolicyOptions;
 import io.gpumem.cli.report.HtmlOutput;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.config.ConfigException;
@@ -31,12 +32,10 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
-import java.util.concurrent.Callable;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
-import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
-import picocli.CommandLine.Spec;
 
 /**
  * {@code gpumem demo}: the main job end to end. Generates a transformer training workload whose sequence
@@ -51,10 +50,7 @@ import picocli.CommandLine.Spec;
         description =
                 "Generate a realistic training workload, run it under the default allocator config and the"
                         + " alternatives on a simulated GPU, print the comparison and the analysis, and write a snapshot pickle.")
-public final class DemoCommand implements Callable<Integer> {
-    @Spec
-    CommandSpec spec;
-
+public final class DemoCommand extends GpumemCommand {
     @Option(
             names = "--capacity",
             defaultValue = "24GiB",
@@ -123,12 +119,8 @@ public final class DemoCommand implements Callable<Integer> {
     @Option(names = "--no-min-capacity", description = "Skip the minimum-capacity search (faster).")
     boolean noMinCapacity;
 
-    @Option(
-            names = "--policy",
-            paramLabel = "NAME[:OPTIONS]",
-            description = "An allocation policy for the recommender to try beside the configurations (repeatable;"
-                    + " default: none; the table shows every registered policy either way).")
-    List<String> policies = new ArrayList<>();
+    @Mixin
+    PolicyOptions policies;
 
     @Option(
             names = "--snapshot",
@@ -147,7 +139,7 @@ public final class DemoCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
-        PrintWriter out = spec.commandLine().getOut();
+        PrintWriter out = out();
         if (outsideBytes >= capacityBytes) {
             throw new CommandLine.ParameterException(
                     spec.commandLine(),
@@ -155,7 +147,7 @@ public final class DemoCommand implements Callable<Integer> {
                             + ByteSize.formatSigned(capacityBytes));
         }
         OutputFile.check("--snapshot", snapshot);
-        List<PolicySpec> policySpecs = AllocatorOptions.policies(policies);
+        List<PolicySpec> policySpecs = policies.specs();
         TrainingWorkload workload;
         try {
             workload = TrainingWorkload.builder()

@@ -1,14 +1,12 @@
 package io.gpumem.cli.device;
 
+import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cuda.CudaDevice;
 import io.gpumem.device.Device;
 import io.gpumem.device.SimulatedDevice;
 import java.io.PrintWriter;
-import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
-import picocli.CommandLine.Model.CommandSpec;
-import picocli.CommandLine.Spec;
 
 /**
  * {@code gpumem device}: opens the selected device and prints what the allocator will see (name, memory,
@@ -19,19 +17,16 @@ import picocli.CommandLine.Spec;
         name = "device",
         mixinStandardHelpOptions = true,
         description = "Show the device gpumem would run on (--device sim|cuda): name, memory, virtual memory support.")
-public final class DeviceCommand implements Callable<Integer> {
+public final class DeviceCommand extends GpumemCommand {
 
     @Mixin
     DeviceOptions device;
-
-    @Spec
-    CommandSpec spec;
 
     @Override
     public Integer call() {
         Device d = device.open(() -> SimulatedDevice.builder().build());
         try {
-            PrintWriter out = spec.commandLine().getOut();
+            PrintWriter out = out();
             out.printf("device:          %s (%s, index %d)%n", d.name(), device.kind(), d.index());
             if (d instanceof CudaDevice cuda) {
                 out.printf(

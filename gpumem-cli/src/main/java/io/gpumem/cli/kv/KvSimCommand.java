@@ -3,6 +3,7 @@ package io.gpumem.cli.kv;
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
 import io.gpumem.alloc.CachingAllocator;
+import io.gpumem.cli.GpumemCommand;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.kvcache.KvCacheException;
 import io.gpumem.kvcache.hash.HashAlgorithm;
@@ -30,7 +31,6 @@ import java.util.Comparator;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.concurrent.Callable;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.IntFunction;
 import java.util.function.Supplier;
@@ -48,10 +48,7 @@ import picocli.CommandLine.Option;
         name = "kv-sim",
         mixinStandardHelpOptions = true,
         description = "Simulate continuous-batching LLM serving on the paged KV cache (seeded, deterministic).")
-public final class KvSimCommand implements Callable<Integer> {
-
-    @CommandLine.Spec
-    CommandLine.Model.CommandSpec spec;
+public final class KvSimCommand extends GpumemCommand {
 
     @Option(
             names = "--workload",
@@ -354,8 +351,8 @@ public final class KvSimCommand implements Callable<Integer> {
             } catch (IOException e) {
                 throw bad("--metrics-port " + metricsPort + ": cannot listen on 127.0.0.1: " + e.getMessage());
             }
-            spec.commandLine().getErr().println("kv-sim: metrics at " + metrics.url());
-            spec.commandLine().getErr().flush();
+            err().println("kv-sim: metrics at " + metrics.url());
+            err().flush();
         }
         Path tempDir = null;
         SimReport r;
@@ -382,7 +379,7 @@ public final class KvSimCommand implements Callable<Integer> {
                 deleteTree(tempDir);
             }
         }
-        PrintWriter out = spec.commandLine().getOut();
+        PrintWriter out = out();
         out.print(json ? json(config, r) : text(config, r));
         out.flush();
         if (metrics != null) {

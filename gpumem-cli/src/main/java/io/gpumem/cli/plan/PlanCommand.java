@@ -2,6 +2,7 @@ package io.gpumem.cli.plan;
 
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
+import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cli.options.BadInputException;
 import io.gpumem.cli.options.ReadLimitOptions;
 import io.gpumem.plan.LifetimeProblem;
@@ -19,13 +20,10 @@ import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.util.Arrays;
 import java.util.Locale;
-import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
-import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
-import picocli.CommandLine.Spec;
 
 /**
  * {@code gpumem plan FILE [--json] [--out CSV] [--target-ratio R] [--repeat N]}: solves the static allocation problem of a trace's
@@ -43,10 +41,7 @@ import picocli.CommandLine.Spec;
                     + " live at the same time never overlap, minimising the planned peak; compare it with the peak live"
                     + " bytes (the lower bound)."
         })
-public final class PlanCommand implements Callable<Integer> {
-
-    @Spec
-    CommandSpec spec;
+public final class PlanCommand extends GpumemCommand {
 
     @Parameters(
             index = "0",
@@ -98,7 +93,7 @@ public final class PlanCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        PrintWriter stdout = spec.commandLine().getOut();
+        PrintWriter stdout = out();
         if (align <= 0 || Long.bitCount(align) != 1) {
             throw new BadInputException("--align must be a positive power of two, got " + align);
         }

@@ -1,8 +1,9 @@
 package io.gpumem.cli.report;
 
-import io.gpumem.cli.options.AllocatorOptions;
+import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cli.options.BadInputException;
 import io.gpumem.cli.options.TraceFileOptions;
+import io.gpumem.cli.options.WhatIfOptions;
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.report.HtmlReport;
@@ -17,12 +18,9 @@ import java.io.UncheckedIOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
-import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
-import picocli.CommandLine.Spec;
 
 /**
  * {@code gpumem report FILE [-o report.html]}: the analysis of {@code gpumem analyze} for every device of a
@@ -40,34 +38,18 @@ import picocli.CommandLine.Spec;
         description = "Write a self-contained offline HTML report of a trace: peak memory, fragmentation and verdict,"
                 + " a timeline of allocated (by allocation site) and reserved bytes with the OOM marked, segment maps at"
                 + " the OOM and at peak, the OOM story, and the what-if table with the recommendation.")
-public final class ReportCommand implements Callable<Integer> {
-    @Spec
-    CommandSpec spec;
-
+public final class ReportCommand extends GpumemCommand {
     @Mixin
     TraceFileOptions input;
+
+    @Mixin
+    WhatIfOptions whatIf;
 
     @Option(
             names = {"-o", "--output"},
             paramLabel = "HTML",
             description = "Where to write the page (default: FILE's name with .html, in the current directory).")
     Path output;
-
-    @Option(
-            names = {"-c", "--config"},
-            paramLabel = "CONF",
-            description = "Another PYTORCH_CUDA_ALLOC_CONF to add to the what-if table (repeatable; default: only the"
-                    + " configurations the recommender tries).")
-    List<String> configs = new ArrayList<>();
-
-    @Option(
-            names = "--policy",
-            paramLabel = "NAME[:OPTIONS]",
-            description =
-                    "An allocation policy to add to the what-if table, as compare --policy computes it, and for the"
-                            + " recommender to try (repeatable; default: none): pytorch[:CONF], stitch, planned, or any"
-                            + " registered policy.")
-    List<String> policies = new ArrayList<>();
 
     @Option(
             names = "--capacity",
@@ -90,8 +72,8 @@ public final class ReportCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        PrintWriter out = spec.commandLine().getOut();
-        PrintWriter err = spec.commandLine().getErr();
+        PrintWriter out = out();
+        PrintWriter err = err();
         long capacityBytes = MemoryState.UNKNOWN;
         if (capacity != null) {
             try {
@@ -100,10 +82,10 @@ public final class ReportCommand implements Callable<Integer> {
                 throw new BadInputException("--capacity: " + e.getMessage(), e);
             }
         }
-        AllocatorOptions.configs(configs);
-        List<PolicySpec> policySpecs = AllocatorOptions.policies(policies);
+        whatIf.configs();
+        List<PolicySpec> policySpecs = whatIf.policies();
         Path file = input.file();
-        TraceSession session = input.open(spec.commandLine().getErr());
+        TraceSession session = input.open(err());
         this.session = session;
         List<Integer> devices = session.devices();
         if (device != null) {
@@ -143,7 +125,7 @@ public final class ReportCommand implements Callable<Integer> {
     /** The session's rows for the user's configurations; a replay that fails leaves a note and no rows. */
     private List<RunOutcome> configRows(TraceSession session, DeviceAnalysis analysis, long capacity, PrintWriter err) {
         try {
-            return session.configRows(analysis, capacity, configs);
+            return session.configRows(analysis, capacity, whatIf.configValues());
         } catch (RuntimeException e) {
             err.println("gpumem report: note: device " + analysis.device() + ": the what-if replay of --config failed ("
                     + e.getMessage() + "); the table shows the recommender's runs only");

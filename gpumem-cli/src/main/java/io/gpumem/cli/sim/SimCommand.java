@@ -1,5 +1,6 @@
 package io.gpumem.cli.sim;
 
+import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cli.device.DeviceOptions;
 import io.gpumem.cli.options.BadInputException;
 import io.gpumem.device.Device;
@@ -12,13 +13,10 @@ import java.io.PrintWriter;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
-import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
-import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
-import picocli.CommandLine.Spec;
 
 /**
  * {@code gpumem sim}: runs an ops script (see {@link OpsScript}) on the caching allocator over a simulated
@@ -44,7 +42,7 @@ import picocli.CommandLine.Spec;
             "Script format: see gpumem-cli/README-sim.md. Exit status: 0 done, 1 OOM with --fail-on-oom"
                     + " or an internal failure, 2 bad script."
         })
-public final class SimCommand implements Callable<Integer> {
+public final class SimCommand extends GpumemCommand {
 
     @Parameters(
             index = "0",
@@ -59,13 +57,10 @@ public final class SimCommand implements Callable<Integer> {
     @Mixin
     DeviceOptions device;
 
-    @Spec
-    CommandSpec spec;
-
     @Override
     public Integer call() {
-        PrintWriter out = spec.commandLine().getOut();
-        PrintWriter err = spec.commandLine().getErr();
+        PrintWriter out = out();
+        PrintWriter err = err();
         OpsScript ops;
         // a malformed script is a ScriptException naming the line; GpumemCli reports it (exit 2)
         try (InputStream in = open()) {

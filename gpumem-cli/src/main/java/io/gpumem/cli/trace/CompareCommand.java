@@ -1,10 +1,11 @@
 package io.gpumem.cli.trace;
 
 import com.fasterxml.jackson.core.JsonGenerator;
+import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cli.SizeConverter;
-import io.gpumem.cli.options.AllocatorOptions;
 import io.gpumem.cli.options.BadInputException;
 import io.gpumem.cli.options.TraceFileOptions;
+import io.gpumem.cli.options.WhatIfOptions;
 import io.gpumem.cli.report.HtmlOutput;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.engine.RunOutcome;
@@ -24,12 +25,9 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
-import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
-import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
-import picocli.CommandLine.Spec;
 
 /**
  * {@code gpumem compare FILE --config C ...}: replays one device's request stream from the window's rebuilt
@@ -47,13 +45,13 @@ import picocli.CommandLine.Spec;
                     + " (PYTORCH_CUDA_ALLOC_CONF syntax) and compare peak memory, driver calls, retries, OOMs and the"
                     + " minimum device capacity. The recorded configuration is always the first row."
         })
-public final class CompareCommand implements Callable<Integer> {
-
-    @Spec
-    CommandSpec spec;
+public final class CompareCommand extends GpumemCommand {
 
     @Mixin
     TraceFileOptions input;
+
+    @Mixin
+    WhatIfOptions whatIf;
 
     private TraceSession session;
 
@@ -61,20 +59,6 @@ public final class CompareCommand implements Callable<Integer> {
     public TraceSession session() {
         return session;
     }
-
-    @Option(
-            names = {"-c", "--config"},
-            paramLabel = "CONF",
-            description =
-                    "A configuration to compare, e.g. expandable_segments:True or max_split_size_mb:128 (repeatable).")
-    List<String> configs = new ArrayList<>();
-
-    @Option(
-            names = "--policy",
-            paramLabel = "NAME[:OPTIONS]",
-            description = "An allocation policy to add as a row (repeatable): pytorch[:CONF] (the PyTorch-exact"
-                    + " allocator), stitch (virtual-memory stitching), planned (plan from this trace, serve online).")
-    List<String> policies = new ArrayList<>();
 
     @Option(
             names = "--trace-device",
@@ -106,10 +90,10 @@ public final class CompareCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        PrintWriter out = spec.commandLine().getOut();
-        List<AllocatorConfig> others = AllocatorOptions.configs(configs);
-        List<PolicySpec> policySpecs = AllocatorOptions.policies(policies);
-        TraceSession session = input.open(spec.commandLine().getErr());
+        PrintWriter out = out();
+        List<AllocatorConfig> others = whatIf.configs();
+        List<PolicySpec> policySpecs = whatIf.policies();
+        TraceSession session = input.open(err());
         this.session = session;
         TraceSnapshot trace = session.trace();
         int d = device != null ? device : session.busiestDevice();
@@ -150,7 +134,7 @@ public final class CompareCommand implements Callable<Integer> {
             HtmlOutput.write(
                     new HtmlReport(trace.source()).addDevice(session, analysis, runs.reportRows()),
                     html,
-                    json ? spec.commandLine().getErr() : out);
+                    json ? err() : out);
         }
         out.flush();
         return 0;

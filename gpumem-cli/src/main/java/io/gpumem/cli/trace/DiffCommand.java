@@ -1,5 +1,6 @@
 package io.gpumem.cli.trace;
 
+import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cli.options.BadInputException;
 import io.gpumem.cli.options.ReadLimitOptions;
 import io.gpumem.size.ByteSize;
@@ -15,13 +16,10 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
-import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
-import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
-import picocli.CommandLine.Spec;
 
 /**
  * {@code gpumem diff A B}: aligns the allocation requests of two recordings of one program (e.g. at two sizes) and
@@ -38,13 +36,10 @@ import picocli.CommandLine.Spec;
                     + " bytes and what it holds at each peak: the sites that explain the difference in peak allocated and"
                     + " peak reserved."
         })
-public final class DiffCommand implements Callable<Integer> {
+public final class DiffCommand extends GpumemCommand {
 
     /** Sites the text output lists. */
     private static final int SHOWN_SITES = 12;
-
-    @Spec
-    CommandSpec spec;
 
     @Parameters(
             paramLabel = "FILE",
@@ -72,8 +67,8 @@ public final class DiffCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        PrintWriter out = spec.commandLine().getOut();
-        PrintWriter err = spec.commandLine().getErr();
+        PrintWriter out = out();
+        PrintWriter err = err();
         if (files.size() != 2) {
             err.println("gpumem diff: needs exactly two recordings to compare, got " + files.size()
                     + (files.isEmpty() ? "" : " (" + files.get(0) + (files.size() > 2 ? ", ..." : "") + ")"));

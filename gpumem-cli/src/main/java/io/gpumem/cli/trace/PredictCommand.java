@@ -1,9 +1,10 @@
 package io.gpumem.cli.trace;
 
+import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cli.SizeConverter;
-import io.gpumem.cli.options.AllocatorOptions;
 import io.gpumem.cli.options.BadInputException;
 import io.gpumem.cli.options.ReadLimitOptions;
+import io.gpumem.cli.options.WhatIfOptions;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.policy.PolicySpec;
@@ -23,13 +24,10 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
-import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
-import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
-import picocli.CommandLine.Spec;
 
 /**
  * {@code gpumem predict A.pickle@128 B.pickle@256 --at 512}: fits each aligned request's size law over the labelled
@@ -46,10 +44,7 @@ import picocli.CommandLine.Spec;
                     + " labelled with its value (FILE@VALUE, e.g. a context length or batch size), fit every request's"
                     + " size as an exact law of the value, write the requests at --at and replay them as compare does."
         })
-public final class PredictCommand implements Callable<Integer> {
-
-    @Spec
-    CommandSpec spec;
+public final class PredictCommand extends GpumemCommand {
 
     @Parameters(
             paramLabel = "FILE@VALUE",
@@ -61,18 +56,6 @@ public final class PredictCommand implements Callable<Integer> {
 
     @Option(names = "--at", paramLabel = "VALUE", required = true, description = "The value to predict at (1 or more).")
     long at;
-
-    @Option(
-            names = {"-c", "--config"},
-            paramLabel = "CONF",
-            description = "A configuration to compare, as in compare (repeatable).")
-    List<String> configs = new ArrayList<>();
-
-    @Option(
-            names = "--policy",
-            paramLabel = "NAME[:OPTIONS]",
-            description = "An allocation policy row, as in compare (repeatable).")
-    List<String> policies = new ArrayList<>();
 
     @Option(
             names = "--capacity",
@@ -88,11 +71,14 @@ public final class PredictCommand implements Callable<Integer> {
     boolean json;
 
     @Mixin
+    WhatIfOptions whatIf;
+
+    @Mixin
     ReadLimitOptions readLimits;
 
     @Override
     public Integer call() {
-        PrintWriter out = spec.commandLine().getOut();
+        PrintWriter out = out();
         if (inputs.size() < 2) {
             throw new BadInputException("needs two or more labelled recordings (FILE@VALUE), got " + inputs.size()
                     + (inputs.isEmpty() ? "" : " (" + inputs.get(0) + ")"));
@@ -100,8 +86,8 @@ public final class PredictCommand implements Callable<Integer> {
         if (at < 1) {
             throw new BadInputException("--at must be 1 or more, got " + at);
         }
-        List<AllocatorConfig> others = AllocatorOptions.configs(configs);
-        List<PolicySpec> policySpecs = AllocatorOptions.policies(policies);
+        List<AllocatorConfig> others = whatIf.configs();
+        List<PolicySpec> policySpecs = whatIf.policies();
         ReadLimits limits = readLimits.limits();
         FrameSignatures signatures = new FrameSignatures();
         List<RequestSequence> recordings = new ArrayList<>();

@@ -1,5 +1,6 @@
 package io.gpumem.cli.trace;
 
+import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cli.SizeConverter;
 import io.gpumem.cli.options.AllocatorOptions;
 import io.gpumem.cli.options.BadInputException;
@@ -26,12 +27,9 @@ import java.io.PrintWriter;
 import java.io.UncheckedIOException;
 import java.nio.file.Path;
 import java.util.Locale;
-import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
-import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
-import picocli.CommandLine.Spec;
 
 /**
  * {@code gpumem replay [--check] [--json] [--snapshot OUT] FILE}: replays a recorded trace through gpumem's
@@ -56,10 +54,7 @@ import picocli.CommandLine.Spec;
             "1:with --check: a placement, a driver call or the end state differs from the recording",
             "2:bad input: unreadable, malformed or inconsistent file (see --lenient), bad option"
         })
-public final class ReplayCommand implements Callable<Integer> {
-
-    @Spec
-    CommandSpec spec;
+public final class ReplayCommand extends GpumemCommand {
 
     @Mixin
     TraceFileOptions input;
@@ -109,7 +104,7 @@ public final class ReplayCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        PrintWriter out = spec.commandLine().getOut();
+        PrintWriter out = out();
         if (snapshotOut != null) {
             OutputFile.check("--snapshot", snapshotOut, input.file());
         }
@@ -123,7 +118,7 @@ public final class ReplayCommand implements Callable<Integer> {
                         + " it writes the snapshot of the window replayed under that policy");
             }
         }
-        TraceSession session = input.open(spec.commandLine().getErr());
+        TraceSession session = input.open(err());
         TraceSnapshot trace = session.trace();
         if (policySpec != null) {
             writePolicySnapshot(session, policySpec, gpuMemory, out);

@@ -91,7 +91,7 @@ class KvSimMetricsTest {
                 }
                 last = s;
                 if (s.get("gpumem_kv_sim_running") == 0.0) {
-                    // The binders serve one stats read to every meter for 100 ms (AllocatorMetrics.REUSE_NANOS,
+                    // The binders serve one stats read to every meter for 100 ms (ScrapedStats.REUSE_NANOS,
                     // so that a scrape is one consistent snapshot), and the scrape that saw running drop to 0 may
                     // have reused a read from just before the final publish. The final figures are published
                     // before running drops, so a scrape taken after that window reads them all.

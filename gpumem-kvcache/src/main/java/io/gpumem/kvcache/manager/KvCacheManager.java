@@ -7,6 +7,7 @@ import io.gpumem.kvcache.memory.HostSwapSpace;
 import io.gpumem.kvcache.memory.KvMemory;
 import io.gpumem.kvcache.memory.KvPages;
 import io.gpumem.kvcache.pool.KvBlockPool;
+import io.gpumem.kvcache.tier.BlockIdentity;
 import io.gpumem.kvcache.tier.KvTiers;
 import io.gpumem.kvcache.tier.TierStats;
 import java.util.Arrays;
@@ -73,6 +74,9 @@ public final class KvCacheManager implements AutoCloseable {
     private final boolean[] firstBlock;
     private long[] saltFingerprints = new long[8];
     private final int[] blockTokens;
+    /** The block a tier call is about (reused: demotion, publication and lookup allocate nothing). */
+    private final BlockIdentity tierBlock = new BlockIdentity();
+
     private final int[] oneBlock = new int[1];
 
     private long recomputePreemptions;
@@ -227,17 +231,17 @@ public final class KvCacheManager implements AutoCloseable {
             boolean first = hits == 0;
             long pHi = first ? 0 : r.keyHi[hits - 1];
             long pLo = first ? 0 : r.keyLo[hits - 1];
-            if (tiers.fetch(
-                            r.keyHi[hits],
-                            r.keyLo[hits],
-                            pHi,
-                            pLo,
-                            first,
-                            r.saltFingerprint,
-                            r.adapterId(),
-                            r.tokens,
-                            hits * blockSize)
-                    < 0) {
+            tierBlock.set(
+                    r.keyHi[hits],
+                    r.keyLo[hits],
+                    pHi,
+                    pLo,
+                    first,
+                    r.saltFingerprint,
+                    r.adapterId(),
+                    r.tokens,
+                    hits * blockSize);
+            if (tiers.fetch(tierBlock) < 0) {
                 break;
             }
             int b = pool.allocate();
@@ -281,9 +285,7 @@ public final class KvCacheManager implements AutoCloseable {
     private void demote(int b) {
         pool.copyTokens(b, blockTokens);
         int salt = pool.saltId(b);
-        if (tiers.demote(
-                pages,
-                b,
+        tierBlock.set(
                 pool.keyHi(b),
                 pool.keyLo(b),
                 parentKeyHi[b],
@@ -292,7 +294,8 @@ public final class KvCacheManager implements AutoCloseable {
                 salt < saltFingerprints.length ? saltFingerprints[salt] : 0,
                 pool.adapter(b),
                 blockTokens,
-                0)) {
+                0);
+        if (tiers.demote(pages, b, tierBlock)) {
             demotedBlocks++;
         }
     }
@@ -306,9 +309,7 @@ public final class KvCacheManager implements AutoCloseable {
         for (int j = r.numPublished; j < computedBlocks; j++) {
             int b = r.table[j];
             if (pool.isCached(b)) {
-                tiers.publish(
-                        pages,
-                        b,
+                tierBlock.set(
                         r.keyHi[j],
                         r.keyLo[j],
                         j == 0 ? 0 : r.keyHi[j - 1],
@@ -318,6 +319,7 @@ public final class KvCacheManager implements AutoCloseable {
                         r.adapterId(),
                         r.tokens,
                         j * blockSize);
+                tiers.publish(pages, b, tierBlock);
             }
         }
         r.numPublished = Math.max(r.numPublished, computedBlocks);

@@ -248,25 +248,19 @@ public final class ServingSimulator {
             System.arraycopy(inst.ttftUs, 0, ttft, at, inst.answered);
             at += inst.answered;
         }
-        Arrays.sort(ttft);
-        double mean = 0;
-        for (double t : ttft) {
-            mean += t;
-        }
-        mean = answered == 0 ? 0 : mean / answered;
         return new SimReport(
                 finished,
                 total,
                 steps,
-                steps == 0 ? 0 : (double) computed / steps,
+                SimReport.ratio(computed, steps),
                 output,
                 preemptions,
                 recomputeP,
                 swapP,
-                queried == 0 ? 0 : (double) hit / queried,
+                SimReport.ratio(hit, queried),
                 window,
-                allocated == 0 ? 0 : (double) wasteSlots / allocated,
-                contiguous == 0 ? 0 : (double) (contiguous - contiguousLive) / contiguous,
+                SimReport.ratio(wasteSlots, allocated),
+                SimReport.ratio(contiguous - contiguousLive, contiguous),
                 usage,
                 peak,
                 running,
@@ -275,15 +269,7 @@ public final class ServingSimulator {
                 swapIn,
                 swapReused,
                 poolNs,
-                new SimReport.Timing(
-                        seconds,
-                        mean / 1e3,
-                        SimInstance.percentile(ttft, 0.5) / 1e3,
-                        SimInstance.percentile(ttft, 0.99) / 1e3,
-                        seconds == 0 ? 0 : output / seconds,
-                        recomputed,
-                        queried,
-                        hit),
+                SimReport.Timing.of(seconds, ttft, output, recomputed, queried, hit),
                 sumTiers(each),
                 List.copyOf(each));
     }

@@ -227,54 +227,36 @@ final class SimInstance implements AutoCloseable {
 
     SimReport report() {
         KvCacheStats stats = manager.stats();
-        double[] ttft = Arrays.copyOf(ttftUs, answered);
-        Arrays.sort(ttft);
-        double mean = 0;
-        for (double t : ttft) {
-            mean += t;
-        }
-        mean = answered == 0 ? 0 : mean / answered;
         return new SimReport(
                 finished,
                 total,
                 steps,
-                steps == 0 ? 0 : (double) computedTokens / steps,
+                SimReport.ratio(computedTokens, steps),
                 outputTokens,
                 stats.preemptions(),
                 stats.recomputePreemptions(),
                 stats.swapPreemptions(),
                 stats.prefixHitRate(),
                 stats.prefixHitRateWindow(),
-                allocatedSlots == 0 ? 0 : (double) wasteSlots / allocatedSlots,
-                contiguousSlots == 0 ? 0 : (double) (contiguousSlots - contiguousLive) / contiguousSlots,
-                steps == 0 ? 0 : usageSum / steps,
+                SimReport.ratio(wasteSlots, allocatedSlots),
+                SimReport.ratio(contiguousSlots - contiguousLive, contiguousSlots),
+                SimReport.ratio(usageSum, steps),
                 peakUsage,
-                steps == 0 ? 0 : (double) runningSum / steps,
+                SimReport.ratio(runningSum, steps),
                 stats.copyOnWriteBlocks(),
                 manager.swapSpace().swappedOutBytes(),
                 manager.swapSpace().swappedInBytes(),
                 stats.swapInReusedBlocks(),
-                steps == 0 ? 0 : (double) poolNs / steps,
-                new SimReport.Timing(
+                SimReport.ratio(poolNs, steps),
+                SimReport.Timing.of(
                         clockUs / 1e6,
-                        mean / 1e3,
-                        percentile(ttft, 0.50) / 1e3,
-                        percentile(ttft, 0.99) / 1e3,
-                        clockUs == 0 ? 0 : outputTokens / (clockUs / 1e6),
+                        Arrays.copyOf(ttftUs, answered),
+                        outputTokens,
                         recomputedTokens,
                         stats.prefixQueriedTokens(),
                         stats.prefixHitTokens()),
                 manager.tierStats(),
                 List.of());
-    }
-
-    /** Nearest-rank percentile of sorted values (0 when empty). */
-    static double percentile(double[] sorted, double p) {
-        if (sorted.length == 0) {
-            return 0;
-        }
-        int rank = (int) Math.ceil(p * sorted.length);
-        return sorted[Math.max(0, Math.min(sorted.length, rank) - 1)];
     }
 
     @Override

@@ -1,6 +1,7 @@
 package io.gpumem.kvcache.sim;
 
 import io.gpumem.kvcache.tier.TierStats;
+import java.util.Arrays;
 import java.util.List;
 
 /**
@@ -77,5 +78,49 @@ public record SimReport(
             double outputTokensPerSecond,
             long recomputedTokens,
             long prefixQueriedTokens,
-            long prefixHitTokens) {}
+            long prefixHitTokens) {
+
+        /**
+         * The figures of a run (one instance's, or all of them pooled) from its times to first token.
+         *
+         * @param ttftUs every answered request's time to first token in simulated µs, in any order; sorted in place
+         */
+        static Timing of(
+                double simulatedSeconds,
+                double[] ttftUs,
+                long outputTokens,
+                long recomputedTokens,
+                long prefixQueriedTokens,
+                long prefixHitTokens) {
+            Arrays.sort(ttftUs);
+            double mean = 0;
+            for (double t : ttftUs) {
+                mean += t;
+            }
+            mean = ratio(mean, ttftUs.length);
+            return new Timing(
+                    simulatedSeconds,
+                    mean / 1e3,
+                    percentile(ttftUs, 0.50) / 1e3,
+                    percentile(ttftUs, 0.99) / 1e3,
+                    ratio(outputTokens, simulatedSeconds),
+                    recomputedTokens,
+                    prefixQueriedTokens,
+                    prefixHitTokens);
+        }
+
+        /** Nearest-rank percentile of sorted values (0 when empty). */
+        private static double percentile(double[] sorted, double p) {
+            if (sorted.length == 0) {
+                return 0;
+            }
+            int rank = (int) Math.ceil(p * sorted.length);
+            return sorted[Math.max(0, Math.min(sorted.length, rank) - 1)];
+        }
+    }
+
+    /** {@code part / whole} as a rate or mean of the report, 0 when nothing was counted ({@code whole} 0). */
+    static double ratio(double part, double whole) {
+        return whole == 0 ? 0 : part / whole;
+    }
 }

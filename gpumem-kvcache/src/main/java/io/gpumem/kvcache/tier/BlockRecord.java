@@ -59,35 +59,23 @@ public final class BlockRecord {
     }
 
     /**
-     * Fills {@code dst} with a device block's header, tokens and KV (one device-to-host copy per layer)
-     * and seals it with its checksum.
+     * Fills {@code dst} with the header and tokens of {@code id} and the KV of device block {@code block} (one
+     * device-to-host copy per layer), and seals it with its checksum.
      */
-    public void capture(
-            MemorySegment dst,
-            KvPages pages,
-            int block,
-            long hi,
-            long lo,
-            long parentHi,
-            long parentLo,
-            boolean first,
-            long saltFingerprint,
-            int adapterId,
-            int[] tokens,
-            int tokenOffset) {
+    public void capture(MemorySegment dst, KvPages pages, int block, BlockIdentity id) {
         dst.set(INT, 0, MAGIC);
         dst.set(INT, 4, blockSize);
         dst.set(INT, 8, layers);
         dst.set(INT, 12, (int) pageBytes);
-        dst.set(LONG, 16, hi);
-        dst.set(LONG, 24, lo);
-        dst.set(LONG, 32, first ? 0 : parentHi);
-        dst.set(LONG, 40, first ? 0 : parentLo);
-        dst.set(LONG, 48, first ? saltFingerprint : 0);
-        dst.set(INT, 56, adapterId);
-        dst.set(INT, 60, first ? 1 : 0);
+        dst.set(LONG, 16, id.hi);
+        dst.set(LONG, 24, id.lo);
+        dst.set(LONG, 32, id.parentHi);
+        dst.set(LONG, 40, id.parentLo);
+        dst.set(LONG, 48, id.saltFingerprint);
+        dst.set(INT, 56, id.adapterId);
+        dst.set(INT, 60, id.first ? 1 : 0);
         for (int i = 0; i < blockSize; i++) {
-            dst.set(INT, HEADER + 4L * i, tokens[tokenOffset + i]);
+            dst.set(INT, HEADER + 4L * i, id.tokens[id.tokenOffset + i]);
         }
         for (int layer = 0; layer < layers; layer++) {
             pages.readPage(layer, block, dst.asSlice(payloadOffset + layer * pageBytes, pageBytes));
@@ -112,37 +100,27 @@ public final class BlockRecord {
     }
 
     /**
-     * Whether an intact record holds exactly the block a lookup asks for: same geometry, key, parent key
-     * (or first block with the same salt), adapter and tokens.
+     * Whether an intact record holds exactly the block a lookup asks for ({@code id}): same geometry, key, parent
+     * key (or first block with the same salt), adapter and tokens.
      */
-    public boolean matches(
-            MemorySegment record,
-            long hi,
-            long lo,
-            long parentHi,
-            long parentLo,
-            boolean first,
-            long saltFingerprint,
-            int adapterId,
-            int[] tokens,
-            int tokenOffset) {
+    public boolean matches(MemorySegment record, BlockIdentity id) {
         if (record.get(INT, 0) != MAGIC
                 || record.get(INT, 4) != blockSize
                 || record.get(INT, 8) != layers
                 || record.get(INT, 12) != (int) pageBytes
-                || record.get(LONG, 16) != hi
-                || record.get(LONG, 24) != lo
-                || record.get(INT, 56) != adapterId
-                || (record.get(INT, 60) == 1) != first) {
+                || record.get(LONG, 16) != id.hi
+                || record.get(LONG, 24) != id.lo
+                || record.get(INT, 56) != id.adapterId
+                || (record.get(INT, 60) == 1) != id.first) {
             return false;
         }
-        if (first
-                ? record.get(LONG, 48) != saltFingerprint
-                : record.get(LONG, 32) != parentHi || record.get(LONG, 40) != parentLo) {
+        if (id.first
+                ? record.get(LONG, 48) != id.saltFingerprint
+                : record.get(LONG, 32) != id.parentHi || record.get(LONG, 40) != id.parentLo) {
             return false;
         }
         for (int i = 0; i < blockSize; i++) {
-            if (record.get(INT, HEADER + 4L * i) != tokens[tokenOffset + i]) {
+            if (record.get(INT, HEADER + 4L * i) != id.tokens[id.tokenOffset + i]) {
                 return false;
             }
         }

@@ -107,72 +107,25 @@ public final class KvTiers implements AutoCloseable {
      *
      * @return true if the block was queued or the tier already had it; false if dropped or no local tier
      */
-    public boolean demote(
-            KvPages pages,
-            int block,
-            long hi,
-            long lo,
-            long parentHi,
-            long parentLo,
-            boolean first,
-            long saltFingerprint,
-            int adapterId,
-            int[] tokens,
-            int tokenOffset) {
+    public boolean demote(KvPages pages, int block, BlockIdentity id) {
         if (localTiers == 0) {
             return false;
         }
-        return enqueue(
-                0, pages, block, hi, lo, parentHi, parentLo, first, saltFingerprint, adapterId, tokens, tokenOffset);
+        return enqueue(0, pages, block, id);
     }
 
     /** Queues a freshly computed device block for the remote store (no-op without one). */
-    public boolean publish(
-            KvPages pages,
-            int block,
-            long hi,
-            long lo,
-            long parentHi,
-            long parentLo,
-            boolean first,
-            long saltFingerprint,
-            int adapterId,
-            int[] tokens,
-            int tokenOffset) {
+    public boolean publish(KvPages pages, int block, BlockIdentity id) {
         if (remote == null) {
             return false;
         }
-        return enqueue(
-                tiers.length - 1,
-                pages,
-                block,
-                hi,
-                lo,
-                parentHi,
-                parentLo,
-                first,
-                saltFingerprint,
-                adapterId,
-                tokens,
-                tokenOffset);
+        return enqueue(tiers.length - 1, pages, block, id);
     }
 
-    private boolean enqueue(
-            int t,
-            KvPages pages,
-            int block,
-            long hi,
-            long lo,
-            long parentHi,
-            long parentLo,
-            boolean first,
-            long saltFingerprint,
-            int adapterId,
-            int[] tokens,
-            int tokenOffset) {
+    private boolean enqueue(int t, KvPages pages, int block, BlockIdentity id) {
         BlockTier tier = tiers[t];
-        if (tier.contains(hi, lo)) {
-            tier.touch(hi, lo);
+        if (tier.contains(id.hi, id.lo)) {
+            tier.touch(id.hi, id.lo);
             return true;
         }
         MemorySegment slot = queues[t].claim();
@@ -180,9 +133,8 @@ public final class KvTiers implements AutoCloseable {
             tier.dropped++;
             return false;
         }
-        layout.capture(
-                slot, pages, block, hi, lo, parentHi, parentLo, first, saltFingerprint, adapterId, tokens, tokenOffset);
-        queues[t].commit(hi, lo);
+        layout.capture(slot, pages, block, id);
+        queues[t].commit(id.hi, id.lo);
         return true;
     }
 
@@ -233,24 +185,15 @@ public final class KvTiers implements AutoCloseable {
     }
 
     /**
-     * Looks for a block in each tier in order; on success the record waits in a scratch buffer for
+     * Looks for the block {@code id} names in each tier in order; on success the record waits in a scratch buffer for
      * {@link #restore}.
      *
      * @return the index of the tier that had it, or −1
      */
-    public int fetch(
-            long hi,
-            long lo,
-            long parentHi,
-            long parentLo,
-            boolean first,
-            long saltFingerprint,
-            int adapterId,
-            int[] tokens,
-            int tokenOffset) {
+    public int fetch(BlockIdentity id) {
         for (int t = 0; t < tiers.length; t++) {
             BlockTier tier = tiers[t];
-            if (!tier.load(hi, lo, scratch)) {
+            if (!tier.load(id.hi, id.lo, scratch)) {
                 tier.misses++;
                 continue;
             }
@@ -258,16 +201,15 @@ public final class KvTiers implements AutoCloseable {
             if (!layout.intact(scratch)) {
                 tier.corrupt++;
                 tier.misses++;
-                tier.remove(hi, lo);
+                tier.remove(id.hi, id.lo);
                 continue;
             }
-            if (!layout.matches(
-                    scratch, hi, lo, parentHi, parentLo, first, saltFingerprint, adapterId, tokens, tokenOffset)) {
+            if (!layout.matches(scratch, id)) {
                 tier.misses++; // same key, another block (a collision or another geometry): not ours
                 continue;
             }
             tier.hits++;
-            tier.touch(hi, lo);
+            tier.touch(id.hi, id.lo);
             return t;
         }
         return -1;
