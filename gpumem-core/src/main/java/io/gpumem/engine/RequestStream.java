@@ -82,6 +82,11 @@ public final class RequestStream {
         return new Builder();
     }
 
+    /** A builder sized for about {@code expectedOps} ops (and as many slots) before it grows. */
+    public static Builder builder(int expectedOps) {
+        return new Builder(expectedOps);
+    }
+
     /** Number of ops. */
     public int length() {
         return length;
@@ -320,13 +325,13 @@ public final class RequestStream {
      * in order; {@link #alloc} returns the slot a later {@link #free} names.
      */
     public static final class Builder {
-        private byte[] op = new byte[1024];
-        private int[] slot = new int[1024];
-        private long[] size = new long[1024];
-        private int[] entry = new int[1024];
-        private int[] site = new int[1024];
-        private long[] time = new long[1024];
-        private long[] handle = new long[1024];
+        private byte[] op;
+        private int[] slot;
+        private long[] size;
+        private int[] entry;
+        private int[] site;
+        private long[] time;
+        private long[] handle;
         private boolean anySite;
         private boolean anyTime;
         private int length;
@@ -334,14 +339,28 @@ public final class RequestStream {
         private int slots;
         private int allocs;
         private int steps;
-        private boolean[] live = new boolean[1024];
+        private boolean[] live;
         private List<SegmentInfo> start = List.of();
         private final List<List<Frame>> sites = new ArrayList<>();
         private final IdentityHashMap<List<Frame>, Integer> siteIndex = new IdentityHashMap<>();
         private List<Frame> defaultFrames = List.of();
         private boolean firstUseOrder;
 
-        private Builder() {}
+        private Builder() {
+            this(1024);
+        }
+
+        private Builder(int expectedOps) {
+            int n = Math.max(16, expectedOps);
+            op = new byte[n];
+            slot = new int[n];
+            size = new long[n];
+            entry = new int[n];
+            site = new int[n];
+            time = new long[n];
+            handle = new long[n];
+            live = new boolean[n];
+        }
 
         /** The state the stream starts from; its live blocks become slots 0.. in {@link #forEachLiveBlock} order. */
         public Builder startState(List<SegmentInfo> segments) {
@@ -468,9 +487,14 @@ public final class RequestStream {
 
         public RequestStream build() {
             Set<Long> distinct = firstUseOrder ? new LinkedHashSet<>() : new TreeSet<>(Long::compareUnsigned);
+            boolean any = false;
+            long previous = 0;
             for (int k = 0; k < length; k++) {
-                if (op[k] == ALLOC) {
+                // Streams change rarely from one alloc to the next: box and insert only on a change.
+                if (op[k] == ALLOC && (!any || handle[k] != previous)) {
                     distinct.add(handle[k]);
+                    previous = handle[k];
+                    any = true;
                 }
             }
             for (SegmentInfo seg : start) {

@@ -91,36 +91,51 @@ public final class PredictCommand extends GpumemCommand {
         ReadLimits limits = readLimits.limits();
         FrameSignatures signatures = new FrameSignatures();
         List<RequestSequence> recordings = new ArrayList<>();
+        List<TraceSession> sessions = new ArrayList<>();
         long[] labels = new long[inputs.size()];
-        TraceSnapshot reference = null;
-        int referenceDevice = 0;
-        long capacity = 0;
         for (int i = 0; i < inputs.size(); i++) {
             String arg = inputs.get(i);
             int sep = arg.lastIndexOf('@');
             if (sep <= 0 || sep == arg.length() - 1) {
                 throw new BadInputException(arg + ": expected FILE@VALUE, e.g. run.pickle@128");
             }
-            Path file = Path.of(arg.substring(0, sep));
             try {
                 labels[i] = Long.parseLong(arg.substring(sep + 1));
             } catch (NumberFormatException e) {
                 throw new BadInputException(arg + ": the value after @ must be an integer");
             }
+        }
+        // the reference (whose requests, order and start the prediction follows) is the recording nearest the
+        // target, the larger on a tie: requests that appear only at some sizes are most likely those of the
+        // nearest one
+        int nearest = 0;
+        for (int i = 1; i < labels.length; i++) {
+            long d = Math.abs(labels[i] - at);
+            long best = Math.abs(labels[nearest] - at);
+            if (d < best || (d == best && labels[i] > labels[nearest])) {
+                nearest = i;
+            }
+        }
+        List<String> ordered = new ArrayList<>(inputs);
+        ordered.add(0, ordered.remove(nearest));
+        long label0 = labels[nearest];
+        System.arraycopy(labels, 0, labels, 1, nearest);
+        labels[0] = label0;
+        for (int i = 0; i < ordered.size(); i++) {
+            String arg = ordered.get(i);
+            Path file = Path.of(arg.substring(0, arg.lastIndexOf('@')));
             try {
                 TraceSession session = TraceSession.open(file, limits);
                 int d = session.busiestDevice();
                 recordings.add(RequestSequence.of(session.trace(), d, signatures));
-                capacity = Math.max(capacity, session.recordedCapacity(d));
-                if (i == 0) {
-                    reference = session.trace();
-                    referenceDevice = d;
-                }
+                sessions.add(session);
             } catch (TraceFormatException | IllegalArgumentException | IllegalStateException e) {
                 String msg = e.getMessage() == null ? e.toString() : e.getMessage();
                 throw new BadInputException(msg.contains(file.toString()) ? msg : file + ": " + msg);
             }
         }
+        TraceSnapshot reference = sessions.get(0).trace();
+        int referenceDevice = recordings.get(0).device();
         SizeLaws laws;
         try {
             laws = SizeLaws.fit(recordings, labels);
@@ -149,9 +164,9 @@ public final class PredictCommand extends GpumemCommand {
         List<AllocatorConfig> all = new ArrayList<>();
         all.add(session.recordedConfig());
         all.addAll(others);
-        long at = capacityBytes != null ? capacityBytes : capacity;
-        CompareRuns runs =
-                session.compare(0, all, policySpecs, at, TerminalProgress.forTerminal("predict", "configurations"));
+        CompareRuns runs = session.compare(
+                0, all, policySpecs, capacityBytes, TerminalProgress.forTerminal("predict", "configurations"));
+        long capacity = capacityBytes != null ? capacityBytes : session.recordedCapacity(0);
         List<RunOutcome> rows = runs.rows();
         if (json) {
             out.println(json(rows, predicted));
@@ -159,8 +174,11 @@ public final class PredictCommand extends GpumemCommand {
             out.println("predicted at " + predicted.at() + " from " + recordings.size() + " recordings (reference "
                     + recordings.get(0).source() + "): " + predicted.predictedRequests()
                     + " requests predicted by a law, "
-                    + predicted.unpredictedRequests() + " kept at the reference's size, " + predicted.startBlocks()
-                    + " start blocks kept; laws " + laws.kindCounts() + "; capacity " + ByteSize.format(at));
+                    + predicted.unpredictedRequests() + " kept at the reference's size; " + predicted.startBlocks()
+                    + " blocks live at the start (" + predicted.startBlocksScaled() + " scaled, "
+                    + predicted.startBlocksKept() + " scaling without a law, kept), the cache warmed by "
+                    + (PredictedRecording.PASSES - 1) + " predicted passes; laws " + laws.kindCounts()
+                    + "; capacity " + ByteSize.format(capacity));
             out.print(CompareCommand.table(rows));
         }
         out.flush();

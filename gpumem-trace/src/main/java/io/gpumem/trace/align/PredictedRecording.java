@@ -1,48 +1,75 @@
 package io.gpumem.trace.align;
 
 import io.gpumem.config.AllocatorConfig;
-import io.gpumem.history.BlockInfo;
-import io.gpumem.history.SegmentInfo;
+import io.gpumem.engine.MinimumCapacity;
+import io.gpumem.engine.RequestStream;
+import io.gpumem.engine.RunOutcome;
+import io.gpumem.engine.StreamRunner;
+import io.gpumem.history.Frame;
+import io.gpumem.history.MemorySnapshot;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
-import io.gpumem.trace.io.SourceFormat;
+import io.gpumem.policy.PolicyRegistry;
+import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.replay.WhatIfReplay;
 import io.gpumem.trace.window.RecordedConfig;
-import io.gpumem.trace.window.WindowRebuilder;
-import io.gpumem.trace.window.WindowStart;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
 /**
- * The recording a program would make at a value never run, written from {@link SizeLaws}: the reference
- * recording's requests in their order, each at its law's size at the target value, as a trace any replay reads
- * (so the engine plays it like any other source; no second replay path).
+ * The recording a program would make at a value never run, written from {@link SizeLaws}: a PyTorch snapshot
+ * (segments at the end, one device trace) like the ones the program was recorded in, so that compare, analyze,
+ * report and PyTorch's viewer read it like any other.
  *
- * <p>What it holds: first one {@code alloc} per block live at the reference window's start (weights, optimizer
- * state: kept at their recorded size, since the window says nothing of how they scale), then every {@code alloc}
- * and free of the reference window, driver calls left out (the replay makes its own). A request with a law gets the
- * law's size; one without (no law fits, or some recording lacks it) keeps the reference's size and is counted as
- * unpredicted. Frees of blocks allocated before the window free the start blocks above. The start is an empty
- * allocator: the cache state a warm window began with is not predicted (the first step warms the cache).
+ * <h2>How it is made</h2>
+ * The predicted <em>program</em> is played on the exact allocator under the reference's recorded configuration, by
+ * the engine's one runner, with history on: first the blocks live at the reference window's start, allocated in
+ * their slot order at their predicted size ({@link StartBlockLaws}: what is constant stays, what scales is scaled),
+ * then the reference window's requests and frees, {@value #PASSES} times over, each request at its law's size. The
+ * recording is the last pass: its trace is the history of that pass, its segments are the allocator's at the end.
+ * The earlier passes are the warm-up a real run has before its recorded window: the cache state the window starts
+ * from is what the predicted steps leave behind, not the reference's. Between passes, the blocks the window frees
+ * but allocated before it (the previous step's outputs) are the blocks the previous pass left live, paired in
+ * order; a block a pass leaves live without such a partner is freed at the pass's end, so nothing accumulates.
  *
- * <p>Addresses are the reference's, used only to pair each free with its alloc (the reference never has two live
- * blocks at one address), so {@linkplain TraceSnapshot#addressesRecorded() addresses are not recorded decisions}.
+ * <p>A request with a law gets the law's size; one without (no law fits, or some recording lacks it) keeps the
+ * reference's size and is counted as unpredicted. Release runs the user asked for ({@code empty_cache()}) are
+ * replayed; driver calls are the allocator's own. Every entry of the window keeps the reference entry's stack,
+ * time and unknown keys, so the predicted file reads like the reference. Addresses are the allocator's decisions,
+ * so {@code gpumem replay --check} reproduces the predicted recording exactly.
  */
 public final class PredictedRecording {
+
+    /** Passes of the window played: the last is recorded, the ones before warm the cache. */
+    public static final int PASSES = 3;
 
     private final TraceSnapshot trace;
     private final long at;
     private final int predicted;
     private final int unpredicted;
     private final int startBlocks;
+    private final int startBlocksScaled;
+    private final int startBlocksKept;
 
-    private PredictedRecording(TraceSnapshot trace, long at, int predicted, int unpredicted, int startBlocks) {
+    private PredictedRecording(
+            TraceSnapshot trace,
+            long at,
+            int predicted,
+            int unpredicted,
+            int startBlocks,
+            int startBlocksScaled,
+            int startBlocksKept) {
         this.trace = trace;
         this.at = at;
         this.predicted = predicted;
         this.unpredicted = unpredicted;
         this.startBlocks = startBlocks;
+        this.startBlocksScaled = startBlocksScaled;
+        this.startBlocksKept = startBlocksKept;
     }
 
     /**
@@ -50,13 +77,14 @@ public final class PredictedRecording {
      * value {@code at}.
      *
      * @throws IllegalArgumentException when a law gives a size of zero or less (or beyond a long) at {@code at},
-     *                                  naming the value and the request
+     *                                  naming the value and the request, or when the predicted program does not
+     *                                  run on any device the simulator can model
      */
     public static PredictedRecording of(SizeLaws laws, TraceSnapshot referenceTrace, int device, long at) {
         RequestSequence ref = laws.reference();
         long[] sizeOfRequest = new long[ref.size()];
         for (int r = 0; r < ref.size(); r++) {
-            sizeOfRequest[r] = -1;
+            sizeOfRequest[r] = ref.sizeOf(r);
         }
         int predicted = 0;
         for (int row = 0; row < laws.rows(); row++) {
@@ -74,50 +102,201 @@ public final class PredictedRecording {
             sizeOfRequest[laws.referenceRequest(row)] = size;
             predicted++;
         }
+        StartBlockLaws start = StartBlockLaws.predict(laws.recordings(), laws.labels(), at);
         AllocatorConfig config = RecordedConfig.of(referenceTrace);
-        WindowStart start = new WindowRebuilder(config).rebuild(referenceTrace, device);
-        List<TraceEntry> entries = referenceTrace.traceOf(device);
-        List<TraceEntry> out = new ArrayList<>(entries.size() + 64);
-        int startBlocks = 0;
-        for (SegmentInfo s : start.segments()) {
-            for (BlockInfo b : s.blocks()) {
-                if (b.isAllocated()) {
-                    out.add(TraceEntry.of(
-                            TraceAction.ALLOC,
-                            b.address(),
-                            b.requestedSize() > 0 ? b.requestedSize() : b.size(),
-                            s.stream()));
-                    startBlocks++;
-                }
-            }
-        }
-        int r = 0;
-        for (TraceEntry e : entries) {
-            switch (e.action()) {
-                case ALLOC -> {
-                    long size = sizeOfRequest[r] > 0 ? sizeOfRequest[r] : e.size();
-                    r++;
-                    out.add(new TraceEntry(
-                            e.action(), e.addr(), size, e.stream(), e.timeUs(), e.frames(), e.deviceFree(), e.keys()));
-                }
-                case FREE_REQUESTED, FREE_COMPLETED -> out.add(e);
-                default -> {}
-            }
-        }
+        Program program = Program.of(ref, referenceTrace.traceOf(device), sizeOfRequest, start);
+        MemorySnapshot end = program.play(config, ref.source(), at);
+        List<TraceEntry> window = program.lastPass(end.deviceTraces().getFirst());
         String source = "predicted at " + at + " from " + ref.source();
+        TraceSnapshot full = AllocatorSnapshots.toTraceSnapshot(end, source);
         TraceSnapshot predictedTrace = new TraceSnapshot(
                 source,
-                SourceFormat.PYTORCH_SNAPSHOT,
-                List.of(),
-                List.of(out),
-                referenceTrace.allocatorSettings(),
-                null,
-                Map.of(),
-                false);
-        return new PredictedRecording(predictedTrace, at, predicted, ref.size() - predicted, startBlocks);
+                full.format(),
+                full.segments(),
+                List.of(window),
+                full.allocatorSettings(),
+                full.externalAnnotations(),
+                full.extra(),
+                true);
+        return new PredictedRecording(
+                predictedTrace, at, predicted, ref.size() - predicted, ref.startBlocks(), start.scaled(), start.kept());
     }
 
-    /** The predicted recording: device 0 holds the predicted trace; no end-state segments. */
+    /**
+     * The predicted program as one request stream: the start blocks, then {@link #PASSES} passes of the window.
+     * Op {@code k}'s time is {@code k} while it plays, so that each history entry names the op that made it.
+     */
+    private static final class Program {
+        final RequestStream stream;
+        /** The reference entry op k replays (null for start blocks and the frees between passes). */
+        final TraceEntry[] cause;
+        /** The first op of the recorded (last) pass. */
+        final int lastPassStart;
+
+        private Program(RequestStream stream, TraceEntry[] cause, int lastPassStart) {
+            this.stream = stream;
+            this.cause = cause;
+            this.lastPassStart = lastPassStart;
+        }
+
+        static Program of(RequestSequence ref, List<TraceEntry> entries, long[] sizeOfRequest, StartBlockLaws start) {
+            RequestStream.Builder b = RequestStream.builder();
+            List<TraceEntry> causes = new ArrayList<>();
+            Map<List<Frame>, Integer> sites = new HashMap<>();
+            Map<Long, Integer> startByAddress = new HashMap<>();
+            int[] startSlot = new int[ref.startBlocks()];
+            for (int i = 0; i < ref.startBlocks(); i++) {
+                startSlot[i] = b.alloc(start.size(i), ref.startBlockStreamOf(i), -1);
+                b.at(b.length() - 1L);
+                causes.add(null);
+                startByAddress.put(ref.startBlockAddressOf(i), i);
+            }
+            boolean hasCompletions = false;
+            for (TraceEntry e : entries) {
+                hasCompletions |= e.action() == TraceAction.FREE_COMPLETED;
+            }
+            boolean[] userEmptyCache = WhatIfReplay.classifyReleaseRuns(entries);
+            // start block i freed inside the window, and the pass's requests live at its end: the previous step's
+            // outputs and this step's, paired in order from one pass to the next
+            int[] freedStart = new int[ref.startBlocks()];
+            int nFreedStart = 0;
+            int[] carried = new int[0]; // slot standing for freedStart[t] in the pass being written, −1 when none
+            int lastPassStart = 0;
+            for (int pass = 0; pass < PASSES; pass++) {
+                if (pass == PASSES - 1) {
+                    lastPassStart = b.length();
+                }
+                Map<Long, Integer> live = new HashMap<>();
+                List<long[]> liveOrder = new ArrayList<>(); // {slot, size} of each request, in order
+                int freedThisPass = 0;
+                int r = 0;
+                for (int i = 0; i < entries.size(); i++) {
+                    TraceEntry e = entries.get(i);
+                    TraceAction a = e.action();
+                    if (a == TraceAction.ALLOC) {
+                        long size = sizeOfRequest[r++];
+                        int slot = b.alloc(size, e.stream(), i);
+                        live.put(e.addr(), slot);
+                        liveOrder.add(new long[] {slot, size});
+                    } else if (a == TraceAction.FREE_COMPLETED
+                            || (a == TraceAction.FREE_REQUESTED && !hasCompletions)) {
+                        Integer slot = live.remove(e.addr());
+                        if (slot == null) {
+                            Integer s = startByAddress.get(e.addr());
+                            if (s == null) {
+                                continue; // a block the start state does not hold
+                            }
+                            if (pass == 0) {
+                                freedStart[nFreedStart++] = s;
+                                slot = startSlot[s];
+                            } else {
+                                int t = freedThisPass++;
+                                slot = carried[t];
+                            }
+                            if (slot < 0 || !b.isLive(slot)) {
+                                continue;
+                            }
+                        }
+                        b.free(slot, i);
+                    } else if (userEmptyCache[i]) {
+                        b.emptyCache(i);
+                    } else {
+                        continue;
+                    }
+                    List<Frame> f = e.frames();
+                    if (f != null) {
+                        b.atSite(sites.computeIfAbsent(f, b::site));
+                    }
+                    b.at(b.length() - 1L);
+                    causes.add(e);
+                }
+                if (pass < PASSES - 1) {
+                    carried = carryOver(b, causes, liveOrder, freedStart, nFreedStart, start, ref);
+                }
+            }
+            return new Program(b.build(), causes.toArray(new TraceEntry[0]), lastPassStart);
+        }
+
+        /**
+         * Ends a pass so that the next starts with the start's live blocks again: each start block the window frees
+         * is stood for by a block this pass left live with the same size (the first in allocation order), else by a
+         * fresh block allocated now; blocks left live with no such role are freed now. Returns the slot standing
+         * for each freed start block, in the order the window frees them.
+         */
+        private static int[] carryOver(
+                RequestStream.Builder b,
+                List<TraceEntry> causes,
+                List<long[]> leftLive,
+                int[] freedStart,
+                int nFreedStart,
+                StartBlockLaws start,
+                RequestSequence ref) {
+            Map<Long, ArrayDeque<Integer>> bySize = new HashMap<>();
+            for (long[] slotAndSize : leftLive) {
+                if (b.isLive((int) slotAndSize[0])) {
+                    bySize.computeIfAbsent(slotAndSize[1], k -> new ArrayDeque<>())
+                            .add((int) slotAndSize[0]);
+                }
+            }
+            int[] carried = new int[nFreedStart];
+            for (int t = 0; t < nFreedStart; t++) {
+                ArrayDeque<Integer> same = bySize.get(start.size(freedStart[t]));
+                carried[t] = same == null || same.isEmpty() ? -1 : same.poll();
+            }
+            for (ArrayDeque<Integer> unused : bySize.values()) {
+                for (int slot : unused) {
+                    b.free(slot, -1);
+                    b.at(b.length() - 1L);
+                    causes.add(null);
+                }
+            }
+            for (int t = 0; t < nFreedStart; t++) {
+                if (carried[t] < 0) {
+                    int s = freedStart[t];
+                    carried[t] = b.alloc(start.size(s), ref.startBlockStreamOf(s), -1);
+                    b.at(b.length() - 1L);
+                    causes.add(null);
+                }
+            }
+            return carried;
+        }
+
+        /** Plays the program on the exact allocator with history, on a device large enough to run it. */
+        MemorySnapshot play(AllocatorConfig config, String source, long at) {
+            StreamRunner runner = new StreamRunner(stream);
+            long capacity = Math.max(StreamRunner.ROOMY, MinimumCapacity.roundUp(2 * stream.peakLiveBytes()));
+            for (int tries = 0; tries < 8; tries++, capacity *= 2) {
+                RunOutcome o = runner.run(
+                        PolicyRegistry.exact(config),
+                        StreamRunner.Options.builder(capacity)
+                                .stopAtFirstOom(true)
+                                .recordHistory(true)
+                                .keepAllocator(true)
+                                .build());
+                if (o.ooms() == 0 && o.allocator() != null) {
+                    return o.allocator().snapshot();
+                }
+            }
+            throw new IllegalArgumentException("at " + at + " the requests predicted from " + source
+                    + " do not run on a simulated device of " + capacity / 2 + " bytes");
+        }
+
+        /** The history entries of the last pass, each with its reference entry's stack, time and unknown keys. */
+        List<TraceEntry> lastPass(List<TraceEntry> history) {
+            List<TraceEntry> out = new ArrayList<>();
+            for (TraceEntry made : history) {
+                int op = (int) made.timeUs();
+                if (op < lastPassStart) {
+                    continue;
+                }
+                TraceEntry e = cause[op];
+                out.add(e == null ? made : AllocatorSnapshots.entry(made, e));
+            }
+            return out;
+        }
+    }
+
+    /** The predicted recording: device 0 holds the predicted trace; segments are the state at its end. */
     public TraceSnapshot trace() {
         return trace;
     }
@@ -137,8 +316,18 @@ public final class PredictedRecording {
         return unpredicted;
     }
 
-    /** Blocks live at the reference window's start, allocated first at their recorded size. */
+    /** Blocks live at the reference window's start: the predicted window starts with them live. */
     public int startBlocks() {
         return startBlocks;
+    }
+
+    /** Start blocks whose size a non-constant law gives. */
+    public int startBlocksScaled() {
+        return startBlocksScaled;
+    }
+
+    /** Start blocks that scale in the recordings but fit no law: kept at the reference's size. */
+    public int startBlocksKept() {
+        return startBlocksKept;
     }
 }

@@ -2,6 +2,7 @@ package io.gpumem.trace.align;
 
 import io.gpumem.alloc.SizeRules;
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.engine.RequestStream;
 import io.gpumem.history.Frame;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
@@ -49,6 +50,9 @@ public final class RequestSequence {
     private final long peakReserved;
     private final int peakReservedEntry;
     private final long allocatedAtPeakReserved;
+    private final long[] startBlockSize;
+    private final long[] startBlockAddress;
+    private final long[] startBlockStream;
 
     private RequestSequence(Builder b) {
         source = b.source;
@@ -70,6 +74,9 @@ public final class RequestSequence {
         peakReserved = b.peakReserved;
         peakReservedEntry = b.peakReservedEntry;
         allocatedAtPeakReserved = b.allocatedAtPeakReserved;
+        startBlockSize = b.startBlockSize;
+        startBlockAddress = b.startBlockAddress;
+        startBlockStream = b.startBlockStream;
     }
 
     /**
@@ -85,6 +92,7 @@ public final class RequestSequence {
         Builder b = new Builder(trace.source(), device, entries.size());
         b.startAllocated = start.allocatedBytes();
         b.startReserved = start.reservedBytes();
+        b.startBlocks(start);
         Map<Long, Integer> liveByAddr = new HashMap<>();
         Map<Long, Integer> streamRank = new HashMap<>();
         long allocated = b.startAllocated;
@@ -248,6 +256,29 @@ public final class RequestSequence {
     }
 
     /**
+     * Number of blocks live at the window's start (allocated before the window), in the order of
+     * {@link RequestStream#forEachLiveBlock}: the engine's start slots.
+     */
+    public int startBlocks() {
+        return startBlockSize.length;
+    }
+
+    /** The requested size of start block {@code i} (its block size where the start does not record one). */
+    public long startBlockSizeOf(int i) {
+        return startBlockSize[i];
+    }
+
+    /** The address of start block {@code i}: what a free inside the window names it by. */
+    public long startBlockAddressOf(int i) {
+        return startBlockAddress[i];
+    }
+
+    /** The stream handle of start block {@code i}'s segment. */
+    public long startBlockStreamOf(int i) {
+        return startBlockStream[i];
+    }
+
+    /**
      * Allocated bytes just before each request, {@code [r]} for request {@code r}: the level a step boundary is
      * looked for at (see {@link StepStructure}).
      */
@@ -292,6 +323,23 @@ public final class RequestSequence {
         long peakReserved;
         int peakReservedEntry = -1;
         long allocatedAtPeakReserved;
+        long[] startBlockSize = new long[0];
+        long[] startBlockAddress = new long[0];
+        long[] startBlockStream = new long[0];
+
+        void startBlocks(WindowStart start) {
+            int[] n = {0};
+            RequestStream.forEachLiveBlock(start.segments(), (seg, blk) -> n[0]++);
+            startBlockSize = new long[n[0]];
+            startBlockAddress = new long[n[0]];
+            startBlockStream = new long[n[0]];
+            n[0] = 0;
+            RequestStream.forEachLiveBlock(start.segments(), (seg, blk) -> {
+                startBlockSize[n[0]] = blk.requestedSize() > 0 ? blk.requestedSize() : blk.size();
+                startBlockAddress[n[0]] = blk.address();
+                startBlockStream[n[0]++] = seg.stream();
+            });
+        }
 
         Builder(String source, int device, int entryCount) {
             this.source = source;

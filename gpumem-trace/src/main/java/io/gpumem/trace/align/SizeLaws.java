@@ -120,6 +120,11 @@ public final class SizeLaws {
         return labels[j];
     }
 
+    /** The labels, one per recording, the reference's first. */
+    public long[] labels() {
+        return labels.clone();
+    }
+
     /** The alignment of recording {@code j} (1 or more) to the reference. */
     public RequestAlignment alignment(int j) {
         return alignments.get(j - 1);

@@ -75,7 +75,7 @@ public final class WhatIfReplay {
      * Marks the first entry of each release run the user asked for ({@code empty_cache()}): a run that opens
      * the window (no alloc before it) or is not followed by a driver allocation or an oom.
      */
-    static boolean[] classifyReleaseRuns(List<TraceEntry> trace) {
+    public static boolean[] classifyReleaseRuns(List<TraceEntry> trace) {
         boolean[] user = new boolean[trace.size()];
         boolean allocSeen = false;
         for (int i = 0; i < trace.size(); i++) {
