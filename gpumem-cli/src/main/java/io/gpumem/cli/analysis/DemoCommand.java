@@ -2,11 +2,10 @@ package io.gpumem.cli.analysis;
 
 import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cli.SizeConverter;
+import io.gpumem.cli.options.AllocatorOptions;
 import io.gpumem.cli.options.OutputFile;
 import io.gpumem.cli.options.PolicyOptions;
 import io.gpumem.cli.report.HtmlOutput;
-import io.gpumem.config.AllocatorConfig;
-import io.gpumem.config.ConfigException;
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.report.HtmlReport;
@@ -51,6 +50,9 @@ import picocli.CommandLine.Option;
                 "Generate a realistic training workload, run it under the default allocator config and the"
                         + " alternatives on a simulated GPU, print the comparison and the analysis, and write a snapshot pickle.")
 public final class DemoCommand extends GpumemCommand {
+    /** Where the workload's flags start: their defaults are {@link TrainingWorkload.Builder}'s, stated there only. */
+    private static final TrainingWorkload.Builder DEFAULTS = TrainingWorkload.builder();
+
     @Option(
             names = "--capacity",
             defaultValue = "24GiB",
@@ -67,41 +69,37 @@ public final class DemoCommand extends GpumemCommand {
             description = "Device memory held by others (CUDA context, other processes) (default: ${DEFAULT-VALUE}).")
     long outsideBytes;
 
-    @Option(names = "--layers", defaultValue = "16", description = "Transformer layers (default: ${DEFAULT-VALUE}).")
-    int layers;
+    @Option(names = "--layers", description = "Transformer layers (default: ${DEFAULT-VALUE}).")
+    int layers = DEFAULTS.layers();
 
-    @Option(names = "--hidden", defaultValue = "2048", description = "Hidden width (default: ${DEFAULT-VALUE}).")
-    int hidden;
+    @Option(names = "--hidden", description = "Hidden width (default: ${DEFAULT-VALUE}).")
+    int hidden = DEFAULTS.hidden();
 
-    @Option(names = "--heads", defaultValue = "16", description = "Attention heads (default: ${DEFAULT-VALUE}).")
-    int heads;
+    @Option(names = "--heads", description = "Attention heads (default: ${DEFAULT-VALUE}).")
+    int heads = DEFAULTS.heads();
 
-    @Option(names = "--vocab", defaultValue = "32000", description = "Vocabulary size (default: ${DEFAULT-VALUE}).")
-    int vocab;
+    @Option(names = "--vocab", description = "Vocabulary size (default: ${DEFAULT-VALUE}).")
+    int vocab = DEFAULTS.vocab();
 
-    @Option(names = "--batch", defaultValue = "6", description = "Sequences per step (default: ${DEFAULT-VALUE}).")
-    int batch;
+    @Option(names = "--batch", description = "Sequences per step (default: ${DEFAULT-VALUE}).")
+    int batch = DEFAULTS.batch();
 
-    @Option(names = "--seq-min", defaultValue = "256", description = "Shortest sequence (default: ${DEFAULT-VALUE}).")
-    int seqMin;
+    @Option(names = "--seq-min", description = "Shortest sequence (default: ${DEFAULT-VALUE}).")
+    int seqMin = DEFAULTS.minSeqLen();
 
-    @Option(names = "--seq-max", defaultValue = "2048", description = "Longest sequence (default: ${DEFAULT-VALUE}).")
-    int seqMax;
+    @Option(names = "--seq-max", description = "Longest sequence (default: ${DEFAULT-VALUE}).")
+    int seqMax = DEFAULTS.maxSeqLen();
 
     @Option(
             names = "--seq-multiple",
-            defaultValue = "128",
             description = "Sequence lengths are multiples of this (default: ${DEFAULT-VALUE}).")
-    int seqMultiple;
+    int seqMultiple = DEFAULTS.seqLenMultiple();
 
-    @Option(names = "--steps", defaultValue = "10", description = "Training steps (default: ${DEFAULT-VALUE}).")
-    int steps;
+    @Option(names = "--steps", description = "Training steps (default: ${DEFAULT-VALUE}).")
+    int steps = DEFAULTS.steps();
 
-    @Option(
-            names = "--seed",
-            defaultValue = "42",
-            description = "Seed of the sequence-length draws (default: ${DEFAULT-VALUE}).")
-    long seed;
+    @Option(names = "--seed", description = "Seed of the sequence-length draws (default: ${DEFAULT-VALUE}).")
+    long seed = DEFAULTS.seed();
 
     @Option(
             names = "--config",
@@ -172,14 +170,7 @@ public final class DemoCommand extends GpumemCommand {
         out.println();
 
         List<String> alternatives = configs != null ? configs : WorkloadWhatIf.DEMO_ALTERNATIVES;
-        for (String conf : alternatives) {
-            try {
-                AllocatorConfig.parse(conf);
-            } catch (ConfigException e) {
-                throw new CommandLine.ParameterException(
-                        spec.commandLine(), "--config " + conf + ": " + e.getMessage());
-            }
-        }
+        AllocatorOptions.configs(alternatives); // refuses a bad one as every command does, before any run
         WorkloadWhatIf whatIf = new WorkloadWhatIf(workload, capacityBytes, outsideBytes, !noMinCapacity);
         List<RunOutcome> rows = new ArrayList<>();
         rows.add(whatIf.run(""));

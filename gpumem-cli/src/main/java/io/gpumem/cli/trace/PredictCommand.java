@@ -1,8 +1,8 @@
 package io.gpumem.cli.trace;
 
 import io.gpumem.cli.GpumemCommand;
-import io.gpumem.cli.SizeConverter;
 import io.gpumem.cli.options.BadInputException;
+import io.gpumem.cli.options.CapacityOptions;
 import io.gpumem.cli.options.ReadLimitOptions;
 import io.gpumem.cli.options.WhatIfOptions;
 import io.gpumem.config.AllocatorConfig;
@@ -57,12 +57,8 @@ public final class PredictCommand extends GpumemCommand {
     @Option(names = "--at", paramLabel = "VALUE", required = true, description = "The value to predict at (1 or more).")
     long at;
 
-    @Option(
-            names = "--capacity",
-            paramLabel = "SIZE",
-            converter = SizeConverter.class,
-            description = "Device capacity for the OOM column (default: the largest recorded capacity of the inputs).")
-    Long capacityBytes;
+    @Mixin
+    CapacityOptions capacity;
 
     @Option(
             names = "--json",
@@ -165,8 +161,8 @@ public final class PredictCommand extends GpumemCommand {
         all.add(session.recordedConfig());
         all.addAll(others);
         CompareRuns runs = session.compare(
-                0, all, policySpecs, capacityBytes, TerminalProgress.forTerminal("predict", "configurations"));
-        long capacity = capacityBytes != null ? capacityBytes : session.recordedCapacity(0);
+                0, all, policySpecs, capacity.given(), TerminalProgress.forTerminal("predict", "configurations"));
+        long deviceCapacity = capacity.given() != null ? capacity.given() : session.recordedCapacity(0);
         List<RunOutcome> rows = runs.rows();
         if (json) {
             out.println(json(rows, predicted));
@@ -178,7 +174,7 @@ public final class PredictCommand extends GpumemCommand {
                     + " blocks live at the start (" + predicted.startBlocksScaled() + " scaled, "
                     + predicted.startBlocksKept() + " scaling without a law, kept), the cache warmed by "
                     + (PredictedRecording.PASSES - 1) + " predicted passes; laws " + laws.kindCounts()
-                    + "; capacity " + ByteSize.format(capacity));
+                    + "; capacity " + ByteSize.format(deviceCapacity));
             out.print(CompareCommand.table(rows));
         }
         out.flush();

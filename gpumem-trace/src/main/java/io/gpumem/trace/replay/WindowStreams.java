@@ -52,13 +52,7 @@ final class WindowStreams {
         AddressTable<Void> live = AddressTable.forInts(1024);
         int[] next = {0};
         RequestStream.forEachLiveBlock(startState, (seg, blk) -> live.putInt(blk.address(), next[0]++, -1));
-        boolean hasCompletions = false;
-        for (TraceEntry e : trace) {
-            if (e.action() == TraceAction.FREE_COMPLETED) {
-                hasCompletions = true;
-                break;
-            }
-        }
+        boolean hasCompletions = TraceEntry.recordsFreeCompletions(trace);
         if (decisions != null) {
             decisions.hasCompletions(hasCompletions);
         }

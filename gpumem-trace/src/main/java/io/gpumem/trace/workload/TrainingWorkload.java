@@ -256,8 +256,27 @@ public final class TrainingWorkload implements AllocationWorkload {
             return heads;
         }
 
+        public int vocab() {
+            return vocab;
+        }
+
         public int batch() {
             return batch;
+        }
+
+        /** Shortest sequence length drawn (without a fixed schedule). */
+        public int minSeqLen() {
+            return minSeqLen;
+        }
+
+        /** Longest sequence length drawn (without a fixed schedule). */
+        public int maxSeqLen() {
+            return maxSeqLen;
+        }
+
+        /** Sequence lengths drawn are multiples of this. */
+        public int seqLenMultiple() {
+            return seqLenMultiple;
         }
 
         public int steps() {

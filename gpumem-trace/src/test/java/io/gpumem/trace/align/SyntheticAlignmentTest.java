@@ -70,7 +70,8 @@ class SyntheticAlignmentTest {
     }
 
     static TraceEntry entry(long addr, long size, List<Frame> frames) {
-        return new TraceEntry(TraceAction.ALLOC, addr, size, 0, 0, frames, -1);
+        return new TraceEntry(
+                TraceAction.ALLOC, addr, size, 0, 0, frames, -1, TraceEntry.recordedKeys(TraceAction.ALLOC));
     }
 
     @Test
