@@ -52,13 +52,7 @@ final class WindowStreams {
         AddressTable<Void> live = AddressTable.forInts(1024);
         int[] next = {0};
         RequestStream.forEachLiveBlock(startState, (seg, blk) -> live.putInt(blk.address(), next[0]++, -1));
-        boolean hasCompletions = false;
-        for (TraceEntry e : trace) {
-            if (e.action() == TraceAction.FREE_COMPLETED) {
-                hasCompletions = true;
-                break;
-            }
-        }
+        boolean hasCompletions = TraceEntry.recordsFreeCompletions(trace);
         if (decisions != null) {
             decisions.hasCompletions(hasCompletions);
         }
@@ -84,7 +78,7 @@ final class WindowStreams {
                     b.free(s, i);
                 } else {
                     if (decisions != null) {
-                        decisions.droppedFree(i, e.addr());
+                        decisions.droppedFree(i);
                     }
                     continue;
                 }
@@ -116,7 +110,7 @@ final class WindowStreams {
     private static void recordOnly(RecordedDecisions.Builder decisions, int i, TraceEntry e, int releaseOp) {
         TraceAction a = e.action();
         if (a.isSegmentEvent()) {
-            decisions.call(i, a, e.addr(), e.size());
+            decisions.call(i);
             if (isRelease(a) && releaseOp >= 0) {
                 decisions.extendRun(releaseOp);
             }

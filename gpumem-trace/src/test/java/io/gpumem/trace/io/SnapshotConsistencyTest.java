@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import io.gpumem.alloc.Pool;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
+import io.gpumem.history.PoolId;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.trace.TestTraces;
 import java.io.ByteArrayInputStream;
@@ -29,7 +30,20 @@ class SnapshotConsistencyTest {
     private static final long BASE = 0x7f0000000000L;
 
     static SegmentInfo segment(int device, long address, long totalSize, BlockInfo... blocks) {
-        return new SegmentInfo(device, address, totalSize, 0, 0, 0, 0, Pool.LARGE, false, List.of(), List.of(blocks));
+        return new SegmentInfo(
+                device,
+                address,
+                totalSize,
+                0,
+                0,
+                0,
+                0,
+                Pool.LARGE,
+                false,
+                List.of(),
+                List.of(blocks),
+                PoolId.DEFAULT,
+                null);
     }
 
     /** {@code segments} written as a pickle by {@link PytorchSnapshotWriter} and read back, as a command reads it. */
@@ -56,7 +70,7 @@ class SnapshotConsistencyTest {
                         "segment 0x7f0000000000 on device 0 declares"
                                 + " total_size 4611686018427387904 (4294967296.00 GiB) but its 1 block(s) add up to 536870912 (512.00 MiB)");
         assertThatThrownBy(() -> SnapshotConsistency.check(s, false, w -> {}))
-                .isInstanceOf(TraceFormatException.class)
+                .isInstanceOf(InconsistentSnapshotException.class)
                 .hasMessage(
                         "bad.pickle: segments: inconsistent snapshot: segment 0x7f0000000000 on device 0 declares"
                                 + " total_size 4611686018427387904 (4294967296.00 GiB) but its 1 block(s) add up to 536870912 (512.00 MiB)");
