@@ -123,8 +123,10 @@ class StreamRunnerTest {
                 long size = rnd.nextInt(3) == 0 ? 1024L + rnd.nextInt(1 << 20) : MIB + rnd.nextLong(40 * MIB);
                 live.add(b.alloc(size, rnd.nextInt(4) == 0 ? 1 : 0, i));
             } else if (r < 97) {
-                int slot = live.remove(rnd.nextInt(live.size())); // by index: a random live slot
-                b.free(slot, i);
+                int at = rnd.nextInt(live.size()); // a random live slot, swapped with the last and dropped
+                b.free(live.get(at), i);
+                live.set(at, live.getLast());
+                live.removeLast();
             } else {
                 b.emptyCache(i);
             }
