@@ -6,6 +6,7 @@ import io.gpumem.cli.options.AllocatorOptions;
 import io.gpumem.cli.options.OutputFile;
 import io.gpumem.cli.options.PolicyOptions;
 import io.gpumem.cli.report.HtmlOutput;
+import io.gpumem.engine.RequestStream;
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.report.HtmlReport;
@@ -21,7 +22,6 @@ import io.gpumem.trace.analysis.StateAnalyzer;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.session.TraceSession;
-import io.gpumem.trace.workload.MemoryOp;
 import io.gpumem.trace.workload.TrainingWorkload;
 import io.gpumem.trace.workload.WorkloadWhatIf;
 import java.io.IOException;
@@ -165,7 +165,7 @@ public final class DemoCommand extends GpumemCommand {
         out.println("sequence lengths per step: " + Arrays.toString(workload.seqLens()));
         out.println("simulated device: " + ByteSize.formatSigned(capacityBytes)
                 + (outsideBytes > 0 ? ", " + ByteSize.formatSigned(outsideBytes) + " held outside the allocator" : "")
-                + "; " + workload.ops().size() + " allocator calls; peak live tensors "
+                + "; " + workload.stream().length() + " allocator calls; peak live tensors "
                 + ByteSize.formatSigned(workload.peakLiveBytes()));
         out.println();
 
@@ -186,17 +186,19 @@ public final class DemoCommand extends GpumemCommand {
         out.println();
 
         RunOutcome baseline = whatIf.runWithHistory("");
-        MemoryOp.Alloc failed = baseline.completed()
-                ? null
-                : (MemoryOp.Alloc) workload.ops().get(whatIf.stream().entry(baseline.failedOp()));
+        RequestStream requests = whatIf.stream();
+        int failed = baseline.failedOp();
         OomEvent oom = baseline.completed()
                 ? null
                 : new OomEvent(
-                        baseline.oomReport().roundedSize(), baseline.oomReport().deviceFree(), failed.stream(), -1);
+                        baseline.oomReport().roundedSize(),
+                        baseline.oomReport().deviceFree(),
+                        requests.stream(failed),
+                        -1);
         String label = baseline.completed()
                 ? "default config, end of the run"
                 : "default config, at the OOM in step " + (baseline.stepsCompleted() + 1) + " of " + steps
-                        + " (allocating " + failed.name() + ")";
+                        + " (allocating " + workload.tensorName(requests.slot(failed)) + ")";
         MemoryState state = AllocatorStates.capture(baseline.allocator(), baseline.label(), label, oom);
         StateAnalysis analysis = new StateAnalyzer().analyze(state);
         AnalysisPrinter.printState(analysis, out);

@@ -138,7 +138,7 @@ final class DeviceReplay {
     /** Replays the whole window, reporting progress every 16k entries. */
     DeviceFidelity run(ProgressListener progress, long doneBefore, long total) {
         int nextProgress = 0x4000;
-        int comparedAtEnd = recorded.calls;
+        int comparedAtEnd = recorded.calls.length;
         for (int k = 0; k < stream.length(); k++) {
             int entry = stream.entry(k);
             if (entry >= nextProgress) {
@@ -149,7 +149,7 @@ final class DeviceReplay {
                 writeRecordedUpTo(entry);
                 current = trace.get(entry);
             }
-            if (droppedDone < recorded.droppedFrees) {
+            if (droppedDone < recorded.dropped.length) {
                 freeDroppedUpTo(entry);
             }
             byte op = stream.op(k);
@@ -169,7 +169,7 @@ final class DeviceReplay {
                 compareDriverCalls(entry, before + recorded.runLength[k]);
             }
         }
-        if (comparedAtEnd == recorded.calls) {
+        if (comparedAtEnd == recorded.calls.length) {
             freeDroppedUpTo(trace.size());
         }
         segmentEvents = comparedAtEnd;
@@ -188,11 +188,11 @@ final class DeviceReplay {
         allocs++;
         int upTo = recorded.callsBefore[k];
         for (; offered < upTo; offered++) {
-            TraceAction a = recorded.callAction[offered];
-            if (a == TraceAction.SEGMENT_ALLOC) {
-                device.offerMalloc(recorded.callAddress[offered]);
-            } else if (a == TraceAction.SEGMENT_MAP) {
-                device.offerMap(recorded.callAddress[offered]);
+            TraceEntry call = trace.get(recorded.calls[offered]);
+            if (call.action() == TraceAction.SEGMENT_ALLOC) {
+                device.offerMalloc(call.addr());
+            } else if (call.action() == TraceAction.SEGMENT_MAP) {
+                device.offerMap(call.addr());
             }
         }
         long want = recorded.address[k];
@@ -251,9 +251,9 @@ final class DeviceReplay {
      * block of the window was live there): whatever the model holds at that address, as a free by address would.
      */
     private void freeDroppedUpTo(int entry) {
-        for (; droppedDone < recorded.droppedFrees && recorded.droppedEntry[droppedDone] < entry; droppedDone++) {
-            int at = recorded.droppedEntry[droppedDone];
-            long addr = recorded.droppedAddress[droppedDone];
+        for (; droppedDone < recorded.dropped.length && recorded.dropped[droppedDone] < entry; droppedDone++) {
+            int at = recorded.dropped[droppedDone];
+            long addr = trace.get(at).addr();
             if (written != null) {
                 writeRecordedUpTo(at);
                 current = trace.get(at);
@@ -341,9 +341,9 @@ final class DeviceReplay {
                 w.addModel(m, current);
                 continue;
             }
-            int matched = compareOne(k, at, upTo, m.action(), m.addr(), m.size());
-            if (matched >= 0) {
-                w.addRecorded(trace.get(recorded.callEntry[matched]), recorded.callAddress[matched]);
+            TraceEntry matched = compareOne(k, at, upTo, m.action(), m.addr(), m.size());
+            if (matched != null) {
+                w.addRecorded(matched, matched.addr());
             } else {
                 w.addModel(m, current);
             }
@@ -354,36 +354,28 @@ final class DeviceReplay {
 
     /**
      * Compares the model's {@code k}-th driver call since the last comparison with the {@code k}-th recorded one
-     * not yet compared; returns the recorded call's index when they match, else −1 (the mismatch is noted).
+     * not yet compared; returns the recorded call when they match, else null (the mismatch is noted).
      */
-    private int compareOne(int k, int at, int upTo, TraceAction action, long addr, long size) {
+    private @Nullable TraceEntry compareOne(int k, int at, int upTo, TraceAction action, long addr, long size) {
         int j = compared + k;
-        boolean recordedCall = j < upTo;
-        if (recordedCall
-                && recorded.callAction[j] == action
-                && recorded.callAddress[j] == addr
-                && recorded.callSize[j] == size) {
+        TraceEntry exp = j < upTo ? trace.get(recorded.calls[j]) : null;
+        if (exp != null && exp.action() == action && exp.addr() == addr && exp.size() == size) {
             segmentMatched++;
-            return j;
+            return exp;
         }
         mismatch(
-                recordedCall ? recorded.callEntry[j] : at,
+                exp != null ? recorded.calls[j] : at,
                 "segment",
-                recordedCall
-                        ? describe(recorded.callAction[j], recorded.callAddress[j], recorded.callSize[j])
-                        : "no driver call",
+                exp == null ? "no driver call" : describe(exp.action(), exp.addr(), exp.size()),
                 describe(action, addr, size));
-        return -1;
+        return null;
     }
 
     /** Notes the recorded driver calls from the {@code k}-th on as not made, and starts the next comparison. */
     private void missingCalls(int k, int upTo) {
         for (int j = compared + k; j < upTo; j++) {
-            mismatch(
-                    recorded.callEntry[j],
-                    "segment",
-                    describe(recorded.callAction[j], recorded.callAddress[j], recorded.callSize[j]),
-                    "no driver call");
+            TraceEntry exp = trace.get(recorded.calls[j]);
+            mismatch(recorded.calls[j], "segment", describe(exp.action(), exp.addr(), exp.size()), "no driver call");
         }
         compared = Math.max(compared, upTo);
         pending.clear();

@@ -78,7 +78,7 @@ final class WindowStreams {
                     b.free(s, i);
                 } else {
                     if (decisions != null) {
-                        decisions.droppedFree(i, e.addr());
+                        decisions.droppedFree(i);
                     }
                     continue;
                 }
@@ -110,7 +110,7 @@ final class WindowStreams {
     private static void recordOnly(RecordedDecisions.Builder decisions, int i, TraceEntry e, int releaseOp) {
         TraceAction a = e.action();
         if (a.isSegmentEvent()) {
-            decisions.call(i, a, e.addr(), e.size());
+            decisions.call(i);
             if (isRelease(a) && releaseOp >= 0) {
                 decisions.extendRun(releaseOp);
             }
