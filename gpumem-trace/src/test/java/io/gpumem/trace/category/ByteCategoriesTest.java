@@ -4,11 +4,11 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.alloc.SizeRules;
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.engine.RequestStream;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.SourceFormat;
 import io.gpumem.trace.io.TraceSnapshot;
-import io.gpumem.trace.workload.MemoryOp;
 import io.gpumem.trace.workload.TrainingWorkload;
 import java.util.ArrayList;
 import java.util.EnumMap;
@@ -26,16 +26,16 @@ import org.junit.jupiter.params.provider.ValueSource;
 class ByteCategoriesTest {
 
     /**
-     * The category of a generated allocation. The generator's kinds, with two readings of issue 17's definitions:
-     * input ids come from data loading, a phase no rule names ({@code other}); the loss scalar, a
-     * {@code TEMPORARY} to the generator (it is never saved by a layer), is allocated in forward and freed in the
-     * following backward, which is what {@code activations} means.
+     * The category of generated allocation {@code slot}. The generator's kinds, with two readings of issue 17's
+     * definitions: input ids come from data loading, a phase no rule names ({@code other}); the loss scalar, a
+     * {@code TEMPORARY} to the generator (no layer saves it), is allocated in forward and freed in the following
+     * backward, which is what {@code activations} means.
      */
-    static ByteCategory categoryOf(MemoryOp.Alloc a) {
-        if (a.name().equals("loss")) {
+    static ByteCategory categoryOf(TrainingWorkload w, int slot) {
+        if (w.tensorName(slot).equals("loss")) {
             return ByteCategory.ACTIVATIONS;
         }
-        return switch (a.kind()) {
+        return switch (w.kind(slot)) {
             case WEIGHT -> ByteCategory.PARAMETERS;
             case GRADIENT -> ByteCategory.GRADIENTS;
             case OPTIMIZER_STATE -> ByteCategory.OPTIMIZER_STATE;
@@ -47,19 +47,21 @@ class ByteCategoriesTest {
 
     /** The workload as a recording: one alloc / free_requested per op, frames from the generator, no gaps. */
     static TraceSnapshot recordingOf(TrainingWorkload w, boolean frames) {
+        RequestStream s = w.stream();
         List<TraceEntry> trace = new ArrayList<>();
-        long[] addr = new long[w.allocationCount()];
-        long[] size = new long[w.allocationCount()];
+        long[] addr = new long[s.slots()];
+        long[] size = new long[s.slots()];
         long next = 1L << 32;
-        for (MemoryOp op : w.ops()) {
-            if (op instanceof MemoryOp.Alloc a) {
-                addr[a.id()] = next;
-                size[a.id()] = a.bytes();
-                next += (a.bytes() + (1 << 20)) & ~511L;
+        for (int k = 0; k < s.length(); k++) {
+            int slot = s.slot(k);
+            if (s.op(k) == RequestStream.ALLOC) {
+                addr[slot] = next;
+                size[slot] = s.size(k);
+                next += (s.size(k) + (1 << 20)) & ~511L;
                 trace.add(new TraceEntry(
-                        TraceAction.ALLOC, addr[a.id()], a.bytes(), 0, 0, frames ? w.frames(a) : null, -1, null));
-            } else if (op instanceof MemoryOp.Free f) {
-                trace.add(new TraceEntry(TraceAction.FREE_REQUESTED, addr[f.id()], size[f.id()], 0, 0, null, -1, null));
+                        TraceAction.ALLOC, addr[slot], s.size(k), 0, 0, frames ? s.frames(k) : null, -1, null));
+            } else if (s.op(k) == RequestStream.FREE) {
+                trace.add(new TraceEntry(TraceAction.FREE_REQUESTED, addr[slot], size[slot], 0, 0, null, -1, null));
             }
         }
         return new TraceSnapshot(
@@ -69,26 +71,26 @@ class ByteCategoriesTest {
     /** Per category, the bytes live at the first moment the generator's stream reaches its peak. */
     static Map<ByteCategory, Long> expectedAtPeak(TrainingWorkload w) {
         AllocatorConfig config = AllocatorConfig.defaults();
-        Map<Integer, MemoryOp.Alloc> live = new HashMap<>();
+        RequestStream s = w.stream();
+        Map<Integer, Long> live = new HashMap<>();
         long level = 0;
         long peak = -1;
         Map<ByteCategory, Long> atPeak = new EnumMap<>(ByteCategory.class);
-        for (MemoryOp op : w.ops()) {
-            if (op instanceof MemoryOp.Alloc a) {
-                live.put(a.id(), a);
-                level += SizeRules.roundSize(a.bytes(), config);
+        for (int k = 0; k < s.length(); k++) {
+            int slot = s.slot(k);
+            if (s.op(k) == RequestStream.ALLOC) {
+                long rounded = SizeRules.roundSize(s.size(k), config);
+                live.put(slot, rounded);
+                level += rounded;
                 if (level > peak) {
                     peak = level;
-                    atPeak.clear();
                     for (ByteCategory c : ByteCategory.values()) {
                         atPeak.put(c, 0L);
                     }
-                    for (MemoryOp.Alloc l : live.values()) {
-                        atPeak.merge(categoryOf(l), SizeRules.roundSize(l.bytes(), config), Long::sum);
-                    }
+                    live.forEach((l, bytes) -> atPeak.merge(categoryOf(w, l), bytes, Long::sum));
                 }
-            } else if (op instanceof MemoryOp.Free f) {
-                level -= SizeRules.roundSize(live.remove(f.id()).bytes(), config);
+            } else if (s.op(k) == RequestStream.FREE) {
+                level -= live.remove(slot);
             }
         }
         return atPeak;
@@ -133,10 +135,8 @@ class ByteCategoriesTest {
                 .build();
         ByteCategories categories = ByteCategories.of(recordingOf(w, true), 0);
         List<ByteCategory> expected = new ArrayList<>();
-        for (MemoryOp op : w.ops()) {
-            if (op instanceof MemoryOp.Alloc a) {
-                expected.add(categoryOf(a));
-            }
+        for (int slot = 0; slot < w.stream().slots(); slot++) {
+            expected.add(categoryOf(w, slot));
         }
         assertThat(categories.blocks()).extracting(CategorizedBlock::category).containsExactlyElementsOf(expected);
     }
@@ -161,7 +161,7 @@ class ByteCategoriesTest {
                 .filteredOn(b -> b.category() == ByteCategory.TEMPORARIES)
                 .extracting(CategorizedBlock::rule)
                 .containsOnly(CategoryRule.FREED_BEFORE_NEXT_REQUEST);
-        for (int e = -1; e < w.ops().size() - 2; e += 7) {
+        for (int e = -1; e < w.stream().length() - 2; e += 7) {
             CategoryBytes at = categories.at(e);
             long live = 0;
             for (CategorizedBlock b : categories.blocks()) {
