@@ -204,8 +204,11 @@ public final class PredictCommand extends GpumemCommand {
                     + " requests predicted by a law, "
                     + predicted.unpredictedRequests() + " kept at the reference's size; " + predicted.startBlocks()
                     + " blocks live at the start (" + predicted.startBlocksScaled() + " scaled, "
-                    + predicted.startBlocksKept() + " scaling without a law, kept), the cache warmed by "
-                    + (PredictedRecording.PASSES - 1) + " predicted passes; laws " + laws.kindCounts()
+                    + predicted.startBlocksKept() + " scaling without a law, kept), "
+                    + (predicted.warmUpPasses() == 0
+                            ? "a cold start (the reference starts with nothing reserved)"
+                            : "the cache warmed by " + predicted.warmUpPasses() + " predicted passes")
+                    + "; laws " + laws.kindCounts()
                     + "; capacity " + ByteSize.format(capacity)
                     + (outFile == null ? "" : "; written to " + outFile));
             out.print(CompareCommand.table(rows));

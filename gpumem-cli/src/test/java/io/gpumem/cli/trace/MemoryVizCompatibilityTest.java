@@ -270,7 +270,9 @@ class MemoryVizCompatibilityTest {
         assertThat(status).hasSize(3).allMatch(l -> l.startsWith("ok\t"));
         assertThat(Files.readString(jobs.get(0).output())).contains("Summary of segments");
         // the window: the reference's 1,280 requests, each freed (alloc, free_requested, free_completed)
-        assertThat(Files.readString(jobs.get(1).output())).contains("3840 entries").contains("TOTAL MEM");
+        assertThat(Files.readString(jobs.get(1).output()))
+                .contains("3840 entries")
+                .contains("TOTAL MEM");
         assertThat(Files.readString(jobs.get(2).output())).contains("stream_0");
         CliRun check = CliRun.run("replay", "--check", predicted.toString());
         assertThat(check.exit()).as(check.out() + check.err()).isZero();

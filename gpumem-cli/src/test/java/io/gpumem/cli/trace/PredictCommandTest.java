@@ -167,7 +167,7 @@ class PredictCommandTest {
                 "--out",
                 out.toString());
         assertThat(tooBig.exit()).isEqualTo(2);
-        assertThat(tooBig.err()).contains("at 100000000").contains("do not run on a simulated device");
+        assertThat(tooBig.err()).contains("at 100000000").contains("a simulated device models");
         assertThat(out).doesNotExist();
         CliRun equal = CliRun.run("predict", one + "@1", two + "@1", "--at", "3", "--out", out.toString());
         assertThat(equal.exit()).isEqualTo(2);
