@@ -295,18 +295,18 @@ public final class PredictCommand extends GpumemCommand {
         all.addAll(others);
         long t0 = System.nanoTime();
         CapacityFit search = CapacityFit.of(family, fitCapacity, step);
-        List<CapacityFit.Row> rows;
+        List<CapacityFit.LargestValue> rows;
         try {
             rows = search.rows(all, policies);
         } catch (IllegalArgumentException e) {
             throw new BadInputException(e.getMessage());
         }
         double seconds = (System.nanoTime() - t0) / 1e9;
-        CapacityFit.Cost cost = search.cost();
+        CapacityFit.SearchCost cost = search.cost();
         if (json) {
             out.println(Json.line(g -> {
                 g.writeStartArray();
-                for (CapacityFit.Row r : rows) {
+                for (CapacityFit.LargestValue r : rows) {
                     g.writeStartObject();
                     g.writeStringField("config", r.config());
                     g.writeStringField("policy", r.policy());
@@ -339,7 +339,7 @@ public final class PredictCommand extends GpumemCommand {
                     seconds));
             List<String[]> table = new ArrayList<>();
             table.add(new String[] {"config", "largest value", "min capacity", "peak allocated", "peak reserved"});
-            for (CapacityFit.Row r : rows) {
+            for (CapacityFit.LargestValue r : rows) {
                 RunOutcome o = r.outcome();
                 String label = o != null
                         ? CompareRuns.label(o)

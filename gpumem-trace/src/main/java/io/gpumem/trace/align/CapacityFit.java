@@ -24,7 +24,7 @@ import org.jspecify.annotations.Nullable;
  * window compiled once, shared by every row; a row's probe is one run that stops at the first failed request. A value
  * at which the laws give no program (a size of zero or less) does not fit.
  *
- * <p>Invariants: a row's {@link Row#value()} is 0 exactly when not even the step fits; values searched never exceed
+ * <p>Invariants: a row's {@link LargestValue#value()} is 0 exactly when not even the step fits; values searched never exceed
  * {@link #LIMIT}.
  */
 public final class CapacityFit {
@@ -50,7 +50,7 @@ public final class CapacityFit {
      * @param value  the largest fitting value, a multiple of the step; 0 when not even the step fits
      * @param outcome the row at that value, minimum capacity included
      */
-    public record Row(
+    public record LargestValue(
             String config,
             String policy,
             boolean recorded,
@@ -58,7 +58,7 @@ public final class CapacityFit {
             @Nullable RunOutcome outcome) {}
 
     /** What the search cost: values predicted, replays run, in all rows. */
-    public record Cost(int valuesPredicted, long replays) {}
+    public record SearchCost(int valuesPredicted, long replays) {}
 
     /**
      * Searches each row. The recorded configuration is {@code configs.get(0)}.
@@ -74,32 +74,32 @@ public final class CapacityFit {
     }
 
     /** The rows for {@code configs} (the recorded one first) and {@code policies}, in that order. */
-    public List<Row> rows(List<AllocatorConfig> configs, List<PolicySpec> policies) {
-        List<Row> out = new ArrayList<>();
+    public List<LargestValue> rows(List<AllocatorConfig> configs, List<PolicySpec> policies) {
+        List<LargestValue> out = new ArrayList<>();
         for (int i = 0; i < configs.size(); i++) {
             AllocatorConfig c = configs.get(i);
             boolean recorded = i == 0;
             long v = largest(r -> r.runOnce(c, capacity) >= 0);
             RunOutcome o = v == 0 ? null : Objects.requireNonNull(replayAt(v)).evaluate(c, recorded, capacity);
-            out.add(new Row(c.raw(), "pytorch", recorded, v, o));
+            out.add(new LargestValue(c.raw(), "pytorch", recorded, v, o));
         }
         for (PolicySpec p : policies) {
             long v = largest(r -> r.runsWithoutOom(p, capacity));
             RunOutcome o = v == 0 ? null : Objects.requireNonNull(replayAt(v)).evaluate(p, capacity);
-            out.add(new Row(p.options(), p.name(), false, v, o));
+            out.add(new LargestValue(p.options(), p.name(), false, v, o));
         }
         return out;
     }
 
     /** Values predicted and replays run so far (each prediction plays its program once). */
-    public Cost cost() {
+    public SearchCost cost() {
         long replays = predictions;
         for (WhatIfReplay r : byValue.values()) {
             if (r != null) {
                 replays += r.replayCounts()[0];
             }
         }
-        return new Cost(predictions, replays);
+        return new SearchCost(predictions, replays);
     }
 
     private long largest(Predicate<WhatIfReplay> runs) {
