@@ -1,30 +1,26 @@
 package io.gpumem.alloc;
 
 import io.gpumem.device.Device;
-import io.gpumem.history.Frame;
-import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.history.TraceListener;
 import java.util.List;
 import java.util.Objects;
 import java.util.function.Consumer;
-import java.util.function.LongSupplier;
-import java.util.function.Supplier;
 
 /**
  * The operations of a {@link CachingAllocator} that are not part of PyTorch's user API: what every allocator's
- * {@link GpuAllocatorInternals} offers (history recording, its stacks and clock, the checks tests run after every
- * step), plus state import for replays that start mid-trace and trace listeners. Reached through {@link CachingAllocator#internals()}, so the user-facing class stays small (as
- * Caffeine keeps advanced operations behind {@code Cache.policy()}).
+ * {@link GpuAllocatorInternals} offers (history recording, its stacks and clock, from
+ * {@link AbstractAllocatorInternals}; the checks tests run after every step), plus state import for replays that
+ * start mid-trace and trace listeners. Reached through {@link CachingAllocator#internals()}, so the user-facing
+ * class stays small (as Caffeine keeps advanced operations behind {@code Cache.policy()}).
  *
  * <p>Every method takes the allocator's lock, like the allocator's own methods.
  */
-public final class AllocatorInternals implements GpuAllocatorInternals, SegmentRestorer {
-    private final AllocatorLock lock;
+public final class AllocatorInternals extends AbstractAllocatorInternals implements SegmentRestorer {
     private final AllocatorCore core;
 
     AllocatorInternals(AllocatorLock lock, AllocatorCore core) {
-        this.lock = lock;
+        super(lock, core.trace);
         this.core = core;
     }
 
@@ -66,31 +62,6 @@ public final class AllocatorInternals implements GpuAllocatorInternals, SegmentR
     @Override
     public boolean expandableSegments() {
         return core.config.expandableSegments();
-    }
-
-    /** {@code torch.cuda.memory._record_memory_history(enabled, context, max_entries)}. */
-    @Override
-    public void recordHistory(HistoryOptions options) {
-        Objects.requireNonNull(options, "options");
-        boolean enabled = options.enabled() != HistoryOptions.Enabled.NONE;
-        long max = options.enabled() == HistoryOptions.Enabled.ALL ? options.maxEntries() : 1;
-        lock.lock();
-        try {
-            core.trace.configure(enabled, max, options.context());
-        } finally {
-            lock.unlock();
-        }
-    }
-
-    @Override
-    public void setContextSupplier(Supplier<List<Frame>> frames) {
-        core.trace.contextSupplier = frames;
-    }
-
-    /** Sets the clock for {@code time_us} of trace entries (microseconds); tests inject a deterministic one. */
-    @Override
-    public void setClock(LongSupplier timeMicros) {
-        core.trace.clockMicros = Objects.requireNonNull(timeMicros, "timeMicros");
     }
 
     /**

@@ -64,41 +64,26 @@ final class SnapshotBuilder {
             if (head.prev != null && head.prev.mapped) {
                 continue;
             }
-            long total = 0;
-            long allocated = 0;
-            long active = 0;
-            long requested = 0;
             List<BlockInfo> blocks = new ArrayList<>();
             long address = head.ptr;
+            long at = address;
             for (Block b = head; b != null && b.mapped; b = b.next) {
-                boolean isActive = b.allocated || b.eventCount > 0 || b.hasStreamUses();
                 BlockState state = b.allocated
                         ? BlockState.ACTIVE_ALLOCATED
-                        : isActive ? BlockState.ACTIVE_PENDING_FREE : BlockState.INACTIVE;
-                blocks.add(
-                        new BlockInfo(address + total, b.size, b.requestedSize, state, frames(b.contextWhenAllocated)));
-                total += b.size;
-                if (b.allocated) {
-                    allocated += b.size;
-                }
-                if (isActive) {
-                    active += b.size;
-                    requested += b.requestedSize;
-                }
+                        : b.eventCount > 0 || b.hasStreamUses() ? BlockState.ACTIVE_PENDING_FREE : BlockState.INACTIVE;
+                blocks.add(new BlockInfo(at, b.size, b.requestedSize, state, frames(b.contextWhenAllocated)));
+                at += b.size;
             }
-            totalActive += active;
-            result.add(new SegmentInfo(
+            SegmentInfo segment = SegmentInfo.ofBlocks(
                     device,
                     address,
-                    total,
-                    allocated,
-                    active,
-                    requested,
                     head.stream,
                     head.pool.kind,
                     head.expandable != null,
                     frames(head.contextWhenSegmentAllocated),
-                    List.copyOf(blocks)));
+                    blocks);
+            totalActive += segment.activeSize();
+            result.add(segment);
         }
         result.sort((a, b) -> Long.compareUnsigned(a.address(), b.address()));
         core.trace.record(TraceAction.SNAPSHOT, 0, totalActive, 0, null);

@@ -1,6 +1,7 @@
 package io.gpumem.alloc;
 
 import io.gpumem.history.Frame;
+import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.HistoryOptions.Context;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
@@ -10,6 +11,7 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Objects;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.Consumer;
 import java.util.function.LongSupplier;
@@ -17,8 +19,10 @@ import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 
 /**
- * The allocator's memory history (allocator.md §10.1): a ring buffer of the most recent {@link TraceEntry}s, the
- * context level that decides which stacks are captured, the caller's stack supplier and the clock.
+ * An allocator's memory history (allocator.md §10.1): a ring buffer of the most recent {@link TraceEntry}s, the
+ * context level that decides which stacks are captured, the caller's stack supplier and the clock. The one history
+ * model of every allocator family: the exact allocator's, and the policies' in {@code io.gpumem.policy} (which
+ * record with the same semantics). Its owner calls {@link #record} and {@link #maybeGatherContext} under its lock.
  *
  * <p>Context levels are {@link Context}, in PyTorch's {@code RecordContext} order: {@code NONE} &lt;
  * {@code STATE} (stacks for live blocks) &lt; {@code ALLOC} (also on trace entries) &lt; {@code ALL} (also captured
@@ -29,7 +33,7 @@ import org.jspecify.annotations.Nullable;
  * Nothing is allocated per operation unless history is on or a tracker is attached ({@link TraceListener}s get
  * the fields without an entry being built).
  */
-final class TraceRecorder {
+public final class TraceRecorder {
     private boolean recordHistory;
     private Context recordContext = Context.NONE;
     private final TraceEntryRing ring = new TraceEntryRing();
@@ -52,11 +56,15 @@ final class TraceRecorder {
         return now.getEpochSecond() * 1_000_000L + now.getNano() / 1_000;
     }
 
-    /** PyTorch's {@code recordHistory(enabled, recorder, max_entries, when)}. */
-    synchronized void configure(boolean enabled, long maxEntries, Context when) {
+    /**
+     * {@code torch.cuda.memory._record_memory_history(enabled, context, max_entries)} (PyTorch's
+     * {@code recordHistory}); turning it off clears the buffer.
+     */
+    public synchronized void configure(HistoryOptions options) {
+        boolean enabled = options.enabled() != HistoryOptions.Enabled.NONE;
         recordHistory = enabled;
-        ring.setCapacity(maxEntries);
-        recordContext = enabled ? when : Context.NONE;
+        ring.setCapacity(options.enabled() == HistoryOptions.Enabled.ALL ? options.maxEntries() : 1);
+        recordContext = enabled ? options.context() : Context.NONE;
         if (!enabled) {
             ring.clear();
         }
@@ -98,9 +106,18 @@ final class TraceRecorder {
         return removed;
     }
 
+    /** Where stacks come from when the context level asks for one; {@code null} records no frames. */
+    public void setContextSupplier(@Nullable Supplier<List<Frame>> frames) {
+        contextSupplier = frames;
+    }
+
+    /** The clock entries are stamped with, in microseconds. */
+    public void setClock(LongSupplier timeMicros) {
+        clockMicros = Objects.requireNonNull(timeMicros, "timeMicros");
+    }
+
     /** The caller's stack if the context level reaches {@code level}, else null. */
-    @Nullable
-    List<Frame> maybeGatherContext(Context level) {
+    public @Nullable List<Frame> maybeGatherContext(Context level) {
         if (recordContext.compareTo(level) < 0) {
             return null;
         }
@@ -108,11 +125,14 @@ final class TraceRecorder {
         return s == null ? null : s.get();
     }
 
-    void record(TraceAction action, long addr, long size, long stream, @Nullable List<Frame> context) {
+    /** Records an entry; its stack is kept only at context {@code ALLOC} or above. */
+    public void record(TraceAction action, long addr, long size, long stream, @Nullable List<Frame> context) {
         record(action, addr, size, stream, context, -1);
     }
 
-    void record(TraceAction action, long addr, long size, long stream, @Nullable List<Frame> context, long deviceFree) {
+    /** As {@link #record(TraceAction, long, long, long, List)}, for an {@code oom} entry with the device's free bytes. */
+    public void record(
+            TraceAction action, long addr, long size, long stream, @Nullable List<Frame> context, long deviceFree) {
         if (!active) {
             return;
         }
@@ -129,7 +149,8 @@ final class TraceRecorder {
                 stream,
                 clockMicros.getAsLong(),
                 recordContext.compareTo(Context.ALLOC) >= 0 ? context : null,
-                deviceFree);
+                deviceFree,
+                TraceEntry.recordedKeys(action));
         for (Consumer<TraceEntry> t : trackers) {
             t.accept(te);
         }
@@ -139,7 +160,7 @@ final class TraceRecorder {
     }
 
     /** The buffered entries, oldest first. */
-    List<TraceEntry> entries() {
+    public List<TraceEntry> entries() {
         return ring.entries();
     }
 }

@@ -82,6 +82,11 @@ public final class RequestStream {
         return new Builder();
     }
 
+    /** A builder sized for about {@code expectedOps} ops (and as many slots) before it grows. */
+    public static Builder builder(int expectedOps) {
+        return new Builder(expectedOps);
+    }
+
     /** Number of ops. */
     public int length() {
         return length;
@@ -108,6 +113,21 @@ public final class RequestStream {
     /** The stream handle of an ALLOC op. */
     public long stream(int k) {
         return streams[streamIndex[k]];
+    }
+
+    /** The index in {@link #streams()} of an ALLOC op's stream (0 for other ops). */
+    public int streamIndex(int k) {
+        return streamIndex[k];
+    }
+
+    /** {@link #size} of every op, in op order (a copy: a benchmark's replay loop reads it without a call). */
+    public long[] requestSizes() {
+        return size.clone();
+    }
+
+    /** {@link #streamIndex} of every op, in op order (a copy). */
+    public int[] streamIndexes() {
+        return streamIndex.clone();
     }
 
     /** The stacks a run with history attaches to op {@code k}. */
@@ -179,6 +199,95 @@ public final class RequestStream {
         return peak;
     }
 
+    /**
+     * The slot of each op renumbered so that an alloc takes the slot freed most recently, or a new one when none is
+     * free (start blocks keep the first slots; −1 for ops without a slot). A replay that keeps one address per slot
+     * then needs an array only {@link #peakLiveBlocks()} long, where {@link #slots()} grows with every alloc: the
+     * compact view a benchmark's loop keeps hot in cache.
+     */
+    public int[] compactSlots() {
+        int[] compact = new int[length];
+        int[] renamed = new int[slots];
+        int[] free = new int[slots + 1]; // stack of freed compact slots, most recent on top
+        int top = 0;
+        int used = startBlocks;
+        for (int i = 0; i < startBlocks; i++) {
+            renamed[i] = i;
+        }
+        for (int k = 0; k < length; k++) {
+            switch (op[k]) {
+                case ALLOC -> {
+                    int c = top > 0 ? free[--top] : used++;
+                    renamed[slot[k]] = c;
+                    compact[k] = c;
+                }
+                case FREE -> {
+                    int c = renamed[slot[k]];
+                    free[top++] = c;
+                    compact[k] = c;
+                }
+                default -> compact[k] = -1;
+            }
+        }
+        return compact;
+    }
+
+    /** The most blocks live at once, start blocks included: the number of distinct {@link #compactSlots()}. */
+    public int peakLiveBlocks() {
+        int live = startBlocks;
+        int peak = live;
+        for (int k = 0; k < length; k++) {
+            if (op[k] == ALLOC) {
+                peak = Math.max(peak, ++live);
+            } else if (op[k] == FREE) {
+                live--;
+            }
+        }
+        return peak;
+    }
+
+    /**
+     * Ops {@code [from, to)} as a stream that can be played in an endless loop: its allocs and frees (steps and
+     * {@code empty_cache} calls dropped), then a free of every block it allocated and left live, in allocation
+     * order. The result has no start state and as many frees as allocs, so every pass through it leaves the
+     * allocator's live set as it found it. Sites, times and source entries are kept.
+     *
+     * @throws IllegalArgumentException when an op of the range frees a block allocated before it
+     */
+    public RequestStream balanced(int from, int to) {
+        if (from < 0 || to > length || from > to) {
+            throw new IllegalArgumentException("op range [" + from + ", " + to + ") outside [0, " + length + ")");
+        }
+        Builder b = builder().defaultFrames(defaultFrames);
+        int[] slotIn = new int[slots];
+        Arrays.fill(slotIn, -1);
+        for (int k = from; k < to; k++) {
+            if (op[k] == ALLOC) {
+                slotIn[slot[k]] = b.alloc(size[k], stream(k), entry[k]);
+            } else if (op[k] == FREE) {
+                if (slotIn[slot[k]] < 0) {
+                    throw new IllegalArgumentException("op " + k + " (entry " + entry[k] + ") frees a block allocated"
+                            + " before op " + from + ", where the balanced stream starts");
+                }
+                b.free(slotIn[slot[k]], entry[k]);
+            } else {
+                continue;
+            }
+            if (site != null && site[k] >= 0) {
+                b.atSite(b.site(sites.get(site[k])));
+            }
+            if (time != null) {
+                b.at(time[k]);
+            }
+        }
+        for (int s : slotIn) {
+            if (s >= 0 && b.isLive(s)) {
+                b.free(s, -1);
+            }
+        }
+        return b.build();
+    }
+
     /** The index of {@code handle} in {@link #streams()}. */
     int streamIndexOf(long handle) {
         for (int i = 0; i < streams.length; i++) {
@@ -216,13 +325,13 @@ public final class RequestStream {
      * in order; {@link #alloc} returns the slot a later {@link #free} names.
      */
     public static final class Builder {
-        private byte[] op = new byte[1024];
-        private int[] slot = new int[1024];
-        private long[] size = new long[1024];
-        private int[] entry = new int[1024];
-        private int[] site = new int[1024];
-        private long[] time = new long[1024];
-        private long[] handle = new long[1024];
+        private byte[] op;
+        private int[] slot;
+        private long[] size;
+        private int[] entry;
+        private int[] site;
+        private long[] time;
+        private long[] handle;
         private boolean anySite;
         private boolean anyTime;
         private int length;
@@ -230,14 +339,28 @@ public final class RequestStream {
         private int slots;
         private int allocs;
         private int steps;
-        private boolean[] live = new boolean[1024];
+        private boolean[] live;
         private List<SegmentInfo> start = List.of();
         private final List<List<Frame>> sites = new ArrayList<>();
         private final IdentityHashMap<List<Frame>, Integer> siteIndex = new IdentityHashMap<>();
         private List<Frame> defaultFrames = List.of();
         private boolean firstUseOrder;
 
-        private Builder() {}
+        private Builder() {
+            this(1024);
+        }
+
+        private Builder(int expectedOps) {
+            int n = Math.max(16, expectedOps);
+            op = new byte[n];
+            slot = new int[n];
+            size = new long[n];
+            entry = new int[n];
+            site = new int[n];
+            time = new long[n];
+            handle = new long[n];
+            live = new boolean[n];
+        }
 
         /** The state the stream starts from; its live blocks become slots 0.. in {@link #forEachLiveBlock} order. */
         public Builder startState(List<SegmentInfo> segments) {
@@ -364,9 +487,14 @@ public final class RequestStream {
 
         public RequestStream build() {
             Set<Long> distinct = firstUseOrder ? new LinkedHashSet<>() : new TreeSet<>(Long::compareUnsigned);
+            boolean any = false;
+            long previous = 0;
             for (int k = 0; k < length; k++) {
-                if (op[k] == ALLOC) {
+                // Streams change rarely from one alloc to the next: box and insert only on a change.
+                if (op[k] == ALLOC && (!any || handle[k] != previous)) {
                     distinct.add(handle[k]);
+                    previous = handle[k];
+                    any = true;
                 }
             }
             for (SegmentInfo seg : start) {

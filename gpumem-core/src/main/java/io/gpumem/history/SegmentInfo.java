@@ -27,8 +27,8 @@ import org.jspecify.annotations.Nullable;
  * @param frames        stack from when the segment was allocated or first mapped; empty when none, {@code null}
  *                      when a file has no {@code frames} key
  * @param blocks        blocks in address order
- * @param poolId        {@code segment_pool_id}: {@link PoolId#DEFAULT}, or a private pool's id
- * @param keys          which keys a file had for the segment, beyond these values
+ * @param poolId        {@code segment_pool_id}: {@link PoolId#DEFAULT} (also for {@code null}), or a private pool's id
+ * @param keys          which keys a file had for the segment, beyond these values; {@code null}: every key
  */
 public record SegmentInfo(
         int device,
@@ -61,38 +61,27 @@ public record SegmentInfo(
         }
     }
 
-    /** A segment of the default pool with every key (as gpumem's allocator reports one). */
-    public SegmentInfo(
-            int device,
-            long address,
-            long totalSize,
-            long allocatedSize,
-            long activeSize,
-            long requestedSize,
-            long stream,
-            Pool pool,
-            boolean expandable,
-            @Nullable List<Frame> frames,
-            List<BlockInfo> blocks) {
-        this(
-                device,
-                address,
-                totalSize,
-                allocatedSize,
-                activeSize,
-                requestedSize,
-                stream,
-                pool,
-                expandable,
-                frames,
-                blocks,
-                PoolId.DEFAULT,
-                PLAIN);
-    }
-
     /** A segment of the default pool whose totals are its blocks' (no stack; blocks in address order). */
     public static SegmentInfo ofBlocks(
             int device, long address, long stream, Pool pool, boolean expandable, List<BlockInfo> blocks) {
+        return ofBlocks(device, address, stream, pool, expandable, List.of(), blocks);
+    }
+
+    /**
+     * A segment of the default pool with every key (as gpumem's allocators report one), its totals its blocks':
+     * size the sum of their sizes, allocated, active and requested bytes those of the allocated and active ones.
+     *
+     * @param frames stack from when the segment was allocated or first mapped (empty when none)
+     * @param blocks blocks in address order, tiling the segment
+     */
+    public static SegmentInfo ofBlocks(
+            int device,
+            long address,
+            long stream,
+            Pool pool,
+            boolean expandable,
+            List<Frame> frames,
+            List<BlockInfo> blocks) {
         long total = 0;
         long allocated = 0;
         long active = 0;
@@ -117,8 +106,8 @@ public record SegmentInfo(
                 stream,
                 pool,
                 expandable,
-                List.of(),
-                blocks,
+                frames,
+                List.copyOf(blocks),
                 PoolId.DEFAULT,
                 PLAIN);
     }

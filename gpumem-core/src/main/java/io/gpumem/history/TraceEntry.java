@@ -58,25 +58,28 @@ public record TraceEntry(
         }
     }
 
-    /** An entry as gpumem's allocator records it (every key its snapshot writes; see the class comment). */
-    public TraceEntry(
-            TraceAction action,
-            long addr,
-            long size,
-            long stream,
-            long timeUs,
-            @Nullable List<Frame> frames,
-            long deviceFree) {
-        this(action, addr, size, stream, timeUs, frames, deviceFree, recordedKeys(action));
-    }
-
-    private static FileKeys recordedKeys(TraceAction action) {
+    /** The keys of an entry as gpumem's allocators record it: every key its snapshot writes (see the class comment). */
+    public static FileKeys recordedKeys(TraceAction action) {
         return action == TraceAction.OOM ? RECORDED_OOM : RECORDED;
     }
 
     /** An entry with the keys a current PyTorch records without time stamps: addr, size, stream; no frames. */
     public static TraceEntry of(TraceAction action, long addr, long size, long stream) {
         return new TraceEntry(action, addr, size, stream, 0, List.of(), -1, FileKeys.of(ADDR | SIZE | STREAM));
+    }
+
+    /**
+     * Whether a trace records {@code free_completed} entries. A block is reusable when its free completes: in such
+     * a trace at its {@code free_completed} entry, in one without (no stream events recorded) at its
+     * {@code free_requested} entry.
+     */
+    public static boolean recordsFreeCompletions(List<TraceEntry> trace) {
+        for (TraceEntry e : trace) {
+            if (e.action() == TraceAction.FREE_COMPLETED) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** The action as recorded (the name of an {@link TraceAction#UNKNOWN} action included). */

@@ -5,6 +5,7 @@ import io.gpumem.alloc.AllocatorLock;
 import io.gpumem.alloc.BlockTree;
 import io.gpumem.alloc.GpuAllocator;
 import io.gpumem.alloc.GpuAllocatorInternals;
+import io.gpumem.alloc.TraceRecorder;
 import io.gpumem.device.Device;
 import io.gpumem.history.Frame;
 import io.gpumem.history.HistoryOptions.Context;
@@ -109,7 +110,7 @@ public final class StitchAllocator implements GpuAllocator {
      */
     final AllocatorLock lock = new AllocatorLock();
 
-    private final PolicyHistory history = new PolicyHistory();
+    private final TraceRecorder history = new TraceRecorder();
     private final GpuAllocatorInternals internals = new PolicyInternals(this, () -> {});
     /** The stack of the request being served (null unless history keeps stacks), for its map and unmap entries. */
     private @Nullable List<Frame> requestContext;
@@ -256,7 +257,7 @@ public final class StitchAllocator implements GpuAllocator {
             return 0;
         }
         long rounded = roundSize(size);
-        List<Frame> context = history.gather(Context.STATE);
+        List<Frame> context = history.maybeGatherContext(Context.STATE);
         requestContext = context;
         processPendingFrees(false);
         Arena a = arena(stream, rounded <= SMALL_LIMIT);
@@ -280,7 +281,7 @@ public final class StitchAllocator implements GpuAllocator {
      * overlaps no live block there).
      */
     long mallocFixed(Arena a, long offset, long rounded, long requested, long stream) {
-        List<Frame> context = history.gather(Context.STATE);
+        List<Frame> context = history.maybeGatherContext(Context.STATE);
         requestContext = context;
         long addr = a.base + offset;
         if (!pinPages(a, addr, rounded)) {
@@ -585,7 +586,7 @@ public final class StitchAllocator implements GpuAllocator {
         if (b == null) {
             throw new IllegalArgumentException("invalid device pointer: 0x" + Long.toHexString(ptr));
         }
-        List<Frame> context = history.gather(Context.ALL);
+        List<Frame> context = history.maybeGatherContext(Context.ALL);
         history.record(
                 TraceAction.FREE_REQUESTED, b.ptr, b.requested, b.stream, context != null ? context : b.frames, -1);
         allocated -= b.size;
@@ -731,7 +732,7 @@ public final class StitchAllocator implements GpuAllocator {
     }
 
     private void emptyCacheLocked() {
-        requestContext = history.gather(Context.ALL);
+        requestContext = history.maybeGatherContext(Context.ALL);
         processPendingFrees(true);
         for (Arena a : arenas) {
             int count = 0;
@@ -837,7 +838,7 @@ public final class StitchAllocator implements GpuAllocator {
     }
 
     /** The recorded history, configured through {@link #internals()}. */
-    PolicyHistory history() {
+    TraceRecorder history() {
         return history;
     }
 

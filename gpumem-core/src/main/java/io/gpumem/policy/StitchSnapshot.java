@@ -47,8 +47,6 @@ final class StitchSnapshot {
                 long end = a.base + (long) q * st.page;
                 List<BlockInfo> blocks = new ArrayList<>();
                 long at = start;
-                long alloc = 0;
-                long active = 0;
                 for (StitchBlock b : inArena.subMap(start, end).values()) {
                     if (b.ptr > at) {
                         blocks.add(new BlockInfo(at, b.ptr - at, 0, BlockState.INACTIVE, List.of()));
@@ -60,26 +58,13 @@ final class StitchSnapshot {
                             b.requested,
                             pending ? BlockState.ACTIVE_PENDING_FREE : BlockState.ACTIVE_ALLOCATED,
                             b.frames == null ? List.of() : b.frames));
-                    alloc += pending ? 0 : b.size;
-                    active += b.size;
                     at = b.ptr + b.size;
                 }
                 if (at < end) {
                     blocks.add(new BlockInfo(at, end - at, 0, BlockState.INACTIVE, List.of()));
                 }
-                Pool pool = Pool.LARGE;
-                segments.add(new SegmentInfo(
-                        st.device.index(),
-                        start,
-                        end - start,
-                        alloc,
-                        active,
-                        active,
-                        Math.max(0, a.stream),
-                        pool,
-                        true,
-                        List.of(),
-                        blocks));
+                segments.add(SegmentInfo.ofBlocks(
+                        st.device.index(), start, Math.max(0, a.stream), Pool.LARGE, true, blocks));
                 p = q;
             }
         }

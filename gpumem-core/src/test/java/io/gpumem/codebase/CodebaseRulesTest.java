@@ -8,7 +8,6 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 import java.util.TreeMap;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -33,19 +32,6 @@ import org.junit.jupiter.api.Test;
  */
 class CodebaseRulesTest {
 
-    /**
-     * Twins still to be folded into one model, each by a known piece of issue 18's remaining work; listed so
-     * that no new twin can join them unnoticed. Remove an entry when its twin goes: the test fails while a listed
-     * name is no longer shared, so the list cannot go stale.
-     * <ul>
-     *   <li>{@code RequestStream}: gpumem-bench's looping stream (slots reused, balanced for endless passes) is to
-     *       be built from the engine's {@code io.gpumem.engine.RequestStream}.</li>
-     *   <li>{@code Alloc}, {@code Free}: the generated workloads' {@code MemoryOp} is to become the engine
-     *       stream builder's input, leaving ops scripts' {@code ScriptOp} the only op records.</li>
-     * </ul>
-     */
-    private static final Set<String> KNOWN_TWINS = Set.of("RequestStream", "Alloc", "Free");
-
     private static final Pattern TYPE_DECLARATION =
             Pattern.compile("(?<![.\\w])(?:class|interface|record|enum)\\s+([A-Z]\\w*)");
     private static final Pattern QUALIFIED_TYPE = Pattern.compile(
@@ -64,13 +50,9 @@ class CodebaseRulesTest {
             }
         }
         List<String> shared = new ArrayList<>();
-        List<String> settledTwins = new ArrayList<>(KNOWN_TWINS);
         declared.forEach((name, files) -> {
-            if (files.size() > 1 && !name.equals("Builder") && !KNOWN_TWINS.contains(name)) {
+            if (files.size() > 1 && !name.equals("Builder")) {
                 shared.add(name + " in " + files);
-            }
-            if (files.size() > 1) {
-                settledTwins.remove(name);
             }
         });
         System.out.println(
@@ -80,9 +62,6 @@ class CodebaseRulesTest {
                 .hasSizeGreaterThan(100);
         assertThat(shared)
                 .as("simple names declared by more than one main-code type")
-                .isEmpty();
-        assertThat(settledTwins)
-                .as("KNOWN_TWINS entries no longer shared: remove them from the list")
                 .isEmpty();
     }
 

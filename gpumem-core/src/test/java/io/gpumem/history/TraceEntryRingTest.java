@@ -9,7 +9,8 @@ import org.junit.jupiter.api.Test;
 class TraceEntryRingTest {
 
     private static TraceEntry entry(long addr) {
-        return new TraceEntry(TraceAction.ALLOC, addr, 512, 0, addr, null, -1);
+        return new TraceEntry(
+                TraceAction.ALLOC, addr, 512, 0, addr, null, -1, TraceEntry.recordedKeys(TraceAction.ALLOC));
     }
 
     private static List<Long> addrs(TraceEntryRing ring) {

@@ -14,9 +14,10 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 
 /**
- * Before/after for a change to the allocator: gpumem's replay ({@link AllocatorPeersBench.GpumemReplay}) from two
+ * Before/after for a change to the allocator: gpumem's replay ({@link AllocatorPeersBench#gpumemLoop}) from two
  * or more builds of {@code benchmarks.jar}, measured in one JVM, interleaved, in thread CPU time.
  *
  * <p>Why: on the shared 2-core machine the figure of one build moves by 10-50% between runs minutes apart (other
@@ -107,9 +108,16 @@ public final class AllocatorBuildsCpuTime {
         return new URLClassLoader(new URL[] {jar.toUri().toURL()}, ClassLoader.getPlatformClassLoader());
     }
 
-    /** The build's replay of {@code stream}, or null when the build does not know the stream. */
-    private static BuildReplay replay(ClassLoader loader, String stream) throws ReflectiveOperationException {
-        Class<?> streams = loader.loadClass("io.gpumem.bench.alloc.RequestStream");
+    /**
+     * The build's replay of {@code stream}, or null when the build does not know the stream. Builds since the
+     * benchmarks play the engine's request stream name it {@code BenchStreams.named} and replay it in
+     * {@code AllocatorPeersBench.gpumemLoop}; earlier builds had their own {@code RequestStream.named} and
+     * {@code AllocatorPeersBench.GpumemReplay}, reached the same way so that a change can be measured against them.
+     */
+    private static @Nullable BuildReplay replay(ClassLoader loader, String stream) throws ReflectiveOperationException {
+        boolean engineStream = loader.getResource("io/gpumem/bench/alloc/BenchStreams.class") != null;
+        Class<?> streams = loader.loadClass(
+                engineStream ? "io.gpumem.bench.alloc.BenchStreams" : "io.gpumem.bench.alloc.RequestStream");
         Method named = streams.getDeclaredMethod("named", String.class);
         named.setAccessible(true);
         Object requests;
@@ -121,18 +129,26 @@ public final class AllocatorBuildsCpuTime {
             }
             throw e;
         }
-        Method length = streams.getDeclaredMethod("length");
+        Method length = named.getReturnType().getDeclaredMethod("length");
         length.setAccessible(true);
-        Class<?> gpumem = loader.loadClass("io.gpumem.bench.alloc.AllocatorPeersBench$GpumemReplay");
-        Constructor<?> make = gpumem.getDeclaredConstructor(streams);
-        make.setAccessible(true);
-        Method pass = gpumem.getDeclaredMethod("pass");
+        int pairs = (int) length.invoke(requests) / 2;
+        Object replay;
+        Class<?> replayClass;
+        if (engineStream) {
+            Method make = loader.loadClass("io.gpumem.bench.alloc.AllocatorPeersBench")
+                    .getDeclaredMethod("gpumemLoop", named.getReturnType());
+            make.setAccessible(true);
+            replay = make.invoke(null, requests);
+            replayClass = make.getReturnType();
+        } else {
+            replayClass = loader.loadClass("io.gpumem.bench.alloc.AllocatorPeersBench$GpumemReplay");
+            Constructor<?> make = replayClass.getDeclaredConstructor(streams);
+            make.setAccessible(true);
+            replay = make.newInstance(requests);
+        }
+        Method pass = replayClass.getDeclaredMethod("pass");
         pass.setAccessible(true);
-        return new BuildReplay(
-                make.newInstance(requests),
-                MethodHandles.lookup().unreflect(pass),
-                (int) length.invoke(requests) / 2,
-                1);
+        return new BuildReplay(replay, MethodHandles.lookup().unreflect(pass), pairs, 1);
     }
 
     /** The build's {@link PolicyPairBench} for {@code policy}, set up, calling {@code workload} in batches. */

@@ -3,6 +3,7 @@ package io.gpumem.bench.alloc;
 import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.device.DeviceOp;
 import io.gpumem.device.SimulatedDevice;
+import io.gpumem.engine.RequestStream;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.PooledByteBufAllocator;
 import java.util.HashMap;
@@ -24,16 +25,17 @@ import org.openjdk.jmh.annotations.Warmup;
 /**
  * gpumem's faithful caching allocator against two peers, replaying the same request streams the same way.
  *
- * <p>Streams ({@link RequestStream#named}): the recorded lm2.7b training step (6,771 allocations), the
- * recorded llama offload run on 10 streams (3,058), RMM's {@code random_allocations} shape (10,000
- * allocations, seed 1), and the generated training loop of {@link CachingAllocatorBench} as one pass. A pass replays the stream and frees what is still live; passes repeat forever and each
- * invocation performs the next two ops, so over whole passes ops/s = malloc+free pairs/s (as in
+ * <p>Streams ({@link BenchStreams#named}, the engine's {@link RequestStream} made balanced): the recorded lm2.7b
+ * training step (6,771 allocations), the recorded llama offload run on 10 streams (3,058), RMM's
+ * {@code random_allocations} shape (10,000 allocations, seed 1), and the generated training loop of
+ * {@link CachingAllocatorBench} as one pass. A pass replays the stream and frees what is still live; passes repeat
+ * forever and each invocation performs the next two ops, so over whole passes ops/s = malloc+free pairs/s (as in
  * {@link CachingAllocatorBench}).
  *
  * <ul>
- *   <li>{@link #gpumem}: {@link CachingAllocator} with default configuration on a 1 TiB simulated device;
- *       trace streams other than 0 get a device stream each. Setup runs two passes first, so the measured
- *       passes are served from the cache (device mallocs during measurement are counted and printed).
+ *   <li>{@link #gpumem}: {@link CachingAllocator} with default configuration on a 1 TiB simulated device, in a
+ *       {@link StreamLoop}; trace streams other than 0 get a device stream each. Setup runs two passes first, so
+ *       the measured passes are served from the cache (device mallocs during measurement are counted and printed).
  *   <li>{@link #netty}: Netty's {@link PooledByteBufAllocator} (heap arenas, its defaults), sizes divided by
  *       4,096 and rounded up so that a request fits Netty's chunk; streams are ignored. It is a general-purpose
  *       pooled allocator, a same-run reference for what a tuned JVM allocator costs per pair.
@@ -41,8 +43,9 @@ import org.openjdk.jmh.annotations.Warmup;
  *       floor that bookkeeping alone costs (the baseline the issue's ratios are taken against).
  * </ul>
  *
- * <p>Each replayer is its own final class with its own loop, so that no call site in a measured loop sees more
- * than one allocator type. Run: {@code java -jar gpumem-bench/target/benchmarks.jar AllocatorPeers}.
+ * <p>gpumem's loop is its own class, so that its call sites see one allocator type; the two peers share their
+ * cursor ({@link PeerReplay}), whose call to a peer's op sees at most these two. Run:
+ * {@code java -jar gpumem-bench/target/benchmarks.jar AllocatorPeers}.
  */
 @State(Scope.Thread)
 @BenchmarkMode(Mode.Throughput)
@@ -57,24 +60,31 @@ public class AllocatorPeersBench {
     @Param({"lm2.7b", "llama-offload", "rmm-random", "training-loop"})
     public String stream;
 
-    GpumemReplay gpumem;
+    StreamLoop gpumem;
     NettyReplay netty;
     BumpReplay bump;
+    long mallocsAtStart;
 
     @Setup(Level.Trial)
     public void setUp() {
-        RequestStream requests = RequestStream.named(stream);
-        gpumem = new GpumemReplay(requests);
+        RequestStream requests = BenchStreams.named(stream);
+        gpumem = gpumemLoop(requests);
         netty = new NettyReplay(requests);
         bump = new BumpReplay(requests);
-        for (int i = 0; i < requests.length(); i++) { // two warm passes each (one pair = two ops)
-            gpumem.pair();
-            netty.pair();
-            bump.pair();
-        }
-        gpumem.mallocsAtStart = gpumem.device.callCount(DeviceOp.MALLOC);
-        System.out.println("\n" + requests.description + ": " + requests.mallocs + " malloc+free pairs a pass, "
-                + requests.slotCount + " slots, " + requests.streamCount + " streams");
+        gpumem.warm(2);
+        netty.pass();
+        netty.pass();
+        bump.pass();
+        bump.pass();
+        mallocsAtStart = gpumem.device.callCount(DeviceOp.MALLOC);
+        System.out.println("\n" + stream + ": " + requests.allocs() + " malloc+free pairs a pass, "
+                + requests.peakLiveBlocks() + " slots, " + requests.streams().length + " streams");
+    }
+
+    /** gpumem's replay of a balanced stream: the default caching allocator on a 1 TiB simulated device. */
+    static StreamLoop gpumemLoop(RequestStream requests) {
+        SimulatedDevice device = SimulatedDevice.builder().capacity(1L << 40).build();
+        return new StreamLoop(new CachingAllocator(device), device, requests, 0);
     }
 
     @Setup(Level.Iteration)
@@ -84,7 +94,7 @@ public class AllocatorPeersBench {
 
     @TearDown(Level.Trial)
     public void report() {
-        System.out.println("\ngpumem: " + (gpumem.device.callCount(DeviceOp.MALLOC) - gpumem.mallocsAtStart)
+        System.out.println("\ngpumem: " + (gpumem.device.callCount(DeviceOp.MALLOC) - mallocsAtStart)
                 + " device mallocs after the warm passes (0 = every measured request served from the cache)");
     }
 
@@ -106,153 +116,98 @@ public class AllocatorPeersBench {
         return bump.pair();
     }
 
-    static final class GpumemReplay {
-        final SimulatedDevice device =
-                SimulatedDevice.builder().capacity(1L << 40).build();
-        final CachingAllocator allocator = new CachingAllocator(device);
-        private final long[] sizes;
-        private final int[] slots;
-        private final int[] streamOf;
-        private final long[] deviceStreams;
-        private final long[] live;
+    /**
+     * A peer's replay of a balanced stream: the cursor over its ops (request size, 0 for a free; compact slot),
+     * wrapping at the end; the peer plays one op.
+     */
+    abstract static class PeerReplay {
+        final long[] sizes;
+        final int[] slots;
         private int next;
-        long mallocsAtStart;
 
-        GpumemReplay(RequestStream s) {
-            sizes = s.sizes;
-            slots = s.slots;
-            streamOf = s.streams;
-            deviceStreams = new long[s.streamCount];
-            for (int i = 1; i < deviceStreams.length; i++) {
-                deviceStreams[i] = device.createStream();
-            }
-            live = new long[s.slotCount];
+        PeerReplay(RequestStream s) {
+            sizes = s.requestSizes();
+            slots = s.compactSlots();
         }
 
-        long pair() {
-            long first = op();
-            return first ^ op();
+        /** The next two ops. */
+        final long pair() {
+            long first = step();
+            return first ^ step();
         }
 
         /** A whole pass from wherever the cycle stands (one pass = as many pairs as the stream has mallocs). */
-        long pass() {
+        final long pass() {
             long x = 0;
             for (int i = sizes.length / 2; i > 0; i--) {
-                x ^= op();
-                x ^= op();
+                x ^= step();
+                x ^= step();
             }
             return x;
         }
 
-        private long op() {
+        private long step() {
             int i = next;
-            long size = sizes[i];
-            long p;
-            if (size != 0) {
-                p = allocator.malloc(size, deviceStreams[streamOf[i]]);
-                live[slots[i]] = p;
-            } else {
-                p = live[slots[i]];
-                allocator.free(p);
-            }
             next = i + 1 == sizes.length ? 0 : i + 1;
-            return p;
+            return op(i);
         }
+
+        /** Plays op {@code i}; returns what it handed out or gave back. */
+        abstract long op(int i);
     }
 
-    static final class NettyReplay {
+    static final class NettyReplay extends PeerReplay {
         private final PooledByteBufAllocator allocator = new PooledByteBufAllocator(false);
-        private final int[] sizes;
-        private final int[] slots;
+        private final int[] pages;
         private final ByteBuf[] live;
-        private int next;
 
         NettyReplay(RequestStream s) {
-            sizes = new int[s.length()];
-            for (int i = 0; i < sizes.length; i++) {
-                sizes[i] = s.sizes[i] == 0 ? 0 : (int) Math.max(1, (s.sizes[i] + 4095) >>> 12);
+            super(s);
+            pages = new int[sizes.length];
+            for (int i = 0; i < pages.length; i++) {
+                pages[i] = sizes[i] == 0 ? 0 : (int) Math.max(1, (sizes[i] + 4095) >>> 12);
             }
-            slots = s.slots;
-            live = new ByteBuf[s.slotCount];
+            live = new ByteBuf[s.peakLiveBlocks()];
         }
 
-        long pair() {
-            long first = op();
-            return first ^ op();
-        }
-
-        /** A whole pass from wherever the cycle stands (one pass = as many pairs as the stream has mallocs). */
-        long pass() {
-            long x = 0;
-            for (int i = sizes.length / 2; i > 0; i--) {
-                x ^= op();
-                x ^= op();
-            }
-            return x;
-        }
-
-        private long op() {
-            int i = next;
-            int size = sizes[i];
-            long r;
+        @Override
+        long op(int i) {
+            int size = pages[i];
             if (size != 0) {
                 ByteBuf b = allocator.heapBuffer(size, size);
                 live[slots[i]] = b;
-                r = b.arrayOffset();
-            } else {
-                ByteBuf b = live[slots[i]];
-                live[slots[i]] = null;
-                r = b.arrayOffset();
-                b.release();
+                return b.arrayOffset();
             }
-            next = i + 1 == sizes.length ? 0 : i + 1;
+            ByteBuf b = live[slots[i]];
+            live[slots[i]] = null;
+            long r = b.arrayOffset();
+            b.release();
             return r;
         }
     }
 
-    static final class BumpReplay {
+    static final class BumpReplay extends PeerReplay {
         private final HashMap<Long, Long> liveSizes = new HashMap<>();
-        private final long[] sizes;
-        private final int[] slots;
         private final long[] live;
         private long top;
-        private int next;
 
         BumpReplay(RequestStream s) {
-            sizes = s.sizes;
-            slots = s.slots;
-            live = new long[s.slotCount];
+            super(s);
+            live = new long[s.peakLiveBlocks()];
         }
 
-        long pair() {
-            long first = op();
-            return first ^ op();
-        }
-
-        /** A whole pass from wherever the cycle stands (one pass = as many pairs as the stream has mallocs). */
-        long pass() {
-            long x = 0;
-            for (int i = sizes.length / 2; i > 0; i--) {
-                x ^= op();
-                x ^= op();
-            }
-            return x;
-        }
-
-        private long op() {
-            int i = next;
+        @Override
+        long op(int i) {
             long size = sizes[i];
-            long p;
             if (size != 0) {
-                p = top;
+                long p = top;
                 top += (size + 511) & ~511L;
                 liveSizes.put(p, size);
                 live[slots[i]] = p;
-            } else {
-                p = live[slots[i]];
-                liveSizes.remove(p);
+                return p;
             }
-            next = i + 1 == sizes.length ? 0 : i + 1;
+            long p = live[slots[i]];
+            liveSizes.remove(p);
             return p;
         }
     }

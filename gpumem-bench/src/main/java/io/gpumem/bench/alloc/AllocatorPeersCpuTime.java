@@ -1,6 +1,7 @@
 package io.gpumem.bench.alloc;
 
 import io.gpumem.bench.cputime.ThreadCpuTimer;
+import io.gpumem.engine.RequestStream;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -35,10 +36,10 @@ public final class AllocatorPeersCpuTime {
         int reps = args.length > 1 ? Integer.parseInt(args[1]) : 10;
         long millis = args.length > 2 ? Long.parseLong(args[2]) : 100;
         System.out.printf("%-14s %-8s %10s %20s%n", "stream", "peer", "ns/pair", "spread (min-max)");
-        for (String name : List.of("lm2.7b", "llama-offload", "rmm-random", "training-loop")) {
-            RequestStream s = RequestStream.named(name);
-            int pairs = s.length() / 2;
-            AllocatorPeersBench.GpumemReplay gpumem = new AllocatorPeersBench.GpumemReplay(s);
+        for (String name : BenchStreams.NAMES) {
+            RequestStream s = BenchStreams.named(name);
+            int pairs = s.allocs();
+            StreamLoop gpumem = AllocatorPeersBench.gpumemLoop(s);
             AllocatorPeersBench.NettyReplay netty = new AllocatorPeersBench.NettyReplay(s);
             AllocatorPeersBench.BumpReplay bump = new AllocatorPeersBench.BumpReplay(s);
             String[] peers = {"gpumem", "netty", "bump"};

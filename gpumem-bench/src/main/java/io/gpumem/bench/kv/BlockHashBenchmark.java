@@ -6,16 +6,11 @@ import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
-import org.openjdk.jmh.annotations.Fork;
-import org.openjdk.jmh.annotations.Measurement;
 import org.openjdk.jmh.annotations.Mode;
 import org.openjdk.jmh.annotations.OperationsPerInvocation;
 import org.openjdk.jmh.annotations.OutputTimeUnit;
 import org.openjdk.jmh.annotations.Param;
-import org.openjdk.jmh.annotations.Scope;
 import org.openjdk.jmh.annotations.Setup;
-import org.openjdk.jmh.annotations.State;
-import org.openjdk.jmh.annotations.Warmup;
 
 /**
  * Prefix-hash cost per token (target: at most 20 ns; vLLM's SHA-256 costs 100–200): the chained keys
@@ -24,13 +19,9 @@ import org.openjdk.jmh.annotations.Warmup;
  *
  * <p>Run: {@code java -jar gpumem-bench/target/benchmarks.jar BlockHashBenchmark}
  */
-@State(Scope.Thread)
 @BenchmarkMode(Mode.AverageTime)
 @OutputTimeUnit(TimeUnit.NANOSECONDS)
-@Warmup(iterations = 3, time = 1)
-@Measurement(iterations = 5, time = 1)
-@Fork(1)
-public class BlockHashBenchmark {
+public class BlockHashBenchmark extends KvMicroBenchmark {
     static final int TOKENS = 2048;
     static final int BLOCK = 16;
 

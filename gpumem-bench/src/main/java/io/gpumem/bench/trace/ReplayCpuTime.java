@@ -24,7 +24,11 @@ import java.util.function.LongSupplier;
  * <ul>
  *   <li>{@code pickle}: the snapshot reader from the file's bytes in memory to a {@link TraceSnapshot}
  *       (unpickling and conversion; MB/s of pickle);</li>
- *   <li>{@code oracleCheck}: a whole {@code replay --check} minus parsing (entries/s);</li>
+ *   <li>{@code oracleCheck}: a whole {@code replay --check} minus parsing (entries/s): window rebuild, compile
+ *       into the request stream, the replay and the end-state comparison;</li>
+ *   <li>{@code oraclePlay}: the replay of that check alone, on the window rebuilt and compiled once
+ *       ({@link OracleReplay#prepare}): start state loaded, stream played on the model, decisions and end state
+ *       compared (entries/s);</li>
  *   <li>{@code whatIfRun}: one what-if replay under the recorded configuration (entries/s);</li>
  *   <li>{@code compare3}: the three evaluations of {@code gpumem compare -c expandable_segments:True
  *       -c max_split_size_mb:128} (each a run at capacity, an unlimited run and a capacity search) on one thread
@@ -59,19 +63,21 @@ public final class ReplayCpuTime {
                 AllocatorConfig.parse("max_split_size_mb:128"));
         long capacity = whatIf.recorded().capacity();
 
-        String[] units = {"pickle", "oracleCheck", "whatIfRun", "compare3"};
+        OracleReplay.Windows prepared = OracleReplay.prepare(snapshot, config);
+        String[] units = {"pickle", "oracleCheck", "oraclePlay", "whatIfRun", "compare3"};
         LongSupplier[] pass = {
             () -> new PytorchSnapshotReader()
                     .read(new ByteArrayInputStream(bytes), "lm2.7b")
                     .entryCount(),
             () -> new OracleReplay().check(snapshot, config).devices().size(),
+            () -> new OracleReplay().check(prepared).devices().size(),
             () -> whatIf.runOnce(config, 1L << 40),
             () -> whatIf.evaluateAll(configs, capacity, 1, i -> {}).size(),
         };
         // work per pass, and the unit it is reported in per second
-        double[] work = {bytes.length / 1e6, entries, entries, 1};
-        String[] per = {"MB/s", "M entries/s", "M entries/s", "compares/s"};
-        double[] scale = {1, 1e-6, 1e-6, 1};
+        double[] work = {bytes.length / 1e6, entries, entries, entries, 1};
+        String[] per = {"MB/s", "M entries/s", "M entries/s", "M entries/s", "compares/s"};
+        double[] scale = {1, 1e-6, 1e-6, 1e-6, 1};
         String only = args.length > 3 ? args[3] : "";
         boolean[] skip = new boolean[units.length];
         for (int k = 0; k < units.length; k++) {

@@ -1,7 +1,7 @@
 package io.gpumem.cli.analysis;
 
 import io.gpumem.cli.GpumemCommand;
-import io.gpumem.cli.SizeConverter;
+import io.gpumem.cli.options.CapacityOptions;
 import io.gpumem.cli.options.PolicyOptions;
 import io.gpumem.cli.options.TraceFileOptions;
 import io.gpumem.cli.report.HtmlOutput;
@@ -58,13 +58,8 @@ public final class AnalyzeCommand extends GpumemCommand {
             description = "Analyse only this device (default: every device in the file).")
     Integer device;
 
-    @Option(
-            names = "--capacity",
-            paramLabel = "SIZE",
-            converter = SizeConverter.class,
-            description =
-                    "Device capacity, e.g. 80GiB (default: unknown); needed to measure memory held outside the allocator.")
-    Long capacity;
+    @Mixin
+    CapacityOptions capacity;
 
     @Option(
             names = "--top",
@@ -91,7 +86,7 @@ public final class AnalyzeCommand extends GpumemCommand {
     @Override
     public Integer call() {
         PrintWriter out = out();
-        long capacityBytes = capacity == null ? MemoryState.UNKNOWN : capacity;
+        long capacityBytes = capacity.orUnknown();
         if (top < 0) {
             throw new CommandLine.ParameterException(spec.commandLine(), "--top must be >= 0, got " + top);
         }
@@ -153,7 +148,7 @@ public final class AnalyzeCommand extends GpumemCommand {
         if (capacityBytes != MemoryState.UNKNOWN && reserved > capacityBytes) {
             throw new CommandLine.ParameterException(
                     spec.commandLine(),
-                    "--capacity " + capacity + " ("
+                    "--capacity " + capacity.given() + " ("
                             + ByteSize.format(capacityBytes) + ") is less than the "
                             + ByteSize.format(reserved) + " device " + d + " of " + file
                             + " has reserved; give the GPU's memory");

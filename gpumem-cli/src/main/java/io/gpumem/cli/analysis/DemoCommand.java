@@ -2,11 +2,11 @@ package io.gpumem.cli.analysis;
 
 import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cli.SizeConverter;
+import io.gpumem.cli.options.AllocatorOptions;
 import io.gpumem.cli.options.OutputFile;
 import io.gpumem.cli.options.PolicyOptions;
 import io.gpumem.cli.report.HtmlOutput;
-import io.gpumem.config.AllocatorConfig;
-import io.gpumem.config.ConfigException;
+import io.gpumem.engine.RequestStream;
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.report.HtmlReport;
@@ -22,7 +22,6 @@ import io.gpumem.trace.analysis.StateAnalyzer;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.session.TraceSession;
-import io.gpumem.trace.workload.MemoryOp;
 import io.gpumem.trace.workload.TrainingWorkload;
 import io.gpumem.trace.workload.WorkloadWhatIf;
 import java.io.IOException;
@@ -51,6 +50,9 @@ import picocli.CommandLine.Option;
                 "Generate a realistic training workload, run it under the default allocator config and the"
                         + " alternatives on a simulated GPU, print the comparison and the analysis, and write a snapshot pickle.")
 public final class DemoCommand extends GpumemCommand {
+    /** Where the workload's flags start: their defaults are {@link TrainingWorkload.Builder}'s, stated there only. */
+    private static final TrainingWorkload.Builder DEFAULTS = TrainingWorkload.builder();
+
     @Option(
             names = "--capacity",
             defaultValue = "24GiB",
@@ -67,41 +69,37 @@ public final class DemoCommand extends GpumemCommand {
             description = "Device memory held by others (CUDA context, other processes) (default: ${DEFAULT-VALUE}).")
     long outsideBytes;
 
-    @Option(names = "--layers", defaultValue = "16", description = "Transformer layers (default: ${DEFAULT-VALUE}).")
-    int layers;
+    @Option(names = "--layers", description = "Transformer layers (default: ${DEFAULT-VALUE}).")
+    int layers = DEFAULTS.layers();
 
-    @Option(names = "--hidden", defaultValue = "2048", description = "Hidden width (default: ${DEFAULT-VALUE}).")
-    int hidden;
+    @Option(names = "--hidden", description = "Hidden width (default: ${DEFAULT-VALUE}).")
+    int hidden = DEFAULTS.hidden();
 
-    @Option(names = "--heads", defaultValue = "16", description = "Attention heads (default: ${DEFAULT-VALUE}).")
-    int heads;
+    @Option(names = "--heads", description = "Attention heads (default: ${DEFAULT-VALUE}).")
+    int heads = DEFAULTS.heads();
 
-    @Option(names = "--vocab", defaultValue = "32000", description = "Vocabulary size (default: ${DEFAULT-VALUE}).")
-    int vocab;
+    @Option(names = "--vocab", description = "Vocabulary size (default: ${DEFAULT-VALUE}).")
+    int vocab = DEFAULTS.vocab();
 
-    @Option(names = "--batch", defaultValue = "6", description = "Sequences per step (default: ${DEFAULT-VALUE}).")
-    int batch;
+    @Option(names = "--batch", description = "Sequences per step (default: ${DEFAULT-VALUE}).")
+    int batch = DEFAULTS.batch();
 
-    @Option(names = "--seq-min", defaultValue = "256", description = "Shortest sequence (default: ${DEFAULT-VALUE}).")
-    int seqMin;
+    @Option(names = "--seq-min", description = "Shortest sequence (default: ${DEFAULT-VALUE}).")
+    int seqMin = DEFAULTS.minSeqLen();
 
-    @Option(names = "--seq-max", defaultValue = "2048", description = "Longest sequence (default: ${DEFAULT-VALUE}).")
-    int seqMax;
+    @Option(names = "--seq-max", description = "Longest sequence (default: ${DEFAULT-VALUE}).")
+    int seqMax = DEFAULTS.maxSeqLen();
 
     @Option(
             names = "--seq-multiple",
-            defaultValue = "128",
             description = "Sequence lengths are multiples of this (default: ${DEFAULT-VALUE}).")
-    int seqMultiple;
+    int seqMultiple = DEFAULTS.seqLenMultiple();
 
-    @Option(names = "--steps", defaultValue = "10", description = "Training steps (default: ${DEFAULT-VALUE}).")
-    int steps;
+    @Option(names = "--steps", description = "Training steps (default: ${DEFAULT-VALUE}).")
+    int steps = DEFAULTS.steps();
 
-    @Option(
-            names = "--seed",
-            defaultValue = "42",
-            description = "Seed of the sequence-length draws (default: ${DEFAULT-VALUE}).")
-    long seed;
+    @Option(names = "--seed", description = "Seed of the sequence-length draws (default: ${DEFAULT-VALUE}).")
+    long seed = DEFAULTS.seed();
 
     @Option(
             names = "--config",
@@ -167,19 +165,12 @@ public final class DemoCommand extends GpumemCommand {
         out.println("sequence lengths per step: " + Arrays.toString(workload.seqLens()));
         out.println("simulated device: " + ByteSize.formatSigned(capacityBytes)
                 + (outsideBytes > 0 ? ", " + ByteSize.formatSigned(outsideBytes) + " held outside the allocator" : "")
-                + "; " + workload.ops().size() + " allocator calls; peak live tensors "
+                + "; " + workload.stream().length() + " allocator calls; peak live tensors "
                 + ByteSize.formatSigned(workload.peakLiveBytes()));
         out.println();
 
         List<String> alternatives = configs != null ? configs : WorkloadWhatIf.DEMO_ALTERNATIVES;
-        for (String conf : alternatives) {
-            try {
-                AllocatorConfig.parse(conf);
-            } catch (ConfigException e) {
-                throw new CommandLine.ParameterException(
-                        spec.commandLine(), "--config " + conf + ": " + e.getMessage());
-            }
-        }
+        AllocatorOptions.configs(alternatives); // refuses a bad one as every command does, before any run
         WorkloadWhatIf whatIf = new WorkloadWhatIf(workload, capacityBytes, outsideBytes, !noMinCapacity);
         List<RunOutcome> rows = new ArrayList<>();
         rows.add(whatIf.run(""));
@@ -195,17 +186,19 @@ public final class DemoCommand extends GpumemCommand {
         out.println();
 
         RunOutcome baseline = whatIf.runWithHistory("");
-        MemoryOp.Alloc failed = baseline.completed()
-                ? null
-                : (MemoryOp.Alloc) workload.ops().get(whatIf.stream().entry(baseline.failedOp()));
+        RequestStream requests = whatIf.stream();
+        int failed = baseline.failedOp();
         OomEvent oom = baseline.completed()
                 ? null
                 : new OomEvent(
-                        baseline.oomReport().roundedSize(), baseline.oomReport().deviceFree(), failed.stream(), -1);
+                        baseline.oomReport().roundedSize(),
+                        baseline.oomReport().deviceFree(),
+                        requests.stream(failed),
+                        -1);
         String label = baseline.completed()
                 ? "default config, end of the run"
                 : "default config, at the OOM in step " + (baseline.stepsCompleted() + 1) + " of " + steps
-                        + " (allocating " + failed.name() + ")";
+                        + " (allocating " + workload.tensorName(requests.slot(failed)) + ")";
         MemoryState state = AllocatorStates.capture(baseline.allocator(), baseline.label(), label, oom);
         StateAnalysis analysis = new StateAnalyzer().analyze(state);
         AnalysisPrinter.printState(analysis, out);

@@ -2,15 +2,14 @@ package io.gpumem.cli.analysis;
 
 import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.device.SimulatedDevice;
+import io.gpumem.engine.RequestStream;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.size.ByteSize;
 import io.gpumem.spill.SpillStats;
 import io.gpumem.spill.SpillableBuffer;
 import io.gpumem.spill.SpillingAllocator;
-import io.gpumem.trace.workload.AllocationWorkload;
-import io.gpumem.trace.workload.MemoryOp;
+import io.gpumem.trace.workload.TrainingWorkload;
 import java.io.PrintWriter;
-import java.util.List;
 
 /**
  * {@code demo --spill}: the demo workload again, on a {@link SpillingAllocator} over the default
@@ -23,49 +22,52 @@ import java.util.List;
 final class SpillDemo {
     private SpillDemo() {}
 
-    static void run(AllocationWorkload workload, long capacity, long heldOutside, PrintWriter out) {
+    static void run(TrainingWorkload workload, long capacity, long heldOutside, PrintWriter out) {
         SimulatedDevice device = SimulatedDevice.builder()
                 .capacity(capacity)
                 .heldOutside(heldOutside)
                 .build();
         long hostBudget = capacity;
         try (SpillingAllocator allocator = SpillingAllocator.accountingOnly(new CachingAllocator(device), hostBudget)) {
-            List<MemoryOp> ops = workload.ops();
-            SpillableBuffer[] spillable = new SpillableBuffer[workload.allocationCount()];
-            long[] plain = new long[workload.allocationCount()];
+            RequestStream ops = workload.stream();
+            SpillableBuffer[] spillable = new SpillableBuffer[ops.slots()];
+            long[] plain = new long[ops.slots()];
             int step = -1;
             long spillsBefore = 0;
             out.println("with --spill (host budget " + ByteSize.formatSigned(hostBudget)
                     + ", then disk; accounting only):");
             try {
-                for (MemoryOp op : ops) {
-                    switch (op) {
-                        case MemoryOp.StepStart s -> {
+                for (int k = 0; k < ops.length(); k++) {
+                    int slot = ops.slot(k);
+                    switch (ops.op(k)) {
+                        case RequestStream.STEP -> {
                             spillsBefore = report(out, step, allocator.spillStats(), spillsBefore);
-                            step = s.step();
+                            step++;
                         }
-                        case MemoryOp.Alloc a -> {
-                            int priority = switch (a.kind()) {
+                        case RequestStream.ALLOC -> {
+                            int priority = switch (workload.kind(slot)) {
                                 case OPTIMIZER_STATE -> 0;
                                 case ACTIVATION -> 1;
                                 case WEIGHT -> 2;
                                 case GRADIENT -> 3;
                                 default -> -1;
                             };
-                            if (priority < 0 || a.bytes() == 0) {
-                                plain[a.id()] = allocator.malloc(a.bytes(), a.stream());
+                            long bytes = ops.size(k);
+                            if (priority < 0 || bytes == 0) {
+                                plain[slot] = allocator.malloc(bytes, ops.stream(k));
                             } else {
-                                spillable[a.id()] = allocator.allocateSpillable(a.bytes(), priority);
+                                spillable[slot] = allocator.allocateSpillable(bytes, priority);
                             }
                         }
-                        case MemoryOp.Free f -> {
-                            if (spillable[f.id()] != null) {
-                                spillable[f.id()].close();
-                                spillable[f.id()] = null;
+                        case RequestStream.FREE -> {
+                            if (spillable[slot] != null) {
+                                spillable[slot].close();
+                                spillable[slot] = null;
                             } else {
-                                allocator.free(plain[f.id()]);
+                                allocator.free(plain[slot]);
                             }
                         }
+                        default -> throw new IllegalStateException("a training workload has no op " + ops.op(k));
                     }
                 }
                 report(out, step, allocator.spillStats(), spillsBefore);

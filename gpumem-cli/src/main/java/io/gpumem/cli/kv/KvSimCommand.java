@@ -50,119 +50,86 @@ import picocli.CommandLine.Option;
         description = "Simulate continuous-batching LLM serving on the paged KV cache (seeded, deterministic).")
 public final class KvSimCommand extends GpumemCommand {
 
-    @Option(
-            names = "--workload",
-            defaultValue = "sharegpt",
-            description = "sharegpt | alpaca | shared-prefix | chat (default: ${DEFAULT-VALUE})")
-    String workload;
+    /** Where the simulator settings' flags start: their defaults are {@link SimConfig}'s, stated there only. */
+    private static final SimConfig DEFAULTS = SimConfig.defaults();
 
-    @Option(names = "--seed", defaultValue = "1", description = "Random seed (default: ${DEFAULT-VALUE})")
-    long seed;
+    @Option(names = "--workload", description = "sharegpt | alpaca | shared-prefix | chat (default: ${DEFAULT-VALUE})")
+    String workload = DEFAULTS.workload().cliName();
+
+    @Option(names = "--seed", description = "Random seed (default: ${DEFAULT-VALUE})")
+    long seed = DEFAULTS.seed();
 
     @Option(
             names = "--requests",
-            defaultValue = "1000",
             description = "Requests to generate; conversations for chat (default: ${DEFAULT-VALUE})")
-    int requests;
+    int requests = DEFAULTS.requests();
 
-    @Option(
-            names = "--rate",
-            defaultValue = "0.2",
-            description = "Mean arrivals per step, Poisson (default: ${DEFAULT-VALUE})")
-    double rate;
+    @Option(names = "--rate", description = "Mean arrivals per step, Poisson (default: ${DEFAULT-VALUE})")
+    double rate = DEFAULTS.arrivalRate();
 
-    @Option(
-            names = "--blocks",
-            defaultValue = "4096",
-            description = "KV blocks including the null block (default: ${DEFAULT-VALUE})")
-    int blocks;
+    @Option(names = "--blocks", description = "KV blocks including the null block (default: ${DEFAULT-VALUE})")
+    int blocks = DEFAULTS.blocks();
 
-    @Option(names = "--block-size", defaultValue = "16", description = "Tokens per block (default: ${DEFAULT-VALUE})")
-    int blockSize;
+    @Option(names = "--block-size", description = "Tokens per block (default: ${DEFAULT-VALUE})")
+    int blockSize = DEFAULTS.blockSize();
 
-    @Option(names = "--prefix-caching", defaultValue = "on", description = "on | off (default: ${DEFAULT-VALUE})")
-    String prefixCaching;
+    @Option(names = "--prefix-caching", description = "on | off (default: ${DEFAULT-VALUE})")
+    String prefixCaching = onOff(DEFAULTS.cache().prefixCaching());
 
-    @Option(
-            names = "--preemption",
-            defaultValue = "recompute",
-            description = "recompute | swap (default: ${DEFAULT-VALUE})")
-    String preemption;
+    @Option(names = "--preemption", description = "recompute | swap (default: ${DEFAULT-VALUE})")
+    String preemption = flagValue(DEFAULTS.scheduler().preemption());
 
-    @Option(
-            names = "--victim",
-            defaultValue = "fcfs",
-            description = "fcfs | priority | least-computed (default: ${DEFAULT-VALUE})")
-    String victim;
+    @Option(names = "--victim", description = "fcfs | priority | least-computed (default: ${DEFAULT-VALUE})")
+    String victim = flagValue(DEFAULTS.scheduler().victimPolicy());
 
-    @Option(
-            names = "--token-budget",
-            defaultValue = "2048",
-            description = "Tokens computed per step (default: ${DEFAULT-VALUE})")
-    int tokenBudget;
+    @Option(names = "--token-budget", description = "Tokens computed per step (default: ${DEFAULT-VALUE})")
+    int tokenBudget = DEFAULTS.scheduler().tokenBudget();
 
-    @Option(
-            names = "--max-running",
-            defaultValue = "256",
-            description = "Most running requests (default: ${DEFAULT-VALUE})")
-    int maxRunning;
+    @Option(names = "--max-running", description = "Most running requests (default: ${DEFAULT-VALUE})")
+    int maxRunning = DEFAULTS.scheduler().maxRunning();
 
     @Option(
             names = "--lookahead",
-            defaultValue = "0",
             description = "Speculative slots per running request per step (default: ${DEFAULT-VALUE})")
-    int lookahead;
+    int lookahead = DEFAULTS.scheduler().lookahead();
 
-    @Option(
-            names = "--max-model-len",
-            defaultValue = "2048",
-            description = "Longest sequence, prompt + output (default: ${DEFAULT-VALUE})")
-    int maxModelLen;
+    @Option(names = "--max-model-len", description = "Longest sequence, prompt + output (default: ${DEFAULT-VALUE})")
+    int maxModelLen = DEFAULTS.maxModelLen();
 
     @Option(
             names = "--watermark",
-            defaultValue = "0",
             description = "Admission watermark, fraction of blocks kept free; 0 = off (default: ${DEFAULT-VALUE})")
-    double watermark;
+    double watermark = DEFAULTS.cache().watermark();
 
     @Option(
             names = "--swap-space",
-            defaultValue = "67108864",
             description = "Host swap-space bytes for swap preemption (default: ${DEFAULT-VALUE} = 64 MiB)")
-    long swapSpace;
+    long swapSpace = DEFAULTS.cache().swapSpaceBytes();
 
     @Option(
             names = "--prefix-tokens",
-            defaultValue = "341",
             description = "Shared prefix length of shared-prefix (default: ${DEFAULT-VALUE})")
-    int prefixTokens;
+    int prefixTokens = DEFAULTS.prefixTokens();
 
-    @Option(names = "--hash", defaultValue = "fast128", description = "fast128 | sha256 (default: ${DEFAULT-VALUE})")
-    String hash;
+    @Option(names = "--hash", description = "fast128 | sha256 (default: ${DEFAULT-VALUE})")
+    String hash = flagValue(DEFAULTS.cache().hashAlgorithm());
 
-    @Option(
-            names = "--layers",
-            defaultValue = "2",
-            description = "Model layers of the simulated KV memory (default: ${DEFAULT-VALUE})")
-    int layers;
+    @Option(names = "--layers", description = "Model layers of the simulated KV memory (default: ${DEFAULT-VALUE})")
+    int layers = DEFAULTS.layers();
 
-    @Option(names = "--kv-heads", defaultValue = "2", description = "KV heads (default: ${DEFAULT-VALUE})")
-    int kvHeads;
+    @Option(names = "--kv-heads", description = "KV heads (default: ${DEFAULT-VALUE})")
+    int kvHeads = DEFAULTS.kvHeads();
 
-    @Option(names = "--head-size", defaultValue = "16", description = "Head dimension (default: ${DEFAULT-VALUE})")
-    int headSize;
+    @Option(names = "--head-size", description = "Head dimension (default: ${DEFAULT-VALUE})")
+    int headSize = DEFAULTS.headSize();
 
-    @Option(
-            names = "--max-steps",
-            defaultValue = "2000000",
-            description = "Stop after this many steps (default: ${DEFAULT-VALUE})")
-    long maxSteps;
+    @Option(names = "--max-steps", description = "Stop after this many steps (default: ${DEFAULT-VALUE})")
+    long maxSteps = DEFAULTS.maxSteps();
 
     @Option(
             names = "--priority-levels",
-            defaultValue = "1",
             description = "Request priorities drawn from 0..N-1, smaller = more important (default: ${DEFAULT-VALUE})")
-    int priorityLevels;
+    int priorityLevels = DEFAULTS.priorityLevels();
 
     @Option(
             names = "--memory",
@@ -219,15 +186,13 @@ public final class KvSimCommand extends GpumemCommand {
 
     @Option(
             names = "--tier-queue-blocks",
-            defaultValue = "256",
             description = "Write-queue slots per tier; a full queue drops the write (default: ${DEFAULT-VALUE})")
-    int tierQueueBlocks;
+    int tierQueueBlocks = TierSettings.NONE.queueBlocks();
 
     @Option(
             names = "--tier-drain-blocks",
-            defaultValue = "64",
             description = "Blocks written into each tier per step (default: ${DEFAULT-VALUE})")
-    int tierDrainBlocks;
+    int tierDrainBlocks = TierSettings.NONE.drainBlocks();
 
     @Option(
             names = "--time-weight-bytes",
@@ -510,9 +475,9 @@ public final class KvSimCommand extends GpumemCommand {
                 c.seed(),
                 c.blocks(),
                 c.blockSize(),
-                c.cache().prefixCaching() ? "on" : "off",
-                c.scheduler().preemption().name().toLowerCase(Locale.ROOT),
-                c.scheduler().victimPolicy().name().toLowerCase(Locale.ROOT).replace('_', '-')));
+                onOff(c.cache().prefixCaching()),
+                flagValue(c.scheduler().preemption()),
+                flagValue(c.scheduler().victimPolicy())));
         line(b, "requests finished", r.requestsFinished() + " / " + r.requestsTotal());
         line(b, "steps", Long.toString(r.steps()));
         line(b, "tokens per step", f2(r.tokensPerStep()));
@@ -567,6 +532,15 @@ public final class KvSimCommand extends GpumemCommand {
                             + in.timing().recomputedTokens());
         }
         return b.toString();
+    }
+
+    /** How a flag names a choice: {@code LEAST_COMPUTED} is {@code least-computed}. */
+    private static String flagValue(Enum<?> choice) {
+        return choice.name().toLowerCase(Locale.ROOT).replace('_', '-');
+    }
+
+    private static String onOff(boolean on) {
+        return on ? "on" : "off";
     }
 
     private static void line(StringBuilder b, String k, String v) {

@@ -2,6 +2,7 @@ package io.gpumem.cli.report;
 
 import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cli.options.BadInputException;
+import io.gpumem.cli.options.CapacityOptions;
 import io.gpumem.cli.options.TraceFileOptions;
 import io.gpumem.cli.options.WhatIfOptions;
 import io.gpumem.engine.RunOutcome;
@@ -9,7 +10,6 @@ import io.gpumem.policy.PolicySpec;
 import io.gpumem.report.HtmlReport;
 import io.gpumem.size.ByteSize;
 import io.gpumem.trace.analysis.DeviceAnalysis;
-import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.session.CompareRuns;
 import io.gpumem.trace.session.TraceSession;
 import java.io.IOException;
@@ -51,11 +51,8 @@ public final class ReportCommand extends GpumemCommand {
             description = "Where to write the page (default: FILE's name with .html, in the current directory).")
     Path output;
 
-    @Option(
-            names = "--capacity",
-            paramLabel = "SIZE",
-            description = "Device capacity, e.g. 80GiB (default: unknown, as for analyze).")
-    String capacity;
+    @Mixin
+    CapacityOptions capacity;
 
     @Option(
             names = "--device",
@@ -74,14 +71,7 @@ public final class ReportCommand extends GpumemCommand {
     public Integer call() {
         PrintWriter out = out();
         PrintWriter err = err();
-        long capacityBytes = MemoryState.UNKNOWN;
-        if (capacity != null) {
-            try {
-                capacityBytes = ByteSize.parse(capacity);
-            } catch (IllegalArgumentException e) {
-                throw new BadInputException("--capacity: " + e.getMessage(), e);
-            }
-        }
+        long capacityBytes = capacity.orUnknown();
         whatIf.configs();
         List<PolicySpec> policySpecs = whatIf.policies();
         Path file = input.file();
@@ -101,8 +91,7 @@ public final class ReportCommand extends GpumemCommand {
         for (int d : devices) {
             DeviceAnalysis analysis = session.analyze(d, null, capacityBytes, 5, true, policySpecs);
             List<RunOutcome> rows = new ArrayList<>(configRows(session, analysis, capacityBytes, err));
-            rows.addAll(policyRows(
-                    session, analysis, capacity != null ? capacityBytes : null, policySpecs, !rows.isEmpty(), err));
+            rows.addAll(policyRows(session, analysis, capacity.given(), policySpecs, !rows.isEmpty(), err));
             report.addDevice(session, analysis, rows);
         }
         try {

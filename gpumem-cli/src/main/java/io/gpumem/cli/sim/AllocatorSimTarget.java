@@ -8,6 +8,7 @@ import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.MemorySnapshot;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.script.ScriptOp;
+import io.gpumem.stats.MemoryStats;
 import java.util.HashMap;
 import java.util.Map;
 
@@ -83,37 +84,26 @@ final class AllocatorSimTarget implements SimTarget {
     }
 
     @Override
-    public void completeEvents() {
-        if (simulated != null) {
-            simulated.completeAllEvents();
-        } else {
-            device.synchronizeDevice();
+    public void apply(ScriptOp op) {
+        switch (op) {
+            case ScriptOp.Config c -> allocator.setSettings(c.conf());
+            case ScriptOp.EmptyCache _ -> allocator.emptyCache();
+            case ScriptOp.SetFraction f -> allocator.setMemoryFraction(f.fraction());
+            case ScriptOp.ResetPeak _ -> allocator.resetPeakStats();
+            case ScriptOp.CompleteEvents _ -> {
+                if (simulated != null) {
+                    simulated.completeAllEvents();
+                } else {
+                    device.synchronizeDevice();
+                }
+            }
+            default -> throw new IllegalArgumentException("line " + op.line() + ": not an allocator setting: " + op);
         }
     }
 
     @Override
-    public void emptyCache() {
-        allocator.emptyCache();
-    }
-
-    @Override
-    public void setMemoryFraction(double fraction) {
-        allocator.setMemoryFraction(fraction);
-    }
-
-    @Override
-    public void setSettings(String conf) {
-        allocator.setSettings(conf);
-    }
-
-    @Override
-    public void resetPeakStats() {
-        allocator.resetPeakStats();
-    }
-
-    @Override
-    public Map<String, Long> memoryStats() {
-        return allocator.stats().toPyTorchMap();
+    public MemoryStats memoryStats() {
+        return allocator.stats();
     }
 
     @Override

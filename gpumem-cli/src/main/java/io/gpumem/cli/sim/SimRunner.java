@@ -84,7 +84,7 @@ final class SimRunner {
                 if (target == null) {
                     initialConfig = initialConfig.reparse(c.conf());
                 } else {
-                    target.setSettings(c.conf());
+                    target.apply(c);
                 }
             }
             case ScriptOp.Alloc a -> {
@@ -111,20 +111,20 @@ final class SimRunner {
                     target(script).recordStream(ptr, r.stream());
                 }
             }
-            case ScriptOp.CompleteEvents c -> target(script).completeEvents();
-            case ScriptOp.EmptyCache e -> target(script).emptyCache();
-            case ScriptOp.SetFraction s -> target(script).setMemoryFraction(s.fraction());
-            case ScriptOp.ResetPeak r -> target(script).resetPeakStats();
+            case ScriptOp.CompleteEvents _, ScriptOp.EmptyCache _, ScriptOp.SetFraction _, ScriptOp.ResetPeak _ ->
+                target(script).apply(op);
             case ScriptOp.Summary s -> {
                 SimTarget t = target(script);
-                out.print(MemorySummary.format(t.memoryStats(), t.deviceIndex(), s.abbreviated()));
+                out.print(MemorySummary.format(t.memoryStats().toPyTorchMap(), t.deviceIndex(), s.abbreviated()));
             }
             case ScriptOp.Snapshot s -> {
                 return writeSnapshot(target(script), s);
             }
             case ScriptOp.Stats s -> {
                 StringBuilder sb = new StringBuilder();
-                for (Map.Entry<String, Long> e : new TreeMap<>(target(script).memoryStats()).entrySet()) {
+                // PyTorch's memory_stats() dict, one "key value" line per key in key order
+                for (Map.Entry<String, Long> e :
+                        new TreeMap<>(target(script).memoryStats().toPyTorchMap()).entrySet()) {
                     sb.append(e.getKey()).append(' ').append(e.getValue()).append('\n');
                 }
                 out.print(sb);

@@ -1,7 +1,8 @@
 package io.gpumem.cli.sim;
 
 import io.gpumem.history.MemorySnapshot;
-import java.util.Map;
+import io.gpumem.script.ScriptOp;
+import io.gpumem.stats.MemoryStats;
 
 /**
  * What {@link SimRunner} drives: a caching allocator on a device, reduced to the calls an ops script makes.
@@ -18,20 +19,17 @@ interface SimTarget {
 
     void recordStream(long ptr, long stream);
 
-    /** Lets every event recorded so far complete (the GPU catches up). */
-    void completeEvents();
+    /**
+     * Runs a script op that acts on the allocator or device and prints nothing: {@code config} once the target
+     * exists ({@code torch.cuda.memory._set_allocator_settings}), {@code empty_cache}, {@code set_fraction},
+     * {@code reset_peak} and {@code complete_events} (every event recorded so far completes: the GPU catches up).
+     *
+     * @throws IllegalArgumentException for any other op
+     */
+    void apply(ScriptOp op);
 
-    void emptyCache();
-
-    void setMemoryFraction(double fraction);
-
-    /** {@code torch.cuda.memory._set_allocator_settings}. */
-    void setSettings(String conf);
-
-    void resetPeakStats();
-
-    /** {@code torch.cuda.memory_stats()}: PyTorch's keys, sorted. */
-    Map<String, Long> memoryStats();
+    /** {@code torch.cuda.memory_stats()}. */
+    MemoryStats memoryStats();
 
     int deviceIndex();
 

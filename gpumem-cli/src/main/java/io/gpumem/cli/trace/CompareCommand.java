@@ -2,8 +2,8 @@ package io.gpumem.cli.trace;
 
 import com.fasterxml.jackson.core.JsonGenerator;
 import io.gpumem.cli.GpumemCommand;
-import io.gpumem.cli.SizeConverter;
 import io.gpumem.cli.options.BadInputException;
+import io.gpumem.cli.options.CapacityOptions;
 import io.gpumem.cli.options.TraceFileOptions;
 import io.gpumem.cli.options.WhatIfOptions;
 import io.gpumem.cli.report.HtmlOutput;
@@ -13,7 +13,6 @@ import io.gpumem.policy.PolicySpec;
 import io.gpumem.report.HtmlReport;
 import io.gpumem.size.ByteSize;
 import io.gpumem.trace.analysis.DeviceAnalysis;
-import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.io.SourceFormat;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.session.CompareRuns;
@@ -66,13 +65,8 @@ public final class CompareCommand extends GpumemCommand {
             description = "Device trace to replay (default: the one with the most alloc entries).")
     Integer device;
 
-    @Option(
-            names = "--capacity",
-            paramLabel = "SIZE",
-            converter = SizeConverter.class,
-            description = "Device capacity for the OOM column, e.g. 80GiB (default: the recorded capacity: the trace's"
-                    + " peak reserved, or reserved + free at a recorded oom).")
-    Long capacityBytes;
+    @Mixin
+    CapacityOptions capacity;
 
     @Option(
             names = "--json",
@@ -106,7 +100,7 @@ public final class CompareCommand extends GpumemCommand {
         all.add(session.recordedConfig());
         all.addAll(others);
         CompareRuns runs = session.compare(
-                d, all, policySpecs, capacityBytes, TerminalProgress.forTerminal("compare", "configurations"));
+                d, all, policySpecs, capacity.given(), TerminalProgress.forTerminal("compare", "configurations"));
         WindowStart start = runs.start();
         List<RunOutcome> rows = runs.rows();
         if (json) {
@@ -129,8 +123,7 @@ public final class CompareCommand extends GpumemCommand {
         if (html != null) {
             // the report's table labels rows by configuration; the compare rows join it under compare's labels.
             // The analysis replays the session's window of the device: the file and the window are not read again.
-            DeviceAnalysis analysis =
-                    session.analyze(d, null, capacityBytes != null ? capacityBytes : MemoryState.UNKNOWN, 5, true);
+            DeviceAnalysis analysis = session.analyze(d, null, capacity.orUnknown(), 5, true);
             HtmlOutput.write(
                     new HtmlReport(trace.source()).addDevice(session, analysis, runs.reportRows()),
                     html,

@@ -1,8 +1,8 @@
 package io.gpumem.cli.trace;
 
 import io.gpumem.cli.GpumemCommand;
-import io.gpumem.cli.SizeConverter;
 import io.gpumem.cli.options.BadInputException;
+import io.gpumem.cli.options.CapacityOptions;
 import io.gpumem.cli.options.OutputFile;
 import io.gpumem.cli.options.ReadLimitOptions;
 import io.gpumem.cli.options.WhatIfOptions;
@@ -88,13 +88,8 @@ public final class PredictCommand extends GpumemCommand {
             description = "With --at: write the predicted recording as a PyTorch snapshot pickle (default: none).")
     Path outFile;
 
-    @Option(
-            names = "--capacity",
-            paramLabel = "SIZE",
-            converter = SizeConverter.class,
-            description = "Device capacity for the OOM column (default: the predicted recording's own, its peak"
-                    + " reserved, as compare takes a recording's).")
-    Long capacityBytes;
+    @Mixin
+    CapacityOptions capacity;
 
     @Option(
             names = "--json",
@@ -186,8 +181,8 @@ public final class PredictCommand extends GpumemCommand {
         all.add(session.recordedConfig());
         all.addAll(others);
         CompareRuns runs = session.compare(
-                0, all, policySpecs, capacityBytes, TerminalProgress.forTerminal("predict", "configurations"));
-        long capacity = capacityBytes != null ? capacityBytes : session.recordedCapacity(0);
+                0, all, policySpecs, capacity.given(), TerminalProgress.forTerminal("predict", "configurations"));
+        long deviceCapacity = capacity.given() != null ? capacity.given() : session.recordedCapacity(0);
         List<RunOutcome> rows = runs.rows();
         if (outFile != null) {
             try {
@@ -209,7 +204,7 @@ public final class PredictCommand extends GpumemCommand {
                             ? "a cold start (the reference starts with nothing reserved)"
                             : "the cache warmed by " + predicted.warmUpPasses() + " predicted passes")
                     + "; laws " + laws.kindCounts()
-                    + "; capacity " + ByteSize.format(capacity)
+                    + "; capacity " + ByteSize.format(deviceCapacity)
                     + (outFile == null ? "" : "; written to " + outFile));
             out.print(CompareCommand.table(rows));
             if (family.size() >= 3) {

@@ -5,12 +5,14 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.script.OpsScript;
 import io.gpumem.script.ScriptOp;
+import io.gpumem.stats.MemoryStats;
+import io.gpumem.stats.StatKind;
+import io.gpumem.stats.StatType;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
-import java.util.Map;
-import java.util.TreeMap;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -50,36 +52,24 @@ class SimRunnerTest {
         }
 
         @Override
-        public void completeEvents() {
-            calls.add("complete");
+        public void apply(ScriptOp op) {
+            calls.add(
+                    switch (op) {
+                        case ScriptOp.Config c -> "settings " + c.conf();
+                        case ScriptOp.EmptyCache _ -> "empty";
+                        case ScriptOp.SetFraction f -> "fraction " + f.fraction();
+                        case ScriptOp.ResetPeak _ -> "reset_peak";
+                        case ScriptOp.CompleteEvents _ -> "complete";
+                        default -> throw new IllegalArgumentException("not a setting: " + op);
+                    });
         }
 
         @Override
-        public void emptyCache() {
-            calls.add("empty");
-        }
-
-        @Override
-        public void setMemoryFraction(double fraction) {
-            calls.add("fraction " + fraction);
-        }
-
-        @Override
-        public void setSettings(String conf) {
-            calls.add("settings " + conf);
-        }
-
-        @Override
-        public void resetPeakStats() {
-            calls.add("reset_peak");
-        }
-
-        @Override
-        public Map<String, Long> memoryStats() {
-            Map<String, Long> m = new TreeMap<>();
-            m.put("num_ooms", 2L);
-            m.put("allocated_bytes.all.current", 10L);
-            return m;
+        public MemoryStats memoryStats() {
+            return MemoryStats.builder()
+                    .numOoms(2)
+                    .stat(StatKind.ALLOCATED_BYTES, StatType.ALL, new MemoryStats.Stat(10, 10, 10, 0))
+                    .build();
         }
 
         @Override
@@ -169,14 +159,24 @@ class SimRunnerTest {
     @Test
     void statsPrintsSortedKeyValueLines() {
         assertThat(run("stats\n", new RecordingTarget(0), false)).isZero();
-        assertThat(out.toString()).isEqualTo("allocated_bytes.all.current 10\nnum_ooms 2\n");
+        String[] lines = out.toString().split("\n", -1);
+        assertThat(lines).contains("allocated_bytes.all.current 10", "num_ooms 2");
+        assertThat(lines[lines.length - 1]).as("ends with a newline").isEmpty();
+        List<String> keys = Arrays.stream(lines)
+                .filter(l -> !l.isEmpty())
+                .map(l -> l.split(" ")[0])
+                .toList();
+        assertThat(keys)
+                .as("every key of memory_stats(), sorted")
+                .isSorted()
+                .hasSize(new RecordingTarget(0).memoryStats().toPyTorchMap().size());
     }
 
     @Test
     void aTargetFailureStopsWithExitOneNamingTheLineAndPrintsNothingForIt() {
         RecordingTarget t = new RecordingTarget(Long.MAX_VALUE) {
             @Override
-            public Map<String, Long> memoryStats() {
+            public MemoryStats memoryStats() {
                 throw new IllegalStateException("broken stats");
             }
         };

@@ -7,6 +7,7 @@ import io.gpumem.alloc.Pool;
 import io.gpumem.cli.CliRun;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
+import io.gpumem.history.PoolId;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
@@ -47,7 +48,8 @@ class SnapshotConsistencyCommandsTest {
     }
 
     private static SegmentInfo segment(long totalSize, BlockInfo block) {
-        return new SegmentInfo(0, BASE, totalSize, 0, 0, 0, 0, Pool.LARGE, false, List.of(), List.of(block));
+        return new SegmentInfo(
+                0, BASE, totalSize, 0, 0, 0, 0, Pool.LARGE, false, List.of(), List.of(block), PoolId.DEFAULT, null);
     }
 
     @Test

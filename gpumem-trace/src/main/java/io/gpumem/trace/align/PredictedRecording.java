@@ -171,10 +171,7 @@ public final class PredictedRecording {
                 causes.add(null);
                 startByAddress.put(ref.startBlockAddressOf(i), i);
             }
-            boolean hasCompletions = false;
-            for (TraceEntry e : entries) {
-                hasCompletions |= e.action() == TraceAction.FREE_COMPLETED;
-            }
+            boolean hasCompletions = TraceEntry.recordsFreeCompletions(entries);
             boolean[] userEmptyCache = WhatIfReplay.classifyReleaseRuns(entries);
             // start block i freed inside the window, and the pass's requests live at its end: the previous step's
             // outputs and this step's, paired in order from one pass to the next

@@ -25,7 +25,8 @@ import java.util.HashMap;
  * between iterations): the phase is the position in the first period with the lowest mean allocated level over
  * all repetitions, and each next boundary is the occurrence of that position's token nearest to one period after
  * the previous boundary (within a quarter period; else exactly one period on), so that a request present in some
- * steps only does not shift every later boundary. Requests before the first boundary form a partial step 0.
+ * steps only does not shift every later boundary; no boundary is placed once one period on lies past the window's
+ * end. Requests before the first boundary form a partial step 0.
  *
  * <p>Invariants: {@code starts[0] == 0}, starts strictly increase and are below the request count; every request
  * belongs to exactly one step.
@@ -112,6 +113,11 @@ public final class StepStructure {
         while (at < n) {
             out[k++] = at;
             int target = at + p;
+            if (target >= n) {
+                // A step that would start past the window's end is not in it; snapping back to an earlier
+                // occurrence of the token (a site the step repeats) would split off a short last step.
+                break;
+            }
             int next = -1;
             for (int d = 0; d <= slack && next < 0; d++) {
                 if (target - d > at && target - d < n && tokens[target - d] == token) {

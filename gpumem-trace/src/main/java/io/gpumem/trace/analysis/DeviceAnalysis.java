@@ -48,20 +48,9 @@ public record DeviceAnalysis(
      * @param window   the compare runs of the device's trace window at a usable capacity (capacity less memory
      *                 held outside the allocator, or {@link MemoryState#UNKNOWN}): the caller owns the window, so
      *                 that it is rebuilt once however many commands' figures use it (a {@code TraceSession})
+     * @param policies policies beyond the exact allocator that the recommender also tries
      * @throws IllegalArgumentException when {@code at} is outside the device's trace
      */
-    public static DeviceAnalysis of(
-            TraceSnapshot snapshot,
-            int device,
-            Integer at,
-            long capacity,
-            int top,
-            boolean compare,
-            LongFunction<WhatIf> window) {
-        return of(snapshot, device, at, capacity, top, compare, window, List.of());
-    }
-
-    /** As {@link #of(TraceSnapshot, int, Integer, long, int, boolean, LongFunction)}, the recommender also trying {@code policies}. */
     public static DeviceAnalysis of(
             TraceSnapshot snapshot,
             int device,

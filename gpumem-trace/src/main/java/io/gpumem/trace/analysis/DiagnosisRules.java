@@ -50,34 +50,24 @@ public final class DiagnosisRules {
         if (state.oom().isPresent()) {
             return diagnoseOom(a, state.oom().get(), capacity, Math.max(0, deviceFree), outside, evidence);
         }
+        String verdict;
         if (capacity > 0) {
             long used = (deviceFree >= 0 ? capacity - deviceFree : all.reserved()) - all.releasable();
             double share = (double) used / capacity;
             if (share >= NEAR_CAPACITY) {
                 return diagnoseNearCapacity(a, capacity, outside, share, evidence);
             }
-            evidence.add("reserved/allocated = " + ratio(all.reservedPerAllocated())
-                    + (all.reservedPerAllocated() > SEVERE_WASTE_RATIO
-                            ? " (above " + SEVERE_WASTE_RATIO + ": severe waste)"
-                            : ""));
-            return new Diagnosis(
-                    DiagnosisKind.NONE,
-                    "no oom entry and " + Percent.of(share) + " of capacity in use (below " + Percent.of(NEAR_CAPACITY)
-                            + ")",
-                    evidence,
-                    0,
-                    outside);
+            verdict = "no oom entry and " + Percent.of(share) + " of capacity in use (below "
+                    + Percent.of(NEAR_CAPACITY) + ")";
+        } else {
+            verdict =
+                    "no oom entry and device capacity unknown (pass --capacity to check how near capacity the state is)";
         }
         evidence.add("reserved/allocated = " + ratio(all.reservedPerAllocated())
                 + (all.reservedPerAllocated() > SEVERE_WASTE_RATIO
                         ? " (above " + SEVERE_WASTE_RATIO + ": severe waste)"
                         : ""));
-        return new Diagnosis(
-                DiagnosisKind.NONE,
-                "no oom entry and device capacity unknown (pass --capacity to check how near capacity the state is)",
-                evidence,
-                0,
-                outside);
+        return new Diagnosis(DiagnosisKind.NONE, verdict, evidence, 0, outside);
     }
 
     private static Diagnosis diagnoseOom(

@@ -53,10 +53,9 @@ public final class PlanFiles {
      */
     public static LifetimeProblem ofTrace(TraceSnapshot trace, int device, long alignment) {
         List<TraceEntry> entries = trace.traceOf(device);
-        boolean hasCompletions = false;
+        boolean hasCompletions = TraceEntry.recordsFreeCompletions(entries);
         int allocs = 0;
         for (TraceEntry e : entries) {
-            hasCompletions |= e.action() == TraceAction.FREE_COMPLETED;
             allocs += e.action() == TraceAction.ALLOC ? 1 : 0;
         }
         long[] lower = new long[allocs];

@@ -2,16 +2,16 @@ package io.gpumem.trace.replay;
 
 import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.engine.RequestStream;
 import io.gpumem.engine.StartStateLoader;
 import io.gpumem.history.Frame;
 import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.MemorySnapshot;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.history.TraceListener;
 import io.gpumem.oom.OutOfMemoryException;
-import io.gpumem.trace.io.TraceSnapshot;
-import io.gpumem.trace.window.WindowRebuilder;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -19,18 +19,26 @@ import java.util.List;
 import java.util.Map;
 import java.util.function.Consumer;
 import java.util.function.LongUnaryOperator;
+import org.jspecify.annotations.Nullable;
 
 /**
- * One device trace replayed by {@link OracleReplay}: the model allocator on its {@link OracleDevice}, the
- * fidelity counters, and (when asked) the trace the replay writes ({@link ReplayedTrace}).
+ * One device trace replayed by {@link OracleReplay}: the window compiled into the engine's {@link RequestStream}
+ * (with the recording's decisions beside it, {@link RecordedDecisions}), played on the model allocator over its
+ * {@link OracleDevice}, with the fidelity counters and (when asked) the trace the replay writes
+ * ({@link ReplayedTrace}).
  *
- * <p>Every entry the model emits is seen through a trace tracker and held in {@link #pending} until the recorded
- * entry that caused it has been replayed; then its driver calls are compared, in order, with the recorded
- * {@code segment_*} entries that preceded the request ({@link #expected}), and everything is handed to the
- * written trace. Without a written trace only the driver calls are kept, as plain fields seen through a
- * {@link TraceListener} ({@link #eventAction}, ...): nothing is built or boxed per replayed entry. The model's clock reads the recorded {@code time_us} of the entry being replayed, and its
- * context supplier the entry's recorded frames, so the blocks and segments it creates carry the recording's
- * stacks. Single use, not thread-safe.
+ * <p>The play loop reads primitive arrays only: each op's request, the recorded address of an alloc, the
+ * recorded driver calls. A block is freed at the address the model gave its slot, so a block the model placed
+ * elsewhere needs no translation table. The model's driver calls are seen through a {@link TraceListener} as
+ * plain fields ({@link #eventAction}, ...) and compared, in order, by action, address and size, with the recorded
+ * ones since the last comparison: after each alloc, and before and after each release run (an
+ * {@code empty_cache} op). Nothing is built or boxed per op unless a trace is written.
+ *
+ * <p>Writing a trace walks the recorded entries between ops too (an {@code oom}, a {@code free_requested} of a
+ * trace with completions, annotations: written as recorded) and sees every model entry through a trace tracker
+ * ({@link #pending}); then the model's clock reads the recorded {@code time_us} of the entry being replayed, and
+ * its context supplier the entry's frames, so the blocks and segments it creates carry the recording's stacks.
+ * Single use, not thread-safe.
  */
 final class DeviceReplay {
 
@@ -39,13 +47,14 @@ final class DeviceReplay {
     private final boolean hasCompletions;
     private final OracleDevice device;
     private final CachingAllocator allocator;
-    private final ReplayedTrace written;
-    /** Recorded address → model address of blocks the model placed elsewhere. */
-    private final Map<Long, Long> moved = new HashMap<>();
-    /** Indices of recorded driver-call entries not yet compared with the model's ({@code expectedCount} of them). */
-    private int[] expected = new int[16];
+    private final RequestStream stream;
+    private final RecordedDecisions recorded;
+    /** The model's address of each slot; 0 when not allocated (its alloc failed) or freed. */
+    private final long[] slotAddress;
 
-    private int expectedCount;
+    private final @Nullable ReplayedTrace written;
+    /** Recorded address → model address of live blocks the model placed elsewhere (only when writing). */
+    private final Map<Long, Long> moved = new HashMap<>();
     /** Entries the model emitted since the last comparison, oldest first (when writing a trace). */
     private final List<TraceEntry> pending = new ArrayList<>();
     /** The driver calls among them, as plain fields (when not writing): {@code eventCount} of them. */
@@ -54,44 +63,53 @@ final class DeviceReplay {
     private long[] eventAddr = new long[16];
     private long[] eventSize = new long[16];
     private int eventCount;
+    /** Recorded driver calls before this index are compared; those before {@link #offered} are offered. */
+    private int compared;
+
+    private int offered;
+    /** Trace entries before this index are written (when writing). */
+    private int writtenUpTo;
+    /** Frees the stream dropped before this index are done. */
+    private int droppedDone;
+
     private final List<String> notes = new ArrayList<>();
     private final Consumer<TraceEntry> tracker = pending::add;
     private final TraceListener listener = this::driverCall;
 
-    private TraceEntry current;
+    private @Nullable TraceEntry current;
     private long allocs;
     private long exact;
-    private long segmentEvents;
-    private long segmentMatched;
     private long releaseRuns;
     private long unknownFrees;
-    private long oomEntries;
-    private Mismatch firstMismatch;
+    private long segmentMatched;
+    /** Recorded driver calls the replay reached (all of them unless it stopped early). */
+    private int segmentEvents;
+
+    private @Nullable Mismatch firstMismatch;
 
     /**
+     * @param window the prepared window this replay plays
      * @param write whether to build the trace the replay writes ({@link #writtenTrace()})
      */
-    DeviceReplay(TraceSnapshot snapshot, int deviceIndex, AllocatorConfig config, long totalMemory, boolean write) {
-        this.deviceIndex = deviceIndex;
-        this.trace = snapshot.traceOf(deviceIndex);
-        this.hasCompletions = trace.stream().anyMatch(e -> e.action() == TraceAction.FREE_COMPLETED);
+    DeviceReplay(OracleWindow window, AllocatorConfig config, long totalMemory, boolean write) {
+        this.deviceIndex = window.device();
+        this.trace = window.trace();
+        this.hasCompletions = window.hasCompletions();
         this.device = new OracleDevice(totalMemory);
         this.allocator = new CachingAllocator(device, config);
         this.written = write ? new ReplayedTrace(hasCompletions) : null;
-        StartStateLoader.load(
-                allocator.internals(),
-                device,
-                new WindowRebuilder(config).rebuild(snapshot, deviceIndex).segments(),
-                device,
-                false,
-                LongUnaryOperator.identity());
+        this.stream = window.stream();
+        this.recorded = window.recorded();
+        this.slotAddress = new long[stream.slots()];
+        List<SegmentInfo> start = window.start().segments();
+        int[] slot = {0};
+        RequestStream.forEachLiveBlock(start, (seg, b) -> slotAddress[slot[0]++] = b.address());
+        StartStateLoader.load(allocator.internals(), device, start, device, false, LongUnaryOperator.identity());
         if (write) {
             // Live blocks and segments keep the stack of the request that made them; the trace is the tracker's.
             allocator.recordHistory(new HistoryOptions(HistoryOptions.Enabled.STATE, HistoryOptions.Context.STATE, 1));
             allocator.setContextSupplier(this::currentFrames);
-        }
-        allocator.internals().setClock(() -> current == null ? 0 : current.timeUs());
-        if (write) {
+            allocator.internals().setClock(() -> current == null ? 0 : current.timeUs());
             allocator.internals().attachTraceTracker(tracker);
         } else {
             allocator.internals().attachTraceListener(listener);
@@ -113,33 +131,51 @@ final class DeviceReplay {
     }
 
     private List<Frame> currentFrames() {
-        return current == null || current.frames() == null ? List.of() : current.frames();
+        TraceEntry c = current;
+        return c == null || c.frames() == null ? List.of() : c.frames();
     }
 
-    /** Replays the whole trace, reporting progress every 16k entries. */
+    /** Replays the whole window, reporting progress every 16k entries. */
     DeviceFidelity run(ProgressListener progress, long doneBefore, long total) {
-        boolean inRelease = false;
-        for (int i = 0; i < trace.size(); i++) {
-            if ((i & 0x3fff) == 0 && i > 0) {
-                progress.progress(doneBefore + i, total);
+        int nextProgress = 0x4000;
+        int comparedAtEnd = recorded.calls.length;
+        for (int k = 0; k < stream.length(); k++) {
+            int entry = stream.entry(k);
+            if (entry >= nextProgress) {
+                progress.progress(doneBefore + entry, total);
+                nextProgress = (entry | 0x3fff) + 1;
             }
-            current = trace.get(i);
-            boolean release = isRelease(current.action());
-            if (release != inRelease) {
-                compareDriverCalls(i);
-                if (release) {
-                    // The OOM-retry path releases exactly what empty_cache() does.
-                    allocator.emptyCache();
-                    releaseRuns++;
+            if (written != null) {
+                writeRecordedUpTo(entry);
+                current = trace.get(entry);
+            }
+            if (droppedDone < recorded.dropped.length) {
+                freeDroppedUpTo(entry);
+            }
+            byte op = stream.op(k);
+            if (op == RequestStream.ALLOC) {
+                if (!alloc(k, entry)) {
+                    comparedAtEnd = recorded.callsBefore[k];
+                    break;
                 }
-                inRelease = release;
-            }
-            if (!replay(i)) {
-                break;
+            } else if (op == RequestStream.FREE) {
+                free(k, entry);
+            } else if (op == RequestStream.EMPTY_CACHE) {
+                // The OOM-retry path releases exactly what empty_cache() does.
+                int before = recorded.callsBefore[k];
+                compareDriverCalls(entry, before);
+                allocator.emptyCache();
+                releaseRuns++;
+                compareDriverCalls(entry, before + recorded.runLength[k]);
             }
         }
-        compareDriverCalls(trace.size());
+        if (comparedAtEnd == recorded.calls.length) {
+            freeDroppedUpTo(trace.size());
+        }
+        segmentEvents = comparedAtEnd;
+        compareDriverCalls(trace.size(), comparedAtEnd);
         if (written != null) {
+            writeRecordedUpTo(trace.size());
             allocator.internals().detachTraceTracker(tracker);
         } else {
             allocator.internals().detachTraceListener(listener);
@@ -147,114 +183,132 @@ final class DeviceReplay {
         return fidelity();
     }
 
-    private static boolean isRelease(TraceAction a) {
-        return a == TraceAction.SEGMENT_FREE || a == TraceAction.SEGMENT_UNMAP;
-    }
-
-    /** Replays entry {@code i}; false when the model cannot go on. */
-    private boolean replay(int i) {
-        TraceEntry e = trace.get(i);
-        switch (e.action()) {
-            case SEGMENT_ALLOC -> {
-                expect(i);
-                device.offerMalloc(e.addr());
-            }
-            case SEGMENT_MAP -> {
-                expect(i);
-                device.offerMap(e.addr());
-            }
-            case SEGMENT_FREE, SEGMENT_UNMAP -> expect(i);
-            case ALLOC -> {
-                return alloc(i, e);
-            }
-            case FREE_REQUESTED, FREE_COMPLETED -> free(i, e);
-            case OOM -> {
-                oomEntries++;
-                passThrough(e);
-            }
-            default -> passThrough(e);
-        }
-        return true;
-    }
-
-    private void expect(int index) {
-        if (expectedCount == expected.length) {
-            expected = Arrays.copyOf(expected, expectedCount * 2);
-        }
-        expected[expectedCount++] = index;
-        segmentEvents++;
-    }
-
-    private boolean alloc(int i, TraceEntry e) {
+    /** Offers the device the recorded driver allocations since the last offer, runs op {@code k}'s malloc. */
+    private boolean alloc(int k, int entry) {
         allocs++;
+        int upTo = recorded.callsBefore[k];
+        for (; offered < upTo; offered++) {
+            TraceEntry call = trace.get(recorded.calls[offered]);
+            if (call.action() == TraceAction.SEGMENT_ALLOC) {
+                device.offerMalloc(call.addr());
+            } else if (call.action() == TraceAction.SEGMENT_MAP) {
+                device.offerMap(call.addr());
+            }
+        }
+        long want = recorded.address[k];
         long got;
         try {
-            got = allocator.malloc(e.size(), e.stream());
+            got = allocator.malloc(stream.size(k), stream.stream(k));
         } catch (OutOfMemoryException ex) {
-            mismatch(i, "alloc", hex(e.addr()), "out of memory");
+            mismatch(entry, "alloc", hex(want), "out of memory");
             device.clearOffers();
-            compareDriverCalls(i);
+            compareDriverCalls(entry, upTo);
             return true;
         } catch (IllegalStateException ex) {
-            mismatch(i, "alloc", hex(e.addr()), "error: " + ex.getMessage());
-            notes.add("replay of this device stopped at entry " + i + ": " + ex.getMessage());
+            mismatch(entry, "alloc", hex(want), "error: " + ex.getMessage());
+            notes.add("replay of this device stopped at entry " + entry + ": " + ex.getMessage());
             return false;
         }
         device.clearOffers();
-        if (got == e.addr()) {
+        slotAddress[stream.slot(k)] = got;
+        if (got == want) {
             exact++;
-            if (!moved.isEmpty()) {
-                moved.remove(e.addr());
+            if (written != null && !moved.isEmpty()) {
+                moved.remove(want);
             }
         } else {
-            moved.put(e.addr(), got);
-            mismatch(i, "alloc", hex(e.addr()), hex(got));
+            if (written != null) {
+                moved.put(want, got);
+            }
+            mismatch(entry, "alloc", hex(want), hex(got));
         }
-        compareDriverCalls(i);
+        compareDriverCalls(entry, upTo);
         return true;
     }
 
+    /** Frees op {@code k}'s slot where the model put it (nothing when its alloc failed). */
+    private void free(int k, int entry) {
+        int slot = stream.slot(k);
+        long at = slotAddress[slot];
+        slotAddress[slot] = 0;
+        if (written != null && !moved.isEmpty()) {
+            moved.remove(trace.get(entry).addr());
+        }
+        if (at == 0) {
+            unknownFree(entry, trace.get(entry).addr(), "its alloc failed in the replay");
+        } else {
+            try {
+                allocator.free(at);
+            } catch (IllegalArgumentException ex) {
+                unknownFree(entry, at, ex.getMessage());
+            }
+        }
+        handOver();
+    }
+
     /**
-     * Frees at {@code free_completed} (at {@code free_requested} in a trace without completions); a request
-     * whose completion comes later is written where it was recorded, at the block's model address.
+     * Frees at their recorded address the blocks of the frees before {@code entry} that the stream dropped (no
+     * block of the window was live there): whatever the model holds at that address, as a free by address would.
      */
-    private void free(int i, TraceEntry e) {
-        boolean frees = e.action() == TraceAction.FREE_COMPLETED || !hasCompletions;
-        if (!frees) {
+    private void freeDroppedUpTo(int entry) {
+        for (; droppedDone < recorded.dropped.length && recorded.dropped[droppedDone] < entry; droppedDone++) {
+            int at = recorded.dropped[droppedDone];
+            long addr = trace.get(at).addr();
             if (written != null) {
-                written.addRecorded(e, translated(e.addr()));
+                writeRecordedUpTo(at);
+                current = trace.get(at);
+                Long m = moved.isEmpty() ? null : moved.remove(addr);
+                addr = m != null ? m : addr;
             }
-            return;
-        }
-        Long m = moved.isEmpty() ? null : moved.remove(e.addr());
-        try {
-            allocator.free(m != null ? m : e.addr());
-        } catch (IllegalArgumentException ex) {
-            if (unknownFrees++ == 0) {
-                notes.add("entry " + i + ": free of " + hex(e.addr()) + " that the model does not hold ("
-                        + ex.getMessage() + ")");
+            try {
+                allocator.free(addr);
+            } catch (IllegalArgumentException ex) {
+                unknownFree(at, addr, ex.getMessage());
             }
-        }
-        handOver(e);
-    }
-
-    private long translated(long recorded) {
-        Long m = moved.get(recorded);
-        return m == null ? recorded : m;
-    }
-
-    /** Entries the allocator does not act on ({@code oom}, {@code snapshot}, annotations) are written as recorded. */
-    private void passThrough(TraceEntry e) {
-        if (written != null) {
-            written.addRecorded(e, e.addr());
+            handOver();
         }
     }
 
-    /** Hands the model's entries that are not driver calls, emitted while serving {@code cause}, to the writer. */
-    private void handOver(TraceEntry cause) {
+    private void unknownFree(int entry, long addr, @Nullable String why) {
+        if (unknownFrees++ == 0) {
+            notes.add("entry " + entry + ": free of " + hex(addr) + " that the model does not hold (" + why + ")");
+        }
+    }
+
+    /**
+     * Writes the recorded entries before {@code entry} that are no op of the stream: an {@code oom}, a
+     * {@code snapshot} or annotation as recorded, a {@code free_requested} of a trace with completions at the
+     * block's model address; driver calls are written when compared, and frees the stream dropped not at all.
+     */
+    private void writeRecordedUpTo(int entry) {
+        ReplayedTrace w = written;
+        for (; writtenUpTo < entry; writtenUpTo++) {
+            TraceEntry e = trace.get(writtenUpTo);
+            TraceAction a = e.action();
+            if (a.isSegmentEvent() || a == TraceAction.FREE_COMPLETED) {
+                continue;
+            }
+            if (a == TraceAction.FREE_REQUESTED) {
+                if (hasCompletions) {
+                    w.addRecorded(e, translated(e.addr()));
+                }
+                continue;
+            }
+            w.addRecorded(e, e.addr());
+        }
+        writtenUpTo = Math.max(writtenUpTo, entry + 1);
+    }
+
+    private long translated(long recordedAddress) {
+        Long m = moved.get(recordedAddress);
+        return m == null ? recordedAddress : m;
+    }
+
+    /** Hands the model's entries that are not driver calls, emitted while serving a free, to the writer. */
+    private void handOver() {
         if (written != null) {
             for (TraceEntry m : pending) {
-                written.addModel(m, cause);
+                written.addModel(m, current);
             }
         }
         pending.clear();
@@ -262,53 +316,55 @@ final class DeviceReplay {
     }
 
     /**
-     * Compares the model's driver calls since the last comparison with the recorded ones, in order, by action,
-     * address and size, and hands every pending entry to the writer: a matched driver call as recorded, any other
-     * as the model made it, attributed to the entry being replayed.
+     * Compares the model's driver calls since the last comparison with the recorded ones not yet compared, up to
+     * {@code upTo}, in order, by action, address and size, and hands every pending entry to the writer: a matched
+     * driver call as recorded, any other as the model made it, attributed to the entry being replayed.
      */
-    private void compareDriverCalls(int at) {
+    private void compareDriverCalls(int at, int upTo) {
         if (written != null) {
-            compareAndWrite(at);
+            compareAndWrite(at, upTo);
             return;
         }
         int k = 0;
         for (int j = 0; j < eventCount; j++, k++) {
-            compareOne(k, at, eventAction[j], eventAddr[j], eventSize[j]);
+            compareOne(k, at, upTo, eventAction[j], eventAddr[j], eventSize[j]);
         }
-        missingCalls(k);
+        missingCalls(k, upTo);
     }
 
     /** {@link #compareDriverCalls} when writing a trace: every pending entry is also handed to the writer. */
-    private void compareAndWrite(int at) {
+    private void compareAndWrite(int at, int upTo) {
+        ReplayedTrace w = written;
         int k = 0;
         for (TraceEntry m : pending) {
             if (!m.action().isSegmentEvent()) {
-                written.addModel(m, current);
+                w.addModel(m, current);
                 continue;
             }
-            TraceEntry exp = compareOne(k, at, m.action(), m.addr(), m.size());
-            if (exp != null) {
-                written.addRecorded(exp, exp.addr());
+            TraceEntry matched = compareOne(k, at, upTo, m.action(), m.addr(), m.size());
+            if (matched != null) {
+                w.addRecorded(matched, matched.addr());
             } else {
-                written.addModel(m, current);
+                w.addModel(m, current);
             }
             k++;
         }
-        missingCalls(k);
+        missingCalls(k, upTo);
     }
 
     /**
-     * Compares the model's {@code k}-th driver call since the last comparison with the {@code k}-th recorded
-     * one; returns the recorded entry when they match, else null (the mismatch is noted).
+     * Compares the model's {@code k}-th driver call since the last comparison with the {@code k}-th recorded one
+     * not yet compared; returns the recorded call when they match, else null (the mismatch is noted).
      */
-    private TraceEntry compareOne(int k, int at, TraceAction action, long addr, long size) {
-        TraceEntry exp = k < expectedCount ? trace.get(expected[k]) : null;
+    private @Nullable TraceEntry compareOne(int k, int at, int upTo, TraceAction action, long addr, long size) {
+        int j = compared + k;
+        TraceEntry exp = j < upTo ? trace.get(recorded.calls[j]) : null;
         if (exp != null && exp.action() == action && exp.addr() == addr && exp.size() == size) {
             segmentMatched++;
             return exp;
         }
         mismatch(
-                exp != null ? expected[k] : at,
+                exp != null ? recorded.calls[j] : at,
                 "segment",
                 exp == null ? "no driver call" : describe(exp.action(), exp.addr(), exp.size()),
                 describe(action, addr, size));
@@ -316,12 +372,12 @@ final class DeviceReplay {
     }
 
     /** Notes the recorded driver calls from the {@code k}-th on as not made, and starts the next comparison. */
-    private void missingCalls(int k) {
-        for (; k < expectedCount; k++) {
-            TraceEntry exp = trace.get(expected[k]);
-            mismatch(expected[k], "segment", describe(exp.action(), exp.addr(), exp.size()), "no driver call");
+    private void missingCalls(int k, int upTo) {
+        for (int j = compared + k; j < upTo; j++) {
+            TraceEntry exp = trace.get(recorded.calls[j]);
+            mismatch(recorded.calls[j], "segment", describe(exp.action(), exp.addr(), exp.size()), "no driver call");
         }
-        expectedCount = 0;
+        compared = Math.max(compared, upTo);
         pending.clear();
         eventCount = 0;
     }
@@ -362,6 +418,7 @@ final class DeviceReplay {
         if (unknownFrees > 1) {
             notes.add(unknownFrees + " frees in all hit blocks the model does not hold");
         }
+        long oomEntries = recorded.oomEntries;
         if (oomEntries > 0) {
             notes.add(oomEntries + " oom entr" + (oomEntries == 1 ? "y" : "ies")
                     + ": the request failed in the recording and allocates nothing in the replay");

@@ -1,5 +1,6 @@
 package io.gpumem.trace.replay;
 
+import io.gpumem.alloc.AddressTable;
 import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.history.BlockInfo;
@@ -8,34 +9,35 @@ import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.RecordedConfig;
-import io.gpumem.trace.window.WindowRebuilder;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Oracle replay ({@code gpumem replay --check}): replays each device trace of a snapshot through gpumem's
  * {@link CachingAllocator} on an {@link OracleDevice}, and measures how many of the recorded decisions the
  * allocator reproduces.
  *
- * <p>Per device: the window's start state is rebuilt ({@link WindowRebuilder}) and loaded; then, in trace order,
+ * <p>Per device, prepared once ({@link #prepare}, an {@link OracleWindow}): the window's start state is rebuilt
+ * ({@link io.gpumem.trace.window.WindowRebuilder}) and the window compiled into the engine's {@link
+ * io.gpumem.engine.RequestStream}, the one stream every what-if plays, with the recording's decisions beside it
+ * ({@link RecordedDecisions}). Then each check loads the start state and plays the stream:
  * <ul>
- *   <li>{@code segment_alloc} / {@code segment_map} entries only queue their address on the device (the model
- *       decides whether it needs a segment; the trace supplies only what the driver returned);</li>
- *   <li>{@code alloc} runs {@code malloc(size, stream)} and compares the address with the recorded one; the
- *       segment events the model emitted meanwhile (seen through a trace tracker) are compared with the recorded
- *       ones in order, by action, address and size;</li>
- *   <li>{@code free_completed} runs {@code free} (a trace without completions frees at {@code free_requested});
- *       addresses of blocks the model placed elsewhere are translated;</li>
- *   <li>a run of {@code segment_free} / {@code segment_unmap} entries is replayed as {@code empty_cache()} (the
- *       OOM-retry path releases exactly what {@code empty_cache()} does) and the model's releases are compared
+ *   <li>an alloc op offers the device the addresses of the {@code segment_alloc} / {@code segment_map} entries
+ *       recorded before it (the model decides whether it needs a segment; the trace supplies only what the driver
+ *       returned), runs {@code malloc(size, stream)} and compares the address with the recorded one; the driver
+ *       calls the model made meanwhile (seen through a trace listener) are compared with the recorded ones in
+ *       order, by action, address and size;</li>
+ *   <li>a free op frees its block where the model put it, at {@code free_completed} ({@code free_requested} in a
+ *       trace without completions);</li>
+ *   <li>a run of {@code segment_free} / {@code segment_unmap} entries is one {@code empty_cache()} op (the
+ *       OOM-retry path releases exactly what {@code empty_cache()} does), and the model's releases are compared
  *       with the run;</li>
  *   <li>{@code oom}, {@code snapshot} and unknown actions change nothing (a failed request allocates nothing).</li>
  * </ul>
  * At the end the model's segments are compared block by block with the snapshot's end state. The replay never
  * forces a recorded decision on the model: after a mismatch later placements may drift, which the counts show.
- * Each device trace is replayed by a {@link DeviceReplay}; with {@link #writeSnapshot} on, the replay also builds
+ * Each device window is played by a {@link DeviceReplay}; with {@link #writeSnapshot} on, the replay also builds
  * the snapshot it would write ({@link #replayedSnapshot()}, see {@link ReplayedSnapshot}).
  *
  * <p>Not thread-safe; one replay per instance at a time.
@@ -77,16 +79,52 @@ public final class OracleReplay {
 
     /** Replays every device trace of {@code snapshot} under its recorded configuration. */
     public FidelityReport check(TraceSnapshot snapshot) {
-        return check(snapshot, RecordedConfig.of(snapshot), true);
+        return check(prepare(snapshot));
     }
 
     /** Replays every device trace of {@code snapshot} under {@code config} (a what-if). */
     public FidelityReport check(TraceSnapshot snapshot, AllocatorConfig config) {
-        return check(snapshot, config, false);
+        return check(prepare(snapshot, config));
     }
 
-    private FidelityReport check(TraceSnapshot snapshot, AllocatorConfig config, boolean recordedConfig) {
+    /** Rebuilds and compiles every device window of {@code snapshot} for replays under its recorded configuration. */
+    public static Windows prepare(TraceSnapshot snapshot) {
+        return new Windows(snapshot, RecordedConfig.of(snapshot), true);
+    }
+
+    /** Rebuilds and compiles every device window of {@code snapshot} for replays under {@code config}. */
+    public static Windows prepare(TraceSnapshot snapshot, AllocatorConfig config) {
+        return new Windows(snapshot, config, false);
+    }
+
+    /**
+     * A snapshot's device windows prepared once for oracle replays (start states rebuilt, requests compiled into
+     * the engine's stream with the recording's decisions): what {@link #check(Windows)} plays, as often as asked.
+     * Read-only; one {@code Windows} may serve replays on several threads.
+     */
+    public static final class Windows {
+        private final TraceSnapshot snapshot;
+        private final AllocatorConfig config;
+        private final boolean recordedConfig;
+        /** Per device trace, its prepared window; null for an empty trace or a file without addresses. */
+        private final List<@Nullable OracleWindow> windows = new ArrayList<>();
+
+        private Windows(TraceSnapshot snapshot, AllocatorConfig config, boolean recordedConfig) {
+            this.snapshot = snapshot;
+            this.config = config;
+            this.recordedConfig = recordedConfig;
+            for (int d = 0; d < snapshot.deviceTraces().size(); d++) {
+                boolean replayable =
+                        snapshot.addressesRecorded() && !snapshot.traceOf(d).isEmpty();
+                windows.add(replayable ? OracleWindow.prepare(snapshot, d, config) : null);
+            }
+        }
+    }
+
+    /** Replays every prepared device window and compares the model's decisions with the recording's. */
+    public FidelityReport check(Windows prepared) {
         replayed = null;
+        TraceSnapshot snapshot = prepared.snapshot;
         List<String> notes = new ArrayList<>();
         if (!snapshot.addressesRecorded()) {
             notes.add("the file records no addresses (" + snapshot.format() + "): placement cannot be checked");
@@ -97,27 +135,26 @@ public final class OracleReplay {
         List<DeviceFidelity> devices = new ArrayList<>();
         List<MemorySnapshot> models = new ArrayList<>();
         List<List<TraceEntry>> traces = new ArrayList<>();
-        for (int d = 0; d < snapshot.deviceTraces().size(); d++) {
-            List<TraceEntry> trace = snapshot.traceOf(d);
-            if (trace.isEmpty()) {
+        for (OracleWindow window : prepared.windows) {
+            if (window == null) {
                 models.add(null);
                 traces.add(null);
                 continue;
             }
-            DeviceReplay replay = new DeviceReplay(snapshot, d, config, totalMemory, writeSnapshot);
+            DeviceReplay replay = new DeviceReplay(window, prepared.config, totalMemory, writeSnapshot);
             DeviceFidelity fidelity = replay.run(progress, done, total);
             MemorySnapshot model = replay.modelSnapshot();
-            devices.add(withEndState(fidelity, EndState.compare(snapshot.segmentsOf(d), model)));
+            devices.add(withEndState(fidelity, EndState.compare(snapshot.segmentsOf(window.device()), model)));
             models.add(model);
             traces.add(writeSnapshot ? replay.writtenTrace() : null);
-            done += trace.size();
+            done += window.trace().size();
         }
         if (devices.stream().allMatch(f -> f.allocs() == 0)) {
             notes.add("no alloc entries: the file holds state only (a snapshot without history), nothing to replay");
         }
         progress.progress(total, total);
         if (writeSnapshot) {
-            replayed = ReplayedSnapshot.of(snapshot, models, traces, recordedConfig);
+            replayed = ReplayedSnapshot.of(snapshot, models, traces, prepared.recordedConfig);
         }
         return new FidelityReport(snapshot.source(), devices, notes);
     }
@@ -144,7 +181,8 @@ public final class OracleReplay {
     record EndState(long segments, long identical) {
 
         static EndState compare(List<SegmentInfo> recorded, MemorySnapshot model) {
-            Map<Long, SegmentInfo> byAddress = new HashMap<>();
+            AddressTable<SegmentInfo> byAddress =
+                    AddressTable.forObjects(model.segments().size());
             for (SegmentInfo s : model.segments()) {
                 byAddress.put(s.address(), s);
             }

@@ -8,6 +8,7 @@ import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.window.WindowStart;
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Compiles a device's trace window into the engine's {@link RequestStream}: the rebuilt start state, then one op
@@ -16,6 +17,10 @@ import java.util.List;
  * {@code empty_cache}. A trace with {@code free_completed} entries frees at completion, one without at
  * {@code free_requested}. Each op keeps its trace entry; with {@code withHistory} also its stack (as a site) and
  * its recorded time, for runs that record history.
+ *
+ * <p>An oracle replay ({@link #compileForOracle}) compiles the same stream with every release run as an
+ * {@code empty_cache} (with unlimited memory the model never retries after an OOM, so every recorded release is
+ * one it must make itself), and keeps the recording's decisions beside it ({@link RecordedDecisions}).
  */
 final class WindowStreams {
 
@@ -23,37 +28,72 @@ final class WindowStreams {
 
     static RequestStream compile(
             List<TraceEntry> trace, WindowStart start, boolean[] userEmptyCache, boolean withHistory) {
+        return compile(trace, start, userEmptyCache, withHistory, null);
+    }
+
+    /** The stream an oracle replay plays, with the recording's decisions; {@code decisions} collects them. */
+    static RequestStream compileForOracle(
+            List<TraceEntry> trace, WindowStart start, RecordedDecisions.Builder decisions) {
+        return compile(trace, start, null, false, decisions);
+    }
+
+    static boolean isRelease(TraceAction a) {
+        return a == TraceAction.SEGMENT_FREE || a == TraceAction.SEGMENT_UNMAP;
+    }
+
+    private static RequestStream compile(
+            List<TraceEntry> trace,
+            WindowStart start,
+            boolean @Nullable [] emptyCacheAt,
+            boolean withHistory,
+            RecordedDecisions.@Nullable Builder decisions) {
         List<SegmentInfo> startState = start.segments();
-        RequestStream.Builder b = RequestStream.builder().startState(startState);
+        RequestStream.Builder b = RequestStream.builder(trace.size()).startState(startState);
         AddressTable<Void> live = AddressTable.forInts(1024);
         int[] next = {0};
         RequestStream.forEachLiveBlock(startState, (seg, blk) -> live.putInt(blk.address(), next[0]++, -1));
-        boolean hasCompletions = false;
-        for (TraceEntry e : trace) {
-            if (e.action() == TraceAction.FREE_COMPLETED) {
-                hasCompletions = true;
-                break;
-            }
+        boolean hasCompletions = TraceEntry.recordsFreeCompletions(trace);
+        if (decisions != null) {
+            decisions.hasCompletions(hasCompletions);
         }
+        int releaseOp = -1;
+        boolean inRelease = false;
         for (int i = 0; i < trace.size(); i++) {
             TraceEntry e = trace.get(i);
             TraceAction a = e.action();
+            boolean release = isRelease(a);
+            // Without a user's choice (an oracle), every run of release entries is an empty_cache.
+            boolean emptyCache = emptyCacheAt != null ? emptyCacheAt[i] : release && !inRelease;
+            inRelease = release;
+            long recordedAddress = 0;
             if (a == TraceAction.ALLOC) {
                 int slot = b.alloc(e.size(), e.stream(), i);
                 if (e.addr() != 0) {
                     live.putInt(e.addr(), slot, -1);
                 }
+                recordedAddress = e.addr();
             } else if (a == TraceAction.FREE_COMPLETED || (a == TraceAction.FREE_REQUESTED && !hasCompletions)) {
                 int s = e.addr() == 0 ? -1 : live.removeInt(e.addr(), -1);
                 if (s >= 0 && b.isLive(s)) {
                     b.free(s, i);
                 } else {
+                    if (decisions != null) {
+                        decisions.droppedFree(i);
+                    }
                     continue;
                 }
-            } else if (userEmptyCache[i]) {
+            } else if (emptyCache) {
                 b.emptyCache(i);
+                releaseOp = b.length() - 1;
             } else {
+                if (decisions != null) {
+                    recordOnly(decisions, i, e, releaseOp);
+                }
                 continue;
+            }
+            if (decisions != null) {
+                decisions.op(b.length() - 1, recordedAddress);
+                recordOnly(decisions, i, e, releaseOp);
             }
             if (withHistory) {
                 List<Frame> f = e.frames();
@@ -64,5 +104,18 @@ final class WindowStreams {
             }
         }
         return b.build();
+    }
+
+    /** Keeps what an entry recorded that is not an op of its own: a driver call, an OOM. */
+    private static void recordOnly(RecordedDecisions.Builder decisions, int i, TraceEntry e, int releaseOp) {
+        TraceAction a = e.action();
+        if (a.isSegmentEvent()) {
+            decisions.call(i);
+            if (isRelease(a) && releaseOp >= 0) {
+                decisions.extendRun(releaseOp);
+            }
+        } else if (a == TraceAction.OOM) {
+            decisions.oomEntry();
+        }
     }
 }

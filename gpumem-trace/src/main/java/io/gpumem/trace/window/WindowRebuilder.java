@@ -113,13 +113,7 @@ public final class WindowRebuilder {
         int allocs = 0;
         List<PreFreed> preFreed = new ArrayList<>();
         AddressTable<Void> preFreedSlot = AddressTable.forInts(64);
-        boolean hasCompletions = false;
-        for (TraceEntry e : trace) {
-            if (e.action() == TraceAction.FREE_COMPLETED) {
-                hasCompletions = true;
-                break;
-            }
-        }
+        boolean hasCompletions = TraceEntry.recordsFreeCompletions(trace);
         for (int i = 0; i < trace.size(); i++) {
             TraceEntry e = trace.get(i);
             long a = e.addr();

@@ -1,16 +1,19 @@
 package io.gpumem.trace.workload;
 
+import io.gpumem.engine.RequestStream;
+import io.gpumem.history.Frame;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
-import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
 /**
  * The request stream of one device trace: its {@code alloc} entries and the {@code free_requested} entries
- * that free them, as {@link MemoryOp}s (plus the request of an {@code oom} entry that ends the range), so that a recorded window can be re-run from scratch under another
- * configuration (the minimal what-if of the analysis).
+ * that free them (plus the request of an {@code oom} entry that ends the range), compiled into the engine's
+ * {@link RequestStream} so that a recorded window can be re-run from scratch under another configuration (the
+ * minimal what-if of the analysis). Each op keeps the index of the trace entry it came from; each alloc's stack is
+ * one frame naming that entry ({@code alloc #N}, or {@code failed request #N} for the OOM).
  *
  * <p>What it leaves out, by construction: blocks allocated before the window (their frees have no alloc and
  * are skipped, and whatever they occupied is not modelled), recorded {@code empty_cache()} calls, and
@@ -18,13 +21,11 @@ import java.util.Map;
  * therefore those of the window's own requests on an empty device: a lower bound of the real job's.
  */
 public final class TraceWorkload implements AllocationWorkload {
-    private final List<MemoryOp> ops;
-    private final int allocationCount;
+    private final RequestStream stream;
     private final String description;
 
-    private TraceWorkload(List<MemoryOp> ops, int allocationCount, String description) {
-        this.ops = List.copyOf(ops);
-        this.allocationCount = allocationCount;
+    private TraceWorkload(RequestStream stream, String description) {
+        this.stream = stream;
         this.description = description;
     }
 
@@ -34,9 +35,8 @@ public final class TraceWorkload implements AllocationWorkload {
     public static TraceWorkload of(TraceSnapshot snapshot, int device, int endExclusive) {
         List<TraceEntry> trace = snapshot.traceOf(device);
         int end = Math.min(endExclusive, trace.size());
-        List<MemoryOp> ops = new ArrayList<>();
+        RequestStream.Builder b = AllocationWorkload.streamBuilder();
         Map<Long, Integer> live = new HashMap<>();
-        int next = 0;
         int skippedFrees = 0;
         for (int i = 0; i < end; i++) {
             TraceEntry e = trace.get(i);
@@ -45,19 +45,18 @@ public final class TraceWorkload implements AllocationWorkload {
                     if (e.size() <= 0) {
                         continue;
                     }
-                    int id = next++;
-                    Integer previous = live.put(e.addr(), id);
+                    Integer previous = live.remove(e.addr());
                     if (previous != null) {
                         // an address handed out twice without a free between: the earlier block was freed
                         // outside the window's record; free it first so the stream stays balanced
-                        ops.add(new MemoryOp.Free(previous));
+                        b.free(previous, i);
                     }
-                    ops.add(new MemoryOp.Alloc(id, e.size(), e.stream(), TensorKind.TEMPORARY, "alloc #" + i));
+                    live.put(e.addr(), request(b, e, i, "alloc #"));
                 }
                 case FREE_REQUESTED -> {
-                    Integer id = live.remove(e.addr());
-                    if (id != null) {
-                        ops.add(new MemoryOp.Free(id));
+                    Integer slot = live.remove(e.addr());
+                    if (slot != null) {
+                        b.free(slot, i);
                     } else {
                         skippedFrees++;
                     }
@@ -66,27 +65,29 @@ public final class TraceWorkload implements AllocationWorkload {
                     // the request that failed at the analysed point: part of the stream, so that the baseline
                     // reproduces the OOM and the alternatives show whether they would have served it
                     if (i == end - 1 && e.size() > 0) {
-                        ops.add(new MemoryOp.Alloc(
-                                next++, e.size(), e.stream(), TensorKind.TEMPORARY, "failed request #" + i));
+                        request(b, e, i, "failed request #");
                     }
                 }
                 default -> {}
             }
         }
-        String description = "the " + next + " requests of device " + device + "'s trace"
+        RequestStream stream = b.build();
+        String description = "the " + stream.allocs() + " requests of device " + device + "'s trace"
                 + (end < trace.size() ? " up to entry " + (end - 1) : "")
                 + (skippedFrees > 0 ? " (" + skippedFrees + " frees of blocks from before the window skipped)" : "");
-        return new TraceWorkload(ops, next, description);
+        return new TraceWorkload(stream, description);
+    }
+
+    /** Appends entry {@code i}'s request, its stack one frame named {@code what} and the entry's index. */
+    private static int request(RequestStream.Builder b, TraceEntry e, int i, String what) {
+        int slot = b.alloc(e.size(), e.stream(), i);
+        b.atSite(b.site(List.of(new Frame(what + i, 0, "demo"))));
+        return slot;
     }
 
     @Override
-    public List<MemoryOp> ops() {
-        return ops;
-    }
-
-    @Override
-    public int allocationCount() {
-        return allocationCount;
+    public RequestStream stream() {
+        return stream;
     }
 
     @Override

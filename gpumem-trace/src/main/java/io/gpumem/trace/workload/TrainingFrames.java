@@ -16,8 +16,9 @@ import java.util.Map;
  * <p>Sites group naturally: the innermost frame names the op without its layer, so a report that groups by it
  * sums "attn.qkv.out" over all layers; the layer frame tells them apart in PyTorch's viewer.
  *
- * <p>Invariants: deterministic (line numbers are assigned per op in order of first use in the op stream);
- * one shared list per distinct (kind, name), so writers that de-duplicate stacks emit each once.
+ * <p>Invariants: deterministic (line numbers are assigned per op in order of first use, as the generator asks
+ * for stacks in op order); one shared list per distinct (kind, name), so writers that de-duplicate stacks emit
+ * each once.
  */
 final class TrainingFrames {
     private static final String MODEL = "gpumem_demo/model.py";
@@ -35,22 +36,8 @@ final class TrainingFrames {
     private final Map<String, Frame> layerFrames = new HashMap<>();
     private final Map<String, List<Frame>> stacks = new HashMap<>();
 
-    private TrainingFrames() {}
-
-    /** The frames of every allocation of {@code ops}, indexed by allocation id. */
-    @SuppressWarnings("unchecked")
-    static List<Frame>[] of(List<MemoryOp> ops, int allocationCount) {
-        TrainingFrames names = new TrainingFrames();
-        List<Frame>[] byId = new List[allocationCount];
-        for (MemoryOp op : ops) {
-            if (op instanceof MemoryOp.Alloc a) {
-                byId[a.id()] = names.stack(a.kind(), a.name());
-            }
-        }
-        return byId;
-    }
-
-    private List<Frame> stack(TensorKind kind, String name) {
+    /** The stack of a tensor of {@code kind} named {@code name}: the same list object for the same pair. */
+    List<Frame> stack(TensorKind kind, String name) {
         return stacks.computeIfAbsent(kind + " " + name, k -> build(kind, name));
     }
 

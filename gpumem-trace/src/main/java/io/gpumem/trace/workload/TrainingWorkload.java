@@ -1,6 +1,6 @@
 package io.gpumem.trace.workload;
 
-import io.gpumem.history.Frame;
+import io.gpumem.engine.RequestStream;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.BitSet;
@@ -35,33 +35,30 @@ import java.util.SplittableRandom;
  * <h2>Invariants</h2>
  * Deterministic for a seed: the same builder produces the same ops. Balanced: every allocation is freed
  * exactly once, except weights, optimizer states (and kept gradients), which are live at the end
- * ({@link #liveAtEnd()}). Frees never name an unknown or already freed id.
+ * ({@link #liveAtEnd()}). Frees never name an unknown or already freed slot. The ops are written straight into
+ * the engine's {@link RequestStream} (a STEP opens each step; each op's source entry is its own index); each
+ * allocation's slot indexes its {@link #kind} and {@link #tensorName}, and its site is its stack
+ * ({@link TrainingFrames}).
  */
 public final class TrainingWorkload implements AllocationWorkload {
     private final Builder config;
-    private final List<MemoryOp> ops;
+    private final RequestStream stream;
+    private final TensorKind[] kinds;
+    private final String[] names;
     private final int[] seqLens;
     private final BitSet liveAtEnd;
     private final long parameterCount;
-    private final int allocationCount;
-    private final List<Frame>[] frames;
 
     private TrainingWorkload(Builder config) {
         this.config = config.copy();
         Generator g = new Generator(this.config);
         g.generate();
-        this.ops = List.copyOf(g.ops);
+        this.stream = g.ops.build();
+        this.kinds = g.kinds.toArray(TensorKind[]::new);
+        this.names = g.names.toArray(String[]::new);
         this.seqLens = g.seqLens;
         this.liveAtEnd = g.live;
         this.parameterCount = g.parameterCount;
-        this.allocationCount = g.nextId;
-        this.frames = TrainingFrames.of(this.ops, this.allocationCount);
-    }
-
-    /** The request's stack: op, layer and training phase ({@link TrainingFrames}). */
-    @Override
-    public List<Frame> frames(MemoryOp.Alloc alloc) {
-        return frames[alloc.id()];
     }
 
     /** A builder with the defaults documented on each setter. */
@@ -69,10 +66,20 @@ public final class TrainingWorkload implements AllocationWorkload {
         return new Builder();
     }
 
-    /** The request stream, in program order. */
+    /** The request stream, in program order; each allocation's stack is its op, layer and training phase. */
     @Override
-    public List<MemoryOp> ops() {
-        return ops;
+    public RequestStream stream() {
+        return stream;
+    }
+
+    /** What allocation {@code slot} stands for. */
+    public TensorKind kind(int slot) {
+        return kinds[slot];
+    }
+
+    /** The tensor allocation {@code slot} holds, e.g. {@code layers.3.attn.qkv.out} or {@code grad.embed.weight}. */
+    public String tensorName(int slot) {
+        return names[slot];
     }
 
     /** The sequence length of each step. */
@@ -80,18 +87,12 @@ public final class TrainingWorkload implements AllocationWorkload {
         return seqLens.clone();
     }
 
-    /** Number of allocations (ids run from 0 to this − 1). */
-    @Override
-    public int allocationCount() {
-        return allocationCount;
+    /** Whether allocation {@code slot} is meant to be live at the end (weights, optimizer state, kept gradients). */
+    public boolean isLiveAtEnd(int slot) {
+        return liveAtEnd.get(slot);
     }
 
-    /** Whether allocation {@code id} is meant to be live at the end (weights, optimizer state, kept gradients). */
-    public boolean isLiveAtEnd(int id) {
-        return liveAtEnd.get(id);
-    }
-
-    /** The ids live at the end. */
+    /** The slots live at the end. */
     public BitSet liveAtEnd() {
         return (BitSet) liveAtEnd.clone();
     }
@@ -256,8 +257,27 @@ public final class TrainingWorkload implements AllocationWorkload {
             return heads;
         }
 
+        public int vocab() {
+            return vocab;
+        }
+
         public int batch() {
             return batch;
+        }
+
+        /** Shortest sequence length drawn (without a fixed schedule). */
+        public int minSeqLen() {
+            return minSeqLen;
+        }
+
+        /** Longest sequence length drawn (without a fixed schedule). */
+        public int maxSeqLen() {
+            return maxSeqLen;
+        }
+
+        /** Sequence lengths drawn are multiples of this. */
+        public int seqLenMultiple() {
+            return seqLenMultiple;
         }
 
         public int steps() {
@@ -365,10 +385,12 @@ public final class TrainingWorkload implements AllocationWorkload {
     /** Emits the ops; one instance per build. */
     private static final class Generator {
         private final Builder c;
-        final List<MemoryOp> ops = new ArrayList<>();
+        final RequestStream.Builder ops = AllocationWorkload.streamBuilder();
+        final List<TensorKind> kinds = new ArrayList<>();
+        final List<String> names = new ArrayList<>();
+        private final TrainingFrames frames = new TrainingFrames();
         final BitSet live = new BitSet();
         final int[] seqLens;
-        int nextId;
         long parameterCount;
         /** Parameter element counts and names, in creation order; gradients and states follow it. */
         private final List<long[]> params = new ArrayList<>();
@@ -433,7 +455,7 @@ public final class TrainingWorkload implements AllocationWorkload {
         }
 
         private void step(int step, int seq) {
-            ops.add(new MemoryOp.StepStart(step, seq));
+            ops.step(ops.length());
             long d = c.dtypeBytes;
             long t = (long) c.batch * seq;
             long h = c.hidden;
@@ -594,13 +616,15 @@ public final class TrainingWorkload implements AllocationWorkload {
         }
 
         private int alloc(TensorKind kind, String name, long bytes) {
-            int id = nextId++;
-            ops.add(new MemoryOp.Alloc(id, bytes, 0, kind, name));
-            return id;
+            int slot = ops.alloc(bytes, 0, ops.length());
+            ops.atSite(ops.site(frames.stack(kind, name)));
+            kinds.add(kind);
+            names.add(name);
+            return slot;
         }
 
-        private void free(int id) {
-            ops.add(new MemoryOp.Free(id));
+        private void free(int slot) {
+            ops.free(slot, ops.length());
         }
     }
 }

@@ -8,6 +8,7 @@ import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.alloc.Pool;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.SimulatedDevice;
+import io.gpumem.engine.RequestStream;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
 import io.gpumem.history.HistoryOptions;
@@ -17,7 +18,6 @@ import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
-import io.gpumem.trace.workload.MemoryOp;
 import io.gpumem.trace.workload.TrainingWorkload;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -111,16 +111,16 @@ class TraceStatesTest {
             CachingAllocator allocator =
                     new CachingAllocator(SimulatedDevice.withCapacity(8 * GiB), AllocatorConfig.parse(conf));
             allocator.recordHistory(HistoryOptions.all());
-            long[] ptr = new long[w.allocationCount()];
-            List<MemoryOp> ops = w.ops();
-            int probeOp = new SplittableRandom(seed).nextInt(ops.size() / 4, ops.size() - 1);
+            RequestStream ops = w.stream();
+            long[] ptr = new long[ops.slots()];
+            int probeOp = new SplittableRandom(seed).nextInt(ops.length() / 4, ops.length() - 1);
             MemoryState probe = null;
             int probeEntries = -1;
-            for (int i = 0; i < ops.size(); i++) {
-                switch (ops.get(i)) {
-                    case MemoryOp.Alloc a -> ptr[a.id()] = allocator.malloc(a.bytes(), a.stream());
-                    case MemoryOp.Free f -> allocator.free(ptr[f.id()]);
-                    case MemoryOp.StepStart s -> {}
+            for (int i = 0; i < ops.length(); i++) {
+                switch (ops.op(i)) {
+                    case RequestStream.ALLOC -> ptr[ops.slot(i)] = allocator.malloc(ops.size(i), ops.stream(i));
+                    case RequestStream.FREE -> allocator.free(ptr[ops.slot(i)]);
+                    default -> {}
                 }
                 if (i == probeOp) {
                     probeEntries =

@@ -7,6 +7,7 @@ import io.gpumem.alloc.Pool;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
 import io.gpumem.history.Frame;
+import io.gpumem.history.PoolId;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
@@ -83,7 +84,19 @@ class PytorchSnapshotWriterTest {
         BlockInfo used = BlockInfo.of(1L << 32, 1024, 1000, BlockState.ACTIVE_ALLOCATED);
         BlockInfo rest = BlockInfo.of((1L << 32) + 1024, (2L << 20) - 1024, 0, BlockState.INACTIVE);
         SegmentInfo seg = new SegmentInfo(
-                0, 1L << 32, 2L << 20, 1024, 1024, 1000, 0, Pool.SMALL, false, List.of(f), List.of(used, rest));
+                0,
+                1L << 32,
+                2L << 20,
+                1024,
+                1024,
+                1000,
+                0,
+                Pool.SMALL,
+                false,
+                List.of(f),
+                List.of(used, rest),
+                PoolId.DEFAULT,
+                null);
         List<TraceEntry> trace = List.of(
                 TraceEntry.of(TraceAction.SEGMENT_ALLOC, 1L << 32, 2L << 20, 0).withTimeUs(1),
                 TraceEntry.of(TraceAction.ALLOC, 1L << 32, 1000, 0).withTimeUs(2));

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import io.gpumem.alloc.Pool;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
+import io.gpumem.history.PoolId;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.trace.TestTraces;
 import java.io.ByteArrayInputStream;
@@ -29,7 +30,20 @@ class SnapshotConsistencyTest {
     private static final long BASE = 0x7f0000000000L;
 
     static SegmentInfo segment(int device, long address, long totalSize, BlockInfo... blocks) {
-        return new SegmentInfo(device, address, totalSize, 0, 0, 0, 0, Pool.LARGE, false, List.of(), List.of(blocks));
+        return new SegmentInfo(
+                device,
+                address,
+                totalSize,
+                0,
+                0,
+                0,
+                0,
+                Pool.LARGE,
+                false,
+                List.of(),
+                List.of(blocks),
+                PoolId.DEFAULT,
+                null);
     }
 
     /** {@code segments} written as a pickle by {@link PytorchSnapshotWriter} and read back, as a command reads it. */

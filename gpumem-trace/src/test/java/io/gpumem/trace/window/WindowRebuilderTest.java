@@ -8,6 +8,7 @@ import io.gpumem.alloc.SizeRules;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
+import io.gpumem.history.PoolId;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
@@ -149,7 +150,19 @@ class WindowRebuilderTest {
                 used,
                 BlockInfo.of(aEnd + 1536 * 1024, cEnd - aEnd - 1536 * 1024, 0, BlockState.INACTIVE));
         SegmentInfo seg = new SegmentInfo(
-                0, base, 20 * MiB, 1536 * 1024, 1536 * 1024, MiB + MiB / 2, 0, Pool.LARGE, false, List.of(), blocks);
+                0,
+                base,
+                20 * MiB,
+                1536 * 1024,
+                1536 * 1024,
+                MiB + MiB / 2,
+                0,
+                Pool.LARGE,
+                false,
+                List.of(),
+                blocks,
+                PoolId.DEFAULT,
+                null);
         TraceSnapshot s = new TraceSnapshot(
                 "synthetic", SourceFormat.GENERATED, List.of(seg), List.of(trace), null, null, Map.of(), true);
         WindowStart start = new WindowRebuilder(AllocatorConfig.defaults()).rebuild(s, 0);
@@ -193,7 +206,9 @@ class WindowRebuilderTest {
                         BlockInfo.of(base, 8 * MiB, 6 * MiB, BlockState.INACTIVE), // F1, untouched
                         BlockInfo.of(base + 8 * MiB, 4 * MiB, 4 * MiB, BlockState.ACTIVE_ALLOCATED),
                         BlockInfo.of(base + 12 * MiB, 3 * MiB, 3 * MiB, BlockState.ACTIVE_ALLOCATED),
-                        BlockInfo.of(base + 15 * MiB, 5 * MiB, 7 * MiB - 512, BlockState.INACTIVE))); // F2's remainder
+                        BlockInfo.of(base + 15 * MiB, 5 * MiB, 7 * MiB - 512, BlockState.INACTIVE)), // F2's remainder
+                PoolId.DEFAULT,
+                null);
         SegmentInfo second = new SegmentInfo(
                 0,
                 other,
@@ -205,7 +220,9 @@ class WindowRebuilderTest {
                 Pool.LARGE,
                 false,
                 List.of(),
-                List.of(BlockInfo.of(other, 8 * MiB, 4 * MiB, BlockState.INACTIVE)));
+                List.of(BlockInfo.of(other, 8 * MiB, 4 * MiB, BlockState.INACTIVE)),
+                PoolId.DEFAULT,
+                null);
         TraceSnapshot s = new TraceSnapshot(
                 "synthetic",
                 SourceFormat.GENERATED,

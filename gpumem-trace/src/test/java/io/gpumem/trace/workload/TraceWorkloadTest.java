@@ -2,6 +2,7 @@ package io.gpumem.trace.workload;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.engine.RequestStream;
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
@@ -11,6 +12,7 @@ import io.gpumem.trace.io.SourceFormat;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.util.List;
 import java.util.Map;
+import java.util.stream.IntStream;
 import org.junit.jupiter.api.Test;
 
 class TraceWorkloadTest {
@@ -34,13 +36,17 @@ class TraceWorkloadTest {
                 e(TraceAction.FREE_COMPLETED, 0x1000, 700),
                 e(TraceAction.OOM, 0, 50 << 20));
         TraceWorkload all = TraceWorkload.of(snapshot(trace), 0, trace.size());
-        assertThat(all.ops())
+        RequestStream ops = all.stream();
+        assertThat(IntStream.range(0, ops.length())
+                        .mapToObj(k ->
+                                ops.op(k) + " slot " + ops.slot(k) + " size " + ops.size(k) + " entry " + ops.entry(k)
+                                        + " at " + ops.frames(k).getFirst().filename()))
                 .containsExactly(
-                        new MemoryOp.Alloc(0, 700, 0, TensorKind.TEMPORARY, "alloc #2"),
-                        new MemoryOp.Alloc(1, 300, 0, TensorKind.TEMPORARY, "alloc #3"),
-                        new MemoryOp.Free(0),
-                        new MemoryOp.Alloc(2, 50 << 20, 0, TensorKind.TEMPORARY, "failed request #6"));
-        assertThat(all.allocationCount()).isEqualTo(3);
+                        RequestStream.ALLOC + " slot 0 size 700 entry 2 at alloc #2",
+                        RequestStream.ALLOC + " slot 1 size 300 entry 3 at alloc #3",
+                        RequestStream.FREE + " slot 0 size 0 entry 4 at gpumem-demo",
+                        RequestStream.ALLOC + " slot 2 size " + (50 << 20) + " entry 6 at failed request #6");
+        assertThat(ops.allocs()).isEqualTo(3);
         assertThat(all.describe()).contains("1 frees of blocks from before the window skipped");
         assertThat(all.peakLiveBytes()).isEqualTo(300 + (50 << 20));
 
@@ -57,7 +63,7 @@ class TraceWorkloadTest {
                 .isEqualTo(2);
 
         TraceWorkload upToFirstFree = TraceWorkload.of(snapshot(trace), 0, 5);
-        assertThat(upToFirstFree.ops()).hasSize(3);
+        assertThat(upToFirstFree.stream().length()).isEqualTo(3);
         assertThat(upToFirstFree.describe()).contains("up to entry 4");
     }
 }

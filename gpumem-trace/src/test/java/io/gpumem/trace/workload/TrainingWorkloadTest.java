@@ -3,10 +3,12 @@ package io.gpumem.trace.workload;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.gpumem.engine.RequestStream;
 import java.util.BitSet;
 import java.util.EnumMap;
 import java.util.Map;
 import java.util.SplittableRandom;
+import java.util.stream.IntStream;
 import org.junit.jupiter.api.Test;
 
 class TrainingWorkloadTest {
@@ -24,32 +26,37 @@ class TrainingWorkloadTest {
                 .build();
     }
 
-    /** Walks the ops: every free names a live id, and what is live at the end is exactly liveAtEnd(). */
+    /** Walks the ops: every free names a live slot, and what is live at the end is exactly liveAtEnd(). */
     static BitSet checkBalance(TrainingWorkload w) {
         BitSet allocated = new BitSet();
         BitSet freed = new BitSet();
-        for (MemoryOp op : w.ops()) {
-            switch (op) {
-                case MemoryOp.Alloc a -> {
-                    assertThat(allocated.get(a.id()))
-                            .as("id %d allocated twice", a.id())
+        RequestStream ops = w.stream();
+        int steps = 0;
+        for (int k = 0; k < ops.length(); k++) {
+            int slot = ops.slot(k);
+            switch (ops.op(k)) {
+                case RequestStream.ALLOC -> {
+                    assertThat(allocated.get(slot))
+                            .as("slot %d allocated twice", slot)
                             .isFalse();
-                    assertThat(a.bytes()).isPositive();
-                    allocated.set(a.id());
+                    assertThat(ops.size(k)).isPositive();
+                    allocated.set(slot);
                 }
-                case MemoryOp.Free f -> {
-                    assertThat(allocated.get(f.id()))
-                            .as("free of unknown id %d", f.id())
+                case RequestStream.FREE -> {
+                    assertThat(allocated.get(slot))
+                            .as("free of unknown slot %d", slot)
                             .isTrue();
-                    assertThat(freed.get(f.id()))
-                            .as("double free of id %d", f.id())
+                    assertThat(freed.get(slot))
+                            .as("double free of slot %d", slot)
                             .isFalse();
-                    freed.set(f.id());
+                    freed.set(slot);
                 }
-                case MemoryOp.StepStart s -> {}
+                case RequestStream.STEP -> steps++;
+                default -> throw new AssertionError("unexpected op " + ops.op(k) + " at " + k);
             }
         }
-        assertThat(allocated.cardinality()).isEqualTo(w.allocationCount());
+        assertThat(steps).isEqualTo(w.settings().steps());
+        assertThat(allocated.cardinality()).isEqualTo(ops.allocs());
         BitSet live = (BitSet) allocated.clone();
         live.andNot(freed);
         return live;
@@ -61,7 +68,13 @@ class TrainingWorkloadTest {
         System.out.println("seed=" + seed);
         TrainingWorkload a = small(seed);
         TrainingWorkload b = small(seed);
-        assertThat(a.ops()).isEqualTo(b.ops());
+        RequestStream sa = a.stream();
+        RequestStream sb = b.stream();
+        assertThat(sb.length()).isEqualTo(sa.length());
+        for (int k = 0; k < sa.length(); k++) {
+            assertThat(new long[] {sb.op(k), sb.slot(k), sb.size(k)})
+                    .isEqualTo(new long[] {sa.op(k), sa.slot(k), sa.size(k)});
+        }
         assertThat(a.seqLens()).isEqualTo(b.seqLens());
         assertThat(java.util.Arrays.stream(a.seqLens()).boxed().toList())
                 .allMatch(s -> s >= 64 && s <= 512 && s % 64 == 0);
@@ -80,10 +93,11 @@ class TrainingWorkloadTest {
         assertThat(live).isEqualTo(w.liveAtEnd());
         Map<TensorKind, Integer> liveKinds = new EnumMap<>(TensorKind.class);
         long liveBytes = 0;
-        for (MemoryOp op : w.ops()) {
-            if (op instanceof MemoryOp.Alloc a && live.get(a.id())) {
-                liveKinds.merge(a.kind(), 1, Integer::sum);
-                liveBytes += a.bytes();
+        RequestStream ops = w.stream();
+        for (int k = 0; k < ops.length(); k++) {
+            if (ops.op(k) == RequestStream.ALLOC && live.get(ops.slot(k))) {
+                liveKinds.merge(w.kind(ops.slot(k)), 1, Integer::sum);
+                liveBytes += ops.size(k);
             }
         }
         int params = 1 + 12 * 3 + 3;
@@ -109,15 +123,16 @@ class TrainingWorkloadTest {
                 .build();
         BitSet live = checkBalance(kept);
         assertThat(live).isEqualTo(kept.liveAtEnd());
-        long grads = kept.ops().stream()
-                .filter(o -> o instanceof MemoryOp.Alloc a && a.kind() == TensorKind.GRADIENT)
+        RequestStream ops = kept.stream();
+        long grads = IntStream.range(0, ops.slots())
+                .filter(slot -> kept.kind(slot) == TensorKind.GRADIENT)
                 .count();
         assertThat(grads).as("gradients allocated once when kept").isEqualTo(1 + 12 * 2 + 3);
         assertThat(kept.seqLens()).containsExactly(128, 256, 128);
-        assertThat(kept.ops())
-                .anyMatch(o -> o instanceof MemoryOp.Alloc a
-                        && a.name().endsWith("attn.probs")
-                        && a.bytes() == 1L * 2 * 256 * 256 * 2);
+        assertThat(IntStream.range(0, ops.length()))
+                .anyMatch(k -> ops.op(k) == RequestStream.ALLOC
+                        && kept.tensorName(ops.slot(k)).endsWith("attn.probs")
+                        && ops.size(k) == 1L * 2 * 256 * 256 * 2);
     }
 
     @Test

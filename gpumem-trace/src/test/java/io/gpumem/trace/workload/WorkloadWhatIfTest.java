@@ -7,7 +7,9 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.engine.MinimumCapacity;
+import io.gpumem.engine.RequestStream;
 import io.gpumem.engine.RunOutcome;
+import io.gpumem.history.Frame;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.trace.analysis.AllocatorStates;
 import io.gpumem.trace.analysis.DiagnosisKind;
@@ -46,9 +48,10 @@ class WorkloadWhatIfTest {
         assertThat(run.completed()).isTrue();
         assertThat(run.stepsCompleted()).isEqualTo(6);
         long liveRequested = 0;
-        for (MemoryOp op : w.ops()) {
-            if (op instanceof MemoryOp.Alloc a && w.isLiveAtEnd(a.id())) {
-                liveRequested += a.bytes();
+        RequestStream ops = w.stream();
+        for (int k = 0; k < ops.length(); k++) {
+            if (ops.op(k) == RequestStream.ALLOC && w.isLiveAtEnd(ops.slot(k))) {
+                liveRequested += ops.size(k);
             }
         }
         assertThat(stats(run).get("requested_bytes.all.current")).isEqualTo(liveRequested);
@@ -58,18 +61,21 @@ class WorkloadWhatIfTest {
     }
 
     @Test
-    void theCompiledStreamKeepsTheWorkloadsStepsAndFrames() {
+    void theStreamKeepsTheWorkloadsStepsAndFrames() {
         TrainingWorkload w = small();
-        var stream = w.stream();
+        RequestStream stream = w.stream();
         assertThat(stream.steps()).isEqualTo(6);
-        assertThat(stream.allocs()).isEqualTo(w.allocationCount());
-        assertThat(stream.peakLiveBytes()).isEqualTo(w.peakLiveBytes());
-        int k = 0;
-        while (stream.op(k) != io.gpumem.engine.RequestStream.ALLOC) {
-            k++;
+        assertThat(stream.op(0)).as("weights come first").isEqualTo(RequestStream.ALLOC);
+        assertThat(w.kind(stream.slot(0))).isEqualTo(TensorKind.WEIGHT);
+        assertThat(stream.frames(0)).extracting(Frame::name).contains("init_parameters", "build_model");
+        int firstStep = 0;
+        while (stream.op(firstStep) != RequestStream.STEP) {
+            firstStep++;
         }
-        MemoryOp.Alloc first = (MemoryOp.Alloc) w.ops().get(stream.entry(k));
-        assertThat(stream.frames(k)).isSameAs(w.frames(first));
+        assertThat(stream.frames(firstStep)).isSameAs(AllocationWorkload.NO_REQUEST);
+        assertThat(stream.entry(firstStep))
+                .as("each op's entry is its own index")
+                .isEqualTo(firstStep);
     }
 
     @Test
@@ -88,7 +94,7 @@ class WorkloadWhatIfTest {
         assertThat(run.completed()).isFalse();
         assertThat(run.oomReport()).isNotNull();
         assertThat(run.failedOp()).isBetween(0, whatIf.stream().length() - 1);
-        assertThat(w.ops().get(whatIf.stream().entry(run.failedOp()))).isInstanceOf(MemoryOp.Alloc.class);
+        assertThat(whatIf.stream().op(run.failedOp())).isEqualTo(RequestStream.ALLOC);
         assertThat(run.ooms()).isEqualTo(1);
         assertThat(stats(run).get("num_ooms")).isEqualTo(1);
         assertThat(run.stepsCompleted()).isLessThan(6);
@@ -152,9 +158,11 @@ class WorkloadWhatIfTest {
         assertThat(w.peakLiveBytes()).isLessThan(24 * GiB);
         RunOutcome run = whatIf.runWithHistory("");
         assertThat(run.completed()).isFalse();
-        MemoryOp.Alloc failed = (MemoryOp.Alloc) w.ops().get(whatIf.stream().entry(run.failedOp()));
-        OomEvent oom =
-                new OomEvent(run.oomReport().roundedSize(), run.oomReport().deviceFree(), failed.stream(), -1);
+        OomEvent oom = new OomEvent(
+                run.oomReport().roundedSize(),
+                run.oomReport().deviceFree(),
+                whatIf.stream().stream(run.failedOp()),
+                -1);
         StateAnalysis analysis = new StateAnalyzer().analyze(AllocatorStates.capture(run.allocator(), "", "oom", oom));
         assertThat(analysis.diagnosis().kind()).isEqualTo(DiagnosisKind.FRAGMENTATION);
 
