@@ -1,6 +1,7 @@
 package io.gpumem.cli.trace;
 
 import io.gpumem.cli.GpumemCommand;
+import io.gpumem.cli.SizeConverter;
 import io.gpumem.cli.options.BadInputException;
 import io.gpumem.cli.options.CapacityOptions;
 import io.gpumem.cli.options.OutputFile;
