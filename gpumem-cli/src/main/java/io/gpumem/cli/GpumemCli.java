@@ -29,7 +29,7 @@ import picocli.CommandLine.Model.CommandSpec;
  * {@code ParameterException} (an option that does not parse; the message adds where to find help),
  * {@code BadInputException} (an option value or combination refused, a device or entry the file lacks),
  * {@code TraceFormatException} (a file that cannot be read, naming the file and the entry or field),
- * {@code InconsistentSnapshotException} (a file whose contents do not add up), {@code ScriptException} (an ops
+ * {@code InconsistentSnapshotException} (a {@code TraceFormatException} for a file whose contents do not add up), {@code ScriptException} (an ops
  * script line), {@code DeviceUnavailableException} (no usable CUDA device) and {@code UncheckedIOException} (an
  * output that cannot be written). Each message names the file, entry, field or option at fault. Any other
  * exception is reported the same way (its message, exit 2) rather than as a stack trace.

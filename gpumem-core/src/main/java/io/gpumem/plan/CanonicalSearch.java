@@ -80,7 +80,6 @@ final class CanonicalSearch {
     private int[] frameLow = new int[256];
     private long[] frameLift = new long[256];
     private int[] frameMark = new int[256];
-    private int[] frameCandStart = new int[256];
     private int[] frameCandEnd = new int[256];
     private int[] frameNext = new int[256]; // next candidate index; candEnd = lift next; candEnd + 1 = exhausted
     private int[] cands = new int[1024];
@@ -306,7 +305,6 @@ final class CanonicalSearch {
         frameLow[depth] = low;
         frameLift[depth] = lift;
         frameMark[depth] = undoTop;
-        frameCandStart[depth] = start;
         frameCandEnd[depth] = end;
         frameNext[depth] = start;
         return true;
@@ -485,7 +483,6 @@ final class CanonicalSearch {
         frameLow = Arrays.copyOf(frameLow, n);
         frameLift = Arrays.copyOf(frameLift, n);
         frameMark = Arrays.copyOf(frameMark, n);
-        frameCandStart = Arrays.copyOf(frameCandStart, n);
         frameCandEnd = Arrays.copyOf(frameCandEnd, n);
         frameNext = Arrays.copyOf(frameNext, n);
     }

@@ -439,60 +439,61 @@ public final class CudaDevice implements Device {
 
     @Override
     public void copyToDevice(long deviceAddress, MemorySegment host, long bytes) {
-        ThreadState state = enterState(DeviceOp.COPY);
-        checkHostRange(host, bytes);
-        if (host.isNative()) {
-            check(
-                    DeviceOp.COPY,
-                    driver.memcpyHtoD(deviceAddress, host, bytes),
-                    "cuMemcpyHtoD_v2",
-                    deviceAddress,
-                    bytes);
-            return;
-        }
-        // A heap segment has no stable address: stage it through a per-thread native buffer.
-        MemorySegment bounce = bounce(state);
-        for (long done = 0; done < bytes; done += BOUNCE_BYTES) {
-            long chunk = Math.min(BOUNCE_BYTES, bytes - done);
-            MemorySegment.copy(host, done, bounce, 0, chunk);
-            check(
-                    DeviceOp.COPY,
-                    driver.memcpyHtoD(deviceAddress + done, bounce, chunk),
-                    "cuMemcpyHtoD_v2",
-                    deviceAddress + done,
-                    chunk);
-        }
+        copyHost(true, deviceAddress, host, bytes);
     }
 
     @Override
     public void copyToHost(MemorySegment host, long deviceAddress, long bytes) {
+        copyHost(false, deviceAddress, host, bytes);
+    }
+
+    /**
+     * A copy between device memory and a host segment, either way: in one driver call from a native segment; a
+     * heap segment has no stable address, so it is staged through the thread's native bounce buffer a chunk at a
+     * time. A read-only segment cannot receive a copy.
+     */
+    private void copyHost(boolean toDevice, long deviceAddress, MemorySegment host, long bytes) {
         ThreadState state = enterState(DeviceOp.COPY);
         checkHostRange(host, bytes);
-        if (host.isReadOnly()) {
+        if (!toDevice && host.isReadOnly()) {
             throw new DeviceException(
                     DeviceOp.COPY,
                     DeviceError.CUDA_ERROR_INVALID_VALUE,
                     "cuMemcpyDtoH_v2 into a read-only host segment");
         }
         if (host.isNative()) {
-            check(
-                    DeviceOp.COPY,
-                    driver.memcpyDtoH(host, deviceAddress, bytes),
-                    "cuMemcpyDtoH_v2",
-                    deviceAddress,
-                    bytes);
+            memcpy(toDevice, deviceAddress, host, bytes);
             return;
         }
         MemorySegment bounce = bounce(state);
         for (long done = 0; done < bytes; done += BOUNCE_BYTES) {
             long chunk = Math.min(BOUNCE_BYTES, bytes - done);
+            if (toDevice) {
+                MemorySegment.copy(host, done, bounce, 0, chunk);
+            }
+            memcpy(toDevice, deviceAddress + done, bounce, chunk);
+            if (!toDevice) {
+                MemorySegment.copy(bounce, 0, host, done, chunk);
+            }
+        }
+    }
+
+    /** One driver copy between device memory and a native host segment. */
+    private void memcpy(boolean toDevice, long deviceAddress, MemorySegment nativeHost, long bytes) {
+        if (toDevice) {
             check(
                     DeviceOp.COPY,
-                    driver.memcpyDtoH(bounce, deviceAddress + done, chunk),
+                    driver.memcpyHtoD(deviceAddress, nativeHost, bytes),
+                    "cuMemcpyHtoD_v2",
+                    deviceAddress,
+                    bytes);
+        } else {
+            check(
+                    DeviceOp.COPY,
+                    driver.memcpyDtoH(nativeHost, deviceAddress, bytes),
                     "cuMemcpyDtoH_v2",
-                    deviceAddress + done,
-                    chunk);
-            MemorySegment.copy(bounce, 0, host, done, chunk);
+                    deviceAddress,
+                    bytes);
         }
     }
 

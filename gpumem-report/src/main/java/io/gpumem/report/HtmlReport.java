@@ -2,6 +2,7 @@ package io.gpumem.report;
 
 import io.gpumem.alloc.Pool;
 import io.gpumem.engine.RunOutcome;
+import io.gpumem.policy.PolicyRegistry;
 import io.gpumem.size.ByteSize;
 import io.gpumem.trace.analysis.AnalysisPrinter;
 import io.gpumem.trace.analysis.DeviceAnalysis;
@@ -416,6 +417,24 @@ public final class HtmlReport {
         h.append("</ul>\n");
     }
 
+    /**
+     * Where {@code rows} already hold the run {@code extra} shows, or −1: a configuration's by its label, a policy's
+     * among the recommender's rows not yet {@code replaced} by its name (the recommender tries the very policies the
+     * user asked for, in the same order, under its own label for them).
+     */
+    private static int sameRun(List<RunOutcome> rows, boolean[] replaced, RunOutcome extra) {
+        boolean policy = !PolicyRegistry.isExact(extra.policy());
+        for (int i = 0; i < (policy ? replaced.length : rows.size()); i++) {
+            RunOutcome o = rows.get(i);
+            if (policy
+                    ? !replaced[i] && o.policy().equals(extra.policy())
+                    : o.label().equals(extra.label())) {
+                return i;
+            }
+        }
+        return -1;
+    }
+
     private static void whatIf(StringBuilder h, DeviceReport d) {
         Recommender.Result r = d.analysis().recommendations();
         List<RunOutcome> rows = new ArrayList<>();
@@ -423,18 +442,27 @@ public final class HtmlReport {
             rows.add(r.baseline());
             rows.addAll(r.alternatives());
         }
+        RunOutcome best = r.recommendations().isEmpty()
+                ? null
+                : r.recommendations().getFirst().outcome();
+        boolean[] replaced = new boolean[rows.size()];
         for (RunOutcome extra : d.extraRows()) {
-            if (rows.stream().noneMatch(o -> o.label().equals(extra.label()))) {
+            int same = sameRun(rows, replaced, extra);
+            if (same < 0) {
                 rows.add(extra);
+            } else if (!PolicyRegistry.isExact(extra.policy())) {
+                // the policy's row as compare labels and computes it stands for the recommender's run of it
+                if (rows.get(same) == best) {
+                    best = extra;
+                }
+                rows.set(same, extra);
+                replaced[same] = true;
             }
         }
         h.append("<h3>What if</h3>\n");
         for (String n : d.analysis().replayNotes()) {
             h.append("<p class=\"note\">note: ").append(esc(n)).append("</p>\n");
         }
-        RunOutcome best = r.recommendations().isEmpty()
-                ? null
-                : r.recommendations().getFirst().outcome();
         if (rows.isEmpty()) {
             h.append("<p>No compare runs: ")
                     .append(

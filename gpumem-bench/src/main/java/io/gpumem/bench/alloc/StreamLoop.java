@@ -15,7 +15,7 @@ import java.util.Map;
  * takes the rest {@link RequestStream#balanced balanced} (blocks it leaves live are freed at its end, in
  * allocation order) and flattens it for the loop: per op the request size ({@code 0} for a free), the slot in
  * {@link RequestStream#compactSlots() compact} numbering (so {@link #live} is only as long as the peak live
- * count) and the device stream. Stream handles other than 0 get a device stream each, created in setup.
+ * count) and the index of its stream in a small table of device streams. Stream handles other than 0 get a device stream each, created in setup.
  *
  * <p>Score: {@link #pair()} performs the next two ops, wrapping around. The loop holds as many mallocs as frees,
  * so over whole passes one call is one malloc and one free and JMH's ops/s is pairs/s; within a pass the two ops
@@ -27,7 +27,8 @@ final class StreamLoop {
     final SimulatedDevice device;
     private final long[] sizes;
     private final int[] slots;
-    private final long[] streams;
+    private final int[] streamOf;
+    private final long[] streamTable;
     private final long[] live;
     private int next;
 
@@ -54,14 +55,16 @@ final class StreamLoop {
         }
         sizes = loop.requestSizes();
         slots = loop.compactSlots();
-        streams = new long[sizes.length];
+        streamOf = loop.streamIndexes();
+        long[] handles = loop.streams();
+        streamTable = new long[handles.length];
+        for (int j = 0; j < handles.length; j++) {
+            streamTable[j] = deviceStream(deviceStreams, handles[j]);
+        }
         for (int k = 0; k < sizes.length; k++) {
-            if (loop.op(k) == RequestStream.ALLOC) {
-                if (sizes[k] <= 0) {
-                    throw new IllegalArgumentException("op " + k + " requests " + sizes[k] + " bytes: the loop tells"
-                            + " a malloc from a free by a positive size");
-                }
-                streams[k] = deviceStream(deviceStreams, loop.stream(k));
+            if (loop.op(k) == RequestStream.ALLOC && sizes[k] <= 0) {
+                throw new IllegalArgumentException("op " + k + " requests " + sizes[k] + " bytes: the loop tells"
+                        + " a malloc from a free by a positive size");
             }
         }
         live = new long[loop.peakLiveBlocks()];
@@ -112,7 +115,7 @@ final class StreamLoop {
         long size = sizes[i];
         long p;
         if (size != 0) {
-            p = allocator.malloc(size, streams[i]);
+            p = allocator.malloc(size, streamTable[streamOf[i]]);
             live[slots[i]] = p;
         } else {
             p = live[slots[i]];

@@ -70,37 +70,41 @@ public final class DriverLayouts {
     private static final VarHandle PROP_TYPE = MEM_ALLOCATION_PROP.varHandle(PathElement.groupElement("type"));
     private static final VarHandle PROP_HANDLE_TYPES =
             MEM_ALLOCATION_PROP.varHandle(PathElement.groupElement("requestedHandleTypes"));
-    private static final VarHandle PROP_LOCATION_TYPE =
-            MEM_ALLOCATION_PROP.varHandle(PathElement.groupElement("location"), PathElement.groupElement("type"));
-    private static final VarHandle PROP_LOCATION_ID =
-            MEM_ALLOCATION_PROP.varHandle(PathElement.groupElement("location"), PathElement.groupElement("id"));
-    private static final VarHandle ACCESS_LOCATION_TYPE =
-            MEM_ACCESS_DESC.varHandle(PathElement.groupElement("location"), PathElement.groupElement("type"));
-    private static final VarHandle ACCESS_LOCATION_ID =
-            MEM_ACCESS_DESC.varHandle(PathElement.groupElement("location"), PathElement.groupElement("id"));
+    private static final long PROP_LOCATION = MEM_ALLOCATION_PROP.byteOffset(PathElement.groupElement("location"));
+    private static final long ACCESS_LOCATION = MEM_ACCESS_DESC.byteOffset(PathElement.groupElement("location"));
     private static final VarHandle ACCESS_FLAGS = MEM_ACCESS_DESC.varHandle(PathElement.groupElement("flags"));
+    private static final VarHandle LOCATION_TYPE = MEM_LOCATION.varHandle(PathElement.groupElement("type"));
+    private static final VarHandle LOCATION_ID = MEM_LOCATION.varHandle(PathElement.groupElement("id"));
 
     /**
      * A zeroed {@code CUmemAllocationProp} for pinned device memory on {@code ordinal}, no shareable handle
      * type, no compression: what {@code cuMemCreate} and {@code cuMemGetAllocationGranularity} need.
      */
     public static MemorySegment pinnedDeviceProp(SegmentAllocator allocator, int ordinal) {
-        MemorySegment prop = allocator.allocate(MEM_ALLOCATION_PROP);
-        prop.fill((byte) 0);
+        MemorySegment prop = zeroed(allocator, MEM_ALLOCATION_PROP);
         PROP_TYPE.set(prop, 0L, ALLOCATION_TYPE_PINNED);
         PROP_HANDLE_TYPES.set(prop, 0L, HANDLE_TYPE_NONE);
-        PROP_LOCATION_TYPE.set(prop, 0L, LOCATION_TYPE_DEVICE);
-        PROP_LOCATION_ID.set(prop, 0L, ordinal);
+        onDevice(prop, PROP_LOCATION, ordinal);
         return prop;
     }
 
     /** A {@code CUmemAccessDesc} granting read-write access to device {@code ordinal}. */
     public static MemorySegment readWriteAccess(SegmentAllocator allocator, int ordinal) {
-        MemorySegment desc = allocator.allocate(MEM_ACCESS_DESC);
-        desc.fill((byte) 0);
-        ACCESS_LOCATION_TYPE.set(desc, 0L, LOCATION_TYPE_DEVICE);
-        ACCESS_LOCATION_ID.set(desc, 0L, ordinal);
+        MemorySegment desc = zeroed(allocator, MEM_ACCESS_DESC);
+        onDevice(desc, ACCESS_LOCATION, ordinal);
         ACCESS_FLAGS.set(desc, 0L, ACCESS_PROT_READWRITE);
         return desc;
+    }
+
+    private static MemorySegment zeroed(SegmentAllocator allocator, StructLayout layout) {
+        MemorySegment struct = allocator.allocate(layout);
+        struct.fill((byte) 0);
+        return struct;
+    }
+
+    /** Sets the {@code CUmemLocation} at {@code offset} in {@code struct} to device {@code ordinal}. */
+    private static void onDevice(MemorySegment struct, long offset, int ordinal) {
+        LOCATION_TYPE.set(struct, offset, LOCATION_TYPE_DEVICE);
+        LOCATION_ID.set(struct, offset, ordinal);
     }
 }

@@ -82,8 +82,8 @@ public final class SnapshotConsistency {
      *
      * @param lenient  {@code false}: throw on the first problem; {@code true}: pass each problem to {@code warnings}
      * @param warnings receives one line per problem (file and segment named), then a count of any not listed
-     * @throws TraceFormatException naming the file and the first inconsistent segment (with how many more there
-     *                              are) unless {@code lenient}
+     * @throws InconsistentSnapshotException naming the file and the first inconsistent segment (with how many more
+     *                                       there are) unless {@code lenient}
      */
     public static void check(TraceSnapshot snapshot, boolean lenient, Consumer<String> warnings) {
         List<String> problems = problems(snapshot);
@@ -92,11 +92,11 @@ public final class SnapshotConsistency {
         }
         if (!lenient) {
             String more = problems.size() == 1 ? "" : " (and " + (problems.size() - 1) + " more inconsistencies)";
-            throw new TraceFormatException(
-                    snapshot.source(), "segments", "inconsistent snapshot: " + problems.getFirst() + more);
+            throw new InconsistentSnapshotException(snapshot.source(), "segments", problems.getFirst() + more);
         }
         for (int i = 0; i < Math.min(LISTED, problems.size()); i++) {
-            warnings.accept("warning: " + snapshot.source() + ": inconsistent snapshot: " + problems.get(i));
+            warnings.accept(
+                    "warning: " + snapshot.source() + ": " + InconsistentSnapshotException.WHAT + problems.get(i));
         }
         if (problems.size() > LISTED) {
             warnings.accept("warning: " + snapshot.source() + ": " + (problems.size() - LISTED)

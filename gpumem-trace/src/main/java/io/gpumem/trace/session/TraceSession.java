@@ -12,6 +12,7 @@ import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.analysis.SnapshotStates;
 import io.gpumem.trace.analysis.TraceWhatIf;
 import io.gpumem.trace.analysis.WhatIf;
+import io.gpumem.trace.io.InconsistentSnapshotException;
 import io.gpumem.trace.io.ReadLimits;
 import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.io.TraceReaders;

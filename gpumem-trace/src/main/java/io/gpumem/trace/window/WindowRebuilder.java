@@ -65,21 +65,15 @@ public final class WindowRebuilder {
         this.config = config;
     }
 
-    /** A segment in the making: range, stream, pool, and its live blocks keyed by address. */
-    private static final class Seg {
-        final long address;
-        final long size;
-        final long stream;
-        final Pool pool;
-        final boolean expandable;
-        final TreeMap<Long, LiveBlock> live = new TreeMap<>();
-
+    /** A segment in the making: range, stream, pool, and its live blocks keyed by address (filled in later). */
+    private record Seg(
+            long address, long size, long stream, Pool pool, boolean expandable, TreeMap<Long, LiveBlock> live) {
         Seg(long address, long size, long stream, Pool pool, boolean expandable) {
-            this.address = address;
-            this.size = size;
-            this.stream = stream;
-            this.pool = pool;
-            this.expandable = expandable;
+            this(address, size, stream, pool, expandable, new TreeMap<>());
+        }
+
+        long end() {
+            return address + size;
         }
     }
 
@@ -171,7 +165,7 @@ public final class WindowRebuilder {
                 if (b.state().isActive() && !state.containsKey(b.address())) {
                     Seg seg = containing(segs, b.address());
                     if (seg != null) {
-                        seg.live.put(b.address(), new LiveBlock(b.size(), b.requestedSize(), Long.MAX_VALUE));
+                        seg.live().put(b.address(), new LiveBlock(b.size(), b.requestedSize(), Long.MAX_VALUE));
                     }
                 }
             }
@@ -180,7 +174,7 @@ public final class WindowRebuilder {
         for (PreFreed p : preFreed) {
             Seg seg = containing(segs, p.address());
             if (seg != null) {
-                seg.live.put(p.address(), new LiveBlock(LiveBlock.INFERRED, p.request(), p.freeIndex()));
+                seg.live().put(p.address(), new LiveBlock(LiveBlock.INFERRED, p.request(), p.freeIndex()));
                 preWindowFreed.add(p.address());
             }
         }
@@ -200,18 +194,18 @@ public final class WindowRebuilder {
         int inferred = 0;
         List<SegmentInfo> out = new ArrayList<>(segs.size());
         for (Seg seg : segs.values()) {
-            List<BlockInfo> blocks = new ArrayList<>(seg.live.size() * 2 + 1);
-            long cursor = seg.address;
-            for (Map.Entry<Long, LiveBlock> le : seg.live.entrySet()) {
+            List<BlockInfo> blocks = new ArrayList<>(seg.live().size() * 2 + 1);
+            long cursor = seg.address();
+            for (Map.Entry<Long, LiveBlock> le : seg.live().entrySet()) {
                 long addr = le.getKey();
                 LiveBlock info = le.getValue();
-                Long nextKey = seg.live.higherKey(addr);
-                long next = nextKey == null ? seg.address + seg.size : nextKey;
+                Long nextKey = seg.live().higherKey(addr);
+                long next = nextKey == null ? seg.end() : nextKey;
                 long size = info.size();
                 boolean exact = size != LiveBlock.INFERRED;
                 if (!exact) {
                     long rounded = SizeRules.roundSize(info.request(), config);
-                    size = inferSize(addr, rounded, next, info.freeIndex(), seg.pool, slackIndex);
+                    size = inferSize(addr, rounded, next, info.freeIndex(), seg.pool(), slackIndex);
                     if (size != rounded) {
                         inferred++;
                     }
@@ -223,11 +217,16 @@ public final class WindowRebuilder {
                 blocks.add(BlockInfo.of(addr, size, info.request(), BlockState.ACTIVE_ALLOCATED));
                 cursor = addr + size;
             }
-            if (cursor < seg.address + seg.size) {
-                blocks.add(freeBlock(cursor, seg.address + seg.size, freeByEnd));
+            if (cursor < seg.end()) {
+                blocks.add(freeBlock(cursor, seg.end(), freeByEnd));
             }
             out.add(SegmentInfo.ofBlocks(
-                    device, seg.address, seg.stream, seg.pool, seg.expandable, Collections.unmodifiableList(blocks)));
+                    device,
+                    seg.address(),
+                    seg.stream(),
+                    seg.pool(),
+                    seg.expandable(),
+                    Collections.unmodifiableList(blocks)));
         }
         return new WindowStart(
                 device, Collections.unmodifiableList(out), Collections.unmodifiableSet(preWindowFreed), inferred);
@@ -293,7 +292,7 @@ public final class WindowRebuilder {
             return null;
         }
         Seg s = e.getValue();
-        return address < s.address + s.size ? s : null;
+        return address < s.end() ? s : null;
     }
 
     /** Segments that existed at the window's start, keyed by address. */

@@ -70,7 +70,7 @@ class SnapshotConsistencyTest {
                         "segment 0x7f0000000000 on device 0 declares"
                                 + " total_size 4611686018427387904 (4294967296.00 GiB) but its 1 block(s) add up to 536870912 (512.00 MiB)");
         assertThatThrownBy(() -> SnapshotConsistency.check(s, false, w -> {}))
-                .isInstanceOf(TraceFormatException.class)
+                .isInstanceOf(InconsistentSnapshotException.class)
                 .hasMessage(
                         "bad.pickle: segments: inconsistent snapshot: segment 0x7f0000000000 on device 0 declares"
                                 + " total_size 4611686018427387904 (4294967296.00 GiB) but its 1 block(s) add up to 536870912 (512.00 MiB)");
