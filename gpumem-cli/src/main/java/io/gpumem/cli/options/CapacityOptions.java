@@ -19,8 +19,8 @@ public final class CapacityOptions {
             converter = SizeConverter.class,
             description = "Device capacity, e.g. 80GiB: the limit of the OOM column and what memory held outside the"
                     + " allocator is measured against (default: compare, the recorded capacity: the trace's peak"
-                    + " reserved, or reserved + free at a recorded oom; predict, the largest recorded capacity of the"
-                    + " inputs; analyze and report, unknown).")
+                    + " reserved, or reserved + free at a recorded oom; predict, the predicted recording's own, its"
+                    + " peak reserved; analyze and report, unknown).")
     Long bytes;
 
     /** The capacity given, or null when the option is absent. */

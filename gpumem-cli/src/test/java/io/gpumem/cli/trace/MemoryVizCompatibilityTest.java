@@ -247,4 +247,41 @@ class MemoryVizCompatibilityTest {
                     .isEqualTo(recorded);
         }
     }
+
+    /**
+     * The recording {@code predict --out} writes is a snapshot like any other: the client's {@code stats},
+     * {@code trace} and {@code memory} read it, {@code replay --check} reproduces every address (they are the exact
+     * allocator's own decisions), and {@code analyze} and {@code report} take it.
+     */
+    @Test
+    void predictedRecordingOpensLikeARecordedOne(@TempDir Path dir) throws Exception {
+        Path client = client();
+        String a = DiffCommandTest.trace("lm-medium-infer-ctx128.pickle");
+        String b = DiffCommandTest.trace("lm-medium-infer-ctx256.pickle");
+        Path predicted = dir.resolve("predicted.pickle");
+        CliRun p = CliRun.run("predict", a + "@128", b + "@256", "--at", "512", "--out", predicted.toString());
+        assertThat(p.exit()).as(p.err()).isZero();
+        assertThat(p.out()).contains("written to " + predicted);
+        List<Job> jobs = new ArrayList<>();
+        for (String sub : List.of("stats", "trace", "memory")) {
+            jobs.add(new Job(sub, predicted, dir.resolve("predicted." + sub + ".out")));
+        }
+        List<String> status = runClient(client, jobs, dir);
+        assertThat(status).hasSize(3).allMatch(l -> l.startsWith("ok\t"));
+        assertThat(Files.readString(jobs.get(0).output())).contains("Summary of segments");
+        // the window: the reference's 1,280 requests, each freed (alloc, free_requested, free_completed)
+        assertThat(Files.readString(jobs.get(1).output()))
+                .contains("3840 entries")
+                .contains("TOTAL MEM");
+        assertThat(Files.readString(jobs.get(2).output())).contains("stream_0");
+        CliRun check = CliRun.run("replay", "--check", predicted.toString());
+        assertThat(check.exit()).as(check.out() + check.err()).isZero();
+        CliRun analyze = CliRun.run("analyze", predicted.toString());
+        assertThat(analyze.exit()).as(analyze.err()).isZero();
+        assertThat(analyze.out()).contains(predicted + ", end state");
+        Path page = dir.resolve("predicted.html");
+        CliRun report = CliRun.run("report", predicted.toString(), "-o", page.toString());
+        assertThat(report.exit()).as(report.err()).isZero();
+        assertThat(Files.readString(page)).contains("predicted.pickle");
+    }
 }

@@ -3,9 +3,12 @@ package io.gpumem.cli.trace;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.cli.CliRun;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * {@code gpumem predict}: predicting a recorded size from the laws over it and another size reproduces compare's
@@ -80,5 +83,107 @@ class PredictCommandTest {
         assertThat(missing.exit()).isEqualTo(2);
         assertThat(missing.err()).contains("missing.pickle");
         assertThat(missing.out()).isEmpty();
+    }
+
+    /**
+     * A small program recorded by {@code sim} at value {@code x}: an activation of 1 MiB·x, a constant workspace, a
+     * buffer of {@code 3 MiB − 1 MiB·x} (it shrinks: no size at x ≥ 3), and two steps of it.
+     */
+    static Path program(Path dir, long x, boolean shrinking) throws Exception {
+        Path pickle = dir.resolve("x" + x + (shrinking ? "s" : "") + ".pickle");
+        StringBuilder ops = new StringBuilder();
+        for (int step = 0; step < 2; step++) {
+            ops.append("alloc act ").append(x << 20).append('\n');
+            ops.append("alloc ws 4096\n");
+            if (shrinking) {
+                ops.append("alloc buf ").append((3L << 20) - (x << 20)).append('\n');
+                ops.append("free buf\n");
+            }
+            ops.append("free ws\nfree act\n");
+        }
+        ops.append("snapshot ").append(pickle).append('\n');
+        Path script = Files.writeString(dir.resolve("x" + x + (shrinking ? "s" : "") + ".ops"), ops);
+        CliRun sim = CliRun.run("sim", script.toString());
+        assertThat(sim.exit()).as(sim.err()).isZero();
+        return pickle;
+    }
+
+    @Test
+    void predictsBelowTheSmallestRecordedValueExactly(@TempDir Path dir) throws Exception {
+        Path one = program(dir, 1, false);
+        Path two = program(dir, 2, false);
+        Path three = program(dir, 3, false);
+        CliRun p = CliRun.run("predict", two + "@2", three + "@3", "--at", "1", "--json");
+        assertThat(p.exit()).as(p.err()).isZero();
+        CliRun real = CliRun.run("compare", one.toString(), "--json");
+        Map<String, Object> predicted = rows(p.out()).get(0);
+        Map<String, Object> recorded = rows(real.out()).get(0);
+        assertThat(predicted.get("peak_allocated")).isEqualTo(recorded.get("peak_allocated"));
+        assertThat(predicted.get("min_capacity")).isEqualTo(recorded.get("min_capacity"));
+        assertThat(predicted.get("unpredicted_requests")).isEqualTo(0L);
+    }
+
+    @Test
+    void fitFindsTheLargestValueThatRuns(@TempDir Path dir) throws Exception {
+        Path one = program(dir, 1, false);
+        Path two = program(dir, 2, false);
+        CliRun fit = CliRun.run("predict", one + "@1", two + "@2", "--fit", "64MiB", "--json");
+        assertThat(fit.exit()).as(fit.err()).isZero();
+        Map<String, Object> row = rows(fit.out()).get(0);
+        long largest = (Long) row.get("largest_value");
+        assertThat(largest).isGreaterThan(2);
+        assertThat((Long) row.get("min_capacity")).isLessThanOrEqualTo(64L << 20);
+        // one more does not run in 64 MiB; the largest does
+        CliRun over = CliRun.run(
+                "predict", one + "@1", two + "@2", "--at", Long.toString(largest + 1), "--capacity", "64MiB", "--json");
+        assertThat(over.exit()).as(over.err()).isZero();
+        assertThat((Long) rows(over.out()).get(0).get("ooms")).isPositive();
+        CliRun at = CliRun.run(
+                "predict", one + "@1", two + "@2", "--at", Long.toString(largest), "--capacity", "64MiB", "--json");
+        assertThat(rows(at.out()).get(0).get("ooms")).isEqualTo(0L);
+        CliRun stepped = CliRun.run("predict", one + "@1", two + "@2", "--fit", "64MiB", "--step", "8", "--json");
+        long steppedLargest = (Long) rows(stepped.out()).get(0).get("largest_value");
+        assertThat(steppedLargest % 8).isZero();
+        assertThat(steppedLargest).isLessThanOrEqualTo(largest).isGreaterThan(largest - 8);
+        CliRun text = CliRun.run("predict", one + "@1", two + "@2", "--fit", "64MiB");
+        assertThat(text.out()).contains("largest value that fits in 64.00 MiB").contains("replays");
+    }
+
+    @Test
+    void badInputExitsTwoAndWritesNothing(@TempDir Path dir) throws Exception {
+        Path one = program(dir, 1, true);
+        Path two = program(dir, 2, true);
+        Path out = dir.resolve("predicted.pickle");
+        CliRun negative = CliRun.run("predict", one + "@1", two + "@2", "--at", "4", "--out", out.toString());
+        assertThat(negative.exit()).isEqualTo(2);
+        assertThat(negative.err()).contains("at 4 the size law").contains("gives -1048576 bytes");
+        assertThat(out).doesNotExist();
+        CliRun tooBig = CliRun.run(
+                "predict",
+                program(dir, 1, false) + "@1",
+                program(dir, 2, false) + "@2",
+                "--at",
+                "100000000",
+                "--out",
+                out.toString());
+        assertThat(tooBig.exit()).isEqualTo(2);
+        assertThat(tooBig.err()).contains("at 100000000").contains("a simulated device models");
+        assertThat(out).doesNotExist();
+        CliRun equal = CliRun.run("predict", one + "@1", two + "@1", "--at", "3", "--out", out.toString());
+        assertThat(equal.exit()).isEqualTo(2);
+        assertThat(equal.err()).contains("same label 1");
+        CliRun single = CliRun.run("predict", one + "@1", "--at", "3", "--out", out.toString());
+        assertThat(single.exit()).isEqualTo(2);
+        assertThat(single.err()).contains("two or more");
+        CliRun neither = CliRun.run("predict", one + "@1", two + "@2");
+        assertThat(neither.exit()).isEqualTo(2);
+        assertThat(neither.err()).contains("--at VALUE").contains("--fit CAPACITY");
+        CliRun outWithFit = CliRun.run("predict", one + "@1", two + "@2", "--fit", "1GiB", "--out", out.toString());
+        assertThat(outWithFit.exit()).isEqualTo(2);
+        assertThat(outWithFit.err()).contains("--out goes with --at");
+        assertThat(out).doesNotExist();
+        try (var files = Files.list(dir)) {
+            assertThat(files.map(f -> f.getFileName().toString())).noneMatch(n -> n.contains("predicted"));
+        }
     }
 }

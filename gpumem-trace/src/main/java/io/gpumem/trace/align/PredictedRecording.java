@@ -10,6 +10,7 @@ import io.gpumem.history.MemorySnapshot;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.policy.PolicyRegistry;
+import io.gpumem.size.ByteSize;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.replay.WhatIfReplay;
@@ -47,6 +48,12 @@ public final class PredictedRecording {
     /** Passes of the window played: the last is recorded, the ones before warm the cache. */
     public static final int PASSES = 3;
 
+    /**
+     * The largest device the predicted program is played on (32 TiB, hundreds of times any GPU's memory): a value
+     * whose requests need more at once is not a program anyone can run.
+     */
+    public static final long MAX_DEVICE_BYTES = 32L << 40;
+
     private final TraceSnapshot trace;
     private final long at;
     private final int predicted;
@@ -54,6 +61,7 @@ public final class PredictedRecording {
     private final int startBlocks;
     private final int startBlocksScaled;
     private final int startBlocksKept;
+    private final int warmUpPasses;
 
     private PredictedRecording(
             TraceSnapshot trace,
@@ -62,7 +70,8 @@ public final class PredictedRecording {
             int unpredicted,
             int startBlocks,
             int startBlocksScaled,
-            int startBlocksKept) {
+            int startBlocksKept,
+            int warmUpPasses) {
         this.trace = trace;
         this.at = at;
         this.predicted = predicted;
@@ -70,6 +79,7 @@ public final class PredictedRecording {
         this.startBlocks = startBlocks;
         this.startBlocksScaled = startBlocksScaled;
         this.startBlocksKept = startBlocksKept;
+        this.warmUpPasses = warmUpPasses;
     }
 
     /**
@@ -104,7 +114,9 @@ public final class PredictedRecording {
         }
         StartBlockLaws start = StartBlockLaws.predict(laws.recordings(), laws.labels(), at);
         AllocatorConfig config = RecordedConfig.of(referenceTrace);
-        Program program = Program.of(ref, referenceTrace.traceOf(device), sizeOfRequest, start);
+        // a window recorded from the program's start (nothing reserved) starts cold; a warm one is warmed up
+        int passes = ref.startReserved() == 0 && ref.startBlocks() == 0 ? 1 : PASSES;
+        Program program = Program.of(ref, referenceTrace.traceOf(device), sizeOfRequest, start, passes);
         MemorySnapshot end = program.play(config, ref.source(), at);
         List<TraceEntry> window = program.lastPass(end.deviceTraces().getFirst());
         String source = "predicted at " + at + " from " + ref.source();
@@ -119,7 +131,14 @@ public final class PredictedRecording {
                 full.extra(),
                 true);
         return new PredictedRecording(
-                predictedTrace, at, predicted, ref.size() - predicted, ref.startBlocks(), start.scaled(), start.kept());
+                predictedTrace,
+                at,
+                predicted,
+                ref.size() - predicted,
+                ref.startBlocks(),
+                start.scaled(),
+                start.kept(),
+                passes - 1);
     }
 
     /**
@@ -139,7 +158,8 @@ public final class PredictedRecording {
             this.lastPassStart = lastPassStart;
         }
 
-        static Program of(RequestSequence ref, List<TraceEntry> entries, long[] sizeOfRequest, StartBlockLaws start) {
+        static Program of(
+                RequestSequence ref, List<TraceEntry> entries, long[] sizeOfRequest, StartBlockLaws start, int passes) {
             RequestStream.Builder b = RequestStream.builder();
             List<TraceEntry> causes = new ArrayList<>();
             Map<List<Frame>, Integer> sites = new HashMap<>();
@@ -159,8 +179,8 @@ public final class PredictedRecording {
             int nFreedStart = 0;
             int[] carried = new int[0]; // slot standing for freedStart[t] in the pass being written, −1 when none
             int lastPassStart = 0;
-            for (int pass = 0; pass < PASSES; pass++) {
-                if (pass == PASSES - 1) {
+            for (int pass = 0; pass < passes; pass++) {
+                if (pass == passes - 1) {
                     lastPassStart = b.length();
                 }
                 Map<Long, Integer> live = new HashMap<>();
@@ -207,7 +227,7 @@ public final class PredictedRecording {
                     b.at(b.length() - 1L);
                     causes.add(e);
                 }
-                if (pass < PASSES - 1) {
+                if (pass < passes - 1) {
                     carried = carryOver(b, causes, liveOrder, freedStart, nFreedStart, start, ref);
                 }
             }
@@ -260,9 +280,15 @@ public final class PredictedRecording {
 
         /** Plays the program on the exact allocator with history, on a device large enough to run it. */
         MemorySnapshot play(AllocatorConfig config, String source, long at) {
+            long live = stream.peakLiveBytes();
+            if (live > MAX_DEVICE_BYTES) {
+                throw new IllegalArgumentException("at " + at + " the requests predicted from " + source + " hold "
+                        + ByteSize.format(live) + " live at once, more than the " + ByteSize.format(MAX_DEVICE_BYTES)
+                        + " a simulated device models");
+            }
             StreamRunner runner = new StreamRunner(stream);
-            long capacity = Math.max(StreamRunner.ROOMY, MinimumCapacity.roundUp(2 * stream.peakLiveBytes()));
-            for (int tries = 0; tries < 8; tries++, capacity *= 2) {
+            long capacity = Math.min(MAX_DEVICE_BYTES, Math.max(StreamRunner.ROOMY, MinimumCapacity.roundUp(2 * live)));
+            while (true) {
                 RunOutcome o = runner.run(
                         PolicyRegistry.exact(config),
                         StreamRunner.Options.builder(capacity)
@@ -273,9 +299,12 @@ public final class PredictedRecording {
                 if (o.ooms() == 0 && o.allocator() != null) {
                     return o.allocator().snapshot();
                 }
+                if (capacity == MAX_DEVICE_BYTES) {
+                    throw new IllegalArgumentException("at " + at + " the requests predicted from " + source
+                            + " do not run on a simulated device of " + ByteSize.format(MAX_DEVICE_BYTES));
+                }
+                capacity = Math.min(MAX_DEVICE_BYTES, 2 * capacity);
             }
-            throw new IllegalArgumentException("at " + at + " the requests predicted from " + source
-                    + " do not run on a simulated device of " + capacity / 2 + " bytes");
         }
 
         /** The history entries of the last pass, each with its reference entry's stack, time and unknown keys. */
@@ -321,6 +350,14 @@ public final class PredictedRecording {
     /** Start blocks whose size a non-constant law gives. */
     public int startBlocksScaled() {
         return startBlocksScaled;
+    }
+
+    /**
+     * Passes of the window played before the recorded one: {@value #PASSES} − 1 for a window that starts warm, 0 for
+     * one recorded from the program's start (nothing reserved, nothing live).
+     */
+    public int warmUpPasses() {
+        return warmUpPasses;
     }
 
     /** Start blocks that scale in the recordings but fit no law: kept at the reference's size. */

@@ -250,6 +250,16 @@ public final class WhatIfReplay {
         return o.ooms() > 0 ? -1 : o.peakReserved();
     }
 
+    /**
+     * Whether the window runs to its end under policy {@code spec} on a device of {@code capacity} bytes (the start
+     * state's live blocks are the policy's first requests, as in {@link #evaluate(PolicySpec, long)}).
+     */
+    public boolean runsWithoutOom(PolicySpec spec, long capacity) {
+        return runner.runsWithoutOom(
+                runner.prepare(spec),
+                policyOptions(capacity).stopAtFirstOom(true).build());
+    }
+
     /** Switches prefix reuse in the capacity search (on by default; tests compare both ways). */
     void setPrefixReuse(boolean on) {
         runner.setPrefixReuse(on);

@@ -1,0 +1,162 @@
+package io.gpumem.trace.align;
+
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.engine.RunOutcome;
+import io.gpumem.policy.PolicySpec;
+import io.gpumem.trace.replay.WhatIfReplay;
+import io.gpumem.trace.session.TraceSession;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.function.Predicate;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * "Which batch size or context fits on this GPU?": for each configuration and policy, the largest value (a multiple
+ * of a step, down to the step itself) whose predicted recording ({@link RecordingFamily#predict}) runs to its end on
+ * a device of a given capacity, with compare's row for that value (its minimum capacity among the figures).
+ *
+ * <p>Search: memory grows with the value, so the fitting values form a prefix: starting at the largest recorded
+ * value, doubling while it fits, then bisecting between the last value that fits and the first that does not (or
+ * between the step and the largest recorded value when even that does not fit). Each value is predicted once and its
+ * window compiled once, shared by every row; a row's probe is one run that stops at the first failed request. A value
+ * at which the laws give no program (a size of zero or less) does not fit.
+ *
+ * <p>Invariants: a row's {@link LargestValue#value()} is 0 exactly when not even the step fits; values searched never exceed
+ * {@link #LIMIT}.
+ */
+public final class CapacityFit {
+
+    /** The largest value searched. */
+    public static final long LIMIT = 1L << 40;
+
+    private final RecordingFamily family;
+    private final long capacity;
+    private final long step;
+    private final Map<Long, @Nullable WhatIfReplay> byValue = new HashMap<>();
+    private int predictions;
+
+    private CapacityFit(RecordingFamily family, long capacity, long step) {
+        this.family = family;
+        this.capacity = capacity;
+        this.step = step;
+    }
+
+    /**
+     * One row: the largest value that fits (0 when none) and compare's row for it ({@code null} when none).
+     *
+     * @param value  the largest fitting value, a multiple of the step; 0 when not even the step fits
+     * @param outcome the row at that value, minimum capacity included
+     */
+    public record LargestValue(
+            String config,
+            String policy,
+            boolean recorded,
+            long value,
+            @Nullable RunOutcome outcome) {}
+
+    /** What the search cost: values predicted, replays run, in all rows. */
+    public record SearchCost(int valuesPredicted, long replays) {}
+
+    /**
+     * Searches each row. The recorded configuration is {@code configs.get(0)}.
+     *
+     * @param capacity device bytes the allocator may use
+     * @param step     the values tried are its multiples (1: every integer)
+     */
+    public static CapacityFit of(RecordingFamily family, long capacity, long step) {
+        if (capacity <= 0 || step <= 0) {
+            throw new IllegalArgumentException("capacity and step must be positive, got " + capacity + ", " + step);
+        }
+        return new CapacityFit(family, capacity, step);
+    }
+
+    /** The rows for {@code configs} (the recorded one first) and {@code policies}, in that order. */
+    public List<LargestValue> rows(List<AllocatorConfig> configs, List<PolicySpec> policies) {
+        List<LargestValue> out = new ArrayList<>();
+        for (int i = 0; i < configs.size(); i++) {
+            AllocatorConfig c = configs.get(i);
+            boolean recorded = i == 0;
+            long v = largest(r -> r.runOnce(c, capacity) >= 0);
+            RunOutcome o = v == 0 ? null : Objects.requireNonNull(replayAt(v)).evaluate(c, recorded, capacity);
+            out.add(new LargestValue(c.raw(), "pytorch", recorded, v, o));
+        }
+        for (PolicySpec p : policies) {
+            long v = largest(r -> r.runsWithoutOom(p, capacity));
+            RunOutcome o = v == 0 ? null : Objects.requireNonNull(replayAt(v)).evaluate(p, capacity);
+            out.add(new LargestValue(p.options(), p.name(), false, v, o));
+        }
+        return out;
+    }
+
+    /** Values predicted and replays run so far (each prediction plays its program once). */
+    public SearchCost cost() {
+        long replays = predictions;
+        for (WhatIfReplay r : byValue.values()) {
+            if (r != null) {
+                replays += r.replayCounts()[0];
+            }
+        }
+        return new SearchCost(predictions, replays);
+    }
+
+    private long largest(Predicate<WhatIfReplay> runs) {
+        long top = Math.max(1, family.largestLabel() / step);
+        long limit = LIMIT / step;
+        long lo;
+        long hi;
+        if (fits(top, runs)) {
+            lo = top;
+            hi = -1;
+            while (hi < 0) {
+                long next = lo * 2;
+                if (next > limit) {
+                    return lo * step;
+                }
+                if (fits(next, runs)) {
+                    lo = next;
+                } else {
+                    hi = next;
+                }
+            }
+        } else {
+            if (top == 1 || !fits(1, runs)) {
+                return 0;
+            }
+            lo = 1;
+            hi = top;
+        }
+        while (hi - lo > 1) {
+            long mid = lo + (hi - lo) / 2;
+            if (fits(mid, runs)) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        return lo * step;
+    }
+
+    private boolean fits(long multiple, Predicate<WhatIfReplay> runs) {
+        WhatIfReplay r = replayAt(multiple * step);
+        return r != null && runs.test(r);
+    }
+
+    /** The predicted window at {@code value}, predicted once; {@code null} when the laws give no program there. */
+    private @Nullable WhatIfReplay replayAt(long value) {
+        if (byValue.containsKey(value)) {
+            return byValue.get(value);
+        }
+        WhatIfReplay r;
+        try {
+            predictions++;
+            r = TraceSession.of(family.predict(value).trace()).window(0).replay();
+        } catch (IllegalArgumentException | IllegalStateException e) {
+            r = null; // no program at this value (a law gives no positive size), or none that runs
+        }
+        byValue.put(value, r);
+        return r;
+    }
+}

@@ -1,0 +1,127 @@
+package io.gpumem.trace.category;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.gpumem.history.TraceEntry;
+import io.gpumem.trace.TestTraces;
+import io.gpumem.trace.align.FrameSignatures;
+import io.gpumem.trace.align.RequestSequence;
+import io.gpumem.trace.io.TraceReaders;
+import io.gpumem.trace.io.TraceSnapshot;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * The acceptance checks of issue 17 on the shared traces: AdamW's two states per parameter against the gradients
+ * at the end, the split summing to peak allocated, no gradients or optimizer state in inference, and recordings
+ * without frames. Prints the figures per trace. Skipped, saying so, without {@code ../shared/traces}.
+ */
+class SharedTraceCategoriesTest {
+
+    static TraceSnapshot read(String name) {
+        return TraceReaders.read(TestTraces.file(name + ".pickle"));
+    }
+
+    static String gib(long bytes) {
+        return String.format(Locale.ROOT, "%.3f GiB", bytes / (double) (1L << 30));
+    }
+
+    static String describe(CategoryBytes c) {
+        StringBuilder sb = new StringBuilder();
+        for (ByteCategory k : ByteCategory.values()) {
+            sb.append(k.key()).append(' ').append(gib(c.get(k))).append(", ");
+        }
+        return sb.append("total ").append(gib(c.total())).toString();
+    }
+
+    static ByteCategories classify(String name, TraceSnapshot t) {
+        ByteCategories c = ByteCategories.of(t, 0);
+        RequestSequence seq = RequestSequence.of(t, 0, new FrameSignatures());
+        System.out.println(
+                name + ": " + c.steps().stepCount() + " step(s) of " + c.steps().period() + " requests; peak allocated "
+                        + gib(c.peakAllocated()) + " at entry " + c.peakEntry());
+        System.out.println("  at peak: " + describe(c.atPeak()));
+        System.out.println("  at end:  " + describe(c.atEnd()));
+        System.out.println("  rules at peak: " + c.rulesAt(c.peakEntry()));
+        assertThat(c.atPeak().total()).as("six categories at the peak").isEqualTo(c.peakAllocated());
+        assertThat(c.peakAllocated()).as("the request sequence's peak").isEqualTo(seq.peakAllocated());
+        return c;
+    }
+
+    @ParameterizedTest
+    @ValueSource(
+            strings = {
+                "lm2.7b-train-step",
+                "lm2.7b-sweep-ctx128",
+                "lm2.7b-sweep-ctx256",
+                "lm-medium-train-ctx128",
+                "lm-medium-train-ctx256"
+            })
+    void adamwTrainingEndsWithTwoStatesPerGradientAndNoMoreGradientsThanParameters(String name) {
+        ByteCategories c = classify(name, read(name));
+        CategoryBytes end = c.atEnd();
+        assertThat(end.gradients()).isPositive();
+        assertThat((double) end.optimizerState())
+                .as("optimizer_state vs twice gradients")
+                .isBetween(2 * end.gradients() * 0.98, 2 * end.gradients() * 1.02);
+        assertThat(end.gradients()).isLessThanOrEqualTo(end.parameters());
+    }
+
+    @ParameterizedTest
+    @ValueSource(
+            strings = {
+                "lm-medium-infer-ctx128",
+                "lm-medium-infer-ctx256",
+                "lm-medium-infer-ctx512",
+                "llama-offload-10-streams"
+            })
+    void inferenceHasNoGradientsAndNoOptimizerState(String name) {
+        ByteCategories c = classify(name, read(name));
+        for (CategorizedBlock b : c.blocks()) {
+            assertThat(b.category()).isNotIn(ByteCategory.GRADIENTS, ByteCategory.OPTIMIZER_STATE);
+        }
+        assertThat(c.atPeak().gradients()).isZero();
+        assertThat(c.atPeak().optimizerState()).isZero();
+        assertThat(c.atEnd().gradients()).isZero();
+        assertThat(c.atEnd().optimizerState()).isZero();
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"lm2.7b-train-step", "lm-medium-train-ctx128", "llama-offload-10-streams"})
+    void withoutFramesEverythingButShortLivedScratchIsOther(String name) {
+        ByteCategories c = classify(name + " (frames removed)", withoutFrames(read(name)));
+        assertThat(c.framed()).isFalse();
+        Map<CategoryRule, Long> rules = c.rulesAt(c.peakEntry());
+        assertThat(rules.keySet())
+                .isSubsetOf(
+                        CategoryRule.NO_FRAMES, CategoryRule.BEFORE_THE_WINDOW, CategoryRule.FREED_BEFORE_NEXT_REQUEST);
+        CategoryBytes peak = c.atPeak();
+        assertThat(peak.other() + peak.temporaries()).isEqualTo(peak.total());
+    }
+
+    /** The same snapshot with every entry's frames removed: what an older or frameless recording gives. */
+    static TraceSnapshot withoutFrames(TraceSnapshot t) {
+        List<List<TraceEntry>> traces = new ArrayList<>();
+        for (List<TraceEntry> trace : t.deviceTraces()) {
+            List<TraceEntry> out = new ArrayList<>(trace.size());
+            for (TraceEntry e : trace) {
+                out.add(new TraceEntry(
+                        e.action(), e.addr(), e.size(), e.stream(), e.timeUs(), null, e.deviceFree(), e.keys()));
+            }
+            traces.add(out);
+        }
+        return new TraceSnapshot(
+                t.source(),
+                t.format(),
+                t.segments(),
+                traces,
+                t.allocatorSettings(),
+                t.externalAnnotations(),
+                t.extra(),
+                t.addressesRecorded());
+    }
+}
