@@ -164,7 +164,7 @@ class SimRunnerTest {
         assertThat(lines[lines.length - 1]).as("ends with a newline").isEmpty();
         List<String> keys = Arrays.stream(lines)
                 .filter(l -> !l.isEmpty())
-                .map(l -> l.split(" ")[0])
+                .map(l -> l.split(" ", -1)[0])
                 .toList();
         assertThat(keys)
                 .as("every key of memory_stats(), sorted")

@@ -437,7 +437,7 @@ public final class TrainingWorkload implements AllocationWorkload {
             gradIds = new int[params.size()];
             Arrays.fill(gradIds, -1);
             for (int s = 0; s < c.steps; s++) {
-                step(s, seqLens[s]);
+                step(seqLens[s]);
             }
         }
 
@@ -454,7 +454,7 @@ public final class TrainingWorkload implements AllocationWorkload {
             return 1 + 12 * l;
         }
 
-        private void step(int step, int seq) {
+        private void step(int seq) {
             ops.step(ops.length());
             long d = c.dtypeBytes;
             long t = (long) c.batch * seq;
