@@ -45,7 +45,7 @@ public record CliRun(int exit, String out, String err) {
 
     /** The last non-blank line of standard output. */
     public String lastLine() {
-        String[] lines = out.strip().split("\n");
+        String[] lines = out.strip().split("\n", -1);
         return lines[lines.length - 1];
     }
 }

@@ -22,7 +22,8 @@ public final class MinimumCapacity {
      * The smallest capacity that runs, by bisection between one that does not and one that does.
      *
      * @param failing        a multiple of {@link #STEP} that does not run (or a floor below which none can)
-     * @param running        a multiple of {@link #STEP} that runs; raised to {@code failing + STEP} when not above it
+     * @param running        a multiple of {@link #STEP} that runs; when not above {@code failing} it is the answer
+     *                       (no probe: {@code failing} is taken as one step below it)
      * @param runsWithoutOom whether a run at the given capacity completes
      * @return the smallest multiple of {@link #STEP} in {@code (failing, running]} that runs
      */

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
+import java.util.concurrent.locks.LockSupport;
 import org.junit.jupiter.api.Test;
 
 /** Mutual exclusion, reentrancy and ownership checks of {@link AllocatorLock} under real contention. */
@@ -42,7 +43,7 @@ class AllocatorLockTest {
                                 counter++;
                             }
                             if (rnd.nextInt(64) == 0) {
-                                Thread.yield(); // hold the lock across a reschedule so others must wait
+                                LockSupport.parkNanos(10_000); // hold the lock while asleep so others must wait
                             }
                             inside--;
                         } finally {

@@ -41,8 +41,8 @@ class DataStructuresTest {
         long[] streams = {0, 7, -5L}; // -5 is a huge unsigned handle: must sort last
         for (int i = 0; i < 20_000; i++) {
             if (present.isEmpty() || rnd.nextInt(3) > 0) {
-                Block b =
-                        block(streams[rnd.nextInt(3)], 512 * (1 + rnd.nextInt(64)), 512L * rnd.nextInt(1 << 20) + 4096);
+                Block b = block(
+                        streams[rnd.nextInt(3)], 512L * (1 + rnd.nextInt(64)), 512L * rnd.nextInt(1 << 20) + 4096);
                 if (ref.add(b)) {
                     tree.insert(b);
                     present.add(b);
@@ -54,7 +54,7 @@ class DataStructuresTest {
             }
             if (i % 97 == 0) {
                 long s = streams[rnd.nextInt(3)];
-                long size = 512 * (1 + rnd.nextInt(64));
+                long size = 512L * (1 + rnd.nextInt(64));
                 Block key = block(s, size, 0);
                 assertThat(tree.ceiling(s, size, 0)).isSameAs(ref.ceiling(key));
             }
@@ -101,7 +101,7 @@ class DataStructuresTest {
             } else if (kind == 2) {
                 Block b = present.get(rnd.nextInt(present.size()));
                 long size = 512L * (1 + rnd.nextInt(64));
-                long ptr = rnd.nextBoolean() ? b.ptr + 512 * (rnd.nextInt(3) - 1) : nextPtr;
+                long ptr = rnd.nextBoolean() ? b.ptr + 512L * (rnd.nextInt(3) - 1) : nextPtr;
                 nextPtr += 512;
                 if (ptr == 0 || ref.stream().anyMatch(x -> x != b && x.ptr == ptr)) {
                     continue;
@@ -167,7 +167,7 @@ class DataStructuresTest {
         long[] streams = {0, 7, -5L, 1L << 40};
         for (int i = 0; i < 30_000; i++) {
             if (present.isEmpty() || rnd.nextInt(3) > 0) {
-                long size = rnd.nextBoolean() ? 512 * (1 + rnd.nextInt(64)) : 512L * (1 + rnd.nextLong(1L << 28));
+                long size = rnd.nextBoolean() ? 512L * (1 + rnd.nextInt(64)) : 512L * (1 + rnd.nextLong(1L << 28));
                 Block b = block(streams[rnd.nextInt(streams.length)], size, 512L * rnd.nextInt(1 << 20) + 4096);
                 if (ref.add(b)) {
                     set.insert(b);
@@ -180,7 +180,7 @@ class DataStructuresTest {
             }
             if (i % 37 == 0) {
                 long s = streams[rnd.nextInt(streams.length)];
-                long size = rnd.nextBoolean() ? 512 * (1 + rnd.nextInt(64)) : 512L * (1 + rnd.nextLong(1L << 28));
+                long size = rnd.nextBoolean() ? 512L * (1 + rnd.nextInt(64)) : 512L * (1 + rnd.nextLong(1L << 28));
                 long ptr = rnd.nextBoolean() ? 0 : 512L * rnd.nextInt(1 << 20);
                 Block key = block(s, size, ptr);
                 assertThat(set.ceiling(s, size, ptr)).isSameAs(ref.ceiling(key));

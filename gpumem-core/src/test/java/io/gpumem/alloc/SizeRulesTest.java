@@ -157,4 +157,32 @@ class SizeRulesTest {
             }
         }
     }
+
+    @Test
+    void anOversizeRequestKeepsEveryRemainderAndASmallerOneSplitsAboveOneMiB() {
+        long maxSplit = 64 * MiB;
+        // a request of exactly max_split_size is oversize: nothing is split off it in the large pool
+        assertThat(SizeRules.largestUnsplitRemainder(maxSplit, Pool.LARGE, false, maxSplit))
+                .isEqualTo(-1);
+        assertThat(SizeRules.shouldSplit(8 * MiB, maxSplit, Pool.LARGE, false, maxSplit))
+                .isFalse();
+        // one block less is not: remainders up to 1 MiB stay, larger ones split
+        long below = maxSplit - SizeRules.MIN_BLOCK_SIZE;
+        long kept = SizeRules.largestUnsplitRemainder(below, Pool.LARGE, false, maxSplit);
+        assertThat(kept).isEqualTo(SizeRules.SMALL_SIZE);
+        assertThat(SizeRules.shouldSplit(kept, below, Pool.LARGE, false, maxSplit))
+                .isFalse();
+        assertThat(SizeRules.shouldSplit(kept + SizeRules.MIN_BLOCK_SIZE, below, Pool.LARGE, false, maxSplit))
+                .isTrue();
+    }
+
+    @Test
+    void aDivisionFinerThanThePowerOfTwoBelowRoundsToTheNextPowerOfTwo() {
+        // roundup_power2_next_division: when the power of two below the size has fewer bytes than divisions, the
+        // division step is 0 and PyTorch rounds to the next power of two
+        assertThat(SizeRules.roundupPower2NextDivision(5, 8)).isEqualTo(8);
+        assertThat(SizeRules.roundupPower2NextDivision(3, 4)).isEqualTo(4);
+        assertThat(SizeRules.roundupPower2NextDivision(6, 2)).isEqualTo(6); // step 2: 6 is on a division
+        assertThat(SizeRules.roundupPower2NextDivision(7, 2)).isEqualTo(8);
+    }
 }

@@ -110,11 +110,11 @@ class AllocatorConfigParserRandomTest {
     /** Sprinkles spaces anywhere (the lexer drops them all). */
     private static String spaced(String s, SplittableRandom rnd) {
         StringBuilder sb = new StringBuilder();
-        for (char ch : s.toCharArray()) {
+        for (int i = 0; i < s.length(); i++) {
             while (rnd.nextInt(8) == 0) {
                 sb.append(' ');
             }
-            sb.append(ch);
+            sb.append(s.charAt(i));
         }
         return sb.toString();
     }

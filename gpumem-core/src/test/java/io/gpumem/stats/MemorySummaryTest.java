@@ -68,7 +68,7 @@ class MemorySummaryTest {
         String text = MemorySummary.format(section63Stats(), 0, false);
         assertThat(text).endsWith("|\n");
         assertThat(text.split("\n", -1)).hasSize(48);
-        for (String line : text.substring(0, text.length() - 1).split("\n")) {
+        for (String line : text.substring(0, text.length() - 1).split("\n", -1)) {
             assertThat(line).hasSize(77).startsWith("|").endsWith("|");
         }
     }
@@ -79,7 +79,7 @@ class MemorySummaryTest {
         String abbreviated = MemorySummary.format(section63Stats(), 0, true);
         assertThat(abbreviated).doesNotContain("from large pool").doesNotContain("from small pool");
         StringBuilder expected = new StringBuilder();
-        for (String line : full.split("\n")) {
+        for (String line : full.lines().toList()) {
             if (!line.contains("      from ")) {
                 expected.append(line).append('\n');
             }
@@ -93,7 +93,7 @@ class MemorySummaryTest {
         Map<String, Long> stats = section63Stats();
         stats.put("num_ooms", 12L);
         stats.put("num_alloc_retries", 345L);
-        String[] lines = MemorySummary.format(stats, 7, false).split("\n");
+        String[] lines = MemorySummary.format(stats, 7, false).split("\n", -1);
         assertThat(lines[1]).isEqualTo("|                  PyTorch CUDA memory summary, device ID 7                 |");
         assertThat(lines[3]).isEqualTo("|            CUDA OOMs: 12           |        cudaMalloc retries: 345       |");
     }

@@ -413,7 +413,7 @@ class CudaDeviceTest {
                             .as("address 0x%x handed out twice", a)
                             .isTrue();
                 }
-                expectedBytes += perThread * (t + 1) * 4096L;
+                expectedBytes += 4096L * perThread * (t + 1);
             }
             assertThat(FakeCuda.classicBytes()).isEqualTo(expectedBytes);
             assertThat(device.freeMemory()).isEqualTo(GiB - expectedBytes);
@@ -433,8 +433,8 @@ class CudaDeviceTest {
             pool.shutdown();
         }
         assertThat(FakeCuda.liveAllocations()).isZero();
-        assertThat(device.callCount(DeviceOp.MALLOC)).isEqualTo(threads * perThread);
-        assertThat(device.callCount(DeviceOp.FREE)).isEqualTo(threads * perThread);
+        assertThat(device.callCount(DeviceOp.MALLOC)).isEqualTo((long) threads * perThread);
+        assertThat(device.callCount(DeviceOp.FREE)).isEqualTo((long) threads * perThread);
     }
 
     @Test

@@ -22,7 +22,7 @@ public final class Exposition {
     /** Samples by {@code name{labels}}, and types by metric family name under {@code "#TYPE name"}. */
     public static Map<String, String> parse(String body) {
         Map<String, String> out = new LinkedHashMap<>();
-        for (String line : body.split("\n")) {
+        for (String line : body.lines().toList()) {
             if (line.isEmpty() || line.startsWith("# HELP ")) {
                 continue;
             }

@@ -104,9 +104,8 @@ public final class HtmlReport {
                         .append("\">device ")
                         .append(d.device())
                         .append(" &mdash; ")
-                        .append(esc(AnalysisPrinter.headline(
-                                        d.analysis().analysis().diagnosis().kind())
-                                .split(":")[0]))
+                        .append(esc(beforeColon(AnalysisPrinter.headline(
+                                d.analysis().analysis().diagnosis().kind()))))
                         .append("</option>");
             }
             h.append("</select></label>");
@@ -478,11 +477,14 @@ public final class HtmlReport {
                     .append("</tr></thead><tbody>\n");
             for (RunOutcome o : rows) {
                 h.append("<tr")
-                        .append(o == best ? " class=\"recommended\"" : o == r.baseline() ? " class=\"baseline\"" : "")
+                        .append(
+                                o.equals(best)
+                                        ? " class=\"recommended\""
+                                        : o.equals(r.baseline()) ? " class=\"baseline\"" : "")
                         .append("><td>")
                         .append(esc(o.label().isEmpty() ? "(defaults)" : o.label()))
-                        .append(o == best ? " <span class=\"tag\">recommended</span>" : "")
-                        .append(o == r.baseline() ? " <span class=\"tag base\">as recorded</span>" : "")
+                        .append(o.equals(best) ? " <span class=\"tag\">recommended</span>" : "")
+                        .append(o.equals(r.baseline()) ? " <span class=\"tag base\">as recorded</span>" : "")
                         .append("</td>");
                 num(h, ByteSize.formatSigned(o.peakAllocated()));
                 num(h, ByteSize.formatSigned(o.peakReserved()));
@@ -515,6 +517,12 @@ public final class HtmlReport {
         for (String n : r.notes()) {
             h.append("<p class=\"note\">note: ").append(esc(n)).append("</p>\n");
         }
+    }
+
+    /** The text before the first colon (a headline's short form), or all of it when there is none. */
+    private static String beforeColon(String headline) {
+        int colon = headline.indexOf(':');
+        return colon < 0 ? headline : headline.substring(0, colon);
     }
 
     private static void num(StringBuilder h, String v) {

@@ -139,7 +139,7 @@ final class ReportJson {
         }
         g.writeEndArray();
         g.writeFieldName("largest");
-        g.writeArray(m.largest(), 0, 2);
+        g.writeArray(new int[] {m.largestSegment(), m.largestBlock()}, 0, 2);
         g.writeEndObject();
     }
 }

@@ -13,10 +13,10 @@ import java.util.Map;
  * site that asked for it and its lifetime (alloc entry, free entry), and the largest free block.
  *
  * <p>Invariants: {@code blockInfo.get(s)[b]} holds {site, allocated at, freed at} for block b of segment s
- * (site −1 for a free block; entries −1 when before the trace or never); {@code largest} is
- * {segment, block} of the largest inactive block, or {−1, −1} when none is free.
+ * (site −1 for a free block; entries −1 when before the trace or never); {@code largestSegment} and
+ * {@code largestBlock} locate the largest inactive block, both −1 when none is free.
  */
-record SegmentMap(String title, MemoryState state, List<int[][]> blockInfo, int[] largest) {
+record SegmentMap(String title, MemoryState state, List<int[][]> blockInfo, int largestSegment, int largestBlock) {
 
     /**
      * Attributes the blocks of {@code state} using the blocks live at that moment ({@code live}: address to
@@ -24,7 +24,8 @@ record SegmentMap(String title, MemoryState state, List<int[][]> blockInfo, int[
      */
     static SegmentMap of(String title, MemoryState state, Timeline timeline, Map<Long, Integer> live) {
         List<int[][]> info = new ArrayList<>();
-        int[] largest = {-1, -1};
+        int largestSegment = -1;
+        int largestBlock = -1;
         long largestSize = -1;
         List<SegmentInfo> segments = state.segments();
         for (int s = 0; s < segments.size(); s++) {
@@ -36,7 +37,8 @@ record SegmentMap(String title, MemoryState state, List<int[][]> blockInfo, int[
                     rows[b] = new int[] {-1, -1, -1};
                     if (blk.size() > largestSize) {
                         largestSize = blk.size();
-                        largest = new int[] {s, b};
+                        largestSegment = s;
+                        largestBlock = b;
                     }
                     continue;
                 }
@@ -52,6 +54,6 @@ record SegmentMap(String title, MemoryState state, List<int[][]> blockInfo, int[
             }
             info.add(rows);
         }
-        return new SegmentMap(title, state, info, largest);
+        return new SegmentMap(title, state, info, largestSegment, largestBlock);
     }
 }

@@ -29,7 +29,7 @@ final class Sites {
 
     private final Map<String, Integer> ids = new LinkedHashMap<>();
     private final List<String> labels = new ArrayList<>();
-    private final Map<List<Frame>, Integer> byStack = new IdentityHashMap<>();
+    private final IdentityHashMap<List<Frame>, Integer> byStack = new IdentityHashMap<>();
 
     /** The site id of a stack ({@code null} or empty: {@link #NO_STACK}). */
     int of(List<Frame> frames) {

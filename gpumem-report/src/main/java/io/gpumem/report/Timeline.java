@@ -278,13 +278,45 @@ final class Timeline {
     }
 
     /**
-     * A downsampled timeline.
-     *
-     * @param index     entry index of each point
-     * @param allocated allocated bytes at each point
-     * @param reserved  highest reserved bytes in each point's bucket
-     * @param sites     the site ids of the stack columns
-     * @param stack     per point, bytes per column (one per site in {@code sites}, then "other")
+     * A downsampled timeline, point by point: {@code index} (entry index of each point), {@code allocated}
+     * (allocated bytes at each point), {@code reserved} (highest reserved bytes in each point's bucket), {@code sites}
+     * (the site ids of the stack columns) and {@code stack} (per point, bytes per column: one per site in
+     * {@code sites}, then "other"). A class rather than a record: its components are arrays, which a record would
+     * compare by identity in equals.
      */
-    record Sampled(int[] index, long[] allocated, long[] reserved, int[] sites, long[][] stack) {}
+    static final class Sampled {
+        private final int[] index;
+        private final long[] allocated;
+        private final long[] reserved;
+        private final int[] sites;
+        private final long[][] stack;
+
+        Sampled(int[] index, long[] allocated, long[] reserved, int[] sites, long[][] stack) {
+            this.index = index;
+            this.allocated = allocated;
+            this.reserved = reserved;
+            this.sites = sites;
+            this.stack = stack;
+        }
+
+        int[] index() {
+            return index;
+        }
+
+        long[] allocated() {
+            return allocated;
+        }
+
+        long[] reserved() {
+            return reserved;
+        }
+
+        int[] sites() {
+            return sites;
+        }
+
+        long[][] stack() {
+            return stack;
+        }
+    }
 }

@@ -23,7 +23,13 @@ final class TerminalProgress implements ProgressListener {
         this.unit = unit;
     }
 
-    /** A listener that draws on a terminal, or {@link ProgressListener#NONE} when not on one. */
+    /**
+     * A listener that draws on a terminal, or {@link ProgressListener#NONE} when not on one. {@code isTerminal()} is
+     * the test; the null check stays because System.console() is still null off a terminal under
+     * {@code -Djdk.console=java.base}, which SystemConsoleNull (written for the default JDK 22+ console) does not
+     * allow for.
+     */
+    @SuppressWarnings("SystemConsoleNull")
     static ProgressListener forTerminal(String label, String unit) {
         var console = System.console();
         if (console == null || !console.isTerminal()) {

@@ -176,9 +176,9 @@ class AnalysisCommandsTest {
     }
 
     static int segmentsOfAll(String report) {
-        for (String line : report.split("\n")) {
+        for (String line : report.lines().toList()) {
             if (line.startsWith("all ")) {
-                return Integer.parseInt(line.trim().split("\\s+")[1]);
+                return Integer.parseInt(line.trim().split("\\s+", -1)[1]);
             }
         }
         throw new AssertionError("no 'all' row in\n" + report);

@@ -56,12 +56,13 @@ class DeviceCommandTest {
 
     @Test
     void theMixinBuildsTheSimulatedDeviceOnlyWhenAskedFor() {
-        DeviceOptions options = new DeviceOptions();
-        new CommandLine(new Object() {
-                    @CommandLine.Mixin
-                    DeviceOptions o = options;
-                })
-                .parseArgs("--device", "sim");
+        class Command {
+            @CommandLine.Mixin
+            DeviceOptions options = new DeviceOptions();
+        }
+        Command command = new Command();
+        new CommandLine(command).parseArgs("--device", "sim");
+        DeviceOptions options = command.options;
         assertThat(options.isCuda()).isFalse();
         assertThat(options.open(() -> io.gpumem.device.SimulatedDevice.builder()
                                 .name("mine")

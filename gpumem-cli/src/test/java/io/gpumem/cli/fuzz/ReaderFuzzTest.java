@@ -214,7 +214,8 @@ class ReaderFuzzTest {
     @Test
     void allocatorConfStrings() throws Exception {
         List<byte[]> seeds = new ArrayList<>();
-        for (String line : new String(seed("conf.txt"), StandardCharsets.UTF_8).split("\n")) {
+        for (String line :
+                new String(seed("conf.txt"), StandardCharsets.UTF_8).lines().toList()) {
             seeds.add(line.getBytes(StandardCharsets.UTF_8));
         }
         fuzz("conf", seeds, 20_000, ConfigException.class, CONF, null, true, ",:[]");

@@ -114,7 +114,7 @@ final class GoldenText {
                 .replace("&nbsp;", " ")
                 .replace("&amp;", "&");
         // paths after the tags are gone: a placeholder such as <traces> would read as a tag
-        for (String line : paths(body).split("\n")) {
+        for (String line : paths(body).split("\n", -1)) { // empty lines are skipped below
             String t = line.strip().replaceAll("\\s+", " ");
             if (t.endsWith(" |")) {
                 t = t.substring(0, t.length() - 2);
@@ -144,7 +144,7 @@ final class GoldenText {
 
     private static Object value(JsonParser p) throws IOException {
         JsonToken t = p.currentToken();
-        switch (t) {
+        return switch (t) {
             case START_OBJECT -> {
                 Map<String, Object> m = new LinkedHashMap<>();
                 while (p.nextToken() != JsonToken.END_OBJECT) {
@@ -152,22 +152,18 @@ final class GoldenText {
                     p.nextToken();
                     m.put(key, value(p));
                 }
-                return m;
+                yield m;
             }
             case START_ARRAY -> {
                 List<Object> l = new ArrayList<>();
                 while (p.nextToken() != JsonToken.END_ARRAY) {
                     l.add(value(p));
                 }
-                return l;
+                yield l;
             }
-            case VALUE_STRING -> {
-                return "\"" + p.getText() + "\"";
-            }
-            default -> {
-                return p.getText();
-            }
-        }
+            case VALUE_STRING -> "\"" + p.getText() + "\"";
+            default -> p.getText();
+        };
     }
 
     /** Objects by key; arrays of objects element by element; other arrays inline when short, else summarised. */

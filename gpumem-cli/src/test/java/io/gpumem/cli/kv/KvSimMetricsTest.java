@@ -27,7 +27,7 @@ class KvSimMetricsTest {
     /** Samples by {@code name{labels}}; fails on any line that is not a comment or a sample. */
     static Map<String, Double> parse(String body) {
         Map<String, Double> out = new LinkedHashMap<>();
-        for (String line : body.split("\n")) {
+        for (String line : body.lines().toList()) {
             if (line.isEmpty() || line.startsWith("# HELP ") || line.startsWith("# TYPE ")) {
                 continue;
             }
@@ -77,7 +77,7 @@ class KvSimMetricsTest {
                 .build();
         Map<String, Double> last = null;
         int scrapes = 0;
-        long deadline = System.nanoTime() + Duration.ofSeconds(120).toNanos();
+        long deadline = System.nanoTime() + Duration.ofMinutes(2).toNanos();
         while (System.nanoTime() < deadline) {
             try {
                 HttpResponse<String> r = client.send(scrape, HttpResponse.BodyHandlers.ofString());

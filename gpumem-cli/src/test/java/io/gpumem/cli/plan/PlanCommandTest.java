@@ -27,7 +27,7 @@ class PlanCommandTest {
         assertThat(n).isEqualTo(expectedRows);
         long[][] b = new long[n][];
         for (int i = 0; i < n; i++) {
-            String[] f = lines.get(i + 1).split(",");
+            String[] f = lines.get(i + 1).split(",", -1);
             b[i] = new long[] {Long.parseLong(f[1]), Long.parseLong(f[2]), Long.parseLong(f[3]), Long.parseLong(f[4])};
         }
         long peak = 0;
@@ -83,7 +83,7 @@ class PlanCommandTest {
             Path out = dir.resolve(name + ".csv");
             CliRun r = CliRun.run("plan", Path.of(d, name).toString(), "--out", out.toString(), "--json");
             assertThat(r.exit()).as(r.err()).isZero();
-            int rows = (int) Files.lines(out).count() - 1;
+            int rows = Files.readAllLines(out).size() - 1;
             long peakOfGivenSizes = checkPlanCsv(out, rows);
             long planned = Long.parseLong(
                     r.out().replaceAll("(?s).*\"planned_peak\":(\\d+).*", "$1").strip());

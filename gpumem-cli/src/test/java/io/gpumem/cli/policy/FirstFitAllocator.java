@@ -63,22 +63,27 @@ public final class FirstFitAllocator implements GpuAllocator, GpuAllocatorIntern
             segmentSize = bytes;
             free.put(segment, bytes);
         }
+        Map.Entry<Long, Long> fit = null;
         for (Map.Entry<Long, Long> f : free.entrySet()) {
-            long at = f.getKey();
-            long length = f.getValue();
-            if (length >= size) {
-                free.remove(at);
-                if (length > size) {
-                    free.put(at + size, length - size);
-                }
-                live.put(at, size);
-                allocated += size;
-                peakAllocated = Math.max(peakAllocated, allocated);
-                allocations++;
-                return at;
+            if (f.getValue() >= size) {
+                fit = f;
+                break;
             }
         }
-        throw oom(sizeBytes, size);
+        if (fit == null) {
+            throw oom(sizeBytes, size);
+        }
+        long at = fit.getKey();
+        long length = fit.getValue();
+        free.remove(at);
+        if (length > size) {
+            free.put(at + size, length - size);
+        }
+        live.put(at, size);
+        allocated += size;
+        peakAllocated = Math.max(peakAllocated, allocated);
+        allocations++;
+        return at;
     }
 
     private OutOfMemoryException oom(long requested, long rounded) {

@@ -34,7 +34,7 @@ final class HeadlessChromium {
             return Optional.empty();
         }
         for (String name : NAMES) {
-            for (String dir : path.split(File.pathSeparator)) {
+            for (String dir : path.split(File.pathSeparator, -1)) {
                 Path p = Path.of(dir, name);
                 if (Files.isExecutable(p)) {
                     return Optional.of(new HeadlessChromium(p));

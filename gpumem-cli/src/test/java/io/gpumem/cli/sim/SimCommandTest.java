@@ -31,7 +31,7 @@ class SimCommandTest {
 
     private static Map<String, Long> parseStats(String block) {
         Map<String, Long> m = new LinkedHashMap<>();
-        for (String line : block.split("\n")) {
+        for (String line : block.lines().toList()) {
             if (!line.isEmpty()) {
                 String[] kv = line.split(" ");
                 assertThat(kv).hasSize(2);
@@ -108,7 +108,7 @@ class SimCommandTest {
                 """, "sim");
         assertThat(r.err()).isEmpty();
         assertThat(r.exit()).isZero();
-        String[] blocks = r.out().split("(?m)^(?=active\\.all\\.allocated )");
+        String[] blocks = r.out().split("(?m)^(?=active\\.all\\.allocated )", -1);
         assertThat(blocks).hasSize(3);
         Map<String, Long> first = parseStats(blocks[0]);
         Map<String, Long> second = parseStats(blocks[1]);
@@ -191,7 +191,7 @@ class SimCommandTest {
                 stats
                 """, "sim");
         assertThat(r.exit()).isZero();
-        String[] blocks = r.out().split("(?m)^(?=active\\.all\\.allocated )");
+        String[] blocks = r.out().split("(?m)^(?=active\\.all\\.allocated )", -1);
         Map<String, Long> pending = parseStats(blocks[0]);
         Map<String, Long> done = parseStats(blocks[1]);
         assertThat(pending)

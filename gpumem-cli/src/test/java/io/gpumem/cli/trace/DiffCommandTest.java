@@ -36,7 +36,7 @@ class DiffCommandTest {
 
     private static Object value(JsonParser p) throws IOException {
         JsonToken t = p.currentToken();
-        switch (t) {
+        return switch (t) {
             case START_OBJECT -> {
                 Map<String, Object> m = new LinkedHashMap<>();
                 while (p.nextToken() == JsonToken.FIELD_NAME) {
@@ -44,28 +44,20 @@ class DiffCommandTest {
                     p.nextToken();
                     m.put(name, value(p));
                 }
-                return m;
+                yield m;
             }
             case START_ARRAY -> {
                 List<Object> l = new ArrayList<>();
                 while (p.nextToken() != JsonToken.END_ARRAY) {
                     l.add(value(p));
                 }
-                return l;
+                yield l;
             }
-            case VALUE_NUMBER_INT -> {
-                return p.getLongValue();
-            }
-            case VALUE_NUMBER_FLOAT -> {
-                return p.getDoubleValue();
-            }
-            case VALUE_TRUE, VALUE_FALSE -> {
-                return p.getBooleanValue();
-            }
-            default -> {
-                return p.getText();
-            }
-        }
+            case VALUE_NUMBER_INT -> p.getLongValue();
+            case VALUE_NUMBER_FLOAT -> p.getDoubleValue();
+            case VALUE_TRUE, VALUE_FALSE -> p.getBooleanValue();
+            default -> p.getText();
+        };
     }
 
     @SuppressWarnings("unchecked")

@@ -77,24 +77,24 @@ class SimSnapshotTest {
                 "config expandable_segments:True\nalloc a 3MiB\nalloc b 30MiB\nfree a\n" + "snapshot " + out + "\n");
         CliRun r = sim(script);
         assertThat(r.exit()).as(r.err()).isZero();
-        String check = String.join(
-                "\n",
-                "import pickle, sys",
-                "d = pickle.load(open(sys.argv[1], 'rb'))",
-                "assert set(d) == {'segments','device_traces','allocator_settings','external_annotations'}, set(d)",
-                "seg_keys = {'device','address','total_size','allocated_size','active_size','requested_size','stream',"
-                        + "'segment_type','segment_pool_id','is_expandable','frames','blocks'}",
-                "for s in d['segments']:",
-                "    assert set(s) == seg_keys, set(s) ^ seg_keys",
-                "    assert s['is_expandable'] is True and s['segment_pool_id'] == (0, 0)",
-                "    for b in s['blocks']:",
-                "        assert set(b) == {'address','size','requested_size','state','frames'}, set(b)",
-                "for e in d['device_traces'][0]:",
-                "    assert {'action','addr','size','stream','time_us'} <= set(e), set(e)",
-                "acts = [e['action'] for e in d['device_traces'][0]]",
-                "st = d['allocator_settings']",
-                "assert st['expandable_segments'] is True and st['PYTORCH_CUDA_ALLOC_CONF'] == 'expandable_segments:True', st",
-                "print(acts.count('segment_map'), acts.count('alloc'), len(d['segments']))");
+        String check = """
+                import pickle, sys
+                d = pickle.load(open(sys.argv[1], 'rb'))
+                assert set(d) == {'segments','device_traces','allocator_settings','external_annotations'}, set(d)
+                seg_keys = {'device','address','total_size','allocated_size','active_size','requested_size','stream',
+                            'segment_type','segment_pool_id','is_expandable','frames','blocks'}
+                for s in d['segments']:
+                    assert set(s) == seg_keys, set(s) ^ seg_keys
+                    assert s['is_expandable'] is True and s['segment_pool_id'] == (0, 0)
+                    for b in s['blocks']:
+                        assert set(b) == {'address','size','requested_size','state','frames'}, set(b)
+                for e in d['device_traces'][0]:
+                    assert {'action','addr','size','stream','time_us'} <= set(e), set(e)
+                acts = [e['action'] for e in d['device_traces'][0]]
+                st = d['allocator_settings']
+                assert st['expandable_segments'] is True and st['PYTORCH_CUDA_ALLOC_CONF'] == 'expandable_segments:True', st
+                print(acts.count('segment_map'), acts.count('alloc'), len(d['segments']))
+                """;
         Process p = new ProcessBuilder("python3", "-c", check, out.toString())
                 .redirectErrorStream(true)
                 .start();

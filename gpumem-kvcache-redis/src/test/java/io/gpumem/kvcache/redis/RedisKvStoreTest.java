@@ -12,6 +12,7 @@ import io.gpumem.kvcache.sim.TimeModel;
 import io.gpumem.kvcache.sim.Workload;
 import io.gpumem.kvcache.tier.RemoteKvStore;
 import io.gpumem.kvcache.tier.TierStats;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
@@ -58,9 +59,9 @@ class RedisKvStoreTest {
             for (int i = 0; i < value.length; i++) {
                 value[i] = (byte) (i * 31);
             }
-            store.put("k1".getBytes(), value);
-            assertThat(store.get("k1".getBytes())).isEqualTo(value);
-            assertThat(store.get("absent".getBytes())).isNull();
+            store.put("k1".getBytes(StandardCharsets.UTF_8), value);
+            assertThat(store.get("k1".getBytes(StandardCharsets.UTF_8))).isEqualTo(value);
+            assertThat(store.get("absent".getBytes(StandardCharsets.UTF_8))).isNull();
         }
     }
 

@@ -240,7 +240,7 @@ final class SimInstance implements AutoCloseable {
                 stats.prefixHitRateWindow(),
                 SimReport.ratio(wasteSlots, allocatedSlots),
                 SimReport.ratio(contiguousSlots - contiguousLive, contiguousSlots),
-                SimReport.ratio(usageSum, steps),
+                SimReport.ratio(usageSum, (double) steps),
                 peakUsage,
                 SimReport.ratio(runningSum, steps),
                 stats.copyOnWriteBlocks(),

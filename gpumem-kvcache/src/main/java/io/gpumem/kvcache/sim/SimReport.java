@@ -103,7 +103,7 @@ public record SimReport(
                     mean / 1e3,
                     percentile(ttftUs, 0.50) / 1e3,
                     percentile(ttftUs, 0.99) / 1e3,
-                    ratio(outputTokens, simulatedSeconds),
+                    ratio((double) outputTokens, simulatedSeconds),
                     recomputedTokens,
                     prefixQueriedTokens,
                     prefixHitTokens);
@@ -122,5 +122,10 @@ public record SimReport(
     /** {@code part / whole} as a rate or mean of the report, 0 when nothing was counted ({@code whole} 0). */
     static double ratio(double part, double whole) {
         return whole == 0 ? 0 : part / whole;
+    }
+
+    /** {@link #ratio(double, double)} of two counts, converted to double on purpose. */
+    static double ratio(long part, long whole) {
+        return ratio((double) part, (double) whole);
     }
 }

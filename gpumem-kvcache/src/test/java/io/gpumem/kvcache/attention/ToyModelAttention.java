@@ -29,7 +29,7 @@ abstract class ToyModelAttention {
 
     /** The toy model: K (or V) of a position as a function of the prefix key up to it and the layer. */
     float[] kv(long prefixKey, int layer, boolean value) {
-        SplittableRandom r = new SplittableRandom(prefixKey * 31 + layer * 2 + (value ? 1 : 0) + seed);
+        SplittableRandom r = new SplittableRandom(prefixKey * 31 + 2L * layer + (value ? 1 : 0) + seed);
         float[] out = new float[KV_HEADS * HEAD];
         for (int i = 0; i < out.length; i++) {
             out[i] = (float) (r.nextDouble() * 2 - 1);

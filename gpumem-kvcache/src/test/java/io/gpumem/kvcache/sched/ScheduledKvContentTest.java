@@ -17,7 +17,6 @@ import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
 import java.util.IdentityHashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;
 
@@ -79,7 +78,7 @@ class ScheduledKvContentTest {
         for (int i = 0; i < prefixes.length; i++) {
             prefixes[i] = tokens(rnd, 5 + rnd.nextInt(10));
         }
-        Map<KvRequest, Integer> outputLength = new IdentityHashMap<>();
+        IdentityHashMap<KvRequest, Integer> outputLength = new IdentityHashMap<>();
         Arena arena = Arena.ofAuto(); // freed with the test, whatever way it ends
         MemorySegment k = arena.allocate(spec.tokenBytes(), 8);
         MemorySegment v = arena.allocate(spec.tokenBytes(), 8);

@@ -17,7 +17,7 @@ import java.util.Map;
  */
 public final class FrameSignatures {
 
-    private final Map<List<Frame>, Integer> byIdentity = new IdentityHashMap<>();
+    private final IdentityHashMap<List<Frame>, Integer> byIdentity = new IdentityHashMap<>();
     private final Map<List<Frame>, Integer> byValue = new HashMap<>();
     private final List<List<Frame>> lists = new ArrayList<>();
     private final List<String> labels = new ArrayList<>();

@@ -63,14 +63,18 @@ public record SizeLaw(Form kind, long a, long b, long c) {
         if (k < 2) {
             return null;
         }
-        if (x[0] != 0 && size[0] % x[0] == 0 && holds(law = new SizeLaw(Form.LINEAR, 0, size[0] / x[0], 0), x, size)) {
-            return law;
+        if (x[0] != 0 && size[0] % x[0] == 0) {
+            law = new SizeLaw(Form.LINEAR, 0, size[0] / x[0], 0);
+            if (holds(law, x, size)) {
+                return law;
+            }
         }
         long x0sq = x[0] * x[0];
-        if (x0sq != 0
-                && size[0] % x0sq == 0
-                && holds(law = new SizeLaw(Form.QUADRATIC, 0, 0, size[0] / x0sq), x, size)) {
-            return law;
+        if (x0sq != 0 && size[0] % x0sq == 0) {
+            law = new SizeLaw(Form.QUADRATIC, 0, 0, size[0] / x0sq);
+            if (holds(law, x, size)) {
+                return law;
+            }
         }
         long dx = x[1] - x[0];
         long ds = size[1] - size[0];

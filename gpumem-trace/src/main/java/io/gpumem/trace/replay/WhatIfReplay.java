@@ -15,9 +15,7 @@ import io.gpumem.trace.io.OpsScriptReader;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.WindowStart;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.concurrent.CompletionService;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorCompletionService;
@@ -156,18 +154,22 @@ public final class WhatIfReplay {
             return t;
         });
         try {
-            CompletionService<RunOutcome> cs = new ExecutorCompletionService<>(pool);
-            Map<Future<RunOutcome>, Integer> index = new HashMap<>();
+            // each run fills its own row; Future.get() makes the row visible to this thread
+            RunOutcome[] rows = new RunOutcome[n];
+            CompletionService<Integer> cs = new ExecutorCompletionService<>(pool);
             for (int i = 0; i < n; i++) {
                 AllocatorConfig c = configs.get(i);
                 boolean isRecorded = i == 0;
-                index.put(cs.submit(() -> evaluate(c, isRecorded, capacity)), i);
+                int row = i;
+                cs.submit(() -> {
+                    rows[row] = evaluate(c, isRecorded, capacity);
+                    return row;
+                });
             }
-            RunOutcome[] rows = new RunOutcome[n];
             for (int finished = 1; finished <= n; finished++) {
-                Future<RunOutcome> f = cs.take();
+                Future<Integer> f = cs.take();
                 try {
-                    rows[index.get(f)] = f.get();
+                    f.get();
                 } catch (ExecutionException e) {
                     if (e.getCause() instanceof RuntimeException re) {
                         throw re;

@@ -17,6 +17,7 @@ import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.NavigableMap;
 import java.util.Set;
 import java.util.TreeMap;
 
@@ -98,7 +99,7 @@ public final class WindowRebuilder {
     /** Rebuilds the start state of {@code device}'s window. */
     public WindowStart rebuild(TraceSnapshot snapshot, int device) {
         List<TraceEntry> trace = snapshot.traceOf(device);
-        TreeMap<Long, Seg> segs = startSegments(snapshot, device, trace);
+        NavigableMap<Long, Seg> segs = startSegments(snapshot, device, trace);
 
         // Forward pass: which addresses the window itself allocated, and which frees hit older blocks.
         AddressTable<Void> state = AddressTable.forInts(1024);
@@ -267,7 +268,7 @@ public final class WindowRebuilder {
         private final long[] addr;
         private final int[] index;
         private final int count;
-        private TreeMap<Long, Integer> map;
+        private NavigableMap<Long, Integer> map;
 
         SlackIndex(long[] addr, int[] index, int count) {
             this.addr = addr;
@@ -275,7 +276,7 @@ public final class WindowRebuilder {
             this.count = count;
         }
 
-        TreeMap<Long, Integer> get() {
+        NavigableMap<Long, Integer> get() {
             if (map == null) {
                 map = new TreeMap<>();
                 for (int i = 0; i < count; i++) {
@@ -286,7 +287,7 @@ public final class WindowRebuilder {
         }
     }
 
-    private static Seg containing(TreeMap<Long, Seg> segs, long address) {
+    private static Seg containing(NavigableMap<Long, Seg> segs, long address) {
         Map.Entry<Long, Seg> e = segs.floorEntry(address);
         if (e == null) {
             return null;
@@ -296,10 +297,10 @@ public final class WindowRebuilder {
     }
 
     /** Segments that existed at the window's start, keyed by address. */
-    private TreeMap<Long, Seg> startSegments(TraceSnapshot snapshot, int device, List<TraceEntry> trace) {
+    private NavigableMap<Long, Seg> startSegments(TraceSnapshot snapshot, int device, List<TraceEntry> trace) {
         TreeMap<Long, Seg> segs = new TreeMap<>();
         // Expandable mapped runs per (stream, pool) group: start -> end.
-        Map<List<Long>, TreeMap<Long, Long>> groups = new HashMap<>();
+        Map<List<Long>, NavigableMap<Long, Long>> groups = new HashMap<>();
         for (SegmentInfo s : snapshot.segmentsOf(device)) {
             if (s.expandable()) {
                 groups.computeIfAbsent(
@@ -319,18 +320,18 @@ public final class WindowRebuilder {
                 case SEGMENT_FREE ->
                     segs.put(e.addr(), new Seg(e.addr(), e.size(), e.stream(), poolOfSegment(e.size()), false));
                 case SEGMENT_MAP -> {
-                    TreeMap<Long, Long> g = groups.computeIfAbsent(
+                    NavigableMap<Long, Long> g = groups.computeIfAbsent(
                             List.of(e.stream(), poolKey(nextRequestPool(trace, i))), k -> new TreeMap<>());
                     subtract(g, e.addr(), e.addr() + e.size());
                 }
                 case SEGMENT_UNMAP -> {
-                    TreeMap<Long, Long> g = nearestGroup(groups, e.addr(), e.stream());
+                    NavigableMap<Long, Long> g = nearestGroup(groups, e.addr(), e.stream());
                     add(g, e.addr(), e.addr() + e.size());
                 }
                 default -> {}
             }
         }
-        for (Map.Entry<List<Long>, TreeMap<Long, Long>> g : groups.entrySet()) {
+        for (Map.Entry<List<Long>, NavigableMap<Long, Long>> g : groups.entrySet()) {
             long stream = g.getKey().get(0);
             Pool pool = Pool.values()[g.getKey().get(1).intValue()];
             for (Map.Entry<Long, Long> run : g.getValue().entrySet()) {
@@ -360,11 +361,11 @@ public final class WindowRebuilder {
         return pool.ordinal();
     }
 
-    private static TreeMap<Long, Long> nearestGroup(
-            Map<List<Long>, TreeMap<Long, Long>> groups, long addr, long stream) {
-        TreeMap<Long, Long> best = null;
+    private static NavigableMap<Long, Long> nearestGroup(
+            Map<List<Long>, NavigableMap<Long, Long>> groups, long addr, long stream) {
+        NavigableMap<Long, Long> best = null;
         long bestDistance = Long.MAX_VALUE;
-        for (TreeMap<Long, Long> g : groups.values()) {
+        for (NavigableMap<Long, Long> g : groups.values()) {
             for (Map.Entry<Long, Long> run : g.entrySet()) {
                 long d = addr < run.getKey() ? run.getKey() - addr : Math.max(0, addr - run.getValue());
                 if (d < bestDistance) {
@@ -377,7 +378,7 @@ public final class WindowRebuilder {
     }
 
     /** Removes [from, to) from a set of disjoint runs. */
-    static void subtract(TreeMap<Long, Long> runs, long from, long to) {
+    static void subtract(NavigableMap<Long, Long> runs, long from, long to) {
         Map.Entry<Long, Long> e = runs.floorEntry(from);
         if (e == null || e.getValue() <= from) {
             e = runs.ceilingEntry(from);
@@ -397,7 +398,7 @@ public final class WindowRebuilder {
     }
 
     /** Adds [from, to) to a set of disjoint runs, merging touching runs. */
-    static void add(TreeMap<Long, Long> runs, long from, long to) {
+    static void add(NavigableMap<Long, Long> runs, long from, long to) {
         subtract(runs, from, to);
         Map.Entry<Long, Long> before = runs.floorEntry(from);
         if (before != null && before.getValue() == from) {

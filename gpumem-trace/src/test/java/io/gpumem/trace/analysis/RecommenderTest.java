@@ -59,7 +59,7 @@ class RecommenderTest {
         }
         for (int i = 0; i < 4; i++) {
             b.segment(StateAnalyzerTest.seg(
-                    GiB + i * 20 * MiB,
+                    GiB + 20L * i * MiB,
                     Pool.LARGE,
                     0,
                     false,

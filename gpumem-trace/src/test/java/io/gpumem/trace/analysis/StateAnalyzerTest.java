@@ -34,7 +34,7 @@ class StateAnalyzerTest {
         MemoryState.Builder b = MemoryState.builder().label("frag").deviceFree(2 * MiB);
         for (int i = 0; i < 4; i++) {
             b.segment(seg(
-                    GiB + i * 20 * MiB,
+                    GiB + 20L * i * MiB,
                     Pool.LARGE,
                     0,
                     false,

@@ -104,29 +104,33 @@ class PlainDataUnpicklerTest {
                 return;
             }
         }
-        if (ours instanceof List<?> a) {
-            List<?> b = (List<?>) theirs;
-            assertThat(a.size()).as(where).isEqualTo(b.size());
-            for (int i = 0; i < a.size(); i++) {
-                assertSame(a.get(i), b.get(i), where + "[" + i + "]", seen);
+        switch (ours) {
+            case List<?> a -> {
+                List<?> b = (List<?>) theirs;
+                assertThat(a.size()).as(where).isEqualTo(b.size());
+                for (int i = 0; i < a.size(); i++) {
+                    assertSame(a.get(i), b.get(i), where + "[" + i + "]", seen);
+                }
             }
-        } else if (ours instanceof Map<?, ?> a) {
-            Map<?, ?> b = (Map<?, ?>) theirs;
-            assertThat(a.keySet()).as(where).isEqualTo(b.keySet());
-            assertThat(List.copyOf(a.keySet())).as(where + " iteration order").isEqualTo(List.copyOf(b.keySet()));
-            for (Object k : a.keySet()) {
-                assertSame(a.get(k), b.get(k), where + "." + k, seen);
+            case Map<?, ?> a -> {
+                Map<?, ?> b = (Map<?, ?>) theirs;
+                assertThat(a.keySet()).as(where).isEqualTo(b.keySet());
+                assertThat(List.copyOf(a.keySet()))
+                        .as(where + " iteration order")
+                        .isEqualTo(List.copyOf(b.keySet()));
+                for (Object k : a.keySet()) {
+                    assertSame(a.get(k), b.get(k), where + "." + k, seen);
+                }
             }
-        } else if (ours instanceof Object[] a) {
-            Object[] b = (Object[]) theirs;
-            assertThat(a.length).as(where).isEqualTo(b.length);
-            for (int i = 0; i < a.length; i++) {
-                assertSame(a[i], b[i], where + "(" + i + ")", seen);
+            case Object[] a -> {
+                Object[] b = (Object[]) theirs;
+                assertThat(a.length).as(where).isEqualTo(b.length);
+                for (int i = 0; i < a.length; i++) {
+                    assertSame(a[i], b[i], where + "(" + i + ")", seen);
+                }
             }
-        } else if (ours instanceof byte[] a) {
-            assertThat(a).as(where).isEqualTo((byte[]) theirs);
-        } else {
-            assertThat(ours).as(where).isEqualTo(theirs);
+            case byte[] a -> assertThat(a).as(where).isEqualTo((byte[]) theirs);
+            default -> assertThat(ours).as(where).isEqualTo(theirs);
         }
     }
 

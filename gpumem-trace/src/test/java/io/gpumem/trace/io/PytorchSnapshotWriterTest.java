@@ -114,21 +114,21 @@ class PytorchSnapshotWriterTest {
         assumeTrue(TestTraces.pythonAvailable(), "python3 not found: skipped the standard-pickle check");
         Path out = dir.resolve("gen.pickle");
         new PytorchSnapshotWriter().write(generated(), out);
-        String script = String.join(
-                "\n",
-                "import pickle, sys",
-                "d = pickle.load(open(sys.argv[1], 'rb'))",
-                "assert set(d) >= {'segments', 'device_traces', 'allocator_settings', 'external_annotations'}, d.keys()",
-                "s = d['segments'][0]",
-                "assert set(s) == {'device','address','total_size','allocated_size','active_size','requested_size',"
-                        + "'stream','segment_type','segment_pool_id','is_expandable','frames','blocks'}, s.keys()",
-                "assert s['segment_pool_id'] == (0, 0)",
-                "b = s['blocks'][0]",
-                "assert set(b) == {'address','size','requested_size','state','frames'}, b.keys()",
-                "e = d['device_traces'][0][1]",
-                "assert set(e) >= {'action','addr','size','stream','time_us','frames'}, e.keys()",
-                "assert e['action'] == 'alloc' and e['addr'] == 1 << 32 and s['frames'][0]['name'] == 'forward'",
-                "print('ok')");
+        String script = """
+                import pickle, sys
+                d = pickle.load(open(sys.argv[1], 'rb'))
+                assert set(d) >= {'segments', 'device_traces', 'allocator_settings', 'external_annotations'}, d.keys()
+                s = d['segments'][0]
+                assert set(s) == {'device','address','total_size','allocated_size','active_size','requested_size',
+                                  'stream','segment_type','segment_pool_id','is_expandable','frames','blocks'}, s.keys()
+                assert s['segment_pool_id'] == (0, 0)
+                b = s['blocks'][0]
+                assert set(b) == {'address','size','requested_size','state','frames'}, b.keys()
+                e = d['device_traces'][0][1]
+                assert set(e) >= {'action','addr','size','stream','time_us','frames'}, e.keys()
+                assert e['action'] == 'alloc' and e['addr'] == 1 << 32 and s['frames'][0]['name'] == 'forward'
+                print('ok')
+                """;
         Process p = new ProcessBuilder("python3", "-c", script, out.toString())
                 .redirectErrorStream(true)
                 .start();

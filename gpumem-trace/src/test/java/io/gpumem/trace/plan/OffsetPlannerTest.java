@@ -121,7 +121,7 @@ class OffsetPlannerTest {
                 id[i] = i;
                 lower[i] = r.nextInt(200);
                 upper[i] = lower[i] + r.nextInt(40); // some never live
-                size[i] = 1 + r.nextInt(1 << 20);
+                size[i] = 1L + r.nextInt(1 << 20);
             }
             OffsetPlan plan = new OffsetPlanner(50, 20).plan(new LifetimeProblem(id, lower, upper, size, 512));
             assertNoOverlap(plan);

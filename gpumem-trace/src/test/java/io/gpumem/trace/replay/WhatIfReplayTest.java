@@ -90,9 +90,15 @@ class WhatIfReplayTest {
     @Test
     void scriptWhatIfMatchesTheSpecByHand(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir) throws Exception {
         java.nio.file.Path f = dir.resolve("job.ops");
-        java.nio.file.Files.writeString(
-                f,
-                "device capacity=100MiB\nalloc a 60MiB\nfree a\nalloc b 30MiB\n" + "alloc c 60MiB\nfree b\nfree c\n");
+        java.nio.file.Files.writeString(f, """
+                device capacity=100MiB
+                alloc a 60MiB
+                free a
+                alloc b 30MiB
+                alloc c 60MiB
+                free b
+                free c
+                """);
         TraceSnapshot s = io.gpumem.trace.io.TraceReaders.read(f);
         AllocatorConfig recordedConfig = RecordedConfig.of(s);
         WhatIfReplay r = new WhatIfReplay(s, 0, new WindowRebuilder(recordedConfig).rebuild(s, 0));
