@@ -2,13 +2,17 @@ package io.gpumem.trace.category;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.TestTraces;
 import io.gpumem.trace.align.FrameSignatures;
 import io.gpumem.trace.align.RequestSequence;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -98,6 +102,35 @@ class SharedTraceCategoriesTest {
                         CategoryRule.NO_FRAMES, CategoryRule.BEFORE_THE_WINDOW, CategoryRule.FREED_BEFORE_NEXT_REQUEST);
         CategoryBytes peak = c.atPeak();
         assertThat(peak.other() + peak.temporaries()).isEqualTo(peak.total());
+    }
+
+    @Test
+    void theFailingRequestOfAnOomSplitsToTheBytesLiveThen() {
+        TraceSnapshot t = read("gnn-train-expandable-oom");
+        int oom = -1;
+        int device = -1;
+        for (int d = 0; d < t.deviceTraces().size(); d++) {
+            List<TraceEntry> trace = t.traceOf(d);
+            for (int i = 0; i < trace.size(); i++) {
+                if (trace.get(i).action() == TraceAction.OOM) {
+                    oom = i;
+                    device = d;
+                }
+            }
+        }
+        assertThat(oom).isNotNegative();
+        ByteCategories c = ByteCategories.of(t, device);
+        System.out.println("gnn-train-expandable-oom device " + device + ": peak " + describe(c.atPeak()));
+        CategoryBytes atOom = c.at(oom);
+        System.out.println("  at the OOM (entry " + oom + "): " + describe(atOom));
+        long live = 0;
+        for (CategorizedBlock b : c.blocks()) {
+            live += b.liveAt(oom) ? b.bytes() : 0;
+        }
+        assertThat(atOom.total()).isEqualTo(live).isPositive();
+        assertThat(atOom.optimizerState())
+                .as("no optimizer step before the OOM")
+                .isZero();
     }
 
     /** The same snapshot with every entry's frames removed: what an older or frameless recording gives. */
