@@ -2,8 +2,12 @@ package io.gpumem.trace;
 
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.gpumem.history.TraceEntry;
+import io.gpumem.trace.io.TraceSnapshot;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 
 /**
  * Locates the shared real traces ({@code gpumem.traces.dir}, set by the parent pom to
@@ -39,5 +43,27 @@ public final class TestTraces {
         } catch (Exception e) {
             return false;
         }
+    }
+
+    /** The same snapshot with every entry's frames removed: what an older or frameless recording gives. */
+    public static TraceSnapshot withoutFrames(TraceSnapshot t) {
+        List<List<TraceEntry>> traces = new ArrayList<>();
+        for (List<TraceEntry> trace : t.deviceTraces()) {
+            List<TraceEntry> out = new ArrayList<>(trace.size());
+            for (TraceEntry e : trace) {
+                out.add(new TraceEntry(
+                        e.action(), e.addr(), e.size(), e.stream(), e.timeUs(), null, e.deviceFree(), e.keys()));
+            }
+            traces.add(out);
+        }
+        return new TraceSnapshot(
+                t.source(),
+                t.format(),
+                t.segments(),
+                traces,
+                t.allocatorSettings(),
+                t.externalAnnotations(),
+                t.extra(),
+                t.addressesRecorded());
     }
 }

@@ -3,42 +3,34 @@ package io.gpumem.trace.category;
 /**
  * The rule that gave a block its {@link ByteCategory}, with how sure it is. Rules read the block's phase (from its
  * stack frames, see {@link Phase}), where it was freed relative to the phases, and its size; none reads tensor
- * names, which a recording does not hold.
+ * names, which a recording does not hold. Each rule gives exactly one category.
  */
 public enum CategoryRule {
     /** Allocated and freed within one forward, backward or optimizer phase. */
-    FREED_IN_ITS_PHASE(ByteCategory.TEMPORARIES, Confidence.HIGH, "allocated and freed within one phase"),
+    FREED_IN_ITS_PHASE,
     /** Allocated in forward, freed in the following backward, both in one step of the step structure. */
-    SAVED_FOR_BACKWARD(
-            ByteCategory.ACTIVATIONS, Confidence.HIGH, "allocated in forward, freed in the following backward"),
+    SAVED_FOR_BACKWARD,
     /** As {@link #SAVED_FOR_BACKWARD}, but the free lies in a later step than the allocation. */
-    SAVED_ACROSS_STEPS(
-            ByteCategory.ACTIVATIONS,
-            Confidence.MEDIUM,
-            "allocated in forward, freed in the following backward of a later step"),
+    SAVED_ACROSS_STEPS,
     /** Allocated by backward (autograd engine or a backward frame) and live after that backward phase ended. */
-    OUTLIVES_BACKWARD(ByteCategory.GRADIENTS, Confidence.MEDIUM, "allocated by backward, live after it"),
+    OUTLIVES_BACKWARD,
     /** Allocated in an optimizer step and live after it. */
-    OUTLIVES_OPTIMIZER_STEP(
-            ByteCategory.OPTIMIZER_STATE, Confidence.MEDIUM, "allocated in an optimizer step, live after it"),
+    OUTLIVES_OPTIMIZER_STEP,
     /**
      * Allocated outside every phase (before recording began, or in setup code) and never freed in the window, and
      * a backward of one step allocates a gradient of its size for it.
      */
-    MATCHES_A_GRADIENT(
-            ByteCategory.PARAMETERS,
-            Confidence.MEDIUM,
-            "live throughout, outside every phase, one gradient of its size per backward"),
+    MATCHES_A_GRADIENT,
     /** Without a phase, freed before the next request: too short-lived to span a phase. */
-    FREED_BEFORE_NEXT_REQUEST(ByteCategory.TEMPORARIES, Confidence.LOW, "freed before the next allocation request"),
+    FREED_BEFORE_NEXT_REQUEST,
     /** Live at the window's start: allocated before recording began, so no frames and no allocation time. */
-    BEFORE_THE_WINDOW(ByteCategory.OTHER, Confidence.NONE, "allocated before recording began, no gradient of its size"),
+    BEFORE_THE_WINDOW,
     /** The request carries no stack frames (recorded without context), so its phase is unknown. */
-    NO_FRAMES(ByteCategory.OTHER, Confidence.NONE, "recorded without stack frames"),
+    NO_FRAMES,
     /** The frames name no forward, backward or optimizer step (data loading, setup, loss code). */
-    NO_PHASE(ByteCategory.OTHER, Confidence.NONE, "frames name no forward, backward or optimizer phase"),
+    NO_PHASE,
     /** The phase is known but the lifetime fits no rule (e.g. a forward output kept past the step). */
-    NO_LIFETIME_RULE(ByteCategory.OTHER, Confidence.NONE, "phase known, lifetime fits no rule");
+    NO_LIFETIME_RULE;
 
     /** How sure a rule is. */
     public enum Confidence {
@@ -52,26 +44,24 @@ public enum CategoryRule {
         NONE
     }
 
-    private final ByteCategory category;
-    private final Confidence confidence;
-    private final String description;
-
-    CategoryRule(ByteCategory category, Confidence confidence, String description) {
-        this.category = category;
-        this.confidence = confidence;
-        this.description = description;
-    }
-
     public ByteCategory category() {
-        return category;
+        return switch (this) {
+            case FREED_IN_ITS_PHASE, FREED_BEFORE_NEXT_REQUEST -> ByteCategory.TEMPORARIES;
+            case SAVED_FOR_BACKWARD, SAVED_ACROSS_STEPS -> ByteCategory.ACTIVATIONS;
+            case OUTLIVES_BACKWARD -> ByteCategory.GRADIENTS;
+            case OUTLIVES_OPTIMIZER_STEP -> ByteCategory.OPTIMIZER_STATE;
+            case MATCHES_A_GRADIENT -> ByteCategory.PARAMETERS;
+            case BEFORE_THE_WINDOW, NO_FRAMES, NO_PHASE, NO_LIFETIME_RULE -> ByteCategory.OTHER;
+        };
     }
 
     public Confidence confidence() {
-        return confidence;
-    }
-
-    /** One line saying what the rule saw. */
-    public String description() {
-        return description;
+        return switch (this) {
+            case FREED_IN_ITS_PHASE, SAVED_FOR_BACKWARD -> Confidence.HIGH;
+            case SAVED_ACROSS_STEPS, OUTLIVES_BACKWARD, OUTLIVES_OPTIMIZER_STEP, MATCHES_A_GRADIENT ->
+                Confidence.MEDIUM;
+            case FREED_BEFORE_NEXT_REQUEST -> Confidence.LOW;
+            case BEFORE_THE_WINDOW, NO_FRAMES, NO_PHASE, NO_LIFETIME_RULE -> Confidence.NONE;
+        };
     }
 }

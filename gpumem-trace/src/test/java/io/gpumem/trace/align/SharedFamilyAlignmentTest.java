@@ -2,7 +2,6 @@ package io.gpumem.trace.align;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.TestTraces;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
@@ -26,24 +25,7 @@ class SharedFamilyAlignmentTest {
 
     /** The same snapshot with every entry's frames removed: what an older or frameless recording gives. */
     static TraceSnapshot withoutFrames(TraceSnapshot t) {
-        List<List<TraceEntry>> traces = new ArrayList<>();
-        for (List<TraceEntry> trace : t.deviceTraces()) {
-            List<TraceEntry> out = new ArrayList<>(trace.size());
-            for (TraceEntry e : trace) {
-                out.add(new TraceEntry(
-                        e.action(), e.addr(), e.size(), e.stream(), e.timeUs(), null, e.deviceFree(), e.keys()));
-            }
-            traces.add(out);
-        }
-        return new TraceSnapshot(
-                t.source(),
-                t.format(),
-                t.segments(),
-                traces,
-                t.allocatorSettings(),
-                t.externalAnnotations(),
-                t.extra(),
-                t.addressesRecorded());
+        return TestTraces.withoutFrames(t);
     }
 
     @ParameterizedTest(name = "{0} vs {1}")

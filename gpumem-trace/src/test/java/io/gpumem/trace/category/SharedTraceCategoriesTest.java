@@ -2,16 +2,17 @@ package io.gpumem.trace.category;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.TestTraces;
 import io.gpumem.trace.align.FrameSignatures;
 import io.gpumem.trace.align.RequestSequence;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -103,25 +104,37 @@ class SharedTraceCategoriesTest {
         assertThat(peak.other() + peak.temporaries()).isEqualTo(peak.total());
     }
 
+    @Test
+    void theFailingRequestOfAnOomSplitsToTheBytesLiveThen() {
+        TraceSnapshot t = read("gnn-train-expandable-oom");
+        int oom = -1;
+        int device = -1;
+        for (int d = 0; d < t.deviceTraces().size(); d++) {
+            List<TraceEntry> trace = t.traceOf(d);
+            for (int i = 0; i < trace.size(); i++) {
+                if (trace.get(i).action() == TraceAction.OOM) {
+                    oom = i;
+                    device = d;
+                }
+            }
+        }
+        assertThat(oom).isNotNegative();
+        ByteCategories c = ByteCategories.of(t, device);
+        System.out.println("gnn-train-expandable-oom device " + device + ": peak " + describe(c.atPeak()));
+        CategoryBytes atOom = c.at(oom);
+        System.out.println("  at the OOM (entry " + oom + "): " + describe(atOom));
+        long live = 0;
+        for (CategorizedBlock b : c.blocks()) {
+            live += b.liveAt(oom) ? b.bytes() : 0;
+        }
+        assertThat(atOom.total()).isEqualTo(live).isPositive();
+        assertThat(atOom.optimizerState())
+                .as("no optimizer step before the OOM")
+                .isZero();
+    }
+
     /** The same snapshot with every entry's frames removed: what an older or frameless recording gives. */
     static TraceSnapshot withoutFrames(TraceSnapshot t) {
-        List<List<TraceEntry>> traces = new ArrayList<>();
-        for (List<TraceEntry> trace : t.deviceTraces()) {
-            List<TraceEntry> out = new ArrayList<>(trace.size());
-            for (TraceEntry e : trace) {
-                out.add(new TraceEntry(
-                        e.action(), e.addr(), e.size(), e.stream(), e.timeUs(), null, e.deviceFree(), e.keys()));
-            }
-            traces.add(out);
-        }
-        return new TraceSnapshot(
-                t.source(),
-                t.format(),
-                t.segments(),
-                traces,
-                t.allocatorSettings(),
-                t.externalAnnotations(),
-                t.extra(),
-                t.addressesRecorded());
+        return TestTraces.withoutFrames(t);
     }
 }
