@@ -451,7 +451,7 @@ public final class HtmlReport {
                 rows.add(extra);
             } else if (!PolicyRegistry.isExact(extra.policy())) {
                 // the policy's row as compare labels and computes it stands for the recommender's run of it
-                if (rows.get(same) == best) {
+                if (rows.get(same).equals(best)) {
                     best = extra;
                 }
                 rows.set(same, extra);
