@@ -85,9 +85,8 @@ class MemoryVizCompatibilityTest {
         return out.lines().filter(l -> l.contains("\t")).toList();
     }
 
-    @Test
-    void everyKindOfSnapshotGpumemWritesOpensInEverySubcommand(@TempDir Path dir) throws Exception {
-        Path client = client();
+    /** A small demo run's snapshot (two layers, four steps), written to {@code dir/demo.pickle}. */
+    private static Path smallDemoSnapshot(Path dir) {
         Path demo = dir.resolve("demo.pickle");
         CliRun d = CliRun.run(
                 "demo",
@@ -111,6 +110,13 @@ class MemoryVizCompatibilityTest {
                 "--snapshot",
                 demo.toString());
         assertThat(d.exit()).as(d.err()).isZero();
+        return demo;
+    }
+
+    @Test
+    void everyKindOfSnapshotGpumemWritesOpensInEverySubcommand(@TempDir Path dir) throws Exception {
+        Path client = client();
+        Path demo = smallDemoSnapshot(dir);
         Path sim = dir.resolve("sim.pickle");
         Path script = Files.writeString(
                 dir.resolve("s.ops"),
@@ -162,29 +168,7 @@ class MemoryVizCompatibilityTest {
     @Test
     void stitchAndPlannedSnapshotsOpenInEverySubcommandWithTheRecordedFrames(@TempDir Path dir) throws Exception {
         Path client = client();
-        Path demo = dir.resolve("demo.pickle");
-        CliRun d = CliRun.run(
-                "demo",
-                "--layers",
-                "2",
-                "--hidden",
-                "512",
-                "--heads",
-                "8",
-                "--vocab",
-                "8000",
-                "--batch",
-                "2",
-                "--seq-max",
-                "1024",
-                "--steps",
-                "4",
-                "--capacity",
-                "360MiB",
-                "--no-min-capacity",
-                "--snapshot",
-                demo.toString());
-        assertThat(d.exit()).as(d.err()).isZero();
+        Path demo = smallDemoSnapshot(dir);
         List<Job> jobs = new ArrayList<>();
         for (String policy : List.of("stitch", "planned")) {
             Path out = dir.resolve(policy + ".pickle");
