@@ -145,6 +145,49 @@ public final class ByteCategories {
         return CategoryBytes.of(entry, bytes);
     }
 
+    /**
+     * The categories just after each of {@code entries} (ascending, each −1 or an entry of the trace) in one sweep
+     * over the blocks' allocs and frees: what a timeline by category draws. Row {@code i} holds the bytes per
+     * {@link ByteCategory} ordinal at {@code entries[i]}; each row sums to {@link #at}{@code (entries[i]).total()}.
+     *
+     * @throws IllegalArgumentException when {@code entries} is not ascending or names no entry of the trace
+     */
+    public long[][] atEach(int[] entries) {
+        long[] events = new long[2 * blocks.size()];
+        long[] live = new long[ByteCategory.values().length];
+        int n = 0;
+        for (int i = 0; i < blocks.size(); i++) {
+            CategorizedBlock b = blocks.get(i);
+            if (b.allocEntry() < 0) {
+                live[b.category().ordinal()] += b.bytes();
+            } else {
+                events[n++] = ((long) b.allocEntry() << 32) | ((long) i << 1);
+            }
+            if (b.freeEntry() >= 0) {
+                events[n++] = ((long) b.freeEntry() << 32) | ((long) i << 1) | 1;
+            }
+        }
+        Arrays.sort(events, 0, n);
+        long[][] out = new long[entries.length][];
+        int next = 0;
+        int previous = -1;
+        for (int q = 0; q < entries.length; q++) {
+            int entry = entries[q];
+            if (entry < previous || entry >= Math.max(entryCount, 0)) {
+                throw new IllegalArgumentException(
+                        "entries must ascend within −1.." + (entryCount - 1) + ", got " + entry + " after " + previous);
+            }
+            previous = entry;
+            while (next < n && (events[next] >>> 32) <= entry) {
+                CategorizedBlock b = blocks.get((int) ((events[next] & 0xffffffffL) >>> 1));
+                live[b.category().ordinal()] += (events[next] & 1) == 0 ? b.bytes() : -b.bytes();
+                next++;
+            }
+            out[q] = live.clone();
+        }
+        return out;
+    }
+
     /** Bytes per rule of the blocks live just after {@code entry}: how the split at that moment was reached. */
     public Map<CategoryRule, Long> rulesAt(int entry) {
         Map<CategoryRule, Long> out = new EnumMap<>(CategoryRule.class);
