@@ -10,6 +10,7 @@ import io.gpumem.device.Device;
 import io.gpumem.device.DeviceError;
 import io.gpumem.device.DeviceException;
 import io.gpumem.device.DeviceOp;
+import io.gpumem.device.DeviceProperties;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -78,10 +79,7 @@ public final class CudaDevice implements Device {
     private final int ordinal;
     private final int deviceHandle;
     private final long context;
-    private final String name;
-    private final long totalMemory;
-    private final boolean virtualMemory;
-    private final long granularity;
+    private final DeviceProperties properties;
     private final int driverVersion;
     private final MemorySegment allocationProp;
     private final MemorySegment accessDescriptor;
@@ -126,27 +124,27 @@ public final class CudaDevice implements Device {
         openCheck(driver.driverGetVersion(out), "cuDriverGetVersion");
         this.driverVersion = out.get(JAVA_INT, 0);
         openCheck(driver.deviceGetName(out, SCRATCH_BYTES, deviceHandle), "cuDeviceGetName");
-        this.name = out.getString(0);
+        String name = out.getString(0);
         openCheck(driver.deviceTotalMem(out, deviceHandle), "cuDeviceTotalMem_v2");
-        this.totalMemory = out.get(JAVA_LONG, 0);
+        long totalMemory = out.get(JAVA_LONG, 0);
         openCheck(
                 driver.deviceGetAttribute(out, ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, deviceHandle),
                 "cuDeviceGetAttribute(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)");
-        this.virtualMemory = allowVirtualMemory && out.get(JAVA_INT, 0) != 0;
+        boolean virtualMemory = allowVirtualMemory && out.get(JAVA_INT, 0) != 0;
         openCheck(driver.devicePrimaryCtxRetain(out, deviceHandle), "cuDevicePrimaryCtxRetain");
         this.context = out.get(JAVA_LONG, 0);
         this.allocationProp = DriverLayouts.pinnedDeviceProp(arena, ordinal);
         this.accessDescriptor = DriverLayouts.readWriteAccess(arena, ordinal);
         try {
             openCheck(driver.ctxSetCurrent(context), "cuCtxSetCurrent");
+            long granularity = FALLBACK_GRANULARITY;
             if (virtualMemory) {
                 openCheck(
                         driver.memGetAllocationGranularity(out, allocationProp, GRANULARITY_RECOMMENDED),
                         "cuMemGetAllocationGranularity");
-                this.granularity = out.get(JAVA_LONG, 0);
-            } else {
-                this.granularity = FALLBACK_GRANULARITY;
+                granularity = out.get(JAVA_LONG, 0);
             }
+            this.properties = new DeviceProperties(name, ordinal, totalMemory, virtualMemory, granularity);
         } catch (RuntimeException e) {
             driver.devicePrimaryCtxRelease(deviceHandle);
             throw e;
@@ -189,18 +187,8 @@ public final class CudaDevice implements Device {
     // ---------------------------------------------------------------- identity and memory info
 
     @Override
-    public String name() {
-        return name;
-    }
-
-    @Override
-    public int index() {
-        return ordinal;
-    }
-
-    @Override
-    public long totalMemory() {
-        return totalMemory;
+    public DeviceProperties properties() {
+        return properties;
     }
 
     @Override
@@ -244,16 +232,6 @@ public final class CudaDevice implements Device {
     }
 
     // ---------------------------------------------------------------- virtual memory management
-
-    @Override
-    public boolean supportsVirtualMemory() {
-        return virtualMemory;
-    }
-
-    @Override
-    public long allocationGranularity() {
-        return granularity;
-    }
 
     @Override
     public long reserveAddressRange(long size) {
@@ -554,8 +532,9 @@ public final class CudaDevice implements Device {
 
     @Override
     public String toString() {
-        return "CudaDevice[" + ordinal + ": " + name + ", " + totalMemory + " bytes, virtual memory "
-                + (virtualMemory ? "yes" : "no") + ", driver " + driver.library() + "]";
+        return "CudaDevice[" + ordinal + ": " + properties.name() + ", " + properties.totalMemory()
+                + " bytes, virtual memory " + (properties.supportsVirtualMemory() ? "yes" : "no") + ", driver "
+                + driver.library() + "]";
     }
 
     // ---------------------------------------------------------------- plumbing
@@ -578,11 +557,11 @@ public final class CudaDevice implements Device {
 
     private MemorySegment enterVirtual(DeviceOp op) {
         MemorySegment out = enter(op);
-        if (!virtualMemory) {
+        if (!properties.supportsVirtualMemory()) {
             throw new DeviceException(
                     op,
                     DeviceError.CUDA_ERROR_NOT_SUPPORTED,
-                    "virtual memory management is not available on " + name
+                    "virtual memory management is not available on " + properties.name()
                             + " (device attribute 102 is 0, or it was disabled when opening the device)");
         }
         return out;
