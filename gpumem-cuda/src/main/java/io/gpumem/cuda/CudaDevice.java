@@ -306,10 +306,8 @@ public final class CudaDevice implements Device {
     @Override
     public long createStream() {
         MemorySegment out = enter(DeviceOp.CREATE_STREAM);
-        check(DeviceOp.CREATE_STREAM, driver.streamCreate(out, STREAM_NON_BLOCKING), "cuStreamCreate", 0, 0);
-        long stream = out.get(JAVA_LONG, 0);
-        streams.add(stream);
-        return stream;
+        return created(
+                DeviceOp.CREATE_STREAM, driver.streamCreate(out, STREAM_NON_BLOCKING), "cuStreamCreate", out, streams);
     }
 
     @Override
@@ -322,8 +320,7 @@ public final class CudaDevice implements Device {
                     "the default stream cannot be destroyed");
         }
         requireStream(DeviceOp.DESTROY_STREAM, stream);
-        check(DeviceOp.DESTROY_STREAM, driver.streamDestroy(stream), "cuStreamDestroy_v2", stream, 0);
-        streams.remove(stream);
+        destroyed(DeviceOp.DESTROY_STREAM, driver.streamDestroy(stream), "cuStreamDestroy_v2", stream, streams);
     }
 
     @Override
@@ -342,10 +339,8 @@ public final class CudaDevice implements Device {
     @Override
     public long createEvent() {
         MemorySegment out = enter(DeviceOp.CREATE_EVENT);
-        check(DeviceOp.CREATE_EVENT, driver.eventCreate(out, EVENT_DISABLE_TIMING), "cuEventCreate", 0, 0);
-        long event = out.get(JAVA_LONG, 0);
-        events.add(event);
-        return event;
+        return created(
+                DeviceOp.CREATE_EVENT, driver.eventCreate(out, EVENT_DISABLE_TIMING), "cuEventCreate", out, events);
     }
 
     @Override
@@ -379,8 +374,7 @@ public final class CudaDevice implements Device {
     public void destroyEvent(long event) {
         enter(DeviceOp.DESTROY_EVENT);
         requireEvent(DeviceOp.DESTROY_EVENT, event);
-        check(DeviceOp.DESTROY_EVENT, driver.eventDestroy(event), "cuEventDestroy_v2", event, 0);
-        events.remove(event);
+        destroyed(DeviceOp.DESTROY_EVENT, driver.eventDestroy(event), "cuEventDestroy_v2", event, events);
     }
 
     /**
@@ -392,6 +386,23 @@ public final class CudaDevice implements Device {
         if (stream != DEFAULT_STREAM) {
             streams.add(stream);
         }
+    }
+
+    /**
+     * Checks a create call ({@code rc}, the handle it wrote at the start of {@code out}) and records the handle in
+     * {@code owned}, the set later calls check handles against: streams and events are created alike.
+     */
+    private long created(DeviceOp op, int rc, String call, MemorySegment out, HandleSet owned) {
+        check(op, rc, call, 0, 0);
+        long handle = out.get(JAVA_LONG, 0);
+        owned.add(handle);
+        return handle;
+    }
+
+    /** Checks a destroy call of {@code handle} and forgets the handle, once the driver has let it go. */
+    private void destroyed(DeviceOp op, int rc, String call, long handle, HandleSet owned) {
+        check(op, rc, call, handle, 0);
+        owned.remove(handle);
     }
 
     private void requireStream(DeviceOp op, long stream) {
