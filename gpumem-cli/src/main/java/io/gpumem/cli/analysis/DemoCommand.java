@@ -207,6 +207,12 @@ public final class DemoCommand extends GpumemCommand {
         AnalysisPrinter.printState(analysis, out);
         Recommender.Result recs = new Recommender().recommend(analysis, whatIf, policySpecs);
         AnalysisPrinter.printRecommendations(recs, out);
+        // the pickle first: each snapshot() records a snapshot entry, and the page shows the trace taken after it
+        try {
+            AllocatorSnapshots.write(baseline.allocator().snapshot(), snapshot);
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot write the snapshot to " + snapshot + ": " + e, e);
+        }
         TraceSnapshot trace =
                 AllocatorSnapshots.toTraceSnapshot(baseline.allocator().snapshot(), "gpumem demo");
         DeviceAnalysis result = new DeviceAnalysis(0, trace.traceOf(0).size(), analysis, whatIf, recs, List.of());
@@ -218,11 +224,6 @@ public final class DemoCommand extends GpumemCommand {
             SpillDemo.run(workload, capacityBytes, outsideBytes, out);
         }
 
-        try {
-            AllocatorSnapshots.write(baseline.allocator().snapshot(), snapshot);
-        } catch (IOException e) {
-            throw new UncheckedIOException("cannot write the snapshot to " + snapshot + ": " + e, e);
-        }
         out.println();
         out.println("snapshot of the default run written to " + snapshot.toAbsolutePath() + " (gpumem analyze "
                 + snapshot + "; or drag it onto pytorch.org/memory_viz)");

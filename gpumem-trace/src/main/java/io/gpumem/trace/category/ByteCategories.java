@@ -37,7 +37,9 @@ import java.util.Map;
  *       exactly one run, and a free is "in" the run holding its entry.</li>
  *   <li><b>Lifetime rules</b> (request in run {@code a}, freed in run {@code b}, or live at the end):
  *       freed with {@code b == a}: temporaries; forward, freed in the first backward run after {@code a}:
- *       activations (sure when the free lies in the allocating step of the {@link StepStructure}); backward,
+ *       activations (sure when the free lies in the allocating step of the {@link StepStructure}); forward,
+ *       never freed, with an OOM after it and no optimizer step between: activations too (the OOM cut the step
+ *       short before its backward freed them; a lifetime cut short is a weaker reading); backward,
  *       live after {@code a}: gradients; optimizer, live after {@code a}: optimizer state.</li>
  *   <li><b>Parameters.</b> A block allocated outside every phase (before the window, or by setup code) and never
  *       freed in the window is a parameter when a gradient of its rounded size is left to match it: each step's
@@ -207,6 +209,9 @@ public final class ByteCategories {
         private final List<TraceEntry> entries;
         private final AllocatorConfig config;
         private final Phase[] phase;
+        /** The last {@code oom} entry of the trace, −1 when there is none. */
+        private final int lastOom;
+
         private int[] runStart = new int[16];
         private Phase[] runPhase = new Phase[16];
         private int runs;
@@ -223,6 +228,11 @@ public final class ByteCategories {
             this.entries = entries;
             this.config = config;
             this.phase = new Phase[seq.size()];
+            int oom = -1;
+            for (int i = 0; i < entries.size(); i++) {
+                oom = entries.get(i).action() == TraceAction.OOM ? i : oom;
+            }
+            this.lastOom = oom;
         }
 
         ByteCategories classify() {
@@ -338,12 +348,31 @@ public final class ByteCategories {
                                 ? CategoryRule.SAVED_FOR_BACKWARD
                                 : CategoryRule.SAVED_ACROSS_STEPS;
                     }
+                    if (free < 0 && cutShortByOom(a, seq.allocEntryOf(r))) {
+                        yield CategoryRule.CUT_SHORT_BY_OOM;
+                    }
                     yield CategoryRule.NO_LIFETIME_RULE;
                 }
                 case BACKWARD -> CategoryRule.OUTLIVES_BACKWARD;
                 case OPTIMIZER -> CategoryRule.OUTLIVES_OPTIMIZER_STEP;
                 case UNKNOWN -> throw new AssertionError("handled above");
             };
+        }
+
+        /**
+         * Whether an OOM entry after {@code allocEntry} cut the step short: no optimizer run lies between run
+         * {@code a} and the last OOM, so the forward tensor, never freed, was waiting for its backward.
+         */
+        private boolean cutShortByOom(int a, int allocEntry) {
+            if (lastOom < allocEntry) {
+                return false;
+            }
+            for (int k = a + 1; k <= runOf(lastOom); k++) {
+                if (runPhase[k] == Phase.OPTIMIZER) {
+                    return false;
+                }
+            }
+            return true;
         }
 
         private boolean noBackwardBetween(int a, int b) {

@@ -2,11 +2,15 @@ package io.gpumem.trace.category;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.analysis.Recommender;
+import io.gpumem.trace.io.SourceFormat;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.workload.TrainingWorkload;
 import java.io.PrintWriter;
 import java.io.StringWriter;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
@@ -104,6 +108,37 @@ class PeakCategoriesTest {
             CategoryBytes split = c.at(at[i]);
             for (ByteCategory k : ByteCategory.values()) {
                 assertThat(rows[i][k.ordinal()]).as(k.key() + " at " + at[i]).isEqualTo(split.get(k));
+            }
+        }
+    }
+
+    @Test
+    void forwardTensorsLiveWhenAnOomCutsTheStepShortAreActivationsAndOtherWithoutTheOom() {
+        TrainingWorkload w = workload(false);
+        TraceSnapshot full = ByteCategoriesTest.recordingOf(w, true);
+        int peak = ByteCategories.of(full, 0).peakEntry();
+        List<TraceEntry> cut = new ArrayList<>(full.traceOf(0).subList(0, peak + 1));
+        TraceSnapshot stopped = new TraceSnapshot(
+                "cut", SourceFormat.PYTORCH_SNAPSHOT, List.of(), List.of(List.copyOf(cut)), null, null, null, true);
+        cut.add(new TraceEntry(TraceAction.OOM, 0, 1L << 30, 0, 0, null, -1, null));
+        TraceSnapshot failed = new TraceSnapshot(
+                "oom", SourceFormat.PYTORCH_SNAPSHOT, List.of(), List.of(cut), null, null, null, true);
+        ByteCategories withOom = ByteCategories.of(failed, 0);
+        PeakCategories p = PeakCategories.of(withOom, cut.size() - 1, NO_RECOMMENDATIONS, 16);
+        System.out.println("cut at the peak, then an OOM: " + p.atFailure());
+        assertThat(p.atFailure().activations())
+                .isEqualTo(p.atPeak().activations())
+                .isPositive();
+        assertThat(p.atFailure().total()).isEqualTo(p.peakAllocated());
+        assertThat(withOom.blocks())
+                .filteredOn(b -> b.rule() == CategoryRule.CUT_SHORT_BY_OOM)
+                .isNotEmpty()
+                .allSatisfy(b -> assertThat(b.freeEntry()).isNegative());
+        ByteCategories withoutOom = ByteCategories.of(stopped, 0);
+        assertThat(withoutOom.blocks()).noneMatch(b -> b.rule() == CategoryRule.CUT_SHORT_BY_OOM);
+        for (int i = 0; i < withoutOom.blocks().size(); i++) {
+            if (withOom.blocks().get(i).rule() == CategoryRule.CUT_SHORT_BY_OOM) {
+                assertThat(withoutOom.blocks().get(i).category()).isEqualTo(ByteCategory.OTHER);
             }
         }
     }
