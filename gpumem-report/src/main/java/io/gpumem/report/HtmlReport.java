@@ -17,6 +17,7 @@ import io.gpumem.trace.analysis.Recommender;
 import io.gpumem.trace.analysis.SegmentWaste;
 import io.gpumem.trace.analysis.StateAnalysis;
 import io.gpumem.trace.analysis.StreamFree;
+import io.gpumem.trace.category.ByteCategory;
 import io.gpumem.trace.category.CategoryPrinter;
 import io.gpumem.trace.category.CategoryRemedy;
 import io.gpumem.trace.category.PeakCategories;
@@ -222,6 +223,7 @@ public final class HtmlReport {
                         + ByteSize.formatSigned(a.all().largestFree()) + " of "
                         + ByteSize.formatSigned(a.all().cachedFree()) + "); reserved/allocated "
                         + String.format(Locale.ROOT, "%.3f", finite(a.all().reservedPerAllocated())));
+        peakSplitCard(h, d.categories());
         DiagnosisKind kind = a.diagnosis().kind();
         h.append("<div class=\"card verdict ")
                 .append(kind.name().toLowerCase(Locale.ROOT))
@@ -250,6 +252,29 @@ public final class HtmlReport {
                     .append("</div></div>\n");
         }
         h.append("</div>\n");
+    }
+
+    /** The largest category at peak allocated, with the split of the rest (the table below has every figure). */
+    private static void peakSplitCard(StringBuilder h, PeakCategories p) {
+        ByteCategory top = ByteCategory.OTHER;
+        for (ByteCategory c : ByteCategory.values()) {
+            if (p.atPeak().get(c) > p.atPeak().get(top)) {
+                top = c;
+            }
+        }
+        List<String> rest = new ArrayList<>();
+        for (ByteCategory c : ByteCategory.values()) {
+            if (c != top && p.atPeak().get(c) > 0) {
+                rest.add(c.key() + " " + ByteSize.formatSigned(p.atPeak().get(c)));
+            }
+        }
+        card(
+                h,
+                "live at the peak",
+                top.key() + " "
+                        + (p.peakAllocated() > 0 ? Percent.of(p.atPeak().get(top) / (double) p.peakAllocated()) : ""),
+                ByteSize.formatSigned(p.atPeak().get(top)) + " of " + ByteSize.formatSigned(p.peakAllocated())
+                        + (rest.isEmpty() ? "" : "; " + String.join(", ", rest)));
     }
 
     private static void card(StringBuilder h, String label, String value, String sub) {

@@ -96,13 +96,13 @@ public final class AnalyzeCommand extends GpumemCommand {
                     + " instead of text: verdict, remedies, recommendations, live_at_peak and live_at_end by category.")
     boolean json;
 
+    /** The model's blocks (layers) for the checkpointing remedy; a recording does not say how many. */
     @Option(
             names = "--checkpoint-blocks",
             paramLabel = "N",
-            defaultValue = "" + PeakCategories.DEFAULT_CHECKPOINT_BLOCKS,
             description = "Blocks (layers) of the model, for what activation checkpointing would save at the peak"
-                    + " (default: ${DEFAULT-VALUE}; a recording does not say).")
-    int checkpointBlocks;
+                    + " (default: ${DEFAULT-VALUE}).")
+    int checkpointBlocks = PeakCategories.DEFAULT_CHECKPOINT_BLOCKS;
 
     @Override
     public Integer call() {
