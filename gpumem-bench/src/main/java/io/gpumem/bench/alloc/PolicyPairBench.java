@@ -14,6 +14,7 @@ import org.openjdk.jmh.annotations.Param;
 import org.openjdk.jmh.annotations.Scope;
 import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.infra.BenchmarkParams;
 
 /**
  * CPU cost of one malloc+free pair under each allocation policy ({@code pytorch}, the PyTorch-exact allocator,
@@ -44,20 +45,35 @@ public class PolicyPairBench {
     private StreamLoop offload;
     private StreamLoop random;
 
+    /** Sets up the workload of the benchmark JMH is about to run, and only that one. */
     @Setup(Level.Trial)
-    public void setUp() {
-        SimulatedDevice device = SimulatedDevice.builder().capacity(1L << 40).build();
-        window = new StressWindow(device.createStream());
-        stress = PolicySpec.parse(policy).create(device);
-        window.warm(stress, StressWindow.SIZES * 4);
-        traced = loop(policy, BenchStreams.recorded("lm2.7b-train-step.pickle"));
-        offload = loop(policy, BenchStreams.named("llama-offload"));
-        random = loop(policy, BenchStreams.named("rmm-64mib"));
+    public void setUp(BenchmarkParams params) {
+        String benchmark = params.getBenchmark();
+        setUp(benchmark.substring(benchmark.lastIndexOf('.') + 1));
+    }
+
+    /**
+     * Builds and warms the state of one workload, named by its benchmark method ({@link AllocatorBuildsCpuTime}
+     * calls this directly). One at a time because a stitch arena keeps per-page arrays sized to twice the 1 TiB
+     * device (28 MB each), and the 10-stream offload run alone opens up to 20 arenas.
+     */
+    public void setUp(String workload) {
+        GpuAllocator checked = switch (workload) {
+            case "stressPair" -> {
+                SimulatedDevice device = SimulatedDevice.builder().capacity(1L << 40).build();
+                window = new StressWindow(device.createStream());
+                stress = PolicySpec.parse(policy).create(device);
+                window.warm(stress, StressWindow.SIZES * 4);
+                yield stress;
+            }
+            case "recordedTracePair" -> (traced = loop(policy, BenchStreams.recorded("lm2.7b-train-step.pickle")))
+                    .allocator;
+            case "offloadPair" -> (offload = loop(policy, BenchStreams.named("llama-offload"))).allocator;
+            case "randomPair" -> (random = loop(policy, BenchStreams.named("rmm-64mib"))).allocator;
+            default -> throw new IllegalArgumentException("PolicyPairBench has no workload " + workload);
+        };
         // Checked once, at set-up: the checker allocates, and JMH's gc profiler would count it in an iteration.
-        stress.internals().checkInvariants();
-        traced.allocator.internals().checkInvariants();
-        offload.allocator.internals().checkInvariants();
-        random.allocator.internals().checkInvariants();
+        checked.internals().checkInvariants();
     }
 
     /** {@code stream} looped on the policy over a fresh 1 TiB simulated device, warmed by two passes. */
