@@ -146,7 +146,8 @@ public final class AllocatorBuildsCpuTime {
             rmm.setAccessible(true);
             Object raw = rmm.invoke(null, 10_000, 64L << 20, 16_000L << 20, 1L);
             Method rawLength = raw.getClass().getMethod("length");
-            requests = raw.getClass().getMethod("balanced", int.class, int.class).invoke(raw, 0, rawLength.invoke(raw));
+            requests =
+                    raw.getClass().getMethod("balanced", int.class, int.class).invoke(raw, 0, rawLength.invoke(raw));
         }
         Method length = named.getReturnType().getDeclaredMethod("length");
         length.setAccessible(true);

@@ -60,14 +60,15 @@ public class PolicyPairBench {
     public void setUp(String workload) {
         GpuAllocator checked = switch (workload) {
             case "stressPair" -> {
-                SimulatedDevice device = SimulatedDevice.builder().capacity(1L << 40).build();
+                SimulatedDevice device =
+                        SimulatedDevice.builder().capacity(1L << 40).build();
                 window = new StressWindow(device.createStream());
                 stress = PolicySpec.parse(policy).create(device);
                 window.warm(stress, StressWindow.SIZES * 4);
                 yield stress;
             }
-            case "recordedTracePair" -> (traced = loop(policy, BenchStreams.recorded("lm2.7b-train-step.pickle")))
-                    .allocator;
+            case "recordedTracePair" ->
+                (traced = loop(policy, BenchStreams.recorded("lm2.7b-train-step.pickle"))).allocator;
             case "offloadPair" -> (offload = loop(policy, BenchStreams.named("llama-offload"))).allocator;
             case "randomPair" -> (random = loop(policy, BenchStreams.named("rmm-64mib"))).allocator;
             default -> throw new IllegalArgumentException("PolicyPairBench has no workload " + workload);
