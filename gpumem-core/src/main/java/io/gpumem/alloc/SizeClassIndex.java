@@ -91,24 +91,17 @@ public final class SizeClassIndex<B extends OrderedBlock<B>> {
         return (fl << SL_BITS) | (63 - Long.numberOfLeadingZeros(secondLevel[fl]));
     }
 
+    /** The number of blocks held. */
     public int size() {
         return count;
     }
 
-    public boolean isEmpty() {
-        return count == 0;
-    }
-
-    public boolean contains(B b) {
-        return b.container == this;
-    }
-
     /** Inserts {@code b}; it must be in no tree and its key must not be present. */
     public void insert(B b) {
+        int c = sizeClass(b.size);
         if (b.container != null) {
             throw new IllegalStateException("block already in a tree: " + b);
         }
-        int c = sizeClass(b.size);
         if (roots[c] == null) {
             int fl = c >>> SL_BITS;
             secondLevel[fl] |= 1L << (c & 63);

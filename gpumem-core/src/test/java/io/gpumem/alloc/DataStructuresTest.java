@@ -264,7 +264,7 @@ class DataStructuresTest {
         for (Block b : new ArrayList<>(present)) {
             index.remove(b);
         }
-        assertThat(index.isEmpty()).isTrue();
+        assertThat(index.size()).isZero();
         assertThat(index.first()).isNull();
         assertThat(index.ceiling(3, 512, 0)).isNull();
     }

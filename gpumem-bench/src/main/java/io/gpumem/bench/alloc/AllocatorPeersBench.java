@@ -213,13 +213,14 @@ public class AllocatorPeersBench extends OpsPerSecondBenchmark {
      * shared call to {@code op} stays bimorphic (a third receiver would make it a virtual call for every peer).
      */
     static final class TlsfReplay {
-        private final TlsfAllocator allocator = new TlsfAllocator(1L << 40);
+        private final TlsfAllocator allocator;
         private final long[] bytes;
         private final int[] slot;
         private final int[] live;
         private int at;
 
         TlsfReplay(RequestStream s) {
+            allocator = new TlsfAllocator(1L << 40, s.peakLiveBlocks());
             bytes = s.requestSizes();
             slot = s.compactSlots();
             live = new int[s.peakLiveBlocks()];

@@ -17,8 +17,9 @@ import java.util.Arrays;
  * remainder as a new free block. free merges the block with its free physical neighbours at once (boundary tags:
  * the neighbours' ids) and lists the result.
  *
- * <p>Layout: block records are parallel arrays indexed by block id, with a stack of unused ids, so malloc and free
- * allocate nothing once the arrays have grown to the peak block count. A live block is named by its id (the
+ * <p>Layout: block records are parallel arrays indexed by block id, with a stack of unused ids, sized once for the
+ * most blocks the caller will hold live (the blocks never outnumber twice the live ones plus one, since no two
+ * free blocks are neighbours), so malloc and free allocate nothing. A live block is named by its id (the
  * handle VMA returns), so free needs no address lookup.
  *
  * <p>Invariants: the blocks tile [0, capacity) in physical order through {@code prevPhys}/{@code nextPhys}; no
@@ -32,15 +33,15 @@ final class TlsfAllocator {
     private static final int UNIT_SHIFT = 9;
     private static final int NONE = -1;
 
-    private long[] offset = new long[256];
+    private final long[] offset;
     /** Size in units; negative while the block is allocated. */
-    private long[] units = new long[256];
+    private final long[] units;
 
-    private int[] prevPhys = new int[256];
-    private int[] nextPhys = new int[256];
-    private int[] prevFree = new int[256];
-    private int[] nextFree = new int[256];
-    private int[] spareIds = new int[256];
+    private final int[] prevPhys;
+    private final int[] nextPhys;
+    private final int[] prevFree;
+    private final int[] nextFree;
+    private final int[] spareIds;
     private int spareCount;
     private int idCount;
 
@@ -48,8 +49,16 @@ final class TlsfAllocator {
     private final int[] secondLevel = new int[FL_COUNT];
     private long firstLevel;
 
-    /** An allocator over [0, capacity) bytes, capacity a multiple of 512. */
-    TlsfAllocator(long capacity) {
+    /** An allocator over [0, capacity) bytes (a multiple of 512) for at most {@code maxLive} live blocks at once. */
+    TlsfAllocator(long capacity, int maxLive) {
+        int records = 2 * maxLive + 2;
+        offset = new long[records];
+        units = new long[records];
+        prevPhys = new int[records];
+        nextPhys = new int[records];
+        prevFree = new int[records];
+        nextFree = new int[records];
+        spareIds = new int[records];
         Arrays.fill(heads, NONE);
         int all = newId();
         offset[all] = 0;
@@ -183,14 +192,7 @@ final class TlsfAllocator {
             return spareIds[--spareCount];
         }
         if (idCount == offset.length) {
-            int n = 2 * idCount;
-            offset = Arrays.copyOf(offset, n);
-            units = Arrays.copyOf(units, n);
-            prevPhys = Arrays.copyOf(prevPhys, n);
-            nextPhys = Arrays.copyOf(nextPhys, n);
-            prevFree = Arrays.copyOf(prevFree, n);
-            nextFree = Arrays.copyOf(nextFree, n);
-            spareIds = Arrays.copyOf(spareIds, n);
+            throw new IllegalStateException("TLSF peer: more blocks live than it was sized for (" + idCount + ")");
         }
         return idCount++;
     }
