@@ -227,7 +227,8 @@ public class AllocatorPeersBench extends OpsPerSecondBenchmark {
         }
 
         long pair() {
-            return play() ^ play();
+            long first = play();
+            return first ^ play();
         }
 
         long pass() {
