@@ -22,7 +22,7 @@ class SegmentVisitorTest {
         Random rnd = new Random(seed);
         for (String conf : List.of("", "expandable_segments:True", "max_split_size_mb:64")) {
             try (CachingAllocator a =
-                    new CachingAllocator(SimulatedDevice.withCapacity(8L << 30), AllocatorConfig.parse(conf))) {
+                    new CachingAllocator(SimulatedDevice.withCapacity(1L << 40), AllocatorConfig.parse(conf))) {
                 List<Long> live = new ArrayList<>();
                 for (int step = 0; step < 3000; step++) {
                     if (live.isEmpty() || rnd.nextInt(5) < 3) {
