@@ -181,11 +181,12 @@ public final class WindowRebuilder {
         }
 
         // End-state free blocks by end address: where a start free block's object can have survived to.
-        Map<Long, BlockInfo> freeByEnd = new HashMap<>();
+        AddressTable<BlockInfo> freeByEnd = AddressTable.forObjects(64);
         for (SegmentInfo s : snapshot.segmentsOf(device)) {
             for (BlockInfo b : s.blocks()) {
-                if (b.state() == BlockState.INACTIVE) {
-                    freeByEnd.put(b.address() + b.size(), b);
+                long end = b.address() + b.size();
+                if (b.state() == BlockState.INACTIVE && end != 0) {
+                    freeByEnd.put(end, b);
                 }
             }
         }
@@ -234,8 +235,8 @@ public final class WindowRebuilder {
     }
 
     /** The free block [from, to) at the start, with the requested size its object shows if it survives. */
-    private static BlockInfo freeBlock(long from, long to, Map<Long, BlockInfo> freeByEnd) {
-        BlockInfo survivor = freeByEnd.get(to);
+    private static BlockInfo freeBlock(long from, long to, AddressTable<BlockInfo> freeByEnd) {
+        BlockInfo survivor = to == 0 ? null : freeByEnd.get(to);
         long requested = survivor != null && survivor.address() >= from ? Math.max(0, survivor.requestedSize()) : 0;
         return BlockInfo.of(from, to - from, requested, BlockState.INACTIVE);
     }
