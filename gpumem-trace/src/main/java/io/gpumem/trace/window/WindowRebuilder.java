@@ -54,8 +54,8 @@ import java.util.TreeMap;
  */
 public final class WindowRebuilder {
 
-    // Per-address state of the forward pass. A window alloc's block, live or with its free requested, is
-    // 2 x its alloc ordinal (+1 once its free is requested); the negative values are the rest.
+    // Per-address state of the forward pass. A window alloc's block (live, or its free requested: no rule tells
+    // the two apart) is its alloc ordinal; the negative values are the rest.
     /** Neither allocated nor freed in the window so far. */
     private static final int UNTOUCHED = -1;
     /** Allocated or freed in the window, and nothing of the window live there now. */
@@ -64,8 +64,6 @@ public final class WindowRebuilder {
     private static final int PRE_FREE_REQUESTED = -3;
     /** The same after the address was touched (a second free of a start block: it frees nothing). */
     private static final int PRE_FREE_REQUESTED_GONE = -4;
-    /** The largest alloc ordinal the state can hold. */
-    private static final int MAX_ORDINAL = Integer.MAX_VALUE / 2 - 1;
 
     private final AllocatorConfig config;
 
@@ -129,11 +127,7 @@ public final class WindowRebuilder {
                     if (a == 0) {
                         break;
                     }
-                    if (ordinal > MAX_ORDINAL) {
-                        throw new IllegalArgumentException("device " + device + ": more than " + MAX_ORDINAL
-                                + " alloc entries in one window, which the rebuild cannot number");
-                    }
-                    state.putInt(a, liveState(ordinal), UNTOUCHED);
+                    state.putInt(a, ordinal, UNTOUCHED);
                     if (allocs == allocAddr.length) {
                         allocAddr = Arrays.copyOf(allocAddr, allocs * 2);
                         allocIndex = Arrays.copyOf(allocIndex, allocs * 2);
@@ -156,13 +150,9 @@ public final class WindowRebuilder {
                                     FreeMatches.encode(s == UNTOUCHED ? FreeMatches.START_BLOCK : FreeMatches.NOTHING);
                             state.putInt(a, GONE, UNTOUCHED);
                         }
-                    } else if (s >= 0 && (s & 1) == 0) { // live in the window
-                        if (hasCompletions) {
-                            state.putInt(a, s | 1, UNTOUCHED); // free requested
-                        } else {
-                            matches[i] = FreeMatches.encode(s >>> 1);
-                            state.putInt(a, GONE, UNTOUCHED);
-                        }
+                    } else if (s >= 0 && !hasCompletions) { // a window block, freed now
+                        matches[i] = FreeMatches.encode(s);
+                        state.putInt(a, GONE, UNTOUCHED);
                     }
                 }
                 case FREE_COMPLETED -> {
@@ -171,7 +161,7 @@ public final class WindowRebuilder {
                     }
                     int s = state.putInt(a, GONE, UNTOUCHED);
                     if (s >= 0) {
-                        matches[i] = FreeMatches.encode(s >>> 1);
+                        matches[i] = FreeMatches.encode(s);
                     } else if (s == UNTOUCHED || s == GONE) {
                         preFreed.add(new PreFreed(a, e.size(), i));
                         matches[i] = FreeMatches.encode(s == UNTOUCHED ? FreeMatches.START_BLOCK : FreeMatches.NOTHING);
@@ -263,10 +253,6 @@ public final class WindowRebuilder {
                 Collections.unmodifiableSet(preWindowFreed),
                 inferred,
                 new FreeMatches(matches, hasCompletions));
-    }
-
-    private static int liveState(int allocOrdinal) {
-        return allocOrdinal << 1;
     }
 
     /** Whether the forward pass's state of an address holds a block at the window's end (allocated or freed late). */
