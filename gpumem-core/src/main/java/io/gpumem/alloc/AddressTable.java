@@ -29,6 +29,7 @@ public final class AddressTable<V> {
 
     private static final Object[] NO_OBJECTS = {};
     private static final int[] NO_INTS = {};
+    private static final long[] NO_KEYS = {};
 
     /** Whether this is an int table: its values are in {@link #ints}, and {@link #objects} stays empty. */
     private final boolean intValues;
@@ -43,15 +44,9 @@ public final class AddressTable<V> {
     private int count;
 
     private AddressTable(boolean intValues, int expected) {
-        int capacity = capacityFor(expected);
         this.intValues = intValues;
-        keys = new long[capacity];
-        if (intValues) {
-            ints = new int[capacity];
-        } else {
-            objects = new Object[capacity];
-        }
-        shift = Long.numberOfLeadingZeros(capacity) + 1;
+        keys = NO_KEYS;
+        growTo(capacityFor(expected));
     }
 
     /** The table length that holds {@code expected} keys at most a quarter full. */
@@ -281,7 +276,7 @@ public final class AddressTable<V> {
         }
     }
 
-    /** Rehashes every key into a table of {@code capacity} slots (a power of two, larger than now). */
+    /** Rehashes every key into a table of {@code capacity} slots (a power of two, larger than now); also sizes a new table. */
     private void growTo(int capacity) {
         long[] oldKeys = keys;
         Object[] oldObjects = objects;
