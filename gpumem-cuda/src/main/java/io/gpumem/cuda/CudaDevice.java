@@ -10,6 +10,7 @@ import io.gpumem.device.Device;
 import io.gpumem.device.DeviceError;
 import io.gpumem.device.DeviceException;
 import io.gpumem.device.DeviceOp;
+import io.gpumem.device.DeviceProperties;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -78,10 +79,7 @@ public final class CudaDevice implements Device {
     private final int ordinal;
     private final int deviceHandle;
     private final long context;
-    private final String name;
-    private final long totalMemory;
-    private final boolean virtualMemory;
-    private final long granularity;
+    private final DeviceProperties properties;
     private final int driverVersion;
     private final MemorySegment allocationProp;
     private final MemorySegment accessDescriptor;
@@ -126,27 +124,27 @@ public final class CudaDevice implements Device {
         openCheck(driver.driverGetVersion(out), "cuDriverGetVersion");
         this.driverVersion = out.get(JAVA_INT, 0);
         openCheck(driver.deviceGetName(out, SCRATCH_BYTES, deviceHandle), "cuDeviceGetName");
-        this.name = out.getString(0);
+        String name = out.getString(0);
         openCheck(driver.deviceTotalMem(out, deviceHandle), "cuDeviceTotalMem_v2");
-        this.totalMemory = out.get(JAVA_LONG, 0);
+        long totalMemory = out.get(JAVA_LONG, 0);
         openCheck(
                 driver.deviceGetAttribute(out, ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, deviceHandle),
                 "cuDeviceGetAttribute(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)");
-        this.virtualMemory = allowVirtualMemory && out.get(JAVA_INT, 0) != 0;
+        boolean virtualMemory = allowVirtualMemory && out.get(JAVA_INT, 0) != 0;
         openCheck(driver.devicePrimaryCtxRetain(out, deviceHandle), "cuDevicePrimaryCtxRetain");
         this.context = out.get(JAVA_LONG, 0);
         this.allocationProp = DriverLayouts.pinnedDeviceProp(arena, ordinal);
         this.accessDescriptor = DriverLayouts.readWriteAccess(arena, ordinal);
         try {
             openCheck(driver.ctxSetCurrent(context), "cuCtxSetCurrent");
+            long granularity = FALLBACK_GRANULARITY;
             if (virtualMemory) {
                 openCheck(
                         driver.memGetAllocationGranularity(out, allocationProp, GRANULARITY_RECOMMENDED),
                         "cuMemGetAllocationGranularity");
-                this.granularity = out.get(JAVA_LONG, 0);
-            } else {
-                this.granularity = FALLBACK_GRANULARITY;
+                granularity = out.get(JAVA_LONG, 0);
             }
+            this.properties = new DeviceProperties(name, ordinal, totalMemory, virtualMemory, granularity);
         } catch (RuntimeException e) {
             driver.devicePrimaryCtxRelease(deviceHandle);
             throw e;
@@ -189,18 +187,8 @@ public final class CudaDevice implements Device {
     // ---------------------------------------------------------------- identity and memory info
 
     @Override
-    public String name() {
-        return name;
-    }
-
-    @Override
-    public int index() {
-        return ordinal;
-    }
-
-    @Override
-    public long totalMemory() {
-        return totalMemory;
+    public DeviceProperties properties() {
+        return properties;
     }
 
     @Override
@@ -244,16 +232,6 @@ public final class CudaDevice implements Device {
     }
 
     // ---------------------------------------------------------------- virtual memory management
-
-    @Override
-    public boolean supportsVirtualMemory() {
-        return virtualMemory;
-    }
-
-    @Override
-    public long allocationGranularity() {
-        return granularity;
-    }
 
     @Override
     public long reserveAddressRange(long size) {
@@ -328,10 +306,8 @@ public final class CudaDevice implements Device {
     @Override
     public long createStream() {
         MemorySegment out = enter(DeviceOp.CREATE_STREAM);
-        check(DeviceOp.CREATE_STREAM, driver.streamCreate(out, STREAM_NON_BLOCKING), "cuStreamCreate", 0, 0);
-        long stream = out.get(JAVA_LONG, 0);
-        streams.add(stream);
-        return stream;
+        return created(
+                DeviceOp.CREATE_STREAM, driver.streamCreate(out, STREAM_NON_BLOCKING), "cuStreamCreate", out, streams);
     }
 
     @Override
@@ -344,8 +320,7 @@ public final class CudaDevice implements Device {
                     "the default stream cannot be destroyed");
         }
         requireStream(DeviceOp.DESTROY_STREAM, stream);
-        check(DeviceOp.DESTROY_STREAM, driver.streamDestroy(stream), "cuStreamDestroy_v2", stream, 0);
-        streams.remove(stream);
+        destroyed(DeviceOp.DESTROY_STREAM, driver.streamDestroy(stream), "cuStreamDestroy_v2", stream, streams);
     }
 
     @Override
@@ -364,10 +339,8 @@ public final class CudaDevice implements Device {
     @Override
     public long createEvent() {
         MemorySegment out = enter(DeviceOp.CREATE_EVENT);
-        check(DeviceOp.CREATE_EVENT, driver.eventCreate(out, EVENT_DISABLE_TIMING), "cuEventCreate", 0, 0);
-        long event = out.get(JAVA_LONG, 0);
-        events.add(event);
-        return event;
+        return created(
+                DeviceOp.CREATE_EVENT, driver.eventCreate(out, EVENT_DISABLE_TIMING), "cuEventCreate", out, events);
     }
 
     @Override
@@ -401,8 +374,7 @@ public final class CudaDevice implements Device {
     public void destroyEvent(long event) {
         enter(DeviceOp.DESTROY_EVENT);
         requireEvent(DeviceOp.DESTROY_EVENT, event);
-        check(DeviceOp.DESTROY_EVENT, driver.eventDestroy(event), "cuEventDestroy_v2", event, 0);
-        events.remove(event);
+        destroyed(DeviceOp.DESTROY_EVENT, driver.eventDestroy(event), "cuEventDestroy_v2", event, events);
     }
 
     /**
@@ -414,6 +386,23 @@ public final class CudaDevice implements Device {
         if (stream != DEFAULT_STREAM) {
             streams.add(stream);
         }
+    }
+
+    /**
+     * Checks a create call ({@code rc}, the handle it wrote at the start of {@code out}) and records the handle in
+     * {@code owned}, the set later calls check handles against: streams and events are created alike.
+     */
+    private long created(DeviceOp op, int rc, String call, MemorySegment out, HandleSet owned) {
+        check(op, rc, call, 0, 0);
+        long handle = out.get(JAVA_LONG, 0);
+        owned.add(handle);
+        return handle;
+    }
+
+    /** Checks a destroy call of {@code handle} and forgets the handle, once the driver has let it go. */
+    private void destroyed(DeviceOp op, int rc, String call, long handle, HandleSet owned) {
+        check(op, rc, call, handle, 0);
+        owned.remove(handle);
     }
 
     private void requireStream(DeviceOp op, long stream) {
@@ -554,8 +543,9 @@ public final class CudaDevice implements Device {
 
     @Override
     public String toString() {
-        return "CudaDevice[" + ordinal + ": " + name + ", " + totalMemory + " bytes, virtual memory "
-                + (virtualMemory ? "yes" : "no") + ", driver " + driver.library() + "]";
+        return "CudaDevice[" + ordinal + ": " + properties.name() + ", " + properties.totalMemory()
+                + " bytes, virtual memory " + (properties.supportsVirtualMemory() ? "yes" : "no") + ", driver "
+                + driver.library() + "]";
     }
 
     // ---------------------------------------------------------------- plumbing
@@ -578,11 +568,11 @@ public final class CudaDevice implements Device {
 
     private MemorySegment enterVirtual(DeviceOp op) {
         MemorySegment out = enter(op);
-        if (!virtualMemory) {
+        if (!properties.supportsVirtualMemory()) {
             throw new DeviceException(
                     op,
                     DeviceError.CUDA_ERROR_NOT_SUPPORTED,
-                    "virtual memory management is not available on " + name
+                    "virtual memory management is not available on " + properties.name()
                             + " (device attribute 102 is 0, or it was disabled when opening the device)");
         }
         return out;
