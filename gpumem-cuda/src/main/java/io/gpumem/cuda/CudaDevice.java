@@ -15,6 +15,7 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLongArray;
+import java.util.function.ToIntFunction;
 
 /**
  * A {@link Device} on a real NVIDIA GPU, through the CUDA driver API bound with FFM ({@link CudaDriver}).
@@ -305,28 +306,28 @@ public final class CudaDevice implements Device {
 
     @Override
     public long createStream() {
-        MemorySegment out = enter(DeviceOp.CREATE_STREAM);
-        return created(
-                DeviceOp.CREATE_STREAM, driver.streamCreate(out, STREAM_NON_BLOCKING), "cuStreamCreate", out, streams);
+        return create(
+                DeviceOp.CREATE_STREAM,
+                out -> driver.streamCreate(out, STREAM_NON_BLOCKING),
+                "cuStreamCreate",
+                streams);
     }
 
     @Override
     public void destroyStream(long stream) {
-        enter(DeviceOp.DESTROY_STREAM);
+        enterStream(DeviceOp.DESTROY_STREAM, stream);
         if (stream == DEFAULT_STREAM) {
             throw new DeviceException(
                     DeviceOp.DESTROY_STREAM,
                     DeviceError.CUDA_ERROR_INVALID_HANDLE,
                     "the default stream cannot be destroyed");
         }
-        requireStream(DeviceOp.DESTROY_STREAM, stream);
         destroyed(DeviceOp.DESTROY_STREAM, driver.streamDestroy(stream), "cuStreamDestroy_v2", stream, streams);
     }
 
     @Override
     public void synchronizeStream(long stream) {
-        enter(DeviceOp.SYNCHRONIZE_STREAM);
-        requireStream(DeviceOp.SYNCHRONIZE_STREAM, stream);
+        enterStream(DeviceOp.SYNCHRONIZE_STREAM, stream);
         check(DeviceOp.SYNCHRONIZE_STREAM, driver.streamSynchronize(stream), "cuStreamSynchronize", stream, 0);
     }
 
@@ -338,23 +339,20 @@ public final class CudaDevice implements Device {
 
     @Override
     public long createEvent() {
-        MemorySegment out = enter(DeviceOp.CREATE_EVENT);
-        return created(
-                DeviceOp.CREATE_EVENT, driver.eventCreate(out, EVENT_DISABLE_TIMING), "cuEventCreate", out, events);
+        return create(
+                DeviceOp.CREATE_EVENT, out -> driver.eventCreate(out, EVENT_DISABLE_TIMING), "cuEventCreate", events);
     }
 
     @Override
     public void recordEvent(long event, long stream) {
-        enter(DeviceOp.RECORD_EVENT);
-        requireEvent(DeviceOp.RECORD_EVENT, event);
+        enterEvent(DeviceOp.RECORD_EVENT, event);
         requireStream(DeviceOp.RECORD_EVENT, stream);
         check(DeviceOp.RECORD_EVENT, driver.eventRecord(event, stream), "cuEventRecord", event, stream);
     }
 
     @Override
     public boolean queryEvent(long event) {
-        enter(DeviceOp.QUERY_EVENT);
-        requireEvent(DeviceOp.QUERY_EVENT, event);
+        enterEvent(DeviceOp.QUERY_EVENT, event);
         int rc = driver.eventQuery(event);
         if (rc == RESULT_NOT_READY) {
             return false;
@@ -365,15 +363,13 @@ public final class CudaDevice implements Device {
 
     @Override
     public void synchronizeEvent(long event) {
-        enter(DeviceOp.SYNCHRONIZE_EVENT);
-        requireEvent(DeviceOp.SYNCHRONIZE_EVENT, event);
+        enterEvent(DeviceOp.SYNCHRONIZE_EVENT, event);
         check(DeviceOp.SYNCHRONIZE_EVENT, driver.eventSynchronize(event), "cuEventSynchronize", event, 0);
     }
 
     @Override
     public void destroyEvent(long event) {
-        enter(DeviceOp.DESTROY_EVENT);
-        requireEvent(DeviceOp.DESTROY_EVENT, event);
+        enterEvent(DeviceOp.DESTROY_EVENT, event);
         destroyed(DeviceOp.DESTROY_EVENT, driver.eventDestroy(event), "cuEventDestroy_v2", event, events);
     }
 
@@ -389,11 +385,13 @@ public final class CudaDevice implements Device {
     }
 
     /**
-     * Checks a create call ({@code rc}, the handle it wrote at the start of {@code out}) and records the handle in
-     * {@code owned}, the set later calls check handles against: streams and events are created alike.
+     * Runs a create call ({@code call} writes the new handle at the start of the scratch segment it is given and
+     * returns the driver's result), checks it and records the handle in {@code owned}, the set later calls check
+     * handles against: streams and events are created alike.
      */
-    private long created(DeviceOp op, int rc, String call, MemorySegment out, HandleSet owned) {
-        check(op, rc, call, 0, 0);
+    private long create(DeviceOp op, ToIntFunction<MemorySegment> call, String name, HandleSet owned) {
+        MemorySegment out = enter(op);
+        check(op, call.applyAsInt(out), name, 0, 0);
         long handle = out.get(JAVA_LONG, 0);
         owned.add(handle);
         return handle;
@@ -403,6 +401,18 @@ public final class CudaDevice implements Device {
     private void destroyed(DeviceOp op, int rc, String call, long handle, HandleSet owned) {
         check(op, rc, call, handle, 0);
         owned.remove(handle);
+    }
+
+    /** Enters an op on {@code stream} ({@link #enter}), refusing a stream this device neither created nor registered. */
+    private void enterStream(DeviceOp op, long stream) {
+        enter(op);
+        requireStream(op, stream);
+    }
+
+    /** Enters an op on {@code event} ({@link #enter}), refusing an event this device did not create or destroyed. */
+    private void enterEvent(DeviceOp op, long event) {
+        enter(op);
+        requireEvent(op, event);
     }
 
     private void requireStream(DeviceOp op, long stream) {
