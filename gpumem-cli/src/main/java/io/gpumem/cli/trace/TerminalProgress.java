@@ -8,7 +8,7 @@ import java.io.PrintStream;
  * standard input and output both attached to one; never when output is redirected, so logs and JSON stay clean). Redraws one line at most five times a second, after the first
  * half second, and erases it when done.
  */
-public final class TerminalProgress implements ProgressListener {
+final class TerminalProgress implements ProgressListener {
 
     private final PrintStream err;
     private final String label;
@@ -30,7 +30,7 @@ public final class TerminalProgress implements ProgressListener {
      * allow for.
      */
     @SuppressWarnings("SystemConsoleNull")
-    public static ProgressListener forTerminal(String label, String unit) {
+    static ProgressListener forTerminal(String label, String unit) {
         var console = System.console();
         if (console == null || !console.isTerminal()) {
             return ProgressListener.NONE;
