@@ -3,6 +3,7 @@ package io.gpumem.cli.analysis;
 import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cli.options.CapacityOptions;
 import io.gpumem.cli.options.PolicyOptions;
+import io.gpumem.cli.options.StartOptions;
 import io.gpumem.cli.options.TraceFileOptions;
 import io.gpumem.cli.report.HtmlOutput;
 import io.gpumem.history.TraceEntry;
@@ -45,6 +46,9 @@ import picocli.CommandLine.Option;
 public final class AnalyzeCommand extends GpumemCommand {
     @Mixin
     TraceFileOptions input;
+
+    @Mixin
+    StartOptions start;
 
     @Option(
             names = "--at",
@@ -91,7 +95,7 @@ public final class AnalyzeCommand extends GpumemCommand {
             throw new CommandLine.ParameterException(spec.commandLine(), "--top must be >= 0, got " + top);
         }
         policySpecs = policies.specs();
-        TraceSession session = input.open(err());
+        TraceSession session = start.apply(input.open(err()));
         TraceSnapshot snapshot = session.trace();
         Path file = input.file();
         if (snapshot.segments().isEmpty()
