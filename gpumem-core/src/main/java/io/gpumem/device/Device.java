@@ -37,14 +37,23 @@ public interface Device extends AutoCloseable {
 
     // ---------------------------------------------------------------- identity and memory info
 
+    /** What the device is, fixed when it was opened (the five methods below read it). */
+    DeviceProperties properties();
+
     /** Human-readable name, e.g. {@code "NVIDIA H200"} or {@code "simulated"}. */
-    String name();
+    default String name() {
+        return properties().name();
+    }
 
     /** Device ordinal, as in {@code torch.cuda.current_device()}. */
-    int index();
+    default int index() {
+        return properties().index();
+    }
 
     /** Total device memory in bytes (what {@code cudaMemGetInfo} reports as total). */
-    long totalMemory();
+    default long totalMemory() {
+        return properties().totalMemory();
+    }
 
     /**
      * Free device memory in bytes as the driver reports it ({@code cudaMemGetInfo}): total minus every
@@ -68,10 +77,14 @@ public interface Device extends AutoCloseable {
     // ---------------------------------------------------------------- virtual memory management
 
     /** Whether the virtual-memory family below is supported (CUDA attribute 102). */
-    boolean supportsVirtualMemory();
+    default boolean supportsVirtualMemory() {
+        return properties().supportsVirtualMemory();
+    }
 
     /** Minimum granularity of physical allocations and mappings ({@code cuMemGetAllocationGranularity}). */
-    long allocationGranularity();
+    default long allocationGranularity() {
+        return properties().allocationGranularity();
+    }
 
     /**
      * Reserves a virtual address range ({@code cuMemAddressReserve}); {@code size} must be a multiple of

@@ -1,5 +1,7 @@
 package io.gpumem.device;
 
+import io.gpumem.config.EnumByKey;
+
 /**
  * Driver error codes a {@link Device} can report, named as the CUDA driver names them
  * ({@code cuGetErrorName}). The numeric codes are the driver's {@code CUresult} values.
@@ -19,6 +21,9 @@ public enum DeviceError {
     CUDA_ERROR_NOT_SUPPORTED(801),
     CUDA_ERROR_UNKNOWN(999);
 
+    private static final EnumByKey<Integer, DeviceError> BY_CODE =
+            EnumByKey.of(values(), DeviceError::code, CUDA_ERROR_UNKNOWN);
+
     private final int code;
 
     DeviceError(int code) {
@@ -32,11 +37,6 @@ public enum DeviceError {
 
     /** The error for a driver code; unknown codes map to {@link #CUDA_ERROR_UNKNOWN}. */
     public static DeviceError ofCode(int code) {
-        for (DeviceError e : values()) {
-            if (e.code == code) {
-                return e;
-            }
-        }
-        return CUDA_ERROR_UNKNOWN;
+        return BY_CODE.get(code);
     }
 }

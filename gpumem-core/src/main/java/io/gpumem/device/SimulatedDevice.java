@@ -51,12 +51,8 @@ import java.lang.foreign.MemorySegment;
  */
 public final class SimulatedDevice implements Device {
 
-    private final String name;
-    private final int index;
-    private final long capacity;
-    private final long granularity;
+    private final DeviceProperties properties;
     private final boolean backed;
-    private final boolean virtualMemory;
     private volatile long heldOutside;
 
     private final FaultPlan faults;
@@ -67,26 +63,18 @@ public final class SimulatedDevice implements Device {
     private final EventClock clock;
 
     private SimulatedDevice(Builder b) {
-        this.name = b.name;
-        this.index = b.index;
-        this.capacity = b.capacity;
-        this.granularity = b.granularity;
+        this.properties = new DeviceProperties(b.name, b.index, b.capacity, b.virtualMemory, b.granularity);
         this.heldOutside = b.heldOutside;
         this.backed = b.backed;
-        this.virtualMemory = b.virtualMemory;
         this.faults = new FaultPlan();
         this.space = new AddressSpace(b.granularity, b.backed, faults);
         this.clock = new EventClock(b.holdEvents);
     }
 
     private SimulatedDevice(SimulatedDevice from, long capacity) {
-        this.name = from.name;
-        this.index = from.index;
-        this.capacity = capacity;
-        this.granularity = from.granularity;
+        this.properties = from.properties.withTotalMemory(capacity);
         this.heldOutside = from.heldOutside;
         this.backed = false;
-        this.virtualMemory = from.virtualMemory;
         this.faults = from.faults.copy();
         this.space = from.space.copy(this.faults);
         this.clock = from.clock.copy();
@@ -123,24 +111,14 @@ public final class SimulatedDevice implements Device {
     // ------------------------------------------------------------------ identity and info
 
     @Override
-    public String name() {
-        return name;
-    }
-
-    @Override
-    public int index() {
-        return index;
-    }
-
-    @Override
-    public long totalMemory() {
-        return capacity;
+    public DeviceProperties properties() {
+        return properties;
     }
 
     @Override
     public synchronized long freeMemory() {
         faults.count(DeviceOp.MEM_GET_INFO);
-        return Math.max(0, capacity - heldOutside - space.consumed());
+        return Math.max(0, properties.totalMemory() - heldOutside - space.consumed());
     }
 
     /** Bytes held outside the allocator (other processes, the context). */
@@ -150,7 +128,7 @@ public final class SimulatedDevice implements Device {
 
     /** Changes the bytes held outside the allocator, e.g. to model another process growing. */
     public synchronized void setHeldOutside(long bytes) {
-        if (bytes < 0 || bytes > capacity) {
+        if (bytes < 0 || bytes > properties.totalMemory()) {
             throw new IllegalArgumentException("held outside must be in [0, capacity], got " + bytes);
         }
         this.heldOutside = bytes;
@@ -163,7 +141,7 @@ public final class SimulatedDevice implements Device {
 
     /** Memory the allocations and handles of this device may consume in all. */
     private long available() {
-        return capacity - heldOutside;
+        return properties.totalMemory() - heldOutside;
     }
 
     // ------------------------------------------------------------------ classic allocation
@@ -192,16 +170,6 @@ public final class SimulatedDevice implements Device {
     }
 
     // ------------------------------------------------------------------ virtual memory
-
-    @Override
-    public boolean supportsVirtualMemory() {
-        return virtualMemory;
-    }
-
-    @Override
-    public long allocationGranularity() {
-        return granularity;
-    }
 
     @Override
     public synchronized long reserveAddressRange(long size) {
@@ -427,14 +395,15 @@ public final class SimulatedDevice implements Device {
     }
 
     private void requireVmm(DeviceOp op) {
-        if (!virtualMemory) {
+        if (!properties.supportsVirtualMemory()) {
             throw new DeviceException(op, DeviceError.CUDA_ERROR_NOT_SUPPORTED, "virtual memory management is off");
         }
     }
 
     @Override
     public String toString() {
-        return "SimulatedDevice{" + name + ", capacity=" + capacity + ", granularity=" + granularity + ", heldOutside="
+        return "SimulatedDevice{" + properties.name() + ", capacity=" + properties.totalMemory() + ", granularity="
+                + properties.allocationGranularity() + ", heldOutside="
                 + heldOutside + "}";
     }
 

@@ -1,7 +1,6 @@
 package io.gpumem.history;
 
-import java.util.HashMap;
-import java.util.Map;
+import io.gpumem.config.EnumByKey;
 
 /**
  * The actions of a memory-history trace entry (allocator.md §10.5), with the names PyTorch writes into snapshots.
@@ -26,15 +25,8 @@ public enum TraceAction {
     /** Read from a file with an action name this version does not know (wire name ""). */
     UNKNOWN("");
 
-    private static final Map<String, TraceAction> BY_WIRE_NAME = new HashMap<>();
-
-    static {
-        for (TraceAction a : values()) {
-            if (a != UNKNOWN) {
-                BY_WIRE_NAME.put(a.wireName, a);
-            }
-        }
-    }
+    private static final EnumByKey<String, TraceAction> BY_WIRE_NAME =
+            EnumByKey.of(values(), TraceAction::wireName, UNKNOWN);
 
     private final String wireName;
 
@@ -49,8 +41,7 @@ public enum TraceAction {
 
     /** The action for a snapshot name; {@link #UNKNOWN} for names this version does not know. */
     public static TraceAction ofWireName(String name) {
-        TraceAction a = BY_WIRE_NAME.get(name);
-        return a == null ? UNKNOWN : a;
+        return BY_WIRE_NAME.get(name);
     }
 
     /** Whether the entry records a driver call (segment created, freed, mapped or unmapped). */

@@ -10,10 +10,12 @@ import io.gpumem.device.Device;
 import io.gpumem.device.DeviceError;
 import io.gpumem.device.DeviceException;
 import io.gpumem.device.DeviceOp;
+import io.gpumem.device.DeviceProperties;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLongArray;
+import java.util.function.ToIntFunction;
 
 /**
  * A {@link Device} on a real NVIDIA GPU, through the CUDA driver API bound with FFM ({@link CudaDriver}).
@@ -78,10 +80,7 @@ public final class CudaDevice implements Device {
     private final int ordinal;
     private final int deviceHandle;
     private final long context;
-    private final String name;
-    private final long totalMemory;
-    private final boolean virtualMemory;
-    private final long granularity;
+    private final DeviceProperties properties;
     private final int driverVersion;
     private final MemorySegment allocationProp;
     private final MemorySegment accessDescriptor;
@@ -126,27 +125,27 @@ public final class CudaDevice implements Device {
         openCheck(driver.driverGetVersion(out), "cuDriverGetVersion");
         this.driverVersion = out.get(JAVA_INT, 0);
         openCheck(driver.deviceGetName(out, SCRATCH_BYTES, deviceHandle), "cuDeviceGetName");
-        this.name = out.getString(0);
+        String name = out.getString(0);
         openCheck(driver.deviceTotalMem(out, deviceHandle), "cuDeviceTotalMem_v2");
-        this.totalMemory = out.get(JAVA_LONG, 0);
+        long totalMemory = out.get(JAVA_LONG, 0);
         openCheck(
                 driver.deviceGetAttribute(out, ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, deviceHandle),
                 "cuDeviceGetAttribute(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)");
-        this.virtualMemory = allowVirtualMemory && out.get(JAVA_INT, 0) != 0;
+        boolean virtualMemory = allowVirtualMemory && out.get(JAVA_INT, 0) != 0;
         openCheck(driver.devicePrimaryCtxRetain(out, deviceHandle), "cuDevicePrimaryCtxRetain");
         this.context = out.get(JAVA_LONG, 0);
         this.allocationProp = DriverLayouts.pinnedDeviceProp(arena, ordinal);
         this.accessDescriptor = DriverLayouts.readWriteAccess(arena, ordinal);
         try {
             openCheck(driver.ctxSetCurrent(context), "cuCtxSetCurrent");
+            long granularity = FALLBACK_GRANULARITY;
             if (virtualMemory) {
                 openCheck(
                         driver.memGetAllocationGranularity(out, allocationProp, GRANULARITY_RECOMMENDED),
                         "cuMemGetAllocationGranularity");
-                this.granularity = out.get(JAVA_LONG, 0);
-            } else {
-                this.granularity = FALLBACK_GRANULARITY;
+                granularity = out.get(JAVA_LONG, 0);
             }
+            this.properties = new DeviceProperties(name, ordinal, totalMemory, virtualMemory, granularity);
         } catch (RuntimeException e) {
             driver.devicePrimaryCtxRelease(deviceHandle);
             throw e;
@@ -189,18 +188,8 @@ public final class CudaDevice implements Device {
     // ---------------------------------------------------------------- identity and memory info
 
     @Override
-    public String name() {
-        return name;
-    }
-
-    @Override
-    public int index() {
-        return ordinal;
-    }
-
-    @Override
-    public long totalMemory() {
-        return totalMemory;
+    public DeviceProperties properties() {
+        return properties;
     }
 
     @Override
@@ -244,16 +233,6 @@ public final class CudaDevice implements Device {
     }
 
     // ---------------------------------------------------------------- virtual memory management
-
-    @Override
-    public boolean supportsVirtualMemory() {
-        return virtualMemory;
-    }
-
-    @Override
-    public long allocationGranularity() {
-        return granularity;
-    }
 
     @Override
     public long reserveAddressRange(long size) {
@@ -327,31 +306,28 @@ public final class CudaDevice implements Device {
 
     @Override
     public long createStream() {
-        MemorySegment out = enter(DeviceOp.CREATE_STREAM);
-        check(DeviceOp.CREATE_STREAM, driver.streamCreate(out, STREAM_NON_BLOCKING), "cuStreamCreate", 0, 0);
-        long stream = out.get(JAVA_LONG, 0);
-        streams.add(stream);
-        return stream;
+        return create(
+                DeviceOp.CREATE_STREAM,
+                out -> driver.streamCreate(out, STREAM_NON_BLOCKING),
+                "cuStreamCreate",
+                streams);
     }
 
     @Override
     public void destroyStream(long stream) {
-        enter(DeviceOp.DESTROY_STREAM);
+        enterStream(DeviceOp.DESTROY_STREAM, stream);
         if (stream == DEFAULT_STREAM) {
             throw new DeviceException(
                     DeviceOp.DESTROY_STREAM,
                     DeviceError.CUDA_ERROR_INVALID_HANDLE,
                     "the default stream cannot be destroyed");
         }
-        requireStream(DeviceOp.DESTROY_STREAM, stream);
-        check(DeviceOp.DESTROY_STREAM, driver.streamDestroy(stream), "cuStreamDestroy_v2", stream, 0);
-        streams.remove(stream);
+        destroyed(DeviceOp.DESTROY_STREAM, driver.streamDestroy(stream), "cuStreamDestroy_v2", stream, streams);
     }
 
     @Override
     public void synchronizeStream(long stream) {
-        enter(DeviceOp.SYNCHRONIZE_STREAM);
-        requireStream(DeviceOp.SYNCHRONIZE_STREAM, stream);
+        enterStream(DeviceOp.SYNCHRONIZE_STREAM, stream);
         check(DeviceOp.SYNCHRONIZE_STREAM, driver.streamSynchronize(stream), "cuStreamSynchronize", stream, 0);
     }
 
@@ -363,25 +339,20 @@ public final class CudaDevice implements Device {
 
     @Override
     public long createEvent() {
-        MemorySegment out = enter(DeviceOp.CREATE_EVENT);
-        check(DeviceOp.CREATE_EVENT, driver.eventCreate(out, EVENT_DISABLE_TIMING), "cuEventCreate", 0, 0);
-        long event = out.get(JAVA_LONG, 0);
-        events.add(event);
-        return event;
+        return create(
+                DeviceOp.CREATE_EVENT, out -> driver.eventCreate(out, EVENT_DISABLE_TIMING), "cuEventCreate", events);
     }
 
     @Override
     public void recordEvent(long event, long stream) {
-        enter(DeviceOp.RECORD_EVENT);
-        requireEvent(DeviceOp.RECORD_EVENT, event);
+        enterEvent(DeviceOp.RECORD_EVENT, event);
         requireStream(DeviceOp.RECORD_EVENT, stream);
         check(DeviceOp.RECORD_EVENT, driver.eventRecord(event, stream), "cuEventRecord", event, stream);
     }
 
     @Override
     public boolean queryEvent(long event) {
-        enter(DeviceOp.QUERY_EVENT);
-        requireEvent(DeviceOp.QUERY_EVENT, event);
+        enterEvent(DeviceOp.QUERY_EVENT, event);
         int rc = driver.eventQuery(event);
         if (rc == RESULT_NOT_READY) {
             return false;
@@ -392,17 +363,14 @@ public final class CudaDevice implements Device {
 
     @Override
     public void synchronizeEvent(long event) {
-        enter(DeviceOp.SYNCHRONIZE_EVENT);
-        requireEvent(DeviceOp.SYNCHRONIZE_EVENT, event);
+        enterEvent(DeviceOp.SYNCHRONIZE_EVENT, event);
         check(DeviceOp.SYNCHRONIZE_EVENT, driver.eventSynchronize(event), "cuEventSynchronize", event, 0);
     }
 
     @Override
     public void destroyEvent(long event) {
-        enter(DeviceOp.DESTROY_EVENT);
-        requireEvent(DeviceOp.DESTROY_EVENT, event);
-        check(DeviceOp.DESTROY_EVENT, driver.eventDestroy(event), "cuEventDestroy_v2", event, 0);
-        events.remove(event);
+        enterEvent(DeviceOp.DESTROY_EVENT, event);
+        destroyed(DeviceOp.DESTROY_EVENT, driver.eventDestroy(event), "cuEventDestroy_v2", event, events);
     }
 
     /**
@@ -414,6 +382,37 @@ public final class CudaDevice implements Device {
         if (stream != DEFAULT_STREAM) {
             streams.add(stream);
         }
+    }
+
+    /**
+     * Runs a create call ({@code call} writes the new handle at the start of the scratch segment it is given and
+     * returns the driver's result), checks it and records the handle in {@code owned}, the set later calls check
+     * handles against: streams and events are created alike.
+     */
+    private long create(DeviceOp op, ToIntFunction<MemorySegment> call, String name, HandleSet owned) {
+        MemorySegment out = enter(op);
+        check(op, call.applyAsInt(out), name, 0, 0);
+        long handle = out.get(JAVA_LONG, 0);
+        owned.add(handle);
+        return handle;
+    }
+
+    /** Checks a destroy call of {@code handle} and forgets the handle, once the driver has let it go. */
+    private void destroyed(DeviceOp op, int rc, String call, long handle, HandleSet owned) {
+        check(op, rc, call, handle, 0);
+        owned.remove(handle);
+    }
+
+    /** Enters an op on {@code stream} ({@link #enter}), refusing a stream this device neither created nor registered. */
+    private void enterStream(DeviceOp op, long stream) {
+        enter(op);
+        requireStream(op, stream);
+    }
+
+    /** Enters an op on {@code event} ({@link #enter}), refusing an event this device did not create or destroyed. */
+    private void enterEvent(DeviceOp op, long event) {
+        enter(op);
+        requireEvent(op, event);
     }
 
     private void requireStream(DeviceOp op, long stream) {
@@ -554,8 +553,9 @@ public final class CudaDevice implements Device {
 
     @Override
     public String toString() {
-        return "CudaDevice[" + ordinal + ": " + name + ", " + totalMemory + " bytes, virtual memory "
-                + (virtualMemory ? "yes" : "no") + ", driver " + driver.library() + "]";
+        return "CudaDevice[" + ordinal + ": " + properties.name() + ", " + properties.totalMemory()
+                + " bytes, virtual memory " + (properties.supportsVirtualMemory() ? "yes" : "no") + ", driver "
+                + driver.library() + "]";
     }
 
     // ---------------------------------------------------------------- plumbing
@@ -578,11 +578,11 @@ public final class CudaDevice implements Device {
 
     private MemorySegment enterVirtual(DeviceOp op) {
         MemorySegment out = enter(op);
-        if (!virtualMemory) {
+        if (!properties.supportsVirtualMemory()) {
             throw new DeviceException(
                     op,
                     DeviceError.CUDA_ERROR_NOT_SUPPORTED,
-                    "virtual memory management is not available on " + name
+                    "virtual memory management is not available on " + properties.name()
                             + " (device attribute 102 is 0, or it was disabled when opening the device)");
         }
         return out;

@@ -8,6 +8,7 @@ import io.gpumem.history.SegmentInfo;
 import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.analysis.TraceStates;
+import io.gpumem.trace.category.PeakCategories;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.session.TraceSession;
 import io.gpumem.trace.window.WindowStart;
@@ -22,17 +23,20 @@ import java.util.Map;
  * (the OOM, if any) and at peak allocated.
  *
  * @param extraRows what-if rows beyond the recommender's (user configurations, the demo's table)
+ * @param categories what the live bytes are for, as {@code analyze} prints it (the timeline by category too)
  * @param notes     what could not be drawn and why
  */
 record DeviceReport(
         int device,
         DeviceAnalysis analysis,
         List<RunOutcome> extraRows,
+        PeakCategories categories,
         Timeline timeline,
         List<SegmentMap> maps,
         List<String> notes) {
 
-    static DeviceReport of(TraceSession session, DeviceAnalysis analysis, List<RunOutcome> extraRows) {
+    static DeviceReport of(
+            TraceSession session, DeviceAnalysis analysis, List<RunOutcome> extraRows, PeakCategories categories) {
         TraceSnapshot snapshot = session.trace();
         int d = analysis.device();
         List<String> notes = new ArrayList<>();
@@ -86,6 +90,6 @@ record DeviceReport(
             maps.add(peakMap);
             maps.add(analysedMap);
         }
-        return new DeviceReport(d, analysis, List.copyOf(extraRows), timeline, List.copyOf(maps), notes);
+        return new DeviceReport(d, analysis, List.copyOf(extraRows), categories, timeline, List.copyOf(maps), notes);
     }
 }

@@ -17,6 +17,9 @@ import io.gpumem.trace.analysis.Recommender;
 import io.gpumem.trace.analysis.SegmentWaste;
 import io.gpumem.trace.analysis.StateAnalysis;
 import io.gpumem.trace.analysis.StreamFree;
+import io.gpumem.trace.category.CategoryPrinter;
+import io.gpumem.trace.category.CategoryRemedy;
+import io.gpumem.trace.category.PeakCategories;
 import io.gpumem.trace.session.TraceSession;
 import java.io.IOException;
 import java.io.InputStream;
@@ -62,7 +65,18 @@ public final class HtmlReport {
      * from the session's window of the device (rebuilt once per session, shared with the compare runs).
      */
     public HtmlReport addDevice(TraceSession session, DeviceAnalysis analysis, List<RunOutcome> extraRows) {
-        devices.add(DeviceReport.of(session, analysis, extraRows));
+        return addDevice(
+                session,
+                analysis,
+                extraRows,
+                PeakCategories.of(
+                        session.trace(), analysis.device(), analysis, PeakCategories.DEFAULT_CHECKPOINT_BLOCKS));
+    }
+
+    /** As {@link #addDevice(TraceSession, DeviceAnalysis, List)}, with the categories as the caller computed them. */
+    public HtmlReport addDevice(
+            TraceSession session, DeviceAnalysis analysis, List<RunOutcome> extraRows, PeakCategories categories) {
+        devices.add(DeviceReport.of(session, analysis, extraRows, categories));
         return this;
     }
 
@@ -142,8 +156,18 @@ public final class HtmlReport {
                 .append(esc(s.label()))
                 .append("</h2>\n");
         cards(h, d);
-        h.append("<h3>Timeline</h3>\n<p class=\"hint\">Allocated bytes stacked by allocation site, reserved bytes as a"
-                + " line, over trace entries. Drag to zoom, double-click to reset, hover for figures.</p>\n");
+        h.append("<h3>Timeline</h3>\n<p class=\"hint\">Allocated bytes stacked by allocation site or by category (the"
+                + " toggle), reserved bytes as a line, over trace entries. Drag to zoom, double-click to reset, hover for"
+                + " figures.</p>\n");
+        h.append("<div class=\"stack-toggle\" data-device=\"")
+                .append(dev)
+                .append("\">stack by <label><input type=\"radio\" name=\"stack-")
+                .append(dev)
+                .append("\" value=\"site\" checked> site</label> <label><input type=\"radio\" name=\"stack-")
+                .append(dev)
+                .append("\" value=\"category\"")
+                .append(d.categories().categories() == null ? " disabled" : "")
+                .append("> category</label></div>\n");
         h.append("<div class=\"chart timeline\" data-device=\"").append(dev).append("\"></div>\n");
         s.oom().ifPresent(oom -> oomStory(h, a, oom));
         h.append("<h3>Segment maps</h3>\n<p class=\"hint\">Each segment a bar (address order, width proportional to"
@@ -160,6 +184,7 @@ public final class HtmlReport {
         stateTables(h, a);
         diagnosis(h, a.diagnosis());
         whatIf(h, d);
+        categories(h, d.categories());
         for (String n : d.notes()) {
             h.append("<p class=\"note\">note: ").append(esc(n)).append("</p>\n");
         }
@@ -517,6 +542,47 @@ public final class HtmlReport {
         for (String n : r.notes()) {
             h.append("<p class=\"note\">note: ").append(esc(n)).append("</p>\n");
         }
+    }
+
+    /** The split by category and the remedies, the same figures as {@link CategoryPrinter} prints. */
+    private static void categories(StringBuilder h, PeakCategories p) {
+        h.append("<h3 class=\"categories\">What the live bytes are for</h3>\n<p>")
+                .append(esc(CategoryPrinter.heading(p)))
+                .append("</p>\n<table class=\"categories\"><thead><tr><th>category</th><th>at peak</th><th>share</th>")
+                .append(p.atFailure() != null ? "<th>at the OOM</th>" : "")
+                .append("<th>at end</th></tr></thead><tbody>\n");
+        for (String[] row : CategoryPrinter.lines(p)) {
+            h.append("<tr><td>").append(esc(row[0])).append("</td>");
+            for (int i = 1; i < row.length; i++) {
+                num(h, row[i]);
+            }
+            h.append("</tr>\n");
+        }
+        h.append("</tbody></table>\n<p class=\"hint\">by rule at the peak: ")
+                .append(esc(CategoryPrinter.rules(p.rulesAtPeak())))
+                .append("</p>\n");
+        for (String n : p.notes()) {
+            h.append("<p class=\"note\">note: ").append(esc(n)).append("</p>\n");
+        }
+        if (p.remedies().isEmpty()) {
+            h.append("<p>remedies at the peak: none (no category at the peak that a remedy shrinks)</p>\n");
+            return;
+        }
+        h.append("<h4>Remedies at the peak (best first)</h4>\n<ol class=\"remedies\">\n");
+        for (CategoryRemedy r : p.remedies()) {
+            h.append("<li><b>")
+                    .append(esc(r.target()))
+                    .append(": ")
+                    .append(esc(r.remedy()))
+                    .append("</b> saves ")
+                    .append(esc(ByteSize.formatSigned(r.saves())))
+                    .append("<br>model: ")
+                    .append(esc(r.model()))
+                    .append("<br>PyTorch today: <code>")
+                    .append(esc(CategoryPrinter.today(r)))
+                    .append("</code></li>\n");
+        }
+        h.append("</ol>\n");
     }
 
     /** The text before the first colon (a headline's short form), or all of it when there is none. */

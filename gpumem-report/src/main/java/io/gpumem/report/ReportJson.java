@@ -7,6 +7,8 @@ import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceEntry;
+import io.gpumem.trace.category.ByteCategories;
+import io.gpumem.trace.category.ByteCategory;
 import java.io.IOException;
 import java.io.StringWriter;
 import java.io.UncheckedIOException;
@@ -19,7 +21,8 @@ import java.util.List;
  * <p>Layout (kept compact: a 20,000-entry trace gives a few hundred KB): {@code sites} (all site labels),
  * {@code timeline} ({@code x} entry indexes, {@code alloc}, {@code res}, {@code top} site ids of the stack
  * columns, {@code stack} one row of column bytes per point, last column "other", {@code t} microseconds since
- * the first entry or absent), {@code peak}, {@code oom} (entry index and request) and {@code maps}: per map its
+ * the first entry or absent), {@code cats} (absent when nothing was classified: {@code names} the six categories,
+ * {@code stack} one row of bytes per category at each timeline point), {@code peak}, {@code oom} (entry index and request) and {@code maps}: per map its
  * title and segments as {@code [address hex, stream, pool (0 small, 1 large), expandable (0/1), blocks]}, a block
  * as {@code [size, state (0 allocated, 1 pending free, 2 free), requested, site, allocated at, freed at]}, and
  * {@code largest} {segment, block}. The text {@code </} is written as {@code <\/} so that no string can close
@@ -82,6 +85,21 @@ final class ReportJson {
             g.writeEndArray();
         }
         g.writeEndObject();
+        ByteCategories categories = r.categories().categories();
+        if (categories != null) {
+            g.writeObjectFieldStart("cats");
+            g.writeArrayFieldStart("names");
+            for (ByteCategory c : ByteCategory.values()) {
+                g.writeString(c.key());
+            }
+            g.writeEndArray();
+            g.writeArrayFieldStart("stack");
+            for (long[] row : categories.atEach(s.index())) {
+                g.writeArray(row, 0, row.length);
+            }
+            g.writeEndArray();
+            g.writeEndObject();
+        }
         g.writeObjectFieldStart("peak");
         g.writeNumberField("index", t.peakIndex);
         g.writeNumberField("allocated", t.peakAllocated);

@@ -52,14 +52,25 @@
     return (n < 1.5 ? 1 : n < 3.5 ? 2 : n < 7.5 ? 5 : 10) * pow;
   }
 
-  function drawTimeline(box, data) {
+  // Stacks of the timeline: by allocation site (top sites, then the rest) or, when the page has them, by category.
+  function stacking(data, mode) {
+    var tl = data.timeline;
+    if (mode === "category" && data.cats) {
+      return {mode: "category", names: data.cats.names, rows: data.cats.stack};
+    }
+    return {mode: "site", names: tl.top.map(function (s) { return data.sites[s]; }).concat(["other sites"]), rows: tl.stack};
+  }
+
+  function drawTimeline(box, data, mode) {
     var tl = data.timeline, n = tl.x.length;
     var W = Math.max(600, box.clientWidth || 1100), H = 300, L = 78, R = 16, T = 16, B = 28;
-    var cols = tl.top.length + 1;
-    var names = tl.top.map(function (s) { return data.sites[s]; }).concat(["other sites"]);
+    var by = stacking(data, mode);
+    var cols = by.names.length, names = by.names, rows = by.rows;
     var full = [0, Math.max(1, data.entries - 1)];
     var dom = full.slice();
-    var svg = el("svg", {width: W, height: H, viewBox: "0 0 " + W + " " + H, "class": "timeline-svg"}, box);
+    while (box.firstChild) { box.removeChild(box.firstChild); }
+    box.setAttribute("data-stack", by.mode);
+    var svg = el("svg", {width: W, height: H, viewBox: "0 0 " + W + " " + H, "class": "timeline-svg " + by.mode}, box);
     var legend = document.createElement("div");
     legend.className = "legend";
     box.appendChild(legend);
@@ -105,12 +116,12 @@
         for (var c = 0; c < cols; c++) {
           var top = [], bottom = [];
           for (var j = a; j <= b; j++) {
-            var y0 = base[j - a], y1 = y0 + tl.stack[j][c];
+            var y0 = base[j - a], y1 = y0 + rows[j][c];
             bottom.push(sx(tl.x[j]).toFixed(1) + "," + sy(y0).toFixed(1));
             top.push(sx(tl.x[j]).toFixed(1) + "," + sy(y1).toFixed(1));
             base[j - a] = y1;
           }
-          el("polygon", {points: top.concat(bottom.reverse()).join(" "), fill: PALETTE[c % PALETTE.length], "fill-opacity": 0.85}, svg);
+          el("polygon", {points: top.concat(bottom.reverse()).join(" "), fill: PALETTE[c % PALETTE.length], "fill-opacity": 0.85, "class": "band"}, svg);
         }
         var line = [];
         for (var k = a; k <= b; k++) { line.push(sx(tl.x[k]).toFixed(1) + "," + sy(tl.res[k]).toFixed(1)); }
@@ -154,7 +165,7 @@
       var lines = ["entry #" + tl.x[best] + (tl.t ? " (" + (tl.t[best] / 1000).toFixed(1) + " ms)" : ""),
         "allocated " + fmt(tl.alloc[best]), "reserved " + fmt(tl.res[best])];
       var parts = [];
-      for (var c = 0; c < cols; c++) { if (tl.stack[best][c] > 0) { parts.push([tl.stack[best][c], names[c]]); } }
+      for (var c = 0; c < cols; c++) { if (rows[best][c] > 0) { parts.push([rows[best][c], names[c]]); } }
       parts.sort(function (u, v) { return v[0] - u[0]; });
       parts.slice(0, 8).forEach(function (q) { lines.push("  " + fmt(q[0]) + "  " + q[1]); });
       if (data.oom && Math.abs(tl.x[best] - data.oom.index) <= Math.max(1, (dom[1] - dom[0]) / 200)) {
@@ -254,6 +265,16 @@
     svg.addEventListener("mouseleave", hideTip);
   }
 
+  function wireToggle(section, box, data, initial) {
+    var radios = section.querySelectorAll(".stack-toggle input");
+    for (var r = 0; r < radios.length; r++) {
+      radios[r].checked = radios[r].value === initial;
+      radios[r].addEventListener("change", function (evt) {
+        if (evt.target.checked) { drawTimeline(box, data, evt.target.value); }
+      });
+    }
+  }
+
   var drawn = 0;
   var sections = document.querySelectorAll("section.device");
   for (var s = 0; s < sections.length; s++) {
@@ -261,7 +282,13 @@
     var script = section.querySelector("script.report-data");
     var data = JSON.parse(script.textContent);
     var tlBox = section.querySelector(".timeline");
-    if (tlBox) { drawTimeline(tlBox, data); drawn++; }
+    if (tlBox) {
+      // the stack toggle redraws the timeline; #stack=category in the address opens every page on the categories
+      var initial = data.cats && window.location.hash === "#stack=category" ? "category" : "site";
+      drawTimeline(tlBox, data, initial);
+      drawn++;
+      wireToggle(section, tlBox, data, initial);
+    }
     var maps = section.querySelectorAll(".segmap");
     for (var m = 0; m < maps.length; m++) {
       drawSegmentMap(maps[m], data, data.maps[+maps[m].getAttribute("data-map")]);

@@ -1,20 +1,17 @@
 package io.gpumem.bench.alloc;
 
 import io.gpumem.alloc.CachingAllocator;
+import io.gpumem.bench.OpsPerSecondBenchmark;
 import io.gpumem.device.DeviceOp;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.engine.RequestStream;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.PooledByteBufAllocator;
 import java.util.HashMap;
-import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
-import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Fork;
 import org.openjdk.jmh.annotations.Level;
 import org.openjdk.jmh.annotations.Measurement;
-import org.openjdk.jmh.annotations.Mode;
-import org.openjdk.jmh.annotations.OutputTimeUnit;
 import org.openjdk.jmh.annotations.Param;
 import org.openjdk.jmh.annotations.Scope;
 import org.openjdk.jmh.annotations.Setup;
@@ -48,14 +45,12 @@ import org.openjdk.jmh.annotations.Warmup;
  * {@code java -jar gpumem-bench/target/benchmarks.jar AllocatorPeers}.
  */
 @State(Scope.Thread)
-@BenchmarkMode(Mode.Throughput)
-@OutputTimeUnit(TimeUnit.SECONDS)
 @Warmup(iterations = 4, time = 1)
 @Measurement(iterations = 5, time = 1)
 @Fork(
         value = 2,
         jvmArgsAppend = {"-XX:+UseSerialGC", "-Xmx2g", "-Dio.netty.leakDetection.level=disabled"})
-public class AllocatorPeersBench {
+public class AllocatorPeersBench extends OpsPerSecondBenchmark {
 
     @Param({"lm2.7b", "llama-offload", "rmm-random", "training-loop"})
     public String stream;

@@ -1,18 +1,15 @@
 package io.gpumem.bench.alloc;
 
 import io.gpumem.alloc.CachingAllocator;
+import io.gpumem.bench.OpsPerSecondBenchmark;
 import io.gpumem.device.DeviceOp;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.engine.RequestStream;
 import io.gpumem.stats.StatKind;
 import io.gpumem.trace.workload.TrainingWorkload;
 import java.util.HashMap;
-import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
-import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Level;
-import org.openjdk.jmh.annotations.Mode;
-import org.openjdk.jmh.annotations.OutputTimeUnit;
 import org.openjdk.jmh.annotations.Param;
 import org.openjdk.jmh.annotations.Scope;
 import org.openjdk.jmh.annotations.Setup;
@@ -37,9 +34,7 @@ import org.openjdk.jmh.annotations.State;
  * stream of a recorded PyTorch training step; see {@link StreamLoop} for how and what their scores mean.
  */
 @State(Scope.Thread)
-@BenchmarkMode(Mode.Throughput)
-@OutputTimeUnit(TimeUnit.SECONDS)
-public class CachingAllocatorBench {
+public class CachingAllocatorBench extends OpsPerSecondBenchmark {
     private static final int WINDOW = StressWindow.WINDOW;
     private static final int SIZES = StressWindow.SIZES;
 

@@ -1,5 +1,6 @@
 package io.gpumem.bench.trace;
 
+import io.gpumem.bench.OpsPerSecondBenchmark;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.trace.io.PytorchSnapshotReader;
 import io.gpumem.trace.io.TraceSnapshot;
@@ -11,14 +12,10 @@ import io.gpumem.trace.window.WindowRebuilder;
 import io.gpumem.trace.window.WindowStart;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
-import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Fork;
 import org.openjdk.jmh.annotations.Measurement;
-import org.openjdk.jmh.annotations.Mode;
 import org.openjdk.jmh.annotations.OperationsPerInvocation;
-import org.openjdk.jmh.annotations.OutputTimeUnit;
 import org.openjdk.jmh.annotations.Scope;
 import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
@@ -39,14 +36,12 @@ import org.openjdk.jmh.annotations.Warmup;
  * same cores (with the default collector the scores were several times lower and far noisier).
  */
 @State(Scope.Benchmark)
-@BenchmarkMode(Mode.Throughput)
-@OutputTimeUnit(TimeUnit.SECONDS)
 @Warmup(iterations = 5, time = 2)
 @Measurement(iterations = 5, time = 2)
 @Fork(
         value = 1,
         jvmArgsAppend = {"-XX:+UseSerialGC", "-Xmx1g"})
-public class ReplayThroughputBenchmark {
+public class ReplayThroughputBenchmark extends OpsPerSecondBenchmark {
 
     /** Entries in {@code lm2.7b-train-step.pickle} (checked at setup). */
     static final int ENTRIES = 19_342;

@@ -14,11 +14,15 @@ import io.gpumem.trace.analysis.AnalysisPrinter;
 import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.analysis.SnapshotStates;
+import io.gpumem.trace.category.CategoryPrinter;
+import io.gpumem.trace.category.PeakCategories;
 import io.gpumem.trace.io.SourceFormat;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.session.TraceSession;
 import java.io.PrintWriter;
+import java.io.Writer;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -33,7 +37,10 @@ import picocli.CommandLine.Option;
  * (rebuilt by replaying the trace). The analysis prints the pool accounting, free space per stream, the
  * most wasteful segments and the diagnosis; recommendations are backed by compare runs of the trace's window
  * under each candidate configuration (the {@code gpumem compare} engine), unless {@code --no-compare} or the
- * snapshot has no requests (state only). The file is read under {@code --max-file-size} and {@code --max-entries}
+ * snapshot has no requests (state only). Then what the live bytes are for ({@link PeakCategories}: parameters,
+ * gradients, optimizer state, activations, temporaries, other, at peak allocated, at the failing request of an OOM and
+ * at the end) and the remedies ranked by what each saves at the peak; {@code --json} prints all of it as JSON
+ * ({@link AnalyzeJson}) instead of text. The file is read under {@code --max-file-size} and {@code --max-entries}
  * like every trace command's, into a {@link TraceSession} whose windows the compare runs share.
  */
 @Command(
@@ -87,6 +94,20 @@ public final class AnalyzeCommand extends GpumemCommand {
             description = "Also write the analysis as a self-contained HTML report (as gpumem report does) to FILE.")
     Path html;
 
+    @Option(
+            names = "--json",
+            description = "Print the analysis as JSON (one object per device, an array when there are several)"
+                    + " instead of text: verdict, remedies, recommendations, live_at_peak and live_at_end by category.")
+    boolean json;
+
+    @Option(
+            names = "--checkpoint-blocks",
+            paramLabel = "N",
+            defaultValue = "" + PeakCategories.DEFAULT_CHECKPOINT_BLOCKS,
+            description = "Blocks (layers) of the model, for what activation checkpointing would save at the peak"
+                    + " (default: ${DEFAULT-VALUE}; a recording does not say).")
+    int checkpointBlocks;
+
     @Override
     public Integer call() {
         PrintWriter out = out();
@@ -94,19 +115,25 @@ public final class AnalyzeCommand extends GpumemCommand {
         if (top < 0) {
             throw new CommandLine.ParameterException(spec.commandLine(), "--top must be >= 0, got " + top);
         }
+        if (checkpointBlocks < 1) {
+            throw new CommandLine.ParameterException(
+                    spec.commandLine(), "--checkpoint-blocks must be >= 1, got " + checkpointBlocks);
+        }
         policySpecs = policies.specs();
+        PrintWriter text = json ? new PrintWriter(Writer.nullWriter()) : out;
         TraceSession session = start.apply(input.open(err()));
         TraceSnapshot snapshot = session.trace();
         Path file = input.file();
         if (snapshot.segments().isEmpty()
                 && snapshot.format() != SourceFormat.PYTORCH_SNAPSHOT
                 && snapshot.format() != SourceFormat.PYTORCH_SEGMENT_LIST) {
-            out.println("note: " + file + " is a " + snapshot.format() + " file: it records requests but no allocator"
+            text.println("note: " + file + " is a " + snapshot.format() + " file: it records requests but no allocator"
                     + " state, so the states below are empty; the compare runs replay its requests");
         }
         List<Integer> devices = device != null ? List.of(device) : SnapshotStates.devices(snapshot);
         if (devices.isEmpty()) {
-            out.println(file + ": no segments and no trace entries: nothing to analyse");
+            out.println(json ? "[]" : file + ": no segments and no trace entries: nothing to analyse");
+            out.flush();
             return 0;
         }
         if (device != null && !SnapshotStates.devices(snapshot).contains(device)) {
@@ -118,18 +145,27 @@ public final class AnalyzeCommand extends GpumemCommand {
         }
         boolean first = true;
         HtmlReport report = html != null ? new HtmlReport(file.toString()) : null;
+        List<DeviceAnalysis> results = new ArrayList<>();
+        List<PeakCategories> categories = new ArrayList<>();
         for (int d : devices) {
             if (!first) {
-                out.println();
+                text.println();
             }
             first = false;
-            DeviceAnalysis result = analyseDevice(session, d, capacityBytes, out);
+            DeviceAnalysis result = analyseDevice(session, d, capacityBytes, text);
+            PeakCategories split = PeakCategories.of(session.trace(), d, result, checkpointBlocks);
+            CategoryPrinter.print(split, text);
+            results.add(result);
+            categories.add(split);
             if (report != null) {
-                report.addDevice(session, result, List.of());
+                report.addDevice(session, result, List.of(), split);
             }
         }
+        if (json) {
+            out.println(AnalyzeJson.of(results, categories));
+        }
         if (report != null) {
-            HtmlOutput.write(report, html, out);
+            HtmlOutput.write(report, html, json ? err() : out);
         }
         out.flush();
         return 0;

@@ -19,6 +19,8 @@ import io.gpumem.trace.analysis.OomEvent;
 import io.gpumem.trace.analysis.Recommender;
 import io.gpumem.trace.analysis.StateAnalysis;
 import io.gpumem.trace.analysis.StateAnalyzer;
+import io.gpumem.trace.category.CategoryPrinter;
+import io.gpumem.trace.category.PeakCategories;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.session.TraceSession;
@@ -40,7 +42,8 @@ import picocli.CommandLine.Option;
  * {@code gpumem demo}: the main job end to end. Generates a transformer training workload whose sequence
  * length varies per step, runs it on a simulated device under the default allocator configuration and the
  * alternatives, prints the compare table, analyses the default run's final state (at its OOM, if it hit
- * one) with recommendations backed by the compare runs, and writes the default run's memory snapshot as a
+ * one) with recommendations backed by the compare runs, what the live bytes are for at the peak and at the OOM with
+ * the remedies ranked ({@link PeakCategories}), and writes the default run's memory snapshot as a
  * PyTorch pickle that {@code gpumem analyze} and pytorch.org/memory_viz read.
  */
 @Command(
@@ -204,25 +207,30 @@ public final class DemoCommand extends GpumemCommand {
         AnalysisPrinter.printState(analysis, out);
         Recommender.Result recs = new Recommender().recommend(analysis, whatIf, policySpecs);
         AnalysisPrinter.printRecommendations(recs, out);
-        if (spill) {
-            out.println();
-            SpillDemo.run(workload, capacityBytes, outsideBytes, out);
-        }
-
+        // the pickle first: each snapshot() records a snapshot entry, and the page shows the trace taken after it
         try {
             AllocatorSnapshots.write(baseline.allocator().snapshot(), snapshot);
         } catch (IOException e) {
             throw new UncheckedIOException("cannot write the snapshot to " + snapshot + ": " + e, e);
         }
-        out.println();
-        out.println("snapshot of the default run written to " + snapshot.toAbsolutePath() + " (gpumem analyze "
-                + snapshot + "; or drag it onto pytorch.org/memory_viz)");
         TraceSnapshot trace =
                 AllocatorSnapshots.toTraceSnapshot(baseline.allocator().snapshot(), "gpumem demo");
         DeviceAnalysis result = new DeviceAnalysis(0, trace.traceOf(0).size(), analysis, whatIf, recs, List.of());
+        // the workload knows its layers: the checkpointing model needs no assumption here
+        PeakCategories categories = PeakCategories.of(trace, 0, result, layers);
+        CategoryPrinter.print(categories, out);
+        if (spill) {
+            out.println();
+            SpillDemo.run(workload, capacityBytes, outsideBytes, out);
+        }
+
+        out.println();
+        out.println("snapshot of the default run written to " + snapshot.toAbsolutePath() + " (gpumem analyze "
+                + snapshot + "; or drag it onto pytorch.org/memory_viz)");
         Path page = html != null ? html : HtmlOutput.sibling(snapshot);
         HtmlOutput.write(
-                new HtmlReport("gpumem demo: " + workload.describe()).addDevice(TraceSession.of(trace), result, rows),
+                new HtmlReport("gpumem demo: " + workload.describe())
+                        .addDevice(TraceSession.of(trace), result, rows, categories),
                 page,
                 out);
         out.flush();

@@ -49,20 +49,26 @@ final class HeadlessChromium {
 
     /** Loads {@code page} and returns the DOM after its scripts ran. */
     Result dumpDom(Path page) throws IOException, InterruptedException {
-        return run(page, List.of("--dump-dom"));
+        return run(page, "", List.of("--dump-dom"));
+    }
+
+    /** Loads {@code page} with {@code #fragment} in its address (the page reads it) and returns the DOM. */
+    Result dumpDom(Path page, String fragment) throws IOException, InterruptedException {
+        return run(page, "#" + fragment, List.of("--dump-dom"));
     }
 
     /** Loads {@code page} in a {@code width}×{@code height} window and writes a PNG screenshot to {@code png}. */
     Result screenshot(Path page, Path png, int width, int height) throws IOException, InterruptedException {
         return run(
                 page,
+                "",
                 List.of(
                         "--window-size=" + width + "," + height,
                         "--hide-scrollbars",
                         "--screenshot=" + png.toAbsolutePath()));
     }
 
-    private Result run(Path page, List<String> action) throws IOException, InterruptedException {
+    private Result run(Path page, String fragment, List<String> action) throws IOException, InterruptedException {
         Path profile = Files.createTempDirectory("gpumem-chromium-profile");
         Path out = Files.createTempFile("gpumem-chromium", ".out");
         Path log = Files.createTempFile("gpumem-chromium", ".log");
@@ -83,7 +89,7 @@ final class HeadlessChromium {
                     "--v=0",
                     "--user-data-dir=" + profile.toAbsolutePath()));
             cmd.addAll(action);
-            cmd.add(page.toAbsolutePath().toUri().toString());
+            cmd.add(page.toAbsolutePath().toUri() + fragment);
             Process p = new ProcessBuilder(cmd)
                     .redirectOutput(out.toFile())
                     .redirectError(log.toFile())

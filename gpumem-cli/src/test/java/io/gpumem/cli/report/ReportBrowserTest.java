@@ -101,6 +101,29 @@ class ReportBrowserTest {
                 assertThat(text).contains(headline);
             }
         }
+        assertThat(text).contains("What the live bytes are for").contains("stack by site category");
+        assertThat(shown.stdout()).contains("data-stack=\"site\"");
+        if (trace.contains("llama-offload-10-streams")) {
+            assertCategoryTimeline(chromium.dumpDom(page, "stack=category"));
+        }
+    }
+
+    /**
+     * The timeline as the toggle's category side draws it: the radio checked, the chart marked and stacked in one band
+     * per category (six legend entries), and still no script error.
+     */
+    static void assertCategoryTimeline(HeadlessChromium.Result shown) {
+        assertRenderedCleanly(shown);
+        String dom = shown.stdout();
+        assertThat(dom).contains("data-stack=\"category\"").contains("class=\"timeline-svg category\"");
+        assertThat(dom).doesNotContain("data-stack=\"site\"");
+        String legend = dom.substring(dom.indexOf("class=\"timeline-svg category\""));
+        for (String c : List.of("parameters", "gradients", "optimizer_state", "activations", "temporaries", "other")) {
+            assertThat(legend).contains("</span>" + c + "</span>");
+        }
+        assertThat(countOf(legend, "class=\"band\""))
+                .as("one band per category")
+                .isGreaterThanOrEqualTo(6);
     }
 
     @Test
@@ -130,6 +153,13 @@ class ReportBrowserTest {
         assertThat(missing(figures(analysis), text))
                 .as("figures demo prints that the page does not show")
                 .isEmpty();
+        // the split at the OOM and the ranked remedies, printed and on the page; the timeline by category on request
+        assertThat(demo.out()).contains("at the OOM").contains("remedies at the peak (best first):");
+        assertThat(text)
+                .contains("What the live bytes are for")
+                .contains("at the OOM")
+                .contains("PyTorch today: yes:");
+        assertCategoryTimeline(chromium.dumpDom(page, "stack=category"));
 
         Path png = dir.resolve("demo.png");
         chromium.screenshot(page, png, 1280, 1800);

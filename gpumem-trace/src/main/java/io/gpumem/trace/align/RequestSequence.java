@@ -7,6 +7,7 @@ import io.gpumem.history.Frame;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.replay.WhatIfReplay;
 import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowRebuilder;
 import io.gpumem.trace.window.WindowStart;
@@ -16,14 +17,17 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * The allocation requests of one device trace, in trace order, as primitive arrays: what alignment, step
- * detection, diffs and size laws read. Request {@code r} is the {@code r}-th {@code alloc} entry of the trace.
+ * The allocation requests of one device trace, in trace order: the {@code ALLOC} ops of the window's engine
+ * {@link RequestStream} (the one request model; this class compiles no requests of its own), with what alignment,
+ * step detection, diffs and size laws read beside them. Request {@code r} is the {@code r}-th {@code alloc} entry of
+ * the trace, and the {@code r}-th {@code ALLOC} op of the stream.
  *
- * <p>Invariants: every array has {@link #size()} elements; {@code freeEntry[r]} is the index of the first
- * {@code free_requested} (or, where the file has none, {@code free_completed}) entry of the block allocated by
- * {@code r}, after {@code allocEntry[r]}, or −1 when the block is still live at the window's end; {@code site[r]}
- * indexes the {@link FrameSignatures} the sequence was built with, −1 when the entry carries no frames; streams are
- * numbered 0, 1, ... in the order they first appear, so that two runs of one program (whose stream handles differ)
+ * <p>Invariants: every per-request array has {@link #size()} elements; {@code freeEntry[r]} is the index of the
+ * first {@code free_requested} (or, where the file has none, {@code free_completed}) entry of the block allocated by
+ * {@code r}, after its {@code alloc} entry, or −1 when the block is still live at the window's end (the stream
+ * frees at completion: alignment looks at when the program let go of a tensor); {@code site[r]} indexes the
+ * {@link FrameSignatures} the sequence was built with, −1 when the entry carries no frames; streams are numbered
+ * 0, 1, ... in the order the requests first use them, so that two runs of one program (whose stream handles differ)
  * number their streams alike.
  *
  * <p>The allocated-bytes timeline counts each request at its {@code round_size} under the recorded configuration
@@ -34,134 +38,153 @@ public final class RequestSequence {
 
     private final String source;
     private final int device;
-    private final int[] allocEntry;
+    private final RequestStream requests;
+    /** The stream op of each request. */
+    private final int[] allocOp;
+
     private final int[] freeEntry;
-    private final long[] size;
     private final long[] roundedSize;
-    private final int[] stream;
+    /** The first-use number of each of {@link RequestStream#streams()}. */
+    private final int[] streamRank;
+
     private final int[] site;
     private final boolean framed;
     private final FrameSignatures signatures;
     private final int entryCount;
     private final long startAllocated;
     private final long startReserved;
-    private final long peakAllocated;
-    private final int peakAllocatedEntry;
-    private final long peakReserved;
-    private final int peakReservedEntry;
-    private final long allocatedAtPeakReserved;
+    private long peakAllocated;
+    private int peakAllocatedEntry = -1;
+    private long peakReserved;
+    private int peakReservedEntry = -1;
+    private long allocatedAtPeakReserved;
     private final long[] startBlockSize;
     private final long[] startBlockAddress;
     private final long[] startBlockStream;
 
-    private RequestSequence(Builder b) {
-        source = b.source;
-        device = b.device;
-        int n = b.n;
-        allocEntry = Arrays.copyOf(b.allocEntry, n);
-        freeEntry = Arrays.copyOf(b.freeEntry, n);
-        size = Arrays.copyOf(b.size, n);
-        roundedSize = Arrays.copyOf(b.roundedSize, n);
-        stream = Arrays.copyOf(b.stream, n);
-        site = Arrays.copyOf(b.site, n);
-        framed = b.framed;
-        signatures = b.signatures;
-        entryCount = b.entryCount;
-        startAllocated = b.startAllocated;
-        startReserved = b.startReserved;
-        peakAllocated = b.peakAllocated;
-        peakAllocatedEntry = b.peakAllocatedEntry;
-        peakReserved = b.peakReserved;
-        peakReservedEntry = b.peakReservedEntry;
-        allocatedAtPeakReserved = b.allocatedAtPeakReserved;
-        startBlockSize = b.startBlockSize;
-        startBlockAddress = b.startBlockAddress;
-        startBlockStream = b.startBlockStream;
+    private RequestSequence(
+            TraceSnapshot trace, int device, WindowStart start, RequestStream requests, FrameSignatures signatures) {
+        this.source = trace.source();
+        this.device = device;
+        this.requests = requests;
+        this.signatures = signatures;
+        int n = requests.allocs();
+        allocOp = new int[n];
+        freeEntry = new int[n];
+        roundedSize = new long[n];
+        site = new int[n];
+        streamRank = new int[requests.streams().length];
+        Arrays.fill(streamRank, -1);
+        List<TraceEntry> entries = trace.traceOf(device);
+        entryCount = entries.size();
+        AllocatorConfig config = RecordedConfig.of(trace);
+        boolean anyFrames = false;
+        int ranked = 0;
+        for (int k = 0, r = 0; k < requests.length(); k++) {
+            if (requests.op(k) != RequestStream.ALLOC) {
+                continue;
+            }
+            allocOp[r] = k;
+            freeEntry[r] = -1;
+            roundedSize[r] = SizeRules.roundSize(requests.size(k), config);
+            int index = requests.streamIndex(k);
+            if (streamRank[index] < 0) {
+                streamRank[index] = ranked++;
+            }
+            List<Frame> frames = entries.get(requests.entry(k)).frames();
+            boolean hasFrames = frames != null && !frames.isEmpty();
+            anyFrames |= hasFrames;
+            site[r++] = hasFrames ? signatures.intern(frames) : -1;
+        }
+        framed = anyFrames;
+        startAllocated = start.allocatedBytes();
+        startReserved = start.reservedBytes();
+        int blocks = requests.startBlocks();
+        startBlockSize = new long[blocks];
+        startBlockAddress = new long[blocks];
+        startBlockStream = new long[blocks];
+        int[] i = {0};
+        RequestStream.forEachLiveBlock(requests.startState(), (seg, blk) -> {
+            startBlockSize[i[0]] = blk.requestedSize() > 0 ? blk.requestedSize() : blk.size();
+            startBlockAddress[i[0]] = blk.address();
+            startBlockStream[i[0]++] = seg.stream();
+        });
+        followLevels(entries, config);
     }
 
     /**
      * Reads the requests of {@code device}'s trace, interning frame lists in {@code signatures} (share one table
-     * between the recordings to be aligned). The window start is rebuilt under the recorded configuration.
+     * between the recordings to be aligned). The window start is rebuilt under the recorded configuration and its
+     * requests compiled into the engine's stream.
      *
      * @throws IllegalArgumentException when the device has no alloc entry (a state-only snapshot, an empty trace)
      */
     public static RequestSequence of(TraceSnapshot trace, int device, FrameSignatures signatures) {
-        List<TraceEntry> entries = trace.traceOf(device);
-        AllocatorConfig config = RecordedConfig.of(trace);
-        WindowStart start = new WindowRebuilder(config).rebuild(trace, device);
-        Builder b = new Builder(trace.source(), device, entries.size());
-        b.startAllocated = start.allocatedBytes();
-        b.startReserved = start.reservedBytes();
-        b.startBlocks(start);
+        WindowStart start = new WindowRebuilder(RecordedConfig.of(trace)).rebuild(trace, device);
+        RequestStream requests = new WhatIfReplay(trace, device, start).stream();
+        if (requests.allocs() == 0) {
+            throw new IllegalArgumentException(trace.source() + ": device " + device
+                    + " has no alloc entry to align (a state-only snapshot or an empty trace)");
+        }
+        return new RequestSequence(trace, device, start, requests, signatures);
+    }
+
+    /**
+     * Walks the trace once for what the stream does not keep: the entry that requests each block's free, the
+     * allocated and reserved levels and their peaks.
+     */
+    private void followLevels(List<TraceEntry> entries, AllocatorConfig config) {
         Map<Long, Integer> liveByAddr = new HashMap<>();
-        Map<Long, Integer> streamRank = new HashMap<>();
-        long allocated = b.startAllocated;
-        long reserved = b.startReserved;
-        b.peakAllocated = allocated;
-        b.peakReserved = reserved;
-        b.allocatedAtPeakReserved = allocated;
-        boolean anyFrames = false;
+        long allocated = startAllocated;
+        long reserved = startReserved;
+        peakAllocated = allocated;
+        peakReserved = reserved;
+        allocatedAtPeakReserved = allocated;
         boolean anyFree = false;
         for (TraceEntry e : entries) {
             anyFree |= e.action() == TraceAction.FREE_REQUESTED;
         }
+        int r = 0;
         for (int i = 0; i < entries.size(); i++) {
             TraceEntry e = entries.get(i);
             switch (e.action()) {
                 case ALLOC -> {
-                    List<Frame> frames = e.frames();
-                    boolean hasFrames = frames != null && !frames.isEmpty();
-                    anyFrames |= hasFrames;
-                    long rounded = SizeRules.roundSize(e.size(), config);
-                    int r = b.add(
-                            i,
-                            e.size(),
-                            rounded,
-                            streamRank.computeIfAbsent(e.stream(), k -> streamRank.size()),
-                            hasFrames ? signatures.intern(frames) : -1);
                     liveByAddr.put(e.addr(), r);
-                    allocated += rounded;
-                    if (allocated > b.peakAllocated) {
-                        b.peakAllocated = allocated;
-                        b.peakAllocatedEntry = i;
+                    allocated += roundedSize[r++];
+                    if (allocated > peakAllocated) {
+                        peakAllocated = allocated;
+                        peakAllocatedEntry = i;
                     }
                 }
                 case FREE_REQUESTED, FREE_COMPLETED -> {
                     if (e.action() == TraceAction.FREE_COMPLETED && anyFree) {
                         break;
                     }
-                    Integer r = liveByAddr.remove(e.addr());
-                    if (r != null) {
-                        b.freeEntry[r] = i;
-                        allocated -= b.roundedSize[r];
+                    Integer freed = liveByAddr.remove(e.addr());
+                    if (freed != null) {
+                        freeEntry[freed] = i;
+                        allocated -= roundedSize[freed];
                     } else {
                         allocated -= SizeRules.roundSize(e.size(), config); // a block allocated before the window
                     }
                 }
                 case SEGMENT_ALLOC, SEGMENT_MAP -> {
                     reserved += e.size();
-                    if (reserved > b.peakReserved) {
-                        b.peakReserved = reserved;
-                        b.peakReservedEntry = i;
-                        b.allocatedAtPeakReserved = allocated;
+                    if (reserved > peakReserved) {
+                        peakReserved = reserved;
+                        peakReservedEntry = i;
+                        allocatedAtPeakReserved = allocated;
                     }
                 }
                 case SEGMENT_FREE, SEGMENT_UNMAP -> reserved -= e.size();
                 default -> {}
             }
         }
-        if (b.n == 0) {
-            throw new IllegalArgumentException(trace.source() + ": device " + device
-                    + " has no alloc entry to align (a state-only snapshot or an empty trace)");
-        }
-        b.framed = anyFrames;
-        b.signatures = signatures;
-        return new RequestSequence(b);
     }
 
     /** Number of requests. */
     public int size() {
-        return size.length;
+        return allocOp.length;
     }
 
     public String source() {
@@ -172,9 +195,14 @@ public final class RequestSequence {
         return device;
     }
 
+    /** The window's request stream these requests are the {@code ALLOC} ops of. */
+    public RequestStream requests() {
+        return requests;
+    }
+
     /** The request's size as the caller asked for it (unrounded). */
     public long sizeOf(int r) {
-        return size[r];
+        return requests.size(allocOp[r]);
     }
 
     /** The request's size after {@code round_size}: what it adds to allocated bytes. */
@@ -182,9 +210,9 @@ public final class RequestSequence {
         return roundedSize[r];
     }
 
-    /** The request's stream, numbered by first appearance. */
+    /** The request's stream, numbered by first use. */
     public int streamOf(int r) {
-        return stream[r];
+        return streamRank[requests.streamIndex(allocOp[r])];
     }
 
     /** The request's frame-list index in the shared {@link FrameSignatures}, −1 without frames. */
@@ -204,7 +232,7 @@ public final class RequestSequence {
 
     /** Trace index of the request's {@code alloc} entry. */
     public int allocEntryOf(int r) {
-        return allocEntry[r];
+        return requests.entry(allocOp[r]);
     }
 
     /** Trace index of the entry that frees the request's block, −1 when live at the window's end. */
@@ -214,7 +242,7 @@ public final class RequestSequence {
 
     /** Whether the request's block is live just after trace entry {@code entry}. */
     public boolean liveAt(int r, int entry) {
-        return allocEntry[r] <= entry && (freeEntry[r] < 0 || freeEntry[r] > entry);
+        return allocEntryOf(r) <= entry && (freeEntry[r] < 0 || freeEntry[r] > entry);
     }
 
     /** Number of entries of the device trace. */
@@ -257,7 +285,7 @@ public final class RequestSequence {
 
     /**
      * Number of blocks live at the window's start (allocated before the window), in the order of
-     * {@link RequestStream#forEachLiveBlock}: the engine's start slots.
+     * {@link RequestStream#forEachLiveBlock}: the stream's start slots.
      */
     public int startBlocks() {
         return startBlockSize.length;
@@ -287,7 +315,7 @@ public final class RequestSequence {
         // rebuild the level from the requests alone: start + allocs - frees seen before each alloc entry
         long[] delta = new long[entryCount + 1];
         for (int r = 0; r < size(); r++) {
-            delta[allocEntry[r]] += roundedSize[r];
+            delta[allocEntryOf(r)] += roundedSize[r];
             if (freeEntry[r] >= 0) {
                 delta[freeEntry[r]] -= roundedSize[r];
             }
@@ -295,75 +323,11 @@ public final class RequestSequence {
         long level = startAllocated;
         int r = 0;
         for (int i = 0; i < entryCount && r < size(); i++) {
-            if (allocEntry[r] == i) {
+            if (allocEntryOf(r) == i) {
                 out[r++] = level;
             }
             level += delta[i];
         }
         return out;
-    }
-
-    private static final class Builder {
-        final String source;
-        final int device;
-        final int entryCount;
-        int n;
-        int[] allocEntry = new int[64];
-        int[] freeEntry = new int[64];
-        long[] size = new long[64];
-        long[] roundedSize = new long[64];
-        int[] stream = new int[64];
-        int[] site = new int[64];
-        boolean framed;
-        FrameSignatures signatures;
-        long startAllocated;
-        long startReserved;
-        long peakAllocated;
-        int peakAllocatedEntry = -1;
-        long peakReserved;
-        int peakReservedEntry = -1;
-        long allocatedAtPeakReserved;
-        long[] startBlockSize = new long[0];
-        long[] startBlockAddress = new long[0];
-        long[] startBlockStream = new long[0];
-
-        void startBlocks(WindowStart start) {
-            int[] n = {0};
-            RequestStream.forEachLiveBlock(start.segments(), (seg, blk) -> n[0]++);
-            startBlockSize = new long[n[0]];
-            startBlockAddress = new long[n[0]];
-            startBlockStream = new long[n[0]];
-            n[0] = 0;
-            RequestStream.forEachLiveBlock(start.segments(), (seg, blk) -> {
-                startBlockSize[n[0]] = blk.requestedSize() > 0 ? blk.requestedSize() : blk.size();
-                startBlockAddress[n[0]] = blk.address();
-                startBlockStream[n[0]++] = seg.stream();
-            });
-        }
-
-        Builder(String source, int device, int entryCount) {
-            this.source = source;
-            this.device = device;
-            this.entryCount = entryCount;
-        }
-
-        int add(int entry, long bytes, long rounded, int streamIndex, int siteIndex) {
-            if (n == size.length) {
-                int cap = n * 2;
-                allocEntry = Arrays.copyOf(allocEntry, cap);
-                freeEntry = Arrays.copyOf(freeEntry, cap);
-                size = Arrays.copyOf(size, cap);
-                roundedSize = Arrays.copyOf(roundedSize, cap);
-                stream = Arrays.copyOf(stream, cap);
-                site = Arrays.copyOf(site, cap);
-            }
-            allocEntry[n] = entry;
-            freeEntry[n] = -1;
-            size[n] = bytes;
-            roundedSize[n] = rounded;
-            stream[n] = streamIndex;
-            site[n] = siteIndex;
-            return n++;
-        }
     }
 }

@@ -37,7 +37,9 @@ import java.util.Map;
  *       exactly one run, and a free is "in" the run holding its entry.</li>
  *   <li><b>Lifetime rules</b> (request in run {@code a}, freed in run {@code b}, or live at the end):
  *       freed with {@code b == a}: temporaries; forward, freed in the first backward run after {@code a}:
- *       activations (sure when the free lies in the allocating step of the {@link StepStructure}); backward,
+ *       activations (sure when the free lies in the allocating step of the {@link StepStructure}); forward,
+ *       never freed, with an OOM after it and no optimizer step between: activations too (the OOM cut the step
+ *       short before its backward freed them; a lifetime cut short is a weaker reading); backward,
  *       live after {@code a}: gradients; optimizer, live after {@code a}: optimizer state.</li>
  *   <li><b>Parameters.</b> A block allocated outside every phase (before the window, or by setup code) and never
  *       freed in the window is a parameter when a gradient of its rounded size is left to match it: each step's
@@ -145,6 +147,49 @@ public final class ByteCategories {
         return CategoryBytes.of(entry, bytes);
     }
 
+    /**
+     * The categories just after each of {@code entries} (ascending, each −1 or an entry of the trace) in one sweep
+     * over the blocks' allocs and frees: what a timeline by category draws. Row {@code i} holds the bytes per
+     * {@link ByteCategory} ordinal at {@code entries[i]}; each row sums to {@link #at}{@code (entries[i]).total()}.
+     *
+     * @throws IllegalArgumentException when {@code entries} is not ascending or names no entry of the trace
+     */
+    public long[][] atEach(int[] entries) {
+        long[] events = new long[2 * blocks.size()];
+        long[] live = new long[ByteCategory.values().length];
+        int n = 0;
+        for (int i = 0; i < blocks.size(); i++) {
+            CategorizedBlock b = blocks.get(i);
+            if (b.allocEntry() < 0) {
+                live[b.category().ordinal()] += b.bytes();
+            } else {
+                events[n++] = ((long) b.allocEntry() << 32) | ((long) i << 1);
+            }
+            if (b.freeEntry() >= 0) {
+                events[n++] = ((long) b.freeEntry() << 32) | ((long) i << 1) | 1;
+            }
+        }
+        Arrays.sort(events, 0, n);
+        long[][] out = new long[entries.length][];
+        int next = 0;
+        int previous = -1;
+        for (int q = 0; q < entries.length; q++) {
+            int entry = entries[q];
+            if (entry < previous || entry >= Math.max(entryCount, 0)) {
+                throw new IllegalArgumentException(
+                        "entries must ascend within −1.." + (entryCount - 1) + ", got " + entry + " after " + previous);
+            }
+            previous = entry;
+            while (next < n && (events[next] >>> 32) <= entry) {
+                CategorizedBlock b = blocks.get((int) ((events[next] & 0xffffffffL) >>> 1));
+                live[b.category().ordinal()] += (events[next] & 1) == 0 ? b.bytes() : -b.bytes();
+                next++;
+            }
+            out[q] = live.clone();
+        }
+        return out;
+    }
+
     /** Bytes per rule of the blocks live just after {@code entry}: how the split at that moment was reached. */
     public Map<CategoryRule, Long> rulesAt(int entry) {
         Map<CategoryRule, Long> out = new EnumMap<>(CategoryRule.class);
@@ -164,6 +209,9 @@ public final class ByteCategories {
         private final List<TraceEntry> entries;
         private final AllocatorConfig config;
         private final Phase[] phase;
+        /** The last {@code oom} entry of the trace, −1 when there is none. */
+        private final int lastOom;
+
         private int[] runStart = new int[16];
         private Phase[] runPhase = new Phase[16];
         private int runs;
@@ -180,6 +228,11 @@ public final class ByteCategories {
             this.entries = entries;
             this.config = config;
             this.phase = new Phase[seq.size()];
+            int oom = -1;
+            for (int i = 0; i < entries.size(); i++) {
+                oom = entries.get(i).action() == TraceAction.OOM ? i : oom;
+            }
+            this.lastOom = oom;
         }
 
         ByteCategories classify() {
@@ -295,12 +348,31 @@ public final class ByteCategories {
                                 ? CategoryRule.SAVED_FOR_BACKWARD
                                 : CategoryRule.SAVED_ACROSS_STEPS;
                     }
+                    if (free < 0 && cutShortByOom(a, seq.allocEntryOf(r))) {
+                        yield CategoryRule.CUT_SHORT_BY_OOM;
+                    }
                     yield CategoryRule.NO_LIFETIME_RULE;
                 }
                 case BACKWARD -> CategoryRule.OUTLIVES_BACKWARD;
                 case OPTIMIZER -> CategoryRule.OUTLIVES_OPTIMIZER_STEP;
                 case UNKNOWN -> throw new AssertionError("handled above");
             };
+        }
+
+        /**
+         * Whether an OOM entry after {@code allocEntry} cut the step short: no optimizer run lies between run
+         * {@code a} and the last OOM, so the forward tensor, never freed, was waiting for its backward.
+         */
+        private boolean cutShortByOom(int a, int allocEntry) {
+            if (lastOom < allocEntry) {
+                return false;
+            }
+            for (int k = a + 1; k <= runOf(lastOom); k++) {
+                if (runPhase[k] == Phase.OPTIMIZER) {
+                    return false;
+                }
+            }
+            return true;
         }
 
         private boolean noBackwardBetween(int a, int b) {

@@ -12,6 +12,11 @@ public enum CategoryRule {
     SAVED_FOR_BACKWARD,
     /** As {@link #SAVED_FOR_BACKWARD}, but the free lies in a later step than the allocation. */
     SAVED_ACROSS_STEPS,
+    /**
+     * Allocated in forward and never freed, with an OOM later in the trace and no optimizer step between: the OOM cut
+     * the step short before the backward that would free it (what is live at the failing request of a training OOM).
+     */
+    CUT_SHORT_BY_OOM,
     /** Allocated by backward (autograd engine or a backward frame) and live after that backward phase ended. */
     OUTLIVES_BACKWARD,
     /** Allocated in an optimizer step and live after it. */
@@ -47,7 +52,7 @@ public enum CategoryRule {
     public ByteCategory category() {
         return switch (this) {
             case FREED_IN_ITS_PHASE, FREED_BEFORE_NEXT_REQUEST -> ByteCategory.TEMPORARIES;
-            case SAVED_FOR_BACKWARD, SAVED_ACROSS_STEPS -> ByteCategory.ACTIVATIONS;
+            case SAVED_FOR_BACKWARD, SAVED_ACROSS_STEPS, CUT_SHORT_BY_OOM -> ByteCategory.ACTIVATIONS;
             case OUTLIVES_BACKWARD -> ByteCategory.GRADIENTS;
             case OUTLIVES_OPTIMIZER_STEP -> ByteCategory.OPTIMIZER_STATE;
             case MATCHES_A_GRADIENT -> ByteCategory.PARAMETERS;
@@ -60,7 +65,7 @@ public enum CategoryRule {
             case FREED_IN_ITS_PHASE, SAVED_FOR_BACKWARD -> Confidence.HIGH;
             case SAVED_ACROSS_STEPS, OUTLIVES_BACKWARD, OUTLIVES_OPTIMIZER_STEP, MATCHES_A_GRADIENT ->
                 Confidence.MEDIUM;
-            case FREED_BEFORE_NEXT_REQUEST -> Confidence.LOW;
+            case FREED_BEFORE_NEXT_REQUEST, CUT_SHORT_BY_OOM -> Confidence.LOW;
             case BEFORE_THE_WINDOW, NO_FRAMES, NO_PHASE, NO_LIFETIME_RULE -> Confidence.NONE;
         };
     }

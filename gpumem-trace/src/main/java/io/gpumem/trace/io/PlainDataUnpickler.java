@@ -1,12 +1,18 @@
 package io.gpumem.trace.io;
 
+import io.gpumem.history.TraceEntry;
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.math.BigInteger;
+import java.nio.ByteBuffer;
+import java.nio.channels.ReadableByteChannel;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.HashSet;
+import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -76,34 +82,96 @@ final class PlainDataUnpickler {
         }
     }
 
+    /**
+     * Where the entries of a snapshot's device traces go as they are decoded. A list is recognised as
+     * {@code device_traces[d]} when values are appended to it while it is pending, as the value of the key
+     * {@code device_traces} (possibly behind other device lists), among the items of the top-level dict being
+     * built; its entries are then handed over one by one instead of being added to it, so that no file-sized tree of
+     * entry dicts is ever held (the list itself stays empty).
+     */
+    interface TraceSink {
+        /** Opens the list recognised as {@code device_traces[device]}; what it returns takes its entries, in order. */
+        EntrySink open(Object list, int device);
+    }
+
+    /** Takes the values appended to one device trace list. */
+    interface EntrySink {
+        /** The {@code index}-th value appended (counting from 0). */
+        void entry(Object value, int index);
+    }
+
     /** Decodes the whole pickle in {@code bytes[0, length)}. */
     static Object load(byte[] bytes, int length) {
-        return new PlainDataUnpickler(bytes, length).run();
+        return new PlainDataUnpickler(bytes, length, null, null).run();
     }
+
+    /** Decodes the whole pickle in {@code bytes[0, length)}, handing device trace entries to {@code sink}. */
+    static Object load(byte[] bytes, int length, TraceSink sink) {
+        return new PlainDataUnpickler(bytes, length, null, sink).run();
+    }
+
+    /**
+     * Decodes the pickle of {@code length} bytes read from {@code source} in chunks (the file is never held whole),
+     * handing device trace entries to {@code sink}. A source that ends early is a truncated file.
+     */
+    static Object load(ReadableByteChannel source, long length, TraceSink sink) {
+        return new PlainDataUnpickler(new byte[(int) Math.min(length, CHUNK)], length, source, sink).run();
+    }
+
+    /** Bytes read from a channel at a time. */
+    private static final int CHUNK = 1 << 20;
 
     /** Marks the memo slots never stored (null is a value). */
     private static final Object ABSENT = new Object();
+    /** Marks the memo slots of trace entries handed to the sink (a snapshot never refers to an entry twice). */
+    private static final Object CONSUMED = new Object();
 
-    private final byte[] in;
-    private final int end;
+    /** The buffered part of the input: {@code in[0, limit)} are the file's bytes from offset {@code base}. */
+    private byte[] in;
+
+    private int limit;
+    private long base;
+    private final long end;
+    private final ReadableByteChannel source;
     private int pos;
     private Object[] stack = new Object[64];
+    /** The memo slot each stack value was stored under while on the stack, or -1 (what {@link #handOver} frees). */
+    private int[] stackMemo = new int[64];
+
     private int top;
     private int[] marks = new int[16];
     private int markCount;
     private Object[] memo;
     private Map<Long, Object> sparseMemo;
+    private final TraceSink sink;
+    private final IdentityHashMap<Object, DeviceList> deviceLists = new IdentityHashMap<>();
 
-    private PlainDataUnpickler(byte[] in, int length) {
+    /** A recognised device trace list: where its entries go and how many it has had. */
+    private static final class DeviceList {
+        final EntrySink sink;
+        int count;
+
+        DeviceList(EntrySink sink) {
+            this.sink = sink;
+        }
+    }
+
+    private PlainDataUnpickler(byte[] in, long length, ReadableByteChannel source, TraceSink sink) {
         this.in = in;
         this.end = length;
+        this.limit = source == null ? (int) length : 0;
+        this.source = source;
+        this.sink = sink;
         this.memo = new Object[64];
         Arrays.fill(memo, ABSENT);
     }
 
     private Object run() {
-        while (pos < end) {
-            int at = pos;
+        while (base + pos < end) {
+            if (pos == limit) {
+                fill(1);
+            }
+            long at = base + pos;
             int op = in[pos++] & 0xff;
             try {
                 if (op == '.') {
@@ -124,7 +192,53 @@ final class PlainDataUnpickler {
         throw new Refused("the file ends at byte " + end + " before its STOP opcode");
     }
 
-    private void dispatch(int op, int at) {
+    /**
+     * Makes at least {@code n} bytes available at {@code pos} (the caller has checked that the file has them): the
+     * unread bytes move to the front of the buffer, which grows only for a value longer than it.
+     */
+    private void fill(int n) {
+        if (source == null) {
+            throw new Refused("the file ends at byte " + (base + limit) + " inside a value");
+        }
+        int left = limit - pos;
+        if (n > in.length) {
+            byte[] bigger = new byte[Math.max(n, Math.min(in.length * 2, Integer.MAX_VALUE - 8))];
+            System.arraycopy(in, pos, bigger, 0, left);
+            in = bigger;
+        } else {
+            System.arraycopy(in, pos, in, 0, left);
+        }
+        base += pos;
+        pos = 0;
+        limit = left;
+        int want = (int) Math.min(in.length, end - base);
+        try {
+            while (limit < want) {
+                int r = source.read(ByteBuffer.wrap(in, limit, want - limit));
+                if (r < 0) {
+                    throw new Refused("the file ends at byte " + (base + limit) + ", before the " + end
+                            + " bytes it had when reading began");
+                }
+                limit += r;
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    /** Makes {@code n} bytes available at {@code pos} (the caller has checked that the file has them). */
+    private void ensure(int n) {
+        if (limit - pos < n) {
+            fill(n);
+        }
+    }
+
+    /** The bytes of the file after {@code pos}. */
+    private long remaining() {
+        return end - base - pos;
+    }
+
+    private void dispatch(int op, long at) {
         switch (op) {
             case 0x80 -> { // PROTO
                 need(op, at, 1);
@@ -165,7 +279,13 @@ final class PlainDataUnpickler {
             case ']' -> push(new ArrayList<>()); // EMPTY_LIST
             case 'a' -> { // APPEND
                 Object v = pop();
-                asList(peek()).add(v);
+                List<Object> list = asList(peek());
+                DeviceList device = deviceList(list, top - 1);
+                if (device == null) {
+                    list.add(v);
+                } else {
+                    handOver(device, v, stackMemo[top]);
+                }
             }
             case 'e' -> { // APPENDS
                 int from = popMark();
@@ -173,10 +293,18 @@ final class PlainDataUnpickler {
                     throw new Misfit("too few values");
                 }
                 List<Object> list = asList(stack[from - 1]);
-                if (list instanceof ArrayList<Object> al) {
-                    al.ensureCapacity(al.size() + top - from);
+                DeviceList device = deviceList(list, from - 1);
+                if (device != null) {
+                    for (int i = from; i < top; i++) {
+                        handOver(device, stack[i], stackMemo[i]);
+                    }
+                    clearTo(from);
+                } else {
+                    if (list instanceof ArrayList<Object> al) {
+                        al.ensureCapacity(al.size() + top - from);
+                    }
+                    addRange(list, from);
                 }
-                addRange(list, from);
             }
             case ')' -> push(new Object[0]); // EMPTY_TUPLE
             case 0x85 -> push(new Object[] {pop()}); // TUPLE1
@@ -191,7 +319,11 @@ final class PlainDataUnpickler {
                 Object a = pop();
                 push(new Object[] {a, b, c});
             }
-            case '}' -> push(new HashMap<>(0)); // EMPTY_DICT
+            case '}' -> { // EMPTY_DICT
+                if (!(inDeviceList() && plainEntry())) {
+                    push(new HashMap<>(0));
+                }
+            }
             case 's' -> { // SETITEM
                 Object v = pop();
                 Object k = pop();
@@ -215,7 +347,7 @@ final class PlainDataUnpickler {
     }
 
     /** The opcodes a snapshot rarely or never holds (protocol 0 text, sets, bytes, refusals): kept out of the hot switch. */
-    private void rare(int op, int at) {
+    private void rare(int op, long at) {
         switch (op) {
             case '0' -> { // POP: a value, else the mark
                 if (markCount > 0 && marks[markCount - 1] == top) {
@@ -247,10 +379,10 @@ final class PlainDataUnpickler {
                 }
             }
             case 0x8d -> push(utf8(op, at, lengthPrefix(op, at, 8, true))); // BINUNICODE8
-            case 'V' -> push(rawUnicodeEscape(line(op, at, end - pos))); // UNICODE
+            case 'V' -> push(rawUnicodeEscape(line(op, at, remaining()))); // UNICODE
             case 'U' -> push(latin1(op, at, u8(op, at))); // SHORT_BINSTRING
             case 'T' -> push(latin1(op, at, lengthPrefix(op, at, 4, true))); // BINSTRING
-            case 'S' -> push(quotedString(line(op, at, end - pos))); // STRING
+            case 'S' -> push(quotedString(line(op, at, remaining()))); // STRING
             case 'C' -> push(bytes(op, at, u8(op, at))); // SHORT_BINBYTES
             case 'B' -> push(bytes(op, at, lengthPrefix(op, at, 4, false))); // BINBYTES
             case 0x8e, 0x96 -> push(bytes(op, at, lengthPrefix(op, at, 8, true))); // BINBYTES8, BYTEARRAY8
@@ -316,8 +448,309 @@ final class PlainDataUnpickler {
     private void push(Object v) {
         if (top == stack.length) {
             stack = Arrays.copyOf(stack, top * 2);
+            stackMemo = Arrays.copyOf(stackMemo, top * 2);
         }
+        stackMemo[top] = -1;
         stack[top++] = v;
+    }
+
+    // ---------------------------------------------------------------- device traces
+
+    /**
+     * The device trace list {@code list} (at stack height {@code at}) is, or {@code null}. A list is one when it is
+     * pending in a run of lists that follows the key {@code device_traces} among the pending items of the top-level
+     * dict (no mark between the dict's own and the lists'): {@code [root, k1, v1, ..., "device_traces",
+     * traces, device0, device1, ...]}. Its device number is the trace list's length plus the lists pending before it.
+     */
+    private DeviceList deviceList(Object list, int at) {
+        if (sink == null) {
+            return null;
+        }
+        DeviceList known = deviceLists.get(list);
+        if (known != null || at < 3 || !(stack[0] instanceof HashMap<?, ?>)) {
+            return known;
+        }
+        int k = at - 1;
+        while (k > 0 && stack[k] instanceof List<?>) {
+            k--;
+        }
+        if (k == 0 || k + 1 >= at || (k & 1) == 0 || !"device_traces".equals(stack[k])) {
+            return null;
+        }
+        for (int m = 0; m < markCount; m++) {
+            if (marks[m] > 1 && marks[m] <= k) {
+                return null;
+            }
+        }
+        int device = ((List<?>) stack[k + 1]).size() + at - (k + 2);
+        DeviceList opened = new DeviceList(sink.open(list, device));
+        deviceLists.put(list, opened);
+        return opened;
+    }
+
+    // ---------------------------------------------------------------- plain entries
+
+    /**
+     * A device trace entry decoded straight from its opcodes, without a dict: the values of its keys, the bits of
+     * the keys it has ({@link TraceEntry#ADDR} and so on), and its {@code frames} value as decoded (a list the
+     * memo holds, or {@code null}). Only a plain entry takes this form (see {@link #plainEntry}); any other is
+     * decoded as a dict, so every oddity is reported by the same checks as before.
+     */
+    static final class PlainEntry {
+        String action;
+        int keys;
+        long addr;
+        long size;
+        long stream;
+        long timeUs;
+        long deviceFree;
+        boolean hasFrames;
+        Object frames;
+    }
+
+    /** The most bytes an entry decoded by {@link #plainEntry} may span (one has about 60 to 200). */
+    private static final int PLAIN_ENTRY_BYTES = 4096;
+    /** Memo slots written by the entry being decoded, with what they held, to undo when it turns out not plain. */
+    private final long[] undoSlot = new long[16];
+
+    private final Object[] undoValue = new Object[16];
+    private int undoCount;
+    /** Where the entry being decoded must end ({@link #plainEntry}'s window). */
+    private int plainStop;
+    /** The integer the last {@link #plainInteger} decoded. */
+    private long plainValue;
+
+    /**
+     * Whether an {@code EMPTY_DICT} opens an item of a device trace list already recognised: the list is on top of
+     * the stack (the first item of a batch, or a single {@code APPEND}), or the items since the innermost mark
+     * follow such a list.
+     */
+    private boolean inDeviceList() {
+        if (deviceLists.isEmpty() || top == 0) {
+            return false;
+        }
+        Object last = stack[top - 1];
+        if (last instanceof PlainEntry || deviceLists.containsKey(last)) {
+            return true;
+        }
+        if (markCount == 0) {
+            return false;
+        }
+        int m = marks[markCount - 1];
+        return m > 0 && m < top && last instanceof HashMap<?, ?> && deviceLists.containsKey(stack[m - 1]);
+    }
+
+    /**
+     * Decodes the dict an {@code EMPTY_DICT} opens as a {@link PlainEntry} when it is a plain entry (what PyTorch
+     * and gpumem write): its own memo slot, a mark, then keys among {@code action, addr, size, stream, time_us,
+     * device_free, frames}, each once, as strings (new or from the memo) with integer values of at most 64 bits
+     * (a string for {@code action}, a list from the memo or None for {@code frames}), and {@code SETITEMS}, all within
+     * {@link #PLAIN_ENTRY_BYTES}. Anything else (another key or opcode, a FRAME boundary, a long integer) undoes
+     * what was read and returns false, and the dict is decoded as any other. The entry's memo slot is marked
+     * consumed: it is handed to the sink at its {@code APPEND(S)}.
+     */
+    private boolean plainEntry() {
+        int window = (int) Math.min(remaining(), PLAIN_ENTRY_BYTES);
+        ensure(window); // may move the buffered bytes: positions are taken after it
+        int start = pos;
+        plainStop = pos + window;
+        long memoBefore = memoSize;
+        undoCount = 0;
+        PlainEntry e = new PlainEntry();
+        if (!plainEntryBody(e)) {
+            for (int i = undoCount - 1; i >= 0; i--) {
+                memo[(int) undoSlot[i]] = undoValue[i];
+            }
+            memoSize = memoBefore;
+            pos = start;
+            return false;
+        }
+        push(e);
+        return true;
+    }
+
+    private boolean plainEntryBody(PlainEntry e) {
+        if (!plainMemoize(CONSUMED) || pos >= plainStop || in[pos++] != '(') {
+            return false;
+        }
+        while (pos < plainStop) {
+            if (in[pos] == 'u') {
+                pos++;
+                return e.action != null;
+            }
+            String key = plainString();
+            if (key == null) {
+                return false;
+            }
+            int bit;
+            switch (key) {
+                case "action" -> {
+                    if (e.action != null) {
+                        return false;
+                    }
+                    e.action = plainString();
+                    if (e.action == null) {
+                        return false;
+                    }
+                    continue;
+                }
+                case "frames" -> {
+                    if (e.hasFrames || pos >= plainStop) {
+                        return false;
+                    }
+                    e.hasFrames = true;
+                    int op = in[pos++] & 0xff;
+                    if (op == 'N') {
+                        e.frames = null;
+                    } else if (op == 'h' || op == 'j') {
+                        Object v = plainMemoGet(op == 'h' ? 1 : 4);
+                        if (v == null || v == ABSENT || v == CONSUMED) {
+                            return false;
+                        }
+                        e.frames = v;
+                    } else {
+                        return false;
+                    }
+                    continue;
+                }
+                case "addr" -> bit = TraceEntry.ADDR;
+                case "size" -> bit = TraceEntry.SIZE;
+                case "stream" -> bit = TraceEntry.STREAM;
+                case "time_us" -> bit = TraceEntry.TIME_US;
+                case "device_free" -> bit = TraceEntry.DEVICE_FREE;
+                default -> {
+                    return false;
+                }
+            }
+            if ((e.keys & bit) != 0 || !plainInteger()) {
+                return false;
+            }
+            e.keys |= bit;
+            switch (bit) {
+                case TraceEntry.ADDR -> e.addr = plainValue;
+                case TraceEntry.SIZE -> e.size = plainValue;
+                case TraceEntry.STREAM -> e.stream = plainValue;
+                case TraceEntry.TIME_US -> e.timeUs = plainValue;
+                default -> e.deviceFree = plainValue;
+            }
+        }
+        return false;
+    }
+
+    /** A string (new, with its optional memo store, or from the memo) at {@code pos}, or null when there is none. */
+    private String plainString() {
+        if (pos >= plainStop) {
+            return null;
+        }
+        int op = in[pos++] & 0xff;
+        if (op == 'h' || op == 'j') {
+            return plainMemoGet(op == 'h' ? 1 : 4) instanceof String s ? s : null;
+        }
+        int n;
+        if (op == 0x8c && pos < plainStop) {
+            n = in[pos++] & 0xff;
+        } else if (op == 'X' && pos + 4 <= plainStop) {
+            n = (in[pos] & 0xff) | (in[pos + 1] & 0xff) << 8 | (in[pos + 2] & 0xff) << 16 | in[pos + 3] << 24;
+            pos += 4;
+        } else {
+            return null;
+        }
+        if (n < 0 || n > plainStop - pos) {
+            return null;
+        }
+        String s = new String(in, pos, n, StandardCharsets.UTF_8);
+        pos += n;
+        return plainMemoize(s) ? s : null;
+    }
+
+    /** The memo value a {@code BINGET} (1-byte index) or {@code LONG_BINGET} (4) names, or null. */
+    private Object plainMemoGet(int indexBytes) {
+        if (pos + indexBytes > plainStop) {
+            return null;
+        }
+        long index = 0;
+        for (int i = indexBytes - 1; i >= 0; i--) {
+            index = index << 8 | (in[pos + i] & 0xff);
+        }
+        pos += indexBytes;
+        return index < memo.length ? memo[(int) index] : null;
+    }
+
+    /** An integer of at most 64 bits ({@code BININT1/2}, {@code BININT}, {@code LONG1}) into {@link #plainValue}. */
+    private boolean plainInteger() {
+        if (pos >= plainStop) {
+            return false;
+        }
+        int op = in[pos++] & 0xff;
+        int n = switch (op) {
+            case 'K' -> 1;
+            case 'M' -> 2;
+            case 'J' -> 4;
+            case 0x8a -> pos < plainStop ? in[pos++] & 0xff : 9;
+            default -> 9;
+        };
+        if (n > 8 || pos + n > plainStop) {
+            return false;
+        }
+        long v = 0;
+        for (int i = n - 1; i >= 0; i--) {
+            v = v << 8 | (in[pos + i] & 0xff);
+        }
+        pos += n;
+        if (op == 'J') {
+            v = (v << 32) >> 32; // sign-extends the 32-bit value
+        } else if (op == 0x8a && n > 0) {
+            int unused = 64 - 8 * n;
+            v = (v << unused) >> unused;
+        }
+        plainValue = v;
+        return true;
+    }
+
+    /** Performs the memo store ({@code BINPUT}, {@code LONG_BINPUT}, {@code MEMOIZE}) at {@code pos}, if any, of {@code v}. */
+    private boolean plainMemoize(Object v) {
+        if (pos >= plainStop) {
+            return false;
+        }
+        int op = in[pos] & 0xff;
+        long index;
+        if (op == 'q' && pos + 2 <= plainStop) {
+            index = in[pos + 1] & 0xff;
+            pos += 2;
+        } else if (op == 'r' && pos + 5 <= plainStop) {
+            index = (in[pos + 1] & 0xffL)
+                    | (in[pos + 2] & 0xffL) << 8
+                    | (in[pos + 3] & 0xffL) << 16
+                    | (in[pos + 4] & 0xffL) << 24;
+            pos += 5;
+        } else if (op == 0x94) {
+            index = memoSize;
+            pos++;
+        } else {
+            return op != 'q' && op != 'r';
+        }
+        growMemo(index);
+        if (index >= memo.length || undoCount == undoSlot.length) {
+            return false;
+        }
+        undoSlot[undoCount] = index;
+        undoValue[undoCount++] = memo[(int) index];
+        if (memo[(int) index] == ABSENT) {
+            memoSize++;
+        }
+        memo[(int) index] = v;
+        return true;
+    }
+
+    /**
+     * Gives one entry to its device's sink and forgets it: the memo slot it was stored under ({@link #stackMemo}, -1
+     * when none) no longer holds it.
+     */
+    private void handOver(DeviceList device, Object value, int memoSlot) {
+        device.sink.entry(value, device.count++);
+        if (memoSlot >= 0 && memoSlot < memo.length) {
+            memo[memoSlot] = CONSUMED;
+        }
     }
 
     private Object pop() {
@@ -356,7 +789,7 @@ final class PlainDataUnpickler {
         clearTo(from);
     }
 
-    private void putRange(int op, int at, Map<Object, Object> m, int from) {
+    private void putRange(int op, long at, Map<Object, Object> m, int from) {
         if (((top - from) & 1) != 0) {
             throw new Misfit("a key without a value");
         }
@@ -371,7 +804,7 @@ final class PlainDataUnpickler {
      * into a fresh map from the last to the first, which is then added to the target in one {@code putAll}
      * (a {@link HashMap}'s iteration order depends on its table size, which {@code putAll} chooses at once).
      */
-    private void setItems(int op, int at, Map<Object, Object> target, int from) {
+    private void setItems(int op, long at, Map<Object, Object> target, int from) {
         if (((top - from) & 1) != 0) {
             throw new Misfit("a key without a value");
         }
@@ -400,7 +833,7 @@ final class PlainDataUnpickler {
     }
 
     /** {@code k} if Python could hash it; a list, dict or (mutable) set is refused. */
-    private static Object hashable(int op, int at, Object k, String what) {
+    private static Object hashable(int op, long at, Object k, String what) {
         if (k instanceof List<?> || k instanceof Map<?, ?> || k instanceof HashSet<?>) {
             throw new Refused("opcode " + opName((short) op) + " at byte " + at + ": a " + what + " of type "
                     + PytorchSnapshotReader.typeName(k).replace("HashSet", "set") + " (unhashable in Python)");
@@ -420,6 +853,10 @@ final class PlainDataUnpickler {
         if (v == ABSENT) {
             throw new Misfit("memo slot " + index + " was never stored");
         }
+        if (v == CONSUMED) {
+            throw new Misfit("memo slot " + index + " holds a trace entry already read: a snapshot does not share"
+                    + " its entries");
+        }
         return v;
     }
 
@@ -427,16 +864,13 @@ final class PlainDataUnpickler {
         if (index < 0) {
             throw new Misfit("negative memo index");
         }
-        if (index >= memo.length && (index < DENSE_MEMO || index < end)) {
-            int old = memo.length;
-            memo = Arrays.copyOf(memo, (int) Math.max(index + 1, Math.min((long) old * 2, Integer.MAX_VALUE - 8)));
-            Arrays.fill(memo, old, memo.length, ABSENT);
-        }
+        growMemo(index);
         if (index < memo.length) {
             if (memo[(int) index] == ABSENT) {
                 memoSize++;
             }
             memo[(int) index] = v;
+            stackMemo[top - 1] = (int) index;
         } else {
             if (sparseMemo == null) {
                 sparseMemo = new HashMap<>();
@@ -448,7 +882,16 @@ final class PlainDataUnpickler {
         }
     }
 
-    private long memoIndexLine(int op, int at) {
+    /** Makes {@code index} a slot of the dense memo when it belongs there (below the input's length or 65,536). */
+    private void growMemo(long index) {
+        if (index >= memo.length && (index < DENSE_MEMO || index < end)) {
+            int old = memo.length;
+            memo = Arrays.copyOf(memo, (int) Math.max(index + 1, Math.min((long) old * 2, Integer.MAX_VALUE - 8)));
+            Arrays.fill(memo, old, memo.length, ABSENT);
+        }
+    }
+
+    private long memoIndexLine(int op, long at) {
         String line = line(op, at, 32);
         try {
             return Long.parseLong(line.strip());
@@ -460,19 +903,20 @@ final class PlainDataUnpickler {
     // ---------------------------------------------------------------- input
 
     /** Checks that {@code n} bytes follow the opcode (else the file is truncated). */
-    private void need(int op, int at, long n) {
-        if (n > end - pos) {
+    private void need(int op, long at, long n) {
+        if (n > remaining()) {
             throw new Refused("opcode " + opName((short) op) + " at byte " + at + ": the file ends inside it");
         }
+        ensure((int) n);
     }
 
-    private int u8(int op, int at) {
+    private int u8(int op, long at) {
         need(op, at, 1);
         return in[pos++] & 0xff;
     }
 
     /** The next {@code n} bytes as a little-endian integer, not consumed. */
-    private long littleEndian(int op, int at, int n, boolean signed) {
+    private long littleEndian(int op, long at, int n, boolean signed) {
         need(op, at, n);
         long v = 0;
         for (int i = n - 1; i >= 0; i--) {
@@ -484,22 +928,22 @@ final class PlainDataUnpickler {
         return v;
     }
 
-    private long littleEndianConsumed(int op, int at, int n, boolean signed) {
+    private long littleEndianConsumed(int op, long at, int n, boolean signed) {
         long v = littleEndian(op, at, n, signed);
         pos += n;
         return v;
     }
 
     /** Reads an {@code n}-byte length prefix, checks the length against the bytes left, and consumes the prefix. */
-    private int lengthPrefix(int op, int at, int n, boolean signed) {
+    private int lengthPrefix(int op, long at, int n, boolean signed) {
         long declared = littleEndian(op, at, n, signed);
         checkLength(op, at, declared, n);
         pos += n;
         return (int) declared;
     }
 
-    private void checkLength(int op, int at, long declared, int prefixBytes) {
-        long left = (long) end - pos - prefixBytes;
+    private void checkLength(int op, long at, long declared, int prefixBytes) {
+        long left = remaining() - prefixBytes;
         if (declared < 0) {
             throw new Refused(
                     "opcode " + opName((short) op) + " at byte " + at + " declares a negative length " + declared);
@@ -510,21 +954,21 @@ final class PlainDataUnpickler {
         }
     }
 
-    private String utf8(int op, int at, int n) {
+    private String utf8(int op, long at, int n) {
         need(op, at, n);
         String s = new String(in, pos, n, StandardCharsets.UTF_8);
         pos += n;
         return s;
     }
 
-    private String latin1(int op, int at, int n) {
+    private String latin1(int op, long at, int n) {
         need(op, at, n);
         String s = new String(in, pos, n, StandardCharsets.ISO_8859_1);
         pos += n;
         return s;
     }
 
-    private byte[] bytes(int op, int at, int n) {
+    private byte[] bytes(int op, long at, int n) {
         need(op, at, n);
         byte[] b = Arrays.copyOfRange(in, pos, pos + n);
         pos += n;
@@ -532,16 +976,18 @@ final class PlainDataUnpickler {
     }
 
     /** A protocol-0 text argument: the bytes up to the next newline (within {@code max}), consumed with it. */
-    private String line(int op, int at, int max) {
-        int limit = (int) Math.min(end, (long) pos + max + 1);
-        for (int i = pos; i < limit; i++) {
+    private String line(int op, long at, long max) {
+        long left = remaining();
+        int scan = (int) Math.min(Math.min(left, max + 1), Integer.MAX_VALUE - 16);
+        ensure(scan);
+        for (int i = pos; i < pos + scan; i++) {
             if (in[i] == '\n') {
                 String s = new String(in, pos, i - pos, StandardCharsets.ISO_8859_1);
                 pos = i + 1;
                 return s;
             }
         }
-        if (limit < end) {
+        if (scan < left) {
             throw new Refused(
                     "opcode " + opName((short) op) + " at byte " + at + " holds a line of more than " + max + " bytes");
         }
@@ -549,7 +995,7 @@ final class PlainDataUnpickler {
     }
 
     /** {@code LONG1}/{@code LONG4}: {@code n} bytes of two's complement, little-endian. */
-    private Number decodeLong(int op, int at, int n) {
+    private Number decodeLong(int op, long at, int n) {
         need(op, at, n);
         if (n == 0) {
             pos += n;
@@ -575,16 +1021,18 @@ final class PlainDataUnpickler {
     }
 
     /** {@code INT} ("I01" and "I00" are protocol 0's True and False) and {@code LONG} (with a trailing 'L'). */
-    private Object textInteger(int op, int at, boolean isLong) {
-        int limit = (int) Math.min(end, (long) pos + MAX_TEXT_INTEGER + 2);
+    private Object textInteger(int op, long at, boolean isLong) {
+        long left = remaining();
+        int scan = (int) Math.min(left, MAX_TEXT_INTEGER + 2);
+        ensure(scan);
         boolean lineEnds = false;
-        for (int i = pos; i < limit; i++) {
+        for (int i = pos; i < pos + scan; i++) {
             if (in[i] == '\n') {
                 lineEnds = true;
                 break;
             }
         }
-        if (!lineEnds && limit < end) {
+        if (!lineEnds && scan < left) {
             throw new Refused("opcode " + opName((short) op) + " at byte " + at + " holds an integer of more than "
                     + MAX_TEXT_INTEGER + " digits (snapshots hold 64-bit integers)");
         }
@@ -680,6 +1128,7 @@ final class PlainDataUnpickler {
     // ---------------------------------------------------------------- refusals
 
     private String globalName() {
+        ensure((int) Math.min(remaining(), 2 * 257)); // both lines stay in the buffer, so pos can be restored
         int save = pos;
         try {
             String module = line('c', 0, 256);
@@ -703,7 +1152,7 @@ final class PlainDataUnpickler {
         return null;
     }
 
-    private static Refused runsCode(int op, int at, String what) {
+    private static Refused runsCode(int op, long at, String what) {
         String name = opName((short) op) + (what == null ? "" : " " + what.replace('\n', ' '));
         return new Refused(
                 "the file asks to run code (" + name + " at byte " + at + "); only plain data is accepted", true);

@@ -12,9 +12,11 @@ import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import java.io.IOException;
 import java.io.InputStream;
+import java.io.UncheckedIOException;
 import java.math.BigInteger;
-import java.nio.file.Files;
+import java.nio.channels.FileChannel;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
@@ -22,15 +24,20 @@ import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.function.Supplier;
 import java.util.stream.Collectors;
 
 /**
  * Reads PyTorch memory snapshots ({@code torch.cuda.memory._dump_snapshot} pickles) of every format from
  * 2.0 to current into a {@link TraceSnapshot}.
  *
- * <p>Two passes: the pickle is decoded into plain Java objects (dicts, lists, tuples, ints, strings) by
- * {@link PlainDataUnpickler}, which refuses any opcode that would run code and any declared length longer than
- * the rest of the file; then the object tree is checked and converted field by field, at most one record per
+ * <p>One pass over the file, read in chunks (never held whole): the pickle is decoded into plain Java objects
+ * (dicts, lists, tuples, ints, strings) by {@link PlainDataUnpickler}, which refuses any opcode that would run code
+ * and any declared length longer than the rest of the file. Device trace entries, nearly all of a large file, are
+ * handed over as the decoder meets them and stored at once in compact {@link TraceColumns} (the decoded dict of an
+ * entry is garbage as soon as it is stored, so memory holds the columns, not a tree of the file); the rest of the
+ * tree (segments, settings, annotations) is checked and converted field by field at the end, at most one record per
  * byte of the file. Every conversion error names the file and the key path ({@code device_traces[0][17].size}).
  *
  * <p>Formats handled: a bare list of segments (2.0 {@code memory_snapshot()}), blocks with {@code history}
@@ -57,20 +64,14 @@ public final class PytorchSnapshotReader {
     public TraceSnapshot read(Path file) {
         String name = file.toString();
         long size = limits.checkedFileSize(file);
-        if (size > Integer.MAX_VALUE - 8) {
-            throw new TraceFormatException(
-                    name, "", "input is over the limit of " + (Integer.MAX_VALUE - 8) + " bytes");
-        }
-        byte[] bytes;
-        try {
-            bytes = Files.readAllBytes(file);
+        Converter converter = new Converter(name, limits, size);
+        Object root;
+        try (FileChannel channel = FileChannel.open(file, StandardOpenOption.READ)) {
+            root = unpickle(() -> PlainDataUnpickler.load(channel, size, converter), name);
         } catch (IOException e) {
             throw new TraceFormatException(name, "", "cannot read: " + e.getMessage(), e);
         }
-        if (bytes.length > limits.maxFileBytes()) {
-            throw new TraceFormatException(name, "", "input is over the limit of " + limits.maxFileBytes() + " bytes");
-        }
-        return convert(unpickle(bytes, name), name, bytes.length);
+        return convert(converter, root);
     }
 
     /** Reads a snapshot from a stream (at most the file-size limit); {@code name} is used in error messages. */
@@ -84,14 +85,15 @@ public final class PytorchSnapshotReader {
         if (bytes.length > limits.maxFileBytes()) {
             throw new TraceFormatException(name, "", "input is over the limit of " + limits.maxFileBytes() + " bytes");
         }
-        return convert(unpickle(bytes, name), name, bytes.length);
+        Converter converter = new Converter(name, limits, bytes.length);
+        return convert(converter, unpickle(() -> PlainDataUnpickler.load(bytes, bytes.length, converter), name));
     }
 
-    private TraceSnapshot convert(Object root, String name, long bytes) {
+    private static TraceSnapshot convert(Converter converter, Object root) {
         try {
-            return new Converter(name, limits, bytes).convert(root);
+            return converter.convert(root);
         } catch (StackOverflowError e) {
-            throw new TraceFormatException(name, "", NESTED);
+            throw new TraceFormatException(converter.file, "", NESTED);
         }
     }
 
@@ -103,8 +105,17 @@ public final class PytorchSnapshotReader {
      * may exceed the bytes left.
      */
     static Object unpickle(byte[] bytes, String name) {
+        return unpickle(() -> PlainDataUnpickler.load(bytes, bytes.length), name);
+    }
+
+    private static Object unpickle(Supplier<Object> decoder, String name) {
         try {
-            return PlainDataUnpickler.load(bytes, bytes.length);
+            return decoder.get();
+        } catch (TraceFormatException e) {
+            throw e; // an entry the sink refused: already names the file, entry and field
+        } catch (UncheckedIOException e) {
+            throw new TraceFormatException(
+                    name, "", "cannot read: " + e.getCause().getMessage(), e);
         } catch (PlainDataUnpickler.Refused e) {
             throw new TraceFormatException(
                     name,
@@ -118,8 +129,13 @@ public final class PytorchSnapshotReader {
         }
     }
 
-    /** Walks the unpickled object tree; holds the file name and the frame-list identity cache. */
-    private static final class Converter {
+    /**
+     * Walks the unpickled object tree; holds the file name and the frame-list identity cache. It is also the sink of
+     * the device trace entries the decoder hands over as it meets them ({@link PlainDataUnpickler.TraceSink}): each
+     * is checked and stored in its device's {@link TraceColumns} at once, and the tree keeps an empty list in its
+     * place.
+     */
+    private static final class Converter implements PlainDataUnpickler.TraceSink {
         private final String file;
         private final ReadLimits limits;
         private final IdentityHashMap<Object, List<Frame>> frameLists = new IdentityHashMap<>();
@@ -129,11 +145,29 @@ public final class PytorchSnapshotReader {
          * expand into more records than memory holds.
          */
         private long recordBudget;
+        /** The device trace lists the decoder handed over, with the columns their entries went into. */
+        private final IdentityHashMap<Object, TraceColumns> streamed = new IdentityHashMap<>();
+        /** Entries handed over so far, all devices (checked against the entry limit as they come). */
+        private long streamedEntries;
+        /** The streamed lists already counted against the record budget (a list referred to again counts again). */
+        private final Set<Object> spentFor = Collections.newSetFromMap(new IdentityHashMap<>());
 
         Converter(String file, ReadLimits limits, long fileBytes) {
             this.file = file;
             this.limits = limits;
             this.recordBudget = Math.max(16, fileBytes);
+        }
+
+        @Override
+        public PlainDataUnpickler.EntrySink open(Object list, int device) {
+            TraceColumns columns = new TraceColumns();
+            streamed.put(list, columns);
+            return (value, index) -> {
+                if (++streamedEntries > limits.maxEntries()) {
+                    throw error("device_traces", "more than " + limits.maxEntries() + " trace entries (limit)");
+                }
+                entry(columns, value, device, index);
+            };
         }
 
         private void spend(String where) {
@@ -176,11 +210,25 @@ public final class PytorchSnapshotReader {
                 List<?> devices = asList(dt, "device_traces");
                 for (int d = 0; d < devices.size(); d++) {
                     List<?> raw = asList(devices.get(d), "device_traces[" + d + "]");
-                    total += raw.size();
+                    TraceColumns columns = streamed.get(raw);
+                    int n = columns != null ? columns.size() : raw.size();
+                    total += n;
                     if (total > limits.maxEntries()) {
                         throw error("device_traces", "more than " + limits.maxEntries() + " trace entries (limit)");
                     }
-                    traces.add(entries(raw, d));
+                    if (columns != null) {
+                        // Each entry was spent for once as it was read; a list the file refers to again costs again.
+                        if (!spentFor.add(raw)) {
+                            recordBudget -= n;
+                            if (recordBudget < 0) {
+                                throw overBudget("device_traces[" + d + "]");
+                            }
+                        }
+                        columns.trim();
+                        traces.add(columns);
+                    } else {
+                        traces.add(entries(raw, d));
+                    }
                 }
             }
             Map<String, Object> settings = null;
@@ -348,16 +396,38 @@ public final class PytorchSnapshotReader {
         }
 
         private List<TraceEntry> entries(List<?> raw, int device) {
-            TraceEntry[] out = new TraceEntry[raw.size()];
-            for (int i = 0; i < out.length; i++) {
-                out[i] = entry(raw.get(i), device, i);
+            TraceColumns out = new TraceColumns();
+            for (int i = 0; i < raw.size(); i++) {
+                entry(out, raw.get(i), device, i);
             }
-            return List.of(out);
+            out.trim();
+            return out;
         }
 
-        private TraceEntry entry(Object o, int device, int index) {
+        /** Checks one entry of {@code device_traces[device]} and appends it to {@code out}. */
+        private void entry(TraceColumns out, Object o, int device, int index) {
             if (--recordBudget < 0) {
                 throw overBudget(entryWhere(device, index));
+            }
+            if (o instanceof PlainDataUnpickler.PlainEntry p) {
+                if ((p.keys & TraceEntry.STREAM) != 0 && p.stream < 0) {
+                    throw error(entryWhere(device, index) + ".stream", "negative stream " + p.stream);
+                }
+                List<Frame> frames = p.hasFrames ? frames(p.frames, entryWhere(device, index) + ".frames") : null;
+                store(
+                        out,
+                        device,
+                        index,
+                        p.action,
+                        p.keys,
+                        p.addr,
+                        p.size,
+                        p.stream,
+                        p.timeUs,
+                        frames,
+                        p.deviceFree,
+                        null);
+                return;
             }
             if (!(o instanceof Map<?, ?> m)) {
                 throw error(entryWhere(device, index), "expected a dict, got " + typeName(o));
@@ -409,6 +479,23 @@ public final class PytorchSnapshotReader {
                     }
                 }
             }
+            store(out, device, index, actionName, fields, addr, size, stream, time, frames, deviceFree, extra);
+        }
+
+        /** Checks what every entry must hold and appends it. */
+        private void store(
+                TraceColumns out,
+                int device,
+                int index,
+                String actionName,
+                int fields,
+                long addr,
+                long size,
+                long stream,
+                long time,
+                List<Frame> frames,
+                long deviceFree,
+                Map<String, Object> extra) {
             if ((fields & TraceEntry.SIZE) != 0 && size < 0) {
                 throw error(entryWhere(device, index) + ".size", "negative size " + size);
             }
@@ -429,7 +516,7 @@ public final class PytorchSnapshotReader {
                     && (fields & TraceEntry.ADDR) == 0) {
                 throw error(entryWhere(device, index) + ".addr", "missing (every " + actionName + " entry has one)");
             }
-            return new TraceEntry(
+            out.append(
                     action,
                     addr,
                     size,

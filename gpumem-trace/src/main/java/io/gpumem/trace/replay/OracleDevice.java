@@ -4,6 +4,7 @@ import io.gpumem.device.Device;
 import io.gpumem.device.DeviceError;
 import io.gpumem.device.DeviceException;
 import io.gpumem.device.DeviceOp;
+import io.gpumem.device.DeviceProperties;
 import io.gpumem.engine.StartStateLoader;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayDeque;
@@ -36,7 +37,7 @@ public final class OracleDevice implements Device, StartStateLoader.RecordedAddr
     private static final long GRANULARITY = 2L << 20;
     private static final long SYNTHETIC_BASE = 0x4000_0000_0000_0000L;
 
-    private final long totalMemory;
+    private final DeviceProperties properties;
     private final ArrayDeque<Long> mallocOffers = new ArrayDeque<>();
     private final ArrayDeque<Long> mapOffers = new ArrayDeque<>();
     private final Ranges reservations = new Ranges();
@@ -51,7 +52,7 @@ public final class OracleDevice implements Device, StartStateLoader.RecordedAddr
     }
 
     public OracleDevice(long totalMemory) {
-        this.totalMemory = totalMemory;
+        this.properties = new DeviceProperties("oracle", 0, totalMemory, true, GRANULARITY);
     }
 
     /** Queues the address of a recorded {@code segment_alloc} for the next {@link #malloc}. */
@@ -85,23 +86,13 @@ public final class OracleDevice implements Device, StartStateLoader.RecordedAddr
     }
 
     @Override
-    public String name() {
-        return "oracle";
-    }
-
-    @Override
-    public int index() {
-        return 0;
-    }
-
-    @Override
-    public long totalMemory() {
-        return totalMemory;
+    public DeviceProperties properties() {
+        return properties;
     }
 
     @Override
     public long freeMemory() {
-        return totalMemory;
+        return properties.totalMemory();
     }
 
     @Override
@@ -179,16 +170,6 @@ public final class OracleDevice implements Device, StartStateLoader.RecordedAddr
     public void free(long address) {
         calls[DeviceOp.FREE.ordinal()]++;
         allocations.remove(address);
-    }
-
-    @Override
-    public boolean supportsVirtualMemory() {
-        return true;
-    }
-
-    @Override
-    public long allocationGranularity() {
-        return GRANULARITY;
     }
 
     @Override

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
+import io.gpumem.history.FileKeys;
 import io.gpumem.history.Frame;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
@@ -116,6 +117,83 @@ class PytorchSnapshotReaderTest {
     }
 
     // ------------------------------------------------------------------ synthetic formats
+
+    /**
+     * A written snapshot of several MiB read back from its file (in chunks, entries decoded straight into columns)
+     * and from memory gives the entries written, whatever their keys: plain ones (the fast path), ones with unknown
+     * keys or an odd spelling (decoded as dicts), oom entries with {@code device_free}, shared and absent frames, on
+     * two devices whose entries span many buffer refills. Seeded; the seed is printed.
+     */
+    @Test
+    void aLargeSnapshotReadInChunksGivesBackEveryEntryWritten(@TempDir Path dir) throws Exception {
+        long seed = Long.getLong("gpumem.seed", System.nanoTime());
+        System.out.println("aLargeSnapshotReadInChunksGivesBackEveryEntryWritten seed " + seed);
+        Random r = new Random(seed);
+        List<List<Frame>> stacks = List.of(
+                List.of(new Frame("train.py", 10, "step")),
+                List.of(new Frame("model.py", 3, "forward"), new Frame("train.py", 11, "step")));
+        List<List<TraceEntry>> traces = new ArrayList<>();
+        for (int d = 0; d < 2; d++) {
+            List<TraceEntry> t = new ArrayList<>();
+            for (int i = 0; i < 40_000; i++) {
+                long addr = (0x7f00_0000_0000L + r.nextInt(1 << 20) * 512L) * (r.nextInt(50) == 0 ? -1 : 1);
+                long size = r.nextInt(10) == 0 ? (1L << 33) + r.nextInt(1000) : r.nextInt(1 << 20);
+                List<Frame> frames = switch (r.nextInt(3)) {
+                    case 0 -> null;
+                    case 1 -> stacks.get(0);
+                    default -> stacks.get(1);
+                };
+                int kind = r.nextInt(40);
+                int keys = TraceEntry.ADDR
+                        | TraceEntry.SIZE
+                        | TraceEntry.STREAM
+                        | (r.nextBoolean() ? TraceEntry.TIME_US : 0);
+                FileKeys fileKeys = FileKeys.of(keys);
+                TraceAction action = TraceAction.values()[r.nextInt(5)];
+                long deviceFree = -1;
+                if (kind == 0) {
+                    action = TraceAction.OOM;
+                    fileKeys = FileKeys.of(TraceEntry.SIZE | TraceEntry.STREAM | TraceEntry.DEVICE_FREE);
+                    deviceFree = r.nextLong(1L << 36);
+                } else if (kind == 1) {
+                    fileKeys = FileKeys.of(keys, null, null, Map.of("compile_context", "step " + i));
+                }
+                t.add(new TraceEntry(
+                        action,
+                        fileKeys.has(TraceEntry.ADDR) ? addr : 0,
+                        size,
+                        r.nextInt(4) == 0 ? 0x5555_0000L + d : 0,
+                        fileKeys.has(TraceEntry.TIME_US) ? 1_700_000_000_000_000L + i : 0,
+                        frames,
+                        deviceFree,
+                        fileKeys));
+            }
+            traces.add(t);
+        }
+        TraceSnapshot written =
+                new TraceSnapshot("big", SourceFormat.PYTORCH_SNAPSHOT, List.of(), traces, null, null, Map.of(), true);
+        Path f = dir.resolve("big.pickle");
+        new PytorchSnapshotWriter().write(written, f);
+        assertThat(Files.size(f)).isGreaterThan(3L << 20);
+        TraceSnapshot fromFile = new PytorchSnapshotReader().read(f);
+        TraceSnapshot fromMemory =
+                new PytorchSnapshotReader().read(new ByteArrayInputStream(Files.readAllBytes(f)), "big");
+        for (int d = 0; d < 2; d++) {
+            assertThat(fromFile.traceOf(d)).as("device %d, seed %d", d, seed).isEqualTo(traces.get(d));
+            assertThat(fromMemory.traceOf(d)).as("device %d, seed %d", d, seed).isEqualTo(traces.get(d));
+        }
+        // Frames the file shares stay shared.
+        List<TraceEntry> t = fromFile.traceOf(1);
+        List<Frame> seen = null;
+        for (TraceEntry e : t) {
+            if (e.frames() != null && e.frames().size() == 2) {
+                if (seen == null) {
+                    seen = e.frames();
+                }
+                assertThat(e.frames()).isSameAs(seen);
+            }
+        }
+    }
 
     static byte[] pickle(Object o) throws Exception {
         return new Pickler(true, false).dumps(o);
