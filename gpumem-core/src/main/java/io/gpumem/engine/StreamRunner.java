@@ -322,10 +322,7 @@ public final class StreamRunner {
             Replay r = new Replay(d, ((ForkableAllocator) allocator).copyOnto(d), devStreams, address.clone());
             r.next = next;
             r.stepOpen = stepOpen;
-            r.stepsClosed = stepsClosed;
-            r.untilSteady = untilSteady;
-            r.reservedAtBoundary = reservedAtBoundary;
-            r.peakReservedAtBoundary = peakReservedAtBoundary;
+            r.stepsClosed = stepsClosed; // a fork serves the capacity search, which never stops at a steady state
             return r;
         }
 

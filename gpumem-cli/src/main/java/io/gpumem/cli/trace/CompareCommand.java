@@ -77,7 +77,7 @@ public final class CompareCommand extends GpumemCommand {
             names = "--json",
             description = "Print a JSON array instead of the table: one object per configuration"
                     + " with config, peak_allocated, peak_reserved, min_capacity, device_allocs, retries, ooms, policy,"
-                    + " device_maps, ns_per_pair.")
+                    + " device_maps, ns_per_pair, mode (window or steady), warm_up_passes.")
     boolean json;
 
     @Option(
