@@ -10,7 +10,7 @@ import org.jspecify.annotations.Nullable;
  *
  * <h2>Layout</h2>
  * One <em>lane</em> per stream, lanes sorted by unsigned stream handle. A lane splits sizes into classes the
- * way TLSF does: the power of two (first level) and 64 linear steps inside it (second level), so a class
+ * way TLSF does ({@link SizeClassIndex}, the one-stream form of this set): the power of two (first level) and 64 linear steps inside it (second level), so a class
  * holds sizes within 1.6% of each other. Each non-empty class has a small intrusive treap (the algorithms of
  * {@link BlockTree}) ordered by (size, address), whose root sits in the lane's {@code roots} array, and two
  * bitmaps record which classes are non-empty.
@@ -27,9 +27,8 @@ import org.jspecify.annotations.Nullable;
  * followed by (size, address) inside a class is the global order.
  */
 final class SizeOrderedBlocks {
-    private static final int SL_BITS = 6;
-    private static final int MIN_FL = 9; // 512 = 2^9, the smallest block
-    private static final int FL_COUNT = 64 - MIN_FL;
+    private static final int SL_BITS = SizeClassIndex.SL_BITS;
+    private static final int FL_COUNT = SizeClassIndex.FL_COUNT;
 
     /** All free blocks of one stream. */
     static final class Lane {
@@ -69,12 +68,7 @@ final class SizeOrderedBlocks {
     }
 
     static int sizeClass(long size) {
-        if (size < 512) {
-            return 0;
-        }
-        int fl = 63 - Long.numberOfLeadingZeros(size);
-        int sl = (int) (size >>> (fl - SL_BITS)) & ((1 << SL_BITS) - 1);
-        return ((fl - MIN_FL) << SL_BITS) | sl;
+        return SizeClassIndex.sizeClass(size);
     }
 
     /** Index of the first lane whose stream is ≥ {@code stream} (unsigned); lanes.length if none. */
@@ -170,32 +164,12 @@ final class SizeOrderedBlocks {
 
     /** First non-empty class ≥ c in the lane, or −1. */
     private static int nextClass(Lane lane, int c) {
-        int fl = c >>> SL_BITS;
-        long m = lane.secondLevel[fl] & (-1L << (c & 63));
-        if (m != 0) {
-            return (fl << SL_BITS) | Long.numberOfTrailingZeros(m);
-        }
-        long f = fl + 1 >= 64 ? 0 : lane.firstLevel & (-1L << (fl + 1));
-        if (f == 0) {
-            return -1;
-        }
-        fl = Long.numberOfTrailingZeros(f);
-        return (fl << SL_BITS) | Long.numberOfTrailingZeros(lane.secondLevel[fl]);
+        return SizeClassIndex.nextClass(lane.firstLevel, lane.secondLevel, c);
     }
 
     /** Last non-empty class ≤ c in the lane, or −1. */
     private static int prevClass(Lane lane, int c) {
-        int fl = c >>> SL_BITS;
-        long m = lane.secondLevel[fl] & (-1L >>> (63 - (c & 63)));
-        if (m != 0) {
-            return (fl << SL_BITS) | (63 - Long.numberOfLeadingZeros(m));
-        }
-        long f = lane.firstLevel & ((1L << fl) - 1);
-        if (f == 0) {
-            return -1;
-        }
-        fl = 63 - Long.numberOfLeadingZeros(f);
-        return (fl << SL_BITS) | (63 - Long.numberOfLeadingZeros(lane.secondLevel[fl]));
+        return SizeClassIndex.prevClass(lane.firstLevel, lane.secondLevel, c);
     }
 
     private static @Nullable Block firstOfLane(Lane lane) {

@@ -6,10 +6,14 @@ import java.util.function.LongPredicate;
  * The one minimum-capacity search of the what-if runs ({@link StreamRunner}, whatever the source of its stream): the smallest
  * device capacity, a multiple of {@link #STEP}, at which a run completes without an out-of-memory error.
  *
- * <p>Binary search between a capacity known (or taken) to fail and one known to run, assuming feasibility is
- * monotone in capacity (more memory never makes a run fail), which holds for these allocators in the cases
- * checked (docs/replay-method.md). Invariant: {@code hi} runs, {@code lo} does not (or is a floor no run can go
- * below); each probe halves the gap until they are one step apart.
+ * <p>Binary search between a capacity known (or taken) to fail and one known to run. Feasibility is usually
+ * monotone in capacity, but not always: at a smaller capacity an OOM's cache flush can leave a layout that lets the
+ * rest of the run fit where a larger capacity, never flushed, fails (random streams under
+ * {@code roundup_power2_divisions:4} show it, StreamRunnerTest). So the answer is a capacity that runs with the one a
+ * step below failing, not necessarily the smallest that runs; it is a function of the bracket, and every caller takes
+ * its bracket from one place ({@code StreamRunner.searchMinimum}) so that all paths give the same answer.
+ * Invariant: {@code hi} runs, {@code lo} does not (or is a floor no run can go below); each probe halves the gap
+ * until they are one step apart.
  */
 public final class MinimumCapacity {
 
@@ -25,7 +29,8 @@ public final class MinimumCapacity {
      * @param running        a multiple of {@link #STEP} that runs; when not above {@code failing} it is the answer
      *                       (no probe: {@code failing} is taken as one step below it)
      * @param runsWithoutOom whether a run at the given capacity completes
-     * @return the smallest multiple of {@link #STEP} in {@code (failing, running]} that runs
+     * @return a multiple of {@link #STEP} in {@code (failing, running]} that runs, one step above one that does not
+     *     (the smallest that runs where feasibility is monotone)
      */
     public static long search(long failing, long running, LongPredicate runsWithoutOom) {
         long lo = failing;

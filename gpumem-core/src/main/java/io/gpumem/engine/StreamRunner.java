@@ -384,12 +384,7 @@ public final class StreamRunner {
         RunOutcome atCapacity = s.probes != null && s.probes.sameAsUnlimited(options.capacity)
                 ? s.unlimited.outcome(options.capacity, stream.allocs).build()
                 : run(policy, options.toBuilder().stopAtFirstOom(false).build());
-        long step = MinimumCapacity.STEP;
-        long failing = Math.max(0, s.unlimited.peakAllocated / step - 1) * step;
-        long running = MinimumCapacity.roundUp(s.unlimited.peakReserved);
-        return atCapacity.toBuilder()
-                .minCapacity(MinimumCapacity.search(failing, running, s::runsWithoutOom))
-                .build();
+        return atCapacity.toBuilder().minCapacity(searchMinimum(s)).build();
     }
 
     /**
@@ -399,9 +394,22 @@ public final class StreamRunner {
      * raised by doubling where that does not run.
      */
     public long minimumCapacity(PreparedPolicy policy, Options options, long roomy) {
-        Search s = unlimited(policy, options.toBuilder().stopAtFirstOom(true), roomy, 0);
-        long held = options.heldOutside;
-        long failing = MinimumCapacity.roundUp(stream.peakLiveBytes() + held) - MinimumCapacity.STEP;
+        return searchMinimum(unlimited(policy, options.toBuilder().stopAtFirstOom(true), roomy, 0));
+    }
+
+    /**
+     * The one bracket and bisection behind {@link #evaluate} and {@link #minimumCapacity}. Feasibility is not
+     * always monotone in capacity (an OOM's cache flush can rescue a smaller capacity; seen with
+     * {@code roundup_power2_divisions}), so the answer depends on the bracket: both paths must search the same one.
+     * Failing: the last multiple of the step below the unlimited run's peak allocated bytes plus the bytes held
+     * outside (no smaller device holds that peak; for a run that fit nowhere, the peak of live request bytes).
+     * Running: the unlimited run's peak reserved plus held, doubled while a run there fails.
+     */
+    private long searchMinimum(Search s) {
+        long step = MinimumCapacity.STEP;
+        long held = s.options.heldOutside;
+        long peak = s.unlimited.ooms == 0 ? s.unlimited.peakAllocated : stream.peakLiveBytes();
+        long failing = Math.max(0, (peak + held) / step - 1) * step;
         long running = MinimumCapacity.roundUp(s.unlimited.peakReserved + held);
         for (int tries = 0; !s.runsWithoutOom(running); tries++) {
             if (tries == 8) {

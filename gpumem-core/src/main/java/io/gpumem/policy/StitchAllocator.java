@@ -2,9 +2,9 @@ package io.gpumem.policy;
 
 import io.gpumem.alloc.AddressTable;
 import io.gpumem.alloc.AllocatorLock;
-import io.gpumem.alloc.BlockTree;
 import io.gpumem.alloc.GpuAllocator;
 import io.gpumem.alloc.GpuAllocatorInternals;
+import io.gpumem.alloc.SizeClassIndex;
 import io.gpumem.alloc.TraceRecorder;
 import io.gpumem.device.Device;
 import io.gpumem.history.Frame;
@@ -24,7 +24,8 @@ import org.jspecify.annotations.Nullable;
 
 /**
  * Policy {@code stitch}: online defragmentation on virtual memory. Blocks live in large virtual arenas (one per
- * stream and size class, like PyTorch's pools) and are placed best fit at 512-byte granularity. Physical memory is
+ * stream and size class, like PyTorch's pools) and are placed best fit at 512-byte granularity (the smallest free
+ * block that fits, the lowest address among equals, found in a {@link SizeClassIndex}). Physical memory is
  * mapped under an arena in <em>mappings</em>: one physical handle of one or more granule-sized pages, mapped with one
  * {@code map} call. A block's missing pages are mapped when it is allocated, the pages it covers entirely as one
  * mapping per run, a page it shares with a neighbour as a one-page mapping; a freed block keeps its pages mapped as
@@ -42,9 +43,10 @@ import org.jspecify.annotations.Nullable;
  * is mapped page by page.
  *
  * <p>Invariants (checked by {@link StitchInvariants}): the blocks of an arena tile its reservation in address
- * order with no two free neighbours; the free tree holds exactly the free blocks; {@code pins[p]} counts the
- * allocated or pending blocks touching page p, and every pinned page is mapped; a multi-page mapping's pages are
- * all unpinned or all pinned by one block covering it; a mapping is on its arena's unpinned list exactly when it is
+ * order with no two free neighbours; the free index holds exactly the free blocks; {@code pins[s]} at the first
+ * page s of a mapping counts the allocated or pending blocks touching it (0 on every other page), and every page
+ * a block touches is mapped; a multi-page mapping is unpinned or pinned by one block covering it (so its pin is
+ * set and cleared as one store for the whole run, never page by page); a mapping is on its arena's unpinned list exactly when it is
  * mapped and unpinned; no physical handle is mapped twice (so no two live blocks share physical memory); reserved
  * bytes equal the mapped pages, allocated bytes the live blocks' sizes. Fixed-offset arenas
  * ({@link PlannedAllocator}'s plan region) keep the page accounting but no tiling: their blocks are placed by the
@@ -144,11 +146,16 @@ public final class StitchAllocator implements GpuAllocator {
         /** Pages in the mapping that starts at page p (valid at mapping starts only). */
         final int[] mapLength;
 
+        /**
+         * At the first page of a mapping: the allocated or pending blocks touching it (a multi-page mapping is
+         * pinned by one block covering it or by none, so its pin is kept once, on its first page, and pinning or
+         * unpinning it is one store whatever its length); 0 at every other page.
+         */
         final int[] pins;
         /** The mapped runs no block touches, by start page: newest at the head, stolen from the tail. */
         final UnpinnedPages unpinned;
 
-        final BlockTree<StitchBlock> freeBySize = new BlockTree<>(BlockTree.Order.BY_SIZE);
+        final SizeClassIndex<StitchBlock> freeBySize = new SizeClassIndex<>();
         final TreeMap<Long, StitchBlock> fixedBlocks = new TreeMap<>();
 
         Arena(long stream, boolean fixed, long bytes) {
@@ -302,7 +309,7 @@ public final class StitchAllocator implements GpuAllocator {
     private long take(StitchBlock b, long rounded, long requested, long stream, @Nullable List<Frame> context) {
         Arena a = b.arena();
         if (b.size > rounded && a.freeBySize.rekeyInPlace(b, b.size - rounded, b.ptr + rounded)) {
-            // b stays in the free tree as the remainder; a block object in front of it is the allocation
+            // b stays in the free index as the remainder; a block object in front of it is the allocation
             StitchBlock used = newBlock(a, b.ptr - rounded, rounded, stream);
             used.prev = b.prev;
             used.next = b;
@@ -376,9 +383,7 @@ public final class StitchAllocator implements GpuAllocator {
                 }
                 p++;
             } else if (s >= full0 && s + n - 1 <= full1) {
-                for (int q = s; q < s + n; q++) {
-                    a.pins[q] = 1;
-                }
+                a.pins[s] = 1; // the whole run, one store
                 a.unpinned.remove(s);
                 p = s + n;
             } else {
@@ -448,8 +453,8 @@ public final class StitchAllocator implements GpuAllocator {
         for (int q = p; q < p + n; q++) {
             a.handle[q] = h;
             a.mapStart[q] = p;
-            a.pins[q] = 1;
         }
+        a.pins[p] = 1;
         a.mapLength[p] = n;
         mappedPages += n;
     }
@@ -485,9 +490,7 @@ public final class StitchAllocator implements GpuAllocator {
                 }
                 p++;
             } else {
-                for (int q = s; q < s + n; q++) {
-                    a.pins[q] = 0;
-                }
+                a.pins[s] = 0; // the whole run, one store
                 a.unpinned.push(s);
                 p = s + n;
             }

@@ -8,8 +8,8 @@ import org.jspecify.annotations.Nullable;
 /**
  * One address block of a {@link StitchAllocator} arena: allocated, free, or awaiting its streams' events. Its
  * address, size and stream are the {@link OrderedBlock} key. Blocks of an arena are chained by
- * {@code prev}/{@code next} in address order; a free block is also in its arena's free tree (a
- * size-ordered {@code BlockTree}, through the links inherited from {@link OrderedBlock}), where every block has the
+ * {@code prev}/{@code next} in address order; a free block is also in its arena's free index (a
+ * {@code SizeClassIndex}, through the links inherited from {@link OrderedBlock}), where every block has the
  * arena's stream, so the tree's order is (size, address). The allocator recycles block
  * objects through a spare list threaded by {@code next}, so it resets the fields it relies on when it reuses one.
  * Design notes: policies.md §2.1.

@@ -9,7 +9,7 @@ import java.util.Set;
 
 /**
  * The stitch allocator's invariant checker ({@link StitchAllocator#checkInvariants}): recomputes from the blocks
- * what the page and block structures must hold (pins per page, one block behind each pinned multi-page mapping,
+ * what the page and block structures must hold (pins per mapping, one block behind each pinned multi-page mapping,
  * the unpinned list, no handle mapped twice, arenas tiled by their blocks, the free tree) and throws
  * {@link IllegalStateException} naming the first difference. Allocates freely: tests and benchmarks' set-up only.
  * The invariants are listed in policies.md §2.9.
@@ -63,12 +63,12 @@ final class StitchInvariants {
                 listed++;
             }
             for (int p = 0; p < a.pins.length; p++) {
-                require(
-                        a.pins[p] == e[p],
-                        "page " + p + " of arena 0x" + Long.toHexString(a.base) + " has " + a.pins[p] + " pins, " + e[p]
-                                + " blocks touch it");
                 if (a.handle[p] == 0) {
-                    require(a.pins[p] == 0, "pinned page " + p + " is not mapped");
+                    require(
+                            e[p] == 0,
+                            "page " + p + " of arena 0x" + Long.toHexString(a.base) + " is touched by " + e[p]
+                                    + " blocks but not mapped");
+                    require(a.pins[p] == 0, "unmapped page " + p + " has pins");
                     require(!onList[p], "unmapped page " + p + " on the unpinned list");
                     continue;
                 }
@@ -79,11 +79,15 @@ final class StitchInvariants {
                 if (s == p) {
                     int n = a.mapLength[p];
                     mapped += n;
+                    require(
+                            a.pins[p] == e[p],
+                            "mapping at page " + p + " of arena 0x" + Long.toHexString(a.base) + " has " + a.pins[p]
+                                    + " pins, " + e[p] + " blocks touch it");
                     require(handles.add(a.handle[p]), "physical handle " + a.handle[p] + " mapped twice");
                     for (int q = p + 1; q < p + n; q++) {
                         require(a.handle[q] == a.handle[p] && a.mapStart[q] == p, "mapping at page " + p + " broken");
                         require(
-                                a.pins[q] == a.pins[p] && c[q] == c[p],
+                                e[q] == e[p] && c[q] == c[p],
                                 "multi-page mapping at page " + p + " is pinned by more than one block");
                     }
                     require(
@@ -91,6 +95,7 @@ final class StitchInvariants {
                             "multi-page mapping at page " + p + " pinned by a block that does not cover it");
                     require(onList[p] == (a.pins[p] == 0), "unpinned list wrong at page " + p);
                 } else {
+                    require(a.pins[p] == 0, "page " + p + " inside a mapping holds pins (they live on its first page)");
                     require(!onList[p], "page " + p + " inside a mapping is listed");
                 }
             }
@@ -105,11 +110,11 @@ final class StitchInvariants {
             }
             StitchBlock first = null;
             List<String> treeViolations = new ArrayList<>();
-            a.freeBySize.checkShape("free tree of arena 0x" + Long.toHexString(a.base), treeViolations);
+            a.freeBySize.checkShape("free index of arena 0x" + Long.toHexString(a.base), treeViolations);
             require(treeViolations.isEmpty(), String.join("; ", treeViolations));
             for (StitchBlock b : a.freeBySize.toList()) {
                 require(b.free, "non-free block in the free index");
-                // the tree orders by (stream, size, address): one stream per arena makes it best fit by size
+                // the index orders by (size, address) within one stream: every block must have the arena's
                 require(
                         b.stream == a.stream,
                         "free block 0x" + Long.toHexString(b.ptr) + " has stream " + b.stream + ", its arena "

@@ -13,7 +13,8 @@ import java.util.TreeSet;
 import org.junit.jupiter.api.Test;
 
 /**
- * {@link BlockTree} (the one treap, also the stitch policy's free tree) against {@link TreeSet} and
+ * {@link BlockTree} (the one treap), {@link SizeOrderedBlocks} and {@link SizeClassIndex} (the stitch policy's free
+ * index) against {@link TreeSet} and
  * {@link AddressTable} (the one long-keyed map) against {@link HashMap}, seeded.
  */
 class DataStructuresTest {
@@ -201,6 +202,84 @@ class DataStructuresTest {
         assertThat(set.isEmpty()).isTrue();
         assertThat(set.first()).isNull();
         assertThat(set.ceiling(0, 512, 0)).isNull();
+    }
+
+    @Test
+    void sizeClassIndexMatchesTreeSetIncludingRekeysAndCeiling() {
+        long seed = System.nanoTime();
+        System.out.println("DataStructuresTest size-class index seed=" + seed);
+        SplittableRandom rnd = new SplittableRandom(seed);
+        SizeClassIndex<Block> index = new SizeClassIndex<>();
+        TreeSet<Block> ref = new TreeSet<>(BY_SIZE);
+        List<Block> present = new ArrayList<>();
+        int inPlace = 0;
+        for (int i = 0; i < 30_000; i++) {
+            int action = present.isEmpty() ? 0 : rnd.nextInt(4);
+            if (action <= 1) {
+                long size = rnd.nextBoolean() ? 512L * (1 + rnd.nextInt(64)) : 512L * (1 + rnd.nextLong(1L << 28));
+                Block b = block(3, size, 512L * rnd.nextInt(1 << 20) + 4096);
+                if (ref.add(b)) {
+                    index.insert(b);
+                    present.add(b);
+                }
+            } else if (action == 2) {
+                Block b = present.remove(rnd.nextInt(present.size()));
+                ref.remove(b);
+                index.remove(b);
+            } else {
+                // a split or merge: the block's size moves by a little (often the same class) or a lot
+                Block b = present.get(rnd.nextInt(present.size()));
+                long size = Math.max(512, b.size + 512L * (rnd.nextInt(9) - 4) * (rnd.nextBoolean() ? 1 : 4096));
+                long ptr = b.ptr + 512L * (rnd.nextInt(3) - 1);
+                if (!ref.contains(block(3, size, ptr))) { // keys stay unique
+                    ref.remove(b);
+                    if (index.rekeyInPlace(b, size, ptr)) {
+                        inPlace++;
+                    } else {
+                        index.remove(b);
+                        b.size = size;
+                        b.ptr = ptr;
+                        index.insert(b);
+                    }
+                    ref.add(b);
+                }
+            }
+            if (i % 37 == 0) {
+                long size = rnd.nextBoolean() ? 512L * (1 + rnd.nextInt(64)) : 512L * (1 + rnd.nextLong(1L << 28));
+                long ptr = rnd.nextBoolean() ? 0 : 512L * rnd.nextInt(1 << 20);
+                assertThat(index.ceiling(3, size, ptr)).as("seed %d", seed).isSameAs(ref.ceiling(block(3, size, ptr)));
+                if (!present.isEmpty()) {
+                    Block b = present.get(rnd.nextInt(present.size()));
+                    assertThat(index.next(b)).as("seed %d", seed).isSameAs(ref.higher(b));
+                }
+            }
+        }
+        List<String> violations = new ArrayList<>();
+        index.checkShape("index", violations);
+        assertThat(violations).as("seed %d", seed).isEmpty();
+        assertThat(index.toList()).as("seed %d", seed).containsExactlyElementsOf(ref);
+        assertThat(index.first()).isSameAs(ref.isEmpty() ? null : ref.first());
+        assertThat(index.size()).isEqualTo(ref.size());
+        assertThat(inPlace).as("some rekeys keep their place").isPositive();
+        for (Block b : new ArrayList<>(present)) {
+            index.remove(b);
+        }
+        assertThat(index.size()).isZero();
+        assertThat(index.first()).isNull();
+        assertThat(index.ceiling(3, 512, 0)).isNull();
+    }
+
+    @Test
+    void sizeClassIndexCheckReportsABlockWhoseSizeLeftItsClass() {
+        SizeClassIndex<Block> index = new SizeClassIndex<>();
+        Block small = block(0, 512, 4096);
+        index.insert(small);
+        index.insert(block(0, 1L << 20, 8192));
+        small.size = 1L << 30; // behind the index's back: wrong class, out of order
+        List<String> violations = new ArrayList<>();
+        index.checkShape("free index", violations);
+        assertThat(violations).isNotEmpty().allMatch(v -> v.startsWith("free index"));
+        assertThatThrownBy(() -> index.insert(small)).isInstanceOf(IllegalStateException.class);
     }
 
     @Test

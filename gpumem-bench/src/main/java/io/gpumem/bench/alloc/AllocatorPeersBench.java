@@ -20,12 +20,16 @@ import org.openjdk.jmh.annotations.TearDown;
 import org.openjdk.jmh.annotations.Warmup;
 
 /**
- * gpumem's faithful caching allocator against two peers, replaying the same request streams the same way.
+ * gpumem's faithful caching allocator against its {@code stitch} policy and three peers, replaying the same request
+ * streams the same way: the project's one peers benchmark, so that every ratio RESULTS.md states between
+ * allocators is taken on one stream, with one clock, in one run ({@link AllocatorPeersCpuTime} is the same in
+ * thread CPU time).
  *
  * <p>Streams ({@link BenchStreams#named}, the engine's {@link RequestStream} made balanced): the recorded lm2.7b
  * training step (6,771 allocations), the recorded llama offload run on 10 streams (3,058), RMM's
- * {@code random_allocations} shape (10,000 allocations, seed 1), and the generated training loop of
- * {@link CachingAllocatorBench} as one pass. A pass replays the stream and frees what is still live; passes repeat
+ * {@code random_allocations} shape (10,000 allocations, seed 1) with its default sizes (up to 4 GiB) and with
+ * sizes up to 64 MiB (about 590 live blocks), and the generated training loop of {@link CachingAllocatorBench} as
+ * one pass. A pass replays the stream and frees what is still live; passes repeat
  * forever and each invocation performs the next two ops, so over whole passes ops/s = malloc+free pairs/s (as in
  * {@link CachingAllocatorBench}).
  *
@@ -33,6 +37,10 @@ import org.openjdk.jmh.annotations.Warmup;
  *   <li>{@link #gpumem}: {@link CachingAllocator} with default configuration on a 1 TiB simulated device, in a
  *       {@link StreamLoop}; trace streams other than 0 get a device stream each. Setup runs two passes first, so
  *       the measured passes are served from the cache (device mallocs during measurement are counted and printed).
+ *   <li>{@link #stitch}: the {@code stitch} policy ({@code StitchAllocator}) the same way, on its own 1 TiB device.
+ *   <li>{@link #tlsf}: {@link TlsfAllocator}, our own two-level segregated fit allocator written from the published
+ *       algorithm (the allocator behind VMA's default block metadata) over a 1 TiB address range; streams are
+ *       ignored, and a block is freed by the id malloc returned (VMA's handle), not looked up by address.
  *   <li>{@link #netty}: Netty's {@link PooledByteBufAllocator} (heap arenas, its defaults), sizes divided by
  *       4,096 and rounded up so that a request fits Netty's chunk; streams are ignored. It is a general-purpose
  *       pooled allocator, a same-run reference for what a tuned JVM allocator costs per pair.
@@ -52,10 +60,12 @@ import org.openjdk.jmh.annotations.Warmup;
         jvmArgsAppend = {"-XX:+UseSerialGC", "-Xmx2g", "-Dio.netty.leakDetection.level=disabled"})
 public class AllocatorPeersBench extends OpsPerSecondBenchmark {
 
-    @Param({"lm2.7b", "llama-offload", "rmm-random", "training-loop"})
+    @Param({"lm2.7b", "llama-offload", "rmm-random", "rmm-64mib", "training-loop"})
     public String stream;
 
     StreamLoop gpumem;
+    StreamLoop stitch;
+    TlsfReplay tlsf;
     NettyReplay netty;
     BumpReplay bump;
     long mallocsAtStart;
@@ -64,9 +74,13 @@ public class AllocatorPeersBench extends OpsPerSecondBenchmark {
     public void setUp() {
         RequestStream requests = BenchStreams.named(stream);
         gpumem = gpumemLoop(requests);
+        stitch = PolicyPairBench.loop("stitch", requests);
+        tlsf = new TlsfReplay(requests);
         netty = new NettyReplay(requests);
         bump = new BumpReplay(requests);
         gpumem.warm(2);
+        tlsf.pass();
+        tlsf.pass();
         netty.pass();
         netty.pass();
         bump.pass();
@@ -85,6 +99,7 @@ public class AllocatorPeersBench extends OpsPerSecondBenchmark {
     @Setup(Level.Iteration)
     public void checkConsistent() {
         gpumem.allocator.internals().checkInvariants();
+        stitch.allocator.internals().checkInvariants();
     }
 
     @TearDown(Level.Trial)
@@ -97,6 +112,18 @@ public class AllocatorPeersBench extends OpsPerSecondBenchmark {
     @Benchmark
     public long gpumem() {
         return gpumem.pair();
+    }
+
+    /** The same through the {@code stitch} policy. */
+    @Benchmark
+    public long stitch() {
+        return stitch.pair();
+    }
+
+    /** The same through our TLSF allocator. */
+    @Benchmark
+    public long tlsf() {
+        return tlsf.pair();
     }
 
     /** The same through Netty's pooled allocator, sizes ÷ 4,096. */
@@ -178,6 +205,55 @@ public class AllocatorPeersBench extends OpsPerSecondBenchmark {
             long r = b.arrayOffset();
             b.release();
             return r;
+        }
+    }
+
+    /**
+     * {@link TlsfAllocator}'s replay: a cursor of its own rather than a third {@link PeerReplay}, so that the peers'
+     * shared call to {@code op} stays bimorphic (a third receiver would make it a virtual call for every peer).
+     */
+    static final class TlsfReplay {
+        private final TlsfAllocator allocator;
+        private final long[] bytes;
+        private final int[] slot;
+        private final int[] live;
+        private int at;
+
+        TlsfReplay(RequestStream s) {
+            allocator = new TlsfAllocator(1L << 40, s.peakLiveBlocks());
+            bytes = s.requestSizes();
+            slot = s.compactSlots();
+            live = new int[s.peakLiveBlocks()];
+        }
+
+        long pair() {
+            long first = play();
+            return first ^ play();
+        }
+
+        long pass() {
+            long x = 0;
+            for (int k = bytes.length; k > 0; k--) {
+                x ^= play();
+            }
+            return x;
+        }
+
+        private long play() {
+            int i = at;
+            at = i + 1 == bytes.length ? 0 : i + 1;
+            if (bytes[i] == 0) {
+                int id = live[slot[i]];
+                long freed = allocator.offset(id);
+                allocator.free(id);
+                return freed;
+            }
+            int id = allocator.malloc(bytes[i]);
+            if (id < 0) {
+                throw new IllegalStateException("TLSF peer: no free range for op " + i + " (" + bytes[i] + " bytes)");
+            }
+            live[slot[i]] = id;
+            return allocator.offset(id);
         }
     }
 

@@ -13,11 +13,14 @@ import java.util.function.LongSupplier;
  * so wall-clock scores of benchmarks run one after another move with the load, not with the code. CPU time
  * charged to the benchmark thread moves far less (caches and frequency still do).
  *
- * <p>Method: for every stream, the three replayers (gpumem, Netty, bump pointer) are warmed up (JIT), then
+ * <p>Method: for every stream, the five replayers (gpumem's exact allocator, its {@code stitch} policy, our TLSF,
+ * Netty, bump pointer) are warmed up (JIT), then
  * measured in {@code rounds} interleaved rounds; in each round each replayer runs {@code reps} repetitions of
  * whole passes totalling about {@code millis} ms of CPU time, and a repetition's figure is CPU ns per
- * malloc+free pair. Printed: the median and the spread (min–max) over all repetitions, and the ratios of the
- * medians. One JVM for all, so the streams share the JIT's profile as a library user's process would.
+ * malloc+free pair. Printed: the median and the spread (min–max) over all repetitions, the ratios of the medians
+ * (stitch / exact, exact / TLSF, exact / Netty, exact / bump, as time ratios), and the load average before and
+ * after. One JVM for all, so the streams share the JIT's profile as a library user's process would; every ratio
+ * RESULTS.md gives between allocators comes from one such run.
  *
  * <p>Run: {@code java -XX:+UseSerialGC -Xmx2g -cp gpumem-bench/target/benchmarks.jar
  * io.gpumem.bench.alloc.AllocatorPeersCpuTime [rounds reps millis]} (defaults 5, 10, 100) from the project root
@@ -35,20 +38,26 @@ public final class AllocatorPeersCpuTime {
         int rounds = args.length > 0 ? Integer.parseInt(args[0]) : 5;
         int reps = args.length > 1 ? Integer.parseInt(args[1]) : 10;
         long millis = args.length > 2 ? Long.parseLong(args[2]) : 100;
+        System.out.println("load average at the start " + ThreadCpuTimer.loadAverage());
         System.out.printf("%-14s %-8s %10s %20s%n", "stream", "peer", "ns/pair", "spread (min-max)");
         for (String name : BenchStreams.NAMES) {
             RequestStream s = BenchStreams.named(name);
             int pairs = s.allocs();
             StreamLoop gpumem = AllocatorPeersBench.gpumemLoop(s);
+            StreamLoop stitch = PolicyPairBench.loop("stitch", s);
+            AllocatorPeersBench.TlsfReplay tlsf = new AllocatorPeersBench.TlsfReplay(s);
             AllocatorPeersBench.NettyReplay netty = new AllocatorPeersBench.NettyReplay(s);
             AllocatorPeersBench.BumpReplay bump = new AllocatorPeersBench.BumpReplay(s);
-            String[] peers = {"gpumem", "netty", "bump"};
-            LongSupplier[] pass = {gpumem::pass, netty::pass, bump::pass};
+            String[] peers = {"gpumem", "stitch", "tlsf", "netty", "bump"};
+            LongSupplier[] pass = {gpumem::pass, stitch::pass, tlsf::pass, netty::pass, bump::pass};
             // warm-up: JIT the three loops (about as long as one round)
             for (LongSupplier p : pass) {
                 ThreadCpuTimer.spin(p, millis * reps * 1_000_000L / 2);
             }
-            List<List<Double>> perPeer = List.of(new ArrayList<>(), new ArrayList<>(), new ArrayList<>());
+            List<List<Double>> perPeer = new ArrayList<>();
+            for (int k = 0; k < peers.length; k++) {
+                perPeer.add(new ArrayList<>());
+            }
             for (int round = 0; round < rounds; round++) {
                 for (int k = 0; k < pass.length; k++) {
                     for (int r = 0; r < reps; r++) {
@@ -66,9 +75,9 @@ public final class AllocatorPeersCpuTime {
                 System.out.printf("%-14s %-8s %10.1f %10.1f-%.1f%n", name, peers[k], median[k], v[0], v[v.length - 1]);
             }
             System.out.printf(
-                    "%-14s gpumem/netty %.2f (time ratio; < 1 = gpumem faster), "
-                            + "gpumem throughput / bump throughput %.2f%n",
-                    name, median[0] / median[1], median[2] / median[0]);
+                    "%-14s time ratios (< 1 = the first faster): stitch/gpumem %.2f, gpumem/tlsf %.2f, gpumem/netty"
+                            + " %.2f, gpumem/bump %.2f%n",
+                    name, median[1] / median[0], median[0] / median[2], median[0] / median[3], median[0] / median[4]);
         }
         System.out.println("(thread CPU time, " + rounds + " interleaved rounds x " + reps + " repetitions of ~"
                 + millis + " ms; load average at the end "

@@ -17,7 +17,7 @@ import java.util.SplittableRandom;
  */
 final class BenchStreams {
     /** The streams {@link #named} knows, in the order the peer benchmarks list them. */
-    static final List<String> NAMES = List.of("lm2.7b", "llama-offload", "rmm-random", "training-loop");
+    static final List<String> NAMES = List.of("lm2.7b", "llama-offload", "rmm-random", "rmm-64mib", "training-loop");
 
     private BenchStreams() {}
 
@@ -25,7 +25,9 @@ final class BenchStreams {
      * The named stream, balanced: {@code lm2.7b} and {@code llama-offload} are the requests of the recorded traces
      * {@code lm2.7b-train-step.pickle} and {@code llama-offload-10-streams.pickle} ({@link #recorded});
      * {@code rmm-random} is {@link #rmmRandom(int, long, long, long)} with RMM's benchmark defaults (10,000
-     * allocations of up to 4,096 MiB, at most 16,000 MiB live) and seed 1; {@code training-loop} is the generated
+     * allocations of up to 4,096 MiB, at most 16,000 MiB live: about 9 live blocks of about 1.7 GiB) and seed 1;
+     * {@code rmm-64mib} the same with sizes up to 64 MiB (about 590 live blocks of about 27 MiB, peak 622: the
+     * many-block random stream issue 20 measures {@code stitch} on); {@code training-loop} is the generated
      * training loop of {@link #trainingLoop} with {@code seqLens=256-1024}, here the whole run as one pass
      * (weights, optimizer states and steps 0–7, then frees of what is still live), where
      * {@link CachingAllocatorBench#trainingLoopPair} loops steps 1–7 only.
@@ -35,6 +37,7 @@ final class BenchStreams {
             case "lm2.7b" -> recorded("lm2.7b-train-step.pickle");
             case "llama-offload" -> recorded("llama-offload-10-streams.pickle");
             case "rmm-random" -> rmmRandom(10_000, 4096L << 20, 16_000L << 20, 1);
+            case "rmm-64mib" -> rmmRandom(10_000, 64L << 20, 16_000L << 20, 1);
             case "training-loop" -> trainingLoop("256-1024").stream();
             default ->
                 throw new IllegalArgumentException(

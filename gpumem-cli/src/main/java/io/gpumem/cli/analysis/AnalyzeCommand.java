@@ -6,6 +6,7 @@ import io.gpumem.cli.options.PolicyOptions;
 import io.gpumem.cli.options.StartOptions;
 import io.gpumem.cli.options.TraceFileOptions;
 import io.gpumem.cli.report.HtmlOutput;
+import io.gpumem.cli.trace.TerminalProgress;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.report.HtmlReport;
@@ -122,6 +123,7 @@ public final class AnalyzeCommand extends GpumemCommand {
         policySpecs = policies.specs();
         PrintWriter text = json ? new PrintWriter(Writer.nullWriter()) : out;
         TraceSession session = start.apply(input.open(err()));
+        session.whatIfProgress(TerminalProgress.forTerminal("analyze", "what-if runs"));
         TraceSnapshot snapshot = session.trace();
         Path file = input.file();
         if (snapshot.segments().isEmpty()

@@ -6,6 +6,7 @@ import io.gpumem.cli.options.CapacityOptions;
 import io.gpumem.cli.options.StartOptions;
 import io.gpumem.cli.options.TraceFileOptions;
 import io.gpumem.cli.options.WhatIfOptions;
+import io.gpumem.cli.trace.TerminalProgress;
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.report.HtmlReport;
@@ -81,6 +82,7 @@ public final class ReportCommand extends GpumemCommand {
         Path file = input.file();
         TraceSession session = start.apply(input.open(err()));
         this.session = session;
+        session.whatIfProgress(TerminalProgress.forTerminal("report", "what-if runs"));
         List<Integer> devices = session.devices();
         if (device != null) {
             if (!devices.contains(device)) {

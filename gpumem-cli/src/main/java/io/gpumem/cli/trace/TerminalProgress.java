@@ -8,7 +8,7 @@ import java.io.PrintStream;
  * standard input and output both attached to one; never when output is redirected, so logs and JSON stay clean). Redraws one line at most five times a second, after the first
  * half second, and erases it when done.
  */
-final class TerminalProgress implements ProgressListener {
+public final class TerminalProgress implements ProgressListener {
 
     private final PrintStream err;
     private final String label;
@@ -30,7 +30,7 @@ final class TerminalProgress implements ProgressListener {
      * allow for.
      */
     @SuppressWarnings("SystemConsoleNull")
-    static ProgressListener forTerminal(String label, String unit) {
+    public static ProgressListener forTerminal(String label, String unit) {
         var console = System.console();
         if (console == null || !console.isTerminal()) {
             return ProgressListener.NONE;

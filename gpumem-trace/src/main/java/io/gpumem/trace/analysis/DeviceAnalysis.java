@@ -82,7 +82,7 @@ public record DeviceAnalysis(
         WhatIf whatIf = null;
         if (compare && hasRequests(trace) && Recommender.wantsCompareRuns(analysis)) {
             whatIf = compareRuns(
-                    snapshot, device, end, capacity, analysis.diagnosis().outside(), window, notes);
+                    snapshot, device, end, capacity, analysis.diagnosis().outside(), window, policies, notes);
         }
         return new DeviceAnalysis(
                 device, end, analysis, whatIf, new Recommender().recommend(analysis, whatIf, policies), notes);
@@ -105,13 +105,17 @@ public record DeviceAnalysis(
             long capacityBytes,
             long outside,
             LongFunction<WhatIf> window,
+            List<PolicySpec> policies,
             List<String> notes) {
         long usable = capacityBytes > 0 ? capacityBytes - Math.max(0, outside) : MemoryState.UNKNOWN;
         try {
             WhatIf replay = window.apply(usable);
-            // run every configuration now (the results are memoised), so that a failure falls back as a whole
-            for (String conf : Recommender.configurationsTried(
-                    snapshot.recordedConfString() == null ? "" : snapshot.recordedConfString())) {
+            // run every configuration now (the results are memoised), so that a failure falls back as a whole; the
+            // policies the recommender will try run beside them, one run per core
+            List<String> confs = Recommender.configurationsTried(
+                    snapshot.recordedConfString() == null ? "" : snapshot.recordedConfString());
+            replay.prefetch(confs, policies);
+            for (String conf : confs) {
                 replay.run(conf);
             }
             return replay;

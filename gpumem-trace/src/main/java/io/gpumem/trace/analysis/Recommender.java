@@ -99,6 +99,8 @@ public final class Recommender {
         // about what the job holds: judge by peak reserved.
         boolean byCapacity = diagnosis.kind() != DiagnosisKind.NONE;
         if (troubled && whatIf != null) {
+            // every run below at once, one per core; the loops then read them in order
+            whatIf.prefetch(configurationsTried(baseConf), policies);
             baseline = whatIf.run(baseConf);
             List<Recommendation> configRecs = new ArrayList<>();
             for (String candidate : CONFIG_CANDIDATES) {

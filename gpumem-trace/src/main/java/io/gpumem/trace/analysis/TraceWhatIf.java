@@ -3,15 +3,16 @@ package io.gpumem.trace.analysis;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.policy.PolicySpec;
+import io.gpumem.trace.replay.ProgressListener;
 import io.gpumem.trace.replay.WhatIfReplay;
-import java.util.HashMap;
-import java.util.Map;
+import java.util.List;
 
 /**
  * The compare runs behind {@code analyze}'s recommendations for a recorded trace: {@link WhatIfReplay} (the
  * {@code gpumem compare} engine) replays the device's window from its rebuilt start state under each
  * configuration or policy, at the recorded capacity (or the one the user gave), and searches its minimum capacity.
- * Outcomes are memoised per configuration string and per policy. The replay (window start and compiled request stream) is
+ * Outcomes are memoised per configuration string and per policy ({@link WhatIfMemo}), and a prefetch runs them one
+ * per core. The replay (window start and compiled request stream) is
  * the caller's, built once per device (a {@code TraceSession}'s window), not rebuilt here.
  */
 public final class TraceWhatIf implements WhatIf {
@@ -21,8 +22,7 @@ public final class TraceWhatIf implements WhatIf {
     private final long capacity;
     private final int device;
     private final int entries;
-    private final Map<String, RunOutcome> cache = new HashMap<>();
-    private final Map<PolicySpec, RunOutcome> policies = new HashMap<>();
+    private final WhatIfMemo memo;
 
     /**
      * @param replay         the device's window, rebuilt under {@code recordedConfig}
@@ -31,6 +31,11 @@ public final class TraceWhatIf implements WhatIf {
      *                       {@link MemoryState#UNKNOWN} for the capacity the recording shows
      */
     public TraceWhatIf(WhatIfReplay replay, AllocatorConfig recordedConfig, long capacity) {
+        this(replay, recordedConfig, capacity, ProgressListener.NONE);
+    }
+
+    /** As {@link #TraceWhatIf(WhatIfReplay, AllocatorConfig, long)}, telling {@code progress} how a prefetch goes. */
+    public TraceWhatIf(WhatIfReplay replay, AllocatorConfig recordedConfig, long capacity, ProgressListener progress) {
         String conf = replay.snapshot().recordedConfString();
         this.recordedConfig = recordedConfig;
         this.recordedConf = conf == null ? "" : conf;
@@ -38,6 +43,7 @@ public final class TraceWhatIf implements WhatIf {
         this.capacity = capacity > 0 ? capacity : replay.recordedCapacity(recordedConfig);
         this.device = replay.device();
         this.entries = replay.snapshot().traceOf(device).size();
+        this.memo = new WhatIfMemo(this::evaluate, this::evaluate, progress);
     }
 
     @Override
@@ -47,22 +53,31 @@ public final class TraceWhatIf implements WhatIf {
 
     @Override
     public RunOutcome run(String allocatorConf) {
-        return cache.computeIfAbsent(allocatorConf, conf -> {
-            boolean recorded = conf.equals(recordedConf);
-            AllocatorConfig config = recorded ? recordedConfig : AllocatorConfig.parse(conf);
-            // the row is labelled by the configuration string asked for
-            return replay.evaluate(config, recorded, capacity).toBuilder()
-                    .label(conf)
-                    .build();
-        });
+        return memo.run(allocatorConf);
     }
 
     @Override
     public RunOutcome run(PolicySpec policy) {
-        return policies.computeIfAbsent(
-                policy,
-                p -> replay.evaluate(p, capacity).toBuilder()
-                        .label(WhatIf.policyLabel(p))
-                        .build());
+        return memo.run(policy);
+    }
+
+    @Override
+    public void prefetch(List<String> confs, List<PolicySpec> policies) {
+        memo.prefetch(confs, policies);
+    }
+
+    private RunOutcome evaluate(String conf) {
+        boolean recorded = conf.equals(recordedConf);
+        AllocatorConfig config = recorded ? recordedConfig : AllocatorConfig.parse(conf);
+        // the row is labelled by the configuration string asked for
+        return replay.evaluate(config, recorded, capacity).toBuilder()
+                .label(conf)
+                .build();
+    }
+
+    private RunOutcome evaluate(PolicySpec policy) {
+        return replay.evaluate(policy, capacity).toBuilder()
+                .label(WhatIf.policyLabel(policy))
+                .build();
     }
 }

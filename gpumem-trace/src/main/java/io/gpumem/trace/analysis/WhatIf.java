@@ -2,6 +2,7 @@ package io.gpumem.trace.analysis;
 
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.policy.PolicySpec;
+import java.util.List;
 import java.util.Optional;
 
 /**
@@ -24,6 +25,13 @@ public interface WhatIf {
      * options) and reports how it went, labelled as compare labels a policy row.
      */
     RunOutcome run(PolicySpec policy);
+
+    /**
+     * Runs these configurations and policies now, ahead of the {@code run} calls that will ask for them, in
+     * parallel where the source can; each later call gives what it would have given alone (its outcome, or its
+     * exception, which is kept for it rather than thrown here). A source that cannot run ahead does nothing.
+     */
+    default void prefetch(List<String> confs, List<PolicySpec> policies) {}
 
     /** How a policy's row is labelled in a table of configurations: {@code policy NAME[:OPTIONS]}. */
     static String policyLabel(PolicySpec policy) {

@@ -34,6 +34,13 @@ final class PickleEncoder {
     private final IdentityHashMap<Object, Integer> containers = new IdentityHashMap<>();
     private int nextMemo;
 
+    /**
+     * A list whose items are made as the encoder reaches them and never referred to again (a device trace's entry
+     * dicts, made from its records): a dict among them gets its memo slot as any other (the bytes are the same) but
+     * is not remembered, so the encoder holds none of them and a trace of millions of entries streams out.
+     */
+    interface FreshItems {}
+
     PickleEncoder(OutputStream out) {
         this.out = out;
     }
@@ -84,11 +91,19 @@ final class PickleEncoder {
     }
 
     private void saveMap(Map<?, ?> m) throws IOException {
-        if (memoized(m)) {
+        saveMap(m, true);
+    }
+
+    private void saveMap(Map<?, ?> m, boolean keep) throws IOException {
+        if (keep && memoized(m)) {
             return;
         }
         put('}');
-        remember(m);
+        if (keep) {
+            remember(m);
+        } else {
+            memoPut(nextMemo++);
+        }
         int n = 0;
         for (Map.Entry<?, ?> e : m.entrySet()) {
             if (n % BATCH == 0) {
@@ -112,6 +127,7 @@ final class PickleEncoder {
         }
         put(']');
         remember(l);
+        boolean fresh = l instanceof FreshItems;
         int n = 0;
         for (Object v : l) {
             if (n % BATCH == 0) {
@@ -120,7 +136,11 @@ final class PickleEncoder {
                 }
                 put('(');
             }
-            save(v);
+            if (fresh && v instanceof Map<?, ?> m) {
+                saveMap(m, false);
+            } else {
+                save(v);
+            }
             n++;
         }
         if (n > 0) {

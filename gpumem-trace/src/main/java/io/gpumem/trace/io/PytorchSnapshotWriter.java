@@ -16,6 +16,7 @@ import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.util.AbstractList;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.IdentityHashMap;
@@ -101,11 +102,7 @@ public final class PytorchSnapshotWriter {
         top.put("segments", segments);
         List<Object> traces = new ArrayList<>(s.deviceTraces().size());
         for (List<TraceEntry> trace : s.deviceTraces()) {
-            List<Object> entries = new ArrayList<>(trace.size());
-            for (TraceEntry e : trace) {
-                entries.add(entry(e, frames));
-            }
-            traces.add(entries);
+            traces.add(new EntryDicts(trace, frames));
         }
         top.put("device_traces", traces);
         if (s.allocatorSettings() != null) {
@@ -222,6 +219,31 @@ public final class PytorchSnapshotWriter {
 
     /** Keys PyTorch writes between {@code time_us} and {@code frames}, in its order. */
     private static final List<String> ENTRY_EXTRA_ORDER = List.of("compile_context", "user_metadata");
+
+    /**
+     * A device trace as the encoder writes it: each entry's dict is made when the encoder reaches it and dropped
+     * once written ({@link PickleEncoder.FreshItems}), so writing holds no dict per entry. The frame lists are
+     * encoded in the same order as if the dicts were made up front, so the file is byte for byte the same.
+     */
+    private static final class EntryDicts extends AbstractList<Object> implements PickleEncoder.FreshItems {
+        private final List<TraceEntry> trace;
+        private final FrameEncoder frames;
+
+        EntryDicts(List<TraceEntry> trace, FrameEncoder frames) {
+            this.trace = trace;
+            this.frames = frames;
+        }
+
+        @Override
+        public Object get(int index) {
+            return entry(trace.get(index), frames);
+        }
+
+        @Override
+        public int size() {
+            return trace.size();
+        }
+    }
 
     /** Encodes each distinct frame list once, so the pickle memo shares it like PyTorch does. */
     private static final class FrameEncoder {

@@ -2,6 +2,7 @@ package io.gpumem.trace.replay;
 
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.engine.MinimumCapacity;
+import io.gpumem.engine.ParallelRuns;
 import io.gpumem.engine.RequestStream;
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.engine.StreamRunner;
@@ -17,15 +18,10 @@ import io.gpumem.trace.window.WindowStart;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.CompletionService;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ExecutorCompletionService;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
 import java.util.function.Function;
 import java.util.function.IntConsumer;
+import java.util.function.Supplier;
 
 /**
  * What-if replay of one device's trace window ({@code gpumem compare}): the window compiled once into the engine's
@@ -203,61 +199,19 @@ public final class WhatIfReplay {
 
     /**
      * {@link #evaluate(AllocatorConfig, boolean, long)} for each configuration (the first one is the recorded
-     * one), in parallel on up to {@code threads} threads: the replays share only read-only state (the compiled
-     * request stream), and each builds its own device and allocator. Results come in the order of
-     * {@code configs}; {@code done} is told each time one finishes (from the calling thread). An exception of one
-     * evaluation is rethrown as it was.
+     * one), in parallel on up to {@code threads} threads ({@link ParallelRuns}): the replays share only read-only
+     * state (the compiled request stream), and each builds its own device and allocator. Results come in the order
+     * of {@code configs}; {@code done} is told each time one finishes (from the calling thread). The exception of
+     * the first evaluation in order that failed is rethrown as it was.
      */
     public List<RunOutcome> evaluateAll(List<AllocatorConfig> configs, long capacity, int threads, IntConsumer done) {
-        int n = configs.size();
-        if (threads <= 1 || n <= 1) {
-            List<RunOutcome> rows = new ArrayList<>(n);
-            for (int i = 0; i < n; i++) {
-                rows.add(evaluate(configs.get(i), i == 0, capacity));
-                done.accept(i + 1);
-            }
-            return rows;
+        List<Supplier<RunOutcome>> runs = new ArrayList<>(configs.size());
+        for (int i = 0; i < configs.size(); i++) {
+            AllocatorConfig c = configs.get(i);
+            boolean isRecorded = i == 0;
+            runs.add(() -> evaluate(c, isRecorded, capacity));
         }
-        ExecutorService pool = Executors.newFixedThreadPool(Math.min(threads, n), r -> {
-            Thread t = new Thread(r, "gpumem-whatif");
-            t.setDaemon(true);
-            return t;
-        });
-        try {
-            // each run fills its own row; Future.get() makes the row visible to this thread
-            RunOutcome[] rows = new RunOutcome[n];
-            CompletionService<Integer> cs = new ExecutorCompletionService<>(pool);
-            for (int i = 0; i < n; i++) {
-                AllocatorConfig c = configs.get(i);
-                boolean isRecorded = i == 0;
-                int row = i;
-                cs.submit(() -> {
-                    rows[row] = evaluate(c, isRecorded, capacity);
-                    return row;
-                });
-            }
-            for (int finished = 1; finished <= n; finished++) {
-                Future<Integer> f = cs.take();
-                try {
-                    f.get();
-                } catch (ExecutionException e) {
-                    if (e.getCause() instanceof RuntimeException re) {
-                        throw re;
-                    }
-                    if (e.getCause() instanceof Error err) {
-                        throw err;
-                    }
-                    throw new IllegalStateException(e.getCause());
-                }
-                done.accept(finished);
-            }
-            return List.of(rows);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new IllegalStateException("interrupted while comparing configurations", e);
-        } finally {
-            pool.shutdownNow();
-        }
+        return ParallelRuns.values(runs, threads, done);
     }
 
     /** "Unlimited" memory: enough for the window under any sensible configuration, yet a finite device. */

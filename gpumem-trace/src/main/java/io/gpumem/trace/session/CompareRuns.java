@@ -1,6 +1,7 @@
 package io.gpumem.trace.session;
 
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.engine.ParallelRuns;
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.policy.PolicyRegistry;
 import io.gpumem.policy.PolicySpec;
@@ -9,12 +10,13 @@ import io.gpumem.trace.replay.WhatIfReplay;
 import io.gpumem.trace.window.WindowStart;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.function.Supplier;
 
 /**
  * The rows of {@code gpumem compare} for one device, computed in one place ({@link TraceSession#compare}) so that
  * every command showing compare rows ({@code compare}, {@code compare --html}, {@code report --policy}) shows the
- * same figures: each configuration is replayed by the session's {@link WhatIfReplay} of the device's window (in
- * that order, one per core), then each policy, all at one capacity.
+ * same figures: each configuration is replayed by the session's {@link WhatIfReplay} of the device's window and
+ * each policy, all at one capacity, one run per core ({@link ParallelRuns}), the rows in that order.
  *
  * @param start    the rebuilt start of the window
  * @param replay   the replay engine (holds the recorded figures)
@@ -37,19 +39,18 @@ public record CompareRuns(WindowStart start, WhatIfReplay replay, long capacity,
         WhatIfReplay replay = window.replay();
         int total = configs.size() + policies.size();
         progress.progress(0, total);
-        List<RunOutcome> rows = new ArrayList<>();
-        if (!configs.isEmpty()) {
-            // one configuration per core: each replay is single-threaded and independent of the others
-            rows.addAll(replay.evaluateAll(
-                    configs,
-                    capacity,
-                    Runtime.getRuntime().availableProcessors(),
-                    finished -> progress.progress(finished, total)));
+        // one run per core: each replay is single-threaded and independent of the others
+        List<Supplier<RunOutcome>> runs = new ArrayList<>(total);
+        for (int i = 0; i < configs.size(); i++) {
+            AllocatorConfig c = configs.get(i);
+            boolean isRecorded = i == 0;
+            runs.add(() -> replay.evaluate(c, isRecorded, capacity));
         }
-        for (int i = 0; i < policies.size(); i++) {
-            rows.add(replay.evaluate(policies.get(i), capacity));
-            progress.progress(configs.size() + i + 1, total);
+        for (PolicySpec p : policies) {
+            runs.add(() -> replay.evaluate(p, capacity));
         }
+        List<RunOutcome> rows =
+                ParallelRuns.values(runs, ParallelRuns.threads(), finished -> progress.progress(finished, total));
         return new CompareRuns(window.start(), replay, capacity, rows);
     }
 

@@ -63,6 +63,7 @@ public final class TraceSession {
     private StartMode startMode = StartMode.AUTO;
     private int windowRebuilds;
     private int streamCompiles;
+    private ProgressListener whatIfProgress = ProgressListener.NONE;
 
     private TraceSession(TraceSnapshot trace, int fileReads) {
         this.trace = trace;
@@ -229,7 +230,15 @@ public final class TraceSession {
      * allocator) or, when that is not positive, at the recorded capacity.
      */
     public WhatIf whatIf(int device, long usableCapacity) {
-        return new TraceWhatIf(window(device).replay(), recordedConfig(), usableCapacity);
+        return new TraceWhatIf(window(device).replay(), recordedConfig(), usableCapacity, whatIfProgress);
+    }
+
+    /**
+     * Where the what-ifs made from now on ({@link #whatIf}, and through it {@link #analyze} and {@link #configRows})
+     * report how many of their runs are done (a command's progress bar); none by default.
+     */
+    public void whatIfProgress(ProgressListener progress) {
+        this.whatIfProgress = progress;
     }
 
     /**
@@ -269,6 +278,10 @@ public final class TraceSession {
             long outside = analysis.analysis().diagnosis().outside();
             whatIf = whatIf(analysis.device(), capacity > 0 ? capacity - Math.max(0, outside) : MemoryState.UNKNOWN);
         }
+        List<String> all = new ArrayList<>();
+        all.add(recordedConfString());
+        all.addAll(confs);
+        whatIf.prefetch(all, List.of());
         List<RunOutcome> rows = new ArrayList<>();
         rows.add(whatIf.run(recordedConfString()));
         for (String c : confs) {
@@ -294,7 +307,7 @@ public final class TraceSession {
         }
         boolean baseline = !haveBaseline && analysis.recommendations().baseline() == null;
         List<AllocatorConfig> configs = baseline ? List.of(recordedConfig()) : List.of();
-        return compare(analysis.device(), configs, policies, capacity, ProgressListener.NONE)
+        return compare(analysis.device(), configs, policies, capacity, whatIfProgress)
                 .reportRows();
     }
 

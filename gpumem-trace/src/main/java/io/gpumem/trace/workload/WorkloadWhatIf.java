@@ -9,17 +9,17 @@ import io.gpumem.policy.PolicyRegistry;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.policy.PreparedPolicy;
 import io.gpumem.trace.analysis.WhatIf;
-import java.util.HashMap;
+import io.gpumem.trace.analysis.WhatIfMemo;
+import io.gpumem.trace.replay.ProgressListener;
 import java.util.List;
-import java.util.Map;
 import java.util.Optional;
 
 /**
  * The compare runs behind a workload's table and its recommendations: the workload compiled once into the engine's
  * request stream and run from scratch by its {@link StreamRunner} under each configuration or policy on the same
  * simulated device, the way a training job runs (it stops at the first out-of-memory error), with the minimum
- * capacity searched when asked. Outcomes are memoised per configuration, so the table and the recommender share
- * runs. A generated training workload can also run with half its batch.
+ * capacity searched when asked. Outcomes are memoised per configuration ({@link WhatIfMemo}), so the table and the recommender
+ * share runs, and a prefetch runs them one per core. A generated training workload can also run with half its batch.
  */
 public final class WorkloadWhatIf implements WhatIf {
     /** The alternatives the demo compares with the defaults. */
@@ -37,8 +37,7 @@ public final class WorkloadWhatIf implements WhatIf {
     private final long capacity;
     private final long heldOutside;
     private final boolean withMinCapacity;
-    private final Map<String, RunOutcome> cache = new HashMap<>();
-    private final Map<PolicySpec, RunOutcome> policies = new HashMap<>();
+    private final WhatIfMemo memo = new WhatIfMemo(this::runConf, this::runPolicy, ProgressListener.NONE);
 
     /**
      * @param capacity    device capacity in bytes (the minimum-capacity search ignores it)
@@ -69,22 +68,31 @@ public final class WorkloadWhatIf implements WhatIf {
 
     @Override
     public RunOutcome run(String conf) {
-        return cache.computeIfAbsent(
-                conf,
-                c -> outcome(runner, PolicyRegistry.exact(AllocatorConfig.parse(c)))
-                        .label(c)
-                        .build());
+        return memo.run(conf);
     }
 
     /** The row of policy {@code spec}, labelled {@code policy NAME[:OPTIONS]}; memoised per policy. */
     @Override
     public RunOutcome run(PolicySpec spec) {
-        return policies.computeIfAbsent(
-                spec,
-                s -> outcome(runner, runner.prepare(s))
-                        .label(WhatIf.policyLabel(s))
-                        .policy(s.name())
-                        .build());
+        return memo.run(spec);
+    }
+
+    @Override
+    public void prefetch(List<String> confs, List<PolicySpec> policies) {
+        memo.prefetch(confs, policies);
+    }
+
+    private RunOutcome runConf(String conf) {
+        return outcome(runner, PolicyRegistry.exact(AllocatorConfig.parse(conf)))
+                .label(conf)
+                .build();
+    }
+
+    private RunOutcome runPolicy(PolicySpec spec) {
+        return outcome(runner, runner.prepare(spec))
+                .label(WhatIf.policyLabel(spec))
+                .policy(spec.name())
+                .build();
     }
 
     /**

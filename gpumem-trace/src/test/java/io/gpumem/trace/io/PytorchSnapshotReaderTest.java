@@ -122,7 +122,8 @@ class PytorchSnapshotReaderTest {
      * A written snapshot of several MiB read back from its file (in chunks, entries decoded straight into columns)
      * and from memory gives the entries written, whatever their keys: plain ones (the fast path), ones with unknown
      * keys or an odd spelling (decoded as dicts), oom entries with {@code device_free}, shared and absent frames, on
-     * two devices whose entries span many buffer refills. Seeded; the seed is printed.
+     * two devices whose entries span many buffer refills, one with values that the columns hold in 32 bits and one
+     * with values they do not. Seeded; the seed is printed.
      */
     @Test
     void aLargeSnapshotReadInChunksGivesBackEveryEntryWritten(@TempDir Path dir) throws Exception {
@@ -136,8 +137,9 @@ class PytorchSnapshotReaderTest {
         for (int d = 0; d < 2; d++) {
             List<TraceEntry> t = new ArrayList<>();
             for (int i = 0; i < 40_000; i++) {
-                long addr = (0x7f00_0000_0000L + r.nextInt(1 << 20) * 512L) * (r.nextInt(50) == 0 ? -1 : 1);
-                long size = r.nextInt(10) == 0 ? (1L << 33) + r.nextInt(1000) : r.nextInt(1 << 20);
+                // Device 0's values fit the columns' 32-bit offsets; device 1 has values that do not.
+                long addr = (0x7f00_0000_0000L + r.nextInt(1 << 20) * 512L) * (d == 1 && r.nextInt(50) == 0 ? -1 : 1);
+                long size = d == 1 && r.nextInt(10) == 0 ? (1L << 33) + r.nextInt(1000) : r.nextInt(1 << 20);
                 List<Frame> frames = switch (r.nextInt(3)) {
                     case 0 -> null;
                     case 1 -> stacks.get(0);

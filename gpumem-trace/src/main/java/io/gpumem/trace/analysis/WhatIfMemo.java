@@ -1,0 +1,91 @@
+package io.gpumem.trace.analysis;
+
+import io.gpumem.engine.ParallelRuns;
+import io.gpumem.engine.RunOutcome;
+import io.gpumem.policy.PolicySpec;
+import io.gpumem.trace.replay.ProgressListener;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Function;
+import java.util.function.Supplier;
+
+/**
+ * The memo behind a {@link WhatIf}'s run methods: each configuration string and each policy is run once, and its
+ * outcome, or the exception it threw, is what every later call gets. {@link #prefetch} runs many at once, one per
+ * core ({@link ParallelRuns}), so that a caller asking for them one by one (the recommender, a report's rows) finds
+ * them done; since a run's outcome does not depend on what ran beside it, the figures are the sequential ones.
+ *
+ * <p>Invariants: the maps are touched only by the thread that owns the what-if (the runs themselves may go to
+ * other threads, and only compute); a key is run at most once, a failure included.
+ */
+public final class WhatIfMemo {
+    private final Function<String, RunOutcome> byConf;
+    private final Function<PolicySpec, RunOutcome> byPolicy;
+    private final ProgressListener progress;
+    private final Map<String, ParallelRuns.Attempt<RunOutcome>> confs = new HashMap<>();
+    private final Map<PolicySpec, ParallelRuns.Attempt<RunOutcome>> policies = new HashMap<>();
+
+    /**
+     * @param byConf   runs the stream under a configuration string (safe to call from several threads at once)
+     * @param byPolicy runs the stream under a policy (likewise)
+     * @param progress told how many runs of a {@link #prefetch} are done
+     */
+    public WhatIfMemo(
+            Function<String, RunOutcome> byConf, Function<PolicySpec, RunOutcome> byPolicy, ProgressListener progress) {
+        this.byConf = byConf;
+        this.byPolicy = byPolicy;
+        this.progress = progress;
+    }
+
+    /** The outcome under {@code conf}, run now unless it already was; a failed run's exception is rethrown. */
+    public RunOutcome run(String conf) {
+        return confs.computeIfAbsent(conf, c -> attempt(() -> byConf.apply(c))).get();
+    }
+
+    /** The outcome under {@code policy}, run now unless it already was; a failed run's exception is rethrown. */
+    public RunOutcome run(PolicySpec policy) {
+        return policies.computeIfAbsent(policy, p -> attempt(() -> byPolicy.apply(p)))
+                .get();
+    }
+
+    /**
+     * Runs every configuration and policy not run yet, in parallel; failures are kept for the {@code run} call that
+     * asks for them, so nothing is thrown here.
+     */
+    public void prefetch(List<String> confList, List<PolicySpec> policyList) {
+        List<String> newConfs = new ArrayList<>();
+        for (String c : confList) {
+            if (!confs.containsKey(c) && !newConfs.contains(c)) {
+                newConfs.add(c);
+            }
+        }
+        List<PolicySpec> newPolicies = new ArrayList<>();
+        for (PolicySpec p : policyList) {
+            if (!policies.containsKey(p) && !newPolicies.contains(p)) {
+                newPolicies.add(p);
+            }
+        }
+        int total = newConfs.size() + newPolicies.size();
+        if (total == 0) {
+            return;
+        }
+        List<Supplier<RunOutcome>> runs = new ArrayList<>(total);
+        newConfs.forEach(c -> runs.add(() -> byConf.apply(c)));
+        newPolicies.forEach(p -> runs.add(() -> byPolicy.apply(p)));
+        progress.progress(0, total);
+        List<ParallelRuns.Attempt<RunOutcome>> results =
+                ParallelRuns.all(runs, ParallelRuns.threads(), done -> progress.progress(done, total));
+        for (int i = 0; i < newConfs.size(); i++) {
+            confs.put(newConfs.get(i), results.get(i));
+        }
+        for (int i = 0; i < newPolicies.size(); i++) {
+            policies.put(newPolicies.get(i), results.get(newConfs.size() + i));
+        }
+    }
+
+    private static ParallelRuns.Attempt<RunOutcome> attempt(Supplier<RunOutcome> run) {
+        return ParallelRuns.all(List.of(run), 1, done -> {}).getFirst();
+    }
+}
