@@ -29,6 +29,7 @@ public final class AddressTable<V> {
 
     private static final Object[] NO_OBJECTS = {};
     private static final int[] NO_INTS = {};
+    private static final long[] NO_KEYS = {};
 
     /** Whether this is an int table: its values are in {@link #ints}, and {@link #objects} stays empty. */
     private final boolean intValues;
@@ -43,15 +44,14 @@ public final class AddressTable<V> {
     private int count;
 
     private AddressTable(boolean intValues, int expected) {
-        int capacity = Integer.highestOneBit(Math.max(MIN_CAPACITY / 4, expected) * 4 - 1) << 1;
         this.intValues = intValues;
-        keys = new long[capacity];
-        if (intValues) {
-            ints = new int[capacity];
-        } else {
-            objects = new Object[capacity];
-        }
-        shift = Long.numberOfLeadingZeros(capacity) + 1;
+        keys = NO_KEYS;
+        growTo(capacityFor(expected));
+    }
+
+    /** The table length that holds {@code expected} keys at most a quarter full. */
+    private static int capacityFor(int expected) {
+        return Integer.highestOneBit(Math.max(MIN_CAPACITY / 4, expected) * 4 - 1) << 1;
     }
 
     /** A table of object values. */
@@ -105,7 +105,7 @@ public final class AddressTable<V> {
             throw new IllegalArgumentException("address 0 cannot be a key");
         }
         if ((count + 1) * 4 > keys.length) {
-            grow();
+            growTo(keys.length * 2);
         }
         int mask = keys.length - 1;
         int i = home(key);
@@ -265,18 +265,29 @@ public final class AddressTable<V> {
         count--;
     }
 
-    private void grow() {
+    /**
+     * Grows the table, if needed, so that it holds {@code expected} keys without growing again (a caller that knows
+     * its peak saves the doublings and their rehashing).
+     */
+    public void ensureCapacity(int expected) {
+        int capacity = capacityFor(expected);
+        if (capacity > keys.length) {
+            growTo(capacity);
+        }
+    }
+
+    /** Rehashes every key into a table of {@code capacity} slots (a power of two, larger than now); also sizes a new table. */
+    private void growTo(int capacity) {
         long[] oldKeys = keys;
         Object[] oldObjects = objects;
         int[] oldInts = ints;
-        int capacity = oldKeys.length * 2;
         keys = new long[capacity];
         if (intValues) {
             ints = new int[capacity];
         } else {
             objects = new Object[capacity];
         }
-        shift--;
+        shift = Long.numberOfLeadingZeros(capacity) + 1;
         int mask = capacity - 1;
         for (int j = 0; j < oldKeys.length; j++) {
             long k = oldKeys[j];

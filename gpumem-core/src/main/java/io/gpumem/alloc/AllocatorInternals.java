@@ -1,6 +1,7 @@
 package io.gpumem.alloc;
 
 import io.gpumem.device.Device;
+import io.gpumem.history.BlockState;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.history.TraceListener;
 import java.util.List;
@@ -97,6 +98,45 @@ public final class AllocatorInternals extends AbstractAllocatorInternals impleme
         lock.lock();
         try {
             InvariantChecker.check(core);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Receives the state {@link CachingAllocator#snapshot()} would report, without it being built: each segment
+     * (a cudaMalloc'd segment, or one mapped run of an expandable one), then its blocks in address order.
+     */
+    public interface SegmentVisitor {
+        /** A segment starts at {@code address}; its blocks follow, up to the next segment or the end. */
+        void segment(long address);
+
+        /** The next block of the current segment. */
+        void block(long address, long size, long requestedSize, BlockState state);
+    }
+
+    /**
+     * Reports the segments and blocks of the current state to {@code visitor}, segments in no particular order.
+     * Unlike {@link CachingAllocator#snapshot()} it builds nothing and records no {@code snapshot} trace entry.
+     */
+    public void visitSegments(SegmentVisitor visitor) {
+        Objects.requireNonNull(visitor, "visitor");
+        lock.lock();
+        try {
+            SnapshotBuilder.visit(core, visitor);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Sizes the table of live allocations for about {@code blocks} blocks at once, so that a replay that knows its
+     * peak (a request stream's {@code peakLiveBlocks()}) does not grow it step by step. Changes no decision.
+     */
+    public void expectLiveBlocks(int blocks) {
+        lock.lock();
+        try {
+            core.allocatedBlocks.ensureCapacity(blocks);
         } finally {
             lock.unlock();
         }

@@ -48,7 +48,7 @@ final class SnapshotBuilder {
 
     /** Every mapped block: free ones of both pools, allocated ones and pending ones. */
     static List<Block> allMappedBlocks(AllocatorCore core) {
-        List<Block> all = new ArrayList<>();
+        List<Block> all = new ArrayList<>(core.allocatedBlocks.size() * 2 + 16);
         all.addAll(core.smallBlocks.blocks.toList());
         all.addAll(core.largeBlocks.blocks.toList());
         core.allocatedBlocks.forEach(all::add);
@@ -61,17 +61,14 @@ final class SnapshotBuilder {
         long totalActive = 0;
         List<SegmentInfo> result = new ArrayList<>();
         for (Block head : allMappedBlocks(core)) {
-            if (head.prev != null && head.prev.mapped) {
+            if (!startsSegment(head)) {
                 continue;
             }
             List<BlockInfo> blocks = new ArrayList<>();
             long address = head.ptr;
             long at = address;
             for (Block b = head; b != null && b.mapped; b = b.next) {
-                BlockState state = b.allocated
-                        ? BlockState.ACTIVE_ALLOCATED
-                        : b.eventCount > 0 || b.hasStreamUses() ? BlockState.ACTIVE_PENDING_FREE : BlockState.INACTIVE;
-                blocks.add(new BlockInfo(at, b.size, b.requestedSize, state, frames(b.contextWhenAllocated)));
+                blocks.add(new BlockInfo(at, b.size, b.requestedSize, state(b), frames(b.contextWhenAllocated)));
                 at += b.size;
             }
             SegmentInfo segment = SegmentInfo.ofBlocks(
@@ -88,6 +85,36 @@ final class SnapshotBuilder {
         result.sort((a, b) -> Long.compareUnsigned(a.address(), b.address()));
         core.trace.record(TraceAction.SNAPSHOT, 0, totalActive, 0, null);
         return List.copyOf(result);
+    }
+
+    /**
+     * Reports the segments {@link #segments} would build, each followed by its blocks, in no particular order:
+     * nothing is built and nothing is recorded in the trace (a replay compares its end state this way).
+     */
+    static void visit(AllocatorCore core, AllocatorInternals.SegmentVisitor visitor) {
+        for (Block head : allMappedBlocks(core)) {
+            if (!startsSegment(head)) {
+                continue;
+            }
+            visitor.segment(head.ptr);
+            long at = head.ptr;
+            for (Block b = head; b != null && b.mapped; b = b.next) {
+                visitor.block(at, b.size, b.requestedSize, state(b));
+                at += b.size;
+            }
+        }
+    }
+
+    /** Whether a mapped block opens a reported segment: no predecessor, or an unmapped one. */
+    private static boolean startsSegment(Block b) {
+        return b.prev == null || !b.prev.mapped;
+    }
+
+    private static BlockState state(Block b) {
+        if (b.allocated) {
+            return BlockState.ACTIVE_ALLOCATED;
+        }
+        return b.eventCount > 0 || b.hasStreamUses() ? BlockState.ACTIVE_PENDING_FREE : BlockState.INACTIVE;
     }
 
     private static List<Frame> frames(@Nullable List<Frame> f) {

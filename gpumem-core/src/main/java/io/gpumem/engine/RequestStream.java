@@ -76,8 +76,8 @@ public final class RequestStream {
         this.slot = Arrays.copyOf(b.slot, length);
         this.size = Arrays.copyOf(b.size, length);
         this.entry = Arrays.copyOf(b.entry, length);
-        this.site = b.anySite ? Arrays.copyOf(b.site, length) : null;
-        this.time = b.anyTime ? Arrays.copyOf(b.time, length) : null;
+        this.site = b.site != null ? Arrays.copyOf(b.site, length) : null;
+        this.time = b.time != null ? Arrays.copyOf(b.time, length) : null;
         this.streamIndex = streamIndex;
         this.streams = streams;
         this.startBlocks = b.startBlocks;
@@ -534,11 +534,11 @@ public final class RequestStream {
         private int[] slot;
         private long[] size;
         private int[] entry;
-        private int[] site;
-        private long[] time;
+        /** Per-op sites and times, allocated by the first {@link #atSite} / {@link #at} (most sources have none). */
+        private int @Nullable [] site;
+
+        private long @Nullable [] time;
         private long[] handle;
-        private boolean anySite;
-        private boolean anyTime;
         private int length;
         private int startBlocks;
         private int slots;
@@ -561,8 +561,6 @@ public final class RequestStream {
             slot = new int[n];
             size = new long[n];
             entry = new int[n];
-            site = new int[n];
-            time = new long[n];
             handle = new long[n];
             live = new boolean[n];
         }
@@ -647,15 +645,24 @@ public final class RequestStream {
 
         /** Gives the last op a site (see {@link #site}). */
         public Builder atSite(int site) {
-            this.site[length - 1] = site;
-            anySite = true;
+            int[] sites = this.site;
+            if (sites == null) {
+                sites = new int[op.length];
+                Arrays.fill(sites, -1);
+                this.site = sites;
+            }
+            sites[length - 1] = site;
             return this;
         }
 
         /** Gives the last op a time in microseconds (a replay with history stamps its entries with it). */
         public Builder at(long timeMicros) {
-            this.time[length - 1] = timeMicros;
-            anyTime = true;
+            long[] times = this.time;
+            if (times == null) {
+                times = new long[op.length];
+                this.time = times;
+            }
+            times[length - 1] = timeMicros;
             return this;
         }
 
@@ -678,15 +685,20 @@ public final class RequestStream {
                 slot = Arrays.copyOf(slot, n);
                 size = Arrays.copyOf(size, n);
                 entry = Arrays.copyOf(entry, n);
-                site = Arrays.copyOf(site, n);
-                time = Arrays.copyOf(time, n);
                 handle = Arrays.copyOf(handle, n);
+                if (site != null) {
+                    int[] grown = Arrays.copyOf(site, n);
+                    Arrays.fill(grown, length, n, -1);
+                    site = grown;
+                }
+                if (time != null) {
+                    time = Arrays.copyOf(time, n);
+                }
             }
             op[length] = o;
             slot[length] = s;
             size[length] = bytes;
             entry[length] = sourceEntry;
-            site[length] = -1;
             length++;
         }
 

@@ -12,7 +12,10 @@ import org.junit.jupiter.api.Test;
 
 class AddressTableTest {
 
-    /** Random puts and removes of segment-aligned and block-aligned addresses, checked against a HashMap. */
+    /**
+     * Random puts and removes of segment-aligned and block-aligned addresses, and capacity requests, checked
+     * against a HashMap.
+     */
     @Test
     void behavesLikeAHashMapOnAlignedAddresses() {
         long seed = System.nanoTime();
@@ -27,6 +30,9 @@ class AddressTableTest {
         }
         for (int step = 0; step < 200_000; step++) {
             long k = keys.get(rnd.nextInt(keys.size()));
+            if (rnd.nextInt(1000) == 0) {
+                table.ensureCapacity(rnd.nextInt(4096)); // rehashes at random points; changes no mapping
+            }
             switch (rnd.nextInt(4)) {
                 case 0, 1 -> {
                     int v = rnd.nextInt(1_000_000);

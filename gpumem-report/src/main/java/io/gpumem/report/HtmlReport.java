@@ -51,6 +51,12 @@ public final class HtmlReport {
     public static final String CSP =
             "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline';" + " img-src data:";
 
+    /**
+     * Most points of a device's timeline, beside one per {@code oom} entry, however long its trace: a page of a
+     * snapshot of millions of entries is drawn as quickly as one of thousands.
+     */
+    public static final int TIMELINE_POINTS = ReportJson.MAX_POINTS;
+
     private final String source;
     private final List<DeviceReport> devices = new ArrayList<>();
 

@@ -193,10 +193,13 @@ final class Timeline {
     }
 
     /**
-     * The timeline cut to at most {@code maxPoints} points: each point is the entry of its bucket where
-     * allocated bytes are highest (so peaks survive), with the bucket's highest reserved bytes; allocated
-     * bytes are split over the {@code topSites} sites that held most at any moment, the rest summed as "other"
-     * (the last column).
+     * The timeline cut to at most {@code maxPoints} points plus one per {@code oom} entry, however long the trace
+     * (what keeps a report of millions of entries as quick to draw as one of thousands): each point is the entry of
+     * its bucket where allocated bytes are highest, with the bucket's highest reserved bytes, so the peak is kept
+     * exactly ({@link #peakIndex}, the first entry at the peak, is its bucket's first maximum); every {@code oom}
+     * entry is a point too, with its own bytes, where it is not its bucket's point already. Allocated bytes are
+     * split over the {@code topSites} sites that held most at any moment, the rest summed as "other" (the last
+     * column).
      */
     Sampled sample(int maxPoints, int topSites) {
         int n = trace.size();
@@ -232,6 +235,29 @@ final class Timeline {
             index[p] = best;
             res[p] = maxRes;
         }
+        if (bucket > 1) {
+            int[] ooms = oomEntries();
+            int[] keptIndex = new int[points + ooms.length];
+            long[] keptRes = new long[points + ooms.length];
+            int kept = 0;
+            int o = 0;
+            for (int q = 0; q <= points; q++) {
+                int next = q < points ? index[q] : Integer.MAX_VALUE;
+                for (; o < ooms.length && ooms[o] <= next; o++) {
+                    if (ooms[o] < next) { // an OOM that is not its bucket's point: its own point, exact
+                        keptIndex[kept] = ooms[o];
+                        keptRes[kept++] = reserved[ooms[o]];
+                    }
+                }
+                if (q < points) {
+                    keptIndex[kept] = index[q];
+                    keptRes[kept++] = res[q];
+                }
+            }
+            points = kept;
+            index = Arrays.copyOf(keptIndex, kept);
+            res = Arrays.copyOf(keptRes, kept);
+        }
         long[][] stack = new long[points][k + 1];
         long[] siteBytes = new long[siteMax.length];
         for (long[] b : startBlocks.values()) {
@@ -262,6 +288,21 @@ final class Timeline {
             alloc[q] = allocated[index[q]];
         }
         return new Sampled(index, alloc, res, top, stack);
+    }
+
+    /** The indexes of the trace's {@code oom} entries, in order. */
+    private int[] oomEntries() {
+        int[] ooms = new int[8];
+        int count = 0;
+        for (int i = 0; i < trace.size(); i++) {
+            if (trace.get(i).action() == TraceAction.OOM) {
+                if (count == ooms.length) {
+                    ooms = Arrays.copyOf(ooms, count * 2);
+                }
+                ooms[count++] = i;
+            }
+        }
+        return Arrays.copyOf(ooms, count);
     }
 
     private void retireQuiet(Map<Long, Integer> open, long addr, long[] siteBytes) {

@@ -84,6 +84,44 @@ class TimelineTest {
         }
     }
 
+    /**
+     * A long trace cut to a few hundred points still has a point at the peak and at every {@code oom} entry, each with
+     * that entry's exact bytes, in entry order: the OOMs fall in the saw-tooth's troughs, which their buckets' points
+     * (the buckets' highest allocated) would otherwise hide.
+     */
+    @Test
+    void samplingKeepsEveryOomAndThePeakExactly() {
+        long seg = 0x7f0000000000L;
+        List<TraceEntry> trace = new ArrayList<>();
+        trace.add(entry(TraceAction.SEGMENT_ALLOC, seg, 1024 * MIB, USER));
+        List<Integer> ooms = new ArrayList<>();
+        for (int i = 0; i < 5000; i++) {
+            long size = i == 1234 ? 700 * MIB : (1 + i % 7) * MIB;
+            trace.add(entry(TraceAction.ALLOC, seg, size, USER));
+            trace.add(entry(TraceAction.FREE_COMPLETED, seg, size, null));
+            if (i % 1000 == 999 || i == 1235) {
+                ooms.add(trace.size());
+                trace.add(entry(TraceAction.OOM, 0, 2048 * MIB, null));
+            }
+        }
+        Timeline t = new Timeline(trace, null, AllocatorConfig.defaults(), new Sites(), Map.of());
+        Timeline.Sampled s = t.sample(300, 1);
+        assertThat(s.index().length).isLessThanOrEqualTo(300 + ooms.size());
+        assertThat(s.index()).isSorted().doesNotHaveDuplicates();
+        List<Integer> points = Arrays.stream(s.index()).boxed().toList();
+        assertThat(points).contains(t.peakIndex).containsAll(ooms);
+        assertThat(s.allocated()[points.indexOf(t.peakIndex)]).isEqualTo(700 * MIB);
+        for (int oom : ooms) {
+            int p = points.indexOf(oom);
+            assertThat(s.allocated()[p])
+                    .as("allocated at OOM entry " + oom)
+                    .isEqualTo(t.allocated[oom])
+                    .isZero();
+            assertThat(s.reserved()[p]).as("reserved at OOM entry " + oom).isEqualTo(t.reserved[oom]);
+            assertThat(s.stack()[p][0] + s.stack()[p][1]).isZero();
+        }
+    }
+
     @Test
     void sitesSkipFrameworkFramesAndNameAutogradNodes() {
         assertThat(Sites.label(USER)).isEqualTo("model.py:88 forward");

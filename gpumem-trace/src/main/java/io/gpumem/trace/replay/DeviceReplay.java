@@ -1,5 +1,6 @@
 package io.gpumem.trace.replay;
 
+import io.gpumem.alloc.AllocatorInternals;
 import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.engine.RequestStream;
@@ -101,6 +102,7 @@ final class DeviceReplay {
         this.stream = window.stream();
         this.recorded = window.recorded();
         this.slotAddress = new long[stream.slots()];
+        allocator.internals().expectLiveBlocks(window.peakLiveBlocks());
         List<SegmentInfo> start = window.start().segments();
         int[] slot = {0};
         RequestStream.forEachLiveBlock(start, (seg, b) -> slotAddress[slot[0]++] = b.address());
@@ -404,7 +406,12 @@ final class DeviceReplay {
         return "0x" + Long.toHexString(address);
     }
 
-    /** The model's end state (call after {@link #run}). */
+    /** The model allocator's internals, to read its end state after {@link #run}. */
+    AllocatorInternals model() {
+        return allocator.internals();
+    }
+
+    /** The model's end state as a snapshot (call after {@link #run}; for the snapshot a replay writes). */
     MemorySnapshot modelSnapshot() {
         return allocator.snapshot();
     }

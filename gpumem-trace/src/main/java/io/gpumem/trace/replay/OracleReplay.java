@@ -1,9 +1,11 @@
 package io.gpumem.trace.replay;
 
 import io.gpumem.alloc.AddressTable;
+import io.gpumem.alloc.AllocatorInternals;
 import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.history.BlockInfo;
+import io.gpumem.history.BlockState;
 import io.gpumem.history.MemorySnapshot;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceEntry;
@@ -143,9 +145,9 @@ public final class OracleReplay {
             }
             DeviceReplay replay = new DeviceReplay(window, prepared.config, totalMemory, writeSnapshot);
             DeviceFidelity fidelity = replay.run(progress, done, total);
-            MemorySnapshot model = replay.modelSnapshot();
-            devices.add(withEndState(fidelity, EndState.compare(snapshot.segmentsOf(window.device()), model)));
-            models.add(model);
+            EndState end = EndState.compare(snapshot.segmentsOf(window.device()), replay.model());
+            devices.add(withEndState(fidelity, end));
+            models.add(writeSnapshot ? replay.modelSnapshot() : null);
             traces.add(writeSnapshot ? replay.writtenTrace() : null);
             done += window.trace().size();
         }
@@ -180,40 +182,80 @@ public final class OracleReplay {
      */
     record EndState(long segments, long identical) {
 
-        static EndState compare(List<SegmentInfo> recorded, MemorySnapshot model) {
-            AddressTable<SegmentInfo> byAddress =
-                    AddressTable.forObjects(model.segments().size());
-            for (SegmentInfo s : model.segments()) {
-                byAddress.put(s.address(), s);
-            }
-            long same = 0;
-            long modelOnly = model.segments().size();
-            for (SegmentInfo r : recorded) {
-                SegmentInfo m = byAddress.get(r.address());
-                if (m != null) {
-                    modelOnly--;
-                }
-                if (sameBlocks(r, m)) {
-                    same++;
-                }
-            }
-            return new EndState(recorded.size() + modelOnly, same);
+        /** Compares the model's state with the recorded segments as the model reports it, building no snapshot. */
+        static EndState compare(List<SegmentInfo> recorded, AllocatorInternals model) {
+            Comparison c = new Comparison(recorded);
+            model.visitSegments(c);
+            return c.result();
         }
 
-        private static boolean sameBlocks(SegmentInfo r, SegmentInfo m) {
-            if (m == null
-                    || m.totalSize() != r.totalSize()
-                    || m.blocks().size() != r.blocks().size()) {
-                return false;
-            }
-            for (int i = 0; i < r.blocks().size(); i++) {
-                BlockInfo rb = r.blocks().get(i);
-                BlockInfo mb = m.blocks().get(i);
-                if (rb.address() != mb.address() || rb.size() != mb.size() || rb.state() != mb.state()) {
-                    return false;
+        /**
+         * Follows the model's segments block by block against the recorded segment at the same address: a
+         * segment is identical when every block matches in order and the recorded total equals the blocks' sum.
+         */
+        private static final class Comparison implements AllocatorInternals.SegmentVisitor {
+            private final AddressTable<SegmentInfo> byAddress;
+            private final int recordedCount;
+            /** The recorded segment at the current model segment's address; null when none (or none open). */
+            private @Nullable SegmentInfo current;
+            /** Whether the current model segment still matches {@link #current} block for block. */
+            private boolean same;
+
+            private int blocks;
+            private long bytes;
+            private long modelOnly;
+            private long identical;
+
+            Comparison(List<SegmentInfo> recorded) {
+                recordedCount = recorded.size();
+                byAddress = AddressTable.forObjects(recordedCount);
+                for (SegmentInfo r : recorded) {
+                    if (r.address() != 0) { // the model never places a segment at 0
+                        byAddress.put(r.address(), r);
+                    }
                 }
             }
-            return true;
+
+            @Override
+            public void segment(long address) {
+                finish();
+                current = byAddress.get(address);
+                same = current != null;
+                if (!same) {
+                    modelOnly++;
+                }
+                blocks = 0;
+                bytes = 0;
+            }
+
+            @Override
+            public void block(long address, long size, long requestedSize, BlockState state) {
+                bytes += size;
+                SegmentInfo r = current;
+                if (!same || r == null) {
+                    return;
+                }
+                if (blocks == r.blocks().size()) {
+                    same = false;
+                    return;
+                }
+                BlockInfo rb = r.blocks().get(blocks++);
+                same = rb.address() == address && rb.size() == size && rb.state() == state;
+            }
+
+            private void finish() {
+                SegmentInfo r = current;
+                if (same && r != null && blocks == r.blocks().size() && bytes == r.totalSize()) {
+                    identical++;
+                }
+                current = null;
+                same = false;
+            }
+
+            EndState result() {
+                finish();
+                return new EndState(recordedCount + modelOnly, identical);
+            }
         }
     }
 }

@@ -18,16 +18,23 @@ import java.util.List;
  * @param start the rebuilt start state
  * @param stream the compiled requests (every release run an {@code empty_cache})
  * @param recorded what the recording decided for each op
+ * @param peakLiveBlocks the most blocks live at once in the stream (the size a replay gives its allocation table)
  */
 record OracleWindow(
-        int device, List<TraceEntry> trace, WindowStart start, RequestStream stream, RecordedDecisions recorded) {
+        int device,
+        List<TraceEntry> trace,
+        WindowStart start,
+        RequestStream stream,
+        RecordedDecisions recorded,
+        int peakLiveBlocks) {
 
     static OracleWindow prepare(TraceSnapshot snapshot, int device, AllocatorConfig config) {
         List<TraceEntry> trace = snapshot.traceOf(device);
         WindowStart start = new WindowRebuilder(config).rebuild(snapshot, device);
         RecordedDecisions.Builder decisions = new RecordedDecisions.Builder(trace.size());
         RequestStream stream = WindowStreams.compileForOracle(trace, start, decisions);
-        return new OracleWindow(device, trace, start, stream, decisions.build(stream.length()));
+        return new OracleWindow(
+                device, trace, start, stream, decisions.build(stream.length()), stream.peakLiveBlocks());
     }
 
     /** Whether the window has a trace entry that completes a free (else frees happen at their request). */

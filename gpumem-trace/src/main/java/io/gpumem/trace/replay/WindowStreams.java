@@ -6,6 +6,7 @@ import io.gpumem.history.Frame;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
+import io.gpumem.trace.window.FreeMatches;
 import io.gpumem.trace.window.WindowStart;
 import java.util.List;
 import org.jspecify.annotations.Nullable;
@@ -48,11 +49,24 @@ final class WindowStreams {
             boolean withHistory,
             RecordedDecisions.@Nullable Builder decisions) {
         List<SegmentInfo> startState = start.segments();
+        FreeMatches frees = start.frees();
+        if (frees.entries() != trace.size()) {
+            throw new IllegalArgumentException(
+                    "device " + start.device() + ": the start state was rebuilt from a trace of " + frees.entries()
+                            + " entries, not this one of " + trace.size());
+        }
         RequestStream.Builder b = RequestStream.builder(trace.size()).startState(startState);
-        AddressTable<Void> live = AddressTable.forInts(1024);
+        // Start blocks by address, for the frees the rebuild matched to one (frees of window allocs need no lookup).
+        AddressTable<Void> startSlots = AddressTable.forInts(64);
         int[] next = {0};
-        RequestStream.forEachLiveBlock(startState, (seg, blk) -> live.putInt(blk.address(), next[0]++, -1));
-        boolean hasCompletions = TraceEntry.recordsFreeCompletions(trace);
+        RequestStream.forEachLiveBlock(startState, (seg, blk) -> {
+            if (blk.address() != 0) {
+                startSlots.putInt(blk.address(), next[0], -1);
+            }
+            next[0]++;
+        });
+        int startBlocks = next[0];
+        boolean hasCompletions = frees.hasCompletions();
         if (decisions != null) {
             decisions.hasCompletions(hasCompletions);
         }
@@ -67,13 +81,13 @@ final class WindowStreams {
             inRelease = release;
             long recordedAddress = 0;
             if (a == TraceAction.ALLOC) {
-                int slot = b.alloc(e.size(), e.stream(), i);
-                if (e.addr() != 0) {
-                    live.putInt(e.addr(), slot, -1);
-                }
+                b.alloc(e.size(), e.stream(), i);
                 recordedAddress = e.addr();
             } else if (a == TraceAction.FREE_COMPLETED || (a == TraceAction.FREE_REQUESTED && !hasCompletions)) {
-                int s = e.addr() == 0 ? -1 : live.removeInt(e.addr(), -1);
+                int match = frees.of(i);
+                int s = match >= 0
+                        ? startBlocks + match
+                        : match == FreeMatches.START_BLOCK ? startSlots.getInt(e.addr(), -1) : -1;
                 if (s >= 0 && b.isLive(s)) {
                     b.free(s, i);
                 } else {

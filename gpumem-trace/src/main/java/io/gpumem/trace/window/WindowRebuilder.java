@@ -54,10 +54,16 @@ import java.util.TreeMap;
  */
 public final class WindowRebuilder {
 
-    private static final int NONE = 0;
-    private static final int WINDOW_LIVE = 1;
-    private static final int WINDOW_FREE_REQUESTED = 2;
-    private static final int PRE_FREE_REQUESTED = 3;
+    // Per-address state of the forward pass. A window alloc's block (live, or its free requested: no rule tells
+    // the two apart) is its alloc ordinal; the negative values are the rest.
+    /** Neither allocated nor freed in the window so far. */
+    private static final int UNTOUCHED = -1;
+    /** Allocated or freed in the window, and nothing of the window live there now. */
+    private static final int GONE = -2;
+    /** A block from before the window whose free was requested, the address untouched before. */
+    private static final int PRE_FREE_REQUESTED = -3;
+    /** The same after the address was touched (a second free of a start block: it frees nothing). */
+    private static final int PRE_FREE_REQUESTED_GONE = -4;
 
     private final AllocatorConfig config;
 
@@ -101,11 +107,14 @@ public final class WindowRebuilder {
         List<TraceEntry> trace = snapshot.traceOf(device);
         NavigableMap<Long, Seg> segs = startSegments(snapshot, device, trace);
 
-        // Forward pass: which addresses the window itself allocated, and which frees hit older blocks.
+        // Forward pass: which addresses the window itself allocated, which frees hit older blocks, and what each
+        // freeing entry frees (FreeMatches). Addresses stay in the table once touched (UNTOUCHED vs GONE).
         AddressTable<Void> state = AddressTable.forInts(1024);
         long[] allocAddr = new long[64];
         int[] allocIndex = new int[64];
         int allocs = 0;
+        int allocOrdinal = 0;
+        int[] matches = new int[trace.size()];
         List<PreFreed> preFreed = new ArrayList<>();
         AddressTable<Void> preFreedSlot = AddressTable.forInts(64);
         boolean hasCompletions = TraceEntry.recordsFreeCompletions(trace);
@@ -114,10 +123,11 @@ public final class WindowRebuilder {
             long a = e.addr();
             switch (e.action()) {
                 case ALLOC -> {
+                    int ordinal = allocOrdinal++;
                     if (a == 0) {
                         break;
                     }
-                    state.putInt(a, WINDOW_LIVE, NONE);
+                    state.putInt(a, ordinal, UNTOUCHED);
                     if (allocs == allocAddr.length) {
                         allocAddr = Arrays.copyOf(allocAddr, allocs * 2);
                         allocIndex = Arrays.copyOf(allocIndex, allocs * 2);
@@ -129,31 +139,37 @@ public final class WindowRebuilder {
                     if (a == 0) {
                         break;
                     }
-                    int s = state.getInt(a, NONE);
-                    if (s == NONE) {
+                    int s = state.getInt(a, UNTOUCHED);
+                    if (s == UNTOUCHED || s == GONE) {
                         preFreedSlot.putInt(a, preFreed.size(), -1);
                         preFreed.add(new PreFreed(a, e.size(), i));
                         if (hasCompletions) {
-                            state.putInt(a, PRE_FREE_REQUESTED, NONE);
-                        }
-                    } else if (s == WINDOW_LIVE) {
-                        if (hasCompletions) {
-                            state.putInt(a, WINDOW_FREE_REQUESTED, NONE);
+                            state.putInt(a, s == UNTOUCHED ? PRE_FREE_REQUESTED : PRE_FREE_REQUESTED_GONE, UNTOUCHED);
                         } else {
-                            state.removeInt(a, NONE);
+                            matches[i] =
+                                    FreeMatches.encode(s == UNTOUCHED ? FreeMatches.START_BLOCK : FreeMatches.NOTHING);
+                            state.putInt(a, GONE, UNTOUCHED);
                         }
+                    } else if (s >= 0 && !hasCompletions) { // a window block, freed now
+                        matches[i] = FreeMatches.encode(s);
+                        state.putInt(a, GONE, UNTOUCHED);
                     }
                 }
                 case FREE_COMPLETED -> {
                     if (a == 0) {
                         break;
                     }
-                    int s = state.removeInt(a, NONE);
-                    if (s == NONE) {
+                    int s = state.putInt(a, GONE, UNTOUCHED);
+                    if (s >= 0) {
+                        matches[i] = FreeMatches.encode(s);
+                    } else if (s == UNTOUCHED || s == GONE) {
                         preFreed.add(new PreFreed(a, e.size(), i));
-                    } else if (s == PRE_FREE_REQUESTED) {
+                        matches[i] = FreeMatches.encode(s == UNTOUCHED ? FreeMatches.START_BLOCK : FreeMatches.NOTHING);
+                    } else { // pre-window block whose free was requested in the window
                         int slot = preFreedSlot.getInt(a, 0);
                         preFreed.set(slot, preFreed.get(slot).freedAt(i));
+                        matches[i] = FreeMatches.encode(
+                                s == PRE_FREE_REQUESTED ? FreeMatches.START_BLOCK : FreeMatches.NOTHING);
                     }
                 }
                 default -> {}
@@ -163,7 +179,8 @@ public final class WindowRebuilder {
         // Live blocks at the start.
         for (SegmentInfo s : snapshot.segmentsOf(device)) {
             for (BlockInfo b : s.blocks()) {
-                if (b.state().isActive() && !state.containsKey(b.address())) {
+                // (address 0 is never a window block, and never a start block)
+                if (b.state().isActive() && b.address() != 0 && !heldInWindow(state.getInt(b.address(), UNTOUCHED))) {
                     Seg seg = containing(segs, b.address());
                     if (seg != null) {
                         seg.live().put(b.address(), new LiveBlock(b.size(), b.requestedSize(), Long.MAX_VALUE));
@@ -181,11 +198,12 @@ public final class WindowRebuilder {
         }
 
         // End-state free blocks by end address: where a start free block's object can have survived to.
-        Map<Long, BlockInfo> freeByEnd = new HashMap<>();
+        AddressTable<BlockInfo> freeByEnd = AddressTable.forObjects(64);
         for (SegmentInfo s : snapshot.segmentsOf(device)) {
             for (BlockInfo b : s.blocks()) {
-                if (b.state() == BlockState.INACTIVE) {
-                    freeByEnd.put(b.address() + b.size(), b);
+                long end = b.address() + b.size();
+                if (b.state() == BlockState.INACTIVE && end != 0) {
+                    freeByEnd.put(end, b);
                 }
             }
         }
@@ -230,12 +248,21 @@ public final class WindowRebuilder {
                     Collections.unmodifiableList(blocks)));
         }
         return new WindowStart(
-                device, Collections.unmodifiableList(out), Collections.unmodifiableSet(preWindowFreed), inferred);
+                device,
+                Collections.unmodifiableList(out),
+                Collections.unmodifiableSet(preWindowFreed),
+                inferred,
+                new FreeMatches(matches, hasCompletions));
+    }
+
+    /** Whether the forward pass's state of an address holds a block at the window's end (allocated or freed late). */
+    private static boolean heldInWindow(int state) {
+        return state >= 0 || state == PRE_FREE_REQUESTED || state == PRE_FREE_REQUESTED_GONE;
     }
 
     /** The free block [from, to) at the start, with the requested size its object shows if it survives. */
-    private static BlockInfo freeBlock(long from, long to, Map<Long, BlockInfo> freeByEnd) {
-        BlockInfo survivor = freeByEnd.get(to);
+    private static BlockInfo freeBlock(long from, long to, AddressTable<BlockInfo> freeByEnd) {
+        BlockInfo survivor = to == 0 ? null : freeByEnd.get(to);
         long requested = survivor != null && survivor.address() >= from ? Math.max(0, survivor.requestedSize()) : 0;
         return BlockInfo.of(from, to - from, requested, BlockState.INACTIVE);
     }

@@ -14,8 +14,10 @@ import java.util.Set;
  * @param preWindowFreed addresses of blocks allocated before the window and freed inside it (their size is
  *                       inferred, not recorded)
  * @param inferredSizes  how many of those sizes the gap / slack rules extended beyond {@code round_size}
+ * @param frees          what each free of the window frees, matched while rebuilding (for compiling the window)
  */
-public record WindowStart(int device, List<SegmentInfo> segments, Set<Long> preWindowFreed, int inferredSizes) {
+public record WindowStart(
+        int device, List<SegmentInfo> segments, Set<Long> preWindowFreed, int inferredSizes, FreeMatches frees) {
 
     public long reservedBytes() {
         long n = 0;
