@@ -31,7 +31,7 @@ import java.util.RandomAccess;
  * trace is handed out; afterwards the columns never change, so a trace may be read from several threads.
  * {@code get(i).equals(e)} for the entry {@code e} appended {@code i}-th.
  */
-public final class TraceColumns extends AbstractList<TraceEntry> implements RandomAccess {
+public final class TraceColumns extends AbstractList<TraceEntry> implements RandomAccess, EntryFields {
 
     private static final int SHIFT = 16;
     private static final int CHUNK = 1 << SHIFT;
@@ -206,21 +206,25 @@ public final class TraceColumns extends AbstractList<TraceEntry> implements Rand
     }
 
     /** The entry's action. */
+    @Override
     public TraceAction action(int index) {
         return ACTIONS[actions[chunkOf(index)][index & MASK]];
     }
 
     /** The entry's {@code addr} (0 when absent). */
+    @Override
     public long addr(int index) {
         return addrs.get(chunkOf(index), index & MASK);
     }
 
     /** The entry's {@code size} (0 when absent). */
+    @Override
     public long size(int index) {
         return sizes.get(chunkOf(index), index & MASK);
     }
 
     /** The entry's stream handle (0 when absent). */
+    @Override
     public long stream(int index) {
         return streamTable[streams[chunkOf(index)][index & MASK]];
     }

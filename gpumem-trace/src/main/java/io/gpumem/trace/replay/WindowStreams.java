@@ -6,6 +6,7 @@ import io.gpumem.history.Frame;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
+import io.gpumem.trace.io.EntryFields;
 import io.gpumem.trace.window.FreeMatches;
 import io.gpumem.trace.window.WindowStart;
 import java.util.List;
@@ -72,22 +73,22 @@ final class WindowStreams {
         }
         int releaseOp = -1;
         boolean inRelease = false;
+        EntryFields fields = EntryFields.of(trace);
         for (int i = 0; i < trace.size(); i++) {
-            TraceEntry e = trace.get(i);
-            TraceAction a = e.action();
+            TraceAction a = fields.action(i);
             boolean release = isRelease(a);
             // Without a user's choice (an oracle), every run of release entries is an empty_cache.
             boolean emptyCache = emptyCacheAt != null ? emptyCacheAt[i] : release && !inRelease;
             inRelease = release;
             long recordedAddress = 0;
             if (a == TraceAction.ALLOC) {
-                b.alloc(e.size(), e.stream(), i);
-                recordedAddress = e.addr();
+                b.alloc(fields.size(i), fields.stream(i), i);
+                recordedAddress = fields.addr(i);
             } else if (a == TraceAction.FREE_COMPLETED || (a == TraceAction.FREE_REQUESTED && !hasCompletions)) {
                 int match = frees.of(i);
                 int s = match >= 0
                         ? startBlocks + match
-                        : match == FreeMatches.START_BLOCK ? startSlots.getInt(e.addr(), -1) : -1;
+                        : match == FreeMatches.START_BLOCK ? startSlots.getInt(fields.addr(i), -1) : -1;
                 if (s >= 0 && b.isLive(s)) {
                     b.free(s, i);
                 } else {
@@ -101,15 +102,16 @@ final class WindowStreams {
                 releaseOp = b.length() - 1;
             } else {
                 if (decisions != null) {
-                    recordOnly(decisions, i, e, releaseOp);
+                    recordOnly(decisions, i, a, releaseOp);
                 }
                 continue;
             }
             if (decisions != null) {
                 decisions.op(b.length() - 1, recordedAddress);
-                recordOnly(decisions, i, e, releaseOp);
+                recordOnly(decisions, i, a, releaseOp);
             }
             if (withHistory) {
+                TraceEntry e = trace.get(i);
                 List<Frame> f = e.frames();
                 if (f != null) {
                     b.atSite(b.site(f));
@@ -121,8 +123,7 @@ final class WindowStreams {
     }
 
     /** Keeps what an entry recorded that is not an op of its own: a driver call, an OOM. */
-    private static void recordOnly(RecordedDecisions.Builder decisions, int i, TraceEntry e, int releaseOp) {
-        TraceAction a = e.action();
+    private static void recordOnly(RecordedDecisions.Builder decisions, int i, TraceAction a, int releaseOp) {
         if (a.isSegmentEvent()) {
             decisions.call(i);
             if (isRelease(a) && releaseOp >= 0) {

@@ -9,6 +9,7 @@ import io.gpumem.history.BlockState;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
+import io.gpumem.trace.io.EntryFields;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -117,11 +118,11 @@ public final class WindowRebuilder {
         int[] matches = new int[trace.size()];
         List<PreFreed> preFreed = new ArrayList<>();
         AddressTable<Void> preFreedSlot = AddressTable.forInts(64);
-        boolean hasCompletions = TraceEntry.recordsFreeCompletions(trace);
+        EntryFields fields = EntryFields.of(trace);
+        boolean hasCompletions = recordsFreeCompletions(fields, trace.size());
         for (int i = 0; i < trace.size(); i++) {
-            TraceEntry e = trace.get(i);
-            long a = e.addr();
-            switch (e.action()) {
+            long a = fields.addr(i);
+            switch (fields.action(i)) {
                 case ALLOC -> {
                     int ordinal = allocOrdinal++;
                     if (a == 0) {
@@ -142,7 +143,7 @@ public final class WindowRebuilder {
                     int s = state.getInt(a, UNTOUCHED);
                     if (s == UNTOUCHED || s == GONE) {
                         preFreedSlot.putInt(a, preFreed.size(), -1);
-                        preFreed.add(new PreFreed(a, e.size(), i));
+                        preFreed.add(new PreFreed(a, fields.size(i), i));
                         if (hasCompletions) {
                             state.putInt(a, s == UNTOUCHED ? PRE_FREE_REQUESTED : PRE_FREE_REQUESTED_GONE, UNTOUCHED);
                         } else {
@@ -163,7 +164,7 @@ public final class WindowRebuilder {
                     if (s >= 0) {
                         matches[i] = FreeMatches.encode(s);
                     } else if (s == UNTOUCHED || s == GONE) {
-                        preFreed.add(new PreFreed(a, e.size(), i));
+                        preFreed.add(new PreFreed(a, fields.size(i), i));
                         matches[i] = FreeMatches.encode(s == UNTOUCHED ? FreeMatches.START_BLOCK : FreeMatches.NOTHING);
                     } else { // pre-window block whose free was requested in the window
                         int slot = preFreedSlot.getInt(a, 0);
@@ -255,6 +256,16 @@ public final class WindowRebuilder {
                 new FreeMatches(matches, hasCompletions));
     }
 
+    /** Whether the trace has {@code free_completed} entries (then they, not the requests, free blocks). */
+    private static boolean recordsFreeCompletions(EntryFields fields, int entries) {
+        for (int i = 0; i < entries; i++) {
+            if (fields.action(i) == TraceAction.FREE_COMPLETED) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     /** Whether the forward pass's state of an address holds a block at the window's end (allocated or freed late). */
     private static boolean heldInWindow(int state) {
         return state >= 0 || state == PRE_FREE_REQUESTED || state == PRE_FREE_REQUESTED_GONE;
@@ -340,9 +351,14 @@ public final class WindowRebuilder {
                         new Seg(s.address(), s.totalSize(), s.stream(), s.isSmall() ? Pool.SMALL : Pool.LARGE, false));
             }
         }
+        EntryFields fields = EntryFields.of(trace);
         for (int i = trace.size() - 1; i >= 0; i--) {
+            TraceAction action = fields.action(i);
+            if (!action.isSegmentEvent()) {
+                continue;
+            }
             TraceEntry e = trace.get(i);
-            switch (e.action()) {
+            switch (action) {
                 case SEGMENT_ALLOC -> segs.remove(e.addr());
                 case SEGMENT_FREE ->
                     segs.put(e.addr(), new Seg(e.addr(), e.size(), e.stream(), poolOfSegment(e.size()), false));
@@ -370,10 +386,10 @@ public final class WindowRebuilder {
 
     /** The pool of the first request after {@code from}: the one an expandable segment's map was made for. */
     private Pool nextRequestPool(List<TraceEntry> trace, int from) {
+        EntryFields fields = EntryFields.of(trace);
         for (int j = from + 1; j < trace.size(); j++) {
-            TraceEntry e = trace.get(j);
-            if (e.action() == TraceAction.ALLOC) {
-                return SizeRules.poolFor(SizeRules.roundSize(e.size(), config));
+            if (fields.action(j) == TraceAction.ALLOC) {
+                return SizeRules.poolFor(SizeRules.roundSize(fields.size(j), config));
             }
         }
         return Pool.LARGE;
