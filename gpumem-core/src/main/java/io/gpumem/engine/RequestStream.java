@@ -3,12 +3,16 @@ package io.gpumem.engine;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.Frame;
 import io.gpumem.history.SegmentInfo;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.IdentityHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.TreeSet;
 import org.jspecify.annotations.Nullable;
 
@@ -38,6 +42,13 @@ public final class RequestStream {
     public static final byte FREE = 2;
     public static final byte EMPTY_CACHE = 3;
     public static final byte STEP = 4;
+
+    /**
+     * How much larger than its request a block may be and still stand for it when a loop is closed
+     * ({@link #iterated}, {@link #loopClosure}): a large block is its request rounded to 512 bytes plus an unsplit
+     * remainder below 1 MiB, within a segment rounded to 2 MiB.
+     */
+    static final long ROUNDING_SLACK = 2L << 20;
 
     final byte[] op;
     final int[] slot;
@@ -286,6 +297,200 @@ public final class RequestStream {
             }
         }
         return b.build();
+    }
+
+    /**
+     * The stream as the body of a loop run from its live blocks alone (the steady state of a window that starts
+     * warm): no start state; the start state's live blocks are its first requests, on their segment's stream,
+     * those the stream never frees first (the program's persistent state), then those it frees (the previous step's
+     * outputs), each in slot order; then {@code passes} passes of the ops (a STEP opens each; the source's own STEP ops are
+     * dropped, its {@code empty_cache} calls kept). In the first pass a free of a start block frees the block
+     * allocated for it; at the end of each pass every block the pass allocated and left live stands for the start
+     * block freed earliest whose size it has (the previous step's outputs that the next step frees), in
+     * allocation order, and the rest are freed, so nothing accumulates over passes; a start block freed with no
+     * such partner is allocated afresh. Sites, times and source entries are kept.
+     *
+     * @throws IllegalArgumentException when {@code passes} is below 1
+     */
+    public RequestStream iterated(int passes) {
+        if (passes < 1) {
+            throw new IllegalArgumentException("passes must be at least 1, got " + passes);
+        }
+        Builder b = builder(startBlocks + passes * (length + 1)).defaultFrames(defaultFrames);
+        int[] startSlot = new int[startBlocks];
+        long[] startSize = new long[startBlocks];
+        long[] startStream = new long[startBlocks];
+        int[] i = {0};
+        forEachLiveBlock(start, (seg, blk) -> {
+            startSize[i[0]] = blk.size();
+            startStream[i[0]] = seg.stream();
+            i[0]++;
+        });
+        long[] allocSize = new long[slots];
+        int[] freedStart = new int[startBlocks]; // start blocks in the order a pass frees them
+        boolean[] freedInPass = new boolean[startBlocks];
+        int nFreed = 0;
+        for (int k = 0; k < length; k++) {
+            if (op[k] == FREE && slot[k] < startBlocks) {
+                freedInPass[slot[k]] = true;
+                freedStart[nFreed++] = slot[k];
+            } else if (op[k] == ALLOC) {
+                allocSize[slot[k]] = size[k];
+            }
+        }
+        // the blocks the loop keeps (parameters, optimizer state) came first in the program, then the previous
+        // step's outputs that the window frees
+        for (int round = 0; round < 2; round++) {
+            for (int s = 0; s < startBlocks; s++) {
+                boolean first = !freedInPass[s];
+                if (first == (round == 0)) {
+                    startSlot[s] = b.alloc(startSize[s], startStream[s], -1);
+                }
+            }
+        }
+        int[] slotIn = new int[slots];
+        for (int pass = 0; pass < passes; pass++) {
+            Arrays.fill(slotIn, -1);
+            System.arraycopy(startSlot, 0, slotIn, 0, startBlocks);
+            b.step(-1);
+            for (int k = 0; k < length; k++) {
+                switch (op[k]) {
+                    case ALLOC -> slotIn[slot[k]] = b.alloc(size[k], stream(k), entry[k]);
+                    case FREE -> {
+                        int s = slotIn[slot[k]];
+                        if (s < 0 || !b.isLive(s)) {
+                            continue;
+                        }
+                        b.free(s, entry[k]);
+                    }
+                    case EMPTY_CACHE -> b.emptyCache(entry[k]);
+                    default -> {
+                        continue;
+                    }
+                }
+                if (site != null && site[k] >= 0) {
+                    b.atSite(b.site(sites.get(site[k])));
+                }
+                if (time != null) {
+                    b.at(time[k]);
+                }
+            }
+            if (pass == passes - 1) {
+                break;
+            }
+            // the blocks this pass left live, in allocation order, stand for the start blocks it freed
+            int nLeft = 0;
+            int[] leftSlot = new int[slots - startBlocks];
+            long[] leftSize = new long[slots - startBlocks];
+            for (int s = startBlocks; s < slots; s++) {
+                if (slotIn[s] >= 0 && b.isLive(slotIn[s])) {
+                    leftSlot[nLeft] = slotIn[s];
+                    leftSize[nLeft++] = allocSize[s];
+                }
+            }
+            long[] freedSize = new long[nFreed];
+            for (int t = 0; t < nFreed; t++) {
+                freedSize[t] = startSize[freedStart[t]];
+            }
+            int[] pairedWith = pairBySize(freedSize, leftSize, nLeft);
+            boolean[] standsIn = new boolean[nLeft];
+            int[] partner = new int[nFreed];
+            for (int t = 0; t < nFreed; t++) {
+                partner[t] = pairedWith[t] < 0 ? -1 : leftSlot[pairedWith[t]];
+                if (pairedWith[t] >= 0) {
+                    standsIn[pairedWith[t]] = true;
+                }
+            }
+            for (int j = 0; j < nLeft; j++) {
+                if (!standsIn[j]) {
+                    b.free(leftSlot[j], -1);
+                }
+            }
+            for (int t = 0; t < nFreed; t++) {
+                int s = freedStart[t];
+                startSlot[s] = partner[t] >= 0 ? partner[t] : b.alloc(startSize[s], startStream[s], -1);
+            }
+        }
+        return b.build();
+    }
+
+    /**
+     * How well the stream closes as a loop body: the fraction of the start blocks it frees that it allocates again
+     * (a block of the same size, left live at its end: the previous step's outputs that this step makes anew). A
+     * stream that frees no start block closes when it also leaves nothing live (1: a stateless loop such as
+     * inference) and does not when it leaves blocks live (0: a window that only fills memory, such as a first step).
+     */
+    public double loopClosure() {
+        long[] startSize = new long[startBlocks];
+        int[] startIndex = {0};
+        forEachLiveBlock(start, (seg, blk) -> startSize[startIndex[0]++] = blk.size());
+        boolean[] liveAtEnd = new boolean[slots];
+        long[] allocSize = new long[slots];
+        long[] freedSize = new long[startBlocks];
+        int nFreed = 0;
+        for (int k = 0; k < length; k++) {
+            if (op[k] == ALLOC) {
+                liveAtEnd[slot[k]] = true;
+                allocSize[slot[k]] = size[k];
+            } else if (op[k] == FREE) {
+                if (slot[k] < startBlocks) {
+                    freedSize[nFreed++] = startSize[slot[k]];
+                }
+                liveAtEnd[slot[k]] = false;
+            }
+        }
+        long[] leftSize = new long[slots];
+        int nLeft = 0;
+        for (int s = startBlocks; s < slots; s++) {
+            if (liveAtEnd[s]) {
+                leftSize[nLeft++] = allocSize[s];
+            }
+        }
+        if (nFreed == 0) {
+            return nLeft == 0 ? 1.0 : 0.0;
+        }
+        int paired = 0;
+        for (int j : pairBySize(Arrays.copyOf(freedSize, nFreed), leftSize, nLeft)) {
+            paired += j >= 0 ? 1 : 0;
+        }
+        return (double) paired / nFreed;
+    }
+
+    /**
+     * Pairs each start block (by its block size, in order) with a request left live (its request size, in order):
+     * the first unpaired request of the same size, else the largest unpaired request below the block's size by less
+     * than {@link #ROUNDING_SLACK} (a block is its request rounded up, with an unsplit remainder kept). Returns the
+     * index of each block's request, or −1.
+     */
+    private static int[] pairBySize(long[] blockSize, long[] requestSize, int requests) {
+        Map<Long, ArrayDeque<Integer>> bySize = new HashMap<>();
+        for (int j = 0; j < requests; j++) {
+            bySize.computeIfAbsent(requestSize[j], x -> new ArrayDeque<>()).add(j);
+        }
+        int[] pair = new int[blockSize.length];
+        for (int t = 0; t < blockSize.length; t++) {
+            ArrayDeque<Integer> same = bySize.get(blockSize[t]);
+            pair[t] = same == null || same.isEmpty() ? -1 : same.poll();
+        }
+        TreeMap<Long, ArrayDeque<Integer>> rest = new TreeMap<>();
+        bySize.forEach((size, left) -> {
+            if (!left.isEmpty()) {
+                rest.put(size, left);
+            }
+        });
+        for (int t = 0; t < blockSize.length; t++) {
+            if (pair[t] >= 0) {
+                continue;
+            }
+            Map.Entry<Long, ArrayDeque<Integer>> below = rest.floorEntry(blockSize[t]);
+            if (below != null && blockSize[t] - below.getKey() < ROUNDING_SLACK) {
+                pair[t] = below.getValue().poll();
+                if (below.getValue().isEmpty()) {
+                    rest.remove(below.getKey());
+                }
+            }
+        }
+        return pair;
     }
 
     /** The index of {@code handle} in {@link #streams()}. */

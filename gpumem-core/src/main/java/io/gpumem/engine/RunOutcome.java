@@ -29,6 +29,7 @@ public final class RunOutcome {
     private final long deviceMaps;
     private final double nsPerPair;
     private final int stepsCompleted;
+    private final int warmUpPasses;
     private final int failedOp;
     private final @Nullable OomReport oomReport;
     private final @Nullable GpuAllocator allocator;
@@ -49,6 +50,7 @@ public final class RunOutcome {
         this.deviceMaps = b.deviceMaps;
         this.nsPerPair = b.nsPerPair;
         this.stepsCompleted = b.stepsCompleted;
+        this.warmUpPasses = b.warmUpPasses;
         this.failedOp = b.failedOp;
         this.oomReport = b.oomReport;
         this.allocator = b.allocator;
@@ -76,6 +78,7 @@ public final class RunOutcome {
         b.deviceMaps = deviceMaps;
         b.nsPerPair = nsPerPair;
         b.stepsCompleted = stepsCompleted;
+        b.warmUpPasses = warmUpPasses;
         b.failedOp = failedOp;
         b.oomReport = oomReport;
         b.allocator = allocator;
@@ -153,6 +156,20 @@ public final class RunOutcome {
         return stepsCompleted;
     }
 
+    /**
+     * Passes of a loop body played before the measured one in a steady-state run (the window iterated from its live
+     * blocks alone until reserved memory stops changing; figures then count from an empty cache); 0 for a run of
+     * the stream as it is.
+     */
+    public int warmUpPasses() {
+        return warmUpPasses;
+    }
+
+    /** Whether this is a steady-state run ({@link #warmUpPasses()} above 0). */
+    public boolean steady() {
+        return warmUpPasses > 0;
+    }
+
     /** Whether every request was met. */
     public boolean completed() {
         return ooms == 0;
@@ -202,6 +219,7 @@ public final class RunOutcome {
                 && minCapacity == r.minCapacity
                 && deviceMaps == r.deviceMaps
                 && stepsCompleted == r.stepsCompleted
+                && warmUpPasses == r.warmUpPasses
                 && failedOp == r.failedOp;
     }
 
@@ -221,6 +239,7 @@ public final class RunOutcome {
                 minCapacity,
                 deviceMaps,
                 stepsCompleted,
+                warmUpPasses,
                 failedOp);
     }
 
@@ -248,6 +267,7 @@ public final class RunOutcome {
         private long deviceMaps;
         private double nsPerPair;
         private int stepsCompleted;
+        private int warmUpPasses;
         private int failedOp = -1;
         private @Nullable OomReport oomReport;
         private @Nullable GpuAllocator allocator;
@@ -322,6 +342,11 @@ public final class RunOutcome {
 
         public Builder stepsCompleted(int v) {
             stepsCompleted = v;
+            return this;
+        }
+
+        public Builder warmUpPasses(int v) {
+            warmUpPasses = v;
             return this;
         }
 

@@ -134,6 +134,7 @@ public final class StreamRunner {
         final boolean restoreStartLayout;
         final boolean recordHistory;
         final boolean keepAllocator;
+        final boolean untilSteady;
 
         private Options(Builder b) {
             if (b.capacity <= 0) {
@@ -148,6 +149,7 @@ public final class StreamRunner {
             restoreStartLayout = b.restoreStartLayout;
             recordHistory = b.recordHistory;
             keepAllocator = b.keepAllocator;
+            untilSteady = b.untilSteady;
         }
 
         public static Builder builder(long capacity) {
@@ -182,7 +184,8 @@ public final class StreamRunner {
                     .stopAtFirstOom(stopAtFirstOom)
                     .restoreStartLayout(restoreStartLayout)
                     .recordHistory(recordHistory)
-                    .keepAllocator(keepAllocator);
+                    .keepAllocator(keepAllocator)
+                    .untilSteady(untilSteady);
         }
 
         /** Defaults: nothing held outside, failed requests counted, start layout restored, no history, nothing kept. */
@@ -193,6 +196,7 @@ public final class StreamRunner {
             private boolean restoreStartLayout = true;
             private boolean recordHistory;
             private boolean keepAllocator;
+            private boolean untilSteady;
 
             private Builder(long capacity) {
                 this.capacity = capacity;
@@ -229,6 +233,17 @@ public final class StreamRunner {
             /** Keep the allocator and device in their final state in the outcome. */
             public Builder keepAllocator(boolean on) {
                 keepAllocator = on;
+                return this;
+            }
+
+            /**
+             * Stop at the first step boundary where reserved memory, now and at its peak, is what it was at the
+             * previous one: an iterated stream ({@link RequestStream#iterated}) has reached its steady state, and
+             * the outcome's {@link RunOutcome#stepsCompleted()} says after how many steps (fewer than the stream's
+             * when it got there).
+             */
+            public Builder untilSteady(boolean on) {
+                untilSteady = on;
                 return this;
             }
 
@@ -288,6 +303,11 @@ public final class StreamRunner {
         boolean stepOpen;
 
         int stepsClosed;
+        /** Whether to stop at a step boundary once reserved memory stops changing ({@link Options#untilSteady}). */
+        boolean untilSteady;
+
+        private long reservedAtBoundary = -1;
+        private long peakReservedAtBoundary = -1;
 
         Replay(SimulatedDevice dev, GpuAllocator allocator, long[] devStreams, long[] address) {
             this.dev = dev;
@@ -302,8 +322,19 @@ public final class StreamRunner {
             Replay r = new Replay(d, ((ForkableAllocator) allocator).copyOnto(d), devStreams, address.clone());
             r.next = next;
             r.stepOpen = stepOpen;
-            r.stepsClosed = stepsClosed;
+            r.stepsClosed = stepsClosed; // a fork serves the capacity search, which never stops at a steady state
             return r;
+        }
+
+        /** At a step's end: whether reserved memory, now and at its peak, is what it was at the previous step's end. */
+        boolean steadySinceLastStep() {
+            MemoryStats stats = allocator.stats();
+            long now = stats.get(StatKind.RESERVED_BYTES).current();
+            long peak = stats.get(StatKind.RESERVED_BYTES).peak();
+            boolean same = now == reservedAtBoundary && peak == peakReservedAtBoundary;
+            reservedAtBoundary = now;
+            peakReservedAtBoundary = peak;
+            return same;
         }
     }
 
@@ -472,6 +503,7 @@ public final class StreamRunner {
         }
         long[] address = new long[rs.slots]; // address per slot; 0 = not allocated (failed)
         Replay r = new Replay(dev, allocator, devStreams, address);
+        r.untilSteady = options.untilSteady;
         if (options.recordHistory) {
             GpuAllocatorInternals internals = allocator.internals();
             internals.setClock(historyClock(r));
@@ -585,6 +617,10 @@ public final class StreamRunner {
                         if (r.stepOpen) {
                             r.stepsClosed++;
                             allocator.internals().stepBoundary();
+                            if (r.untilSteady && r.steadySinceLastStep()) {
+                                k++;
+                                return;
+                            }
                         }
                         r.stepOpen = true;
                     }

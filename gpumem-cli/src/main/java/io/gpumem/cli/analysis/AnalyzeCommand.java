@@ -3,6 +3,7 @@ package io.gpumem.cli.analysis;
 import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cli.options.CapacityOptions;
 import io.gpumem.cli.options.PolicyOptions;
+import io.gpumem.cli.options.StartOptions;
 import io.gpumem.cli.options.TraceFileOptions;
 import io.gpumem.cli.report.HtmlOutput;
 import io.gpumem.cli.trace.TerminalProgress;
@@ -53,6 +54,9 @@ import picocli.CommandLine.Option;
 public final class AnalyzeCommand extends GpumemCommand {
     @Mixin
     TraceFileOptions input;
+
+    @Mixin
+    StartOptions start;
 
     @Option(
             names = "--at",
@@ -118,7 +122,7 @@ public final class AnalyzeCommand extends GpumemCommand {
         }
         policySpecs = policies.specs();
         PrintWriter text = json ? new PrintWriter(Writer.nullWriter()) : out;
-        TraceSession session = input.open(err());
+        TraceSession session = start.apply(input.open(err()));
         session.whatIfProgress(TerminalProgress.forTerminal("analyze", "what-if runs"));
         TraceSnapshot snapshot = session.trace();
         Path file = input.file();

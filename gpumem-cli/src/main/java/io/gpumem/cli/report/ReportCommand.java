@@ -3,6 +3,7 @@ package io.gpumem.cli.report;
 import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cli.options.BadInputException;
 import io.gpumem.cli.options.CapacityOptions;
+import io.gpumem.cli.options.StartOptions;
 import io.gpumem.cli.options.TraceFileOptions;
 import io.gpumem.cli.options.WhatIfOptions;
 import io.gpumem.cli.trace.TerminalProgress;
@@ -44,6 +45,9 @@ public final class ReportCommand extends GpumemCommand {
     TraceFileOptions input;
 
     @Mixin
+    StartOptions start;
+
+    @Mixin
     WhatIfOptions whatIf;
 
     @Option(
@@ -76,7 +80,7 @@ public final class ReportCommand extends GpumemCommand {
         whatIf.configs();
         List<PolicySpec> policySpecs = whatIf.policies();
         Path file = input.file();
-        TraceSession session = input.open(err());
+        TraceSession session = start.apply(input.open(err()));
         this.session = session;
         session.whatIfProgress(TerminalProgress.forTerminal("report", "what-if runs"));
         List<Integer> devices = session.devices();

@@ -4,6 +4,7 @@ import com.fasterxml.jackson.core.JsonGenerator;
 import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cli.options.BadInputException;
 import io.gpumem.cli.options.CapacityOptions;
+import io.gpumem.cli.options.StartOptions;
 import io.gpumem.cli.options.TraceFileOptions;
 import io.gpumem.cli.options.WhatIfOptions;
 import io.gpumem.cli.report.HtmlOutput;
@@ -15,6 +16,7 @@ import io.gpumem.size.ByteSize;
 import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.trace.io.SourceFormat;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.replay.StartMode;
 import io.gpumem.trace.session.CompareRuns;
 import io.gpumem.trace.session.TraceSession;
 import io.gpumem.trace.window.WindowStart;
@@ -52,6 +54,9 @@ public final class CompareCommand extends GpumemCommand {
     @Mixin
     WhatIfOptions whatIf;
 
+    @Mixin
+    StartOptions start;
+
     private TraceSession session;
 
     /** The session of the last run, {@code null} before one (tests count what it read and rebuilt). */
@@ -72,7 +77,7 @@ public final class CompareCommand extends GpumemCommand {
             names = "--json",
             description = "Print a JSON array instead of the table: one object per configuration"
                     + " with config, peak_allocated, peak_reserved, min_capacity, device_allocs, retries, ooms, policy,"
-                    + " device_maps, ns_per_pair.")
+                    + " device_maps, ns_per_pair, mode (window or steady), warm_up_passes.")
     boolean json;
 
     @Option(
@@ -87,7 +92,8 @@ public final class CompareCommand extends GpumemCommand {
         PrintWriter out = out();
         List<AllocatorConfig> others = whatIf.configs();
         List<PolicySpec> policySpecs = whatIf.policies();
-        TraceSession session = input.open(err());
+        StartMode mode = start.mode();
+        TraceSession session = input.open(err()).startMode(mode);
         this.session = session;
         TraceSnapshot trace = session.trace();
         int d = device != null ? device : session.busiestDevice();
@@ -118,6 +124,10 @@ public final class CompareCommand extends GpumemCommand {
                                     + ByteSize.format(runs.replay().recorded().peakReserved())
                             : "requests only (" + trace.format() + ", no driver calls recorded)")
                     + "; capacity " + ByteSize.format(runs.capacity()));
+            String steady = steadyCheck(runs, session.recordedConfig());
+            if (steady != null) {
+                out.println(steady);
+            }
             out.print(table(rows));
         }
         if (html != null) {
@@ -133,9 +143,39 @@ public final class CompareCommand extends GpumemCommand {
         return 0;
     }
 
+    /**
+     * The steady state's built-in check, when the rows ran in it: the recorded configuration's steady peak reserved
+     * against the recording's own ({@code null} for rows that ran from the window's recorded start).
+     */
+    static String steadyCheck(CompareRuns runs, AllocatorConfig recordedConfig) {
+        RunOutcome recorded = null;
+        for (RunOutcome r : runs.rows()) {
+            if (r.recorded() && r.steady()) {
+                recorded = r;
+            }
+        }
+        if (recorded == null) {
+            return null;
+        }
+        long want = runs.replay().recorded().peakReserved();
+        long got = runs.replay().steadyPeakReserved(recordedConfig);
+        return "steady state: the window iterated from its " + runs.replay().liveBlocksAtStart()
+                + " live blocks until reserved memory stops changing; recorded configuration: peak reserved "
+                + ByteSize.format(got) + " after " + (recorded.warmUpPasses() + 1) + " passes, recorded "
+                + ByteSize.format(want) + " ("
+                + String.format(Locale.ROOT, "%+.2f%%", want == 0 ? 0.0 : 100.0 * (got - want) / want)
+                + ")";
+    }
+
+    /** A row's mode as the table shows it: {@code window}, or {@code steady/N} after N passes. */
+    static String mode(RunOutcome r) {
+        return r.steady() ? "steady/" + (r.warmUpPasses() + 1) : "window";
+    }
+
     static String table(List<RunOutcome> rows) {
         String[] head = {
             "config",
+            "mode",
             "peak allocated",
             "peak reserved",
             "reserved/allocated",
@@ -152,6 +192,7 @@ public final class CompareCommand extends GpumemCommand {
         for (RunOutcome r : rows) {
             cells.add(new String[] {
                 CompareRuns.label(r),
+                mode(r),
                 ByteSize.format(r.peakAllocated()),
                 ByteSize.format(r.peakReserved()),
                 String.format(Locale.ROOT, "%.3f", r.reservedPerAllocated()),
@@ -191,5 +232,7 @@ public final class CompareCommand extends GpumemCommand {
         g.writeStringField("policy", r.policy());
         g.writeNumberField("device_maps", r.deviceMaps());
         g.writeNumberField("ns_per_pair", r.nsPerPair());
+        g.writeStringField("mode", r.steady() ? "steady" : "window");
+        g.writeNumberField("warm_up_passes", r.warmUpPasses());
     }
 }

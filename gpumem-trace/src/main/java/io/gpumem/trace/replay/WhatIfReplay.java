@@ -17,6 +17,9 @@ import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.WindowStart;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Function;
 import java.util.function.IntConsumer;
 import java.util.function.Supplier;
 
@@ -34,6 +37,19 @@ import java.util.function.Supplier;
  * runs that are the OOM-retry path are left to the capacity model, which retries on its own. A request that fails
  * is counted as an OOM and its later frees are skipped. The minimum capacity is the engine's one search
  * ({@link StreamRunner#evaluate}).
+ *
+ * <h2>Steady state</h2>
+ * A window that starts warm (its start segments hold cached free memory the earlier steps left) hands every
+ * configuration the recorded cache, so on such windows every configuration prints about the same figures. When the
+ * window is also a loop body (what it leaves live stands, size for size, for the start blocks it frees:
+ * {@link RequestStream#loopClosure()} at least {@link #MIN_LOOP_CLOSURE}), {@link StartMode#AUTO} evaluates each
+ * configuration and policy from the window's live blocks alone: the engine's
+ * {@link RequestStream#iterated iterated} window, the live blocks its first requests, played by the same runner
+ * until reserved memory stops changing from one pass to the next ({@link StreamRunner.Options.Builder#untilSteady},
+ * at most {@link #MAX_PASSES} passes), then evaluated with that many passes. Each configuration and policy finds its
+ * own number of passes; a row says how many it used ({@link RunOutcome#warmUpPasses()}). Under the recorded
+ * configuration the steady state must land on the recording's own peak reserved: the difference is the method's
+ * built-in check, which compare prints.
  */
 public final class WhatIfReplay {
 
@@ -43,6 +59,17 @@ public final class WhatIfReplay {
     private final boolean[] userEmptyCache;
     private final StreamRunner runner;
     private final RecordedTotals recorded;
+    private final Map<Integer, StreamRunner> iterated = new ConcurrentHashMap<>();
+    /** The run that found each configuration's (by string) or policy's steady state, with ample memory. */
+    private final Map<Object, RunOutcome> steadyProbes = new ConcurrentHashMap<>();
+
+    private volatile StartMode mode = StartMode.WINDOW;
+
+    /** Loop closure a warm window needs for {@link StartMode#AUTO} to choose the steady state. */
+    public static final double MIN_LOOP_CLOSURE = 0.9;
+
+    /** Passes the steady state is searched over; a window still growing after them is evaluated with them all. */
+    public static final int MAX_PASSES = 8;
 
     /** Prepares replays of {@code device}'s trace from {@code start} (compiles the request stream once). */
     public WhatIfReplay(TraceSnapshot snapshot, int device, WindowStart start) {
@@ -53,6 +80,31 @@ public final class WhatIfReplay {
         this.recorded = RecordedTotals.of(start.reservedBytes(), trace);
         this.userEmptyCache = classifyReleaseRuns(trace);
         this.runner = new StreamRunner(WindowStreams.compile(trace, start, userEmptyCache, false));
+    }
+
+    /** Chooses where the evaluations start (the default is {@link StartMode#WINDOW}, the window as recorded). */
+    public WhatIfReplay startMode(StartMode m) {
+        mode = m;
+        return this;
+    }
+
+    /** Whether evaluations run in the steady state under the chosen {@link StartMode}. */
+    public boolean steady() {
+        return switch (mode) {
+            case WINDOW -> false;
+            case STEADY -> runner.stream().allocs() > 0;
+            case AUTO -> startsWarm() && runner.stream().loopClosure() >= MIN_LOOP_CLOSURE;
+        };
+    }
+
+    /** Whether the window's start segments hold cached free memory (the program ran before the window). */
+    public boolean startsWarm() {
+        return start.reservedBytes() > start.allocatedBytes();
+    }
+
+    /** The live blocks the steady state starts from. */
+    public int liveBlocksAtStart() {
+        return runner.stream().startBlocks();
     }
 
     /** What the recording says: its own peak reserved and the capacity it is taken to have run at. */
@@ -105,6 +157,24 @@ public final class WhatIfReplay {
      * reserved of the window under the recorded configuration with ample memory.
      */
     public long recordedCapacity(AllocatorConfig recordedConfig) {
+        if (steady()) {
+            // the steady state under the recorded configuration may reserve a little more than the recording: at
+            // less, that configuration's own row would fail requests the recorded run met
+            return Math.max(recordedWindowCapacity(recordedConfig), steadyPeakReserved(recordedConfig));
+        }
+        return recordedWindowCapacity(recordedConfig);
+    }
+
+    /**
+     * The steady-state peak reserved bytes of {@code config} with ample memory (the figure the built-in check holds
+     * against the recording's own peak reserved, {@link RecordedTotals#peakReserved()}).
+     */
+    public long steadyPeakReserved(AllocatorConfig config) {
+        PreparedPolicy exact = PolicyRegistry.exact(config);
+        return steadyProbe(config.raw(), r -> exact).peakReserved();
+    }
+
+    private long recordedWindowCapacity(AllocatorConfig recordedConfig) {
         if (snapshot.extra().get("gpumem_device_capacity") instanceof Long cap) {
             long held = snapshot.extra().get("gpumem_device_held") instanceof Long h ? h : 0;
             return cap - held;
@@ -149,17 +219,48 @@ public final class WhatIfReplay {
         return Math.max(StreamRunner.ROOMY, 2 * recorded.peakReserved());
     }
 
-    /** Runs the window under {@code config} at {@code capacity} and searches its minimum capacity. */
+    /**
+     * Runs the window under {@code config} at {@code capacity} and searches its minimum capacity (in the steady state
+     * when {@link #steady()}).
+     */
     public RunOutcome evaluate(AllocatorConfig config, boolean isRecorded, long capacity) {
-        return runner
-                .evaluate(
-                        PolicyRegistry.exact(config),
-                        StreamRunner.Options.builder(capacity).build(),
-                        roomy())
-                .toBuilder()
-                .label(config.raw())
-                .recorded(isRecorded)
-                .build();
+        PreparedPolicy exact = PolicyRegistry.exact(config);
+        StreamRunner.Options options = StreamRunner.Options.builder(capacity).build();
+        RunOutcome o;
+        if (steady()) {
+            int passes = passesToSteady(config.raw(), r -> exact);
+            o = iterated(passes).evaluate(exact, options, roomy()).toBuilder()
+                    .warmUpPasses(passes - 1)
+                    .build();
+        } else {
+            o = runner.evaluate(exact, options, roomy());
+        }
+        return o.toBuilder().label(config.raw()).recorded(isRecorded).build();
+    }
+
+    /**
+     * Passes of the iterated window after which reserved memory stops changing under a policy (at least 2: one
+     * warm-up, one measured; {@link #MAX_PASSES} when it never stops), found by one run with ample memory.
+     */
+    private int passesToSteady(Object key, Function<StreamRunner, PreparedPolicy> policy) {
+        RunOutcome o = steadyProbe(key, policy);
+        return o.ooms() == 0 && o.stepsCompleted() < MAX_PASSES ? Math.max(2, o.stepsCompleted()) : MAX_PASSES;
+    }
+
+    /** The run of the iterated window, with ample memory, that stops once reserved memory stops changing. */
+    private RunOutcome steadyProbe(Object key, Function<StreamRunner, PreparedPolicy> policy) {
+        return steadyProbes.computeIfAbsent(key, k -> {
+            StreamRunner probe = iterated(MAX_PASSES);
+            return probe.run(
+                    policy.apply(probe),
+                    StreamRunner.Options.builder(roomy()).untilSteady(true).build());
+        });
+    }
+
+    /** The runner of the window iterated {@code passes} times from its live blocks, compiled once per count. */
+    private StreamRunner iterated(int passes) {
+        return iterated.computeIfAbsent(
+                passes, n -> new StreamRunner(runner.stream().iterated(n)));
     }
 
     /**
@@ -167,10 +268,18 @@ public final class WhatIfReplay {
      * state's live blocks are the policy's first requests.
      */
     public RunOutcome evaluate(PolicySpec spec, long capacity) {
-        return runner.evaluate(runner.prepare(spec), policyOptions(capacity).build(), roomy()).toBuilder()
-                .label(spec.options())
-                .policy(spec.name())
-                .build();
+        StreamRunner.Options options = policyOptions(capacity).build();
+        RunOutcome o;
+        if (steady()) {
+            int passes = passesToSteady(spec, r -> r.prepare(spec));
+            StreamRunner r = iterated(passes);
+            o = r.evaluate(r.prepare(spec), options, roomy()).toBuilder()
+                    .warmUpPasses(passes - 1)
+                    .build();
+        } else {
+            o = runner.evaluate(runner.prepare(spec), options, roomy());
+        }
+        return o.toBuilder().label(spec.options()).policy(spec.name()).build();
     }
 
     /**

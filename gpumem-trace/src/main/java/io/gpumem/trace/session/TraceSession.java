@@ -18,6 +18,7 @@ import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.replay.ProgressListener;
+import io.gpumem.trace.replay.StartMode;
 import io.gpumem.trace.replay.WhatIfReplay;
 import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowRebuilder;
@@ -59,6 +60,7 @@ public final class TraceSession {
     private AllocatorConfig recordedConfig;
     private RuntimeException recordedConfigFailure;
     private final int fileReads;
+    private StartMode startMode = StartMode.AUTO;
     private int windowRebuilds;
     private int streamCompiles;
     private ProgressListener whatIfProgress = ProgressListener.NONE;
@@ -85,6 +87,18 @@ public final class TraceSession {
 
     public TraceSnapshot trace() {
         return trace;
+    }
+
+    /**
+     * Where every what-if replay of this session starts ({@link StartMode}; default {@link StartMode#AUTO}: the
+     * steady state where the window starts warm and repeats, else the window as recorded).
+     */
+    public TraceSession startMode(StartMode mode) {
+        startMode = mode;
+        for (DeviceWindow w : windows.values()) {
+            w.replay().startMode(mode);
+        }
+        return this;
     }
 
     /** The file (or other source) the trace came from, as messages name it. */
@@ -175,7 +189,7 @@ public final class TraceSession {
                 throw new InconsistentSnapshotException(source(), e);
             }
             streamCompiles++;
-            w = new DeviceWindow(device, start, new WhatIfReplay(trace, device, start));
+            w = new DeviceWindow(device, start, new WhatIfReplay(trace, device, start).startMode(startMode));
         } catch (RuntimeException e) {
             failedWindows.put(device, e);
             throw e;
