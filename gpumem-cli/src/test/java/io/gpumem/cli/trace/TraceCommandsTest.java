@@ -228,8 +228,12 @@ class TraceCommandsTest {
                         "ooms",
                         "policy",
                         "device_maps",
-                        "ns_per_pair");
+                        "ns_per_pair",
+                        "mode",
+                        "warm_up_passes");
         assertThat(rows).allSatisfy(row -> assertThat(row.get("policy")).isEqualTo("pytorch"));
+        // A cold-start recording (no cached block at its start) is replayed from its own window, never iterated.
+        assertThat(rows).allSatisfy(row -> assertThat(row).containsEntry("mode", "window"));
         // This window never releases memory, so its peak reserved is the end state's total: 56.9 GiB.
         long endReserved = 0;
         var s = TraceReaders.read(f);
