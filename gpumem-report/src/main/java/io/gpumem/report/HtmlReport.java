@@ -77,7 +77,10 @@ public final class HtmlReport {
                 analysis,
                 extraRows,
                 PeakCategories.of(
-                        session.trace(), analysis.device(), analysis, PeakCategories.DEFAULT_CHECKPOINT_BLOCKS));
+                        session.trace(),
+                        analysis.device(),
+                        analysis,
+                        0)); // 0: the model's blocks are assumed, and the remedy says so
     }
 
     /** As {@link #addDevice(TraceSession, DeviceAnalysis, List)}, with the categories as the caller computed them. */

@@ -101,13 +101,16 @@ public final class AnalyzeCommand extends GpumemCommand {
                     + " instead of text: verdict, remedies, recommendations, live_at_peak and live_at_end by category.")
     boolean json;
 
-    /** The model's blocks (layers) for the checkpointing remedy; a recording does not say how many. */
+    /**
+     * The model's blocks (layers) for the checkpointing remedy; a recording does not say how many, so 0 (not given)
+     * makes the remedy say that it assumed {@link PeakCategories#DEFAULT_CHECKPOINT_BLOCKS}.
+     */
     @Option(
             names = "--checkpoint-blocks",
             paramLabel = "N",
             description = "Blocks (layers) of the model, for what activation checkpointing would save at the peak"
-                    + " (default: ${DEFAULT-VALUE}).")
-    int checkpointBlocks = PeakCategories.DEFAULT_CHECKPOINT_BLOCKS;
+                    + " (default: " + PeakCategories.DEFAULT_CHECKPOINT_BLOCKS + ", assumed and said so).")
+    int checkpointBlocks;
 
     @Override
     public Integer call() {
@@ -116,7 +119,9 @@ public final class AnalyzeCommand extends GpumemCommand {
         if (top < 0) {
             throw new CommandLine.ParameterException(spec.commandLine(), "--top must be >= 0, got " + top);
         }
-        if (checkpointBlocks < 1) {
+        if (checkpointBlocks < 0
+                || (checkpointBlocks == 0
+                        && spec.commandLine().getParseResult().hasMatchedOption("--checkpoint-blocks"))) {
             throw new CommandLine.ParameterException(
                     spec.commandLine(), "--checkpoint-blocks must be >= 1, got " + checkpointBlocks);
         }
