@@ -3,15 +3,12 @@ package io.gpumem.cli.analysis;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
-import com.fasterxml.jackson.core.JsonFactory;
-import com.fasterxml.jackson.core.JsonParser;
-import com.fasterxml.jackson.core.JsonToken;
 import io.gpumem.cli.CliRun;
+import io.gpumem.cli.JsonTree;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -34,7 +31,7 @@ class AnalyzeJsonTest {
         assumeTrue(file != null && Files.isRegularFile(file), "trace " + name + " not available: skipped");
         CliRun run = CliRun.run("analyze", file.toString(), "--json", "--no-compare");
         assertThat(run.exit()).as(run.err()).isZero();
-        Object doc = parse(run.out());
+        Object doc = JsonTree.parse(run.out());
         List<Map<String, Object>> devices = new ArrayList<>();
         if (doc instanceof List<?> l) {
             l.forEach(o -> devices.add(asMap(o)));
@@ -118,38 +115,5 @@ class AnalyzeJsonTest {
     @SuppressWarnings("unchecked")
     private static Map<String, Object> asMap(Object o) {
         return (Map<String, Object>) o;
-    }
-
-    static Object parse(String text) throws IOException {
-        try (JsonParser p = new JsonFactory().createParser(text)) {
-            p.nextToken();
-            return value(p);
-        }
-    }
-
-    private static Object value(JsonParser p) throws IOException {
-        JsonToken t = p.currentToken();
-        return switch (t) {
-            case START_OBJECT -> {
-                Map<String, Object> m = new LinkedHashMap<>();
-                while (p.nextToken() == JsonToken.FIELD_NAME) {
-                    String name = p.currentName();
-                    p.nextToken();
-                    m.put(name, value(p));
-                }
-                yield m;
-            }
-            case START_ARRAY -> {
-                List<Object> l = new ArrayList<>();
-                while (p.nextToken() != JsonToken.END_ARRAY) {
-                    l.add(value(p));
-                }
-                yield l;
-            }
-            case VALUE_NUMBER_INT -> p.getLongValue();
-            case VALUE_NUMBER_FLOAT -> p.getDoubleValue();
-            case VALUE_TRUE, VALUE_FALSE -> p.getBooleanValue();
-            default -> p.getText();
-        };
     }
 }

@@ -3,15 +3,11 @@ package io.gpumem.cli.trace;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
-import com.fasterxml.jackson.core.JsonFactory;
-import com.fasterxml.jackson.core.JsonParser;
-import com.fasterxml.jackson.core.JsonToken;
 import io.gpumem.cli.CliRun;
+import io.gpumem.cli.JsonTree;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
@@ -26,43 +22,9 @@ import org.junit.jupiter.params.provider.CsvSource;
  */
 class DiffCommandTest {
 
-    /** Parses one JSON value into maps, lists, strings, longs, doubles and booleans. */
-    static Object parse(String text) throws IOException {
-        try (JsonParser p = new JsonFactory().createParser(text)) {
-            p.nextToken();
-            return value(p);
-        }
-    }
-
-    private static Object value(JsonParser p) throws IOException {
-        JsonToken t = p.currentToken();
-        return switch (t) {
-            case START_OBJECT -> {
-                Map<String, Object> m = new LinkedHashMap<>();
-                while (p.nextToken() == JsonToken.FIELD_NAME) {
-                    String name = p.currentName();
-                    p.nextToken();
-                    m.put(name, value(p));
-                }
-                yield m;
-            }
-            case START_ARRAY -> {
-                List<Object> l = new ArrayList<>();
-                while (p.nextToken() != JsonToken.END_ARRAY) {
-                    l.add(value(p));
-                }
-                yield l;
-            }
-            case VALUE_NUMBER_INT -> p.getLongValue();
-            case VALUE_NUMBER_FLOAT -> p.getDoubleValue();
-            case VALUE_TRUE, VALUE_FALSE -> p.getBooleanValue();
-            default -> p.getText();
-        };
-    }
-
     @SuppressWarnings("unchecked")
     static Map<String, Object> object(String text) throws IOException {
-        return (Map<String, Object>) parse(text);
+        return (Map<String, Object>) JsonTree.parse(text);
     }
 
     static long num(Map<String, Object> o, String key) {

@@ -3,6 +3,7 @@ package io.gpumem.cli.trace;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.cli.CliRun;
+import io.gpumem.cli.JsonTree;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -20,7 +21,7 @@ class PredictCommandTest {
 
     @SuppressWarnings("unchecked")
     static List<Map<String, Object>> rows(String json) throws Exception {
-        return (List<Map<String, Object>>) DiffCommandTest.parse(json);
+        return (List<Map<String, Object>>) JsonTree.parse(json);
     }
 
     @Test
