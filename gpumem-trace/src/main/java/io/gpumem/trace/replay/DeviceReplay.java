@@ -13,6 +13,7 @@ import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.history.TraceListener;
 import io.gpumem.oom.OutOfMemoryException;
+import io.gpumem.trace.io.EntryFields;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -45,6 +46,9 @@ final class DeviceReplay {
 
     private final int deviceIndex;
     private final List<TraceEntry> trace;
+    /** The trace's fields by index (its columns when it has them: no record built per entry read). */
+    private final EntryFields fields;
+
     private final boolean hasCompletions;
     private final OracleDevice device;
     private final CachingAllocator allocator;
@@ -95,6 +99,7 @@ final class DeviceReplay {
     DeviceReplay(OracleWindow window, AllocatorConfig config, long totalMemory, boolean write) {
         this.deviceIndex = window.device();
         this.trace = window.trace();
+        this.fields = EntryFields.of(trace);
         this.hasCompletions = window.hasCompletions();
         this.device = new OracleDevice(totalMemory);
         this.allocator = new CachingAllocator(device, config);
@@ -190,11 +195,12 @@ final class DeviceReplay {
         allocs++;
         int upTo = recorded.callsBefore[k];
         for (; offered < upTo; offered++) {
-            TraceEntry call = trace.get(recorded.calls[offered]);
-            if (call.action() == TraceAction.SEGMENT_ALLOC) {
-                device.offerMalloc(call.addr());
-            } else if (call.action() == TraceAction.SEGMENT_MAP) {
-                device.offerMap(call.addr());
+            int call = recorded.calls[offered];
+            TraceAction action = fields.action(call);
+            if (action == TraceAction.SEGMENT_ALLOC) {
+                device.offerMalloc(fields.addr(call));
+            } else if (action == TraceAction.SEGMENT_MAP) {
+                device.offerMap(fields.addr(call));
             }
         }
         long want = recorded.address[k];
@@ -234,10 +240,10 @@ final class DeviceReplay {
         long at = slotAddress[slot];
         slotAddress[slot] = 0;
         if (written != null && !moved.isEmpty()) {
-            moved.remove(trace.get(entry).addr());
+            moved.remove(fields.addr(entry));
         }
         if (at == 0) {
-            unknownFree(entry, trace.get(entry).addr(), "its alloc failed in the replay");
+            unknownFree(entry, fields.addr(entry), "its alloc failed in the replay");
         } else {
             try {
                 allocator.free(at);
@@ -255,7 +261,7 @@ final class DeviceReplay {
     private void freeDroppedUpTo(int entry) {
         for (; droppedDone < recorded.dropped.length && recorded.dropped[droppedDone] < entry; droppedDone++) {
             int at = recorded.dropped[droppedDone];
-            long addr = trace.get(at).addr();
+            long addr = fields.addr(at);
             if (written != null) {
                 writeRecordedUpTo(at);
                 current = trace.get(at);
@@ -343,8 +349,8 @@ final class DeviceReplay {
                 w.addModel(m, current);
                 continue;
             }
-            TraceEntry matched = compareOne(k, at, upTo, m.action(), m.addr(), m.size());
-            if (matched != null) {
+            if (compareOne(k, at, upTo, m.action(), m.addr(), m.size())) {
+                TraceEntry matched = trace.get(recorded.calls[compared + k]);
                 w.addRecorded(matched, matched.addr());
             } else {
                 w.addModel(m, current);
@@ -356,28 +362,36 @@ final class DeviceReplay {
 
     /**
      * Compares the model's {@code k}-th driver call since the last comparison with the {@code k}-th recorded one
-     * not yet compared; returns the recorded call when they match, else null (the mismatch is noted).
+     * not yet compared, reading the recorded fields in place; a mismatch is noted.
      */
-    private @Nullable TraceEntry compareOne(int k, int at, int upTo, TraceAction action, long addr, long size) {
+    private boolean compareOne(int k, int at, int upTo, TraceAction action, long addr, long size) {
         int j = compared + k;
-        TraceEntry exp = j < upTo ? trace.get(recorded.calls[j]) : null;
-        if (exp != null && exp.action() == action && exp.addr() == addr && exp.size() == size) {
-            segmentMatched++;
-            return exp;
+        if (j < upTo) {
+            int call = recorded.calls[j];
+            if (fields.action(call) == action && fields.addr(call) == addr && fields.size(call) == size) {
+                segmentMatched++;
+                return true;
+            }
+            mismatch(
+                    call,
+                    "segment",
+                    describe(fields.action(call), fields.addr(call), fields.size(call)),
+                    describe(action, addr, size));
+        } else {
+            mismatch(at, "segment", "no driver call", describe(action, addr, size));
         }
-        mismatch(
-                exp != null ? recorded.calls[j] : at,
-                "segment",
-                exp == null ? "no driver call" : describe(exp.action(), exp.addr(), exp.size()),
-                describe(action, addr, size));
-        return null;
+        return false;
     }
 
     /** Notes the recorded driver calls from the {@code k}-th on as not made, and starts the next comparison. */
     private void missingCalls(int k, int upTo) {
         for (int j = compared + k; j < upTo; j++) {
-            TraceEntry exp = trace.get(recorded.calls[j]);
-            mismatch(recorded.calls[j], "segment", describe(exp.action(), exp.addr(), exp.size()), "no driver call");
+            int call = recorded.calls[j];
+            mismatch(
+                    call,
+                    "segment",
+                    describe(fields.action(call), fields.addr(call), fields.size(call)),
+                    "no driver call");
         }
         compared = Math.max(compared, upTo);
         pending.clear();

@@ -7,7 +7,6 @@ import io.gpumem.device.DeviceOp;
 import io.gpumem.device.DeviceProperties;
 import io.gpumem.engine.StartStateLoader;
 import java.lang.foreign.MemorySegment;
-import java.util.ArrayDeque;
 import java.util.Arrays;
 
 /**
@@ -38,8 +37,8 @@ public final class OracleDevice implements Device, StartStateLoader.RecordedAddr
     private static final long SYNTHETIC_BASE = 0x4000_0000_0000_0000L;
 
     private final DeviceProperties properties;
-    private final ArrayDeque<Long> mallocOffers = new ArrayDeque<>();
-    private final ArrayDeque<Long> mapOffers = new ArrayDeque<>();
+    private final AddressQueue mallocOffers = new AddressQueue();
+    private final AddressQueue mapOffers = new AddressQueue();
     private final Ranges reservations = new Ranges();
     private final Ranges allocations = new Ranges();
     private final long[] calls = new long[DeviceOp.values().length];
@@ -101,11 +100,61 @@ public final class OracleDevice implements Device, StartStateLoader.RecordedAddr
         if (bytes <= 0) {
             throw new DeviceException(DeviceOp.MALLOC, DeviceError.CUDA_ERROR_INVALID_VALUE, "size " + bytes);
         }
-        Long a = mallocOffers.poll();
+        boolean offered = !mallocOffers.isEmpty();
+        long a = offered ? mallocOffers.poll() : 0;
         long address =
-                a != null && !allocations.overlaps(a, bytes) && !reservations.overlaps(a, bytes) ? a : synthetic(bytes);
+                offered && !allocations.overlaps(a, bytes) && !reservations.overlaps(a, bytes) ? a : synthetic(bytes);
         allocations.put(address, bytes);
         return address;
+    }
+
+    /**
+     * The addresses offered for the current request, oldest first, in a plain array (an offer per recorded driver
+     * call, cleared after every request: no boxing). Invariant: {@code address[head..tail)} are the queued ones.
+     */
+    private static final class AddressQueue {
+        private long[] address = new long[16];
+        private int head;
+        private int tail;
+
+        boolean isEmpty() {
+            return head == tail;
+        }
+
+        int size() {
+            return tail - head;
+        }
+
+        void add(long a) {
+            if (tail == address.length) {
+                if (head > 0) {
+                    System.arraycopy(address, head, address, 0, tail - head);
+                    tail -= head;
+                    head = 0;
+                } else {
+                    address = Arrays.copyOf(address, address.length * 2);
+                }
+            }
+            address[tail++] = a;
+        }
+
+        long poll() {
+            return address[head++];
+        }
+
+        long get(int i) {
+            return address[head + i];
+        }
+
+        void remove(int i) {
+            System.arraycopy(address, head + i + 1, address, head + i, tail - head - i - 1);
+            tail--;
+        }
+
+        void clear() {
+            head = 0;
+            tail = 0;
+        }
     }
 
     /**
@@ -176,10 +225,10 @@ public final class OracleDevice implements Device, StartStateLoader.RecordedAddr
     public long reserveAddressRange(long size) {
         calls[DeviceOp.RESERVE_ADDRESS.ordinal()]++;
         long base = 0;
-        for (var it = mapOffers.iterator(); it.hasNext(); ) {
-            long a = it.next();
+        for (int i = 0; i < mapOffers.size(); i++) {
+            long a = mapOffers.get(i);
             if (!reservations.overlaps(a, size) && !allocations.overlaps(a, size)) {
-                it.remove();
+                mapOffers.remove(i);
                 base = a;
                 break;
             }
