@@ -4,6 +4,7 @@ import io.gpumem.alloc.GpuAllocator;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.oom.OomReport;
 import io.gpumem.policy.PolicyRegistry;
+import java.util.List;
 import java.util.Objects;
 import org.jspecify.annotations.Nullable;
 
@@ -15,46 +16,13 @@ import org.jspecify.annotations.Nullable;
  */
 public final class RunOutcome {
 
-    private final String label;
-    private final String policy;
-    private final boolean recorded;
-    private final long capacity;
-    private final long peakAllocated;
-    private final long peakReserved;
-    private final long deviceAllocs;
-    private final long deviceFrees;
-    private final long retries;
-    private final long ooms;
-    private final long minCapacity;
-    private final long deviceMaps;
-    private final double nsPerPair;
-    private final int stepsCompleted;
-    private final int warmUpPasses;
-    private final int failedOp;
-    private final @Nullable OomReport oomReport;
-    private final @Nullable GpuAllocator allocator;
-    private final @Nullable SimulatedDevice device;
+    /** The values, in a copy of the builder that made them that nothing else holds (so they never change). */
+    private final Builder v;
 
     private RunOutcome(Builder b) {
-        this.label = Objects.requireNonNull(b.label, "label");
-        this.policy = Objects.requireNonNull(b.policy, "policy");
-        this.recorded = b.recorded;
-        this.capacity = b.capacity;
-        this.peakAllocated = b.peakAllocated;
-        this.peakReserved = b.peakReserved;
-        this.deviceAllocs = b.deviceAllocs;
-        this.deviceFrees = b.deviceFrees;
-        this.retries = b.retries;
-        this.ooms = b.ooms;
-        this.minCapacity = b.minCapacity;
-        this.deviceMaps = b.deviceMaps;
-        this.nsPerPair = b.nsPerPair;
-        this.stepsCompleted = b.stepsCompleted;
-        this.warmUpPasses = b.warmUpPasses;
-        this.failedOp = b.failedOp;
-        this.oomReport = b.oomReport;
-        this.allocator = b.allocator;
-        this.device = b.device;
+        Objects.requireNonNull(b.label, "label");
+        Objects.requireNonNull(b.policy, "policy");
+        this.v = b.copy();
     }
 
     public static Builder builder() {
@@ -63,97 +31,77 @@ public final class RunOutcome {
 
     /** A builder holding this outcome's values. */
     public Builder toBuilder() {
-        Builder b = new Builder();
-        b.label = label;
-        b.policy = policy;
-        b.recorded = recorded;
-        b.capacity = capacity;
-        b.peakAllocated = peakAllocated;
-        b.peakReserved = peakReserved;
-        b.deviceAllocs = deviceAllocs;
-        b.deviceFrees = deviceFrees;
-        b.retries = retries;
-        b.ooms = ooms;
-        b.minCapacity = minCapacity;
-        b.deviceMaps = deviceMaps;
-        b.nsPerPair = nsPerPair;
-        b.stepsCompleted = stepsCompleted;
-        b.warmUpPasses = warmUpPasses;
-        b.failedOp = failedOp;
-        b.oomReport = oomReport;
-        b.allocator = allocator;
-        b.device = device;
-        return b;
+        return v.copy();
     }
 
     /** The configuration string ("" = defaults), or a name such as "batch 4". */
     public String label() {
-        return label;
+        return v.label;
     }
 
     /** The policy's registered name ({@link PolicyRegistry#EXACT}: the PyTorch-exact allocator under {@link #label}). */
     public String policy() {
-        return policy;
+        return v.policy;
     }
 
     /** Whether this is the configuration the trace was recorded under. */
     public boolean recorded() {
-        return recorded;
+        return v.recorded;
     }
 
     /** Device memory of the run the counters come from. */
     public long capacity() {
-        return capacity;
+        return v.capacity;
     }
 
     /** {@code allocated_bytes.all.peak} (block sizes, a start state included). */
     public long peakAllocated() {
-        return peakAllocated;
+        return v.peakAllocated;
     }
 
     /** {@code reserved_bytes.all.peak}. */
     public long peakReserved() {
-        return peakReserved;
+        return v.peakReserved;
     }
 
     /** {@code num_device_alloc}: device malloc and page-map calls. */
     public long deviceAllocs() {
-        return deviceAllocs;
+        return v.deviceAllocs;
     }
 
     /** {@code num_device_free}. */
     public long deviceFrees() {
-        return deviceFrees;
+        return v.deviceFrees;
     }
 
     /** {@code num_alloc_retries}: mallocs that had to free the cache and retry. */
     public long retries() {
-        return retries;
+        return v.retries;
     }
 
     /** Requests that failed at {@link #capacity} (a run that stops at the first counts 1). */
     public long ooms() {
-        return ooms;
+        return v.ooms;
     }
 
     /** The smallest capacity, in {@link MinimumCapacity#STEP} steps, that runs the stream without OOM; −1: not searched. */
     public long minCapacity() {
-        return minCapacity;
+        return v.minCapacity;
     }
 
     /** Map plus unmap calls to the device in the run at {@link #capacity}. */
     public long deviceMaps() {
-        return deviceMaps;
+        return v.deviceMaps;
     }
 
     /** CPU time of the run's requests per malloc/free pair, in nanoseconds (0 when not measured). */
     public double nsPerPair() {
-        return nsPerPair;
+        return v.nsPerPair;
     }
 
     /** Steps of an iterated stream that finished (0 for a stream without steps). */
     public int stepsCompleted() {
-        return stepsCompleted;
+        return v.stepsCompleted;
     }
 
     /**
@@ -162,37 +110,37 @@ public final class RunOutcome {
      * the stream as it is.
      */
     public int warmUpPasses() {
-        return warmUpPasses;
+        return v.warmUpPasses;
     }
 
     /** Whether this is a steady-state run ({@link #warmUpPasses()} above 0). */
     public boolean steady() {
-        return warmUpPasses > 0;
+        return v.warmUpPasses > 0;
     }
 
     /** Whether every request was met. */
     public boolean completed() {
-        return ooms == 0;
+        return v.ooms == 0;
     }
 
     /** The op that failed first in a run that stopped at it, or −1. */
     public int failedOp() {
-        return failedOp;
+        return v.failedOp;
     }
 
     /** The report of the failure a run stopped at, or null. */
     public @Nullable OomReport oomReport() {
-        return oomReport;
+        return v.oomReport;
     }
 
     /** The allocator in its final state when the run was asked to keep it (snapshots, analysis), else null. */
     public @Nullable GpuAllocator allocator() {
-        return allocator;
+        return v.allocator;
     }
 
     /** The device of {@link #allocator}, or null. */
     public @Nullable SimulatedDevice device() {
-        return device;
+        return v.device;
     }
 
     /**
@@ -200,59 +148,51 @@ public final class RunOutcome {
      * allocated nothing reports (it reserved nothing either).
      */
     public double reservedPerAllocated() {
-        return peakAllocated == 0 ? 1.0 : (double) peakReserved / peakAllocated;
+        return v.peakAllocated == 0 ? 1.0 : (double) v.peakReserved / v.peakAllocated;
     }
 
     @Override
     public boolean equals(Object o) {
-        return o instanceof RunOutcome r
-                && label.equals(r.label)
-                && policy.equals(r.policy)
-                && recorded == r.recorded
-                && capacity == r.capacity
-                && peakAllocated == r.peakAllocated
-                && peakReserved == r.peakReserved
-                && deviceAllocs == r.deviceAllocs
-                && deviceFrees == r.deviceFrees
-                && retries == r.retries
-                && ooms == r.ooms
-                && minCapacity == r.minCapacity
-                && deviceMaps == r.deviceMaps
-                && stepsCompleted == r.stepsCompleted
-                && warmUpPasses == r.warmUpPasses
-                && failedOp == r.failedOp;
+        return o instanceof RunOutcome r && decided().equals(r.decided());
     }
 
     @Override
     public int hashCode() {
-        return Objects.hash(
-                label,
-                policy,
-                recorded,
-                capacity,
-                peakAllocated,
-                peakReserved,
-                deviceAllocs,
-                deviceFrees,
-                retries,
-                ooms,
-                minCapacity,
-                deviceMaps,
-                stepsCompleted,
-                warmUpPasses,
-                failedOp);
+        return decided().hashCode();
+    }
+
+    /** What the run decided: the values {@link #equals} compares (not the time measured, nor what was kept). */
+    private List<Object> decided() {
+        return List.of(
+                v.label,
+                v.policy,
+                v.recorded,
+                v.capacity,
+                v.peakAllocated,
+                v.peakReserved,
+                v.deviceAllocs,
+                v.deviceFrees,
+                v.retries,
+                v.ooms,
+                v.minCapacity,
+                v.deviceMaps,
+                v.stepsCompleted,
+                v.warmUpPasses,
+                v.failedOp);
     }
 
     @Override
     public String toString() {
-        return "RunOutcome[" + policy + (label.isEmpty() ? "" : " " + label) + (recorded ? " (recorded)" : "")
-                + ", capacity " + capacity + ", peak allocated " + peakAllocated + ", peak reserved " + peakReserved
-                + ", device allocs " + deviceAllocs + ", frees " + deviceFrees + ", retries " + retries + ", ooms "
-                + ooms + ", min capacity " + minCapacity + ", maps " + deviceMaps + "]";
+        return "RunOutcome[" + v.policy + (v.label.isEmpty() ? "" : " " + v.label) + (v.recorded ? " (recorded)" : "")
+                + ", capacity " + v.capacity + ", peak allocated " + v.peakAllocated + ", peak reserved "
+                + v.peakReserved
+                + ", device allocs " + v.deviceAllocs + ", frees " + v.deviceFrees + ", retries " + v.retries
+                + ", ooms "
+                + v.ooms + ", min capacity " + v.minCapacity + ", maps " + v.deviceMaps + "]";
     }
 
     /** Builds a {@link RunOutcome}; unset counters are 0, {@code minCapacity} and {@code failedOp} −1. */
-    public static final class Builder {
+    public static final class Builder implements Cloneable {
         private String label = "";
         private String policy = PolicyRegistry.EXACT;
         private boolean recorded;
@@ -369,6 +309,15 @@ public final class RunOutcome {
 
         public RunOutcome build() {
             return new RunOutcome(this);
+        }
+
+        /** A builder holding the same values (all of them immutable, so a shallow copy shares nothing mutable). */
+        private Builder copy() {
+            try {
+                return (Builder) clone();
+            } catch (CloneNotSupportedException e) {
+                throw new AssertionError(e);
+            }
         }
     }
 }
