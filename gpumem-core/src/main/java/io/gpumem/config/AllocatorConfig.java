@@ -26,30 +26,11 @@ public final class AllocatorConfig {
 
     private static final AllocatorConfig DEFAULTS = new Builder().build();
 
-    private final String raw;
-    private final String backend;
-    private final long maxSplitSize;
-    private final long maxNonSplitRounding;
-    private final int[] roundupPower2Divisions;
-    private final double garbageCollectionThreshold;
-    private final boolean expandableSegments;
-    private final boolean releaseLockOnCudaMalloc;
-    private final boolean pinnedUseCudaHostRegister;
-    private final int pinnedNumRegisterThreads;
-    private final boolean pinnedUseBackgroundThreads;
+    /** The values, in a copy of the builder that made them that nothing else holds (so they never change). */
+    private final Builder v;
 
     private AllocatorConfig(Builder b) {
-        this.raw = b.raw;
-        this.backend = b.backend;
-        this.maxSplitSize = b.maxSplitSize;
-        this.maxNonSplitRounding = b.maxNonSplitRounding;
-        this.roundupPower2Divisions = b.roundupPower2Divisions.clone();
-        this.garbageCollectionThreshold = b.garbageCollectionThreshold;
-        this.expandableSegments = b.expandableSegments;
-        this.releaseLockOnCudaMalloc = b.releaseLockOnCudaMalloc;
-        this.pinnedUseCudaHostRegister = b.pinnedUseCudaHostRegister;
-        this.pinnedNumRegisterThreads = b.pinnedNumRegisterThreads;
-        this.pinnedUseBackgroundThreads = b.pinnedUseBackgroundThreads;
+        this.v = b.copy();
     }
 
     /** PyTorch's behaviour with no {@code PYTORCH_CUDA_ALLOC_CONF}. */
@@ -77,44 +58,32 @@ public final class AllocatorConfig {
     }
 
     public Builder toBuilder() {
-        Builder b = new Builder();
-        b.raw = raw;
-        b.backend = backend;
-        b.maxSplitSize = maxSplitSize;
-        b.maxNonSplitRounding = maxNonSplitRounding;
-        b.roundupPower2Divisions = roundupPower2Divisions.clone();
-        b.garbageCollectionThreshold = garbageCollectionThreshold;
-        b.expandableSegments = expandableSegments;
-        b.releaseLockOnCudaMalloc = releaseLockOnCudaMalloc;
-        b.pinnedUseCudaHostRegister = pinnedUseCudaHostRegister;
-        b.pinnedNumRegisterThreads = pinnedNumRegisterThreads;
-        b.pinnedUseBackgroundThreads = pinnedUseBackgroundThreads;
-        return b;
+        return v.copy();
     }
 
     /** The raw configuration string this config was parsed from ("" for defaults). */
     public String raw() {
-        return raw;
+        return v.raw;
     }
 
     /** {@code native} (default) or {@code cudaMallocAsync}. */
     public String backend() {
-        return backend;
+        return v.backend;
     }
 
     /** Oversize threshold in bytes; {@link #UNLIMITED} when unset. */
     public long maxSplitSize() {
-        return maxSplitSize;
+        return v.maxSplitSize;
     }
 
     /** {@code max_split_size} as {@code memory_stats()} and snapshots report it: −1 when unset. */
     public long maxSplitSizeReported() {
-        return maxSplitSize == UNLIMITED ? -1 : maxSplitSize;
+        return v.maxSplitSize == UNLIMITED ? -1 : v.maxSplitSize;
     }
 
     /** Slack allowed when an oversize request reuses a larger cached block (20 MiB default). */
     public long maxNonSplitRounding() {
-        return maxNonSplitRounding;
+        return v.maxNonSplitRounding;
     }
 
     /** Number of power-of-two divisions for a size (allocator.md §1.3): index floor(log2(size)) − 20, clamped to [0, 15]. */
@@ -125,37 +94,37 @@ public final class AllocatorConfig {
         } else if (index >= ROUNDUP_INTERVALS) {
             index = ROUNDUP_INTERVALS - 1;
         }
-        return roundupPower2Divisions[index];
+        return v.roundupPower2Divisions[index];
     }
 
     /** A copy of the 16-entry divisions table. */
     public int[] roundupPower2DivisionsTable() {
-        return roundupPower2Divisions.clone();
+        return v.roundupPower2Divisions.clone();
     }
 
     /** GC threshold in (0, 1), or 0 when off. Only effective with a memory fraction set. */
     public double garbageCollectionThreshold() {
-        return garbageCollectionThreshold;
+        return v.garbageCollectionThreshold;
     }
 
     public boolean expandableSegments() {
-        return expandableSegments;
+        return v.expandableSegments;
     }
 
     public boolean releaseLockOnCudaMalloc() {
-        return releaseLockOnCudaMalloc;
+        return v.releaseLockOnCudaMalloc;
     }
 
     public boolean pinnedUseCudaHostRegister() {
-        return pinnedUseCudaHostRegister;
+        return v.pinnedUseCudaHostRegister;
     }
 
     public int pinnedNumRegisterThreads() {
-        return pinnedNumRegisterThreads;
+        return v.pinnedNumRegisterThreads;
     }
 
     public boolean pinnedUseBackgroundThreads() {
-        return pinnedUseBackgroundThreads;
+        return v.pinnedUseBackgroundThreads;
     }
 
     @Override
@@ -163,31 +132,31 @@ public final class AllocatorConfig {
         if (!(o instanceof AllocatorConfig c)) {
             return false;
         }
-        return raw.equals(c.raw)
-                && backend.equals(c.backend)
-                && maxSplitSize == c.maxSplitSize
-                && maxNonSplitRounding == c.maxNonSplitRounding
-                && Arrays.equals(roundupPower2Divisions, c.roundupPower2Divisions)
-                && Double.compare(garbageCollectionThreshold, c.garbageCollectionThreshold) == 0
-                && expandableSegments == c.expandableSegments
-                && releaseLockOnCudaMalloc == c.releaseLockOnCudaMalloc
-                && pinnedUseCudaHostRegister == c.pinnedUseCudaHostRegister
-                && pinnedNumRegisterThreads == c.pinnedNumRegisterThreads
-                && pinnedUseBackgroundThreads == c.pinnedUseBackgroundThreads;
+        return v.raw.equals(c.v.raw)
+                && v.backend.equals(c.v.backend)
+                && v.maxSplitSize == c.v.maxSplitSize
+                && v.maxNonSplitRounding == c.v.maxNonSplitRounding
+                && Arrays.equals(v.roundupPower2Divisions, c.v.roundupPower2Divisions)
+                && Double.compare(v.garbageCollectionThreshold, c.v.garbageCollectionThreshold) == 0
+                && v.expandableSegments == c.v.expandableSegments
+                && v.releaseLockOnCudaMalloc == c.v.releaseLockOnCudaMalloc
+                && v.pinnedUseCudaHostRegister == c.v.pinnedUseCudaHostRegister
+                && v.pinnedNumRegisterThreads == c.v.pinnedNumRegisterThreads
+                && v.pinnedUseBackgroundThreads == c.v.pinnedUseBackgroundThreads;
     }
 
     @Override
     public int hashCode() {
-        return raw.hashCode() * 31 + Long.hashCode(maxSplitSize) + (expandableSegments ? 1 : 0);
+        return v.raw.hashCode() * 31 + Long.hashCode(v.maxSplitSize) + (v.expandableSegments ? 1 : 0);
     }
 
     @Override
     public String toString() {
-        return "AllocatorConfig{" + (raw.isEmpty() ? "defaults" : raw) + "}";
+        return "AllocatorConfig{" + (v.raw.isEmpty() ? "defaults" : v.raw) + "}";
     }
 
     /** Mutable builder; validation of values parsed from text is the parser's job. */
-    public static final class Builder {
+    public static final class Builder implements Cloneable {
         private String raw = "";
         private String backend = "native";
         private long maxSplitSize = UNLIMITED;
@@ -260,6 +229,17 @@ public final class AllocatorConfig {
 
         public AllocatorConfig build() {
             return new AllocatorConfig(this);
+        }
+
+        /** A builder holding the same values, its divisions table a copy of this one's. */
+        private Builder copy() {
+            try {
+                Builder c = (Builder) clone();
+                c.roundupPower2Divisions = roundupPower2Divisions.clone();
+                return c;
+            } catch (CloneNotSupportedException e) {
+                throw new AssertionError(e);
+            }
         }
     }
 }
