@@ -5,24 +5,22 @@ import io.gpumem.engine.RunOutcome;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.trace.replay.ProgressListener;
 import io.gpumem.trace.replay.WhatIfReplay;
-import java.util.List;
 
 /**
  * The compare runs behind {@code analyze}'s recommendations for a recorded trace: {@link WhatIfReplay} (the
  * {@code gpumem compare} engine) replays the device's window from its rebuilt start state under each
  * configuration or policy, at the recorded capacity (or the one the user gave), and searches its minimum capacity.
- * Outcomes are memoised per configuration string and per policy ({@link WhatIfMemo}), and a prefetch runs them one
+ * Outcomes are memoised per configuration string and per policy ({@link MemoisedWhatIf}), and a prefetch runs them one
  * per core. The replay (window start and compiled request stream) is
  * the caller's, built once per device (a {@code TraceSession}'s window), not rebuilt here.
  */
-public final class TraceWhatIf implements WhatIf {
+public final class TraceWhatIf extends MemoisedWhatIf {
     private final WhatIfReplay replay;
     private final AllocatorConfig recordedConfig;
     private final String recordedConf;
     private final long capacity;
     private final int device;
     private final int entries;
-    private final WhatIfMemo memo;
 
     /**
      * @param replay         the device's window, rebuilt under {@code recordedConfig}
@@ -36,6 +34,7 @@ public final class TraceWhatIf implements WhatIf {
 
     /** As {@link #TraceWhatIf(WhatIfReplay, AllocatorConfig, long)}, telling {@code progress} how a prefetch goes. */
     public TraceWhatIf(WhatIfReplay replay, AllocatorConfig recordedConfig, long capacity, ProgressListener progress) {
+        super(progress);
         String conf = replay.snapshot().recordedConfString();
         this.recordedConfig = recordedConfig;
         this.recordedConf = conf == null ? "" : conf;
@@ -43,7 +42,6 @@ public final class TraceWhatIf implements WhatIf {
         this.capacity = capacity > 0 ? capacity : replay.recordedCapacity(recordedConfig);
         this.device = replay.device();
         this.entries = replay.snapshot().traceOf(device).size();
-        this.memo = new WhatIfMemo(this::evaluate, this::evaluate, progress);
     }
 
     @Override
@@ -52,21 +50,7 @@ public final class TraceWhatIf implements WhatIf {
     }
 
     @Override
-    public RunOutcome run(String allocatorConf) {
-        return memo.run(allocatorConf);
-    }
-
-    @Override
-    public RunOutcome run(PolicySpec policy) {
-        return memo.run(policy);
-    }
-
-    @Override
-    public void prefetch(List<String> confs, List<PolicySpec> policies) {
-        memo.prefetch(confs, policies);
-    }
-
-    private RunOutcome evaluate(String conf) {
+    protected RunOutcome evaluate(String conf) {
         boolean recorded = conf.equals(recordedConf);
         AllocatorConfig config = recorded ? recordedConfig : AllocatorConfig.parse(conf);
         // the row is labelled by the configuration string asked for
@@ -75,7 +59,8 @@ public final class TraceWhatIf implements WhatIf {
                 .build();
     }
 
-    private RunOutcome evaluate(PolicySpec policy) {
+    @Override
+    protected RunOutcome evaluate(PolicySpec policy) {
         return replay.evaluate(policy, capacity).toBuilder()
                 .label(WhatIf.policyLabel(policy))
                 .build();

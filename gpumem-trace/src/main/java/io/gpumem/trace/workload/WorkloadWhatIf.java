@@ -8,8 +8,8 @@ import io.gpumem.policy.PolicyFactory;
 import io.gpumem.policy.PolicyRegistry;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.policy.PreparedPolicy;
+import io.gpumem.trace.analysis.MemoisedWhatIf;
 import io.gpumem.trace.analysis.WhatIf;
-import io.gpumem.trace.analysis.WhatIfMemo;
 import io.gpumem.trace.replay.ProgressListener;
 import java.util.List;
 import java.util.Optional;
@@ -18,10 +18,10 @@ import java.util.Optional;
  * The compare runs behind a workload's table and its recommendations: the workload compiled once into the engine's
  * request stream and run from scratch by its {@link StreamRunner} under each configuration or policy on the same
  * simulated device, the way a training job runs (it stops at the first out-of-memory error), with the minimum
- * capacity searched when asked. Outcomes are memoised per configuration ({@link WhatIfMemo}), so the table and the recommender
+ * capacity searched when asked. Outcomes are memoised per configuration ({@link MemoisedWhatIf}), so the table and the recommender
  * share runs, and a prefetch runs them one per core. A generated training workload can also run with half its batch.
  */
-public final class WorkloadWhatIf implements WhatIf {
+public final class WorkloadWhatIf extends MemoisedWhatIf {
     /** The alternatives the demo compares with the defaults. */
     public static final List<String> DEMO_ALTERNATIVES =
             List.of("expandable_segments:True", "max_split_size_mb:256", "roundup_power2_divisions:4");
@@ -37,13 +37,13 @@ public final class WorkloadWhatIf implements WhatIf {
     private final long capacity;
     private final long heldOutside;
     private final boolean withMinCapacity;
-    private final WhatIfMemo memo = new WhatIfMemo(this::runConf, this::runPolicy, ProgressListener.NONE);
 
     /**
      * @param capacity    device capacity in bytes (the minimum-capacity search ignores it)
      * @param heldOutside bytes held by others on the device (context, other processes)
      */
     public WorkloadWhatIf(AllocationWorkload workload, long capacity, long heldOutside, boolean withMinCapacity) {
+        super(ProgressListener.NONE);
         this.workload = workload;
         this.capacity = capacity;
         this.heldOutside = heldOutside;
@@ -67,28 +67,15 @@ public final class WorkloadWhatIf implements WhatIf {
     }
 
     @Override
-    public RunOutcome run(String conf) {
-        return memo.run(conf);
-    }
-
-    /** The row of policy {@code spec}, labelled {@code policy NAME[:OPTIONS]}; memoised per policy. */
-    @Override
-    public RunOutcome run(PolicySpec spec) {
-        return memo.run(spec);
-    }
-
-    @Override
-    public void prefetch(List<String> confs, List<PolicySpec> policies) {
-        memo.prefetch(confs, policies);
-    }
-
-    private RunOutcome runConf(String conf) {
+    protected RunOutcome evaluate(String conf) {
         return outcome(runner, PolicyRegistry.exact(AllocatorConfig.parse(conf)))
                 .label(conf)
                 .build();
     }
 
-    private RunOutcome runPolicy(PolicySpec spec) {
+    /** The row of policy {@code spec}, labelled {@code policy NAME[:OPTIONS]}. */
+    @Override
+    protected RunOutcome evaluate(PolicySpec spec) {
         return outcome(runner, runner.prepare(spec))
                 .label(WhatIf.policyLabel(spec))
                 .policy(spec.name())

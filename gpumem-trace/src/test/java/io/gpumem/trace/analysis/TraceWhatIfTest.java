@@ -80,12 +80,12 @@ class TraceWhatIfTest {
             assertThat(prefetched.run(conf))
                     .as(conf)
                     .usingRecursiveComparison()
-                    .ignoringFields("nsPerPair")
+                    .ignoringFields("v.nsPerPair")
                     .isEqualTo(sequential.run(conf));
         }
         assertThat(prefetched.run(policies.getFirst()))
                 .usingRecursiveComparison()
-                .ignoringFields("nsPerPair")
+                .ignoringFields("v.nsPerPair")
                 .isEqualTo(sequential.run(policies.getFirst()));
         assertThatThrownBy(() -> prefetched.run("max_split_size_mb:nonsense"))
                 .isInstanceOf(ConfigException.class)

@@ -73,7 +73,7 @@ class WhatIfReplayTest {
         for (int i = 0; i < configs.size(); i++) {
             assertThat(parallel.get(i))
                     .usingRecursiveComparison()
-                    .ignoringFields("nsPerPair")
+                    .ignoringFields("v.nsPerPair")
                     .isEqualTo(sequential.get(i));
         }
         assertThat(parallel.get(0).recorded()).isTrue();

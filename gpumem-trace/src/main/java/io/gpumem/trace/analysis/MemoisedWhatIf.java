@@ -8,11 +8,11 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.function.Function;
 import java.util.function.Supplier;
 
 /**
- * The memo behind a {@link WhatIf}'s run methods: each configuration string and each policy is run once, and its
+ * A {@link WhatIf} whose run methods are memoised: a subclass says how to run the stream once under a configuration
+ * string or a policy ({@link #evaluate(String)}, {@link #evaluate(PolicySpec)}); each is run once here, and its
  * outcome, or the exception it threw, is what every later call gets. {@link #prefetch} runs many at once, one per
  * core ({@link ParallelRuns}), so that a caller asking for them one by one (the recommender, a report's rows) finds
  * them done; since a run's outcome does not depend on what ran beside it, the figures are the sequential ones.
@@ -20,41 +20,40 @@ import java.util.function.Supplier;
  * <p>Invariants: the maps are touched only by the thread that owns the what-if (the runs themselves may go to
  * other threads, and only compute); a key is run at most once, a failure included.
  */
-public final class WhatIfMemo {
-    private final Function<String, RunOutcome> byConf;
-    private final Function<PolicySpec, RunOutcome> byPolicy;
+public abstract class MemoisedWhatIf implements WhatIf {
     private final ProgressListener progress;
     private final Map<String, ParallelRuns.Attempt<RunOutcome>> confs = new HashMap<>();
     private final Map<PolicySpec, ParallelRuns.Attempt<RunOutcome>> policies = new HashMap<>();
 
-    /**
-     * @param byConf   runs the stream under a configuration string (safe to call from several threads at once)
-     * @param byPolicy runs the stream under a policy (likewise)
-     * @param progress told how many runs of a {@link #prefetch} are done
-     */
-    public WhatIfMemo(
-            Function<String, RunOutcome> byConf, Function<PolicySpec, RunOutcome> byPolicy, ProgressListener progress) {
-        this.byConf = byConf;
-        this.byPolicy = byPolicy;
+    /** @param progress told how many runs of a {@link #prefetch} are done */
+    protected MemoisedWhatIf(ProgressListener progress) {
         this.progress = progress;
     }
 
+    /** Runs the stream once under a configuration string, unmemoised (safe to call from several threads at once). */
+    protected abstract RunOutcome evaluate(String conf);
+
+    /** Runs the stream once under a policy, unmemoised (likewise). */
+    protected abstract RunOutcome evaluate(PolicySpec policy);
+
     /** The outcome under {@code conf}, run now unless it already was; a failed run's exception is rethrown. */
-    public RunOutcome run(String conf) {
-        return confs.computeIfAbsent(conf, c -> attempt(() -> byConf.apply(c))).get();
+    @Override
+    public final RunOutcome run(String conf) {
+        return confs.computeIfAbsent(conf, c -> attempt(() -> evaluate(c))).get();
     }
 
     /** The outcome under {@code policy}, run now unless it already was; a failed run's exception is rethrown. */
-    public RunOutcome run(PolicySpec policy) {
-        return policies.computeIfAbsent(policy, p -> attempt(() -> byPolicy.apply(p)))
-                .get();
+    @Override
+    public final RunOutcome run(PolicySpec policy) {
+        return policies.computeIfAbsent(policy, p -> attempt(() -> evaluate(p))).get();
     }
 
     /**
      * Runs every configuration and policy not run yet, in parallel; failures are kept for the {@code run} call that
      * asks for them, so nothing is thrown here.
      */
-    public void prefetch(List<String> confList, List<PolicySpec> policyList) {
+    @Override
+    public final void prefetch(List<String> confList, List<PolicySpec> policyList) {
         List<String> newConfs = new ArrayList<>();
         for (String c : confList) {
             if (!confs.containsKey(c) && !newConfs.contains(c)) {
@@ -72,8 +71,8 @@ public final class WhatIfMemo {
             return;
         }
         List<Supplier<RunOutcome>> runs = new ArrayList<>(total);
-        newConfs.forEach(c -> runs.add(() -> byConf.apply(c)));
-        newPolicies.forEach(p -> runs.add(() -> byPolicy.apply(p)));
+        newConfs.forEach(c -> runs.add(() -> evaluate(c)));
+        newPolicies.forEach(p -> runs.add(() -> evaluate(p)));
         progress.progress(0, total);
         List<ParallelRuns.Attempt<RunOutcome>> results =
                 ParallelRuns.all(runs, ParallelRuns.threads(), done -> progress.progress(done, total));
