@@ -152,15 +152,7 @@ public final class SimulatedDevice implements Device {
         if (bytes <= 0) {
             throw new DeviceException(DeviceOp.MALLOC, DeviceError.CUDA_ERROR_INVALID_VALUE, "size " + bytes);
         }
-        if (faults.outOfMemoryDue(DeviceOp.MALLOC)) {
-            refusedForMemory++;
-            return NULL;
-        }
-        long address = space.malloc(bytes, available());
-        if (address == NULL) {
-            refusedForMemory++;
-        }
-        return address;
+        return counted(faults.outOfMemoryDue(DeviceOp.MALLOC) ? NULL : space.malloc(bytes, available()));
     }
 
     @Override
@@ -188,11 +180,15 @@ public final class SimulatedDevice implements Device {
     public synchronized long createPhysical(long size) {
         faults.count(DeviceOp.CREATE_PHYSICAL);
         requireVmm(DeviceOp.CREATE_PHYSICAL);
-        long handle = space.createPhysical(size, available());
-        if (handle == NULL) {
+        return counted(space.createPhysical(size, available()));
+    }
+
+    /** {@code result} of a malloc or createPhysical call, a refusal ({@link #NULL}) counted in {@link #refusedForMemory}. */
+    private long counted(long result) {
+        if (result == NULL) {
             refusedForMemory++;
         }
-        return handle;
+        return result;
     }
 
     /**
