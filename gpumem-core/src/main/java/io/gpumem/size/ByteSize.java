@@ -115,6 +115,11 @@ public final class ByteSize {
         return n < 0 ? "-" + format(-n) : format(n);
     }
 
+    /** {@link #format} for a change: a leading plus or minus, then the magnitude ({@code +0 bytes} for none). */
+    public static String formatChange(long n) {
+        return (n < 0 ? "-" : "+") + format(Math.abs(n));
+    }
+
     private static String twoDecimals(double v) {
         return new BigDecimal(v).setScale(2, RoundingMode.HALF_EVEN).toPlainString();
     }

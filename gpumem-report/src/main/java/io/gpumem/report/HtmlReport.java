@@ -1,5 +1,9 @@
 package io.gpumem.report;
 
+import static io.gpumem.report.Html.card;
+import static io.gpumem.report.Html.esc;
+import static io.gpumem.report.Html.num;
+
 import io.gpumem.alloc.Pool;
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.policy.PolicyRegistry;
@@ -22,13 +26,6 @@ import io.gpumem.trace.category.CategoryPrinter;
 import io.gpumem.trace.category.CategoryRemedy;
 import io.gpumem.trace.category.PeakCategories;
 import io.gpumem.trace.session.TraceSession;
-import java.io.IOException;
-import java.io.InputStream;
-import java.io.UncheckedIOException;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -47,7 +44,7 @@ import java.util.Locale;
  *
  * <p>Not thread-safe while building; {@link #render} is deterministic for the same input.
  */
-public final class HtmlReport {
+public final class HtmlReport implements HtmlPage {
     /** The page's Content-Security-Policy: nothing may be fetched. */
     public static final String CSP =
             "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline';" + " img-src data:";
@@ -90,37 +87,11 @@ public final class HtmlReport {
         return this;
     }
 
-    /** Writes the page to {@code file} through a temporary sibling, so a failure leaves no half-written page. */
-    public void write(Path file) throws IOException {
-        Path abs = file.toAbsolutePath();
-        Path dir = abs.getParent();
-        if (dir != null) {
-            Files.createDirectories(dir);
-        }
-        Path tmp = abs.resolveSibling(
-                "." + abs.getFileName() + "." + ProcessHandle.current().pid() + ".tmp");
-        try {
-            Files.writeString(tmp, render(), StandardCharsets.UTF_8);
-            Files.move(tmp, abs, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
-        } finally {
-            Files.deleteIfExists(tmp);
-        }
-    }
-
-    /** The page. */
+    @Override
     public String render() {
-        StringBuilder h = new StringBuilder(1 << 20);
-        h.append("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n");
-        h.append("<meta http-equiv=\"Content-Security-Policy\" content=\"")
-                .append(CSP)
-                .append("\">\n");
-        h.append("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
-        h.append("<title>gpumem report: ").append(esc(fileName(source))).append("</title>\n");
-        h.append("<style>\n").append(resource("report.css")).append("</style>\n</head>\n");
-        h.append("<body data-render=\"pending\">\n<header><h1>GPU memory report</h1><div class=\"source\">")
-                .append(esc(source))
-                .append("</div>");
+        StringBuilder select = new StringBuilder();
         if (devices.size() > 1) {
+            StringBuilder h = select;
             h.append("<label class=\"device-select\">device <select id=\"device-select\">");
             for (DeviceReport d : devices) {
                 h.append("<option value=\"")
@@ -134,7 +105,8 @@ public final class HtmlReport {
             }
             h.append("</select></label>");
         }
-        h.append("</header>\n<div id=\"script-errors\" hidden></div>\n");
+        StringBuilder h = new StringBuilder(1 << 20);
+        Html.open(h, "gpumem report: " + Html.fileName(source), "GPU memory report", source, select.toString());
         if (devices.isEmpty()) {
             h.append("<p>No device has segments or trace entries: nothing to show.</p>\n");
         }
@@ -143,8 +115,7 @@ public final class HtmlReport {
             device(h, d, first);
             first = false;
         }
-        h.append("<footer>Written by gpumem. Works offline: everything is in this file.</footer>\n");
-        h.append("<script>\n").append(resource("report.js")).append("</script>\n</body></html>\n");
+        Html.close(h);
         return h.toString();
     }
 
@@ -286,16 +257,6 @@ public final class HtmlReport {
                         + (rest.isEmpty() ? "" : "; " + String.join(", ", rest)));
     }
 
-    private static void card(StringBuilder h, String label, String value, String sub) {
-        h.append("<div class=\"card\"><div class=\"label\">")
-                .append(esc(label))
-                .append("</div><div class=\"value\">")
-                .append(esc(value))
-                .append("</div><div class=\"sub\">")
-                .append(esc(sub))
-                .append("</div></div>\n");
-    }
-
     /** What was asked, what was free and where, why it failed; with bars on one scale. */
     private static void oomStory(StringBuilder h, StateAnalysis a, OomEvent oom) {
         long request = oom.requestBytes();
@@ -340,47 +301,8 @@ public final class HtmlReport {
             "cache + driver together"
         };
         String[] classes = {"ask", "largest", "cached", "driver", "together"};
-        long max = 1;
-        for (long v : values) {
-            max = Math.max(max, v);
-        }
-        int width = 760;
-        int row = 22;
-        h.append("<svg class=\"story-bars\" viewBox=\"0 0 ")
-                .append(width + 240)
-                .append(' ')
-                .append(row * values.length + 4)
-                .append("\" width=\"")
-                .append(width + 240)
-                .append("\" height=\"")
-                .append(row * values.length + 4)
-                .append("\" role=\"img\" aria-label=\"request against free space\">\n");
-        for (int i = 0; i < values.length; i++) {
-            double w = Math.max(1.0, (double) values[i] / max * (width - 110));
-            int y = i * row + 2;
-            h.append("<text x=\"0\" y=\"")
-                    .append(y + 15)
-                    .append("\" class=\"bar-label\">")
-                    .append(esc(labels[i]))
-                    .append("</text>");
-            h.append("<rect x=\"240\" y=\"")
-                    .append(y)
-                    .append("\" width=\"")
-                    .append(String.format(Locale.ROOT, "%.1f", w))
-                    .append("\" height=\"")
-                    .append(row - 6)
-                    .append("\" class=\"bar ")
-                    .append(classes[i])
-                    .append("\"/>");
-            h.append("<text x=\"")
-                    .append(String.format(Locale.ROOT, "%.1f", 246 + w))
-                    .append("\" y=\"")
-                    .append(y + 15)
-                    .append("\" class=\"bar-value\">")
-                    .append(esc(ByteSize.formatSigned(values[i])))
-                    .append("</text>\n");
-        }
-        h.append("</svg>\n</div>\n");
+        Html.bars(h, "request against free space", values, labels, classes);
+        h.append("</div>\n");
     }
 
     private static void stateTables(StringBuilder h, StateAnalysis a) {
@@ -530,7 +452,8 @@ public final class HtmlReport {
                     .append(".</p>\n");
         } else {
             boolean withCapacity = rows.stream().anyMatch(o -> o.minCapacity() >= 0);
-            h.append("<table class=\"whatif\"><thead><tr><th>config</th><th>peak allocated</th><th>peak reserved</th>"
+            h.append("<table class=\"whatif\"><thead><tr><th>config</th><th>peak allocated</th>"
+                            + "<th>peak reserved</th>"
                             + "<th>res/alloc</th><th>driver allocs</th><th>retries</th><th>OOMs</th>")
                     .append(withCapacity ? "<th>min capacity</th>" : "")
                     .append("</tr></thead><tbody>\n");
@@ -625,44 +548,7 @@ public final class HtmlReport {
         return colon < 0 ? headline : headline.substring(0, colon);
     }
 
-    private static void num(StringBuilder h, String v) {
-        h.append("<td class=\"num\">").append(esc(v)).append("</td>");
-    }
-
     private static double finite(double v) {
         return Double.isInfinite(v) || Double.isNaN(v) ? 0.0 : v;
-    }
-
-    private static String fileName(String source) {
-        int slash = source.lastIndexOf('/');
-        return slash >= 0 ? source.substring(slash + 1) : source;
-    }
-
-    /** HTML text escape (also for attribute values in double quotes). */
-    static String esc(String s) {
-        StringBuilder b = new StringBuilder(s.length() + 16);
-        for (int i = 0; i < s.length(); i++) {
-            char c = s.charAt(i);
-            switch (c) {
-                case '<' -> b.append("&lt;");
-                case '>' -> b.append("&gt;");
-                case '&' -> b.append("&amp;");
-                case '"' -> b.append("&quot;");
-                case '\'' -> b.append("&#39;");
-                default -> b.append(c);
-            }
-        }
-        return b.toString();
-    }
-
-    private static String resource(String name) {
-        try (InputStream in = HtmlReport.class.getResourceAsStream(name)) {
-            if (in == null) {
-                throw new IllegalStateException("report resource " + name + " is missing from the jar");
-            }
-            return new String(in.readAllBytes(), StandardCharsets.UTF_8);
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
-        }
     }
 }

@@ -1,20 +1,20 @@
 package io.gpumem.cli.report;
 
-import io.gpumem.report.HtmlReport;
+import io.gpumem.report.HtmlPage;
 import io.gpumem.size.ByteSize;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.io.UncheckedIOException;
 import java.nio.file.Path;
 
-/** Writes an {@link HtmlReport} for the commands that offer {@code --html} and says where it went; names pages by default. */
+/** Writes an {@link HtmlPage} for the commands that offer {@code --html} and says where it went; names pages by default. */
 public final class HtmlOutput {
     private HtmlOutput() {}
 
     /** Writes the page and prints one line naming it; a write failure becomes an error naming the file. */
-    public static void write(HtmlReport report, Path file, PrintWriter out) {
+    public static void write(HtmlPage page, Path file, PrintWriter out) {
         try {
-            report.write(file);
+            page.write(file);
         } catch (IOException e) {
             throw new UncheckedIOException("cannot write the HTML report to " + file + ": " + e.getMessage(), e);
         }

@@ -2,7 +2,10 @@ package io.gpumem.cli.trace;
 
 import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cli.options.BadInputException;
+import io.gpumem.cli.options.OutputFile;
 import io.gpumem.cli.options.ReadLimitOptions;
+import io.gpumem.cli.report.HtmlOutput;
+import io.gpumem.report.DiffReport;
 import io.gpumem.size.ByteSize;
 import io.gpumem.trace.align.FrameSignatures;
 import io.gpumem.trace.align.RecordingDiff;
@@ -25,7 +28,8 @@ import picocli.CommandLine.Parameters;
  * {@code gpumem diff A B}: aligns the allocation requests of two recordings of one program (e.g. at two sizes) and
  * says which allocation sites make their peaks differ. The work is {@link RequestAlignment} and
  * {@link RecordingDiff}; this class reads the two files, refuses bad input (exit 2, naming the file) and prints.
- * Two recordings that match little are reported as such, without a per-site story.
+ * Two recordings that match little are reported as such, without a per-site story. {@code --html FILE} also writes
+ * the same diff as a page ({@link DiffReport}); its path is checked before any file is read.
  */
 @Command(
         name = "diff",
@@ -62,6 +66,13 @@ public final class DiffCommand extends GpumemCommand {
                     + " sites (largest difference at peak allocated first).")
     boolean json;
 
+    @Option(
+            names = "--html",
+            paramLabel = "FILE",
+            description = "Also write the comparison as a self-contained HTML page (the report's look): the counts, the"
+                    + " peaks, every site largest difference first, and where fragmentation differs.")
+    Path html;
+
     @Mixin
     ReadLimitOptions readLimits;
 
@@ -81,6 +92,9 @@ public final class DiffCommand extends GpumemCommand {
             err.println("gpumem diff: " + e.getMessage());
             return 2;
         }
+        if (html != null) {
+            OutputFile.check("--html", html, files.toArray(Path[]::new));
+        }
         FrameSignatures signatures = new FrameSignatures();
         RequestSequence[] seq = new RequestSequence[2];
         for (int i = 0; i < 2; i++) {
@@ -98,6 +112,10 @@ public final class DiffCommand extends GpumemCommand {
         RequestAlignment alignment = RequestAlignment.align(seq[0], seq[1]);
         RecordingDiff diff = RecordingDiff.of(alignment);
         out.print(json ? json(diff) + "\n" : text(diff));
+        if (html != null) {
+            // with --json the line naming the page goes to stderr: stdout stays one JSON object
+            HtmlOutput.write(new DiffReport(diff), html, json ? err : out);
+        }
         out.flush();
         return 0;
     }
@@ -114,7 +132,7 @@ public final class DiffCommand extends GpumemCommand {
                 "matched %d (%.1f%% of the smaller, by %s), only in A %d, only in B %d%n",
                 al.matched(),
                 100 * al.matchedFractionOfSmaller(),
-                signalWords(al.signal()),
+                al.signal().words(),
                 al.onlyInFirst(),
                 al.onlyInSecond()));
         sb.append(String.format(
@@ -122,13 +140,13 @@ public final class DiffCommand extends GpumemCommand {
                 "peak allocated  A %s  B %s  (%s)%n",
                 ByteSize.format(a.peakAllocated()),
                 ByteSize.format(b.peakAllocated()),
-                signed(b.peakAllocated() - a.peakAllocated())));
+                ByteSize.formatChange(b.peakAllocated() - a.peakAllocated())));
         sb.append(String.format(
                 Locale.ROOT,
                 "peak reserved   A %s  B %s  (%s)%n",
                 ByteSize.format(a.peakReserved()),
                 ByteSize.format(b.peakReserved()),
-                signed(b.peakReserved() - a.peakReserved())));
+                ByteSize.formatChange(b.peakReserved() - a.peakReserved())));
         if (!diff.sameProgram()) {
             sb.append(String.format(
                     Locale.ROOT,
@@ -172,7 +190,7 @@ public final class DiffCommand extends GpumemCommand {
                 ByteSize.format(s.bytes(1)),
                 ByteSize.format(s.atPeakAllocated(0)),
                 ByteSize.format(s.atPeakAllocated(1)),
-                signed(s.peakAllocatedDifference()),
+                ByteSize.formatChange(s.peakAllocatedDifference()),
                 ByteSize.format(s.atPeakReserved(0)),
                 ByteSize.format(s.atPeakReserved(1))
             });
@@ -181,34 +199,16 @@ public final class DiffCommand extends GpumemCommand {
         if (diff.sites().size() > SHOWN_SITES) {
             sb.append("... ").append(diff.sites().size() - SHOWN_SITES).append(" more sites (--json lists all)\n");
         }
-        long delta = b.peakAllocated() - a.peakAllocated();
-        long top = 0;
-        for (int i = 0; i < Math.min(3, diff.sites().size()); i++) {
-            top += diff.sites().get(i).peakAllocatedDifference();
-        }
-        if (delta != 0) {
+        double top = diff.shareOfPeakAllocatedDifference(3);
+        if (!Double.isNaN(top)) {
             sb.append(String.format(
-                    Locale.ROOT,
-                    "the first three sites make %.0f%% of the peak allocated difference%n",
-                    100.0 * top / delta));
+                    Locale.ROOT, "the first three sites make %.0f%% of the peak allocated difference%n", 100 * top));
         }
         return sb.toString();
     }
 
-    private static String signalWords(RequestAlignment.Signal signal) {
-        return switch (signal) {
-            case STACKS -> "call stacks";
-            case STACKS_WITHOUT_LINES -> "call stacks without moved lines";
-            case ORDER -> "order and lifetimes, no frames";
-        };
-    }
-
     private static double share(long part, long whole) {
         return whole == 0 ? 0 : (double) part / whole;
-    }
-
-    private static String signed(long bytes) {
-        return (bytes < 0 ? "-" : "+") + ByteSize.format(Math.abs(bytes));
     }
 
     static String json(RecordingDiff diff) {

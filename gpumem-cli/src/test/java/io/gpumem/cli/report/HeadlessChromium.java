@@ -1,5 +1,7 @@
 package io.gpumem.cli.report;
 
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
 import java.io.File;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -42,6 +44,15 @@ final class HeadlessChromium {
             }
         }
         return Optional.empty();
+    }
+
+    /** The browser; the calling test is skipped, saying so, when none is installed. */
+    static HeadlessChromium orSkip() {
+        Optional<HeadlessChromium> found = find();
+        assumeTrue(
+                found.isPresent(),
+                "chromium not installed (.ci/run installs Debian's chromium): browser tests skipped");
+        return found.get();
     }
 
     /** What one run printed: standard output (the DOM for {@code --dump-dom}) and the browser's log. */

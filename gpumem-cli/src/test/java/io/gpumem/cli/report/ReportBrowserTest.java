@@ -21,7 +21,6 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
 import javax.imageio.ImageIO;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -47,14 +46,8 @@ class ReportBrowserTest {
     @TempDir
     Path dir;
 
-    @BeforeAll
-    static void findBrowser() {
-        chromium = HeadlessChromium.find().orElse(null);
-    }
-
     private static void assumeBrowser() {
-        assumeTrue(
-                chromium != null, "chromium not installed (.ci/run installs Debian's chromium): browser tests skipped");
+        chromium = HeadlessChromium.orSkip();
     }
 
     static Stream<String> sharedTraces() throws IOException {

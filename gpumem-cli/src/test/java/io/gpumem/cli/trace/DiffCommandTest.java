@@ -20,7 +20,10 @@ import org.junit.jupiter.params.provider.CsvSource;
  * the JSON keys, sites ordered by difference), unrelated programs reported as such, and bad input refused with
  * exit 2 and the file named. Trace-based cases are skipped, saying so, without {@code ../shared/traces}.
  */
-class DiffCommandTest {
+public class DiffCommandTest {
+
+    /** A small snapshot of the repository's own: diffed with itself, every request matches. */
+    static final Path DEMO_SMALL = Path.of("..", "examples", "demo-small.pickle");
 
     @SuppressWarnings("unchecked")
     static Map<String, Object> object(String text) throws IOException {
@@ -36,7 +39,8 @@ class DiffCommandTest {
         return (List<Map<String, Object>>) o.get("sites");
     }
 
-    static String trace(String name) {
+    /** The shared trace {@code name}'s path; the test is skipped, saying so, where it is absent. */
+    public static String trace(String name) {
         String d = System.getProperty("gpumem.traces.dir");
         assumeTrue(d != null && Files.isRegularFile(Path.of(d, name)), "trace " + name + " not available: skipped");
         return Path.of(d, name).toString();
@@ -103,6 +107,56 @@ class DiffCommandTest {
                 .contains("matched 1280 (100.0% of the smaller")
                 .contains("softmax")
                 .contains("sites, largest difference at peak allocated first");
+    }
+
+    @Test
+    void unrelatedProgramsGetAPageThatSaysSoWithoutSites(@TempDir Path dir) throws IOException {
+        Path page = dir.resolve("unrelated.html");
+        CliRun run = CliRun.run(
+                "diff",
+                trace("lm2.7b-sweep-ctx128.pickle"),
+                trace("nca-train-empty-cache.pickle"),
+                "--html",
+                page.toString());
+        assertThat(run.exit()).as(run.err()).isZero();
+        assertThat(run.out()).contains("HTML report written to " + page.toAbsolutePath());
+        String html = Files.readString(page);
+        assertThat(html)
+                .contains("do not look like the same program")
+                .doesNotContain("<table class=\"sites\">")
+                .doesNotContain("Where fragmentation differs");
+    }
+
+    /** The page's path is checked before either recording is read: a bad one writes nothing and prints nothing. */
+    @Test
+    void aBadHtmlPathExitsTwoAndWritesNothing(@TempDir Path dir) throws IOException {
+        String demo = DEMO_SMALL.toString();
+        Path missingDir = dir.resolve("no-such-dir").resolve("diff.html");
+        CliRun run = CliRun.run("diff", demo, demo, "--html", missingDir.toString());
+        assertThat(run.exit()).isEqualTo(2);
+        assertThat(run.err()).startsWith("gpumem diff: --html " + missingDir).contains("does not exist");
+        assertThat(run.out()).isEmpty();
+        assertThat(missingDir.getParent()).doesNotExist();
+
+        Path folder = Files.createDirectory(dir.resolve("a-folder"));
+        CliRun onDir = CliRun.run("diff", demo, demo, "--json", "--html", folder.toString());
+        assertThat(onDir.exit()).isEqualTo(2);
+        assertThat(onDir.err()).contains("--html").contains("is a directory");
+        assertThat(onDir.out()).isEmpty();
+        try (var left = Files.list(dir)) {
+            assertThat(left).as("nothing written beside the bad paths").containsExactly(folder);
+        }
+        try (var inside = Files.list(folder)) {
+            assertThat(inside).isEmpty();
+        }
+
+        // the same command with a good path writes the page, and --json stays one object on stdout
+        Path good = dir.resolve("demo-diff.html");
+        CliRun ok = CliRun.run("diff", demo, demo, "--json", "--html", good.toString());
+        assertThat(ok.exit()).as(ok.err()).isZero();
+        assertThat(object(ok.out())).containsEntry("matched", object(ok.out()).get("requests_a"));
+        assertThat(ok.err()).contains("HTML report written to " + good.toAbsolutePath());
+        assertThat(Files.readString(good)).contains("<table class=\"sites\">");
     }
 
     @Test

@@ -99,6 +99,22 @@ public final class RecordingDiff {
         return sites;
     }
 
+    /**
+     * The part of the difference in peak allocated (second minus first) that the first {@code n} {@link #sites()}
+     * make, as a fraction; NaN when the peaks are equal.
+     */
+    public double shareOfPeakAllocatedDifference(int n) {
+        long delta = alignment.second().peakAllocated() - alignment.first().peakAllocated();
+        if (delta == 0) {
+            return Double.NaN;
+        }
+        long top = 0;
+        for (int i = 0; i < Math.min(n, sites.size()); i++) {
+            top += sites.get(i).peakAllocatedDifference();
+        }
+        return (double) top / delta;
+    }
+
     /** Cached, unused bytes at a recording's peak reserved (side 0 the first, 1 the second). */
     public long cachedAtPeakReserved(int side) {
         RequestSequence s = side == 0 ? alignment.first() : alignment.second();

@@ -221,6 +221,15 @@ public final class RequestAlignment {
         public String wireName() {
             return name().toLowerCase(Locale.ROOT);
         }
+
+        /** The signal in words, as {@code diff}'s text and page say what the requests were matched by. */
+        public String words() {
+            return switch (this) {
+                case STACKS -> "call stacks";
+                case STACKS_WITHOUT_LINES -> "call stacks without moved lines";
+                case ORDER -> "order and lifetimes, no frames";
+            };
+        }
     }
 
     /**
