@@ -61,4 +61,11 @@ class ByteSizeTest {
         assertThat(ByteSize.formatSigned(-(2L << 20))).isEqualTo("-2.00 MiB");
         assertThat(ByteSize.formatSigned(1024)).isEqualTo("1024 bytes");
     }
+
+    @Test
+    void changeFormatAlwaysCarriesItsSign() {
+        assertThat(ByteSize.formatChange(-(2L << 20))).isEqualTo("-2.00 MiB");
+        assertThat(ByteSize.formatChange(3L << 30)).isEqualTo("+3.00 GiB");
+        assertThat(ByteSize.formatChange(0)).isEqualTo("+0 bytes");
+    }
 }
