@@ -118,6 +118,19 @@ public final class RunOutcome {
         return v.warmUpPasses > 0;
     }
 
+    /** The run's mode as JSON rows write it ({@code mode}): {@code steady} for a steady-state run, else {@code window}. */
+    public String mode() {
+        return steady() ? "steady" : "window";
+    }
+
+    /**
+     * The run's mode as tables show it: {@code window}, or {@code steady/N} for a steady-state run of N passes (its
+     * {@link #warmUpPasses()} and the measured one).
+     */
+    public String modeLabel() {
+        return steady() ? "steady/" + (warmUpPasses() + 1) : "window";
+    }
+
     /** Whether every request was met. */
     public boolean completed() {
         return v.ooms == 0;

@@ -452,7 +452,7 @@ public final class HtmlReport implements HtmlPage {
                     .append(".</p>\n");
         } else {
             boolean withCapacity = rows.stream().anyMatch(o -> o.minCapacity() >= 0);
-            h.append("<table class=\"whatif\"><thead><tr><th>config</th><th>peak allocated</th>"
+            h.append("<table class=\"whatif\"><thead><tr><th>config</th><th>mode</th><th>peak allocated</th>"
                             + "<th>peak reserved</th>"
                             + "<th>res/alloc</th><th>driver allocs</th><th>retries</th><th>OOMs</th>")
                     .append(withCapacity ? "<th>min capacity</th>" : "")
@@ -467,6 +467,16 @@ public final class HtmlReport implements HtmlPage {
                         .append(esc(o.label().isEmpty() ? "(defaults)" : o.label()))
                         .append(o.equals(best) ? " <span class=\"tag\">recommended</span>" : "")
                         .append(o.equals(r.baseline()) ? " <span class=\"tag base\">as recorded</span>" : "")
+                        .append("</td><td class=\"mode\" title=\"")
+                        .append(
+                                o.steady()
+                                        ? o.warmUpPasses()
+                                                + (o.warmUpPasses() == 1 ? " warm-up pass" : " warm-up passes")
+                                                + " of the step from the live blocks, then"
+                                                + " the measured one"
+                                        : "the window from its recorded start")
+                        .append("\">")
+                        .append(esc(o.modeLabel()))
                         .append("</td>");
                 num(h, ByteSize.formatSigned(o.peakAllocated()));
                 num(h, ByteSize.formatSigned(o.peakReserved()));

@@ -31,6 +31,9 @@ import org.junit.jupiter.api.io.TempDir;
 class HtmlReportTest {
     static String page;
     static StateAnalysis analysis;
+    static TraceSnapshot trace;
+    static WorkloadWhatIf whatIf;
+    static Recommender.Result recs;
 
     /** A small generated training job on a device too small for it: it runs out of memory. */
     @BeforeAll
@@ -45,21 +48,46 @@ class HtmlReportTest {
                 .steps(6)
                 .seed(11)
                 .build();
-        WorkloadWhatIf whatIf = new WorkloadWhatIf(w, w.peakLiveBytes() * 3 / 4, 0, false);
+        whatIf = new WorkloadWhatIf(w, w.peakLiveBytes() * 3 / 4, 0, false);
         RunOutcome run = whatIf.runWithHistory("");
         assertThat(run.completed()).isFalse();
         OomEvent oom =
                 new OomEvent(run.oomReport().roundedSize(), run.oomReport().deviceFree(), 0, -1);
         analysis =
                 new StateAnalyzer().analyze(AllocatorStates.capture(run.allocator(), "", "test <run> & \"oom\"", oom));
-        Recommender.Result recs = new Recommender().recommend(analysis, whatIf);
-        TraceSnapshot trace = AllocatorSnapshots.toTraceSnapshot(run.allocator().snapshot(), "test");
+        recs = new Recommender().recommend(analysis, whatIf);
+        trace = AllocatorSnapshots.toTraceSnapshot(run.allocator().snapshot(), "test");
         page = new HtmlReport("a </script> trace")
                 .addDevice(
                         TraceSession.of(trace),
                         new DeviceAnalysis(0, trace.traceOf(0).size(), analysis, whatIf, recs, List.of()),
                         List.of())
                 .render();
+    }
+
+    /** Each what-if row says its mode as compare's table does: window, or steady/N after N passes. */
+    @Test
+    void whatIfRowsSayTheirMode() {
+        RunOutcome steady = RunOutcome.builder()
+                .label("garbage_collection_threshold:0.6")
+                .peakAllocated(3L << 30)
+                .peakReserved(4L << 30)
+                .warmUpPasses(2)
+                .build();
+        String html = new HtmlReport("modes")
+                .addDevice(
+                        TraceSession.of(trace),
+                        new DeviceAnalysis(0, trace.traceOf(0).size(), analysis, whatIf, recs, List.of()),
+                        List.of(steady))
+                .render();
+        String table = html.substring(html.indexOf("<table class=\"whatif\">"));
+        table = table.substring(0, table.indexOf("</table>"));
+        assertThat(table).contains("<th>config</th><th>mode</th>");
+        assertThat(table)
+                .contains("<td>garbage_collection_threshold:0.6</td><td class=\"mode\" title=\"2 warm-up passes of the"
+                        + " step from the live blocks, then the measured one\">steady/3</td>");
+        assertThat(page.substring(page.indexOf("<table class=\"whatif\">")))
+                .contains("<td class=\"mode\" title=\"the window from its recorded start\">window</td>");
     }
 
     @Test

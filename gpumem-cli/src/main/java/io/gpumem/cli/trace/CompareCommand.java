@@ -167,11 +167,6 @@ public final class CompareCommand extends GpumemCommand {
                 + ")";
     }
 
-    /** A row's mode as the table shows it: {@code window}, or {@code steady/N} after N passes. */
-    static String mode(RunOutcome r) {
-        return r.steady() ? "steady/" + (r.warmUpPasses() + 1) : "window";
-    }
-
     static String table(List<RunOutcome> rows) {
         String[] head = {
             "config",
@@ -192,7 +187,7 @@ public final class CompareCommand extends GpumemCommand {
         for (RunOutcome r : rows) {
             cells.add(new String[] {
                 CompareRuns.label(r),
-                mode(r),
+                r.modeLabel(),
                 ByteSize.format(r.peakAllocated()),
                 ByteSize.format(r.peakReserved()),
                 String.format(Locale.ROOT, "%.3f", r.reservedPerAllocated()),
@@ -232,7 +227,7 @@ public final class CompareCommand extends GpumemCommand {
         g.writeStringField("policy", r.policy());
         g.writeNumberField("device_maps", r.deviceMaps());
         g.writeNumberField("ns_per_pair", r.nsPerPair());
-        g.writeStringField("mode", r.steady() ? "steady" : "window");
+        g.writeStringField("mode", r.mode());
         g.writeNumberField("warm_up_passes", r.warmUpPasses());
     }
 }

@@ -19,7 +19,9 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * The pages of issue 19 ("Will it fit?") in a real browser: the page of {@code diff A B --html} of two sizes of one
  * program renders in headless Chromium and shows the counts and the sites in the order {@code --json} of the same
- * run lists them. Skipped, saying so, without Chromium or without the shared traces.
+ * run lists them; the report of a predicted recording ({@code predict ... --out}) renders with its timeline and a
+ * what-if table whose mode column says what {@code compare --json} says for the same rows. Skipped, saying so,
+ * without Chromium or without the shared traces.
  */
 class WillItFitBrowserTest {
     private static final Pattern ROW = Pattern.compile("<tr><td><code>([^<]*)</code></td>(.*?)</tr>");
@@ -43,12 +45,10 @@ class WillItFitBrowserTest {
 
     @Test
     void diffPageOfTwoContextLengthsShowsTheSitesTheJsonLists() throws Exception {
-        String[] ab = inferenceAt128And256();
-        String a = ab[0];
-        String b = ab[1];
+        String[] traces = inferenceAt128And256();
         HeadlessChromium chromium = HeadlessChromium.orSkip();
         Path page = dir.resolve("diff.html");
-        CliRun run = CliRun.run("diff", a, b, "--json", "--html", page.toString());
+        CliRun run = CliRun.run("diff", traces[0], traces[1], "--json", "--html", page.toString());
         assertThat(run.exit()).as(run.err()).isZero();
         Map<String, Object> o = parse(run.out());
         ReportBrowserTest.assertNoRequestCanLeave(Files.readString(page));
@@ -118,5 +118,42 @@ class WillItFitBrowserTest {
                                 (Long) first.get("at_peak_allocated_b") - (Long) first.get("at_peak_allocated_a")),
                         ByteSize.format((Long) first.get("at_peak_reserved_a")),
                         ByteSize.format((Long) first.get("at_peak_reserved_b")));
+    }
+
+    @Test
+    void reportOfAPredictedRecordingRendersWithItsTimelineAndTheModeOfEachWhatIfRow() throws Exception {
+        String[] traces = inferenceAt128And256();
+        HeadlessChromium chromium = HeadlessChromium.orSkip();
+        Path predicted = dir.resolve("predicted-512.pickle");
+        CliRun predict = CliRun.run(
+                "predict", traces[0] + "@128", traces[1] + "@256", "--at", "512", "--out", predicted.toString());
+        assertThat(predict.exit()).as(predict.err()).isZero();
+        assertThat(predicted).isRegularFile();
+        Path page = dir.resolve("predicted-512.html");
+        CliRun report =
+                CliRun.run("report", predicted.toString(), "-o", page.toString(), "-c", "expandable_segments:True");
+        assertThat(report.exit()).as(report.err()).isZero();
+        CliRun compare = CliRun.run("compare", predicted.toString(), "-c", "expandable_segments:True", "--json");
+        assertThat(compare.exit()).as(compare.err()).isZero();
+        List<Map<String, Object>> rows = parse(compare.out());
+        ReportBrowserTest.assertNoRequestCanLeave(Files.readString(page));
+
+        HeadlessChromium.Result shown = chromium.dumpDom(page);
+        ReportBrowserTest.assertRenderedCleanly(shown);
+        String dom = shown.stdout();
+        assertThat(dom).contains("class=\"chart timeline\"").contains("class=\"timeline-svg");
+        String table = dom.substring(dom.indexOf("<table class=\"whatif\">"));
+        table = table.substring(0, table.indexOf("</table>"));
+        assertThat(table).contains("<th>config</th><th>mode</th>");
+        for (Map<String, Object> r : rows) {
+            String config = (String) r.get("config");
+            String label = config.isEmpty() ? "(defaults)" : config;
+            long passes = (Long) r.get("warm_up_passes");
+            String mode = "steady".equals(r.get("mode")) ? "steady/" + (passes + 1) : "window";
+            System.out.printf("predicted 512, %s: compare mode %s, warm-up passes %d%n", label, r.get("mode"), passes);
+            List<String> cells = ReportPolicyTest.rowCells(table, label);
+            assertThat(cells).as(label + " row of the what-if table").isNotEmpty();
+            assertThat(cells.getFirst()).as(label + " mode").isEqualTo(mode);
+        }
     }
 }
