@@ -69,15 +69,8 @@ public final class HtmlReport implements HtmlPage {
      * from the session's window of the device (rebuilt once per session, shared with the compare runs).
      */
     public HtmlReport addDevice(TraceSession session, DeviceAnalysis analysis, List<RunOutcome> extraRows) {
-        return addDevice(
-                session,
-                analysis,
-                extraRows,
-                PeakCategories.of(
-                        session.trace(),
-                        analysis.device(),
-                        analysis,
-                        0)); // 0: the model's blocks are assumed, and the remedy says so
+        // 0: the model's blocks are assumed, and the remedy says so
+        return addDevice(session, analysis, extraRows, session.peakCategories(analysis, 0));
     }
 
     /** As {@link #addDevice(TraceSession, DeviceAnalysis, List)}, with the categories as the caller computed them. */

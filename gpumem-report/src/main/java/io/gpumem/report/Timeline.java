@@ -7,6 +7,7 @@ import io.gpumem.history.Frame;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
+import io.gpumem.trace.io.EntryFields;
 import io.gpumem.trace.window.WindowStart;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -34,6 +35,9 @@ final class Timeline {
     static final int BEFORE = -1;
 
     final List<TraceEntry> trace;
+    /** The trace's columns: every pass reads them, no record built per entry. */
+    private final EntryFields fields;
+
     final long startAllocated;
     final long startReserved;
     final long[] allocated;
@@ -63,6 +67,7 @@ final class Timeline {
             Sites sites,
             Map<Long, List<Frame>> endFrames) {
         this.trace = trace;
+        this.fields = EntryFields.of(trace);
         this.sites = sites;
         this.beforeSite = sites.id(Sites.BEFORE_TRACE);
         int n = trace.size();
@@ -91,10 +96,9 @@ final class Timeline {
         startAllocated = alloc;
         startReserved = res;
         for (int i = 0; i < n; i++) {
-            TraceEntry e = trace.get(i);
-            if (e.action() == TraceAction.ALLOC) {
-                allocSite[i] = sites.of(e.frames());
-                allocSize[i] = SizeRules.roundSize(Math.max(0, e.size()), config);
+            if (fields.action(i) == TraceAction.ALLOC) {
+                allocSite[i] = sites.of(fields.frames(i));
+                allocSize[i] = SizeRules.roundSize(Math.max(0, fields.size(i)), config);
             }
         }
         long[] siteBytes = new long[sites.size() + 1];
@@ -108,17 +112,18 @@ final class Timeline {
         }
         maxInto(siteBytes);
         for (int i = 0; i < n; i++) {
-            TraceEntry e = trace.get(i);
-            switch (e.action()) {
+            TraceAction action = fields.action(i);
+            switch (action) {
                 case ALLOC -> {
-                    alloc -= retire(open, e.addr(), i, siteBytes);
-                    open.put(e.addr(), i);
+                    long addr = fields.addr(i);
+                    alloc -= retire(open, addr, i, siteBytes);
+                    open.put(addr, i);
                     alloc += allocSize[i];
                     siteBytes[allocSite[i]] += allocSize[i];
                 }
-                case FREE_COMPLETED -> alloc -= retire(open, e.addr(), i, siteBytes);
-                case SEGMENT_ALLOC, SEGMENT_MAP -> res += e.size();
-                case SEGMENT_FREE, SEGMENT_UNMAP -> res -= e.size();
+                case FREE_COMPLETED -> alloc -= retire(open, fields.addr(i), i, siteBytes);
+                case SEGMENT_ALLOC, SEGMENT_MAP -> res += fields.size(i);
+                case SEGMENT_FREE, SEGMENT_UNMAP -> res -= fields.size(i);
                 default -> {}
             }
             allocated[i] = alloc;
@@ -128,7 +133,7 @@ final class Timeline {
                 peak = i;
             }
             peakRes = Math.max(peakRes, res);
-            if (e.action() == TraceAction.ALLOC) {
+            if (action == TraceAction.ALLOC) {
                 int s = allocSite[i];
                 siteMax[s] = Math.max(siteMax[s], siteBytes[s]);
             }
@@ -181,12 +186,13 @@ final class Timeline {
     Map<Long, Integer> liveAfter(int n) {
         Map<Long, Integer> open = openAtStart();
         for (int i = 0; i <= n && i < trace.size(); i++) {
-            TraceEntry e = trace.get(i);
-            if (e.action() == TraceAction.ALLOC) {
-                open.remove(e.addr());
-                open.put(e.addr(), i);
-            } else if (e.action() == TraceAction.FREE_COMPLETED) {
-                open.remove(e.addr());
+            TraceAction action = fields.action(i);
+            if (action == TraceAction.ALLOC) {
+                long addr = fields.addr(i);
+                open.remove(addr);
+                open.put(addr, i);
+            } else if (action == TraceAction.FREE_COMPLETED) {
+                open.remove(fields.addr(i));
             }
         }
         return open;
@@ -266,13 +272,14 @@ final class Timeline {
         Map<Long, Integer> open = openAtStart();
         int p = 0;
         for (int i = 0; i < n && p < points; i++) {
-            TraceEntry e = trace.get(i);
-            if (e.action() == TraceAction.ALLOC) {
-                retireQuiet(open, e.addr(), siteBytes);
-                open.put(e.addr(), i);
+            TraceAction action = fields.action(i);
+            if (action == TraceAction.ALLOC) {
+                long addr = fields.addr(i);
+                retireQuiet(open, addr, siteBytes);
+                open.put(addr, i);
                 siteBytes[allocSite[i]] += allocSize[i];
-            } else if (e.action() == TraceAction.FREE_COMPLETED) {
-                retireQuiet(open, e.addr(), siteBytes);
+            } else if (action == TraceAction.FREE_COMPLETED) {
+                retireQuiet(open, fields.addr(i), siteBytes);
             }
             if (i == index[p]) {
                 for (int s = 0; s < siteBytes.length; s++) {
@@ -295,7 +302,7 @@ final class Timeline {
         int[] ooms = new int[8];
         int count = 0;
         for (int i = 0; i < trace.size(); i++) {
-            if (trace.get(i).action() == TraceAction.OOM) {
+            if (fields.action(i) == TraceAction.OOM) {
                 if (count == ooms.length) {
                     ooms = Arrays.copyOf(ooms, count * 2);
                 }

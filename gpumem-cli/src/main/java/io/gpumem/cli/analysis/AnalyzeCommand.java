@@ -159,8 +159,9 @@ public final class AnalyzeCommand extends GpumemCommand {
                 text.println();
             }
             first = false;
+            session.classifyAhead(d); // beside the compare runs, which leave a core idle while the last one ends
             DeviceAnalysis result = analyseDevice(session, d, capacityBytes, text);
-            PeakCategories split = PeakCategories.of(session.trace(), d, result, checkpointBlocks);
+            PeakCategories split = session.peakCategories(result, checkpointBlocks);
             CategoryPrinter.print(split, text);
             results.add(result);
             categories.add(split);

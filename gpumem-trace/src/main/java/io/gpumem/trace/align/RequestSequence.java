@@ -6,6 +6,7 @@ import io.gpumem.engine.RequestStream;
 import io.gpumem.history.Frame;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
+import io.gpumem.trace.io.EntryFields;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.replay.WhatIfReplay;
 import io.gpumem.trace.window.RecordedConfig;
@@ -76,6 +77,7 @@ public final class RequestSequence {
         streamRank = new int[requests.streams().length];
         Arrays.fill(streamRank, -1);
         List<TraceEntry> entries = trace.traceOf(device);
+        EntryFields fields = EntryFields.of(entries); // no record built per request
         entryCount = entries.size();
         AllocatorConfig config = RecordedConfig.of(trace);
         boolean anyFrames = false;
@@ -91,7 +93,7 @@ public final class RequestSequence {
             if (streamRank[index] < 0) {
                 streamRank[index] = ranked++;
             }
-            List<Frame> frames = entries.get(requests.entry(k)).frames();
+            List<Frame> frames = fields.frames(requests.entry(k));
             boolean hasFrames = frames != null && !frames.isEmpty();
             anyFrames |= hasFrames;
             site[r++] = hasFrames ? signatures.intern(frames) : -1;
@@ -121,7 +123,16 @@ public final class RequestSequence {
      */
     public static RequestSequence of(TraceSnapshot trace, int device, FrameSignatures signatures) {
         WindowStart start = new WindowRebuilder(RecordedConfig.of(trace)).rebuild(trace, device);
-        RequestStream requests = new WhatIfReplay(trace, device, start).stream();
+        return of(trace, device, start, new WhatIfReplay(trace, device, start).stream(), signatures);
+    }
+
+    /**
+     * As {@link #of(TraceSnapshot, int, FrameSignatures)}, over a window already rebuilt and compiled (a session's:
+     * {@code start} rebuilt under the recorded configuration, {@code requests} compiled from it as
+     * {@link WhatIfReplay} compiles it), so that nothing is rebuilt twice.
+     */
+    public static RequestSequence of(
+            TraceSnapshot trace, int device, WindowStart start, RequestStream requests, FrameSignatures signatures) {
         if (requests.allocs() == 0) {
             throw new IllegalArgumentException(trace.source() + ": device " + device
                     + " has no alloc entry to align (a state-only snapshot or an empty trace)");
@@ -140,16 +151,17 @@ public final class RequestSequence {
         peakAllocated = allocated;
         peakReserved = reserved;
         allocatedAtPeakReserved = allocated;
+        EntryFields fields = EntryFields.of(entries); // no record built per entry
         boolean anyFree = false;
-        for (TraceEntry e : entries) {
-            anyFree |= e.action() == TraceAction.FREE_REQUESTED;
+        for (int i = 0; i < entries.size() && !anyFree; i++) {
+            anyFree = fields.action(i) == TraceAction.FREE_REQUESTED;
         }
         int r = 0;
         for (int i = 0; i < entries.size(); i++) {
-            TraceEntry e = entries.get(i);
-            switch (e.action()) {
+            TraceAction action = fields.action(i);
+            switch (action) {
                 case ALLOC -> {
-                    liveByAddr.put(e.addr(), r);
+                    liveByAddr.put(fields.addr(i), r);
                     allocated += roundedSize[r++];
                     if (allocated > peakAllocated) {
                         peakAllocated = allocated;
@@ -157,26 +169,26 @@ public final class RequestSequence {
                     }
                 }
                 case FREE_REQUESTED, FREE_COMPLETED -> {
-                    if (e.action() == TraceAction.FREE_COMPLETED && anyFree) {
+                    if (action == TraceAction.FREE_COMPLETED && anyFree) {
                         break;
                     }
-                    Integer freed = liveByAddr.remove(e.addr());
+                    Integer freed = liveByAddr.remove(fields.addr(i));
                     if (freed != null) {
                         freeEntry[freed] = i;
                         allocated -= roundedSize[freed];
                     } else {
-                        allocated -= SizeRules.roundSize(e.size(), config); // a block allocated before the window
+                        allocated -= SizeRules.roundSize(fields.size(i), config); // a block allocated before the window
                     }
                 }
                 case SEGMENT_ALLOC, SEGMENT_MAP -> {
-                    reserved += e.size();
+                    reserved += fields.size(i);
                     if (reserved > peakReserved) {
                         peakReserved = reserved;
                         peakReservedEntry = i;
                         allocatedAtPeakReserved = allocated;
                     }
                 }
-                case SEGMENT_FREE, SEGMENT_UNMAP -> reserved -= e.size();
+                case SEGMENT_FREE, SEGMENT_UNMAP -> reserved -= fields.size(i);
                 default -> {}
             }
         }

@@ -3,6 +3,7 @@ package io.gpumem.trace.analysis;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.policy.PolicySpec;
+import io.gpumem.trace.io.EntryFields;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.workload.TraceWorkload;
 import io.gpumem.trace.workload.WorkloadWhatIf;
@@ -90,8 +91,9 @@ public record DeviceAnalysis(
 
     /** Whether a trace holds at least one {@code alloc} entry (something to replay). */
     public static boolean hasRequests(List<TraceEntry> trace) {
-        for (TraceEntry e : trace) {
-            if (e.action() == TraceAction.ALLOC) {
+        EntryFields fields = EntryFields.of(trace);
+        for (int i = 0; i < trace.size(); i++) {
+            if (fields.action(i) == TraceAction.ALLOC) {
                 return true;
             }
         }

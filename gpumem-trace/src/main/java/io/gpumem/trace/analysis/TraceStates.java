@@ -2,6 +2,7 @@ package io.gpumem.trace.analysis;
 
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
+import io.gpumem.trace.io.EntryFields;
 import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.RecordedConfig;
@@ -30,8 +31,9 @@ public final class TraceStates {
 
     /** Index of the last {@code oom} entry of a device trace, or −1. */
     public static int lastOom(List<TraceEntry> trace) {
+        EntryFields fields = EntryFields.of(trace);
         for (int i = trace.size() - 1; i >= 0; i--) {
-            if (trace.get(i).action() == TraceAction.OOM) {
+            if (fields.action(i) == TraceAction.OOM) {
                 return i;
             }
         }

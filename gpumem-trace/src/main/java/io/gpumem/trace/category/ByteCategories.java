@@ -8,7 +8,9 @@ import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.align.FrameSignatures;
 import io.gpumem.trace.align.RequestSequence;
 import io.gpumem.trace.align.StepStructure;
+import io.gpumem.trace.io.EntryFields;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.replay.WhatIfReplay;
 import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowRebuilder;
 import io.gpumem.trace.window.WindowStart;
@@ -87,10 +89,19 @@ public final class ByteCategories {
      * @throws IllegalArgumentException when the device has no alloc entry (a state-only snapshot, an empty trace)
      */
     public static ByteCategories of(TraceSnapshot trace, int device) {
-        RequestSequence seq = RequestSequence.of(trace, device, new FrameSignatures());
-        StepStructure steps = StepStructure.of(seq);
         AllocatorConfig config = RecordedConfig.of(trace);
         WindowStart start = new WindowRebuilder(config).rebuild(trace, device);
+        return of(trace, device, config, start, new WhatIfReplay(trace, device, start).stream());
+    }
+
+    /**
+     * As {@link #of(TraceSnapshot, int)}, over a window already rebuilt under the recorded configuration
+     * {@code config} and compiled (a session's), so that nothing is rebuilt twice.
+     */
+    public static ByteCategories of(
+            TraceSnapshot trace, int device, AllocatorConfig config, WindowStart start, RequestStream requests) {
+        RequestSequence seq = RequestSequence.of(trace, device, start, requests, new FrameSignatures());
+        StepStructure steps = StepStructure.of(seq);
         return new Classifier(seq, steps, start, trace.traceOf(device), config).classify();
     }
 
@@ -207,6 +218,9 @@ public final class ByteCategories {
         private final StepStructure steps;
         private final WindowStart start;
         private final List<TraceEntry> entries;
+        /** The entries' columns (no record built per entry). */
+        private final EntryFields fields;
+
         private final AllocatorConfig config;
         private final Phase[] phase;
         /** The last {@code oom} entry of the trace, −1 when there is none. */
@@ -229,8 +243,9 @@ public final class ByteCategories {
             this.config = config;
             this.phase = new Phase[seq.size()];
             int oom = -1;
+            this.fields = EntryFields.of(entries);
             for (int i = 0; i < entries.size(); i++) {
-                oom = entries.get(i).action() == TraceAction.OOM ? i : oom;
+                oom = fields.action(i) == TraceAction.OOM ? i : oom;
             }
             this.lastOom = oom;
         }
@@ -256,7 +271,7 @@ public final class ByteCategories {
                 }
                 out.add(new CategorizedBlock(
                         r,
-                        entries.get(seq.allocEntryOf(r)).addr(),
+                        fields.addr(seq.allocEntryOf(r)),
                         seq.roundedSizeOf(r),
                         seq.allocEntryOf(r),
                         seq.freeEntryOf(r),
@@ -396,17 +411,17 @@ public final class ByteCategories {
                 return;
             }
             boolean anyFreeRequested = false;
-            for (TraceEntry e : entries) {
-                anyFreeRequested |= e.action() == TraceAction.FREE_REQUESTED;
+            for (int i = 0; i < entries.size() && !anyFreeRequested; i++) {
+                anyFreeRequested = fields.action(i) == TraceAction.FREE_REQUESTED;
             }
             TraceAction freeAction = anyFreeRequested ? TraceAction.FREE_REQUESTED : TraceAction.FREE_COMPLETED;
             // A start block is freed by the first free of its address before any alloc reuses that address.
             for (int i = 0; i < entries.size() && !liveStart.isEmpty(); i++) {
-                TraceEntry e = entries.get(i);
-                if (e.action() == TraceAction.ALLOC) {
-                    liveStart.remove(e.addr());
-                } else if (e.action() == freeAction) {
-                    Integer k = liveStart.remove(e.addr());
+                TraceAction a = fields.action(i);
+                if (a == TraceAction.ALLOC) {
+                    liveStart.remove(fields.addr(i));
+                } else if (a == freeAction) {
+                    Integer k = liveStart.remove(fields.addr(i));
                     if (k != null) {
                         CategorizedBlock b = out.get(k);
                         out.set(k, new CategorizedBlock(-1, b.address(), b.bytes(), -1, i, -1, b.rule()));

@@ -11,6 +11,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
+import java.util.function.Supplier;
 
 /**
  * What {@code analyze}, {@code demo} and the report say about one device's live bytes: the six categories at peak
@@ -82,6 +83,20 @@ public final class PeakCategories {
      * @param checkpointBlocks the {@code n} of the checkpointing model, or ≤ 0 for {@link #DEFAULT_CHECKPOINT_BLOCKS}
      */
     public static PeakCategories of(TraceSnapshot trace, int device, DeviceAnalysis analysis, int checkpointBlocks) {
+        return of(trace, device, analysis, checkpointBlocks, () -> ByteCategories.of(trace, device));
+    }
+
+    /**
+     * As {@link #of(TraceSnapshot, int, DeviceAnalysis, int)}, the blocks classified by {@code classify} (a
+     * session's classification over its own window), asked for only when the device has requests; what it throws
+     * makes the split unclassified, as a window that cannot be classified does.
+     */
+    public static PeakCategories of(
+            TraceSnapshot trace,
+            int device,
+            DeviceAnalysis analysis,
+            int checkpointBlocks,
+            Supplier<ByteCategories> classify) {
         boolean failed = analysis.analysis().state().oom().isPresent();
         if (!DeviceAnalysis.hasRequests(trace.traceOf(device))) {
             return unclassified(
@@ -91,7 +106,7 @@ public final class PeakCategories {
         }
         ByteCategories c;
         try {
-            c = ByteCategories.of(trace, device);
+            c = classify.get();
         } catch (RuntimeException e) {
             return unclassified(
                     analysis, "the window could not be classified (" + e.getMessage() + "): every live byte is other");

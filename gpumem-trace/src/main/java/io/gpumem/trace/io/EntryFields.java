@@ -1,13 +1,16 @@
 package io.gpumem.trace.io;
 
+import io.gpumem.history.Frame;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 
 /**
- * The fields of a device trace's entries that a replay reads entry by entry (action, address, size, stream), by
- * index: straight from the columns when the trace is stored as {@link TraceColumns} (no record built per entry),
- * else from the records of any other list. What the window rebuild and its compile walk.
+ * The fields of a device trace's entries that a replay reads entry by entry (action, address, size, stream, and
+ * the frames a request's site is taken from), by index: straight from the columns when the trace is stored as
+ * {@link TraceColumns} (no record built per entry), else from the records of any other list. What the window
+ * rebuild, its compile and the passes of the analysis over a whole trace walk.
  */
 public interface EntryFields {
 
@@ -19,9 +22,13 @@ public interface EntryFields {
 
     long stream(int index);
 
-    /** The fields of {@code trace}: its columns when it has them. */
+    /** The entry's frames, null when it has none (the list the entry itself would hold). */
+    @Nullable
+    List<Frame> frames(int index);
+
+    /** The fields of {@code trace}: its columns when it has them (the columns, or a range of them). */
     static EntryFields of(List<TraceEntry> trace) {
-        if (trace instanceof TraceColumns columns) {
+        if (trace instanceof EntryFields columns) {
             return columns;
         }
         return new EntryFields() {
@@ -43,6 +50,11 @@ public interface EntryFields {
             @Override
             public long stream(int index) {
                 return trace.get(index).stream();
+            }
+
+            @Override
+            public @Nullable List<Frame> frames(int index) {
+                return trace.get(index).frames();
             }
         };
     }

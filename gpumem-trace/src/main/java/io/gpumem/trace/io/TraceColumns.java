@@ -10,6 +10,7 @@ import java.util.Arrays;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.RandomAccess;
+import org.jspecify.annotations.Nullable;
 
 /**
  * One device's trace as a snapshot file holds it, stored in columns rather than as one {@link TraceEntry} per
@@ -227,6 +228,89 @@ public final class TraceColumns extends AbstractList<TraceEntry> implements Rand
     @Override
     public long stream(int index) {
         return streamTable[streams[chunkOf(index)][index & MASK]];
+    }
+
+    /** The entry's frames (null when absent): the interned list {@link #get} would give it. */
+    @Override
+    public @Nullable List<Frame> frames(int index) {
+        return framesOf(frames[chunkOf(index)][index & MASK]);
+    }
+
+    /**
+     * Entries {@code from} to {@code to} (exclusive) as a view that keeps the columns' {@link EntryFields} (a
+     * state rebuilt after entry n walks such a suffix).
+     */
+    @Override
+    public List<TraceEntry> subList(int from, int to) {
+        subListRangeCheck(from, to, size);
+        return new Range(this, from, to - from);
+    }
+
+    /** A read-only window of the columns: index i is the columns' {@code from + i}. */
+    private static final class Range extends AbstractList<TraceEntry> implements RandomAccess, EntryFields {
+        private final TraceColumns columns;
+        private final int from;
+        private final int size;
+
+        Range(TraceColumns columns, int from, int size) {
+            this.columns = columns;
+            this.from = from;
+            this.size = size;
+        }
+
+        private int at(int index) {
+            if (index < 0 || index >= size) {
+                throw new IndexOutOfBoundsException("index " + index + " of " + size + " entries");
+            }
+            return from + index;
+        }
+
+        @Override
+        public int size() {
+            return size;
+        }
+
+        @Override
+        public TraceEntry get(int index) {
+            return columns.get(at(index));
+        }
+
+        @Override
+        public TraceAction action(int index) {
+            return columns.action(at(index));
+        }
+
+        @Override
+        public long addr(int index) {
+            return columns.addr(at(index));
+        }
+
+        @Override
+        public long size(int index) {
+            return columns.size(at(index));
+        }
+
+        @Override
+        public long stream(int index) {
+            return columns.stream(at(index));
+        }
+
+        @Override
+        public @Nullable List<Frame> frames(int index) {
+            return columns.frames(at(index));
+        }
+
+        @Override
+        public List<TraceEntry> subList(int start, int end) {
+            subListRangeCheck(start, end, size);
+            return new Range(columns, from + start, end - start);
+        }
+    }
+
+    private static void subListRangeCheck(int from, int to, int size) {
+        if (from < 0 || to > size || from > to) {
+            throw new IndexOutOfBoundsException("entries " + from + " to " + to + " of " + size);
+        }
     }
 
     /** The entry's {@code time_us} (0 when absent). */

@@ -2,6 +2,7 @@ package io.gpumem.trace.replay;
 
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
+import io.gpumem.trace.io.EntryFields;
 import java.util.List;
 
 /**
@@ -24,15 +25,17 @@ public record RecordedTotals(long startReserved, long peakReserved, long endRese
         long peak = reserved;
         long capacity = 0;
         long ooms = 0;
-        for (TraceEntry e : trace) {
-            switch (e.action()) {
+        EntryFields fields = EntryFields.of(trace); // no record built per entry, but for the few OOMs
+        for (int i = 0; i < trace.size(); i++) {
+            switch (fields.action(i)) {
                 case SEGMENT_ALLOC, SEGMENT_MAP -> {
-                    reserved += e.size();
+                    reserved += fields.size(i);
                     peak = Math.max(peak, reserved);
                 }
-                case SEGMENT_FREE, SEGMENT_UNMAP -> reserved -= e.size();
+                case SEGMENT_FREE, SEGMENT_UNMAP -> reserved -= fields.size(i);
                 case OOM -> {
                     ooms++;
+                    TraceEntry e = trace.get(i);
                     if (e.has(TraceEntry.DEVICE_FREE)) {
                         capacity = Math.max(capacity, reserved + e.deviceFree());
                     }

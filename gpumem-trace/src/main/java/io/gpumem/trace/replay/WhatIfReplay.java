@@ -12,6 +12,7 @@ import io.gpumem.history.TraceEntry;
 import io.gpumem.policy.PolicyRegistry;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.policy.PreparedPolicy;
+import io.gpumem.trace.io.EntryFields;
 import io.gpumem.trace.io.OpsScriptReader;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.WindowStart;
@@ -124,8 +125,9 @@ public final class WhatIfReplay {
     public static boolean[] classifyReleaseRuns(List<TraceEntry> trace) {
         boolean[] user = new boolean[trace.size()];
         boolean allocSeen = false;
+        EntryFields fields = EntryFields.of(trace);
         for (int i = 0; i < trace.size(); i++) {
-            TraceAction a = trace.get(i).action();
+            TraceAction a = fields.action(i);
             if (a == TraceAction.ALLOC) {
                 allocSeen = true;
             }
@@ -134,13 +136,12 @@ public final class WhatIfReplay {
                 user[i] = true;
                 continue;
             }
-            if (RecordedTotals.isRelease(a)
-                    && (i == 0 || !RecordedTotals.isRelease(trace.get(i - 1).action()))) {
+            if (RecordedTotals.isRelease(a) && (i == 0 || !RecordedTotals.isRelease(fields.action(i - 1)))) {
                 int j = i;
-                while (j < trace.size() && RecordedTotals.isRelease(trace.get(j).action())) {
+                while (j < trace.size() && RecordedTotals.isRelease(fields.action(j))) {
                     j++;
                 }
-                TraceAction next = j < trace.size() ? trace.get(j).action() : null;
+                TraceAction next = j < trace.size() ? fields.action(j) : null;
                 boolean retry = allocSeen
                         && (next == TraceAction.SEGMENT_ALLOC
                                 || next == TraceAction.SEGMENT_MAP

@@ -12,6 +12,9 @@ import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.analysis.SnapshotStates;
 import io.gpumem.trace.analysis.TraceWhatIf;
 import io.gpumem.trace.analysis.WhatIf;
+import io.gpumem.trace.category.ByteCategories;
+import io.gpumem.trace.category.PeakCategories;
+import io.gpumem.trace.io.EntryFields;
 import io.gpumem.trace.io.InconsistentSnapshotException;
 import io.gpumem.trace.io.ReadLimits;
 import io.gpumem.trace.io.TraceFormatException;
@@ -28,6 +31,8 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.FutureTask;
 
 /**
  * One trace as every trace command sees it ({@code replay}, {@code compare}, {@code analyze}, {@code report}, and
@@ -46,7 +51,8 @@ import java.util.Map;
  * the recorded configuration is derived once. {@link #fileReads()}, {@link #windowRebuilds()} and
  * {@link #streamCompiles()} count the work actually done, so tests can hold the session to this. A session is
  * confined to the thread that uses it; the replays it starts may run configurations in parallel over its
- * read-only windows.
+ * read-only windows, and a device's classification of its bytes ({@link #classifyAhead}) beside them, over the same
+ * window (the categories reuse it rather than rebuilding their own).
  *
  * <p>Errors are typed: a file that cannot be read is a {@link TraceFormatException} (naming the file and the
  * entry or field), including recorded allocator settings that do not parse; a window that cannot be rebuilt or
@@ -64,6 +70,8 @@ public final class TraceSession {
     private int windowRebuilds;
     private int streamCompiles;
     private ProgressListener whatIfProgress = ProgressListener.NONE;
+    /** Each device's classification of its bytes, begun once ({@link #classifyAhead}) and taken once. */
+    private final Map<Integer, FutureTask<ByteCategories>> classifications = new HashMap<>();
 
     private TraceSession(TraceSnapshot trace, int fileReads) {
         this.trace = trace;
@@ -122,8 +130,10 @@ public final class TraceSession {
         long most = -1;
         for (int d = 0; d < trace.deviceTraces().size(); d++) {
             long n = 0;
-            for (TraceEntry e : trace.traceOf(d)) {
-                n += e.action() == TraceAction.ALLOC ? 1 : 0;
+            List<TraceEntry> entries = trace.traceOf(d);
+            EntryFields fields = EntryFields.of(entries);
+            for (int i = 0; i < entries.size(); i++) {
+                n += fields.action(i) == TraceAction.ALLOC ? 1 : 0;
             }
             if (n > most) {
                 most = n;
@@ -324,6 +334,74 @@ public final class TraceSession {
         } catch (IllegalArgumentException | IllegalStateException e) {
             throw new InconsistentSnapshotException(source(), e);
         }
+    }
+
+    /**
+     * Starts classifying {@code device}'s bytes ({@link ByteCategories}, over this session's window) on a thread of
+     * its own, so that it runs beside the what-if runs {@link #analyze} starts next rather than after them;
+     * {@link #peakCategories} takes the result. Does nothing for a device without requests (nothing to classify)
+     * or one already begun. The classification only reads the trace and the window, as the what-if runs do.
+     */
+    public void classifyAhead(int device) {
+        if (!classifications.containsKey(device) && hasRequests(device)) {
+            Thread t = new Thread(classification(device), "gpumem-categories");
+            t.setDaemon(true);
+            t.start();
+        }
+    }
+
+    /**
+     * What the live bytes of the analysed device are for ({@link PeakCategories#of}), classified over this session's
+     * window (rebuilt and compiled once, shared with the what-if runs), or taken from {@link #classifyAhead}.
+     */
+    public PeakCategories peakCategories(DeviceAnalysis analysis, int checkpointBlocks) {
+        int d = analysis.device();
+        return PeakCategories.of(trace, d, analysis, checkpointBlocks, () -> classified(d));
+    }
+
+    private ByteCategories classified(int device) {
+        FutureTask<ByteCategories> task = classification(device);
+        task.run(); // nothing when it already ran or runs on its own thread
+        try {
+            return task.get();
+        } catch (ExecutionException e) {
+            if (e.getCause() instanceof RuntimeException r) {
+                throw r;
+            }
+            if (e.getCause() instanceof Error err) {
+                throw err;
+            }
+            throw new IllegalStateException(e.getCause());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while classifying device " + device + "'s bytes", e);
+        }
+    }
+
+    /**
+     * The classification task of {@code device}, made once. Its window is made here, on the session's thread; a
+     * window that cannot be rebuilt leaves the classification to rebuild its own, which fails as it always did.
+     */
+    private FutureTask<ByteCategories> classification(int device) {
+        FutureTask<ByteCategories> task = classifications.get(device);
+        if (task == null) {
+            DeviceWindow w;
+            AllocatorConfig config;
+            try {
+                w = window(device);
+                config = recordedConfig();
+            } catch (RuntimeException e) {
+                w = null;
+                config = null;
+            }
+            DeviceWindow shared = w;
+            AllocatorConfig recorded = config;
+            task = new FutureTask<>(() -> shared == null
+                    ? ByteCategories.of(trace, device)
+                    : ByteCategories.of(trace, device, recorded, shared.start(), shared.replay().stream()));
+            classifications.put(device, task);
+        }
+        return task;
     }
 
     /** How many times a file was read (1 for a session opened on a file, 0 for one over a trace in memory). */

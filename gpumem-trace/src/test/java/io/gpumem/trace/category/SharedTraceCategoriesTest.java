@@ -7,8 +7,11 @@ import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.TestTraces;
 import io.gpumem.trace.align.FrameSignatures;
 import io.gpumem.trace.align.RequestSequence;
+import io.gpumem.trace.analysis.DeviceAnalysis;
+import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.session.TraceSession;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -51,6 +54,29 @@ class SharedTraceCategoriesTest {
         assertThat(c.atPeak().total()).as("six categories at the peak").isEqualTo(c.peakAllocated());
         assertThat(c.peakAllocated()).as("the request sequence's peak").isEqualTo(seq.peakAllocated());
         return c;
+    }
+
+    /**
+     * A session classifies over the window it shares with its what-if runs, begun ahead on a thread of its own (as
+     * analyze and report do): the split is the one classified from the file alone, and no window is rebuilt for it.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"lm2.7b-train-step", "gnn-train-expandable-oom", "opt1.3b-state-only"})
+    void aSessionsClassificationIsTheOneFromTheFileAlone(String name) {
+        TraceSession session = TraceSession.of(read(name));
+        int d = session.busiestDevice();
+        session.classifyAhead(d);
+        DeviceAnalysis analysis = session.analyze(d, null, MemoryState.UNKNOWN, 5, false);
+        PeakCategories shared = session.peakCategories(analysis, 0);
+        PeakCategories alone = PeakCategories.of(session.trace(), d, analysis, 0);
+        assertThat(shared.peakEntry()).isEqualTo(alone.peakEntry());
+        assertThat(shared.atPeak()).isEqualTo(alone.atPeak());
+        assertThat(shared.atEnd()).isEqualTo(alone.atEnd());
+        assertThat(shared.atFailure()).isEqualTo(alone.atFailure());
+        assertThat(shared.rulesAtPeak()).isEqualTo(alone.rulesAtPeak());
+        assertThat(shared.notes()).isEqualTo(alone.notes());
+        assertThat(shared.remedies()).isEqualTo(alone.remedies());
+        assertThat(session.windowRebuilds()).isLessThanOrEqualTo(1);
     }
 
     @ParameterizedTest
