@@ -60,6 +60,9 @@ final class Timeline {
     /** Largest bytes each site held at any moment. */
     final long[] siteMax;
 
+    /** The blocks live after the last entry, as the pass that measured the levels left them. */
+    private final Map<Long, Integer> liveAtEnd;
+
     Timeline(
             List<TraceEntry> trace,
             WindowStart start,
@@ -138,6 +141,7 @@ final class Timeline {
                 siteMax[s] = Math.max(siteMax[s], siteBytes[s]);
             }
         }
+        this.liveAtEnd = open;
         this.peakIndex = peak;
         this.peakAllocated = n == 0 ? startAllocated : Math.max(peakAlloc, startAllocated);
         this.peakReserved = peakRes;
@@ -182,8 +186,15 @@ final class Timeline {
         return trace.size();
     }
 
-    /** The blocks live after entry {@code n} (−1: at the start): address to alloc entry, or {@link #BEFORE}. */
+    /**
+     * The blocks live after entry {@code n} (−1: at the start): address to alloc entry, or {@link #BEFORE}. After
+     * the last entry (the end state a report usually analyses) it is what the levels' pass left, with no pass of
+     * its own.
+     */
     Map<Long, Integer> liveAfter(int n) {
+        if (n >= trace.size() - 1 && n >= 0) {
+            return new HashMap<>(liveAtEnd);
+        }
         Map<Long, Integer> open = openAtStart();
         for (int i = 0; i <= n && i < trace.size(); i++) {
             TraceAction action = fields.action(i);

@@ -56,6 +56,13 @@ class TimelineTest {
         assertThat(t.freedAt[2]).isEqualTo(5);
         assertThat(t.liveAfter(2)).containsOnlyKeys(seg, seg + 1024);
         assertThat(t.liveAfter(4)).containsOnlyKeys(seg + 1024);
+        assertThat(t.liveAfter(6))
+                .as("after the last entry: what the levels' pass left")
+                .isEmpty();
+        Timeline open = new Timeline(trace.subList(0, 5), null, AllocatorConfig.defaults(), new Sites(), Map.of());
+        assertThat(open.liveAfter(4)).containsExactly(Map.entry(seg + 1024, 2));
+        assertThat(open.liveAfter(3)).containsOnlyKeys(seg, seg + 1024);
+        assertThat(open.liveAfter(4)).as("a fresh map each time").isNotSameAs(open.liveAfter(4));
     }
 
     @Test
