@@ -14,7 +14,7 @@ public final class ReadLimitOptions {
     @Option(
             names = "--max-file-size",
             paramLabel = "SIZE",
-            defaultValue = "1GiB",
+            defaultValue = "4GiB",
             converter = SizeConverter.class,
             description = "Refuse files larger than SIZE (default: ${DEFAULT-VALUE}).")
     long maxFileSize;

@@ -50,6 +50,9 @@ import java.util.stream.Collectors;
  */
 public final class PytorchSnapshotReader {
 
+    /** The most bytes {@link #read(InputStream, String)} holds: the largest array the JVM allocates. */
+    private static final int MAX_STREAM_BYTES = Integer.MAX_VALUE - 8;
+
     private final ReadLimits limits;
 
     public PytorchSnapshotReader() {
@@ -74,16 +77,22 @@ public final class PytorchSnapshotReader {
         return convert(converter, root);
     }
 
-    /** Reads a snapshot from a stream (at most the file-size limit); {@code name} is used in error messages. */
+    /**
+     * Reads a snapshot from a stream (at most the file-size limit, and at most the 2 GiB an array holds: a stream is
+     * read whole, a file in chunks); {@code name} is used in error messages.
+     */
     public TraceSnapshot read(InputStream in, String name) {
+        long limit = Math.min(MAX_STREAM_BYTES, limits.maxFileBytes());
         byte[] bytes;
+        boolean more;
         try {
-            bytes = in.readNBytes((int) Math.min(Integer.MAX_VALUE - 8, limits.maxFileBytes() + 1));
+            bytes = in.readNBytes((int) Math.min(MAX_STREAM_BYTES, limit + 1));
+            more = bytes.length == MAX_STREAM_BYTES && in.read() >= 0;
         } catch (IOException e) {
             throw new TraceFormatException(name, "", "cannot read: " + e.getMessage(), e);
         }
-        if (bytes.length > limits.maxFileBytes()) {
-            throw new TraceFormatException(name, "", "input is over the limit of " + limits.maxFileBytes() + " bytes");
+        if (bytes.length > limit || more) {
+            throw new TraceFormatException(name, "", "input is over the limit of " + limit + " bytes");
         }
         Converter converter = new Converter(name, limits, bytes.length);
         return convert(converter, unpickle(() -> PlainDataUnpickler.load(bytes, bytes.length, converter), name));

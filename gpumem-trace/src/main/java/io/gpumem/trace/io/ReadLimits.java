@@ -14,8 +14,12 @@ import java.nio.file.Path;
  */
 public record ReadLimits(long maxFileBytes, long maxEntries) {
 
-    /** 1 GiB files, 50 million entries: far above any public snapshot (the largest dev trace is 19,342). */
-    public static final ReadLimits DEFAULT = new ReadLimits(1L << 30, 50_000_000L);
+    /**
+     * 4 GiB files, 50 million entries: far above any public snapshot (the largest dev trace is 19,342 entries), and
+     * what the streaming reader holds in a laptop's default heap (about 25 bytes an entry in {@link TraceColumns}; a
+     * 1 GB snapshot of {@code gpumem demo} has 16.6 million entries, so the entry limit binds first, near 3 GB).
+     */
+    public static final ReadLimits DEFAULT = new ReadLimits(4L << 30, 50_000_000L);
 
     public ReadLimits {
         if (maxFileBytes <= 0 || maxEntries <= 0) {
