@@ -69,14 +69,17 @@ record DeviceReport(
                 analysed.oom().isPresent() ? "at the OOM: " + analysed.label() : analysed.label(),
                 analysed,
                 timeline,
-                timeline.liveAfter(analysis.end() - 1));
+                timeline.lifetimesAfter(analysis.end() - 1));
         int peak = timeline.peakIndex;
         SegmentMap peakMap = null;
         if (peak >= 0 && peak != analysis.end() - 1) {
             try {
                 MemoryState atPeak = TraceStates.afterEntry(snapshot, d, peak, analysed.capacity());
                 peakMap = SegmentMap.of(
-                        "at peak allocated (after entry #" + peak + ")", atPeak, timeline, timeline.liveAfter(peak));
+                        "at peak allocated (after entry #" + peak + ")",
+                        atPeak,
+                        timeline,
+                        timeline.lifetimesAfter(peak));
             } catch (RuntimeException e) {
                 notes.add("the state at peak allocated (entry #" + peak + ") could not be rebuilt: " + e.getMessage());
             }

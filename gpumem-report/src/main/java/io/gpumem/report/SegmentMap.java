@@ -19,10 +19,11 @@ import java.util.Map;
 record SegmentMap(String title, MemoryState state, List<int[][]> blockInfo, int largestSegment, int largestBlock) {
 
     /**
-     * Attributes the blocks of {@code state} using the blocks live at that moment ({@code live}: address to
-     * alloc entry, {@link Timeline#BEFORE} for blocks older than the trace).
+     * Attributes the blocks of {@code state} using the blocks live at that moment ({@code live}: by address, {site,
+     * alloc entry ({@link Timeline#BEFORE} for blocks older than the trace), entry that frees it}, as
+     * {@link Timeline#lifetimesAfter} gives them).
      */
-    static SegmentMap of(String title, MemoryState state, Timeline timeline, Map<Long, Integer> live) {
+    static SegmentMap of(String title, MemoryState state, Timeline timeline, Map<Long, int[]> live) {
         List<int[][]> info = new ArrayList<>();
         int largestSegment = -1;
         int largestBlock = -1;
@@ -42,14 +43,14 @@ record SegmentMap(String title, MemoryState state, List<int[][]> blockInfo, int 
                     }
                     continue;
                 }
-                Integer at = live.get(blk.address());
-                if (at == null || at == Timeline.BEFORE) {
+                int[] at = live.get(blk.address());
+                if (at == null || at[1] == Timeline.BEFORE) {
                     long[] start = timeline.startBlocks.get(blk.address());
                     int site = start != null ? (int) start[1] : timeline.beforeSite;
                     Integer freed = timeline.startFreedAt.get(blk.address());
                     rows[b] = new int[] {site, -1, freed == null ? -1 : freed};
                 } else {
-                    rows[b] = new int[] {timeline.allocSite[at], at, timeline.freedAt[at]};
+                    rows[b] = at.clone();
                 }
             }
             info.add(rows);

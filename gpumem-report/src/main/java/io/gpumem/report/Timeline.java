@@ -16,8 +16,8 @@ import java.util.Map;
 
 /**
  * Allocated and reserved bytes after every entry of one device trace, allocated bytes split by allocation
- * site, and each request's lifetime: the data behind the report's timeline and the hover text of its
- * segment maps.
+ * site, and the lifetimes of the blocks live at a given moment: the data behind the report's timeline and the
+ * hover text of its segment maps.
  *
  * <p>Method: start from the window's rebuilt start state (its live blocks count as allocated, their site is
  * {@link Sites#BEFORE_TRACE}); an {@code alloc} adds its block size (the request rounded as the recorded
@@ -26,25 +26,24 @@ import java.util.Map;
  * added; segment entries move reserved bytes exactly. An {@code alloc} at an address that is still live (a
  * trace with a lost free) first retires the old block.
  *
- * <p>Invariants: arrays are indexed by entry; {@code allocSite[i]} and {@code freedAt[i]} are meaningful only
- * for {@code alloc} entries ({@code freedAt} −1 when the block is live at the end); allocated and reserved
- * never go below zero in a consistent trace.
+ * <p>Memory: nothing is kept per entry (a snapshot of a gigabyte has tens of millions of entries, and arrays of
+ * them would outweigh the trace itself). Each question walks the trace again ({@link Walk}: the blocks open at
+ * each moment, the bytes per site), holding only the blocks live at once: the constructor walks it once for the
+ * peaks and each site's maximum, {@link #sample} twice (the points, then their split by site) and
+ * {@link #lifetimesAfter} up to its moment and on to the frees of the blocks live then.
+ *
+ * <p>Invariants: allocated and reserved never go below zero in a consistent trace; the site ids are given in
+ * the order the start blocks and then the trace's {@code alloc} entries first name them.
  */
 final class Timeline {
     /** Marker in a live map for a block allocated before the trace. */
     static final int BEFORE = -1;
 
     final List<TraceEntry> trace;
-    /** The trace's columns: every pass reads them, no record built per entry. */
     private final EntryFields fields;
-
+    private final AllocatorConfig config;
     final long startAllocated;
     final long startReserved;
-    final long[] allocated;
-    final long[] reserved;
-    final int[] allocSite;
-    final long[] allocSize;
-    final int[] freedAt;
     /** Block size and site of blocks live at the start, by address. */
     final Map<Long, long[]> startBlocks = new HashMap<>();
     /** Entry that freed a block live at the start, by address. */
@@ -60,8 +59,8 @@ final class Timeline {
     /** Largest bytes each site held at any moment. */
     final long[] siteMax;
 
-    /** The blocks live after the last entry, as the pass that measured the levels left them. */
-    private final Map<Long, Integer> liveAtEnd;
+    /** The blocks live after the last entry, as the constructor's walk left them. */
+    private final Map<Long, Open> liveAtEnd;
 
     Timeline(
             List<TraceEntry> trace,
@@ -71,16 +70,10 @@ final class Timeline {
             Map<Long, List<Frame>> endFrames) {
         this.trace = trace;
         this.fields = EntryFields.of(trace);
+        this.config = config;
         this.sites = sites;
         this.beforeSite = sites.id(Sites.BEFORE_TRACE);
         int n = trace.size();
-        allocated = new long[n];
-        reserved = new long[n];
-        allocSite = new int[n];
-        allocSize = new long[n];
-        freedAt = new int[n];
-        Arrays.fill(allocSite, -1);
-        Arrays.fill(freedAt, -1);
         long alloc = 0;
         long res = 0;
         if (start != null) {
@@ -98,88 +91,94 @@ final class Timeline {
         }
         startAllocated = alloc;
         startReserved = res;
-        for (int i = 0; i < n; i++) {
-            if (fields.action(i) == TraceAction.ALLOC) {
-                allocSite[i] = sites.of(fields.frames(i));
-                allocSize[i] = SizeRules.roundSize(Math.max(0, fields.size(i)), config);
-            }
-        }
-        long[] siteBytes = new long[sites.size() + 1];
-        siteMax = new long[sites.size() + 1];
-        Map<Long, Integer> open = openAtStart();
+        Walk w = new Walk();
+        long[] max = w.siteBytes.clone();
         int peak = -1;
         long peakAlloc = Long.MIN_VALUE;
         long peakRes = res;
-        for (long[] b : startBlocks.values()) {
-            siteBytes[(int) b[1]] += b[0];
-        }
-        maxInto(siteBytes);
         for (int i = 0; i < n; i++) {
-            TraceAction action = fields.action(i);
-            switch (action) {
-                case ALLOC -> {
-                    long addr = fields.addr(i);
-                    alloc -= retire(open, addr, i, siteBytes);
-                    open.put(addr, i);
-                    alloc += allocSize[i];
-                    siteBytes[allocSite[i]] += allocSize[i];
-                }
-                case FREE_COMPLETED -> alloc -= retire(open, fields.addr(i), i, siteBytes);
-                case SEGMENT_ALLOC, SEGMENT_MAP -> res += fields.size(i);
-                case SEGMENT_FREE, SEGMENT_UNMAP -> res -= fields.size(i);
-                default -> {}
+            Open retired = w.step(i);
+            if (retired != null && retired.entry == BEFORE) {
+                startFreedAt.putIfAbsent(fields.addr(i), i);
             }
-            allocated[i] = alloc;
-            reserved[i] = res;
-            if (alloc > peakAlloc) {
-                peakAlloc = alloc;
+            if (w.allocated > peakAlloc) {
+                peakAlloc = w.allocated;
                 peak = i;
             }
-            peakRes = Math.max(peakRes, res);
-            if (action == TraceAction.ALLOC) {
-                int s = allocSite[i];
-                siteMax[s] = Math.max(siteMax[s], siteBytes[s]);
+            peakRes = Math.max(peakRes, w.reserved);
+            if (fields.action(i) == TraceAction.ALLOC) {
+                int s = w.open.get(fields.addr(i)).site;
+                if (s >= max.length) {
+                    max = Arrays.copyOf(max, Math.max(s + 1, max.length * 2));
+                }
+                max[s] = Math.max(max[s], w.siteBytes[s]);
             }
         }
-        this.liveAtEnd = open;
+        this.siteMax = Arrays.copyOf(max, sites.size() + 1);
+        this.liveAtEnd = w.open;
         this.peakIndex = peak;
         this.peakAllocated = n == 0 ? startAllocated : Math.max(peakAlloc, startAllocated);
         this.peakReserved = peakRes;
     }
 
-    private void maxInto(long[] siteBytes) {
-        for (int s = 0; s < siteBytes.length; s++) {
-            siteMax[s] = Math.max(siteMax[s], siteBytes[s]);
-        }
-    }
+    /** A block open in a {@link Walk}: its alloc entry ({@link #BEFORE} for a start block), site and bytes. */
+    private record Open(int entry, int site, long bytes) {}
 
-    private Map<Long, Integer> openAtStart() {
-        Map<Long, Integer> open = new HashMap<>();
-        for (Long addr : startBlocks.keySet()) {
-            open.put(addr, BEFORE);
-        }
-        return open;
-    }
+    /**
+     * One walk over the trace from the window's start: the blocks open after each entry by address, allocated and
+     * reserved bytes, and the bytes each site holds (grown as sites appear).
+     */
+    private final class Walk {
+        final Map<Long, Open> open = new HashMap<>();
+        long allocated = startAllocated;
+        long reserved = startReserved;
+        long[] siteBytes = new long[sites.size() + 1];
 
-    /** Closes the block open at {@code addr} (if any) at entry {@code i}; returns the bytes it held. */
-    private long retire(Map<Long, Integer> open, long addr, int i, long[] siteBytes) {
-        Integer a = open.remove(addr);
-        if (a == null) {
-            return 0;
-        }
-        if (a == BEFORE) {
-            long[] b = startBlocks.get(addr);
-            startFreedAt.putIfAbsent(addr, i);
-            if (siteBytes != null) {
-                siteBytes[(int) b[1]] -= b[0];
+        Walk() {
+            for (Map.Entry<Long, long[]> b : startBlocks.entrySet()) {
+                long[] v = b.getValue();
+                open.put(b.getKey(), new Open(BEFORE, (int) v[1], v[0]));
+                siteBytes[(int) v[1]] += v[0];
             }
-            return b[0];
         }
-        freedAt[a] = i;
-        if (siteBytes != null) {
-            siteBytes[allocSite[a]] -= allocSize[a];
+
+        /** Applies entry {@code i}; returns the block it retired, or null. */
+        Open step(int i) {
+            return switch (fields.action(i)) {
+                case ALLOC -> {
+                    long addr = fields.addr(i);
+                    Open old = retire(addr);
+                    int site = sites.of(fields.frames(i));
+                    if (site >= siteBytes.length) {
+                        siteBytes = Arrays.copyOf(siteBytes, Math.max(site + 1, siteBytes.length * 2));
+                    }
+                    long bytes = SizeRules.roundSize(Math.max(0, fields.size(i)), config);
+                    open.put(addr, new Open(i, site, bytes));
+                    allocated += bytes;
+                    siteBytes[site] += bytes;
+                    yield old;
+                }
+                case FREE_COMPLETED -> retire(fields.addr(i));
+                case SEGMENT_ALLOC, SEGMENT_MAP -> {
+                    reserved += fields.size(i);
+                    yield null;
+                }
+                case SEGMENT_FREE, SEGMENT_UNMAP -> {
+                    reserved -= fields.size(i);
+                    yield null;
+                }
+                default -> null;
+            };
         }
-        return allocSize[a];
+
+        private Open retire(long addr) {
+            Open b = open.remove(addr);
+            if (b != null) {
+                allocated -= b.bytes;
+                siteBytes[b.site] -= b.bytes;
+            }
+            return b;
+        }
     }
 
     int entries() {
@@ -187,26 +186,40 @@ final class Timeline {
     }
 
     /**
-     * The blocks live after entry {@code n} (−1: at the start): address to alloc entry, or {@link #BEFORE}. After
-     * the last entry (the end state a report usually analyses) it is what the levels' pass left, with no pass of
-     * its own.
+     * The blocks live after entry {@code n} (−1: at the start), by address: {site, alloc entry ({@link #BEFORE} for a
+     * start block), entry that frees it (−1: live at the end)}. One walk to {@code n}, then on until every one of
+     * them is freed; after the last entry (the end state a report usually analyses), none: the constructor's walk
+     * left them. A fresh map each call.
      */
-    Map<Long, Integer> liveAfter(int n) {
-        if (n >= trace.size() - 1 && n >= 0) {
-            return new HashMap<>(liveAtEnd);
+    Map<Long, int[]> lifetimesAfter(int n) {
+        int count = trace.size();
+        int i = 0;
+        Map<Long, Open> open = liveAtEnd;
+        if (n < count - 1 || n < 0) {
+            Walk w = new Walk();
+            for (; i <= n && i < count; i++) {
+                w.step(i);
+            }
+            open = w.open;
+        } else {
+            i = count;
         }
-        Map<Long, Integer> open = openAtStart();
-        for (int i = 0; i <= n && i < trace.size(); i++) {
-            TraceAction action = fields.action(i);
-            if (action == TraceAction.ALLOC) {
-                long addr = fields.addr(i);
-                open.remove(addr);
-                open.put(addr, i);
-            } else if (action == TraceAction.FREE_COMPLETED) {
-                open.remove(fields.addr(i));
+        Map<Long, int[]> live = new HashMap<>();
+        for (Map.Entry<Long, Open> b : open.entrySet()) {
+            live.put(b.getKey(), new int[] {b.getValue().site, b.getValue().entry, -1});
+        }
+        int pending = live.size();
+        for (; i < count && pending > 0; i++) {
+            TraceAction a = fields.action(i);
+            if (a == TraceAction.ALLOC || a == TraceAction.FREE_COMPLETED) {
+                int[] b = live.get(fields.addr(i));
+                if (b != null && b[2] < 0) {
+                    b[2] = i;
+                    pending--;
+                }
             }
         }
-        return open;
+        return live;
     }
 
     /**
@@ -216,7 +229,7 @@ final class Timeline {
      * exactly ({@link #peakIndex}, the first entry at the peak, is its bucket's first maximum); every {@code oom}
      * entry is a point too, with its own bytes, where it is not its bucket's point already. Allocated bytes are
      * split over the {@code topSites} sites that held most at any moment, the rest summed as "other" (the last
-     * column).
+     * column). Two walks: the points and their bytes, then each point's split by site.
      */
     Sampled sample(int maxPoints, int topSites) {
         int n = trace.size();
@@ -237,103 +250,80 @@ final class Timeline {
         }
         top = Arrays.copyOf(top, k);
         int bucket = Math.max(1, Math.ceilDiv(Math.max(n, 1), maxPoints));
-        int points = n == 0 ? 0 : Math.ceilDiv(n, bucket);
-        int[] index = new int[points];
-        long[] res = new long[points];
-        for (int p = 0; p < points; p++) {
-            int best = p * bucket;
-            long maxRes = reserved[best];
+        int buckets = n == 0 ? 0 : Math.ceilDiv(n, bucket);
+        // the points in entry order: each bucket's first maximum of allocated bytes, and (when buckets are longer than
+        // one entry) every oom entry that is not its bucket's point, with its own bytes
+        int[] index = new int[buckets + 8];
+        long[] alloc = new long[index.length];
+        long[] res = new long[index.length];
+        int points = 0;
+        Walk w = new Walk();
+        int[] ooms = new int[8];
+        long[] oomAlloc = new long[8];
+        long[] oomRes = new long[8];
+        for (int p = 0; p < buckets; p++) {
+            int best = -1;
+            long bestAlloc = 0;
+            long maxRes = 0;
+            int oomCount = 0;
             for (int i = p * bucket; i < Math.min(n, (p + 1) * bucket); i++) {
-                if (allocated[i] > allocated[best]) {
+                w.step(i);
+                if (best < 0 || w.allocated > bestAlloc) {
                     best = i;
+                    bestAlloc = w.allocated;
                 }
-                maxRes = Math.max(maxRes, reserved[i]);
-            }
-            index[p] = best;
-            res[p] = maxRes;
-        }
-        if (bucket > 1) {
-            int[] ooms = oomEntries();
-            int[] keptIndex = new int[points + ooms.length];
-            long[] keptRes = new long[points + ooms.length];
-            int kept = 0;
-            int o = 0;
-            for (int q = 0; q <= points; q++) {
-                int next = q < points ? index[q] : Integer.MAX_VALUE;
-                for (; o < ooms.length && ooms[o] <= next; o++) {
-                    if (ooms[o] < next) { // an OOM that is not its bucket's point: its own point, exact
-                        keptIndex[kept] = ooms[o];
-                        keptRes[kept++] = reserved[ooms[o]];
+                maxRes = i == p * bucket ? w.reserved : Math.max(maxRes, w.reserved);
+                if (bucket > 1 && fields.action(i) == TraceAction.OOM) {
+                    if (oomCount == ooms.length) {
+                        ooms = Arrays.copyOf(ooms, oomCount * 2);
+                        oomAlloc = Arrays.copyOf(oomAlloc, oomCount * 2);
+                        oomRes = Arrays.copyOf(oomRes, oomCount * 2);
                     }
-                }
-                if (q < points) {
-                    keptIndex[kept] = index[q];
-                    keptRes[kept++] = res[q];
+                    ooms[oomCount] = i;
+                    oomAlloc[oomCount] = w.allocated;
+                    oomRes[oomCount++] = w.reserved;
                 }
             }
-            points = kept;
-            index = Arrays.copyOf(keptIndex, kept);
-            res = Arrays.copyOf(keptRes, kept);
+            if (points + oomCount + 1 > index.length) {
+                int grown = Math.max(points + oomCount + 1, index.length * 2);
+                index = Arrays.copyOf(index, grown);
+                alloc = Arrays.copyOf(alloc, grown);
+                res = Arrays.copyOf(res, grown);
+            }
+            boolean placed = false;
+            for (int o = 0; o <= oomCount; o++) {
+                if (!placed && (o == oomCount || ooms[o] >= best)) {
+                    index[points] = best;
+                    alloc[points] = bestAlloc;
+                    res[points++] = maxRes;
+                    placed = true;
+                }
+                if (o < oomCount && ooms[o] != best) { // an OOM that is not its bucket's point: its own point, exact
+                    index[points] = ooms[o];
+                    alloc[points] = oomAlloc[o];
+                    res[points++] = oomRes[o];
+                }
+            }
         }
+        index = Arrays.copyOf(index, points);
+        alloc = Arrays.copyOf(alloc, points);
+        res = Arrays.copyOf(res, points);
         long[][] stack = new long[points][k + 1];
-        long[] siteBytes = new long[siteMax.length];
-        for (long[] b : startBlocks.values()) {
-            siteBytes[(int) b[1]] += b[0];
-        }
-        Map<Long, Integer> open = openAtStart();
+        Walk split = new Walk();
         int p = 0;
         for (int i = 0; i < n && p < points; i++) {
-            TraceAction action = fields.action(i);
-            if (action == TraceAction.ALLOC) {
-                long addr = fields.addr(i);
-                retireQuiet(open, addr, siteBytes);
-                open.put(addr, i);
-                siteBytes[allocSite[i]] += allocSize[i];
-            } else if (action == TraceAction.FREE_COMPLETED) {
-                retireQuiet(open, fields.addr(i), siteBytes);
-            }
+            split.step(i);
             if (i == index[p]) {
+                long[] siteBytes = split.siteBytes;
                 for (int s = 0; s < siteBytes.length; s++) {
                     if (siteBytes[s] != 0) {
-                        stack[p][column[s] >= 0 ? column[s] : k] += siteBytes[s];
+                        stack[p][s < column.length && column[s] >= 0 ? column[s] : k] += siteBytes[s];
                     }
                 }
                 p++;
             }
         }
-        long[] alloc = new long[points];
-        for (int q = 0; q < points; q++) {
-            alloc[q] = allocated[index[q]];
-        }
         return new Sampled(index, alloc, res, top, stack);
-    }
-
-    /** The indexes of the trace's {@code oom} entries, in order. */
-    private int[] oomEntries() {
-        int[] ooms = new int[8];
-        int count = 0;
-        for (int i = 0; i < trace.size(); i++) {
-            if (fields.action(i) == TraceAction.OOM) {
-                if (count == ooms.length) {
-                    ooms = Arrays.copyOf(ooms, count * 2);
-                }
-                ooms[count++] = i;
-            }
-        }
-        return Arrays.copyOf(ooms, count);
-    }
-
-    private void retireQuiet(Map<Long, Integer> open, long addr, long[] siteBytes) {
-        Integer a = open.remove(addr);
-        if (a == null) {
-            return;
-        }
-        if (a == BEFORE) {
-            long[] b = startBlocks.get(addr);
-            siteBytes[(int) b[1]] -= b[0];
-        } else {
-            siteBytes[allocSite[a]] -= allocSize[a];
-        }
     }
 
     /**

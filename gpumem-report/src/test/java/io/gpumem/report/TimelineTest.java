@@ -45,24 +45,32 @@ class TimelineTest {
                 entry(TraceAction.FREE_COMPLETED, seg + 1024, 3 * MIB, OPTIM),
                 entry(TraceAction.SEGMENT_FREE, seg, 20 * MIB, null));
         Timeline t = new Timeline(trace, null, AllocatorConfig.defaults(), new Sites(), Map.of());
-        assertThat(t.allocated).containsExactly(0, 1024, 1024 + 3 * MIB, 1024 + 3 * MIB, 3 * MIB, 0, 0);
-        assertThat(t.reserved).containsExactly(20 * MIB, 20 * MIB, 20 * MIB, 20 * MIB, 20 * MIB, 20 * MIB, 0);
+        // as many points as entries: every entry is a point, with its own bytes
+        Timeline.Sampled all = t.sample(trace.size(), 2);
+        assertThat(all.index()).containsExactly(0, 1, 2, 3, 4, 5, 6);
+        assertThat(all.allocated()).containsExactly(0, 1024, 1024 + 3 * MIB, 1024 + 3 * MIB, 3 * MIB, 0, 0);
+        assertThat(all.reserved()).containsExactly(20 * MIB, 20 * MIB, 20 * MIB, 20 * MIB, 20 * MIB, 20 * MIB, 0);
         assertThat(t.peakIndex).isEqualTo(2);
         assertThat(t.peakAllocated).isEqualTo(1024 + 3 * MIB);
         assertThat(t.peakReserved).isEqualTo(20 * MIB);
-        assertThat(t.sites.label(t.allocSite[1])).isEqualTo("model.py:88 forward");
-        assertThat(t.sites.label(t.allocSite[2])).isEqualTo("optim.py:100 step");
-        assertThat(t.freedAt[1]).isEqualTo(4);
-        assertThat(t.freedAt[2]).isEqualTo(5);
-        assertThat(t.liveAfter(2)).containsOnlyKeys(seg, seg + 1024);
-        assertThat(t.liveAfter(4)).containsOnlyKeys(seg + 1024);
-        assertThat(t.liveAfter(6))
-                .as("after the last entry: what the levels' pass left")
+        Map<Long, int[]> atPeak = t.lifetimesAfter(2);
+        assertThat(atPeak).containsOnlyKeys(seg, seg + 1024);
+        // {site, alloc entry, free entry}
+        assertThat(t.sites.label(atPeak.get(seg)[0])).isEqualTo("model.py:88 forward");
+        assertThat(atPeak.get(seg)).endsWith(1, 4);
+        assertThat(t.sites.label(atPeak.get(seg + 1024)[0])).isEqualTo("optim.py:100 step");
+        assertThat(atPeak.get(seg + 1024)).endsWith(2, 5);
+        assertThat(t.lifetimesAfter(4)).containsOnlyKeys(seg + 1024);
+        assertThat(t.lifetimesAfter(-1)).isEmpty();
+        assertThat(t.lifetimesAfter(6))
+                .as("after the last entry: what the constructor's walk left")
                 .isEmpty();
         Timeline open = new Timeline(trace.subList(0, 5), null, AllocatorConfig.defaults(), new Sites(), Map.of());
-        assertThat(open.liveAfter(4)).containsExactly(Map.entry(seg + 1024, 2));
-        assertThat(open.liveAfter(3)).containsOnlyKeys(seg, seg + 1024);
-        assertThat(open.liveAfter(4)).as("a fresh map each time").isNotSameAs(open.liveAfter(4));
+        assertThat(open.lifetimesAfter(4)).containsOnlyKeys(seg + 1024);
+        assertThat(open.lifetimesAfter(4).get(seg + 1024)).endsWith(2, -1);
+        assertThat(open.lifetimesAfter(3)).containsOnlyKeys(seg, seg + 1024);
+        assertThat(open.lifetimesAfter(3).get(seg)).endsWith(1, 4);
+        assertThat(open.lifetimesAfter(4)).as("a fresh map each time").isNotSameAs(open.lifetimesAfter(4));
     }
 
     @Test
@@ -113,6 +121,7 @@ class TimelineTest {
         }
         Timeline t = new Timeline(trace, null, AllocatorConfig.defaults(), new Sites(), Map.of());
         Timeline.Sampled s = t.sample(300, 1);
+        Timeline.Sampled every = t.sample(trace.size(), 1);
         assertThat(s.index().length).isLessThanOrEqualTo(300 + ooms.size());
         assertThat(s.index()).isSorted().doesNotHaveDuplicates();
         List<Integer> points = Arrays.stream(s.index()).boxed().toList();
@@ -122,9 +131,9 @@ class TimelineTest {
             int p = points.indexOf(oom);
             assertThat(s.allocated()[p])
                     .as("allocated at OOM entry " + oom)
-                    .isEqualTo(t.allocated[oom])
+                    .isEqualTo(every.allocated()[oom])
                     .isZero();
-            assertThat(s.reserved()[p]).as("reserved at OOM entry " + oom).isEqualTo(t.reserved[oom]);
+            assertThat(s.reserved()[p]).as("reserved at OOM entry " + oom).isEqualTo(every.reserved()[oom]);
             assertThat(s.stack()[p][0] + s.stack()[p][1]).isZero();
         }
     }
