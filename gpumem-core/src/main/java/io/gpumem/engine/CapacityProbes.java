@@ -1,6 +1,7 @@
 package io.gpumem.engine;
 
 import io.gpumem.policy.PreparedPolicy;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -21,8 +22,14 @@ import java.util.List;
  * the compared capacity when that capacity is such ({@link #sameAsUnlimited}), whose counters are then the
  * unlimited run's.
  *
- * <p>Invariants: checkpoints are sorted by op; a checkpoint at op k has consumed at most the prefix maximum of the
- * trajectory before k, so every probe that uses it (C at least that maximum) can copy it.
+ * <p>Memory: a checkpoint holds a copy of the replay's address per slot (8 bytes for every allocation of the stream,
+ * 44 MB on a 1 GB snapshot's 5.5 M), so the checkpoints a search adds are bounded by {@link #CHECKPOINT_BYTES} of
+ * them: past it the oldest added goes (a bisection's next probe lies between its latest ones). Which checkpoint a
+ * probe starts from changes only how much it replays, never its outcome.
+ *
+ * <p>Invariants: checkpoints are sorted by op; the first, at the stream's start, always stays; a checkpoint at op k
+ * has consumed at most the prefix maximum of the trajectory before k, so every probe that uses it (C at least that
+ * maximum) can copy it.
  *
  * <p>Not used (full replays) where the unlimited run itself failed or had a device allocation refused (its
  * "unlimited" device was not: e.g. a retry that freed the cache and then succeeded, or cached start segments
@@ -32,6 +39,9 @@ final class CapacityProbes {
     /** Ops a new checkpoint must save over the one it is forked from (a copy costs ~3,000 ops' replay). */
     static final int MIN_CHECKPOINT_GAIN = 4096;
 
+    /** Bytes of slot addresses the checkpoints one search adds may hold together (at least one is kept), by default. */
+    static final long CHECKPOINT_BYTES = 128L << 20;
+
     private final StreamRunner runner;
     private final PreparedPolicy policy;
     private final StreamRunner.Options options;
@@ -40,6 +50,10 @@ final class CapacityProbes {
 
     private final long startConsumed;
     private final List<StreamRunner.Replay> checkpoints = new ArrayList<>();
+    /** The checkpoints added after the first, oldest first. */
+    private final ArrayDeque<StreamRunner.Replay> added = new ArrayDeque<>();
+
+    private final int maxAdded;
 
     CapacityProbes(StreamRunner runner, PreparedPolicy policy, StreamRunner.Options unlimited, long[] consumedAfter) {
         this.runner = runner;
@@ -52,6 +66,8 @@ final class CapacityProbes {
         long held = unlimited.heldOutside();
         this.startConsumed = first.dev.consumedBytes() + held;
         checkpoints.add(first);
+        this.maxAdded =
+                (int) Math.clamp(runner.checkpointBytes() / (8L * Math.max(1, runner.stream().slots)), 1, 1 << 16);
         // the caller's trajectory becomes its running maximum in place (it is not used otherwise)
         this.peakAfter = consumedAfter;
         long peak = startConsumed;
@@ -103,7 +119,13 @@ final class CapacityProbes {
             runner.play(r, d, out, true, null);
             // a copy costs about as much as replaying a few thousand ops: keep only checkpoints that save more
             if (d - base.next >= runner.checkpointGain()) {
-                checkpoints.add(at + 1, r.copy(capacity));
+                StreamRunner.Replay checkpoint = r.copy(capacity);
+                checkpoints.add(at + 1, checkpoint);
+                added.addLast(checkpoint);
+                if (added.size() > maxAdded) {
+                    StreamRunner.Replay oldest = added.removeFirst();
+                    checkpoints.removeIf(c -> c == oldest);
+                }
             }
         }
         runner.play(r, runner.stream().length, out, true, null);

@@ -59,6 +59,7 @@ public final class StreamRunner {
     final AtomicLong opsReplayed = new AtomicLong();
     private volatile boolean prefixReuse = true;
     private volatile int checkpointGain = CapacityProbes.MIN_CHECKPOINT_GAIN;
+    private volatile long checkpointBytes = CapacityProbes.CHECKPOINT_BYTES;
 
     public StreamRunner(RequestStream stream) {
         this.stream = stream;
@@ -119,6 +120,15 @@ public final class StreamRunner {
 
     int checkpointGain() {
         return checkpointGain;
+    }
+
+    /** Bytes of slot addresses one search's added checkpoints may hold; tests lower it to make probes evict them. */
+    public void setCheckpointBytes(long bytes) {
+        checkpointBytes = bytes;
+    }
+
+    long checkpointBytes() {
+        return checkpointBytes;
     }
 
     /** {@code {replays begun, ops replayed}} so far by this runner (a measurement aid). */

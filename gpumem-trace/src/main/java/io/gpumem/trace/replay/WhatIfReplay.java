@@ -334,6 +334,11 @@ public final class WhatIfReplay {
         runner.setCheckpointGain(ops);
     }
 
+    /** Bytes of slot addresses one search's checkpoints may hold; tests lower it to make probes evict them. */
+    void setCheckpointBytes(long bytes) {
+        runner.setCheckpointBytes(bytes);
+    }
+
     /** {@code {replays begun, entries replayed}} so far by this object's evaluations (a measurement aid). */
     public long[] replayCounts() {
         return runner.replayCounts();

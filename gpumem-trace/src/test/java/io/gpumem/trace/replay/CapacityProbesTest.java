@@ -49,11 +49,17 @@ class CapacityProbesTest {
     }
 
     private static long[] assertSameRows(String what, TraceSnapshot s, int checkpointGain) {
+        return assertSameRows(what, s, checkpointGain, Long.MAX_VALUE);
+    }
+
+    /** As above, the checkpoints of one search bounded by {@code checkpointBytes} (1: one kept, the latest). */
+    private static long[] assertSameRows(String what, TraceSnapshot s, int checkpointGain, long checkpointBytes) {
         AllocatorConfig recordedConfig = RecordedConfig.of(s);
         WhatIfReplay off = new WhatIfReplay(s, 0, new WindowRebuilder(recordedConfig).rebuild(s, 0));
         WhatIfReplay on = new WhatIfReplay(s, 0, new WindowRebuilder(recordedConfig).rebuild(s, 0));
         off.setPrefixReuse(false);
         on.setCheckpointGain(checkpointGain);
+        on.setCheckpointBytes(checkpointBytes);
         long capacity = off.recordedCapacity(recordedConfig);
         List<AllocatorConfig> configs = configsFor(s);
         for (int i = 0; i < configs.size(); i++) {
@@ -127,8 +133,15 @@ class CapacityProbesTest {
             }
             Path f = dir.resolve("r" + round + ".ops");
             Files.writeString(f, sb);
-            // every other round keeps a checkpoint at every probe (short scripts never reach the default gain)
-            assertSameRows("seed " + seed + " round " + round, TraceReaders.read(f), round % 2 == 0 ? 1 : 4096);
+            // every other round leaves a checkpoint at every probe (short scripts never reach the default gain), and
+            // every fourth keeps only the latest one, evicting the others as it goes
+            String what = "seed " + seed + " round " + round;
+            TraceSnapshot s = TraceReaders.read(f);
+            if (round % 4 == 2) {
+                assertSameRows(what + " (one checkpoint kept)", s, 1, 1);
+            } else {
+                assertSameRows(what, s, round % 2 == 0 ? 1 : 4096);
+            }
         }
     }
 }
