@@ -1,5 +1,6 @@
 package io.gpumem.cli.options;
 
+import io.gpumem.cli.trace.TerminalProgress;
 import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.session.TraceSession;
 import java.io.PrintWriter;
@@ -42,7 +43,8 @@ public final class TraceFileOptions {
      *                              unreadable, malformed, over a limit or inconsistent
      */
     public TraceSession open(PrintWriter err) {
-        TraceSession session = TraceSession.open(file, limits.limits());
+        TraceSession session = TraceSession.open(
+                file, limits.limits(), TerminalProgress.forTerminal("reading " + file.getFileName(), "bytes"));
         checks.check(session.trace(), err);
         return session;
     }

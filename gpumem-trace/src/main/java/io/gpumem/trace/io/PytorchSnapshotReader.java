@@ -14,7 +14,9 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.math.BigInteger;
+import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
+import java.nio.channels.ReadableByteChannel;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
@@ -25,6 +27,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.function.LongConsumer;
 import java.util.function.Supplier;
 import java.util.stream.Collectors;
 
@@ -65,12 +68,45 @@ public final class PytorchSnapshotReader {
 
     /** Reads a snapshot file. @throws TraceFormatException when the file is missing, too big or malformed */
     public TraceSnapshot read(Path file) {
+        return read(file, bytes -> {});
+    }
+
+    /**
+     * Reads a snapshot file, telling {@code bytesRead} how many of its bytes have been read after each chunk (a
+     * progress bar's input: the file is decoded as it is read).
+     *
+     * @throws TraceFormatException when the file is missing, too big or malformed
+     */
+    public TraceSnapshot read(Path file, LongConsumer bytesRead) {
         String name = file.toString();
         long size = limits.checkedFileSize(file);
         Converter converter = new Converter(name, limits, size);
         Object root;
         try (FileChannel channel = FileChannel.open(file, StandardOpenOption.READ)) {
-            root = unpickle(() -> PlainDataUnpickler.load(channel, size, converter), name);
+            ReadableByteChannel counted = new ReadableByteChannel() {
+                private long read;
+
+                @Override
+                public int read(ByteBuffer dst) throws IOException {
+                    int n = channel.read(dst);
+                    if (n > 0) {
+                        read += n;
+                        bytesRead.accept(read);
+                    }
+                    return n;
+                }
+
+                @Override
+                public boolean isOpen() {
+                    return channel.isOpen();
+                }
+
+                @Override
+                public void close() throws IOException {
+                    channel.close();
+                }
+            };
+            root = unpickle(() -> PlainDataUnpickler.load(counted, size, converter), name);
         } catch (IOException e) {
             throw new TraceFormatException(name, "", "cannot read: " + e.getMessage(), e);
         }

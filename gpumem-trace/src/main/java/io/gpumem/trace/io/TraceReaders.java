@@ -7,6 +7,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.util.function.LongConsumer;
 
 /**
  * Entry point for reading any supported trace file: detects the format from the content (a pickle starts
@@ -27,9 +28,19 @@ public final class TraceReaders {
 
     /** Reads a trace file of any supported format. @throws TraceFormatException on any problem */
     public static TraceSnapshot read(Path file, ReadLimits limits) {
+        return read(file, limits, bytes -> {});
+    }
+
+    /**
+     * Reads a trace file of any supported format, telling {@code bytesRead} the bytes read so far as a snapshot
+     * pickle (the format of large files) is read; the other readers do not report.
+     *
+     * @throws TraceFormatException on any problem
+     */
+    public static TraceSnapshot read(Path file, ReadLimits limits, LongConsumer bytesRead) {
         SourceFormat format = detect(file);
         return switch (format) {
-            case PYTORCH_SNAPSHOT, PYTORCH_SEGMENT_LIST -> new PytorchSnapshotReader(limits).read(file);
+            case PYTORCH_SNAPSHOT, PYTORCH_SEGMENT_LIST -> new PytorchSnapshotReader(limits).read(file, bytesRead);
             case RMM_LOG -> new RmmLogReader(limits).read(file);
             case LIFETIME_CSV -> new LifetimeCsvReader(limits).read(file);
             case OPS_SCRIPT -> new OpsScriptReader(limits).read(file);

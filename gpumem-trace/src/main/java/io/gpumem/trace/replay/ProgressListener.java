@@ -1,6 +1,9 @@
 package io.gpumem.trace.replay;
 
-/** Receives replay progress: entries done out of a total, called every few thousand entries and at the end. */
+/**
+ * Receives progress: units done out of a total, called every so often and at the end ({@code done == total}): entries
+ * of a replay every few thousand, what-if runs as each ends, bytes of a file as each chunk is read.
+ */
 @FunctionalInterface
 public interface ProgressListener {
     ProgressListener NONE = (done, total) -> {};

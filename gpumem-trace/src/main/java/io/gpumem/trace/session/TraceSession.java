@@ -85,7 +85,19 @@ public final class TraceSession {
      *                              malformed or over a limit
      */
     public static TraceSession open(Path file, ReadLimits limits) {
-        return new TraceSession(TraceReaders.read(file, limits), 1);
+        return open(file, limits, ProgressListener.NONE);
+    }
+
+    /**
+     * As {@link #open(Path, ReadLimits)}, telling {@code reading} the bytes read out of the file's as it reads a
+     * snapshot pickle (a gigabyte takes tens of seconds), and that it is done.
+     */
+    public static TraceSession open(Path file, ReadLimits limits, ProgressListener reading) {
+        long total = file.toFile().length(); // 0 when missing: the reader then says why
+        TraceSession session =
+                new TraceSession(TraceReaders.read(file, limits, bytes -> reading.progress(bytes, total)), 1);
+        reading.progress(total, total);
+        return session;
     }
 
     /** A session over a trace already in memory (the demo's own run, a test's trace); no file is read. */

@@ -177,7 +177,11 @@ class PytorchSnapshotReaderTest {
         Path f = dir.resolve("big.pickle");
         new PytorchSnapshotWriter().write(written, f);
         assertThat(Files.size(f)).isGreaterThan(3L << 20);
-        TraceSnapshot fromFile = new PytorchSnapshotReader().read(f);
+        List<Long> bytesRead = new ArrayList<>();
+        TraceSnapshot fromFile = new PytorchSnapshotReader().read(f, bytesRead::add);
+        // the progress of reading: chunk by chunk, rising, up to the whole file
+        assertThat(bytesRead).hasSizeGreaterThan(2).isSorted().doesNotHaveDuplicates();
+        assertThat(bytesRead.getLast()).isEqualTo(Files.size(f));
         TraceSnapshot fromMemory =
                 new PytorchSnapshotReader().read(new ByteArrayInputStream(Files.readAllBytes(f)), "big");
         for (int d = 0; d < 2; d++) {
