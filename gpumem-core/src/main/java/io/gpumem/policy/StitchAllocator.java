@@ -42,15 +42,22 @@ import org.jspecify.annotations.Nullable;
  * memory, counted in whole granules, is truly short. If the device refuses one handle for a whole run, the run
  * is mapped page by page.
  *
+ * <p>Pinning: a mapping is pinned while an allocated or pending block touches it. In an online arena that follows
+ * from the blocks, which tile it: a mapped page is unpinned exactly when it lies wholly inside one free block, so
+ * nothing is stored per page or per mapping. The unpinned pages are listed in {@link UnpinnedRuns}, in runs, in
+ * the order they became unpinned (a freed block's pages as one run, lowest page first), and a malloc takes the
+ * runs inside the free block it carves off the list: a pair costs one step per run, not per page or mapping, and
+ * drives the same calls in the same order as a per-mapping list would. A fixed arena counts pins per mapping.
+ *
  * <p>Invariants (checked by {@link StitchInvariants}): the blocks of an arena tile its reservation in address
- * order with no two free neighbours; the free index holds exactly the free blocks; {@code pins[s]} at the first
- * page s of a mapping counts the allocated or pending blocks touching it (0 on every other page), and every page
- * a block touches is mapped; a multi-page mapping is unpinned or pinned by one block covering it (so its pin is
- * set and cleared as one store for the whole run, never page by page); a mapping is on its arena's unpinned list exactly when it is
- * mapped and unpinned; no physical handle is mapped twice (so no two live blocks share physical memory); reserved
- * bytes equal the mapped pages, allocated bytes the live blocks' sizes. Fixed-offset arenas
- * ({@link PlannedAllocator}'s plan region) keep the page accounting but no tiling: their blocks are placed by the
- * caller and checked not to overlap. malloc and free allocate nothing unless history is recorded
+ * order with no two free neighbours; the free index holds exactly the free blocks; every page a block touches is
+ * mapped; a multi-page mapping is unpinned or pinned by one block covering it; the unpinned runs are disjoint,
+ * made of whole mappings, and hold exactly the mapped pages no block touches; in a fixed arena {@code pins[s]} at
+ * the first page s of a mapping counts the blocks touching it (0 on every other page) and each run is one
+ * mapping; no physical handle is mapped twice (so no two live blocks share physical memory); reserved bytes equal
+ * the mapped pages, allocated bytes the live blocks' sizes. Fixed-offset arenas ({@link PlannedAllocator}'s plan
+ * region) keep the page accounting but no tiling: their blocks are placed by the caller and checked not to
+ * overlap. malloc and free allocate nothing unless history is recorded
  * ({@link GpuAllocatorInternals#recordHistory}: trace entries and the stacks of live blocks, as the exact
  * allocator keeps them).
  *
@@ -147,13 +154,16 @@ public final class StitchAllocator implements GpuAllocator {
         final int[] mapLength;
 
         /**
-         * At the first page of a mapping: the allocated or pending blocks touching it (a multi-page mapping is
-         * pinned by one block covering it or by none, so its pin is kept once, on its first page, and pinning or
-         * unpinning it is one store whatever its length); 0 at every other page.
+         * Fixed arenas only (empty in an online arena, whose pins follow from its blocks): at the first page of a
+         * mapping, the allocated or pending blocks touching it (a multi-page mapping is pinned by one block
+         * covering it or by none, so its pin is kept once, on its first page); 0 at every other page.
          */
         final int[] pins;
-        /** The mapped runs no block touches, by start page: newest at the head, stolen from the tail. */
-        final UnpinnedPages unpinned;
+        /**
+         * The mapped pages no block touches, in runs listed in the order they became unpinned: stolen from the
+         * tail. In an online arena these are exactly the mapped pages that lie wholly inside a free block.
+         */
+        final UnpinnedRuns unpinned;
 
         final SizeClassIndex<StitchBlock> freeBySize = new SizeClassIndex<>();
         final TreeMap<Long, StitchBlock> fixedBlocks = new TreeMap<>();
@@ -166,19 +176,14 @@ public final class StitchAllocator implements GpuAllocator {
             handle = new long[pages];
             mapStart = new int[pages];
             mapLength = new int[pages];
-            pins = new int[pages];
-            unpinned = new UnpinnedPages(pages);
+            pins = new int[fixed ? pages : 0];
+            unpinned = new UnpinnedRuns(pages);
             if (!fixed) {
                 StitchBlock all = newBlock(this, base, bytes, stream);
                 all.free = true;
                 freeBySize.insert(all);
             }
             arenas.add(this);
-        }
-
-        /** Whether page p starts a mapped run that no block touches (so it may be stolen with the mapping). */
-        boolean unpinnedMappingAt(int p) {
-            return p >= 0 && p < handle.length && handle[p] != 0 && mapStart[p] == p && pins[p] == 0;
         }
     }
 
@@ -269,14 +274,14 @@ public final class StitchAllocator implements GpuAllocator {
         processPendingFrees(false);
         Arena a = arena(stream, rounded <= SMALL_LIMIT);
         StitchBlock b = a.freeBySize.ceiling(a.stream, rounded, 0);
-        if (b != null && pinPages(a, b.ptr, rounded)) {
+        if (b != null && pinPages(a, b, rounded)) {
             return take(b, rounded, size, stream, context);
         }
         if (!pendingFrees.isEmpty()) {
             retries++;
             processPendingFrees(true);
             b = a.freeBySize.ceiling(a.stream, rounded, 0);
-            if (b != null && pinPages(a, b.ptr, rounded)) {
+            if (b != null && pinPages(a, b, rounded)) {
                 return take(b, rounded, size, stream, context);
             }
         }
@@ -291,12 +296,12 @@ public final class StitchAllocator implements GpuAllocator {
         List<Frame> context = history.maybeGatherContext(Context.STATE);
         requestContext = context;
         long addr = a.base + offset;
-        if (!pinPages(a, addr, rounded)) {
+        if (!pinFixed(a, addr, rounded)) {
             if (!pendingFrees.isEmpty()) {
                 retries++;
                 processPendingFrees(true);
             }
-            if (!pinPages(a, addr, rounded)) {
+            if (!pinFixed(a, addr, rounded)) {
                 throw outOfMemory(requested, rounded, stream, context);
             }
         }
@@ -353,17 +358,92 @@ public final class StitchAllocator implements GpuAllocator {
     }
 
     /**
-     * Pins the pages under [addr, addr+size) of arena a for a new block, mapping physical memory under each page
-     * that has none. Missing pages are mapped in runs: the pages the block covers entirely get one handle per run
-     * (one map call), a page the block shares with a neighbour gets a one-page handle of its own. That keeps the
-     * rule stealing relies on: a mapping of several pages is pinned by exactly one block, which covers all of it,
-     * or by none. So a multi-page mapping the block covers only in part is unpinned; it is dropped (unmapped and
-     * released) and its pages under the block mapped afresh. Memory comes from the device; when it has none,
-     * mappings no live block touches are unmapped and released, oldest first, from wherever they are: free
-     * physical memory scattered between live blocks becomes one contiguous virtual range. On failure the block's
-     * pages are unpinned again (what was mapped stays as cache) and false is returned.
+     * Pins the pages under the first {@code size} bytes of free block f of online arena a for a new block carved
+     * there, mapping physical memory under each page that has none. Missing pages are mapped in runs: the pages
+     * the block covers entirely get one handle per run (one map call), a page the block shares with a neighbour
+     * gets a one-page handle of its own. That keeps the rule stealing relies on: a mapping of several pages is
+     * pinned by exactly one block, which covers all of it, or by none. So a multi-page mapping the block covers
+     * only in part is unpinned; it is dropped (unmapped and released) and its pages under the block mapped afresh.
+     * Memory comes from the device; when it has none, mappings no live block touches are unmapped and released,
+     * oldest first, from wherever they are: free physical memory scattered between live blocks becomes one
+     * contiguous virtual range. On failure the block's pages are unpinned again (what was mapped stays as cache)
+     * and false is returned.
+     *
+     * <p>No per-page work when the pages are mapped: a page the block shares with an allocated neighbour is
+     * pinned already (pins of an online arena follow from its blocks), and the pages wholly inside f are pinned
+     * by taking them off the unpinned list, whose runs the walk meets at their first pages (a run lies inside one
+     * free block and is made of whole mappings), so it costs one step per run and per unmapped page.
      */
-    private boolean pinPages(Arena a, long addr, long size) {
+    private boolean pinPages(Arena a, StitchBlock f, long size) {
+        long addr = f.ptr;
+        int p0 = pageOf(addr - a.base);
+        int p1 = pageOf(addr + size - 1 - a.base);
+        int full0 = pageOf(addr - a.base + page - 1);
+        int full1 = pageOf(addr + size - a.base) - 1;
+        // the pages of p0..p1 wholly inside f: the others are shared with an allocated neighbour, so mapped and pinned
+        int w1 = Math.min(p1, pageOf(f.ptr + f.size - a.base) - 1);
+        UnpinnedRuns runs = a.unpinned;
+        int missing = 0;
+        for (int p = full0; p <= w1; ) {
+            if (a.handle[p] == 0) {
+                missing++;
+                p++;
+                continue;
+            }
+            int hi = runs.end(p);
+            if (hi < p) {
+                throw new IllegalStateException("stitch: mapped free page " + p + " starts no unpinned run");
+            }
+            if (hi > w1) {
+                runs.cutFront(p, w1 + 1);
+                break;
+            }
+            runs.remove(p);
+            p = hi + 1;
+        }
+        if (a.handle[p1] != 0) {
+            // only the mapping under the block's last page can be covered in part (policies.md §2.3); such a
+            // mapping is unpinned
+            int s = a.mapStart[p1];
+            int n = a.mapLength[s];
+            if (n > 1 && (s < full0 || s + n - 1 > full1)) {
+                if (s + n - 1 > p1) {
+                    runs.cutFront(p1 + 1, s + n); // its pages past the block were still listed
+                }
+                drops++;
+                missing += p1 - s + 1;
+                dropMapping(a, s);
+            }
+        }
+        if (missing > 0 && !mapMissing(a, p0, p1, full0, full1)) {
+            relist(a, full0, w1);
+            return false;
+        }
+        peakReserved = Math.max(peakReserved, reservedBytes());
+        return true;
+    }
+
+    /** Lists the mapped pages of online arena a's pages p0..p1 (wholly free again) as unpinned, lowest first. */
+    private void relist(Arena a, int p0, int p1) {
+        for (int p = p0; p <= p1; ) {
+            if (a.handle[p] == 0) {
+                p++;
+                continue;
+            }
+            int q = p;
+            while (q < p1 && a.handle[q + 1] != 0) {
+                q++;
+            }
+            a.unpinned.push(p, q);
+            p = q + 1;
+        }
+    }
+
+    /**
+     * {@link #pinPages} for a block at {@code addr} of fixed arena a, which keeps a pin count per mapping and
+     * lists each unpinned mapping as a run of its own: one step per page and per mapping under the block.
+     */
+    private boolean pinFixed(Arena a, long addr, long size) {
         int p0 = pageOf(addr - a.base);
         int p1 = pageOf(addr + size - 1 - a.base);
         int full0 = pageOf(addr - a.base + page - 1);
@@ -388,11 +468,12 @@ public final class StitchAllocator implements GpuAllocator {
                 p = s + n;
             } else {
                 drops++;
+                a.unpinned.remove(s);
                 dropMapping(a, s);
             }
         }
         if (missing > 0 && !mapMissing(a, p0, p1, full0, full1)) {
-            unpin(a, p0, p1);
+            unpinFixed(a, p0, p1);
             return false;
         }
         peakReserved = Math.max(peakReserved, reservedBytes());
@@ -403,7 +484,7 @@ public final class StitchAllocator implements GpuAllocator {
     private boolean mapMissing(Arena a, int p0, int p1, int full0, int full1) {
         for (int p = p0; p <= p1; ) {
             if (a.handle[p] != 0) {
-                p++;
+                p = a.mapStart[p] + a.mapLength[a.mapStart[p]];
                 continue;
             }
             int q = p;
@@ -454,7 +535,9 @@ public final class StitchAllocator implements GpuAllocator {
             a.handle[q] = h;
             a.mapStart[q] = p;
         }
-        a.pins[p] = 1;
+        if (a.fixed) {
+            a.pins[p] = 1;
+        }
         a.mapLength[p] = n;
         mappedPages += n;
     }
@@ -475,8 +558,8 @@ public final class StitchAllocator implements GpuAllocator {
         }
     }
 
-    /** Unpins pages p0..p1 of a block being released or failing to pin (only the mapped ones). */
-    private void unpin(Arena a, int p0, int p1) {
+    /** Unpins pages p0..p1 of a fixed arena's block being released or failing to pin (only the mapped ones). */
+    private void unpinFixed(Arena a, int p0, int p1) {
         for (int p = p0; p <= p1; ) {
             if (a.handle[p] == 0) {
                 p++;
@@ -486,12 +569,12 @@ public final class StitchAllocator implements GpuAllocator {
             int n = a.mapLength[s];
             if (n == 1) {
                 if (--a.pins[p] == 0) {
-                    a.unpinned.push(p);
+                    a.unpinned.push(p, p);
                 }
                 p++;
             } else {
                 a.pins[s] = 0; // the whole run, one store
-                a.unpinned.push(s);
+                a.unpinned.push(s, s + n - 1);
                 p = s + n;
             }
         }
@@ -515,14 +598,25 @@ public final class StitchAllocator implements GpuAllocator {
             if (victim == null) {
                 return freed > 0;
             }
-            int s = victim.unpinned.tail();
+            UnpinnedRuns runs = victim.unpinned;
+            // the oldest unpinned mapping is the first of the oldest run; pages s..e-1 go, all listed, in the
+            // runs starting at pages first (which holds page s) to last (which holds page e - 1)
+            int s = runs.tail();
             int e = s + victim.mapLength[s];
+            int first = s;
+            int last = s;
             long run = (long) victim.mapLength[s] * page;
             while (freed + run < bytes) {
-                if (victim.unpinnedMappingAt(e)) {
+                if (e < victim.handle.length && (e <= runs.end(last) || runs.end(e) >= 0)) {
+                    if (e > runs.end(last)) {
+                        last = e;
+                    }
                     run += (long) victim.mapLength[e] * page;
                     e += victim.mapLength[e];
-                } else if (s > 0 && victim.unpinnedMappingAt(victim.handle[s - 1] == 0 ? -1 : victim.mapStart[s - 1])) {
+                } else if (s > 0 && (first < s || runs.startEndingAt(s - 1) >= 0)) {
+                    if (first == s) {
+                        first = runs.startEndingAt(s - 1);
+                    }
                     s = victim.mapStart[s - 1];
                     run += (long) victim.mapLength[s] * page;
                 } else {
@@ -530,6 +624,7 @@ public final class StitchAllocator implements GpuAllocator {
                 }
             }
             steals += run / page;
+            unlist(runs, first, s, e);
             unmapRun(victim, s, e, true);
             freed += run;
         }
@@ -537,8 +632,33 @@ public final class StitchAllocator implements GpuAllocator {
     }
 
     /**
+     * Takes pages s..e-1, every one of them listed, off the unpinned runs: the end of the run starting at page
+     * {@code first} (which holds page s), the runs after it, the front of the one holding page e - 1.
+     */
+    private static void unlist(UnpinnedRuns runs, int first, int s, int e) {
+        int lo = first;
+        if (first < s) {
+            int hi = runs.end(first);
+            runs.cutBack(first, s - 1);
+            lo = hi + 1;
+        }
+        while (lo < e) {
+            int hi = runs.end(lo);
+            if (hi < lo) {
+                throw new IllegalStateException("stitch: stolen page " + lo + " starts no unpinned run");
+            }
+            if (hi >= e) {
+                runs.cutFront(lo, e);
+                return;
+            }
+            runs.remove(lo);
+            lo = hi + 1;
+        }
+    }
+
+    /**
      * Unmaps the unpinned mappings that tile pages s..e-1 in one call and releases their handles (with
-     * {@code release}; the device frees the memory then).
+     * {@code release}; the device frees the memory then). The caller has taken the pages off the unpinned runs.
      */
     private void unmapRun(Arena a, int s, int e, boolean release) {
         device.unmap(a.base + (long) s * page, (long) (e - s) * page);
@@ -551,7 +671,6 @@ public final class StitchAllocator implements GpuAllocator {
                 -1);
         for (int p = s; p < e; ) {
             int n = a.mapLength[p];
-            a.unpinned.remove(p);
             if (release) {
                 device.releasePhysical(a.handle[p]);
                 physicalReleased += n;
@@ -565,7 +684,7 @@ public final class StitchAllocator implements GpuAllocator {
         }
     }
 
-    /** Unmaps and releases the unpinned mapping starting at page s. */
+    /** Unmaps and releases the unpinned mapping starting at page s (already off the unpinned runs). */
     private void dropMapping(Arena a, int s) {
         unmapRun(a, s, s + a.mapLength[s], true);
     }
@@ -669,8 +788,10 @@ public final class StitchAllocator implements GpuAllocator {
         history.record(TraceAction.FREE_COMPLETED, b.ptr, b.requested, b.stream, b.frames, -1);
         b.frames = null;
         Arena a = b.arena();
-        unpin(a, pageOf(b.ptr - a.base), pageOf(b.ptr + b.size - 1 - a.base));
+        int p0 = pageOf(b.ptr - a.base);
+        int p1 = pageOf(b.ptr + b.size - 1 - a.base);
         if (a.fixed) {
+            unpinFixed(a, p0, p1);
             a.fixedBlocks.remove(b.ptr);
             recycle(b);
             return;
@@ -680,6 +801,15 @@ public final class StitchAllocator implements GpuAllocator {
         StitchBlock n = b.next;
         StitchBlock freePrev = p != null && p.free ? p : null;
         StitchBlock freeNext = n != null && n.free ? n : null;
+        // b's pages that the merged free block holds wholly become unpinned, as one run: all but a first or last
+        // page still shared with an allocated neighbour
+        long mergedStart = freePrev != null ? freePrev.ptr : b.ptr;
+        long mergedEnd = freeNext != null ? freeNext.ptr + freeNext.size : b.ptr + b.size;
+        int lo = mergedStart <= a.base + (long) p0 * page ? p0 : p0 + 1;
+        int hi = mergedEnd >= a.base + (long) (p1 + 1) * page ? p1 : p1 - 1;
+        if (lo <= hi) {
+            a.unpinned.push(lo, hi);
+        }
         if (freePrev != null) {
             long size = freePrev.size + b.size;
             StitchBlock after = n;
@@ -738,22 +868,23 @@ public final class StitchAllocator implements GpuAllocator {
         requestContext = history.maybeGatherContext(Context.ALL);
         processPendingFrees(true);
         for (Arena a : arenas) {
+            UnpinnedRuns runs = a.unpinned;
             int count = 0;
-            for (int p = a.unpinned.head(); p >= 0; p = a.unpinned.next(p)) {
+            for (int p = runs.head(); p >= 0; p = runs.next(p)) {
                 count++;
             }
             int[] starts = new int[count];
             int i = 0;
-            for (int p = a.unpinned.head(); p >= 0; p = a.unpinned.next(p)) {
+            for (int p = runs.head(); p >= 0; p = runs.next(p)) {
                 starts[i++] = p;
             }
             Arrays.sort(starts);
             for (i = 0; i < count; ) {
                 int s = starts[i];
-                int e = s + a.mapLength[s];
-                i++;
+                int e = s;
                 while (i < count && starts[i] == e) {
-                    e += a.mapLength[starts[i]];
+                    e = runs.end(starts[i]) + 1;
+                    runs.remove(starts[i]);
                     i++;
                 }
                 unmapRun(a, s, e, true);
@@ -863,7 +994,7 @@ public final class StitchAllocator implements GpuAllocator {
         long n = 0;
         for (Arena a : arenas) {
             for (int p = a.unpinned.head(); p >= 0; p = a.unpinned.next(p)) {
-                n += a.mapLength[p];
+                n += a.unpinned.end(p) - p + 1;
             }
         }
         return n;

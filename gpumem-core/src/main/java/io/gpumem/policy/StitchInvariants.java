@@ -9,8 +9,8 @@ import java.util.Set;
 
 /**
  * The stitch allocator's invariant checker ({@link StitchAllocator#checkInvariants}): recomputes from the blocks
- * what the page and block structures must hold (pins per mapping, one block behind each pinned multi-page mapping,
- * the unpinned list, no handle mapped twice, arenas tiled by their blocks, the free tree) and throws
+ * what the page and block structures must hold (pins per mapping in a fixed arena, one block behind each pinned
+ * multi-page mapping, the unpinned runs, no handle mapped twice, arenas tiled by their blocks, the free tree) and throws
  * {@link IllegalStateException} naming the first difference. Allocates freely: tests and benchmarks' set-up only.
  * The invariants are listed in policies.md §2.9.
  */
@@ -54,35 +54,33 @@ final class StitchInvariants {
             Arena a = u.arena;
             int[] e = u.pins;
             StitchBlock[] c = u.coveredBy;
-            boolean[] onList = new boolean[a.pins.length];
-            int listed = 0;
-            for (int p = a.unpinned.head(); p >= 0; p = a.unpinned.next(p)) {
-                require(!onList[p], "mapping listed twice");
-                onList[p] = true;
-                require(a.unpinned.next(p) >= 0 || a.unpinned.tail() == p, "unpinned list tail wrong");
-                listed++;
-            }
-            for (int p = 0; p < a.pins.length; p++) {
+            int pages = a.handle.length;
+            boolean[] listed = listedPages(a);
+            for (int p = 0; p < pages; p++) {
                 if (a.handle[p] == 0) {
                     require(
                             e[p] == 0,
                             "page " + p + " of arena 0x" + Long.toHexString(a.base) + " is touched by " + e[p]
                                     + " blocks but not mapped");
-                    require(a.pins[p] == 0, "unmapped page " + p + " has pins");
-                    require(!onList[p], "unmapped page " + p + " on the unpinned list");
+                    require(!a.fixed || a.pins[p] == 0, "unmapped page " + p + " has pins");
+                    require(!listed[p], "unmapped page " + p + " is listed as unpinned");
                     continue;
                 }
                 int s = a.mapStart[p];
                 require(
                         s <= p && a.handle[s] == a.handle[p] && p < s + a.mapLength[s],
                         "page " + p + " outside its mapping");
+                require(
+                        listed[p] == (e[p] == 0),
+                        "page " + p + " of arena 0x" + Long.toHexString(a.base) + " is touched by " + e[p]
+                                + " blocks but " + (listed[p] ? "" : "not ") + "listed as unpinned");
                 if (s == p) {
                     int n = a.mapLength[p];
                     mapped += n;
                     require(
-                            a.pins[p] == e[p],
-                            "mapping at page " + p + " of arena 0x" + Long.toHexString(a.base) + " has " + a.pins[p]
-                                    + " pins, " + e[p] + " blocks touch it");
+                            !a.fixed || a.pins[p] == e[p],
+                            "mapping at page " + p + " of arena 0x" + Long.toHexString(a.base) + " has "
+                                    + (a.fixed ? a.pins[p] : 0) + " pins, " + e[p] + " blocks touch it");
                     require(handles.add(a.handle[p]), "physical handle " + a.handle[p] + " mapped twice");
                     for (int q = p + 1; q < p + n; q++) {
                         require(a.handle[q] == a.handle[p] && a.mapStart[q] == p, "mapping at page " + p + " broken");
@@ -91,15 +89,14 @@ final class StitchInvariants {
                                 "multi-page mapping at page " + p + " is pinned by more than one block");
                     }
                     require(
-                            n == 1 || a.pins[p] == 0 || c[p] != null,
+                            n == 1 || e[p] == 0 || c[p] != null,
                             "multi-page mapping at page " + p + " pinned by a block that does not cover it");
-                    require(onList[p] == (a.pins[p] == 0), "unpinned list wrong at page " + p);
                 } else {
-                    require(a.pins[p] == 0, "page " + p + " inside a mapping holds pins (they live on its first page)");
-                    require(!onList[p], "page " + p + " inside a mapping is listed");
+                    require(
+                            !a.fixed || a.pins[p] == 0,
+                            "page " + p + " inside a mapping holds pins (they live on its first page)");
                 }
             }
-            require(listed == 0 || a.unpinned.next(a.unpinned.tail()) < 0, "unpinned list tail wrong");
             if (a.fixed) {
                 long end = Long.MIN_VALUE;
                 for (StitchBlock b : a.fixedBlocks.values()) {
@@ -138,13 +135,58 @@ final class StitchInvariants {
                 at += b.size;
             }
             require(
-                    at == a.base + (long) a.pins.length * st.page,
+                    at == a.base + (long) a.handle.length * st.page,
                     "blocks do not cover arena 0x" + Long.toHexString(a.base));
             require(
                     frees == a.freeBySize.size(),
                     "free index holds " + a.freeBySize.size() + " blocks, " + frees + " free");
         }
         require(mapped == st.mappedPages, "mapped page count " + st.mappedPages + " but " + mapped + " pages mapped");
+    }
+
+    /**
+     * The pages an arena's unpinned runs list, checking the runs on the way: each listed once in the order (its
+     * links mirrored, the tail last), indexed by its first and last page and by nothing else, all its pages mapped,
+     * starting and ending on mapping boundaries (one mapping per run in a fixed arena), no page in two runs.
+     */
+    private static boolean[] listedPages(Arena a) {
+        UnpinnedRuns runs = a.unpinned;
+        int pages = a.handle.length;
+        boolean[] listed = new boolean[pages];
+        boolean[] isStart = new boolean[pages];
+        String where = " of arena 0x" + Long.toHexString(a.base);
+        int count = 0;
+        require(runs.head() < 0 || runs.prev(runs.head()) < 0, "unpinned runs' head has a predecessor" + where);
+        for (int lo = runs.head(); lo >= 0; lo = runs.next(lo)) {
+            require(++count <= pages, "unpinned runs' order loops" + where);
+            require(!isStart[lo], "unpinned run at page " + lo + where + " listed twice");
+            isStart[lo] = true;
+            int nx = runs.next(lo);
+            require(nx >= 0 ? runs.prev(nx) == lo : runs.tail() == lo, "unpinned runs' links broken at page " + lo);
+            int hi = runs.end(lo);
+            require(hi >= lo && hi < pages, "unpinned run at page " + lo + where + " has no end");
+            require(runs.startEndingAt(hi) == lo, "unpinned run " + lo + ".." + hi + where + " not found by its end");
+            require(
+                    a.handle[lo] != 0 && a.mapStart[lo] == lo,
+                    "unpinned run " + lo + ".." + hi + where + " does not start a mapping");
+            require(
+                    a.handle[hi] != 0 && a.mapStart[hi] + a.mapLength[a.mapStart[hi]] - 1 == hi,
+                    "unpinned run " + lo + ".." + hi + where + " does not end a mapping");
+            require(!a.fixed || a.mapStart[hi] == lo, "unpinned run " + lo + ".." + hi + where + " is not one mapping");
+            for (int p = lo; p <= hi; p++) {
+                require(!listed[p], "page " + p + where + " in two unpinned runs");
+                listed[p] = true;
+            }
+        }
+        require(count > 0 || runs.tail() < 0, "unpinned runs empty but a tail" + where);
+        for (int p = 0; p < pages; p++) {
+            require(runs.end(p) < 0 || isStart[p], "page " + p + where + " starts an unpinned run that is not listed");
+            require(
+                    runs.startEndingAt(p) < 0
+                            || (isStart[runs.startEndingAt(p)] && runs.end(runs.startEndingAt(p)) == p),
+                    "page " + p + where + " ends an unpinned run that is not listed");
+        }
+        return listed;
     }
 
     /**
@@ -158,8 +200,8 @@ final class StitchInvariants {
 
         PageUse(Arena arena) {
             this.arena = arena;
-            this.pins = new int[arena.pins.length];
-            this.coveredBy = new StitchBlock[arena.pins.length];
+            this.pins = new int[arena.handle.length];
+            this.coveredBy = new StitchBlock[arena.handle.length];
         }
     }
 
