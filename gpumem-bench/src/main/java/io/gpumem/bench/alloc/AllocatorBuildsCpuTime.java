@@ -28,7 +28,7 @@ import org.jspecify.annotations.Nullable;
  * round), cancels most of what the machine does between rounds. A stream that a build does not know is skipped.
  *
  * <p>Then the same for each allocation policy on {@link PolicyPairBench}'s workloads (the stress mix, the recorded
- * lm2.7b and llama offload cycles and the RMM-style random cycle, one malloc+free pair per call; a workload a build
+ * lm2.7b and llama offload cycles and the two RMM-style random cycles, one malloc+free pair per call; a workload a build
  * lacks is skipped), for {@code pytorch} and {@code stitch}: each build's
  * benchmark object is set up as JMH would and its method called in batches of {@value #CALLS_PER_PASS}. The call
  * goes through a method handle, a few ns that every build pays alike.
@@ -43,7 +43,7 @@ public final class AllocatorBuildsCpuTime {
             List.of("lm2.7b", "llama-offload", "rmm-random", "rmm-64mib", "training-loop");
     private static final List<String> POLICIES = List.of("pytorch", "stitch");
     private static final List<String> POLICY_WORKLOADS =
-            List.of("stressPair", "recordedTracePair", "offloadPair", "randomPair");
+            List.of("stressPair", "recordedTracePair", "offloadPair", "randomPair", "randomLargePair");
     private static final int CALLS_PER_PASS = 1024;
 
     private AllocatorBuildsCpuTime() {}

@@ -30,7 +30,10 @@ import org.openjdk.jmh.infra.BenchmarkParams;
  * {@code lm2.7b-train-step.pickle} (a training step); {@link #offloadPair}, {@code llama-offload-10-streams.pickle}
  * (inference on 10 streams with offload); {@link #randomPair}, RMM's random shape with sizes up to 64 MiB
  * ({@code rmm-64mib} of {@link BenchStreams}: about 590 live blocks of about 27 MiB, 14 pages of 2 MiB each, at
- * a random place each time, so stitch pins and unpins many-page mappings on every pair).
+ * a random place each time, so stitch pins and unpins many-page mappings on every pair); and
+ * {@link #randomLargePair}, the same shape with RMM's default sizes up to 4 GiB ({@code rmm-random}: about 9 live
+ * blocks of about 1.7 GiB, some 850 pages each, over an arena whose pages are mostly one-page mappings), where a
+ * policy that pins or lists page by page pays hundreds of steps a pair.
  */
 @State(Scope.Thread)
 @BenchmarkMode(Mode.AverageTime)
@@ -44,6 +47,7 @@ public class PolicyPairBench {
     private StreamLoop traced;
     private StreamLoop offload;
     private StreamLoop random;
+    private StreamLoop randomLarge;
 
     /** Sets up the workload of the benchmark JMH is about to run, and only that one. */
     @Setup(Level.Trial)
@@ -71,6 +75,7 @@ public class PolicyPairBench {
                 (traced = loop(policy, BenchStreams.recorded("lm2.7b-train-step.pickle"))).allocator;
             case "offloadPair" -> (offload = loop(policy, BenchStreams.named("llama-offload"))).allocator;
             case "randomPair" -> (random = loop(policy, BenchStreams.named("rmm-64mib"))).allocator;
+            case "randomLargePair" -> (randomLarge = loop(policy, BenchStreams.named("rmm-random"))).allocator;
             default -> throw new IllegalArgumentException("PolicyPairBench has no workload " + workload);
         };
         // Checked once, at set-up: the checker allocates, and JMH's gc profiler would count it in an iteration.
@@ -107,5 +112,11 @@ public class PolicyPairBench {
     @Benchmark
     public long randomPair() {
         return random.pair();
+    }
+
+    /** Two ops of the RMM-style random cycle with RMM's default sizes, up to 4 GiB. */
+    @Benchmark
+    public long randomLargePair() {
+        return randomLarge.pair();
     }
 }
