@@ -41,11 +41,7 @@ final class UnpinnedRuns {
         startAt[hi] = lo + 1;
         prev[lo] = -1;
         next[lo] = head;
-        if (head >= 0) {
-            prev[head] = lo;
-        } else {
-            tail = lo;
-        }
+        setPrev(head, lo);
         head = lo;
     }
 
@@ -53,16 +49,8 @@ final class UnpinnedRuns {
     void remove(int lo) {
         int pr = prev[lo];
         int nx = next[lo];
-        if (pr >= 0) {
-            next[pr] = nx;
-        } else {
-            head = nx;
-        }
-        if (nx >= 0) {
-            prev[nx] = pr;
-        } else {
-            tail = pr;
-        }
+        setNext(pr, nx);
+        setPrev(nx, pr);
         startAt[endAt[lo] - 1] = 0;
         endAt[lo] = 0;
     }
@@ -81,16 +69,8 @@ final class UnpinnedRuns {
         int nx = next[lo];
         prev[newLo] = pr;
         next[newLo] = nx;
-        if (pr >= 0) {
-            next[pr] = newLo;
-        } else {
-            head = newLo;
-        }
-        if (nx >= 0) {
-            prev[nx] = newLo;
-        } else {
-            tail = newLo;
-        }
+        setNext(pr, newLo);
+        setPrev(nx, newLo);
         endAt[newLo] = hi + 1;
         endAt[lo] = 0;
         startAt[hi] = newLo + 1;
@@ -105,6 +85,24 @@ final class UnpinnedRuns {
         startAt[endAt[lo] - 1] = 0;
         endAt[lo] = newHi + 1;
         startAt[newHi] = lo + 1;
+    }
+
+    /** Links run {@code to} after run {@code pr} in the order (at the head when {@code pr} is -1). */
+    private void setNext(int pr, int to) {
+        if (pr >= 0) {
+            next[pr] = to;
+        } else {
+            head = to;
+        }
+    }
+
+    /** Links run {@code to} before run {@code nx} in the order (at the tail when {@code nx} is -1). */
+    private void setPrev(int nx, int to) {
+        if (nx >= 0) {
+            prev[nx] = to;
+        } else {
+            tail = to;
+        }
     }
 
     /** The last page of the run starting at page {@code lo}, or -1 when no run starts there. */
