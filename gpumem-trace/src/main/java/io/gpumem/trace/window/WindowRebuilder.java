@@ -13,7 +13,9 @@ import io.gpumem.trace.io.EntryFields;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collection;
 import java.util.Collections;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
@@ -21,6 +23,7 @@ import java.util.Map;
 import java.util.NavigableMap;
 import java.util.Set;
 import java.util.TreeMap;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Rebuilds the allocator state at the first entry of a trace window (docs/replay-method.md §2 "Start state").
@@ -73,27 +76,92 @@ public final class WindowRebuilder {
         this.config = config;
     }
 
-    /** A segment in the making: range, stream, pool, and its live blocks keyed by address (filled in later). */
-    private record Seg(
-            long address, long size, long stream, Pool pool, boolean expandable, TreeMap<Long, LiveBlock> live) {
+    /**
+     * A segment in the making: range, stream, pool, and its live blocks (filled in later). The live blocks are kept
+     * in the order they were found, created only for a segment that has any; {@link #liveByAddress} sorts them and
+     * keeps the last one found at each address.
+     */
+    private static final class Seg {
+        final long address;
+        final long size;
+        final long stream;
+        final Pool pool;
+        final boolean expandable;
+        private @Nullable List<LiveBlock> live;
+
         Seg(long address, long size, long stream, Pool pool, boolean expandable) {
-            this(address, size, stream, pool, expandable, new TreeMap<>());
+            this.address = address;
+            this.size = size;
+            this.stream = stream;
+            this.pool = pool;
+            this.expandable = expandable;
         }
 
         long end() {
             return address + size;
+        }
+
+        void addLive(LiveBlock b) {
+            if (live == null) {
+                live = new ArrayList<>(4);
+            }
+            live.add(b);
+        }
+
+        /** The live blocks by ascending address, one per address (the one found last, as a map's put keeps). */
+        List<LiveBlock> liveByAddress() {
+            List<LiveBlock> l = live;
+            if (l == null) {
+                return List.of();
+            }
+            l.sort(Comparator.comparingLong(LiveBlock::address)); // stable: equal addresses stay in found order
+            int kept = 0;
+            for (int i = 0; i < l.size(); i++) {
+                if (i + 1 < l.size() && l.get(i + 1).address() == l.get(i).address()) {
+                    continue;
+                }
+                l.set(kept++, l.get(i));
+            }
+            return l.subList(0, kept);
         }
     }
 
     /**
      * A block live at the window's start.
      *
+     * @param address   its address
      * @param size      its size, or {@link #INFERRED} when only its request is known (freed in the window)
      * @param request   the size requested for it
      * @param freeIndex the trace entry that frees it, {@link Long#MAX_VALUE} when it outlives the window
      */
-    private record LiveBlock(long size, long request, long freeIndex) {
+    private record LiveBlock(long address, long size, long request, long freeIndex) {
         static final long INFERRED = -1;
+    }
+
+    /** The start segments by ascending address, with their addresses in an array for binary search. */
+    private static final class SegIndex {
+        private final Seg[] segs;
+        private final long[] starts;
+
+        SegIndex(Collection<Seg> byAddress) {
+            segs = byAddress.toArray(new Seg[0]);
+            starts = new long[segs.length];
+            for (int i = 0; i < segs.length; i++) {
+                starts[i] = segs[i].address;
+            }
+        }
+
+        /** The segment holding {@code address}, or null. */
+        @Nullable
+        Seg containing(long address) {
+            int i = Arrays.binarySearch(starts, address);
+            int floor = i >= 0 ? i : -i - 2;
+            if (floor < 0) {
+                return null;
+            }
+            Seg s = segs[floor];
+            return address < s.end() ? s : null;
+        }
     }
 
     /** A block allocated before the window and freed in it: its address, request and freeing entry. */
@@ -106,10 +174,12 @@ public final class WindowRebuilder {
     /** Rebuilds the start state of {@code device}'s window. */
     public WindowStart rebuild(TraceSnapshot snapshot, int device) {
         List<TraceEntry> trace = snapshot.traceOf(device);
-        NavigableMap<Long, Seg> segs = startSegments(snapshot, device, trace);
 
         // Forward pass: which addresses the window itself allocated, which frees hit older blocks, and what each
-        // freeing entry frees (FreeMatches). Addresses stay in the table once touched (UNTOUCHED vs GONE).
+        // freeing entry frees (FreeMatches). Addresses stay in the table once touched (UNTOUCHED vs GONE). It also
+        // notes where the segment events are, so the backward pass over them need not walk the whole trace again.
+        int[] segmentEvents = new int[16];
+        int segmentEventCount = 0;
         AddressTable<Void> state = AddressTable.forInts(1024);
         long[] allocAddr = new long[64];
         int[] allocIndex = new int[64];
@@ -122,7 +192,8 @@ public final class WindowRebuilder {
         boolean hasCompletions = recordsFreeCompletions(fields, trace.size());
         for (int i = 0; i < trace.size(); i++) {
             long a = fields.addr(i);
-            switch (fields.action(i)) {
+            TraceAction action = fields.action(i);
+            switch (action) {
                 case ALLOC -> {
                     int ordinal = allocOrdinal++;
                     if (a == 0) {
@@ -173,59 +244,65 @@ public final class WindowRebuilder {
                                 s == PRE_FREE_REQUESTED ? FreeMatches.START_BLOCK : FreeMatches.NOTHING);
                     }
                 }
-                default -> {}
+                default -> {
+                    if (action.isSegmentEvent()) {
+                        if (segmentEventCount == segmentEvents.length) {
+                            segmentEvents = Arrays.copyOf(segmentEvents, segmentEventCount * 2);
+                        }
+                        segmentEvents[segmentEventCount++] = i;
+                    }
+                }
             }
         }
+        SegIndex segs = new SegIndex(startSegments(snapshot, device, trace, segmentEvents, segmentEventCount)
+                .values());
 
-        // Live blocks at the start.
+        // Live blocks at the start, and the end state's free blocks by end address (where a start free block's
+        // object can have survived to), in one pass over the end state.
+        AddressTable<BlockInfo> freeByEnd = AddressTable.forObjects(64);
         for (SegmentInfo s : snapshot.segmentsOf(device)) {
             for (BlockInfo b : s.blocks()) {
+                long address = b.address();
+                BlockState blockState = b.state();
                 // (address 0 is never a window block, and never a start block)
-                if (b.state().isActive() && b.address() != 0 && !heldInWindow(state.getInt(b.address(), UNTOUCHED))) {
-                    Seg seg = containing(segs, b.address());
+                if (blockState.isActive() && address != 0 && !heldInWindow(state.getInt(address, UNTOUCHED))) {
+                    Seg seg = segs.containing(address);
                     if (seg != null) {
-                        seg.live().put(b.address(), new LiveBlock(b.size(), b.requestedSize(), Long.MAX_VALUE));
+                        seg.addLive(new LiveBlock(address, b.size(), b.requestedSize(), Long.MAX_VALUE));
                     }
+                }
+                long end = address + b.size();
+                if (blockState == BlockState.INACTIVE && end != 0) {
+                    freeByEnd.put(end, b);
                 }
             }
         }
         Set<Long> preWindowFreed = new HashSet<>();
         for (PreFreed p : preFreed) {
-            Seg seg = containing(segs, p.address());
+            Seg seg = segs.containing(p.address());
             if (seg != null) {
-                seg.live().put(p.address(), new LiveBlock(LiveBlock.INFERRED, p.request(), p.freeIndex()));
+                seg.addLive(new LiveBlock(p.address(), LiveBlock.INFERRED, p.request(), p.freeIndex()));
                 preWindowFreed.add(p.address());
-            }
-        }
-
-        // End-state free blocks by end address: where a start free block's object can have survived to.
-        AddressTable<BlockInfo> freeByEnd = AddressTable.forObjects(64);
-        for (SegmentInfo s : snapshot.segmentsOf(device)) {
-            for (BlockInfo b : s.blocks()) {
-                long end = b.address() + b.size();
-                if (b.state() == BlockState.INACTIVE && end != 0) {
-                    freeByEnd.put(end, b);
-                }
             }
         }
 
         // Alloc addresses with their first index, for the slack rule; built only if a block needs it.
         SlackIndex slackIndex = new SlackIndex(allocAddr, allocIndex, allocs);
         int inferred = 0;
-        List<SegmentInfo> out = new ArrayList<>(segs.size());
-        for (Seg seg : segs.values()) {
-            List<BlockInfo> blocks = new ArrayList<>(seg.live().size() * 2 + 1);
-            long cursor = seg.address();
-            for (Map.Entry<Long, LiveBlock> le : seg.live().entrySet()) {
-                long addr = le.getKey();
-                LiveBlock info = le.getValue();
-                Long nextKey = seg.live().higherKey(addr);
-                long next = nextKey == null ? seg.end() : nextKey;
+        List<SegmentInfo> out = new ArrayList<>(segs.segs.length);
+        for (Seg seg : segs.segs) {
+            List<LiveBlock> live = seg.liveByAddress();
+            List<BlockInfo> blocks = new ArrayList<>(live.size() * 2 + 1);
+            long cursor = seg.address;
+            for (int k = 0; k < live.size(); k++) {
+                LiveBlock info = live.get(k);
+                long addr = info.address();
+                long next = k + 1 < live.size() ? live.get(k + 1).address() : seg.end();
                 long size = info.size();
                 boolean exact = size != LiveBlock.INFERRED;
                 if (!exact) {
                     long rounded = SizeRules.roundSize(info.request(), config);
-                    size = inferSize(addr, rounded, next, info.freeIndex(), seg.pool(), slackIndex);
+                    size = inferSize(addr, rounded, next, info.freeIndex(), seg.pool, slackIndex);
                     if (size != rounded) {
                         inferred++;
                     }
@@ -241,12 +318,7 @@ public final class WindowRebuilder {
                 blocks.add(freeBlock(cursor, seg.end(), freeByEnd));
             }
             out.add(SegmentInfo.ofBlocks(
-                    device,
-                    seg.address(),
-                    seg.stream(),
-                    seg.pool(),
-                    seg.expandable(),
-                    Collections.unmodifiableList(blocks)));
+                    device, seg.address, seg.stream, seg.pool, seg.expandable, Collections.unmodifiableList(blocks)));
         }
         return new WindowStart(
                 device,
@@ -325,17 +397,13 @@ public final class WindowRebuilder {
         }
     }
 
-    private static Seg containing(NavigableMap<Long, Seg> segs, long address) {
-        Map.Entry<Long, Seg> e = segs.floorEntry(address);
-        if (e == null) {
-            return null;
-        }
-        Seg s = e.getValue();
-        return address < s.end() ? s : null;
-    }
-
-    /** Segments that existed at the window's start, keyed by address. */
-    private NavigableMap<Long, Seg> startSegments(TraceSnapshot snapshot, int device, List<TraceEntry> trace) {
+    /**
+     * Segments that existed at the window's start, keyed by address.
+     *
+     * @param segmentEvents the indices of the trace's segment events, ascending, in {@code [0, segmentEventCount)}
+     */
+    private NavigableMap<Long, Seg> startSegments(
+            TraceSnapshot snapshot, int device, List<TraceEntry> trace, int[] segmentEvents, int segmentEventCount) {
         TreeMap<Long, Seg> segs = new TreeMap<>();
         // Expandable mapped runs per (stream, pool) group: start -> end.
         Map<List<Long>, NavigableMap<Long, Long>> groups = new HashMap<>();
@@ -352,24 +420,25 @@ public final class WindowRebuilder {
             }
         }
         EntryFields fields = EntryFields.of(trace);
-        for (int i = trace.size() - 1; i >= 0; i--) {
+        for (int n = segmentEventCount - 1; n >= 0; n--) {
+            int i = segmentEvents[n];
             TraceAction action = fields.action(i);
-            if (!action.isSegmentEvent()) {
-                continue;
-            }
-            TraceEntry e = trace.get(i);
+            // (fields by index, not trace.get(i): building an entry copies its frames)
+            long addr = fields.addr(i);
             switch (action) {
-                case SEGMENT_ALLOC -> segs.remove(e.addr());
-                case SEGMENT_FREE ->
-                    segs.put(e.addr(), new Seg(e.addr(), e.size(), e.stream(), poolOfSegment(e.size()), false));
+                case SEGMENT_ALLOC -> segs.remove(addr);
+                case SEGMENT_FREE -> {
+                    long size = fields.size(i);
+                    segs.put(addr, new Seg(addr, size, fields.stream(i), poolOfSegment(size), false));
+                }
                 case SEGMENT_MAP -> {
                     NavigableMap<Long, Long> g = groups.computeIfAbsent(
-                            List.of(e.stream(), poolKey(nextRequestPool(trace, i))), k -> new TreeMap<>());
-                    subtract(g, e.addr(), e.addr() + e.size());
+                            List.of(fields.stream(i), poolKey(nextRequestPool(trace, i))), k -> new TreeMap<>());
+                    subtract(g, addr, addr + fields.size(i));
                 }
                 case SEGMENT_UNMAP -> {
-                    NavigableMap<Long, Long> g = nearestGroup(groups, e.addr(), e.stream());
-                    add(g, e.addr(), e.addr() + e.size());
+                    NavigableMap<Long, Long> g = nearestGroup(groups, addr, fields.stream(i));
+                    add(g, addr, addr + fields.size(i));
                 }
                 default -> {}
             }
