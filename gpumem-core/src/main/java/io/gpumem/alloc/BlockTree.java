@@ -101,6 +101,14 @@ public final class BlockTree<B extends OrderedBlock<B>> {
         return ceiling(root[0], stream, size, ptr, bySize);
     }
 
+    /** The block just before {@code b} (which must be in this tree) in the tree's order, or null. */
+    public @Nullable B previous(B b) {
+        if (b.container != this) {
+            throw new IllegalStateException("block not in this tree: " + b);
+        }
+        return prev(b);
+    }
+
     public @Nullable B first() {
         return leftmost(root[0]);
     }

@@ -66,7 +66,7 @@ class DataStructuresTest {
         }
         assertThat(walked).containsExactlyElementsOf(ref);
         List<Block> backwards = new ArrayList<>();
-        for (Block b = tree.last(); b != null; b = BlockTree.prev(b)) {
+        for (Block b = tree.last(); b != null; b = tree.previous(b)) { // the public walk back
             backwards.add(0, b);
         }
         assertThat(backwards).containsExactlyElementsOf(ref);
@@ -289,6 +289,7 @@ class DataStructuresTest {
         t.insert(a);
         assertThatThrownBy(() -> t.insert(block(0, 1024, 4096))).isInstanceOf(IllegalStateException.class);
         assertThatThrownBy(() -> t.remove(block(0, 512, 8192))).isInstanceOf(IllegalStateException.class);
+        assertThatThrownBy(() -> t.previous(block(0, 512, 8192))).isInstanceOf(IllegalStateException.class);
         assertThatThrownBy(() -> t.insert(a)).isInstanceOf(IllegalStateException.class);
     }
 
