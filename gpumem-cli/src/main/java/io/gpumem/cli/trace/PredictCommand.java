@@ -20,7 +20,6 @@ import io.gpumem.trace.io.ReadLimits;
 import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.replay.ProgressListener;
-import io.gpumem.trace.replay.StartMode;
 import io.gpumem.trace.session.CompareRuns;
 import io.gpumem.trace.session.TraceSession;
 import java.io.IOException;
@@ -178,8 +177,7 @@ public final class PredictCommand extends GpumemCommand {
         } catch (IllegalArgumentException e) {
             throw new BadInputException(e.getMessage());
         }
-        // the predicted recording starts from the predicted steps' own cache: its window is already a steady state
-        TraceSession session = TraceSession.of(predicted.trace()).startMode(StartMode.WINDOW);
+        TraceSession session = predicted.session();
         List<AllocatorConfig> all = new ArrayList<>();
         all.add(session.recordedConfig());
         all.addAll(others);
@@ -250,9 +248,7 @@ public final class PredictCommand extends GpumemCommand {
                             100 * sizes.exactFraction());
             RunOutcome predicted;
             try {
-                TraceSession p = TraceSession.of(
-                                family.without(j).predict(label).trace())
-                        .startMode(StartMode.WINDOW);
+                TraceSession p = family.without(j).predict(label).session();
                 predicted = p.compare(0, List.of(p.recordedConfig()), List.of(), null, ProgressListener.NONE)
                         .rows()
                         .getFirst();

@@ -150,6 +150,58 @@ class PredictCommandTest {
         assertThat(text.out()).contains("largest value that fits in 64.00 MiB").contains("replays");
     }
 
+    /**
+     * Every row of {@code --fit} on a warm recording is {@code predict --at} at its largest value, and one more does
+     * not run: under expandable segments the row once came from the steady state (3.58 GiB) while the search's probes
+     * ran the window as predicted (which needs 4 GiB), so the "largest value" was not the last one that fits.
+     */
+    @Test
+    void fitRowsArePredictAtRowsUnderEveryConfiguration() throws Exception {
+        String a = DiffCommandTest.trace("lm-medium-infer-ctx128.pickle");
+        String b = DiffCommandTest.trace("lm-medium-infer-ctx256.pickle");
+        String conf = "expandable_segments:True";
+        CliRun fit = CliRun.run("predict", a + "@128", b + "@256", "--fit", "4GiB", "-c", conf, "--json");
+        assertThat(fit.exit()).as(fit.err()).isZero();
+        List<Map<String, Object>> fitRows = rows(fit.out());
+        assertThat(fitRows).hasSize(2);
+        for (int i = 0; i < fitRows.size(); i++) {
+            long largest = (Long) fitRows.get(i).get("largest_value");
+            assertThat(largest).as("row %d", i).isGreaterThan(256);
+            Map<String, Object> at = rows(CliRun.run(
+                                    "predict",
+                                    a + "@128",
+                                    b + "@256",
+                                    "--at",
+                                    Long.toString(largest),
+                                    "-c",
+                                    conf,
+                                    "--capacity",
+                                    "4GiB",
+                                    "--json")
+                            .out())
+                    .get(i);
+            assertThat(at.get("ooms")).as("row %d at %d", i, largest).isEqualTo(0L);
+            assertThat(fitRows.get(i).get("min_capacity")).as("row %d", i).isEqualTo(at.get("min_capacity"));
+            assertThat(fitRows.get(i).get("peak_reserved")).as("row %d", i).isEqualTo(at.get("peak_reserved"));
+            Map<String, Object> over = rows(CliRun.run(
+                                    "predict",
+                                    a + "@128",
+                                    b + "@256",
+                                    "--at",
+                                    Long.toString(largest + 1),
+                                    "-c",
+                                    conf,
+                                    "--capacity",
+                                    "4GiB",
+                                    "--json")
+                            .out())
+                    .get(i);
+            assertThat((Long) over.get("ooms"))
+                    .as("row %d at %d", i, largest + 1)
+                    .isPositive();
+        }
+    }
+
     @Test
     void badInputExitsTwoAndWritesNothing(@TempDir Path dir) throws Exception {
         Path one = program(dir, 1, true);

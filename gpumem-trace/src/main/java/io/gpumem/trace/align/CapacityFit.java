@@ -4,7 +4,6 @@ import io.gpumem.config.AllocatorConfig;
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.trace.replay.WhatIfReplay;
-import io.gpumem.trace.session.TraceSession;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -152,7 +151,7 @@ public final class CapacityFit {
         WhatIfReplay r;
         try {
             predictions++;
-            r = TraceSession.of(family.predict(value).trace()).window(0).replay();
+            r = family.predict(value).session().window(0).replay();
         } catch (IllegalArgumentException | IllegalStateException e) {
             r = null; // no program at this value (a law gives no positive size), or none that runs
         }

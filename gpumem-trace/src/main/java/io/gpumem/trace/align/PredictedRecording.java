@@ -13,7 +13,9 @@ import io.gpumem.policy.PolicyRegistry;
 import io.gpumem.size.ByteSize;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.replay.StartMode;
 import io.gpumem.trace.replay.WhatIfReplay;
+import io.gpumem.trace.session.TraceSession;
 import io.gpumem.trace.window.RecordedConfig;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -325,6 +327,16 @@ public final class PredictedRecording {
     /** The predicted recording: device 0 holds the predicted trace; segments are the state at its end. */
     public TraceSnapshot trace() {
         return trace;
+    }
+
+    /**
+     * The predicted recording as a trace session whose what-ifs start from its window as predicted: the start state is
+     * the cache the predicted warm-up passes left, already a steady state, so no warm-up of its own is run. Every use
+     * of a prediction ({@code predict --at}, {@code --fit} and the leave-one-out errors) plays it through here, so a row
+     * means the same in each (a {@code --fit} row once came from the steady state while its probes ran the window).
+     */
+    public TraceSession session() {
+        return TraceSession.of(trace).startMode(StartMode.WINDOW);
     }
 
     /** The value predicted at. */
