@@ -167,39 +167,34 @@ class PredictCommandTest {
         for (int i = 0; i < fitRows.size(); i++) {
             long largest = (Long) fitRows.get(i).get("largest_value");
             assertThat(largest).as("row %d", i).isGreaterThan(256);
-            Map<String, Object> at = rows(CliRun.run(
-                                    "predict",
-                                    a + "@128",
-                                    b + "@256",
-                                    "--at",
-                                    Long.toString(largest),
-                                    "-c",
-                                    conf,
-                                    "--capacity",
-                                    "4GiB",
-                                    "--json")
-                            .out())
-                    .get(i);
+            Map<String, Object> at = predictAt(a, b, largest, conf, "4GiB").get(i);
             assertThat(at.get("ooms")).as("row %d at %d", i, largest).isEqualTo(0L);
             assertThat(fitRows.get(i).get("min_capacity")).as("row %d", i).isEqualTo(at.get("min_capacity"));
             assertThat(fitRows.get(i).get("peak_reserved")).as("row %d", i).isEqualTo(at.get("peak_reserved"));
-            Map<String, Object> over = rows(CliRun.run(
-                                    "predict",
-                                    a + "@128",
-                                    b + "@256",
-                                    "--at",
-                                    Long.toString(largest + 1),
-                                    "-c",
-                                    conf,
-                                    "--capacity",
-                                    "4GiB",
-                                    "--json")
-                            .out())
-                    .get(i);
+            Map<String, Object> over =
+                    predictAt(a, b, largest + 1, conf, "4GiB").get(i);
             assertThat((Long) over.get("ooms"))
                     .as("row %d at %d", i, largest + 1)
                     .isPositive();
         }
+    }
+
+    /** The rows of {@code predict A@128 B@256 --at VALUE -c CONF --capacity CAPACITY --json}. */
+    private static List<Map<String, Object>> predictAt(String a, String b, long value, String conf, String capacity)
+            throws Exception {
+        CliRun run = CliRun.run(
+                "predict",
+                a + "@128",
+                b + "@256",
+                "--at",
+                Long.toString(value),
+                "-c",
+                conf,
+                "--capacity",
+                capacity,
+                "--json");
+        assertThat(run.exit()).as(run.err()).isZero();
+        return rows(run.out());
     }
 
     @Test
