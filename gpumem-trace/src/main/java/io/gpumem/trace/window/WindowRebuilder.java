@@ -77,24 +77,13 @@ public final class WindowRebuilder {
     }
 
     /**
-     * A segment in the making: range, stream, pool, and its live blocks (filled in later). The live blocks are kept
-     * in the order they were found, created only for a segment that has any; {@link #liveByAddress} sorts them and
-     * keeps the last one found at each address.
+     * A segment in the making: range, stream, pool, and its live blocks (filled in later), kept in the order they
+     * were found; {@link #liveByAddress} sorts them and keeps the last one found at each address. The list starts
+     * without an array, so a segment without live blocks costs no more than this record and an empty list.
      */
-    private static final class Seg {
-        final long address;
-        final long size;
-        final long stream;
-        final Pool pool;
-        final boolean expandable;
-        private @Nullable List<LiveBlock> live;
-
+    private record Seg(long address, long size, long stream, Pool pool, boolean expandable, List<LiveBlock> live) {
         Seg(long address, long size, long stream, Pool pool, boolean expandable) {
-            this.address = address;
-            this.size = size;
-            this.stream = stream;
-            this.pool = pool;
-            this.expandable = expandable;
+            this(address, size, stream, pool, expandable, new ArrayList<>());
         }
 
         long end() {
@@ -102,18 +91,12 @@ public final class WindowRebuilder {
         }
 
         void addLive(LiveBlock b) {
-            if (live == null) {
-                live = new ArrayList<>(4);
-            }
             live.add(b);
         }
 
         /** The live blocks by ascending address, one per address (the one found last, as a map's put keeps). */
         List<LiveBlock> liveByAddress() {
             List<LiveBlock> l = live;
-            if (l == null) {
-                return List.of();
-            }
             l.sort(Comparator.comparingLong(LiveBlock::address)); // stable: equal addresses stay in found order
             int kept = 0;
             for (int i = 0; i < l.size(); i++) {
@@ -147,7 +130,7 @@ public final class WindowRebuilder {
             segs = byAddress.toArray(new Seg[0]);
             starts = new long[segs.length];
             for (int i = 0; i < segs.length; i++) {
-                starts[i] = segs[i].address;
+                starts[i] = segs[i].address();
             }
         }
 
@@ -293,7 +276,7 @@ public final class WindowRebuilder {
         for (Seg seg : segs.segs) {
             List<LiveBlock> live = seg.liveByAddress();
             List<BlockInfo> blocks = new ArrayList<>(live.size() * 2 + 1);
-            long cursor = seg.address;
+            long cursor = seg.address();
             for (int k = 0; k < live.size(); k++) {
                 LiveBlock info = live.get(k);
                 long addr = info.address();
@@ -302,7 +285,7 @@ public final class WindowRebuilder {
                 boolean exact = size != LiveBlock.INFERRED;
                 if (!exact) {
                     long rounded = SizeRules.roundSize(info.request(), config);
-                    size = inferSize(addr, rounded, next, info.freeIndex(), seg.pool, slackIndex);
+                    size = inferSize(addr, rounded, next, info.freeIndex(), seg.pool(), slackIndex);
                     if (size != rounded) {
                         inferred++;
                     }
@@ -318,7 +301,12 @@ public final class WindowRebuilder {
                 blocks.add(freeBlock(cursor, seg.end(), freeByEnd));
             }
             out.add(SegmentInfo.ofBlocks(
-                    device, seg.address, seg.stream, seg.pool, seg.expandable, Collections.unmodifiableList(blocks)));
+                    device,
+                    seg.address(),
+                    seg.stream(),
+                    seg.pool(),
+                    seg.expandable(),
+                    Collections.unmodifiableList(blocks)));
         }
         return new WindowStart(
                 device,
