@@ -386,7 +386,7 @@ final class AddressSpace {
         }
     }
 
-    private long roundUp(long bytes) {
+    long roundUp(long bytes) {
         return (bytes + granularity - 1) / granularity * granularity;
     }
 

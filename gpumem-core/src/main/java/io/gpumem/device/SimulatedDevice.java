@@ -58,6 +58,10 @@ public final class SimulatedDevice implements Device {
     private final FaultPlan faults;
     /** Allocation calls refused for want of memory; see {@link #refusedForMemory()}. */
     private long refusedForMemory;
+    /** Most bytes consumed plus held outside after a granted allocation; see {@link #sameOutcomesFrom()}. */
+    private long peakDemandGranted;
+    /** Fewest bytes a refused allocation would have needed with those held outside; see {@link #sameOutcomesBelow()}. */
+    private long leastDemandRefused = Long.MAX_VALUE;
 
     private final AddressSpace space;
     private final EventClock clock;
@@ -79,6 +83,8 @@ public final class SimulatedDevice implements Device {
         this.space = from.space.copy(this.faults);
         this.clock = from.clock.copy();
         this.refusedForMemory = from.refusedForMemory;
+        this.peakDemandGranted = from.peakDemandGranted;
+        this.leastDemandRefused = from.leastDemandRefused;
     }
 
     /**
@@ -152,7 +158,8 @@ public final class SimulatedDevice implements Device {
         if (bytes <= 0) {
             throw new DeviceException(DeviceOp.MALLOC, DeviceError.CUDA_ERROR_INVALID_VALUE, "size " + bytes);
         }
-        return counted(faults.outOfMemoryDue(DeviceOp.MALLOC) ? NULL : space.malloc(bytes, available()));
+        long demand = heldOutside + space.consumed() + space.roundUp(bytes);
+        return counted(faults.outOfMemoryDue(DeviceOp.MALLOC) ? NULL : space.malloc(bytes, available()), demand);
     }
 
     @Override
@@ -180,15 +187,44 @@ public final class SimulatedDevice implements Device {
     public synchronized long createPhysical(long size) {
         faults.count(DeviceOp.CREATE_PHYSICAL);
         requireVmm(DeviceOp.CREATE_PHYSICAL);
-        return counted(space.createPhysical(size, available()));
+        long demand = heldOutside + space.consumed() + size;
+        return counted(space.createPhysical(size, available()), demand);
     }
 
-    /** {@code result} of a malloc or createPhysical call, a refusal ({@link #NULL}) counted in {@link #refusedForMemory}. */
-    private long counted(long result) {
+    /**
+     * {@code result} of a malloc or createPhysical call that needed {@code demand} bytes of capacity (what is held
+     * outside, consumed, and the call's own rounded size): a refusal ({@link #NULL}) counted in
+     * {@link #refusedForMemory}, and either way noted in the range of capacities that would have decided alike. An
+     * injected refusal narrows that range too, which only makes it more cautious.
+     */
+    private long counted(long result, long demand) {
         if (result == NULL) {
             refusedForMemory++;
+            leastDemandRefused = Math.min(leastDemandRefused, demand);
+        } else {
+            peakDemandGranted = Math.max(peakDemandGranted, demand);
         }
         return result;
+    }
+
+    /**
+     * The smallest capacity under which every {@code malloc}/{@code createPhysical} call this device has answered
+     * (including those of the device it was copied from) would have been answered the same: the most bytes a granted
+     * call left consumed, with those held outside. Together with {@link #sameOutcomesBelow()} it bounds the
+     * capacities whose run, of an allocator the capacity does not otherwise steer, is this device's run so far: the
+     * capacity search answers probes inside a range it has seen without replaying them.
+     */
+    public synchronized long sameOutcomesFrom() {
+        return peakDemandGranted;
+    }
+
+    /**
+     * The capacity from which a call this device refused for want of memory would have been granted instead: every
+     * capacity below it refuses them all ({@link Long#MAX_VALUE} while none was refused). See
+     * {@link #sameOutcomesFrom()}.
+     */
+    public synchronized long sameOutcomesBelow() {
+        return leastDemandRefused;
     }
 
     /**

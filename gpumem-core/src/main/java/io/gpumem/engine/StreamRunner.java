@@ -55,6 +55,8 @@ public final class StreamRunner {
     private final Map<PolicySpec, PreparedPolicy> prepared = new ConcurrentHashMap<>();
     /** Replays begun (from the start or from a fork) and ops replayed, for measurement. */
     final AtomicLong replaysBegun = new AtomicLong();
+    /** Capacity-search probes answered by a run already made instead of a replay ({@link CapacityProbes}). */
+    final AtomicLong probesAnsweredBySeenRuns = new AtomicLong();
 
     final AtomicLong opsReplayed = new AtomicLong();
     private volatile boolean prefixReuse = true;
@@ -131,9 +133,12 @@ public final class StreamRunner {
         return checkpointBytes;
     }
 
-    /** {@code {replays begun, ops replayed}} so far by this runner (a measurement aid). */
+    /**
+     * {@code {replays begun, ops replayed, capacity probes answered without a replay}} so far by this runner (a
+     * measurement aid).
+     */
     public long[] replayCounts() {
-        return new long[] {replaysBegun.get(), opsReplayed.get()};
+        return new long[] {replaysBegun.get(), opsReplayed.get(), probesAnsweredBySeenRuns.get()};
     }
 
     /** How to run: capacity, bytes held outside, when to stop, how to start, what to keep. */

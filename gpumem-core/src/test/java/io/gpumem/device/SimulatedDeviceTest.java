@@ -8,9 +8,98 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
 import org.junit.jupiter.api.Test;
 
 class SimulatedDeviceTest {
+
+    /**
+     * Plays a seeded script of mallocs, frees and physical handles on a device of {@code capacity} bytes with 3 MiB
+     * held outside; returns each allocation call's outcome (granted or refused), in order. The script's frees pick
+     * among the granted calls only, so it depends on nothing but the outcomes.
+     */
+    private static List<Boolean> outcomes(long seed, long capacity, long[] range) {
+        Random rnd = new Random(seed);
+        SimulatedDevice d = SimulatedDevice.builder()
+                .capacity(capacity)
+                .heldOutside(3 * MiB)
+                .virtualMemory(true)
+                .build();
+        List<Boolean> out = new ArrayList<>();
+        List<Long> mallocs = new ArrayList<>();
+        List<Long> handles = new ArrayList<>();
+        for (int i = 0; i < 300; i++) {
+            int r = rnd.nextInt(10);
+            if (r < 4) {
+                long a = d.malloc(1 + rnd.nextInt(9 * (int) MiB));
+                out.add(a != Device.NULL);
+                if (a != Device.NULL) {
+                    mallocs.add(a);
+                }
+            } else if (r < 6) {
+                long h = d.createPhysical((1 + rnd.nextInt(4)) * 2 * MiB);
+                out.add(h != Device.NULL);
+                if (h != Device.NULL) {
+                    handles.add(h);
+                }
+            } else if (r < 9 && !mallocs.isEmpty()) {
+                d.free(mallocs.remove(rnd.nextInt(mallocs.size())));
+            } else if (!handles.isEmpty()) {
+                d.releasePhysical(handles.remove(rnd.nextInt(handles.size())));
+            }
+            if (i == 150) {
+                d = d.copyWithCapacity(capacity); // the range carries over to a copy
+            }
+        }
+        range[0] = d.sameOutcomesFrom();
+        range[1] = d.sameOutcomesBelow();
+        return out;
+    }
+
+    @Test
+    void everyCapacityInTheSameOutcomesRangeGrantsAndRefusesTheSameCalls() {
+        long seed = Long.getLong("gpumem.seed", System.nanoTime());
+        System.out.println("SimulatedDeviceTest seed " + seed + " (-Dgpumem.seed replays it)");
+        Random rnd = new Random(seed);
+        int refusing = 0;
+        for (int round = 0; round < 40; round++) {
+            long scriptSeed = rnd.nextLong();
+            long capacity = (20 + rnd.nextInt(60)) * MiB + rnd.nextInt((int) MiB);
+            long[] range = new long[2];
+            List<Boolean> recorded = outcomes(scriptSeed, capacity, range);
+            long from = range[0];
+            long below = range[1];
+            String what = "seed " + seed + " round " + round + " capacity " + capacity;
+            assertThat(from).as(what).isLessThanOrEqualTo(capacity);
+            assertThat(below).as(what).isGreaterThan(capacity);
+            long[] ignored = new long[2];
+            assertThat(outcomes(scriptSeed, from, ignored))
+                    .as(what + " at the range's start")
+                    .isEqualTo(recorded);
+            long between = from + (long) (rnd.nextDouble() * (Math.min(below, 200 * MiB) - from));
+            assertThat(outcomes(scriptSeed, between, ignored))
+                    .as(what + " inside")
+                    .isEqualTo(recorded);
+            // just outside the range some call goes the other way: the bounds are tight
+            if (from > 3 * MiB) {
+                assertThat(outcomes(scriptSeed, from - 1, ignored))
+                        .as(what + " below")
+                        .isNotEqualTo(recorded);
+            }
+            if (below != Long.MAX_VALUE) {
+                refusing++;
+                assertThat(outcomes(scriptSeed, below - 1, ignored))
+                        .as(what + " at the top")
+                        .isEqualTo(recorded);
+                assertThat(outcomes(scriptSeed, below, ignored))
+                        .as(what + " above")
+                        .isNotEqualTo(recorded);
+            }
+        }
+        assertThat(refusing).as("rounds that refused a call").isPositive();
+    }
 
     @Test
     void mallocConsumesCapacityAndOutOfMemoryIsANullResult() {

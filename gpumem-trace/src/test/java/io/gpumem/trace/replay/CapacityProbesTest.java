@@ -79,8 +79,10 @@ class CapacityProbesTest {
         }
         long[] x = off.replayCounts();
         long[] y = on.replayCounts();
-        System.out.println(what + ": replays " + x[0] + " -> " + y[0] + ", entries replayed " + x[1] + " -> " + y[1]);
-        return new long[] {x[0], x[1], y[0], y[1]};
+        System.out.println(what + ": replays " + x[0] + " -> " + y[0] + ", entries replayed " + x[1] + " -> " + y[1]
+                + ", probes answered by a run already made " + y[2]);
+        assertThat(x[2]).as("probes answered without replay when reuse is off").isZero();
+        return new long[] {x[0], x[1], y[0], y[1], y[2]};
     }
 
     @Test
@@ -94,12 +96,18 @@ class CapacityProbesTest {
                     .toList();
         }
         assertThat(traces).isNotEmpty();
+        long answered = 0;
         for (Path t : traces) {
             TraceSnapshot s = TraceReaders.read(t);
             long[] counts = assertSameRows(t.getFileName().toString(), s);
             assertThat(counts[3]).as("entries replayed with reuse").isLessThanOrEqualTo(counts[1]);
+            answered += counts[4];
             assertSameRows(t.getFileName() + " (a checkpoint at every probe)", s, 1);
         }
+        // the equal rows above cover the probes answered by a run already made; there must be some to cover
+        assertThat(answered)
+                .as("probes answered by a run already made, over the shared traces")
+                .isPositive();
     }
 
     @Test
