@@ -86,6 +86,11 @@ final class StateImporter {
         es.destroy();
     }
 
+    /** How a validation message names block {@code i} (built only when one is thrown: a restore validates every block). */
+    private static String where(int i, long offset) {
+        return "restoreSegment: block " + i + " (offset " + offset + ")";
+    }
+
     private static void validate(
             List<RestoredBlock> blocks, long totalSize, boolean expandable, long page, long address) {
         if (blocks == null || blocks.isEmpty()) {
@@ -102,32 +107,34 @@ final class StateImporter {
         RestoredBlock.Kind previous = null;
         for (int i = 0; i < blocks.size(); i++) {
             RestoredBlock b = blocks.get(i);
-            String where = "restoreSegment: block " + i + " (offset " + offset + ")";
             if (b.size() <= 0 || b.size() % SizeRules.MIN_BLOCK_SIZE != 0) {
-                throw new IllegalArgumentException(where + ": size " + b.size() + " is not a positive multiple of 512");
+                throw new IllegalArgumentException(
+                        where(i, offset) + ": size " + b.size() + " is not a positive multiple of 512");
             }
             switch (b.kind()) {
                 case ALLOCATED -> {
                     if (b.requestedSize() < 1 || b.requestedSize() > b.size()) {
-                        throw new IllegalArgumentException(
-                                where + ": requested size " + b.requestedSize() + " outside [1, " + b.size() + "]");
+                        throw new IllegalArgumentException(where(i, offset) + ": requested size " + b.requestedSize()
+                                + " outside [1, " + b.size() + "]");
                     }
                 }
                 case FREE -> {
                     if (previous == RestoredBlock.Kind.FREE) {
-                        throw new IllegalArgumentException(where + ": two adjacent free blocks (they would be merged)");
+                        throw new IllegalArgumentException(
+                                where(i, offset) + ": two adjacent free blocks (they would be merged)");
                     }
                 }
                 case UNMAPPED -> {
                     if (!expandable) {
-                        throw new IllegalArgumentException(where + ": unmapped block in a non-expandable segment");
+                        throw new IllegalArgumentException(
+                                where(i, offset) + ": unmapped block in a non-expandable segment");
                     }
                     if (previous == RestoredBlock.Kind.UNMAPPED) {
-                        throw new IllegalArgumentException(where + ": two adjacent unmapped blocks");
+                        throw new IllegalArgumentException(where(i, offset) + ": two adjacent unmapped blocks");
                     }
                     if (offset % page != 0 || (offset + b.size()) % page != 0) {
                         throw new IllegalArgumentException(
-                                where + ": unmapped block not on " + page + "-byte page boundaries");
+                                where(i, offset) + ": unmapped block not on " + page + "-byte page boundaries");
                     }
                 }
             }

@@ -8,12 +8,9 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.IdentityHashMap;
-import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 import java.util.TreeMap;
-import java.util.TreeSet;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -66,24 +63,34 @@ public final class RequestStream {
     final int slots;
     final int allocs;
     final int steps;
+    /** The most slots live at once (start blocks included), counted as the builder appended the ops. */
+    private final int peakLive;
+
     private final List<SegmentInfo> start;
     private final List<List<Frame>> sites;
     private final List<Frame> defaultFrames;
 
+    /**
+     * Takes the builder's arrays as they are when they are at most an eighth longer than the ops (a builder sized
+     * from a close bound, such as a trace window's), else copies them to length: a stream's arrays may be longer
+     * than {@link #length}, and nothing reads past it.
+     */
     private RequestStream(Builder b, int[] streamIndex, long[] streams) {
         this.length = b.length;
-        this.op = Arrays.copyOf(b.op, length);
-        this.slot = Arrays.copyOf(b.slot, length);
-        this.size = Arrays.copyOf(b.size, length);
-        this.entry = Arrays.copyOf(b.entry, length);
-        this.site = b.site != null ? Arrays.copyOf(b.site, length) : null;
-        this.time = b.time != null ? Arrays.copyOf(b.time, length) : null;
+        boolean adopt = b.op.length - length <= b.op.length / 8;
+        this.op = adopt ? b.op : Arrays.copyOf(b.op, length);
+        this.slot = adopt ? b.slot : Arrays.copyOf(b.slot, length);
+        this.size = adopt ? b.size : Arrays.copyOf(b.size, length);
+        this.entry = adopt ? b.entry : Arrays.copyOf(b.entry, length);
+        this.site = b.site == null ? null : adopt ? b.site : Arrays.copyOf(b.site, length);
+        this.time = b.time == null ? null : adopt ? b.time : Arrays.copyOf(b.time, length);
         this.streamIndex = streamIndex;
         this.streams = streams;
         this.startBlocks = b.startBlocks;
         this.slots = b.slots;
         this.allocs = b.allocs;
         this.steps = b.steps;
+        this.peakLive = b.peakLive;
         this.start = b.start;
         this.sites = List.copyOf(b.sites);
         this.defaultFrames = b.defaultFrames;
@@ -133,12 +140,12 @@ public final class RequestStream {
 
     /** {@link #size} of every op, in op order (a copy: a benchmark's replay loop reads it without a call). */
     public long[] requestSizes() {
-        return size.clone();
+        return Arrays.copyOf(size, length);
     }
 
     /** {@link #streamIndex} of every op, in op order (a copy). */
     public int[] streamIndexes() {
-        return streamIndex.clone();
+        return Arrays.copyOf(streamIndex, length);
     }
 
     /** The stacks a run with history attaches to op {@code k}. */
@@ -245,16 +252,7 @@ public final class RequestStream {
 
     /** The most blocks live at once, start blocks included: the number of distinct {@link #compactSlots()}. */
     public int peakLiveBlocks() {
-        int live = startBlocks;
-        int peak = live;
-        for (int k = 0; k < length; k++) {
-            if (op[k] == ALLOC) {
-                peak = Math.max(peak, ++live);
-            } else if (op[k] == FREE) {
-                live--;
-            }
-        }
-        return peak;
+        return peakLive;
     }
 
     /**
@@ -530,6 +528,8 @@ public final class RequestStream {
      * in order; {@link #alloc} returns the slot a later {@link #free} names.
      */
     public static final class Builder {
+        private static final int LINEAR_HANDLES = 16;
+
         private byte[] op;
         private int[] slot;
         private long[] size;
@@ -538,18 +538,34 @@ public final class RequestStream {
         private int @Nullable [] site;
 
         private long @Nullable [] time;
-        private long[] handle;
+        /** Per ALLOC op, the index of its stream in {@link #handles} (first-use order); 0 for other ops. */
+        private int[] handleIndex;
+        /** The distinct stream handles of the allocs so far, in order of first use ({@code handleCount} of them). */
+        private long[] handles = new long[4];
+
+        private int handleCount;
+        /** {@link #handles} by value, once there are more than {@link #LINEAR_HANDLES} (else searched in order). */
+        private @Nullable Map<Long, Integer> handleByValue;
+        /** The index of the last alloc's stream (streams change rarely from one alloc to the next); −1 before. */
+        private int lastHandle = -1;
+
         private int length;
         private int startBlocks;
         private int slots;
         private int allocs;
         private int steps;
+        /** Slots live now, and the most live at once so far. */
+        private int liveNow;
+
+        private int peakLive;
         private boolean[] live;
         private List<SegmentInfo> start = List.of();
         private final List<List<Frame>> sites = new ArrayList<>();
         private final IdentityHashMap<List<Frame>, Integer> siteIndex = new IdentityHashMap<>();
         private List<Frame> defaultFrames = List.of();
         private boolean firstUseOrder;
+        /** Set by {@link #build}, whose stream may share this builder's arrays: a builder builds one stream. */
+        private boolean built;
 
         private Builder() {
             this(1024);
@@ -561,7 +577,7 @@ public final class RequestStream {
             slot = new int[n];
             size = new long[n];
             entry = new int[n];
-            handle = new long[n];
+            handleIndex = new int[n];
             live = new boolean[n];
         }
 
@@ -573,6 +589,8 @@ public final class RequestStream {
             start = List.copyOf(segments);
             forEachLiveBlock(start, (seg, b) -> markLive(slots++));
             startBlocks = slots;
+            liveNow = slots;
+            peakLive = slots;
             return this;
         }
 
@@ -609,10 +627,46 @@ public final class RequestStream {
             }
             int s = slots++;
             append(ALLOC, s, bytes, sourceEntry);
-            handle[length - 1] = stream;
+            handleIndex[length - 1] = handleIndexOf(stream);
             markLive(s);
             allocs++;
+            peakLive = Math.max(peakLive, ++liveNow);
             return s;
+        }
+
+        /** The index of {@code stream} in {@link #handles}, added there on its first use. */
+        private int handleIndexOf(long stream) {
+            int last = lastHandle;
+            if (last >= 0 && handles[last] == stream) {
+                return last;
+            }
+            Map<Long, Integer> byHandle = handleByValue;
+            int h = -1;
+            if (byHandle != null) {
+                h = byHandle.getOrDefault(stream, -1);
+            } else {
+                for (int i = 0; i < handleCount && h < 0; i++) {
+                    h = handles[i] == stream ? i : -1;
+                }
+            }
+            if (h < 0) {
+                h = handleCount++;
+                if (h == handles.length) {
+                    handles = Arrays.copyOf(handles, h * 2);
+                }
+                handles[h] = stream;
+                if (byHandle != null) {
+                    byHandle.put(stream, h);
+                } else if (handleCount > LINEAR_HANDLES) {
+                    byHandle = new HashMap<>();
+                    for (int i = 0; i < handleCount; i++) {
+                        byHandle.put(handles[i], i);
+                    }
+                    handleByValue = byHandle;
+                }
+            }
+            lastHandle = h;
+            return h;
         }
 
         /** Appends a free of {@code slot}, which must be live. */
@@ -622,6 +676,7 @@ public final class RequestStream {
                         "entry " + sourceEntry + ": free of slot " + slot + ", which is not live");
             }
             live[slot] = false;
+            liveNow--;
             append(FREE, slot, 0, sourceEntry);
             return this;
         }
@@ -679,13 +734,16 @@ public final class RequestStream {
         }
 
         private void append(byte o, int s, long bytes, int sourceEntry) {
+            if (built) {
+                throw new IllegalStateException("the stream is built: a builder builds one stream");
+            }
             if (length == op.length) {
                 int n = length * 2;
                 op = Arrays.copyOf(op, n);
                 slot = Arrays.copyOf(slot, n);
                 size = Arrays.copyOf(size, n);
                 entry = Arrays.copyOf(entry, n);
-                handle = Arrays.copyOf(handle, n);
+                handleIndex = Arrays.copyOf(handleIndex, n);
                 if (site != null) {
                     int[] grown = Arrays.copyOf(site, n);
                     Arrays.fill(grown, length, n, -1);
@@ -703,45 +761,39 @@ public final class RequestStream {
         }
 
         public RequestStream build() {
-            Set<Long> distinct = firstUseOrder ? new LinkedHashSet<>() : new TreeSet<>(Long::compareUnsigned);
-            boolean any = false;
-            long previous = 0;
-            for (int k = 0; k < length; k++) {
-                // Streams change rarely from one alloc to the next: box and insert only on a change.
-                if (op[k] == ALLOC && (!any || handle[k] != previous)) {
-                    distinct.add(handle[k]);
-                    previous = handle[k];
-                    any = true;
+            if (built) {
+                throw new IllegalStateException("the stream is built: a builder builds one stream");
+            }
+            built = true;
+            int used = handleCount; // the allocs' streams, in first use; then the start state's that no alloc uses
+            for (SegmentInfo seg : start) {
+                handleIndexOf(seg.stream());
+            }
+            int n = handleCount;
+            long[] streams = Arrays.copyOf(handles, n);
+            int[] renamed = new int[n];
+            boolean same = true;
+            if (!firstUseOrder) {
+                Integer[] order = new Integer[n];
+                Arrays.setAll(order, h -> h);
+                Arrays.sort(order, (x, y) -> Long.compareUnsigned(handles[x], handles[y]));
+                for (int to = 0; to < n; to++) {
+                    streams[to] = handles[order[to]];
+                    renamed[order[to]] = to;
+                    same &= order[to] == to;
                 }
             }
-            for (SegmentInfo seg : start) {
-                distinct.add(seg.stream());
-            }
-            long[] streams = new long[distinct.size()];
-            int i = 0;
-            for (long h : distinct) {
-                streams[i++] = h;
-            }
-            int[] streamIndex = new int[length];
-            int last = -1;
-            for (int k = 0; k < length; k++) {
-                if (op[k] == ALLOC) {
-                    if (last < 0 || streams[last] != handle[k]) {
-                        last = linear(streams, handle[k]);
+            int[] streamIndex = handleIndex.length - length <= handleIndex.length / 8
+                    ? handleIndex
+                    : Arrays.copyOf(handleIndex, length);
+            if (!same && used > 0) { // renumber the allocs' first-use indexes as the table is sorted
+                for (int k = 0; k < length; k++) {
+                    if (op[k] == ALLOC) {
+                        streamIndex[k] = renamed[streamIndex[k]];
                     }
-                    streamIndex[k] = last;
                 }
             }
             return new RequestStream(this, streamIndex, streams);
-        }
-
-        private static int linear(long[] streams, long h) {
-            for (int i = 0; i < streams.length; i++) {
-                if (streams[i] == h) {
-                    return i;
-                }
-            }
-            throw new IllegalStateException("stream " + h + " missing from the stream table");
         }
     }
 }

@@ -3,8 +3,13 @@ package io.gpumem.engine;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.gpumem.alloc.Pool;
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.BlockState;
+import io.gpumem.history.SegmentInfo;
 import java.util.ArrayList;
 import java.util.HashSet;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.SplittableRandom;
@@ -66,6 +71,76 @@ class RequestStreamTest {
             assertThat(compact[k]).isLessThan(s.peakLiveBlocks());
         }
         assertThat(s.peakLiveBlocks()).isLessThan(s.allocs());
+    }
+
+    @Test
+    void streamsAreTheAllocsAndStartStatesHandlesInUnsignedOrderOrInFirstUse() {
+        // many handles, so that the builder's index of them passes from a search in order to a map
+        long[] handles = new long[40];
+        for (int i = 0; i < handles.length; i++) {
+            handles[i] = (i % 2 == 0 ? -1L : 1L) * (1000 - 7L * i); // negative handles sort last, unsigned
+        }
+        for (boolean firstUse : new boolean[] {false, true}) {
+            RequestStream.Builder b = RequestStream.builder(4).startState(List.of(startSegment(77)));
+            if (firstUse) {
+                b.streamsInFirstUseOrder();
+            }
+            List<Long> allocStreams = new ArrayList<>();
+            for (int k = 0; k < 200; k++) {
+                long h = handles[(k * 13) % handles.length];
+                b.alloc(512, h, k);
+                allocStreams.add(h);
+                if (k % 3 == 0) {
+                    b.free(1 + k, k); // the block just allocated (slot 0 is the start block)
+                }
+            }
+            RequestStream s = b.build();
+            List<Long> expected = new ArrayList<>(new LinkedHashSet<>(allocStreams));
+            expected.add(77L);
+            if (!firstUse) {
+                expected.sort(Long::compareUnsigned);
+            }
+            assertThat(s.streams())
+                    .as("first use %s", firstUse)
+                    .containsExactly(
+                            expected.stream().mapToLong(Long::longValue).toArray());
+            int a = 0;
+            for (int k = 0; k < s.length(); k++) {
+                if (s.op(k) == RequestStream.ALLOC) {
+                    assertThat(s.stream(k)).isEqualTo(allocStreams.get(a++));
+                } else {
+                    assertThat(s.streamIndex(k)).isZero();
+                }
+            }
+            assertThatThrownBy(() -> b.alloc(512, 0, 0)).isInstanceOf(IllegalStateException.class);
+        }
+    }
+
+    /** A 2 MiB segment on {@code stream} holding one live block (a start state's slot 0). */
+    private static SegmentInfo startSegment(long stream) {
+        return SegmentInfo.ofBlocks(
+                0,
+                0x7f0000000000L,
+                stream,
+                Pool.LARGE,
+                false,
+                List.of(BlockInfo.of(0x7f0000000000L, 2L << 20, 2L << 20, BlockState.ACTIVE_ALLOCATED)));
+    }
+
+    @Test
+    void peakLiveBlocksIsTheMostSlotsLiveAfterAnyOp() {
+        long seed = new SplittableRandom().nextLong();
+        System.out.println("RequestStreamTest seed=" + seed);
+        RequestStream s = random(seed, 3_000);
+        int live = s.startBlocks();
+        int peak = live;
+        for (int k = 0; k < s.length(); k++) {
+            live += s.op(k) == RequestStream.ALLOC ? 1 : s.op(k) == RequestStream.FREE ? -1 : 0;
+            peak = Math.max(peak, live);
+        }
+        assertThat(s.peakLiveBlocks()).isEqualTo(peak);
+        assertThat(s.requestSizes()).hasSize(s.length());
+        assertThat(s.streamIndexes()).hasSize(s.length());
     }
 
     @Test

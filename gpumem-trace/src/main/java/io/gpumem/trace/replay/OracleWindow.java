@@ -31,7 +31,8 @@ record OracleWindow(
     static OracleWindow prepare(TraceSnapshot snapshot, int device, AllocatorConfig config) {
         List<TraceEntry> trace = snapshot.traceOf(device);
         WindowStart start = new WindowRebuilder(config).rebuild(snapshot, device);
-        RecordedDecisions.Builder decisions = new RecordedDecisions.Builder(trace.size());
+        RecordedDecisions.Builder decisions =
+                new RecordedDecisions.Builder(start.frees().opsAtMost());
         RequestStream stream = WindowStreams.compileForOracle(trace, start, decisions);
         return new OracleWindow(
                 device, trace, start, stream, decisions.build(stream.length()), stream.peakLiveBlocks());

@@ -22,7 +22,8 @@ import java.util.Arrays;
  * </ul>
  * Frees the stream drops (of addresses where no block of the start state or the window is live: an inconsistent or
  * damaged recording) are kept by trace index ({@code dropped}): the replay frees whatever the model holds at the
- * recorded address, as a free by address would. Immutable once built.
+ * recorded address, as a free by address would. The per-op arrays may be longer than the stream (the builder's,
+ * sized from a bound, kept when close to it); nothing reads them past its length. Immutable once built.
  */
 final class RecordedDecisions {
 
@@ -36,10 +37,12 @@ final class RecordedDecisions {
     final boolean hasCompletions;
 
     private RecordedDecisions(Builder b, int length) {
-        this.address = Arrays.copyOf(b.address, length);
-        this.callsBefore = Arrays.copyOf(b.callsBefore, length + 1);
+        b.ensureOps(length + 1);
+        boolean adopt = b.address.length - length <= b.address.length / 8;
+        this.address = adopt ? b.address : Arrays.copyOf(b.address, length);
+        this.callsBefore = adopt ? b.callsBefore : Arrays.copyOf(b.callsBefore, length + 1);
         this.callsBefore[length] = b.callCount;
-        this.runLength = Arrays.copyOf(b.runLength, length);
+        this.runLength = adopt ? b.runLength : Arrays.copyOf(b.runLength, length);
         this.calls = Arrays.copyOf(b.calls, b.callCount);
         this.dropped = Arrays.copyOf(b.dropped, b.droppedCount);
         this.oomEntries = b.oomEntries;
@@ -48,11 +51,11 @@ final class RecordedDecisions {
 
     /** Collects the recorded decisions while {@link WindowStreams} compiles the stream; single use. */
     static final class Builder {
-        /** Per op; a trace entry makes at most one op, so these never grow. */
-        private final long[] address;
+        /** Per op (one more for the total of {@code callsBefore}); sized from the compile's bound on ops. */
+        private long[] address;
 
-        private final int[] callsBefore;
-        private final int[] runLength;
+        private int[] callsBefore;
+        private int[] runLength;
         private int[] calls = new int[64];
         private int callCount;
         private int[] dropped = new int[4];
@@ -60,11 +63,22 @@ final class RecordedDecisions {
         private long oomEntries;
         private boolean hasCompletions;
 
-        /** A builder for a window of {@code traceEntries} entries. */
-        Builder(int traceEntries) {
-            address = new long[traceEntries];
-            callsBefore = new int[traceEntries];
-            runLength = new int[traceEntries];
+        /** A builder for a stream of about {@code ops} ops (it grows past them; a builder builds once). */
+        Builder(int ops) {
+            int n = ops + 1;
+            address = new long[n];
+            callsBefore = new int[n];
+            runLength = new int[n];
+        }
+
+        /** Makes room for {@code n} ops. */
+        private void ensureOps(int n) {
+            if (n > address.length) {
+                int grown = Math.max(n, address.length * 2);
+                address = Arrays.copyOf(address, grown);
+                callsBefore = Arrays.copyOf(callsBefore, grown);
+                runLength = Arrays.copyOf(runLength, grown);
+            }
         }
 
         /** The driver call recorded at trace entry {@code entry}. */
@@ -74,6 +88,7 @@ final class RecordedDecisions {
 
         /** Op {@code k} was just added; {@code recordedAddress} is its recorded address (ALLOC) or 0. */
         void op(int k, long recordedAddress) {
+            ensureOps(k + 1);
             address[k] = recordedAddress;
             callsBefore[k] = callCount;
         }

@@ -56,7 +56,7 @@ final class WindowStreams {
                     "device " + start.device() + ": the start state was rebuilt from a trace of " + frees.entries()
                             + " entries, not this one of " + trace.size());
         }
-        RequestStream.Builder b = RequestStream.builder(trace.size()).startState(startState);
+        RequestStream.Builder b = RequestStream.builder(frees.opsAtMost()).startState(startState);
         // Start blocks by address, for the frees the rebuild matched to one (frees of window allocs need no lookup).
         AddressTable<Void> startSlots = AddressTable.forInts(64);
         int[] next = {0};

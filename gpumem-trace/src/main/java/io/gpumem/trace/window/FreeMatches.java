@@ -12,6 +12,7 @@ package io.gpumem.trace.window;
  *       that address ({@link #START_BLOCK}), if the start state holds one;</li>
  *   <li>else nothing ({@link #NOTHING}): that block was freed, or an alloc at the address replaced it.</li>
  * </ul>
+ * It also bounds the ops a compiled window can have ({@link #opsAtMost}), so that the compile sizes its arrays once.
  * Immutable.
  */
 public final class FreeMatches {
@@ -25,10 +26,20 @@ public final class FreeMatches {
     private final int[] code;
 
     private final boolean hasCompletions;
+    private final int opsAtMost;
 
-    FreeMatches(int[] code, boolean hasCompletions) {
+    FreeMatches(int[] code, boolean hasCompletions, int opsAtMost) {
         this.code = code;
         this.hasCompletions = hasCompletions;
+        this.opsAtMost = opsAtMost;
+    }
+
+    /**
+     * The most ops the window compiles into: its alloc entries, its freeing entries and its release entries
+     * ({@code segment_free}, {@code segment_unmap}: a run of them is at most one {@code empty_cache} per entry).
+     */
+    public int opsAtMost() {
+        return opsAtMost;
     }
 
     /** How many trace entries were matched (the window's length). */

@@ -168,6 +168,8 @@ public final class WindowRebuilder {
         int[] allocIndex = new int[64];
         int allocs = 0;
         int allocOrdinal = 0;
+        int freeing = 0;
+        int releases = 0;
         int[] matches = new int[trace.size()];
         List<PreFreed> preFreed = new ArrayList<>();
         AddressTable<Void> preFreedSlot = AddressTable.forInts(64);
@@ -191,6 +193,7 @@ public final class WindowRebuilder {
                     allocIndex[allocs++] = i;
                 }
                 case FREE_REQUESTED -> {
+                    freeing += hasCompletions ? 0 : 1;
                     if (a == 0) {
                         break;
                     }
@@ -211,6 +214,7 @@ public final class WindowRebuilder {
                     }
                 }
                 case FREE_COMPLETED -> {
+                    freeing++;
                     if (a == 0) {
                         break;
                     }
@@ -229,6 +233,9 @@ public final class WindowRebuilder {
                 }
                 default -> {
                     if (action.isSegmentEvent()) {
+                        if (action == TraceAction.SEGMENT_FREE || action == TraceAction.SEGMENT_UNMAP) {
+                            releases++;
+                        }
                         if (segmentEventCount == segmentEvents.length) {
                             segmentEvents = Arrays.copyOf(segmentEvents, segmentEventCount * 2);
                         }
@@ -313,7 +320,7 @@ public final class WindowRebuilder {
                 Collections.unmodifiableList(out),
                 Collections.unmodifiableSet(preWindowFreed),
                 inferred,
-                new FreeMatches(matches, hasCompletions));
+                new FreeMatches(matches, hasCompletions, allocOrdinal + freeing + releases));
     }
 
     /** Whether the trace has {@code free_completed} entries (then they, not the requests, free blocks). */
