@@ -11,22 +11,23 @@ import io.gpumem.stats.StatType;
  * the analyses all use it.
  */
 public enum Pool {
-    SMALL("small_pool", "small", StatType.SMALL_POOL),
-    LARGE("large_pool", "large", StatType.LARGE_POOL);
+    SMALL("small", StatType.SMALL_POOL),
+    LARGE("large", StatType.LARGE_POOL);
 
-    private final String statName;
     private final String segmentType;
     private final StatType statType;
 
-    Pool(String statName, String segmentType, StatType statType) {
-        this.statName = statName;
+    Pool(String segmentType, StatType statType) {
         this.segmentType = segmentType;
         this.statType = statType;
     }
 
-    /** The name PyTorch uses in {@code memory_stats()} keys: {@code small_pool} or {@code large_pool}. */
+    /**
+     * The name PyTorch uses in {@code memory_stats()} keys: {@code small_pool} or {@code large_pool}, its
+     * {@link #statType()}'s key.
+     */
     public String statName() {
-        return statName;
+        return statType.key();
     }
 
     /** The name a memory snapshot writes as {@code segment_type}: {@code small} or {@code large}. */
