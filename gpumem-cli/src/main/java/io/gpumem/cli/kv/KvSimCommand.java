@@ -68,10 +68,10 @@ public final class KvSimCommand extends GpumemCommand {
     double rate = DEFAULTS.arrivalRate();
 
     @Option(names = "--blocks", description = "KV blocks including the null block (default: ${DEFAULT-VALUE})")
-    int blocks = DEFAULTS.blocks();
+    int blocks = DEFAULTS.spec().numBlocks();
 
     @Option(names = "--block-size", description = "Tokens per block (default: ${DEFAULT-VALUE})")
-    int blockSize = DEFAULTS.blockSize();
+    int blockSize = DEFAULTS.spec().blockSize();
 
     @Option(names = "--prefix-caching", description = "on | off (default: ${DEFAULT-VALUE})")
     String prefixCaching = onOff(DEFAULTS.cache().prefixCaching());
@@ -94,7 +94,7 @@ public final class KvSimCommand extends GpumemCommand {
     int lookahead = DEFAULTS.scheduler().lookahead();
 
     @Option(names = "--max-model-len", description = "Longest sequence, prompt + output (default: ${DEFAULT-VALUE})")
-    int maxModelLen = DEFAULTS.maxModelLen();
+    int maxModelLen = DEFAULTS.spec().maxModelLen();
 
     @Option(
             names = "--watermark",
@@ -115,13 +115,13 @@ public final class KvSimCommand extends GpumemCommand {
     String hash = flagValue(DEFAULTS.cache().hashAlgorithm());
 
     @Option(names = "--layers", description = "Model layers of the simulated KV memory (default: ${DEFAULT-VALUE})")
-    int layers = DEFAULTS.layers();
+    int layers = DEFAULTS.spec().layers();
 
     @Option(names = "--kv-heads", description = "KV heads (default: ${DEFAULT-VALUE})")
-    int kvHeads = DEFAULTS.kvHeads();
+    int kvHeads = DEFAULTS.spec().kvHeads();
 
     @Option(names = "--head-size", description = "Head dimension (default: ${DEFAULT-VALUE})")
-    int headSize = DEFAULTS.headSize();
+    int headSize = DEFAULTS.spec().headSize();
 
     @Option(names = "--max-steps", description = "Stop after this many steps (default: ${DEFAULT-VALUE})")
     long maxSteps = DEFAULTS.maxSteps();
@@ -473,8 +473,8 @@ public final class KvSimCommand extends GpumemCommand {
                 "kv-sim workload=%s seed=%d blocks=%d block-size=%d prefix-caching=%s preemption=%s victim=%s%n",
                 c.workload().cliName(),
                 c.seed(),
-                c.blocks(),
-                c.blockSize(),
+                c.spec().numBlocks(),
+                c.spec().blockSize(),
                 onOff(c.cache().prefixCaching()),
                 flagValue(c.scheduler().preemption()),
                 flagValue(c.scheduler().victimPolicy())));
@@ -565,8 +565,8 @@ public final class KvSimCommand extends GpumemCommand {
             g.writeStartObject();
             g.writeStringField("workload", c.workload().cliName());
             g.writeNumberField("seed", c.seed());
-            g.writeNumberField("blocks", c.blocks());
-            g.writeNumberField("block_size", c.blockSize());
+            g.writeNumberField("blocks", c.spec().numBlocks());
+            g.writeNumberField("block_size", c.spec().blockSize());
             g.writeBooleanField("prefix_caching", c.cache().prefixCaching());
             g.writeStringField("preemption", c.scheduler().preemption().name().toLowerCase(Locale.ROOT));
             figures(g, r);

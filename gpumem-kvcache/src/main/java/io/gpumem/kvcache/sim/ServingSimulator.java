@@ -62,7 +62,7 @@ public final class ServingSimulator {
 
     /** Bytes of device memory the cache of {@code config} needs (all layers). */
     public static long deviceBytes(SimConfig config) {
-        return 2L * config.blockSize() * config.kvHeads() * config.headSize() * 2 * config.layers() * config.blocks();
+        return config.spec().layerBytes() * config.spec().layers();
     }
 
     /** Runs with the KV regions taken from a {@link CachingAllocator} on {@code device} (the default set-up). */
@@ -160,7 +160,8 @@ public final class ServingSimulator {
                         }
                         history[r.numTokens()] = l.sampler.nextInt(WorkloadGenerator.VOCAB);
                         int[] user = gen.userMessage();
-                        int len = Math.min(history.length + user.length, config.maxModelLen() - 2);
+                        int len = Math.min(
+                                history.length + user.length, config.spec().maxModelLen() - 2);
                         if (len > history.length) {
                             int[] prompt = Arrays.copyOf(history, len);
                             System.arraycopy(user, 0, prompt, history.length, len - history.length);

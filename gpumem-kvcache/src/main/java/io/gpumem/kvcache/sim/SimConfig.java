@@ -12,7 +12,7 @@ import java.util.function.UnaryOperator;
 
 /**
  * Settings of one simulated serving run: the workload (what arrives and when), the KV geometry of the simulated
- * device memory, and the two configurations the run hands on unchanged, the cache manager's
+ * device memory (a {@link KvCacheSpec}), and the two configurations the run hands on unchanged, the cache manager's
  * {@link KvCacheConfig} and the scheduler's {@link SchedulerConfig}. Built only by {@link Builder}, which starts
  * from the documented defaults and checks everything once, in {@link Builder#build}: each setting on its own
  * (positive counts, fractions in range), the limits that keep a run within memory, and the settings together
@@ -38,12 +38,7 @@ public final class SimConfig {
     private final int prefixTokens;
     private final int priorityLevels;
     private final long maxSteps;
-    private final int blocks;
-    private final int blockSize;
-    private final int maxModelLen;
-    private final int layers;
-    private final int kvHeads;
-    private final int headSize;
+    private final KvCacheSpec spec;
     private final KvCacheConfig cache;
     private final SchedulerConfig scheduler;
 
@@ -55,12 +50,15 @@ public final class SimConfig {
         prefixTokens = b.prefixTokens;
         priorityLevels = b.priorityLevels;
         maxSteps = b.maxSteps;
-        blocks = b.blocks;
-        blockSize = b.blockSize;
-        maxModelLen = b.maxModelLen;
-        layers = b.layers;
-        kvHeads = b.kvHeads;
-        headSize = b.headSize;
+        spec = KvCacheSpec.builder()
+                .layers(b.layers)
+                .kvHeads(b.kvHeads)
+                .headSize(b.headSize)
+                .elementSize(2)
+                .blockSize(b.blockSize)
+                .numBlocks(b.blocks)
+                .maxModelLen(b.maxModelLen)
+                .build();
         cache = new KvCacheConfig(
                 b.prefixCaching, b.hashAlgorithm, b.seed, b.watermark, b.swapSpaceBytes, HIT_RATE_WINDOW);
         scheduler = new SchedulerConfig(b.tokenBudget, b.maxRunning, b.preemption, b.victimPolicy, b.lookahead);
@@ -86,12 +84,12 @@ public final class SimConfig {
                 .prefixTokens(prefixTokens)
                 .priorityLevels(priorityLevels)
                 .maxSteps(maxSteps)
-                .blocks(blocks)
-                .blockSize(blockSize)
-                .maxModelLen(maxModelLen)
-                .layers(layers)
-                .kvHeads(kvHeads)
-                .headSize(headSize)
+                .blocks(spec.numBlocks())
+                .blockSize(spec.blockSize())
+                .maxModelLen(spec.maxModelLen())
+                .layers(spec.layers())
+                .kvHeads(spec.kvHeads())
+                .headSize(spec.headSize())
                 .cache(cache)
                 .scheduler(scheduler);
     }
@@ -131,36 +129,6 @@ public final class SimConfig {
         return maxSteps;
     }
 
-    /** KV blocks including the null block. */
-    public int blocks() {
-        return blocks;
-    }
-
-    /** Tokens per block. */
-    public int blockSize() {
-        return blockSize;
-    }
-
-    /** Longest sequence (prompt + output). */
-    public int maxModelLen() {
-        return maxModelLen;
-    }
-
-    /** Model layers (KV geometry of the simulated device memory). */
-    public int layers() {
-        return layers;
-    }
-
-    /** KV heads. */
-    public int kvHeads() {
-        return kvHeads;
-    }
-
-    /** Head dimension. */
-    public int headSize() {
-        return headSize;
-    }
-
     /** What every instance's cache manager is given (prefix caching, hash, watermark, swap space). */
     public KvCacheConfig cache() {
         return cache;
@@ -171,17 +139,12 @@ public final class SimConfig {
         return scheduler;
     }
 
-    /** The KV cache geometry of one instance (2-byte elements). */
+    /**
+     * The KV cache geometry of one instance (2-byte elements): its blocks (including the null block), tokens per
+     * block, longest sequence (prompt + output), model layers, KV heads and head dimension.
+     */
     public KvCacheSpec spec() {
-        return KvCacheSpec.builder()
-                .layers(layers)
-                .kvHeads(kvHeads)
-                .headSize(headSize)
-                .elementSize(2)
-                .blockSize(blockSize)
-                .numBlocks(blocks)
-                .maxModelLen(maxModelLen)
-                .build();
+        return spec;
     }
 
     /**
@@ -217,7 +180,7 @@ public final class SimConfig {
         private Builder() {}
 
         public Builder workload(Workload v) {
-            workload = Objects.requireNonNull(v, "workload");
+            workload = v;
             return this;
         }
 
@@ -287,7 +250,7 @@ public final class SimConfig {
         }
 
         public Builder hashAlgorithm(HashAlgorithm v) {
-            hashAlgorithm = Objects.requireNonNull(v, "hashAlgorithm");
+            hashAlgorithm = v;
             return this;
         }
 
@@ -312,12 +275,12 @@ public final class SimConfig {
         }
 
         public Builder preemption(PreemptionMode v) {
-            preemption = Objects.requireNonNull(v, "preemption");
+            preemption = v;
             return this;
         }
 
         public Builder victimPolicy(VictimPolicy v) {
-            victimPolicy = Objects.requireNonNull(v, "victimPolicy");
+            victimPolicy = v;
             return this;
         }
 
@@ -353,8 +316,13 @@ public final class SimConfig {
          * The configuration.
          *
          * @throws KvCacheException naming the first setting (or pair of settings) that is out of range
+         * @throws NullPointerException naming the first setting left null
          */
         public SimConfig build() {
+            Objects.requireNonNull(workload, "workload");
+            Objects.requireNonNull(hashAlgorithm, "hashAlgorithm");
+            Objects.requireNonNull(preemption, "preemption");
+            Objects.requireNonNull(victimPolicy, "victimPolicy");
             positive("requests", requests);
             positive("blocks", blocks);
             positive("blockSize", blockSize);

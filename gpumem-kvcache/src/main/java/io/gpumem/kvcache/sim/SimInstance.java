@@ -74,8 +74,8 @@ final class SimInstance implements AutoCloseable {
         this.manager = manager;
         this.scheduler = scheduler;
         this.everComputed = everComputed;
-        this.stamp = new long[config.blocks()];
-        this.fill = new int[config.blocks()];
+        this.stamp = new long[config.spec().numBlocks()];
+        this.fill = new int[config.spec().numBlocks()];
         int tiers = manager.tierStats().size();
         this.lastTierHits = new long[tiers];
         this.lastTierLookups = new long[tiers];
@@ -150,7 +150,7 @@ final class SimInstance implements AutoCloseable {
 
     /** Full blocks completed by this grant whose prefix some instance computed before count as recomputed. */
     private void countRecomputed(KvRequest r, Live l, int n) {
-        int bs = config.blockSize();
+        int bs = config.spec().blockSize();
         int from = r.numComputed();
         int fullEnd = (from + n) / bs;
         if (l.blockKeys.length < fullEnd) {
@@ -174,11 +174,11 @@ final class SimInstance implements AutoCloseable {
 
     /** Waste and usage, after the step's tokens are computed and before finished requests leave. */
     private void measure(long step) {
-        int bs = config.blockSize();
+        int bs = config.spec().blockSize();
         long slots = 0;
         long liveTokens = 0;
         for (KvRequest r : scheduler.running()) {
-            contiguousSlots += config.maxModelLen();
+            contiguousSlots += config.spec().maxModelLen();
             contiguousLive += r.numComputed();
             for (int j = 0; j < r.numBlocks(); j++) {
                 int b = r.block(j);
@@ -205,7 +205,7 @@ final class SimInstance implements AutoCloseable {
     /** Promotions and swaps of this step, timed by the model (tier counters are cumulative). */
     private double transferUs() {
         double us = 0;
-        long tokensPerBlock = config.blockSize();
+        long tokensPerBlock = config.spec().blockSize();
         List<TierStats> tiers = manager.tierStats();
         for (int t = 0; t < tiers.size(); t++) {
             TierStats s = tiers.get(t);

@@ -25,7 +25,7 @@ final class WorkloadGenerator {
         this.workload = config.workload();
         this.rnd = new SplittableRandom(config.seed());
         this.arrivalRate = config.arrivalRate();
-        this.maxModelLen = config.maxModelLen();
+        this.maxModelLen = config.spec().maxModelLen();
         int prefixLen = switch (workload) {
             case SHARED_PREFIX -> config.prefixTokens();
             case CHAT -> CHAT_SYSTEM_TOKENS;

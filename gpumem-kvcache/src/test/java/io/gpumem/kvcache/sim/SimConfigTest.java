@@ -40,7 +40,6 @@ class SimConfigTest {
         SimConfig variant = c.toBuilder().seed(10).blocks(300).build();
         assertThat(variant.seed()).isEqualTo(10);
         assertThat(variant.cache().hashSeed()).isEqualTo(10);
-        assertThat(variant.blocks()).isEqualTo(300);
         assertThat(variant.cache())
                 .usingRecursiveComparison()
                 .ignoringFields("hashSeed")
@@ -80,5 +79,8 @@ class SimConfigTest {
                         .build())
                 .hasMessage("prefixTokens 2046 leaves no room under maxModelLen 2048");
         assertThatThrownBy(() -> SimConfig.builder().watermark(1).build()).hasMessageStartingWith("watermark");
+        assertThatThrownBy(() -> SimConfig.builder().preemption(null).build())
+                .isInstanceOf(NullPointerException.class)
+                .hasMessage("preemption");
     }
 }
