@@ -22,9 +22,8 @@ public final class ReadLimitOptions {
     @Option(
             names = "--max-entries",
             paramLabel = "N",
-            defaultValue = "50000000",
             description = "Refuse files with more than N trace entries or rows (default: ${DEFAULT-VALUE}).")
-    long maxEntries;
+    long maxEntries = ReadLimits.DEFAULT.maxEntries();
 
     /**
      * The limits the options give.

@@ -67,19 +67,17 @@ public final class PlanCommand extends GpumemCommand {
     @Option(
             names = "--budget-ms",
             paramLabel = "MS",
-            defaultValue = "" + OffsetPlanner.DEFAULT_BUDGET_MS,
             description = "Work the improvement search may do when the first orders miss the bound, in"
                     + " milliseconds of a quiet 2-core machine; counted, not timed, so the plan never depends on"
                     + " the machine's load (default: ${DEFAULT-VALUE}).")
-    long budgetMs;
+    long budgetMs = OffsetPlanner.DEFAULT_BUDGET_MS;
 
     @Option(
             names = "--target-ratio",
             paramLabel = "R",
-            defaultValue = "" + OffsetPlanner.DEFAULT_TARGET_RATIO,
             description = "Stop improving once planned peak <= floor(peak live x R); R >= 1.0, 1.0 searches for the"
                     + " exact lower bound (default: ${DEFAULT-VALUE}).")
-    double targetRatio;
+    double targetRatio = OffsetPlanner.DEFAULT_TARGET_RATIO;
 
     @Option(
             names = "--repeat",
