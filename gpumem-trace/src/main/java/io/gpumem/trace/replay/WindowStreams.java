@@ -58,7 +58,7 @@ final class WindowStreams {
         }
         RequestStream.Builder b = RequestStream.builder(frees.opsAtMost()).startState(startState);
         // Start blocks by address, for the frees the rebuild matched to one (frees of window allocs need no lookup).
-        AddressTable<Void> startSlots = AddressTable.forInts(64);
+        AddressTable<Void> startSlots = AddressTable.forInts(2 * startState.size()); // about a block per segment
         int[] next = {0};
         RequestStream.forEachLiveBlock(startState, (seg, blk) -> {
             if (blk.address() != 0) {

@@ -13,7 +13,6 @@ import io.gpumem.trace.io.EntryFields;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Collection;
 import java.util.Collections;
 import java.util.Comparator;
 import java.util.HashMap;
@@ -121,16 +120,52 @@ public final class WindowRebuilder {
         static final long INFERRED = -1;
     }
 
+    /**
+     * The segments of the backward pass by address, one per address (a later put replaces): an address table, and
+     * the segment at address 0 (no table key) beside it.
+     */
+    private static final class SegsByAddress {
+        private final AddressTable<Seg> table;
+        private @Nullable Seg atZero;
+
+        SegsByAddress(int expected) {
+            table = AddressTable.forObjects(expected);
+        }
+
+        void put(Seg seg) {
+            if (seg.address() == 0) {
+                atZero = seg;
+            } else {
+                table.put(seg.address(), seg);
+            }
+        }
+
+        void remove(long address) {
+            if (address == 0) {
+                atZero = null;
+            } else {
+                table.remove(address);
+            }
+        }
+    }
+
     /** The start segments by ascending address, with their addresses in an array for binary search. */
     private static final class SegIndex {
         private final Seg[] segs;
         private final long[] starts;
 
-        SegIndex(Collection<Seg> byAddress) {
-            segs = byAddress.toArray(new Seg[0]);
-            starts = new long[segs.length];
-            for (int i = 0; i < segs.length; i++) {
-                starts[i] = segs[i].address();
+        SegIndex(SegsByAddress byAddress) {
+            int n = byAddress.table.size() + (byAddress.atZero != null ? 1 : 0);
+            starts = new long[n];
+            int[] at = {0};
+            byAddress.table.forEach(seg -> starts[at[0]++] = seg.address());
+            if (byAddress.atZero != null) {
+                starts[at[0]] = 0;
+            }
+            Arrays.sort(starts); // signed, as the sorted map of boxed addresses this replaces
+            segs = new Seg[n];
+            for (int i = 0; i < n; i++) {
+                segs[i] = starts[i] == 0 ? byAddress.atZero : byAddress.table.get(starts[i]);
             }
         }
 
@@ -244,13 +279,13 @@ public final class WindowRebuilder {
                 }
             }
         }
-        SegIndex segs = new SegIndex(startSegments(snapshot, device, trace, segmentEvents, segmentEventCount)
-                .values());
+        List<SegmentInfo> endState = snapshot.segmentsOf(device);
+        SegIndex segs = new SegIndex(startSegments(endState, trace, segmentEvents, segmentEventCount));
 
         // Live blocks at the start, and the end state's free blocks by end address (where a start free block's
         // object can have survived to), in one pass over the end state.
-        AddressTable<BlockInfo> freeByEnd = AddressTable.forObjects(64);
-        for (SegmentInfo s : snapshot.segmentsOf(device)) {
+        AddressTable<BlockInfo> freeByEnd = AddressTable.forObjects(endState.size());
+        for (SegmentInfo s : endState) {
             for (BlockInfo b : s.blocks()) {
                 long address = b.address();
                 BlockState blockState = b.state();
@@ -395,23 +430,22 @@ public final class WindowRebuilder {
     /**
      * Segments that existed at the window's start, keyed by address.
      *
+     * @param endState the device's segments at the end of the window (the snapshot's)
      * @param segmentEvents the indices of the trace's segment events, ascending, in {@code [0, segmentEventCount)}
      */
-    private NavigableMap<Long, Seg> startSegments(
-            TraceSnapshot snapshot, int device, List<TraceEntry> trace, int[] segmentEvents, int segmentEventCount) {
-        TreeMap<Long, Seg> segs = new TreeMap<>();
+    private SegsByAddress startSegments(
+            List<SegmentInfo> endState, List<TraceEntry> trace, int[] segmentEvents, int segmentEventCount) {
+        SegsByAddress segs = new SegsByAddress(endState.size() + segmentEventCount);
         // Expandable mapped runs per (stream, pool) group: start -> end.
         Map<List<Long>, NavigableMap<Long, Long>> groups = new HashMap<>();
-        for (SegmentInfo s : snapshot.segmentsOf(device)) {
+        for (SegmentInfo s : endState) {
             if (s.expandable()) {
                 groups.computeIfAbsent(
                                 List.of(s.stream(), poolKey(s.isSmall() ? Pool.SMALL : Pool.LARGE)),
                                 k -> new TreeMap<>())
                         .merge(s.address(), s.end(), Math::max);
             } else {
-                segs.put(
-                        s.address(),
-                        new Seg(s.address(), s.totalSize(), s.stream(), s.isSmall() ? Pool.SMALL : Pool.LARGE, false));
+                segs.put(new Seg(s.address(), s.totalSize(), s.stream(), s.isSmall() ? Pool.SMALL : Pool.LARGE, false));
             }
         }
         EntryFields fields = EntryFields.of(trace);
@@ -424,7 +458,7 @@ public final class WindowRebuilder {
                 case SEGMENT_ALLOC -> segs.remove(addr);
                 case SEGMENT_FREE -> {
                     long size = fields.size(i);
-                    segs.put(addr, new Seg(addr, size, fields.stream(i), poolOfSegment(size), false));
+                    segs.put(new Seg(addr, size, fields.stream(i), poolOfSegment(size), false));
                 }
                 case SEGMENT_MAP -> {
                     NavigableMap<Long, Long> g = groups.computeIfAbsent(
@@ -442,7 +476,7 @@ public final class WindowRebuilder {
             long stream = g.getKey().get(0);
             Pool pool = Pool.values()[g.getKey().get(1).intValue()];
             for (Map.Entry<Long, Long> run : g.getValue().entrySet()) {
-                segs.put(run.getKey(), new Seg(run.getKey(), run.getValue() - run.getKey(), stream, pool, true));
+                segs.put(new Seg(run.getKey(), run.getValue() - run.getKey(), stream, pool, true));
             }
         }
         return segs;
