@@ -24,7 +24,6 @@ public final class KvPages implements AutoCloseable {
     private final long pageBytes;
     private final long tokenBytes;
     private boolean closed;
-    private long copiedBytes;
     private long copyCalls;
 
     public KvPages(KvCacheSpec spec, KvMemory memory) {
@@ -89,13 +88,12 @@ public final class KvPages implements AutoCloseable {
         for (int layer = 0; layer < layerBase.length; layer++) {
             device.copyDeviceToDevice(pageAddress(layer, dst), pageAddress(layer, src), pageBytes);
         }
-        copiedBytes += pageBytes * layerBase.length;
         copyCalls += layerBase.length;
     }
 
-    /** Device-to-device bytes copied by copy-on-write so far. */
+    /** Device-to-device bytes copied by copy-on-write so far: one page a {@link #copyCalls() call}. */
     public long copiedBytes() {
-        return copiedBytes;
+        return copyCalls * pageBytes;
     }
 
     /** Device-to-device copy calls made by copy-on-write so far. */
