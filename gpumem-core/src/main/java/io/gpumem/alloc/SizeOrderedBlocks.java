@@ -230,12 +230,18 @@ final class SizeOrderedBlocks {
                     return b;
                 }
             }
-            int n = c + 1 < (FL_COUNT << SL_BITS) ? nextClass(lane, c + 1) : -1;
-            if (n >= 0) {
-                return BlockTree.leftmost(lane.roots[n]);
-            }
+            return firstAfterClass(lane, c);
         }
         return firstFromLane(laneIndex(stream) + 1);
+    }
+
+    /** The first block of {@code lane} in a class above {@code c}, else the first of the lanes after it, or null. */
+    private @Nullable Block firstAfterClass(Lane lane, int c) {
+        int n = c + 1 < (FL_COUNT << SL_BITS) ? nextClass(lane, c + 1) : -1;
+        if (n >= 0) {
+            return BlockTree.leftmost(lane.roots[n]);
+        }
+        return firstFromLane(laneIndex(lane.stream) + 1);
     }
 
     @Nullable
@@ -252,15 +258,7 @@ final class SizeOrderedBlocks {
     @Nullable
     Block next(Block b) {
         Block n = BlockTree.next(b);
-        if (n != null) {
-            return n;
-        }
-        Lane lane = laneOf(b);
-        int c = b.sizeClass + 1 < (FL_COUNT << SL_BITS) ? nextClass(lane, b.sizeClass + 1) : -1;
-        if (c >= 0) {
-            return BlockTree.leftmost(lane.roots[c]);
-        }
-        return firstFromLane(laneIndex(lane.stream) + 1);
+        return n != null ? n : firstAfterClass(laneOf(b), b.sizeClass);
     }
 
     /** Predecessor of {@code b} (in this set) in the total order, or null. */
