@@ -141,42 +141,31 @@ public final class StreamRunner {
         return new long[] {replaysBegun.get(), opsReplayed.get(), probesAnsweredBySeenRuns.get()};
     }
 
-    /** How to run: capacity, bytes held outside, when to stop, how to start, what to keep. */
-    public static final class Options {
-        final long capacity;
-        final long heldOutside;
-        final boolean stopAtFirstOom;
-        final boolean restoreStartLayout;
-        final boolean recordHistory;
-        final boolean keepAllocator;
-        final boolean untilSteady;
+    /**
+     * How to run: capacity, bytes held outside, when to stop, how to start, what to keep (each component is the
+     * {@link Builder} method of its name). Made by {@link #builder}, which states the defaults and names each
+     * setting; the canonical constructor only checks the capacity and the bytes held outside.
+     */
+    public record Options(
+            long capacity,
+            long heldOutside,
+            boolean stopAtFirstOom,
+            boolean restoreStartLayout,
+            boolean recordHistory,
+            boolean keepAllocator,
+            boolean untilSteady) {
 
-        private Options(Builder b) {
-            if (b.capacity <= 0) {
-                throw new IllegalArgumentException("capacity must be positive, got " + b.capacity);
+        public Options {
+            if (capacity <= 0) {
+                throw new IllegalArgumentException("capacity must be positive, got " + capacity);
             }
-            if (b.heldOutside < 0 || b.heldOutside >= b.capacity) {
-                throw new IllegalArgumentException("held-outside bytes must be in [0, capacity), got " + b.heldOutside);
+            if (heldOutside < 0 || heldOutside >= capacity) {
+                throw new IllegalArgumentException("held-outside bytes must be in [0, capacity), got " + heldOutside);
             }
-            capacity = b.capacity;
-            heldOutside = b.heldOutside;
-            stopAtFirstOom = b.stopAtFirstOom;
-            restoreStartLayout = b.restoreStartLayout;
-            recordHistory = b.recordHistory;
-            keepAllocator = b.keepAllocator;
-            untilSteady = b.untilSteady;
         }
 
         public static Builder builder(long capacity) {
             return new Builder(capacity);
-        }
-
-        public long capacity() {
-            return capacity;
-        }
-
-        public long heldOutside() {
-            return heldOutside;
         }
 
         /** The same options at another capacity. */
@@ -263,7 +252,14 @@ public final class StreamRunner {
             }
 
             public Options build() {
-                return new Options(this);
+                return new Options(
+                        capacity,
+                        heldOutside,
+                        stopAtFirstOom,
+                        restoreStartLayout,
+                        recordHistory,
+                        keepAllocator,
+                        untilSteady);
             }
         }
     }
@@ -359,11 +355,11 @@ public final class StreamRunner {
         Replay r = begin(policy, options);
         if (r == null) {
             c.ooms = 1;
-            return c.outcome(options.capacity, stream.allocs).build();
+            return c.outcome(options.capacity(), stream.allocs).build();
         }
         playAll(r, c, options, null);
-        RunOutcome.Builder b = c.outcome(options.capacity, stream.allocs);
-        if (options.keepAllocator) {
+        RunOutcome.Builder b = c.outcome(options.capacity(), stream.allocs);
+        if (options.keepAllocator()) {
             b.kept(r.allocator, r.dev);
         }
         return b.build();
@@ -382,7 +378,7 @@ public final class StreamRunner {
 
     private void playAll(Replay r, Counters c, Options options, long @Nullable [] consumedAfter) {
         long t0 = System.nanoTime();
-        play(r, stream.length, c, options.stopAtFirstOom, consumedAfter);
+        play(r, stream.length, c, options.stopAtFirstOom(), consumedAfter);
         c.nanos = System.nanoTime() - t0;
         finish(r, c);
     }
@@ -396,8 +392,8 @@ public final class StreamRunner {
     public RunOutcome evaluate(PreparedPolicy policy, Options options, long roomy) {
         Search s = unlimited(policy, options.toBuilder().stopAtFirstOom(false), roomy, 8);
         // At a capacity the unlimited run never exceeded, the run is the unlimited one (CapacityProbes says why).
-        RunOutcome atCapacity = s.probes != null && s.probes.sameAsUnlimited(options.capacity)
-                ? s.unlimited.outcome(options.capacity, stream.allocs).build()
+        RunOutcome atCapacity = s.probes != null && s.probes.sameAsUnlimited(options.capacity())
+                ? s.unlimited.outcome(options.capacity(), stream.allocs).build()
                 : run(policy, options.toBuilder().stopAtFirstOom(false).build());
         return atCapacity.toBuilder().minCapacity(searchMinimum(s)).build();
     }
@@ -422,7 +418,7 @@ public final class StreamRunner {
      */
     private long searchMinimum(Search s) {
         long step = MinimumCapacity.STEP;
-        long held = s.options.heldOutside;
+        long held = s.options.heldOutside();
         long peak = s.unlimited.ooms == 0 ? s.unlimited.peakAllocated : stream.peakLiveBytes();
         long failing = Math.max(0, (peak + held) / step - 1) * step;
         long running = MinimumCapacity.roundUp(s.unlimited.peakReserved + held);
@@ -501,8 +497,8 @@ public final class StreamRunner {
     Replay begin(PreparedPolicy policy, Options options) {
         replaysBegun.incrementAndGet();
         SimulatedDevice dev = SimulatedDevice.builder()
-                .capacity(options.capacity)
-                .heldOutside(options.heldOutside)
+                .capacity(options.capacity())
+                .heldOutside(options.heldOutside())
                 .build();
         GpuAllocator allocator;
         try {
@@ -518,8 +514,8 @@ public final class StreamRunner {
         }
         long[] address = new long[rs.slots]; // address per slot; 0 = not allocated (failed)
         Replay r = new Replay(dev, allocator, devStreams, address);
-        r.untilSteady = options.untilSteady;
-        if (options.recordHistory) {
+        r.untilSteady = options.untilSteady();
+        if (options.recordHistory()) {
             GpuAllocatorInternals internals = allocator.internals();
             internals.setClock(historyClock(r));
             internals.setContextSupplier(() -> r.current < 0 ? rs.defaultFrames() : rs.frames(r.current));
@@ -531,7 +527,7 @@ public final class StreamRunner {
         }
         @Nullable
         SegmentRestorer restorer =
-                options.restoreStartLayout && allocator.internals() instanceof SegmentRestorer sr ? sr : null;
+                options.restoreStartLayout() && allocator.internals() instanceof SegmentRestorer sr ? sr : null;
         if (restorer != null) {
             long[] shifts;
             try {
