@@ -58,7 +58,7 @@ final class ReportJson {
             g.writeString(s);
         }
         g.writeEndArray();
-        Timeline.Sampled s = t.sample(MAX_POINTS, TOP_SITES);
+        Timeline.Sampled s = t.sample(TOP_SITES);
         g.writeObjectFieldStart("timeline");
         g.writeNumberField("startAlloc", t.startAllocated);
         g.writeNumberField("startRes", t.startReserved);

@@ -9,15 +9,16 @@ import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.EntryFields;
 import io.gpumem.trace.window.WindowStart;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
 /**
- * Allocated and reserved bytes after every entry of one device trace, allocated bytes split by allocation
- * site, and the lifetimes of the blocks live at a given moment: the data behind the report's timeline and the
- * hover text of its segment maps.
+ * Allocated and reserved bytes along one device trace, downsampled to a bounded number of points, allocated bytes
+ * split by allocation site, and the lifetimes of the blocks live at chosen moments and at peak allocated: the data
+ * behind the report's timeline and the hover text of its segment maps.
  *
  * <p>Method: start from the window's rebuilt start state (its live blocks count as allocated, their site is
  * {@link Sites#BEFORE_TRACE}); an {@code alloc} adds its block size (the request rounded as the recorded
@@ -26,22 +27,33 @@ import java.util.Map;
  * added; segment entries move reserved bytes exactly. An {@code alloc} at an address that is still live (a
  * trace with a lost free) first retires the old block.
  *
- * <p>Memory: nothing is kept per entry (a snapshot of a gigabyte has tens of millions of entries, and arrays of
- * them would outweigh the trace itself). Each question walks the trace again ({@link Walk}: the blocks open at
- * each moment, the bytes per site), holding only the blocks live at once: the constructor walks it once for the
- * peaks and each site's maximum, {@link #sample} twice (the points, then their split by site) and
- * {@link #lifetimesAfter} up to its moment and on to the frees of the blocks live then.
+ * <p>One walk over the trace, in the constructor, answers every question; nothing is kept per entry (a snapshot
+ * of a gigabyte has tens of millions of entries, and arrays of them would outweigh the trace itself), only the
+ * blocks live at once and a bounded record per sample point:
+ * <ul>
+ *   <li>the points: the buckets depend only on the entry count and {@code maxPoints}, so each bucket's point (its
+ *       first maximum of allocated bytes, with its highest reserved bytes) and its {@code oom} entries are chosen
+ *       as the walk leaves the bucket;
+ *   <li>their split by site: the columns (the sites that held most at any moment) are known only at the end, so
+ *       each point keeps its non-zero sites (at most the sites live at once). They are read off a second copy of
+ *       the bytes per site that lags at the bucket's start, brought forward through the bucket's (site, change)
+ *       log to each point as the bucket closes; {@link #sample} folds them into columns;
+ *   <li>the lifetimes at the {@code moments} asked for in advance: the blocks open then, whose free entries the
+ *       walk fills in as it retires them;
+ *   <li>the lifetimes at the peak, known only at the end: the blocks retired since the running maximum that were
+ *       allocated at or before it (dropped at each new maximum), and at the end the blocks still open that were
+ *       allocated at or before the peak.
+ * </ul>
  *
  * <p>Invariants: allocated and reserved never go below zero in a consistent trace; the site ids are given in
- * the order the start blocks and then the trace's {@code alloc} entries first name them.
+ * the order the start blocks and then the trace's {@code alloc} entries first name them; the points are in entry
+ * order, without duplicates.
  */
 final class Timeline {
     /** Marker in a live map for a block allocated before the trace. */
     static final int BEFORE = -1;
 
     final List<TraceEntry> trace;
-    private final EntryFields fields;
-    private final AllocatorConfig config;
     final long startAllocated;
     final long startReserved;
     /** Block size and site of blocks live at the start, by address. */
@@ -59,18 +71,37 @@ final class Timeline {
     /** Largest bytes each site held at any moment. */
     final long[] siteMax;
 
-    /** The blocks live after the last entry, as the constructor's walk left them. */
-    private final Map<Long, Open> liveAtEnd;
+    /** The sample points in entry order: entry index, allocated bytes, highest reserved bytes of the bucket. */
+    private final int[] pointIndex;
 
+    private final long[] pointAllocated;
+    private final long[] pointReserved;
+    /** Per point, the sites holding bytes then and their bytes (parallel arrays, sites ascending). */
+    private final int[][] pointSites;
+
+    private final long[][] pointSiteBytes;
+    /** The blocks open after each moment asked for (−1: at the start), by moment. */
+    private final Map<Integer, List<Open>> openAt = new HashMap<>();
+    /** The blocks open after {@link #peakIndex}. */
+    private final List<Open> openAtPeak;
+
+    /**
+     * Walks {@code trace} once.
+     *
+     * @param maxPoints most points of {@link #sample} besides its {@code oom} entries
+     * @param moments   entries after which {@link #lifetimesAfter} will be asked (−1: the start; past the end: the
+     *                  end)
+     */
     Timeline(
             List<TraceEntry> trace,
             WindowStart start,
             AllocatorConfig config,
             Sites sites,
-            Map<Long, List<Frame>> endFrames) {
+            Map<Long, List<Frame>> endFrames,
+            int maxPoints,
+            int... moments) {
         this.trace = trace;
-        this.fields = EntryFields.of(trace);
-        this.config = config;
+        EntryFields fields = EntryFields.of(trace);
         this.sites = sites;
         this.beforeSite = sites.id(Sites.BEFORE_TRACE);
         int n = trace.size();
@@ -91,93 +122,256 @@ final class Timeline {
         }
         startAllocated = alloc;
         startReserved = res;
-        Walk w = new Walk();
-        long[] max = w.siteBytes.clone();
+        Map<Long, Open> open = new HashMap<>();
+        long[] siteBytes = new long[sites.size() + 1];
+        for (Map.Entry<Long, long[]> b : startBlocks.entrySet()) {
+            long[] v = b.getValue();
+            open.put(b.getKey(), new Open(b.getKey(), BEFORE, (int) v[1], v[0]));
+            siteBytes[(int) v[1]] += v[0];
+        }
+        int[] wanted = moments.clone();
+        for (int m = 0; m < wanted.length; m++) {
+            wanted[m] = moment(wanted[m], n);
+        }
+        Arrays.sort(wanted);
+        int nextMoment = 0;
+        for (; nextMoment < wanted.length && wanted[nextMoment] < 0; nextMoment++) {
+            openAt.put(-1, List.copyOf(open.values()));
+        }
+        Sampler sampler = new Sampler(n, maxPoints, siteBytes);
+        long[] max = siteBytes.clone();
+        List<Open> retiredSincePeak = new ArrayList<>();
+        long allocated = startAllocated;
+        long reserved = startReserved;
         int peak = -1;
         long peakAlloc = Long.MIN_VALUE;
         long peakRes = res;
         for (int i = 0; i < n; i++) {
-            Open retired = w.step(i);
-            if (retired != null && retired.entry == BEFORE) {
-                startFreedAt.putIfAbsent(fields.addr(i), i);
-            }
-            if (w.allocated > peakAlloc) {
-                peakAlloc = w.allocated;
-                peak = i;
-            }
-            peakRes = Math.max(peakRes, w.reserved);
-            if (fields.action(i) == TraceAction.ALLOC) {
-                int s = w.open.get(fields.addr(i)).site;
-                if (s >= max.length) {
-                    max = Arrays.copyOf(max, Math.max(s + 1, max.length * 2));
+            TraceAction action = fields.action(i);
+            switch (action) {
+                case ALLOC, FREE_COMPLETED -> {
+                    long addr = fields.addr(i);
+                    Open retired = open.remove(addr);
+                    if (retired != null) {
+                        retired.freed = i;
+                        allocated -= retired.bytes;
+                        siteBytes[retired.site] -= retired.bytes;
+                        sampler.change(i, retired.site, -retired.bytes);
+                        if (retired.entry == BEFORE) {
+                            startFreedAt.putIfAbsent(addr, i);
+                        }
+                        if (retired.entry <= peak) { // live at the running maximum, freed after it
+                            retiredSincePeak.add(retired);
+                        }
+                    }
+                    if (action == TraceAction.ALLOC) {
+                        int site = sites.of(fields.frames(i));
+                        if (site >= siteBytes.length) {
+                            siteBytes = Arrays.copyOf(siteBytes, Math.max(site + 1, siteBytes.length * 2));
+                        }
+                        long bytes = SizeRules.roundSize(Math.max(0, fields.size(i)), config);
+                        open.put(addr, new Open(addr, i, site, bytes));
+                        allocated += bytes;
+                        siteBytes[site] += bytes;
+                        sampler.change(i, site, bytes);
+                        if (site >= max.length) {
+                            max = Arrays.copyOf(max, Math.max(site + 1, max.length * 2));
+                        }
+                        max[site] = Math.max(max[site], siteBytes[site]);
+                    }
                 }
-                max[s] = Math.max(max[s], w.siteBytes[s]);
+                case SEGMENT_ALLOC, SEGMENT_MAP -> reserved += fields.size(i);
+                case SEGMENT_FREE, SEGMENT_UNMAP -> reserved -= fields.size(i);
+                default -> {}
+            }
+            if (allocated > peakAlloc) {
+                peakAlloc = allocated;
+                peak = i;
+                retiredSincePeak.clear();
+            }
+            peakRes = Math.max(peakRes, reserved);
+            sampler.after(i, allocated, reserved, action == TraceAction.OOM, siteBytes.length);
+            for (; nextMoment < wanted.length && wanted[nextMoment] == i; nextMoment++) {
+                openAt.put(i, List.copyOf(open.values()));
             }
         }
+        List<Open> atPeak = retiredSincePeak;
+        for (Open b : open.values()) {
+            if (b.entry <= peak) {
+                atPeak.add(b);
+            }
+        }
+        this.openAtPeak = atPeak;
         this.siteMax = Arrays.copyOf(max, sites.size() + 1);
-        this.liveAtEnd = w.open;
         this.peakIndex = peak;
         this.peakAllocated = n == 0 ? startAllocated : Math.max(peakAlloc, startAllocated);
         this.peakReserved = peakRes;
+        this.pointIndex = Arrays.copyOf(sampler.index, sampler.points);
+        this.pointAllocated = Arrays.copyOf(sampler.alloc, sampler.points);
+        this.pointReserved = Arrays.copyOf(sampler.res, sampler.points);
+        this.pointSites = Arrays.copyOf(sampler.sitesAt, sampler.points);
+        this.pointSiteBytes = Arrays.copyOf(sampler.bytesAt, sampler.points);
     }
 
-    /** A block open in a {@link Walk}: its alloc entry ({@link #BEFORE} for a start block), site and bytes. */
-    private record Open(int entry, int site, long bytes) {}
+    /** A moment as the walk meets it: −1 for the start, the last entry for any moment at or past the end. */
+    private static int moment(int n, int entries) {
+        return n < 0 ? -1 : Math.min(n, entries - 1);
+    }
 
     /**
-     * One walk over the trace from the window's start: the blocks open after each entry by address, allocated and
-     * reserved bytes, and the bytes each site holds (grown as sites appear).
+     * A block open in the walk: its address, alloc entry ({@link #BEFORE} for a start block), site and bytes, and the
+     * entry that retired it (−1 while open).
      */
-    private final class Walk {
-        final Map<Long, Open> open = new HashMap<>();
-        long allocated = startAllocated;
-        long reserved = startReserved;
-        long[] siteBytes = new long[sites.size() + 1];
+    private static final class Open {
+        final long addr;
+        final int entry;
+        final int site;
+        final long bytes;
+        int freed = -1;
 
-        Walk() {
-            for (Map.Entry<Long, long[]> b : startBlocks.entrySet()) {
-                long[] v = b.getValue();
-                open.put(b.getKey(), new Open(BEFORE, (int) v[1], v[0]));
-                siteBytes[(int) v[1]] += v[0];
+        Open(long addr, int entry, int site, long bytes) {
+            this.addr = addr;
+            this.entry = entry;
+            this.site = site;
+            this.bytes = bytes;
+        }
+    }
+
+    /**
+     * The sample points chosen as the walk goes: per bucket of {@code bucket} entries its first maximum of allocated
+     * bytes and highest reserved bytes, and (when buckets are longer than one entry) every {@code oom} entry that is
+     * not its bucket's point, with its own bytes; each point's bytes per site, from {@code lag} (the bytes per site
+     * at the bucket's start) and the bucket's log of changes, replayed to each point when the bucket closes.
+     */
+    private static final class Sampler {
+        final int entries;
+        final int bucket;
+        int[] index;
+        long[] alloc;
+        long[] res;
+        int[][] sitesAt;
+        long[][] bytesAt;
+        int points;
+
+        private long[] lag;
+        private int best = -1;
+        private long bestAlloc;
+        private long maxRes;
+        /** The bucket's {@code oom} entries: entry, allocated and reserved bytes. */
+        private final Log ooms = new Log();
+        /** The bucket's changes of bytes per site: entry, site, bytes. */
+        private final Log changes = new Log();
+
+        Sampler(int entries, int maxPoints, long[] startSiteBytes) {
+            this.entries = entries;
+            this.bucket = Math.max(1, Math.ceilDiv(Math.max(entries, 1), maxPoints));
+            int buckets = entries == 0 ? 0 : Math.ceilDiv(entries, bucket);
+            index = new int[buckets + 8];
+            alloc = new long[index.length];
+            res = new long[index.length];
+            sitesAt = new int[index.length][];
+            bytesAt = new long[index.length][];
+            lag = startSiteBytes.clone();
+        }
+
+        /** Entry {@code i} changed the bytes of {@code site} by {@code bytes}. */
+        void change(int i, int site, long bytes) {
+            changes.add(i, site, bytes);
+        }
+
+        /** The bytes after entry {@code i}; {@code sites}: how many site ids there are so far, at most. */
+        void after(int i, long allocated, long reserved, boolean oom, int sites) {
+            boolean first = i % bucket == 0;
+            if (best < 0 || allocated > bestAlloc) {
+                best = i;
+                bestAlloc = allocated;
+            }
+            maxRes = first ? reserved : Math.max(maxRes, reserved);
+            if (bucket > 1 && oom) {
+                ooms.add(i, allocated, reserved);
+            }
+            if ((i + 1) % bucket == 0 || i == entries - 1) {
+                close(sites);
             }
         }
 
-        /** Applies entry {@code i}; returns the block it retired, or null. */
-        Open step(int i) {
-            return switch (fields.action(i)) {
-                case ALLOC -> {
-                    long addr = fields.addr(i);
-                    Open old = retire(addr);
-                    int site = sites.of(fields.frames(i));
-                    if (site >= siteBytes.length) {
-                        siteBytes = Arrays.copyOf(siteBytes, Math.max(site + 1, siteBytes.length * 2));
-                    }
-                    long bytes = SizeRules.roundSize(Math.max(0, fields.size(i)), config);
-                    open.put(addr, new Open(i, site, bytes));
-                    allocated += bytes;
-                    siteBytes[site] += bytes;
-                    yield old;
+        /** Adds the closing bucket's points in entry order, each with its bytes per site, and starts the next. */
+        private void close(int sites) {
+            if (lag.length < sites) {
+                lag = Arrays.copyOf(lag, sites);
+            }
+            int oomCount = ooms.size;
+            if (points + oomCount + 1 > index.length) {
+                int grown = Math.max(points + oomCount + 1, index.length * 2);
+                index = Arrays.copyOf(index, grown);
+                alloc = Arrays.copyOf(alloc, grown);
+                res = Arrays.copyOf(res, grown);
+                sitesAt = Arrays.copyOf(sitesAt, grown);
+                bytesAt = Arrays.copyOf(bytesAt, grown);
+            }
+            int applied = 0;
+            boolean placed = false;
+            for (int o = 0; o <= oomCount; o++) {
+                if (!placed && (o == oomCount || ooms.at[o] >= best)) {
+                    applied = point(best, bestAlloc, maxRes, applied);
+                    placed = true;
                 }
-                case FREE_COMPLETED -> retire(fields.addr(i));
-                case SEGMENT_ALLOC, SEGMENT_MAP -> {
-                    reserved += fields.size(i);
-                    yield null;
+                if (o < oomCount && ooms.at[o] != best) { // an OOM that is not its bucket's point: its own point, exact
+                    applied = point(ooms.at[o], ooms.first[o], ooms.second[o], applied);
                 }
-                case SEGMENT_FREE, SEGMENT_UNMAP -> {
-                    reserved -= fields.size(i);
-                    yield null;
-                }
-                default -> null;
-            };
+            }
+            for (; applied < changes.size; applied++) {
+                lag[(int) changes.first[applied]] += changes.second[applied];
+            }
+            changes.size = 0;
+            ooms.size = 0;
+            best = -1;
         }
 
-        private Open retire(long addr) {
-            Open b = open.remove(addr);
-            if (b != null) {
-                allocated -= b.bytes;
-                siteBytes[b.site] -= b.bytes;
+        /** Adds the point at entry {@code at}, bringing {@code lag} forward to it from change {@code applied}. */
+        private int point(int at, long allocated, long reserved, int applied) {
+            for (; applied < changes.size && changes.at[applied] <= at; applied++) {
+                lag[(int) changes.first[applied]] += changes.second[applied];
             }
-            return b;
+            int live = 0;
+            for (long b : lag) {
+                if (b != 0) {
+                    live++;
+                }
+            }
+            int[] s = new int[live];
+            long[] b = new long[live];
+            for (int site = 0, k = 0; k < live; site++) {
+                if (lag[site] != 0) {
+                    s[k] = site;
+                    b[k++] = lag[site];
+                }
+            }
+            index[points] = at;
+            alloc[points] = allocated;
+            res[points] = reserved;
+            sitesAt[points] = s;
+            bytesAt[points++] = b;
+            return applied;
+        }
+    }
+
+    /** A growing list of entries with two figures each, emptied by setting {@code size} to 0. */
+    private static final class Log {
+        int[] at = new int[16];
+        long[] first = new long[16];
+        long[] second = new long[16];
+        int size;
+
+        void add(int entry, long a, long b) {
+            if (size == at.length) {
+                at = Arrays.copyOf(at, size * 2);
+                first = Arrays.copyOf(first, size * 2);
+                second = Arrays.copyOf(second, size * 2);
+            }
+            at[size] = entry;
+            first[size] = a;
+            second[size++] = b;
         }
     }
 
@@ -186,53 +380,48 @@ final class Timeline {
     }
 
     /**
-     * The blocks live after entry {@code n} (−1: at the start), by address: {site, alloc entry ({@link #BEFORE} for a
-     * start block), entry that frees it (−1: live at the end)}. One walk to {@code n}, then on until every one of
-     * them is freed; after the last entry (the end state a report usually analyses), none: the constructor's walk
-     * left them. A fresh map each call.
+     * The blocks live after entry {@code n} (−1: at the start; at or past the last entry: the end), by address: {site,
+     * alloc entry ({@link #BEFORE} for a start block), entry that frees it (−1: live at the end)}. A fresh map each
+     * call.
+     *
+     * @throws IllegalArgumentException when {@code n} was not among the moments the timeline was built for
      */
     Map<Long, int[]> lifetimesAfter(int n) {
-        int count = trace.size();
-        int i = 0;
-        Map<Long, Open> open = liveAtEnd;
-        if (n < count - 1 || n < 0) {
-            Walk w = new Walk();
-            for (; i <= n && i < count; i++) {
-                w.step(i);
-            }
-            open = w.open;
-        } else {
-            i = count;
+        List<Open> open = openAt.get(moment(n, trace.size()));
+        if (open == null) {
+            throw new IllegalArgumentException("the timeline was not built to keep the blocks live after entry " + n);
         }
-        Map<Long, int[]> live = new HashMap<>();
-        for (Map.Entry<Long, Open> b : open.entrySet()) {
-            live.put(b.getKey(), new int[] {b.getValue().site, b.getValue().entry, -1});
-        }
-        int pending = live.size();
-        for (; i < count && pending > 0; i++) {
-            TraceAction a = fields.action(i);
-            if (a == TraceAction.ALLOC || a == TraceAction.FREE_COMPLETED) {
-                int[] b = live.get(fields.addr(i));
-                if (b != null && b[2] < 0) {
-                    b[2] = i;
-                    pending--;
-                }
-            }
+        return lifetimes(open);
+    }
+
+    /** Whether {@link #lifetimesAfter} answers for entry {@code n}. */
+    boolean keepsLifetimesAfter(int n) {
+        return openAt.containsKey(moment(n, trace.size()));
+    }
+
+    /** The blocks live after {@link #peakIndex}, as {@link #lifetimesAfter} gives them. */
+    Map<Long, int[]> lifetimesAtPeak() {
+        return lifetimes(openAtPeak);
+    }
+
+    private static Map<Long, int[]> lifetimes(List<Open> open) {
+        Map<Long, int[]> live = HashMap.newHashMap(open.size());
+        for (Open b : open) {
+            live.put(b.addr, new int[] {b.site, b.entry, b.freed});
         }
         return live;
     }
 
     /**
-     * The timeline cut to at most {@code maxPoints} points plus one per {@code oom} entry, however long the trace
-     * (what keeps a report of millions of entries as quick to draw as one of thousands): each point is the entry of
-     * its bucket where allocated bytes are highest, with the bucket's highest reserved bytes, so the peak is kept
-     * exactly ({@link #peakIndex}, the first entry at the peak, is its bucket's first maximum); every {@code oom}
-     * entry is a point too, with its own bytes, where it is not its bucket's point already. Allocated bytes are
-     * split over the {@code topSites} sites that held most at any moment, the rest summed as "other" (the last
-     * column). Two walks: the points and their bytes, then each point's split by site.
+     * The timeline cut to at most the constructor's {@code maxPoints} points plus one per {@code oom} entry, however
+     * long the trace (what keeps a report of millions of entries as quick to draw as one of thousands): each point is
+     * the entry of its bucket where allocated bytes are highest, with the bucket's highest reserved bytes, so the peak
+     * is kept exactly ({@link #peakIndex}, the first entry at the peak, is its bucket's first maximum); every
+     * {@code oom} entry is a point too, with its own bytes, where it is not its bucket's point already. Allocated
+     * bytes are split over the {@code topSites} sites that held most at any moment, the rest summed as "other" (the
+     * last column). Computed by the constructor's walk; this only folds the sites into columns.
      */
-    Sampled sample(int maxPoints, int topSites) {
-        int n = trace.size();
+    Sampled sample(int topSites) {
         Integer[] order = new Integer[siteMax.length];
         for (int i = 0; i < order.length; i++) {
             order[i] = i;
@@ -249,81 +438,15 @@ final class Timeline {
             }
         }
         top = Arrays.copyOf(top, k);
-        int bucket = Math.max(1, Math.ceilDiv(Math.max(n, 1), maxPoints));
-        int buckets = n == 0 ? 0 : Math.ceilDiv(n, bucket);
-        // the points in entry order: each bucket's first maximum of allocated bytes, and (when buckets are longer than
-        // one entry) every oom entry that is not its bucket's point, with its own bytes
-        int[] index = new int[buckets + 8];
-        long[] alloc = new long[index.length];
-        long[] res = new long[index.length];
-        int points = 0;
-        Walk w = new Walk();
-        int[] ooms = new int[8];
-        long[] oomAlloc = new long[8];
-        long[] oomRes = new long[8];
-        for (int p = 0; p < buckets; p++) {
-            int best = -1;
-            long bestAlloc = 0;
-            long maxRes = 0;
-            int oomCount = 0;
-            for (int i = p * bucket; i < Math.min(n, (p + 1) * bucket); i++) {
-                w.step(i);
-                if (best < 0 || w.allocated > bestAlloc) {
-                    best = i;
-                    bestAlloc = w.allocated;
-                }
-                maxRes = i == p * bucket ? w.reserved : Math.max(maxRes, w.reserved);
-                if (bucket > 1 && fields.action(i) == TraceAction.OOM) {
-                    if (oomCount == ooms.length) {
-                        ooms = Arrays.copyOf(ooms, oomCount * 2);
-                        oomAlloc = Arrays.copyOf(oomAlloc, oomCount * 2);
-                        oomRes = Arrays.copyOf(oomRes, oomCount * 2);
-                    }
-                    ooms[oomCount] = i;
-                    oomAlloc[oomCount] = w.allocated;
-                    oomRes[oomCount++] = w.reserved;
-                }
-            }
-            if (points + oomCount + 1 > index.length) {
-                int grown = Math.max(points + oomCount + 1, index.length * 2);
-                index = Arrays.copyOf(index, grown);
-                alloc = Arrays.copyOf(alloc, grown);
-                res = Arrays.copyOf(res, grown);
-            }
-            boolean placed = false;
-            for (int o = 0; o <= oomCount; o++) {
-                if (!placed && (o == oomCount || ooms[o] >= best)) {
-                    index[points] = best;
-                    alloc[points] = bestAlloc;
-                    res[points++] = maxRes;
-                    placed = true;
-                }
-                if (o < oomCount && ooms[o] != best) { // an OOM that is not its bucket's point: its own point, exact
-                    index[points] = ooms[o];
-                    alloc[points] = oomAlloc[o];
-                    res[points++] = oomRes[o];
-                }
-            }
-        }
-        index = Arrays.copyOf(index, points);
-        alloc = Arrays.copyOf(alloc, points);
-        res = Arrays.copyOf(res, points);
+        int points = pointIndex.length;
         long[][] stack = new long[points][k + 1];
-        Walk split = new Walk();
-        int p = 0;
-        for (int i = 0; i < n && p < points; i++) {
-            split.step(i);
-            if (i == index[p]) {
-                long[] siteBytes = split.siteBytes;
-                for (int s = 0; s < siteBytes.length; s++) {
-                    if (siteBytes[s] != 0) {
-                        stack[p][s < column.length && column[s] >= 0 ? column[s] : k] += siteBytes[s];
-                    }
-                }
-                p++;
+        for (int p = 0; p < points; p++) {
+            int[] s = pointSites[p];
+            for (int j = 0; j < s.length; j++) {
+                stack[p][s[j] < column.length && column[s[j]] >= 0 ? column[s[j]] : k] += pointSiteBytes[p][j];
             }
         }
-        return new Sampled(index, alloc, res, top, stack);
+        return new Sampled(pointIndex.clone(), pointAllocated.clone(), pointReserved.clone(), top, stack);
     }
 
     /**
