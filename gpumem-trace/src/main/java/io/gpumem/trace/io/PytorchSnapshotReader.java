@@ -30,6 +30,7 @@ import java.util.Set;
 import java.util.function.LongConsumer;
 import java.util.function.Supplier;
 import java.util.stream.Collectors;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Reads PyTorch memory snapshots ({@code torch.cuda.memory._dump_snapshot} pickles) of every format from
@@ -455,23 +456,12 @@ public final class PytorchSnapshotReader {
                 throw overBudget(entryWhere(device, index));
             }
             if (o instanceof PlainDataUnpickler.PlainEntry p) {
+                // the fast decoder read this stream as a pickled negative; the dict path checks the pickled value
+                // itself, so that an unsigned 2^64-1 is kept bit for bit
                 if ((p.keys & TraceEntry.STREAM) != 0 && p.stream < 0) {
                     throw error(entryWhere(device, index) + ".stream", "negative stream " + p.stream);
                 }
-                List<Frame> frames = p.hasFrames ? frames(p.frames, entryWhere(device, index) + ".frames") : null;
-                store(
-                        out,
-                        device,
-                        index,
-                        p.action,
-                        p.keys,
-                        p.addr,
-                        p.size,
-                        p.stream,
-                        p.timeUs,
-                        frames,
-                        p.deviceFree,
-                        null);
+                store(out, device, index, p, null);
                 return;
             }
             if (!(o instanceof Map<?, ?> m)) {
@@ -483,39 +473,30 @@ public final class PytorchSnapshotReader {
                         entryWhere(device, index) + ".action",
                         act == null ? "missing" : "expected a string, got " + typeName(act));
             }
-            int fields = 0;
-            long addr = 0, size = 0, stream = 0, time = 0, deviceFree = 0;
-            List<Frame> frames = null;
+            // a dict the fast decoder did not take (other keys, other value types): read into the same entry
+            PlainDataUnpickler.PlainEntry p = new PlainDataUnpickler.PlainEntry();
+            p.action = actionName;
             Map<String, Object> extra = null;
             for (Map.Entry<?, ?> e : m.entrySet()) {
                 Object k = e.getKey();
                 Object v = e.getValue();
-                switch (k instanceof String s ? s : "") {
+                String key = k instanceof String s ? s : "";
+                switch (key) {
                     case "action" -> {}
-                    case "addr" -> {
-                        addr = entryLong(v, device, index, "addr");
-                        fields |= TraceEntry.ADDR;
-                    }
-                    case "size" -> {
-                        size = entryLong(v, device, index, "size");
-                        fields |= TraceEntry.SIZE;
-                    }
+                    case "addr" -> p.addr = number(p, TraceEntry.ADDR, v, device, index, key);
+                    case "size" -> p.size = number(p, TraceEntry.SIZE, v, device, index, key);
                     case "stream" -> {
-                        if (isNegative(v)) {
+                        if (isNegative(v)) { // before conversion: a negative beyond a long is still a negative stream
                             throw error(entryWhere(device, index) + ".stream", "negative stream " + v);
                         }
-                        stream = entryLong(v, device, index, "stream");
-                        fields |= TraceEntry.STREAM;
+                        p.stream = number(p, TraceEntry.STREAM, v, device, index, key);
                     }
-                    case "time_us" -> {
-                        time = entryLong(v, device, index, "time_us");
-                        fields |= TraceEntry.TIME_US;
+                    case "time_us" -> p.timeUs = number(p, TraceEntry.TIME_US, v, device, index, key);
+                    case "device_free" -> p.deviceFree = number(p, TraceEntry.DEVICE_FREE, v, device, index, key);
+                    case "frames" -> {
+                        p.hasFrames = true;
+                        p.frames = v;
                     }
-                    case "device_free" -> {
-                        deviceFree = entryLong(v, device, index, "device_free");
-                        fields |= TraceEntry.DEVICE_FREE;
-                    }
-                    case "frames" -> frames = frames(v, entryWhere(device, index) + ".frames");
                     default -> {
                         if (extra == null) {
                             extra = new LinkedHashMap<>(4);
@@ -524,25 +505,27 @@ public final class PytorchSnapshotReader {
                     }
                 }
             }
-            store(out, device, index, actionName, fields, addr, size, stream, time, frames, deviceFree, extra);
+            store(out, device, index, p, extra);
         }
 
-        /** Checks what every entry must hold and appends it. */
+        /** {@code v} as the integer of entry key {@code key}, noted in {@code p}'s keys as {@code flag}. */
+        private long number(PlainDataUnpickler.PlainEntry p, int flag, Object v, int device, int index, String key) {
+            p.keys |= flag;
+            return entryLong(v, device, index, key);
+        }
+
+        /** Checks what every entry must hold and appends it, with {@code extra} keys (null: none) kept for writing. */
         private void store(
                 TraceColumns out,
                 int device,
                 int index,
-                String actionName,
-                int fields,
-                long addr,
-                long size,
-                long stream,
-                long time,
-                List<Frame> frames,
-                long deviceFree,
-                Map<String, Object> extra) {
-            if ((fields & TraceEntry.SIZE) != 0 && size < 0) {
-                throw error(entryWhere(device, index) + ".size", "negative size " + size);
+                PlainDataUnpickler.PlainEntry p,
+                @Nullable Map<String, Object> extra) {
+            int fields = p.keys;
+            String actionName = p.action;
+            List<Frame> frames = p.hasFrames ? frames(p.frames, entryWhere(device, index) + ".frames") : null;
+            if ((fields & TraceEntry.SIZE) != 0 && p.size < 0) {
+                throw error(entryWhere(device, index) + ".size", "negative size " + p.size);
             }
             TraceAction action = TraceAction.ofWireName(actionName);
             if (action == TraceAction.UNKNOWN && !actionName.equals(OpsScriptReader.EMPTY_CACHE)) {
@@ -563,12 +546,12 @@ public final class PytorchSnapshotReader {
             }
             out.append(
                     action,
-                    addr,
-                    size,
-                    stream,
-                    time,
+                    p.addr,
+                    p.size,
+                    p.stream,
+                    p.timeUs,
                     frames,
-                    deviceFree,
+                    p.deviceFree,
                     FileKeys.of(
                             fields,
                             actionName.equals(action.wireName()) ? null : actionName,
