@@ -6,7 +6,6 @@ import static io.gpumem.report.Html.num;
 
 import io.gpumem.alloc.Pool;
 import io.gpumem.engine.RunOutcome;
-import io.gpumem.history.TraceEntry;
 import io.gpumem.policy.PolicyRegistry;
 import io.gpumem.size.ByteSize;
 import io.gpumem.trace.analysis.AnalysisPrinter;
@@ -22,19 +21,14 @@ import io.gpumem.trace.analysis.Recommender;
 import io.gpumem.trace.analysis.SegmentWaste;
 import io.gpumem.trace.analysis.StateAnalysis;
 import io.gpumem.trace.analysis.StreamFree;
-import io.gpumem.trace.analysis.TraceStates;
 import io.gpumem.trace.category.ByteCategory;
 import io.gpumem.trace.category.CategoryPrinter;
 import io.gpumem.trace.category.CategoryRemedy;
 import io.gpumem.trace.category.PeakCategories;
-import io.gpumem.trace.session.Ahead;
 import io.gpumem.trace.session.TraceSession;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
-import java.util.Map;
-import java.util.function.Supplier;
 
 /**
  * The self-contained HTML report of a trace ({@code gpumem report}, {@code analyze/compare/demo --html}): one
@@ -48,8 +42,7 @@ import java.util.function.Supplier;
  * page has no URL of its own. The script marks the body {@code data-render="ok"} when it has drawn everything
  * and records any script error in {@code #script-errors} (tests read both).
  *
- * <p>Not thread-safe while building (the walks {@link #walkAhead} starts read only the trace and the window, on
- * threads of their own); {@link #render} is deterministic for the same input.
+ * <p>Not thread-safe while building; {@link #render} is deterministic for the same input.
  */
 public final class HtmlReport implements HtmlPage {
     /** The page's Content-Security-Policy: nothing may be fetched. */
@@ -64,8 +57,6 @@ public final class HtmlReport implements HtmlPage {
 
     private final String source;
     private final List<DeviceReport> devices = new ArrayList<>();
-    /** Each device's walk begun by {@link #walkAhead}, taken once by {@link #addDevice}. */
-    private final Map<Integer, Ahead<DeviceReport.Walked>> walks = new HashMap<>();
 
     /** A report of {@code source} (a file name or a run's name, shown in the title). */
     public HtmlReport(String source) {
@@ -82,39 +73,10 @@ public final class HtmlReport implements HtmlPage {
         return addDevice(session, analysis, extraRows, session.peakCategories(analysis, 0));
     }
 
-    /**
-     * As {@link #addDevice(TraceSession, DeviceAnalysis, List)}, with the categories as the caller computed them. The
-     * timeline and the state at peak allocated are taken from {@link #walkAhead} when it began them.
-     */
+    /** As {@link #addDevice(TraceSession, DeviceAnalysis, List)}, with the categories as the caller computed them. */
     public HtmlReport addDevice(
             TraceSession session, DeviceAnalysis analysis, List<RunOutcome> extraRows, PeakCategories categories) {
-        Ahead<DeviceReport.Walked> walk = walks.remove(analysis.device());
-        devices.add(DeviceReport.of(
-                session,
-                analysis,
-                extraRows,
-                categories,
-                walk != null ? walk.take("walking device " + analysis.device() + "'s timeline") : null));
-        return this;
-    }
-
-    /**
-     * Starts walking {@code device}'s trace for its timeline, and rebuilding the state at its peak allocated, on a
-     * thread of its own, so that they run beside the what-if runs that {@link TraceSession#analyze} starts next rather
-     * than after them; {@link #addDevice} takes the result. For an analysis at its default moment (the end, or the
-     * last {@code oom} entry): the walk keeps the lifetimes at both; an analysis of another moment walks again.
-     *
-     * @param capacity the device capacity the analysis is given ({@link MemoryState#UNKNOWN} when unknown)
-     */
-    public HtmlReport walkAhead(TraceSession session, int device, long capacity) {
-        if (!walks.containsKey(device)) {
-            List<TraceEntry> trace = session.trace().traceOf(device);
-            int oom = TraceStates.lastOom(trace);
-            int end = trace.size() - 1;
-            Supplier<DeviceReport.Walked> walk =
-                    DeviceReport.walk(session, device, capacity, oom >= 0 ? new int[] {oom, end} : new int[] {end});
-            walks.put(device, new Ahead<>(walk::get).start("gpumem-timeline"));
-        }
+        devices.add(DeviceReport.of(session, analysis, extraRows, categories));
         return this;
     }
 

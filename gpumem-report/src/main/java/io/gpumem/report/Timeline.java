@@ -394,11 +394,6 @@ final class Timeline {
         return lifetimes(open);
     }
 
-    /** Whether {@link #lifetimesAfter} answers for entry {@code n}. */
-    boolean keepsLifetimesAfter(int n) {
-        return openAt.containsKey(moment(n, trace.size()));
-    }
-
     /** The blocks live after {@link #peakIndex}, as {@link #lifetimesAfter} gives them. */
     Map<Long, int[]> lifetimesAtPeak() {
         return lifetimes(openAtPeak);

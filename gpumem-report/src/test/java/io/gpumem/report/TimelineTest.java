@@ -1,6 +1,7 @@
 package io.gpumem.report;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.history.FileKeys;
@@ -71,8 +72,8 @@ class TimelineTest {
         assertThat(t.lifetimesAfter(6))
                 .as("after the last entry: what the constructor's walk left")
                 .isEmpty();
-        assertThat(t.keepsLifetimesAfter(3)).isFalse();
-        assertThat(t.keepsLifetimesAfter(99)).as("past the end: the end").isTrue();
+        assertThatThrownBy(() -> t.lifetimesAfter(3)).isInstanceOf(IllegalArgumentException.class);
+        assertThat(t.lifetimesAfter(99)).as("past the end: the end").isEmpty();
         Timeline open =
                 new Timeline(trace.subList(0, 5), null, AllocatorConfig.defaults(), new Sites(), Map.of(), 5, 3, 4);
         assertThat(open.lifetimesAfter(4)).containsOnlyKeys(seg + 1024);

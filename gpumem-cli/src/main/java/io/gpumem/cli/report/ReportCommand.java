@@ -95,8 +95,7 @@ public final class ReportCommand extends GpumemCommand {
         long started = System.nanoTime();
         HtmlReport report = new HtmlReport(file.toString());
         for (int d : devices) {
-            session.classifyAhead(d); // beside the what-if runs, as is the timeline's walk
-            report.walkAhead(session, d, capacityBytes);
+            session.classifyAhead(d); // beside the what-if runs
             DeviceAnalysis analysis = session.analyze(d, null, capacityBytes, 5, true, policySpecs);
             List<RunOutcome> rows = new ArrayList<>(configRows(session, analysis, capacityBytes, err));
             rows.addAll(policyRows(session, analysis, capacity.given(), policySpecs, !rows.isEmpty(), err));
