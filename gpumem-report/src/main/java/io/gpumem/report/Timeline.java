@@ -300,7 +300,7 @@ final class Timeline {
             if (lag.length < sites) {
                 lag = Arrays.copyOf(lag, sites);
             }
-            int oomCount = ooms.size;
+            int oomCount = ooms.size();
             if (points + oomCount + 1 > index.length) {
                 int grown = Math.max(points + oomCount + 1, index.length * 2);
                 index = Arrays.copyOf(index, grown);
@@ -312,26 +312,27 @@ final class Timeline {
             int applied = 0;
             boolean placed = false;
             for (int o = 0; o <= oomCount; o++) {
-                if (!placed && (o == oomCount || ooms.at[o] >= best)) {
+                if (!placed && (o == oomCount || ooms.entry(o) >= best)) {
                     applied = point(best, bestAlloc, maxRes, applied);
                     placed = true;
                 }
-                if (o < oomCount && ooms.at[o] != best) { // an OOM that is not its bucket's point: its own point, exact
-                    applied = point(ooms.at[o], ooms.first[o], ooms.second[o], applied);
+                if (o < oomCount
+                        && ooms.entry(o) != best) { // an OOM that is not its bucket's point: its own point, exact
+                    applied = point(ooms.entry(o), ooms.first(o), ooms.second(o), applied);
                 }
             }
-            for (; applied < changes.size; applied++) {
-                lag[(int) changes.first[applied]] += changes.second[applied];
+            for (; applied < changes.size(); applied++) {
+                lag[(int) changes.first(applied)] += changes.second(applied);
             }
-            changes.size = 0;
-            ooms.size = 0;
+            changes.clear();
+            ooms.clear();
             best = -1;
         }
 
         /** Adds the point at entry {@code at}, bringing {@code lag} forward to it from change {@code applied}. */
         private int point(int at, long allocated, long reserved, int applied) {
-            for (; applied < changes.size && changes.at[applied] <= at; applied++) {
-                lag[(int) changes.first[applied]] += changes.second[applied];
+            for (; applied < changes.size() && changes.entry(applied) <= at; applied++) {
+                lag[(int) changes.first(applied)] += changes.second(applied);
             }
             int live = 0;
             for (long b : lag) {
@@ -356,22 +357,43 @@ final class Timeline {
         }
     }
 
-    /** A growing list of entries with two figures each, emptied by setting {@code size} to 0. */
+    /**
+     * A growing list of entries with two figures each, packed three longs an item in one array (one array to grow
+     * and copy, not three); {@link #clear} empties it and keeps the array for the next bucket.
+     */
     private static final class Log {
-        int[] at = new int[16];
-        long[] first = new long[16];
-        long[] second = new long[16];
-        int size;
+        private long[] items = new long[48];
+        private int size;
 
         void add(int entry, long a, long b) {
-            if (size == at.length) {
-                at = Arrays.copyOf(at, size * 2);
-                first = Arrays.copyOf(first, size * 2);
-                second = Arrays.copyOf(second, size * 2);
+            int k = 3 * size;
+            if (k == items.length) {
+                items = Arrays.copyOf(items, 2 * k);
             }
-            at[size] = entry;
-            first[size] = a;
-            second[size++] = b;
+            items[k] = entry;
+            items[k + 1] = a;
+            items[k + 2] = b;
+            size++;
+        }
+
+        int size() {
+            return size;
+        }
+
+        int entry(int i) {
+            return (int) items[3 * i];
+        }
+
+        long first(int i) {
+            return items[3 * i + 1];
+        }
+
+        long second(int i) {
+            return items[3 * i + 2];
+        }
+
+        void clear() {
+            size = 0;
         }
     }
 
