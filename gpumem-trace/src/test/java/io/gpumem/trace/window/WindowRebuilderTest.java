@@ -179,6 +179,52 @@ class WindowRebuilderTest {
     }
 
     /**
+     * The slack rule alone (the gap rule cannot apply: the block freed in the window is followed by 16.5 MiB of free
+     * space, which splits): an alloc inside its unsplit remainder (end, end + 1 MiB], made while it still lived, marks
+     * where it really ended; the same alloc made after it was freed says nothing, and the block keeps its rounded size.
+     */
+    @Test
+    void slackRuleTakesTheEndOfAFreedBlockFromAnAllocInsideItsRemainderWhileItLived() {
+        long base = 0x10000000L;
+        long request = 3 * MiB - 100; // rounded: 3 MiB
+        long realEnd = base + 3 * MiB + MiB / 2; // 0.5 MiB unsplit remainder
+        long segEnd = base + 20 * MiB;
+        BlockInfo used = BlockInfo.of(realEnd, MiB + MiB / 2, MiB + MiB / 2, BlockState.ACTIVE_ALLOCATED);
+        SegmentInfo seg = SegmentInfo.ofBlocks(
+                0,
+                base,
+                0,
+                Pool.LARGE,
+                false,
+                List.of(
+                        BlockInfo.of(base, realEnd - base, 0, BlockState.INACTIVE),
+                        used,
+                        BlockInfo.of(
+                                realEnd + MiB + MiB / 2, segEnd - realEnd - MiB - MiB / 2, 0, BlockState.INACTIVE)));
+        List<TraceEntry> allocWhileLive = List.of(
+                TraceEntry.of(TraceAction.ALLOC, realEnd, MiB + MiB / 2, 0),
+                TraceEntry.of(TraceAction.FREE_REQUESTED, base, request, 0),
+                TraceEntry.of(TraceAction.FREE_COMPLETED, base, request, 0));
+        List<TraceEntry> allocAfterFree = List.of(
+                TraceEntry.of(TraceAction.FREE_REQUESTED, base, request, 0),
+                TraceEntry.of(TraceAction.FREE_COMPLETED, base, request, 0),
+                TraceEntry.of(TraceAction.ALLOC, realEnd, MiB + MiB / 2, 0));
+        for (var c :
+                Map.of(allocWhileLive, realEnd - base, allocAfterFree, 3 * MiB).entrySet()) {
+            TraceSnapshot s = new TraceSnapshot(
+                    "synthetic", SourceFormat.GENERATED, List.of(seg), List.of(c.getKey()), null, null, Map.of(), true);
+            WindowStart start = new WindowRebuilder(AllocatorConfig.defaults()).rebuild(s, 0);
+            long size = c.getValue();
+            assertThat(start.segments().getFirst().blocks())
+                    .as("trace %s", c.getKey())
+                    .containsExactly(
+                            BlockInfo.of(base, size, request, BlockState.ACTIVE_ALLOCATED),
+                            BlockInfo.of(base + size, segEnd - base - size, 0, BlockState.INACTIVE));
+            assertThat(start.inferredSizes()).isEqualTo(size == 3 * MiB ? 0 : 1);
+        }
+    }
+
+    /**
      * A free block keeps the request its object last served (PyTorch never resets it on free): the start state
      * takes it from the end-state free block that is that object (same end, beginning no lower: untouched, or the
      * remainder of a split), and leaves 0 where a neighbour freed in the window absorbed the block.
