@@ -394,36 +394,77 @@ public final class WindowRebuilder {
             return next - addr;
         }
         // Slack rule: an alloc inside (end, end + slack] while this block was still live marks its end.
-        for (Map.Entry<Long, Integer> e :
-                firstAllocIndex.get().subMap(end, false, end + slack, true).entrySet()) {
-            if (e.getValue() < freeIndex) {
-                return e.getKey() - addr;
-            }
-        }
-        return rounded;
+        long marker = firstAllocIndex.lowestAllocatedBefore(end, end + slack, freeIndex);
+        return marker != NO_ADDRESS ? marker - addr : rounded;
     }
 
-    /** The first alloc index per alloc address, as a sorted map built on first use. */
+    /** What {@link SlackIndex#lowestAllocatedBefore} returns when no address qualifies (0 is never an alloc's). */
+    private static final long NO_ADDRESS = 0;
+
+    /**
+     * The window's alloc addresses, each with the trace index of its first alloc, for the slack rule: built on first
+     * use (most rebuilds infer no size) as two parallel arrays sorted by address, the distinct addresses and their
+     * first indexes (a sorted map of boxed pairs cost about 60 bytes per address and most of the rebuild's time at a
+     * late entry of a 276 MB snapshot). Addresses compare as signed longs, as that map's keys did.
+     */
     private static final class SlackIndex {
         private final long[] addr;
         private final int[] index;
         private final int count;
-        private NavigableMap<Long, Integer> map;
+        /** Distinct alloc addresses, ascending; null until first used. */
+        private long @Nullable [] sorted;
+        /** {@code first[j]}: the trace index of the first alloc at {@code sorted[j]}. */
+        private int @Nullable [] first;
 
+        /** @param addr alloc addresses in trace order, {@code index} their trace indexes (ascending), {@code count} used */
         SlackIndex(long[] addr, int[] index, int count) {
             this.addr = addr;
             this.index = index;
             this.count = count;
         }
 
-        NavigableMap<Long, Integer> get() {
-            if (map == null) {
-                map = new TreeMap<>();
-                for (int i = 0; i < count; i++) {
-                    map.putIfAbsent(addr[i], index[i]);
+        /**
+         * The lowest address in {@code (from, to]} whose first alloc came before trace index {@code before}, or
+         * {@link #NO_ADDRESS}.
+         */
+        long lowestAllocatedBefore(long from, long to, long before) {
+            long[] keys = sorted;
+            int[] firsts = first;
+            if (keys == null || firsts == null) {
+                build();
+                keys = sorted;
+                firsts = first;
+            }
+            int j = Arrays.binarySearch(keys, from);
+            for (j = j >= 0 ? j + 1 : -j - 1; j < keys.length && keys[j] <= to; j++) {
+                if (firsts[j] < before) {
+                    return keys[j];
                 }
             }
-            return map;
+            return NO_ADDRESS;
+        }
+
+        private void build() {
+            long[] keys = Arrays.copyOf(addr, count);
+            Arrays.sort(keys);
+            int m = 0;
+            for (int i = 0; i < count; i++) {
+                if (m == 0 || keys[i] != keys[m - 1]) {
+                    keys[m++] = keys[i];
+                }
+            }
+            keys = Arrays.copyOf(keys, m);
+            int[] firsts = new int[m];
+            Arrays.fill(firsts, -1);
+            // trace order: the first index written for an address is its first alloc's
+            for (int i = 0; i < count; i++) {
+                int j = Arrays.binarySearch(keys, addr[i]);
+                if (firsts[j] < 0) {
+                    firsts[j] = index[i];
+                }
+            }
+            sorted = keys;
+            first = firsts;
         }
     }
 
