@@ -523,7 +523,7 @@ public final class PytorchSnapshotReader {
                 @Nullable Map<String, Object> extra) {
             int fields = p.keys;
             String actionName = p.action;
-            List<Frame> frames = p.hasFrames ? frames(p.frames, entryWhere(device, index) + ".frames") : null;
+            List<Frame> frames = p.hasFrames ? entryFrames(p.frames, device, index) : null;
             if ((fields & TraceEntry.SIZE) != 0 && p.size < 0) {
                 throw error(entryWhere(device, index) + ".size", "negative size " + p.size);
             }
@@ -637,6 +637,16 @@ public final class PytorchSnapshotReader {
 
         private static String entryWhere(int device, int index) {
             return "device_traces[" + device + "][" + index + "]";
+        }
+
+        /**
+         * An entry's frames: the list already built for the same pickled object when there is one (most entries: a
+         * stack is memoised once and referenced after), so that the entry's location, a string, is built only for
+         * a list read for the first time (it names the entry in an error).
+         */
+        private @Nullable List<Frame> entryFrames(@Nullable Object o, int device, int index) {
+            List<Frame> cached = o == null ? null : frameLists.get(o);
+            return cached != null ? cached : frames(o, entryWhere(device, index) + ".frames");
         }
 
         private List<Frame> frames(Object o, String where) {
