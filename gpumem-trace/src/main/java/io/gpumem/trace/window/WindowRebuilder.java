@@ -404,8 +404,9 @@ public final class WindowRebuilder {
     /**
      * The window's alloc addresses, each with the trace index of its first alloc, for the slack rule: built on first
      * use (most rebuilds infer no size) as two parallel arrays sorted by address, the distinct addresses and their
-     * first indexes (a sorted map of boxed pairs cost about 60 bytes per address and most of the rebuild's time at a
-     * late entry of a 276 MB snapshot). Addresses compare as signed longs, as that map's keys did.
+     * first indexes, found with one hash probe per alloc (a sorted map of boxed pairs cost about 60 bytes per address,
+     * and a lookup per alloc in a tree, the larger part of a rebuild at a late entry of a 276 MB snapshot). Addresses
+     * compare as signed longs, as that map's keys did.
      */
     private static final class SlackIndex {
         private final long[] addr;
@@ -445,23 +446,25 @@ public final class WindowRebuilder {
         }
 
         private void build() {
-            long[] keys = Arrays.copyOf(addr, count);
-            Arrays.sort(keys);
+            // trace order: the first index met for an address is its first alloc's; addresses repeat (a cache reuses
+            // them), so the table holds the distinct ones, far fewer than the allocs
+            AddressTable<Void> firstOf = AddressTable.forInts(Math.min(count, 1 << 12));
+            long[] keys = new long[Math.min(count, 1 << 12)];
             int m = 0;
             for (int i = 0; i < count; i++) {
-                if (m == 0 || keys[i] != keys[m - 1]) {
-                    keys[m++] = keys[i];
+                if (firstOf.getInt(addr[i], -1) < 0) {
+                    firstOf.putInt(addr[i], index[i], -1);
+                    if (m == keys.length) {
+                        keys = Arrays.copyOf(keys, m * 2);
+                    }
+                    keys[m++] = addr[i];
                 }
             }
             keys = Arrays.copyOf(keys, m);
+            Arrays.sort(keys);
             int[] firsts = new int[m];
-            Arrays.fill(firsts, -1);
-            // trace order: the first index written for an address is its first alloc's
-            for (int i = 0; i < count; i++) {
-                int j = Arrays.binarySearch(keys, addr[i]);
-                if (firsts[j] < 0) {
-                    firsts[j] = index[i];
-                }
+            for (int j = 0; j < m; j++) {
+                firsts[j] = firstOf.getInt(keys[j], -1);
             }
             sorted = keys;
             first = firsts;
