@@ -305,10 +305,19 @@ public final class ByteCategories {
         /** Phase per request and the phase runs (see the class comment). */
         private void phases() {
             FrameSignatures signatures = seq.signatures();
-            Map<Integer, Phase> bySite = new HashMap<>();
+            // per site id (a small dense int): its phase, found once; a boxed map and a capturing lambda per request
+            // cost more than the walk
+            Phase[] bySite = new Phase[signatures.count()];
             for (int r = 0; r < seq.size(); r++) {
                 int site = seq.siteOf(r);
-                Phase p = site < 0 ? Phase.UNKNOWN : bySite.computeIfAbsent(site, s -> Phase.of(signatures.frames(s)));
+                Phase p = Phase.UNKNOWN;
+                if (site >= 0) {
+                    p = bySite[site];
+                    if (p == null) {
+                        p = Phase.of(signatures.frames(site));
+                        bySite[site] = p;
+                    }
+                }
                 phase[r] = p;
                 if (p != Phase.UNKNOWN && (runs == 0 || runPhase[runs - 1] != p)) {
                     if (runs == runStart.length) {
