@@ -166,23 +166,36 @@ public final class ByteCategories {
      * @throws IllegalArgumentException when {@code entries} is not ascending or names no entry of the trace
      */
     public long[][] atEach(int[] entries) {
-        long[] events = new long[2 * blocks.size()];
+        // Allocs and frees as (entry << 32 | block) in two arrays: the blocks are in allocation order, so only the
+        // frees need sorting (one sort of every event was two thirds of writing the report page of a 276 MB
+        // snapshot); the allocs are sorted too should they not ascend. A row sums the events up to its entry, in any
+        // order.
+        long[] allocs = new long[blocks.size()];
+        long[] frees = new long[blocks.size()];
         long[] live = new long[ByteCategory.values().length];
-        int n = 0;
+        int nAllocs = 0;
+        int nFrees = 0;
+        boolean allocsAscend = true;
         for (int i = 0; i < blocks.size(); i++) {
             CategorizedBlock b = blocks.get(i);
             if (b.allocEntry() < 0) {
                 live[b.category().ordinal()] += b.bytes();
             } else {
-                events[n++] = ((long) b.allocEntry() << 32) | ((long) i << 1);
+                long event = ((long) b.allocEntry() << 32) | i;
+                allocsAscend &= nAllocs == 0 || event > allocs[nAllocs - 1];
+                allocs[nAllocs++] = event;
             }
             if (b.freeEntry() >= 0) {
-                events[n++] = ((long) b.freeEntry() << 32) | ((long) i << 1) | 1;
+                frees[nFrees++] = ((long) b.freeEntry() << 32) | i;
             }
         }
-        Arrays.sort(events, 0, n);
+        if (!allocsAscend) {
+            Arrays.sort(allocs, 0, nAllocs);
+        }
+        Arrays.sort(frees, 0, nFrees);
         long[][] out = new long[entries.length][];
-        int next = 0;
+        int nextAlloc = 0;
+        int nextFree = 0;
         int previous = -1;
         for (int q = 0; q < entries.length; q++) {
             int entry = entries[q];
@@ -191,10 +204,13 @@ public final class ByteCategories {
                         "entries must ascend within −1.." + (entryCount - 1) + ", got " + entry + " after " + previous);
             }
             previous = entry;
-            while (next < n && (events[next] >>> 32) <= entry) {
-                CategorizedBlock b = blocks.get((int) ((events[next] & 0xffffffffL) >>> 1));
-                live[b.category().ordinal()] += (events[next] & 1) == 0 ? b.bytes() : -b.bytes();
-                next++;
+            for (; nextAlloc < nAllocs && (allocs[nextAlloc] >>> 32) <= entry; nextAlloc++) {
+                CategorizedBlock b = blocks.get((int) allocs[nextAlloc]);
+                live[b.category().ordinal()] += b.bytes();
+            }
+            for (; nextFree < nFrees && (frees[nextFree] >>> 32) <= entry; nextFree++) {
+                CategorizedBlock b = blocks.get((int) frees[nextFree]);
+                live[b.category().ordinal()] -= b.bytes();
             }
             out[q] = live.clone();
         }
