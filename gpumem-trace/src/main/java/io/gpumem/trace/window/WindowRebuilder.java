@@ -405,8 +405,8 @@ public final class WindowRebuilder {
      * The window's alloc addresses, each with the trace index of its first alloc, for the slack rule: built on first
      * use (most rebuilds infer no size) as two parallel arrays sorted by address, the distinct addresses and their
      * first indexes, found with one hash probe per alloc (a sorted map of boxed pairs cost about 60 bytes per address,
-     * and a lookup per alloc in a tree, the larger part of a rebuild at a late entry of a 276 MB snapshot). Addresses
-     * compare as signed longs, as that map's keys did.
+     * and a lookup per alloc in a tree: the larger part of a rebuild from an early entry of a 276 MB snapshot, which
+     * walks nearly all of it). Addresses compare as signed longs, as that map's keys did.
      */
     private static final class SlackIndex {
         private final long[] addr;
