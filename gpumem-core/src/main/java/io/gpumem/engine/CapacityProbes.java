@@ -3,7 +3,9 @@ package io.gpumem.engine;
 import io.gpumem.policy.PreparedPolicy;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The probes of one minimum-capacity search ({@link MinimumCapacity#search}) that reuse replayed prefixes instead
@@ -16,8 +18,8 @@ import java.util.List;
  * So a run at C does exactly what the unlimited run did up to the first op after which the unlimited run's
  * consumed bytes exceed C ({@link #divergence}); from the unlimited run's trajectory we know that op without
  * running. A probe at C therefore forks (deep copies device and allocator, {@link StreamRunner.Replay#copy}) the
- * latest checkpoint at or before that op, on a device of capacity C, replays on to the divergence op, leaves a
- * checkpoint there for later probes, and replays the rest, stopping at the first failure. A capacity the
+ * latest checkpoint at or before that op ({@link StreamRunner.Checkpoint}), on a device of capacity C, replays on to
+ * the divergence op, leaves a checkpoint there for later probes, and replays the rest, stopping at the first failure. A capacity the
  * unlimited run never exceeded runs without replaying at all (the run is the unlimited one); so does the run at
  * the compared capacity when that capacity is such ({@link #sameAsUnlimited}), whose counters are then the
  * unlimited run's.
@@ -31,10 +33,12 @@ import java.util.List;
  * same questions and gets the same answers, so the search still returns what full replays return, with fewer
  * replays (on a 2,000-step training stream under the default configuration, 4 of its 12 probes replayed).
  *
- * <p>Memory: a checkpoint holds a copy of the replay's address per slot (8 bytes for every allocation of the stream,
- * 44 MB on a 1 GB snapshot's 5.5 M), so the checkpoints a search adds are bounded by {@link #CHECKPOINT_BYTES} of
- * them: past it the oldest added goes (a bisection's next probe lies between its latest ones). Which checkpoint a
- * probe starts from changes only how much it replays, never its outcome.
+ * <p>Memory: a checkpoint holds copies of device and allocator and the addresses of the slots live at its op (not
+ * one per slot of the stream, which would be 44 MB on a 1 GB snapshot's 5.5 M allocations); a search adds at most
+ * {@link #MAX_CHECKPOINTS}: past that the oldest added goes (a bisection's next probe lies between its latest ones).
+ * Which checkpoint a probe starts from changes only how much it replays, never its outcome. The probes of a search
+ * run one after another, so each plays into the per-slot array the previous one finished with, cleared: a probe
+ * allocates no array the size of the stream.
  *
  * <p>Invariants: checkpoints are sorted by op; the first, at the stream's start, always stays; a checkpoint at op k
  * has consumed at most the prefix maximum of the trajectory before k, so every probe that uses it (C at least that
@@ -48,8 +52,8 @@ final class CapacityProbes {
     /** Ops a new checkpoint must save over the one it is forked from (a copy costs ~3,000 ops' replay). */
     static final int MIN_CHECKPOINT_GAIN = 4096;
 
-    /** Bytes of slot addresses the checkpoints one search adds may hold together (at least one is kept), by default. */
-    static final long CHECKPOINT_BYTES = 128L << 20;
+    /** Checkpoints one search may add (at least one is kept), by default. */
+    static final int MAX_CHECKPOINTS = 64;
 
     private final StreamRunner runner;
     private final PreparedPolicy policy;
@@ -58,9 +62,11 @@ final class CapacityProbes {
     private final long[] peakAfter;
 
     private final long startConsumed;
-    private final List<StreamRunner.Replay> checkpoints = new ArrayList<>();
+    private final List<StreamRunner.Checkpoint> checkpoints = new ArrayList<>();
     /** The checkpoints added after the first, oldest first. */
-    private final ArrayDeque<StreamRunner.Replay> added = new ArrayDeque<>();
+    private final ArrayDeque<StreamRunner.Checkpoint> added = new ArrayDeque<>();
+    /** The per-slot address array the last probe played into, to be cleared and reused by the next; null before. */
+    private long @Nullable [] spareAddresses;
 
     private final int maxAdded;
 
@@ -80,9 +86,8 @@ final class CapacityProbes {
         }
         long held = unlimited.heldOutside();
         this.startConsumed = first.dev.consumedBytes() + held;
-        checkpoints.add(first);
-        this.maxAdded =
-                (int) Math.clamp(runner.checkpointBytes() / (8L * Math.max(1, runner.stream().slots)), 1, 1 << 16);
+        checkpoints.add(StreamRunner.Checkpoint.taking(first));
+        this.maxAdded = Math.max(1, runner.maxCheckpoints());
         // the caller's trajectory becomes its running maximum in place (it is not used otherwise)
         this.peakAfter = consumedAfter;
         long peak = startConsumed;
@@ -127,29 +132,37 @@ final class CapacityProbes {
                 return run.ranWithoutOom(); // the same run as a probe already made
             }
         }
-        StreamRunner.Replay base = checkpoints.getFirst();
+        StreamRunner.Checkpoint base = checkpoints.getFirst();
         int at = 0;
         for (int i = 0; i < checkpoints.size() && checkpoints.get(i).next <= d; i++) {
             base = checkpoints.get(i);
             at = i;
         }
-        StreamRunner.Replay r = base.copy(capacity);
+        long[] address = spareAddresses;
+        if (address == null) {
+            address = new long[runner.stream().slots];
+        } else {
+            spareAddresses = null;
+            Arrays.fill(address, 0);
+        }
+        StreamRunner.Replay r = base.fork(capacity, address);
         runner.replaysBegun.incrementAndGet();
         StreamRunner.Counters out = new StreamRunner.Counters();
         if (r.next < d) {
             runner.play(r, d, out, true, null);
             // a copy costs about as much as replaying a few thousand ops: keep only checkpoints that save more
             if (d - base.next >= runner.checkpointGain()) {
-                StreamRunner.Replay checkpoint = r.copy(capacity);
+                StreamRunner.Checkpoint checkpoint = StreamRunner.Checkpoint.copying(r);
                 checkpoints.add(at + 1, checkpoint);
                 added.addLast(checkpoint);
                 if (added.size() > maxAdded) {
-                    StreamRunner.Replay oldest = added.removeFirst();
+                    StreamRunner.Checkpoint oldest = added.removeFirst();
                     checkpoints.removeIf(c -> c == oldest);
                 }
             }
         }
         runner.play(r, runner.stream().length, out, true, null);
+        spareAddresses = r.address;
         seen.add(new SeenRun(r.dev.sameOutcomesFrom(), r.dev.sameOutcomesBelow(), out.ooms == 0));
         return out.ooms == 0;
     }

@@ -61,7 +61,7 @@ public final class StreamRunner {
     final AtomicLong opsReplayed = new AtomicLong();
     private volatile boolean prefixReuse = true;
     private volatile int checkpointGain = CapacityProbes.MIN_CHECKPOINT_GAIN;
-    private volatile long checkpointBytes = CapacityProbes.CHECKPOINT_BYTES;
+    private volatile int maxCheckpoints = CapacityProbes.MAX_CHECKPOINTS;
 
     public StreamRunner(RequestStream stream) {
         this.stream = stream;
@@ -124,13 +124,13 @@ public final class StreamRunner {
         return checkpointGain;
     }
 
-    /** Bytes of slot addresses one search's added checkpoints may hold; tests lower it to make probes evict them. */
-    public void setCheckpointBytes(long bytes) {
-        checkpointBytes = bytes;
+    /** Checkpoints one search may add (at least one is kept); tests lower it to make probes evict them. */
+    public void setMaxCheckpoints(int count) {
+        maxCheckpoints = count;
     }
 
-    long checkpointBytes() {
-        return checkpointBytes;
+    int maxCheckpoints() {
+        return maxCheckpoints;
     }
 
     /**
@@ -299,8 +299,8 @@ public final class StreamRunner {
     }
 
     /**
-     * A replay in progress: device, allocator, the address of each slot, the next op. {@link #copy} forks it (deep
-     * copies of device and allocator) for the capacity search.
+     * A replay in progress: device, allocator, the address of each slot, the next op. A {@link Checkpoint} keeps its
+     * state to fork replays from for the capacity search.
      */
     static final class Replay {
         final SimulatedDevice dev;
@@ -325,16 +325,6 @@ public final class StreamRunner {
             this.allocator = allocator;
             this.devStreams = devStreams;
             this.address = address;
-        }
-
-        /** An independent copy on a device of {@code capacity} bytes; the allocator must be forkable. */
-        Replay copy(long capacity) {
-            SimulatedDevice d = dev.copyWithCapacity(capacity);
-            Replay r = new Replay(d, ((ForkableAllocator) allocator).copyOnto(d), devStreams, address.clone());
-            r.next = next;
-            r.stepOpen = stepOpen;
-            r.stepsClosed = stepsClosed; // a fork serves the capacity search, which never stops at a steady state
-            return r;
         }
 
         /** At a step's end: whether reserved memory, now and at its peak, is what it was at the previous step's end. */
@@ -490,6 +480,78 @@ public final class StreamRunner {
                 ? new CapacityProbes(this, policy, o, consumedAfter)
                 : null;
         return new Search(policy, o, unlimited, probes);
+    }
+
+    /**
+     * A replay's state at one op, kept to fork replays from (the capacity search's checkpoints, {@link CapacityProbes}):
+     * its device and allocator, which no replay plays on, and the addresses of the slots live at that op only. A
+     * replay holds one address for every slot of the stream (12 MB on a 276 MB snapshot's 1.5 M allocations), of
+     * which a few thousand are live at any op; keeping just those makes a checkpoint small and its fork allocate
+     * nothing per slot (the fork plays into an array the caller reuses).
+     *
+     * <p>Invariants: {@code liveSlots} ascend and pair with {@code liveAddresses}; every other slot was free (address
+     * 0) at the op; the allocator is forkable.
+     */
+    static final class Checkpoint {
+        private final SimulatedDevice dev;
+        private final GpuAllocator allocator;
+        private final long[] devStreams;
+        final int next;
+        private final boolean stepOpen;
+        private final int stepsClosed;
+        private final int[] liveSlots;
+        private final long[] liveAddresses;
+
+        private Checkpoint(SimulatedDevice dev, GpuAllocator allocator, Replay at) {
+            this.dev = dev;
+            this.allocator = allocator;
+            this.devStreams = at.devStreams;
+            this.next = at.next;
+            this.stepOpen = at.stepOpen;
+            this.stepsClosed = at.stepsClosed;
+            long[] address = at.address;
+            int live = 0;
+            for (long a : address) {
+                if (a != 0) {
+                    live++;
+                }
+            }
+            liveSlots = new int[live];
+            liveAddresses = new long[live];
+            for (int slot = 0, i = 0; i < live; slot++) {
+                if (address[slot] != 0) {
+                    liveSlots[i] = slot;
+                    liveAddresses[i++] = address[slot];
+                }
+            }
+        }
+
+        /** The state of {@code r}, which becomes the checkpoint's: {@code r} must not be played afterwards. */
+        static Checkpoint taking(Replay r) {
+            return new Checkpoint(r.dev, r.allocator, r);
+        }
+
+        /** A copy of the state of {@code r}, which goes on unchanged; the allocator must be forkable. */
+        static Checkpoint copying(Replay r) {
+            SimulatedDevice d = r.dev.copyWithCapacity(r.dev.properties().totalMemory());
+            return new Checkpoint(d, ((ForkableAllocator) r.allocator).copyOnto(d), r);
+        }
+
+        /**
+         * A replay from this op on a device of {@code capacity} bytes (deep copies of device and allocator), playing
+         * into {@code address}: one entry per slot of the stream, all zero, which it fills with this op's live slots.
+         */
+        Replay fork(long capacity, long[] address) {
+            for (int i = 0; i < liveSlots.length; i++) {
+                address[liveSlots[i]] = liveAddresses[i];
+            }
+            SimulatedDevice d = dev.copyWithCapacity(capacity);
+            Replay r = new Replay(d, ((ForkableAllocator) allocator).copyOnto(d), devStreams, address);
+            r.next = next;
+            r.stepOpen = stepOpen;
+            r.stepsClosed = stepsClosed; // a fork serves the capacity search, which never stops at a steady state
+            return r;
+        }
     }
 
     /** A replay positioned at the stream's first op, or null when the allocator or the start state does not fit. */

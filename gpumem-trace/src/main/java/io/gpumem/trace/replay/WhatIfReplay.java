@@ -334,9 +334,9 @@ public final class WhatIfReplay {
         runner.setCheckpointGain(ops);
     }
 
-    /** Bytes of slot addresses one search's checkpoints may hold; tests lower it to make probes evict them. */
-    void setCheckpointBytes(long bytes) {
-        runner.setCheckpointBytes(bytes);
+    /** Checkpoints one search may add; tests lower it to make probes evict them. */
+    void setMaxCheckpoints(int count) {
+        runner.setMaxCheckpoints(count);
     }
 
     /** {@code {replays begun, entries replayed}} so far by this object's evaluations (a measurement aid). */

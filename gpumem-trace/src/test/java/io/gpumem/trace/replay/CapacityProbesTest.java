@@ -49,17 +49,17 @@ class CapacityProbesTest {
     }
 
     private static long[] assertSameRows(String what, TraceSnapshot s, int checkpointGain) {
-        return assertSameRows(what, s, checkpointGain, Long.MAX_VALUE);
+        return assertSameRows(what, s, checkpointGain, Integer.MAX_VALUE);
     }
 
-    /** As above, the checkpoints of one search bounded by {@code checkpointBytes} (1: one kept, the latest). */
-    private static long[] assertSameRows(String what, TraceSnapshot s, int checkpointGain, long checkpointBytes) {
+    /** As above, the checkpoints one search adds bounded by {@code maxCheckpoints} (1: one kept, the latest). */
+    private static long[] assertSameRows(String what, TraceSnapshot s, int checkpointGain, int maxCheckpoints) {
         AllocatorConfig recordedConfig = RecordedConfig.of(s);
         WhatIfReplay off = new WhatIfReplay(s, 0, new WindowRebuilder(recordedConfig).rebuild(s, 0));
         WhatIfReplay on = new WhatIfReplay(s, 0, new WindowRebuilder(recordedConfig).rebuild(s, 0));
         off.setPrefixReuse(false);
         on.setCheckpointGain(checkpointGain);
-        on.setCheckpointBytes(checkpointBytes);
+        on.setMaxCheckpoints(maxCheckpoints);
         long capacity = off.recordedCapacity(recordedConfig);
         List<AllocatorConfig> configs = configsFor(s);
         for (int i = 0; i < configs.size(); i++) {
