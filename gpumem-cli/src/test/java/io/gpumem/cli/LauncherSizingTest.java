@@ -1,0 +1,104 @@
+package io.gpumem.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import java.io.IOException;
+import java.io.RandomAccessFile;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The launcher's JVM sizing ({@code scripts/jvm-sizing.sh}, sourced by {@code ./gpumem}): a command given a file
+ * of 64 MiB or more runs with C2 and a heap bounded by the files' size, whatever the form it is named in; any other
+ * command stays on C1 with the JVM's default heap. Run through bash on sparse files, so that no test writes 64 MiB.
+ */
+class LauncherSizingTest {
+
+    private static final Path SCRIPT =
+            Path.of("..", "scripts", "jvm-sizing.sh").toAbsolutePath().normalize();
+
+    @TempDir
+    static Path dir;
+
+    private static Path big;
+    private static Path small;
+
+    @BeforeAll
+    static void files() throws IOException {
+        big = sparse("big.pickle", 64L << 20);
+        small = sparse("small.pickle", (64L << 20) - 1);
+    }
+
+    private static Path sparse(String name, long bytes) throws IOException {
+        Path p = dir.resolve(name);
+        try (RandomAccessFile f = new RandomAccessFile(p.toFile(), "rw")) {
+            f.setLength(bytes);
+        }
+        return p;
+    }
+
+    /** The options {@code gpumem_size_opts} chooses for {@code args}: the JIT options, then the heap options. */
+    private static List<String> options(String... args) throws IOException, InterruptedException {
+        assumeTrue(Files.isRegularFile(SCRIPT), "no " + SCRIPT + " (not run from the repository)");
+        List<String> cmd = new ArrayList<>(List.of(
+                "bash",
+                "-c",
+                ". \"$0\"; gpumem_size_opts \"$@\"; echo \"jit:${jit_opts[*]-}\"; echo \"heap:${heap_opts[*]-}\"",
+                SCRIPT.toString()));
+        cmd.addAll(List.of(args));
+        Process p;
+        try {
+            p = new ProcessBuilder(cmd)
+                    .directory(dir.toFile())
+                    .redirectErrorStream(true)
+                    .start();
+        } catch (IOException noBash) {
+            assumeTrue(false, "bash cannot start: " + noBash.getMessage());
+            throw noBash;
+        }
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertThat(p.waitFor(30, TimeUnit.SECONDS)).isTrue();
+        assertThat(p.exitValue()).as(out).isZero();
+        return out.lines().toList();
+    }
+
+    @Test
+    void aLargeFileGetsC2AndAHeapBoundedByItsSize() throws Exception {
+        // 64 MiB: 64 * 8 / 5 + 128 = 230 MiB, raised to the 1 GiB floor
+        assertThat(options("analyze", big.toString())).containsExactly("jit:", "heap:-Xmx1024m -Xmn128m");
+        assertThat(options("replay", "--check", "--trace=" + big)).containsExactly("jit:", "heap:-Xmx1024m -Xmn128m");
+    }
+
+    @Test
+    void aSymbolicLinkToALargeFileCountsAsTheFile() throws Exception {
+        Path link = dir.resolve("link.pickle");
+        try {
+            Files.deleteIfExists(link);
+            Files.createSymbolicLink(link, big);
+        } catch (UnsupportedOperationException | IOException e) {
+            assumeTrue(false, "no symbolic links here: " + e.getMessage());
+        }
+        // before the fix, find without -L saw a link, not a regular file, and the 1 GB snapshot ran on C1 with
+        // the default heap (55.6 s and 3.8 GB of RSS for analyze, against 25.9 s and 1.8 GB)
+        assertThat(options("analyze", link.toString())).containsExactly("jit:", "heap:-Xmx1024m -Xmn128m");
+        assertThat(options("analyze", "link.pickle")).containsExactly("jit:", "heap:-Xmx1024m -Xmn128m");
+    }
+
+    @Test
+    void smallFilesAndNoFilesStayOnC1WithTheDefaultHeap() throws Exception {
+        assertThat(options("--help")).containsExactly("jit:-XX:TieredStopAtLevel=1", "heap:");
+        assertThat(options("analyze", small.toString())).containsExactly("jit:-XX:TieredStopAtLevel=1", "heap:");
+        assertThat(options("analyze", dir.resolve("missing.pickle").toString()))
+                .containsExactly("jit:-XX:TieredStopAtLevel=1", "heap:");
+        // a warm benchmark keeps the full tiers without a large file
+        assertThat(options("plan", "--repeat", "3", small.toString())).containsExactly("jit:", "heap:");
+    }
+}
