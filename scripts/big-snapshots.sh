@@ -41,11 +41,23 @@ mkdir -p "$dir"
 results="$dir/runs.tsv"
 : > "$results"
 
-# A build's name in the table: its checkout's short commit, else its folder.
+# A build's name in the table: its checkout's short commit, with "+" when the checkout has uncommitted changes to
+# tracked files, else its folder.
 name() {
-  local d; d=$(dirname "$1")
-  git -C "$d" rev-parse --short HEAD 2>/dev/null || basename "$d"
+  local d c; d=$(dirname "$1")
+  if c=$(git -C "$d" rev-parse --short HEAD 2>/dev/null); then
+    git -C "$d" diff --quiet HEAD 2>/dev/null || c="$c+"
+    echo "$c"
+  else
+    basename "$d"
+  fi
 }
+seen_names=" "
+for l in "${launchers[@]}"; do
+  n=$(name "$l")
+  case "$seen_names" in *" $n "*) echo "big-snapshots: two builds are both named $n: the same checkout twice, or two checkouts of one commit" >&2; exit 2 ;; esac
+  seen_names="$seen_names$n "
+done
 
 # run LABEL BUILD ROUND CMD...: one timed run, appended to the results.
 run() {
