@@ -403,23 +403,37 @@ public final class StreamRunner {
      * always monotone in capacity (an OOM's cache flush can rescue a smaller capacity; seen with
      * {@code roundup_power2_divisions}), so the answer depends on the bracket: both paths must search the same one.
      * Failing: the last multiple of the step below the unlimited run's peak allocated bytes plus the bytes held
-     * outside (no smaller device holds that peak; for a run that fit nowhere, the peak of live request bytes).
-     * Running: the unlimited run's peak reserved plus held, doubled while a run there fails.
+     * outside (for a run that fit nowhere, the peak of live request bytes). Running: the unlimited run's peak
+     * reserved plus held, doubled while a run there fails.
+     *
+     * <p>The first floor is not probed, and it is not always a bound: the blocks an allocator hands out can depend
+     * on the capacity (under {@code max_split_size_mb} an oversize cached block is given whole, so a smaller device
+     * can allocate fewer bytes at its peak than the unlimited run did). So an answer one step above it is checked
+     * there, and where the floor runs the search goes on below it, down to the peak of live request bytes (the
+     * floor of every allocator). Any other answer already has a probed failure one step below it.
      */
     private long searchMinimum(Search s) {
         long step = MinimumCapacity.STEP;
         long held = s.options.heldOutside();
-        long peak = s.unlimited.ooms == 0 ? s.unlimited.peakAllocated : stream.peakLiveBytes();
-        long failing = Math.max(0, (peak + held) / step - 1) * step;
+        long liveFloor = Math.max(0, (stream.peakLiveBytes() + held) / step - 1) * step;
+        long failing =
+                s.unlimited.ooms == 0 ? Math.max(0, (s.unlimited.peakAllocated + held) / step - 1) * step : liveFloor;
         long running = MinimumCapacity.roundUp(s.unlimited.peakReserved + held);
+        boolean floorProbed = false;
         for (int tries = 0; !s.runsWithoutOom(running); tries++) {
             if (tries == 8) {
                 throw new IllegalStateException("no capacity up to " + running + " bytes runs the stream");
             }
             failing = running;
+            floorProbed = true;
             running = MinimumCapacity.roundUp(2 * running);
         }
-        return MinimumCapacity.search(failing, running, s::runsWithoutOom);
+        long floor = failing;
+        long answer = MinimumCapacity.search(failing, running, s::runsWithoutOom);
+        if (answer == floor + step && !floorProbed && floor > liveFloor && s.runsWithoutOom(floor)) {
+            answer = MinimumCapacity.search(liveFloor, floor, s::runsWithoutOom);
+        }
+        return answer;
     }
 
     /** The unlimited run of a capacity search and the probes it makes possible. */
