@@ -93,12 +93,16 @@ final class AllocatorCore {
         this.allocatedBlocks = AddressTable.forObjects();
     }
 
-    /** A copy of {@code from}'s state on {@code device} (a copy of its device): see {@link StateCopy}. */
-    AllocatorCore(AllocatorCore from, Device device) {
+    /**
+     * A copy of {@code from}'s state on {@code device} (a copy of its device): see {@link StateCopy}. Without
+     * {@code counted} the copy keeps no statistics ({@link DeviceStats#uncountedCopy}); a copy of an uncounted core
+     * is uncounted either way.
+     */
+    AllocatorCore(AllocatorCore from, Device device, boolean counted) {
         this.device = device;
         setConfig(from.config);
         this.maxSplitSizeAtCreation = from.maxSplitSizeAtCreation;
-        this.stats = from.stats.copy();
+        this.stats = counted ? from.stats.copy() : from.stats.uncountedCopy();
         this.allocatedBlocks = AddressTable.forObjects(from.allocatedBlocks.size());
         this.totalAllocatedMemory = from.totalAllocatedMemory;
         this.setFraction = from.setFraction;
@@ -326,13 +330,7 @@ final class AllocatorCore {
         trace.record(TraceAction.OOM, 0, size, stream, context, deviceFree);
         stats.countOom();
         AllocatorEvents.outOfMemory(
-                device.index(),
-                origSize,
-                size,
-                stream,
-                deviceFree,
-                stats.current(ALLOCATED_BYTES, DeviceStats.ALL),
-                stats.current(RESERVED_BYTES, DeviceStats.ALL));
+                device.index(), origSize, size, stream, deviceFree, allocatedBytesNow(), reservedBytesNow());
         OomReport report = new OomReport(
                 origSize,
                 size,
@@ -341,11 +339,29 @@ final class AllocatorCore {
                 total,
                 deviceFree,
                 setFraction ? allowedMemoryMaximum : -1,
-                stats.current(ALLOCATED_BYTES, DeviceStats.ALL),
-                stats.current(RESERVED_BYTES, DeviceStats.ALL),
+                allocatedBytesNow(),
+                reservedBytesNow(),
                 largestFreeBlocks(),
                 false);
         return new OutOfMemoryException(report);
+    }
+
+    /**
+     * {@code allocated_bytes.all.current}, for an out-of-memory report; an uncounted core sums its allocated blocks
+     * (the stat is the sum of their sizes, once a free is requested the block leaves the table).
+     */
+    long allocatedBytesNow() {
+        if (stats.counting()) {
+            return stats.current(ALLOCATED_BYTES, DeviceStats.ALL);
+        }
+        long[] sum = {0};
+        allocatedBlocks.forEach(b -> sum[0] += b.size);
+        return sum[0];
+    }
+
+    /** {@code reserved_bytes.all.current}, for an out-of-memory report: always {@link #totalAllocatedMemory}. */
+    long reservedBytesNow() {
+        return stats.counting() ? stats.current(RESERVED_BYTES, DeviceStats.ALL) : totalAllocatedMemory;
     }
 
     /** Largest free block per (pool, stream): the last block of each stream's run in the size order. */

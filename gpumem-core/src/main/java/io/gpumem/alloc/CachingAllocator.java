@@ -77,13 +77,28 @@ public final class CachingAllocator implements ForkableAllocator {
      */
     @Override
     public CachingAllocator copyOnto(Device device) {
+        return copy(device, true);
+    }
+
+    /**
+     * A {@link #copyOnto} copy that keeps no statistics, for replays that only ask whether requests succeed (the
+     * capacity search's probes): it decides exactly as a counted copy and its out-of-memory reports carry the
+     * same figures (recomputed from its blocks), but {@link #stats()}, {@link #allocatedBytes()} and the other
+     * readers of the counters throw {@link IllegalStateException}. Copies of it are uncounted too.
+     */
+    @Override
+    public CachingAllocator uncountedCopyOnto(Device device) {
+        return copy(device, false);
+    }
+
+    private CachingAllocator copy(Device device, boolean counted) {
         Objects.requireNonNull(device, "device");
         lock.lock();
         try {
             if (closed) {
                 throw new IllegalStateException("cannot copy a closed allocator");
             }
-            return new CachingAllocator(new AllocatorCore(core, device));
+            return new CachingAllocator(new AllocatorCore(core, device, counted));
         } finally {
             lock.unlock();
         }
@@ -163,8 +178,8 @@ public final class CachingAllocator implements ForkableAllocator {
                     core.device.totalMemory(),
                     core.device.freeMemory(),
                     core.setFraction ? core.allowedMemoryMaximum : -1,
-                    core.stats.current(DeviceStats.ALLOCATED_BYTES, DeviceStats.ALL),
-                    core.stats.current(DeviceStats.RESERVED_BYTES, DeviceStats.ALL),
+                    core.allocatedBytesNow(),
+                    core.reservedBytesNow(),
                     List.of(),
                     true));
         } finally {

@@ -35,6 +35,13 @@ import io.gpumem.stats.StatType;
  * every type until a peak reset sets {@code peak = current}. The figures read are exactly those of PyTorch's
  * per-type {@code Stat} structs under the same update sequence.
  *
+ * <h2>Uncounted copies</h2>
+ * A capacity search's probes replay a stream only to learn whether every request succeeds, and nobody reads their
+ * counters, whose updates were 8-9% of a probe's replay (the 276 MB snapshot's searches, stop 28). So a copy can be made that counts nothing
+ * ({@link #uncountedCopy}): its updates return at once, its array-stat readers throw, and copies of it stay
+ * uncounted. Nothing the allocator decides reads these counters (the fraction and garbage-collection checks use
+ * {@code total_allocated_memory}), so an uncounted allocator decides exactly as a counted one.
+ *
  * <p>Not thread-safe: the allocator updates it under its lock. Readers outside the allocator see an immutable
  * {@link MemoryStats}: the allocator takes a {@link #copy()} under its lock (two array copies, so writers wait
  * only that long) and builds the value from the copy after releasing it ({@link #toMemoryStats}). The indices
@@ -80,13 +87,17 @@ final class DeviceStats {
     private final long[] values;
     /** Per row and pool (same positions as CURRENT): current at the last accumulated reset. Cold. */
     private final long[] base;
+    /** False in an uncounted copy: updates do nothing, reads throw. */
+    private final boolean counting;
 
     DeviceStats() {
         values = new long[ROWS << ROW_SHIFT];
         base = new long[ROWS << ROW_SHIFT];
+        counting = true;
     }
 
-    private DeviceStats(DeviceStats from) {
+    private DeviceStats(DeviceStats from, boolean counting) {
+        this.counting = counting;
         values = from.values.clone();
         base = from.base.clone();
         numAllocRetries = from.numAllocRetries;
@@ -96,9 +107,26 @@ final class DeviceStats {
         numDeviceFree = from.numDeviceFree;
     }
 
-    /** A copy of every figure; cheap enough to take under the allocator lock. */
+    /** A copy of every figure (uncounted where this is); cheap enough to take under the allocator lock. */
     DeviceStats copy() {
-        return new DeviceStats(this);
+        return new DeviceStats(this, counting);
+    }
+
+    /** A copy that counts nothing from now on (see the class comment). */
+    DeviceStats uncountedCopy() {
+        return new DeviceStats(this, false);
+    }
+
+    /** Whether the figures are kept (false in an uncounted copy). */
+    boolean counting() {
+        return counting;
+    }
+
+    private void requireCounting() {
+        if (!counting) {
+            throw new IllegalStateException(
+                    "this allocator is an uncounted copy (a capacity-search probe's): it keeps no statistics");
+        }
     }
 
     /** The stat type index of a pool's updates. */
@@ -121,11 +149,17 @@ final class DeviceStats {
 
     /** Raises {@code stat} for {@code all} and {@code pool} (small or large) by {@code amount} (≥ 0). */
     void increase(int stat, int pool, long amount) {
+        if (!counting) {
+            return;
+        }
         raise((stat << ROW_SHIFT) + poolOffset(pool), stat << ROW_SHIFT, amount);
     }
 
     /** Lowers {@code stat} for {@code all} and {@code pool} (small or large) by {@code amount} (≥ 0). */
     void decrease(int stat, int pool, long amount) {
+        if (!counting) {
+            return;
+        }
         values[(stat << ROW_SHIFT) + poolOffset(pool) + CURRENT] -= amount;
     }
 
@@ -144,6 +178,9 @@ final class DeviceStats {
      * Same effect as the five {@link #increase} calls.
      */
     void countAllocation(int pool, long blockSize, long requested) {
+        if (!counting) {
+            return;
+        }
         int p = poolOffset(pool);
         raise((ALLOCATION << ROW_SHIFT) + p, ALLOCATION << ROW_SHIFT, 1);
         raise((ALLOCATED_BYTES << ROW_SHIFT) + p, ALLOCATED_BYTES << ROW_SHIFT, blockSize);
@@ -154,6 +191,9 @@ final class DeviceStats {
 
     /** {@code free} (free_requested): allocation −1, allocated_bytes −blockSize, for {@code all} and {@code pool}. */
     void countFreeRequested(int pool, long blockSize) {
+        if (!counting) {
+            return;
+        }
         int p = poolOffset(pool);
         long[] v = values;
         v[(ALLOCATION << ROW_SHIFT) + p] -= 1;
@@ -162,6 +202,9 @@ final class DeviceStats {
 
     /** {@code free_block} (free_completed): active −1, active_bytes −blockSize, requested_bytes −requested. */
     void countFreeCompleted(int pool, long blockSize, long requested) {
+        if (!counting) {
+            return;
+        }
         int p = poolOffset(pool);
         long[] v = values;
         v[(ACTIVE << ROW_SHIFT) + p] -= 1;
@@ -192,6 +235,9 @@ final class DeviceStats {
 
     /** A single stat's update: the small-pool positions of its row. */
     private void updateSingle(int row, long delta) {
+        if (!counting) {
+            return;
+        }
         int slot = row << ROW_SHIFT;
         if (delta > 0) {
             raiseSlot(slot, delta);
@@ -262,26 +308,32 @@ final class DeviceStats {
     }
 
     long current(int stat, int type) {
+        requireCounting();
         return currentOf(stat, checkType(type));
     }
 
     long peak(int stat, int type) {
+        requireCounting();
         return peakOf(stat, checkType(type));
     }
 
     long allocated(int stat, int type) {
+        requireCounting();
         return allocatedOf(stat, checkType(type));
     }
 
     long freed(int stat, int type) {
+        requireCounting();
         return freedOf(stat, checkType(type));
     }
 
     long oversizeAllocationsCurrent() {
+        requireCounting();
         return currentOf(OVERSIZE_ALLOCATIONS_ROW, SMALL_POOL);
     }
 
     long oversizeSegmentsCurrent() {
+        requireCounting();
         return currentOf(OVERSIZE_SEGMENTS_ROW, SMALL_POOL);
     }
 
@@ -289,6 +341,7 @@ final class DeviceStats {
 
     /** {@code reset_peak_memory_stats}: peak = current for every array stat and both oversize stats. */
     void resetPeak() {
+        requireCounting();
         long[] v = values;
         for (int row = 0; row < ROWS; row++) {
             int i = row << ROW_SHIFT;
@@ -302,6 +355,7 @@ final class DeviceStats {
      * {@code reset_accumulated_memory_stats}: zeroes allocated and freed of every stat and the five counters.
      */
     void resetAccumulated() {
+        requireCounting();
         long[] v = values;
         for (int row = 0; row < ROWS; row++) {
             int i = row << ROW_SHIFT;
@@ -324,6 +378,7 @@ final class DeviceStats {
      *                             the device allocator is created
      */
     MemoryStats toMemoryStats(long maxSplitSizeReported) {
+        requireCounting();
         MemoryStats.Builder b = MemoryStats.builder();
         for (StatKind kind : StatKind.values()) {
             for (StatType type : StatType.values()) {

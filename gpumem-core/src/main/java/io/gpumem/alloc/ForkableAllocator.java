@@ -16,6 +16,13 @@ public interface ForkableAllocator extends GpuAllocator {
     GpuAllocator copyOnto(Device device);
 
     /**
+     * A copy like {@link #copyOnto} that need keep no statistics: for a replay that only asks whether each request
+     * succeeds (a capacity search's probe), where updating the counters is wasted work. It decides exactly as
+     * {@link #copyOnto}'s copy would; its {@code stats()} may throw {@link IllegalStateException}.
+     */
+    GpuAllocator uncountedCopyOnto(Device device);
+
+    /**
      * Whether the device's capacity changes decisions other than by refusing a device allocation (for example a
      * reservation sized from the capacity). Where it does, a run under one capacity cannot be continued from a
      * prefix replayed under another, and prefix reuse is off.

@@ -210,37 +210,45 @@ final class InvariantChecker {
         }
 
         DeviceStats s = core.stats;
-        for (int stat = 0; stat < DeviceStats.ARRAY_STATS; stat++) {
-            long small = cur[stat][DeviceStats.SMALL_POOL];
-            long large = cur[stat][DeviceStats.LARGE_POOL];
-            expect(
-                    v,
-                    StatKind.values()[stat].key() + ".small_pool.current",
-                    s.current(stat, DeviceStats.SMALL_POOL),
-                    small);
-            expect(
-                    v,
-                    StatKind.values()[stat].key() + ".large_pool.current",
-                    s.current(stat, DeviceStats.LARGE_POOL),
-                    large);
-            expect(v, StatKind.values()[stat].key() + ".all.current", s.current(stat, DeviceStats.ALL), small + large);
-            for (int type = 0; type < 3; type++) {
-                String key = StatKind.values()[stat].key() + "." + StatType.values()[type].key();
-                if (s.peak(stat, type) < s.current(stat, type)) {
-                    v.add(key + ": peak " + s.peak(stat, type) + " below current " + s.current(stat, type));
-                }
-                if (!core.accumulatedReset && s.current(stat, type) != s.allocated(stat, type) - s.freed(stat, type)) {
-                    v.add(key + ": current " + s.current(stat, type) + " != allocated − freed ("
-                            + s.allocated(stat, type) + " − " + s.freed(stat, type) + ")");
+        // an uncounted copy (a capacity-search probe's) keeps no figures to check
+        if (s.counting()) {
+            for (int stat = 0; stat < DeviceStats.ARRAY_STATS; stat++) {
+                long small = cur[stat][DeviceStats.SMALL_POOL];
+                long large = cur[stat][DeviceStats.LARGE_POOL];
+                expect(
+                        v,
+                        StatKind.values()[stat].key() + ".small_pool.current",
+                        s.current(stat, DeviceStats.SMALL_POOL),
+                        small);
+                expect(
+                        v,
+                        StatKind.values()[stat].key() + ".large_pool.current",
+                        s.current(stat, DeviceStats.LARGE_POOL),
+                        large);
+                expect(
+                        v,
+                        StatKind.values()[stat].key() + ".all.current",
+                        s.current(stat, DeviceStats.ALL),
+                        small + large);
+                for (int type = 0; type < 3; type++) {
+                    String key = StatKind.values()[stat].key() + "." + StatType.values()[type].key();
+                    if (s.peak(stat, type) < s.current(stat, type)) {
+                        v.add(key + ": peak " + s.peak(stat, type) + " below current " + s.current(stat, type));
+                    }
+                    if (!core.accumulatedReset
+                            && s.current(stat, type) != s.allocated(stat, type) - s.freed(stat, type)) {
+                        v.add(key + ": current " + s.current(stat, type) + " != allocated − freed ("
+                                + s.allocated(stat, type) + " − " + s.freed(stat, type) + ")");
+                    }
                 }
             }
+            if (core.config.maxSplitSizeReported() == core.maxSplitSizeAtCreation) {
+                expect(v, "oversize_allocations.current", s.oversizeAllocationsCurrent(), oversizeAllocations);
+                expect(v, "oversize_segments.current", s.oversizeSegmentsCurrent(), oversizeSegments);
+            }
         }
-        if (core.config.maxSplitSizeReported() == core.maxSplitSizeAtCreation) {
-            expect(v, "oversize_allocations.current", s.oversizeAllocationsCurrent(), oversizeAllocations);
-            expect(v, "oversize_segments.current", s.oversizeSegmentsCurrent(), oversizeSegments);
-        }
-        long reserved = s.current(RESERVED_BYTES, DeviceStats.ALL);
-        long allocated = s.current(ALLOCATED_BYTES, DeviceStats.ALL);
+        long reserved = core.reservedBytesNow();
+        long allocated = core.allocatedBytesNow();
         expect(v, "total_allocated_memory", core.totalAllocatedMemory, reserved);
         expect(v, "reserved − allocated (cached bytes)", reserved - allocated, cached);
 

@@ -554,13 +554,15 @@ public final class StreamRunner {
         /**
          * A replay from this op on a device of {@code capacity} bytes (deep copies of device and allocator), playing
          * into {@code address}: one entry per slot of the stream, all zero, which it fills with this op's live slots.
+         * Its allocator keeps no statistics ({@link ForkableAllocator#uncountedCopyOnto}): a fork only learns
+         * whether the rest of the stream runs, so nothing may read its allocator's stats.
          */
         Replay fork(long capacity, long[] address) {
             for (int i = 0; i < liveSlots.length; i++) {
                 address[liveSlots[i]] = liveAddresses[i];
             }
             SimulatedDevice d = dev.copyWithCapacity(capacity);
-            Replay r = new Replay(d, ((ForkableAllocator) allocator).copyOnto(d), devStreams, address);
+            Replay r = new Replay(d, ((ForkableAllocator) allocator).uncountedCopyOnto(d), devStreams, address);
             r.next = next;
             r.stepOpen = stepOpen;
             r.stepsClosed = stepsClosed; // a fork serves the capacity search, which never stops at a steady state

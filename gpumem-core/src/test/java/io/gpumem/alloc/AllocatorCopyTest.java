@@ -101,6 +101,72 @@ class AllocatorCopyTest {
         }
     }
 
+    /** Like {@link #drive}, logging each out-of-memory error's message instead of -1. */
+    private static List<String> driveLoggingOoms(
+            CachingAllocator a, long stream1, Random rnd, int ops, List<Long> live) {
+        List<String> log = new ArrayList<>();
+        for (int i = 0; i < ops; i++) {
+            int r = rnd.nextInt(100);
+            if (r < 55 || live.isEmpty()) {
+                long size = rnd.nextInt(3) == 0 ? 1 + rnd.nextInt(1 << 20) : 1 + rnd.nextInt(30 << 20);
+                try {
+                    long p = a.malloc(size, rnd.nextInt(4) == 0 ? stream1 : 0);
+                    live.add(p);
+                    log.add(Long.toHexString(p));
+                } catch (OutOfMemoryException oom) {
+                    log.add(oom.getMessage());
+                }
+            } else if (r < 98) {
+                a.free(live.remove(rnd.nextInt(live.size())));
+            } else {
+                a.emptyCache();
+            }
+        }
+        return log;
+    }
+
+    @Test
+    void anUncountedCopyDecidesAsACountedOneAndReportsTheSameOutOfMemoryFigures() {
+        long seed = Long.getLong("gpumem.seed", System.nanoTime()); // -Dgpumem.seed=N replays a run
+        System.out.println("AllocatorCopyTest uncounted seed " + seed);
+        Random rnd = new Random(seed);
+        for (String conf : new String[] {"", "max_split_size_mb:40", "garbage_collection_threshold:0.5"}) {
+            SimulatedDevice dev = SimulatedDevice.builder().capacity(1L << 30).build();
+            long stream1 = dev.createStream();
+            CachingAllocator original = new CachingAllocator(dev, AllocatorConfig.parse(conf));
+            List<Long> live = new ArrayList<>();
+            drive(original, stream1, rnd, 250, live, new ArrayList<>());
+            long smaller = dev.consumedBytes() + (32L << 20);
+
+            SimulatedDevice countedDev = dev.copyWithCapacity(smaller);
+            CachingAllocator counted = original.copyOnto(countedDev);
+            SimulatedDevice uncountedDev = dev.copyWithCapacity(smaller);
+            CachingAllocator uncounted = original.uncountedCopyOnto(uncountedDev);
+            List<String> countedLog =
+                    driveLoggingOoms(counted, stream1, new Random(seed + 1), 600, new ArrayList<>(live));
+            List<String> uncountedLog =
+                    driveLoggingOoms(uncounted, stream1, new Random(seed + 1), 600, new ArrayList<>(live));
+
+            // same addresses, and the out-of-memory messages carry the same allocated and reserved figures
+            assertThat(uncountedLog).as(conf).isEqualTo(countedLog);
+            assertThat(countedLog)
+                    .as("the smaller copies ran out of memory at least once")
+                    .anyMatch(line -> line.startsWith("CUDA out of memory"));
+            assertThat(uncounted.snapshot()).as(conf).isEqualTo(counted.snapshot());
+            assertThat(uncountedDev.consumedBytes()).isEqualTo(countedDev.consumedBytes());
+            uncounted.internals().checkInvariants(); // the cached bytes, from its blocks
+            // a copy of it stays uncounted, and its figures cannot be read by mistake
+            CachingAllocator copyOfUncounted = uncounted.copyOnto(uncountedDev.copyWithCapacity(smaller));
+            for (CachingAllocator a : List.of(uncounted, copyOfUncounted)) {
+                assertThatThrownBy(a::stats)
+                        .isInstanceOf(IllegalStateException.class)
+                        .hasMessageContaining("uncounted");
+                assertThatThrownBy(a::reservedBytes).isInstanceOf(IllegalStateException.class);
+            }
+            assertThat(copyOfUncounted.snapshot()).isEqualTo(uncounted.snapshot());
+        }
+    }
+
     @Test
     void copiesThatCouldNotBeExactAreRefused() {
         SimulatedDevice dev = SimulatedDevice.builder().capacity(1L << 30).build();
