@@ -1,9 +1,8 @@
 package io.gpumem.trace.align;
 
+import io.gpumem.alloc.AddressTable;
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.Locale;
-import java.util.Map;
 
 /**
  * A one-to-one matching of the allocation requests of two recordings of the same program (e.g. one training step
@@ -87,7 +86,7 @@ public final class RequestAlignment {
 
     /** Aligns on the given signal (the tokens: see the design notes). */
     public static RequestAlignment align(RequestSequence a, RequestSequence b, Signal signal) {
-        Map<Long, Integer> ids = new HashMap<>();
+        AddressTable<Void> ids = AddressTable.forInts();
         int[] ta = tokens(a, signal, ids);
         int[] tb = tokens(b, signal, ids);
         int[] matchOfA = new int[ta.length];
@@ -133,7 +132,12 @@ public final class RequestAlignment {
         return Arrays.copyOf(out, n);
     }
 
-    static int[] tokens(RequestSequence s, Signal signal, Map<Long, Integer> ids) {
+    /**
+     * The requests' tokens: each distinct key gets the next id in {@code ids}, stored under key + 1 (a table key is
+     * non-zero). No key is −1: under a site that would take stream rank 2^20 − 1, and under a lifetime bucket
+     * its low 8 bits are never all set.
+     */
+    static int[] tokens(RequestSequence s, Signal signal, AddressTable<Void> ids) {
         int n = s.size();
         int[] out = new int[n];
         int[] allocEntries = new int[n];
@@ -160,7 +164,12 @@ public final class RequestAlignment {
                 boolean same = r > 0 && s.sizeOf(r) == s.sizeOf(r - 1);
                 key = ((long) s.streamOf(r) << 8) | ((long) bucket << 1) | (same ? 1 : 0);
             }
-            out[r] = ids.computeIfAbsent(key, k -> ids.size());
+            int id = ids.getInt(key + 1, -1);
+            if (id < 0) {
+                id = ids.size();
+                ids.putInt(key + 1, id, -1);
+            }
+            out[r] = id;
         }
         return out;
     }

@@ -1,5 +1,6 @@
 package io.gpumem.trace.align;
 
+import io.gpumem.alloc.AddressTable;
 import io.gpumem.alloc.SizeRules;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.engine.RequestStream;
@@ -13,9 +14,7 @@ import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowRebuilder;
 import io.gpumem.trace.window.WindowStart;
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 
 /**
  * The allocation requests of one device trace, in trace order: the {@code ALLOC} ops of the window's engine
@@ -145,7 +144,8 @@ public final class RequestSequence {
      * allocated and reserved levels and their peaks.
      */
     private void followLevels(List<TraceEntry> entries, AllocatorConfig config) {
-        Map<Long, Integer> liveByAddr = new HashMap<>();
+        AddressTable<Void> liveByAddr = AddressTable.forInts(); // address -> request, boxing nothing
+        int liveAtZero = -1; // a table key cannot be 0, which a malformed trace may still allocate at
         long allocated = startAllocated;
         long reserved = startReserved;
         peakAllocated = allocated;
@@ -161,7 +161,12 @@ public final class RequestSequence {
             TraceAction action = fields.action(i);
             switch (action) {
                 case ALLOC -> {
-                    liveByAddr.put(fields.addr(i), r);
+                    long addr = fields.addr(i);
+                    if (addr == 0) {
+                        liveAtZero = r;
+                    } else {
+                        liveByAddr.putInt(addr, r, -1);
+                    }
                     allocated += roundedSize[r++];
                     if (allocated > peakAllocated) {
                         peakAllocated = allocated;
@@ -172,8 +177,15 @@ public final class RequestSequence {
                     if (action == TraceAction.FREE_COMPLETED && anyFree) {
                         break;
                     }
-                    Integer freed = liveByAddr.remove(fields.addr(i));
-                    if (freed != null) {
+                    long addr = fields.addr(i);
+                    int freed;
+                    if (addr == 0) {
+                        freed = liveAtZero;
+                        liveAtZero = -1;
+                    } else {
+                        freed = liveByAddr.removeInt(addr, -1);
+                    }
+                    if (freed >= 0) {
                         freeEntry[freed] = i;
                         allocated -= roundedSize[freed];
                     } else {

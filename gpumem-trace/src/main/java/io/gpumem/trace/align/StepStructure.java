@@ -1,7 +1,7 @@
 package io.gpumem.trace.align;
 
+import io.gpumem.alloc.AddressTable;
 import java.util.Arrays;
-import java.util.HashMap;
 
 /**
  * The repeating step of a recording: the shortest run of requests that the whole window repeats (a training or
@@ -54,7 +54,7 @@ public final class StepStructure {
     /** The step structure of a recording's requests, tokens built as for alignment with frames when present. */
     public static StepStructure of(RequestSequence s) {
         int[] tokens = RequestAlignment.tokens(
-                s, s.framed() ? RequestAlignment.Signal.STACKS : RequestAlignment.Signal.ORDER, new HashMap<>());
+                s, s.framed() ? RequestAlignment.Signal.STACKS : RequestAlignment.Signal.ORDER, AddressTable.forInts());
         return detect(tokens, s.allocatedBeforeEachRequest());
     }
 

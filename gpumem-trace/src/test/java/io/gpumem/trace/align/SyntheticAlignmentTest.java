@@ -107,4 +107,20 @@ class SyntheticAlignmentTest {
             }
         }
     }
+
+    @Test
+    void aRequestAtAddressZeroIsFollowedToItsFreeLikeAnyOther() {
+        // a malformed recording may allocate at 0, which no address table can key: its free must still be found
+        List<TraceEntry> t = List.of(
+                entry(0, 4096, null),
+                entry(1L << 20, 8192, null),
+                TraceEntry.of(TraceAction.FREE_REQUESTED, 1L << 20, 8192, 0),
+                TraceEntry.of(TraceAction.FREE_REQUESTED, 0, 4096, 0));
+        TraceSnapshot trace = new TraceSnapshot(
+                "zero", SourceFormat.PYTORCH_SNAPSHOT, List.of(), List.of(t), null, null, Map.of(), true);
+        RequestSequence s = RequestSequence.of(trace, 0, new FrameSignatures());
+        assertThat(s.size()).isEqualTo(2);
+        assertThat(s.freeEntryOf(0)).isEqualTo(3);
+        assertThat(s.freeEntryOf(1)).isEqualTo(2);
+    }
 }
