@@ -16,12 +16,17 @@ import org.junit.jupiter.api.Test;
 /**
  * {@link CachingAllocator#copyOnto} with {@link SimulatedDevice#copyWithCapacity}: a copy starts with the
  * original's stats and snapshot, is independent of it (mutating one leaves the other unchanged), and, given the
- * same requests, does exactly what the original does (same addresses, stats, snapshots, device counters).
+ * same requests, does exactly what the original does (same addresses, stats, snapshots, device counters); so does
+ * an {@link CachingAllocator#uncountedCopyOnto uncounted} copy, whose statistics cannot be read.
  */
 class AllocatorCopyTest {
 
-    /** Random mallocs (small and large, two streams), frees and empty_cache calls; returns the live pointers. */
-    private static void drive(CachingAllocator a, long stream1, Random rnd, int ops, List<Long> live, List<Long> log) {
+    /**
+     * Random mallocs (small and large, two streams), frees and empty_cache calls on the live pointers; logs each
+     * malloc's address in hex, or the message of its out-of-memory error.
+     */
+    private static void drive(
+            CachingAllocator a, long stream1, Random rnd, int ops, List<Long> live, List<String> log) {
         for (int i = 0; i < ops; i++) {
             int r = rnd.nextInt(100);
             if (r < 55 || live.isEmpty()) {
@@ -29,9 +34,9 @@ class AllocatorCopyTest {
                 try {
                     long p = a.malloc(size, rnd.nextInt(4) == 0 ? stream1 : 0);
                     live.add(p);
-                    log.add(p);
+                    log.add(Long.toHexString(p));
                 } catch (OutOfMemoryException oom) {
-                    log.add(-1L);
+                    log.add(oom.getMessage());
                 }
             } else if (r < 98) {
                 a.free(live.remove(rnd.nextInt(live.size())));
@@ -60,6 +65,8 @@ class AllocatorCopyTest {
 
             SimulatedDevice devCopy = dev.copyWithCapacity(smaller);
             CachingAllocator copy = original.copyOnto(devCopy);
+            SimulatedDevice uncountedDev = dev.copyWithCapacity(smaller);
+            CachingAllocator uncounted = original.uncountedCopyOnto(uncountedDev);
             Map<String, Long> statsAtCopy = original.stats().toPyTorchMap();
             MemorySnapshot snapshotAtCopy = original.snapshot();
             assertThat(copy.stats().toPyTorchMap()).as(conf).isEqualTo(statsAtCopy);
@@ -79,7 +86,7 @@ class AllocatorCopyTest {
             SimulatedDevice twinDev = devCopy.copyWithCapacity(smaller);
             CachingAllocator twin = copy.copyOnto(twinDev);
             List<Long> liveCopy = new ArrayList<>(live);
-            List<Long> logCopy = new ArrayList<>();
+            List<String> logCopy = new ArrayList<>();
             drive(copy, stream1, new Random(seed + 2), 600, liveCopy, logCopy);
             assertThat(original.stats().toPyTorchMap()).as(conf).isEqualTo(originalStats);
             assertThat(original.snapshot()).as(conf).isEqualTo(originalSnapshot);
@@ -87,7 +94,7 @@ class AllocatorCopyTest {
 
             // a copy of a copy, given the same requests, does exactly what the copy did
             List<Long> liveTwin = new ArrayList<>(live);
-            List<Long> logTwin = new ArrayList<>();
+            List<String> logTwin = new ArrayList<>();
             drive(twin, stream1, new Random(seed + 2), 600, liveTwin, logTwin);
             assertThat(logTwin).as(conf).isEqualTo(logCopy);
             assertThat(twin.stats().toPyTorchMap())
@@ -97,73 +104,25 @@ class AllocatorCopyTest {
             assertThat(twinDev.consumedBytes()).isEqualTo(devCopy.consumedBytes());
             assertThat(logCopy)
                     .as("the smaller copy ran out of memory at least once")
-                    .contains(-1L);
-        }
-    }
-
-    /** Like {@link #drive}, logging each out-of-memory error's message instead of -1. */
-    private static List<String> driveLoggingOoms(
-            CachingAllocator a, long stream1, Random rnd, int ops, List<Long> live) {
-        List<String> log = new ArrayList<>();
-        for (int i = 0; i < ops; i++) {
-            int r = rnd.nextInt(100);
-            if (r < 55 || live.isEmpty()) {
-                long size = rnd.nextInt(3) == 0 ? 1 + rnd.nextInt(1 << 20) : 1 + rnd.nextInt(30 << 20);
-                try {
-                    long p = a.malloc(size, rnd.nextInt(4) == 0 ? stream1 : 0);
-                    live.add(p);
-                    log.add(Long.toHexString(p));
-                } catch (OutOfMemoryException oom) {
-                    log.add(oom.getMessage());
-                }
-            } else if (r < 98) {
-                a.free(live.remove(rnd.nextInt(live.size())));
-            } else {
-                a.emptyCache();
-            }
-        }
-        return log;
-    }
-
-    @Test
-    void anUncountedCopyDecidesAsACountedOneAndReportsTheSameOutOfMemoryFigures() {
-        long seed = Long.getLong("gpumem.seed", System.nanoTime()); // -Dgpumem.seed=N replays a run
-        System.out.println("AllocatorCopyTest uncounted seed " + seed);
-        Random rnd = new Random(seed);
-        for (String conf : new String[] {"", "max_split_size_mb:40", "garbage_collection_threshold:0.5"}) {
-            SimulatedDevice dev = SimulatedDevice.builder().capacity(1L << 30).build();
-            long stream1 = dev.createStream();
-            CachingAllocator original = new CachingAllocator(dev, AllocatorConfig.parse(conf));
-            List<Long> live = new ArrayList<>();
-            drive(original, stream1, rnd, 250, live, new ArrayList<>());
-            long smaller = dev.consumedBytes() + (32L << 20);
-
-            SimulatedDevice countedDev = dev.copyWithCapacity(smaller);
-            CachingAllocator counted = original.copyOnto(countedDev);
-            SimulatedDevice uncountedDev = dev.copyWithCapacity(smaller);
-            CachingAllocator uncounted = original.uncountedCopyOnto(uncountedDev);
-            List<String> countedLog =
-                    driveLoggingOoms(counted, stream1, new Random(seed + 1), 600, new ArrayList<>(live));
-            List<String> uncountedLog =
-                    driveLoggingOoms(uncounted, stream1, new Random(seed + 1), 600, new ArrayList<>(live));
-
-            // same addresses, and the out-of-memory messages carry the same allocated and reserved figures
-            assertThat(uncountedLog).as(conf).isEqualTo(countedLog);
-            assertThat(countedLog)
-                    .as("the smaller copies ran out of memory at least once")
                     .anyMatch(line -> line.startsWith("CUDA out of memory"));
-            assertThat(uncounted.snapshot()).as(conf).isEqualTo(counted.snapshot());
-            assertThat(uncountedDev.consumedBytes()).isEqualTo(countedDev.consumedBytes());
+
+            // an uncounted copy decides as the counted one: the same addresses, and out-of-memory messages with
+            // the same allocated and reserved figures (recomputed from its blocks)
+            List<String> logUncounted = new ArrayList<>();
+            drive(uncounted, stream1, new Random(seed + 2), 600, new ArrayList<>(live), logUncounted);
+            assertThat(logUncounted).as(conf).isEqualTo(logCopy);
+            assertThat(uncounted.snapshot()).as(conf).isEqualTo(copy.snapshot());
+            assertThat(uncountedDev.consumedBytes()).isEqualTo(devCopy.consumedBytes());
             uncounted.internals().checkInvariants(); // the cached bytes, from its blocks
             // a copy of it stays uncounted, and its figures cannot be read by mistake
             CachingAllocator copyOfUncounted = uncounted.copyOnto(uncountedDev.copyWithCapacity(smaller));
+            assertThat(copyOfUncounted.snapshot()).isEqualTo(uncounted.snapshot());
             for (CachingAllocator a : List.of(uncounted, copyOfUncounted)) {
                 assertThatThrownBy(a::stats)
                         .isInstanceOf(IllegalStateException.class)
                         .hasMessageContaining("uncounted");
                 assertThatThrownBy(a::reservedBytes).isInstanceOf(IllegalStateException.class);
             }
-            assertThat(copyOfUncounted.snapshot()).isEqualTo(uncounted.snapshot());
         }
     }
 
