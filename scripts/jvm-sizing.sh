@@ -9,6 +9,13 @@
 # stay on C1). The size test costs one find over the arguments that name regular files, only when there are
 # such arguments (none for --help), and nothing else: the arguments' text is matched with shell built-ins.
 # GPUMEM_JAVA_OPTS=-XX:TieredStopAtLevel=4 (or =1) forces either choice.
+# Inlining, for the same large files: C2 does not inline the exact allocator's malloc and free into the replay
+# loop (StreamRunner.play). Inlined, the loop is one compilation of 7 KB of bytecode that C2 compiled seven times
+# in one analyze, again after each deoptimisation in allocator code (a max_split_size_mb run taking a branch the
+# default configuration's runs never took); apart, a deoptimisation recompiles only the allocator method. analyze
+# of a 276 MB snapshot on 2 cores: 7.24-7.77 s against 7.55-9.05 s, user CPU 12.0-13.4 s against 13.0-14.9 s (six
+# alternated pairs); the mostly warm 1 GB analyze is unchanged (23.2 and 27.0 s against 23.3 and 27.3 s).
+# LauncherSizingTest checks that the methods named exist.
 # Heap, for the same large files: left alone, the serial collector grows its heap rather than collect the old
 # generation (a 1 GB snapshot's replay --check ran in 2.2 GB of RSS over 1.3 GB of live data, report in 3 GB), and
 # gives the young generation a third of it. So a large file gets a heap bounded by its size: 1.6 times the files'
@@ -35,7 +42,9 @@ gpumem_size_opts() {
   done
   if [ ${#files[@]} -gt 0 ] \
      && [ -n "$(find -L "${files[@]}" -prune -type f -size +67108863c -print -quit 2>/dev/null)" ]; then
-    jit_opts=()
+    jit_opts=(-XX:CompileCommand=quiet
+      -XX:CompileCommand=dontinline,io.gpumem.alloc.CachingAllocator::malloc
+      -XX:CompileCommand=dontinline,io.gpumem.alloc.CachingAllocator::free)
     total=0
     for f in "${files[@]}"; do total=$(( total + $(wc -c < "$f" 2>/dev/null || echo 0) )); done
     heap_mib=$(( total / 1048576 * 8 / 5 + 128 ))

@@ -17,10 +17,16 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The launcher's JVM sizing ({@code scripts/jvm-sizing.sh}, sourced by {@code ./gpumem}): a command given a file
- * of 64 MiB or more runs with C2 and a heap bounded by the files' size, whatever the form it is named in; any other
- * command stays on C1 with the JVM's default heap. Run through bash on sparse files, so that no test writes 64 MiB.
+ * of 64 MiB or more runs with C2 (the exact allocator's malloc and free kept out of the replay loop) and a heap
+ * bounded by the files' size, whatever the form it is named in; any other command stays on C1 with the JVM's
+ * default heap. Run through bash on sparse files, so that no test writes 64 MiB.
  */
 class LauncherSizingTest {
+
+    /** The JIT options of a large input, as the script prints them. */
+    private static final String LARGE_JIT = "jit:-XX:CompileCommand=quiet"
+            + " -XX:CompileCommand=dontinline,io.gpumem.alloc.CachingAllocator::malloc"
+            + " -XX:CompileCommand=dontinline,io.gpumem.alloc.CachingAllocator::free";
 
     private static final Path SCRIPT =
             Path.of("..", "scripts", "jvm-sizing.sh").toAbsolutePath().normalize();
@@ -73,8 +79,24 @@ class LauncherSizingTest {
     @Test
     void aLargeFileGetsC2AndAHeapBoundedByItsSize() throws Exception {
         // 64 MiB: 64 * 8 / 5 + 128 = 230 MiB, raised to the 1 GiB floor
-        assertThat(options("analyze", big.toString())).containsExactly("jit:", "heap:-Xmx1024m -Xmn128m");
-        assertThat(options("replay", "--check", "--trace=" + big)).containsExactly("jit:", "heap:-Xmx1024m -Xmn128m");
+        assertThat(options("analyze", big.toString())).containsExactly(LARGE_JIT, "heap:-Xmx1024m -Xmn128m");
+        assertThat(options("replay", "--check", "--trace=" + big))
+                .containsExactly(LARGE_JIT, "heap:-Xmx1024m -Xmn128m");
+    }
+
+    @Test
+    void theMethodsKeptOutOfTheReplayLoopExist() throws Exception {
+        // a rename would silently turn the option into a no-op (CompileCommand=quiet hides the JVM's warning)
+        for (String option : LARGE_JIT.substring("jit:".length()).split(" ")) {
+            if (option.startsWith("-XX:CompileCommand=dontinline,")) {
+                String[] target = option.substring("-XX:CompileCommand=dontinline,".length())
+                        .split("::");
+                Class<?> type = Class.forName(target[0]);
+                assertThat(type.getDeclaredMethods())
+                        .as(option)
+                        .anyMatch(m -> m.getName().equals(target[1]));
+            }
+        }
     }
 
     @Test
@@ -88,8 +110,8 @@ class LauncherSizingTest {
         }
         // before the fix, find without -L saw a link, not a regular file, and the 1 GB snapshot ran on C1 with
         // the default heap (analyze: 55.6 s and 3,781 MiB of RSS, against 30.3 s and 1,776 MiB unlinked)
-        assertThat(options("analyze", link.toString())).containsExactly("jit:", "heap:-Xmx1024m -Xmn128m");
-        assertThat(options("analyze", "link.pickle")).containsExactly("jit:", "heap:-Xmx1024m -Xmn128m");
+        assertThat(options("analyze", link.toString())).containsExactly(LARGE_JIT, "heap:-Xmx1024m -Xmn128m");
+        assertThat(options("analyze", "link.pickle")).containsExactly(LARGE_JIT, "heap:-Xmx1024m -Xmn128m");
     }
 
     @Test
