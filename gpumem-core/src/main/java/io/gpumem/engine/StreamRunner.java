@@ -545,10 +545,13 @@ public final class StreamRunner {
             return new Checkpoint(r.dev, r.allocator, r);
         }
 
-        /** A copy of the state of {@code r}, which goes on unchanged; the allocator must be forkable. */
+        /**
+         * A copy of the state of {@code r}, which goes on unchanged; the allocator must be forkable. The copy keeps
+         * no statistics: a checkpoint is only forked, and its forks count nothing either.
+         */
         static Checkpoint copying(Replay r) {
             SimulatedDevice d = r.dev.copyWithCapacity(r.dev.properties().totalMemory());
-            return new Checkpoint(d, ((ForkableAllocator) r.allocator).copyOnto(d), r);
+            return new Checkpoint(d, ((ForkableAllocator) r.allocator).uncountedCopyOnto(d), r);
         }
 
         /**
