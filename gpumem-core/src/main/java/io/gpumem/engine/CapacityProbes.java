@@ -5,6 +5,7 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.function.BooleanSupplier;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -37,9 +38,13 @@ import org.jspecify.annotations.Nullable;
  * <p>Memory: a checkpoint holds copies of device and allocator and the addresses of the slots live at its op (not
  * one per slot of the stream, which would be 44 MB on a 1 GB snapshot's 5.5 M allocations); a search adds at most
  * {@link #MAX_CHECKPOINTS}: past that the oldest added goes (a bisection's next probe lies between its latest ones).
- * Which checkpoint a probe starts from changes only how much it replays, never its outcome. The probes of a search
- * run one after another, so each plays into the per-slot array the previous one finished with, cleared: a probe
- * allocates no array the size of the stream.
+ * Which checkpoint a probe starts from changes only how much it replays, never its outcome. A probe plays into a
+ * per-slot array a finished one left, cleared: a search allocates one array the size of the stream per probe it
+ * runs at once (one, unless {@link ProbeLookahead} runs some ahead on idle workers).
+ *
+ * <p>Concurrency: the probes of one search may run side by side (the lookahead's); the seen runs, the checkpoints
+ * and the spare arrays are guarded by this object, and each probe replays on its own copies, outside the lock. A
+ * checkpoint is only read once made (forks copy it under its allocator's lock and its device's monitor).
  *
  * <p>Invariants: checkpoints are sorted by op; the first, at the stream's start, always stays; a checkpoint at op k
  * has consumed at most the prefix maximum of the trajectory before k, so every probe that uses it (C at least that
@@ -66,8 +71,13 @@ final class CapacityProbes {
     private final List<StreamRunner.Checkpoint> checkpoints = new ArrayList<>();
     /** The checkpoints added after the first, oldest first. */
     private final ArrayDeque<StreamRunner.Checkpoint> added = new ArrayDeque<>();
-    /** The per-slot address array the last probe played into, to be cleared and reused by the next; null before. */
-    private long @Nullable [] spareAddresses;
+    /** Per-slot address arrays of finished probes, to be cleared and reused by the next ones. */
+    private final ArrayDeque<long[]> spareAddresses = new ArrayDeque<>();
+
+    /** Ops a probe replays between two looks at whether it is abandoned (about a millisecond). */
+    static final int CHUNK = 1 << 14;
+
+    private static final BooleanSupplier NEVER = () -> false;
 
     private final int maxAdded;
 
@@ -120,6 +130,21 @@ final class CapacityProbes {
 
     /** Whether the stream runs without an out-of-memory error on a device of {@code capacity} bytes. */
     boolean runsWithoutOom(long capacity) {
+        Boolean runs = runsWithoutOom(capacity, NEVER);
+        if (runs == null) {
+            throw new IllegalStateException("a probe never abandoned gave no answer at " + capacity);
+        }
+        return runs;
+    }
+
+    /**
+     * {@link #runsWithoutOom(long)}, or null once {@code abandoned} says so: the replay checks it every
+     * {@link #CHUNK} ops and stops there, recording no run (a checkpoint it left before stopping stays: it is a
+     * state of the stream that every capacity at least its consumed bytes shares). Safe to call from several threads
+     * at once: the probes of one search may run side by side ({@link ProbeLookahead}).
+     */
+    @Nullable
+    Boolean runsWithoutOom(long capacity, BooleanSupplier abandoned) {
         if (startConsumed > capacity) {
             return runner.runsWithoutOom(policy, options.forSearch(capacity));
         }
@@ -127,44 +152,78 @@ final class CapacityProbes {
         if (d == peakAfter.length) {
             return true; // never more than capacity consumed: this run is the unlimited one, which ran
         }
-        for (SeenRun run : seen) {
-            if (run.from() <= capacity && capacity < run.below()) {
-                runner.probesAnsweredBySeenRuns.incrementAndGet();
-                return run.ranWithoutOom(); // the same run as a probe already made
+        StreamRunner.Checkpoint base;
+        long[] address;
+        synchronized (this) {
+            for (SeenRun run : seen) {
+                if (run.from() <= capacity && capacity < run.below()) {
+                    runner.probesAnsweredBySeenRuns.incrementAndGet();
+                    return run.ranWithoutOom(); // the same run as a probe already made
+                }
             }
+            base = checkpoints.getFirst();
+            for (int i = 0; i < checkpoints.size() && checkpoints.get(i).next <= d; i++) {
+                base = checkpoints.get(i);
+            }
+            address = spareAddresses.poll();
         }
-        StreamRunner.Checkpoint base = checkpoints.getFirst();
-        int at = 0;
-        for (int i = 0; i < checkpoints.size() && checkpoints.get(i).next <= d; i++) {
-            base = checkpoints.get(i);
-            at = i;
-        }
-        long[] address = spareAddresses;
         if (address == null) {
             address = new long[runner.stream().slots];
         } else {
-            spareAddresses = null;
             Arrays.fill(address, 0);
         }
         StreamRunner.Replay r = base.fork(capacity, address);
         runner.replaysBegun.incrementAndGet();
         StreamRunner.Counters out = new StreamRunner.Counters();
-        if (r.next < d) {
-            runner.play(r, d, out, true, null);
-            // a copy costs about as much as replaying a few thousand ops: keep only checkpoints that save more
-            if (d - base.next >= runner.checkpointGain()) {
-                StreamRunner.Checkpoint checkpoint = StreamRunner.Checkpoint.copying(r);
-                checkpoints.add(at + 1, checkpoint);
-                added.addLast(checkpoint);
-                if (added.size() > maxAdded) {
-                    StreamRunner.Checkpoint oldest = added.removeFirst();
-                    checkpoints.removeIf(c -> c == oldest);
+        try {
+            if (r.next < d) {
+                if (!play(r, d, out, abandoned)) {
+                    return null;
+                }
+                // a copy costs about as much as replaying a few thousand ops: keep only checkpoints that save more
+                if (d - base.next >= runner.checkpointGain()) {
+                    addCheckpoint(StreamRunner.Checkpoint.copying(r));
                 }
             }
+            if (!play(r, runner.stream().length, out, abandoned)) {
+                return null;
+            }
+        } finally {
+            synchronized (this) {
+                spareAddresses.push(r.address);
+            }
         }
-        runner.play(r, runner.stream().length, out, true, null);
-        spareAddresses = r.address;
-        seen.add(new SeenRun(r.dev.sameOutcomesFrom(), r.dev.sameOutcomesBelow(), out.ooms == 0));
+        synchronized (this) {
+            seen.add(new SeenRun(r.dev.sameOutcomesFrom(), r.dev.sameOutcomesBelow(), out.ooms == 0));
+        }
         return out.ooms == 0;
+    }
+
+    /** Plays {@code r} on to {@code end} or its first failure, in chunks; false if abandoned before that. */
+    private boolean play(StreamRunner.Replay r, int end, StreamRunner.Counters out, BooleanSupplier abandoned) {
+        while (r.next < end && out.ooms == 0) {
+            if (abandoned.getAsBoolean()) {
+                return false;
+            }
+            runner.play(r, Math.min(end, r.next + CHUNK), out, true, null);
+        }
+        return true;
+    }
+
+    /** Adds {@code checkpoint} in op order (unless one at its op is there), dropping the oldest added past the cap. */
+    private synchronized void addCheckpoint(StreamRunner.Checkpoint checkpoint) {
+        int at = 0;
+        while (at < checkpoints.size() && checkpoints.get(at).next < checkpoint.next) {
+            at++;
+        }
+        if (at < checkpoints.size() && checkpoints.get(at).next == checkpoint.next) {
+            return; // a probe beside this one left the same state there
+        }
+        checkpoints.add(at, checkpoint);
+        added.addLast(checkpoint);
+        if (added.size() > maxAdded) {
+            StreamRunner.Checkpoint oldest = added.removeFirst();
+            checkpoints.removeIf(c -> c == oldest);
+        }
     }
 }

@@ -1,6 +1,7 @@
 package io.gpumem.engine;
 
 import java.util.function.LongPredicate;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The one minimum-capacity search of the what-if runs ({@link StreamRunner}, whatever the source of its stream): the smallest
@@ -33,20 +34,33 @@ public final class MinimumCapacity {
      *     (the smallest that runs where feasibility is monotone)
      */
     public static long search(long failing, long running, LongPredicate runsWithoutOom) {
+        return search(failing, running, runsWithoutOom, null);
+    }
+
+    /**
+     * {@link #search(long, long, LongPredicate)}, its probes asked through {@code ahead} when given (which may have
+     * computed them ahead on idle workers, {@link ProbeLookahead}; the probes asked, and so the answer, are the same).
+     */
+    static long search(long failing, long running, LongPredicate runsWithoutOom, @Nullable ProbeLookahead ahead) {
         long lo = failing;
         long hi = running;
         if (lo >= hi) {
             lo = hi - STEP;
         }
         while (hi - lo > STEP) {
-            long mid = lo + (hi - lo) / STEP / 2 * STEP;
-            if (runsWithoutOom.test(mid)) {
+            long mid = midpoint(lo, hi);
+            if (ahead != null ? ahead.answer(lo, mid, hi) : runsWithoutOom.test(mid)) {
                 hi = mid;
             } else {
                 lo = mid;
             }
         }
         return hi;
+    }
+
+    /** The probe of the bracket {@code (lo, hi)}, two multiples of {@link #STEP} more than a step apart. */
+    static long midpoint(long lo, long hi) {
+        return lo + (hi - lo) / STEP / 2 * STEP;
     }
 
     /** {@code bytes} rounded up to a multiple of {@link #STEP}. */

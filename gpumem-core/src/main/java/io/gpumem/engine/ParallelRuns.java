@@ -2,11 +2,11 @@ package io.gpumem.engine;
 
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.CompletionService;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ExecutorCompletionService;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
+import java.util.Objects;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 import java.util.function.IntConsumer;
 import java.util.function.Supplier;
@@ -20,8 +20,11 @@ import org.jspecify.annotations.Nullable;
  * <p>Invariants: results come in the order the runs were given, whatever order they finish in; a run that throws
  * a {@link RuntimeException} gives a {@link Attempt} holding it, so that the caller sees the failure where a
  * sequential loop would have (the first failing run in order), not whichever failed first on the clock; an
- * {@link Error} (out of memory) is rethrown as it was once the other runs are stopped. The threads are daemons,
- * one per run up to {@code threads}, and gone when {@link #all} returns.
+ * {@link Error} (out of memory) is rethrown as it was, as soon as it happens (the other runs are left to end on their
+ * own). The threads are daemons: one per run up to {@code threads}, and while fewer runs than threads remain, the
+ * others serve the running ones' capacity searches as {@link IdleWorkers} (a search asks them to probe ahead of its
+ * bisection, {@link ProbeLookahead}; its answer is the one it gives alone). A worker leaves when no run is left and
+ * {@link #all} has returned.
  */
 public final class ParallelRuns {
 
@@ -48,46 +51,52 @@ public final class ParallelRuns {
     }
 
     /**
-     * Runs {@code runs} on up to {@code threads} threads (on the calling thread alone when one suffices) and
+     * Runs {@code runs} on up to {@code threads} threads (on the calling thread when {@code threads} is 1) and
      * returns their results in the order given; {@code done} is told, on the calling thread, how many have finished
      * each time one does.
      */
     public static <T> List<Attempt<T>> all(List<? extends Supplier<? extends T>> runs, int threads, IntConsumer done) {
         int n = runs.size();
         List<Attempt<T>> results = new ArrayList<>(n);
-        if (threads <= 1 || n <= 1) {
+        if (threads <= 1 || n == 0) {
             for (int i = 0; i < n; i++) {
                 results.add(attempt(runs.get(i)));
                 done.accept(i + 1);
             }
             return results;
         }
-        ExecutorService pool = Executors.newFixedThreadPool(Math.min(threads, n), r -> {
-            Thread t = new Thread(r, "gpumem-whatif");
-            t.setDaemon(true);
-            return t;
+        // one worker per run up to the thread count, and as many more (up to what a search's lookahead can use) to
+        // serve the runs' capacity searches once no run is left to start
+        int workers = Math.min(threads, n + ProbeLookahead.MAX_LENT);
+        AtomicReferenceArray<Attempt<T>> slots = new AtomicReferenceArray<>(n); // each run fills its own slot
+        AtomicInteger nextRun = new AtomicInteger();
+        BlockingQueue<Integer> finished = new LinkedBlockingQueue<>(); // run index, or -1 after an Error
+        AtomicReference<@Nullable Error> error = new AtomicReference<>();
+        IdleWorkers idle = new IdleWorkers();
+        Runnable worker = () -> ScopedValue.where(IdleWorkers.CURRENT, idle).run(() -> {
+            for (int i = nextRun.getAndIncrement(); i < n; i = nextRun.getAndIncrement()) {
+                try {
+                    slots.set(i, attempt(runs.get(i)));
+                    finished.add(i);
+                } catch (Error e) {
+                    error.compareAndSet(null, e);
+                    finished.add(-1);
+                    return;
+                }
+            }
+            idle.serve();
         });
         try {
-            AtomicReferenceArray<Attempt<T>> slots = new AtomicReferenceArray<>(n); // each run fills its own slot
-            CompletionService<Integer> cs = new ExecutorCompletionService<>(pool);
-            for (int i = 0; i < n; i++) {
-                Supplier<? extends T> run = runs.get(i);
-                int slot = i;
-                cs.submit(() -> {
-                    slots.set(slot, attempt(run));
-                    return slot;
-                });
+            for (int w = 0; w < workers; w++) {
+                Thread t = new Thread(worker, "gpumem-whatif-" + w);
+                t.setDaemon(true);
+                t.start();
             }
-            for (int finished = 1; finished <= n; finished++) {
-                try {
-                    cs.take().get();
-                } catch (ExecutionException e) {
-                    if (e.getCause() instanceof Error err) {
-                        throw err;
-                    }
-                    throw new IllegalStateException(e.getCause());
+            for (int count = 1; count <= n; count++) {
+                if (finished.take() < 0) {
+                    throw Objects.requireNonNull(error.get());
                 }
-                done.accept(finished);
+                done.accept(count);
             }
             for (int i = 0; i < n; i++) {
                 results.add(slots.get(i));
@@ -97,7 +106,7 @@ public final class ParallelRuns {
             Thread.currentThread().interrupt();
             throw new IllegalStateException("interrupted while running what-ifs", e);
         } finally {
-            pool.shutdownNow();
+            idle.close();
         }
     }
 

@@ -57,6 +57,8 @@ public final class StreamRunner {
     final AtomicLong replaysBegun = new AtomicLong();
     /** Capacity-search probes answered by a run already made instead of a replay ({@link CapacityProbes}). */
     final AtomicLong probesAnsweredBySeenRuns = new AtomicLong();
+    /** Capacity-search probes the search took already computed, or being computed, by an idle worker. */
+    final AtomicLong probesTakenAhead = new AtomicLong();
 
     final AtomicLong opsReplayed = new AtomicLong();
     private volatile boolean prefixReuse = true;
@@ -134,11 +136,12 @@ public final class StreamRunner {
     }
 
     /**
-     * {@code {replays begun, ops replayed, capacity probes answered without a replay}} so far by this runner (a
-     * measurement aid).
+     * {@code {replays begun, ops replayed, capacity probes answered without a replay, capacity probes taken from
+     * idle workers that ran them ahead}} so far by this runner (a measurement aid).
      */
     public long[] replayCounts() {
-        return new long[] {replaysBegun.get(), opsReplayed.get(), probesAnsweredBySeenRuns.get()};
+        return new long[] {replaysBegun.get(), opsReplayed.get(), probesAnsweredBySeenRuns.get(), probesTakenAhead.get()
+        };
     }
 
     /**
@@ -429,11 +432,28 @@ public final class StreamRunner {
             running = MinimumCapacity.roundUp(2 * running);
         }
         long floor = failing;
-        long answer = MinimumCapacity.search(failing, running, s::runsWithoutOom);
+        long answer = bisect(s, failing, running);
         if (answer == floor + step && !floorProbed && floor > liveFloor && s.runsWithoutOom(floor)) {
-            answer = MinimumCapacity.search(liveFloor, floor, s::runsWithoutOom);
+            answer = bisect(s, liveFloor, floor);
         }
         return answer;
+    }
+
+    /**
+     * {@link MinimumCapacity#search} over {@code (failing, running]}, with its probes run ahead on the idle workers of
+     * this thread's batch where there are some and the probes reuse prefixes ({@link ProbeLookahead}).
+     */
+    private long bisect(Search s, long failing, long running) {
+        CapacityProbes probes = s.probes;
+        if (probes == null || !IdleWorkers.CURRENT.isBound()) {
+            return MinimumCapacity.search(failing, running, s::runsWithoutOom);
+        }
+        ProbeLookahead ahead = new ProbeLookahead(probes::runsWithoutOom, IdleWorkers.CURRENT.get(), probesTakenAhead);
+        try {
+            return MinimumCapacity.search(failing, running, s::runsWithoutOom, ahead);
+        } finally {
+            ahead.abandonAll();
+        }
     }
 
     /** The unlimited run of a capacity search and the probes it makes possible. */

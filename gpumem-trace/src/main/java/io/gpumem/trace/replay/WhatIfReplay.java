@@ -339,7 +339,10 @@ public final class WhatIfReplay {
         runner.setMaxCheckpoints(count);
     }
 
-    /** {@code {replays begun, entries replayed}} so far by this object's evaluations (a measurement aid). */
+    /**
+     * {@code {replays begun, entries replayed, probes answered by a run already made, probes taken from idle
+     * workers}} so far by this object's evaluations (a measurement aid).
+     */
     public long[] replayCounts() {
         return runner.replayCounts();
     }

@@ -3,6 +3,7 @@ package io.gpumem.trace.replay;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.engine.ParallelRuns;
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.trace.TestTraces;
 import io.gpumem.trace.io.TraceReaders;
@@ -14,13 +15,15 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
+import java.util.function.Supplier;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The capacity search with prefix reuse ({@link CapacityProbes}) must give exactly what full replays give: every
- * field of every row (but the measured time per pair), on every shared trace and on seeded random scripts.
+ * field of every row (but the measured time per pair), on every shared trace and on seeded random scripts, also
+ * with its probes run ahead, side by side, by idle workers.
  */
 class CapacityProbesTest {
 
@@ -54,6 +57,16 @@ class CapacityProbesTest {
 
     /** As above, the checkpoints one search adds bounded by {@code maxCheckpoints} (1: one kept, the latest). */
     private static long[] assertSameRows(String what, TraceSnapshot s, int checkpointGain, int maxCheckpoints) {
+        return assertSameRows(what, s, checkpointGain, maxCheckpoints, 1);
+    }
+
+    /**
+     * As above; with {@code threads} above 1, each evaluation with reuse runs as the one run of a
+     * {@link ParallelRuns} batch of that many threads, whose idle workers run its searches' probes ahead
+     * ({@code ProbeLookahead}).
+     */
+    private static long[] assertSameRows(
+            String what, TraceSnapshot s, int checkpointGain, int maxCheckpoints, int threads) {
         AllocatorConfig recordedConfig = RecordedConfig.of(s);
         WhatIfReplay off = new WhatIfReplay(s, 0, new WindowRebuilder(recordedConfig).rebuild(s, 0));
         WhatIfReplay on = new WhatIfReplay(s, 0, new WindowRebuilder(recordedConfig).rebuild(s, 0));
@@ -66,7 +79,13 @@ class CapacityProbesTest {
             long[] x0 = off.replayCounts();
             long[] y0 = on.replayCounts();
             RunOutcome a = off.evaluate(configs.get(i), i == 0, capacity);
-            RunOutcome b = on.evaluate(configs.get(i), i == 0, capacity);
+            AllocatorConfig config = configs.get(i);
+            boolean recorded = i == 0;
+            Supplier<RunOutcome> run = () -> on.evaluate(config, recorded, capacity);
+            RunOutcome b = threads <= 1
+                    ? run.get()
+                    : ParallelRuns.<RunOutcome>values(List.of(run), threads, done -> {})
+                            .getFirst();
             long[] x1 = off.replayCounts();
             long[] y1 = on.replayCounts();
             System.out.println("  " + what + " [" + configs.get(i).raw() + "]: replays " + (x1[0] - x0[0]) + " -> "
@@ -80,9 +99,12 @@ class CapacityProbesTest {
         long[] x = off.replayCounts();
         long[] y = on.replayCounts();
         System.out.println(what + ": replays " + x[0] + " -> " + y[0] + ", entries replayed " + x[1] + " -> " + y[1]
-                + ", probes answered by a run already made " + y[2]);
+                + ", probes answered by a run already made " + y[2] + ", taken from idle workers " + y[3]);
         assertThat(x[2]).as("probes answered without replay when reuse is off").isZero();
-        return new long[] {x[0], x[1], y[0], y[1], y[2]};
+        if (threads <= 1) {
+            assertThat(y[3]).as("probes taken from idle workers without any").isZero();
+        }
+        return new long[] {x[0], x[1], y[0], y[1], y[2], y[3]};
     }
 
     @Test
@@ -97,16 +119,22 @@ class CapacityProbesTest {
         }
         assertThat(traces).isNotEmpty();
         long answered = 0;
+        long takenAhead = 0;
         for (Path t : traces) {
             TraceSnapshot s = TraceReaders.read(t);
             long[] counts = assertSameRows(t.getFileName().toString(), s);
             assertThat(counts[3]).as("entries replayed with reuse").isLessThanOrEqualTo(counts[1]);
             answered += counts[4];
             assertSameRows(t.getFileName() + " (a checkpoint at every probe)", s, 1);
+            takenAhead += assertSameRows(t.getFileName() + " (probes run ahead by 3 idle workers)", s, 1, 64, 4)[5];
         }
-        // the equal rows above cover the probes answered by a run already made; there must be some to cover
+        // the equal rows above cover the probes answered by a run already made, and those run ahead; there must be
+        // some of each to cover
         assertThat(answered)
                 .as("probes answered by a run already made, over the shared traces")
+                .isPositive();
+        assertThat(takenAhead)
+                .as("probes taken from idle workers, over the shared traces")
                 .isPositive();
     }
 
@@ -147,6 +175,8 @@ class CapacityProbesTest {
             TraceSnapshot s = TraceReaders.read(f);
             if (round % 4 == 2) {
                 assertSameRows(what + " (one checkpoint kept)", s, 1, 1);
+            } else if (round % 4 == 3) {
+                assertSameRows(what + " (probes run ahead by idle workers)", s, 1, 2, 2 + rnd.nextInt(4));
             } else {
                 assertSameRows(what, s, round % 2 == 0 ? 1 : 4096);
             }

@@ -1,0 +1,223 @@
+package io.gpumem.engine;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BooleanSupplier;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * One bisection of {@link MinimumCapacity#search} with the probes it may ask next run ahead, on the
+ * {@link IdleWorkers} of its batch: the speed-up of a capacity search on cores its batch leaves idle (fewer runs
+ * than cores, or the last, longest run of a batch). The answer is the bisection's own; only who computes a probe,
+ * and when, changes.
+ *
+ * <h2>Algorithm</h2>
+ * The probes a bisection can ask form a binary tree: below the probe {@code mid} of the bracket {@code (lo, hi)}
+ * lie the probe of {@code (lo, mid)}, asked if {@code mid} runs, and that of {@code (mid, hi)}, asked if it does
+ * not. Before the searching thread computes {@code mid}, it lends the tree below it, level by level (the lower
+ * child first: it is asked whenever a probe above the answer runs, which most of a bisection's first probes do),
+ * {@link #DEPTH} levels deep, for as long as a worker is free. When the bracket narrows, every probe lent outside
+ * it can no longer be asked and is abandoned: its replay stops at its next chunk ({@link AbandonableProbe}), which
+ * frees its worker for the new subtree. A probe already done, or running, is taken when asked (waiting for it if
+ * it is still running); one lent but not yet started is taken back and computed by the searching thread.
+ *
+ * <h2>Why the answer does not change</h2>
+ * A probe's outcome depends on its capacity alone (a replay is deterministic, and {@link CapacityProbes} answers a
+ * capacity the same whichever checkpoint or earlier run it uses), so a probe computed ahead on another thread is
+ * the probe the bisection would have computed; the bisection itself, {@link MinimumCapacity#search}, decides which
+ * probes it asks in which order, and reads only their outcomes.
+ *
+ * <p>Invariants: a capacity is lent at most once while it stays inside the bracket; a lent probe is in
+ * {@link #lent} from its lending until it is taken, abandoned, or {@link #abandonAll} ends the search; a probe that
+ * throws is rethrown, as it was, by the thread that asks for it, and by nobody if nobody does.
+ */
+final class ProbeLookahead {
+
+    /** Levels of the probe tree below the current probe that may be lent. */
+    static final int DEPTH = 3;
+
+    /** The most probes one search can have lent at once: the tree below a probe, {@link #DEPTH} levels deep. */
+    static final int MAX_LENT = (1 << (DEPTH + 1)) - 2;
+
+    /** A capacity probe whose replay can be abandoned between chunks. */
+    interface AbandonableProbe {
+        /**
+         * Whether the stream runs without an out-of-memory error at {@code capacity}; null when {@code abandoned}
+         * turned true before the answer was known.
+         */
+        @Nullable
+        Boolean runsWithoutOom(long capacity, BooleanSupplier abandoned);
+    }
+
+    private static final BooleanSupplier NEVER = () -> false;
+
+    private enum State {
+        QUEUED,
+        RUNNING,
+        DONE
+    }
+
+    /** A probe lent to a worker. */
+    private static final class Lent {
+        final long capacity;
+        /** Guarded by the lookahead. */
+        State state = State.QUEUED;
+
+        volatile boolean abandoned;
+        boolean runs;
+
+        @Nullable
+        Throwable failure;
+
+        Lent(long capacity) {
+            this.capacity = capacity;
+        }
+    }
+
+    private final AbandonableProbe probe;
+    private final IdleWorkers workers;
+    /** The probes lent and not yet taken or abandoned, by capacity; guarded by this. */
+    private final Map<Long, Lent> lent = new HashMap<>();
+
+    /** Counts the probes the search took from a worker instead of computing them itself. */
+    private final AtomicLong takenAhead;
+
+    ProbeLookahead(AbandonableProbe probe, IdleWorkers workers, AtomicLong takenAhead) {
+        this.probe = probe;
+        this.workers = workers;
+        this.takenAhead = takenAhead;
+    }
+
+    /**
+     * The outcome of the probe {@code mid} of the bracket {@code (lo, hi)}, after lending the probes below it and
+     * abandoning those the bracket has left behind.
+     */
+    boolean answer(long lo, long mid, long hi) {
+        Lent mine;
+        synchronized (this) {
+            abandonOutside(lo, hi);
+            mine = lent.remove(mid);
+            if (mine != null && mine.state == State.QUEUED) {
+                mine.abandoned = true; // its worker, when it gets to it, skips it: computed here instead
+                mine = null;
+            }
+        }
+        lendBelow(lo, mid, hi);
+        if (mine == null) {
+            Boolean runs = probe.runsWithoutOom(mid, NEVER);
+            if (runs == null) {
+                throw new IllegalStateException("a probe never abandoned gave no answer at " + mid);
+            }
+            return runs;
+        }
+        takenAhead.incrementAndGet();
+        synchronized (this) {
+            while (mine.state != State.DONE) {
+                try {
+                    wait();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw new IllegalStateException("interrupted while waiting for a probe", e);
+                }
+            }
+        }
+        Throwable failure = mine.failure;
+        if (failure instanceof RuntimeException re) {
+            throw re;
+        }
+        if (failure instanceof Error err) {
+            throw err;
+        }
+        return mine.runs;
+    }
+
+    /** Abandons every probe still lent: the search has its answer. */
+    synchronized void abandonAll() {
+        for (Lent l : lent.values()) {
+            l.abandoned = true;
+        }
+        lent.clear();
+    }
+
+    /** Probes lent now (for tests). */
+    synchronized int lentCount() {
+        return lent.size();
+    }
+
+    private void abandonOutside(long lo, long hi) {
+        for (Iterator<Lent> it = lent.values().iterator(); it.hasNext(); ) {
+            Lent l = it.next();
+            if (l.capacity <= lo || l.capacity >= hi) {
+                l.abandoned = true;
+                it.remove();
+            }
+        }
+    }
+
+    /** Lends the probes below {@code mid}, breadth first and lower child first, while a worker is free. */
+    private void lendBelow(long lo, long mid, long hi) {
+        List<long[]> level = new ArrayList<>(List.of(new long[] {lo, mid, hi}));
+        for (int depth = 0; depth < DEPTH && !level.isEmpty(); depth++) {
+            List<long[]> below = new ArrayList<>();
+            for (long[] node : level) {
+                long[][] children = {{node[0], node[1]}, {node[1], node[2]}};
+                for (long[] bracket : children) {
+                    if (bracket[1] - bracket[0] <= MinimumCapacity.STEP) {
+                        continue; // no probe: the bisection stops there
+                    }
+                    long c = MinimumCapacity.midpoint(bracket[0], bracket[1]);
+                    if (!lend(c)) {
+                        return;
+                    }
+                    below.add(new long[] {bracket[0], c, bracket[1]});
+                }
+            }
+            level = below;
+        }
+    }
+
+    /** Lends the probe at {@code capacity} unless it already is; false when no worker is free. */
+    private boolean lend(long capacity) {
+        Lent l;
+        synchronized (this) {
+            if (lent.containsKey(capacity)) {
+                return true;
+            }
+            l = new Lent(capacity);
+            if (!workers.lend(() -> run(l))) {
+                return false;
+            }
+            lent.put(capacity, l);
+        }
+        return true;
+    }
+
+    /** A worker's side of a lent probe. */
+    private void run(Lent l) {
+        synchronized (this) {
+            if (l.state != State.QUEUED || l.abandoned) {
+                return;
+            }
+            l.state = State.RUNNING;
+        }
+        Boolean runs = null;
+        Throwable failure = null;
+        try {
+            runs = probe.runsWithoutOom(l.capacity, () -> l.abandoned);
+        } catch (RuntimeException | Error e) {
+            failure = e;
+        }
+        synchronized (this) {
+            if (runs != null) {
+                l.runs = runs;
+            }
+            l.failure = failure;
+            l.state = State.DONE;
+            notifyAll();
+        }
+    }
+}

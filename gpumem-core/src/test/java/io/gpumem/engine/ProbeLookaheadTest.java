@@ -1,0 +1,258 @@
+package io.gpumem.engine;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BooleanSupplier;
+import java.util.function.LongPredicate;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A bisection whose probes idle workers run ahead ({@link ProbeLookahead}) answers the same as the bisection
+ * alone, whatever the workers compute and however their timing falls (every probe it asks computed by someone);
+ * probes it leaves behind are abandoned, and a probe's failure reaches the search that asks for it.
+ */
+class ProbeLookaheadTest {
+
+    private static final long STEP = MinimumCapacity.STEP;
+
+    /** Workers serving {@code idle} on their own threads until it is closed. */
+    private static List<Thread> serve(IdleWorkers idle, int count) {
+        List<Thread> threads = new ArrayList<>();
+        for (int i = 0; i < count; i++) {
+            Thread t = new Thread(idle::serve, "test-worker-" + i);
+            t.setDaemon(true);
+            t.start();
+            threads.add(t);
+        }
+        return threads;
+    }
+
+    private static void awaitFree(IdleWorkers idle, int count) throws InterruptedException {
+        for (int i = 0; i < 5000 && idle.free() < count; i++) {
+            Thread.sleep(1);
+        }
+        assertThat(idle.free()).as("workers waiting").isEqualTo(count);
+    }
+
+    /**
+     * Seeded predicates, monotone and not (a capacity's outcome a fixed function of it, computed slowly enough for
+     * workers to overlap): the lookahead's answer and the probes the search asks are the plain bisection's.
+     */
+    @Test
+    void answersAndAsksAsTheBisectionAloneOnRandomPredicates() throws Exception {
+        long seed = System.nanoTime();
+        System.out.println("ProbeLookaheadTest seed " + seed);
+        Random rnd = new Random(seed);
+        for (int round = 0; round < 40; round++) {
+            long lo = STEP * rnd.nextInt(50);
+            long hi = lo + STEP * (2 + rnd.nextInt(3000));
+            long threshold = lo + STEP * (1 + rnd.nextInt((int) ((hi - lo) / STEP)));
+            long noiseSeed = rnd.nextLong();
+            boolean monotone = rnd.nextBoolean();
+            // above the threshold everything runs; below it, monotone: nothing; else a fixed pseudo-random half
+            LongPredicate outcome =
+                    c -> c >= threshold || (!monotone && (Long.hashCode(c * 0x9E3779B97F4A7C15L ^ noiseSeed) & 1) == 0);
+            List<Long> askedAlone = new ArrayList<>();
+            long alone = MinimumCapacity.search(lo, hi, c -> {
+                askedAlone.add(c);
+                return outcome.test(c);
+            });
+
+            int workers = 1 + rnd.nextInt(6);
+            IdleWorkers idle = new IdleWorkers();
+            List<Thread> threads = serve(idle, workers);
+            awaitFree(idle, workers);
+            List<Long> computed = Collections.synchronizedList(new ArrayList<>());
+            ProbeLookahead.AbandonableProbe probe = (c, abandoned) -> {
+                computed.add(c);
+                for (int spin = 0; spin < 1 + rnd(c, noiseSeed); spin++) {
+                    if (abandoned.getAsBoolean()) {
+                        return null;
+                    }
+                    Thread.onSpinWait();
+                }
+                return outcome.test(c);
+            };
+            AtomicLong taken = new AtomicLong();
+            ProbeLookahead ahead = new ProbeLookahead(probe, idle, taken);
+            long withWorkers;
+            try {
+                withWorkers = MinimumCapacity.search(
+                        lo,
+                        hi,
+                        c -> {
+                            throw new AssertionError("the plain predicate is not asked when a lookahead is given");
+                        },
+                        ahead);
+            } finally {
+                ahead.abandonAll();
+                idle.close();
+            }
+            for (Thread t : threads) {
+                t.join(10_000);
+                assertThat(t.isAlive()).as("worker gone after close").isFalse();
+            }
+            String what = "seed " + seed + " round " + round + " (" + workers + " workers, "
+                    + (monotone ? "monotone" : "not monotone") + ")";
+            assertThat(withWorkers).as(what).isEqualTo(alone);
+            assertThat(ahead.lentCount()).as(what + ": lent after the search").isZero();
+            assertThat(computed)
+                    .as(what + ": every asked probe computed by someone")
+                    .containsAll(askedAlone);
+        }
+    }
+
+    /** Some busy work per capacity, so that probes end in a different order than they start. */
+    private static int rnd(long c, long seed) {
+        return (int) Math.floorMod(Long.hashCode(c ^ seed) * 31L, 20_000);
+    }
+
+    /** With one worker, the probe below the current one is lent and taken when the current one runs. */
+    @Test
+    void theSearchTakesTheProbeItsWorkerRanAhead() throws Exception {
+        IdleWorkers idle = new IdleWorkers();
+        serve(idle, 1);
+        awaitFree(idle, 1);
+        AtomicLong taken = new AtomicLong();
+        List<Long> byWorker = Collections.synchronizedList(new ArrayList<>());
+        String searcher = Thread.currentThread().getName();
+        ProbeLookahead ahead = new ProbeLookahead(
+                (c, abandoned) -> {
+                    if (!Thread.currentThread().getName().equals(searcher)) {
+                        byWorker.add(c);
+                    }
+                    sleep(20); // long enough for the worker to start the probe lent beside this one
+                    return true; // everything runs: each next probe is the lower child, the one lent
+                },
+                idle,
+                taken);
+        try {
+            long answer = MinimumCapacity.search(0, 64 * STEP, c -> true, ahead);
+            assertThat(answer).isEqualTo(STEP);
+        } finally {
+            ahead.abandonAll();
+            idle.close();
+        }
+        assertThat(byWorker).as("probes the worker ran").isNotEmpty();
+        assertThat(taken.get()).as("probes the search took from the worker").isPositive();
+    }
+
+    /** A probe the bracket leaves behind is abandoned while it runs, and its worker is free again. */
+    @Test
+    void aProbeLeftBehindIsAbandonedAndItsWorkerFreed() throws Exception {
+        IdleWorkers idle = new IdleWorkers();
+        serve(idle, 1);
+        awaitFree(idle, 1);
+        long lo = 0;
+        long hi = 8 * STEP; // probes: 4 steps; below it 2 (lent to the worker), above it 6
+        CountDownLatch workerStarted = new CountDownLatch(1);
+        CountDownLatch workerGaveUp = new CountDownLatch(1);
+        ProbeLookahead ahead = new ProbeLookahead(
+                (c, abandoned) -> {
+                    if (c == 2 * STEP) {
+                        workerStarted.countDown();
+                        waitUntil(abandoned);
+                        workerGaveUp.countDown();
+                        return null;
+                    }
+                    return c >= 7 * STEP; // 4 fails: the bracket moves above 2, which is then abandoned
+                },
+                idle,
+                new AtomicLong());
+        try {
+            assertThat(ahead.answer(lo, 4 * STEP, hi)).isFalse();
+            assertThat(workerStarted.await(10, TimeUnit.SECONDS)).isTrue();
+            assertThat(ahead.lentCount()).isEqualTo(1);
+            assertThat(ahead.answer(4 * STEP, 6 * STEP, hi)).isFalse(); // (4, 8): 2 is behind now
+            assertThat(workerGaveUp.await(10, TimeUnit.SECONDS))
+                    .as("abandoned probe stopped")
+                    .isTrue();
+            awaitFree(idle, 1);
+        } finally {
+            ahead.abandonAll();
+            idle.close();
+        }
+    }
+
+    /** A probe run ahead that throws rethrows, as it was, in the search that asks for it. */
+    @Test
+    void aProbeFailureRunAheadReachesTheSearchThatAsks() throws Exception {
+        IdleWorkers idle = new IdleWorkers();
+        serve(idle, 2);
+        awaitFree(idle, 2);
+        IllegalStateException broken = new IllegalStateException("broken replay");
+        CountDownLatch thrown = new CountDownLatch(1);
+        ProbeLookahead ahead = new ProbeLookahead(
+                (c, abandoned) -> {
+                    if (c == 2 * STEP) {
+                        thrown.countDown();
+                        throw broken;
+                    }
+                    if (c == 4 * STEP) {
+                        awaitQuietly(thrown); // the lower child has failed before the current probe answers
+                    }
+                    return true;
+                },
+                idle,
+                new AtomicLong());
+        try {
+            assertThatThrownBy(() -> MinimumCapacity.search(0, 8 * STEP, c -> true, ahead))
+                    .isSameAs(broken);
+        } finally {
+            ahead.abandonAll();
+            idle.close();
+        }
+    }
+
+    /** Workers refuse jobs once closed, and lend only to a waiting worker. */
+    @Test
+    void workersLendOnlyWhileOneWaitsAndNotAfterClose() throws Exception {
+        IdleWorkers idle = new IdleWorkers();
+        assertThat(idle.lend(() -> {})).as("nobody waiting").isFalse();
+        serve(idle, 1);
+        awaitFree(idle, 1);
+        CountDownLatch release = new CountDownLatch(1);
+        assertThat(idle.lend(() -> awaitQuietly(release))).isTrue();
+        assertThat(idle.lend(() -> {})).as("the one worker is busy").isFalse();
+        release.countDown();
+        awaitFree(idle, 1);
+        idle.close();
+        assertThat(idle.lend(() -> {})).as("closed").isFalse();
+    }
+
+    private static void sleep(long millis) {
+        try {
+            Thread.sleep(millis);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException(e);
+        }
+    }
+
+    private static void waitUntil(BooleanSupplier condition) {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() > deadline) {
+                throw new AssertionError("never abandoned");
+            }
+            Thread.onSpinWait();
+        }
+    }
+
+    private static void awaitQuietly(CountDownLatch latch) {
+        try {
+            assertThat(latch.await(10, TimeUnit.SECONDS)).isTrue();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException(e);
+        }
+    }
+}
