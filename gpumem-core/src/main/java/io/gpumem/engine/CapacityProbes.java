@@ -74,9 +74,6 @@ final class CapacityProbes {
     /** Per-slot address arrays of finished probes, to be cleared and reused by the next ones. */
     private final ArrayDeque<long[]> spareAddresses = new ArrayDeque<>();
 
-    /** Ops a probe replays between two looks at whether it is abandoned (about a millisecond). */
-    static final int CHUNK = 1 << 14;
-
     private static final BooleanSupplier NEVER = () -> false;
 
     private final int maxAdded;
@@ -139,14 +136,14 @@ final class CapacityProbes {
 
     /**
      * {@link #runsWithoutOom(long)}, or null once {@code abandoned} says so: the replay checks it every
-     * {@link #CHUNK} ops and stops there, recording no run (a checkpoint it left before stopping stays: it is a
+     * {@link StreamRunner#CHUNK} ops and stops there, recording no run (a checkpoint it left before stopping stays: it is a
      * state of the stream that every capacity at least its consumed bytes shares). Safe to call from several threads
      * at once: the probes of one search may run side by side ({@link ProbeLookahead}).
      */
     @Nullable
     Boolean runsWithoutOom(long capacity, BooleanSupplier abandoned) {
         if (startConsumed > capacity) {
-            return runner.runsWithoutOom(policy, options.forSearch(capacity));
+            return runner.runsWithoutOom(policy, options.forSearch(capacity), abandoned);
         }
         int d = divergence(capacity);
         if (d == peakAfter.length) {
@@ -177,7 +174,7 @@ final class CapacityProbes {
         StreamRunner.Counters out = new StreamRunner.Counters();
         try {
             if (r.next < d) {
-                if (!play(r, d, out, abandoned)) {
+                if (!runner.playUnlessAbandoned(r, d, out, abandoned)) {
                     return null;
                 }
                 // a copy costs about as much as replaying a few thousand ops: keep only checkpoints that save more
@@ -185,7 +182,7 @@ final class CapacityProbes {
                     addCheckpoint(StreamRunner.Checkpoint.copying(r));
                 }
             }
-            if (!play(r, runner.stream().length, out, abandoned)) {
+            if (!runner.playUnlessAbandoned(r, runner.stream().length, out, abandoned)) {
                 return null;
             }
         } finally {
@@ -197,17 +194,6 @@ final class CapacityProbes {
             seen.add(new SeenRun(r.dev.sameOutcomesFrom(), r.dev.sameOutcomesBelow(), out.ooms == 0));
         }
         return out.ooms == 0;
-    }
-
-    /** Plays {@code r} on to {@code end} or its first failure, in chunks; false if abandoned before that. */
-    private boolean play(StreamRunner.Replay r, int end, StreamRunner.Counters out, BooleanSupplier abandoned) {
-        while (r.next < end && out.ooms == 0) {
-            if (abandoned.getAsBoolean()) {
-                return false;
-            }
-            runner.play(r, Math.min(end, r.next + CHUNK), out, true, null);
-        }
-        return true;
     }
 
     /** Adds {@code checkpoint} in op order (unless one at its op is there), dropping the oldest added past the cap. */

@@ -21,6 +21,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BooleanSupplier;
 import java.util.function.LongSupplier;
 import org.jspecify.annotations.Nullable;
 
@@ -369,6 +370,34 @@ public final class StreamRunner {
         return c.ooms == 0;
     }
 
+    /** {@link #runsWithoutOom(PreparedPolicy, Options)}, or null once {@code abandoned} says so (a lookahead probe). */
+    @Nullable
+    Boolean runsWithoutOom(PreparedPolicy policy, Options options, BooleanSupplier abandoned) {
+        Counters c = new Counters();
+        Replay r = begin(policy, options);
+        if (r == null) {
+            return false;
+        }
+        return playUnlessAbandoned(r, stream.length, c, abandoned) ? c.ooms == 0 : null;
+    }
+
+    /** Ops a probe replays between two looks at whether it is abandoned (about a millisecond). */
+    static final int CHUNK = 1 << 14;
+
+    /**
+     * Plays {@code r} on to {@code end} or its first failure, looking every {@link #CHUNK} ops at whether it is
+     * abandoned; false if it was, before getting there.
+     */
+    boolean playUnlessAbandoned(Replay r, int end, Counters out, BooleanSupplier abandoned) {
+        while (r.next < end && out.ooms == 0) {
+            if (abandoned.getAsBoolean()) {
+                return false;
+            }
+            play(r, Math.min(end, r.next + CHUNK), out, true, null);
+        }
+        return true;
+    }
+
     private void playAll(Replay r, Counters c, Options options, long @Nullable [] consumedAfter) {
         long t0 = System.nanoTime();
         play(r, stream.length, c, options.stopAtFirstOom(), consumedAfter);
@@ -441,14 +470,13 @@ public final class StreamRunner {
 
     /**
      * {@link MinimumCapacity#search} over {@code (failing, running]}, with its probes run ahead on the idle workers of
-     * this thread's batch where there are some and the probes reuse prefixes ({@link ProbeLookahead}).
+     * this thread's batch where there are some and the allocator is the exact one ({@link ProbeLookahead}).
      */
     private long bisect(Search s, long failing, long running) {
-        CapacityProbes probes = s.probes;
-        if (probes == null || !IdleWorkers.CURRENT.isBound()) {
+        if (!s.runsAhead || !IdleWorkers.CURRENT.isBound()) {
             return MinimumCapacity.search(failing, running, s::runsWithoutOom);
         }
-        ProbeLookahead ahead = new ProbeLookahead(probes::runsWithoutOom, IdleWorkers.CURRENT.get(), probesTakenAhead);
+        ProbeLookahead ahead = new ProbeLookahead(s::runsWithoutOom, IdleWorkers.CURRENT.get(), probesTakenAhead);
         try {
             return MinimumCapacity.search(failing, running, s::runsWithoutOom, ahead);
         } finally {
@@ -462,18 +490,34 @@ public final class StreamRunner {
         final Options options;
         final Counters unlimited;
         final @Nullable CapacityProbes probes;
+        /** Whether idle workers may run this search's probes ahead ({@link ProbeLookahead}). */
+        final boolean runsAhead;
 
-        Search(PreparedPolicy policy, Options options, Counters unlimited, @Nullable CapacityProbes probes) {
+        Search(
+                PreparedPolicy policy,
+                Options options,
+                Counters unlimited,
+                @Nullable CapacityProbes probes,
+                boolean runsAhead) {
             this.policy = policy;
             this.options = options;
             this.unlimited = unlimited;
             this.probes = probes;
+            this.runsAhead = runsAhead;
         }
 
         boolean runsWithoutOom(long capacity) {
             return probes != null
                     ? probes.runsWithoutOom(capacity)
                     : StreamRunner.this.runsWithoutOom(policy, options.forSearch(capacity));
+        }
+
+        /** {@link #runsWithoutOom(long)}, or null once {@code abandoned} says so (a probe run ahead). */
+        @Nullable
+        Boolean runsWithoutOom(long capacity, BooleanSupplier abandoned) {
+            return probes != null
+                    ? probes.runsWithoutOom(capacity, abandoned)
+                    : StreamRunner.this.runsWithoutOom(policy, options.forSearch(capacity), abandoned);
         }
     }
 
@@ -490,6 +534,9 @@ public final class StreamRunner {
         long @Nullable [] consumedAfter = null;
         Counters unlimited = new Counters();
         Replay u = begin(policy, o);
+        // the exact allocator's runs share nothing and decide the same on any thread: its probes may run side by
+        // side; another policy's may not (planned's online planner stops on a clock, which a busier core moves)
+        boolean runsAhead = u != null && u.allocator instanceof ForkableAllocator;
         if (u != null && prefixReuse && u.allocator instanceof ForkableAllocator f && !f.capacityShapesDecisions()) {
             consumedAfter = new long[stream.length];
         }
@@ -513,7 +560,7 @@ public final class StreamRunner {
         CapacityProbes probes = consumedAfter != null && unlimited.ooms == 0 && unlimited.refusedForMemory == 0
                 ? new CapacityProbes(this, policy, o, consumedAfter)
                 : null;
-        return new Search(policy, o, unlimited, probes);
+        return new Search(policy, o, unlimited, probes, runsAhead);
     }
 
     /**

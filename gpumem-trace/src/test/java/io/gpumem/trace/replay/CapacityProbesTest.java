@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.engine.ParallelRuns;
 import io.gpumem.engine.RunOutcome;
+import io.gpumem.policy.PolicySpec;
 import io.gpumem.trace.TestTraces;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
@@ -181,5 +182,36 @@ class CapacityProbesTest {
                 assertSameRows(what, s, round % 2 == 0 ? 1 : 4096);
             }
         }
+    }
+
+    /**
+     * Only the exact allocator's searches run ahead: another policy need not decide the same on a busier core
+     * ({@code planned}'s online planner stops on a clock), so its probes stay one at a time, idle workers or not.
+     */
+    @Test
+    void anotherPolicysSearchDoesNotRunAhead() throws Exception {
+        TraceSnapshot s = TraceReaders.read(TestTraces.dir().resolve("lm2.7b-train-step.pickle"));
+        WhatIfReplay w = new WhatIfReplay(s, 0, new WindowRebuilder(RecordedConfig.of(s)).rebuild(s, 0));
+        long capacity = w.recordedCapacity(RecordedConfig.of(s));
+        RunOutcome alone = w.evaluate(PolicySpec.parse("stitch"), capacity);
+        long[] before = w.replayCounts();
+        RunOutcome beside = ParallelRuns.<RunOutcome>values(
+                        List.of(() -> w.evaluate(PolicySpec.parse("stitch"), capacity)), 4, done -> {})
+                .getFirst();
+        assertThat(beside)
+                .usingRecursiveComparison()
+                .ignoringFields("v.nsPerPair")
+                .isEqualTo(alone);
+        assertThat(w.replayCounts()[3] - before[3])
+                .as("stitch probes taken from idle workers")
+                .isZero();
+        // and the exact allocator's search, on the same stream and workers, does take some
+        ParallelRuns.<RunOutcome>values(
+                List.of(() -> w.evaluate(AllocatorConfig.parse("max_split_size_mb:128"), false, capacity)),
+                4,
+                done -> {});
+        assertThat(w.replayCounts()[3] - before[3])
+                .as("exact probes taken from idle workers")
+                .isPositive();
     }
 }
