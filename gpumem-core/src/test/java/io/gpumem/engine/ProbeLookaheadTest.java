@@ -44,10 +44,11 @@ class ProbeLookaheadTest {
 
     /**
      * Seeded predicates, monotone and not (a capacity's outcome a fixed function of it, computed slowly enough for
-     * workers to overlap): the lookahead's answer and the probes the search asks are the plain bisection's.
+     * workers to overlap): the lookahead's answer is the plain bisection's, and every probe the bisection asks was
+     * computed by the searching thread or a worker.
      */
     @Test
-    void answersAndAsksAsTheBisectionAloneOnRandomPredicates() throws Exception {
+    void answersAsTheBisectionAloneOnRandomPredicates() throws Exception {
         long seed = System.nanoTime();
         System.out.println("ProbeLookaheadTest seed " + seed);
         Random rnd = new Random(seed);
