@@ -86,10 +86,18 @@ final class ProbeLookahead {
     /** Counts the probes the search took from a worker instead of computing them itself. */
     private final AtomicLong takenAhead;
 
-    ProbeLookahead(AbandonableProbe probe, IdleWorkers workers, AtomicLong takenAhead) {
+    /** The most probes lent at once (each holds its own copies of the device and allocator while it runs). */
+    private final int maxLent;
+
+    /**
+     * @param maxLent the most probes lent at once, at most {@link #MAX_LENT}; 0 lends none (the search computes
+     *     every probe itself)
+     */
+    ProbeLookahead(AbandonableProbe probe, IdleWorkers workers, AtomicLong takenAhead, int maxLent) {
         this.probe = probe;
         this.workers = workers;
         this.takenAhead = takenAhead;
+        this.maxLent = Math.clamp(maxLent, 0, MAX_LENT);
     }
 
     /**
@@ -186,6 +194,9 @@ final class ProbeLookahead {
         synchronized (this) {
             if (lent.containsKey(capacity)) {
                 return true;
+            }
+            if (lent.size() >= maxLent) {
+                return false;
             }
             l = new Lent(capacity);
             if (!workers.lend(() -> run(l))) {

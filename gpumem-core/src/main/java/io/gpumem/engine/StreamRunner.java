@@ -476,12 +476,26 @@ public final class StreamRunner {
         if (!s.runsAhead || !IdleWorkers.CURRENT.isBound()) {
             return MinimumCapacity.search(failing, running, s::runsWithoutOom);
         }
-        ProbeLookahead ahead = new ProbeLookahead(s::runsWithoutOom, IdleWorkers.CURRENT.get(), probesTakenAhead);
+        ProbeLookahead ahead =
+                new ProbeLookahead(s::runsWithoutOom, IdleWorkers.CURRENT.get(), probesTakenAhead, probesThatFit());
         try {
             return MinimumCapacity.search(failing, running, s::runsWithoutOom, ahead);
         } finally {
             ahead.abandonAll();
         }
+    }
+
+    /**
+     * How many probes the heap can hold beside what it holds now: a probe's largest part is its per-slot address
+     * array (44 MB on a 1 GB snapshot's 5.5 M allocations), taken twice for its allocator's copy, and half of the
+     * free heap is left to everything else (a command sized for one probe at a time must not run out of memory
+     * because a machine has many cores).
+     */
+    private int probesThatFit() {
+        Runtime rt = Runtime.getRuntime();
+        long free = rt.maxMemory() - (rt.totalMemory() - rt.freeMemory());
+        long perProbe = 16L * Math.max(1, stream.slots) + (1L << 20);
+        return (int) Math.min(ProbeLookahead.MAX_LENT, Math.max(0, free / 2 / perProbe));
     }
 
     /** The unlimited run of a capacity search and the probes it makes possible. */

@@ -83,7 +83,7 @@ class ProbeLookaheadTest {
                 return outcome.test(c);
             };
             AtomicLong taken = new AtomicLong();
-            ProbeLookahead ahead = new ProbeLookahead(probe, idle, taken);
+            ProbeLookahead ahead = new ProbeLookahead(probe, idle, taken, rnd.nextInt(ProbeLookahead.MAX_LENT + 1));
             long withWorkers;
             try {
                 withWorkers = MinimumCapacity.search(
@@ -134,7 +134,8 @@ class ProbeLookaheadTest {
                     return true; // everything runs: each next probe is the lower child, the one lent
                 },
                 idle,
-                taken);
+                taken,
+                ProbeLookahead.MAX_LENT);
         try {
             long answer = MinimumCapacity.search(0, 64 * STEP, c -> true, ahead);
             assertThat(answer).isEqualTo(STEP);
@@ -167,7 +168,8 @@ class ProbeLookaheadTest {
                     return c >= 7 * STEP; // 4 fails: the bracket moves above 2, which is then abandoned
                 },
                 idle,
-                new AtomicLong());
+                new AtomicLong(),
+                ProbeLookahead.MAX_LENT);
         try {
             assertThat(ahead.answer(lo, 4 * STEP, hi)).isFalse();
             assertThat(workerStarted.await(10, TimeUnit.SECONDS)).isTrue();
@@ -203,7 +205,8 @@ class ProbeLookaheadTest {
                     return true;
                 },
                 idle,
-                new AtomicLong());
+                new AtomicLong(),
+                ProbeLookahead.MAX_LENT);
         try {
             assertThatThrownBy(() -> MinimumCapacity.search(0, 8 * STEP, c -> true, ahead))
                     .isSameAs(broken);
@@ -211,6 +214,36 @@ class ProbeLookaheadTest {
             ahead.abandonAll();
             idle.close();
         }
+    }
+
+    /** With no probe allowed to be lent (no heap to spare), the search computes every probe itself, and alike. */
+    @Test
+    void noProbeIsLentWhenNoneMayBe() throws Exception {
+        IdleWorkers idle = new IdleWorkers();
+        serve(idle, 3);
+        awaitFree(idle, 3);
+        AtomicLong taken = new AtomicLong();
+        List<Long> byWorker = Collections.synchronizedList(new ArrayList<>());
+        String searcher = Thread.currentThread().getName();
+        ProbeLookahead ahead = new ProbeLookahead(
+                (c, abandoned) -> {
+                    if (!Thread.currentThread().getName().equals(searcher)) {
+                        byWorker.add(c);
+                    }
+                    return c >= 37 * STEP;
+                },
+                idle,
+                taken,
+                0);
+        try {
+            assertThat(MinimumCapacity.search(0, 64 * STEP, c -> c >= 37 * STEP, ahead))
+                    .isEqualTo(37 * STEP);
+        } finally {
+            ahead.abandonAll();
+            idle.close();
+        }
+        assertThat(byWorker).isEmpty();
+        assertThat(taken.get()).isZero();
     }
 
     /** Workers refuse jobs once closed, and lend only to a waiting worker. */
