@@ -124,13 +124,16 @@ class ProbeLookaheadTest {
         awaitFree(idle, 1);
         AtomicLong taken = new AtomicLong();
         List<Long> byWorker = Collections.synchronizedList(new ArrayList<>());
+        CountDownLatch workerStarted = new CountDownLatch(1);
         String searcher = Thread.currentThread().getName();
         ProbeLookahead ahead = new ProbeLookahead(
                 (c, abandoned) -> {
-                    if (!Thread.currentThread().getName().equals(searcher)) {
+                    if (Thread.currentThread().getName().equals(searcher)) {
+                        awaitQuietly(workerStarted); // the first probe ends only once the worker has one in hand
+                    } else {
                         byWorker.add(c);
+                        workerStarted.countDown();
                     }
-                    sleep(20); // long enough for the worker to start the probe lent beside this one
                     return true; // everything runs: each next probe is the lower child, the one lent
                 },
                 idle,
@@ -260,15 +263,6 @@ class ProbeLookaheadTest {
         awaitFree(idle, 1);
         idle.close();
         assertThat(idle.lend(() -> {})).as("closed").isFalse();
-    }
-
-    private static void sleep(long millis) {
-        try {
-            Thread.sleep(millis);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new IllegalStateException(e);
-        }
     }
 
     private static void waitUntil(BooleanSupplier condition) {

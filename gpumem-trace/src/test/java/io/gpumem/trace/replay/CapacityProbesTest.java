@@ -205,11 +205,14 @@ class CapacityProbesTest {
         assertThat(w.replayCounts()[3] - before[3])
                 .as("stitch probes taken from idle workers")
                 .isZero();
-        // and the exact allocator's search, on the same stream and workers, does take some
-        ParallelRuns.<RunOutcome>values(
-                List.of(() -> w.evaluate(AllocatorConfig.parse("max_split_size_mb:128"), false, capacity)),
-                4,
-                done -> {});
+        // and the exact allocator's search, on the same stream and workers, does take some (a few tries: on a loaded
+        // machine a search may take every lent probe back before a worker starts one)
+        for (int tries = 0; tries < 5 && w.replayCounts()[3] == before[3]; tries++) {
+            ParallelRuns.<RunOutcome>values(
+                    List.of(() -> w.evaluate(AllocatorConfig.parse("max_split_size_mb:128"), false, capacity)),
+                    4,
+                    done -> {});
+        }
         assertThat(w.replayCounts()[3] - before[3])
                 .as("exact probes taken from idle workers")
                 .isPositive();
