@@ -35,6 +35,29 @@ class ProbeLookaheadTest {
         return threads;
     }
 
+    /** Workers, {@code count} of them waiting for jobs. */
+    private static IdleWorkers waitingWorkers(int count) throws InterruptedException {
+        IdleWorkers idle = new IdleWorkers();
+        serve(idle, count);
+        awaitFree(idle, count);
+        return idle;
+    }
+
+    /** The capacities probed on threads other than the one that made this (the searching thread). */
+    private static final class ProbedByWorkers {
+        private final String searcher = Thread.currentThread().getName();
+        final List<Long> capacities = Collections.synchronizedList(new ArrayList<>());
+
+        /** Records {@code c} if probed by a worker; whether it was. */
+        boolean record(long c) {
+            if (Thread.currentThread().getName().equals(searcher)) {
+                return false;
+            }
+            capacities.add(c);
+            return true;
+        }
+    }
+
     private static void awaitFree(IdleWorkers idle, int count) throws InterruptedException {
         for (int i = 0; i < 5000 && idle.free() < count; i++) {
             Thread.sleep(1);
@@ -119,20 +142,16 @@ class ProbeLookaheadTest {
     /** With one worker, the probe below the current one is lent and taken when the current one runs. */
     @Test
     void theSearchTakesTheProbeItsWorkerRanAhead() throws Exception {
-        IdleWorkers idle = new IdleWorkers();
-        serve(idle, 1);
-        awaitFree(idle, 1);
+        IdleWorkers idle = waitingWorkers(1);
         AtomicLong taken = new AtomicLong();
-        List<Long> byWorker = Collections.synchronizedList(new ArrayList<>());
+        ProbedByWorkers byWorker = new ProbedByWorkers();
         CountDownLatch workerStarted = new CountDownLatch(1);
-        String searcher = Thread.currentThread().getName();
         ProbeLookahead ahead = new ProbeLookahead(
                 (c, abandoned) -> {
-                    if (Thread.currentThread().getName().equals(searcher)) {
-                        awaitQuietly(workerStarted); // the first probe ends only once the worker has one in hand
-                    } else {
-                        byWorker.add(c);
+                    if (byWorker.record(c)) {
                         workerStarted.countDown();
+                    } else {
+                        awaitQuietly(workerStarted); // the first probe ends only once the worker has one in hand
                     }
                     return true; // everything runs: each next probe is the lower child, the one lent
                 },
@@ -146,16 +165,14 @@ class ProbeLookaheadTest {
             ahead.abandonAll();
             idle.close();
         }
-        assertThat(byWorker).as("probes the worker ran").isNotEmpty();
+        assertThat(byWorker.capacities).as("probes the worker ran").isNotEmpty();
         assertThat(taken.get()).as("probes the search took from the worker").isPositive();
     }
 
     /** A probe the bracket leaves behind is abandoned while it runs, and its worker is free again. */
     @Test
     void aProbeLeftBehindIsAbandonedAndItsWorkerFreed() throws Exception {
-        IdleWorkers idle = new IdleWorkers();
-        serve(idle, 1);
-        awaitFree(idle, 1);
+        IdleWorkers idle = waitingWorkers(1);
         long lo = 0;
         long hi = 8 * STEP; // probes: 4 steps; below it 2 (lent to the worker), above it 6
         CountDownLatch workerStarted = new CountDownLatch(1);
@@ -191,9 +208,7 @@ class ProbeLookaheadTest {
     /** A probe run ahead that throws rethrows, as it was, in the search that asks for it. */
     @Test
     void aProbeFailureRunAheadReachesTheSearchThatAsks() throws Exception {
-        IdleWorkers idle = new IdleWorkers();
-        serve(idle, 2);
-        awaitFree(idle, 2);
+        IdleWorkers idle = waitingWorkers(2);
         IllegalStateException broken = new IllegalStateException("broken replay");
         CountDownLatch thrown = new CountDownLatch(1);
         ProbeLookahead ahead = new ProbeLookahead(
@@ -222,17 +237,12 @@ class ProbeLookaheadTest {
     /** With no probe allowed to be lent (no heap to spare), the search computes every probe itself, and alike. */
     @Test
     void noProbeIsLentWhenNoneMayBe() throws Exception {
-        IdleWorkers idle = new IdleWorkers();
-        serve(idle, 3);
-        awaitFree(idle, 3);
+        IdleWorkers idle = waitingWorkers(3);
         AtomicLong taken = new AtomicLong();
-        List<Long> byWorker = Collections.synchronizedList(new ArrayList<>());
-        String searcher = Thread.currentThread().getName();
+        ProbedByWorkers byWorker = new ProbedByWorkers();
         ProbeLookahead ahead = new ProbeLookahead(
                 (c, abandoned) -> {
-                    if (!Thread.currentThread().getName().equals(searcher)) {
-                        byWorker.add(c);
-                    }
+                    byWorker.record(c);
                     return c >= 37 * STEP;
                 },
                 idle,
@@ -245,7 +255,7 @@ class ProbeLookaheadTest {
             ahead.abandonAll();
             idle.close();
         }
-        assertThat(byWorker).isEmpty();
+        assertThat(byWorker.capacities).isEmpty();
         assertThat(taken.get()).isZero();
     }
 
