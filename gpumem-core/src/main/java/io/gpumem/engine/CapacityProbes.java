@@ -54,7 +54,7 @@ import org.jspecify.annotations.Nullable;
  * "unlimited" device was not: e.g. a retry that freed the cache and then succeeded, or cached start segments
  * dropped for want of room), nor where the start state alone does not fit under C.
  */
-final class CapacityProbes {
+final class CapacityProbes implements ProbeLookahead.AbandonableProbe {
     /** Ops a new checkpoint must save over the one it is forked from (a copy costs ~3,000 ops' replay). */
     static final int MIN_CHECKPOINT_GAIN = 4096;
 
@@ -73,8 +73,6 @@ final class CapacityProbes {
     private final ArrayDeque<StreamRunner.Checkpoint> added = new ArrayDeque<>();
     /** Per-slot address arrays of finished probes, to be cleared and reused by the next ones. */
     private final ArrayDeque<long[]> spareAddresses = new ArrayDeque<>();
-
-    private static final BooleanSupplier NEVER = () -> false;
 
     private final int maxAdded;
 
@@ -125,23 +123,15 @@ final class CapacityProbes {
         return startConsumed <= capacity && divergence(capacity) == peakAfter.length;
     }
 
-    /** Whether the stream runs without an out-of-memory error on a device of {@code capacity} bytes. */
-    boolean runsWithoutOom(long capacity) {
-        Boolean runs = runsWithoutOom(capacity, NEVER);
-        if (runs == null) {
-            throw new IllegalStateException("a probe never abandoned gave no answer at " + capacity);
-        }
-        return runs;
-    }
-
     /**
-     * {@link #runsWithoutOom(long)}, or null once {@code abandoned} says so: the replay checks it every
+     * Whether the stream runs without an out-of-memory error on a device of {@code capacity} bytes, or null once
+     * {@code abandoned} says so: the replay checks it every
      * {@link StreamRunner#CHUNK} ops and stops there, recording no run (a checkpoint it left before stopping stays: it is a
      * state of the stream that every capacity at least its consumed bytes shares). Safe to call from several threads
      * at once: the probes of one search may run side by side ({@link ProbeLookahead}).
      */
-    @Nullable
-    Boolean runsWithoutOom(long capacity, BooleanSupplier abandoned) {
+    @Override
+    public @Nullable Boolean runsWithoutOom(long capacity, BooleanSupplier abandoned) {
         if (startConsumed > capacity) {
             return runner.runsWithoutOom(policy, options.forSearch(capacity), abandoned);
         }

@@ -45,15 +45,25 @@ final class ProbeLookahead {
 
     /** A capacity probe whose replay can be abandoned between chunks. */
     interface AbandonableProbe {
+        /** What a probe nobody abandons is given. */
+        BooleanSupplier NEVER = () -> false;
+
         /**
          * Whether the stream runs without an out-of-memory error at {@code capacity}; null when {@code abandoned}
          * turned true before the answer was known.
          */
         @Nullable
         Boolean runsWithoutOom(long capacity, BooleanSupplier abandoned);
-    }
 
-    private static final BooleanSupplier NEVER = () -> false;
+        /** Whether the stream runs without an out-of-memory error at {@code capacity}, computed to the end. */
+        default boolean runsWithoutOom(long capacity) {
+            Boolean runs = runsWithoutOom(capacity, NEVER);
+            if (runs == null) {
+                throw new IllegalStateException("a probe never abandoned gave no answer at " + capacity);
+            }
+            return runs;
+        }
+    }
 
     private enum State {
         QUEUED,
@@ -116,11 +126,7 @@ final class ProbeLookahead {
         }
         lendBelow(lo, mid, hi);
         if (mine == null) {
-            Boolean runs = probe.runsWithoutOom(mid, NEVER);
-            if (runs == null) {
-                throw new IllegalStateException("a probe never abandoned gave no answer at " + mid);
-            }
-            return runs;
+            return probe.runsWithoutOom(mid);
         }
         takenAhead.incrementAndGet();
         synchronized (this) {

@@ -361,13 +361,7 @@ public final class StreamRunner {
 
     /** Whether the stream runs without a failed request on a device of {@code capacity} bytes. */
     public boolean runsWithoutOom(PreparedPolicy policy, Options options) {
-        Counters c = new Counters();
-        Replay r = begin(policy, options);
-        if (r == null) {
-            return false;
-        }
-        play(r, stream.length, c, true, null);
-        return c.ooms == 0;
+        return Boolean.TRUE.equals(runsWithoutOom(policy, options, ProbeLookahead.AbandonableProbe.NEVER));
     }
 
     /** {@link #runsWithoutOom(PreparedPolicy, Options)}, or null once {@code abandoned} says so (a lookahead probe). */
@@ -476,8 +470,7 @@ public final class StreamRunner {
         if (!s.runsAhead || !IdleWorkers.CURRENT.isBound()) {
             return MinimumCapacity.search(failing, running, s::runsWithoutOom);
         }
-        ProbeLookahead ahead =
-                new ProbeLookahead(s::runsWithoutOom, IdleWorkers.CURRENT.get(), probesTakenAhead, probesThatFit());
+        ProbeLookahead ahead = new ProbeLookahead(s, IdleWorkers.CURRENT.get(), probesTakenAhead, probesThatFit());
         try {
             return MinimumCapacity.search(failing, running, s::runsWithoutOom, ahead);
         } finally {
@@ -499,7 +492,7 @@ public final class StreamRunner {
     }
 
     /** The unlimited run of a capacity search and the probes it makes possible. */
-    private final class Search {
+    private final class Search implements ProbeLookahead.AbandonableProbe {
         final PreparedPolicy policy;
         final Options options;
         final Counters unlimited;
@@ -520,15 +513,9 @@ public final class StreamRunner {
             this.runsAhead = runsAhead;
         }
 
-        boolean runsWithoutOom(long capacity) {
-            return probes != null
-                    ? probes.runsWithoutOom(capacity)
-                    : StreamRunner.this.runsWithoutOom(policy, options.forSearch(capacity));
-        }
-
-        /** {@link #runsWithoutOom(long)}, or null once {@code abandoned} says so (a probe run ahead). */
-        @Nullable
-        Boolean runsWithoutOom(long capacity, BooleanSupplier abandoned) {
+        /** Whether the stream runs at {@code capacity}, or null once {@code abandoned} says so (a probe run ahead). */
+        @Override
+        public @Nullable Boolean runsWithoutOom(long capacity, BooleanSupplier abandoned) {
             return probes != null
                     ? probes.runsWithoutOom(capacity, abandoned)
                     : StreamRunner.this.runsWithoutOom(policy, options.forSearch(capacity), abandoned);
