@@ -2,8 +2,8 @@ package io.gpumem.alloc;
 
 import io.gpumem.device.Device;
 import io.gpumem.history.BlockState;
+import io.gpumem.history.DriverCallListener;
 import io.gpumem.history.TraceEntry;
-import io.gpumem.history.TraceListener;
 import java.util.List;
 import java.util.Objects;
 import java.util.function.Consumer;
@@ -66,15 +66,15 @@ public final class AllocatorInternals extends AbstractAllocatorInternals impleme
     }
 
     /**
-     * Attaches a listener that sees the fields of every trace entry as it is recorded, even with history off,
-     * without the entry being built (nothing is allocated per operation for it).
+     * Attaches a listener that sees the fields of every driver call the allocator records, even with history off,
+     * without an entry being built (nothing is allocated per operation for it).
      */
-    public void attachTraceListener(TraceListener listener) {
+    public void attachDriverCallListener(DriverCallListener listener) {
         core.trace.addListener(Objects.requireNonNull(listener, "listener"));
     }
 
-    /** Detaches a listener attached by {@link #attachTraceListener}; returns whether it was attached. */
-    public boolean detachTraceListener(TraceListener listener) {
+    /** Detaches a listener attached by {@link #attachDriverCallListener}; returns whether it was attached. */
+    public boolean detachDriverCallListener(DriverCallListener listener) {
         return core.trace.removeListener(listener);
     }
 

@@ -1,12 +1,12 @@
 package io.gpumem.alloc;
 
+import io.gpumem.history.DriverCallListener;
 import io.gpumem.history.Frame;
 import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.HistoryOptions.Context;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.history.TraceEntryRing;
-import io.gpumem.history.TraceListener;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -30,21 +30,22 @@ import org.jspecify.annotations.Nullable;
  * ({@code maybeGatherContext}); trace entries carry it only at {@code ALLOC} or above.
  *
  * <p>Invariant: the ring holds at most {@code max_entries} entries and is empty while history is off.
- * Nothing is allocated per operation unless history is on or a tracker is attached ({@link TraceListener}s get
- * the fields without an entry being built).
+ * Nothing is allocated per operation unless history is on or a tracker is attached ({@link DriverCallListener}s
+ * get a driver call's fields without an entry being built, and are not called for other entries).
  */
 public final class TraceRecorder {
     private boolean recordHistory;
     private Context recordContext = Context.NONE;
     private final TraceEntryRing ring = new TraceEntryRing();
     private final List<Consumer<TraceEntry>> trackers = new CopyOnWriteArrayList<>();
-    private static final TraceListener[] NO_LISTENERS = {};
-    /** Plain-field listeners; replaced, never changed in place, so {@link #record} reads a stable array. */
-    private volatile TraceListener[] listeners = NO_LISTENERS;
+    private static final DriverCallListener[] NO_LISTENERS = {};
+    /** Driver-call listeners; replaced, never changed in place, so {@link #record} reads a stable array. */
+    private volatile DriverCallListener[] listeners = NO_LISTENERS;
     /**
-     * {@code recordHistory || !trackers.isEmpty() || listeners.length > 0}, kept in step by every method that
-     * changes any of them, so that
-     * {@link #record} with history off costs one field read. Volatile because trackers attach without the lock.
+     * {@code recordHistory || !trackers.isEmpty()}: whether entries are built. Kept in step by every method that
+     * changes either, so that {@link #record} of an alloc or free with history off costs one field read, listeners
+     * or not (the driver-call test folds away where the action is a constant). Volatile because trackers attach
+     * without the lock.
      */
     private volatile boolean active;
 
@@ -73,25 +74,23 @@ public final class TraceRecorder {
 
     /** Whether nothing is recorded or listened to: no history, trackers or listeners (what a copy requires). */
     synchronized boolean isIdle() {
-        return !isActive() && ring.isEmpty();
+        return !isActive() && listeners.length == 0 && ring.isEmpty();
     }
 
     private boolean isActive() {
-        return recordHistory || !trackers.isEmpty() || listeners.length > 0;
+        return recordHistory || !trackers.isEmpty();
     }
 
-    synchronized void addListener(TraceListener listener) {
-        TraceListener[] now = Arrays.copyOf(listeners, listeners.length + 1);
+    synchronized void addListener(DriverCallListener listener) {
+        DriverCallListener[] now = Arrays.copyOf(listeners, listeners.length + 1);
         now[now.length - 1] = listener;
         listeners = now;
-        active = true;
     }
 
-    synchronized boolean removeListener(TraceListener listener) {
-        List<TraceListener> now = new ArrayList<>(List.of(listeners));
+    synchronized boolean removeListener(DriverCallListener listener) {
+        List<DriverCallListener> now = new ArrayList<>(List.of(listeners));
         boolean removed = now.remove(listener);
         listeners = now.toArray(NO_LISTENERS);
-        active = isActive();
         return removed;
     }
 
@@ -133,13 +132,12 @@ public final class TraceRecorder {
     /** As {@link #record(TraceAction, long, long, long, List)}, for an {@code oom} entry with the device's free bytes. */
     public void record(
             TraceAction action, long addr, long size, long stream, @Nullable List<Frame> context, long deviceFree) {
+        if (action.isSegmentEvent()) {
+            for (DriverCallListener l : listeners) {
+                l.onDriverCall(action, addr, size, stream);
+            }
+        }
         if (!active) {
-            return;
-        }
-        for (TraceListener l : listeners) {
-            l.onEntry(action, addr, size, stream);
-        }
-        if (!recordHistory && trackers.isEmpty()) {
             return;
         }
         TraceEntry te = new TraceEntry(

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.BlockState;
+import io.gpumem.history.DriverCallListener;
 import io.gpumem.history.Frame;
 import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.HistoryOptions.Context;
@@ -96,5 +97,28 @@ class HistoryTest {
         assertThat(a.snapshot().deviceTraces().getFirst()).isEmpty();
         assertThat(a.internals().detachTraceTracker(seen::add)).isFalse();
         a.free(p);
+    }
+
+    @Test
+    void driverCallListenersSeeDriverCallsOnlyWithHistoryOff() {
+        CachingAllocator a = new CachingAllocator(
+                SimulatedDevice.builder().capacity(8L << 30).build());
+        List<String> seen = new ArrayList<>();
+        DriverCallListener listener =
+                (action, addr, size, stream) -> seen.add(action + " " + Long.toHexString(addr) + " " + size);
+        a.internals().attachDriverCallListener(listener);
+        long p = a.malloc(3 * MiB);
+        a.free(p);
+        a.snapshot();
+        a.emptyCache();
+        // the segment's driver calls, none of its alloc, free or snapshot entries
+        assertThat(seen)
+                .containsExactly(
+                        "SEGMENT_ALLOC " + Long.toHexString(p) + " " + 20 * MiB,
+                        "SEGMENT_FREE " + Long.toHexString(p) + " " + 20 * MiB);
+        assertThat(a.snapshot().deviceTraces().getFirst()).isEmpty();
+        assertThat(a.internals().detachDriverCallListener(listener)).isTrue();
+        a.malloc(MiB);
+        assertThat(seen).hasSize(2);
     }
 }

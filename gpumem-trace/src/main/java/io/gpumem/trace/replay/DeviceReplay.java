@@ -5,13 +5,13 @@ import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.engine.RequestStream;
 import io.gpumem.engine.StartStateLoader;
+import io.gpumem.history.DriverCallListener;
 import io.gpumem.history.Frame;
 import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.MemorySnapshot;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
-import io.gpumem.history.TraceListener;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.trace.io.EntryFields;
 import java.util.ArrayList;
@@ -31,7 +31,7 @@ import org.jspecify.annotations.Nullable;
  *
  * <p>The play loop reads primitive arrays only: each op's request, the recorded address of an alloc, the
  * recorded driver calls. A block is freed at the address the model gave its slot, so a block the model placed
- * elsewhere needs no translation table. The model's driver calls are seen through a {@link TraceListener} as
+ * elsewhere needs no translation table. The model's driver calls are seen through a {@link DriverCallListener} as
  * plain fields ({@link #eventAction}, ...) and compared, in order, by action, address and size, with the recorded
  * ones since the last comparison: after each alloc, and before and after each release run (an
  * {@code empty_cache} op). Nothing is built or boxed per op unless a trace is written.
@@ -79,7 +79,7 @@ final class DeviceReplay {
 
     private final List<String> notes = new ArrayList<>();
     private final Consumer<TraceEntry> tracker = pending::add;
-    private final TraceListener listener = this::driverCall;
+    private final DriverCallListener listener = this::driverCall;
 
     private @Nullable TraceEntry current;
     private long allocs;
@@ -119,14 +119,11 @@ final class DeviceReplay {
             allocator.internals().setClock(() -> current == null ? 0 : current.timeUs());
             allocator.internals().attachTraceTracker(tracker);
         } else {
-            allocator.internals().attachTraceListener(listener);
+            allocator.internals().attachDriverCallListener(listener);
         }
     }
 
     private void driverCall(TraceAction action, long addr, long size, long stream) {
-        if (!action.isSegmentEvent()) {
-            return;
-        }
         if (eventCount == eventAction.length) {
             eventAction = Arrays.copyOf(eventAction, eventCount * 2);
             eventAddr = Arrays.copyOf(eventAddr, eventCount * 2);
@@ -185,7 +182,7 @@ final class DeviceReplay {
             writeRecordedUpTo(trace.size());
             allocator.internals().detachTraceTracker(tracker);
         } else {
-            allocator.internals().detachTraceListener(listener);
+            allocator.internals().detachDriverCallListener(listener);
         }
         return fidelity();
     }
