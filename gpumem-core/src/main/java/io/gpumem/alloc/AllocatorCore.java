@@ -86,10 +86,15 @@ final class AllocatorCore {
     private static final int MAX_SPARE = 4096;
 
     AllocatorCore(Device device, AllocatorConfig config) {
+        this(device, config, true);
+    }
+
+    /** A new core; without {@code counted} it keeps no statistics ({@link DeviceStats#uncountedCopy}). */
+    AllocatorCore(Device device, AllocatorConfig config, boolean counted) {
         this.device = device;
         setConfig(config);
         this.maxSplitSizeAtCreation = config.maxSplitSizeReported();
-        this.stats = new DeviceStats();
+        this.stats = counted ? new DeviceStats() : new DeviceStats().uncountedCopy();
         this.allocatedBlocks = AddressTable.forObjects();
     }
 

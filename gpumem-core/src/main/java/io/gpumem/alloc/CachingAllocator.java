@@ -62,6 +62,16 @@ public final class CachingAllocator implements ForkableAllocator {
         this.internals = new AllocatorInternals(lock, core);
     }
 
+    /**
+     * A new allocator that keeps no statistics, for a replay that compares its decisions and reads none of its
+     * counters (an oracle check): it decides exactly as a counted one, and {@link #stats()} and the other readers of
+     * the counters throw, as for an {@link #uncountedCopyOnto} copy, whose class comment says why that is safe.
+     */
+    public static CachingAllocator uncounted(Device device, AllocatorConfig config) {
+        return new CachingAllocator(new AllocatorCore(
+                Objects.requireNonNull(device, "device"), Objects.requireNonNull(config, "config"), false));
+    }
+
     private CachingAllocator(AllocatorCore core) {
         this.core = core;
         this.internals = new AllocatorInternals(lock, core);

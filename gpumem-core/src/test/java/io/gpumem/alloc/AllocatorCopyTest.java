@@ -127,6 +127,34 @@ class AllocatorCopyTest {
     }
 
     @Test
+    void aNewUncountedAllocatorDecidesAsACountedOne() {
+        long seed = Long.getLong("gpumem.seed", System.nanoTime()); // -Dgpumem.seed=N replays a run
+        System.out.println("AllocatorCopyTest uncounted seed " + seed);
+        for (String conf :
+                new String[] {"", "expandable_segments:True", "max_split_size_mb:40", "garbage_collection_threshold:0.5"
+                }) {
+            // 64 MiB: 850 random requests of up to 30 MiB run out of memory now and then, so OOM paths are compared
+            SimulatedDevice countedDev =
+                    SimulatedDevice.builder().capacity(64L << 20).build();
+            SimulatedDevice uncountedDev =
+                    SimulatedDevice.builder().capacity(64L << 20).build();
+            CachingAllocator counted = new CachingAllocator(countedDev, AllocatorConfig.parse(conf));
+            CachingAllocator uncounted = CachingAllocator.uncounted(uncountedDev, AllocatorConfig.parse(conf));
+            List<String> logCounted = new ArrayList<>();
+            List<String> logUncounted = new ArrayList<>();
+            drive(counted, countedDev.createStream(), new Random(seed), 850, new ArrayList<>(), logCounted);
+            drive(uncounted, uncountedDev.createStream(), new Random(seed), 850, new ArrayList<>(), logUncounted);
+            assertThat(logUncounted).as(conf).isEqualTo(logCounted);
+            assertThat(logCounted).as(conf).anyMatch(line -> line.contains("out of memory"));
+            assertThat(uncounted.snapshot()).as(conf).isEqualTo(counted.snapshot());
+            uncounted.internals().checkInvariants();
+            assertThatThrownBy(uncounted::stats)
+                    .isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("uncounted");
+        }
+    }
+
+    @Test
     void copiesThatCouldNotBeExactAreRefused() {
         SimulatedDevice dev = SimulatedDevice.builder().capacity(1L << 30).build();
         CachingAllocator expandable = new CachingAllocator(dev, AllocatorConfig.parse("expandable_segments:True"));

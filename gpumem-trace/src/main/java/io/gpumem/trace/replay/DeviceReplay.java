@@ -102,7 +102,9 @@ final class DeviceReplay {
         this.fields = EntryFields.of(trace);
         this.hasCompletions = window.hasCompletions();
         this.device = new OracleDevice(totalMemory);
-        this.allocator = new CachingAllocator(device, config);
+        // A check reads the model's decisions and end state, never its counters: a counted model is only needed for
+        // the snapshot a written trace goes into.
+        this.allocator = write ? new CachingAllocator(device, config) : CachingAllocator.uncounted(device, config);
         this.written = write ? new ReplayedTrace(hasCompletions) : null;
         this.stream = window.stream();
         this.recorded = window.recorded();
