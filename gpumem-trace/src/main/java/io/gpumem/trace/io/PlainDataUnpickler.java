@@ -76,7 +76,7 @@ final class PlainDataUnpickler {
     }
 
     /** A failure of the opcode being decoded whose message the dispatcher completes ("does not fit ..."). */
-    private static final class Misfit extends RuntimeException {
+    static final class Misfit extends RuntimeException {
         Misfit(String kind) {
             super(kind, null, false, false);
         }
@@ -371,18 +371,13 @@ final class PlainDataUnpickler {
             case 'I' -> push(textInteger(op, at, false)); // INT
             case 'L' -> push(textInteger(op, at, true)); // LONG
             case 'F' -> { // FLOAT
-                String line = line(op, at, 256);
-                try {
-                    push(Double.valueOf(line));
-                } catch (NumberFormatException e) {
-                    throw new Misfit("not a float: " + shorten(line));
-                }
+                push(ProtocolZeroText.floating(line(op, at, 256)));
             }
             case 0x8d -> push(utf8(op, at, lengthPrefix(op, at, 8, true))); // BINUNICODE8
-            case 'V' -> push(rawUnicodeEscape(line(op, at, remaining()))); // UNICODE
+            case 'V' -> push(ProtocolZeroText.rawUnicodeEscape(line(op, at, remaining()))); // UNICODE
             case 'U' -> push(latin1(op, at, u8(op, at))); // SHORT_BINSTRING
             case 'T' -> push(latin1(op, at, lengthPrefix(op, at, 4, true))); // BINSTRING
-            case 'S' -> push(quotedString(line(op, at, remaining()))); // STRING
+            case 'S' -> push(ProtocolZeroText.quoted(line(op, at, remaining()))); // STRING
             case 'C' -> push(bytes(op, at, u8(op, at))); // SHORT_BINBYTES
             case 'B' -> push(bytes(op, at, lengthPrefix(op, at, 4, false))); // BINBYTES
             case 0x8e, 0x96 -> push(bytes(op, at, lengthPrefix(op, at, 8, true))); // BINBYTES8, BYTEARRAY8
@@ -896,7 +891,7 @@ final class PlainDataUnpickler {
         try {
             return Long.parseLong(line.strip());
         } catch (NumberFormatException e) {
-            throw new Misfit("not a memo index: " + shorten(line));
+            throw new Misfit("not a memo index: " + ProtocolZeroText.shorten(line));
         }
     }
 
@@ -1036,93 +1031,7 @@ final class PlainDataUnpickler {
             throw new Refused("opcode " + opName((short) op) + " at byte " + at + " holds an integer of more than "
                     + MAX_TEXT_INTEGER + " digits (snapshots hold 64-bit integers)");
         }
-        String s = line(op, at, MAX_TEXT_INTEGER + 2).strip();
-        if (!isLong && s.equals("01")) {
-            return true;
-        }
-        if (!isLong && s.equals("00")) {
-            return false;
-        }
-        if (isLong && s.endsWith("L")) {
-            s = s.substring(0, s.length() - 1);
-        }
-        BigInteger b;
-        try {
-            b = new BigInteger(s);
-        } catch (NumberFormatException e) {
-            throw new Misfit("not an integer: " + shorten(s));
-        }
-        if (!isLong && b.bitLength() < 32) {
-            return b.intValue();
-        }
-        return b.bitLength() < 64 ? (Number) b.longValue() : b;
-    }
-
-    /** {@code STRING}'s argument: a quoted Python 2 string literal with backslash escapes. */
-    private static String quotedString(String s) {
-        if (s.length() < 2 || (s.charAt(0) != '\'' && s.charAt(0) != '"') || s.charAt(s.length() - 1) != s.charAt(0)) {
-            throw new Misfit("not a quoted string");
-        }
-        String body = s.substring(1, s.length() - 1);
-        StringBuilder out = new StringBuilder(body.length());
-        for (int i = 0; i < body.length(); i++) {
-            char c = body.charAt(i);
-            if (c != '\\' || i + 1 == body.length()) {
-                out.append(c);
-                continue;
-            }
-            char e = body.charAt(++i);
-            switch (e) {
-                case 'n' -> out.append('\n');
-                case 't' -> out.append('\t');
-                case 'r' -> out.append('\r');
-                case '\\', '\'', '"' -> out.append(e);
-                case 'x' -> {
-                    out.append((char) hex(body, i + 1, 2));
-                    i += 2;
-                }
-                default -> out.append('\\').append(e);
-            }
-        }
-        return out.toString();
-    }
-
-    /** {@code UNICODE}'s argument: raw-unicode-escape ({@code \\uXXXX}, {@code \\UXXXXXXXX}, else Latin-1). */
-    private static String rawUnicodeEscape(String s) {
-        if (s.indexOf('\\') < 0) {
-            return s;
-        }
-        StringBuilder out = new StringBuilder(s.length());
-        for (int i = 0; i < s.length(); i++) {
-            char c = s.charAt(i);
-            if (c == '\\' && i + 1 < s.length() && (s.charAt(i + 1) == 'u' || s.charAt(i + 1) == 'U')) {
-                int digits = s.charAt(i + 1) == 'u' ? 4 : 8;
-                int cp = hex(s, i + 2, digits);
-                if (!Character.isValidCodePoint(cp)) {
-                    throw new Misfit("not a code point");
-                }
-                out.appendCodePoint(cp);
-                i += 1 + digits;
-            } else {
-                out.append(c);
-            }
-        }
-        return out.toString();
-    }
-
-    private static int hex(String s, int from, int digits) {
-        if (from + digits > s.length()) {
-            throw new Misfit("a short escape");
-        }
-        try {
-            return (int) Long.parseLong(s.substring(from, from + digits), 16);
-        } catch (NumberFormatException e) {
-            throw new Misfit("not a hex escape");
-        }
-    }
-
-    private static String shorten(String s) {
-        return s.length() <= 32 ? s : s.substring(0, 32) + "...";
+        return ProtocolZeroText.integer(line(op, at, MAX_TEXT_INTEGER + 2), isLong);
     }
 
     // ---------------------------------------------------------------- refusals

@@ -189,5 +189,17 @@ class PlainDataUnpicklerTest {
         Map<Object, Object> m = (Map<Object, Object>) PlainDataUnpickler.load(p0, p0.length);
         assertThat(m).containsEntry("key\u00e9", true).containsEntry("x\n", new BigInteger("12345678901234567890"));
         assertThat(Set.copyOf(m.keySet())).hasSize(2);
+
+        byte[] floats = bytes("(F1.5\nI-7\nL5L\nI2147483648\nl.");
+        @SuppressWarnings("unchecked")
+        List<Object> decoded = (List<Object>) PlainDataUnpickler.load(floats, floats.length);
+        assertThat(decoded).containsExactly(1.5, -7, 5L, 2147483648L);
+        for (String bad : new String[] {"Iabc\n.", "F1,5\n.", "S'open\n.", "V\\u12\n."}) {
+            byte[] b = bytes(bad);
+            assertThatThrownBy(() -> PlainDataUnpickler.load(b, b.length))
+                    .as(bad)
+                    .isInstanceOf(PlainDataUnpickler.Refused.class)
+                    .hasMessageContaining("at byte 0");
+        }
     }
 }
