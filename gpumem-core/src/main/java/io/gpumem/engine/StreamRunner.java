@@ -1,5 +1,6 @@
 package io.gpumem.engine;
 
+import io.gpumem.alloc.AllocatorInternals;
 import io.gpumem.alloc.ForkableAllocator;
 import io.gpumem.alloc.GpuAllocator;
 import io.gpumem.alloc.GpuAllocatorInternals;
@@ -323,6 +324,8 @@ public final class StreamRunner {
 
         private long reservedAtBoundary = -1;
         private long peakReservedAtBoundary = -1;
+        /** The most blocks live at once in the stream (what a fork sizes its allocation table for). */
+        int liveBlocksAtPeak;
 
         Replay(SimulatedDevice dev, GpuAllocator allocator, long[] devStreams, long[] address) {
             this.dev = dev;
@@ -583,10 +586,13 @@ public final class StreamRunner {
         private final int stepsClosed;
         private final int[] liveSlots;
         private final long[] liveAddresses;
+        /** The most blocks live at once in the stream, which a fork's allocation table is sized for. */
+        private final int liveBlocksAtPeak;
 
         private Checkpoint(SimulatedDevice dev, GpuAllocator allocator, Replay at) {
             this.dev = dev;
             this.allocator = allocator;
+            this.liveBlocksAtPeak = at.liveBlocksAtPeak;
             this.devStreams = at.devStreams;
             this.next = at.next;
             this.stepOpen = at.stepOpen;
@@ -633,7 +639,10 @@ public final class StreamRunner {
                 address[liveSlots[i]] = liveAddresses[i];
             }
             SimulatedDevice d = dev.copyWithCapacity(capacity);
-            Replay r = new Replay(d, ((ForkableAllocator) allocator).uncountedCopyOnto(d), devStreams, address);
+            GpuAllocator copy = ((ForkableAllocator) allocator).uncountedCopyOnto(d);
+            expectLiveBlocks(copy, liveBlocksAtPeak);
+            Replay r = new Replay(d, copy, devStreams, address);
+            r.liveBlocksAtPeak = liveBlocksAtPeak;
             r.next = next;
             r.stepOpen = stepOpen;
             r.stepsClosed = stepsClosed; // a fork serves the capacity search, which never stops at a steady state
@@ -656,6 +665,7 @@ public final class StreamRunner {
             return null;
         }
         RequestStream rs = stream;
+        expectLiveBlocks(allocator, rs.peakLiveBlocks());
         // Recorded stream handles are arbitrary integers; the simulated device only knows streams it created.
         long[] devStreams = new long[rs.streams.length];
         for (int i = 0; i < devStreams.length; i++) {
@@ -663,6 +673,7 @@ public final class StreamRunner {
         }
         long[] address = new long[rs.slots]; // address per slot; 0 = not allocated (failed)
         Replay r = new Replay(dev, allocator, devStreams, address);
+        r.liveBlocksAtPeak = rs.peakLiveBlocks();
         r.untilSteady = options.untilSteady();
         if (options.recordHistory()) {
             GpuAllocatorInternals internals = allocator.internals();
@@ -715,6 +726,16 @@ public final class StreamRunner {
             }
         }
         return r;
+    }
+
+    /**
+     * Sizes the exact allocator's table of live allocations for the stream's peak at once, so that a replay does not
+     * rehash it again and again as it fills (3-4% of a what-if run); other allocators keep their own tables.
+     */
+    private static void expectLiveBlocks(GpuAllocator allocator, int blocks) {
+        if (allocator.internals() instanceof AllocatorInternals exact) {
+            exact.expectLiveBlocks(blocks);
+        }
     }
 
     /** The recorded time of the op being played, else a clock that ticks once per reading. */
