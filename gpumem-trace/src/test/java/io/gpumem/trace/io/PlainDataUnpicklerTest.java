@@ -149,6 +149,48 @@ class PlainDataUnpicklerTest {
     }
 
     @Test
+    void snapshotKeysAreDecodedAsTheReadersLiterals() {
+        // {'filename': 1, 'filenamx': 2}, then the same key again through the memo: the snapshot key comes back as
+        // the literal's own object (the reader's lookups then match by identity), any other string as decoded
+        byte[] p = bytes(
+                0x80,
+                2,
+                ']',
+                '(',
+                '}',
+                '(',
+                0x8c,
+                8,
+                "filename",
+                'q',
+                0,
+                'K',
+                1,
+                0x8c,
+                8,
+                "filenamx",
+                'K',
+                2,
+                'u',
+                '}',
+                'h',
+                0,
+                'K',
+                3,
+                's',
+                'e',
+                '.');
+        @SuppressWarnings("unchecked")
+        List<Map<Object, Object>> decoded = (List<Map<Object, Object>>) PlainDataUnpickler.load(p, p.length);
+        assertThat(decoded).containsExactly(Map.of("filename", 1, "filenamx", 2), Map.of("filename", 3));
+        for (Map<Object, Object> m : decoded) {
+            Object key =
+                    m.keySet().stream().filter("filename"::equals).findFirst().orElseThrow();
+            assertThat(key).isSameAs("filename");
+        }
+    }
+
+    @Test
     void aListOrDictAsADictKeyIsRefusedNamingTheFileAndOpcode() {
         // {[]: 1} through SETITEM, and {{}: 1} through SETITEMS: Python cannot hash either.
         byte[] setitem = bytes(0x80, 2, '}', ']', 'K', 1, 's', '.');
