@@ -121,57 +121,6 @@ final class PlainDataUnpickler {
     /** Bytes read from a channel at a time. */
     private static final int CHUNK = 1 << 20;
 
-    /**
-     * The keys a snapshot's dicts use, each as the one {@code String} object of its literal: a string decoded from
-     * the file that equals one of them is replaced by it, so that every later lookup with the reader's literal
-     * ({@code m.get("filename")}, a switch over the entry keys) matches by identity instead of comparing characters.
-     * A pickle decodes each distinct string object once and hands out the memoised one after that, so this costs a
-     * lookup per string decoded, not per use; on {@code lm2.7b-train-step.pickle}, whose every entry has its own
-     * list of frame dicts, the comparisons were a sixth of reading the file.
-     */
-    private static final Map<String, String> SNAPSHOT_KEYS = canonical(
-            "filename",
-            "name",
-            "line",
-            "frames",
-            "action",
-            "addr",
-            "size",
-            "stream",
-            "time_us",
-            "device_free",
-            "segments",
-            "device_traces",
-            "allocator_settings",
-            "external_annotations",
-            "address",
-            "total_size",
-            "allocated_size",
-            "active_size",
-            "requested_size",
-            "real_size",
-            "state",
-            "blocks",
-            "history",
-            "device",
-            "segment_type",
-            "segment_pool_id",
-            "is_expandable");
-
-    private static Map<String, String> canonical(String... keys) {
-        Map<String, String> m = new HashMap<>();
-        for (String k : keys) {
-            m.put(k, k);
-        }
-        return Map.copyOf(m);
-    }
-
-    /** {@code s}, or the literal of the snapshot key it equals ({@link #SNAPSHOT_KEYS}). */
-    private static String canonical(String s) {
-        String key = SNAPSHOT_KEYS.get(s);
-        return key != null ? key : s;
-    }
-
     /** Marks the memo slots never stored (null is a value). */
     private static final Object ABSENT = new Object();
     /** Marks the memo slots of trace entries handed to the sink (a snapshot never refers to an entry twice). */
@@ -704,7 +653,7 @@ final class PlainDataUnpickler {
         if (n < 0 || n > plainStop - pos) {
             return null;
         }
-        String s = canonical(new String(in, pos, n, StandardCharsets.UTF_8));
+        String s = SnapshotKeys.canonical(new String(in, pos, n, StandardCharsets.UTF_8));
         pos += n;
         return plainMemoize(s) ? s : null;
     }
@@ -1002,7 +951,7 @@ final class PlainDataUnpickler {
 
     private String utf8(int op, long at, int n) {
         need(op, at, n);
-        String s = canonical(new String(in, pos, n, StandardCharsets.UTF_8));
+        String s = SnapshotKeys.canonical(new String(in, pos, n, StandardCharsets.UTF_8));
         pos += n;
         return s;
     }
