@@ -506,9 +506,9 @@ final class PlainDataUnpickler {
     /** The most bytes an entry decoded by {@link #plainEntry} may span (one has about 60 to 200). */
     private static final int PLAIN_ENTRY_BYTES = 4096;
     /** Memo slots written by the entry being decoded, with what they held, to undo when it turns out not plain. */
-    private final long[] undoSlot = new long[16];
+    private long[] undoSlot = new long[16];
 
-    private final Object[] undoValue = new Object[16];
+    private Object[] undoValue = new Object[16];
     private int undoCount;
     /** Where the entry being decoded must end ({@link #plainEntry}'s window). */
     private int plainStop;
@@ -539,7 +539,8 @@ final class PlainDataUnpickler {
      * Decodes the dict an {@code EMPTY_DICT} opens as a {@link PlainEntry} when it is a plain entry (what PyTorch
      * and gpumem write): its own memo slot, a mark, then keys among {@code action, addr, size, stream, time_us,
      * device_free, frames}, each once, as strings (new or from the memo) with integer values of at most 64 bits
-     * (a string for {@code action}, a list from the memo or None for {@code frames}), and {@code SETITEMS}, all within
+     * (a string for {@code action}; for {@code frames} None, a list from the memo, or the entry's own list,
+     * {@link #plainFrames}), and {@code SETITEMS}, all within
      * {@link #PLAIN_ENTRY_BYTES}. Anything else (another key or opcode, a FRAME boundary, a long integer) undoes
      * what was read and returns false, and the dict is decoded as any other. The entry's memo slot is marked
      * consumed: it is handed to the sink at its {@code APPEND(S)}.
@@ -603,6 +604,11 @@ final class PlainDataUnpickler {
                             return false;
                         }
                         e.frames = v;
+                    } else if (op == ']') {
+                        e.frames = plainFrames();
+                        if (e.frames == null) {
+                            return false;
+                        }
                     } else {
                         return false;
                     }
@@ -630,6 +636,103 @@ final class PlainDataUnpickler {
             }
         }
         return false;
+    }
+
+    /**
+     * An entry's own list of frames, its {@code EMPTY_LIST} just read, as PyTorch writes it: its memo store, then
+     * its items (frame dicts from the memo, or new ones, {@link #plainFrameDict}) between a mark and
+     * {@code APPENDS}, or one item and {@code APPEND}, or none. The list is what the general decoder would build
+     * (an {@code ArrayList} of the same dicts), or null when the bytes are anything else.
+     */
+    private ArrayList<Object> plainFrames() {
+        ArrayList<Object> list = new ArrayList<>();
+        if (!plainMemoize(list) || pos >= plainStop) {
+            return null;
+        }
+        if (in[pos] != '(') {
+            int before = pos;
+            Object single = plainFrameItem();
+            if (single == null) {
+                pos = before; // an empty list: what follows is the entry's next key, or its end
+                return list;
+            }
+            if (pos >= plainStop || in[pos] != 'a') {
+                return null;
+            }
+            pos++;
+            list.add(single);
+            return list;
+        }
+        pos++;
+        while (pos < plainStop) {
+            if (in[pos] == 'e') {
+                pos++;
+                return list;
+            }
+            Object item = plainFrameItem();
+            if (item == null) {
+                return null;
+            }
+            list.add(item);
+        }
+        return null;
+    }
+
+    /** A frame dict at {@code pos}: one from the memo (any dict), or a new one; null when there is none. */
+    private Object plainFrameItem() {
+        if (pos >= plainStop) {
+            return null;
+        }
+        int op = in[pos] & 0xff;
+        if (op == 'h' || op == 'j') {
+            pos++;
+            return plainMemoGet(op == 'h' ? 1 : 4) instanceof HashMap<?, ?> m ? m : null;
+        }
+        if (op == '}') {
+            pos++;
+            return plainFrameDict();
+        }
+        return null;
+    }
+
+    /**
+     * A new frame dict, its {@code EMPTY_DICT} just read: its memo store, a mark, string keys with string, small
+     * integer or None values, and {@code SETITEMS}; built as the general decoder builds it (a {@code HashMap},
+     * integers as {@code Integer}), or null when the bytes are anything else.
+     */
+    private HashMap<Object, Object> plainFrameDict() {
+        HashMap<Object, Object> dict = new HashMap<>(4);
+        if (!plainMemoize(dict) || pos >= plainStop || in[pos++] != '(') {
+            return null;
+        }
+        while (pos < plainStop) {
+            if (in[pos] == 'u') {
+                pos++;
+                return dict;
+            }
+            String key = plainString();
+            if (key == null || pos >= plainStop) {
+                return null;
+            }
+            int op = in[pos] & 0xff;
+            Object value;
+            if (op == 'K' || op == 'M' || op == 'J') {
+                if (!plainInteger()) {
+                    return null;
+                }
+                value = Integer.valueOf((int) plainValue);
+            } else if (op == 'N') {
+                pos++;
+                value = null;
+            } else {
+                value = plainString();
+                if (value == null) {
+                    return null;
+                }
+            }
+            dict.put(key, value);
+        }
+        return null;
     }
 
     /** A string (new, with its optional memo store, or from the memo) at {@code pos}, or null when there is none. */
@@ -725,8 +828,12 @@ final class PlainDataUnpickler {
             return op != 'q' && op != 'r';
         }
         growMemo(index);
-        if (index >= memo.length || undoCount == undoSlot.length) {
+        if (index >= memo.length) {
             return false;
+        }
+        if (undoCount == undoSlot.length) { // an entry's new frames write a few slots each
+            undoSlot = Arrays.copyOf(undoSlot, 2 * undoCount);
+            undoValue = Arrays.copyOf(undoValue, 2 * undoCount);
         }
         undoSlot[undoCount] = index;
         undoValue[undoCount++] = memo[(int) index];

@@ -201,6 +201,178 @@ class PytorchSnapshotReaderTest {
         }
     }
 
+    /**
+     * Entries as PyTorch writes them (each with its own list of frame dicts; a dict met before comes from the memo)
+     * take the decoder's fast path, which must give what decoding them as dicts gives: the frames of every form
+     * of the list (several items, one item with {@code APPEND}, none), new and remembered dicts, a dict with a key
+     * beside {@code filename}, {@code line} and {@code name}, and one whose line is a {@code LONG1} integer (the
+     * fast path leaves that entry to the general decoder). A dict met again gives the same {@code Frame}.
+     */
+    @Test
+    void entriesWithTheirOwnFrameListsReadAsWritten() {
+        PickleBytes p = new PickleBytes();
+        p.op(0x80).op(4).op('}').memoize().op('(');
+        p.string("segments").op(']').memoize();
+        p.string("device_traces").op(']').memoize().op('(').op(']').memoize();
+        // an entry the general decoder reads (the decoder knows a device's list once an item is appended to it)
+        p.entryStart("segment_alloc", 0x1000, 1 << 21);
+        p.op('u').op('a').op('(');
+        // 0: two new frame dicts
+        int[] ab = new int[2];
+        p.entryStart("alloc", 0x1000, 512);
+        p.string("frames").op(']').memoize().op('(');
+        ab[0] = p.frameDict("train.py", 10, "step", null);
+        ab[1] = p.frameDict("model.py", 3, "forward", null);
+        p.op('e').op('u');
+        // 1: both from the memo, then a new one with an extra key and a two-byte line
+        p.entryStart("alloc", 0x2000, 1024);
+        p.string("frames").op(']').memoize().op('(').get(ab[0]).get(ab[1]);
+        int c = p.frameDict("data.py", 300, "load", "extra");
+        p.op('e').op('u');
+        // 2: one frame, APPEND, and a key after the list
+        p.op('}').memoize().op('(');
+        p.string("action")
+                .string("free_requested")
+                .string("frames")
+                .op(']')
+                .memoize()
+                .get(c)
+                .op('a');
+        p.string("addr")
+                .integer(0x1000)
+                .string("size")
+                .integer(512)
+                .string("stream")
+                .integer(0)
+                .op('u');
+        // 3: an empty list, then the other keys
+        p.op('}').memoize().op('(');
+        p.string("action").string("free_completed").string("frames").op(']').memoize();
+        p.string("addr")
+                .integer(0x1000)
+                .string("size")
+                .integer(512)
+                .string("stream")
+                .integer(0)
+                .op('u');
+        // 4: a frame whose line is a LONG1 (the general decoder's)
+        p.entryStart("alloc", 0x3000, 2048);
+        p.string("frames").op(']').memoize().op('(').get(ab[1]);
+        p.op('}').memoize().op('(').string("filename").string("big.py").string("line");
+        p.op(0x8a).op(1).op(7).string("name").string("far").op('u');
+        p.op('e').op('u');
+        p.op('e').op('e').op('u').op('.');
+        byte[] bytes = p.bytes();
+
+        TraceSnapshot s = new PytorchSnapshotReader().read(new ByteArrayInputStream(bytes), "own-frames");
+        List<TraceEntry> all = s.traceOf(0);
+        assertThat(all.getFirst().action()).isEqualTo(TraceAction.SEGMENT_ALLOC);
+        List<TraceEntry> t = all.subList(1, all.size());
+        Frame a = new Frame("train.py", 10, "step");
+        Frame b = new Frame("model.py", 3, "forward");
+        Frame cf = new Frame("data.py", 300, "load");
+        assertThat(t)
+                .extracting(TraceEntry::action)
+                .containsExactly(
+                        TraceAction.ALLOC,
+                        TraceAction.ALLOC,
+                        TraceAction.FREE_REQUESTED,
+                        TraceAction.FREE_COMPLETED,
+                        TraceAction.ALLOC);
+        assertThat(t).extracting(TraceEntry::addr).containsExactly(0x1000L, 0x2000L, 0x1000L, 0x1000L, 0x3000L);
+        assertThat(t.get(0).frames()).containsExactly(a, b);
+        assertThat(t.get(1).frames()).containsExactly(a, b, cf);
+        assertThat(t.get(2).frames()).containsExactly(cf);
+        assertThat(t.get(3).frames()).isEmpty();
+        assertThat(t.get(4).frames()).containsExactly(b, new Frame("big.py", 7, "far"));
+        assertThat(t.get(1).frames().get(0)).isSameAs(t.get(0).frames().get(0));
+        assertThat(t.get(2).frames().get(0)).isSameAs(t.get(1).frames().get(2));
+        assertThat(t.get(4).frames().get(0)).isSameAs(t.get(0).frames().get(1));
+    }
+
+    /** A pickle written opcode by opcode, its memo indexes counted (MEMOIZE) and its strings memoised once each. */
+    private static final class PickleBytes {
+        private final java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+        private final Map<String, Integer> strings = new HashMap<>();
+        private int memo;
+
+        PickleBytes op(int b) {
+            out.write(b);
+            return this;
+        }
+
+        /** MEMOIZE; returns the index it stored at. */
+        PickleBytes memoize() {
+            out.write(0x94);
+            memo++;
+            return this;
+        }
+
+        PickleBytes get(int index) {
+            return op('h').op(index);
+        }
+
+        PickleBytes string(String v) {
+            Integer at = strings.get(v);
+            if (at != null) {
+                return get(at);
+            }
+            byte[] b = v.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+            op(0x8c).op(b.length);
+            out.writeBytes(b);
+            strings.put(v, memo);
+            return memoize();
+        }
+
+        PickleBytes integer(long v) {
+            if (v < 256) {
+                return op('K').op((int) v);
+            }
+            if (v < 65536) {
+                return op('M').op((int) v & 0xff).op((int) (v >>> 8));
+            }
+            op('J');
+            for (int i = 0; i < 4; i++) {
+                op((int) (v >>> (8 * i)) & 0xff);
+            }
+            return this;
+        }
+
+        /** An entry dict opened with action, addr, size and stream; the caller adds frames and SETITEMS. */
+        void entryStart(String action, long addr, long size) {
+            op('}').memoize().op('(');
+            string("action")
+                    .string(action)
+                    .string("addr")
+                    .integer(addr)
+                    .string("size")
+                    .integer(size);
+            string("stream").integer(0);
+        }
+
+        /** A new frame dict (and an extra key holding None when given); returns its memo index. */
+        int frameDict(String file, int line, String name, String extraKey) {
+            op('}');
+            int at = memo;
+            memoize().op('(');
+            string("filename")
+                    .string(file)
+                    .string("line")
+                    .integer(line)
+                    .string("name")
+                    .string(name);
+            if (extraKey != null) {
+                string(extraKey).op('N');
+            }
+            op('u');
+            return at;
+        }
+
+        byte[] bytes() {
+            return out.toByteArray();
+        }
+    }
+
     static byte[] pickle(Object o) throws Exception {
         return new Pickler(true, false).dumps(o);
     }
