@@ -1,6 +1,5 @@
 package io.gpumem.trace.io;
 
-import io.gpumem.history.TraceEntry;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.math.BigInteger;
@@ -26,6 +25,10 @@ import java.util.Set;
  * sets {@link HashSet}s (frozensets unmodifiable), {@code BININT*} {@link Integer}s, {@code LONG1/LONG4}
  * {@link Long}s or, past 64 bits, {@link BigInteger}s, bytes {@code byte[]}. A test replays every shared trace
  * through both and compares the trees.
+ *
+ * <p>With a {@link TraceSink}, the items of each device trace list go to the sink as they are appended instead of
+ * into the list, and a plain entry among them is decoded straight into a {@link PlainEntryDecoder.PlainEntry}
+ * without a dict ({@link PlainEntryDecoder}, which shares this decoder's memo).
  *
  * <p>Why not razorvine itself: it reads byte by byte through an {@code InputStream}, keeps the memo in a
  * {@code HashMap<Integer, Object>} (a boxed key and a hash lookup per {@code BINGET}, the most frequent opcode of a
@@ -122,9 +125,11 @@ final class PlainDataUnpickler {
     private static final int CHUNK = 1 << 20;
 
     /** Marks the memo slots never stored (null is a value). */
-    private static final Object ABSENT = new Object();
+    static final Object ABSENT = new Object();
     /** Marks the memo slots of trace entries handed to the sink (a snapshot never refers to an entry twice). */
-    private static final Object CONSUMED = new Object();
+    static final Object CONSUMED = new Object();
+    /** What {@link #storeDenseMemo} gives for a slot it did not store. */
+    static final Object NOT_DENSE = new Object();
 
     /** The buffered part of the input: {@code in[0, limit)} are the file's bytes from offset {@code base}. */
     private byte[] in;
@@ -164,6 +169,7 @@ final class PlainDataUnpickler {
         this.sink = sink;
         this.memo = new Object[64];
         Arrays.fill(memo, ABSENT);
+        this.plain = sink == null ? null : new PlainEntryDecoder(this);
     }
 
     private Object run() {
@@ -485,35 +491,8 @@ final class PlainDataUnpickler {
 
     // ---------------------------------------------------------------- plain entries
 
-    /**
-     * A device trace entry decoded straight from its opcodes, without a dict: the values of its keys, the bits of
-     * the keys it has ({@link TraceEntry#ADDR} and so on), and its {@code frames} value as decoded (a list the
-     * memo holds, or {@code null}). Only a plain entry takes this form (see {@link #plainEntry}); any other is
-     * decoded as a dict, so every oddity is reported by the same checks as before.
-     */
-    static final class PlainEntry {
-        String action;
-        int keys;
-        long addr;
-        long size;
-        long stream;
-        long timeUs;
-        long deviceFree;
-        boolean hasFrames;
-        Object frames;
-    }
-
-    /** The most bytes an entry decoded by {@link #plainEntry} may span (one has about 60 to 200). */
-    private static final int PLAIN_ENTRY_BYTES = 4096;
-    /** Memo slots written by the entry being decoded, with what they held, to undo when it turns out not plain. */
-    private long[] undoSlot = new long[16];
-
-    private Object[] undoValue = new Object[16];
-    private int undoCount;
-    /** Where the entry being decoded must end ({@link #plainEntry}'s window). */
-    private int plainStop;
-    /** The integer the last {@link #plainInteger} decoded. */
-    private long plainValue;
+    /** Decodes the plain entries of device trace lists ({@link PlainEntryDecoder}); null without a sink. */
+    private final PlainEntryDecoder plain;
 
     /**
      * Whether an {@code EMPTY_DICT} opens an item of a device trace list already recognised: the list is on top of
@@ -525,7 +504,7 @@ final class PlainDataUnpickler {
             return false;
         }
         Object last = stack[top - 1];
-        if (last instanceof PlainEntry || deviceLists.containsKey(last)) {
+        if (last instanceof PlainEntryDecoder.PlainEntry || deviceLists.containsKey(last)) {
             return true;
         }
         if (markCount == 0) {
@@ -536,312 +515,58 @@ final class PlainDataUnpickler {
     }
 
     /**
-     * Decodes the dict an {@code EMPTY_DICT} opens as a {@link PlainEntry} when it is a plain entry (what PyTorch
-     * and gpumem write): its own memo slot, a mark, then keys among {@code action, addr, size, stream, time_us,
-     * device_free, frames}, each once, as strings (new or from the memo) with integer values of at most 64 bits
-     * (a string for {@code action}; for {@code frames} None, a list from the memo, or the entry's own list,
-     * {@link #plainFrames}), and {@code SETITEMS}, all within
-     * {@link #PLAIN_ENTRY_BYTES}. Anything else (another key or opcode, a FRAME boundary, a long integer) undoes
-     * what was read and returns false, and the dict is decoded as any other. The entry's memo slot is marked
-     * consumed: it is handed to the sink at its {@code APPEND(S)}.
+     * Decodes the dict an {@code EMPTY_DICT} opens as a {@link PlainEntryDecoder.PlainEntry} when it is a plain
+     * entry, else reads nothing and returns false (the dict is then decoded as any other).
      */
     private boolean plainEntry() {
-        int window = (int) Math.min(remaining(), PLAIN_ENTRY_BYTES);
+        int window = (int) Math.min(remaining(), PlainEntryDecoder.WINDOW_BYTES);
         ensure(window); // may move the buffered bytes: positions are taken after it
-        int start = pos;
-        plainStop = pos + window;
-        long memoBefore = memoSize;
-        undoCount = 0;
-        PlainEntry e = new PlainEntry();
-        if (!plainEntryBody(e)) {
-            for (int i = undoCount - 1; i >= 0; i--) {
-                memo[(int) undoSlot[i]] = undoValue[i];
-            }
-            memoSize = memoBefore;
-            pos = start;
+        PlainEntryDecoder.PlainEntry e = new PlainEntryDecoder.PlainEntry();
+        int after = plain.decode(e, in, pos, pos + window);
+        if (after < 0) {
             return false;
         }
+        pos = after;
         push(e);
         return true;
     }
 
-    private boolean plainEntryBody(PlainEntry e) {
-        if (!plainMemoize(CONSUMED) || pos >= plainStop || in[pos++] != '(') {
-            return false;
-        }
-        while (pos < plainStop) {
-            if (in[pos] == 'u') {
-                pos++;
-                return e.action != null;
-            }
-            String key = plainString();
-            if (key == null) {
-                return false;
-            }
-            int bit;
-            switch (key) {
-                case "action" -> {
-                    if (e.action != null) {
-                        return false;
-                    }
-                    e.action = plainString();
-                    if (e.action == null) {
-                        return false;
-                    }
-                    continue;
-                }
-                case "frames" -> {
-                    if (e.hasFrames || pos >= plainStop) {
-                        return false;
-                    }
-                    e.hasFrames = true;
-                    int op = in[pos++] & 0xff;
-                    if (op == 'N') {
-                        e.frames = null;
-                    } else if (op == 'h' || op == 'j') {
-                        Object v = plainMemoGet(op == 'h' ? 1 : 4);
-                        if (v == null || v == ABSENT || v == CONSUMED) {
-                            return false;
-                        }
-                        e.frames = v;
-                    } else if (op == ']') {
-                        e.frames = plainFrames();
-                        if (e.frames == null) {
-                            return false;
-                        }
-                    } else {
-                        return false;
-                    }
-                    continue;
-                }
-                case "addr" -> bit = TraceEntry.ADDR;
-                case "size" -> bit = TraceEntry.SIZE;
-                case "stream" -> bit = TraceEntry.STREAM;
-                case "time_us" -> bit = TraceEntry.TIME_US;
-                case "device_free" -> bit = TraceEntry.DEVICE_FREE;
-                default -> {
-                    return false;
-                }
-            }
-            if ((e.keys & bit) != 0 || !plainInteger()) {
-                return false;
-            }
-            e.keys |= bit;
-            switch (bit) {
-                case TraceEntry.ADDR -> e.addr = plainValue;
-                case TraceEntry.SIZE -> e.size = plainValue;
-                case TraceEntry.STREAM -> e.stream = plainValue;
-                case TraceEntry.TIME_US -> e.timeUs = plainValue;
-                default -> e.deviceFree = plainValue;
-            }
-        }
-        return false;
-    }
-
-    /**
-     * An entry's own list of frames, its {@code EMPTY_LIST} just read, as PyTorch writes it: its memo store, then
-     * its items (frame dicts from the memo, or new ones, {@link #plainFrameDict}) between a mark and
-     * {@code APPENDS}, or one item and {@code APPEND}, or none. The list is what the general decoder would build
-     * (an {@code ArrayList} of the same dicts), or null when the bytes are anything else.
-     */
-    private ArrayList<Object> plainFrames() {
-        ArrayList<Object> list = new ArrayList<>();
-        if (!plainMemoize(list) || pos >= plainStop) {
-            return null;
-        }
-        if (in[pos] != '(') {
-            int before = pos;
-            Object single = plainFrameItem();
-            if (single == null) {
-                pos = before; // an empty list: what follows is the entry's next key, or its end
-                return list;
-            }
-            if (pos >= plainStop || in[pos] != 'a') {
-                return null;
-            }
-            pos++;
-            list.add(single);
-            return list;
-        }
-        pos++;
-        while (pos < plainStop) {
-            if (in[pos] == 'e') {
-                pos++;
-                return list;
-            }
-            Object item = plainFrameItem();
-            if (item == null) {
-                return null;
-            }
-            list.add(item);
-        }
-        return null;
-    }
-
-    /** A frame dict at {@code pos}: one from the memo (any dict), or a new one; null when there is none. */
-    private Object plainFrameItem() {
-        if (pos >= plainStop) {
-            return null;
-        }
-        int op = in[pos] & 0xff;
-        if (op == 'h' || op == 'j') {
-            pos++;
-            return plainMemoGet(op == 'h' ? 1 : 4) instanceof HashMap<?, ?> m ? m : null;
-        }
-        if (op == '}') {
-            pos++;
-            return plainFrameDict();
-        }
-        return null;
-    }
-
-    /**
-     * A new frame dict, its {@code EMPTY_DICT} just read: its memo store, a mark, string keys with string, small
-     * integer or None values, and {@code SETITEMS}; built as the general decoder builds it (a {@code HashMap},
-     * integers as {@code Integer}), or null when the bytes are anything else.
-     */
-    private HashMap<Object, Object> plainFrameDict() {
-        HashMap<Object, Object> dict = new HashMap<>(4);
-        if (!plainMemoize(dict) || pos >= plainStop || in[pos++] != '(') {
-            return null;
-        }
-        while (pos < plainStop) {
-            if (in[pos] == 'u') {
-                pos++;
-                return dict;
-            }
-            String key = plainString();
-            if (key == null || pos >= plainStop) {
-                return null;
-            }
-            int op = in[pos] & 0xff;
-            Object value;
-            if (op == 'K' || op == 'M' || op == 'J') {
-                if (!plainInteger()) {
-                    return null;
-                }
-                value = Integer.valueOf((int) plainValue);
-            } else if (op == 'N') {
-                pos++;
-                value = null;
-            } else {
-                value = plainString();
-                if (value == null) {
-                    return null;
-                }
-            }
-            dict.put(key, value);
-        }
-        return null;
-    }
-
-    /** A string (new, with its optional memo store, or from the memo) at {@code pos}, or null when there is none. */
-    private String plainString() {
-        if (pos >= plainStop) {
-            return null;
-        }
-        int op = in[pos++] & 0xff;
-        if (op == 'h' || op == 'j') {
-            return plainMemoGet(op == 'h' ? 1 : 4) instanceof String s ? s : null;
-        }
-        int n;
-        if (op == 0x8c && pos < plainStop) {
-            n = in[pos++] & 0xff;
-        } else if (op == 'X' && pos + 4 <= plainStop) {
-            n = (in[pos] & 0xff) | (in[pos + 1] & 0xff) << 8 | (in[pos + 2] & 0xff) << 16 | in[pos + 3] << 24;
-            pos += 4;
-        } else {
-            return null;
-        }
-        if (n < 0 || n > plainStop - pos) {
-            return null;
-        }
-        String s = SnapshotKeys.canonical(new String(in, pos, n, StandardCharsets.UTF_8));
-        pos += n;
-        return plainMemoize(s) ? s : null;
-    }
-
-    /** The memo value a {@code BINGET} (1-byte index) or {@code LONG_BINGET} (4) names, or null. */
-    private Object plainMemoGet(int indexBytes) {
-        if (pos + indexBytes > plainStop) {
-            return null;
-        }
-        long index = 0;
-        for (int i = indexBytes - 1; i >= 0; i--) {
-            index = index << 8 | (in[pos + i] & 0xff);
-        }
-        pos += indexBytes;
+    /** The value of dense memo slot {@code index}, or null past the dense memo (for {@link PlainEntryDecoder}). */
+    Object denseMemo(long index) {
         return index < memo.length ? memo[(int) index] : null;
     }
 
-    /** An integer of at most 64 bits ({@code BININT1/2}, {@code BININT}, {@code LONG1}) into {@link #plainValue}. */
-    private boolean plainInteger() {
-        if (pos >= plainStop) {
-            return false;
-        }
-        int op = in[pos++] & 0xff;
-        int n = switch (op) {
-            case 'K' -> 1;
-            case 'M' -> 2;
-            case 'J' -> 4;
-            case 0x8a -> pos < plainStop ? in[pos++] & 0xff : 9;
-            default -> 9;
-        };
-        if (n > 8 || pos + n > plainStop) {
-            return false;
-        }
-        long v = 0;
-        for (int i = n - 1; i >= 0; i--) {
-            v = v << 8 | (in[pos + i] & 0xff);
-        }
-        pos += n;
-        if (op == 'J') {
-            v = (v << 32) >> 32; // sign-extends the 32-bit value
-        } else if (op == 0x8a && n > 0) {
-            int unused = 64 - 8 * n;
-            v = (v << unused) >> unused;
-        }
-        plainValue = v;
-        return true;
+    /** How many memo slots hold a value: the index {@code MEMOIZE} stores at. */
+    long memoSize() {
+        return memoSize;
     }
 
-    /** Performs the memo store ({@code BINPUT}, {@code LONG_BINPUT}, {@code MEMOIZE}) at {@code pos}, if any, of {@code v}. */
-    private boolean plainMemoize(Object v) {
-        if (pos >= plainStop) {
-            return false;
-        }
-        int op = in[pos] & 0xff;
-        long index;
-        if (op == 'q' && pos + 2 <= plainStop) {
-            index = in[pos + 1] & 0xff;
-            pos += 2;
-        } else if (op == 'r' && pos + 5 <= plainStop) {
-            index = (in[pos + 1] & 0xffL)
-                    | (in[pos + 2] & 0xffL) << 8
-                    | (in[pos + 3] & 0xffL) << 16
-                    | (in[pos + 4] & 0xffL) << 24;
-            pos += 5;
-        } else if (op == 0x94) {
-            index = memoSize;
-            pos++;
-        } else {
-            return op != 'q' && op != 'r';
-        }
+    /**
+     * Stores {@code v} in memo slot {@code index} as {@code BINPUT} or {@code MEMOIZE} would, when the slot is dense
+     * (growing the memo as they do): the value it held ({@link #ABSENT} if none), or {@link #NOT_DENSE} when the
+     * slot is not dense and nothing was stored (for {@link PlainEntryDecoder}, which leaves those to the general path).
+     */
+    Object storeDenseMemo(long index, Object v) {
         growMemo(index);
         if (index >= memo.length) {
-            return false;
+            return NOT_DENSE;
         }
-        if (undoCount == undoSlot.length) { // an entry's new frames write a few slots each
-            undoSlot = Arrays.copyOf(undoSlot, 2 * undoCount);
-            undoValue = Arrays.copyOf(undoValue, 2 * undoCount);
-        }
-        undoSlot[undoCount] = index;
-        undoValue[undoCount++] = memo[(int) index];
-        if (memo[(int) index] == ABSENT) {
+        Object before = memo[(int) index];
+        if (before == ABSENT) {
             memoSize++;
         }
         memo[(int) index] = v;
-        return true;
+        return before;
+    }
+
+    /** Puts back what dense slot {@code index} held before a {@link #storeDenseMemo}. */
+    void restoreDenseMemo(long index, Object before) {
+        memo[(int) index] = before;
+    }
+
+    /** Puts back the memo's size as it was before a {@link PlainEntryDecoder} gave up. */
+    void resetMemoSize(long size) {
+        memoSize = size;
     }
 
     /**

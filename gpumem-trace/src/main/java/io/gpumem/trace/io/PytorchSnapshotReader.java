@@ -461,7 +461,7 @@ public final class PytorchSnapshotReader {
             if (--recordBudget < 0) {
                 throw overBudget(entryWhere(device, index));
             }
-            if (o instanceof PlainDataUnpickler.PlainEntry p) {
+            if (o instanceof PlainEntryDecoder.PlainEntry p) {
                 // the fast decoder read this stream as a pickled negative; the dict path checks the pickled value
                 // itself, so that an unsigned 2^64-1 is kept bit for bit
                 if ((p.keys & TraceEntry.STREAM) != 0 && p.stream < 0) {
@@ -480,7 +480,7 @@ public final class PytorchSnapshotReader {
                         act == null ? "missing" : "expected a string, got " + typeName(act));
             }
             // a dict the fast decoder did not take (other keys, other value types): read into the same entry
-            PlainDataUnpickler.PlainEntry p = new PlainDataUnpickler.PlainEntry();
+            PlainEntryDecoder.PlainEntry p = new PlainEntryDecoder.PlainEntry();
             p.action = actionName;
             Map<String, Object> extra = null;
             for (Map.Entry<?, ?> e : m.entrySet()) {
@@ -515,7 +515,7 @@ public final class PytorchSnapshotReader {
         }
 
         /** {@code v} as the integer of entry key {@code key}, noted in {@code p}'s keys as {@code flag}. */
-        private long number(PlainDataUnpickler.PlainEntry p, int flag, Object v, int device, int index, String key) {
+        private long number(PlainEntryDecoder.PlainEntry p, int flag, Object v, int device, int index, String key) {
             p.keys |= flag;
             return entryLong(v, device, index, key);
         }
@@ -525,7 +525,7 @@ public final class PytorchSnapshotReader {
                 TraceColumns out,
                 int device,
                 int index,
-                PlainDataUnpickler.PlainEntry p,
+                PlainEntryDecoder.PlainEntry p,
                 @Nullable Map<String, Object> extra) {
             int fields = p.keys;
             String actionName = p.action;
