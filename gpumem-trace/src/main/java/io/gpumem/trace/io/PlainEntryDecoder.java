@@ -30,8 +30,8 @@ final class PlainEntryDecoder {
     /**
      * A device trace entry decoded straight from its opcodes, without a dict: the values of its keys, the bits of
      * the keys it has ({@link TraceEntry#ADDR} and so on), and its {@code frames} value as decoded (a list the
-     * memo holds, the entry's own list, or {@code null}). Only a plain entry takes this form (see {@link PlainEntryDecoder}); any other is
-     * decoded as a dict, so every oddity is reported by the same checks as before.
+     * memo holds, the entry's own list, or {@code null}). Only a plain entry takes this form (see the class
+     * comment); any other is decoded as a dict, so every oddity is reported by the same checks as before.
      */
     static final class PlainEntry {
         String action;
