@@ -219,7 +219,7 @@ final class PlainEntryDecoder {
 
     /**
      * A new frame dict, its {@code EMPTY_DICT} just read: its memo store, a mark, string keys with string, small
-     * integer or None values, and {@code SETITEMS}; built as the general decoder builds it (a {@code HashMap},
+     * integer or None values, each key once, and {@code SETITEMS}; built as the general decoder builds it (a {@code HashMap},
      * integers as {@code Integer}), or null when the bytes are anything else.
      */
     private HashMap<Object, Object> frameDict() {
@@ -233,7 +233,8 @@ final class PlainEntryDecoder {
                 return dict;
             }
             String key = string();
-            if (key == null || pos >= stop) {
+            // a key given twice: the general decoder keeps the first, as razorvine does; leave it to that
+            if (key == null || pos >= stop || dict.containsKey(key)) {
                 return null;
             }
             int op = in[pos] & 0xff;

@@ -205,8 +205,9 @@ class PytorchSnapshotReaderTest {
      * Entries as PyTorch writes them (each with its own list of frame dicts; a dict met before comes from the memo)
      * take the decoder's fast path, which must give what decoding them as dicts gives: the frames of every form
      * of the list (several items, one item with {@code APPEND}, none), new and remembered dicts, a dict with a key
-     * beside {@code filename}, {@code line} and {@code name}, and one whose line is a {@code LONG1} integer (the
-     * fast path leaves that entry to the general decoder). A dict met again gives the same {@code Frame}.
+     * beside {@code filename}, {@code line} and {@code name}, one whose line is a {@code LONG1} integer and one
+     * that gives its line twice (the fast path leaves those two entries to the general decoder). A dict met again
+     * gives the same {@code Frame}.
      */
     @Test
     void entriesWithTheirOwnFrameListsReadAsWritten() {
@@ -261,6 +262,18 @@ class PytorchSnapshotReaderTest {
         p.op('}').memoize().op('(').string("filename").string("big.py").string("line");
         p.op(0x8a).op(1).op(7).string("name").string("far").op('u');
         p.op('e').op('u');
+        // 5: a frame dict that gives its line twice (the general decoder keeps the first, as razorvine does)
+        p.entryStart("alloc", 0x4000, 512);
+        p.string("frames").op(']').memoize().op('(');
+        p.op('}')
+                .memoize()
+                .op('(')
+                .string("filename")
+                .string("twice.py")
+                .string("line")
+                .integer(5);
+        p.string("line").integer(6).string("name").string("again").op('u');
+        p.op('e').op('u');
         p.op('e').op('e').op('u').op('.');
         byte[] bytes = p.bytes();
 
@@ -278,13 +291,17 @@ class PytorchSnapshotReaderTest {
                         TraceAction.ALLOC,
                         TraceAction.FREE_REQUESTED,
                         TraceAction.FREE_COMPLETED,
+                        TraceAction.ALLOC,
                         TraceAction.ALLOC);
-        assertThat(t).extracting(TraceEntry::addr).containsExactly(0x1000L, 0x2000L, 0x1000L, 0x1000L, 0x3000L);
+        assertThat(t)
+                .extracting(TraceEntry::addr)
+                .containsExactly(0x1000L, 0x2000L, 0x1000L, 0x1000L, 0x3000L, 0x4000L);
         assertThat(t.get(0).frames()).containsExactly(a, b);
         assertThat(t.get(1).frames()).containsExactly(a, b, cf);
         assertThat(t.get(2).frames()).containsExactly(cf);
         assertThat(t.get(3).frames()).isEmpty();
         assertThat(t.get(4).frames()).containsExactly(b, new Frame("big.py", 7, "far"));
+        assertThat(t.get(5).frames()).containsExactly(new Frame("twice.py", 5, "again"));
         assertThat(t.get(1).frames().get(0)).isSameAs(t.get(0).frames().get(0));
         assertThat(t.get(2).frames().get(0)).isSameAs(t.get(1).frames().get(2));
         assertThat(t.get(4).frames().get(0)).isSameAs(t.get(0).frames().get(1));
