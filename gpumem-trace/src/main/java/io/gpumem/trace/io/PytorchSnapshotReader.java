@@ -183,9 +183,22 @@ public final class PytorchSnapshotReader {
      * place.
      */
     private static final class Converter implements PlainDataUnpickler.TraceSink {
+        /** Slots of the table of recently converted frame lists (a power of two). */
+        private static final int RECENT_LISTS = 1 << 12;
+
         private final String file;
         private final ReadLimits limits;
-        private final IdentityHashMap<Object, List<Frame>> frameLists = new IdentityHashMap<>();
+        /**
+         * The file's frame lists converted lately, by identity, in a direct-mapped table ({@link #RECENT_LISTS}
+         * slots by identity hash): a file that shares its lists (gpumem's own snapshots name a few hundred from
+         * millions of entries) converts each about once, and one that gives every entry a list of its own
+         * (PyTorch's) keeps no more than the table. A list met again after its slot was reused is converted again,
+         * to the same shared list ({@link #stacks}), so the table changes only the cost, never the result.
+         */
+        private final Object[] recentLists = new Object[RECENT_LISTS];
+
+        @SuppressWarnings("unchecked")
+        private final List<Frame>[] recentFrames = (List<Frame>[]) new List<?>[RECENT_LISTS];
         /**
          * One list per distinct stack. A recording gives every entry a list of its own, though a step's stacks
          * repeat: kept as they come, a 600 MB recording's 3 M entries held 3 M lists of about thirty frames (some
@@ -659,7 +672,7 @@ public final class PytorchSnapshotReader {
          * a list read for the first time (it names the entry in an error).
          */
         private @Nullable List<Frame> entryFrames(@Nullable Object o, int device, int index) {
-            List<Frame> cached = o == null ? null : frameLists.get(o);
+            List<Frame> cached = o == null ? null : recent(o);
             return cached != null ? cached : frames(o, entryWhere(device, index) + ".frames");
         }
 
@@ -667,7 +680,7 @@ public final class PytorchSnapshotReader {
             if (o == null) {
                 return null;
             }
-            List<Frame> cached = frameLists.get(o);
+            List<Frame> cached = recent(o);
             if (cached != null) {
                 return cached;
             }
@@ -702,8 +715,16 @@ public final class PytorchSnapshotReader {
             if (list == null) {
                 list = fresh;
             }
-            frameLists.put(o, list);
+            int slot = System.identityHashCode(o) & (RECENT_LISTS - 1);
+            recentLists[slot] = o;
+            recentFrames[slot] = list;
             return list;
+        }
+
+        /** The frames {@code o} converted to, when it is in the table of recent lists; else null. */
+        private @Nullable List<Frame> recent(Object o) {
+            int slot = System.identityHashCode(o) & (RECENT_LISTS - 1);
+            return recentLists[slot] == o ? recentFrames[slot] : null;
         }
 
         private PoolId poolId(Object o, String where) {

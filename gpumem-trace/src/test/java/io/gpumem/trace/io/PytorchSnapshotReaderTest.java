@@ -116,6 +116,52 @@ class PytorchSnapshotReaderTest {
         assertThat(distinct.size()).isLessThan(s.traceOf(0).size());
     }
 
+    /**
+     * Equal stacks read as one list, however the file spells them: 6,000 distinct stacks, each given to two
+     * entries 6,000 apart (the file writes each list once and refers to it again, so the second reference comes
+     * long after the reader's table of recent lists has forgotten it), and a third entry per stack with a list of
+     * its own that is equal to it.
+     */
+    @Test
+    void equalStacksReadAsOneListHoweverTheFileSpellsThem() {
+        int n = 6_000;
+        List<List<Frame>> stacks = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            stacks.add(List.of(new Frame("model.py", i, "layer" + i), new Frame("train.py", 7, "step")));
+        }
+        List<TraceEntry> t = new ArrayList<>();
+        for (int round = 0; round < 3; round++) {
+            for (int i = 0; i < n; i++) {
+                // rounds 0 and 1 share the list object; round 2 has an equal list of its own
+                List<Frame> frames = round < 2 ? stacks.get(i) : new ArrayList<>(stacks.get(i));
+                t.add(new TraceEntry(
+                        TraceAction.ALLOC,
+                        0x1000L * (round * n + i + 1),
+                        512,
+                        0,
+                        0,
+                        frames,
+                        -1,
+                        FileKeys.of(TraceEntry.ADDR | TraceEntry.SIZE | TraceEntry.STREAM)));
+            }
+        }
+        TraceSnapshot written = new TraceSnapshot(
+                "stacks", SourceFormat.PYTORCH_SNAPSHOT, List.of(), List.of(t), null, null, Map.of(), true);
+        byte[] bytes = new PytorchSnapshotWriter().toBytes(written);
+        List<TraceEntry> back = new PytorchSnapshotReader()
+                .read(new ByteArrayInputStream(bytes), "stacks")
+                .traceOf(0);
+        assertThat(back).isEqualTo(t);
+        for (int i = 0; i < n; i++) {
+            assertThat(back.get(n + i).frames())
+                    .as("stack %d, met again", i)
+                    .isSameAs(back.get(i).frames());
+            assertThat(back.get(2 * n + i).frames())
+                    .as("stack %d, its own list", i)
+                    .isSameAs(back.get(i).frames());
+        }
+    }
+
     // ------------------------------------------------------------------ synthetic formats
 
     /**
