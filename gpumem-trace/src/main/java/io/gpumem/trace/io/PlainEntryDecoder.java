@@ -43,6 +43,13 @@ final class PlainEntryDecoder {
         long deviceFree;
         boolean hasFrames;
         Object frames;
+        /** The memo slot of {@code frames} when it is the entry's own list, decoded here; else −1. */
+        int ownFramesSlot = -1;
+        /**
+         * What the sink made of {@code frames} (its shared stack), or null: {@link PlainDataUnpickler} then keeps that
+         * in the list's memo slot instead of the list, which nothing but the memo holds any more.
+         */
+        Object converted;
     }
 
     /** The most bytes a plain entry may span (one has about 60 to 200, more with new frames). */
@@ -62,6 +69,10 @@ final class PlainEntryDecoder {
     private int stop;
     /** The integer the last {@link #integer()} decoded. */
     private long lastInteger;
+    /** The memo slot the last {@link #memoize} stored in, or −1 when there was no memo opcode. */
+    private int lastMemoSlot = -1;
+    /** The memo slot of the list the last {@link #frames} decoded, or −1. */
+    private int ownListSlot = -1;
 
     PlainEntryDecoder(PlainDataUnpickler memo) {
         this.memo = memo;
@@ -131,6 +142,7 @@ final class PlainEntryDecoder {
                         if (e.frames == null) {
                             return false;
                         }
+                        e.ownFramesSlot = ownListSlot;
                     } else {
                         return false;
                     }
@@ -171,6 +183,7 @@ final class PlainEntryDecoder {
         if (!memoize(list) || pos >= stop) {
             return null;
         }
+        ownListSlot = lastMemoSlot; // before the items' own memo stores
         if (in[pos] != '(') {
             int before = pos;
             Object single = frameItem();
@@ -348,12 +361,14 @@ final class PlainEntryDecoder {
             index = memo.memoSize();
             pos++;
         } else {
+            lastMemoSlot = -1;
             return op != 'q' && op != 'r';
         }
         Object before = memo.storeDenseMemo(index, v);
         if (before == PlainDataUnpickler.NOT_DENSE) {
             return false;
         }
+        lastMemoSlot = (int) index;
         if (undoCount == undoSlot.length) { // an entry's new frames write a few slots each
             undoSlot = Arrays.copyOf(undoSlot, 2 * undoCount);
             undoValue = Arrays.copyOf(undoValue, 2 * undoCount);

@@ -206,6 +206,8 @@ public final class PytorchSnapshotReader {
          * now share the first list met, and each entry's own list is garbage once converted.
          */
         private final HashMap<List<Frame>, List<Frame>> stacks = new HashMap<>();
+        /** The same lists by identity: what the decoder may hand back in place of an entry's own list. */
+        private final IdentityHashMap<Object, Boolean> sharedStacks = new IdentityHashMap<>();
         /**
          * The frame each of the file's frame dicts converted to. A recording gives every entry a list of its own but
          * shares the frame dicts among them (a step's stacks repeat), so a dict is converted once, not once per entry
@@ -551,6 +553,7 @@ public final class PytorchSnapshotReader {
             int fields = p.keys;
             String actionName = p.action;
             List<Frame> frames = p.hasFrames ? entryFrames(p.frames, device, index) : null;
+            p.converted = frames;
             if ((fields & TraceEntry.SIZE) != 0 && p.size < 0) {
                 throw error(entryWhere(device, index) + ".size", "negative size " + p.size);
             }
@@ -684,6 +687,11 @@ public final class PytorchSnapshotReader {
             if (cached != null) {
                 return cached;
             }
+            if (sharedStacks.containsKey(o)) {
+                @SuppressWarnings("unchecked")
+                List<Frame> stack = (List<Frame>) o;
+                return stack; // a stack the decoder kept in the memo for an entry's own list, named again
+            }
             List<?> raw = asList(o, where);
             Frame[] out = new Frame[raw.size()];
             for (int i = 0; i < out.length; i++) {
@@ -714,6 +722,7 @@ public final class PytorchSnapshotReader {
             List<Frame> list = stacks.putIfAbsent(fresh, fresh);
             if (list == null) {
                 list = fresh;
+                sharedStacks.put(fresh, Boolean.TRUE);
             }
             int slot = System.identityHashCode(o) & (RECENT_LISTS - 1);
             recentLists[slot] = o;

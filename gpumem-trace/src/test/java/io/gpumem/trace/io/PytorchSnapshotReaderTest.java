@@ -353,6 +353,55 @@ class PytorchSnapshotReaderTest {
         assertThat(t.get(4).frames().get(0)).isSameAs(t.get(0).frames().get(1));
     }
 
+    /**
+     * Once an entry is read, the memo keeps its stack in place of its own frame list (the lists of a recording in
+     * PyTorch's format would otherwise outlive the reading, one per entry): a later entry that names the list
+     * gets the same frames, and an {@code APPEND} to it is refused like any append to a value that is not a list,
+     * naming the opcode and its byte.
+     */
+    @Test
+    void anEntrysOwnFrameListNamedAgainAfterItWasReadGivesTheSameStack() {
+        PickleBytes p = new PickleBytes();
+        p.op(0x80).op(4).op('}').memoize().op('(');
+        p.string("segments").op(']').memoize();
+        p.string("device_traces").op(']').memoize().op('(').op(']').memoize();
+        p.entryStart("segment_alloc", 0x1000, 1 << 21);
+        p.op('u').op('a').op('(');
+        p.entryStart("alloc", 0x1000, 512);
+        p.string("frames").op(']');
+        int list = p.memoIndex();
+        p.memoize().op('(');
+        p.frameDict("train.py", 10, "step", null);
+        p.frameDict("model.py", 3, "forward", null);
+        p.op('e').op('u');
+        p.op('e'); // APPENDS: the entry is read, its list's slot now holds its stack
+        p.op('(');
+        p.entryStart("alloc", 0x2000, 512);
+        p.string("frames").get(list).op('u');
+        p.op('e');
+        byte[] head = p.bytes();
+        p.op('e').op('u').op('.');
+        byte[] bytes = p.bytes();
+
+        List<TraceEntry> t = new PytorchSnapshotReader()
+                .read(new ByteArrayInputStream(bytes), "named-again")
+                .traceOf(0);
+        List<Frame> stack = List.of(new Frame("train.py", 10, "step"), new Frame("model.py", 3, "forward"));
+        assertThat(t).hasSize(3);
+        assertThat(t.get(1).frames()).isEqualTo(stack);
+        assertThat(t.get(2).frames()).isSameAs(t.get(1).frames());
+
+        // the same file, but appending to the list after its entry was read
+        PickleBytes q = new PickleBytes();
+        q.raw(head);
+        // the device lists closed, a key (None), then the list named again and appended to
+        q.op('e').op('N').get(list).op('N');
+        int appendAt = q.bytes().length;
+        q.op('a').op('u').op('.');
+        assertThatThrownBy(() -> new PytorchSnapshotReader().read(new ByteArrayInputStream(q.bytes()), "appended"))
+                .hasMessageContaining("APPEND at byte " + appendAt);
+    }
+
     /** A pickle written opcode by opcode, its memo indexes counted (MEMOIZE) and its strings memoised once each. */
     private static final class PickleBytes {
         private final java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
@@ -368,6 +417,17 @@ class PytorchSnapshotReaderTest {
         PickleBytes memoize() {
             out.write(0x94);
             memo++;
+            return this;
+        }
+
+        /** The index the next MEMOIZE stores at. */
+        int memoIndex() {
+            return memo;
+        }
+
+        /** Bytes written elsewhere, as they are (their memo stores counted by the caller). */
+        PickleBytes raw(byte[] b) {
+            out.writeBytes(b);
             return this;
         }
 
