@@ -690,6 +690,7 @@ public final class PytorchSnapshotReader {
             if (sharedStacks.containsKey(o)) {
                 @SuppressWarnings("unchecked")
                 List<Frame> stack = (List<Frame>) o;
+                remember(o, stack);
                 return stack; // a stack the decoder kept in the memo for an entry's own list, named again
             }
             List<?> raw = asList(o, where);
@@ -724,10 +725,15 @@ public final class PytorchSnapshotReader {
                 list = fresh;
                 sharedStacks.put(fresh, Boolean.TRUE);
             }
+            remember(o, list);
+            return list;
+        }
+
+        /** Puts {@code o} and its frames in the table of recent lists. */
+        private void remember(Object o, List<Frame> frames) {
             int slot = System.identityHashCode(o) & (RECENT_LISTS - 1);
             recentLists[slot] = o;
-            recentFrames[slot] = list;
-            return list;
+            recentFrames[slot] = frames;
         }
 
         /** The frames {@code o} converted to, when it is in the table of recent lists; else null. */
