@@ -257,13 +257,7 @@ class PytorchSnapshotReaderTest {
      */
     @Test
     void entriesWithTheirOwnFrameListsReadAsWritten() {
-        PickleBytes p = new PickleBytes();
-        p.op(0x80).op(4).op('}').memoize().op('(');
-        p.string("segments").op(']').memoize();
-        p.string("device_traces").op(']').memoize().op('(').op(']').memoize();
-        // an entry the general decoder reads (the decoder knows a device's list once an item is appended to it)
-        p.entryStart("segment_alloc", 0x1000, 1 << 21);
-        p.op('u').op('a').op('(');
+        PickleBytes p = PickleBytes.deviceListOpened();
         // 0: two new frame dicts
         int[] ab = new int[2];
         p.entryStart("alloc", 0x1000, 512);
@@ -285,23 +279,11 @@ class PytorchSnapshotReaderTest {
                 .memoize()
                 .get(c)
                 .op('a');
-        p.string("addr")
-                .integer(0x1000)
-                .string("size")
-                .integer(512)
-                .string("stream")
-                .integer(0)
-                .op('u');
+        p.keysAfterFrames(0x1000, 512);
         // 3: an empty list, then the other keys
         p.op('}').memoize().op('(');
         p.string("action").string("free_completed").string("frames").op(']').memoize();
-        p.string("addr")
-                .integer(0x1000)
-                .string("size")
-                .integer(512)
-                .string("stream")
-                .integer(0)
-                .op('u');
+        p.keysAfterFrames(0x1000, 512);
         // 4: a frame whose line is a LONG1 (the general decoder's)
         p.entryStart("alloc", 0x3000, 2048);
         p.string("frames").op(']').memoize().op('(').get(ab[1]);
@@ -361,12 +343,7 @@ class PytorchSnapshotReaderTest {
      */
     @Test
     void anEntrysOwnFrameListNamedAgainAfterItWasReadGivesTheSameStack() {
-        PickleBytes p = new PickleBytes();
-        p.op(0x80).op(4).op('}').memoize().op('(');
-        p.string("segments").op(']').memoize();
-        p.string("device_traces").op(']').memoize().op('(').op(']').memoize();
-        p.entryStart("segment_alloc", 0x1000, 1 << 21);
-        p.op('u').op('a').op('(');
+        PickleBytes p = PickleBytes.deviceListOpened();
         p.entryStart("alloc", 0x1000, 512);
         p.string("frames").op(']');
         int list = p.memoIndex();
@@ -418,6 +395,31 @@ class PytorchSnapshotReaderTest {
             out.write(0x94);
             memo++;
             return this;
+        }
+
+        /**
+         * A snapshot opened up to its one device's trace list, with a {@code segment_alloc} entry appended (the
+         * decoder knows a device's list once an item is appended to it) and a mark for the next batch of entries.
+         */
+        static PickleBytes deviceListOpened() {
+            PickleBytes p = new PickleBytes();
+            p.op(0x80).op(4).op('}').memoize().op('(');
+            p.string("segments").op(']').memoize();
+            p.string("device_traces").op(']').memoize().op('(').op(']').memoize();
+            p.entryStart("segment_alloc", 0x1000, 1 << 21);
+            p.op('u').op('a').op('(');
+            return p;
+        }
+
+        /** An entry's addr, size and stream (0) after its frames, and its SETITEMS. */
+        void keysAfterFrames(long addr, long size) {
+            string("addr")
+                    .integer(addr)
+                    .string("size")
+                    .integer(size)
+                    .string("stream")
+                    .integer(0)
+                    .op('u');
         }
 
         /** The index the next MEMOIZE stores at. */
