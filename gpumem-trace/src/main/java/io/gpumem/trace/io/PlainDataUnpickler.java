@@ -28,7 +28,10 @@ import java.util.Set;
  *
  * <p>With a {@link TraceSink}, the items of each device trace list go to the sink as they are appended instead of
  * into the list, and a plain entry among them is decoded straight into a {@link PlainEntryDecoder.PlainEntry}
- * without a dict ({@link PlainEntryDecoder}, which shares this decoder's memo).
+ * without a dict ({@link PlainEntryDecoder}, which shares this decoder's memo). Once such an entry is handed over,
+ * the memo slot of its own frame list holds the stack the sink made of it instead (see {@link #handOver}): with a
+ * sink, a value named again is not always what razorvine would give, which is what keeps a recording's lists from
+ * outliving the reading.
  *
  * <p>Why not razorvine itself: it reads byte by byte through an {@code InputStream}, keeps the memo in a
  * {@code HashMap<Integer, Object>} (a boxed key and a hash lookup per {@code BINGET}, the most frequent opcode of a
