@@ -12,7 +12,7 @@ import java.util.HashMap;
  * PyTorch and gpumem write): its own memo slot, a mark, then keys among {@code action, addr, size, stream,
  * time_us, device_free, frames}, each once, as strings (new or from the memo) with integer values of at most 64
  * bits (a string for {@code action}; for {@code frames} None, a list from the memo, or the entry's own list,
- * {@link #frames}), and {@code SETITEMS}, all within {@link #WINDOW_BYTES}. Anything else (another key or opcode,
+ * {@link #frames(PlainEntry)}), and {@code SETITEMS}, all within {@link #WINDOW_BYTES}. Anything else (another key or opcode,
  * a FRAME boundary, a long integer) is left to the general decoder, so every oddity is reported by the same
  * checks as before.
  *
@@ -71,8 +71,6 @@ final class PlainEntryDecoder {
     private long lastInteger;
     /** The memo slot the last {@link #memoize} stored in, or −1 when there was no memo opcode. */
     private int lastMemoSlot = -1;
-    /** The memo slot of the list the last {@link #frames} decoded, or −1. */
-    private int ownListSlot = -1;
 
     PlainEntryDecoder(PlainDataUnpickler memo) {
         this.memo = memo;
@@ -138,11 +136,10 @@ final class PlainEntryDecoder {
                         }
                         e.frames = v;
                     } else if (op == ']') {
-                        e.frames = frames();
+                        e.frames = frames(e);
                         if (e.frames == null) {
                             return false;
                         }
-                        e.ownFramesSlot = ownListSlot;
                     } else {
                         return false;
                     }
@@ -176,14 +173,15 @@ final class PlainEntryDecoder {
      * An entry's own list of frames, its {@code EMPTY_LIST} just read, as PyTorch writes it: its memo store, then
      * its items (frame dicts from the memo, or new ones, {@link #frameDict}) between a mark and
      * {@code APPENDS}, or one item and {@code APPEND}, or none. The list is what the general decoder would build
-     * (an {@code ArrayList} of the same dicts), or null when the bytes are anything else.
+     * (an {@code ArrayList} of the same dicts), or null when the bytes are anything else. Its memo slot goes to
+     * {@code e.ownFramesSlot}.
      */
-    private ArrayList<Object> frames() {
+    private ArrayList<Object> frames(PlainEntry e) {
         ArrayList<Object> list = new ArrayList<>();
         if (!memoize(list) || pos >= stop) {
             return null;
         }
-        ownListSlot = lastMemoSlot; // before the items' own memo stores
+        e.ownFramesSlot = lastMemoSlot; // before the items' own memo stores
         if (in[pos] != '(') {
             int before = pos;
             Object single = frameItem();
