@@ -206,8 +206,6 @@ public final class PytorchSnapshotReader {
          * now share the first list met, and each entry's own list is garbage once converted.
          */
         private final HashMap<List<Frame>, List<Frame>> stacks = new HashMap<>();
-        /** The same lists by identity: what the decoder may hand back in place of an entry's own list. */
-        private final IdentityHashMap<Object, Boolean> sharedStacks = new IdentityHashMap<>();
         /**
          * The frame each of the file's frame dicts converted to. A recording gives every entry a list of its own but
          * shares the frame dicts among them (a step's stacks repeat), so a dict is converted once, not once per entry
@@ -687,17 +685,13 @@ public final class PytorchSnapshotReader {
             if (cached != null) {
                 return cached;
             }
-            if (sharedStacks.containsKey(o)) {
-                @SuppressWarnings("unchecked")
-                List<Frame> stack = (List<Frame>) o;
-                remember(o, stack);
-                return stack; // a stack the decoder kept in the memo for an entry's own list, named again
-            }
             List<?> raw = asList(o, where);
             Frame[] out = new Frame[raw.size()];
             for (int i = 0; i < out.length; i++) {
                 Object dict = raw.get(i);
-                Frame known = dict == null ? null : frameOfDict.get(dict);
+                // a Frame: the list is a stack made here, which the decoder kept for an entry's own list and the
+                // file names again; it converts to itself (the same shared list, from stacks)
+                Frame known = dict instanceof Frame f ? f : dict == null ? null : frameOfDict.get(dict);
                 if (known != null) {
                     out[i] = known;
                     continue;
@@ -723,7 +717,6 @@ public final class PytorchSnapshotReader {
             List<Frame> list = stacks.putIfAbsent(fresh, fresh);
             if (list == null) {
                 list = fresh;
-                sharedStacks.put(fresh, Boolean.TRUE);
             }
             remember(o, list);
             return list;
