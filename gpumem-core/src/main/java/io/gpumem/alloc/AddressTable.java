@@ -245,10 +245,10 @@ public final class AddressTable<V> {
             if (k == 0) {
                 break;
             }
-            int home = home(k);
-            // move k into the hole if its home is not cyclically in (hole, j]
-            boolean between = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
-            if (!between) {
+            // move k into the hole if its home is not cyclically in (hole, j], i.e. k is at least as far from its
+            // home as the hole is from j (one test for both sides of the wrap: a branch taken only at the table's
+            // end was a deoptimisation once a run's table first wrapped)
+            if (((j - home(k)) & mask) >= ((j - hole) & mask)) {
                 keys[hole] = k;
                 if (intValues) {
                     ints[hole] = ints[j];

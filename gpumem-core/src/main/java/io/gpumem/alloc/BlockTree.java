@@ -29,7 +29,10 @@ import org.jspecify.annotations.Nullable;
  * The algorithms are static and keep a tree's root in a slot of an array: a stand-alone tree holds a
  * one-slot array, and {@link SizeOrderedBlocks} keeps the roots of all the size classes of a stream in one array,
  * so that reaching a class's tree is one array load instead of a load of a tree object and then of its root
- * (a cache miss on every free and malloc, measured: issue 13). The caller draws the priority
+ * (a cache miss on every free and malloc, measured: issue 13). Every such array is an {@code OrderedBlock[]} at
+ * run time, whatever block type it holds: the JIT checks each store into it against the array's type as profiled,
+ * and a second array type met after the first compilation (a {@code Block[]} beside the one-slot arrays) cost a
+ * deoptimisation and a recompilation of the allocator's hot methods. The caller draws the priority
  * ({@link #nextPriority}) and marks which container holds the block ({@code b.container}).
  *
  * <p>Invariants (checked by {@link #checkShape}): the in-order sequence is strictly increasing; every node's
@@ -238,10 +241,11 @@ public final class BlockTree<B extends OrderedBlock<B>> {
     }
 
     /** Links {@code b} (priority already drawn) into the tree rooted at {@code roots[slot]}. */
-    static <B extends OrderedBlock<B>> void link(B[] roots, int slot, B b, boolean bySize) {
+    @SuppressWarnings("unchecked")
+    static <B extends OrderedBlock<B>> void link(OrderedBlock<?>[] roots, int slot, B b, boolean bySize) {
         b.left = null;
         b.right = null;
-        B cur = roots[slot];
+        B cur = (B) roots[slot];
         if (cur == null) {
             roots[slot] = b;
             b.parent = null;
@@ -280,7 +284,7 @@ public final class BlockTree<B extends OrderedBlock<B>> {
     }
 
     /** Unlinks {@code b} from the tree rooted at {@code roots[slot]}, which must hold it. */
-    static <B extends OrderedBlock<B>> void unlink(B[] roots, int slot, B b) {
+    static <B extends OrderedBlock<B>> void unlink(OrderedBlock<?>[] roots, int slot, B b) {
         for (B l = b.left, r = b.right; l != null && r != null; l = b.left, r = b.right) {
             if (l.priority > r.priority) {
                 rotateRight(roots, slot, b, l);
@@ -296,7 +300,7 @@ public final class BlockTree<B extends OrderedBlock<B>> {
     }
 
     private static <B extends OrderedBlock<B>> void replaceChild(
-            B[] roots, int slot, @Nullable B parent, B old, @Nullable B child) {
+            OrderedBlock<?>[] roots, int slot, @Nullable B parent, B old, @Nullable B child) {
         if (child != null) {
             child.parent = parent;
         }
@@ -310,7 +314,7 @@ public final class BlockTree<B extends OrderedBlock<B>> {
     }
 
     /** Rotates {@code p}'s left child {@code x} up into p's place. */
-    private static <B extends OrderedBlock<B>> void rotateRight(B[] roots, int slot, B p, B x) {
+    private static <B extends OrderedBlock<B>> void rotateRight(OrderedBlock<?>[] roots, int slot, B p, B x) {
         p.left = x.right;
         if (x.right != null) {
             x.right.parent = p;
@@ -321,7 +325,7 @@ public final class BlockTree<B extends OrderedBlock<B>> {
     }
 
     /** Rotates {@code p}'s right child {@code x} up into p's place. */
-    private static <B extends OrderedBlock<B>> void rotateLeft(B[] roots, int slot, B p, B x) {
+    private static <B extends OrderedBlock<B>> void rotateLeft(OrderedBlock<?>[] roots, int slot, B p, B x) {
         p.right = x.left;
         if (x.left != null) {
             x.left.parent = p;

@@ -34,8 +34,8 @@ final class SizeOrderedBlocks {
     static final class Lane {
         final SizeOrderedBlocks owner;
         final long stream;
-        /** The root of each size class's treap (null: empty class). */
-        final Block[] roots = new Block[FL_COUNT << SL_BITS];
+        /** The root of each size class's treap (null: empty class); an {@code OrderedBlock[]}, see {@link BlockTree}. */
+        final OrderedBlock<?>[] roots = new OrderedBlock<?>[FL_COUNT << SL_BITS];
 
         final long[] secondLevel = new long[FL_COUNT];
         long firstLevel;
@@ -116,7 +116,7 @@ final class SizeOrderedBlocks {
             lane = laneFor(b.stream);
         }
         int c = sizeClass(b.size);
-        Block[] roots = lane.roots;
+        OrderedBlock<?>[] roots = lane.roots;
         if (roots[c] == null) {
             int fl = c >>> SL_BITS;
             lane.secondLevel[fl] |= 1L << (c & 63);
@@ -153,6 +153,11 @@ final class SizeOrderedBlocks {
         count--;
     }
 
+    /** The root of class {@code c}'s tree in {@code lane}, or null (the roots hold only blocks of this set). */
+    private static @Nullable Block root(Lane lane, int c) {
+        return (Block) lane.roots[c];
+    }
+
     /** The lane of {@code b}, which is in this set ({@link #insert} sets it; it stays set while b is in a set). */
     private static Lane laneOf(Block b) {
         Lane lane = b.lane;
@@ -176,14 +181,14 @@ final class SizeOrderedBlocks {
         if (lane.count == 0) {
             return null;
         }
-        return BlockTree.leftmost(lane.roots[nextClass(lane, 0)]);
+        return BlockTree.leftmost(root(lane, nextClass(lane, 0)));
     }
 
     private static @Nullable Block lastOfLane(Lane lane) {
         if (lane.count == 0) {
             return null;
         }
-        return BlockTree.rightmost(lane.roots[prevClass(lane, (FL_COUNT << SL_BITS) - 1)]);
+        return BlockTree.rightmost(root(lane, prevClass(lane, (FL_COUNT << SL_BITS) - 1)));
     }
 
     private @Nullable Block firstFromLane(int i) {
@@ -223,7 +228,7 @@ final class SizeOrderedBlocks {
         }
         if (lane.count > 0) {
             int c = sizeClass(size);
-            Block root = lane.roots[c];
+            Block root = root(lane, c);
             if (root != null) {
                 Block b = BlockTree.ceiling(root, stream, size, ptr, true);
                 if (b != null) {
@@ -239,7 +244,7 @@ final class SizeOrderedBlocks {
     private @Nullable Block firstAfterClass(Lane lane, int c) {
         int n = c + 1 < (FL_COUNT << SL_BITS) ? nextClass(lane, c + 1) : -1;
         if (n >= 0) {
-            return BlockTree.leftmost(lane.roots[n]);
+            return BlockTree.leftmost(root(lane, n));
         }
         return firstFromLane(laneIndex(lane.stream) + 1);
     }
@@ -271,7 +276,7 @@ final class SizeOrderedBlocks {
         Lane lane = laneOf(b);
         int c = b.sizeClass > 0 ? prevClass(lane, b.sizeClass - 1) : -1;
         if (c >= 0) {
-            return BlockTree.rightmost(lane.roots[c]);
+            return BlockTree.rightmost(root(lane, c));
         }
         return lastBeforeLane(laneIndex(lane.stream));
     }
@@ -281,7 +286,7 @@ final class SizeOrderedBlocks {
         for (Lane lane : lanes) {
             for (int c = 0; c < lane.roots.length; c++) {
                 if (lane.roots[c] != null) {
-                    BlockTree.checkShape(lane.roots[c], null, this, true, name + " class " + c, violations);
+                    BlockTree.checkShape(root(lane, c), null, this, true, name + " class " + c, violations);
                 }
             }
         }
