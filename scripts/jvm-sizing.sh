@@ -16,6 +16,8 @@
 # of a 276 MB snapshot on 2 cores: 7.24-7.77 s against 7.55-9.05 s, user CPU 12.0-13.4 s against 13.0-14.9 s (six
 # alternated pairs); the mostly warm 1 GB analyze is unchanged (23.2 and 27.0 s against 23.3 and 27.3 s).
 # LauncherSizingTest checks that the methods named exist.
+# The same 64 MiB is where compare, analyze and report start AllocatorWarmUp beside the reading, so that C2's
+# first compilation of the allocator has seen every configuration's branches (LauncherSizingTest ties the two).
 # Heap, for the same large files: left alone, the serial collector grows its heap rather than collect the old
 # generation (a 1 GB snapshot's replay --check ran in 2.2 GB of RSS over 1.3 GB of live data, report in 3 GB), and
 # gives the young generation a third of it. So a large file gets a heap bounded by its size: 1.6 times the files'

@@ -3,6 +3,7 @@ package io.gpumem.cli;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.gpumem.engine.AllocatorWarmUp;
 import java.io.IOException;
 import java.io.RandomAccessFile;
 import java.nio.charset.StandardCharsets;
@@ -39,8 +40,9 @@ class LauncherSizingTest {
 
     @BeforeAll
     static void files() throws IOException {
-        big = sparse("big.pickle", 64L << 20);
-        small = sparse("small.pickle", (64L << 20) - 1);
+        // the launcher's threshold for C2 is the one from which a what-if command warms the allocator up
+        big = sparse("big.pickle", AllocatorWarmUp.FROM_INPUT_BYTES);
+        small = sparse("small.pickle", AllocatorWarmUp.FROM_INPUT_BYTES - 1);
     }
 
     private static Path sparse(String name, long bytes) throws IOException {

@@ -127,7 +127,7 @@ public final class AnalyzeCommand extends GpumemCommand {
         }
         policySpecs = policies.specs();
         PrintWriter text = json ? new PrintWriter(Writer.nullWriter()) : out;
-        TraceSession session = start.apply(input.open(err()));
+        TraceSession session = start.apply(input.openForWhatIfs(err()));
         session.whatIfProgress(TerminalProgress.forTerminal("analyze", "what-if runs"));
         TraceSnapshot snapshot = session.trace();
         Path file = input.file();

@@ -1,6 +1,7 @@
 package io.gpumem.cli.options;
 
 import io.gpumem.cli.trace.TerminalProgress;
+import io.gpumem.engine.AllocatorWarmUp;
 import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.session.TraceSession;
 import java.io.PrintWriter;
@@ -43,6 +44,22 @@ public final class TraceFileOptions {
      *                              unreadable, malformed, over a limit or inconsistent
      */
     public TraceSession open(PrintWriter err) {
+        return open(err, false);
+    }
+
+    /**
+     * {@link #open(PrintWriter)} for a command that runs what-ifs on the trace ({@code compare}, {@code analyze},
+     * {@code report}): a large file's read also warms the allocator's JIT profiles up ({@link AllocatorWarmUp}) on
+     * the core the reading leaves idle.
+     */
+    public TraceSession openForWhatIfs(PrintWriter err) {
+        return open(err, true);
+    }
+
+    private TraceSession open(PrintWriter err, boolean whatIfs) {
+        if (whatIfs) {
+            AllocatorWarmUp.startFor(file.toFile().length());
+        }
         TraceSession session = TraceSession.open(
                 file, limits.limits(), TerminalProgress.forTerminal("reading " + file.getFileName(), "bytes"));
         checks.check(session.trace(), err);

@@ -80,7 +80,7 @@ public final class ReportCommand extends GpumemCommand {
         whatIf.configs();
         List<PolicySpec> policySpecs = whatIf.policies();
         Path file = input.file();
-        TraceSession session = start.apply(input.open(err()));
+        TraceSession session = start.apply(input.openForWhatIfs(err()));
         this.session = session;
         session.whatIfProgress(TerminalProgress.forTerminal("report", "what-if runs"));
         List<Integer> devices = session.devices();

@@ -93,7 +93,7 @@ public final class CompareCommand extends GpumemCommand {
         List<AllocatorConfig> others = whatIf.configs();
         List<PolicySpec> policySpecs = whatIf.policies();
         StartMode mode = start.mode();
-        TraceSession session = input.open(err()).startMode(mode);
+        TraceSession session = input.openForWhatIfs(err()).startMode(mode);
         this.session = session;
         TraceSnapshot trace = session.trace();
         int d = device != null ? device : session.busiestDevice();
