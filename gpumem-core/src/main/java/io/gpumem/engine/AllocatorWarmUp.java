@@ -7,6 +7,7 @@ import java.util.ArrayList;
 import java.util.Deque;
 import java.util.List;
 import java.util.SplittableRandom;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Runs a small generated training stream through the exact allocator's what-if paths (an unlimited run that counts,
@@ -49,17 +50,17 @@ public final class AllocatorWarmUp {
 
     /**
      * Starts the warm-up on a daemon thread when a command's input of {@code inputBytes} is large enough for it to
-     * pay ({@link #FROM_INPUT_BYTES}); returns whether it started. The thread ends by itself (in about a tenth of a
-     * second of CPU) or with the JVM.
+     * pay ({@link #FROM_INPUT_BYTES}); returns the thread, or null when it did not start. The thread ends by itself
+     * (in about a tenth of a second of CPU) or with the JVM; nobody needs to wait for it.
      */
-    public static boolean startFor(long inputBytes) {
+    public static @Nullable Thread startFor(long inputBytes) {
         if (inputBytes < FROM_INPUT_BYTES) {
-            return false;
+            return null;
         }
         Thread t = new Thread(AllocatorWarmUp::runQuietly, "gpumem-warm-up");
         t.setDaemon(true);
         t.start();
-        return true;
+        return t;
     }
 
     private static void runQuietly() {
@@ -101,7 +102,7 @@ public final class AllocatorWarmUp {
         Deque<Integer> activations = new ArrayDeque<>();
         for (int step = 0; step < steps; step++) {
             b.step(entry++);
-            long length = 64 + random.nextInt(192);
+            long length = 64L + random.nextInt(192);
             for (int layer = 0; layer < 12; layer++) {
                 activations.push(b.alloc(length * 768 * 4, 0, entry++));
                 activations.push(b.alloc(length * length * 96, 0, entry++));
