@@ -89,10 +89,10 @@ class LauncherSizingTest {
     @Test
     void theMethodsKeptOutOfTheReplayLoopExist() throws Exception {
         // a rename would silently turn the option into a no-op (CompileCommand=quiet hides the JVM's warning)
-        for (String option : LARGE_JIT.substring("jit:".length()).split(" ")) {
+        for (String option : LARGE_JIT.substring("jit:".length()).split(" ", -1)) {
             if (option.startsWith("-XX:CompileCommand=dontinline,")) {
                 String[] target = option.substring("-XX:CompileCommand=dontinline,".length())
-                        .split("::");
+                        .split("::", -1);
                 Class<?> type = Class.forName(target[0]);
                 assertThat(type.getDeclaredMethods())
                         .as(option)

@@ -39,7 +39,7 @@ class SimulatedDeviceTest {
                     mallocs.add(a);
                 }
             } else if (r < 6) {
-                long h = d.createPhysical((1 + rnd.nextInt(4)) * 2 * MiB);
+                long h = d.createPhysical((1L + rnd.nextInt(4)) * 2 * MiB);
                 out.add(h != Device.NULL);
                 if (h != Device.NULL) {
                     handles.add(h);

@@ -136,7 +136,7 @@ class ProbeLookaheadTest {
 
     /** Some busy work per capacity, so that probes end in a different order than they start. */
     private static int rnd(long c, long seed) {
-        return (int) Math.floorMod(Long.hashCode(c ^ seed) * 31L, 20_000);
+        return Math.floorMod(Long.hashCode(c ^ seed) * 31L, 20_000);
     }
 
     /** With one worker, the probe below the current one is lent and taken when the current one runs. */

@@ -71,11 +71,22 @@ public class PolicyPairBench {
                 window.warm(stress, StressWindow.SIZES * 4);
                 yield stress;
             }
-            case "recordedTracePair" ->
-                (traced = loop(policy, BenchStreams.recorded("lm2.7b-train-step.pickle"))).allocator;
-            case "offloadPair" -> (offload = loop(policy, BenchStreams.named("llama-offload"))).allocator;
-            case "randomPair" -> (random = loop(policy, BenchStreams.named("rmm-64mib"))).allocator;
-            case "randomLargePair" -> (randomLarge = loop(policy, BenchStreams.named("rmm-random"))).allocator;
+            case "recordedTracePair" -> {
+                traced = loop(policy, BenchStreams.recorded("lm2.7b-train-step.pickle"));
+                yield traced.allocator;
+            }
+            case "offloadPair" -> {
+                offload = loop(policy, BenchStreams.named("llama-offload"));
+                yield offload.allocator;
+            }
+            case "randomPair" -> {
+                random = loop(policy, BenchStreams.named("rmm-64mib"));
+                yield random.allocator;
+            }
+            case "randomLargePair" -> {
+                randomLarge = loop(policy, BenchStreams.named("rmm-random"));
+                yield randomLarge.allocator;
+            }
             default -> throw new IllegalArgumentException("PolicyPairBench has no workload " + workload);
         };
         // Checked once, at set-up: the checker allocates, and JMH's gc profiler would count it in an iteration.

@@ -39,8 +39,13 @@ class WillItFitBrowserTest {
     }
 
     @SuppressWarnings("unchecked")
-    private static <T> T parse(String json) throws Exception {
-        return (T) JsonTree.parse(json);
+    private static Map<String, Object> parseObject(String json) throws Exception {
+        return (Map<String, Object>) JsonTree.parse(json);
+    }
+
+    @SuppressWarnings("unchecked")
+    private static List<Map<String, Object>> parseRows(String json) throws Exception {
+        return (List<Map<String, Object>>) JsonTree.parse(json);
     }
 
     @Test
@@ -50,7 +55,7 @@ class WillItFitBrowserTest {
         Path page = dir.resolve("diff.html");
         CliRun run = CliRun.run("diff", traces[0], traces[1], "--json", "--html", page.toString());
         assertThat(run.exit()).as(run.err()).isZero();
-        Map<String, Object> o = parse(run.out());
+        Map<String, Object> o = parseObject(run.out());
         ReportBrowserTest.assertNoRequestCanLeave(Files.readString(page));
 
         HeadlessChromium.Result shown = chromium.dumpDom(page);
@@ -135,7 +140,7 @@ class WillItFitBrowserTest {
         assertThat(report.exit()).as(report.err()).isZero();
         CliRun compare = CliRun.run("compare", predicted.toString(), "-c", "expandable_segments:True", "--json");
         assertThat(compare.exit()).as(compare.err()).isZero();
-        List<Map<String, Object>> rows = parse(compare.out());
+        List<Map<String, Object>> rows = parseRows(compare.out());
         ReportBrowserTest.assertNoRequestCanLeave(Files.readString(page));
 
         HeadlessChromium.Result shown = chromium.dumpDom(page);

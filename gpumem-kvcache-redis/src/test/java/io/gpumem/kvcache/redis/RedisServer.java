@@ -103,13 +103,28 @@ public final class RedisServer implements AutoCloseable {
         process.waitFor(10, TimeUnit.SECONDS);
     }
 
+    /**
+     * Stops the server, killing it when it has not exited 5 s after being asked to. An interrupt while waiting
+     * kills it at once and stays set on the thread (no {@code InterruptedException} from a resource's close).
+     */
     @Override
-    public void close() throws InterruptedException {
+    public void close() {
         if (process.isAlive()) {
             process.destroy();
-            if (!process.waitFor(5, TimeUnit.SECONDS)) {
-                kill();
+            if (!exitsWithin(5)) {
+                process.destroyForcibly();
+                exitsWithin(10);
             }
+        }
+    }
+
+    /** Whether the server exits within {@code seconds}; false at once when interrupted (the interrupt stays set). */
+    private boolean exitsWithin(long seconds) {
+        try {
+            return process.waitFor(seconds, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
         }
     }
 }

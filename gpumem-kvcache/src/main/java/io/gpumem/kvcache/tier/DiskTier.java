@@ -89,24 +89,24 @@ public final class DiskTier extends LocalTier<Boolean> {
             return false;
         }
         try (FileChannel ch = FileChannel.open(fileOf(hi, lo), StandardOpenOption.READ)) {
-            if (ch.size() != recordBytes) {
-                corrupt++; // truncated or grown behind our back: a miss, and the file goes
-                ch.close();
-                remove(hi, lo);
-                return false;
-            }
-            ByteBuffer buf = dst.asSlice(0, recordBytes).asByteBuffer();
-            while (buf.hasRemaining()) {
-                if (ch.read(buf) < 0) {
-                    return false;
+            if (ch.size() == recordBytes) {
+                ByteBuffer buf = dst.asSlice(0, recordBytes).asByteBuffer();
+                while (buf.hasRemaining()) {
+                    if (ch.read(buf) < 0) {
+                        return false;
+                    }
                 }
+                return true;
             }
-            return true;
         } catch (IOException | UncheckedIOException e) {
             failed++;
             index.remove(key);
             return false;
         }
+        // truncated or grown behind our back: a miss, and the file goes (removed once closed, as every system allows)
+        corrupt++;
+        remove(hi, lo);
+        return false;
     }
 
     @Override

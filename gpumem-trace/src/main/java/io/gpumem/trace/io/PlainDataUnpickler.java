@@ -15,6 +15,7 @@ import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A pickle decoder for files from other people's machines: it reads plain data only (dicts, lists, tuples, sets,
@@ -126,6 +127,17 @@ final class PlainDataUnpickler {
 
     /** Bytes read from a channel at a time. */
     private static final int CHUNK = 1 << 20;
+
+    /**
+     * Whether {@code a} is the very object {@code b}. The memo's sentinels ({@link #ABSENT}, {@link #CONSUMED},
+     * {@link #NOT_DENSE}) and the file's lists are told apart by identity, which is what they mean: a sentinel equals
+     * nothing else, and two equal lists from two places in the file are two objects. Error Prone's ReferenceEquality
+     * cannot know that; this is the one place of the reader that says so.
+     */
+    @SuppressWarnings("ReferenceEquality")
+    static boolean same(@Nullable Object a, @Nullable Object b) {
+        return a == b;
+    }
 
     /** Marks the memo slots never stored (null is a value). */
     static final Object ABSENT = new Object();
@@ -588,7 +600,7 @@ final class PlainDataUnpickler {
                 && p.converted != null
                 && p.ownFramesSlot >= 0
                 && p.ownFramesSlot < memo.length
-                && memo[p.ownFramesSlot] == p.frames) {
+                && same(memo[p.ownFramesSlot], p.frames)) {
             memo[p.ownFramesSlot] = p.converted;
         }
     }

@@ -5,6 +5,8 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
 
 /**
  * The snapshot fast path of {@link PlainDataUnpickler}: decodes one device trace entry straight from its opcodes
@@ -131,7 +133,9 @@ final class PlainEntryDecoder {
                         e.frames = null;
                     } else if (op == 'h' || op == 'j') {
                         Object v = memoGet(op == 'h' ? 1 : 4);
-                        if (v == null || v == PlainDataUnpickler.ABSENT || v == PlainDataUnpickler.CONSUMED) {
+                        if (v == null
+                                || PlainDataUnpickler.same(v, PlainDataUnpickler.ABSENT)
+                                || PlainDataUnpickler.same(v, PlainDataUnpickler.CONSUMED)) {
                             return false;
                         }
                         e.frames = v;
@@ -176,8 +180,8 @@ final class PlainEntryDecoder {
      * (an {@code ArrayList} of the same dicts), or null when the bytes are anything else. Its memo slot goes to
      * {@code e.ownFramesSlot}.
      */
-    private ArrayList<Object> frames(PlainEntry e) {
-        ArrayList<Object> list = new ArrayList<>();
+    private List<Object> frames(PlainEntry e) {
+        List<Object> list = new ArrayList<>();
         if (!memoize(list) || pos >= stop) {
             return null;
         }
@@ -233,8 +237,8 @@ final class PlainEntryDecoder {
      * integer or None values, each key once, and {@code SETITEMS}; built as the general decoder builds it (a {@code HashMap},
      * integers as {@code Integer}), or null when the bytes are anything else.
      */
-    private HashMap<Object, Object> frameDict() {
-        HashMap<Object, Object> dict = new HashMap<>(4);
+    private Map<Object, Object> frameDict() {
+        Map<Object, Object> dict = new HashMap<>(4);
         if (!memoize(dict) || pos >= stop || in[pos++] != '(') {
             return null;
         }
@@ -363,7 +367,7 @@ final class PlainEntryDecoder {
             return op != 'q' && op != 'r';
         }
         Object before = memo.storeDenseMemo(index, v);
-        if (before == PlainDataUnpickler.NOT_DENSE) {
+        if (PlainDataUnpickler.same(before, PlainDataUnpickler.NOT_DENSE)) {
             return false;
         }
         lastMemoSlot = (int) index;

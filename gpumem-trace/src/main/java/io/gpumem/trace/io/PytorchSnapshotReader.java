@@ -103,10 +103,9 @@ public final class PytorchSnapshotReader {
                     return channel.isOpen();
                 }
 
+                // nothing: the file's channel belongs to the try that opened it, which closes it
                 @Override
-                public void close() throws IOException {
-                    channel.close();
-                }
+                public void close() {}
             };
             root = unpickle(() -> PlainDataUnpickler.load(counted, size, converter), name);
         } catch (IOException e) {
@@ -732,7 +731,7 @@ public final class PytorchSnapshotReader {
         /** The frames {@code o} converted to, when it is in the table of recent lists; else null. */
         private @Nullable List<Frame> recent(Object o) {
             int slot = System.identityHashCode(o) & (RECENT_LISTS - 1);
-            return recentLists[slot] == o ? recentFrames[slot] : null;
+            return PlainDataUnpickler.same(recentLists[slot], o) ? recentFrames[slot] : null;
         }
 
         private PoolId poolId(Object o, String where) {

@@ -9,14 +9,20 @@ public class TraceFormatException extends RuntimeException {
     private final String location;
 
     public TraceFormatException(String file, String location, String message) {
-        super(file + (location == null || location.isEmpty() ? "" : ": " + location) + ": " + message);
+        super(text(file, location, message));
         this.file = file;
         this.location = location == null ? "" : location;
     }
 
     public TraceFormatException(String file, String location, String message, Throwable cause) {
-        this(file, location, message);
-        initCause(cause);
+        super(text(file, location, message), cause);
+        this.file = file;
+        this.location = location == null ? "" : location;
+    }
+
+    /** {@code file: location: message}, without the location when there is none. */
+    private static String text(String file, String location, String message) {
+        return file + (location == null || location.isEmpty() ? "" : ": " + location) + ": " + message;
     }
 
     /** The file (as given by the caller). */
