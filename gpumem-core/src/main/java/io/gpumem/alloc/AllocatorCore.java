@@ -204,6 +204,46 @@ final class AllocatorCore {
         if (setFraction && gcActive) {
             pool.getFreeBlocksCallCount++;
         }
+        Block b = bestFreeBlock(pool, stream, size);
+        if (b != null) {
+            pool.blocks.remove(b);
+        }
+        return b;
+    }
+
+    /**
+     * A {@link #malloc} of {@code origSize} on {@code stream} followed at once by the {@link #free} of its block, taken
+     * as one step where that pair is known to leave this core exactly as it found it; false (nothing changed) where
+     * the caller must make the two calls.
+     *
+     * <p>Why the pair changes nothing when the cache serves it: {@code get_free_block} takes the best-fit block,
+     * {@code alloc_found_block} carves the request from its low end, and {@code free_block} merges the carved block
+     * with the remainder again (the block's neighbours were not free, or they would have been merged with it
+     * before); without a split the block is simply handed out and back. No device call is made, so the capacity
+     * plays no part. What the pair does leave behind is written here: the request as the free block's requested size
+     * (the merged block is the carved one, which keeps it) and the pool's clock as its age. Not taken, because the
+     * pair would leave a mark: where statistics are kept (counts and peaks move), where history or a tracker records
+     * entries, where the garbage collector's clock ticks on every lookup, and where stream events are pending (a
+     * malloc processes them first). The treap priorities the full pair would have drawn are not drawn: they shape the
+     * trees, never their order.
+     */
+    boolean tryMallocFreedAtOnce(long origSize, long stream) {
+        if (stats.counting() || trace.recordsEntries() || (setFraction && gcActive) || !events.isEmpty()) {
+            return false;
+        }
+        long size = roundupActive ? SizeRules.roundSize(origSize, config) : SizeRules.roundToMinBlock(origSize);
+        BlockPool pool = poolFor(size);
+        Block b = bestFreeBlock(pool, stream, size);
+        if (b == null) {
+            return false;
+        }
+        b.requestedSize = origSize;
+        b.gcCountBase = pool.getFreeBlocksCallCount;
+        return true;
+    }
+
+    /** The block {@code get_free_block} would take for a request of {@code size} on {@code stream}, left in its tree. */
+    private @Nullable Block bestFreeBlock(BlockPool pool, long stream, long size) {
         Block b = pool.blocks.ceiling(stream, size, 0);
         if (b == null || b.stream != stream) {
             return null;
@@ -234,7 +274,6 @@ final class AllocatorCore {
         if (SizeRules.rejectsCachedBlock(size, b.size, maxSplitSize, maxNonSplitRounding)) {
             return null;
         }
-        pool.blocks.remove(b);
         return b;
     }
 

@@ -171,6 +171,21 @@ public final class CachingAllocator implements ForkableAllocator {
         }
     }
 
+    /** Taken only by an uncounted allocator ({@link #uncounted}, {@link #uncountedCopyOnto}) that records no history. */
+    @Override
+    public boolean tryMallocFreedAtOnce(long size, long stream) {
+        if (size <= 0 || size >= ONE_EXABYTE) {
+            return false;
+        }
+        lock.lock();
+        try {
+            ensureOpen();
+            return core.tryMallocFreedAtOnce(size, stream);
+        } finally {
+            lock.unlock();
+        }
+    }
+
     private void ensureOpen() {
         if (closed) {
             throw new IllegalStateException("the allocator is closed");

@@ -28,4 +28,15 @@ public interface ForkableAllocator extends GpuAllocator {
      * prefix replayed under another, and prefix reuse is off.
      */
     boolean capacityShapesDecisions();
+
+    /**
+     * Plays {@code malloc(size, stream)} and, at once, the free of the block it returns, where that pair is known to
+     * leave the allocator as it found it (the cache serves the request, so no device call is made, and the split
+     * and merge undo each other): what a replay's temporaries are, a block freed by the very next request, about a
+     * quarter of a training step's requests. Returns false, having changed nothing, where the caller must make the two
+     * calls: among others, wherever the pair would leave a mark (statistics kept, history recorded) and wherever the
+     * cache cannot serve the request. The address the malloc would have returned is not reported: the block is free
+     * again.
+     */
+    boolean tryMallocFreedAtOnce(long size, long stream);
 }

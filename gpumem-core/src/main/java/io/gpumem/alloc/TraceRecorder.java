@@ -72,6 +72,11 @@ public final class TraceRecorder {
         active = isActive();
     }
 
+    /** Whether an allocation or free would be recorded (history on, or a tracker attached). */
+    boolean recordsEntries() {
+        return active;
+    }
+
     /** Whether nothing is recorded or listened to: no history, trackers or listeners (what a copy requires). */
     synchronized boolean isIdle() {
         return !isActive() && listeners.length == 0 && ring.isEmpty();

@@ -63,6 +63,9 @@ public final class StreamRunner {
     final AtomicLong probesTakenAhead = new AtomicLong();
 
     final AtomicLong opsReplayed = new AtomicLong();
+    /** Mallocs played with the free that follows them as one call ({@link Replay#freedAtOnce}), for measurement. */
+    final AtomicLong pairsFreedAtOnce = new AtomicLong();
+
     private volatile boolean prefixReuse = true;
     private volatile int checkpointGain = CapacityProbes.MIN_CHECKPOINT_GAIN;
     private volatile int maxCheckpoints = CapacityProbes.MAX_CHECKPOINTS;
@@ -139,10 +142,16 @@ public final class StreamRunner {
 
     /**
      * {@code {replays begun, ops replayed, capacity probes answered without a replay, capacity probes taken from
-     * idle workers that ran them ahead}} so far by this runner (a measurement aid).
+     * idle workers that ran them ahead, mallocs played with their free as one call}} so far by this runner (a
+     * measurement aid).
      */
     public long[] replayCounts() {
-        return new long[] {replaysBegun.get(), opsReplayed.get(), probesAnsweredBySeenRuns.get(), probesTakenAhead.get()
+        return new long[] {
+            replaysBegun.get(),
+            opsReplayed.get(),
+            probesAnsweredBySeenRuns.get(),
+            probesTakenAhead.get(),
+            pairsFreedAtOnce.get()
         };
     }
 
@@ -317,6 +326,13 @@ public final class StreamRunner {
         int current = -1;
         /** Whether a STEP has opened a step yet. */
         boolean stepOpen;
+
+        /**
+         * Whether a malloc whose block the next op frees is played as one call
+         * ({@link ForkableAllocator#tryMallocFreedAtOnce}): set for the capacity search's forks, whose allocators
+         * keep no statistics, so that the pair leaves nothing to count.
+         */
+        boolean freedAtOnce;
 
         int stepsClosed;
         /** Whether to stop at a step boundary once reserved memory stops changing ({@link Options#untilSteady}). */
@@ -642,6 +658,7 @@ public final class StreamRunner {
             GpuAllocator copy = ((ForkableAllocator) allocator).uncountedCopyOnto(d);
             expectLiveBlocks(copy, liveBlocksAtPeak);
             Replay r = new Replay(d, copy, devStreams, address);
+            r.freedAtOnce = true;
             r.liveBlocksAtPeak = liveBlocksAtPeak;
             r.next = next;
             r.stepOpen = stepOpen;
@@ -762,6 +779,8 @@ public final class StreamRunner {
         int[] slots = rs.slot;
         long[] size = rs.size;
         int[] streamIndex = rs.streamIndex;
+        ForkableAllocator pairs = r.freedAtOnce ? (ForkableAllocator) allocator : null;
+        int freedAtOnce = 0;
         int k = r.next;
         // The consumed bytes change only through device calls: a malloc (counted, read cheaply) or an empty_cache;
         // the device's synchronised counter is read only then. A free that released device memory (none does
@@ -773,6 +792,15 @@ public final class StreamRunner {
                 r.current = k;
                 switch (op[k]) {
                     case RequestStream.ALLOC -> {
+                        if (pairs != null
+                                && k + 1 < end
+                                && op[k + 1] == RequestStream.FREE
+                                && slots[k + 1] == slots[k]
+                                && pairs.tryMallocFreedAtOnce(size[k], devStreams[streamIndex[k]])) {
+                            k++; // the free too: the block is free again, its slot stays empty
+                            freedAtOnce++;
+                            break;
+                        }
                         try {
                             address[slots[k]] = allocator.malloc(size[k], devStreams[streamIndex[k]]);
                         } catch (OutOfMemoryException oom) {
@@ -818,6 +846,9 @@ public final class StreamRunner {
             }
         } finally {
             opsReplayed.addAndGet(k - r.next);
+            if (freedAtOnce > 0) {
+                pairsFreedAtOnce.addAndGet(freedAtOnce);
+            }
             r.next = k;
             out.stepsCompleted = r.stepsClosed + (r.stepOpen && k == rs.length && out.ooms == 0 ? 1 : 0);
         }

@@ -126,6 +126,68 @@ class StreamRunnerTest {
         }
     }
 
+    /**
+     * The capacity search's forks play a malloc whose block the next op frees (a temporary) as one call
+     * ({@link io.gpumem.alloc.ForkableAllocator#tryMallocFreedAtOnce}); full replays, whose allocators count, make the
+     * two calls. Both must find the same minimum, probe for probe.
+     */
+    @Test
+    void forksTakeTemporariesAtOnceAndFindTheSameMinimum() {
+        long seed = Long.getLong("gpumem.seed", System.nanoTime());
+        System.out.println("StreamRunnerTest temporaries seed=" + seed);
+        SplittableRandom rnd = new SplittableRandom(seed);
+        long pairs = 0;
+        for (int round = 0; round < 8; round++) {
+            RequestStream stream = randomStreamWithTemporaries(rnd);
+            for (String conf : List.of("", "max_split_size_mb:30", "roundup_power2_divisions:4")) {
+                String what = "seed " + seed + " round " + round + " [" + conf + "]";
+                PreparedPolicy policy = PolicyRegistry.exact(AllocatorConfig.parse(conf));
+                StreamRunner forks = new StreamRunner(stream);
+                forks.setCheckpointGain(1);
+                StreamRunner full = new StreamRunner(stream);
+                full.setPrefixReuse(false);
+                long min = forks.minimumCapacity(policy, at(StreamRunner.ROOMY), StreamRunner.ROOMY);
+                assertThat(full.minimumCapacity(policy, at(StreamRunner.ROOMY), StreamRunner.ROOMY))
+                        .as(what)
+                        .isEqualTo(min);
+                for (long c = min - 4 * STEP; c <= min + 4 * STEP; c += STEP) {
+                    assertThat(forks.runsWithoutOom(policy, at(c)))
+                            .as(what + " at " + c)
+                            .isEqualTo(full.runsWithoutOom(policy, at(c)));
+                }
+                assertThat(full.replayCounts()[4])
+                        .as(what + ": full replays count")
+                        .isZero();
+                pairs += forks.replayCounts()[4];
+            }
+        }
+        assertThat(pairs).as("temporaries taken at once, seed %d", seed).isPositive();
+    }
+
+    /** {@link #randomStream}'s requests, with a temporary (an alloc the next op frees) now and then. */
+    private static RequestStream randomStreamWithTemporaries(SplittableRandom rnd) {
+        RequestStream.Builder b = RequestStream.builder();
+        List<Integer> live = new ArrayList<>();
+        int ops = 100 + rnd.nextInt(200);
+        for (int i = 0; i < ops; i++) {
+            int r = rnd.nextInt(100);
+            long size = rnd.nextInt(3) == 0 ? 1024L + rnd.nextInt(1 << 20) : MIB + rnd.nextLong(40 * MIB);
+            if (r < 25) {
+                b.free(b.alloc(size, 0, i), i);
+            } else if (r < 65 || live.isEmpty()) {
+                live.add(b.alloc(size, rnd.nextInt(4) == 0 ? 1 : 0, i));
+            } else if (r < 98) {
+                int at = rnd.nextInt(live.size());
+                b.free(live.get(at), i);
+                live.set(at, live.getLast());
+                live.removeLast();
+            } else {
+                b.emptyCache(i);
+            }
+        }
+        return b.build();
+    }
+
     /** Allocs and frees of 1 KiB to 40 MiB on two streams, some frees left out, an empty_cache now and then. */
     private static RequestStream randomStream(SplittableRandom rnd) {
         RequestStream.Builder b = RequestStream.builder();
