@@ -295,6 +295,15 @@ public final class StreamRunner {
         @Nullable
         OutOfMemoryException firstOom;
 
+        /** A failed request at op {@code k}: counted, and kept if it is the first. */
+        void failed(OutOfMemoryException oom, int k) {
+            ooms++;
+            if (firstOom == null) {
+                firstOom = oom;
+                failedOp = k;
+            }
+        }
+
         RunOutcome.Builder outcome(long capacity, int pairs) {
             return RunOutcome.builder()
                     .capacity(capacity)
@@ -348,6 +357,21 @@ public final class StreamRunner {
             this.allocator = allocator;
             this.devStreams = devStreams;
             this.address = address;
+        }
+
+        /**
+         * A STEP op: closes the open step (telling the allocator) and opens the next; true when the replay is to stop
+         * there, reserved memory having stopped changing ({@link Options#untilSteady}).
+         */
+        boolean step() {
+            boolean stop = false;
+            if (stepOpen) {
+                stepsClosed++;
+                allocator.internals().stepBoundary();
+                stop = untilSteady && steadySinceLastStep();
+            }
+            stepOpen = true;
+            return stop;
         }
 
         /** At a step's end: whether reserved memory, now and at its peak, is what it was at the previous step's end. */
@@ -406,7 +430,12 @@ public final class StreamRunner {
             if (abandoned.getAsBoolean()) {
                 return false;
             }
-            play(r, Math.min(end, r.next + CHUNK), out, true, null);
+            int to = Math.min(end, r.next + CHUNK);
+            if (r.freedAtOnce) {
+                playFork(r, to, out);
+            } else {
+                play(r, to, out, true, null);
+            }
         }
         return true;
     }
@@ -779,8 +808,6 @@ public final class StreamRunner {
         int[] slots = rs.slot;
         long[] size = rs.size;
         int[] streamIndex = rs.streamIndex;
-        ForkableAllocator pairs = r.freedAtOnce ? (ForkableAllocator) allocator : null;
-        int freedAtOnce = 0;
         int k = r.next;
         // The consumed bytes change only through device calls: a malloc (counted, read cheaply) or an empty_cache;
         // the device's synchronised counter is read only then. A free that released device memory (none does
@@ -792,23 +819,10 @@ public final class StreamRunner {
                 r.current = k;
                 switch (op[k]) {
                     case RequestStream.ALLOC -> {
-                        if (pairs != null
-                                && k + 1 < end
-                                && op[k + 1] == RequestStream.FREE
-                                && slots[k + 1] == slots[k]
-                                && pairs.tryMallocFreedAtOnce(size[k], devStreams[streamIndex[k]])) {
-                            k++; // the free too: the block is free again, its slot stays empty
-                            freedAtOnce++;
-                            break;
-                        }
                         try {
                             address[slots[k]] = allocator.malloc(size[k], devStreams[streamIndex[k]]);
                         } catch (OutOfMemoryException oom) {
-                            out.ooms++;
-                            if (out.firstOom == null) {
-                                out.firstOom = oom;
-                                out.failedOp = k;
-                            }
+                            out.failed(oom, k);
                             if (stopAtOom) {
                                 k++;
                                 return;
@@ -823,15 +837,10 @@ public final class StreamRunner {
                         }
                     }
                     case RequestStream.STEP -> {
-                        if (r.stepOpen) {
-                            r.stepsClosed++;
-                            allocator.internals().stepBoundary();
-                            if (r.untilSteady && r.steadySinceLastStep()) {
-                                k++;
-                                return;
-                            }
+                        if (r.step()) {
+                            k++;
+                            return;
                         }
-                        r.stepOpen = true;
                     }
                     default -> allocator.emptyCache();
                 }
@@ -845,13 +854,73 @@ public final class StreamRunner {
                 }
             }
         } finally {
-            opsReplayed.addAndGet(k - r.next);
-            if (freedAtOnce > 0) {
-                pairsFreedAtOnce.addAndGet(freedAtOnce);
-            }
-            r.next = k;
-            out.stepsCompleted = r.stepsClosed + (r.stepOpen && k == rs.length && out.ooms == 0 ? 1 : 0);
+            ended(r, k, out);
         }
+    }
+
+    /**
+     * {@link #play} for a capacity search's fork ({@link Replay#freedAtOnce}): returns at the first failed request,
+     * keeps no trajectory, and takes a malloc whose block the next op frees as one call
+     * ({@link ForkableAllocator#tryMallocFreedAtOnce}). A loop of its own, so that the counted runs' loop and this one
+     * are each compiled for the ops they see.
+     */
+    private void playFork(Replay r, int end, Counters out) {
+        RequestStream rs = stream;
+        ForkableAllocator allocator = (ForkableAllocator) r.allocator;
+        long[] address = r.address;
+        long[] devStreams = r.devStreams;
+        byte[] op = rs.op;
+        int[] slots = rs.slot;
+        long[] size = rs.size;
+        int[] streamIndex = rs.streamIndex;
+        int pairs = 0;
+        int k = r.next;
+        try {
+            while (k < end) {
+                r.current = k;
+                byte o = op[k];
+                if (o == RequestStream.ALLOC) {
+                    int slot = slots[k];
+                    long stream = devStreams[streamIndex[k]];
+                    if (k + 1 < end
+                            && op[k + 1] == RequestStream.FREE
+                            && slots[k + 1] == slot
+                            && allocator.tryMallocFreedAtOnce(size[k], stream)) {
+                        pairs++;
+                        k += 2; // the free too: the block is free again, its slot stays empty
+                        continue;
+                    }
+                    try {
+                        address[slot] = allocator.malloc(size[k], stream);
+                    } catch (OutOfMemoryException oom) {
+                        out.failed(oom, k);
+                        k++;
+                        return;
+                    }
+                } else if (o == RequestStream.FREE) {
+                    long a = address[slots[k]];
+                    if (a != 0) {
+                        allocator.free(a);
+                        address[slots[k]] = 0;
+                    }
+                } else if (o == RequestStream.STEP) {
+                    r.step();
+                } else {
+                    allocator.emptyCache();
+                }
+                k++;
+            }
+        } finally {
+            pairsFreedAtOnce.addAndGet(pairs);
+            ended(r, k, out);
+        }
+    }
+
+    /** A play's end: {@code r} stopped before op {@code k}. */
+    private void ended(Replay r, int k, Counters out) {
+        opsReplayed.addAndGet(k - r.next);
+        r.next = k;
+        out.stepsCompleted = r.stepsClosed + (r.stepOpen && k == stream.length && out.ooms == 0 ? 1 : 0);
     }
 
     /** Fills in what a replay measured: the device's map calls and the allocator's statistics. */
