@@ -85,6 +85,8 @@ write_snapshot() { # FILE STEPS [JAVA_OPTS]
 for l in "${launchers[@]}"; do "$l" --help > /dev/null; done
 big="$dir/big-$steps.pickle"
 write_snapshot "$big" "$steps"
+# Likewise the AOT cache a launcher writes before its first command on a large file.
+for l in "${launchers[@]}"; do "$l" replay --check "$big" > /dev/null 2>&1 || true; done
 tiny="$root/../shared/traces/tiny-forward.pickle"
 has_python=0
 command -v python3 > /dev/null && has_python=1

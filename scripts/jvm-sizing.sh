@@ -28,12 +28,14 @@
 # Files are taken as the user named them: a symbolic link to a large snapshot counts as the snapshot (find -L).
 #
 # gpumem_size_opts ARGS...: sets the arrays jit_opts (the tiers) and heap_opts (the heap bound; empty for small
-# inputs) from the launcher's arguments; the arguments that name regular files (also as --option=FILE) count.
+# inputs), and large_input (1 for a file of 64 MiB or more, else 0: the launcher then starts from its AOT cache),
+# from the launcher's arguments; the arguments that name regular files (also as --option=FILE) count.
 gpumem_size_opts() {
   local arg f total heap_mib
   local -a files=()
   jit_opts=(-XX:TieredStopAtLevel=1)
   heap_opts=()
+  large_input=0
   for arg in "$@"; do
     case "$arg" in
       --repeat|--repeat=*) jit_opts=() ;;
@@ -44,6 +46,7 @@ gpumem_size_opts() {
   done
   if [ ${#files[@]} -gt 0 ] \
      && [ -n "$(find -L "${files[@]}" -prune -type f -size +67108863c -print -quit 2>/dev/null)" ]; then
+    large_input=1
     jit_opts=(-XX:CompileCommand=quiet
       -XX:CompileCommand=dontinline,io.gpumem.alloc.CachingAllocator::malloc
       -XX:CompileCommand=dontinline,io.gpumem.alloc.CachingAllocator::free)

@@ -53,13 +53,17 @@ class LauncherSizingTest {
         return p;
     }
 
-    /** The options {@code gpumem_size_opts} chooses for {@code args}: the JIT options, then the heap options. */
+    /**
+     * The options {@code gpumem_size_opts} chooses for {@code args}: the JIT options, the heap options, then whether
+     * the input is large (the launcher then starts from its AOT cache).
+     */
     private static List<String> options(String... args) throws IOException, InterruptedException {
         assumeTrue(Files.isRegularFile(SCRIPT), "no " + SCRIPT + " (not run from the repository)");
         List<String> cmd = new ArrayList<>(List.of(
                 "bash",
                 "-c",
-                ". \"$0\"; gpumem_size_opts \"$@\"; echo \"jit:${jit_opts[*]-}\"; echo \"heap:${heap_opts[*]-}\"",
+                ". \"$0\"; gpumem_size_opts \"$@\"; echo \"jit:${jit_opts[*]-}\"; echo \"heap:${heap_opts[*]-}\";"
+                        + " echo \"large:$large_input\"",
                 SCRIPT.toString()));
         cmd.addAll(List.of(args));
         Process p;
@@ -81,9 +85,9 @@ class LauncherSizingTest {
     @Test
     void aLargeFileGetsC2AndAHeapBoundedByItsSize() throws Exception {
         // 64 MiB: 64 * 8 / 5 + 128 = 230 MiB, raised to the 1 GiB floor
-        assertThat(options("analyze", big.toString())).containsExactly(LARGE_JIT, "heap:-Xmx1024m -Xmn128m");
+        assertThat(options("analyze", big.toString())).containsExactly(LARGE_JIT, "heap:-Xmx1024m -Xmn128m", "large:1");
         assertThat(options("replay", "--check", "--trace=" + big))
-                .containsExactly(LARGE_JIT, "heap:-Xmx1024m -Xmn128m");
+                .containsExactly(LARGE_JIT, "heap:-Xmx1024m -Xmn128m", "large:1");
     }
 
     @Test
@@ -112,17 +116,19 @@ class LauncherSizingTest {
         }
         // before the fix, find without -L saw a link, not a regular file, and the 1 GB snapshot ran on C1 with
         // the default heap (analyze: 55.6 s and 3,781 MiB of RSS, against 30.3 s and 1,776 MiB unlinked)
-        assertThat(options("analyze", link.toString())).containsExactly(LARGE_JIT, "heap:-Xmx1024m -Xmn128m");
-        assertThat(options("analyze", "link.pickle")).containsExactly(LARGE_JIT, "heap:-Xmx1024m -Xmn128m");
+        assertThat(options("analyze", link.toString()))
+                .containsExactly(LARGE_JIT, "heap:-Xmx1024m -Xmn128m", "large:1");
+        assertThat(options("analyze", "link.pickle")).containsExactly(LARGE_JIT, "heap:-Xmx1024m -Xmn128m", "large:1");
     }
 
     @Test
     void smallFilesAndNoFilesStayOnC1WithTheDefaultHeap() throws Exception {
-        assertThat(options("--help")).containsExactly("jit:-XX:TieredStopAtLevel=1", "heap:");
-        assertThat(options("analyze", small.toString())).containsExactly("jit:-XX:TieredStopAtLevel=1", "heap:");
+        assertThat(options("--help")).containsExactly("jit:-XX:TieredStopAtLevel=1", "heap:", "large:0");
+        assertThat(options("analyze", small.toString()))
+                .containsExactly("jit:-XX:TieredStopAtLevel=1", "heap:", "large:0");
         assertThat(options("analyze", dir.resolve("missing.pickle").toString()))
-                .containsExactly("jit:-XX:TieredStopAtLevel=1", "heap:");
+                .containsExactly("jit:-XX:TieredStopAtLevel=1", "heap:", "large:0");
         // a warm benchmark keeps the full tiers without a large file
-        assertThat(options("plan", "--repeat", "3", small.toString())).containsExactly("jit:", "heap:");
+        assertThat(options("plan", "--repeat", "3", small.toString())).containsExactly("jit:", "heap:", "large:0");
     }
 }
