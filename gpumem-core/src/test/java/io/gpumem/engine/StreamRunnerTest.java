@@ -138,7 +138,7 @@ class StreamRunnerTest {
         SplittableRandom rnd = new SplittableRandom(seed);
         long pairs = 0;
         for (int round = 0; round < 8; round++) {
-            RequestStream stream = randomStreamWithTemporaries(rnd);
+            RequestStream stream = randomStream(rnd, 25);
             for (String conf : List.of("", "max_split_size_mb:30", "roundup_power2_divisions:4")) {
                 String what = "seed " + seed + " round " + round + " [" + conf + "]";
                 PreparedPolicy policy = PolicyRegistry.exact(AllocatorConfig.parse(conf));
@@ -164,40 +164,25 @@ class StreamRunnerTest {
         assertThat(pairs).as("temporaries taken at once, seed %d", seed).isPositive();
     }
 
-    /** {@link #randomStream}'s requests, with a temporary (an alloc the next op frees) now and then. */
-    private static RequestStream randomStreamWithTemporaries(SplittableRandom rnd) {
-        RequestStream.Builder b = RequestStream.builder();
-        List<Integer> live = new ArrayList<>();
-        int ops = 100 + rnd.nextInt(200);
-        for (int i = 0; i < ops; i++) {
-            int r = rnd.nextInt(100);
-            long size = rnd.nextInt(3) == 0 ? 1024L + rnd.nextInt(1 << 20) : MIB + rnd.nextLong(40 * MIB);
-            if (r < 25) {
-                b.free(b.alloc(size, 0, i), i);
-            } else if (r < 65 || live.isEmpty()) {
-                live.add(b.alloc(size, rnd.nextInt(4) == 0 ? 1 : 0, i));
-            } else if (r < 98) {
-                int at = rnd.nextInt(live.size());
-                b.free(live.get(at), i);
-                live.set(at, live.getLast());
-                live.removeLast();
-            } else {
-                b.emptyCache(i);
-            }
-        }
-        return b.build();
-    }
-
     /** Allocs and frees of 1 KiB to 40 MiB on two streams, some frees left out, an empty_cache now and then. */
     private static RequestStream randomStream(SplittableRandom rnd) {
+        return randomStream(rnd, 0);
+    }
+
+    /**
+     * {@link #randomStream(SplittableRandom)}'s requests, with about {@code temporaries} in a hundred of them a
+     * temporary instead (an alloc on stream 0 that the next op frees); with none, the same stream for the same seed.
+     */
+    private static RequestStream randomStream(SplittableRandom rnd, int temporaries) {
         RequestStream.Builder b = RequestStream.builder();
         List<Integer> live = new ArrayList<>();
         int ops = 50 + rnd.nextInt(150);
         for (int i = 0; i < ops; i++) {
             int r = rnd.nextInt(100);
-            if (r < 55 || live.isEmpty()) {
-                long size = rnd.nextInt(3) == 0 ? 1024L + rnd.nextInt(1 << 20) : MIB + rnd.nextLong(40 * MIB);
-                live.add(b.alloc(size, rnd.nextInt(4) == 0 ? 1 : 0, i));
+            if (r < temporaries) {
+                b.free(b.alloc(randomSize(rnd), 0, i), i);
+            } else if (r < temporaries + 55 || live.isEmpty()) {
+                live.add(b.alloc(randomSize(rnd), rnd.nextInt(4) == 0 ? 1 : 0, i));
             } else if (r < 97) {
                 int at = rnd.nextInt(live.size()); // a random live slot, swapped with the last and dropped
                 b.free(live.get(at), i);
@@ -208,5 +193,9 @@ class StreamRunnerTest {
             }
         }
         return b.build();
+    }
+
+    private static long randomSize(SplittableRandom rnd) {
+        return rnd.nextInt(3) == 0 ? 1024L + rnd.nextInt(1 << 20) : MIB + rnd.nextLong(40 * MIB);
     }
 }
