@@ -242,7 +242,9 @@ final class AllocatorCore {
         return true;
     }
 
-    /** The block {@code get_free_block} would take for a request of {@code size} on {@code stream}, left in its tree. */
+    /**
+     * The block {@code get_free_block} would take for a request of {@code size} on {@code stream}, left in its tree.
+     */
     private @Nullable Block bestFreeBlock(BlockPool pool, long stream, long size) {
         Block b = pool.blocks.ceiling(stream, size, 0);
         if (b == null || b.stream != stream) {

@@ -171,7 +171,9 @@ public final class CachingAllocator implements ForkableAllocator {
         }
     }
 
-    /** Taken only by an uncounted allocator ({@link #uncounted}, {@link #uncountedCopyOnto}) that records no history. */
+    /**
+     * Taken only by an uncounted allocator ({@link #uncounted}, {@link #uncountedCopyOnto}) that records no history.
+     */
     @Override
     public boolean tryMallocFreedAtOnce(long size, long stream) {
         if (size <= 0 || size >= ONE_EXABYTE) {

@@ -72,7 +72,9 @@ public final class AllocatorWarmUp {
         }
     }
 
-    /** Runs the warm-up on the calling thread; returns each configuration's outcome, in {@link #CONFIGURATIONS} order. */
+    /**
+     * Runs the warm-up on the calling thread; returns each configuration's outcome, in {@link #CONFIGURATIONS} order.
+     */
     public static List<RunOutcome> run() {
         RequestStream stream = trainingStream(12, 0x5EEDL);
         StreamRunner runner = new StreamRunner(stream);

@@ -99,8 +99,8 @@ public abstract class MemoisedWhatIf implements WhatIf {
      * The order to start {@code confs} and then {@code policies} runs in: the configurations with
      * {@code max_split_size_mb} first (a capacity search under it keeps oversize blocks cached until the device is
      * full, so that every probe replays most of the stream: on the 2,000-step demo snapshot its three searches are
-     * three quarters of {@code analyze}'s replaying), then the others as given. Started last, the longest search left one core
-     * idle for its final half second.
+     * three quarters of {@code analyze}'s replaying), then the others as given. Started last, the longest search left
+     * one core idle for its final half second.
      */
     static int[] longestFirst(List<String> confs, int policies) {
         int[] order = new int[confs.size() + policies];
