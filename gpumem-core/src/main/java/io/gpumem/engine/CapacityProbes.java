@@ -32,13 +32,13 @@ import org.jspecify.annotations.Nullable;
  * {@link io.gpumem.device.SimulatedDevice#sameOutcomesFrom()} bytes in use (held outside included), refused ones
  * needed at least {@link io.gpumem.device.SimulatedDevice#sameOutcomesBelow()}. Any capacity in between grants and
  * refuses exactly the same calls, so its run is the probe's run, op for op, and ends the same way. A later probe
- * whose capacity falls in a range already seen ({@link #seen}) takes that run's outcome: the bisection asks the
+ * whose capacity falls in a range already seen ({@link #seen}) takes that run's outcome: the search asks the
  * same questions and gets the same answers, so the search still returns what full replays return, with fewer
  * replays (on a 2,000-step training stream under the default configuration, 4 of its 12 probes replayed).
  *
  * <p>Memory: a checkpoint holds copies of device and allocator and the addresses of the slots live at its op (not
  * one per slot of the stream, which would be 44 MB on a 1 GB snapshot's 5.5 M allocations); a search adds at most
- * {@link #MAX_CHECKPOINTS}: past that the oldest added goes (a bisection's next probe lies between its latest ones).
+ * {@link #MAX_CHECKPOINTS}: past that the oldest added goes (a search's next probe lies between its latest ones).
  * Which checkpoint a probe starts from changes only how much it replays, never its outcome. A probe plays into a
  * per-slot array a finished one left, cleared: a search allocates one array the size of the stream per probe it
  * runs at once (one, unless {@link ProbeLookahead} runs some ahead on idle workers).
@@ -80,7 +80,7 @@ final class CapacityProbes implements ProbeLookahead.AbandonableProbe {
     /** Capacity ranges [{@code from}, {@code below}) over which a probe's run is the same run, and how it ended. */
     private record SeenRun(long from, long below, boolean ranWithoutOom) {}
 
-    /** The runs of this search's replayed probes, in the order they were made (a bisection makes a dozen or so). */
+    /** The runs of this search's replayed probes, in the order they were made (a search makes a dozen or so). */
     private final List<SeenRun> seen = new ArrayList<>();
 
     CapacityProbes(StreamRunner runner, PreparedPolicy policy, StreamRunner.Options unlimited, long[] consumedAfter) {

@@ -5,7 +5,7 @@ import java.util.ArrayDeque;
 /**
  * The worker threads of one {@link ParallelRuns} batch that have no run left to start, lent to the runs still going:
  * a capacity search hands them probes it may ask next ({@link ProbeLookahead}), so that the cores a batch of fewer
- * runs than cores (or its last, longest run) would leave idle work on its bisection instead.
+ * runs than cores (or its last, longest run) would leave idle work on its probes instead.
  *
  * <p>A run finds the batch's workers through {@link #CURRENT}, bound on every worker thread of a batch of more than
  * one thread; a run outside any batch (a sequential caller) finds none and lends nothing.

@@ -23,7 +23,7 @@ import org.jspecify.annotations.Nullable;
  * {@link Error} (out of memory) is rethrown as it was, as soon as it happens (the other runs are left to end on their
  * own). The threads are daemons: one per run up to {@code threads}, and while fewer runs than threads remain, the
  * others serve the running ones' capacity searches as {@link IdleWorkers} (a search asks them to probe ahead of its
- * bisection, {@link ProbeLookahead}; its answer is the one it gives alone). A worker leaves when no run is left and
+ * search, {@link ProbeLookahead}; its answer is the one it gives alone). A worker leaves when no run is left and
  * {@link #all} has returned.
  */
 public final class ParallelRuns {

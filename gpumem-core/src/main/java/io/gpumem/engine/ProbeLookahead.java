@@ -1,5 +1,6 @@
 package io.gpumem.engine;
 
+import io.gpumem.engine.MinimumCapacity.Bracket;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.Iterator;
@@ -10,16 +11,16 @@ import java.util.function.BooleanSupplier;
 import org.jspecify.annotations.Nullable;
 
 /**
- * One bisection of {@link MinimumCapacity#search} with the probes it may ask next run ahead, on the
+ * One search of {@link MinimumCapacity#search} with the probes it may ask next run ahead, on the
  * {@link IdleWorkers} of its batch: the speed-up of a capacity search on cores its batch leaves idle (fewer runs
- * than cores, or the last, longest run of a batch). The answer is the bisection's own; only who computes a probe,
+ * than cores, or the last, longest run of a batch). The answer is the search's own; only who computes a probe,
  * and when, changes.
  *
  * <h2>Algorithm</h2>
- * The probes a bisection can ask form a binary tree: below the probe {@code mid} of the bracket {@code (lo, hi)}
- * lie the probe of {@code (lo, mid)}, asked if {@code mid} runs, and that of {@code (mid, hi)}, asked if it does
- * not. Before the searching thread computes {@code mid}, it lends the tree below it, level by level (the lower
- * child first: it is asked whenever a probe above the answer runs, which most of a bisection's first probes do),
+ * The probes a search can ask form a binary tree ({@link MinimumCapacity.Bracket}): below the probe of a state lie
+ * the probe of the state after it runs and that of the state after it fails. Before the searching thread computes
+ * a state's probe, it lends the tree below it, level by level (the outcome "runs" first: it is asked whenever a
+ * probe above the answer runs, which most of a bisection's first probes do),
  * {@link #DEPTH} levels deep, for as long as a worker is free. When the bracket narrows, every probe lent outside
  * it can no longer be asked and is abandoned: its replay stops at its next chunk ({@link AbandonableProbe}), which
  * frees its worker for the new subtree. A probe already done, or running, is taken when asked (waiting for it if
@@ -28,7 +29,7 @@ import org.jspecify.annotations.Nullable;
  * <h2>Why the answer does not change</h2>
  * A probe's outcome depends on its capacity alone (a replay is deterministic, and {@link CapacityProbes} answers a
  * capacity the same whichever checkpoint or earlier run it uses), so a probe computed ahead on another thread is
- * the probe the bisection would have computed; the bisection itself, {@link MinimumCapacity#search}, decides which
+ * the probe the search would have computed; the search itself, {@link MinimumCapacity#search}, decides which
  * probes it asks in which order, and reads only their outcomes.
  *
  * <p>Invariants: a capacity is lent at most once while it stays inside the bracket; a lent probe is in
@@ -111,20 +112,21 @@ final class ProbeLookahead {
     }
 
     /**
-     * The outcome of the probe {@code mid} of the bracket {@code (lo, hi)}, after lending the probes below it and
-     * abandoning those the bracket has left behind.
+     * The outcome of the probe of {@code state}, after lending the probes below it and abandoning those its bracket
+     * has left behind.
      */
-    boolean answer(long lo, long mid, long hi) {
+    boolean answer(Bracket state) {
+        long mid = state.probe();
         Lent mine;
         synchronized (this) {
-            abandonOutside(lo, hi);
+            abandonOutside(state.lo(), state.hi());
             mine = lent.remove(mid);
             if (mine != null && mine.state == State.QUEUED) {
                 mine.abandoned = true; // its worker, when it gets to it, skips it: computed here instead
                 mine = null;
             }
         }
-        lendBelow(lo, mid, hi);
+        lendBelow(state);
         if (mine == null) {
             return probe.runsWithoutOom(mid);
         }
@@ -172,22 +174,20 @@ final class ProbeLookahead {
         }
     }
 
-    /** Lends the probes below {@code mid}, breadth first and lower child first, while a worker is free. */
-    private void lendBelow(long lo, long mid, long hi) {
-        List<long[]> level = new ArrayList<>(List.of(new long[] {lo, mid, hi}));
+    /** Lends the probes below {@code state}'s, breadth first and the outcome "runs" first, while a worker is free. */
+    private void lendBelow(Bracket state) {
+        List<Bracket> level = List.of(state);
         for (int depth = 0; depth < DEPTH && !level.isEmpty(); depth++) {
-            List<long[]> below = new ArrayList<>();
-            for (long[] node : level) {
-                long[][] children = {{node[0], node[1]}, {node[1], node[2]}};
-                for (long[] bracket : children) {
-                    if (bracket[1] - bracket[0] <= MinimumCapacity.STEP) {
-                        continue; // no probe: the bisection stops there
+            List<Bracket> below = new ArrayList<>();
+            for (Bracket node : level) {
+                for (Bracket child : List.of(node.after(true), node.after(false))) {
+                    if (child.closed()) {
+                        continue; // no probe: the search stops there
                     }
-                    long c = MinimumCapacity.midpoint(bracket[0], bracket[1]);
-                    if (!lend(c)) {
+                    if (!lend(child.probe())) {
                         return;
                     }
-                    below.add(new long[] {bracket[0], c, bracket[1]});
+                    below.add(child);
                 }
             }
             level = below;

@@ -473,7 +473,7 @@ public final class StreamRunner {
     }
 
     /**
-     * The one bracket and bisection behind {@link #evaluate} and {@link #minimumCapacity}. Feasibility is not
+     * The one bracket and search behind {@link #evaluate} and {@link #minimumCapacity}. Feasibility is not
      * always monotone in capacity (an OOM's cache flush can rescue a smaller capacity; seen with
      * {@code roundup_power2_divisions}), so the answer depends on the bracket: both paths must search the same one.
      * Failing: the last multiple of the step below the unlimited run's peak allocated bytes plus the bytes held
@@ -503,9 +503,9 @@ public final class StreamRunner {
             running = MinimumCapacity.roundUp(2 * running);
         }
         long floor = failing;
-        long answer = bisect(s, failing, running);
+        long answer = searchBracket(s, failing, running);
         if (answer == floor + step && !floorProbed && floor > liveFloor && s.runsWithoutOom(floor)) {
-            answer = bisect(s, liveFloor, floor);
+            answer = searchBracket(s, liveFloor, floor);
         }
         return answer;
     }
@@ -514,7 +514,7 @@ public final class StreamRunner {
      * {@link MinimumCapacity#search} over {@code (failing, running]}, with its probes run ahead on the idle workers of
      * this thread's batch where there are some and the allocator is the exact one ({@link ProbeLookahead}).
      */
-    private long bisect(Search s, long failing, long running) {
+    private long searchBracket(Search s, long failing, long running) {
         if (!s.runsAhead || !IdleWorkers.CURRENT.isBound()) {
             return MinimumCapacity.search(failing, running, s::runsWithoutOom);
         }

@@ -15,7 +15,7 @@ import java.util.function.LongPredicate;
 import org.junit.jupiter.api.Test;
 
 /**
- * A bisection whose probes idle workers run ahead ({@link ProbeLookahead}) answers the same as the bisection
+ * A search whose probes idle workers run ahead ({@link ProbeLookahead}) answers the same as the search
  * alone, whatever the workers compute and however their timing falls (every probe it asks computed by someone);
  * probes it leaves behind are abandoned, and a probe's failure reaches the search that asks for it.
  */
@@ -67,7 +67,7 @@ class ProbeLookaheadTest {
 
     /**
      * Seeded predicates, monotone and not (a capacity's outcome a fixed function of it, computed slowly enough for
-     * workers to overlap): the lookahead's answer is the plain bisection's, and every probe the bisection asks was
+     * workers to overlap): the lookahead's answer is the plain search's, and every probe the search asks was
      * computed by the searching thread or a worker.
      */
     @Test
@@ -139,7 +139,7 @@ class ProbeLookaheadTest {
         return Math.floorMod(Long.hashCode(c ^ seed) * 31L, 20_000);
     }
 
-    /** With one worker, the probe below the current one is lent and taken when the current one runs. */
+    /** With one worker, the probe below the current one is lent and taken when the current one answers. */
     @Test
     void theSearchTakesTheProbeItsWorkerRanAhead() throws Exception {
         IdleWorkers idle = waitingWorkers(1);
@@ -153,14 +153,14 @@ class ProbeLookaheadTest {
                     } else {
                         awaitQuietly(workerStarted); // the first probe ends only once the worker has one in hand
                     }
-                    return true; // everything runs: each next probe is the lower child, the one lent
+                    return c >= 37 * STEP; // the climb's first probes fail, each asking the next one lent
                 },
                 idle,
                 taken,
                 ProbeLookahead.MAX_LENT);
         try {
-            long answer = MinimumCapacity.search(0, 64 * STEP, c -> true, ahead);
-            assertThat(answer).isEqualTo(STEP);
+            long answer = MinimumCapacity.search(0, 64 * STEP, c -> c >= 37 * STEP, ahead);
+            assertThat(answer).isEqualTo(37 * STEP);
         } finally {
             ahead.abandonAll();
             idle.close();
@@ -174,7 +174,7 @@ class ProbeLookaheadTest {
     void aProbeLeftBehindIsAbandonedAndItsWorkerFreed() throws Exception {
         IdleWorkers idle = waitingWorkers(1);
         long lo = 0;
-        long hi = 8 * STEP; // probes: 4 steps; below it 2 (lent to the worker), above it 6
+        long hi = 8 * STEP; // a bisection's probes: 4 steps; below it 2 (lent to the worker), above it 6
         CountDownLatch workerStarted = new CountDownLatch(1);
         CountDownLatch workerGaveUp = new CountDownLatch(1);
         ProbeLookahead ahead = new ProbeLookahead(
@@ -191,10 +191,11 @@ class ProbeLookaheadTest {
                 new AtomicLong(),
                 ProbeLookahead.MAX_LENT);
         try {
-            assertThat(ahead.answer(lo, 4 * STEP, hi)).isFalse();
+            assertThat(ahead.answer(new MinimumCapacity.Bracket(lo, 0, lo, hi))).isFalse();
             assertThat(workerStarted.await(10, TimeUnit.SECONDS)).isTrue();
             assertThat(ahead.lentCount()).isEqualTo(1);
-            assertThat(ahead.answer(4 * STEP, 6 * STEP, hi)).isFalse(); // (4, 8): 2 is behind now
+            assertThat(ahead.answer(new MinimumCapacity.Bracket(lo, 0, 4 * STEP, hi)))
+                    .isFalse(); // (4, 8): 2 is behind
             assertThat(workerGaveUp.await(10, TimeUnit.SECONDS))
                     .as("abandoned probe stopped")
                     .isTrue();
@@ -217,10 +218,10 @@ class ProbeLookaheadTest {
                         thrown.countDown();
                         throw broken;
                     }
-                    if (c == 4 * STEP) {
-                        awaitQuietly(thrown); // the lower child has failed before the current probe answers
+                    if (c == STEP) {
+                        awaitQuietly(thrown); // the next probe has failed before the current one answers
                     }
-                    return true;
+                    return c >= 7 * STEP; // the climb's first probe fails: the next is asked
                 },
                 idle,
                 new AtomicLong(),
