@@ -2,6 +2,8 @@ package io.gpumem.device;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.util.function.LongConsumer;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A deterministic, in-process stand-in for a GPU: the default {@link Device} for tests, replays and the CLI.
@@ -62,6 +64,8 @@ public final class SimulatedDevice implements Device {
     private long peakDemandGranted;
     /** Fewest bytes a refused allocation would have needed with those held outside; see {@link #sameOutcomesBelow()}. */
     private long leastDemandRefused = Long.MAX_VALUE;
+    /** Told each rise of {@link #peakDemandGranted}, or null; see {@link #reportPeakDemandRises}. Never copied. */
+    private @Nullable LongConsumer peakDemandRises;
 
     private final AddressSpace space;
     private final EventClock clock;
@@ -201,10 +205,23 @@ public final class SimulatedDevice implements Device {
         if (result == NULL) {
             refusedForMemory++;
             leastDemandRefused = Math.min(leastDemandRefused, demand);
-        } else {
-            peakDemandGranted = Math.max(peakDemandGranted, demand);
+        } else if (demand > peakDemandGranted) {
+            peakDemandGranted = demand;
+            LongConsumer rises = peakDemandRises;
+            if (rises != null) {
+                rises.accept(demand);
+            }
         }
         return result;
+    }
+
+    /**
+     * Tells {@code rises} each new {@link #sameOutcomesFrom()} from now on, as the granted call that raised it returns
+     * (null: nobody). A capacity search records an unlimited run's rises so: the first op after which a run at
+     * capacity C differs from it is the op of the first rise above C. A copy of this device tells nobody.
+     */
+    public synchronized void reportPeakDemandRises(@Nullable LongConsumer rises) {
+        this.peakDemandRises = rises;
     }
 
     /**

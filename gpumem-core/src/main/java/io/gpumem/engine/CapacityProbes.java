@@ -17,8 +17,8 @@ import org.jspecify.annotations.Nullable;
  * device allocation succeeds (an out-of-memory report, which reads the capacity, comes after one failed). A device
  * malloc fails under capacity C exactly when the bytes consumed after it (plus those held outside) would exceed C.
  * So a run at C does exactly what the unlimited run did up to the first op after which the unlimited run's
- * consumed bytes exceed C ({@link #divergence}); from the unlimited run's trajectory we know that op without
- * running. A probe at C therefore forks (deep copies of device and allocator, {@link StreamRunner.Checkpoint#fork})
+ * consumed bytes exceed C ({@link #divergence}); from the rises of the unlimited run's peak ({@link PeakRises}) we
+ * know that op without running. A probe at C therefore forks (deep copies of device and allocator, {@link StreamRunner.Checkpoint#fork})
  * the latest checkpoint at or before that op, on a device of capacity C (its allocator uncounted: a probe reads no
  * statistics, and their updates were 8-9% of its replay; and so it takes a temporary, a malloc the next op frees, as
  * one lookup, {@link io.gpumem.alloc.ForkableAllocator#tryMallocFreedAtOnce}), replays on to the divergence op,
@@ -48,7 +48,7 @@ import org.jspecify.annotations.Nullable;
  * checkpoint is only read once made (forks copy it under its allocator's lock and its device's monitor).
  *
  * <p>Invariants: checkpoints are sorted by op; the first, at the stream's start, always stays; a checkpoint at op k
- * has consumed at most the prefix maximum of the trajectory before k, so every probe that uses it (C at least that
+ * has consumed at most the unlimited run's peak before k, so every probe that uses it (C at least that
  * maximum) can copy it.
  *
  * <p>Not used (full replays) where the unlimited run itself failed or had a device allocation refused (its
@@ -65,8 +65,10 @@ final class CapacityProbes implements ProbeLookahead.AbandonableProbe {
     private final StreamRunner runner;
     private final PreparedPolicy policy;
     private final StreamRunner.Options options;
-    /** Running maximum of the consumed plus held-outside bytes after each op of the unlimited run. */
-    private final long[] peakAfter;
+    /** The unlimited run's peak demand as it rose, and at which ops. */
+    private final PeakRises rises;
+    /** Ops in the stream. */
+    private final int length;
 
     private final long startConsumed;
     private final List<StreamRunner.Checkpoint> checkpoints = new ArrayList<>();
@@ -83,7 +85,7 @@ final class CapacityProbes implements ProbeLookahead.AbandonableProbe {
     /** The runs of this search's replayed probes, in the order they were made (a search makes a dozen or so). */
     private final List<SeenRun> seen = new ArrayList<>();
 
-    CapacityProbes(StreamRunner runner, PreparedPolicy policy, StreamRunner.Options unlimited, long[] consumedAfter) {
+    CapacityProbes(StreamRunner runner, PreparedPolicy policy, StreamRunner.Options unlimited, PeakRises rises) {
         this.runner = runner;
         this.policy = policy;
         this.options = unlimited;
@@ -95,33 +97,25 @@ final class CapacityProbes implements ProbeLookahead.AbandonableProbe {
         this.startConsumed = first.dev.consumedBytes() + held;
         checkpoints.add(StreamRunner.Checkpoint.taking(first));
         this.maxAdded = Math.max(1, runner.maxCheckpoints());
-        // the caller's trajectory becomes its running maximum in place (it is not used otherwise)
-        this.peakAfter = consumedAfter;
-        long peak = startConsumed;
-        for (int k = 0; k < consumedAfter.length; k++) {
-            peak = Math.max(peak, consumedAfter[k] + held);
-            peakAfter[k] = peak;
-        }
+        this.rises = rises;
+        this.length = runner.stream().length;
     }
 
-    /** The first op after which the unlimited run had consumed more than {@code capacity}; length if none. */
+    /**
+     * The first op after which the unlimited run had consumed (with the bytes held outside) more than
+     * {@code capacity}: the op of its first peak rise above it; 0 when its start state alone did; length if none.
+     */
     int divergence(long capacity) {
-        int lo = 0;
-        int hi = peakAfter.length;
-        while (lo < hi) {
-            int mid = (lo + hi) >>> 1;
-            if (peakAfter[mid] > capacity) {
-                hi = mid;
-            } else {
-                lo = mid + 1;
-            }
+        if (startConsumed > capacity) {
+            return 0;
         }
-        return lo;
+        int i = rises.firstAbove(capacity);
+        return i < 0 ? length : rises.op(i);
     }
 
     /** Whether a run at {@code capacity} is the unlimited run: the start state and every op fit in it. */
     boolean sameAsUnlimited(long capacity) {
-        return startConsumed <= capacity && divergence(capacity) == peakAfter.length;
+        return divergence(capacity) == length;
     }
 
     /**
@@ -137,7 +131,7 @@ final class CapacityProbes implements ProbeLookahead.AbandonableProbe {
             return runner.runsWithoutOom(policy, options.forSearch(capacity), abandoned);
         }
         int d = divergence(capacity);
-        if (d == peakAfter.length) {
+        if (d == length) {
             return true; // never more than capacity consumed: this run is the unlimited one, which ran
         }
         StreamRunner.Checkpoint base;
@@ -201,6 +195,56 @@ final class CapacityProbes implements ProbeLookahead.AbandonableProbe {
         if (added.size() > maxAdded) {
             StreamRunner.Checkpoint oldest = added.removeFirst();
             checkpoints.removeIf(c -> c == oldest);
+        }
+    }
+
+    /**
+     * An unlimited run's peak demand (bytes consumed with those held outside, {@link
+     * io.gpumem.device.SimulatedDevice#sameOutcomesFrom()}) each time it rose, with the op that raised it: a handful
+     * of entries per segment the run created, where a per-op trajectory held a long for every op of the stream (23 MB
+     * on the 276 MB demo snapshot's 2.95 M ops) and cost the replay loop a device read per op. Filled by the
+     * unlimited run's device ({@link io.gpumem.device.SimulatedDevice#reportPeakDemandRises}) as the run plays.
+     *
+     * <p>Invariants: peaks strictly increase; ops never decrease.
+     */
+    static final class PeakRises {
+        private int[] ops = new int[256];
+        private long[] peaks = new long[256];
+        private int count;
+
+        /** Notes a rise to {@code peak} at op {@code op}. */
+        void add(int op, long peak) {
+            if (count == ops.length) {
+                ops = Arrays.copyOf(ops, count * 2);
+                peaks = Arrays.copyOf(peaks, count * 2);
+            }
+            ops[count] = op;
+            peaks[count] = peak;
+            count++;
+        }
+
+        /** Forgets every rise (a new unlimited run). */
+        void clear() {
+            count = 0;
+        }
+
+        /** The index of the first rise above {@code capacity}, or -1. */
+        int firstAbove(long capacity) {
+            int lo = 0;
+            int hi = count;
+            while (lo < hi) {
+                int mid = (lo + hi) >>> 1;
+                if (peaks[mid] > capacity) {
+                    hi = mid;
+                } else {
+                    lo = mid + 1;
+                }
+            }
+            return lo == count ? -1 : lo;
+        }
+
+        int op(int i) {
+            return ops[i];
         }
     }
 }

@@ -434,15 +434,24 @@ public final class StreamRunner {
             if (r.freedAtOnce) {
                 playFork(r, to, out);
             } else {
-                play(r, to, out, true, null);
+                play(r, to, out, true);
             }
         }
         return true;
     }
 
-    private void playAll(Replay r, Counters c, Options options, long @Nullable [] consumedAfter) {
+    /** Plays the whole stream on {@code r}, with the rises of its peak demand noted in {@code rises} when given. */
+    private void playAll(Replay r, Counters c, Options options, CapacityProbes.@Nullable PeakRises rises) {
         long t0 = System.nanoTime();
-        play(r, stream.length, c, options.stopAtFirstOom(), consumedAfter);
+        if (rises != null) {
+            rises.clear();
+            r.dev.reportPeakDemandRises(peak -> rises.add(r.current, peak));
+        }
+        try {
+            play(r, stream.length, c, options.stopAtFirstOom());
+        } finally {
+            r.dev.reportPeakDemandRises(null);
+        }
         c.nanos = System.nanoTime() - t0;
         finish(r, c);
     }
@@ -571,28 +580,28 @@ public final class StreamRunner {
     }
 
     /**
-     * Runs the stream with {@code roomy} bytes, doubled up to {@code doublings} times while a request fails; keeps
-     * the consumed-bytes trajectory for prefix reuse where the allocator is forkable and the capacity does not
-     * shape its decisions.
+     * Runs the stream with {@code roomy} bytes, doubled up to {@code doublings} times while a request fails; notes
+     * the rises of its peak demand for prefix reuse where the allocator is forkable and the capacity does not shape
+     * its decisions.
      */
     private Search unlimited(PreparedPolicy policy, Options.Builder options, long roomy, int doublings) {
         Options o = options.capacity(roomy)
                 .recordHistory(false)
                 .keepAllocator(false)
                 .build();
-        long @Nullable [] consumedAfter = null;
+        CapacityProbes.@Nullable PeakRises rises = null;
         Counters unlimited = new Counters();
         Replay u = begin(policy, o);
         // the exact allocator's runs share nothing and decide the same on any thread: its probes may run side by
         // side; another policy's may not (planned's online planner stops on a clock, which a busier core moves)
         boolean runsAhead = u != null && u.allocator instanceof ForkableAllocator;
         if (u != null && prefixReuse && u.allocator instanceof ForkableAllocator f && !f.capacityShapesDecisions()) {
-            consumedAfter = new long[stream.length];
+            rises = new CapacityProbes.PeakRises();
         }
         if (u == null) {
             unlimited.ooms = 1;
         } else {
-            playAll(u, unlimited, o, consumedAfter);
+            playAll(u, unlimited, o, rises);
         }
         for (int tries = 0; unlimited.ooms > 0 && tries < doublings; tries++) {
             roomy *= 2;
@@ -602,12 +611,12 @@ public final class StreamRunner {
             if (u == null) {
                 unlimited.ooms = 1;
             } else {
-                playAll(u, unlimited, o, consumedAfter);
+                playAll(u, unlimited, o, rises);
             }
         }
         @Nullable
-        CapacityProbes probes = consumedAfter != null && unlimited.ooms == 0 && unlimited.refusedForMemory == 0
-                ? new CapacityProbes(this, policy, o, consumedAfter)
+        CapacityProbes probes = rises != null && unlimited.ooms == 0 && unlimited.refusedForMemory == 0
+                ? new CapacityProbes(this, policy, o, rises)
                 : null;
         return new Search(policy, o, unlimited, probes, runsAhead);
     }
@@ -796,10 +805,9 @@ public final class StreamRunner {
 
     /**
      * Plays ops {@code r.next} up to (not including) {@code end}, counting failed requests in {@code out.ooms};
-     * with {@code stopAtOom} returns at the first. With {@code consumedAfter} non-null, stores the device's
-     * consumed bytes after each op in it (the trajectory the capacity search reuses).
+     * with {@code stopAtOom} returns at the first.
      */
-    void play(Replay r, int end, Counters out, boolean stopAtOom, long @Nullable [] consumedAfter) {
+    void play(Replay r, int end, Counters out, boolean stopAtOom) {
         RequestStream rs = stream;
         GpuAllocator allocator = r.allocator;
         long[] address = r.address;
@@ -809,11 +817,6 @@ public final class StreamRunner {
         long[] size = rs.size;
         int[] streamIndex = rs.streamIndex;
         int k = r.next;
-        // The consumed bytes change only through device calls: a malloc (counted, read cheaply) or an empty_cache;
-        // the device's synchronised counter is read only then. A free that released device memory (none does
-        // without a memory fraction) would leave the figure high, which only makes the capacity search fork earlier.
-        long mallocs = consumedAfter == null ? 0 : r.dev.callCount(DeviceOp.MALLOC);
-        long consumed = consumedAfter == null ? 0 : r.dev.consumedBytes();
         try {
             for (; k < end; k++) {
                 r.current = k;
@@ -843,14 +846,6 @@ public final class StreamRunner {
                         }
                     }
                     default -> allocator.emptyCache();
-                }
-                if (consumedAfter != null) {
-                    long m = r.dev.callCount(DeviceOp.MALLOC);
-                    if (m != mallocs || op[k] == RequestStream.EMPTY_CACHE) {
-                        mallocs = m;
-                        consumed = r.dev.consumedBytes();
-                    }
-                    consumedAfter[k] = consumed;
                 }
             }
         } finally {

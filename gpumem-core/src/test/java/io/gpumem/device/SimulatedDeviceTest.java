@@ -101,6 +101,38 @@ class SimulatedDeviceTest {
         assertThat(refusing).as("rounds that refused a call").isPositive();
     }
 
+    /**
+     * The rises a device reports are those of {@link SimulatedDevice#sameOutcomesFrom()}, as granted calls raise it
+     * (consumed bytes with those held outside): not a refusal, not a call below the peak, and not on a copy.
+     */
+    @Test
+    void reportsEachRiseOfThePeakDemandAGrantedCallMakes() {
+        SimulatedDevice d = SimulatedDevice.builder()
+                .capacity(20 * MiB)
+                .heldOutside(2 * MiB)
+                .build();
+        List<Long> rises = new ArrayList<>();
+        d.reportPeakDemandRises(rises::add);
+        long a = d.malloc(4 * MiB); // 2 + 4
+        long b = d.malloc(3 * MiB); // rounded to 4: 2 + 8
+        d.free(a);
+        long c = d.malloc(2 * MiB); // 2 + 6: below the peak
+        assertThat(d.malloc(16 * MiB)).as("refused").isEqualTo(Device.NULL);
+        long e = d.malloc(4 * MiB); // 2 + 10: a new peak
+        assertThat(rises).containsExactly(6 * MiB, 10 * MiB, 12 * MiB);
+        assertThat(d.sameOutcomesFrom()).isEqualTo(12 * MiB);
+
+        SimulatedDevice copy = d.copyWithCapacity(40 * MiB);
+        copy.malloc(16 * MiB);
+        assertThat(rises).as("the copy tells nobody").hasSize(3);
+        d.reportPeakDemandRises(null);
+        d.free(b);
+        d.free(c);
+        d.free(e);
+        d.malloc(12 * MiB);
+        assertThat(rises).as("nobody told after null").hasSize(3);
+    }
+
     @Test
     void mallocConsumesCapacityAndOutOfMemoryIsANullResult() {
         SimulatedDevice d = SimulatedDevice.builder()
