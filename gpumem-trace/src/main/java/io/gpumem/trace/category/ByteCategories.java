@@ -166,55 +166,58 @@ public final class ByteCategories {
      * @throws IllegalArgumentException when {@code entries} is not ascending or names no entry of the trace
      */
     public long[][] atEach(int[] entries) {
-        // Allocs and frees as (entry << 32 | block) in two arrays: the blocks are in allocation order, so only the
-        // frees need sorting (one sort of every event was two thirds of writing the report page of a 276 MB
-        // snapshot); the allocs are sorted too should they not ascend. A row sums the events up to its entry, in any
-        // order.
-        long[] allocs = new long[blocks.size()];
-        long[] frees = new long[blocks.size()];
-        long[] live = new long[ByteCategory.values().length];
-        int nAllocs = 0;
-        int nFrees = 0;
-        boolean allocsAscend = true;
-        for (int i = 0; i < blocks.size(); i++) {
-            CategorizedBlock b = blocks.get(i);
-            if (b.allocEntry() < 0) {
-                live[b.category().ordinal()] += b.bytes();
-            } else {
-                long event = ((long) b.allocEntry() << 32) | i;
-                allocsAscend &= nAllocs == 0 || event > allocs[nAllocs - 1];
-                allocs[nAllocs++] = event;
-            }
-            if (b.freeEntry() >= 0) {
-                frees[nFrees++] = ((long) b.freeEntry() << 32) | i;
-            }
-        }
-        if (!allocsAscend) {
-            Arrays.sort(allocs, 0, nAllocs);
-        }
-        Arrays.sort(frees, 0, nFrees);
-        long[][] out = new long[entries.length][];
-        int nextAlloc = 0;
-        int nextFree = 0;
         int previous = -1;
-        for (int q = 0; q < entries.length; q++) {
-            int entry = entries[q];
+        for (int entry : entries) {
             if (entry < previous || entry >= Math.max(entryCount, 0)) {
                 throw new IllegalArgumentException(
                         "entries must ascend within −1.." + (entryCount - 1) + ", got " + entry + " after " + previous);
             }
             previous = entry;
-            for (; nextAlloc < nAllocs && (allocs[nextAlloc] >>> 32) <= entry; nextAlloc++) {
-                CategorizedBlock b = blocks.get((int) allocs[nextAlloc]);
-                live[b.category().ordinal()] += b.bytes();
+        }
+        // Each block's alloc and free counts from the first row at or after its entry: a change per row and category,
+        // found by a binary search over the rows (a few thousand), then summed row by row. Sorting the events instead
+        // (1.5 M frees on a 276 MB snapshot) was most of writing that snapshot's report page.
+        long[][] out = new long[entries.length][ByteCategory.values().length];
+        long[] live = new long[ByteCategory.values().length];
+        for (CategorizedBlock b : blocks) {
+            int c = b.category().ordinal();
+            if (b.allocEntry() < 0) {
+                live[c] += b.bytes();
+            } else {
+                int row = firstRowFrom(entries, b.allocEntry());
+                if (row < entries.length) {
+                    out[row][c] += b.bytes();
+                }
             }
-            for (; nextFree < nFrees && (frees[nextFree] >>> 32) <= entry; nextFree++) {
-                CategorizedBlock b = blocks.get((int) frees[nextFree]);
-                live[b.category().ordinal()] -= b.bytes();
+            if (b.freeEntry() >= 0) {
+                int row = firstRowFrom(entries, b.freeEntry());
+                if (row < entries.length) {
+                    out[row][c] -= b.bytes();
+                }
             }
-            out[q] = live.clone();
+        }
+        for (long[] row : out) {
+            for (int c = 0; c < row.length; c++) {
+                live[c] += row[c];
+                row[c] = live[c];
+            }
         }
         return out;
+    }
+
+    /** The first index of the ascending {@code entries} whose entry is at least {@code entry}; length if none. */
+    private static int firstRowFrom(int[] entries, int entry) {
+        int lo = 0;
+        int hi = entries.length;
+        while (lo < hi) {
+            int mid = (lo + hi) >>> 1;
+            if (entries[mid] < entry) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        return lo;
     }
 
     /** Bytes per rule of the blocks live just after {@code entry}: how the split at that moment was reached. */
