@@ -10,6 +10,7 @@ import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.analysis.TraceStates;
 import io.gpumem.trace.category.PeakCategories;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.session.Beside;
 import io.gpumem.trace.session.TraceSession;
 import io.gpumem.trace.window.WindowStart;
 import java.util.ArrayList;
@@ -63,10 +64,18 @@ record DeviceReport(
             }
         }
         int analysedEntry = analysis.end() - 1;
+        MemoryState analysed = analysis.analysis().state();
+        // The state at peak allocated is rebuilt backwards from the end (a walk over every entry after the peak),
+        // which need not wait for the timeline's walk: the classification found the same peak entry on every shared
+        // trace, so its entry's state is rebuilt beside the timeline and taken if the timeline's peak is that entry.
+        int expectedPeak = categories.peakEntry();
+        Beside<MemoryState> stateAtExpectedPeak = expectedPeak >= 0 && expectedPeak != analysedEntry
+                ? new Beside<>(() -> TraceStates.afterEntry(snapshot, d, expectedPeak, analysed.capacity()))
+                        .start("gpumem-report-peak")
+                : null;
         // one walk: the points, their split by site, and the lifetimes at the analysed moment and at the peak
         Timeline timeline = new Timeline(
                 snapshot.traceOf(d), start, config, new Sites(), endFrames, ReportJson.MAX_POINTS, analysedEntry);
-        MemoryState analysed = analysis.analysis().state();
         List<SegmentMap> maps = new ArrayList<>();
         SegmentMap analysedMap = SegmentMap.of(
                 analysed.oom().isPresent() ? "at the OOM: " + analysed.label() : analysed.label(),
@@ -77,7 +86,9 @@ record DeviceReport(
         SegmentMap peakMap = null;
         if (peak >= 0 && peak != analysedEntry) {
             try {
-                MemoryState atPeak = TraceStates.afterEntry(snapshot, d, peak, analysed.capacity());
+                MemoryState atPeak = stateAtExpectedPeak != null && peak == expectedPeak
+                        ? stateAtExpectedPeak.take()
+                        : TraceStates.afterEntry(snapshot, d, peak, analysed.capacity());
                 peakMap = SegmentMap.of(
                         "at peak allocated (after entry #" + peak + ")", atPeak, timeline, timeline.lifetimesAtPeak());
             } catch (RuntimeException e) {

@@ -31,8 +31,6 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.FutureTask;
 
 /**
  * One trace as every trace command sees it ({@code replay}, {@code compare}, {@code analyze}, {@code report}, and
@@ -71,7 +69,7 @@ public final class TraceSession {
     private int streamCompiles;
     private ProgressListener whatIfProgress = ProgressListener.NONE;
     /** Each device's classification of its bytes, begun once ({@link #classifyAhead}) and taken once. */
-    private final Map<Integer, FutureTask<ByteCategories>> classifications = new HashMap<>();
+    private final Map<Integer, Beside<ByteCategories>> classifications = new HashMap<>();
 
     private TraceSession(TraceSnapshot trace, int fileReads) {
         this.trace = trace;
@@ -356,9 +354,7 @@ public final class TraceSession {
      */
     public void classifyAhead(int device) {
         if (!classifications.containsKey(device) && hasRequests(device)) {
-            Thread t = new Thread(classification(device), "gpumem-categories");
-            t.setDaemon(true);
-            t.start();
+            classification(device).start("gpumem-categories");
         }
     }
 
@@ -372,30 +368,15 @@ public final class TraceSession {
     }
 
     private ByteCategories classified(int device) {
-        FutureTask<ByteCategories> task = classification(device);
-        task.run(); // nothing when it already ran or runs on its own thread
-        try {
-            return task.get();
-        } catch (ExecutionException e) {
-            if (e.getCause() instanceof RuntimeException r) {
-                throw r;
-            }
-            if (e.getCause() instanceof Error err) {
-                throw err;
-            }
-            throw new IllegalStateException(e.getCause());
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new IllegalStateException("interrupted while classifying device " + device + "'s bytes", e);
-        }
+        return classification(device).take();
     }
 
     /**
      * The classification task of {@code device}, made once. Its window is made here, on the session's thread; a
      * window that cannot be rebuilt leaves the classification to rebuild its own, which fails as it always did.
      */
-    private FutureTask<ByteCategories> classification(int device) {
-        FutureTask<ByteCategories> task = classifications.get(device);
+    private Beside<ByteCategories> classification(int device) {
+        Beside<ByteCategories> task = classifications.get(device);
         if (task == null) {
             DeviceWindow w;
             AllocatorConfig config;
@@ -408,7 +389,7 @@ public final class TraceSession {
             }
             DeviceWindow shared = w;
             AllocatorConfig recorded = config;
-            task = new FutureTask<>(() -> shared == null
+            task = new Beside<>(() -> shared == null
                     ? ByteCategories.of(trace, device)
                     : ByteCategories.of(trace, device, recorded, shared.start(), shared.replay().stream()));
             classifications.put(device, task);
