@@ -855,7 +855,7 @@ public final class StreamRunner {
 
     /**
      * {@link #play} for a capacity search's fork ({@link Replay#freedAtOnce}): returns at the first failed request,
-     * keeps no trajectory, and takes a malloc whose block the next op frees as one call
+     * and takes a malloc whose block the next op frees as one call
      * ({@link ForkableAllocator#tryMallocFreedAtOnce}). A loop of its own, so that the counted runs' loop and this one
      * are each compiled for the ops they see.
      */
