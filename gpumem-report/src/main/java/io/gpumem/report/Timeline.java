@@ -1,5 +1,6 @@
 package io.gpumem.report;
 
+import io.gpumem.alloc.AddressTable;
 import io.gpumem.alloc.SizeRules;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.history.BlockInfo;
@@ -14,6 +15,8 @@ import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.Consumer;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Allocated and reserved bytes along one device trace, downsampled to a bounded number of points, allocated bytes
@@ -122,11 +125,11 @@ final class Timeline {
         }
         startAllocated = alloc;
         startReserved = res;
-        Map<Long, Open> open = new HashMap<>();
+        OpenBlocks open = new OpenBlocks(startBlocks.size());
         long[] siteBytes = new long[sites.size() + 1];
         for (Map.Entry<Long, long[]> b : startBlocks.entrySet()) {
             long[] v = b.getValue();
-            open.put(b.getKey(), new Open(b.getKey(), BEFORE, (int) v[1], v[0]));
+            open.put(new Open(b.getKey(), BEFORE, (int) v[1], v[0]));
             siteBytes[(int) v[1]] += v[0];
         }
         int[] wanted = moments.clone();
@@ -136,7 +139,7 @@ final class Timeline {
         Arrays.sort(wanted);
         int nextMoment = 0;
         for (; nextMoment < wanted.length && wanted[nextMoment] < 0; nextMoment++) {
-            openAt.put(-1, List.copyOf(open.values()));
+            openAt.put(-1, open.values());
         }
         Sampler sampler = new Sampler(n, maxPoints, siteBytes);
         long[] max = siteBytes.clone();
@@ -170,7 +173,7 @@ final class Timeline {
                             siteBytes = Arrays.copyOf(siteBytes, Math.max(site + 1, siteBytes.length * 2));
                         }
                         long bytes = SizeRules.roundSize(Math.max(0, fields.size(i)), config);
-                        open.put(addr, new Open(addr, i, site, bytes));
+                        open.put(new Open(addr, i, site, bytes));
                         allocated += bytes;
                         siteBytes[site] += bytes;
                         sampler.change(i, site, bytes);
@@ -192,15 +195,16 @@ final class Timeline {
             peakRes = Math.max(peakRes, reserved);
             sampler.after(i, allocated, reserved, action == TraceAction.OOM, siteBytes.length);
             for (; nextMoment < wanted.length && wanted[nextMoment] == i; nextMoment++) {
-                openAt.put(i, List.copyOf(open.values()));
+                openAt.put(i, open.values());
             }
         }
         List<Open> atPeak = retiredSincePeak;
-        for (Open b : open.values()) {
-            if (b.entry <= peak) {
+        int peakEntry = peak;
+        open.forEach(b -> {
+            if (b.entry <= peakEntry) {
                 atPeak.add(b);
             }
-        }
+        });
         this.openAtPeak = atPeak;
         this.siteMax = Arrays.copyOf(max, sites.size() + 1);
         this.peakIndex = peak;
@@ -238,6 +242,53 @@ final class Timeline {
     }
 
     /**
+     * The blocks open in the walk by address, without boxing a key per entry: an {@link AddressTable}, which keeps no
+     * key 0, and a slot of its own for a block at address 0 (a trace recorded without addresses has them).
+     */
+    private static final class OpenBlocks {
+        private final AddressTable<Open> byAddress;
+        private @Nullable Open atZero;
+
+        OpenBlocks(int expected) {
+            byAddress = AddressTable.forObjects(Math.max(expected, 1024));
+        }
+
+        /** Adds {@code b}; the caller has retired any block open at its address first. */
+        void put(Open b) {
+            if (b.addr == 0) {
+                atZero = b;
+            } else {
+                byAddress.put(b.addr, b);
+            }
+        }
+
+        /** Removes and returns the block open at {@code addr}, or null. */
+        @Nullable
+        Open remove(long addr) {
+            if (addr != 0) {
+                return byAddress.remove(addr);
+            }
+            Open b = atZero;
+            atZero = null;
+            return b;
+        }
+
+        void forEach(Consumer<Open> action) {
+            byAddress.forEach(action);
+            if (atZero != null) {
+                action.accept(atZero);
+            }
+        }
+
+        /** The open blocks, copied. */
+        List<Open> values() {
+            List<Open> out = new ArrayList<>(byAddress.size() + 1);
+            forEach(out::add);
+            return List.copyOf(out);
+        }
+    }
+
+    /**
      * The sample points chosen as the walk goes: per bucket of {@code bucket} entries its first maximum of allocated
      * bytes and highest reserved bytes, and (when buckets are longer than one entry) every {@code oom} entry that is
      * not its bucket's point, with its own bytes; each point's bytes per site, from {@code lag} (the bytes per site
@@ -254,6 +305,9 @@ final class Timeline {
         int points;
 
         private long[] lag;
+        /** Entries left in the current bucket, {@code bucket} at its first entry. */
+        private int left;
+
         private int best = -1;
         private long bestAlloc;
         private long maxRes;
@@ -272,6 +326,7 @@ final class Timeline {
             sitesAt = new int[index.length][];
             bytesAt = new long[index.length][];
             lag = startSiteBytes.clone();
+            left = bucket;
         }
 
         /** Entry {@code i} changed the bytes of {@code site} by {@code bytes}. */
@@ -279,19 +334,23 @@ final class Timeline {
             changes.add(i, site, bytes);
         }
 
-        /** The bytes after entry {@code i}; {@code sites}: how many site ids there are so far, at most. */
+        /**
+         * The bytes after entry {@code i} (called for every entry in order); {@code sites}: how many site ids there
+         * are so far, at most.
+         */
         void after(int i, long allocated, long reserved, boolean oom, int sites) {
-            boolean first = i % bucket == 0;
             if (best < 0 || allocated > bestAlloc) {
                 best = i;
                 bestAlloc = allocated;
             }
-            maxRes = first ? reserved : Math.max(maxRes, reserved);
+            maxRes = left == bucket ? reserved : Math.max(maxRes, reserved);
             if (bucket > 1 && oom) {
                 ooms.add(i, allocated, reserved);
             }
-            if ((i + 1) % bucket == 0 || i == entries - 1) {
+            // a countdown rather than i % bucket: a division per entry of a trace of millions shows in the walk
+            if (--left == 0 || i == entries - 1) {
                 close(sites);
+                left = bucket;
             }
         }
 
