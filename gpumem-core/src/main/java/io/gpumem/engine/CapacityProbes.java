@@ -1,5 +1,6 @@
 package io.gpumem.engine;
 
+import io.gpumem.engine.MinimumCapacity.Verdict;
 import io.gpumem.policy.PreparedPolicy;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -79,8 +80,11 @@ final class CapacityProbes implements ProbeLookahead.AbandonableProbe {
 
     private final int maxAdded;
 
-    /** Capacity ranges [{@code from}, {@code below}) over which a probe's run is the same run, and how it ended. */
-    private record SeenRun(long from, long below, boolean ranWithoutOom) {}
+    /**
+     * Capacity ranges [{@code from}, {@code below}) over which a probe's run is the same run, and how it ended: the op
+     * of its first failure, −1 where it ran.
+     */
+    private record SeenRun(long from, long below, int failedOp) {}
 
     /** The runs of this search's replayed probes, in the order they were made (a search makes a dozen or so). */
     private final List<SeenRun> seen = new ArrayList<>();
@@ -126,13 +130,13 @@ final class CapacityProbes implements ProbeLookahead.AbandonableProbe {
      * at once: the probes of one search may run side by side ({@link ProbeLookahead}).
      */
     @Override
-    public @Nullable Boolean runsWithoutOom(long capacity, BooleanSupplier abandoned) {
+    public @Nullable Verdict probe(long capacity, BooleanSupplier abandoned) {
         if (startConsumed > capacity) {
-            return runner.runsWithoutOom(policy, options.forSearch(capacity), abandoned);
+            return runner.probe(policy, options.forSearch(capacity), abandoned);
         }
         int d = divergence(capacity);
         if (d == length) {
-            return true; // never more than capacity consumed: this run is the unlimited one, which ran
+            return Verdict.RUNS; // never more than capacity consumed: this run is the unlimited one, which ran
         }
         StreamRunner.Checkpoint base;
         long[] address;
@@ -140,7 +144,7 @@ final class CapacityProbes implements ProbeLookahead.AbandonableProbe {
             for (SeenRun run : seen) {
                 if (run.from() <= capacity && capacity < run.below()) {
                     runner.probesAnsweredBySeenRuns.incrementAndGet();
-                    return run.ranWithoutOom(); // the same run as a probe already made
+                    return verdict(run.failedOp()); // the same run as a probe already made
                 }
             }
             base = checkpoints.getFirst();
@@ -176,9 +180,19 @@ final class CapacityProbes implements ProbeLookahead.AbandonableProbe {
             }
         }
         synchronized (this) {
-            seen.add(new SeenRun(r.dev.sameOutcomesFrom(), r.dev.sameOutcomesBelow(), out.ooms == 0));
+            seen.add(new SeenRun(
+                    r.dev.sameOutcomesFrom(), r.dev.sameOutcomesBelow(), out.ooms == 0 ? -1 : out.failedOp));
         }
-        return out.ooms == 0;
+        return verdict(out.ooms == 0 ? -1 : out.failedOp);
+    }
+
+    /**
+     * The verdict of a run that first failed at {@code failedOp} (−1: ran), its cost counted from the stream's start
+     * as a full replay's would be: the same share whichever checkpoint this probe was forked from, and whether prefixes
+     * are reused at all, so the search asks the same probes either way.
+     */
+    private Verdict verdict(int failedOp) {
+        return failedOp < 0 ? Verdict.RUNS : Verdict.failsAfter(failedOp + 1L, length);
     }
 
     /** Adds {@code checkpoint} in op order (unless one at its op is there), dropping the oldest added past the cap. */

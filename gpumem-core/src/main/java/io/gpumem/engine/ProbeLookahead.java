@@ -1,6 +1,7 @@
 package io.gpumem.engine;
 
 import io.gpumem.engine.MinimumCapacity.Bracket;
+import io.gpumem.engine.MinimumCapacity.Verdict;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.Iterator;
@@ -18,7 +19,9 @@ import org.jspecify.annotations.Nullable;
  *
  * <h2>Algorithm</h2>
  * The probes a search can ask form a binary tree ({@link MinimumCapacity.Bracket}): below the probe of a state lie
- * the probe of the state after it runs and that of the state after it fails. Before the searching thread computes
+ * the probe of the state after it runs and that of the state after it fails (where the search weighs what failures
+ * cost, the lookahead guesses that the next one costs what the last did: {@link Bracket#after(boolean)}; a wrong
+ * guess lends a probe the search never asks, which is abandoned like any other). Before the searching thread computes
  * a state's probe, it lends the tree below it, level by level (the outcome "runs" first: it is asked whenever a
  * probe above the answer runs, which most of a bisection's first probes do),
  * {@link #DEPTH} levels deep, for as long as a worker is free. When the bracket narrows, every probe lent outside
@@ -50,19 +53,19 @@ final class ProbeLookahead {
         BooleanSupplier NEVER = () -> false;
 
         /**
-         * Whether the stream runs without an out-of-memory error at {@code capacity}; null when {@code abandoned}
-         * turned true before the answer was known.
+         * Whether the stream runs without an out-of-memory error at {@code capacity}, and what a failure cost; null
+         * when {@code abandoned} turned true before the answer was known.
          */
         @Nullable
-        Boolean runsWithoutOom(long capacity, BooleanSupplier abandoned);
+        Verdict probe(long capacity, BooleanSupplier abandoned);
 
-        /** Whether the stream runs without an out-of-memory error at {@code capacity}, computed to the end. */
-        default boolean runsWithoutOom(long capacity) {
-            Boolean runs = runsWithoutOom(capacity, NEVER);
-            if (runs == null) {
+        /** {@link #probe(long, BooleanSupplier)} computed to the end. */
+        default Verdict probe(long capacity) {
+            Verdict v = probe(capacity, NEVER);
+            if (v == null) {
                 throw new IllegalStateException("a probe never abandoned gave no answer at " + capacity);
             }
-            return runs;
+            return v;
         }
     }
 
@@ -79,7 +82,7 @@ final class ProbeLookahead {
         State state = State.QUEUED;
 
         volatile boolean abandoned;
-        boolean runs;
+        Verdict verdict = Verdict.FAILS;
 
         @Nullable
         Throwable failure;
@@ -112,10 +115,10 @@ final class ProbeLookahead {
     }
 
     /**
-     * The outcome of the probe of {@code state}, after lending the probes below it and abandoning those its bracket
+     * The verdict of the probe of {@code state}, after lending the probes below it and abandoning those its bracket
      * has left behind.
      */
-    boolean answer(Bracket state) {
+    Verdict answer(Bracket state) {
         long mid = state.probe();
         Lent mine;
         synchronized (this) {
@@ -128,7 +131,7 @@ final class ProbeLookahead {
         }
         lendBelow(state);
         if (mine == null) {
-            return probe.runsWithoutOom(mid);
+            return probe.probe(mid);
         }
         takenAhead.incrementAndGet();
         synchronized (this) {
@@ -148,7 +151,7 @@ final class ProbeLookahead {
         if (failure instanceof Error err) {
             throw err;
         }
-        return mine.runs;
+        return mine.verdict;
     }
 
     /** Abandons every probe still lent: the search has its answer. */
@@ -221,16 +224,16 @@ final class ProbeLookahead {
             }
             l.state = State.RUNNING;
         }
-        Boolean runs = null;
+        Verdict verdict = null;
         Throwable failure = null;
         try {
-            runs = probe.runsWithoutOom(l.capacity, () -> l.abandoned);
+            verdict = probe.probe(l.capacity, () -> l.abandoned);
         } catch (RuntimeException | Error e) {
             failure = e;
         }
         synchronized (this) {
-            if (runs != null) {
-                l.runs = runs;
+            if (verdict != null) {
+                l.verdict = verdict;
             }
             l.failure = failure;
             l.state = State.DONE;

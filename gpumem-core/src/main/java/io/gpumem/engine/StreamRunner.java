@@ -7,6 +7,7 @@ import io.gpumem.alloc.GpuAllocatorInternals;
 import io.gpumem.alloc.SegmentRestorer;
 import io.gpumem.device.DeviceOp;
 import io.gpumem.device.SimulatedDevice;
+import io.gpumem.engine.MinimumCapacity.Verdict;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.SegmentInfo;
@@ -404,18 +405,25 @@ public final class StreamRunner {
 
     /** Whether the stream runs without a failed request on a device of {@code capacity} bytes. */
     public boolean runsWithoutOom(PreparedPolicy policy, Options options) {
-        return Boolean.TRUE.equals(runsWithoutOom(policy, options, ProbeLookahead.AbandonableProbe.NEVER));
+        Verdict v = probe(policy, options, ProbeLookahead.AbandonableProbe.NEVER);
+        return v != null && v.runs();
     }
 
-    /** {@link #runsWithoutOom(PreparedPolicy, Options)}, or null once {@code abandoned} says so (a lookahead probe). */
+    /**
+     * {@link #runsWithoutOom(PreparedPolicy, Options)} as a search's verdict (a failure's cost: the ops up to it over
+     * the stream's), or null once {@code abandoned} says so (a lookahead probe).
+     */
     @Nullable
-    Boolean runsWithoutOom(PreparedPolicy policy, Options options, BooleanSupplier abandoned) {
+    Verdict probe(PreparedPolicy policy, Options options, BooleanSupplier abandoned) {
         Counters c = new Counters();
         Replay r = begin(policy, options);
         if (r == null) {
-            return false;
+            return Verdict.failsAfter(1, stream.length); // the start state does not fit: it failed at once
         }
-        return playUnlessAbandoned(r, stream.length, c, abandoned) ? c.ooms == 0 : null;
+        if (!playUnlessAbandoned(r, stream.length, c, abandoned)) {
+            return null;
+        }
+        return c.ooms == 0 ? Verdict.RUNS : Verdict.failsAfter(c.failedOp + 1L, stream.length);
     }
 
     /** Ops a probe replays between two looks at whether it is abandoned (about a millisecond). */
@@ -503,7 +511,7 @@ public final class StreamRunner {
                 s.unlimited.ooms == 0 ? Math.max(0, (s.unlimited.peakAllocated + held) / step - 1) * step : liveFloor;
         long running = MinimumCapacity.roundUp(s.unlimited.peakReserved + held);
         boolean floorProbed = false;
-        for (int tries = 0; !s.runsWithoutOom(running); tries++) {
+        for (int tries = 0; !s.probe(running).runs(); tries++) {
             if (tries == 8) {
                 throw new IllegalStateException("no capacity up to " + running + " bytes runs the stream");
             }
@@ -513,7 +521,10 @@ public final class StreamRunner {
         }
         long floor = failing;
         long answer = searchBracket(s, failing, running);
-        if (answer == floor + step && !floorProbed && floor > liveFloor && s.runsWithoutOom(floor)) {
+        if (answer == floor + step
+                && !floorProbed
+                && floor > liveFloor
+                && s.probe(floor).runs()) {
             answer = searchBracket(s, liveFloor, floor);
         }
         return answer;
@@ -525,11 +536,11 @@ public final class StreamRunner {
      */
     private long searchBracket(Search s, long failing, long running) {
         if (!s.runsAhead || !IdleWorkers.CURRENT.isBound()) {
-            return MinimumCapacity.search(failing, running, s::runsWithoutOom);
+            return MinimumCapacity.search(failing, running, s::probe, null);
         }
         ProbeLookahead ahead = new ProbeLookahead(s, IdleWorkers.CURRENT.get(), probesTakenAhead, probesThatFit());
         try {
-            return MinimumCapacity.search(failing, running, s::runsWithoutOom, ahead);
+            return MinimumCapacity.search(failing, running, s::probe, ahead);
         } finally {
             ahead.abandonAll();
         }
@@ -570,12 +581,12 @@ public final class StreamRunner {
             this.runsAhead = runsAhead;
         }
 
-        /** Whether the stream runs at {@code capacity}, or null once {@code abandoned} says so (a probe run ahead). */
+        /** The verdict at {@code capacity}, or null once {@code abandoned} says so (a probe run ahead). */
         @Override
-        public @Nullable Boolean runsWithoutOom(long capacity, BooleanSupplier abandoned) {
+        public @Nullable Verdict probe(long capacity, BooleanSupplier abandoned) {
             return probes != null
-                    ? probes.runsWithoutOom(capacity, abandoned)
-                    : StreamRunner.this.runsWithoutOom(policy, options.forSearch(capacity), abandoned);
+                    ? probes.probe(capacity, abandoned)
+                    : StreamRunner.this.probe(policy, options.forSearch(capacity), abandoned);
         }
     }
 

@@ -3,6 +3,7 @@ package io.gpumem.engine;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.gpumem.engine.MinimumCapacity.Verdict;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -71,7 +72,7 @@ class ProbeLookaheadTest {
      * computed by the searching thread or a worker.
      */
     @Test
-    void answersAsTheBisectionAloneOnRandomPredicates() throws Exception {
+    void answersAsTheSearchAloneOnRandomPredicates() throws Exception {
         long seed = System.nanoTime();
         System.out.println("ProbeLookaheadTest seed " + seed);
         Random rnd = new Random(seed);
@@ -84,11 +85,23 @@ class ProbeLookaheadTest {
             // above the threshold everything runs; below it, monotone: nothing; else a fixed pseudo-random half
             LongPredicate outcome =
                     c -> c >= threshold || (!monotone && (Long.hashCode(c * 0x9E3779B97F4A7C15L ^ noiseSeed) & 1) == 0);
+            // a failure's cost: unknown (the plain bisection), or a fixed function of the capacity in (0, 1], which
+            // the search weighs and the lookahead can only guess
+            boolean weighted = rnd.nextBoolean();
+            MinimumCapacity.Prober verdicts = c -> outcome.test(c)
+                    ? Verdict.RUNS
+                    : weighted
+                            ? new Verdict(false, (1 + Math.floorMod(c * 31 ^ noiseSeed, 1000)) / 1000.0)
+                            : Verdict.FAILS;
             List<Long> askedAlone = new ArrayList<>();
-            long alone = MinimumCapacity.search(lo, hi, c -> {
-                askedAlone.add(c);
-                return outcome.test(c);
-            });
+            long alone = MinimumCapacity.search(
+                    lo,
+                    hi,
+                    c -> {
+                        askedAlone.add(c);
+                        return verdicts.probe(c);
+                    },
+                    null);
 
             int workers = 1 + rnd.nextInt(6);
             IdleWorkers idle = new IdleWorkers();
@@ -103,7 +116,7 @@ class ProbeLookaheadTest {
                     }
                     Thread.onSpinWait();
                 }
-                return outcome.test(c);
+                return verdicts.probe(c);
             };
             AtomicLong taken = new AtomicLong();
             ProbeLookahead ahead = new ProbeLookahead(probe, idle, taken, rnd.nextInt(ProbeLookahead.MAX_LENT + 1));
@@ -125,7 +138,7 @@ class ProbeLookaheadTest {
                 assertThat(t.isAlive()).as("worker gone after close").isFalse();
             }
             String what = "seed " + seed + " round " + round + " (" + workers + " workers, "
-                    + (monotone ? "monotone" : "not monotone") + ")";
+                    + (monotone ? "monotone" : "not monotone") + (weighted ? ", failures weighed" : "") + ")";
             assertThat(withWorkers).as(what).isEqualTo(alone);
             assertThat(ahead.lentCount()).as(what + ": lent after the search").isZero();
             assertThat(computed)
@@ -153,13 +166,13 @@ class ProbeLookaheadTest {
                     } else {
                         awaitQuietly(workerStarted); // the first probe ends only once the worker has one in hand
                     }
-                    return c >= 37 * STEP; // the climb's first probes fail, each asking the next one lent
+                    return Verdict.of(c >= 37 * STEP); // the climb's first probes fail, each asking the next one lent
                 },
                 idle,
                 taken,
                 ProbeLookahead.MAX_LENT);
         try {
-            long answer = MinimumCapacity.search(0, 64 * STEP, c -> c >= 37 * STEP, ahead);
+            long answer = MinimumCapacity.search(0, 64 * STEP, c -> Verdict.of(c >= 37 * STEP), ahead);
             assertThat(answer).isEqualTo(37 * STEP);
         } finally {
             ahead.abandonAll();
@@ -185,16 +198,19 @@ class ProbeLookaheadTest {
                         workerGaveUp.countDown();
                         return null;
                     }
-                    return c >= 7 * STEP; // 4 fails: the bracket moves above 2, which is then abandoned
+                    return Verdict.of(c >= 7 * STEP); // 4 fails: the bracket moves above 2, which is then abandoned
                 },
                 idle,
                 new AtomicLong(),
                 ProbeLookahead.MAX_LENT);
         try {
-            assertThat(ahead.answer(new MinimumCapacity.Bracket(lo, 0, lo, hi))).isFalse();
+            assertThat(ahead.answer(new MinimumCapacity.Bracket(lo, 0, lo, hi, 1))
+                            .runs())
+                    .isFalse();
             assertThat(workerStarted.await(10, TimeUnit.SECONDS)).isTrue();
             assertThat(ahead.lentCount()).isEqualTo(1);
-            assertThat(ahead.answer(new MinimumCapacity.Bracket(lo, 0, 4 * STEP, hi)))
+            assertThat(ahead.answer(new MinimumCapacity.Bracket(lo, 0, 4 * STEP, hi, 1))
+                            .runs())
                     .isFalse(); // (4, 8): 2 is behind
             assertThat(workerGaveUp.await(10, TimeUnit.SECONDS))
                     .as("abandoned probe stopped")
@@ -221,13 +237,13 @@ class ProbeLookaheadTest {
                     if (c == STEP) {
                         awaitQuietly(thrown); // the next probe has failed before the current one answers
                     }
-                    return c >= 7 * STEP; // the climb's first probe fails: the next is asked
+                    return Verdict.of(c >= 7 * STEP); // the climb's first probe fails: the next is asked
                 },
                 idle,
                 new AtomicLong(),
                 ProbeLookahead.MAX_LENT);
         try {
-            assertThatThrownBy(() -> MinimumCapacity.search(0, 8 * STEP, c -> true, ahead))
+            assertThatThrownBy(() -> MinimumCapacity.search(0, 8 * STEP, c -> Verdict.RUNS, ahead))
                     .isSameAs(broken);
         } finally {
             ahead.abandonAll();
@@ -244,13 +260,13 @@ class ProbeLookaheadTest {
         ProbeLookahead ahead = new ProbeLookahead(
                 (c, abandoned) -> {
                     byWorker.record(c);
-                    return c >= 37 * STEP;
+                    return Verdict.of(c >= 37 * STEP);
                 },
                 idle,
                 taken,
                 0);
         try {
-            assertThat(MinimumCapacity.search(0, 64 * STEP, c -> c >= 37 * STEP, ahead))
+            assertThat(MinimumCapacity.search(0, 64 * STEP, c -> Verdict.of(c >= 37 * STEP), ahead))
                     .isEqualTo(37 * STEP);
         } finally {
             ahead.abandonAll();
