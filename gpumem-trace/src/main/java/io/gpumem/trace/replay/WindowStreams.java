@@ -71,53 +71,10 @@ final class WindowStreams {
         if (decisions != null) {
             decisions.hasCompletions(hasCompletions);
         }
-        int releaseOp = -1;
-        boolean inRelease = false;
-        EntryFields fields = EntryFields.of(trace);
-        for (int i = 0; i < trace.size(); i++) {
-            TraceAction a = fields.action(i);
-            boolean release = isRelease(a);
-            // Without a user's choice (an oracle), every run of release entries is an empty_cache.
-            boolean emptyCache = emptyCacheAt != null ? emptyCacheAt[i] : release && !inRelease;
-            inRelease = release;
-            long recordedAddress = 0;
-            if (a == TraceAction.ALLOC) {
-                b.alloc(fields.size(i), fields.stream(i), i);
-                recordedAddress = fields.addr(i);
-            } else if (a == TraceAction.FREE_COMPLETED || (a == TraceAction.FREE_REQUESTED && !hasCompletions)) {
-                int match = frees.of(i);
-                int s = match >= 0
-                        ? startBlocks + match
-                        : match == FreeMatches.START_BLOCK ? startSlots.getInt(fields.addr(i), -1) : -1;
-                if (s >= 0 && b.isLive(s)) {
-                    b.free(s, i);
-                } else {
-                    if (decisions != null) {
-                        decisions.droppedFree(i);
-                    }
-                    continue;
-                }
-            } else if (emptyCache) {
-                b.emptyCache(i);
-                releaseOp = b.length() - 1;
-            } else {
-                if (decisions != null) {
-                    recordOnly(decisions, i, a, releaseOp);
-                }
-                continue;
-            }
-            if (decisions != null) {
-                decisions.op(b.length() - 1, recordedAddress);
-                recordOnly(decisions, i, a, releaseOp);
-            }
-            if (withHistory) {
-                TraceEntry e = trace.get(i);
-                List<Frame> f = e.frames();
-                if (f != null) {
-                    b.atSite(b.site(f));
-                }
-                b.at(e.timeUs());
-            }
+        Compilation c = new Compilation(
+                b, EntryFields.of(trace), trace, frees, startSlots, startBlocks, emptyCacheAt, withHistory, decisions);
+        for (int from = 0; from < trace.size(); from += Compilation.CHUNK) {
+            c.run(from, Math.min(trace.size(), from + Compilation.CHUNK));
         }
         return b.build();
     }
@@ -131,6 +88,112 @@ final class WindowStreams {
             }
         } else if (a == TraceAction.OOM) {
             decisions.oomEntry();
+        }
+    }
+
+    /**
+     * The compile's loop, a chunk of trace entries at a time, with the state it carries from entry to entry (the op
+     * of the current release run): a class of its own rather than a loop of the compile so that the JIT compiles
+     * this small method early (and from the launcher's ahead-of-time profile), where a cold command would walk
+     * millions of entries in the interpreter and in profiled code until it had compiled the whole compile.
+     */
+    private static final class Compilation {
+        /** Entries per call of {@link #run}: enough to make the call's cost nothing, few enough to compile it soon. */
+        static final int CHUNK = 1 << 12;
+
+        private final RequestStream.Builder b;
+        private final EntryFields fields;
+        private final List<TraceEntry> trace;
+        private final FreeMatches frees;
+        private final AddressTable<Void> startSlots;
+        private final int startBlocks;
+        private final boolean hasCompletions;
+        private final boolean @Nullable [] emptyCacheAt;
+        private final boolean withHistory;
+        private final RecordedDecisions.@Nullable Builder decisions;
+        private int releaseOp = -1;
+        private boolean inRelease;
+
+        Compilation(
+                RequestStream.Builder b,
+                EntryFields fields,
+                List<TraceEntry> trace,
+                FreeMatches frees,
+                AddressTable<Void> startSlots,
+                int startBlocks,
+                boolean @Nullable [] emptyCacheAt,
+                boolean withHistory,
+                RecordedDecisions.@Nullable Builder decisions) {
+            this.b = b;
+            this.fields = fields;
+            this.trace = trace;
+            this.frees = frees;
+            this.startSlots = startSlots;
+            this.startBlocks = startBlocks;
+            this.hasCompletions = frees.hasCompletions();
+            this.emptyCacheAt = emptyCacheAt;
+            this.withHistory = withHistory;
+            this.decisions = decisions;
+        }
+
+        /**
+         * Entries {@code from} to {@code to} (exclusive), in order; the state carried between entries is copied into
+         * locals for the chunk and back after it, so the loop keeps it in registers.
+         */
+        void run(int from, int to) {
+            RequestStream.Builder b = this.b;
+            EntryFields fields = this.fields;
+            boolean @Nullable [] emptyCacheAt = this.emptyCacheAt;
+            RecordedDecisions.@Nullable Builder decisions = this.decisions;
+            int releaseOp = this.releaseOp;
+            boolean inRelease = this.inRelease;
+            for (int i = from; i < to; i++) {
+                TraceAction a = fields.action(i);
+                boolean release = isRelease(a);
+                // Without a user's choice (an oracle), every run of release entries is an empty_cache.
+                boolean emptyCache = emptyCacheAt != null ? emptyCacheAt[i] : release && !inRelease;
+                inRelease = release;
+                long recordedAddress = 0;
+                if (a == TraceAction.ALLOC) {
+                    b.alloc(fields.size(i), fields.stream(i), i);
+                    recordedAddress = fields.addr(i);
+                } else if (a == TraceAction.FREE_COMPLETED || (a == TraceAction.FREE_REQUESTED && !hasCompletions)) {
+                    int match = frees.of(i);
+                    int s = match >= 0
+                            ? startBlocks + match
+                            : match == FreeMatches.START_BLOCK ? startSlots.getInt(fields.addr(i), -1) : -1;
+                    if (s >= 0 && b.isLive(s)) {
+                        b.free(s, i);
+                    } else {
+                        if (decisions != null) {
+                            decisions.droppedFree(i);
+                        }
+                        continue;
+                    }
+                } else if (emptyCache) {
+                    b.emptyCache(i);
+                    releaseOp = b.length() - 1;
+                } else {
+                    if (decisions != null) {
+                        recordOnly(decisions, i, a, releaseOp);
+                    }
+                    continue;
+                }
+                if (decisions != null) {
+                    decisions.op(b.length() - 1, recordedAddress);
+                    recordOnly(decisions, i, a, releaseOp);
+                }
+                if (withHistory) {
+                    TraceEntry e = trace.get(i);
+                    List<Frame> f = e.frames();
+                    if (f != null) {
+                        b.atSite(b.site(f));
+                    }
+                    b.at(e.timeUs());
+                }
+            }
+            this.releaseOp = releaseOp;
+            this.inRelease = inRelease;
         }
     }
 }

@@ -193,92 +193,25 @@ public final class WindowRebuilder {
     public WindowStart rebuild(TraceSnapshot snapshot, int device) {
         List<TraceEntry> trace = snapshot.traceOf(device);
 
-        // Forward pass: which addresses the window itself allocated, which frees hit older blocks, and what each
-        // freeing entry frees (FreeMatches). Addresses stay in the table once touched (UNTOUCHED vs GONE). It also
-        // notes where the segment events are, so the backward pass over them need not walk the whole trace again.
-        int[] segmentEvents = new int[16];
-        int segmentEventCount = 0;
-        AddressTable<Void> state = AddressTable.forInts(1024);
-        long[] allocAddr = new long[64];
-        int[] allocIndex = new int[64];
-        int allocs = 0;
-        int allocOrdinal = 0;
-        int freeing = 0;
-        int releases = 0;
-        int[] matches = new int[trace.size()];
-        List<PreFreed> preFreed = new ArrayList<>();
-        AddressTable<Void> preFreedSlot = AddressTable.forInts(64);
+        // Forward pass (ForwardPass); it also notes where the segment events are, so the backward pass over them need
+        // not walk the whole trace again.
         EntryFields fields = EntryFields.of(trace);
-        boolean hasCompletions = recordsFreeCompletions(fields, trace.size());
-        for (int i = 0; i < trace.size(); i++) {
-            long a = fields.addr(i);
-            TraceAction action = fields.action(i);
-            switch (action) {
-                case ALLOC -> {
-                    int ordinal = allocOrdinal++;
-                    if (a == 0) {
-                        break;
-                    }
-                    state.putInt(a, ordinal, UNTOUCHED);
-                    if (allocs == allocAddr.length) {
-                        allocAddr = Arrays.copyOf(allocAddr, allocs * 2);
-                        allocIndex = Arrays.copyOf(allocIndex, allocs * 2);
-                    }
-                    allocAddr[allocs] = a;
-                    allocIndex[allocs++] = i;
-                }
-                case FREE_REQUESTED -> {
-                    freeing += hasCompletions ? 0 : 1;
-                    if (a == 0) {
-                        break;
-                    }
-                    int s = state.getInt(a, UNTOUCHED);
-                    if (s == UNTOUCHED || s == GONE) {
-                        preFreedSlot.putInt(a, preFreed.size(), -1);
-                        preFreed.add(new PreFreed(a, fields.size(i), i));
-                        if (hasCompletions) {
-                            state.putInt(a, s == UNTOUCHED ? PRE_FREE_REQUESTED : PRE_FREE_REQUESTED_GONE, UNTOUCHED);
-                        } else {
-                            matches[i] =
-                                    FreeMatches.encode(s == UNTOUCHED ? FreeMatches.START_BLOCK : FreeMatches.NOTHING);
-                            state.putInt(a, GONE, UNTOUCHED);
-                        }
-                    } else if (s >= 0 && !hasCompletions) { // a window block, freed now
-                        matches[i] = FreeMatches.encode(s);
-                        state.putInt(a, GONE, UNTOUCHED);
-                    }
-                }
-                case FREE_COMPLETED -> {
-                    freeing++;
-                    if (a == 0) {
-                        break;
-                    }
-                    int s = state.putInt(a, GONE, UNTOUCHED);
-                    if (s >= 0) {
-                        matches[i] = FreeMatches.encode(s);
-                    } else if (s == UNTOUCHED || s == GONE) {
-                        preFreed.add(new PreFreed(a, fields.size(i), i));
-                        matches[i] = FreeMatches.encode(s == UNTOUCHED ? FreeMatches.START_BLOCK : FreeMatches.NOTHING);
-                    } else { // pre-window block whose free was requested in the window
-                        int slot = preFreedSlot.getInt(a, 0);
-                        preFreed.set(slot, preFreed.get(slot).freedAt(i));
-                        matches[i] = FreeMatches.encode(
-                                s == PRE_FREE_REQUESTED ? FreeMatches.START_BLOCK : FreeMatches.NOTHING);
-                    }
-                }
-                default -> {
-                    if (action.isSegmentEvent()) {
-                        if (action == TraceAction.SEGMENT_FREE || action == TraceAction.SEGMENT_UNMAP) {
-                            releases++;
-                        }
-                        if (segmentEventCount == segmentEvents.length) {
-                            segmentEvents = Arrays.copyOf(segmentEvents, segmentEventCount * 2);
-                        }
-                        segmentEvents[segmentEventCount++] = i;
-                    }
-                }
-            }
+        ForwardPass pass = new ForwardPass(fields, recordsFreeCompletions(fields, trace.size()), trace.size());
+        for (int from = 0; from < trace.size(); from += ForwardPass.CHUNK) {
+            pass.run(from, Math.min(trace.size(), from + ForwardPass.CHUNK));
         }
+        int[] segmentEvents = pass.segmentEvents;
+        int segmentEventCount = pass.segmentEventCount;
+        AddressTable<Void> state = pass.state;
+        long[] allocAddr = pass.allocAddr;
+        int[] allocIndex = pass.allocIndex;
+        int allocs = pass.allocs;
+        int allocOrdinal = pass.allocOrdinal;
+        int freeing = pass.freeing;
+        int releases = pass.releases;
+        int[] matches = pass.matches;
+        List<PreFreed> preFreed = pass.preFreed;
+        boolean hasCompletions = pass.hasCompletions;
         List<SegmentInfo> endState = snapshot.segmentsOf(device);
         SegIndex segs = new SegIndex(startSegments(endState, trace, segmentEvents, segmentEventCount));
 
@@ -596,5 +529,134 @@ public final class WindowRebuilder {
             to = after;
         }
         runs.put(from, to);
+    }
+
+    /**
+     * The forward pass of {@link #rebuild}, a chunk of entries at a time: which addresses the window itself
+     * allocated, which frees hit older blocks, what each freeing entry frees ({@link FreeMatches}), and where the
+     * segment events are. Addresses stay in {@link #state} once touched (UNTOUCHED vs GONE). A class of its own rather
+     * than a loop of the rebuild, so that the JIT compiles this small method early (and from the launcher's
+     * ahead-of-time profile), where a cold command would otherwise walk millions of entries in the interpreter and in
+     * profiled code until it had compiled the whole of the large method around the loop.
+     */
+    private static final class ForwardPass {
+        /** Entries per call of {@link #run}: enough to make the call's cost nothing, few enough to compile it soon. */
+        static final int CHUNK = 1 << 12;
+
+        final EntryFields fields;
+        final boolean hasCompletions;
+        int[] segmentEvents = new int[16];
+        int segmentEventCount;
+        final AddressTable<Void> state = AddressTable.forInts(1024);
+        long[] allocAddr = new long[64];
+        int[] allocIndex = new int[64];
+        int allocs;
+        int allocOrdinal;
+        int freeing;
+        int releases;
+        final int[] matches;
+        final List<PreFreed> preFreed = new ArrayList<>();
+        final AddressTable<Void> preFreedSlot = AddressTable.forInts(64);
+
+        ForwardPass(EntryFields fields, boolean hasCompletions, int entries) {
+            this.fields = fields;
+            this.hasCompletions = hasCompletions;
+            this.matches = new int[entries];
+        }
+
+        /**
+         * Entries {@code from} to {@code to} (exclusive), in order. The counters and growing arrays are copied into
+         * locals for the chunk and back after it, so the loop keeps them in registers, as a loop of the rebuild
+         * itself would.
+         */
+        void run(int from, int to) {
+            int[] segmentEvents = this.segmentEvents;
+            int segmentEventCount = this.segmentEventCount;
+            long[] allocAddr = this.allocAddr;
+            int[] allocIndex = this.allocIndex;
+            int allocs = this.allocs;
+            int allocOrdinal = this.allocOrdinal;
+            int freeing = this.freeing;
+            int releases = this.releases;
+            for (int i = from; i < to; i++) {
+                long a = fields.addr(i);
+                TraceAction action = fields.action(i);
+                switch (action) {
+                    case ALLOC -> {
+                        int ordinal = allocOrdinal++;
+                        if (a == 0) {
+                            break;
+                        }
+                        state.putInt(a, ordinal, UNTOUCHED);
+                        if (allocs == allocAddr.length) {
+                            allocAddr = Arrays.copyOf(allocAddr, allocs * 2);
+                            allocIndex = Arrays.copyOf(allocIndex, allocs * 2);
+                        }
+                        allocAddr[allocs] = a;
+                        allocIndex[allocs++] = i;
+                    }
+                    case FREE_REQUESTED -> {
+                        freeing += hasCompletions ? 0 : 1;
+                        if (a == 0) {
+                            break;
+                        }
+                        int s = state.getInt(a, UNTOUCHED);
+                        if (s == UNTOUCHED || s == GONE) {
+                            preFreedSlot.putInt(a, preFreed.size(), -1);
+                            preFreed.add(new PreFreed(a, fields.size(i), i));
+                            if (hasCompletions) {
+                                state.putInt(
+                                        a, s == UNTOUCHED ? PRE_FREE_REQUESTED : PRE_FREE_REQUESTED_GONE, UNTOUCHED);
+                            } else {
+                                matches[i] = FreeMatches.encode(
+                                        s == UNTOUCHED ? FreeMatches.START_BLOCK : FreeMatches.NOTHING);
+                                state.putInt(a, GONE, UNTOUCHED);
+                            }
+                        } else if (s >= 0 && !hasCompletions) { // a window block, freed now
+                            matches[i] = FreeMatches.encode(s);
+                            state.putInt(a, GONE, UNTOUCHED);
+                        }
+                    }
+                    case FREE_COMPLETED -> {
+                        freeing++;
+                        if (a == 0) {
+                            break;
+                        }
+                        int s = state.putInt(a, GONE, UNTOUCHED);
+                        if (s >= 0) {
+                            matches[i] = FreeMatches.encode(s);
+                        } else if (s == UNTOUCHED || s == GONE) {
+                            preFreed.add(new PreFreed(a, fields.size(i), i));
+                            matches[i] =
+                                    FreeMatches.encode(s == UNTOUCHED ? FreeMatches.START_BLOCK : FreeMatches.NOTHING);
+                        } else { // pre-window block whose free was requested in the window
+                            int slot = preFreedSlot.getInt(a, 0);
+                            preFreed.set(slot, preFreed.get(slot).freedAt(i));
+                            matches[i] = FreeMatches.encode(
+                                    s == PRE_FREE_REQUESTED ? FreeMatches.START_BLOCK : FreeMatches.NOTHING);
+                        }
+                    }
+                    default -> {
+                        if (action.isSegmentEvent()) {
+                            if (action == TraceAction.SEGMENT_FREE || action == TraceAction.SEGMENT_UNMAP) {
+                                releases++;
+                            }
+                            if (segmentEventCount == segmentEvents.length) {
+                                segmentEvents = Arrays.copyOf(segmentEvents, segmentEventCount * 2);
+                            }
+                            segmentEvents[segmentEventCount++] = i;
+                        }
+                    }
+                }
+            }
+            this.segmentEvents = segmentEvents;
+            this.segmentEventCount = segmentEventCount;
+            this.allocAddr = allocAddr;
+            this.allocIndex = allocIndex;
+            this.allocs = allocs;
+            this.allocOrdinal = allocOrdinal;
+            this.freeing = freeing;
+            this.releases = releases;
+        }
     }
 }
