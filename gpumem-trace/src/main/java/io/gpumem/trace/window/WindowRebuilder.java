@@ -200,20 +200,8 @@ public final class WindowRebuilder {
         for (int from = 0; from < trace.size(); from += ForwardPass.CHUNK) {
             pass.run(from, Math.min(trace.size(), from + ForwardPass.CHUNK));
         }
-        int[] segmentEvents = pass.segmentEvents;
-        int segmentEventCount = pass.segmentEventCount;
-        AddressTable<Void> state = pass.state;
-        long[] allocAddr = pass.allocAddr;
-        int[] allocIndex = pass.allocIndex;
-        int allocs = pass.allocs;
-        int allocOrdinal = pass.allocOrdinal;
-        int freeing = pass.freeing;
-        int releases = pass.releases;
-        int[] matches = pass.matches;
-        List<PreFreed> preFreed = pass.preFreed;
-        boolean hasCompletions = pass.hasCompletions;
         List<SegmentInfo> endState = snapshot.segmentsOf(device);
-        SegIndex segs = new SegIndex(startSegments(endState, trace, segmentEvents, segmentEventCount));
+        SegIndex segs = new SegIndex(startSegments(endState, trace, pass.segmentEvents, pass.segmentEventCount));
 
         // Live blocks at the start, and the end state's free blocks by end address (where a start free block's
         // object can have survived to), in one pass over the end state.
@@ -223,7 +211,7 @@ public final class WindowRebuilder {
                 long address = b.address();
                 BlockState blockState = b.state();
                 // (address 0 is never a window block, and never a start block)
-                if (blockState.isActive() && address != 0 && !heldInWindow(state.getInt(address, UNTOUCHED))) {
+                if (blockState.isActive() && address != 0 && !heldInWindow(pass.state.getInt(address, UNTOUCHED))) {
                     Seg seg = segs.containing(address);
                     if (seg != null) {
                         seg.addLive(new LiveBlock(address, b.size(), b.requestedSize(), Long.MAX_VALUE));
@@ -236,7 +224,7 @@ public final class WindowRebuilder {
             }
         }
         Set<Long> preWindowFreed = new HashSet<>();
-        for (PreFreed p : preFreed) {
+        for (PreFreed p : pass.preFreed) {
             Seg seg = segs.containing(p.address());
             if (seg != null) {
                 seg.addLive(new LiveBlock(p.address(), LiveBlock.INFERRED, p.request(), p.freeIndex()));
@@ -245,7 +233,7 @@ public final class WindowRebuilder {
         }
 
         // Alloc addresses with their first index, for the slack rule; built only if a block needs it.
-        SlackIndex slackIndex = new SlackIndex(allocAddr, allocIndex, allocs);
+        SlackIndex slackIndex = new SlackIndex(pass.allocAddr, pass.allocIndex, pass.allocs);
         int inferred = 0;
         List<SegmentInfo> out = new ArrayList<>(segs.segs.length);
         for (Seg seg : segs.segs) {
@@ -288,7 +276,7 @@ public final class WindowRebuilder {
                 Collections.unmodifiableList(out),
                 Collections.unmodifiableSet(preWindowFreed),
                 inferred,
-                new FreeMatches(matches, hasCompletions, allocOrdinal + freeing + releases));
+                new FreeMatches(pass.matches, pass.hasCompletions, pass.allocOrdinal + pass.freeing + pass.releases));
     }
 
     /** Whether the trace has {@code free_completed} entries (then they, not the requests, free blocks). */
