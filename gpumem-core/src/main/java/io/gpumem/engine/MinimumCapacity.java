@@ -22,9 +22,9 @@ import org.jspecify.annotations.Nullable;
  * stops at its first failure, which on a training recording whose peak comes in its first step is often within the
  * first few percent of the stream (the demo snapshot's failures under {@code max_split_size_mb:256} cost 0.4-4% of a
  * run). Each probe reports that share ({@link Verdict}: the ops up to its first failure over the stream's), and the
- * next probe is put where the expected cost per bit learnt is least: at
- * {@code q = 1/d} of the gap above {@code lo} ({@link #DIVISORS}), running with chance q (cost 1) and failing
- * otherwise (cost: the share the last failure cost), learning the entropy of that outcome. Failures as dear as
+ * next probe is put where the expected cost per bit learnt is least: at {@code q = 1/d} of the gap above {@code lo}
+ * ({@link #DIVISORS}), running with chance q (cost 1) and failing otherwise (cost: the share the last failure cost),
+ * learning the entropy of that outcome. Failures as dear as
  * runs give the midpoint, the plain bisection; cheap ones split low, trading a few cheap failures for the runs a
  * midpoint would have made. The demo snapshot's five searches replay 87 M ops instead of 102 M. The share is a
  * function of the capacity alone (replays are deterministic, and it is counted from the stream's start, not from
