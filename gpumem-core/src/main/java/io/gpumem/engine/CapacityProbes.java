@@ -20,10 +20,11 @@ import org.jspecify.annotations.Nullable;
  * So a run at C does exactly what the unlimited run did up to the first op after which the unlimited run's
  * consumed bytes exceed C ({@link #divergence}); from the rises of the unlimited run's peak ({@link PeakRises}) we
  * know that op without running. A probe at C therefore forks (deep copies of device and allocator,
- * {@link StreamRunner.Checkpoint#fork}) the latest checkpoint at or before that op, on a device of capacity C (its allocator uncounted: a probe reads no
- * statistics, and their updates were 8-9% of its replay; and so it takes a temporary, a malloc the next op frees, as
- * one lookup, {@link io.gpumem.alloc.ForkableAllocator#tryMallocFreedAtOnce}), replays on to the divergence op,
- * leaves a checkpoint there for later probes, and replays the rest, stopping at the first failure. A capacity the
+ * {@link StreamRunner.Checkpoint#fork}) the latest checkpoint at or before that op, on a device of capacity C (its
+ * allocator uncounted: a probe reads no statistics, and their updates were 8-9% of its replay; and so it takes a
+ * temporary, a malloc the next op frees, as one lookup,
+ * {@link io.gpumem.alloc.ForkableAllocator#tryMallocFreedAtOnce}), replays on to the divergence op, leaves a
+ * checkpoint there for later probes, and replays the rest, stopping at the first failure. A capacity the
  * unlimited run never exceeded runs without replaying at all (the run is the unlimited one); so does the run at
  * the compared capacity when that capacity is such ({@link #sameAsUnlimited}), whose counters are then the
  * unlimited run's.

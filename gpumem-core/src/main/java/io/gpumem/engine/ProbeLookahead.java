@@ -22,8 +22,9 @@ import org.jspecify.annotations.Nullable;
  * the probe of the state after it runs and that of the state after it fails (where the search weighs what failures
  * cost, the lookahead guesses that the next one costs what the last did: {@link Bracket#after(boolean)}; a wrong
  * guess lends a probe the search never asks, which is abandoned like any other). Before the searching thread computes
- * a state's probe, it lends the tree below it, level by level (the outcome "runs" first: it is asked whenever a
- * probe above the answer runs, which most of a bisection's first probes do),
+ * a state's probe, it lends the tree below it, level by level (the outcome "runs" first: where the search splits
+ * low for cheap failures it is the less likely child, but the dearer one, since a probe that runs replays the whole
+ * stream, so computing it ahead saves the most; lending the likelier child first measured slower),
  * {@link #DEPTH} levels deep, for as long as a worker is free. When the bracket narrows, every probe lent outside
  * it can no longer be asked and is abandoned: its replay stops at its next chunk ({@link AbandonableProbe}), which
  * frees its worker for the new subtree. A probe already done, or running, is taken when asked (waiting for it if
