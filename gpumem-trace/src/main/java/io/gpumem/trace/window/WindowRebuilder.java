@@ -233,7 +233,7 @@ public final class WindowRebuilder {
         }
 
         // Alloc addresses with their first index, for the slack rule; built only if a block needs it.
-        SlackIndex slackIndex = new SlackIndex(pass.allocAddr, pass.allocIndex, pass.allocs);
+        SlackIndex slackIndex = new SlackIndex(fields, trace.size());
         int inferred = 0;
         List<SegmentInfo> out = new ArrayList<>(segs.segs.length);
         for (Seg seg : segs.segs) {
@@ -324,25 +324,24 @@ public final class WindowRebuilder {
 
     /**
      * The window's alloc addresses, each with the trace index of its first alloc, for the slack rule: built on first
-     * use (most rebuilds infer no size) as two parallel arrays sorted by address, the distinct addresses and their
-     * first indexes, found with one hash probe per alloc (a sorted map of boxed pairs cost about 60 bytes per address,
-     * and a lookup per alloc in a tree: the larger part of a rebuild from an early entry of a 276 MB snapshot, which
-     * walks nearly all of it). Addresses compare as signed longs, as that map's keys did.
+     * use (most rebuilds infer no size, so the forward pass keeps nothing for it) by one more walk over the trace's
+     * alloc entries, as two parallel arrays sorted by address, the distinct addresses and their first indexes, found
+     * with one hash probe per alloc (a sorted map of boxed pairs cost about 60 bytes per address, and a lookup per
+     * alloc in a tree: the larger part of a rebuild from an early entry of a 276 MB snapshot, which walks nearly all
+     * of it). Addresses compare as signed longs, as that map's keys did.
      */
     private static final class SlackIndex {
-        private final long[] addr;
-        private final int[] index;
-        private final int count;
+        private final EntryFields fields;
+        private final int entries;
         /** Distinct alloc addresses, ascending; null until first used. */
         private long @Nullable [] sorted;
         /** {@code first[j]}: the trace index of the first alloc at {@code sorted[j]}. */
         private int @Nullable [] first;
 
-        /** @param addr alloc addresses in trace order, {@code index} their trace indexes (ascending), {@code count} used */
-        SlackIndex(long[] addr, int[] index, int count) {
-            this.addr = addr;
-            this.index = index;
-            this.count = count;
+        /** @param fields the trace's entries, {@code entries} of them */
+        SlackIndex(EntryFields fields, int entries) {
+            this.fields = fields;
+            this.entries = entries;
         }
 
         /**
@@ -369,16 +368,20 @@ public final class WindowRebuilder {
         private void build() {
             // trace order: the first index met for an address is its first alloc's; addresses repeat (a cache reuses
             // them), so the table holds the distinct ones, far fewer than the allocs
-            AddressTable<Void> firstOf = AddressTable.forInts(Math.min(count, 1 << 12));
-            long[] keys = new long[Math.min(count, 1 << 12)];
+            AddressTable<Void> firstOf = AddressTable.forInts(Math.min(entries, 1 << 12));
+            long[] keys = new long[Math.min(Math.max(entries, 1), 1 << 12)];
             int m = 0;
-            for (int i = 0; i < count; i++) {
-                if (firstOf.getInt(addr[i], -1) < 0) {
-                    firstOf.putInt(addr[i], index[i], -1);
+            for (int i = 0; i < entries; i++) {
+                long a = fields.addr(i);
+                if (a == 0 || fields.action(i) != TraceAction.ALLOC) {
+                    continue;
+                }
+                if (firstOf.getInt(a, -1) < 0) {
+                    firstOf.putInt(a, i, -1);
                     if (m == keys.length) {
                         keys = Arrays.copyOf(keys, m * 2);
                     }
-                    keys[m++] = addr[i];
+                    keys[m++] = a;
                 }
             }
             keys = Arrays.copyOf(keys, m);
@@ -536,9 +539,6 @@ public final class WindowRebuilder {
         int[] segmentEvents = new int[16];
         int segmentEventCount;
         final AddressTable<Void> state = AddressTable.forInts(1024);
-        long[] allocAddr = new long[64];
-        int[] allocIndex = new int[64];
-        int allocs;
         int allocOrdinal;
         int freeing;
         int releases;
@@ -560,9 +560,6 @@ public final class WindowRebuilder {
         void run(int from, int to) {
             int[] segmentEvents = this.segmentEvents;
             int segmentEventCount = this.segmentEventCount;
-            long[] allocAddr = this.allocAddr;
-            int[] allocIndex = this.allocIndex;
-            int allocs = this.allocs;
             int allocOrdinal = this.allocOrdinal;
             int freeing = this.freeing;
             int releases = this.releases;
@@ -576,12 +573,6 @@ public final class WindowRebuilder {
                             break;
                         }
                         state.putInt(a, ordinal, UNTOUCHED);
-                        if (allocs == allocAddr.length) {
-                            allocAddr = Arrays.copyOf(allocAddr, allocs * 2);
-                            allocIndex = Arrays.copyOf(allocIndex, allocs * 2);
-                        }
-                        allocAddr[allocs] = a;
-                        allocIndex[allocs++] = i;
                     }
                     case FREE_REQUESTED -> {
                         freeing += hasCompletions ? 0 : 1;
@@ -639,9 +630,6 @@ public final class WindowRebuilder {
             }
             this.segmentEvents = segmentEvents;
             this.segmentEventCount = segmentEventCount;
-            this.allocAddr = allocAddr;
-            this.allocIndex = allocIndex;
-            this.allocs = allocs;
             this.allocOrdinal = allocOrdinal;
             this.freeing = freeing;
             this.releases = releases;
