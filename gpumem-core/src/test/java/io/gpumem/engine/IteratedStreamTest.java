@@ -7,8 +7,10 @@ import io.gpumem.alloc.Pool;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
+import io.gpumem.history.Frame;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.policy.PolicyRegistry;
+import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
@@ -68,6 +70,110 @@ class IteratedStreamTest {
         }
         assertThat(live).as("nothing accumulates over passes").isEqualTo(24 * MIB);
         assertThat(peak).isEqualTo(w.peakLiveBytes());
+    }
+
+    /**
+     * A warm window with every kind of start block: a 20 MiB one it keeps, and three it frees: a 4 MiB one it makes
+     * again at its size, a 6 MiB one it makes again as a 5 MiB request (its block, rounded up with an unsplit
+     * remainder, is within the rounding slack), an 8 MiB one it does not make again; besides a 3 MiB request it
+     * leaves live that stands for nothing, a step boundary, an empty_cache, and a 30 MiB temporary on stream 7 with
+     * a site and a time.
+     */
+    static RequestStream richWindow(List<Frame> site) {
+        long a = 0x7f0000000000L;
+        SegmentInfo seg = SegmentInfo.ofBlocks(
+                0,
+                a,
+                0,
+                Pool.LARGE,
+                false,
+                List.of(
+                        BlockInfo.of(a, 20 * MIB, 20 * MIB, BlockState.ACTIVE_ALLOCATED),
+                        BlockInfo.of(a + 20 * MIB, 4 * MIB, 4 * MIB, BlockState.ACTIVE_ALLOCATED),
+                        BlockInfo.of(a + 24 * MIB, 6 * MIB, 5 * MIB, BlockState.ACTIVE_ALLOCATED),
+                        BlockInfo.of(a + 30 * MIB, 8 * MIB, 8 * MIB, BlockState.ACTIVE_ALLOCATED),
+                        BlockInfo.of(a + 38 * MIB, 60 * MIB, 0, BlockState.INACTIVE)));
+        RequestStream.Builder b = RequestStream.builder().startState(List.of(seg));
+        int temporary = b.alloc(30 * MIB, 7, 0);
+        b.atSite(b.site(site));
+        b.at(100);
+        b.free(1, 1);
+        b.step(2);
+        b.alloc(4 * MIB, 0, 3);
+        b.free(2, 4);
+        b.alloc(5 * MIB, 0, 5);
+        b.alloc(3 * MIB, 0, 6);
+        b.free(3, 7);
+        b.emptyCache(8);
+        b.free(temporary, 9);
+        return b.build();
+    }
+
+    /** The stream's ops, one line each: op, slot and size of allocs, slot of frees. */
+    static List<String> ops(RequestStream s) {
+        List<String> out = new ArrayList<>();
+        for (int k = 0; k < s.length(); k++) {
+            out.add(
+                    switch (s.op(k)) {
+                        case RequestStream.ALLOC ->
+                            "alloc " + s.slot(k) + " " + s.size(k) / MIB + (s.stream(k) != 0 ? " on 7" : "");
+                        case RequestStream.FREE -> "free " + s.slot(k);
+                        case RequestStream.STEP -> "step";
+                        case RequestStream.EMPTY_CACHE -> "empty_cache";
+                        default -> "op " + s.op(k);
+                    });
+        }
+        return out;
+    }
+
+    @Test
+    void eachPassHandsItsLeftoversToTheNextAsTheStartBlocksTheyStandFor() {
+        List<Frame> site = List.of(new Frame("train.py", 40, "forward"));
+        RequestStream w = richWindow(site);
+        // of the three start blocks it frees, two come back (one by its size, one within the rounding slack)
+        assertThat(w.loopClosure()).isEqualTo(2.0 / 3.0);
+
+        RequestStream loop = w.iterated(2);
+        assertThat(ops(loop))
+                .containsExactly(
+                        // the kept block first, then those the window frees, in slot order
+                        "alloc 0 20",
+                        "alloc 1 4",
+                        "alloc 2 6",
+                        "alloc 3 8",
+                        // pass 1: the window's ops (its own step dropped, its empty_cache kept)
+                        "step",
+                        "alloc 4 30 on 7",
+                        "free 1",
+                        "alloc 5 4",
+                        "free 2",
+                        "alloc 6 5",
+                        "alloc 7 3",
+                        "free 3",
+                        "empty_cache",
+                        "free 4",
+                        // the 3 MiB leftover stands for no start block; the 8 MiB one is made afresh
+                        "free 7",
+                        "alloc 8 8",
+                        // pass 2: the 4 MiB and 5 MiB leftovers are freed where the start blocks were
+                        "step",
+                        "alloc 9 30 on 7",
+                        "free 5",
+                        "alloc 10 4",
+                        "free 6",
+                        "alloc 11 5",
+                        "alloc 12 3",
+                        "free 8",
+                        "empty_cache",
+                        "free 9");
+        // the temporary keeps its site in both passes; the other ops have the default (none)
+        assertThat(loop.frames(5)).isEqualTo(site);
+        assertThat(loop.frames(17)).isEqualTo(site);
+        assertThat(loop.frames(6)).isEmpty();
+        assertThat(loop.entry(5)).isZero();
+        assertThat(loop.entry(0)).isEqualTo(-1);
+        // one pass is the window itself on its live blocks, nothing handed over
+        assertThat(ops(w.iterated(1))).hasSize(4 + 10);
     }
 
     @Test

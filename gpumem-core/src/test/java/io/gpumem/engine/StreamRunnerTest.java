@@ -2,7 +2,14 @@ package io.gpumem.engine;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.alloc.Pool;
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.BlockState;
+import io.gpumem.history.Frame;
+import io.gpumem.history.SegmentInfo;
+import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.policy.PolicyRegistry;
 import io.gpumem.policy.PreparedPolicy;
 import java.util.ArrayList;
@@ -89,6 +96,40 @@ class StreamRunnerTest {
         searchFindsTheSmallestCapacityThatRuns(11738957709634L);
     }
 
+    /**
+     * Under {@code max_split_size_mb:30} a smaller device can need less than the unlimited run's peak: alloc 50 MiB,
+     * free it, alloc 16 MiB (a request under the split size may not take the cached oversize block: a new segment),
+     * alloc 32 MiB (an oversize request takes the cached 50 MiB block whole, being less than 20 MiB larger). Unlimited,
+     * that peaks at 66 MiB allocated. On a smaller device the 16 MiB segment fails first, the retry releases the
+     * cached 50 MiB, and the 32 MiB request gets a segment of its own: 50 MiB runs (the first request's size), 48 MiB
+     * does not.
+     */
+    @Test
+    void theSearchGoesBelowTheUnlimitedRunsPeakWhereASmallerDeviceAllocatesLess() {
+        RequestStream.Builder b = RequestStream.builder();
+        b.free(b.alloc(50 * MIB, 0, 0), 1);
+        b.alloc(16 * MIB, 0, 2);
+        b.alloc(32 * MIB, 0, 3);
+        RequestStream stream = b.build();
+        PreparedPolicy policy = PolicyRegistry.exact(AllocatorConfig.parse("max_split_size_mb:30"));
+
+        StreamRunner runner = new StreamRunner(stream);
+        assertThat(runner.run(policy, at(StreamRunner.ROOMY)).peakAllocated()).isEqualTo(66 * MIB);
+        assertThat(runner.runsWithoutOom(policy, at(64 * MIB))).isTrue();
+        assertThat(runner.runsWithoutOom(policy, at(50 * MIB))).isTrue();
+        assertThat(runner.runsWithoutOom(policy, at(48 * MIB))).isFalse();
+        for (boolean reuse : new boolean[] {true, false}) {
+            StreamRunner r = new StreamRunner(stream);
+            r.setPrefixReuse(reuse);
+            assertThat(r.minimumCapacity(policy, at(StreamRunner.ROOMY), StreamRunner.ROOMY))
+                    .as("prefix reuse %s", reuse)
+                    .isEqualTo(50 * MIB);
+            assertThat(r.evaluate(policy, at(StreamRunner.ROOMY), StreamRunner.ROOMY)
+                            .minCapacity())
+                    .isEqualTo(50 * MIB);
+        }
+    }
+
     private static void searchFindsTheSmallestCapacityThatRuns(long seed) {
         SplittableRandom rnd = new SplittableRandom(seed);
         List<AllocatorConfig> configs = List.of(
@@ -162,6 +203,116 @@ class StreamRunnerTest {
             }
         }
         assertThat(pairs).as("temporaries taken at once, seed %d", seed).isPositive();
+    }
+
+    /**
+     * A window that starts mid-run: a 40 MiB segment holding a live 12 MiB block (slot 0) and 28 MiB cached; then
+     * alloc 25 MiB, free slot 0, free the 25 MiB.
+     */
+    private static RequestStream startingMidRun() {
+        long a = 0x7f0000000000L;
+        SegmentInfo seg = SegmentInfo.ofBlocks(
+                0,
+                a,
+                0,
+                Pool.LARGE,
+                false,
+                List.of(
+                        BlockInfo.of(a, 12 * MIB, 12 * MIB, BlockState.ACTIVE_ALLOCATED),
+                        BlockInfo.of(a + 12 * MIB, 28 * MIB, 0, BlockState.INACTIVE)));
+        RequestStream.Builder b = RequestStream.builder().startState(List.of(seg));
+        int big = b.alloc(25 * MIB, 0, 0);
+        b.free(0, 1);
+        b.free(big, 2);
+        return b.build();
+    }
+
+    @Test
+    void aStartStateIsRestoredInItsLayoutOrElseAllocatedAsTheFirstRequests() {
+        StreamRunner runner = new StreamRunner(startingMidRun());
+        PreparedPolicy exact = PolicyRegistry.exact(AllocatorConfig.defaults());
+
+        // in its layout: the 25 MiB request is carved from the cached 28 MiB, and the device is not asked again
+        RunOutcome restored = runner.run(exact, at(StreamRunner.ROOMY));
+        assertThat(restored.ooms()).isZero();
+        assertThat(restored.deviceAllocs())
+                .as("a restored segment is not a call of the window")
+                .isZero();
+        assertThat(restored.peakReserved()).isEqualTo(40 * MIB);
+        assertThat(restored.peakAllocated()).isEqualTo(37 * MIB);
+
+        // as requests: the live block takes a 12 MiB segment of its own, and the 25 MiB request a new 26 MiB one, whole
+        // (the 1 MiB left over is not more than the small-block size, so it is not split off)
+        RunOutcome requested = runner.run(
+                exact,
+                StreamRunner.Options.builder(StreamRunner.ROOMY)
+                        .restoreStartLayout(false)
+                        .build());
+        assertThat(requested.ooms()).isZero();
+        assertThat(requested.peakReserved()).isEqualTo(38 * MIB);
+        assertThat(requested.peakAllocated()).isEqualTo(38 * MIB);
+        assertThat(requested.deviceAllocs()).isEqualTo(2);
+    }
+
+    @Test
+    void aStartStateTheDeviceCannotHoldFailsTheRunAtOnce() {
+        StreamRunner runner = new StreamRunner(startingMidRun());
+        PreparedPolicy exact = PolicyRegistry.exact(AllocatorConfig.defaults());
+
+        RunOutcome tooSmall = runner.run(exact, at(38 * MIB));
+        assertThat(tooSmall.ooms()).isEqualTo(1);
+        assertThat(tooSmall.completed()).isFalse();
+        assertThat(runner.runsWithoutOom(exact, at(38 * MIB))).isFalse();
+        assertThat(runner.runsWithoutOom(exact, at(40 * MIB))).isTrue();
+        // and as requests the start state fails the same way on a device smaller than the live block
+        StreamRunner.Options asRequests =
+                StreamRunner.Options.builder(10 * MIB).restoreStartLayout(false).build();
+        assertThat(runner.run(exact, asRequests).ooms()).isEqualTo(1);
+        assertThat(runner.minimumCapacity(exact, at(StreamRunner.ROOMY), StreamRunner.ROOMY))
+                .isEqualTo(40 * MIB);
+    }
+
+    @Test
+    void historyIsStampedWithTheStreamsTimesAndSites() {
+        PreparedPolicy exact = PolicyRegistry.exact(AllocatorConfig.defaults());
+        List<Frame> forward = List.of(new Frame("train.py", 12, "forward"));
+        RequestStream.Builder b = RequestStream.builder();
+        int slot = b.alloc(MIB, 0, 0);
+        b.atSite(b.site(forward));
+        b.at(1_000);
+        b.free(slot, 1);
+        b.at(2_000);
+        StreamRunner.Options withHistory = StreamRunner.Options.builder(StreamRunner.ROOMY)
+                .recordHistory(true)
+                .keepAllocator(true)
+                .build();
+
+        RunOutcome timed = new StreamRunner(b.build()).run(exact, withHistory);
+        List<TraceEntry> trace = traceOf(timed);
+        TraceEntry alloc = first(trace, TraceAction.ALLOC);
+        assertThat(alloc.timeUs()).isEqualTo(1_000);
+        assertThat(alloc.frames()).isEqualTo(forward);
+        assertThat(first(trace, TraceAction.SEGMENT_ALLOC).timeUs()).isEqualTo(1_000);
+        assertThat(first(trace, TraceAction.FREE_REQUESTED).timeUs()).isEqualTo(2_000);
+
+        // without recorded times the clock ticks once per entry, from a fixed start
+        RequestStream.Builder untimed = RequestStream.builder();
+        untimed.free(untimed.alloc(MIB, 0, 0), 1);
+        List<TraceEntry> ticking = traceOf(new StreamRunner(untimed.build()).run(exact, withHistory));
+        assertThat(ticking).hasSizeGreaterThanOrEqualTo(3);
+        for (int i = 1; i < ticking.size(); i++) {
+            assertThat(ticking.get(i).timeUs()).isEqualTo(ticking.get(i - 1).timeUs() + 1);
+        }
+        assertThat(ticking.getFirst().timeUs()).isGreaterThan(1_000_000_000_000_000L);
+    }
+
+    private static List<TraceEntry> traceOf(RunOutcome outcome) {
+        assertThat(outcome.allocator()).isNotNull();
+        return outcome.allocator().snapshot().deviceTraces().getFirst();
+    }
+
+    private static TraceEntry first(List<TraceEntry> trace, TraceAction action) {
+        return trace.stream().filter(e -> e.action() == action).findFirst().orElseThrow();
     }
 
     /** Allocs and frees of 1 KiB to 40 MiB on two streams, some frees left out, an empty_cache now and then. */

@@ -1,0 +1,202 @@
+package io.gpumem.engine;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.gpumem.alloc.CachingAllocator;
+import io.gpumem.alloc.Pool;
+import io.gpumem.alloc.SegmentRestorer;
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.device.SimulatedDevice;
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.BlockState;
+import io.gpumem.history.SegmentInfo;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.LongUnaryOperator;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Loading a rebuilt start state into a fresh exact allocator where the device chooses the addresses (what a what-if
+ * replay of a trace window does): each segment comes back block for block, the returned shifts say where, wholly
+ * free segments yield to live ones on a device too small for both, expandable runs of one stream and pool share one
+ * reservation, and a segment the allocator refuses is named.
+ */
+class StartStateLoaderTest {
+    private static final long MIB = 1L << 20;
+    private static final long A = 0x7f0000000000L;
+    private static final long B = 0x7f0040000000L;
+
+    private static SimulatedDevice device(long capacity) {
+        return SimulatedDevice.builder().capacity(capacity).build();
+    }
+
+    private static SegmentRestorer restorer(CachingAllocator allocator) {
+        return (SegmentRestorer) allocator.internals();
+    }
+
+    private static BlockInfo live(long address, long size, long requested) {
+        return BlockInfo.of(address, size, requested, BlockState.ACTIVE_ALLOCATED);
+    }
+
+    private static BlockInfo free(long address, long size, long requested) {
+        return BlockInfo.of(address, size, requested, BlockState.INACTIVE);
+    }
+
+    private static SegmentInfo segment(long address, long stream, Pool pool, boolean expandable, BlockInfo... blocks) {
+        return SegmentInfo.ofBlocks(0, address, stream, pool, expandable, List.of(blocks));
+    }
+
+    /** The allocator's segment at {@code address}, or null. */
+    private static SegmentInfo modelSegmentAt(CachingAllocator allocator, long address) {
+        for (SegmentInfo s : allocator.snapshot().segments()) {
+            if (s.address() == address) {
+                return s;
+            }
+        }
+        return null;
+    }
+
+    /** The recorded segment's blocks as (offset, size, state, requested) rows, to compare wherever it was placed. */
+    private static List<String> layout(SegmentInfo s) {
+        List<String> rows = new ArrayList<>();
+        for (BlockInfo b : s.blocks()) {
+            rows.add((b.address() - s.address()) + " " + b.size() + " " + b.state() + " " + b.requestedSize());
+        }
+        return rows;
+    }
+
+    @Test
+    void classicSegmentsComeBackBlockForBlockWhereTheShiftsSay() {
+        SimulatedDevice dev = device(1L << 30);
+        CachingAllocator allocator = new CachingAllocator(dev, AllocatorConfig.defaults());
+        SegmentInfo large = segment(
+                A, 0, Pool.LARGE, false, live(A, 12 * MIB, 12 * MIB - 100), free(A + 12 * MIB, 28 * MIB, 7 * MIB));
+        SegmentInfo small = segment(B, 0, Pool.SMALL, false, live(B, 512, 100), free(B + 512, 2 * MIB - 512, 0));
+
+        long[] shifts = StartStateLoader.load(
+                restorer(allocator), dev, List.of(large, small), null, false, LongUnaryOperator.identity());
+
+        assertThat(shifts).hasSize(2);
+        assertThat(allocator.snapshot().segments()).hasSize(2);
+        for (int i = 0; i < 2; i++) {
+            SegmentInfo recorded = List.of(large, small).get(i);
+            SegmentInfo model = modelSegmentAt(allocator, recorded.address() + shifts[i]);
+            assertThat(model).as("segment %d at its shifted address", i).isNotNull();
+            assertThat(model.totalSize()).isEqualTo(recorded.totalSize());
+            assertThat(model.pool()).isEqualTo(recorded.pool());
+            assertThat(model.expandable()).isFalse();
+            assertThat(layout(model)).isEqualTo(layout(recorded));
+        }
+        // the restored live blocks are the allocator's: freeing one merges it with the free remainder
+        allocator.free(large.address() + shifts[0]);
+        assertThat(modelSegmentAt(allocator, large.address() + shifts[0]).blocks())
+                .hasSize(1);
+        assertThat(allocator.stats().reservedBytes()).isEqualTo(40 * MIB + 2 * MIB);
+    }
+
+    @Test
+    void whollyFreeSegmentsAreRestoredLastAndLeftOutWhenTheDeviceHasNoRoomForThem() {
+        SegmentInfo cached = segment(A, 0, Pool.LARGE, false, free(A, 40 * MIB, 40 * MIB));
+        SegmentInfo held =
+                segment(B, 0, Pool.LARGE, false, live(B, 12 * MIB, 12 * MIB), free(B + 12 * MIB, 28 * MIB, 0));
+
+        // room for one: the live segment is restored although it comes second, the cached one is released
+        SimulatedDevice tight = device(64 * MIB);
+        CachingAllocator small = new CachingAllocator(tight, AllocatorConfig.defaults());
+        long[] shifts = StartStateLoader.load(
+                restorer(small), tight, List.of(cached, held), null, false, LongUnaryOperator.identity());
+        assertThat(small.snapshot().segments()).hasSize(1);
+        SegmentInfo kept = modelSegmentAt(small, B + shifts[1]);
+        assertThat(kept).isNotNull();
+        assertThat(layout(kept)).isEqualTo(layout(held));
+        assertThat(shifts[0]).isZero();
+
+        // room for both: both come back
+        SimulatedDevice roomy = device(1L << 30);
+        CachingAllocator large = new CachingAllocator(roomy, AllocatorConfig.defaults());
+        StartStateLoader.load(restorer(large), roomy, List.of(cached, held), null, false, LongUnaryOperator.identity());
+        assertThat(large.snapshot().segments())
+                .extracting(SegmentInfo::totalSize)
+                .containsOnly(40 * MIB);
+        assertThat(large.stats().reservedBytes()).isEqualTo(80 * MIB);
+    }
+
+    @Test
+    void expandableRunsOfOneStreamAndPoolShareOneReservationUnlessRestoredAsClassic() {
+        long page = 20 * MIB;
+        long gap = 3 * page;
+        SegmentInfo first =
+                segment(A, 0, Pool.LARGE, true, live(A, 30 * MIB, 30 * MIB), free(A + 30 * MIB, 10 * MIB, 0));
+        long second = A + 2 * page + gap;
+        SegmentInfo later = segment(second, 0, Pool.LARGE, true, live(second, page, page));
+        // listed out of order: runs are laid out by address
+        List<SegmentInfo> start = List.of(later, first);
+
+        SimulatedDevice dev = device(1L << 30);
+        CachingAllocator allocator = new CachingAllocator(dev, AllocatorConfig.parse("expandable_segments:True"));
+        long[] shifts =
+                StartStateLoader.load(restorer(allocator), dev, start, null, false, LongUnaryOperator.identity());
+        assertThat(shifts[0]).as("one reservation: one shift").isEqualTo(shifts[1]);
+        SegmentInfo a = modelSegmentAt(allocator, A + shifts[1]);
+        SegmentInfo b = modelSegmentAt(allocator, second + shifts[0]);
+        assertThat(a).isNotNull();
+        assertThat(b).isNotNull();
+        assertThat(a.expandable()).isTrue();
+        assertThat(layout(a)).isEqualTo(layout(first));
+        assertThat(layout(b)).isEqualTo(layout(later));
+        // only the runs are mapped: the gap between them and the rest of the reservation are not
+        assertThat(allocator.stats().reservedBytes()).isEqualTo(3 * page);
+        assertThat(allocator.snapshot().segments()).hasSize(2);
+
+        SimulatedDevice dev2 = device(1L << 30);
+        CachingAllocator classic = new CachingAllocator(dev2, AllocatorConfig.defaults());
+        long[] classicShifts =
+                StartStateLoader.load(restorer(classic), dev2, start, null, true, LongUnaryOperator.identity());
+        SegmentInfo c = modelSegmentAt(classic, A + classicShifts[1]);
+        assertThat(c).isNotNull();
+        assertThat(c.expandable()).isFalse();
+        assertThat(layout(c)).isEqualTo(layout(first));
+        assertThat(modelSegmentAt(classic, second + classicShifts[0]).expandable())
+                .isFalse();
+    }
+
+    @Test
+    void theStreamsAreMappedAsTheCallerSays() {
+        SimulatedDevice dev = device(1L << 30);
+        long deviceStream = dev.createStream();
+        CachingAllocator allocator = new CachingAllocator(dev, AllocatorConfig.defaults());
+        SegmentInfo seg = segment(A, 77, Pool.LARGE, false, live(A, 12 * MIB, 12 * MIB));
+        long[] shifts = StartStateLoader.load(restorer(allocator), dev, List.of(seg), null, false, h -> {
+            assertThat(h).isEqualTo(77);
+            return deviceStream;
+        });
+        assertThat(modelSegmentAt(allocator, A + shifts[0]).stream()).isEqualTo(deviceStream);
+    }
+
+    @Test
+    void aSegmentWhoseBlocksDoNotAddUpIsNamedInTheError() {
+        SimulatedDevice dev = device(1L << 30);
+        CachingAllocator allocator = new CachingAllocator(dev, AllocatorConfig.defaults());
+        SegmentInfo good = segment(B, 0, Pool.LARGE, false, live(B, 12 * MIB, 12 * MIB));
+        SegmentInfo bad = new SegmentInfo(
+                0,
+                A,
+                40 * MIB,
+                12 * MIB,
+                12 * MIB,
+                12 * MIB,
+                0,
+                Pool.LARGE,
+                false,
+                List.of(),
+                List.of(live(A, 12 * MIB, 1)),
+                null,
+                null);
+
+        assertThatThrownBy(() -> StartStateLoader.load(
+                        restorer(allocator), dev, List.of(good, bad), null, false, LongUnaryOperator.identity()))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("segment at 0x7f0000000000 (41943040 bytes)");
+    }
+}
