@@ -24,8 +24,8 @@ import org.junit.jupiter.api.Test;
  */
 class StartStateLoaderTest {
     private static final long MIB = 1L << 20;
-    private static final long A = 0x7f0000000000L;
-    private static final long B = 0x7f0040000000L;
+    private static final long A = 0x5a0000000000L;
+    private static final long B = 0x5a0040000000L;
 
     private static SimulatedDevice device(long capacity) {
         return SimulatedDevice.builder().capacity(capacity).build();
@@ -161,6 +161,37 @@ class StartStateLoaderTest {
                 .isFalse();
     }
 
+    /**
+     * The reservation has PyTorch's default size, 9/8 of the device's memory in whole pages (180 MiB on a 160 MiB
+     * device), starting at the lowest run: two live pages at offsets 0 and 60 MiB leave a 40 MiB unmapped gap and a
+     * 100 MiB unmapped tail. A 100 MiB request maps the tail; a 120 MiB one fits neither and gets a new reservation.
+     */
+    @Test
+    void anExpandableReservationHasPyTorchsDefaultSizeAndRequestsGrowIntoItsTail() {
+        long page = 20 * MIB;
+        long second = A + 3 * page;
+        List<SegmentInfo> start = List.of(
+                segment(A, 0, Pool.LARGE, true, live(A, page, page)),
+                segment(second, 0, Pool.LARGE, true, live(second, page, page)));
+        for (long request : new long[] {100 * MIB, 120 * MIB}) {
+            SimulatedDevice dev = device(160 * MIB);
+            CachingAllocator allocator = new CachingAllocator(dev, AllocatorConfig.parse("expandable_segments:True"));
+            long base = A
+                    + StartStateLoader.load(restorer(allocator), dev, start, null, false, LongUnaryOperator.identity())[
+                            0];
+            long got = allocator.malloc(request, 0);
+            if (request == 100 * MIB) {
+                assertThat(got).as("mapped at the tail, after the second run").isEqualTo(base + 4 * page);
+            } else {
+                assertThat(got)
+                        .as("outside the reservation [base, base + 180 MiB)")
+                        .satisfiesAnyOf(
+                                g -> assertThat(g).isLessThan(base),
+                                g -> assertThat(g).isGreaterThanOrEqualTo(base + 9 * page));
+            }
+        }
+    }
+
     @Test
     void theStreamsAreMappedAsTheCallerSays() {
         SimulatedDevice dev = device(1L << 30);
@@ -197,6 +228,6 @@ class StartStateLoaderTest {
         assertThatThrownBy(() -> StartStateLoader.load(
                         restorer(allocator), dev, List.of(good, bad), null, false, LongUnaryOperator.identity()))
                 .isInstanceOf(IllegalArgumentException.class)
-                .hasMessageContaining("segment at 0x7f0000000000 (41943040 bytes)");
+                .hasMessageContaining("segment at 0x5a0000000000 (41943040 bytes)");
     }
 }

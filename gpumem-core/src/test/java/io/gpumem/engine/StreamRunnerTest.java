@@ -207,10 +207,10 @@ class StreamRunnerTest {
 
     /**
      * A window that starts mid-run: a 40 MiB segment holding a live 12 MiB block (slot 0) and 28 MiB cached; then
-     * alloc 25 MiB, free slot 0, free the 25 MiB.
+     * alloc 25 MiB, free slot 0, alloc 12 MiB (which takes the block slot 0 freed), free the 25 MiB.
      */
     private static RequestStream startingMidRun() {
-        long a = 0x7f0000000000L;
+        long a = 0x5a0000000000L; // not where the simulated device puts its segments: the start state moves
         SegmentInfo seg = SegmentInfo.ofBlocks(
                 0,
                 a,
@@ -223,7 +223,8 @@ class StreamRunnerTest {
         RequestStream.Builder b = RequestStream.builder().startState(List.of(seg));
         int big = b.alloc(25 * MIB, 0, 0);
         b.free(0, 1);
-        b.free(big, 2);
+        b.alloc(12 * MIB, 0, 2);
+        b.free(big, 3);
         return b.build();
     }
 
