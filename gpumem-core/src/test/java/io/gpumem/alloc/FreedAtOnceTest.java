@@ -99,6 +99,34 @@ class FreedAtOnceTest {
         }
     }
 
+    @Test
+    void theCollectorsClockOrPendingStreamEventsRefuseThePair() {
+        // with a memory fraction and a collection threshold, every lookup ticks the pool's clock (the blocks' ages)
+        AllocatorConfig gc = AllocatorConfig.parse("garbage_collection_threshold:0.5");
+        try (CachingAllocator collecting = CachingAllocator.uncounted(SimulatedDevice.withCapacity(CAPACITY), gc)) {
+            collecting.free(collecting.malloc(8 * MIB, 0));
+            assertThat(collecting.tryMallocFreedAtOnce(4 * MIB, 0))
+                    .as("no fraction set: the collector is off")
+                    .isTrue();
+            collecting.setMemoryFraction(0.9);
+            assertThat(collecting.tryMallocFreedAtOnce(4 * MIB, 0)).isFalse();
+        }
+        // a block freed while another stream still uses it waits on an event; a malloc processes events first
+        SimulatedDevice dev =
+                SimulatedDevice.builder().capacity(CAPACITY).holdEvents(true).build();
+        try (CachingAllocator waiting = CachingAllocator.uncounted(dev, AllocatorConfig.defaults())) {
+            long side = dev.createStream();
+            waiting.free(waiting.malloc(8 * MIB, 0));
+            long used = waiting.malloc(MIB, 0);
+            waiting.recordStream(used, side);
+            waiting.free(used);
+            assertThat(waiting.tryMallocFreedAtOnce(4 * MIB, 0)).isFalse();
+            dev.completeAllEvents();
+            waiting.free(waiting.malloc(MIB, 0)); // processes the completed event
+            assertThat(waiting.tryMallocFreedAtOnce(4 * MIB, 0)).isTrue();
+        }
+    }
+
     /** Sizes from a few hundred bytes to 80 MiB: small-pool, large-pool and, under a 30 MiB limit, oversize. */
     private static long request(SplittableRandom rnd) {
         return switch (rnd.nextInt(3)) {

@@ -223,6 +223,24 @@ class SpecAuditExpandableTest {
         a.internals().checkInvariants();
     }
 
+    @Test
+    void bestFitKeepsTheBlockInFrontOfAnUnmappedGapWhenTheNextCanGrowNoFurther() {
+        CachingAllocator a = new CachingAllocator(device(GiB), expandable());
+        long x1 = a.malloc(20 * MiB); // page 0
+        long x2 = a.malloc(40 * MiB); // pages 1-2
+        a.malloc(20 * MiB); // page 3
+        long x4 = a.malloc(60 * MiB); // pages 4-6
+        a.malloc(20 * MiB); // page 7
+        a.free(x2);
+        a.emptyCache(); // unmaps pages 1-2: a 40 MiB unmapped gap after page 0
+        a.free(x1); // free [0, 20) in front of the gap: can grow to 60 MiB
+        a.free(x4); // free [80, 140) between live blocks: 60 MiB
+        // 20 MiB: the smallest fit is [0, 20); the next block's expandable size (60 MiB) is not smaller than its
+        // (20 MiB + the 40 MiB gap), so the walk stays (get_free_block moves on only while it is strictly smaller)
+        assertThat(a.malloc(20 * MiB)).isEqualTo(x1);
+        a.internals().checkInvariants();
+    }
+
     // --------------------------------------------------- allocator.md §3 "Order of trace entries" (expandable)
 
     @Test
