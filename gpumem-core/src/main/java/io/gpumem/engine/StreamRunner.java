@@ -510,6 +510,11 @@ public final class StreamRunner {
         long failing =
                 s.unlimited.ooms == 0 ? Math.max(0, (s.unlimited.peakAllocated + held) / step - 1) * step : liveFloor;
         long running = MinimumCapacity.roundUp(s.unlimited.peakReserved + held);
+        if (running <= failing) {
+            // the run with roomy bytes failed before it had reserved more than the floor (its first requests did not
+            // fit): nothing of it bounds the answer, so the doubling starts from the capacity it failed at
+            running = MinimumCapacity.roundUp(Math.max(s.options.capacity(), failing + step));
+        }
         boolean floorProbed = false;
         for (int tries = 0; !s.probe(running).runs(); tries++) {
             if (tries == 8) {

@@ -11,6 +11,7 @@ import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.policy.PolicyRegistry;
+import io.gpumem.policy.PolicySpec;
 import io.gpumem.policy.PreparedPolicy;
 import java.util.ArrayList;
 import java.util.List;
@@ -77,6 +78,36 @@ class StreamRunnerTest {
                 .heldOutside(3 * MIB)
                 .build();
         assertThat(runner.minimumCapacity(exact, held, StreamRunner.ROOMY)).isEqualTo(64 * MIB);
+    }
+
+    @Test
+    void anUnlimitedRunThatDoesNotFitDoublesItsDeviceUntilItDoes() {
+        StreamRunner runner = new StreamRunner(twoSegments());
+        PreparedPolicy exact = PolicyRegistry.exact(AllocatorConfig.defaults());
+        // 16 MiB holds no request: the search's first run doubles to 32 MiB (one fits) and 64 MiB (all fit)
+        RunOutcome row = runner.evaluate(exact, at(16 * MIB), 16 * MIB);
+        assertThat(row.minCapacity()).isEqualTo(60 * MIB);
+        assertThat(row.capacity()).isEqualTo(16 * MIB);
+        assertThat(row.ooms()).isEqualTo(3);
+        // the search alone makes no doublings: its run at 16 MiB reserves nothing, and the search starts from there
+        assertThat(runner.minimumCapacity(exact, at(StreamRunner.ROOMY), 16 * MIB))
+                .isEqualTo(60 * MIB);
+        // a request far beyond the first run's device is found from the floor of the live bytes
+        RequestStream.Builder huge = RequestStream.builder();
+        huge.alloc(1L << 50, 0, 0);
+        assertThat(new StreamRunner(huge.build()).minimumCapacity(exact, at(StreamRunner.ROOMY), 16 * MIB))
+                .isEqualTo(1L << 50);
+    }
+
+    @Test
+    void thePlannedPolicyPlansFromTheStreamsLifetimes() {
+        // the first and second 30 MiB requests are live together, the first and third never: a plan needs 60 MiB
+        StreamRunner runner = new StreamRunner(twoSegments());
+        PreparedPolicy planned = runner.prepare(PolicySpec.parse("planned"));
+        RunOutcome row = runner.run(planned, at(StreamRunner.ROOMY));
+        assertThat(row.ooms()).isZero();
+        assertThat(row.peakAllocated()).isEqualTo(60 * MIB);
+        assertThat(row.peakReserved()).isEqualTo(60 * MIB);
     }
 
     @Test
