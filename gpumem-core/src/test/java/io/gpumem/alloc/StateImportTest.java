@@ -117,4 +117,75 @@ class StateImportTest {
         assertThat(dev.mallocCount()).isZero();
         a.internals().checkInvariants();
     }
+
+    @Test
+    void anExpandableSegmentTheDeviceCannotMapLeavesNothingBehind() {
+        // 60 MiB of device memory, a run of three mapped pages, a gap, then two more: the second run does not fit
+        SimulatedDevice dev = SimulatedDevice.builder().capacity(60 * MiB).build();
+        CachingAllocator a = new CachingAllocator(dev, AllocatorConfig.parse("expandable_segments:True"));
+        List<RestoredBlock> blocks = List.of(
+                RestoredBlock.allocated(60 * MiB, 60 * MiB),
+                RestoredBlock.unmapped(20 * MiB),
+                RestoredBlock.allocated(40 * MiB, 40 * MiB));
+        assertThatThrownBy(() -> a.internals().restoreSegment(Device.NULL, 120 * MiB, 0, Pool.LARGE, true, blocks))
+                .isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("no room to restore 41943040 mapped bytes");
+        // the first run was mapped, then given back with the reservation
+        assertThat(dev.mappingCount()).isZero();
+        assertThat(dev.physicalHandleCount()).isZero();
+        assertThat(dev.reservationCount()).isZero();
+        assertThat(dev.consumedBytes()).isZero();
+        assertThat(a.reservedBytes()).isZero();
+        a.internals().checkInvariants();
+        // and the allocator works on: the same device takes a segment that fits
+        assertThat(a.malloc(40 * MiB)).isNotZero();
+        a.internals().checkInvariants();
+    }
+
+    @Test
+    void badExpandableLayoutsAreRejectedBeforeTouchingTheDevice() {
+        SimulatedDevice dev = SimulatedDevice.builder().capacity(4L << 30).build();
+        CachingAllocator a = new CachingAllocator(dev, AllocatorConfig.parse("expandable_segments:True"));
+        AllocatorInternals in = a.internals();
+        assertThatThrownBy(() -> in.restoreSegment(
+                        Device.NULL, 30 * MiB, 0, Pool.LARGE, true, List.of(RestoredBlock.allocated(30 * MiB, 1))))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("not a multiple of the 20971520-byte page");
+        assertThatThrownBy(() -> in.restoreSegment(
+                        Device.NULL,
+                        40 * MiB,
+                        0,
+                        Pool.LARGE,
+                        true,
+                        List.of(RestoredBlock.allocated(10 * MiB, 1), RestoredBlock.unmapped(30 * MiB))))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("block 1 (offset 10485760): unmapped block not on 20971520-byte page boundaries");
+        assertThatThrownBy(() -> in.restoreSegment(
+                        Device.NULL,
+                        60 * MiB,
+                        0,
+                        Pool.LARGE,
+                        true,
+                        List.of(
+                                RestoredBlock.allocated(20 * MiB, 1),
+                                RestoredBlock.unmapped(20 * MiB),
+                                RestoredBlock.unmapped(20 * MiB))))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("block 2 (offset 41943040): two adjacent unmapped blocks");
+        assertThatThrownBy(() -> in.restoreSegment(
+                        Device.NULL, 20 * MiB, 0, Pool.LARGE, true, List.of(RestoredBlock.allocated(20 * MiB, 0))))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("block 0 (offset 0): requested size 0 outside [1, 20971520]");
+        assertThatThrownBy(() -> in.restoreSegment(
+                        Device.NULL, 20 * MiB, 0, Pool.LARGE, true, List.of(RestoredBlock.free(20 * MiB - 100))))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("is not a positive multiple of 512");
+        assertThatThrownBy(() -> in.restoreSegment(Device.NULL, 20 * MiB, 0, Pool.LARGE, true, List.of()))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("no blocks");
+        assertThat(dev.reservationCount()).isZero();
+        assertThat(dev.mappingCount()).isZero();
+        assertThat(a.reservedBytes()).isZero();
+        a.internals().checkInvariants();
+    }
 }
