@@ -10,6 +10,7 @@ import io.gpumem.oom.OutOfMemoryException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -123,6 +124,64 @@ class SpillingAllocatorTest {
             assertThatThrownBy(() -> a.malloc(24 * MiB)).isInstanceOf(OutOfMemoryException.class);
             assertThat(b.location()).isEqualTo(SpillableBuffer.Location.DEVICE);
             assertThat(a.spillStats().spills()).isZero();
+        }
+    }
+
+    @Test
+    void anAccountingOnlySpillMovesNoBytesButKeepsTheBooks() {
+        // no byte backing: the buffers have no contents, spills only move them off the device and count
+        SimulatedDevice d = SimulatedDevice.builder().capacity(48 * MiB).build();
+        try (SpillingAllocator a = SpillingAllocator.accountingOnly(new CachingAllocator(d), 12 * MiB)) {
+            SpillableBuffer first = a.allocateSpillable(12 * MiB, 0);
+            SpillableBuffer second = a.allocateSpillable(12 * MiB, 0);
+            SpillableBuffer third = a.allocateSpillable(12 * MiB, 0);
+            long p = a.malloc(36 * MiB); // two must go: the first to the host budget, the second to "disk"
+            assertThat(first.location()).isEqualTo(SpillableBuffer.Location.HOST);
+            assertThat(second.location()).isEqualTo(SpillableBuffer.Location.DISK);
+            assertThat(third.location()).isEqualTo(SpillableBuffer.Location.DEVICE);
+            assertThat(a.hostBytesUsed()).isEqualTo(12 * MiB);
+            SpillStats s = a.spillStats();
+            assertThat(s.spillsToHost()).isEqualTo(1);
+            assertThat(s.spillsToDisk()).isEqualTo(1);
+            assertThat(s.bytesToDisk()).isEqualTo(12 * MiB);
+            assertThat(s.oomRetries()).isEqualTo(2);
+            assertThat(Files.exists(Path.of("spill-" + 1 + ".bin")))
+                    .as("nothing written")
+                    .isFalse();
+
+            a.free(p);
+            first.acquire(); // back from the host: its budget is free again
+            assertThat(first.location()).isEqualTo(SpillableBuffer.Location.DEVICE);
+            assertThat(a.hostBytesUsed()).isZero();
+            first.release();
+            second.close(); // closing a buffer on "disk" frees nothing on the device and leaves no file
+            assertThat(a.spillStats().unspills()).isEqualTo(1);
+            assertThat(a.spillStats().bytesUnspilled()).isEqualTo(12 * MiB);
+        }
+    }
+
+    @Test
+    void closingASpilledBufferGivesBackItsHostBudgetAndDeletesItsFile() throws Exception {
+        SimulatedDevice d = device(48 * MiB);
+        try (SpillingAllocator a = new SpillingAllocator(new CachingAllocator(d), 12 * MiB, dir)) {
+            SpillableBuffer onHost = a.allocateSpillable(12 * MiB, 0);
+            SpillableBuffer onDisk = a.allocateSpillable(12 * MiB, 0);
+            a.allocateSpillable(12 * MiB, 1);
+            long p = a.malloc(36 * MiB);
+            assertThat(onHost.location()).isEqualTo(SpillableBuffer.Location.HOST);
+            assertThat(onDisk.location()).isEqualTo(SpillableBuffer.Location.DISK);
+            try (var files = Files.list(dir)) {
+                assertThat(files.count()).isEqualTo(1);
+            }
+            onHost.close();
+            assertThat(a.hostBytesUsed()).isZero();
+            onDisk.close();
+            try (var files = Files.list(dir)) {
+                assertThat(files.count()).as("the spill file is deleted").isZero();
+            }
+            onDisk.close(); // a second close does nothing
+            assertThatThrownBy(onDisk::acquire).hasMessageContaining("is closed");
+            a.free(p);
         }
     }
 }
