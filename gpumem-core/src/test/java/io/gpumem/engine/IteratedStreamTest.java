@@ -176,6 +176,69 @@ class IteratedStreamTest {
         assertThat(ops(w.iterated(1))).hasSize(4 + 10);
     }
 
+    /**
+     * Pairing a pass's leftovers with the start blocks it freed: same size first, then within the rounding slack
+     * (strictly under 2 MiB larger), each request once. The window frees all six start blocks (6, 5, 7, 6, 6 and 1
+     * MiB) and leaves four 5 MiB requests live: the 5 MiB block takes the first by size; then the first 6 MiB block
+     * the second, the 7 MiB one none (2 MiB larger is outside the slack), the other two 6 MiB blocks the last two; the
+     * 1 MiB block none. The two without a partner are allocated afresh for the next pass.
+     */
+    @Test
+    void leftoversPairBySizeFirstThenWithinTheRoundingSlack() {
+        long a = 0x7f0000000000L;
+        long[] sizes = {6 * MIB, 5 * MIB, 7 * MIB, 6 * MIB, 6 * MIB, MIB};
+        List<BlockInfo> blocks = new ArrayList<>();
+        long at = a;
+        for (long size : sizes) {
+            blocks.add(BlockInfo.of(at, size, size, BlockState.ACTIVE_ALLOCATED));
+            at += size;
+        }
+        blocks.add(BlockInfo.of(at, 100 * MIB - (at - a), 0, BlockState.INACTIVE));
+        RequestStream.Builder b =
+                RequestStream.builder().startState(List.of(SegmentInfo.ofBlocks(0, a, 0, Pool.LARGE, false, blocks)));
+        for (int slot = 0; slot < sizes.length; slot++) {
+            b.free(slot, slot);
+        }
+        for (int i = 0; i < 4; i++) {
+            b.alloc(5 * MIB, 0, 10 + i);
+        }
+        RequestStream w = b.build();
+        assertThat(w.loopClosure()).isEqualTo(4.0 / 6.0);
+        assertThat(ops(w.iterated(2)))
+                .containsExactly(
+                        "alloc 0 6",
+                        "alloc 1 5",
+                        "alloc 2 7",
+                        "alloc 3 6",
+                        "alloc 4 6",
+                        "alloc 5 1",
+                        "step",
+                        "free 0",
+                        "free 1",
+                        "free 2",
+                        "free 3",
+                        "free 4",
+                        "free 5",
+                        "alloc 6 5",
+                        "alloc 7 5",
+                        "alloc 8 5",
+                        "alloc 9 5",
+                        // the 7 MiB and 1 MiB blocks, which no leftover stands for
+                        "alloc 10 7",
+                        "alloc 11 1",
+                        "step",
+                        "free 7", // the first 6 MiB block's stand-in: the second leftover
+                        "free 6", // the 5 MiB block's: the first
+                        "free 10",
+                        "free 8",
+                        "free 9",
+                        "free 11",
+                        "alloc 12 5",
+                        "alloc 13 5",
+                        "alloc 14 5",
+                        "alloc 15 5");
+    }
+
     @Test
     void aWindowThatOnlyFillsMemoryDoesNotCloseAsALoop() {
         RequestStream.Builder b = RequestStream.builder();
