@@ -114,6 +114,12 @@ class DataStructuresTest {
                 ref.remove(b);
                 if (tree.rekeyInPlace(b, size, ptr)) {
                     inPlace++;
+                    assertThat(b.size)
+                            .as("seed %d op %d: the new key taken", seed, op)
+                            .isEqualTo(size);
+                    assertThat(b.ptr)
+                            .as("seed %d op %d: the new key taken", seed, op)
+                            .isEqualTo(ptr);
                     assertThat(lower == null || BY_SIZE.compare(lower, b) < 0)
                             .as("seed %d op %d", seed, op)
                             .isTrue();
@@ -235,6 +241,10 @@ class DataStructuresTest {
                     ref.remove(b);
                     if (index.rekeyInPlace(b, size, ptr)) {
                         inPlace++;
+                        assertThat(b.size)
+                                .as("seed %d: the new key taken", seed)
+                                .isEqualTo(size);
+                        assertThat(b.ptr).as("seed %d: the new key taken", seed).isEqualTo(ptr);
                     } else {
                         index.remove(b);
                         b.size = size;
