@@ -286,6 +286,42 @@ class StreamRunnerTest {
         assertThat(requested.deviceAllocs()).isEqualTo(2);
     }
 
+    /**
+     * Every start block has its own slot: a 20 MiB segment filled by two live blocks (12 and 8 MiB); the window frees
+     * the second and asks for 8 MiB again, which the freed block serves in either start mode.
+     */
+    @Test
+    void eachStartBlockIsFreedWhereItLies() {
+        long a = 0x5a0000000000L;
+        SegmentInfo seg = SegmentInfo.ofBlocks(
+                0,
+                a,
+                0,
+                Pool.LARGE,
+                false,
+                List.of(
+                        BlockInfo.of(a, 12 * MIB, 12 * MIB, BlockState.ACTIVE_ALLOCATED),
+                        BlockInfo.of(a + 12 * MIB, 8 * MIB, 8 * MIB, BlockState.ACTIVE_ALLOCATED)));
+        RequestStream.Builder b = RequestStream.builder().startState(List.of(seg));
+        b.free(1, 0);
+        b.alloc(8 * MIB, 0, 1);
+        StreamRunner runner = new StreamRunner(b.build());
+        PreparedPolicy exact = PolicyRegistry.exact(AllocatorConfig.defaults());
+
+        RunOutcome restored = runner.run(exact, at(StreamRunner.ROOMY));
+        assertThat(restored.deviceAllocs()).isZero();
+        assertThat(restored.peakReserved()).isEqualTo(20 * MIB);
+        // as requests: a 12 MiB segment, and a 20 MiB one for the 8 MiB block (requests of 1-10 MiB share 20 MiB
+        // segments), whose freed block serves the window's request
+        RunOutcome requested = runner.run(
+                exact,
+                StreamRunner.Options.builder(StreamRunner.ROOMY)
+                        .restoreStartLayout(false)
+                        .build());
+        assertThat(requested.deviceAllocs()).isEqualTo(2);
+        assertThat(requested.peakReserved()).isEqualTo(32 * MIB);
+    }
+
     @Test
     void aStartStateTheDeviceCannotHoldFailsTheRunAtOnce() {
         StreamRunner runner = new StreamRunner(startingMidRun());
