@@ -188,4 +188,34 @@ class StateImportTest {
         assertThat(a.reservedBytes()).isZero();
         a.internals().checkInvariants();
     }
+
+    @Test
+    void restoredOversizeBlocksAndSegmentsCountAsTheAllocatorCountsItsOwn() {
+        // max_split_size_mb:30: blocks and segments of 30 MiB or more are oversize (the boundary included)
+        SimulatedDevice dev = SimulatedDevice.builder().capacity(4L << 30).build();
+        CachingAllocator a = new CachingAllocator(dev, AllocatorConfig.parse("max_split_size_mb:30"));
+        long big = a.internals()
+                .restoreSegment(
+                        Device.NULL, 30 * MiB, 0, Pool.LARGE, false, List.of(RestoredBlock.allocated(30 * MiB, 1)));
+        long small = a.internals()
+                .restoreSegment(
+                        Device.NULL,
+                        28 * MiB,
+                        0,
+                        Pool.LARGE,
+                        false,
+                        List.of(RestoredBlock.allocated(20 * MiB, 1), RestoredBlock.free(8 * MiB)));
+        Map<String, Long> s = a.stats().toPyTorchMap();
+        assertThat(s.get("oversize_allocations.current")).isEqualTo(1);
+        assertThat(s.get("oversize_segments.current")).isEqualTo(1);
+        // the allocator's own frees and releases take them off again, to zero
+        a.free(big);
+        a.free(small);
+        a.emptyCache();
+        s = a.stats().toPyTorchMap();
+        assertThat(s.get("oversize_allocations.current")).isZero();
+        assertThat(s.get("oversize_segments.current")).isZero();
+        assertThat(a.reservedBytes()).isZero();
+        a.internals().checkInvariants();
+    }
 }
