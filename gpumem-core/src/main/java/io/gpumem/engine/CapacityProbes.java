@@ -145,7 +145,7 @@ final class CapacityProbes implements ProbeLookahead.AbandonableProbe {
             for (SeenRun run : seen) {
                 if (run.from() <= capacity && capacity < run.below()) {
                     runner.probesAnsweredBySeenRuns.incrementAndGet();
-                    return verdict(run.failedOp()); // the same run as a probe already made
+                    return Verdict.ofRun(run.failedOp(), length); // the same run as a probe already made
                 }
             }
             base = checkpoints.getFirst();
@@ -184,16 +184,9 @@ final class CapacityProbes implements ProbeLookahead.AbandonableProbe {
             seen.add(new SeenRun(
                     r.dev.sameOutcomesFrom(), r.dev.sameOutcomesBelow(), out.ooms == 0 ? -1 : out.failedOp));
         }
-        return verdict(out.ooms == 0 ? -1 : out.failedOp);
-    }
-
-    /**
-     * The verdict of a run that first failed at {@code failedOp} (−1: ran), its cost counted from the stream's start
-     * as a full replay's would be: the same share whichever checkpoint this probe was forked from, and whether prefixes
-     * are reused at all, so the search asks the same probes either way.
-     */
-    private Verdict verdict(int failedOp) {
-        return failedOp < 0 ? Verdict.RUNS : Verdict.failsAfter(failedOp + 1L, length);
+        // counted from the stream's start: the same share whichever checkpoint this probe was forked from, and whether
+        // prefixes are reused at all, so the search asks the same probes either way
+        return Verdict.ofRun(out.ooms == 0 ? -1 : out.failedOp, length);
     }
 
     /** Adds {@code checkpoint} in op order (unless one at its op is there), dropping the oldest added past the cap. */

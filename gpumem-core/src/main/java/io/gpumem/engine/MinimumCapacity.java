@@ -108,6 +108,14 @@ public final class MinimumCapacity {
             return runs ? RUNS : FAILS;
         }
 
+        /**
+         * The verdict of a run of a stream of {@code ops} ops that first failed at op {@code failedOp}, −1 where it
+         * ran; its cost counted from the stream's start, as a full replay's would be.
+         */
+        static Verdict ofRun(int failedOp, long ops) {
+            return failedOp < 0 ? RUNS : failsAfter(failedOp + 1L, ops);
+        }
+
         /** A failure after {@code replayed} of the {@code full} ops a completing run replays (both counted alike). */
         static Verdict failsAfter(long replayed, long full) {
             return new Verdict(false, Math.clamp((double) Math.max(1, replayed) / Math.max(1, full), 0x1p-20, 1));

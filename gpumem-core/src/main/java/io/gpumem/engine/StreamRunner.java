@@ -423,7 +423,7 @@ public final class StreamRunner {
         if (!playUnlessAbandoned(r, stream.length, c, abandoned)) {
             return null;
         }
-        return c.ooms == 0 ? Verdict.RUNS : Verdict.failsAfter(c.failedOp + 1L, stream.length);
+        return Verdict.ofRun(c.ooms == 0 ? -1 : c.failedOp, stream.length);
     }
 
     /** Ops a probe replays between two looks at whether it is abandoned (about a millisecond). */
