@@ -12,6 +12,7 @@ import io.gpumem.trace.io.EntryFields;
 import io.gpumem.trace.window.WindowStart;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -337,11 +338,11 @@ final class Timeline {
             }
         }
 
-        /** The open blocks, copied. */
+        /** The open blocks, copied once into a list no one else holds. */
         List<Open> values() {
             List<Open> out = new ArrayList<>(byAddress.size() + 1);
             forEach(out::add);
-            return List.copyOf(out);
+            return Collections.unmodifiableList(out);
         }
     }
 

@@ -372,8 +372,11 @@ public final class WindowRebuilder {
             long[] keys = new long[Math.min(Math.max(entries, 1), 1 << 12)];
             int m = 0;
             for (int i = 0; i < entries; i++) {
+                if (fields.action(i) != TraceAction.ALLOC) {
+                    continue;
+                }
                 long a = fields.addr(i);
-                if (a == 0 || fields.action(i) != TraceAction.ALLOC) {
+                if (a == 0) {
                     continue;
                 }
                 if (firstOf.getInt(a, -1) < 0) {
