@@ -20,7 +20,7 @@ import org.jspecify.annotations.Nullable;
  * So a run at C does exactly what the unlimited run did up to the first op after which the unlimited run's
  * consumed bytes exceed C ({@link #divergence}); from the rises of the unlimited run's peak ({@link PeakRises}) we
  * know that op without running. A probe at C therefore forks (deep copies of device and allocator,
- * {@link StreamRunner.Checkpoint#fork}) the latest checkpoint at or before that op, on a device of capacity C (its
+ * {@link Checkpoint#fork}) the latest checkpoint at or before that op, on a device of capacity C (its
  * allocator uncounted: a probe reads no statistics, and their updates were 8-9% of its replay; and so it takes a
  * temporary, a malloc the next op frees, as one lookup,
  * {@link io.gpumem.alloc.ForkableAllocator#tryMallocFreedAtOnce}), replays on to the divergence op, leaves a
@@ -73,9 +73,9 @@ final class CapacityProbes implements ProbeLookahead.AbandonableProbe {
     private final int length;
 
     private final long startConsumed;
-    private final List<StreamRunner.Checkpoint> checkpoints = new ArrayList<>();
+    private final List<Checkpoint> checkpoints = new ArrayList<>();
     /** The checkpoints added after the first, oldest first. */
-    private final ArrayDeque<StreamRunner.Checkpoint> added = new ArrayDeque<>();
+    private final ArrayDeque<Checkpoint> added = new ArrayDeque<>();
     /** Per-slot address arrays of finished probes, to be cleared and reused by the next ones. */
     private final ArrayDeque<long[]> spareAddresses = new ArrayDeque<>();
 
@@ -100,7 +100,7 @@ final class CapacityProbes implements ProbeLookahead.AbandonableProbe {
         }
         long held = unlimited.heldOutside();
         this.startConsumed = first.dev.consumedBytes() + held;
-        checkpoints.add(StreamRunner.Checkpoint.taking(first));
+        checkpoints.add(Checkpoint.taking(first));
         this.maxAdded = Math.max(1, runner.maxCheckpoints());
         this.rises = rises;
         this.length = runner.stream().length;
@@ -139,7 +139,7 @@ final class CapacityProbes implements ProbeLookahead.AbandonableProbe {
         if (d == length) {
             return Verdict.RUNS; // never more than capacity consumed: this run is the unlimited one, which ran
         }
-        StreamRunner.Checkpoint base;
+        Checkpoint base;
         long[] address;
         synchronized (this) {
             for (SeenRun run : seen) {
@@ -169,7 +169,7 @@ final class CapacityProbes implements ProbeLookahead.AbandonableProbe {
                 }
                 // a copy costs about as much as replaying a few thousand ops: keep only checkpoints that save more
                 if (d - base.next >= runner.checkpointGain()) {
-                    addCheckpoint(StreamRunner.Checkpoint.copying(r));
+                    addCheckpoint(Checkpoint.copying(r));
                 }
             }
             if (!runner.playUnlessAbandoned(r, runner.stream().length, out, abandoned)) {
@@ -190,7 +190,7 @@ final class CapacityProbes implements ProbeLookahead.AbandonableProbe {
     }
 
     /** Adds {@code checkpoint} in op order (unless one at its op is there), dropping the oldest added past the cap. */
-    private synchronized void addCheckpoint(StreamRunner.Checkpoint checkpoint) {
+    private synchronized void addCheckpoint(Checkpoint checkpoint) {
         int at = 0;
         while (at < checkpoints.size() && checkpoints.get(at).next < checkpoint.next) {
             at++;
@@ -201,7 +201,7 @@ final class CapacityProbes implements ProbeLookahead.AbandonableProbe {
         checkpoints.add(at, checkpoint);
         added.addLast(checkpoint);
         if (added.size() > maxAdded) {
-            StreamRunner.Checkpoint oldest = added.removeFirst();
+            Checkpoint oldest = added.removeFirst();
             checkpoints.removeIf(c -> c == oldest);
         }
     }
