@@ -89,6 +89,59 @@ public final class BlockTree<B extends OrderedBlock<B>> {
         count++;
     }
 
+    /**
+     * Inserts {@code b} unless its range {@code [ptr, ptr + size)} meets the range of a block of its stream already
+     * here; returns whether it was inserted. For an address-ordered tree whose blocks never overlap (a device's
+     * handed-out ranges): the one descent that finds b's leaf passes both of its neighbours, so the test costs no
+     * search of its own (a ceiling, a predecessor and then an insert walked the tree three times).
+     */
+    public boolean insertIfDisjoint(B b) {
+        if (bySize) {
+            throw new IllegalStateException("ranges are kept in address order");
+        }
+        if (b.container != null) {
+            throw new IllegalStateException("block already in a tree: " + b);
+        }
+        B cur = root[0];
+        B leaf = null;
+        B below = null;
+        B above = null;
+        while (cur != null) {
+            leaf = cur;
+            int c = compare(cur, b.stream, 0, b.ptr, false);
+            if (c == 0) {
+                return false;
+            }
+            if (c > 0) {
+                above = cur;
+                cur = cur.left;
+            } else {
+                below = cur;
+                cur = cur.right;
+            }
+        }
+        if ((below != null && below.stream == b.stream && below.ptr + below.size > b.ptr)
+                || (above != null && above.stream == b.stream && above.ptr < b.ptr + b.size)) {
+            return false;
+        }
+        seed = nextPriority(seed);
+        b.priority = seed;
+        b.left = null;
+        b.right = null;
+        b.parent = leaf;
+        if (leaf == null) {
+            root[0] = b;
+        } else if (same(leaf, above)) { // the descent's last step went left
+            leaf.left = b;
+        } else {
+            leaf.right = b;
+        }
+        siftUp(root, 0, b);
+        b.container = this;
+        count++;
+        return true;
+    }
+
     /** Removes {@code b}, which must be in this tree. */
     public void remove(B b) {
         if (b.container != this) {
@@ -273,6 +326,11 @@ public final class BlockTree<B extends OrderedBlock<B>> {
             }
         }
         b.parent = cur;
+        siftUp(roots, slot, b);
+    }
+
+    /** Rotates the newly linked leaf {@code b} up while its priority beats its parent's (the heap order). */
+    private static <B extends OrderedBlock<B>> void siftUp(OrderedBlock<?>[] roots, int slot, B b) {
         int priority = b.priority;
         for (B p = b.parent; p != null && priority > p.priority; p = b.parent) {
             if (same(b, p.left)) {

@@ -293,6 +293,47 @@ class DataStructuresTest {
     }
 
     @Test
+    void insertIfDisjointMatchesAScanOfTheRanges() {
+        long seed = System.nanoTime();
+        System.out.println("DataStructuresTest ranges seed=" + seed);
+        SplittableRandom rnd = new SplittableRandom(seed);
+        BlockTree<Block> tree = new BlockTree<>(BlockTree.Order.BY_ADDRESS);
+        List<Block> ref = new ArrayList<>();
+        int inserted = 0;
+        int refused = 0;
+        for (int i = 0; i < 20_000; i++) {
+            if (ref.isEmpty() || rnd.nextInt(3) > 0) {
+                // ranges of 1 to 8 units on a grid of 512 units: many touch, many overlap
+                long start = 512L * rnd.nextInt(512);
+                long size = 512L * (1 + rnd.nextInt(8));
+                boolean meets = ref.stream().anyMatch(r -> r.ptr < start + size && start < r.ptr + r.size);
+                Block b = block(0, size, start);
+                assertThat(tree.insertIfDisjoint(b))
+                        .as("seed %d, [%d, +%d)", seed, start, size)
+                        .isEqualTo(!meets);
+                assertThat(tree.contains(b)).isEqualTo(!meets);
+                if (meets) {
+                    refused++;
+                } else {
+                    ref.add(b);
+                    inserted++;
+                }
+            } else {
+                tree.remove(ref.remove(rnd.nextInt(ref.size())));
+            }
+        }
+        assertThat(inserted).as("seed %d", seed).isGreaterThan(1000);
+        assertThat(refused).as("seed %d", seed).isGreaterThan(1000);
+        ref.sort(Comparator.comparingLong(b -> b.ptr));
+        assertThat(tree.toList()).as("seed %d", seed).containsExactlyElementsOf(ref);
+        List<String> violations = new ArrayList<>();
+        tree.checkShape("ranges", violations);
+        assertThat(violations).as("seed %d", seed).isEmpty();
+        assertThatThrownBy(() -> new BlockTree<Block>(BlockTree.Order.BY_SIZE).insertIfDisjoint(block(0, 512, 512)))
+                .isInstanceOf(IllegalStateException.class);
+    }
+
+    @Test
     void treeRejectsDuplicatesAndForeignRemoval() {
         BlockTree<Block> t = new BlockTree<>(BlockTree.Order.BY_ADDRESS);
         Block a = block(0, 512, 4096);

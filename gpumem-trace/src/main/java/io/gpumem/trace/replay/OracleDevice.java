@@ -103,10 +103,14 @@ public final class OracleDevice implements Device, StartStateLoader.RecordedAddr
         if (bytes <= 0) {
             throw new DeviceException(DeviceOp.MALLOC, DeviceError.CUDA_ERROR_INVALID_VALUE, "size " + bytes);
         }
-        boolean offered = !mallocOffers.isEmpty();
-        long a = offered ? mallocOffers.poll() : 0;
-        long address =
-                offered && !allocations.overlaps(a, bytes) && !reservations.overlaps(a, bytes) ? a : synthetic(bytes);
+        if (!mallocOffers.isEmpty()) {
+            long a = mallocOffers.poll();
+            // (reservations first: there are none without expandable segments, so that test costs nothing)
+            if (!reservations.overlaps(a, bytes) && allocations.claim(a, bytes)) {
+                return a;
+            }
+        }
+        long address = synthetic(bytes);
         allocations.put(address, bytes);
         return address;
     }
@@ -198,6 +202,11 @@ public final class OracleDevice implements Device, StartStateLoader.RecordedAddr
             return above != null && above.ptr < address + bytes;
         }
 
+        /** Adds [address, address + bytes) unless it meets a range; returns whether it was added. */
+        boolean claim(long address, long bytes) {
+            return tree.insertIfDisjoint(new HandedOutRange(address, bytes));
+        }
+
         void put(long address, long bytes) {
             HandedOutRange r = at(address);
             if (r != null) {
@@ -224,18 +233,14 @@ public final class OracleDevice implements Device, StartStateLoader.RecordedAddr
     @Override
     public long reserveAddressRange(long size) {
         calls[DeviceOp.RESERVE_ADDRESS.ordinal()]++;
-        long base = 0;
         for (int i = 0; i < mapOffers.size(); i++) {
             long a = mapOffers.get(i);
-            if (!reservations.overlaps(a, size) && !allocations.overlaps(a, size)) {
+            if (!allocations.overlaps(a, size) && reservations.claim(a, size)) {
                 mapOffers.remove(i);
-                base = a;
-                break;
+                return a;
             }
         }
-        if (base == 0) {
-            base = synthetic(size);
-        }
+        long base = synthetic(size);
         reservations.put(base, size);
         return base;
     }
