@@ -26,7 +26,8 @@ import org.openjdk.jmh.annotations.Warmup;
  * ({@code lm2.7b-train-step.pickle}, read from {@code -Dgpumem.traces.dir}, default {@code ../shared/traces}).
  *
  * <p>{@code oracleCheck}: a whole {@code gpumem replay --check} of the file (window rebuild, state import, the
- * oracle replay with its per-entry comparison, the end-state comparison). {@code whatIfRun}: one replay of the
+ * oracle replay with its per-entry comparison, the end-state comparison); {@code oraclePrepare} and
+ * {@code oraclePlay} are its two halves, the window rebuilt and compiled, then played and compared. {@code whatIfRun}: one replay of the
  * request stream on a simulated device under the recorded configuration (the unit {@code gpumem compare}
  * repeats for its binary search). The score is reported per trace entry ({@link OperationsPerInvocation}), so
  * ops/s = entries/s. Target: 2 million entries per second.
@@ -49,6 +50,7 @@ public class ReplayThroughputBenchmark extends OpsPerSecondBenchmark {
     TraceSnapshot snapshot;
     AllocatorConfig config;
     WhatIfReplay whatIf;
+    OracleReplay.Windows prepared;
 
     @Setup
     public void load() {
@@ -66,12 +68,27 @@ public class ReplayThroughputBenchmark extends OpsPerSecondBenchmark {
         config = RecordedConfig.of(snapshot);
         WindowStart start = new WindowRebuilder(config).rebuild(snapshot, 0);
         whatIf = new WhatIfReplay(snapshot, 0, start);
+        prepared = OracleReplay.prepare(snapshot, config);
     }
 
     @Benchmark
     @OperationsPerInvocation(ENTRIES)
     public FidelityReport oracleCheck() {
         return new OracleReplay().check(snapshot, config);
+    }
+
+    /** The first half of {@code oracleCheck}: the window rebuilt and compiled into the request stream. */
+    @Benchmark
+    @OperationsPerInvocation(ENTRIES)
+    public OracleReplay.Windows oraclePrepare() {
+        return OracleReplay.prepare(snapshot, config);
+    }
+
+    /** The second half: the compiled stream played on the exact allocator, and the end state compared. */
+    @Benchmark
+    @OperationsPerInvocation(ENTRIES)
+    public FidelityReport oraclePlay() {
+        return new OracleReplay().check(prepared);
     }
 
     @Benchmark
