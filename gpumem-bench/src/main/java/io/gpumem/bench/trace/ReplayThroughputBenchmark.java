@@ -27,9 +27,9 @@ import org.openjdk.jmh.annotations.Warmup;
  *
  * <p>{@code oracleCheck}: a whole {@code gpumem replay --check} of the file (window rebuild, state import, the
  * oracle replay with its per-entry comparison, the end-state comparison); {@code oraclePrepare} and
- * {@code oraclePlay} are its two halves, the window rebuilt and compiled, then played and compared. {@code whatIfRun}: one replay of the
- * request stream on a simulated device under the recorded configuration (the unit {@code gpumem compare}
- * repeats for its binary search). The score is reported per trace entry ({@link OperationsPerInvocation}), so
+ * {@code oraclePlay} are its two halves, the window rebuilt and compiled, then played and compared.
+ * {@code whatIfRun}: one replay of the request stream on a simulated device under the recorded configuration (the
+ * unit {@code gpumem compare} repeats for its binary search). The score is reported per trace entry ({@link OperationsPerInvocation}), so
  * ops/s = entries/s. Target: 2 million entries per second.
  *
  * <p>Run: {@code java -jar gpumem-bench/target/benchmarks.jar ReplayThroughput}. The fork uses the serial
