@@ -60,9 +60,14 @@ public final class AllocatorInternals extends AbstractAllocatorInternals impleme
         }
     }
 
+    /**
+     * Whether expandable segments are in effect: configured, and on a device with virtual memory (a device without
+     * it ignores the setting, as PyTorch does, so a start state's expandable runs must be loaded as classic
+     * segments there).
+     */
     @Override
     public boolean expandableSegments() {
-        return core.config.expandableSegments();
+        return core.config.expandableSegments() && core.device.supportsVirtualMemory();
     }
 
     /**

@@ -162,6 +162,30 @@ class StartStateLoaderTest {
     }
 
     /**
+     * On a device without virtual memory the allocator ignores {@code expandable_segments} (as PyTorch does), says
+     * so to the loader, and a start state's expandable runs load as classic segments, as the runner loads them.
+     */
+    @Test
+    void expandableRunsLoadAsClassicWhereTheDeviceHasNoVirtualMemory() {
+        long page = 20 * MIB;
+        List<SegmentInfo> start = List.of(segment(A, 0, Pool.LARGE, true, live(A, page, page)));
+        SimulatedDevice dev = SimulatedDevice.builder()
+                .capacity(1L << 30)
+                .virtualMemory(false)
+                .build();
+        CachingAllocator allocator = new CachingAllocator(dev, AllocatorConfig.parse("expandable_segments:True"));
+        SegmentRestorer restorer = restorer(allocator);
+        assertThat(restorer.expandableSegments()).isFalse();
+        long[] shifts = StartStateLoader.load(
+                restorer, dev, start, null, !restorer.expandableSegments(), LongUnaryOperator.identity());
+        SegmentInfo loaded = modelSegmentAt(allocator, A + shifts[0]);
+        assertThat(loaded).isNotNull();
+        assertThat(loaded.expandable()).isFalse();
+        assertThat(layout(loaded)).isEqualTo(layout(start.getFirst()));
+        allocator.internals().checkInvariants();
+    }
+
+    /**
      * The reservation has PyTorch's default size, 9/8 of the device's memory in whole pages (180 MiB on a 160 MiB
      * device), starting at the lowest run: two live pages at offsets 0 and 60 MiB leave a 40 MiB unmapped gap and a
      * 100 MiB unmapped tail. A 100 MiB request maps the tail; a 120 MiB one fits neither and gets a new reservation.
