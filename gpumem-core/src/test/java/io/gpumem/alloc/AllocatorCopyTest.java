@@ -5,12 +5,18 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.SimulatedDevice;
+import io.gpumem.history.DriverCallListener;
+import io.gpumem.history.HistoryOptions;
+import io.gpumem.history.HistoryOptions.Context;
+import io.gpumem.history.HistoryOptions.Enabled;
 import io.gpumem.history.MemorySnapshot;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.oom.OutOfMemoryException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
+import java.util.function.Consumer;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -148,9 +154,18 @@ class AllocatorCopyTest {
             assertThat(logCounted).as(conf).anyMatch(line -> line.contains("out of memory"));
             assertThat(uncounted.snapshot()).as(conf).isEqualTo(counted.snapshot());
             uncounted.internals().checkInvariants();
-            assertThatThrownBy(uncounted::stats)
-                    .isInstanceOf(IllegalStateException.class)
-                    .hasMessageContaining("uncounted");
+            // every reader of the counters, and the resets, refuse rather than answer from counters never kept
+            for (Runnable read : List.<Runnable>of(
+                    uncounted::stats,
+                    uncounted::allocatedBytes,
+                    uncounted::reservedBytes,
+                    uncounted::resetPeakStats,
+                    uncounted::resetAccumulatedStats)) {
+                assertThatThrownBy(read::run)
+                        .as(conf)
+                        .isInstanceOf(IllegalStateException.class)
+                        .hasMessageContaining("uncounted");
+            }
         }
     }
 
@@ -163,6 +178,43 @@ class AllocatorCopyTest {
                 .isInstanceOf(IllegalStateException.class)
                 .hasMessageContaining("expandable");
         assertThatThrownBy(() -> dev.copyWithCapacity(1L << 20)).isInstanceOf(IllegalArgumentException.class);
+
+        // recorded history is not copied, so an allocator that records it, or feeds a tracker or a listener, is not
+        // copied either; once they are gone it is
+        SimulatedDevice plainDev = SimulatedDevice.builder().capacity(1L << 30).build();
+        CachingAllocator plain = new CachingAllocator(plainDev);
+        plain.malloc(4 << 20, 0);
+        Consumer<TraceEntry> tracker = e -> {};
+        DriverCallListener listener = (action, addr, size, stream) -> {};
+        List<Runnable[]> watchers = List.of(
+                new Runnable[] {
+                    () -> plain.recordHistory(new HistoryOptions(Enabled.STATE, Context.NONE, 1)),
+                    () -> plain.recordHistory(new HistoryOptions(Enabled.NONE, Context.NONE, 1))
+                },
+                new Runnable[] {
+                    () -> plain.internals().attachTraceTracker(tracker),
+                    () -> assertThat(plain.internals().detachTraceTracker(tracker))
+                            .isTrue()
+                },
+                new Runnable[] {
+                    () -> plain.internals().attachDriverCallListener(listener),
+                    () -> assertThat(plain.internals().detachDriverCallListener(listener))
+                            .isTrue()
+                });
+        for (Runnable[] watcher : watchers) {
+            watcher[0].run();
+            assertThatThrownBy(() -> plain.copyOnto(plainDev.copyWithCapacity(1L << 30)))
+                    .isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("history");
+            watcher[1].run();
+            assertThat(plain.copyOnto(plainDev.copyWithCapacity(1L << 30))
+                            .snapshot()
+                            .segments())
+                    .isEqualTo(plain.snapshot().segments());
+        }
+        // detaching what is not attached says so
+        assertThat(plain.internals().detachTraceTracker(tracker)).isFalse();
+        assertThat(plain.internals().detachDriverCallListener(listener)).isFalse();
         SimulatedDevice backed =
                 SimulatedDevice.builder().capacity(1L << 30).backed(true).build();
         assertThatThrownBy(() -> backed.copyWithCapacity(1L << 30)).isInstanceOf(IllegalStateException.class);

@@ -206,4 +206,42 @@ class AllocatorCornersTest {
         assertThat(t).extracting(e -> e.frames().getFirst().line()).containsOnly(1L);
         assertThat(calls.get()).isEqualTo(1);
     }
+
+    @Test
+    void setConfigAppliesToLaterDecisionsAndKeepsTheReportedMaxSplitSize() {
+        SimulatedDevice dev = SimulatedDevice.builder().capacity(GiB).build();
+        CachingAllocator a = new CachingAllocator(dev);
+        a.free(a.malloc(60 * MiB)); // one cached 60 MiB segment
+        AllocatorConfig capped = AllocatorConfig.parse("max_split_size_mb:40");
+        a.setConfig(capped);
+        assertThat(a.config()).isSameAs(capped);
+        // a 60 MiB block is now oversize: a 5 MiB request may not split it and takes a segment of its own
+        long before = dev.callCount(DeviceOp.MALLOC);
+        a.malloc(5 * MiB);
+        assertThat(dev.callCount(DeviceOp.MALLOC)).isEqualTo(before + 1);
+        // memory_stats reports max_split_size as it was when the allocator was created (unlimited)
+        assertThat(a.stats().maxSplitSize())
+                .isEqualTo(AllocatorConfig.defaults().maxSplitSizeReported());
+        a.internals().checkInvariants();
+    }
+
+    @Test
+    void anExabyteRequestReportsTheFractionLimitOnlyWhenOneIsSet() {
+        CachingAllocator a =
+                new CachingAllocator(SimulatedDevice.builder().capacity(GiB).build());
+        OomReport unlimited = exabyteOom(a);
+        assertThat(unlimited.moreThanOneExabyte()).isTrue();
+        assertThat(unlimited.allowedMaximum()).isEqualTo(-1);
+        a.setMemoryFraction(0.5);
+        assertThat(exabyteOom(a).allowedMaximum()).isEqualTo(GiB / 2);
+    }
+
+    private static OomReport exabyteOom(CachingAllocator a) {
+        try {
+            a.malloc(1L << 61);
+        } catch (OutOfMemoryException e) {
+            return e.report();
+        }
+        throw new AssertionError("a malloc of 2 EB succeeded");
+    }
 }

@@ -4,6 +4,7 @@ import static io.gpumem.testing.TestSizes.MiB;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.stats.MemoryStats;
 import io.gpumem.stats.StatKind;
@@ -11,7 +12,7 @@ import io.gpumem.stats.StatType;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 
-/** The user API: try-with-resources, the typed stats value against PyTorch's keys, use after close. */
+/** The user API: try-with-resources, the typed stats value against PyTorch's keys, every call after close. */
 class GpuAllocatorApiTest {
 
     @Test
@@ -33,7 +34,21 @@ class GpuAllocatorApiTest {
                 .isInstanceOf(IllegalStateException.class)
                 .hasMessageContaining("closed");
         assertThatThrownBy(() -> kept.free(live)).isInstanceOf(IllegalStateException.class);
+        assertThatThrownBy(() -> kept.recordStream(live, device.createStream()))
+                .isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("closed");
+        assertThatThrownBy(kept::emptyCache)
+                .isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("closed");
         kept.close(); // idempotent
+        // the capacity search's malloc-and-free shortcut is refused too, not answered from a retired cache
+        CachingAllocator probe = CachingAllocator.uncounted(device, AllocatorConfig.defaults());
+        probe.free(probe.malloc(MiB)); // a cached block that would serve the pair
+        assertThat(probe.tryMallocFreedAtOnce(MiB, 0)).isTrue();
+        probe.close();
+        assertThatThrownBy(() -> probe.tryMallocFreedAtOnce(MiB, 0))
+                .isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("closed");
     }
 
     @Test

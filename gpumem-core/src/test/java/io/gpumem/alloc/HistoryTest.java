@@ -121,4 +121,18 @@ class HistoryTest {
         a.malloc(MiB);
         assertThat(seen).hasSize(2);
     }
+
+    @Test
+    void withoutAnInjectedClockEntriesAreStampedWithTheWallClockInMicroseconds() {
+        CachingAllocator a = new CachingAllocator(
+                SimulatedDevice.builder().capacity(8L << 30).build());
+        a.recordHistory(HistoryOptions.all());
+        long before = System.currentTimeMillis() * 1000;
+        a.free(a.malloc(MiB));
+        long after = (System.currentTimeMillis() + 1) * 1000;
+        List<TraceEntry> t = a.snapshot().deviceTraces().getFirst();
+        assertThat(t).isNotEmpty();
+        // PyTorch's time_us: microseconds since the epoch, as the viewers put entries on a time axis
+        assertThat(t).allSatisfy(e -> assertThat(e.timeUs()).isBetween(before, after));
+    }
 }

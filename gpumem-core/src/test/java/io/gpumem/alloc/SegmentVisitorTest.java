@@ -23,13 +23,20 @@ class SegmentVisitorTest {
         for (String conf : List.of("", "expandable_segments:True", "max_split_size_mb:64")) {
             try (CachingAllocator a =
                     new CachingAllocator(SimulatedDevice.withCapacity(1L << 40), AllocatorConfig.parse(conf))) {
+                long side = a.device().createStream();
                 List<Long> live = new ArrayList<>();
                 for (int step = 0; step < 3000; step++) {
                     if (live.isEmpty() || rnd.nextInt(5) < 3) {
                         long size = rnd.nextBoolean() ? 1 + rnd.nextInt(1 << 20) : 1 + rnd.nextInt(64 << 20);
                         live.add(a.malloc(size, rnd.nextInt(2)));
                     } else {
-                        a.free(live.remove(rnd.nextInt(live.size())));
+                        long p = live.remove(rnd.nextInt(live.size()));
+                        if (rnd.nextInt(4) == 0) {
+                            // used on a side stream too: freed, the block waits on an event (pending) until a later
+                            // malloc sees the event complete
+                            a.recordStream(p, side);
+                        }
+                        a.free(p);
                     }
                     if (rnd.nextInt(500) == 0) {
                         a.emptyCache();
@@ -40,6 +47,14 @@ class SegmentVisitorTest {
                                 .containsExactlyInAnyOrderElementsOf(snapshotted(a));
                     }
                 }
+                // and at least once with a block pending on its events
+                long p = a.malloc(1 << 20, 0);
+                a.recordStream(p, side);
+                a.free(p);
+                assertThat(a.internals().pendingFreeBlocks()).isPositive();
+                assertThat(visited(a))
+                        .as("seed %d, %s, pending", seed, conf)
+                        .containsExactlyInAnyOrderElementsOf(snapshotted(a));
             }
         }
     }

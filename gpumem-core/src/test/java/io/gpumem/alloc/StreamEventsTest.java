@@ -3,6 +3,7 @@ package io.gpumem.alloc;
 import static io.gpumem.testing.TestSizes.MiB;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.device.DeviceOp;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
@@ -97,6 +98,35 @@ class StreamEventsTest {
         dev.completeNextEvent(s1);
         a.malloc(512);
         assertThat(a.internals().pendingFreeBlocks()).isEqualTo(1);
+        a.internals().checkInvariants();
+    }
+
+    @Test
+    void aBlockUsedOnManyStreamsWaitsForOneEventOnEach() {
+        SimulatedDevice dev =
+                SimulatedDevice.builder().capacity(1L << 30).holdEvents(true).build();
+        CachingAllocator a = new CachingAllocator(dev);
+        long[] users = new long[6];
+        for (int i = 0; i < users.length; i++) {
+            users[i] = dev.createStream();
+        }
+        long p = a.malloc(MiB);
+        for (long s : users) {
+            a.recordStream(p, s);
+            a.recordStream(p, s); // a stream recorded twice waits once
+        }
+        a.recordStream(p, 0); // the block's own stream needs no event
+        a.free(p);
+        assertThat(dev.callCount(DeviceOp.RECORD_EVENT)).isEqualTo(users.length);
+        for (int i = 0; i < users.length; i++) {
+            a.malloc(512); // process_events: the block waits while any of its streams has not completed
+            assertThat(a.internals().pendingFreeBlocks())
+                    .as("after %d streams completed", i)
+                    .isEqualTo(1);
+            dev.completeEvents(users[i]);
+        }
+        a.malloc(512);
+        assertThat(a.internals().pendingFreeBlocks()).isZero();
         a.internals().checkInvariants();
     }
 }
