@@ -9,13 +9,15 @@ import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.DeviceOp;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.SegmentInfo;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 
 /**
  * The page table of an expandable segment (allocator.md §5) as a user of the allocator sees it: a segment that maps
  * more pages than its first handle table holds, unmapping that waits for the segment's stream (the spec: "unmapping
  * first synchronises the segment's stream"), a device whose granularity the page size does not fit, and whether
- * the allocator reports expandable segments as in effect. Each was a surviving PIT mutant (docs/testing.md).
+ * the allocator reports expandable segments as in effect, and a restored segment the device will not place where
+ * the recording had it. Each was a surviving PIT mutant (docs/testing.md).
  */
 class ExpandableSegmentPagesTest {
 
@@ -66,6 +68,18 @@ class ExpandableSegmentPagesTest {
         assertThat(dev.callCount(DeviceOp.RESERVE_ADDRESS)).isZero();
         assertThat(a.snapshot().segments()).isEmpty();
         a.internals().checkInvariants();
+        // nor is such a segment restored from a recorded state
+        assertThatThrownBy(() -> a.internals()
+                        .restoreSegment(
+                                0,
+                                4 * MiB,
+                                0,
+                                Pool.SMALL,
+                                true,
+                                List.of(RestoredBlock.allocated(2 * MiB, MiB), RestoredBlock.unmapped(2 * MiB))))
+                .isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("granularity");
+        assertThat(dev.callCount(DeviceOp.RESERVE_ADDRESS)).isZero();
         // 20 MiB large-pool pages are a multiple of 4 MiB: the large pool works
         long p = a.malloc(30 * MiB);
         assertThat(a.snapshot().segments()).extracting(SegmentInfo::address).containsExactly(p);
@@ -83,5 +97,26 @@ class ExpandableSegmentPagesTest {
                 .isFalse();
         assertThat(new CachingAllocator(withVm).internals().expandableSegments())
                 .isFalse();
+    }
+
+    @Test
+    void aRestoredSegmentTheDevicePutsElsewhereIsRefusedAndItsRangeGivenBack() {
+        SimulatedDevice dev = SimulatedDevice.builder().capacity(GiB).build();
+        CachingAllocator a = new CachingAllocator(dev, EXPANDABLE);
+        long wanted = 0x7000_0000_0000L; // not where the simulated device reserves
+        assertThatThrownBy(() -> a.internals()
+                        .restoreSegment(
+                                wanted,
+                                40 * MiB,
+                                0,
+                                Pool.LARGE,
+                                true,
+                                List.of(RestoredBlock.allocated(20 * MiB, 20 * MiB), RestoredBlock.unmapped(20 * MiB))))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("instead of the restored segment address 0x" + Long.toHexString(wanted));
+        assertThat(dev.callCount(DeviceOp.FREE_ADDRESS)).isEqualTo(dev.callCount(DeviceOp.RESERVE_ADDRESS));
+        assertThat(a.snapshot().segments()).isEmpty();
+        assertThat(a.reservedBytes()).isZero();
+        a.internals().checkInvariants();
     }
 }

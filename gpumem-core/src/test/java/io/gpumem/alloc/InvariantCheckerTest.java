@@ -183,4 +183,18 @@ class InvariantCheckerTest {
         used.eventCount = 0;
         expectViolation(withEvents, "pending block in a tree or without events");
     }
+
+    @Test
+    void anUnmappedBlockOverAMappedPageIsNamed() {
+        AllocatorCore core = core("expandable_segments:True");
+        Block live = malloc(core, 30 * MiB, 0); // two 20 MiB pages: the block, 10 MiB free, then the unmapped tail
+        Block free = live.next;
+        assertThat(free).isNotNull();
+        assertThat(free.mapped).isTrue();
+        InvariantChecker.check(core);
+        core.largeBlocks.blocks.remove(free);
+        free.mapped = false; // the page under it stays mapped
+        core.largeBlocks.unmapped.insert(free);
+        expectViolation(core, "unmapped block over mapped page 1");
+    }
 }

@@ -110,7 +110,9 @@ class LockReleaseTest {
         for (var call : List.<Named>of(
                 new Named("allocatedBytes", x -> x.allocatedBytes()),
                 new Named("reservedBytes", x -> x.reservedBytes()),
-                new Named("memorySummary", x -> x.memorySummary(false)),
+                new Named(
+                        "memorySummary",
+                        x -> assertThat(x.memorySummary(false)).contains("PyTorch CUDA memory summary")),
                 new Named("resetPeakStats", CachingAllocator::resetPeakStats),
                 new Named("resetAccumulatedStats", CachingAllocator::resetAccumulatedStats),
                 new Named("setMemoryFraction", x -> x.setMemoryFraction(0.9)),
