@@ -217,6 +217,32 @@ public abstract class PolicyContractTest {
         return s.stealablePages();
     }
 
+    /**
+     * Closing a policy gives the device every page it caches and keeps the blocks the user still holds, as the exact
+     * allocator's close does ({@link GpuAllocator#close}); later calls are refused.
+     */
+    @Test
+    void closeGivesTheCacheBackAndRetiresTheAllocator() {
+        for (boolean planned : new boolean[] {false, true}) {
+            Device d = newDevice(64 * MiB, false);
+            GpuAllocator a =
+                    planned ? new PlannedAllocator(d, new long[] {4 * MiB}, new long[] {0}) : new StitchAllocator(d);
+            long kept = a.malloc(4 * MiB, 0);
+            a.free(a.malloc(6 * MiB, 0));
+            a.free(a.malloc(MiB, 0));
+            assertThat(d.freeMemory()).isLessThan(60 * MiB);
+            a.close();
+            assertThat(d.freeMemory()).as("planned: %s", planned).isEqualTo(60 * MiB);
+            assertThat(a.stats().reservedBytes()).as("planned: %s", planned).isEqualTo(4 * MiB);
+            assertThatThrownBy(() -> a.malloc(MiB, 0))
+                    .as("planned: %s", planned)
+                    .isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("closed");
+            a.close(); // idempotent
+            assertThat(kept).isNotZero();
+        }
+    }
+
     @Test
     void plannedServesAtPlannedOffsetsAndFallsBackOtherwise() {
         Device d = newDevice(64 * MiB, false);
