@@ -57,6 +57,15 @@ class InvariantCheckerTest {
                 .hasMessageContaining(named);
     }
 
+    /** Gives the child of a two-block treap a higher priority than its root, breaking only the heap order. */
+    private static void invertHeapOrder(Block one, Block other) {
+        Block root = one.parent == null ? one : other;
+        Block child = root == one ? other : one;
+        assertThat(child.parent).isSameAs(root);
+        root.priority = Integer.MIN_VALUE;
+        child.priority = Integer.MAX_VALUE;
+    }
+
     @Test
     void statesOnTheBoundariesPass() {
         // a block and its segment of exactly max_split_size count as oversize, as the allocator counts them
@@ -138,11 +147,7 @@ class InvariantCheckerTest {
         Block first = core.largeBlocks.blocks.first();
         Block second = core.largeBlocks.blocks.next(first);
         assertThat(second).isNotNull();
-        Block root = first.parent == null ? first : second;
-        Block child = root == first ? second : first;
-        assertThat(child.parent).isSameAs(root);
-        root.priority = Integer.MIN_VALUE;
-        child.priority = Integer.MAX_VALUE;
+        invertHeapOrder(first, second);
         expectViolation(core, "heap order broken under");
     }
 
@@ -158,10 +163,7 @@ class InvariantCheckerTest {
         Block last = unmapped.last();
         assertThat(first).isNotNull();
         assertThat(last).isNotNull();
-        Block root = first.parent == null ? first : last;
-        Block child = root == first ? last : first;
-        root.priority = Integer.MIN_VALUE;
-        child.priority = Integer.MAX_VALUE;
+        invertHeapOrder(first, last);
         expectViolation(core, "large unmapped tree: heap order broken under");
     }
 

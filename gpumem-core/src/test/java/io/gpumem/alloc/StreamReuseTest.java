@@ -58,12 +58,7 @@ class StreamReuseTest {
 
         SimulatedDevice dev = device();
         GpuAllocator a = ConcurrencyStressTest.create(policy, dev);
-        long side = dev.createStream();
-        long p = a.malloc(2 * MiB, 0);
-        a.recordStream(p, side);
-        a.free(p);
-        assertThat(dev.callCount(DeviceOp.RECORD_EVENT)).as(policy).isEqualTo(1);
-        assertThat(stateAt(a, p)).as(policy + ": the freed block waits").isEqualTo(BlockState.ACTIVE_PENDING_FREE);
+        freedWhileASideStreamUsesIt(a, dev, policy);
 
         int beforeSync = 0;
         while (true) {
@@ -88,15 +83,27 @@ class StreamReuseTest {
     void aBlockIsReusedOnceItsStreamIsSeenDone(String policy) {
         SimulatedDevice dev = device();
         GpuAllocator a = ConcurrencyStressTest.create(policy, dev);
-        long side = dev.createStream();
-        long p = a.malloc(2 * MiB, 0);
-        a.recordStream(p, side);
-        a.free(p);
-        dev.completeEvents(side);
+        Pending pending = freedWhileASideStreamUsesIt(a, dev, policy);
+        long p = pending.address();
+        dev.completeEvents(pending.side());
         a.malloc(512, 0); // a malloc polls the events (process_events) and frees the block
         assertThat(stateAt(a, p)).as(policy).isNotEqualTo(BlockState.ACTIVE_PENDING_FREE);
         assertThat(dev.callCount(DeviceOp.SYNCHRONIZE_EVENT)).as(policy).isZero();
         a.internals().checkInvariants();
+    }
+
+    /** A 2 MiB block freed after a side stream was recorded on it. */
+    private record Pending(long address, long side) {}
+
+    /** Frees a new 2 MiB block used on a new side stream; the block must then wait on one event. */
+    private static Pending freedWhileASideStreamUsesIt(GpuAllocator a, SimulatedDevice dev, String policy) {
+        long side = dev.createStream();
+        long p = a.malloc(2 * MiB, 0);
+        a.recordStream(p, side);
+        a.free(p);
+        assertThat(dev.callCount(DeviceOp.RECORD_EVENT)).as(policy).isEqualTo(1);
+        assertThat(stateAt(a, p)).as(policy + ": the freed block waits").isEqualTo(BlockState.ACTIVE_PENDING_FREE);
+        return new Pending(p, side);
     }
 
     /** The state of the block at {@code address} in the allocator's snapshot, or null when no block starts there. */
