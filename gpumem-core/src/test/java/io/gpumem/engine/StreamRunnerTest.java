@@ -2,6 +2,7 @@ package io.gpumem.engine;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.alloc.GpuAllocator;
 import io.gpumem.alloc.Pool;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.history.BlockInfo;
@@ -108,6 +109,37 @@ class StreamRunnerTest {
         assertThat(row.ooms()).isZero();
         assertThat(row.peakAllocated()).isEqualTo(60 * MIB);
         assertThat(row.peakReserved()).isEqualTo(60 * MIB);
+    }
+
+    /**
+     * A stream that marks its steps tells the planned policy where an iteration ends: the runner passes each step
+     * boundary on ({@code stepBoundary}), so the first step is profiled and the later ones are served from its plan.
+     * (Dropping that call left every request to the fallback, and no test noticed: a PIT survivor.)
+     */
+    @Test
+    void thePlannedPolicyIsToldWhereEachStepOfTheStreamEnds() {
+        RequestStream.Builder b = RequestStream.builder();
+        for (int step = 0; step < 3; step++) {
+            b.step(0);
+            int x = b.alloc(4 * MIB, 0, 0);
+            int y = b.alloc(2 * MIB, 0, 0);
+            b.free(y, 0);
+            b.free(x, 0);
+        }
+        StreamRunner runner = new StreamRunner(b.build());
+        assertThat(runner.facts().marksSteps()).isTrue();
+        RunOutcome row = runner.run(
+                runner.prepare(PolicySpec.parse("planned")),
+                StreamRunner.Options.builder(StreamRunner.ROOMY)
+                        .keepAllocator(true)
+                        .build());
+        assertThat(row.stepsCompleted()).isEqualTo(3);
+        GpuAllocator planned = row.allocator();
+        assertThat(planned).isNotNull();
+        assertThat(planned.stats().extra("num_planned_requests"))
+                .as("steps 2 and 3 from the plan")
+                .isEqualTo(4);
+        assertThat(planned.stats().extra("num_fallback_requests")).isZero();
     }
 
     @Test
