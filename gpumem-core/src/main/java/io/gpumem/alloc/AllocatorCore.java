@@ -124,8 +124,7 @@ final class AllocatorCore {
         this.roundupActive = active;
         this.maxSplitSize = config.maxSplitSize();
         this.maxNonSplitRounding = config.maxNonSplitRounding();
-        // a device's virtual-memory support is a fixed capability, so it can be folded in here
-        this.expandableOn = config.expandableSegments() && device.supportsVirtualMemory();
+        this.expandableOn = expandableInEffect(config);
         this.gcActive = config.garbageCollectionThreshold() > 0.0;
         this.config = config;
     }
@@ -143,6 +142,15 @@ final class AllocatorCore {
     /** The expandable flag as the allocator obeys it: devices without virtual memory ignore it (2.2+). */
     boolean expandableEnabled() {
         return expandableOn;
+    }
+
+    /**
+     * Whether {@code config}'s expandable flag is in effect on this core's device: devices without virtual memory
+     * ignore it (2.2+). A fixed capability of the device, so it needs no lock: {@link #setConfig} folds it into the
+     * hot path's field, and the start-state loader asks it through {@link AllocatorInternals#expandableSegments}.
+     */
+    boolean expandableInEffect(AllocatorConfig config) {
+        return config.expandableSegments() && device.supportsVirtualMemory();
     }
 
     // ---------------------------------------------------------------- block objects

@@ -67,7 +67,7 @@ public final class AllocatorInternals extends AbstractAllocatorInternals impleme
      */
     @Override
     public boolean expandableSegments() {
-        return core.config.expandableSegments() && core.device.supportsVirtualMemory();
+        return core.expandableInEffect(core.config);
     }
 
     /**

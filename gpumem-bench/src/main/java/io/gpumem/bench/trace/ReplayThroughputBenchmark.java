@@ -29,8 +29,8 @@ import org.openjdk.jmh.annotations.Warmup;
  * oracle replay with its per-entry comparison, the end-state comparison); {@code oraclePrepare} and
  * {@code oraclePlay} are its two halves, the window rebuilt and compiled, then played and compared.
  * {@code whatIfRun}: one replay of the request stream on a simulated device under the recorded configuration (the
- * unit {@code gpumem compare} repeats for its binary search). The score is reported per trace entry ({@link OperationsPerInvocation}), so
- * ops/s = entries/s. Target: 2 million entries per second.
+ * unit {@code gpumem compare} repeats for its binary search). The score is reported per trace entry
+ * ({@link OperationsPerInvocation}), so ops/s = entries/s. Target: 2 million entries per second.
  *
  * <p>Run: {@code java -jar gpumem-bench/target/benchmarks.jar ReplayThroughput}. The fork uses the serial
  * collector: a replay is one thread, and on a small shared machine parallel GC threads compete with it for the
