@@ -35,15 +35,22 @@ class InvariantCheckerTest {
         core.free(b);
     }
 
-    /** Two whole free 12 MiB segments of stream 0: one size class, so one tree of two blocks. */
-    private static AllocatorCore twoEqualFreeSegments() {
+    /** Two whole free 12 MiB segments of stream 0, in best-fit order: one size class, so one tree of two blocks. */
+    private record TwoFreeBlocks(AllocatorCore core, Block first, Block second) {}
+
+    private static TwoFreeBlocks twoEqualFreeSegments() {
         AllocatorCore core = core("");
         Block a = malloc(core, 12 * MiB, 0);
         Block b = malloc(core, 12 * MiB, 0);
         free(core, a);
         free(core, b);
         InvariantChecker.check(core);
-        return core;
+        Block first = core.largeBlocks.blocks.first();
+        assertThat(first).isNotNull();
+        Block second = core.largeBlocks.blocks.next(first);
+        assertThat(second).isNotNull();
+        assertThat(second.size).isEqualTo(first.size);
+        return new TwoFreeBlocks(core, first, second);
     }
 
     private static void expectViolation(AllocatorCore core, String named) {
@@ -129,26 +136,19 @@ class InvariantCheckerTest {
 
     @Test
     void aFreeSetOutOfOrderIsNamed() {
-        AllocatorCore core = twoEqualFreeSegments();
-        Block first = core.largeBlocks.blocks.first();
-        Block second = core.largeBlocks.blocks.next(first);
-        assertThat(second).isNotNull();
-        assertThat(second.size).isEqualTo(first.size);
+        TwoFreeBlocks two = twoEqualFreeSegments();
         // equal sizes, so address decides; swapping the addresses puts the two out of (size, address) order
-        long p = first.ptr;
-        first.ptr = second.ptr;
-        second.ptr = p;
-        expectViolation(core, "large free set: out of order at");
+        long p = two.first().ptr;
+        two.first().ptr = two.second().ptr;
+        two.second().ptr = p;
+        expectViolation(two.core(), "large free set: out of order at");
     }
 
     @Test
     void aFreeSetTreeOutOfHeapOrderIsNamed() {
-        AllocatorCore core = twoEqualFreeSegments();
-        Block first = core.largeBlocks.blocks.first();
-        Block second = core.largeBlocks.blocks.next(first);
-        assertThat(second).isNotNull();
-        invertHeapOrder(first, second);
-        expectViolation(core, "heap order broken under");
+        TwoFreeBlocks two = twoEqualFreeSegments();
+        invertHeapOrder(two.first(), two.second());
+        expectViolation(two.core(), "heap order broken under");
     }
 
     @Test
