@@ -19,6 +19,7 @@ import io.gpumem.trace.io.TraceSnapshot;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.NavigableMap;
 import java.util.TreeMap;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -222,6 +223,86 @@ class WindowRebuilderTest {
                             BlockInfo.of(base + size, segEnd - base - size, 0, BlockState.INACTIVE));
             assertThat(start.inferredSizes()).isEqualTo(size == 3 * MiB ? 0 : 1);
         }
+    }
+
+    /**
+     * The slack rule's window is {@code (end, end + slack]}, with {@code slack} the largest remainder the large pool
+     * does not split (1 MiB): an alloc exactly 1 MiB past the rounded end, made while the block lived, makes the block
+     * 1 MiB longer; one 512 bytes further says nothing. A decoy alloc at a higher address, recorded first, must not
+     * hide the marker (the index sorts the addresses before searching them). PIT: the window's upper bound and the
+     * sort survived the tests above, whose slack was 0.5 MiB and whose allocs came in address order.
+     */
+    @ParameterizedTest
+    @ValueSource(longs = {0, 512})
+    void slackRuleReachesTheLargestUnsplitRemainderAndNoFurther(long pastTheLimit) {
+        long base = 0x10000000L;
+        long request = 3 * MiB - 100; // rounded: 3 MiB
+        long marker = base + 3 * MiB + MiB + pastTheLimit;
+        long decoy = base + 15 * MiB;
+        long segEnd = base + 20 * MiB;
+        SegmentInfo seg = SegmentInfo.ofBlocks(
+                0,
+                base,
+                0,
+                Pool.LARGE,
+                false,
+                List.of(
+                        BlockInfo.of(base, marker - base, 0, BlockState.INACTIVE),
+                        BlockInfo.of(marker, MiB + MiB / 2, MiB + MiB / 2, BlockState.ACTIVE_ALLOCATED),
+                        BlockInfo.of(marker + MiB + MiB / 2, segEnd - marker - MiB - MiB / 2, 0, BlockState.INACTIVE)));
+        List<TraceEntry> trace = List.of(
+                TraceEntry.of(TraceAction.ALLOC, decoy, 2 * MiB, 0),
+                TraceEntry.of(TraceAction.FREE_REQUESTED, decoy, 2 * MiB, 0),
+                TraceEntry.of(TraceAction.FREE_COMPLETED, decoy, 2 * MiB, 0),
+                TraceEntry.of(TraceAction.ALLOC, marker, MiB + MiB / 2, 0),
+                TraceEntry.of(TraceAction.FREE_REQUESTED, base, request, 0),
+                TraceEntry.of(TraceAction.FREE_COMPLETED, base, request, 0));
+        TraceSnapshot s = new TraceSnapshot(
+                "synthetic", SourceFormat.GENERATED, List.of(seg), List.of(trace), null, null, Map.of(), true);
+        WindowStart start = new WindowRebuilder(AllocatorConfig.defaults()).rebuild(s, 0);
+        long size = pastTheLimit == 0 ? 4 * MiB : 3 * MiB;
+        assertThat(start.segments().getFirst().blocks())
+                .containsExactly(
+                        BlockInfo.of(base, size, request, BlockState.ACTIVE_ALLOCATED),
+                        BlockInfo.of(base + size, segEnd - base - size, 0, BlockState.INACTIVE));
+        assertThat(start.inferredSizes()).isEqualTo(pastTheLimit == 0 ? 1 : 0);
+    }
+
+    private static NavigableMap<Long, Long> runs(long... bounds) {
+        TreeMap<Long, Long> runs = new TreeMap<>();
+        for (int i = 0; i < bounds.length; i += 2) {
+            runs.put(bounds[i], bounds[i + 1]);
+        }
+        return runs;
+    }
+
+    /**
+     * The backward pass keeps an expandable group's mapped pages as disjoint half-open runs: a {@code segment_map}
+     * subtracts its range, a {@code segment_unmap} adds it back, merging runs that touch. Ranges that only touch a
+     * run leave it whole; a range over several runs cuts each. PIT: the boundaries of both survived the replays.
+     */
+    @Test
+    void mappedRunsAreHalfOpenRangesThatMergeWhenTheyTouch() {
+        NavigableMap<Long, Long> r = runs(0, 10);
+        WindowRebuilder.subtract(r, 10, 20); // touches the run's end
+        assertThat(r).isEqualTo(runs(0, 10));
+        WindowRebuilder.subtract(r, -10, 0); // ends where the run starts
+        assertThat(r).isEqualTo(runs(0, 10));
+
+        r = runs(0, 10, 20, 30);
+        WindowRebuilder.subtract(r, 5, 25);
+        assertThat(r).isEqualTo(runs(0, 5, 25, 30));
+        WindowRebuilder.subtract(r, 25, 30);
+        assertThat(r).isEqualTo(runs(0, 5));
+
+        r = runs(0, 10, 20, 30);
+        WindowRebuilder.add(r, 10, 20); // touches both neighbours
+        assertThat(r).isEqualTo(runs(0, 30));
+        r = runs(0, 10);
+        WindowRebuilder.add(r, 5, 15); // overlaps: one run, not two
+        assertThat(r).isEqualTo(runs(0, 15));
+        WindowRebuilder.add(r, 40, 50);
+        assertThat(r).isEqualTo(runs(0, 15, 40, 50));
     }
 
     /**
