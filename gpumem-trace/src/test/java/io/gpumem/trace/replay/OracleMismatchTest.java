@@ -15,18 +15,6 @@ import org.junit.jupiter.api.Test;
 /** The fidelity report finds and explains departures: a trace whose recording was tampered with. */
 class OracleMismatchTest {
 
-    private static TraceSnapshot withTrace(TraceSnapshot s, List<TraceEntry> trace) {
-        return new TraceSnapshot(
-                s.source(),
-                s.format(),
-                s.segments(),
-                List.of(trace),
-                s.allocatorSettings(),
-                s.externalAnnotations(),
-                s.extra(),
-                true);
-    }
-
     @Test
     void aMovedAllocationIsTheFirstMismatchWithItsContext() {
         TraceSnapshot s = new PytorchSnapshotReader().read(TestTraces.file("tiny-forward.pickle"));
@@ -49,7 +37,7 @@ class OracleMismatchTest {
                         e.frames(),
                         e.deviceFree(),
                         FileKeys.of(e.fields(), e.actionName(), null, e.extra())));
-        FidelityReport r = new OracleReplay().check(withTrace(s, trace));
+        FidelityReport r = new OracleReplay().check(Recordings.withTrace(s, 0, trace));
         assertThat(r.isExact()).isFalse();
         assertThat(r.exact()).isEqualTo(r.allocs() - 1);
         Mismatch m = r.firstMismatch();
@@ -82,7 +70,7 @@ class OracleMismatchTest {
                         e.frames(),
                         e.deviceFree(),
                         FileKeys.of(e.fields(), e.actionName(), null, e.extra())));
-        FidelityReport r = new OracleReplay().check(withTrace(s, trace));
+        FidelityReport r = new OracleReplay().check(Recordings.withTrace(s, 0, trace));
         // The model asks for the size PyTorch really asked for; the address still comes from the recording.
         assertThat(r.exact()).isEqualTo(r.allocs());
         assertThat(r.segmentMatched()).isEqualTo(r.segmentEvents() - 1);
