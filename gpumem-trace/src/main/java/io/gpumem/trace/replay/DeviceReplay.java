@@ -151,12 +151,14 @@ final class DeviceReplay {
                 progress.progress(doneBefore + entry, total);
                 nextProgress = (entry | 0x3fff) + 1;
             }
+            // Dropped frees first: they come earlier in the trace, write what precedes them and leave `current` at
+            // their own entry, which the op's request must not inherit.
+            if (droppedDone < recorded.dropped.length) {
+                freeDroppedUpTo(entry);
+            }
             if (written != null) {
                 writeRecordedUpTo(entry);
                 current = trace.get(entry);
-            }
-            if (droppedDone < recorded.dropped.length) {
-                freeDroppedUpTo(entry);
             }
             byte op = stream.op(k);
             if (op == RequestStream.ALLOC) {

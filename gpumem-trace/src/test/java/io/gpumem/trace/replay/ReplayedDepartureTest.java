@@ -52,10 +52,22 @@ class ReplayedDepartureTest {
         assertThat(r.allocs() - r.exact()).isEqualTo(3);
         assertThat(r.firstMismatch().entry()).isEqualTo(12);
         assertThat(r.devices().getFirst().notes()).isEmpty();
-        // the model placed every block where PyTorch did: it writes the untampered recording's actions and addresses
+        // the model placed every block where PyTorch did: it writes the untampered recording, stacks and times included
         TraceSnapshot written = replay.replayedSnapshot();
-        assertThat(calls(written.traceOf(0))).isEqualTo(calls(s.traceOf(0)));
+        assertThat(written.traceOf(0)).isEqualTo(s.traceOf(0));
         assertThat(written.segments()).isEqualTo(s.segments());
+    }
+
+    @Test
+    void aRequestAfterAFreeTheStreamDroppedIsWrittenWithItsOwnStackAndTime() {
+        TraceSnapshot s = read("tiny-forward.pickle");
+        List<TraceEntry> t = traceCopy(s, 0);
+        shift(t, 12, MOVE); // its free (21/22, at the real address) frees no block of the stream: dropped
+        OracleReplay replay = writing();
+        replay.check(withTrace(s, 0, t));
+        // entry 23, the next request, was written with the frames and time of entry 22 (the dropped free's) until the
+        // replay freed dropped blocks before taking the op's entry as the one being replayed
+        assertThat(replay.replayedSnapshot().traceOf(0)).isEqualTo(s.traceOf(0));
     }
 
     @Test
@@ -77,7 +89,7 @@ class ReplayedDepartureTest {
         // written: the recording, with the repeated request as recorded and no completion for it
         List<TraceEntry> expected = new ArrayList<>(s.traceOf(0));
         expected.add(27, t.get(27));
-        assertThat(calls(replay.replayedSnapshot().traceOf(0))).isEqualTo(calls(expected));
+        assertThat(replay.replayedSnapshot().traceOf(0)).isEqualTo(expected);
     }
 
     @Test
@@ -145,11 +157,6 @@ class ReplayedDepartureTest {
         assertThat(replay.check(two).isExact()).isTrue();
         assertThat(segments.getFirst().device()).isEqualTo(1);
         assertThat(replay.replayedSnapshot().segments()).isEqualTo(segments);
-    }
-
-    /** Each entry's action, address, size and stream. */
-    private static List<String> calls(List<TraceEntry> trace) {
-        return trace.stream().map(TraceEntry::toString).toList();
     }
 
     /** The index of the last alloc whose block is live at the end (and whose size less one rounds the same). */
