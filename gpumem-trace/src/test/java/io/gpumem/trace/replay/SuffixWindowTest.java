@@ -5,8 +5,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
-import io.gpumem.trace.TestTraces;
-import io.gpumem.trace.io.PytorchSnapshotReader;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowRebuilder;
@@ -61,18 +59,8 @@ class SuffixWindowTest {
 
     /** The snapshot whose trace of {@code device} starts at entry {@code cut}; everything else as recorded. */
     static TraceSnapshot suffix(TraceSnapshot s, int device, int cut) {
-        List<List<TraceEntry>> traces = new ArrayList<>(s.deviceTraces());
         List<TraceEntry> full = s.traceOf(device);
-        traces.set(device, full.subList(cut, full.size()));
-        return new TraceSnapshot(
-                s.source(),
-                s.format(),
-                s.segments(),
-                traces,
-                s.allocatorSettings(),
-                s.externalAnnotations(),
-                s.extra(),
-                true);
+        return Recordings.withTrace(s, device, full.subList(cut, full.size()));
     }
 
     /**
@@ -91,7 +79,7 @@ class SuffixWindowTest {
                 "lm-medium-train-ctx128.pickle"
             })
     void suffixWindowsReplayExactly(String name) {
-        TraceSnapshot s = new PytorchSnapshotReader().read(TestTraces.file(name));
+        TraceSnapshot s = Recordings.read(name);
         for (int device = 0; device < s.deviceTraces().size(); device++) {
             for (int cut : cuts(s.traceOf(device), 9)) {
                 checkSuffix(name, suffix(s, device, cut), device, cut);

@@ -5,8 +5,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
-import io.gpumem.trace.TestTraces;
-import io.gpumem.trace.io.PytorchSnapshotReader;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowRebuilder;
@@ -28,8 +26,9 @@ class TracesWithoutCompletionsTest {
 
     /** {@code s} with every {@code free_completed} entry removed, after checking each directly follows its request. */
     private static TraceSnapshot withoutCompletions(TraceSnapshot s) {
-        List<List<TraceEntry>> traces = new ArrayList<>();
-        for (List<TraceEntry> trace : s.deviceTraces()) {
+        TraceSnapshot older = s;
+        for (int d = 0; d < s.deviceTraces().size(); d++) {
+            List<TraceEntry> trace = s.traceOf(d);
             List<TraceEntry> kept = new ArrayList<>(trace.size());
             for (int i = 0; i < trace.size(); i++) {
                 TraceEntry e = trace.get(i);
@@ -41,17 +40,9 @@ class TracesWithoutCompletionsTest {
                 assertThat(request.action()).as("entry before %d", i).isEqualTo(TraceAction.FREE_REQUESTED);
                 assertThat(request.addr()).as("entry before %d", i).isEqualTo(e.addr());
             }
-            traces.add(kept);
+            older = Recordings.withTrace(older, d, kept);
         }
-        return new TraceSnapshot(
-                s.source(),
-                s.format(),
-                s.segments(),
-                traces,
-                s.allocatorSettings(),
-                s.externalAnnotations(),
-                s.extra(),
-                true);
+        return older;
     }
 
     @ParameterizedTest
@@ -63,7 +54,7 @@ class TracesWithoutCompletionsTest {
                 "gnn-train-expandable-oom.pickle"
             })
     void aTraceWithoutCompletionsFreesAtTheRequestAndReplaysAsTheRecordingDoes(String name) {
-        TraceSnapshot recorded = new PytorchSnapshotReader().read(TestTraces.file(name));
+        TraceSnapshot recorded = Recordings.read(name);
         TraceSnapshot older = withoutCompletions(recorded);
         AllocatorConfig config = RecordedConfig.of(recorded);
         FidelityReport withCompletions = new OracleReplay().check(recorded);
@@ -99,7 +90,7 @@ class TracesWithoutCompletionsTest {
     @ParameterizedTest
     @ValueSource(strings = {"tiny-forward.pickle", "gnn-train-expandable-oom.pickle"})
     void theReplayedSnapshotOfATraceWithoutCompletionsIsThatTrace(String name) {
-        TraceSnapshot older = withoutCompletions(new PytorchSnapshotReader().read(TestTraces.file(name)));
+        TraceSnapshot older = withoutCompletions(Recordings.read(name));
         OracleReplay replay = new OracleReplay().writeSnapshot(true);
         assertThat(replay.check(older).isExact()).as(name).isTrue();
         TraceSnapshot written = replay.replayedSnapshot();
