@@ -4,6 +4,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.Frame;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.TestTraces;
@@ -14,7 +17,9 @@ import io.gpumem.trace.io.TraceSnapshot;
 import java.io.ByteArrayInputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 
@@ -94,6 +99,38 @@ class ReplayedSnapshotTest {
                         .toList());
         assertThat(whatIf.recordedConfString()).isEqualTo("expandable_segments:True");
         assertThat(whatIf.segments()).allMatch(s -> s.expandable());
+    }
+
+    /**
+     * The blocks and segments the model makes under a what-if carry the stack of the request that made them, as the
+     * written trace's allocs do (the model's context supplier is the entry being replayed). PIT: the replay's
+     * history, context supplier and clock could be dropped with no test failing, because the writer attaches the
+     * recorded frames to trace entries by itself; only the end state shows the model's own.
+     */
+    @Test
+    void blocksAndSegmentsAWhatIfMakesCarryTheStackOfTheRequestThatMadeThem() {
+        TraceSnapshot recording = TraceReaders.read(TestTraces.file("tiny-forward.pickle"));
+        TraceSnapshot whatIf = replayed(recording, AllocatorConfig.parse("expandable_segments:True"));
+        Map<Long, List<Frame>> lastAllocFrames = new HashMap<>();
+        for (TraceEntry e : whatIf.traceOf(0)) {
+            if (e.action() == TraceAction.ALLOC) {
+                lastAllocFrames.put(e.addr(), e.frames());
+            }
+        }
+        int active = 0;
+        for (SegmentInfo seg : whatIf.segments()) {
+            assertThat(seg.frames()).as("segment 0x%x", seg.address()).isNotEmpty();
+            for (BlockInfo b : seg.blocks()) {
+                if (b.isAllocated()) {
+                    active++;
+                    assertThat(b.frames())
+                            .as("block 0x%x", b.address())
+                            .isNotEmpty()
+                            .isSameAs(lastAllocFrames.get(b.address()));
+                }
+            }
+        }
+        assertThat(active).isPositive();
     }
 
     @Test
