@@ -70,6 +70,54 @@ class StitchInvariantsTest {
     }
 
     @Test
+    void blocksWithTwoFreeNeighboursOrNotCoveringTheirArenaAreNamed() {
+        StitchAllocator st = withFreeAndLivePages();
+        st.liveBlocks().getFirst().free = true; // the first block, followed by the free second one
+        expectBroken(st, "two free neighbours");
+
+        st = withFreeAndLivePages();
+        StitchBlock last = st.liveBlocks().getFirst();
+        while (last.next != null) {
+            last = last.next;
+        }
+        last.size -= st.page;
+        expectBroken(st, "blocks do not cover arena 0x" + Long.toHexString(onlineArena(st).base));
+    }
+
+    @Test
+    void aFreeBlockOfAnotherStreamThanItsArenasIsNamed() {
+        StitchAllocator st = withFreeAndLivePages();
+        Arena a = onlineArena(st);
+        StitchBlock free = a.freeBySize.toList().getFirst();
+        free.stream = 7;
+        expectBroken(st, "free block 0x" + Long.toHexString(free.ptr) + " has stream 7, its arena " + a.stream);
+    }
+
+    @Test
+    void aFreePageTheUnpinnedRunsDoNotListIsNamed() {
+        StitchAllocator st = withFreeAndLivePages();
+        Arena a = onlineArena(st);
+        int lo = a.unpinned.head();
+        a.unpinned.remove(lo);
+        expectBroken(
+                st,
+                "page " + lo + " of arena 0x" + Long.toHexString(a.base)
+                        + " is touched by 0 blocks but not listed as unpinned");
+    }
+
+    @Test
+    void pagesTheirMappingDoesNotHoldAreNamed() {
+        StitchAllocator st = withFreeAndLivePages();
+        Arena a = onlineArena(st);
+        a.handle[0] = 0; // the first live block's page, unmapped under it
+        expectBroken(st, "page 0 of arena 0x" + Long.toHexString(a.base) + " is touched by 1 blocks but not mapped");
+
+        st = withFreeAndLivePages();
+        onlineArena(st).mapLength[0] = 2; // a one-page mapping said to reach over the next page's own
+        expectBroken(st, "mapping at page 0 broken");
+    }
+
+    @Test
     void aPhysicalHandleMappedTwiceIsNamed() {
         StitchAllocator st = withFreeAndLivePages();
         Arena a = onlineArena(st);
