@@ -4,6 +4,10 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.engine.RunOutcome;
+import io.gpumem.history.MemorySnapshot;
+import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
+import io.gpumem.policy.PolicySpec;
 import io.gpumem.trace.TestTraces;
 import io.gpumem.trace.io.PytorchSnapshotReader;
 import io.gpumem.trace.io.TraceSnapshot;
@@ -145,5 +149,78 @@ class WhatIfReplayTest {
             assertThat(row.peakReserved()).isGreaterThanOrEqualTo(row.peakAllocated());
             assertThat(row.minCapacity()).isGreaterThanOrEqualTo(row.peakAllocated() / (2L << 20) * (2L << 20));
         }
+    }
+
+    /** Two 30 MiB requests live together: 60 MiB reserved at the peak, so a 40 MiB device fails the second. */
+    private static final String TWO_BLOCKS = "alloc a 30MiB\nalloc b 30MiB\nfree a\nfree b\n";
+
+    @Test
+    void oneRunGivesItsPeakReservedOrMinusOneWhenARequestFails() {
+        WhatIfReplay r = HandWindows.replay(HandWindows.script(TWO_BLOCKS), 0);
+        AllocatorConfig defaults = AllocatorConfig.defaults();
+        assertThat(r.runOnce(defaults, 64L << 20)).isEqualTo(60L << 20);
+        assertThat(r.runOnce(defaults, 60L << 20)).isEqualTo(60L << 20);
+        assertThat(r.runOnce(defaults, 40L << 20)).isEqualTo(-1);
+        PolicySpec stitch = PolicySpec.parse("stitch");
+        assertThat(r.runsWithoutOom(stitch, 64L << 20)).isTrue();
+        assertThat(r.runsWithoutOom(stitch, 40L << 20)).isFalse();
+    }
+
+    /** The policy's own snapshot after the window; none when even the start's live blocks (15 MiB) do not fit. */
+    @Test
+    void aPolicySnapshotShowsWhatThePolicyLeftAndNothingWhenTheStartDoesNotFit() {
+        WhatIfReplay r = HandWindows.replay(HandWindows.loop(10, 10), 0);
+        PolicySpec stitch = PolicySpec.parse("stitch");
+        MemorySnapshot after = r.policySnapshot(stitch, 40L << 20);
+        assertThat(after).isNotNull();
+        assertThat(after.segments()).hasSize(1);
+        assertThat(after.segments().getFirst().allocatedSize()).isEqualTo(10 * HandWindows.BLOCK);
+        assertThat(after.segments().getFirst().totalSize()).isEqualTo(16L << 20);
+        assertThat(r.policySnapshot(stitch, 4L << 20)).isNull();
+    }
+
+    /** A replay of another device than the first plays that device's trace and says which it is. */
+    @Test
+    void aReplayOfTheSecondDeviceReplaysItsTrace() {
+        long base = 0x7f0000000000L;
+        java.util.List<TraceEntry> second = java.util.List.of(
+                TraceEntry.of(TraceAction.ALLOC, base, 30L << 20, 0),
+                TraceEntry.of(TraceAction.ALLOC, base + (30L << 20), 1L << 20, 0),
+                TraceEntry.of(TraceAction.FREE_REQUESTED, base, 30L << 20, 0));
+        TraceSnapshot s = HandWindows.snapshot(
+                java.util.List.of(), java.util.List.of(java.util.List.of(), second), java.util.Map.of());
+        WhatIfReplay r = HandWindows.replay(s, 1);
+        assertThat(r.device()).isEqualTo(1);
+        assertThat(r.stream().allocs()).isEqualTo(2);
+    }
+
+    /**
+     * The test hook that lowers the checkpoint gain of the capacity search reaches the search: with a checkpoint at
+     * every probe, its probes replay fewer entries (and give the same row).
+     */
+    @Test
+    void aLowerCheckpointGainMakesTheSearchReplayFewerEntries() {
+        StringBuilder script = new StringBuilder();
+        for (int i = 0; i < 40; i++) {
+            script.append("alloc a")
+                    .append(i)
+                    .append(' ')
+                    .append(1 + i * 7 % 13)
+                    .append("MiB\n");
+            if (i % 3 == 2) {
+                script.append("free a").append(i - 1).append('\n');
+            }
+        }
+        TraceSnapshot s = HandWindows.script(script.toString());
+        WhatIfReplay plain = HandWindows.replay(s, 0);
+        WhatIfReplay everyProbe = HandWindows.replay(s, 0);
+        everyProbe.setCheckpointGain(1);
+        long capacity = plain.recordedCapacity(RecordedConfig.of(s));
+        assertThat(everyProbe.recordedCapacity(RecordedConfig.of(s))).isEqualTo(capacity);
+        RunOutcome a = plain.evaluate(AllocatorConfig.defaults(), true, capacity);
+        RunOutcome b = everyProbe.evaluate(AllocatorConfig.defaults(), true, capacity);
+        assertThat(b).usingRecursiveComparison().ignoringFields("v.nsPerPair").isEqualTo(a);
+        assertThat(everyProbe.replayCounts()[0]).isEqualTo(plain.replayCounts()[0]);
+        assertThat(everyProbe.replayCounts()[1]).isLessThan(plain.replayCounts()[1]);
     }
 }

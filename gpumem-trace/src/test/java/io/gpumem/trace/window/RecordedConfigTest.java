@@ -75,4 +75,44 @@ class RecordedConfigTest {
         assertThat(c.maxSplitSize()).isEqualTo(64L << 20);
         assertThat(c.expandableSegments()).isTrue();
     }
+
+    /**
+     * Sizes the allocator reported as unset are 0 or below, and leave the default: a recorded 0 is no
+     * {@code max_split_size} of 0 bytes, nor a {@code max_non_split_rounding} of 0 (PIT: the boundaries survived).
+     */
+    @Test
+    void zeroSizesInTheSettingsKeepTheDefaultsAndPositiveOnesAreTaken() {
+        Map<String, Object> unset = new LinkedHashMap<>();
+        unset.put("max_split_size", 0L);
+        unset.put("max_non_split_rounding", 0L);
+        AllocatorConfig defaults = RecordedConfig.of(with(unset, List.of()));
+        assertThat(defaults.maxSplitSize()).isEqualTo(AllocatorConfig.UNLIMITED);
+        assertThat(defaults.maxNonSplitRounding()).isEqualTo(AllocatorConfig.DEFAULT_MAX_NON_SPLIT_ROUNDING);
+
+        Map<String, Object> set = new LinkedHashMap<>();
+        set.put("max_split_size", 64L << 20);
+        set.put("max_non_split_rounding", 64L << 20);
+        AllocatorConfig c = RecordedConfig.of(with(set, List.of()));
+        assertThat(c.maxSplitSize()).isEqualTo(64L << 20);
+        assertThat(c.maxNonSplitRounding()).isEqualTo(64L << 20);
+    }
+
+    /**
+     * The divisions table has one interval per power of two from 1 MiB to 32 GiB (32768 MiB, the last, which also
+     * serves larger sizes); a key beyond it, or one that is no number, is skipped.
+     */
+    @Test
+    void divisionKeysBeyondTheTableOrNotNumbersAreSkipped() {
+        Map<String, Object> table = new LinkedHashMap<>();
+        table.put("32768", 8L);
+        table.put("65536", 2L);
+        table.put(">", 16L);
+        Map<String, Object> s = new LinkedHashMap<>();
+        s.put("max_split_size", -1L);
+        s.put("roundup_power2_divisions", table);
+        AllocatorConfig c = RecordedConfig.of(with(s, List.of()));
+        assertThat(c.roundupPower2Divisions(32L << 30)).isEqualTo(8);
+        assertThat(c.roundupPower2Divisions(128L << 30)).isEqualTo(8);
+        assertThat(c.roundupPower2Divisions(16L << 30)).isZero();
+    }
 }
