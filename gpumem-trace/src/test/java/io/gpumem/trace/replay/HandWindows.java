@@ -1,5 +1,7 @@
 package io.gpumem.trace.replay;
 
+import static io.gpumem.testing.TestSizes.MiB;
+
 import io.gpumem.alloc.Pool;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
@@ -22,7 +24,6 @@ import java.util.Map;
 /** Small trace windows built by hand, and their what-if replays (windows rebuilt under the recorded config). */
 final class HandWindows {
 
-    static final long MiB = 1L << 20;
     /** The size of each live block of {@link #loop}: 1.5 MiB, its own rounded size. */
     static final long BLOCK = 3 * MiB / 2;
 

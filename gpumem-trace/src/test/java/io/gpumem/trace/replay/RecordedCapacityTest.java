@@ -1,6 +1,7 @@
 package io.gpumem.trace.replay;
 
-import static io.gpumem.trace.replay.HandWindows.MiB;
+import static io.gpumem.testing.TestSizes.GiB;
+import static io.gpumem.testing.TestSizes.MiB;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.alloc.Pool;
@@ -24,8 +25,6 @@ import org.junit.jupiter.api.Timeout;
  * most). PIT showed these rules unpinned: the shared traces all take the second.
  */
 class RecordedCapacityTest {
-
-    private static final long GiB = 1L << 30;
 
     private static long recordedCapacity(TraceSnapshot s) {
         return HandWindows.replay(s, 0).recordedCapacity(RecordedConfig.of(s));

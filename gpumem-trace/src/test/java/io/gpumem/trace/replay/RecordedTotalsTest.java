@@ -1,5 +1,6 @@
 package io.gpumem.trace.replay;
 
+import static io.gpumem.testing.TestSizes.MiB;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.history.FileKeys;
@@ -13,8 +14,6 @@ import org.junit.jupiter.api.Test;
  * trace, exact. PIT showed the OOM entries' part unpinned (their count, and the free memory they report).
  */
 class RecordedTotalsTest {
-
-    private static final long MiB = 1L << 20;
 
     private static TraceEntry driver(TraceAction a, long size) {
         return TraceEntry.of(a, 0x7f0000000000L, size, 0);

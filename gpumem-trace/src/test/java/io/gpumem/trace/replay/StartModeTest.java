@@ -1,6 +1,6 @@
 package io.gpumem.trace.replay;
 
-import static io.gpumem.trace.replay.HandWindows.MiB;
+import static io.gpumem.testing.TestSizes.MiB;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.config.AllocatorConfig;
