@@ -2,11 +2,11 @@ package io.gpumem.trace.replay;
 
 import static io.gpumem.trace.replay.Recordings.read;
 import static io.gpumem.trace.replay.Recordings.traceCopy;
+import static io.gpumem.trace.replay.Recordings.twoDevices;
 import static io.gpumem.trace.replay.Recordings.withTrace;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.config.AllocatorConfig;
-import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
@@ -160,19 +160,7 @@ class OracleReportTest {
 
     @Test
     void progressIsReportedEvery16kEntriesAcrossDevicesAndAtTheEnd() {
-        TraceSnapshot tiny = read("tiny-forward.pickle");
-        TraceSnapshot lm = read("lm2.7b-train-step.pickle");
-        List<SegmentInfo> segments = new ArrayList<>(tiny.segments());
-        lm.segments().forEach(seg -> segments.add(seg.onDevice(1)));
-        TraceSnapshot two = new TraceSnapshot(
-                "two devices",
-                lm.format(),
-                segments,
-                List.of(tiny.traceOf(0), lm.traceOf(0)),
-                lm.allocatorSettings(),
-                lm.externalAnnotations(),
-                lm.extra(),
-                true);
+        TraceSnapshot two = twoDevices(read("tiny-forward.pickle"), read("lm2.7b-train-step.pickle"), false);
         List<String> reported = new ArrayList<>();
         FidelityReport r = new OracleReplay()
                 .progress((done, total) -> reported.add(done + "/" + total))

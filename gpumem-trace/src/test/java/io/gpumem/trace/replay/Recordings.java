@@ -1,10 +1,12 @@
 package io.gpumem.trace.replay;
 
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.TestTraces;
 import io.gpumem.trace.io.PytorchSnapshotReader;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.List;
 
 /** The shared real recordings, read and altered for the replay tests (a device trace replaced, tampered with). */
@@ -29,6 +31,27 @@ final class Recordings {
                 s.externalAnnotations(),
                 s.extra(),
                 s.addressesRecorded());
+    }
+
+    /**
+     * A recording of two devices: {@code first}'s device 0 as device 0, {@code second}'s as device 1, with the
+     * settings of {@code first}; the segments in that order, or sorted by address across the devices.
+     */
+    static TraceSnapshot twoDevices(TraceSnapshot first, TraceSnapshot second, boolean segmentsByAddress) {
+        List<SegmentInfo> segments = new ArrayList<>(first.segments());
+        second.segments().forEach(seg -> segments.add(seg.onDevice(1)));
+        if (segmentsByAddress) {
+            segments.sort(Comparator.comparingLong(SegmentInfo::address));
+        }
+        return new TraceSnapshot(
+                "two devices",
+                first.format(),
+                segments,
+                List.of(first.traceOf(0), second.traceOf(0)),
+                first.allocatorSettings(),
+                first.externalAnnotations(),
+                first.extra(),
+                true);
     }
 
     /** A copy of the trace of {@code device} of {@code s}, to alter. */

@@ -3,6 +3,7 @@ package io.gpumem.trace.replay;
 import static io.gpumem.trace.replay.Recordings.read;
 import static io.gpumem.trace.replay.Recordings.shift;
 import static io.gpumem.trace.replay.Recordings.traceCopy;
+import static io.gpumem.trace.replay.Recordings.twoDevices;
 import static io.gpumem.trace.replay.Recordings.withTrace;
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -14,7 +15,6 @@ import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -139,20 +139,9 @@ class ReplayedDepartureTest {
 
     @Test
     void theSegmentsOfSeveralDevicesAreWrittenInAddressOrder() {
-        TraceSnapshot high = read("nca-train-empty-cache.pickle"); // device 0: addresses above device 1's
-        TraceSnapshot low = read("tiny-forward.pickle");
-        List<SegmentInfo> segments = new ArrayList<>(high.segments());
-        low.segments().forEach(seg -> segments.add(seg.onDevice(1)));
-        segments.sort(Comparator.comparingLong(SegmentInfo::address));
-        TraceSnapshot two = new TraceSnapshot(
-                "two devices",
-                high.format(),
-                segments,
-                List.of(high.traceOf(0), low.traceOf(0)),
-                high.allocatorSettings(),
-                high.externalAnnotations(),
-                high.extra(),
-                true);
+        // device 0's addresses are above device 1's: sorted by address, device 1's segments come first
+        TraceSnapshot two = twoDevices(read("nca-train-empty-cache.pickle"), read("tiny-forward.pickle"), true);
+        List<SegmentInfo> segments = two.segments();
         OracleReplay replay = writing();
         assertThat(replay.check(two).isExact()).isTrue();
         assertThat(segments.getFirst().device()).isEqualTo(1);

@@ -10,6 +10,7 @@ import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowRebuilder;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.function.IntPredicate;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -20,34 +21,34 @@ import org.junit.jupiter.params.provider.ValueSource;
  */
 class SuffixWindowTest {
 
+    /** Cuts before an alloc that is not preceded by its own driver calls, {@code count - 1} of them spread evenly. */
     static List<Integer> cuts(List<TraceEntry> t, int count) {
-        List<Integer> cuts = new ArrayList<>();
-        for (int k = 1; k < count; k++) {
-            int i = Math.max(1, (int) ((long) t.size() * k / count));
-            while (i < t.size()
-                    && !(t.get(i).action() == TraceAction.ALLOC
-                            && !t.get(i - 1).action().isSegmentEvent())) {
-                i++;
-            }
-            if (i < t.size()) {
-                cuts.add(i);
-            }
-        }
-        return cuts;
+        return cuts(
+                t,
+                count,
+                i -> t.get(i).action() == TraceAction.ALLOC
+                        && !t.get(i - 1).action().isSegmentEvent());
     }
 
     /**
-     * Cuts between a {@code free_requested} and its {@code free_completed}, spread over the trace as {@link #cuts}
-     * spreads its own: the window then opens with the completion of a free requested before it, which frees a start
-     * block (a real recording can start there: with {@code record_stream}, a completion comes long after its request).
+     * Cuts between a {@code free_requested} and its {@code free_completed}, spread as {@link #cuts} spreads its own:
+     * the window then opens with the completion of a free requested before it, which frees a start block (a real
+     * recording can start there: with {@code record_stream}, a completion comes long after its request).
      */
     static List<Integer> cutsBeforeCompletions(List<TraceEntry> t, int count) {
+        return cuts(
+                t,
+                count,
+                i -> t.get(i).action() == TraceAction.FREE_COMPLETED
+                        && t.get(i - 1).action() == TraceAction.FREE_REQUESTED);
+    }
+
+    /** For k = 1 .. count - 1, the first index at or after k / count of the trace where {@code cutHere} holds. */
+    private static List<Integer> cuts(List<TraceEntry> t, int count, IntPredicate cutHere) {
         List<Integer> cuts = new ArrayList<>();
         for (int k = 1; k < count; k++) {
             int i = Math.max(1, (int) ((long) t.size() * k / count));
-            while (i < t.size()
-                    && !(t.get(i).action() == TraceAction.FREE_COMPLETED
-                            && t.get(i - 1).action() == TraceAction.FREE_REQUESTED)) {
+            while (i < t.size() && !cutHere.test(i)) {
                 i++;
             }
             if (i < t.size()) {
