@@ -117,6 +117,116 @@ class CsvReadersTest {
     }
 
     @Test
+    void rmmClockTimesBecomeMicrosecondsOfTheDayAndOtherTimesAreKeptOrReplacedByTheRowNumber(@TempDir Path dir)
+            throws Exception {
+        Path f = dir.resolve("rmm.csv");
+        Files.writeString(f, """
+                Thread,Time,Action,Pointer,Size,Stream
+                140,10:38:58:000100,allocate,0x10,16,0
+                140,1234.6,allocate,0x20,16,0
+                140,soon,allocate,0x30,0,0
+                140,later,free,0x10,16,0
+                """);
+        List<TraceEntry> t = TraceReaders.read(f).traceOf(0);
+        assertThat(t)
+                .extracting(TraceEntry::timeUs)
+                .containsExactly(((10 * 60 + 38) * 60 + 58) * 1_000_000L + 100, 1235L, 3L, 4L, 4L);
+        assertThat(t.get(2).size()).as("a zero-byte allocate is read").isZero();
+    }
+
+    @Test
+    void rmmRowsThatCannotBeAllocationsNameTheirLine(@TempDir Path dir) throws Exception {
+        Path f = dir.resolve("rmm.csv");
+        String header = "Thread,Time,Action,Pointer,Size,Stream\n";
+        Files.writeString(f, header + "1,1,allocate,0x10,-1,0\n");
+        assertThatThrownBy(() -> TraceReaders.read(f)).hasMessage(f + ": line 2, field Size: negative size -1");
+        Files.writeString(f, header + "1,1,allocate,0,16,0\n");
+        assertThatThrownBy(() -> TraceReaders.read(f))
+                .hasMessage(f + ": line 2, field Pointer: allocate with a null pointer");
+        Files.writeString(f, header + "1,1,allocate,0x10,16,0\n1,2,allocate,16,16,0\n");
+        assertThatThrownBy(() -> TraceReaders.read(f))
+                .hasMessage(f + ": line 3, field Pointer: pointer 0x10 allocated twice without a free");
+        Files.writeString(f, header + "1,1,allocate_failure,0,64,0\n1,2,failure,0,32,0\n");
+        assertThat(TraceReaders.read(f).traceOf(0))
+                .extracting(e -> e.action() + ":" + e.size())
+                .containsExactly("OOM:64", "OOM:32");
+    }
+
+    @Test
+    void headersCommentsAndBlankLinesAreReadAsTheFormatsSay(@TempDir Path dir) throws Exception {
+        Path f = dir.resolve("life.csv");
+        // Blank and '#' lines anywhere, a header in another case with spaces and a tab: all read.
+        Files.writeString(f, "\n# exported by a planner\nID, Lower,\tUPPER , size\n\n0,0,5,100\n# done\n");
+        TraceSnapshot s = TraceReaders.read(f);
+        assertThat(s.format()).isEqualTo(SourceFormat.LIFETIME_CSV);
+        assertThat(s.traceOf(0)).hasSize(3);
+        // One column too many in the header is not this format, nor any other.
+        Files.writeString(f, "id,lower,upper,size,dtype\n0,0,5,100,f16\n");
+        assertThatThrownBy(() -> TraceReaders.read(f)).hasMessageContaining("unknown trace format");
+        assertThatThrownBy(() -> new LifetimeCsvReader().read(f))
+                .hasMessage(f + ": line 1: expected the header id,lower,upper,size, got id,lower,upper,size,dtype");
+        // A row of data where the header should be is quoted, cut at 60 characters.
+        String sixty = "0,1,2," + "9".repeat(54);
+        Files.writeString(f, sixty + "\n");
+        assertThatThrownBy(() -> new LifetimeCsvReader().read(f)).hasMessageEndingWith("got " + sixty);
+        Files.writeString(f, sixty + "9\n");
+        assertThatThrownBy(() -> new LifetimeCsvReader().read(f))
+                .hasMessageEndingWith("got " + sixty.substring(0, 57) + "...");
+    }
+
+    @Test
+    void theRowAndFileLimitsAdmitExactlyTheirValue(@TempDir Path dir) throws Exception {
+        Path f = dir.resolve("life.csv");
+        Files.writeString(f, "id,lower,upper,size\n0,0,5,100\n1,1,6,100\n");
+        long bytes = Files.size(f);
+        assertThat(new LifetimeCsvReader(new ReadLimits(bytes, 2)).read(f).traceOf(0))
+                .hasSize(6);
+        assertThatThrownBy(() -> new LifetimeCsvReader(new ReadLimits(bytes, 1)).read(f))
+                .hasMessage(f + ": line 3: more than 1 rows (limit)");
+        assertThatThrownBy(() -> new LifetimeCsvReader(new ReadLimits(bytes - 1, 2)).read(f))
+                .isInstanceOf(TraceFormatException.class)
+                .hasMessage(f + ": file is " + bytes + " bytes, over the limit of " + (bytes - 1) + " bytes");
+        assertThat(new ReadLimits(1, 1).maxEntries()).isEqualTo(1);
+        assertThatThrownBy(() -> new ReadLimits(0, 1)).isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> new ReadLimits(1, 0)).isInstanceOf(IllegalArgumentException.class);
+    }
+
+    @Test
+    void lifetimeSizesMustBePositiveAndHandlesAreDistinctNonNullAndAligned(@TempDir Path dir) throws Exception {
+        Path f = dir.resolve("life.csv");
+        Files.writeString(f, "id,lower,upper,size\n7,1,4,0\n");
+        assertThatThrownBy(() -> TraceReaders.read(f))
+                .hasMessage(f + ": line 2, field size: size must be positive, got 0");
+        Files.writeString(f, "id,lower,upper,size\n7,0,4,1\n3,1,4,1\n5,2,4,1\n");
+        List<Long> handles = TraceReaders.read(f).traceOf(0).stream()
+                .filter(e -> e.action() == TraceAction.ALLOC)
+                .map(TraceEntry::addr)
+                .toList();
+        assertThat(handles).doesNotHaveDuplicates().hasSize(3).allMatch(h -> h > 0 && h % 512 == 0);
+    }
+
+    @Test
+    void theExceptionCarriesTheFileAndTheLocationApart(@TempDir Path dir) throws Exception {
+        Path f = dir.resolve("bad.csv");
+        Files.writeString(f, "id,lower,upper,size\n0,x,5,100\n");
+        assertThatThrownBy(() -> TraceReaders.read(f)).isInstanceOfSatisfying(TraceFormatException.class, e -> {
+            assertThat(e.file()).isEqualTo(f.toString());
+            assertThat(e.location()).isEqualTo("line 2, field lower");
+        });
+        Files.write(f, new byte[] {'i', 'd', ',', (byte) 0xc3});
+        assertThatThrownBy(() -> new LifetimeCsvReader().read(f))
+                .isInstanceOfSatisfying(TraceFormatException.class, e -> {
+                    assertThat(e.location()).isEmpty();
+                    assertThat(e).hasMessage(f + ": not a text file (invalid UTF-8)");
+                });
+        assertThat(new TraceFormatException("a.pickle", null, "broken"))
+                .hasMessage("a.pickle: broken")
+                .satisfies(e -> assertThat(e.location()).isEmpty());
+        assertThat(new TraceFormatException("a.pickle", null, "broken", new RuntimeException()).location())
+                .isEmpty();
+    }
+
+    @Test
     void readsThePanguLifetimes() {
         TraceSnapshot s = TraceReaders.read(TestTraces.file("pangu13b-lifetimes.csv"));
         List<TraceEntry> t = s.traceOf(0);

@@ -53,4 +53,21 @@ class OpsScriptReaderTest {
         Files.writeString(f, "alloc a 10MB\n");
         assertThatThrownBy(() -> TraceReaders.read(f)).hasMessageStartingWith(f + ": line 1: ");
     }
+
+    @Test
+    void handlesAreDistinctNonNullAndAlignedAndTheOpLimitAdmitsItsValue(@TempDir Path dir) throws Exception {
+        Path f = dir.resolve("job.ops");
+        Files.writeString(f, "alloc a 100\nalloc b 0\nalloc c 200\nfree b\nfree a\n");
+        List<TraceEntry> t =
+                new OpsScriptReader(new ReadLimits(1 << 20, 5)).read(f).traceOf(0);
+        // The zero-byte alloc and its free record nothing, as in PyTorch.
+        assertThat(t)
+                .extracting(TraceEntry::actionName)
+                .containsExactly("alloc", "alloc", "free_requested", "free_completed");
+        assertThat(List.of(t.get(0).addr(), t.get(1).addr()))
+                .doesNotHaveDuplicates()
+                .allMatch(h -> h > 0 && h % 512 == 0);
+        assertThatThrownBy(() -> new OpsScriptReader(new ReadLimits(1 << 20, 4)).read(f))
+                .hasMessage(f + ": more than 4 ops (limit)");
+    }
 }

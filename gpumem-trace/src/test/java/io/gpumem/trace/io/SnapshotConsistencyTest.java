@@ -109,6 +109,97 @@ class SnapshotConsistencyTest {
     }
 
     @Test
+    void segmentsAreComparedInAddressOrderWithTheOneThatReachesFurthest() {
+        // Given out of address order: the check sorts each device's segments first. The second lies inside the
+        // first, so the later ones are compared with the first (which reaches furthest), not with the second.
+        // A segment ending where the first does leaves the first as the one compared with (its address is named).
+        // Built directly, not pickled: the reader would hand the segments over sorted.
+        long inner = BASE + 2 * MiB;
+        long sameEnd = BASE + 4 * MiB;
+        long third = BASE + 6 * MiB;
+        TraceSnapshot s = new TraceSnapshot(
+                "direct",
+                SourceFormat.PYTORCH_SNAPSHOT,
+                List.of(
+                        segment(0, third, 4 * MiB, BlockInfo.of(third, 4 * MiB, 0, BlockState.INACTIVE)),
+                        segment(0, sameEnd, 4 * MiB, BlockInfo.of(sameEnd, 4 * MiB, 0, BlockState.INACTIVE)),
+                        segment(0, inner, 2 * MiB, BlockInfo.of(inner, 2 * MiB, 0, BlockState.INACTIVE)),
+                        segment(0, BASE, 8 * MiB, BlockInfo.of(BASE, 8 * MiB, 0, BlockState.INACTIVE))),
+                List.of(List.of()),
+                null,
+                null,
+                Map.of(),
+                true);
+        String first = " on device 0 overlaps the segment at 0x7f0000000000 (which ends at 0x7f0000800000)";
+        assertThat(SnapshotConsistency.problems(s))
+                .containsExactly(
+                        "segment 0x7f0000200000" + first,
+                        "segment 0x7f0000400000" + first,
+                        "segment 0x7f0000600000" + first);
+    }
+
+    @Test
+    void segmentsThatOnlyTouchDoNotOverlap() {
+        long second = BASE + 2 * MiB;
+        TraceSnapshot s = pickled(
+                segment(
+                        0,
+                        BASE,
+                        2 * MiB,
+                        BlockInfo.of(BASE, MiB, MiB, BlockState.ACTIVE_ALLOCATED),
+                        BlockInfo.of(BASE + MiB, MiB, 0, BlockState.INACTIVE)),
+                segment(0, second, 2 * MiB, BlockInfo.of(second, 2 * MiB, 0, BlockState.INACTIVE)));
+        assertThat(SnapshotConsistency.problems(s)).isEmpty();
+    }
+
+    @Test
+    void blocksWhoseSizesSumPastTwoToTheSixtyThreeAreCalledSo() {
+        // Each block lies inside the (huge) segment; only their sum overflows a long.
+        long quarter = 1L << 62;
+        SegmentInfo huge = segment(
+                0,
+                0,
+                Long.MAX_VALUE,
+                BlockInfo.of(0, quarter, 0, BlockState.INACTIVE),
+                BlockInfo.of(0, quarter, 0, BlockState.INACTIVE),
+                BlockInfo.of(0, quarter, 0, BlockState.INACTIVE));
+        TraceSnapshot s = new TraceSnapshot(
+                "huge.pickle",
+                SourceFormat.PYTORCH_SNAPSHOT,
+                List.of(huge),
+                List.of(List.of()),
+                null,
+                null,
+                Map.of(),
+                true);
+        assertThat(SnapshotConsistency.problems(s))
+                .singleElement()
+                .asString()
+                .endsWith("but its 3 block(s) add up to more than 2^63 bytes");
+    }
+
+    @Test
+    void leniencyListsTenProblemsAndCountsTheRest() {
+        // One inconsistent segment per MiB: each declares twice what its one block holds.
+        for (int count : new int[] {SnapshotConsistency.LISTED, SnapshotConsistency.LISTED + 3}) {
+            SegmentInfo[] segments = new SegmentInfo[count];
+            for (int i = 0; i < count; i++) {
+                long at = BASE + 2L * i * MiB;
+                segments[i] = segment(0, at, 2 * MiB, BlockInfo.of(at, MiB, 0, BlockState.INACTIVE));
+            }
+            TraceSnapshot s = pickled(segments);
+            List<String> warnings = new ArrayList<>();
+            SnapshotConsistency.check(s, true, warnings::add);
+            if (count == SnapshotConsistency.LISTED) {
+                assertThat(warnings).hasSize(count).allMatch(w -> w.contains("declares total_size 2097152"));
+            } else {
+                assertThat(warnings).hasSize(SnapshotConsistency.LISTED + 1);
+                assertThat(warnings.getLast()).isEqualTo("warning: bad.pickle: 3 more inconsistencies not listed");
+            }
+        }
+    }
+
+    @Test
     void everySharedTraceIsConsistent() throws Exception {
         List<Path> files;
         try (Stream<Path> list = Files.list(TestTraces.dir())) {
