@@ -122,11 +122,20 @@ final class PlainDataUnpickler {
      * handing device trace entries to {@code sink}. A source that ends early is a truncated file.
      */
     static Object load(ReadableByteChannel source, long length, TraceSink sink) {
-        return new PlainDataUnpickler(new byte[(int) Math.min(length, CHUNK)], length, source, sink).run();
+        return load(source, length, sink, CHUNK);
+    }
+
+    /**
+     * {@link #load(ReadableByteChannel, long, TraceSink)} reading {@code chunk} bytes at a time (the buffer still
+     * grows for a longer value): small chunks put a buffer boundary inside every kind of value, which is how the
+     * tests check that no opcode reads past what it made available. A null {@code sink} keeps every value.
+     */
+    static Object load(ReadableByteChannel source, long length, @Nullable TraceSink sink, int chunk) {
+        return new PlainDataUnpickler(new byte[(int) Math.min(length, chunk)], length, source, sink).run();
     }
 
     /** Bytes read from a channel at a time. */
-    private static final int CHUNK = 1 << 20;
+    static final int CHUNK = 1 << 20;
 
     /**
      * Whether {@code a} is the very object {@code b}. The memo's sentinels ({@link #ABSENT}, {@link #CONSUMED},

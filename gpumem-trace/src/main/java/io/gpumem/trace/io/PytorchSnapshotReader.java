@@ -80,6 +80,11 @@ public final class PytorchSnapshotReader {
      * @throws TraceFormatException when the file is missing, too big or malformed
      */
     public TraceSnapshot read(Path file, LongConsumer bytesRead) {
+        return read(file, bytesRead, PlainDataUnpickler.CHUNK);
+    }
+
+    /** {@link #read(Path, LongConsumer)} reading the file {@code chunk} bytes at a time (tests use small chunks). */
+    TraceSnapshot read(Path file, LongConsumer bytesRead, int chunk) {
         String name = file.toString();
         long size = limits.checkedFileSize(file);
         Converter converter = new Converter(name, limits, size);
@@ -107,7 +112,7 @@ public final class PytorchSnapshotReader {
                 @Override
                 public void close() {}
             };
-            root = unpickle(() -> PlainDataUnpickler.load(counted, size, converter), name);
+            root = unpickle(() -> PlainDataUnpickler.load(counted, size, converter, chunk), name);
         } catch (IOException e) {
             throw new TraceFormatException(name, "", "cannot read: " + e.getMessage(), e);
         }
@@ -133,6 +138,15 @@ public final class PytorchSnapshotReader {
         }
         Converter converter = new Converter(name, limits, bytes.length);
         return convert(converter, unpickle(() -> PlainDataUnpickler.load(bytes, bytes.length, converter), name));
+    }
+
+    /**
+     * Reads a snapshot the slow way: the whole value tree decoded first, device trace entries included, then
+     * converted. What {@link #read(InputStream, String)} gives for the same bytes, which streams the entries to the
+     * converter as they are decoded; the tests hold the two together.
+     */
+    TraceSnapshot readWholeTree(byte[] bytes, String name) {
+        return convert(new Converter(name, limits, bytes.length), unpickle(bytes, name));
     }
 
     private static TraceSnapshot convert(Converter converter, Object root) {

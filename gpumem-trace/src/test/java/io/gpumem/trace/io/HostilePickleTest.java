@@ -1,12 +1,12 @@
 package io.gpumem.trace.io;
 
+import static io.gpumem.trace.io.PickleBytes.bytes;
+import static io.gpumem.trace.io.PickleBytes.le;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.io.ByteArrayInputStream;
-import java.io.ByteArrayOutputStream;
 import java.lang.management.ManagementFactory;
 import java.math.BigInteger;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -24,30 +24,6 @@ import org.junit.jupiter.api.io.TempDir;
  * {@link TraceFormatException} that says what is wrong, after allocating little.
  */
 class HostilePickleTest {
-
-    private static byte[] bytes(Object... parts) {
-        ByteArrayOutputStream out = new ByteArrayOutputStream();
-        for (Object p : parts) {
-            if (p instanceof String s) {
-                out.writeBytes(s.getBytes(StandardCharsets.ISO_8859_1));
-            } else if (p instanceof Integer i) {
-                out.write(i);
-            } else if (p instanceof Character c) {
-                out.write(c);
-            } else {
-                out.writeBytes((byte[]) p);
-            }
-        }
-        return out.toByteArray();
-    }
-
-    private static byte[] le(long v, int n) {
-        byte[] b = new byte[n];
-        for (int i = 0; i < n; i++) {
-            b[i] = (byte) (v >>> (8 * i));
-        }
-        return b;
-    }
 
     private static long allocatedBytes() {
         return ((com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean()).getCurrentThreadAllocatedBytes();

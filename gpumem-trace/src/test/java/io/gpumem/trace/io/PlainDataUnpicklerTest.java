@@ -1,16 +1,19 @@
 package io.gpumem.trace.io;
 
+import static io.gpumem.trace.io.PickleBytes.bytes;
+import static io.gpumem.trace.io.PickleBytes.le;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.gpumem.trace.TestTraces;
 import java.io.ByteArrayInputStream;
-import java.io.ByteArrayOutputStream;
 import java.math.BigInteger;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
@@ -134,20 +137,6 @@ class PlainDataUnpicklerTest {
         }
     }
 
-    private static byte[] bytes(Object... parts) {
-        ByteArrayOutputStream out = new ByteArrayOutputStream();
-        for (Object p : parts) {
-            if (p instanceof String s) {
-                out.writeBytes(s.getBytes(StandardCharsets.ISO_8859_1));
-            } else if (p instanceof Character c) {
-                out.write(c);
-            } else {
-                out.write((Integer) p);
-            }
-        }
-        return out.toByteArray();
-    }
-
     @Test
     void snapshotKeysAreDecodedAsTheReadersLiterals() {
         // {'filename': 1, 'filenamx': 2}, then the same key again through the memo: the snapshot key comes back as
@@ -243,5 +232,251 @@ class PlainDataUnpicklerTest {
                     .isInstanceOf(PlainDataUnpickler.Refused.class)
                     .hasMessageContaining("at byte 0");
         }
+    }
+
+    /** One of every plain-data opcode of protocols 0 to 5 inside a list; what each decodes to is {@link #EVERY_VALUE}. */
+    private static final byte[] EVERY_OPCODE = bytes(
+            0x80,
+            4, // PROTO 4
+            0x95,
+            le(1, 8), // FRAME of 1 byte (ignored, length checked)
+            ']',
+            0x94,
+            '(', // EMPTY_LIST, MEMOIZE, MARK
+            0x8b,
+            le(9, 4),
+            le(0, 8),
+            1, // LONG4: 2^64
+            0x8a,
+            2,
+            0x00,
+            0x80, // LONG1: -32768 (two's complement)
+            0x8a,
+            0, // LONG1 of no bytes: 0
+            'C',
+            3,
+            "abc", // SHORT_BINBYTES
+            'B',
+            le(2, 4),
+            "xy", // BINBYTES
+            0x8e,
+            le(1, 8),
+            "z", // BINBYTES8
+            0x96,
+            le(1, 8),
+            "w", // BYTEARRAY8
+            'U',
+            2,
+            "hi", // SHORT_BINSTRING (Latin-1)
+            'T',
+            le(3, 4),
+            "h\u00e9!", // BINSTRING
+            0x8d,
+            le(3, 8),
+            0xe4,
+            0xb8,
+            0xad, // BINUNICODE8 (UTF-8)
+            0x8f,
+            '(',
+            'K',
+            1,
+            'K',
+            2,
+            0x90, // EMPTY_SET, MARK, ADDITEMS
+            '(',
+            'K',
+            3,
+            0x91, // FROZENSET
+            '(',
+            'K',
+            4,
+            'K',
+            5,
+            't', // TUPLE
+            '(',
+            'K',
+            6,
+            'l', // LIST
+            '(',
+            0x8c,
+            1,
+            "k",
+            'K',
+            7,
+            'd', // DICT
+            'K',
+            8,
+            '2', // DUP
+            'K',
+            9,
+            '0', // POP
+            '(',
+            'K',
+            10,
+            '1', // POP_MARK
+            'K',
+            11,
+            'p',
+            "5\n",
+            'g',
+            "5\n", // PUT and GET in text
+            'K',
+            12,
+            'r',
+            le(70_000, 4),
+            'j',
+            le(70_000, 4), // LONG_BINPUT, LONG_BINGET past the dense memo
+            'I',
+            "-3\n",
+            'I',
+            "01\n",
+            'L',
+            "7L\n",
+            'F',
+            "2.5\n", // INT, INT True, LONG, FLOAT
+            'S',
+            "'q\\x41\\n'\n",
+            'V',
+            "\\u00e9t\n", // STRING, UNICODE
+            'J',
+            le(-2, 4),
+            'M',
+            le(0x1234, 2),
+            'G',
+            be(Double.doubleToLongBits(1.25)), // BININT, BININT2, BINFLOAT
+            'N',
+            0x88,
+            0x89, // NONE, NEWTRUE, NEWFALSE
+            ')',
+            'K',
+            1,
+            0x85,
+            'K',
+            1,
+            'K',
+            2,
+            0x86,
+            'K',
+            1,
+            'K',
+            2,
+            'K',
+            3,
+            0x87, // EMPTY_TUPLE, TUPLE1-3
+            'e',
+            '.'); // APPENDS, STOP
+
+    private static final List<Object> EVERY_VALUE = Arrays.asList(
+            BigInteger.ONE.shiftLeft(64),
+            -32768L,
+            0L,
+            "abc".getBytes(StandardCharsets.US_ASCII),
+            "xy".getBytes(StandardCharsets.US_ASCII),
+            "z".getBytes(StandardCharsets.US_ASCII),
+            "w".getBytes(StandardCharsets.US_ASCII),
+            "hi",
+            "h\u00e9!",
+            "\u4e2d",
+            Set.of(1, 2),
+            Set.of(3),
+            new Object[] {4, 5},
+            List.of(6),
+            Map.of("k", 7),
+            8,
+            8,
+            11,
+            11,
+            12,
+            12,
+            -3,
+            true,
+            7L,
+            2.5,
+            "qA\n",
+            "\u00e9t",
+            -2,
+            0x1234,
+            1.25,
+            null,
+            true,
+            false,
+            new Object[0],
+            new Object[] {1},
+            new Object[] {1, 2},
+            new Object[] {1, 2, 3});
+
+    private static byte[] be(long v) {
+        byte[] b = le(v, 8);
+        for (int i = 0; i < 4; i++) {
+            byte t = b[i];
+            b[i] = b[7 - i];
+            b[7 - i] = t;
+        }
+        return b;
+    }
+
+    @Test
+    void everyPlainDataOpcodeDecodesToItsValue() {
+        Object decoded = PlainDataUnpickler.load(EVERY_OPCODE, EVERY_OPCODE.length);
+        assertThat(decoded).isInstanceOf(ArrayList.class);
+        @SuppressWarnings("unchecked")
+        List<Object> list = (List<Object>) decoded;
+        assertThat(list).containsExactlyElementsOf(EVERY_VALUE);
+        assertThat(list.get(10)).isInstanceOf(HashSet.class);
+        assertThat(list.get(11)).isNotInstanceOf(HashSet.class); // a frozenset cannot be changed
+    }
+
+    /**
+     * The decoder reading a channel in chunks of 1 to 16 bytes (a buffer boundary inside every kind of value) gives
+     * what it gives from the whole input, for every opcode, for seeded random values and for two shared traces; a
+     * file cut short or asking to run code is refused with the same message.
+     */
+    @Test
+    void decodesInChunksExactlyAsFromTheWholeInput() throws Exception {
+        long seed = System.nanoTime();
+        System.out.println("seed=" + seed);
+        Random rnd = new Random(seed);
+        List<byte[]> pickles = new ArrayList<>();
+        pickles.add(EVERY_OPCODE);
+        for (int round = 0; round < 40; round++) {
+            pickles.add(new Pickler(rnd.nextBoolean(), false).dumps(randomValue(rnd, 4)));
+        }
+        for (byte[] b : pickles) {
+            Object whole = PlainDataUnpickler.load(b, b.length);
+            for (int chunk = 1; chunk <= 16; chunk++) {
+                Object chunked = PlainDataUnpickler.load(PickleBytes.channel(b), b.length, null, chunk);
+                assertSame(chunked, whole, "seed " + seed + ", chunk " + chunk, new IdentityHashMap<>());
+            }
+        }
+        for (String name : new String[] {"tiny-forward.pickle", "opt1.3b-state-only.pickle"}) {
+            byte[] b = Files.readAllBytes(TestTraces.file(name));
+            Object whole = PlainDataUnpickler.load(b, b.length);
+            for (int chunk : new int[] {7, 4093}) {
+                Object chunked = PlainDataUnpickler.load(PickleBytes.channel(b), b.length, null, chunk);
+                assertSame(chunked, whole, name + ", chunk " + chunk, new IdentityHashMap<>());
+            }
+        }
+        byte[] global = bytes("(lp0\ncposix\nsystem\np1\na.");
+        byte[] cut = Arrays.copyOf(EVERY_OPCODE, 120);
+        byte[] longText = bytes("(I", "9".repeat(70), "\nl.");
+        for (byte[] b : new byte[][] {global, cut, longText}) {
+            String expected = refusal(() -> PlainDataUnpickler.load(b, b.length));
+            assertThat(expected).isNotEmpty();
+            for (int chunk = 1; chunk <= 16; chunk++) {
+                int c = chunk;
+                assertThat(refusal(() -> PlainDataUnpickler.load(PickleBytes.channel(b), b.length, null, c)))
+                        .as("chunk " + chunk)
+                        .isEqualTo(expected);
+            }
+        }
+    }
+
+    private static String refusal(Runnable decode) {
+        try {
+            decode.run();
+        } catch (PlainDataUnpickler.Refused e) {
+            return e.getMessage();
+        }
+        return "";
     }
 }
