@@ -118,17 +118,10 @@ final class PlainDataUnpickler {
     }
 
     /**
-     * Decodes the pickle of {@code length} bytes read from {@code source} in chunks (the file is never held whole),
-     * handing device trace entries to {@code sink}. A source that ends early is a truncated file.
-     */
-    static Object load(ReadableByteChannel source, long length, TraceSink sink) {
-        return load(source, length, sink, CHUNK);
-    }
-
-    /**
-     * {@link #load(ReadableByteChannel, long, TraceSink)} reading {@code chunk} bytes at a time (the buffer still
-     * grows for a longer value): small chunks put a buffer boundary inside every kind of value, which is how the
-     * tests check that no opcode reads past what it made available. A null {@code sink} keeps every value.
+     * Decodes the pickle of {@code length} bytes read from {@code source} in chunks of {@code chunk} bytes (the file
+     * is never held whole; the buffer grows only for a longer value), handing device trace entries to {@code sink}
+     * (none: a null sink keeps every value). A source that ends early is a truncated file. The readers use
+     * {@link #CHUNK}; the tests use small chunks, which put a buffer boundary inside every kind of value.
      */
     static Object load(ReadableByteChannel source, long length, @Nullable TraceSink sink, int chunk) {
         return new PlainDataUnpickler(new byte[(int) Math.min(length, chunk)], length, source, sink).run();

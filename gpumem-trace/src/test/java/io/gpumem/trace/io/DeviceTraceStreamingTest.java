@@ -2,6 +2,7 @@ package io.gpumem.trace.io;
 
 import static io.gpumem.trace.io.PickleBytes.le;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpumem.trace.TestTraces;
@@ -11,6 +12,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -73,7 +75,8 @@ class DeviceTraceStreamingTest {
                 }
                 devices.add(entries);
             }
-            Layout layout = new Layout(rnd.nextBoolean(), rnd.nextInt(4), rnd.nextBoolean(), rnd.nextInt(3));
+            Layout layout =
+                    new Layout(rnd.nextBoolean(), rnd.nextInt(4), rnd.nextBoolean(), rnd.nextInt(3), rnd.nextLong());
             String where = "seed " + seed + ", round " + round + ", " + layout + ", devices " + devices;
             byte[] pickle = layout.write(devices);
 
@@ -111,8 +114,8 @@ class DeviceTraceStreamingTest {
     @Test
     void aDeviceTracesKeyOutsideTheTopLevelDictIsNotStreamed() {
         // {'segments': [], 'nested': {'device_traces': [[entry]]}, 'pair': ('device_traces', [[entry]])}
-        Layout layout = new Layout(false, 2, true, 0);
-        PickleOps p = new PickleOps();
+        Layout layout = new Layout(false, 2, true, 0, 0);
+        PickleOps p = new PickleOps(false);
         p.op(0x80, 2, '}', '(');
         p.string("segments").op(']');
         p.string("nested").op('}', '(').string("device_traces").op(']', '(', ']');
@@ -134,6 +137,24 @@ class DeviceTraceStreamingTest {
         assertThat(pair)
                 .singleElement()
                 .satisfies(list -> assertThat((List<?>) list).hasSize(1));
+    }
+
+    @Test
+    void anEntryNamedAgainAfterItsDeviceListTookItIsRefused() {
+        // {'device_traces': [[entry, stored in memo slot 0]], 'again': <memo slot 0>}: the entry went to the reader.
+        PickleOps p = new PickleOps(false);
+        p.op(0x80, 2, '}', '(').string("device_traces").op(']', ']', '}', 'q', 0, '(');
+        p.string("addr").op('K', 1).string("action").string("alloc").op('u', 'a', 'a');
+        p.string("again").op('h', 0, 'u', '.');
+        byte[] pickle = p.bytes();
+        RecordingSink sink = new RecordingSink();
+        assertThatThrownBy(() -> PlainDataUnpickler.load(pickle, pickle.length, sink))
+                .isInstanceOf(PlainDataUnpickler.Refused.class)
+                .hasMessageEndingWith(
+                        "(memo slot 0 holds a trace entry already read: a snapshot does not share its" + " entries)");
+        assertThat(sink.addresses).containsExactly(Map.entry(0, List.of(1L)));
+        // Without a sink nothing is streamed, and the same file decodes.
+        assertThat(PlainDataUnpickler.load(pickle, pickle.length)).isInstanceOf(HashMap.class);
     }
 
     /** What the sink was handed: each device's entry addresses in order, and how many came as plain entries. */
@@ -163,25 +184,50 @@ class DeviceTraceStreamingTest {
     /**
      * How a pickler may lay out a snapshot: the device lists appended to {@code device_traces} in one batch
      * ({@code APPENDS}) or one by one ({@code APPEND}); their entries one by one ({@code entryBatch} 0) or in
-     * batches of {@code entryBatch} (Python's pickler and gpumem's writer: 1,000); each entry dict memoized (as
-     * those two do) or not (either way it is decoded without a dict once its list is known); and {@code otherKeys} keys
-     * before {@code device_traces} whose values are lists of lists too.
+     * batches of {@code entryBatch} (Python's pickler and gpumem's writer: 1,000); every container and new string
+     * memoized and every repeated string fetched from the memo (as Python's pickler does) or nothing memoized
+     * (either way an entry is decoded without a dict once its list is known); {@code otherKeys} keys whose values
+     * are lists of lists too, plus one holding 70 strings (which takes the memo past its first 64 slots); and the
+     * top-level keys in the order {@code keyOrder} shuffles them with.
      */
-    private record Layout(boolean devicesBatched, int entryBatch, boolean memoizedEntries, int otherKeys) {
+    private record Layout(boolean devicesBatched, int entryBatch, boolean memoized, int otherKeys, long keyOrder) {
 
         byte[] write(List<List<Long>> devices) {
-            PickleOps p = new PickleOps();
-            p.op(0x80, 2, '}', '(');
+            PickleOps p = new PickleOps(memoized);
+            p.op(0x80, 4).container('}').op('(');
+            List<String> keys = new ArrayList<>(List.of("segments", "device_traces", "strings"));
             for (int i = 0; i < otherKeys; i++) {
-                p.string("other" + i).op(']', '(', ']', 'K', 1, 'a', ']', '(', 'K', 2, 'K', 3, 'e', 'e');
+                keys.add("other" + i);
             }
-            p.string("segments").op(']');
-            p.string("device_traces").op(']');
+            Collections.shuffle(keys, new Random(keyOrder));
+            for (String key : keys) {
+                p.string(key);
+                switch (key) {
+                    case "segments" -> p.container(']');
+                    case "device_traces" -> deviceTraces(p, devices);
+                    case "strings" -> {
+                        p.container(']').op('(');
+                        for (int i = 0; i < 70; i++) {
+                            p.string("s" + i);
+                        }
+                        p.op('e');
+                    }
+                    default -> {
+                        p.container(']').op('(').container(']').op('K', 1, 'a').container(']');
+                        p.op('(', 'K', 2, 'K', 3, 'e', 'e');
+                    }
+                }
+            }
+            return p.op('u', '.').bytes();
+        }
+
+        private void deviceTraces(PickleOps p, List<List<Long>> devices) {
+            p.container(']');
             if (devicesBatched && !devices.isEmpty()) {
                 p.op('(');
             }
             for (List<Long> entries : devices) {
-                p.op(']');
+                p.container(']');
                 for (int i = 0; i < entries.size(); i++) {
                     if (entryBatch > 0 && i % entryBatch == 0) {
                         p.op('(');
@@ -200,33 +246,59 @@ class DeviceTraceStreamingTest {
             if (devicesBatched && !devices.isEmpty()) {
                 p.op('e');
             }
-            return p.op('u', '.').bytes();
         }
 
-        /** {@code {'action': 'alloc', 'addr': addr, 'size': 512, 'stream': 0}}, memoized or not. */
+        /** {@code {'action': 'alloc', 'addr': addr, 'size': 512, 'stream': 0}}. */
         void entry(PickleOps p, long addr) {
-            p.op('}');
-            if (memoizedEntries) {
-                p.op(0x94);
-            }
-            p.op('(').string("action").string("alloc").string("addr").op('J', le(addr, 4));
+            p.container('}')
+                    .op('(')
+                    .string("action")
+                    .string("alloc")
+                    .string("addr")
+                    .op('J', le(addr, 4));
             p.string("size").op('M', le(512, 2)).string("stream").op('K', 0).op('u');
         }
     }
 
-    /** A pickle written opcode by opcode. */
+    /** A pickle written opcode by opcode; memoizing, it numbers its memo slots as Python's {@code MEMOIZE} does. */
     private static final class PickleOps {
         private final ByteArrayOutputStream out = new ByteArrayOutputStream();
+        private final boolean memoized;
+        private final Map<String, Integer> strings = new HashMap<>();
+        private int slots;
+
+        PickleOps(boolean memoized) {
+            this.memoized = memoized;
+        }
 
         PickleOps op(Object... parts) {
             out.writeBytes(PickleBytes.bytes(parts));
             return this;
         }
 
-        /** SHORT_BINUNICODE. */
+        /** {@code EMPTY_DICT} or {@code EMPTY_LIST}, memoized when memoizing. */
+        PickleOps container(int op) {
+            op(op);
+            if (memoized) {
+                op(0x94);
+                slots++;
+            }
+            return this;
+        }
+
+        /** SHORT_BINUNICODE, or when memoizing and met before, BINGET / LONG_BINGET. */
         PickleOps string(String s) {
+            Integer slot = memoized ? strings.get(s) : null;
+            if (slot != null) {
+                return slot < 256 ? op('h', slot) : op('j', le(slot, 4));
+            }
             byte[] b = s.getBytes(StandardCharsets.UTF_8);
-            return op(0x8c, b.length, b);
+            op(0x8c, b.length, b);
+            if (memoized) {
+                op(0x94);
+                strings.put(s, slots++);
+            }
+            return this;
         }
 
         byte[] bytes() {

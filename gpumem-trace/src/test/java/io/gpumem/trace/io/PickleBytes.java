@@ -2,6 +2,7 @@ package io.gpumem.trace.io;
 
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
+import java.nio.ByteBuffer;
 import java.nio.channels.Channels;
 import java.nio.channels.ReadableByteChannel;
 import java.nio.charset.StandardCharsets;
@@ -41,5 +42,39 @@ final class PickleBytes {
     /** A channel over {@code pickle}, as the file reader's. */
     static ReadableByteChannel channel(byte[] pickle) {
         return Channels.newChannel(new ByteArrayInputStream(pickle));
+    }
+
+    /**
+     * A channel over {@code pickle} that gives nothing on every other read and at most three bytes on the others, as
+     * a slow or non-blocking source may: a reader must keep asking until it has what it needs.
+     */
+    static ReadableByteChannel stutteringChannel(byte[] pickle) {
+        return new ReadableByteChannel() {
+            private int at;
+            private boolean idle;
+
+            @Override
+            public int read(ByteBuffer dst) {
+                if (at == pickle.length) {
+                    return -1;
+                }
+                idle = !idle;
+                if (idle) {
+                    return 0;
+                }
+                int n = Math.min(Math.min(3, dst.remaining()), pickle.length - at);
+                dst.put(pickle, at, n);
+                at += n;
+                return n;
+            }
+
+            @Override
+            public boolean isOpen() {
+                return true;
+            }
+
+            @Override
+            public void close() {}
+        };
     }
 }

@@ -447,6 +447,8 @@ class PlainDataUnpicklerTest {
                 Object chunked = PlainDataUnpickler.load(PickleBytes.channel(b), b.length, null, chunk);
                 assertSame(chunked, whole, "seed " + seed + ", chunk " + chunk, new IdentityHashMap<>());
             }
+            Object stuttered = PlainDataUnpickler.load(PickleBytes.stutteringChannel(b), b.length, null, 64);
+            assertSame(stuttered, whole, "seed " + seed + ", a stuttering channel", new IdentityHashMap<>());
         }
         for (String name : new String[] {"tiny-forward.pickle", "opt1.3b-state-only.pickle"}) {
             byte[] b = Files.readAllBytes(TestTraces.file(name));
@@ -478,5 +480,101 @@ class PlainDataUnpicklerTest {
             return e.getMessage();
         }
         return "";
+    }
+
+    @SuppressWarnings("unchecked")
+    private static List<Object> decodedList(byte[] pickle, int length) {
+        return (List<Object>) PlainDataUnpickler.load(pickle, length);
+    }
+
+    @Test
+    void protocolZeroTextEdgesDecodeAsPythonDoes() {
+        // I00 is False; a trailing backslash stays; \U takes eight hex digits; an unescaped line is kept as it is.
+        byte[] p = bytes("(I00\nS'a\\'\nS\"d\"\nV\\U0001F600!\nVplain\nl.");
+        assertThat(decodedList(p, p.length)).containsExactly(false, "a\\", "d", "\uD83D\uDE00!", "plain");
+        String fortyX = "x".repeat(40);
+        String[][] refused = {
+            {"S'\n.", "not a quoted string"},
+            {"S'ab\"\n.", "not a quoted string"},
+            {"Sab\n.", "not a quoted string"},
+            {"V\\u12\n.", "a short escape"},
+            {"V\\U00110000\n.", "not a code point"},
+            {"I" + fortyX + "\n.", "not an integer: " + "x".repeat(32) + "...)"},
+            {"I" + "x".repeat(32) + "\n.", "not an integer: " + "x".repeat(32) + ")"},
+        };
+        for (String[] r : refused) {
+            byte[] b = bytes(r[0]);
+            assertThatThrownBy(() -> PlainDataUnpickler.load(b, b.length))
+                    .as(r[0])
+                    .isInstanceOf(PlainDataUnpickler.Refused.class)
+                    .hasMessageEndingWith(r[1] + (r[1].endsWith(")") ? "" : ")"));
+        }
+    }
+
+    @Test
+    void stackAndMemoEdgesAreDecodedOrRefusedExactly() {
+        // POP of a mark removes the mark: the list then takes the 1 appended after it.
+        byte[] popMark = bytes(0x80, 2, ']', '(', '0', 'K', 1, 'a', '.');
+        assertThat(decodedList(popMark, popMark.length)).containsExactly(1);
+        // LONG4 of exactly 1,024 bytes is read; one more byte is refused.
+        byte[] max = new byte[PlainDataUnpickler.MAX_LONG4_BYTES];
+        max[max.length - 1] = 0x40;
+        byte[] long4 = bytes(0x80, 2, 0x8b, le(max.length, 4), max, '.');
+        assertThat(PlainDataUnpickler.load(long4, long4.length)).isEqualTo(BigInteger.ONE.shiftLeft(8 * 1024 - 2));
+        byte[] over = bytes(0x80, 2, 0x8b, le(max.length + 1, 4), max, 0, '.');
+        assertThatThrownBy(() -> PlainDataUnpickler.load(over, over.length))
+                .hasMessage("opcode LONG4 at byte 2 declares a 1025-byte integer (snapshots hold 64-bit integers)");
+        // MEMOIZE stores at the number of slots stored so far, sparse ones included, each counted once.
+        byte[] memoize = bytes(
+                0x80,
+                4,
+                ']',
+                'r',
+                le(70_000, 4),
+                'r',
+                le(70_000, 4),
+                'K',
+                5,
+                0x94,
+                'a',
+                'h',
+                1,
+                'a',
+                'j',
+                le(70_000, 4),
+                '0',
+                '.');
+        assertThat(decodedList(memoize, memoize.length)).containsExactly(5, 5);
+        // A slot just past the memo's array was never stored.
+        byte[] past = bytes(0x80, 2, 'h', 64, '.');
+        assertThatThrownBy(() -> PlainDataUnpickler.load(past, past.length))
+                .hasMessage(
+                        "opcode BINGET at byte 2 does not fit the values before it (memo slot 64 was never stored)");
+        // A value that ends exactly where the file does is read; the missing STOP is what is refused.
+        byte[] noStop = bytes(0x80, 2, 'K', 5);
+        assertThatThrownBy(() -> PlainDataUnpickler.load(noStop, noStop.length))
+                .hasMessage("the file ends at byte 4 before its STOP opcode");
+    }
+
+    @Test
+    void stackGlobalNamesItsTargetWhenBothNamesAreShortStrings() {
+        for (int length : new int[] {255, 256}) {
+            String module = "m".repeat(length);
+            byte[] p = bytes(0x80, 4, 'X', le(length, 4), module, 0x8c, 1, "f", 0x93, '.');
+            String named = length < 256 ? "STACK_GLOBAL " + module + ".f at byte " : "STACK_GLOBAL at byte ";
+            assertThatThrownBy(() -> PlainDataUnpickler.load(p, p.length))
+                    .isInstanceOfSatisfying(
+                            PlainDataUnpickler.Refused.class,
+                            e -> assertThat(e.runsCode()).isTrue())
+                    .hasMessageContaining("the file asks to run code (" + named);
+        }
+        byte[] one = bytes(0x80, 4, 0x8c, 1, "f", 0x93, '.');
+        assertThatThrownBy(() -> PlainDataUnpickler.load(one, one.length))
+                .hasMessageContaining("(STACK_GLOBAL at byte 5)");
+        byte[] corrupt = bytes(0x80, 2, 'a', '.');
+        assertThatThrownBy(() -> PlainDataUnpickler.load(corrupt, corrupt.length))
+                .isInstanceOfSatisfying(
+                        PlainDataUnpickler.Refused.class,
+                        e -> assertThat(e.runsCode()).isFalse());
     }
 }
