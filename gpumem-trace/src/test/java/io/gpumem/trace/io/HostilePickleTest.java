@@ -156,6 +156,30 @@ class HostilePickleTest {
                 .contains("the file refers to the same values more often than it has bytes");
     }
 
+    @Test
+    void sharedBlocksAndBlockHistoriesCannotExpandAFileEither(@TempDir Path dir) throws Exception {
+        // 1,000 references to one segment whose block list refers 1,000 times to one block: a million blocks ...
+        Map<String, Object> block = new LinkedHashMap<>(Map.of("size", 512, "state", "inactive"));
+        Map<String, Object> segment = new LinkedHashMap<>(Map.of("address", 0, "total_size", 512_000));
+        segment.put("blocks", Collections.nCopies(1_000, block));
+        byte[] blocks = new Pickler(true, false).dumps(Map.of("segments", Collections.nCopies(1_000, segment)));
+        assertThat(blocks.length).isLessThan(20_000);
+        assertThat(readFails(dir, blocks, 256L << 20).getMessage())
+                .contains("segments[")
+                .contains("the file refers to the same values more often than it has bytes");
+        // ... and one block whose history refers 1,000 times to one record, in 1,000 references to its segment.
+        Map<String, Object> record = new LinkedHashMap<>(Map.of("addr", 0, "real_size", 512));
+        Map<String, Object> withHistory = new LinkedHashMap<>(block);
+        withHistory.put("history", Collections.nCopies(1_000, record));
+        Map<String, Object> oneBlock = new LinkedHashMap<>(Map.of("address", 0, "total_size", 512));
+        oneBlock.put("blocks", List.of(withHistory));
+        byte[] histories = new Pickler(true, false).dumps(Map.of("segments", Collections.nCopies(1_000, oneBlock)));
+        assertThat(histories.length).isLessThan(20_000);
+        assertThat(readFails(dir, histories, 256L << 20).getMessage())
+                .contains(".history[")
+                .contains("the file refers to the same values more often than it has bytes");
+    }
+
     private static TraceFormatException invalid(Map<String, Object> entry, Object settings) throws Exception {
         Map<String, Object> top = new LinkedHashMap<>();
         top.put("segments", List.of());

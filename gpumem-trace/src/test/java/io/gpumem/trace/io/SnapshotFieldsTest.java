@@ -1,0 +1,185 @@
+package io.gpumem.trace.io;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.gpumem.history.PoolId;
+import java.io.ByteArrayInputStream;
+import java.math.BigInteger;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Consumer;
+import net.razorvine.pickle.Pickler;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Each field of a snapshot's segments, blocks and allocator settings, read at the edges of what it may hold: the
+ * value just inside is read, the value just outside (or of the wrong type) is refused with a message naming the
+ * file, the field's path and what was found there, in Python's words.
+ */
+class SnapshotFieldsTest {
+
+    private static final long BASE = 0x7f0000000000L;
+
+    /** One small segment of one inactive block, one alloc entry, and what {@code edit} changes. */
+    private static byte[] snapshot(Consumer<Map<String, Object>> edit) throws Exception {
+        Map<String, Object> block = new LinkedHashMap<>();
+        block.put("size", 2L << 20);
+        block.put("state", "inactive");
+        Map<String, Object> segment = new LinkedHashMap<>();
+        segment.put("device", 0);
+        segment.put("address", BASE);
+        segment.put("total_size", 2L << 20);
+        segment.put("stream", 0);
+        segment.put("segment_type", "small");
+        segment.put("blocks", new ArrayList<>(List.of(block)));
+        Map<String, Object> top = new LinkedHashMap<>();
+        top.put("segments", new ArrayList<>(List.of(segment)));
+        top.put("device_traces", List.of(List.of(PytorchSnapshotReaderTest.entry("alloc", BASE, 512, 0))));
+        top.put("allocator_settings", new LinkedHashMap<String, Object>());
+        edit.accept(top);
+        return new Pickler(true, false).dumps(top);
+    }
+
+    @SuppressWarnings("unchecked")
+    private static Map<String, Object> segment(Map<String, Object> top) {
+        return ((List<Map<String, Object>>) top.get("segments")).getFirst();
+    }
+
+    @SuppressWarnings("unchecked")
+    private static Map<String, Object> settings(Map<String, Object> top) {
+        return (Map<String, Object>) top.get("allocator_settings");
+    }
+
+    private static TraceSnapshot read(Consumer<Map<String, Object>> edit) throws Exception {
+        byte[] b = snapshot(edit);
+        return new PytorchSnapshotReader().read(new ByteArrayInputStream(b), "f.pickle");
+    }
+
+    private static void refused(Consumer<Map<String, Object>> edit, String message) throws Exception {
+        byte[] b = snapshot(edit);
+        assertThatThrownBy(() -> new PytorchSnapshotReader().read(new ByteArrayInputStream(b), "f.pickle"))
+                .isInstanceOf(TraceFormatException.class)
+                .hasMessage("f.pickle: " + message);
+    }
+
+    @Test
+    void integersAreSigned64BitOrUnsigned64Bit() throws Exception {
+        BigInteger twoTo64 = BigInteger.ONE.shiftLeft(64);
+        // An unsigned 64-bit stream handle is kept bit for bit; one bit more does not fit.
+        TraceSnapshot s = read(top -> segment(top).put("stream", twoTo64.subtract(BigInteger.ONE)));
+        assertThat(s.segments().getFirst().stream()).isEqualTo(-1L);
+        refused(
+                top -> segment(top).put("address", twoTo64),
+                "segments[0].address: integer 18446744073709551616 does not fit in 64 bits");
+        assertThat(read(top -> segment(top)
+                                .put("stream", BigInteger.ONE.shiftLeft(63).negate()))
+                        .segments()
+                        .getFirst()
+                        .stream())
+                .isEqualTo(Long.MIN_VALUE);
+        refused(
+                top -> segment(top)
+                        .put("stream", BigInteger.ONE.shiftLeft(63).negate().subtract(BigInteger.ONE)),
+                "segments[0].stream: integer -9223372036854775809 does not fit in 64 bits");
+        refused(top -> segment(top).put("total_size", 2.5), "segments[0].total_size: expected an integer, got float");
+        refused(top -> segment(top).put("total_size", -1), "segments[0].total_size: negative size -1");
+    }
+
+    @Test
+    void segmentFieldsOfTheWrongTypeAreNamedInPythonsWords() throws Exception {
+        refused(top -> top.put("segments", null), "segments: missing (not a PyTorch memory snapshot)");
+        refused(top -> top.put("segments", "all"), "segments: expected a list, got str");
+        refused(
+                top -> top.put("segments", List.of((Object) new Object[] {1, 2})),
+                "segments[0]: expected a dict, got tuple");
+        refused(top -> top.put("segments", List.of(1.5)), "segments[0]: expected a dict, got float");
+        refused(top -> top.put("segments", List.of(true)), "segments[0]: expected a dict, got bool");
+        refused(top -> segment(top).put("is_expandable", 0.5), "segments[0].is_expandable: expected a bool, got float");
+        assertThat(read(top -> segment(top).put("is_expandable", 1))
+                        .segments()
+                        .getFirst()
+                        .expandable())
+                .isTrue();
+        assertThat(read(top -> segment(top).put("is_expandable", 0))
+                        .segments()
+                        .getFirst()
+                        .expandable())
+                .isFalse();
+        refused(top -> segment(top).put("segment_type", 2), "segments[0].segment_type: expected a string, got int");
+        refused(top -> segment(top).put("blocks", "b"), "segments[0].blocks: expected a list, got str");
+        refused(
+                top -> segment(top).put("segment_pool_id", new Object[] {1, 2, 3}),
+                "segments[0].segment_pool_id: expected a pair of integers, got 3 values");
+        refused(
+                top -> segment(top).put("segment_pool_id", 5),
+                "segments[0].segment_pool_id: expected a pair of integers, got int");
+        assertThat(read(top -> segment(top).put("segment_pool_id", List.of(1, 2)))
+                        .segments()
+                        .getFirst()
+                        .poolId())
+                .isEqualTo(new PoolId(1, 2));
+        // a tuple of segments is read as a list; a tuple for the whole snapshot is neither form
+        assertThat(read(top -> top.put("segments", new Object[] {})).segments()).isEmpty();
+        byte[] tuple = new Pickler(true, false).dumps(new Object[] {1, 2});
+        assertThatThrownBy(() -> new PytorchSnapshotReader().read(new ByteArrayInputStream(tuple), "t.pickle"))
+                .hasMessage("t.pickle: expected a snapshot dict or a list of segments, got tuple");
+    }
+
+    @Test
+    void segmentsAreReadInAddressOrderWhateverTheFileSays() throws Exception {
+        TraceSnapshot s = read(top -> {
+            Map<String, Object> low = new LinkedHashMap<>(segment(top));
+            Map<String, Object> high = new LinkedHashMap<>(segment(top));
+            high.put("address", BASE + (4L << 20));
+            top.put("segments", List.of(high, low));
+        });
+        assertThat(s.segments()).extracting(seg -> seg.address()).containsExactly(BASE, BASE + (4L << 20));
+    }
+
+    @Test
+    void allocatorSettingsAreReadUpToTheirBounds() throws Exception {
+        read(top -> settings(top).put("max_split_size", -1));
+        refused(
+                top -> settings(top).put("max_split_size", -2),
+                "allocator_settings.max_split_size: expected -1 (unlimited) or a byte count, got -2");
+        read(top -> settings(top).put("pinned_num_register_threads", 0));
+        refused(
+                top -> settings(top).put("pinned_num_register_threads", -1),
+                "allocator_settings.pinned_num_register_threads: expected a non-negative count, got -1");
+        read(top -> settings(top).put("garbage_collection_threshold", 0));
+        read(top -> settings(top).put("garbage_collection_threshold", 1.0));
+        refused(
+                top -> settings(top).put("garbage_collection_threshold", -0.25),
+                "allocator_settings.garbage_collection_threshold: expected a fraction between 0 and 1, got -0.25");
+        refused(
+                top -> settings(top).put("garbage_collection_threshold", "0.5"),
+                "allocator_settings.garbage_collection_threshold: expected a float, got str");
+        read(top -> settings(top).put("roundup_power2_divisions", Map.of("1024", 1 << 20, "1", 0)));
+        refused(
+                top -> settings(top).put("roundup_power2_divisions", Map.of("64", (1 << 20) + 1)),
+                "allocator_settings.roundup_power2_divisions[64]: expected a division count between 0 and 1048576,"
+                        + " got 1048577");
+        refused(
+                top -> settings(top).put("roundup_power2_divisions", Map.of("64", -1)),
+                "allocator_settings.roundup_power2_divisions[64]: expected a division count between 0 and 1048576,"
+                        + " got -1");
+        refused(
+                top -> settings(top).put("roundup_power2_divisions", Map.of("0", 4)),
+                "allocator_settings.roundup_power2_divisions[0]: expected a size in MiB as a string key");
+    }
+
+    @Test
+    void anInputStreamIsReadUpToTheFileLimitExactly() throws Exception {
+        byte[] b = snapshot(top -> {});
+        assertThat(new PytorchSnapshotReader(new ReadLimits(b.length, 100))
+                        .read(new ByteArrayInputStream(b), "f.pickle")
+                        .entryCount())
+                .isEqualTo(1);
+        assertThatThrownBy(() -> new PytorchSnapshotReader(new ReadLimits(b.length - 1, 100))
+                        .read(new ByteArrayInputStream(b), "f.pickle"))
+                .hasMessage("f.pickle: input is over the limit of " + (b.length - 1) + " bytes");
+    }
+}
