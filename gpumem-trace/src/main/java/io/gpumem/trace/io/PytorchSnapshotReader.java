@@ -419,8 +419,13 @@ public final class PytorchSnapshotReader {
                     "frames",
                     "blocks");
             Pool kind = "small".equals(type) ? Pool.SMALL : Pool.LARGE;
+            long device = optionalLong(m, "device", where, 0);
+            if (device < 0 || device > Integer.MAX_VALUE) {
+                // a device index is a small non-negative int (PyTorch's is 8 bits): cut to 32 it would name another
+                throw error(where + ".device", "expected a device index (0 or more), got " + device);
+            }
             return new SegmentInfo(
-                    (int) optionalLong(m, "device", where, 0),
+                    (int) device,
                     address,
                     total,
                     optionalLong(m, "allocated_size", where, 0),

@@ -85,6 +85,18 @@ class SnapshotFieldsTest {
                         .put("stream", BigInteger.ONE.shiftLeft(63).negate().subtract(BigInteger.ONE)),
                 "segments[0].stream: integer -9223372036854775809 does not fit in 64 bits");
         refused(top -> segment(top).put("total_size", 2.5), "segments[0].total_size: expected an integer, got float");
+        // A device index cut to 32 bits would name another device.
+        refused(
+                top -> segment(top).put("device", (1L << 32) + 1),
+                "segments[0].device: expected a device index (0 or more), got 4294967297");
+        refused(
+                top -> segment(top).put("device", -1),
+                "segments[0].device: expected a device index (0 or more), got -1");
+        assertThat(read(top -> segment(top).put("device", Integer.MAX_VALUE))
+                        .segments()
+                        .getFirst()
+                        .device())
+                .isEqualTo(Integer.MAX_VALUE);
         refused(top -> segment(top).put("total_size", -1), "segments[0].total_size: negative size -1");
     }
 
