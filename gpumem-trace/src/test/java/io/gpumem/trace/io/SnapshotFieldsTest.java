@@ -194,4 +194,115 @@ class SnapshotFieldsTest {
                         .read(new ByteArrayInputStream(b), "f.pickle"))
                 .hasMessage("f.pickle: input is over the limit of " + (b.length - 1) + " bytes");
     }
+
+    /** {@code {'segments': [], 'device_traces': [[e0, e1]]}}, each entry appended alone: e1 takes the fast path. */
+    private static byte[] twoEntries(Object... secondEntryTail) {
+        Object[] head = {
+            0x80,
+            2,
+            '}',
+            '(',
+            0x8c,
+            8,
+            "segments",
+            ']',
+            0x8c,
+            13,
+            "device_traces",
+            ']',
+            ']',
+            '}',
+            '(',
+            0x8c,
+            6,
+            "action",
+            0x8c,
+            5,
+            "alloc",
+            0x8c,
+            4,
+            "addr",
+            'K',
+            0,
+            0x8c,
+            4,
+            "size",
+            'K',
+            1,
+            'u',
+            'a',
+            '}',
+            '(',
+            0x8c,
+            6,
+            "action",
+            0x8c,
+            5,
+            "alloc",
+            0x8c,
+            4,
+            "addr",
+            'K',
+            0
+        };
+        Object[] tail = {'u', 'a', 'a', 'u', '.'};
+        List<Object> parts = new ArrayList<>(List.of(head));
+        parts.addAll(List.of(secondEntryTail));
+        parts.addAll(List.of(tail));
+        return PickleBytes.bytes(parts.toArray());
+    }
+
+    @Test
+    void anEntryOnTheFastPathIsCheckedAsADictIs() throws Exception {
+        byte[] ok = twoEntries(0x8c, 4, "size", 'K', 9, 0x8c, 6, "stream", 'K', 0);
+        assertThat(new PytorchSnapshotReader()
+                        .read(new ByteArrayInputStream(ok), "f.pickle")
+                        .traceOf(0))
+                .extracting(e -> e.size())
+                .containsExactly(1L, 9L);
+        byte[] stream = twoEntries(0x8c, 4, "size", 'K', 9, 0x8c, 6, "stream", 'J', PickleBytes.le(-5, 4));
+        assertThatThrownBy(() -> new PytorchSnapshotReader().read(new ByteArrayInputStream(stream), "f.pickle"))
+                .hasMessage("f.pickle: device_traces[0][1].stream: negative stream -5");
+        byte[] size = twoEntries(0x8c, 4, "size", 'J', PickleBytes.le(-1, 4));
+        assertThatThrownBy(() -> new PytorchSnapshotReader().read(new ByteArrayInputStream(size), "f.pickle"))
+                .hasMessage("f.pickle: device_traces[0][1].size: negative size -1");
+    }
+
+    @Test
+    void framesAndEntryLimitsAreCheckedToo() throws Exception {
+        Map<String, Object> frame = new LinkedHashMap<>(Map.of("filename", "a.py", "line", 3, "name", "f"));
+        TraceSnapshot s = read(top -> segment(top).put("frames", List.of(frame)));
+        assertThat(s.segments().getFirst().frames()).singleElement().satisfies(f -> {
+            assertThat(f.filename()).isEqualTo("a.py");
+            assertThat(f.line()).isEqualTo(3);
+        });
+        Map<String, Object> badFile = new LinkedHashMap<>(frame);
+        badFile.put("filename", 7);
+        refused(
+                top -> segment(top).put("frames", List.of(badFile)),
+                "segments[0].frames[0].filename: expected a string, got int");
+        Map<String, Object> badName = new LinkedHashMap<>(frame);
+        badName.put("name", List.of());
+        refused(
+                top -> segment(top).put("frames", List.of(badName)),
+                "segments[0].frames[0].name: expected a string, got list");
+        refused(top -> segment(top).put("frames", List.of("f")), "segments[0].frames[0]: expected a dict, got str");
+        // a tuple of segments is a list of them
+        assertThat(read(top -> top.put("segments", new Object[] {segment(top)})).segments())
+                .hasSize(1);
+        // the entry limit admits exactly its value, over all devices
+        byte[] two = snapshot(top -> top.put(
+                "device_traces",
+                List.of(
+                        List.of(PytorchSnapshotReaderTest.entry("alloc", BASE, 512, 0)),
+                        List.of(PytorchSnapshotReaderTest.entry("alloc", BASE, 512, 0)))));
+        TraceSnapshot both =
+                new PytorchSnapshotReader(new ReadLimits(1 << 20, 2)).read(new ByteArrayInputStream(two), "f.pickle");
+        assertThat(both.entryCount()).isEqualTo(2);
+        assertThat(both.traceOf(1)).hasSize(1);
+        assertThat(both.traceOf(2)).isEmpty();
+        assertThatThrownBy(() -> new PytorchSnapshotReader(new ReadLimits(1 << 20, 1))
+                        .read(new ByteArrayInputStream(two), "f.pickle"))
+                .hasMessage("f.pickle: device_traces: more than 1 trace entries (limit)");
+    }
 }

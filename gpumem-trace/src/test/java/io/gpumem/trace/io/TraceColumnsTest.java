@@ -49,7 +49,7 @@ class TraceColumnsTest {
             long time = 1_000L * i;
             if (random.nextInt(odd) == 0) {
                 switch (random.nextInt(3)) {
-                    case 0 -> addr = random.nextLong();
+                    case 0 -> addr = random.nextBoolean() ? random.nextLong() : random.nextLong() & ~511L;
                     case 1 -> size = 1 + 2 * (long) random.nextInt(1 << 20);
                     default -> time = -1L - random.nextInt(1000);
                 }
@@ -83,6 +83,7 @@ class TraceColumnsTest {
         assertFields(inner, expected, from + 1);
         // every range of the columns and of a range is checked: empty ones are allowed, reversed or outside ones not
         assertThat(columns.subList(n, n)).isEmpty();
+        assertThat(columns.subList(0, 1)).containsExactly(expected.getFirst());
         assertThat(range.subList(range.size(), range.size())).isEmpty();
         assertThatThrownBy(() -> columns.subList(5, 4)).isInstanceOf(IndexOutOfBoundsException.class);
         assertThatThrownBy(() -> columns.subList(-1, 4)).isInstanceOf(IndexOutOfBoundsException.class);
