@@ -4,10 +4,12 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
+import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.stream.Stream;
 
 /**
  * Locates the shared real traces ({@code gpumem.traces.dir}, set by the parent pom to
@@ -30,6 +32,17 @@ public final class TestTraces {
         Path p = dir().resolve(name);
         assumeTrue(Files.isRegularFile(p), "trace " + p + " not available: skipped");
         return p;
+    }
+
+    /** Every snapshot pickle among the shared traces, by name; the test is skipped, saying so, when there is none. */
+    public static List<Path> pickles() throws IOException {
+        List<Path> pickles;
+        try (Stream<Path> files = Files.list(dir())) {
+            pickles =
+                    files.filter(p -> p.toString().endsWith(".pickle")).sorted().toList();
+        }
+        assumeTrue(!pickles.isEmpty(), "no snapshot pickles in " + dir() + ": skipped");
+        return pickles;
     }
 
     /** Whether a python3 interpreter can be started. */

@@ -3,12 +3,10 @@ package io.gpumem.trace.io;
 import static io.gpumem.trace.io.PickleBytes.le;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpumem.trace.TestTraces;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -18,7 +16,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Random;
 import java.util.TreeMap;
-import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -33,11 +30,7 @@ class DeviceTraceStreamingTest {
 
     @Test
     void everyWayOfReadingASharedSnapshotGivesTheSameSnapshot() throws Exception {
-        List<Path> files;
-        try (Stream<Path> list = Files.list(TestTraces.dir())) {
-            files = list.filter(p -> p.toString().endsWith(".pickle")).sorted().toList();
-        }
-        assumeTrue(!files.isEmpty(), "no snapshot pickles in " + TestTraces.dir() + ": skipped");
+        List<Path> files = TestTraces.pickles();
         PytorchSnapshotReader reader = new PytorchSnapshotReader();
         PytorchSnapshotWriter writer = new PytorchSnapshotWriter();
         for (Path file : files) {
@@ -292,8 +285,7 @@ class DeviceTraceStreamingTest {
             if (slot != null) {
                 return slot < 256 ? op('h', slot) : op('j', le(slot, 4));
             }
-            byte[] b = s.getBytes(StandardCharsets.UTF_8);
-            op(0x8c, b.length, b);
+            op(PickleBytes.unicode(s));
             if (memoized) {
                 op(0x94);
                 strings.put(s, slots++);

@@ -39,6 +39,15 @@ final class PickleBytes {
         return b;
     }
 
+    /** {@code SHORT_BINUNICODE} of {@code s} (at most 255 bytes of UTF-8). */
+    static byte[] unicode(String s) {
+        byte[] b = s.getBytes(StandardCharsets.UTF_8);
+        if (b.length > 255) {
+            throw new IllegalArgumentException("too long for SHORT_BINUNICODE: " + s);
+        }
+        return bytes(0x8c, b.length, b);
+    }
+
     /** A channel over {@code pickle}, as the file reader's. */
     static ReadableByteChannel channel(byte[] pickle) {
         return Channels.newChannel(new ByteArrayInputStream(pickle));

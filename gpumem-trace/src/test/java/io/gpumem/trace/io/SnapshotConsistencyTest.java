@@ -3,7 +3,6 @@ package io.gpumem.trace.io;
 import static io.gpumem.testing.TestSizes.MiB;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpumem.alloc.Pool;
 import io.gpumem.history.BlockInfo;
@@ -12,12 +11,10 @@ import io.gpumem.history.PoolId;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.trace.TestTraces;
 import java.io.ByteArrayInputStream;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -201,11 +198,7 @@ class SnapshotConsistencyTest {
 
     @Test
     void everySharedTraceIsConsistent() throws Exception {
-        List<Path> files;
-        try (Stream<Path> list = Files.list(TestTraces.dir())) {
-            files = list.filter(p -> p.toString().endsWith(".pickle")).sorted().toList();
-        }
-        assumeTrue(!files.isEmpty(), "no snapshot pickles in " + TestTraces.dir() + ": skipped");
+        List<Path> files = TestTraces.pickles();
         for (Path file : files) {
             TraceSnapshot s = TraceReaders.read(file);
             assertThat(SnapshotConsistency.problems(s)).as(file.toString()).isEmpty();

@@ -1,5 +1,8 @@
 package io.gpumem.trace.io;
 
+import static io.gpumem.trace.io.PickleBytes.bytes;
+import static io.gpumem.trace.io.PickleBytes.le;
+import static io.gpumem.trace.io.PickleBytes.unicode;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -197,73 +200,27 @@ class SnapshotFieldsTest {
 
     /** {@code {'segments': [], 'device_traces': [[e0, e1]]}}, each entry appended alone: e1 takes the fast path. */
     private static byte[] twoEntries(Object... secondEntryTail) {
-        Object[] head = {
-            0x80,
-            2,
-            '}',
-            '(',
-            0x8c,
-            8,
-            "segments",
-            ']',
-            0x8c,
-            13,
-            "device_traces",
-            ']',
-            ']',
-            '}',
-            '(',
-            0x8c,
-            6,
-            "action",
-            0x8c,
-            5,
-            "alloc",
-            0x8c,
-            4,
-            "addr",
-            'K',
-            0,
-            0x8c,
-            4,
-            "size",
-            'K',
-            1,
-            'u',
-            'a',
-            '}',
-            '(',
-            0x8c,
-            6,
-            "action",
-            0x8c,
-            5,
-            "alloc",
-            0x8c,
-            4,
-            "addr",
-            'K',
-            0
-        };
-        Object[] tail = {'u', 'a', 'a', 'u', '.'};
-        List<Object> parts = new ArrayList<>(List.of(head));
+        byte[] entryHead = bytes('}', '(', unicode("action"), unicode("alloc"), unicode("addr"), 'K', 0);
+        List<Object> parts = new ArrayList<>(
+                List.of(0x80, 2, '}', '(', unicode("segments"), ']', unicode("device_traces"), ']', ']'));
+        parts.addAll(List.of(entryHead, unicode("size"), 'K', 1, 'u', 'a', entryHead));
         parts.addAll(List.of(secondEntryTail));
-        parts.addAll(List.of(tail));
-        return PickleBytes.bytes(parts.toArray());
+        parts.addAll(List.of('u', 'a', 'a', 'u', '.'));
+        return bytes(parts.toArray());
     }
 
     @Test
     void anEntryOnTheFastPathIsCheckedAsADictIs() throws Exception {
-        byte[] ok = twoEntries(0x8c, 4, "size", 'K', 9, 0x8c, 6, "stream", 'K', 0);
+        byte[] ok = twoEntries(unicode("size"), 'K', 9, unicode("stream"), 'K', 0);
         assertThat(new PytorchSnapshotReader()
                         .read(new ByteArrayInputStream(ok), "f.pickle")
                         .traceOf(0))
                 .extracting(e -> e.size())
                 .containsExactly(1L, 9L);
-        byte[] stream = twoEntries(0x8c, 4, "size", 'K', 9, 0x8c, 6, "stream", 'J', PickleBytes.le(-5, 4));
+        byte[] stream = twoEntries(unicode("size"), 'K', 9, unicode("stream"), 'J', le(-5, 4));
         assertThatThrownBy(() -> new PytorchSnapshotReader().read(new ByteArrayInputStream(stream), "f.pickle"))
                 .hasMessage("f.pickle: device_traces[0][1].stream: negative stream -5");
-        byte[] size = twoEntries(0x8c, 4, "size", 'J', PickleBytes.le(-1, 4));
+        byte[] size = twoEntries(unicode("size"), 'J', le(-1, 4));
         assertThatThrownBy(() -> new PytorchSnapshotReader().read(new ByteArrayInputStream(size), "f.pickle"))
                 .hasMessage("f.pickle: device_traces[0][1].size: negative size -1");
     }

@@ -1,7 +1,6 @@
 package io.gpumem.trace.replay;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.history.BlockInfo;
@@ -15,12 +14,10 @@ import io.gpumem.trace.io.PytorchSnapshotWriter;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.io.ByteArrayInputStream;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -44,12 +41,7 @@ class ReplayedSnapshotTest {
 
     @Test
     void everySharedSnapshotReplaysToTheSamePickle() throws Exception {
-        List<Path> pickles;
-        try (Stream<Path> files = Files.list(TestTraces.dir())) {
-            pickles =
-                    files.filter(p -> p.toString().endsWith(".pickle")).sorted().toList();
-        }
-        assumeTrue(!pickles.isEmpty(), "no snapshot pickles in " + TestTraces.dir() + ": skipped");
+        List<Path> pickles = TestTraces.pickles();
         PytorchSnapshotWriter writer = new PytorchSnapshotWriter();
         for (Path file : pickles) {
             TraceSnapshot recording = TraceReaders.read(file);
