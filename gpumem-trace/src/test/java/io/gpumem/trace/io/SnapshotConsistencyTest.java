@@ -43,10 +43,10 @@ class SnapshotConsistencyTest {
                 null);
     }
 
-    /** {@code segments} written as a pickle by {@link PytorchSnapshotWriter} and read back, as a command reads it. */
-    static TraceSnapshot pickled(SegmentInfo... segments) {
-        TraceSnapshot s = new TraceSnapshot(
-                "bad.pickle",
+    /** A snapshot of {@code segments} and no trace, as built in memory. */
+    static TraceSnapshot direct(String source, SegmentInfo... segments) {
+        return new TraceSnapshot(
+                source,
                 SourceFormat.PYTORCH_SNAPSHOT,
                 List.of(segments),
                 List.of(List.of()),
@@ -54,7 +54,11 @@ class SnapshotConsistencyTest {
                 null,
                 Map.of(),
                 true);
-        byte[] bytes = new PytorchSnapshotWriter().toBytes(s);
+    }
+
+    /** {@code segments} written as a pickle by {@link PytorchSnapshotWriter} and read back, as a command reads it. */
+    static TraceSnapshot pickled(SegmentInfo... segments) {
+        byte[] bytes = new PytorchSnapshotWriter().toBytes(direct("bad.pickle", segments));
         return new PytorchSnapshotReader().read(new ByteArrayInputStream(bytes), "bad.pickle");
     }
 
@@ -114,19 +118,12 @@ class SnapshotConsistencyTest {
         long inner = BASE + 2 * MiB;
         long sameEnd = BASE + 4 * MiB;
         long third = BASE + 6 * MiB;
-        TraceSnapshot s = new TraceSnapshot(
+        TraceSnapshot s = direct(
                 "direct",
-                SourceFormat.PYTORCH_SNAPSHOT,
-                List.of(
-                        segment(0, third, 4 * MiB, BlockInfo.of(third, 4 * MiB, 0, BlockState.INACTIVE)),
-                        segment(0, sameEnd, 4 * MiB, BlockInfo.of(sameEnd, 4 * MiB, 0, BlockState.INACTIVE)),
-                        segment(0, inner, 2 * MiB, BlockInfo.of(inner, 2 * MiB, 0, BlockState.INACTIVE)),
-                        segment(0, BASE, 8 * MiB, BlockInfo.of(BASE, 8 * MiB, 0, BlockState.INACTIVE))),
-                List.of(List.of()),
-                null,
-                null,
-                Map.of(),
-                true);
+                segment(0, third, 4 * MiB, BlockInfo.of(third, 4 * MiB, 0, BlockState.INACTIVE)),
+                segment(0, sameEnd, 4 * MiB, BlockInfo.of(sameEnd, 4 * MiB, 0, BlockState.INACTIVE)),
+                segment(0, inner, 2 * MiB, BlockInfo.of(inner, 2 * MiB, 0, BlockState.INACTIVE)),
+                segment(0, BASE, 8 * MiB, BlockInfo.of(BASE, 8 * MiB, 0, BlockState.INACTIVE)));
         String first = " on device 0 overlaps the segment at 0x7f0000000000 (which ends at 0x7f0000800000)";
         assertThat(SnapshotConsistency.problems(s))
                 .containsExactly(
@@ -160,15 +157,7 @@ class SnapshotConsistencyTest {
                 BlockInfo.of(0, quarter, 0, BlockState.INACTIVE),
                 BlockInfo.of(0, quarter, 0, BlockState.INACTIVE),
                 BlockInfo.of(0, quarter, 0, BlockState.INACTIVE));
-        TraceSnapshot s = new TraceSnapshot(
-                "huge.pickle",
-                SourceFormat.PYTORCH_SNAPSHOT,
-                List.of(huge),
-                List.of(List.of()),
-                null,
-                null,
-                Map.of(),
-                true);
+        TraceSnapshot s = direct("huge.pickle", huge);
         assertThat(SnapshotConsistency.problems(s))
                 .singleElement()
                 .asString()
