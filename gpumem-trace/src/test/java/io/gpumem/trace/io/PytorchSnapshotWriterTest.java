@@ -1,6 +1,7 @@
 package io.gpumem.trace.io;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpumem.alloc.Pool;
@@ -17,10 +18,12 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.stream.Stream;
+import net.razorvine.pickle.Pickler;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -135,5 +138,90 @@ class PytorchSnapshotWriterTest {
         String output = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         assertThat(p.waitFor()).as(output).isZero();
         assertThat(output.strip()).isEqualTo("ok");
+    }
+
+    @Test
+    void keysNoReaderKnowsSurviveAtEveryLevelAndLongValuesToo() throws Exception {
+        // Unknown keys on the snapshot, a segment, a block and an entry; a 100,000-character file name (longer than
+        // the encoder's buffer), 2,500 entries (more than one batch) and integers at every encoding's edge.
+        Map<String, Object> frame =
+                new LinkedHashMap<>(Map.of("filename", "f".repeat(100_000), "line", 1, "name", "g"));
+        Map<String, Object> block = new LinkedHashMap<>(Map.of("size", 1L << 20, "state", "inactive"));
+        block.put("custom_block", List.of(1, 2));
+        Map<String, Object> segment = new LinkedHashMap<>(Map.of("address", 1L << 40, "total_size", 1L << 20));
+        segment.put("blocks", List.of(block));
+        segment.put("frames", List.of(frame));
+        segment.put("custom_segment", "kept");
+        long[] edges = {
+            0,
+            255,
+            256,
+            65_535,
+            65_536,
+            Integer.MAX_VALUE,
+            1L + Integer.MAX_VALUE,
+            Long.MAX_VALUE,
+            -1,
+            -256,
+            Integer.MIN_VALUE,
+            Integer.MIN_VALUE - 1L,
+            Long.MIN_VALUE
+        };
+        List<Object> entries = new ArrayList<>();
+        for (int i = 0; i < 2_500; i++) {
+            Map<String, Object> e = PytorchSnapshotReaderTest.entry("alloc", 512L * i, 512, 0);
+            e.put("time_us", edges[i % edges.length]);
+            if (i == 7) {
+                e.put("custom_entry", 3.5);
+            }
+            entries.add(e);
+        }
+        Map<String, Object> top = new LinkedHashMap<>();
+        top.put("segments", List.of(segment));
+        top.put("device_traces", List.of(entries));
+        top.put("custom_top", Map.of("a", true));
+        byte[] pickle = new Pickler(true, false).dumps(top);
+        TraceSnapshot read = new PytorchSnapshotReader().read(new ByteArrayInputStream(pickle), "custom.pickle");
+        byte[] written = new PytorchSnapshotWriter().toBytes(read);
+        TraceSnapshot back = new PytorchSnapshotReader().read(new ByteArrayInputStream(written), "back.pickle");
+        assertThat(back.segments()).isEqualTo(read.segments());
+        assertThat(back.deviceTraces()).isEqualTo(read.deviceTraces());
+        assertThat(back.extra()).isEqualTo(read.extra()).containsEntry("custom_top", Map.of("a", true));
+        assertThat(back.segments().getFirst().keys().extra()).containsEntry("custom_segment", "kept");
+        assertThat(back.segments().getFirst().blocks().getFirst().keys().extra())
+                .containsEntry("custom_block", List.of(1, 2));
+        assertThat(back.segments().getFirst().frames())
+                .singleElement()
+                .satisfies(f -> assertThat(f.filename()).hasSize(100_000));
+        assertThat(back.traceOf(0).get(7).keys().extra()).containsEntry("custom_entry", 3.5);
+        assertThat(back.traceOf(0).stream()
+                        .limit(edges.length)
+                        .mapToLong(TraceEntry::timeUs)
+                        .toArray())
+                .containsExactly(edges);
+        // Written again, the snapshot gives the same bytes.
+        assertThat(new PytorchSnapshotWriter().toBytes(back)).isEqualTo(written);
+    }
+
+    @Test
+    void aFailedWriteLeavesTheOldFileAndNoTemporaryOne(@TempDir Path dir) throws Exception {
+        Path out = dir.resolve("snap.pickle");
+        Files.writeString(out, "the old file");
+        // An extra value of a type no pickle holds: the encoder refuses it half-way through the file.
+        TraceSnapshot bad = new TraceSnapshot(
+                "bad",
+                SourceFormat.PYTORCH_SNAPSHOT,
+                List.of(),
+                List.of(List.of()),
+                null,
+                null,
+                Map.of("thread", new Object()),
+                true);
+        assertThatThrownBy(() -> new PytorchSnapshotWriter().write(bad, out))
+                .isInstanceOf(IllegalArgumentException.class);
+        assertThat(Files.readString(out)).isEqualTo("the old file");
+        try (var files = Files.list(dir)) {
+            assertThat(files).containsExactly(out);
+        }
     }
 }
