@@ -127,7 +127,7 @@ final class PlainDataUnpickler {
         return new PlainDataUnpickler(new byte[(int) Math.min(length, chunk)], length, source, sink).run();
     }
 
-    /** Bytes read from a channel at a time. */
+    /** Bytes the readers read a file in at a time (the buffer grows past it only for a longer value). */
     static final int CHUNK = 1 << 20;
 
     /**
