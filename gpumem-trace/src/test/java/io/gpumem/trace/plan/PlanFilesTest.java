@@ -1,0 +1,143 @@
+package io.gpumem.trace.plan;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.gpumem.plan.LifetimeProblem;
+import io.gpumem.plan.OffsetPlan;
+import io.gpumem.plan.OffsetPlanner;
+import io.gpumem.trace.io.ReadLimits;
+import io.gpumem.trace.io.TraceFormatException;
+import java.io.StringWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * MiniMalloc's interval files as {@code gpumem plan} reads and writes them: either header (the input's four columns
+ * or a plan's five, in any case), comments and blank lines skipped, a plan read back as a problem; and every
+ * malformed row refused naming the file, line and field.
+ */
+class PlanFilesTest {
+
+    private static LifetimeProblem read(Path file) {
+        return PlanFiles.read(file, ReadLimits.DEFAULT, 512);
+    }
+
+    @Test
+    void anIntervalFileIsReadAndAPlanOfItReadsBackAsTheSameProblem(@TempDir Path dir) throws Exception {
+        Path in = dir.resolve("problem.csv");
+        Files.writeString(in, "# three buffers\n\nID, Lower ,UPPER,size\n7,0,4,100\n3,2,6,1000\n\n9,4,4,512\n");
+        LifetimeProblem p = read(in);
+        assertThat(p.buffers()).isEqualTo(3);
+        assertThat(new long[] {p.id(0), p.lower(0), p.upper(0), p.size(0)}).containsExactly(7, 0, 4, 100);
+        assertThat(new long[] {p.id(2), p.lower(2), p.upper(2), p.size(2)}).containsExactly(9, 4, 4, 512);
+        OffsetPlan plan = new OffsetPlanner().plan(p);
+        StringWriter out = new StringWriter();
+        PlanFiles.write(plan, out);
+        String[] lines = out.toString().split("\n");
+        assertThat(lines[0]).isEqualTo("id,lower,upper,size,offset");
+        assertThat(lines).hasSize(4);
+        assertThat(lines[2]).startsWith("3,2,6,1000,").endsWith("," + plan.offsets()[1]);
+        Path back = dir.resolve("plan.csv");
+        Files.writeString(back, out.toString());
+        LifetimeProblem again = read(back);
+        for (int i = 0; i < p.buffers(); i++) {
+            assertThat(new long[] {again.id(i), again.lower(i), again.upper(i), again.size(i)})
+                    .containsExactly(p.id(i), p.lower(i), p.upper(i), p.size(i));
+        }
+    }
+
+    @Test
+    void malformedRowsAreRefusedNamingLineAndField(@TempDir Path dir) throws Exception {
+        Path f = dir.resolve("bad.csv");
+        String header = "id,lower,upper,size\n";
+        String[][] cases = {
+            {header + "0,0,4\n", "line 2: expected 4 fields, got 3"},
+            {header + "0,0,4,100,5\n", "line 2: expected 4 fields, got 5"},
+            {header + "0,x,4,100\n", "line 2, field lower: expected an integer, got 'x'"},
+            {
+                header + "0,0,4," + "9".repeat(50) + "\n",
+                "line 2, field size: expected an integer, got '" + "9".repeat(37) + "...'"
+            },
+            {
+                header + "0,-1,4,100\n",
+                "line 2, field upper: lifetime [-1, 4) is not a half-open interval of" + " non-negative times"
+            },
+            {
+                header + "0,5,4,100\n",
+                "line 2, field upper: lifetime [5, 4) is not a half-open interval of" + " non-negative times"
+            },
+            {header + "0,0,4,0\n", "line 2, field size: size must be positive, got 0"},
+        };
+        for (String[] c : cases) {
+            Files.writeString(f, c[0]);
+            assertThatThrownBy(() -> read(f))
+                    .as(c[0])
+                    .isInstanceOf(TraceFormatException.class)
+                    .hasMessage(f + ": " + c[1]);
+        }
+        Files.write(f, new byte[] {
+            'i',
+            'd',
+            ',',
+            'l',
+            'o',
+            'w',
+            'e',
+            'r',
+            ',',
+            'u',
+            'p',
+            'p',
+            'e',
+            'r',
+            ',',
+            's',
+            'i',
+            'z',
+            'e',
+            '\n',
+            '1',
+            (byte) 0xff,
+            '\n'
+        });
+        assertThatThrownBy(() -> read(f)).hasMessage(f + ": not a text file (invalid UTF-8)");
+        assertThatThrownBy(() -> read(dir.resolve("missing.csv")))
+                .hasMessage(dir.resolve("missing.csv") + ": no such file");
+    }
+
+    @Test
+    void theRowAndFileLimitsAdmitExactlyTheirValue(@TempDir Path dir) throws Exception {
+        Path f = dir.resolve("limits.csv");
+        Files.writeString(f, "id,lower,upper,size\n0,0,4,100\n1,1,5,100\n");
+        long bytes = Files.size(f);
+        assertThat(PlanFiles.read(f, new ReadLimits(bytes, 2), 512).buffers()).isEqualTo(2);
+        assertThatThrownBy(() -> PlanFiles.read(f, new ReadLimits(bytes, 1), 512))
+                .hasMessage(f + ": line 3: more than 1 rows (limit)");
+        assertThatThrownBy(() -> PlanFiles.read(f, new ReadLimits(bytes - 1, 2), 512))
+                .hasMessage(f + ": file is over the limit of " + (bytes - 1) + " bytes");
+    }
+
+    @Test
+    void moreRowsThanTheFirstArraysHoldAreAllRead(@TempDir Path dir) throws Exception {
+        StringBuilder sb = new StringBuilder("id,lower,upper,size\n");
+        for (int i = 0; i < 3_000; i++) {
+            sb.append(i)
+                    .append(',')
+                    .append(i)
+                    .append(',')
+                    .append(i + 10)
+                    .append(',')
+                    .append(512 + i)
+                    .append('\n');
+        }
+        Path f = dir.resolve("many.csv");
+        Files.writeString(f, sb);
+        LifetimeProblem p = read(f);
+        assertThat(p.buffers()).isEqualTo(3_000);
+        assertThat(new long[] {p.id(2_999), p.lower(2_999), p.upper(2_999), p.size(2_999)})
+                .containsExactly(2_999, 2_999, 3_009, 3_511);
+    }
+}
