@@ -140,4 +140,28 @@ class PlanFilesTest {
         assertThat(new long[] {p.id(2_999), p.lower(2_999), p.upper(2_999), p.size(2_999)})
                 .containsExactly(2_999, 2_999, 3_009, 3_511);
     }
+
+    @Test
+    void anyOtherTraceBecomesTheBuffersOfItsWindow(@TempDir Path dir) throws Exception {
+        // An ops script: a is freed at its completion (entry 3), b and c are never freed (live to the end, 5).
+        Path ops = dir.resolve("job.ops");
+        Files.writeString(ops, "alloc a 1000\nalloc b 2000\nfree a\nalloc c 500\n");
+        LifetimeProblem p = read(ops);
+        assertThat(p.buffers()).isEqualTo(3);
+        long[][] expected = {{0, 0, 3, 1000}, {1, 1, 5, 2000}, {2, 4, 5, 500}};
+        for (int i = 0; i < 3; i++) {
+            assertThat(new long[] {p.id(i), p.lower(i), p.upper(i), p.size(i)}).containsExactly(expected[i]);
+        }
+        // A CSV whose header is neither interval header is no interval file (nor any other format).
+        Path other = dir.resolve("other.csv");
+        Files.writeString(other, "id,lower,upper,bytes\n0,0,4,100\n");
+        assertThatThrownBy(() -> read(other)).hasMessageContaining("unknown trace format");
+        Path empty = dir.resolve("empty.csv");
+        Files.writeString(empty, "# nothing\n\n");
+        assertThatThrownBy(() -> read(empty)).isInstanceOf(TraceFormatException.class);
+        // A bad number is quoted whole up to 40 characters.
+        Path forty = dir.resolve("forty.csv");
+        Files.writeString(forty, "id,lower,upper,size\n0,0,4," + "x".repeat(40) + "\n");
+        assertThatThrownBy(() -> read(forty)).hasMessageEndingWith("got '" + "x".repeat(40) + "'");
+    }
 }
