@@ -39,10 +39,11 @@ final class CsvLines {
     }
 
     /**
-     * Reads the file; the first non-empty line must be a header whose fields equal {@code header}
-     * (case-insensitive, spaces ignored). Blank lines and lines starting with '#' are skipped.
+     * Reads the file; the first non-empty line must be a header whose fields equal one of {@code headers}
+     * (case-insensitive, spaces ignored), and every row has as many fields as that header. Blank lines and lines
+     * starting with '#' are skipped.
      */
-    static List<Row> read(Path file, ReadLimits limits, String... header) {
+    static List<Row> read(Path file, ReadLimits limits, String[]... headers) {
         String name = file.toString();
         limits.checkedFileSize(file);
         List<Row> rows = new ArrayList<>();
@@ -53,7 +54,7 @@ final class CsvLines {
         try (BufferedReader r = new BufferedReader(new InputStreamReader(Files.newInputStream(file), decoder))) {
             String text;
             int line = 0;
-            boolean sawHeader = false;
+            String[] header = null;
             while ((text = r.readLine()) != null) {
                 line++;
                 String t = text.strip();
@@ -64,14 +65,18 @@ final class CsvLines {
                 for (int i = 0; i < fields.length; i++) {
                     fields[i] = fields[i].strip();
                 }
-                if (!sawHeader) {
-                    if (!headerMatches(fields, header)) {
+                if (header == null) {
+                    for (String[] h : headers) {
+                        if (headerMatches(fields, h)) {
+                            header = h;
+                        }
+                    }
+                    if (header == null) {
                         throw new TraceFormatException(
                                 name,
                                 "line " + line,
-                                "expected the header " + String.join(",", header) + ", got " + abbreviate(t));
+                                "expected the header " + names(headers) + ", got " + abbreviate(t));
                     }
-                    sawHeader = true;
                     continue;
                 }
                 if (fields.length != header.length) {
@@ -87,9 +92,8 @@ final class CsvLines {
                 }
                 rows.add(new Row(line, fields));
             }
-            if (!sawHeader) {
-                throw new TraceFormatException(
-                        name, "", "empty file (expected the header " + String.join(",", header) + ")");
+            if (header == null) {
+                throw new TraceFormatException(name, "", "empty file (expected the header " + names(headers) + ")");
             }
         } catch (CharacterCodingException e) {
             throw new TraceFormatException(name, "", "not a text file (invalid UTF-8)", e);
@@ -97,6 +101,15 @@ final class CsvLines {
             throw new TraceFormatException(name, "", "cannot read: " + e.getMessage(), e);
         }
         return rows;
+    }
+
+    /** The headers as a message names them: {@code a,b} or {@code a,b or a,b,c}. */
+    private static String names(String[][] headers) {
+        StringBuilder sb = new StringBuilder();
+        for (String[] h : headers) {
+            sb.append(sb.isEmpty() ? "" : " or ").append(String.join(",", h));
+        }
+        return sb.toString();
     }
 
     static boolean headerMatches(String[] fields, String[] header) {

@@ -82,7 +82,8 @@ public final class TraceReaders {
         if (CsvLines.headerMatches(fields, RmmLogReader.HEADER)) {
             return SourceFormat.RMM_LOG;
         }
-        if (CsvLines.headerMatches(fields, LifetimeCsvReader.HEADER)) {
+        if (CsvLines.headerMatches(fields, LifetimeCsvReader.HEADER)
+                || CsvLines.headerMatches(fields, LifetimeCsvReader.PLAN_HEADER)) {
             return SourceFormat.LIFETIME_CSV;
         }
         String verb = first.split("[ \t#]", 2)[0];

@@ -167,7 +167,8 @@ class CsvReadersTest {
         Files.writeString(f, "id,lower,upper,size,dtype\n0,0,5,100,f16\n");
         assertThatThrownBy(() -> TraceReaders.read(f)).hasMessageContaining("unknown trace format");
         assertThatThrownBy(() -> new LifetimeCsvReader().read(f))
-                .hasMessage(f + ": line 1: expected the header id,lower,upper,size, got id,lower,upper,size,dtype");
+                .hasMessage(f + ": line 1: expected the header id,lower,upper,size or id,lower,upper,size,offset, got"
+                        + " id,lower,upper,size,dtype");
         // A row of data where the header should be is quoted, cut at 60 characters.
         String sixty = "0,1,2," + "9".repeat(54);
         Files.writeString(f, sixty + "\n");
