@@ -22,6 +22,11 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class PlanFilesTest {
 
+    /** Buffer {@code i} as {@code {id, lower, upper, size}}. */
+    private static long[] row(LifetimeProblem p, int i) {
+        return new long[] {p.id(i), p.lower(i), p.upper(i), p.size(i)};
+    }
+
     private static LifetimeProblem read(Path file) {
         return PlanFiles.read(file, ReadLimits.DEFAULT, 512);
     }
@@ -32,8 +37,8 @@ class PlanFilesTest {
         Files.writeString(in, "# three buffers\n\nID, Lower ,UPPER,size\n7,0,4,100\n3,2,6,1000\n\n9,4,4,512\n");
         LifetimeProblem p = read(in);
         assertThat(p.buffers()).isEqualTo(3);
-        assertThat(new long[] {p.id(0), p.lower(0), p.upper(0), p.size(0)}).containsExactly(7, 0, 4, 100);
-        assertThat(new long[] {p.id(2), p.lower(2), p.upper(2), p.size(2)}).containsExactly(9, 4, 4, 512);
+        assertThat(row(p, 0)).containsExactly(7, 0, 4, 100);
+        assertThat(row(p, 2)).containsExactly(9, 4, 4, 512);
         OffsetPlan plan = new OffsetPlanner().plan(p);
         StringWriter out = new StringWriter();
         PlanFiles.write(plan, out);
@@ -45,8 +50,7 @@ class PlanFilesTest {
         Files.writeString(back, out.toString());
         LifetimeProblem again = read(back);
         for (int i = 0; i < p.buffers(); i++) {
-            assertThat(new long[] {again.id(i), again.lower(i), again.upper(i), again.size(i)})
-                    .containsExactly(p.id(i), p.lower(i), p.upper(i), p.size(i));
+            assertThat(row(again, i)).containsExactly(p.id(i), p.lower(i), p.upper(i), p.size(i));
         }
     }
 
@@ -133,8 +137,7 @@ class PlanFilesTest {
         Files.writeString(f, sb);
         LifetimeProblem p = read(f);
         assertThat(p.buffers()).isEqualTo(3_000);
-        assertThat(new long[] {p.id(2_999), p.lower(2_999), p.upper(2_999), p.size(2_999)})
-                .containsExactly(2_999, 2_999, 3_009, 3_511);
+        assertThat(row(p, 2_999)).containsExactly(2_999, 2_999, 3_009, 3_511);
     }
 
     @Test
@@ -146,7 +149,7 @@ class PlanFilesTest {
         assertThat(p.buffers()).isEqualTo(3);
         long[][] expected = {{0, 0, 3, 1000}, {1, 1, 5, 2000}, {2, 4, 5, 500}};
         for (int i = 0; i < 3; i++) {
-            assertThat(new long[] {p.id(i), p.lower(i), p.upper(i), p.size(i)}).containsExactly(expected[i]);
+            assertThat(row(p, i)).containsExactly(expected[i]);
         }
         // A CSV whose header is neither interval header is no interval file (nor any other format).
         Path other = dir.resolve("other.csv");
