@@ -87,11 +87,10 @@ class DiagnosisThresholdsTest {
                 .isEqualTo(DiagnosisKind.NONE);
     }
 
-    @Test
-    void nearCapacityPinnedFreeBytesFromTenPercentOfReservedAreFragmentation() {
-        // 10 GiB reserved: live, 1 GiB free pinned between live blocks, live; 11 GiB capacity, none free.
-        long pinned = GiB;
-        MemoryState atBound = MemoryState.builder()
+    /** 10 GiB reserved in one segment: live, {@code pinned} bytes free, live; 11 GiB capacity, none of it free. */
+    private static MemoryState pinnedBetweenLiveBlocks(long pinned) {
+        long live = 4 * GiB + GiB / 2;
+        return MemoryState.builder()
                 .capacity(11 * GiB)
                 .deviceFree(0)
                 .segment(seg(
@@ -99,31 +98,21 @@ class DiagnosisThresholdsTest {
                         Pool.LARGE,
                         0,
                         false,
-                        4 * GiB + GiB / 2,
+                        live,
                         BlockState.ACTIVE_ALLOCATED,
                         pinned,
                         BlockState.INACTIVE,
-                        4 * GiB + GiB / 2,
+                        live + (GiB - pinned),
                         BlockState.ACTIVE_ALLOCATED))
                 .build();
-        assertThat(kind(atBound)).isEqualTo(DiagnosisKind.FRAGMENTATION);
+    }
+
+    @Test
+    void nearCapacityPinnedFreeBytesFromTenPercentOfReservedAreFragmentation() {
+        // 10 GiB reserved: live, 1 GiB free pinned between live blocks, live; 11 GiB capacity, none free.
+        assertThat(kind(pinnedBetweenLiveBlocks(GiB))).isEqualTo(DiagnosisKind.FRAGMENTATION);
         // A block less pinned (the same reserved): not fragmentation; the 1 GiB outside (9% of capacity) decides.
-        MemoryState below = MemoryState.builder()
-                .capacity(11 * GiB)
-                .deviceFree(0)
-                .segment(seg(
-                        GiB,
-                        Pool.LARGE,
-                        0,
-                        false,
-                        4 * GiB + GiB / 2,
-                        BlockState.ACTIVE_ALLOCATED,
-                        pinned - BLOCK,
-                        BlockState.INACTIVE,
-                        4 * GiB + GiB / 2 + BLOCK,
-                        BlockState.ACTIVE_ALLOCATED))
-                .build();
-        assertThat(kind(below)).isEqualTo(DiagnosisKind.OUTSIDE_MEMORY);
+        assertThat(kind(pinnedBetweenLiveBlocks(GiB - BLOCK))).isEqualTo(DiagnosisKind.OUTSIDE_MEMORY);
     }
 
     @Test
