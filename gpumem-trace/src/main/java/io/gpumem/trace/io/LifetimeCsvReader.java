@@ -29,8 +29,10 @@ import java.util.Map;
 public final class LifetimeCsvReader {
 
     static final String[] HEADER = {"id", "lower", "upper", "size"};
-    /** A planner's output (MiniMalloc's solution format): readable as its problem. */
-    static final String[] PLAN_HEADER = {"id", "lower", "upper", "size", "offset"};
+    /** The header of a planner's output (MiniMalloc's solution format), which this reader takes as its problem. */
+    public static final String PLAN_COLUMNS = "id,lower,upper,size,offset";
+
+    static final String[] PLAN_HEADER = PLAN_COLUMNS.split(",");
 
     private final ReadLimits limits;
 

@@ -21,12 +21,11 @@ import java.util.Map;
  * Reading planning problems and writing plans in MiniMalloc's interval format: input {@code id,lower,upper,size}
  * (also the lifetime CSVs of MindSpore SOMAS / idealloc, read by {@link LifetimeCsvReader}, the one reader of the
  * format), output {@code id,lower,upper,size,offset}; lifetimes are half-open {@code [lower, upper)}. An output
- * file can be read back as input (its offsets are ignored), so two solvers can be checked against each other. Any other trace format gpumem reads (a PyTorch snapshot, an RMM log,
- * an ops script) becomes the in-window buffers of its busiest device ({@link #ofTrace}).
+ * file can be read back as input (its offsets are ignored), so two solvers can be checked against each other. Any
+ * other trace format gpumem reads (a PyTorch snapshot, an RMM log, an ops script) becomes the in-window buffers of its
+ * busiest device ({@link #ofTrace}).
  */
 public final class PlanFiles {
-
-    private static final String[] OUTPUT = {"id", "lower", "upper", "size", "offset"};
 
     private PlanFiles() {}
 
@@ -86,7 +85,7 @@ public final class PlanFiles {
     public static void write(OffsetPlan plan, Writer out) throws IOException {
         LifetimeProblem p = plan.problem();
         StringBuilder sb = new StringBuilder(64);
-        out.write(String.join(",", OUTPUT));
+        out.write(LifetimeCsvReader.PLAN_COLUMNS);
         out.write('\n');
         for (int i = 0; i < p.buffers(); i++) {
             sb.setLength(0);
