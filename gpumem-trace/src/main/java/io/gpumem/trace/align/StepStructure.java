@@ -21,12 +21,23 @@ import java.util.Arrays;
  * some tens of thousands of requests, so the quadratic scan is bounded by {@link #MAX_SCANNED} requests (the
  * period of a longer window is found on its first {@code MAX_SCANNED}).
  *
+ * <p>Warm-up: a training run's first step is not like the others (the optimizer creates its state, lazy modules
+ * initialise), and a recording from the program's start holds it and the set-up before it. Where no period reaches
+ * the coverage over the whole window, the step is the smallest period that reaches it after a warm-up: from some
+ * request {@code w > 0} on, with {@code w} at most a third of the window (at most half of what follows it) and at
+ * least two periods after it ({@link #warmUp()}, the smallest such {@code w}). Without this, a 10-step training
+ * recording whose first step is half as long again as the others (gpumem's own demo workload) repeated over only
+ * about 82% of its requests and was taken for one step. A period found over the whole window is kept as before: the
+ * warm-up is only the fallback, so it never replaces one.
+ *
  * <p>Boundaries: a step starts where the allocated bytes are lowest (what a loop iteration leaves live is least
  * between iterations): the phase is the position in the first period with the lowest mean allocated level over
  * all repetitions, and each next boundary is the occurrence of that position's token nearest to one period after
  * the previous boundary (within a quarter period; else exactly one period on), so that a request present in some
  * steps only does not shift every later boundary; no boundary is placed once one period on lies past the window's
- * end. Requests before the first boundary form a partial step 0.
+ * end. Requests before the first boundary form a partial step 0. After a warm-up the boundaries are found the same
+ * way from the window's end backwards, the phase in the last period, until one has no occurrence of its token a
+ * period (give or take a quarter) before it: that boundary ends the warm-up, and everything before it is step 0.
  *
  * <p>Invariants: {@code starts[0] == 0}, starts strictly increase and are below the request count; every request
  * belongs to exactly one step.
@@ -41,12 +52,14 @@ public final class StepStructure {
 
     private final int period;
     private final double coverage;
+    private final int warmUp;
     private final int[] starts;
     private final int requests;
 
-    private StepStructure(int period, double coverage, int[] starts, int requests) {
+    private StepStructure(int period, double coverage, int warmUp, int[] starts, int requests) {
         this.period = period;
         this.coverage = coverage;
+        this.warmUp = warmUp;
         this.starts = starts;
         this.requests = requests;
     }
@@ -71,19 +84,52 @@ public final class StepStructure {
                     "tokens and levels differ in length: " + n + " vs " + allocatedBefore.length);
         }
         int scanned = Math.min(n, MAX_SCANNED);
+        // the first period that repeats after a warm-up, kept in case none repeats over the whole window
+        int warmPeriod = -1;
+        int warmUp = 0;
+        double warmCoverage = 0;
         for (int p = 1; p <= scanned / 2; p++) {
-            int equal = 0;
             int span = scanned - p;
-            for (int i = 0; i < span; i++) {
+            // the longest warm-up allowed: at most half of what follows it, which holds two periods or more
+            int maxWarmUp = warmPeriod < 0 ? Math.min(scanned / 3, span - p) : 0;
+            int equal = 0;
+            int start = -1;
+            for (int i = span - 1; i >= 0; i--) {
                 if (tokens[i] == tokens[i + p]) {
                     equal++;
                 }
+                if (i <= maxWarmUp && i > 0 && equal >= MIN_COVERAGE * (span - i)) {
+                    start = i;
+                }
             }
             if (equal >= MIN_COVERAGE * span) {
-                return new StepStructure(p, (double) equal / span, boundaries(tokens, allocatedBefore, p), n);
+                return new StepStructure(p, (double) equal / span, 0, boundaries(tokens, allocatedBefore, p), n);
+            }
+            if (start > 0) {
+                warmPeriod = p;
+                warmUp = start;
+                warmCoverage = coverageFrom(tokens, p, start, span);
             }
         }
-        return new StepStructure(n, 1.0, new int[] {0}, n);
+        if (warmPeriod > 0) {
+            return new StepStructure(
+                    warmPeriod,
+                    warmCoverage,
+                    warmUp,
+                    boundariesAfterWarmUp(tokens, allocatedBefore, warmPeriod, warmUp),
+                    n);
+        }
+        return new StepStructure(n, 1.0, 0, new int[] {0}, n);
+    }
+
+    private static double coverageFrom(int[] tokens, int p, int from, int span) {
+        int equal = 0;
+        for (int i = from; i < span; i++) {
+            if (tokens[i] == tokens[i + p]) {
+                equal++;
+            }
+        }
+        return (double) equal / (span - from);
     }
 
     private static int[] boundaries(int[] tokens, long[] level, int p) {
@@ -134,6 +180,60 @@ public final class StepStructure {
         return Arrays.copyOf(out, k);
     }
 
+    /**
+     * The step starts of a window that repeats only after a warm-up of {@code warmUp} requests, found from its end,
+     * where the loop is steadiest: the phase is the position in the last period with the lowest mean allocated level
+     * over the repetitions back to the warm-up, and each earlier boundary is the occurrence of that position's token
+     * nearest to one period before the next (within a quarter period). The first boundary with no such occurrence
+     * before it ends the warm-up: everything before it is step 0, however long the first step was.
+     */
+    private static int[] boundariesAfterWarmUp(int[] tokens, long[] level, int p, int warmUp) {
+        int n = tokens.length;
+        int phase = n - 1;
+        double lowest = Double.MAX_VALUE;
+        for (int f = n - 1; f >= n - p; f--) {
+            double sum = 0;
+            int count = 0;
+            for (int i = f; i >= warmUp; i -= p) {
+                sum += level[i];
+                count++;
+            }
+            if (count > 0 && sum / count < lowest) {
+                lowest = sum / count;
+                phase = f;
+            }
+        }
+        int[] back = new int[n / p + 2];
+        int k = 0;
+        int token = tokens[phase];
+        int slack = Math.max(0, p / 4);
+        int at = phase;
+        while (at > 0) {
+            back[k++] = at;
+            int target = at - p;
+            int previous = -1;
+            for (int d = 0; d <= slack && previous < 0; d++) {
+                if (target - d > 0 && tokens[target - d] == token) {
+                    previous = target - d;
+                } else if (target + d > 0 && target + d < at && tokens[target + d] == token) {
+                    previous = target + d;
+                }
+            }
+            if (previous < 0) {
+                break;
+            }
+            at = previous;
+            if (k == back.length) {
+                back = Arrays.copyOf(back, k * 2);
+            }
+        }
+        int[] out = new int[k + 1];
+        for (int j = 0; j < k; j++) {
+            out[j + 1] = back[k - 1 - j];
+        }
+        return out; // out[0] == 0: the warm-up, and any request before the first boundary
+    }
+
     /** Requests per step: the detected period, or the whole window when nothing repeats. */
     public int period() {
         return period;
@@ -144,7 +244,18 @@ public final class StepStructure {
         return starts.length > 1 || period < requests;
     }
 
-    /** Fraction of requests equal to the request one period later (1 when nothing repeats). */
+    /**
+     * Requests before the repetition begins (0 unless the whole window does not repeat, see the class comment): they
+     * are in step 0.
+     */
+    public int warmUp() {
+        return warmUp;
+    }
+
+    /**
+     * Fraction of requests equal to the request one period later, from the end of the warm-up on (1 when nothing
+     * repeats).
+     */
     public double coverage() {
         return coverage;
     }

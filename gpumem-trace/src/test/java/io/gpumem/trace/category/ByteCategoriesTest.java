@@ -7,6 +7,7 @@ import io.gpumem.config.AllocatorConfig;
 import io.gpumem.engine.RequestStream;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
+import io.gpumem.trace.align.StepStructure;
 import io.gpumem.trace.io.SourceFormat;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.workload.TrainingWorkload;
@@ -170,5 +171,24 @@ class ByteCategoriesTest {
             assertThat(at.total()).isEqualTo(live);
         }
         assertThat(categories.atPeak().total()).isEqualTo(categories.peakAllocated());
+    }
+
+    /**
+     * The demo's training workload (10 steps by default): the first step also creates the optimizer's state, so the
+     * window repeats over only about 82% of its requests; the steps are found after that warm-up, which is step 0.
+     */
+    @Test
+    void theDemoWorkloadsStepsAreFoundDespiteItsLongerFirstStep() {
+        for (int steps : new int[] {6, 10}) {
+            StepStructure s = ByteCategories.of(
+                            recordingOf(TrainingWorkload.builder().steps(steps).build(), true), 0)
+                    .steps();
+            System.out.println(steps + " steps: found " + s.stepCount() + " of " + s.period()
+                    + " requests after a warm-up of " + s.warmUp() + ", coverage " + s.coverage());
+            assertThat(s.warmUp()).as("%d steps", steps).isPositive();
+            assertThat(s.stepCount())
+                    .as("%d steps: the warm-up holds the first", steps)
+                    .isEqualTo(steps);
+        }
     }
 }

@@ -1,0 +1,110 @@
+package io.gpumem.trace.align;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.util.Arrays;
+import java.util.Random;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Step detection on token sequences built to a plan: a loop repeated from the start, the same loop after a warm-up
+ * (a set-up and a longer first step), warm-ups too long or repetitions too few to call a loop, and noise. The demo's
+ * training workload, whose first step the optimizer lengthens, is {@code ByteCategoriesTest}'s.
+ */
+class StepStructureTest {
+
+    /** {@code steps} copies of a step of {@code period} distinct tokens (100 + i), after {@code warmUp} others. */
+    private static int[] loop(int warmUp, int period, int steps) {
+        int[] t = new int[warmUp + period * steps];
+        for (int i = 0; i < warmUp; i++) {
+            t[i] = 10_000 + i;
+        }
+        for (int i = warmUp; i < t.length; i++) {
+            t[i] = 100 + (i - warmUp) % period;
+        }
+        return t;
+    }
+
+    /** Allocated bytes rising through each step from 0 at its first request (the warm-up held higher). */
+    private static long[] levels(int warmUp, int period, int length) {
+        long[] level = new long[length];
+        for (int i = 0; i < length; i++) {
+            level[i] = i < warmUp ? 1L << 30 : 1024L * ((i - warmUp) % period);
+        }
+        return level;
+    }
+
+    @Test
+    void aLoopFromTheStartIsFoundWithoutAWarmUp() {
+        int[] t = loop(0, 37, 6);
+        StepStructure s = StepStructure.detect(t, levels(0, 37, t.length));
+        assertThat(s.period()).isEqualTo(37);
+        assertThat(s.warmUp()).isZero();
+        assertThat(s.coverage()).isEqualTo(1.0);
+        assertThat(s.stepCount()).isEqualTo(6);
+        for (int k = 0; k < 6; k++) {
+            assertThat(s.stepStart(k)).isEqualTo(37 * k);
+        }
+    }
+
+    @Test
+    void aLoopAfterAWarmUpIsFoundAndTheWarmUpIsStepZero() {
+        // a set-up of 30 requests and a first step 1.5 times as long as the 40 that follow it: 90 before the loop
+        int warmUp = 90;
+        int period = 40;
+        int[] t = loop(warmUp, period, 9);
+        StepStructure s = StepStructure.detect(t, levels(warmUp, period, t.length));
+        assertThat(s.period()).isEqualTo(period);
+        assertThat(s.warmUp()).isPositive().isLessThanOrEqualTo(warmUp);
+        assertThat(s.coverage()).isGreaterThanOrEqualTo(StepStructure.MIN_COVERAGE);
+        assertThat(s.stepCount()).as("the warm-up, then 9 steps").isEqualTo(10);
+        assertThat(s.stepStart(0)).isZero();
+        for (int k = 1; k < s.stepCount(); k++) {
+            assertThat(s.stepStart(k)).as("step %d", k).isEqualTo(warmUp + (k - 1) * period);
+        }
+        assertThat(s.stepOf(warmUp - 1)).isZero();
+        assertThat(s.stepOf(warmUp)).isEqualTo(1);
+        assertThat(s.positionInStep(warmUp + 3 * period + 7)).isEqualTo(7);
+    }
+
+    /**
+     * The warm-up may take a third of the window and must leave two periods after it. Its start is the earliest
+     * request from which the coverage holds, so a tenth of what follows may still be warm-up: the cases sit clear of
+     * the bounds.
+     */
+    @Test
+    void aWarmUpOfHalfTheWindowOrLessThanTwoStepsAfterItIsNoLoop() {
+        int[] third = loop(80, 40, 4);
+        assertThat(StepStructure.detect(third, levels(80, 40, third.length)).period())
+                .isEqualTo(40);
+        int[] half = loop(160, 40, 4);
+        StepStructure one = StepStructure.detect(half, levels(160, 40, half.length));
+        assertThat(one.period()).isEqualTo(half.length);
+        assertThat(one.stepCount()).isEqualTo(1);
+        assertThat(one.warmUp()).isZero();
+        assertThat(one.repeats()).isFalse();
+
+        int[] twoSteps = loop(20, 40, 2);
+        StepStructure two = StepStructure.detect(twoSteps, levels(20, 40, twoSteps.length));
+        assertThat(two.period())
+                .as("two steps after the warm-up are the least that can repeat")
+                .isEqualTo(40);
+        assertThat(two.stepCount()).isEqualTo(3);
+        int[] stepAndAHalf = Arrays.copyOf(loop(20, 40, 2), 20 + 40 + 20);
+        assertThat(StepStructure.detect(stepAndAHalf, levels(20, 40, stepAndAHalf.length))
+                        .repeats())
+                .isFalse();
+    }
+
+    @Test
+    void noiseRepeatsNothing() {
+        long seed = Long.getLong("gpumem.seed", System.nanoTime());
+        System.out.println("StepStructureTest seed " + seed);
+        Random rnd = new Random(seed);
+        int[] t = new int[600];
+        Arrays.setAll(t, i -> rnd.nextInt(1 << 20));
+        StepStructure s = StepStructure.detect(t, new long[t.length]);
+        assertThat(s.repeats()).as("seed %d", seed).isFalse();
+        assertThat(s.warmUp()).isZero();
+    }
+}
