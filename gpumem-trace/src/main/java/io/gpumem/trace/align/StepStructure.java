@@ -25,7 +25,8 @@ import java.util.Arrays;
  * initialise), and a recording from the program's start holds it and the set-up before it. Where no period reaches
  * the coverage over the whole window, the step is the smallest period that reaches it after a warm-up: from some
  * request {@code w > 0} on, with {@code w} at most a third of the window (at most half of what follows it) and at
- * least two periods after it ({@link #warmUp()}, the smallest such {@code w}). Without this, a 10-step training
+ * least two periods after it. The warm-up then ends at the first step boundary (below), at or after {@code w}
+ * ({@link #warmUp()}), and the coverage is counted from there. Without this, a 10-step training
  * recording whose first step is half as long again as the others (gpumem's own demo workload) repeated over only
  * about 82% of its requests and was taken for one step. A period found over the whole window is kept as before: the
  * warm-up is only the fallback, so it never replaces one.
@@ -87,39 +88,53 @@ public final class StepStructure {
         // the first period that repeats after a warm-up, kept in case none repeats over the whole window
         int warmPeriod = -1;
         int warmUp = 0;
-        double warmCoverage = 0;
         for (int p = 1; p <= scanned / 2; p++) {
             int span = scanned - p;
-            // the longest warm-up allowed: at most half of what follows it, which holds two periods or more
-            int maxWarmUp = warmPeriod < 0 ? Math.min(scanned / 3, span - p) : 0;
             int equal = 0;
-            int start = -1;
-            for (int i = span - 1; i >= 0; i--) {
+            for (int i = 0; i < span; i++) {
                 if (tokens[i] == tokens[i + p]) {
                     equal++;
-                }
-                if (i <= maxWarmUp && i > 0 && equal >= MIN_COVERAGE * (span - i)) {
-                    start = i;
                 }
             }
             if (equal >= MIN_COVERAGE * span) {
                 return new StepStructure(p, (double) equal / span, 0, boundaries(tokens, allocatedBefore, p), n);
             }
-            if (start > 0) {
-                warmPeriod = p;
-                warmUp = start;
-                warmCoverage = coverageFrom(tokens, p, start, span);
+            // the longest warm-up allowed: at most half of what follows it, which holds two periods or more
+            int maxWarmUp = Math.min(scanned / 3, span - p);
+            // a warm-up of w requests leaves at most `equal` matches for the span - w after it
+            if (warmPeriod < 0 && maxWarmUp > 0 && equal >= MIN_COVERAGE * (span - maxWarmUp)) {
+                int start = warmUpStart(tokens, p, span, equal, maxWarmUp);
+                if (start > 0) {
+                    warmPeriod = p;
+                    warmUp = start;
+                }
             }
         }
         if (warmPeriod > 0) {
-            return new StepStructure(
-                    warmPeriod,
-                    warmCoverage,
-                    warmUp,
-                    boundariesAfterWarmUp(tokens, allocatedBefore, warmPeriod, warmUp),
-                    n);
+            int[] starts = boundariesAfterWarmUp(tokens, allocatedBefore, warmPeriod, warmUp);
+            // the warm-up ends where the steps found from the end begin (at or after where the coverage holds)
+            int span = scanned - warmPeriod;
+            int end = starts.length > 1 && starts[1] < span ? Math.max(warmUp, starts[1]) : warmUp;
+            return new StepStructure(warmPeriod, coverageFrom(tokens, warmPeriod, end, span), end, starts, n);
         }
         return new StepStructure(n, 1.0, 0, new int[] {0}, n);
+    }
+
+    /**
+     * The smallest {@code w} in 1 to {@code maxWarmUp} from which the requests equal to the one a period later reach
+     * the coverage, or 0 when none does; {@code equal} counts them over the whole span.
+     */
+    private static int warmUpStart(int[] tokens, int p, int span, int equal, int maxWarmUp) {
+        int before = 0;
+        for (int w = 1; w <= maxWarmUp; w++) {
+            if (tokens[w - 1] == tokens[w - 1 + p]) {
+                before++;
+            }
+            if (equal - before >= MIN_COVERAGE * (span - w)) {
+                return w;
+            }
+        }
+        return 0;
     }
 
     private static double coverageFrom(int[] tokens, int p, int from, int span) {
@@ -245,8 +260,8 @@ public final class StepStructure {
     }
 
     /**
-     * Requests before the repetition begins (0 unless the whole window does not repeat, see the class comment): they
-     * are in step 0.
+     * Requests before the repetition begins, the first step's start (0 unless the whole window does not repeat, see
+     * the class comment): they are step 0.
      */
     public int warmUp() {
         return warmUp;
