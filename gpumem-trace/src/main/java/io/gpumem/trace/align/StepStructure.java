@@ -26,9 +26,9 @@ import java.util.Arrays;
  * the coverage over the whole window, the step is the smallest period that reaches it after a warm-up: from some
  * request {@code w > 0} on, with {@code w} at most a third of the window (at most half of what follows it) and at
  * least two periods after it. The warm-up then ends at the first step boundary (below), at or after {@code w}
- * ({@link #warmUp()}), and the coverage is counted from there. Without this, a 10-step training
- * recording whose first step is half as long again as the others (gpumem's own demo workload) repeated over only
- * about 82% of its requests and was taken for one step. A period found over the whole window is kept as before: the
+ * ({@link #warmUp()}), and the coverage is counted from there. Without this, a 10-step training recording whose
+ * set-up and first step take 1,326 requests before steps of 738 (gpumem's own demo workload) repeated over only about
+ * 82% of its requests and was taken for one step. A period found over the whole window is kept as before: the
  * warm-up is only the fallback, so it never replaces one.
  *
  * <p>Boundaries: a step starts where the allocated bytes are lowest (what a loop iteration leaves live is least
@@ -37,8 +37,9 @@ import java.util.Arrays;
  * the previous boundary (within a quarter period; else exactly one period on), so that a request present in some
  * steps only does not shift every later boundary; no boundary is placed once one period on lies past the window's
  * end. Requests before the first boundary form a partial step 0. After a warm-up the boundaries are found the same
- * way from the window's end backwards, the phase in the last period, until one has no occurrence of its token a
- * period (give or take a quarter) before it: that boundary ends the warm-up, and everything before it is step 0.
+ * way from the window's end backwards, the phase in the last period (its level averaged over the later half, which
+ * no warm-up reaches), until one has no occurrence of its token a period (give or take a quarter) before it: that
+ * boundary ends the warm-up, and everything before it is step 0.
  *
  * <p>Invariants: {@code starts[0] == 0}, starts strictly increase and are below the request count; every request
  * belongs to exactly one step.
@@ -198,22 +199,27 @@ public final class StepStructure {
     /**
      * The step starts of a window that repeats only after a warm-up of {@code warmUp} requests, found from its end,
      * where the loop is steadiest: the phase is the position in the last period with the lowest mean allocated level
-     * over the repetitions back to the warm-up, and each earlier boundary is the occurrence of that position's token
-     * nearest to one period before the next (within a quarter period). The first boundary with no such occurrence
-     * before it ends the warm-up: everything before it is step 0, however long the first step was.
+     * over its repetitions in the later half of what follows the warm-up, and each earlier boundary is the occurrence
+     * of that position's token nearest to one period before the next (within a quarter period). The first boundary
+     * with no such occurrence before it ends the warm-up: everything before it is step 0, however long the first
+     * step was.
      */
     private static int[] boundariesAfterWarmUp(int[] tokens, long[] level, int p, int warmUp) {
         int n = tokens.length;
         int phase = n - 1;
         double lowest = Double.MAX_VALUE;
+        // the later half's levels only: where the coverage begins, a tenth of what follows may still be warm-up (a
+        // set-up that allocates the model), whose levels would pull the mean off the loop's lowest point; the half
+        // holds a period, since two follow the warm-up
+        int steady = warmUp + (n - warmUp) / 2;
         for (int f = n - 1; f >= n - p; f--) {
             double sum = 0;
             int count = 0;
-            for (int i = f; i >= warmUp; i -= p) {
+            for (int i = f; i >= steady; i -= p) {
                 sum += level[i];
                 count++;
             }
-            if (count > 0 && sum / count < lowest) {
+            if (sum / count < lowest) {
                 lowest = sum / count;
                 phase = f;
             }

@@ -1,6 +1,7 @@
 package io.gpumem.trace.align;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.gpumem.trace.TestTraces;
 import io.gpumem.trace.io.TraceReaders;
@@ -68,6 +69,91 @@ class StepStructureTest {
         assertThat(s.stepOf(warmUp - 1)).isZero();
         assertThat(s.stepOf(warmUp)).isEqualTo(1);
         assertThat(s.positionInStep(warmUp + 3 * period + 7)).isEqualTo(7);
+    }
+
+    /**
+     * Tokens of {@code steps} steps of {@code period} (100 + position), after {@code warmUp} set-up tokens, cut to
+     * {@code length}, with one extra token (99) after position 20 of step {@code extraIn} (-1: none); the level is 0
+     * at each step's {@code low}-th request and a MiB or more elsewhere.
+     */
+    private static StepStructure detect(int warmUp, int period, int steps, int extraIn, int low, int length) {
+        int[] t = new int[warmUp + period * steps + 1];
+        long[] level = new long[t.length];
+        int i = 0;
+        for (; i < warmUp; i++) {
+            t[i] = 10_000 + i;
+            level[i] = 1L << 30;
+        }
+        for (int k = 0; k < steps; k++) {
+            for (int pos = 0; pos < period; pos++, i++) {
+                t[i] = 100 + pos;
+                level[i] = pos == low ? 0 : (1L << 20) + 1024L * Math.floorMod(pos - low, period);
+                if (k == extraIn && pos == 20) {
+                    i++;
+                    t[i] = 99;
+                    level[i] = level[i - 1];
+                }
+            }
+        }
+        return StepStructure.detect(Arrays.copyOf(t, length), Arrays.copyOf(level, length));
+    }
+
+    private static int[] starts(StepStructure s) {
+        int[] out = new int[s.stepCount()];
+        Arrays.setAll(out, s::stepStart);
+        return out;
+    }
+
+    @Test
+    void aRequestInOneStepOnlyDoesNotShiftTheLaterBoundaries() {
+        StepStructure s = detect(0, 40, 12, 8, 0, 481);
+        assertThat(s.period()).isEqualTo(40);
+        assertThat(s.warmUp()).isZero();
+        assertThat(starts(s)).containsExactly(0, 40, 80, 120, 160, 200, 240, 280, 320, 361, 401, 441);
+        assertThat(s.positionInStep(361 + 5)).isEqualTo(5);
+        assertThat(s.positionInStep(360))
+                .as("the extra request is its step's 41st")
+                .isEqualTo(40);
+    }
+
+    @Test
+    void stepsStartWhereLeastIsAllocatedAndThePartialFirstStepCountsBack() {
+        StepStructure s = detect(0, 40, 6, -1, 7, 240);
+        assertThat(starts(s)).containsExactly(0, 7, 47, 87, 127, 167, 207);
+        assertThat(s.repeats()).isTrue();
+        assertThat(s.stepOf(6)).isZero();
+        assertThat(s.stepOf(7)).isEqualTo(1);
+        assertThat(s.stepOf(239)).isEqualTo(6);
+        assertThat(s.positionInStep(3)).as("counted back from step 1's start").isEqualTo(3 - 7 + 40);
+        assertThat(s.positionInStep(50)).isEqualTo(3);
+    }
+
+    @Test
+    void aWindowEndingInsideAStepEndsWithThatPartialStep() {
+        assertThat(starts(detect(0, 40, 6, -1, 0, 210))).containsExactly(0, 40, 80, 120, 160, 200);
+        assertThat(starts(detect(0, 40, 6, -1, 0, 200))).containsExactly(0, 40, 80, 120, 160);
+    }
+
+    @Test
+    void afterAWarmUpTheBoundariesAreFoundFromTheEndAcrossARequestInOneStepOnly() {
+        StepStructure s = detect(90, 40, 15, 5, 0, 90 + 15 * 40 + 1);
+        assertThat(s.period()).isEqualTo(40);
+        assertThat(s.warmUp()).isEqualTo(90);
+        assertThat(starts(s))
+                .containsExactly(0, 90, 130, 170, 210, 250, 290, 331, 371, 411, 451, 491, 531, 571, 611, 651);
+
+        StepStructure cut = detect(90, 40, 9, -1, 0, 90 + 8 * 40 + 10);
+        assertThat(starts(cut)).containsExactly(0, 90, 130, 170, 210, 250, 290, 330, 370, 410);
+        StepStructure lowInside = detect(90, 40, 9, -1, 13, 90 + 9 * 40);
+        assertThat(lowInside.warmUp()).isEqualTo(103);
+        assertThat(starts(lowInside)).containsExactly(0, 103, 143, 183, 223, 263, 303, 343, 383, 423);
+    }
+
+    @Test
+    void tokensAndLevelsOfDifferentLengthsAreRefused() {
+        assertThatThrownBy(() -> StepStructure.detect(new int[3], new long[2]))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("tokens and levels differ in length: 3 vs 2");
     }
 
     /**

@@ -201,9 +201,9 @@ class PeakCategoriesRemediesTest {
                     .keepGradients(kept)
                     .build();
             ByteCategories c = ByteCategories.of(ByteCategoriesTest.recordingOf(w, true), 0);
-            assertThat(c.steps().stepCount())
-                    .as("kept %s: the steps are found", kept)
-                    .isEqualTo(6);
+            assertThat(c.steps().warmUp())
+                    .as("kept %s: the steps are found after the first", kept)
+                    .isPositive();
             PeakCategories p = PeakCategories.of(c, -1, NO_RECOMMENDATIONS, 16);
             long gradients = p.atPeak().gradients();
             List<CategoryRemedy> setToNone = p.remedies().stream()
