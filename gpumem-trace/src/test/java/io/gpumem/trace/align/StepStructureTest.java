@@ -77,7 +77,16 @@ class StepStructureTest {
      * at each step's {@code low}-th request and a MiB or more elsewhere.
      */
     private static StepStructure detect(int warmUp, int period, int steps, int extraIn, int low, int length) {
-        int[] t = new int[warmUp + period * steps + 1];
+        return detect(warmUp, period, steps, extraIn, 1, low, length);
+    }
+
+    /**
+     * As above, with step {@code changedStep} longer by {@code change} requests (extra tokens 99 after position 20)
+     * or shorter by {@code -change} (positions from 20 left out); {@code length} -1 for the whole.
+     */
+    private static StepStructure detect(
+            int warmUp, int period, int steps, int changedStep, int change, int low, int length) {
+        int[] t = new int[warmUp + period * steps + Math.max(0, change)];
         long[] level = new long[t.length];
         int i = 0;
         for (; i < warmUp; i++) {
@@ -85,17 +94,20 @@ class StepStructureTest {
             level[i] = 1L << 30;
         }
         for (int k = 0; k < steps; k++) {
-            for (int pos = 0; pos < period; pos++, i++) {
+            for (int pos = 0; pos < period; pos++) {
+                if (k == changedStep && change < 0 && pos >= 20 && pos < 20 - change) {
+                    continue;
+                }
                 t[i] = 100 + pos;
-                level[i] = pos == low ? 0 : (1L << 20) + 1024L * Math.floorMod(pos - low, period);
-                if (k == extraIn && pos == 20) {
-                    i++;
+                level[i++] = pos == low ? 0 : (1L << 20) + 1024L * Math.floorMod(pos - low, period);
+                for (int e = 0; k == changedStep && pos == 20 && e < change; e++, i++) {
                     t[i] = 99;
                     level[i] = level[i - 1];
                 }
             }
         }
-        return StepStructure.detect(Arrays.copyOf(t, length), Arrays.copyOf(level, length));
+        int n = length < 0 ? i : length;
+        return StepStructure.detect(Arrays.copyOf(t, n), Arrays.copyOf(level, n));
     }
 
     private static int[] starts(StepStructure s) {
@@ -147,6 +159,65 @@ class StepStructureTest {
         StepStructure lowInside = detect(90, 40, 9, -1, 13, 90 + 9 * 40);
         assertThat(lowInside.warmUp()).isEqualTo(103);
         assertThat(starts(lowInside)).containsExactly(0, 103, 143, 183, 223, 263, 303, 343, 383, 423);
+    }
+
+    /**
+     * A step longer or shorter than the period: the next boundary snaps to the step's first token when it lies within
+     * a quarter period (10 of 40) of one period on, whichever way; beyond that it is placed exactly one period on (what
+     * the class comment promises, no more). The changed step lies where the phase's levels are not: late for the walk
+     * from the start, early for the walk from the end.
+     */
+    @Test
+    void aBoundarySnapsToItsTokenWithinAQuarterPeriodEitherWay() {
+        for (int change : new int[] {-10, -1, 1, 10}) {
+            StepStructure s = detect(0, 40, 24, 18, change, 0, -1);
+            assertThat(s.period()).as("change %d", change).isEqualTo(40);
+            for (int k = 0; k < s.stepCount(); k++) {
+                int expected = k <= 18 ? 40 * k : 40 * k + change;
+                assertThat(s.stepStart(k)).as("change %d, step %d", change, k).isEqualTo(expected);
+            }
+        }
+        StepStructure beyond = detect(0, 40, 24, 18, 11, 0, -1);
+        assertThat(beyond.stepStart(19)).as("11 late: one period on").isEqualTo(760);
+        assertThat(beyond.stepStart(20)).isEqualTo(800);
+        StepStructure early = detect(0, 40, 24, 18, -11, 0, -1);
+        assertThat(early.stepStart(19)).as("11 early: one period on").isEqualTo(760);
+
+        for (int change : new int[] {-10, -1, 1, 10}) {
+            // found from the end: the changed step early, the later half as the phase's
+            StepStructure s = detect(90, 40, 24, 3, change, 0, -1);
+            assertThat(s.warmUp()).as("warm-up, change %d", change).isEqualTo(90);
+            for (int k = 1; k < s.stepCount(); k++) {
+                int expected = 90 + 40 * (k - 1) + (k - 1 <= 3 ? 0 : change);
+                assertThat(s.stepStart(k))
+                        .as("warm-up, change %d, step %d", change, k)
+                        .isEqualTo(expected);
+            }
+        }
+    }
+
+    /** The coverage is reached at exactly 90% of the span; and two periods are the shortest window that repeats. */
+    @Test
+    void theCoverageBoundHoldsAtNinetyPercentAndTwoPeriodsRepeat() {
+        int[] t = loop(0, 40, 4);
+        t = Arrays.copyOf(t, 140); // span for 40: 100 requests
+        int[] tenOff = t.clone();
+        int[] elevenOff = t.clone();
+        for (int i = 100; i < 111; i++) {
+            elevenOff[i] = 50_000 + i; // compared once each, as request i - 40's partner
+            if (i < 110) {
+                tenOff[i] = 50_000 + i;
+            }
+        }
+        StepStructure ten = StepStructure.detect(tenOff, new long[140]);
+        assertThat(ten.period()).isEqualTo(40);
+        assertThat(ten.coverage()).isEqualTo(0.9);
+        assertThat(StepStructure.detect(elevenOff, new long[140]).repeats()).isFalse();
+
+        int[] two = loop(0, 40, 2);
+        StepStructure twice = StepStructure.detect(two, levels(0, 40, two.length));
+        assertThat(twice.period()).isEqualTo(40);
+        assertThat(twice.stepCount()).isEqualTo(2);
     }
 
     @Test
