@@ -223,6 +223,115 @@ class RecommenderTest {
         });
     }
 
+    /**
+     * {@code compare}'s rule, row by row: the saving is the drop in minimum capacity when the runs are judged by
+     * capacity or one of them stopped at an OOM (and both computed it), else the drop in peak reserved when both ran
+     * to the end, else nothing; a run is better with fewer OOMs, or as many and a saving; a negative saving counts 0.
+     */
+    @Test
+    void compareJudgesByCapacityOrByPeakReservedAsItsCommentSays() {
+        RunOutcome base = outcome("", 10 * GiB, 12 * GiB, 5, 0, 0, 14 * GiB);
+        RunOutcome leaner = outcome("b", 10 * GiB, 11 * GiB, 5, 0, 0, 13 * GiB);
+
+        Recommendation byCapacity = Recommender.compare(base, leaner, "a", true).orElseThrow();
+        assertThat(byCapacity.bytesSaved()).isEqualTo(GiB);
+        assertThat(byCapacity.basis())
+                .isEqualTo(
+                        "compare run: minimum capacity 14.00 GiB -> 13.00 GiB, peak reserved 12.00 GiB -> 11.00 GiB");
+        assertThat(byCapacity.outcome()).isSameAs(leaner);
+        assertThat(byCapacity.action()).isEqualTo("a");
+
+        RunOutcome lowerPeak = outcome("c", 10 * GiB, 10 * GiB, 5, 0, 0, 14 * GiB);
+        Recommendation byReserved =
+                Recommender.compare(base, lowerPeak, "a", false).orElseThrow();
+        assertThat(byReserved.bytesSaved()).isEqualTo(2 * GiB);
+        assertThat(byReserved.basis())
+                .isEqualTo(
+                        "compare run: peak reserved 12.00 GiB -> 10.00 GiB, minimum capacity 14.00 GiB -> 14.00 GiB");
+        assertThat(Recommender.compare(base, lowerPeak, "a", true))
+                .as("judged by capacity, the same minimum capacity saves nothing")
+                .isEmpty();
+
+        RunOutcome oomBase = outcome("", 10 * GiB, 12 * GiB, 5, 2, 1, 14 * GiB);
+        RunOutcome fits = outcome("d", 10 * GiB, 13 * GiB, 5, 0, 0, 12 * GiB);
+        Recommendation oomFixed = Recommender.compare(oomBase, fits, "a", false).orElseThrow();
+        assertThat(oomFixed.bytesSaved())
+                .as("a run stopped early: capacity, not peak")
+                .isEqualTo(2 * GiB);
+        assertThat(oomFixed.basis()).isEqualTo("compare run: minimum capacity 14.00 GiB -> 12.00 GiB, OOMs 1 -> 0");
+
+        RunOutcome unknownBase = outcome("", 10 * GiB, 12 * GiB, 5, 2, 1, -1);
+        RunOutcome hungrier = outcome("e", 10 * GiB, 15 * GiB, 5, 0, 0, -1);
+        Recommendation fewerOoms =
+                Recommender.compare(unknownBase, hungrier, "a", true).orElseThrow();
+        assertThat(fewerOoms.bytesSaved())
+                .as("no capacity, a run stopped early: no figure")
+                .isZero();
+        assertThat(fewerOoms.basis()).isEqualTo("compare run: OOMs 1 -> 0");
+        Recommendation costlier = Recommender.compare(
+                        oomBase, outcome("f", 10 * GiB, 13 * GiB, 5, 0, 0, 15 * GiB), "a", true)
+                .orElseThrow();
+        assertThat(costlier.bytesSaved())
+                .as("fewer OOMs at a higher capacity: saves nothing, still better")
+                .isZero();
+
+        RunOutcome zeroCapacity = outcome("g", 10 * GiB, 11 * GiB, 5, 0, 0, 0);
+        assertThat(Recommender.compare(base, zeroCapacity, "a", true)
+                        .orElseThrow()
+                        .bytesSaved())
+                .as("a minimum capacity of 0 is known")
+                .isEqualTo(14 * GiB);
+        assertThat(Recommender.compare(base, base, "a", true)).isEmpty();
+        assertThat(Recommender.compare(base, base, "a", false)).isEmpty();
+        RunOutcome moreOoms = outcome("h", 10 * GiB, 9 * GiB, 5, 0, 1, 9 * GiB);
+        assertThat(Recommender.compare(base, moreOoms, "a", true))
+                .as("more OOMs is never better")
+                .isEmpty();
+    }
+
+    @Test
+    void whenNoRunFitsTheLeastDemandingOneIsNamedAndWhenNoneIsBetterTheTriedOnesAre() {
+        TableWhatIf stillOom = new TableWhatIf(
+                Map.of(
+                        "", outcome("", 10 * GiB, 12 * GiB, 50, 3, 1, 14 * GiB),
+                        "expandable_segments:True", outcome("e", 10 * GiB, 12 * GiB, 50, 3, 1, 13 * GiB),
+                        "max_split_size_mb:128", outcome("m128", 10 * GiB, 12 * GiB, 50, 3, 1, -1)),
+                null);
+        Recommender.Result r = new Recommender().recommend(fragmentedOom(null), stillOom);
+        assertThat(r.notes())
+                .contains("no run tried fits this device: the least demanding (e) needs 13.00 GiB of device memory");
+        assertThat(r.recommendations())
+                .extracting(Recommendation::action)
+                .contains("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
+
+        TableWhatIf noBetter = new TableWhatIf(Map.of("", outcome("", 10 * GiB, 12 * GiB, 50, 3, 1, 14 * GiB)), null);
+        Recommender.Result none =
+                new Recommender().recommend(fragmentedOom(null), noBetter, List.of(PolicySpec.parse("stitch")));
+        assertThat(none.recommendations()).noneMatch(x -> x.outcome() != null);
+        assertThat(none.notes())
+                .contains("no configuration or policy tried (expandable_segments:True, max_split_size_mb:128,"
+                        + " max_split_size_mb:256, max_split_size_mb:512, policy stitch) did better than the baseline"
+                        + " on table");
+        assertThat(none.notes())
+                .anyMatch(n -> n.startsWith("no run tried fits this device: the least demanding (defaults) needs"));
+    }
+
+    @Test
+    void compareRunsAreWantedForADiagnosisOrWasteAboveTheSevereRatio() {
+        assertThat(Recommender.wantsCompareRuns(fragmentedOom(null))).isTrue();
+        MemoryState.Builder healthy = MemoryState.builder().capacity(80 * GiB).deviceFree(70 * GiB);
+        healthy.segment(StateAnalyzerTest.seg(GiB, Pool.LARGE, 0, false, 6 * GiB, BlockState.ACTIVE_ALLOCATED));
+        assertThat(Recommender.wantsCompareRuns(new StateAnalyzer().analyze(healthy.build())))
+                .isFalse();
+        assertThat(Recommender.configurationsTried("expandable_segments:True"))
+                .as("the configuration in force once, candidates merged into it, duplicates dropped")
+                .containsExactly(
+                        "expandable_segments:True",
+                        "expandable_segments:True,max_split_size_mb:128",
+                        "expandable_segments:True,max_split_size_mb:256",
+                        "expandable_segments:True,max_split_size_mb:512");
+    }
+
     /** A compare row with the figures the recommender reads (capacity and driver frees play no part). */
     private static RunOutcome outcome(
             String label,
