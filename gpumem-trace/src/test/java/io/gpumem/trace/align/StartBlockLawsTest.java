@@ -3,13 +3,20 @@ package io.gpumem.trace.align;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.alloc.Pool;
+import io.gpumem.alloc.SizeRules;
+import io.gpumem.config.AllocatorConfig;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
+import io.gpumem.history.Frame;
 import io.gpumem.history.SegmentInfo;
+import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.align.SyntheticAlignmentTest.Op;
 import io.gpumem.trace.io.SourceFormat;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.replay.OracleReplay;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
@@ -110,5 +117,100 @@ class StartBlockLawsTest {
                 .as("a constant block is neither scaled nor kept")
                 .isZero();
         assertThat(none.size(0)).isEqualTo(4 * MIB);
+    }
+
+    /**
+     * A training step's shape: weights live throughout, the previous step's output (live at the window's start) freed
+     * as the step begins, and this step's output allocated at its end and left live. Predicted at a value never run,
+     * the recorded (last) pass makes exactly the requests and frees of the program run at that value, and ends holding
+     * what such a run holds: the warm-up passes leave nothing behind (without the blocks a pass leaves live being
+     * freed or handed on, they pile up). Whether a pass's output is handed on or a fresh block of its size stands in
+     * for it places the same here, so this test does not tell the two apart.
+     */
+    @Test
+    void warmUpPassesLeaveNothingBehindAndTheRecordedPassIsTheProgramAtThatValue() {
+        long x = 512;
+        PredictedRecording p = RecordingFamily.of(List.of(step(128), step(256)), new long[] {128, 256})
+                .predict(x);
+        assertThat(p.startBlocks()).isEqualTo(2);
+        assertThat(p.startBlocksScaled())
+                .as("the output scales, the weights do not")
+                .isEqualTo(1);
+        assertThat(p.warmUpPasses()).isEqualTo(2);
+
+        List<long[]> predicted = requestsAndFrees(p.trace().traceOf(0));
+        List<long[]> actual = requestsAndFrees(step(x).traceOf(0));
+        assertThat(predicted).as("the recorded pass").hasSameSizeAs(actual);
+        for (int i = 0; i < actual.size(); i++) {
+            assertThat(predicted.get(i)).as("entry %d", i).containsExactly(actual.get(i));
+        }
+
+        AllocatorConfig config = AllocatorConfig.defaults();
+        Map<Long, Long> live = new HashMap<>();
+        for (TraceEntry e : step(x).traceOf(0)) {
+            if (e.action() == TraceAction.ALLOC) {
+                live.put(e.addr(), SizeRules.roundSize(e.size(), config));
+            } else if (e.action() == TraceAction.FREE_REQUESTED) {
+                live.remove(e.addr());
+            }
+        }
+        long expectedLive = SizeRules.roundSize(WEIGHTS, config)
+                + live.values().stream().mapToLong(Long::longValue).sum();
+        long endLive = 0;
+        for (SegmentInfo seg : p.trace().segments()) {
+            for (BlockInfo b : seg.blocks()) {
+                endLive += b.state() == BlockState.ACTIVE_ALLOCATED ? b.size() : 0;
+            }
+        }
+        assertThat(endLive).isEqualTo(expectedLive);
+        assertThat(new OracleReplay().check(p.trace()).devices().getFirst().isExact())
+                .isTrue();
+    }
+
+    private static final long WEIGHTS = 4 * MIB;
+    private static final long OUTPUT_AT = 1L << 45;
+    private static final long NEXT_OUTPUT_AT = (1L << 45) + (1L << 36);
+
+    /** One step at {@code x}: frees the previous output, runs the program, allocates its output (1 KiB a unit). */
+    private static TraceSnapshot step(long x) {
+        TraceSnapshot run = SyntheticAlignmentTest.run(PROGRAM, x, 4, true, false);
+        long output = 1024 * x;
+        List<TraceEntry> t = new ArrayList<>();
+        t.add(TraceEntry.of(TraceAction.FREE_REQUESTED, OUTPUT_AT, output, 0));
+        t.addAll(run.traceOf(0));
+        t.add(SyntheticAlignmentTest.entry(NEXT_OUTPUT_AT, output, List.of(new Frame("train.py", 7, "forward"))));
+        long weightsAt = 1L << 44;
+        List<SegmentInfo> segments = List.of(
+                SegmentInfo.ofBlocks(
+                        0,
+                        weightsAt,
+                        0,
+                        Pool.LARGE,
+                        false,
+                        List.of(BlockInfo.of(weightsAt, WEIGHTS, WEIGHTS, BlockState.ACTIVE_ALLOCATED))),
+                SegmentInfo.ofBlocks(
+                        0,
+                        OUTPUT_AT,
+                        0,
+                        Pool.LARGE,
+                        false,
+                        List.of(BlockInfo.of(
+                                OUTPUT_AT,
+                                SizeRules.roundSize(output, AllocatorConfig.defaults()),
+                                0,
+                                BlockState.INACTIVE))));
+        return new TraceSnapshot(
+                "x=" + x, SourceFormat.PYTORCH_SNAPSHOT, segments, List.of(t), null, null, Map.of(), true);
+    }
+
+    /** Each alloc and free request as {action ordinal, size}. */
+    private static List<long[]> requestsAndFrees(List<TraceEntry> trace) {
+        List<long[]> out = new ArrayList<>();
+        for (TraceEntry e : trace) {
+            if (e.action() == TraceAction.ALLOC || e.action() == TraceAction.FREE_REQUESTED) {
+                out.add(new long[] {e.action().ordinal(), e.size()});
+            }
+        }
+        return out;
     }
 }
