@@ -13,8 +13,9 @@ import java.util.Map;
  *
  * <p>A site is a call site when both recordings carry frames (the innermost Python line, or the ATen operator of a
  * frame list without Python: see {@link FrameSignatures#label}); without frames it is the request's position in
- * the first recording's {@link StepStructure step}. A matched pair counts under the first recording's site, so the
- * two sides of a row are the same requests; a request present in one recording only counts under its own site.
+ * the first recording's {@link StepStructure step}, or its index in the warm-up before the steps repeat. A matched
+ * pair counts under the first recording's site, so the two sides of a row are the same requests; a request present
+ * in one recording only counts under its own site.
  *
  * <p>Invariants: over all sites (including {@link #BEFORE_WINDOW}, the blocks live from before the window), the
  * bytes held at a recording's peak allocated add up to that peak, and those held at its peak reserved add up to its
@@ -81,6 +82,11 @@ public final class RecordingDiff {
     private static String key(RequestSequence s, int r, StepStructure steps) {
         if (steps == null) {
             return s.siteOf(r) < 0 ? "(no frames)" : s.signatures().label(s.siteOf(r));
+        }
+        if (r < steps.warmUp()) {
+            // before the steps repeat a request has no position in the step: named by its index, it shares its site
+            // with the request at that index of the other recording's warm-up, never with a step's request
+            return "warm-up request " + r;
         }
         return "step position " + steps.positionInStep(r);
     }

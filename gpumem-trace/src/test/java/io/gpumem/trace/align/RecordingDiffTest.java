@@ -4,7 +4,12 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.alloc.SizeRules;
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.align.SyntheticAlignmentTest.Op;
+import io.gpumem.trace.io.SourceFormat;
+import io.gpumem.trace.io.TraceSnapshot;
+import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
@@ -83,6 +88,57 @@ class RecordingDiffTest {
         assertThat(diff.sites().stream().mapToLong(site -> site.matched(0)).sum())
                 .as("seed %d: most requests matched by order", seed)
                 .isGreaterThan(a.size() / 2);
+    }
+
+    /**
+     * Without frames, a request of the warm-up (a set-up before the loop) has no position in the step: it is named by
+     * its index in the warm-up, so no step position gathers set-up requests beside the loop's. Each step position then
+     * holds at most one request a step.
+     */
+    @Test
+    void withoutFramesTheWarmUpsRequestsAreNamedApartFromTheStepsPositions() {
+        long seed = seed();
+        List<Op> program = SyntheticAlignmentTest.program(new Random(seed), 24);
+        FrameSignatures sigs = new FrameSignatures();
+        RequestSequence a =
+                RequestSequence.of(withSetUp(SyntheticAlignmentTest.run(program, 128, 12, false, false)), 0, sigs);
+        RequestSequence b =
+                RequestSequence.of(withSetUp(SyntheticAlignmentTest.run(program, 256, 13, false, false)), 0, sigs);
+        StepStructure steps = StepStructure.of(a);
+        assertThat(steps.warmUp()).as("seed %d: the set-up is a warm-up", seed).isPositive();
+        RecordingDiff diff = RecordingDiff.of(RequestAlignment.align(a, b));
+        assertInvariants(diff, a, b);
+        assertThat(diff.sites()).extracting(RecordingDiff.Site::name).anyMatch(n -> n.startsWith("warm-up request "));
+        for (RecordingDiff.Site site : diff.sites()) {
+            if (site.name().startsWith("step position ")) {
+                assertThat(site.requests(0))
+                        .as("seed %d, %s", seed, site.name())
+                        .isLessThanOrEqualTo(steps.stepCount());
+            }
+        }
+    }
+
+    /**
+     * The trace after a set-up of 48 requests never freed, each on a stream of its own (without frames a token is the
+     * stream, the lifetime and whether the size repeats: a set-up of equal tokens would repeat at any period).
+     */
+    private static TraceSnapshot withSetUp(TraceSnapshot run) {
+        List<TraceEntry> t = new ArrayList<>();
+        for (int i = 0; i < 48; i++) {
+            long addr = (1L << 44) + ((long) i << 24);
+            t.add(new TraceEntry(
+                    TraceAction.ALLOC,
+                    addr,
+                    512L * (i + 1),
+                    1000 + i,
+                    0,
+                    null,
+                    -1,
+                    TraceEntry.recordedKeys(TraceAction.ALLOC)));
+        }
+        t.addAll(run.traceOf(0));
+        return new TraceSnapshot(
+                run.source(), SourceFormat.PYTORCH_SNAPSHOT, List.of(), List.of(t), null, null, Map.of(), true);
     }
 
     @Test
