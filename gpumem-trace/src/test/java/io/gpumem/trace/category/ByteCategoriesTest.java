@@ -180,15 +180,22 @@ class ByteCategoriesTest {
     @Test
     void theDemoWorkloadsStepsAreFoundDespiteItsLongerFirstStep() {
         for (int steps : new int[] {6, 10}) {
-            StepStructure s = ByteCategories.of(
-                            recordingOf(TrainingWorkload.builder().steps(steps).build(), true), 0)
-                    .steps();
+            ByteCategories c = ByteCategories.of(
+                    recordingOf(TrainingWorkload.builder().steps(steps).build(), true), 0);
+            StepStructure s = c.steps();
             System.out.println(steps + " steps: found " + s.stepCount() + " of " + s.period()
                     + " requests after a warm-up of " + s.warmUp() + ", coverage " + s.coverage());
             assertThat(s.warmUp()).as("%d steps", steps).isPositive();
             assertThat(s.stepCount())
                     .as("%d steps: the warm-up holds the first", steps)
                     .isEqualTo(steps);
+            assertThat(c.blocks())
+                    .as(
+                            "%d steps: each boundary between a backward and the next forward, so no activation is saved"
+                                    + " across one",
+                            steps)
+                    .noneMatch(b -> b.rule() == CategoryRule.SAVED_ACROSS_STEPS)
+                    .anyMatch(b -> b.rule() == CategoryRule.SAVED_FOR_BACKWARD && b.step() > 0);
         }
     }
 }
