@@ -40,8 +40,9 @@ public record SizeLaw(Form kind, long a, long b, long c) {
     /** The size at {@code x}; {@link Long#MIN_VALUE} when it overflows a long. */
     public long at(long x) {
         try {
-            return Math.addExact(
-                    a, Math.addExact(Math.multiplyExact(b, x), Math.multiplyExact(c, Math.multiplyExact(x, x))));
+            // x * x alone overflows past about 3e9, which a law without a quadratic term must not care about
+            long quadratic = c == 0 ? 0 : Math.multiplyExact(c, Math.multiplyExact(x, x));
+            return Math.addExact(a, Math.addExact(Math.multiplyExact(b, x), quadratic));
         } catch (ArithmeticException e) {
             return Long.MIN_VALUE;
         }

@@ -40,5 +40,20 @@ class SizeLawTest {
     void overflowIsReportedNotWrapped() {
         SizeLaw law = new SizeLaw(SizeLaw.Form.QUADRATIC, 0, 0, Long.MAX_VALUE / 4);
         assertThat(law.at(4)).isEqualTo(Long.MIN_VALUE);
+        assertThat(new SizeLaw(SizeLaw.Form.QUADRATIC, 0, 0, 1).at(3_037_000_500L))
+                .as("x * x past 2^63")
+                .isEqualTo(Long.MIN_VALUE);
+    }
+
+    /** x * x overflows past about 3e9; a law without a quadratic term is exact far beyond. */
+    @Test
+    void lawsWithoutAQuadraticTermHoldWhereTheSquareOfTheValueWouldOverflow() {
+        long x = 1L << 40;
+        assertThat(new SizeLaw(SizeLaw.Form.CONSTANT, 512, 0, 0).at(x)).isEqualTo(512);
+        assertThat(new SizeLaw(SizeLaw.Form.LINEAR, 0, 4096, 0).at(x)).isEqualTo(4096L << 40);
+        assertThat(new SizeLaw(SizeLaw.Form.AFFINE, 1024, 2, 0).at(x)).isEqualTo(1024 + (2L << 40));
+        assertThat(new SizeLaw(SizeLaw.Form.LINEAR, 0, 1L << 24, 0).at(x))
+                .as("b * x past 2^63")
+                .isEqualTo(Long.MIN_VALUE);
     }
 }
