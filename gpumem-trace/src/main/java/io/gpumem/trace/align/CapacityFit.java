@@ -18,13 +18,15 @@ import org.jspecify.annotations.Nullable;
  * a device of a given capacity, with compare's row for that value (its minimum capacity among the figures).
  *
  * <p>Search: memory grows with the value, so the fitting values form a prefix: starting at the largest recorded
- * value, doubling while it fits, then bisecting between the last value that fits and the first that does not (or
- * between the step and the largest recorded value when even that does not fit). Each value is predicted once and its
- * window compiled once, shared by every row; a row's probe is one run that stops at the first failed request. A value
- * at which the laws give no program (a size of zero or less) does not fit.
+ * value, doubling while it fits (the last doubling stops at {@link #LIMIT}'s last multiple), then bisecting between
+ * the last value that fits and the first that does not (or between the step and the largest recorded value when even
+ * that does not fit). Each value is predicted once and its window compiled once, shared by every row; a row's probe
+ * is one run that stops at the first failed request. A value at which the laws give no program (a size of zero or
+ * less) does not fit.
  *
- * <p>Invariants: a row's {@link LargestValue#value()} is 0 exactly when not even the step fits; values searched never exceed
- * {@link #LIMIT}.
+ * <p>Invariants: a row's {@link LargestValue#value()} is 0 exactly when not even the step fits (or the step is past
+ * {@link #LIMIT}); values searched never exceed {@link #LIMIT}, and a program that fits at every value gets the
+ * largest multiple of the step within it.
  */
 public final class CapacityFit {
 
@@ -102,18 +104,23 @@ public final class CapacityFit {
     }
 
     private long largest(Predicate<WhatIfReplay> runs) {
-        long top = Math.max(1, family.largestLabel() / step);
         long limit = LIMIT / step;
+        if (limit < 1) {
+            return 0; // not even one step within the values searched
+        }
+        long top = Math.min(limit, Math.max(1, family.largestLabel() / step));
         long lo;
         long hi;
         if (fits(top, runs)) {
             lo = top;
             hi = -1;
             while (hi < 0) {
-                long next = lo * 2;
-                if (next > limit) {
+                if (lo == limit) {
                     return lo * step;
                 }
+                // doubling up to the last multiple searched, not past it: a program whose memory does not grow with
+                // the value fits at the limit, which the search must reach
+                long next = Math.min(lo * 2, limit);
                 if (fits(next, runs)) {
                     lo = next;
                 } else {

@@ -225,6 +225,33 @@ class SyntheticPredictionTest {
                 .isFalse();
     }
 
+    /**
+     * A program whose memory does not grow with the value fits at every value: the answer is the last multiple of the
+     * step within the values searched, also when that is no power of two times the largest recorded value (the
+     * doubling used to stop at the last power of two below the limit: 4 steps of 3 * 2^36 instead of 5).
+     */
+    @Test
+    void aProgramThatFitsAtEveryValueGetsTheLastMultipleWithinTheLimit() {
+        List<Op> constant = new ArrayList<>();
+        for (int i = 0; i < 12; i++) {
+            constant.add(new Op(i % 5, 512L * (1 + i), 0, 0, 1 + i % 3));
+        }
+        RecordingFamily family = family(constant, 128, 256);
+        for (long step : new long[] {3L << 36, 1L << 37, 100}) {
+            CapacityFit fit = CapacityFit.of(family, 1L << 30, step);
+            long value = fit.rows(List.of(AllocatorConfig.defaults()), List.of())
+                    .getFirst()
+                    .value();
+            assertThat(value).as("step %d", step).isEqualTo(CapacityFit.LIMIT / step * step);
+        }
+        assertThat(CapacityFit.of(family, 1L << 30, CapacityFit.LIMIT + 1)
+                        .rows(List.of(AllocatorConfig.defaults()), List.of())
+                        .getFirst()
+                        .value())
+                .as("a step past the limit: nothing searched")
+                .isZero();
+    }
+
     @Test
     void noValueFitsADeviceTooSmallForTheStep() {
         List<Op> program = SyntheticAlignmentTest.program(new Random(3), 24);
