@@ -3,13 +3,8 @@ package io.gpumem.trace.analysis;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import io.gpumem.alloc.CachingAllocator;
-import io.gpumem.device.SimulatedDevice;
-import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
-import io.gpumem.oom.OutOfMemoryException;
-import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.workload.WorkloadWhatIf;
 import java.util.ArrayList;
@@ -30,19 +25,10 @@ class DeviceAnalysisTest {
 
     /** 30 and 20 MiB live, a 40 MiB request fails, the 30 MiB block is freed and 8 MiB allocated. */
     private static TraceSnapshot oomThenRecovery() {
-        CachingAllocator a = new CachingAllocator(SimulatedDevice.withCapacity(CAPACITY));
-        a.recordHistory(HistoryOptions.all());
-        long first = a.malloc(30 * MIB);
-        a.malloc(20 * MIB);
-        try {
-            a.malloc(40 * MIB);
-            throw new AssertionError("40 MiB fitted beside 50 MiB on a 64 MiB device");
-        } catch (OutOfMemoryException expected) {
-            // the program catches it and frees something
-        }
-        a.free(first);
-        a.malloc(8 * MIB);
-        return AllocatorSnapshots.toTraceSnapshot(a.snapshot(), "oom then recovery");
+        return SnapshotStatesTest.oom((a, first) -> {
+            a.free(first);
+            a.malloc(8 * MIB);
+        });
     }
 
     private static int indexOf(List<TraceEntry> trace, TraceAction action) {

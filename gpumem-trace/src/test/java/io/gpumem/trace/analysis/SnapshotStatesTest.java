@@ -17,7 +17,7 @@ import io.gpumem.trace.io.TraceSnapshot;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.function.Consumer;
+import java.util.function.BiConsumer;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -29,24 +29,27 @@ class SnapshotStatesTest {
 
     private static final long MIB = 1L << 20;
 
-    /** 30 and 20 MiB live on a 64 MiB device, then a 40 MiB request fails; {@code after} runs before the snapshot. */
-    private static TraceSnapshot oom(Consumer<CachingAllocator> after) {
+    /**
+     * 30 and 20 MiB live on a 64 MiB device, then a 40 MiB request fails; {@code after} (given the allocator and the
+     * 30 MiB block's address) runs before the snapshot. {@code DeviceAnalysisTest}'s recording too.
+     */
+    static TraceSnapshot oom(BiConsumer<CachingAllocator, Long> after) {
         CachingAllocator a = new CachingAllocator(SimulatedDevice.withCapacity(64 * MIB));
         a.recordHistory(HistoryOptions.all());
-        a.malloc(30 * MIB);
+        long first = a.malloc(30 * MIB);
         a.malloc(20 * MIB);
         try {
             a.malloc(40 * MIB);
             throw new AssertionError("40 MiB fitted beside 50 MiB on a 64 MiB device");
         } catch (OutOfMemoryException expected) {
-            after.accept(a);
+            after.accept(a, first);
         }
         return AllocatorSnapshots.toTraceSnapshot(a.snapshot(), "oom");
     }
 
     @Test
     void anOomWithNothingAfterItIsTheEndStatesAndOneFollowedByAnAllocIsNot() {
-        TraceSnapshot dumped = oom(a -> {});
+        TraceSnapshot dumped = oom((a, first) -> {});
         List<TraceEntry> trace = dumped.traceOf(0);
         int oom = TraceStates.lastOom(trace);
         assertThat(oom).isEqualTo(trace.size() - 1);
@@ -65,7 +68,7 @@ class SnapshotStatesTest {
                 .as("a snapshot or an annotation changes nothing")
                 .isPresent();
 
-        TraceSnapshot recovered = oom(a -> a.malloc(512 * 1024)); // a small block: 2 MiB of the 14 MiB left
+        TraceSnapshot recovered = oom((a, first) -> a.malloc(512 * 1024)); // a small block: 2 MiB of the 14 MiB left
         assertThat(TraceStates.lastOom(recovered.traceOf(0)))
                 .isBetween(0, recovered.traceOf(0).size() - 2);
         assertThat(SnapshotStates.endState(recovered, 0, 64 * MIB).oom())
@@ -77,7 +80,7 @@ class SnapshotStatesTest {
 
     @Test
     void theDevicesAreThoseWithSegmentsOrEntries() {
-        TraceSnapshot one = oom(a -> {});
+        TraceSnapshot one = oom((a, first) -> {});
         SegmentInfo segment =
                 StateAnalyzerTest.seg(1L << 32, Pool.LARGE, 0, false, 2 * MIB, BlockState.ACTIVE_ALLOCATED);
         SegmentInfo onDevice2 = SegmentInfo.ofBlocks(2, segment.address(), 0, Pool.LARGE, false, segment.blocks());
