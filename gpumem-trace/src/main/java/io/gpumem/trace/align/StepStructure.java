@@ -91,12 +91,7 @@ public final class StepStructure {
         int warmUp = 0;
         for (int p = 1; p <= scanned / 2; p++) {
             int span = scanned - p;
-            int equal = 0;
-            for (int i = 0; i < span; i++) {
-                if (tokens[i] == tokens[i + p]) {
-                    equal++;
-                }
-            }
+            int equal = equalAPeriodOn(tokens, p, 0, span);
             if (equal >= MIN_COVERAGE * span) {
                 return new StepStructure(p, (double) equal / span, 0, boundaries(tokens, allocatedBefore, p), n);
             }
@@ -116,7 +111,8 @@ public final class StepStructure {
             // the warm-up ends where the steps found from the end begin (at or after where the coverage holds)
             int span = scanned - warmPeriod;
             int end = starts.length > 1 && starts[1] < span ? Math.max(warmUp, starts[1]) : warmUp;
-            return new StepStructure(warmPeriod, coverageFrom(tokens, warmPeriod, end, span), end, starts, n);
+            double coverage = (double) equalAPeriodOn(tokens, warmPeriod, end, span) / (span - end);
+            return new StepStructure(warmPeriod, coverage, end, starts, n);
         }
         return new StepStructure(n, 1.0, 0, new int[] {0}, n);
     }
@@ -138,14 +134,26 @@ public final class StepStructure {
         return 0;
     }
 
-    private static double coverageFrom(int[] tokens, int p, int from, int span) {
+    /** How many requests from {@code from} to {@code span} (exclusive) equal the request one period later. */
+    private static int equalAPeriodOn(int[] tokens, int p, int from, int span) {
         int equal = 0;
         for (int i = from; i < span; i++) {
             if (tokens[i] == tokens[i + p]) {
                 equal++;
             }
         }
-        return (double) equal / (span - from);
+        return equal;
+    }
+
+    /** The mean allocated level over the positions {@code f}, {@code f ± p}, ... at or after {@code from}. */
+    private static double meanLevel(long[] level, int f, int p, int from) {
+        double sum = 0;
+        int count = 0;
+        for (int i = from + Math.floorMod(f - from, p); i < level.length; i += p) {
+            sum += level[i];
+            count++;
+        }
+        return sum / count;
     }
 
     private static int[] boundaries(int[] tokens, long[] level, int p) {
@@ -153,14 +161,9 @@ public final class StepStructure {
         int phase = 0;
         double lowest = Double.MAX_VALUE;
         for (int f = 0; f < p; f++) {
-            double sum = 0;
-            int count = 0;
-            for (int i = f; i < n; i += p) {
-                sum += level[i];
-                count++;
-            }
-            if (sum / count < lowest) {
-                lowest = sum / count;
+            double mean = meanLevel(level, f, p, 0);
+            if (mean < lowest) {
+                lowest = mean;
                 phase = f;
             }
         }
@@ -213,14 +216,9 @@ public final class StepStructure {
         // holds a period, since two follow the warm-up
         int steady = warmUp + (n - warmUp) / 2;
         for (int f = n - 1; f >= n - p; f--) {
-            double sum = 0;
-            int count = 0;
-            for (int i = f; i >= steady; i -= p) {
-                sum += level[i];
-                count++;
-            }
-            if (sum / count < lowest) {
-                lowest = sum / count;
+            double mean = meanLevel(level, f, p, steady);
+            if (mean < lowest) {
+                lowest = mean;
                 phase = f;
             }
         }
