@@ -173,7 +173,8 @@ class PeakCategoriesRemediesTest {
                 .singleElement()
                 .asString()
                 .startsWith("no request carries stack frames, so no phase is known");
-        assertThat(ruleName(CategoryRule.FREED_BEFORE_NEXT_REQUEST)).isEqualTo("freed before next request");
+        assertThat(PeakCategories.ruleName(CategoryRule.FREED_BEFORE_NEXT_REQUEST))
+                .isEqualTo("freed before next request");
         assertThat(p.atPeak().activations()).isZero();
         assertThat(p.remedies())
                 .as("no activations known: no activation remedy")
@@ -334,10 +335,6 @@ class PeakCategoriesRemediesTest {
 
     private static Recommender.Result result(Recommendation... recommendations) {
         return new Recommender.Result(null, List.of(), List.of(recommendations), List.of());
-    }
-
-    private static String ruleName(CategoryRule rule) {
-        return PeakCategories.ruleName(rule);
     }
 
     private static List<CategoryRemedy> checkpointing(PeakCategories p) {
