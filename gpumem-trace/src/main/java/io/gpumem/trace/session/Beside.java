@@ -9,8 +9,10 @@ import java.util.concurrent.FutureTask;
  * result: the classification of a device's bytes beside the what-if runs ({@link TraceSession#classifyAhead}), a
  * report's state at peak allocated beside its timeline.
  *
- * <p>{@link #take} runs the work on the taking thread when nothing started it, waits for it when it runs elsewhere,
- * and rethrows what it threw, as it was thrown. The work runs once; every take gets its one result.
+ * <p>{@link #take} runs the work on the taking thread when it has not begun (never started, or started on a thread
+ * that has not yet got to it), waits for it when it runs elsewhere, and rethrows what it threw, as it was thrown (a
+ * checked exception wrapped in an {@link IllegalStateException}). The work runs once; every take gets its one
+ * result.
  *
  * @param <T> the result
  */

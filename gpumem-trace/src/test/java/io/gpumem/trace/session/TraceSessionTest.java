@@ -4,20 +4,34 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.catchThrowableOfType;
 
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
+import io.gpumem.policy.PolicySpec;
+import io.gpumem.trace.analysis.DeviceAnalysis;
+import io.gpumem.trace.analysis.MemoryState;
+import io.gpumem.trace.io.ReadLimits;
 import io.gpumem.trace.io.SourceFormat;
+import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.replay.StartMode;
+import io.gpumem.trace.replay.WhatIfReplay;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * A session's choices and its one-window-per-device promise, in memory: the busiest device is the one with the most
  * {@code alloc} entries (the first on a tie, 0 when none has any), a device's window is rebuilt and compiled once
  * however often it is asked for, and a window that cannot be built fails the same way every time without being
- * tried again.
+ * tried again; a start mode reaches every window, built before or after it; a report's extra rows carry the recorded
+ * baseline only where the table has none, and none for a device without requests; a file is read once, its bytes
+ * reported to the end, and an unreadable one names itself.
  */
 class TraceSessionTest {
 
@@ -87,5 +101,86 @@ class TraceSessionTest {
                 .as("the same failure, not a second try")
                 .isSameAs(first);
         assertThat(session.windowRebuilds()).isZero();
+    }
+
+    @Test
+    void aStartModeReachesTheWindowsBuiltBeforeAndAfterIt() {
+        TraceSession session = TraceSession.of(devices(List.of(allocs(3), allocs(2))));
+        WhatIfReplay before = session.window(0).replay();
+        assertThat(before.steady())
+                .as("AUTO, on a window that starts cold: the window as recorded")
+                .isFalse();
+        assertThat(session.startMode(StartMode.STEADY)).isSameAs(session);
+        assertThat(before.steady()).as("the window built before the change").isTrue();
+        assertThat(session.window(1).replay().steady())
+                .as("a window built after it")
+                .isTrue();
+        session.startMode(StartMode.WINDOW);
+        assertThat(before.steady()).isFalse();
+        assertThat(session.window(1).replay().steady()).isFalse();
+    }
+
+    @Test
+    void aReportsExtraRowsHaveTheRecordedBaselineFirstOnlyWhereTheTableHasNone() {
+        TraceSession session = TraceSession.of(devices(List.of(allocs(6), List.of())));
+        DeviceAnalysis analysis = session.analyze(0, null, MemoryState.UNKNOWN, 3, false);
+        assertThat(analysis.whatIf()).as("no compare runs asked for").isNull();
+        List<PolicySpec> stitch = List.of(PolicySpec.parse("stitch"));
+
+        assertThat(session.policyRows(analysis, null, List.of(), false)).isEmpty();
+        assertThat(session.policyRows(analysis, null, stitch, false))
+                .extracting(RunOutcome::label)
+                .containsExactly("recorded (defaults)", "stitch");
+        assertThat(session.policyRows(analysis, null, stitch, true))
+                .as("another row is the baseline already")
+                .extracting(RunOutcome::label)
+                .containsExactly("stitch");
+        assertThat(session.policyRows(analysis, 32L << 20, stitch, true))
+                .extracting(RunOutcome::capacity)
+                .containsExactly(32L << 20);
+
+        assertThat(session.configRows(analysis, MemoryState.UNKNOWN, List.of())).isEmpty();
+        List<RunOutcome> configs =
+                session.configRows(analysis, MemoryState.UNKNOWN, List.of("expandable_segments:True"));
+        assertThat(configs).extracting(RunOutcome::label).containsExactly("", "expandable_segments:True");
+        assertThat(configs)
+                .as("at the recorded capacity when the capacity is unknown")
+                .extracting(RunOutcome::capacity)
+                .containsOnly(session.recordedCapacity(0));
+        assertThat(session.windowRebuilds())
+                .as("every row replays the one window")
+                .isEqualTo(1);
+
+        DeviceAnalysis idle = session.analyze(1, null, MemoryState.UNKNOWN, 3, false);
+        assertThat(session.policyRows(idle, null, stitch, false))
+                .as("no requests on device 1")
+                .isEmpty();
+        assertThat(session.configRows(idle, MemoryState.UNKNOWN, List.of("expandable_segments:True")))
+                .isEmpty();
+    }
+
+    @Test
+    void aSessionOpenedOnAFileReadsItOnceAndReportsTheBytesToTheEnd(@TempDir Path dir) throws IOException {
+        Path f = dir.resolve("rmm.csv");
+        Files.writeString(f, """
+                Thread,Time,Action,Pointer,Size,Stream
+                1,1,allocate,0x7f0000000000,1000,0x0
+                1,2,allocate,0x7f0000100000,2000000,0x0
+                1,3,free,0x7f0000000000,1000,0x0
+                """);
+        List<long[]> progress = new ArrayList<>();
+        TraceSession session =
+                TraceSession.open(f, ReadLimits.DEFAULT, (done, total) -> progress.add(new long[] {done, total}));
+        assertThat(session.fileReads()).isEqualTo(1);
+        assertThat(session.source()).contains("rmm.csv");
+        assertThat(session.hasRequests(0)).isTrue();
+        assertThat(progress.getLast()).containsExactly(Files.size(f), Files.size(f));
+
+        assertThatThrownBy(() -> TraceSession.open(f, new ReadLimits(10, 1_000)))
+                .isInstanceOf(TraceFormatException.class)
+                .hasMessageContaining("rmm.csv");
+        assertThatThrownBy(() -> TraceSession.open(dir.resolve("missing.pickle"), ReadLimits.DEFAULT))
+                .isInstanceOf(TraceFormatException.class)
+                .hasMessageContaining("missing.pickle");
     }
 }
