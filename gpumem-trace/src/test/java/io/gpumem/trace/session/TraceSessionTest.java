@@ -10,6 +10,7 @@ import io.gpumem.history.TraceEntry;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.trace.analysis.MemoryState;
+import io.gpumem.trace.category.PeakCategories;
 import io.gpumem.trace.io.ReadLimits;
 import io.gpumem.trace.io.SourceFormat;
 import io.gpumem.trace.io.TraceFormatException;
@@ -182,5 +183,41 @@ class TraceSessionTest {
         assertThatThrownBy(() -> TraceSession.open(dir.resolve("missing.pickle"), ReadLimits.DEFAULT))
                 .isInstanceOf(TraceFormatException.class)
                 .hasMessageContaining("missing.pickle");
+    }
+
+    @Test
+    void theBytesAreClassifiedOverTheSessionsWindowAsAFreshClassificationWouldBe() {
+        TraceSnapshot trace = devices(List.of(allocs(6), List.of()));
+        TraceSession session = TraceSession.of(trace);
+        DeviceAnalysis analysis = session.analyze(0, null, MemoryState.UNKNOWN, 3, false);
+        session.classifyAhead(0);
+        session.classifyAhead(0);
+        PeakCategories shared = session.peakCategories(analysis, 0);
+        PeakCategories fresh = PeakCategories.of(trace, 0, analysis, 0);
+        assertThat(shared.atPeak()).isEqualTo(fresh.atPeak());
+        assertThat(shared.atEnd()).isEqualTo(fresh.atEnd());
+        assertThat(shared.atPeak().total())
+                .as("one 4 KiB block live at the peak")
+                .isEqualTo(4096);
+        assertThat(session.windowRebuilds())
+                .as("classified over the session's one window")
+                .isEqualTo(1);
+        assertThat(session.peakCategories(analysis, 0).atPeak()).isEqualTo(shared.atPeak());
+
+        DeviceAnalysis idle = session.analyze(1, null, MemoryState.UNKNOWN, 3, false);
+        session.classifyAhead(1);
+        assertThat(session.peakCategories(idle, 0).atPeak().total()).isZero();
+        assertThat(session.windowRebuilds())
+                .as("nothing to classify on device 1")
+                .isEqualTo(1);
+    }
+
+    @Test
+    void aReportsConfigurationRowsRunAtAKnownCapacity() {
+        TraceSession session = TraceSession.of(devices(List.of(allocs(6))));
+        DeviceAnalysis analysis = session.analyze(0, null, 48L << 20, 3, false);
+        assertThat(session.configRows(analysis, 48L << 20, List.of("expandable_segments:True")))
+                .extracting(RunOutcome::capacity)
+                .containsExactly(48L << 20, 48L << 20);
     }
 }
