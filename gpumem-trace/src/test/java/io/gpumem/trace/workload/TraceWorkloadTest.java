@@ -66,4 +66,38 @@ class TraceWorkloadTest {
         assertThat(upToFirstFree.stream().length()).isEqualTo(3);
         assertThat(upToFirstFree.describe()).contains("up to entry 4");
     }
+
+    @Test
+    void aReusedAddressFreesItsEarlierBlockAndOnlyTheLastEntrysFailedRequestIsAppended() {
+        List<TraceEntry> trace = List.of(
+                e(TraceAction.ALLOC, 0x1000, 700),
+                e(TraceAction.ALLOC, 0x2000, 0), // a zero-byte request: nothing to place
+                e(TraceAction.ALLOC, 0x3000, 300),
+                e(TraceAction.OOM, 0, 9 << 20), // not the analysed moment: the run goes on past it
+                e(TraceAction.FREE_REQUESTED, 0x3000, 300),
+                e(TraceAction.ALLOC, 0x1000, 500), // 0x1000 again, its free not in the record
+                e(TraceAction.FREE_REQUESTED, 0x2000, 0),
+                e(TraceAction.OOM, 0, 0));
+        TraceWorkload w = TraceWorkload.of(snapshot(trace), 0, trace.size());
+        RequestStream ops = w.stream();
+        assertThat(IntStream.range(0, ops.length())
+                        .mapToObj(k -> ops.op(k) + " slot " + ops.slot(k) + " entry " + ops.entry(k)))
+                .containsExactly(
+                        RequestStream.ALLOC + " slot 0 entry 0",
+                        RequestStream.ALLOC + " slot 1 entry 2",
+                        RequestStream.FREE + " slot 1 entry 4",
+                        RequestStream.FREE + " slot 0 entry 5",
+                        RequestStream.ALLOC + " slot 2 entry 5");
+        assertThat(w.describe())
+                .as("the whole trace, the zero-byte block's free the one skipped")
+                .isEqualTo("the 3 requests of device 0's trace (1 frees of blocks from before the window skipped)");
+
+        TraceWorkload clean = TraceWorkload.of(snapshot(trace.subList(0, 3)), 0, 3);
+        assertThat(clean.describe()).isEqualTo("the 2 requests of device 0's trace");
+        TraceWorkload atTheOom = TraceWorkload.of(snapshot(trace), 0, 4);
+        assertThat(atTheOom.stream().allocs())
+                .as("the OOM that ends the window is appended")
+                .isEqualTo(3);
+        assertThat(atTheOom.describe()).contains("up to entry 3");
+    }
 }

@@ -10,6 +10,9 @@ import io.gpumem.engine.MinimumCapacity;
 import io.gpumem.engine.RequestStream;
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.history.Frame;
+import io.gpumem.history.TraceAction;
+import io.gpumem.policy.PolicyFactory;
+import io.gpumem.policy.PolicyRegistry;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.trace.analysis.AllocatorStates;
 import io.gpumem.trace.analysis.DiagnosisKind;
@@ -18,6 +21,7 @@ import io.gpumem.trace.analysis.Recommendation;
 import io.gpumem.trace.analysis.Recommender;
 import io.gpumem.trace.analysis.StateAnalysis;
 import io.gpumem.trace.analysis.StateAnalyzer;
+import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 
@@ -174,5 +178,44 @@ class WorkloadWhatIfTest {
                 .extracting(Recommendation::action)
                 .isEqualTo("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
         assertThat(whatIf.runSmallerBatch()).get().extracting(RunOutcome::label).isEqualTo("batch 3");
+    }
+
+    @Test
+    void theDemoAddsEveryPolicyButTheExactOneAndHalvesOnlyATrainingBatchOfTwoOrMore() {
+        assertThat(WorkloadWhatIf.demoPolicies())
+                .containsExactlyElementsOf(PolicyRegistry.alternatives().stream()
+                        .map(PolicyFactory::name)
+                        .toList())
+                .contains("stitch", "planned")
+                .doesNotContain(PolicyRegistry.EXACT);
+
+        TrainingWorkload.Builder b = small().settings();
+        assertThat(new WorkloadWhatIf(b.batch(1).build(), 8 * GiB, 0, false).runSmallerBatch())
+                .isEmpty();
+        for (int batch : new int[] {2, 3, 4}) {
+            RunOutcome half = new WorkloadWhatIf(b.batch(batch).build(), 8 * GiB, 0, false)
+                    .runSmallerBatch()
+                    .orElseThrow();
+            assertThat(half.label()).isEqualTo("batch " + batch / 2);
+            assertThat(half.peakAllocated())
+                    .isEqualTo(new WorkloadWhatIf(b.batch(batch / 2).build(), 8 * GiB, 0, false)
+                            .run("")
+                            .peakAllocated());
+        }
+        TraceWorkload trace = TraceWorkload.of(
+                TraceWorkloadTest.snapshot(List.of(TraceWorkloadTest.e(TraceAction.ALLOC, 0x1000, 512))), 0, 1);
+        assertThat(new WorkloadWhatIf(trace, GiB, 0, false).runSmallerBatch())
+                .as("a recorded trace has no batch to halve")
+                .isEmpty();
+    }
+
+    @Test
+    void theMinimumCapacityIsSearchedUpToFourTimesACapacityOverATebibyte() {
+        long request = 3L << 40; // 3 TiB: over the 1 TiB floor of the search's bound, under 4 x 2 TiB
+        TraceWorkload huge = TraceWorkload.of(
+                TraceWorkloadTest.snapshot(List.of(TraceWorkloadTest.e(TraceAction.ALLOC, 0x1000, request))), 0, 1);
+        RunOutcome row = new WorkloadWhatIf(huge, 2L << 40, 0, true).run("");
+        assertThat(row.ooms()).as("3 TiB does not fit in 2").isEqualTo(1);
+        assertThat(row.minCapacity()).isEqualTo(request);
     }
 }
