@@ -210,8 +210,8 @@ class WorkloadWhatIfTest {
     }
 
     @Test
-    void theMinimumCapacityIsSearchedUpToFourTimesACapacityOverATebibyte() {
-        long request = 3L << 40; // 3 TiB: over the 1 TiB floor of the search's bound, under 4 x 2 TiB
+    void aRequestLargerThanTheUnlimitedRunsTebibyteStillGetsItsMinimumCapacity() {
+        long request = 3L << 40; // 3 TiB: more than UNLIMITED, so the search must go above it
         TraceWorkload huge = TraceWorkload.of(
                 TraceWorkloadTest.snapshot(List.of(TraceWorkloadTest.e(TraceAction.ALLOC, 0x1000, request))), 0, 1);
         RunOutcome row = new WorkloadWhatIf(huge, 2L << 40, 0, true).run("");
