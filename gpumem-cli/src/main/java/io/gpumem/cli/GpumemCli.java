@@ -11,7 +11,9 @@ import io.gpumem.cli.trace.CompareCommand;
 import io.gpumem.cli.trace.DiffCommand;
 import io.gpumem.cli.trace.PredictCommand;
 import io.gpumem.cli.trace.ReplayCommand;
+import java.io.PrintWriter;
 import java.util.Arrays;
+import java.util.ConcurrentModificationException;
 import java.util.Set;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -22,7 +24,7 @@ import picocli.CommandLine.Model.CommandSpec;
  * (simulation, traces, KV cache, CUDA) and is registered here; this class only wires them and maps
  * failures to exit codes: 0 success, 1 the work failed (e.g. an OOM the user asked to treat as fatal, or
  * {@code replay --check} finding a placement that differs: a command returns 1 itself, documented on it),
- * 2 bad input (malformed script, corrupt file, bad option).
+ * 2 bad input (malformed script, corrupt file, bad option), 3 an internal error (a bug in gpumem).
  *
  * <p>Bad input is reported here and nowhere else: a command throws a typed exception and this class prints it as
  * {@code gpumem COMMAND: message} with exit status 2. The types a command throws: picocli's
@@ -32,7 +34,9 @@ import picocli.CommandLine.Model.CommandSpec;
  * {@code InconsistentSnapshotException} (a {@code TraceFormatException} for a file whose contents do not add up), {@code ScriptException} (an ops
  * script line), {@code DeviceUnavailableException} (no usable CUDA device) and {@code UncheckedIOException} (an
  * output that cannot be written). Each message names the file, entry, field or option at fault. Any other
- * exception is reported the same way (its message, exit 2) rather than as a stack trace.
+ * exception is reported the same way (its message, exit 2) rather than as a stack trace, except one that only a bug
+ * raises (a null dereference, a bad index or cast): that line says "internal error" and where, exit 3
+ * ({@link #reportFailure}).
  */
 @Command(
         name = "gpumem",
@@ -137,13 +141,42 @@ public final class GpumemCli implements Runnable {
             failed.getErr().println(prefix(failed) + ex.getMessage() + " (see " + name(failed) + " --help)");
             return 2;
         });
-        cl.setExecutionExceptionHandler((ex, commandLine, parseResult) -> {
-            commandLine
-                    .getErr()
-                    .println(prefix(commandLine) + (ex.getMessage() == null ? ex.toString() : ex.getMessage()));
-            return 2;
-        });
+        cl.setExecutionExceptionHandler((ex, commandLine, parseResult) -> reportFailure(ex, commandLine));
         return cl;
+    }
+
+    /** The exit status of a failure gpumem itself caused (a bug), not the input: see {@link #reportFailure}. */
+    static final int INTERNAL_ERROR = 3;
+
+    /**
+     * Reports what a command threw, in one line on its error stream, and returns the exit status. An exception that
+     * only a mistake in gpumem's own code raises (a null dereference, a bad cast or index, an arithmetic fault, a
+     * collection changed while iterated) is an internal error: exit {@value #INTERNAL_ERROR}, the line saying so with
+     * the exception's type and where it was thrown, for a bug report. Anything else a command throws is taken to be
+     * about the input or the environment (the typed exceptions above, and the argument and state refusals of the
+     * library's own checks): its message, exit 2.
+     */
+    static int reportFailure(Exception ex, CommandLine commandLine) {
+        PrintWriter err = commandLine.getErr();
+        if (isBug(ex)) {
+            StackTraceElement[] where = ex.getStackTrace();
+            err.println(prefix(commandLine) + "internal error, a bug in gpumem: " + ex
+                    + (where.length > 0 ? " at " + where[0] : "")
+                    + "; please report it with the command line that raised it");
+            return INTERNAL_ERROR;
+        }
+        err.println(prefix(commandLine) + (ex.getMessage() == null ? ex.toString() : ex.getMessage()));
+        return 2;
+    }
+
+    private static boolean isBug(Exception ex) {
+        return ex instanceof NullPointerException
+                || ex instanceof ClassCastException
+                || ex instanceof IndexOutOfBoundsException
+                || ex instanceof ArithmeticException
+                || ex instanceof ArrayStoreException
+                || ex instanceof NegativeArraySizeException
+                || ex instanceof ConcurrentModificationException;
     }
 
     private static final String CONVERTER_EXCLUDES = "picocli.converters.excludes";

@@ -2,12 +2,15 @@ package io.gpumem.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import java.io.IOException;
 import java.io.PrintWriter;
 import java.io.StringWriter;
+import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import picocli.CommandLine;
 
 /**
  * The top-level command line: a run builds only the part of picocli's model it can use (start-up time), and
@@ -16,7 +19,7 @@ import org.junit.jupiter.api.io.TempDir;
 class GpumemCliTest {
 
     /** Runs {@code args} on a given command line and returns its standard output. */
-    private static String out(picocli.CommandLine cl, String... args) {
+    private static String out(CommandLine cl, String... args) {
         StringWriter out = new StringWriter();
         cl.setOut(new PrintWriter(out, true));
         cl.setErr(new PrintWriter(new StringWriter(), true));
@@ -66,5 +69,49 @@ class GpumemCliTest {
         try (var left = Files.list(tmp)) {
             assertThat(left).isEmpty();
         }
+    }
+
+    /** What {@code gpumem replay} prints and returns for {@code failure} thrown by the command. */
+    private static String[] failure(Exception failure) {
+        CommandLine replay =
+                GpumemCli.commandLine(new String[] {"replay"}).getSubcommands().get("replay");
+        StringWriter err = new StringWriter();
+        replay.setErr(new PrintWriter(err, true));
+        int exit = GpumemCli.reportFailure(failure, replay);
+        return new String[] {Integer.toString(exit), err.toString().strip()};
+    }
+
+    @Test
+    void aBugIsAnInternalErrorNamingTheExceptionAndWhereAndInputIsNot() {
+        NullPointerException npe = new NullPointerException("Cannot read field \"size\" because \"b\" is null");
+        npe.setStackTrace(new StackTraceElement[] {
+            new StackTraceElement("io.gpumem.alloc.BlockPool", "take", "BlockPool.java", 42)
+        });
+        String[] bug = failure(npe);
+        assertThat(bug[0]).isEqualTo(Integer.toString(GpumemCli.INTERNAL_ERROR));
+        assertThat(bug[1])
+                .isEqualTo("gpumem replay: internal error, a bug in gpumem: java.lang.NullPointerException: Cannot"
+                        + " read field \"size\" because \"b\" is null at io.gpumem.alloc.BlockPool.take(BlockPool.java:42);"
+                        + " please report it with the command line that raised it");
+        assertThat(bug[1]).doesNotContain("\n");
+        for (Exception b : new Exception[] {
+            new ArrayIndexOutOfBoundsException(7), new ClassCastException(), new ArithmeticException("/ by zero")
+        }) {
+            assertThat(failure(b)[0]).as(b.toString()).isEqualTo("3");
+            assertThat(failure(b)[1]).contains("internal error", b.getClass().getName());
+        }
+
+        for (Exception input : new Exception[] {
+            new IllegalArgumentException("policy nope is not registered"),
+            new IllegalStateException("the window cannot be rebuilt"),
+            new UncheckedIOException("out.html: cannot write", new IOException("No space left on device"))
+        }) {
+            String[] r = failure(input);
+            assertThat(r[0]).as(input.toString()).isEqualTo("2");
+            assertThat(r[1]).isEqualTo("gpumem replay: " + input.getMessage());
+        }
+        assertThat(failure(new UnsupportedOperationException())[1])
+                .as("no message: the exception names itself")
+                .isEqualTo("gpumem replay: java.lang.UnsupportedOperationException");
     }
 }

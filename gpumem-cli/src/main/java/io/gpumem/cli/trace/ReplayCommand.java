@@ -52,7 +52,8 @@ import picocli.CommandLine.Option;
             "0:the replay ran (with --check: identical to the recording: every alloc at its address, every"
                     + " driver call, every end-state segment)",
             "1:with --check: a placement, a driver call or the end state differs from the recording",
-            "2:bad input: unreadable, malformed or inconsistent file (see --lenient), bad option"
+            "2:bad input: unreadable, malformed or inconsistent file (see --lenient), bad option",
+            "3:an internal error (a bug in gpumem)"
         })
 public final class ReplayCommand extends GpumemCommand {
 
