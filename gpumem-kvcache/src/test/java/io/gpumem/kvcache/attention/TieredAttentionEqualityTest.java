@@ -27,7 +27,8 @@ import org.junit.jupiter.api.io.TempDir;
  * contiguous copy built from scratch; a damaged disk record or a missing remote key is a miss (the
  * tokens are recomputed), never wrong KV. Scenario: request {@code a} computes a 16-token prefix (4
  * blocks) and leaves; a filler takes every device block, evicting the prefix; request {@code c} with the
- * same prefix then finds it only in the tiers.
+ * same prefix then finds it only in the tiers. A tenant's (salted) prefix comes back for that tenant only, and
+ * blocks are promoted only when the whole prompt fits in the free blocks.
  */
 class TieredAttentionEqualityTest extends ToyModelAttention {
     private static final int BLOCKS = 12; // 11 usable: the filler below evicts everything
@@ -62,7 +63,12 @@ class TieredAttentionEqualityTest extends ToyModelAttention {
 
     /** Computes the prefix in request a, records its block keys, then evicts it with a filler. */
     private void computePrefixThenEvict(KvCacheManager m) {
-        KvRequest a = KvRequest.of("a", concat(prefix, tokens(rnd, 5)));
+        computePrefixThenEvict(m, null);
+    }
+
+    /** As {@link #computePrefixThenEvict(KvCacheManager)}, request a of tenant {@code salt} ({@code null}: none). */
+    private void computePrefixThenEvict(KvCacheManager m, String salt) {
+        KvRequest a = withSalt("a", concat(prefix, tokens(rnd, 5)), salt);
         admit(m, a);
         for (int j = 0; j < 4; j++) {
             prefixKeyHi[j] = m.pool().keyHi(a.block(j));
@@ -77,9 +83,20 @@ class TieredAttentionEqualityTest extends ToyModelAttention {
         assertThat(m.pool().cachedCount()).as("filler's blocks only").isEqualTo(11);
     }
 
+    private static KvRequest withSalt(String id, int[] tokens, String salt) {
+        return salt == null
+                ? KvRequest.of(id, tokens)
+                : KvRequest.builder(id, tokens).salt(salt).build();
+    }
+
     /** Admits c (same prefix), decodes, checks attention; returns the prefix tokens it hit. */
     private long admitSamePrefixAndCheck(KvCacheManager m) {
-        KvRequest c = KvRequest.of("c", concat(prefix, tokens(rnd, 6)));
+        return admitSamePrefixAndCheck(m, null);
+    }
+
+    /** As {@link #admitSamePrefixAndCheck(KvCacheManager)}, request c of tenant {@code salt}. */
+    private long admitSamePrefixAndCheck(KvCacheManager m, String salt) {
+        KvRequest c = withSalt("c", concat(prefix, tokens(rnd, 6)), salt);
         long before = m.stats().prefixHitTokens();
         admit(m, c);
         long hit = m.stats().prefixHitTokens() - before;
@@ -104,6 +121,50 @@ class TieredAttentionEqualityTest extends ToyModelAttention {
             assertThat(admitSamePrefixAndCheck(m)).isEqualTo(16);
             assertThat(tier(m, "host").hits()).isEqualTo(4);
             assertThat(m.stats().promotedBlocks()).isEqualTo(4);
+        }
+    }
+
+    @Test
+    void aTenantsPrefixComesBackFromTheHostTierForThatTenantOnly() {
+        try (KvCacheManager m = manager(b -> b.host(1 << 20))) {
+            computePrefixThenEvict(m, "tenant-1");
+            assertThat(m.stats().demotedBlocks())
+                    .as("the prefix's 4 blocks and the one after, then the filler's none (it is never evicted)")
+                    .isEqualTo(5);
+            KvRequest other = KvRequest.builder("other", concat(prefix, tokens(rnd, 6)))
+                    .salt("tenant-2")
+                    .build();
+            KvRequest plain = KvRequest.of("plain", concat(prefix, tokens(rnd, 6)));
+            assertThat(m.lookupCachedTokens(other)).as("another tenant").isZero();
+            assertThat(m.lookupCachedTokens(plain)).as("no tenant").isZero();
+            assertThat(m.stats().promotedBlocks()).isZero();
+            assertThat(admitSamePrefixAndCheck(m, "tenant-1")).isEqualTo(16);
+            assertThat(m.stats().promotedBlocks()).isEqualTo(4);
+        }
+    }
+
+    @Test
+    void blocksArePromotedOnlyWhenTheWholePromptFitsInTheFreeBlocks() {
+        try (KvCacheManager m = manager(b -> b.host(1 << 20))) {
+            computePrefixThenEvict(m);
+            // c's prompt is 22 tokens: 6 blocks. A holder keeps 11 - free blocks live.
+            KvRequest holder = KvRequest.of("holder", tokens(rnd, 6 * BS));
+            admit(m, holder);
+            assertThat(m.pool().freeCount()).isEqualTo(5);
+            KvRequest c = KvRequest.of("c", concat(prefix, tokens(rnd, 6)));
+            assertThat(m.lookupCachedTokens(c))
+                    .as("5 free blocks: not promoted")
+                    .isZero();
+            assertThat(m.stats().promotedBlocks()).isZero();
+            m.free(holder);
+            KvRequest smaller = KvRequest.of("holder2", tokens(rnd, 5 * BS));
+            admit(m, smaller);
+            assertThat(m.pool().freeCount()).isEqualTo(6);
+            assertThat(m.lookupCachedTokens(c))
+                    .as("6 free blocks: the prefix comes back")
+                    .isEqualTo(16);
+            assertThat(m.stats().promotedBlocks()).isEqualTo(4);
+            m.checkInvariants();
         }
     }
 
