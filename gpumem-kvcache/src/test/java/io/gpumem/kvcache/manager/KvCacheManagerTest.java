@@ -10,7 +10,9 @@ import io.gpumem.kvcache.hash.BlockHasher;
 import io.gpumem.kvcache.hash.HashAlgorithm;
 import io.gpumem.kvcache.memory.KvMemory;
 import io.gpumem.kvcache.pool.KvBlockPool;
+import java.util.List;
 import java.util.stream.IntStream;
+import org.assertj.core.api.ThrowableAssert.ThrowingCallable;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -339,6 +341,47 @@ class KvCacheManagerTest {
     }
 
     @Test
+    void swapInNeedsExactlyItsBlocksFreeAndCachesTheFullBlocksItCopiesBack() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults().withSwapSpaceBytes(1 << 20));
+        KvRequest a = admit(m, KvRequest.of("a", seq(0, 13))); // 3 full blocks and a partial one
+        m.preempt(a, PreemptionMode.SWAP);
+        // free: the partial block at the head, 11 clean blocks, a's three cached blocks at the tail
+        KvRequest holder = admit(m, KvRequest.of("holder", seq(100, 12 * BS)));
+        assertThat(m.pool().freeCount()).isEqualTo(3);
+        long refusedBefore = m.stats().refusedAllocations();
+        assertThat(m.swapIn(a))
+                .as("3 cached blocks to take back and 1 to copy: 4 blocks of the 3 free")
+                .isFalse();
+        assertThat(a.status()).isEqualTo(RequestStatus.SWAPPED);
+        assertThat(m.stats().refusedAllocations()).isEqualTo(refusedBefore + 1);
+        assertThat(m.pool().freeCount()).isEqualTo(3);
+
+        m.free(holder);
+        KvRequest smaller = admit(m, KvRequest.of("smaller", seq(200, 11 * BS)));
+        assertThat(m.pool().freeCount()).isEqualTo(4);
+        assertThat(m.pool().isCached(m.pool().freeListOrder()[3]))
+                .as("a's chain head is still cached")
+                .isTrue();
+        assertThat(m.swapIn(a)).as("4 blocks of 4 free").isTrue();
+        assertThat(m.pool().freeCount()).isZero();
+        m.checkInvariants();
+
+        // again, with a's last full block evicted while it was out: it comes back from the host copy and is
+        // cached anew, so the whole 12-token prefix is found again
+        m.free(smaller);
+        m.preempt(a, PreemptionMode.SWAP);
+        // free: a's partial block, smaller's 11 cached blocks, then a's chain tail-first; 13 blocks evict a's tail
+        KvRequest evictor = admit(m, KvRequest.of("evictor", seq(300, 13 * BS)));
+        m.free(evictor);
+        long reusedBefore = m.stats().swapInReusedBlocks();
+        assertThat(m.swapIn(a)).isTrue();
+        assertThat(m.stats().swapInReusedBlocks() - reusedBefore).isEqualTo(2);
+        m.free(a);
+        assertThat(m.lookupCachedTokens(KvRequest.of("again", seq(0, 13)))).isEqualTo(12);
+        m.checkInvariants();
+    }
+
+    @Test
     void closingReleasesHostMemoryOfSwappedRequests() {
         KvCacheManager m = manager(8, KvCacheConfig.defaults().withSwapSpaceBytes(1 << 20));
         KvRequest a = admit(m, KvRequest.of("a", seq(0, 10)));
@@ -543,9 +586,23 @@ class KvCacheManagerTest {
         KvCacheManager m1 = manager(16, KvCacheConfig.defaults());
         KvCacheManager m2 = manager(16, KvCacheConfig.defaults());
         KvRequest a = admit(m1, KvRequest.of("a", seq(0, 5)));
-        assertThatThrownBy(() -> m2.free(a))
-                .isInstanceOf(KvCacheException.class)
-                .hasMessageContaining("another KV cache manager");
+        KvCacheStats before1 = m1.stats();
+        KvCacheStats before2 = m2.stats();
+        List<ThrowingCallable> calls = List.of(
+                () -> m2.free(a),
+                () -> m2.lookupCachedTokens(a),
+                () -> m2.allocateSlots(a, 1, 0),
+                () -> m2.fork(a, "a-child"),
+                () -> m2.preempt(a, PreemptionMode.RECOMPUTE),
+                () -> m2.swapIn(a));
+        for (ThrowingCallable call : calls) {
+            assertThatThrownBy(call)
+                    .isInstanceOf(KvCacheException.class)
+                    .hasMessage("request a belongs to another KV cache manager");
+        }
+        assertThat(a.numBlocks()).as("a keeps its blocks in m1").isEqualTo(2);
+        assertThat(m1.stats()).isEqualTo(before1);
+        assertThat(m2.stats()).isEqualTo(before2);
         m1.checkInvariants();
         m2.checkInvariants();
     }
