@@ -166,6 +166,45 @@ class KvCacheManagerTest {
     }
 
     @Test
+    void exactlyTheBlocksNeededFreeIsEnoughAndLookaheadAloneReservesSlots() {
+        KvCacheManager m = manager(6, KvCacheConfig.defaults()); // 5 usable blocks
+        KvRequest a = admit(m, KvRequest.of("a", seq(0, 12))); // 3 blocks
+        KvRequest b = KvRequest.of("b", seq(100, 8));
+        m.lookupCachedTokens(b);
+        assertThat(m.allocateSlots(b, 8, 0)).as("2 blocks of 2 free").isTrue();
+        assertThat(m.pool().freeCount()).isZero();
+        m.free(b);
+        assertThat(m.allocateSlots(a, 0, 8))
+                .as("no new token, 8 speculative slots: 2 blocks of 2 free")
+                .isTrue();
+        assertThat(a.numBlocks()).isEqualTo(5);
+        assertThat(m.stats().refusedAllocations()).isZero();
+        assertThatThrownBy(() -> m.allocateSlots(a, -1, 0)).hasMessageContaining("must not be negative");
+        assertThatThrownBy(() -> m.allocateSlots(a, 0, -1)).hasMessageContaining("must not be negative");
+        m.checkInvariants();
+    }
+
+    @Test
+    void copyOnWriteStopsAtTheLastBlockTheNewTokensReach() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults());
+        KvRequest p = KvRequest.of("p", seq(0, 6));
+        m.lookupCachedTokens(p);
+        assertThat(m.allocateSlots(p, 6, 6)).isTrue(); // 12 slots: blocks 0, 1 and a speculative block 2
+        p.advanceComputed(6);
+        KvRequest c = m.fork(p, "c");
+        assertThat(m.pool().refCount(c.block(2))).isEqualTo(2);
+        c.appendToken(6);
+        c.appendToken(7);
+        assertThat(m.allocateSlots(c, 2, 0)).isTrue(); // tokens 6 and 7 end block 1 exactly
+        assertThat(m.stats().copyOnWriteBlocks())
+                .as("block 1 only; block 2 starts at token 8")
+                .isEqualTo(1);
+        assertThat(c.block(1)).isNotEqualTo(p.block(1));
+        assertThat(c.block(2)).isEqualTo(p.block(2));
+        m.checkInvariants();
+    }
+
+    @Test
     void forkSharesBlocksAndCopiesOnWrite() {
         KvCacheManager m = manager(16, KvCacheConfig.defaults());
         KvRequest p = admit(m, KvRequest.of("p", seq(0, 6)));
