@@ -214,4 +214,65 @@ class SchedulerTest {
         assertThat(m.stats().swapPreemptions()).isEqualTo(1);
         m.checkInvariants();
     }
+
+    @Test
+    void thePriorityQueueOrdersByPriorityThenArrivalAndKeepsFullTiesInTheOrderAdded() {
+        KvCacheManager m = manager(32, KvCacheConfig.defaults());
+        Scheduler s =
+                new Scheduler(m, new SchedulerConfig(2048, 16, PreemptionMode.RECOMPUTE, VictimPolicy.PRIORITY, 0));
+        s.add(req("a", 0, 2, 1, 5));
+        s.add(req("b", 10, 2, 0, 9));
+        s.add(req("c", 20, 2, 1, 3));
+        s.add(req("d", 30, 2, 0, 9)); // b's priority and arrival: after b, as added
+        s.add(req("e", 40, 2, 0, 2));
+        assertThat(step(s)).containsExactly("e:2", "b:2", "d:2", "c:2", "a:2");
+    }
+
+    /**
+     * Admits x, then y (8 tokens each: 2 blocks of the 5 usable), in one step ({@code together}) or in two (x first).
+     * Both then decode until a step in which y needs a block that is not there and a victim must go. Returns the
+     * victim's id.
+     */
+    private static String victimOfTwo(
+            VictimPolicy policy, boolean together, int xPriority, long xArrival, int yPriority, long yArrival) {
+        KvCacheManager m = manager(6, KvCacheConfig.defaults());
+        Scheduler s = new Scheduler(m, new SchedulerConfig(2048, 16, PreemptionMode.RECOMPUTE, policy, 0));
+        KvRequest x = req("x", 0, 8, xPriority, xArrival);
+        KvRequest y = req("y", 100, 8, yPriority, yArrival);
+        s.add(x);
+        if (together) {
+            s.add(y);
+            assertThat(step(s)).containsExactly("x:8", "y:8"); // 1 block free
+        } else {
+            assertThat(step(s)).containsExactly("x:8");
+            s.add(y);
+            assertThat(step(s)).containsExactly("x:1", "y:8"); // x's third block: none free
+        }
+        step(s); // together: x takes the last block; y's decode needs one more in either case
+        assertThat(s.preemptions()).isEqualTo(1);
+        m.checkInvariants();
+        return x.status() == RequestStatus.PREEMPTED ? "x" : "y";
+    }
+
+    @Test
+    void theVictimIsTheLeastImportantThenTheLatestToArriveThenTheLastAdmitted() {
+        assertThat(victimOfTwo(VictimPolicy.FCFS, false, 0, 5, 0, 1))
+                .as("FCFS: the last admitted")
+                .isEqualTo("y");
+        assertThat(victimOfTwo(VictimPolicy.PRIORITY, false, 0, 5, 0, 1))
+                .as("same priority: the later arrival, though admitted first")
+                .isEqualTo("x");
+        assertThat(victimOfTwo(VictimPolicy.PRIORITY, false, 3, 1, 0, 5))
+                .as("the less important, though it arrived first")
+                .isEqualTo("x");
+        assertThat(victimOfTwo(VictimPolicy.PRIORITY, false, 0, 4, 0, 4))
+                .as("same priority and arrival: the last admitted")
+                .isEqualTo("y");
+        assertThat(victimOfTwo(VictimPolicy.LEAST_COMPUTED, true, 0, 0, 0, 1))
+                .as("8 computed each (x's decode token is granted, not yet computed): the last admitted")
+                .isEqualTo("y");
+        assertThat(victimOfTwo(VictimPolicy.LEAST_COMPUTED, false, 0, 0, 0, 1))
+                .as("y has computed fewer (8 against 9)")
+                .isEqualTo("y");
+    }
 }
