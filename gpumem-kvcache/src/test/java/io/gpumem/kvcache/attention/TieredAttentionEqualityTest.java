@@ -119,7 +119,17 @@ class TieredAttentionEqualityTest extends ToyModelAttention {
         try (KvCacheManager m = manager(b -> b.host(1 << 20))) {
             computePrefixThenEvict(m);
             assertThat(admitSamePrefixAndCheck(m)).isEqualTo(16);
-            assertThat(tier(m, "host").hits()).isEqualTo(4);
+            TierStats host = tier(m, "host");
+            long record = m.tiers().layout().size();
+            assertThat(host.hits()).isEqualTo(4);
+            assertThat(host.misses())
+                    .as("one per lookup that reached the tier and stopped there: a's first block (the tier was"
+                            + " empty), the filler's first, c's fifth (not a's)")
+                    .isEqualTo(3);
+            assertThat(host.stored()).as("a's five full blocks").isEqualTo(5);
+            assertThat(host.bytesIn()).isEqualTo(5 * record);
+            assertThat(host.bytesOut()).isEqualTo(4 * record);
+            assertThat(host.corrupt()).isZero();
             assertThat(m.stats().promotedBlocks()).isEqualTo(4);
         }
     }
