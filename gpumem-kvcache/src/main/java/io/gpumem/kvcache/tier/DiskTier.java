@@ -74,8 +74,12 @@ public final class DiskTier extends LocalTier<Boolean> {
                 ch.write(buf);
             }
         } catch (IOException | UncheckedIOException e) {
-            failed++;
-            delete(key);
+            failed++; // one lost write, whatever becomes of the partial file
+            try {
+                Files.deleteIfExists(file);
+            } catch (IOException ignored) {
+                // counted above: a write that failed is one failure, not two when its leftover cannot go either
+            }
             return false;
         }
         index.put(key, Boolean.TRUE);

@@ -3,10 +3,14 @@ package io.gpumem.kvcache.tier;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.kvcache.KvCacheSpec;
+import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -82,5 +86,61 @@ class BlockTierTest {
         assertThat(store.get(new byte[] {2})).isNull();
         assertThat(store.get(new byte[] {1})).hasSize(10);
         assertThat(store.size()).isEqualTo(2);
+    }
+
+    @Test
+    void aDiskRecordThatVanishedOrWasCutShortIsAMissAndTheTierForgetsIt() throws IOException {
+        BlockTier.Spill none = (r, hi, lo) -> {};
+        try (DiskTier disk = new DiskTier(layout, dir, 8 * layout.size())) {
+            for (long k = 1; k <= 3; k++) {
+                assertThat(disk.store(record(k), 0, k, none)).isTrue();
+            }
+            assertThat(disk.store(record(9), 0, 1, none))
+                    .as("a key already stored is kept")
+                    .isTrue();
+            assertThat(disk.load(0, 1, out)).isTrue();
+            assertThat(out.get(ValueLayout.JAVA_BYTE, 100))
+                    .as("the first record, not the second")
+                    .isEqualTo((byte) 1);
+
+            Files.delete(disk.fileOf(0, 2));
+            assertThat(disk.load(0, 2, out))
+                    .as("deleted behind the tier's back")
+                    .isFalse();
+            assertThat(disk.stats().failed()).isEqualTo(1);
+            assertThat(disk.contains(0, 2)).isFalse();
+
+            try (FileChannel ch = FileChannel.open(disk.fileOf(0, 3), StandardOpenOption.WRITE)) {
+                ch.truncate(layout.size() - 1);
+            }
+            assertThat(disk.load(0, 3, out)).as("cut short").isFalse();
+            assertThat(disk.stats().corrupt()).isEqualTo(1);
+            assertThat(disk.contains(0, 3)).isFalse();
+            assertThat(disk.fileOf(0, 3)).doesNotExist();
+            assertThat(disk.usedBytes()).isEqualTo(layout.size());
+        }
+    }
+
+    @Test
+    void aDiskTierThatCannotWriteDropsTheRecordAndCountsTheFailure() throws IOException {
+        Path sub = dir.resolve("tier");
+        DiskTier disk = new DiskTier(layout, sub, 8 * layout.size());
+        try (disk) {
+            assertThat(disk.store(record(1), 0, 1, (r, hi, lo) -> {})).isTrue();
+            // the directory is replaced by a plain file: every new record fails to open
+            Files.delete(disk.fileOf(0, 1));
+            Files.delete(sub);
+            Files.writeString(sub, "not a directory");
+            assertThat(disk.store(record(2), 0, 2, (r, hi, lo) -> {})).isFalse();
+            assertThat(disk.stats().failed()).isEqualTo(1);
+            assertThat(disk.contains(0, 2)).isFalse();
+        }
+        Files.delete(sub);
+        Files.createDirectories(sub);
+        DiskTier again = new DiskTier(layout, sub, 8 * layout.size());
+        again.store(record(5), 0, 5, (r, hi, lo) -> {});
+        assertThat(again.fileOf(0, 5)).exists();
+        again.close();
+        assertThat(again.fileOf(0, 5)).as("closing deletes the tier's files").doesNotExist();
     }
 }
