@@ -16,7 +16,11 @@ import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-/** Budgets and least-recently-used order of the local tiers, with raw records. */
+/**
+ * The tiers with raw records: the local tiers' budgets and least-recently-used order; the disk tier's files gone,
+ * cut short or unwritable (a miss or a lost write, counted once); the remote tier's backoff after an unreachable
+ * store and its check of a value's length.
+ */
 class BlockTierTest {
     private final KvCacheSpec spec = KvCacheSpec.builder()
             .layers(1)
@@ -142,5 +146,36 @@ class BlockTierTest {
         assertThat(again.fileOf(0, 5)).exists();
         again.close();
         assertThat(again.fileOf(0, 5)).as("closing deletes the tier's files").doesNotExist();
+    }
+
+    @Test
+    void anUnreachableRemoteStoreIsLeftAloneForTheBackoffThenAskedAgain() {
+        InMemoryRemoteStore store = new InMemoryRemoteStore(1 << 20);
+        RemoteTier remote = new RemoteTier(layout, store, "test:", 3);
+        BlockTier.Spill none = (r, hi, lo) -> {};
+        store.setAvailable(false);
+        assertThat(remote.load(0, 1, out)).isFalse();
+        assertThat(remote.stats().failed()).isEqualTo(1);
+        store.setAvailable(true);
+        store.put(remote.storeKey(0, 1), record(1).toArray(ValueLayout.JAVA_BYTE));
+        for (int op = 0; op < 3; op++) {
+            assertThat(remote.load(0, 1, out))
+                    .as("skipped op %d of the backoff", op)
+                    .isFalse();
+        }
+        assertThat(remote.store(record(2), 0, 2, none))
+                .as("the backoff is over: asked again")
+                .isTrue();
+        assertThat(remote.stats().failed())
+                .as("the failure and the three skipped ops")
+                .isEqualTo(4);
+        assertThat(remote.load(0, 1, out)).isTrue();
+        assertThat(out.get(ValueLayout.JAVA_BYTE, 100)).isEqualTo((byte) 1);
+
+        store.put(remote.storeKey(0, 3), new byte[7]);
+        assertThat(remote.load(0, 3, out)).as("a value of the wrong length").isFalse();
+        assertThat(remote.stats().corrupt()).isEqualTo(1);
+        assertThat(remote.load(0, 4, out)).as("no such key").isFalse();
+        assertThat(remote.stats().failed()).isEqualTo(4);
     }
 }
