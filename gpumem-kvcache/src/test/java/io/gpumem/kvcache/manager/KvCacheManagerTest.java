@@ -435,6 +435,19 @@ class KvCacheManagerTest {
     }
 
     @Test
+    void aSwapSpaceOfExactlyTheRequestsBytesTakesIt() {
+        KvCacheManager probe = manager(8, KvCacheConfig.defaults());
+        long bytes = 3L * probe.spec().pageBytes() * probe.spec().layers(); // a's 3 blocks, every layer
+        KvCacheManager exact = manager(8, KvCacheConfig.defaults().withSwapSpaceBytes(bytes));
+        KvRequest a = admit(exact, KvRequest.of("a", seq(0, 10)));
+        assertThat(exact.preempt(a, PreemptionMode.SWAP)).isEqualTo(PreemptionMode.SWAP);
+        assertThat(exact.swapSpace().usedBytes()).isEqualTo(bytes);
+        KvCacheManager short1 = manager(8, KvCacheConfig.defaults().withSwapSpaceBytes(bytes - 1));
+        KvRequest b = admit(short1, KvRequest.of("b", seq(0, 10)));
+        assertThat(short1.preempt(b, PreemptionMode.SWAP)).isEqualTo(PreemptionMode.RECOMPUTE);
+    }
+
+    @Test
     void swapFallsBackToRecomputeWhenTheHostTierIsFull() {
         KvCacheManager m = manager(8, KvCacheConfig.defaults());
         KvRequest a = admit(m, KvRequest.of("a", seq(0, 10)));

@@ -178,4 +178,24 @@ class BlockTierTest {
         assertThat(remote.load(0, 4, out)).as("no such key").isFalse();
         assertThat(remote.stats().failed()).isEqualTo(4);
     }
+
+    @Test
+    void aHostTierOfSeveralChunksKeepsEveryRecordApart() {
+        int records = 2 * 256 + 3; // past two of the host tier's 256-slot chunks
+        BlockTier.Spill none = (r, hi, lo) -> {};
+        try (HostTier host = new HostTier(layout, records * layout.size())) {
+            for (long k = 1; k <= records; k++) {
+                assertThat(host.store(record(k), 0, k, none)).isTrue();
+            }
+            assertThat(host.usedBytes()).isEqualTo(records * layout.size());
+            for (long k = 1; k <= records; k++) {
+                assertThat(host.load(0, k, out)).isTrue();
+                assertThat(out.get(ValueLayout.JAVA_LONG_UNALIGNED, 16))
+                        .as("record %d", k)
+                        .isEqualTo(k);
+                assertThat(out.get(ValueLayout.JAVA_BYTE, layout.size() - 1)).isEqualTo((byte) k);
+            }
+            assertThat(host.stats().evicted()).isZero();
+        }
+    }
 }
