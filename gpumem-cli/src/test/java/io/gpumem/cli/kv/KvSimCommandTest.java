@@ -95,6 +95,13 @@ class KvSimCommandTest {
         r = run("kv-sim", "--swap-space", "-1");
         assertThat(r.exit()).isEqualTo(2);
         assertThat(r.err()).contains("--lookahead, --swap-space and --prefix-tokens must not be negative");
+        r = run("kv-sim", "--workload", "chat", "--max-model-len", "32");
+        assertThat(r.exit())
+                .as("refused before the run, not by its first request")
+                .isEqualTo(2);
+        assertThat(r.err())
+                .contains("--max-model-len 32 leaves no room after the chat workload's 64-token system prompt")
+                .doesNotContain("request r0");
         r = run("kv-sim", "--layers", "2000");
         assertThat(r.exit()).isEqualTo(2);
         assertThat(r.err()).contains("--layers 2000 is over the limit of 1024");

@@ -16,7 +16,8 @@ import java.util.function.UnaryOperator;
  * {@link KvCacheConfig} and the scheduler's {@link SchedulerConfig}. Built only by {@link Builder}, which starts
  * from the documented defaults and checks everything once, in {@link Builder#build}: each setting on its own
  * (positive counts, fractions in range), the limits that keep a run within memory, and the settings together
- * (the blocks must hold one request of the longest model length; a shared prefix must leave room for output).
+ * (the blocks must hold one request of the longest model length; a shared prefix, or the chat workload's system
+ * prompt, must leave room for output).
  *
  * <p>Invariant: a {@code SimConfig} exists only for settings that passed those checks, so the simulator does not
  * check them again. The cache configuration's hash seed is the run's {@link #seed}.
@@ -376,6 +377,12 @@ public final class SimConfig {
             if (workload == Workload.SHARED_PREFIX && prefixTokens >= maxModelLen - 2) {
                 throw bad(name("prefixTokens") + " " + prefixTokens + " leaves no room under " + name("maxModelLen")
                         + " " + maxModelLen);
+            }
+            // every chat turn starts with the same system prompt, which needs the same room as a shared prefix
+            if (workload == Workload.CHAT && WorkloadGenerator.CHAT_SYSTEM_TOKENS >= maxModelLen - 2) {
+                throw bad(name("maxModelLen") + " " + maxModelLen + " leaves no room after the chat workload's "
+                        + WorkloadGenerator.CHAT_SYSTEM_TOKENS + "-token system prompt; use at least "
+                        + (WorkloadGenerator.CHAT_SYSTEM_TOKENS + 3));
             }
             return new SimConfig(this);
         }

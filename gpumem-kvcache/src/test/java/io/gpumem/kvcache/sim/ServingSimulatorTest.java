@@ -120,4 +120,19 @@ class ServingSimulatorTest {
         assertThat(r.requestsFinished()).isEqualTo(r.requestsTotal());
         assertThat(r.prefixHitRate()).isGreaterThan(0.5);
     }
+
+    @Test
+    void theShortestModelLengthAChatIsAllowedServesEveryTurn() {
+        SimReport r = run(SimConfig.builder()
+                .workload(Workload.CHAT)
+                .maxModelLen(67)
+                .blocks(64)
+                .requests(40)
+                .seed(3)
+                .build());
+        assertThat(r.requestsTotal())
+                .as("no room for a second turn: a follow-up prompt is capped at maxModelLen - 2 tokens")
+                .isEqualTo(40);
+        assertThat(r.requestsFinished()).isEqualTo(40);
+    }
 }

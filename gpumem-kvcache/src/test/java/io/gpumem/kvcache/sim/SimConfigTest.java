@@ -78,6 +78,19 @@ class SimConfigTest {
                         .prefixTokens(2046)
                         .build())
                 .hasMessage("prefixTokens 2046 leaves no room under maxModelLen 2048");
+        assertThatThrownBy(() -> SimConfig.builder()
+                        .workload(Workload.CHAT)
+                        .maxModelLen(66)
+                        .build())
+                .hasMessage("maxModelLen 66 leaves no room after the chat workload's 64-token system prompt; use at"
+                        + " least 67");
+        assertThat(SimConfig.builder()
+                        .workload(Workload.CHAT)
+                        .maxModelLen(67)
+                        .build()
+                        .spec()
+                        .maxModelLen())
+                .isEqualTo(67);
         assertThatThrownBy(() -> SimConfig.builder().watermark(1).build()).hasMessageStartingWith("watermark");
         assertThatThrownBy(() -> SimConfig.builder().preemption(null).build())
                 .isInstanceOf(NullPointerException.class)
