@@ -358,7 +358,7 @@ public final class KvSimCommand extends GpumemCommand {
                 metrics.close();
             }
         }
-        return r.requestsFinished() == r.requestsTotal() ? 0 : 1;
+        return r.servedEverything() ? 0 : 1;
     }
 
     private long size(String option, String text) {
@@ -466,6 +466,15 @@ public final class KvSimCommand extends GpumemCommand {
         return new CommandLine.ParameterException(spec.commandLine(), message);
     }
 
+    /** Why a run did not serve everything (only {@code --max-steps} stops one early), "" when it did. */
+    private static String stoppedEarly(SimConfig c, SimReport r) {
+        if (r.servedEverything()) {
+            return "";
+        }
+        String more = r.requestsNotArrived() > 0 ? r.requestsNotArrived() + " more had not arrived when " : "";
+        return " (" + more + "--max-steps " + c.maxSteps() + " stopped the run)";
+    }
+
     static String text(SimConfig c, SimReport r) {
         StringBuilder b = new StringBuilder();
         b.append(String.format(
@@ -478,7 +487,7 @@ public final class KvSimCommand extends GpumemCommand {
                 onOff(c.cache().prefixCaching()),
                 flagValue(c.scheduler().preemption()),
                 flagValue(c.scheduler().victimPolicy())));
-        line(b, "requests finished", r.requestsFinished() + " / " + r.requestsTotal());
+        line(b, "requests finished", r.requestsFinished() + " / " + r.requestsTotal() + stoppedEarly(c, r));
         line(b, "steps", Long.toString(r.steps()));
         line(b, "tokens per step", f2(r.tokensPerStep()));
         line(b, "output tokens", Long.toString(r.outputTokens()));
@@ -586,6 +595,7 @@ public final class KvSimCommand extends GpumemCommand {
 
     private static void figures(JsonGenerator g, SimReport r) throws IOException {
         g.writeNumberField("requests_total", r.requestsTotal());
+        g.writeNumberField("requests_not_arrived", r.requestsNotArrived());
         g.writeNumberField("requests_finished", r.requestsFinished());
         g.writeNumberField("steps", r.steps());
         g.writeNumberField("tokens_per_step", r.tokensPerStep());

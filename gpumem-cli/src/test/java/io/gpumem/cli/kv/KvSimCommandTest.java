@@ -34,7 +34,7 @@ class KvSimCommandTest {
                 "pool_ns_per_step")) {
             assertThat(a.out()).contains("\"" + key + "\":");
         }
-        assertThat(a.out()).contains("\"requests_finished\":120");
+        assertThat(a.out()).contains("\"requests_finished\":120", "\"requests_not_arrived\":0");
         assertThat(a.out().strip()).startsWith("{").endsWith("}");
         assertThat(withoutTiming(a.out())).isEqualTo(withoutTiming(b.out()));
     }
@@ -198,5 +198,19 @@ class KvSimCommandTest {
         r = run("kv-sim", "--time-host-gbps", "0");
         assertThat(r.exit()).isEqualTo(2);
         assertThat(r.err()).contains("--time");
+    }
+
+    @Test
+    void aRunThatMaxStepsStopsSaysSoAndExitsOneEvenBeforeTheFirstArrival() {
+        CliRun cut = run("kv-sim", "--requests", "50", "--max-steps", "40");
+        assertThat(cut.exit()).as(cut.err()).isEqualTo(1);
+        assertThat(cut.out())
+                .containsPattern("requests finished +\\d+ / \\d+ \\(\\d+ more had not arrived when"
+                        + " --max-steps 40 stopped the run\\)");
+        CliRun none = run("kv-sim", "--requests", "5", "--max-steps", "1", "--json");
+        assertThat(none.exit())
+                .as("no request finished, none was left running: still not the whole workload")
+                .isEqualTo(1);
+        assertThat(none.out()).contains("\"requests_finished\":0").containsPattern("\"requests_not_arrived\":[1-5]");
     }
 }

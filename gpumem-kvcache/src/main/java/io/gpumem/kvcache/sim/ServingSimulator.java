@@ -105,15 +105,15 @@ public final class ServingSimulator {
                         config, time, manager, new Scheduler(manager, config.scheduler()), everComputed));
                 observer.started(i, manager);
             }
-            simulate(config, list, observer);
+            long notArrived = simulate(config, list, observer);
             if (instances == 1) {
-                return list.getFirst().report();
+                return list.getFirst().report(notArrived);
             }
             List<SimReport> each = new ArrayList<>();
             for (SimInstance inst : list) {
-                each.add(inst.report());
+                each.add(inst.report(0));
             }
-            return total(list, each);
+            return total(list, each, notArrived);
         } finally {
             for (SimInstance inst : list) {
                 inst.close();
@@ -121,7 +121,8 @@ public final class ServingSimulator {
         }
     }
 
-    private static void simulate(SimConfig config, List<SimInstance> instances, SimObserver observer) {
+    /** Runs the steps; returns the turns still to arrive when it stopped (only at {@link SimConfig#maxSteps}). */
+    private static long simulate(SimConfig config, List<SimInstance> instances, SimObserver observer) {
         WorkloadGenerator gen = new WorkloadGenerator(config);
         PriorityQueue<WaitingTurn> arrivals = new PriorityQueue<>(
                 (a, b) -> a.arrival != b.arrival ? Long.compare(a.arrival, b.arrival) : Long.compare(a.order, b.order));
@@ -174,6 +175,7 @@ public final class ServingSimulator {
             step++;
         }
         observer.finished(step);
+        return arrivals.size();
     }
 
     private static boolean busy(List<SimInstance> instances) {
@@ -186,7 +188,7 @@ public final class ServingSimulator {
     }
 
     /** Sums (counts), weighted means (rates) and pooled percentiles over the instances. */
-    private static SimReport total(List<SimInstance> instances, List<SimReport> each) {
+    private static SimReport total(List<SimInstance> instances, List<SimReport> each, long notArrived) {
         long finished = 0;
         long total = 0;
         long steps = 0;
@@ -252,6 +254,7 @@ public final class ServingSimulator {
         return new SimReport(
                 finished,
                 total,
+                notArrived,
                 steps,
                 SimReport.ratio(computed, steps),
                 output,

@@ -225,11 +225,13 @@ final class SimInstance implements AutoCloseable {
         return us;
     }
 
-    SimReport report() {
+    /** This instance's figures; {@code notArrived}: requests still to arrive when the run stopped. */
+    SimReport report(long notArrived) {
         KvCacheStats stats = manager.stats();
         return new SimReport(
                 finished,
                 total,
+                notArrived,
                 steps,
                 SimReport.ratio(computedTokens, steps),
                 outputTokens,

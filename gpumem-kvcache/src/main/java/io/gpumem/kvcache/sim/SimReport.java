@@ -8,7 +8,10 @@ import java.util.List;
  * Figures of one simulated run. Rates and waste are fractions in [0, 1].
  *
  * @param requestsFinished requests (chat: turns) that produced all their output
- * @param requestsTotal requests generated (chat: turns generated)
+ * @param requestsTotal requests that arrived (chat: turns)
+ * @param requestsNotArrived requests (chat: turns) still to arrive when the run stopped: only {@code --max-steps}
+ *        ({@link SimConfig#maxSteps}) stops a run before every arrival; 0 in each instance's own report of a
+ *        several-instance run, whose arrivals are dealt from one queue (the total carries them)
  * @param steps engine steps simulated
  * @param tokensPerStep computed tokens (prefill + decode) per step
  * @param outputTokens tokens sampled
@@ -35,6 +38,7 @@ import java.util.List;
 public record SimReport(
         long requestsFinished,
         long requestsTotal,
+        long requestsNotArrived,
         long steps,
         double tokensPerStep,
         long outputTokens,
@@ -56,6 +60,11 @@ public record SimReport(
         Timing timing,
         List<TierStats> tiers,
         List<SimReport> instances) {
+
+    /** Whether the run served its whole workload: every request arrived and produced all its output. */
+    public boolean servedEverything() {
+        return requestsFinished == requestsTotal && requestsNotArrived == 0;
+    }
 
     /**
      * Simulated-time figures.

@@ -23,6 +23,7 @@ class ServingSimulatorTest {
         return new SimReport(
                 r.requestsFinished(),
                 r.requestsTotal(),
+                r.requestsNotArrived(),
                 r.steps(),
                 r.tokensPerStep(),
                 r.outputTokens(),
@@ -134,5 +135,29 @@ class ServingSimulatorTest {
                 .as("no room for a second turn: a follow-up prompt is capped at maxModelLen - 2 tokens")
                 .isEqualTo(40);
         assertThat(r.requestsFinished()).isEqualTo(40);
+    }
+
+    @Test
+    void aRunStoppedByMaxStepsCountsTheRequestsThatHadNotArrived() {
+        SimConfig whole = SimConfig.builder().requests(50).seed(4).build();
+        SimReport done = run(whole);
+        assertThat(done.requestsNotArrived()).isZero();
+        assertThat(done.servedEverything()).isTrue();
+
+        SimReport cut = run(whole.toBuilder().maxSteps(40).build());
+        assertThat(cut.steps()).isEqualTo(40);
+        assertThat(cut.requestsNotArrived())
+                .as("arrivals at 0.2 a step: most are still to come")
+                .isPositive();
+        assertThat(cut.requestsTotal() + cut.requestsNotArrived())
+                .as("every request arrived or is counted as not arrived")
+                .isEqualTo(50);
+        assertThat(cut.servedEverything()).isFalse();
+
+        SimReport none = run(whole.toBuilder().maxSteps(1).build());
+        assertThat(none.requestsFinished()).isZero();
+        assertThat(none.servedEverything())
+                .as("nothing unfinished among the arrived, yet the workload was not served")
+                .isFalse();
     }
 }
