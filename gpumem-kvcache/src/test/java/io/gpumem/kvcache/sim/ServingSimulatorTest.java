@@ -5,6 +5,10 @@ import static org.assertj.core.api.Assertions.within;
 
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.kvcache.manager.PreemptionMode;
+import io.gpumem.kvcache.memory.KvMemory;
+import java.util.List;
+import java.util.function.ToDoubleFunction;
+import java.util.function.ToLongFunction;
 import org.junit.jupiter.api.Test;
 
 class ServingSimulatorTest {
@@ -159,5 +163,76 @@ class ServingSimulatorTest {
         assertThat(none.servedEverything())
                 .as("nothing unfinished among the arrived, yet the workload was not served")
                 .isFalse();
+    }
+
+    @Test
+    void aTotalOverSeveralInstancesAddsUpTheirReports() {
+        SimConfig c = SimConfig.builder()
+                .workload(Workload.SHARED_PREFIX)
+                .requests(150)
+                .blocks(160)
+                .arrivalRate(18)
+                .seed(8)
+                .build();
+        System.out.println("seed=" + c.seed());
+        SimReport t = ServingSimulator.run(
+                c,
+                TierSettings.NONE,
+                TimeModel.defaults(),
+                3,
+                i -> KvMemory.direct(SimulatedDevice.builder()
+                        .capacity(ServingSimulator.deviceBytes(c) + (64L << 20))
+                        .backed(true)
+                        .build()));
+        List<SimReport> each = t.instances();
+        assertThat(each).hasSize(3);
+        assertThat(t.requestsTotal()).isEqualTo(150);
+        assertThat(each).allSatisfy(r -> assertThat(r.requestsTotal()).isEqualTo(50)); // dealt round-robin
+        assertThat(t.requestsFinished())
+                .isEqualTo(sum(each, SimReport::requestsFinished))
+                .isEqualTo(150);
+        assertThat(t.outputTokens()).isEqualTo(sum(each, SimReport::outputTokens));
+        assertThat(t.preemptions()).isEqualTo(sum(each, SimReport::preemptions)).isPositive();
+        assertThat(t.recomputePreemptions()).isEqualTo(sum(each, SimReport::recomputePreemptions));
+        assertThat(t.swapPreemptions()).isEqualTo(sum(each, SimReport::swapPreemptions));
+        assertThat(t.copyOnWriteBlocks()).isEqualTo(sum(each, SimReport::copyOnWriteBlocks));
+        assertThat(t.timing().recomputedTokens())
+                .isEqualTo(sum(each, r -> r.timing().recomputedTokens()));
+        assertThat(t.timing().prefixQueriedTokens())
+                .isEqualTo(sum(each, r -> r.timing().prefixQueriedTokens()))
+                .isPositive();
+        assertThat(t.timing().prefixHitTokens())
+                .isEqualTo(sum(each, r -> r.timing().prefixHitTokens()));
+        assertThat(t.prefixHitRate())
+                .isCloseTo((double) t.timing().prefixHitTokens() / t.timing().prefixQueriedTokens(), within(1e-12));
+        // the instances step in lock step: the same steps, so per-step figures add up and usage averages
+        assertThat(each).allSatisfy(r -> assertThat(r.steps()).isEqualTo(t.steps()));
+        assertThat(t.tokensPerStep()).isCloseTo(sumD(each, SimReport::tokensPerStep), within(1e-9));
+        assertThat(t.meanRunning()).isCloseTo(sumD(each, SimReport::meanRunning), within(1e-9));
+        assertThat(t.meanUsage()).isCloseTo(sumD(each, SimReport::meanUsage) / 3, within(1e-12));
+        assertThat(t.peakUsage())
+                .isEqualTo(each.stream().mapToDouble(SimReport::peakUsage).max().orElseThrow());
+        assertThat(t.timing().simulatedSeconds())
+                .isEqualTo(each.stream()
+                        .mapToDouble(r -> r.timing().simulatedSeconds())
+                        .max()
+                        .orElseThrow());
+        assertThat(t.timing().outputTokensPerSecond())
+                .isCloseTo(t.outputTokens() / t.timing().simulatedSeconds(), within(1e-6));
+        double lowest =
+                each.stream().mapToDouble(r -> r.timing().ttftMsMean()).min().orElseThrow();
+        double highest =
+                each.stream().mapToDouble(r -> r.timing().ttftMsMean()).max().orElseThrow();
+        assertThat(t.timing().ttftMsMean())
+                .as("a pooled mean lies among the parts'")
+                .isBetween(lowest, highest);
+    }
+
+    private static long sum(List<SimReport> each, ToLongFunction<SimReport> f) {
+        return each.stream().mapToLong(f).sum();
+    }
+
+    private static double sumD(List<SimReport> each, ToDoubleFunction<SimReport> f) {
+        return each.stream().mapToDouble(f).sum();
     }
 }
