@@ -7,6 +7,7 @@ import io.gpumem.device.SimulatedDevice;
 import io.gpumem.kvcache.manager.PreemptionMode;
 import io.gpumem.kvcache.memory.KvMemory;
 import java.util.List;
+import java.util.SplittableRandom;
 import java.util.function.ToDoubleFunction;
 import java.util.function.ToLongFunction;
 import org.junit.jupiter.api.Test;
@@ -234,5 +235,52 @@ class ServingSimulatorTest {
 
     private static double sumD(List<SimReport> each, ToDoubleFunction<SimReport> f) {
         return each.stream().mapToDouble(f).sum();
+    }
+
+    @Test
+    void everyReportKeepsItsFiguresInRangeAndConsistentWithEachOther() {
+        long seed = System.nanoTime();
+        System.out.println("seed=" + seed);
+        SplittableRandom rnd = new SplittableRandom(seed);
+        for (Workload w : Workload.values()) {
+            SimConfig c = SimConfig.builder()
+                    .workload(w)
+                    .requests(40 + rnd.nextInt(80))
+                    .blocks(140 + rnd.nextInt(400))
+                    .arrivalRate(0.2 + 4 * rnd.nextDouble())
+                    .lookahead(rnd.nextInt(3))
+                    .seed(rnd.nextLong())
+                    .build();
+            SimReport r = run(c);
+            String what = w + " " + c.seed();
+            assertThat(r.servedEverything()).as(what).isTrue();
+            assertThat(r.kvWaste()).as(what).isBetween(0.0, 1.0);
+            assertThat(r.contiguousWaste())
+                    .as("%s: paging never wastes more than max-length reservations (2048 is a multiple of 16)", what)
+                    .isBetween(r.kvWaste(), 1.0);
+            assertThat(r.meanUsage()).as(what).isBetween(0.0, r.peakUsage());
+            assertThat(r.peakUsage()).as(what).isBetween(0.0, 1.0);
+            assertThat(r.prefixHitRate())
+                    .as(what)
+                    .isCloseTo(
+                            r.timing().prefixQueriedTokens() == 0
+                                    ? 0
+                                    : (double) r.timing().prefixHitTokens()
+                                            / r.timing().prefixQueriedTokens(),
+                            within(1e-12));
+            assertThat(r.outputTokens())
+                    .as("%s: at least one token a request", what)
+                    .isGreaterThanOrEqualTo(r.requestsFinished());
+            assertThat(r.tokensPerStep() * r.steps())
+                    .as("%s: every output token but each request's last is computed", what)
+                    .isGreaterThanOrEqualTo(r.outputTokens() - r.requestsFinished() - 1e-6);
+            assertThat(r.timing().ttftMsP50())
+                    .as(what)
+                    .isLessThanOrEqualTo(r.timing().ttftMsP99());
+            assertThat(r.timing().outputTokensPerSecond())
+                    .as(what)
+                    .isCloseTo(r.outputTokens() / r.timing().simulatedSeconds(), within(1e-6));
+            assertThat(r.preemptions()).as(what).isEqualTo(r.recomputePreemptions() + r.swapPreemptions());
+        }
     }
 }
