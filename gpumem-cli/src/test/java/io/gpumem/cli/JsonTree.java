@@ -9,7 +9,10 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
-/** The tests' reader of the commands' {@code --json} output: one JSON value as maps (in key order), lists, strings, longs, doubles and booleans. */
+/**
+ * The tests' reader of the commands' {@code --json} output: one JSON value as maps (in key order), lists, strings,
+ * longs, doubles, booleans and {@code null}.
+ */
 public final class JsonTree {
 
     private JsonTree() {}
@@ -44,6 +47,7 @@ public final class JsonTree {
             case VALUE_NUMBER_INT -> p.getLongValue();
             case VALUE_NUMBER_FLOAT -> p.getDoubleValue();
             case VALUE_TRUE, VALUE_FALSE -> p.getBooleanValue();
+            case VALUE_NULL -> null;
             default -> p.getText();
         };
     }

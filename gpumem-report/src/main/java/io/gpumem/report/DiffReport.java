@@ -50,26 +50,36 @@ public final class DiffReport implements HtmlPage {
         h.append("<section class=\"diff\">\n");
         cards(h, al, a, b);
         h.append("<h3>Peaks</h3>\n");
-        Html.bars(
-                h,
-                "peaks of the two recordings",
-                new long[] {
-                    a.peakAllocated(),
-                    b.peakAllocated(),
-                    a.peakReserved(),
-                    b.peakReserved(),
-                    diff.cachedAtPeakReserved(0),
-                    diff.cachedAtPeakReserved(1)
-                },
-                new String[] {
-                    "A peak allocated",
-                    "B peak allocated",
-                    "A peak reserved",
-                    "B peak reserved",
-                    "A cached, unused at peak reserved",
-                    "B cached, unused at peak reserved"
-                },
-                new String[] {"side-a", "side-b", "side-a", "side-b", "cached", "cached"});
+        if (diff.reservedRecorded()) {
+            Html.bars(
+                    h,
+                    "peaks of the two recordings",
+                    new long[] {
+                        a.peakAllocated(),
+                        b.peakAllocated(),
+                        a.peakReserved(),
+                        b.peakReserved(),
+                        diff.cachedAtPeakReserved(0),
+                        diff.cachedAtPeakReserved(1)
+                    },
+                    new String[] {
+                        "A peak allocated",
+                        "B peak allocated",
+                        "A peak reserved",
+                        "B peak reserved",
+                        "A cached, unused at peak reserved",
+                        "B cached, unused at peak reserved"
+                    },
+                    new String[] {"side-a", "side-b", "side-a", "side-b", "cached", "cached"});
+        } else {
+            Html.bars(
+                    h,
+                    "peaks of the two recordings",
+                    new long[] {a.peakAllocated(), b.peakAllocated()},
+                    new String[] {"A peak allocated", "B peak allocated"},
+                    new String[] {"side-a", "side-b"});
+            h.append("<p class=\"hint\">").append(esc(unrecorded(a, b))).append("</p>\n");
+        }
         if (!diff.sameProgram()) {
             h.append("<p class=\"headline unrelated\">")
                     .append(esc(String.format(
@@ -80,7 +90,9 @@ public final class DiffReport implements HtmlPage {
                     .append("</p>\n");
         } else {
             sites(h);
-            fragmentation(h, a, b);
+            if (diff.reservedRecorded()) {
+                fragmentation(h, a, b);
+            }
         }
         h.append("</section>\n");
         Html.close(h);
@@ -107,8 +119,8 @@ public final class DiffReport implements HtmlPage {
         card(
                 h,
                 "peak reserved",
-                ByteSize.formatChange(b.peakReserved() - a.peakReserved()),
-                "A " + ByteSize.format(a.peakReserved()) + ", B " + ByteSize.format(b.peakReserved()));
+                diff.reservedRecorded() ? ByteSize.formatChange(b.peakReserved() - a.peakReserved()) : "n/a",
+                "A " + reserved(a, a.peakReserved()) + ", B " + reserved(b, b.peakReserved()));
         h.append("</div>\n");
     }
 
@@ -132,8 +144,8 @@ public final class DiffReport implements HtmlPage {
             num(h, ByteSize.format(s.atPeakAllocated(0)));
             num(h, ByteSize.format(s.atPeakAllocated(1)));
             num(h, ByteSize.formatChange(s.peakAllocatedDifference()));
-            num(h, ByteSize.format(s.atPeakReserved(0)));
-            num(h, ByteSize.format(s.atPeakReserved(1)));
+            num(h, reserved(diff.alignment().first(), s.atPeakReserved(0)));
+            num(h, reserved(diff.alignment().second(), s.atPeakReserved(1)));
             h.append("</tr>\n");
         }
         h.append("</tbody></table>\n");
@@ -146,6 +158,20 @@ public final class DiffReport implements HtmlPage {
                             100 * top)))
                     .append("</p>\n");
         }
+    }
+
+    /** Bytes of a reserved-memory figure of {@code s}, or "n/a" where it records no driver calls. */
+    private static String reserved(RequestSequence s, long bytes) {
+        return s.reservedRecorded() ? ByteSize.format(bytes) : "n/a";
+    }
+
+    /** Why the reserved figures are missing: which recordings hold no driver calls. */
+    private static String unrecorded(RequestSequence a, RequestSequence b) {
+        String which = !a.reservedRecorded() && !b.reservedRecorded()
+                ? "Neither A nor B records"
+                : (!a.reservedRecorded() ? "A" : "B") + " does not record";
+        return which + " the allocator's driver calls (an RMM log, lifetime CSV or ops script does not), so"
+                + " reserved memory and where fragmentation differs cannot be compared.";
     }
 
     /** Cached, unused bytes at each peak reserved, and the sites whose bytes at that moment differ most. */

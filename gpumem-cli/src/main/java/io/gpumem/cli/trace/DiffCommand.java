@@ -1,5 +1,6 @@
 package io.gpumem.cli.trace;
 
+import com.fasterxml.jackson.core.JsonGenerator;
 import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cli.options.BadInputException;
 import io.gpumem.cli.options.OutputFile;
@@ -14,6 +15,7 @@ import io.gpumem.trace.align.RequestSequence;
 import io.gpumem.trace.io.ReadLimits;
 import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.session.TraceSession;
+import java.io.IOException;
 import java.io.PrintWriter;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -144,9 +146,15 @@ public final class DiffCommand extends GpumemCommand {
         sb.append(String.format(
                 Locale.ROOT,
                 "peak reserved   A %s  B %s  (%s)%n",
-                ByteSize.format(a.peakReserved()),
-                ByteSize.format(b.peakReserved()),
-                ByteSize.formatChange(b.peakReserved() - a.peakReserved())));
+                reserved(a, a.peakReserved()),
+                reserved(b, b.peakReserved()),
+                diff.reservedRecorded() ? ByteSize.formatChange(b.peakReserved() - a.peakReserved()) : "n/a"));
+        for (RequestSequence s : new RequestSequence[] {a, b}) {
+            if (!s.reservedRecorded()) {
+                sb.append(s == a ? "A" : "B")
+                        .append(" records no driver calls (not a PyTorch snapshot): its reserved bytes are unknown\n");
+            }
+        }
         if (!diff.sameProgram()) {
             sb.append(String.format(
                     Locale.ROOT,
@@ -155,13 +163,11 @@ public final class DiffCommand extends GpumemCommand {
                     100 * al.matchedFractionOfSmaller()));
             return sb.toString();
         }
-        sb.append(String.format(
-                Locale.ROOT,
-                "cached, unused at peak reserved  A %s (%.3f of reserved)  B %s (%.3f)%n",
-                ByteSize.format(diff.cachedAtPeakReserved(0)),
-                share(diff.cachedAtPeakReserved(0), a.peakReserved()),
-                ByteSize.format(diff.cachedAtPeakReserved(1)),
-                share(diff.cachedAtPeakReserved(1), b.peakReserved())));
+        sb.append("cached, unused at peak reserved  A ")
+                .append(cached(diff, 0))
+                .append("  B ")
+                .append(cached(diff, 1))
+                .append('\n');
         sb.append("sites, largest difference at peak allocated first:\n");
         String[] head = {
             "site",
@@ -191,8 +197,8 @@ public final class DiffCommand extends GpumemCommand {
                 ByteSize.format(s.atPeakAllocated(0)),
                 ByteSize.format(s.atPeakAllocated(1)),
                 ByteSize.formatChange(s.peakAllocatedDifference()),
-                ByteSize.format(s.atPeakReserved(0)),
-                ByteSize.format(s.atPeakReserved(1))
+                reserved(a, s.atPeakReserved(0)),
+                reserved(b, s.atPeakReserved(1))
             });
         }
         sb.append(Table.render(cells));
@@ -209,6 +215,35 @@ public final class DiffCommand extends GpumemCommand {
 
     private static double share(long part, long whole) {
         return whole == 0 ? 0 : (double) part / whole;
+    }
+
+    /** Bytes of a reserved-memory figure of {@code s}, or "n/a" where it records no driver calls. */
+    private static String reserved(RequestSequence s, long bytes) {
+        return s.reservedRecorded() ? ByteSize.format(bytes) : "n/a";
+    }
+
+    /** A side's cached, unused bytes at its peak reserved and their share of it, or "n/a". */
+    private static String cached(RecordingDiff diff, int side) {
+        RequestAlignment al = diff.alignment();
+        RequestSequence s = side == 0 ? al.first() : al.second();
+        if (!s.reservedRecorded()) {
+            return "n/a";
+        }
+        long cached = diff.cachedAtPeakReserved(side);
+        return String.format(
+                Locale.ROOT,
+                side == 0 ? "%s (%.3f of reserved)" : "%s (%.3f)",
+                ByteSize.format(cached),
+                share(cached, s.peakReserved()));
+    }
+
+    /** {@code bytes} of a reserved-memory figure of {@code s} as a JSON number, or null where it is unknown. */
+    private static void reservedField(JsonGenerator g, String name, RequestSequence s, long bytes) throws IOException {
+        if (s.reservedRecorded()) {
+            g.writeNumberField(name, bytes);
+        } else {
+            g.writeNullField(name);
+        }
     }
 
     static String json(RecordingDiff diff) {
@@ -229,10 +264,10 @@ public final class DiffCommand extends GpumemCommand {
             g.writeStringField("signal", al.signal().wireName());
             g.writeNumberField("peak_allocated_a", a.peakAllocated());
             g.writeNumberField("peak_allocated_b", b.peakAllocated());
-            g.writeNumberField("peak_reserved_a", a.peakReserved());
-            g.writeNumberField("peak_reserved_b", b.peakReserved());
-            g.writeNumberField("cached_at_peak_reserved_a", diff.cachedAtPeakReserved(0));
-            g.writeNumberField("cached_at_peak_reserved_b", diff.cachedAtPeakReserved(1));
+            reservedField(g, "peak_reserved_a", a, a.peakReserved());
+            reservedField(g, "peak_reserved_b", b, b.peakReserved());
+            reservedField(g, "cached_at_peak_reserved_a", a, diff.cachedAtPeakReserved(0));
+            reservedField(g, "cached_at_peak_reserved_b", b, diff.cachedAtPeakReserved(1));
             g.writeArrayFieldStart("sites");
             if (diff.sameProgram()) {
                 for (RecordingDiff.Site s : diff.sites()) {
@@ -246,8 +281,8 @@ public final class DiffCommand extends GpumemCommand {
                     g.writeNumberField("bytes_b", s.bytes(1));
                     g.writeNumberField("at_peak_allocated_a", s.atPeakAllocated(0));
                     g.writeNumberField("at_peak_allocated_b", s.atPeakAllocated(1));
-                    g.writeNumberField("at_peak_reserved_a", s.atPeakReserved(0));
-                    g.writeNumberField("at_peak_reserved_b", s.atPeakReserved(1));
+                    reservedField(g, "at_peak_reserved_a", a, s.atPeakReserved(0));
+                    reservedField(g, "at_peak_reserved_b", b, s.atPeakReserved(1));
                     g.writeEndObject();
                 }
             }

@@ -190,4 +190,47 @@ public class DiffCommandTest {
         assertThat(run.err()).contains("opt1.3b-state-only.pickle").contains("no alloc entry");
         assertThat(run.out()).isEmpty();
     }
+
+    /**
+     * An ops script records no driver calls: its reserved figures are unknown, printed as n/a and written as null, not
+     * as 0 bytes; with nothing live before either window, no "(allocated before the window)" row of zeros.
+     */
+    @Test
+    void aRecordingWithoutDriverCallsHasNoReservedFigures(@TempDir Path dir) throws IOException {
+        Path ops = dir.resolve("steps.ops");
+        Files.writeString(ops, "alloc a 3MiB\nalloc b 30MiB\nfree a\nalloc c 1MiB\nfree b\nfree c\n");
+        CliRun text = CliRun.run("diff", ops.toString(), ops.toString());
+        assertThat(text.exit()).as(text.err()).isZero();
+        assertThat(text.out())
+                .contains("peak allocated  A 33.00 MiB  B 33.00 MiB")
+                .contains("peak reserved   A n/a  B n/a  (n/a)")
+                .contains("A records no driver calls (not a PyTorch snapshot): its reserved bytes are unknown")
+                .contains("cached, unused at peak reserved  A n/a  B n/a")
+                .doesNotContain("(allocated before the window)");
+        Map<String, Object> json = object(
+                CliRun.run("diff", ops.toString(), ops.toString(), "--json").out());
+        assertThat(json).containsEntry("peak_reserved_a", null).containsEntry("cached_at_peak_reserved_b", null);
+        assertThat(sites(json)).allSatisfy(site -> assertThat(site).containsEntry("at_peak_reserved_a", null));
+        assertThat(sites(json)).extracting(site -> site.get("site")).doesNotContain("(allocated before the window)");
+
+        Path page = dir.resolve("steps.html");
+        assertThat(CliRun.run("diff", ops.toString(), ops.toString(), "--html", page.toString())
+                        .exit())
+                .isZero();
+        assertThat(Files.readString(page))
+                .contains("Neither A nor B records the allocator")
+                .doesNotContain("Where fragmentation differs");
+    }
+
+    /** Beside a PyTorch snapshot, only the side without driver calls goes without reserved figures. */
+    @Test
+    void onlyTheSideWithoutDriverCallsLacksReservedFigures(@TempDir Path dir) throws IOException {
+        Path ops = dir.resolve("one.ops");
+        Files.writeString(ops, "alloc a 3MiB\nfree a\n");
+        Map<String, Object> json = object(CliRun.run("diff", ops.toString(), DEMO_SMALL.toString(), "--json")
+                .out());
+        assertThat(json.get("peak_reserved_a")).isNull();
+        assertThat(num(json, "peak_reserved_b")).isPositive();
+        assertThat(json.get("cached_at_peak_reserved_b")).isInstanceOf(Long.class);
+    }
 }

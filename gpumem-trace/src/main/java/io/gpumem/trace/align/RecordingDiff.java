@@ -17,9 +17,10 @@ import java.util.Map;
  * pair counts under the first recording's site, so the two sides of a row are the same requests; a request present
  * in one recording only counts under its own site.
  *
- * <p>Invariants: over all sites (including {@link #BEFORE_WINDOW}, the blocks live from before the window), the
- * bytes held at a recording's peak allocated add up to that peak, and those held at its peak reserved add up to its
- * allocated bytes at that moment; the rest of the peak reserved is cached, unused memory.
+ * <p>Invariants: over all sites (including {@link #BEFORE_WINDOW}, the blocks live from before the window, listed
+ * unless it holds nothing at either recording's peaks), the bytes held at a recording's peak allocated add up to that
+ * peak, and those held at its peak reserved add up to its allocated bytes at that moment; the rest of the peak
+ * reserved is cached, unused memory.
  */
 public final class RecordingDiff {
 
@@ -70,6 +71,9 @@ public final class RecordingDiff {
         }
         List<Site> sites = new ArrayList<>();
         for (Site.Builder s : byKey.values()) {
+            if (s == before && before.holdsNothing()) {
+                continue; // both windows start empty: a row of zeros would say nothing
+            }
             sites.add(s.build());
         }
         sites.sort(Comparator.comparingLong((Site s) -> -Math.abs(s.peakAllocatedDifference()))
@@ -119,6 +123,14 @@ public final class RecordingDiff {
             top += sites.get(i).peakAllocatedDifference();
         }
         return (double) top / delta;
+    }
+
+    /**
+     * Whether both recordings hold their driver calls ({@link RequestSequence#reservedRecorded}), so that their
+     * reserved bytes, and what the sites hold at each peak reserved, can be compared.
+     */
+    public boolean reservedRecorded() {
+        return alignment.first().reservedRecorded() && alignment.second().reservedRecorded();
     }
 
     /** Cached, unused bytes at a recording's peak reserved (side 0 the first, 1 the second). */
@@ -212,6 +224,16 @@ public final class RecordingDiff {
 
             Site build() {
                 return new Site(this);
+            }
+
+            /** Whether the site holds no byte at either recording's peaks (it has no request of its own). */
+            boolean holdsNothing() {
+                for (int side = 0; side < 2; side++) {
+                    if (requests[side] != 0 || atPeakAllocated[side] != 0 || atPeakReserved[side] != 0) {
+                        return false;
+                    }
+                }
+                return true;
             }
         }
     }

@@ -53,6 +53,7 @@ public final class RequestSequence {
     private final int entryCount;
     private final long startAllocated;
     private final long startReserved;
+    private final boolean reservedRecorded;
     private long peakAllocated;
     private int peakAllocatedEntry = -1;
     private long peakReserved;
@@ -66,6 +67,7 @@ public final class RequestSequence {
             TraceSnapshot trace, int device, WindowStart start, RequestStream requests, FrameSignatures signatures) {
         this.source = trace.source();
         this.device = device;
+        this.reservedRecorded = trace.addressesRecorded();
         this.requests = requests;
         this.signatures = signatures;
         int n = requests.allocs();
@@ -290,6 +292,15 @@ public final class RequestSequence {
     /** The entry at which allocated bytes first reach {@link #peakAllocated()}; −1 when the start is the peak. */
     public int peakAllocatedEntry() {
         return peakAllocatedEntry;
+    }
+
+    /**
+     * Whether the recording holds the caching allocator's driver calls (a PyTorch snapshot, or gpumem's own): false
+     * for an RMM log, a lifetime CSV or an ops script, whose reserved bytes are unknown, so that {@link #peakReserved}
+     * and the figures at its moment are 0 for want of data, not because nothing was reserved.
+     */
+    public boolean reservedRecorded() {
+        return reservedRecorded;
     }
 
     /** Peak reserved bytes over the window (recorded driver calls from the rebuilt start). */
