@@ -2,9 +2,14 @@ package io.gpumem.kvcache.hash;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.security.MessageDigest;
+import java.util.Arrays;
 import java.util.HashSet;
 import java.util.Set;
 import java.util.SplittableRandom;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
@@ -48,8 +53,7 @@ class BlockHasherTest {
         if (t[3] != t[4]) {
             assertThat(key(a, a.rootHi(), a.rootLo(), swapped, 0)).isNotEqualTo(k);
         }
-        assertThat(key(a, a.rootHi(), a.rootLo(), java.util.Arrays.copyOf(t, BS - 1), 0))
-                .isNotEqualTo(k);
+        assertThat(key(a, a.rootHi(), a.rootLo(), Arrays.copyOf(t, BS - 1), 0)).isNotEqualTo(k);
     }
 
     @ParameterizedTest
@@ -93,5 +97,46 @@ class BlockHasherTest {
                 parent = k;
             }
         }
+    }
+
+    /**
+     * The SHA-256 key against the encoding its class documents, written here with {@link ByteBuffer} and a fresh
+     * digest: parent key, extra key and tokens little-endian, the key being the digest's first 128 bits read
+     * little-endian; the root is the key of no tokens under (seed, ~seed).
+     */
+    @Test
+    void sha256KeysAreTheDocumentedDigest() throws Exception {
+        long seed = 0x5EED_0001L;
+        System.out.println("seed=" + seed);
+        SplittableRandom r = new SplittableRandom(seed);
+        BlockHasher h = BlockHasher.create(HashAlgorithm.SHA256, seed);
+        assertThat(new long[] {h.rootHi(), h.rootLo()}).containsExactly(sha256(seed, ~seed, new int[0], 0));
+        for (int round = 0; round < 50; round++) {
+            int[] tokens = new int[r.nextInt(1, 80)];
+            for (int i = 0; i < tokens.length; i++) {
+                tokens[i] = r.nextInt(); // negative ids too: every byte of the int counts
+            }
+            long hi = r.nextLong();
+            long lo = r.nextLong();
+            long extra = r.nextLong();
+            int offset = r.nextInt(tokens.length);
+            int count = tokens.length - offset;
+            long[] out = new long[2];
+            h.hash(hi, lo, tokens, offset, count, extra, out);
+            assertThat(out)
+                    .as("round %d", round)
+                    .containsExactly(sha256(hi, lo, Arrays.copyOfRange(tokens, offset, tokens.length), extra));
+        }
+    }
+
+    private static long[] sha256(long hi, long lo, int[] tokens, long extra) throws Exception {
+        ByteBuffer in = ByteBuffer.allocate(24 + 4 * tokens.length).order(ByteOrder.LITTLE_ENDIAN);
+        in.putLong(hi).putLong(lo).putLong(extra);
+        for (int t : tokens) {
+            in.putInt(t);
+        }
+        ByteBuffer digest = ByteBuffer.wrap(MessageDigest.getInstance("SHA-256").digest(in.array()))
+                .order(ByteOrder.LITTLE_ENDIAN);
+        return new long[] {digest.getLong(0), digest.getLong(8)};
     }
 }
