@@ -190,6 +190,20 @@ class AllocatorConfigParserTest {
         }
 
         @Test
+        void sizesFrom32GiBUpTakeTheLastInterval() {
+            // index floor(log2(size)) - 20, clamped to 15: 32 GiB is interval 15, and so is everything larger
+            AllocatorConfig c = AllocatorConfig.parse("roundup_power2_divisions:[16384:2,32768:4,>:8]");
+            assertThat(c.roundupPower2DivisionsTable()).containsExactly(2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 8);
+            assertThat(c.roundupPower2Divisions(32 * GiB - 1)).isEqualTo(2);
+            assertThat(c.roundupPower2Divisions(32 * GiB)).isEqualTo(8);
+            assertThat(c.roundupPower2Divisions(64 * GiB))
+                    .as("interval 16, clamped")
+                    .isEqualTo(8);
+            assertThat(c.roundupPower2Divisions(Long.MAX_VALUE)).isEqualTo(8);
+            assertThat(c.roundupPower2Divisions(0)).isEqualTo(2);
+        }
+
+        @Test
         void singleValueAppliesToEveryInterval() {
             AllocatorConfig c = AllocatorConfig.parse("roundup_power2_divisions:4");
             assertThat(c.roundupPower2DivisionsTable()).containsOnly(4);
@@ -335,6 +349,11 @@ class AllocatorConfigParserTest {
             assertRejected("max_split_size_mb", "max_split_size_mb", "expected :");
             assertRejected("max_split_size_mb,128", "max_split_size_mb", "expected :");
             assertRejected("expandable_segments", "expandable_segments", "expected :");
+            // every key reads its colon, whichever kind of value follows
+            assertRejected("garbage_collection_threshold,0.6", "garbage_collection_threshold", "expected :");
+            assertRejected("roundup_power2_divisions,4", "roundup_power2_divisions", "expected :");
+            assertRejected("backend,native", "backend", "expected :");
+            assertRejected("max_non_split_rounding_mb", "max_non_split_rounding_mb", "expected :");
         }
 
         @Test
