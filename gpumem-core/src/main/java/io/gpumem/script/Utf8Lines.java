@@ -4,8 +4,8 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.nio.ByteBuffer;
 import java.nio.CharBuffer;
-import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CharsetDecoder;
+import java.nio.charset.CoderResult;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
@@ -47,42 +47,21 @@ final class Utf8Lines {
         if (n > 0 && buf[n - 1] == '\r') {
             n--;
         }
-        try {
-            CharBuffer chars = decoder.reset().decode(ByteBuffer.wrap(buf, 0, n));
-            return chars.toString();
-        } catch (CharacterCodingException e) {
-            int column = firstBadByte(n);
+        ByteBuffer bytes = ByteBuffer.wrap(buf, 0, n);
+        CharBuffer chars = CharBuffer.allocate(n); // n bytes of UTF-8 never make more than n chars
+        CoderResult result = decoder.reset().decode(bytes, chars, true);
+        if (!result.isError()) {
+            result = decoder.flush(chars);
+        }
+        if (result.isError()) {
+            // the decoder stops at the first byte of the sequence it cannot take: a lone continuation byte, or the
+            // start of a sequence that a wrong byte or the end of the line cuts short
+            int column = bytes.position();
             throw new ScriptException(
                     line,
                     "not UTF-8 text (byte 0x" + String.format("%02x", buf[column] & 0xff) + " at column " + (column + 1)
                             + ")");
         }
-    }
-
-    /** Index of the first byte where decoding fails (the line is known to contain one). */
-    private int firstBadByte(int n) {
-        for (int end = 1; end <= n; end++) {
-            try {
-                decoder.reset().decode(ByteBuffer.wrap(buf, 0, end));
-            } catch (CharacterCodingException e) {
-                // A truncated sequence at the cut also fails: only count it when more bytes cannot complete it.
-                if (end == n || !incompleteAt(end)) {
-                    return Math.max(0, Math.min(n - 1, lastSequenceStart(end)));
-                }
-            }
-        }
-        return 0;
-    }
-
-    private boolean incompleteAt(int end) {
-        return (buf[end] & 0xc0) == 0x80; // the next byte continues the sequence cut here
-    }
-
-    private int lastSequenceStart(int end) {
-        int i = end - 1;
-        while (i > 0 && (buf[i] & 0xc0) == 0x80) {
-            i--;
-        }
-        return i;
+        return chars.flip().toString();
     }
 }

@@ -3,8 +3,10 @@ package io.gpumem.script;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.io.StringReader;
+import java.nio.charset.StandardCharsets;
 import org.junit.jupiter.api.Test;
 
 class OpsScriptTest {
@@ -173,6 +175,37 @@ class OpsScriptTest {
         assertError("device capacity=1GiB granularity=3MiB\n", 1, "power of two");
         assertError("device capacity=1GiB held=2GiB\n", 1, "exceeds capacity");
         assertError("device capacity=0\n", 1, "capacity must be positive");
+    }
+
+    /** {@code text}'s bytes (ISO-8859-1: each char one byte) parsed as a script; the error's message, or null. */
+    private static String utf8Error(String latin1) throws IOException {
+        try {
+            OpsScript.parse(new ByteArrayInputStream(latin1.getBytes(StandardCharsets.ISO_8859_1)));
+            return null;
+        } catch (ScriptException e) {
+            return e.getMessage();
+        }
+    }
+
+    @Test
+    void theBadByteIsWhereItsSequenceStartsAndLongOrUnterminatedLinesDecode() throws Exception {
+        // a 3-byte sequence (e2 82 ac, the euro sign) cut short by the end of the line: its first byte
+        assertThat(utf8Error("alloc a 1 # \u00e2\u0082\nfree a\n"))
+                .isEqualTo("line 1: not UTF-8 text (byte 0xe2 at column 13)");
+        // ... cut short by a byte that cannot continue it: still the sequence's first byte
+        assertThat(utf8Error("alloc a 1 # \u00e2\u0082x\n"))
+                .isEqualTo("line 1: not UTF-8 text (byte 0xe2 at column 13)");
+        // a lone continuation byte after a whole 4-byte character (f0 9f 98 80)
+        assertThat(utf8Error("alloc a 1 # \u00f0\u009f\u0098\u0080\u0080\n"))
+                .isEqualTo("line 1: not UTF-8 text (byte 0x80 at column 17)");
+        assertThat(utf8Error("\u00ff\n")).isEqualTo("line 1: not UTF-8 text (byte 0xff at column 1)");
+        // whole sequences, a line past the reader's first buffer, CRLF ends and no final newline all decode
+        String euro = "\u00e2\u0082\u00ac";
+        String longComment = "#" + euro.repeat(200);
+        assertThat(utf8Error("alloc a 1 " + longComment + "\r\nfree a")).isNull();
+        OpsScript ok = OpsScript.parse(new ByteArrayInputStream(
+                ("alloc a 1 " + longComment + "\r\nfree a").getBytes(StandardCharsets.ISO_8859_1)));
+        assertThat(ok.ops()).hasSize(2);
     }
 
     @Test
