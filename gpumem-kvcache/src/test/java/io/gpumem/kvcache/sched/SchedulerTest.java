@@ -254,25 +254,42 @@ class SchedulerTest {
         return x.status() == RequestStatus.PREEMPTED ? "x" : "y";
     }
 
+    /** One victim choice: the policy, whether x and y are admitted together, their priorities and arrivals. */
+    private record VictimCase(
+            VictimPolicy policy, boolean together, int xp, long xa, int yp, long ya, String victim, String why) {}
+
     @Test
     void theVictimIsTheLeastImportantThenTheLatestToArriveThenTheLastAdmitted() {
-        assertThat(victimOfTwo(VictimPolicy.FCFS, false, 0, 5, 0, 1))
-                .as("FCFS: the last admitted")
-                .isEqualTo("y");
-        assertThat(victimOfTwo(VictimPolicy.PRIORITY, false, 0, 5, 0, 1))
-                .as("same priority: the later arrival, though admitted first")
-                .isEqualTo("x");
-        assertThat(victimOfTwo(VictimPolicy.PRIORITY, false, 3, 1, 0, 5))
-                .as("the less important, though it arrived first")
-                .isEqualTo("x");
-        assertThat(victimOfTwo(VictimPolicy.PRIORITY, false, 0, 4, 0, 4))
-                .as("same priority and arrival: the last admitted")
-                .isEqualTo("y");
-        assertThat(victimOfTwo(VictimPolicy.LEAST_COMPUTED, true, 0, 0, 0, 1))
-                .as("8 computed each (x's decode token is granted, not yet computed): the last admitted")
-                .isEqualTo("y");
-        assertThat(victimOfTwo(VictimPolicy.LEAST_COMPUTED, false, 0, 0, 0, 1))
-                .as("y has computed fewer (8 against 9)")
-                .isEqualTo("y");
+        List<VictimCase> cases = List.of(
+                new VictimCase(VictimPolicy.FCFS, false, 0, 5, 0, 1, "y", "FCFS: the last admitted"),
+                new VictimCase(
+                        VictimPolicy.PRIORITY,
+                        false,
+                        0,
+                        5,
+                        0,
+                        1,
+                        "x",
+                        "same priority: the later arrival, though admitted first"),
+                new VictimCase(
+                        VictimPolicy.PRIORITY, false, 3, 1, 0, 5, "x", "the less important, though it arrived first"),
+                new VictimCase(
+                        VictimPolicy.PRIORITY, false, 0, 4, 0, 4, "y", "same priority and arrival: the last admitted"),
+                new VictimCase(
+                        VictimPolicy.LEAST_COMPUTED,
+                        true,
+                        0,
+                        0,
+                        0,
+                        1,
+                        "y",
+                        "8 computed each (x's decode token is granted, not yet computed): the last admitted"),
+                new VictimCase(
+                        VictimPolicy.LEAST_COMPUTED, false, 0, 0, 0, 1, "y", "y has computed fewer (8 against 9)"));
+        for (VictimCase c : cases) {
+            assertThat(victimOfTwo(c.policy(), c.together(), c.xp(), c.xa(), c.yp(), c.ya()))
+                    .as(c.why())
+                    .isEqualTo(c.victim());
+        }
     }
 }
