@@ -141,6 +141,10 @@ public final class PredictCommand extends GpumemCommand {
             } catch (NumberFormatException e) {
                 throw new BadInputException(arg + ": the value after @ must be an integer");
             }
+            if (labels[i] < 1) {
+                // the values are sizes (a batch, a length), as --at's are
+                throw new BadInputException(arg + ": the value after @ must be 1 or more, got " + labels[i]);
+            }
         }
         if (outFile != null) {
             OutputFile.check("--out", outFile, files);
@@ -336,11 +340,10 @@ public final class PredictCommand extends GpumemCommand {
             table.add(new String[] {"config", "largest value", "min capacity", "peak allocated", "peak reserved"});
             for (CapacityFit.LargestValue r : rows) {
                 RunOutcome o = r.outcome();
-                String label = o != null
-                        ? CompareRuns.label(o)
-                        : (r.recorded() ? "recorded " : "") + r.policy() + " " + r.config();
+                String label =
+                        o != null ? CompareRuns.label(o) : CompareRuns.label(r.policy(), r.config(), r.recorded());
                 table.add(new String[] {
-                    label.strip(),
+                    label,
                     r.value() == 0 ? "none (not even " + step + ")" : Long.toString(r.value()),
                     o == null ? "-" : ByteSize.format(o.minCapacity()),
                     o == null ? "-" : ByteSize.format(o.peakAllocated()),

@@ -150,6 +150,39 @@ class PredictCommandTest {
         assertThat(text.out()).contains("largest value that fits in 64.00 MiB").contains("replays");
     }
 
+    /** A row where nothing fits is labelled as one where something does (compare's labels), not by its parts. */
+    @Test
+    void rowsWhereNothingFitsKeepCompareLabels(@TempDir Path dir) throws Exception {
+        Path one = program(dir, 1, false);
+        Path two = program(dir, 2, false);
+        CliRun none = CliRun.run(
+                "predict",
+                one + "@1",
+                two + "@2",
+                "--fit",
+                "1KiB",
+                "-c",
+                "expandable_segments:True",
+                "--policy",
+                "stitch");
+        assertThat(none.exit()).as(none.err()).isZero();
+        assertThat(none.out().lines().skip(2).map(l -> l.substring(0, l.indexOf("  "))))
+                .containsExactly("recorded (defaults)", "expandable_segments:True", "stitch");
+        assertThat(none.out()).contains("none (not even 1)").doesNotContain("recorded pytorch");
+    }
+
+    @Test
+    void valuesAfterTheAtSignAreSizesOfOneOrMore(@TempDir Path dir) throws Exception {
+        Path one = program(dir, 1, false);
+        Path two = program(dir, 2, false);
+        for (String bad : new String[] {"0", "-5"}) {
+            CliRun r = CliRun.run("predict", one + "@" + bad, two + "@2", "--at", "3");
+            assertThat(r.exit()).as(bad).isEqualTo(2);
+            assertThat(r.err()).contains(one + "@" + bad + ": the value after @ must be 1 or more, got " + bad);
+            assertThat(r.out()).isEmpty();
+        }
+    }
+
     /**
      * Every row of {@code --fit} on a warm recording is {@code predict --at} at its largest value, and one more does
      * not run: under expandable segments the row once came from the steady state (3.58 GiB) while the search's probes

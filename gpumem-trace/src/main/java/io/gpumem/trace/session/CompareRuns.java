@@ -59,11 +59,19 @@ public record CompareRuns(WindowStart start, WhatIfReplay replay, long capacity,
      * (or {@code defaults}) for another, a policy's name with its options for a policy row.
      */
     public static String label(RunOutcome r) {
-        if (!PolicyRegistry.isExact(r.policy())) {
-            return r.label() == null || r.label().isEmpty() ? r.policy() : r.policy() + ":" + r.label();
+        return label(r.policy(), r.label(), r.recorded());
+    }
+
+    /**
+     * {@link #label(RunOutcome)} of a row that has no outcome to show (a search that found no value): the policy's
+     * name, its options or configuration ({@code label}), and whether it is the recorded configuration.
+     */
+    public static String label(String policy, String label, boolean recorded) {
+        if (!PolicyRegistry.isExact(policy)) {
+            return label == null || label.isEmpty() ? policy : policy + ":" + label;
         }
-        String c = r.label() == null || r.label().isEmpty() ? "defaults" : r.label();
-        return r.recorded() ? "recorded (" + c + ")" : c;
+        String c = label == null || label.isEmpty() ? "defaults" : label;
+        return recorded ? "recorded (" + c + ")" : c;
     }
 
     /**
