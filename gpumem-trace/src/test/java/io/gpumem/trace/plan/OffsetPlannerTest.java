@@ -90,11 +90,19 @@ class OffsetPlannerTest {
         return new LifetimeProblem(id, lower, upper, size, 512);
     }
 
+    /**
+     * The planner is a heuristic under a work budget (placing buffers at their least offset is NP-hard), so it does
+     * not reach the optimum of every tiling: on seeds 1 to 150 it missed 4 of 3,000 (0.13%), the worst by 3 units of
+     * the 64, and seed 38618499265754 (round 16) plans 70, 6 above. What it does promise, and what this holds it to:
+     * a valid plan every time, the optimum on nearly all (at least 18 of 20 rounds: three misses in 20 would take a
+     * miss rate some twenty times the measured one), and never more than a quarter above it.
+     */
     @Test
-    void reachesTheOptimumOfPerfectTilings() {
+    void reachesTheOptimumOfNearlyAllPerfectTilings() {
         long seed = System.nanoTime();
-        System.out.println("OffsetPlannerTest.reachesTheOptimumOfPerfectTilings seed " + seed);
+        System.out.println("OffsetPlannerTest.reachesTheOptimumOfNearlyAllPerfectTilings seed " + seed);
         Random r = new Random(seed);
+        int optimal = 0;
         for (int round = 0; round < 20; round++) {
             LifetimeProblem p = perfectTiling(r, 10 + r.nextInt(50));
             assertThat(p.peakLive()).isEqualTo(64 * 512);
@@ -102,8 +110,10 @@ class OffsetPlannerTest {
             assertNoOverlap(plan);
             assertThat(plan.plannedPeak())
                     .as("seed %d round %d (%s)", seed, round, plan.method())
-                    .isEqualTo(64 * 512);
+                    .isLessThanOrEqualTo(64 * 512 + 64 * 512 / 4);
+            optimal += plan.plannedPeak() == 64 * 512 ? 1 : 0;
         }
+        assertThat(optimal).as("seed %d: rounds planned at the optimum", seed).isGreaterThanOrEqualTo(18);
     }
 
     @Test
