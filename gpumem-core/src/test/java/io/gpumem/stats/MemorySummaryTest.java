@@ -123,6 +123,9 @@ class MemorySummaryTest {
         assertThat(MemorySummary.formatCount(750_000, 750_000)).isEqualTo("    750 K ");
         assertThat(MemorySummary.formatCount(750_000_000, 750_000_000)).isEqualTo("    750 M ");
         assertThat(MemorySummary.formatCount(7_500_000_000L, 7_500_000_000L)).isEqualTo("   7500 M ");
+        // M is the last prefix: a count of 750 thousand million or more stays in it, as _format_count's loop ends
+        assertThat(MemorySummary.formatCount(1_000_000_000_000L, 1_000_000_000_000L))
+                .isEqualTo("1000000 M ");
         assertThat(MemorySummary.formatCount(1234, 800_000)).isEqualTo("      1 K ");
     }
 
