@@ -9,6 +9,7 @@ import io.gpumem.trace.align.RecordingDiff;
 import io.gpumem.trace.align.RequestAlignment;
 import io.gpumem.trace.align.RequestSequence;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Locale;
@@ -50,34 +51,33 @@ public final class DiffReport implements HtmlPage {
         h.append("<section class=\"diff\">\n");
         cards(h, al, a, b);
         h.append("<h3>Peaks</h3>\n");
-        if (diff.reservedRecorded()) {
-            Html.bars(
-                    h,
-                    "peaks of the two recordings",
-                    new long[] {
-                        a.peakAllocated(),
-                        b.peakAllocated(),
-                        a.peakReserved(),
-                        b.peakReserved(),
-                        diff.cachedAtPeakReserved(0),
-                        diff.cachedAtPeakReserved(1)
-                    },
-                    new String[] {
-                        "A peak allocated",
-                        "B peak allocated",
-                        "A peak reserved",
-                        "B peak reserved",
-                        "A cached, unused at peak reserved",
-                        "B cached, unused at peak reserved"
-                    },
-                    new String[] {"side-a", "side-b", "side-a", "side-b", "cached", "cached"});
-        } else {
-            Html.bars(
-                    h,
-                    "peaks of the two recordings",
-                    new long[] {a.peakAllocated(), b.peakAllocated()},
-                    new String[] {"A peak allocated", "B peak allocated"},
-                    new String[] {"side-a", "side-b"});
+        // the reserved bars (the last four) only where both recordings hold their driver calls
+        int bars = diff.reservedRecorded() ? 6 : 2;
+        Html.bars(
+                h,
+                "peaks of the two recordings",
+                Arrays.copyOf(
+                        new long[] {
+                            a.peakAllocated(),
+                            b.peakAllocated(),
+                            a.peakReserved(),
+                            b.peakReserved(),
+                            diff.cachedAtPeakReserved(0),
+                            diff.cachedAtPeakReserved(1)
+                        },
+                        bars),
+                Arrays.copyOf(
+                        new String[] {
+                            "A peak allocated",
+                            "B peak allocated",
+                            "A peak reserved",
+                            "B peak reserved",
+                            "A cached, unused at peak reserved",
+                            "B cached, unused at peak reserved"
+                        },
+                        bars),
+                Arrays.copyOf(new String[] {"side-a", "side-b", "side-a", "side-b", "cached", "cached"}, bars));
+        if (!diff.reservedRecorded()) {
             h.append("<p class=\"hint\">").append(esc(unrecorded(a, b))).append("</p>\n");
         }
         if (!diff.sameProgram()) {
