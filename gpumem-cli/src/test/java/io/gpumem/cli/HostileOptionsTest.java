@@ -66,6 +66,64 @@ class HostileOptionsTest {
     }
 
     @Test
+    void everyOptionThatWritesAFileRefusesTheInputAndAMissingDirectoryBeforeAnyWork(@TempDir Path dir)
+            throws Exception {
+        Path snap = snapshot(dir);
+        Path csv = dir.resolve("l.csv");
+        Files.writeString(csv, "id,lower,upper,size\n0,0,2,4096\n1,1,3,4096\n");
+        byte[] pickle = Files.readAllBytes(snap);
+        byte[] lifetimes = Files.readAllBytes(csv);
+        Path missing = dir.resolve("no/such/dir/out.html");
+        String[][] writers = {
+            {"report", "-o", "OUT", "IN"},
+            {"report", "--output", "OUT", "IN"},
+            {"analyze", "--html", "OUT", "IN"},
+            {"compare", "--html", "OUT", "IN"},
+            {"plan", "--out", "OUT", "CSV"},
+        };
+        for (String[] w : writers) {
+            String option = w[0].equals("report") ? "-o/--output" : w[1];
+            boolean plan = w[0].equals("plan");
+            Path in = plan ? csv : snap;
+            CliRun overwrite = CliRun.run(args(w, in, in, csv));
+            refused(overwrite, "gpumem " + w[0] + ": " + option + " " + in + ": is the input file");
+            assertThat(overwrite.out()).as(w[0]).isEmpty(); // refused before the work
+            CliRun nowhere = CliRun.run(args(w, missing, in, csv));
+            refused(nowhere, option + " " + missing + ": the directory " + missing.getParent() + " does not exist");
+            assertThat(nowhere.out()).as(w[0]).isEmpty();
+        }
+        assertThat(Files.readAllBytes(snap)).isEqualTo(pickle);
+        assertThat(Files.readAllBytes(csv)).isEqualTo(lifetimes);
+        assertThat(dir.resolve("no")).doesNotExist();
+
+        // demo writes two files: neither may be the other, and the page's directory must exist too
+        Path demoSnap = dir.resolve("demo.pickle");
+        CliRun same =
+                CliRun.run("demo", "--steps", "1", "--snapshot", demoSnap.toString(), "--html", demoSnap.toString());
+        refused(same, "--html " + demoSnap + ": is the input file");
+        assertThat(same.out()).isEmpty();
+        CliRun pageNowhere =
+                CliRun.run("demo", "--steps", "1", "--snapshot", demoSnap.toString(), "--html", missing.toString());
+        refused(pageNowhere, "--html " + missing + ": the directory " + missing.getParent() + " does not exist");
+        assertThat(pageNowhere.out()).isEmpty();
+        assertThat(demoSnap).doesNotExist();
+    }
+
+    /** {@code template} with OUT, IN and CSV put in. */
+    private static String[] args(String[] template, Path out, Path in, Path csv) {
+        String[] a = template.clone();
+        for (int i = 0; i < a.length; i++) {
+            a[i] = switch (a[i]) {
+                case "OUT" -> out.toString();
+                case "IN" -> in.toString();
+                case "CSV" -> csv.toString();
+                default -> a[i];
+            };
+        }
+        return a;
+    }
+
+    @Test
     void hugeGeneratedWorkloadsAreRefusedUpFront() {
         refused(
                 CliRun.run("demo", "--steps", "2000000000"),

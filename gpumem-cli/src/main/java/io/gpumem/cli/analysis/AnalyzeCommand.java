@@ -2,6 +2,7 @@ package io.gpumem.cli.analysis;
 
 import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cli.options.CapacityOptions;
+import io.gpumem.cli.options.OutputFile;
 import io.gpumem.cli.options.PolicyOptions;
 import io.gpumem.cli.options.StartOptions;
 import io.gpumem.cli.options.TraceFileOptions;
@@ -126,6 +127,9 @@ public final class AnalyzeCommand extends GpumemCommand {
                     spec.commandLine(), "--checkpoint-blocks must be >= 1, got " + checkpointBlocks);
         }
         policySpecs = policies.specs();
+        if (html != null) {
+            OutputFile.check("--html", html, input.file());
+        }
         PrintWriter text = json ? new PrintWriter(Writer.nullWriter()) : out;
         TraceSession session = start.apply(input.openForWhatIfs(err()));
         session.whatIfProgress(TerminalProgress.forTerminal("analyze", "what-if runs"));

@@ -148,6 +148,8 @@ public final class DemoCommand extends GpumemCommand {
                             + ByteSize.formatSigned(capacityBytes));
         }
         OutputFile.check("--snapshot", snapshot);
+        // the page must not take the snapshot's place either: both are written by the same run
+        OutputFile.check(html != null ? "--html" : "the page's default name (--html names another)", page(), snapshot);
         List<PolicySpec> policySpecs = policies.specs();
         TrainingWorkload workload;
         try {
@@ -227,7 +229,7 @@ public final class DemoCommand extends GpumemCommand {
         out.println();
         out.println("snapshot of the default run written to " + snapshot.toAbsolutePath() + " (gpumem analyze "
                 + snapshot + "; or drag it onto pytorch.org/memory_viz)");
-        Path page = html != null ? html : HtmlOutput.sibling(snapshot);
+        Path page = page();
         HtmlOutput.write(
                 new HtmlReport("gpumem demo: " + workload.describe())
                         .addDevice(TraceSession.of(trace), result, rows, categories),
@@ -235,5 +237,10 @@ public final class DemoCommand extends GpumemCommand {
                 out);
         out.flush();
         return 0;
+    }
+
+    /** Where the HTML report goes: {@code --html}, else beside the snapshot. */
+    private Path page() {
+        return html != null ? html : HtmlOutput.sibling(snapshot);
     }
 }

@@ -4,6 +4,7 @@ import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
 import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cli.options.BadInputException;
+import io.gpumem.cli.options.OutputFile;
 import io.gpumem.cli.options.ReadLimitOptions;
 import io.gpumem.plan.LifetimeProblem;
 import io.gpumem.plan.OffsetPlan;
@@ -100,6 +101,9 @@ public final class PlanCommand extends GpumemCommand {
         }
         if (!(targetRatio >= 1.0) || Double.isInfinite(targetRatio)) {
             throw new BadInputException("--target-ratio must be a finite number >= 1.0, got " + targetRatio);
+        }
+        if (out != null) {
+            OutputFile.check("--out", out, file);
         }
         // errors name the file, line and field (TraceFormatException), reported like every command's bad input
         LifetimeProblem problem = PlanFiles.read(file, limits.limits(), align);

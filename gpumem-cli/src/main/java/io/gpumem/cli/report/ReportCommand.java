@@ -3,6 +3,7 @@ package io.gpumem.cli.report;
 import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cli.options.BadInputException;
 import io.gpumem.cli.options.CapacityOptions;
+import io.gpumem.cli.options.OutputFile;
 import io.gpumem.cli.options.StartOptions;
 import io.gpumem.cli.options.TraceFileOptions;
 import io.gpumem.cli.options.WhatIfOptions;
@@ -80,6 +81,8 @@ public final class ReportCommand extends GpumemCommand {
         whatIf.configs();
         List<PolicySpec> policySpecs = whatIf.policies();
         Path file = input.file();
+        Path target = output != null ? output : HtmlOutput.defaultName(file);
+        OutputFile.check(output != null ? "-o/--output" : "the page's default name (-o names another)", target, file);
         TraceSession session = start.apply(input.openForWhatIfs(err()));
         this.session = session;
         session.whatIfProgress(TerminalProgress.forTerminal("report", "what-if runs"));
@@ -91,7 +94,6 @@ public final class ReportCommand extends GpumemCommand {
             }
             devices = List.of(device);
         }
-        Path target = output != null ? output : HtmlOutput.defaultName(file);
         long started = System.nanoTime();
         HtmlReport report = new HtmlReport(file.toString());
         for (int d : devices) {

@@ -4,6 +4,7 @@ import com.fasterxml.jackson.core.JsonGenerator;
 import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cli.options.BadInputException;
 import io.gpumem.cli.options.CapacityOptions;
+import io.gpumem.cli.options.OutputFile;
 import io.gpumem.cli.options.StartOptions;
 import io.gpumem.cli.options.TraceFileOptions;
 import io.gpumem.cli.options.WhatIfOptions;
@@ -93,6 +94,9 @@ public final class CompareCommand extends GpumemCommand {
         List<AllocatorConfig> others = whatIf.configs();
         List<PolicySpec> policySpecs = whatIf.policies();
         StartMode mode = start.mode();
+        if (html != null) {
+            OutputFile.check("--html", html, input.file());
+        }
         TraceSession session = input.openForWhatIfs(err()).startMode(mode);
         this.session = session;
         TraceSnapshot trace = session.trace();
