@@ -3,8 +3,10 @@ package io.gpumem.cli.sim;
 import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cli.device.DeviceOptions;
 import io.gpumem.cli.options.BadInputException;
+import io.gpumem.cli.options.OutputFile;
 import io.gpumem.device.Device;
 import io.gpumem.script.OpsScript;
+import io.gpumem.script.ScriptOp;
 import java.io.BufferedInputStream;
 import java.io.FilterInputStream;
 import java.io.IOException;
@@ -70,6 +72,7 @@ public final class SimCommand extends GpumemCommand {
         } catch (IOException e) {
             throw new BadInputException((script == null ? "standard input" : script) + ": " + e.getMessage(), e);
         }
+        checkSnapshotFiles(ops);
         if (!device.isCuda()) {
             return new SimRunner(out, err, failOnOom, AllocatorSimTarget::onSimulatedDevice).run(ops);
         }
@@ -91,6 +94,22 @@ public final class SimCommand extends GpumemCommand {
             } catch (RuntimeException e) {
                 err.println("gpumem sim: closing the device: " + e.getMessage());
                 err.flush();
+            }
+        }
+    }
+
+    /**
+     * Refuses, before anything runs, a {@code snapshot} line whose file cannot be written: its directory missing,
+     * the path a directory, or the script itself (the rules of every command's output file, {@link OutputFile}).
+     */
+    private void checkSnapshotFiles(OpsScript ops) {
+        Path input = script == null || script.equals("-") ? null : Path.of(script);
+        for (ScriptOp op : ops.ops()) {
+            if (op instanceof ScriptOp.Snapshot s) {
+                String problem = OutputFile.problem("snapshot", Path.of(s.file()), input);
+                if (problem != null) {
+                    throw new BadInputException("line " + s.line() + ": " + problem);
+                }
             }
         }
     }

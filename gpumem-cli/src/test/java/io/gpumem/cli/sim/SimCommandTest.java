@@ -240,6 +240,27 @@ class SimCommandTest {
     }
 
     @Test
+    void aSnapshotLineThatCannotBeWrittenIsRefusedBeforeAnythingRuns(@TempDir Path dir) throws Exception {
+        Path missing = dir.resolve("no/such/s.pickle");
+        CliRun r = run("alloc a 1\nsummary\nsnapshot " + missing + "\n", "sim");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.out()).isEmpty();
+        assertThat(r.err())
+                .isEqualTo("gpumem sim: line 3: snapshot " + missing + ": the directory " + missing.getParent()
+                        + " does not exist\n");
+        CliRun intoDir = run("alloc a 1\nsnapshot " + dir + "\n", "sim");
+        assertThat(intoDir.exit()).isEqualTo(2);
+        assertThat(intoDir.err()).isEqualTo("gpumem sim: line 2: snapshot " + dir + ": is a directory; name a file\n");
+        Path script = dir.resolve("s.ops");
+        String text = "alloc a 1\nsnapshot " + script + "\n";
+        Files.writeString(script, text);
+        CliRun overItself = run("", "sim", script.toString());
+        assertThat(overItself.exit()).isEqualTo(2);
+        assertThat(overItself.err()).startsWith("gpumem sim: line 2: snapshot " + script + ": is the input file");
+        assertThat(Files.readString(script)).isEqualTo(text);
+    }
+
+    @Test
     void missingFileIsExitTwo(@TempDir Path dir) {
         Path missing = dir.resolve("nope.ops");
         CliRun r = run("", "sim", missing.toString());
