@@ -138,7 +138,8 @@ public final class AnalyzeCommand extends GpumemCommand {
         if (snapshot.segments().isEmpty()
                 && snapshot.format() != SourceFormat.PYTORCH_SNAPSHOT
                 && snapshot.format() != SourceFormat.PYTORCH_SEGMENT_LIST) {
-            text.println("note: " + file + " is a " + snapshot.format() + " file: it records requests but no allocator"
+            text.println("note: " + file + " is a " + snapshot.format().description()
+                    + ": it records requests but no allocator"
                     + " state, so the states below are empty; the compare runs replay its requests");
         }
         List<Integer> devices = device != null ? List.of(device) : SnapshotStates.devices(snapshot);

@@ -126,7 +126,7 @@ public final class CompareCommand extends GpumemCommand {
                     + (snapshot
                             ? "recorded peak reserved "
                                     + ByteSize.format(runs.replay().recorded().peakReserved())
-                            : "requests only (" + trace.format() + ", no driver calls recorded)")
+                            : "requests only (" + trace.format().description() + ", no driver calls recorded)")
                     + "; capacity " + ByteSize.format(runs.capacity()));
             String steady = steadyCheck(runs, session.recordedConfig());
             if (steady != null) {

@@ -129,7 +129,8 @@ public final class OracleReplay {
         TraceSnapshot snapshot = prepared.snapshot;
         List<String> notes = new ArrayList<>();
         if (!snapshot.addressesRecorded()) {
-            notes.add("the file records no addresses (" + snapshot.format() + "): placement cannot be checked");
+            notes.add("the file records no addresses (" + snapshot.format().description()
+                    + "): placement cannot be checked");
             return new FidelityReport(snapshot.source(), List.of(), notes);
         }
         long total = snapshot.entryCount();

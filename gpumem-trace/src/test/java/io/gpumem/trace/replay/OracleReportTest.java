@@ -200,6 +200,6 @@ class OracleReportTest {
         FidelityReport r = new OracleReplay().check(noAddresses);
         assertThat(r.devices()).isEmpty();
         assertThat(r.notes())
-                .containsExactly("the file records no addresses (PYTORCH_SNAPSHOT): placement cannot be checked");
+                .containsExactly("the file records no addresses (PyTorch snapshot): placement cannot be checked");
     }
 }
