@@ -49,6 +49,32 @@ class HostileOptionsTest {
     }
 
     @Test
+    void reportRefusesACapacityBelowWhatTheSnapshotHasReservedAndWritesNothing(@TempDir Path dir) {
+        Path snap = snapshot(dir);
+        Path page = dir.resolve("r.html");
+        refused(
+                CliRun.run("report", "--capacity", "1KiB", "-o", page.toString(), snap.toString()),
+                "--capacity 1024 (1024 bytes) is less than the 20.00 MiB device 0 of " + snap + " has reserved");
+        assertThat(page).doesNotExist();
+        CliRun fits = CliRun.run("report", "--capacity", "1GiB", "-o", page.toString(), snap.toString());
+        assertThat(fits.exit()).as(fits.err()).isZero();
+        assertThat(page).exists();
+    }
+
+    @Test
+    void compareKeepsASmallCapacityForItsTableButNotForItsPagesAnalysis(@TempDir Path dir) throws Exception {
+        Path snap = snapshot(dir);
+        Path page = dir.resolve("c.html");
+        CliRun r = CliRun.run("compare", "--capacity", "1MiB", "--html", page.toString(), snap.toString());
+        assertThat(r.exit()).as(r.err()).isZero();
+        assertThat(r.out()).contains("capacity 1024.00 KiB");
+        assertThat(r.err())
+                .contains("note: --capacity 1048576 (1024.00 KiB) is less than the 20.00 MiB device 0 of " + snap
+                        + " has reserved; the HTML report's analysis treats the capacity as unknown");
+        assertThat(Files.readString(page)).doesNotContain("of capacity (1.00 MiB)", "of capacity (1024.00 KiB)");
+    }
+
+    @Test
     void outputPathsAreCheckedBeforeAnyWork(@TempDir Path dir) throws Exception {
         Path snap = snapshot(dir);
         byte[] before = Files.readAllBytes(snap);

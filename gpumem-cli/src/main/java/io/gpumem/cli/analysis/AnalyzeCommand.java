@@ -11,10 +11,8 @@ import io.gpumem.cli.trace.TerminalProgress;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.report.HtmlReport;
-import io.gpumem.size.ByteSize;
 import io.gpumem.trace.analysis.AnalysisPrinter;
 import io.gpumem.trace.analysis.DeviceAnalysis;
-import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.analysis.SnapshotStates;
 import io.gpumem.trace.category.CategoryPrinter;
 import io.gpumem.trace.category.PeakCategories;
@@ -194,17 +192,9 @@ public final class AnalyzeCommand extends GpumemCommand {
                             + " entries, 0.." + (trace.size() - 1) + ")");
         }
         DeviceAnalysis result = session.analyze(d, at, capacityBytes, top, !noCompare, policySpecs);
-        long reserved = 0;
-        for (var seg : result.analysis().state().segments()) {
-            reserved += seg.totalSize();
-        }
-        if (capacityBytes != MemoryState.UNKNOWN && reserved > capacityBytes) {
-            throw new CommandLine.ParameterException(
-                    spec.commandLine(),
-                    "--capacity " + capacity.given() + " ("
-                            + ByteSize.format(capacityBytes) + ") is less than the "
-                            + ByteSize.format(reserved) + " device " + d + " of " + file
-                            + " has reserved; give the GPU's memory");
+        String tooSmall = capacity.problemWith(result, file);
+        if (tooSmall != null) {
+            throw new CommandLine.ParameterException(spec.commandLine(), tooSmall + "; give the GPU's memory");
         }
         AnalysisPrinter.printState(result.analysis(), out);
         for (String note : result.replayNotes()) {

@@ -1,7 +1,10 @@
 package io.gpumem.cli.options;
 
 import io.gpumem.cli.SizeConverter;
+import io.gpumem.size.ByteSize;
+import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.trace.analysis.MemoryState;
+import java.nio.file.Path;
 import picocli.CommandLine.Option;
 
 /**
@@ -31,5 +34,22 @@ public final class CapacityOptions {
     /** The capacity given, or {@link MemoryState#UNKNOWN} when the option is absent. */
     public long orUnknown() {
         return bytes == null ? MemoryState.UNKNOWN : bytes;
+    }
+
+    /**
+     * Why the capacity given cannot be the analysed device's memory, or null when it can (or none was given): the
+     * analysed state of {@code file} already has more reserved, so the recording could not have run on it, and every
+     * share of the capacity would be nonsense. The sentence says what is wrong; the caller says what it does.
+     */
+    public String problemWith(DeviceAnalysis result, Path file) {
+        long reserved = 0;
+        for (var segment : result.analysis().state().segments()) {
+            reserved += segment.totalSize();
+        }
+        if (bytes == null || reserved <= bytes) {
+            return null;
+        }
+        return "--capacity " + bytes + " (" + ByteSize.format(bytes) + ") is less than the " + ByteSize.format(reserved)
+                + " device " + result.device() + " of " + file + " has reserved";
     }
 }

@@ -99,6 +99,10 @@ public final class ReportCommand extends GpumemCommand {
         for (int d : devices) {
             session.classifyAhead(d); // beside the what-if runs
             DeviceAnalysis analysis = session.analyze(d, null, capacityBytes, 5, true, policySpecs);
+            String tooSmall = capacity.problemWith(analysis, file);
+            if (tooSmall != null) {
+                throw new BadInputException(tooSmall + "; give the GPU's memory");
+            }
             List<RunOutcome> rows = new ArrayList<>(configRows(session, analysis, capacityBytes, err));
             rows.addAll(policyRows(session, analysis, capacity.given(), policySpecs, !rows.isEmpty(), err));
             report.addDevice(session, analysis, rows);

@@ -15,6 +15,7 @@ import io.gpumem.policy.PolicySpec;
 import io.gpumem.report.HtmlReport;
 import io.gpumem.size.ByteSize;
 import io.gpumem.trace.analysis.DeviceAnalysis;
+import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.io.SourceFormat;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.replay.StartMode;
@@ -138,6 +139,13 @@ public final class CompareCommand extends GpumemCommand {
             // the report's table labels rows by configuration; the compare rows join it under compare's labels.
             // The analysis replays the session's window of the device: the file and the window are not read again.
             DeviceAnalysis analysis = session.analyze(d, null, capacity.orUnknown(), 5, true);
+            String tooSmall = capacity.problemWith(analysis, input.file());
+            if (tooSmall != null) {
+                // a what-if limit below the recording is a fair question for the table, not the device of the page
+                err().println("gpumem compare: note: " + tooSmall
+                        + "; the HTML report's analysis treats the capacity as unknown");
+                analysis = session.analyze(d, null, MemoryState.UNKNOWN, 5, true);
+            }
             HtmlOutput.write(
                     new HtmlReport(trace.source()).addDevice(session, analysis, runs.reportRows()),
                     html,
