@@ -127,6 +127,9 @@ public final class PredictCommand extends GpumemCommand {
         if (outFile != null && at == null) {
             throw new BadInputException("--out goes with --at: it writes the recording predicted at that value");
         }
+        if (at != null && spec.commandLine().getParseResult().hasMatchedOption("--step")) {
+            throw new BadInputException("--step goes with --fit: it spaces the values the search tries");
+        }
         long[] labels = new long[inputs.size()];
         Path[] files = new Path[inputs.size()];
         for (int i = 0; i < inputs.size(); i++) {
@@ -328,13 +331,15 @@ public final class PredictCommand extends GpumemCommand {
         } else {
             out.println(String.format(
                     Locale.ROOT,
-                    "largest value that fits in %s (multiples of %d) from %d recordings: %d values predicted,"
-                            + " %d replays, %.1f s",
+                    "largest value that fits in %s (multiples of %d) from %d recordings: %d value%s predicted,"
+                            + " %d replay%s, %.1f s",
                     ByteSize.format(fitCapacity),
                     step,
                     family.size(),
                     cost.valuesPredicted(),
+                    cost.valuesPredicted() == 1 ? "" : "s",
                     cost.replays(),
+                    cost.replays() == 1 ? "" : "s",
                     seconds));
             List<String[]> table = new ArrayList<>();
             table.add(new String[] {"config", "largest value", "min capacity", "peak allocated", "peak reserved"});

@@ -148,6 +148,9 @@ class PredictCommandTest {
         assertThat(steppedLargest).isLessThanOrEqualTo(largest).isGreaterThan(largest - 8);
         CliRun text = CliRun.run("predict", one + "@1", two + "@2", "--fit", "64MiB");
         assertThat(text.out()).contains("largest value that fits in 64.00 MiB").contains("replays");
+        // a step past every value that fits tries one value: counted in the singular
+        CliRun single = CliRun.run("predict", one + "@1", two + "@2", "--fit", "64MiB", "--step", "1000000000");
+        assertThat(single.out()).contains(": 1 value predicted, 1 replay, ").contains("none (not even 1000000000)");
     }
 
     /** A row where nothing fits is labelled as one where something does (compare's labels), not by its parts. */
@@ -262,6 +265,10 @@ class PredictCommandTest {
         CliRun outWithFit = CliRun.run("predict", one + "@1", two + "@2", "--fit", "1GiB", "--out", out.toString());
         assertThat(outWithFit.exit()).isEqualTo(2);
         assertThat(outWithFit.err()).contains("--out goes with --at");
+        CliRun stepWithAt = CliRun.run("predict", one + "@1", two + "@2", "--at", "3", "--step", "2");
+        assertThat(stepWithAt.exit()).isEqualTo(2);
+        assertThat(stepWithAt.err()).contains("--step goes with --fit");
+        assertThat(stepWithAt.out()).isEmpty();
         assertThat(out).doesNotExist();
         try (var files = Files.list(dir)) {
             assertThat(files.map(f -> f.getFileName().toString())).noneMatch(n -> n.contains("predicted"));
