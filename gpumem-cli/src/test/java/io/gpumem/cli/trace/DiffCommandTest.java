@@ -170,6 +170,17 @@ public class DiffCommandTest {
     }
 
     @Test
+    void aDeviceNeitherFileHasIsRefusedNamingTheFile() {
+        for (String device : new String[] {"3", "-1"}) {
+            CliRun run = CliRun.run(
+                    "diff", "--trace-device", device, trace("tiny-forward.pickle"), trace("tiny-forward.pickle"));
+            assertThat(run.exit()).as(run.err()).isEqualTo(2);
+            assertThat(run.err()).contains("tiny-forward.pickle: device " + device + " has no alloc entry to align");
+            assertThat(run.out()).isEmpty();
+        }
+    }
+
+    @Test
     void anUnreadableFileIsNamed(@TempDir Path dir) throws IOException {
         Path garbage = dir.resolve("garbage.pickle");
         Files.write(garbage, new byte[] {(byte) 0x80, 5, 'x', 'y'});

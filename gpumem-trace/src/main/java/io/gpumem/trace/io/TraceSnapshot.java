@@ -48,9 +48,9 @@ public record TraceSnapshot(
         return out;
     }
 
-    /** The trace of one device; empty when the file has none for it. */
+    /** The trace of one device; empty when the file has none for it (a negative device included). */
     public List<TraceEntry> traceOf(int device) {
-        return device < deviceTraces.size() ? deviceTraces.get(device) : List.of();
+        return device >= 0 && device < deviceTraces.size() ? deviceTraces.get(device) : List.of();
     }
 
     /** Number of trace entries over all devices. */

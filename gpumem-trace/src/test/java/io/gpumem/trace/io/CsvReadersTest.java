@@ -163,6 +163,8 @@ class CsvReadersTest {
         TraceSnapshot s = TraceReaders.read(f);
         assertThat(s.format()).isEqualTo(SourceFormat.LIFETIME_CSV);
         assertThat(s.traceOf(0)).hasSize(3);
+        assertThat(s.traceOf(1)).isEmpty();
+        assertThat(s.traceOf(-1)).isEmpty(); // no device, like one the file lacks: not an index out of bounds
         // One column too many in the header is not this format, nor any other.
         Files.writeString(f, "id,lower,upper,size,dtype\n0,0,5,100,f16\n");
         assertThatThrownBy(() -> TraceReaders.read(f)).hasMessageContaining("unknown trace format");
