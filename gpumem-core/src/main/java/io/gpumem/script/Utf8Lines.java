@@ -14,9 +14,10 @@ import org.jspecify.annotations.Nullable;
 /**
  * Reads a script's bytes one line at a time and decodes each line as strict UTF-8, so that a byte that is not
  * UTF-8 is reported with its line and column ({@link ScriptException}) rather than as the JDK's bare
- * "Input length = 1". Line ends are {@code \n} or {@code \r\n}; memory is one line.
+ * "Input length = 1". Line ends are {@code \n} or {@code \r\n}; memory is one line. The trace module's CSV readers,
+ * which decode in bulk, ask {@link #firstBadByte} where their input went wrong once the decoder says it did.
  */
-final class Utf8Lines {
+public final class Utf8Lines {
     private final InputStream in;
     private final CharsetDecoder decoder = StandardCharsets.UTF_8
             .newDecoder()
@@ -27,6 +28,23 @@ final class Utf8Lines {
 
     Utf8Lines(InputStream in) {
         this.in = in;
+    }
+
+    /**
+     * Where the first byte that is not UTF-8 stands in {@code in}: the error a script of these bytes gets, its
+     * {@link ScriptException#line() line} and its {@link ScriptException#detail() detail} {@code not UTF-8 text (byte
+     * 0xXX at column C)}; null when every line decodes. Reads {@code in} up to that line.
+     */
+    public static @Nullable ScriptException firstBadByte(InputStream in) throws IOException {
+        Utf8Lines lines = new Utf8Lines(in);
+        try {
+            while (lines.next() != null) {
+                // decoding is the check
+            }
+            return null;
+        } catch (ScriptException e) {
+            return e;
+        }
     }
 
     /** The next line without its end, or null at the end of the input. */

@@ -1,7 +1,11 @@
 package io.gpumem.trace.io;
 
+import io.gpumem.script.ScriptException;
+import io.gpumem.script.Utf8Lines;
+import java.io.BufferedInputStream;
 import java.io.BufferedReader;
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.InputStreamReader;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
@@ -96,11 +100,27 @@ final class CsvLines {
                 throw new TraceFormatException(name, "", "empty file (expected the header " + names(headers) + ")");
             }
         } catch (CharacterCodingException e) {
-            throw new TraceFormatException(name, "", "not a text file (invalid UTF-8)", e);
+            throw badUtf8(file, e);
         } catch (IOException e) {
             throw new TraceFormatException(name, "", "cannot read: " + e.getMessage(), e);
         }
         return rows;
+    }
+
+    /**
+     * What is wrong with a file the bulk decoder refused: the line and column of its first byte that is not UTF-8
+     * (found by reading it again, line by line: the decoder does not count lines, and this is the error path only).
+     */
+    private static TraceFormatException badUtf8(Path file, CharacterCodingException refusal) {
+        ScriptException where = null;
+        try (InputStream in = new BufferedInputStream(Files.newInputStream(file), 1 << 16)) {
+            where = Utf8Lines.firstBadByte(in);
+        } catch (IOException e) {
+            refusal.addSuppressed(e);
+        }
+        return where != null
+                ? new TraceFormatException(file.toString(), "line " + where.line(), where.detail(), refusal)
+                : new TraceFormatException(file.toString(), "", "not a text file (invalid UTF-8)", refusal);
     }
 
     /** The headers as a message names them: {@code a,b} or {@code a,b or a,b,c}. */

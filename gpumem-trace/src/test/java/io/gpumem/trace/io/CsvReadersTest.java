@@ -1,5 +1,6 @@
 package io.gpumem.trace.io;
 
+import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -8,6 +9,7 @@ import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.TestTraces;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -219,9 +221,16 @@ class CsvReadersTest {
         Files.write(f, new byte[] {'i', 'd', ',', (byte) 0xc3});
         assertThatThrownBy(() -> new LifetimeCsvReader().read(f))
                 .isInstanceOfSatisfying(TraceFormatException.class, e -> {
-                    assertThat(e.location()).isEmpty();
-                    assertThat(e).hasMessage(f + ": not a text file (invalid UTF-8)");
+                    assertThat(e.location()).isEqualTo("line 1");
+                    assertThat(e).hasMessage(f + ": line 1: not UTF-8 text (byte 0xc3 at column 4)");
                 });
+        // the line and the column of the first bad byte, past a valid multi-byte character and a CRLF line end
+        Files.write(f, "Thread,Time,Action,Pointer,Size,Stream\r\n# café\r\n1,0,allocate,0x10,1".getBytes(UTF_8));
+        Files.write(f, new byte[] {'0', (byte) 0xfe, '0', ',', '0', '\n'}, StandardOpenOption.APPEND);
+        assertThatThrownBy(() -> TraceReaders.read(f)).isInstanceOfSatisfying(TraceFormatException.class, e -> {
+            assertThat(e.location()).isEqualTo("line 3");
+            assertThat(e).hasMessage(f + ": line 3: not UTF-8 text (byte 0xfe at column 21)");
+        });
         assertThat(new TraceFormatException("a.pickle", null, "broken"))
                 .hasMessage("a.pickle: broken")
                 .satisfies(e -> assertThat(e.location()).isEmpty());

@@ -103,7 +103,7 @@ class PlanFilesTest {
             (byte) 0xff,
             '\n'
         });
-        assertThatThrownBy(() -> read(f)).hasMessage(f + ": not a text file (invalid UTF-8)");
+        assertThatThrownBy(() -> read(f)).hasMessage(f + ": line 2: not UTF-8 text (byte 0xff at column 2)");
         assertThatThrownBy(() -> read(dir.resolve("missing.csv")))
                 .hasMessage(dir.resolve("missing.csv") + ": no such file");
     }
