@@ -107,7 +107,13 @@ class SimSnapshotTest {
     @Test
     void snapshotToAnUnwritablePlaceFailsWithTheLine(@TempDir Path dir) throws Exception {
         Path script = dir.resolve("s.ops");
+        // a missing directory is refused with the script's other errors, before anything runs
         Files.writeString(script, "alloc a 1000\nsnapshot " + dir.resolve("no/such/dir/x.pickle") + "\n");
+        CliRun refused = sim(script);
+        assertThat(refused.exit()).isEqualTo(2);
+        assertThat(refused.err()).contains("line 2: snapshot").contains("does not exist");
+        // a write that fails only when it is made (a name longer than the file system takes) stops the run there
+        Files.writeString(script, "alloc a 1000\nsnapshot " + dir.resolve("x".repeat(300) + ".pickle") + "\n");
         CliRun r = sim(script);
         assertThat(r.exit()).isEqualTo(1);
         assertThat(r.err())
