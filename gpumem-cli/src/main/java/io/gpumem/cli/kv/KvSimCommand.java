@@ -271,21 +271,22 @@ public final class KvSimCommand extends GpumemCommand {
         long host = size("--host-tier", hostTier);
         long disk = size("--disk-tier", diskTier);
         positive("--instances", instances);
+        if (instances > ServingSimulator.MAX_INSTANCES) {
+            throw bad("--instances " + instances + " is over the limit of " + ServingSimulator.MAX_INSTANCES);
+        }
         positive("--tier-queue-blocks", tierQueueBlocks);
         positive("--tier-drain-blocks", tierDrainBlocks);
-        TimeModel time = parse(
-                "--time-*",
-                () -> new TimeModel(
-                        weightBytes,
-                        kvBytesPerToken,
-                        prefillUs,
-                        decodeUs,
-                        hbmGBps,
-                        hostGBps,
-                        diskGBps,
-                        diskLatencyUs,
-                        netGBps,
-                        netLatencyUs));
+        TimeModel time = timeModel(() -> new TimeModel(
+                weightBytes,
+                kvBytesPerToken,
+                prefillUs,
+                decodeUs,
+                hbmGBps,
+                hostGBps,
+                diskGBps,
+                diskLatencyUs,
+                netGBps,
+                netLatencyUs));
         if (metricsPort != null && (metricsPort < 0 || metricsPort > 65535)) {
             throw bad("--metrics-port must be in 0..65535, got " + metricsPort);
         }
@@ -453,6 +454,35 @@ public final class KvSimCommand extends GpumemCommand {
             return parser.get();
         } catch (IllegalArgumentException e) {
             throw bad(option + ": " + e.getMessage());
+        }
+    }
+
+    /** The flag of each {@link TimeModel} figure, for the time model's refusals. */
+    private static final Map<String, String> TIME_FLAG_OF = Map.of(
+            "weightBytes", "--time-weight-bytes",
+            "kvBytesPerToken", "--time-kv-bytes-per-token",
+            "prefillUsPerToken", "--time-prefill-us",
+            "decodeUsPerToken", "--time-decode-us",
+            "hbmGBps", "--time-hbm-gbps",
+            "hostGBps", "--time-host-gbps",
+            "diskGBps", "--time-disk-gbps",
+            "diskLatencyUs", "--time-disk-latency-us",
+            "netGBps", "--time-net-gbps",
+            "netLatencyUs", "--time-net-latency-us");
+
+    /** The time model, a refusal naming the {@code --time-*} flag of the figure it refused. */
+    private TimeModel timeModel(Supplier<TimeModel> build) {
+        try {
+            return build.get();
+        } catch (IllegalArgumentException e) {
+            String message = e.getMessage();
+            for (Map.Entry<String, String> f : TIME_FLAG_OF.entrySet()) {
+                String figure = "time model: " + f.getKey() + " ";
+                if (message.startsWith(figure)) {
+                    throw bad(f.getValue() + " " + message.substring(figure.length()));
+                }
+            }
+            throw bad("--time-*: " + message);
         }
     }
 

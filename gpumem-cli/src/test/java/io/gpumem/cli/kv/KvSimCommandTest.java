@@ -195,9 +195,29 @@ class KvSimCommandTest {
         r = run("kv-sim", "--instances", "0");
         assertThat(r.exit()).isEqualTo(2);
         assertThat(r.err()).contains("--instances");
+        r = run("kv-sim", "--instances", "100000", "--requests", "5");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).contains("--instances 100000 is over the limit of 1024");
         r = run("kv-sim", "--time-host-gbps", "0");
         assertThat(r.exit()).isEqualTo(2);
-        assertThat(r.err()).contains("--time");
+        assertThat(r.err()).contains("gpumem kv-sim: --time-host-gbps must be a positive number, got 0.0");
+        // every time flag is named when its value is refused
+        for (String flag : new String[] {
+            "--time-weight-bytes",
+            "--time-kv-bytes-per-token",
+            "--time-prefill-us",
+            "--time-decode-us",
+            "--time-hbm-gbps",
+            "--time-host-gbps",
+            "--time-disk-gbps",
+            "--time-disk-latency-us",
+            "--time-net-gbps",
+            "--time-net-latency-us"
+        }) {
+            r = run("kv-sim", flag, "-3");
+            assertThat(r.exit()).as(flag).isEqualTo(2);
+            assertThat(r.err()).as(flag).startsWith("gpumem kv-sim: " + flag + " must be ");
+        }
     }
 
     @Test

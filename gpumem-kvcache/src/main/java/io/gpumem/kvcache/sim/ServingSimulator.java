@@ -37,6 +37,11 @@ import java.util.function.IntFunction;
  * first, so the run stays deterministic. Arrivals are counted in steps, as with one instance.
  */
 public final class ServingSimulator {
+    /**
+     * Most instances one run simulates: each holds its own pool, device and tiers in this JVM (about half a MiB of
+     * heap each at the default geometry), and a fleet larger than this is not what the lock-step model is for.
+     */
+    public static final int MAX_INSTANCES = 1024;
 
     /** A conversation turn waiting for its arrival step (a class: a record would compare the prompt by identity). */
     private static final class WaitingTurn {
@@ -92,8 +97,8 @@ public final class ServingSimulator {
             IntFunction<KvMemory> memory,
             SimObserver observer) {
         KvCacheSpec spec = config.spec();
-        if (instances <= 0) {
-            throw new IllegalArgumentException("instances must be positive, got " + instances);
+        if (instances <= 0 || instances > MAX_INSTANCES) {
+            throw new IllegalArgumentException("instances must be in 1.." + MAX_INSTANCES + ", got " + instances);
         }
         Set<Long> everComputed = new HashSet<>();
         List<SimInstance> list = new ArrayList<>();

@@ -33,19 +33,41 @@ public record TimeModel(
         double netGBps,
         double netLatencyUs) {
 
+    /**
+     * Checks every figure: bandwidths and bytes per token positive (an infinite bandwidth moves bytes in no time),
+     * weights and times finite and not negative.
+     *
+     * @throws IllegalArgumentException naming the first figure out of range: {@code time model: NAME must be ...,
+     *     got VALUE}, NAME the record component
+     */
     public TimeModel {
-        if (!(weightBytes >= 0)
-                || kvBytesPerToken <= 0
-                || !(prefillUsPerToken >= 0)
-                || !(decodeUsPerToken >= 0)
-                || !(hbmGBps > 0)
-                || !(hostGBps > 0)
-                || !(diskGBps > 0)
-                || !(netGBps > 0)
-                || !(diskLatencyUs >= 0)
-                || !(netLatencyUs >= 0)) {
-            throw new IllegalArgumentException(
-                    "time model: bandwidths and bytes per token must be positive, times not negative");
+        notNegative("weightBytes", weightBytes);
+        positive("kvBytesPerToken", kvBytesPerToken);
+        notNegative("prefillUsPerToken", prefillUsPerToken);
+        notNegative("decodeUsPerToken", decodeUsPerToken);
+        positive("hbmGBps", hbmGBps);
+        positive("hostGBps", hostGBps);
+        positive("diskGBps", diskGBps);
+        notNegative("diskLatencyUs", diskLatencyUs);
+        positive("netGBps", netGBps);
+        notNegative("netLatencyUs", netLatencyUs);
+    }
+
+    private static void positive(String name, long v) {
+        if (v <= 0) {
+            throw new IllegalArgumentException("time model: " + name + " must be a positive number, got " + v);
+        }
+    }
+
+    private static void positive(String name, double v) {
+        if (!(v > 0)) {
+            throw new IllegalArgumentException("time model: " + name + " must be a positive number, got " + v);
+        }
+    }
+
+    private static void notNegative(String name, double v) {
+        if (!(v >= 0) || Double.isInfinite(v)) {
+            throw new IllegalArgumentException("time model: " + name + " must be a finite number >= 0, got " + v);
         }
     }
 

@@ -1,6 +1,7 @@
 package io.gpumem.kvcache.sim;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.within;
 
 import io.gpumem.device.SimulatedDevice;
@@ -164,6 +165,23 @@ class ServingSimulatorTest {
         assertThat(none.servedEverything())
                 .as("nothing unfinished among the arrived, yet the workload was not served")
                 .isFalse();
+    }
+
+    @Test
+    void aFleetBeyondTheLimitIsRefusedBeforeAnyInstanceIsBuilt() {
+        SimConfig c = SimConfig.builder().requests(5).build();
+        int[] built = {0};
+        for (int n : new int[] {0, ServingSimulator.MAX_INSTANCES + 1}) {
+            assertThatThrownBy(() -> ServingSimulator.run(c, TierSettings.NONE, TimeModel.defaults(), n, i -> {
+                        built[0]++;
+                        return KvMemory.direct(SimulatedDevice.builder()
+                                .capacity(ServingSimulator.deviceBytes(c) + (64L << 20))
+                                .build());
+                    }))
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessage("instances must be in 1..1024, got " + n);
+        }
+        assertThat(built[0]).isZero();
     }
 
     @Test

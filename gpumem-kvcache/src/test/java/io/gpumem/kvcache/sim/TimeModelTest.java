@@ -53,7 +53,34 @@ class TimeModelTest {
             assertThatThrownBy(() -> model(with(ok, at, 0)))
                     .as("setting %d at 0", at)
                     .isInstanceOf(IllegalArgumentException.class)
-                    .hasMessageContaining("must be positive");
+                    .hasMessageContaining("must be a positive number, got " + (at == 1 ? "0" : "0.0"));
+        }
+        // each refusal names its figure, the first out of range, and the value it got
+        String[] names = {
+            "weightBytes",
+            "kvBytesPerToken",
+            "prefillUsPerToken",
+            "decodeUsPerToken",
+            "hbmGBps",
+            "hostGBps",
+            "diskGBps",
+            "diskLatencyUs",
+            "netGBps",
+            "netLatencyUs"
+        };
+        for (int i = 0; i < ok.length; i++) {
+            int at = i;
+            assertThatThrownBy(() -> model(with(ok, at, -2)))
+                    .hasMessageStartingWith("time model: " + names[at] + " must be ")
+                    .hasMessageEndingWith("got " + (at == 1 ? "-2" : "-2.0"));
+        }
+        assertThatThrownBy(() -> model(with(with(ok, 4, 0), 9, -1))).hasMessageContaining("hbmGBps");
+        // an infinite bandwidth moves bytes in no time; an infinite time or weight is no step at all
+        assertThat(model(with(ok, 4, Double.POSITIVE_INFINITY)).transferUs(1000, Double.POSITIVE_INFINITY))
+                .isZero();
+        for (int at : new int[] {0, 2, 3, 7, 9}) {
+            assertThatThrownBy(() -> model(with(ok, at, Double.POSITIVE_INFINITY)))
+                    .hasMessageContaining("must be a finite number >= 0, got Infinity");
         }
         for (int i = 0; i < ok.length; i++) {
             int at = i;
