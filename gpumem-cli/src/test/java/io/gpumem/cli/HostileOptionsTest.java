@@ -150,6 +150,15 @@ class HostileOptionsTest {
     }
 
     @Test
+    void demoRefusesABadConfigurationBeforePrintingAnything(@TempDir Path dir) {
+        Path snap = dir.resolve("d.pickle");
+        CliRun r = CliRun.run("demo", "--steps", "1", "--snapshot", snap.toString(), "--config", "bogus:1");
+        refused(r, "gpumem demo: bad --config: Unrecognized CachingAllocator option: bogus");
+        assertThat(r.out()).isEmpty();
+        assertThat(snap).doesNotExist();
+    }
+
+    @Test
     void hugeGeneratedWorkloadsAreRefusedUpFront() {
         refused(
                 CliRun.run("demo", "--steps", "2000000000"),

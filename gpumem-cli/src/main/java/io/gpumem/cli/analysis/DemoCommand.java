@@ -151,6 +151,8 @@ public final class DemoCommand extends GpumemCommand {
         // the page must not take the snapshot's place either: both are written by the same run
         OutputFile.check(html != null ? "--html" : "the page's default name (--html names another)", page(), snapshot);
         List<PolicySpec> policySpecs = policies.specs();
+        List<String> alternatives = configs != null ? configs : WorkloadWhatIf.DEMO_ALTERNATIVES;
+        AllocatorOptions.configs(alternatives); // refuses a bad one as every command does, before any output
         TrainingWorkload workload;
         try {
             workload = TrainingWorkload.builder()
@@ -174,8 +176,6 @@ public final class DemoCommand extends GpumemCommand {
                 + ByteSize.formatSigned(workload.peakLiveBytes()));
         out.println();
 
-        List<String> alternatives = configs != null ? configs : WorkloadWhatIf.DEMO_ALTERNATIVES;
-        AllocatorOptions.configs(alternatives); // refuses a bad one as every command does, before any run
         WorkloadWhatIf whatIf = new WorkloadWhatIf(workload, capacityBytes, outsideBytes, !noMinCapacity);
         List<RunOutcome> rows = new ArrayList<>();
         rows.add(whatIf.run(""));
