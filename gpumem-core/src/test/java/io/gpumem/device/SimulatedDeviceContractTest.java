@@ -137,6 +137,25 @@ class SimulatedDeviceContractTest {
     }
 
     @Test
+    void aDeviceWithoutVirtualMemoryRefusesPhysicalHandlesAndAnUnknownEventIsNotAnInjectedFault() {
+        SimulatedDevice plain = SimulatedDevice.builder()
+                .capacity(64 * MiB)
+                .virtualMemory(false)
+                .build();
+        assertThatThrownBy(() -> plain.createPhysical(G))
+                .isInstanceOfSatisfying(
+                        DeviceException.class,
+                        e -> assertThat(e.error()).isEqualTo(DeviceError.CUDA_ERROR_NOT_SUPPORTED));
+        assertThat(plain.consumedBytes()).isZero();
+        plain.failNth(DeviceOp.RECORD_EVENT, 1, DeviceError.CUDA_ERROR_UNKNOWN);
+        assertThatThrownBy(() -> plain.recordEvent(99, Device.DEFAULT_STREAM))
+                .as("the handle is checked before the fault strikes")
+                .isInstanceOfSatisfying(
+                        DeviceException.class,
+                        e -> assertThat(e.error()).isEqualTo(DeviceError.CUDA_ERROR_INVALID_HANDLE));
+    }
+
+    @Test
     void virtualMemoryCallsTakeOnlyGranularAddressesAndSizes() {
         SimulatedDevice d = device();
         long va = d.reserveAddressRange(4 * G);
@@ -186,6 +205,12 @@ class SimulatedDeviceContractTest {
             d.copyDeviceToDevice(a, b + G - 64, 64);
             d.copyDeviceToDevice(a, a + 2 * G, 0); // nothing to move, nothing checked
         }
+        // a device without bytes checks a device-to-device copy all the same
+        SimulatedDevice unbacked = device();
+        long u = unbacked.malloc(G);
+        assertThatThrownBy(() -> unbacked.copyDeviceToDevice(u, u + G - 63, 64)).hasMessageContaining("not allocated");
+        assertThatThrownBy(() -> unbacked.copyDeviceToDevice(u + G - 63, u, 64)).hasMessageContaining("not allocated");
+        unbacked.copyDeviceToDevice(u, u + G - 64, 64);
         d.free(b);
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment host = arena.allocate(64);
