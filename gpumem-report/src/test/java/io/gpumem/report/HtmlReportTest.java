@@ -29,7 +29,6 @@ import org.junit.jupiter.api.io.TempDir;
 
 /** The page without a browser: what it contains, that it can fetch nothing, and that its data parses. */
 class HtmlReportTest {
-    static String page;
     static StateAnalysis analysis;
     static TraceSnapshot trace;
     static WorkloadWhatIf whatIf;
@@ -57,7 +56,11 @@ class HtmlReportTest {
                 new StateAnalyzer().analyze(AllocatorStates.capture(run.allocator(), "", "test <run> & \"oom\"", oom));
         recs = new Recommender().recommend(analysis, whatIf);
         trace = AllocatorSnapshots.toTraceSnapshot(run.allocator().snapshot(), "test");
-        page = new HtmlReport("a </script> trace")
+    }
+
+    /** The page, built by each test that reads it (so a mutation tester credits the test with building it). */
+    static String page() {
+        return new HtmlReport("a </script> trace")
                 .addDevice(
                         TraceSession.of(trace),
                         new DeviceAnalysis(0, trace.traceOf(0).size(), analysis, whatIf, recs, List.of()),
@@ -86,12 +89,14 @@ class HtmlReportTest {
         assertThat(table)
                 .contains("<td>garbage_collection_threshold:0.6</td><td class=\"mode\" title=\"2 warm-up passes of the"
                         + " step from the live blocks, then the measured one\">steady/3</td>");
+        String page = page();
         assertThat(page.substring(page.indexOf("<table class=\"whatif\">")))
                 .contains("<td class=\"mode\" title=\"the window from its recorded start\">window</td>");
     }
 
     @Test
     void forbidsEveryRequestAndLinksNothing() {
+        String page = page();
         assertThat(page).contains("<meta http-equiv=\"Content-Security-Policy\" content=\"" + HtmlReport.CSP + "\">");
         assertThat(page).doesNotContainPattern("(?i)(src|href)\\s*=\\s*[\"']?(https?:)?//");
         assertThat(page).doesNotContainPattern("(?i)<link\\b|<img\\b|<iframe\\b|@import|url\\(");
@@ -99,6 +104,7 @@ class HtmlReportTest {
 
     @Test
     void showsTheAnalysisFiguresAsTextAndEscapesNames() {
+        String page = page();
         assertThat(page)
                 .contains("Why it ran out of memory")
                 .contains(ByteSize.formatSigned(analysis.all().reserved()))
@@ -111,6 +117,7 @@ class HtmlReportTest {
 
     @Test
     void embeddedDataParsesAndNamesTheDemoSites() throws Exception {
+        String page = page();
         Matcher m = Pattern.compile(
                         "<script type=\"application/json\" class=\"report-data\" data-device=\"0\">(.*?)</script>",
                         Pattern.DOTALL)
