@@ -2,6 +2,7 @@ package io.gpumem.report;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.alloc.Pool;
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.size.ByteSize;
 import io.gpumem.trace.align.FrameSignatures;
@@ -9,14 +10,17 @@ import io.gpumem.trace.align.RecordingDiff;
 import io.gpumem.trace.align.RequestAlignment;
 import io.gpumem.trace.align.RequestSequence;
 import io.gpumem.trace.analysis.AllocatorStates;
+import io.gpumem.trace.analysis.AnalysisPrinter;
 import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.trace.analysis.OomEvent;
 import io.gpumem.trace.analysis.Percent;
 import io.gpumem.trace.analysis.PoolUsage;
 import io.gpumem.trace.analysis.Recommender;
+import io.gpumem.trace.analysis.SegmentWaste;
 import io.gpumem.trace.analysis.StateAnalysis;
 import io.gpumem.trace.analysis.StateAnalyzer;
 import io.gpumem.trace.analysis.StreamFree;
+import io.gpumem.trace.category.ByteCategory;
 import io.gpumem.trace.category.CategoryPrinter;
 import io.gpumem.trace.category.PeakCategories;
 import io.gpumem.trace.io.AllocatorSnapshots;
@@ -250,6 +254,124 @@ class PageTablesTest {
         for (int i = 0; i < rows.size(); i++) {
             assertThat(rows.get(i)).containsExactly(lines.get(i));
         }
+    }
+
+    @Test
+    void theWasteTableListsTheMostWastefulSegmentsWithWhatPinsThem() {
+        String report = report();
+        assertThat(analysis.topWaste()).isNotEmpty();
+        List<List<String>> rows = rows(report, "waste");
+        assertThat(rows).hasSameSizeAs(analysis.topWaste());
+        for (int i = 0; i < rows.size(); i++) {
+            SegmentWaste w = analysis.topWaste().get(i);
+            assertThat(rows.get(i))
+                    .containsExactly(
+                            "0x" + Long.toHexString(w.address()),
+                            w.pool().statName(),
+                            Long.toString(w.stream()),
+                            w.expandable() ? "expandable" : "",
+                            ByteSize.formatSigned(w.totalSize()),
+                            ByteSize.formatSigned(w.waste()),
+                            ByteSize.formatSigned(w.freeBytes()),
+                            ByteSize.formatSigned(w.slackBytes()),
+                            w.pinned() ? "pinned by live blocks" : "releasable");
+        }
+    }
+
+    @Test
+    void theOomStoryTellsWhatWasAskedWhatWasFreeAndWhy() {
+        String page = report();
+        int at = page.indexOf("<div class=\"story\"");
+        assertThat(at).isPositive();
+        String story = text(page.substring(at, page.indexOf("</div>", at)));
+        OomEvent oom = analysis.state().oom().orElseThrow();
+        Pool pool = oom.requestBytes() <= (1L << 20) ? Pool.SMALL : Pool.LARGE;
+        PoolUsage all = analysis.all();
+        assertThat(story)
+                .contains("What was asked: " + ByteSize.formatSigned(oom.requestBytes()) + " on stream " + oom.stream()
+                        + " (" + pool.statName() + ").")
+                .contains("the largest free block of " + pool.statName() + " on that stream was "
+                        + ByteSize.formatSigned(analysis.largestFree(pool, oom.stream())) + "; the cache held "
+                        + ByteSize.formatSigned(all.cachedFree()) + " free in " + all.freeBlocks() + " blocks ("
+                        + ByteSize.formatSigned(all.pinnedFree())
+                        + " of it pinned between live blocks), and the driver had "
+                        + ByteSize.formatSigned(Math.max(0, analysis.state().deviceFree())) + " free.")
+                .contains("Why it failed: "
+                        + AnalysisPrinter.headline(analysis.diagnosis().kind()) + ".");
+        assertThat(page).contains("aria-label=\"request against free space\"");
+    }
+
+    @Test
+    void theLiveAtThePeakCardNamesTheLargestCategoryAndTheRest() {
+        String[] card = card(report(), "live at the peak");
+        ByteCategory top = ByteCategory.OTHER;
+        for (ByteCategory c : ByteCategory.values()) {
+            if (categories.atPeak().get(c) > categories.atPeak().get(top)) {
+                top = c;
+            }
+        }
+        long peak = categories.peakAllocated();
+        assertThat(peak).isPositive();
+        assertThat(card[0])
+                .isEqualTo(top.key() + " " + Percent.of(categories.atPeak().get(top) / (double) peak));
+        assertThat(card[1])
+                .startsWith(ByteSize.formatSigned(categories.atPeak().get(top)) + " of " + ByteSize.formatSigned(peak));
+        for (ByteCategory c : ByteCategory.values()) {
+            if (c != top && categories.atPeak().get(c) > 0) {
+                assertThat(card[1])
+                        .contains(c.key() + " "
+                                + ByteSize.formatSigned(categories.atPeak().get(c)));
+            }
+        }
+    }
+
+    @Test
+    void aPageOfSeveralDevicesOffersEachAndShowsTheFirst() {
+        String page = new HtmlReport("two")
+                .addDevice(TraceSession.of(oomTrace), oomResult, List.of(), categories)
+                .addDevice(TraceSession.of(oomTrace), oomResult, List.of(), categories)
+                .render();
+        assertThat(page).contains("<select id=\"device-select\">");
+        String headline = AnalysisPrinter.headline(analysis.diagnosis().kind());
+        String shortForm = headline.contains(":") ? headline.substring(0, headline.indexOf(':')) : headline;
+        assertThat(Pattern.compile("<option value=\"0\">device 0 &mdash; " + Pattern.quote(Html.esc(shortForm))
+                                + "</option>")
+                        .matcher(page)
+                        .results()
+                        .count())
+                .isEqualTo(2);
+        assertThat(Pattern.compile("<section class=\"device\"[^>]*>")
+                        .matcher(page)
+                        .results()
+                        .map(m -> m.group()))
+                .containsExactly(
+                        "<section class=\"device\" id=\"device-0\" data-device=\"0\">",
+                        "<section class=\"device\" id=\"device-0\" data-device=\"0\" hidden>");
+        assertThat(report()).doesNotContain("<select id=\"device-select\">");
+    }
+
+    @Test
+    void anExtraRowJoinsTheWhatIfTableOnceAndAPolicysRowTakesTheRecommendersRunOfIt() {
+        RunOutcome again = RunOutcome.builder()
+                .label(recs.baseline().label())
+                .peakAllocated(1)
+                .peakReserved(2)
+                .build();
+        RunOutcome other = RunOutcome.builder()
+                .label("max_split_size_mb:77")
+                .peakAllocated(3L << 20)
+                .peakReserved(4L << 20)
+                .build();
+        String page = new HtmlReport("extra")
+                .addDevice(TraceSession.of(oomTrace), oomResult, List.of(again, other), categories)
+                .render();
+        List<List<String>> rows = rows(page, "whatif");
+        int runs = 1 + recs.alternatives().size();
+        assertThat(rows).as("the recorded configuration's row is not repeated").hasSize(runs + 1);
+        assertThat(rows.get(runs).get(0)).isEqualTo("max_split_size_mb:77");
+        assertThat(rows.get(runs).get(2)).isEqualTo(ByteSize.formatSigned(3L << 20));
+        assertThat(rows.get(0).get(2))
+                .isEqualTo(ByteSize.formatSigned(recs.baseline().peakAllocated()));
     }
 
     /** Two sizes of one program, recorded with their driver calls, or stripped of them. */
