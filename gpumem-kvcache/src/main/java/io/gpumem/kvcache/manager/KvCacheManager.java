@@ -361,7 +361,7 @@ public final class KvCacheManager implements AutoCloseable {
             throw new KvCacheException(
                     "request " + r.id() + ": " + end + " tokens exceed the max model length " + spec.maxModelLen());
         }
-        int slots = Math.min(end + lookahead, spec.maxModelLen());
+        int slots = (int) Math.min((long) end + lookahead, spec.maxModelLen()); // long: a huge lookahead caps too
         int required = (slots + blockSize - 1) / blockSize;
         int held = r.numBlocks + hitBlocks;
         int newBlocks = Math.max(0, required - held);

@@ -93,6 +93,21 @@ class KvCacheManagerTest {
     }
 
     @Test
+    void lookaheadSlotsStopAtTheModelLengthHoweverManyAreAsked() {
+        KvCacheManager m = manager(20, KvCacheConfig.defaults()); // max model length 64: 16 blocks
+        KvRequest a = KvRequest.of("a", seq(0, 6));
+        m.lookupCachedTokens(a);
+        assertThat(m.allocateSlots(a, 6, Integer.MAX_VALUE)).isTrue(); // not a sum that wraps below zero
+        assertThat(a.numBlocks()).isEqualTo(16);
+        assertThat(m.pool().isCached(a.block(0))).isTrue();
+        a.advanceComputed(6);
+        a.appendToken(100);
+        assertThat(m.allocateSlots(a, 1, Integer.MAX_VALUE)).isTrue();
+        assertThat(a.numBlocks()).isEqualTo(16);
+        m.checkInvariants();
+    }
+
+    @Test
     void onlyFullBlocksAreCachedAndLookaheadSlotsNever() {
         KvCacheManager m = manager(16, KvCacheConfig.defaults());
         KvRequest a = KvRequest.of("a", seq(0, 6));
