@@ -19,6 +19,7 @@ import io.gpumem.kvcache.sim.TierSettings;
 import io.gpumem.kvcache.sim.TimeModel;
 import io.gpumem.kvcache.sim.Workload;
 import io.gpumem.kvcache.tier.InMemoryRemoteStore;
+import io.gpumem.kvcache.tier.KvTiers;
 import io.gpumem.kvcache.tier.RemoteKvStore;
 import io.gpumem.kvcache.tier.TierStats;
 import io.gpumem.size.ByteSize;
@@ -275,6 +276,9 @@ public final class KvSimCommand extends GpumemCommand {
             throw bad("--instances " + instances + " is over the limit of " + ServingSimulator.MAX_INSTANCES);
         }
         positive("--tier-queue-blocks", tierQueueBlocks);
+        if (tierQueueBlocks > KvTiers.MAX_QUEUE_BLOCKS) {
+            throw bad("--tier-queue-blocks " + tierQueueBlocks + " is over the limit of " + KvTiers.MAX_QUEUE_BLOCKS);
+        }
         positive("--tier-drain-blocks", tierDrainBlocks);
         TimeModel time = timeModel(() -> new TimeModel(
                 weightBytes,

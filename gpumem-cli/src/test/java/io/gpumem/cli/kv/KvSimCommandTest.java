@@ -198,6 +198,12 @@ class KvSimCommandTest {
         r = run("kv-sim", "--instances", "100000", "--requests", "5");
         assertThat(r.exit()).isEqualTo(2);
         assertThat(r.err()).contains("--instances 100000 is over the limit of 1024");
+        r = run("kv-sim", "--host-tier", "1MiB", "--tier-queue-blocks", "2147483647");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).contains("--tier-queue-blocks 2147483647 is over the limit of 1048576");
+        r = run("kv-sim", "--max-model-len", "2147483647");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).contains("use at least 134217729 blocks");
         r = run("kv-sim", "--time-host-gbps", "0");
         assertThat(r.exit()).isEqualTo(2);
         assertThat(r.err()).contains("gpumem kv-sim: --time-host-gbps must be a positive number, got 0.0");

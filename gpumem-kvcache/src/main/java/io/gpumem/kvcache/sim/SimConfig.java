@@ -372,7 +372,7 @@ public final class SimConfig {
                 throw bad(name("blocks") + " " + blocks + " of " + name("blockSize") + " " + blockSize + " hold "
                         + Math.max(0, (long) (blocks - 1) * blockSize) + " tokens, less than one request of "
                         + name("maxModelLen") + " " + maxModelLen + "; use at least "
-                        + ((maxModelLen + blockSize - 1) / blockSize + 1) + " blocks");
+                        + ((maxModelLen + (long) blockSize - 1) / blockSize + 1) + " blocks");
             }
             if (workload == Workload.SHARED_PREFIX && prefixTokens >= maxModelLen - 2) {
                 throw bad(name("prefixTokens") + " " + prefixTokens + " leaves no room under " + name("maxModelLen")

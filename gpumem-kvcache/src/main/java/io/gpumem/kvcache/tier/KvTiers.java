@@ -36,6 +36,12 @@ import java.util.List;
  * <p>Not thread-safe; one manager owns it. Closing it closes the tiers (a remote store stays open).
  */
 public final class KvTiers implements AutoCloseable {
+    /**
+     * Most write-queue slots per tier: the queue's index arrays are made whole when the tiers are built (a slot's
+     * bytes only when first used), and a million blocks waiting for one tier is far past any drain rate that keeps up.
+     */
+    public static final int MAX_QUEUE_BLOCKS = 1 << 20;
+
     private final BlockRecord layout;
     private final BlockTier[] tiers;
     private final WriteQueue[] queues;
@@ -282,7 +288,11 @@ public final class KvTiers implements AutoCloseable {
             return this;
         }
 
+        /** Write-queue slots per tier, 1 to {@link #MAX_QUEUE_BLOCKS}. */
         public Builder queueBlocks(int n) {
+            if (n > MAX_QUEUE_BLOCKS) {
+                throw new KvCacheException("queue blocks " + n + " is over the limit of " + MAX_QUEUE_BLOCKS);
+            }
             this.queueBlocks = (int) positive("queue blocks", n);
             return this;
         }

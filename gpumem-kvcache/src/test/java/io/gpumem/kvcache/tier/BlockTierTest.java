@@ -1,7 +1,9 @@
 package io.gpumem.kvcache.tier;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.gpumem.kvcache.KvCacheException;
 import io.gpumem.kvcache.KvCacheSpec;
 import java.io.IOException;
 import java.lang.foreign.Arena;
@@ -62,6 +64,21 @@ class BlockTierTest {
         assertThat(out.get(ValueLayout.JAVA_BYTE, 100)).isEqualTo((byte) 1);
         assertThat(tier.usedBytes()).isEqualTo(3 * layout.size());
         assertThat(tier.stats().evicted()).isEqualTo(1);
+    }
+
+    @Test
+    void aWriteQueueTakesOneToAMillionSlots() {
+        assertThatThrownBy(() -> KvTiers.builder(spec).queueBlocks(KvTiers.MAX_QUEUE_BLOCKS + 1))
+                .isInstanceOf(KvCacheException.class)
+                .hasMessage("queue blocks 1048577 is over the limit of 1048576");
+        assertThatThrownBy(() -> KvTiers.builder(spec).queueBlocks(0))
+                .hasMessage("queue blocks must be positive, got 0");
+        try (KvTiers tiers = KvTiers.builder(spec)
+                .host(1 << 20)
+                .queueBlocks(KvTiers.MAX_QUEUE_BLOCKS)
+                .build()) {
+            assertThat(tiers).isNotNull();
+        }
     }
 
     @Test
