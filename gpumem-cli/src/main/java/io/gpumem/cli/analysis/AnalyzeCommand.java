@@ -133,13 +133,9 @@ public final class AnalyzeCommand extends GpumemCommand {
         session.whatIfProgress(TerminalProgress.forTerminal("analyze", "what-if runs"));
         TraceSnapshot snapshot = session.trace();
         Path file = input.file();
-        if (snapshot.segments().isEmpty()
+        boolean requestsOnly = snapshot.segments().isEmpty()
                 && snapshot.format() != SourceFormat.PYTORCH_SNAPSHOT
-                && snapshot.format() != SourceFormat.PYTORCH_SEGMENT_LIST) {
-            text.println("note: " + file + " is a " + snapshot.format().description()
-                    + ": it records requests but no allocator"
-                    + " state, so the states below are empty; the compare runs replay its requests");
-        }
+                && snapshot.format() != SourceFormat.PYTORCH_SEGMENT_LIST;
         List<Integer> devices = device != null ? List.of(device) : SnapshotStates.devices(snapshot);
         if (devices.isEmpty()) {
             out.println(json ? "[]" : file + ": no segments and no trace entries: nothing to analyse");
@@ -153,23 +149,29 @@ public final class AnalyzeCommand extends GpumemCommand {
                             + " has no segments or trace entries for it (devices present: "
                             + SnapshotStates.devices(snapshot) + ")");
         }
-        boolean first = true;
-        HtmlReport report = html != null ? new HtmlReport(file.toString()) : null;
+        // every device is analysed (and checked) before anything is printed: a refusal leaves no half output
         List<DeviceAnalysis> results = new ArrayList<>();
         List<PeakCategories> categories = new ArrayList<>();
         for (int d : devices) {
-            if (!first) {
+            session.classifyAhead(d); // beside the compare runs, which leave a core idle while the last one ends
+            DeviceAnalysis result = analyseDevice(session, d, capacityBytes);
+            results.add(result);
+            categories.add(session.peakCategories(result, checkpointBlocks));
+        }
+        if (requestsOnly) {
+            text.println("note: " + file + " is a " + snapshot.format().description()
+                    + ": it records requests but no allocator"
+                    + " state, so the states below are empty; the compare runs replay its requests");
+        }
+        HtmlReport report = html != null ? new HtmlReport(file.toString()) : null;
+        for (int i = 0; i < results.size(); i++) {
+            if (i > 0) {
                 text.println();
             }
-            first = false;
-            session.classifyAhead(d); // beside the compare runs, which leave a core idle while the last one ends
-            DeviceAnalysis result = analyseDevice(session, d, capacityBytes, text);
-            PeakCategories split = session.peakCategories(result, checkpointBlocks);
-            CategoryPrinter.print(split, text);
-            results.add(result);
-            categories.add(split);
+            print(results.get(i), text);
+            CategoryPrinter.print(categories.get(i), text);
             if (report != null) {
-                report.addDevice(session, result, List.of(), split);
+                report.addDevice(session, results.get(i), List.of(), categories.get(i));
             }
         }
         if (json) {
@@ -182,7 +184,8 @@ public final class AnalyzeCommand extends GpumemCommand {
         return 0;
     }
 
-    private DeviceAnalysis analyseDevice(TraceSession session, int d, long capacityBytes, PrintWriter out) {
+    /** The analysis of device {@code d}, refused (exit 2) where {@code --at} or {@code --capacity} does not fit it. */
+    private DeviceAnalysis analyseDevice(TraceSession session, int d, long capacityBytes) {
         Path file = input.file();
         List<TraceEntry> trace = session.trace().traceOf(d);
         if (at != null && (at < 0 || at >= trace.size())) {
@@ -196,12 +199,15 @@ public final class AnalyzeCommand extends GpumemCommand {
         if (tooSmall != null) {
             throw new CommandLine.ParameterException(spec.commandLine(), tooSmall + "; give the GPU's memory");
         }
+        return result;
+    }
+
+    private static void print(DeviceAnalysis result, PrintWriter out) {
         AnalysisPrinter.printState(result.analysis(), out);
         for (String note : result.replayNotes()) {
             out.println();
             out.println("note: " + note);
         }
         AnalysisPrinter.printRecommendations(result.recommendations(), out);
-        return result;
     }
 }

@@ -53,6 +53,49 @@ class SnapshotConsistencyCommandsTest {
     }
 
     @Test
+    void analyzeRefusesACapacityOneDeviceExceedsBeforePrintingAnyDevice(@TempDir Path dir) throws Exception {
+        Path file = dir.resolve("two-devices.pickle");
+        long small = 20L << 20;
+        long large = 200L << 20;
+        List<SegmentInfo> segments = List.of(
+                SegmentInfo.ofBlocks(
+                        0,
+                        BASE,
+                        0,
+                        Pool.LARGE,
+                        false,
+                        List.of(BlockInfo.of(BASE, small, small, BlockState.ACTIVE_ALLOCATED))),
+                SegmentInfo.ofBlocks(
+                        1,
+                        BASE + (1L << 30),
+                        0,
+                        Pool.LARGE,
+                        false,
+                        List.of(BlockInfo.of(BASE + (1L << 30), large, large, BlockState.ACTIVE_ALLOCATED))));
+        new PytorchSnapshotWriter()
+                .write(
+                        new TraceSnapshot(
+                                "two-devices",
+                                SourceFormat.PYTORCH_SNAPSHOT,
+                                segments,
+                                List.of(List.of(), List.of()),
+                                null,
+                                null,
+                                Map.of(),
+                                true),
+                        file);
+        CliRun both = CliRun.run("analyze", "--no-compare", "--capacity", "1GiB", file.toString());
+        assertThat(both.exit()).as(both.err()).isZero();
+        assertThat(both.out()).contains("device 0").contains("device 1");
+        CliRun refused = CliRun.run("analyze", "--no-compare", "--capacity", "100MiB", file.toString());
+        assertThat(refused.exit()).isEqualTo(2);
+        assertThat(refused.err()).contains("is less than the 200.00 MiB device 1 of " + file + " has reserved");
+        assertThat(refused.out())
+                .as("device 0's analysis is not printed before device 1 is refused")
+                .isEmpty();
+    }
+
+    @Test
     void aSegmentDeclaringTwoToTheSixtySecondBytesOverBlocksOf512MiBExitsTwoNamingIt(@TempDir Path dir)
             throws Exception {
         Path file = write(
