@@ -120,7 +120,8 @@ public final class DiffReport implements HtmlPage {
                 h,
                 "peak reserved",
                 diff.reservedRecorded() ? ByteSize.formatChange(b.peakReserved() - a.peakReserved()) : "n/a",
-                "A " + reserved(a, a.peakReserved()) + ", B " + reserved(b, b.peakReserved()));
+                "A " + RecordingDiff.reservedText(a, a.peakReserved()) + ", B "
+                        + RecordingDiff.reservedText(b, b.peakReserved()));
         h.append("</div>\n");
     }
 
@@ -144,8 +145,8 @@ public final class DiffReport implements HtmlPage {
             num(h, ByteSize.format(s.atPeakAllocated(0)));
             num(h, ByteSize.format(s.atPeakAllocated(1)));
             num(h, ByteSize.formatChange(s.peakAllocatedDifference()));
-            num(h, reserved(diff.alignment().first(), s.atPeakReserved(0)));
-            num(h, reserved(diff.alignment().second(), s.atPeakReserved(1)));
+            num(h, RecordingDiff.reservedText(diff.alignment().first(), s.atPeakReserved(0)));
+            num(h, RecordingDiff.reservedText(diff.alignment().second(), s.atPeakReserved(1)));
             h.append("</tr>\n");
         }
         h.append("</tbody></table>\n");
@@ -158,11 +159,6 @@ public final class DiffReport implements HtmlPage {
                             100 * top)))
                     .append("</p>\n");
         }
-    }
-
-    /** Bytes of a reserved-memory figure of {@code s}, or "n/a" where it records no driver calls. */
-    private static String reserved(RequestSequence s, long bytes) {
-        return s.reservedRecorded() ? ByteSize.format(bytes) : "n/a";
     }
 
     /** Why the reserved figures are missing: which recordings hold no driver calls. */

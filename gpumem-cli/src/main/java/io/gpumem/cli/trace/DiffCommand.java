@@ -146,8 +146,8 @@ public final class DiffCommand extends GpumemCommand {
         sb.append(String.format(
                 Locale.ROOT,
                 "peak reserved   A %s  B %s  (%s)%n",
-                reserved(a, a.peakReserved()),
-                reserved(b, b.peakReserved()),
+                RecordingDiff.reservedText(a, a.peakReserved()),
+                RecordingDiff.reservedText(b, b.peakReserved()),
                 diff.reservedRecorded() ? ByteSize.formatChange(b.peakReserved() - a.peakReserved()) : "n/a"));
         for (RequestSequence s : new RequestSequence[] {a, b}) {
             if (!s.reservedRecorded()) {
@@ -197,8 +197,8 @@ public final class DiffCommand extends GpumemCommand {
                 ByteSize.format(s.atPeakAllocated(0)),
                 ByteSize.format(s.atPeakAllocated(1)),
                 ByteSize.formatChange(s.peakAllocatedDifference()),
-                reserved(a, s.atPeakReserved(0)),
-                reserved(b, s.atPeakReserved(1))
+                RecordingDiff.reservedText(a, s.atPeakReserved(0)),
+                RecordingDiff.reservedText(b, s.atPeakReserved(1))
             });
         }
         sb.append(Table.render(cells));
@@ -215,11 +215,6 @@ public final class DiffCommand extends GpumemCommand {
 
     private static double share(long part, long whole) {
         return whole == 0 ? 0 : (double) part / whole;
-    }
-
-    /** Bytes of a reserved-memory figure of {@code s}, or "n/a" where it records no driver calls. */
-    private static String reserved(RequestSequence s, long bytes) {
-        return s.reservedRecorded() ? ByteSize.format(bytes) : "n/a";
     }
 
     /** A side's cached, unused bytes at its peak reserved and their share of it, or "n/a". */

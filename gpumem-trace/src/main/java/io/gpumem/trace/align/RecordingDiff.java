@@ -1,5 +1,6 @@
 package io.gpumem.trace.align;
 
+import io.gpumem.size.ByteSize;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.LinkedHashMap;
@@ -131,6 +132,14 @@ public final class RecordingDiff {
      */
     public boolean reservedRecorded() {
         return alignment.first().reservedRecorded() && alignment.second().reservedRecorded();
+    }
+
+    /**
+     * A reserved-memory figure of {@code s} as the diff's text and page print it: its bytes, or {@code n/a} where
+     * {@code s} holds no driver calls ({@link RequestSequence#reservedRecorded}) and the figure is 0 for want of data.
+     */
+    public static String reservedText(RequestSequence s, long bytes) {
+        return s.reservedRecorded() ? ByteSize.format(bytes) : "n/a";
     }
 
     /** Cached, unused bytes at a recording's peak reserved (side 0 the first, 1 the second). */
