@@ -47,20 +47,22 @@ public final class GpuCheck {
     private final PrintStream out;
     private final long budget;
     private final long seed;
-    private final Runnable afterWeights;
+    /** Run after the weights are allocated in each workload; nothing unless a test disturbs the device there. */
+    private Runnable afterWeights = () -> {};
+
     private boolean ok = true;
 
     GpuCheck(CudaDevice device, PrintStream out, long budget, long seed) {
-        this(device, out, budget, seed, () -> {});
-    }
-
-    /** With a hook run after the weights are allocated in each workload (tests use it to disturb the device). */
-    GpuCheck(CudaDevice device, PrintStream out, long budget, long seed, Runnable afterWeights) {
         this.device = device;
         this.out = out;
         this.budget = budget;
         this.seed = seed;
-        this.afterWeights = afterWeights;
+    }
+
+    /** Runs {@code hook} after the weights are allocated in each workload (tests use it to disturb the device). */
+    GpuCheck afterWeights(Runnable hook) {
+        afterWeights = hook;
+        return this;
     }
 
     public static void main(String[] args) {

@@ -62,7 +62,9 @@ class GpuCheckTest {
         boolean ok;
         try (CudaDevice device = FakeCuda.open();
                 PrintStream out = new PrintStream(bytes, true, StandardCharsets.UTF_8)) {
-            ok = new GpuCheck(device, out, 256 * MiB, 7, () -> FakeCuda.setHeldOutside(100 * MiB)).run();
+            ok = new GpuCheck(device, out, 256 * MiB, 7)
+                    .afterWeights(() -> FakeCuda.setHeldOutside(100 * MiB))
+                    .run();
         }
         String out = bytes.toString(StandardCharsets.UTF_8);
         assertThat(ok).as(out).isFalse();
