@@ -66,8 +66,9 @@ record DeviceReport(
         int analysedEntry = analysis.end() - 1;
         MemoryState analysed = analysis.analysis().state();
         // The state at peak allocated is rebuilt backwards from the end (a walk over every entry after the peak),
-        // which need not wait for the timeline's walk: the classification found the same peak entry on every shared
-        // trace, so its entry's state is rebuilt beside the timeline and taken if the timeline's peak is that entry.
+        // which need not wait for the timeline's walk: the classification counts bytes as the timeline does (round
+        // sizes, held until a free completes), so its peak entry is the timeline's unless the trace lost a free; its
+        // entry's state is rebuilt beside the timeline and taken if the timeline's peak is that entry.
         int expectedPeak = categories.peakEntry();
         Beside<MemoryState> stateAtExpectedPeak = expectedPeak >= 0 && expectedPeak != analysedEntry
                 ? new Beside<>(() -> TraceStates.afterEntry(snapshot, d, expectedPeak, analysed.capacity()))

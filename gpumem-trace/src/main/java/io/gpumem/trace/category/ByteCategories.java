@@ -1,5 +1,6 @@
 package io.gpumem.trace.category;
 
+import io.gpumem.alloc.AddressTable;
 import io.gpumem.alloc.SizeRules;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.engine.RequestStream;
@@ -21,6 +22,7 @@ import java.util.EnumMap;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import org.jspecify.annotations.Nullable;
 
 /**
  * What the allocated bytes of one device's trace window are for: every block (live at the window's start, or
@@ -32,7 +34,11 @@ import java.util.Map;
  * <ol>
  *   <li><b>Blocks.</b> The window start ({@link WindowRebuilder}) gives the blocks live before recording began
  *       (no frames, no allocation time; their block size counts); the requests ({@link RequestSequence}) give the
- *       rest, each counting its {@code round_size} from its alloc entry to the entry that frees it.</li>
+ *       rest, each counting its {@code round_size} from its alloc entry until its free completes (its
+ *       {@code free_completed} entry where the trace records completions: a block freed while another stream
+ *       still uses it holds its bytes until then, as the report's timeline, {@code _memory_viz.py} and a replay
+ *       count them; PyTorch's {@code allocated_bytes} drops at the request). The rules below read when the
+ *       program let go of it, its {@code free_requested} entry.</li>
  *   <li><b>Phases.</b> Each request's stack names a {@link Phase} (forward, backward, optimizer) or none. Runs of
  *       requests of one phase, ignoring requests without one, are the <em>phase runs</em>; run {@code k} lasts from
  *       its first request's alloc entry to the next run's, so every entry after the first phased request lies in
@@ -56,7 +62,8 @@ import java.util.Map;
  * <h2>Invariants</h2>
  * Every block has exactly one category, so at every moment the six categories sum to the allocated bytes
  * exactly: {@link #at}{@code (e).total()} is the start's allocated bytes plus the bytes of the blocks allocated
- * at or before {@code e} minus those freed at or before it, and {@link #atPeak()} sums to {@link #peakAllocated()}.
+ * at or before {@code e} minus those whose free completed at or before it, and {@link #atPeak()} sums to
+ * {@link #peakAllocated()}.
  * A free naming no known block (possible only in a damaged trace) changes nothing. Immutable after construction.
  */
 public final class ByteCategories {
@@ -120,7 +127,10 @@ public final class ByteCategories {
         return framed;
     }
 
-    /** Peak allocated bytes of the window (requests at {@code round_size}, start blocks at their size). */
+    /**
+     * Peak allocated bytes of the window (requests at {@code round_size}, start blocks at their size, each until its
+     * free completes).
+     */
     public long peakAllocated() {
         return peakAllocated;
     }
@@ -189,8 +199,8 @@ public final class ByteCategories {
                     out[row][c] += b.bytes();
                 }
             }
-            if (b.freeEntry() >= 0) {
-                int row = firstRowFrom(entries, b.freeEntry());
+            if (b.releaseEntry() >= 0) {
+                int row = firstRowFrom(entries, b.releaseEntry());
                 if (row < entries.length) {
                     out[row][c] -= b.bytes();
                 }
@@ -244,6 +254,11 @@ public final class ByteCategories {
         private final Phase[] phase;
         /** The last {@code oom} entry of the trace, −1 when there is none. */
         private final int lastOom;
+        /**
+         * Per {@code free_requested} entry, the {@code free_completed} entry that finishes it (−1: not by the window's
+         * end); null when the trace records no completions, so that its frees take effect at their request.
+         */
+        private final int @Nullable [] completionOf;
 
         private int[] runStart = new int[16];
         private Phase[] runPhase = new Phase[16];
@@ -262,11 +277,49 @@ public final class ByteCategories {
             this.config = config;
             this.phase = new Phase[seq.size()];
             int oom = -1;
+            boolean completions = false;
             this.fields = EntryFields.of(entries);
             for (int i = 0; i < entries.size(); i++) {
-                oom = fields.action(i) == TraceAction.OOM ? i : oom;
+                TraceAction a = fields.action(i);
+                oom = a == TraceAction.OOM ? i : oom;
+                completions |= a == TraceAction.FREE_COMPLETED;
             }
             this.lastOom = oom;
+            this.completionOf = completions ? completions() : null;
+        }
+
+        /** Pairs each {@code free_completed} with the latest pending {@code free_requested} of its address. */
+        private int[] completions() {
+            int[] out = new int[entries.size()];
+            Arrays.fill(out, -1);
+            AddressTable<Void> pending = AddressTable.forInts();
+            for (int i = 0; i < entries.size(); i++) {
+                TraceAction a = fields.action(i);
+                long addr = fields.addr(i);
+                if (addr == 0) {
+                    continue; // not a key; a free of address 0 (a damaged trace) takes effect at its request
+                }
+                if (a == TraceAction.FREE_REQUESTED) {
+                    pending.putInt(addr, i, -1);
+                } else if (a == TraceAction.FREE_COMPLETED) {
+                    int requested = pending.removeInt(addr, -1);
+                    if (requested >= 0) {
+                        out[requested] = i;
+                    }
+                }
+            }
+            return out;
+        }
+
+        /** The entry at which a block freed at {@code freeEntry} stops holding its bytes (see {@link CategorizedBlock}). */
+        private int releaseOf(int freeEntry) {
+            if (freeEntry < 0
+                    || completionOf == null
+                    || fields.action(freeEntry) != TraceAction.FREE_REQUESTED
+                    || fields.addr(freeEntry) == 0) {
+                return freeEntry;
+            }
+            return completionOf[freeEntry];
         }
 
         ByteCategories classify() {
@@ -294,6 +347,7 @@ public final class ByteCategories {
                         seq.roundedSizeOf(r),
                         seq.allocEntryOf(r),
                         seq.freeEntryOf(r),
+                        releaseOf(seq.freeEntryOf(r)),
                         step,
                         rule));
             }
@@ -304,8 +358,8 @@ public final class ByteCategories {
                 if (b.allocEntry() >= 0) {
                     delta[b.allocEntry()] += b.bytes();
                 }
-                if (b.freeEntry() >= 0) {
-                    delta[b.freeEntry()] -= b.bytes();
+                if (b.releaseEntry() >= 0) {
+                    delta[b.releaseEntry()] -= b.bytes();
                 }
             }
             long peak = level;
@@ -433,7 +487,7 @@ public final class ByteCategories {
             RequestStream.forEachLiveBlock(start.segments(), (seg, blk) -> {
                 liveStart.put(blk.address(), out.size());
                 out.add(new CategorizedBlock(
-                        -1, blk.address(), blk.size(), -1, -1, -1, CategoryRule.BEFORE_THE_WINDOW));
+                        -1, blk.address(), blk.size(), -1, -1, -1, -1, CategoryRule.BEFORE_THE_WINDOW));
             });
             if (liveStart.isEmpty()) {
                 return;
@@ -452,7 +506,7 @@ public final class ByteCategories {
                     Integer k = liveStart.remove(fields.addr(i));
                     if (k != null) {
                         CategorizedBlock b = out.get(k);
-                        out.set(k, new CategorizedBlock(-1, b.address(), b.bytes(), -1, i, -1, b.rule()));
+                        out.set(k, new CategorizedBlock(-1, b.address(), b.bytes(), -1, i, releaseOf(i), -1, b.rule()));
                     }
                 }
             }
@@ -476,16 +530,7 @@ public final class ByteCategories {
                 Integer n = left.get(size);
                 if (n != null && n > 0) {
                     left.put(size, n - 1);
-                    out.set(
-                            k,
-                            new CategorizedBlock(
-                                    b.request(),
-                                    b.address(),
-                                    b.bytes(),
-                                    b.allocEntry(),
-                                    b.freeEntry(),
-                                    b.step(),
-                                    CategoryRule.MATCHES_A_GRADIENT));
+                    out.set(k, b.withRule(CategoryRule.MATCHES_A_GRADIENT));
                 }
             }
         }

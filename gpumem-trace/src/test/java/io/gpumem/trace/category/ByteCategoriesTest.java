@@ -12,6 +12,7 @@ import io.gpumem.trace.io.SourceFormat;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.workload.TrainingWorkload;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.EnumMap;
 import java.util.HashMap;
 import java.util.List;
@@ -171,6 +172,108 @@ class ByteCategoriesTest {
             assertThat(at.total()).isEqualTo(live);
         }
         assertThat(categories.atPeak().total()).isEqualTo(categories.peakAllocated());
+    }
+
+    /**
+     * A recording whose frees complete late, as when a block freed on one stream is still used by another: every
+     * free request is followed by its {@code free_completed} entry, a fifth of them three entries late. A block's
+     * bytes count until its free completes (as the report's timeline and a replay count them), while the category
+     * rules read when the program let go of it: the categories are those of the same recording without completions,
+     * block for block.
+     */
+    @Test
+    void bytesCountUntilAFreeCompletesAndTheRulesReadTheRequest() {
+        TrainingWorkload w = TrainingWorkload.builder()
+                .layers(2)
+                .hidden(128)
+                .heads(2)
+                .vocab(500)
+                .batch(2)
+                .seqSchedule(32, 64)
+                .steps(2)
+                .build();
+        TraceSnapshot requestsOnly = recordingOf(w, true);
+        List<TraceEntry> original = requestsOnly.traceOf(0);
+        List<TraceEntry> trace = new ArrayList<>();
+        List<TraceEntry> late = new ArrayList<>(); // completions due, each with the entry count it waits for
+        List<Integer> dueAfter = new ArrayList<>();
+        int freeRequests = 0;
+        for (TraceEntry e : original) {
+            trace.add(e);
+            for (int k = late.size() - 1; k >= 0; k--) {
+                if (dueAfter.get(k) == trace.size()) {
+                    trace.add(late.remove(k));
+                    dueAfter.remove(/* index */ k);
+                }
+            }
+            if (e.action() == TraceAction.FREE_REQUESTED) {
+                TraceEntry done = new TraceEntry(TraceAction.FREE_COMPLETED, e.addr(), e.size(), 0, 0, null, -1, null);
+                if (freeRequests++ % 5 == 0) {
+                    late.add(done);
+                    dueAfter.add(trace.size() + 3);
+                } else {
+                    trace.add(done);
+                }
+            }
+        }
+        trace.addAll(late); // still pending at the end: completed after the last request
+        TraceSnapshot withCompletions = new TraceSnapshot(
+                "late", SourceFormat.PYTORCH_SNAPSHOT, List.of(), List.of(trace), null, null, null, true);
+
+        ByteCategories byRequest = ByteCategories.of(requestsOnly, 0);
+        ByteCategories categories = ByteCategories.of(withCompletions, 0);
+        assertThat(categories.blocks())
+                .extracting(CategorizedBlock::rule)
+                .containsExactlyElementsOf(
+                        byRequest.blocks().stream().map(CategorizedBlock::rule).toList());
+
+        // the held bytes after each entry, counted independently: an alloc adds its round_size until its completion
+        AllocatorConfig config = AllocatorConfig.defaults();
+        Map<Long, Long> held = new HashMap<>();
+        int[] all = new int[trace.size()];
+        long[] expected = new long[trace.size()];
+        long level = 0;
+        int lateOnes = 0;
+        for (int i = 0; i < trace.size(); i++) {
+            TraceEntry e = trace.get(i);
+            if (e.action() == TraceAction.ALLOC) {
+                long bytes = SizeRules.roundSize(e.size(), config);
+                held.put(e.addr(), bytes);
+                level += bytes;
+            } else if (e.action() == TraceAction.FREE_COMPLETED) {
+                level -= held.remove(e.addr());
+                lateOnes += trace.get(i - 1).action() == TraceAction.FREE_REQUESTED
+                                && trace.get(i - 1).addr() == e.addr()
+                        ? 0
+                        : 1;
+            }
+            all[i] = i;
+            expected[i] = level;
+        }
+        assertThat(lateOnes).as("completions that came late").isGreaterThan(10);
+        long[][] rows = categories.atEach(all);
+        long peak = 0;
+        for (int i = 0; i < trace.size(); i++) {
+            assertThat(Arrays.stream(rows[i]).sum())
+                    .as("entry %d, %s", i, trace.get(i))
+                    .isEqualTo(expected[i]);
+            peak = Math.max(peak, expected[i]);
+        }
+        for (int i = 0; i < trace.size(); i += 11) {
+            assertThat(categories.at(i).total()).as("entry %d", i).isEqualTo(expected[i]);
+        }
+        assertThat(categories.peakAllocated()).isEqualTo(peak).isGreaterThanOrEqualTo(byRequest.peakAllocated());
+        assertThat(categories.atPeak().total()).isEqualTo(peak);
+        for (CategorizedBlock b : categories.blocks()) {
+            if (b.freeEntry() >= 0) {
+                assertThat(trace.get(b.freeEntry()).action()).isEqualTo(TraceAction.FREE_REQUESTED);
+                assertThat(trace.get(b.releaseEntry()).action()).isEqualTo(TraceAction.FREE_COMPLETED);
+                assertThat(b.releaseEntry()).isGreaterThan(b.freeEntry());
+                assertThat(trace.get(b.releaseEntry()).addr()).isEqualTo(b.address());
+            } else {
+                assertThat(b.releaseEntry()).isNegative();
+            }
+        }
     }
 
     /**
