@@ -9,6 +9,7 @@ import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.analysis.TraceStates;
 import io.gpumem.trace.category.PeakCategories;
+import io.gpumem.trace.io.SourceFormat;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.session.Beside;
 import io.gpumem.trace.session.TraceSession;
@@ -23,12 +24,15 @@ import java.util.Map;
  * not recomputed), the what-if rows the user added, the timeline, and the segment maps at the analysed moment
  * (the OOM, if any) and at peak allocated.
  *
+ * @param format    the file's format: one that records requests only has no reserved bytes to draw, and its states
+ *                  are a replay's
  * @param extraRows what-if rows beyond the recommender's (user configurations, the demo's table)
  * @param categories what the live bytes are for, as {@code analyze} prints it (the timeline by category too)
  * @param notes     what could not be drawn and why
  */
 record DeviceReport(
         int device,
+        SourceFormat format,
         DeviceAnalysis analysis,
         List<RunOutcome> extraRows,
         PeakCategories categories,
@@ -105,6 +109,7 @@ record DeviceReport(
             maps.add(peakMap);
             maps.add(analysedMap);
         }
-        return new DeviceReport(d, analysis, List.copyOf(extraRows), categories, timeline, List.copyOf(maps), notes);
+        return new DeviceReport(
+                d, snapshot.format(), analysis, List.copyOf(extraRows), categories, timeline, List.copyOf(maps), notes);
     }
 }

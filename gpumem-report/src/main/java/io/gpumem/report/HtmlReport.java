@@ -131,8 +131,12 @@ public final class HtmlReport implements HtmlPage {
                 .append("</h2>\n");
         cards(h, d);
         h.append("<h3>Timeline</h3>\n<p class=\"hint\">Allocated bytes stacked by allocation site or by category (the"
-                + " toggle), reserved bytes as a line, over trace entries. Drag to zoom, double-click to reset, hover for"
-                + " figures.</p>\n");
+                        + " toggle), ")
+                .append(
+                        d.format().recordsAllocatorState()
+                                ? "reserved bytes as a line"
+                                : "without reserved bytes (" + esc(d.format().withArticle()) + " records none)")
+                .append(", over trace entries. Drag to zoom, double-click to reset, hover for figures.</p>\n");
         h.append("<div class=\"stack-toggle\" data-device=\"")
                 .append(dev)
                 .append("\">stack by <label><input type=\"radio\" name=\"stack-")
@@ -183,11 +187,19 @@ public final class HtmlReport implements HtmlPage {
                 "peak allocated",
                 ByteSize.formatSigned(recorded != null ? recorded.peakAllocated() : t.peakAllocated),
                 (t.peakIndex >= 0 ? "around entry #" + t.peakIndex + " of " + t.entries() + "; " : "") + basis);
-        card(
-                h,
-                "peak reserved",
-                ByteSize.formatSigned(recorded != null ? recorded.peakReserved() : t.peakReserved),
-                "segments held from the driver; " + basis);
+        if (recorded == null && !d.format().recordsAllocatorState()) {
+            card(
+                    h,
+                    "peak reserved",
+                    "not recorded",
+                    d.format().withArticle() + " records requests only; the state analysed below is a replay's");
+        } else {
+            card(
+                    h,
+                    "peak reserved",
+                    ByteSize.formatSigned(recorded != null ? recorded.peakReserved() : t.peakReserved),
+                    "segments held from the driver; " + basis);
+        }
         card(
                 h,
                 "fragmentation",
@@ -195,7 +207,7 @@ public final class HtmlReport implements HtmlPage {
                 "of free cached bytes outside the largest free block ("
                         + ByteSize.formatSigned(a.all().largestFree()) + " of "
                         + ByteSize.formatSigned(a.all().cachedFree()) + "); reserved/allocated "
-                        + String.format(Locale.ROOT, "%.3f", finite(a.all().reservedPerAllocated())));
+                        + a.all().reservedPerAllocatedText());
         peakSplitCard(h, d.categories());
         DiagnosisKind kind = a.diagnosis().kind();
         h.append("<div class=\"card verdict ")
@@ -326,7 +338,7 @@ public final class HtmlReport implements HtmlPage {
             h.append("</tr>\n");
         }
         h.append("</tbody></table>\n<p>reserved/allocated ")
-                .append(String.format(Locale.ROOT, "%.3f", finite(a.all().reservedPerAllocated())))
+                .append(a.all().reservedPerAllocatedText())
                 .append(", requested ")
                 .append(ByteSize.formatSigned(a.all().requested()))
                 .append(" (rounding slack ")
@@ -549,9 +561,5 @@ public final class HtmlReport implements HtmlPage {
     private static String beforeColon(String headline) {
         int colon = headline.indexOf(':');
         return colon < 0 ? headline : headline.substring(0, colon);
-    }
-
-    private static double finite(double v) {
-        return Double.isInfinite(v) || Double.isNaN(v) ? 0.0 : v;
     }
 }

@@ -82,7 +82,7 @@
       legend.appendChild(item);
     });
     var resItem = document.createElement("span");
-    resItem.textContent = "\u2014 reserved";
+    resItem.textContent = tl.res ? "\u2014 reserved" : "(reserved not recorded)";
     resItem.style.color = "#1d2329"; resItem.style.fontWeight = "600";
     legend.appendChild(resItem);
     if (data.oom) {
@@ -97,7 +97,7 @@
       while (a < n - 1 && tl.x[a + 1] < dom[0]) { a++; }
       while (b > 0 && tl.x[b - 1] > dom[1]) { b--; }
       var ymax = 1;
-      for (var i = a; i <= b; i++) { ymax = Math.max(ymax, tl.res[i], tl.alloc[i]); }
+      for (var i = a; i <= b; i++) { ymax = Math.max(ymax, tl.res ? tl.res[i] : 0, tl.alloc[i]); }
       ymax *= 1.08;
       var sx = function (x) { return L + (x - dom[0]) / (dom[1] - dom[0]) * (W - L - R); };
       var sy = function (y) { return H - B - y / ymax * (H - T - B); };
@@ -123,9 +123,11 @@
           }
           el("polygon", {points: top.concat(bottom.reverse()).join(" "), fill: PALETTE[c % PALETTE.length], "fill-opacity": 0.85, "class": "band"}, svg);
         }
-        var line = [];
-        for (var k = a; k <= b; k++) { line.push(sx(tl.x[k]).toFixed(1) + "," + sy(tl.res[k]).toFixed(1)); }
-        el("polyline", {points: line.join(" "), fill: "none", stroke: "#1d2329", "stroke-width": 1.6}, svg);
+        if (tl.res) { // absent for a file that records requests only
+          var line = [];
+          for (var k = a; k <= b; k++) { line.push(sx(tl.x[k]).toFixed(1) + "," + sy(tl.res[k]).toFixed(1)); }
+          el("polyline", {points: line.join(" "), fill: "none", stroke: "#1d2329", "stroke-width": 1.6}, svg);
+        }
       }
       if (data.peak && data.peak.index >= dom[0] && data.peak.index <= dom[1]) {
         var px = sx(data.peak.index), py = sy(data.peak.allocated);
@@ -163,7 +165,7 @@
       guide.setAttribute("x1", state.sx(tl.x[best])); guide.setAttribute("x2", state.sx(tl.x[best]));
       guide.setAttribute("visibility", "visible");
       var lines = ["entry #" + tl.x[best] + (tl.t ? " (" + (tl.t[best] / 1000).toFixed(1) + " ms)" : ""),
-        "allocated " + fmt(tl.alloc[best]), "reserved " + fmt(tl.res[best])];
+        "allocated " + fmt(tl.alloc[best]), tl.res ? "reserved " + fmt(tl.res[best]) : "reserved not recorded"];
       var parts = [];
       for (var c = 0; c < cols; c++) { if (rows[best][c] > 0) { parts.push([rows[best][c], names[c]]); } }
       parts.sort(function (u, v) { return v[0] - u[0]; });

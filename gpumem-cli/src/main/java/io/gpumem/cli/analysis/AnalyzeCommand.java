@@ -11,12 +11,12 @@ import io.gpumem.cli.trace.TerminalProgress;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.report.HtmlReport;
+import io.gpumem.size.ByteSize;
 import io.gpumem.trace.analysis.AnalysisPrinter;
 import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.trace.analysis.SnapshotStates;
 import io.gpumem.trace.category.CategoryPrinter;
 import io.gpumem.trace.category.PeakCategories;
-import io.gpumem.trace.io.SourceFormat;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.session.TraceSession;
 import java.io.PrintWriter;
@@ -133,9 +133,7 @@ public final class AnalyzeCommand extends GpumemCommand {
         session.whatIfProgress(TerminalProgress.forTerminal("analyze", "what-if runs"));
         TraceSnapshot snapshot = session.trace();
         Path file = input.file();
-        boolean requestsOnly = snapshot.segments().isEmpty()
-                && snapshot.format() != SourceFormat.PYTORCH_SNAPSHOT
-                && snapshot.format() != SourceFormat.PYTORCH_SEGMENT_LIST;
+        boolean requestsOnly = !snapshot.format().recordsAllocatorState();
         List<Integer> devices = device != null ? List.of(device) : SnapshotStates.devices(snapshot);
         if (devices.isEmpty()) {
             out.println(json ? "[]" : file + ": no segments and no trace entries: nothing to analyse");
@@ -159,9 +157,14 @@ public final class AnalyzeCommand extends GpumemCommand {
             categories.add(session.peakCategories(result, checkpointBlocks));
         }
         if (requestsOnly) {
-            text.println("note: " + file + " is a " + snapshot.format().description()
-                    + ": it records requests but no allocator"
-                    + " state, so the states below are empty; the compare runs replay its requests");
+            String conf = snapshot.recordedConfString();
+            text.println("note: " + file + " is " + snapshot.format().withArticle()
+                    + ": it records requests but no allocator state, so the states below are those a replay of its"
+                    + " requests reaches"
+                    + (at == null ? " (at its peak of allocated bytes, or where a request fails)" : "")
+                    + " under " + (conf == null || conf.isEmpty() ? "the default configuration" : conf)
+                    + (capacityBytes > 0 ? " on " + ByteSize.format(capacityBytes) : " with unlimited memory")
+                    + ", as the compare runs replay them");
         }
         HtmlReport report = html != null ? new HtmlReport(file.toString()) : null;
         for (int i = 0; i < results.size(); i++) {

@@ -105,6 +105,11 @@ class ReportBrowserTest {
         if (trace.contains("llama-offload-10-streams")) {
             assertCategoryTimeline(chromium.dumpDom(page, "stack=category"));
         }
+        if (trace.endsWith(".csv")) { // requests only: no reserved bytes to draw, and the legend says so
+            assertThat(html).doesNotContain("\"res\":");
+            assertThat(shown.stdout()).contains("(reserved not recorded)");
+            assertThat(text).contains("without reserved bytes");
+        }
     }
 
     /**

@@ -53,10 +53,8 @@ public final class AnalysisPrinter {
         }
         out.printf(
                 Locale.ROOT,
-                "reserved/allocated %.3f, requested %s (rounding slack %s)%n",
-                a.all().reservedPerAllocated() == Double.POSITIVE_INFINITY
-                        ? 0.0
-                        : a.all().reservedPerAllocated(),
+                "reserved/allocated %s, requested %s (rounding slack %s)%n",
+                a.all().reservedPerAllocatedText(),
                 ByteSize.formatSigned(a.all().requested()),
                 ByteSize.formatSigned(a.all().allocated() - a.all().requested()));
         out.println();

@@ -17,7 +17,9 @@ import java.util.function.LongFunction;
  *
  * <p>The state analysed is the end state, or the state after entry {@code at}, or, when the trace holds an
  * {@code oom} entry that later entries moved away from, the state at that entry (rebuilt by replaying the
- * trace). Recommendations are backed by compare runs of the trace's window ({@link TraceWhatIf}, the
+ * trace). A file that records requests but no allocator state has its states replayed instead
+ * ({@link TraceStates#afterEntry}): after entry {@code at}, its last {@code oom} entry or its peak of allocated bytes
+ * ({@link TraceStates#peakAllocatedEntry}), or at the first request that fails on a device of {@code capacity}. Recommendations are backed by compare runs of the trace's window ({@link TraceWhatIf}, the
  * {@code gpumem compare} engine) when the analysis wants them; where that replay cannot run the window, by the
  * window's own requests on an empty device ({@link TraceWorkload}), said so in {@link #replayNotes}.
  *
@@ -64,7 +66,14 @@ public record DeviceAnalysis(
         List<TraceEntry> trace = snapshot.traceOf(device);
         MemoryState state;
         int end;
-        if (at != null) {
+        if (!snapshot.format().recordsAllocatorState()) {
+            // no end state to analyse: the state a replay of the requests reaches after the entry asked for, the last
+            // recorded oom, or the peak of allocated bytes; a replay whose request fails stops there, the moment then
+            int oom = TraceStates.lastOom(trace);
+            int n = at != null ? at : oom >= 0 ? oom : TraceStates.peakAllocatedEntry(snapshot, device);
+            state = TraceStates.afterEntry(snapshot, device, n, capacity);
+            end = state.oom().map(o -> (int) o.entryIndex() + 1).orElse(n + 1);
+        } else if (at != null) {
             state = TraceStates.afterEntry(snapshot, device, at, capacity);
             end = at + 1;
         } else {

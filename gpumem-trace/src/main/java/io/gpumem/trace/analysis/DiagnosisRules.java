@@ -5,7 +5,6 @@ import io.gpumem.alloc.SizeRules;
 import io.gpumem.size.ByteSize;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Locale;
 
 /**
  * The rules that turn a {@link StateAnalysis} into a {@link Diagnosis}; the thresholds are the public
@@ -63,7 +62,7 @@ public final class DiagnosisRules {
             verdict =
                     "no oom entry and device capacity unknown (pass --capacity to check how near capacity the state is)";
         }
-        evidence.add("reserved/allocated = " + ratio(all.reservedPerAllocated())
+        evidence.add("reserved/allocated = " + all.reservedPerAllocatedText()
                 + (all.reservedPerAllocated() > SEVERE_WASTE_RATIO
                         ? " (above " + SEVERE_WASTE_RATIO + ": severe waste)"
                         : ""));
@@ -140,9 +139,5 @@ public final class DiagnosisRules {
         }
         evidence.add("allocated is " + Percent.of((double) all.allocated() / capacity) + " of capacity");
         return new Diagnosis(DiagnosisKind.LIVE_TENSORS, trigger, evidence, 0, outside);
-    }
-
-    private static String ratio(double r) {
-        return Double.isInfinite(r) ? "inf" : String.format(Locale.ROOT, "%.3f", r);
     }
 }

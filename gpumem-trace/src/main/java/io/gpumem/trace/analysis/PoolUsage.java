@@ -1,5 +1,7 @@
 package io.gpumem.trace.analysis;
 
+import java.util.Locale;
+
 /**
  * Byte accounting of one pool (or of both, {@code scope = "all"}) at the analysed moment, in
  * {@code memory_stats()} terms.
@@ -40,6 +42,15 @@ public record PoolUsage(
             return reserved == 0 ? 1.0 : Double.POSITIVE_INFINITY;
         }
         return (double) reserved / allocated;
+    }
+
+    /**
+     * {@link #reservedPerAllocated} as every report prints it: three decimals, or {@code inf} where bytes are
+     * reserved and none allocated (a cache holding only free segments, not a ratio of 0).
+     */
+    public String reservedPerAllocatedText() {
+        double r = reservedPerAllocated();
+        return Double.isInfinite(r) ? "inf" : String.format(Locale.ROOT, "%.3f", r);
     }
 
     /** Free cached bytes {@code empty_cache()} cannot return: held in segments (or pages) that live blocks share. */

@@ -1,15 +1,26 @@
 package io.gpumem.trace.analysis;
 
+import io.gpumem.alloc.GpuAllocator;
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.engine.RunOutcome;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
+import io.gpumem.oom.OomReport;
+import io.gpumem.size.ByteSize;
+import io.gpumem.trace.align.FrameSignatures;
+import io.gpumem.trace.align.RequestSequence;
 import io.gpumem.trace.io.EntryFields;
+import io.gpumem.trace.io.SourceFormat;
 import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.replay.WhatIfReplay;
 import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowRebuilder;
 import io.gpumem.trace.window.WindowStart;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Objects;
 
 /**
  * The state of one device after a given trace entry, for {@code analyze --at N} and for analysing the
@@ -25,8 +36,15 @@ import java.util.List;
  * gap and slack rules); where the allocator had handed out a whole free block with a remainder too small to
  * split (≤ 1 MiB in the large pool), the rebuilt block can be short by that remainder, which then shows as
  * free. Segments, live block addresses and requests are exact.
+ *
+ * <p>A file that records requests but no allocator state (an RMM log, a tensor-lifetime CSV, an ops script) has no
+ * end state to walk back from: its states are those a replay of its requests reaches instead (see
+ * {@link #afterEntry}).
  */
 public final class TraceStates {
+    /** The device a replay of a requests-only file runs on when the capacity is unknown: more than any GPU has. */
+    static final long UNLIMITED = 1L << 50;
+
     private TraceStates() {}
 
     /** Index of the last {@code oom} entry of a device trace, or −1. */
@@ -41,7 +59,8 @@ public final class TraceStates {
     }
 
     /**
-     * The state of {@code device} after entry {@code n} (0-based) of its trace.
+     * The state of {@code device} after entry {@code n} (0-based) of its trace: rebuilt from the file's end state, or,
+     * for a file that records requests only, the state a replay of them reaches ({@link #replayedAfterEntry}).
      *
      * @param capacity the device capacity, or {@link MemoryState#UNKNOWN}
      * @throws IllegalArgumentException when n is outside the trace
@@ -53,17 +72,10 @@ public final class TraceStates {
             throw new IllegalArgumentException(
                     "entry " + n + " is outside device " + device + "'s trace (" + trace.size() + " entries)");
         }
-        List<List<TraceEntry>> traces = new ArrayList<>(snapshot.deviceTraces());
-        traces.set(device, trace.subList(n + 1, trace.size()));
-        TraceSnapshot suffix = new TraceSnapshot(
-                snapshot.source(),
-                snapshot.format(),
-                snapshot.segments(),
-                traces,
-                snapshot.allocatorSettings(),
-                snapshot.externalAnnotations(),
-                snapshot.extra(),
-                snapshot.addressesRecorded());
+        if (!snapshot.format().recordsAllocatorState()) {
+            return replayedAfterEntry(snapshot, device, n, capacity);
+        }
+        TraceSnapshot suffix = withTrace(snapshot, device, trace.subList(n + 1, trace.size()));
         WindowStart start;
         try {
             start = new WindowRebuilder(RecordedConfig.of(snapshot)).rebuild(suffix, device);
@@ -99,6 +111,97 @@ public final class TraceStates {
                     "the rebuilt state after entry " + n + " is inconsistent: " + e.getMessage(),
                     e);
         }
+    }
+
+    /**
+     * For a file that records requests but no allocator state ({@link SourceFormat#recordsAllocatorState}): the state
+     * the exact allocator reaches under the recorded configuration (the defaults, or an ops script's {@code config}
+     * line) after entry {@code n}, replaying the device's requests from an empty device of {@code capacity} bytes
+     * (of {@link #UNLIMITED} when it is unknown). A request that fails stops the replay, as it would stop the job:
+     * the state is then the one it failed in, with its OOM, at an entry at or before {@code n}. Otherwise an
+     * {@code oom} entry the file recorded at {@code n} (an RMM log's {@code allocate failure}) is the state's OOM.
+     */
+    private static MemoryState replayedAfterEntry(TraceSnapshot snapshot, int device, int n, long capacity) {
+        TraceSnapshot prefix =
+                withTrace(snapshot, device, snapshot.traceOf(device).subList(0, n + 1));
+        AllocatorConfig config = RecordedConfig.of(snapshot);
+        WhatIfReplay replay;
+        try {
+            replay = new WhatIfReplay(prefix, device, new WindowRebuilder(config).rebuild(prefix, device));
+        } catch (IllegalArgumentException | IllegalStateException e) {
+            throw new TraceFormatException(
+                    snapshot.source(),
+                    "device_traces[" + device + "]",
+                    "cannot replay the requests up to entry " + n + ": " + e.getMessage(),
+                    e);
+        }
+        long runCapacity = capacity > 0 ? capacity : UNLIMITED;
+        RunOutcome run = replay.playKeepingState(config, runCapacity);
+        GpuAllocator allocator = Objects.requireNonNull(run.allocator(), "a kept allocator");
+        List<TraceEntry> trace = snapshot.traceOf(device);
+        String conf = snapshot.recordedConfString();
+        String under = conf == null || conf.isEmpty() ? "the default configuration" : conf;
+        MemoryState.Builder b = MemoryState.builder().device(device).capacity(capacity);
+        if (conf != null) {
+            b.allocatorConf(conf);
+        }
+        OomReport failure = run.oomReport();
+        if (run.failedOp() >= 0 && failure != null) {
+            int entry = replay.stream().entry(run.failedOp());
+            b.label(snapshot.source() + ", replayed under " + under + " on " + ByteSize.format(capacity)
+                    + ": the request of entry #" + entry + " fails");
+            b.oom(new OomEvent(
+                    failure.roundedSize() > 0 ? failure.roundedSize() : failure.requestedBytes(),
+                    failure.deviceFree(),
+                    replay.stream().stream(run.failedOp()),
+                    entry));
+        } else {
+            b.label(snapshot.source() + ", replayed under " + under + " to entry #" + n + " ("
+                    + trace.get(n).actionName() + ")");
+            int oom = oomInForce(trace, n);
+            if (oom >= 0) {
+                TraceEntry e = trace.get(oom);
+                b.oom(new OomEvent(
+                        e.size(),
+                        e.has(TraceEntry.DEVICE_FREE) ? e.deviceFree() : MemoryState.UNKNOWN,
+                        e.stream(),
+                        oom));
+            }
+        }
+        for (SegmentInfo s : allocator.snapshot().segments()) {
+            b.segment(s.device() == device ? s : s.onDevice(device));
+        }
+        return b.build();
+    }
+
+    /**
+     * The moment to analyse in a file that records requests only, when none is asked for: the entry after which the
+     * most bytes are allocated ({@link RequestSequence#peakAllocatedEntry}, requests at their rounded size), or the
+     * last entry when nothing is allocated. Such a file most often ends with the run, everything freed: its end
+     * would show only a cache of free segments, where the peak shows the state that decided what the job needs.
+     */
+    public static int peakAllocatedEntry(TraceSnapshot snapshot, int device) {
+        List<TraceEntry> trace = snapshot.traceOf(device);
+        if (!DeviceAnalysis.hasRequests(trace)) {
+            return trace.size() - 1;
+        }
+        int peak = RequestSequence.of(snapshot, device, new FrameSignatures()).peakAllocatedEntry();
+        return peak >= 0 ? peak : trace.size() - 1;
+    }
+
+    /** {@code snapshot} with {@code entries} as the trace of {@code device}. */
+    private static TraceSnapshot withTrace(TraceSnapshot snapshot, int device, List<TraceEntry> entries) {
+        List<List<TraceEntry>> traces = new ArrayList<>(snapshot.deviceTraces());
+        traces.set(device, entries);
+        return new TraceSnapshot(
+                snapshot.source(),
+                snapshot.format(),
+                snapshot.segments(),
+                traces,
+                snapshot.allocatorSettings(),
+                snapshot.externalAnnotations(),
+                snapshot.extra(),
+                snapshot.addressesRecorded());
     }
 
     /**

@@ -299,6 +299,24 @@ public final class WhatIfReplay {
         return o.allocator() == null ? null : o.allocator().snapshot();
     }
 
+    /**
+     * The window played on the exact allocator under {@code config} on a device of {@code capacity} bytes, stopped at
+     * the first request that fails (as the job would stop), keeping the allocator and its device in the outcome, with
+     * history recorded as {@link #policySnapshot} records it. The outcome's {@link RunOutcome#failedOp} indexes the
+     * ops of {@link #stream()}: the two streams differ only in the sites and times this one carries.
+     */
+    public RunOutcome playKeepingState(AllocatorConfig config, long capacity) {
+        StreamRunner withHistory =
+                new StreamRunner(WindowStreams.compile(snapshot.traceOf(device), start, userEmptyCache, true));
+        return withHistory.run(
+                PolicyRegistry.exact(config),
+                StreamRunner.Options.builder(capacity)
+                        .stopAtFirstOom(true)
+                        .recordHistory(true)
+                        .keepAllocator(true)
+                        .build());
+    }
+
     private static StreamRunner.Options.Builder policyOptions(long capacity) {
         return StreamRunner.Options.builder(capacity).restoreStartLayout(false);
     }

@@ -1,0 +1,216 @@
+package io.gpumem.trace.analysis;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.gpumem.alloc.CachingAllocator;
+import io.gpumem.alloc.SizeRules;
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.device.SimulatedDevice;
+import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
+import io.gpumem.oom.OutOfMemoryException;
+import io.gpumem.stats.StatKind;
+import io.gpumem.trace.io.SourceFormat;
+import io.gpumem.trace.io.TraceReaders;
+import io.gpumem.trace.io.TraceSnapshot;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * A file that records requests but no allocator state (here an RMM log) is analysed in the state a replay of its
+ * requests reaches under the default configuration: held against the caching allocator driven by hand through the
+ * same requests, segment by segment and block by block.
+ */
+class RequestsOnlyStatesTest {
+
+    private static final long MiB = 1L << 20;
+
+    @TempDir
+    Path dir;
+
+    /** A seeded RMM log of {@code requests} allocations and frees of mixed sizes, every block freed at the end. */
+    private TraceSnapshot rmmLog(long seed, int requests, boolean freeAll) throws IOException {
+        SplittableRandom random = new SplittableRandom(seed);
+        List<String> lines = new ArrayList<>(List.of("Thread,Time,Action,Pointer,Size,Stream"));
+        List<long[]> live = new ArrayList<>();
+        long next = 0x7f0000000000L;
+        double time = 0;
+        for (int i = 0; i < requests; i++) {
+            time += 0.001;
+            if (!live.isEmpty() && random.nextInt(3) == 0) {
+                long[] b = live.remove(random.nextInt(live.size()));
+                lines.add(String.format("1,%.3f,free,0x%x,%d,0x0", time, b[0], b[1]));
+            } else {
+                long size = random.nextInt(4) == 0 ? 1 + random.nextInt(1 << 20) : (1 + random.nextInt(96)) * MiB;
+                lines.add(String.format("1,%.3f,allocate,0x%x,%d,0x0", time, next, size));
+                live.add(new long[] {next, size});
+                next += (size + 4095) & ~4095L;
+            }
+        }
+        while (freeAll && !live.isEmpty()) {
+            long[] b = live.removeLast();
+            time += 0.001;
+            lines.add(String.format("1,%.3f,free,0x%x,%d,0x0", time, b[0], b[1]));
+        }
+        Path file = dir.resolve("log-" + seed + ".csv");
+        Files.write(file, lines);
+        TraceSnapshot t = TraceReaders.read(file);
+        assertThat(t.format()).isEqualTo(SourceFormat.RMM_LOG);
+        return t;
+    }
+
+    /**
+     * The caching allocator under the defaults driven through entries {@code 0..n} by hand, on a device of
+     * {@code capacity}; stops at the first request that fails, returning its entry in {@code failedAt[0]}.
+     */
+    private static CachingAllocator byHand(List<TraceEntry> trace, int n, long capacity, int[] failedAt) {
+        CachingAllocator a = new CachingAllocator(SimulatedDevice.withCapacity(capacity), AllocatorConfig.defaults());
+        Map<Long, Long> pointers = new HashMap<>();
+        failedAt[0] = -1;
+        for (int i = 0; i <= n; i++) {
+            TraceEntry e = trace.get(i);
+            if (e.action() == TraceAction.ALLOC) {
+                try {
+                    pointers.put(e.addr(), a.malloc(e.size(), e.stream()));
+                } catch (OutOfMemoryException oom) {
+                    failedAt[0] = i;
+                    return a;
+                }
+            } else if (e.action() == TraceAction.FREE_COMPLETED) {
+                Long p = pointers.remove(e.addr());
+                if (p != null) {
+                    a.free(p);
+                }
+            }
+        }
+        return a;
+    }
+
+    private static List<String> shapeOf(CachingAllocator a) {
+        return TraceStatesTest.shape(
+                MemoryState.builder().segments(a.snapshot().segments()).build());
+    }
+
+    @Test
+    void theStateAfterAnEntryIsTheOneTheAllocatorReachesThroughTheSameRequests() throws IOException {
+        long seed = System.nanoTime();
+        System.out.println("RequestsOnlyStatesTest seed " + seed);
+        TraceSnapshot log = rmmLog(seed, 300, false);
+        List<TraceEntry> trace = log.traceOf(0);
+        int[] failedAt = new int[1];
+        for (int n : new int[] {0, trace.size() / 3, trace.size() / 2, trace.size() - 1}) {
+            MemoryState replayed = TraceStates.afterEntry(log, 0, n, MemoryState.UNKNOWN);
+            assertThat(TraceStatesTest.shape(replayed))
+                    .as("seed %d, after entry %d", seed, n)
+                    .isEqualTo(shapeOf(byHand(trace, n, TraceStates.UNLIMITED, failedAt)));
+            assertThat(failedAt[0]).isNegative();
+            assertThat(replayed.oom()).isEmpty();
+            assertThat(replayed.label()).contains("replayed under the default configuration to entry #" + n);
+        }
+    }
+
+    @Test
+    void onASmallDeviceTheStateIsTheOneTheFirstFailingRequestMet() throws IOException {
+        long seed = System.nanoTime();
+        System.out.println("RequestsOnlyStatesTest seed " + seed);
+        TraceSnapshot log = rmmLog(seed, 300, false);
+        List<TraceEntry> trace = log.traceOf(0);
+        int last = trace.size() - 1;
+        int[] failedAt = new int[1];
+        long peakReserved = byHand(trace, last, TraceStates.UNLIMITED, failedAt)
+                .stats()
+                .get(StatKind.RESERVED_BYTES)
+                .peak();
+        long capacity = Math.max(64 * MiB, peakReserved / 2 / (2 * MiB) * (2 * MiB));
+        CachingAllocator expected = byHand(trace, last, capacity, failedAt);
+        assertThat(failedAt[0])
+                .as("seed %d: half the peak fails a request", seed)
+                .isPositive();
+
+        MemoryState replayed = TraceStates.afterEntry(log, 0, last, capacity);
+        assertThat(replayed.oom()).as("seed %d", seed).isPresent();
+        OomEvent oom = replayed.oom().orElseThrow();
+        assertThat(oom.entryIndex()).isEqualTo(failedAt[0]);
+        assertThat(oom.requestBytes())
+                .isEqualTo(SizeRules.roundSize(trace.get(failedAt[0]).size(), AllocatorConfig.defaults()));
+        assertThat(TraceStatesTest.shape(replayed)).isEqualTo(shapeOf(expected));
+        assertThat(replayed.label()).contains("the request of entry #" + failedAt[0] + " fails");
+
+        DeviceAnalysis analysis = DeviceAnalysis.of(log, 0, null, capacity, 5, false, usable -> null, List.of());
+        assertThat(analysis.end()).as("the analysed moment is the failure").isEqualTo(failedAt[0] + 1);
+        assertThat(analysis.analysis().diagnosis().kind()).isNotEqualTo(DiagnosisKind.NONE);
+    }
+
+    @Test
+    void byDefaultTheMomentIsThePeakOfAllocatedBytesNotTheEmptyEnd() throws IOException {
+        long seed = System.nanoTime();
+        System.out.println("RequestsOnlyStatesTest seed " + seed);
+        TraceSnapshot log = rmmLog(seed, 200, true);
+        List<TraceEntry> trace = log.traceOf(0);
+        // the peak counted independently: each live request at its rounded size
+        Map<Long, Long> live = new HashMap<>();
+        long level = 0;
+        long peak = -1;
+        int peakEntry = -1;
+        for (int i = 0; i < trace.size(); i++) {
+            TraceEntry e = trace.get(i);
+            if (e.action() == TraceAction.ALLOC) {
+                long bytes = SizeRules.roundSize(e.size(), AllocatorConfig.defaults());
+                live.put(e.addr(), bytes);
+                level += bytes;
+            } else if (e.action() == TraceAction.FREE_REQUESTED) {
+                level -= live.remove(e.addr());
+            }
+            if (level > peak) {
+                peak = level;
+                peakEntry = i;
+            }
+        }
+        DeviceAnalysis analysis =
+                DeviceAnalysis.of(log, 0, null, MemoryState.UNKNOWN, 5, false, usable -> null, List.of());
+        assertThat(analysis.end() - 1).as("seed %d", seed).isEqualTo(peakEntry);
+        assertThat(analysis.analysis().all().allocated()).isGreaterThanOrEqualTo(peak);
+
+        // the end of this run: every block freed, a cache of free segments, whose ratio is no ratio at all
+        MemoryState end = TraceStates.afterEntry(log, 0, trace.size() - 1, MemoryState.UNKNOWN);
+        StateAnalysis atEnd = new StateAnalyzer().analyze(end);
+        assertThat(atEnd.all().allocated()).isZero();
+        assertThat(atEnd.all().reserved()).isPositive();
+        assertThat(atEnd.all().reservedPerAllocatedText()).isEqualTo("inf");
+        assertThat(analysis.analysis().all().reservedPerAllocatedText()).matches("\\d+\\.\\d{3}");
+    }
+
+    @Test
+    void anOomTheLogRecordedIsTheReplayedStatesOom() throws IOException {
+        Path file = dir.resolve("failure.csv");
+        Files.write(
+                file,
+                List.of(
+                        "Thread,Time,Action,Pointer,Size,Stream",
+                        "1,0.001,allocate,0x7f0000000000,10485760,0x0",
+                        "1,0.002,allocate failure,0x0,99999999999,0x0",
+                        "1,0.003,free,0x7f0000000000,10485760,0x0"));
+        TraceSnapshot log = TraceReaders.read(file);
+        int failure = -1;
+        for (int i = 0; i < log.traceOf(0).size(); i++) {
+            failure = log.traceOf(0).get(i).action() == TraceAction.OOM ? i : failure;
+        }
+        DeviceAnalysis analysis =
+                DeviceAnalysis.of(log, 0, null, MemoryState.UNKNOWN, 5, false, usable -> null, List.of());
+        assertThat(analysis.end() - 1).as("the recorded failure is the moment").isEqualTo(failure);
+        OomEvent oom = analysis.analysis().state().oom().orElseThrow();
+        assertThat(oom.entryIndex()).isEqualTo(failure);
+        assertThat(oom.requestBytes()).isEqualTo(99_999_999_999L);
+        assertThat(analysis.analysis().all().allocated())
+                .as("the 10 MiB block is live")
+                .isEqualTo(10 * MiB);
+    }
+}
