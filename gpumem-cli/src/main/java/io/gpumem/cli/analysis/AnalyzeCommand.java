@@ -15,6 +15,7 @@ import io.gpumem.size.ByteSize;
 import io.gpumem.trace.analysis.AnalysisPrinter;
 import io.gpumem.trace.analysis.DeviceAnalysis;
 import io.gpumem.trace.analysis.SnapshotStates;
+import io.gpumem.trace.analysis.TraceStates;
 import io.gpumem.trace.category.CategoryPrinter;
 import io.gpumem.trace.category.PeakCategories;
 import io.gpumem.trace.io.TraceSnapshot;
@@ -158,12 +159,16 @@ public final class AnalyzeCommand extends GpumemCommand {
         }
         if (requestsOnly) {
             String conf = snapshot.recordedConfString();
+            long replayedOn = TraceStates.replayCapacity(snapshot, capacityBytes);
             text.println("note: " + file + " is " + snapshot.format().withArticle()
                     + ": it records requests but no allocator state, so the states below are those a replay of its"
                     + " requests reaches"
                     + (at == null ? " (at its peak of allocated bytes, or where a request fails)" : "")
                     + " under " + (conf == null || conf.isEmpty() ? "the default configuration" : conf)
-                    + (capacityBytes > 0 ? " on " + ByteSize.format(capacityBytes) : " with unlimited memory")
+                    + (replayedOn == TraceStates.UNLIMITED
+                            ? " with unlimited memory"
+                            : " on " + ByteSize.format(replayedOn)
+                                    + (capacityBytes > 0 ? "" : " (the script's device)"))
                     + ", as the compare runs replay them");
         }
         HtmlReport report = html != null ? new HtmlReport(file.toString()) : null;

@@ -42,8 +42,8 @@ import java.util.Objects;
  * {@link #afterEntry}).
  */
 public final class TraceStates {
-    /** The device a replay of a requests-only file runs on when the capacity is unknown: more than any GPU has. */
-    static final long UNLIMITED = 1L << 50;
+    /** The device a replay of a requests-only file runs on when nothing sizes it: more than any GPU has. */
+    public static final long UNLIMITED = 1L << 50;
 
     private TraceStates() {}
 
@@ -117,7 +117,7 @@ public final class TraceStates {
      * For a file that records requests but no allocator state ({@link SourceFormat#recordsAllocatorState}): the state
      * the exact allocator reaches under the recorded configuration (the defaults, or an ops script's {@code config}
      * line) after entry {@code n}, replaying the device's requests from an empty device of {@code capacity} bytes
-     * (of {@link #UNLIMITED} when it is unknown). A request that fails stops the replay, as it would stop the job:
+     * (when it is unknown, the device an ops script declares, else an unlimited one: {@link #replayCapacity}). A request that fails stops the replay, as it would stop the job:
      * the state is then the one it failed in, with its OOM, at an entry at or before {@code n}. Otherwise an
      * {@code oom} entry the file recorded at {@code n} (an RMM log's {@code allocate failure}) is the state's OOM.
      */
@@ -135,7 +135,7 @@ public final class TraceStates {
                     "cannot replay the requests up to entry " + n + ": " + e.getMessage(),
                     e);
         }
-        long runCapacity = capacity > 0 ? capacity : UNLIMITED;
+        long runCapacity = replayCapacity(snapshot, capacity);
         RunOutcome run = replay.playKeepingState(config, runCapacity);
         GpuAllocator allocator = Objects.requireNonNull(run.allocator(), "a kept allocator");
         List<TraceEntry> trace = snapshot.traceOf(device);
@@ -148,7 +148,7 @@ public final class TraceStates {
         OomReport failure = run.oomReport();
         if (run.failedOp() >= 0 && failure != null) {
             int entry = replay.stream().entry(run.failedOp());
-            b.label(snapshot.source() + ", replayed under " + under + " on " + ByteSize.format(capacity)
+            b.label(snapshot.source() + ", replayed under " + under + " on " + ByteSize.format(runCapacity)
                     + ": the request of entry #" + entry + " fails");
             b.oom(new OomEvent(
                     failure.roundedSize() > 0 ? failure.roundedSize() : failure.requestedBytes(),
@@ -187,6 +187,21 @@ public final class TraceStates {
         }
         int peak = RequestSequence.of(snapshot, device, new FrameSignatures()).peakAllocatedEntry();
         return peak >= 0 ? peak : trace.size() - 1;
+    }
+
+    /**
+     * The device a file of requests only is replayed on: {@code capacity} when given, else the device an ops script
+     * declares (its capacity less the bytes it says are held), else {@link #UNLIMITED}.
+     */
+    public static long replayCapacity(TraceSnapshot snapshot, long capacity) {
+        if (capacity > 0) {
+            return capacity;
+        }
+        if (snapshot.extra().get("gpumem_device_capacity") instanceof Long declared) {
+            long held = snapshot.extra().get("gpumem_device_held") instanceof Long h ? h : 0;
+            return declared - held;
+        }
+        return UNLIMITED;
     }
 
     /** {@code snapshot} with {@code entries} as the trace of {@code device}. */

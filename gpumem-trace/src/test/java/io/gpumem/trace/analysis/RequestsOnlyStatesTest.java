@@ -189,6 +189,44 @@ class RequestsOnlyStatesTest {
     }
 
     @Test
+    void anOpsScriptIsReplayedOnTheDeviceItDeclaresUnlessACapacityIsGiven() throws IOException {
+        Path file = dir.resolve("three.ops");
+        Files.write(
+                file,
+                List.of(
+                        "device capacity=160MiB granularity=2MiB held=32MiB",
+                        "alloc a 60MiB",
+                        "alloc b 60MiB",
+                        "alloc c 60MiB",
+                        "free a",
+                        "free b",
+                        "free c"));
+        TraceSnapshot script = TraceReaders.read(file);
+        assertThat(script.format()).isEqualTo(SourceFormat.OPS_SCRIPT);
+        assertThat(TraceStates.replayCapacity(script, MemoryState.UNKNOWN)).isEqualTo(128 * MiB);
+        List<TraceEntry> trace = script.traceOf(0);
+        int third = -1;
+        for (int i = 0, allocs = 0; i < trace.size() && third < 0; i++) {
+            if (trace.get(i).action() == TraceAction.ALLOC && ++allocs == 3) {
+                third = i;
+            }
+        }
+        DeviceAnalysis onItsDevice =
+                DeviceAnalysis.of(script, 0, null, MemoryState.UNKNOWN, 5, false, usable -> null, List.of());
+        assertThat(onItsDevice.analysis().state().oom().map(OomEvent::entryIndex))
+                .as("the third 60 MiB request does not fit the 128 MiB left")
+                .contains((long) third);
+        assertThat(onItsDevice.analysis().all().allocated()).isEqualTo(120 * MiB);
+
+        DeviceAnalysis onALargerOne = DeviceAnalysis.of(script, 0, null, 1L << 30, 5, false, usable -> null, List.of());
+        assertThat(TraceStates.replayCapacity(script, 1L << 30)).isEqualTo(1L << 30);
+        assertThat(onALargerOne.analysis().state().oom()).isEmpty();
+        assertThat(onALargerOne.analysis().all().allocated())
+                .as("the peak: all three")
+                .isEqualTo(180 * MiB);
+    }
+
+    @Test
     void anOomTheLogRecordedIsTheReplayedStatesOom() throws IOException {
         Path file = dir.resolve("failure.csv");
         Files.write(
