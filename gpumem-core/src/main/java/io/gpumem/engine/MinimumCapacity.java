@@ -50,6 +50,12 @@ public final class MinimumCapacity {
     /** Granularity of the search: the device's allocation granularity (2 MiB). */
     public static final long STEP = 2L << 20;
 
+    /**
+     * The largest capacity a search tries (1 EiB): PyTorch refuses any single request of 1 EB or more on every device,
+     * no device comes near it, and doubling a capacity past it would overflow.
+     */
+    public static final long LARGEST = 1L << 60;
+
     private MinimumCapacity() {}
 
     /**

@@ -506,6 +506,9 @@ public final class StreamRunner {
     private long searchMinimum(Search s) {
         long step = MinimumCapacity.STEP;
         long held = s.options.heldOutside();
+        if (stream.peakLiveBytes() > MinimumCapacity.LARGEST - held) {
+            throw outOfReach(stream.peakLiveBytes() + " bytes live at once");
+        }
         long liveFloor = Math.max(0, (stream.peakLiveBytes() + held) / step - 1) * step;
         long failing =
                 s.unlimited.ooms == 0 ? Math.max(0, (s.unlimited.peakAllocated + held) / step - 1) * step : liveFloor;
@@ -517,8 +520,8 @@ public final class StreamRunner {
         }
         boolean floorProbed = false;
         for (int tries = 0; !s.probe(running).runs(); tries++) {
-            if (tries == 8) {
-                throw new IllegalStateException("no capacity up to " + running + " bytes runs the stream");
+            if (tries == 8 || running > MinimumCapacity.LARGEST / 2) {
+                throw outOfReach("no capacity up to " + running + " bytes runs them");
             }
             failing = running;
             floorProbed = true;
@@ -533,6 +536,18 @@ public final class StreamRunner {
             answer = searchBracket(s, liveFloor, floor);
         }
         return answer;
+    }
+
+    /** Why a stream has no minimum capacity: {@code why}, and its largest request. */
+    private NoCapacityRunsException outOfReach(String why) {
+        long largest = 0;
+        for (int k = 0; k < stream.length; k++) {
+            largest = stream.op[k] == RequestStream.ALLOC ? Math.max(largest, stream.size[k]) : largest;
+        }
+        return new NoCapacityRunsException("no device capacity runs these requests (" + why + "; the largest request"
+                + " asks for " + largest
+                + " bytes, and PyTorch refuses any request of 2^60 bytes (1 EiB) or more): there"
+                + " is no minimum capacity to search");
     }
 
     /**

@@ -1,6 +1,7 @@
 package io.gpumem.engine;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.gpumem.alloc.GpuAllocator;
 import io.gpumem.alloc.Pool;
@@ -98,6 +99,34 @@ class StreamRunnerTest {
         huge.alloc(1L << 50, 0, 0);
         assertThat(new StreamRunner(huge.build()).minimumCapacity(exact, at(StreamRunner.ROOMY), 16 * MIB))
                 .isEqualTo(1L << 50);
+    }
+
+    /**
+     * Requests no device can hold (PyTorch refuses any single request of 1 EB or more) have no minimum capacity: the
+     * search says so, where it used to double its capacity past {@code Long.MAX_VALUE} and refuse a negative one.
+     */
+    @Test
+    void requestsBeyondAnyDeviceHaveNoMinimumCapacityAndTheSearchSaysWhy() {
+        PreparedPolicy exact = PolicyRegistry.exact(AllocatorConfig.defaults());
+        RequestStream.Builder oneExabyte = RequestStream.builder();
+        oneExabyte.alloc(10 * MIB, 0, 0);
+        oneExabyte.alloc(2L << 60, 0, 1);
+        StreamRunner runner = new StreamRunner(oneExabyte.build());
+        assertThatThrownBy(() -> runner.minimumCapacity(exact, at(StreamRunner.ROOMY), StreamRunner.ROOMY))
+                .isInstanceOf(NoCapacityRunsException.class)
+                .hasMessageContaining("the largest request asks for " + (2L << 60) + " bytes")
+                .hasMessageContaining("refuses any request of 2^60 bytes (1 EiB) or more");
+        assertThatThrownBy(() -> runner.evaluate(exact, at(StreamRunner.ROOMY), StreamRunner.ROOMY))
+                .isInstanceOf(NoCapacityRunsException.class);
+
+        // each request below the limit, but more than a device of 1 EiB holds at once
+        RequestStream.Builder together = RequestStream.builder();
+        together.alloc(3L << 58, 0, 0);
+        together.alloc(3L << 58, 0, 1);
+        assertThatThrownBy(() -> new StreamRunner(together.build())
+                        .minimumCapacity(exact, at(StreamRunner.ROOMY), StreamRunner.ROOMY))
+                .isInstanceOf(NoCapacityRunsException.class)
+                .hasMessageContaining("live at once");
     }
 
     @Test

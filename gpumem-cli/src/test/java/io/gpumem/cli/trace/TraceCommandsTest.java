@@ -203,6 +203,35 @@ class TraceCommandsTest {
         assertThat(line.err()).contains("line 2, field Size");
     }
 
+    /**
+     * A log whose requests no device holds (one asks for 2^61 bytes, which PyTorch refuses on any device): every
+     * command that searches a minimum capacity says there is none, exit 2, where the search once doubled its capacity
+     * past the largest long and refused a negative one as an "inconsistent snapshot".
+     */
+    @Test
+    void requestsBeyondAnyDeviceAreRefusedWithTheReason(@TempDir Path dir) throws Exception {
+        Path log = dir.resolve("huge.csv");
+        Files.writeString(log, """
+                Thread,Time,Action,Pointer,Size,Stream
+                1,0.001,allocate,0x7f0000000000,10485760,0x0
+                1,0.002,allocate,0x7f0001000000,2305843009213693952,0x0
+                """);
+        for (String[] args : new String[][] {
+            {"compare", log.toString()},
+            {"analyze", log.toString()},
+            {"report", log.toString(), "-o", dir.resolve("page.html").toString()}
+        }) {
+            CliRun r = run(args);
+            assertThat(r.exit()).as(String.join(" ", args)).isEqualTo(2);
+            assertThat(r.err())
+                    .contains("no device capacity runs these requests")
+                    .contains("the largest request asks for 2305843009213693952 bytes")
+                    .doesNotContain("inconsistent")
+                    .doesNotContain("\tat ");
+        }
+        assertThat(dir.resolve("page.html")).doesNotExist();
+    }
+
     @Test
     void compareRowsFollowTheSpecAndTheRecordedRowMatchesTheTrace() throws Exception {
         Path f = trace("lm2.7b-train-step.pickle");
