@@ -183,6 +183,18 @@ public final class StreamRunner {
             return new Builder(capacity);
         }
 
+        /**
+         * A run that stops at its first failed request, as the job would, and keeps its allocator, with history, in
+         * the outcome: the state a program is left in on a device of {@code capacity} bytes.
+         */
+        public static Options toFirstFailureKeepingState(long capacity) {
+            return builder(capacity)
+                    .stopAtFirstOom(true)
+                    .recordHistory(true)
+                    .keepAllocator(true)
+                    .build();
+        }
+
         /** The same options at another capacity. */
         public Options withCapacity(long c) {
             return toBuilder().capacity(c).build();

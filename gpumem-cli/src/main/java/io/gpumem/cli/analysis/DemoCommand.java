@@ -193,13 +193,8 @@ public final class DemoCommand extends GpumemCommand {
         RunOutcome baseline = whatIf.runWithHistory("");
         RequestStream requests = whatIf.stream();
         int failed = baseline.failedOp();
-        OomEvent oom = baseline.completed()
-                ? null
-                : new OomEvent(
-                        baseline.oomReport().roundedSize(),
-                        baseline.oomReport().deviceFree(),
-                        requests.stream(failed),
-                        -1);
+        OomEvent oom =
+                baseline.completed() ? null : OomEvent.replayed(baseline.oomReport(), requests.stream(failed), -1);
         String label = baseline.completed()
                 ? "default config, end of the run"
                 : "default config, at the OOM in step " + (baseline.stepsCompleted() + 1) + " of " + steps

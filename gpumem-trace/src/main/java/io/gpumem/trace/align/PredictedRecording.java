@@ -292,12 +292,7 @@ public final class PredictedRecording {
             long capacity = Math.min(MAX_DEVICE_BYTES, Math.max(StreamRunner.ROOMY, MinimumCapacity.roundUp(2 * live)));
             while (true) {
                 RunOutcome o = runner.run(
-                        PolicyRegistry.exact(config),
-                        StreamRunner.Options.builder(capacity)
-                                .stopAtFirstOom(true)
-                                .recordHistory(true)
-                                .keepAllocator(true)
-                                .build());
+                        PolicyRegistry.exact(config), StreamRunner.Options.toFirstFailureKeepingState(capacity));
                 if (o.ooms() == 0 && o.allocator() != null) {
                     return o.allocator().snapshot();
                 }

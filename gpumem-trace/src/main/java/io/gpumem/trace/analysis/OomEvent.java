@@ -1,5 +1,8 @@
 package io.gpumem.trace.analysis;
 
+import io.gpumem.history.TraceEntry;
+import io.gpumem.oom.OomReport;
+
 /**
  * An out-of-memory the trace recorded (an {@code oom} entry) or the simulation hit.
  *
@@ -13,5 +16,27 @@ public record OomEvent(long requestBytes, long deviceFree, long stream, long ent
         if (requestBytes <= 0) {
             throw new IllegalArgumentException("oom request size must be positive, got " + requestBytes);
         }
+    }
+
+    /** The out-of-memory an {@code oom} entry recorded, at trace index {@code index}. */
+    public static OomEvent recorded(TraceEntry oom, int index) {
+        return new OomEvent(
+                oom.size(),
+                oom.has(TraceEntry.DEVICE_FREE) ? oom.deviceFree() : MemoryState.UNKNOWN,
+                oom.stream(),
+                index);
+    }
+
+    /**
+     * The out-of-memory a replay hit, as the allocator reported it, on {@code stream} at trace index {@code index}
+     * (−1 for a generated run): the request rounded as the {@code oom} entry would record it, or as asked where it
+     * was refused before rounding (1 EB or more).
+     */
+    public static OomEvent replayed(OomReport report, long stream, long index) {
+        return new OomEvent(
+                report.roundedSize() > 0 ? report.roundedSize() : report.requestedBytes(),
+                report.deviceFree(),
+                stream,
+                index);
     }
 }

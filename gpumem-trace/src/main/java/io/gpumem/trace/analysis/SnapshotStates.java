@@ -56,12 +56,7 @@ public final class SnapshotStates {
         List<TraceEntry> trace = snapshot.traceOf(device);
         int oomIndex = trailingOom(trace);
         if (oomIndex >= 0) {
-            TraceEntry e = trace.get(oomIndex);
-            b.oom(new OomEvent(
-                    e.size(),
-                    e.has(TraceEntry.DEVICE_FREE) ? e.deviceFree() : MemoryState.UNKNOWN,
-                    e.stream(),
-                    oomIndex));
+            b.oom(OomEvent.recorded(trace.get(oomIndex), oomIndex));
         }
         try {
             return b.build();

@@ -9,6 +9,7 @@ import io.gpumem.history.TraceEntry;
 import io.gpumem.oom.OomReport;
 import io.gpumem.size.ByteSize;
 import io.gpumem.trace.align.FrameSignatures;
+import io.gpumem.trace.align.PredictedRecording;
 import io.gpumem.trace.align.RequestSequence;
 import io.gpumem.trace.io.EntryFields;
 import io.gpumem.trace.io.SourceFormat;
@@ -42,8 +43,11 @@ import java.util.Objects;
  * {@link #afterEntry}).
  */
 public final class TraceStates {
-    /** The device a replay of a requests-only file runs on when nothing sizes it: more than any GPU has. */
-    public static final long UNLIMITED = 1L << 50;
+    /**
+     * The device a replay of a requests-only file runs on when nothing sizes it: the largest device gpumem plays a
+     * program on ({@link PredictedRecording#MAX_DEVICE_BYTES}, hundreds of times any GPU's memory).
+     */
+    public static final long UNLIMITED = PredictedRecording.MAX_DEVICE_BYTES;
 
     private TraceStates() {}
 
@@ -98,9 +102,7 @@ public final class TraceStates {
         b.segments(start.segments());
         int oom = oomInForce(trace, n);
         if (oom >= 0) {
-            TraceEntry e = trace.get(oom);
-            b.oom(new OomEvent(
-                    e.size(), e.has(TraceEntry.DEVICE_FREE) ? e.deviceFree() : MemoryState.UNKNOWN, e.stream(), oom));
+            b.oom(OomEvent.recorded(trace.get(oom), oom));
         }
         try {
             return b.build();
@@ -150,22 +152,13 @@ public final class TraceStates {
             int entry = replay.stream().entry(run.failedOp());
             b.label(snapshot.source() + ", replayed under " + under + " on " + ByteSize.format(runCapacity)
                     + ": the request of entry #" + entry + " fails");
-            b.oom(new OomEvent(
-                    failure.roundedSize() > 0 ? failure.roundedSize() : failure.requestedBytes(),
-                    failure.deviceFree(),
-                    replay.stream().stream(run.failedOp()),
-                    entry));
+            b.oom(OomEvent.replayed(failure, replay.stream().stream(run.failedOp()), entry));
         } else {
             b.label(snapshot.source() + ", replayed under " + under + " to entry #" + n + " ("
                     + trace.get(n).actionName() + ")");
             int oom = oomInForce(trace, n);
             if (oom >= 0) {
-                TraceEntry e = trace.get(oom);
-                b.oom(new OomEvent(
-                        e.size(),
-                        e.has(TraceEntry.DEVICE_FREE) ? e.deviceFree() : MemoryState.UNKNOWN,
-                        e.stream(),
-                        oom));
+                b.oom(OomEvent.recorded(trace.get(oom), oom));
             }
         }
         for (SegmentInfo s : allocator.snapshot().segments()) {

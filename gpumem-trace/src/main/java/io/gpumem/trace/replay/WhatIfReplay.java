@@ -308,13 +308,7 @@ public final class WhatIfReplay {
     public RunOutcome playKeepingState(AllocatorConfig config, long capacity) {
         StreamRunner withHistory =
                 new StreamRunner(WindowStreams.compile(snapshot.traceOf(device), start, userEmptyCache, true));
-        return withHistory.run(
-                PolicyRegistry.exact(config),
-                StreamRunner.Options.builder(capacity)
-                        .stopAtFirstOom(true)
-                        .recordHistory(true)
-                        .keepAllocator(true)
-                        .build());
+        return withHistory.run(PolicyRegistry.exact(config), StreamRunner.Options.toFirstFailureKeepingState(capacity));
     }
 
     private static StreamRunner.Options.Builder policyOptions(long capacity) {
