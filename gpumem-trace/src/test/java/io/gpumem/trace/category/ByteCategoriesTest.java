@@ -98,6 +98,19 @@ class ByteCategoriesTest {
         return atPeak;
     }
 
+    /** Two layers, two steps of two sequence lengths: the small training the per-block tests classify. */
+    static TrainingWorkload smallTraining() {
+        return TrainingWorkload.builder()
+                .layers(2)
+                .hidden(128)
+                .heads(2)
+                .vocab(500)
+                .batch(2)
+                .seqSchedule(32, 64)
+                .steps(2)
+                .build();
+    }
+
     @ParameterizedTest(name = "keepGradients={0}")
     @ValueSource(booleans = {false, true})
     void generatedTrainingFindsEveryCategoryAtThePeakExactly(boolean keepGradients) {
@@ -126,15 +139,7 @@ class ByteCategoriesTest {
 
     @Test
     void everyBlockOfTheGeneratedTrainingHasItsKindsCategory() {
-        TrainingWorkload w = TrainingWorkload.builder()
-                .layers(2)
-                .hidden(128)
-                .heads(2)
-                .vocab(500)
-                .batch(2)
-                .seqSchedule(32, 64)
-                .steps(2)
-                .build();
+        TrainingWorkload w = smallTraining();
         ByteCategories categories = ByteCategories.of(recordingOf(w, true), 0);
         List<ByteCategory> expected = new ArrayList<>();
         for (int slot = 0; slot < w.stream().slots(); slot++) {
@@ -145,15 +150,7 @@ class ByteCategoriesTest {
 
     @Test
     void withoutFramesOnlyLifetimesClassifyAndTheSplitStillSumsToAllocated() {
-        TrainingWorkload w = TrainingWorkload.builder()
-                .layers(2)
-                .hidden(128)
-                .heads(2)
-                .vocab(500)
-                .batch(2)
-                .seqSchedule(32, 64)
-                .steps(2)
-                .build();
+        TrainingWorkload w = smallTraining();
         ByteCategories categories = ByteCategories.of(recordingOf(w, false), 0);
         assertThat(categories.framed()).isFalse();
         assertThat(categories.blocks())
@@ -183,15 +180,7 @@ class ByteCategoriesTest {
      */
     @Test
     void bytesCountUntilAFreeCompletesAndTheRulesReadTheRequest() {
-        TrainingWorkload w = TrainingWorkload.builder()
-                .layers(2)
-                .hidden(128)
-                .heads(2)
-                .vocab(500)
-                .batch(2)
-                .seqSchedule(32, 64)
-                .steps(2)
-                .build();
+        TrainingWorkload w = smallTraining();
         TraceSnapshot requestsOnly = recordingOf(w, true);
         List<TraceEntry> original = requestsOnly.traceOf(0);
         List<TraceEntry> trace = new ArrayList<>();
