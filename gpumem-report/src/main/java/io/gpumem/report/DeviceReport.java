@@ -24,8 +24,9 @@ import java.util.Map;
  * not recomputed), the what-if rows the user added, the timeline, and the segment maps at the analysed moment
  * (the OOM, if any) and at peak allocated.
  *
- * @param format    the file's format: one that records requests only has no reserved bytes to draw, and its states
- *                  are a replay's
+ * @param format    the file's format, as the page names it
+ * @param stateRecorded whether the file records the allocator's state ({@link TraceSnapshot#addressesRecorded}): one
+ *                  of requests only has no reserved bytes to draw, and its states are a replay's
  * @param extraRows what-if rows beyond the recommender's (user configurations, the demo's table)
  * @param categories what the live bytes are for, as {@code analyze} prints it (the timeline by category too)
  * @param notes     what could not be drawn and why
@@ -33,6 +34,7 @@ import java.util.Map;
 record DeviceReport(
         int device,
         SourceFormat format,
+        boolean stateRecorded,
         DeviceAnalysis analysis,
         List<RunOutcome> extraRows,
         PeakCategories categories,
@@ -110,6 +112,14 @@ record DeviceReport(
             maps.add(analysedMap);
         }
         return new DeviceReport(
-                d, snapshot.format(), analysis, List.copyOf(extraRows), categories, timeline, List.copyOf(maps), notes);
+                d,
+                snapshot.format(),
+                snapshot.addressesRecorded(),
+                analysis,
+                List.copyOf(extraRows),
+                categories,
+                timeline,
+                List.copyOf(maps),
+                notes);
     }
 }

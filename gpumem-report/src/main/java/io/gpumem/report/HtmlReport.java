@@ -133,7 +133,7 @@ public final class HtmlReport implements HtmlPage {
         h.append("<h3>Timeline</h3>\n<p class=\"hint\">Allocated bytes stacked by allocation site or by category (the"
                         + " toggle), ")
                 .append(
-                        d.format().recordsAllocatorState()
+                        d.stateRecorded()
                                 ? "reserved bytes as a line"
                                 : "without reserved bytes (" + esc(d.format().withArticle()) + " records none)")
                 .append(", over trace entries. Drag to zoom, double-click to reset, hover for figures.</p>\n");
@@ -187,7 +187,7 @@ public final class HtmlReport implements HtmlPage {
                 "peak allocated",
                 ByteSize.formatSigned(recorded != null ? recorded.peakAllocated() : t.peakAllocated),
                 (t.peakIndex >= 0 ? "around entry #" + t.peakIndex + " of " + t.entries() + "; " : "") + basis);
-        if (recorded == null && !d.format().recordsAllocatorState()) {
+        if (recorded == null && !d.stateRecorded()) {
             card(
                     h,
                     "peak reserved",

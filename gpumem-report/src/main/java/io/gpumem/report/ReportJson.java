@@ -66,7 +66,7 @@ final class ReportJson {
         g.writeArray(s.index(), 0, s.index().length);
         g.writeFieldName("alloc");
         g.writeArray(s.allocated(), 0, s.allocated().length);
-        if (r.format().recordsAllocatorState()) { // a file of requests only records no reserved bytes: no line
+        if (r.stateRecorded()) { // a file of requests only records no reserved bytes: no line
             g.writeFieldName("res");
             g.writeArray(s.reserved(), 0, s.reserved().length);
         }

@@ -134,7 +134,7 @@ public final class AnalyzeCommand extends GpumemCommand {
         session.whatIfProgress(TerminalProgress.forTerminal("analyze", "what-if runs"));
         TraceSnapshot snapshot = session.trace();
         Path file = input.file();
-        boolean requestsOnly = !snapshot.format().recordsAllocatorState();
+        boolean requestsOnly = !snapshot.addressesRecorded();
         List<Integer> devices = device != null ? List.of(device) : SnapshotStates.devices(snapshot);
         if (devices.isEmpty()) {
             out.println(json ? "[]" : file + ": no segments and no trace entries: nothing to analyse");

@@ -66,7 +66,7 @@ public record DeviceAnalysis(
         List<TraceEntry> trace = snapshot.traceOf(device);
         MemoryState state;
         int end;
-        if (!snapshot.format().recordsAllocatorState()) {
+        if (!snapshot.addressesRecorded()) {
             // no end state to analyse: the state a replay of the requests reaches after the entry asked for, the last
             // recorded oom, or the peak of allocated bytes; a replay whose request fails stops there, the moment then
             int oom = TraceStates.lastOom(trace);

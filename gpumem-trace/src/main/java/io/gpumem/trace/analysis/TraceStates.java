@@ -12,7 +12,6 @@ import io.gpumem.trace.align.FrameSignatures;
 import io.gpumem.trace.align.PredictedRecording;
 import io.gpumem.trace.align.RequestSequence;
 import io.gpumem.trace.io.EntryFields;
-import io.gpumem.trace.io.SourceFormat;
 import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.replay.WhatIfReplay;
@@ -76,7 +75,7 @@ public final class TraceStates {
             throw new IllegalArgumentException(
                     "entry " + n + " is outside device " + device + "'s trace (" + trace.size() + " entries)");
         }
-        if (!snapshot.format().recordsAllocatorState()) {
+        if (!snapshot.addressesRecorded()) {
             return replayedAfterEntry(snapshot, device, n, capacity);
         }
         TraceSnapshot suffix = withTrace(snapshot, device, trace.subList(n + 1, trace.size()));
@@ -116,7 +115,7 @@ public final class TraceStates {
     }
 
     /**
-     * For a file that records requests but no allocator state ({@link SourceFormat#recordsAllocatorState}): the state
+     * For a file that records requests but no allocator state ({@link TraceSnapshot#addressesRecorded}): the state
      * the exact allocator reaches under the recorded configuration (the defaults, or an ops script's {@code config}
      * line) after entry {@code n}, replaying the device's requests from an empty device of {@code capacity} bytes
      * (when it is unknown, the device an ops script declares, else an unlimited one: {@link #replayCapacity}). A request that fails stops the replay, as it would stop the job:

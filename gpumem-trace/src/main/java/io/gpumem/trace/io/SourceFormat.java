@@ -3,26 +3,24 @@ package io.gpumem.trace.io;
 /** Which file format a {@link TraceSnapshot} was read from, and how messages name it. */
 public enum SourceFormat {
     /** PyTorch 2.0 and older {@code memory_snapshot()}: a bare list of segments, no trace. */
-    PYTORCH_SEGMENT_LIST("a", "PyTorch segment list", true),
+    PYTORCH_SEGMENT_LIST("a", "PyTorch segment list"),
     /** PyTorch {@code _snapshot()} dict: segments, device traces, optional settings and annotations. */
-    PYTORCH_SNAPSHOT("a", "PyTorch snapshot", true),
+    PYTORCH_SNAPSHOT("a", "PyTorch snapshot"),
     /** RMM {@code logging_resource_adaptor} CSV: {@code Thread,Time,Action,Pointer,Size,Stream}. */
-    RMM_LOG("an", "RMM log", false),
+    RMM_LOG("an", "RMM log"),
     /** Tensor lifetimes {@code id,lower,upper,size}: buffers live over [lower, upper). */
-    LIFETIME_CSV("a", "tensor-lifetime CSV", false),
+    LIFETIME_CSV("a", "tensor-lifetime CSV"),
     /** A {@code gpumem sim} ops script. */
-    OPS_SCRIPT("a", "gpumem sim ops script", false),
+    OPS_SCRIPT("a", "gpumem sim ops script"),
     /** Built in memory (e.g. from gpumem's own allocator). */
-    GENERATED("a", "generated trace", true);
+    GENERATED("a", "generated trace");
 
     private final String article;
     private final String description;
-    private final boolean recordsAllocatorState;
 
-    SourceFormat(String article, String description, boolean recordsAllocatorState) {
+    SourceFormat(String article, String description) {
         this.article = article;
         this.description = description;
-        this.recordsAllocatorState = recordsAllocatorState;
     }
 
     /** The format as a message names it: {@code tensor-lifetime CSV}, {@code RMM log}, ... */
@@ -33,13 +31,5 @@ public enum SourceFormat {
     /** {@link #description()} after its indefinite article: {@code an RMM log}, {@code a PyTorch snapshot}. */
     public String withArticle() {
         return article + " " + description;
-    }
-
-    /**
-     * Whether files of this format record the caching allocator's state (segments and blocks); the others (an RMM
-     * log, a tensor-lifetime CSV, an ops script) record requests only, so a state of theirs is one a replay reaches.
-     */
-    public boolean recordsAllocatorState() {
-        return recordsAllocatorState;
     }
 }

@@ -15,7 +15,8 @@ import java.util.Objects;
  * <p>{@code allocatorSettings} and {@code externalAnnotations} are {@code null} when the file lacks the key;
  * {@code extra} keeps unknown top-level keys. {@code addressesRecorded} is false when the addresses in the
  * trace are not a PyTorch caching allocator's decisions (synthetic handles of a lifetime CSV, RMM's own
- * pointers): such a trace can be replayed for what-if questions but not checked for placement fidelity.
+ * pointers): such a file records requests but no allocator state, so it can be replayed for what-if questions (and
+ * its states are a replay's) but not checked for placement fidelity.
  *
  * <p>Immutable by convention: readers hand out unmodifiable lists.
  */
