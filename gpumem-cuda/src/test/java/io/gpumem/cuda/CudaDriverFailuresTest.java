@@ -12,6 +12,7 @@ import io.gpumem.device.DeviceException;
 import io.gpumem.device.DeviceOp;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.util.SplittableRandom;
 import java.util.function.BiConsumer;
 import java.util.function.Function;
 import java.util.stream.Stream;
@@ -25,8 +26,9 @@ import org.junit.jupiter.params.provider.MethodSource;
  * Every driver call {@link CudaDevice} makes, failed by the fake driver: the failure reaches the caller as a
  * {@link DeviceException} of the operation, naming the driver function and its error, and the device goes on working
  * (a failed destroy keeps its handle). Opening a device fails as {@link CudaUnavailableException} naming the call,
- * and gives back the primary context it had retained. The mutation run over this module found each of these paths
- * unchecked: a removed check or a driver result replaced by success went unnoticed.
+ * and gives back the primary context it had retained. Beside them, the checks the device makes before the driver
+ * sees a call, each at its bound, and the chunked copy of a heap segment. The mutation run over this module found
+ * each of these paths unchecked: a removed check or a driver result replaced by success went unnoticed.
  */
 class CudaDriverFailuresTest {
 
@@ -59,6 +61,12 @@ class CudaDriverFailuresTest {
         Function<CudaDevice, long[]> stream = d -> new long[] {d.createStream()};
         Function<CudaDevice, long[]> event = d -> new long[] {d.createEvent()};
         Function<CudaDevice, long[]> two = d -> new long[] {d.malloc(MiB), d.malloc(MiB)};
+        Function<CudaDevice, long[]> mapped = d -> {
+            long page = d.allocationGranularity();
+            long address = d.reserveAddressRange(page);
+            d.map(address, page, d.createPhysical(page));
+            return new long[] {address, page};
+        };
         return Stream.of(
                 new Call("cuMemGetInfo_v2", DeviceOp.MEM_GET_INFO, nothing, (d, h) -> d.freeMemory()),
                 new Call("cuStreamCreate", DeviceOp.CREATE_STREAM, nothing, (d, h) -> d.createStream()),
@@ -74,6 +82,7 @@ class CudaDriverFailuresTest {
                 new Call("cuEventQuery", DeviceOp.QUERY_EVENT, event, (d, h) -> d.queryEvent(h[0])),
                 new Call("cuEventSynchronize", DeviceOp.SYNCHRONIZE_EVENT, event, (d, h) -> d.synchronizeEvent(h[0])),
                 new Call("cuEventDestroy_v2", DeviceOp.DESTROY_EVENT, event, (d, h) -> d.destroyEvent(h[0])),
+                new Call("cuMemSetAccess", DeviceOp.SET_ACCESS, mapped, (d, h) -> d.setAccess(h[0], h[1])),
                 new Call("cuMemcpyDtoD_v2", DeviceOp.COPY, two, (d, h) -> d.copyDeviceToDevice(h[1], h[0], MiB)),
                 new Call("cuMemcpyDtoH_v2", DeviceOp.COPY, two, (d, h) -> {
                     try (Arena arena = Arena.ofConfined()) {
@@ -140,6 +149,67 @@ class CudaDriverFailuresTest {
                 .hasMessageContaining("cuMemFreeHost(0x");
         device.freePinnedHost(pinned);
         assertThat(FakeCuda.hostBytes()).isZero();
+    }
+
+    /** The checks CudaDevice makes before calling the driver, each at its boundary. */
+    @Test
+    void argumentsAreCheckedAtTheirBoundsBeforeTheDriverSeesThem() {
+        assertThatThrownBy(() -> device.malloc(0))
+                .isInstanceOfSatisfying(
+                        DeviceException.class,
+                        e -> assertThat(e.error()).isEqualTo(DeviceError.CUDA_ERROR_INVALID_VALUE));
+        long one = device.malloc(1);
+        long other = device.malloc(MiB);
+        device.copyDeviceToDevice(other, one, 0); // nothing to copy is a copy
+        assertThatThrownBy(() -> device.copyDeviceToDevice(other, one, -1)).isInstanceOf(DeviceException.class);
+        byte[] bytes = new byte[4096];
+        device.copyToHost(MemorySegment.ofArray(bytes), other, bytes.length); // the whole segment, and no more
+        assertThatThrownBy(() -> device.copyToHost(MemorySegment.ofArray(bytes), other, bytes.length + 1))
+                .isInstanceOf(DeviceException.class)
+                .hasMessageContaining("host segment of 4096 bytes");
+        assertThatThrownBy(() -> device.copyToHost(MemorySegment.ofArray(bytes).asReadOnly(), other, 16))
+                .isInstanceOf(DeviceException.class)
+                .hasMessageContaining("read-only");
+        device.copyToDevice(other, MemorySegment.ofArray(bytes).asReadOnly(), 16); // a read-only source is fine
+        assertThatThrownBy(() -> device.allocatePinnedHost(0)).isInstanceOf(IllegalArgumentException.class);
+        device.freePinnedHost(device.allocatePinnedHost(1));
+        assertThat(FakeCuda.calls("cuMemcpyDtoD_v2")).isEqualTo(1);
+    }
+
+    /**
+     * A heap segment has no stable address, so a copy to or from one goes through the thread's native buffer of
+     * 1 MiB a chunk at a time: a copy of two chunks and a part reads back byte for byte.
+     */
+    @Test
+    void aHeapSegmentLargerThanTheBounceBufferRoundTripsByteForByte() {
+        int n = (2 << 20) + 12_345;
+        byte[] written = new byte[n];
+        new SplittableRandom(7).nextBytes(written);
+        long address = device.malloc(n);
+        device.copyToDevice(address, MemorySegment.ofArray(written), n);
+        byte[] read = new byte[n];
+        device.copyToHost(MemorySegment.ofArray(read), address, n);
+        assertThat(read).isEqualTo(written);
+        assertThat(FakeCuda.calls("cuMemcpyHtoD_v2")).isEqualTo(3);
+        assertThat(FakeCuda.calls("cuMemcpyDtoH_v2")).isEqualTo(3);
+    }
+
+    @Test
+    void anOrdinalTheDriverDoesNotHaveIsRefusedWithTheDevicesItHas() {
+        assertThatThrownBy(() -> CudaDevice.open(FakeCuda.LIBRARY.toString(), 1))
+                .isInstanceOf(CudaUnavailableException.class)
+                .hasMessage("no CUDA device 1: the driver reports 1 device(s), numbered 0 to 0");
+        assertThatThrownBy(() -> CudaDevice.open(FakeCuda.LIBRARY.toString(), -1))
+                .isInstanceOf(CudaUnavailableException.class)
+                .hasMessageContaining("no CUDA device -1");
+    }
+
+    @Test
+    void closingTwiceReleasesTheContextOnce() {
+        long released = FakeCuda.calls("cuDevicePrimaryCtxRelease_v2");
+        device.close();
+        device.close();
+        assertThat(FakeCuda.calls("cuDevicePrimaryCtxRelease_v2")).isEqualTo(released + 1);
     }
 
     static Stream<String> openingCalls() {
