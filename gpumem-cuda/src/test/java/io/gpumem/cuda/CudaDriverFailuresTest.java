@@ -163,6 +163,7 @@ class CudaDriverFailuresTest {
         device.copyDeviceToDevice(other, one, 0); // nothing to copy is a copy
         assertThatThrownBy(() -> device.copyDeviceToDevice(other, one, -1)).isInstanceOf(DeviceException.class);
         byte[] bytes = new byte[4096];
+        device.copyToHost(MemorySegment.ofArray(bytes), other, 0); // nothing to copy is a copy
         device.copyToHost(MemorySegment.ofArray(bytes), other, bytes.length); // the whole segment, and no more
         assertThatThrownBy(() -> device.copyToHost(MemorySegment.ofArray(bytes), other, bytes.length + 1))
                 .isInstanceOf(DeviceException.class)
@@ -208,6 +209,7 @@ class CudaDriverFailuresTest {
     void closingTwiceReleasesTheContextOnce() {
         long released = FakeCuda.calls("cuDevicePrimaryCtxRelease_v2");
         device.close();
+        assertThat(FakeCuda.calls("cuDevicePrimaryCtxRelease_v2")).isEqualTo(released + 1);
         device.close();
         assertThat(FakeCuda.calls("cuDevicePrimaryCtxRelease_v2")).isEqualTo(released + 1);
     }
