@@ -8,6 +8,7 @@ import io.gpumem.cli.options.OutputFile;
 import io.gpumem.cli.options.TraceFileOptions;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.config.ConfigException;
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.history.MemorySnapshot;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.size.ByteSize;
@@ -26,7 +27,9 @@ import java.io.IOException;
 import java.io.PrintWriter;
 import java.io.UncheckedIOException;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Locale;
+import java.util.Objects;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
@@ -76,7 +79,9 @@ public final class ReplayCommand extends GpumemCommand {
             names = "--snapshot",
             paramLabel = "OUT",
             description = "Write the model's end state and history as a PyTorch snapshot pickle (opens in memory_viz),"
-                    + " keeping everything the recording had: stack frames, time_us, oom entries, annotations.")
+                    + " keeping everything the recording had: stack frames, time_us, oom entries, annotations. For a"
+                    + " file of requests only (RMM log, lifetime CSV, ops script): the layout the caching allocator"
+                    + " gives its requests, up to the first one that does not fit on --capacity.")
     Path snapshotOut;
 
     @Option(
@@ -99,7 +104,8 @@ public final class ReplayCommand extends GpumemCommand {
             paramLabel = "SIZE",
             converter = SizeConverter.class,
             description = "Device memory assumed for sizing expandable-segment reservations (PyTorch reserves"
-                    + " ceil(1.125 x memory / page) pages), e.g. 80GiB. Default: 4,560 x 20 MiB / 1.125 (about 79.17 GiB),"
+                    + " ceil(1.125 x memory / page) pages), e.g. 80GiB; for a file of requests only, the device its"
+                    + " requests are replayed on for --snapshot. Default: 4,560 x 20 MiB / 1.125 (about 79.17 GiB),"
                     + " the size the public expandable-segments trace implies.")
     Long capacityBytes;
 
@@ -125,6 +131,9 @@ public final class ReplayCommand extends GpumemCommand {
             writePolicySnapshot(session, policySpec, gpuMemory, out);
             return 0;
         }
+        if (!trace.addressesRecorded()) {
+            return requestsOnly(session, whatIf, gpuMemory, out);
+        }
         OracleReplay replay = new OracleReplay(gpuMemory)
                 .progress(TerminalProgress.forTerminal("replay", "entries"))
                 .writeSnapshot(snapshotOut != null);
@@ -137,9 +146,6 @@ public final class ReplayCommand extends GpumemCommand {
             // The end state cannot be rebuilt into an allocator (blocks that do not tile their segment, sizes
             // that are not multiples of 512, ...): the file is inconsistent, not gpumem.
             throw new InconsistentSnapshotException(trace.source(), e);
-        }
-        if (check && !trace.addressesRecorded()) {
-            throw new BadInputException(trace.source() + ": " + report.notes().getFirst());
         }
         print(out, report);
         if (snapshotOut != null && replay.replayedSnapshot() == null) {
@@ -225,6 +231,48 @@ public final class ReplayCommand extends GpumemCommand {
             }
             g.writeEndObject();
         });
+    }
+
+    /**
+     * A file of requests only (an RMM log, a tensor-lifetime CSV, an ops script) has no recorded placement to check:
+     * says so (refused under {@code --check}); with {@code --snapshot}, writes the layout the caching allocator gives
+     * its requests instead, under the recorded configuration or {@code --config}, on a device of {@code capacity},
+     * up to the first request that does not fit there.
+     */
+    private int requestsOnly(TraceSession session, AllocatorConfig whatIf, long capacity, PrintWriter out) {
+        TraceSnapshot trace = session.trace();
+        String what = trace.format().withArticle()
+                + ": it records requests but not the allocator's addresses, so placement cannot be checked";
+        String why = trace.source() + " is " + what;
+        if (check) {
+            throw new BadInputException(why);
+        }
+        long devices = trace.deviceTraces().stream().filter(t -> !t.isEmpty()).count();
+        out.println(
+                "trace " + trace.source() + ": " + trace.entryCount() + " entries on " + devices + " device trace(s)");
+        out.println("note: the file is " + what);
+        if (snapshotOut != null && devices > 0) {
+            int d = session.busiestDevice();
+            AllocatorConfig config = whatIf != null ? whatIf : session.recordedConfig();
+            RunOutcome run = session.playKeepingState(d, config, capacity);
+            MemorySnapshot end =
+                    Objects.requireNonNull(run.allocator(), "a kept allocator").snapshot();
+            write(AllocatorSnapshots.toTraceSnapshot(end, trace.source()), snapshotOut);
+            String conf = config.raw().isEmpty() ? "the default configuration" : config.raw();
+            out.println("device " + d + " replayed under " + conf + " on " + ByteSize.format(capacity) + ": "
+                    + end.segments().size() + " segments"
+                    + (run.failedOp() >= 0
+                            ? "; the request of entry #"
+                                    + session.window(d).replay().stream().entry(run.failedOp())
+                                    + " does not fit, and the snapshot is the state it failed in"
+                            : "")
+                    + "; snapshot written to " + snapshotOut);
+        }
+        if (json) {
+            out.println(json(new FidelityReport(trace.source(), List.of(), List.of(why))));
+        }
+        out.flush();
+        return 0;
     }
 
     /**

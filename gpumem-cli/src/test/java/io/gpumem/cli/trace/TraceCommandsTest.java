@@ -22,6 +22,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
+import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -201,6 +202,65 @@ class TraceCommandsTest {
         }
         CliRun line = run("replay", badRmm.toString());
         assertThat(line.err()).contains("line 2, field Size");
+    }
+
+    /**
+     * {@code replay --snapshot} of a file of requests only writes the layout the caching allocator gives its requests
+     * (there is no recorded placement to replay in oracle mode): the snapshot's end state is the state {@code analyze}
+     * replays the log to at its last entry, pool for pool; on a device too small, the snapshot is the state the first
+     * request that does not fit failed in, with its oom entry.
+     */
+    @Test
+    void aFileOfRequestsOnlyIsReplayedIntoTheCachingAllocatorsLayout(@TempDir Path dir) throws Exception {
+        StringBuilder log = new StringBuilder("Thread,Time,Action,Pointer,Size,Stream\n");
+        java.util.SplittableRandom random = new SplittableRandom(17);
+        List<long[]> live = new ArrayList<>();
+        long next = 0x7f0000000000L;
+        int lines = 0;
+        for (int i = 0; i < 300; i++) {
+            if (!live.isEmpty() && random.nextInt(5) < 2) {
+                long[] b = live.remove(random.nextInt(live.size()));
+                log.append(String.format("1,%d.%03d,free,0x%x,%d,0x0%n", i / 1000, i % 1000, b[0], b[1]));
+            } else {
+                long size = random.nextInt(3) == 0 ? 1 + random.nextInt(100_000) : (1 + random.nextInt(40)) << 20;
+                log.append(String.format("1,%d.%03d,allocate,0x%x,%d,0x0%n", i / 1000, i % 1000, next, size));
+                live.add(new long[] {next, size});
+                next += (size + 4095) & ~4095L;
+            }
+            lines++;
+        }
+        Path csv = dir.resolve("requests.csv");
+        Files.writeString(csv, log);
+        Path pickle = dir.resolve("replayed.pickle");
+        CliRun replay = run("replay", csv.toString(), "--snapshot", pickle.toString());
+        assertThat(replay.exit()).as(replay.err()).isZero();
+        assertThat(replay.out())
+                .contains("placement cannot be checked")
+                .contains("replayed under the default configuration")
+                .doesNotContain("does not fit");
+        int entries = Integer.parseInt(replay.out().replaceAll("(?s).*: (\\d+) entries on 1 device trace.*", "$1"));
+        assertThat(entries).isGreaterThanOrEqualTo(lines);
+
+        CliRun ofSnapshot = run("analyze", pickle.toString(), "--no-compare");
+        CliRun ofLog = run("analyze", csv.toString(), "--no-compare", "--at", Integer.toString(entries - 1));
+        assertThat(ofSnapshot.exit()).as(ofSnapshot.err()).isZero();
+        assertThat(ofLog.exit()).as(ofLog.err()).isZero();
+        assertThat(poolRows(ofSnapshot.out())).hasSize(3).isEqualTo(poolRows(ofLog.out()));
+
+        Path small = dir.resolve("small.pickle");
+        CliRun tight = run("replay", csv.toString(), "--snapshot", small.toString(), "--capacity", "64MiB");
+        assertThat(tight.exit()).as(tight.err()).isZero();
+        assertThat(tight.out()).contains("does not fit, and the snapshot is the state it failed in");
+        CliRun failed = run("analyze", small.toString(), "--no-compare");
+        assertThat(failed.out()).contains("because: oom entry #");
+    }
+
+    /** The per-pool rows of {@code analyze}'s text (small_pool, large_pool, all). */
+    private static List<String> poolRows(String analyzeOutput) {
+        return analyzeOutput
+                .lines()
+                .filter(l -> l.startsWith("small_pool ") || l.startsWith("large_pool ") || l.startsWith("all "))
+                .toList();
     }
 
     /**

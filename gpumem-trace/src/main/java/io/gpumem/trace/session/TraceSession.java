@@ -347,6 +347,22 @@ public final class TraceSession {
     }
 
     /**
+     * {@code device}'s window played on the exact allocator under {@code config} on a device of {@code capacity},
+     * stopped at its first failed request, with the allocator kept ({@link WhatIfReplay#playKeepingState}): the
+     * layout the caching allocator gives a file of requests only.
+     *
+     * @throws InconsistentSnapshotException when the window cannot be rebuilt or replayed
+     */
+    public RunOutcome playKeepingState(int device, AllocatorConfig config, long capacity) {
+        DeviceWindow w = window(device);
+        try {
+            return w.replay().playKeepingState(config, capacity);
+        } catch (IllegalArgumentException | IllegalStateException e) {
+            throw new InconsistentSnapshotException(source(), e);
+        }
+    }
+
+    /**
      * Starts classifying {@code device}'s bytes ({@link ByteCategories}, over this session's window) on a thread of
      * its own, so that it runs beside the what-if runs {@link #analyze} starts next rather than after them;
      * {@link #peakCategories} takes the result. Does nothing for a device without requests (nothing to classify)
