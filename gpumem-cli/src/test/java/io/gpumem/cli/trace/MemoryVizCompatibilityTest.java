@@ -139,9 +139,21 @@ class MemoryVizCompatibilityTest {
         CliRun w = CliRun.run(
                 "replay", "--config", "expandable_segments:True", "--snapshot", whatIf.toString(), demo.toString());
         assertThat(w.exit()).as(w.err()).isZero();
+        // a file of requests only, replayed into the caching allocator's layout
+        Path log = Files.writeString(dir.resolve("rmm.csv"), """
+                Thread,Time,Action,Pointer,Size,Stream
+                1,0.001,allocate,0x7f0000000000,1000,0x0
+                1,0.002,allocate,0x7f0000100000,31457280,0x0
+                1,0.003,allocate,0x7f0002000000,4194304,0x0
+                1,0.004,free,0x7f0000100000,31457280,0x0
+                1,0.005,allocate,0x7f0004000000,8388608,0x0
+                """);
+        Path fromLog = dir.resolve("rmm.pickle");
+        CliRun l = CliRun.run("replay", "--snapshot", fromLog.toString(), log.toString());
+        assertThat(l.exit()).as(l.err()).isZero();
 
         List<Job> jobs = new ArrayList<>();
-        for (Path snapshot : List.of(demo, sim, replayed, whatIf)) {
+        for (Path snapshot : List.of(demo, sim, replayed, whatIf, fromLog)) {
             for (String sub : SUBCOMMANDS) {
                 jobs.add(new Job(sub, snapshot, dir.resolve(snapshot.getFileName() + "." + sub + ".out")));
             }
