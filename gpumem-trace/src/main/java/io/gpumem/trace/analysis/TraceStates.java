@@ -118,9 +118,10 @@ public final class TraceStates {
      * For a file that records requests but no allocator state ({@link TraceSnapshot#addressesRecorded}): the state
      * the exact allocator reaches under the recorded configuration (the defaults, or an ops script's {@code config}
      * line) after entry {@code n}, replaying the device's requests from an empty device of {@code capacity} bytes
-     * (when it is unknown, the device an ops script declares, else an unlimited one: {@link #replayCapacity}). A request that fails stops the replay, as it would stop the job:
-     * the state is then the one it failed in, with its OOM, at an entry at or before {@code n}. Otherwise an
-     * {@code oom} entry the file recorded at {@code n} (an RMM log's {@code allocate failure}) is the state's OOM.
+     * (when it is unknown, the device an ops script declares, else an unlimited one: {@link #replayCapacity}). A
+     * request that fails stops the replay, as it would stop the job: the state is then the one it failed in, with
+     * its OOM, at an entry at or before {@code n}. Otherwise an {@code oom} entry the file recorded at {@code n} (an
+     * RMM log's {@code allocate failure}) is the state's OOM.
      */
     private static MemoryState replayedAfterEntry(TraceSnapshot snapshot, int device, int n, long capacity) {
         TraceSnapshot prefix =
