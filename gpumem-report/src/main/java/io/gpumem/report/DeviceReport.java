@@ -27,6 +27,8 @@ import java.util.Map;
  * @param format    the file's format, as the page names it
  * @param stateRecorded whether the file records the allocator's state ({@link TraceSnapshot#addressesRecorded}): one
  *                  of requests only has no reserved bytes to draw, and its states are a replay's
+ * @param replayedPeakReserved for a file of requests only that no compare run replayed, the peak reserved bytes of
+ *                  its requests replayed under the recorded configuration with unlimited memory; −1 otherwise
  * @param extraRows what-if rows beyond the recommender's (user configurations, the demo's table)
  * @param categories what the live bytes are for, as {@code analyze} prints it (the timeline by category too)
  * @param notes     what could not be drawn and why
@@ -35,6 +37,7 @@ record DeviceReport(
         int device,
         SourceFormat format,
         boolean stateRecorded,
+        long replayedPeakReserved,
         DeviceAnalysis analysis,
         List<RunOutcome> extraRows,
         PeakCategories categories,
@@ -111,10 +114,20 @@ record DeviceReport(
             maps.add(peakMap);
             maps.add(analysedMap);
         }
+        long replayedPeakReserved = -1;
+        if (!snapshot.addressesRecorded() && analysis.recommendations().baseline() == null) {
+            // the file records no reserved bytes and no compare run replayed it: one replay says what it reserves
+            try {
+                replayedPeakReserved = session.window(d).replay().runOnce(config, TraceStates.UNLIMITED);
+            } catch (RuntimeException e) {
+                notes.add("the requests could not be replayed for their peak reserved bytes (" + e.getMessage() + ")");
+            }
+        }
         return new DeviceReport(
                 d,
                 snapshot.format(),
                 snapshot.addressesRecorded(),
+                replayedPeakReserved,
                 analysis,
                 List.copyOf(extraRows),
                 categories,

@@ -188,11 +188,16 @@ public final class HtmlReport implements HtmlPage {
                 ByteSize.formatSigned(recorded != null ? recorded.peakAllocated() : t.peakAllocated),
                 (t.peakIndex >= 0 ? "around entry #" + t.peakIndex + " of " + t.entries() + "; " : "") + basis);
         if (recorded == null && !d.stateRecorded()) {
+            String conf = d.analysis().analysis().state().allocatorConf().orElse("");
             card(
                     h,
                     "peak reserved",
-                    "not recorded",
-                    d.format().withArticle() + " records requests only; the state analysed below is a replay's");
+                    d.replayedPeakReserved() >= 0 ? ByteSize.formatSigned(d.replayedPeakReserved()) : "not recorded",
+                    d.format().withArticle() + " records requests only"
+                            + (d.replayedPeakReserved() >= 0
+                                    ? ": a replay of them under "
+                                            + (conf.isEmpty() ? "the default configuration" : conf)
+                                    : "; the state analysed below is a replay's"));
         } else {
             card(
                     h,

@@ -10,6 +10,7 @@ import io.gpumem.alloc.Pool;
 import io.gpumem.cli.CliRun;
 import io.gpumem.history.FileKeys;
 import io.gpumem.history.SegmentInfo;
+import io.gpumem.size.ByteSize;
 import io.gpumem.trace.io.PytorchSnapshotWriter;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
@@ -253,6 +254,17 @@ class TraceCommandsTest {
         assertThat(tight.out()).contains("does not fit, and the snapshot is the state it failed in");
         CliRun failed = run("analyze", small.toString(), "--no-compare");
         assertThat(failed.out()).contains("because: oom entry #");
+
+        // the report's card: the log records no reserved bytes, so the page shows what a replay of it reserves (its
+        // own replay, or the recommender's baseline when the analysis ran compare runs), compare's recorded row
+        Path page = dir.resolve("page.html");
+        CliRun report = run("report", csv.toString(), "-o", page.toString());
+        assertThat(report.exit()).as(report.err()).isZero();
+        CliRun cmp = run("compare", csv.toString(), "--json");
+        long peakReserved = (Long) parseArray(cmp.lastLine()).getFirst().get("peak_reserved");
+        assertThat(Files.readString(page))
+                .contains("<div class=\"label\">peak reserved</div><div class=\"value\">"
+                        + ByteSize.formatSigned(peakReserved) + "</div>");
     }
 
     /** The per-pool rows of {@code analyze}'s text (small_pool, large_pool, all). */
