@@ -76,8 +76,11 @@ public final class DiagnosisRules {
         Pool pool = SizeRules.poolFor(request);
         long largest = a.largestFree(pool, oom.stream());
         long unallocated = all.unallocated();
-        String trigger = "oom" + (oom.entryIndex() >= 0 ? " entry #" + oom.entryIndex() : "") + ": a request of "
-                + ByteSize.formatSigned(request) + " on stream " + oom.stream() + " (" + pool.statName() + ") failed";
+        String where = oom.entryIndex() < 0
+                ? "oom"
+                : (oom.replayed() ? "replayed oom at entry #" : "oom entry #") + oom.entryIndex();
+        String trigger = where + ": a request of " + ByteSize.formatSigned(request) + " on stream " + oom.stream()
+                + " (" + pool.statName() + ") failed";
         evidence.add("largest free block of " + pool.statName() + " on stream " + oom.stream() + ": "
                 + ByteSize.formatSigned(largest) + " (< " + ByteSize.formatSigned(request) + ")");
         evidence.add("reserved but unallocated: " + ByteSize.formatSigned(unallocated) + " in " + all.freeBlocks()

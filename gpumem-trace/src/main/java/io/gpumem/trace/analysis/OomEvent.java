@@ -10,12 +10,19 @@ import io.gpumem.oom.OomReport;
  * @param deviceFree   free device memory the driver reported at that moment, or −1 when unknown
  * @param stream       the stream the request was on
  * @param entryIndex   index of the trace entry, or −1 when it did not come from a trace
+ * @param replayed     whether a replay hit it at that entry, rather than the recording (a file of requests only has
+ *                     no {@code oom} entry there to name)
  */
-public record OomEvent(long requestBytes, long deviceFree, long stream, long entryIndex) {
+public record OomEvent(long requestBytes, long deviceFree, long stream, long entryIndex, boolean replayed) {
     public OomEvent {
         if (requestBytes <= 0) {
             throw new IllegalArgumentException("oom request size must be positive, got " + requestBytes);
         }
+    }
+
+    /** An out-of-memory the trace recorded, or one the simulation hit outside any trace ({@code entryIndex} −1). */
+    public OomEvent(long requestBytes, long deviceFree, long stream, long entryIndex) {
+        this(requestBytes, deviceFree, stream, entryIndex, false);
     }
 
     /** The out-of-memory an {@code oom} entry recorded, at trace index {@code index}. */
@@ -37,6 +44,7 @@ public record OomEvent(long requestBytes, long deviceFree, long stream, long ent
                 report.roundedSize() > 0 ? report.roundedSize() : report.requestedBytes(),
                 report.deviceFree(),
                 stream,
-                index);
+                index,
+                index >= 0);
     }
 }

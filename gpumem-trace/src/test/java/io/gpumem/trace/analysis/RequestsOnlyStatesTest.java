@@ -146,6 +146,10 @@ class RequestsOnlyStatesTest {
 
         DeviceAnalysis analysis = DeviceAnalysis.of(log, 0, null, capacity, 5, false, usable -> null, List.of());
         assertThat(analysis.end()).as("the analysed moment is the failure").isEqualTo(failedAt[0] + 1);
+        assertThat(oom.replayed()).isTrue();
+        assertThat(analysis.analysis().diagnosis().trigger())
+                .as("the log has no oom entry there: the replay hit it")
+                .startsWith("replayed oom at entry #" + failedAt[0] + ": ");
         assertThat(analysis.analysis().diagnosis().kind()).isNotEqualTo(DiagnosisKind.NONE);
     }
 
@@ -246,6 +250,7 @@ class RequestsOnlyStatesTest {
         assertThat(analysis.end() - 1).as("the recorded failure is the moment").isEqualTo(failure);
         OomEvent oom = analysis.analysis().state().oom().orElseThrow();
         assertThat(oom.entryIndex()).isEqualTo(failure);
+        assertThat(oom.replayed()).as("the log recorded it").isFalse();
         assertThat(oom.requestBytes()).isEqualTo(99_999_999_999L);
         assertThat(analysis.analysis().all().allocated())
                 .as("the 10 MiB block is live")
