@@ -478,15 +478,9 @@ public final class KvSimCommand extends GpumemCommand {
     private TimeModel timeModel(Supplier<TimeModel> build) {
         try {
             return build.get();
-        } catch (IllegalArgumentException e) {
-            String message = e.getMessage();
-            for (Map.Entry<String, String> f : TIME_FLAG_OF.entrySet()) {
-                String figure = "time model: " + f.getKey() + " ";
-                if (message.startsWith(figure)) {
-                    throw bad(f.getValue() + " " + message.substring(figure.length()));
-                }
-            }
-            throw bad("--time-*: " + message);
+        } catch (TimeModel.BadFigure e) {
+            String flag = TIME_FLAG_OF.get(e.figure());
+            throw bad(flag != null ? flag + " " + e.problem() : "--time-*: " + e.getMessage());
         }
     }
 

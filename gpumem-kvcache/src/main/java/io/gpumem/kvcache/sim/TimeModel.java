@@ -37,8 +37,8 @@ public record TimeModel(
      * Checks every figure: bandwidths and bytes per token positive (an infinite bandwidth moves bytes in no time),
      * weights and times finite and not negative.
      *
-     * @throws IllegalArgumentException naming the first figure out of range: {@code time model: NAME must be ...,
-     *     got VALUE}, NAME the record component
+     * @throws BadFigure naming the first figure out of range: {@code time model: NAME must be ..., got VALUE}, NAME
+     *     the record component
      */
     public TimeModel {
         notNegative("weightBytes", weightBytes);
@@ -53,21 +53,47 @@ public record TimeModel(
         notNegative("netLatencyUs", netLatencyUs);
     }
 
+    /**
+     * A figure of the time model out of range: which one ({@link #figure}, the record component's name, so that a
+     * caller can name its own setting for it) and what is wrong with it ({@link #problem}).
+     */
+    public static final class BadFigure extends IllegalArgumentException {
+        private static final long serialVersionUID = 1L;
+        private final String figure;
+        private final String problem;
+
+        BadFigure(String figure, String problem) {
+            super("time model: " + figure + " " + problem);
+            this.figure = figure;
+            this.problem = problem;
+        }
+
+        /** The record component out of range, e.g. {@code hbmGBps}. */
+        public String figure() {
+            return figure;
+        }
+
+        /** What is wrong with it, e.g. {@code must be a positive number, got 0.0}. */
+        public String problem() {
+            return problem;
+        }
+    }
+
     private static void positive(String name, long v) {
         if (v <= 0) {
-            throw new IllegalArgumentException("time model: " + name + " must be a positive number, got " + v);
+            throw new BadFigure(name, "must be a positive number, got " + v);
         }
     }
 
     private static void positive(String name, double v) {
         if (!(v > 0)) {
-            throw new IllegalArgumentException("time model: " + name + " must be a positive number, got " + v);
+            throw new BadFigure(name, "must be a positive number, got " + v);
         }
     }
 
     private static void notNegative(String name, double v) {
         if (!(v >= 0) || Double.isInfinite(v)) {
-            throw new IllegalArgumentException("time model: " + name + " must be a finite number >= 0, got " + v);
+            throw new BadFigure(name, "must be a finite number >= 0, got " + v);
         }
     }
 
