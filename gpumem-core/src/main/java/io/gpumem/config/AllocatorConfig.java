@@ -1,6 +1,7 @@
 package io.gpumem.config;
 
 import java.util.Arrays;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The caching allocator's settings, as {@code PYTORCH_CUDA_ALLOC_CONF} expresses them (allocator.md §9).
@@ -64,6 +65,19 @@ public final class AllocatorConfig {
     /** The raw configuration string this config was parsed from ("" for defaults). */
     public String raw() {
         return v.raw;
+    }
+
+    /** This configuration as a sentence names it: {@link #inWords(String)} of its raw string. */
+    public String inWords() {
+        return inWords(v.raw);
+    }
+
+    /**
+     * A configuration string as a sentence names it: the string, or {@code the default configuration} when it is
+     * empty or absent ({@code null}: a file that recorded no settings).
+     */
+    public static String inWords(@Nullable String raw) {
+        return raw == null || raw.isEmpty() ? "the default configuration" : raw;
     }
 
     /** {@code native} (default) or {@code cudaMallocAsync}. */

@@ -5,6 +5,7 @@ import static io.gpumem.report.Html.esc;
 import static io.gpumem.report.Html.num;
 
 import io.gpumem.alloc.Pool;
+import io.gpumem.config.AllocatorConfig;
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.policy.PolicyRegistry;
 import io.gpumem.size.ByteSize;
@@ -188,15 +189,14 @@ public final class HtmlReport implements HtmlPage {
                 ByteSize.formatSigned(recorded != null ? recorded.peakAllocated() : t.peakAllocated),
                 (t.peakIndex >= 0 ? "around entry #" + t.peakIndex + " of " + t.entries() + "; " : "") + basis);
         if (recorded == null && !d.stateRecorded()) {
-            String conf = d.analysis().analysis().state().allocatorConf().orElse("");
+            String conf = d.analysis().analysis().state().allocatorConf().orElse(null);
             card(
                     h,
                     "peak reserved",
                     d.replayedPeakReserved() >= 0 ? ByteSize.formatSigned(d.replayedPeakReserved()) : "not recorded",
                     d.format().withArticle() + " records requests only"
                             + (d.replayedPeakReserved() >= 0
-                                    ? ": a replay of them under "
-                                            + (conf.isEmpty() ? "the default configuration" : conf)
+                                    ? ": a replay of them under " + AllocatorConfig.inWords(conf)
                                     : "; the state analysed below is a replay's"));
         } else {
             card(

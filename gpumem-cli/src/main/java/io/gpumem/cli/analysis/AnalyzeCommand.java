@@ -8,6 +8,7 @@ import io.gpumem.cli.options.StartOptions;
 import io.gpumem.cli.options.TraceFileOptions;
 import io.gpumem.cli.report.HtmlOutput;
 import io.gpumem.cli.trace.TerminalProgress;
+import io.gpumem.config.AllocatorConfig;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.report.HtmlReport;
@@ -164,7 +165,7 @@ public final class AnalyzeCommand extends GpumemCommand {
                     + ": it records requests but no allocator state, so the states below are those a replay of its"
                     + " requests reaches"
                     + (at == null ? " (at its peak of allocated bytes, or where a request fails)" : "")
-                    + " under " + (conf == null || conf.isEmpty() ? "the default configuration" : conf)
+                    + " under " + AllocatorConfig.inWords(conf)
                     + (replayedOn == TraceStates.UNLIMITED
                             ? " with unlimited memory"
                             : " on " + ByteSize.format(replayedOn)

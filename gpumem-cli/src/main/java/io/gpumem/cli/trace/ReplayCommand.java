@@ -258,8 +258,8 @@ public final class ReplayCommand extends GpumemCommand {
             MemorySnapshot end =
                     Objects.requireNonNull(run.allocator(), "a kept allocator").snapshot();
             write(AllocatorSnapshots.toTraceSnapshot(end, trace.source()), snapshotOut);
-            String conf = config.raw().isEmpty() ? "the default configuration" : config.raw();
-            out.println("device " + d + " replayed under " + conf + " on " + ByteSize.format(capacity) + ": "
+            out.println("device " + d + " replayed under " + config.inWords() + " on " + ByteSize.format(capacity)
+                    + ": "
                     + end.segments().size() + " segments"
                     + (run.failedOp() >= 0
                             ? "; the request of entry #"

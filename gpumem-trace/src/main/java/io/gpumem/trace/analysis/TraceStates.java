@@ -142,7 +142,7 @@ public final class TraceStates {
         GpuAllocator allocator = Objects.requireNonNull(run.allocator(), "a kept allocator");
         List<TraceEntry> trace = snapshot.traceOf(device);
         String conf = snapshot.recordedConfString();
-        String under = conf == null || conf.isEmpty() ? "the default configuration" : conf;
+        String under = AllocatorConfig.inWords(conf);
         MemoryState.Builder b = MemoryState.builder().device(device).capacity(capacity);
         if (conf != null) {
             b.allocatorConf(conf);
