@@ -42,10 +42,7 @@ public final class CapacityOptions {
      * share of the capacity would be nonsense. The sentence says what is wrong; the caller says what it does.
      */
     public String problemWith(DeviceAnalysis result, Path file) {
-        long reserved = 0;
-        for (var segment : result.analysis().state().segments()) {
-            reserved += segment.totalSize();
-        }
+        long reserved = result.analysis().all().reserved();
         if (bytes == null || reserved <= bytes) {
             return null;
         }

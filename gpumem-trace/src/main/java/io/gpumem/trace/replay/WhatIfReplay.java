@@ -291,8 +291,7 @@ public final class WhatIfReplay {
      * and the trace show the recorded frames; the start state's blocks have none.
      */
     public MemorySnapshot policySnapshot(PolicySpec spec, long capacity) {
-        StreamRunner withHistory =
-                new StreamRunner(WindowStreams.compile(snapshot.traceOf(device), start, userEmptyCache, true));
+        StreamRunner withHistory = withHistory();
         RunOutcome o = withHistory.run(
                 withHistory.prepare(spec),
                 policyOptions(capacity).recordHistory(true).keepAllocator(true).build());
@@ -306,9 +305,16 @@ public final class WhatIfReplay {
      * ops of {@link #stream()}: the two streams differ only in the sites and times this one carries.
      */
     public RunOutcome playKeepingState(AllocatorConfig config, long capacity) {
-        StreamRunner withHistory =
-                new StreamRunner(WindowStreams.compile(snapshot.traceOf(device), start, userEmptyCache, true));
-        return withHistory.run(PolicyRegistry.exact(config), StreamRunner.Options.toFirstFailureKeepingState(capacity));
+        return withHistory()
+                .run(PolicyRegistry.exact(config), StreamRunner.Options.toFirstFailureKeepingState(capacity));
+    }
+
+    /**
+     * A runner of the window compiled with each request's stack and time (for runs that record history): compiled
+     * per call, as the runs that want it are one-off (a snapshot to write or analyse), and most runs do not.
+     */
+    private StreamRunner withHistory() {
+        return new StreamRunner(WindowStreams.compile(snapshot.traceOf(device), start, userEmptyCache, true));
     }
 
     private static StreamRunner.Options.Builder policyOptions(long capacity) {
