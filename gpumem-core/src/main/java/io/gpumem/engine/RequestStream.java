@@ -69,6 +69,8 @@ public final class RequestStream {
     private final List<SegmentInfo> start;
     private final List<List<Frame>> sites;
     private final List<Frame> defaultFrames;
+    /** Whether {@link #streams} is in order of first use ({@link Builder#streamsInFirstUseOrder}). */
+    private final boolean firstUseOrder;
 
     /**
      * Takes the builder's arrays as they are when they are at most an eighth longer than the ops (a builder sized
@@ -94,6 +96,7 @@ public final class RequestStream {
         this.start = b.start;
         this.sites = List.copyOf(b.sites);
         this.defaultFrames = b.defaultFrames;
+        this.firstUseOrder = b.firstUseOrder;
     }
 
     public static Builder builder() {
@@ -253,6 +256,56 @@ public final class RequestStream {
     /** The most blocks live at once, start blocks included: the number of distinct {@link #compactSlots()}. */
     public int peakLiveBlocks() {
         return peakLive;
+    }
+
+    /**
+     * The stream's first {@code ops} ops, from the same start state: what a replay plays to reach the state after a
+     * prefix of its source. Slots keep their numbers (start blocks first, then the allocs in op order); sites, times,
+     * source entries and the default stacks are kept; the stream table holds the handles the prefix uses.
+     *
+     * @throws IllegalArgumentException when {@code ops} is outside {@code [0, length()]}
+     */
+    public RequestStream prefix(int ops) {
+        if (ops < 0 || ops > length) {
+            throw new IllegalArgumentException("prefix of " + ops + " ops, outside [0, " + length + "]");
+        }
+        Builder b = builder(ops).defaultFrames(defaultFrames).startState(start);
+        if (firstUseOrder) {
+            b.streamsInFirstUseOrder();
+        }
+        for (int k = 0; k < ops; k++) {
+            switch (op[k]) {
+                case ALLOC -> b.alloc(size[k], stream(k), entry[k]);
+                case FREE -> b.free(slot[k], entry[k]);
+                case EMPTY_CACHE -> b.emptyCache(entry[k]);
+                default -> b.step(entry[k]);
+            }
+            if (site != null && site[k] >= 0) {
+                b.atSite(b.site(sites.get(site[k])));
+            }
+            if (time != null) {
+                b.at(time[k]);
+            }
+        }
+        return b.build();
+    }
+
+    /**
+     * The number of ops whose source entry is at most {@code entry}: the length of the prefix that reaches the state
+     * after that entry, for a stream compiled from its source in order (source entries never decrease).
+     */
+    public int opsThroughEntry(int entry) {
+        int lo = 0;
+        int hi = length;
+        while (lo < hi) {
+            int mid = (lo + hi) >>> 1;
+            if (this.entry[mid] <= entry) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        return lo;
     }
 
     /**

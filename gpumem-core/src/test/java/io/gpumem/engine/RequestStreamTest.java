@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.gpumem.alloc.Pool;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
+import io.gpumem.history.Frame;
 import io.gpumem.history.SegmentInfo;
 import java.util.ArrayList;
 import java.util.HashSet;
@@ -196,5 +197,99 @@ class RequestStreamTest {
                 .isInstanceOf(IllegalArgumentException.class)
                 .hasMessageContaining("op 4 (entry 4) frees a block allocated before op 1");
         assertThatThrownBy(() -> s.balanced(3, 9)).hasMessageContaining("outside");
+    }
+
+    /** A random stream with a start state, sites, times, empty_cache calls and entries that skip numbers. */
+    private static RequestStream withEverything(long seed, int ops) {
+        SplittableRandom rnd = new SplittableRandom(seed);
+        List<SegmentInfo> start = List.of(
+                SegmentInfo.ofBlocks(
+                        0,
+                        1L << 30,
+                        7,
+                        Pool.LARGE,
+                        false,
+                        List.of(
+                                BlockInfo.of(1L << 30, 4L << 20, 4L << 20, BlockState.ACTIVE_ALLOCATED),
+                                BlockInfo.of((1L << 30) + (4L << 20), 16L << 20, 0, BlockState.INACTIVE))),
+                SegmentInfo.ofBlocks(
+                        0,
+                        2L << 30,
+                        9,
+                        Pool.LARGE,
+                        false,
+                        List.of(BlockInfo.of(2L << 30, 20L << 20, 20L << 20, BlockState.ACTIVE_ALLOCATED))));
+        RequestStream.Builder b = RequestStream.builder().startState(start);
+        List<List<Frame>> stacks = List.of(List.of(new Frame("a.py", 1, "f")), List.of(new Frame("b.py", 2, "g")));
+        List<Integer> live = new ArrayList<>(List.of(0, 1));
+        int entry = 0;
+        for (int i = 0; i < ops; i++) {
+            entry += 1 + rnd.nextInt(3);
+            int r = rnd.nextInt(100);
+            if (r < 5) {
+                b.emptyCache(entry);
+            } else if (r < 55 || live.isEmpty()) {
+                live.add(b.alloc(1 + rnd.nextLong(1 << 20), rnd.nextInt(4), entry));
+            } else {
+                int index = rnd.nextInt(live.size());
+                b.free(live.get(index), entry);
+                live.set(index, live.getLast());
+                live.removeLast();
+            }
+            if (rnd.nextBoolean()) {
+                b.atSite(b.site(stacks.get(rnd.nextInt(stacks.size()))));
+            }
+            b.at(entry * 10L);
+        }
+        return b.build();
+    }
+
+    @Test
+    void aPrefixIsTheFirstOpsFromTheSameStartWithSlotsSitesAndTimesKept() {
+        long seed = new SplittableRandom().nextLong();
+        System.out.println("RequestStreamTest seed=" + seed);
+        RequestStream s = withEverything(seed, 3_000);
+        SplittableRandom rnd = new SplittableRandom(seed);
+        for (int ops : new int[] {0, 1, rnd.nextInt(s.length()), rnd.nextInt(s.length()), s.length()}) {
+            RequestStream p = s.prefix(ops);
+            assertThat(p.length()).as("seed %d, prefix %d", seed, ops).isEqualTo(ops);
+            assertThat(p.startState()).isEqualTo(s.startState());
+            assertThat(p.startBlocks()).isEqualTo(s.startBlocks());
+            int allocs = 0;
+            for (int k = 0; k < ops; k++) {
+                assertThat(p.op(k)).as("seed %d, op %d", seed, k).isEqualTo(s.op(k));
+                assertThat(p.slot(k)).as("seed %d, op %d", seed, k).isEqualTo(s.slot(k));
+                assertThat(p.size(k)).isEqualTo(s.size(k));
+                assertThat(p.entry(k)).isEqualTo(s.entry(k));
+                assertThat(p.frames(k)).isEqualTo(s.frames(k));
+                if (s.op(k) == RequestStream.ALLOC) {
+                    assertThat(p.stream(k)).as("seed %d, op %d", seed, k).isEqualTo(s.stream(k));
+                    allocs++;
+                }
+            }
+            assertThat(p.allocs()).isEqualTo(allocs);
+            assertThat(p.slots()).isEqualTo(s.startBlocks() + allocs);
+            // the start state's streams stay in the table even when no alloc of the prefix uses them
+            assertThat(p.streams()).contains(7L, 9L);
+        }
+        assertThat(s.prefix(s.length()).requestSizes()).isEqualTo(s.requestSizes());
+        assertThatThrownBy(() -> s.prefix(-1)).hasMessageContaining("outside [0, " + s.length() + "]");
+        assertThatThrownBy(() -> s.prefix(s.length() + 1)).hasMessageContaining("outside");
+    }
+
+    @Test
+    void opsThroughAnEntryCountTheOpsOfEntriesUpToIt() {
+        long seed = new SplittableRandom().nextLong();
+        System.out.println("RequestStreamTest seed=" + seed);
+        RequestStream s = withEverything(seed, 500);
+        int last = s.entry(s.length() - 1);
+        for (int e = -1; e <= last + 1; e++) {
+            int expected = 0;
+            while (expected < s.length() && s.entry(expected) <= e) {
+                expected++;
+            }
+            assertThat(s.opsThroughEntry(e)).as("seed %d, entry %d", seed, e).isEqualTo(expected);
+        }
+        assertThat(s.opsThroughEntry(Integer.MAX_VALUE)).isEqualTo(s.length());
     }
 }
