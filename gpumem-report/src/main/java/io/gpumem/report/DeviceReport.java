@@ -11,13 +11,18 @@ import io.gpumem.trace.analysis.TraceStates;
 import io.gpumem.trace.category.PeakCategories;
 import io.gpumem.trace.io.SourceFormat;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.replay.WhatIfReplay;
 import io.gpumem.trace.session.Beside;
+import io.gpumem.trace.session.DeviceWindow;
 import io.gpumem.trace.session.TraceSession;
 import io.gpumem.trace.window.WindowStart;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
+import java.util.function.Supplier;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Everything the report shows for one device: the analysis {@code gpumem analyze} prints (taken as computed,
@@ -57,13 +62,21 @@ record DeviceReport(
             config = AllocatorConfig.defaults();
         }
         WindowStart start = null;
+        WhatIfReplay replay = null;
+        RuntimeException windowFailure = null;
         try {
-            // the session's window, rebuilt once for the compare rows, the recommender and this timeline alike
-            start = session.window(d).start();
+            // the session's window, rebuilt once for the compare rows, the recommender, this timeline and the states
+            // a file of requests only is replayed to alike
+            DeviceWindow w = session.window(d);
+            start = w.start();
+            replay = w.replay();
         } catch (RuntimeException e) {
+            windowFailure = e;
             notes.add("the trace window's start state could not be rebuilt (" + e.getMessage()
                     + "); the timeline starts from zero");
         }
+        // taken here, on the session's thread, for the state at the peak rebuilt beside the timeline
+        Supplier<WhatIfReplay> window = windowOrFailure(replay, windowFailure);
         Map<Long, List<Frame>> endFrames = new HashMap<>();
         for (SegmentInfo s : snapshot.segmentsOf(d)) {
             for (BlockInfo b : s.blocks()) {
@@ -80,7 +93,7 @@ record DeviceReport(
         // entry's state is rebuilt beside the timeline and taken if the timeline's peak is that entry.
         int expectedPeak = categories.peakEntry();
         Beside<MemoryState> stateAtExpectedPeak = expectedPeak >= 0 && expectedPeak != analysedEntry
-                ? new Beside<>(() -> TraceStates.afterEntry(snapshot, d, expectedPeak, analysed.capacity()))
+                ? new Beside<>(() -> TraceStates.afterEntry(snapshot, d, expectedPeak, analysed.capacity(), window))
                         .start("gpumem-report-peak")
                 : null;
         // one walk: the points, their split by site, and the lifetimes at the analysed moment and at the peak
@@ -98,7 +111,7 @@ record DeviceReport(
             try {
                 MemoryState atPeak = stateAtExpectedPeak != null && peak == expectedPeak
                         ? stateAtExpectedPeak.take()
-                        : TraceStates.afterEntry(snapshot, d, peak, analysed.capacity());
+                        : TraceStates.afterEntry(snapshot, d, peak, analysed.capacity(), window);
                 peakMap = SegmentMap.of(
                         "at peak allocated (after entry #" + peak + ")", atPeak, timeline, timeline.lifetimesAtPeak());
             } catch (RuntimeException e) {
@@ -118,7 +131,7 @@ record DeviceReport(
         if (!snapshot.addressesRecorded() && analysis.recommendations().baseline() == null) {
             // the file records no reserved bytes and no compare run replayed it: one replay says what it reserves
             try {
-                replayedPeakReserved = session.window(d).replay().runOnce(config, TraceStates.UNLIMITED);
+                replayedPeakReserved = window.get().runOnce(config, TraceStates.UNLIMITED);
             } catch (RuntimeException e) {
                 notes.add("the requests could not be replayed for their peak reserved bytes (" + e.getMessage() + ")");
             }
@@ -134,5 +147,17 @@ record DeviceReport(
                 timeline,
                 List.copyOf(maps),
                 notes);
+    }
+
+    /** The session's window replay, or a supplier that throws why the window could not be made. */
+    private static Supplier<WhatIfReplay> windowOrFailure(
+            @Nullable WhatIfReplay replay, @Nullable RuntimeException failure) {
+        if (replay != null) {
+            return () -> replay;
+        }
+        RuntimeException why = Objects.requireNonNull(failure, "a window or the reason it failed");
+        return () -> {
+            throw why;
+        };
     }
 }

@@ -92,6 +92,23 @@ class TraceSessionCommandsTest {
         assertThat(Files.readString(page)).contains("stitch");
     }
 
+    @Test
+    void reportOfAFileOfRequestsOnlyReplaysTheSessionsWindow() throws Exception {
+        // a lifetime CSV: its states (at the peak, at the page's peak map) and its peak reserved card are all replays
+        Path csv = dir.resolve("lifetimes.csv");
+        List<String> rows = new ArrayList<>(List.of("id,lower,upper,size"));
+        for (int i = 0; i < 40; i++) {
+            rows.add(i + "," + i + "," + (i + 3 + i % 7) + "," + ((i % 5 + 1) << 20));
+        }
+        Files.write(csv, rows);
+        Path page = dir.resolve("lifetimes.html");
+        CommandLine cl = execute(new StringWriter(), "report", csv.toString(), "-o", page.toString());
+        assertReadAndRebuiltOnce(
+                "report of a lifetime CSV",
+                ((ReportCommand) cl.getSubcommands().get("report").getCommand()).session());
+        assertThat(Files.readString(page)).contains("replay");
+    }
+
     /** Runs {@code gpumem COMMAND TRACE ARGS... --max-file-size 1KiB} and checks the one refusal every command gives. */
     private static CliRun refusedOverOneKiB(String command, String... args) throws Exception {
         long bytes = Files.size(oomTrace);

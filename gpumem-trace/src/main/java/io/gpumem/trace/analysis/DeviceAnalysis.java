@@ -5,11 +5,13 @@ import io.gpumem.history.TraceEntry;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.trace.io.EntryFields;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.replay.WhatIfReplay;
 import io.gpumem.trace.workload.TraceWorkload;
 import io.gpumem.trace.workload.WorkloadWhatIf;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.LongFunction;
+import java.util.function.Supplier;
 
 /**
  * What {@code gpumem analyze} concludes for one device of a trace, computed once so that the text report
@@ -48,9 +50,11 @@ public record DeviceAnalysis(
      * @param capacity device capacity, or {@link MemoryState#UNKNOWN}
      * @param top      how many wasteful segments to keep
      * @param compare  whether to run the compare runs (when the analysis wants them and there are requests)
-     * @param window   the compare runs of the device's trace window at a usable capacity (capacity less memory
-     *                 held outside the allocator, or {@link MemoryState#UNKNOWN}): the caller owns the window, so
-     *                 that it is rebuilt once however many commands' figures use it (a {@code TraceSession})
+     * @param window   the device's trace window, rebuilt and compiled: what a file of requests only is replayed
+     *                 with (asked for only then); the caller owns the window, so that it is rebuilt once however
+     *                 many commands' figures use it (a {@code TraceSession})
+     * @param whatIfs  the compare runs of that window at a usable capacity (capacity less memory held outside the
+     *                 allocator, or {@link MemoryState#UNKNOWN})
      * @param policies policies beyond the exact allocator that the recommender also tries
      * @throws IllegalArgumentException when {@code at} is outside the device's trace
      */
@@ -61,7 +65,8 @@ public record DeviceAnalysis(
             long capacity,
             int top,
             boolean compare,
-            LongFunction<WhatIf> window,
+            Supplier<WhatIfReplay> window,
+            LongFunction<WhatIf> whatIfs,
             List<PolicySpec> policies) {
         List<TraceEntry> trace = snapshot.traceOf(device);
         MemoryState state;
@@ -70,8 +75,8 @@ public record DeviceAnalysis(
             // no end state to analyse: the state a replay of the requests reaches after the entry asked for, the last
             // recorded oom, or the peak of allocated bytes; a replay whose request fails stops there, the moment then
             int oom = TraceStates.lastOom(trace);
-            int n = at != null ? at : oom >= 0 ? oom : TraceStates.peakAllocatedEntry(snapshot, device);
-            state = TraceStates.afterEntry(snapshot, device, n, capacity);
+            int n = at != null ? at : oom >= 0 ? oom : TraceStates.peakAllocatedEntry(snapshot, device, window);
+            state = TraceStates.afterEntry(snapshot, device, n, capacity, window);
             end = state.oom().map(o -> (int) o.entryIndex() + 1).orElse(n + 1);
         } else if (at != null) {
             state = TraceStates.afterEntry(snapshot, device, at, capacity);
@@ -92,7 +97,7 @@ public record DeviceAnalysis(
         WhatIf whatIf = null;
         if (compare && hasRequests(trace) && Recommender.wantsCompareRuns(analysis)) {
             whatIf = compareRuns(
-                    snapshot, device, end, capacity, analysis.diagnosis().outside(), window, policies, notes);
+                    snapshot, device, end, capacity, analysis.diagnosis().outside(), whatIfs, policies, notes);
         }
         return new DeviceAnalysis(
                 device, end, analysis, whatIf, new Recommender().recommend(analysis, whatIf, policies), notes);
@@ -115,12 +120,12 @@ public record DeviceAnalysis(
             int end,
             long capacityBytes,
             long outside,
-            LongFunction<WhatIf> window,
+            LongFunction<WhatIf> whatIfs,
             List<PolicySpec> policies,
             List<String> notes) {
         long usable = capacityBytes > 0 ? capacityBytes - Math.max(0, outside) : MemoryState.UNKNOWN;
         try {
-            WhatIf replay = window.apply(usable);
+            WhatIf replay = whatIfs.apply(usable);
             // run every configuration now (the results are memoised), so that a failure falls back as a whole; the
             // policies the recommender will try run beside them, one run per core
             List<String> confs = Recommender.configurationsTried(

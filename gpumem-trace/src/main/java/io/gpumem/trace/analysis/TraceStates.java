@@ -21,6 +21,7 @@ import io.gpumem.trace.window.WindowStart;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
+import java.util.function.Supplier;
 
 /**
  * The state of one device after a given trace entry, for {@code analyze --at N} and for analysing the
@@ -70,13 +71,23 @@ public final class TraceStates {
      * @throws TraceFormatException     when the trace and the end state contradict each other
      */
     public static MemoryState afterEntry(TraceSnapshot snapshot, int device, int n, long capacity) {
+        return afterEntry(snapshot, device, n, capacity, () -> window(snapshot, device));
+    }
+
+    /**
+     * {@link #afterEntry(TraceSnapshot, int, int, long)}, a file of requests only replaying {@code window}: the
+     * device's window as the caller prepared it once (a session's, rebuilt under the recorded configuration and
+     * compiled), asked for only by such a file.
+     */
+    public static MemoryState afterEntry(
+            TraceSnapshot snapshot, int device, int n, long capacity, Supplier<WhatIfReplay> window) {
         List<TraceEntry> trace = snapshot.traceOf(device);
         if (n < 0 || n >= trace.size()) {
             throw new IllegalArgumentException(
                     "entry " + n + " is outside device " + device + "'s trace (" + trace.size() + " entries)");
         }
         if (!snapshot.addressesRecorded()) {
-            return replayedAfterEntry(snapshot, device, n, capacity);
+            return replayedAfterEntry(snapshot, device, n, capacity, window.get());
         }
         TraceSnapshot suffix = withTrace(snapshot, device, trace.subList(n + 1, trace.size()));
         WindowStart start;
@@ -123,22 +134,11 @@ public final class TraceStates {
      * its OOM, at an entry at or before {@code n}. Otherwise an {@code oom} entry the file recorded at {@code n} (an
      * RMM log's {@code allocate failure}) is the state's OOM.
      */
-    private static MemoryState replayedAfterEntry(TraceSnapshot snapshot, int device, int n, long capacity) {
-        TraceSnapshot prefix =
-                withTrace(snapshot, device, snapshot.traceOf(device).subList(0, n + 1));
+    private static MemoryState replayedAfterEntry(
+            TraceSnapshot snapshot, int device, int n, long capacity, WhatIfReplay replay) {
         AllocatorConfig config = RecordedConfig.of(snapshot);
-        WhatIfReplay replay;
-        try {
-            replay = new WhatIfReplay(prefix, device, new WindowRebuilder(config).rebuild(prefix, device));
-        } catch (IllegalArgumentException | IllegalStateException e) {
-            throw new TraceFormatException(
-                    snapshot.source(),
-                    "device_traces[" + device + "]",
-                    "cannot replay the requests up to entry " + n + ": " + e.getMessage(),
-                    e);
-        }
         long runCapacity = replayCapacity(snapshot, capacity);
-        RunOutcome run = replay.playKeepingState(config, runCapacity);
+        RunOutcome run = replay.playKeepingState(config, runCapacity, n);
         GpuAllocator allocator = Objects.requireNonNull(run.allocator(), "a kept allocator");
         List<TraceEntry> trace = snapshot.traceOf(device);
         String conf = snapshot.recordedConfString();
@@ -173,13 +173,34 @@ public final class TraceStates {
      * last entry when nothing is allocated. Such a file most often ends with the run, everything freed: its end
      * would show only a cache of free segments, where the peak shows the state that decided what the job needs.
      */
-    public static int peakAllocatedEntry(TraceSnapshot snapshot, int device) {
+    public static int peakAllocatedEntry(TraceSnapshot snapshot, int device, Supplier<WhatIfReplay> window) {
         List<TraceEntry> trace = snapshot.traceOf(device);
         if (!DeviceAnalysis.hasRequests(trace)) {
             return trace.size() - 1;
         }
-        int peak = RequestSequence.of(snapshot, device, new FrameSignatures()).peakAllocatedEntry();
+        WhatIfReplay w = window.get();
+        int peak = RequestSequence.of(snapshot, device, w.start(), w.stream(), new FrameSignatures())
+                .peakAllocatedEntry();
         return peak >= 0 ? peak : trace.size() - 1;
+    }
+
+    /**
+     * The device's window rebuilt under the recorded configuration and compiled, for a caller that has none prepared
+     * (without a session): the replay a file of requests only is analysed with.
+     *
+     * @throws TraceFormatException when the window cannot be rebuilt
+     */
+    public static WhatIfReplay window(TraceSnapshot snapshot, int device) {
+        try {
+            return new WhatIfReplay(
+                    snapshot, device, new WindowRebuilder(RecordedConfig.of(snapshot)).rebuild(snapshot, device));
+        } catch (IllegalArgumentException | IllegalStateException e) {
+            throw new TraceFormatException(
+                    snapshot.source(),
+                    "device_traces[" + device + "]",
+                    "cannot replay the requests: " + e.getMessage(),
+                    e);
+        }
     }
 
     /**

@@ -113,6 +113,11 @@ public final class WhatIfReplay {
         return recorded;
     }
 
+    /** The window's rebuilt start state. */
+    public WindowStart start() {
+        return start;
+    }
+
     /** The compiled window. */
     public RequestStream stream() {
         return runner.stream();
@@ -291,7 +296,7 @@ public final class WhatIfReplay {
      * and the trace show the recorded frames; the start state's blocks have none.
      */
     public MemorySnapshot policySnapshot(PolicySpec spec, long capacity) {
-        StreamRunner withHistory = withHistory();
+        StreamRunner withHistory = new StreamRunner(historyStream());
         RunOutcome o = withHistory.run(
                 withHistory.prepare(spec),
                 policyOptions(capacity).recordHistory(true).keepAllocator(true).build());
@@ -305,16 +310,28 @@ public final class WhatIfReplay {
      * ops of {@link #stream()}: the two streams differ only in the sites and times this one carries.
      */
     public RunOutcome playKeepingState(AllocatorConfig config, long capacity) {
-        return withHistory()
+        return playKeepingState(config, capacity, Integer.MAX_VALUE);
+    }
+
+    /**
+     * {@link #playKeepingState(AllocatorConfig, long)} stopped after the ops of trace entry {@code throughEntry}
+     * (0-based; later ops are not played): the state the requests of the window up to that entry leave, or the
+     * first failure before it. The outcome's {@link RunOutcome#failedOp} indexes the ops of {@link #stream()}, as
+     * the prefix played is one of that stream's.
+     */
+    public RunOutcome playKeepingState(AllocatorConfig config, long capacity, int throughEntry) {
+        RequestStream all = historyStream();
+        int ops = all.opsThroughEntry(throughEntry);
+        return new StreamRunner(ops == all.length() ? all : all.prefix(ops))
                 .run(PolicyRegistry.exact(config), StreamRunner.Options.toFirstFailureKeepingState(capacity));
     }
 
     /**
-     * A runner of the window compiled with each request's stack and time (for runs that record history): compiled
-     * per call, as the runs that want it are one-off (a snapshot to write or analyse), and most runs do not.
+     * The window compiled with each request's stack and time (for runs that record history): compiled per call, as
+     * the runs that want it are one-off (a snapshot to write or analyse), and most runs do not.
      */
-    private StreamRunner withHistory() {
-        return new StreamRunner(WindowStreams.compile(snapshot.traceOf(device), start, userEmptyCache, true));
+    private RequestStream historyStream() {
+        return WindowStreams.compile(snapshot.traceOf(device), start, userEmptyCache, true);
     }
 
     private static StreamRunner.Options.Builder policyOptions(long capacity) {

@@ -277,7 +277,16 @@ public final class TraceSession {
     /** As {@link #analyze(int, Integer, long, int, boolean)}, the recommender also trying {@code policies}. */
     public DeviceAnalysis analyze(
             int device, Integer at, long capacity, int top, boolean compare, List<PolicySpec> policies) {
-        return DeviceAnalysis.of(trace, device, at, capacity, top, compare, usable -> whatIf(device, usable), policies);
+        return DeviceAnalysis.of(
+                trace,
+                device,
+                at,
+                capacity,
+                top,
+                compare,
+                () -> window(device).replay(),
+                usable -> whatIf(device, usable),
+                policies);
     }
 
     /**

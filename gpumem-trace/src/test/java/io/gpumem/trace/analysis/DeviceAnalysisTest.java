@@ -6,10 +6,12 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.replay.WhatIfReplay;
 import io.gpumem.trace.workload.WorkloadWhatIf;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.function.Supplier;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -40,6 +42,11 @@ class DeviceAnalysisTest {
         throw new AssertionError("no " + action + " in " + trace);
     }
 
+    /** A snapshot with addresses is analysed from its own states: its window is never replayed for them. */
+    static final Supplier<WhatIfReplay> NO_WINDOW_REPLAY = () -> {
+        throw new AssertionError("a snapshot with addresses needs no replay of its window for its states");
+    };
+
     private static DeviceAnalysis analyze(TraceSnapshot t, Integer at, boolean compare, List<Long> asked, WhatIf w) {
         return DeviceAnalysis.of(
                 t,
@@ -48,6 +55,7 @@ class DeviceAnalysisTest {
                 CAPACITY,
                 5,
                 compare,
+                NO_WINDOW_REPLAY,
                 usable -> {
                     asked.add(usable);
                     return w;
@@ -116,6 +124,7 @@ class DeviceAnalysisTest {
                 CAPACITY,
                 5,
                 true,
+                NO_WINDOW_REPLAY,
                 usable -> {
                     throw new IllegalStateException("window start unknown");
                 },

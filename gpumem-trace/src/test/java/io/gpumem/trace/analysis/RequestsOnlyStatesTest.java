@@ -13,6 +13,7 @@ import io.gpumem.stats.StatKind;
 import io.gpumem.trace.io.SourceFormat;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.replay.WhatIfReplay;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -21,6 +22,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
+import java.util.function.Supplier;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -118,6 +120,40 @@ class RequestsOnlyStatesTest {
     }
 
     @Test
+    void oneWindowPreparedOnceServesEveryMomentAsTheAllocatorDrivenByHand() throws IOException {
+        long seed = System.nanoTime();
+        System.out.println("RequestsOnlyStatesTest seed " + seed);
+        TraceSnapshot log = rmmLog(seed, 200, false);
+        List<TraceEntry> trace = log.traceOf(0);
+        WhatIfReplay window = TraceStates.window(log, 0);
+        int[] asked = {0};
+        Supplier<WhatIfReplay> counted = () -> {
+            asked[0]++;
+            return window;
+        };
+        SplittableRandom rnd = new SplittableRandom(seed);
+        int[] failedAt = new int[1];
+        List<Integer> moments = new ArrayList<>(List.of(0, trace.size() - 1));
+        for (int i = 0; i < 12; i++) {
+            moments.add(rnd.nextInt(trace.size()));
+        }
+        // right after a free's request and before its completion, the block is still held
+        for (int i = 0; i < trace.size(); i++) {
+            if (trace.get(i).action() == TraceAction.FREE_REQUESTED) {
+                moments.add(i);
+                break;
+            }
+        }
+        for (int n : moments) {
+            MemoryState replayed = TraceStates.afterEntry(log, 0, n, MemoryState.UNKNOWN, counted);
+            assertThat(TraceStatesTest.shape(replayed))
+                    .as("seed %d, after entry %d", seed, n)
+                    .isEqualTo(shapeOf(byHand(trace, n, TraceStates.UNLIMITED, failedAt)));
+        }
+        assertThat(asked[0]).as("the prepared window is the one replayed").isEqualTo(moments.size());
+    }
+
+    @Test
     void onASmallDeviceTheStateIsTheOneTheFirstFailingRequestMet() throws IOException {
         long seed = System.nanoTime();
         System.out.println("RequestsOnlyStatesTest seed " + seed);
@@ -144,7 +180,8 @@ class RequestsOnlyStatesTest {
         assertThat(TraceStatesTest.shape(replayed)).isEqualTo(shapeOf(expected));
         assertThat(replayed.label()).contains("the request of entry #" + failedAt[0] + " fails");
 
-        DeviceAnalysis analysis = DeviceAnalysis.of(log, 0, null, capacity, 5, false, usable -> null, List.of());
+        DeviceAnalysis analysis = DeviceAnalysis.of(
+                log, 0, null, capacity, 5, false, () -> TraceStates.window(log, 0), usable -> null, List.of());
         assertThat(analysis.end()).as("the analysed moment is the failure").isEqualTo(failedAt[0] + 1);
         assertThat(oom.replayed()).isTrue();
         assertThat(analysis.analysis().diagnosis().trigger())
@@ -178,8 +215,16 @@ class RequestsOnlyStatesTest {
                 peakEntry = i;
             }
         }
-        DeviceAnalysis analysis =
-                DeviceAnalysis.of(log, 0, null, MemoryState.UNKNOWN, 5, false, usable -> null, List.of());
+        DeviceAnalysis analysis = DeviceAnalysis.of(
+                log,
+                0,
+                null,
+                MemoryState.UNKNOWN,
+                5,
+                false,
+                () -> TraceStates.window(log, 0),
+                usable -> null,
+                List.of());
         assertThat(analysis.end() - 1).as("seed %d", seed).isEqualTo(peakEntry);
         assertThat(analysis.analysis().all().allocated()).isGreaterThanOrEqualTo(peak);
 
@@ -215,14 +260,23 @@ class RequestsOnlyStatesTest {
                 third = i;
             }
         }
-        DeviceAnalysis onItsDevice =
-                DeviceAnalysis.of(script, 0, null, MemoryState.UNKNOWN, 5, false, usable -> null, List.of());
+        DeviceAnalysis onItsDevice = DeviceAnalysis.of(
+                script,
+                0,
+                null,
+                MemoryState.UNKNOWN,
+                5,
+                false,
+                () -> TraceStates.window(script, 0),
+                usable -> null,
+                List.of());
         assertThat(onItsDevice.analysis().state().oom().map(OomEvent::entryIndex))
                 .as("the third 60 MiB request does not fit the 128 MiB left")
                 .contains((long) third);
         assertThat(onItsDevice.analysis().all().allocated()).isEqualTo(120 * MiB);
 
-        DeviceAnalysis onALargerOne = DeviceAnalysis.of(script, 0, null, 1L << 30, 5, false, usable -> null, List.of());
+        DeviceAnalysis onALargerOne = DeviceAnalysis.of(
+                script, 0, null, 1L << 30, 5, false, () -> TraceStates.window(script, 0), usable -> null, List.of());
         assertThat(TraceStates.replayCapacity(script, 1L << 30)).isEqualTo(1L << 30);
         assertThat(onALargerOne.analysis().state().oom()).isEmpty();
         assertThat(onALargerOne.analysis().all().allocated())
@@ -245,8 +299,16 @@ class RequestsOnlyStatesTest {
         for (int i = 0; i < log.traceOf(0).size(); i++) {
             failure = log.traceOf(0).get(i).action() == TraceAction.OOM ? i : failure;
         }
-        DeviceAnalysis analysis =
-                DeviceAnalysis.of(log, 0, null, MemoryState.UNKNOWN, 5, false, usable -> null, List.of());
+        DeviceAnalysis analysis = DeviceAnalysis.of(
+                log,
+                0,
+                null,
+                MemoryState.UNKNOWN,
+                5,
+                false,
+                () -> TraceStates.window(log, 0),
+                usable -> null,
+                List.of());
         assertThat(analysis.end() - 1).as("the recorded failure is the moment").isEqualTo(failure);
         OomEvent oom = analysis.analysis().state().oom().orElseThrow();
         assertThat(oom.entryIndex()).isEqualTo(failure);

@@ -322,6 +322,9 @@ class PeakCategoriesRemediesTest {
                 MemoryState.UNKNOWN,
                 5,
                 false,
+                () -> {
+                    throw new AssertionError("no window replay asked for");
+                },
                 capacity -> {
                     throw new AssertionError("no compare runs asked for");
                 },
