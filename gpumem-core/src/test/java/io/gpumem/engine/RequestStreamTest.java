@@ -262,6 +262,7 @@ class RequestStreamTest {
                 assertThat(p.size(k)).isEqualTo(s.size(k));
                 assertThat(p.entry(k)).isEqualTo(s.entry(k));
                 assertThat(p.frames(k)).isEqualTo(s.frames(k));
+                assertThat(p.time[k]).as("seed %d, op %d's time", seed, k).isEqualTo(s.time[k]);
                 if (s.op(k) == RequestStream.ALLOC) {
                     assertThat(p.stream(k)).as("seed %d, op %d", seed, k).isEqualTo(s.stream(k));
                     allocs++;
@@ -275,6 +276,21 @@ class RequestStreamTest {
         assertThat(s.prefix(s.length()).requestSizes()).isEqualTo(s.requestSizes());
         assertThatThrownBy(() -> s.prefix(-1)).hasMessageContaining("outside [0, " + s.length() + "]");
         assertThatThrownBy(() -> s.prefix(s.length() + 1)).hasMessageContaining("outside");
+    }
+
+    @Test
+    void aPrefixKeepsTheStreamsInOrderOfFirstUseWhenTheStreamHadThem() {
+        RequestStream.Builder b = RequestStream.builder().streamsInFirstUseOrder();
+        b.alloc(100, 9, 0);
+        b.alloc(100, 3, 1);
+        b.alloc(100, 5, 2);
+        RequestStream s = b.build();
+        assertThat(s.streams()).containsExactly(9, 3, 5);
+        assertThat(s.prefix(2).streams()).containsExactly(9, 3);
+        RequestStream.Builder sorted = RequestStream.builder();
+        sorted.alloc(100, 9, 0);
+        sorted.alloc(100, 3, 1);
+        assertThat(sorted.build().prefix(2).streams()).containsExactly(3, 9);
     }
 
     @Test
