@@ -8,6 +8,7 @@ import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.util.Arrays;
 import java.util.Random;
+import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -281,5 +282,40 @@ class StepStructureTest {
         assertThat(s.coverage()).isEqualTo(1.0);
         assertThat(s.stepCount()).isEqualTo(4);
         assertThat(new int[] {s.stepStart(1), s.stepStart(2), s.stepStart(3)}).containsExactly(74, 180, 286);
+    }
+
+    @Test
+    void aPeriodsScanStopsOnlyOnceItsCountCannotReachWhatIsNeeded() {
+        long seed = new SplittableRandom().nextLong();
+        System.out.println("StepStructureTest seed=" + seed);
+        SplittableRandom rnd = new SplittableRandom(seed);
+        for (int trial = 0; trial < 2_000; trial++) {
+            int n = 2 + rnd.nextInt(300);
+            int[] tokens = new int[n];
+            int alphabet = 1 + rnd.nextInt(4); // few tokens: counts near every threshold
+            for (int i = 0; i < n; i++) {
+                tokens[i] = rnd.nextInt(alphabet);
+            }
+            int p = 1 + rnd.nextInt(n - 1);
+            int span = n - p;
+            int from = rnd.nextInt(span + 1);
+            int exact = 0;
+            for (int i = from; i < span; i++) {
+                exact += tokens[i] == tokens[i + p] ? 1 : 0;
+            }
+            double needed = rnd.nextDouble() * (span - from + 1);
+            int got = StepStructure.equalAPeriodOn(tokens, p, from, span, needed);
+            if (exact >= needed) {
+                assertThat(got)
+                        .as("seed %d, trial %d: a count that reaches %s is exact", seed, trial, needed)
+                        .isEqualTo(exact);
+            } else {
+                assertThat(got)
+                        .as("seed %d, trial %d: a count short of %s stays short", seed, trial, needed)
+                        .isLessThan((int) Math.ceil(needed))
+                        .isLessThanOrEqualTo(exact);
+            }
+            assertThat(StepStructure.equalAPeriodOn(tokens, p, from, span, 0)).isEqualTo(exact);
+        }
     }
 }
