@@ -45,7 +45,11 @@ public interface GpuAllocator extends AutoCloseable {
     /** Marks the block at {@code address} as used by stream {@code streamId} ({@code Tensor.record_stream}). */
     void recordStream(long address, long streamId);
 
-    /** Returns every cached, unused byte to the device ({@code torch.cuda.empty_cache()}). */
+    /**
+     * {@code torch.cuda.empty_cache()}: returns cached, unused memory to the device as the allocator's own rule says
+     * (the exact allocator every byte it can; a pool that never shrinks, as RMM's, none), once the blocks freed while
+     * other streams used them are seen done.
+     */
     void emptyCache();
 
     /**

@@ -32,7 +32,8 @@ public final class PolicyRegistry {
                     "online defragmentation on virtual memory: best fit in per-stream "
                             + "arenas, free physical pages stitched under the block that needs them",
                     StitchAllocator::new),
-            PlannedAllocator.factory());
+            PlannedAllocator.factory(),
+            RmmPoolAllocator.factory());
 
     private static volatile Map<String, PolicyFactory> factories = index(BUILT_IN);
 

@@ -95,6 +95,7 @@ class DesignNoteReferencesTest {
         citing.put("policy/StitchAllocator.java", "policies.md");
         citing.put("policy/StitchInvariants.java", "policies.md");
         citing.put("policy/PlannedAllocator.java", "policies.md");
+        citing.put("policy/RmmPoolAllocator.java", "policies.md");
         citing.put("plan/OffsetPlanner.java", "offset-planner.md");
         citing.put("plan/CanonicalSearch.java", "offset-planner.md");
         citing.put("plan/TimeAxis.java", "offset-planner.md");

@@ -40,6 +40,33 @@ class ComparePolicyTest {
     }
 
     @Test
+    void rmmPoolRowsCarryTheirOptionsAndRoundTo256Bytes() throws Exception {
+        var f = TraceCommandsTest.trace("tiny-forward.pickle");
+        CliRun r = CliRun.run(
+                "compare", f.toString(), "--policy", "rmm-pool:initial=0", "--policy", "rmm-pool:max=8GiB", "--json");
+        assertThat(r.exit()).as(r.err()).isZero();
+        List<Map<String, Object>> rows = TraceCommandsTest.parseArray(r.lastLine());
+        assertThat(rows).extracting(m -> m.get("policy")).containsExactly("pytorch", "rmm-pool", "rmm-pool");
+        assertThat(rows).extracting(m -> m.get("config")).containsExactly("", "initial=0", "max=8GiB");
+        long pytorchAllocated = ((Number) rows.get(0).get("peak_allocated")).longValue();
+        for (Map<String, Object> rmm : rows.subList(1, 3)) {
+            long allocated = ((Number) rmm.get("peak_allocated")).longValue();
+            // the same requests, rounded to 256 bytes rather than PyTorch's 512
+            assertThat(allocated).isLessThanOrEqualTo(pytorchAllocated).isPositive();
+            assertThat(((Number) rmm.get("peak_reserved")).longValue()).isGreaterThanOrEqualTo(allocated);
+            assertThat(((Number) rmm.get("device_allocs")).longValue()).isPositive();
+        }
+        assertThat(((Number) rows.get(2).get("peak_reserved")).longValue())
+                .as("max=8GiB alone: a pool capped at 8 GiB")
+                .isLessThanOrEqualTo(8L << 30);
+        CliRun bad = CliRun.run("compare", f.toString(), "--policy", "rmm-pool:initial=100");
+        assertThat(bad.exit()).isEqualTo(2);
+        assertThat(bad.err())
+                .isEqualTo("gpumem compare: bad --policy: policy rmm-pool: initial must be a multiple of 256 bytes,"
+                        + " got 100\n");
+    }
+
+    @Test
     void unknownPolicyIsBadInput() {
         var f = TraceCommandsTest.trace("tiny-forward.pickle");
         CliRun r = CliRun.run("compare", f.toString(), "--policy", "bestfit");
