@@ -20,12 +20,11 @@ import io.gpumem.oom.OomReport;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.size.ByteSize;
 import io.gpumem.stats.MemoryStats;
-import io.gpumem.stats.StatKind;
-import io.gpumem.stats.StatType;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.TreeMap;
 import org.jspecify.annotations.Nullable;
 
@@ -99,8 +98,9 @@ public final class RmmPoolAllocator implements GpuAllocator {
         @Nullable
         List<Frame> frames;
 
-        long[] usedOn = NO_STREAMS;
-        int usedCount;
+        /** Streams recorded with recordStream, then their events while the freed piece waits; null until the first. */
+        @Nullable
+        StreamUses uses;
 
         Piece(long ptr, long size, boolean head) {
             this.ptr = ptr;
@@ -111,9 +111,14 @@ public final class RmmPoolAllocator implements GpuAllocator {
         long end() {
             return ptr + size;
         }
-    }
 
-    private static final long[] NO_STREAMS = {};
+        /** Notes that {@code other} used the piece; its own stream needs no event. */
+        void useOn(long other) {
+            if (other != stream) {
+                uses = StreamUses.with(uses, other);
+            }
+        }
+    }
 
     /** One stream's free blocks by address ({@code coalescing_free_list}). */
     private static final class FreeList {
@@ -217,20 +222,13 @@ public final class RmmPoolAllocator implements GpuAllocator {
     private final TreeMap<Long, Upstream> upstream = new TreeMap<>();
     private boolean closed;
 
+    /** Allocated bytes and allocations, retries and OOMs, as every policy counts them. */
+    private final PolicyCounters counts = new PolicyCounters();
+
     private long poolSize;
-    private long allocated;
-    private long peakAllocated;
-    private long bytesAllocatedTotal;
-    private long bytesFreedTotal;
-    private long liveCount;
-    private long peakLiveCount;
-    private long allocCount;
-    private long freeCount;
     private long upstreamAllocs;
     private long upstreamFrees;
     private long upstreamBytesFreed;
-    private long retries;
-    private long ooms;
     private long steals;
     private long merges;
 
@@ -258,8 +256,7 @@ public final class RmmPoolAllocator implements GpuAllocator {
         if (size > 0) {
             Piece b = expand(size, size, Device.DEFAULT_STREAM);
             if (b == null) {
-                ooms++;
-                throw new OutOfMemoryException(report(size, size));
+                throw outOfMemory(size, size, Device.DEFAULT_STREAM, null);
             }
             listOf(Device.DEFAULT_STREAM).insert(b);
         }
@@ -285,17 +282,15 @@ public final class RmmPoolAllocator implements GpuAllocator {
 
     @Override
     public long malloc(long size, long stream) {
-        if (size < 0) {
+        if (size <= 0) { // RMM hands out nothing for 0 bytes, before it takes its lock
+            if (size == 0) {
+                return Device.NULL;
+            }
             throw new IllegalArgumentException("negative size " + size);
         }
         lock.lock();
         try {
-            if (closed) {
-                throw new IllegalStateException("allocator is closed");
-            }
-            if (size == 0) {
-                return Device.NULL;
-            }
+            ensureOpen();
             List<Frame> context = history.maybeGatherContext(Context.STATE);
             if (size > Long.MAX_VALUE - ALIGNMENT) { // no device holds it, and it cannot be rounded
                 throw outOfMemory(size, size, stream, context);
@@ -304,7 +299,7 @@ public final class RmmPoolAllocator implements GpuAllocator {
             processWaiting(false);
             Piece b = getBlock(rounded, stream);
             if (b == null && !waiting.isEmpty()) {
-                retries++;
+                counts.retries++;
                 processWaiting(true);
                 b = getBlock(rounded, stream);
             }
@@ -315,12 +310,7 @@ public final class RmmPoolAllocator implements GpuAllocator {
             b.requested = size;
             b.frames = context;
             live.put(b.ptr, b);
-            allocated += b.size;
-            peakAllocated = Math.max(peakAllocated, allocated);
-            bytesAllocatedTotal += b.size;
-            liveCount++;
-            peakLiveCount = Math.max(peakLiveCount, liveCount);
-            allocCount++;
+            counts.allocated(b.size);
             history.record(TraceAction.ALLOC, b.ptr, size, stream, context);
             return b.ptr;
         } finally {
@@ -453,90 +443,59 @@ public final class RmmPoolAllocator implements GpuAllocator {
         }
         lock.lock();
         try {
-            if (closed) {
-                throw new IllegalStateException("allocator is closed");
-            }
+            ensureOpen();
             Piece b = live.remove(address);
             if (b == null) {
-                throw new IllegalArgumentException("invalid device pointer: 0x" + Long.toHexString(address));
+                throw invalidPointer(address);
             }
             List<Frame> context = history.maybeGatherContext(Context.ALL);
             history.record(
                     TraceAction.FREE_REQUESTED, b.ptr, b.requested, b.stream, context != null ? context : b.frames);
-            allocated -= b.size;
-            bytesFreedTotal += b.size;
-            liveCount--;
-            freeCount++;
-            if (b.usedCount > 0) {
-                for (int i = 0; i < b.usedCount; i++) {
-                    long event = device.createEvent();
-                    device.recordEvent(event, b.usedOn[i]);
-                    b.usedOn[i] = event;
-                }
-                waiting.add(b);
-                return;
+            counts.freed(b.size);
+            if (StreamUses.recordEventsIfUsed(b.uses, device)) {
+                waiting.add(b); // until the streams that used it are seen done
+            } else {
+                release(b);
             }
-            release(b);
         } finally {
             lock.unlock();
         }
+    }
+
+    private void ensureOpen() {
+        if (closed) {
+            throw new IllegalStateException("allocator is closed");
+        }
+    }
+
+    private static IllegalArgumentException invalidPointer(long address) {
+        return new IllegalArgumentException("invalid device pointer: 0x" + Long.toHexString(address));
     }
 
     /** Returns a freed block to its allocation stream's list. */
     private void release(Piece b) {
         history.record(TraceAction.FREE_COMPLETED, b.ptr, b.requested, b.stream, b.frames);
         b.frames = null;
-        b.usedCount = 0;
         listOf(b.stream).insert(b);
     }
 
     /** Releases the waiting blocks whose streams are seen done (all of them, synchronising, when {@code sync}). */
     private void processWaiting(boolean sync) {
-        for (int i = 0; i < waiting.size(); i++) {
-            Piece b = waiting.get(i);
-            boolean done = true;
-            for (int e = 0; e < b.usedCount && done; e++) {
-                if (sync) {
-                    device.synchronizeEvent(b.usedOn[e]);
-                } else {
-                    done = device.queryEvent(b.usedOn[e]);
-                }
-            }
-            if (done) {
-                for (int e = 0; e < b.usedCount; e++) {
-                    device.destroyEvent(b.usedOn[e]);
-                }
-                waiting.remove(i--);
-                release(b);
-            }
+        if (!waiting.isEmpty()) {
+            StreamUses.releaseCompleted(waiting, b -> Objects.requireNonNull(b.uses), device, sync, this::release);
         }
     }
 
     @Override
     public void recordStream(long address, long stream) {
-        if (address == Device.NULL) {
-            return;
-        }
-        lock.lock();
-        try {
-            Piece b = live.get(address);
-            if (b == null) {
-                throw new IllegalArgumentException("invalid device pointer: 0x" + Long.toHexString(address));
-            }
-            if (stream == b.stream) {
-                return;
-            }
-            for (int i = 0; i < b.usedCount; i++) {
-                if (b.usedOn[i] == stream) {
-                    return;
+        if (address != Device.NULL) {
+            underLock(() -> {
+                Piece b = live.get(address);
+                if (b == null) {
+                    throw invalidPointer(address);
                 }
-            }
-            if (b.usedCount == b.usedOn.length) {
-                b.usedOn = Arrays.copyOf(b.usedOn, Math.max(2, 2 * b.usedCount));
-            }
-            b.usedOn[b.usedCount++] = stream;
-        } finally {
-            lock.unlock();
+                b.useOn(stream);
+            });
         }
     }
 
@@ -547,24 +506,28 @@ public final class RmmPoolAllocator implements GpuAllocator {
      */
     @Override
     public void emptyCache() {
+        underLock(() -> {
+            ensureOpen();
+            processWaiting(true);
+        });
+    }
+
+    /** Runs {@code action} holding the allocator's lock (for the calls off the malloc and free path). */
+    private void underLock(Runnable action) {
         lock.lock();
         try {
-            if (closed) {
-                throw new IllegalStateException("allocator is closed");
-            }
-            processWaiting(true);
+            action.run();
         } finally {
             lock.unlock();
         }
     }
 
     private OutOfMemoryException outOfMemory(long requested, long rounded, long stream, @Nullable List<Frame> context) {
-        ooms++;
-        history.record(TraceAction.OOM, 0, rounded, stream, context, device.freeMemory());
-        return new OutOfMemoryException(report(requested, rounded));
+        return counts.outOfMemory(device, history, requested, rounded, stream, context, poolSize, largestFree());
     }
 
-    private OomReport report(long requested, long rounded) {
+    /** The largest free block of each stream's list, for an out-of-memory report. */
+    private List<OomReport.LargestFree> largestFree() {
         List<OomReport.LargestFree> largest = new ArrayList<>();
         for (int e = 0; e < events; e++) {
             FreeList l = lists[e];
@@ -572,18 +535,7 @@ public final class RmmPoolAllocator implements GpuAllocator {
                 largest.add(new OomReport.LargestFree(Pool.LARGE, streamByEvent[e], l.largest()));
             }
         }
-        return new OomReport(
-                requested,
-                rounded,
-                rounded,
-                device.index(),
-                device.totalMemory(),
-                device.freeMemory(),
-                -1,
-                allocated,
-                poolSize,
-                largest,
-                false);
+        return largest;
     }
 
     /**
@@ -597,27 +549,11 @@ public final class RmmPoolAllocator implements GpuAllocator {
         MemoryStats.Builder figures;
         lock.lock();
         try {
-            figures = MemoryStats.builder()
-                    .stat(
-                            StatKind.ALLOCATED_BYTES,
-                            StatType.ALL,
-                            new MemoryStats.Stat(allocated, peakAllocated, bytesAllocatedTotal, bytesFreedTotal))
-                    .stat(
-                            StatKind.ALLOCATION,
-                            StatType.ALL,
-                            new MemoryStats.Stat(liveCount, peakLiveCount, allocCount, freeCount))
-                    .stat(
-                            StatKind.RESERVED_BYTES,
-                            StatType.ALL,
-                            new MemoryStats.Stat(
-                                    poolSize,
-                                    poolSize + upstreamBytesFreed,
-                                    poolSize + upstreamBytesFreed,
-                                    upstreamBytesFreed))
-                    .numAllocRetries(retries)
-                    .numOoms(ooms)
-                    .numDeviceAlloc(upstreamAllocs)
-                    .numDeviceFree(upstreamFrees)
+            long everReserved = poolSize + upstreamBytesFreed; // the pool only grows until close
+            figures = counts.builder(
+                            new MemoryStats.Stat(poolSize, everReserved, everReserved, upstreamBytesFreed),
+                            upstreamAllocs,
+                            upstreamFrees)
                     .extra("num_stream_steals", steals)
                     .extra("num_stream_merges", merges);
         } finally {
@@ -783,8 +719,8 @@ public final class RmmPoolAllocator implements GpuAllocator {
             throw new IllegalStateException(
                     "pool size " + poolSize + ", upstream blocks " + pool + ", blocks " + covered);
         }
-        if (liveBytes != allocated || liveList.size() != liveCount) {
-            throw new IllegalStateException("allocated " + allocated + " bytes in " + liveCount
+        if (liveBytes != counts.allocated || liveList.size() != counts.live) {
+            throw new IllegalStateException("allocated " + counts.allocated + " bytes in " + counts.live
                     + " blocks, live blocks " + liveBytes + " in " + liveList.size());
         }
     }

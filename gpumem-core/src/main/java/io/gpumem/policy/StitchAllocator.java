@@ -11,14 +11,12 @@ import io.gpumem.history.Frame;
 import io.gpumem.history.HistoryOptions.Context;
 import io.gpumem.history.MemorySnapshot;
 import io.gpumem.history.TraceAction;
-import io.gpumem.oom.OomReport;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.stats.MemoryStats;
-import io.gpumem.stats.StatKind;
-import io.gpumem.stats.StatType;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Objects;
 import java.util.TreeMap;
 import org.jspecify.annotations.Nullable;
 
@@ -95,23 +93,16 @@ public final class StitchAllocator implements GpuAllocator {
 
     final List<StitchBlock> pendingFrees = new ArrayList<>();
     long mappedPages;
-    long allocated;
-    private long peakAllocated;
+    /** Allocated bytes and allocations, retries and OOMs, as every policy counts them. */
+    final PolicyCounters counts = new PolicyCounters();
+
     private long peakReserved;
-    private long retries;
-    private long ooms;
     private long physicalCreated;
     private long physicalReleased;
     private long createCalls;
     private long releaseCalls;
     private long steals;
     private long drops;
-    private long liveCount;
-    private long peakLiveCount;
-    private long allocCount;
-    private long freeCount;
-    private long bytesAllocatedTotal;
-    private long bytesFreedTotal;
     private boolean closed;
     /**
      * Taken by every public method, and by {@link PlannedAllocator} around its own bookkeeping (it shares this
@@ -218,7 +209,9 @@ public final class StitchAllocator implements GpuAllocator {
         b.free = false;
         b.prev = null;
         b.next = null;
-        b.usedCount = 0;
+        if (b.uses != null) {
+            b.uses.clear();
+        }
         return b;
     }
 
@@ -278,7 +271,7 @@ public final class StitchAllocator implements GpuAllocator {
             return take(b, rounded, size, stream, context);
         }
         if (!pendingFrees.isEmpty()) {
-            retries++;
+            counts.retries++;
             processPendingFrees(true);
             b = a.freeBySize.ceiling(a.stream, rounded, 0);
             if (b != null && pinPages(a, b, rounded)) {
@@ -298,7 +291,7 @@ public final class StitchAllocator implements GpuAllocator {
         long addr = a.base + offset;
         if (!pinFixed(a, addr, rounded)) {
             if (!pendingFrees.isEmpty()) {
-                retries++;
+                counts.retries++;
                 processPendingFrees(true);
             }
             if (!pinFixed(a, addr, rounded)) {
@@ -349,12 +342,7 @@ public final class StitchAllocator implements GpuAllocator {
         b.frames = context;
         history.record(TraceAction.ALLOC, b.ptr, requested, b.stream, context, -1);
         live.put(b.ptr, b);
-        liveCount++;
-        peakLiveCount = Math.max(peakLiveCount, liveCount);
-        allocCount++;
-        bytesAllocatedTotal += b.size;
-        allocated += b.size;
-        peakAllocated = Math.max(peakAllocated, allocated);
+        counts.allocated(b.size);
     }
 
     /**
@@ -711,20 +699,12 @@ public final class StitchAllocator implements GpuAllocator {
         List<Frame> context = history.maybeGatherContext(Context.ALL);
         history.record(
                 TraceAction.FREE_REQUESTED, b.ptr, b.requested, b.stream, context != null ? context : b.frames, -1);
-        allocated -= b.size;
-        liveCount--;
-        freeCount++;
-        bytesFreedTotal += b.size;
-        if (b.usedCount > 0) {
-            for (int i = 0; i < b.usedCount; i++) {
-                long ev = device.createEvent();
-                device.recordEvent(ev, b.usedOn[i]);
-                b.usedOn[i] = ev;
-            }
-            pendingFrees.add(b);
-            return;
+        counts.freed(b.size);
+        if (StreamUses.recordEventsIfUsed(b.uses, device)) {
+            pendingFrees.add(b); // until the streams that used it are seen done
+        } else {
+            release(b);
         }
-        release(b);
     }
 
     @Override
@@ -742,18 +722,9 @@ public final class StitchAllocator implements GpuAllocator {
         if (b == null) {
             throw new IllegalArgumentException("invalid device pointer: 0x" + Long.toHexString(ptr));
         }
-        if (stream == b.stream) {
-            return;
+        if (stream != b.stream) {
+            b.uses = StreamUses.with(b.uses, stream);
         }
-        for (int i = 0; i < b.usedCount; i++) {
-            if (b.usedOn[i] == stream) {
-                return;
-            }
-        }
-        if (b.usedCount == b.usedOn.length) {
-            b.usedOn = Arrays.copyOf(b.usedOn, Math.max(2, 2 * b.usedCount));
-        }
-        b.usedOn[b.usedCount++] = stream;
     }
 
     /** Releases blocks whose recorded streams have passed their free (all of them, waiting, when {@code sync}). */
@@ -761,26 +732,7 @@ public final class StitchAllocator implements GpuAllocator {
         if (pendingFrees.isEmpty()) {
             return;
         }
-        for (int i = 0; i < pendingFrees.size(); i++) {
-            StitchBlock b = pendingFrees.get(i);
-            boolean done = true;
-            for (int e = 0; e < b.usedCount; e++) {
-                if (sync) {
-                    device.synchronizeEvent(b.usedOn[e]);
-                } else if (!device.queryEvent(b.usedOn[e])) {
-                    done = false;
-                    break;
-                }
-            }
-            if (done) {
-                for (int e = 0; e < b.usedCount; e++) {
-                    device.destroyEvent(b.usedOn[e]);
-                }
-                b.usedCount = 0;
-                pendingFrees.remove(i--);
-                release(b);
-            }
-        }
+        StreamUses.releaseCompleted(pendingFrees, b -> Objects.requireNonNull(b.uses), device, sync, this::release);
     }
 
     /** Returns a block's address range to its arena and unpins its pages (they stay mapped as cache). */
@@ -893,20 +845,7 @@ public final class StitchAllocator implements GpuAllocator {
     }
 
     private OutOfMemoryException outOfMemory(long requested, long rounded, long stream, @Nullable List<Frame> context) {
-        ooms++;
-        history.record(TraceAction.OOM, 0, rounded, stream, context, device.freeMemory());
-        return new OutOfMemoryException(new OomReport(
-                requested,
-                rounded,
-                rounded,
-                device.index(),
-                device.totalMemory(),
-                device.freeMemory(),
-                -1,
-                allocated,
-                reservedBytes(),
-                List.of(),
-                false));
+        return counts.outOfMemory(device, history, requested, rounded, stream, context, reservedBytes(), List.of());
     }
 
     /** The figures are read under the lock; the value is built after it is released. */
@@ -929,24 +868,11 @@ public final class StitchAllocator implements GpuAllocator {
      * room) and {@code num_dropped_mappings} (multi-page mappings dropped because a block covered part of one).
      */
     MemoryStats.Builder statsBuilder() { // caller holds the lock
-        return MemoryStats.builder()
-                .stat(
-                        StatKind.ALLOCATED_BYTES,
-                        StatType.ALL,
-                        new MemoryStats.Stat(allocated, peakAllocated, bytesAllocatedTotal, bytesFreedTotal))
-                .stat(
-                        StatKind.ALLOCATION,
-                        StatType.ALL,
-                        new MemoryStats.Stat(liveCount, peakLiveCount, allocCount, freeCount))
-                .stat(
-                        StatKind.RESERVED_BYTES,
-                        StatType.ALL,
+        return counts.builder(
                         new MemoryStats.Stat(
-                                reservedBytes(), peakReserved, physicalCreated * page, physicalReleased * page))
-                .numAllocRetries(retries)
-                .numOoms(ooms)
-                .numDeviceAlloc(createCalls)
-                .numDeviceFree(releaseCalls)
+                                reservedBytes(), peakReserved, physicalCreated * page, physicalReleased * page),
+                        createCalls,
+                        releaseCalls)
                 .extra("num_stitched_pages", steals)
                 .extra("num_dropped_mappings", drops);
     }

@@ -15,7 +15,6 @@ import org.jspecify.annotations.Nullable;
  * Design notes: policies.md §2.1.
  */
 final class StitchBlock extends OrderedBlock<StitchBlock> {
-    private static final long[] NOT_USED = {};
 
     /** The arena the block belongs to; null only while the block object waits on the spare list. */
     StitchAllocator.@Nullable Arena arena;
@@ -28,9 +27,10 @@ final class StitchBlock extends OrderedBlock<StitchBlock> {
     @Nullable
     StitchBlock next;
 
-    long[] usedOn =
-            NOT_USED; // the first usedCount: streams recorded with recordStream, then their events while pending
-    int usedCount;
+    /** Streams recorded with recordStream, then their events while the freed block waits; null until the first. */
+    @Nullable
+    StreamUses uses;
+
     long requested; // the unrounded request of an allocated block
 
     @Nullable

@@ -23,7 +23,9 @@ final class StitchInvariants {
         for (StitchBlock b : st.liveBlocks()) {
             liveBytes += b.size;
         }
-        require(liveBytes == st.allocated, "allocated bytes " + st.allocated + " but live blocks hold " + liveBytes);
+        require(
+                liveBytes == st.counts.allocated,
+                "allocated bytes " + st.counts.allocated + " but live blocks hold " + liveBytes);
         Set<Long> handles = new HashSet<>();
         long mapped = 0;
         List<PageUse> uses = new ArrayList<>(st.arenas.size());

@@ -45,9 +45,9 @@ class StitchInvariantsTest {
     @Test
     void countersThatDisagreeWithTheBlocksAreNamed() {
         StitchAllocator st = withFreeAndLivePages();
-        st.allocated += 512;
+        st.counts.allocated += 512;
         expectBroken(st, "allocated bytes " + (4 * MiB + 512) + " but live blocks hold " + 4 * MiB);
-        st.allocated -= 512;
+        st.counts.allocated -= 512;
         st.mappedPages++;
         expectBroken(st, "mapped page count");
     }
