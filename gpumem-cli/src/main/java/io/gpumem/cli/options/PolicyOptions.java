@@ -17,7 +17,8 @@ public final class PolicyOptions {
             paramLabel = "NAME[:OPTIONS]",
             description = "An allocation policy to replay beside the configurations (repeatable; default: none):"
                     + " pytorch[:CONF] (the PyTorch-exact allocator), stitch (virtual-memory stitching), planned"
-                    + " (plan from the requests, serve online) or any registered policy; a row of the table where the"
+                    + " (plan from the requests, serve online), rmm-pool[:initial=SIZE,max=SIZE] (RAPIDS RMM's pool)"
+                    + " or any registered policy; a row of the table where the"
                     + " command prints one, a candidate of the recommender where it recommends.")
     List<String> policies = new ArrayList<>();
 
