@@ -59,7 +59,7 @@ import org.jspecify.annotations.Nullable;
  *       ignores it). To keep {@link GpuAllocator}'s promise, a block freed while other streams used it waits outside
  *       the pool on one event per stream, and enters its list when a later malloc sees them done, or when a request
  *       that found no memory synchronises them and tries once more (counted as a retry).</li>
- *   <li><b>emptyCache</b> does nothing: the pool does not shrink.</li>
+ *   <li><b>emptyCache</b> does not shrink the pool; it only synchronises the blocks waiting on streams [gpumem].</li>
  * </ul>
  *
  * <h2>Invariants</h2>
@@ -74,7 +74,10 @@ public final class RmmPoolAllocator implements GpuAllocator {
     /** The policy's registered name. */
     public static final String NAME = "rmm-pool";
 
-    /** {@code rmm::CUDA_ALLOCATION_ALIGNMENT}: every request and pool size is a multiple of it. */
+    /**
+     * {@code rmm::CUDA_ALLOCATION_ALIGNMENT}: requests are rounded up to a multiple of it, so every block starts at one
+     * (an upstream block's size need not be one: halfway to a maximum, or halved after a failure).
+     */
     public static final long ALIGNMENT = 256;
 
     /** A piece of the pool (RMM's {@code block}): live, waiting on events, or free in one stream's list. */
