@@ -257,7 +257,7 @@ public final class RmmPoolAllocator implements GpuAllocator {
             size = maximum;
         }
         if (size > 0) {
-            Piece b = expand(size, size, Device.DEFAULT_STREAM);
+            Piece b = expand(size, size, Device.DEFAULT_STREAM, null);
             if (b == null) {
                 throw outOfMemory(size, size, Device.DEFAULT_STREAM, null);
             }
@@ -300,11 +300,11 @@ public final class RmmPoolAllocator implements GpuAllocator {
             }
             long rounded = alignUp(size);
             processWaiting(false);
-            Piece b = getBlock(rounded, stream);
+            Piece b = getBlock(rounded, stream, context);
             if (b == null && !waiting.isEmpty()) {
                 counts.retries++;
                 processWaiting(true);
-                b = getBlock(rounded, stream);
+                b = getBlock(rounded, stream, context);
             }
             if (b == null) {
                 throw outOfMemory(size, rounded, stream, context);
@@ -322,7 +322,7 @@ public final class RmmPoolAllocator implements GpuAllocator {
     }
 
     /** {@code get_block}: own list, another stream's list, the lists merged into the own one, a grown pool. */
-    private @Nullable Piece getBlock(long size, long stream) {
+    private @Nullable Piece getBlock(long size, long stream, @Nullable List<Frame> context) {
         int own = eventOf(stream);
         FreeList mine = lists[own];
         if (mine != null) {
@@ -362,7 +362,7 @@ public final class RmmPoolAllocator implements GpuAllocator {
                 }
             }
         }
-        Piece grown = expand(sizeToGrow(size), size, stream);
+        Piece grown = expand(sizeToGrow(size), size, stream, context);
         return grown == null ? null : split(grown, size, mine);
     }
 
@@ -385,8 +385,11 @@ public final class RmmPoolAllocator implements GpuAllocator {
         return Math.max(size, poolSize);
     }
 
-    /** {@code try_to_expand}: an upstream block of {@code tryBytes}, halved on failure down to {@code minBytes}. */
-    private @Nullable Piece expand(long tryBytes, long minBytes, long stream) {
+    /**
+     * {@code try_to_expand}: an upstream block of {@code tryBytes}, halved on failure down to {@code minBytes}; its
+     * {@code segment_alloc} entry carries the stack of the request that grew the pool, as PyTorch's does.
+     */
+    private @Nullable Piece expand(long tryBytes, long minBytes, long stream, @Nullable List<Frame> context) {
         long attempt = tryBytes;
         while (attempt >= minBytes) {
             long p = attempt == 0 ? Device.NULL : upstreamMalloc(attempt);
@@ -394,7 +397,7 @@ public final class RmmPoolAllocator implements GpuAllocator {
                 poolSize += attempt;
                 upstreamAllocs++;
                 upstream.put(p, new Upstream(p, attempt, stream));
-                history.record(TraceAction.SEGMENT_ALLOC, p, attempt, stream, null);
+                history.record(TraceAction.SEGMENT_ALLOC, p, attempt, stream, context);
                 return new Piece(p, attempt, true);
             }
             if (attempt == minBytes) {

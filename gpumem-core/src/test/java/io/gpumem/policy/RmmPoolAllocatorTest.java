@@ -8,6 +8,7 @@ import io.gpumem.device.DeviceOp;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
+import io.gpumem.history.Frame;
 import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
@@ -278,6 +279,8 @@ class RmmPoolAllocatorTest {
     void historyRecordsUpstreamBlocksAllocsFreesAndOoms() {
         RmmPoolAllocator a = pool(device(64 * MiB), 0, 8 * MiB);
         a.internals().recordHistory(HistoryOptions.all());
+        List<Frame> stack = List.of(new Frame("train.py", 7, "step"));
+        a.internals().setContextSupplier(() -> stack);
         long p = a.malloc(3 * MiB, 5);
         a.free(p);
         assertThatThrownBy(() -> a.malloc(16 * MiB, 5)).isInstanceOf(OutOfMemoryException.class);
@@ -293,7 +296,11 @@ class RmmPoolAllocatorTest {
                         TraceAction.FREE_REQUESTED,
                         TraceAction.FREE_COMPLETED,
                         TraceAction.OOM);
-        assertThat(a.snapshot().deviceTraces().getFirst().getFirst().size()).isEqualTo(4 * MiB);
+        TraceEntry grown = a.snapshot().deviceTraces().getFirst().getFirst();
+        assertThat(grown.size()).isEqualTo(4 * MiB);
+        assertThat(grown.frames())
+                .as("the growth carries the stack of the request that caused it")
+                .isEqualTo(stack);
     }
 
     @Test
