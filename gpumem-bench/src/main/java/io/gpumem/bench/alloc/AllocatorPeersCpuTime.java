@@ -13,12 +13,12 @@ import java.util.function.LongSupplier;
  * so wall-clock scores of benchmarks run one after another move with the load, not with the code. CPU time
  * charged to the benchmark thread moves far less (caches and frequency still do).
  *
- * <p>Method: for every stream, the five replayers (gpumem's exact allocator, its {@code stitch} policy, our TLSF,
- * Netty, bump pointer) are warmed up (JIT), then
+ * <p>Method: for every stream, the six replayers (gpumem's exact allocator, its {@code stitch} policy, our TLSF,
+ * Netty, bump pointer, the {@code rmm-pool} model of RMM's pool) are warmed up (JIT), then
  * measured in {@code rounds} interleaved rounds; in each round each replayer runs {@code reps} repetitions of
  * whole passes totalling about {@code millis} ms of CPU time, and a repetition's figure is CPU ns per
  * malloc+free pair. Printed: the median and the spread (min–max) over all repetitions, the ratios of the medians
- * (stitch / exact, exact / TLSF, exact / Netty, exact / bump, as time ratios), and the load average before and
+ * (stitch / exact, exact / TLSF, exact / Netty, exact / bump, rmm-pool / exact, as time ratios), and the load average before and
  * after. One JVM for all, so the streams share the JIT's profile as a library user's process would; every ratio
  * RESULTS.md gives between allocators comes from one such run.
  *
@@ -45,11 +45,12 @@ public final class AllocatorPeersCpuTime {
             int pairs = s.allocs();
             StreamLoop gpumem = AllocatorPeersBench.gpumemLoop(s);
             StreamLoop stitch = PolicyPairBench.loop("stitch", s);
+            StreamLoop rmmPool = PolicyPairBench.loop("rmm-pool", s);
             AllocatorPeersBench.TlsfReplay tlsf = new AllocatorPeersBench.TlsfReplay(s);
             AllocatorPeersBench.NettyReplay netty = new AllocatorPeersBench.NettyReplay(s);
             AllocatorPeersBench.BumpReplay bump = new AllocatorPeersBench.BumpReplay(s);
-            String[] peers = {"gpumem", "stitch", "tlsf", "netty", "bump"};
-            LongSupplier[] pass = {gpumem::pass, stitch::pass, tlsf::pass, netty::pass, bump::pass};
+            String[] peers = {"gpumem", "stitch", "tlsf", "netty", "bump", "rmm-pool"};
+            LongSupplier[] pass = {gpumem::pass, stitch::pass, tlsf::pass, netty::pass, bump::pass, rmmPool::pass};
             // warm-up: JIT the three loops (about as long as one round)
             for (LongSupplier p : pass) {
                 ThreadCpuTimer.spin(p, millis * reps * 1_000_000L / 2);
@@ -76,8 +77,13 @@ public final class AllocatorPeersCpuTime {
             }
             System.out.printf(
                     "%-14s time ratios (< 1 = the first faster): stitch/gpumem %.2f, gpumem/tlsf %.2f, gpumem/netty"
-                            + " %.2f, gpumem/bump %.2f%n",
-                    name, median[1] / median[0], median[0] / median[2], median[0] / median[3], median[0] / median[4]);
+                            + " %.2f, gpumem/bump %.2f, rmm-pool/gpumem %.2f%n",
+                    name,
+                    median[1] / median[0],
+                    median[0] / median[2],
+                    median[0] / median[3],
+                    median[0] / median[4],
+                    median[5] / median[0]);
         }
         System.out.println("(thread CPU time, " + rounds + " interleaved rounds x " + reps + " repetitions of ~"
                 + millis + " ms; load average at the end "

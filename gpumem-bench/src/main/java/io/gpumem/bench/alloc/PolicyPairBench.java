@@ -39,7 +39,7 @@ import org.openjdk.jmh.infra.BenchmarkParams;
 @BenchmarkMode(Mode.AverageTime)
 @OutputTimeUnit(TimeUnit.NANOSECONDS)
 public class PolicyPairBench {
-    @Param({"pytorch", "stitch"})
+    @Param({"pytorch", "stitch", "rmm-pool"})
     public String policy;
 
     private GpuAllocator stress;
