@@ -96,6 +96,15 @@ class RequestsOnlyStatesTest {
         return a;
     }
 
+    /**
+     * The analysis at the default moment, no compare runs, the window rebuilt from the file (as a session would make
+     * it once).
+     */
+    private static DeviceAnalysis analyzeByDefault(TraceSnapshot file, long capacity) {
+        return DeviceAnalysis.of(
+                file, 0, null, capacity, 5, false, () -> TraceStates.window(file, 0), usable -> null, List.of());
+    }
+
     private static List<String> shapeOf(CachingAllocator a) {
         return TraceStatesTest.shape(
                 MemoryState.builder().segments(a.snapshot().segments()).build());
@@ -180,8 +189,7 @@ class RequestsOnlyStatesTest {
         assertThat(TraceStatesTest.shape(replayed)).isEqualTo(shapeOf(expected));
         assertThat(replayed.label()).contains("the request of entry #" + failedAt[0] + " fails");
 
-        DeviceAnalysis analysis = DeviceAnalysis.of(
-                log, 0, null, capacity, 5, false, () -> TraceStates.window(log, 0), usable -> null, List.of());
+        DeviceAnalysis analysis = analyzeByDefault(log, capacity);
         assertThat(analysis.end()).as("the analysed moment is the failure").isEqualTo(failedAt[0] + 1);
         assertThat(oom.replayed()).isTrue();
         assertThat(analysis.analysis().diagnosis().trigger())
@@ -215,16 +223,7 @@ class RequestsOnlyStatesTest {
                 peakEntry = i;
             }
         }
-        DeviceAnalysis analysis = DeviceAnalysis.of(
-                log,
-                0,
-                null,
-                MemoryState.UNKNOWN,
-                5,
-                false,
-                () -> TraceStates.window(log, 0),
-                usable -> null,
-                List.of());
+        DeviceAnalysis analysis = analyzeByDefault(log, MemoryState.UNKNOWN);
         assertThat(analysis.end() - 1).as("seed %d", seed).isEqualTo(peakEntry);
         assertThat(analysis.analysis().all().allocated()).isGreaterThanOrEqualTo(peak);
 
@@ -260,23 +259,13 @@ class RequestsOnlyStatesTest {
                 third = i;
             }
         }
-        DeviceAnalysis onItsDevice = DeviceAnalysis.of(
-                script,
-                0,
-                null,
-                MemoryState.UNKNOWN,
-                5,
-                false,
-                () -> TraceStates.window(script, 0),
-                usable -> null,
-                List.of());
+        DeviceAnalysis onItsDevice = analyzeByDefault(script, MemoryState.UNKNOWN);
         assertThat(onItsDevice.analysis().state().oom().map(OomEvent::entryIndex))
                 .as("the third 60 MiB request does not fit the 128 MiB left")
                 .contains((long) third);
         assertThat(onItsDevice.analysis().all().allocated()).isEqualTo(120 * MiB);
 
-        DeviceAnalysis onALargerOne = DeviceAnalysis.of(
-                script, 0, null, 1L << 30, 5, false, () -> TraceStates.window(script, 0), usable -> null, List.of());
+        DeviceAnalysis onALargerOne = analyzeByDefault(script, 1L << 30);
         assertThat(TraceStates.replayCapacity(script, 1L << 30)).isEqualTo(1L << 30);
         assertThat(onALargerOne.analysis().state().oom()).isEmpty();
         assertThat(onALargerOne.analysis().all().allocated())
@@ -299,16 +288,7 @@ class RequestsOnlyStatesTest {
         for (int i = 0; i < log.traceOf(0).size(); i++) {
             failure = log.traceOf(0).get(i).action() == TraceAction.OOM ? i : failure;
         }
-        DeviceAnalysis analysis = DeviceAnalysis.of(
-                log,
-                0,
-                null,
-                MemoryState.UNKNOWN,
-                5,
-                false,
-                () -> TraceStates.window(log, 0),
-                usable -> null,
-                List.of());
+        DeviceAnalysis analysis = analyzeByDefault(log, MemoryState.UNKNOWN);
         assertThat(analysis.end() - 1).as("the recorded failure is the moment").isEqualTo(failure);
         OomEvent oom = analysis.analysis().state().oom().orElseThrow();
         assertThat(oom.entryIndex()).isEqualTo(failure);
