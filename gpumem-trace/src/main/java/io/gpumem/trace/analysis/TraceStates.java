@@ -129,7 +129,8 @@ public final class TraceStates {
      * For a file that records requests but no allocator state ({@link TraceSnapshot#addressesRecorded}): the state
      * the exact allocator reaches under the recorded configuration (the defaults, or an ops script's {@code config}
      * line) after entry {@code n}, replaying the device's requests from an empty device of {@code capacity} bytes
-     * (when it is unknown, the device an ops script declares, else an unlimited one: {@link #replayCapacity}). A
+     * (when it is unknown, the device an ops script declares, else an unlimited one: {@link #replayCapacity}): the
+     * ops of {@code replay}, the device's window compiled once, through entry {@code n}. A
      * request that fails stops the replay, as it would stop the job: the state is then the one it failed in, with
      * its OOM, at an entry at or before {@code n}. Otherwise an {@code oom} entry the file recorded at {@code n} (an
      * RMM log's {@code allocate failure}) is the state's OOM.
@@ -172,6 +173,7 @@ public final class TraceStates {
      * most bytes are allocated ({@link RequestSequence#peakAllocatedEntry}, requests at their rounded size), or the
      * last entry when nothing is allocated. Such a file most often ends with the run, everything freed: its end
      * would show only a cache of free segments, where the peak shows the state that decided what the job needs.
+     * The requests are read from {@code window}, the device's window as the caller prepared it.
      */
     public static int peakAllocatedEntry(TraceSnapshot snapshot, int device, Supplier<WhatIfReplay> window) {
         List<TraceEntry> trace = snapshot.traceOf(device);
