@@ -558,8 +558,8 @@ public final class StreamRunner {
         }
         return new NoCapacityRunsException("no device capacity runs these requests (" + why + "; the largest request"
                 + " asks for " + largest
-                + " bytes, and PyTorch refuses any request of 2^60 bytes (1 EiB) or more): there"
-                + " is no minimum capacity to search");
+                + " bytes; PyTorch's allocator refuses any request of 2^60 bytes (1 EiB) or more, and a policy may cap"
+                + " its own pool, as rmm-pool's max does): there is no minimum capacity to search");
     }
 
     /**

@@ -59,6 +59,12 @@ class ComparePolicyTest {
         assertThat(((Number) rows.get(2).get("peak_reserved")).longValue())
                 .as("max=8GiB alone: a pool capped at 8 GiB")
                 .isLessThanOrEqualTo(8L << 30);
+        // a pool capped below what the trace holds at once: no capacity runs it, and the refusal says a policy may cap
+        CliRun capped = CliRun.run("compare", f.toString(), "--policy", "rmm-pool:max=1GiB");
+        assertThat(capped.exit()).isEqualTo(2);
+        assertThat(capped.err())
+                .startsWith("gpumem compare: no device capacity runs these requests")
+                .contains("rmm-pool's max");
         CliRun bad = CliRun.run("compare", f.toString(), "--policy", "rmm-pool:initial=100");
         assertThat(bad.exit()).isEqualTo(2);
         assertThat(bad.err())
