@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.gpumem.alloc.GpuAllocator;
+import io.gpumem.alloc.Pool;
 import io.gpumem.device.DeviceOp;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.BlockInfo;
@@ -13,6 +14,7 @@ import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
+import io.gpumem.oom.OomReport;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.stats.MemoryStats;
 import io.gpumem.stats.StatKind;
@@ -21,6 +23,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
+import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -350,5 +353,182 @@ class RmmPoolAllocatorTest {
                     .isGreaterThanOrEqualTo(live.get(i - 1)[0] + live.get(i - 1)[1]);
         }
         assertThat(blocks(a).values()).contains(BlockState.ACTIVE_ALLOCATED);
+    }
+
+    @Test
+    void anInitialPoolAtExactlyTheMaximumIsAllowedAndHalfTheFreeMemoryAtTheMaximumIsKept() {
+        RmmPoolAllocator full = pool(device(1L << 30), 64 * MiB, 64 * MiB);
+        assertThat(reserved(full)).isEqualTo(64 * MiB);
+        // half of 1 GiB free is exactly max: the default stands, no cap needed
+        RmmPoolAllocator half =
+                (RmmPoolAllocator) PolicySpec.parse("rmm-pool:max=512MiB").create(device(1L << 30));
+        assertThat(reserved(half)).isEqualTo(512 * MiB);
+        assertThatThrownBy(() -> half.malloc(512 * MiB + 1, 0)).isInstanceOf(OutOfMemoryException.class);
+    }
+
+    @Test
+    void aClosedPoolRefusesWorkGaveItsBlocksBackAndSaysSoInItsHistory() {
+        SimulatedDevice dev = device(1L << 30);
+        RmmPoolAllocator a = pool(dev, 4 * MiB, -1);
+        a.internals().recordHistory(HistoryOptions.all());
+        long p = a.malloc(MiB, 0);
+        a.malloc(8 * MiB, 0); // a second upstream block
+        a.close();
+        a.close(); // idempotent
+        assertThat(dev.consumedBytes()).isZero();
+        assertThat(a.snapshot().segments()).isEmpty();
+        assertThat(a.snapshot().deviceTraces().getFirst())
+                .filteredOn(e -> e.action() == TraceAction.SEGMENT_FREE)
+                .extracting(TraceEntry::size)
+                .containsExactlyInAnyOrder(4 * MiB, 8 * MiB);
+        assertThat(a.stats().numDeviceFree()).isEqualTo(2);
+        assertThat(a.stats().get(StatKind.RESERVED_BYTES).current()).isZero();
+        assertThatThrownBy(() -> a.malloc(MiB, 0)).isInstanceOf(IllegalStateException.class);
+        assertThatThrownBy(() -> a.free(p)).isInstanceOf(IllegalStateException.class);
+        assertThatThrownBy(a::emptyCache).isInstanceOf(IllegalStateException.class);
+    }
+
+    @Test
+    void blocksUsedOnOtherStreamsWaitUntilMallocSeesThemDoneOrEmptyCacheSynchronises() {
+        SimulatedDevice dev =
+                SimulatedDevice.builder().capacity(1L << 30).holdEvents(true).build();
+        long side = dev.createStream();
+        RmmPoolAllocator a = pool(dev, 16 * MiB, -1);
+        long p = a.malloc(2 * MiB, 0);
+        long q = a.malloc(2 * MiB, 0);
+        a.recordStream(p, side);
+        a.recordStream(p, side); // once is enough
+        a.recordStream(q, 0); // its own stream: nothing to wait for
+        a.recordStream(q, side);
+        a.free(p);
+        a.free(q);
+        assertThat(dev.callCount(DeviceOp.RECORD_EVENT)).isEqualTo(2);
+        assertThat(blocks(a))
+                .containsEntry(p, BlockState.ACTIVE_PENDING_FREE)
+                .containsEntry(q, BlockState.ACTIVE_PENDING_FREE);
+        // both events complete: one malloc's poll returns both blocks, and destroys both events
+        dev.completeEvents(side);
+        long r = a.malloc(4 * MiB, 0);
+        assertThat(r).as("p and q merged back into one 4 MiB block").isEqualTo(p);
+        assertThat(dev.callCount(DeviceOp.DESTROY_EVENT)).isEqualTo(2);
+        assertThat(dev.callCount(DeviceOp.SYNCHRONIZE_EVENT)).isZero();
+        // emptyCache synchronises what still waits, and the pool stays whole
+        a.recordStream(r, side);
+        a.free(r);
+        assertThat(blocks(a)).containsEntry(r, BlockState.ACTIVE_PENDING_FREE);
+        a.emptyCache();
+        assertThat(dev.callCount(DeviceOp.SYNCHRONIZE_EVENT)).isEqualTo(1);
+        assertThat(blocks(a)).containsEntry(r, BlockState.INACTIVE);
+        assertThat(reserved(a)).isEqualTo(16 * MiB);
+        a.internals().checkInvariants();
+    }
+
+    @Test
+    void anOutOfMemoryReportNamesEachStreamsLargestFreeBlock() {
+        SimulatedDevice dev = device(32 * MiB);
+        long s1 = dev.createStream();
+        RmmPoolAllocator a = pool(dev, 16 * MiB, 16 * MiB);
+        long x = a.malloc(3 * MiB, s1);
+        a.malloc(MiB, s1);
+        long y = a.malloc(5 * MiB, 0);
+        a.malloc(MiB, 0);
+        a.free(x); // stream 1's list: 3 MiB
+        a.free(y); // the default stream's list: 5 MiB, and the 6 MiB left of the initial block beside it
+        OutOfMemoryException e = catchOom(() -> a.malloc(15 * MiB, s1));
+        assertThat(e.report().largestFreeBlocks())
+                .as("the lists merged into stream 1's before the growth failed: one list, the largest block 6 MiB")
+                .containsExactly(new OomReport.LargestFree(Pool.LARGE, s1, 6 * MiB));
+        assertThat(e.report().allocatedBytes()).isEqualTo(2 * MiB);
+        assertThat(e.report().reservedBytes()).isEqualTo(16 * MiB);
+        assertThat(e.report().roundedSize()).isEqualTo(15 * MiB);
+    }
+
+    private static OutOfMemoryException catchOom(Runnable r) {
+        try {
+            r.run();
+        } catch (OutOfMemoryException e) {
+            return e;
+        }
+        throw new AssertionError("no out-of-memory error");
+    }
+
+    @Test
+    void theStatsCountWhatWasHandedOutAndFreedInTotal() {
+        RmmPoolAllocator a = pool(device(1L << 30), 0, -1);
+        long p = a.malloc(1000, 0); // 1,024 bytes
+        long q = a.malloc(3 * MiB, 0);
+        a.free(p);
+        a.malloc(100, 0); // 256 bytes
+        a.free(q);
+        MemoryStats.Stat bytes = a.stats().get(StatKind.ALLOCATED_BYTES);
+        assertThat(bytes.current()).isEqualTo(256);
+        assertThat(bytes.peak()).isEqualTo(1024 + 3 * MiB);
+        assertThat(bytes.allocated()).isEqualTo(1024 + 3 * MiB + 256);
+        assertThat(bytes.freed()).isEqualTo(1024 + 3 * MiB);
+        MemoryStats.Stat count = a.stats().get(StatKind.ALLOCATION);
+        assertThat(count.current()).isEqualTo(1);
+        assertThat(count.peak()).isEqualTo(2);
+        assertThat(count.allocated()).isEqualTo(3);
+        assertThat(count.freed()).isEqualTo(2);
+    }
+
+    @Test
+    void aFreeRecordsTheStackAtTheFreeWhereHistoryTakesOne() {
+        RmmPoolAllocator a = pool(device(1L << 30), 4 * MiB, -1);
+        a.internals().recordHistory(HistoryOptions.all());
+        AtomicReference<List<Frame>> now = new AtomicReference<>(List.of(new Frame("model.py", 1, "forward")));
+        a.internals().setContextSupplier(now::get);
+        long p = a.malloc(MiB, 0);
+        now.set(List.of(new Frame("train.py", 9, "backward")));
+        a.free(p);
+        TraceEntry freed = a.snapshot().deviceTraces().getFirst().stream()
+                .filter(e -> e.action() == TraceAction.FREE_REQUESTED)
+                .findFirst()
+                .orElseThrow();
+        assertThat(freed.frames()).isEqualTo(now.get());
+    }
+
+    @Test
+    void aRequestThatFindsNoMemoryWaitsForTheBlocksOtherStreamsStillUseAndTriesOnce() {
+        SimulatedDevice dev =
+                SimulatedDevice.builder().capacity(1L << 30).holdEvents(true).build();
+        long side = dev.createStream();
+        RmmPoolAllocator a = pool(dev, 4 * MiB, 4 * MiB);
+        long p = a.malloc(4 * MiB, 0);
+        a.recordStream(p, side);
+        a.free(p);
+        // the pool is at its maximum and its only block waits: synchronise, then serve it
+        assertThat(a.malloc(4 * MiB, 0)).isEqualTo(p);
+        assertThat(dev.callCount(DeviceOp.SYNCHRONIZE_EVENT)).isEqualTo(1);
+        assertThat(a.stats().numAllocRetries()).isEqualTo(1);
+        assertThat(a.stats().numOoms()).isZero();
+    }
+
+    @Test
+    void theSnapshotShowsRequestsAndStacksOfHeldBlocksOnly() {
+        SimulatedDevice dev =
+                SimulatedDevice.builder().capacity(1L << 30).holdEvents(true).build();
+        long side = dev.createStream();
+        RmmPoolAllocator a = pool(dev, 8 * MiB, -1);
+        a.internals().recordHistory(HistoryOptions.all());
+        List<Frame> stack = List.of(new Frame("model.py", 3, "layer"));
+        a.internals().setContextSupplier(() -> stack);
+        long held = a.malloc(1000, 0);
+        long waits = a.malloc(2000, 0);
+        long freed = a.malloc(3000, 0);
+        a.recordStream(waits, side);
+        a.free(waits);
+        a.free(freed);
+        Map<Long, BlockInfo> byAddress = new HashMap<>();
+        for (BlockInfo b : a.snapshot().segments().getFirst().blocks()) {
+            byAddress.put(b.address(), b);
+        }
+        assertThat(byAddress.get(held).requestedSize()).isEqualTo(1000);
+        assertThat(byAddress.get(held).frames()).isEqualTo(stack);
+        assertThat(byAddress.get(waits).state()).isEqualTo(BlockState.ACTIVE_PENDING_FREE);
+        assertThat(byAddress.get(waits).requestedSize()).isEqualTo(2000);
+        assertThat(byAddress.get(freed).state()).isEqualTo(BlockState.INACTIVE);
+        assertThat(byAddress.get(freed).requestedSize()).isZero();
+        assertThat(byAddress.get(freed).frames()).isEmpty();
     }
 }
