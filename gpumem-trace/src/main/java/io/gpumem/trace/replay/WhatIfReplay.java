@@ -23,6 +23,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Function;
 import java.util.function.IntConsumer;
 import java.util.function.Supplier;
+import org.jspecify.annotations.Nullable;
 
 /**
  * What-if replay of one device's trace window ({@code gpumem compare}): the window compiled once into the engine's
@@ -59,6 +60,9 @@ public final class WhatIfReplay {
     private final WindowStart start;
     private final boolean[] userEmptyCache;
     private final StreamRunner runner;
+    /** The window compiled with stacks and times ({@link #historyStream}); null until first asked for. */
+    private volatile @Nullable RequestStream withHistory;
+
     private final RecordedTotals recorded;
     private final Map<Integer, StreamRunner> iterated = new ConcurrentHashMap<>();
     /** The run that found each configuration's (by string) or policy's steady state, with ample memory. */
@@ -327,11 +331,22 @@ public final class WhatIfReplay {
     }
 
     /**
-     * The window compiled with each request's stack and time (for runs that record history): compiled per call, as
-     * the runs that want it are one-off (a snapshot to write or analyse), and most runs do not.
+     * The window compiled with each request's stack and time (for runs that record history): compiled on first use,
+     * as most replays never want it, then kept, since a report of a file of requests only plays it for several
+     * states (the analysed one and the peak's, on two threads).
      */
     private RequestStream historyStream() {
-        return WindowStreams.compile(snapshot.traceOf(device), start, userEmptyCache, true);
+        RequestStream s = withHistory;
+        if (s == null) {
+            synchronized (this) {
+                s = withHistory;
+                if (s == null) {
+                    s = WindowStreams.compile(snapshot.traceOf(device), start, userEmptyCache, true);
+                    withHistory = s;
+                }
+            }
+        }
+        return s;
     }
 
     private static StreamRunner.Options.Builder policyOptions(long capacity) {
