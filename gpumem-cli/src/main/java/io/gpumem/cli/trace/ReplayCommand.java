@@ -263,7 +263,7 @@ public final class ReplayCommand extends GpumemCommand {
                     + end.segments().size() + " segments"
                     + (run.failedOp() >= 0
                             ? "; the request of entry #"
-                                    + session.window(d).replay().stream().entry(run.failedOp())
+                                    + session.window(d).replay().playedStream().entry(run.failedOp())
                                     + " does not fit, and the snapshot is the state it failed in"
                             : "")
                     + "; snapshot written to " + snapshotOut);

@@ -66,6 +66,14 @@ class AnalysisCommandsTest {
         CliRun a = run("analyze", snapshot.toString(), "--capacity", "24GiB", "--no-compare");
         assertThat(a.exit()).as(a.err()).isZero();
         assertThat(a.out()).contains("diagnosis: FRAGMENTATION").contains("oom entry #");
+
+        // and its compare runs ask the failed request again: the recorded configuration fails it as the demo's run
+        // did, and expandable segments serve it, as the demo found
+        CliRun whatIf = run("analyze", snapshot.toString(), "--capacity", "24GiB");
+        assertThat(whatIf.exit()).as(whatIf.err()).isZero();
+        assertThat(whatIf.out())
+                .containsPattern("\\(defaults\\) .* 1 +[0-9.]+ GiB\\n")
+                .containsPattern("1\\. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\\n.*OOMs 1 -> 0\\n");
     }
 
     @Test

@@ -139,7 +139,7 @@ public final class TraceStates {
             TraceSnapshot snapshot, int device, int n, long capacity, WhatIfReplay replay) {
         AllocatorConfig config = RecordedConfig.of(snapshot);
         long runCapacity = replayCapacity(snapshot, capacity);
-        RunOutcome run = replay.playKeepingState(config, runCapacity, n);
+        RunOutcome run = replay.playRequestsThrough(config, runCapacity, n);
         GpuAllocator allocator = Objects.requireNonNull(run.allocator(), "a kept allocator");
         List<TraceEntry> trace = snapshot.traceOf(device);
         String conf = snapshot.recordedConfString();

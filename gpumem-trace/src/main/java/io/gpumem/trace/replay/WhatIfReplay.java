@@ -40,6 +40,12 @@ import org.jspecify.annotations.Nullable;
  * is counted as an OOM and its later frees are skipped. The minimum capacity is the engine's one search
  * ({@link StreamRunner#evaluate}).
  *
+ * <p>The runs also ask again each request the recording saw fail ({@link #playedStream()}): at the recorded
+ * capacity under the recorded configuration it fails again, and a configuration, policy or capacity that serves it
+ * is one that would have avoided the OOM. Served, the request is freed at once (what the program would have done with
+ * it is unknown) and the window goes on as recorded. What the recording held ({@link #stream()}: the categories, the
+ * alignment of recordings) leaves those requests out.
+ *
  * <h2>Steady state</h2>
  * A window that starts warm (its start segments hold cached free memory the earlier steps left) hands every
  * configuration the recorded cache, so on such windows every configuration prints about the same figures. When the
@@ -59,9 +65,14 @@ public final class WhatIfReplay {
     private final int device;
     private final WindowStart start;
     private final boolean[] userEmptyCache;
+    /** The window's requests as recorded, the failed ones left out. */
+    private final RequestStream requests;
+    /** Plays {@link #playedStream()}: the window with each failed request asked again. */
     private final StreamRunner runner;
-    /** The window compiled with stacks and times ({@link #historyStream}); null until first asked for. */
-    private volatile @Nullable RequestStream withHistory;
+    /** The recorded requests compiled with stacks and times ({@link #history}); null until first asked for. */
+    private volatile @Nullable RequestStream requestsWithHistory;
+    /** The played stream so compiled, when it differs from the recorded requests; null until first asked for. */
+    private volatile @Nullable RequestStream playedWithHistory;
 
     private final RecordedTotals recorded;
     private final Map<Integer, StreamRunner> iterated = new ConcurrentHashMap<>();
@@ -84,7 +95,11 @@ public final class WhatIfReplay {
         this.start = start;
         this.recorded = RecordedTotals.of(start.reservedBytes(), trace);
         this.userEmptyCache = classifyReleaseRuns(trace);
-        this.runner = new StreamRunner(WindowStreams.compile(trace, start, userEmptyCache, false));
+        this.requests = WindowStreams.compile(trace, start, userEmptyCache, false, false);
+        this.runner = new StreamRunner(
+                recorded.oomEntries() == 0
+                        ? requests
+                        : WindowStreams.compile(trace, start, userEmptyCache, false, true));
     }
 
     /** Chooses where the evaluations start (the default is {@link StartMode#WINDOW}, the window as recorded). */
@@ -97,8 +112,8 @@ public final class WhatIfReplay {
     public boolean steady() {
         return switch (mode) {
             case WINDOW -> false;
-            case STEADY -> runner.stream().allocs() > 0;
-            case AUTO -> startsWarm() && runner.stream().loopClosure() >= MIN_LOOP_CLOSURE;
+            case STEADY -> requests.allocs() > 0;
+            case AUTO -> startsWarm() && requests.loopClosure() >= MIN_LOOP_CLOSURE;
         };
     }
 
@@ -109,7 +124,7 @@ public final class WhatIfReplay {
 
     /** The live blocks the steady state starts from. */
     public int liveBlocksAtStart() {
-        return runner.stream().startBlocks();
+        return requests.startBlocks();
     }
 
     /** What the recording says: its own peak reserved and the capacity it is taken to have run at. */
@@ -122,8 +137,16 @@ public final class WhatIfReplay {
         return start;
     }
 
-    /** The compiled window. */
+    /** The compiled window: its requests as recorded, without the ones that failed. */
     public RequestStream stream() {
+        return requests;
+    }
+
+    /**
+     * The window as the runs play it: {@link #stream()} with each request the recording saw fail asked again, and
+     * freed at once when served (the same stream when nothing failed). {@link RunOutcome#failedOp()} indexes its ops.
+     */
+    public RequestStream playedStream() {
         return runner.stream();
     }
 
@@ -192,12 +215,16 @@ public final class WhatIfReplay {
         if (!start.isEmpty() || recorded.peakReserved() > 0) {
             return recorded.capacity();
         }
+        // What the recorded requests reserve: the ones that failed tell that the recorded run lacked memory, not
+        // how much it had.
+        StreamRunner recordedRequests = runner.stream() == requests ? runner : new StreamRunner(requests);
         long roomy = StreamRunner.ROOMY;
         PreparedPolicy exact = PolicyRegistry.exact(recordedConfig);
-        RunOutcome o = runner.run(exact, StreamRunner.Options.builder(roomy).build());
+        RunOutcome o =
+                recordedRequests.run(exact, StreamRunner.Options.builder(roomy).build());
         for (int tries = 0; o.ooms() > 0 && tries < 10; tries++) {
             roomy *= 2;
-            o = runner.run(exact, StreamRunner.Options.builder(roomy).build());
+            o = recordedRequests.run(exact, StreamRunner.Options.builder(roomy).build());
         }
         return MinimumCapacity.roundUp(o.peakReserved());
     }
@@ -257,17 +284,24 @@ public final class WhatIfReplay {
         return o.ooms() == 0 && o.stepsCompleted() < MAX_PASSES ? Math.max(2, o.stepsCompleted()) : MAX_PASSES;
     }
 
-    /** The run of the iterated window, with ample memory, that stops once reserved memory stops changing. */
+    /**
+     * The run of the iterated window, with ample memory, that stops once reserved memory stops changing: the recorded
+     * requests' (a failed request asked again in every pass would make the steady state one the program never had).
+     */
     private RunOutcome steadyProbe(Object key, Function<StreamRunner, PreparedPolicy> policy) {
         return steadyProbes.computeIfAbsent(key, k -> {
-            StreamRunner probe = iterated(MAX_PASSES);
+            StreamRunner probe = runner.stream() == requests
+                    ? iterated(MAX_PASSES)
+                    : new StreamRunner(requests.iterated(MAX_PASSES));
             return probe.run(
                     policy.apply(probe),
                     StreamRunner.Options.builder(roomy()).untilSteady(true).build());
         });
     }
 
-    /** The runner of the window iterated {@code passes} times from its live blocks, compiled once per count. */
+    /**
+     * The runner of the played window iterated {@code passes} times from its live blocks, compiled once per count.
+     */
     private StreamRunner iterated(int passes) {
         return iterated.computeIfAbsent(
                 passes, n -> new StreamRunner(runner.stream().iterated(n)));
@@ -300,7 +334,7 @@ public final class WhatIfReplay {
      * and the trace show the recorded frames; the start state's blocks have none.
      */
     public MemorySnapshot policySnapshot(PolicySpec spec, long capacity) {
-        StreamRunner withHistory = new StreamRunner(historyStream());
+        StreamRunner withHistory = new StreamRunner(history(true));
         RunOutcome o = withHistory.run(
                 withHistory.prepare(spec),
                 policyOptions(capacity).recordHistory(true).keepAllocator(true).build());
@@ -309,40 +343,51 @@ public final class WhatIfReplay {
 
     /**
      * The window played on the exact allocator under {@code config} on a device of {@code capacity} bytes, stopped at
-     * the first request that fails (as the job would stop), keeping the allocator and its device in the outcome, with
-     * history recorded as {@link #policySnapshot} records it. The outcome's {@link RunOutcome#failedOp} indexes the
-     * ops of {@link #stream()}: the two streams differ only in the sites and times this one carries.
+     * the first request that fails (as the job would stop; a request the recording saw fail is asked again), keeping
+     * the allocator and its device in the outcome, with history recorded as {@link #policySnapshot} records it. The
+     * outcome's {@link RunOutcome#failedOp} indexes the ops of {@link #playedStream()}: the two differ only in the
+     * sites and times the one played here carries.
      */
     public RunOutcome playKeepingState(AllocatorConfig config, long capacity) {
-        return playKeepingState(config, capacity, Integer.MAX_VALUE);
+        return keepingState(history(true), config, capacity);
     }
 
     /**
-     * {@link #playKeepingState(AllocatorConfig, long)} stopped after the ops of trace entry {@code throughEntry}
-     * (0-based; later ops are not played): the state the requests of the window up to that entry leave, or the
-     * first failure before it. The outcome's {@link RunOutcome#failedOp} indexes the ops of {@link #stream()}, as
-     * the prefix played is one of that stream's.
+     * The state the window's requests as recorded ({@link #stream()}, the failed ones left out) leave through trace
+     * entry {@code throughEntry} (0-based; later ops are not played), played as
+     * {@link #playKeepingState(AllocatorConfig, long)} plays them, or the first failure before it. The outcome's
+     * {@link RunOutcome#failedOp} indexes the ops of {@link #stream()}, as the prefix played is one of that stream's.
      */
-    public RunOutcome playKeepingState(AllocatorConfig config, long capacity, int throughEntry) {
-        RequestStream all = historyStream();
+    public RunOutcome playRequestsThrough(AllocatorConfig config, long capacity, int throughEntry) {
+        RequestStream all = history(false);
         int ops = all.opsThroughEntry(throughEntry);
-        return new StreamRunner(ops == all.length() ? all : all.prefix(ops))
+        return keepingState(ops == all.length() ? all : all.prefix(ops), config, capacity);
+    }
+
+    private static RunOutcome keepingState(RequestStream ops, AllocatorConfig config, long capacity) {
+        return new StreamRunner(ops)
                 .run(PolicyRegistry.exact(config), StreamRunner.Options.toFirstFailureKeepingState(capacity));
     }
 
     /**
-     * The window compiled with each request's stack and time (for runs that record history): compiled on first use,
-     * as most replays never want it, then kept, since a report of a file of requests only plays it for several
-     * states (the analysed one and the peak's, on two threads).
+     * The played window ({@code played}) or the recorded requests, compiled with each request's stack and time (for
+     * runs that record history): compiled on first use, as most replays never want them, then kept, since a report
+     * of a file of requests only plays them for several states (the analysed one and the peak's, on two threads).
+     * Without a failed request the two are one stream.
      */
-    private RequestStream historyStream() {
-        RequestStream s = withHistory;
+    private RequestStream history(boolean played) {
+        boolean askFailed = played && recorded.oomEntries() > 0;
+        RequestStream s = askFailed ? playedWithHistory : requestsWithHistory;
         if (s == null) {
             synchronized (this) {
-                s = withHistory;
+                s = askFailed ? playedWithHistory : requestsWithHistory;
                 if (s == null) {
-                    s = WindowStreams.compile(snapshot.traceOf(device), start, userEmptyCache, true);
-                    withHistory = s;
+                    s = WindowStreams.compile(snapshot.traceOf(device), start, userEmptyCache, true, askFailed);
+                    if (askFailed) {
+                        playedWithHistory = s;
+                    } else {
+                        requestsWithHistory = s;
+                    }
                 }
             }
         }

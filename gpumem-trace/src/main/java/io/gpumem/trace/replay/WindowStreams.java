@@ -28,15 +28,24 @@ final class WindowStreams {
 
     private WindowStreams() {}
 
+    /**
+     * The window's requests for what-if runs; with {@code askFailed}, each request the recording saw fail (an
+     * {@code oom} entry, an RMM log's failed allocation) is asked again where it failed, and freed at once when
+     * served.
+     */
     static RequestStream compile(
-            List<TraceEntry> trace, WindowStart start, boolean[] userEmptyCache, boolean withHistory) {
-        return compile(trace, start, userEmptyCache, withHistory, null);
+            List<TraceEntry> trace,
+            WindowStart start,
+            boolean[] userEmptyCache,
+            boolean withHistory,
+            boolean askFailed) {
+        return compile(trace, start, userEmptyCache, withHistory, askFailed, null);
     }
 
     /** The stream an oracle replay plays, with the recording's decisions; {@code decisions} collects them. */
     static RequestStream compileForOracle(
             List<TraceEntry> trace, WindowStart start, RecordedDecisions.Builder decisions) {
-        return compile(trace, start, null, false, decisions);
+        return compile(trace, start, null, false, false, decisions);
     }
 
     static boolean isRelease(TraceAction a) {
@@ -48,6 +57,7 @@ final class WindowStreams {
             WindowStart start,
             boolean @Nullable [] emptyCacheAt,
             boolean withHistory,
+            boolean askFailed,
             RecordedDecisions.@Nullable Builder decisions) {
         List<SegmentInfo> startState = start.segments();
         FreeMatches frees = start.frees();
@@ -72,11 +82,29 @@ final class WindowStreams {
             decisions.hasCompletions(hasCompletions);
         }
         Compilation c = new Compilation(
-                b, EntryFields.of(trace), trace, frees, startSlots, startBlocks, emptyCacheAt, withHistory, decisions);
+                b,
+                EntryFields.of(trace),
+                trace,
+                frees,
+                startSlots,
+                startBlocks,
+                emptyCacheAt,
+                withHistory,
+                askFailed,
+                decisions);
         for (int from = 0; from < trace.size(); from += Compilation.CHUNK) {
             c.run(from, Math.min(trace.size(), from + Compilation.CHUNK));
         }
         return b.build();
+    }
+
+    /** Gives the last op its entry's stack (as a site) and recorded time. */
+    private static void stamp(RequestStream.Builder b, TraceEntry e) {
+        List<Frame> f = e.frames();
+        if (f != null) {
+            b.atSite(b.site(f));
+        }
+        b.at(e.timeUs());
     }
 
     /** Keeps what an entry recorded that is not an op of its own: a driver call, an OOM. */
@@ -110,6 +138,7 @@ final class WindowStreams {
         private final boolean hasCompletions;
         private final boolean @Nullable [] emptyCacheAt;
         private final boolean withHistory;
+        private final boolean askFailed;
         private final RecordedDecisions.@Nullable Builder decisions;
         private int releaseOp = -1;
         private boolean inRelease;
@@ -123,6 +152,7 @@ final class WindowStreams {
                 int startBlocks,
                 boolean @Nullable [] emptyCacheAt,
                 boolean withHistory,
+                boolean askFailed,
                 RecordedDecisions.@Nullable Builder decisions) {
             this.b = b;
             this.fields = fields;
@@ -133,6 +163,7 @@ final class WindowStreams {
             this.hasCompletions = frees.hasCompletions();
             this.emptyCacheAt = emptyCacheAt;
             this.withHistory = withHistory;
+            this.askFailed = askFailed;
             this.decisions = decisions;
         }
 
@@ -173,6 +204,14 @@ final class WindowStreams {
                 } else if (emptyCache) {
                     b.emptyCache(i);
                     releaseOp = b.length() - 1;
+                } else if (a == TraceAction.OOM && askFailed && fields.size(i) > 0) {
+                    // The request that failed, asked again. Served, it is freed at once: what the program would have
+                    // done with it is unknown, and the window goes on as recorded.
+                    int failed = b.alloc(fields.size(i), fields.stream(i), i);
+                    if (withHistory) {
+                        stamp(b, trace.get(i));
+                    }
+                    b.free(failed, i);
                 } else {
                     if (decisions != null) {
                         recordOnly(decisions, i, a, releaseOp);
@@ -184,12 +223,7 @@ final class WindowStreams {
                     recordOnly(decisions, i, a, releaseOp);
                 }
                 if (withHistory) {
-                    TraceEntry e = trace.get(i);
-                    List<Frame> f = e.frames();
-                    if (f != null) {
-                        b.atSite(b.site(f));
-                    }
-                    b.at(e.timeUs());
+                    stamp(b, trace.get(i));
                 }
             }
             this.releaseOp = releaseOp;

@@ -6,6 +6,7 @@ import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.alloc.SizeRules;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.SimulatedDevice;
+import io.gpumem.engine.RunOutcome;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.oom.OutOfMemoryException;
@@ -14,6 +15,8 @@ import io.gpumem.trace.io.SourceFormat;
 import io.gpumem.trace.io.TraceReaders;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.replay.WhatIfReplay;
+import io.gpumem.trace.window.RecordedConfig;
+import io.gpumem.trace.window.WindowRebuilder;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -297,5 +300,16 @@ class RequestsOnlyStatesTest {
         assertThat(analysis.analysis().all().allocated())
                 .as("the 10 MiB block is live")
                 .isEqualTo(10 * MiB);
+        assertThat(analysis.analysis().all().reserved())
+                .as("the state the failed request met: the replay to it does not ask it")
+                .isEqualTo(10 * MiB);
+
+        // The what-if runs ask it again: at the capacity the logged requests reserve, it fails again.
+        WhatIfReplay whatIf = new WhatIfReplay(log, 0, new WindowRebuilder(RecordedConfig.of(log)).rebuild(log, 0));
+        AllocatorConfig config = RecordedConfig.of(log);
+        RunOutcome row = whatIf.evaluate(config, true, whatIf.recordedCapacity(config));
+        assertThat(whatIf.recordedCapacity(config)).isEqualTo(10 * MiB);
+        assertThat(row.ooms()).isEqualTo(1);
+        assertThat(row.minCapacity()).isGreaterThanOrEqualTo(99_999_999_999L + 10 * MiB);
     }
 }

@@ -2,9 +2,15 @@ package io.gpumem.trace.replay;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.alloc.Pool;
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.engine.RequestStream;
 import io.gpumem.engine.RunOutcome;
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.BlockState;
+import io.gpumem.history.FileKeys;
 import io.gpumem.history.MemorySnapshot;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.policy.PolicySpec;
@@ -14,6 +20,8 @@ import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.RecordedConfig;
 import io.gpumem.trace.window.WindowRebuilder;
 import io.gpumem.trace.window.WindowStart;
+import java.util.List;
+import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -56,6 +64,67 @@ class WhatIfReplayTest {
         assertThat(row.retries()).isEqualTo(39);
         assertThat(row.deviceFrees()).isEqualTo(579);
         assertThat(row.deviceAllocs()).isEqualTo(584);
+    }
+
+    /**
+     * A 60 MiB block in a 60 MiB segment, then a 40 MiB request that failed with 20 MiB free on the device (so 80 MiB
+     * in all), then the block's free.
+     */
+    static TraceSnapshot failedRequest() {
+        long base = 0x7f0000000000L;
+        long mib = 1L << 20;
+        List<TraceEntry> trace = List.of(
+                TraceEntry.of(TraceAction.SEGMENT_ALLOC, base, 60 * mib, 0),
+                TraceEntry.of(TraceAction.ALLOC, base, 60 * mib, 0),
+                new TraceEntry(
+                        TraceAction.OOM,
+                        0,
+                        40 * mib,
+                        0,
+                        0,
+                        null,
+                        20 * mib,
+                        FileKeys.of(TraceEntry.SIZE | TraceEntry.STREAM | TraceEntry.DEVICE_FREE)),
+                TraceEntry.of(TraceAction.FREE_REQUESTED, base, 60 * mib, 0),
+                TraceEntry.of(TraceAction.FREE_COMPLETED, base, 60 * mib, 0));
+        SegmentInfo end = SegmentInfo.ofBlocks(
+                0, base, 0, Pool.LARGE, false, List.of(BlockInfo.of(base, 60 * mib, 0, BlockState.INACTIVE)));
+        return HandWindows.snapshot(List.of(end), List.of(trace), Map.of());
+    }
+
+    @Test
+    void aRequestTheRecordingSawFailIsAskedAgainByTheRunsOnly() {
+        long mib = 1L << 20;
+        WhatIfReplay r = HandWindows.replay(failedRequest(), 0);
+        assertThat(r.recorded().capacity()).as("60 MiB reserved + 20 MiB free").isEqualTo(80 * mib);
+
+        // What the recording held: one block, its alloc and free. What the runs play: the failed request between.
+        assertThat(r.stream().length()).isEqualTo(2);
+        RequestStream played = r.playedStream();
+        assertThat(played.length()).isEqualTo(4);
+        assertThat(played.op(1)).isEqualTo(RequestStream.ALLOC);
+        assertThat(played.size(1)).isEqualTo(40 * mib);
+        assertThat(played.entry(1)).isEqualTo(2);
+        assertThat(played.op(2)).as("freed at once when served").isEqualTo(RequestStream.FREE);
+        assertThat(played.slot(2)).isEqualTo(played.slot(1));
+
+        // At the recorded capacity the recorded configuration fails it again; 60 + 40 MiB serve it.
+        RunOutcome recordedRow = r.evaluate(AllocatorConfig.defaults(), true);
+        assertThat(recordedRow.ooms()).isEqualTo(1);
+        assertThat(recordedRow.peakReserved()).isEqualTo(60 * mib);
+        assertThat(recordedRow.minCapacity()).isEqualTo(100 * mib);
+        RunOutcome served = r.evaluate(AllocatorConfig.defaults(), true, 100 * mib);
+        assertThat(served.ooms()).isZero();
+        assertThat(served.peakAllocated()).isEqualTo(100 * mib);
+
+        // A run to the first failure stops at it; the recorded requests' state at the OOM entry never saw it.
+        RunOutcome stopped = r.playKeepingState(AllocatorConfig.defaults(), 80 * mib);
+        assertThat(played.entry(stopped.failedOp())).isEqualTo(2);
+        RunOutcome state = r.playRequestsThrough(AllocatorConfig.defaults(), 1L << 40, 2);
+        assertThat(state.ooms()).isZero();
+        assertThat(state.allocator().snapshot().segments())
+                .singleElement()
+                .satisfies(seg -> assertThat(seg.totalSize()).isEqualTo(60 * mib));
     }
 
     @Test
