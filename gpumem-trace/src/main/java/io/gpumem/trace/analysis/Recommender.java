@@ -25,6 +25,10 @@ import java.util.Optional;
  * that matters on a fixed-size device); for waste alone they are the drop in peak reserved (what the job
  * holds). Runs that stopped at an OOM are compared only by OOM count and minimum capacity, since their
  * peaks cover different amounts of work.
+ *
+ * <p>Order: the runs that do best first (fewest OOMs, then most saved), then {@code empty_cache()}, then the remedies
+ * the state itself calls for (freeing outside memory, shrinking live tensors); but when the baseline fails a request
+ * and no run tried removes every failure, those remedies come first, as nothing else makes the job fit.
  */
 public final class Recommender {
     /** Configuration changes tried against fragmentation and waste, in this order. */
@@ -93,6 +97,8 @@ public final class Recommender {
         List<Recommendation> recs = new ArrayList<>();
         List<RunOutcome> alternatives = new ArrayList<>();
         RunOutcome baseline = null;
+        // An OOM no run removes: the remedies the state calls for (less live memory, less outside) come first.
+        boolean noRunFixesOom = false;
 
         boolean troubled = wantsCompareRuns(analysis);
         // An OOM or a state near capacity is about fitting the device: judge by minimum capacity. Waste alone is
@@ -138,8 +144,9 @@ public final class Recommender {
                             .thenComparing(Comparator.comparingLong(Recommendation::bytesSaved)
                                     .reversed()));
             recs.addAll(configRecs);
-            if (baseline.ooms() > 0
-                    && configRecs.stream().noneMatch(r -> r.outcome().ooms() == 0)) {
+            noRunFixesOom = baseline.ooms() > 0
+                    && configRecs.stream().noneMatch(r -> r.outcome().ooms() == 0);
+            if (noRunFixesOom) {
                 alternatives.stream()
                         .filter(o -> o.minCapacity() >= 0)
                         .min(Comparator.comparingLong(RunOutcome::minCapacity))
@@ -172,8 +179,9 @@ public final class Recommender {
                     "state: whole free segments (or whole free pages of expandable segments) that the cache holds",
                     null));
         }
+        List<Recommendation> stateRemedies = new ArrayList<>();
         if (diagnosis.kind() == DiagnosisKind.OUTSIDE_MEMORY && diagnosis.outside() > 0) {
-            recs.add(new Recommendation(
+            stateRemedies.add(new Recommendation(
                     "free memory held outside the allocator (other processes, other allocators,"
                             + " a second CUDA context)",
                     diagnosis.outside(),
@@ -181,13 +189,14 @@ public final class Recommender {
                     null));
         }
         if (diagnosis.kind() == DiagnosisKind.LIVE_TENSORS && diagnosis.shortfall() > 0) {
-            recs.add(new Recommendation(
+            stateRemedies.add(new Recommendation(
                     "shrink live tensors by at least " + ByteSize.formatSigned(diagnosis.shortfall())
                             + " (smaller batch or sequence length, activation checkpointing, lower-precision optimizer state)",
                     diagnosis.shortfall(),
                     "state: the failed request minus every cached and driver-free byte",
                     null));
         }
+        recs.addAll(noRunFixesOom ? 0 : recs.size(), stateRemedies);
         if (!troubled) {
             notes.add("nothing to fix: no OOM, not near capacity, reserved/allocated within "
                     + DiagnosisRules.SEVERE_WASTE_RATIO);

@@ -207,6 +207,44 @@ class RecommenderTest {
     }
 
     @Test
+    void anOomNoRunRemovesPutsShrinkingLiveTensorsFirstAndOneARunRemovesAfterTheRuns() {
+        MemoryState live = MemoryState.builder()
+                .capacity(24 * GiB)
+                .deviceFree(GiB)
+                .segment(StateAnalyzerTest.seg(GiB, Pool.LARGE, 0, false, 23 * GiB, BlockState.ACTIVE_ALLOCATED))
+                .oom(new OomEvent(2 * GiB, GiB, 0, -1))
+                .build();
+        StateAnalysis a = new StateAnalyzer().analyze(live);
+        assertThat(a.diagnosis().kind()).isEqualTo(DiagnosisKind.LIVE_TENSORS);
+        String shrink = "shrink live tensors by at least 1024.00 MiB";
+
+        // every configuration still fails the request, one needs 40 MiB less: saving that does not make the job fit
+        TableWhatIf stillOom = new TableWhatIf(
+                Map.of(
+                        "", outcome("", 23 * GiB, 23 * GiB, 9, 1, 1, 26 * GiB),
+                        "max_split_size_mb:128", outcome("m128", 23 * GiB, 23 * GiB, 9, 1, 1, 26 * GiB - 40 * MiB)),
+                null);
+        Recommender.Result r = new Recommender().recommend(a, stillOom);
+        assertThat(r.recommendations())
+                .extracting(Recommendation::action)
+                .satisfiesExactly(
+                        first -> assertThat(first).startsWith(shrink),
+                        second -> assertThat(second).isEqualTo("PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128"));
+
+        // a configuration that removes the failure comes first, the state's remedy after it
+        TableWhatIf fixed = new TableWhatIf(
+                Map.of(
+                        "", outcome("", 23 * GiB, 23 * GiB, 9, 1, 1, 26 * GiB),
+                        "expandable_segments:True", outcome("e", 23 * GiB, 23 * GiB, 9, 0, 0, 24 * GiB)),
+                null);
+        assertThat(new Recommender().recommend(a, fixed).recommendations())
+                .extracting(Recommendation::action)
+                .satisfiesExactly(
+                        first -> assertThat(first).isEqualTo("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
+                        second -> assertThat(second).startsWith(shrink));
+    }
+
+    @Test
     void healthyStateGetsNoRunsButEmptyCacheWhenSegmentsAreWhollyFree() {
         MemoryState state = MemoryState.builder()
                 .capacity(80 * GiB)
