@@ -60,10 +60,11 @@ public final class ReportCommand extends GpumemCommand {
     @Mixin
     CapacityOptions capacity;
 
+    // --trace-device as analyze, compare and diff name it; --device, its first name, still accepted
     @Option(
-            names = "--device",
-            paramLabel = "D",
-            description = "Report only this device (default: every device in the file).")
+            names = {"--trace-device", "--device"},
+            paramLabel = "N",
+            description = "Report only this device (default: every device in the file); --device is its old name.")
     Integer device;
 
     private TraceSession session;

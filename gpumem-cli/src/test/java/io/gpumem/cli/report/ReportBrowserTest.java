@@ -199,7 +199,7 @@ class ReportBrowserTest {
         Path trace = dir.resolve("long.pickle");
         AllocatorSnapshots.write(run.allocator().snapshot(), trace);
         Path page = dir.resolve("long.html");
-        CliRun report = CliRun.run("report", trace.toString(), "-o", page.toString(), "--device", "0");
+        CliRun report = CliRun.run("report", trace.toString(), "-o", page.toString(), "--trace-device", "0");
         assertThat(report.exit()).as(report.err()).isZero();
         String html = Files.readString(page);
         int entries = intField(html, "\"entries\":(\\d+)");

@@ -158,6 +158,19 @@ class TraceSessionCommandsTest {
     }
 
     @Test
+    void reportTakesTheDeviceByTheNameAnalyzeUsesAndByItsOldName() {
+        for (String name : List.of("--trace-device", "--device")) {
+            CliRun absent = CliRun.run(
+                    "report", oomTrace.toString(), "-o", dir.resolve("d.html").toString(), name, "7");
+            assertThat(absent.exit()).as(name).isEqualTo(2);
+            assertThat(absent.err()).as(name).startsWith("gpumem report: ").contains("device 7");
+        }
+        CliRun analyze = CliRun.run("analyze", oomTrace.toString(), "--trace-device", "7", "--no-compare");
+        assertThat(analyze.exit()).isEqualTo(2);
+        assertThat(analyze.err()).startsWith("gpumem analyze: ").contains("device 7");
+    }
+
+    @Test
     void aSessionRebuildsEachWindowOnceForEveryUse() {
         TraceSession session = TraceSession.open(oomTrace, new ReadLimits(GiB, 1_000_000));
         int d = session.busiestDevice();

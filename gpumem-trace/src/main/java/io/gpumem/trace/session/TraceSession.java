@@ -432,7 +432,10 @@ public final class TraceSession {
         return windowRebuilds;
     }
 
-    /** How many request streams were compiled (at most one per device). */
+    /**
+     * How many windows were compiled into request streams (at most one per device; a window with a failed request
+     * is compiled as recorded and as its runs play it, {@link WhatIfReplay#playedStream()}, within that one).
+     */
     public int streamCompiles() {
         return streamCompiles;
     }
