@@ -104,9 +104,10 @@ public final class ReplayCommand extends GpumemCommand {
             paramLabel = "SIZE",
             converter = SizeConverter.class,
             description = "Device memory assumed for sizing expandable-segment reservations (PyTorch reserves"
-                    + " ceil(1.125 x memory / page) pages), e.g. 80GiB; for a file of requests only, the device its"
-                    + " requests are replayed on for --snapshot. Default: 4,560 x 20 MiB / 1.125 (about 79.17 GiB),"
-                    + " the size the public expandable-segments trace implies.")
+                    + " ceil(1.125 x memory / page) pages), e.g. 80GiB; default: 4,560 x 20 MiB / 1.125 (about 79.17"
+                    + " GiB), the size the public expandable-segments trace implies. For --policy, and for --snapshot"
+                    + " of a file of requests only: the device the window is replayed on; default: compare's, the"
+                    + " recorded capacity.")
     Long capacityBytes;
 
     @Override
@@ -128,11 +129,11 @@ public final class ReplayCommand extends GpumemCommand {
         TraceSession session = input.open(err());
         TraceSnapshot trace = session.trace();
         if (policySpec != null) {
-            writePolicySnapshot(session, policySpec, gpuMemory, out);
+            writePolicySnapshot(session, policySpec, out);
             return 0;
         }
         if (!trace.addressesRecorded()) {
-            return requestsOnly(session, whatIf, gpuMemory, out);
+            return requestsOnly(session, whatIf, out);
         }
         OracleReplay replay = new OracleReplay(gpuMemory)
                 .progress(TerminalProgress.forTerminal("replay", "entries"))
@@ -236,10 +237,10 @@ public final class ReplayCommand extends GpumemCommand {
     /**
      * A file of requests only (an RMM log, a tensor-lifetime CSV, an ops script) has no recorded placement to check:
      * says so (refused under {@code --check}); with {@code --snapshot}, writes the layout the caching allocator gives
-     * its requests instead, under the recorded configuration or {@code --config}, on a device of {@code capacity},
-     * up to the first request that does not fit there.
+     * its requests instead, under the recorded configuration or {@code --config}, on a device of {@code --capacity}
+     * (else the capacity compare replays it at), up to the first request that does not fit there.
      */
-    private int requestsOnly(TraceSession session, AllocatorConfig whatIf, long capacity, PrintWriter out) {
+    private int requestsOnly(TraceSession session, AllocatorConfig whatIf, PrintWriter out) {
         TraceSnapshot trace = session.trace();
         String what = trace.format().withArticle()
                 + ": it records requests but not the allocator's addresses, so placement cannot be checked";
@@ -254,6 +255,7 @@ public final class ReplayCommand extends GpumemCommand {
         if (snapshotOut != null && devices > 0) {
             int d = session.busiestDevice();
             AllocatorConfig config = whatIf != null ? whatIf : session.recordedConfig();
+            long capacity = replayedOn(session, d);
             RunOutcome run = session.playKeepingState(d, config, capacity);
             MemorySnapshot end =
                     Objects.requireNonNull(run.allocator(), "a kept allocator").snapshot();
@@ -277,11 +279,12 @@ public final class ReplayCommand extends GpumemCommand {
 
     /**
      * {@code --policy P --snapshot OUT}: the busiest device's window (rebuilt start, then its requests, as
-     * {@code compare --policy} replays it) under policy P on a device of {@code capacity}, written as P's own
-     * {@code snapshot()} through the snapshot writer.
+     * {@code compare --policy} replays it) under policy P on a device of {@code --capacity}, else at the capacity
+     * compare replays it at, written as P's own {@code snapshot()} through the snapshot writer.
      */
-    private void writePolicySnapshot(TraceSession session, PolicySpec policySpec, long capacity, PrintWriter out) {
+    private void writePolicySnapshot(TraceSession session, PolicySpec policySpec, PrintWriter out) {
         int d = session.busiestDevice();
+        long capacity = replayedOn(session, d);
         MemorySnapshot end = session.policySnapshot(d, policySpec, capacity);
         if (end == null) {
             throw new BadInputException(session.source() + ": device " + d + "'s live blocks at the window's start do"
@@ -293,6 +296,14 @@ public final class ReplayCommand extends GpumemCommand {
                 + ByteSize.format(capacity) + ": " + end.segments().size() + " segments; snapshot written to "
                 + snapshotOut);
         out.flush();
+    }
+
+    /**
+     * The device a what-if replay of {@code device}'s window runs on: {@code --capacity}, else compare's (the recorded
+     * capacity), so that the snapshot written is the state of the run compare reports.
+     */
+    private long replayedOn(TraceSession session, int device) {
+        return capacityBytes != null ? capacityBytes : session.recordedCapacity(device);
     }
 
     private static void write(TraceSnapshot snapshot, Path file) {

@@ -281,6 +281,39 @@ class TraceCommandsTest {
      * past the largest long and refused a negative one as an "inconsistent snapshot".
      */
     @Test
+    void whatIfSnapshotsAreOfTheRunCompareReportsUnlessACapacityIsGiven(@TempDir Path dir) throws Exception {
+        // two 50 GiB blocks live at once: more than the 79.17 GiB the oracle replay assumes for expandable segments
+        Path csv = dir.resolve("big.csv");
+        Files.writeString(csv, """
+                Thread,Time,Action,Pointer,Size,Stream
+                1,0.001,allocate,0x7f0000000000,53687091200,0x0
+                1,0.002,allocate,0x7f0d00000000,53687091200,0x0
+                1,0.003,free,0x7f0000000000,53687091200,0x0
+                """);
+        CliRun compare = run("compare", csv.toString());
+        assertThat(compare.exit()).as(compare.err()).isZero();
+        assertThat(compare.out()).contains("capacity 100.00 GiB");
+
+        Path layout = dir.resolve("layout.pickle");
+        CliRun replay = run("replay", csv.toString(), "--snapshot", layout.toString());
+        assertThat(replay.exit()).as(replay.err()).isZero();
+        assertThat(replay.out()).contains("on 100.00 GiB").doesNotContain("does not fit");
+        Path stitched = dir.resolve("stitch.pickle");
+        CliRun policy = run("replay", csv.toString(), "--policy", "stitch", "--snapshot", stitched.toString());
+        assertThat(policy.exit()).as(policy.err()).isZero();
+        assertThat(policy.out()).contains("on 100.00 GiB");
+        assertThat(TraceReaders.read(stitched).segments().stream()
+                        .mapToLong(SegmentInfo::allocatedSize)
+                        .sum())
+                .as("the second block, live at the end")
+                .isEqualTo(50L << 30);
+
+        CliRun tight = run("replay", csv.toString(), "--snapshot", layout.toString(), "--capacity", "80GiB");
+        assertThat(tight.exit()).as(tight.err()).isZero();
+        assertThat(tight.out()).contains("on 80.00 GiB").contains("the request of entry #1 does not fit");
+    }
+
+    @Test
     void requestsBeyondAnyDeviceAreRefusedWithTheReason(@TempDir Path dir) throws Exception {
         Path log = dir.resolve("huge.csv");
         Files.writeString(log, """
