@@ -158,6 +158,9 @@ public final class RequestSequence {
         for (int i = 0; i < entries.size() && !anyFree; i++) {
             anyFree = fields.action(i) == TraceAction.FREE_REQUESTED;
         }
+        // While no driver call has taken reserved above the start's, the start is the peak: its moment is then the one
+        // of the window at that level with the most allocated (a warm window's start says nothing of the window).
+        boolean peakAtStart = true;
         int r = 0;
         for (int i = 0; i < entries.size(); i++) {
             TraceAction action = fields.action(i);
@@ -173,6 +176,10 @@ public final class RequestSequence {
                     if (allocated > peakAllocated) {
                         peakAllocated = allocated;
                         peakAllocatedEntry = i;
+                    }
+                    if (peakAtStart && reserved == peakReserved && allocated > allocatedAtPeakReserved) {
+                        peakReservedEntry = i;
+                        allocatedAtPeakReserved = allocated;
                     }
                 }
                 case FREE_REQUESTED, FREE_COMPLETED -> {
@@ -197,6 +204,7 @@ public final class RequestSequence {
                 case SEGMENT_ALLOC, SEGMENT_MAP -> {
                     reserved += fields.size(i);
                     if (reserved > peakReserved) {
+                        peakAtStart = false;
                         peakReserved = reserved;
                         peakReservedEntry = i;
                         allocatedAtPeakReserved = allocated;
@@ -308,7 +316,11 @@ public final class RequestSequence {
         return peakReserved;
     }
 
-    /** The entry at which reserved bytes first reach {@link #peakReserved()}; −1 when the start is the peak. */
+    /**
+     * The moment of peak reserved: the entry at which a driver call first takes reserved bytes to
+     * {@link #peakReserved()}; when no driver call takes them above the start's, the entry of the window at that level
+     * with the most bytes allocated (the first such), or −1 when none holds more than the start.
+     */
     public int peakReservedEntry() {
         return peakReservedEntry;
     }

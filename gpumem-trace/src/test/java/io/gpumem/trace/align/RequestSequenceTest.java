@@ -2,6 +2,10 @@ package io.gpumem.trace.align;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.alloc.Pool;
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.BlockState;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.SourceFormat;
@@ -75,6 +79,39 @@ class RequestSequenceTest {
         assertThat(s.peakReservedEntry()).isEqualTo(6);
         assertThat(s.allocatedAtPeakReserved()).isEqualTo(5 * MIB);
         assertThat(s.allocatedBeforeEachRequest()).containsExactly(0, 2 * MIB, 4 * MIB, 5 * MIB, 5 * MIB);
+    }
+
+    /**
+     * A warm window that never reserves more than its start: one 20 MiB segment holding a 4 MiB block from before the
+     * window; a 2 MiB request (6 MiB allocated), the old block's free (2 MiB), a 1 MiB request (3 MiB). Its peak
+     * reserved is the start's, and the moment of it is the first request, which holds the most.
+     */
+    @Test
+    void aWindowAtItsStartsPeakReservedTakesItsMostAllocatedMomentThere() {
+        List<TraceEntry> t = List.of(
+                at(TraceAction.ALLOC, A1 + 4 * MIB, 2 * MIB, 0),
+                at(TraceAction.FREE_REQUESTED, A1, 4 * MIB, 0),
+                at(TraceAction.ALLOC, A1, MIB, 0));
+        SegmentInfo end = SegmentInfo.ofBlocks(
+                0,
+                A1,
+                0,
+                Pool.LARGE,
+                false,
+                List.of(
+                        BlockInfo.of(A1, MIB, MIB, BlockState.ACTIVE_ALLOCATED),
+                        BlockInfo.of(A1 + MIB, 3 * MIB, 0, BlockState.INACTIVE),
+                        BlockInfo.of(A1 + 4 * MIB, 2 * MIB, 2 * MIB, BlockState.ACTIVE_ALLOCATED),
+                        BlockInfo.of(A1 + 6 * MIB, 14 * MIB, 0, BlockState.INACTIVE)));
+        TraceSnapshot snap = new TraceSnapshot(
+                "warm", SourceFormat.PYTORCH_SNAPSHOT, List.of(end), List.of(t), null, null, Map.of(), true);
+        RequestSequence s = RequestSequence.of(snap, 0, new FrameSignatures());
+        assertThat(s.startReserved()).isEqualTo(20 * MIB);
+        assertThat(s.startAllocated()).isEqualTo(4 * MIB);
+        assertThat(s.peakReserved()).isEqualTo(20 * MIB);
+        assertThat(s.peakReservedEntry()).isZero();
+        assertThat(s.allocatedAtPeakReserved()).isEqualTo(6 * MIB);
+        assertThat(s.liveAt(0, s.peakReservedEntry())).isTrue();
     }
 
     @Test
