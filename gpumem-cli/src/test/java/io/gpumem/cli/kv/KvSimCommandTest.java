@@ -5,6 +5,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.gpumem.cli.CliRun;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
 
 class KvSimCommandTest {
@@ -69,6 +71,35 @@ class KvSimCommandTest {
     }
 
     @Test
+    void swapSpaceTakesASizeAsTheOtherMemoryOptionsDo() {
+        String[] common = {"kv-sim", "--requests", "40", "--preemption", "swap", "--blocks", "150", "--json"};
+        String inBytes = swapFigures(run(with(common, "--swap-space", "65536")));
+        assertThat(swapFigures(run(with(common, "--swap-space", "64KiB")))).isEqualTo(inBytes);
+        assertThat(inBytes).as("some victims swapped, some recomputed").contains("\"swap_preemptions\":16");
+        assertThat(swapFigures(run(with(common, "--swap-space", "0"))))
+                .as("no swap space: every victim recomputed")
+                .contains("\"swap_preemptions\":0");
+    }
+
+    /** The deterministic swap figures of a {@code --json} run (the timings vary from run to run). */
+    private static String swapFigures(CliRun r) {
+        assertThat(r.exit()).as(r.err()).isZero();
+        StringBuilder figures = new StringBuilder();
+        for (String key : List.of("recompute_preemptions", "swap_preemptions", "swap_out_bytes")) {
+            Matcher m = Pattern.compile("\"" + key + "\":\\d+").matcher(r.out());
+            assertThat(m.find()).as(key + " in " + r.out()).isTrue();
+            figures.append(m.group()).append(' ');
+        }
+        return figures.toString();
+    }
+
+    private static String[] with(String[] base, String... more) {
+        String[] all = java.util.Arrays.copyOf(base, base.length + more.length);
+        System.arraycopy(more, 0, all, base.length, more.length);
+        return all;
+    }
+
+    @Test
     void badOptionsNameTheOptionAndExitWithTwo() {
         CliRun r = run("kv-sim", "--workload", "reddit");
         assertThat(r.exit()).isEqualTo(2);
@@ -93,6 +124,9 @@ class KvSimCommandTest {
         assertThat(r.exit()).isEqualTo(2);
         assertThat(r.err()).contains("--block-size must be positive, got 0");
         r = run("kv-sim", "--swap-space", "-1");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err()).contains("Invalid value for option '--swap-space': '-1' is not a size");
+        r = run("kv-sim", "--lookahead", "-1");
         assertThat(r.exit()).isEqualTo(2);
         assertThat(r.err()).contains("--lookahead, --swap-space and --prefix-tokens must not be negative");
         r = run("kv-sim", "--workload", "chat", "--max-model-len", "32");
