@@ -242,6 +242,15 @@ class RecommenderTest {
                 .satisfiesExactly(
                         first -> assertThat(first).isEqualTo("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
                         second -> assertThat(second).startsWith(shrink));
+
+        // a baseline that runs (the replay's capacity serves the request) has no failure for a run to remove
+        TableWhatIf runs = new TableWhatIf(Map.of("", outcome("", 23 * GiB, 23 * GiB, 9, 0, 0, 24 * GiB)), null);
+        Recommender.Result ran = new Recommender().recommend(a, runs);
+        assertThat(ran.recommendations())
+                .extracting(Recommendation::action)
+                .singleElement()
+                .satisfies(only -> assertThat(only).startsWith(shrink));
+        assertThat(ran.notes()).noneMatch(n -> n.startsWith("no run tried fits"));
     }
 
     @Test

@@ -9,6 +9,7 @@ import io.gpumem.engine.RunOutcome;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
 import io.gpumem.history.FileKeys;
+import io.gpumem.history.Frame;
 import io.gpumem.history.MemorySnapshot;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
@@ -125,6 +126,73 @@ class WhatIfReplayTest {
         assertThat(state.allocator().snapshot().segments())
                 .singleElement()
                 .satisfies(seg -> assertThat(seg.totalSize()).isEqualTo(60 * mib));
+    }
+
+    @Test
+    void theAskedRequestCarriesItsOomEntrysStackAndTimeAndAnOomWithoutASizeIsNotAsked() {
+        long mib = 1L << 20;
+        List<Frame> where = List.of(new Frame("train.py", 42, "forward"));
+        TraceSnapshot recorded = failedRequest();
+        List<TraceEntry> trace = new java.util.ArrayList<>(recorded.traceOf(0));
+        TraceEntry oom = trace.get(2);
+        trace.set(
+                2,
+                new TraceEntry(
+                        TraceAction.OOM,
+                        0,
+                        oom.size(),
+                        0,
+                        777,
+                        where,
+                        oom.deviceFree(),
+                        FileKeys.of(
+                                TraceEntry.SIZE | TraceEntry.STREAM | TraceEntry.TIME_US | TraceEntry.DEVICE_FREE)));
+        WhatIfReplay r = HandWindows.replay(HandWindows.snapshot(recorded.segments(), List.of(trace), Map.of()), 0);
+        // failed again, the model's own oom entry carries the recorded request's stack and time
+        MemorySnapshot failed = r.playKeepingState(AllocatorConfig.defaults(), 80 * mib)
+                .allocator()
+                .snapshot();
+        assertThat(failed.deviceTraces().getFirst())
+                .filteredOn(e -> e.action() == TraceAction.OOM)
+                .singleElement()
+                .satisfies(e -> {
+                    assertThat(e.frames()).isEqualTo(where);
+                    assertThat(e.timeUs()).isEqualTo(777);
+                });
+        // served, its alloc and free do
+        MemorySnapshot served = r.playKeepingState(AllocatorConfig.defaults(), 100 * mib)
+                .allocator()
+                .snapshot();
+        assertThat(served.deviceTraces().getFirst())
+                .filteredOn(e -> e.size() == 40 * mib
+                        && (e.action() == TraceAction.ALLOC || e.action() == TraceAction.FREE_REQUESTED))
+                .hasSize(2)
+                .allSatisfy(e -> {
+                    assertThat(e.frames()).isEqualTo(where);
+                    assertThat(e.timeUs()).isEqualTo(777);
+                });
+
+        // an oom entry without a size (a file that left it out) asks nothing
+        trace.set(2, TraceEntry.of(TraceAction.OOM, 0, 0, 0));
+        WhatIfReplay sizeless =
+                HandWindows.replay(HandWindows.snapshot(recorded.segments(), List.of(trace), Map.of()), 0);
+        assertThat(sizeless.playedStream().length()).isEqualTo(sizeless.stream().length());
+    }
+
+    @Test
+    void theSteadyStateAndItsCapacityLeaveTheFailedRequestOut() {
+        long mib = 1L << 20;
+        TraceSnapshot loop = HandWindows.loop(4, 4);
+        List<TraceEntry> trace = new java.util.ArrayList<>(loop.traceOf(0));
+        trace.add(TraceEntry.of(TraceAction.OOM, 0, 100 * mib, 0));
+        WhatIfReplay r = HandWindows.replay(HandWindows.snapshot(loop.segments(), List.of(trace), Map.of()), 0)
+                .startMode(StartMode.STEADY);
+        assertThat(r.steady()).isTrue();
+        assertThat(r.steadyPeakReserved(AllocatorConfig.defaults())).isEqualTo(20 * mib);
+        assertThat(r.recordedCapacity(AllocatorConfig.defaults())).isEqualTo(20 * mib);
+        assertThat(r.evaluate(AllocatorConfig.defaults(), true, 20 * mib).ooms())
+                .as("the failed request, asked in the steady state's measured pass")
+                .isPositive();
     }
 
     @Test
