@@ -55,75 +55,51 @@ public final class KvSimCommand extends GpumemCommand {
     /** Where the simulator settings' flags start: their defaults are {@link SimConfig}'s, stated there only. */
     private static final SimConfig DEFAULTS = SimConfig.defaults();
 
-    @Option(
-            names = "--workload",
-            paramLabel = "NAME",
-            description = "sharegpt | alpaca | shared-prefix | chat (default: ${DEFAULT-VALUE})")
+    @Option(names = "--workload", description = "sharegpt | alpaca | shared-prefix | chat (default: ${DEFAULT-VALUE})")
     String workload = DEFAULTS.workload().cliName();
 
-    @Option(names = "--seed", paramLabel = "N", description = "Random seed (default: ${DEFAULT-VALUE})")
+    @Option(names = "--seed", description = "Random seed (default: ${DEFAULT-VALUE})")
     long seed = DEFAULTS.seed();
 
     @Option(
             names = "--requests",
-            paramLabel = "N",
             description = "Requests to generate; conversations for chat (default: ${DEFAULT-VALUE})")
     int requests = DEFAULTS.requests();
 
-    @Option(
-            names = "--rate",
-            paramLabel = "X",
-            description = "Mean arrivals per step, Poisson (default: ${DEFAULT-VALUE})")
+    @Option(names = "--rate", description = "Mean arrivals per step, Poisson (default: ${DEFAULT-VALUE})")
     double rate = DEFAULTS.arrivalRate();
 
-    @Option(
-            names = "--blocks",
-            paramLabel = "N",
-            description = "KV blocks including the null block (default: ${DEFAULT-VALUE})")
+    @Option(names = "--blocks", description = "KV blocks including the null block (default: ${DEFAULT-VALUE})")
     int blocks = DEFAULTS.spec().numBlocks();
 
-    @Option(names = "--block-size", paramLabel = "TOKENS", description = "Tokens per block (default: ${DEFAULT-VALUE})")
+    @Option(names = "--block-size", description = "Tokens per block (default: ${DEFAULT-VALUE})")
     int blockSize = DEFAULTS.spec().blockSize();
 
-    @Option(names = "--prefix-caching", paramLabel = "on|off", description = "on | off (default: ${DEFAULT-VALUE})")
+    @Option(names = "--prefix-caching", description = "on | off (default: ${DEFAULT-VALUE})")
     String prefixCaching = onOff(DEFAULTS.cache().prefixCaching());
 
-    @Option(names = "--preemption", paramLabel = "MODE", description = "recompute | swap (default: ${DEFAULT-VALUE})")
+    @Option(names = "--preemption", description = "recompute | swap (default: ${DEFAULT-VALUE})")
     String preemption = flagValue(DEFAULTS.scheduler().preemption());
 
-    @Option(
-            names = "--victim",
-            paramLabel = "POLICY",
-            description = "fcfs | priority | least-computed (default: ${DEFAULT-VALUE})")
+    @Option(names = "--victim", description = "fcfs | priority | least-computed (default: ${DEFAULT-VALUE})")
     String victim = flagValue(DEFAULTS.scheduler().victimPolicy());
 
-    @Option(
-            names = "--token-budget",
-            paramLabel = "TOKENS",
-            description = "Tokens computed per step (default: ${DEFAULT-VALUE})")
+    @Option(names = "--token-budget", description = "Tokens computed per step (default: ${DEFAULT-VALUE})")
     int tokenBudget = DEFAULTS.scheduler().tokenBudget();
 
-    @Option(
-            names = "--max-running",
-            paramLabel = "N",
-            description = "Most running requests (default: ${DEFAULT-VALUE})")
+    @Option(names = "--max-running", description = "Most running requests (default: ${DEFAULT-VALUE})")
     int maxRunning = DEFAULTS.scheduler().maxRunning();
 
     @Option(
             names = "--lookahead",
-            paramLabel = "N",
             description = "Speculative slots per running request per step (default: ${DEFAULT-VALUE})")
     int lookahead = DEFAULTS.scheduler().lookahead();
 
-    @Option(
-            names = "--max-model-len",
-            paramLabel = "TOKENS",
-            description = "Longest sequence, prompt + output (default: ${DEFAULT-VALUE})")
+    @Option(names = "--max-model-len", description = "Longest sequence, prompt + output (default: ${DEFAULT-VALUE})")
     int maxModelLen = DEFAULTS.spec().maxModelLen();
 
     @Option(
             names = "--watermark",
-            paramLabel = "FRACTION",
             description = "Admission watermark, fraction of blocks kept free; 0 = off (default: ${DEFAULT-VALUE})")
     double watermark = DEFAULTS.cache().watermark();
 
@@ -136,40 +112,31 @@ public final class KvSimCommand extends GpumemCommand {
 
     @Option(
             names = "--prefix-tokens",
-            paramLabel = "TOKENS",
             description = "Shared prefix length of shared-prefix (default: ${DEFAULT-VALUE})")
     int prefixTokens = DEFAULTS.prefixTokens();
 
-    @Option(names = "--hash", paramLabel = "NAME", description = "fast128 | sha256 (default: ${DEFAULT-VALUE})")
+    @Option(names = "--hash", description = "fast128 | sha256 (default: ${DEFAULT-VALUE})")
     String hash = flagValue(DEFAULTS.cache().hashAlgorithm());
 
-    @Option(
-            names = "--layers",
-            paramLabel = "N",
-            description = "Model layers of the simulated KV memory (default: ${DEFAULT-VALUE})")
+    @Option(names = "--layers", description = "Model layers of the simulated KV memory (default: ${DEFAULT-VALUE})")
     int layers = DEFAULTS.spec().layers();
 
-    @Option(names = "--kv-heads", paramLabel = "N", description = "KV heads (default: ${DEFAULT-VALUE})")
+    @Option(names = "--kv-heads", description = "KV heads (default: ${DEFAULT-VALUE})")
     int kvHeads = DEFAULTS.spec().kvHeads();
 
-    @Option(names = "--head-size", paramLabel = "N", description = "Head dimension (default: ${DEFAULT-VALUE})")
+    @Option(names = "--head-size", description = "Head dimension (default: ${DEFAULT-VALUE})")
     int headSize = DEFAULTS.spec().headSize();
 
-    @Option(
-            names = "--max-steps",
-            paramLabel = "N",
-            description = "Stop after this many steps (default: ${DEFAULT-VALUE})")
+    @Option(names = "--max-steps", description = "Stop after this many steps (default: ${DEFAULT-VALUE})")
     long maxSteps = DEFAULTS.maxSteps();
 
     @Option(
             names = "--priority-levels",
-            paramLabel = "N",
             description = "Request priorities drawn from 0..N-1, smaller = more important (default: ${DEFAULT-VALUE})")
     int priorityLevels = DEFAULTS.priorityLevels();
 
     @Option(
             names = "--memory",
-            paramLabel = "SOURCE",
             defaultValue = "allocator",
             description =
                     "Where the KV regions come from: allocator (gpumem's caching allocator) | direct (device malloc) (default: ${DEFAULT-VALUE})")
@@ -194,33 +161,28 @@ public final class KvSimCommand extends GpumemCommand {
 
     @Option(
             names = "--host-tier",
-            paramLabel = "SIZE",
             defaultValue = "0",
             description = "Host-memory tier for evicted KV blocks, SIZE; 0 = none (default: ${DEFAULT-VALUE})")
     String hostTier;
 
     @Option(
             names = "--disk-tier",
-            paramLabel = "SIZE",
             defaultValue = "0",
             description = "Disk tier for evicted KV blocks, SIZE; 0 = none (default: ${DEFAULT-VALUE})")
     String diskTier;
 
     @Option(
             names = "--disk-dir",
-            paramLabel = "DIR",
             description = "Directory of the disk tier (default: a temporary directory, deleted afterwards)")
     Path diskDir;
 
     @Option(
             names = "--remote",
-            paramLabel = "URI",
             description = "Shared remote tier: redis://HOST:PORT or memory:SIZE (in-process); default none")
     String remote;
 
     @Option(
             names = "--instances",
-            paramLabel = "N",
             defaultValue = "1",
             description =
                     "Serving instances, each with its own device pool and tiers, sharing --remote (default: ${DEFAULT-VALUE})")
@@ -228,82 +190,70 @@ public final class KvSimCommand extends GpumemCommand {
 
     @Option(
             names = "--tier-queue-blocks",
-            paramLabel = "N",
             description = "Write-queue slots per tier; a full queue drops the write (default: ${DEFAULT-VALUE})")
     int tierQueueBlocks = TierSettings.NONE.queueBlocks();
 
     @Option(
             names = "--tier-drain-blocks",
-            paramLabel = "N",
             description = "Blocks written into each tier per step (default: ${DEFAULT-VALUE})")
     int tierDrainBlocks = TierSettings.NONE.drainBlocks();
 
     @Option(
             names = "--time-weight-bytes",
-            paramLabel = "BYTES",
             defaultValue = "16000000000",
             description = "Model weights read per step (default: ${DEFAULT-VALUE}, Llama-3-8B fp16)")
     double weightBytes;
 
     @Option(
             names = "--time-kv-bytes-per-token",
-            paramLabel = "BYTES",
             defaultValue = "131072",
             description = "KV bytes per token used for transfer times (default: ${DEFAULT-VALUE})")
     long kvBytesPerToken;
 
     @Option(
             names = "--time-prefill-us",
-            paramLabel = "US",
             defaultValue = "40",
             description = "Prefill compute per token, microseconds (default: ${DEFAULT-VALUE})")
     double prefillUs;
 
     @Option(
             names = "--time-decode-us",
-            paramLabel = "US",
             defaultValue = "25",
             description = "Decode compute per token, microseconds (default: ${DEFAULT-VALUE})")
     double decodeUs;
 
     @Option(
             names = "--time-hbm-gbps",
-            paramLabel = "GBPS",
             defaultValue = "3350",
             description = "HBM bandwidth, GB/s (default: ${DEFAULT-VALUE})")
     double hbmGBps;
 
     @Option(
             names = "--time-host-gbps",
-            paramLabel = "GBPS",
             defaultValue = "50",
             description = "Host-device link, GB/s: PCIe 5.0 x16 50, NVLink-C2C 450 (default: ${DEFAULT-VALUE})")
     double hostGBps;
 
     @Option(
             names = "--time-disk-gbps",
-            paramLabel = "GBPS",
             defaultValue = "7",
             description = "Disk bandwidth, GB/s (default: ${DEFAULT-VALUE})")
     double diskGBps;
 
     @Option(
             names = "--time-disk-latency-us",
-            paramLabel = "US",
             defaultValue = "100",
             description = "Disk latency per step that reads it, microseconds (default: ${DEFAULT-VALUE})")
     double diskLatencyUs;
 
     @Option(
             names = "--time-net-gbps",
-            paramLabel = "GBPS",
             defaultValue = "12.5",
             description = "Network bandwidth to the remote store, GB/s (default: ${DEFAULT-VALUE})")
     double netGBps;
 
     @Option(
             names = "--time-net-latency-us",
-            paramLabel = "US",
             defaultValue = "200",
             description = "Remote round trip per step that asks it, microseconds (default: ${DEFAULT-VALUE})")
     double netLatencyUs;

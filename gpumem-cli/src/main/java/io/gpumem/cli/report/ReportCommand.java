@@ -60,12 +60,17 @@ public final class ReportCommand extends GpumemCommand {
     @Mixin
     CapacityOptions capacity;
 
-    // --trace-device as analyze, compare and diff name it; --device, its first name, still accepted
     @Option(
-            names = {"--trace-device", "--device"},
+            names = "--trace-device",
             paramLabel = "N",
-            description = "Report only this device (default: every device in the file); --device is its old name.")
+            description = "Report only this device (default: every device in the file).")
     Integer device;
+
+    /** {@code --device}, the first name of {@code --trace-device} (as analyze, compare and diff name it). */
+    @Option(names = "--device", hidden = true)
+    void oldDeviceName(int d) {
+        device = d;
+    }
 
     private TraceSession session;
 
