@@ -83,15 +83,15 @@ class RequestSequenceTest {
 
     /**
      * A warm window that never reserves more than its start: one 20 MiB segment holding a 4 MiB block from before the
-     * window; a 2 MiB request (6 MiB allocated), the old block's free (2 MiB), a 1 MiB request (3 MiB). Its peak
-     * reserved is the start's, and the moment of it is the first request, which holds the most.
+     * window; a 2 MiB request (6 MiB allocated), the old block's free (2 MiB), a 4 MiB request (6 MiB again). Its peak
+     * reserved is the start's, and the moment of it is the first request that holds the most.
      */
     @Test
     void aWindowAtItsStartsPeakReservedTakesItsMostAllocatedMomentThere() {
         List<TraceEntry> t = List.of(
                 at(TraceAction.ALLOC, A1 + 4 * MIB, 2 * MIB, 0),
                 at(TraceAction.FREE_REQUESTED, A1, 4 * MIB, 0),
-                at(TraceAction.ALLOC, A1, MIB, 0));
+                at(TraceAction.ALLOC, A1, 4 * MIB, 0));
         SegmentInfo end = SegmentInfo.ofBlocks(
                 0,
                 A1,
@@ -99,8 +99,7 @@ class RequestSequenceTest {
                 Pool.LARGE,
                 false,
                 List.of(
-                        BlockInfo.of(A1, MIB, MIB, BlockState.ACTIVE_ALLOCATED),
-                        BlockInfo.of(A1 + MIB, 3 * MIB, 0, BlockState.INACTIVE),
+                        BlockInfo.of(A1, 4 * MIB, 4 * MIB, BlockState.ACTIVE_ALLOCATED),
                         BlockInfo.of(A1 + 4 * MIB, 2 * MIB, 2 * MIB, BlockState.ACTIVE_ALLOCATED),
                         BlockInfo.of(A1 + 6 * MIB, 14 * MIB, 0, BlockState.INACTIVE)));
         TraceSnapshot snap = new TraceSnapshot(
