@@ -5,6 +5,7 @@ import io.gpumem.cli.options.CapacityOptions;
 import io.gpumem.cli.options.OutputFile;
 import io.gpumem.cli.options.PolicyOptions;
 import io.gpumem.cli.options.StartOptions;
+import io.gpumem.cli.options.TraceDeviceOption;
 import io.gpumem.cli.options.TraceFileOptions;
 import io.gpumem.cli.report.HtmlOutput;
 import io.gpumem.cli.trace.TerminalProgress;
@@ -65,11 +66,8 @@ public final class AnalyzeCommand extends GpumemCommand {
             description = "Analyse the state after trace entry N (0-based) instead of the end state.")
     Integer at;
 
-    @Option(
-            names = "--trace-device",
-            paramLabel = "N",
-            description = "Analyse only this device (default: every device in the file).")
-    Integer device;
+    @Mixin
+    TraceDeviceOption traceDevice;
 
     @Mixin
     CapacityOptions capacity;
@@ -136,6 +134,7 @@ public final class AnalyzeCommand extends GpumemCommand {
         TraceSnapshot snapshot = session.trace();
         Path file = input.file();
         boolean requestsOnly = !snapshot.addressesRecorded();
+        Integer device = traceDevice.given();
         List<Integer> devices = device != null ? List.of(device) : SnapshotStates.devices(snapshot);
         if (devices.isEmpty()) {
             out.println(json ? "[]" : file + ": no segments and no trace entries: nothing to analyse");

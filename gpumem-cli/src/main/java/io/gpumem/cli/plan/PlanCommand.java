@@ -6,6 +6,7 @@ import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cli.options.BadInputException;
 import io.gpumem.cli.options.OutputFile;
 import io.gpumem.cli.options.ReadLimitOptions;
+import io.gpumem.cli.options.TraceDeviceOption;
 import io.gpumem.plan.LifetimeProblem;
 import io.gpumem.plan.OffsetPlan;
 import io.gpumem.plan.OffsetPlanner;
@@ -49,8 +50,11 @@ public final class PlanCommand extends GpumemCommand {
             paramLabel = "FILE",
             description = "Lifetime CSV (id,lower,upper,size[,offset]) or any"
                     + " trace gpumem reads (PyTorch snapshot pickle, RMM log, ops script): its busiest device's in-window"
-                    + " buffers.")
+                    + " buffers, or --trace-device's.")
     Path file;
+
+    @Mixin
+    TraceDeviceOption traceDevice;
 
     @Option(names = "--json", description = "Print one JSON object: buffers, peak_live, planned_peak, ratio, solve_ms.")
     boolean json;
@@ -106,7 +110,8 @@ public final class PlanCommand extends GpumemCommand {
             OutputFile.check("--out", out, file);
         }
         // errors name the file, line and field (TraceFormatException), reported like every command's bad input
-        LifetimeProblem problem = PlanFiles.read(file, limits.limits(), align);
+        Integer device = traceDevice.given();
+        LifetimeProblem problem = PlanFiles.read(file, limits.limits(), align, device == null ? -1 : device);
         OffsetPlanner planner = new OffsetPlanner(budgetMs, OffsetPlanner.DEFAULT_MAX_ROUNDS, targetRatio);
         OffsetPlan plan = null;
         long[] times = new long[repeat];

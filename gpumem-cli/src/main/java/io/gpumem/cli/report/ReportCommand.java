@@ -5,6 +5,7 @@ import io.gpumem.cli.options.BadInputException;
 import io.gpumem.cli.options.CapacityOptions;
 import io.gpumem.cli.options.OutputFile;
 import io.gpumem.cli.options.StartOptions;
+import io.gpumem.cli.options.TraceDeviceOption;
 import io.gpumem.cli.options.TraceFileOptions;
 import io.gpumem.cli.options.WhatIfOptions;
 import io.gpumem.cli.trace.TerminalProgress;
@@ -60,16 +61,13 @@ public final class ReportCommand extends GpumemCommand {
     @Mixin
     CapacityOptions capacity;
 
-    @Option(
-            names = "--trace-device",
-            paramLabel = "N",
-            description = "Report only this device (default: every device in the file).")
-    Integer device;
+    @Mixin
+    TraceDeviceOption traceDevice;
 
     /** {@code --device}, the first name of {@code --trace-device} (as analyze, compare and diff name it). */
     @Option(names = "--device", hidden = true)
     void oldDeviceName(int d) {
-        device = d;
+        traceDevice.set(d);
     }
 
     private TraceSession session;
@@ -93,9 +91,10 @@ public final class ReportCommand extends GpumemCommand {
         this.session = session;
         session.whatIfProgress(TerminalProgress.forTerminal("report", "what-if runs"));
         List<Integer> devices = session.devices();
+        Integer device = traceDevice.given();
         if (device != null) {
             if (!devices.contains(device)) {
-                throw new BadInputException("--device " + device + ": " + file
+                throw new BadInputException("--trace-device " + device + ": " + file
                         + " has no segments or trace entries for it (devices present: " + devices + ")");
             }
             devices = List.of(device);

@@ -6,6 +6,7 @@ import io.gpumem.cli.options.BadInputException;
 import io.gpumem.cli.options.CapacityOptions;
 import io.gpumem.cli.options.OutputFile;
 import io.gpumem.cli.options.StartOptions;
+import io.gpumem.cli.options.TraceDeviceOption;
 import io.gpumem.cli.options.TraceFileOptions;
 import io.gpumem.cli.options.WhatIfOptions;
 import io.gpumem.cli.report.HtmlOutput;
@@ -66,11 +67,8 @@ public final class CompareCommand extends GpumemCommand {
         return session;
     }
 
-    @Option(
-            names = "--trace-device",
-            paramLabel = "N",
-            description = "Device trace to replay (default: the one with the most alloc entries).")
-    Integer device;
+    @Mixin
+    TraceDeviceOption traceDevice;
 
     @Mixin
     CapacityOptions capacity;
@@ -101,6 +99,7 @@ public final class CompareCommand extends GpumemCommand {
         TraceSession session = input.openForWhatIfs(err()).startMode(mode);
         this.session = session;
         TraceSnapshot trace = session.trace();
+        Integer device = traceDevice.given();
         int d = device != null ? device : session.busiestDevice();
         if (d < 0
                 || d >= Math.max(1, trace.deviceTraces().size())

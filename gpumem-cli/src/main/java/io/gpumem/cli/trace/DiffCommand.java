@@ -5,6 +5,7 @@ import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cli.options.BadInputException;
 import io.gpumem.cli.options.OutputFile;
 import io.gpumem.cli.options.ReadLimitOptions;
+import io.gpumem.cli.options.TraceDeviceOption;
 import io.gpumem.cli.report.HtmlOutput;
 import io.gpumem.report.DiffReport;
 import io.gpumem.size.ByteSize;
@@ -54,12 +55,8 @@ public final class DiffCommand extends GpumemCommand {
                     "The two recordings: PyTorch snapshot pickles with a trace (or any trace format gpumem reads).")
     List<Path> files = new ArrayList<>();
 
-    @Option(
-            names = "--trace-device",
-            paramLabel = "N",
-            description =
-                    "Device trace to compare in both files (default: each file's device with the most alloc entries).")
-    Integer device;
+    @Mixin
+    TraceDeviceOption traceDevice;
 
     @Option(
             names = "--json",
@@ -103,6 +100,7 @@ public final class DiffCommand extends GpumemCommand {
             Path file = files.get(i);
             try {
                 TraceSession session = TraceSession.open(file, limits);
+                Integer device = traceDevice.given();
                 int d = device != null ? device : session.busiestDevice();
                 seq[i] = RequestSequence.of(session.trace(), d, signatures);
             } catch (TraceFormatException | IllegalArgumentException | IllegalStateException e) {

@@ -92,6 +92,38 @@ class PlanCommandTest {
     }
 
     @Test
+    void traceDevicePicksTheDeviceAsTheOtherTraceCommandsDo() throws Exception {
+        Path in = dir.resolve("one.csv");
+        Files.writeString(in, "id,lower,upper,size\n0,0,10,1024\n");
+        assertThat(CliRun.run("plan", in.toString(), "--trace-device", "0").exit())
+                .isZero();
+        CliRun second = CliRun.run("plan", in.toString(), "--trace-device", "1");
+        assertThat(second.exit()).isEqualTo(2);
+        assertThat(second.err())
+                .isEqualTo("gpumem plan: " + in + ": device 1 has no trace to plan (a lifetime CSV is" + " device 0)"
+                        + System.lineSeparator());
+        assertThat(CliRun.run("plan", in.toString(), "--trace-device", "-1").err())
+                .contains("--trace-device must be 0 or more, got -1");
+
+        String d = System.getProperty("gpumem.traces.dir");
+        Path gnn = d == null ? null : Path.of(d, "gnn-train-expandable-oom.pickle");
+        assumeTrue(
+                gnn != null && Files.isRegularFile(gnn),
+                "trace gnn-train-expandable-oom.pickle not available: skipped");
+        // three device traces: 2,434 allocs on device 0 (the busiest, the default), 199 on 1, 392 on 2
+        assertThat(CliRun.run("plan", gnn.toString(), "--json").out()).contains("\"buffers\":2434");
+        assertThat(CliRun.run("plan", gnn.toString(), "--json", "--trace-device", "1")
+                        .out())
+                .contains("\"buffers\":199");
+        assertThat(CliRun.run("plan", gnn.toString(), "--json", "--trace-device", "2")
+                        .out())
+                .contains("\"buffers\":392");
+        CliRun absent = CliRun.run("plan", gnn.toString(), "--trace-device", "3");
+        assertThat(absent.exit()).isEqualTo(2);
+        assertThat(absent.err()).contains("device 3 has no trace to plan");
+    }
+
+    @Test
     void badInputExitsTwoAndWritesNothing() throws Exception {
         Path in = dir.resolve("bad.csv");
         Files.writeString(in, "id,lower,upper,size\n0,5,2,100\n");

@@ -171,12 +171,22 @@ public class DiffCommandTest {
 
     @Test
     void aDeviceNeitherFileHasIsRefusedNamingTheFile() {
-        for (String device : new String[] {"3", "-1"}) {
-            CliRun run = CliRun.run(
-                    "diff", "--trace-device", device, trace("tiny-forward.pickle"), trace("tiny-forward.pickle"));
-            assertThat(run.exit()).as(run.err()).isEqualTo(2);
-            assertThat(run.err()).contains("tiny-forward.pickle: device " + device + " has no alloc entry to align");
-            assertThat(run.out()).isEmpty();
+        CliRun run =
+                CliRun.run("diff", "--trace-device", "3", trace("tiny-forward.pickle"), trace("tiny-forward.pickle"));
+        assertThat(run.exit()).as(run.err()).isEqualTo(2);
+        assertThat(run.err()).contains("tiny-forward.pickle: device 3 has no alloc entry to align");
+        assertThat(run.out()).isEmpty();
+        // a negative index is refused in the same words by every trace command
+        for (String command : new String[] {"diff", "compare", "analyze", "report", "plan"}) {
+            CliRun negative = command.equals("diff")
+                    ? CliRun.run(
+                            command, "--trace-device", "-1", trace("tiny-forward.pickle"), trace("tiny-forward.pickle"))
+                    : CliRun.run(command, "--trace-device", "-1", trace("tiny-forward.pickle"));
+            assertThat(negative.exit()).as(command).isEqualTo(2);
+            assertThat(negative.err())
+                    .as(command)
+                    .isEqualTo("gpumem " + command + ": --trace-device must be 0 or more, got -1"
+                            + System.lineSeparator());
         }
     }
 

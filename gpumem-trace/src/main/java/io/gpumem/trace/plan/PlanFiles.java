@@ -22,20 +22,38 @@ import java.util.Map;
  * (also the lifetime CSVs of MindSpore SOMAS / idealloc, read by {@link LifetimeCsvReader}, the one reader of the
  * format), output {@code id,lower,upper,size,offset}; lifetimes are half-open {@code [lower, upper)}. An output
  * file can be read back as input (its offsets are ignored), so two solvers can be checked against each other. Any
- * other trace format gpumem reads (a PyTorch snapshot, an RMM log, an ops script) becomes the in-window buffers of its
- * busiest device ({@link #ofTrace}).
+ * other trace format gpumem reads (a PyTorch snapshot, an RMM log, an ops script) becomes the in-window buffers of one
+ * device, by default its busiest ({@link #ofTrace}).
  */
 public final class PlanFiles {
 
     private PlanFiles() {}
 
-    /** Reads an interval CSV or a trace; errors name the file, line and field. */
+    /** Reads an interval CSV or a trace (its busiest device); errors name the file, line and field. */
     public static LifetimeProblem read(Path file, ReadLimits limits, long alignment) {
+        return read(file, limits, alignment, -1);
+    }
+
+    /**
+     * {@link #read(Path, ReadLimits, long)} of device {@code device} of a trace (the busiest when negative); an
+     * interval CSV is device 0.
+     *
+     * @throws IllegalArgumentException when the file has no trace for {@code device}
+     */
+    public static LifetimeProblem read(Path file, ReadLimits limits, long alignment, int device) {
         if (TraceReaders.detect(file) == SourceFormat.LIFETIME_CSV) {
+            if (device > 0) {
+                throw new IllegalArgumentException(
+                        file + ": device " + device + " has no trace to plan (a lifetime CSV is device 0)");
+            }
             return new LifetimeCsvReader(limits).readProblem(file, alignment);
         }
         TraceSnapshot trace = TraceReaders.read(file, limits);
-        return ofTrace(trace, TraceSession.busiestDevice(trace), alignment);
+        int d = device >= 0 ? device : TraceSession.busiestDevice(trace);
+        if (d >= trace.deviceTraces().size() || trace.traceOf(d).isEmpty()) {
+            throw new IllegalArgumentException(file + ": device " + d + " has no trace to plan");
+        }
+        return ofTrace(trace, d, alignment);
     }
 
     /**

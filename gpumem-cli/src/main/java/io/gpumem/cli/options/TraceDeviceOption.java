@@ -1,0 +1,38 @@
+package io.gpumem.cli.options;
+
+import org.jspecify.annotations.Nullable;
+import picocli.CommandLine.Option;
+
+/**
+ * The {@code --trace-device N} option of the commands that read a file's device traces ({@code analyze},
+ * {@code report}, {@code compare}, {@code diff}, {@code plan}): one name, one check (a device index is 0 or more)
+ * and one description that says each command's default. ({@code sim}'s and {@code device}'s {@code --device} is
+ * the backend, {@code sim} or {@code cuda}.)
+ */
+public final class TraceDeviceOption {
+
+    @Option(
+            names = "--trace-device",
+            paramLabel = "N",
+            description = "The device trace of the file to read, 0-based (default: analyze and report, every device;"
+                    + " compare, plan and diff, the device trace with the most allocs, in each file for diff).")
+    @Nullable
+    Integer device;
+
+    /**
+     * The device given, or null when the option is absent.
+     *
+     * @throws BadInputException for a negative index
+     */
+    public @Nullable Integer given() {
+        if (device != null && device < 0) {
+            throw new BadInputException("--trace-device must be 0 or more, got " + device);
+        }
+        return device;
+    }
+
+    /** Sets the device as the option would (for an older name of the option, kept by a command). */
+    public void set(int d) {
+        device = d;
+    }
+}
