@@ -192,6 +192,12 @@ public final class DiffReport implements HtmlPage {
             h.append("</tr>\n");
         }
         h.append("</tbody></table>\n");
+        for (int side = 0; side < 2; side++) {
+            String atStart = RecordingDiff.peakReservedAtStart(both[side], side == 0 ? "A" : "B");
+            if (atStart != null) {
+                h.append("<p>").append(esc(atStart)).append("</p>\n");
+            }
+        }
         List<RecordingDiff.Site> byReserved = new ArrayList<>(diff.sites());
         byReserved.removeIf(s -> s.peakReservedDifference() == 0);
         byReserved.sort(Comparator.comparingLong((RecordingDiff.Site s) -> -Math.abs(s.peakReservedDifference())));

@@ -166,6 +166,12 @@ public final class DiffCommand extends GpumemCommand {
                 .append("  B ")
                 .append(cached(diff, 1))
                 .append('\n');
+        for (RequestSequence s : new RequestSequence[] {a, b}) {
+            String atStart = RecordingDiff.peakReservedAtStart(s, s == a ? "A" : "B");
+            if (atStart != null) {
+                sb.append(atStart).append('\n');
+            }
+        }
         sb.append("sites, largest difference at peak allocated first:\n");
         String[] head = {
             "site",

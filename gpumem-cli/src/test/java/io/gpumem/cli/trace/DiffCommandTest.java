@@ -110,6 +110,26 @@ public class DiffCommandTest {
     }
 
     @Test
+    void aPeakReservedThatIsTheWindowsStartIsSaidToBe(@TempDir Path dir) throws IOException {
+        // the context-256 window opens with an empty_cache() that releases its start's 56.91 GiB, and never
+        // reserves as much again; the context-128 window reaches its peak inside the window
+        Path page = dir.resolve("sweep.html");
+        CliRun run = CliRun.run(
+                "diff",
+                trace("lm2.7b-sweep-ctx128.pickle"),
+                trace("lm2.7b-sweep-ctx256.pickle"),
+                "--html",
+                page.toString());
+        assertThat(run.exit()).as(run.err()).isZero();
+        String said = "B's peak reserved is its window's start, before any request of the window";
+        assertThat(run.out()).contains(said).doesNotContain("A's peak reserved is its window's start");
+        // (the page escapes the apostrophes)
+        assertThat(Files.readString(page).replace("&#39;", "'"))
+                .contains(said)
+                .doesNotContain("A's peak reserved is its window's start");
+    }
+
+    @Test
     void unrelatedProgramsGetAPageThatSaysSoWithoutSites(@TempDir Path dir) throws IOException {
         Path page = dir.resolve("unrelated.html");
         CliRun run = CliRun.run(

@@ -6,6 +6,7 @@ import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import org.jspecify.annotations.Nullable;
 
 /**
  * An aligned comparison of two recordings of one program: per allocation site, the requests and bytes of each, and
@@ -140,6 +141,18 @@ public final class RecordingDiff {
      */
     public static String reservedText(RequestSequence s, long bytes) {
         return s.reservedRecorded() ? ByteSize.format(bytes) : "n/a";
+    }
+
+    /**
+     * The sentence the diff's text and page add when recording {@code side} ("A" or "B") reached its peak reserved
+     * only at its window's start (reserved, then released before the window reserved as much again), so that its
+     * figures at peak reserved are the start's blocks, not the window's; null otherwise.
+     */
+    public static @Nullable String peakReservedAtStart(RequestSequence s, String side) {
+        return s.reservedRecorded() && s.peakReservedEntry() < 0 && s.peakReserved() > 0
+                ? side + "'s peak reserved is its window's start, before any request of the window: at it only blocks"
+                        + " from before the window are live."
+                : null;
     }
 
     /** Cached, unused bytes at a recording's peak reserved (side 0 the first, 1 the second). */
