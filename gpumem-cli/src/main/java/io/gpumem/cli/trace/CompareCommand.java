@@ -206,7 +206,7 @@ public final class CompareCommand extends GpumemCommand {
                 Long.toString(r.deviceFrees()),
                 Long.toString(r.retries()),
                 Long.toString(r.ooms()),
-                ByteSize.format(r.minCapacity()),
+                r.minCapacity() >= 0 ? ByteSize.format(r.minCapacity()) : "none",
                 Long.toString(r.deviceMaps()),
                 String.format(Locale.ROOT, "%.0f", r.nsPerPair())
             });
@@ -231,7 +231,11 @@ public final class CompareCommand extends GpumemCommand {
         g.writeStringField("config", r.label() == null ? "" : r.label());
         g.writeNumberField("peak_allocated", r.peakAllocated());
         g.writeNumberField("peak_reserved", r.peakReserved());
-        g.writeNumberField("min_capacity", r.minCapacity());
+        if (r.minCapacity() >= 0) {
+            g.writeNumberField("min_capacity", r.minCapacity());
+        } else {
+            g.writeNullField("min_capacity"); // no capacity the search may try serves a request the recording saw fail
+        }
         g.writeNumberField("device_allocs", r.deviceAllocs());
         g.writeNumberField("retries", r.retries());
         g.writeNumberField("ooms", r.ooms());

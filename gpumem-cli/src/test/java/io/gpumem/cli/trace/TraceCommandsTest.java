@@ -314,6 +314,35 @@ class TraceCommandsTest {
     }
 
     @Test
+    void aFailedRequestNoDeviceServesLeavesTheRowsWithoutAMinimumCapacity(@TempDir Path dir) throws Exception {
+        // a program that asked for 4 EiB (a size gone wrong) and failed: asked again, no capacity serves it
+        Path csv = dir.resolve("absurd.csv");
+        Files.writeString(csv, """
+                Thread,Time,Action,Pointer,Size,Stream
+                1,0.001,allocate,0x7f0000000000,10485760,0x0
+                1,0.002,allocate failure,0x0,4611686018427387904,0x0
+                1,0.003,free,0x7f0000000000,10485760,0x0
+                """);
+        CliRun text = run("compare", csv.toString(), "-c", "expandable_segments:True");
+        assertThat(text.exit()).as(text.err()).isZero();
+        assertThat(text.out()).containsPattern("recorded \\(defaults\\) .* 1 +none ");
+        CliRun json = run("compare", csv.toString(), "--json");
+        assertThat(json.exit()).as(json.err()).isZero();
+        assertThat(json.out()).contains("\"min_capacity\":null", "\"ooms\":1");
+        CliRun analyze = run("analyze", csv.toString());
+        assertThat(analyze.exit()).as(analyze.err()).isZero();
+        assertThat(analyze.out()).contains("compare runs:");
+
+        // without the failure, the same requests have a minimum capacity
+        Files.writeString(csv, """
+                Thread,Time,Action,Pointer,Size,Stream
+                1,0.001,allocate,0x7f0000000000,10485760,0x0
+                1,0.003,free,0x7f0000000000,10485760,0x0
+                """);
+        assertThat(run("compare", csv.toString(), "--json").out()).contains("\"min_capacity\":10485760");
+    }
+
+    @Test
     void requestsBeyondAnyDeviceAreRefusedWithTheReason(@TempDir Path dir) throws Exception {
         Path log = dir.resolve("huge.csv");
         Files.writeString(log, """

@@ -2,6 +2,7 @@ package io.gpumem.trace.replay;
 
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.engine.MinimumCapacity;
+import io.gpumem.engine.NoCapacityRunsException;
 import io.gpumem.engine.ParallelRuns;
 import io.gpumem.engine.RequestStream;
 import io.gpumem.engine.RunOutcome;
@@ -266,13 +267,30 @@ public final class WhatIfReplay {
         RunOutcome o;
         if (steady()) {
             int passes = passesToSteady(config.raw(), r -> exact);
-            o = iterated(passes).evaluate(exact, options, roomy()).toBuilder()
+            o = searched(iterated(passes), exact, options).toBuilder()
                     .warmUpPasses(passes - 1)
                     .build();
         } else {
-            o = runner.evaluate(exact, options, roomy());
+            o = searched(runner, exact, options);
         }
         return o.toBuilder().label(config.raw()).recorded(isRecorded).build();
+    }
+
+    /**
+     * {@code r}'s run at {@code options}' capacity with its minimum capacity, or, where a request the recording saw
+     * fail puts every capacity the search may try out of reach (a request of an exabyte; more than a policy's capped
+     * pool holds), the run alone, its minimum capacity unknown (−1): that no device serves the failed request is the
+     * row's finding, not a reason to refuse the comparison.
+     */
+    private RunOutcome searched(StreamRunner r, PreparedPolicy policy, StreamRunner.Options options) {
+        try {
+            return r.evaluate(policy, options, roomy());
+        } catch (NoCapacityRunsException e) {
+            if (runner.stream() == requests) {
+                throw e;
+            }
+            return r.run(policy, options);
+        }
     }
 
     /**
@@ -317,11 +335,11 @@ public final class WhatIfReplay {
         if (steady()) {
             int passes = passesToSteady(spec, r -> r.prepare(spec));
             StreamRunner r = iterated(passes);
-            o = r.evaluate(r.prepare(spec), options, roomy()).toBuilder()
+            o = searched(r, r.prepare(spec), options).toBuilder()
                     .warmUpPasses(passes - 1)
                     .build();
         } else {
-            o = runner.evaluate(runner.prepare(spec), options, roomy());
+            o = searched(runner, runner.prepare(spec), options);
         }
         return o.toBuilder().label(spec.options()).policy(spec.name()).build();
     }
