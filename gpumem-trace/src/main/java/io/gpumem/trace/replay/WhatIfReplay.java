@@ -103,6 +103,11 @@ public final class WhatIfReplay {
                         : WindowStreams.compile(trace, start, userEmptyCache, false, true));
     }
 
+    /** Whether the runs play more than the recorded requests: the window recorded a request that failed. */
+    private boolean asksFailedRequests() {
+        return runner.stream() != requests;
+    }
+
     /** Chooses where the evaluations start (the default is {@link StartMode#WINDOW}, the window as recorded). */
     public WhatIfReplay startMode(StartMode m) {
         mode = m;
@@ -218,7 +223,7 @@ public final class WhatIfReplay {
         }
         // What the recorded requests reserve: the ones that failed tell that the recorded run lacked memory, not
         // how much it had.
-        StreamRunner recordedRequests = runner.stream() == requests ? runner : new StreamRunner(requests);
+        StreamRunner recordedRequests = asksFailedRequests() ? new StreamRunner(requests) : runner;
         long roomy = StreamRunner.ROOMY;
         PreparedPolicy exact = PolicyRegistry.exact(recordedConfig);
         RunOutcome o =
@@ -286,7 +291,7 @@ public final class WhatIfReplay {
         try {
             return r.evaluate(policy, options, roomy());
         } catch (NoCapacityRunsException e) {
-            if (runner.stream() == requests) {
+            if (!asksFailedRequests()) {
                 throw e;
             }
             return r.run(policy, options);
@@ -308,9 +313,8 @@ public final class WhatIfReplay {
      */
     private RunOutcome steadyProbe(Object key, Function<StreamRunner, PreparedPolicy> policy) {
         return steadyProbes.computeIfAbsent(key, k -> {
-            StreamRunner probe = runner.stream() == requests
-                    ? iterated(MAX_PASSES)
-                    : new StreamRunner(requests.iterated(MAX_PASSES));
+            StreamRunner probe =
+                    asksFailedRequests() ? new StreamRunner(requests.iterated(MAX_PASSES)) : iterated(MAX_PASSES);
             return probe.run(
                     policy.apply(probe),
                     StreamRunner.Options.builder(roomy()).untilSteady(true).build());
