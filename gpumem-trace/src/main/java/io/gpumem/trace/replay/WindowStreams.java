@@ -18,7 +18,8 @@ import org.jspecify.annotations.Nullable;
  * hold are dropped), and the release runs the user asked for ({@link WhatIfReplay#classifyReleaseRuns}) as
  * {@code empty_cache}. A trace with {@code free_completed} entries frees at completion, one without at
  * {@code free_requested}. Each op keeps its trace entry; with {@code withHistory} also its stack (as a site) and
- * its recorded time, for runs that record history.
+ * its recorded time, for runs that record history. What-if runs may also ask each request the recording saw fail
+ * ({@code askFailed}): an {@code oom} entry with a size becomes an alloc of that size and its free, both at that entry.
  *
  * <p>An oracle replay ({@link #compileForOracle}) compiles the same stream with every release run as an
  * {@code empty_cache} (with unlimited memory the model never retries after an OOM, so every recorded release is
