@@ -5,7 +5,8 @@ import picocli.CommandLine.Option;
 
 /**
  * The {@code --trace-device N} option of the commands that read a file's device traces ({@code analyze},
- * {@code report}, {@code compare}, {@code diff}, {@code plan}): one name, one check (a device index is 0 or more)
+ * {@code report}, {@code compare}, {@code diff}, {@code predict}, {@code plan}): one name, one check (a device index is
+ * 0 or more)
  * and one description that says each command's default. ({@code sim}'s and {@code device}'s {@code --device} is
  * the backend, {@code sim} or {@code cuda}.)
  */
@@ -15,7 +16,8 @@ public final class TraceDeviceOption {
             names = "--trace-device",
             paramLabel = "N",
             description = "The device trace of the file to read, 0-based (default: analyze and report, every device;"
-                    + " compare, plan and diff, the device trace with the most allocs, in each file for diff).")
+                    + " compare, plan, diff and predict, the device trace with the most allocs, in each file for"
+                    + " diff and predict).")
     @Nullable
     Integer device;
 

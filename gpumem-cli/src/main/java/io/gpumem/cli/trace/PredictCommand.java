@@ -6,6 +6,7 @@ import io.gpumem.cli.options.BadInputException;
 import io.gpumem.cli.options.CapacityOptions;
 import io.gpumem.cli.options.OutputFile;
 import io.gpumem.cli.options.ReadLimitOptions;
+import io.gpumem.cli.options.TraceDeviceOption;
 import io.gpumem.cli.options.WhatIfOptions;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.engine.RunOutcome;
@@ -104,6 +105,9 @@ public final class PredictCommand extends GpumemCommand {
     @Mixin
     ReadLimitOptions readLimits;
 
+    @Mixin
+    TraceDeviceOption traceDevice;
+
     @Override
     public Integer call() {
         PrintWriter out = out();
@@ -168,7 +172,8 @@ public final class PredictCommand extends GpumemCommand {
         }
         RecordingFamily family;
         try {
-            family = RecordingFamily.of(traces, labels);
+            Integer device = traceDevice.given();
+            family = RecordingFamily.of(traces, labels, device == null ? -1 : device);
         } catch (IllegalArgumentException e) {
             throw new BadInputException(e.getMessage());
         }
@@ -265,7 +270,7 @@ public final class PredictCommand extends GpumemCommand {
             }
             TraceSession real = sessions.get(j);
             RunOutcome r = real.compare(
-                            real.busiestDevice(),
+                            family.recording(j).device(),
                             List.of(real.recordedConfig()),
                             List.of(),
                             null,

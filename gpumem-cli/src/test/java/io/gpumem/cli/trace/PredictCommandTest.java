@@ -110,6 +110,20 @@ class PredictCommandTest {
     }
 
     @Test
+    void traceDevicePicksTheDeviceOfEveryRecording(@TempDir Path dir) throws Exception {
+        Path one = program(dir, 1, false);
+        Path two = program(dir, 2, false);
+        CliRun byDefault = CliRun.run("predict", one + "@1", two + "@2", "--at", "3", "--json");
+        CliRun deviceZero = CliRun.run("predict", one + "@1", two + "@2", "--at", "3", "--json", "--trace-device", "0");
+        assertThat(deviceZero.exit()).as(deviceZero.err()).isZero();
+        assertThat(rows(deviceZero.out()).get(0).get("min_capacity"))
+                .isEqualTo(rows(byDefault.out()).get(0).get("min_capacity"));
+        CliRun deviceOne = CliRun.run("predict", one + "@1", two + "@2", "--at", "3", "--trace-device", "1");
+        assertThat(deviceOne.exit()).isEqualTo(2);
+        assertThat(deviceOne.err()).startsWith("gpumem predict: ").contains("device 1 has no alloc entry to align");
+    }
+
+    @Test
     void predictsBelowTheSmallestRecordedValueExactly(@TempDir Path dir) throws Exception {
         Path one = program(dir, 1, false);
         Path two = program(dir, 2, false);

@@ -38,6 +38,17 @@ public final class RecordingFamily {
      *                                  not distinct, or a recording without requests
      */
     public static RecordingFamily of(List<TraceSnapshot> traces, long[] labels) {
+        return of(traces, labels, -1);
+    }
+
+    /**
+     * {@link #of(List, long[])} with every recording read on device {@code device} (each on its busiest when
+     * negative).
+     *
+     * @throws IllegalArgumentException as {@link #of(List, long[])} does, and for a recording with no requests on
+     *                                  {@code device}
+     */
+    public static RecordingFamily of(List<TraceSnapshot> traces, long[] labels, int device) {
         if (traces.size() < 2) {
             throw new IllegalArgumentException(
                     "a prediction needs two or more labelled recordings, got " + traces.size()
@@ -58,7 +69,7 @@ public final class RecordingFamily {
         FrameSignatures signatures = new FrameSignatures();
         List<RequestSequence> recordings = new ArrayList<>();
         for (TraceSnapshot t : traces) {
-            recordings.add(RequestSequence.of(t, TraceSession.busiestDevice(t), signatures));
+            recordings.add(RequestSequence.of(t, device >= 0 ? device : TraceSession.busiestDevice(t), signatures));
         }
         return new RecordingFamily(List.copyOf(traces), List.copyOf(recordings), labels.clone());
     }

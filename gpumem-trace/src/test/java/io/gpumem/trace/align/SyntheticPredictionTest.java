@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.history.Frame;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.policy.PolicySpec;
@@ -54,6 +55,45 @@ class SyntheticPredictionTest {
             }
         }
         return sizes;
+    }
+
+    @Test
+    void aFamilyReadOnAChosenDevicePredictsThatDevicesProgram() {
+        long seed = seed();
+        Random random = new Random(seed);
+        List<Op> program = SyntheticAlignmentTest.program(random, 10 + random.nextInt(10));
+        List<Op> busier = SyntheticAlignmentTest.program(random, 40);
+        List<TraceSnapshot> runs = new ArrayList<>();
+        long[] values = {128, 256};
+        for (long x : values) {
+            // device 0 runs the busier program, device 1 the one asked about
+            TraceSnapshot zero = SyntheticAlignmentTest.run(busier, x, STEPS, true, false);
+            TraceSnapshot one = SyntheticAlignmentTest.run(program, x, STEPS, true, false);
+            List<SegmentInfo> segments = new ArrayList<>(zero.segments());
+            one.segments().forEach(seg -> segments.add(seg.onDevice(1)));
+            runs.add(new TraceSnapshot(
+                    "two devices @" + x,
+                    SourceFormat.PYTORCH_SNAPSHOT,
+                    segments,
+                    List.of(zero.traceOf(0), one.traceOf(0)),
+                    null,
+                    null,
+                    Map.of(),
+                    true));
+        }
+        assertThat(RecordingFamily.of(runs, values).recording(0).device())
+                .as("seed %d: the busiest by default", seed)
+                .isZero();
+        RecordingFamily family = RecordingFamily.of(runs, values, 1);
+        assertThat(family.recording(0).device()).isEqualTo(1);
+        assertThat(family.recording(1).device()).isEqualTo(1);
+        List<Long> sizes = allocSizes(family.predict(512).trace());
+        assertThat(sizes).as("seed %d", seed).hasSize(STEPS * program.size());
+        for (int i = 0; i < sizes.size(); i++) {
+            assertThat(sizes.get(i))
+                    .as("seed %d, request %d", seed, i)
+                    .isEqualTo(program.get(i % program.size()).size(512));
+        }
     }
 
     @Test
