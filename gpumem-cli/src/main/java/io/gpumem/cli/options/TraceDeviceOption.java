@@ -5,10 +5,9 @@ import picocli.CommandLine.Option;
 
 /**
  * The {@code --trace-device N} option of the commands that read a file's device traces ({@code analyze},
- * {@code report}, {@code compare}, {@code diff}, {@code predict}, {@code plan}): one name, one check (a device index is
- * 0 or more)
- * and one description that says each command's default. ({@code sim}'s and {@code device}'s {@code --device} is
- * the backend, {@code sim} or {@code cuda}.)
+ * {@code report}, {@code compare}, {@code diff}, {@code predict}, {@code plan}): one name, one check (a device index
+ * is 0 or more) and one description that says each command's default. ({@code sim}'s and {@code device}'s
+ * {@code --device} is the backend, {@code sim} or {@code cuda}.)
  */
 public final class TraceDeviceOption {
 

@@ -64,7 +64,7 @@ public final class ReportCommand extends GpumemCommand {
     @Mixin
     TraceDeviceOption traceDevice;
 
-    /** {@code --device}, the first name of {@code --trace-device} (as analyze, compare and diff name it). */
+    /** {@code --device}, report's first name for {@code --trace-device} (the name every trace command uses). */
     @Option(names = "--device", hidden = true)
     void oldDeviceName(int d) {
         traceDevice.set(d);
