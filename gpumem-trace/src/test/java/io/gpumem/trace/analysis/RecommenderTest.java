@@ -180,15 +180,20 @@ class RecommenderTest {
                 .isEqualTo("max_split_size_mb:128,x:1");
     }
 
-    @Test
-    void smallerBatchIsTriedForLiveTensorsAndStateOnlyFallsBackToArithmetic() {
+    /** 23 GiB live on a 24 GiB device with 1 GiB free, and a 2 GiB request that failed: short by 1 GiB. */
+    static StateAnalysis liveTensorsOom() {
         MemoryState live = MemoryState.builder()
                 .capacity(24 * GiB)
                 .deviceFree(GiB)
                 .segment(StateAnalyzerTest.seg(GiB, Pool.LARGE, 0, false, 23 * GiB, BlockState.ACTIVE_ALLOCATED))
                 .oom(new OomEvent(2 * GiB, GiB, 0, -1))
                 .build();
-        StateAnalysis a = new StateAnalyzer().analyze(live);
+        return new StateAnalyzer().analyze(live);
+    }
+
+    @Test
+    void smallerBatchIsTriedForLiveTensorsAndStateOnlyFallsBackToArithmetic() {
+        StateAnalysis a = liveTensorsOom();
         TableWhatIf whatIf = new TableWhatIf(
                 Map.of("", outcome("", 23 * GiB, 23 * GiB, 9, 1, 1, 26 * GiB)),
                 outcome("batch 4", 13 * GiB, 14 * GiB, 9, 0, 0, 14 * GiB));
@@ -208,13 +213,7 @@ class RecommenderTest {
 
     @Test
     void anOomNoRunRemovesPutsShrinkingLiveTensorsFirstAndOneARunRemovesAfterTheRuns() {
-        MemoryState live = MemoryState.builder()
-                .capacity(24 * GiB)
-                .deviceFree(GiB)
-                .segment(StateAnalyzerTest.seg(GiB, Pool.LARGE, 0, false, 23 * GiB, BlockState.ACTIVE_ALLOCATED))
-                .oom(new OomEvent(2 * GiB, GiB, 0, -1))
-                .build();
-        StateAnalysis a = new StateAnalyzer().analyze(live);
+        StateAnalysis a = liveTensorsOom();
         assertThat(a.diagnosis().kind()).isEqualTo(DiagnosisKind.LIVE_TENSORS);
         String shrink = "shrink live tensors by at least 1024.00 MiB";
 
