@@ -77,6 +77,8 @@ public final class WhatIfReplay {
 
     private final RecordedTotals recorded;
     private final Map<Integer, StreamRunner> iterated = new ConcurrentHashMap<>();
+    /** The recorded requests iterated, by pass count, where they differ from the played window (steady probes). */
+    private final Map<Integer, StreamRunner> iteratedRequests = new ConcurrentHashMap<>();
     /** The run that found each configuration's (by string) or policy's steady state, with ample memory. */
     private final Map<Object, RunOutcome> steadyProbes = new ConcurrentHashMap<>();
 
@@ -313,8 +315,9 @@ public final class WhatIfReplay {
      */
     private RunOutcome steadyProbe(Object key, Function<StreamRunner, PreparedPolicy> policy) {
         return steadyProbes.computeIfAbsent(key, k -> {
-            StreamRunner probe =
-                    asksFailedRequests() ? new StreamRunner(requests.iterated(MAX_PASSES)) : iterated(MAX_PASSES);
+            StreamRunner probe = asksFailedRequests()
+                    ? iteratedRequests.computeIfAbsent(MAX_PASSES, n -> new StreamRunner(requests.iterated(n)))
+                    : iterated(MAX_PASSES);
             return probe.run(
                     policy.apply(probe),
                     StreamRunner.Options.builder(roomy()).untilSteady(true).build());
