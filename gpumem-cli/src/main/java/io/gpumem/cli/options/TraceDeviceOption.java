@@ -1,5 +1,6 @@
 package io.gpumem.cli.options;
 
+import java.util.function.IntSupplier;
 import org.jspecify.annotations.Nullable;
 import picocli.CommandLine.Option;
 
@@ -30,6 +31,17 @@ public final class TraceDeviceOption {
             throw new BadInputException("--trace-device must be 0 or more, got " + device);
         }
         return device;
+    }
+
+    /**
+     * The device given, or {@code otherwise}'s when the option is absent (the busiest device; or −1, which the
+     * library's readers take to mean their busiest).
+     *
+     * @throws BadInputException for a negative index
+     */
+    public int orElse(IntSupplier otherwise) {
+        Integer d = given();
+        return d != null ? d : otherwise.getAsInt();
     }
 
     /** Sets the device as the option would (for an older name of the option, kept by a command). */

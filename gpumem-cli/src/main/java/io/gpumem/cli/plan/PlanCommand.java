@@ -110,8 +110,7 @@ public final class PlanCommand extends GpumemCommand {
             OutputFile.check("--out", out, file);
         }
         // errors name the file, line and field (TraceFormatException), reported like every command's bad input
-        Integer device = traceDevice.given();
-        LifetimeProblem problem = PlanFiles.read(file, limits.limits(), align, device == null ? -1 : device);
+        LifetimeProblem problem = PlanFiles.read(file, limits.limits(), align, traceDevice.orElse(() -> -1));
         OffsetPlanner planner = new OffsetPlanner(budgetMs, OffsetPlanner.DEFAULT_MAX_ROUNDS, targetRatio);
         OffsetPlan plan = null;
         long[] times = new long[repeat];

@@ -99,8 +99,7 @@ public final class CompareCommand extends GpumemCommand {
         TraceSession session = input.openForWhatIfs(err()).startMode(mode);
         this.session = session;
         TraceSnapshot trace = session.trace();
-        Integer device = traceDevice.given();
-        int d = device != null ? device : session.busiestDevice();
+        int d = traceDevice.orElse(session::busiestDevice);
         if (d < 0
                 || d >= Math.max(1, trace.deviceTraces().size())
                 || trace.traceOf(d).isEmpty()) {

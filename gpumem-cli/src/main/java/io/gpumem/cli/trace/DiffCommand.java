@@ -100,8 +100,7 @@ public final class DiffCommand extends GpumemCommand {
             Path file = files.get(i);
             try {
                 TraceSession session = TraceSession.open(file, limits);
-                Integer device = traceDevice.given();
-                int d = device != null ? device : session.busiestDevice();
+                int d = traceDevice.orElse(session::busiestDevice);
                 seq[i] = RequestSequence.of(session.trace(), d, signatures);
             } catch (TraceFormatException | IllegalArgumentException | IllegalStateException e) {
                 String msg = e.getMessage() == null ? e.toString() : e.getMessage();

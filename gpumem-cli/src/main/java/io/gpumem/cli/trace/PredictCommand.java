@@ -172,8 +172,7 @@ public final class PredictCommand extends GpumemCommand {
         }
         RecordingFamily family;
         try {
-            Integer device = traceDevice.given();
-            family = RecordingFamily.of(traces, labels, device == null ? -1 : device);
+            family = RecordingFamily.of(traces, labels, traceDevice.orElse(() -> -1));
         } catch (IllegalArgumentException e) {
             throw new BadInputException(e.getMessage());
         }
