@@ -47,6 +47,9 @@ import org.jspecify.annotations.Nullable;
  * PyTorch's sources leave open are answered as allocator.md §11 lists.
  */
 final class AllocatorCore {
+    /** Requests of this size or more fail at once, as PyTorch's do (its size arithmetic would overflow). */
+    static final long ONE_EXABYTE = 1L << 60;
+
     final Device device;
     /** Set through {@link #setConfig} only, which keeps the derived fields in step. */
     volatile AllocatorConfig config;
@@ -67,7 +70,18 @@ final class AllocatorCore {
 
     final BlockPool smallBlocks = new BlockPool(Pool.SMALL);
     final BlockPool largeBlocks = new BlockPool(Pool.LARGE);
-    final AddressTable<Block> allocatedBlocks;
+    /**
+     * {@code allocated_blocks}: every live block by address, except, while a {@link SlotSession} is open, the blocks
+     * that session holds by slot (until it keeps the table, {@link SlotSession#keepTable}). Read it through
+     * {@link #allocatedBlocks()}, which makes it whole first.
+     */
+    private final AddressTable<Block> allocatedBlocks;
+    /** The slot session open on this core, if any (set and cleared under the lock the session holds). */
+    @Nullable
+    SlotSession session;
+    /** Set by {@code close()} under the lock; read under the lock by the operations that use the device. */
+    boolean closed;
+
     final StreamEvents events = new StreamEvents();
     final List<ExpandableSegment> expandableSegments = new ArrayList<>();
     final TraceRecorder trace = new TraceRecorder();
@@ -108,12 +122,49 @@ final class AllocatorCore {
         setConfig(from.config);
         this.maxSplitSizeAtCreation = from.maxSplitSizeAtCreation;
         this.stats = counted ? from.stats.copy() : from.stats.uncountedCopy();
-        this.allocatedBlocks = AddressTable.forObjects(from.allocatedBlocks.size());
+        this.allocatedBlocks = AddressTable.forObjects(from.allocatedBlocks().size());
         this.totalAllocatedMemory = from.totalAllocatedMemory;
         this.setFraction = from.setFraction;
         this.allowedMemoryMaximum = from.allowedMemoryMaximum;
         this.accumulatedReset = from.accumulatedReset;
         StateCopy.copyInto(from, this);
+    }
+
+    /** Refuses an operation that uses the device after {@code close()}. */
+    void ensureOpen() {
+        if (closed) {
+            throw new IllegalStateException("the allocator is closed");
+        }
+    }
+
+    /** The out-of-memory error of a request of {@link #ONE_EXABYTE} or more, which touches nothing. */
+    OutOfMemoryException exabyteOom(long size) {
+        return new OutOfMemoryException(new OomReport(
+                size,
+                0,
+                0,
+                device.index(),
+                device.totalMemory(),
+                device.freeMemory(),
+                setFraction ? allowedMemoryMaximum : -1,
+                allocatedBytesNow(),
+                reservedBytesNow(),
+                List.of(),
+                true));
+    }
+
+    /** {@code allocated_blocks}, whole: an open slot session's blocks are put in first. */
+    AddressTable<Block> allocatedBlocks() {
+        SlotSession open = session;
+        if (open != null) {
+            open.keepTable();
+        }
+        return allocatedBlocks;
+    }
+
+    /** {@code allocated_blocks} as it stands, without an open session's blocks: for that session alone. */
+    AddressTable<Block> allocatedBlocksBesideSession() {
+        return allocatedBlocks;
     }
 
     void setConfig(AllocatorConfig config) {
@@ -409,7 +460,7 @@ final class AllocatorCore {
             return stats.current(ALLOCATED_BYTES, DeviceStats.ALL);
         }
         long[] sum = {0};
-        allocatedBlocks.forEach(b -> sum[0] += b.size);
+        allocatedBlocks().forEach(b -> sum[0] += b.size);
         return sum[0];
     }
 

@@ -135,13 +135,36 @@ public final class AllocatorInternals extends AbstractAllocatorInternals impleme
     }
 
     /**
+     * Opens a {@link SlotSession} of {@code slots} slots on the calling thread: until it is closed, that thread
+     * holds the allocator's lock and plays its requests through the session, by slot. Close it in a
+     * try-with-resources block.
+     *
+     * @throws IllegalStateException when the allocator is closed or a session is open already
+     */
+    public SlotSession openSlots(int slots) {
+        lock.lock();
+        try {
+            core.ensureOpen();
+            if (core.session != null) {
+                throw new IllegalStateException("a slot session is open on this allocator already");
+            }
+            SlotSession session = new SlotSession(core, lock, slots);
+            core.session = session;
+            return session;
+        } catch (RuntimeException e) {
+            lock.unlock();
+            throw e;
+        }
+    }
+
+    /**
      * Sizes the table of live allocations for about {@code blocks} blocks at once, so that a replay that knows its
      * peak (a request stream's {@code peakLiveBlocks()}) does not grow it step by step. Changes no decision.
      */
     public void expectLiveBlocks(int blocks) {
         lock.lock();
         try {
-            core.allocatedBlocks.ensureCapacity(blocks);
+            core.allocatedBlocks().ensureCapacity(blocks);
         } finally {
             lock.unlock();
         }
@@ -164,7 +187,7 @@ public final class AllocatorInternals extends AbstractAllocatorInternals impleme
     public long blockSize(long address) {
         lock.lock();
         try {
-            Block b = core.allocatedBlocks.get(address);
+            Block b = core.allocatedBlocks().get(address);
             return b == null ? -1 : b.size;
         } finally {
             lock.unlock();

@@ -5,7 +5,6 @@ import io.gpumem.device.Device;
 import io.gpumem.history.Frame;
 import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.MemorySnapshot;
-import io.gpumem.oom.OomReport;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.stats.MemoryStats;
 import io.gpumem.stats.MemorySummary;
@@ -44,13 +43,9 @@ import java.util.function.Supplier;
  * snapshots still read the final state.
  */
 public final class CachingAllocator implements ForkableAllocator {
-    private static final long ONE_EXABYTE = 1L << 60;
-
     private final AllocatorLock lock = new AllocatorLock();
     private final AllocatorCore core;
     private final AllocatorInternals internals;
-    /** Set by {@link #close()} under the lock; read under the lock by the operations that use the device. */
-    private boolean closed;
 
     public CachingAllocator(Device device) {
         this(device, AllocatorConfig.defaults());
@@ -105,7 +100,7 @@ public final class CachingAllocator implements ForkableAllocator {
         Objects.requireNonNull(device, "device");
         lock.lock();
         try {
-            if (closed) {
+            if (core.closed) {
                 throw new IllegalStateException("cannot copy a closed allocator");
             }
             return new CachingAllocator(new AllocatorCore(core, device, counted));
@@ -154,14 +149,14 @@ public final class CachingAllocator implements ForkableAllocator {
         if (size == 0) {
             return Device.NULL;
         }
-        if (size >= ONE_EXABYTE) {
+        if (size >= AllocatorCore.ONE_EXABYTE) {
             throw exabyteOom(size);
         }
         lock.lock();
         try {
             ensureOpen();
             Block b = core.malloc(size, stream);
-            if (!core.allocatedBlocks.putIfAbsent(b.ptr, b)) {
+            if (!core.allocatedBlocks().putIfAbsent(b.ptr, b)) {
                 throw new IllegalStateException("the device handed out memory at 0x" + Long.toHexString(b.ptr)
                         + " that overlaps a live allocation; the allocator state is no longer trustworthy");
             }
@@ -176,7 +171,7 @@ public final class CachingAllocator implements ForkableAllocator {
      */
     @Override
     public boolean tryMallocFreedAtOnce(long size, long stream) {
-        if (size <= 0 || size >= ONE_EXABYTE) {
+        if (size <= 0 || size >= AllocatorCore.ONE_EXABYTE) {
             return false;
         }
         lock.lock();
@@ -189,26 +184,17 @@ public final class CachingAllocator implements ForkableAllocator {
     }
 
     private void ensureOpen() {
-        if (closed) {
-            throw new IllegalStateException("the allocator is closed");
+        core.ensureOpen();
+        if (core.session != null) {
+            throw new IllegalStateException("a slot session is open on this allocator: its thread allocates, frees and"
+                    + " empties the cache through the session until it closes it");
         }
     }
 
     private OutOfMemoryException exabyteOom(long size) {
         lock.lock();
         try {
-            return new OutOfMemoryException(new OomReport(
-                    size,
-                    0,
-                    0,
-                    core.device.index(),
-                    core.device.totalMemory(),
-                    core.device.freeMemory(),
-                    core.setFraction ? core.allowedMemoryMaximum : -1,
-                    core.allocatedBytesNow(),
-                    core.reservedBytesNow(),
-                    List.of(),
-                    true));
+            return core.exabyteOom(size);
         } finally {
             lock.unlock();
         }
@@ -228,7 +214,7 @@ public final class CachingAllocator implements ForkableAllocator {
         lock.lock();
         try {
             ensureOpen();
-            Block b = core.allocatedBlocks.remove(ptr);
+            Block b = core.allocatedBlocks().remove(ptr);
             if (b == null) {
                 throw new IllegalArgumentException("free: 0x" + Long.toHexString(ptr)
                         + " is not an allocated block of this allocator (foreign pointer or double free)");
@@ -251,7 +237,7 @@ public final class CachingAllocator implements ForkableAllocator {
         lock.lock();
         try {
             ensureOpen();
-            Block b = core.allocatedBlocks.get(ptr);
+            Block b = core.allocatedBlocks().get(ptr);
             if (b == null) {
                 throw new IllegalArgumentException(
                         "recordStream: 0x" + Long.toHexString(ptr) + " is not an allocated block of this allocator");
@@ -288,10 +274,10 @@ public final class CachingAllocator implements ForkableAllocator {
     public void close() {
         lock.lock();
         try {
-            if (!closed) {
+            if (!core.closed) {
                 core.releaseCachedBlocks(core.trace.maybeGatherContext(HistoryOptions.Context.ALL));
                 core.releasePagelessSegments();
-                closed = true;
+                core.closed = true;
             }
         } finally {
             lock.unlock();

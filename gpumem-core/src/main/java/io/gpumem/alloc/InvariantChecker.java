@@ -47,7 +47,7 @@ final class InvariantChecker {
             starts.addAll(pool.blocks.toList());
             starts.addAll(pool.unmapped.toList());
         }
-        core.allocatedBlocks.forEach(starts::add);
+        core.allocatedBlocks().forEach(starts::add);
         starts.addAll(pending);
 
         Set<Block> heads = Collections.newSetFromMap(new IdentityHashMap<>());
@@ -113,7 +113,7 @@ final class InvariantChecker {
                 boolean isPending = pending.contains(b);
                 if (b.allocated) {
                     allocatedCount++;
-                    if (core.allocatedBlocks.get(b.ptr) != b) {
+                    if (core.allocatedBlocks().get(b.ptr) != b) {
                         v.add(at + ": allocated but not indexed");
                     }
                     if (b.container != null) {
@@ -190,8 +190,8 @@ final class InvariantChecker {
         if (unmappedInTrees != core.smallBlocks.unmapped.size() + core.largeBlocks.unmapped.size()) {
             v.add("unmapped trees disagree with the segments' unmapped blocks");
         }
-        if (allocatedCount != core.allocatedBlocks.size()) {
-            v.add("index holds " + core.allocatedBlocks.size() + " blocks, segments have " + allocatedCount
+        if (allocatedCount != core.allocatedBlocks().size()) {
+            v.add("index holds " + core.allocatedBlocks().size() + " blocks, segments have " + allocatedCount
                     + " allocated");
         }
         Set<ExpandableSegment> listed = Collections.newSetFromMap(new IdentityHashMap<>());

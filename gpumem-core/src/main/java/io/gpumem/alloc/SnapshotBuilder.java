@@ -48,10 +48,10 @@ final class SnapshotBuilder {
 
     /** Every mapped block: free ones of both pools, allocated ones and pending ones. */
     static List<Block> allMappedBlocks(AllocatorCore core) {
-        List<Block> all = new ArrayList<>(core.allocatedBlocks.size() * 2 + 16);
+        List<Block> all = new ArrayList<>(core.allocatedBlocks().size() * 2 + 16);
         all.addAll(core.smallBlocks.blocks.toList());
         all.addAll(core.largeBlocks.blocks.toList());
-        core.allocatedBlocks.forEach(all::add);
+        core.allocatedBlocks().forEach(all::add);
         all.addAll(pendingBlocks(core));
         return all;
     }
@@ -102,7 +102,7 @@ final class SnapshotBuilder {
         for (Block b = large.first(); b != null; b = large.next(b)) {
             visitSegmentAt(b, visitor);
         }
-        core.allocatedBlocks.forEach(b -> visitSegmentAt(b, visitor));
+        core.allocatedBlocks().forEach(b -> visitSegmentAt(b, visitor));
         if (!core.events.queues.isEmpty()) {
             for (Block b : pendingBlocks(core)) {
                 visitSegmentAt(b, visitor);

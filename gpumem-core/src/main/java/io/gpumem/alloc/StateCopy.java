@@ -40,7 +40,7 @@ final class StateCopy {
         // With no events pending and no expandable segments every block is allocated or in its pool's free set,
         // so every segment's head is among these and each segment is copied once, from its head.
         long[] copiedBytes = {0};
-        from.allocatedBlocks.forEach(b -> {
+        from.allocatedBlocks().forEach(b -> {
             if (b.prev == null) {
                 copiedBytes[0] += copySegment(b, from, to);
             }
@@ -70,7 +70,7 @@ final class StateCopy {
             }
             previousCopy = c;
             if (c.allocated) {
-                if (!to.allocatedBlocks.putIfAbsent(c.ptr, c)) {
+                if (!to.allocatedBlocks().putIfAbsent(c.ptr, c)) {
                     throw new IllegalStateException("block copied twice: " + b);
                 }
             } else {

@@ -57,7 +57,8 @@ final class StateImporter {
         }
         long ptr = base;
         for (int i = 0; i < blocks.size(); i++) {
-            if (blocks.get(i).kind() == RestoredBlock.Kind.ALLOCATED && core.allocatedBlocks.get(ptr) != null) {
+            if (blocks.get(i).kind() == RestoredBlock.Kind.ALLOCATED
+                    && core.allocatedBlocks().get(ptr) != null) {
                 undo(core, es, base);
                 throw new IllegalArgumentException("restoreSegment: block " + i + " at 0x" + Long.toHexString(ptr)
                         + " is already allocated in this allocator");
@@ -217,7 +218,7 @@ final class StateImporter {
                 case ALLOCATED -> {
                     b.allocated = true;
                     b.requestedSize = rb.requestedSize();
-                    if (!core.allocatedBlocks.putIfAbsent(b.ptr, b)) {
+                    if (!core.allocatedBlocks().putIfAbsent(b.ptr, b)) {
                         throw new IllegalStateException("address already indexed: 0x" + Long.toHexString(b.ptr));
                     }
                     core.stats.increase(ALLOCATION, type, 1);

@@ -26,12 +26,12 @@ class InvariantCheckerTest {
     /** A malloc as {@link CachingAllocator} makes it: the block indexed by its address. */
     private static Block malloc(AllocatorCore core, long size, long stream) {
         Block b = core.malloc(size, stream);
-        core.allocatedBlocks.put(b.ptr, b);
+        core.allocatedBlocks().put(b.ptr, b);
         return b;
     }
 
     private static void free(AllocatorCore core, Block b) {
-        core.allocatedBlocks.remove(b.ptr);
+        core.allocatedBlocks().remove(b.ptr);
         core.free(b);
     }
 

@@ -2,6 +2,7 @@ package io.gpumem.trace.replay;
 
 import io.gpumem.alloc.AllocatorInternals;
 import io.gpumem.alloc.CachingAllocator;
+import io.gpumem.alloc.SlotSession;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.engine.RequestStream;
 import io.gpumem.engine.StartStateLoader;
@@ -56,6 +57,10 @@ final class DeviceReplay {
     private final RecordedDecisions recorded;
     /** The model's address of each slot; 0 when not allocated (its alloc failed) or freed. */
     private final long[] slotAddress;
+    /** Slots {@code 0 .. startBlocks} are the start state's live blocks. */
+    private final int startBlocks;
+    /** The session the play runs in (open during {@link #run}). */
+    private @Nullable SlotSession session;
 
     private final @Nullable ReplayedTrace written;
     /** Recorded address → model address of live blocks the model placed elsewhere (only when writing). */
@@ -113,6 +118,7 @@ final class DeviceReplay {
         List<SegmentInfo> start = window.start().segments();
         int[] slot = {0};
         RequestStream.forEachLiveBlock(start, (seg, b) -> slotAddress[slot[0]++] = b.address());
+        this.startBlocks = slot[0];
         StartStateLoader.load(allocator.internals(), device, start, device, false, LongUnaryOperator.identity());
         if (write) {
             // Live blocks and segments keep the stack of the request that made them; the trace is the tracker's.
@@ -123,6 +129,27 @@ final class DeviceReplay {
         } else {
             allocator.internals().attachDriverCallListener(listener);
         }
+    }
+
+    /**
+     * Moves the start state's allocated blocks into their slots; a live start block freed but waiting on events is
+     * no allocation to adopt, and its free in the window fails as a free of it by address would.
+     */
+    private void adoptStartBlocks(SlotSession s) {
+        for (int slot = 0; slot < startBlocks; slot++) {
+            long at = slotAddress[slot];
+            if (at != 0) {
+                s.adopt(slot, at);
+            }
+        }
+    }
+
+    private SlotSession openSession() {
+        SlotSession s = session;
+        if (s == null) {
+            throw new IllegalStateException("the replay plays only inside run()");
+        }
+        return s;
     }
 
     private void driverCall(TraceAction action, long addr, long size, long stream) {
@@ -143,45 +170,51 @@ final class DeviceReplay {
 
     /** Replays the whole window, reporting progress every 16k entries. */
     DeviceFidelity run(ProgressListener progress, long doneBefore, long total) {
-        int nextProgress = 0x4000;
-        int comparedAtEnd = recorded.calls.length;
-        for (int k = 0; k < stream.length(); k++) {
-            int entry = stream.entry(k);
-            if (entry >= nextProgress) {
-                progress.progress(doneBefore + entry, total);
-                nextProgress = (entry | 0x3fff) + 1;
-            }
-            // Dropped frees first: they come earlier in the trace, write what precedes them and leave `current` at
-            // their own entry, which the op's request must not inherit.
-            if (droppedDone < recorded.dropped.length) {
-                freeDroppedUpTo(entry);
-            }
-            if (written != null) {
-                writeRecordedUpTo(entry);
-                current = trace.get(entry);
-            }
-            byte op = stream.op(k);
-            if (op == RequestStream.ALLOC) {
-                if (!alloc(k, entry)) {
-                    comparedAtEnd = recorded.callsBefore[k];
-                    break;
+        try (SlotSession s = allocator.internals().openSlots(stream.slots())) {
+            session = s;
+            adoptStartBlocks(s);
+            int nextProgress = 0x4000;
+            int comparedAtEnd = recorded.calls.length;
+            for (int k = 0; k < stream.length(); k++) {
+                int entry = stream.entry(k);
+                if (entry >= nextProgress) {
+                    progress.progress(doneBefore + entry, total);
+                    nextProgress = (entry | 0x3fff) + 1;
                 }
-            } else if (op == RequestStream.FREE) {
-                free(k, entry);
-            } else if (op == RequestStream.EMPTY_CACHE) {
-                // The OOM-retry path releases exactly what empty_cache() does.
-                int before = recorded.callsBefore[k];
-                compareDriverCalls(entry, before);
-                allocator.emptyCache();
-                releaseRuns++;
-                compareDriverCalls(entry, before + recorded.runLength[k]);
+                // Dropped frees first: they come earlier in the trace, write what precedes them and leave `current` at
+                // their own entry, which the op's request must not inherit.
+                if (droppedDone < recorded.dropped.length) {
+                    freeDroppedUpTo(entry);
+                }
+                if (written != null) {
+                    writeRecordedUpTo(entry);
+                    current = trace.get(entry);
+                }
+                byte op = stream.op(k);
+                if (op == RequestStream.ALLOC) {
+                    if (!alloc(k, entry)) {
+                        comparedAtEnd = recorded.callsBefore[k];
+                        break;
+                    }
+                } else if (op == RequestStream.FREE) {
+                    free(k, entry);
+                } else if (op == RequestStream.EMPTY_CACHE) {
+                    // The OOM-retry path releases exactly what empty_cache() does.
+                    int before = recorded.callsBefore[k];
+                    compareDriverCalls(entry, before);
+                    openSession().emptyCache();
+                    releaseRuns++;
+                    compareDriverCalls(entry, before + recorded.runLength[k]);
+                }
             }
+            if (comparedAtEnd == recorded.calls.length) {
+                freeDroppedUpTo(trace.size());
+            }
+            segmentEvents = comparedAtEnd;
+            compareDriverCalls(trace.size(), comparedAtEnd);
+        } finally {
+            session = null;
         }
-        if (comparedAtEnd == recorded.calls.length) {
-            freeDroppedUpTo(trace.size());
-        }
-        segmentEvents = comparedAtEnd;
-        compareDriverCalls(trace.size(), comparedAtEnd);
         if (written != null) {
             writeRecordedUpTo(trace.size());
             allocator.internals().detachTraceTracker(tracker);
@@ -207,7 +240,7 @@ final class DeviceReplay {
         long want = recorded.address[k];
         long got;
         try {
-            got = allocator.malloc(stream.size(k), stream.stream(k));
+            got = openSession().malloc(stream.slot(k), stream.size(k), stream.stream(k));
         } catch (OutOfMemoryException ex) {
             mismatch(entry, "alloc", hex(want), "out of memory");
             device.clearOffers();
@@ -246,8 +279,13 @@ final class DeviceReplay {
         if (at == 0) {
             unknownFree(entry, fields.addr(entry), "its alloc failed in the replay");
         } else {
+            SlotSession s = openSession();
             try {
-                allocator.free(at);
+                if (s.address(slot) == at) {
+                    s.free(slot);
+                } else { // a start block the session could not adopt (freed, waiting on events)
+                    s.freeAddress(at);
+                }
             } catch (IllegalArgumentException ex) {
                 unknownFree(entry, at, ex.getMessage());
             }
@@ -270,7 +308,7 @@ final class DeviceReplay {
                 addr = m != null ? m : addr;
             }
             try {
-                allocator.free(addr);
+                openSession().freeAddress(addr);
             } catch (IllegalArgumentException ex) {
                 unknownFree(at, addr, ex.getMessage());
             }
