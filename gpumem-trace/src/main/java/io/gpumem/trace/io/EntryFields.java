@@ -26,6 +26,37 @@ public interface EntryFields {
     @Nullable
     List<Frame> frames(int index);
 
+    /**
+     * Copies the actions of entries {@code from} to {@code to} (exclusive), as {@link TraceAction#ordinal()}s, into
+     * {@code out[0 .. to - from)}: a loop over a chunk of entries reads them from a byte array, not one call each.
+     */
+    default void actionOrdinals(int from, int to, byte[] out) {
+        for (int i = from; i < to; i++) {
+            out[i - from] = (byte) action(i).ordinal();
+        }
+    }
+
+    /** Copies the {@code addr} of entries {@code from} to {@code to} (exclusive) into {@code out[0 .. to - from)}. */
+    default void addrs(int from, int to, long[] out) {
+        for (int i = from; i < to; i++) {
+            out[i - from] = addr(i);
+        }
+    }
+
+    /** Copies the {@code size} of entries {@code from} to {@code to} (exclusive) into {@code out[0 .. to - from)}. */
+    default void sizes(int from, int to, long[] out) {
+        for (int i = from; i < to; i++) {
+            out[i - from] = size(i);
+        }
+    }
+
+    /** Copies the stream of entries {@code from} to {@code to} (exclusive) into {@code out[0 .. to - from)}. */
+    default void streams(int from, int to, long[] out) {
+        for (int i = from; i < to; i++) {
+            out[i - from] = stream(i);
+        }
+    }
+
     /** The fields of {@code trace}: its columns when it has them (the columns, or a range of them). */
     static EntryFields of(List<TraceEntry> trace) {
         if (trace instanceof EntryFields columns) {

@@ -236,6 +236,52 @@ public final class TraceColumns extends AbstractList<TraceEntry> implements Rand
         return framesOf(frames[chunkOf(index)][index & MASK]);
     }
 
+    @Override
+    public void actionOrdinals(int from, int to, byte[] out) {
+        checkRange(from, to);
+        for (int i = from; i < to; ) {
+            int c = i >>> SHIFT;
+            int n = Math.min(to, (c + 1) << SHIFT) - i;
+            System.arraycopy(actions[c], i & MASK, out, i - from, n);
+            i += n;
+        }
+    }
+
+    @Override
+    public void addrs(int from, int to, long[] out) {
+        checkRange(from, to);
+        addrs.copy(from, to, out);
+    }
+
+    @Override
+    public void sizes(int from, int to, long[] out) {
+        checkRange(from, to);
+        sizes.copy(from, to, out);
+    }
+
+    @Override
+    public void streams(int from, int to, long[] out) {
+        checkRange(from, to);
+        long[] table = streamTable;
+        for (int i = from; i < to; ) {
+            int c = i >>> SHIFT;
+            int n = Math.min(to, (c + 1) << SHIFT) - i;
+            int[] s = streams[c];
+            int at = i & MASK;
+            int o = i - from;
+            for (int j = 0; j < n; j++) {
+                out[o + j] = table[s[at + j]];
+            }
+            i += n;
+        }
+    }
+
+    private void checkRange(int from, int to) {
+        if (from < 0 || to > size || from > to) {
+            throw new IndexOutOfBoundsException("entries " + from + " to " + to + " of " + size);
+        }
+    }
+
     /**
      * Entries {@code from} to {@code to} (exclusive) as a view that keeps the columns' {@link EntryFields} (a
      * state rebuilt after entry n walks such a suffix).
@@ -298,6 +344,30 @@ public final class TraceColumns extends AbstractList<TraceEntry> implements Rand
         @Override
         public @Nullable List<Frame> frames(int index) {
             return columns.frames(at(index));
+        }
+
+        @Override
+        public void actionOrdinals(int start, int end, byte[] out) {
+            subListRangeCheck(start, end, size);
+            columns.actionOrdinals(from + start, from + end, out);
+        }
+
+        @Override
+        public void addrs(int start, int end, long[] out) {
+            subListRangeCheck(start, end, size);
+            columns.addrs(from + start, from + end, out);
+        }
+
+        @Override
+        public void sizes(int start, int end, long[] out) {
+            subListRangeCheck(start, end, size);
+            columns.sizes(from + start, from + end, out);
+        }
+
+        @Override
+        public void streams(int start, int end, long[] out) {
+            subListRangeCheck(start, end, size);
+            columns.streams(from + start, from + end, out);
         }
 
         @Override
@@ -366,6 +436,26 @@ public final class TraceColumns extends AbstractList<TraceEntry> implements Rand
         long get(int c, int i) {
             int[] n = narrow[c];
             return n != null ? bases[c] + ((long) n[i] << shift) : wide[c][i];
+        }
+
+        /** Copies values {@code from} to {@code to} (exclusive) into {@code out[0 .. to - from)}. */
+        void copy(int from, int to, long[] out) {
+            for (int i = from; i < to; ) {
+                int c = i >>> SHIFT;
+                int n = Math.min(to, (c + 1) << SHIFT) - i;
+                int at = i & MASK;
+                int o = i - from;
+                int[] narrowChunk = narrow[c];
+                if (narrowChunk == null) {
+                    System.arraycopy(wide[c], at, out, o, n);
+                } else {
+                    long base = bases[c];
+                    for (int j = 0; j < n; j++) {
+                        out[o + j] = base + ((long) narrowChunk[at + j] << shift);
+                    }
+                }
+                i += n;
+            }
         }
 
         void trim(int c, int used) {

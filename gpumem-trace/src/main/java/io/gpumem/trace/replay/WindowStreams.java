@@ -29,6 +29,14 @@ final class WindowStreams {
 
     private WindowStreams() {}
 
+    private static final TraceAction[] ACTIONS = TraceAction.values();
+    private static final int ALLOC = TraceAction.ALLOC.ordinal();
+    private static final int FREE_REQUESTED = TraceAction.FREE_REQUESTED.ordinal();
+    private static final int FREE_COMPLETED = TraceAction.FREE_COMPLETED.ordinal();
+    private static final int SEGMENT_FREE = TraceAction.SEGMENT_FREE.ordinal();
+    private static final int SEGMENT_UNMAP = TraceAction.SEGMENT_UNMAP.ordinal();
+    private static final int OOM = TraceAction.OOM.ordinal();
+
     /**
      * The window's requests for what-if runs; with {@code askFailed}, each request the recording saw fail (an
      * {@code oom} entry, an RMM log's failed allocation) is asked again where it failed, and freed at once when
@@ -143,6 +151,12 @@ final class WindowStreams {
         private final RecordedDecisions.@Nullable Builder decisions;
         private int releaseOp = -1;
         private boolean inRelease;
+        /** The chunk's columns, read in bulk before its loop. */
+        private final byte[] actions = new byte[CHUNK];
+
+        private final long[] addrs = new long[CHUNK];
+        private final long[] sizes = new long[CHUNK];
+        private final long[] streams = new long[CHUNK];
 
         Compilation(
                 RequestStream.Builder b,
@@ -174,26 +188,34 @@ final class WindowStreams {
          */
         void run(int from, int to) {
             RequestStream.Builder b = this.b;
-            EntryFields fields = this.fields;
             boolean @Nullable [] emptyCacheAt = this.emptyCacheAt;
             RecordedDecisions.@Nullable Builder decisions = this.decisions;
             int releaseOp = this.releaseOp;
             boolean inRelease = this.inRelease;
+            byte[] actions = this.actions;
+            long[] addrs = this.addrs;
+            long[] sizes = this.sizes;
+            long[] streams = this.streams;
+            fields.actionOrdinals(from, to, actions);
+            fields.addrs(from, to, addrs);
+            fields.sizes(from, to, sizes);
+            fields.streams(from, to, streams);
             for (int i = from; i < to; i++) {
-                TraceAction a = fields.action(i);
-                boolean release = isRelease(a);
+                int j = i - from;
+                int a = actions[j];
+                boolean release = a == SEGMENT_FREE || a == SEGMENT_UNMAP;
                 // Without a user's choice (an oracle), every run of release entries is an empty_cache.
                 boolean emptyCache = emptyCacheAt != null ? emptyCacheAt[i] : release && !inRelease;
                 inRelease = release;
                 long recordedAddress = 0;
-                if (a == TraceAction.ALLOC) {
-                    b.alloc(fields.size(i), fields.stream(i), i);
-                    recordedAddress = fields.addr(i);
-                } else if (a == TraceAction.FREE_COMPLETED || (a == TraceAction.FREE_REQUESTED && !hasCompletions)) {
+                if (a == ALLOC) {
+                    b.alloc(sizes[j], streams[j], i);
+                    recordedAddress = addrs[j];
+                } else if (a == FREE_COMPLETED || (a == FREE_REQUESTED && !hasCompletions)) {
                     int match = frees.of(i);
                     int s = match >= 0
                             ? startBlocks + match
-                            : match == FreeMatches.START_BLOCK ? startSlots.getInt(fields.addr(i), -1) : -1;
+                            : match == FreeMatches.START_BLOCK ? startSlots.getInt(addrs[j], -1) : -1;
                     if (s >= 0 && b.isLive(s)) {
                         b.free(s, i);
                     } else {
@@ -205,23 +227,23 @@ final class WindowStreams {
                 } else if (emptyCache) {
                     b.emptyCache(i);
                     releaseOp = b.length() - 1;
-                } else if (a == TraceAction.OOM && askFailed && fields.size(i) > 0) {
+                } else if (a == OOM && askFailed && sizes[j] > 0) {
                     // The request that failed, asked again. Served, it is freed at once: what the program would have
                     // done with it is unknown, and the window goes on as recorded.
-                    int failed = b.alloc(fields.size(i), fields.stream(i), i);
+                    int failed = b.alloc(sizes[j], streams[j], i);
                     if (withHistory) {
                         stamp(b, trace.get(i));
                     }
                     b.free(failed, i);
                 } else {
                     if (decisions != null) {
-                        recordOnly(decisions, i, a, releaseOp);
+                        recordOnly(decisions, i, ACTIONS[a], releaseOp);
                     }
                     continue;
                 }
                 if (decisions != null) {
                     decisions.op(b.length() - 1, recordedAddress);
-                    recordOnly(decisions, i, a, releaseOp);
+                    recordOnly(decisions, i, ACTIONS[a], releaseOp);
                 }
                 if (withHistory) {
                     stamp(b, trace.get(i));

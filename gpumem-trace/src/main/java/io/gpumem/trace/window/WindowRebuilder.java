@@ -554,6 +554,11 @@ public final class WindowRebuilder {
         final int[] matches;
         final List<PreFreed> preFreed = new ArrayList<>();
         final AddressTable<Void> preFreedSlot = AddressTable.forInts(64);
+        private static final TraceAction[] ACTIONS = TraceAction.values();
+        /** The chunk's actions and addresses, read in bulk before its loop. */
+        private final byte[] actions = new byte[CHUNK];
+
+        private final long[] addrs = new long[CHUNK];
 
         ForwardPass(EntryFields fields, boolean hasCompletions, int entries) {
             this.fields = fields;
@@ -573,9 +578,13 @@ public final class WindowRebuilder {
             int allocOrdinal = this.allocOrdinal;
             int freeing = this.freeing;
             int releases = this.releases;
+            byte[] actions = this.actions;
+            long[] addrs = this.addrs;
+            fields.actionOrdinals(from, to, actions);
+            fields.addrs(from, to, addrs);
             for (int i = from; i < to; i++) {
-                long a = fields.addr(i);
-                TraceAction action = fields.action(i);
+                long a = addrs[i - from];
+                TraceAction action = ACTIONS[actions[i - from]];
                 switch (action) {
                     case ALLOC -> {
                         int ordinal = allocOrdinal++;
