@@ -31,8 +31,10 @@ import org.jspecify.annotations.Nullable;
  * ({@link ReplayedTrace}).
  *
  * <p>The play loop reads primitive arrays only: each op's request, the recorded address of an alloc, the
- * recorded driver calls. A block is freed at the address the model gave its slot, so a block the model placed
- * elsewhere needs no translation table. The model's driver calls are seen through a {@link DriverCallListener} as
+ * recorded driver calls. The model is played through a {@link SlotSession} (one lock for the whole play, no
+ * address table): an alloc fills its op's slot and a free releases the slot's block, wherever the model put it,
+ * so a block the model placed elsewhere needs no translation table; the start state's allocated blocks are
+ * adopted into their slots first. The model's driver calls are seen through a {@link DriverCallListener} as
  * plain fields ({@link #eventAction}, ...) and compared, in order, by action, address and size, with the recorded
  * ones since the last comparison: after each alloc, and before and after each release run (an
  * {@code empty_cache} op). Nothing is built or boxed per op unless a trace is written.
