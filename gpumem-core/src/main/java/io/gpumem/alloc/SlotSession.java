@@ -123,6 +123,22 @@ public final class SlotSession implements AutoCloseable {
     }
 
     /**
+     * Frees what the caller knows as slot {@code slot} at {@code address}: the slot's block when the session holds
+     * it there, else (an allocation made before the session, which the caller names by the same slot) the
+     * allocation at {@code address}, as {@link #freeAddress} does.
+     *
+     * @throws IllegalArgumentException when neither holds an allocation
+     */
+    public void free(int slot, long address) {
+        Block b = slot >= 0 && slot < blocks.length ? blocks[slot] : null;
+        if (b != null && b.ptr == address) {
+            free(slot);
+        } else {
+            freeAddress(address);
+        }
+    }
+
+    /**
      * {@link CachingAllocator#free} by address, of whatever is allocated there: a slot's allocation (the slot
      * becomes empty) or one made outside the session. A player frees this way a block it cannot name by slot (a
      * recorded free of an address its stream does not hold); finding a slot's block by address scans the slots.

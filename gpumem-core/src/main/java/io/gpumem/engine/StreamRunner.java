@@ -5,6 +5,7 @@ import io.gpumem.alloc.ForkableAllocator;
 import io.gpumem.alloc.GpuAllocator;
 import io.gpumem.alloc.GpuAllocatorInternals;
 import io.gpumem.alloc.SegmentRestorer;
+import io.gpumem.alloc.SlotSession;
 import io.gpumem.device.DeviceOp;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.engine.MinimumCapacity.Verdict;
@@ -348,6 +349,9 @@ public final class StreamRunner {
         int current = -1;
         /** Whether a STEP has opened a step yet. */
         boolean stepOpen;
+        /** The session a whole run plays through on the exact allocator; null: the allocator's own malloc and free. */
+        @Nullable
+        SlotSession session;
 
         /**
          * Whether a malloc whose block the next op frees is played as one call
@@ -467,9 +471,18 @@ public final class StreamRunner {
             rises.clear();
             r.dev.reportPeakDemandRises(peak -> rises.add(r.current, peak));
         }
+        // The exact allocator plays a whole run through a slot session (one lock, no address table for its own
+        // blocks); the start state's blocks, allocated before, are freed by address.
+        SlotSession session =
+                r.allocator.internals() instanceof AllocatorInternals exact ? exact.openSlots(r.address.length) : null;
+        r.session = session;
         try {
             play(r, stream.length, c, options.stopAtFirstOom());
         } finally {
+            r.session = null;
+            if (session != null) {
+                session.close();
+            }
             r.dev.reportPeakDemandRises(null);
         }
         c.nanos = System.nanoTime() - t0;
@@ -775,14 +788,18 @@ public final class StreamRunner {
         int[] slots = rs.slot;
         long[] size = rs.size;
         int[] streamIndex = rs.streamIndex;
+        SlotSession session = r.session;
         int k = r.next;
         try {
             for (; k < end; k++) {
                 r.current = k;
                 switch (op[k]) {
                     case RequestStream.ALLOC -> {
+                        int s = slots[k];
+                        long st = devStreams[streamIndex[k]];
                         try {
-                            address[slots[k]] = allocator.malloc(size[k], devStreams[streamIndex[k]]);
+                            address[s] =
+                                    session != null ? session.malloc(s, size[k], st) : allocator.malloc(size[k], st);
                         } catch (OutOfMemoryException oom) {
                             out.failed(oom, k);
                             if (stopAtOom) {
@@ -792,10 +809,15 @@ public final class StreamRunner {
                         }
                     }
                     case RequestStream.FREE -> {
-                        long a = address[slots[k]];
+                        int s = slots[k];
+                        long a = address[s];
                         if (a != 0) {
-                            allocator.free(a);
-                            address[slots[k]] = 0;
+                            if (session != null) {
+                                session.free(s, a);
+                            } else {
+                                allocator.free(a);
+                            }
+                            address[s] = 0;
                         }
                     }
                     case RequestStream.STEP -> {
@@ -804,7 +826,13 @@ public final class StreamRunner {
                             return;
                         }
                     }
-                    default -> allocator.emptyCache();
+                    default -> {
+                        if (session != null) {
+                            session.emptyCache();
+                        } else {
+                            allocator.emptyCache();
+                        }
+                    }
                 }
             }
         } finally {

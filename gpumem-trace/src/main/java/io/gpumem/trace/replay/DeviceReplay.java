@@ -281,13 +281,9 @@ final class DeviceReplay {
         if (at == 0) {
             unknownFree(entry, fields.addr(entry), "its alloc failed in the replay");
         } else {
-            SlotSession s = openSession();
             try {
-                if (s.address(slot) == at) {
-                    s.free(slot);
-                } else { // a start block the session could not adopt (freed, waiting on events)
-                    s.freeAddress(at);
-                }
+                // (a start block the session could not adopt, freed but waiting on events, goes by address)
+                openSession().free(slot, at);
             } catch (IllegalArgumentException ex) {
                 unknownFree(entry, at, ex.getMessage());
             }
