@@ -269,11 +269,15 @@ public final class CachingAllocator implements ForkableAllocator {
      * address ranges of expandable segments that never got a page, which {@code emptyCache} keeps as PyTorch does
      * (allocator.md §5.4): retiring the allocator stands for the end of PyTorch's process, where the driver frees
      * them.
+     * Refused (IllegalStateException) while a {@link SlotSession} is open.
      */
     @Override
     public void close() {
         lock.lock();
         try {
+            if (core.session != null) {
+                throw new IllegalStateException("a slot session is open on this allocator: close it first");
+            }
             if (!core.closed) {
                 core.releaseCachedBlocks(core.trace.maybeGatherContext(HistoryOptions.Context.ALL));
                 core.releasePagelessSegments();

@@ -20,8 +20,8 @@ import java.util.Objects;
  * <h2>Invariants</h2>
  * <ul>
  *   <li>While the session is open its thread holds the allocator's lock (other threads wait), and the allocator's
- *       own malloc, free, recordStream and emptyCache refuse (IllegalStateException): every change goes through the
- *       session.</li>
+ *       own malloc, free, recordStream, emptyCache and close refuse (IllegalStateException): every change goes
+ *       through the session.</li>
  *   <li>{@code blocks[s]} is the live block of slot {@code s}, or null. A slot's block is not in
  *       {@code allocated_blocks} until the session keeps the table ({@link #keepTable}): the first read of the
  *       table by anything else (a snapshot, an out-of-memory report of an uncounted allocator, an invariant check)
@@ -218,11 +218,11 @@ public final class SlotSession implements AutoCloseable {
         }
     }
 
+    /** (The allocator cannot be closed while the session is open, so it is open whenever the session is.) */
     private void ensureOpen() {
         if (!open) {
             throw new IllegalStateException("the slot session is closed");
         }
-        core.ensureOpen();
     }
 
     private void emptySlot(int slot) {

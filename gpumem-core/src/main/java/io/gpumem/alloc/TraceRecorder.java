@@ -122,7 +122,7 @@ public final class TraceRecorder {
 
     /** The caller's stack if the context level reaches {@code level}, else null. */
     public @Nullable List<Frame> maybeGatherContext(Context level) {
-        if (recordContext.compareTo(level) < 0) {
+        if (recordContext.ordinal() < level.ordinal()) { // (Enum.compareTo checks both classes first, per call)
             return null;
         }
         Supplier<List<Frame>> s = contextSupplier;

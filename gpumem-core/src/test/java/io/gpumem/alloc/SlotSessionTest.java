@@ -141,6 +141,7 @@ class SlotSessionTest {
             assertThatThrownBy(() -> a.malloc(MiB)).isInstanceOf(IllegalStateException.class);
             assertThatThrownBy(() -> a.free(p)).isInstanceOf(IllegalStateException.class);
             assertThatThrownBy(a::emptyCache).isInstanceOf(IllegalStateException.class);
+            assertThatThrownBy(a::close).isInstanceOf(IllegalStateException.class);
             assertThatThrownBy(() -> a.internals().openSlots(1))
                     .isInstanceOf(IllegalStateException.class)
                     .hasMessageContaining("already");

@@ -57,7 +57,10 @@ final class DeviceReplay {
     private final CachingAllocator allocator;
     private final RequestStream stream;
     private final RecordedDecisions recorded;
-    /** The model's address of each slot; 0 when not allocated (its alloc failed) or freed. */
+    /**
+     * The address of each start-state slot, 0 once freed (a window slot's address is the session's: 0 when its
+     * alloc failed or it was freed).
+     */
     private final long[] slotAddress;
     /** Slots {@code 0 .. startBlocks} are the start state's live blocks. */
     private final int startBlocks;
@@ -115,7 +118,7 @@ final class DeviceReplay {
         this.written = write ? new ReplayedTrace(hasCompletions) : null;
         this.stream = window.stream();
         this.recorded = window.recorded();
-        this.slotAddress = new long[stream.slots()];
+        this.slotAddress = new long[stream.startBlocks()];
         allocator.internals().expectLiveBlocks(window.peakLiveBlocks());
         List<SegmentInfo> start = window.start().segments();
         int[] slot = {0};
@@ -230,6 +233,7 @@ final class DeviceReplay {
     private boolean alloc(int k, int entry) {
         allocs++;
         int upTo = recorded.callsBefore[k];
+        boolean offers = offered < upTo;
         for (; offered < upTo; offered++) {
             int call = recorded.calls[offered];
             TraceAction action = fields.action(call);
@@ -245,7 +249,9 @@ final class DeviceReplay {
             got = openSession().malloc(stream.slot(k), stream.size(k), stream.stream(k));
         } catch (OutOfMemoryException ex) {
             mismatch(entry, "alloc", hex(want), "out of memory");
-            device.clearOffers();
+            if (offers) {
+                device.clearOffers();
+            }
             compareDriverCalls(entry, upTo);
             return true;
         } catch (IllegalStateException ex) {
@@ -253,8 +259,9 @@ final class DeviceReplay {
             notes.add("replay of this device stopped at entry " + entry + ": " + ex.getMessage());
             return false;
         }
-        device.clearOffers();
-        slotAddress[stream.slot(k)] = got;
+        if (offers) {
+            device.clearOffers();
+        }
         if (got == want) {
             exact++;
             if (written != null && !moved.isEmpty()) {
@@ -273,8 +280,13 @@ final class DeviceReplay {
     /** Frees op {@code k}'s slot where the model put it (nothing when its alloc failed). */
     private void free(int k, int entry) {
         int slot = stream.slot(k);
-        long at = slotAddress[slot];
-        slotAddress[slot] = 0;
+        long at;
+        if (slot < startBlocks) {
+            at = slotAddress[slot];
+            slotAddress[slot] = 0;
+        } else {
+            at = openSession().address(slot);
+        }
         if (written != null && !moved.isEmpty()) {
             moved.remove(fields.addr(entry));
         }
