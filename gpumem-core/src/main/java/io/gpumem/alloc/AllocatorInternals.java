@@ -151,9 +151,9 @@ public final class AllocatorInternals extends AbstractAllocatorInternals impleme
             SlotSession session = new SlotSession(core, lock, slots);
             core.session = session;
             return session;
-        } catch (RuntimeException e) {
+        } catch (Throwable t) { // (an OutOfMemoryError for the slot array too: never return holding the lock)
             lock.unlock();
-            throw e;
+            throw t;
         }
     }
 

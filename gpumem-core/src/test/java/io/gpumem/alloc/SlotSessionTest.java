@@ -232,4 +232,109 @@ class SlotSessionTest {
         a.close();
         assertThatThrownBy(() -> a.internals().openSlots(1)).isInstanceOf(IllegalStateException.class);
     }
+
+    @Test
+    void freeBySlotAndAddressTakesTheSlotsBlockElseTheAllocationThere() {
+        CachingAllocator a = allocator(GiB, "");
+        long before = a.malloc(3 * MiB);
+        try (SlotSession s = a.internals().openSlots(3)) {
+            assertThat(s.slots()).isEqualTo(3);
+            long p = s.malloc(0, MiB, 0);
+            long q = s.malloc(1, 2 * MiB, 0);
+            s.free(0, p);
+            assertThat(s.address(0)).isZero();
+            assertThat(s.address(1)).as("only slot 0's block").isEqualTo(q);
+            // slot 2 never held anything: the caller's slot names an allocation made before the session
+            s.free(2, before);
+            assertThatThrownBy(() -> s.free(2, before))
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("double free");
+            // a slot holding another address: the address decides
+            assertThatThrownBy(() -> s.free(1, q + 512)).isInstanceOf(IllegalArgumentException.class);
+            assertThat(s.address(1)).isEqualTo(q);
+            assertThatThrownBy(() -> s.free(-1)).isInstanceOf(IllegalArgumentException.class);
+            assertThatThrownBy(() -> s.free(3)).isInstanceOf(IllegalArgumentException.class);
+            s.free(1);
+        }
+        a.internals().checkInvariants();
+        assertThat(a.allocatedBytes()).isZero();
+    }
+
+    @Test
+    void freeAddressFindsASlotsBlockBeforeAndAfterTheTableIsKept() {
+        CachingAllocator a = allocator(GiB, "");
+        long before = a.malloc(3 * MiB);
+        try (SlotSession s = a.internals().openSlots(3)) {
+            s.malloc(0, MiB, 0);
+            long q = s.malloc(1, 2 * MiB, 0);
+            s.freeAddress(q); // found by scanning the slots
+            assertThat(s.address(1)).isZero();
+            assertThat(s.address(0)).isNotZero();
+            long r = s.malloc(2, 4 * MiB, 0);
+            a.snapshot(); // another reader: the session keeps the table from now on
+            assertThat(s.adopt(1, r))
+                    .as("a slot's own block is no outside allocation")
+                    .isFalse();
+            s.freeAddress(r); // found in the table, and its slot emptied
+            assertThat(s.address(2)).isZero();
+            assertThat(s.adopt(1, before)).isTrue();
+            a.internals().checkInvariants();
+            s.free(1);
+            assertThatThrownBy(() -> s.freeAddress(before)).isInstanceOf(IllegalArgumentException.class);
+            s.freeAddress(0); // nothing, as free(0)
+            long zero = s.address(0);
+            assertThat(s.adopt(1, zero)).as("slot 0's block").isFalse();
+            s.freeAddress(zero);
+            assertThat(s.address(0)).isZero();
+            long again = s.malloc(0, MiB, 0);
+            s.free(3, again); // a slot beyond the session's: by address
+            assertThat(s.address(0)).isZero();
+            s.malloc(0, MiB, 0);
+        }
+        a.internals().checkInvariants();
+        assertThat(a.allocatedBytes()).isEqualTo(MiB);
+    }
+
+    @Test
+    void theExabyteRuleIsTheAllocators() {
+        CachingAllocator a = allocator(GiB, "");
+        try (SlotSession s = a.internals().openSlots(1)) {
+            assertThatThrownBy(() -> s.malloc(0, (1L << 60) - 1, 0))
+                    .isInstanceOfSatisfying(
+                            OutOfMemoryException.class,
+                            e -> assertThat(e.report().moreThanOneExabyte()).isFalse());
+            assertThatThrownBy(() -> s.malloc(0, 1L << 60, 0))
+                    .isInstanceOfSatisfying(
+                            OutOfMemoryException.class,
+                            e -> assertThat(e.report().moreThanOneExabyte()).isTrue());
+            assertThat(s.address(0)).isZero();
+        }
+    }
+
+    @Test
+    void aSessionOfNoSlotsOpensAndANegativeCountIsRefusedWithoutHoldingTheLock() throws Exception {
+        CachingAllocator a = allocator(GiB, "");
+        try (SlotSession s = a.internals().openSlots(0)) {
+            assertThat(s.slots()).isZero();
+        }
+        assertThatThrownBy(() -> a.internals().openSlots(-1))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("-1");
+        // the refused open left the lock free for another thread
+        assertThat(CompletableFuture.supplyAsync(() -> a.malloc(MiB)).get(10, TimeUnit.SECONDS))
+                .isNotZero();
+    }
+
+    @Test
+    void everyOperationOfAClosedSessionIsRefused() {
+        CachingAllocator a = allocator(GiB, "");
+        long p = a.malloc(MiB);
+        SlotSession s = a.internals().openSlots(2);
+        s.close();
+        assertThatThrownBy(() -> s.adopt(0, p)).isInstanceOf(IllegalStateException.class);
+        assertThatThrownBy(() -> s.free(0)).isInstanceOf(IllegalStateException.class);
+        assertThatThrownBy(() -> s.freeAddress(p)).isInstanceOf(IllegalStateException.class);
+        assertThatThrownBy(s::emptyCache).isInstanceOf(IllegalStateException.class);
+        a.free(p);
+    }
 }
