@@ -162,7 +162,10 @@ final class AllocatorCore {
         return allocatedBlocks;
     }
 
-    /** {@code allocated_blocks} as it stands, without an open session's blocks: for that session alone. */
+    /**
+     * {@code allocated_blocks} as it stands, without an open session's blocks: for that session, and for the
+     * allocator's own malloc, free and recordStream, which refuse while a session is open (so it is whole for them).
+     */
     AddressTable<Block> allocatedBlocksBesideSession() {
         return allocatedBlocks;
     }

@@ -156,7 +156,7 @@ public final class CachingAllocator implements ForkableAllocator {
         try {
             ensureOpen();
             Block b = core.malloc(size, stream);
-            if (!core.allocatedBlocks().putIfAbsent(b.ptr, b)) {
+            if (!core.allocatedBlocksBesideSession().putIfAbsent(b.ptr, b)) {
                 throw new IllegalStateException("the device handed out memory at 0x" + Long.toHexString(b.ptr)
                         + " that overlaps a live allocation; the allocator state is no longer trustworthy");
             }
@@ -183,9 +183,13 @@ public final class CachingAllocator implements ForkableAllocator {
         }
     }
 
+    /**
+     * Refuses a change after {@code close()} or while a slot session is open; once it passes, no session is open, so
+     * the address table the caller then reads as it stands is whole.
+     */
     private void ensureOpen() {
-        core.ensureOpen();
-        if (core.session != null) {
+        if (core.closed || core.session != null) {
+            core.ensureOpen();
             throw new IllegalStateException("a slot session is open on this allocator: its thread allocates, frees and"
                     + " empties the cache through the session until it closes it");
         }
@@ -214,7 +218,7 @@ public final class CachingAllocator implements ForkableAllocator {
         lock.lock();
         try {
             ensureOpen();
-            Block b = core.allocatedBlocks().remove(ptr);
+            Block b = core.allocatedBlocksBesideSession().remove(ptr);
             if (b == null) {
                 throw new IllegalArgumentException("free: 0x" + Long.toHexString(ptr)
                         + " is not an allocated block of this allocator (foreign pointer or double free)");
@@ -237,7 +241,7 @@ public final class CachingAllocator implements ForkableAllocator {
         lock.lock();
         try {
             ensureOpen();
-            Block b = core.allocatedBlocks().get(ptr);
+            Block b = core.allocatedBlocksBesideSession().get(ptr);
             if (b == null) {
                 throw new IllegalArgumentException(
                         "recordStream: 0x" + Long.toHexString(ptr) + " is not an allocated block of this allocator");
