@@ -58,8 +58,9 @@ final class DeviceReplay {
     private final RequestStream stream;
     private final RecordedDecisions recorded;
     /**
-     * The address of each start-state slot, 0 once freed (a window slot's address is the session's: 0 when its
-     * alloc failed or it was freed).
+     * The model's address of each slot; 0 when not allocated (its alloc failed) or freed by its own op (a block a
+     * dropped free released by address keeps its address here, so that its own free then fails as a free by
+     * address would).
      */
     private final long[] slotAddress;
     /** Slots {@code 0 .. startBlocks} are the start state's live blocks. */
@@ -118,7 +119,7 @@ final class DeviceReplay {
         this.written = write ? new ReplayedTrace(hasCompletions) : null;
         this.stream = window.stream();
         this.recorded = window.recorded();
-        this.slotAddress = new long[stream.startBlocks()];
+        this.slotAddress = new long[stream.slots()];
         allocator.internals().expectLiveBlocks(window.peakLiveBlocks());
         List<SegmentInfo> start = window.start().segments();
         int[] slot = {0};
@@ -262,6 +263,7 @@ final class DeviceReplay {
         if (offers) {
             device.clearOffers();
         }
+        slotAddress[stream.slot(k)] = got;
         if (got == want) {
             exact++;
             if (written != null && !moved.isEmpty()) {
@@ -280,13 +282,8 @@ final class DeviceReplay {
     /** Frees op {@code k}'s slot where the model put it (nothing when its alloc failed). */
     private void free(int k, int entry) {
         int slot = stream.slot(k);
-        long at;
-        if (slot < startBlocks) {
-            at = slotAddress[slot];
-            slotAddress[slot] = 0;
-        } else {
-            at = openSession().address(slot);
-        }
+        long at = slotAddress[slot];
+        slotAddress[slot] = 0;
         if (written != null && !moved.isEmpty()) {
             moved.remove(fields.addr(entry));
         }
@@ -294,7 +291,8 @@ final class DeviceReplay {
             unknownFree(entry, fields.addr(entry), "its alloc failed in the replay");
         } else {
             try {
-                // (a start block the session could not adopt, freed but waiting on events, goes by address)
+                // (by address when the session does not hold it there: a start block it could not adopt, freed but
+                // waiting on events, or a block a dropped free released)
                 openSession().free(slot, at);
             } catch (IllegalArgumentException ex) {
                 unknownFree(entry, at, ex.getMessage());
