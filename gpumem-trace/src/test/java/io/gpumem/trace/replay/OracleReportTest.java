@@ -1,6 +1,7 @@
 package io.gpumem.trace.replay;
 
 import static io.gpumem.trace.replay.Recordings.read;
+import static io.gpumem.trace.replay.Recordings.shift;
 import static io.gpumem.trace.replay.Recordings.traceCopy;
 import static io.gpumem.trace.replay.Recordings.twoDevices;
 import static io.gpumem.trace.replay.Recordings.withTrace;
@@ -103,6 +104,26 @@ class OracleReportTest {
                         "entry 24: free of 0x7f2118400000 that the model does not hold (free: 0x7f2118400000"
                                 + NOT_HELD,
                         "2 frees in all hit blocks the model does not hold");
+    }
+
+    /**
+     * The model's block freed by a dropped free (the recording has no block at that address) is gone when its own
+     * free comes: that free is noted as a free of the model's address that the model does not hold, as a free by
+     * address would be, not as a request that failed in the replay.
+     */
+    @Test
+    void aBlockADroppedFreeReleasedIsNotHeldWhenItsOwnFreeComes() {
+        TraceSnapshot s = read("tiny-forward.pickle");
+        List<TraceEntry> t = traceCopy(s, 0);
+        shift(t, 12, 512); // recorded at 0x7f2118400200, the model places it at 0x7f2118400000
+        // 21/22 free 0x7f2118400000, where the recording holds nothing: dropped, it frees the model's block there
+        t.add(23, t.get(21).withAddr(0x7f2118400200L)); // the block's own free, at its recorded address
+        t.add(24, t.get(22).withAddr(0x7f2118400200L));
+        DeviceFidelity d = only(new OracleReplay().check(withTrace(s, 0, t)));
+        assertThat(d.notes())
+                .containsExactly("entry 24: free of 0x7f2118400000 that the model does not hold (free: 0x7f2118400000"
+                        + NOT_HELD);
+        assertThat(d.firstMismatch().entry()).isEqualTo(12);
     }
 
     @Test
