@@ -26,6 +26,9 @@ import java.util.function.LongSupplier;
  *       (unpickling and conversion; MB/s of pickle);</li>
  *   <li>{@code oracleCheck}: a whole {@code replay --check} minus parsing (entries/s): window rebuild, compile
  *       into the request stream, the replay and the end-state comparison;</li>
+ *   <li>{@code oraclePrepare}: the check's preparation alone ({@link OracleReplay#prepare}: the window rebuilt and
+ *       compiled into the request stream with the recording's decisions; entries/s), so that check = prepare +
+ *       play can be read off one run;</li>
  *   <li>{@code oraclePlay}: the replay of that check alone, on the window rebuilt and compiled once
  *       ({@link OracleReplay#prepare}): start state loaded, stream played on the model, decisions and end state
  *       compared (entries/s);</li>
@@ -64,20 +67,21 @@ public final class ReplayCpuTime {
         long capacity = whatIf.recorded().capacity();
 
         OracleReplay.Windows prepared = OracleReplay.prepare(snapshot, config);
-        String[] units = {"pickle", "oracleCheck", "oraclePlay", "whatIfRun", "compare3"};
+        String[] units = {"pickle", "oracleCheck", "oraclePrepare", "oraclePlay", "whatIfRun", "compare3"};
         LongSupplier[] pass = {
             () -> new PytorchSnapshotReader()
                     .read(new ByteArrayInputStream(bytes), "lm2.7b")
                     .entryCount(),
             () -> new OracleReplay().check(snapshot, config).devices().size(),
+            () -> System.identityHashCode(OracleReplay.prepare(snapshot, config)),
             () -> new OracleReplay().check(prepared).devices().size(),
             () -> whatIf.runOnce(config, 1L << 40),
             () -> whatIf.evaluateAll(configs, capacity, 1, i -> {}).size(),
         };
         // work per pass, and the unit it is reported in per second
-        double[] work = {bytes.length / 1e6, entries, entries, entries, 1};
-        String[] per = {"MB/s", "M entries/s", "M entries/s", "M entries/s", "compares/s"};
-        double[] scale = {1, 1e-6, 1e-6, 1e-6, 1};
+        double[] work = {bytes.length / 1e6, entries, entries, entries, entries, 1};
+        String[] per = {"MB/s", "M entries/s", "M entries/s", "M entries/s", "M entries/s", "compares/s"};
+        double[] scale = {1, 1e-6, 1e-6, 1e-6, 1e-6, 1};
         String only = args.length > 3 ? args[3] : "";
         boolean[] skip = new boolean[units.length];
         for (int k = 0; k < units.length; k++) {
@@ -100,7 +104,7 @@ public final class ReplayCpuTime {
                 }
             }
         }
-        System.out.printf("%-12s %14s %24s %16s%n", "unit", "per second", "spread (min-max)", "CPU ms/pass");
+        System.out.printf("%-13s %14s %24s %16s%n", "unit", "per second", "spread (min-max)", "CPU ms/pass");
         for (int k = 0; k < units.length; k++) {
             if (skip[k]) {
                 continue;
@@ -111,7 +115,7 @@ public final class ReplayCpuTime {
                     .toArray();
             double median = nsPerPass[nsPerPass.length / 2];
             System.out.printf(
-                    "%-12s %9.2f %-12s %6.2f-%-6.2f %12.3f%n",
+                    "%-13s %9.2f %-12s %6.2f-%-6.2f %12.3f%n",
                     units[k],
                     rate(work[k], median) * scale[k],
                     per[k],
