@@ -59,6 +59,8 @@ final class Block extends OrderedBlock<Block> {
     SizeOrderedBlocks.@Nullable Lane lane;
 
     int sizeClass;
+    /** The slot an open {@link SlotSession} holds this block in; −1 when none holds it. */
+    int sessionSlot = -1;
 
     private static final long[] NO_STREAMS = {};
 
@@ -89,6 +91,7 @@ final class Block extends OrderedBlock<Block> {
         container = null;
         lane = null;
         sizeClass = 0;
+        sessionSlot = -1;
     }
 
     /** The expandable segment of a block known to live in one (an unmapped block, or one the caller checked). */

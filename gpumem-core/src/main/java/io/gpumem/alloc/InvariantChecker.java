@@ -111,6 +111,9 @@ final class InvariantChecker {
                     mappedPages += checkPages(es, b, at, v);
                 }
                 boolean isPending = pending.contains(b);
+                if (b.sessionSlot >= 0 && (!b.allocated || core.session == null)) {
+                    v.add(at + ": names slot " + b.sessionSlot + " without an open session holding it allocated");
+                }
                 if (b.allocated) {
                     allocatedCount++;
                     if (core.allocatedBlocks().get(b.ptr) != b) {

@@ -22,13 +22,14 @@ import java.util.Objects;
  *   <li>While the session is open its thread holds the allocator's lock (other threads wait), and the allocator's
  *       own malloc, free, recordStream, emptyCache and close refuse (IllegalStateException): every change goes
  *       through the session.</li>
- *   <li>{@code blocks[s]} is the live block of slot {@code s}, or null. A slot's block is not in
- *       {@code allocated_blocks} until the session keeps the table ({@link #keepTable}): the first read of the
- *       table by anything else (a snapshot, an out-of-memory report of an uncounted allocator, an invariant check)
+ *   <li>{@code blocks[s]} is the live block of slot {@code s}, or null, and {@code blocks[s].sessionSlot == s};
+ *       every other block's {@code sessionSlot} is −1. A slot's block is not in {@code allocated_blocks} until the
+ *       session keeps the table ({@link #keepTable}): the first read of the table by anything else (a snapshot, an
+ *       out-of-memory report of an uncounted allocator, an invariant check), or a free by address that misses it,
  *       puts every slot's block in, and from then on the session adds and removes its blocks there too, so the
  *       table is whole whenever anyone else reads it.</li>
- *   <li>{@link #close} puts the live blocks in the table (if not yet), then releases the lock: afterwards the
- *       allocator is exactly as if every request had gone through {@link CachingAllocator}.</li>
+ *   <li>{@link #close} puts the live blocks in the table (if not yet), clears their slots, then releases the lock:
+ *       afterwards the allocator is exactly as if every request had gone through {@link CachingAllocator}.</li>
  * </ul>
  * Not thread-safe: only the thread that opened it may use it.
  */
@@ -69,10 +70,11 @@ public final class SlotSession implements AutoCloseable {
         emptySlot(slot);
         AddressTable<Block> table = core.allocatedBlocksBesideSession();
         Block b = tableKept ? table.get(address) : table.remove(address);
-        if (b == null || (tableKept && owner(b) >= 0)) {
+        if (b == null || b.sessionSlot >= 0) {
             return false;
         }
         blocks[slot] = b;
+        b.sessionSlot = slot;
         return true;
     }
 
@@ -101,6 +103,7 @@ public final class SlotSession implements AutoCloseable {
                     + " that overlaps a live allocation; the allocator state is no longer trustworthy");
         }
         blocks[slot] = b;
+        b.sessionSlot = slot;
         return b.ptr;
     }
 
@@ -116,6 +119,7 @@ public final class SlotSession implements AutoCloseable {
             throw new IllegalArgumentException("free: slot " + slot + " holds no allocation");
         }
         blocks[slot] = null;
+        b.sessionSlot = -1;
         if (tableKept) {
             core.allocatedBlocksBesideSession().remove(b.ptr);
         }
@@ -141,7 +145,9 @@ public final class SlotSession implements AutoCloseable {
     /**
      * {@link CachingAllocator#free} by address, of whatever is allocated there: a slot's allocation (the slot
      * becomes empty) or one made outside the session. A player frees this way a block it cannot name by slot (a
-     * recorded free of an address its stream does not hold); finding a slot's block by address scans the slots.
+     * recorded free of an address its stream does not hold). A slot's block is found through the table: the first
+     * such free that misses it puts every slot's block in (the session then keeps the table), so no call scans the
+     * slots.
      *
      * @throws IllegalArgumentException when nothing is allocated at {@code address}
      */
@@ -150,22 +156,20 @@ public final class SlotSession implements AutoCloseable {
         if (address == Device.NULL) {
             return;
         }
-        Block b = core.allocatedBlocksBesideSession().remove(address);
-        if (b != null && tableKept) {
-            int slot = owner(b);
-            if (slot >= 0) {
-                blocks[slot] = null;
-            }
-        } else if (!tableKept) {
-            int slot = slotAt(address);
-            if (slot >= 0) {
-                b = blocks[slot];
-                blocks[slot] = null;
-            }
+        AddressTable<Block> table = core.allocatedBlocksBesideSession();
+        Block b = table.remove(address);
+        if (b == null && !tableKept) {
+            // perhaps a slot's block: put them all in the table once (then it is kept), rather than scan per call
+            keepTable();
+            b = table.remove(address);
         }
         if (b == null) {
             throw new IllegalArgumentException("free: 0x" + Long.toHexString(address)
                     + " is not an allocated block of this allocator (foreign pointer or double free)");
+        }
+        if (b.sessionSlot >= 0) {
+            blocks[b.sessionSlot] = null;
+            b.sessionSlot = -1;
         }
         core.free(b);
     }
@@ -193,8 +197,7 @@ public final class SlotSession implements AutoCloseable {
         AddressTable<Block> table = core.allocatedBlocksBesideSession();
         for (Block b : blocks) {
             if (b != null && !table.putIfAbsent(b.ptr, b)) {
-                throw new IllegalStateException("slot block at 0x" + Long.toHexString(b.ptr)
-                        + " is also in the allocation table; the allocator state is no longer trustworthy");
+                throw overlap(b);
             }
         }
         tableKept = true;
@@ -210,12 +213,26 @@ public final class SlotSession implements AutoCloseable {
             return;
         }
         try {
-            keepTable();
+            AddressTable<Block> table = core.allocatedBlocksBesideSession();
+            for (Block b : blocks) { // keepTable and the slots' release in one pass
+                if (b != null) {
+                    if (!tableKept && !table.putIfAbsent(b.ptr, b)) {
+                        throw overlap(b);
+                    }
+                    b.sessionSlot = -1;
+                }
+            }
+            tableKept = true;
         } finally {
             core.session = null;
             open = false;
             lock.unlock();
         }
+    }
+
+    private static IllegalStateException overlap(Block b) {
+        return new IllegalStateException("slot block at 0x" + Long.toHexString(b.ptr)
+                + " is also in the allocation table; the allocator state is no longer trustworthy");
     }
 
     /** (The allocator cannot be closed while the session is open, so it is open whenever the session is.) */
@@ -231,25 +248,5 @@ public final class SlotSession implements AutoCloseable {
             throw new IllegalArgumentException(
                     "slot " + slot + " already holds the allocation at 0x" + Long.toHexString(blocks[slot].ptr));
         }
-    }
-
-    /** The slot holding {@code b}, or −1. */
-    private int owner(Block b) {
-        for (int s = 0; s < blocks.length; s++) {
-            if (blocks[s] == b) {
-                return s;
-            }
-        }
-        return -1;
-    }
-
-    /** The slot whose block starts at {@code address}, or −1. */
-    private int slotAt(long address) {
-        for (int s = 0; s < blocks.length; s++) {
-            if (blocks[s] != null && blocks[s].ptr == address) {
-                return s;
-            }
-        }
-        return -1;
     }
 }

@@ -64,6 +64,15 @@ class InvariantCheckerTest {
                 .hasMessageContaining(named);
     }
 
+    @Test
+    void aBlockNamingASlotWithoutASessionIsNamed() {
+        AllocatorCore core = core("");
+        Block b = malloc(core, 3 * MiB, 0);
+        InvariantChecker.check(core);
+        b.sessionSlot = 7; // as if a slot session had left it behind
+        expectViolation(core, "names slot 7 without an open session");
+    }
+
     /** Gives the child of a two-block treap a higher priority than its root, breaking only the heap order. */
     private static void invertHeapOrder(Block one, Block other) {
         Block root = one.parent == null ? one : other;

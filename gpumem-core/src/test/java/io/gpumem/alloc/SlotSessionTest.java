@@ -59,6 +59,7 @@ class SlotSessionTest {
                 for (int[] step : script) {
                     session.add(play(s, step, sizes));
                 }
+                bySlot.internals().checkInvariants(); // every slot's block names its slot, and no other block does
             }
             assertThat(facade).as("the requests reach OOMs").anyMatch(x -> x.startsWith("oom"));
             assertThat(session).as("seed %d", seed).isEqualTo(facade);
@@ -137,6 +138,7 @@ class SlotSessionTest {
     void theFacadesMutatorsRefuseWhileASessionIsOpen() {
         CachingAllocator a = allocator(GiB, "");
         long p = a.malloc(MiB);
+        long inSession;
         try (SlotSession s = a.internals().openSlots(2)) {
             assertThatThrownBy(() -> a.malloc(MiB)).isInstanceOf(IllegalStateException.class);
             assertThatThrownBy(() -> a.free(p)).isInstanceOf(IllegalStateException.class);
@@ -145,10 +147,12 @@ class SlotSessionTest {
             assertThatThrownBy(() -> a.internals().openSlots(1))
                     .isInstanceOf(IllegalStateException.class)
                     .hasMessageContaining("already");
-            s.malloc(0, MiB, 0);
+            inSession = s.malloc(0, MiB, 0);
         }
         a.free(p);
         assertThat(a.allocatedBytes()).isEqualTo(MiB);
+        a.free(inSession); // nothing read the table during the session: close put the block there
+        assertThat(a.allocatedBytes()).isZero();
     }
 
     @Test
@@ -267,8 +271,9 @@ class SlotSessionTest {
         try (SlotSession s = a.internals().openSlots(3)) {
             s.malloc(0, MiB, 0);
             long q = s.malloc(1, 2 * MiB, 0);
-            s.freeAddress(q); // found by scanning the slots
+            s.freeAddress(q); // not in the table: the session puts its blocks there, and keeps it from now on
             assertThat(s.address(1)).isZero();
+            a.internals().checkInvariants();
             assertThat(s.address(0)).isNotZero();
             long r = s.malloc(2, 4 * MiB, 0);
             a.snapshot(); // another reader: the session keeps the table from now on
