@@ -254,7 +254,11 @@ class PredictCommandTest {
         Path out = dir.resolve("predicted.pickle");
         CliRun negative = CliRun.run("predict", one + "@1", two + "@2", "--at", "4", "--out", out.toString());
         assertThat(negative.exit()).isEqualTo(2);
-        assertThat(negative.err()).contains("at 4 the size law").contains("gives -1048576 bytes");
+        assertThat(negative.err())
+                .contains("at 4 the size law")
+                .contains("gives -1048576 bytes")
+                .containsPattern("recorded: \\d+ bytes at 2, \\d+ bytes at 1;")
+                .contains("predict from those that are one program at several sizes");
         assertThat(out).doesNotExist();
         CliRun tooBig = CliRun.run(
                 "predict",

@@ -84,6 +84,18 @@ public final class PredictedRecording {
         this.warmUpPasses = warmUpPasses;
     }
 
+    /** What the recordings asked in a row, label by label: "4194304 bytes at 128, 8388608 bytes at 256". */
+    private static String recordedSizes(SizeLaws laws, int row) {
+        StringBuilder out = new StringBuilder();
+        for (int j = 0; j < laws.recordings().size(); j++) {
+            out.append(j == 0 ? "" : ", ")
+                    .append(laws.recordings().get(j).sizeOf(laws.requestOf(j, row)))
+                    .append(" bytes at ")
+                    .append(laws.label(j));
+        }
+        return out.toString();
+    }
+
     /**
      * Writes the reference recording of {@code laws} (read from {@code referenceTrace}, device {@code device}) at
      * value {@code at}.
@@ -109,7 +121,9 @@ public final class PredictedRecording {
                 throw new IllegalArgumentException("at " + at + " the size law " + law + " of request "
                         + laws.referenceRequest(row) + " of " + ref.source() + " gives "
                         + (size == Long.MIN_VALUE ? "a size beyond 2^63" : size + " bytes")
-                        + ": no program can make that request");
+                        + ": no program can make that request (recorded: " + recordedSizes(laws, row)
+                        + "; recordings of another dtype, batch or model do not follow one law: predict from those"
+                        + " that are one program at several sizes)");
             }
             sizeOfRequest[laws.referenceRequest(row)] = size;
             predicted++;
