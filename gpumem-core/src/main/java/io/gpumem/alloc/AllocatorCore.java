@@ -139,18 +139,7 @@ final class AllocatorCore {
 
     /** The out-of-memory error of a request of {@link #ONE_EXABYTE} or more, which touches nothing. */
     OutOfMemoryException exabyteOom(long size) {
-        return new OutOfMemoryException(new OomReport(
-                size,
-                0,
-                0,
-                device.index(),
-                device.totalMemory(),
-                device.freeMemory(),
-                setFraction ? allowedMemoryMaximum : -1,
-                allocatedBytesNow(),
-                reservedBytesNow(),
-                List.of(),
-                true));
+        return new OutOfMemoryException(oomReport(size, 0, 0, device.freeMemory(), List.of(), true));
     }
 
     /** {@code allocated_blocks}, whole: an open slot session's blocks are put in first. */
@@ -434,24 +423,33 @@ final class AllocatorCore {
     private OutOfMemoryException outOfMemory(
             long origSize, long size, long allocSize, long stream, @Nullable List<Frame> context) {
         long deviceFree = device.freeMemory();
-        long total = device.totalMemory();
         trace.record(TraceAction.OOM, 0, size, stream, context, deviceFree);
         stats.countOom();
         AllocatorEvents.outOfMemory(
                 device.index(), origSize, size, stream, deviceFree, allocatedBytesNow(), reservedBytesNow());
-        OomReport report = new OomReport(
+        return new OutOfMemoryException(oomReport(origSize, size, allocSize, deviceFree, largestFreeBlocks(), false));
+    }
+
+    /** The figures of an out-of-memory report as this core stands: the one place that assembles them. */
+    private OomReport oomReport(
+            long origSize,
+            long size,
+            long allocSize,
+            long deviceFree,
+            List<OomReport.LargestFree> largestFree,
+            boolean moreThanOneExabyte) {
+        return new OomReport(
                 origSize,
                 size,
                 allocSize,
                 device.index(),
-                total,
+                device.totalMemory(),
                 deviceFree,
                 setFraction ? allowedMemoryMaximum : -1,
                 allocatedBytesNow(),
                 reservedBytesNow(),
-                largestFreeBlocks(),
-                false);
-        return new OutOfMemoryException(report);
+                largestFree,
+                moreThanOneExabyte);
     }
 
     /**
