@@ -9,6 +9,7 @@ import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.EntryFields;
 import io.gpumem.trace.window.FreeMatches;
 import io.gpumem.trace.window.WindowStart;
+import java.util.Arrays;
 import java.util.List;
 import org.jspecify.annotations.Nullable;
 
@@ -151,6 +152,15 @@ final class WindowStreams {
         private final RecordedDecisions.@Nullable Builder decisions;
         private int releaseOp = -1;
         private boolean inRelease;
+        /** Alloc entries compiled so far (the ordinal the next one has among the window's alloc entries). */
+        private int allocOrdinal;
+        /**
+         * The alloc ordinals at which a failed request was asked again ({@code askCount} of them, ascending): each took
+         * a slot of its own, so the slot of alloc {@code m} is {@code startBlocks + m} plus the asks at or before it.
+         */
+        private int[] asks = new int[0];
+
+        private int askCount;
         /** The chunk's columns, read in bulk before its loop. */
         private final byte[] actions = new byte[CHUNK];
 
@@ -210,11 +220,12 @@ final class WindowStreams {
                 long recordedAddress = 0;
                 if (a == ALLOC) {
                     b.alloc(sizes[j], streams[j], i);
+                    allocOrdinal++;
                     recordedAddress = addrs[j];
                 } else if (a == FREE_COMPLETED || (a == FREE_REQUESTED && !hasCompletions)) {
                     int match = frees.of(i);
                     int s = match >= 0
-                            ? startBlocks + match
+                            ? slotOfAlloc(match)
                             : match == FreeMatches.START_BLOCK ? startSlots.getInt(addrs[j], -1) : -1;
                     if (s >= 0 && b.isLive(s)) {
                         b.free(s, i);
@@ -231,6 +242,10 @@ final class WindowStreams {
                     // The request that failed, asked again. Served, it is freed at once: what the program would have
                     // done with it is unknown, and the window goes on as recorded.
                     int failed = b.alloc(sizes[j], streams[j], i);
+                    if (askCount == asks.length) {
+                        asks = Arrays.copyOf(asks, Math.max(4, askCount * 2));
+                    }
+                    asks[askCount++] = allocOrdinal;
                     if (withHistory) {
                         stamp(b, trace.get(i));
                     }
@@ -251,6 +266,24 @@ final class WindowStreams {
             }
             this.releaseOp = releaseOp;
             this.inRelease = inRelease;
+        }
+
+        /** The slot of the window's alloc entry of ordinal {@code m}: after the start blocks and the asks before it. */
+        private int slotOfAlloc(int m) {
+            if (askCount == 0) {
+                return startBlocks + m;
+            }
+            int lo = 0; // the asks at ordinals <= m (made before alloc m): an upper bound, as ordinals repeat
+            int hi = askCount;
+            while (lo < hi) {
+                int mid = (lo + hi) >>> 1;
+                if (asks[mid] <= m) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            return startBlocks + m + lo;
         }
     }
 }
