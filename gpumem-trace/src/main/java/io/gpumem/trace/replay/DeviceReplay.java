@@ -81,6 +81,8 @@ final class DeviceReplay {
     private int eventCount;
     /** Recorded driver calls before this index are compared; those before {@link #offered} are offered. */
     private int compared;
+    /** The recorded driver calls before this index precede the entry of the op being played ({@link #callsBefore}). */
+    private int callCursor;
 
     private int offered;
     /** Trace entries before this index are written (when writing). */
@@ -199,18 +201,18 @@ final class DeviceReplay {
                 byte op = stream.op(k);
                 if (op == RequestStream.ALLOC) {
                     if (!alloc(k, entry)) {
-                        comparedAtEnd = recorded.callsBefore[k];
+                        comparedAtEnd = callsBefore(entry);
                         break;
                     }
                 } else if (op == RequestStream.FREE) {
                     free(k, entry);
                 } else if (op == RequestStream.EMPTY_CACHE) {
                     // The OOM-retry path releases exactly what empty_cache() does.
-                    int before = recorded.callsBefore[k];
+                    int before = callsBefore(entry);
                     compareDriverCalls(entry, before);
                     openSession().emptyCache();
                     releaseRuns++;
-                    compareDriverCalls(entry, before + recorded.runLength[k]);
+                    compareDriverCalls(entry, releaseRunEnd(before));
                 }
             }
             if (comparedAtEnd == recorded.calls.length) {
@@ -230,10 +232,39 @@ final class DeviceReplay {
         return fidelity();
     }
 
+    /**
+     * How many recorded driver calls come before trace entry {@code entry}: the player asks in the order of its ops,
+     * whose entries never go back, so a cursor walks the calls once.
+     */
+    private int callsBefore(int entry) {
+        int[] calls = recorded.calls;
+        int c = callCursor;
+        while (c < calls.length && calls[c] < entry) {
+            c++;
+        }
+        callCursor = c;
+        return c;
+    }
+
+    /**
+     * The end of the release run whose calls start at {@code first} (an EMPTY_CACHE op's entry): the
+     * {@code segment_free}/{@code segment_unmap} entries that follow that one without a gap in the trace.
+     */
+    private int releaseRunEnd(int first) {
+        int[] calls = recorded.calls;
+        int end = first;
+        while (end < calls.length
+                && calls[end] == calls[first] + (end - first)
+                && WindowStreams.isRelease(fields.action(calls[end]))) {
+            end++;
+        }
+        return end;
+    }
+
     /** Offers the device the recorded driver allocations since the last offer, runs op {@code k}'s malloc. */
     private boolean alloc(int k, int entry) {
         allocs++;
-        int upTo = recorded.callsBefore[k];
+        int upTo = callsBefore(entry);
         boolean offers = offered < upTo;
         for (; offered < upTo; offered++) {
             int call = recorded.calls[offered];
@@ -244,7 +275,7 @@ final class DeviceReplay {
                 device.offerMap(fields.addr(call));
             }
         }
-        long want = recorded.address[k];
+        long want = recorded.address[stream.slot(k)];
         long got;
         try {
             got = openSession().malloc(stream.slot(k), stream.size(k), stream.stream(k));

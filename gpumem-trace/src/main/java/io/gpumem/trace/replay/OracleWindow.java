@@ -31,11 +31,9 @@ record OracleWindow(
     static OracleWindow prepare(TraceSnapshot snapshot, int device, AllocatorConfig config) {
         List<TraceEntry> trace = snapshot.traceOf(device);
         WindowStart start = new WindowRebuilder(config).rebuild(snapshot, device);
-        RecordedDecisions.Builder decisions =
-                new RecordedDecisions.Builder(start.frees().opsAtMost());
+        RecordedDecisions.Builder decisions = new RecordedDecisions.Builder();
         RequestStream stream = WindowStreams.compileForOracle(trace, start, decisions);
-        return new OracleWindow(
-                device, trace, start, stream, decisions.build(stream.length()), stream.peakLiveBlocks());
+        return new OracleWindow(device, trace, start, stream, decisions.build(stream.slots()), stream.peakLiveBlocks());
     }
 
     /** Whether the window has a trace entry that completes a free (else frees happen at their request). */

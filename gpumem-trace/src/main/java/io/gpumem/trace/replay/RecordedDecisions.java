@@ -5,44 +5,39 @@ import java.util.Arrays;
 
 /**
  * What a recording decided, laid beside the {@link RequestStream} an oracle replay plays: the address the recorded
- * run got for each ALLOC op, and where its driver calls ({@code segment_alloc}, {@code segment_map},
- * {@code segment_free}, {@code segment_unmap}) stand relative to the ops, so that {@link DeviceReplay} compares the
- * model's decisions with them without touching a trace entry per op. Built by
- * {@link WindowStreams#compileForOracle} in the same pass that compiles the stream.
+ * run got for each slot's alloc, and which trace entries are its driver calls ({@code segment_alloc},
+ * {@code segment_map}, {@code segment_free}, {@code segment_unmap}), so that {@link DeviceReplay} compares the
+ * model's decisions with them without touching a trace entry per op. Built by {@link WindowStreams#compileForOracle}
+ * in the same pass that compiles the stream.
  *
- * <p>Layout (primitive arrays, no object per op):
+ * <p>Layout (primitive arrays, nothing per op: the player walks the ops and these side by side):
  * <ul>
- *   <li>{@code address[k]}: the recorded address of ALLOC op {@code k} (0 for other ops);</li>
- *   <li>{@code calls}: the trace indices of the recorded driver calls, in trace order (the entries themselves are
- *       read only when a call is compared: a few per hundred requests);</li>
- *   <li>{@code callsBefore[k]}: how many recorded driver calls precede op {@code k}'s trace entry
- *       ({@code callsBefore[length]} is the total): an ALLOC op is compared with the calls since the last
- *       comparison, and an EMPTY_CACHE op (the first entry of a run of {@code segment_free}/{@code segment_unmap}
- *       entries) owns the {@code runLength[k]} calls of its run, which start at {@code callsBefore[k]}.</li>
+ *   <li>{@code address[slot]}: the recorded address of the ALLOC op that fills {@code slot} (0 for the start state's
+ *       slots, which no op of the window fills);</li>
+ *   <li>{@code calls}: the trace indices of the recorded driver calls, ascending (the entries themselves are read
+ *       only when a call is compared: a few per hundred requests). An op is compared with the calls before its
+ *       entry that no earlier op was, so the player finds them with a cursor that only moves forward; an
+ *       EMPTY_CACHE op (the first entry of a run of {@code segment_free}/{@code segment_unmap} entries) owns the
+ *       calls of its run, the release entries that follow its own one after another in the trace.</li>
  * </ul>
  * Frees the stream drops (of addresses where no block of the start state or the window is live: an inconsistent or
  * damaged recording) are kept by trace index ({@code dropped}): the replay frees whatever the model holds at the
- * recorded address, as a free by address would. The per-op arrays may be longer than the stream (the builder's,
- * sized from a bound, kept when close to it); nothing reads them past its length. Immutable once built.
+ * recorded address, as a free by address would. {@code address} may be longer than the stream's slots (the
+ * builder's, sized from a bound, kept when close to it); nothing reads it past them. Immutable once built.
  */
 final class RecordedDecisions {
 
     final long[] address;
-    final int[] callsBefore;
-    final int[] runLength;
     final int[] calls;
     final int[] dropped;
     final long oomEntries;
     /** Whether the trace has {@code free_completed} entries (frees happen at completion). */
     final boolean hasCompletions;
 
-    private RecordedDecisions(Builder b, int length) {
-        b.ensureOps(length + 1);
-        boolean adopt = b.address.length - length <= b.address.length / 8;
-        this.address = adopt ? b.address : Arrays.copyOf(b.address, length);
-        this.callsBefore = adopt ? b.callsBefore : Arrays.copyOf(b.callsBefore, length + 1);
-        this.callsBefore[length] = b.callCount;
-        this.runLength = adopt ? b.runLength : Arrays.copyOf(b.runLength, length);
+    private RecordedDecisions(Builder b, int slots) {
+        b.ensureSlots(slots);
+        boolean adopt = b.address.length - slots <= b.address.length / 8;
+        this.address = adopt ? b.address : Arrays.copyOf(b.address, slots);
         this.calls = Arrays.copyOf(b.calls, b.callCount);
         this.dropped = Arrays.copyOf(b.dropped, b.droppedCount);
         this.oomEntries = b.oomEntries;
@@ -51,11 +46,9 @@ final class RecordedDecisions {
 
     /** Collects the recorded decisions while {@link WindowStreams} compiles the stream; single use. */
     static final class Builder {
-        /** Per op (one more for the total of {@code callsBefore}); sized from the compile's bound on ops. */
-        private long[] address;
+        /** By slot; sized by {@link #expectSlots} (it grows past that). */
+        private long[] address = new long[0];
 
-        private int[] callsBefore;
-        private int[] runLength;
         private int[] calls = new int[64];
         private int callCount;
         private int[] dropped = new int[4];
@@ -63,39 +56,26 @@ final class RecordedDecisions {
         private long oomEntries;
         private boolean hasCompletions;
 
-        /** A builder for a stream of about {@code ops} ops (it grows past them; a builder builds once). */
-        Builder(int ops) {
-            int n = ops + 1;
-            address = new long[n];
-            callsBefore = new int[n];
-            runLength = new int[n];
+        /** Makes room for {@code n} slots at once (the compile knows the start state's and the window's). */
+        void expectSlots(int n) {
+            ensureSlots(n);
         }
 
-        /** Makes room for {@code n} ops. */
-        private void ensureOps(int n) {
+        private void ensureSlots(int n) {
             if (n > address.length) {
-                int grown = Math.max(n, address.length * 2);
-                address = Arrays.copyOf(address, grown);
-                callsBefore = Arrays.copyOf(callsBefore, grown);
-                runLength = Arrays.copyOf(runLength, grown);
+                address = Arrays.copyOf(address, Math.max(n, address.length * 2));
             }
         }
 
-        /** The driver call recorded at trace entry {@code entry}. */
+        /** The driver call recorded at trace entry {@code entry} (entries come in ascending order). */
         void call(int entry) {
             calls = append(calls, callCount++, entry);
         }
 
-        /** Op {@code k} was just added; {@code recordedAddress} is its recorded address (ALLOC) or 0. */
-        void op(int k, long recordedAddress) {
-            ensureOps(k + 1);
-            address[k] = recordedAddress;
-            callsBefore[k] = callCount;
-        }
-
-        /** One more driver call belongs to the release run that EMPTY_CACHE op {@code k} stands for. */
-        void extendRun(int k) {
-            runLength[k]++;
+        /** The ALLOC op just added fills {@code slot}; the recording gave it {@code recordedAddress}. */
+        void alloc(int slot, long recordedAddress) {
+            ensureSlots(slot + 1);
+            address[slot] = recordedAddress;
         }
 
         /** The free recorded at trace entry {@code entry} frees no block the stream knows. */
@@ -117,8 +97,9 @@ final class RecordedDecisions {
             return out;
         }
 
-        RecordedDecisions build(int length) {
-            return new RecordedDecisions(this, length);
+        /** The decisions of a stream of {@code slots} slots. */
+        RecordedDecisions build(int slots) {
+            return new RecordedDecisions(this, slots);
         }
     }
 }

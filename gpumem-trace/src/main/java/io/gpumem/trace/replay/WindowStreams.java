@@ -90,6 +90,7 @@ final class WindowStreams {
         boolean hasCompletions = frees.hasCompletions();
         if (decisions != null) {
             decisions.hasCompletions(hasCompletions);
+            decisions.expectSlots(startBlocks + frees.allocEntries());
         }
         Compilation c = new Compilation(
                 b,
@@ -117,21 +118,18 @@ final class WindowStreams {
         b.at(e.timeUs());
     }
 
-    /** Keeps what an entry recorded that is not an op of its own: a driver call, an OOM. */
-    private static void recordOnly(RecordedDecisions.Builder decisions, int i, TraceAction a, int releaseOp) {
+    /** Keeps what an entry recorded beside its op, if any: a driver call, an OOM. */
+    private static void recordOnly(RecordedDecisions.Builder decisions, int i, TraceAction a) {
         if (a.isSegmentEvent()) {
             decisions.call(i);
-            if (isRelease(a) && releaseOp >= 0) {
-                decisions.extendRun(releaseOp);
-            }
         } else if (a == TraceAction.OOM) {
             decisions.oomEntry();
         }
     }
 
     /**
-     * The compile's loop, a chunk of trace entries at a time, with the state it carries from entry to entry (the op
-     * of the current release run): a class of its own rather than a loop of the compile so that the JIT compiles
+     * The compile's loop, a chunk of trace entries at a time, with the state it carries from entry to entry (whether
+     * the previous entry was a release, the asks so far): a class of its own rather than a loop of the compile so that the JIT compiles
      * this small method early (and from the launcher's ahead-of-time profile), where a cold command would walk
      * millions of entries in the interpreter and in profiled code until it had compiled the whole compile.
      */
@@ -150,7 +148,6 @@ final class WindowStreams {
         private final boolean withHistory;
         private final boolean askFailed;
         private final RecordedDecisions.@Nullable Builder decisions;
-        private int releaseOp = -1;
         private boolean inRelease;
         /** Alloc entries compiled so far (the ordinal the next one has among the window's alloc entries). */
         private int allocOrdinal;
@@ -200,7 +197,6 @@ final class WindowStreams {
             RequestStream.Builder b = this.b;
             boolean @Nullable [] emptyCacheAt = this.emptyCacheAt;
             RecordedDecisions.@Nullable Builder decisions = this.decisions;
-            int releaseOp = this.releaseOp;
             boolean inRelease = this.inRelease;
             byte[] actions = this.actions;
             long[] addrs = this.addrs;
@@ -217,11 +213,12 @@ final class WindowStreams {
                 // Without a user's choice (an oracle), every run of release entries is an empty_cache.
                 boolean emptyCache = emptyCacheAt != null ? emptyCacheAt[i] : release && !inRelease;
                 inRelease = release;
-                long recordedAddress = 0;
                 if (a == ALLOC) {
-                    b.alloc(sizes[j], streams[j], i);
+                    int slot = b.alloc(sizes[j], streams[j], i);
                     allocOrdinal++;
-                    recordedAddress = addrs[j];
+                    if (decisions != null) {
+                        decisions.alloc(slot, addrs[j]);
+                    }
                 } else if (a == FREE_COMPLETED || (a == FREE_REQUESTED && !hasCompletions)) {
                     int match = frees.of(i);
                     int s = match >= 0
@@ -237,7 +234,6 @@ final class WindowStreams {
                     }
                 } else if (emptyCache) {
                     b.emptyCache(i);
-                    releaseOp = b.length() - 1;
                 } else if (a == OOM && askFailed && sizes[j] > 0) {
                     // The request that failed, asked again. Served, it is freed at once: what the program would have
                     // done with it is unknown, and the window goes on as recorded.
@@ -252,19 +248,17 @@ final class WindowStreams {
                     b.free(failed, i);
                 } else {
                     if (decisions != null) {
-                        recordOnly(decisions, i, ACTIONS[a], releaseOp);
+                        recordOnly(decisions, i, ACTIONS[a]);
                     }
                     continue;
                 }
                 if (decisions != null) {
-                    decisions.op(b.length() - 1, recordedAddress);
-                    recordOnly(decisions, i, ACTIONS[a], releaseOp);
+                    recordOnly(decisions, i, ACTIONS[a]);
                 }
                 if (withHistory) {
                     stamp(b, trace.get(i));
                 }
             }
-            this.releaseOp = releaseOp;
             this.inRelease = inRelease;
         }
 

@@ -27,11 +27,18 @@ public final class FreeMatches {
 
     private final boolean hasCompletions;
     private final int opsAtMost;
+    private final int allocEntries;
 
-    FreeMatches(int[] code, boolean hasCompletions, int opsAtMost) {
+    FreeMatches(int[] code, boolean hasCompletions, int opsAtMost, int allocEntries) {
         this.code = code;
         this.hasCompletions = hasCompletions;
         this.opsAtMost = opsAtMost;
+        this.allocEntries = allocEntries;
+    }
+
+    /** How many alloc entries the window has (address 0 included): the slots a compile gives them. */
+    public int allocEntries() {
+        return allocEntries;
     }
 
     /**

@@ -276,7 +276,11 @@ public final class WindowRebuilder {
                 Collections.unmodifiableList(out),
                 Collections.unmodifiableSet(preWindowFreed),
                 inferred,
-                new FreeMatches(pass.matches, pass.hasCompletions, pass.allocOrdinal + pass.freeing + pass.releases));
+                new FreeMatches(
+                        pass.matches,
+                        pass.hasCompletions,
+                        pass.allocOrdinal + pass.freeing + pass.releases,
+                        pass.allocOrdinal));
     }
 
     /** Whether the trace has {@code free_completed} entries (then they, not the requests, free blocks). */
