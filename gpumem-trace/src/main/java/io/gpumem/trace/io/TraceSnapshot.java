@@ -3,6 +3,7 @@ package io.gpumem.trace.io;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceEntry;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -38,15 +39,22 @@ public record TraceSnapshot(
         extra = extra == null ? Map.of() : extra;
     }
 
-    /** The segments of one device, in address order. */
+    /** The segments of one device, in address order (unmodifiable; the file's own list when it has one device). */
     public List<SegmentInfo> segmentsOf(int device) {
-        List<SegmentInfo> out = new ArrayList<>();
-        for (SegmentInfo s : segments) {
-            if (s.device() == device) {
-                out.add(s);
+        int n = segments.size();
+        for (int i = 0; i < n; i++) {
+            if (segments.get(i).device() != device) {
+                List<SegmentInfo> out = new ArrayList<>(segments.subList(0, i));
+                for (int j = i + 1; j < n; j++) {
+                    SegmentInfo s = segments.get(j);
+                    if (s.device() == device) {
+                        out.add(s);
+                    }
+                }
+                return Collections.unmodifiableList(out);
             }
         }
-        return out;
+        return segments; // every segment is this device's: no copy (a check reads them twice per device)
     }
 
     /** The trace of one device; empty when the file has none for it (a negative device included). */
