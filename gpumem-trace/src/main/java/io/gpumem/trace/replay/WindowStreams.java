@@ -135,7 +135,7 @@ final class WindowStreams {
      */
     private static final class Compilation {
         /** Entries per call of {@link #run}: enough to make the call's cost nothing, few enough to compile it soon. */
-        static final int CHUNK = 1 << 12;
+        static final int CHUNK = 1 << 10;
 
         private final RequestStream.Builder b;
         private final EntryFields fields;

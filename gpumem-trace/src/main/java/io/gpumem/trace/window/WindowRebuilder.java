@@ -539,7 +539,7 @@ public final class WindowRebuilder {
      */
     private static final class ForwardPass {
         /** Entries per call of {@link #run}: enough to make the call's cost nothing, few enough to compile it soon. */
-        static final int CHUNK = 1 << 12;
+        static final int CHUNK = 1 << 10;
 
         final EntryFields fields;
         final boolean hasCompletions;
