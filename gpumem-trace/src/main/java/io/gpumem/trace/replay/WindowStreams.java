@@ -129,9 +129,10 @@ final class WindowStreams {
 
     /**
      * The compile's loop, a chunk of trace entries at a time, with the state it carries from entry to entry (whether
-     * the previous entry was a release, the asks so far): a class of its own rather than a loop of the compile so that the JIT compiles
-     * this small method early (and from the launcher's ahead-of-time profile), where a cold command would walk
-     * millions of entries in the interpreter and in profiled code until it had compiled the whole compile.
+     * the previous entry was a release, the asks so far): a class of its own rather than a loop of the compile so
+     * that the JIT compiles this small method early (and from the launcher's ahead-of-time profile), where a cold
+     * command would walk millions of entries in the interpreter and in profiled code until it had compiled the whole
+     * compile.
      */
     private static final class Compilation {
         /** Entries per call of {@link #run}: enough to make the call's cost nothing, few enough to compile it soon. */

@@ -23,9 +23,9 @@ class WindowStreamsTest {
     private static final long BASE = 0x7f0000000000L;
 
     /**
-     * A request the recording saw fail, asked again by a what-if run ({@code replay --snapshot} of an RMM log with a failed
-     * allocation), takes a slot of its own: the frees after it must still release their own allocs' slots, not their
-     * neighbours' (they did, one slot off, before the compile counted the asks).
+     * A request the recording saw fail, asked again by a what-if run ({@code replay --snapshot} of an RMM log with a
+     * failed allocation), takes a slot of its own: the frees after it must still release their own allocs' slots, not
+     * their neighbours' (they did, one slot off, before the compile counted the asks).
      */
     @Test
     void aFailedRequestAskedAgainDoesNotShiftTheSlotsLaterFreesRelease() {
