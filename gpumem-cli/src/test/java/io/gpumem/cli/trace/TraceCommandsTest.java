@@ -8,6 +8,8 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import io.gpumem.alloc.Pool;
 import io.gpumem.cli.CliRun;
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.BlockState;
 import io.gpumem.history.FileKeys;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.size.ByteSize;
@@ -265,6 +267,39 @@ class TraceCommandsTest {
         assertThat(Files.readString(page))
                 .contains("<div class=\"label\">peak reserved</div><div class=\"value\">"
                         + ByteSize.formatSigned(peakReserved) + "</div>");
+    }
+
+    /**
+     * A request the log saw fail (RMM's {@code allocate failure}) is asked again by the replay and, where it fits now,
+     * served and freed at once; the frees after it release their own blocks. They released the block one slot
+     * before theirs until the compile counted the asks: here the 8 MiB block stayed allocated and the 4 MiB one was
+     * freed.
+     */
+    @Test
+    void aFailedRequestServedByTheReplayLeavesLaterFreesTheirOwnBlocks(@TempDir Path dir) throws Exception {
+        Path csv = dir.resolve("failed.csv");
+        Files.writeString(csv, """
+                Thread,Time,Action,Pointer,Size,Stream
+                1,0.001,allocate,0x7f0000000000,1048576,0x0
+                1,0.002,allocate failure,0x0,2097152,0x0
+                1,0.003,allocate,0x7f0000100000,4194304,0x0
+                1,0.004,allocate,0x7f0000500000,8388608,0x0
+                1,0.005,free,0x7f0000500000,8388608,0x0
+                1,0.006,allocate,0x7f0000d00000,2097152,0x0
+                """);
+        Path pickle = dir.resolve("replayed.pickle");
+        CliRun replay = run("replay", csv.toString(), "--snapshot", pickle.toString());
+        assertThat(replay.exit()).as(replay.err()).isZero();
+        assertThat(replay.out()).doesNotContain("does not fit");
+        List<Long> live = new ArrayList<>();
+        for (SegmentInfo seg : TraceReaders.read(pickle).segments()) {
+            for (BlockInfo b : seg.blocks()) {
+                if (b.state() == BlockState.ACTIVE_ALLOCATED) {
+                    live.add(b.requestedSize());
+                }
+            }
+        }
+        assertThat(live).containsExactlyInAnyOrder(1L << 20, 4L << 20, 2L << 20);
     }
 
     /** The per-pool rows of {@code analyze}'s text (small_pool, large_pool, all). */
