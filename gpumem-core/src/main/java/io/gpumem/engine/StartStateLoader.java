@@ -94,22 +94,6 @@ public final class StartStateLoader {
             }
             shifts[si] = base - seg.address();
         }
-        // Wholly free cached segments last: on a device too small for them, the OOM retry would have released
-        // them before any request of the window failed, so they are left out instead of failing the replay.
-        for (int si : cachedOnly) {
-            SegmentInfo seg = start.get(si);
-            try {
-                allocator.restoreSegment(
-                        Device.NULL,
-                        seg.totalSize(),
-                        streams.applyAsLong(seg.stream()),
-                        seg.pool(),
-                        false,
-                        List.of(RestoredBlock.free(seg.totalSize())));
-            } catch (IllegalStateException noRoom) {
-                // released, as PyTorch's empty-cache-and-retry would have done
-            }
-        }
         for (List<SegmentInfo> runs : expandableGroups.values()) {
             runs.sort((a, b) -> Long.compare(a.address(), b.address()));
             SegmentInfo first = runs.getFirst();
@@ -142,6 +126,23 @@ public final class StartStateLoader {
                     blocks);
             for (SegmentInfo run : runs) {
                 shifts[Objects.requireNonNull(index.get(run))] = base - first.address();
+            }
+        }
+        // Wholly free cached segments last, after the expandable runs too: on a device too small for them, the OOM
+        // retry would have released them before any request of the window failed, so they are left out instead of
+        // taking the room of live blocks and failing the replay.
+        for (int si : cachedOnly) {
+            SegmentInfo seg = start.get(si);
+            try {
+                allocator.restoreSegment(
+                        Device.NULL,
+                        seg.totalSize(),
+                        streams.applyAsLong(seg.stream()),
+                        seg.pool(),
+                        false,
+                        List.of(RestoredBlock.free(seg.totalSize())));
+            } catch (IllegalStateException noRoom) {
+                // released, as PyTorch's empty-cache-and-retry would have done
             }
         }
         return shifts;

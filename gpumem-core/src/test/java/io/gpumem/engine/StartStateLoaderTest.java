@@ -11,6 +11,7 @@ import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
 import io.gpumem.history.SegmentInfo;
+import io.gpumem.policy.PolicyRegistry;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.LongUnaryOperator;
@@ -120,6 +121,34 @@ class StartStateLoaderTest {
                 .extracting(SegmentInfo::totalSize)
                 .containsOnly(40 * MIB);
         assertThat(large.stats().reservedBytes()).isEqualTo(80 * MIB);
+    }
+
+    /**
+     * A wholly free classic segment yields to a live expandable run as it does to a live classic segment: restored
+     * after the runs, it is left out where the device has room for the run alone (it was restored first and took that
+     * room, and the run's restore failed the whole replay).
+     */
+    @Test
+    void whollyFreeSegmentsYieldToLiveExpandableRunsToo() {
+        SegmentInfo cached = segment(A, 0, Pool.LARGE, false, free(A, 40 * MIB, 40 * MIB));
+        SegmentInfo run = segment(B, 0, Pool.LARGE, true, live(B, 20 * MIB, 20 * MIB));
+        SimulatedDevice tight = device(50 * MIB);
+        CachingAllocator allocator = new CachingAllocator(tight, AllocatorConfig.parse("expandable_segments:True"));
+
+        long[] shifts = StartStateLoader.load(
+                restorer(allocator), tight, List.of(cached, run), null, false, LongUnaryOperator.identity());
+
+        assertThat(shifts).hasSize(2);
+        assertThat(allocator.stats().reservedBytes()).isEqualTo(20 * MIB);
+        assertThat(allocator.stats().allocatedBytes()).isEqualTo(20 * MIB);
+        // and a runner starts such a window on that device: its one request, the run's free, fails nothing
+        RequestStream.Builder b = RequestStream.builder().startState(List.of(cached, run));
+        b.free(0, 0);
+        RunOutcome o = new StreamRunner(b.build())
+                .run(
+                        PolicyRegistry.exact(AllocatorConfig.parse("expandable_segments:True")),
+                        StreamRunner.Options.builder(50 * MIB).build());
+        assertThat(o.ooms()).isZero();
     }
 
     @Test
