@@ -201,12 +201,14 @@ public final class StreamRunner {
             return toBuilder().capacity(c).build();
         }
 
+        /** A probe of the minimum-capacity search at {@code c}: the whole stream, to its first failure. */
         Options forSearch(long c) {
             return toBuilder()
                     .capacity(c)
                     .stopAtFirstOom(true)
                     .recordHistory(false)
                     .keepAllocator(false)
+                    .untilSteady(false)
                     .build();
         }
 
@@ -498,7 +500,9 @@ public final class StreamRunner {
     public RunOutcome evaluate(PreparedPolicy policy, Options options, long roomy) {
         Search s = unlimited(policy, options.toBuilder().stopAtFirstOom(false), roomy, 8);
         // At a capacity the unlimited run never exceeded, the run is the unlimited one (CapacityProbes says why).
-        RunOutcome atCapacity = s.probes != null && s.probes.sameAsUnlimited(options.capacity())
+        RunOutcome atCapacity = s.probes != null
+                        && !options.untilSteady() // (the unlimited run played the whole stream)
+                        && s.probes.sameAsUnlimited(options.capacity())
                 ? s.unlimited.outcome(options.capacity(), stream.allocs).build()
                 : run(policy, options.toBuilder().stopAtFirstOom(false).build());
         return atCapacity.toBuilder().minCapacity(searchMinimum(s)).build();
@@ -508,7 +512,8 @@ public final class StreamRunner {
      * The smallest capacity (a multiple of {@link MinimumCapacity#STEP}, with {@code options}' bytes held outside)
      * at which the stream runs to its end without a failed request: searched above the peak of its live request
      * bytes (no allocator needs less) and at most the peak reserved bytes of a run with {@code roomy} bytes,
-     * raised by doubling where that does not run.
+     * raised by doubling where that does not run. The search plays the whole stream: {@code options}'
+     * {@link Options#untilSteady} is for runs, not for it.
      */
     public long minimumCapacity(PreparedPolicy policy, Options options, long roomy) {
         return searchMinimum(unlimited(policy, options.toBuilder().stopAtFirstOom(true), roomy, 0));
@@ -534,9 +539,13 @@ public final class StreamRunner {
         if (stream.peakLiveBytes() > MinimumCapacity.LARGEST - held) {
             throw outOfReach(stream.peakLiveBytes() + " bytes live at once");
         }
-        long liveFloor = Math.max(0, (stream.peakLiveBytes() + held) / step - 1) * step;
-        long failing =
-                s.unlimited.ooms == 0 ? Math.max(0, (s.unlimited.peakAllocated + held) / step - 1) * step : liveFloor;
+        // No capacity at or below the bytes held outside runs anything (the device needs room beside them, and a run
+        // there is refused): the last multiple of the step not above them is a failing bound the search never probes.
+        long heldFloor = held / step * step;
+        long liveFloor = Math.max(heldFloor, Math.max(0, (stream.peakLiveBytes() + held) / step - 1) * step);
+        long failing = Math.max(
+                heldFloor,
+                s.unlimited.ooms == 0 ? Math.max(0, (s.unlimited.peakAllocated + held) / step - 1) * step : liveFloor);
         long running = MinimumCapacity.roundUp(s.unlimited.peakReserved + held);
         if (running <= failing) {
             // the run with roomy bytes failed before it had reserved more than the floor (its first requests did not
@@ -644,6 +653,7 @@ public final class StreamRunner {
         Options o = options.capacity(roomy)
                 .recordHistory(false)
                 .keepAllocator(false)
+                .untilSteady(false)
                 .build();
         CapacityProbes.@Nullable PeakRises rises = null;
         Counters unlimited = new Counters();

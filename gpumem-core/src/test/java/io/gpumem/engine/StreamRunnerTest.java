@@ -82,6 +82,65 @@ class StreamRunnerTest {
         assertThat(runner.minimumCapacity(exact, held, StreamRunner.ROOMY)).isEqualTo(64 * MIB);
     }
 
+    /**
+     * With more bytes held outside than the stream ever has live, the search's failing bound fell to or below the bytes
+     * held: a probe there is a run the options refuse, which crashed every search that replays its probes (prefix
+     * reuse off, and every policy that cannot fork). The search now never asks for a capacity without room beside the
+     * bytes held, and both ways give the answer.
+     */
+    @Test
+    void aSearchWithMoreHeldOutsideThanLiveBytesNeverProbesTheHeldBytesAlone() {
+        RequestStream.Builder b = RequestStream.builder();
+        b.free(b.alloc(MIB, 0, 0), 1);
+        RequestStream stream = b.build();
+        StreamRunner.Options held = StreamRunner.Options.builder(StreamRunner.ROOMY)
+                .heldOutside(10 * MIB)
+                .build();
+        PreparedPolicy exact = PolicyRegistry.exact(AllocatorConfig.defaults());
+        long withReuse = new StreamRunner(stream).minimumCapacity(exact, held, StreamRunner.ROOMY);
+        StreamRunner replaying = new StreamRunner(stream);
+        replaying.setPrefixReuse(false);
+        assertThat(replaying.minimumCapacity(exact, held, StreamRunner.ROOMY)).isEqualTo(withReuse);
+        // a 2 MiB segment beside the 10 MiB held: 12 MiB, the step above them
+        assertThat(withReuse).isEqualTo(12 * MIB);
+        StreamRunner planned = new StreamRunner(stream);
+        assertThat(planned.minimumCapacity(planned.prepare(PolicySpec.parse("planned")), held, StreamRunner.ROOMY))
+                .isGreaterThan(10 * MIB);
+    }
+
+    /**
+     * The minimum-capacity search plays the whole stream whatever the options say of stopping once steady: a search
+     * that inherited {@code untilSteady} stopped its runs at the first steady step and answered 2 MiB for a stream
+     * whose last request holds 100 MiB.
+     */
+    @Test
+    void theMinimumCapacitySearchPlaysTheWholeStreamEvenWhenRunsStopOnceSteady() {
+        RequestStream.Builder b = RequestStream.builder();
+        int e = 0;
+        for (int step = 0; step < 3; step++) {
+            b.step(e++);
+            b.free(b.alloc(MIB, 0, e++), e++);
+        }
+        b.free(b.alloc(100 * MIB, 0, e++), e++);
+        RequestStream stream = b.build();
+        PreparedPolicy exact = PolicyRegistry.exact(AllocatorConfig.defaults());
+        StreamRunner.Options steady = StreamRunner.Options.builder(StreamRunner.ROOMY)
+                .untilSteady(true)
+                .build();
+        StreamRunner runner = new StreamRunner(stream);
+        long min = runner.minimumCapacity(exact, steady, StreamRunner.ROOMY);
+        assertThat(min).isEqualTo(runner.minimumCapacity(exact, at(StreamRunner.ROOMY), StreamRunner.ROOMY));
+        assertThat(min).isGreaterThanOrEqualTo(100 * MIB);
+        assertThat(runner.runsWithoutOom(exact, at(min))).isTrue();
+        StreamRunner replaying = new StreamRunner(stream);
+        replaying.setPrefixReuse(false);
+        assertThat(replaying.minimumCapacity(exact, steady, StreamRunner.ROOMY)).isEqualTo(min);
+        // a run that stops once steady still does, and its row carries the whole stream's minimum
+        RunOutcome row = runner.evaluate(exact, steady, StreamRunner.ROOMY);
+        assertThat(row.minCapacity()).isEqualTo(min);
+        assertThat(row.peakReserved()).isLessThan(100 * MIB);
+    }
+
     @Test
     void anUnlimitedRunThatDoesNotFitDoublesItsDeviceUntilItDoes() {
         StreamRunner runner = new StreamRunner(twoSegments());
