@@ -16,7 +16,8 @@ import java.util.Arrays;
  *       id. O(1) pop-head, push-head, push-tail and remove-anywhere.</li>
  *   <li>key ({@code keyHi}/{@code keyLo}), the block's tokens, adapter, salt id, parent block and the
  *       parent's generation: set once when the block becomes full and is cached, cleared on eviction
- *       (which also bumps the block's {@code generation}).</li>
+ *       (which also bumps the block's {@code generation}, as does handing out again a block that holds no cache
+ *       entry: a child cached after such a parent must not match once the parent holds other tokens).</li>
  *   <li>a {@link BlockHashMap} from key to block ids (duplicates allowed: no de-duplication, because
  *       block tables are append-only).</li>
  * </ul>
@@ -170,8 +171,9 @@ public final class KvBlockPool {
     }
 
     /**
-     * The block's generation: it changes whenever the block loses its cache entry, so a caller holding a
-     * lookup result can tell whether the block still holds the contents it was found with.
+     * The block's generation: it changes whenever the block's contents may change (it loses its cache entry, or
+     * is handed out again without one), so a caller holding a lookup result can tell whether the block still holds
+     * the contents it was found with, and a cached child whether its parent still does.
      */
     public int generation(int block) {
         return generation[checkId(block)];
@@ -232,6 +234,8 @@ public final class KvBlockPool {
                 evictionListener.evicting(b);
             }
             uncache(b);
+        } else {
+            generation[b]++; // new contents: a block cached after this one as its parent must not match any more
         }
         refCount[b] = 1;
         return b;
@@ -254,6 +258,8 @@ public final class KvBlockPool {
                     evictionListener.evicting(b);
                 }
                 uncache(b);
+            } else {
+                generation[b]++;
             }
             flags[b] &= ~IN_FREE;
             refCount[b] = 1;
@@ -307,17 +313,28 @@ public final class KvBlockPool {
      */
     public void free(int[] table, int from, int to) {
         for (int i = from; i < to; i++) {
-            int b = checkId(table[i]);
-            if (b != NULL_BLOCK && refCount[b] <= 0) {
-                throw new KvCacheException("KvBlockPool: block " + b + " released while not referenced (double free)");
-            }
+            checkId(table[i]);
         }
-        for (int i = to - 1; i >= from; i--) {
+        // Count down first, so that a block listed twice in one call is checked against the count it has by then
+        // (each release must find a reference), and undo every step if one does not.
+        for (int i = from; i < to; i++) {
             int b = table[i];
             if (b == NULL_BLOCK) {
                 continue;
             }
-            if (--refCount[b] == 0 && (flags[b] & CACHED) != 0) {
+            if (refCount[b] <= 0) {
+                for (int j = from; j < i; j++) {
+                    if (table[j] != NULL_BLOCK) {
+                        refCount[table[j]]++;
+                    }
+                }
+                throw new KvCacheException("KvBlockPool: block " + b + " released while not referenced (double free)");
+            }
+            refCount[b]--;
+        }
+        for (int i = to - 1; i >= from; i--) {
+            int b = table[i];
+            if (b != NULL_BLOCK && refCount[b] == 0 && (flags[b] & (CACHED | IN_FREE)) == CACHED) {
                 pushTail(b);
             }
         }

@@ -165,7 +165,7 @@ final class SimInstance implements AutoCloseable {
             l.blockKeys[j] = h;
         }
         l.keyed = Math.max(l.keyed, fullEnd);
-        for (int j = (from + bs - 1) / bs; j < fullEnd; j++) {
+        for (int j = from / bs; j < fullEnd; j++) { // (a block an earlier chunk began is completed here)
             if (!everComputed.add(l.blockKeys[j])) {
                 recomputedTokens += bs;
             }

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.gpumem.kvcache.KvCacheException;
+import java.util.Arrays;
 import org.junit.jupiter.api.Test;
 
 /** Golden tests for the free-list and cache rules of kv-cache.md §1.3–§1.4 and §1.8. */
@@ -27,6 +28,54 @@ class KvBlockPoolTest {
         assertThat(pool.usage()).isZero();
         assertThat(pool.allocate()).isEqualTo(1);
         assertThat(pool.refCount(1)).isEqualTo(1);
+        pool.checkInvariants();
+    }
+
+    /**
+     * A block listed twice in one release is a double release too: refused with nothing changed (each entry was
+     * checked against the count before the call, and the count went to -1).
+     */
+    @Test
+    void aBlockReleasedTwiceInOneCallIsRefusedWithNothingChanged() {
+        KvBlockPool pool = new KvBlockPool(8, BS, true);
+        int other = pool.allocate();
+        int b = pool.allocate();
+        int[] before = pool.freeListOrder();
+        assertThatThrownBy(() -> pool.free(new int[] {other, b, b}, 0, 3))
+                .isInstanceOf(KvCacheException.class)
+                .hasMessageContaining("block " + b + " released while not referenced");
+        assertThat(pool.refCount(b)).isEqualTo(1);
+        assertThat(pool.refCount(other)).isEqualTo(1);
+        assertThat(pool.freeListOrder()).containsExactly(before);
+        pool.checkInvariants();
+        pool.free(new int[] {other, b}, 0, 2);
+        assertThat(pool.refCount(b)).isZero();
+        pool.checkInvariants();
+    }
+
+    /**
+     * A child cached after a parent block that holds no cache entry (a copy-on-write copy, say) must stop matching
+     * once that parent is handed out again for other tokens, even under a colliding key: the parent's generation
+     * changes when it is reused, not only when it loses a cache entry.
+     */
+    @Test
+    void aChildStopsMatchingOnceItsUncachedParentHoldsOtherTokens() {
+        KvBlockPool pool = new KvBlockPool(8, BS, true);
+        int parent = pool.allocate(); // holds {1, 2}, never cached
+        int child = pool.allocate();
+        int[] childTokens = new int[BS];
+        Arrays.fill(childTokens, 5);
+        pool.cache(child, 7, 7, parent, childTokens, 0, 0, 0);
+        assertThat(pool.lookup(7, 7, parent, childTokens, 0, 0, 0)).isEqualTo(child);
+        pool.free(new int[] {parent, child}, 0, 2);
+        int reused = pool.allocate();
+        assertThat(reused).isEqualTo(parent);
+        int[] otherTokens = new int[BS];
+        Arrays.fill(otherTokens, 3);
+        pool.cache(reused, 9, 9, KvBlockPool.NONE, otherTokens, 0, 0, 0);
+        assertThat(pool.lookup(7, 7, reused, childTokens, 0, 0, 0))
+                .as("KV computed after the parent's old tokens, offered after its new ones")
+                .isEqualTo(KvBlockPool.NONE);
         pool.checkInvariants();
     }
 

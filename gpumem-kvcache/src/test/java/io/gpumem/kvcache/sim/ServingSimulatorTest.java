@@ -24,6 +24,27 @@ class ServingSimulatorTest {
         return ServingSimulator.run(c, d);
     }
 
+    /**
+     * With prefix caching off every request after the first computes the shared prefix's 21 full blocks (336 tokens)
+     * again, however its prefill is cut into chunks: a block an earlier chunk began and a later one completed was
+     * not counted, so a token budget of 100 reported fewer recomputed tokens than one of 2,048.
+     */
+    @Test
+    void recomputedTokensDoNotDependOnHowPrefillsAreChunked() {
+        SimConfig c = SimConfig.builder()
+                .workload(Workload.SHARED_PREFIX)
+                .prefixCaching(false)
+                .requests(20)
+                .seed(1)
+                .build();
+        SimReport whole = run(c.toBuilder().tokenBudget(2048).build());
+        SimReport chunked = run(c.toBuilder().tokenBudget(100).build());
+        assertThat(whole.requestsFinished()).isEqualTo(20);
+        assertThat(chunked.requestsFinished()).isEqualTo(20);
+        assertThat(whole.timing().recomputedTokens()).isEqualTo(19L * 336);
+        assertThat(chunked.timing().recomputedTokens()).isEqualTo(19L * 336);
+    }
+
     /** Every figure but the wall-clock one. */
     private static SimReport withoutTiming(SimReport r) {
         return new SimReport(
