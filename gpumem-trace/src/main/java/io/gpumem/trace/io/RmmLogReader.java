@@ -16,8 +16,10 @@ import java.util.Map;
  *
  * <p>Mapping: {@code allocate} becomes an {@code alloc} entry; {@code free} becomes {@code free_requested}
  * followed by {@code free_completed} (RMM frees complete at once); {@code allocate failure} becomes an
- * {@code oom} entry. Pointers and streams may be decimal or {@code 0x} hex. The time column is kept as
- * the entry's {@code timeUs} when it is numeric (else the row number is used, file order being the clock).
+ * {@code oom} entry. Pointers and streams may be decimal or {@code 0x} hex ({@code (nil)}: a null pointer). The
+ * time column becomes the entry's {@code timeUs}: RMM's clock ({@code HH:MM:SS.ffffff}, microseconds after the
+ * dot; also {@code h:m:s:us}) in microseconds since midnight, a plain number as it is, anything else the row number
+ * (file order being the clock).
  * A free of a pointer that is not live is an error naming the line. The pointers are RMM's decisions, not a
  * PyTorch caching allocator's, so the snapshot is marked {@code addressesRecorded = false}.
  */
@@ -44,7 +46,8 @@ public final class RmmLogReader {
         for (CsvLines.Row row : rows) {
             n++;
             String action = row.fields()[2].toLowerCase(Locale.ROOT);
-            long ptr = CsvLines.parseLong(name, row, 3, "Pointer", true);
+            // RMM writes a null pointer (a failed allocation's) as printf's "(nil)"
+            long ptr = row.fields()[3].strip().equals("(nil)") ? 0 : CsvLines.parseLong(name, row, 3, "Pointer", true);
             long size = CsvLines.parseLong(name, row, 4, "Size", true);
             long stream = CsvLines.parseLong(name, row, 5, "Stream", true);
             if (size < 0) {
@@ -110,16 +113,38 @@ public final class RmmLogReader {
                 FileKeys.of(TraceEntry.ADDR | TraceEntry.SIZE | TraceEntry.STREAM | TraceEntry.TIME_US));
     }
 
-    /** Numeric times are kept; RMM's clock strings (h:m:s:us) become microseconds; else the row number. */
-    private static long parseTime(String s, long rowNumber) {
+    /**
+     * RMM's clock strings become microseconds: {@code HH:MM:SS.ffffff} (its logger's pattern: the digits after the
+     * dot are a fraction of a second) or {@code h:m:s:us}; numeric times are kept; anything else is the row number.
+     */
+    static long parseTime(String s, long rowNumber) {
         try {
             if (s.contains(":")) {
                 String[] p = s.split(":", -1); // never empty, even for ":" alone
-                long us = 0;
-                for (int i = 0; i < p.length - 1; i++) {
-                    us = us * 60 + Long.parseLong(p[i].strip());
+                String last = p[p.length - 1].strip();
+                int dot = last.indexOf('.');
+                if (p.length == 4 || dot < 0) { // h:m:s:us, or whole seconds
+                    long units = 0;
+                    for (int i = 0; i < p.length - 1; i++) {
+                        units = units * 60 + Long.parseLong(p[i].strip());
+                    }
+                    return p.length == 4
+                            ? units * 1_000_000L + Long.parseLong(last)
+                            : (units * 60 + Long.parseLong(last)) * 1_000_000L;
                 }
-                return us * 1_000_000L + Long.parseLong(p[p.length - 1].strip());
+                long seconds = 0;
+                for (int i = 0; i < p.length - 1; i++) {
+                    seconds = seconds * 60 + Long.parseLong(p[i].strip());
+                }
+                seconds = seconds * 60 + Long.parseLong(last.substring(0, dot));
+                String fraction = last.substring(dot + 1);
+                if (fraction.isEmpty()
+                        || fraction.length() > 9
+                        || !fraction.chars().allMatch(Character::isDigit)) {
+                    return rowNumber;
+                }
+                long micros = Long.parseLong((fraction + "000000").substring(0, 6));
+                return seconds * 1_000_000L + micros;
             }
             return Math.round(Double.parseDouble(s));
         } catch (NumberFormatException e) {

@@ -139,6 +139,30 @@ class CsvReadersTest {
         assertThat(t.get(2).size()).as("a zero-byte allocate is read").isZero();
     }
 
+    /**
+     * RMM's own logger writes {@code HH:MM:SS.ffffff} (the digits after the dot a fraction of a second) and a failed
+     * allocation's null pointer as {@code (nil)}: both were misread (every time became its row number, the pointer an
+     * error).
+     */
+    @Test
+    void rmmLoggersClockWithAFractionOfASecondAndItsNilPointerAreRead(@TempDir Path dir) throws Exception {
+        Path f = dir.resolve("rmm.csv");
+        Files.writeString(f, """
+                Thread,Time,Action,Pointer,Size,Stream
+                140,10:38:58.000100,allocate,0x7f0000000000,1000,0x0
+                140,10:38:58.5,allocate,0x7f0000000400,2048,0x0
+                140,10:38:59.000300,allocate failure,(nil),99999999,0x0
+                140,10:39:00,free,0x7f0000000000,1000,0x0
+                """);
+        List<TraceEntry> t = TraceReaders.read(f).traceOf(0);
+        long at = ((10 * 60 + 38) * 60 + 58) * 1_000_000L;
+        assertThat(t)
+                .extracting(TraceEntry::timeUs)
+                .containsExactly(at + 100, at + 500_000, at + 1_000_300, at + 2_000_000, at + 2_000_000);
+        assertThat(t.get(2).action()).isEqualTo(TraceAction.OOM);
+        assertThat(t.get(2).size()).isEqualTo(99999999);
+    }
+
     @Test
     void rmmRowsThatCannotBeAllocationsNameTheirLine(@TempDir Path dir) throws Exception {
         Path f = dir.resolve("rmm.csv");
