@@ -604,8 +604,10 @@ public final class WindowRebuilder {
                         }
                         int s = state.getInt(a, UNTOUCHED);
                         if (s == UNTOUCHED || s == GONE) {
-                            preFreedSlot.putInt(a, preFreed.size(), -1);
-                            preFreed.add(new PreFreed(a, fields.size(i), i));
+                            if (s == UNTOUCHED) { // a block from before the window (GONE: a second free, of nothing)
+                                preFreedSlot.putInt(a, preFreed.size(), -1);
+                                preFreed.add(new PreFreed(a, fields.size(i), i));
+                            }
                             if (hasCompletions) {
                                 state.putInt(
                                         a, s == UNTOUCHED ? PRE_FREE_REQUESTED : PRE_FREE_REQUESTED_GONE, UNTOUCHED);
@@ -627,15 +629,15 @@ public final class WindowRebuilder {
                         int s = state.putInt(a, GONE, UNTOUCHED);
                         if (s >= 0) {
                             matches[i] = FreeMatches.encode(s);
-                        } else if (s == UNTOUCHED || s == GONE) {
+                        } else if (s == UNTOUCHED) {
                             preFreed.add(new PreFreed(a, fields.size(i), i));
-                            matches[i] =
-                                    FreeMatches.encode(s == UNTOUCHED ? FreeMatches.START_BLOCK : FreeMatches.NOTHING);
-                        } else { // pre-window block whose free was requested in the window
+                            matches[i] = FreeMatches.encode(FreeMatches.START_BLOCK);
+                        } else if (s == PRE_FREE_REQUESTED) { // pre-window block whose free was requested in the window
                             int slot = preFreedSlot.getInt(a, 0);
                             preFreed.set(slot, preFreed.get(slot).freedAt(i));
-                            matches[i] = FreeMatches.encode(
-                                    s == PRE_FREE_REQUESTED ? FreeMatches.START_BLOCK : FreeMatches.NOTHING);
+                            matches[i] = FreeMatches.encode(FreeMatches.START_BLOCK);
+                        } else { // GONE, PRE_FREE_REQUESTED_GONE: a second free of the address, of nothing
+                            matches[i] = FreeMatches.encode(FreeMatches.NOTHING);
                         }
                     }
                     default -> {

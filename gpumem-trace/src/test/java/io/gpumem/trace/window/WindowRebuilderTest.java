@@ -306,6 +306,54 @@ class WindowRebuilderTest {
     }
 
     /**
+     * A second free of an address the window itself allocated and freed (a damaged recording) frees nothing: it was
+     * taken for the free of a block from before the window, and the start state held a block that never existed
+     * (the replay then placed the window's alloc beside it). With completions and without, and after a start block's
+     * own free too.
+     */
+    @ParameterizedTest
+    @ValueSource(booleans = {true, false})
+    void aSecondFreeOfAnAddressFreesNothingAndMakesNoStartBlock(boolean completions) {
+        long base = 0x7f0000000000L;
+        long start = base + 4 * MiB; // a block from before the window, freed twice
+        List<TraceEntry> trace = new ArrayList<>();
+        for (long a : new long[] {base, start}) {
+            if (a == base) {
+                trace.add(TraceEntry.of(TraceAction.ALLOC, a, MiB, 0));
+            }
+            for (int twice = 0; twice < 2; twice++) {
+                trace.add(TraceEntry.of(TraceAction.FREE_REQUESTED, a, MiB, 0));
+                if (completions) {
+                    trace.add(TraceEntry.of(TraceAction.FREE_COMPLETED, a, MiB, 0));
+                }
+            }
+        }
+        SegmentInfo segment = SegmentInfo.ofBlocks(
+                0, base, 0, Pool.LARGE, false, List.of(BlockInfo.of(base, 20 * MiB, 0, BlockState.INACTIVE)));
+        TraceSnapshot s = new TraceSnapshot(
+                "synthetic", SourceFormat.GENERATED, List.of(segment), List.of(trace), null, null, Map.of(), true);
+
+        WindowStart rebuilt = new WindowRebuilder(AllocatorConfig.defaults()).rebuild(s, 0);
+
+        assertThat(rebuilt.preWindowFreed()).containsExactly(start);
+        assertThat(rebuilt.segments()).hasSize(1);
+        assertThat(rebuilt.segments().getFirst().blocks())
+                .filteredOn(b -> b.state() == BlockState.ACTIVE_ALLOCATED)
+                .extracting(BlockInfo::address)
+                .containsExactly(start);
+        FreeMatches frees = rebuilt.frees();
+        List<Integer> matched = new ArrayList<>();
+        for (int i = 0; i < trace.size(); i++) {
+            boolean freeing =
+                    trace.get(i).action() == (completions ? TraceAction.FREE_COMPLETED : TraceAction.FREE_REQUESTED);
+            if (freeing) {
+                matched.add(frees.of(i));
+            }
+        }
+        assertThat(matched).containsExactly(0, FreeMatches.NOTHING, FreeMatches.START_BLOCK, FreeMatches.NOTHING);
+    }
+
+    /**
      * A free block keeps the request its object last served (PyTorch never resets it on free): the start state
      * takes it from the end-state free block that is that object (same end, beginning no lower: untouched, or the
      * remainder of a split), and leaves 0 where a neighbour freed in the window absorbed the block.
