@@ -302,6 +302,30 @@ class TraceCommandsTest {
         assertThat(live).containsExactlyInAnyOrder(1L << 20, 4L << 20, 2L << 20);
     }
 
+    /**
+     * A log whose first request no device could hold gets the engine's refusal, naming the request, from every command
+     * that sizes a device for it; the recorded run's capacity came out as 0 bytes before, and the user read
+     * "inconsistent snapshot: capacity must be positive, got 0".
+     */
+    @Test
+    void aLogNoDeviceCanHoldIsRefusedWithTheLargestRequest(@TempDir Path dir) throws Exception {
+        Path csv = dir.resolve("huge.csv");
+        Files.writeString(csv, """
+                Thread,Time,Action,Pointer,Size,Stream
+                1,10:00:00.000001,allocate,0x7f00,9223372036854775807,0x0
+                1,10:00:00.000002,free,0x7f00,9223372036854775807,0x0
+                """);
+        for (String command : List.of("compare", "analyze")) {
+            CliRun r = run(command, csv.toString());
+            assertThat(r.exit()).as(command).isEqualTo(2);
+            assertThat(r.err())
+                    .as(command)
+                    .startsWith("gpumem " + command + ": no device capacity runs these requests")
+                    .contains("the largest request asks for 9223372036854775807 bytes")
+                    .doesNotContain("capacity must be positive");
+        }
+    }
+
     /** The per-pool rows of {@code analyze}'s text (small_pool, large_pool, all). */
     private static List<String> poolRows(String analyzeOutput) {
         return analyzeOutput

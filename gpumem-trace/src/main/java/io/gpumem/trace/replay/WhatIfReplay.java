@@ -234,6 +234,12 @@ public final class WhatIfReplay {
             roomy *= 2;
             o = recordedRequests.run(exact, StreamRunner.Options.builder(roomy).build());
         }
+        if (o.ooms() > 0 && o.peakReserved() == 0) {
+            // not even the first request fits there: the capacity search says why (NoCapacityRunsException names
+            // the largest request and the limits), or finds the capacity that does fit
+            return recordedRequests.minimumCapacity(
+                    exact, StreamRunner.Options.builder(roomy).build(), roomy);
+        }
         return MinimumCapacity.roundUp(o.peakReserved());
     }
 
