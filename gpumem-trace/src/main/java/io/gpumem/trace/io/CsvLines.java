@@ -61,6 +61,9 @@ final class CsvLines {
             String[] header = null;
             while ((text = r.readLine()) != null) {
                 line++;
+                if (line == 1 && text.startsWith("\uFEFF")) {
+                    text = text.substring(1); // a UTF-8 byte-order mark
+                }
                 String t = text.strip();
                 if (t.isEmpty() || t.startsWith("#")) {
                     continue;

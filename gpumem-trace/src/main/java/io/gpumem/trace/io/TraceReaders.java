@@ -69,7 +69,9 @@ public final class TraceReaders {
         if (b0 == 0x80 || b0 == '}' || b0 == ']' || b0 == '(') {
             return SourceFormat.PYTORCH_SNAPSHOT;
         }
-        String text = new String(head, 0, n, StandardCharsets.ISO_8859_1);
+        // a UTF-8 byte-order mark (spreadsheets write one before a CSV's header) is no part of the text
+        int bom = n >= 3 && (head[0] & 0xff) == 0xEF && (head[1] & 0xff) == 0xBB && (head[2] & 0xff) == 0xBF ? 3 : 0;
+        String text = new String(head, bom, n - bom, StandardCharsets.ISO_8859_1);
         String first = text.lines()
                 .map(String::strip)
                 .filter(l -> !l.isEmpty() && !l.startsWith("#"))

@@ -163,6 +163,19 @@ class CsvReadersTest {
         assertThat(t.get(2).size()).isEqualTo(99999999);
     }
 
+    /** A CSV saved by a spreadsheet starts with a UTF-8 byte-order mark; it was refused as an unknown format. */
+    @Test
+    void aByteOrderMarkBeforeTheHeaderIsSkipped(@TempDir Path dir) throws Exception {
+        Path rmm = dir.resolve("rmm.csv");
+        Files.write(rmm, "\uFEFFThread,Time,Action,Pointer,Size,Stream\n1,1,allocate,0x10,16,0\n".getBytes(UTF_8));
+        assertThat(TraceReaders.read(rmm).traceOf(0))
+                .extracting(TraceEntry::size)
+                .containsExactly(16L);
+        Path lifetimes = dir.resolve("lifetimes.csv");
+        Files.write(lifetimes, "\uFEFFid,lower,upper,size\n1,0,2,4096\n".getBytes(UTF_8));
+        assertThat(TraceReaders.read(lifetimes).traceOf(0)).isNotEmpty();
+    }
+
     @Test
     void rmmRowsThatCannotBeAllocationsNameTheirLine(@TempDir Path dir) throws Exception {
         Path f = dir.resolve("rmm.csv");
