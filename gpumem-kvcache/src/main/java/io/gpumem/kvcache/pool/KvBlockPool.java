@@ -480,6 +480,7 @@ public final class KvBlockPool {
         for (int b = 1; b < numBlocks; b++) {
             if ((flags[b] & CACHED) != 0) {
                 generation[b]++;
+                evictions++; // explicit evictions count as the lazy ones do
             }
             flags[b] = 0;
             parentBlock[b] = NONE;

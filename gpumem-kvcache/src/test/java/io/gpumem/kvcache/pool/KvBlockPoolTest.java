@@ -312,9 +312,11 @@ class KvBlockPoolTest {
         cacheFirst(pool, t[0], 1);
         assertThat(pool.resetPrefixCache()).isFalse();
         pool.free(t, 0, 3);
+        long evictedBefore = pool.evictions();
         assertThat(pool.resetPrefixCache()).isTrue();
         assertThat(pool.freeListOrder()).containsExactly(1, 2, 3, 4);
         assertThat(pool.cachedCount()).isZero();
+        assertThat(pool.evictions()).as("the reset's entry counts as evicted").isEqualTo(evictedBefore + 1);
         pool.checkInvariants();
     }
 
