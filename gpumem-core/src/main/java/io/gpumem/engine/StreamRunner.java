@@ -499,9 +499,12 @@ public final class StreamRunner {
      */
     public RunOutcome evaluate(PreparedPolicy policy, Options options, long roomy) {
         Search s = unlimited(policy, options.toBuilder().stopAtFirstOom(false), roomy, 8);
-        // At a capacity the unlimited run never exceeded, the run is the unlimited one (CapacityProbes says why).
+        // At a capacity the unlimited run never exceeded, the run is the unlimited one (CapacityProbes says why),
+        // unless the options ask what that run did not do: stop once steady, keep its allocator, record a history.
         RunOutcome atCapacity = s.probes != null
-                        && !options.untilSteady() // (the unlimited run played the whole stream)
+                        && !options.untilSteady()
+                        && !options.keepAllocator()
+                        && !options.recordHistory()
                         && s.probes.sameAsUnlimited(options.capacity())
                 ? s.unlimited.outcome(options.capacity(), stream.allocs).build()
                 : run(policy, options.toBuilder().stopAtFirstOom(false).build());

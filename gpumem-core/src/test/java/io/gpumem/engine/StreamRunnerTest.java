@@ -139,6 +139,15 @@ class StreamRunnerTest {
         RunOutcome row = runner.evaluate(exact, steady, StreamRunner.ROOMY);
         assertThat(row.minCapacity()).isEqualTo(min);
         assertThat(row.peakReserved()).isLessThan(100 * MIB);
+        // and a row whose options keep the allocator gets the run that kept it, not the unlimited run's figures
+        RunOutcome kept = runner.evaluate(
+                exact,
+                StreamRunner.Options.builder(StreamRunner.ROOMY)
+                        .keepAllocator(true)
+                        .build(),
+                StreamRunner.ROOMY);
+        assertThat(kept.allocator()).isNotNull();
+        assertThat(kept.minCapacity()).isEqualTo(min);
     }
 
     @Test
