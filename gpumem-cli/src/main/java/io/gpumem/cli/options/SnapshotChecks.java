@@ -16,8 +16,8 @@ public final class SnapshotChecks {
     @Option(
             names = "--lenient",
             description = "Read a snapshot whose segments are inconsistent (total_size not the"
-                    + " sum of its blocks, overlapping segments, blocks outside their segment) with a warning on stderr for"
-                    + " each problem, instead of refusing it with exit status 2.")
+                    + " sum of its blocks, overlapping segments, blocks outside their segment or in an unknown state)"
+                    + " with a warning on stderr for each problem, instead of refusing it with exit status 2.")
     boolean lenient;
 
     /**

@@ -1,6 +1,7 @@
 package io.gpumem.trace.io;
 
 import io.gpumem.history.BlockInfo;
+import io.gpumem.history.BlockState;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.size.ByteSize;
 import java.util.ArrayList;
@@ -12,8 +13,8 @@ import java.util.function.Consumer;
 
 /**
  * Checks a snapshot's end-state segments before anything reads figures from them: an allocator's segments never
- * overlap on one device, and a segment's blocks lie inside it and add up to its {@code total_size}
- * (allocator.md §10.3). A file that breaks these was edited, truncated or produced by something else, and every
+ * overlap on one device, and a segment's blocks lie inside it, add up to its {@code total_size} and are in one of the
+ * three states an allocator writes (allocator.md §10.3). A file that breaks these was edited, truncated or produced by something else, and every
  * figure drawn from it (reserved bytes, fragmentation, the window's start state) would be wrong without a word.
  *
  * <p>Each problem names the file, the device and the segment's address. Readers stay permissive (they read what
@@ -60,6 +61,12 @@ public final class SnapshotConsistency {
             if (b.address() < s.address() || b.size() < 0 || b.address() + b.size() > s.end()) {
                 problems.add(name(s) + " (" + ByteSize.formatSigned(s.totalSize()) + ") holds the block at 0x"
                         + Long.toHexString(b.address()) + " of " + b.size() + " bytes, outside it");
+                return;
+            }
+            if (b.state() == BlockState.UNKNOWN) {
+                problems.add(name(s) + " holds the block at 0x" + Long.toHexString(b.address()) + " in state '"
+                        + b.stateName() + "', which no allocator writes (active_allocated, active_pending_free or"
+                        + " inactive)");
                 return;
             }
             long next = sum + b.size();

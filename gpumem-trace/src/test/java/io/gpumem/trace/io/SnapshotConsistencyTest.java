@@ -7,6 +7,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.gpumem.alloc.Pool;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
+import io.gpumem.history.FileKeys;
 import io.gpumem.history.PoolId;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.trace.TestTraces;
@@ -107,6 +108,25 @@ class SnapshotConsistencyTest {
         assertThat(warnings).hasSize(2);
         assertThatThrownBy(() -> SnapshotConsistency.check(s, false, w -> {}))
                 .hasMessageEndingWith("(and 1 more inconsistencies)");
+    }
+
+    /**
+     * A block in a state no allocator writes was refused by the analysis but read by compare, diff and replay, which
+     * took it for free memory: it is an inconsistency, named with the state as spelled.
+     */
+    @Test
+    void aBlockInAStateNoAllocatorWritesIsNamed() {
+        BlockInfo weird = new BlockInfo(
+                BASE, 20 * MiB, 0, BlockState.UNKNOWN, List.of(), FileKeys.of(BlockInfo.ADDRESS, "weird", null, null));
+        for (TraceSnapshot s : List.of(
+                direct("bad.pickle", segment(0, BASE, 20 * MiB, weird)), pickled(segment(0, BASE, 20 * MiB, weird)))) {
+            assertThat(SnapshotConsistency.problems(s))
+                    .containsExactly(
+                            "segment 0x7f0000000000 on device 0 holds the block at 0x7f0000000000 in state"
+                                    + " 'weird', which no allocator writes (active_allocated, active_pending_free or inactive)");
+            assertThatThrownBy(() -> SnapshotConsistency.check(s, false, w -> {}))
+                    .isInstanceOf(InconsistentSnapshotException.class);
+        }
     }
 
     @Test
