@@ -16,6 +16,9 @@ public final class LifetimeProblem {
     /** The caching allocator's minimum block size and rounding step. */
     public static final long DEFAULT_ALIGNMENT = 512;
 
+    /** The smallest size refused: 2^60 bytes (1 EiB), which PyTorch's allocator refuses as it does every size above. */
+    public static final long MAX_SIZE = 1L << 60;
+
     final long[] id;
     final long[] lower;
     final long[] upper;
@@ -38,12 +41,23 @@ public final class LifetimeProblem {
         this.size = size.clone();
         this.alignment = alignment;
         this.placedSize = new long[n];
+        long total = 0;
         for (int i = 0; i < n; i++) {
             if (upper[i] < lower[i] || size[i] < 0) {
                 throw new IllegalArgumentException(
                         "buffer " + id[i] + ": bad lifetime [" + lower[i] + ", " + upper[i] + ") or size " + size[i]);
             }
+            if (size[i] >= MAX_SIZE) {
+                throw new IllegalArgumentException("buffer " + id[i] + ": size " + size[i]
+                        + " is 2^60 bytes (1 EiB) or more, which no device holds (PyTorch's allocator refuses it)");
+            }
             placedSize[i] = lower[i] == upper[i] ? 0 : (size[i] + alignment - 1) & -alignment;
+            total += placedSize[i];
+            if (total < 0 || placedSize[i] < 0) {
+                // every offset a plan gives lies below the sum of the placed sizes: past 2^63 it would wrap
+                throw new IllegalArgumentException("buffer " + id[i] + ": the buffers' sizes, each aligned to "
+                        + alignment + " bytes, add up to 2^63 bytes or more, past any offset a plan can give");
+            }
         }
     }
 

@@ -132,7 +132,17 @@ public final class LifetimeCsvReader {
                 throw new TraceFormatException(
                         name, "line " + row.line() + ", field size", "size must be positive, got " + size[i]);
             }
+            if (size[i] >= LifetimeProblem.MAX_SIZE) {
+                throw new TraceFormatException(
+                        name,
+                        "line " + row.line() + ", field size",
+                        "size " + size[i] + " is 2^60 bytes (1 EiB) or more, which no device holds");
+            }
         }
-        return new LifetimeProblem(id, lower, upper, size, alignment);
+        try {
+            return new LifetimeProblem(id, lower, upper, size, alignment);
+        } catch (IllegalArgumentException e) { // the sizes, aligned, add up past any offset
+            throw new TraceFormatException(name, "", e.getMessage(), e);
+        }
     }
 }

@@ -69,6 +69,17 @@ class PlanFilesTest {
             {header + "0,-1,4,100\n", "line 2, field lower: lower -1 is before time 0"},
             {header + "0,5,4,100\n", "line 2, field upper: upper 4 is below lower 5"},
             {header + "0,0,4,0\n", "line 2, field size: size must be positive, got 0"},
+            {
+                header + "0,0,4,1152921504606846976\n",
+                "line 2, field size: size 1152921504606846976 is 2^60 bytes (1 EiB) or more, which no device holds"
+            },
+            {
+                header + "0,0,4,1152921504606846975\n1,0,4,1152921504606846975\n"
+                        + "2,0,4,1152921504606846975\n3,0,4,1152921504606846975\n4,0,4,1152921504606846975\n"
+                        + "5,0,4,1152921504606846975\n6,0,4,1152921504606846975\n7,0,4,1152921504606846975\n",
+                "buffer 7: the buffers' sizes, each aligned to 512 bytes, add up to 2^63 bytes or more, past any"
+                        + " offset a plan can give"
+            },
             {header + "3,0,4,10\n3,1,2,10\n", "line 3, field id: id 3 appears twice (first on line 2)"},
         };
         for (String[] c : cases) {
