@@ -5,6 +5,7 @@ import io.gpumem.cli.GpumemCommand;
 import io.gpumem.cli.options.BadInputException;
 import io.gpumem.cli.options.OutputFile;
 import io.gpumem.cli.options.ReadLimitOptions;
+import io.gpumem.cli.options.SnapshotChecks;
 import io.gpumem.cli.options.TraceDeviceOption;
 import io.gpumem.cli.report.HtmlOutput;
 import io.gpumem.report.DiffReport;
@@ -75,6 +76,9 @@ public final class DiffCommand extends GpumemCommand {
     @Mixin
     ReadLimitOptions readLimits;
 
+    @Mixin
+    SnapshotChecks checks;
+
     @Override
     public Integer call() {
         PrintWriter out = out();
@@ -100,6 +104,7 @@ public final class DiffCommand extends GpumemCommand {
             Path file = files.get(i);
             try {
                 TraceSession session = TraceSession.open(file, limits);
+                checks.check(session.trace(), err);
                 int d = traceDevice.orElse(session::busiestDevice);
                 seq[i] = RequestSequence.of(session.trace(), d, signatures);
             } catch (TraceFormatException | IllegalArgumentException | IllegalStateException e) {

@@ -118,6 +118,26 @@ class SnapshotConsistencyCommandsTest {
                         + " on device 0 declares total_size 4611686018427387904");
     }
 
+    /** diff reads two recordings' windows from their end states: it refuses an inconsistent one as the others do. */
+    @Test
+    void diffRefusesAnInconsistentRecordingUnlessLenient(@TempDir Path dir) throws Exception {
+        Path file = write(
+                dir,
+                "inconsistent.pickle",
+                List.of(segment(40 * MiB, BlockInfo.of(BASE, 20 * MiB, 20 * MiB, BlockState.ACTIVE_ALLOCATED))),
+                List.of(TraceEntry.of(TraceAction.ALLOC, BASE, 20 * MiB, 0)));
+        CliRun refused = CliRun.run("diff", file.toString(), file.toString());
+        assertThat(refused.exit()).as(refused.out() + refused.err()).isEqualTo(2);
+        assertThat(refused.err().strip())
+                .isEqualTo("gpumem diff: " + file + ": segments: inconsistent snapshot: segment 0x7f0000000000 on"
+                        + " device 0 declares total_size 41943040 (40.00 MiB) but its 1 block(s) add up to 20971520"
+                        + " (20.00 MiB)");
+        assertThat(refused.out()).isEmpty();
+        CliRun lenient = CliRun.run("diff", "--lenient", file.toString(), file.toString());
+        assertThat(lenient.exit()).as(lenient.out() + lenient.err()).isZero();
+        assertThat(lenient.err()).startsWith("warning: " + file + ": inconsistent snapshot: segment 0x7f0000000000");
+    }
+
     @Test
     void replayCheckExitsOneWhenTheEndStateDiffersFromTheRecording(@TempDir Path dir) throws Exception {
         // One 20 MiB segment and one 20 MiB request in it, still allocated at the end...
