@@ -224,6 +224,7 @@ public final class PlannedAllocator implements GpuAllocator {
     }
 
     private long mallocLocked(long size, long stream) {
+        memory.checkOpen(); // before the plan's position moves: a refused request changes nothing
         long rounded = StitchAllocator.roundSize(size);
         int k = position++;
         long ptr;

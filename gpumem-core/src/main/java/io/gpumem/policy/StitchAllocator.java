@@ -250,14 +250,19 @@ public final class StitchAllocator implements GpuAllocator {
         }
     }
 
+    /** Refuses a request of a closed allocator (the caller holds {@link #lock}). */
+    void checkOpen() {
+        if (closed) {
+            throw new IllegalStateException("allocator is closed");
+        }
+    }
+
     /** {@link #malloc} for a caller holding {@link #lock} (the planned policy's fallback). */
     long mallocLocked(long size, long stream) {
         if (size < 0) {
             throw new IllegalArgumentException("negative size " + size);
         }
-        if (closed) {
-            throw new IllegalStateException("allocator is closed");
-        }
+        checkOpen();
         if (size == 0) {
             return 0;
         }
@@ -286,6 +291,7 @@ public final class StitchAllocator implements GpuAllocator {
      * overlaps no live block there).
      */
     long mallocFixed(Arena a, long offset, long rounded, long requested, long stream) {
+        checkOpen();
         List<Frame> context = history.maybeGatherContext(Context.STATE);
         requestContext = context;
         long addr = a.base + offset;
@@ -403,11 +409,13 @@ public final class StitchAllocator implements GpuAllocator {
                 dropMapping(a, s);
             }
         }
-        if (missing > 0 && !mapMissing(a, p0, p1, full0, full1)) {
+        boolean mapped = missing == 0 || mapMissing(a, p0, p1, full0, full1);
+        // (pages mapped before physical memory ran out stay mapped: they count toward the peak either way)
+        peakReserved = Math.max(peakReserved, reservedBytes());
+        if (!mapped) {
             relist(a, full0, w1);
             return false;
         }
-        peakReserved = Math.max(peakReserved, reservedBytes());
         return true;
     }
 
@@ -460,11 +468,12 @@ public final class StitchAllocator implements GpuAllocator {
                 dropMapping(a, s);
             }
         }
-        if (missing > 0 && !mapMissing(a, p0, p1, full0, full1)) {
+        boolean mapped = missing == 0 || mapMissing(a, p0, p1, full0, full1);
+        peakReserved = Math.max(peakReserved, reservedBytes()); // (as in pinPages: part-way mappings stay)
+        if (!mapped) {
             unpinFixed(a, p0, p1);
             return false;
         }
-        peakReserved = Math.max(peakReserved, reservedBytes());
         return true;
     }
 

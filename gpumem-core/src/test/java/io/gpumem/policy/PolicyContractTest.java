@@ -13,6 +13,8 @@ import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.stats.MemoryStats;
+import io.gpumem.stats.StatKind;
+import io.gpumem.stats.StatType;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -241,6 +243,41 @@ public abstract class PolicyContractTest {
             a.close(); // idempotent
             assertThat(kept).isNotZero();
         }
+    }
+
+    /**
+     * A request that maps pages and then runs out of physical memory leaves those pages mapped (cached): the peak of
+     * reserved bytes must count them, as it counts every mapping (it stayed below the bytes reserved now). The planned
+     * policy's request at its planned offset does the same through its fixed arena.
+     */
+    @Test
+    void aRequestThatRunsOutPartWayLeavesThePeakAtOrAboveWhatIsReserved() {
+        for (boolean planned : new boolean[] {false, true}) {
+            Device d = newDevice(32 * MiB, false);
+            GpuAllocator a =
+                    planned ? new PlannedAllocator(d, new long[] {40 * MiB}, new long[] {0}) : new StitchAllocator(d);
+            assertThatThrownBy(() -> a.malloc(40 * MiB, 0)).isInstanceOf(OutOfMemoryException.class);
+            MemoryStats s = a.stats();
+            assertThat(s.reservedBytes()).as("planned: %s", planned).isPositive();
+            assertThat(s.get(StatKind.RESERVED_BYTES, StatType.ALL).peak())
+                    .as("planned: %s", planned)
+                    .isGreaterThanOrEqualTo(s.reservedBytes());
+            a.internals().checkInvariants();
+        }
+    }
+
+    /** A planned request after close is refused as the fallback's is, before the plan moves on (it was served). */
+    @Test
+    void aPlannedRequestAfterCloseIsRefused() {
+        Device d = newDevice(64 * MiB, false);
+        PlannedAllocator a = new PlannedAllocator(d, new long[] {4 * MiB}, new long[] {0});
+        a.close();
+        long free = d.freeMemory();
+        assertThatThrownBy(() -> a.malloc(4 * MiB, 0))
+                .isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("closed");
+        assertThat(d.freeMemory()).isEqualTo(free);
+        assertThat(a.stats().allocatedBytes()).isZero();
     }
 
     @Test
