@@ -1,13 +1,13 @@
 package io.gpumem.report;
 
 import io.gpumem.size.ByteSize;
+import io.gpumem.trace.io.OutputFiles;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.util.Locale;
 
 /**
@@ -48,21 +48,14 @@ final class Html {
         h.append("<script>\n").append(resource("report.js")).append("</script>\n</body></html>\n");
     }
 
-    /** Writes {@code page} to {@code file} through a temporary sibling, so a failure leaves no half-written page. */
+    /** Writes {@code page} to {@code file} ({@link OutputFiles}: a failure leaves no half-written page). */
     static void write(Path file, String page) throws IOException {
-        Path abs = file.toAbsolutePath();
-        Path dir = abs.getParent();
+        Path dir = file.toAbsolutePath().getParent();
         if (dir != null) {
             Files.createDirectories(dir);
         }
-        Path tmp = abs.resolveSibling(
-                "." + abs.getFileName() + "." + ProcessHandle.current().pid() + ".tmp");
-        try {
-            Files.writeString(tmp, page, StandardCharsets.UTF_8);
-            Files.move(tmp, abs, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
-        } finally {
-            Files.deleteIfExists(tmp);
-        }
+        byte[] bytes = page.getBytes(StandardCharsets.UTF_8);
+        OutputFiles.replace(file, out -> out.write(bytes));
     }
 
     /** A card of the header row: a small label, a large value, a line below. */

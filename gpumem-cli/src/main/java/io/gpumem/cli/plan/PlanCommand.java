@@ -10,16 +10,16 @@ import io.gpumem.cli.options.TraceDeviceOption;
 import io.gpumem.plan.LifetimeProblem;
 import io.gpumem.plan.OffsetPlan;
 import io.gpumem.plan.OffsetPlanner;
+import io.gpumem.trace.io.OutputFiles;
 import io.gpumem.trace.plan.PlanFiles;
 import java.io.IOException;
+import java.io.OutputStreamWriter;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.io.UncheckedIOException;
 import java.io.Writer;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.util.Arrays;
 import java.util.Locale;
 import picocli.CommandLine.Command;
@@ -149,16 +149,11 @@ public final class PlanCommand extends GpumemCommand {
     }
 
     private static void writeAtomically(OffsetPlan plan, Path target) throws IOException {
-        Path dir = target.toAbsolutePath().getParent();
-        Path tmp = Files.createTempFile(dir, ".plan", ".tmp");
-        try {
-            try (Writer w = Files.newBufferedWriter(tmp, StandardCharsets.UTF_8)) {
-                PlanFiles.write(plan, w);
-            }
-            Files.move(tmp, target, StandardCopyOption.REPLACE_EXISTING);
-        } finally {
-            Files.deleteIfExists(tmp);
-        }
+        OutputFiles.replace(target, out -> {
+            Writer w = new OutputStreamWriter(out, StandardCharsets.UTF_8);
+            PlanFiles.write(plan, w);
+            w.flush();
+        });
     }
 
     static String json(OffsetPlan plan, double solveMs, double fastestMs) {

@@ -5,17 +5,11 @@ import io.gpumem.history.BlockInfo;
 import io.gpumem.history.Frame;
 import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceEntry;
-import java.io.BufferedOutputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.io.UncheckedIOException;
-import java.nio.file.AtomicMoveNotSupportedException;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
-import java.nio.file.attribute.PosixFilePermission;
-import java.nio.file.attribute.PosixFilePermissions;
 import java.util.AbstractList;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -23,7 +17,6 @@ import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 
 /**
  * Writes a {@link TraceSnapshot} as a PyTorch memory-snapshot pickle in the current format (allocator.md §10), the
@@ -38,40 +31,9 @@ import java.util.Set;
  */
 public final class PytorchSnapshotWriter {
 
-    /** Writes {@code snapshot} to {@code file}, replacing it atomically. */
+    /** Writes {@code snapshot} to {@code file}, replacing it atomically ({@link OutputFiles}). */
     public void write(TraceSnapshot snapshot, Path file) throws IOException {
-        Path dir = file.toAbsolutePath().getParent();
-        Path tmp = Files.createTempFile(dir, "." + file.getFileName() + ".", ".tmp");
-        boolean done = false;
-        try {
-            try (OutputStream out = new BufferedOutputStream(Files.newOutputStream(tmp), 1 << 16)) {
-                write(snapshot, out);
-            }
-            giveOrdinaryPermissions(tmp, file);
-            try {
-                Files.move(tmp, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
-            } catch (AtomicMoveNotSupportedException e) {
-                Files.move(tmp, file, StandardCopyOption.REPLACE_EXISTING);
-            }
-            done = true;
-        } finally {
-            if (!done) {
-                Files.deleteIfExists(tmp);
-            }
-        }
-    }
-
-    /**
-     * Temporary files are created owner-only; a snapshot is an ordinary output file, so it gets the
-     * permissions of the file it replaces, or rw-r--r-- when new.
-     */
-    private static void giveOrdinaryPermissions(Path tmp, Path file) throws IOException {
-        if (!tmp.getFileSystem().supportedFileAttributeViews().contains("posix")) {
-            return;
-        }
-        Set<PosixFilePermission> perms =
-                Files.exists(file) ? Files.getPosixFilePermissions(file) : PosixFilePermissions.fromString("rw-r--r--");
-        Files.setPosixFilePermissions(tmp, perms);
+        OutputFiles.replace(file, out -> write(snapshot, out));
     }
 
     /** Writes the pickle to a stream (not closed). */

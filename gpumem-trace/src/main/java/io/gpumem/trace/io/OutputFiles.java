@@ -1,0 +1,62 @@
+package io.gpumem.trace.io;
+
+import java.io.BufferedOutputStream;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.nio.file.AtomicMoveNotSupportedException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.attribute.PosixFilePermission;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.Set;
+
+/**
+ * The one way gpumem writes an output file (a snapshot, a plan, an HTML page): into a temporary sibling, then moved
+ * over the target, so a failure at any point leaves the target as it was (absent, or the old file) and no partial
+ * file behind. The file gets ordinary permissions: those of the file it replaces, or {@code rw-r--r--} when new (a
+ * temporary file is created owner-only).
+ */
+public final class OutputFiles {
+
+    /** Writes the bytes of one output; may throw, leaving nothing behind. */
+    @FunctionalInterface
+    public interface Content {
+        void writeTo(OutputStream out) throws IOException;
+    }
+
+    private OutputFiles() {}
+
+    /** Writes {@code content} to {@code file}, replacing it atomically where the file system can. */
+    public static void replace(Path file, Content content) throws IOException {
+        Path abs = file.toAbsolutePath();
+        Path dir = abs.getParent();
+        Path tmp = Files.createTempFile(dir, "." + abs.getFileName() + ".", ".tmp");
+        boolean done = false;
+        try {
+            try (OutputStream out = new BufferedOutputStream(Files.newOutputStream(tmp), 1 << 16)) {
+                content.writeTo(out);
+            }
+            giveOrdinaryPermissions(tmp, abs);
+            try {
+                Files.move(tmp, abs, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+            } catch (AtomicMoveNotSupportedException e) {
+                Files.move(tmp, abs, StandardCopyOption.REPLACE_EXISTING);
+            }
+            done = true;
+        } finally {
+            if (!done) {
+                Files.deleteIfExists(tmp);
+            }
+        }
+    }
+
+    private static void giveOrdinaryPermissions(Path tmp, Path file) throws IOException {
+        if (!tmp.getFileSystem().supportedFileAttributeViews().contains("posix")) {
+            return;
+        }
+        Set<PosixFilePermission> perms =
+                Files.exists(file) ? Files.getPosixFilePermissions(file) : PosixFilePermissions.fromString("rw-r--r--");
+        Files.setPosixFilePermissions(tmp, perms);
+    }
+}
