@@ -90,14 +90,22 @@ public final class CudaDevice implements Device {
     private final AtomicBoolean closed = new AtomicBoolean();
     private final ThreadLocal<ThreadState> threadState = ThreadLocal.withInitial(this::newThreadState);
 
-    /** Per-thread scratch for out-parameters, and whether this thread has our context current. */
+    /**
+     * The device whose context gpumem last made current on each thread: a call binds its own device's context unless
+     * that device is this one, so that after a call on another device (another GPU's context made current) it binds
+     * its own again. A per-device "bound once" flag missed that switch, and ran the next call in the other GPU's
+     * context. (The device, not the context handle: a device opened anew binds on each thread's first call, as a
+     * primary context released and retained again may come back under the same handle.)
+     */
+    private static final ThreadLocal<CudaDevice[]> BOUND_DEVICE = ThreadLocal.withInitial(() -> new CudaDevice[1]);
+
+    /** Per-thread scratch for out-parameters. */
     private static final class ThreadState {
         final MemorySegment scratch;
         /** The second word of {@link #scratch}, for calls with two out-parameters. */
         final MemorySegment scratchSecond;
 
         MemorySegment bounce;
-        boolean contextCurrent;
 
         ThreadState(MemorySegment scratch) {
             this.scratch = scratch;
@@ -516,7 +524,7 @@ public final class CudaDevice implements Device {
     @SuppressWarnings("restricted") // sizing the driver's host pointer to the bytes it allocated
     public MemorySegment allocatePinnedHost(long bytes) {
         ThreadState state = threadState.get();
-        bindContext(state);
+        bindContext(DeviceOp.MALLOC);
         if (bytes <= 0) {
             throw new IllegalArgumentException("pinned host allocation size must be positive, was " + bytes);
         }
@@ -529,7 +537,7 @@ public final class CudaDevice implements Device {
 
     /** Frees memory from {@link #allocatePinnedHost} ({@code cuMemFreeHost}). */
     public void freePinnedHost(MemorySegment pinned) {
-        bindContext(threadState.get());
+        bindContext(DeviceOp.FREE);
         int rc = driver.memFreeHost(pinned.address());
         if (rc != 0) {
             throw failure(DeviceOp.FREE, rc, "cuMemFreeHost(0x" + Long.toHexString(pinned.address()) + ")");
@@ -572,7 +580,7 @@ public final class CudaDevice implements Device {
     private ThreadState enterState(DeviceOp op) {
         calls.incrementAndGet(op.ordinal());
         ThreadState state = threadState.get();
-        bindContext(state);
+        bindContext(op);
         return state;
     }
 
@@ -588,13 +596,15 @@ public final class CudaDevice implements Device {
         return out;
     }
 
-    private void bindContext(ThreadState state) {
-        if (!state.contextCurrent) {
+    /** Makes this device's context current on the calling thread, unless gpumem made it so last; {@code op} fails. */
+    private void bindContext(DeviceOp op) {
+        CudaDevice[] bound = BOUND_DEVICE.get();
+        if (bound[0] != this) {
             int rc = driver.ctxSetCurrent(context);
             if (rc != 0) {
-                throw failure(DeviceOp.SYNCHRONIZE_DEVICE, rc, "cuCtxSetCurrent");
+                throw failure(op, rc, "cuCtxSetCurrent");
             }
-            state.contextCurrent = true;
+            bound[0] = this;
         }
     }
 

@@ -1,0 +1,86 @@
+package io.gpumem.cuda;
+
+import static io.gpumem.testing.TestSizes.GiB;
+import static io.gpumem.testing.TestSizes.MiB;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import io.gpumem.cuda.driver.CudaDriver;
+import io.gpumem.cuda.fake.FakeCuda;
+import io.gpumem.device.DeviceException;
+import io.gpumem.device.DeviceOp;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Which context a call runs in: its own device's, even right after a call on another GPU's device on the same thread
+ * (the device only remembered that it had bound its context once, and ran in the other GPU's); and a failure to bind
+ * it names the operation that asked.
+ */
+class CudaDeviceContextTest {
+
+    @Test
+    void aFailedContextBindFailsTheOperationThatAsked() throws Exception {
+        FakeCuda.reset(GiB);
+        try (CudaDevice device = FakeCuda.open()) {
+            AtomicReference<Throwable> thrown = new AtomicReference<>();
+            Thread fresh = new Thread(
+                    () -> { // a thread that has no context current yet
+                        FakeCuda.failNth("cuCtxSetCurrent", 1, FakeCuda.UNKNOWN);
+                        try {
+                            device.malloc(MiB);
+                        } catch (Throwable e) {
+                            thrown.set(e);
+                        }
+                    });
+            fresh.start();
+            fresh.join();
+            assertThat(thrown.get()).isInstanceOf(DeviceException.class);
+            assertThat(((DeviceException) thrown.get()).op())
+                    .as(thrown.get().getMessage())
+                    .isEqualTo(DeviceOp.MALLOC);
+            assertThat(thrown.get().getMessage()).contains("cuCtxSetCurrent");
+        }
+    }
+
+    /** The fake driver built with two devices (a copy of its source with DEVICE_COUNT 2), as a multi-GPU machine. */
+    @Test
+    void aCallRunsInItsOwnDevicesContextAfterACallOnAnotherGpu(@TempDir Path dir) throws Exception {
+        Path source = Path.of("src/test/c/fakecuda.c");
+        assumeTrue(Files.exists(source), "the fake driver's source is not here (run from gpumem-cuda)");
+        Path copy = dir.resolve("fakecuda2.c");
+        Path library = dir.resolve("libfakecuda2.so");
+        String text = Files.readString(source);
+        assertThat(text).contains("#define DEVICE_COUNT 1");
+        Files.writeString(copy, text.replace("#define DEVICE_COUNT 1", "#define DEVICE_COUNT 2"));
+        Process gcc = new ProcessBuilder(
+                        "gcc", "-shared", "-fPIC", "-O2", "-o", library.toString(), copy.toString(), "-lpthread")
+                .inheritIO()
+                .start();
+        assertThat(gcc.waitFor()).as("gcc builds the two-device fake").isZero();
+        CudaDriver driver = CudaDriver.load(library.toString());
+        try (Arena arena = Arena.ofConfined();
+                CudaDevice gpu0 = CudaDevice.open(library.toString(), 0);
+                CudaDevice gpu1 = CudaDevice.open(library.toString(), 1)) {
+            MemorySegment out = arena.allocate(JAVA_LONG);
+            gpu0.freeMemory();
+            assertThat(driver.ctxGetCurrent(out)).isZero();
+            long gpu0Context = out.get(JAVA_LONG, 0);
+            gpu1.freeMemory();
+            assertThat(driver.ctxGetCurrent(out)).isZero();
+            long gpu1Context = out.get(JAVA_LONG, 0);
+            assertThat(gpu1Context).isNotEqualTo(gpu0Context);
+            gpu0.freeMemory();
+            assertThat(driver.ctxGetCurrent(out)).isZero();
+            assertThat(out.get(JAVA_LONG, 0))
+                    .as("the context current after a call on gpu0")
+                    .isEqualTo(gpu0Context);
+        }
+    }
+}
