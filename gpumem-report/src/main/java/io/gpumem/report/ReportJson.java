@@ -25,8 +25,8 @@ import java.util.List;
  * {@code stack} one row of bytes per category at each timeline point), {@code peak}, {@code oom} (entry index and request) and {@code maps}: per map its
  * title and segments as {@code [address hex, stream, pool (0 small, 1 large), expandable (0/1), blocks]}, a block
  * as {@code [size, state (0 allocated, 1 pending free, 2 free), requested, site, allocated at, freed at]}, and
- * {@code largest} {segment, block}. The text {@code </} is written as {@code <\/} so that no string can close
- * the script element.
+ * {@code largest} {segment, block}. The characters that mean something to HTML are written as JSON escapes
+ * ({@link #scriptSafe}) so that no string can close the script element or open a comment in it.
  */
 final class ReportJson {
     /** Most points of a timeline. */
@@ -45,7 +45,29 @@ final class ReportJson {
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
-        return w.toString().replace("</", "<\\/");
+        return scriptSafe(w.toString());
+    }
+
+    /**
+     * The JSON with {@code <}, {@code >}, {@code &}, U+2028 and U+2029 written as {@code \\uXXXX} escapes (they can
+     * only stand inside its strings, where the escape means the same character): no name in the data (a frame, a
+     * file, an annotation) can then end the script element or open a comment in it ({@code <!--<script>} made the
+     * browser run the block on past its {@code </script>} and swallow the page's drawing script).
+     */
+    static String scriptSafe(String json) {
+        StringBuilder out = null;
+        for (int i = 0; i < json.length(); i++) {
+            char c = json.charAt(i);
+            if (c == '<' || c == '>' || c == '&' || c == '\u2028' || c == '\u2029') {
+                if (out == null) {
+                    out = new StringBuilder(json.length() + 64).append(json, 0, i);
+                }
+                out.append(String.format("\\u%04x", (int) c));
+            } else if (out != null) {
+                out.append(c);
+            }
+        }
+        return out == null ? json : out.toString();
     }
 
     private static void write(JsonGenerator g, DeviceReport r) throws IOException {

@@ -274,4 +274,26 @@ class EmbeddedDataTest {
         }
         assertThat(largestFree).as("the oom left cached free blocks").isPositive();
     }
+
+    /**
+     * A name in the data (a frame, a file, an annotation) that holds {@code <!--<script>} made the browser run the data
+     * block on past its {@code </script>} and draw nothing; every character HTML gives a meaning is now an escape
+     * that JSON reads back as the same character.
+     */
+    @Test
+    void namesThatMeanSomethingToHtmlAreEscapesThatParseBack() throws IOException {
+        String name = "model.py:35 <!--<script>a && b > c\u2028</script>";
+        String safe = ReportJson.scriptSafe("{\"sites\":[\"" + name + "\"]}"); // (no quote or backslash in it)
+        assertThat(safe).doesNotContain("<", ">", "&", "\u2028");
+        try (JsonParser p = new JsonFactory().createParser(safe)) {
+            String read = null;
+            while (p.nextToken() != null) {
+                if (p.currentToken() == JsonToken.VALUE_STRING) {
+                    read = p.getText();
+                }
+            }
+            assertThat(read).isEqualTo(name);
+        }
+        assertThat(ReportJson.scriptSafe("{\"plain\":1}")).isEqualTo("{\"plain\":1}");
+    }
 }
