@@ -408,12 +408,16 @@ public final class HtmlReport implements HtmlPage {
     }
 
     /**
-     * Where {@code rows} already hold the run {@code extra} shows, or −1: a configuration's by its label, a policy's
+     * Where {@code rows} already hold the run {@code extra} shows, or −1: the recorded configuration's as the
+     * baseline (first when {@code hasBaseline}, in the same mode), another configuration's by its label, a policy's
      * among the recommender's rows not yet {@code replaced} by its name (the recommender tries the very policies the
      * user asked for, in the same order, under its own label for them).
      */
-    private static int sameRun(List<RunOutcome> rows, boolean[] replaced, RunOutcome extra) {
+    private static int sameRun(List<RunOutcome> rows, boolean[] replaced, RunOutcome extra, boolean hasBaseline) {
         boolean policy = !PolicyRegistry.isExact(extra.policy());
+        if (!policy && extra.recorded() && hasBaseline && rows.getFirst().steady() == extra.steady()) {
+            return 0; // compare's recorded row is the recommender's baseline, labelled otherwise
+        }
         for (int i = 0; i < (policy ? replaced.length : rows.size()); i++) {
             RunOutcome o = rows.get(i);
             if (policy
@@ -437,7 +441,7 @@ public final class HtmlReport implements HtmlPage {
                 : r.recommendations().getFirst().outcome();
         boolean[] replaced = new boolean[rows.size()];
         for (RunOutcome extra : d.extraRows()) {
-            int same = sameRun(rows, replaced, extra);
+            int same = sameRun(rows, replaced, extra, r.baseline() != null);
             if (same < 0) {
                 rows.add(extra);
             } else if (!PolicyRegistry.isExact(extra.policy())) {

@@ -94,6 +94,34 @@ class HtmlReportTest {
                 .contains("<td class=\"mode\" title=\"the window from its recorded start\">window</td>");
     }
 
+    /**
+     * compare's row for the recorded configuration is the recommender's baseline under another label: the page showed
+     * the same run twice, first as the baseline and last as "recorded (defaults)".
+     */
+    @Test
+    void comparesRecordedRowIsTheBaselineNotASecondRow() {
+        assertThat(recs.baseline()).isNotNull();
+        RunOutcome recorded = recs.baseline().toBuilder()
+                .label("recorded (defaults)")
+                .recorded(true)
+                .build();
+        String without = whatIfTable(List.of());
+        String with = whatIfTable(List.of(recorded));
+        assertThat(with.split("<tr", -1)).hasSameSizeAs(without.split("<tr", -1));
+        assertThat(with).doesNotContain("recorded (defaults)");
+    }
+
+    private static String whatIfTable(List<RunOutcome> extra) {
+        String html = new HtmlReport("rows")
+                .addDevice(
+                        TraceSession.of(trace),
+                        new DeviceAnalysis(0, trace.traceOf(0).size(), analysis, whatIf, recs, List.of()),
+                        extra)
+                .render();
+        String table = html.substring(html.indexOf("<table class=\"whatif\">"));
+        return table.substring(0, table.indexOf("</table>"));
+    }
+
     @Test
     void forbidsEveryRequestAndLinksNothing() {
         String page = page();
