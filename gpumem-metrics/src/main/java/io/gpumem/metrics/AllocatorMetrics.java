@@ -31,6 +31,7 @@ import java.util.function.ToLongFunction;
  */
 public final class AllocatorMetrics implements MeterBinder {
     private final ScrapedStats<MemoryStats> meters;
+    private final Tags tags;
 
     /**
      * @param stats the allocator's {@link GpuAllocator#stats()}, or the last value published (null: none yet)
@@ -38,6 +39,7 @@ public final class AllocatorMetrics implements MeterBinder {
      */
     public AllocatorMetrics(Supplier<MemoryStats> stats, Iterable<Tag> tags) {
         this.meters = new ScrapedStats<>(stats, tags);
+        this.tags = Tags.of(tags);
     }
 
     /**
@@ -45,13 +47,31 @@ public final class AllocatorMetrics implements MeterBinder {
      * its device index.
      */
     public static AllocatorMetrics of(GpuAllocator allocator) {
-        return new AllocatorMetrics(
-                allocator::stats,
-                Tags.of("device", Integer.toString(allocator.device().index())));
+        return of(allocator, Tags.empty());
     }
 
+    /**
+     * {@link #of(GpuAllocator)} with {@code extra} tags beside the device index: what tells apart two allocators of one
+     * device in one registry (say {@code Tags.of("allocator", "kv")}).
+     */
+    public static AllocatorMetrics of(GpuAllocator allocator, Tags extra) {
+        return new AllocatorMetrics(
+                allocator::stats,
+                Tags.of("device", Integer.toString(allocator.device().index())).and(extra));
+    }
+
+    /**
+     * @throws IllegalStateException when the registry has this binder's meters already, with the same tags (another
+     *     allocator of the same device): Micrometer would hand back the first one's meters and drop this one's figures
+     *     without a word
+     */
     @Override
     public void bindTo(MeterRegistry registry) {
+        if (registry.find("gpumem.allocator.allocated").tags(tags).meter() != null) {
+            throw new IllegalStateException("the registry has allocator meters tagged " + tags
+                    + " already (another allocator of the same device?): bind each with tags of its own,"
+                    + " AllocatorMetrics.of(allocator, Tags.of(\"allocator\", name))");
+        }
         for (StatType pool : StatType.values()) {
             gauge(registry, "gpumem.allocator.allocated", StatKind.ALLOCATED_BYTES, pool, "Bytes in allocated blocks");
             gauge(

@@ -52,10 +52,34 @@ final class ScrapedStats<S> {
 
     /** Registers a function counter of one cumulative figure, tagged with the binder's tags and {@code extra}. */
     void counter(MeterRegistry registry, String name, Tags extra, ToDoubleFunction<S> figure, String description) {
-        FunctionCounter.builder(name, this, m -> m.read(figure))
+        Rising rising = new Rising();
+        FunctionCounter.builder(name, this, m -> m.readRising(figure, rising))
                 .tags(tags.and(extra))
                 .description(description)
                 .register(registry);
+    }
+
+    /**
+     * A counter's figure as exported: the source's own count can be reset ({@code reset_accumulated_memory_stats}
+     * sets an allocator's device-call and OOM counts back to 0), a counter never falls, so a drop starts adding on
+     * top of the count reached. (A reset followed by more events than it erased before the next scrape is read as
+     * no reset: the counter then stays below the true total, but still never falls.)
+     */
+    private static final class Rising {
+        double last;
+        double base;
+    }
+
+    private synchronized double readRising(ToDoubleFunction<S> figure, Rising r) {
+        double v = read(figure);
+        if (Double.isNaN(v)) {
+            return v;
+        }
+        if (v < r.last) {
+            r.base += r.last;
+        }
+        r.last = v;
+        return r.base + v;
     }
 
     private synchronized double read(ToDoubleFunction<S> figure) {

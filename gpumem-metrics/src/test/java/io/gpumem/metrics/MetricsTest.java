@@ -1,6 +1,7 @@
 package io.gpumem.metrics;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.config.AllocatorConfig;
@@ -82,6 +83,55 @@ class MetricsTest {
                     .isEqualTo(404);
         }
         a.free(y);
+    }
+
+    /**
+     * reset_accumulated_memory_stats sets the allocator's device-call and OOM counts back to 0; the exported counters
+     * never fall (they fell to 0: a counter that goes down breaks what reads it as one).
+     */
+    @Test
+    void countersNeverFallWhenTheAllocatorResetsItsCounts() throws Exception {
+        CachingAllocator a = new CachingAllocator(
+                SimulatedDevice.builder().capacity(100 * MIB).build(), AllocatorConfig.defaults());
+        PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+        AllocatorMetrics.of(a).bindTo(registry);
+        a.free(a.malloc(30 * MIB, 0));
+        a.emptyCache();
+        assertThat(allocsExported(registry)).isEqualTo(1.0);
+        a.resetAccumulatedStats();
+        assertThat(a.stats().numDeviceAlloc()).isZero();
+        assertThat(allocsExported(registry)).isEqualTo(1.0);
+        a.free(a.malloc(30 * MIB, 0));
+        a.free(a.malloc(70 * MIB, 0));
+        assertThat(allocsExported(registry))
+                .as("the reset's count, then the new ones")
+                .isEqualTo(1.0 + 2.0);
+    }
+
+    private static double allocsExported(PrometheusMeterRegistry registry) throws InterruptedException {
+        Thread.sleep(ScrapedStats.REUSE_NANOS / 1_000_000 + 20);
+        return Exposition.value(Exposition.parse(registry.scrape()), "gpumem_allocator_device_allocs_total");
+    }
+
+    /** Two allocators of one device in one registry: told apart by tags of their own, else refused (one was dropped). */
+    @Test
+    void twoAllocatorsOfOneDeviceNeedTagsOfTheirOwn() {
+        SimulatedDevice device = SimulatedDevice.builder().capacity(200 * MIB).build();
+        CachingAllocator a = new CachingAllocator(device, AllocatorConfig.defaults());
+        CachingAllocator b = new CachingAllocator(device, AllocatorConfig.defaults());
+        PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+        AllocatorMetrics.of(a).bindTo(registry);
+        assertThatThrownBy(() -> AllocatorMetrics.of(b).bindTo(registry))
+                .isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("tags of its own");
+        AllocatorMetrics.of(b, Tags.of("allocator", "kv")).bindTo(registry);
+        a.malloc(10 * MIB, 0);
+        b.malloc(40 * MIB, 0);
+        long series = registry.scrape()
+                .lines()
+                .filter(l -> l.startsWith("gpumem_allocator_allocated_bytes{") && l.contains("pool=\"all\""))
+                .count();
+        assertThat(series).isEqualTo(2);
     }
 
     @Test
