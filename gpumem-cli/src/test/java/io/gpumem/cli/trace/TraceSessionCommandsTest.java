@@ -66,9 +66,12 @@ class TraceSessionCommandsTest {
         assertReadAndRebuiltOnce(
                 "compare --html",
                 ((CompareCommand) cl.getSubcommands().get("compare").getCommand()).session());
-        // the page's what-if table holds the recommender's runs (they replayed that same window) beside compare's rows
+        // the page's what-if table holds the recommender's runs (they replayed that same window) beside compare's rows;
+        // compare's recorded row is the recommender's baseline, shown once, as recorded
         String html = Files.readString(page);
-        assertThat(html).contains("recorded (defaults)", "max_split_size_mb:");
+        assertThat(html)
+                .contains("<span class=\"tag base\">as recorded</span>", "max_split_size_mb:")
+                .doesNotContain("recorded (defaults)");
         assertThat(out.toString()).contains("HTML report written to");
     }
 
