@@ -52,8 +52,8 @@ public final class LifetimeProblem {
                         + " is 2^60 bytes (1 EiB) or more, which no device holds (PyTorch's allocator refuses it)");
             }
             placedSize[i] = lower[i] == upper[i] ? 0 : (size[i] + alignment - 1) & -alignment;
-            total += placedSize[i];
-            if (total < 0 || placedSize[i] < 0) {
+            total += placedSize[i]; // (each below 2^60 + 2^62: only the sum can wrap)
+            if (total < 0) {
                 // every offset a plan gives lies below the sum of the placed sizes: past 2^63 it would wrap
                 throw new IllegalArgumentException("buffer " + id[i] + ": the buffers' sizes, each aligned to "
                         + alignment + " bytes, add up to 2^63 bytes or more, past any offset a plan can give");

@@ -67,7 +67,11 @@ public final class AllocatorMetrics implements MeterBinder {
      */
     @Override
     public void bindTo(MeterRegistry registry) {
-        if (registry.find("gpumem.allocator.allocated").tags(tags).meter() != null) {
+        // (the same tags exactly: a meter of more tags, another allocator's with a tag of its own, is no clash, and
+        // find(...).tags(...) would match it too)
+        Tags mine = tags.and("pool", StatType.ALL.key());
+        if (registry.find("gpumem.allocator.allocated").meters().stream()
+                .anyMatch(m -> Tags.of(m.getId().getTags()).equals(mine))) {
             throw new IllegalStateException("the registry has allocator meters tagged " + tags
                     + " already (another allocator of the same device?): bind each with tags of its own,"
                     + " AllocatorMetrics.of(allocator, Tags.of(\"allocator\", name))");

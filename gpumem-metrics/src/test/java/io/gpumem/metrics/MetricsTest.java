@@ -125,6 +125,10 @@ class MetricsTest {
                 .isInstanceOf(IllegalStateException.class)
                 .hasMessageContaining("tags of its own");
         AllocatorMetrics.of(b, Tags.of("allocator", "kv")).bindTo(registry);
+        // bound the other way round, the untagged one is no clash with the tagged one
+        PrometheusMeterRegistry second = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+        AllocatorMetrics.of(b, Tags.of("allocator", "kv")).bindTo(second);
+        AllocatorMetrics.of(a).bindTo(second);
         a.malloc(10 * MIB, 0);
         b.malloc(40 * MIB, 0);
         long series = registry.scrape()

@@ -117,7 +117,7 @@ public final class RmmLogReader {
      * RMM's clock strings become microseconds: {@code HH:MM:SS.ffffff} (its logger's pattern: the digits after the
      * dot are a fraction of a second) or {@code h:m:s:us}; numeric times are kept; anything else is the row number.
      */
-    static long parseTime(String s, long rowNumber) {
+    private static long parseTime(String s, long rowNumber) {
         try {
             if (s.contains(":")) {
                 String[] p = s.split(":", -1); // never empty, even for ":" alone
