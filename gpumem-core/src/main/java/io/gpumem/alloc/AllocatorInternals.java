@@ -113,8 +113,12 @@ public final class AllocatorInternals extends AbstractAllocatorInternals impleme
      * (a cudaMalloc'd segment, or one mapped run of an expandable one), then its blocks in address order.
      */
     public interface SegmentVisitor {
-        /** A segment starts at {@code address}; its blocks follow, up to the next segment or the end. */
-        void segment(long address);
+        /**
+         * A segment starts at {@code address}, on {@code stream}, in {@code pool}, part of an expandable segment or
+         * not (as a snapshot's {@code stream}, {@code segment_type} and {@code is_expandable} say); its blocks follow,
+         * up to the next segment or the end.
+         */
+        void segment(long address, long stream, Pool pool, boolean expandable);
 
         /** The next block of the current segment. */
         void block(long address, long size, long requestedSize, BlockState state);

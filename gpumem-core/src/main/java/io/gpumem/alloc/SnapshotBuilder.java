@@ -115,7 +115,7 @@ final class SnapshotBuilder {
         if (!startsSegment(head)) {
             return;
         }
-        visitor.segment(head.ptr);
+        visitor.segment(head.ptr, head.stream, head.pool.kind, head.expandable != null);
         long at = head.ptr;
         for (Block b = head; b != null && b.mapped; b = b.next) {
             visitor.block(at, b.size, b.requestedSize, state(b));

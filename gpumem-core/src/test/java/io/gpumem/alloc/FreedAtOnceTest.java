@@ -202,7 +202,7 @@ class FreedAtOnceTest {
             List<String> segments = new ArrayList<>();
             allocator.internals().visitSegments(new AllocatorInternals.SegmentVisitor() {
                 @Override
-                public void segment(long address) {
+                public void segment(long address, long stream, Pool pool, boolean expandable) {
                     segments.add(Long.toHexString(address));
                 }
 

@@ -153,7 +153,7 @@ class LockReleaseTest {
         int blocks;
 
         @Override
-        public void segment(long address) {}
+        public void segment(long address, long stream, Pool pool, boolean expandable) {}
 
         @Override
         public void block(long address, long size, long requestedSize, BlockState state) {

@@ -59,13 +59,13 @@ class SegmentVisitorTest {
         }
     }
 
-    /** Each segment as one line: its address, then its blocks (address, size, requested size, state). */
+    /** Each segment as one line: its address, stream, pool and kind, then its blocks (address, size, requested size, state). */
     private static List<String> visited(CachingAllocator a) {
         List<StringBuilder> segments = new ArrayList<>();
         a.internals().visitSegments(new AllocatorInternals.SegmentVisitor() {
             @Override
-            public void segment(long address) {
-                segments.add(new StringBuilder(Long.toHexString(address)));
+            public void segment(long address, long stream, Pool pool, boolean expandable) {
+                segments.add(new StringBuilder(head(address, stream, pool, expandable)));
             }
 
             @Override
@@ -79,13 +79,17 @@ class SegmentVisitorTest {
     private static List<String> snapshotted(CachingAllocator a) {
         List<String> out = new ArrayList<>();
         for (SegmentInfo s : a.snapshot().segments()) {
-            StringBuilder b = new StringBuilder(Long.toHexString(s.address()));
+            StringBuilder b = new StringBuilder(head(s.address(), s.stream(), s.pool(), s.expandable()));
             for (BlockInfo blk : s.blocks()) {
                 b.append(' ').append(line(blk.address(), blk.size(), blk.requestedSize(), blk.state()));
             }
             out.add(b.toString());
         }
         return out;
+    }
+
+    private static String head(long address, long stream, Pool pool, boolean expandable) {
+        return Long.toHexString(address) + " stream " + stream + " " + pool + (expandable ? " expandable" : "");
     }
 
     private static String line(long address, long size, long requestedSize, BlockState state) {

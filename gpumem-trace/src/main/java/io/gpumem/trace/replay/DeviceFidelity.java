@@ -12,7 +12,8 @@ import java.util.List;
  * @param releaseRuns     runs of recorded {@code segment_free}/{@code segment_unmap} (replayed as empty_cache)
  * @param endSegments     segments in the snapshot's end state for this device, plus any the model holds at an
  *                        address where the snapshot has none
- * @param endSegmentsSame of those, recorded segments equal block by block (address, size, state) to the model's
+ * @param endSegmentsSame of those, recorded segments equal to the model's: same stream, pool and kind, and block by
+ *                        block (address, size, state)
  * @param firstMismatch   the first difference, or {@code null}
  * @param notes           explanations (entries skipped and why)
  */

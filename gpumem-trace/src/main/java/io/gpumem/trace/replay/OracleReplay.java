@@ -3,6 +3,7 @@ package io.gpumem.trace.replay;
 import io.gpumem.alloc.AddressTable;
 import io.gpumem.alloc.AllocatorInternals;
 import io.gpumem.alloc.CachingAllocator;
+import io.gpumem.alloc.Pool;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
@@ -178,8 +179,9 @@ public final class OracleReplay {
     }
 
     /**
-     * How many of a device's recorded end-state segments the model holds identically (address, size, state), out
-     * of the recorded ones plus those the model holds where the recording has none.
+     * How many of a device's recorded end-state segments the model holds identically (the segment's address,
+     * stream, pool and kind; each block's address, size and state), out of the recorded ones plus those the model
+     * holds where the recording has none.
      */
     record EndState(long segments, long identical) {
 
@@ -192,7 +194,8 @@ public final class OracleReplay {
 
         /**
          * Follows the model's segments block by block against the recorded segment at the same address: a
-         * segment is identical when every block matches in order and the recorded total equals the blocks' sum.
+         * segment is identical when it has the recorded stream, pool and kind (expandable or not), every block
+         * matches in order (address, size, state) and the recorded total equals the blocks' sum.
          */
         private static final class Comparison implements AllocatorInternals.SegmentVisitor {
             private final AddressTable<SegmentInfo> byAddress;
@@ -218,13 +221,14 @@ public final class OracleReplay {
             }
 
             @Override
-            public void segment(long address) {
+            public void segment(long address, long stream, Pool pool, boolean expandable) {
                 finish();
-                current = byAddress.get(address);
-                same = current != null;
-                if (!same) {
+                SegmentInfo r = byAddress.get(address);
+                current = r;
+                if (r == null) {
                     modelOnly++;
                 }
+                same = r != null && r.stream() == stream && r.pool() == pool && r.expandable() == expandable;
                 blocks = 0;
                 bytes = 0;
             }

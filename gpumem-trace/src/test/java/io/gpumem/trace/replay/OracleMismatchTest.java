@@ -2,7 +2,9 @@ package io.gpumem.trace.replay;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.alloc.Pool;
 import io.gpumem.history.FileKeys;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.TestTraces;
@@ -10,6 +12,7 @@ import io.gpumem.trace.io.PytorchSnapshotReader;
 import io.gpumem.trace.io.TraceSnapshot;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.function.UnaryOperator;
 import org.junit.jupiter.api.Test;
 
 /** The fidelity report finds and explains departures: a trace whose recording was tampered with. */
@@ -79,5 +82,50 @@ class OracleMismatchTest {
         assertThat(m.entry()).isEqualTo(segment);
         assertThat(m.expected()).endsWith("size " + (e.size() + (2L << 20)));
         assertThat(m.got()).isEqualTo("segment_alloc 0x" + Long.toHexString(e.addr()) + " size " + e.size());
+    }
+
+    @Test
+    void anEndStateSegmentOnAnotherStreamOrPoolIsNotIdentical() {
+        TraceSnapshot s = new PytorchSnapshotReader().read(TestTraces.file("tiny-forward.pickle"));
+        DeviceFidelity untouched = new OracleReplay().check(s).devices().getFirst();
+        assertThat(untouched.isExact()).isTrue();
+        // a segment the window itself allocated: the rebuilt start state does not read it
+        long address = -1;
+        for (TraceEntry e : s.traceOf(0)) {
+            if (e.action() == TraceAction.SEGMENT_ALLOC) {
+                address = e.addr();
+            }
+        }
+        List<UnaryOperator<SegmentInfo>> tamperings = List.of(
+                seg -> SegmentInfo.ofBlocks(
+                        seg.device(), seg.address(), seg.stream() + 7, seg.pool(), seg.expandable(), seg.blocks()),
+                seg -> SegmentInfo.ofBlocks(
+                        seg.device(),
+                        seg.address(),
+                        seg.stream(),
+                        seg.pool() == Pool.LARGE ? Pool.SMALL : Pool.LARGE,
+                        seg.expandable(),
+                        seg.blocks()));
+        for (UnaryOperator<SegmentInfo> tamper : tamperings) {
+            long at = address;
+            List<SegmentInfo> segments = s.segments().stream()
+                    .map(seg -> seg.address() == at ? tamper.apply(seg) : seg)
+                    .toList();
+            assertThat(segments).isNotEqualTo(s.segments());
+            TraceSnapshot tampered = new TraceSnapshot(
+                    s.source(),
+                    s.format(),
+                    segments,
+                    s.deviceTraces(),
+                    s.allocatorSettings(),
+                    s.externalAnnotations(),
+                    s.extra(),
+                    s.addressesRecorded());
+            DeviceFidelity d = new OracleReplay().check(tampered).devices().getFirst();
+            assertThat(d.exact()).isEqualTo(untouched.exact());
+            assertThat(d.endSegments()).isEqualTo(untouched.endSegments());
+            assertThat(d.endSegmentsSame()).isEqualTo(untouched.endSegmentsSame() - 1);
+            assertThat(d.isExact()).isFalse();
+        }
     }
 }
