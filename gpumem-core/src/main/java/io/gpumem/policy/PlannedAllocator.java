@@ -224,9 +224,11 @@ public final class PlannedAllocator implements GpuAllocator {
     }
 
     private long mallocLocked(long size, long stream) {
-        memory.checkOpen(); // before the plan's position moves: a refused request changes nothing
+        memory.checkOpen();
         long rounded = StitchAllocator.roundSize(size);
-        int k = position++;
+        // The position moves only once the request is served: a request refused (closed) or out of memory changes
+        // nothing, as profiling records no position for it either, so the requests after it keep their plan.
+        int k = position;
         long ptr;
         StitchAllocator.Arena plan = region;
         if (plan != null
@@ -234,9 +236,11 @@ public final class PlannedAllocator implements GpuAllocator {
                 && plannedSize[k] == rounded
                 && rangeFree(plan, plannedOffset[k], rounded)) {
             ptr = memory.mallocFixed(plan, plannedOffset[k], rounded, size, stream);
+            position = k + 1;
             plannedServed++;
         } else {
             ptr = memory.mallocLocked(size, stream);
+            position = k + 1;
             boolean unplanned = k < plannedSize.length && plannedSize[k] == 0;
             if (!record && !unplanned) {
                 fallbacks++;
