@@ -701,6 +701,7 @@ public final class StitchAllocator implements GpuAllocator {
 
     /** {@link #free} of a non-null pointer, for a caller holding {@link #lock}. */
     void freeLocked(long ptr) {
+        checkOpen(); // a block freed after close would stay mapped with nothing left to give it back
         StitchBlock b = live.remove(ptr);
         if (b == null) {
             throw new IllegalArgumentException("invalid device pointer: 0x" + Long.toHexString(ptr));
@@ -727,6 +728,7 @@ public final class StitchAllocator implements GpuAllocator {
     }
 
     private void recordStreamLocked(long ptr, long stream) {
+        checkOpen();
         StitchBlock b = live.get(ptr);
         if (b == null) {
             throw new IllegalArgumentException("invalid device pointer: 0x" + Long.toHexString(ptr));

@@ -240,6 +240,17 @@ public abstract class PolicyContractTest {
                     .as("planned: %s", planned)
                     .isInstanceOf(IllegalStateException.class)
                     .hasMessageContaining("closed");
+            // a free or stream use after close is refused as the exact allocator's are: a block freed now would stay
+            // cached with nothing left to give it back
+            assertThatThrownBy(() -> a.free(kept))
+                    .as("planned: %s", planned)
+                    .isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("closed");
+            assertThatThrownBy(() -> a.recordStream(kept, 7))
+                    .as("planned: %s", planned)
+                    .isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("closed");
+            assertThat(a.stats().allocatedBytes()).as("planned: %s", planned).isEqualTo(4 * MiB);
             a.close(); // idempotent
             assertThat(kept).isNotZero();
         }
@@ -299,6 +310,23 @@ public abstract class PolicyContractTest {
         a.free(y);
         a.free(z);
         a.free(w);
+        a.internals().checkInvariants();
+    }
+
+    @Test
+    void aPlannedRequestThatRunsOutOfMemoryTakesNoPosition() {
+        Device d = newDevice(64 * MiB, false);
+        PlannedAllocator a =
+                new PlannedAllocator(d, new long[] {4 * MiB, 2 * MiB, 4 * MiB}, new long[] {0, 4 * MiB, 8 * MiB});
+        long x = a.malloc(4 * MiB, 0);
+        assertThatThrownBy(() -> a.malloc(1L << 40, 0)).isInstanceOf(OutOfMemoryException.class);
+        // the failed request was no request of the plan: the next two still meet their planned places
+        long y = a.malloc(2 * MiB, 0);
+        long z = a.malloc(4 * MiB, 0);
+        assertThat(y - x).isEqualTo(4 * MiB);
+        assertThat(z - x).isEqualTo(8 * MiB);
+        assertThat(a.stats().extra("num_planned_requests")).isEqualTo(3L);
+        assertThat(a.stats().extra("num_fallback_requests")).isZero();
         a.internals().checkInvariants();
     }
 
