@@ -5,7 +5,7 @@ import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.HashSet;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -20,7 +20,8 @@ import java.util.Map;
  * time column becomes the entry's {@code timeUs}: RMM's clock ({@code HH:MM:SS.ffffff}, microseconds after the
  * dot; also {@code h:m:s:us}) in microseconds since midnight, a plain number as it is, anything else the row number
  * (file order being the clock).
- * A free of a pointer that is not live is an error naming the line. The pointers are RMM's decisions, not a
+ * A free of a pointer that is not live, or with another size than its allocation's (RMM's {@code deallocate} takes
+ * the size {@code allocate} was given), is an error naming the line. The pointers are RMM's decisions, not a
  * PyTorch caching allocator's, so the snapshot is marked {@code addressesRecorded = false}.
  */
 public final class RmmLogReader {
@@ -41,7 +42,8 @@ public final class RmmLogReader {
         String name = file.toString();
         List<CsvLines.Row> rows = CsvLines.read(file, limits, HEADER);
         List<TraceEntry> out = new ArrayList<>(rows.size() * 2);
-        HashSet<Long> live = new HashSet<>();
+        // live pointers with their sizes: RMM's deallocate must be given the size allocate was
+        Map<Long, Long> live = new HashMap<>();
         int n = 0;
         for (CsvLines.Row row : rows) {
             n++;
@@ -60,7 +62,7 @@ public final class RmmLogReader {
                         throw new TraceFormatException(
                                 name, "line " + row.line() + ", field Pointer", "allocate with a null pointer");
                     }
-                    if (!live.add(ptr)) {
+                    if (live.putIfAbsent(ptr, size) != null) {
                         throw new TraceFormatException(
                                 name,
                                 "line " + row.line() + ", field Pointer",
@@ -69,11 +71,19 @@ public final class RmmLogReader {
                     out.add(entry(TraceAction.ALLOC, ptr, size, stream, time));
                 }
                 case "free" -> {
-                    if (!live.remove(ptr)) {
+                    Long allocated = live.remove(ptr);
+                    if (allocated == null) {
                         throw new TraceFormatException(
                                 name,
                                 "line " + row.line() + ", field Pointer",
                                 "free of pointer 0x" + Long.toHexString(ptr) + " that is not allocated");
+                    }
+                    if (allocated != size) {
+                        throw new TraceFormatException(
+                                name,
+                                "line " + row.line() + ", field Size",
+                                "free of pointer 0x" + Long.toHexString(ptr) + " with size " + size
+                                        + ", allocated with size " + allocated);
                     }
                     out.add(entry(TraceAction.FREE_REQUESTED, ptr, size, stream, time));
                     out.add(entry(TraceAction.FREE_COMPLETED, ptr, size, stream, time));

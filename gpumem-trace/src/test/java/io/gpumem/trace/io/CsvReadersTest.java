@@ -188,6 +188,10 @@ class CsvReadersTest {
         Files.writeString(f, header + "1,1,allocate,0x10,16,0\n1,2,allocate,16,16,0\n");
         assertThatThrownBy(() -> TraceReaders.read(f))
                 .hasMessage(f + ": line 3, field Pointer: pointer 0x10 allocated twice without a free");
+        // RMM's deallocate is given the size allocate was: another size means the log is not what it claims
+        Files.writeString(f, header + "1,1,allocate,0x10,16,0\n1,2,free,0x10,32,0\n");
+        assertThatThrownBy(() -> TraceReaders.read(f))
+                .hasMessage(f + ": line 3, field Size: free of pointer 0x10 with size 32, allocated with size 16");
         Files.writeString(f, header + "1,1,allocate_failure,0,64,0\n1,2,failure,0,32,0\n");
         assertThat(TraceReaders.read(f).traceOf(0))
                 .extracting(e -> e.action() + ":" + e.size())
