@@ -1,6 +1,7 @@
 package io.gpumem.trace.io;
 
 import io.gpumem.alloc.Pool;
+import io.gpumem.alloc.SizeRules;
 import io.gpumem.history.BlockHistory;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
@@ -640,14 +641,17 @@ public final class PytorchSnapshotReader {
                         }
                     }
                     case "max_split_size", "max_non_split_rounding" -> {
+                        // PyTorch parses both from whole MiB of at least 20 (kLargeBuffer; the spec's config table)
                         long n = toLong(v, where);
-                        if (n < -1) {
-                            throw error(where, "expected -1 (unlimited) or a byte count, got " + n);
+                        if (n != -1 && (n < SizeRules.LARGE_BUFFER || n % (1L << 20) != 0)) {
+                            throw error(
+                                    where, "expected -1 (unlimited) or a whole number of MiB of at least 20, got " + n);
                         }
                     }
                     case "pinned_num_register_threads" -> {
-                        if (toLong(v, where) < 0) {
-                            throw error(where, "expected a non-negative count, got " + v);
+                        long n = toLong(v, where);
+                        if (n < 1 || n > 128 || Long.bitCount(n) != 1) {
+                            throw error(where, "expected a power of two up to 128, got " + v);
                         }
                     }
                     case "garbage_collection_threshold" -> {
@@ -663,12 +667,14 @@ public final class PytorchSnapshotReader {
                         Map<?, ?> table = asMap(v, where);
                         for (Map.Entry<?, ?> d : table.entrySet()) {
                             String w = where + "[" + shorten(String.valueOf(d.getKey())) + "]";
-                            if (!(d.getKey() instanceof String k) || !k.matches("[1-9][0-9]{0,9}")) {
-                                throw error(w, "expected a size in MiB as a string key");
+                            if (!(d.getKey() instanceof String k)
+                                    || !k.matches("[1-9][0-9]{0,9}")
+                                    || Long.bitCount(Long.parseLong(k)) != 1) {
+                                throw error(w, "expected a power-of-two size in MiB as a string key");
                             }
                             long div = toLong(d.getValue(), w);
-                            if (div < 0 || div > (1 << 20)) {
-                                throw error(w, "expected a division count between 0 and 1048576, got " + div);
+                            if (div < 0 || div > (1 << 20) || (div != 0 && Long.bitCount(div) != 1)) {
+                                throw error(w, "expected 0 or a power-of-two division count up to 1048576, got " + div);
                             }
                         }
                     }

@@ -156,14 +156,30 @@ class SnapshotFieldsTest {
 
     @Test
     void allocatorSettingsAreReadUpToTheirBounds() throws Exception {
+        // the values PyTorch's parser can produce (whole MiB of at least 20, powers of two) and nothing else
         read(top -> settings(top).put("max_split_size", -1));
+        read(top -> settings(top).put("max_split_size", 20L << 20));
+        read(top -> settings(top).put("max_non_split_rounding", 64L << 20));
         refused(
                 top -> settings(top).put("max_split_size", -2),
-                "allocator_settings.max_split_size: expected -1 (unlimited) or a byte count, got -2");
-        read(top -> settings(top).put("pinned_num_register_threads", 0));
+                "allocator_settings.max_split_size: expected -1 (unlimited) or a whole number of MiB of at least 20,"
+                        + " got -2");
         refused(
-                top -> settings(top).put("pinned_num_register_threads", -1),
-                "allocator_settings.pinned_num_register_threads: expected a non-negative count, got -1");
+                top -> settings(top).put("max_split_size", 100),
+                "allocator_settings.max_split_size: expected -1 (unlimited) or a whole number of MiB of at least 20,"
+                        + " got 100");
+        refused(
+                top -> settings(top).put("max_non_split_rounding", (64L << 20) + 512),
+                "allocator_settings.max_non_split_rounding: expected -1 (unlimited) or a whole number of MiB of at"
+                        + " least 20, got 67109376");
+        read(top -> settings(top).put("pinned_num_register_threads", 1));
+        read(top -> settings(top).put("pinned_num_register_threads", 128));
+        for (int threads : new int[] {-1, 0, 3, 256}) {
+            refused(
+                    top -> settings(top).put("pinned_num_register_threads", threads),
+                    "allocator_settings.pinned_num_register_threads: expected a power of two up to 128, got "
+                            + threads);
+        }
         read(top -> settings(top).put("garbage_collection_threshold", 0));
         read(top -> settings(top).put("garbage_collection_threshold", 1.0));
         refused(
@@ -173,17 +189,18 @@ class SnapshotFieldsTest {
                 top -> settings(top).put("garbage_collection_threshold", "0.5"),
                 "allocator_settings.garbage_collection_threshold: expected a float, got str");
         read(top -> settings(top).put("roundup_power2_divisions", Map.of("1024", 1 << 20, "1", 0)));
-        refused(
-                top -> settings(top).put("roundup_power2_divisions", Map.of("64", (1 << 20) + 1)),
-                "allocator_settings.roundup_power2_divisions[64]: expected a division count between 0 and 1048576,"
-                        + " got 1048577");
-        refused(
-                top -> settings(top).put("roundup_power2_divisions", Map.of("64", -1)),
-                "allocator_settings.roundup_power2_divisions[64]: expected a division count between 0 and 1048576,"
-                        + " got -1");
-        refused(
-                top -> settings(top).put("roundup_power2_divisions", Map.of("0", 4)),
-                "allocator_settings.roundup_power2_divisions[0]: expected a size in MiB as a string key");
+        for (int divisions : new int[] {(1 << 20) + 1, -1, 3}) {
+            refused(
+                    top -> settings(top).put("roundup_power2_divisions", Map.of("64", divisions)),
+                    "allocator_settings.roundup_power2_divisions[64]: expected 0 or a power-of-two division count up"
+                            + " to 1048576, got " + divisions);
+        }
+        for (String key : new String[] {"0", "3"}) {
+            refused(
+                    top -> settings(top).put("roundup_power2_divisions", Map.of(key, 4)),
+                    "allocator_settings.roundup_power2_divisions[" + key
+                            + "]: expected a power-of-two size in MiB as a string key");
+        }
     }
 
     @Test
