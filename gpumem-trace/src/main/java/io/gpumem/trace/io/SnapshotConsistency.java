@@ -1,5 +1,7 @@
 package io.gpumem.trace.io;
 
+import io.gpumem.alloc.Pool;
+import io.gpumem.alloc.SizeRules;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
 import io.gpumem.history.SegmentInfo;
@@ -8,13 +10,14 @@ import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.function.Consumer;
 
 /**
  * Checks a snapshot's end-state segments before anything reads figures from them: an allocator's segments never
- * overlap on one device, and a segment's blocks lie inside it, add up to its {@code total_size} and are in one of the
- * three states an allocator writes (allocator.md §10.3). A file that breaks these was edited, truncated or produced by something else, and every
+ * overlap on one device, a segment's blocks lie inside it, add up to its {@code total_size} and are in one of the
+ * three states an allocator writes (allocator.md §10.3), and an expandable segment (one mapped run) is whole pages. A file that breaks these was edited, truncated or produced by something else, and every
  * figure drawn from it (reserved bytes, fragmentation, the window's start state) would be wrong without a word.
  *
  * <p>Each problem names the file, the device and the segment's address. Readers stay permissive (they read what
@@ -55,6 +58,14 @@ public final class SnapshotConsistency {
     }
 
     private static void checkBlocks(SegmentInfo s, List<String> problems) {
+        long page = s.pool() == Pool.SMALL ? SizeRules.SMALL_BUFFER : SizeRules.LARGE_BUFFER;
+        if (s.expandable() && s.totalSize() % page != 0) {
+            // an expandable segment is reported one mapped run at a time, and runs are whole pages
+            problems.add(name(s) + " is expandable, but its total_size " + s.totalSize() + " is not a whole number of"
+                    + " the " + s.pool().name().toLowerCase(Locale.ROOT) + " pool's " + ByteSize.format(page)
+                    + " pages");
+            return;
+        }
         long sum = 0;
         boolean overflow = false;
         for (BlockInfo b : s.blocks()) {

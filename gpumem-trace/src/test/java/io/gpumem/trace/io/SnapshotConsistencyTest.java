@@ -115,6 +115,24 @@ class SnapshotConsistencyTest {
      * took it for free memory: it is an inconsistency, named with the state as spelled.
      */
     @Test
+    void anExpandableSegmentOfPartPagesIsNamed() {
+        BlockInfo whole = BlockInfo.of(BASE, 512 * MiB, 512 * MiB, BlockState.ACTIVE_ALLOCATED);
+        SegmentInfo expandable = SegmentInfo.ofBlocks(0, BASE, 0, Pool.LARGE, true, List.of(whole));
+        assertThat(SnapshotConsistency.problems(pickled(expandable)))
+                .containsExactly("segment 0x7f0000000000 on device 0 is expandable, but its total_size 536870912 is not"
+                        + " a whole number of the large pool's 20.00 MiB pages");
+        // 2 MiB pages in the small pool; the same size in whole large pages is consistent
+        BlockInfo small = BlockInfo.of(BASE, 6 * MiB, 6 * MiB, BlockState.ACTIVE_ALLOCATED);
+        assertThat(SnapshotConsistency.problems(
+                        pickled(SegmentInfo.ofBlocks(0, BASE, 0, Pool.SMALL, true, List.of(small)))))
+                .isEmpty();
+        BlockInfo large = BlockInfo.of(BASE, 60 * MiB, 60 * MiB, BlockState.ACTIVE_ALLOCATED);
+        assertThat(SnapshotConsistency.problems(
+                        pickled(SegmentInfo.ofBlocks(0, BASE, 0, Pool.LARGE, true, List.of(large)))))
+                .isEmpty();
+    }
+
+    @Test
     void aBlockInAStateNoAllocatorWritesIsNamed() {
         BlockInfo weird = new BlockInfo(
                 BASE, 20 * MiB, 0, BlockState.UNKNOWN, List.of(), FileKeys.of(BlockInfo.ADDRESS, "weird", null, null));
