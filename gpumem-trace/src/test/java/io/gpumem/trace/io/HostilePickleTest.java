@@ -227,8 +227,9 @@ class HostilePickleTest {
                 .hasMessage("s.pickle: allocator_settings.garbage_collection_threshold: expected a fraction between"
                         + " 0 and 1, got 7.5");
         assertThat(invalid(ok, Map.of("roundup_power2_divisions", Map.of("x", 4))))
-                .hasMessage("s.pickle: allocator_settings.roundup_power2_divisions[x]: expected a size in MiB as a"
-                        + " string key");
+                .hasMessage(
+                        "s.pickle: allocator_settings.roundup_power2_divisions[x]: expected a power-of-two size in MiB"
+                                + " as a string key");
         assertThat(invalid(ok, Map.of("PYTORCH_CUDA_ALLOC_CONF", 3)))
                 .hasMessage("s.pickle: allocator_settings.PYTORCH_CUDA_ALLOC_CONF: expected a string, got int");
     }
