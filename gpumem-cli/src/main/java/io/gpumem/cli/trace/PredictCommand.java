@@ -6,6 +6,7 @@ import io.gpumem.cli.options.BadInputException;
 import io.gpumem.cli.options.CapacityOptions;
 import io.gpumem.cli.options.OutputFile;
 import io.gpumem.cli.options.ReadLimitOptions;
+import io.gpumem.cli.options.SnapshotChecks;
 import io.gpumem.cli.options.TraceDeviceOption;
 import io.gpumem.cli.options.WhatIfOptions;
 import io.gpumem.config.AllocatorConfig;
@@ -42,8 +43,9 @@ import picocli.CommandLine.Parameters;
  * keys, the recorded configuration first), adding how many requests a law predicted; with three or more recordings
  * the text also gives each one's leave-one-out error. {@code --fit CAPACITY} instead searches, per configuration and
  * policy, the largest value that runs on that capacity ({@link CapacityFit}). Bad input (fewer than two recordings,
- * a missing label, equal labels, unrelated programs, a law that gives no positive size at the target, requests no
- * simulated device holds) is thrown and reported with exit 2 before anything is written.
+ * a missing label, equal labels, an inconsistent snapshot unless {@code --lenient}, unrelated programs, a law that
+ * gives no positive size at the target, requests no simulated device holds) is thrown and reported with exit 2
+ * before anything is written.
  */
 @Command(
         name = "predict",
@@ -108,6 +110,9 @@ public final class PredictCommand extends GpumemCommand {
     @Mixin
     TraceDeviceOption traceDevice;
 
+    @Mixin
+    SnapshotChecks checks;
+
     @Override
     public Integer call() {
         PrintWriter out = out();
@@ -164,6 +169,9 @@ public final class PredictCommand extends GpumemCommand {
         for (Path file : files) {
             try {
                 TraceSession session = TraceSession.open(file, limits);
+                // the start state is rebuilt from the end-state segments, as diff and compare rebuild it: an
+                // inconsistent snapshot would make a prediction from a start that no allocator was in
+                checks.check(session.trace(), err());
                 sessions.add(session);
                 traces.add(session.trace());
             } catch (TraceFormatException | IllegalArgumentException | IllegalStateException e) {

@@ -138,6 +138,30 @@ class SnapshotConsistencyCommandsTest {
         assertThat(lenient.err()).startsWith("warning: " + file + ": inconsistent snapshot: segment 0x7f0000000000");
     }
 
+    /**
+     * predict rebuilds each recording's window start from its end state as diff does: it refuses an inconsistent
+     * recording the same way, and goes on with a warning under --lenient.
+     */
+    @Test
+    void predictRefusesAnInconsistentRecordingUnlessLenient(@TempDir Path dir) throws Exception {
+        Path file = write(
+                dir,
+                "inconsistent.pickle",
+                List.of(segment(40 * MiB, BlockInfo.of(BASE, 20 * MiB, 20 * MiB, BlockState.ACTIVE_ALLOCATED))),
+                List.of(TraceEntry.of(TraceAction.ALLOC, BASE, 20 * MiB, 0)));
+        CliRun refused = CliRun.run("predict", file + "@1", file + "@2", "--at", "3");
+        assertThat(refused.exit()).as(refused.out() + refused.err()).isEqualTo(2);
+        assertThat(refused.err().strip())
+                .isEqualTo("gpumem predict: " + file + ": segments: inconsistent snapshot: segment 0x7f0000000000 on"
+                        + " device 0 declares total_size 41943040 (40.00 MiB) but its 1 block(s) add up to 20971520"
+                        + " (20.00 MiB)");
+        assertThat(refused.out()).isEmpty();
+        CliRun lenient = CliRun.run("predict", "--lenient", file + "@1", file + "@2", "--at", "3");
+        assertThat(lenient.exit()).as(lenient.out() + lenient.err()).isZero();
+        assertThat(lenient.err()).startsWith("warning: " + file + ": inconsistent snapshot: segment 0x7f0000000000");
+        assertThat(lenient.out()).startsWith("predicted at 3 from 2 recordings");
+    }
+
     @Test
     void replayCheckExitsOneWhenTheEndStateDiffersFromTheRecording(@TempDir Path dir) throws Exception {
         // One 20 MiB segment and one 20 MiB request in it, still allocated at the end...
