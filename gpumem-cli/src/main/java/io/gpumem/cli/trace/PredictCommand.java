@@ -308,9 +308,10 @@ public final class PredictCommand extends GpumemCommand {
         all.add(recorded);
         all.addAll(others);
         long t0 = System.nanoTime();
-        CapacityFit search = CapacityFit.of(family, fitCapacity, step);
+        CapacityFit search;
         List<CapacityFit.LargestValue> rows;
         try {
+            search = CapacityFit.of(family, fitCapacity, step);
             rows = search.rows(all, policies);
         } catch (IllegalArgumentException e) {
             throw new BadInputException(e.getMessage());

@@ -167,6 +167,25 @@ class PredictCommandTest {
         assertThat(single.out()).contains(": 1 value predicted, 1 replay, ").contains("none (not even 1000000000)");
     }
 
+    /**
+     * Recordings of two unrelated programs are bad input under --fit as under --at (exit 2, the same message): the
+     * search once took the same-program refusal for "this value does not fit" and answered, exit 0, that nothing fits.
+     */
+    @Test
+    void fitRefusesUnrelatedRecordingsAsAtDoes() {
+        String a = DiffCommandTest.trace("tiny-forward.pickle");
+        String b = DiffCommandTest.trace("nca-train-empty-cache.pickle");
+        CliRun at = CliRun.run("predict", a + "@1", b + "@2", "--at", "3");
+        assertThat(at.exit()).isEqualTo(2);
+        assertThat(at.err()).contains("do not look like the same program");
+        for (String format : new String[] {"--json", "--step=1"}) {
+            CliRun fit = CliRun.run("predict", a + "@1", b + "@2", "--fit", "80GiB", format);
+            assertThat(fit.exit()).as(format + ": " + fit.out()).isEqualTo(2);
+            assertThat(fit.err()).startsWith("gpumem predict: ").contains("do not look like the same program");
+            assertThat(fit.out()).isEmpty();
+        }
+    }
+
     /** A row where nothing fits is labelled as one where something does (compare's labels), not by its parts. */
     @Test
     void rowsWhereNothingFitsKeepCompareLabels(@TempDir Path dir) throws Exception {

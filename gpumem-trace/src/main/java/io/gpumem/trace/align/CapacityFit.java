@@ -22,7 +22,8 @@ import org.jspecify.annotations.Nullable;
  * the last value that fits and the first that does not (or between the step and the largest recorded value when even
  * that does not fit). Each value is predicted once and its window compiled once, shared by every row; a row's probe
  * is one run that stops at the first failed request. A value at which the laws give no program (a size of zero or
- * less) does not fit.
+ * less) does not fit; recordings that are not one program are refused before the search, as {@code predict --at}
+ * refuses them, never taken for a program that fits nowhere.
  *
  * <p>Invariants: a row's {@link LargestValue#value()} is 0 exactly when not even the step fits (or the step is past
  * {@link #LIMIT}); values searched never exceed {@link #LIMIT}, and a program that fits at every value gets the
@@ -66,10 +67,18 @@ public final class CapacityFit {
      *
      * @param capacity device bytes the allocator may use
      * @param step     the values tried are its multiples (1: every integer)
+     * @throws IllegalArgumentException when the recordings are not one program ({@link RecordingFamily#lawsFor}),
+     *                                  before anything is searched
      */
     public static CapacityFit of(RecordingFamily family, long capacity, long step) {
         if (capacity <= 0 || step <= 0) {
             throw new IllegalArgumentException("capacity and step must be positive, got " + capacity + ", " + step);
+        }
+        // Every recording is the reference of some value the search may try, so each one's laws are fitted (and
+        // the family checked as one program) here, before the search: a refusal must reach the caller as bad input,
+        // not read as "this value does not fit". The laws are kept, so the search does not fit them again.
+        for (int j = 0; j < family.size(); j++) {
+            family.lawsFor(family.label(j));
         }
         return new CapacityFit(family, capacity, step);
     }
@@ -155,6 +164,8 @@ public final class CapacityFit {
         if (byValue.containsKey(value)) {
             return byValue.get(value);
         }
+        // fitted and checked by of(): outside the try, so that a refusal could never pass for a value that does not fit
+        family.lawsFor(value);
         WhatIfReplay r;
         try {
             predictions++;
