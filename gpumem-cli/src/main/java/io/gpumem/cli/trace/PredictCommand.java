@@ -185,7 +185,7 @@ public final class PredictCommand extends GpumemCommand {
             throw new BadInputException(e.getMessage());
         }
         if (fitCapacity != null) {
-            return fit(out, family, sessions.get(0).recordedConfig(), others, policySpecs);
+            return fit(out, family, others, policySpecs);
         }
         long target = at;
         PredictedRecording predicted;
@@ -298,21 +298,14 @@ public final class PredictCommand extends GpumemCommand {
         }
     }
 
-    private int fit(
-            PrintWriter out,
-            RecordingFamily family,
-            AllocatorConfig recorded,
-            List<AllocatorConfig> others,
-            List<PolicySpec> policies) {
-        List<AllocatorConfig> all = new ArrayList<>();
-        all.add(recorded);
-        all.addAll(others);
+    private int fit(PrintWriter out, RecordingFamily family, List<AllocatorConfig> others, List<PolicySpec> policies) {
         long t0 = System.nanoTime();
         CapacityFit search;
         List<CapacityFit.LargestValue> rows;
         try {
             search = CapacityFit.of(family, fitCapacity, step);
-            rows = search.rows(all, policies);
+            // the recorded row is CapacityFit's: each value under its reference's configuration, as --at runs it
+            rows = search.rows(others, policies);
         } catch (IllegalArgumentException e) {
             throw new BadInputException(e.getMessage());
         }

@@ -91,8 +91,17 @@ class PredictCommandTest {
      * buffer of {@code 3 MiB − 1 MiB·x} (it shrinks: no size at x ≥ 3), and two steps of it.
      */
     static Path program(Path dir, long x, boolean shrinking) throws Exception {
-        Path pickle = dir.resolve("x" + x + (shrinking ? "s" : "") + ".pickle");
+        return program(dir, x, shrinking, null);
+    }
+
+    /** {@link #program(Path, long, boolean)} recorded under configuration {@code conf} (null: the defaults). */
+    static Path program(Path dir, long x, boolean shrinking, String conf) throws Exception {
+        String name = "x" + x + (shrinking ? "s" : "") + (conf == null ? "" : "c");
+        Path pickle = dir.resolve(name + ".pickle");
         StringBuilder ops = new StringBuilder();
+        if (conf != null) {
+            ops.append("config ").append(conf).append('\n');
+        }
         for (int step = 0; step < 2; step++) {
             ops.append("alloc act ").append(x << 20).append('\n');
             ops.append("alloc ws 4096\n");
@@ -103,7 +112,7 @@ class PredictCommandTest {
             ops.append("free ws\nfree act\n");
         }
         ops.append("snapshot ").append(pickle).append('\n');
-        Path script = Files.writeString(dir.resolve("x" + x + (shrinking ? "s" : "") + ".ops"), ops);
+        Path script = Files.writeString(dir.resolve(name + ".ops"), ops);
         CliRun sim = CliRun.run("sim", script.toString());
         assertThat(sim.exit()).as(sim.err()).isZero();
         return pickle;
@@ -246,6 +255,33 @@ class PredictCommandTest {
                     .as("row %d at %d", i, largest + 1)
                     .isPositive();
         }
+    }
+
+    /**
+     * Recordings made under different configurations: --fit's recorded row runs each value under its reference's
+     * configuration, as --at does, so it is --at's first row at its largest value and does not depend on the order of
+     * the arguments (it once ran every value under the first file's configuration).
+     */
+    @Test
+    void fitsRecordedRowIsTheReferencesWhateverTheOrderOfTheRecordings(@TempDir Path dir) throws Exception {
+        Path one = program(dir, 1, false);
+        Path two = program(dir, 2, false, "expandable_segments:True");
+        CliRun fit = CliRun.run("predict", one + "@1", two + "@2", "--fit", "64MiB", "--json");
+        CliRun swapped = CliRun.run("predict", two + "@2", one + "@1", "--fit", "64MiB", "--json");
+        assertThat(fit.exit()).as(fit.err()).isZero();
+        assertThat(swapped.exit()).as(swapped.err()).isZero();
+        Map<String, Object> row = rows(fit.out()).get(0);
+        assertThat(rows(swapped.out()).get(0)).isEqualTo(row);
+        long largest = (Long) row.get("largest_value");
+        assertThat(largest).isGreaterThan(2);
+        CliRun at = CliRun.run(
+                "predict", one + "@1", two + "@2", "--at", Long.toString(largest), "--capacity", "64MiB", "--json");
+        assertThat(at.exit()).as(at.err()).isZero();
+        Map<String, Object> atRow = rows(at.out()).get(0);
+        assertThat(atRow.get("ooms")).isEqualTo(0L);
+        assertThat(row.get("config")).isEqualTo(atRow.get("config")).asString().contains("expandable_segments:True");
+        assertThat(row.get("min_capacity")).isEqualTo(atRow.get("min_capacity"));
+        assertThat(row.get("peak_reserved")).isEqualTo(atRow.get("peak_reserved"));
     }
 
     /** The rows of {@code predict A@128 B@256 --at VALUE -c CONF --capacity CAPACITY --json}. */

@@ -4,6 +4,8 @@ import io.gpumem.config.AllocatorConfig;
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.trace.replay.WhatIfReplay;
+import io.gpumem.trace.session.TraceSession;
+import io.gpumem.trace.window.RecordedConfig;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -37,7 +39,7 @@ public final class CapacityFit {
     private final RecordingFamily family;
     private final long capacity;
     private final long step;
-    private final Map<Long, @Nullable WhatIfReplay> byValue = new HashMap<>();
+    private final Map<Long, @Nullable Prediction> byValue = new HashMap<>();
     private int predictions;
 
     private CapacityFit(RecordingFamily family, long capacity, long step) {
@@ -63,7 +65,13 @@ public final class CapacityFit {
     public record SearchCost(int valuesPredicted, long replays) {}
 
     /**
-     * Searches each row. The recorded configuration is {@code configs.get(0)}.
+     * The predicted window at one value and the configuration its recording was played under: the recorded
+     * configuration of that value's reference, which is the one {@code predict --at} replays first.
+     */
+    private record Prediction(WhatIfReplay replay, AllocatorConfig recorded) {}
+
+    /**
+     * Searches each row.
      *
      * @param capacity device bytes the allocator may use
      * @param step     the values tried are its multiples (1: every integer)
@@ -83,20 +91,36 @@ public final class CapacityFit {
         return new CapacityFit(family, capacity, step);
     }
 
-    /** The rows for {@code configs} (the recorded one first) and {@code policies}, in that order. */
-    public List<LargestValue> rows(List<AllocatorConfig> configs, List<PolicySpec> policies) {
+    /**
+     * The rows: the recorded configuration first, then {@code others} and {@code policies}, in that order.
+     *
+     * <p>The recorded row runs each value under the recorded configuration of that value's reference (the recording
+     * nearest it), as {@code predict --at} does, so that it is {@code --at}'s first row at its largest value whatever
+     * order the recordings were given in; when the recordings were made under different configurations, the row's
+     * configuration is that of its largest value's reference (of the step's when nothing fits).
+     */
+    public List<LargestValue> rows(List<AllocatorConfig> others, List<PolicySpec> policies) {
         List<LargestValue> out = new ArrayList<>();
-        for (int i = 0; i < configs.size(); i++) {
-            AllocatorConfig c = configs.get(i);
-            boolean recorded = i == 0;
-            long v = largest(r -> r.runOnce(c, capacity) >= 0);
-            RunOutcome o = v == 0 ? null : Objects.requireNonNull(replayAt(v)).evaluate(c, recorded, capacity);
-            out.add(new LargestValue(c.raw(), "pytorch", recorded, v, o));
+        long recordedValue = largest(p -> p.replay().runOnce(p.recorded(), capacity) >= 0);
+        if (recordedValue == 0) {
+            AllocatorConfig c = RecordedConfig.of(family.trace(family.nearest(step)));
+            out.add(new LargestValue(c.raw(), "pytorch", true, 0, null));
+        } else {
+            Prediction p = Objects.requireNonNull(replayAt(recordedValue));
+            RunOutcome o = p.replay().evaluate(p.recorded(), true, capacity);
+            out.add(new LargestValue(p.recorded().raw(), "pytorch", true, recordedValue, o));
         }
-        for (PolicySpec p : policies) {
-            long v = largest(r -> r.runsWithoutOom(p, capacity));
-            RunOutcome o = v == 0 ? null : Objects.requireNonNull(replayAt(v)).evaluate(p, capacity);
-            out.add(new LargestValue(p.options(), p.name(), false, v, o));
+        for (AllocatorConfig c : others) {
+            long v = largest(p -> p.replay().runOnce(c, capacity) >= 0);
+            RunOutcome o =
+                    v == 0 ? null : Objects.requireNonNull(replayAt(v)).replay().evaluate(c, false, capacity);
+            out.add(new LargestValue(c.raw(), "pytorch", false, v, o));
+        }
+        for (PolicySpec policy : policies) {
+            long v = largest(p -> p.replay().runsWithoutOom(policy, capacity));
+            RunOutcome o =
+                    v == 0 ? null : Objects.requireNonNull(replayAt(v)).replay().evaluate(policy, capacity);
+            out.add(new LargestValue(policy.options(), policy.name(), false, v, o));
         }
         return out;
     }
@@ -104,15 +128,15 @@ public final class CapacityFit {
     /** Values predicted and replays run so far (each prediction plays its program once). */
     public SearchCost cost() {
         long replays = predictions;
-        for (WhatIfReplay r : byValue.values()) {
-            if (r != null) {
-                replays += r.replayCounts()[0];
+        for (Prediction p : byValue.values()) {
+            if (p != null) {
+                replays += p.replay().replayCounts()[0];
             }
         }
         return new SearchCost(predictions, replays);
     }
 
-    private long largest(Predicate<WhatIfReplay> runs) {
+    private long largest(Predicate<Prediction> runs) {
         long limit = LIMIT / step;
         if (limit < 1) {
             return 0; // not even one step within the values searched
@@ -154,26 +178,27 @@ public final class CapacityFit {
         return lo * step;
     }
 
-    private boolean fits(long multiple, Predicate<WhatIfReplay> runs) {
-        WhatIfReplay r = replayAt(multiple * step);
-        return r != null && runs.test(r);
+    private boolean fits(long multiple, Predicate<Prediction> runs) {
+        Prediction p = replayAt(multiple * step);
+        return p != null && runs.test(p);
     }
 
     /** The predicted window at {@code value}, predicted once; {@code null} when the laws give no program there. */
-    private @Nullable WhatIfReplay replayAt(long value) {
+    private @Nullable Prediction replayAt(long value) {
         if (byValue.containsKey(value)) {
             return byValue.get(value);
         }
         // fitted and checked by of(): outside the try, so that a refusal could never pass for a value that does not fit
         family.lawsFor(value);
-        WhatIfReplay r;
+        Prediction p;
         try {
             predictions++;
-            r = family.predict(value).session().window(0).replay();
+            TraceSession session = family.predict(value).session();
+            p = new Prediction(session.window(0).replay(), session.recordedConfig());
         } catch (IllegalArgumentException | IllegalStateException e) {
-            r = null; // no program at this value (a law gives no positive size), or none that runs
+            p = null; // no program at this value (a law gives no positive size), or none that runs
         }
-        byValue.put(value, r);
-        return r;
+        byValue.put(value, p);
+        return p;
     }
 }

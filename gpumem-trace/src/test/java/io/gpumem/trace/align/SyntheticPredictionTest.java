@@ -222,7 +222,8 @@ class SyntheticPredictionTest {
         for (int i = 0; i <= 4; i++) {
             long capacity = small + (large - small) * i / 4;
             CapacityFit fit = CapacityFit.of(family, capacity, step);
-            List<CapacityFit.LargestValue> rows = fit.rows(List.of(config), List.of(stitch));
+            // the family is recorded under the defaults: the recorded row runs them
+            List<CapacityFit.LargestValue> rows = fit.rows(List.of(), List.of(stitch));
             Predicate<WhatIfReplay> exact = r -> r.runOnce(config, capacity) >= 0;
             Predicate<WhatIfReplay> byStitch = r -> r.runsWithoutOom(stitch, capacity);
             System.out.println("  capacity " + capacity + ": " + rows.get(0).value() + ", stitch "
@@ -279,13 +280,11 @@ class SyntheticPredictionTest {
         RecordingFamily family = family(constant, 128, 256);
         for (long step : new long[] {3L << 36, 1L << 37, 100}) {
             CapacityFit fit = CapacityFit.of(family, 1L << 30, step);
-            long value = fit.rows(List.of(AllocatorConfig.defaults()), List.of())
-                    .getFirst()
-                    .value();
+            long value = fit.rows(List.of(), List.of()).getFirst().value();
             assertThat(value).as("step %d", step).isEqualTo(CapacityFit.LIMIT / step * step);
         }
         assertThat(CapacityFit.of(family, 1L << 30, CapacityFit.LIMIT + 1)
-                        .rows(List.of(AllocatorConfig.defaults()), List.of())
+                        .rows(List.of(), List.of())
                         .getFirst()
                         .value())
                 .as("a step past the limit: nothing searched")
@@ -297,8 +296,7 @@ class SyntheticPredictionTest {
         List<Op> program = SyntheticAlignmentTest.program(new Random(3), 24);
         RecordingFamily family = family(program, 128, 256);
         CapacityFit fit = CapacityFit.of(family, 1 << 20, 64);
-        CapacityFit.LargestValue row =
-                fit.rows(List.of(AllocatorConfig.defaults()), List.of()).getFirst();
+        CapacityFit.LargestValue row = fit.rows(List.of(), List.of()).getFirst();
         assertThat(row.value()).isZero();
         assertThat(row.outcome()).isNull();
         assertThatThrownBy(() -> CapacityFit.of(family, 0, 64))
