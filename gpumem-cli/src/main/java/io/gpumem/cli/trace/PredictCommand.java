@@ -21,6 +21,7 @@ import io.gpumem.trace.io.PytorchSnapshotWriter;
 import io.gpumem.trace.io.ReadLimits;
 import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.replay.OracleDevice;
 import io.gpumem.trace.replay.ProgressListener;
 import io.gpumem.trace.session.CompareRuns;
 import io.gpumem.trace.session.TraceSession;
@@ -225,7 +226,13 @@ public final class PredictCommand extends GpumemCommand {
                             : "the cache warmed by " + predicted.warmUpPasses() + " predicted passes")
                     + "; laws " + laws.kindCounts()
                     + "; capacity " + ByteSize.format(deviceCapacity)
-                    + (outFile == null ? "" : "; written to " + outFile));
+                    + (outFile == null ? "" : "; written to " + outFile)
+                    // replay --check assumes its default device, which sizes expandable reservations: say so when
+                    // the prediction needed a larger one
+                    + (predicted.deviceBytes() == OracleDevice.DEFAULT_TOTAL_MEMORY
+                            ? ""
+                            : "; played on a device of " + ByteSize.format(predicted.deviceBytes())
+                                    + " (replay --check it with --capacity " + predicted.deviceBytes() + ")"));
             out.print(CompareCommand.table(rows));
             if (family.size() >= 3) {
                 leaveOneOut(out, family, laws, sessions);

@@ -284,6 +284,24 @@ class PredictCommandTest {
         assertThat(row.get("peak_reserved")).isEqualTo(atRow.get("peak_reserved"));
     }
 
+    /**
+     * A prediction from an expandable-segments recording replays exactly: its segments' reservations are sized from
+     * the device it was played on, which must be the one replay --check assumes (it was max(8 GiB, 2 x peak live),
+     * and 1,463 of 2,434 allocs replayed at their address).
+     */
+    @Test
+    void aPredictionFromAnExpandableRecordingPassesReplayCheck(@TempDir Path dir) throws Exception {
+        String g = DiffCommandTest.trace("gnn-train-expandable-oom.pickle");
+        Path out = dir.resolve("predicted.pickle");
+        CliRun p =
+                CliRun.run("predict", g + "@1", g + "@2", "--trace-device", "0", "--at", "3", "--out", out.toString());
+        assertThat(p.exit()).as(p.err()).isZero();
+        assertThat(p.out()).doesNotContain("played on a device of");
+        CliRun check = CliRun.run("replay", "--check", out.toString());
+        assertThat(check.exit()).as(check.out() + check.err()).isZero();
+        assertThat(check.out()).contains("2434/2434 allocs exact").contains("first mismatch: none");
+    }
+
     /** The rows of {@code predict A@128 B@256 --at VALUE -c CONF --capacity CAPACITY --json}. */
     private static List<Map<String, Object>> predictAt(String a, String b, long value, String conf, String capacity)
             throws Exception {

@@ -13,6 +13,7 @@ import io.gpumem.policy.PolicyRegistry;
 import io.gpumem.size.ByteSize;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.replay.OracleDevice;
 import io.gpumem.trace.replay.StartMode;
 import io.gpumem.trace.replay.WhatIfReplay;
 import io.gpumem.trace.session.TraceSession;
@@ -43,7 +44,11 @@ import java.util.Map;
  * reference's size and is counted as unpredicted. Release runs the user asked for ({@code empty_cache()}) are
  * replayed; driver calls are the allocator's own. Every entry of the window keeps the reference entry's stack,
  * time and unknown keys, so the predicted file reads like the reference. Addresses are the allocator's decisions,
- * so {@code gpumem replay --check} reproduces the predicted recording exactly.
+ * so {@code gpumem replay --check} reproduces the predicted recording exactly: the program is played on the device
+ * that replay assumes ({@link OracleDevice#DEFAULT_TOTAL_MEMORY}; the file records no device size, and expandable
+ * segments size their reservations from it) whenever it runs there without a failed request or a cache release; a
+ * program that needs more is played on a larger device ({@link #deviceBytes()}), which replay must then be given
+ * with {@code --capacity}.
  */
 public final class PredictedRecording {
 
@@ -64,6 +69,7 @@ public final class PredictedRecording {
     private final int startBlocksScaled;
     private final int startBlocksKept;
     private final int warmUpPasses;
+    private final long deviceBytes;
 
     private PredictedRecording(
             TraceSnapshot trace,
@@ -73,7 +79,8 @@ public final class PredictedRecording {
             int startBlocks,
             int startBlocksScaled,
             int startBlocksKept,
-            int warmUpPasses) {
+            int warmUpPasses,
+            long deviceBytes) {
         this.trace = trace;
         this.at = at;
         this.predicted = predicted;
@@ -82,6 +89,7 @@ public final class PredictedRecording {
         this.startBlocksScaled = startBlocksScaled;
         this.startBlocksKept = startBlocksKept;
         this.warmUpPasses = warmUpPasses;
+        this.deviceBytes = deviceBytes;
     }
 
     /** What the recordings asked in a row, label by label: "4194304 bytes at 128, 8388608 bytes at 256". */
@@ -133,7 +141,8 @@ public final class PredictedRecording {
         // a window recorded from the program's start (nothing reserved) starts cold; a warm one is warmed up
         int passes = ref.startReserved() == 0 && ref.startBlocks() == 0 ? 1 : PASSES;
         Program program = Program.of(ref, referenceTrace.traceOf(device), sizeOfRequest, start, passes);
-        MemorySnapshot end = program.play(config, ref.source(), at);
+        Played played = program.play(config, ref.source(), at);
+        MemorySnapshot end = played.end();
         List<TraceEntry> window = program.lastPass(end.deviceTraces().getFirst());
         String source = "predicted at " + at + " from " + ref.source();
         TraceSnapshot full = AllocatorSnapshots.toTraceSnapshot(end, source);
@@ -154,8 +163,12 @@ public final class PredictedRecording {
                 ref.startBlocks(),
                 start.scaled(),
                 start.kept(),
-                passes - 1);
+                passes - 1,
+                played.deviceBytes());
     }
+
+    /** The allocator's state after playing a program, and the bytes of the device it was played on. */
+    private record Played(MemorySnapshot end, long deviceBytes) {}
 
     /**
      * The predicted program as one request stream: the start blocks, then {@link #PASSES} passes of the window.
@@ -294,8 +307,12 @@ public final class PredictedRecording {
             return carried;
         }
 
-        /** Plays the program on the exact allocator with history, on a device large enough to run it. */
-        MemorySnapshot play(AllocatorConfig config, String source, long at) {
+        /**
+         * Plays the program on the exact allocator with history: on the device {@code replay --check} assumes
+         * ({@link OracleDevice#DEFAULT_TOTAL_MEMORY}) where it runs there untouched, else on a larger one. Returns the
+         * allocator's snapshot at the end and the device's bytes.
+         */
+        Played play(AllocatorConfig config, String source, long at) {
             long live = stream.peakLiveBytes();
             if (live > MAX_DEVICE_BYTES) {
                 throw new IllegalArgumentException("at " + at + " the requests predicted from " + source + " hold "
@@ -303,12 +320,26 @@ public final class PredictedRecording {
                         + " a simulated device models");
             }
             StreamRunner runner = new StreamRunner(stream);
-            long capacity = Math.min(MAX_DEVICE_BYTES, Math.max(StreamRunner.ROOMY, MinimumCapacity.roundUp(2 * live)));
+            // A snapshot records no device size and replay --check assumes OracleDevice's default, while expandable
+            // segments size their virtual reservation from the device's memory: played on any other device, the
+            // prediction's segments would not replay exactly. So the default device is tried first, and kept when the
+            // program runs there as on an unlimited one (no failed request, no cache released to make room).
+            if (live <= OracleDevice.DEFAULT_TOTAL_MEMORY) {
+                RunOutcome o = runner.run(
+                        PolicyRegistry.exact(config),
+                        StreamRunner.Options.toFirstFailureKeepingState(OracleDevice.DEFAULT_TOTAL_MEMORY));
+                if (o.ooms() == 0 && o.retries() == 0 && o.allocator() != null) {
+                    return new Played(o.allocator().snapshot(), OracleDevice.DEFAULT_TOTAL_MEMORY);
+                }
+            }
+            long capacity = Math.min(
+                    MAX_DEVICE_BYTES,
+                    Math.max(2 * OracleDevice.DEFAULT_TOTAL_MEMORY, MinimumCapacity.roundUp(2 * live)));
             while (true) {
                 RunOutcome o = runner.run(
                         PolicyRegistry.exact(config), StreamRunner.Options.toFirstFailureKeepingState(capacity));
                 if (o.ooms() == 0 && o.allocator() != null) {
-                    return o.allocator().snapshot();
+                    return new Played(o.allocator().snapshot(), capacity);
                 }
                 if (capacity == MAX_DEVICE_BYTES) {
                     throw new IllegalArgumentException("at " + at + " the requests predicted from " + source
@@ -379,6 +410,14 @@ public final class PredictedRecording {
      */
     public int warmUpPasses() {
         return warmUpPasses;
+    }
+
+    /**
+     * Bytes of the simulated device the program was played on: {@link OracleDevice#DEFAULT_TOTAL_MEMORY}, what
+     * {@code replay --check} assumes, unless the program needs more (then replay it with {@code --capacity} this).
+     */
+    public long deviceBytes() {
+        return deviceBytes;
     }
 
     /** Start blocks that scale in the recordings but fit no law: kept at the reference's size. */
