@@ -263,6 +263,33 @@ public class DiffCommandTest {
                 .doesNotContain("Where fragmentation differs");
     }
 
+    /**
+     * One 1 MiB request in a fresh 2 MiB small-pool segment: at peak reserved the program holds the request that
+     * segment was made for, so 1 MiB is cached and unused, not the whole segment (PyTorch writes the segment_alloc
+     * just before the alloc it serves, and the moment was once taken there).
+     */
+    @Test
+    void cachedAtPeakReservedCountsTheRequestTheSegmentWasMadeFor(@TempDir Path dir) throws IOException {
+        Path ops = dir.resolve("one.ops");
+        Path pickle = dir.resolve("one.pickle");
+        Files.writeString(
+                ops, "alloc act 1MiB\nalloc ws 4096\nfree ws\nfree act\n".repeat(2) + "snapshot " + pickle + "\n");
+        CliRun sim = CliRun.run("sim", ops.toString());
+        assertThat(sim.exit()).as(sim.err()).isZero();
+        CliRun run = CliRun.run("diff", pickle.toString(), pickle.toString(), "--json");
+        assertThat(run.exit()).as(run.err()).isZero();
+        Map<String, Object> json = object(run.out());
+        assertThat(num(json, "peak_reserved_a")).isEqualTo(2L << 20);
+        assertThat(num(json, "cached_at_peak_reserved_a")).isEqualTo(1L << 20);
+        assertThat(sites(json).stream()
+                        .mapToLong(site -> (Long) site.get("at_peak_reserved_a"))
+                        .sum())
+                .as("the sites hold what is allocated at peak reserved")
+                .isEqualTo(1L << 20);
+        CliRun text = CliRun.run("diff", pickle.toString(), pickle.toString());
+        assertThat(text.out()).containsPattern("cached, unused at peak reserved  A \\S+ KiB \\(0.500 of reserved\\)");
+    }
+
     /** Beside a PyTorch snapshot, only the side without driver calls goes without reserved figures. */
     @Test
     void onlyTheSideWithoutDriverCallsLacksReservedFigures(@TempDir Path dir) throws IOException {

@@ -161,6 +161,10 @@ public final class RequestSequence {
         // While no driver call has taken reserved above the start's, the start is the peak: its moment is then the one
         // of the window at that level with the most allocated (a warm window's start says nothing of the window).
         boolean peakAtStart = true;
+        // PyTorch writes a segment_alloc or segment_map just before the alloc it was made for: a new peak reserved
+        // set by a driver call is the moment after that alloc (the request is what the memory was reserved for), so
+        // the peak waits for the next alloc, unless a driver call lowers reserved first.
+        boolean peakAwaitsAlloc = false;
         int r = 0;
         for (int i = 0; i < entries.size(); i++) {
             TraceAction action = fields.action(i);
@@ -176,6 +180,11 @@ public final class RequestSequence {
                     if (allocated > peakAllocated) {
                         peakAllocated = allocated;
                         peakAllocatedEntry = i;
+                    }
+                    if (peakAwaitsAlloc) {
+                        peakAwaitsAlloc = false;
+                        peakReservedEntry = i;
+                        allocatedAtPeakReserved = allocated;
                     }
                     if (peakAtStart && reserved == peakReserved && allocated > allocatedAtPeakReserved) {
                         peakReservedEntry = i;
@@ -208,9 +217,13 @@ public final class RequestSequence {
                         peakReserved = reserved;
                         peakReservedEntry = i;
                         allocatedAtPeakReserved = allocated;
+                        peakAwaitsAlloc = true;
                     }
                 }
-                case SEGMENT_FREE, SEGMENT_UNMAP -> reserved -= fields.size(i);
+                case SEGMENT_FREE, SEGMENT_UNMAP -> {
+                    reserved -= fields.size(i);
+                    peakAwaitsAlloc = false; // reserved fell before an alloc came: the driver call's moment stands
+                }
                 default -> {}
             }
         }
@@ -317,9 +330,11 @@ public final class RequestSequence {
     }
 
     /**
-     * The moment of peak reserved: the entry at which a driver call first takes reserved bytes to
-     * {@link #peakReserved()}; when no driver call takes them above the start's, the entry of the window at that level
-     * with the most bytes allocated (the first such), or −1 when none holds more than the start.
+     * The moment of peak reserved: the {@code alloc} entry served by the driver call that first takes reserved bytes
+     * to {@link #peakReserved()} (PyTorch writes the {@code segment_alloc} or {@code segment_map} just before it; the
+     * driver call's own entry when reserved falls, or the trace ends, before an alloc comes); when no driver call
+     * takes them above the start's, the entry of the window at that level with the most bytes allocated (the first
+     * such), or −1 when none holds more than the start.
      */
     public int peakReservedEntry() {
         return peakReservedEntry;

@@ -40,8 +40,8 @@ class RequestSequenceTest {
      *   3     free_requested a1                 4 MiB
      *   4     free_completed a1                 4 MiB   (counted at the request)
      *   5     alloc a3 1 MiB                    5 MiB
-     *   6     segment_alloc 2 MiB                               22 MiB   (peak reserved, 5 MiB allocated)
-     *   7     alloc at 0x0, 512 bytes           5 MiB + 512
+     *   6     segment_alloc 2 MiB                               22 MiB   (peak reserved...)
+     *   7     alloc at 0x0, 512 bytes           5 MiB + 512             (...for this request: its moment)
      *   8     free_requested 0x0                5 MiB
      *   9     segment_free 2 MiB                                20 MiB
      *  10     alloc a4 6 MiB                    11 MiB  (peak allocated)
@@ -76,8 +76,9 @@ class RequestSequenceTest {
         assertThat(s.peakAllocated()).isEqualTo(11 * MIB);
         assertThat(s.peakAllocatedEntry()).isEqualTo(10);
         assertThat(s.peakReserved()).isEqualTo(22 * MIB);
-        assertThat(s.peakReservedEntry()).isEqualTo(6);
-        assertThat(s.allocatedAtPeakReserved()).isEqualTo(5 * MIB);
+        // the segment was reserved for the alloc written after it: the peak's moment holds that request
+        assertThat(s.peakReservedEntry()).isEqualTo(7);
+        assertThat(s.allocatedAtPeakReserved()).isEqualTo(5 * MIB + 512);
         assertThat(s.allocatedBeforeEachRequest()).containsExactly(0, 2 * MIB, 4 * MIB, 5 * MIB, 5 * MIB);
     }
 
