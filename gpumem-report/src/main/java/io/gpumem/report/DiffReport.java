@@ -82,11 +82,8 @@ public final class DiffReport implements HtmlPage {
         }
         if (!diff.sameProgram()) {
             h.append("<p class=\"headline unrelated\">")
-                    .append(esc(String.format(
-                            Locale.ROOT,
-                            "These recordings do not look like the same program: only %.1f%% of the smaller one's"
-                                    + " requests match, so no per-site comparison is made.",
-                            100 * al.matchedFractionOfSmaller())))
+                    .append(esc("These recordings do not look like the same program: "
+                            + RecordingDiff.matchedOfEach(al, "A", "B") + ", so no per-site comparison is made."))
                     .append("</p>\n");
         } else {
             sites(h);

@@ -158,11 +158,9 @@ public final class DiffCommand extends GpumemCommand {
             }
         }
         if (!diff.sameProgram()) {
-            sb.append(String.format(
-                    Locale.ROOT,
-                    "these recordings do not look like the same program: only %.1f%% of the"
-                            + " smaller one's requests match, so no per-site comparison is made%n",
-                    100 * al.matchedFractionOfSmaller()));
+            sb.append("these recordings do not look like the same program: ")
+                    .append(RecordingDiff.matchedOfEach(al, "A", "B"))
+                    .append(", so no per-site comparison is made\n");
             return sb.toString();
         }
         sb.append("cached, unused at peak reserved  A ")

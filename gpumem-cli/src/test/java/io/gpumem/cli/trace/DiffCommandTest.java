@@ -290,6 +290,27 @@ public class DiffCommandTest {
         assertThat(text.out()).containsPattern("cached, unused at peak reserved  A \\S+ KiB \\(0.500 of reserved\\)");
     }
 
+    /**
+     * Inference and the training that contains it: nearly all of the inference matches, but not most of the
+     * training, so diff says they are not one program (the rule predict refuses them by), with no per-site story.
+     */
+    @Test
+    void inferenceAndTrainingAreNotOneProgram() throws IOException {
+        String infer = trace("lm-medium-infer-ctx128.pickle");
+        String train = trace("lm-medium-train-ctx256.pickle");
+        Map<String, Object> json =
+                object(CliRun.run("diff", infer, train, "--json").out());
+        assertThat((Double) json.get("matched_fraction")).isGreaterThan(0.5);
+        assertThat(json.get("same_program")).isEqualTo(false);
+        assertThat(sites(json)).isEmpty();
+        CliRun text = CliRun.run("diff", infer, train);
+        assertThat(text.exit()).as(text.err()).isZero();
+        assertThat(text.out())
+                .contains("these recordings do not look like the same program: ")
+                .contains("% of B's 6624 requests match (one program matches at least 50% of each)")
+                .doesNotContain("sites, largest");
+    }
+
     /** Beside a PyTorch snapshot, only the side without driver calls goes without reserved figures. */
     @Test
     void onlyTheSideWithoutDriverCallsLacksReservedFigures(@TempDir Path dir) throws IOException {

@@ -177,6 +177,25 @@ class PredictCommandTest {
     }
 
     /**
+     * Inference is contained in the training of the same model (its forward pass): nearly all of the inference's
+     * requests match, but most of the training's have no counterpart, so no law. That is not one program at two
+     * sizes, and predict refuses it (it once predicted at 512 with 80% of the reference's requests kept as recorded).
+     */
+    @Test
+    void refusesInferenceAndTrainingAsOneProgram() {
+        String infer = DiffCommandTest.trace("lm-medium-infer-ctx128.pickle");
+        String train = DiffCommandTest.trace("lm-medium-train-ctx256.pickle");
+        CliRun p = CliRun.run("predict", infer + "@128", train + "@256", "--at", "512");
+        assertThat(p.exit()).as(p.out()).isEqualTo(2);
+        assertThat(p.err())
+                .startsWith("gpumem predict: ")
+                .contains("do not look like the same program")
+                .containsPattern("\\d+\\.\\d% of \\S*lm-medium-train-ctx256.pickle's 6624 requests")
+                .contains("one program matches at least 50% of each");
+        assertThat(p.out()).isEmpty();
+    }
+
+    /**
      * Recordings of two unrelated programs are bad input under --fit as under --at (exit 2, the same message): the
      * search once took the same-program refusal for "this value does not fit" and answered, exit 0, that nothing fits.
      */

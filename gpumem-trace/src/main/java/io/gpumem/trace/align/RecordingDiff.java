@@ -5,6 +5,7 @@ import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import org.jspecify.annotations.Nullable;
 
@@ -29,7 +30,10 @@ public final class RecordingDiff {
     /** The site of blocks allocated before the window began (no request of the window made them). */
     public static final String BEFORE_WINDOW = "(allocated before the window)";
 
-    /** Below this matched fraction of the smaller recording the two are not taken as one program. */
+    /**
+     * Below this matched fraction of either recording's requests the two are not taken as one program
+     * ({@link #sameProgram(RequestAlignment)}).
+     */
     public static final double SAME_PROGRAM = 0.5;
 
     private final RequestAlignment alignment;
@@ -101,9 +105,40 @@ public final class RecordingDiff {
         return alignment;
     }
 
-    /** Whether enough requests match for the two to be taken as one program ({@link #SAME_PROGRAM}). */
+    /** Whether enough requests match for the two to be taken as one program ({@link #sameProgram(RequestAlignment)}). */
     public boolean sameProgram() {
-        return alignment.matchedFractionOfSmaller() >= SAME_PROGRAM;
+        return sameProgram(alignment);
+    }
+
+    /**
+     * The one rule by which two aligned recordings are one program (diff's {@code same_program}, predict's refusal):
+     * at least {@link #SAME_PROGRAM} of <em>each</em> recording's requests match. Two sizes of one program issue the
+     * same requests, so most of both match; judging by the smaller alone would take a recording that another contains
+     * (inference and the training whose forward pass it shares) for one program, and leave most of the larger's
+     * requests without a counterpart.
+     */
+    public static boolean sameProgram(RequestAlignment alignment) {
+        return alignment.matchedFractionOfLarger() >= SAME_PROGRAM;
+    }
+
+    /**
+     * How much of each recording matched, in words, for the sentence that says two recordings are not one program:
+     * "100.0% of A's 1280 requests and 19.3% of B's 6624 requests match (one program matches at least 50% of each)".
+     */
+    public static String matchedOfEach(RequestAlignment alignment, String first, String second) {
+        int na = alignment.first().size();
+        int nb = alignment.second().size();
+        return String.format(
+                Locale.ROOT,
+                "%.1f%% of %s's %d requests and %.1f%% of %s's %d requests match (one program matches at least %.0f%%"
+                        + " of each)",
+                100.0 * alignment.matched() / na,
+                first,
+                na,
+                100.0 * alignment.matched() / nb,
+                second,
+                nb,
+                100 * SAME_PROGRAM);
     }
 
     /** Every site, largest difference at peak allocated first (then at peak reserved, then in bytes, then by name). */

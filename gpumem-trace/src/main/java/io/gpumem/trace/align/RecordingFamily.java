@@ -5,7 +5,6 @@ import io.gpumem.trace.session.TraceSession;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 
 /**
@@ -14,9 +13,10 @@ import java.util.Map;
  * larger on a tie) as the reference whose requests, order and start it follows ({@link #lawsFor}): requests present
  * at some sizes only (a workspace, another kernel) are most likely those of the nearest size.
  *
- * <p>Invariants: at least two recordings, labels distinct, every other recording matches at least
- * {@link RecordingDiff#SAME_PROGRAM} of the smaller one's requests against the reference of any prediction (checked
- * when the laws are fitted; one reference's laws are fitted once).
+ * <p>Invariants: at least two recordings, labels distinct, every other recording is one program with the reference
+ * of any prediction by {@link RecordingDiff#sameProgram(RequestAlignment)} (at least half of each one's requests
+ * match: checked when the laws are fitted; one reference's laws are fitted once), so that most of the reference's
+ * requests have a law.
  */
 public final class RecordingFamily {
 
@@ -128,14 +128,11 @@ public final class RecordingFamily {
         laws = SizeLaws.fit(ordered, orderedLabels);
         for (int j = 1; j < ordered.size(); j++) {
             RequestAlignment al = laws.alignment(j);
-            if (al.matchedFractionOfSmaller() < RecordingDiff.SAME_PROGRAM) {
-                throw new IllegalArgumentException(String.format(
-                        Locale.ROOT,
-                        "%s and %s do not look like the same program: only %.1f%% of the smaller one's requests"
-                                + " match",
-                        ordered.getFirst().source(),
-                        ordered.get(j).source(),
-                        100 * al.matchedFractionOfSmaller()));
+            if (!RecordingDiff.sameProgram(al)) {
+                String reference = ordered.getFirst().source();
+                String other = ordered.get(j).source();
+                throw new IllegalArgumentException(reference + " and " + other + " do not look like the same program: "
+                        + RecordingDiff.matchedOfEach(al, reference, other));
             }
         }
         lawsByReference.put(ref, laws);

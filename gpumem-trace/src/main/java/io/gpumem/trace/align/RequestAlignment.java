@@ -210,6 +210,11 @@ public final class RequestAlignment {
         return (double) matched / Math.min(a.size(), b.size());
     }
 
+    /** Matched pairs as a fraction of the larger recording's requests: the lesser of the two sides' fractions. */
+    public double matchedFractionOfLarger() {
+        return (double) matched / Math.max(a.size(), b.size());
+    }
+
     /** What the tokens were made of. */
     public Signal signal() {
         return signal;

@@ -198,7 +198,7 @@ class SyntheticPredictionTest {
         RecordingFamily notOne = RecordingFamily.of(List.of(a, other), new long[] {128, 256});
         assertThatThrownBy(() -> notOne.predict(512))
                 .isInstanceOf(IllegalArgumentException.class)
-                .hasMessageStartingWith("other and x=128 do not look like the same program: only 0.0% of the smaller");
+                .hasMessageStartingWith("other and x=128 do not look like the same program: 0.0% of other's");
     }
 
     /**
