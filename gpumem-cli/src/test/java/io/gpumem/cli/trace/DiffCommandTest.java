@@ -311,6 +311,43 @@ public class DiffCommandTest {
                 .doesNotContain("sites, largest");
     }
 
+    /**
+     * A frameless program (sim) of act = 1 MiB·x, sq = 64 KiB·x² and a 4 KiB workspace, two steps: at x = 16 act and
+     * sq are equal, which flips the "same size as the previous request" hint of sq's token. Every request still
+     * matches (it was 4 of 6), and predict from 4, 8 and 16 gives the recording at 32 (it was refused as not one
+     * program).
+     */
+    @Test
+    void withoutFramesTwoSizesCoincidingAtOneValueStillAlign(@TempDir Path dir) throws Exception {
+        Path q4 = twoLaws(dir, 4);
+        Path q8 = twoLaws(dir, 8);
+        Path q16 = twoLaws(dir, 16);
+        Path q32 = twoLaws(dir, 32);
+        Map<String, Object> diff = object(
+                CliRun.run("diff", q8.toString(), q16.toString(), "--json").out());
+        assertThat(diff.get("signal")).isEqualTo("order");
+        assertThat(num(diff, "matched")).isEqualTo(6);
+        CliRun three = CliRun.run("predict", q4 + "@4", q8 + "@8", q16 + "@16", "--at", "32", "--json");
+        assertThat(three.exit()).as(three.err()).isZero();
+        Map<String, Object> predicted = PredictCommandTest.rows(three.out()).get(0);
+        Map<String, Object> real = PredictCommandTest.rows(
+                        CliRun.run("compare", q32.toString(), "--json").out())
+                .get(0);
+        assertThat(predicted.get("unpredicted_requests")).isEqualTo(0L);
+        assertThat(predicted.get("peak_allocated")).isEqualTo(real.get("peak_allocated"));
+    }
+
+    /** act = 1 MiB·x, sq = 64 KiB·x², ws = 4 KiB, two steps, recorded by sim (no frames). */
+    private static Path twoLaws(Path dir, long x) throws IOException {
+        Path pickle = dir.resolve("q" + x + ".pickle");
+        String step = "alloc act " + (x << 20) + "\nalloc sq " + ((x * x) << 16)
+                + "\nalloc ws 4096\nfree ws\nfree sq\nfree act\n";
+        Path script = Files.writeString(dir.resolve("q" + x + ".ops"), step.repeat(2) + "snapshot " + pickle + "\n");
+        CliRun sim = CliRun.run("sim", script.toString());
+        assertThat(sim.exit()).as(sim.err()).isZero();
+        return pickle;
+    }
+
     /** Beside a PyTorch snapshot, only the side without driver calls goes without reserved figures. */
     @Test
     void onlyTheSideWithoutDriverCallsLacksReservedFigures(@TempDir Path dir) throws IOException {

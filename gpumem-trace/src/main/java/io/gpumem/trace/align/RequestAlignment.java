@@ -31,7 +31,13 @@ import java.util.Locale;
  * <p><b>Algorithm.</b> Myers' O((N+M)·D) difference algorithm in its linear-space form (find the middle snake of the
  * edit graph from both ends, split there, recurse), after removing the common prefix and suffix of each sub-problem
  * and, once up front, every token absent from the other sequence (it can match nothing). D is the number of
- * unmatched requests, small for two sizes of one program, so ~20k requests align in milliseconds. Two unrelated
+ * unmatched requests, small for two sizes of one program, so ~20k requests align in milliseconds.
+ * Without frames, the "same size" bit is a hint only: where two laws cross (two requests in a row that differ in
+ * size at most values have one size at one value) it flips, so the requests a first pass leaves unmatched between two
+ * matched pairs are matched again on tokens without it, gap by gap where a gap holds as many requests of each
+ * recording (a flip changes tokens, not counts), and a pair taken one place off is re-matched with its gaps; the
+ * first pass's other pairs and their order stand. On the shared families without frames this adds matches (most
+ * of them the frames' own pairs) and no row that fits no law (see gpumem-trace/README.md). Two unrelated
  * programs share few tokens; with frames those vanish up front, without frames D is large and the work is bounded by
  * a budget of edit-graph steps ({@link #WORK_BUDGET}); a sub-problem that runs out of budget is left unmatched,
  * which only makes an unrelated pair look more unrelated. Every step is deterministic (no hashing order, no clock).
@@ -87,15 +93,108 @@ public final class RequestAlignment {
     /** Aligns on the given signal (the tokens: see the design notes). */
     public static RequestAlignment align(RequestSequence a, RequestSequence b, Signal signal) {
         AddressTable<Void> ids = AddressTable.forInts();
-        int[] ta = tokens(a, signal, ids);
-        int[] tb = tokens(b, signal, ids);
+        int[] ta = tokens(a, signal, true, ids);
+        int[] tb = tokens(b, signal, true, ids);
         int[] matchOfA = new int[ta.length];
         int[] matchOfB = new int[tb.length];
         Arrays.fill(matchOfA, -1);
         Arrays.fill(matchOfB, -1);
+        long[] work = {0};
+        match(ta, 0, ta.length, tb, 0, tb.length, ids.size(), matchOfA, matchOfB, work);
+        if (signal == Signal.ORDER) {
+            // "same size as the previous request" is a hint only: it flips where two sizes that follow each other
+            // coincide at one size (two laws crossing), so requests left unmatched between two matched pairs are
+            // matched again without it, within that gap (the order of the matched pairs stands). A flip changes a
+            // token, not how many requests there are, so only a gap with as many requests on each side is matched
+            // again: an uneven gap is requests one recording lacks, and the weaker tokens would pair them by chance
+            AddressTable<Void> weakIds = AddressTable.forInts();
+            int[] wa = tokens(a, signal, false, weakIds);
+            int[] wb = tokens(b, signal, false, weakIds);
+            int i = 0;
+            int j = 0;
+            for (int r = 0; r <= wa.length; r++) {
+                if (r < wa.length && matchOfA[r] < 0) {
+                    continue;
+                }
+                int end = r < wa.length ? matchOfA[r] : wb.length;
+                if (r > i && end - j == r - i) {
+                    match(wa, i, r, wb, j, end, weakIds.size(), matchOfA, matchOfB, work);
+                }
+                i = r + 1;
+                j = end + 1;
+            }
+            repairAcrossPairs(wa, wb, weakIds.size(), matchOfA, matchOfB, work);
+        }
+        return new RequestAlignment(a, b, matchOfA, matchOfB, signal);
+    }
+
+    /**
+     * The first pass may take a request one place too early or too late where the hint's flip leaves two requests of
+     * a recording with one token (a pair, then requests of one recording left over on one side of it and of the other
+     * recording on the other side, none of which a gap can match). Such a pair and the gaps either side of it, when
+     * they hold as many requests of each recording (as the gaps matched again do), are matched again on the tokens
+     * without the hint: the pair's own requests match there too, so the region never loses a match, and pairs outside
+     * it stand.
+     */
+    private static void repairAcrossPairs(
+            int[] wa, int[] wb, int tokenCount, int[] matchOfA, int[] matchOfB, long[] work) {
+        int prevA = -1;
+        int prevB = -1;
+        for (int r = 0; r < wa.length; r++) {
+            int m = matchOfA[r];
+            if (m < 0) {
+                continue;
+            }
+            int nextA = r + 1;
+            while (nextA < wa.length && matchOfA[nextA] < 0) {
+                nextA++;
+            }
+            int nextB = nextA < wa.length ? matchOfA[nextA] : wb.length;
+            boolean aBefore = r - prevA > 1;
+            boolean bBefore = m - prevB > 1;
+            boolean aAfter = nextA - r > 1;
+            boolean bAfter = nextB - m > 1;
+            if (((aBefore && !bBefore && bAfter && !aAfter) || (bBefore && !aBefore && aAfter && !bAfter))
+                    && nextA - prevA == nextB - prevB) {
+                matchOfA[r] = -1;
+                matchOfB[m] = -1;
+                match(wa, prevA + 1, nextA, wb, prevB + 1, nextB, tokenCount, matchOfA, matchOfB, work);
+                int last = nextA - 1;
+                while (last > prevA && matchOfA[last] < 0) {
+                    last--;
+                }
+                if (last == prevA) {
+                    // out of work budget (the pair's tokens are equal without the hint, so only that matches none)
+                    matchOfA[r] = m;
+                    matchOfB[m] = r;
+                } else {
+                    r = last; // on from the region's last pair
+                }
+            }
+            prevA = r;
+            prevB = matchOfA[r];
+        }
+    }
+
+    /**
+     * Matches {@code ta[aFrom, aTo)} with {@code tb[bFrom, bTo)} (a longest common subsequence), writing the pairs into
+     * {@code matchOfA} and {@code matchOfB}; {@code work} is the edit-graph steps spent so far, shared with the other
+     * calls of one alignment against {@link #WORK_BUDGET}.
+     */
+    private static void match(
+            int[] ta,
+            int aFrom,
+            int aTo,
+            int[] tb,
+            int bFrom,
+            int bTo,
+            int tokenCount,
+            int[] matchOfA,
+            int[] matchOfB,
+            long[] work) {
         // tokens present on one side only can match nothing: drop them before the quadratic-in-D part
-        int[] ia = shared(ta, tb, ids.size());
-        int[] ib = shared(tb, ta, ids.size());
+        int[] ia = shared(ta, aFrom, aTo, tb, bFrom, bTo, tokenCount);
+        int[] ib = shared(tb, bFrom, bTo, ta, aFrom, aTo, tokenCount);
         int[] sa = new int[ia.length];
         int[] sb = new int[ib.length];
         for (int i = 0; i < ia.length; i++) {
@@ -104,8 +203,9 @@ public final class RequestAlignment {
         for (int i = 0; i < ib.length; i++) {
             sb[i] = tb[ib[i]];
         }
-        Myers myers = new Myers(sa, sb);
+        Myers myers = new Myers(sa, sb, work[0]);
         myers.diff(0, sa.length, 0, sb.length);
+        work[0] = myers.work;
         for (int i = 0; i < sa.length; i++) {
             int j = myers.match[i];
             if (j >= 0) {
@@ -113,18 +213,17 @@ public final class RequestAlignment {
                 matchOfB[ib[j]] = ia[i];
             }
         }
-        return new RequestAlignment(a, b, matchOfA, matchOfB, signal);
     }
 
-    /** Indices of {@code t} whose token occurs in {@code other}. */
-    private static int[] shared(int[] t, int[] other, int tokenCount) {
+    /** Indices in {@code [from, to)} of {@code t} whose token occurs in {@code other[otherFrom, otherTo)}. */
+    private static int[] shared(int[] t, int from, int to, int[] other, int otherFrom, int otherTo, int tokenCount) {
         boolean[] present = new boolean[tokenCount];
-        for (int x : other) {
-            present[x] = true;
+        for (int i = otherFrom; i < otherTo; i++) {
+            present[other[i]] = true;
         }
-        int[] out = new int[t.length];
+        int[] out = new int[to - from];
         int n = 0;
-        for (int i = 0; i < t.length; i++) {
+        for (int i = from; i < to; i++) {
             if (present[t[i]]) {
                 out[n++] = i;
             }
@@ -135,9 +234,10 @@ public final class RequestAlignment {
     /**
      * The requests' tokens: each distinct key gets the next id in {@code ids}, stored under key + 1 (a table key is
      * non-zero). No key is −1: under a site that would take stream rank 2^20 − 1, and under a lifetime bucket
-     * its low 8 bits are never all set.
+     * its low 8 bits are never all set. {@code sameSize} says whether an {@link Signal#ORDER} token holds the "same
+     * size as the previous request" bit.
      */
-    static int[] tokens(RequestSequence s, Signal signal, AddressTable<Void> ids) {
+    static int[] tokens(RequestSequence s, Signal signal, boolean sameSize, AddressTable<Void> ids) {
         int n = s.size();
         int[] out = new int[n];
         int[] allocEntries = new int[n];
@@ -161,7 +261,7 @@ public final class RequestAlignment {
                     int lifetime = before - r;
                     bucket = 64 - Long.numberOfLeadingZeros(lifetime + 1L);
                 }
-                boolean same = r > 0 && s.sizeOf(r) == s.sizeOf(r - 1);
+                boolean same = sameSize && r > 0 && s.sizeOf(r) == s.sizeOf(r - 1);
                 key = ((long) s.streamOf(r) << 8) | ((long) bucket << 1) | (same ? 1 : 0);
             }
             int id = ids.getInt(key + 1, -1);
@@ -229,7 +329,10 @@ public final class RequestAlignment {
          * runs, or operators that take another native path at another size.
          */
         STACKS_WITHOUT_LINES,
-        /** Stream rank, lifetime in requests and "same size as the previous request": for recordings without frames. */
+        /**
+         * Stream rank, lifetime in requests and "same size as the previous request" (a hint: see the design notes):
+         * for recordings without frames.
+         */
         ORDER;
 
         public String wireName() {
@@ -256,10 +359,11 @@ public final class RequestAlignment {
         final int[] match;
         long work;
 
-        Myers(int[] x, int[] y) {
+        Myers(int[] x, int[] y, long work) {
             this.x = x;
             this.y = y;
             this.match = new int[x.length];
+            this.work = work;
             Arrays.fill(match, -1);
         }
 

@@ -68,8 +68,12 @@ public final class StepStructure {
 
     /** The step structure of a recording's requests, tokens built as for alignment with frames when present. */
     public static StepStructure of(RequestSequence s) {
+        // within one recording a size is one size: the "same size" bit is kept (it only misleads across recordings)
         int[] tokens = RequestAlignment.tokens(
-                s, s.framed() ? RequestAlignment.Signal.STACKS : RequestAlignment.Signal.ORDER, AddressTable.forInts());
+                s,
+                s.framed() ? RequestAlignment.Signal.STACKS : RequestAlignment.Signal.ORDER,
+                true,
+                AddressTable.forInts());
         return detect(tokens, s.allocatedBeforeEachRequest());
     }
 
