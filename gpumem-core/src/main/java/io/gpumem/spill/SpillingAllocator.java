@@ -1,9 +1,11 @@
 package io.gpumem.spill;
 
+import io.gpumem.alloc.AddressTable;
 import io.gpumem.alloc.GpuAllocator;
 import io.gpumem.alloc.GpuAllocatorInternals;
 import io.gpumem.device.Device;
 import io.gpumem.history.MemorySnapshot;
+import io.gpumem.oom.OomReport;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.stats.MemoryStats;
 import java.io.IOException;
@@ -26,8 +28,9 @@ import java.util.Objects;
  * framework. When the wrapped allocator throws {@link OutOfMemoryException}, the registry moves the unpinned
  * spillable buffer of lowest priority (least recently used among equals) off the device, to host memory
  * while the host budget lasts and then to a file under the spill directory, and the allocation is
- * retried; one buffer per retry, so no more is spilled than needed. If nothing is left to spill the original
- * out-of-memory error is thrown. The wrapped allocator is not changed: its PyTorch-exact behaviour and
+ * retried; one buffer per retry, so no more is spilled than needed. If nothing is left to spill, or no spilling
+ * could serve the request (refused outright at 1 EB, or larger than all the memory the process can reach), the
+ * original out-of-memory error is thrown. The wrapped allocator is not changed: its PyTorch-exact behaviour and
  * statistics stay its own (each failed attempt is one OOM in its counters, as a caught-and-retried OOM
  * is in PyTorch).
  *
@@ -44,6 +47,12 @@ public final class SpillingAllocator implements GpuAllocator {
     private final boolean moveBytes;
 
     private final Map<Long, SpillableBuffer> buffers = new LinkedHashMap<>();
+    /**
+     * The device-resident spillable buffers by address: the memory a plain {@link #free} must not release (the buffer
+     * would later free its stale address again, whoever holds it by then).
+     */
+    private final AddressTable<SpillableBuffer> onDevice = AddressTable.forObjects();
+
     private long nextId;
     private long clock;
     private long hostUsed;
@@ -94,12 +103,28 @@ public final class SpillingAllocator implements GpuAllocator {
             try {
                 return upstream.malloc(sizeBytes, streamId);
             } catch (OutOfMemoryException oom) {
-                if (spillOneMore() == 0) {
+                if (!spillingCouldServe(oom.report()) || spillOneMore() == 0) {
                     throw oom;
                 }
                 oomRetries++;
             }
         }
+    }
+
+    /**
+     * Whether freeing device memory could let the failed request through: not for a request refused outright (1 EB or
+     * more, which touches nothing), nor for one larger than all the memory this process can reach (what the device
+     * has free plus what the allocator holds, or the fraction's limit), which spilling every buffer would not make.
+     */
+    private static boolean spillingCouldServe(OomReport r) {
+        if (r.moreThanOneExabyte()) {
+            return false;
+        }
+        long reachable = r.deviceFree() + r.reservedBytes();
+        if (r.fractionSet()) {
+            reachable = Math.min(reachable, r.allowedMaximum());
+        }
+        return r.roundedSize() <= reachable;
     }
 
     /** Allocates a spillable buffer (on the device, unpinned) with a spill priority (lower spills first). */
@@ -111,6 +136,7 @@ public final class SpillingAllocator implements GpuAllocator {
         SpillableBuffer b = new SpillableBuffer(this, nextId++, sizeBytes, priority, address);
         b.lastUse = ++clock;
         buffers.put(b.id, b);
+        onDevice.put(address, b);
         return b;
     }
 
@@ -153,8 +179,7 @@ public final class SpillingAllocator implements GpuAllocator {
                 hostUsed += b.size;
                 spillsToHost++;
                 bytesToHost += b.size;
-                upstream.free(b.address);
-                b.address = 0;
+                leaveDevice(b);
                 return true;
             }
             // The arena outlives this method: the buffer owns it from here (unspill and close close it), so it
@@ -201,9 +226,15 @@ public final class SpillingAllocator implements GpuAllocator {
             spillsToDisk++;
             bytesToDisk += b.size;
         }
+        leaveDevice(b);
+        return true;
+    }
+
+    /** Gives a device-resident buffer's memory back to the wrapped allocator. */
+    private void leaveDevice(SpillableBuffer b) {
+        onDevice.remove(b.address);
         upstream.free(b.address);
         b.address = 0;
-        return true;
     }
 
     synchronized long acquire(SpillableBuffer b) {
@@ -247,6 +278,7 @@ public final class SpillingAllocator implements GpuAllocator {
                     b.file = null;
                 }
                 b.address = address;
+                onDevice.put(address, b);
                 unspills++;
                 bytesUnspilled += b.size;
                 unspillNanos += System.nanoTime() - t0;
@@ -273,8 +305,7 @@ public final class SpillingAllocator implements GpuAllocator {
         b.closed = true;
         buffers.remove(b.id);
         if (b.address != 0) {
-            upstream.free(b.address);
-            b.address = 0;
+            leaveDevice(b);
         } else if (b.host != null) {
             if (b.hostArena != null) {
                 b.hostArena.close();
@@ -308,8 +339,19 @@ public final class SpillingAllocator implements GpuAllocator {
         return hostUsed;
     }
 
+    /**
+     * Frees a plain {@link #malloc} allocation.
+     *
+     * @throws IllegalArgumentException for the memory of a spillable buffer, which only {@link SpillableBuffer#close()}
+     *     frees (freed here, the buffer would free its address again later, by then perhaps another allocation's)
+     */
     @Override
     public synchronized void free(long address) {
+        SpillableBuffer b = address == 0 ? null : onDevice.get(address);
+        if (b != null) {
+            throw new IllegalArgumentException("free: 0x" + Long.toHexString(address) + " is the memory of spillable"
+                    + " buffer " + b.id + ", which only closing the buffer frees");
+        }
         upstream.free(address);
     }
 

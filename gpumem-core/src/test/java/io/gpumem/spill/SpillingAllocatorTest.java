@@ -127,6 +127,69 @@ class SpillingAllocatorTest {
         }
     }
 
+    /**
+     * A request no spilling can serve (refused outright at 1 EB, or larger than all the memory the process can reach)
+     * fails at once, leaving every buffer where it is: the class spills no more than a request needs.
+     */
+    @Test
+    void aRequestNoSpillingCanServeSpillsNothing() {
+        SimulatedDevice d = device(64 * MiB);
+        try (SpillingAllocator a = SpillingAllocator.accountingOnly(new CachingAllocator(d), 1L << 40)) {
+            SpillableBuffer b1 = a.allocateSpillable(12 * MiB, 0);
+            SpillableBuffer b2 = a.allocateSpillable(12 * MiB, 0);
+            assertThatThrownBy(() -> a.malloc(1L << 60))
+                    .isInstanceOf(OutOfMemoryException.class)
+                    .hasMessage("CUDA out of memory. Tried to allocate more than 1EB memory.");
+            assertThatThrownBy(() -> a.malloc(128 * MiB)).isInstanceOf(OutOfMemoryException.class);
+            assertThat(b1.location()).isEqualTo(SpillableBuffer.Location.DEVICE);
+            assertThat(b2.location()).isEqualTo(SpillableBuffer.Location.DEVICE);
+            assertThat(a.spillStats().spills()).isZero();
+            assertThat(a.spillStats().oomRetries()).isZero();
+            // a request spilling can serve still spills, one buffer at a time
+            long big = a.malloc(48 * MiB);
+            assertThat(a.spillStats().spills()).isPositive();
+            a.free(big);
+        }
+    }
+
+    /**
+     * A spillable buffer's memory is freed by closing the buffer, never by a plain free: freed that way, the buffer
+     * would free its stale address again when closed or spilled, by then perhaps someone else's allocation.
+     */
+    @Test
+    void aPlainFreeOfASpillableBuffersMemoryIsRefused() {
+        SimulatedDevice d = device(64 * MiB);
+        try (SpillingAllocator a = SpillingAllocator.accountingOnly(new CachingAllocator(d), 1L << 40)) {
+            SpillableBuffer b = a.allocateSpillable(12 * MiB, 0);
+            long address = b.acquire();
+            b.release();
+            assertThatThrownBy(() -> a.free(address))
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("spillable buffer");
+            assertThat(a.stats().allocatedBytes()).isEqualTo(12 * MiB);
+            long other = a.malloc(12 * MiB);
+            b.close();
+            a.free(other); // still the caller's to free
+            assertThat(a.stats().allocatedBytes()).isZero();
+            // after a spill and a return the buffer may sit elsewhere: its new address is guarded, the old one not
+            SpillableBuffer c = a.allocateSpillable(12 * MiB, 0);
+            long first = c.acquire();
+            c.release();
+            long filler = a.malloc(56 * MiB); // with c's 12 MiB segment more than the device: spills c
+            assertThat(c.location()).isNotEqualTo(SpillableBuffer.Location.DEVICE);
+            a.free(filler);
+            long again = c.acquire();
+            c.release();
+            assertThatThrownBy(() -> a.free(again)).isInstanceOf(IllegalArgumentException.class);
+            if (again != first) {
+                long reuse = a.malloc(12 * MiB);
+                a.free(reuse);
+            }
+            c.close();
+            assertThat(a.stats().allocatedBytes()).isZero();
+        }
+    }
+
     @Test
     void anAccountingOnlySpillMovesNoBytesButKeepsTheBooks() throws Exception {
         // no byte backing: the buffers have no contents, spills only move them off the device and count
