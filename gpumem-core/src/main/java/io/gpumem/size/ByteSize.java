@@ -9,7 +9,8 @@ import java.util.Locale;
  * ({@link #parse}, {@link #parsePositive}) and how sizes are printed ({@link #format}, PyTorch's {@code format_size}).
  *
  * <h2>Reading</h2>
- * A whole number of bytes, optionally with {@code _} between digits, optionally followed (without a space) by a
+ * A whole number of bytes in the ASCII digits {@code 0-9} (other scripts' digits, which {@link Long#parseLong} would
+ * take, are refused like every other number the project reads), optionally with {@code _} between digits, optionally followed (without a space) by a
  * binary unit {@code B}, {@code KiB}, {@code MiB}, {@code GiB} or {@code TiB} (powers of 1024; units are
  * case-sensitive). Decimal and bare units ({@code KB}, {@code MB}, {@code GB}, {@code K}, {@code M}, {@code G},
  * ...) are rejected with a hint, on purpose: PyTorch's own "MB" (as in {@code max_split_size_mb}) means MiB while
@@ -38,7 +39,7 @@ public final class ByteSize {
      */
     public static long parse(String text) {
         int end = 0;
-        while (end < text.length() && (Character.isDigit(text.charAt(end)) || text.charAt(end) == '_')) {
+        while (end < text.length() && isDigitOrUnderscore(text.charAt(end))) {
             end++;
         }
         String digits = text.substring(0, end).replace("_", "");
@@ -47,8 +48,8 @@ public final class ByteSize {
                 || text.startsWith("_")
                 || text.substring(0, end).endsWith("_")
                 || text.substring(0, end).contains("__")) {
-            throw new IllegalArgumentException("bad size '" + text + "': expected a whole number of bytes,"
-                    + " optionally with a unit B, KiB, MiB, GiB or TiB");
+            throw new IllegalArgumentException("bad size '" + text + "': expected a whole number of bytes"
+                    + " (digits 0-9), optionally with a unit B, KiB, MiB, GiB or TiB");
         }
         int shift = switch (unit) {
             case "", "B" -> 0;
@@ -76,6 +77,10 @@ public final class ByteSize {
             throw new IllegalArgumentException("bad size '" + text + "': too large");
         }
         return value << shift;
+    }
+
+    private static boolean isDigitOrUnderscore(char c) {
+        return (c >= '0' && c <= '9') || c == '_';
     }
 
     /**

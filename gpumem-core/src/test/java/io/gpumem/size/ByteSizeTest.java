@@ -40,6 +40,17 @@ class ByteSizeTest {
     }
 
     @Test
+    void onlyAsciiDigitsMakeASize() {
+        // Arabic-Indic 10, fullwidth 3KiB, Devanagari 5: Long.parseLong reads them all, the script grammar does not
+        for (String s : new String[] {"\u0661\u0660", "\uFF13KiB", "\u096B", "1\u0660"}) {
+            assertThatThrownBy(() -> ByteSize.parse(s))
+                    .as(s)
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessageContaining("bad size '" + s + "'");
+        }
+    }
+
+    @Test
     void overflowIsRejected() {
         assertThat(ByteSize.parse("9223372036854775807")).isEqualTo(Long.MAX_VALUE);
         assertThatThrownBy(() -> ByteSize.parse("9223372036854775808")).hasMessageContaining("too large");
