@@ -3,12 +3,15 @@ package io.gpumem.script;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.config.ConfigException;
 import io.gpumem.size.ByteSize;
-import java.io.BufferedReader;
+import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.io.InputStream;
-import java.io.Reader;
-import java.io.StringReader;
 import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.CharBuffer;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -20,7 +23,7 @@ import org.jspecify.annotations.Nullable;
  * A parsed ops script: the text format that {@code gpumem sim} runs and that trace tools can emit or read.
  *
  * <p>Format, one op per line ({@code #} starts a comment, blank lines are ignored, words are separated by
- * spaces or tabs):
+ * spaces or tabs; line ends, a byte-order mark and the longest line are {@link Utf8Lines}'s rules):
  * <pre>
  * device capacity=SIZE [granularity=SIZE] [held=SIZE]
  * config STRING
@@ -86,42 +89,41 @@ public final class OpsScript {
         return device;
     }
 
-    /** Parses a script held in a string. */
+    /**
+     * Parses a script held in a string: its UTF-8 encoding, read exactly as {@link #parse(InputStream)} reads a
+     * file's bytes (one line splitter, {@link Utf8Lines}, for every source).
+     *
+     * @throws ScriptException naming the first bad line
+     * @throws IllegalArgumentException if the text holds a lone surrogate (it is not Unicode text, and no UTF-8
+     *     encodes it)
+     */
     public static OpsScript parse(String text) {
+        ByteBuffer bytes;
         try {
-            return parse(new StringReader(text));
+            bytes = StandardCharsets.UTF_8
+                    .newEncoder()
+                    .onMalformedInput(CodingErrorAction.REPORT)
+                    .onUnmappableCharacter(CodingErrorAction.REPORT)
+                    .encode(CharBuffer.wrap(text));
+        } catch (CharacterCodingException e) {
+            throw new IllegalArgumentException("script text is not Unicode text (a lone surrogate)", e);
+        }
+        try {
+            return parse(new ByteArrayInputStream(bytes.array(), bytes.arrayOffset(), bytes.limit()));
         } catch (IOException e) {
-            throw new UncheckedIOException(e);
+            throw new UncheckedIOException(e); // a byte array does not fail
         }
     }
 
     /**
-     * Parses a script from a reader (read to the end, not closed).
-     *
-     * @throws ScriptException naming the first bad line
-     * @throws IOException     if reading fails
-     */
-    public static OpsScript parse(Reader reader) throws IOException {
-        BufferedReader in = reader instanceof BufferedReader b ? b : new BufferedReader(reader);
-        return new Parser().run(in::readLine);
-    }
-
-    /**
      * Parses a script from bytes that must be UTF-8 text (read to the end, not closed); a byte that is not
-     * UTF-8 is a {@link ScriptException} naming its line and column.
+     * UTF-8 is a {@link ScriptException} naming its line and column. Lines are split by {@link Utf8Lines}.
      *
      * @throws ScriptException naming the first bad line
      * @throws IOException     if reading fails
      */
     public static OpsScript parse(InputStream in) throws IOException {
-        Utf8Lines lines = new Utf8Lines(in);
-        return new Parser().run(lines::next);
-    }
-
-    /** A source of text lines (a reader's or {@link Utf8Lines}'s). */
-    private interface LineSource {
-        @Nullable
-        String next() throws IOException;
+        return new Parser().run(new Utf8Lines(in));
     }
 
     /** Parser state: the ops so far and, per name, where it was last allocated or freed. */
@@ -133,7 +135,7 @@ public final class OpsScript {
         private boolean allocatorUsed;
         private int line;
 
-        OpsScript run(LineSource in) throws IOException {
+        OpsScript run(Utf8Lines in) throws IOException {
             for (String text = in.next(); text != null; text = in.next()) {
                 line++;
                 int hash = text.indexOf('#');

@@ -12,10 +12,17 @@ import java.util.Arrays;
 import org.jspecify.annotations.Nullable;
 
 /**
- * Reads a script's bytes one line at a time and decodes each line as strict UTF-8, so that a byte that is not
- * UTF-8 is reported with its line and column ({@link ScriptException}) rather than as the JDK's bare
- * "Input length = 1". Line ends are {@code \n} or {@code \r\n}; memory is one line. The trace module's CSV readers,
- * which decode in bulk, ask {@link #firstBadByte} where their input went wrong once the decoder says it did.
+ * The one line splitter of ops scripts: reads bytes one line at a time and decodes each line as strict UTF-8, so
+ * that a byte that is not UTF-8 is reported with its line and column ({@link ScriptException}) rather than as the
+ * JDK's bare "Input length = 1". The trace module's CSV readers, which decode in bulk, ask {@link #firstBadByte}
+ * where their input went wrong once the decoder says it did.
+ *
+ * <p>Rules, the same for every source of a script ({@link OpsScript#parse(String)} encodes its text and comes
+ * here too): a line ends at {@code \n}, {@code \r\n} or a lone {@code \r} (the rule of
+ * {@code BufferedReader.readLine}, which the CSV readers use, so line numbers agree); a UTF-8 byte-order mark at the
+ * very start is no part of line 1 (format detection skips it too); a line may hold at most {@link #MAX_LINE_BYTES}
+ * bytes, so memory is one bounded line and a runaway line is an error naming it rather than an exhausted heap.
+ * Columns count bytes from the start of the line's text (after a byte-order mark).
  */
 public final class Utf8Lines {
     private final InputStream in;
@@ -23,8 +30,20 @@ public final class Utf8Lines {
             .newDecoder()
             .onMalformedInput(CodingErrorAction.REPORT)
             .onUnmappableCharacter(CodingErrorAction.REPORT);
+    /**
+     * The longest line, in bytes without its end, that a script may have: far above any real op or config line
+     * (a few hundred bytes), far below the 2 GiB where a line buffer could no longer grow.
+     */
+    public static final int MAX_LINE_BYTES = 1 << 20;
+
+    private static final int NOTHING_PENDING = -2;
+
     private byte[] buf = new byte[256];
     private int line;
+    /** The byte read after a lone {@code \r} (the first of the next line, or -1 at the end), else NOTHING_PENDING. */
+    private int pending = NOTHING_PENDING;
+    /** Whether the last error was a line over {@link #MAX_LINE_BYTES}, which is not a byte that is not UTF-8. */
+    private boolean overlong;
 
     Utf8Lines(InputStream in) {
         this.in = in;
@@ -33,7 +52,9 @@ public final class Utf8Lines {
     /**
      * Where the first byte that is not UTF-8 stands in {@code in}: the error a script of these bytes gets, its
      * {@link ScriptException#line() line} and its {@link ScriptException#detail() detail} {@code not UTF-8 text (byte
-     * 0xXX at column C)}; null when every line decodes. Reads {@code in} up to that line.
+     * 0xXX at column C)}; null when every line decodes, or when a line before the bad byte is longer than
+     * {@link #MAX_LINE_BYTES} (the caller then knows only that the input is not UTF-8). Reads {@code in} up to that
+     * line.
      */
     public static @Nullable ScriptException firstBadByte(InputStream in) throws IOException {
         Utf8Lines lines = new Utf8Lines(in);
@@ -43,29 +64,44 @@ public final class Utf8Lines {
             }
             return null;
         } catch (ScriptException e) {
-            return e;
+            return lines.overlong ? null : e;
         }
     }
 
-    /** The next line without its end, or null at the end of the input. */
+    /**
+     * The next line without its end, or null at the end of the input.
+     *
+     * @throws ScriptException for a byte that is not UTF-8 or a line longer than {@link #MAX_LINE_BYTES}
+     */
     @Nullable
     String next() throws IOException {
         int n = 0;
-        int b;
-        while ((b = in.read()) >= 0 && b != '\n') {
+        int b = pending == NOTHING_PENDING ? in.read() : pending;
+        pending = NOTHING_PENDING;
+        while (b >= 0 && b != '\n' && b != '\r') {
+            if (n == MAX_LINE_BYTES) {
+                overlong = true;
+                throw new ScriptException(
+                        line + 1, "line longer than " + MAX_LINE_BYTES + " bytes (the limit for a script line)");
+            }
             if (n == buf.length) {
-                buf = Arrays.copyOf(buf, 2 * n);
+                buf = Arrays.copyOf(buf, Math.min(2 * n, MAX_LINE_BYTES));
             }
             buf[n++] = (byte) b;
+            b = in.read();
         }
         if (b < 0 && n == 0) {
             return null;
         }
-        line++;
-        if (n > 0 && buf[n - 1] == '\r') {
-            n--;
+        if (b == '\r') {
+            int after = in.read();
+            if (after != '\n') {
+                pending = after;
+            }
         }
-        ByteBuffer bytes = ByteBuffer.wrap(buf, 0, n);
+        line++;
+        int start = line == 1 && startsWithByteOrderMark(n) ? 3 : 0;
+        ByteBuffer bytes = ByteBuffer.wrap(buf, start, n - start);
         CharBuffer chars = CharBuffer.allocate(n); // n bytes of UTF-8 never make more than n chars
         CoderResult result = decoder.reset().decode(bytes, chars, true);
         if (!result.isError()) {
@@ -74,12 +110,17 @@ public final class Utf8Lines {
         if (result.isError()) {
             // the decoder stops at the first byte of the sequence it cannot take: a lone continuation byte, or the
             // start of a sequence that a wrong byte or the end of the line cuts short
-            int column = bytes.position();
+            int at = bytes.position();
             throw new ScriptException(
                     line,
-                    "not UTF-8 text (byte 0x" + String.format("%02x", buf[column] & 0xff) + " at column " + (column + 1)
+                    "not UTF-8 text (byte 0x" + String.format("%02x", buf[at] & 0xff) + " at column " + (at - start + 1)
                             + ")");
         }
         return chars.flip().toString();
+    }
+
+    /** Whether the line in {@code buf[0, n)} opens with the UTF-8 encoding of U+FEFF. */
+    private boolean startsWithByteOrderMark(int n) {
+        return n >= 3 && (buf[0] & 0xff) == 0xEF && (buf[1] & 0xff) == 0xBB && (buf[2] & 0xff) == 0xBF;
     }
 }

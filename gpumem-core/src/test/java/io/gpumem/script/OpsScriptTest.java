@@ -5,8 +5,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
-import java.io.StringReader;
 import java.nio.charset.StandardCharsets;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 
 class OpsScriptTest {
@@ -75,7 +75,7 @@ class OpsScriptTest {
 
     @Test
     void deviceIsOptionalAndDefaultsItsGranularity() throws IOException {
-        assertThat(OpsScript.parse(new StringReader("alloc a 1\n")).device()).isNull();
+        assertThat(OpsScript.parse("alloc a 1\n").device()).isNull();
         assertThat(OpsScript.parse("device capacity=1GiB\n").device())
                 .isEqualTo(new ScriptOp.DeviceSettings(1, 1L << 30, 0, 0));
         assertThat(OpsScript.parse("config expandable_segments:True\ndevice held=1 capacity=2GiB\n")
@@ -206,6 +206,60 @@ class OpsScriptTest {
         OpsScript ok = OpsScript.parse(new ByteArrayInputStream(
                 ("alloc a 1 " + longComment + "\r\nfree a").getBytes(StandardCharsets.ISO_8859_1)));
         assertThat(ok.ops()).hasSize(2);
+    }
+
+    /** The ops {@code text} parses to, read both ways a script can arrive: as a string and as UTF-8 bytes. */
+    private static List<ScriptOp> bothWays(String text) throws IOException {
+        List<ScriptOp> fromString = OpsScript.parse(text).ops();
+        List<ScriptOp> fromBytes = OpsScript.parse(new ByteArrayInputStream(text.getBytes(StandardCharsets.UTF_8)))
+                .ops();
+        assertThat(fromBytes).isEqualTo(fromString);
+        return fromString;
+    }
+
+    @Test
+    void lineEndsAreLfCrLfOrALoneCrForEverySource() throws IOException {
+        List<ScriptOp> expected = List.of(new ScriptOp.Alloc(1, "a", 1, 0), new ScriptOp.Free(2, "a"));
+        assertThat(bothWays("alloc a 1\rfree a\r")).isEqualTo(expected);
+        assertThat(bothWays("alloc a 1\r\nfree a")).isEqualTo(expected);
+        assertThat(bothWays("alloc a 1\nfree a\n")).isEqualTo(expected);
+        // a CR before a CRLF is an empty line of its own: "free" is on line 3
+        assertThat(bothWays("alloc a 1\r\r\nfree a\r"))
+                .containsExactly(new ScriptOp.Alloc(1, "a", 1, 0), new ScriptOp.Free(3, "a"));
+    }
+
+    @Test
+    void aByteOrderMarkOpensLineOneButIsNoPartOfIt() throws IOException {
+        assertThat(bothWays("\uFEFFalloc a 1MiB\nfree a\n"))
+                .containsExactly(new ScriptOp.Alloc(1, "a", 1L << 20, 0), new ScriptOp.Free(2, "a"));
+        // columns of a bad byte count from after the mark
+        assertThat(utf8Error("\u00ef\u00bb\u00bf\u00ff\n")).isEqualTo("line 1: not UTF-8 text (byte 0xff at column 1)");
+        // only at the very start: anywhere else U+FEFF is a character like any other
+        assertThatThrownBy(() -> OpsScript.parse("alloc a 1\n\uFEFFfree a\n"))
+                .isInstanceOf(ScriptException.class)
+                .hasMessageStartingWith("line 2: unknown op '\uFEFFfree'");
+    }
+
+    @Test
+    void aLineOverTheLimitIsAnErrorNamingItNotAnExhaustedBuffer() throws IOException {
+        String atLimit = "#" + "x".repeat(Utf8Lines.MAX_LINE_BYTES - 1);
+        assertThat(bothWays("alloc a 1\n" + atLimit + "\nfree a\n")).hasSize(2);
+        String overLimit = atLimit + "x";
+        assertThatThrownBy(() -> OpsScript.parse("alloc a 1\n" + overLimit + "\nfree a\n"))
+                .isInstanceOf(ScriptException.class)
+                .hasMessage("line 2: line longer than " + Utf8Lines.MAX_LINE_BYTES
+                        + " bytes (the limit for a script line)");
+        // the CSV readers' locator of bad bytes does not call a long line a bad byte
+        byte[] longThenBad = (overLimit + "\n\u00ff\n").getBytes(StandardCharsets.ISO_8859_1);
+        assertThat(Utf8Lines.firstBadByte(new ByteArrayInputStream(longThenBad)))
+                .isNull();
+    }
+
+    @Test
+    void textWithALoneSurrogateIsRefusedAsNotText() {
+        assertThatThrownBy(() -> OpsScript.parse("alloc a 1 # \uD800\n"))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("lone surrogate");
     }
 
     @Test
