@@ -49,11 +49,47 @@ final class ExpandableSegment {
 
     /** PyTorch's reservation size in pages for a device of {@code totalMemory} bytes. */
     static int defaultPageCount(long totalMemory, long pageSize) {
-        long count = ((totalMemory * 9) / 8 + pageSize - 1) / pageSize;
-        if (count > Integer.MAX_VALUE || count < 1) {
-            throw new IllegalStateException("cannot size an expandable segment for " + totalMemory + " bytes");
+        long count = reservationPages(totalMemory, pageSize);
+        if (count < 0) {
+            throw new IllegalStateException(cannotSize(totalMemory, pageSize));
         }
         return (int) count;
+    }
+
+    /**
+     * {@code ceil((totalMemory * 9 / 8) / pageSize)}, or -1 when that is not a page count this model can hold: below
+     * one, above {@link Integer#MAX_VALUE}, or past {@code long} in the multiplication.
+     */
+    private static long reservationPages(long totalMemory, long pageSize) {
+        if (totalMemory <= 0 || totalMemory > Long.MAX_VALUE / 9) {
+            return -1;
+        }
+        long count = ((totalMemory * 9) / 8 + pageSize - 1) / pageSize;
+        return count > Integer.MAX_VALUE ? -1 : count;
+    }
+
+    private static String cannotSize(long totalMemory, long pageSize) {
+        return "cannot size an expandable segment for " + totalMemory + " bytes (its reservation, 9/8 of the"
+                + " device, must be 1 to " + Integer.MAX_VALUE + " pages of " + pageSize + " bytes)";
+    }
+
+    /**
+     * Why a device of {@code totalMemory} bytes and this allocation granularity could not hold the expandable
+     * segments of either pool, or null when it can: the checks {@link #reserve} and {@link #defaultPageCount} make,
+     * asked before a device is built so that a script's {@code device} line fails where it is written.
+     */
+    static @Nullable String unsupportedDevice(long totalMemory, long granularity) {
+        String small = unsupportedDevice(totalMemory, granularity, SizeRules.expandablePageSize(Pool.SMALL));
+        return small != null
+                ? small
+                : unsupportedDevice(totalMemory, granularity, SizeRules.expandablePageSize(Pool.LARGE));
+    }
+
+    private static @Nullable String unsupportedDevice(long totalMemory, long granularity, long pageSize) {
+        if (!pageFitsGranularity(pageSize, granularity)) {
+            return granularityMismatch(pageSize, granularity);
+        }
+        return reservationPages(totalMemory, pageSize) < 0 ? cannotSize(totalMemory, pageSize) : null;
     }
 
     /** Reserves a new segment on the device. */
@@ -78,10 +114,18 @@ final class ExpandableSegment {
 
     private static void checkGranularity(Device device, long pageSize) {
         long g = device.allocationGranularity();
-        if (g <= 0 || pageSize % g != 0) {
-            throw new IllegalStateException(
-                    "expandable page size " + pageSize + " is not a multiple of the device granularity " + g);
+        if (!pageFitsGranularity(pageSize, g)) {
+            throw new IllegalStateException(granularityMismatch(pageSize, g));
         }
+    }
+
+    /** Pages are mapped whole, in granules: a page must be a whole number of them. */
+    private static boolean pageFitsGranularity(long pageSize, long granularity) {
+        return granularity > 0 && pageSize % granularity == 0;
+    }
+
+    private static String granularityMismatch(long pageSize, long granularity) {
+        return "expandable page size " + pageSize + " is not a multiple of the device granularity " + granularity;
     }
 
     long size() {

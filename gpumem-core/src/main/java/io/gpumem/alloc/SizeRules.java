@@ -1,6 +1,7 @@
 package io.gpumem.alloc;
 
 import io.gpumem.config.AllocatorConfig;
+import org.jspecify.annotations.Nullable;
 
 /**
  * PyTorch's size rules, in one place: how a request is rounded ({@code round_size}), which pool serves it, how
@@ -9,7 +10,8 @@ import io.gpumem.config.AllocatorConfig;
  * allocator ({@code AllocatorCore}) decides with these methods, and so does every module that has to infer what
  * the allocator did (trace window rebuilding, snapshot analysis); nothing else in the project restates them.
  *
- * <p>All methods are pure and allocation-free; the allocator calls them on its hot path.
+ * <p>All methods are pure and allocation-free (but for the message of a refusal); the allocator calls them on its
+ * hot path.
  */
 public final class SizeRules {
     /** {@code kMinBlockSize}: every block size is a multiple of this, and no block is smaller. */
@@ -79,6 +81,17 @@ public final class SizeRules {
     /** The page size of an expandable segment of {@code pool}: 2 MiB small, 20 MiB large. */
     public static long expandablePageSize(Pool pool) {
         return pool == Pool.SMALL ? SMALL_BUFFER : LARGE_BUFFER;
+    }
+
+    /**
+     * Why a device of {@code totalMemory} bytes with this allocation {@code granularity} could not hold expandable
+     * segments, or null when it can: each pool's page must be a whole number of granules, and the reservation
+     * (9/8 of the device's memory, in pages) must be a page count the allocator can hold. These are the checks
+     * the allocator makes when it reserves a segment, asked ahead: an ops script's {@code device} line is refused
+     * with its line rather than failing part way through a run.
+     */
+    public static @Nullable String expandableSegmentsUnsupported(long totalMemory, long granularity) {
+        return ExpandableSegment.unsupportedDevice(totalMemory, granularity);
     }
 
     /**

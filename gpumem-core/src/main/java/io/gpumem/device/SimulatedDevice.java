@@ -52,6 +52,8 @@ import org.jspecify.annotations.Nullable;
  * <p>Thread-safe: every operation holds the device's monitor.
  */
 public final class SimulatedDevice implements Device {
+    /** The allocation granularity of a device built without one: 2 MiB, what CUDA GPUs report. */
+    public static final long DEFAULT_GRANULARITY = 2L << 20;
 
     private final DeviceProperties properties;
     private final boolean backed;
@@ -461,7 +463,7 @@ public final class SimulatedDevice implements Device {
         private String name = "simulated";
         private int index = 0;
         private long capacity = 80L << 30;
-        private long granularity = 2L << 20;
+        private long granularity = DEFAULT_GRANULARITY;
         private long heldOutside = 0;
         private boolean backed = false;
         private boolean virtualMemory = true;

@@ -1,7 +1,9 @@
 package io.gpumem.script;
 
+import io.gpumem.alloc.SizeRules;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.config.ConfigException;
+import io.gpumem.device.SimulatedDevice;
 import io.gpumem.size.ByteSize;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
@@ -39,7 +41,8 @@ import org.jspecify.annotations.Nullable;
  *
  * <p>Parsing is complete before anything runs, and it checks everything that does not depend on the
  * allocator: syntax, sizes, config strings (parsed with {@link AllocatorConfig#parse}), fractions, that
- * {@code device} appears at most once and before any allocator op, and the name discipline: an {@code alloc}
+ * {@code device} appears at most once and before any allocator op and describes a device the allocator can run on
+ * with any configuration ({@link SizeRules#expandableSegmentsUnsupported}), and the name discipline: an {@code alloc}
  * binds a name that must not be live, {@code free} and {@code record_stream} need a live name, so an unknown
  * name or a double free is reported with the lines involved. An allocation that runs out of memory at run time
  * leaves its name bound but empty; runners skip later {@code free}/{@code record_stream} of such a name.
@@ -235,6 +238,13 @@ public final class OpsScript {
             }
             if (kv.containsKey("granularity") && Long.bitCount(granularity) != 1) {
                 throw error("device granularity must be a power of two, got " + granularity);
+            }
+            // any config line, or a compare of this script under other settings, may turn expandable segments on:
+            // a device that could not hold them is refused here, by the allocator's own rule, not part way through
+            String unsupported = SizeRules.expandableSegmentsUnsupported(
+                    capacity, kv.containsKey("granularity") ? granularity : SimulatedDevice.DEFAULT_GRANULARITY);
+            if (unsupported != null) {
+                throw error("device cannot hold expandable segments: " + unsupported);
             }
             if (held > capacity) {
                 throw error("device held=" + held + " exceeds capacity=" + capacity);

@@ -174,6 +174,21 @@ class OpsScriptTest {
         assertError("device capacity=1GiB capacity=2GiB\n", 1, "capacity given twice");
         assertError("device capacity=1GiB granularity=3MiB\n", 1, "power of two");
         assertError("device capacity=1GiB held=2GiB\n", 1, "exceeds capacity");
+        // devices the allocator could not put expandable segments on, which any config line may ask for
+        assertError(
+                "# granules bigger than the 2 MiB page\ndevice capacity=1GiB granularity=4MiB\n",
+                2,
+                "device cannot hold expandable segments: expandable page size 2097152 is not a multiple of the device"
+                        + " granularity 4194304");
+        assertError(
+                "device capacity=4096TiB\n",
+                1,
+                "device cannot hold expandable segments: cannot size an expandable segment for 4503599627370496 bytes");
+        assertError("device capacity=8191TiB\n", 1, "cannot size an expandable segment"); // past long when * 9/8
+        assertThat(OpsScript.parse("device capacity=3000TiB granularity=512\n")
+                        .device()
+                        .capacity())
+                .isEqualTo(3000L << 40);
         assertError("device capacity=0\n", 1, "capacity must be positive");
     }
 
