@@ -7,7 +7,9 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.util.Arrays;
 import java.util.function.LongConsumer;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Entry point for reading any supported trace file: detects the format from the content (a pickle starts
@@ -15,9 +17,20 @@ import java.util.function.LongConsumer;
  *
  * <p>Formats: PyTorch snapshot pickles ({@link PytorchSnapshotReader}), RMM logs ({@link RmmLogReader}),
  * lifetime CSVs ({@link LifetimeCsvReader}), {@code gpumem sim} ops scripts ({@link OpsScriptReader}; recognised
- * by the first word of the first line that is not blank or a comment). Anything else is a {@link TraceFormatException} naming the file.
+ * by the first word of the first line that is not blank or a comment, or by a head of only such lines: see
+ * {@link #detect}). Anything else is a {@link TraceFormatException} naming the file.
  */
 public final class TraceReaders {
+
+    /**
+     * The most bytes of blank and comment lines that format detection reads through looking for a file's first
+     * line: far more than any real header comment, and a bound on what detection reads of a file that is
+     * something else.
+     */
+    static final int COMMENT_HEAD_LIMIT = 1 << 20;
+
+    /** What detection reads first: enough for a pickle's first byte and any ordinary first line. */
+    private static final int FIRST_READ = 8192;
 
     private TraceReaders() {}
 
@@ -48,35 +61,41 @@ public final class TraceReaders {
         };
     }
 
-    /** Detects the format from the first bytes. */
+    /**
+     * Detects the format from the first bytes, and for text from its first line that is not blank or a comment.
+     * Detection reads past blank and comment lines (a script may open with a long commented header) up to
+     * {@link #COMMENT_HEAD_LIMIT} bytes; a text file whose head is only such lines and goes on past it is an ops
+     * script, the one text format that allows comments anywhere, so it reads the way {@code gpumem sim} reads it
+     * (and its parser names the line that is wrong if it is not one). A file of nothing but such lines holds no
+     * trace of any format.
+     */
     public static SourceFormat detect(Path file) {
         String name = file.toString();
-        byte[] head = new byte[8192];
-        int n;
+        String first;
         try (InputStream in = Files.newInputStream(file)) {
-            n = in.readNBytes(head, 0, head.length);
+            byte[] head = new byte[FIRST_READ];
+            int n = in.readNBytes(head, 0, head.length);
+            if (n == 0) {
+                throw new TraceFormatException(name, "", "empty file");
+            }
+            int b0 = head[0] & 0xff;
+            // PROTO (0x80) for protocol 2+, or protocol 0/1 streams starting with MARK '(' , EMPTY_DICT '}',
+            // EMPTY_LIST ']'.
+            if (b0 == 0x80 || b0 == '}' || b0 == ']' || b0 == '(') {
+                return SourceFormat.PYTORCH_SNAPSHOT;
+            }
+            first = firstContentLine(in, head, n);
         } catch (NoSuchFileException e) {
             throw new TraceFormatException(name, "", "no such file");
         } catch (IOException e) {
             throw new TraceFormatException(name, "", "cannot read: " + e.getMessage(), e);
         }
-        if (n == 0) {
-            throw new TraceFormatException(name, "", "empty file");
+        if (first == null) {
+            return SourceFormat.OPS_SCRIPT;
         }
-        int b0 = head[0] & 0xff;
-        // PROTO (0x80) for protocol 2+, or protocol 0/1 streams starting with MARK '(' , EMPTY_DICT '}', EMPTY_LIST
-        // ']'.
-        if (b0 == 0x80 || b0 == '}' || b0 == ']' || b0 == '(') {
-            return SourceFormat.PYTORCH_SNAPSHOT;
+        if (first.isEmpty()) {
+            throw new TraceFormatException(name, "", "no trace in it: only blank lines and comments");
         }
-        // a UTF-8 byte-order mark (spreadsheets write one before a CSV's header) is no part of the text
-        int bom = n >= 3 && (head[0] & 0xff) == 0xEF && (head[1] & 0xff) == 0xBB && (head[2] & 0xff) == 0xBF ? 3 : 0;
-        String text = new String(head, bom, n - bom, StandardCharsets.ISO_8859_1);
-        String first = text.lines()
-                .map(String::strip)
-                .filter(l -> !l.isEmpty() && !l.startsWith("#"))
-                .findFirst()
-                .orElse("");
         String[] fields = first.split(",", -1);
         for (int i = 0; i < fields.length; i++) {
             fields[i] = fields[i].strip();
@@ -98,5 +117,41 @@ public final class TraceReaders {
                 "unknown trace format (expected a PyTorch snapshot pickle, an RMM"
                         + " log with header Thread,Time,Action,Pointer,Size,Stream, a lifetime CSV with header"
                         + " id,lower,upper,size, or a gpumem sim ops script)");
+    }
+
+    /**
+     * The first line that is not blank or a comment ({@code #}), stripped, of a file whose first {@code n} bytes
+     * are in {@code head} and the rest in {@code in}; empty when every line of the file is blank or a comment, null
+     * when every line up to {@link #COMMENT_HEAD_LIMIT} bytes is and the file goes on. Bytes are read as ISO-8859-1: the formats' keywords
+     * are ASCII, and a byte that is not UTF-8 is the chosen reader's to report, with its line. Line ends are
+     * {@code \n}, {@code \r\n} or a lone {@code \r}, as every reader splits them.
+     */
+    private static @Nullable String firstContentLine(InputStream in, byte[] head, int n) throws IOException {
+        // a UTF-8 byte-order mark (spreadsheets write one before a CSV's header) is no part of the text
+        int pos = n >= 3 && (head[0] & 0xff) == 0xEF && (head[1] & 0xff) == 0xBB && (head[2] & 0xff) == 0xBF ? 3 : 0;
+        boolean atEnd = n < head.length;
+        while (true) {
+            int end = pos;
+            while (end < n && head[end] != '\n' && head[end] != '\r') {
+                end++;
+            }
+            if (end == n && !atEnd) {
+                if (n >= COMMENT_HEAD_LIMIT) {
+                    return null;
+                }
+                head = Arrays.copyOf(head, Math.min(2 * head.length, COMMENT_HEAD_LIMIT));
+                n += in.readNBytes(head, n, head.length - n);
+                atEnd = n < head.length;
+                continue;
+            }
+            String line = new String(head, pos, end - pos, StandardCharsets.ISO_8859_1).strip();
+            if (!line.isEmpty() && !line.startsWith("#")) {
+                return line;
+            }
+            if (end == n) {
+                return "";
+            }
+            pos = end + 1;
+        }
     }
 }

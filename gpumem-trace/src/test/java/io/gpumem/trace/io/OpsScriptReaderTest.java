@@ -70,4 +70,36 @@ class OpsScriptReaderTest {
         assertThatThrownBy(() -> new OpsScriptReader(new ReadLimits(1 << 20, 4)).read(f))
                 .hasMessage(f + ": more than 4 ops (limit)");
     }
+
+    @Test
+    void detectionReadsPastALongCommentedHead(@TempDir Path dir) throws Exception {
+        String comments = "# header comment, padded to a long line .............................\n\n".repeat(400);
+        assertThat(comments.length()).isGreaterThan(3 * 8192); // past what detection used to look at
+        Path script = dir.resolve("long-head.ops");
+        Files.writeString(script, comments + "alloc a 1MiB\r\nfree a\r\n");
+        assertThat(TraceReaders.detect(script)).isEqualTo(SourceFormat.OPS_SCRIPT);
+        assertThat(TraceReaders.read(script).traceOf(0))
+                .extracting(TraceEntry::actionName)
+                .containsExactly("alloc", "free_requested", "free_completed");
+        // the CSV formats, which allow comments before their header, are recognised past them too
+        Path csv = dir.resolve("long-head.csv");
+        Files.writeString(csv, comments + "id,lower,upper,size\n0,0,5,100\n");
+        assertThat(TraceReaders.detect(csv)).isEqualTo(SourceFormat.LIFETIME_CSV);
+    }
+
+    @Test
+    void aHeadOfOnlyCommentsIsAnOpsScriptAsSimReadsIt(@TempDir Path dir) throws Exception {
+        Path onlyComments = dir.resolve("nothing.ops");
+        Files.writeString(onlyComments, "# nothing to run yet\r\n\n   \n");
+        assertThatThrownBy(() -> TraceReaders.detect(onlyComments))
+                .isInstanceOf(TraceFormatException.class)
+                .hasMessage(onlyComments + ": no trace in it: only blank lines and comments");
+        // a head of comments longer than detection reads: the script's own parser then reads the whole file
+        Path huge = dir.resolve("huge-head.ops");
+        int lines = TraceReaders.COMMENT_HEAD_LIMIT / 1000 + 1;
+        Files.writeString(huge, ("#".repeat(999) + "\n").repeat(lines) + "alloc a 1\nfree b\n");
+        assertThat(TraceReaders.detect(huge)).isEqualTo(SourceFormat.OPS_SCRIPT);
+        assertThatThrownBy(() -> TraceReaders.read(huge))
+                .hasMessage(huge + ": line " + (lines + 2) + ": free of unknown name 'b'");
+    }
 }
