@@ -246,8 +246,10 @@ public final class OpsScript {
             if (unsupported != null) {
                 throw error("device cannot hold expandable segments: " + unsupported);
             }
-            if (held > capacity) {
-                throw error("device held=" + held + " exceeds capacity=" + capacity);
+            if (held >= capacity) {
+                // nothing would be left to allocate: sim could only fail every request, and the what-if replays of
+                // compare and analyze have no device to size, so every command refuses it here, with the line
+                throw error("device held=" + held + " leaves no memory: it must be less than capacity=" + capacity);
             }
             device = new ScriptOp.DeviceSettings(line, capacity, granularity, held);
             return device;

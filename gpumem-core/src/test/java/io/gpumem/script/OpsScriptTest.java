@@ -173,7 +173,15 @@ class OpsScriptTest {
         assertError("device capacity=1GiB size=3\n", 1, "got 'size=3'");
         assertError("device capacity=1GiB capacity=2GiB\n", 1, "capacity given twice");
         assertError("device capacity=1GiB granularity=3MiB\n", 1, "power of two");
-        assertError("device capacity=1GiB held=2GiB\n", 1, "exceeds capacity");
+        assertError("device capacity=1GiB held=2GiB\n", 1, "device held=2147483648 leaves no memory");
+        assertError(
+                "device capacity=1GiB held=1GiB\n",
+                1,
+                "device held=1073741824 leaves no memory: it must be less than capacity=1073741824");
+        assertThat(OpsScript.parse("device capacity=1GiB held=1073741823\n")
+                        .device()
+                        .held())
+                .isEqualTo((1L << 30) - 1);
         // devices the allocator could not put expandable segments on, which any config line may ask for
         assertError(
                 "# granules bigger than the 2 MiB page\ndevice capacity=1GiB granularity=4MiB\n",

@@ -229,6 +229,22 @@ class SimCommandTest {
             {"stats\nmalloc a 1\n", "gpumem sim: line 2: unknown op 'malloc'"},
             {"alloc a\n", "gpumem sim: line 1: usage: alloc NAME SIZE [stream=N]"},
             {"set_fraction 2\n", "gpumem sim: line 1: Invalid fraction value: 2. Allowed range: 0~1"},
+            // devices that used to parse, then fail part way through a run (exit 1, after output)
+            {
+                "# 4 MiB granules\ndevice capacity=1GiB granularity=4MiB\nstats\n",
+                "gpumem sim: line 2: device cannot hold expandable segments: expandable page size 2097152 is not a"
+                        + " multiple of the device granularity 4194304"
+            },
+            {
+                "device capacity=4096TiB\nconfig expandable_segments:True\nstats\nalloc a 1\n",
+                "gpumem sim: line 1: device cannot hold expandable segments: cannot size an expandable segment for"
+                        + " 4503599627370496 bytes"
+            },
+            // every request would fail here, and compare and analyze could not size a device
+            {
+                "device capacity=64MiB held=64MiB\nalloc a 1\nstats\n",
+                "gpumem sim: line 1: device held=67108864 leaves no memory: it must be less than capacity=67108864"
+            },
         };
         for (String[] c : cases) {
             CliRun r = run(c[0], "sim");

@@ -52,6 +52,12 @@ class OpsScriptReaderTest {
                 .hasMessageStartingWith(f + ": line 2: ");
         Files.writeString(f, "alloc a 10MB\n");
         assertThatThrownBy(() -> TraceReaders.read(f)).hasMessageStartingWith(f + ": line 1: ");
+        // a device with nothing left over: refused with its line, as sim refuses it (not a bare "capacity must be
+        // positive" from the what-if replay)
+        Files.writeString(f, "# all held\ndevice capacity=64MiB held=64MiB\nalloc a 1\n");
+        assertThatThrownBy(() -> TraceReaders.read(f))
+                .hasMessage(
+                        f + ": line 2: device held=67108864 leaves no memory: it must be less than capacity=67108864");
     }
 
     @Test
