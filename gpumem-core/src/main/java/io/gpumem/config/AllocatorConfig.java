@@ -1,6 +1,8 @@
 package io.gpumem.config;
 
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -56,6 +58,71 @@ public final class AllocatorConfig {
      */
     public AllocatorConfig reparse(String conf) {
         return AllocatorConfigParser.parse(conf, this);
+    }
+
+    /**
+     * This configuration as a {@code PYTORCH_CUDA_ALLOC_CONF} string that {@link #parse} reads back to the same
+     * settings: the options that differ from the defaults, in a fixed order ({@code ""} for the defaults). It is
+     * how a configuration that several parses made (a script's {@code config} lines, {@code _set_allocator_settings}
+     * calls) is written down, since no one of their strings says it all and joining them would not re-parse the
+     * same way ({@link #reparse} resets three options).
+     *
+     * @throws IllegalStateException for a size the syntax cannot write (a builder-made size that is not whole MiB)
+     */
+    public String toConfString() {
+        List<String> options = new ArrayList<>();
+        if (!v.backend.equals(DEFAULTS.v.backend)) {
+            options.add("backend:" + v.backend);
+        }
+        if (v.maxSplitSize != UNLIMITED) {
+            options.add("max_split_size_mb:" + wholeMib(v.maxSplitSize, "max_split_size"));
+        }
+        if (v.maxNonSplitRounding != DEFAULT_MAX_NON_SPLIT_ROUNDING) {
+            options.add("max_non_split_rounding_mb:" + wholeMib(v.maxNonSplitRounding, "max_non_split_rounding"));
+        }
+        int[] table = v.roundupPower2Divisions;
+        if (Arrays.stream(table).anyMatch(d -> d != 0)) {
+            if (Arrays.stream(table).allMatch(d -> d == table[0])) {
+                options.add("roundup_power2_divisions:" + table[0]);
+            } else {
+                // a list sets exactly the intervals it names (the first also every smaller one, and there is none
+                // below 1 MB); the others stay 0
+                StringBuilder list = new StringBuilder("roundup_power2_divisions:[1:").append(table[0]);
+                for (int i = 1; i < table.length; i++) {
+                    if (table[i] != 0) {
+                        list.append(',').append(1L << i).append(':').append(table[i]);
+                    }
+                }
+                options.add(list.append(']').toString());
+            }
+        }
+        if (v.garbageCollectionThreshold != 0.0) {
+            // Double.toString is the shortest text that parses back to the same double
+            options.add("garbage_collection_threshold:" + v.garbageCollectionThreshold);
+        }
+        if (v.expandableSegments) {
+            options.add("expandable_segments:True");
+        }
+        if (v.releaseLockOnCudaMalloc) {
+            options.add("release_lock_on_cudamalloc:True");
+        }
+        if (v.pinnedUseCudaHostRegister) {
+            options.add("pinned_use_cuda_host_register:True");
+        }
+        if (v.pinnedNumRegisterThreads != DEFAULTS.v.pinnedNumRegisterThreads) {
+            options.add("pinned_num_register_threads:" + v.pinnedNumRegisterThreads);
+        }
+        if (v.pinnedUseBackgroundThreads) {
+            options.add("pinned_use_background_threads:True");
+        }
+        return String.join(",", options);
+    }
+
+    private static long wholeMib(long bytes, String option) {
+        if (bytes % (1L << 20) != 0) {
+            throw new IllegalStateException(option + " of " + bytes + " bytes is not a whole number of MiB");
+        }
+        return bytes >> 20;
     }
 
     public Builder toBuilder() {

@@ -93,6 +93,41 @@ public final class OpsScript {
     }
 
     /**
+     * The configuration the allocator decides with when the op at {@code index} runs ({@code ops().size()}: after
+     * the last): the defaults re-parsed ({@link AllocatorConfig#reparse}) with each {@code config} line before it, in
+     * script order. The lines before the first allocator op are the environment the allocator is created with and
+     * later ones {@code _set_allocator_settings} calls, and PyTorch parses both by the same rule (which resets
+     * {@code max_split_size_mb}, {@code roundup_power2_divisions} and {@code garbage_collection_threshold} unless
+     * named), so this is what {@code gpumem sim}'s allocator has at that op, and what the trace reader records for a
+     * script. Its {@link AllocatorConfig#raw() raw} string parses to it: the line's own text when one line made
+     * it, else {@link AllocatorConfig#toConfString()}.
+     */
+    public AllocatorConfig configAt(int index) {
+        AllocatorConfig config = AllocatorConfig.defaults();
+        int lines = 0;
+        for (ScriptOp op : ops.subList(0, index)) {
+            if (op instanceof ScriptOp.Config c) {
+                config = config.reparse(c.conf()); // parsed once already: the parser checked every line
+                lines++;
+            }
+        }
+        return lines <= 1 ? config : AllocatorConfig.parse(config.toConfString());
+    }
+
+    /**
+     * The configuration the allocator is created with: {@link #configAt} the first allocator op (any op but
+     * {@code device} and {@code config}), or after the last op when there is none.
+     */
+    public AllocatorConfig initialConfig() {
+        int first = 0;
+        while (first < ops.size()
+                && (ops.get(first) instanceof ScriptOp.Config || ops.get(first) instanceof ScriptOp.DeviceSettings)) {
+            first++;
+        }
+        return configAt(first);
+    }
+
+    /**
      * Parses a script held in a string: its UTF-8 encoding, read exactly as {@link #parse(InputStream)} reads a
      * file's bytes (one line splitter, {@link Utf8Lines}, for every source).
      *

@@ -21,6 +21,7 @@ class AllocatorConfigParserRandomTest {
         long seed = System.nanoTime();
         System.out.println("AllocatorConfigParserRandomTest.generatedConfigsParseToTheirModel seed=" + seed);
         SplittableRandom rnd = new SplittableRandom(seed);
+        AllocatorConfig previous = AllocatorConfig.defaults();
         for (int iter = 0; iter < 3000; iter++) {
             List<String> parts = new ArrayList<>();
             long maxSplit = AllocatorConfig.UNLIMITED;
@@ -104,7 +105,21 @@ class AllocatorConfigParserRandomTest {
             assertThat(c.garbageCollectionThreshold()).as(conf).isEqualTo(gc);
             assertThat(c.expandableSegments()).as(conf).isEqualTo(expandable);
             assertThat(c.pinnedNumRegisterThreads()).as(conf).isEqualTo(threads);
+            // written down and read back, alone or on top of the previous one as a settings call makes it
+            assertThat(settings(AllocatorConfig.parse(c.toConfString())))
+                    .as(conf)
+                    .isEqualTo(settings(c));
+            AllocatorConfig chained = previous.reparse(conf);
+            assertThat(settings(AllocatorConfig.parse(chained.toConfString())))
+                    .as(previous + " then " + conf)
+                    .isEqualTo(settings(chained));
+            previous = c;
         }
+    }
+
+    /** The settings of {@code c}, without the string it was parsed from. */
+    static AllocatorConfig settings(AllocatorConfig c) {
+        return c.toBuilder().raw("").build();
     }
 
     /** Sprinkles spaces anywhere (the lexer drops them all). */

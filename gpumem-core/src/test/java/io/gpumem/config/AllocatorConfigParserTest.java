@@ -488,4 +488,29 @@ class AllocatorConfigParserTest {
             assertRejected("expandable_segments:True,max_split_size_mb:1", "max_split_size_mb", "too small");
         }
     }
+
+    @Test
+    void aConfigurationIsWrittenAsTheOptionsThatDifferFromTheDefaults() {
+        assertThat(AllocatorConfig.defaults().toConfString()).isEmpty();
+        assertThat(AllocatorConfig.parse("expandable_segments:False,max_split_size_mb:100,")
+                        .toConfString())
+                .isEqualTo("max_split_size_mb:100");
+        AllocatorConfig every = AllocatorConfig.parse(
+                "backend:cudaMallocAsync,max_split_size_mb:64,"
+                        + "max_non_split_rounding_mb:40,roundup_power2_divisions:[4:2,64:8,>:0],"
+                        + "garbage_collection_threshold:0.75,expandable_segments:True,release_lock_on_hipmalloc:True,"
+                        + "pinned_use_cuda_host_register:True,pinned_num_register_threads:8,pinned_use_background_threads:True");
+        assertThat(every.toConfString())
+                .isEqualTo("backend:cudaMallocAsync,max_split_size_mb:64,max_non_split_rounding_mb:40,"
+                        + "roundup_power2_divisions:[1:2,2:2,4:2],garbage_collection_threshold:0.75,"
+                        + "expandable_segments:True,release_lock_on_cudamalloc:True,pinned_use_cuda_host_register:True,"
+                        + "pinned_num_register_threads:8,pinned_use_background_threads:True");
+        assertThat(AllocatorConfigParserRandomTest.settings(AllocatorConfig.parse(every.toConfString())))
+                .isEqualTo(AllocatorConfigParserRandomTest.settings(every));
+        // a list that leaves the smallest intervals at 0 says so, or its first key would fill them
+        AllocatorConfig upper = AllocatorConfig.parse("roundup_power2_divisions:[1:0,1024:4]");
+        assertThat(upper.toConfString()).isEqualTo("roundup_power2_divisions:[1:0,1024:4]");
+        assertThat(AllocatorConfig.parse("roundup_power2_divisions:4").toConfString())
+                .isEqualTo("roundup_power2_divisions:4");
+    }
 }

@@ -3,6 +3,7 @@ package io.gpumem.script;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.gpumem.config.AllocatorConfig;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -229,6 +230,39 @@ class OpsScriptTest {
         OpsScript ok = OpsScript.parse(new ByteArrayInputStream(
                 ("alloc a 1 " + longComment + "\r\nfree a").getBytes(StandardCharsets.ISO_8859_1)));
         assertThat(ok.ops()).hasSize(2);
+    }
+
+    @Test
+    void theConfigurationInForceFoldsConfigLinesTheWayPyTorchReparsesThem() {
+        // the audit's script: the second line resets max_split_size_mb, as _set_allocator_settings would
+        OpsScript reset = OpsScript.parse("""
+                config max_split_size_mb:100
+                config expandable_segments:False
+                alloc a 200MiB
+                free a
+                alloc b 150MiB
+                stats
+                """);
+        assertThat(reset.initialConfig().maxSplitSize()).isEqualTo(AllocatorConfig.UNLIMITED);
+        assertThat(reset.initialConfig().raw()).isEmpty(); // nothing differs from the defaults
+        // joined with ',' these two would not parse (",,"); folded they are one option
+        OpsScript trailingComma =
+                OpsScript.parse("config max_split_size_mb:100,\nconfig expandable_segments:True\nalloc a 1\n");
+        assertThat(trailingComma.initialConfig().raw()).isEqualTo("expandable_segments:True");
+        // one line keeps its own text
+        assertThat(OpsScript.parse("config max_split_size_mb:100 ,\nalloc a 1\n")
+                        .initialConfig()
+                        .raw())
+                .isEqualTo("max_split_size_mb:100 ,");
+        // the allocator is created at the first allocator op; a line after it is a settings call on top
+        OpsScript late = OpsScript.parse(
+                "config expandable_segments:True\nstats\nconfig max_split_size_mb:100\nalloc a 1\nconfig backend:native\n");
+        assertThat(late.initialConfig()).isEqualTo(AllocatorConfig.parse("expandable_segments:True"));
+        AllocatorConfig atAlloc = late.configAt(3);
+        assertThat(atAlloc.raw()).isEqualTo("max_split_size_mb:100,expandable_segments:True");
+        assertThat(atAlloc).isEqualTo(AllocatorConfig.parse(atAlloc.raw()));
+        assertThat(late.configAt(late.ops().size()).maxSplitSize()).isEqualTo(AllocatorConfig.UNLIMITED);
+        assertThat(OpsScript.parse("alloc a 1\n").initialConfig()).isEqualTo(AllocatorConfig.defaults());
     }
 
     /** The ops {@code text} parses to, read both ways a script can arrive: as a string and as UTF-8 bytes. */

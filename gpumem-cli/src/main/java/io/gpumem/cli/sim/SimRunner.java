@@ -18,7 +18,9 @@ import java.util.function.BiFunction;
  * Runs a parsed {@link OpsScript} against a {@link SimTarget} and prints what the script asks for.
  *
  * <p>The target is created lazily, at the first op that needs the allocator, from the {@code device} line
- * and every {@code config} line seen so far: those early config lines play the role of the
+ * and the script's {@link OpsScript#initialConfig()} (the config lines before that op, folded as PyTorch
+ * re-parses them; the trace reader records a script's configuration by the same rule): those early config lines
+ * play the role of the
  * {@code PYTORCH_CUDA_ALLOC_CONF} environment variable (read once, when PyTorch creates the allocator), later
  * ones that of {@code _set_allocator_settings}. Names map to the pointers their {@code alloc} returned; an
  * allocation that ran out of memory leaves its name "failed", and a later {@code free} or
@@ -35,7 +37,6 @@ final class SimRunner {
     private final BiFunction<ScriptOp.DeviceSettings, AllocatorConfig, SimTarget> factory;
 
     private SimTarget target;
-    private AllocatorConfig initialConfig = AllocatorConfig.defaults();
     private final Map<String, Long> pointers = new HashMap<>();
     private final Map<String, Integer> failed = new HashMap<>();
 
@@ -81,9 +82,9 @@ final class SimRunner {
                 // Applied when the target is created.
             }
             case ScriptOp.Config c -> {
-                if (target == null) {
-                    initialConfig = initialConfig.reparse(c.conf());
-                } else {
+                // before the target exists (before the first allocator op) the line is part of
+                // script.initialConfig(), which the target is created with
+                if (target != null) {
                     target.apply(c);
                 }
             }
@@ -146,7 +147,7 @@ final class SimRunner {
 
     private SimTarget target(OpsScript script) {
         if (target == null) {
-            target = factory.apply(script.device(), initialConfig);
+            target = factory.apply(script.device(), script.initialConfig());
             if (script.ops().stream().anyMatch(op -> op instanceof ScriptOp.Snapshot)) {
                 target.recordHistory();
             }

@@ -26,7 +26,8 @@ import java.util.Map;
  * alloc's ordinal times 512, so the snapshot is marked {@code addressesRecorded = false}); {@code free NAME}
  * becomes {@code free_requested} + {@code free_completed}; {@code empty_cache} becomes an entry with the
  * action name {@value #EMPTY_CACHE} (unknown to PyTorch, replayed as a user {@code empty_cache()}). The
- * {@code config} lines before the first alloc become {@code allocator_settings} (the recorded configuration);
+ * configuration in force at the first alloc ({@link OpsScript#configAt}: the {@code config} lines before it, folded
+ * the way {@code gpumem sim} applies them) becomes {@code allocator_settings} (the recorded configuration);
  * the {@code device} line's capacity and held bytes are kept under the top-level keys
  * {@code gpumem_device_capacity} and {@code gpumem_device_held}. Other ops (record_stream, complete_events,
  * set_fraction, reset_peak, summary, stats, snapshot, later config lines) do not change the request stream and
@@ -66,19 +67,11 @@ public final class OpsScriptReader {
         List<TraceEntry> out = new ArrayList<>();
         Map<String, Long> handles = new HashMap<>();
         Map<String, Long> sizes = new HashMap<>();
-        String conf = null;
-        boolean allocSeen = false;
         long next = 0;
         FileKeys keys = FileKeys.of(TraceEntry.ADDR | TraceEntry.SIZE | TraceEntry.STREAM | TraceEntry.TIME_US);
         for (ScriptOp op : script.ops()) {
             switch (op) {
-                case ScriptOp.Config c -> {
-                    if (!allocSeen) {
-                        conf = conf == null ? c.conf() : conf + "," + c.conf();
-                    }
-                }
                 case ScriptOp.Alloc a -> {
-                    allocSeen = true;
                     if (a.size() == 0) {
                         // PyTorch returns a null pointer for zero bytes and records nothing: neither do we.
                         handles.put(a.name(), 0L);
@@ -113,9 +106,13 @@ public final class OpsScriptReader {
             }
         }
         Map<String, Object> settings = null;
-        if (conf != null) {
+        int firstAlloc = 0;
+        while (firstAlloc < script.ops().size() && !(script.ops().get(firstAlloc) instanceof ScriptOp.Alloc)) {
+            firstAlloc++;
+        }
+        if (script.ops().subList(0, firstAlloc).stream().anyMatch(op -> op instanceof ScriptOp.Config)) {
             settings = new LinkedHashMap<>();
-            settings.put("PYTORCH_CUDA_ALLOC_CONF", conf);
+            settings.put("PYTORCH_CUDA_ALLOC_CONF", script.configAt(firstAlloc).raw());
         }
         Map<String, Object> extra = new LinkedHashMap<>();
         if (script.device() != null) {

@@ -3,6 +3,7 @@ package io.gpumem.trace.io;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.gpumem.config.AllocatorConfig;
 import io.gpumem.history.TraceEntry;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -107,5 +108,35 @@ class OpsScriptReaderTest {
         assertThat(TraceReaders.detect(huge)).isEqualTo(SourceFormat.OPS_SCRIPT);
         assertThatThrownBy(() -> TraceReaders.read(huge))
                 .hasMessage(huge + ": line " + (lines + 2) + ": free of unknown name 'b'");
+    }
+
+    @Test
+    void theRecordedConfigurationIsTheOneSimHasAtTheFirstAlloc(@TempDir Path dir) throws Exception {
+        Path f = dir.resolve("two-configs.ops");
+        // the second line resets max_split_size_mb (PyTorch's re-parse rule), in sim and here alike
+        Files.writeString(f, """
+                config max_split_size_mb:100
+                config expandable_segments:False
+                alloc a 200MiB
+                free a
+                alloc b 150MiB
+                stats
+                """);
+        TraceSnapshot s = TraceReaders.read(f);
+        assertThat(s.recordedConfString()).isEmpty();
+        assertThat(AllocatorConfig.parse(s.recordedConfString()).maxSplitSize()).isEqualTo(AllocatorConfig.UNLIMITED);
+        // joining the lines with ',' made ",," here, which compare and analyze then refused
+        Files.writeString(f, "config max_split_size_mb:100,\nconfig expandable_segments:True\nalloc a 1MiB\n");
+        assertThat(TraceReaders.read(f).recordedConfString()).isEqualTo("expandable_segments:True");
+        // a line after the allocator exists, before the first alloc, is in force for every request
+        Files.writeString(f, """
+                config expandable_segments:True
+                stats
+                config max_split_size_mb:100
+                alloc a 1MiB
+                config max_split_size_mb:200
+                """);
+        assertThat(TraceReaders.read(f).recordedConfString())
+                .isEqualTo("max_split_size_mb:100,expandable_segments:True");
     }
 }
