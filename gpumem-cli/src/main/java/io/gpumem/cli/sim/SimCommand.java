@@ -64,6 +64,10 @@ public final class SimCommand extends GpumemCommand {
         PrintWriter out = out();
         PrintWriter err = err();
         OpsScript ops;
+        if (script != null && script.isEmpty()) {
+            // Path.of("") is the working directory: the system's "Is a directory" would name no file at all
+            throw new BadInputException("the script's file name is empty (name a file, or '-' for standard input)");
+        }
         // a malformed script is a ScriptException naming the line; GpumemCli reports it (exit 2)
         try (InputStream in = open()) {
             ops = OpsScript.parse(in);

@@ -209,6 +209,15 @@ class SimCommandTest {
     }
 
     @Test
+    void anEmptyScriptNameIsRefusedAsSuch() {
+        CliRun r = run("alloc a 1\nstats\n", "sim", "");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.out()).isEmpty();
+        assertThat(r.err())
+                .isEqualTo("gpumem sim: the script's file name is empty (name a file, or '-' for standard input)\n");
+    }
+
+    @Test
     void badInputStopsWithExitTwoAndNoOutput() {
         String[][] cases = {
             {
