@@ -352,11 +352,13 @@ public final class KvCacheManager implements AutoCloseable {
         }
         int hitBlocks = admitting && r.hasPendingLookup ? validHits(r) : 0;
         int computed = admitting ? hitBlocks * blockSize : r.numComputed;
-        int end = computed + newTokens;
-        if (end > r.numTokens) {
+        // Compared before adding: computed + newTokens wraps in int for a huge newTokens, and a negative end
+        // would pass every check below and "allocate" nothing.
+        if (newTokens > r.numTokens - computed) {
             throw new KvCacheException("request " + r.id() + ": " + newTokens + " new tokens after " + computed
                     + " computed exceed its " + r.numTokens + " known tokens");
         }
+        int end = computed + newTokens;
         if (end > spec.maxModelLen()) {
             throw new KvCacheException(
                     "request " + r.id() + ": " + end + " tokens exceed the max model length " + spec.maxModelLen());

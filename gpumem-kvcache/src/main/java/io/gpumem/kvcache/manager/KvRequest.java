@@ -183,11 +183,12 @@ public final class KvRequest {
 
     /** Marks {@code n} more tokens as computed (their KV written); must stay within known tokens and slots. */
     public void advanceComputed(int n) {
-        if (n < 0 || numComputed + n > numTokens) {
+        // long: an int sum wraps for a huge n and would pass the check, leaving numComputed negative
+        if (n < 0 || (long) numComputed + n > numTokens) {
             throw new KvCacheException("request " + id + ": cannot advance computed tokens by " + n + " (" + numComputed
                     + " computed of " + numTokens + ")");
         }
-        if (owner != null && (long) (numComputed + n) > (long) numBlocks * owner.blockSize()) {
+        if (owner != null && (long) numComputed + n > (long) numBlocks * owner.blockSize()) {
             throw new KvCacheException("request " + id + ": " + (numComputed + n) + " computed tokens exceed its "
                     + numBlocks + " allocated blocks");
         }

@@ -634,6 +634,49 @@ class KvCacheManagerTest {
     }
 
     @Test
+    void advancingTheComputedCountPastIntRangeIsRefusedAndTheCountHolds() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults());
+        KvRequest r = KvRequest.of("r", seq(0, 10));
+        m.lookupCachedTokens(r);
+        assertThat(m.allocateSlots(r, 10, 0)).isTrue();
+        r.advanceComputed(5);
+        // 5 + Integer.MAX_VALUE wraps to a negative int, which an int comparison lets through
+        assertThatThrownBy(() -> r.advanceComputed(Integer.MAX_VALUE))
+                .isInstanceOf(KvCacheException.class)
+                .hasMessageContaining("request r")
+                .hasMessageContaining("(5 computed of 10)");
+        assertThat(r.numComputed()).isEqualTo(5);
+        r.advanceComputed(5);
+        assertThat(r.numComputed()).isEqualTo(10);
+        m.checkInvariants();
+    }
+
+    @Test
+    void newTokensPastIntRangeAreRefusedWithNothingChanged() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults());
+        KvRequest r = KvRequest.of("r", seq(0, 10));
+        m.lookupCachedTokens(r);
+        assertThat(m.allocateSlots(r, 10, 0)).isTrue();
+        r.advanceComputed(10);
+        int[] table = r.blockTable();
+        int[] freeList = m.pool().freeListOrder();
+        // 10 computed + Integer.MAX_VALUE wraps to a negative end, which used to "fit" and allocate nothing
+        assertThatThrownBy(() -> m.allocateSlots(r, Integer.MAX_VALUE, 0))
+                .isInstanceOf(KvCacheException.class)
+                .hasMessageContaining("request r")
+                .hasMessageContaining("exceed its 10 known tokens");
+        KvRequest fresh = KvRequest.of("fresh", seq(100, 3));
+        m.lookupCachedTokens(fresh);
+        assertThatThrownBy(() -> m.allocateSlots(fresh, Integer.MAX_VALUE, 0))
+                .isInstanceOf(KvCacheException.class)
+                .hasMessageContaining("exceed its 3 known tokens");
+        assertThat(r.blockTable()).containsExactly(table);
+        assertThat(fresh.numBlocks()).isZero();
+        assertThat(m.pool().freeListOrder()).containsExactly(freeList);
+        m.checkInvariants();
+    }
+
+    @Test
     void aBudgetTooSmallForOneRequestIsRejectedWithTheFeasibleLength() {
         assertThatThrownBy(() -> KvCacheSpec.builder()
                         .layers(4)
