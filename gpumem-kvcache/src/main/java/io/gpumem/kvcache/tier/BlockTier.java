@@ -47,7 +47,7 @@ public abstract sealed class BlockTier implements AutoCloseable permits LocalTie
     /** Copies the record of the key into {@code dst}; false when absent or unreadable. */
     abstract boolean load(long hi, long lo, MemorySegment dst);
 
-    /** Forgets a record (found corrupt). */
+    /** Forgets a record (found damaged, or holding another block than its key names). */
     abstract void remove(long hi, long lo);
 
     abstract long usedBytes();

@@ -30,7 +30,8 @@ import java.util.List;
  * <h2>Lookup</h2>
  * {@link #fetch} asks each tier in order for the key, and trusts a record only if its checksum holds
  * and its header is the block asked for (key, parent key or salt, adapter, tokens), as the device pool
- * verifies a hit; a damaged record is counted corrupt, removed, and the next tier is asked. The caller
+ * verifies a hit; a damaged or foreign record is counted corrupt, removed from a local tier, and the next
+ * tier is asked. The caller
  * then puts the record into a device block with {@link #restore}.
  *
  * <p>Not thread-safe; one manager owns it. Closing it closes the tiers (a remote store stays open).
@@ -204,14 +205,14 @@ public final class KvTiers implements AutoCloseable {
                 continue;
             }
             tier.bytesOut += layout.size();
-            if (!layout.intact(scratch)) {
+            // A damaged record, or an intact one naming another block under this key (a hash collision, another
+            // geometry), is of no use to anyone asking for this key: a local tier keeps one record per key and
+            // never replaces it, so left in place it would keep the right block out for good. Both count as corrupt
+            // and go (a remote tier leaves the value for its store to overwrite or evict).
+            if (!layout.intact(scratch) || !layout.matches(scratch, id)) {
                 tier.corrupt++;
                 tier.misses++;
                 tier.remove(id.hi, id.lo);
-                continue;
-            }
-            if (!layout.matches(scratch, id)) {
-                tier.misses++; // same key, another block (a collision or another geometry): not ours
                 continue;
             }
             tier.hits++;

@@ -12,7 +12,8 @@ package io.gpumem.kvcache.tier;
  * @param evicted records this tier dropped (least recently used first) to stay in its budget
  * @param dropped writes dropped because this tier's queue was full
  * @param failed operations that failed (I/O error, remote store unreachable): each is a miss or a lost write
- * @param corrupt records that failed their checksum or header check (treated as misses and removed)
+ * @param corrupt records that failed their checksum or header check (treated as misses; a local tier removes
+ *     them, a remote store's value is left for the store to overwrite or evict)
  * @param usedBytes bytes held now
  * @param capacityBytes the byte budget (0 for a remote store, whose server keeps its own)
  */

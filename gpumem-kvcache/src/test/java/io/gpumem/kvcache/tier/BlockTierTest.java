@@ -9,19 +9,21 @@ import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
 import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.zip.CRC32C;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The tiers with raw records: the local tiers' budgets and least-recently-used order; the disk tier's files gone,
  * cut short or unwritable (a miss or a lost write, counted once); the remote tier's backoff after an unreachable
- * store and its check of a value's length.
+ * store and its check of a value's length; a record that names another block than its key is removed.
  */
 class BlockTierTest {
     private final KvCacheSpec spec = KvCacheSpec.builder()
@@ -194,6 +196,51 @@ class BlockTierTest {
         assertThat(remote.stats().corrupt()).isEqualTo(1);
         assertThat(remote.load(0, 4, out)).as("no such key").isFalse();
         assertThat(remote.stats().failed()).isEqualTo(4);
+    }
+
+    /**
+     * A sealed record (checksum right) of block key (0, 7), not a first block, whose parent key is (0, parentLo) and
+     * whose tokens are all 7; laid out as {@link BlockRecord}'s comment says.
+     */
+    private MemorySegment sealedRecord(long parentLo) {
+        ValueLayout.OfInt i32 = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+        ValueLayout.OfLong i64 = ValueLayout.JAVA_LONG_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+        MemorySegment r = Arena.ofAuto().allocate(layout.size());
+        r.set(i32, 0, BlockRecord.MAGIC);
+        r.set(i32, 4, spec.blockSize());
+        r.set(i32, 8, spec.layers());
+        r.set(i32, 12, (int) spec.pageBytes());
+        r.set(i64, 24, 7L);
+        r.set(i64, 40, parentLo);
+        for (int t = 0; t < spec.blockSize(); t++) {
+            r.set(i32, 64 + 4L * t, 7);
+        }
+        CRC32C crc = new CRC32C();
+        crc.update(r.asSlice(0, layout.size() - 4).asByteBuffer());
+        r.set(i32, layout.size() - 4, (int) crc.getValue());
+        return r;
+    }
+
+    @Test
+    void aRecordOfAnotherBlockUnderTheKeyIsCountedCorruptAndRemovedSoTheRightOneCanBeStored() {
+        BlockIdentity wanted = new BlockIdentity().set(0, 7, 0, 5, false, 0, 0, new int[] {7, 7, 7, 7}, 0);
+        try (KvTiers tiers = KvTiers.builder(spec).host(4 * layout.size()).build()) {
+            BlockTier host = tiers.tiers().get(0);
+            BlockTier.Spill none = (r, hi, lo) -> {};
+            assertThat(host.store(sealedRecord(99), 0, 7, none)).isTrue(); // intact, but the parent is another
+            assertThat(tiers.fetch(wanted)).as("a foreign record is a miss").isEqualTo(-1);
+            TierStats s = tiers.stats().get(0);
+            assertThat(s.corrupt()).as("failed the header check").isEqualTo(1);
+            assertThat(s.misses()).isEqualTo(1);
+            assertThat(s.usedBytes()).as("removed").isZero();
+            assertThat(host.contains(0, 7)).isFalse();
+
+            host.store(sealedRecord(5), 0, 7, none); // the block the lookup wants, demoted later
+            assertThat(tiers.fetch(wanted))
+                    .as("no longer kept out by the foreign record")
+                    .isZero();
+            assertThat(tiers.stats().get(0).hits()).isEqualTo(1);
+        }
     }
 
     @Test
