@@ -20,7 +20,8 @@ package io.gpumem.kvcache.manager;
  * @param liveRequests requests holding device blocks now
  * @param swappedRequests requests swapped out to the host now
  * @param evictions device cache entries evicted (lazily on reuse, or explicitly)
- * @param demotedBlocks evicted device blocks handed to the first lower tier's write queue
+ * @param demotedBlocks evicted device blocks copied into the first lower tier's write queue (a block the tier
+ *     holds or has queued already is not copied again, nor counted)
  * @param promotedBlocks blocks brought back from a lower tier into the device pool by a prefix lookup
  */
 public record KvCacheStats(

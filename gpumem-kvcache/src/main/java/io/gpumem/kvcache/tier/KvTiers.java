@@ -18,7 +18,7 @@ import java.util.List;
  *   <li><b>Demotion</b> ({@link #demote}): a cached device block about to be reused (evicted) is copied
  *       into a record and queued for the first local tier (host, else disk); a block the host evicts to
  *       stay in its budget is queued for the disk. A block the tier already holds is only marked recently
- *       used: nothing is copied.</li>
+ *       used, and one already waiting in the tier's queue is left there: nothing is copied.</li>
  *   <li><b>Publication</b> ({@link #publish}): with a remote tier, each block is queued for the store as
  *       soon as its tokens are computed (write-through), so another instance can hit it while this one
  *       still has it on the device.</li>
@@ -110,9 +110,11 @@ public final class KvTiers implements AutoCloseable {
     }
 
     /**
-     * Queues an evicted device block for the first local tier.
+     * Queues an evicted device block for the first local tier, unless the tier holds it (then it is only marked
+     * recently used) or has it queued already.
      *
-     * @return true if the block was queued or the tier already had it; false if dropped or no local tier
+     * @return true if the block was copied into the queue; false if the tier holds or has queued it already, the
+     *     queue was full (dropped) or there is no local tier
      */
     public boolean demote(KvPages pages, int block, BlockIdentity id) {
         if (localTiers == 0) {
@@ -133,7 +135,10 @@ public final class KvTiers implements AutoCloseable {
         BlockTier tier = tiers[t];
         if (tier.contains(id.hi, id.lo)) {
             tier.touch(id.hi, id.lo);
-            return true;
+            return false;
+        }
+        if (queues[t].contains(id.hi, id.lo)) {
+            return false; // evicted (or published) again before the pump: the record on its way is the same block
         }
         MemorySegment slot = queues[t].claim();
         if (slot == null) {
@@ -155,6 +160,7 @@ public final class KvTiers implements AutoCloseable {
             BlockTier tier = tiers[t];
             for (int n = 0; n < drainBlocks && q.size() > 0; n++) {
                 MemorySegment record = q.headRecord();
+                // Counts as a write: a key reaches a queue only when the tier neither holds nor has queued it.
                 if (tier.store(record, q.headHi(), q.headLo(), spills[t])) {
                     tier.stored++;
                     tier.bytesIn += layout.size();
@@ -180,6 +186,9 @@ public final class KvTiers implements AutoCloseable {
         BlockTier tier = tiers[t];
         if (tier.contains(hi, lo)) {
             tier.touch(hi, lo);
+            return;
+        }
+        if (queues[t].contains(hi, lo)) {
             return;
         }
         MemorySegment slot = queues[t].claim();

@@ -2,12 +2,18 @@ package io.gpumem.kvcache.tier;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.util.HashSet;
+import java.util.Set;
 
 /**
  * A bounded FIFO of block records waiting to be written into one tier: a ring of fixed record slots
  * (allocated on first use, then reused), so queueing copies bytes once and allocates nothing in steady
  * state. A producer {@link #claim}s the tail slot, fills it and {@link #commit}s; when every slot is
  * taken, claim answers null and the caller drops the write (it never waits).
+ *
+ * <p>Invariant: {@code waiting} holds exactly the keys of the records in the ring, each once: a key is
+ * queued at most once ({@link KvTiers} asks {@link #contains} first), so a block evicted twice before the
+ * pump is copied and written once.
  */
 final class WriteQueue {
     private final Arena arena;
@@ -15,6 +21,7 @@ final class WriteQueue {
     private final MemorySegment[] slots;
     private final long[] keyHi;
     private final long[] keyLo;
+    private final Set<BlockKey> waiting = new HashSet<>();
     private int head;
     private int size;
 
@@ -38,12 +45,18 @@ final class WriteQueue {
         return slots[i];
     }
 
-    /** Appends the claimed slot. */
+    /** Appends the claimed slot; the key must not be waiting already. */
     void commit(long hi, long lo) {
         int i = (head + size) % slots.length;
         keyHi[i] = hi;
         keyLo[i] = lo;
         size++;
+        waiting.add(new BlockKey(hi, lo));
+    }
+
+    /** Whether a record of the key waits in the queue. */
+    boolean contains(long hi, long lo) {
+        return waiting.contains(new BlockKey(hi, lo));
     }
 
     int size() {
@@ -63,6 +76,7 @@ final class WriteQueue {
     }
 
     void pop() {
+        waiting.remove(new BlockKey(keyHi[head], keyLo[head]));
         head = (head + 1) % slots.length;
         size--;
     }

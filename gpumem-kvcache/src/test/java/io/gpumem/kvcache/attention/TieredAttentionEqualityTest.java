@@ -277,6 +277,38 @@ class TieredAttentionEqualityTest extends ToyModelAttention {
     }
 
     @Test
+    void aBlockEvictedTwiceBeforeThePumpIsQueuedAndStoredOnce() {
+        try (KvCacheManager m = manager(b -> b.host(1 << 20))) {
+            long record = m.tiers().layout().size();
+            int[] prompt = concat(prefix, tokens(rnd, 5)); // 5 full blocks
+            KvRequest a = KvRequest.of("a", prompt);
+            admit(m, a);
+            m.free(a);
+            KvRequest f1 = KvRequest.of("f1", tokens(rnd, 44));
+            admit(m, f1); // evicts a's 5 blocks: queued for the host, not pumped yet
+            m.free(f1);
+            assertThat(m.tiers().queued(0)).isEqualTo(5);
+            // b computes a's 5 blocks again (the queued records are not looked up), then loses them the same way
+            KvRequest b = KvRequest.of("b", prompt);
+            admit(m, b);
+            m.free(b);
+            KvRequest f2 = KvRequest.of("f2", tokens(rnd, 44));
+            admit(m, f2);
+            m.free(f2);
+            assertThat(m.tiers().queued(0))
+                    .as("a's 5 and f1's 11 blocks; b's 5 have keys already queued")
+                    .isEqualTo(16);
+            assertThat(m.stats().demotedBlocks()).isEqualTo(16);
+            m.tiers().drain();
+            TierStats host = tier(m, "host");
+            assertThat(host.usedBytes()).isEqualTo(16 * record);
+            assertThat(host.stored()).as("records written, each once").isEqualTo(16);
+            assertThat(host.bytesIn()).isEqualTo(16 * record);
+            assertThat(admitSamePrefixAndCheck(m)).isEqualTo(16);
+        }
+    }
+
+    @Test
     void aFullWriteQueueDropsInsteadOfWaiting() {
         try (KvCacheManager m = manager(b -> b.host(1 << 20).queueBlocks(2))) {
             KvRequest a = KvRequest.of("a", concat(prefix, tokens(rnd, 5)));
