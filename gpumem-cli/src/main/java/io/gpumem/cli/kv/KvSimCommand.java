@@ -274,6 +274,12 @@ public final class KvSimCommand extends GpumemCommand {
         SimConfig config = config();
         long host = size("--host-tier", hostTier);
         long disk = size("--disk-tier", diskTier);
+        if (!config.cache().prefixCaching() && (host > 0 || disk > 0 || remote != null)) {
+            // The tiers hold prefix-cache blocks: without the cache they would stay empty, and a run that printed
+            // no tier figures for a tier the user asked for would look like a tier that never hits.
+            throw bad("--host-tier, --disk-tier and --remote need --prefix-caching on (the tiers keep evicted"
+                    + " prefix-cache blocks)");
+        }
         positive("--instances", instances);
         if (instances > ServingSimulator.MAX_INSTANCES) {
             throw bad("--instances " + instances + " is over the limit of " + ServingSimulator.MAX_INSTANCES);

@@ -139,6 +139,13 @@ class KvSimCommandTest {
         r = run("kv-sim", "--layers", "2000");
         assertThat(r.exit()).isEqualTo(2);
         assertThat(r.err()).contains("--layers 2000 is over the limit of 1024");
+        for (String tier : List.of("--host-tier", "--disk-tier", "--remote")) {
+            String value = tier.equals("--remote") ? "memory:1MiB" : "1MiB";
+            r = run("kv-sim", "--prefix-caching", "off", tier, value, "--requests", "5");
+            assertThat(r.exit()).as(tier + " without prefix caching").isEqualTo(2);
+            assertThat(r.err()).contains("--host-tier, --disk-tier and --remote need --prefix-caching on");
+            assertThat(r.out()).as("refused before the run").isEmpty();
+        }
     }
 
     @Test

@@ -98,7 +98,9 @@ public final class KvCacheManager implements AutoCloseable {
 
     /**
      * A manager whose evicted blocks go down into {@code tiers} (null or empty: none). The manager owns
-     * the tiers from here on and closes them.
+     * the tiers from here on and closes them. Without prefix caching no block is ever cached, so none is
+     * demoted, published or looked up: tiers given then (or empty ones) are closed at once, releasing their
+     * off-heap memory and disk files, and {@link #tiers()} is null.
      */
     public KvCacheManager(KvCacheSpec spec, KvMemory memory, KvCacheConfig config, KvTiers tiers) {
         this.spec = spec;
@@ -111,6 +113,9 @@ public final class KvCacheManager implements AutoCloseable {
         this.swapSpace = new HostSwapSpace(config.swapSpaceBytes());
         this.pages = new KvPages(spec, memory);
         this.tiers = tiers == null || tiers.isEmpty() || !config.prefixCaching() ? null : tiers;
+        if (tiers != null && this.tiers == null) {
+            tiers.close();
+        }
         int tracked = this.tiers == null ? 0 : spec.numBlocks();
         this.parentKeyHi = new long[tracked];
         this.parentKeyLo = new long[tracked];

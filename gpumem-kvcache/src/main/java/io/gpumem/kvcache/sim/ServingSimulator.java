@@ -105,7 +105,11 @@ public final class ServingSimulator {
         try {
             for (int i = 0; i < instances; i++) {
                 KvCacheManager manager = new KvCacheManager(
-                        spec, memory.apply(i), config.cache(), tiers.any() ? tiers.build(spec, i) : null);
+                        spec,
+                        memory.apply(i),
+                        config.cache(),
+                        // tiers keep prefix-cache blocks: without the cache none is built (no disk directory made)
+                        tiers.any() && config.cache().prefixCaching() ? tiers.build(spec, i) : null);
                 list.add(new SimInstance(
                         config, time, manager, new Scheduler(manager, config.scheduler()), everComputed));
                 observer.started(i, manager);

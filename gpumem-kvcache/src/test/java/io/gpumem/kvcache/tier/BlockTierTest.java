@@ -3,8 +3,12 @@ package io.gpumem.kvcache.tier;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.gpumem.device.SimulatedDevice;
 import io.gpumem.kvcache.KvCacheException;
 import io.gpumem.kvcache.KvCacheSpec;
+import io.gpumem.kvcache.manager.KvCacheConfig;
+import io.gpumem.kvcache.manager.KvCacheManager;
+import io.gpumem.kvcache.memory.KvMemory;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -23,7 +27,8 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * The tiers with raw records: the local tiers' budgets and least-recently-used order; the disk tier's files gone,
  * cut short or unwritable (a miss or a lost write, counted once); the remote tier's backoff after an unreachable
- * store and its check of a value's length; a record that names another block than its key is removed.
+ * store and its check of a value's length; a record that names another block than its key is removed; tiers a
+ * manager cannot use (prefix caching off) are closed.
  */
 class BlockTierTest {
     private final KvCacheSpec spec = KvCacheSpec.builder()
@@ -240,6 +245,31 @@ class BlockTierTest {
                     .as("no longer kept out by the foreign record")
                     .isZero();
             assertThat(tiers.stats().get(0).hits()).isEqualTo(1);
+        }
+    }
+
+    @Test
+    void tiersGivenToAManagerWithoutPrefixCachingAreClosedAtOnce() {
+        KvTiers tiers = KvTiers.builder(spec)
+                .host(4 * layout.size())
+                .disk(dir, 4 * layout.size())
+                .build();
+        HostTier host = (HostTier) tiers.tiers().get(0);
+        DiskTier disk = (DiskTier) tiers.tiers().get(1);
+        BlockTier.Spill none = (r, hi, lo) -> {};
+        assertThat(disk.store(record(1), 0, 1, none)).isTrue();
+        assertThat(disk.fileOf(0, 1)).exists();
+        SimulatedDevice device =
+                SimulatedDevice.builder().capacity(16L << 20).backed(true).build();
+        try (KvCacheManager m = new KvCacheManager(
+                spec, KvMemory.direct(device), KvCacheConfig.defaults().withPrefixCaching(false), tiers)) {
+            assertThat(m.tiers()).as("nothing would ever be cached for them").isNull();
+            assertThat(disk.fileOf(0, 1))
+                    .as("the disk tier was closed: its files are gone")
+                    .doesNotExist();
+            assertThatThrownBy(() -> host.store(record(2), 0, 2, none))
+                    .as("the host tier was closed: its off-heap memory is released")
+                    .isInstanceOf(IllegalStateException.class);
         }
     }
 
