@@ -182,6 +182,12 @@ public final class KvSimCommand extends GpumemCommand {
     String remote;
 
     @Option(
+            names = "--model",
+            description = "Model name in the remote store's key namespace: runs of one name and geometry share"
+                    + " blocks, of different names never (default: ${DEFAULT-VALUE})")
+    String model = TierSettings.DEFAULT_MODEL;
+
+    @Option(
             names = "--instances",
             defaultValue = "1",
             description =
@@ -280,6 +286,11 @@ public final class KvSimCommand extends GpumemCommand {
             throw bad("--host-tier, --disk-tier and --remote need --prefix-caching on (the tiers keep evicted"
                     + " prefix-cache blocks)");
         }
+        try {
+            KvTiers.builder(config.spec()).model(model);
+        } catch (KvCacheException e) {
+            throw bad("--model: " + e.getMessage());
+        }
         positive("--instances", instances);
         if (instances > ServingSimulator.MAX_INSTANCES) {
             throw bad("--instances " + instances + " is over the limit of " + ServingSimulator.MAX_INSTANCES);
@@ -343,7 +354,7 @@ public final class KvSimCommand extends GpumemCommand {
             }
             r = ServingSimulator.run(
                     config,
-                    new TierSettings(host, disk, dir, store, tierQueueBlocks, tierDrainBlocks),
+                    new TierSettings(host, disk, dir, store, tierQueueBlocks, tierDrainBlocks, model),
                     time,
                     instances,
                     memoryFor,

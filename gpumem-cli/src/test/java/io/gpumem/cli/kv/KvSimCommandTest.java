@@ -139,6 +139,11 @@ class KvSimCommandTest {
         r = run("kv-sim", "--layers", "2000");
         assertThat(r.exit()).isEqualTo(2);
         assertThat(r.err()).contains("--layers 2000 is over the limit of 1024");
+        r = run("kv-sim", "--model", "llama 3");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err())
+                .contains("--model: model name must be letters, digits and . _ - /")
+                .contains("'llama 3'");
         for (String tier : List.of("--host-tier", "--disk-tier", "--remote")) {
             String value = tier.equals("--remote") ? "memory:1MiB" : "1MiB";
             r = run("kv-sim", "--prefix-caching", "off", tier, value, "--requests", "5");

@@ -46,7 +46,11 @@ class RedisTierAttentionTest extends ToyModelAttention {
                 spec,
                 KvMemory.direct(device),
                 KvCacheConfig.defaults(),
-                KvTiers.builder(spec).remote(store, null).remoteBackoffOps(0).build());
+                KvTiers.builder(spec)
+                        .model("toy")
+                        .remote(store, null)
+                        .remoteBackoffOps(0)
+                        .build());
     }
 
     private long admitSamePrefixAndCheck(KvCacheManager m, String id) {

@@ -32,7 +32,7 @@ class RedisKvStoreTest {
 
     private static SimReport simulate(SimConfig c, RemoteKvStore store, int instances) {
         System.out.println("seed=" + c.seed());
-        TierSettings tiers = new TierSettings(0, 0, null, store, 256, 64);
+        TierSettings tiers = new TierSettings(0, 0, null, store, 256, 64, TierSettings.DEFAULT_MODEL);
         return ServingSimulator.run(
                 c,
                 tiers,

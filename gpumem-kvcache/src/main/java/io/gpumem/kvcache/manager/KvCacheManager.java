@@ -101,8 +101,21 @@ public final class KvCacheManager implements AutoCloseable {
      * the tiers from here on and closes them. Without prefix caching no block is ever cached, so none is
      * demoted, published or looked up: tiers given then (or empty ones) are closed at once, releasing their
      * off-heap memory and disk files, and {@link #tiers()} is null.
+     *
+     * @throws KvCacheException when tiers with a remote store were built for another block-key hash than
+     *     {@code config}'s ({@link KvTiers.Builder#hash}); the caller keeps the tiers then
      */
     public KvCacheManager(KvCacheSpec spec, KvMemory memory, KvCacheConfig config, KvTiers tiers) {
+        if (tiers != null
+                && config.prefixCaching()
+                && tiers.hasRemote()
+                && (tiers.hashAlgorithm() != config.hashAlgorithm() || tiers.hashSeed() != config.hashSeed())) {
+            // refused before anything is allocated; the caller keeps the tiers
+            throw new KvCacheException("tiers were built for hash " + tiers.hashAlgorithm() + " seed "
+                    + tiers.hashSeed() + " but the manager's hashAlgorithm is " + config.hashAlgorithm() + " seed "
+                    + config.hashSeed() + ": set KvTiers.Builder.hash to match, or their remote namespace would"
+                    + " name the wrong hash");
+        }
         this.spec = spec;
         this.config = config;
         this.blockSize = spec.blockSize();

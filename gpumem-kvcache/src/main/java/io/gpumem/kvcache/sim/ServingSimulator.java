@@ -109,7 +109,7 @@ public final class ServingSimulator {
                         memory.apply(i),
                         config.cache(),
                         // tiers keep prefix-cache blocks: without the cache none is built (no disk directory made)
-                        tiers.any() && config.cache().prefixCaching() ? tiers.build(spec, i) : null);
+                        tiers.any() && config.cache().prefixCaching() ? tiers.build(spec, config.cache(), i) : null);
                 list.add(new SimInstance(
                         config, time, manager, new Scheduler(manager, config.scheduler()), everComputed));
                 observer.started(i, manager);

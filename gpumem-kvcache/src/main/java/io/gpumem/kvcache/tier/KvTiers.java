@@ -2,12 +2,16 @@ package io.gpumem.kvcache.tier;
 
 import io.gpumem.kvcache.KvCacheException;
 import io.gpumem.kvcache.KvCacheSpec;
+import io.gpumem.kvcache.hash.HashAlgorithm;
+import io.gpumem.kvcache.manager.KvCacheConfig;
 import io.gpumem.kvcache.memory.KvPages;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
+import java.util.regex.Pattern;
 
 /**
  * The storage levels under a KV cache's device pool, in lookup order: host memory, local disk, a remote
@@ -46,15 +50,21 @@ public final class KvTiers implements AutoCloseable {
     private final BlockRecord layout;
     private final BlockTier[] tiers;
     private final WriteQueue[] queues;
+    private static final Pattern MODEL_NAME = Pattern.compile("[A-Za-z0-9._/-]+");
+
     private final int localTiers;
     private final RemoteTier remote;
     private final int drainBlocks;
     private final Arena arena = Arena.ofShared();
     private final MemorySegment scratch;
     private final BlockTier.Spill[] spills;
+    private final HashAlgorithm hashAlgorithm;
+    private final long hashSeed;
 
     private KvTiers(Builder b) {
         this.layout = b.layout;
+        this.hashAlgorithm = b.hashAlgorithm;
+        this.hashSeed = b.hashSeed;
         List<BlockTier> list = new ArrayList<>();
         if (b.hostBytes > 0) {
             list.add(new HostTier(layout, b.hostBytes));
@@ -63,7 +73,10 @@ public final class KvTiers implements AutoCloseable {
             list.add(new DiskTier(layout, b.diskDir, b.diskBytes));
         }
         this.localTiers = list.size();
-        this.remote = b.remoteStore == null ? null : new RemoteTier(layout, b.remoteStore, b.namespace, b.backoffOps);
+        this.remote = b.remoteStore == null
+                ? null
+                : new RemoteTier(
+                        layout, b.remoteStore, b.namespace != null ? b.namespace : b.defaultNamespace(), b.backoffOps);
         if (remote != null) {
             list.add(remote);
         }
@@ -92,6 +105,16 @@ public final class KvTiers implements AutoCloseable {
     /** Whether any tier is configured. */
     public boolean isEmpty() {
         return tiers.length == 0;
+    }
+
+    /** The block-key hash the tiers were built for ({@link Builder#hash}); a manager must hash the same way. */
+    public HashAlgorithm hashAlgorithm() {
+        return hashAlgorithm;
+    }
+
+    /** The seed of the block-key hash the tiers were built for. */
+    public long hashSeed() {
+        return hashSeed;
     }
 
     /** Whether computed blocks are published to a remote store. */
@@ -255,7 +278,9 @@ public final class KvTiers implements AutoCloseable {
 
     /**
      * Settings: budgets of 0 leave a tier out. Defaults: queues of 256 blocks per tier, 64 blocks written
-     * per tier per {@link #pump}, remote back-off of 64 operations after a failure.
+     * per tier per {@link #pump}, remote back-off of 64 operations after a failure, the block-key hash of
+     * {@link KvCacheConfig#defaults()} (FAST128, seed 0). A remote tier with the default namespace needs the
+     * model's name.
      */
     public static final class Builder {
         private final BlockRecord layout;
@@ -265,6 +290,9 @@ public final class KvTiers implements AutoCloseable {
         private Path diskDir;
         private RemoteKvStore remoteStore;
         private String namespace;
+        private String model;
+        private HashAlgorithm hashAlgorithm = KvCacheConfig.defaults().hashAlgorithm();
+        private long hashSeed = KvCacheConfig.defaults().hashSeed();
         private int queueBlocks = 256;
         private int drainBlocks = 64;
         private int backoffOps = 64;
@@ -286,16 +314,51 @@ public final class KvTiers implements AutoCloseable {
         }
 
         /**
-         * A shared store; keys are prefixed with {@code namespace} (null: one derived from the KV geometry,
-         * {@code gpumem:kv:<layers>x<kvHeads>x<headSize>x<elementSize>:<blockSize>:}).
+         * A shared store; keys are prefixed with {@code namespace} (null: one naming the model, the KV geometry
+         * and the block-key hash, {@code
+         * gpumem:kv:<model>:<layers>x<kvHeads>x<headSize>x<elementSize>:<blockSize>:<hash>-<seed>:}, which needs
+         * {@link #model}). Instances sharing a store read each other's blocks exactly when their namespaces are
+         * equal.
          */
         public Builder remote(RemoteKvStore store, String namespace) {
             this.remoteStore = store;
-            this.namespace = namespace != null
-                    ? namespace
-                    : "gpumem:kv:" + spec.layers() + "x" + spec.kvHeads() + "x" + spec.headSize() + "x"
-                            + spec.elementSize() + ":" + spec.blockSize() + ":";
+            this.namespace = namespace;
             return this;
+        }
+
+        /**
+         * The name of the model whose KV the tiers hold (e.g. {@code meta-llama/Llama-3.1-8B}): letters, digits
+         * and {@code . _ - /}. It goes into the default remote namespace, because two models of the same KV
+         * geometry give the same block keys for the same tokens but different KV.
+         */
+        public Builder model(String name) {
+            if (name == null || !MODEL_NAME.matcher(name).matches()) {
+                throw new KvCacheException("model name must be letters, digits and . _ - / (at least one), got "
+                        + (name == null ? "null" : "'" + name + "'"));
+            }
+            this.model = name;
+            return this;
+        }
+
+        /**
+         * The block-key hash of the manager these tiers go under (its {@link KvCacheConfig#hashAlgorithm()} and
+         * {@link KvCacheConfig#hashSeed()}); it names the default remote namespace, and the manager refuses tiers
+         * built for another hash.
+         */
+        public Builder hash(HashAlgorithm algorithm, long seed) {
+            if (algorithm == null) {
+                throw new KvCacheException("hash algorithm must not be null");
+            }
+            this.hashAlgorithm = algorithm;
+            this.hashSeed = seed;
+            return this;
+        }
+
+        private String defaultNamespace() {
+            return "gpumem:kv:" + model + ":" + spec.layers() + "x" + spec.kvHeads() + "x" + spec.headSize() + "x"
+                    + spec.elementSize() + ":" + spec.blockSize() + ":"
+                    + hashAlgorithm.name().toLowerCase(Locale.ROOT)
+                    + "-" + hashSeed + ":";
         }
 
         /** Write-queue slots per tier, 1 to {@link #MAX_QUEUE_BLOCKS}. */
@@ -320,6 +383,11 @@ public final class KvTiers implements AutoCloseable {
         public KvTiers build() {
             if (diskBytes > 0 && diskDir == null) {
                 throw new KvCacheException("disk tier: a directory is needed");
+            }
+            if (remoteStore != null && namespace == null && model == null) {
+                throw new KvCacheException(
+                        "remote tier: the default namespace needs the model name (model(...)),"
+                                + " so that models of the same KV geometry never read each other's blocks; or give a namespace");
             }
             return new KvTiers(this);
         }

@@ -6,9 +6,10 @@ import java.nio.charset.StandardCharsets;
 
 /**
  * The remote tier: {@link BlockRecord}s in a {@link RemoteKvStore} shared by serving instances, under
- * keys {@code <namespace><32 hex digits of the block key>}. The namespace names the KV geometry and the
- * hash, so instances of different models never read each other's blocks (and the record header is
- * checked anyway).
+ * keys {@code <namespace><32 hex digits of the block key>}. Instances whose namespaces are equal share
+ * blocks; the default one ({@link KvTiers.Builder#remote}) names the model, the KV geometry and the
+ * block-key hash, so instances of different models never read each other's blocks (the record header,
+ * checked anyway, cannot tell two models of one geometry apart: their keys and tokens are the same).
  *
  * <p>Failures never escape: a throwing store call counts in {@code failed} and is a miss (or a lost
  * write). After a failure the tier stops asking for the next {@code backoffOps} operations (each

@@ -1,9 +1,12 @@
 package io.gpumem.kvcache.attention;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.gpumem.device.SimulatedDevice;
+import io.gpumem.kvcache.KvCacheException;
 import io.gpumem.kvcache.KvCacheSpec;
+import io.gpumem.kvcache.hash.HashAlgorithm;
 import io.gpumem.kvcache.manager.KvCacheConfig;
 import io.gpumem.kvcache.manager.KvCacheManager;
 import io.gpumem.kvcache.manager.KvRequest;
@@ -15,6 +18,7 @@ import io.gpumem.kvcache.tier.RemoteTier;
 import io.gpumem.kvcache.tier.TierStats;
 import java.io.IOException;
 import java.io.RandomAccessFile;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.SplittableRandom;
@@ -28,7 +32,8 @@ import org.junit.jupiter.api.io.TempDir;
  * tokens are recomputed), never wrong KV. Scenario: request {@code a} computes a 16-token prefix (4
  * blocks) and leaves; a filler takes every device block, evicting the prefix; request {@code c} with the
  * same prefix then finds it only in the tiers. A tenant's (salted) prefix comes back for that tenant only, and
- * blocks are promoted only when the whole prompt fits in the free blocks.
+ * blocks are promoted only when the whole prompt fits in the free blocks; a shared store is shared only by
+ * instances of the same model name (and hash).
  */
 class TieredAttentionEqualityTest extends ToyModelAttention {
     private static final int BLOCKS = 12; // 11 usable: the filler below evicts everything
@@ -213,7 +218,7 @@ class TieredAttentionEqualityTest extends ToyModelAttention {
     @Test
     void blocksBackFromTheRemoteTierGiveExactAttention() {
         InMemoryRemoteStore store = new InMemoryRemoteStore(1 << 20);
-        try (KvCacheManager m = manager(b -> b.remote(store, null))) {
+        try (KvCacheManager m = manager(b -> b.model("toy").remote(store, null))) {
             computePrefixThenEvict(m);
             assertThat(admitSamePrefixAndCheck(m)).isEqualTo(16);
             assertThat(tier(m, "remote").hits()).isEqualTo(4);
@@ -223,14 +228,115 @@ class TieredAttentionEqualityTest extends ToyModelAttention {
     @Test
     void anotherInstanceHitsWhatTheFirstPublishedToTheSharedStore() {
         InMemoryRemoteStore store = new InMemoryRemoteStore(1 << 20);
-        try (KvCacheManager first = manager(b -> b.remote(store, null));
-                KvCacheManager second = manager(b -> b.remote(store, null))) {
+        try (KvCacheManager first = manager(b -> b.model("toy").remote(store, null));
+                KvCacheManager second = manager(b -> b.model("toy").remote(store, null))) {
             KvRequest a = KvRequest.of("a", concat(prefix, tokens(rnd, 5)));
             admit(first, a);
             first.free(a);
             first.tiers().drain();
             assertThat(admitSamePrefixAndCheck(second)).isEqualTo(16);
         }
+    }
+
+    @Test
+    void modelsOfOneGeometryShareAStoreOnlyUnderTheSameModelName() {
+        InMemoryRemoteStore store = new InMemoryRemoteStore(1 << 20);
+        try (KvCacheManager llama = manager(b -> b.model("llama").remote(store, null));
+                KvCacheManager mistral = manager(b -> b.model("mistral").remote(store, null));
+                KvCacheManager llamaAgain = manager(b -> b.model("llama").remote(store, null))) {
+            KvRequest a = KvRequest.of("a", concat(prefix, tokens(rnd, 5)));
+            admit(llama, a);
+            llama.free(a);
+            llama.tiers().drain();
+            assertThat(store.size()).isEqualTo(5);
+            // same tokens, same geometry, same hash: the block keys are equal, only the model name differs
+            assertThat(mistral.lookupCachedTokens(KvRequest.of("m", concat(prefix, tokens(rnd, 6)))))
+                    .as("another model's KV")
+                    .isZero();
+            assertThat(tier(mistral, "remote").hits()).isZero();
+            assertThat(admitSamePrefixAndCheck(llamaAgain))
+                    .as("the same model's KV")
+                    .isEqualTo(16);
+            assertThat(tier(llamaAgain, "remote").hits()).isEqualTo(4);
+        }
+    }
+
+    @Test
+    void theDefaultNamespaceNamesTheModelTheGeometryAndTheHash() {
+        InMemoryRemoteStore store = new InMemoryRemoteStore(1 << 20);
+        KvCacheSpec spec = KvCacheSpec.builder()
+                .layers(LAYERS)
+                .kvHeads(KV_HEADS)
+                .headSize(HEAD)
+                .elementSize(4)
+                .blockSize(BS)
+                .numBlocks(BLOCKS)
+                .maxModelLen(44)
+                .build();
+        try (KvTiers fast = KvTiers.builder(spec)
+                        .model("meta-llama/Llama-3.1-8B")
+                        .remote(store, null)
+                        .build();
+                KvTiers sha = KvTiers.builder(spec)
+                        .model("meta-llama/Llama-3.1-8B")
+                        .hash(HashAlgorithm.SHA256, 7)
+                        .remote(store, null)
+                        .build();
+                KvTiers named = KvTiers.builder(spec).remote(store, "mine:").build()) {
+            assertThat(storeKey(fast)).isEqualTo("gpumem:kv:meta-llama/Llama-3.1-8B:2x2x8x4:4:fast128-0:" + KEY_HEX);
+            assertThat(storeKey(sha)).isEqualTo("gpumem:kv:meta-llama/Llama-3.1-8B:2x2x8x4:4:sha256-7:" + KEY_HEX);
+            assertThat(storeKey(named)).as("a namespace given is used as is").isEqualTo("mine:" + KEY_HEX);
+        }
+        assertThatThrownBy(() -> KvTiers.builder(spec).remote(store, null).build())
+                .isInstanceOf(KvCacheException.class)
+                .hasMessageContaining("remote tier: the default namespace needs the model name");
+        assertThatThrownBy(() -> KvTiers.builder(spec).model("a:b"))
+                .isInstanceOf(KvCacheException.class)
+                .hasMessage("model name must be letters, digits and . _ - / (at least one), got 'a:b'");
+    }
+
+    @Test
+    void aManagerRefusesRemoteTiersBuiltForAnotherHash() {
+        InMemoryRemoteStore store = new InMemoryRemoteStore(1 << 20);
+        KvCacheSpec spec = KvCacheSpec.builder()
+                .layers(LAYERS)
+                .kvHeads(KV_HEADS)
+                .headSize(HEAD)
+                .elementSize(4)
+                .blockSize(BS)
+                .numBlocks(BLOCKS)
+                .maxModelLen(44)
+                .build();
+        SimulatedDevice device =
+                SimulatedDevice.builder().capacity(16L << 20).backed(true).build();
+        KvCacheConfig sha = KvCacheConfig.defaults().withHashAlgorithm(HashAlgorithm.SHA256);
+        try (KvTiers fastTiers =
+                KvTiers.builder(spec).model("toy").remote(store, null).build()) {
+            assertThatThrownBy(() -> new KvCacheManager(spec, KvMemory.direct(device), sha, fastTiers))
+                    .isInstanceOf(KvCacheException.class)
+                    .hasMessageContaining("tiers were built for hash FAST128 seed 0")
+                    .hasMessageContaining("hashAlgorithm is SHA256 seed 0");
+            assertThat(device.mallocCount())
+                    .as("refused before taking device memory")
+                    .isZero();
+        }
+        try (KvCacheManager m = new KvCacheManager(
+                spec,
+                KvMemory.direct(device),
+                sha,
+                KvTiers.builder(spec)
+                        .model("toy")
+                        .hash(HashAlgorithm.SHA256, 0)
+                        .remote(store, null)
+                        .build())) {
+            assertThat(m.tiers().hasRemote()).isTrue();
+        }
+    }
+
+    private static final String KEY_HEX = "0000000000000001" + "0000000000000002";
+
+    private static String storeKey(KvTiers tiers) {
+        return new String(((RemoteTier) tiers.tiers().get(0)).storeKey(1, 2), StandardCharsets.US_ASCII);
     }
 
     @Test
@@ -256,7 +362,7 @@ class TieredAttentionEqualityTest extends ToyModelAttention {
     @Test
     void aMissingRemoteKeyIsAMiss() {
         InMemoryRemoteStore store = new InMemoryRemoteStore(1 << 20);
-        try (KvCacheManager m = manager(b -> b.remote(store, null))) {
+        try (KvCacheManager m = manager(b -> b.model("toy").remote(store, null))) {
             computePrefixThenEvict(m);
             RemoteTier remote = (RemoteTier) m.tiers().tiers().get(0);
             store.delete(remote.storeKey(prefixKeyHi[1], prefixKeyLo[1]));
@@ -267,7 +373,7 @@ class TieredAttentionEqualityTest extends ToyModelAttention {
     @Test
     void anUnreachableRemoteStoreIsAMissNeverAnError() {
         InMemoryRemoteStore store = new InMemoryRemoteStore(1 << 20);
-        try (KvCacheManager m = manager(b -> b.remote(store, null).remoteBackoffOps(0))) {
+        try (KvCacheManager m = manager(b -> b.model("toy").remote(store, null).remoteBackoffOps(0))) {
             computePrefixThenEvict(m);
             store.setAvailable(false);
             assertThat(admitSamePrefixAndCheck(m)).isZero();
