@@ -26,7 +26,8 @@ import java.util.Set;
  * <ul>
  *   <li>{@link #lookupCachedTokens}: walks the request's chained block keys left to right over at most
  *       {@code (numTokens − 1) / blockSize} blocks (the last token is always recomputed, for its logits)
- *       and stops at the first block the pool cannot verify. The hits are remembered on the request;
+ *       and stops at the first block the pool cannot verify, or whose KV the request granted it has not
+ *       computed yet (never a hit: its owner may still leave without writing it). The hits are remembered on the request;
  *       a repeated lookup of a request that was not admitted in between is not counted twice in the hit rate.</li>
  *   <li>{@link #allocateSlots}: counts new blocks, copy-on-write copies and hit blocks that sit idle in
  *       the free list; if they exceed the free blocks (or the admission watermark) it returns false with
@@ -72,6 +73,13 @@ public final class KvCacheManager implements AutoCloseable {
 
     private final long[] parentKeyLo;
     private final boolean[] firstBlock;
+    /**
+     * Per block: cached at grant time (vLLM caches at allocation) and its KV not yet written by the request that
+     * was granted it. Set whenever the manager caches a block, cleared when that request's computed count passes
+     * the block's end; meaningful only while the block is cached.
+     */
+    private final boolean[] kvPending;
+
     private long[] saltFingerprints = new long[8];
     private final int[] blockTokens;
     /** The block a tier call is about (reused: demotion, publication and lookup allocate nothing). */
@@ -133,6 +141,7 @@ public final class KvCacheManager implements AutoCloseable {
         this.parentKeyHi = new long[tracked];
         this.parentKeyLo = new long[tracked];
         this.firstBlock = new boolean[tracked];
+        this.kvPending = new boolean[spec.numBlocks()];
         this.blockTokens = new int[this.tiers == null ? 0 : blockSize];
         if (this.tiers != null) {
             pool.setEvictionListener(this::demote);
@@ -212,8 +221,8 @@ public final class KvCacheManager implements AutoCloseable {
         while (hits < maxBlocks) {
             int b = pool.lookup(
                     r.keyHi[hits], r.keyLo[hits], parent, r.tokens, hits * blockSize, r.adapterId(), r.saltId);
-            if (b == KvBlockPool.NONE) {
-                break;
+            if (b == KvBlockPool.NONE || kvPending[b]) {
+                break; // a block whose KV is not written yet is no hit: see uncacheUncomputed
             }
             r.pendingHitGeneration[hits] = pool.generation(b);
             r.pendingHit[hits++] = b;
@@ -282,6 +291,7 @@ public final class KvCacheManager implements AutoCloseable {
             parentKeyHi[b] = pHi;
             parentKeyLo[b] = pLo;
             firstBlock[b] = first;
+            kvPending[b] = false; // its KV came with the record
             pool.free(oneBlock, 0, 1);
             promotedBlocks++;
             r.pendingHitGeneration[hits] = pool.generation(b);
@@ -478,6 +488,7 @@ public final class KvCacheManager implements AutoCloseable {
                         j * blockSize,
                         r.adapterId(),
                         r.saltId);
+                kvPending[b] = (long) (j + 1) * blockSize > r.numComputed;
                 if (tiers != null) {
                     parentKeyHi[b] = j == 0 ? 0 : r.keyHi[j - 1];
                     parentKeyLo[b] = j == 0 ? 0 : r.keyLo[j - 1];
@@ -486,6 +497,16 @@ public final class KvCacheManager implements AutoCloseable {
             }
         }
         r.numCachedBlocks = fullBlocks;
+    }
+
+    /**
+     * Told by {@link KvRequest#advanceComputed} that {@code r} wrote the KV of tokens {@code [from, to)}: the
+     * blocks those tokens fill up hold their KV now, and a lookup may count them.
+     */
+    void kvWritten(KvRequest r, int from, int to) {
+        for (int j = from / blockSize; j < to / blockSize && j < r.numBlocks; j++) {
+            kvPending[r.table[j]] = false;
+        }
     }
 
     private void ensureKeys(KvRequest r, int blocks) {
@@ -542,9 +563,18 @@ public final class KvCacheManager implements AutoCloseable {
      * Blocks are cached when granted (vLLM caches at allocation), before their tokens are computed. A
      * request leaving the pool before computing them must take those entries with it, or a later lookup
      * would share KV that was never written. This holds even when another request shares such a block:
-     * a fork taken before the grant was computed, or a request that hit it in the same step, never
-     * writes into it (writes into shared blocks copy first), so nothing else will ever fill it. The
-     * worst case of dropping an entry is a lost hit, never a wrong one.
+     * a fork taken before the grant was computed never writes into it (writes into shared blocks copy
+     * first) and never counted it as computed, so nothing else will ever fill it.
+     *
+     * <p>No request can have counted such a block as a prefix hit: lookups stop at a block whose KV is
+     * still pending ({@code kvPending}). vLLM lets a request hit a block granted to another in the same
+     * step, because its engine computes both in that step's batch; but the manager's API lets the owner be
+     * preempted or freed after the hit and before computing, which would leave the hitter counting tokens
+     * whose KV is never written. Refusing the hit costs only a hit the bundled {@link
+     * io.gpumem.kvcache.sched.Scheduler} could take when two waiting requests sharing a new prefix are
+     * admitted in one step (the second recomputes it), and it also covers a hitter that was swapped out
+     * meanwhile, which rolling hitters back on preemption would not reach. So the worst case of dropping
+     * an entry is a lost hit, never a wrong one.
      */
     private void uncacheUncomputed(KvRequest r) {
         for (int j = r.numComputed / blockSize; j < r.numBlocks; j++) {
@@ -652,7 +682,7 @@ public final class KvCacheManager implements AutoCloseable {
             while (reuse < maxReuse) {
                 int b = pool.lookup(
                         r.keyHi[reuse], r.keyLo[reuse], parent, r.tokens, reuse * blockSize, r.adapterId(), r.saltId);
-                if (b == KvBlockPool.NONE) {
+                if (b == KvBlockPool.NONE || kvPending[b]) {
                     break;
                 }
                 if (pool.refCount(b) == 0) {

@@ -192,6 +192,9 @@ public final class KvRequest {
             throw new KvCacheException("request " + id + ": " + (numComputed + n) + " computed tokens exceed its "
                     + numBlocks + " allocated blocks");
         }
+        if (owner != null) {
+            owner.kvWritten(this, numComputed, numComputed + n);
+        }
         numComputed += n;
     }
 

@@ -153,6 +153,26 @@ class PagedAttentionEqualityTest extends ToyModelAttention {
     }
 
     @Test
+    void pagedEqualsContiguousWhenTheOwnerOfASharedPrefixIsPreemptedBeforeComputingIt() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults());
+        SplittableRandom rnd = new SplittableRandom(seed + 3);
+        int[] prompt = tokens(rnd, 13);
+        KvRequest a = KvRequest.of("a", prompt);
+        assertThat(m.lookupCachedTokens(a)).isZero();
+        assertThat(m.allocateSlots(a, a.numTokens(), 0)).isTrue(); // 3 full blocks cached at grant time
+        KvRequest b = KvRequest.of("b", prompt);
+        int hit = m.lookupCachedTokens(b);
+        assertThat(m.allocateSlots(b, b.numTokens() - hit, 0)).isTrue();
+        m.preempt(a, PreemptionMode.RECOMPUTE); // a never writes its grant
+        compute(m, b, b.numTokens() - b.numComputed());
+        assertAttentionMatches(m, b);
+        admit(m, a); // resumed: re-hits what b computed
+        assertThat(a.blockTable()).startsWith(b.block(0), b.block(1), b.block(2));
+        assertAttentionMatches(m, a);
+        m.checkInvariants();
+    }
+
+    @Test
     void pagedEqualsContiguousAfterEvictionAndReHit() {
         KvCacheManager m = manager(12, KvCacheConfig.defaults()); // 11 usable blocks
         SplittableRandom rnd = new SplittableRandom(seed + 4);

@@ -375,6 +375,41 @@ class KvCacheManagerTest {
     }
 
     @Test
+    void aBlockIsAPrefixHitOnlyOnceTheRequestGrantedItHasWrittenItsKv() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults());
+        KvRequest a = KvRequest.of("a", seq(0, 13));
+        m.lookupCachedTokens(a);
+        assertThat(m.allocateSlots(a, 13, 0)).isTrue(); // blocks 0-2 cached at grant time, nothing computed
+        assertThat(m.pool().isCached(a.block(0))).isTrue();
+        assertThat(m.lookupCachedTokens(KvRequest.of("b1", seq(0, 13))))
+                .as("nothing written yet")
+                .isZero();
+        a.advanceComputed(6); // block 0 written, block 1 half
+        assertThat(m.lookupCachedTokens(KvRequest.of("b2", seq(0, 13)))).isEqualTo(4);
+        a.advanceComputed(7);
+        assertThat(m.lookupCachedTokens(KvRequest.of("b3", seq(0, 13)))).isEqualTo(12);
+        m.checkInvariants();
+    }
+
+    @Test
+    void preemptingARequestBeforeItComputesItsGrantLeavesNoOtherRequestCountingThatKv() {
+        KvCacheManager m = manager(16, KvCacheConfig.defaults());
+        KvRequest a = KvRequest.of("a", seq(0, 13));
+        m.lookupCachedTokens(a);
+        assertThat(m.allocateSlots(a, 13, 0)).isTrue(); // granted, not computed
+        int[] granted = a.blockTable();
+        KvRequest b = KvRequest.of("b", seq(0, 13));
+        int hit = m.lookupCachedTokens(b);
+        assertThat(m.allocateSlots(b, 13 - hit, 0)).isTrue();
+        m.preempt(a, PreemptionMode.RECOMPUTE); // a leaves without writing blocks 0-2
+        assertThat(b.numComputed()).as("b must compute every token itself").isZero();
+        for (int j = 0; j < 3; j++) {
+            assertThat(b.block(j)).as("b's block %d is its own", j).isNotIn(granted[0], granted[1], granted[2]);
+        }
+        m.checkInvariants();
+    }
+
+    @Test
     void swapPreemptionMovesTheBlocksToTheHostTierAndBack() {
         KvCacheManager m = manager(8, KvCacheConfig.defaults().withSwapSpaceBytes(1 << 20));
         KvRequest a = admit(m, KvRequest.of("a", seq(0, 10)));
