@@ -35,7 +35,8 @@ import org.jspecify.annotations.Nullable;
  *       means the segment did not exist before it; a {@code segment_free} means it did (stream from the
  *       entry, pool by size: 2 MiB is small). Expandable segments are mapped runs: a {@code segment_map}
  *       range is subtracted from its (stream, pool) group (the pool of the request that follows the map),
- *       a {@code segment_unmap} range is added back (to the group of the nearest mapped run).</li>
+ *       a {@code segment_unmap} range is added back to the group of its segment (the entry's stream, and the
+ *       pool of the group that maps the range later or holds it at the end; else of the stream's nearest run).</li>
  *   <li><b>Live blocks</b>: end-state active blocks that were not allocated in the window, plus blocks
  *       freed in the window without an alloc before (allocated before the window).</li>
  *   <li><b>Sizes</b> of the latter are not recorded (a free carries the request). The block is
@@ -413,12 +414,14 @@ public final class WindowRebuilder {
         SegsByAddress segs = new SegsByAddress(endState.size() + segmentEventCount);
         // Expandable mapped runs per (stream, pool) group: start -> end.
         Map<List<Long>, NavigableMap<Long, Long>> groups = new HashMap<>();
+        // Which group each expandable address range was last seen in (end state, then every undone map): an unmap
+        // puts its range back into the group that mapped it later, which by then may hold no run at all.
+        NavigableMap<Long, Owner> owners = new TreeMap<>();
         for (SegmentInfo s : endState) {
             if (s.expandable()) {
-                groups.computeIfAbsent(
-                                List.of(s.stream(), poolKey(s.isSmall() ? Pool.SMALL : Pool.LARGE)),
-                                k -> new TreeMap<>())
-                        .merge(s.address(), s.end(), Math::max);
+                List<Long> key = List.of(s.stream(), poolKey(s.isSmall() ? Pool.SMALL : Pool.LARGE));
+                groups.computeIfAbsent(key, k -> new TreeMap<>()).merge(s.address(), s.end(), Math::max);
+                own(owners, s.address(), s.end(), key);
             } else {
                 segs.put(new Seg(s.address(), s.totalSize(), s.stream(), s.isSmall() ? Pool.SMALL : Pool.LARGE, false));
             }
@@ -436,13 +439,16 @@ public final class WindowRebuilder {
                     segs.put(new Seg(addr, size, fields.stream(i), poolOfSegment(size), false));
                 }
                 case SEGMENT_MAP -> {
-                    NavigableMap<Long, Long> g = groups.computeIfAbsent(
-                            List.of(fields.stream(i), poolKey(nextRequestPool(trace, i))), k -> new TreeMap<>());
+                    List<Long> key = List.of(fields.stream(i), poolKey(nextRequestPool(trace, i)));
+                    NavigableMap<Long, Long> g = groups.computeIfAbsent(key, k -> new TreeMap<>());
                     subtract(g, addr, addr + fields.size(i));
+                    own(owners, addr, addr + fields.size(i), key);
                 }
                 case SEGMENT_UNMAP -> {
-                    NavigableMap<Long, Long> g = nearestGroup(groups, addr, fields.stream(i));
-                    add(g, addr, addr + fields.size(i));
+                    long end = addr + fields.size(i);
+                    List<Long> key = unmapGroup(owners, groups, addr, end, fields.stream(i));
+                    add(groups.computeIfAbsent(key, k -> new TreeMap<>()), addr, end);
+                    own(owners, addr, end, key);
                 }
                 default -> {}
             }
@@ -477,20 +483,87 @@ public final class WindowRebuilder {
         return pool.ordinal();
     }
 
-    private static NavigableMap<Long, Long> nearestGroup(
-            Map<List<Long>, NavigableMap<Long, Long>> groups, long addr, long stream) {
-        NavigableMap<Long, Long> best = null;
+    /**
+     * An expandable address range's owner: the (stream, pool) group it was last seen mapped in, walking backwards.
+     *
+     * @param end the range's end (exclusive); the start is the map key
+     * @param key the group, as {@code List.of(stream, poolKey)}
+     */
+    private record Owner(long end, List<Long> key) {}
+
+    /** Records {@code key} as the owner of [from, to), replacing the owners of whatever of it was owned before. */
+    private static void own(NavigableMap<Long, Owner> owners, long from, long to, List<Long> key) {
+        Map.Entry<Long, Owner> e = owners.floorEntry(from);
+        if (e == null || e.getValue().end() <= from) {
+            e = owners.ceilingEntry(from);
+        }
+        while (e != null && e.getKey() < to) {
+            long s = e.getKey();
+            Owner o = e.getValue();
+            owners.remove(s);
+            if (s < from) {
+                owners.put(s, new Owner(from, o.key()));
+            }
+            if (o.end() > to) {
+                owners.put(to, o);
+            }
+            e = owners.higherEntry(s);
+        }
+        owners.put(from, new Owner(to, key));
+    }
+
+    /**
+     * The group an unmapped range [from, to) on {@code stream} goes back to. An expandable segment keeps its stream and
+     * pool, so the group that maps any of the range later (or holds it at the end) is the segment's; a range that
+     * stayed unmapped takes the group of the nearest range {@code stream} ever had, then of the nearest run on
+     * {@code stream}. Never another stream's: the entry names the segment's stream, and the group of the nearest run
+     * regardless of stream put a segment unmapped by {@code empty_cache()} into another stream and pool.
+     */
+    private static List<Long> unmapGroup(
+            NavigableMap<Long, Owner> owners,
+            Map<List<Long>, NavigableMap<Long, Long>> groups,
+            long from,
+            long to,
+            long stream) {
+        Map.Entry<Long, Owner> e = owners.floorEntry(from);
+        if (e == null || e.getValue().end() <= from) {
+            e = owners.ceilingEntry(from);
+        }
+        for (; e != null && e.getKey() < to; e = owners.higherEntry(e.getKey())) {
+            if (e.getValue().key().get(0) == stream) {
+                return e.getValue().key();
+            }
+        }
+        List<Long> best = null;
         long bestDistance = Long.MAX_VALUE;
-        for (NavigableMap<Long, Long> g : groups.values()) {
-            for (Map.Entry<Long, Long> run : g.entrySet()) {
-                long d = addr < run.getKey() ? run.getKey() - addr : Math.max(0, addr - run.getValue());
+        for (Map.Entry<Long, Owner> o : owners.entrySet()) {
+            long d = distance(from, o.getKey(), o.getValue().end());
+            if (o.getValue().key().get(0) == stream && d < bestDistance) {
+                bestDistance = d;
+                best = o.getValue().key();
+            }
+        }
+        for (Map.Entry<List<Long>, NavigableMap<Long, Long>> g : groups.entrySet()) {
+            if (g.getKey().get(0) != stream) {
+                continue;
+            }
+            for (Map.Entry<Long, Long> run : g.getValue().entrySet()) {
+                long d = distance(from, run.getKey(), run.getValue());
                 if (d < bestDistance) {
                     bestDistance = d;
-                    best = g;
+                    best = g.getKey();
                 }
             }
         }
-        return best != null ? best : groups.computeIfAbsent(List.of(stream, 0L), k -> new TreeMap<>());
+        // nothing on the stream to go by: the size does (a large pool maps 20 MiB pages, a small one 2 MiB)
+        return best != null
+                ? best
+                : List.of(stream, poolKey((to - from) % SizeRules.LARGE_BUFFER == 0 ? Pool.LARGE : Pool.SMALL));
+    }
+
+    /** How far {@code addr} lies from the run [start, end): 0 inside it. */
+    private static long distance(long addr, long start, long end) {
+        return addr < start ? start - addr : Math.max(0, addr - end);
     }
 
     /** Removes [from, to) from a set of disjoint runs. */

@@ -25,6 +25,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 class TraceStatesTest {
 
@@ -168,5 +170,37 @@ class TraceStatesTest {
         assertThat(TraceStates.lastOom(List.of(e, alloc, e, alloc))).isEqualTo(2);
         assertThat(SnapshotStates.trailingOom(List.of(alloc, e, snap))).isEqualTo(1);
         assertThat(SnapshotStates.trailingOom(List.of(e, alloc))).isEqualTo(-1);
+    }
+
+    /**
+     * A state before an {@code empty_cache()} that unmaps an expandable segment on a side stream, rebuilt from the
+     * end: the segment is back with its own stream and pool, not those of the nearest other segment (here the
+     * small pool's on stream 0). {@code remap}: a later request maps the range again, so that walking back its map is
+     * undone first and leaves the segment's group empty; else the range stays unmapped to the end.
+     */
+    @ParameterizedTest
+    @ValueSource(booleans = {true, false})
+    void anExpandableSegmentUnmappedLaterKeepsItsStreamAndPool(boolean remap) {
+        SimulatedDevice device = SimulatedDevice.withCapacity(8 * GiB);
+        CachingAllocator allocator = new CachingAllocator(device, AllocatorConfig.parse("expandable_segments:True"));
+        allocator.recordHistory(HistoryOptions.all());
+        long side = device.createStream();
+        long a = allocator.malloc(30L << 20, side); // large pool, side stream: two 20 MiB pages
+        allocator.malloc(1000, 0); // small pool, stream 0
+        allocator.free(a);
+        int probeEntries = allocator.snapshot().deviceTraces().getFirst().size();
+        MemoryState probe =
+                AllocatorStates.fromSnapshot(allocator.snapshot(), 0, "probe").build();
+        allocator.emptyCache(); // unmaps the side stream's pages
+        if (remap) {
+            allocator.malloc(10L << 20, side); // maps one page of the same segment again
+        }
+        TraceSnapshot trace = AllocatorSnapshots.toTraceSnapshot(allocator.snapshot(), "unmap");
+        assertThat(trace.traceOf(0)).anyMatch(e -> e.action() == TraceAction.SEGMENT_UNMAP);
+
+        MemoryState rebuilt = TraceStates.afterEntry(trace, 0, probeEntries - 1, MemoryState.UNKNOWN);
+
+        assertThat(probe.segments()).anyMatch(s -> s.stream() == side && !s.isSmall() && s.expandable());
+        assertSameUpToInferredSizes(rebuilt, probe, "after entry " + (probeEntries - 1));
     }
 }
