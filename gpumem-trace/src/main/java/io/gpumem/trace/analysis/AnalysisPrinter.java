@@ -181,6 +181,7 @@ public final class AnalysisPrinter {
             case NONE -> "no out-of-memory to explain";
             case FRAGMENTATION -> "FRAGMENTATION: enough cached free bytes, but no free block fits";
             case LIVE_TENSORS -> "LIVE TENSORS: allocated memory fills the device";
+            case REQUEST_TOO_LARGE -> "REQUEST TOO LARGE: the request alone needs more than the device can give";
             case OUTSIDE_MEMORY -> "MEMORY HELD OUTSIDE THE ALLOCATOR: other users of the device take what is missing";
         };
     }

@@ -8,6 +8,11 @@ public enum DiagnosisKind {
     FRAGMENTATION,
     /** Live tensors fill the device: even every cached byte would not fit the request. */
     LIVE_TENSORS,
+    /**
+     * The failed request alone needs more than the allocator holds or could get (reserved + driver free: the device,
+     * less memory held outside it): it fails with no tensor live, so no shrinking of live tensors helps.
+     */
+    REQUEST_TOO_LARGE,
     /** Memory held outside this allocator (other processes, the CUDA context, another allocator) is what is missing. */
     OUTSIDE_MEMORY
 }

@@ -13,13 +13,19 @@ import java.util.List;
  * <p>The rules rest on one identity for a device of capacity C: C = allocated + (reserved − allocated)
  * + driver free + outside. A request of R bytes failed; the question is which term would have to shrink
  * for it to fit.
+ * When no cached block fits, the driver must supply a new segment of S = {@link SizeRules#allocationSize}(R) bytes
+ * (20 MiB for a request of 1 to 10 MiB), so S, not R, is what driver free is measured against.
  * <ol>
- *   <li><b>Fragmentation</b>: reserved-but-unallocated plus driver-free ≥ R. The bytes exist, yet no free
- *       block of the request's pool and stream is large enough (PyTorch has already released whole free
- *       segments in its retry, so what is left is pinned between live blocks).</li>
+ *   <li><b>Fragmentation</b>: something is cached (reserved-but-unallocated U &gt; 0), and U ≥ R or U plus
+ *       driver free ≥ S. The bytes exist, yet no free block of the request's pool and stream is large enough
+ *       (PyTorch has already released whole free segments in its retry, so what is left is pinned between live
+ *       blocks).</li>
+ *   <li><b>Request too large</b>: otherwise, when S exceeds reserved plus driver free (capacity less what is held
+ *       outside; capacity itself when driver free is unknown): the request fails with no tensor live.</li>
  *   <li><b>Memory outside the allocator</b>: otherwise, when capacity is known, and the outside bytes are at
  *       least {@link #OUTSIDE_SHARE} of capacity and would cover what is still missing.</li>
- *   <li><b>Live tensors</b>: otherwise; the shortfall is what live tensors must shrink by.</li>
+ *   <li><b>Live tensors</b>: otherwise; the shortfall (S less cached and driver-free bytes, at most what is
+ *       allocated) is what live tensors must shrink by.</li>
  * </ol>
  * Without an {@code oom} entry a state is diagnosed only when it is near capacity: the used share, not
  * counting cached bytes {@code empty_cache()} (and so PyTorch's OOM retry) would return, is at least
@@ -87,14 +93,41 @@ public final class DiagnosisRules {
                 + " free blocks (" + ByteSize.formatSigned(all.pinnedFree())
                 + " pinned between live blocks); driver free: "
                 + (a.state().deviceFree() >= 0 ? ByteSize.formatSigned(deviceFree) : "unknown"));
-        if (unallocated + deviceFree >= request) {
-            evidence.add(
-                    "unallocated + driver free = " + ByteSize.formatSigned(unallocated + deviceFree) + " >= request: "
-                            + "the bytes exist but no block fits (external fragmentation "
-                            + Percent.of(all.externalFragmentation()) + ")");
+        // What the driver must hand out when no cached block fits: a whole new segment (20 MiB for a 1-10 MiB
+        // request), not the request; comparing driver free with the request called a failed segment fragmentation.
+        long segment = SizeRules.allocationSize(request);
+        // Fragmentation needs cached bytes: with none cached no block can be too small, whatever the driver holds.
+        if (unallocated > 0 && (unallocated >= request || unallocated + deviceFree >= segment)) {
+            // (U + F >= S >= R: the sum covers the request too)
+            evidence.add((unallocated + deviceFree >= segment
+                            ? "unallocated + driver free = " + ByteSize.formatSigned(unallocated + deviceFree)
+                            : "unallocated " + ByteSize.formatSigned(unallocated))
+                    + " >= request: the bytes exist but no block fits (external fragmentation "
+                    + Percent.of(all.externalFragmentation()) + ")");
             return new Diagnosis(DiagnosisKind.FRAGMENTATION, trigger, evidence, 0, outside);
         }
-        long missing = request - unallocated - deviceFree;
+        long missing = segment - unallocated - deviceFree;
+        // All the allocator holds or could get is reserved + driver free (capacity less what is held outside); a
+        // request past that fits however few tensors live, so live tensors must not take the blame. Unknown driver
+        // free: capacity is the bound.
+        long reachable = a.state().deviceFree() >= 0 ? all.reserved() + deviceFree : capacity;
+        if (reachable >= 0 && segment > reachable) {
+            long beyond = segment - reachable;
+            evidence.add("the request needs a segment of " + ByteSize.formatSigned(segment) + ", more than "
+                    + (a.state().deviceFree() >= 0
+                            ? "reserved + driver free (" + ByteSize.formatSigned(reachable) + ")"
+                            : "the device's capacity (" + ByteSize.formatSigned(capacity) + ")")
+                    + " by " + ByteSize.formatSigned(beyond)
+                    + ": it would fail with no tensor live");
+            if (outside > 0) {
+                evidence.add("held outside the allocator (capacity - reserved - driver free): "
+                        + ByteSize.formatSigned(outside) + " of " + ByteSize.formatSigned(capacity)
+                        + (segment <= capacity
+                                ? "; the request fits the device only if that memory is freed"
+                                : "; the request is larger than the whole device"));
+            }
+            return new Diagnosis(DiagnosisKind.REQUEST_TOO_LARGE, trigger, evidence, beyond, outside);
+        }
         if (outside >= 0) {
             evidence.add("held outside the allocator (capacity - reserved - driver free): "
                     + ByteSize.formatSigned(outside) + " of " + ByteSize.formatSigned(capacity));
@@ -111,7 +144,9 @@ public final class DiagnosisRules {
                 + Percent.of((double) all.allocated() / base) + " of "
                 + (capacity > 0 ? "capacity" : "reserved + driver free")
                 + "; even with every cached byte the request lacks " + ByteSize.formatSigned(missing));
-        return new Diagnosis(DiagnosisKind.LIVE_TENSORS, trigger, evidence, missing, outside);
+        // (with driver free unknown, counted as 0, missing can exceed what is live; no shrinking frees more)
+        return new Diagnosis(
+                DiagnosisKind.LIVE_TENSORS, trigger, evidence, Math.min(missing, all.allocated()), outside);
     }
 
     private static Diagnosis diagnoseNearCapacity(

@@ -19,7 +19,9 @@ import java.util.Optional;
  * tensors also a
  * smaller batch when the source can run one (also for an OOM that no configuration removes: a smaller batch
  * changes the job, so it is the last resort against fragmentation); {@code empty_cache()} whenever whole free segments or
- * pages are cached; freeing outside memory when the diagnosis blames it. A configuration is recommended
+ * pages are cached; freeing outside memory when the diagnosis blames it, or when a request too large for what the
+ * allocator can get would fit once it is freed; shrinking the request itself when it alone is too large (never
+ * shrinking live tensors then: the request fails with none live). A configuration is recommended
  * only when its run has fewer OOMs than the baseline, or as many and a positive saving. For an OOM or a
  * state near capacity, savings are the drop in minimum capacity where both runs computed it (the figure
  * that matters on a fixed-size device); for waste alone they are the drop in peak reserved (what the job
@@ -180,7 +182,19 @@ public final class Recommender {
                     null));
         }
         List<Recommendation> stateRemedies = new ArrayList<>();
-        if (diagnosis.kind() == DiagnosisKind.OUTSIDE_MEMORY && diagnosis.outside() > 0) {
+        if (diagnosis.kind() == DiagnosisKind.REQUEST_TOO_LARGE) {
+            // no tensor to shrink: only the request itself, or (when it fits the device) the memory held outside
+            stateRemedies.add(new Recommendation(
+                    "make the failed request smaller by at least " + ByteSize.formatSigned(diagnosis.shortfall())
+                            + " (split the tensor, or a smaller batch or sequence length for it)",
+                    diagnosis.shortfall(),
+                    "state: the request's new segment minus reserved and driver-free bytes",
+                    null));
+        }
+        boolean outsideBlocks = diagnosis.kind() == DiagnosisKind.OUTSIDE_MEMORY
+                || (diagnosis.kind() == DiagnosisKind.REQUEST_TOO_LARGE
+                        && diagnosis.outside() >= diagnosis.shortfall());
+        if (outsideBlocks && diagnosis.outside() > 0) {
             stateRemedies.add(new Recommendation(
                     "free memory held outside the allocator (other processes, other allocators,"
                             + " a second CUDA context)",

@@ -1,11 +1,20 @@
 package io.gpumem.trace.analysis;
 
 import static io.gpumem.testing.TestSizes.GiB;
+import static io.gpumem.testing.TestSizes.MiB;
 import static io.gpumem.trace.analysis.StateAnalyzerTest.seg;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.alloc.Pool;
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.BlockState;
+import io.gpumem.history.HistoryOptions;
+import io.gpumem.oom.OutOfMemoryException;
+import io.gpumem.trace.io.AllocatorSnapshots;
+import io.gpumem.trace.io.TraceSnapshot;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -125,5 +134,69 @@ class DiagnosisThresholdsTest {
                         .deviceFree(0)
                         .build()))
                 .isEqualTo(DiagnosisKind.LIVE_TENSORS);
+    }
+
+    /** The end state of a device of {@code capacity} with {@code live} bytes allocated after a request failed. */
+    private static StateAnalysis afterFailedRequest(long capacity, long live, long request) {
+        SimulatedDevice device = SimulatedDevice.withCapacity(capacity);
+        CachingAllocator allocator = new CachingAllocator(device, AllocatorConfig.parse(""));
+        allocator.recordHistory(HistoryOptions.all());
+        allocator.malloc(live, 0);
+        assertThatThrownBy(() -> allocator.malloc(request, 0)).isInstanceOf(OutOfMemoryException.class);
+        TraceSnapshot trace = AllocatorSnapshots.toTraceSnapshot(allocator.snapshot(), "failed request");
+        return new StateAnalyzer().analyze(SnapshotStates.endState(trace, 0, capacity));
+    }
+
+    @Test
+    void anOomWhoseNewSegmentExceedsDriverFreeIsNotFragmentationWithNothingCached() {
+        // 24 MiB live on 32 MiB: the 2 MiB request needs a 20 MiB segment and the driver has 8 MiB. Nothing is cached,
+        // so no block can be too small: live tensors must shrink by the 12 MiB the segment lacks.
+        StateAnalysis a = afterFailedRequest(32 * MiB, 24 * MiB, 2 * MiB);
+        assertThat(a.all().unallocated()).isZero();
+        assertThat(a.diagnosis().kind()).isEqualTo(DiagnosisKind.LIVE_TENSORS);
+        assertThat(a.diagnosis().shortfall()).isEqualTo(12 * MiB);
+    }
+
+    @Test
+    void anOomIsFragmentationOnlyWhenSomethingIsCached() {
+        // driver free alone covers the request (2 MiB free, a 512-byte small request): bytes exist, but none cached
+        assertThat(kind(oneSegment(4 * GiB, 0)
+                        .oom(new OomEvent(BLOCK, 2 * MiB, 0, 1))
+                        .build()))
+                .isEqualTo(DiagnosisKind.LIVE_TENSORS);
+        assertThat(kind(oneSegment(4 * GiB - BLOCK, BLOCK)
+                        .oom(new OomEvent(BLOCK, 2 * MiB, 0, 1))
+                        .build()))
+                .isEqualTo(DiagnosisKind.FRAGMENTATION);
+    }
+
+    @Test
+    void aRequestLargerThanTheDeviceIsTooLargeAndNoShrinkingOfLiveTensorsIsRecommended() {
+        // 4 MiB live on a 1 GiB device, a 2 GiB request: it would fail with nothing live.
+        StateAnalysis a = afterFailedRequest(GiB, 4 * MiB, 2 * GiB);
+        assertThat(a.diagnosis().kind()).isEqualTo(DiagnosisKind.REQUEST_TOO_LARGE);
+        assertThat(a.diagnosis().shortfall()).isEqualTo(GiB); // 2 GiB less reserved + driver free (the 1 GiB device)
+        assertThat(a.diagnosis().evidence()).anyMatch(e -> e.contains("it would fail with no tensor live"));
+        Recommender.Result r = new Recommender().recommend(a, null);
+        assertThat(r.recommendations()).noneMatch(rec -> rec.action().contains("live tensors"));
+        assertThat(r.recommendations())
+                .anyMatch(rec -> rec.action().startsWith("make the failed request smaller by at least 1024.00 MiB"));
+    }
+
+    @Test
+    void aRequestPastCapacityLessOutsideMemoryIsTooLargeAndFreeingTheOutsideIsRecommended() {
+        // 20 GiB device, 10 GiB held outside, 1 GiB reserved and live, 9 GiB driver free: a 12 GiB request fits
+        // only once the outside memory is freed, whatever the live tensors.
+        StateAnalysis a = new StateAnalyzer()
+                .analyze(oneSegment(GiB, 0)
+                        .capacity(20 * GiB)
+                        .oom(new OomEvent(12 * GiB, 9 * GiB, 0, 1))
+                        .build());
+        assertThat(a.diagnosis().kind()).isEqualTo(DiagnosisKind.REQUEST_TOO_LARGE);
+        assertThat(a.diagnosis().shortfall()).isEqualTo(2 * GiB);
+        assertThat(new Recommender().recommend(a, null).recommendations())
+                .extracting(Recommendation::action)
+                .noneMatch(action -> action.contains("live tensors"))
+                .anyMatch(action -> action.startsWith("free memory held outside the allocator"));
     }
 }
