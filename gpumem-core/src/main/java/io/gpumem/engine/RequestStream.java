@@ -197,27 +197,43 @@ public final class RequestStream {
         return defaultFrames;
     }
 
-    /** Peak of the sum of live request sizes (start blocks by their size): the floor no allocator goes below. */
+    /**
+     * Peak of the sum of live request sizes (start blocks by their size): the floor no allocator goes below.
+     *
+     * <p>Exact: every request is under 2^63 bytes, but many of them live at once can add up past it, and a wrapped
+     * sum would be a wrong floor that looks plausible (a model of 2^64 bytes read as 8 EiB less), so the sum is
+     * checked instead.
+     *
+     * @throws ArithmeticException when the live sizes add up to more than {@link Long#MAX_VALUE} bytes
+     */
     public long peakLiveBytes() {
         long[] bytes = new long[slots];
         long[] live = {0};
         int[] s = {0};
         forEachLiveBlock(start, (seg, b) -> {
             bytes[s[0]++] = b.size();
-            live[0] += b.size();
+            live[0] = addLive(live[0], b.size(), "the start state's live blocks");
         });
         long peak = live[0];
         long now = live[0];
         for (int k = 0; k < length; k++) {
             if (op[k] == ALLOC) {
                 bytes[slot[k]] = size[k];
-                now += size[k];
+                now = addLive(now, size[k], "the requests live at op " + k);
                 peak = Math.max(peak, now);
             } else if (op[k] == FREE) {
                 now -= bytes[slot[k]];
             }
         }
         return peak;
+    }
+
+    private static long addLive(long sum, long size, String what) {
+        long total = sum + size;
+        if (total < sum) { // sizes are non-negative, so a sum that went down wrapped
+            throw new ArithmeticException(what + " add up to more than " + Long.MAX_VALUE + " bytes (2^63 - 1)");
+        }
+        return total;
     }
 
     /**

@@ -145,6 +145,27 @@ class RequestStreamTest {
     }
 
     @Test
+    void peakLiveBytesIsExactNearTheTopOfALongAndRefusesASumPastIt() {
+        // three blocks of 2^61 live at once: 3 x 2^61 fits in a long, a fourth would wrap to a negative sum
+        RequestStream.Builder fits = RequestStream.builder();
+        int a = fits.alloc(1L << 61, 0, 0);
+        fits.alloc(1L << 61, 0, 1);
+        fits.free(a, 2);
+        fits.alloc(1L << 61, 0, 3);
+        fits.alloc(1L << 61, 0, 4);
+        assertThat(fits.build().peakLiveBytes()).isEqualTo(3L << 61);
+
+        RequestStream.Builder wraps = RequestStream.builder();
+        for (int i = 0; i < 4; i++) {
+            wraps.alloc(1L << 61, 0, i);
+        }
+        RequestStream s = wraps.build();
+        assertThatThrownBy(s::peakLiveBytes)
+                .isInstanceOf(ArithmeticException.class)
+                .hasMessage("the requests live at op 3 add up to more than 9223372036854775807 bytes (2^63 - 1)");
+    }
+
+    @Test
     void aBalancedRangeFreesWhatItLeavesLiveInAllocationOrder() {
         long seed = new SplittableRandom().nextLong();
         System.out.println("RequestStreamTest seed=" + seed);

@@ -1,5 +1,6 @@
 package io.gpumem.trace.workload;
 
+import io.gpumem.engine.MinimumCapacity;
 import io.gpumem.engine.RequestStream;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -48,6 +49,8 @@ public final class TrainingWorkload implements AllocationWorkload {
     private final int[] seqLens;
     private final BitSet liveAtEnd;
     private final long parameterCount;
+    /** The stream's peak of live request bytes, at most {@link MinimumCapacity#LARGEST} (checked by the builder). */
+    private final long peakLiveBytes;
 
     private TrainingWorkload(Builder config) {
         this.config = config.copy();
@@ -59,6 +62,7 @@ public final class TrainingWorkload implements AllocationWorkload {
         this.seqLens = g.seqLens;
         this.liveAtEnd = g.live;
         this.parameterCount = g.parameterCount;
+        this.peakLiveBytes = this.config.checkPeakLive(stream);
     }
 
     /** A builder with the defaults documented on each setter. */
@@ -80,6 +84,12 @@ public final class TrainingWorkload implements AllocationWorkload {
     /** The tensor allocation {@code slot} holds, e.g. {@code layers.3.attn.qkv.out} or {@code grad.embed.weight}. */
     public String tensorName(int slot) {
         return names[slot];
+    }
+
+    /** Peak of the sum of live tensor bytes (computed once: the demo prints it and its runs bound their search by it). */
+    @Override
+    public long peakLiveBytes() {
+        return peakLiveBytes;
     }
 
     /** The sequence length of each step. */
@@ -291,7 +301,8 @@ public final class TrainingWorkload implements AllocationWorkload {
         /**
          * Generates the workload, after checking up front (with overflow-checked arithmetic) that every tensor
          * is under {@link #MAX_TENSOR_BYTES} and that the ops, all generated before a run, stay under
-         * {@link #MAX_OPS}.
+         * {@link #MAX_OPS}; then that the tensors live at once stay within the largest capacity the runs model,
+         * {@link MinimumCapacity#LARGEST} (a sum of tensors each under 1 EiB can exceed it, even 2^63 bytes).
          *
          * @throws IllegalArgumentException naming the settings that are too large
          */
@@ -309,13 +320,7 @@ public final class TrainingWorkload implements AllocationWorkload {
         public static final long MAX_OPS = 20_000_000L;
 
         private void checkSizes() {
-            long seq = maxSeqLen;
-            if (seqSchedule != null) {
-                seq = 0;
-                for (int s : seqSchedule) {
-                    seq = Math.max(seq, s);
-                }
-            }
+            long seq = longestSeqLen();
             long elementBytes = Math.max(Math.max(dtypeBytes, optimizerStateBytes), 8);
             try {
                 long h = hidden;
@@ -351,6 +356,34 @@ public final class TrainingWorkload implements AllocationWorkload {
                         + ops + " allocator calls, over the limit of " + MAX_OPS
                         + " (the calls are generated before the run): use fewer steps or layers");
             }
+        }
+
+        /**
+         * The generated stream's peak of live bytes, refused (naming the settings) when it is over what a run can
+         * model: the minimum-capacity search refuses any stream whose live bytes exceed
+         * {@link MinimumCapacity#LARGEST}, and every other figure of a run would be as meaningless. Checked on the
+         * generated stream rather than estimated, so a model that fits is never refused.
+         */
+        long checkPeakLive(RequestStream stream) {
+            String peak;
+            try {
+                long bytes = stream.peakLiveBytes();
+                if (bytes <= MinimumCapacity.LARGEST) {
+                    return bytes;
+                }
+                peak = bytes + " bytes";
+            } catch (ArithmeticException e) {
+                peak = "more than 2^63 - 1 bytes";
+            }
+            throw new IllegalArgumentException("the model is too large to simulate: with hidden " + hidden + ", vocab "
+                    + vocab + ", " + layers + " layers, batch " + batch + " and sequences up to " + longestSeqLen()
+                    + ", the tensors live at once would take " + peak + ", more than the 2^60 bytes (1 EiB) of the"
+                    + " largest device a run models: use fewer layers, a smaller batch, hidden or sequence length");
+        }
+
+        /** The longest sequence length of any step: the schedule's longest, else the range's top. */
+        private int longestSeqLen() {
+            return seqSchedule != null ? Arrays.stream(seqSchedule).max().orElseThrow() : maxSeqLen;
         }
 
         Builder copy() {

@@ -156,4 +156,51 @@ class TrainingWorkloadTest {
                 .hasMessageContaining("no multiple of 64");
         assertThatThrownBy(() -> TrainingWorkload.builder().seqSchedule()).hasMessageContaining("empty");
     }
+
+    @Test
+    void aModelWhosePeakOfLiveTensorsIsOverTheLargestDeviceIsRefusedNamingItsSettings() {
+        // every tensor passes the 1 EiB check (tokens x widest x 8 bytes = 2^60), but 16 layers of saved activations
+        // add up to about 2^64 bytes: a wrapped sum read it as 9079913532778086400
+        assertThatThrownBy(() -> TrainingWorkload.builder()
+                        .layers(16)
+                        .hidden(1 << 20)
+                        .heads(1)
+                        .vocab(1)
+                        .batch(1 << 17)
+                        .seqSchedule(1 << 18)
+                        .steps(1)
+                        .build())
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("the model is too large to simulate: with hidden 1048576, vocab 1, 16 layers, batch 131072"
+                        + " and sequences up to 262144, the tensors live at once would take more than 2^63 - 1 bytes,"
+                        + " more than the 2^60 bytes (1 EiB) of the largest device a run models: use fewer layers, a"
+                        + " smaller batch, hidden or sequence length");
+        // a sum that fits in a long but is over 1 EiB: 2 layers of the same
+        assertThatThrownBy(() -> TrainingWorkload.builder()
+                        .layers(2)
+                        .hidden(1 << 20)
+                        .heads(1)
+                        .vocab(1)
+                        .batch(1 << 17)
+                        .seqSchedule(1 << 18)
+                        .steps(1)
+                        .build())
+                .hasMessageContaining(
+                        "2 layers, batch 131072 and sequences up to 262144, the tensors live at once" + " would take ")
+                .hasMessageContaining(" bytes, more than the 2^60 bytes (1 EiB)");
+        // a model of about a PiB at its peak is accepted, its peak the exact sum of the live sizes
+        TrainingWorkload fits = TrainingWorkload.builder()
+                .layers(2)
+                .hidden(1 << 10)
+                .heads(1)
+                .vocab(1)
+                .batch(1 << 17)
+                .seqSchedule(1 << 18)
+                .steps(1)
+                .build();
+        assertThat(fits.peakLiveBytes())
+                .isEqualTo(fits.stream().peakLiveBytes())
+                .isPositive();
+    }
+
 }
