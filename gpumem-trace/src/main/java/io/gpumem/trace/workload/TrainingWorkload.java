@@ -438,10 +438,14 @@ public final class TrainingWorkload implements AllocationWorkload {
             SplittableRandom random = new SplittableRandom(c.seed);
             int lo = Math.ceilDiv(c.minSeqLen, c.seqLenMultiple);
             int hi = c.maxSeqLen / c.seqLenMultiple;
+            // lo + nextInt(count), not nextInt(lo, hi + 1): hi + 1 overflows when the range ends at Integer.MAX_VALUE,
+            // while the count cannot (lo >= 1); SplittableRandom draws the same values either way, so seeds keep
+            // their sequence lengths
+            int count = hi - lo + 1;
             for (int s = 0; s < c.steps; s++) {
                 seqLens[s] = c.seqSchedule != null
                         ? c.seqSchedule[s % c.seqSchedule.length]
-                        : random.nextInt(lo, hi + 1) * c.seqLenMultiple;
+                        : (lo + random.nextInt(count)) * c.seqLenMultiple;
             }
         }
 

@@ -203,4 +203,40 @@ class TrainingWorkloadTest {
                 .isPositive();
     }
 
+    @Test
+    void sequenceLengthsAreDrawnUpToIntMax() {
+        long seed = new SplittableRandom().nextLong();
+        System.out.println("TrainingWorkloadTest seed=" + seed);
+        TrainingWorkload w = TrainingWorkload.builder()
+                .layers(1)
+                .hidden(1)
+                .heads(1)
+                .vocab(1)
+                .batch(1)
+                .seqLens(1, Integer.MAX_VALUE, 1)
+                .steps(3)
+                .seed(seed)
+                .build();
+        assertThat(w.seqLens()).hasSize(3);
+        assertThat(IntStream.of(w.seqLens()).allMatch(len -> len >= 1)).isTrue();
+        // the top multiple of a range ending at Integer.MAX_VALUE is drawn: with one multiple it is the only one
+        TrainingWorkload top = TrainingWorkload.builder()
+                .layers(1)
+                .hidden(1)
+                .heads(1)
+                .vocab(1)
+                .batch(1)
+                .seqLens(Integer.MAX_VALUE, Integer.MAX_VALUE, 1)
+                .steps(2)
+                .build();
+        assertThat(top.seqLens()).containsExactly(Integer.MAX_VALUE, Integer.MAX_VALUE);
+        // the demo's defaults with that range: drawn too (tensors of up to 1.3e10 tokens stay under 1 EiB)
+        assertThat(TrainingWorkload.builder()
+                        .seqLens(1, Integer.MAX_VALUE, 1)
+                        .steps(1)
+                        .build()
+                        .seqLens()[0])
+                .isPositive();
+    }
+
 }
