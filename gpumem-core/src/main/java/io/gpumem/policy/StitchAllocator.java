@@ -74,6 +74,11 @@ public final class StitchAllocator implements GpuAllocator {
     static final String NAME = "stitch";
 
     static final long ROUND = 512;
+    /**
+     * Pages an arena's per-page arrays cover at first (32 MiB of 2 MiB pages); they grow with use. Small, so that
+     * the tests' small devices grow them too.
+     */
+    static final int INITIAL_PAGES = 16;
 
     final Device device;
     final long page;
@@ -132,24 +137,34 @@ public final class StitchAllocator implements GpuAllocator {
         return device;
     }
 
-    /** One virtual reservation and the physical pages mapped under it. */
+    /**
+     * One virtual reservation and the physical pages mapped under it.
+     *
+     * <p>The per-page arrays cover only the pages up to the highest one a block has pinned ({@link #cover}), grown
+     * by doubling up to {@link #pages}: the reservation is twice the device (so that fragmentation never runs out
+     * of address space), and arrays sized to it would cost 32 bytes per page whether used or not, gigabytes of heap
+     * for a device of tens of TiB that a small job touches the bottom of. A page past them is unmapped, listed in no
+     * unpinned run and touched by no allocated block.
+     */
     final class Arena {
         final long base;
         final long stream;
         final boolean fixed;
+        /** Pages in the reservation (the arrays below may cover fewer). */
+        final int pages;
         /** The physical handle mapped under page p (the same handle on every page of one mapping), 0 if none. */
-        final long[] handle;
+        long[] handle;
         /** The first page of the mapping that covers page p (valid where {@code handle[p] != 0}). */
-        final int[] mapStart;
+        int[] mapStart;
         /** Pages in the mapping that starts at page p (valid at mapping starts only). */
-        final int[] mapLength;
+        int[] mapLength;
 
         /**
          * Fixed arenas only (empty in an online arena, whose pins follow from its blocks): at the first page of a
          * mapping, the allocated or pending blocks touching it (a multi-page mapping is pinned by one block
          * covering it or by none, so its pin is kept once, on its first page); 0 at every other page.
          */
-        final int[] pins;
+        int[] pins;
         /**
          * The mapped pages no block touches, in runs listed in the order they became unpinned: stolen from the
          * tail. In an online arena these are exactly the mapped pages that lie wholly inside a free block.
@@ -160,21 +175,44 @@ public final class StitchAllocator implements GpuAllocator {
         final TreeMap<Long, StitchBlock> fixedBlocks = new TreeMap<>();
 
         Arena(long stream, boolean fixed, long bytes) {
+            long count = bytes / page;
+            if (count > Integer.MAX_VALUE) {
+                // pages are int indexes: a cast would wrap to a negative or a too-small count
+                throw new IllegalArgumentException("policy stitch cannot reserve an arena of " + bytes + " bytes: its "
+                        + count + " pages of " + page + " bytes are more than 2^31 - 1 (the arena is twice the"
+                        + " device's " + device.totalMemory() + " bytes, or a plan region that large)");
+            }
             this.stream = stream;
             this.fixed = fixed;
+            this.pages = (int) count;
             this.base = device.reserveAddressRange(bytes);
-            int pages = (int) (bytes / page);
-            handle = new long[pages];
-            mapStart = new int[pages];
-            mapLength = new int[pages];
-            pins = new int[fixed ? pages : 0];
-            unpinned = new UnpinnedRuns(pages);
+            int covered = Math.min(pages, INITIAL_PAGES);
+            handle = new long[covered];
+            mapStart = new int[covered];
+            mapLength = new int[covered];
+            pins = new int[fixed ? covered : 0];
+            unpinned = new UnpinnedRuns(covered);
             if (!fixed) {
                 StitchBlock all = newBlock(this, base, bytes, stream);
                 all.free = true;
                 freeBySize.insert(all);
             }
             arenas.add(this);
+        }
+
+        /** Grows the per-page arrays, by doubling, to cover page {@code p} (a page of the reservation). */
+        void cover(int p) {
+            if (p < handle.length) {
+                return;
+            }
+            int n = (int) Math.min(pages, Math.max(p + 1L, 2L * handle.length));
+            handle = Arrays.copyOf(handle, n);
+            mapStart = Arrays.copyOf(mapStart, n);
+            mapLength = Arrays.copyOf(mapLength, n);
+            if (fixed) {
+                pins = Arrays.copyOf(pins, n);
+            }
+            unpinned.grow(n);
         }
     }
 
@@ -374,6 +412,7 @@ public final class StitchAllocator implements GpuAllocator {
         int p1 = pageOf(addr + size - 1 - a.base);
         int full0 = pageOf(addr - a.base + page - 1);
         int full1 = pageOf(addr + size - a.base) - 1;
+        a.cover(p1);
         // the pages of p0..p1 wholly inside f: the others are shared with an allocated neighbour, so mapped and pinned
         int w1 = Math.min(p1, pageOf(f.ptr + f.size - a.base) - 1);
         UnpinnedRuns runs = a.unpinned;
@@ -442,6 +481,7 @@ public final class StitchAllocator implements GpuAllocator {
     private boolean pinFixed(Arena a, long addr, long size) {
         int p0 = pageOf(addr - a.base);
         int p1 = pageOf(addr + size - 1 - a.base);
+        a.cover(p1);
         int full0 = pageOf(addr - a.base + page - 1);
         int full1 = pageOf(addr + size - a.base) - 1;
         int missing = 0;

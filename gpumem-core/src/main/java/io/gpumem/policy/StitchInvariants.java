@@ -46,6 +46,10 @@ final class StitchInvariants {
             StitchBlock[] c = u.coveredBy;
             long off = b.ptr - u.arena.base;
             for (long p = off / st.page; p <= (off + b.size - 1) / st.page; p++) {
+                require(
+                        p < e.length,
+                        "block 0x" + Long.toHexString(b.ptr) + " touches page " + p + ", past the " + e.length
+                                + " pages its arena's arrays cover");
                 e[(int) p]++;
                 if (p * st.page >= off && (p + 1) * st.page <= off + b.size) {
                     c[(int) p] = b;
@@ -136,9 +140,7 @@ final class StitchInvariants {
                 frees += b.free ? 1 : 0;
                 at += b.size;
             }
-            require(
-                    at == a.base + (long) a.handle.length * st.page,
-                    "blocks do not cover arena 0x" + Long.toHexString(a.base));
+            require(at == a.base + (long) a.pages * st.page, "blocks do not cover arena 0x" + Long.toHexString(a.base));
             require(
                     frees == a.freeBySize.size(),
                     "free index holds " + a.freeBySize.size() + " blocks, " + frees + " free");

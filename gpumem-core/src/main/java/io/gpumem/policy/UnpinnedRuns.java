@@ -1,5 +1,7 @@
 package io.gpumem.policy;
 
+import java.util.Arrays;
+
 /**
  * The mapped pages of one stitch arena that no block touches, as <em>runs</em>: a run is a range of pages
  * {@code lo..hi}, all mapped, made of whole mappings, that became unpinned together (the pages a freed block
@@ -9,7 +11,7 @@ package io.gpumem.policy;
  * run, or cutting pages off either end of one, is O(1) whatever its length: a freed block's pages are listed by
  * one {@link #push}, not page by page.
  *
- * <p>A run is known by its first page {@code lo}: four int arrays sized to the arena's pages hold, at {@code lo},
+ * <p>A run is known by its first page {@code lo}: four int arrays sized to the arena's covered pages hold, at {@code lo},
  * the run's last page plus one (0 where no run starts) and its links in the order, and, at {@code hi}, its first
  * page plus one (0 where no run ends), so nothing is allocated. -1 ends the order.
  *
@@ -18,12 +20,12 @@ package io.gpumem.policy;
  * and {@link #end} mirror each other.
  */
 final class UnpinnedRuns {
-    private final int[] prev;
-    private final int[] next;
+    private int[] prev;
+    private int[] next;
     /** At a run's first page: its last page + 1; 0 elsewhere. */
-    private final int[] endAt;
+    private int[] endAt;
     /** At a run's last page: its first page + 1; 0 elsewhere. */
-    private final int[] startAt;
+    private int[] startAt;
 
     private int head = -1;
     private int tail = -1;
@@ -33,6 +35,14 @@ final class UnpinnedRuns {
         next = new int[pages];
         endAt = new int[pages];
         startAt = new int[pages];
+    }
+
+    /** Covers {@code pages} pages (more than now), none of the new ones in a run, as the arena's arrays grow. */
+    void grow(int pages) {
+        prev = Arrays.copyOf(prev, pages);
+        next = Arrays.copyOf(next, pages);
+        endAt = Arrays.copyOf(endAt, pages);
+        startAt = Arrays.copyOf(startAt, pages);
     }
 
     /** Lists pages {@code lo..hi}, which must be listed in no run, as the newest run. */

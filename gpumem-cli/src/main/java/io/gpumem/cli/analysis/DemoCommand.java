@@ -61,7 +61,7 @@ public final class DemoCommand extends GpumemCommand {
             defaultValue = "24GiB",
             paramLabel = "SIZE",
             converter = SizeConverter.class,
-            description = "Simulated device capacity (default: ${DEFAULT-VALUE}).")
+            description = "Simulated device capacity, at most 32 TiB (default: ${DEFAULT-VALUE}).")
     long capacityBytes;
 
     @Option(
@@ -141,6 +141,11 @@ public final class DemoCommand extends GpumemCommand {
     @Override
     public Integer call() throws Exception {
         PrintWriter out = out();
+        try {
+            WorkloadWhatIf.checkCapacity("--capacity", capacityBytes);
+        } catch (IllegalArgumentException e) {
+            throw new CommandLine.ParameterException(spec.commandLine(), e.getMessage());
+        }
         if (outsideBytes >= capacityBytes) {
             throw new CommandLine.ParameterException(
                     spec.commandLine(),

@@ -142,6 +142,36 @@ class AnalysisCommandsTest {
     }
 
     @Test
+    void demoRefusesACapacityOverTheLargestDeviceBeforeAnyOutputAndRunsAtIt() {
+        for (String capacity : new String[] {"3000TiB", "1000TiB", "64TiB"}) {
+            long gib = 1024 * Long.parseLong(capacity.replace("TiB", ""));
+            // these failed mid-output: a negative stitch arena (exit 3), an expandable segment that could not be
+            // sized for 4 x capacity, a heap exhausted by arrays sized to the device
+            CliRun r = run(with(
+                    SMALL,
+                    "--no-min-capacity",
+                    "--capacity",
+                    capacity,
+                    "--snapshot",
+                    tmp.resolve("big.pickle").toString()));
+            assertThat(r.exit()).as(capacity + ": " + r.err()).isEqualTo(2);
+            assertThat(r.err())
+                    .contains("--capacity " + gib + ".00 GiB is over the largest device the runs model, 32768.00 GiB");
+            assertThat(r.out()).isEmpty();
+        }
+        assertThat(tmp.resolve("big.pickle")).doesNotExist();
+        // the largest is modelled, the minimum-capacity search included (its roomy run is 4 x 32 TiB)
+        CliRun top = run(with(
+                SMALL,
+                "--capacity",
+                "32TiB",
+                "--snapshot",
+                tmp.resolve("top.pickle").toString()));
+        assertThat(top.exit()).as(top.err()).isZero();
+        assertThat(top.out()).contains("comparison (3 steps on 32768.00 GiB)");
+    }
+
+    @Test
     void analyzeRejectsMissingAndMalformedFilesAndBadOptions() throws IOException {
         CliRun missing = run("analyze", tmp.resolve("nope.pickle").toString());
         assertThat(missing.exit()).isEqualTo(2);

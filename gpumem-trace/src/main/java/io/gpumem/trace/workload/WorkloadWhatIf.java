@@ -8,6 +8,8 @@ import io.gpumem.policy.PolicyFactory;
 import io.gpumem.policy.PolicyRegistry;
 import io.gpumem.policy.PolicySpec;
 import io.gpumem.policy.PreparedPolicy;
+import io.gpumem.size.ByteSize;
+import io.gpumem.trace.align.PredictedRecording;
 import io.gpumem.trace.analysis.MemoisedWhatIf;
 import io.gpumem.trace.analysis.WhatIf;
 import io.gpumem.trace.replay.ProgressListener;
@@ -31,6 +33,13 @@ public final class WorkloadWhatIf extends MemoisedWhatIf {
     }
     /** Capacity of the run that measures an unconstrained peak (1 TiB). */
     public static final long UNLIMITED = 1L << 40;
+    /**
+     * The largest capacity the runs take: the largest device gpumem plays a program on
+     * ({@link PredictedRecording#MAX_DEVICE_BYTES}, 32 TiB, hundreds of times any GPU's memory). Above it the runs
+     * stop being models of anything: the minimum-capacity search starts from 4 times the capacity, where
+     * expandable segments and stitch arenas (sized from the device) outgrow the pages they index.
+     */
+    public static final long MAX_CAPACITY = PredictedRecording.MAX_DEVICE_BYTES;
 
     private final AllocationWorkload workload;
     private final StreamRunner runner;
@@ -39,11 +48,14 @@ public final class WorkloadWhatIf extends MemoisedWhatIf {
     private final boolean withMinCapacity;
 
     /**
-     * @param capacity    device capacity in bytes (the minimum-capacity search ignores it)
+     * @param capacity    device capacity in bytes (the minimum-capacity search ignores it), at most
+     *                    {@link #MAX_CAPACITY}
      * @param heldOutside bytes held by others on the device (context, other processes)
+     * @throws IllegalArgumentException when capacity is over {@link #MAX_CAPACITY}
      */
     public WorkloadWhatIf(AllocationWorkload workload, long capacity, long heldOutside, boolean withMinCapacity) {
         super(ProgressListener.NONE);
+        checkCapacity("capacity", capacity);
         this.workload = workload;
         this.capacity = capacity;
         this.heldOutside = heldOutside;
@@ -55,6 +67,17 @@ public final class WorkloadWhatIf extends MemoisedWhatIf {
     @Override
     public String description() {
         return workload.describe();
+    }
+
+    /**
+     * Refuses a capacity over {@link #MAX_CAPACITY}, naming it as {@code option} (a caller checks before any
+     * output with its own option's name).
+     */
+    public static void checkCapacity(String option, long capacity) {
+        if (capacity > MAX_CAPACITY) {
+            throw new IllegalArgumentException(option + " " + ByteSize.formatSigned(capacity)
+                    + " is over the largest device the runs model, " + ByteSize.formatSigned(MAX_CAPACITY));
+        }
     }
 
     /** The compiled request stream. */
