@@ -162,7 +162,7 @@ class HostileOptionsTest {
     void hugeGeneratedWorkloadsAreRefusedUpFront() {
         refused(
                 CliRun.run("demo", "--steps", "2000000000"),
-                "2000000000 steps of 16 layers would generate about",
+                "2000000000 steps of 16 layers would generate 2954000000588 ops",
                 "over the limit of 20000000");
         refused(CliRun.run("demo", "--hidden", "2000000000", "--heads", "1"), "the model is too large to simulate");
         refused(CliRun.run("demo", "--layers", "2000000000"), "over the limit");

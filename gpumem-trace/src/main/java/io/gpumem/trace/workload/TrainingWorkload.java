@@ -347,14 +347,43 @@ public final class TrainingWorkload implements AllocationWorkload {
                         + ", vocab " + vocab + ", " + layers + " layers, batch " + batch + " and sequences up to " + seq
                         + ", a tensor or the parameters would take more than 1 EiB");
             }
-            // Per step: about 40 calls per layer and 4 per parameter tensor (gradient, optimizer scratch, states).
-            long paramTensors = 5 + 12L * layers;
-            long perStep = 40L * layers + 4 * paramTensors + 20;
-            long ops = paramTensors + (long) steps * perStep;
+            long ops = ops();
             if (ops > MAX_OPS) {
-                throw new IllegalArgumentException(steps + " steps of " + layers + " layers would generate about "
-                        + ops + " allocator calls, over the limit of " + MAX_OPS
-                        + " (the calls are generated before the run): use fewer steps or layers");
+                throw new IllegalArgumentException(steps + " steps of " + layers + " layers would generate "
+                        + (ops == Long.MAX_VALUE ? "more than 2^63 - 1" : Long.toString(ops))
+                        + " ops (allocator calls and step marks), over the limit of " + MAX_OPS
+                        + " (the ops are generated before the run): use fewer steps or layers");
+            }
+        }
+
+        /**
+         * The exact length of the generated stream (its allocs, frees and STEP marks), {@code Long.MAX_VALUE} when
+         * it does not fit in a long. Counted from the generator's shape, which is fixed by layers, steps,
+         * {@link #materializedAttention} and {@link #keepGradients} alone, so the limit is checked before anything
+         * is generated; TrainingWorkloadTest holds it to the generated length. Keep it in step with
+         * {@link Generator#step}.
+         */
+        long ops() {
+            long paramTensors = 12L * layers + 4; // embedding, 12 per layer, final norm's two, LM head
+            // per layer: forward 13 allocs and 2 frees; backward 8 activation-gradient allocs and 19 frees (the
+            // parameter gradients are counted below); materialised attention adds scores and probs (alloc, alloc,
+            // free) forward and their gradient (alloc, free, free of the saved probs) backward
+            long perLayer = 42L + (materializedAttention ? 6 : 0);
+            // STEP mark, forward outside the layers 7 (ids, embedding, norm and its stats, logits, log-softmax, loss),
+            // backward outside the layers 11 allocs and frees, 2 frees at its end
+            long outsideLayers = 1 + 7 + 11 + 2;
+            try {
+                long body = Math.addExact(outsideLayers, Math.multiplyExact(perLayer, layers));
+                // AdamW's scratch per parameter (alloc and free); zero_grad frees every gradient unless kept
+                long perParam = 2L + (keepGradients ? 0 : 1);
+                long steady = Math.addExact(body, Math.multiplyExact(perParam, paramTensors));
+                // a gradient per parameter each step (kept gradients: the first step only)
+                long gradients = Math.multiplyExact(keepGradients ? 1 : (long) steps, paramTensors);
+                // the weights, then at the first step AdamW's two states per parameter
+                long once = Math.multiplyExact(3, paramTensors);
+                return Math.addExact(Math.addExact(once, gradients), Math.multiplyExact(steady, (long) steps));
+            } catch (ArithmeticException e) {
+                return Long.MAX_VALUE;
             }
         }
 

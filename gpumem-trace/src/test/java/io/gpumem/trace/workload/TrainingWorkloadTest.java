@@ -239,4 +239,44 @@ class TrainingWorkloadTest {
                 .isPositive();
     }
 
+    @Test
+    void theOpsCountedBeforeGeneratingAreTheOpsGenerated() {
+        for (boolean materialized : new boolean[] {false, true}) {
+            for (boolean keep : new boolean[] {false, true}) {
+                for (int layers : new int[] {1, 3}) {
+                    for (int steps : new int[] {1, 4}) {
+                        TrainingWorkload.Builder b = TrainingWorkload.builder()
+                                .layers(layers)
+                                .hidden(64)
+                                .heads(4)
+                                .vocab(100)
+                                .batch(2)
+                                .seqSchedule(32, 64)
+                                .steps(steps)
+                                .materializedAttention(materialized)
+                                .keepGradients(keep);
+                        assertThat(b.ops())
+                                .as("materialized %s, keep %s, %d layers, %d steps", materialized, keep, layers, steps)
+                                .isEqualTo(b.build().stream().length());
+                    }
+                }
+            }
+        }
+        // 1000 layers x 227 steps generate 20,474,411 ops: over the 20,000,000 limit, refused before generating
+        assertThatThrownBy(() -> tiny().layers(1000).steps(227).build())
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessage(
+                        "227 steps of 1000 layers would generate 20474411 ops (allocator calls and step marks), over"
+                                + " the limit of 20000000 (the ops are generated before the run): use fewer steps or layers");
+        assertThat(tiny().layers(1000).steps(221).ops()).isLessThanOrEqualTo(TrainingWorkload.Builder.MAX_OPS);
+        // a count past a long is refused too
+        assertThatThrownBy(() -> tiny().layers(Integer.MAX_VALUE)
+                        .steps(Integer.MAX_VALUE)
+                        .build())
+                .hasMessageContaining("would generate more than 2^63 - 1 ops");
+    }
+
+    private static TrainingWorkload.Builder tiny() {
+        return TrainingWorkload.builder().hidden(8).heads(1).vocab(8).batch(1).seqSchedule(8);
+    }
 }
