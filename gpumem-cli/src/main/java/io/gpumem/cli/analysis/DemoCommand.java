@@ -202,7 +202,7 @@ public final class DemoCommand extends GpumemCommand {
                 baseline.completed() ? null : OomEvent.replayed(baseline.oomReport(), requests.stream(failed), -1);
         String label = baseline.completed()
                 ? "default config, end of the run"
-                : "default config, at the OOM in step " + (baseline.stepsCompleted() + 1) + " of " + steps
+                : "default config, at the OOM " + whenFailed(requests, failed, baseline.stepsCompleted())
                         + " (allocating " + workload.tensorName(requests.slot(failed)) + ")";
         MemoryState state = AllocatorStates.capture(baseline.allocator(), baseline.label(), label, oom);
         StateAnalysis analysis = new StateAnalyzer().analyze(state);
@@ -237,6 +237,26 @@ public final class DemoCommand extends GpumemCommand {
                 out);
         out.flush();
         return 0;
+    }
+
+    /**
+     * When op {@code failed} ran: "in step N of S", or, before the stream's first STEP mark (the model's weights),
+     * "while building the model (before step 1)", where counting steps would name a step that had not begun.
+     */
+    private String whenFailed(RequestStream requests, int failed, int stepsCompleted) {
+        return firstStepAfter(requests, failed)
+                ? SpillDemo.BEFORE_STEP_1
+                : "in step " + (stepsCompleted + 1) + " of " + steps;
+    }
+
+    /** Whether op {@code k} comes before the stream's first STEP mark. */
+    static boolean firstStepAfter(RequestStream requests, int k) {
+        for (int i = 0; i < k; i++) {
+            if (requests.op(i) == RequestStream.STEP) {
+                return false;
+            }
+        }
+        return true;
     }
 
     /** Where the HTML report goes: {@code --html}, else beside the snapshot. */

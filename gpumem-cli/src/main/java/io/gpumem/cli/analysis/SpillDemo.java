@@ -20,6 +20,9 @@ import java.io.PrintWriter;
  * a spilled buffer stays off the device until freed.
  */
 final class SpillDemo {
+    /** How the demo names the part of the run before its first step: allocating the weights. */
+    static final String BEFORE_STEP_1 = "while building the model (before step 1)";
+
     private SpillDemo() {}
 
     static void run(TrainingWorkload workload, long capacity, long heldOutside, PrintWriter out) {
@@ -76,15 +79,20 @@ final class SpillDemo {
                         + ByteSize.formatSigned(s.bytesToHost()) + " to host, " + ByteSize.formatSigned(s.bytesToDisk())
                         + " to disk), " + s.oomRetries() + " allocations retried after an OOM");
             } catch (OutOfMemoryException e) {
-                out.println("  OOM in step " + (step + 1) + " even with spilling: nothing spillable left");
+                out.println("  OOM " + (step < 0 ? BEFORE_STEP_1 : "in step " + (step + 1))
+                        + " even with spilling: nothing spillable left");
             }
         }
     }
 
+    /**
+     * Prints the spills since {@code spillsBefore} as those of {@code step} (−1: building the model, whose weights
+     * can spill too, so its line is printed as every step's is) and returns the spill count now.
+     */
     private static long report(PrintWriter out, int step, SpillStats s, long spillsBefore) {
-        if (step >= 0 && s.spills() > spillsBefore) {
-            out.println(
-                    "  step " + (step + 1) + ": " + (s.spills() - spillsBefore) + " buffers spilled instead of an OOM");
+        if (s.spills() > spillsBefore) {
+            out.println("  " + (step < 0 ? BEFORE_STEP_1 : "step " + (step + 1)) + ": " + (s.spills() - spillsBefore)
+                    + " buffers spilled instead of an OOM");
         }
         return s.spills();
     }

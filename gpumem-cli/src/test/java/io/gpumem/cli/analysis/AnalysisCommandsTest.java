@@ -172,6 +172,40 @@ class AnalysisCommandsTest {
     }
 
     @Test
+    void demoNamesAnOomWhileBuildingTheModelSoWithAndWithoutSpilling() {
+        String[] model = {"--layers", "2", "--hidden", "1024", "--heads", "8", "--steps", "2", "--no-min-capacity"};
+        // 64 MiB: the 62.5 MiB embedding fits, the next weight does not; spilling the weights gets the model built
+        // (its spills counted as those of the setup) and step 1 fails
+        CliRun setupSpills = run(with(
+                model,
+                "--capacity",
+                "64MiB",
+                "--spill",
+                "--snapshot",
+                tmp.resolve("a.pickle").toString()));
+        assertThat(setupSpills.exit()).as(setupSpills.err()).isZero();
+        assertThat(setupSpills.out())
+                .contains("at the OOM while building the model (before step 1) (allocating layers.0.ln1.weight)")
+                .contains("  while building the model (before step 1): 27 buffers spilled instead of an OOM\n"
+                        + "  OOM in step 1 even with spilling")
+                .doesNotContain("step 0");
+        // 32 MiB: not even the embedding fits, spilling or not
+        CliRun none = run(with(
+                model,
+                "--capacity",
+                "32MiB",
+                "--spill",
+                "--snapshot",
+                tmp.resolve("b.pickle").toString()));
+        assertThat(none.exit()).as(none.err()).isZero();
+        assertThat(none.out())
+                .contains("at the OOM while building the model (before step 1) (allocating embed.weight)")
+                .contains("  OOM while building the model (before step 1) even with spilling: nothing spillable left")
+                .doesNotContain("step 0")
+                .doesNotContain("in step 1");
+    }
+
+    @Test
     void analyzeRejectsMissingAndMalformedFilesAndBadOptions() throws IOException {
         CliRun missing = run("analyze", tmp.resolve("nope.pickle").toString());
         assertThat(missing.exit()).isEqualTo(2);
