@@ -41,9 +41,9 @@ class TieredAttentionEqualityTest extends ToyModelAttention {
     @TempDir
     Path dir;
 
-    private KvCacheManager manager(UnaryOperator<KvTiers.Builder> tiers) {
-        System.out.println("seed=" + seed);
-        KvCacheSpec spec = KvCacheSpec.builder()
+    /** The toy model's geometry every test here uses. */
+    private static KvCacheSpec toySpec() {
+        return KvCacheSpec.builder()
                 .layers(LAYERS)
                 .kvHeads(KV_HEADS)
                 .headSize(HEAD)
@@ -52,6 +52,11 @@ class TieredAttentionEqualityTest extends ToyModelAttention {
                 .numBlocks(BLOCKS)
                 .maxModelLen(44)
                 .build();
+    }
+
+    private KvCacheManager manager(UnaryOperator<KvTiers.Builder> tiers) {
+        System.out.println("seed=" + seed);
+        KvCacheSpec spec = toySpec();
         SimulatedDevice device =
                 SimulatedDevice.builder().capacity(16L << 20).backed(true).build();
         return new KvCacheManager(
@@ -194,18 +199,7 @@ class TieredAttentionEqualityTest extends ToyModelAttention {
 
     @Test
     void hostEvictionsCascadeToDiskAndComeBackExact() {
-        long record = KvTiers.builder(KvCacheSpec.builder()
-                        .layers(LAYERS)
-                        .kvHeads(KV_HEADS)
-                        .headSize(HEAD)
-                        .elementSize(4)
-                        .blockSize(BS)
-                        .numBlocks(BLOCKS)
-                        .maxModelLen(44)
-                        .build())
-                .build()
-                .layout()
-                .size();
+        long record = KvTiers.builder(toySpec()).build().layout().size();
         try (KvCacheManager m = manager(b -> b.host(2 * record).disk(dir, 1 << 20))) {
             computePrefixThenEvict(m);
             long hit = admitSamePrefixAndCheck(m);
@@ -264,15 +258,7 @@ class TieredAttentionEqualityTest extends ToyModelAttention {
     @Test
     void theDefaultNamespaceNamesTheModelTheGeometryAndTheHash() {
         InMemoryRemoteStore store = new InMemoryRemoteStore(1 << 20);
-        KvCacheSpec spec = KvCacheSpec.builder()
-                .layers(LAYERS)
-                .kvHeads(KV_HEADS)
-                .headSize(HEAD)
-                .elementSize(4)
-                .blockSize(BS)
-                .numBlocks(BLOCKS)
-                .maxModelLen(44)
-                .build();
+        KvCacheSpec spec = toySpec();
         try (KvTiers fast = KvTiers.builder(spec)
                         .model("meta-llama/Llama-3.1-8B")
                         .remote(store, null)
@@ -298,15 +284,7 @@ class TieredAttentionEqualityTest extends ToyModelAttention {
     @Test
     void aManagerRefusesRemoteTiersBuiltForAnotherHash() {
         InMemoryRemoteStore store = new InMemoryRemoteStore(1 << 20);
-        KvCacheSpec spec = KvCacheSpec.builder()
-                .layers(LAYERS)
-                .kvHeads(KV_HEADS)
-                .headSize(HEAD)
-                .elementSize(4)
-                .blockSize(BS)
-                .numBlocks(BLOCKS)
-                .maxModelLen(44)
-                .build();
+        KvCacheSpec spec = toySpec();
         SimulatedDevice device =
                 SimulatedDevice.builder().capacity(16L << 20).backed(true).build();
         KvCacheConfig sha = KvCacheConfig.defaults().withHashAlgorithm(HashAlgorithm.SHA256);
