@@ -183,9 +183,12 @@ public final class KvSimCommand extends GpumemCommand {
 
     @Option(
             names = "--model",
-            description = "Model name in the remote store's key namespace: runs of one name and geometry share"
-                    + " blocks, of different names never (default: ${DEFAULT-VALUE})")
-    String model = TierSettings.DEFAULT_MODEL;
+            defaultValue = TierSettings.DEFAULT_MODEL,
+            description = {
+                "Model name in the remote store's key namespace (default: ${DEFAULT-VALUE}).",
+                "Runs of one name and geometry share blocks; runs of different names never do."
+            })
+    String model;
 
     @Option(
             names = "--instances",
