@@ -179,6 +179,7 @@ public final class PredictCommand extends GpumemCommand {
                 throw bad(file, e);
             }
         }
+        warnOfMixedConfigurations(files, sessions);
         RecordingFamily family;
         try {
             family = RecordingFamily.of(traces, labels, traceDevice.orElse(() -> -1));
@@ -387,5 +388,25 @@ public final class PredictCommand extends GpumemCommand {
             }
             g.writeEndArray();
         });
+    }
+
+    /**
+     * Warns when the recordings were made under different allocator configurations: the program's requests do not
+     * depend on it, so they still make one family, but the recorded row of each value runs under the configuration
+     * of the recording it is predicted from, so rows at different values may use different configurations.
+     */
+    private void warnOfMixedConfigurations(Path[] files, List<TraceSession> sessions) {
+        AllocatorConfig first = sessions.getFirst().recordedConfig();
+        if (sessions.stream().allMatch(s -> s.recordedConfig().equals(first))) {
+            return;
+        }
+        List<String> each = new ArrayList<>();
+        for (int i = 0; i < sessions.size(); i++) {
+            String conf = sessions.get(i).recordedConfig().toConfString();
+            each.add(files[i].getFileName() + ": " + (conf.isEmpty() ? "defaults" : conf));
+        }
+        err().println("warning: the recordings were made under different allocator configurations ("
+                + String.join("; ", each) + "); the recorded row runs each value under the configuration of the"
+                + " recording it is predicted from");
     }
 }

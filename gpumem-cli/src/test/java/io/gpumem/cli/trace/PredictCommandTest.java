@@ -153,6 +153,7 @@ class PredictCommandTest {
         Path two = program(dir, 2, false);
         CliRun fit = CliRun.run("predict", one + "@1", two + "@2", "--fit", "64MiB", "--json");
         assertThat(fit.exit()).as(fit.err()).isZero();
+        assertThat(fit.err()).as("recordings of one configuration").doesNotContain("warning:");
         Map<String, Object> row = rows(fit.out()).get(0);
         long largest = (Long) row.get("largest_value");
         assertThat(largest).isGreaterThan(2);
@@ -289,6 +290,11 @@ class PredictCommandTest {
         CliRun swapped = CliRun.run("predict", two + "@2", one + "@1", "--fit", "64MiB", "--json");
         assertThat(fit.exit()).as(fit.err()).isZero();
         assertThat(swapped.exit()).as(swapped.err()).isZero();
+        // the rows may use different configurations at different values: said on stderr, the JSON untouched
+        assertThat(fit.err())
+                .contains("warning: the recordings were made under different allocator configurations (")
+                .contains(one.getFileName() + ": defaults")
+                .contains(two.getFileName() + ": expandable_segments:True");
         Map<String, Object> row = rows(fit.out()).get(0);
         assertThat(rows(swapped.out()).get(0)).isEqualTo(row);
         long largest = (Long) row.get("largest_value");
