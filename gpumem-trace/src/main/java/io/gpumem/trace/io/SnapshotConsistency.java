@@ -1,6 +1,5 @@
 package io.gpumem.trace.io;
 
-import io.gpumem.alloc.Pool;
 import io.gpumem.alloc.SizeRules;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
@@ -58,7 +57,7 @@ public final class SnapshotConsistency {
     }
 
     private static void checkBlocks(SegmentInfo s, List<String> problems) {
-        long page = s.pool() == Pool.SMALL ? SizeRules.SMALL_BUFFER : SizeRules.LARGE_BUFFER;
+        long page = SizeRules.expandablePageSize(s.pool());
         if (s.expandable() && s.totalSize() % page != 0) {
             // an expandable segment is reported one mapped run at a time, and runs are whole pages
             problems.add(name(s) + " is expandable, but its total_size " + s.totalSize() + " is not a whole number of"
