@@ -2,8 +2,6 @@ package io.gpumem.kvcache.tier;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.util.HashSet;
-import java.util.Set;
 
 /**
  * A bounded FIFO of block records waiting to be written into one tier: a ring of fixed record slots
@@ -11,9 +9,10 @@ import java.util.Set;
  * state. A producer {@link #claim}s the tail slot, fills it and {@link #commit}s; when every slot is
  * taken, claim answers null and the caller drops the write (it never waits).
  *
- * <p>Invariant: {@code waiting} holds exactly the keys of the records in the ring, each once: a key is
- * queued at most once ({@link KvTiers} asks {@link #contains} first), so a block evicted twice before the
- * pump is copied and written once.
+ * <p>Invariant: a key is queued at most once ({@link KvTiers} asks {@link #contains} first), so a block
+ * evicted twice before the pump is copied and written once. {@link #contains} scans the waiting keys: the
+ * ring is small (a few hundred slots at most) and the scan reads two arrays, where a set of keys would
+ * allocate on every eviction.
  */
 final class WriteQueue {
     private final Arena arena;
@@ -21,7 +20,6 @@ final class WriteQueue {
     private final MemorySegment[] slots;
     private final long[] keyHi;
     private final long[] keyLo;
-    private final Set<BlockKey> waiting = new HashSet<>();
     private int head;
     private int size;
 
@@ -51,12 +49,16 @@ final class WriteQueue {
         keyHi[i] = hi;
         keyLo[i] = lo;
         size++;
-        waiting.add(new BlockKey(hi, lo));
     }
 
     /** Whether a record of the key waits in the queue. */
     boolean contains(long hi, long lo) {
-        return waiting.contains(new BlockKey(hi, lo));
+        for (int k = 0, i = head; k < size; k++, i = i + 1 == slots.length ? 0 : i + 1) {
+            if (keyHi[i] == hi && keyLo[i] == lo) {
+                return true;
+            }
+        }
+        return false;
     }
 
     int size() {
@@ -76,7 +78,6 @@ final class WriteQueue {
     }
 
     void pop() {
-        waiting.remove(new BlockKey(keyHi[head], keyLo[head]));
         head = (head + 1) % slots.length;
         size--;
     }
