@@ -244,13 +244,13 @@ public final class DemoCommand extends GpumemCommand {
      * "while building the model (before step 1)", where counting steps would name a step that had not begun.
      */
     private String whenFailed(RequestStream requests, int failed, int stepsCompleted) {
-        return firstStepAfter(requests, failed)
+        return beforeFirstStep(requests, failed)
                 ? SpillDemo.BEFORE_STEP_1
                 : "in step " + (stepsCompleted + 1) + " of " + steps;
     }
 
     /** Whether op {@code k} comes before the stream's first STEP mark. */
-    static boolean firstStepAfter(RequestStream requests, int k) {
+    static boolean beforeFirstStep(RequestStream requests, int k) {
         for (int i = 0; i < k; i++) {
             if (requests.op(i) == RequestStream.STEP) {
                 return false;
