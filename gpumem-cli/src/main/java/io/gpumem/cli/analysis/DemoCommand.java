@@ -193,6 +193,7 @@ public final class DemoCommand extends GpumemCommand {
         out.println("comparison (" + workload.settings().steps() + " steps on " + ByteSize.formatSigned(capacityBytes)
                 + "):");
         AnalysisPrinter.printOutcomes(rows, out);
+        whatIf.minCapacityNotSearched().ifPresent(why -> out.println("note: " + why));
         out.println();
 
         RunOutcome baseline = whatIf.runWithHistory("");

@@ -77,6 +77,30 @@ class AnalysisCommandsTest {
     }
 
     @Test
+    void demoOfAWorkloadPastTheLargestModelledDeviceSaysItsMinimumCapacityWasNotSearched() {
+        // 593 TiB live at once: searching its minimum capacity played it on devices of hundreds of TiB, whose
+        // expandable segments mapped more pages than the heap held ("out of memory (Java heap space)", minutes later)
+        CliRun r = run(
+                "demo",
+                "--layers",
+                "4",
+                "--hidden",
+                "1048576",
+                "--steps",
+                "2",
+                "--capacity",
+                "1GiB",
+                "--snapshot",
+                tmp.resolve("huge.pickle").toString());
+        assertThat(r.exit()).as(r.err()).isZero();
+        assertThat(r.out())
+                .contains("peak live tensors 606958.63 GiB")
+                .contains("note: minimum capacity not searched: the workload has 606958.63 GiB live at once, more than"
+                        + " the largest device the runs model (32768.00 GiB)")
+                .doesNotContain("min capacity");
+    }
+
+    @Test
     void demoWithSpillTurnsTheOomOfStep8IntoSpills() {
         CliRun r = run(
                 "demo",

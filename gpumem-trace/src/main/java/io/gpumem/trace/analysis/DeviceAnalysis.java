@@ -139,7 +139,10 @@ public record DeviceAnalysis(
             notes.add("the window replay failed (" + e.getMessage() + "); the compare runs below replay the"
                     + " window's own requests on an empty device instead");
             long runCapacity = capacityBytes > 0 ? capacityBytes : WorkloadWhatIf.UNLIMITED;
-            return new WorkloadWhatIf(TraceWorkload.of(snapshot, d, end), runCapacity, Math.max(0, outside), true);
+            WorkloadWhatIf fallback =
+                    new WorkloadWhatIf(TraceWorkload.of(snapshot, d, end), runCapacity, Math.max(0, outside), true);
+            fallback.minCapacityNotSearched().ifPresent(notes::add);
+            return fallback;
         }
     }
 }

@@ -137,10 +137,30 @@ public final class WorkloadWhatIf extends MemoisedWhatIf {
 
     private RunOutcome.Builder outcome(StreamRunner r, PreparedPolicy policy) {
         RunOutcome.Builder row = r.run(policy, options(capacity).build()).toBuilder();
-        if (withMinCapacity) {
+        if (withMinCapacity && !beyondLargestDevice(r.stream())) {
             row.minCapacity(r.minimumCapacity(policy, options(capacity).build(), Math.max(4 * capacity, UNLIMITED)));
         }
         return row;
+    }
+
+    /**
+     * Why the rows have no minimum capacity although one was asked for, or empty: a workload with more bytes live at
+     * once (with those held outside) than {@link #MAX_CAPACITY} has none on any device the runs model, and searching
+     * for it would play the workload on devices of hundreds of TiB, whose expandable segments and stitch arenas map
+     * more pages than a heap holds (a 593 TiB workload ran the demo out of a 2 GiB heap).
+     */
+    public Optional<String> minCapacityNotSearched() {
+        if (!withMinCapacity || !beyondLargestDevice(stream())) {
+            return Optional.empty();
+        }
+        return Optional.of("minimum capacity not searched: the workload has "
+                + ByteSize.formatSigned(stream().peakLiveBytes()) + " live at once"
+                + (heldOutside > 0 ? " beside " + ByteSize.formatSigned(heldOutside) + " held outside" : "")
+                + ", more than the largest device the runs model (" + ByteSize.formatSigned(MAX_CAPACITY) + ")");
+    }
+
+    private boolean beyondLargestDevice(RequestStream s) {
+        return s.peakLiveBytes() > MAX_CAPACITY - heldOutside;
     }
 
     private StreamRunner.Options.Builder options(long bytes) {

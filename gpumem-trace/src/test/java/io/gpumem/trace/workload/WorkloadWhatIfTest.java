@@ -218,4 +218,32 @@ class WorkloadWhatIfTest {
         assertThat(row.ooms()).as("3 TiB does not fit in 2").isEqualTo(1);
         assertThat(row.minCapacity()).isEqualTo(request);
     }
+
+    @Test
+    void aWorkloadLargerThanTheLargestModelledDeviceGetsNoMinimumCapacitySearchAndSaysWhy() {
+        long request = 40L << 40; // 40 TiB live at once: past MAX_CAPACITY (32 TiB)
+        TraceWorkload huge = TraceWorkload.of(
+                TraceWorkloadTest.snapshot(List.of(TraceWorkloadTest.e(TraceAction.ALLOC, 0x1000, request))), 0, 1);
+        WorkloadWhatIf whatIf = new WorkloadWhatIf(huge, 2L << 40, 0, true);
+        RunOutcome row = whatIf.run("");
+        assertThat(row.ooms()).isEqualTo(1);
+        assertThat(row.minCapacity()).as("not searched: unknown").isEqualTo(-1);
+        assertThat(whatIf.minCapacityNotSearched())
+                .hasValue("minimum capacity not searched: the workload has 40960.00 GiB live at once, more than the"
+                        + " largest device the runs model (32768.00 GiB)");
+
+        // bytes held outside count: 31 TiB live beside 2 TiB held is past it too, and 31 TiB alone is not
+        long justBelow = 31L << 40;
+        TraceWorkload large = TraceWorkload.of(
+                TraceWorkloadTest.snapshot(List.of(TraceWorkloadTest.e(TraceAction.ALLOC, 0x1000, justBelow))), 0, 1);
+        WorkloadWhatIf held = new WorkloadWhatIf(large, 8L << 40, 2L << 40, true);
+        assertThat(held.run("").minCapacity()).isEqualTo(-1);
+        assertThat(held.minCapacityNotSearched().orElseThrow()).contains("beside 2048.00 GiB held outside");
+        WorkloadWhatIf fits = new WorkloadWhatIf(large, 8L << 40, 0, true);
+        assertThat(fits.run("").minCapacity()).isEqualTo(justBelow);
+        assertThat(fits.minCapacityNotSearched()).isEmpty();
+        assertThat(new WorkloadWhatIf(huge, 2L << 40, 0, false).minCapacityNotSearched())
+                .as("nothing to say when no search was asked for")
+                .isEmpty();
+    }
 }
