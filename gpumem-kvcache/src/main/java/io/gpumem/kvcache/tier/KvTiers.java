@@ -32,7 +32,8 @@ import java.util.regex.Pattern;
  * {@code drainBlocks} records per tier per call. A full queue drops the write and counts it.
  *
  * <h2>Lookup</h2>
- * {@link #fetch} asks each tier in order for the key, and trusts a record only if its checksum holds
+ * {@link #fetch} asks each tier in order for the key (first its write queue: a record on its way to the tier is
+ * already in host memory, and counts as the tier's hit), and trusts a record only if its checksum holds
  * and its header is the block asked for (key, parent key or salt, adapter, tokens), as the device pool
  * verifies a hit; a damaged or foreign record is counted corrupt, removed from a local tier, and the next
  * tier is asked. The caller
@@ -232,6 +233,17 @@ public final class KvTiers implements AutoCloseable {
     public int fetch(BlockIdentity id) {
         for (int t = 0; t < tiers.length; t++) {
             BlockTier tier = tiers[t];
+            MemorySegment queued = queues[t].recordOf(id.hi, id.lo);
+            if (queued != null) {
+                // Evicted (or published) since the last pump: the record waits, whole, in the queue. One naming
+                // another block under the key is of no use, and the tier is asked as if it were not there.
+                MemorySegment.copy(queued, 0, scratch, 0, layout.size());
+                if (layout.intact(scratch) && layout.matches(scratch, id)) {
+                    tier.hits++;
+                    tier.bytesOut += layout.size();
+                    return t;
+                }
+            }
             if (!tier.load(id.hi, id.lo, scratch)) {
                 tier.misses++;
                 continue;

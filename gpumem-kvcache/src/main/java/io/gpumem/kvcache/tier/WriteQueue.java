@@ -2,6 +2,7 @@ package io.gpumem.kvcache.tier;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A bounded FIFO of block records waiting to be written into one tier: a ring of fixed record slots
@@ -12,7 +13,8 @@ import java.lang.foreign.MemorySegment;
  * <p>Invariant: a key is queued at most once ({@link KvTiers} asks {@link #contains} first), so a block
  * evicted twice before the pump is copied and written once. {@link #contains} scans the waiting keys: the
  * ring is small (a few hundred slots at most) and the scan reads two arrays, where a set of keys would
- * allocate on every eviction.
+ * allocate on every eviction. A lookup reads a waiting record in place ({@link #recordOf}): a block evicted a moment
+ * ago is a hit before the pump has written it.
  */
 final class WriteQueue {
     private final Arena arena;
@@ -53,12 +55,18 @@ final class WriteQueue {
 
     /** Whether a record of the key waits in the queue. */
     boolean contains(long hi, long lo) {
+        return recordOf(hi, lo) != null;
+    }
+
+    /** The record of the key waiting in the queue (valid until it is popped), or null. */
+    @Nullable
+    MemorySegment recordOf(long hi, long lo) {
         for (int k = 0, i = head; k < size; k++, i = i + 1 == slots.length ? 0 : i + 1) {
             if (keyHi[i] == hi && keyLo[i] == lo) {
-                return true;
+                return slots[i];
             }
         }
-        return false;
+        return null;
     }
 
     int size() {

@@ -78,6 +78,11 @@ class TieredAttentionEqualityTest extends ToyModelAttention {
 
     /** As {@link #computePrefixThenEvict(KvCacheManager)}, request a of tenant {@code salt} ({@code null}: none). */
     private void computePrefixThenEvict(KvCacheManager m, String salt) {
+        computePrefixThenEvict(m, salt, true);
+    }
+
+    /** As above; with {@code pump} false the evicted blocks are left in the tiers' write queues. */
+    private void computePrefixThenEvict(KvCacheManager m, String salt, boolean pump) {
         KvRequest a = withSalt("a", concat(prefix, tokens(rnd, 5)), salt);
         admit(m, a);
         for (int j = 0; j < 4; j++) {
@@ -89,7 +94,9 @@ class TieredAttentionEqualityTest extends ToyModelAttention {
         KvRequest filler = KvRequest.of("f", tokens(rnd, 44));
         admit(m, filler);
         m.free(filler);
-        m.tiers().drain();
+        if (pump) {
+            m.tiers().drain();
+        }
         assertThat(m.pool().cachedCount()).as("filler's blocks only").isEqualTo(11);
     }
 
@@ -141,6 +148,23 @@ class TieredAttentionEqualityTest extends ToyModelAttention {
             assertThat(host.bytesOut()).isEqualTo(4 * record);
             assertThat(host.corrupt()).isZero();
             assertThat(m.stats().promotedBlocks()).isEqualTo(4);
+        }
+    }
+
+    @Test
+    void blocksEvictedSinceTheLastPumpComeBackFromTheWriteQueueWithExactAttention() {
+        try (KvCacheManager m = manager(b -> b.host(1 << 20))) {
+            computePrefixThenEvict(m, null, false);
+            assertThat(m.tiers().queued(0))
+                    .as("the prefix's blocks wait for the host tier")
+                    .isEqualTo(5);
+            assertThat(admitSamePrefixAndCheck(m))
+                    .as("a block evicted a moment ago is a hit, not recomputed")
+                    .isEqualTo(16);
+            TierStats host = tier(m, "host");
+            assertThat(host.hits()).isEqualTo(4);
+            assertThat(host.stored()).as("nothing written yet").isZero();
+            assertThat(host.bytesOut()).isEqualTo(4 * m.tiers().layout().size());
         }
     }
 
