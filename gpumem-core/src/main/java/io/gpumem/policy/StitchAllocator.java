@@ -563,11 +563,32 @@ public final class StitchAllocator implements GpuAllocator {
         return true;
     }
 
+    /**
+     * Maps handle {@code h} at page p for n pages and enables access. If the map fails the handle is released; if
+     * setting access fails the mapping is undone first: either way the exception propagates with nothing left in the
+     * driver that the arena does not record (a leaked handle, or a mapping that blocks the next map of these pages).
+     */
     private void mapHandle(Arena a, int p, int n, long h) {
         long va = a.base + (long) p * page;
-        device.map(va, (long) n * page, h);
-        history.record(TraceAction.SEGMENT_MAP, va, (long) n * page, Math.max(0, a.stream), requestContext, -1);
-        device.setAccess(va, (long) n * page);
+        long bytes = (long) n * page;
+        try {
+            device.map(va, bytes, h);
+        } catch (RuntimeException e) {
+            releaseAfterFailure(h, n, e);
+            throw e;
+        }
+        try {
+            device.setAccess(va, bytes);
+        } catch (RuntimeException e) {
+            try {
+                device.unmap(va, bytes);
+            } catch (RuntimeException suppressed) {
+                e.addSuppressed(suppressed);
+            }
+            releaseAfterFailure(h, n, e);
+            throw e;
+        }
+        history.record(TraceAction.SEGMENT_MAP, va, bytes, Math.max(0, a.stream), requestContext, -1);
         for (int q = p; q < p + n; q++) {
             a.handle[q] = h;
             a.mapStart[q] = p;
@@ -577,6 +598,17 @@ public final class StitchAllocator implements GpuAllocator {
         }
         a.mapLength[p] = n;
         mappedPages += n;
+    }
+
+    /** Releases handle {@code h} of n pages that {@link #mapHandle} could not keep, counted as a release. */
+    private void releaseAfterFailure(long h, int n, RuntimeException failure) {
+        try {
+            device.releasePhysical(h);
+            physicalReleased += n;
+            releaseCalls++;
+        } catch (RuntimeException suppressed) {
+            failure.addSuppressed(suppressed);
+        }
     }
 
     /** A new physical handle of {@code bytes}, stealing unpinned mappings for room when needed; 0 when short. */
