@@ -52,8 +52,11 @@ import java.util.function.ToIntFunction;
  *
  * <h2>Invariants</h2>
  * The allocation property and access descriptor are built once and never change. Call counters count
- * every call, successful or not. {@link #close()} releases the primary context once; the device must not be
- * used afterwards.
+ * every call, successful or not. {@link #close()} releases the primary context once; every call afterwards
+ * (pinned host memory included) throws {@code CUDA_ERROR_INVALID_CONTEXT} naming the closed device without
+ * reaching the driver: the context may still be alive for another device of the same GPU, and the streams and
+ * events this device created may be gone with it, so the driver could neither be trusted to refuse the call nor
+ * be safely handed those handles.
  */
 public final class CudaDevice implements Device {
 
@@ -523,6 +526,7 @@ public final class CudaDevice implements Device {
      */
     @SuppressWarnings("restricted") // sizing the driver's host pointer to the bytes it allocated
     public MemorySegment allocatePinnedHost(long bytes) {
+        requireOpen(DeviceOp.MALLOC);
         ThreadState state = threadState.get();
         bindContext(DeviceOp.MALLOC);
         if (bytes <= 0) {
@@ -537,6 +541,7 @@ public final class CudaDevice implements Device {
 
     /** Frees memory from {@link #allocatePinnedHost} ({@code cuMemFreeHost}). */
     public void freePinnedHost(MemorySegment pinned) {
+        requireOpen(DeviceOp.FREE);
         bindContext(DeviceOp.FREE);
         int rc = driver.memFreeHost(pinned.address());
         if (rc != 0) {
@@ -551,7 +556,7 @@ public final class CudaDevice implements Device {
         return calls.get(op.ordinal());
     }
 
-    /** Releases the primary context; idempotent. The device must not be used afterwards. */
+    /** Releases the primary context; idempotent. Every later call throws (see the class comment). */
     @Override
     public void close() {
         if (closed.compareAndSet(false, true)) {
@@ -579,9 +584,21 @@ public final class CudaDevice implements Device {
 
     private ThreadState enterState(DeviceOp op) {
         calls.incrementAndGet(op.ordinal());
+        requireOpen(op);
         ThreadState state = threadState.get();
         bindContext(op);
         return state;
+    }
+
+    /** Refuses a call after {@link #close()}, before the driver sees it. */
+    private void requireOpen(DeviceOp op) {
+        if (closed.get()) {
+            throw new DeviceException(
+                    op,
+                    DeviceError.CUDA_ERROR_INVALID_CONTEXT,
+                    "CUDA device " + ordinal + " (" + properties.name() + ", driver " + driver.library()
+                            + ") was closed; open a new CudaDevice");
+        }
     }
 
     private MemorySegment enterVirtual(DeviceOp op) {

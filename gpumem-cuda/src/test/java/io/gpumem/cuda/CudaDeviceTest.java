@@ -467,6 +467,37 @@ class CudaDeviceTest {
     }
 
     @Test
+    void aClosedDeviceRefusesEveryCallEvenWhileAnotherKeepsTheContextAlive() {
+        long stream = device.createStream();
+        try (CudaDevice other = FakeCuda.open()) { // retains the same primary context
+            device.close();
+            long allocs = FakeCuda.calls("cuMemAlloc_v2");
+            List<Runnable> calls = List.of(
+                    () -> device.malloc(MiB),
+                    () -> device.free(other.malloc(MiB)),
+                    device::freeMemory,
+                    () -> device.reserveAddressRange(PAGE),
+                    () -> device.synchronizeStream(stream),
+                    () -> device.destroyStream(stream),
+                    () -> device.allocatePinnedHost(MiB));
+            for (Runnable call : calls) {
+                assertThatThrownBy(call::run)
+                        .isInstanceOfSatisfying(
+                                DeviceException.class,
+                                e -> assertThat(e.error()).isEqualTo(DeviceError.CUDA_ERROR_INVALID_CONTEXT))
+                        .hasMessageContaining("was closed");
+            }
+            assertThat(FakeCuda.calls("cuMemAlloc_v2") - allocs)
+                    .as("only the other device's allocation reached the driver")
+                    .isEqualTo(1);
+            assertThat(FakeCuda.calls("cuStreamDestroy_v2")).isZero();
+            assertThat(FakeCuda.calls("cuMemAddressReserve")).isZero();
+            assertThat(FakeCuda.liveAllocations()).isEqualTo(1); // the other's, which the refused free left alone
+            assertThat(device.callCount(DeviceOp.MALLOC)).isEqualTo(1); // a refused call still counts
+        }
+    }
+
+    @Test
     void aMissingDriverIsReportedClearly() {
         assertThatThrownBy(() -> CudaDevice.open("/no/such/dir/libcuda.so.1", 0))
                 .isInstanceOf(CudaUnavailableException.class)
