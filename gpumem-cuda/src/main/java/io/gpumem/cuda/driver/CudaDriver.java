@@ -113,7 +113,7 @@ public final class CudaDriver {
 
     private CudaDriver(SymbolLookup lookup, List<String> record, String library) {
         this.library = library;
-        Binder b = new Binder(lookup, record);
+        Binder b = new Binder(lookup, record, library);
         FunctionDescriptor none = FunctionDescriptor.of(JAVA_INT);
         cuInit = b.bind("cuInit", I_I);
         cuDriverGetVersion = b.bind("cuDriverGetVersion", I_A);
@@ -560,15 +560,15 @@ public final class CudaDriver {
     }
 
     /** Looks up symbols and makes downcall handles; with a record list it only notes the names. */
-    private record Binder(SymbolLookup lookup, List<String> record) {
+    private record Binder(SymbolLookup lookup, List<String> record, String library) {
         MethodHandle bind(String symbol, FunctionDescriptor descriptor, Linker.Option... options) {
             if (record != null) {
                 record.add(symbol);
                 return null;
             }
             MemorySegment address = lookup.find(symbol)
-                    .orElseThrow(() -> new CudaUnavailableException("the CUDA driver library does not export " + symbol
-                            + "; it is too old for gpumem or not libcuda"));
+                    .orElseThrow(() -> new CudaUnavailableException("the CUDA driver library '" + library
+                            + "' does not export " + symbol + "; it is too old for gpumem or not libcuda"));
             return LINKER.downcallHandle(address, descriptor, options);
         }
 

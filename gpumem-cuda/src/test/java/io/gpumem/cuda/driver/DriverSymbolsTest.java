@@ -104,10 +104,10 @@ class DriverSymbolsTest {
 
     @Test
     void aLibraryWithoutTheSymbolsIsReportedByName() {
-        // libc loads fine but exports no CUDA function: the first missing symbol is named.
+        // libc loads fine but exports no CUDA function: the library and its first missing symbol are named.
         assertThatThrownBy(() -> CudaDriver.load("libc.so.6"))
                 .isInstanceOf(CudaUnavailableException.class)
-                .hasMessageContaining("does not export cuInit");
+                .hasMessageContaining("'libc.so.6' does not export cuInit");
     }
 
     @Test
