@@ -39,7 +39,8 @@ import java.util.function.ToIntFunction;
  *
  * <h2>Threads and the context</h2>
  * The device retains the primary context ({@code cuDevicePrimaryCtxRetain}), as the CUDA runtime does, and
- * makes it current on each thread the first time that thread calls in. Per-thread state (the flag and a
+ * makes it current on a thread whenever gpumem did not bind it there last (the thread's first call, a call after one
+ * on another device, or after a device was opened on the thread, which makes the new context current). Per-thread state (the flag and a
  * small native scratch buffer for out-parameters) lives in a {@link ThreadLocal}, so calls allocate nothing
  * on the Java heap after a thread's first call. Code that switches the current context of a thread behind
  * gpumem's back must switch it back.
@@ -148,6 +149,9 @@ public final class CudaDevice implements Device {
         this.allocationProp = DriverLayouts.pinnedDeviceProp(arena, ordinal);
         this.accessDescriptor = DriverLayouts.readWriteAccess(arena, ordinal);
         try {
+            // This thread's current context changes here, behind whichever device gpumem last bound on it: forget
+            // that device, so that its next call (or any device's) binds its own context again.
+            BOUND_DEVICE.get()[0] = null;
             openCheck(driver.ctxSetCurrent(context), "cuCtxSetCurrent");
             long granularity = FALLBACK_GRANULARITY;
             if (virtualMemory) {

@@ -52,22 +52,11 @@ class CudaDeviceContextTest {
     /** The fake driver built with two devices (a copy of its source with DEVICE_COUNT 2), as a multi-GPU machine. */
     @Test
     void aCallRunsInItsOwnDevicesContextAfterACallOnAnotherGpu(@TempDir Path dir) throws Exception {
-        Path source = Path.of("src/test/c/fakecuda.c");
-        assumeTrue(Files.exists(source), "the fake driver's source is not here (run from gpumem-cuda)");
-        Path copy = dir.resolve("fakecuda2.c");
-        Path library = dir.resolve("libfakecuda2.so");
-        String text = Files.readString(source);
-        assertThat(text).contains("#define DEVICE_COUNT 1");
-        Files.writeString(copy, text.replace("#define DEVICE_COUNT 1", "#define DEVICE_COUNT 2"));
-        Process gcc = new ProcessBuilder(
-                        "gcc", "-shared", "-fPIC", "-O2", "-o", library.toString(), copy.toString(), "-lpthread")
-                .inheritIO()
-                .start();
-        assertThat(gcc.waitFor()).as("gcc builds the two-device fake").isZero();
-        CudaDriver driver = CudaDriver.load(library.toString());
+        String library = twoDeviceFake(dir);
+        CudaDriver driver = CudaDriver.load(library);
         try (Arena arena = Arena.ofConfined();
-                CudaDevice gpu0 = CudaDevice.open(library.toString(), 0);
-                CudaDevice gpu1 = CudaDevice.open(library.toString(), 1)) {
+                CudaDevice gpu0 = CudaDevice.open(library, 0);
+                CudaDevice gpu1 = CudaDevice.open(library, 1)) {
             MemorySegment out = arena.allocate(JAVA_LONG);
             gpu0.freeMemory();
             assertThat(driver.ctxGetCurrent(out)).isZero();
@@ -82,5 +71,51 @@ class CudaDeviceContextTest {
                     .as("the context current after a call on gpu0")
                     .isEqualTo(gpu0Context);
         }
+    }
+
+    /**
+     * Opening a device makes its context current on the opening thread; a device already in use on that thread must
+     * bind its own again on its next call, not run in the new GPU's context.
+     */
+    @Test
+    void aCallRunsInItsOwnDevicesContextAfterAnotherGpuWasOpenedOnTheThread(@TempDir Path dir) throws Exception {
+        String library = twoDeviceFake(dir);
+        CudaDriver driver = CudaDriver.load(library);
+        try (Arena arena = Arena.ofConfined();
+                CudaDevice gpu0 = CudaDevice.open(library, 0)) {
+            MemorySegment out = arena.allocate(JAVA_LONG);
+            gpu0.freeMemory();
+            assertThat(driver.ctxGetCurrent(out)).isZero();
+            long gpu0Context = out.get(JAVA_LONG, 0);
+            try (CudaDevice gpu1 = CudaDevice.open(library, 1)) {
+                assertThat(driver.ctxGetCurrent(out)).isZero();
+                assertThat(out.get(JAVA_LONG, 0))
+                        .as("opening gpu1 made its context current")
+                        .isNotEqualTo(gpu0Context);
+                gpu0.freeMemory();
+                assertThat(driver.ctxGetCurrent(out)).isZero();
+                assertThat(out.get(JAVA_LONG, 0))
+                        .as("the context current after a call on gpu0")
+                        .isEqualTo(gpu0Context);
+                assertThat(gpu1.totalMemory()).isPositive();
+            }
+        }
+    }
+
+    /** Builds the fake with two devices into {@code dir} (each test its own copy: dlopen caches by path). */
+    private static String twoDeviceFake(Path dir) throws Exception {
+        Path source = Path.of("src/test/c/fakecuda.c");
+        assumeTrue(Files.exists(source), "the fake driver's source is not here (run from gpumem-cuda)");
+        Path copy = dir.resolve("fakecuda2.c");
+        Path library = dir.resolve("libfakecuda2.so");
+        String text = Files.readString(source);
+        assertThat(text).contains("#define DEVICE_COUNT 1");
+        Files.writeString(copy, text.replace("#define DEVICE_COUNT 1", "#define DEVICE_COUNT 2"));
+        Process gcc = new ProcessBuilder(
+                        "gcc", "-shared", "-fPIC", "-O2", "-o", library.toString(), copy.toString(), "-lpthread")
+                .inheritIO()
+                .start();
+        assertThat(gcc.waitFor()).as("gcc builds the two-device fake").isZero();
+        return library.toString();
     }
 }
