@@ -13,6 +13,7 @@ import io.gpumem.device.DeviceOp;
 import io.gpumem.device.DeviceProperties;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.util.Locale;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.function.ToIntFunction;
@@ -210,7 +211,7 @@ public final class CudaDevice implements Device {
     @Override
     public long freeMemory() {
         ThreadState state = enterState(DeviceOp.MEM_GET_INFO);
-        check(DeviceOp.MEM_GET_INFO, driver.memGetInfo(state.scratch, state.scratchSecond), "cuMemGetInfo_v2", 0, 0);
+        check(DeviceOp.MEM_GET_INFO, driver.memGetInfo(state.scratch, state.scratchSecond), "cuMemGetInfo_v2()", 0, 0);
         return state.scratch.get(JAVA_LONG, 0);
     }
 
@@ -235,7 +236,7 @@ public final class CudaDevice implements Device {
                     DeviceError.CUDA_ERROR_INVALID_VALUE,
                     "cuMemAlloc_v2 size must be positive, was " + bytes);
         }
-        return resultOrNull(DeviceOp.MALLOC, driver.memAlloc(out, bytes), "cuMemAlloc_v2", bytes, out);
+        return resultOrNull(DeviceOp.MALLOC, driver.memAlloc(out, bytes), "cuMemAlloc_v2(%d bytes)", bytes, out);
     }
 
     @Override
@@ -244,7 +245,7 @@ public final class CudaDevice implements Device {
         if (address == NULL) {
             throw new DeviceException(DeviceOp.FREE, DeviceError.CUDA_ERROR_INVALID_VALUE, "cuMemFree_v2 of address 0");
         }
-        check(DeviceOp.FREE, driver.memFree(address), "cuMemFree_v2", address, 0);
+        check(DeviceOp.FREE, driver.memFree(address), "cuMemFree_v2(0x%x)", address, 0);
     }
 
     // ---------------------------------------------------------------- virtual memory management
@@ -252,21 +253,35 @@ public final class CudaDevice implements Device {
     @Override
     public long reserveAddressRange(long size) {
         MemorySegment out = enterVirtual(DeviceOp.RESERVE_ADDRESS);
-        check(DeviceOp.RESERVE_ADDRESS, driver.memAddressReserve(out, size, 0, 0, 0), "cuMemAddressReserve", size, 0);
+        check(
+                DeviceOp.RESERVE_ADDRESS,
+                driver.memAddressReserve(out, size, 0, 0, 0),
+                "cuMemAddressReserve(%d bytes, alignment 0, hint 0, flags 0)",
+                size,
+                0);
         return out.get(JAVA_LONG, 0);
     }
 
     @Override
     public void freeAddressRange(long address, long size) {
         enterVirtual(DeviceOp.FREE_ADDRESS);
-        check(DeviceOp.FREE_ADDRESS, driver.memAddressFree(address, size), "cuMemAddressFree", address, size);
+        check(
+                DeviceOp.FREE_ADDRESS,
+                driver.memAddressFree(address, size),
+                "cuMemAddressFree(0x%x, %d bytes)",
+                address,
+                size);
     }
 
     @Override
     public long createPhysical(long size) {
         MemorySegment out = enterVirtual(DeviceOp.CREATE_PHYSICAL);
         return resultOrNull(
-                DeviceOp.CREATE_PHYSICAL, driver.memCreate(out, size, allocationProp, 0), "cuMemCreate", size, out);
+                DeviceOp.CREATE_PHYSICAL,
+                driver.memCreate(out, size, allocationProp, 0),
+                "cuMemCreate(%d bytes, pinned on this device, 0)",
+                size,
+                out);
     }
 
     /**
@@ -285,7 +300,7 @@ public final class CudaDevice implements Device {
     @Override
     public void releasePhysical(long handle) {
         enterVirtual(DeviceOp.RELEASE_PHYSICAL);
-        check(DeviceOp.RELEASE_PHYSICAL, driver.memRelease(handle), "cuMemRelease", handle, 0);
+        check(DeviceOp.RELEASE_PHYSICAL, driver.memRelease(handle), "cuMemRelease(handle %d)", handle, 0);
     }
 
     @Override
@@ -306,7 +321,7 @@ public final class CudaDevice implements Device {
         check(
                 DeviceOp.SET_ACCESS,
                 driver.memSetAccess(address, size, accessDescriptor, 1),
-                "cuMemSetAccess",
+                "cuMemSetAccess(0x%x, %d bytes, read-write for this device)",
                 address,
                 size);
     }
@@ -314,7 +329,7 @@ public final class CudaDevice implements Device {
     @Override
     public void unmap(long address, long size) {
         enterVirtual(DeviceOp.UNMAP);
-        check(DeviceOp.UNMAP, driver.memUnmap(address, size), "cuMemUnmap", address, size);
+        check(DeviceOp.UNMAP, driver.memUnmap(address, size), "cuMemUnmap(0x%x, %d bytes)", address, size);
     }
 
     // ---------------------------------------------------------------- streams and events
@@ -324,7 +339,7 @@ public final class CudaDevice implements Device {
         return create(
                 DeviceOp.CREATE_STREAM,
                 out -> driver.streamCreate(out, STREAM_NON_BLOCKING),
-                "cuStreamCreate",
+                "cuStreamCreate(CU_STREAM_NON_BLOCKING)",
                 streams);
     }
 
@@ -337,32 +352,40 @@ public final class CudaDevice implements Device {
                     DeviceError.CUDA_ERROR_INVALID_HANDLE,
                     "the default stream cannot be destroyed");
         }
-        destroyed(DeviceOp.DESTROY_STREAM, driver.streamDestroy(stream), "cuStreamDestroy_v2", stream, streams);
+        destroyed(DeviceOp.DESTROY_STREAM, driver.streamDestroy(stream), "cuStreamDestroy_v2(0x%x)", stream, streams);
     }
 
     @Override
     public void synchronizeStream(long stream) {
         enterStream(DeviceOp.SYNCHRONIZE_STREAM, stream);
-        check(DeviceOp.SYNCHRONIZE_STREAM, driver.streamSynchronize(stream), "cuStreamSynchronize", stream, 0);
+        check(DeviceOp.SYNCHRONIZE_STREAM, driver.streamSynchronize(stream), "cuStreamSynchronize(0x%x)", stream, 0);
     }
 
     @Override
     public void synchronizeDevice() {
         enter(DeviceOp.SYNCHRONIZE_DEVICE);
-        check(DeviceOp.SYNCHRONIZE_DEVICE, driver.ctxSynchronize(), "cuCtxSynchronize", 0, 0);
+        check(DeviceOp.SYNCHRONIZE_DEVICE, driver.ctxSynchronize(), "cuCtxSynchronize()", 0, 0);
     }
 
     @Override
     public long createEvent() {
         return create(
-                DeviceOp.CREATE_EVENT, out -> driver.eventCreate(out, EVENT_DISABLE_TIMING), "cuEventCreate", events);
+                DeviceOp.CREATE_EVENT,
+                out -> driver.eventCreate(out, EVENT_DISABLE_TIMING),
+                "cuEventCreate(CU_EVENT_DISABLE_TIMING)",
+                events);
     }
 
     @Override
     public void recordEvent(long event, long stream) {
         enterEvent(DeviceOp.RECORD_EVENT, event);
         requireStream(DeviceOp.RECORD_EVENT, stream);
-        check(DeviceOp.RECORD_EVENT, driver.eventRecord(event, stream), "cuEventRecord", event, stream);
+        check(
+                DeviceOp.RECORD_EVENT,
+                driver.eventRecord(event, stream),
+                "cuEventRecord(0x%x, stream 0x%x)",
+                event,
+                stream);
     }
 
     @Override
@@ -372,20 +395,20 @@ public final class CudaDevice implements Device {
         if (rc == RESULT_NOT_READY) {
             return false;
         }
-        check(DeviceOp.QUERY_EVENT, rc, "cuEventQuery", event, 0);
+        check(DeviceOp.QUERY_EVENT, rc, "cuEventQuery(0x%x)", event, 0);
         return true;
     }
 
     @Override
     public void synchronizeEvent(long event) {
         enterEvent(DeviceOp.SYNCHRONIZE_EVENT, event);
-        check(DeviceOp.SYNCHRONIZE_EVENT, driver.eventSynchronize(event), "cuEventSynchronize", event, 0);
+        check(DeviceOp.SYNCHRONIZE_EVENT, driver.eventSynchronize(event), "cuEventSynchronize(0x%x)", event, 0);
     }
 
     @Override
     public void destroyEvent(long event) {
         enterEvent(DeviceOp.DESTROY_EVENT, event);
-        destroyed(DeviceOp.DESTROY_EVENT, driver.eventDestroy(event), "cuEventDestroy_v2", event, events);
+        destroyed(DeviceOp.DESTROY_EVENT, driver.eventDestroy(event), "cuEventDestroy_v2(0x%x)", event, events);
     }
 
     /**
@@ -498,14 +521,14 @@ public final class CudaDevice implements Device {
             check(
                     DeviceOp.COPY,
                     driver.memcpyHtoD(deviceAddress, nativeHost, bytes),
-                    "cuMemcpyHtoD_v2",
+                    "cuMemcpyHtoD_v2(0x%x, host, %d bytes)",
                     deviceAddress,
                     bytes);
         } else {
             check(
                     DeviceOp.COPY,
                     driver.memcpyDtoH(nativeHost, deviceAddress, bytes),
-                    "cuMemcpyDtoH_v2",
+                    "cuMemcpyDtoH_v2(host, 0x%x, %d bytes)",
                     deviceAddress,
                     bytes);
         }
@@ -518,7 +541,13 @@ public final class CudaDevice implements Device {
             throw new DeviceException(
                     DeviceOp.COPY, DeviceError.CUDA_ERROR_INVALID_VALUE, "negative byte count " + bytes);
         }
-        check(DeviceOp.COPY, driver.memcpyDtoD(dstAddress, srcAddress, bytes), "cuMemcpyDtoD_v2", dstAddress, bytes);
+        check(
+                DeviceOp.COPY,
+                driver.memcpyDtoD(dstAddress, srcAddress, bytes),
+                "cuMemcpyDtoD_v2(0x%x, 0x%x, %d bytes)",
+                dstAddress,
+                srcAddress,
+                bytes);
     }
 
     // ---------------------------------------------------------------- pinned host memory
@@ -645,9 +674,19 @@ public final class CudaDevice implements Device {
         }
     }
 
+    /**
+     * Throws the failure of a driver call unless {@code rc} is 0. {@code call} is a {@link String#format} pattern
+     * writing the call with its arguments from {@code arg0}, {@code arg1} (e.g. {@code "cuMemFree_v2(0x%x)"}),
+     * formatted only on failure so that a successful call allocates nothing.
+     */
     private void check(DeviceOp op, int rc, String call, long arg0, long arg1) {
+        check(op, rc, call, arg0, arg1, 0);
+    }
+
+    /** {@link #check(DeviceOp, int, String, long, long)} for a call shown with three numbers. */
+    private void check(DeviceOp op, int rc, String call, long arg0, long arg1, long arg2) {
         if (rc != 0) {
-            throw failure(op, rc, call + "(0x" + Long.toHexString(arg0) + ", " + arg1 + ")");
+            throw failure(op, rc, String.format(Locale.ROOT, call, arg0, arg1, arg2));
         }
     }
 

@@ -120,6 +120,28 @@ class CudaDriverFailuresTest {
         c.call().accept(device, handles);
     }
 
+    /** A failure message shows the call as it was made: its real arguments, sizes in bytes, addresses in hex. */
+    @Test
+    void aFailureShowsTheCallWithItsOwnArguments() {
+        long a = device.malloc(MiB);
+        long b = device.malloc(MiB);
+        FakeCuda.failNth("cuMemAlloc_v2", 1, FakeCuda.UNKNOWN);
+        assertThatThrownBy(() -> device.malloc(MiB))
+                .hasMessageEndingWith("cuMemAlloc_v2(" + MiB + " bytes) returned CUDA_ERROR_UNKNOWN (999)");
+        FakeCuda.failNth("cuMemFree_v2", 1, FakeCuda.UNKNOWN);
+        assertThatThrownBy(() -> device.free(a))
+                .hasMessageEndingWith("cuMemFree_v2(0x" + Long.toHexString(a) + ") returned CUDA_ERROR_UNKNOWN (999)");
+        FakeCuda.failNth("cuCtxSynchronize", 1, FakeCuda.UNKNOWN);
+        assertThatThrownBy(device::synchronizeDevice)
+                .hasMessageEndingWith("cuCtxSynchronize() returned CUDA_ERROR_UNKNOWN (999)");
+        FakeCuda.failNth("cuMemcpyDtoD_v2", 1, FakeCuda.UNKNOWN);
+        assertThatThrownBy(() -> device.copyDeviceToDevice(b, a, MiB))
+                .hasMessageEndingWith("cuMemcpyDtoD_v2(0x" + Long.toHexString(b) + ", 0x" + Long.toHexString(a) + ", "
+                        + MiB + " bytes) returned CUDA_ERROR_UNKNOWN (999)");
+        device.free(a);
+        device.free(b);
+    }
+
     @Test
     void aFailedDestroyKeepsItsHandleSoTheStreamStaysUsable() {
         long stream = device.createStream();
