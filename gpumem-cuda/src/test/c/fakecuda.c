@@ -28,7 +28,8 @@
  * driver; here they always fail, so a binding to the wrong symbol fails loudly.
  *
  * Control API (exported, prefix fakecuda_): reset, totals, granularity, VMM support, fault injection
- * (fail the Nth call of a named function), per-function call counters, event completion, byte counts.
+ * (fail the Nth call of a named function), a delay for one named function (to widen races), per-function
+ * call counters, event completion, byte counts.
  *
  * One global mutex guards all state; no function calls another exported function while holding it.
  * No NVIDIA header is used: the few types and constants needed are declared below.
@@ -177,7 +178,20 @@ static CUresult enter(const char *name) {
     return CUDA_SUCCESS;
 }
 
+static char g_delay_name[64];    /* fakecuda_delay: the function to slow down, "" for none */
+static unsigned int g_delay_us;
+
+/* Sleeps (outside the lock) if fakecuda_delay asked to slow this function down. */
+static void maybe_delay(const char *name) {
+    unsigned int us = 0;
+    pthread_mutex_lock(&g_lock);
+    if (g_delay_name[0] != '\0' && strcmp(g_delay_name, name) == 0) us = g_delay_us;
+    pthread_mutex_unlock(&g_lock);
+    if (us) usleep(us);
+}
+
 #define ENTER()                                                                        \
+    maybe_delay(__func__);                                                             \
     pthread_mutex_lock(&g_lock);                                                       \
     do {                                                                               \
         CUresult inj_ = enter(__func__);                                               \
@@ -833,7 +847,20 @@ EXPORT void fakecuda_reset(void) {
     g_held_outside = 0;
     g_granularity = DEFAULT_GRANULARITY;
     g_classic_bytes = g_physical_bytes = g_host_bytes = 0;
+    g_delay_name[0] = '\0';
+    g_delay_us = 0;
     pthread_mutex_unlock(&g_lock);
+}
+
+/* Makes every call of the named driver function sleep `micros` before it runs (0 or NULL: no delay), so that
+ * tests can widen a race between Java threads around that call. */
+EXPORT int fakecuda_delay(const char *function, unsigned int micros) {
+    if (function && strlen(function) >= sizeof g_delay_name) return -1;
+    pthread_mutex_lock(&g_lock);
+    if (function && micros) { strcpy(g_delay_name, function); g_delay_us = micros; }
+    else { g_delay_name[0] = '\0'; g_delay_us = 0; }
+    pthread_mutex_unlock(&g_lock);
+    return 0;
 }
 
 #define SETTER(name, type, var)                                                        \

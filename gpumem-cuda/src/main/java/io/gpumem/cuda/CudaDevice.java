@@ -345,12 +345,15 @@ public final class CudaDevice implements Device {
 
     @Override
     public void destroyStream(long stream) {
-        enterStream(DeviceOp.DESTROY_STREAM, stream);
+        enter(DeviceOp.DESTROY_STREAM);
         if (stream == DEFAULT_STREAM) {
             throw new DeviceException(
                     DeviceOp.DESTROY_STREAM,
                     DeviceError.CUDA_ERROR_INVALID_HANDLE,
                     "the default stream cannot be destroyed");
+        }
+        if (!streams.remove(stream)) {
+            throw unknownStream(DeviceOp.DESTROY_STREAM, stream);
         }
         destroyed(DeviceOp.DESTROY_STREAM, driver.streamDestroy(stream), "cuStreamDestroy_v2(0x%x)", stream, streams);
     }
@@ -407,7 +410,10 @@ public final class CudaDevice implements Device {
 
     @Override
     public void destroyEvent(long event) {
-        enterEvent(DeviceOp.DESTROY_EVENT, event);
+        enter(DeviceOp.DESTROY_EVENT);
+        if (!events.remove(event)) {
+            throw unknownEvent(DeviceOp.DESTROY_EVENT, event);
+        }
         destroyed(DeviceOp.DESTROY_EVENT, driver.eventDestroy(event), "cuEventDestroy_v2(0x%x)", event, events);
     }
 
@@ -435,10 +441,16 @@ public final class CudaDevice implements Device {
         return handle;
     }
 
-    /** Checks a destroy call of {@code handle} and forgets the handle, once the driver has let it go. */
+    /**
+     * Checks a destroy call of {@code handle}, which the caller took out of {@code owned} before the driver saw it
+     * (so that a second destroy of it, even one racing this, is refused before reaching the driver); puts the
+     * handle back if the driver did not let it go.
+     */
     private void destroyed(DeviceOp op, int rc, String call, long handle, HandleSet owned) {
+        if (rc != 0) {
+            owned.add(handle);
+        }
         check(op, rc, call, handle, 0);
-        owned.remove(handle);
     }
 
     /** Enters an op on {@code stream} ({@link #enter}), refusing a stream this device neither created nor registered. */
@@ -455,21 +467,30 @@ public final class CudaDevice implements Device {
 
     private void requireStream(DeviceOp op, long stream) {
         if (stream != DEFAULT_STREAM && !streams.contains(stream)) {
-            throw new DeviceException(
-                    op,
-                    DeviceError.CUDA_ERROR_INVALID_HANDLE,
-                    "stream 0x" + Long.toHexString(stream)
-                            + " was not created by this device (createStream) nor registered (registerStream)");
+            throw unknownStream(op, stream);
         }
     }
 
     private void requireEvent(DeviceOp op, long event) {
         if (!events.contains(event)) {
-            throw new DeviceException(
-                    op,
-                    DeviceError.CUDA_ERROR_INVALID_HANDLE,
-                    "event 0x" + Long.toHexString(event) + " was not created by this device or was destroyed");
+            throw unknownEvent(op, event);
         }
+    }
+
+    private static DeviceException unknownStream(DeviceOp op, long stream) {
+        return new DeviceException(
+                op,
+                DeviceError.CUDA_ERROR_INVALID_HANDLE,
+                "stream 0x" + Long.toHexString(stream)
+                        + " was not created by this device (createStream) nor registered (registerStream), or was"
+                        + " destroyed");
+    }
+
+    private static DeviceException unknownEvent(DeviceOp op, long event) {
+        return new DeviceException(
+                op,
+                DeviceError.CUDA_ERROR_INVALID_HANDLE,
+                "event 0x" + Long.toHexString(event) + " was not created by this device or was destroyed");
     }
 
     // ---------------------------------------------------------------- data movement

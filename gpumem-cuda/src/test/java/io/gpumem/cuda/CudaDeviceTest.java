@@ -497,6 +497,55 @@ class CudaDeviceTest {
         }
     }
 
+    /**
+     * Two threads destroying the same stream (or event) at once: one destroy reaches the driver, the other is refused
+     * before it, as any handle already destroyed is; the driver never sees a handle twice.
+     */
+    @Test
+    void aHandleDestroyedByTwoThreadsAtOnceReachesTheDriverOnce() throws Exception {
+        int rounds = 40;
+        java.util.concurrent.CyclicBarrier barrier = new java.util.concurrent.CyclicBarrier(2);
+        ExecutorService pool = Executors.newFixedThreadPool(2);
+        try {
+            for (boolean stream : new boolean[] {true, false}) {
+                String destroy = stream ? "cuStreamDestroy_v2" : "cuEventDestroy_v2";
+                FakeCuda.delay(destroy, 3000); // the first destroy is still in the driver when the second arrives
+                long before = FakeCuda.calls(destroy);
+                int refused = 0;
+                for (int r = 0; r < rounds; r++) {
+                    long handle = stream ? device.createStream() : device.createEvent();
+                    Runnable call = stream ? () -> device.destroyStream(handle) : () -> device.destroyEvent(handle);
+                    List<Future<?>> both = new ArrayList<>();
+                    for (int t = 0; t < 2; t++) {
+                        both.add(pool.submit(() -> {
+                            barrier.await();
+                            call.run();
+                            return null;
+                        }));
+                    }
+                    for (Future<?> f : both) {
+                        try {
+                            f.get();
+                        } catch (java.util.concurrent.ExecutionException e) {
+                            assertThat(e.getCause())
+                                    .isInstanceOfSatisfying(
+                                            DeviceException.class,
+                                            d -> assertThat(d.error()).isEqualTo(DeviceError.CUDA_ERROR_INVALID_HANDLE))
+                                    .hasMessageContaining("was not created by this device");
+                            refused++;
+                        }
+                    }
+                }
+                assertThat(refused).as("second destroys refused").isEqualTo(rounds);
+                assertThat(FakeCuda.calls(destroy) - before)
+                        .as("%s calls for %d handles", destroy, rounds)
+                        .isEqualTo(rounds);
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
     @Test
     void aMissingDriverIsReportedClearly() {
         assertThatThrownBy(() -> CudaDevice.open("/no/such/dir/libcuda.so.1", 0))

@@ -38,6 +38,8 @@ public final class FakeCuda {
     private static final MethodHandle HOLD_EVENTS = handle("fakecuda_hold_events", FunctionDescriptor.ofVoid(JAVA_INT));
     private static final MethodHandle FAIL_NTH =
             handle("fakecuda_fail_nth", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, JAVA_INT));
+    private static final MethodHandle DELAY =
+            handle("fakecuda_delay", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT));
     private static final MethodHandle CALL_COUNT =
             handle("fakecuda_call_count", FunctionDescriptor.of(JAVA_LONG, ADDRESS));
     private static final MethodHandle COMPLETE_STREAM =
@@ -121,6 +123,18 @@ public final class FakeCuda {
             int rc = (int) FAIL_NTH.invokeExact(arena.allocateFrom(function), nth, result);
             if (rc != 0) {
                 throw new IllegalArgumentException("fakecuda_fail_nth rejected " + function + " " + nth);
+            }
+        } catch (Throwable t) {
+            throw propagate(t);
+        }
+    }
+
+    /** Makes every call of {@code function} (its exported name) sleep {@code micros} first; 0 turns it off. */
+    public static void delay(String function, int micros) {
+        try (Arena arena = Arena.ofConfined()) {
+            int rc = (int) DELAY.invokeExact(arena.allocateFrom(function), micros);
+            if (rc != 0) {
+                throw new IllegalArgumentException("fakecuda_delay rejected " + function);
             }
         } catch (Throwable t) {
             throw propagate(t);
