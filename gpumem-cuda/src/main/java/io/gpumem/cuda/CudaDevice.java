@@ -41,7 +41,9 @@ import java.util.function.ToIntFunction;
  * <h2>Threads and the context</h2>
  * The device retains the primary context ({@code cuDevicePrimaryCtxRetain}), as the CUDA runtime does, and
  * makes it current on a thread whenever gpumem did not bind it there last (the thread's first call, a call after one
- * on another device, or after a device was opened on the thread, which makes the new context current). Per-thread state (the flag and a
+ * on another device, or after a device was opened on the thread, which makes the new context current). A virtual
+ * thread binds on every call, as late as possible before the driver call: the driver keeps the current context per
+ * OS thread, so it goes with the carrier, which the virtual thread may change whenever it parks. Per-thread state (the flag and a
  * small native scratch buffer for out-parameters) lives in a {@link ThreadLocal}, so calls allocate nothing
  * on the Java heap after a thread's first call. Code that switches the current context of a thread behind
  * gpumem's back must switch it back.
@@ -345,7 +347,7 @@ public final class CudaDevice implements Device {
 
     @Override
     public void destroyStream(long stream) {
-        enter(DeviceOp.DESTROY_STREAM);
+        count(DeviceOp.DESTROY_STREAM);
         if (stream == DEFAULT_STREAM) {
             throw new DeviceException(
                     DeviceOp.DESTROY_STREAM,
@@ -355,6 +357,7 @@ public final class CudaDevice implements Device {
         if (!streams.remove(stream)) {
             throw unknownStream(DeviceOp.DESTROY_STREAM, stream);
         }
+        bindOrRestore(DeviceOp.DESTROY_STREAM, stream, streams);
         destroyed(DeviceOp.DESTROY_STREAM, driver.streamDestroy(stream), "cuStreamDestroy_v2(0x%x)", stream, streams);
     }
 
@@ -381,8 +384,10 @@ public final class CudaDevice implements Device {
 
     @Override
     public void recordEvent(long event, long stream) {
-        enterEvent(DeviceOp.RECORD_EVENT, event);
+        count(DeviceOp.RECORD_EVENT);
+        requireEvent(DeviceOp.RECORD_EVENT, event);
         requireStream(DeviceOp.RECORD_EVENT, stream);
+        bind(DeviceOp.RECORD_EVENT);
         check(
                 DeviceOp.RECORD_EVENT,
                 driver.eventRecord(event, stream),
@@ -410,10 +415,11 @@ public final class CudaDevice implements Device {
 
     @Override
     public void destroyEvent(long event) {
-        enter(DeviceOp.DESTROY_EVENT);
+        count(DeviceOp.DESTROY_EVENT);
         if (!events.remove(event)) {
             throw unknownEvent(DeviceOp.DESTROY_EVENT, event);
         }
+        bindOrRestore(DeviceOp.DESTROY_EVENT, event, events);
         destroyed(DeviceOp.DESTROY_EVENT, driver.eventDestroy(event), "cuEventDestroy_v2(0x%x)", event, events);
     }
 
@@ -455,14 +461,26 @@ public final class CudaDevice implements Device {
 
     /** Enters an op on {@code stream} ({@link #enter}), refusing a stream this device neither created nor registered. */
     private void enterStream(DeviceOp op, long stream) {
-        enter(op);
+        count(op);
         requireStream(op, stream);
+        bind(op);
     }
 
     /** Enters an op on {@code event} ({@link #enter}), refusing an event this device did not create or destroyed. */
     private void enterEvent(DeviceOp op, long event) {
-        enter(op);
+        count(op);
         requireEvent(op, event);
+        bind(op);
+    }
+
+    /** {@link #bind}s for a destroy that already took {@code handle} out of {@code owned}; puts it back if that fails. */
+    private void bindOrRestore(DeviceOp op, long handle, HandleSet owned) {
+        try {
+            bind(op);
+        } catch (RuntimeException e) {
+            owned.add(handle);
+            throw e;
+        }
     }
 
     private void requireStream(DeviceOp op, long stream) {
@@ -637,8 +655,22 @@ public final class CudaDevice implements Device {
     }
 
     private ThreadState enterState(DeviceOp op) {
+        count(op);
+        return bind(op);
+    }
+
+    /** Counts a call and refuses it on a closed device: what every call does before its own checks. */
+    private void count(DeviceOp op) {
         calls.incrementAndGet(op.ordinal());
         requireOpen(op);
+    }
+
+    /**
+     * Makes our context current on this thread and returns the thread's scratch: the last step before the driver
+     * call, after any check that may block (a contended handle set), so that a virtual thread cannot change carrier
+     * between the bind and the call.
+     */
+    private ThreadState bind(DeviceOp op) {
         ThreadState state = threadState.get();
         bindContext(op);
         return state;
@@ -667,10 +699,14 @@ public final class CudaDevice implements Device {
         return out;
     }
 
-    /** Makes this device's context current on the calling thread, unless gpumem made it so last; {@code op} fails. */
+    /**
+     * Makes this device's context current on the calling thread, unless gpumem made it so last; {@code op} fails. A
+     * virtual thread always binds: the driver's current context belongs to the carrier, which the thread may have
+     * changed since its last call, to one where another device's context is current (or none).
+     */
     private void bindContext(DeviceOp op) {
         CudaDevice[] bound = BOUND_DEVICE.get();
-        if (bound[0] != this) {
+        if (bound[0] != this || Thread.currentThread().isVirtual()) {
             int rc = driver.ctxSetCurrent(context);
             if (rc != 0) {
                 throw failure(op, rc, "cuCtxSetCurrent");

@@ -14,6 +14,8 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -99,6 +101,56 @@ class CudaDeviceContextTest {
                         .isEqualTo(gpu0Context);
                 assertThat(gpu1.totalMemory()).isPositive();
             }
+        }
+    }
+
+    /**
+     * Virtual threads: the driver's current context belongs to the carrier (an OS thread), which a virtual thread may
+     * change each time it parks. A call on gpu0 must run in gpu0's context whichever carrier it resumed on, even one
+     * where a call on gpu1 from another virtual thread just made gpu1's context current.
+     */
+    @Test
+    void aVirtualThreadsCallRunsInItsOwnDevicesContextWhateverCarrierItResumesOn(@TempDir Path dir) throws Exception {
+        String library = twoDeviceFake(dir);
+        CudaDriver driver = CudaDriver.load(library);
+        try (CudaDevice gpu0 = CudaDevice.open(library, 0);
+                CudaDevice gpu1 = CudaDevice.open(library, 1)) {
+            long gpu0Context = contextOfACallOn(driver, gpu0);
+            int rounds = 60;
+            int wrong = 0;
+            for (int r = 0; r < rounds; r++) {
+                CountDownLatch otherCalled = new CountDownLatch(1);
+                AtomicLong seen = new AtomicLong();
+                Thread v = Thread.ofVirtual().start(() -> {
+                    gpu0.freeMemory();
+                    try {
+                        otherCalled.await(); // parks: the thread may resume on another carrier
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                    seen.set(contextOfACallOn(driver, gpu0));
+                });
+                Thread w = Thread.ofVirtual().start(gpu1::freeMemory);
+                w.join();
+                otherCalled.countDown();
+                v.join();
+                if (seen.get() != gpu0Context) {
+                    wrong++;
+                }
+            }
+            assertThat(wrong)
+                    .as("calls on gpu0 that ran in another context, of %d", rounds)
+                    .isZero();
+        }
+    }
+
+    /** Makes a call on {@code device} and returns the context current right after it, on the same carrier. */
+    private static long contextOfACallOn(CudaDriver driver, CudaDevice device) {
+        device.freeMemory();
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment out = arena.allocate(JAVA_LONG);
+            assertThat(driver.ctxGetCurrent(out)).isZero();
+            return out.get(JAVA_LONG, 0);
         }
     }
 
