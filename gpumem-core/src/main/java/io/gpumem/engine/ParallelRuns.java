@@ -20,8 +20,8 @@ import org.jspecify.annotations.Nullable;
  * <p>Invariants: results come in the order the runs were given, whatever order they finish in; a run that throws
  * a {@link RuntimeException} gives a {@link Attempt} holding it, so that the caller sees the failure where a
  * sequential loop would have (the first failing run in order), not whichever failed first on the clock; an
- * {@link Error} (out of memory) is rethrown as it was, as soon as it happens (the other runs are left to end on their
- * own). The threads are daemons: one per run up to {@code threads}, and while fewer runs than threads remain, the
+ * {@link Error} (out of memory) is rethrown as it was, as soon as it happens (the runs under way are left to end on
+ * their own; no other run starts, as none would after it in a sequential loop). The threads are daemons: one per run up to {@code threads}, and while fewer runs than threads remain, the
  * others serve the running ones' capacity searches as {@link IdleWorkers} (a search asks them to probe ahead of its
  * search, {@link ProbeLookahead}; its answer is the one it gives alone). A worker leaves when no run is left and
  * {@link #all} has returned.
@@ -106,6 +106,10 @@ public final class ParallelRuns {
             Thread.currentThread().interrupt();
             throw new IllegalStateException("interrupted while running what-ifs", e);
         } finally {
+            // no run starts once the caller has left, with its results or an exception (an Error in a run, an
+            // interrupt, a progress callback that threw): the workers would otherwise start every run left, on
+            // threads nobody waits for, as a sequential loop never would
+            nextRun.set(n);
             idle.close();
         }
     }

@@ -7,6 +7,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Supplier;
 import org.junit.jupiter.api.Test;
 
@@ -62,6 +63,60 @@ class ParallelRunsTest {
                     .as("threads " + threads)
                     .isSameAs(second);
         }
+    }
+
+    /**
+     * Once {@link ParallelRuns#all} has thrown (an {@link Error} in a run, or a progress callback that threw), no run
+     * starts any more: the workers used to go on starting every run left, on daemon threads, long after the caller
+     * had its exception (a sequential loop stops there).
+     */
+    @Test
+    void noRunStartsOnceTheCallerHasLeft() throws InterruptedException {
+        for (boolean callbackThrows : new boolean[] {false, true}) {
+            int n = 20;
+            AtomicInteger started = new AtomicInteger();
+            CountDownLatch callerLeft = new CountDownLatch(1);
+            List<Supplier<Integer>> runs = new ArrayList<>();
+            for (int i = 0; i < n; i++) {
+                int k = i;
+                runs.add(() -> {
+                    started.incrementAndGet();
+                    if (k == 0 && !callbackThrows) {
+                        throw new OutOfMemoryError("run 0");
+                    }
+                    if (k > 0) {
+                        await(callerLeft); // the runs the caller did not see end: they end after it has left
+                    }
+                    return k;
+                });
+            }
+            Throwable thrown = null;
+            try {
+                ParallelRuns.all(runs, 2, done -> {
+                    if (callbackThrows) {
+                        throw new IllegalStateException("stop");
+                    }
+                });
+            } catch (OutOfMemoryError | IllegalStateException e) {
+                thrown = e;
+            }
+            assertThat(thrown).as("callback throws: " + callbackThrows).isNotNull();
+            callerLeft.countDown();
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (workersAlive() && System.nanoTime() < deadline) {
+                Thread.sleep(10);
+            }
+            assertThat(workersAlive()).isFalse();
+            // run 0, and at most one run per worker taken before the caller left (each waits for it to leave)
+            assertThat(started.get())
+                    .as("runs started, callback throws: " + callbackThrows)
+                    .isLessThanOrEqualTo(3);
+        }
+    }
+
+    private static boolean workersAlive() {
+        return Thread.getAllStackTraces().keySet().stream()
+                .anyMatch(t -> t.isAlive() && t.getName().startsWith("gpumem-whatif-"));
     }
 
     private static void await(CountDownLatch latch) {
