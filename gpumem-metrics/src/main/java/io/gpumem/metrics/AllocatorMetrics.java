@@ -4,6 +4,7 @@ import io.gpumem.alloc.GpuAllocator;
 import io.gpumem.stats.MemoryStats;
 import io.gpumem.stats.StatKind;
 import io.gpumem.stats.StatType;
+import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Tag;
 import io.micrometer.core.instrument.Tags;
@@ -67,17 +68,27 @@ public final class AllocatorMetrics implements MeterBinder {
      */
     @Override
     public void bindTo(MeterRegistry registry) {
-        // (the same tags exactly: a meter of more tags, another allocator's with a tag of its own, is no clash, and
-        // find(...).tags(...) would match it too)
-        Tags mine = tags.and("pool", StatType.ALL.key());
-        if (registry.find("gpumem.allocator.allocated").meters().stream()
-                .anyMatch(m -> Tags.of(m.getId().getTags()).equals(mine))) {
-            throw new IllegalStateException("the registry has allocator meters tagged " + tags
-                    + " already (another allocator of the same device?): bind each with tags of its own,"
-                    + " AllocatorMetrics.of(allocator, Tags.of(\"allocator\", name))");
-        }
+        // the first gauge (the loop below leaves it out: a meter registered twice is logged as a warning)
+        ScrapedStats.refuseIfBound(
+                registry,
+                () -> gauge(
+                        registry,
+                        "gpumem.allocator.allocated",
+                        StatKind.ALLOCATED_BYTES,
+                        StatType.ALL,
+                        "Bytes in allocated blocks"),
+                () -> "the registry has allocator meters tagged " + tags
+                        + " already (another allocator of the same device?): bind each with tags of its own,"
+                        + " AllocatorMetrics.of(allocator, Tags.of(\"allocator\", name))");
         for (StatType pool : StatType.values()) {
-            gauge(registry, "gpumem.allocator.allocated", StatKind.ALLOCATED_BYTES, pool, "Bytes in allocated blocks");
+            if (pool != StatType.ALL) {
+                gauge(
+                        registry,
+                        "gpumem.allocator.allocated",
+                        StatKind.ALLOCATED_BYTES,
+                        pool,
+                        "Bytes in allocated blocks");
+            }
             gauge(
                     registry,
                     "gpumem.allocator.reserved",
@@ -121,8 +132,8 @@ public final class AllocatorMetrics implements MeterBinder {
         counter(registry, "gpumem.allocator.ooms", MemoryStats::numOoms, "Out-of-memory errors");
     }
 
-    private void gauge(MeterRegistry registry, String name, StatKind kind, StatType pool, String description) {
-        meters.gauge(
+    private Gauge gauge(MeterRegistry registry, String name, StatKind kind, StatType pool, String description) {
+        return meters.gauge(
                 registry,
                 name,
                 Tags.of("pool", pool.key()),

@@ -29,6 +29,7 @@ import java.util.function.Supplier;
  */
 public final class KvCacheMetrics implements MeterBinder {
     private final ScrapedStats<KvCacheStats> meters;
+    private final Tags tags;
 
     /**
      * @param stats the manager's stats, or the last snapshot published (null: none yet)
@@ -36,17 +37,27 @@ public final class KvCacheMetrics implements MeterBinder {
      */
     public KvCacheMetrics(Supplier<KvCacheStats> stats, Iterable<Tag> tags) {
         this.meters = new ScrapedStats<>(stats, tags);
+        this.tags = Tags.of(tags);
     }
 
+    /**
+     * @throws IllegalStateException when the registry has this binder's meters already, with the same tags (another
+     *     manager's): Micrometer would hand back the first one's meters and drop this one's figures without a word
+     */
     @Override
     public void bindTo(MeterRegistry registry) {
-        meters.gauge(
+        ScrapedStats.refuseIfBound(
                 registry,
-                "gpumem.kv.usage",
-                Tags.of("cached", "excluded"),
-                null,
-                KvCacheStats::usage,
-                "Referenced KV blocks / usable blocks (cached-idle blocks count as free)");
+                () -> meters.gauge(
+                        registry,
+                        "gpumem.kv.usage",
+                        Tags.of("cached", "excluded"),
+                        null,
+                        KvCacheStats::usage,
+                        "Referenced KV blocks / usable blocks (cached-idle blocks count as free)"),
+                () -> "the registry has KV cache meters tagged " + tags
+                        + " already (another KV cache manager?): bind each with tags of its own,"
+                        + " new KvCacheMetrics(stats, Tags.of(\"model\", name))");
         meters.gauge(
                 registry,
                 "gpumem.kv.usage",

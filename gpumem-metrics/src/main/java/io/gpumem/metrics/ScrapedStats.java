@@ -2,9 +2,13 @@ package io.gpumem.metrics;
 
 import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.Meter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Tag;
 import io.micrometer.core.instrument.Tags;
+import java.util.Collections;
+import java.util.IdentityHashMap;
+import java.util.Set;
 import java.util.function.Supplier;
 import java.util.function.ToDoubleFunction;
 
@@ -34,20 +38,36 @@ final class ScrapedStats<S> {
         this.tags = Tags.of(tags);
     }
 
-    /** Registers a gauge of one figure, tagged with the binder's tags and {@code extra}. */
-    void gauge(
+    /** Registers a gauge of one figure, tagged with the binder's tags and {@code extra}; returns the registry's meter. */
+    Gauge gauge(
             MeterRegistry registry,
             String name,
             Tags extra,
             String baseUnit,
             ToDoubleFunction<S> figure,
             String description) {
-        Gauge.builder(name, this, m -> m.read(figure))
+        return Gauge.builder(name, this, m -> m.read(figure))
                 .tags(tags.and(extra))
                 .baseUnit(baseUnit)
                 .description(description)
                 .strongReference(true)
                 .register(registry);
+    }
+
+    /**
+     * Registers a binder's first meter ({@code register}), refusing a registry that holds that meter already: Micrometer
+     * would hand back the one it has and drop this binder's figures without a word (another allocator of the same
+     * device, another KV manager, bound with the same tags). Asked of the registry, not of the tags given: its own
+     * filters, common tags among them, change a meter's id, and one that it denies is no clash.
+     *
+     * @throws IllegalStateException with {@code refusal} when the registry had the meter
+     */
+    static void refuseIfBound(MeterRegistry registry, Supplier<Meter> register, Supplier<String> refusal) {
+        Set<Meter> before = Collections.newSetFromMap(new IdentityHashMap<>());
+        before.addAll(registry.getMeters());
+        if (before.contains(register.get())) {
+            throw new IllegalStateException(refusal.get());
+        }
     }
 
     /** Registers a function counter of one cumulative figure, tagged with the binder's tags and {@code extra}. */

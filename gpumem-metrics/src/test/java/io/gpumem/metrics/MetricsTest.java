@@ -17,6 +17,7 @@ import io.gpumem.kvcache.sim.SimReport;
 import io.gpumem.kvcache.sim.TierSettings;
 import io.gpumem.kvcache.sim.TimeModel;
 import io.micrometer.core.instrument.Tags;
+import io.micrometer.core.instrument.config.MeterFilter;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.net.URI;
@@ -136,6 +137,44 @@ class MetricsTest {
                 .filter(l -> l.startsWith("gpumem_allocator_allocated_bytes{") && l.contains("pool=\"all\""))
                 .count();
         assertThat(series).isEqualTo(2);
+    }
+
+    /**
+     * A registry's own filters (common tags, as most deployments set) add to every meter's id: the check for a second
+     * binder with the same tags must see past them (it compared the tags as given and let the second bind through,
+     * its figures dropped), and a registry that denies the meters must not read as holding them already.
+     */
+    @Test
+    void aSecondBinderWithTheSameTagsIsRefusedUnderCommonTagsToo() {
+        SimulatedDevice device = SimulatedDevice.builder().capacity(200 * MIB).build();
+        CachingAllocator a = new CachingAllocator(device, AllocatorConfig.defaults());
+        CachingAllocator b = new CachingAllocator(device, AllocatorConfig.defaults());
+        PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+        registry.config().commonTags("application", "trainer");
+        AllocatorMetrics.of(a).bindTo(registry);
+        assertThatThrownBy(() -> AllocatorMetrics.of(b).bindTo(registry))
+                .isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("tags of its own");
+        AllocatorMetrics.of(b, Tags.of("allocator", "kv")).bindTo(registry);
+
+        PrometheusMeterRegistry denying = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+        denying.config().meterFilter(MeterFilter.denyNameStartsWith("gpumem."));
+        AllocatorMetrics.of(a).bindTo(denying);
+        new KvCacheMetrics(() -> null, Tags.empty()).bindTo(denying);
+        assertThat(denying.getMeters()).isEmpty();
+    }
+
+    /** The KV binder as the allocator's: a second manager's meters with the same tags are refused, not dropped. */
+    @Test
+    void aSecondKvBinderNeedsTagsOfItsOwn() {
+        KvCacheStats[] first = new KvCacheStats[1];
+        PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+        new KvCacheMetrics(() -> first[0], Tags.of("model", "llama")).bindTo(registry);
+        assertThatThrownBy(() -> new KvCacheMetrics(() -> null, Tags.of("model", "llama")).bindTo(registry))
+                .isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("tags of its own");
+        new KvCacheMetrics(() -> null, Tags.of("model", "mistral")).bindTo(registry);
+        assertThat(registry.find("gpumem.kv.usage").gauges()).hasSize(4);
     }
 
     @Test
