@@ -5,6 +5,7 @@ import com.sun.net.httpserver.HttpServer;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.io.IOException;
 import java.io.OutputStream;
+import java.net.BindException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
@@ -32,13 +33,24 @@ public final class PrometheusEndpoint implements AutoCloseable {
     /**
      * Starts serving {@code registry} on 127.0.0.1:{@code port} ({@code 0}: any free port, see {@link #port()}).
      *
-     * @throws IOException when the port cannot be bound (in use, or not permitted)
+     * @throws IOException naming the address when the port cannot be bound (a {@link BindException} when it is in use,
+     *     or not permitted)
      */
     public static PrometheusEndpoint start(PrometheusMeterRegistry registry, int port) throws IOException {
         if (port < 0 || port > 65535) {
             throw new IllegalArgumentException("port must be in 0..65535, got " + port);
         }
-        HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), port), 0);
+        HttpServer server;
+        try {
+            server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), port), 0);
+        } catch (BindException e) {
+            // the JDK's message names no address ("Address already in use"): a caller must not have to guess which
+            BindException named = new BindException("cannot listen on 127.0.0.1:" + port + ": " + e.getMessage());
+            named.initCause(e);
+            throw named;
+        } catch (IOException e) {
+            throw new IOException("cannot listen on 127.0.0.1:" + port + ": " + e.getMessage(), e);
+        }
         ExecutorService executor = Executors.newSingleThreadExecutor(r -> {
             Thread t = new Thread(r, "gpumem-metrics-http");
             t.setDaemon(true);

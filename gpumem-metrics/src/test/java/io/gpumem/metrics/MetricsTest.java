@@ -164,6 +164,27 @@ class MetricsTest {
         assertThat(denying.getMeters()).isEmpty();
     }
 
+    /**
+     * A port in use is an error naming the address (it said "Address already in use" and nothing more), and a closed
+     * endpoint gives its port back at once: a new one starts on it.
+     */
+    @Test
+    void aPortInUseIsNamedAndClosingReleasesThePort() throws Exception {
+        PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+        PrometheusEndpoint first = PrometheusEndpoint.start(registry, 0);
+        int port = first.port();
+        try {
+            assertThatThrownBy(() -> PrometheusEndpoint.start(registry, port))
+                    .isInstanceOf(java.net.BindException.class)
+                    .hasMessageContaining("127.0.0.1:" + port);
+        } finally {
+            first.close();
+        }
+        try (PrometheusEndpoint again = PrometheusEndpoint.start(registry, port)) {
+            assertThat(get(again.url()).statusCode()).isEqualTo(200);
+        }
+    }
+
     /** The KV binder as the allocator's: a second manager's meters with the same tags are refused, not dropped. */
     @Test
     void aSecondKvBinderNeedsTagsOfItsOwn() {

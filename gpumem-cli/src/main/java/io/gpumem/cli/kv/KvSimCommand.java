@@ -342,7 +342,7 @@ public final class KvSimCommand extends GpumemCommand {
             try {
                 metrics = KvSimMetrics.start(metricsPort, allocators);
             } catch (IOException e) {
-                throw bad("--metrics-port " + metricsPort + ": cannot listen on 127.0.0.1: " + e.getMessage());
+                throw bad("--metrics-port " + metricsPort + ": " + e.getMessage());
             }
             err().println("kv-sim: metrics at " + metrics.url());
             err().flush();
