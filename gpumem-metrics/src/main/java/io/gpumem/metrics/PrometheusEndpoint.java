@@ -14,7 +14,8 @@ import java.util.concurrent.Executors;
 
 /**
  * A Prometheus scrape endpoint: {@code GET /metrics} on 127.0.0.1 answers the registry's text exposition
- * ({@code text/plain; version=0.0.4}); anything else gets 404 (405 for another method). Served by the JDK's
+ * ({@code text/plain; version=0.0.4}); anything else gets 404 (405 for another method), and a scrape that throws (a
+ * meter whose figure cannot be read) gets 500 naming the exception. Served by the JDK's
  * {@code com.sun.net.httpserver} on one daemon thread, so it never keeps the JVM alive. Loopback only: exposing
  * it further is the deployment's choice (a proxy), not this class's.
  */
@@ -71,8 +72,17 @@ public final class PrometheusEndpoint implements AutoCloseable {
                 exchange.getResponseHeaders().set("Allow", "GET, HEAD");
                 send(exchange, 405, "method not allowed\n");
             } else {
+                String text;
+                try {
+                    text = registry.scrape();
+                } catch (RuntimeException e) {
+                    // a meter whose figure cannot be read (a stats supplier that throws) fails the scrape: say so,
+                    // where the connection used to close with no answer at all
+                    send(exchange, 500, "scrape failed: " + e + "\n");
+                    return;
+                }
                 exchange.getResponseHeaders().set("Content-Type", CONTENT_TYPE);
-                byte[] body = registry.scrape().getBytes(StandardCharsets.UTF_8);
+                byte[] body = text.getBytes(StandardCharsets.UTF_8);
                 if ("HEAD".equals(exchange.getRequestMethod())) {
                     exchange.sendResponseHeaders(200, -1);
                 } else {

@@ -185,6 +185,26 @@ class MetricsTest {
         }
     }
 
+    /**
+     * A scrape that cannot be made (a binder's stats supplier throws) is answered 500 with the reason: the connection
+     * used to close with no answer at all, which Prometheus records as a scrape error without a cause.
+     */
+    @Test
+    void aScrapeThatThrowsIsAnsweredWithItsReason() throws Exception {
+        PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+        new AllocatorMetrics(
+                        () -> {
+                            throw new IllegalStateException("the stats are gone");
+                        },
+                        Tags.of("device", "0"))
+                .bindTo(registry);
+        try (PrometheusEndpoint endpoint = PrometheusEndpoint.start(registry, 0)) {
+            HttpResponse<String> r = get(endpoint.url());
+            assertThat(r.statusCode()).isEqualTo(500);
+            assertThat(r.body()).contains("the stats are gone");
+        }
+    }
+
     /** The KV binder as the allocator's: a second manager's meters with the same tags are refused, not dropped. */
     @Test
     void aSecondKvBinderNeedsTagsOfItsOwn() {
