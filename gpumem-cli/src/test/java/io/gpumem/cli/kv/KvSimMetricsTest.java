@@ -8,10 +8,13 @@ import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -126,5 +129,31 @@ class KvSimMetricsTest {
         assertThat(last.keySet()).anyMatch(k -> k.startsWith("gpumem_allocator_reserved_bytes{"));
         System.out.println("kv-sim metrics: " + scrapes + " scrapes over HTTP, last at "
                 + last.get("gpumem_kv_sim_steps") + " steps");
+    }
+
+    @Test
+    void aFreshProcessServingMetricsWritesNothingToStandardErrorButWhatGpumemSays() throws Exception {
+        // In its own JVM: SLF4J complains once per process, when the first logger is made, and other tests of this
+        // one may have made it already. Without a binding on the class path it printed three lines about
+        // StaticLoggerBinder before kv-sim's first line.
+        Path java = Path.of(System.getProperty("java.home"), "bin", "java");
+        Process p = new ProcessBuilder(
+                        java.toString(),
+                        "-cp",
+                        System.getProperty("java.class.path"),
+                        "io.gpumem.cli.GpumemCli",
+                        "kv-sim",
+                        "--requests",
+                        "5",
+                        "--blocks",
+                        "256",
+                        "--metrics-port",
+                        "0")
+                .redirectOutput(ProcessBuilder.Redirect.DISCARD)
+                .start();
+        String err = new String(p.getErrorStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
+        assertThat(p.exitValue()).as(err).isZero();
+        assertThat(err).as("standard error").doesNotContain("SLF4J");
     }
 }
