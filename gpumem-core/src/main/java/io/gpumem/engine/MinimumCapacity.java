@@ -34,7 +34,7 @@ import org.jspecify.annotations.Nullable;
  *
  * <p>Feasibility is usually monotone in capacity, but not always: at a smaller capacity an OOM's cache flush can
  * leave a layout that lets the rest of the run fit where a larger capacity, never flushed, fails (random streams
- * under {@code roundup_power2_divisions:4} show it, StreamRunnerTest). So the answer is a capacity that runs with
+ * show it under the default configuration as under {@code roundup_power2_divisions:4}, StreamRunnerTest). So the answer is a capacity that runs with
  * the one a step below failing, not necessarily the smallest that runs; it is a function of the bracket, and every
  * caller takes its bracket from one place ({@code StreamRunner.searchMinimum}) so that all paths give the same
  * answer. The climb changed one shared recording's answer so: {@code llama-offload-10-streams} under
