@@ -26,13 +26,25 @@
     if (parent) { parent.appendChild(e); }
     return e;
   }
+  // A byte count as the page's text and gpumem analyze print it (ByteSize.format, PyTorch's format_size): up to 1024
+  // bytes "n bytes"; up to 1 MiB KiB, up to 1 GiB MiB, above GiB (no larger unit), the bounds inclusive (1 MiB is
+  // "1024.00 KiB"); two decimals rounded half to even on the exact value (1.125 -> "1.12"), where toFixed rounds a
+  // tie up. So the figures the script draws (OOM label, segment maps, hover text) read as the same figures in text.
   function fmt(b) {
-    var units = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB"];
     var neg = b < 0; b = Math.abs(b);
-    if (b < 1024) { return (neg ? "-" : "") + b + " bytes"; }
-    var u = 0;
-    while (b >= 1024 && u < units.length - 1) { b /= 1024; u++; }
-    return (neg ? "-" : "") + b.toFixed(2) + " " + units[u];
+    if (b <= 1024) { return (neg ? "-" : "") + b + " bytes"; }
+    var shift = b <= 1048576 ? 10 : b <= 1073741824 ? 20 : 30;
+    return (neg ? "-" : "") + twoDecimals(b, shift) + " " + (shift === 10 ? "KiB" : shift === 20 ? "MiB" : "GiB");
+  }
+  // b / 2^shift with two decimals, half to even. A tie (b / 2^shift * 100 = m + 1/2 exactly) is b / 2^(shift-3) odd,
+  // as 100 / 2^shift = 25 / 2^(shift-2); then v * 100 is exact and m is its floor.
+  function twoDecimals(b, shift) {
+    var v = b / Math.pow(2, shift);
+    if (b / Math.pow(2, shift - 3) % 2 === 1) {
+      var m = Math.floor(v * 100);
+      return ((m % 2 === 0 ? m : m + 1) / 100).toFixed(2);
+    }
+    return v.toFixed(2);
   }
   var tip = document.createElement("div");
   tip.id = "tooltip";

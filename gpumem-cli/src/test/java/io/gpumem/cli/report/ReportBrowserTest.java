@@ -3,10 +3,20 @@ package io.gpumem.cli.report;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.gpumem.alloc.Pool;
 import io.gpumem.cli.CliRun;
 import io.gpumem.engine.RunOutcome;
+import io.gpumem.history.BlockInfo;
+import io.gpumem.history.BlockState;
+import io.gpumem.history.PoolId;
+import io.gpumem.history.SegmentInfo;
+import io.gpumem.history.TraceAction;
+import io.gpumem.history.TraceEntry;
 import io.gpumem.report.HtmlReport;
 import io.gpumem.trace.io.AllocatorSnapshots;
+import io.gpumem.trace.io.PytorchSnapshotWriter;
+import io.gpumem.trace.io.SourceFormat;
+import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.workload.TrainingWorkload;
 import io.gpumem.trace.workload.WorkloadWhatIf;
 import java.awt.image.BufferedImage;
@@ -16,6 +26,7 @@ import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -220,6 +231,71 @@ class ReportBrowserTest {
                 entries, points.size(), Files.size(page) / 1024, renderMs);
         assertRenderedCleanly(shown);
         assertThat(shown.stdout()).contains("class=\"oom-marker\"");
+    }
+
+    /**
+     * The figures the page's script draws (the OOM label on the timeline, the segment map's largest free block and
+     * reserved bytes) read as {@code analyze} prints them, at the units' bounds too: a request of exactly 1 GiB is
+     * "1024.00 MiB" (the script printed "1.00 GiB"), a segment of 1 GiB "1024.00 MiB", and a free block of 1.125 MiB
+     * "1.12 MiB", rounded half to even as PyTorch's format_size does (the script rounded the tie up to "1.13 MiB").
+     */
+    @Test
+    void figuresTheScriptDrawsReadAsAnalyzePrintsThemAtTheUnitsBounds() throws Exception {
+        assumeBrowser();
+        long base = 0x7f0000000000L;
+        long gib = 1L << 30;
+        long free = 1152L << 10; // 1.125 MiB: a tie at two decimals
+        long live = gib - free;
+        SegmentInfo segment = new SegmentInfo(
+                0,
+                base,
+                gib,
+                live,
+                live,
+                live,
+                0,
+                Pool.LARGE,
+                false,
+                List.of(),
+                List.of(
+                        BlockInfo.of(base, live, live, BlockState.ACTIVE_ALLOCATED),
+                        BlockInfo.of(base + live, free, 0, BlockState.INACTIVE)),
+                PoolId.DEFAULT,
+                null);
+        List<TraceEntry> trace = List.of(
+                TraceEntry.of(TraceAction.SEGMENT_ALLOC, base, gib, 0),
+                TraceEntry.of(TraceAction.ALLOC, base, live, 0),
+                new TraceEntry(TraceAction.OOM, 0, gib, 0, 0, List.of(), 0, null));
+        Path file = dir.resolve("bounds.pickle");
+        new PytorchSnapshotWriter()
+                .write(
+                        new TraceSnapshot(
+                                "bounds",
+                                SourceFormat.PYTORCH_SNAPSHOT,
+                                List.of(segment),
+                                List.of(trace),
+                                null,
+                                null,
+                                Map.of(),
+                                true),
+                        file);
+        Path page = dir.resolve("bounds.html");
+        CliRun report = CliRun.run("report", file.toString(), "-o", page.toString());
+        assertThat(report.exit()).as(report.err()).isZero();
+        CliRun analyze = CliRun.run("analyze", file.toString());
+        assertThat(analyze.exit()).as(analyze.err()).isZero();
+        assertThat(analyze.out())
+                .contains("a request of 1024.00 MiB")
+                .contains("1.12 MiB")
+                .contains("1024.00 MiB");
+
+        HeadlessChromium.Result shown = chromium.dumpDom(page);
+        assertRenderedCleanly(shown);
+        String text = visibleText(shown.stdout());
+        assertThat(text)
+                .contains("OOM: asked 1024.00 MiB")
+                .contains("largest free block: 1.12 MiB")
+                .contains("1 segments, 1024.00 MiB reserved");
     }
 
     private static int intField(String html, String regex) {
