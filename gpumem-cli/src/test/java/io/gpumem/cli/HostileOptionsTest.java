@@ -3,8 +3,11 @@ package io.gpumem.cli;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import java.nio.file.AccessDeniedException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -133,6 +136,48 @@ class HostileOptionsTest {
         refused(pageNowhere, "--html " + missing + ": the directory " + missing.getParent() + " does not exist");
         assertThat(pageNowhere.out()).isEmpty();
         assertThat(demoSnap).doesNotExist();
+    }
+
+    /**
+     * A page that cannot be written, in a directory that takes no new file, is refused saying why, and leaves no file
+     * behind: the message said only the name of the temporary file it failed on ("cannot write d/r.html:
+     * d/.r.html.123.tmp"), a name the user never gave and no reason. A read-only directory, or (where that does not
+     * stop the user, as root) {@code /proc}, which takes no file from anyone.
+     */
+    @Test
+    void aPageThatCannotBeWrittenIsRefusedSayingWhyAndLeavesNothing(@TempDir Path dir) throws Exception {
+        Path snap = snapshot(dir);
+        Path readOnly = Files.createDirectory(dir.resolve("read-only"));
+        Files.setPosixFilePermissions(readOnly, PosixFilePermissions.fromString("r-xr-xr-x"));
+        Path where = readOnly;
+        String why = "permission denied";
+        try {
+            Files.delete(Files.createTempFile(readOnly, "probe", ".tmp"));
+            where = Path.of("/proc");
+            why = "no such file or directory";
+            assumeTrue(Files.isDirectory(where), "the user may write anywhere and there is no /proc: skipped");
+        } catch (AccessDeniedException expected) {
+            // an ordinary user: the read-only directory refuses the file
+        }
+        Path page = where.resolve("gpumem-unwritable-page.html");
+        try {
+            CliRun report = CliRun.run("report", snap.toString(), "-o", page.toString());
+            refused(report, "gpumem report: cannot write " + page + ": " + why);
+            assertThat(report.err()).doesNotContain(".tmp");
+            for (String command : new String[] {"analyze", "compare"}) {
+                CliRun html = CliRun.run(command, snap.toString(), "--html", page.toString());
+                refused(html, "gpumem " + command + ": cannot write the HTML report to " + page + ": " + why);
+                assertThat(html.err()).doesNotContain(".tmp");
+            }
+            assertThat(page).doesNotExist();
+            if (where.equals(readOnly)) {
+                try (Stream<Path> left = Files.list(readOnly)) {
+                    assertThat(left).as("nothing left behind").isEmpty();
+                }
+            }
+        } finally {
+            Files.setPosixFilePermissions(readOnly, PosixFilePermissions.fromString("rwxr-xr-x"));
+        }
     }
 
     /** {@code template} with OUT, IN and CSV put in. */

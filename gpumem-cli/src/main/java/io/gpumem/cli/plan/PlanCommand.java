@@ -123,7 +123,7 @@ public final class PlanCommand extends GpumemCommand {
             try {
                 writeAtomically(plan, out);
             } catch (IOException e) {
-                throw new UncheckedIOException("cannot write " + out + ": " + e.getMessage(), e);
+                throw new UncheckedIOException("cannot write " + out + ": " + OutputFiles.reason(e), e);
             }
         }
         double solveMs = (repeat == 1 ? plan.solveNanos() : times[repeat / 2]) / 1e6;

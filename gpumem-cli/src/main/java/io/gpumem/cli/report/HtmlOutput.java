@@ -2,6 +2,7 @@ package io.gpumem.cli.report;
 
 import io.gpumem.report.HtmlPage;
 import io.gpumem.size.ByteSize;
+import io.gpumem.trace.io.OutputFiles;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.io.UncheckedIOException;
@@ -16,7 +17,7 @@ public final class HtmlOutput {
         try {
             page.write(file);
         } catch (IOException e) {
-            throw new UncheckedIOException("cannot write the HTML report to " + file + ": " + e.getMessage(), e);
+            throw new UncheckedIOException("cannot write the HTML report to " + file + ": " + OutputFiles.reason(e), e);
         }
         out.println();
         out.println("HTML report written to " + file.toAbsolutePath() + " ("

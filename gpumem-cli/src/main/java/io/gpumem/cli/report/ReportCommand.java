@@ -14,6 +14,7 @@ import io.gpumem.policy.PolicySpec;
 import io.gpumem.report.HtmlReport;
 import io.gpumem.size.ByteSize;
 import io.gpumem.trace.analysis.DeviceAnalysis;
+import io.gpumem.trace.io.OutputFiles;
 import io.gpumem.trace.session.CompareRuns;
 import io.gpumem.trace.session.TraceSession;
 import java.io.IOException;
@@ -115,7 +116,7 @@ public final class ReportCommand extends GpumemCommand {
         try {
             report.write(target);
         } catch (IOException e) {
-            throw new UncheckedIOException("cannot write " + target + ": " + e.getMessage(), e);
+            throw new UncheckedIOException("cannot write " + target + ": " + OutputFiles.reason(e), e);
         }
         out.printf(
                 "report of %s (%d device%s) written to %s (%s, %.1f s); open it in a browser, it works offline%n",

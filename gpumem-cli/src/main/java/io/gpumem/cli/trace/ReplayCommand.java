@@ -14,6 +14,7 @@ import io.gpumem.policy.PolicySpec;
 import io.gpumem.size.ByteSize;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.InconsistentSnapshotException;
+import io.gpumem.trace.io.OutputFiles;
 import io.gpumem.trace.io.PytorchSnapshotWriter;
 import io.gpumem.trace.io.TraceFormatException;
 import io.gpumem.trace.io.TraceSnapshot;
@@ -310,7 +311,7 @@ public final class ReplayCommand extends GpumemCommand {
         try {
             new PytorchSnapshotWriter().write(snapshot, file);
         } catch (IOException e) {
-            throw new UncheckedIOException("cannot write " + file + ": " + e.getMessage(), e);
+            throw new UncheckedIOException("cannot write " + file + ": " + OutputFiles.reason(e), e);
         }
     }
 }

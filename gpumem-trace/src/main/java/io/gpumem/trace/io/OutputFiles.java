@@ -3,8 +3,11 @@ package io.gpumem.trace.io;
 import java.io.BufferedOutputStream;
 import java.io.IOException;
 import java.io.OutputStream;
+import java.nio.file.AccessDeniedException;
 import java.nio.file.AtomicMoveNotSupportedException;
+import java.nio.file.FileSystemException;
 import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.attribute.PosixFilePermission;
@@ -49,6 +52,24 @@ public final class OutputFiles {
                 Files.deleteIfExists(tmp);
             }
         }
+    }
+
+    /**
+     * Why a {@link #replace} failed, in words, for a message that already names the target: {@code "permission
+     * denied"}, {@code "no such file or directory"}, the file system's reason, or the exception's message. A file
+     * system exception's message is only the path it failed on, here the temporary sibling the user never named.
+     */
+    public static String reason(IOException e) {
+        if (e instanceof AccessDeniedException) {
+            return "permission denied";
+        }
+        if (e instanceof NoSuchFileException) {
+            return "no such file or directory";
+        }
+        if (e instanceof FileSystemException f && f.getReason() != null) {
+            return f.getReason();
+        }
+        return e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName();
     }
 
     private static void giveOrdinaryPermissions(Path tmp, Path file) throws IOException {
