@@ -114,7 +114,7 @@
       var sx = function (x) { return L + (x - dom[0]) / (dom[1] - dom[0]) * (W - L - R); };
       var sy = function (y) { return H - B - y / ymax * (H - T - B); };
       el("rect", {x: L, y: T, width: W - L - R, height: H - T - B, fill: "#fff"}, svg);
-      var step = niceStep(ymax, 5);
+      var step = Math.max(1, niceStep(ymax, 5)); // whole bytes: nothing allocated must not read "0.6000000000000001 bytes"
       for (var v = 0; v <= ymax; v += step) {
         el("line", {x1: L, x2: W - R, y1: sy(v), y2: sy(v), stroke: "#eef1f4"}, svg);
         el("text", {x: L - 6, y: sy(v) + 4, "text-anchor": "end", "font-size": 11, fill: "#5b6670"}, svg).textContent = fmt(v);

@@ -266,19 +266,7 @@ class ReportBrowserTest {
                 TraceEntry.of(TraceAction.SEGMENT_ALLOC, base, gib, 0),
                 TraceEntry.of(TraceAction.ALLOC, base, live, 0),
                 new TraceEntry(TraceAction.OOM, 0, gib, 0, 0, List.of(), 0, null));
-        Path file = dir.resolve("bounds.pickle");
-        new PytorchSnapshotWriter()
-                .write(
-                        new TraceSnapshot(
-                                "bounds",
-                                SourceFormat.PYTORCH_SNAPSHOT,
-                                List.of(segment),
-                                List.of(trace),
-                                null,
-                                null,
-                                Map.of(),
-                                true),
-                        file);
+        Path file = writeSnapshot("bounds.pickle", List.of(segment), trace);
         Path page = dir.resolve("bounds.html");
         CliRun report = CliRun.run("report", file.toString(), "-o", page.toString());
         assertThat(report.exit()).as(report.err()).isZero();
@@ -296,6 +284,48 @@ class ReportBrowserTest {
                 .contains("OOM: asked 1024.00 MiB")
                 .contains("largest free block: 1.12 MiB")
                 .contains("1 segments, 1024.00 MiB reserved");
+    }
+
+    /**
+     * A program whose first request ran out of memory records one {@code oom} entry and nothing else: the page
+     * renders it cleanly with the OOM marked, and its axis counts whole bytes (with nothing allocated, it read "0.2
+     * bytes", "0.6000000000000001 bytes").
+     */
+    @Test
+    void reportOfATraceOfOneOomEntryRendersWithWholeBytesOnItsAxis() throws Exception {
+        assumeBrowser();
+        Path file = writeSnapshot(
+                "first-request.pickle",
+                List.of(),
+                List.of(new TraceEntry(TraceAction.OOM, 0, 100L << 30, 0, 0, List.of(), 79L << 30, null)));
+        Path page = dir.resolve("first-request.html");
+        CliRun report = CliRun.run("report", file.toString(), "-o", page.toString());
+        assertThat(report.exit()).as(report.err()).isZero();
+
+        HeadlessChromium.Result shown = chromium.dumpDom(page);
+        assertRenderedCleanly(shown);
+        assertThat(shown.stdout()).contains("class=\"oom-marker\"");
+        String text = visibleText(shown.stdout());
+        assertThat(text).contains("OOM: asked 100.00 GiB").contains("0 bytes");
+        assertThat(text).doesNotContainPattern("\\d\\.\\d+ bytes");
+    }
+
+    /** {@code segments} and one device's {@code trace} as a PyTorch snapshot in the test's folder. */
+    private Path writeSnapshot(String name, List<SegmentInfo> segments, List<TraceEntry> trace) throws IOException {
+        Path file = dir.resolve(name);
+        new PytorchSnapshotWriter()
+                .write(
+                        new TraceSnapshot(
+                                name,
+                                SourceFormat.PYTORCH_SNAPSHOT,
+                                segments,
+                                List.of(trace),
+                                null,
+                                null,
+                                Map.of(),
+                                true),
+                        file);
+        return file;
     }
 
     private static int intField(String html, String regex) {
