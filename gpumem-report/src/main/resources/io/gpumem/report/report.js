@@ -120,7 +120,8 @@
         el("text", {x: L - 6, y: sy(v) + 4, "text-anchor": "end", "font-size": 11, fill: "#5b6670"}, svg).textContent = fmt(v);
       }
       var xstep = Math.max(1, niceStep(dom[1] - dom[0], 8));
-      for (var xv = Math.ceil(dom[0] / xstep) * xstep; xv <= dom[1]; xv += xstep) {
+      // ticks name entries the trace has (a trace of one entry spans [0, 1] but has no entry #1)
+      for (var xv = Math.ceil(dom[0] / xstep) * xstep; xv <= Math.min(dom[1], data.entries - 1); xv += xstep) {
         el("text", {x: sx(xv), y: H - 8, "text-anchor": "middle", "font-size": 11, fill: "#5b6670"}, svg).textContent = "#" + Math.round(xv);
       }
       if (n > 0) {

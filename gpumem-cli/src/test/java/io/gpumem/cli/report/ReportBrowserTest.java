@@ -288,8 +288,8 @@ class ReportBrowserTest {
 
     /**
      * A program whose first request ran out of memory records one {@code oom} entry and nothing else: the page
-     * renders it cleanly with the OOM marked, and its axis counts whole bytes (with nothing allocated, it read "0.2
-     * bytes", "0.6000000000000001 bytes").
+     * renders it cleanly with the OOM marked, and its axes count whole bytes (with nothing allocated, it read "0.2
+     * bytes", "0.6000000000000001 bytes") and name only the entry there is (the axis spans [0, 1] and named "#1").
      */
     @Test
     void reportOfATraceOfOneOomEntryRendersWithWholeBytesOnItsAxis() throws Exception {
@@ -308,6 +308,7 @@ class ReportBrowserTest {
         String text = visibleText(shown.stdout());
         assertThat(text).contains("OOM: asked 100.00 GiB").contains("0 bytes");
         assertThat(text).doesNotContainPattern("\\d\\.\\d+ bytes");
+        assertThat(text).as("the entries the axis names").contains(" #0 ").doesNotContain("#1");
     }
 
     /** {@code segments} and one device's {@code trace} as a PyTorch snapshot in the test's folder. */
