@@ -28,6 +28,7 @@ import io.gpumem.trace.category.CategoryRemedy;
 import io.gpumem.trace.category.PeakCategories;
 import io.gpumem.trace.session.TraceSession;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 
@@ -311,7 +312,14 @@ public final class HtmlReport implements HtmlPage {
             "cache + driver together"
         };
         String[] classes = {"ask", "largest", "cached", "driver", "together"};
-        Html.bars(h, "request against free space", values, labels, classes);
+        // the driver's free bytes unknown (an oom entry without device_free): no bar says 0 bytes for them
+        int shown = a.state().deviceFree() >= 0 ? values.length : 3;
+        Html.bars(
+                h,
+                "request against free space",
+                Arrays.copyOf(values, shown),
+                Arrays.copyOf(labels, shown),
+                Arrays.copyOf(classes, shown));
         h.append("</div>\n");
     }
 

@@ -12,6 +12,7 @@ import io.gpumem.trace.align.RequestSequence;
 import io.gpumem.trace.analysis.AllocatorStates;
 import io.gpumem.trace.analysis.AnalysisPrinter;
 import io.gpumem.trace.analysis.DeviceAnalysis;
+import io.gpumem.trace.analysis.MemoryState;
 import io.gpumem.trace.analysis.OomEvent;
 import io.gpumem.trace.analysis.Percent;
 import io.gpumem.trace.analysis.PoolUsage;
@@ -299,6 +300,41 @@ class PageTablesTest {
                 .contains("Why it failed: "
                         + AnalysisPrinter.headline(analysis.diagnosis().kind()) + ".");
         assertThat(page).contains("aria-label=\"request against free space\"");
+    }
+
+    /**
+     * An oom entry without {@code device_free} leaves the driver's free bytes unknown: the story says so, and its bars
+     * draw none for them (they drew "free at the driver 0 bytes" beside "the driver had an unknown amount free").
+     */
+    @Test
+    void theOomStoryDrawsNoDriverBarWhenTheDriversFreeBytesAreUnknown() {
+        OomEvent recorded = analysis.state().oom().orElseThrow();
+        MemoryState unknown = MemoryState.builder()
+                .label("at the oom")
+                .segments(analysis.state().segments())
+                .oom(new OomEvent(recorded.requestBytes(), MemoryState.UNKNOWN, recorded.stream(), -1))
+                .build();
+        assertThat(unknown.deviceFree()).isEqualTo(MemoryState.UNKNOWN);
+        StateAnalysis a = new StateAnalyzer().analyze(unknown);
+        String page = new HtmlReport("oom job")
+                .addDevice(
+                        TraceSession.of(oomTrace),
+                        new DeviceAnalysis(0, oomTrace.traceOf(0).size(), a, oomJob, recs, List.of()),
+                        List.of(),
+                        categories)
+                .render();
+        int at = page.indexOf("<div class=\"story\"");
+        String story = page.substring(at, page.indexOf("</svg>", at));
+        assertThat(text(story))
+                .contains("and the driver had an unknown amount free.")
+                .contains("free in the cache (all blocks)"
+                        + ByteSize.formatSigned(a.all().cachedFree()));
+        assertThat(story).doesNotContain("free at the driver", "cache + driver together");
+
+        String known = report();
+        int k = known.indexOf("<div class=\"story\"");
+        assertThat(known.substring(k, known.indexOf("</svg>", k)))
+                .contains("free at the driver", "cache + driver together");
     }
 
     @Test
