@@ -229,13 +229,16 @@ public final class PlannedAllocator implements GpuAllocator {
         // The position moves only once the request is served: a request refused (closed) or out of memory changes
         // nothing, as profiling records no position for it either, so the requests after it keep their plan.
         int k = position;
-        long ptr;
+        long ptr = Device.NULL;
         StitchAllocator.Arena plan = region;
         if (plan != null
                 && k < plannedSize.length
                 && plannedSize[k] == rounded
                 && rangeFree(plan, plannedOffset[k], rounded)) {
+            // NULL when the planned range's pages cannot be had: the fallback may still hold it in a page it uses
             ptr = memory.mallocFixed(plan, plannedOffset[k], rounded, size, stream);
+        }
+        if (ptr != Device.NULL) {
             position = k + 1;
             plannedServed++;
         } else {

@@ -326,7 +326,9 @@ public final class StitchAllocator implements GpuAllocator {
 
     /**
      * Serves a block at {@code offset} of a fixed arena (the caller holds {@link #lock} and guarantees the block
-     * overlaps no live block there).
+     * overlaps no live block there), or returns {@link Device#NULL} when the physical memory for its pages cannot be
+     * had: no out-of-memory error is counted or raised, since the caller can still serve the request elsewhere
+     * (the planned policy's fallback, whose partly used pages may hold it).
      */
     long mallocFixed(Arena a, long offset, long rounded, long requested, long stream) {
         checkOpen();
@@ -339,7 +341,7 @@ public final class StitchAllocator implements GpuAllocator {
                 processPendingFrees(true);
             }
             if (!pinFixed(a, addr, rounded)) {
-                throw outOfMemory(requested, rounded, stream, context);
+                return Device.NULL;
             }
         }
         StitchBlock b = newBlock(a, addr, rounded, stream);

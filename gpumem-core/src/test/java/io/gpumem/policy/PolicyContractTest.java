@@ -330,6 +330,30 @@ public abstract class PolicyContractTest {
         a.internals().checkInvariants();
     }
 
+    /**
+     * A planned range whose pages the device cannot give falls back, as any request the plan cannot serve does: the
+     * fallback's partly used small page still holds it (the stitch policy alone serves this stream), so the plan
+     * must not turn it into an out-of-memory error.
+     */
+    @Test
+    void aPlannedRequestWhosePagesCannotBeHadFallsBack() {
+        Device d = newDevice(4 * MiB, false);
+        // positions 0 and 1 unplanned (the fallback maps both pages), position 2 planned in the region
+        PlannedAllocator a = new PlannedAllocator(d, new long[] {0, 0, 512}, new long[] {0, 0, 0});
+        long small = a.malloc(512, 0);
+        long large = a.malloc(2 * MiB, 0);
+        long third = a.malloc(512, 0);
+        assertThat(third).isNotZero().isNotIn(small, large);
+        assertThat(a.stats().numOoms()).isZero();
+        assertThat(a.stats().extra("num_planned_requests")).isZero();
+        assertThat(a.stats().extra("num_fallback_requests")).isEqualTo(1L);
+        a.internals().checkInvariants();
+        a.free(third);
+        a.free(large);
+        a.free(small);
+        a.internals().checkInvariants();
+    }
+
     @Test
     void plannedProfilesAnIterationThenServesAndAdapts() {
         Device d = newDevice(256 * MiB, false);
