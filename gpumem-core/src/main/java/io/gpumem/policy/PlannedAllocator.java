@@ -63,7 +63,13 @@ public final class PlannedAllocator implements GpuAllocator {
     private int recCount;
     private final Map<Long, Integer> recPosition = new HashMap<>();
 
-    /** Serves the given plan: request k of each iteration is expected with {@code sizes[k]} at {@code offsets[k]}. */
+    /**
+     * Serves the given plan: request k of each iteration is expected with {@code sizes[k]} (rounded up to 512 bytes
+     * as requests are; 0 leaves position k unplanned) at {@code offsets[k]} (a multiple of 512 bytes).
+     *
+     * @throws IllegalArgumentException for arrays of different lengths, a negative size, or a planned entry whose
+     *     offset is negative, not a multiple of 512 bytes or, with its size, ends past 2^63 bytes
+     */
     public PlannedAllocator(Device device, long[] sizes, long[] offsets) {
         this.memory = new StitchAllocator(device);
         this.internals = new PolicyInternals(memory, this::nextIteration);
@@ -144,13 +150,27 @@ public final class PlannedAllocator implements GpuAllocator {
             throw new IllegalArgumentException("sizes and offsets differ in length");
         }
         long peak = 0;
+        long[] rounded = new long[sizes.length];
         for (int i = 0; i < sizes.length; i++) {
-            if (sizes[i] > 0 && (offsets[i] < 0 || offsets[i] % StitchAllocator.ROUND != 0)) {
+            if (sizes[i] < 0) {
+                throw new IllegalArgumentException("plan entry " + i + ": negative size " + sizes[i]);
+            }
+            if (sizes[i] == 0) {
+                continue; // a position left unplanned
+            }
+            if (offsets[i] < 0 || offsets[i] % StitchAllocator.ROUND != 0) {
                 throw new IllegalArgumentException("plan entry " + i + ": bad offset " + offsets[i]);
             }
-            peak = Math.max(peak, offsets[i] + sizes[i]);
+            long end = offsets[i] + sizes[i]; // both non-negative: a sum past 2^63 wraps below 0
+            if (end < 0 || end > Long.MAX_VALUE - StitchAllocator.ROUND) {
+                throw new IllegalArgumentException("plan entry " + i + ": offset " + offsets[i] + " + size " + sizes[i]
+                        + " ends past 2^63 bytes, beyond any plan region");
+            }
+            // requests are matched by their rounded size, so a size given as requested must match as well
+            rounded[i] = StitchAllocator.roundSize(sizes[i]);
+            peak = Math.max(peak, offsets[i] + rounded[i]);
         }
-        plannedSize = sizes.clone();
+        plannedSize = rounded;
         plannedOffset = offsets.clone();
         region = memory.newFixedArena(peak);
     }

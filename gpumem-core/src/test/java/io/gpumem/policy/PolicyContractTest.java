@@ -354,6 +354,27 @@ public abstract class PolicyContractTest {
         a.internals().checkInvariants();
     }
 
+    /** A given plan's entries are checked (an end past 2^63 is refused, not wrapped) and its sizes rounded. */
+    @Test
+    void aGivenPlanIsCheckedAndItsSizesRoundedAsRequestsAre() {
+        Device d = newDevice(64 * MiB, false);
+        assertThatThrownBy(() -> new PlannedAllocator(d, new long[] {0, 512}, new long[] {0, Long.MAX_VALUE & -512}))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("plan entry 1")
+                .hasMessageContaining("past 2^63");
+        assertThatThrownBy(() -> new PlannedAllocator(d, new long[] {-512}, new long[] {0}))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("plan entry 0: negative size");
+        // sizes as requested: 1000 and 3000 bytes are served as the 1024 and 3072 bytes their requests round to
+        PlannedAllocator a = new PlannedAllocator(d, new long[] {1000, 3000}, new long[] {0, 1024});
+        long x = a.malloc(1000, 0);
+        long y = a.malloc(3000, 0);
+        assertThat(y - x).isEqualTo(1024);
+        assertThat(a.stats().extra("num_planned_requests")).isEqualTo(2L);
+        assertThat(a.stats().extra("num_fallback_requests")).isZero();
+        a.internals().checkInvariants();
+    }
+
     @Test
     void plannedProfilesAnIterationThenServesAndAdapts() {
         Device d = newDevice(256 * MiB, false);
