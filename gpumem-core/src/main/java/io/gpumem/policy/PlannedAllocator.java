@@ -232,12 +232,12 @@ public final class PlannedAllocator implements GpuAllocator {
 
     @Override
     public long malloc(long size, long stream) {
-        if (size <= 0) {
-            return memory.malloc(size, stream); // 0 for a zero-byte request, the error for a negative one
+        if (size < 0) {
+            return memory.malloc(size, stream); // the error for a negative size
         }
         memory.lock.lock();
         try {
-            return mallocLocked(size, stream);
+            return size == 0 ? mallocZeroLocked() : mallocLocked(size, stream);
         } finally {
             memory.lock.unlock();
         }
@@ -271,17 +271,39 @@ public final class PlannedAllocator implements GpuAllocator {
             }
         }
         if (record) {
-            if (recCount == recSize.length) {
-                recSize = Arrays.copyOf(recSize, 2 * recCount);
-                recLower = Arrays.copyOf(recLower, 2 * recCount);
-                recUpper = Arrays.copyOf(recUpper, 2 * recCount);
-            }
-            recSize[recCount] = rounded;
-            recLower[recCount] = clock++;
-            recUpper[recCount] = -1;
-            recPosition.put(ptr, recCount++);
+            recordRequest(rounded, ptr);
         }
         return ptr;
+    }
+
+    /**
+     * A zero-byte request: address 0 and no memory, as every allocator gives it, but still the k-th malloc of its
+     * iteration, so it takes a plan position (a stream's profile has a slot for it): otherwise every later request
+     * would meet the plan one position late and fall back. Recorded, it stays unplanned (it is never freed).
+     */
+    private long mallocZeroLocked() {
+        memory.checkOpen();
+        position++;
+        if (record) {
+            recordRequest(0, Device.NULL);
+        }
+        return Device.NULL;
+    }
+
+    /** Records the current iteration's next request, live from now until {@code ptr} is freed (never for NULL). */
+    private void recordRequest(long rounded, long ptr) {
+        if (recCount == recSize.length) {
+            recSize = Arrays.copyOf(recSize, 2 * recCount);
+            recLower = Arrays.copyOf(recLower, 2 * recCount);
+            recUpper = Arrays.copyOf(recUpper, 2 * recCount);
+        }
+        recSize[recCount] = rounded;
+        recLower[recCount] = clock++;
+        recUpper[recCount] = -1;
+        if (ptr != Device.NULL) {
+            recPosition.put(ptr, recCount);
+        }
+        recCount++;
     }
 
     private static boolean rangeFree(StitchAllocator.Arena plan, long offset, long size) {

@@ -210,6 +210,31 @@ class StreamRunnerTest {
     }
 
     /**
+     * A zero-byte request is a request of the stream (a slot of its profile), so the planned policy counts it as a
+     * plan position too: without that, every request after it met the plan one position late and fell back.
+     */
+    @Test
+    void aZeroByteRequestKeepsThePlannedPositionsInStepWithTheProfile() {
+        RequestStream.Builder b = RequestStream.builder();
+        int x = b.alloc(4 * MIB, 0, 0);
+        int z = b.alloc(0, 0, 1);
+        int y = b.alloc(2 * MIB, 0, 2);
+        b.free(y, 3);
+        b.free(z, 4);
+        b.free(x, 5);
+        StreamRunner runner = new StreamRunner(b.build());
+        RunOutcome row = runner.run(
+                runner.prepare(PolicySpec.parse("planned")),
+                StreamRunner.Options.builder(StreamRunner.ROOMY)
+                        .keepAllocator(true)
+                        .build());
+        GpuAllocator planned = row.allocator();
+        assertThat(planned).isNotNull();
+        assertThat(planned.stats().extra("num_fallback_requests")).isZero();
+        assertThat(planned.stats().extra("num_planned_requests")).isEqualTo(2);
+    }
+
+    /**
      * A stream that marks its steps tells the planned policy where an iteration ends: the runner passes each step
      * boundary on ({@code stepBoundary}), so the first step is profiled and the later ones are served from its plan.
      * (Dropping that call left every request to the fallback, and no test noticed: a PIT survivor.)
