@@ -51,7 +51,7 @@ public final class LifetimeProblem {
                 throw new IllegalArgumentException("buffer " + id[i] + ": size " + size[i]
                         + " is 2^60 bytes (1 EiB) or more, which no device holds (PyTorch's allocator refuses it)");
             }
-            placedSize[i] = lower[i] == upper[i] ? 0 : (size[i] + alignment - 1) & -alignment;
+            placedSize[i] = placed(lower[i], upper[i], size[i], alignment);
             total += placedSize[i]; // (each below 2^60 + 2^62: only the sum can wrap)
             if (total < 0) {
                 // every offset a plan gives lies below the sum of the placed sizes: past 2^63 it would wrap
@@ -59,6 +59,15 @@ public final class LifetimeProblem {
                         + alignment + " bytes, add up to 2^63 bytes or more, past any offset a plan can give");
             }
         }
+    }
+
+    /**
+     * The bytes a buffer takes in a plan: its size rounded up to {@code alignment} (a power of two), 0 for a buffer
+     * never live ({@code lower == upper}). A reader that checks rows as it goes adds these up to name the row at
+     * which the sum passes 2^63, which the constructor refuses.
+     */
+    public static long placed(long lower, long upper, long size, long alignment) {
+        return lower == upper ? 0 : (size + alignment - 1) & -alignment;
     }
 
     /** Number of buffers. */

@@ -105,6 +105,7 @@ public final class LifetimeCsvReader {
         long[] upper = new long[n];
         long[] size = new long[n];
         HashMap<Long, Integer> idLines = new HashMap<>();
+        long total = 0; // placed bytes so far: the problem refuses a sum past 2^63; here the row is known
         for (int i = 0; i < n; i++) {
             CsvLines.Row row = rows.get(i);
             id[i] = CsvLines.parseLong(name, row, 0, "id", false);
@@ -137,6 +138,15 @@ public final class LifetimeCsvReader {
                         name,
                         "line " + row.line() + ", field size",
                         "size " + size[i] + " is 2^60 bytes (1 EiB) or more, which no device holds");
+            }
+            total += LifetimeProblem.placed(
+                    lower[i], upper[i], size[i], alignment); // each at most 2^62: only the sum wraps
+            if (total < 0) {
+                throw new TraceFormatException(
+                        name,
+                        "line " + row.line() + ", field size",
+                        "the sizes up to this row, each aligned to " + alignment
+                                + " bytes, add up to 2^63 bytes or more, past any offset a plan can give");
             }
         }
         try {

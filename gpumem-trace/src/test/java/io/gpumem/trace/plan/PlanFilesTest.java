@@ -77,8 +77,8 @@ class PlanFilesTest {
                 header + "0,0,4,1152921504606846975\n1,0,4,1152921504606846975\n"
                         + "2,0,4,1152921504606846975\n3,0,4,1152921504606846975\n4,0,4,1152921504606846975\n"
                         + "5,0,4,1152921504606846975\n6,0,4,1152921504606846975\n7,0,4,1152921504606846975\n",
-                "buffer 7: the buffers' sizes, each aligned to 512 bytes, add up to 2^63 bytes or more, past any"
-                        + " offset a plan can give"
+                "line 9, field size: the sizes up to this row, each aligned to 512 bytes, add up to 2^63 bytes or"
+                        + " more, past any offset a plan can give"
             },
             {header + "3,0,4,10\n3,1,2,10\n", "line 3, field id: id 3 appears twice (first on line 2)"},
         };
