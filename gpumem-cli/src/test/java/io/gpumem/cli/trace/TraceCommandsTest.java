@@ -426,6 +426,25 @@ class TraceCommandsTest {
     }
 
     @Test
+    void aRequestPastTheLargestModelledDeviceButNotPastAnyIsDiagnosedWithoutACapacitySearch(@TempDir Path dir)
+            throws Exception {
+        // 100 PiB: some device could hold it (PyTorch refuses 1 EiB and more), none the runs model (32 TiB). The
+        // search climbed towards it on devices of PiB, which expandable segments cannot even be sized for.
+        Path log = dir.resolve("100pib.csv");
+        Files.writeString(log, """
+                Thread,Time,Action,Pointer,Size,Stream
+                1,0.001,allocate,0x7f00,112589990684262400,0x0
+                1,0.002,free,0x7f00,112589990684262400,0x0
+                """);
+        CliRun r = run("analyze", log.toString());
+        assertThat(r.exit()).as(r.err()).isZero();
+        assertThat(r.out())
+                .contains("diagnosis: REQUEST TOO LARGE")
+                .contains("note: minimum capacity not searched: the workload has 104857600.00 GiB live at once, more"
+                        + " than the largest device the runs model (32768.00 GiB)");
+    }
+
+    @Test
     void compareRowsFollowTheSpecAndTheRecordedRowMatchesTheTrace() throws Exception {
         Path f = trace("lm2.7b-train-step.pickle");
         CliRun r = run(

@@ -1,6 +1,7 @@
 package io.gpumem.trace.workload;
 
 import io.gpumem.config.AllocatorConfig;
+import io.gpumem.engine.MinimumCapacity;
 import io.gpumem.engine.RequestStream;
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.engine.StreamRunner;
@@ -159,8 +160,14 @@ public final class WorkloadWhatIf extends MemoisedWhatIf {
                 + ", more than the largest device the runs model (" + ByteSize.formatSigned(MAX_CAPACITY) + ")");
     }
 
+    /**
+     * Whether the stream needs more than {@link #MAX_CAPACITY} but not more than any device could hold: past
+     * {@link MinimumCapacity#LARGEST} the search is left to refuse it, naming the largest request, as it does at once
+     * without a probe.
+     */
     private boolean beyondLargestDevice(RequestStream s) {
-        return s.peakLiveBytes() > MAX_CAPACITY - heldOutside;
+        long live = s.peakLiveBytes();
+        return live > MAX_CAPACITY - heldOutside && live <= MinimumCapacity.LARGEST - heldOutside;
     }
 
     private StreamRunner.Options.Builder options(long bytes) {
