@@ -24,6 +24,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -337,7 +338,7 @@ public final class PytorchSnapshotReader {
             }
             Map<String, Object> extra = new LinkedHashMap<>();
             for (Map.Entry<?, ?> e : top.entrySet()) {
-                String k = String.valueOf(e.getKey());
+                String k = key(e.getKey(), "");
                 if (!k.equals("segments")
                         && !k.equals("device_traces")
                         && !k.equals("allocator_settings")
@@ -407,6 +408,7 @@ public final class PytorchSnapshotReader {
             }
             Map<String, Object> extra = extra(
                     m,
+                    where,
                     "device",
                     "address",
                     "total_size",
@@ -477,7 +479,8 @@ public final class PytorchSnapshotReader {
                 }
                 history = Collections.unmodifiableList(h);
             }
-            Map<String, Object> extra = extra(m, "address", "size", "requested_size", "state", "frames", "history");
+            Map<String, Object> extra =
+                    extra(m, where, "address", "size", "requested_size", "state", "frames", "history");
             return new BlockInfo(
                     address,
                     size,
@@ -524,9 +527,8 @@ public final class PytorchSnapshotReader {
             p.action = actionName;
             Map<String, Object> extra = null;
             for (Map.Entry<?, ?> e : m.entrySet()) {
-                Object k = e.getKey();
                 Object v = e.getValue();
-                String key = k instanceof String s ? s : "";
+                String key = key(e.getKey(), entryWhere(device, index));
                 switch (key) {
                     case "action" -> {}
                     case "addr" -> p.addr = number(p, TraceEntry.ADDR, v, device, index, key);
@@ -547,7 +549,7 @@ public final class PytorchSnapshotReader {
                         if (extra == null) {
                             extra = new LinkedHashMap<>(4);
                         }
-                        extra.put(String.valueOf(k), v);
+                        extra.put(key, v);
                     }
                 }
             }
@@ -774,11 +776,11 @@ public final class PytorchSnapshotReader {
             return new PoolId(toLong(parts[0], where + "[0]"), toLong(parts[1], where + "[1]"));
         }
 
-        private Map<String, Object> extra(Map<?, ?> m, String... known) {
+        private Map<String, Object> extra(Map<?, ?> m, String where, String... known) {
             Map<String, Object> extra = null;
             outer:
             for (Map.Entry<?, ?> e : m.entrySet()) {
-                String k = String.valueOf(e.getKey());
+                String k = key(e.getKey(), where);
                 for (String kn : known) {
                     if (kn.equals(k)) {
                         continue outer;
@@ -790,6 +792,21 @@ public final class PytorchSnapshotReader {
                 extra.put(k, e.getValue());
             }
             return extra == null ? Map.of() : Collections.unmodifiableMap(extra);
+        }
+
+        /**
+         * A key of a snapshot dict (the top level, a segment, a block, an entry), which PyTorch always writes as a
+         * string; any other is refused, naming the dict, rather than kept as its Java text (a tuple's would read
+         * {@code [Ljava.lang.Object;@...}) and written back as another key.
+         */
+        private String key(Object k, String where) {
+            if (k instanceof String s) {
+                return s;
+            }
+            throw error(
+                    where,
+                    "expected string keys, got a key of type " + typeName(k)
+                            + (k instanceof Number ? " (" + shorten(k.toString()) + ")" : ""));
         }
 
         private Map<String, Object> stringKeyed(Map<?, ?> m, String where) {
@@ -905,6 +922,10 @@ public final class PytorchSnapshotReader {
         }
         if (v instanceof byte[]) {
             return "bytes";
+        }
+        if (v instanceof Set<?>) {
+            // the decoder's sets are HashSets, its frozensets unmodifiable views of one
+            return v instanceof HashSet<?> ? "set" : "frozenset";
         }
         return v.getClass().getSimpleName();
     }

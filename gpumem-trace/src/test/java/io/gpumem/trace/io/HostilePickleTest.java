@@ -233,4 +233,55 @@ class HostilePickleTest {
         assertThat(invalid(ok, Map.of("PYTORCH_CUDA_ALLOC_CONF", 3)))
                 .hasMessage("s.pickle: allocator_settings.PYTORCH_CUDA_ALLOC_CONF: expected a string, got int");
     }
+
+    @Test
+    void setsAndKeysThatAreNotStringsAreNamedInPythonsTerms(@TempDir Path dir) throws Exception {
+        // A frozenset or set where a list belongs was named by its Java class (UnmodifiableSet, HashSet).
+        assertThat(readFails(
+                                dir,
+                                bytes(0x80, 4, '}', PickleBytes.unicode("segments"), '(', 'K', 1, 0x91, 's', '.'),
+                                8 << 20)
+                        .getMessage())
+                .endsWith("hostile.pickle: segments: expected a list, got frozenset");
+        byte[] setOfBlocks = bytes(
+                0x80,
+                4,
+                ']',
+                '}',
+                PickleBytes.unicode("address"),
+                'K',
+                0,
+                's',
+                PickleBytes.unicode("total_size"),
+                'K',
+                0,
+                's',
+                PickleBytes.unicode("blocks"),
+                0x8f,
+                's',
+                'a',
+                '.');
+        assertThat(readFails(dir, setOfBlocks, 8 << 20).getMessage())
+                .endsWith("hostile.pickle: segments[0].blocks: expected a list, got set");
+        // A key of the snapshot, a segment or an entry that is not a string was kept as its Java text (a tuple's
+        // "[Ljava.lang.Object;@1b6d3586") and written back as that string.
+        Map<Object, Object> top = new LinkedHashMap<>();
+        top.put("segments", List.of());
+        top.put(new Object[] {"a", 1}, 1);
+        assertThat(readFails(dir, new Pickler(true, false).dumps(top), 8 << 20).getMessage())
+                .endsWith("hostile.pickle: expected string keys, got a key of type tuple");
+        Map<Object, Object> entry = new LinkedHashMap<>(PytorchSnapshotReaderTest.entry("alloc", 512, 512, 0));
+        entry.put(7, "x");
+        Map<Object, Object> withEntry = new LinkedHashMap<>();
+        withEntry.put("segments", List.of());
+        withEntry.put("device_traces", List.of(List.of(entry)));
+        assertThat(readFails(dir, new Pickler(true, false).dumps(withEntry), 8 << 20)
+                        .getMessage())
+                .endsWith("hostile.pickle: device_traces[0][0]: expected string keys, got a key of type int (7)");
+        Map<Object, Object> segment = new LinkedHashMap<>(Map.of("address", 0L, "total_size", 0L));
+        segment.put(2.5, "x");
+        assertThat(readFails(dir, new Pickler(true, false).dumps(Map.of("segments", List.of(segment))), 8 << 20)
+                        .getMessage())
+                .endsWith("hostile.pickle: segments[0]: expected string keys, got a key of type float (2.5)");
+    }
 }
