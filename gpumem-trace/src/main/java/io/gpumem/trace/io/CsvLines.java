@@ -155,11 +155,15 @@ final class CsvLines {
             }
             return Long.parseLong(s);
         } catch (NumberFormatException e) {
+            // digits that Long cannot hold are an integer all the same: say that it is too large, not that it is none
+            boolean digits = s.matches("[+-]?[0-9]+") || (hexAllowed && s.matches("0[xX][0-9a-fA-F]+"));
             throw new TraceFormatException(
                     file,
                     "line " + row.line() + ", field " + field,
-                    "expected " + (hexAllowed ? "a decimal or 0x-hex integer" : "an integer") + ", got '"
-                            + abbreviate(s) + "'");
+                    digits
+                            ? "integer " + abbreviate(s) + " does not fit in 64 bits"
+                            : "expected " + (hexAllowed ? "a decimal or 0x-hex integer" : "an integer") + ", got '"
+                                    + abbreviate(s) + "'");
         }
     }
 

@@ -49,6 +49,13 @@ class CsvReadersTest {
         assertThatThrownBy(() -> TraceReaders.read(f))
                 .isInstanceOf(TraceFormatException.class)
                 .hasMessage(f + ": line 2, field Size: expected a decimal or 0x-hex integer, got 'abc'");
+        // digits past a long are an integer too large, not "expected an integer"
+        Files.writeString(f, "Thread,Time,Action,Pointer,Size,Stream\n1,1,allocate,0x10,9223372036854775808,0\n");
+        assertThatThrownBy(() -> TraceReaders.read(f))
+                .hasMessage(f + ": line 2, field Size: integer 9223372036854775808 does not fit in 64 bits");
+        Files.writeString(f, "Thread,Time,Action,Pointer,Size,Stream\n1,1,allocate,0x10000000000000000,5,0\n");
+        assertThatThrownBy(() -> TraceReaders.read(f))
+                .hasMessage(f + ": line 2, field Pointer: integer 0x10000000000000000 does not fit in 64 bits");
         Files.writeString(f, "Thread,Time,Action,Pointer,Size,Stream\n1,1,free,0x10,5,0\n");
         assertThatThrownBy(() -> TraceReaders.read(f))
                 .hasMessageContaining("line 2, field Pointer")

@@ -64,7 +64,7 @@ class PlanFilesTest {
             {header + "0,x,4,100\n", "line 2, field lower: expected an integer, got 'x'"},
             {
                 header + "0,0,4," + "9".repeat(70) + "\n",
-                "line 2, field size: expected an integer, got '" + "9".repeat(57) + "...'"
+                "line 2, field size: integer " + "9".repeat(57) + "... does not fit in 64 bits"
             },
             {header + "0,-1,4,100\n", "line 2, field lower: lower -1 is before time 0"},
             {header + "0,5,4,100\n", "line 2, field upper: upper 4 is below lower 5"},
