@@ -9,6 +9,7 @@ import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.io.UncheckedIOException;
+import java.math.BigInteger;
 import java.nio.file.Path;
 import java.util.AbstractList;
 import java.util.ArrayList;
@@ -162,7 +163,10 @@ public final class PytorchSnapshotWriter {
             m.put("size", e.size());
         }
         if (e.has(TraceEntry.STREAM)) {
-            m.put("stream", e.stream());
+            // An entry's stream is never negative (the reader refuses one): a negative long is a handle past 2^63
+            // that the reader took bit for bit, written back as the unsigned int it was.
+            long stream = e.stream();
+            m.put("stream", stream >= 0 ? (Object) stream : new BigInteger(Long.toUnsignedString(stream)));
         }
         if (e.has(TraceEntry.TIME_US)) {
             m.put("time_us", e.timeUs());

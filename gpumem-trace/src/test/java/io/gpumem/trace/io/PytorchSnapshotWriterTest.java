@@ -14,6 +14,7 @@ import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.TestTraces;
 import java.io.ByteArrayInputStream;
+import java.math.BigInteger;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -223,5 +224,23 @@ class PytorchSnapshotWriterTest {
         try (var files = Files.list(dir)) {
             assertThat(files).containsExactly(out);
         }
+    }
+
+    @Test
+    void anEntrysStreamPast2To63IsWrittenBackUnsigned() throws Exception {
+        // Read bit for bit into a long (-1 for 2^64-1), the stream was written as -1: Python saw another stream and
+        // the reader refused the writer's own file ("device_traces[0][0].stream: negative stream -1").
+        BigInteger handle = new BigInteger("18446744073709551615");
+        Map<String, Object> top = new LinkedHashMap<>();
+        top.put("segments", List.of());
+        top.put("device_traces", List.of(List.of(PytorchSnapshotReaderTest.entry("alloc", 512L, 512, handle))));
+        TraceSnapshot read = new PytorchSnapshotReader()
+                .read(new ByteArrayInputStream(new Pickler(true, false).dumps(top)), "stream.pickle");
+        byte[] written = new PytorchSnapshotWriter().toBytes(read);
+        TraceSnapshot back = new PytorchSnapshotReader().read(new ByteArrayInputStream(written), "back.pickle");
+        assertThat(back.traceOf(0).getFirst().stream()).isEqualTo(-1L);
+        Map<?, ?> root = (Map<?, ?>) PytorchSnapshotReader.unpickle(written, "back.pickle");
+        Map<?, ?> entry = (Map<?, ?>) ((List<?>) ((List<?>) root.get("device_traces")).getFirst()).getFirst();
+        assertThat(entry.get("stream")).isEqualTo(handle);
     }
 }
