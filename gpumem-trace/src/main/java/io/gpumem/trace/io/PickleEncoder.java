@@ -5,23 +5,32 @@ import java.io.OutputStream;
 import java.math.BigInteger;
 import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 /**
  * A small pickle (protocol 2) encoder for the plain data PyTorch snapshots hold: dicts, lists, tuples, str,
  * int, float, bool and None, as Java {@link Map}s, {@link List}s, {@code Object[]}, strings, numbers, booleans
- * and {@code null}.
+ * and {@code null}; and, for the unknown keys a reader kept, every other value {@link PlainDataUnpickler} gives:
+ * bytes ({@code byte[]}), sets ({@link HashSet}), frozensets (any other {@link Set}) and integers of any
+ * length, so that whatever was read is written back.
  *
  * <p>Why not a general pickler: snapshots repeat the same strings and frame lists tens of thousands of times.
  * This encoder memoizes strings by value and containers by identity (a repeated object is written once and
  * referenced with {@code BINGET} after), and never memoizes numbers, which keeps files about the size of
- * PyTorch's own and writes them in one pass without per-value bookkeeping. Any other type is rejected.
+ * PyTorch's own and writes them in one pass without per-value bookkeeping. Tuples are memoized by identity as
+ * Python's pickler does (a tuple shared twice at each of forty levels is forty tuples, not 2^40), including its
+ * way with a tuple reached again through its own items (the items are popped and the memoized tuple fetched).
+ * Any other type is rejected, as is a value nested too deeply to encode.
  *
  * <p>Opcodes used: PROTO, EMPTY_DICT/MARK/SETITEMS, EMPTY_LIST/APPENDS, EMPTY_TUPLE/TUPLE1-3/TUPLE,
- * BININT1/BININT2/BININT/LONG1, BINFLOAT, BINUNICODE, NEWTRUE/NEWFALSE, NONE, BINPUT/LONG_BINPUT,
- * BINGET/LONG_BINGET, STOP. Python's standard {@code pickle.load} reads the result.
+ * BININT1/BININT2/BININT/LONG1/LONG4, BINFLOAT, BINUNICODE, NEWTRUE/NEWFALSE, NONE, BINPUT/LONG_BINPUT,
+ * BINGET/LONG_BINGET, POP/POP_MARK, STOP; for values no snapshot of PyTorch's holds, the later protocols'
+ * SHORT_BINBYTES/BINBYTES (3) and EMPTY_SET/ADDITEMS/FROZENSET (4), which Python's unpickler reads whatever the
+ * PROTO header says. Python's standard {@code pickle.load} reads the result.
  */
 final class PickleEncoder {
 
@@ -49,7 +58,12 @@ final class PickleEncoder {
     void dump(Object root) throws IOException {
         put(0x80);
         put(2);
-        save(root);
+        try {
+            save(root);
+        } catch (StackOverflowError e) {
+            // a value read from a file (an unknown key's) can nest deeper than a recursive encoder goes
+            throw new IllegalArgumentException("a value is nested too deeply to pickle");
+        }
         put('.');
         flushBuffer();
     }
@@ -69,6 +83,8 @@ final class PickleEncoder {
             case Map<?, ?> m -> saveMap(m);
             case List<?> l -> saveList(l);
             case Object[] t -> saveTuple(t);
+            case byte[] b -> saveBytes(b);
+            case Set<?> set -> saveSet(set);
             default ->
                 throw new IllegalArgumentException(
                         "cannot pickle a " + o.getClass().getName());
@@ -148,23 +164,87 @@ final class PickleEncoder {
         }
     }
 
+    /**
+     * A tuple, memoized by identity after its items as Python's {@code save_tuple} does: when writing the items
+     * memoized the tuple itself (it is reached again through one of them), the items are popped and the memoized
+     * tuple fetched instead.
+     */
     private void saveTuple(Object[] t) throws IOException {
-        switch (t.length) {
-            case 0 -> put(')');
-            case 1, 2, 3 -> {
-                for (Object v : t) {
-                    save(v);
-                }
-                put(0x84 + t.length);
-            }
-            default -> {
-                put('(');
-                for (Object v : t) {
-                    save(v);
-                }
-                put('t');
-            }
+        if (t.length == 0) {
+            put(')');
+            return;
         }
+        if (memoized(t)) {
+            return;
+        }
+        boolean small = t.length <= 3;
+        if (!small) {
+            put('(');
+        }
+        for (Object v : t) {
+            save(v);
+        }
+        Integer id = containers.get(t);
+        if (id != null) {
+            if (small) {
+                for (int i = 0; i < t.length; i++) {
+                    put('0');
+                }
+            } else {
+                put('1');
+            }
+            get(id);
+            return;
+        }
+        put(small ? 0x84 + t.length : 't');
+        remember(t);
+    }
+
+    /** Bytes: {@code SHORT_BINBYTES} or {@code BINBYTES} (protocol 3), not memoized. */
+    private void saveBytes(byte[] b) throws IOException {
+        if (b.length < 256) {
+            put('C');
+            put(b.length);
+        } else {
+            put('B');
+            int32(b.length);
+        }
+        bytes(b);
+    }
+
+    /**
+     * A set ({@link HashSet}: {@code EMPTY_SET} and {@code ADDITEMS}) or any other {@link Set}, the
+     * decoder's frozensets ({@code FROZENSET}), memoized by identity (protocol 4 opcodes).
+     */
+    private void saveSet(Set<?> set) throws IOException {
+        if (memoized(set)) {
+            return;
+        }
+        if (set instanceof HashSet<?>) {
+            put(0x8f);
+            remember(set);
+            int n = 0;
+            for (Object v : set) {
+                if (n % BATCH == 0) {
+                    if (n > 0) {
+                        put(0x90);
+                    }
+                    put('(');
+                }
+                save(v);
+                n++;
+            }
+            if (n > 0) {
+                put(0x90);
+            }
+            return;
+        }
+        put('(');
+        for (Object v : set) {
+            save(v);
+        }
+        put(0x91);
+        remember(set);
     }
 
     private void saveString(String s) throws IOException {
@@ -219,10 +299,12 @@ final class PickleEncoder {
         }
         byte[] be = b.toByteArray();
         if (be.length > 255) {
-            throw new IllegalArgumentException("integer too large to pickle: " + be.length + " bytes");
+            put(0x8b); // LONG4
+            int32(be.length);
+        } else {
+            put(0x8a);
+            put(be.length);
         }
-        put(0x8a);
-        put(be.length);
         for (int i = be.length - 1; i >= 0; i--) {
             put(be[i] & 0xff);
         }

@@ -32,9 +32,17 @@ import java.util.Map;
  */
 public final class PytorchSnapshotWriter {
 
-    /** Writes {@code snapshot} to {@code file}, replacing it atomically ({@link OutputFiles}). */
+    /**
+     * Writes {@code snapshot} to {@code file}, replacing it atomically ({@link OutputFiles}).
+     *
+     * @throws IllegalArgumentException naming the file when a value cannot be pickled (nested too deeply)
+     */
     public void write(TraceSnapshot snapshot, Path file) throws IOException {
-        OutputFiles.replace(file, out -> write(snapshot, out));
+        try {
+            OutputFiles.replace(file, out -> write(snapshot, out));
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException(file + ": cannot write the snapshot: " + e.getMessage(), e);
+        }
     }
 
     /** Writes the pickle to a stream (not closed). */

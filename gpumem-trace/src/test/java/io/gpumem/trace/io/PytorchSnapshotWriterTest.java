@@ -20,9 +20,11 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.stream.Stream;
 import net.razorvine.pickle.Pickler;
 import org.junit.jupiter.api.Test;
@@ -223,6 +225,145 @@ class PytorchSnapshotWriterTest {
         assertThat(Files.readString(out)).isEqualTo("the old file");
         try (var files = Files.list(dir)) {
             assertThat(files).containsExactly(out);
+        }
+    }
+
+    /** A snapshot with no segments or entries whose top-level dict holds {@code extra}. */
+    private static TraceSnapshot withExtra(Map<String, Object> extra) {
+        return new TraceSnapshot(
+                "extra", SourceFormat.PYTORCH_SNAPSHOT, List.of(), List.of(List.of()), null, null, extra, true);
+    }
+
+    /** The pickle that holds bytes, a set, a frozenset and a 300-byte integer under unknown top-level keys. */
+    private static byte[] unusualValues(byte[] longBlob, byte[] hugeLittleEndian) {
+        return PickleBytes.bytes(
+                0x80,
+                4,
+                '}',
+                PickleBytes.unicode("segments"),
+                ']',
+                's',
+                PickleBytes.unicode("blob"),
+                'C',
+                3,
+                "abc",
+                's',
+                PickleBytes.unicode("long_blob"),
+                'B',
+                PickleBytes.le(longBlob.length, 4),
+                longBlob,
+                's',
+                PickleBytes.unicode("tags"),
+                0x8f,
+                '(',
+                'K',
+                1,
+                'K',
+                2,
+                0x90,
+                's',
+                PickleBytes.unicode("frozen"),
+                '(',
+                PickleBytes.unicode("a"),
+                0x91,
+                's',
+                PickleBytes.unicode("huge"),
+                0x8b,
+                PickleBytes.le(hugeLittleEndian.length, 4),
+                hugeLittleEndian,
+                's',
+                '.');
+    }
+
+    @Test
+    void bytesSetsFrozensetsAndLongIntegersUnderUnknownKeysAreWrittenBack(@TempDir Path dir) throws Exception {
+        // The reader keeps them (PlainDataUnpickler decodes every plain-data opcode); the writer refused them with
+        // "cannot pickle a [B" or "integer too large to pickle: 301 bytes" and wrote no snapshot at all.
+        byte[] longBlob = new byte[300];
+        for (int i = 0; i < longBlob.length; i++) {
+            longBlob[i] = (byte) i;
+        }
+        byte[] huge = new byte[301];
+        huge[300] = 1; // 2^2400, little-endian two's complement
+        TraceSnapshot read = new PytorchSnapshotReader()
+                .read(new ByteArrayInputStream(unusualValues(longBlob, huge)), "unusual.pickle");
+        Path out = dir.resolve("unusual-out.pickle");
+        new PytorchSnapshotWriter().write(read, out);
+        TraceSnapshot back = new PytorchSnapshotReader().read(out);
+        assertThat((byte[]) back.extra().get("blob")).isEqualTo("abc".getBytes(StandardCharsets.ISO_8859_1));
+        assertThat((byte[]) back.extra().get("long_blob")).isEqualTo(longBlob);
+        assertThat(back.extra().get("tags")).isInstanceOf(HashSet.class).isEqualTo(Set.of(1, 2));
+        assertThat(back.extra().get("frozen")).isNotInstanceOf(HashSet.class).isEqualTo(Set.of("a"));
+        assertThat(back.extra().get("huge")).isEqualTo(BigInteger.ONE.shiftLeft(2400));
+        if (TestTraces.pythonAvailable()) {
+            String script = """
+                    import pickle, sys
+                    d = pickle.load(open(sys.argv[1], 'rb'))
+                    assert d['blob'] == b'abc' and d['long_blob'] == bytes(range(256)) + bytes(range(44)), d['long_blob']
+                    assert type(d['tags']) is set and d['tags'] == {1, 2}, d['tags']
+                    assert type(d['frozen']) is frozenset and d['frozen'] == frozenset({'a'}), d['frozen']
+                    assert d['huge'] == 1 << 2400
+                    print('ok')
+                    """;
+            Process p = new ProcessBuilder("python3", "-c", script, out.toString())
+                    .redirectErrorStream(true)
+                    .start();
+            String output = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+            assertThat(p.waitFor()).as(output).isZero();
+        } else {
+            System.out.println("python3 not found: skipped loading the written values with Python's pickle");
+        }
+    }
+
+    @Test
+    void aTupleSharedAtEveryLevelIsWrittenOnceAsPythonsPicklerWritesIt() {
+        // A few hundred bytes that Python's pickler writes for x = (x, x) twenty-four times over (tuples are memoized):
+        // the writer wrote each tuple again at every reference, 2^24 of them (for forty levels, terabytes).
+        Object[] x = {1};
+        for (int i = 0; i < 24; i++) {
+            x = new Object[] {x, x};
+        }
+        byte[] written = new PytorchSnapshotWriter().toBytes(withExtra(Map.of("dag", x)));
+        assertThat(written.length).isLessThan(4096);
+        Object[] back = (Object[]) new PytorchSnapshotReader()
+                .read(new ByteArrayInputStream(written), "dag.pickle")
+                .extra()
+                .get("dag");
+        assertThat(back[0]).isSameAs(back[1]);
+    }
+
+    @Test
+    void aTupleReachedAgainThroughItsOwnItemsStaysOneTuple() {
+        // t = ([t],): Python pops the items it wrote and fetches the tuple memoized meanwhile; the writer wrote the
+        // tuple twice, so that the list held a copy, ([([...],)],), not t itself.
+        List<Object> list = new ArrayList<>();
+        Object[] t = {list};
+        list.add(t);
+        byte[] written = new PytorchSnapshotWriter().toBytes(withExtra(Map.of("t", t)));
+        Object[] back = (Object[]) new PytorchSnapshotReader()
+                .read(new ByteArrayInputStream(written), "t.pickle")
+                .extra()
+                .get("t");
+        assertThat(((List<?>) back[0]).getFirst()).isSameAs(back);
+    }
+
+    @Test
+    void aValueNestedTooDeeplyToWriteIsRefusedNamingTheFileAndLeavesNothing(@TempDir Path dir) throws Exception {
+        // The reader keeps a list nested 100,000 deep under an unknown key (its decoder does not recurse); writing it
+        // ended in a StackOverflowError's stack trace, which the CLI printed as such (exit 1).
+        List<Object> deep = new ArrayList<>();
+        for (int i = 0; i < 100_000; i++) {
+            List<Object> outer = new ArrayList<>();
+            outer.add(deep);
+            deep = outer;
+        }
+        Path out = dir.resolve("deep.pickle");
+        TraceSnapshot s = withExtra(Map.of("deep", deep));
+        assertThatThrownBy(() -> new PytorchSnapshotWriter().write(s, out))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessage(out + ": cannot write the snapshot: a value is nested too deeply to pickle");
+        try (var files = Files.list(dir)) {
+            assertThat(files).isEmpty();
         }
     }
 
