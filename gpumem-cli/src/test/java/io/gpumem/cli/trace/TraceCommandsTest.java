@@ -315,15 +315,18 @@ class TraceCommandsTest {
                 1,10:00:00.000001,allocate,0x7f00,9223372036854775807,0x0
                 1,10:00:00.000002,free,0x7f00,9223372036854775807,0x0
                 """);
-        for (String command : List.of("compare", "analyze")) {
-            CliRun r = run(command, csv.toString());
-            assertThat(r.exit()).as(command).isEqualTo(2);
-            assertThat(r.err())
-                    .as(command)
-                    .startsWith("gpumem " + command + ": no device capacity runs these requests")
-                    .contains("the largest request asks for 9223372036854775807 bytes")
-                    .doesNotContain("capacity must be positive");
-        }
+        CliRun r = run("compare", csv.toString());
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err())
+                .startsWith("gpumem compare: no device capacity runs these requests")
+                .contains("the largest request asks for 9223372036854775807 bytes")
+                .doesNotContain("capacity must be positive");
+        // analyze sizes the request at round_size first (what its live bytes are for), which 64 bits cannot hold
+        CliRun a = run("analyze", csv.toString());
+        assertThat(a.exit()).isEqualTo(2);
+        assertThat(a.err())
+                .startsWith("gpumem analyze: " + csv + ": entry 0: a request of 9223372036854775807 bytes")
+                .doesNotContain("capacity must be positive");
     }
 
     /** The per-pool rows of {@code analyze}'s text (small_pool, large_pool, all). */
@@ -442,6 +445,34 @@ class TraceCommandsTest {
                 .contains("diagnosis: REQUEST TOO LARGE")
                 .contains("note: minimum capacity not searched: the workload has 104857600.00 GiB live at once, more"
                         + " than the largest device the runs model (32768.00 GiB)");
+    }
+
+    @Test
+    void requestsWhoseSizesPass2To63WhenRoundedOrAddedAreRefusedNamingTheEntry(@TempDir Path dir) throws Exception {
+        // the category table summed rounded sizes that had wrapped: "size must not be negative: -9223372036854775808"
+        Path max = dir.resolve("max.csv");
+        Files.writeString(max, """
+                Thread,Time,Action,Pointer,Size,Stream
+                1,0.001,allocate,0x7f00,9223372036854775807,0x0
+                1,0.002,free,0x7f00,9223372036854775807,0x0
+                """);
+        Path two = dir.resolve("two.csv");
+        Files.writeString(two, """
+                Thread,Time,Action,Pointer,Size,Stream
+                1,0.001,allocate,0x7f00,4611686018427387904,0x0
+                1,0.002,allocate,0x9f00,4611686018427387904,0x0
+                """);
+        CliRun r = run("analyze", max.toString(), "--no-compare");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err())
+                .contains(max + ": entry 0: a request of 9223372036854775807 bytes, rounded up as the allocator"
+                        + " rounds it, is past 2^63 - 1 bytes")
+                .doesNotContain("must not be negative");
+        CliRun sum = run("analyze", two.toString(), "--no-compare");
+        assertThat(sum.exit()).isEqualTo(2);
+        assertThat(sum.err())
+                .contains(two + ": entry 1: the requests live at once add up to more than 2^63 - 1 bytes")
+                .doesNotContain("must not be negative");
     }
 
     @Test

@@ -90,6 +90,10 @@ public final class RequestSequence {
             allocOp[r] = k;
             freeEntry[r] = -1;
             roundedSize[r] = SizeRules.roundSize(requests.size(k), config);
+            if (roundedSize[r] < 0) { // PyTorch's size_t holds it; no allocator serves it (it refuses 1 EiB and more)
+                throw new IllegalArgumentException(source + ": entry " + requests.entry(k) + ": a request of "
+                        + requests.size(k) + " bytes, rounded up as the allocator rounds it, is past 2^63 - 1 bytes");
+            }
             int index = requests.streamIndex(k);
             if (streamRank[index] < 0) {
                 streamRank[index] = ranked++;
@@ -176,7 +180,14 @@ public final class RequestSequence {
                     } else {
                         liveByAddr.putInt(addr, r, -1);
                     }
-                    allocated += roundedSize[r++];
+                    try {
+                        allocated = Math.addExact(allocated, roundedSize[r++]);
+                    } catch (ArithmeticException e) {
+                        throw new IllegalArgumentException(
+                                source + ": entry " + i
+                                        + ": the requests live at once add up to more than 2^63 - 1 bytes",
+                                e);
+                    }
                     if (allocated > peakAllocated) {
                         peakAllocated = allocated;
                         peakAllocatedEntry = i;
