@@ -139,6 +139,8 @@ static int g_hold_events;
 static unsigned long long g_total = DEFAULT_TOTAL;
 static unsigned long long g_held_outside;
 static unsigned long long g_granularity = DEFAULT_GRANULARITY;
+/* What CU_MEM_ALLOC_GRANULARITY_RECOMMENDED answers; 0: the minimum (a real GPU may recommend more) */
+static unsigned long long g_recommended_granularity;
 static unsigned long long g_classic_bytes, g_physical_bytes, g_host_bytes;
 static CUmemGenericAllocationHandle g_next_handle = 1;
 
@@ -410,7 +412,7 @@ EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const MemAllo
     REQUIRE_INIT();
     REQUIRE_VMM();
     if (!granularity || !valid_prop(prop) || (option != 0 && option != 1)) RETURN(CUDA_ERROR_INVALID_VALUE);
-    *granularity = g_granularity;
+    *granularity = option == 1 && g_recommended_granularity != 0 ? g_recommended_granularity : g_granularity;
     RETURN(CUDA_SUCCESS);
 }
 
@@ -846,6 +848,7 @@ EXPORT void fakecuda_reset(void) {
     g_total = DEFAULT_TOTAL;
     g_held_outside = 0;
     g_granularity = DEFAULT_GRANULARITY;
+    g_recommended_granularity = 0;
     g_classic_bytes = g_physical_bytes = g_host_bytes = 0;
     g_delay_name[0] = '\0';
     g_delay_us = 0;
@@ -868,6 +871,7 @@ EXPORT int fakecuda_delay(const char *function, unsigned int micros) {
 SETTER(fakecuda_set_total, unsigned long long, g_total)
 SETTER(fakecuda_set_held_outside, unsigned long long, g_held_outside)
 SETTER(fakecuda_set_granularity, unsigned long long, g_granularity)
+SETTER(fakecuda_set_recommended_granularity, unsigned long long, g_recommended_granularity)
 SETTER(fakecuda_set_vmm_supported, int, g_vmm_supported)
 SETTER(fakecuda_hold_events, int, g_hold_events)
 

@@ -74,7 +74,13 @@ public final class CudaDevice implements Device {
     static final int ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 102;
     static final int STREAM_NON_BLOCKING = 0x1;
     static final int EVENT_DISABLE_TIMING = 0x2;
-    static final int GRANULARITY_RECOMMENDED = 1;
+    /**
+     * CU_MEM_ALLOC_GRANULARITY_MINIMUM: what cuMemCreate and cuMemMap require their sizes and addresses to be
+     * multiples of (the device's granularity). The recommended one may be larger, and taken as the granularity it
+     * would refuse expandable segments (whose pages are 2 MiB) on a GPU that serves them.
+     */
+    static final int GRANULARITY_MINIMUM = 0;
+
     static final int RESULT_OUT_OF_MEMORY = 2;
     static final int RESULT_NOT_READY = 600;
     /** Granularity reported when the device has no virtual memory management (CUDA's usual 2 MiB). */
@@ -159,7 +165,7 @@ public final class CudaDevice implements Device {
             long granularity = FALLBACK_GRANULARITY;
             if (virtualMemory) {
                 openCheck(
-                        driver.memGetAllocationGranularity(out, allocationProp, GRANULARITY_RECOMMENDED),
+                        driver.memGetAllocationGranularity(out, allocationProp, GRANULARITY_MINIMUM),
                         "cuMemGetAllocationGranularity");
                 granularity = out.get(JAVA_LONG, 0);
             }

@@ -281,6 +281,24 @@ class CudaDeviceTest {
     }
 
     @Test
+    void theGranularityIsTheMinimumTheDriverRequiresNotTheOneItRecommends() {
+        // cuMemCreate and cuMemMap need multiples of the minimum; a GPU may recommend more, and taking that would
+        // have refused 2 MiB expandable-segment pages the driver accepts
+        device.close();
+        FakeCuda.reset(GiB);
+        FakeCuda.setRecommendedGranularity(4 * MiB);
+        device = FakeCuda.open();
+        assertThat(device.allocationGranularity()).isEqualTo(PAGE);
+        long h = device.createPhysical(PAGE);
+        long va = device.reserveAddressRange(2 * PAGE);
+        device.map(va + PAGE, PAGE, h); // a 2 MiB page at a 2 MiB offset: what the driver accepts
+        device.setAccess(va + PAGE, PAGE);
+        device.unmap(va + PAGE, PAGE);
+        device.releasePhysical(h);
+        device.freeAddressRange(va, 2 * PAGE);
+    }
+
+    @Test
     void withoutVirtualMemoryTheFamilyIsRefusedBeforeReachingTheDriver() {
         device.close();
         FakeCuda.reset(GiB);

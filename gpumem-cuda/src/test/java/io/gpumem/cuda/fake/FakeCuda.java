@@ -33,6 +33,8 @@ public final class FakeCuda {
             handle("fakecuda_set_held_outside", FunctionDescriptor.ofVoid(JAVA_LONG));
     private static final MethodHandle SET_GRANULARITY =
             handle("fakecuda_set_granularity", FunctionDescriptor.ofVoid(JAVA_LONG));
+    private static final MethodHandle SET_RECOMMENDED_GRANULARITY =
+            handle("fakecuda_set_recommended_granularity", FunctionDescriptor.ofVoid(JAVA_LONG));
     private static final MethodHandle SET_VMM =
             handle("fakecuda_set_vmm_supported", FunctionDescriptor.ofVoid(JAVA_INT));
     private static final MethodHandle HOLD_EVENTS = handle("fakecuda_hold_events", FunctionDescriptor.ofVoid(JAVA_INT));
@@ -103,6 +105,11 @@ public final class FakeCuda {
 
     public static void setGranularity(long bytes) {
         invoke(SET_GRANULARITY, bytes);
+    }
+
+    /** What the driver recommends (CU_MEM_ALLOC_GRANULARITY_RECOMMENDED); 0: the minimum, as after a reset. */
+    public static void setRecommendedGranularity(long bytes) {
+        invoke(SET_RECOMMENDED_GRANULARITY, bytes);
     }
 
     public static void setVirtualMemorySupported(boolean supported) {
