@@ -35,7 +35,8 @@ public final class DeviceCommand extends GpumemCommand {
             }
             out.printf(
                     "total memory:    %,d bytes (%.2f GiB)%n", d.totalMemory(), d.totalMemory() / (double) (1L << 30));
-            out.printf("free memory:     %,d bytes (%.2f GiB)%n", d.freeMemory(), d.freeMemory() / (double) (1L << 30));
+            long free = d.freeMemory(); // read once: on a GPU two reads can differ, and the line would too
+            out.printf("free memory:     %,d bytes (%.2f GiB)%n", free, free / (double) (1L << 30));
             out.printf(
                     "virtual memory:  %s%n",
                     d.supportsVirtualMemory()
