@@ -4,6 +4,7 @@ import io.gpumem.alloc.CachingAllocator;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.cuda.CudaDevice;
 import io.gpumem.cuda.driver.CudaUnavailableException;
+import io.gpumem.device.DeviceException;
 import io.gpumem.device.DeviceOp;
 import java.io.PrintStream;
 import java.util.ArrayDeque;
@@ -32,7 +33,8 @@ import java.util.Random;
  *
  * The workload is scaled to a budget (a fraction of free memory, capped), and its sizes come from a seeded
  * generator whose seed is printed, so a run can be repeated. Exit status: 0 when every section ran and
- * everything was given back, 1 when something did not add up, 2 when there is no usable driver.
+ * everything was given back, 1 when something did not add up, 2 when there is no usable driver (or a bad option), 3
+ * when a driver call failed during the check (one line naming the call, as gpumem's commands report errors).
  */
 public final class GpuCheck {
     private static final long MiB = 1L << 20;
@@ -66,42 +68,62 @@ public final class GpuCheck {
     }
 
     public static void main(String[] args) {
+        System.exit(exitStatus(args, System.out, System.err));
+    }
+
+    /** Thrown by {@link #number} for a bad option; {@link #exitStatus} prints it and returns 2. */
+    private static final class BadOption extends RuntimeException {
+        BadOption(String message) {
+            super(message, null, false, false);
+        }
+    }
+
+    /**
+     * The check for {@code args}, printing to {@code out} and {@code err}; returns the exit status (see the class
+     * comment): a driver call that fails during the check is 3 with one line naming it, not a stack trace and not
+     * the 1 of a check that did not add up.
+     */
+    static int exitStatus(String[] args, PrintStream out, PrintStream err) {
         int ordinal = 0;
         long cap = 8 * GiB;
         long seed = 20240607L;
-        for (int i = 0; i < args.length; i++) {
-            switch (args[i]) {
-                case "--device" -> ordinal = (int) number(args, ++i, 0, Integer.MAX_VALUE);
-                case "--budget-mib" -> cap = number(args, ++i, 16, 1L << 30) * MiB;
-                case "--seed" -> seed = number(args, ++i, Long.MIN_VALUE, Long.MAX_VALUE);
-                default -> {
-                    System.err.println("gpu-check: unknown argument '" + args[i]
-                            + "' (accepted: --device N, --budget-mib M, --seed S)");
-                    System.exit(2);
+        try {
+            for (int i = 0; i < args.length; i++) {
+                switch (args[i]) {
+                    case "--device" -> ordinal = (int) number(args, ++i, 0, Integer.MAX_VALUE);
+                    case "--budget-mib" -> cap = number(args, ++i, 16, 1L << 30) * MiB;
+                    case "--seed" -> seed = number(args, ++i, Long.MIN_VALUE, Long.MAX_VALUE);
+                    default ->
+                        throw new BadOption(
+                                "unknown argument '" + args[i] + "' (accepted: --device N, --budget-mib M, --seed S)");
                 }
             }
+        } catch (BadOption e) {
+            err.println("gpu-check: " + e.getMessage());
+            return 2;
         }
         CudaDevice device;
         try {
             device = CudaDevice.open(CudaDevice.configuredLibrary(), ordinal);
         } catch (CudaUnavailableException e) {
-            System.err.println("gpu-check: no usable CUDA driver: " + e.getMessage());
-            System.exit(2);
-            return;
+            err.println("gpu-check: no usable CUDA driver: " + e.getMessage());
+            return 2;
         }
         try (device) {
             long budget = Math.min(cap, device.freeMemory() * 2 / 5) / (2 * MiB) * (2 * MiB);
-            boolean passed = new GpuCheck(device, System.out, budget, seed).run();
-            System.exit(passed ? 0 : 1);
+            return new GpuCheck(device, out, budget, seed).run() ? 0 : 1;
+        } catch (DeviceException e) {
+            out.flush();
+            err.println("gpu-check: a driver call failed during the check, which stopped there: " + e.getMessage());
+            return 3;
         }
     }
 
-    /** The value after option {@code args[i - 1]}, as a number in [min, max]; exits with status 2 otherwise. */
+    /** The value after option {@code args[i - 1]}, as a number in [min, max]; a {@link BadOption} otherwise. */
     private static long number(String[] args, int i, long min, long max) {
         String option = args[i - 1];
         if (i >= args.length) {
-            System.err.println("gpu-check: " + option + " needs a value");
-            System.exit(2);
+            throw new BadOption(option + " needs a value");
         }
         try {
             long value = Long.parseLong(args[i].trim());
@@ -111,10 +133,7 @@ public final class GpuCheck {
         } catch (NumberFormatException e) {
             // reported below
         }
-        System.err.println("gpu-check: " + option + " takes a whole number from " + min + " to " + max + ", got '"
-                + args[i] + "'");
-        System.exit(2);
-        return 0;
+        throw new BadOption(option + " takes a whole number from " + min + " to " + max + ", got '" + args[i] + "'");
     }
 
     /** Runs every section; returns whether all of them added up. */

@@ -73,4 +73,41 @@ class GpuCheckTest {
                         "FAIL: after emptyCache the allocator reserves 0.0 MiB and the driver still shows 100.0 MiB in use",
                         "result: FAIL");
     }
+
+    @Test
+    void aDriverCallFailingMidCheckIsOneLineAndStatus3NotAStackTraceAndStatus1() {
+        FakeCuda.reset(4L << 30);
+        FakeCuda.failNth("cuMemAlloc_v2", 3, FakeCuda.UNKNOWN); // during the first workload's weights
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        ByteArrayOutputStream err = new ByteArrayOutputStream();
+        int status;
+        try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
+                PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
+            status = GpuCheck.exitStatus(new String[] {"--budget-mib", "256"}, o, e);
+        }
+        String error = err.toString(StandardCharsets.UTF_8);
+        assertThat(status).as(error).isEqualTo(3);
+        assertThat(error)
+                .startsWith("gpu-check: a driver call failed during the check, which stopped there: ")
+                .contains("cuMemAlloc_v2")
+                .doesNotContain("\tat ");
+        assertThat(out.toString(StandardCharsets.UTF_8)).contains("device:          gpumem fake CUDA device");
+    }
+
+    @Test
+    void badOptionsAreStatus2NamingTheOption() {
+        ByteArrayOutputStream err = new ByteArrayOutputStream();
+        try (PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
+            assertThat(GpuCheck.exitStatus(new String[] {"--budget-mib", "8"}, System.out, e))
+                    .isEqualTo(2);
+            assertThat(GpuCheck.exitStatus(new String[] {"--seed"}, System.out, e))
+                    .isEqualTo(2);
+            assertThat(GpuCheck.exitStatus(new String[] {"--colour"}, System.out, e))
+                    .isEqualTo(2);
+        }
+        assertThat(err.toString(StandardCharsets.UTF_8))
+                .contains("gpu-check: --budget-mib takes a whole number from 16 to 1073741824, got '8'")
+                .contains("gpu-check: --seed needs a value")
+                .contains("gpu-check: unknown argument '--colour'");
+    }
 }
