@@ -68,12 +68,23 @@ public final class PlannedAllocator implements GpuAllocator {
      * as requests are; 0 leaves position k unplanned) at {@code offsets[k]} (a multiple of 512 bytes).
      *
      * @throws IllegalArgumentException for arrays of different lengths, a negative size, or a planned entry whose
-     *     offset is negative, not a multiple of 512 bytes or, with its size, ends past 2^63 bytes
+     *     offset is negative, not a multiple of 512 bytes or, with its size, ends past 2^63 bytes or past twice the
+     *     device's memory (the reservation an online arena gets: no plan of a job that fits the device needs more)
      */
     public PlannedAllocator(Device device, long[] sizes, long[] offsets) {
         this.memory = new StitchAllocator(device);
         this.internals = new PolicyInternals(memory, this::nextIteration);
         this.profileIterations = 0;
+        long largest = memory.onlineArenaBytes();
+        for (int i = 0; i < sizes.length && i < offsets.length; i++) {
+            // a region's page arrays grow to its highest page touched: an offset of a PiB is gigabytes of heap
+            // (an end past 2^63, or a bad offset, is install's to name)
+            boolean ends = sizes[i] > 0 && offsets[i] >= 0 && offsets[i] <= Long.MAX_VALUE - sizes[i];
+            if (ends && offsets[i] + sizes[i] > largest) {
+                throw new IllegalArgumentException("plan entry " + i + ": offset " + offsets[i] + " + size " + sizes[i]
+                        + " ends past " + largest + " bytes, twice the device's memory, the most a plan region holds");
+            }
+        }
         install(sizes, offsets);
     }
 

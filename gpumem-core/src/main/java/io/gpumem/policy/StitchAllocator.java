@@ -261,6 +261,11 @@ public final class StitchAllocator implements GpuAllocator {
         spareBlocks = b;
     }
 
+    /** The reservation of an online arena: twice the device's memory (at least 1 GiB), in whole pages. */
+    long onlineArenaBytes() {
+        return arenaBytes;
+    }
+
     /** A fixed-offset arena of {@code bytes} (rounded up to pages) for a caller that places blocks itself. */
     Arena newFixedArena(long bytes) {
         return new Arena(-1, true, Math.max(page, (bytes + page - 1) / page * page));

@@ -365,6 +365,11 @@ public abstract class PolicyContractTest {
         assertThatThrownBy(() -> new PlannedAllocator(d, new long[] {-512}, new long[] {0}))
                 .isInstanceOf(IllegalArgumentException.class)
                 .hasMessageContaining("plan entry 0: negative size");
+        // an offset of a PiB: its region's page arrays would grow to it at the first request (gigabytes of heap)
+        assertThatThrownBy(() -> new PlannedAllocator(d, new long[] {0, 512}, new long[] {0, 1L << 50}))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("plan entry 1: offset 1125899906842624 + size 512 ends past")
+                .hasMessageContaining("twice the device's memory");
         // sizes as requested: 1000 and 3000 bytes are served as the 1024 and 3072 bytes their requests round to
         PlannedAllocator a = new PlannedAllocator(d, new long[] {1000, 3000}, new long[] {0, 1024});
         long x = a.malloc(1000, 0);
