@@ -125,40 +125,57 @@ public final class RmmLogReader {
 
     /**
      * RMM's clock strings become microseconds: {@code HH:MM:SS.ffffff} (its logger's pattern: the digits after the
-     * dot are a fraction of a second) or {@code h:m:s:us}; numeric times are kept; anything else is the row number.
+     * dot are a fraction of a second) or {@code h:m:s:us}; numeric times are kept; anything else is the row number,
+     * and so is a time that is negative, not finite or past 2^63 microseconds (it would have wrapped to a wrong one).
      */
     private static long parseTime(String s, long rowNumber) {
         try {
-            if (s.contains(":")) {
-                String[] p = s.split(":", -1); // never empty, even for ":" alone
-                String last = p[p.length - 1].strip();
-                int dot = last.indexOf('.');
-                if (p.length == 4 || dot < 0) { // h:m:s:us, or whole seconds
-                    long units = 0;
-                    for (int i = 0; i < p.length - 1; i++) {
-                        units = units * 60 + Long.parseLong(p[i].strip());
-                    }
-                    return p.length == 4
-                            ? units * 1_000_000L + Long.parseLong(last)
-                            : (units * 60 + Long.parseLong(last)) * 1_000_000L;
-                }
-                long seconds = 0;
-                for (int i = 0; i < p.length - 1; i++) {
-                    seconds = seconds * 60 + Long.parseLong(p[i].strip());
-                }
-                seconds = seconds * 60 + Long.parseLong(last.substring(0, dot));
-                String fraction = last.substring(dot + 1);
-                if (fraction.isEmpty()
-                        || fraction.length() > 9
-                        || !fraction.chars().allMatch(Character::isDigit)) {
-                    return rowNumber;
-                }
-                long micros = Long.parseLong((fraction + "000000").substring(0, 6));
-                return seconds * 1_000_000L + micros;
-            }
-            return Math.round(Double.parseDouble(s));
-        } catch (NumberFormatException e) {
+            long t = clockMicros(s, rowNumber);
+            return t >= 0 ? t : rowNumber;
+        } catch (NumberFormatException | ArithmeticException e) {
             return rowNumber;
         }
+    }
+
+    private static long clockMicros(String s, long rowNumber) {
+        if (s.contains(":")) {
+            String[] p = s.split(":", -1); // never empty, even for ":" alone
+            String last = p[p.length - 1].strip();
+            int dot = last.indexOf('.');
+            if (p.length == 4 || dot < 0) { // h:m:s:us, or whole seconds
+                long units = 0;
+                for (int i = 0; i < p.length - 1; i++) {
+                    units = sixty(units, p[i]);
+                }
+                return p.length == 4
+                        ? Math.addExact(Math.multiplyExact(units, 1_000_000L), Long.parseLong(last))
+                        : Math.multiplyExact(sixty(units, last), 1_000_000L);
+            }
+            long seconds = 0;
+            for (int i = 0; i < p.length - 1; i++) {
+                seconds = sixty(seconds, p[i]);
+            }
+            seconds = sixty(seconds, last.substring(0, dot));
+            String fraction = last.substring(dot + 1);
+            if (fraction.isEmpty() || fraction.length() > 9 || !fraction.chars().allMatch(Character::isDigit)) {
+                return rowNumber;
+            }
+            long micros = Long.parseLong((fraction + "000000").substring(0, 6));
+            return Math.addExact(Math.multiplyExact(seconds, 1_000_000L), micros);
+        }
+        double d = Double.parseDouble(s);
+        if (!Double.isFinite(d) || d < 0 || d >= 0x1p63) {
+            return rowNumber;
+        }
+        return Math.round(d);
+    }
+
+    /** {@code units * 60 + field}, where a field is a non-negative whole number. */
+    private static long sixty(long units, String field) {
+        long v = Long.parseLong(field.strip());
+        if (v < 0) {
+            throw new NumberFormatException("negative clock field " + field);
+        }
+        return Math.addExact(Math.multiplyExact(units, 60), v);
     }
 }

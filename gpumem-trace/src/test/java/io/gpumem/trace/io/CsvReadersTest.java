@@ -146,6 +146,24 @@ class CsvReadersTest {
         assertThat(t.get(2).size()).as("a zero-byte allocate is read").isZero();
     }
 
+    /** A time that would wrap past 2^63 microseconds, or is negative or not finite, is no time: the row number. */
+    @Test
+    void rmmTimesThatWouldWrapOrAreNegativeBecomeTheRowNumber(@TempDir Path dir) throws Exception {
+        Path f = dir.resolve("rmm.csv");
+        Files.writeString(f, """
+                Thread,Time,Action,Pointer,Size,Stream
+                140,9223372036854775807:0:0,allocate,0x10,16,0
+                140,-5,allocate,0x20,16,0
+                140,10:-3:00.5,allocate,0x30,16,0
+                140,1e300,allocate,0x40,16,0
+                140,NaN,allocate,0x50,16,0
+                140,153722867280:0:0.000001,allocate,0x60,16,0
+                140,0:0:2,allocate,0x70,16,0
+                """);
+        List<TraceEntry> t = TraceReaders.read(f).traceOf(0);
+        assertThat(t).extracting(TraceEntry::timeUs).containsExactly(1L, 2L, 3L, 4L, 5L, 6L, 2_000_000L);
+    }
+
     /**
      * RMM's own logger writes {@code HH:MM:SS.ffffff} (the digits after the dot a fraction of a second) and a failed
      * allocation's null pointer as {@code (nil)}: both were misread (every time became its row number, the pointer an
