@@ -92,6 +92,11 @@ class HostileOptionsTest {
         refused(
                 CliRun.run("demo", "--snapshot", missing.toString()),
                 "--snapshot " + missing + ": the directory " + missing.getParent() + " does not exist");
+        // a path through a file: it was "the directory FILE is not a directory"
+        Path underFile = snap.resolve("out.pickle");
+        refused(
+                CliRun.run("replay", "--snapshot", underFile.toString(), snap.toString()),
+                "--snapshot " + underFile + ": " + snap + " is a file, not a directory");
     }
 
     @Test

@@ -35,8 +35,10 @@ public final class OutputFile {
         Path absolute = out.toAbsolutePath().normalize();
         Path dir = absolute.getParent();
         if (dir != null && !Files.isDirectory(dir)) {
-            return option + " " + out + ": the directory " + dir
-                    + (Files.exists(dir) ? " is not a directory" : " does not exist");
+            return option + " " + out + ": "
+                    + (Files.exists(dir)
+                            ? dir + " is a file, not a directory"
+                            : "the directory " + dir + " does not exist");
         }
         if (Files.isDirectory(absolute)) {
             return option + " " + out + ": is a directory; name a file";
