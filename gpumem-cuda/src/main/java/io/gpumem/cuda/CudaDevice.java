@@ -273,12 +273,8 @@ public final class CudaDevice implements Device {
     @Override
     public void freeAddressRange(long address, long size) {
         enterVirtual(DeviceOp.FREE_ADDRESS);
-        check(
-                DeviceOp.FREE_ADDRESS,
-                driver.memAddressFree(address, size),
-                "cuMemAddressFree(0x%x, %d bytes)",
-                address,
-                size);
+        int rc = driver.memAddressFree(address, size);
+        check(DeviceOp.FREE_ADDRESS, rc, "cuMemAddressFree(0x%x, %d bytes)", address, size);
     }
 
     @Override
@@ -394,12 +390,8 @@ public final class CudaDevice implements Device {
         requireEvent(DeviceOp.RECORD_EVENT, event);
         requireStream(DeviceOp.RECORD_EVENT, stream);
         bind(DeviceOp.RECORD_EVENT);
-        check(
-                DeviceOp.RECORD_EVENT,
-                driver.eventRecord(event, stream),
-                "cuEventRecord(0x%x, stream 0x%x)",
-                event,
-                stream);
+        int rc = driver.eventRecord(event, stream);
+        check(DeviceOp.RECORD_EVENT, rc, "cuEventRecord(0x%x, stream 0x%x)", event, stream);
     }
 
     @Override
