@@ -29,7 +29,8 @@ import org.jspecify.annotations.Nullable;
  * at free). A stack is gathered for an operation only if the level reaches the operation's level
  * ({@code maybeGatherContext}); trace entries carry it only at {@code ALLOC} or above.
  *
- * <p>Invariant: the ring holds at most {@code max_entries} entries and is empty while history is off.
+ * <p>Invariant: the ring holds at most {@code max_entries} entries (more only after a shrink while recording, which
+ * drops nothing, as in PyTorch: {@link TraceEntryRing}) and is empty while history is off.
  * Nothing is allocated per operation unless history is on or a tracker is attached ({@link DriverCallListener}s
  * get a driver call's fields without an entry being built, and are not called for other entries).
  */

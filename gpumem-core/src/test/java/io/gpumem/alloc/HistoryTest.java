@@ -59,6 +59,29 @@ class HistoryTest {
         assertThat(calls2.get()).isEqualTo(1);
     }
 
+    /**
+     * allocator.md §10.1: a second {@code _record_memory_history} call while recording only changes PyTorch's ring
+     * limit ({@code RingBuffer::setMaxEntries}); the entries already held stay in their slots. With max_entries 2,
+     * three allocs leave [a3, a2] with the overwrite position at 1; at max_entries 4 the next two are appended, and
+     * the trace reads from position 1: a2, a4, a5, a3.
+     */
+    @Test
+    void reEnablingWithMoreEntriesKeepsTheRingSlotsAsPyTorchDoes() {
+        CachingAllocator a = allocator(new AtomicInteger());
+        a.malloc(MiB); // a 2 MiB small segment: the next allocs are served from it, one alloc entry each
+        a.recordHistory(new HistoryOptions(Enabled.ALL, Context.NONE, 2));
+        long[] p = new long[6];
+        for (int i = 1; i <= 3; i++) {
+            p[i] = a.malloc(1024);
+        }
+        a.recordHistory(new HistoryOptions(Enabled.ALL, Context.NONE, 4));
+        p[4] = a.malloc(1024);
+        p[5] = a.malloc(1024);
+        List<TraceEntry> t = a.snapshot().deviceTraces().getFirst();
+        assertThat(t).extracting(TraceEntry::action).containsOnly(TraceAction.ALLOC);
+        assertThat(t).extracting(TraceEntry::addr).containsExactly(p[2], p[4], p[5], p[3]);
+    }
+
     @Test
     void contextStateKeepsStacksOnLiveBlocksOnly() {
         AtomicInteger calls = new AtomicInteger();
