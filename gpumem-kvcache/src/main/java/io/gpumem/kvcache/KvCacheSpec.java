@@ -43,7 +43,11 @@ public final class KvCacheSpec {
             throw new KvCacheException("KvCacheSpec: budgetBytes or numBlocks must be set (positive)");
         }
         if (blocks > Integer.MAX_VALUE / Math.max(1, blockSize)) {
-            throw new KvCacheException("KvCacheSpec: " + blocks + " blocks is too many");
+            // token positions and block-table offsets are ints: numBlocks x blockSize tokens must fit in one
+            throw new KvCacheException("KvCacheSpec: " + blocks + " blocks of " + blockSize + " tokens hold "
+                    + blocks * blockSize + " tokens, over the limit of "
+                    + Integer.MAX_VALUE + " tokens; use at most " + Integer.MAX_VALUE / blockSize + " blocks of "
+                    + blockSize + " tokens");
         }
         this.numBlocks = (int) blocks;
         this.maxModelLen = positive("maxModelLen", b.maxModelLen);

@@ -358,6 +358,11 @@ public final class SimConfig {
                         + (kvBytes == Long.MAX_VALUE ? "more than 8 EiB" : kvBytes + " bytes")
                         + ", over the simulated device's limit of " + MAX_KV_BYTES + " bytes (1 TiB)");
             }
+            if (blocks > Integer.MAX_VALUE / blockSize) { // the cache's token positions are ints (KvCacheSpec)
+                throw bad(name("blocks") + " " + blocks + " of " + name("blockSize") + " " + blockSize + " hold "
+                        + (long) blocks * blockSize + " tokens, over the limit of " + Integer.MAX_VALUE
+                        + " tokens; use at most " + Integer.MAX_VALUE / blockSize + " blocks");
+            }
             if (!(arrivalRate > 0) || Double.isInfinite(arrivalRate)) {
                 throw bad(name("arrivalRate") + " must be a positive number, got " + arrivalRate);
             }

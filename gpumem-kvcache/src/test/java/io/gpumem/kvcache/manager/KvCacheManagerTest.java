@@ -768,6 +768,23 @@ class KvCacheManagerTest {
     }
 
     @Test
+    void aBlockCountPastTheIntTokenRangeSaysWhyAndWhatFits() {
+        // 3 blocks are not "too many": 3 blocks of 2^30 tokens are more tokens than an int position addresses
+        assertThatThrownBy(() -> KvCacheSpec.builder()
+                        .layers(1)
+                        .kvHeads(1)
+                        .headSize(1)
+                        .elementSize(2)
+                        .blockSize(1 << 30)
+                        .numBlocks(3)
+                        .maxModelLen(16)
+                        .build())
+                .isInstanceOf(KvCacheException.class)
+                .hasMessage("KvCacheSpec: 3 blocks of 1073741824 tokens hold 3221225472 tokens, over the limit of"
+                        + " 2147483647 tokens; use at most 1 blocks of 1073741824 tokens");
+    }
+
+    @Test
     void pagesComeFromTheDeviceOneRegionPerLayerAndGoBackOnClose() {
         SimulatedDevice device = SimulatedDevice.builder().capacity(64L << 20).build();
         KvCacheSpec spec = KvCacheSpec.builder()

@@ -68,6 +68,24 @@ class SimConfigTest {
         assertThatThrownBy(() ->
                         SimConfig.builder().requests(SimConfig.MAX_REQUESTS + 1).build())
                 .hasMessageContaining("over the limit of " + SimConfig.MAX_REQUESTS);
+        // within the device limit but past the int token range: named by the caller's flags, with the limit
+        assertThatThrownBy(() -> SimConfig.builder()
+                        .blocks(200_000_000)
+                        .maxModelLen(16)
+                        .settingNames(n -> "--" + n)
+                        .build())
+                .isInstanceOf(KvCacheException.class)
+                .hasMessage("--blocks 200000000 of --blockSize 16 hold 3200000000 tokens, over the limit of 2147483647"
+                        + " tokens; use at most 134217727 blocks");
+        assertThatThrownBy(() -> SimConfig.builder()
+                        .blocks(3)
+                        .blockSize(1 << 30)
+                        .layers(1)
+                        .kvHeads(1)
+                        .headSize(1)
+                        .maxModelLen(16)
+                        .build())
+                .hasMessageStartingWith("blocks 3 of blockSize 1073741824 hold 3221225472 tokens");
         assertThatThrownBy(() -> SimConfig.builder()
                         .blocks(Integer.MAX_VALUE)
                         .layers(SimConfig.MAX_LAYERS)
