@@ -629,6 +629,7 @@ public final class KvSimCommand extends GpumemCommand {
             g.writeNumberField("block_size", c.spec().blockSize());
             g.writeBooleanField("prefix_caching", c.cache().prefixCaching());
             g.writeStringField("preemption", c.scheduler().preemption().name().toLowerCase(Locale.ROOT));
+            g.writeStringField("victim", flagValue(c.scheduler().victimPolicy()));
             figures(g, r);
             if (!r.instances().isEmpty()) {
                 g.writeArrayFieldStart("instances");

@@ -42,6 +42,13 @@ class KvSimCommandTest {
     }
 
     @Test
+    void jsonEchoesTheVictimPolicyAsTheTextHeaderDoes() {
+        CliRun r = run("kv-sim", "--requests", "5", "--victim", "least-computed", "--json");
+        assertThat(r.exit()).as(r.err()).isZero();
+        assertThat(r.out()).contains("\"preemption\":\"recompute\",\"victim\":\"least-computed\"");
+    }
+
+    @Test
     void textReportNamesTheFiguresForEachWorkloadAndMode() {
         List<String[]> variants = new ArrayList<>();
         variants.add(new String[] {"kv-sim", "--workload", "alpaca", "--requests", "50"});
