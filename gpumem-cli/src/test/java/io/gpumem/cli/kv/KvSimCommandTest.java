@@ -135,7 +135,12 @@ class KvSimCommandTest {
         assertThat(r.err()).contains("Invalid value for option '--swap-space': '-1' is not a size");
         r = run("kv-sim", "--lookahead", "-1");
         assertThat(r.exit()).isEqualTo(2);
-        assertThat(r.err()).contains("--lookahead, --swap-space and --prefix-tokens must not be negative");
+        assertThat(r.err()).contains("--lookahead must not be negative, got -1").doesNotContain("--swap-space");
+        r = run("kv-sim", "--prefix-tokens", "-5");
+        assertThat(r.exit()).isEqualTo(2);
+        assertThat(r.err())
+                .contains("--prefix-tokens must not be negative, got -5")
+                .doesNotContain("--lookahead");
         r = run("kv-sim", "--workload", "chat", "--max-model-len", "32");
         assertThat(r.exit())
                 .as("refused before the run, not by its first request")

@@ -369,10 +369,9 @@ public final class SimConfig {
             if (!(watermark >= 0 && watermark < 1)) {
                 throw bad(name("watermark") + " must be in [0, 1), got " + watermark);
             }
-            if (lookahead < 0 || swapSpaceBytes < 0 || prefixTokens < 0) {
-                throw bad(name("lookahead") + ", " + name("swapSpaceBytes") + " and " + name("prefixTokens")
-                        + " must not be negative");
-            }
+            notNegative("lookahead", lookahead);
+            notNegative("swapSpaceBytes", swapSpaceBytes);
+            notNegative("prefixTokens", prefixTokens);
             if (blocks < 2 || (long) (blocks - 1) * blockSize < maxModelLen) {
                 throw bad(name("blocks") + " " + blocks + " of " + name("blockSize") + " " + blockSize + " hold "
                         + Math.max(0, (long) (blocks - 1) * blockSize) + " tokens, less than one request of "
@@ -399,6 +398,12 @@ public final class SimConfig {
         private void positive(String setting, long v) {
             if (v <= 0) {
                 throw bad(name(setting) + " must be positive, got " + v);
+            }
+        }
+
+        private void notNegative(String setting, long v) {
+            if (v < 0) {
+                throw bad(name(setting) + " must not be negative, got " + v);
             }
         }
 

@@ -68,6 +68,14 @@ class SimConfigTest {
         assertThatThrownBy(() ->
                         SimConfig.builder().requests(SimConfig.MAX_REQUESTS + 1).build())
                 .hasMessageContaining("over the limit of " + SimConfig.MAX_REQUESTS);
+        // each negative setting is named alone, with its value
+        assertThatThrownBy(() -> SimConfig.builder().prefixTokens(-5).build())
+                .isInstanceOf(KvCacheException.class)
+                .hasMessage("prefixTokens must not be negative, got -5");
+        assertThatThrownBy(() -> SimConfig.builder().lookahead(-1).build())
+                .hasMessage("lookahead must not be negative, got -1");
+        assertThatThrownBy(() -> SimConfig.builder().swapSpaceBytes(-2).build())
+                .hasMessage("swapSpaceBytes must not be negative, got -2");
         // within the device limit but past the int token range: named by the caller's flags, with the limit
         assertThatThrownBy(() -> SimConfig.builder()
                         .blocks(200_000_000)
