@@ -63,6 +63,8 @@ final class DeviceReplay {
      * address would).
      */
     private final long[] slotAddress;
+    /** {@link OracleWindow#waitingAtEnd}: recorded address to stream. */
+    private final Map<Long, Long> waitingAtEnd;
     /** Slots {@code 0 .. startBlocks} are the start state's live blocks. */
     private final int startBlocks;
     /** The session the play runs in (open during {@link #run}). */
@@ -121,6 +123,7 @@ final class DeviceReplay {
         this.written = write ? new ReplayedTrace(hasCompletions) : null;
         this.stream = window.stream();
         this.recorded = window.recorded();
+        this.waitingAtEnd = window.waitingAtEnd();
         this.slotAddress = new long[stream.slots()];
         allocator.internals().expectLiveBlocks(window.peakLiveBlocks());
         List<SegmentInfo> start = window.start().segments();
@@ -223,6 +226,9 @@ final class DeviceReplay {
         } finally {
             session = null;
         }
+        if (segmentEvents == recorded.calls.length && !waitingAtEnd.isEmpty()) {
+            leaveRequestedFreesWaiting();
+        }
         if (written != null) {
             writeRecordedUpTo(trace.size());
             allocator.internals().detachTraceTracker(tracker);
@@ -230,6 +236,27 @@ final class DeviceReplay {
             allocator.internals().detachDriverCallListener(listener);
         }
         return fidelity();
+    }
+
+    /**
+     * Frees, as PyTorch did, the blocks whose free was requested (in the window or before it) and not completed by its
+     * end ({@code record_stream}: the block waits on another stream's events; {@link OracleWindow#waitingAtEnd}): the
+     * model frees at {@code free_completed}, so it still holds them allocated where the recording shows them
+     * {@code active_pending_free}. Each is freed with a use recorded on a stream other than its own, whose event the
+     * end state never sees complete (events are processed by the next malloc or release, and the window has none).
+     */
+    private void leaveRequestedFreesWaiting() {
+        for (Map.Entry<Long, Long> w : waitingAtEnd.entrySet()) {
+            long at = translated(w.getKey());
+            try {
+                allocator.recordStream(at, ~w.getValue()); // (the complement of the block's stream is another)
+                allocator.free(at);
+            } catch (IllegalArgumentException ex) {
+                // not allocated in the model: nothing to leave waiting
+            }
+        }
+        pending.clear(); // the free requests are written as recorded
+        eventCount = 0;
     }
 
     /**
