@@ -36,7 +36,8 @@ import org.jspecify.annotations.Nullable;
  *       entry, pool by size: 2 MiB is small). Expandable segments are mapped runs: a {@code segment_map}
  *       range is subtracted from its (stream, pool) group (the pool of the request that follows the map),
  *       a {@code segment_unmap} range is added back to the group of its segment (the entry's stream, and the
- *       pool of the group that maps the range later or holds it at the end; else of the stream's nearest run).</li>
+ *       pool of the group that maps the range later or holds it at the end; else of the stream's nearest run, of the
+ *       small pool when the range is not whole large pages).</li>
  *   <li><b>Live blocks</b>: end-state active blocks that were not allocated in the window, plus blocks
  *       freed in the window without an alloc before (allocated before the window).</li>
  *   <li><b>Sizes</b> of the latter are not recorded (a free carries the request). The block is
@@ -534,17 +535,25 @@ public final class WindowRebuilder {
                 return e.getValue().key();
             }
         }
+        // A range that is not whole large pages (20 MiB) is small-pool pages (2 MiB): never the large pool's, however
+        // near a large run of the stream lies (nearest regardless of pool put a small page unmapped by empty_cache()
+        // into the large group, 4,560 pages away from it, and loading that start state failed).
+        boolean onlySmall = (to - from) % SizeRules.LARGE_BUFFER != 0;
+        long smallKey = poolKey(Pool.SMALL);
         List<Long> best = null;
         long bestDistance = Long.MAX_VALUE;
         for (Map.Entry<Long, Owner> o : owners.entrySet()) {
             long d = distance(from, o.getKey(), o.getValue().end());
+            if (onlySmall && o.getValue().key().get(1) != smallKey) {
+                continue;
+            }
             if (o.getValue().key().get(0) == stream && d < bestDistance) {
                 bestDistance = d;
                 best = o.getValue().key();
             }
         }
         for (Map.Entry<List<Long>, NavigableMap<Long, Long>> g : groups.entrySet()) {
-            if (g.getKey().get(0) != stream) {
+            if (g.getKey().get(0) != stream || (onlySmall && g.getKey().get(1) != smallKey)) {
                 continue;
             }
             for (Map.Entry<Long, Long> run : g.getValue().entrySet()) {
