@@ -386,7 +386,14 @@ final class AddressSpace {
         }
     }
 
+    /**
+     * {@code bytes} rounded up to the granularity; {@link Long#MAX_VALUE} where that would pass 2^63 (no device holds
+     * it, and the sum would wrap negative and pass for room).
+     */
     long roundUp(long bytes) {
+        if (bytes > Long.MAX_VALUE - (granularity - 1)) {
+            return Long.MAX_VALUE;
+        }
         return (bytes + granularity - 1) / granularity * granularity;
     }
 

@@ -164,7 +164,7 @@ public final class SimulatedDevice implements Device {
         if (bytes <= 0) {
             throw new DeviceException(DeviceOp.MALLOC, DeviceError.CUDA_ERROR_INVALID_VALUE, "size " + bytes);
         }
-        long demand = heldOutside + space.consumed() + space.roundUp(bytes);
+        long demand = demand(space.roundUp(bytes));
         return counted(faults.outOfMemoryDue(DeviceOp.MALLOC) ? NULL : space.malloc(bytes, available()), demand);
     }
 
@@ -193,8 +193,17 @@ public final class SimulatedDevice implements Device {
     public synchronized long createPhysical(long size) {
         faults.count(DeviceOp.CREATE_PHYSICAL);
         requireVmm(DeviceOp.CREATE_PHYSICAL);
-        long demand = heldOutside + space.consumed() + size;
+        long demand = demand(size);
         return counted(space.createPhysical(size, available()), demand);
+    }
+
+    /**
+     * The capacity a call consuming {@code rounded} bytes needs: those held outside, those consumed and its own;
+     * {@link Long#MAX_VALUE} where the sum passes 2^63 (no capacity grants it).
+     */
+    private long demand(long rounded) {
+        long before = heldOutside + space.consumed();
+        return rounded > Long.MAX_VALUE - before ? Long.MAX_VALUE : before + rounded;
     }
 
     /**

@@ -149,6 +149,21 @@ class SimulatedDeviceTest {
         assertThat(d.freeMemory()).isEqualTo(8 * MiB);
     }
 
+    /**
+     * A malloc whose size, rounded up to the granularity, would pass 2^63 is refused for want of memory, as any other
+     * malloc larger than the room left: the rounding must not wrap to a negative size that passes for room.
+     */
+    @Test
+    void aMallocWhoseRoundedSizePasses2To63IsRefused() {
+        SimulatedDevice d =
+                SimulatedDevice.builder().capacity(GiB).heldOutside(2 * MiB).build();
+        assertThat(d.malloc(Long.MAX_VALUE - 4096)).isEqualTo(Device.NULL);
+        assertThat(d.malloc(Long.MAX_VALUE)).isEqualTo(Device.NULL);
+        assertThat(d.consumedBytes()).isZero();
+        assertThat(d.freeMemory()).isEqualTo(GiB - 2 * MiB);
+        assertThat(d.sameOutcomesBelow()).as("no capacity grants them").isEqualTo(Long.MAX_VALUE);
+    }
+
     @Test
     void sizesAreConsumedInWholeGranules() {
         SimulatedDevice d = SimulatedDevice.builder().capacity(GiB).build();

@@ -278,6 +278,22 @@ class RmmPoolAllocatorTest {
         assertThat(a.stats().get(StatKind.ALLOCATION).current()).isZero();
     }
 
+    /**
+     * A request no device holds (8 EiB less 4 KiB) grows nothing: the upstream refuses every try, halved down to the
+     * request, so it is out of memory and the pool and the device are as they were (a granted 8 EiB block wrapped
+     * past 2^63 in the snapshot).
+     */
+    @Test
+    void aRequestNoDeviceHoldsIsOutOfMemoryAndLeavesThePoolAsItWas() {
+        SimulatedDevice dev = device(1L << 30);
+        RmmPoolAllocator a = pool(dev, 0, -1);
+        assertThatThrownBy(() -> a.malloc(Long.MAX_VALUE - 4096, 0)).isInstanceOf(OutOfMemoryException.class);
+        assertThat(reserved(a)).isZero();
+        assertThat(dev.consumedBytes()).isZero();
+        assertThat(a.snapshot().segments()).isEmpty();
+        a.internals().checkInvariants();
+    }
+
     @Test
     void historyRecordsUpstreamBlocksAllocsFreesAndOoms() {
         RmmPoolAllocator a = pool(device(64 * MiB), 0, 8 * MiB);
