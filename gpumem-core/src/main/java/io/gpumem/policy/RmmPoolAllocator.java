@@ -496,6 +496,7 @@ public final class RmmPoolAllocator implements GpuAllocator {
     public void recordStream(long address, long stream) {
         if (address != Device.NULL) {
             underLock(() -> {
+                ensureOpen();
                 Piece b = live.get(address);
                 if (b == null) {
                     throw invalidPointer(address);

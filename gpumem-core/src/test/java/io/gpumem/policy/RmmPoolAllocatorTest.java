@@ -402,6 +402,10 @@ class RmmPoolAllocatorTest {
         assertThatThrownBy(() -> a.malloc(MiB, 0)).isInstanceOf(IllegalStateException.class);
         assertThatThrownBy(() -> a.free(p)).isInstanceOf(IllegalStateException.class);
         assertThatThrownBy(a::emptyCache).isInstanceOf(IllegalStateException.class);
+        // a stream use is refused too, as every policy's is (PolicyContractTest): p's memory went back with the pool
+        assertThatThrownBy(() -> a.recordStream(p, 7))
+                .isInstanceOf(IllegalStateException.class)
+                .hasMessageContaining("closed");
     }
 
     @Test
