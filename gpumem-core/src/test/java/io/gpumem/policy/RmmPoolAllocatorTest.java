@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.gpumem.alloc.GpuAllocator;
 import io.gpumem.alloc.Pool;
+import io.gpumem.device.DeviceError;
 import io.gpumem.device.DeviceOp;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.BlockInfo;
@@ -369,6 +370,90 @@ class RmmPoolAllocatorTest {
                     .isGreaterThanOrEqualTo(live.get(i - 1)[0] + live.get(i - 1)[1]);
         }
         assertThat(blocks(a).values()).contains(BlockState.ACTIVE_ALLOCATED);
+    }
+
+    /**
+     * A seeded random run over three streams with what the run above leaves out: stream uses recorded on other streams
+     * (blocks that wait on held events), events completed a stream at a time, {@code emptyCache}, and upstream
+     * {@code cudaMalloc}s that fail (out of memory, or another driver error, which RMM takes for no memory). After
+     * every step the invariants hold, the stats match what the run holds, no two held blocks overlap, and the pool
+     * passes its maximum by less than the 256 bytes RMM's rounding of the headroom allows; at close the device gets
+     * everything back.
+     */
+    @Test
+    void aSeededRandomRunWithStreamUsesHeldEventsAndFailedGrowthsKeepsEveryInvariant() {
+        long seed = new SplittableRandom().nextLong();
+        System.out.println("RmmPoolAllocatorTest streams seed=" + seed);
+        SplittableRandom rnd = new SplittableRandom(seed);
+        SimulatedDevice dev =
+                SimulatedDevice.builder().capacity(256 * MiB).holdEvents(true).build();
+        long[] streams = {0, dev.createStream(), dev.createStream()};
+        // sizes in whole MiB and an initial pool in whole 2 MiB granules make upstream blocks that lie end to end,
+        // which must not merge
+        long max = rnd.nextBoolean() ? -1 : (64 + rnd.nextInt(128)) * MiB + (rnd.nextBoolean() ? 0 : 256);
+        RmmPoolAllocator a = pool(dev, 2 * MiB * rnd.nextInt(16), max);
+        java.util.TreeMap<Long, Long> live = new java.util.TreeMap<>(); // address to rounded size
+        long allocated = 0;
+        for (int step = 0; step < 4_000; step++) {
+            String at = "seed " + seed + ", step " + step;
+            int op = rnd.nextInt(100);
+            if (live.isEmpty() || op < 50) {
+                long size = switch (rnd.nextInt(3)) {
+                    case 0 -> 1 + rnd.nextLong(64 * 1024);
+                    case 1 -> MiB * (1 + rnd.nextInt(8));
+                    default -> 1 + rnd.nextLong(16 * MiB);
+                };
+                long stream = streams[rnd.nextInt(streams.length)];
+                try {
+                    long p = a.malloc(size, stream);
+                    long rounded = (size + 255) / 256 * 256;
+                    Map.Entry<Long, Long> below = live.floorEntry(p);
+                    Map.Entry<Long, Long> above = live.ceilingEntry(p);
+                    assertThat(below == null || below.getKey() + below.getValue() <= p)
+                            .as("%s: 0x%x overlaps the block below", at, p)
+                            .isTrue();
+                    assertThat(above == null || p + rounded <= above.getKey())
+                            .as("%s: 0x%x overlaps the block above", at, p)
+                            .isTrue();
+                    live.put(p, rounded);
+                    allocated += rounded;
+                    if (rnd.nextInt(4) == 0) {
+                        a.recordStream(p, streams[rnd.nextInt(streams.length)]);
+                    }
+                } catch (OutOfMemoryException full) {
+                    // the pool is at its maximum or the device full (or refused): the state is unchanged
+                }
+            } else if (op < 85) {
+                long p = live.keySet().stream()
+                        .skip(rnd.nextInt(live.size()))
+                        .findFirst()
+                        .orElseThrow();
+                a.free(p);
+                allocated -= live.remove(p);
+            } else if (op < 93) {
+                dev.completeNextEvent(streams[rnd.nextInt(streams.length)]);
+            } else if (op < 95) {
+                a.emptyCache();
+            } else {
+                dev.failNth(
+                        DeviceOp.MALLOC,
+                        1 + rnd.nextInt(3),
+                        rnd.nextBoolean() ? DeviceError.CUDA_ERROR_OUT_OF_MEMORY : DeviceError.CUDA_ERROR_UNKNOWN);
+            }
+            a.internals().checkInvariants();
+            MemoryStats s = a.stats();
+            assertThat(s.get(StatKind.ALLOCATED_BYTES).current()).as(at).isEqualTo(allocated);
+            assertThat(s.get(StatKind.ALLOCATION).current()).as(at).isEqualTo(live.size());
+            long pool = s.get(StatKind.RESERVED_BYTES).current();
+            assertThat(pool).as(at).isEqualTo(s.get(StatKind.RESERVED_BYTES).peak());
+            if (max >= 0) {
+                assertThat(pool)
+                        .as("%s: pool within the maximum's rounding", at)
+                        .isLessThan(max + 256);
+            }
+        }
+        a.close();
+        assertThat(dev.consumedBytes()).as("seed %d", seed).isZero();
     }
 
     @Test
