@@ -63,6 +63,10 @@ public final class KvCacheManager implements AutoCloseable {
     private final BlockHasher hasher;
     private final long[] keyScratch = new long[2];
     private final PrefixHitWindow hitWindow;
+    /** Lookups of requests resumed after a recompute preemption, kept out of {@link #hitWindow} as vLLM does. */
+    private long preemptedQueriedTokens;
+
+    private long preemptedHitTokens;
     private final int watermarkBlocks;
     private final Set<KvRequest> live = Collections.newSetFromMap(new IdentityHashMap<>());
     private final Set<KvRequest> swapped = Collections.newSetFromMap(new IdentityHashMap<>());
@@ -232,8 +236,11 @@ public final class KvCacheManager implements AutoCloseable {
             hits = promoteFromTiers(r, hits, maxBlocks);
         }
         r.pendingHitBlocks = hits;
-        if (!retry) {
+        if (!retry && r.preemptions == 0) {
             hitWindow.record(r.numTokens, (long) hits * blockSize);
+        } else if (!retry) { // vLLM keeps a resumed request's lookups out of the hit rate (preempted_queries, _hits)
+            preemptedQueriedTokens += r.numTokens;
+            preemptedHitTokens += (long) hits * blockSize;
         }
         return hits * blockSize;
     }
@@ -755,6 +762,8 @@ public final class KvCacheManager implements AutoCloseable {
                 hitWindow.rate(),
                 hitWindow.totalQueried(),
                 hitWindow.totalHits(),
+                preemptedQueriedTokens,
+                preemptedHitTokens,
                 recomputePreemptions,
                 swapPreemptions,
                 swapFallbacks,

@@ -8,9 +8,14 @@ package io.gpumem.kvcache.manager;
  *
  * @param usage vLLM's KV usage: referenced blocks / (N − 1); cached-idle blocks count as free
  * @param usageIncludingCached usage counting cached-idle blocks as used (prefix-cache residency)
- * @param prefixHitRateWindow hit tokens / queried tokens over the last {@code hitRateWindow} lookups
- * @param prefixQueriedTokens prompt tokens queried by prefix lookups
+ * @param prefixHitRateWindow hit tokens / queried tokens over the last {@code hitRateWindow} lookups of requests never
+ *     preempted
+ * @param prefixQueriedTokens tokens queried by the prefix lookups of requests never preempted (vLLM's
+ *     {@code PrefixCacheStats.queries})
  * @param prefixHitTokens tokens those lookups found cached (device or a lower tier)
+ * @param preemptedQueriedTokens tokens queried by the lookups of requests resumed after a preemption by recompute,
+ *     kept apart as vLLM keeps them ({@code preempted_queries}): such a request mostly re-finds its own blocks
+ * @param preemptedHitTokens tokens those lookups found cached ({@code preempted_hits})
  * @param recomputePreemptions preemptions by recompute (swap fallbacks included)
  * @param swapPreemptions preemptions by swap
  * @param swapFallbacks swap preemptions turned into recompute because the swap space was full
@@ -30,6 +35,8 @@ public record KvCacheStats(
         double prefixHitRateWindow,
         long prefixQueriedTokens,
         long prefixHitTokens,
+        long preemptedQueriedTokens,
+        long preemptedHitTokens,
         long recomputePreemptions,
         long swapPreemptions,
         long swapFallbacks,

@@ -2,7 +2,8 @@ package io.gpumem.kvcache.manager;
 
 /**
  * Prefix-cache hit rate over the most recent N lookups (vLLM's {@code PrefixCachingMetrics}): a ring of
- * (queried tokens, hit tokens) per request with running sums; rate = hits / queries in the window.
+ * (queried tokens, hit tokens) per request with running sums; rate = hits / queries in the window. Only the lookups of
+ * requests never preempted are recorded, as vLLM records them.
  */
 final class PrefixHitWindow {
     private final long[] queried;

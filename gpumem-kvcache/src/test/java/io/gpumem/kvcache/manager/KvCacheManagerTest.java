@@ -558,7 +558,7 @@ class KvCacheManagerTest {
     }
 
     @Test
-    void aLookupRepeatedWhileWaitingCountsOnceAndAResumedRequestCountsAgain() {
+    void aLookupRepeatedWhileWaitingCountsOnceAndAResumedRequestCountsApartAsVllmCountsIt() {
         KvCacheManager m = manager(6, KvCacheConfig.defaults()); // 5 usable
         KvRequest a = admit(m, KvRequest.of("a", seq(0, 9))); // 3 blocks, 2 cached
         KvRequest big = KvRequest.of("big", seq(0, 17));
@@ -572,9 +572,13 @@ class KvCacheManagerTest {
         big.advanceComputed(9);
         m.preempt(big, PreemptionMode.RECOMPUTE);
         assertThat(m.lookupCachedTokens(big)).isEqualTo(16); // a new lookup after preemption
-        assertThat(m.stats().prefixQueriedTokens()).isEqualTo(9 + 17 + 17);
-        assertThat(m.stats().prefixHitTokens()).isEqualTo(8 + 16);
-        assertThat(m.stats().prefixHitRateWindow()).isCloseTo(24.0 / 43, org.assertj.core.api.Assertions.within(1e-12));
+        // vLLM's PrefixCacheStats keeps a resumed request's lookup apart (preempted_queries, preempted_hits): it
+        // mostly re-finds its own blocks, and counted with the rest it raised the hit rate (24/43 instead of 8/26)
+        assertThat(m.stats().prefixQueriedTokens()).isEqualTo(9 + 17);
+        assertThat(m.stats().prefixHitTokens()).isEqualTo(8);
+        assertThat(m.stats().preemptedQueriedTokens()).isEqualTo(17);
+        assertThat(m.stats().preemptedHitTokens()).isEqualTo(16);
+        assertThat(m.stats().prefixHitRateWindow()).isCloseTo(8.0 / 26, org.assertj.core.api.Assertions.within(1e-12));
         m.checkInvariants();
     }
 

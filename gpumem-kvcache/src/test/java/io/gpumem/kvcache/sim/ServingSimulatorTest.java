@@ -110,8 +110,8 @@ class ServingSimulatorTest {
             } else {
                 assertThat(r.swapPreemptions()).isZero();
                 assertThat(r.prefixHitRate())
-                        .as("preempted requests re-hit their blocks")
-                        .isPositive();
+                        .as("no shared prefixes: vLLM's rate leaves out preempted requests re-hitting their blocks")
+                        .isZero();
             }
         }
     }
