@@ -42,11 +42,10 @@ public final class KvCacheSpec {
         } else {
             throw new KvCacheException("KvCacheSpec: budgetBytes or numBlocks must be set (positive)");
         }
-        if (blocks > Integer.MAX_VALUE / Math.max(1, blockSize)) {
-            // token positions and block-table offsets are ints: numBlocks x blockSize tokens must fit in one
+        if (blocks > maxBlocks(blockSize)) {
             throw new KvCacheException("KvCacheSpec: " + blocks + " blocks of " + blockSize + " tokens hold "
                     + blocks * blockSize + " tokens, over the limit of "
-                    + Integer.MAX_VALUE + " tokens; use at most " + Integer.MAX_VALUE / blockSize + " blocks of "
+                    + Integer.MAX_VALUE + " tokens; use at most " + maxBlocks(blockSize) + " blocks of "
                     + blockSize + " tokens");
         }
         this.numBlocks = (int) blocks;
@@ -192,5 +191,13 @@ public final class KvCacheSpec {
         public KvCacheSpec build() {
             return new KvCacheSpec(this);
         }
+    }
+
+    /**
+     * The most blocks of {@code blockSize} tokens a cache may have: token positions and block-table offsets are ints,
+     * so blocks x blockSize tokens must fit in one.
+     */
+    public static int maxBlocks(int blockSize) {
+        return Integer.MAX_VALUE / Math.max(1, blockSize);
     }
 }

@@ -358,10 +358,10 @@ public final class SimConfig {
                         + (kvBytes == Long.MAX_VALUE ? "more than 8 EiB" : kvBytes + " bytes")
                         + ", over the simulated device's limit of " + MAX_KV_BYTES + " bytes (1 TiB)");
             }
-            if (blocks > Integer.MAX_VALUE / blockSize) { // the cache's token positions are ints (KvCacheSpec)
+            if (blocks > KvCacheSpec.maxBlocks(blockSize)) { // checked here too, to name the flags
                 throw bad(name("blocks") + " " + blocks + " of " + name("blockSize") + " " + blockSize + " hold "
                         + (long) blocks * blockSize + " tokens, over the limit of " + Integer.MAX_VALUE
-                        + " tokens; use at most " + Integer.MAX_VALUE / blockSize + " blocks");
+                        + " tokens; use at most " + KvCacheSpec.maxBlocks(blockSize) + " blocks");
             }
             if (!(arrivalRate > 0) || Double.isInfinite(arrivalRate)) {
                 throw bad(name("arrivalRate") + " must be a positive number, got " + arrivalRate);
