@@ -75,17 +75,8 @@ public final class PlannedAllocator implements GpuAllocator {
         this.memory = new StitchAllocator(device);
         this.internals = new PolicyInternals(memory, this::nextIteration);
         this.profileIterations = 0;
-        long largest = memory.onlineArenaBytes();
-        for (int i = 0; i < sizes.length && i < offsets.length; i++) {
-            // a region's page arrays grow to its highest page touched: an offset of a PiB is gigabytes of heap
-            // (an end past 2^63, or a bad offset, is install's to name)
-            boolean ends = sizes[i] > 0 && offsets[i] >= 0 && offsets[i] <= Long.MAX_VALUE - sizes[i];
-            if (ends && offsets[i] + sizes[i] > largest) {
-                throw new IllegalArgumentException("plan entry " + i + ": offset " + offsets[i] + " + size " + sizes[i]
-                        + " ends past " + largest + " bytes, twice the device's memory, the most a plan region holds");
-            }
-        }
-        install(sizes, offsets);
+        // a region's page arrays grow to its highest page touched: an offset of a PiB is gigabytes of heap
+        install(sizes, offsets, memory.onlineArenaBytes());
     }
 
     private PlannedAllocator(Device device, int profileIterations) {
@@ -156,7 +147,11 @@ public final class PlannedAllocator implements GpuAllocator {
         };
     }
 
-    private void install(long[] sizes, long[] offsets) {
+    /**
+     * Installs the plan, its entries checked (see the public constructor) and ending within {@code largest} bytes (a
+     * given plan: the online arena's reservation; a plan of this allocator's own profile: {@link Long#MAX_VALUE}).
+     */
+    private void install(long[] sizes, long[] offsets, long largest) {
         if (sizes.length != offsets.length) {
             throw new IllegalArgumentException("sizes and offsets differ in length");
         }
@@ -176,6 +171,10 @@ public final class PlannedAllocator implements GpuAllocator {
             if (end < 0 || end > Long.MAX_VALUE - StitchAllocator.ROUND) {
                 throw new IllegalArgumentException("plan entry " + i + ": offset " + offsets[i] + " + size " + sizes[i]
                         + " ends past 2^63 bytes, beyond any plan region");
+            }
+            if (end > largest) {
+                throw new IllegalArgumentException("plan entry " + i + ": offset " + offsets[i] + " + size " + sizes[i]
+                        + " ends past " + largest + " bytes, twice the device's memory, the most a plan region holds");
             }
             // requests are matched by their rounded size, so a size given as requested must match as well
             rounded[i] = StitchAllocator.roundSize(sizes[i]);
@@ -237,7 +236,7 @@ public final class PlannedAllocator implements GpuAllocator {
         for (int i = 0; i < n; i++) {
             sizes[i] = p.placedSize(i);
         }
-        install(sizes, plan.offsets());
+        install(sizes, plan.offsets(), Long.MAX_VALUE);
         replans++;
     }
 
