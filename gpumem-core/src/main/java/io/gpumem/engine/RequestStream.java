@@ -65,6 +65,11 @@ public final class RequestStream {
     final int steps;
     /** The most slots live at once (start blocks included), counted as the builder appended the ops. */
     private final int peakLive;
+    /**
+     * {@link #peakLiveBytes()} once asked (−1 before): every minimum-capacity search and every what-if row of a
+     * workload asks it, and it walks the whole stream with an array of a long per slot.
+     */
+    private volatile long peakLiveBytes = -1;
 
     private final List<SegmentInfo> start;
     private final List<List<Frame>> sites;
@@ -207,6 +212,15 @@ public final class RequestStream {
      * @throws ArithmeticException when the live sizes add up to more than {@link Long#MAX_VALUE} bytes
      */
     public long peakLiveBytes() {
+        long known = peakLiveBytes;
+        if (known < 0) {
+            known = computePeakLiveBytes();
+            peakLiveBytes = known; // the same value whichever thread computes it first
+        }
+        return known;
+    }
+
+    private long computePeakLiveBytes() {
         long[] bytes = new long[slots];
         long[] live = {0};
         int[] s = {0};
