@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpumem.alloc.Pool;
 import io.gpumem.cli.CliRun;
+import io.gpumem.cli.SnapshotFiles;
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
@@ -14,9 +15,6 @@ import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.report.HtmlReport;
 import io.gpumem.trace.io.AllocatorSnapshots;
-import io.gpumem.trace.io.PytorchSnapshotWriter;
-import io.gpumem.trace.io.SourceFormat;
-import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.workload.TrainingWorkload;
 import io.gpumem.trace.workload.WorkloadWhatIf;
 import java.awt.image.BufferedImage;
@@ -26,7 +24,6 @@ import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.LinkedHashSet;
 import java.util.List;
-import java.util.Map;
 import java.util.Set;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -313,20 +310,7 @@ class ReportBrowserTest {
 
     /** {@code segments} and one device's {@code trace} as a PyTorch snapshot in the test's folder. */
     private Path writeSnapshot(String name, List<SegmentInfo> segments, List<TraceEntry> trace) throws IOException {
-        Path file = dir.resolve(name);
-        new PytorchSnapshotWriter()
-                .write(
-                        new TraceSnapshot(
-                                name,
-                                SourceFormat.PYTORCH_SNAPSHOT,
-                                segments,
-                                List.of(trace),
-                                null,
-                                null,
-                                Map.of(),
-                                true),
-                        file);
-        return file;
+        return SnapshotFiles.write(dir, name, segments, trace);
     }
 
     private static int intField(String html, String regex) {

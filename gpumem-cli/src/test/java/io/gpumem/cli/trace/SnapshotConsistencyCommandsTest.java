@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.alloc.Pool;
 import io.gpumem.cli.CliRun;
+import io.gpumem.cli.SnapshotFiles;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
 import io.gpumem.history.PoolId;
@@ -31,20 +32,7 @@ class SnapshotConsistencyCommandsTest {
 
     private static Path write(Path dir, String name, List<SegmentInfo> segments, List<TraceEntry> trace)
             throws Exception {
-        Path file = dir.resolve(name);
-        new PytorchSnapshotWriter()
-                .write(
-                        new TraceSnapshot(
-                                name,
-                                SourceFormat.PYTORCH_SNAPSHOT,
-                                segments,
-                                List.of(trace),
-                                null,
-                                null,
-                                Map.of(),
-                                true),
-                        file);
-        return file;
+        return SnapshotFiles.write(dir, name, segments, trace);
     }
 
     private static SegmentInfo segment(long totalSize, BlockInfo block) {
