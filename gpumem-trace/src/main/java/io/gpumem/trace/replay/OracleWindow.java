@@ -41,8 +41,15 @@ record OracleWindow(
         Map<Long, Long> waitingAtEnd) {
 
     static OracleWindow prepare(TraceSnapshot snapshot, int device, AllocatorConfig config) {
+        return prepare(snapshot, device, new WindowRebuilder(config).rebuild(snapshot, device));
+    }
+
+    /**
+     * The window of {@code device} played from {@code start} instead of the rebuilt state: a start state known
+     * otherwise (the tests' ground truth, taken from the run itself), with the rebuild's free matches.
+     */
+    static OracleWindow prepare(TraceSnapshot snapshot, int device, WindowStart start) {
         List<TraceEntry> trace = snapshot.traceOf(device);
-        WindowStart start = new WindowRebuilder(config).rebuild(snapshot, device);
         RecordedDecisions.Builder decisions = new RecordedDecisions.Builder();
         RequestStream stream = WindowStreams.compileForOracle(trace, start, decisions);
         return new OracleWindow(
