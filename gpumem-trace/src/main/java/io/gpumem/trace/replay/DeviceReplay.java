@@ -108,6 +108,15 @@ final class DeviceReplay {
     private @Nullable Mismatch firstMismatch;
 
     /**
+     * {@link io.gpumem.trace.window.WindowStart#segmentAllocBeforeWindow}: the segment the window's first alloc was served from, cudaMalloc'd
+     * before the window opened (0 when none). Offered to that alloc; the model's cudaMalloc of it is the recording's
+     * cut-off {@code segment_alloc}, counted as a recorded driver call and compared here ({@link #openingCallMatched}).
+     */
+    private final long openingSegment;
+
+    private boolean openingCallMatched;
+
+    /**
      * @param window the prepared window this replay plays
      * @param write whether to build the trace the replay writes ({@link #writtenTrace()})
      */
@@ -124,6 +133,7 @@ final class DeviceReplay {
         this.stream = window.stream();
         this.recorded = window.recorded();
         this.waitingAtEnd = window.waitingAtEnd();
+        this.openingSegment = window.start().segmentAllocBeforeWindow();
         this.slotAddress = new long[stream.slots()];
         allocator.internals().expectLiveBlocks(window.peakLiveBlocks());
         List<SegmentInfo> start = window.start().segments();
@@ -292,7 +302,11 @@ final class DeviceReplay {
     private boolean alloc(int k, int entry) {
         allocs++;
         int upTo = callsBefore(entry);
-        boolean offers = offered < upTo;
+        boolean opening = openingSegment != 0 && entry == 0;
+        boolean offers = offered < upTo || opening;
+        if (opening) {
+            device.offerMalloc(openingSegment);
+        }
         for (; offered < upTo; offered++) {
             int call = recorded.calls[offered];
             TraceAction action = fields.action(call);
@@ -322,6 +336,9 @@ final class DeviceReplay {
             device.clearOffers();
         }
         slotAddress[stream.slot(k)] = got;
+        if (opening) {
+            takeOpeningCall();
+        }
         if (got == want) {
             exact++;
             if (written != null && !moved.isEmpty()) {
@@ -335,6 +352,32 @@ final class DeviceReplay {
         }
         compareDriverCalls(entry, upTo);
         return true;
+    }
+
+    /**
+     * Takes the model's cudaMalloc of {@link #openingSegment}, made for the window's first alloc, out of the calls to
+     * compare: it is the recording's {@code segment_alloc} from before the window, and matches it when it is the
+     * model's first call at that address (the offered one). A model that made no such call is compared as usual.
+     */
+    private void takeOpeningCall() {
+        if (written != null) {
+            for (int i = 0; i < pending.size(); i++) {
+                TraceEntry m = pending.get(i);
+                if (m.action().isSegmentEvent()) {
+                    if (m.action() == TraceAction.SEGMENT_ALLOC && m.addr() == openingSegment) {
+                        pending.remove(i);
+                        openingCallMatched = true;
+                    }
+                    return;
+                }
+            }
+        } else if (eventCount > 0 && eventAction[0] == TraceAction.SEGMENT_ALLOC && eventAddr[0] == openingSegment) {
+            eventCount--;
+            System.arraycopy(eventAction, 1, eventAction, 0, eventCount);
+            System.arraycopy(eventAddr, 1, eventAddr, 0, eventCount);
+            System.arraycopy(eventSize, 1, eventSize, 0, eventCount);
+            openingCallMatched = true;
+        }
     }
 
     /** Frees op {@code k}'s slot where the model put it (nothing when its alloc failed). */
@@ -549,6 +592,10 @@ final class DeviceReplay {
             notes.add(oomEntries + " oom entr" + (oomEntries == 1 ? "y" : "ies")
                     + ": the request failed in the recording and allocates nothing in the replay");
         }
+        if (openingSegment != 0) {
+            notes.add("the window opens inside its first request: the segment_alloc of " + hex(openingSegment)
+                    + " for it came before the window, and counts as a recorded driver call");
+        }
         if (device.syntheticAddresses() > 0) {
             notes.add(device.syntheticAddresses() + " driver allocations the recording does not have");
         }
@@ -557,8 +604,8 @@ final class DeviceReplay {
                 trace.size(),
                 allocs,
                 exact,
-                segmentEvents,
-                segmentMatched,
+                segmentEvents + (openingSegment != 0 ? 1 : 0),
+                segmentMatched + (openingCallMatched ? 1 : 0),
                 releaseRuns,
                 0,
                 0,

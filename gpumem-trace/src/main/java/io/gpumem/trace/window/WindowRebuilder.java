@@ -54,6 +54,11 @@ import org.jspecify.annotations.Nullable;
  *       as the remainder, ending where it ended. So if the object outlives the window, it is the end state's
  *       free block that ends where the start block ends and begins no lower, and that block's value is the
  *       start block's. When no such block exists the object did not survive, and its value never shows.</li>
+ *   <li><b>A window that opens inside a request</b>, after its {@code segment_alloc} (a history ring cut there),
+ *       starts with an {@code alloc} at the base of a segment that looks cached and wholly free. Where a cached
+ *       segment could not have served that request (under {@code max_split_size_mb}, an oversize segment for a
+ *       smaller request) the segment was made for it: it is left out, and {@link WindowStart#segmentAllocBeforeWindow}
+ *       names it for the replay.</li>
  * </ol>
  * Cost: O(n log n) in the trace length plus the number of end-state blocks.
  */
@@ -273,6 +278,10 @@ public final class WindowRebuilder {
                     seg.expandable(),
                     Collections.unmodifiableList(blocks)));
         }
+        long cutSegment = segmentAllocCutOff(fields, trace.size(), out);
+        if (cutSegment != 0) {
+            out.removeIf(s -> s.address() == cutSegment);
+        }
         return new WindowStart(
                 device,
                 Collections.unmodifiableList(out),
@@ -282,7 +291,43 @@ public final class WindowRebuilder {
                         pass.matches,
                         pass.hasCompletions,
                         pass.allocOrdinal + pass.freeing + pass.releases,
-                        pass.allocOrdinal));
+                        pass.allocOrdinal),
+                cutSegment);
+    }
+
+    /**
+     * The address of the segment cudaMalloc'd for the window's first entry just before the window opened, or 0.
+     *
+     * <p>A history ring can cut between a request's {@code segment_alloc} and its {@code alloc}: the window then opens
+     * with an {@code alloc} at the base of a segment the rebuild finds wholly free (the walk back from the end state
+     * cannot tell it from a cached one). Mostly the replay does not need to know: a request PyTorch found no cached
+     * block for would be served by that segment, cached or fresh. Not under {@code max_split_size_mb} when the
+     * segment is oversize and the request is not: a cached oversize block never serves a smaller request
+     * ({@code get_free_block}), while a fresh segment does. There the segment cannot have been cached, so it was made
+     * for this request: the start state is the one before it. The segment's size must be the one
+     * {@code get_allocation_size} gives the request, on its stream.
+     */
+    private long segmentAllocCutOff(EntryFields fields, int entries, List<SegmentInfo> start) {
+        if (entries == 0 || fields.action(0) != TraceAction.ALLOC) {
+            return 0;
+        }
+        long address = fields.addr(0);
+        long rounded = SizeRules.roundSize(fields.size(0), config);
+        long maxSplit = config.maxSplitSize();
+        if (address == 0 || rounded >= maxSplit) {
+            return 0;
+        }
+        for (SegmentInfo s : start) {
+            if (s.address() == address) {
+                boolean wholeFree = s.blocks().size() == 1 && s.blocks().get(0).state() == BlockState.INACTIVE;
+                boolean madeForIt = !s.expandable()
+                        && s.stream() == fields.stream(0)
+                        && s.totalSize() == SizeRules.allocationSize(rounded)
+                        && s.totalSize() >= maxSplit;
+                return wholeFree && madeForIt ? address : 0;
+            }
+        }
+        return 0;
     }
 
     /** Whether the trace has {@code free_completed} entries (then they, not the requests, free blocks). */

@@ -15,9 +15,24 @@ import java.util.Set;
  *                       inferred, not recorded)
  * @param inferredSizes  how many of those sizes the gap / slack rules extended beyond {@code round_size}
  * @param frees          what each free of the window frees, matched while rebuilding (for compiling the window)
+ * @param segmentAllocBeforeWindow the address of the segment the window's first entry, an {@code alloc}, was served
+ *                       from when that segment was cudaMalloc'd for it just before the window opened (the ring cut
+ *                       its {@code segment_alloc} off); 0 when not. Such a segment is not in {@code segments}: they
+ *                       are the state before that request, which a replay serves from a segment at this address.
  */
 public record WindowStart(
-        int device, List<SegmentInfo> segments, Set<Long> preWindowFreed, int inferredSizes, FreeMatches frees) {
+        int device,
+        List<SegmentInfo> segments,
+        Set<Long> preWindowFreed,
+        int inferredSizes,
+        FreeMatches frees,
+        long segmentAllocBeforeWindow) {
+
+    /** A start state whose window does not open inside a request. */
+    public WindowStart(
+            int device, List<SegmentInfo> segments, Set<Long> preWindowFreed, int inferredSizes, FreeMatches frees) {
+        this(device, segments, preWindowFreed, inferredSizes, frees, 0);
+    }
 
     public long reservedBytes() {
         long n = 0;

@@ -11,6 +11,7 @@ import io.gpumem.history.BlockState;
 import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.MemorySnapshot;
 import io.gpumem.history.SegmentInfo;
+import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceSnapshot;
@@ -19,6 +20,7 @@ import io.gpumem.trace.window.WindowStart;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
+import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -27,10 +29,12 @@ import org.junit.jupiter.params.provider.ValueSource;
  * (random sizes, three streams, {@code record_stream} with held events, {@code empty_cache()}) is generated as a
  * list of operations and played with its whole history recorded; the window is the last {@code ring} entries, which
  * is what a ring of that length keeps. Where the window opens between two operations, the run is played again up to
- * there and snapshotted: the true state at the window's start. Seeded, the seed printed ({@code -Dgpumem.seed=N}
+ * there and snapshotted: the true state at the window's start. A window that opens between a request's
+ * {@code segment_alloc} and its {@code alloc} has one too: the state before the request, whose first segment was made
+ * for it ({@link WindowStart#segmentAllocBeforeWindow}). Seeded, the seed printed ({@code -Dgpumem.seed=N}
  * replays a run).
  *
- * <p>Claims, for each window that opens between two operations:
+ * <p>Claims, for each window with a true start state:
  * <ol>
  *   <li>Played from the true start state, the oracle replay is exact (every alloc, every driver call, the end
  *       state): the allocator and the replay engine, with nothing inferred.</li>
@@ -40,9 +44,9 @@ import org.junit.jupiter.params.provider.ValueSource;
  *       the free block after it) may differ.</li>
  *   <li>Where the rebuilt state equals the true one, the replay from it is exact too.</li>
  * </ol>
- * A window that opens inside an operation (between a {@code segment_alloc} and its {@code alloc}, a
- * {@code free_requested} and its {@code free_completed}, or within a release run) has no true state to compare
- * with; its replay must still run to the end. How many windows of each kind were exact is printed.
+ * A window that opens elsewhere inside an operation (between a {@code free_requested} and its
+ * {@code free_completed}, among the completions a malloc processes first, or within a release run) has no true
+ * state to compare with; its replay must still run to the end. How many windows of each kind were exact is printed.
  */
 class RingWindowFuzzTest {
 
@@ -59,9 +63,11 @@ class RingWindowFuzzTest {
 
     /**
      * One device's recording: the snapshot holding the window's trace, and the true state at the window's start
-     * (null when the window opens inside an operation).
+     * (null when the window opens inside an operation). When the window opens between a request's
+     * {@code segment_alloc} and its {@code alloc}, the truth is the state before that request and
+     * {@code openingSegment} the segment made for it (else 0).
      */
-    private record Recording(MemorySnapshot snapshot, List<SegmentInfo> truth) {}
+    private record Recording(MemorySnapshot snapshot, List<SegmentInfo> truth, long openingSegment) {}
 
     @ParameterizedTest
     @ValueSource(strings = {"", "max_split_size_mb:40", "roundup_power2_divisions:4"})
@@ -100,7 +106,8 @@ class RingWindowFuzzTest {
                         asStart(d, truthSegments),
                         rebuilt.preWindowFreed(),
                         rebuilt.inferredSizes(),
-                        rebuilt.frees());
+                        rebuilt.frees(),
+                        recordings.get(d).openingSegment());
                 DeviceFidelity fromTruth = replay(s, d, truth, config);
                 assertThat(isExact(fromTruth))
                         .as(where + " from the true start: " + fromTruth)
@@ -118,9 +125,9 @@ class RingWindowFuzzTest {
                 exactFromRebuilt += isExact(fromRebuilt) ? 1 : 0;
             }
         }
-        System.out.println("conf '" + conf + "': " + atBoundary + " windows open between operations: " + sameStart
+        System.out.println("conf '" + conf + "': " + atBoundary + " windows with a true start: " + sameStart
                 + " rebuilt equal to the true start, " + exactFromRebuilt + " exact from the rebuilt start; "
-                + insideOp + " open inside an operation: " + exactInsideOp + " exact");
+                + insideOp + " open elsewhere inside an operation: " + exactInsideOp + " exact");
         assertThat(atBoundary).as("windows with a true start").isPositive();
     }
 
@@ -156,13 +163,30 @@ class RingWindowFuzzTest {
      * after each); "differs: ..." otherwise.
      */
     private static String difference(WindowStart rebuilt, WindowStart truth, AllocatorConfig config) {
-        if (rebuilt.segments().size() != truth.segments().size()) {
-            return "differs: " + rebuilt.segments().size() + " segments rebuilt, "
+        List<SegmentInfo> rebuiltSegments = rebuilt.segments();
+        long opening = truth.segmentAllocBeforeWindow();
+        if (rebuilt.segmentAllocBeforeWindow() != opening) {
+            // Where a cached segment would serve the request as well (no max_split_size_mb), the rebuild keeps the
+            // segment made for it, wholly free: the same state once the request is served.
+            boolean keptWhollyFree = rebuilt.segmentAllocBeforeWindow() == 0
+                    && rebuiltSegments.stream()
+                            .anyMatch(
+                                    seg -> seg.address() == opening && live(seg).isEmpty());
+            if (!keptWhollyFree) {
+                return "differs: segment made for the first request " + Long.toHexString(opening) + " true, "
+                        + Long.toHexString(rebuilt.segmentAllocBeforeWindow()) + " rebuilt";
+            }
+            rebuiltSegments = rebuiltSegments.stream()
+                    .filter(seg -> seg.address() != opening)
+                    .toList();
+        }
+        if (rebuiltSegments.size() != truth.segments().size()) {
+            return "differs: " + rebuiltSegments.size() + " segments rebuilt, "
                     + truth.segments().size() + " true";
         }
         String unknowable = null;
         for (int i = 0; i < truth.segments().size(); i++) {
-            SegmentInfo r = rebuilt.segments().get(i);
+            SegmentInfo r = rebuiltSegments.get(i);
             SegmentInfo t = truth.segments().get(i);
             String both = show(r) + " rebuilt, " + show(t) + " true";
             if (r.address() != t.address()
@@ -274,7 +298,8 @@ class RingWindowFuzzTest {
             ops.add(new Op(kind, size, rnd.nextInt(3), rnd.nextInt(Integer.MAX_VALUE)));
         }
         int[] entriesBefore = new int[count + 1];
-        MemorySnapshot end = play(config, holdEvents, ops, count, entriesBefore);
+        boolean[] malloc = new boolean[count];
+        MemorySnapshot end = play(config, holdEvents, ops, count, entriesBefore, malloc);
         List<TraceEntry> all = end.deviceTraces().get(0);
         int from = Math.max(0, all.size() - ring);
         List<TraceEntry> window = List.copyOf(all.subList(from, all.size()));
@@ -282,18 +307,33 @@ class RingWindowFuzzTest {
         for (int op = 0; op <= count; op++) {
             if (entriesBefore[op] == from && (op == count || entriesBefore[op + 1] > from)) {
                 return new Recording(
-                        snapshot, play(config, holdEvents, ops, op, null).segments());
+                        snapshot, play(config, holdEvents, ops, op, null, null).segments(), 0);
+            }
+            if (op < count
+                    && malloc[op]
+                    && entriesBefore[op] == from - 1
+                    && all.get(from - 1).action() == TraceAction.SEGMENT_ALLOC
+                    && all.get(from).action() == TraceAction.ALLOC) {
+                List<SegmentInfo> before =
+                        play(config, holdEvents, ops, op, null, null).segments();
+                return new Recording(snapshot, before, all.get(from - 1).addr());
             }
         }
-        return new Recording(snapshot, null);
+        return new Recording(snapshot, null, 0);
     }
 
     /**
      * Plays the first {@code upTo} operations on a fresh allocator recording all history, noting in
-     * {@code entriesBefore} (when given) how many entries were recorded before each operation; returns the snapshot.
+     * {@code entriesBefore} (when given) how many entries were recorded before each operation and in {@code malloc}
+     * (when given) which operations were mallocs; returns the snapshot.
      */
     private static MemorySnapshot play(
-            AllocatorConfig config, boolean holdEvents, List<Op> ops, int upTo, int[] entriesBefore) {
+            AllocatorConfig config,
+            boolean holdEvents,
+            List<Op> ops,
+            int upTo,
+            int @Nullable [] entriesBefore,
+            boolean @Nullable [] malloc) {
         SimulatedDevice device = SimulatedDevice.withCapacity(1L << 40);
         CachingAllocator a = new CachingAllocator(device, config);
         long[] streams = {0, device.createStream(), device.createStream()};
@@ -308,6 +348,9 @@ class RingWindowFuzzTest {
             }
             Op op = ops.get(i);
             int kind = live.isEmpty() ? Op.MALLOC : op.kind();
+            if (malloc != null) {
+                malloc[i] = kind == Op.MALLOC;
+            }
             switch (kind) {
                 case Op.MALLOC -> live.add(a.malloc(op.size(), streams[op.stream()]));
                 case Op.FREE -> a.free(live.remove(op.pick() % live.size()));
