@@ -94,13 +94,31 @@ public final class StartStateLoader {
             }
             shifts[si] = base - seg.address();
         }
-        for (List<SegmentInfo> runs : expandableGroups.values()) {
+        // Groups from the highest address down: a group's reservation must end at or below the next one's base.
+        List<List<SegmentInfo>> groups = new ArrayList<>(expandableGroups.values());
+        for (List<SegmentInfo> runs : groups) {
             runs.sort((a, b) -> Long.compare(a.address(), b.address()));
+        }
+        groups.sort((a, b) -> Long.compare(b.getFirst().address(), a.getFirst().address()));
+        long nextBase = Long.MAX_VALUE;
+        for (List<SegmentInfo> runs : groups) {
             SegmentInfo first = runs.getFirst();
             long page = SizeRules.expandablePageSize(first.pool());
             long reservation = page * ((device.totalMemory() * 9 / 8 + page - 1) / page);
+            // The reservation starts at or below its lowest mapped run: pages before it may have been unmapped
+            // before the window. With recorded addresses it starts low enough to end at the next reservation's base
+            // (the driver hands reservations out one after another); without them the device chooses anyway.
+            long base = first.address();
+            if (oracle != null
+                    && nextBase != Long.MAX_VALUE
+                    && nextBase - reservation < base
+                    && nextBase - reservation >= 0
+                    && (base - (nextBase - reservation)) % page == 0) {
+                base = nextBase - reservation;
+            }
+            nextBase = base;
             List<RestoredBlock> blocks = new ArrayList<>();
-            long cursor = first.address();
+            long cursor = base;
             for (SegmentInfo run : runs) {
                 if (run.address() > cursor) {
                     blocks.add(RestoredBlock.unmapped(run.address() - cursor));
@@ -110,22 +128,22 @@ public final class StartStateLoader {
                 }
                 cursor = run.address() + run.totalSize();
             }
-            long end = first.address() + reservation;
+            long end = base + reservation;
             if (end > cursor) {
                 blocks.add(RestoredBlock.unmapped(end - cursor));
             }
             if (oracle != null) {
-                oracle.offerMap(first.address());
+                oracle.offerMap(base);
             }
-            long base = allocator.restoreSegment(
-                    oracle != null ? first.address() : Device.NULL,
-                    Math.max(reservation, cursor - first.address()),
+            long restored = allocator.restoreSegment(
+                    oracle != null ? base : Device.NULL,
+                    Math.max(reservation, cursor - base),
                     streams.applyAsLong(first.stream()),
                     first.pool(),
                     true,
                     blocks);
             for (SegmentInfo run : runs) {
-                shifts[Objects.requireNonNull(index.get(run))] = base - first.address();
+                shifts[Objects.requireNonNull(index.get(run))] = restored - base;
             }
         }
         // Wholly free cached segments last, after the expandable runs too: on a device too small for them, the OOM

@@ -51,6 +51,8 @@ import org.junit.jupiter.params.provider.ValueSource;
 class RingWindowFuzzTest {
 
     private static final long MiB = 1L << 20;
+    /** The recording device's memory, which the replay is told (it sizes expandable reservations). */
+    private static final long DEVICE_MEMORY = 1L << 40;
 
     /** One operation of a run; {@code pick} chooses among the live blocks, {@code stream} among three streams. */
     private record Op(int kind, long size, int stream, int pick) {
@@ -133,7 +135,7 @@ class RingWindowFuzzTest {
 
     private static DeviceFidelity replay(TraceSnapshot s, int device, WindowStart start, AllocatorConfig config) {
         OracleWindow window = OracleWindow.prepare(s, device, start);
-        DeviceReplay replay = new DeviceReplay(window, config, OracleDevice.DEFAULT_TOTAL_MEMORY, false);
+        DeviceReplay replay = new DeviceReplay(window, config, DEVICE_MEMORY, false);
         DeviceFidelity f = replay.run(ProgressListener.NONE, 0, window.trace().size());
         OracleReplay.EndState end = OracleReplay.EndState.compare(s.segmentsOf(device), replay.model());
         return new DeviceFidelity(
@@ -334,7 +336,7 @@ class RingWindowFuzzTest {
             int upTo,
             int @Nullable [] entriesBefore,
             boolean @Nullable [] malloc) {
-        SimulatedDevice device = SimulatedDevice.withCapacity(1L << 40);
+        SimulatedDevice device = SimulatedDevice.withCapacity(DEVICE_MEMORY);
         CachingAllocator a = new CachingAllocator(device, config);
         long[] streams = {0, device.createStream(), device.createStream()};
         a.recordHistory(HistoryOptions.all(1 << 20));

@@ -1,0 +1,63 @@
+package io.gpumem.trace.replay;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.gpumem.alloc.CachingAllocator;
+import io.gpumem.config.AllocatorConfig;
+import io.gpumem.device.SimulatedDevice;
+import io.gpumem.history.HistoryOptions;
+import io.gpumem.history.MemorySnapshot;
+import io.gpumem.history.TraceEntry;
+import io.gpumem.trace.io.AllocatorSnapshots;
+import io.gpumem.trace.io.TraceSnapshot;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Expandable segments on two streams, with the first pages of the lower reservation unmapped before the window
+ * opens: its lowest mapped run at the start is above its base. The start state used to be restored with the
+ * reservation starting at that run, which then reached into the next reservation, and the replay stopped with
+ * "device reserved ... instead of the restored segment address". Reservations are handed out one after another, so
+ * the lower one ends where the next begins.
+ */
+class ExpandableReservationBaseTest {
+
+    private static final long MiB = 1L << 20;
+    private static final long DEVICE_MEMORY = 1L << 40;
+
+    @Test
+    void aReservationWhoseFirstPagesWereUnmappedBeforeTheWindowIsRestoredAtItsBase() {
+        AllocatorConfig config = AllocatorConfig.parse("expandable_segments:True");
+        SimulatedDevice device = SimulatedDevice.withCapacity(DEVICE_MEMORY);
+        CachingAllocator a = new CachingAllocator(device, config);
+        long s1 = device.createStream();
+        a.recordHistory(HistoryOptions.all(1 << 12));
+        long front = a.malloc(60 * MiB, 0); // stream 0's reservation, pages 0-2
+        long kept = a.malloc(30 * MiB, 0); // pages 3-4
+        long other = a.malloc(50 * MiB, s1); // stream 1's reservation, above stream 0's
+        a.free(front);
+        a.emptyCache(); // unmaps pages 0-2 of stream 0's reservation
+        int windowFrom = a.snapshot().deviceTraces().get(0).size();
+        long more = a.malloc(10 * MiB, s1);
+        long again = a.malloc(50 * MiB, 0); // maps pages of stream 0's reservation again
+        a.free(kept);
+        a.free(more);
+        MemorySnapshot end = a.snapshot();
+        assertThat(again).isLessThan(kept);
+        List<TraceEntry> all = end.deviceTraces().get(0);
+        TraceSnapshot s = AllocatorSnapshots.toTraceSnapshot(
+                new MemorySnapshot(
+                        end.segments(),
+                        List.of(List.copyOf(all.subList(windowFrom, all.size()))),
+                        end.allocatorSettings()),
+                "two reservations");
+
+        DeviceFidelity f = new OracleReplay(DEVICE_MEMORY).check(s).devices().get(0);
+        assertThat(f.notes()).as(f.toString()).noneMatch(n -> n.contains("stopped"));
+        assertThat(f.firstMismatch()).as(f.toString()).isNull();
+        assertThat(f.exact()).isEqualTo(f.allocs());
+        assertThat(f.segmentMatched()).isEqualTo(f.segmentEvents());
+        assertThat(f.endSegmentsSame()).isEqualTo(f.endSegments());
+        assertThat(other).isGreaterThan(kept);
+    }
+}
