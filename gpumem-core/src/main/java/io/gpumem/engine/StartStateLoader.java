@@ -20,8 +20,10 @@ import org.jspecify.annotations.Nullable;
  * allocator that can restore segments ({@link SegmentRestorer}).
  *
  * <p>Classic segments are restored one by one. Expandable mapped runs are grouped per (stream, pool) into one
- * reservation starting at the lowest run, with unmapped blocks for the space between runs and after the last
- * (the reservation has PyTorch's default size). Without recorded addresses (what-if replays) wholly free segments
+ * reservation of PyTorch's default size, with unmapped blocks for the space before, between and after the runs. It
+ * starts at the lowest run, or lower with recorded addresses when that reservation would reach into the next one
+ * (reservations are handed out one after another; pages before the lowest run may have been unmapped before the
+ * window). Without recorded addresses (what-if replays) wholly free segments
  * are restored last and dropped when the device has no room for them. With {@link RecordedAddresses} the device
  * must hand out the recorded addresses (it is offered each one first); otherwise the device chooses, and the
  * returned shifts say where each segment went. {@code asClassic} restores expandable runs as ordinary segments
