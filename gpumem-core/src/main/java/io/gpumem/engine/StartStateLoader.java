@@ -20,10 +20,10 @@ import org.jspecify.annotations.Nullable;
  * allocator that can restore segments ({@link SegmentRestorer}).
  *
  * <p>Classic segments are restored one by one. Expandable mapped runs are grouped per (stream, pool) into one
- * reservation of PyTorch's default size, with unmapped blocks for the space before, between and after the runs. It
- * starts at the lowest run, or lower with recorded addresses when that reservation would reach into the next one
- * (reservations are handed out one after another; pages before the lowest run may have been unmapped before the
- * window). Without recorded addresses (what-if replays) wholly free segments
+ * reservation of PyTorch's default size, with unmapped blocks for the space before, between and after the runs.
+ * Pages before the lowest run may have been unmapped before the window, so with recorded addresses the reservations
+ * are placed as the driver hands them out, one after another ({@link #reservationBases}); otherwise each starts at
+ * its lowest run. Without recorded addresses (what-if replays) wholly free segments
  * are restored last and dropped when the device has no room for them. With {@link RecordedAddresses} the device
  * must hand out the recorded addresses (it is offered each one first); otherwise the device chooses, and the
  * returned shifts say where each segment went. {@code asClassic} restores expandable runs as ordinary segments
@@ -96,29 +96,17 @@ public final class StartStateLoader {
             }
             shifts[si] = base - seg.address();
         }
-        // Groups from the highest address down: a group's reservation must end at or below the next one's base.
         List<List<SegmentInfo>> groups = new ArrayList<>(expandableGroups.values());
         for (List<SegmentInfo> runs : groups) {
             runs.sort((a, b) -> Long.compare(a.address(), b.address()));
         }
-        groups.sort((a, b) -> Long.compare(b.getFirst().address(), a.getFirst().address()));
-        long nextBase = Long.MAX_VALUE;
-        for (List<SegmentInfo> runs : groups) {
+        groups.sort((a, b) -> Long.compare(a.getFirst().address(), b.getFirst().address()));
+        long[] bases = oracle != null ? reservationBases(groups, device.totalMemory()) : null;
+        for (int g = 0; g < groups.size(); g++) {
+            List<SegmentInfo> runs = groups.get(g);
             SegmentInfo first = runs.getFirst();
-            long page = SizeRules.expandablePageSize(first.pool());
-            long reservation = page * ((device.totalMemory() * 9 / 8 + page - 1) / page);
-            // The reservation starts at or below its lowest mapped run: pages before it may have been unmapped
-            // before the window. With recorded addresses it starts low enough to end at the next reservation's base
-            // (the driver hands reservations out one after another); without them the device chooses anyway.
-            long base = first.address();
-            if (oracle != null
-                    && nextBase != Long.MAX_VALUE
-                    && nextBase - reservation < base
-                    && nextBase - reservation >= 0
-                    && (base - (nextBase - reservation)) % page == 0) {
-                base = nextBase - reservation;
-            }
-            nextBase = base;
+            long reservation = reservationSize(first, device.totalMemory());
+            long base = bases != null ? bases[g] : first.address();
             List<RestoredBlock> blocks = new ArrayList<>();
             long cursor = base;
             for (SegmentInfo run : runs) {
@@ -166,6 +154,69 @@ public final class StartStateLoader {
             }
         }
         return shifts;
+    }
+
+    /** PyTorch's reservation for an expandable segment of {@code run}'s pool: 1.125 x device memory, in pages. */
+    private static long reservationSize(SegmentInfo run, long totalMemory) {
+        long page = SizeRules.expandablePageSize(run.pool());
+        return page * ((totalMemory * 9 / 8 + page - 1) / page);
+    }
+
+    /**
+     * Where each expandable reservation starts, for groups of mapped runs in ascending address order. A reservation
+     * starts at or below its lowest run (pages before it may have been unmapped before the window) and ends at or
+     * above its highest. The driver hands reservations out one after another, so groups are taken as chains of
+     * adjacent reservations: a chain's bases follow from its lowest base and the reservation sizes, which is taken as
+     * high as every group of the chain allows (no group's base above its lowest run, runs on its page grid). A group
+     * that cannot follow the one before (its runs out of reach, or off the grid) starts a new chain.
+     */
+    static long[] reservationBases(List<List<SegmentInfo>> ascending, long totalMemory) {
+        int n = ascending.size();
+        long[] bases = new long[n];
+        int chain = 0;
+        while (chain < n) {
+            long[] offsets = new long[n];
+            long high = Long.MAX_VALUE; // the chain's base is at most this
+            long low = Long.MIN_VALUE; // and at least this
+            long offset = 0;
+            int end = chain;
+            for (int i = chain; i < n; i++) {
+                List<SegmentInfo> runs = ascending.get(i);
+                SegmentInfo last = runs.getLast();
+                long size = reservationSize(runs.getFirst(), totalMemory);
+                long h = Math.min(high, runs.getFirst().address() - offset);
+                long l = Math.max(low, last.address() + last.totalSize() - size - offset);
+                offsets[i] = offset;
+                if (h < l || h < 0 || !onGrid(ascending, chain, i, offsets, h)) {
+                    break;
+                }
+                high = h;
+                low = l;
+                offset += size;
+                end = i + 1;
+            }
+            if (end == chain) { // (a single group always fits: its runs lie within one reservation)
+                bases[chain] = ascending.get(chain).getFirst().address();
+                chain++;
+                continue;
+            }
+            for (int i = chain; i < end; i++) {
+                bases[i] = high + offsets[i];
+            }
+            chain = end;
+        }
+        return bases;
+    }
+
+    /** Whether, with the chain based at {@code base}, every group's lowest run of {@code from..to} is on its page grid. */
+    private static boolean onGrid(List<List<SegmentInfo>> groups, int from, int to, long[] offsets, long base) {
+        for (int i = from; i <= to; i++) {
+            SegmentInfo first = groups.get(i).getFirst();
+            if ((first.address() - base - offsets[i]) % SizeRules.expandablePageSize(first.pool()) != 0) {
+                return false;
+            }
+        }
+        return true;
     }
 
     private static long allocatedBytes(SegmentInfo seg) {

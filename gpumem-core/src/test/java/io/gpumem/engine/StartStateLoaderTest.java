@@ -283,4 +283,43 @@ class StartStateLoaderTest {
                 .isInstanceOf(IllegalArgumentException.class)
                 .hasMessageContaining("segment at 0x5a0000000000 (41943040 bytes)");
     }
+
+    private static final long TOTAL = 1L << 40;
+    /** PyTorch's large-pool reservation on a 1 TiB device: ceil(1.125 TiB / 20 MiB) pages of 20 MiB. */
+    private static final long LARGE_RESERVATION = 20 * MIB * ((TOTAL * 9 / 8 + 20 * MIB - 1) / (20 * MIB));
+
+    private static List<SegmentInfo> run(long address, long pages) {
+        long size = pages * 20 * MIB;
+        return List.of(SegmentInfo.ofBlocks(
+                0,
+                address,
+                0,
+                Pool.LARGE,
+                true,
+                List.of(BlockInfo.of(address, size, size, BlockState.ACTIVE_ALLOCATED))));
+    }
+
+    @Test
+    void aLowerReservationWhoseFirstPagesAreUnmappedEndsWhereTheNextBegins() {
+        long base = 0x2000_0000_0000L;
+        long[] bases = StartStateLoader.reservationBases(
+                List.of(run(base + 60 * MIB, 2), run(base + LARGE_RESERVATION, 1)), TOTAL);
+        assertThat(bases).containsExactly(base, base + LARGE_RESERVATION);
+    }
+
+    @Test
+    void anUpperReservationWhoseFirstPagesAreUnmappedBeginsWhereTheLowerEnds() {
+        long base = 0x2000_0000_0000L;
+        long[] bases = StartStateLoader.reservationBases(
+                List.of(run(base, 1), run(base + LARGE_RESERVATION + 3 * 20 * MIB, 2)), TOTAL);
+        assertThat(bases).containsExactly(base, base + LARGE_RESERVATION);
+    }
+
+    @Test
+    void aReservationOffTheLowerOnesPageGridStartsAChainOfItsOwn() {
+        long base = 0x2000_0000_0000L;
+        long upper = base + LARGE_RESERVATION + 4 * MIB; // not a whole number of pages from where the lower ends
+        long[] bases = StartStateLoader.reservationBases(List.of(run(base, 1), run(upper, 1)), TOTAL);
+        assertThat(bases).containsExactly(base, upper);
+    }
 }
