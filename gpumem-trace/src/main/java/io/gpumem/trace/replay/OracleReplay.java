@@ -163,7 +163,8 @@ public final class OracleReplay {
         return new FidelityReport(snapshot.source(), devices, notes);
     }
 
-    private static DeviceFidelity withEndState(DeviceFidelity f, EndState end) {
+    /** {@code f} with the end-state comparison's counts. */
+    static DeviceFidelity withEndState(DeviceFidelity f, EndState end) {
         return new DeviceFidelity(
                 f.device(),
                 f.entries(),

@@ -137,19 +137,7 @@ class RingWindowFuzzTest {
         OracleWindow window = OracleWindow.prepare(s, device, start);
         DeviceReplay replay = new DeviceReplay(window, config, DEVICE_MEMORY, false);
         DeviceFidelity f = replay.run(ProgressListener.NONE, 0, window.trace().size());
-        OracleReplay.EndState end = OracleReplay.EndState.compare(s.segmentsOf(device), replay.model());
-        return new DeviceFidelity(
-                f.device(),
-                f.entries(),
-                f.allocs(),
-                f.exact(),
-                f.segmentEvents(),
-                f.segmentMatched(),
-                f.releaseRuns(),
-                end.segments(),
-                end.identical(),
-                f.firstMismatch(),
-                f.notes());
+        return OracleReplay.withEndState(f, OracleReplay.EndState.compare(s.segmentsOf(device), replay.model()));
     }
 
     private static boolean isExact(DeviceFidelity f) {
