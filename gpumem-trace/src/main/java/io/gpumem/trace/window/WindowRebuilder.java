@@ -37,7 +37,9 @@ import org.jspecify.annotations.Nullable;
  *       range is subtracted from its (stream, pool) group (the pool of the request that follows the map),
  *       a {@code segment_unmap} range is added back to the group of its segment (the entry's stream, and the
  *       pool of the group that maps the range later or holds it at the end; else of the stream's nearest run, of the
- *       small pool when the range is not whole large pages).</li>
+ *       small pool when the range is not whole large pages). A run holding live blocks takes the pool they show
+ *       instead (a large-pool block is longer than 1 MiB, a small-pool one never is): a reservation given back is
+ *       handed to another stream's next segment, which can mislead the walk.</li>
  *   <li><b>Live blocks</b>: end-state active blocks that were not allocated in the window, plus blocks
  *       freed in the window without an alloc before (allocated before the window).</li>
  *   <li><b>Sizes</b> of the latter are not recorded (a free carries the request). The block is
@@ -274,7 +276,7 @@ public final class WindowRebuilder {
                     device,
                     seg.address(),
                     seg.stream(),
-                    seg.pool(),
+                    seg.expandable() ? poolOfBlocks(blocks, seg.pool()) : seg.pool(),
                     seg.expandable(),
                     Collections.unmodifiableList(blocks)));
         }
@@ -328,6 +330,27 @@ public final class WindowRebuilder {
             }
         }
         return 0;
+    }
+
+    /**
+     * The pool a mapped run's live blocks show, else {@code guessed}. A large-pool block serves a request rounded
+     * above 1 MiB and a small-pool block one rounded to at most 1 MiB, whose remainder it splits off from 512 bytes,
+     * so a live block longer than 1 MiB is the large pool's and any other the small pool's. The walk back assigns an
+     * unmapped range by its neighbours, which a reservation given back and handed to another stream's segment can
+     * mislead; the blocks cannot.
+     */
+    private static Pool poolOfBlocks(List<BlockInfo> blocks, Pool guessed) {
+        Pool shown = null;
+        for (BlockInfo b : blocks) {
+            if (b.state() != BlockState.INACTIVE) {
+                Pool p = b.size() > SizeRules.SMALL_SIZE ? Pool.LARGE : Pool.SMALL;
+                if (shown != null && shown != p) {
+                    return guessed;
+                }
+                shown = p;
+            }
+        }
+        return shown != null ? shown : guessed;
     }
 
     /** Whether the trace has {@code free_completed} entries (then they, not the requests, free blocks). */
