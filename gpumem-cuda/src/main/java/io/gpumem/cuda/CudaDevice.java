@@ -14,6 +14,7 @@ import io.gpumem.device.DeviceProperties;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.Locale;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.function.ToIntFunction;
@@ -101,6 +102,9 @@ public final class CudaDevice implements Device {
     private final HandleSet streams = new HandleSet();
     private final HandleSet events = new HandleSet();
     private final AtomicBoolean closed = new AtomicBoolean();
+    /** The arena each live pinned host allocation's segment belongs to, by address (closed when it is freed). */
+    private final ConcurrentHashMap<Long, Arena> pinnedHost = new ConcurrentHashMap<>();
+
     private final ThreadLocal<ThreadState> threadState = ThreadLocal.withInitial(this::newThreadState);
 
     /**
@@ -606,16 +610,29 @@ public final class CudaDevice implements Device {
         if (rc != 0) {
             throw failure(DeviceOp.MALLOC, rc, "cuMemHostAlloc(" + bytes + ")");
         }
-        return MemorySegment.ofAddress(state.scratch.get(JAVA_LONG, 0)).reinterpret(bytes);
+        long address = state.scratch.get(JAVA_LONG, 0);
+        // The segment lives in an arena of its own, closed by freePinnedHost: touching the memory after its free
+        // throws instead of reading or writing whatever the driver put there since.
+        @SuppressWarnings("MustBeClosedChecker") // closed by freePinnedHost, when the memory goes back to the driver
+        Arena lifetime = Arena.ofShared();
+        pinnedHost.put(address, lifetime);
+        return MemorySegment.ofAddress(address).reinterpret(bytes, lifetime, null);
     }
 
-    /** Frees memory from {@link #allocatePinnedHost} ({@code cuMemFreeHost}). */
+    /**
+     * Frees memory from {@link #allocatePinnedHost} ({@code cuMemFreeHost}); the segment (and every slice of it) is
+     * unusable afterwards: an access throws {@link IllegalStateException}.
+     */
     public void freePinnedHost(MemorySegment pinned) {
         requireOpen(DeviceOp.FREE);
         bindContext(DeviceOp.FREE);
         int rc = driver.memFreeHost(pinned.address());
         if (rc != 0) {
             throw failure(DeviceOp.FREE, rc, "cuMemFreeHost(0x" + Long.toHexString(pinned.address()) + ")");
+        }
+        Arena lifetime = pinnedHost.remove(pinned.address());
+        if (lifetime != null) {
+            lifetime.close();
         }
     }
 

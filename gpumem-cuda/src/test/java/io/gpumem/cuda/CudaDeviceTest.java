@@ -15,6 +15,7 @@ import io.gpumem.device.DeviceException;
 import io.gpumem.device.DeviceOp;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
@@ -478,8 +479,13 @@ class CudaDeviceTest {
         byte[] back = new byte[(int) (3 * MiB)];
         device.copyToHost(MemorySegment.ofArray(back), a, back.length);
         assertThat(back).containsOnly((byte) 7);
+        MemorySegment slice = pinned.asSlice(MiB, 16);
         device.freePinnedHost(pinned);
         assertThat(FakeCuda.hostBytes()).isZero();
+        // freed memory is no longer reachable through the segment or its slices (it was a use after free)
+        assertThatThrownBy(() -> pinned.get(ValueLayout.JAVA_BYTE, 0)).isInstanceOf(IllegalStateException.class);
+        assertThatThrownBy(() -> slice.fill((byte) 1)).isInstanceOf(IllegalStateException.class);
+        assertThatThrownBy(() -> device.copyToDevice(a, pinned, MiB)).isInstanceOf(IllegalStateException.class);
         assertThatThrownBy(() -> device.freePinnedHost(pinned)).isInstanceOf(DeviceException.class);
         device.free(a);
     }
