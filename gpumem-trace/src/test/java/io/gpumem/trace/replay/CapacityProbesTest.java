@@ -185,8 +185,8 @@ class CapacityProbesTest {
     }
 
     /**
-     * Only the exact allocator's searches run ahead: another policy need not decide the same on a busier core
-     * ({@code planned}'s online planner stops on a clock), so its probes stay one at a time, idle workers or not.
+     * Only the exact allocator's searches run ahead: nothing promises that another policy's probes are independent
+     * of one another and of the machine, so its probes stay one at a time, idle workers or not.
      */
     @Test
     void anotherPolicysSearchDoesNotRunAhead() throws Exception {
