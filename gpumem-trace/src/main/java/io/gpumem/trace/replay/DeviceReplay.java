@@ -15,6 +15,7 @@ import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.oom.OutOfMemoryException;
 import io.gpumem.trace.io.EntryFields;
+import io.gpumem.trace.window.WindowStart;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -108,7 +109,7 @@ final class DeviceReplay {
     private @Nullable Mismatch firstMismatch;
 
     /**
-     * {@link io.gpumem.trace.window.WindowStart#segmentAllocBeforeWindow}: the segment the window's first alloc was served from, cudaMalloc'd
+     * {@link WindowStart#segmentAllocBeforeWindow}: the segment the window's first alloc was served from, cudaMalloc'd
      * before the window opened (0 when none). Offered to that alloc; the model's cudaMalloc of it is the recording's
      * cut-off {@code segment_alloc}, counted as a recorded driver call and compared here ({@link #openingCallMatched}).
      */
