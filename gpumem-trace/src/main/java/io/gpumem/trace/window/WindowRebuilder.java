@@ -36,8 +36,9 @@ import org.jspecify.annotations.Nullable;
  *       entry, pool by size: 2 MiB is small). Expandable segments are mapped runs: a {@code segment_map}
  *       range is subtracted from its (stream, pool) group (the pool of the request that follows the map),
  *       a {@code segment_unmap} range is added back to the group of its segment (the entry's stream, and the
- *       pool of the group that maps the range later or holds it at the end; else of the stream's nearest run, of the
- *       small pool when the range is not whole large pages). A run holding live blocks takes the pool they show
+ *       pool of the group that maps the range later or holds it at the end, another stream's too: a reservation
+ *       wholly unmapped is given back and its range reused by a reservation of the same size; else of the stream's
+ *       nearest run, of the small pool when the range is not whole large pages). A run holding live blocks takes the pool they show
  *       instead (a large-pool block is longer than 1 MiB, a small-pool one never is): a reservation given back is
  *       handed to another stream's next segment, which can mislead the walk.</li>
  *   <li><b>Live blocks</b>: end-state active blocks that were not allocated in the window, plus blocks
@@ -598,10 +599,17 @@ public final class WindowRebuilder {
         if (e == null || e.getValue().end() <= from) {
             e = owners.ceilingEntry(from);
         }
+        List<Long> reused = null;
         for (; e != null && e.getKey() < to; e = owners.higherEntry(e.getKey())) {
             if (e.getValue().key().get(0) == stream) {
                 return e.getValue().key();
             }
+            reused = reused != null ? reused : e.getValue().key();
+        }
+        // Mapped later by another stream: the reservation was given back once wholly unmapped and the driver handed the
+        // range to that stream's next segment, a reservation of the same size, so of the same pool.
+        if (reused != null) {
+            return List.of(stream, reused.get(1));
         }
         // A range that is not whole large pages (20 MiB) is small-pool pages (2 MiB): never the large pool's, however
         // near a large run of the stream lies (nearest regardless of pool put a small page unmapped by empty_cache()

@@ -3,6 +3,7 @@ package io.gpumem.trace.replay;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.gpumem.alloc.CachingAllocator;
+import io.gpumem.alloc.Pool;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.HistoryOptions;
@@ -10,6 +11,8 @@ import io.gpumem.history.MemorySnapshot;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceSnapshot;
+import io.gpumem.trace.window.WindowRebuilder;
+import io.gpumem.trace.window.WindowStart;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
@@ -18,7 +21,10 @@ import org.junit.jupiter.api.Test;
  * opens: its lowest mapped run at the start is above its base. The start state used to be restored with the
  * reservation starting at that run, which then reached into the next reservation, and the replay stopped with
  * "device reserved ... instead of the restored segment address". Reservations are handed out one after another, so
- * the lower one ends where the next begins.
+ * the lower one ends where the next begins. And a reservation wholly unmapped in the window is given back, and the
+ * range handed to another stream's next reservation: the rebuild must give the unmapped run its own stream and the
+ * pool of the reservation that reused the range (the same size, so the same pool), not the pool of the stream's
+ * nearest run.
  */
 class ExpandableReservationBaseTest {
 
@@ -59,5 +65,44 @@ class ExpandableReservationBaseTest {
         assertThat(f.segmentMatched()).isEqualTo(f.segmentEvents());
         assertThat(f.endSegmentsSame()).isEqualTo(f.endSegments());
         assertThat(other).isGreaterThan(kept);
+    }
+
+    @Test
+    void aRangeUnmappedInTheWindowAndThenReservedByAnotherStreamKeepsItsPool() {
+        AllocatorConfig config = AllocatorConfig.parse("expandable_segments:True");
+        SimulatedDevice device = SimulatedDevice.withCapacity(DEVICE_MEMORY);
+        CachingAllocator a = new CachingAllocator(device, config);
+        long s1 = device.createStream();
+        long s2 = device.createStream();
+        a.recordHistory(HistoryOptions.all(1 << 12));
+        long small = a.malloc(4096, s1); // stream 1's small-pool reservation, kept live
+        a.free(a.malloc(40 * MiB, s1)); // stream 1's large-pool reservation: two pages, cached free
+        int windowFrom = a.snapshot().deviceTraces().get(0).size();
+        a.emptyCache(); // unmaps them: the reservation, wholly unmapped, is given back
+        long other = a.malloc(30 * MiB, s2); // stream 2's new reservation gets the same range
+        MemorySnapshot end = a.snapshot();
+        List<TraceEntry> all = end.deviceTraces().get(0);
+        TraceSnapshot s = AllocatorSnapshots.toTraceSnapshot(
+                new MemorySnapshot(
+                        end.segments(),
+                        List.of(List.copyOf(all.subList(windowFrom, all.size()))),
+                        end.allocatorSettings()),
+                "reused range");
+
+        WindowStart start = new WindowRebuilder(config).rebuild(s, 0);
+        assertThat(start.segments())
+                .filteredOn(seg -> seg.address() == other)
+                .singleElement()
+                .satisfies(seg -> {
+                    assertThat(seg.stream()).isEqualTo(s1);
+                    assertThat(seg.pool()).isEqualTo(Pool.LARGE);
+                    assertThat(seg.totalSize()).isEqualTo(40 * MiB);
+                });
+        DeviceFidelity f = new OracleReplay(DEVICE_MEMORY).check(s).devices().get(0);
+        assertThat(f.notes()).as(f.toString()).noneMatch(n -> n.contains("stopped"));
+        assertThat(f.firstMismatch()).as(f.toString()).isNull();
+        assertThat(f.segmentMatched()).isEqualTo(f.segmentEvents());
+        assertThat(f.endSegmentsSame()).isEqualTo(f.endSegments());
+        assertThat(small).isNotZero();
     }
 }
