@@ -30,14 +30,20 @@ class ExpandableReservationBaseTest {
 
     private static final long MiB = 1L << 20;
     private static final long DEVICE_MEMORY = 1L << 40;
+    private static final AllocatorConfig CONFIG = AllocatorConfig.parse("expandable_segments:True");
+
+    /** A fresh device and allocator per test (JUnit makes an instance per test), recording its history. */
+    private final SimulatedDevice device = SimulatedDevice.withCapacity(DEVICE_MEMORY);
+
+    private final CachingAllocator a = new CachingAllocator(device, CONFIG);
+
+    ExpandableReservationBaseTest() {
+        a.recordHistory(HistoryOptions.all(1 << 12));
+    }
 
     @Test
     void aReservationWhoseFirstPagesWereUnmappedBeforeTheWindowIsRestoredAtItsBase() {
-        AllocatorConfig config = AllocatorConfig.parse("expandable_segments:True");
-        SimulatedDevice device = SimulatedDevice.withCapacity(DEVICE_MEMORY);
-        CachingAllocator a = new CachingAllocator(device, config);
         long s1 = device.createStream();
-        a.recordHistory(HistoryOptions.all(1 << 12));
         long front = a.malloc(60 * MiB, 0); // stream 0's reservation, pages 0-2
         long kept = a.malloc(30 * MiB, 0); // pages 3-4
         long other = a.malloc(50 * MiB, s1); // stream 1's reservation, above stream 0's
@@ -50,46 +56,23 @@ class ExpandableReservationBaseTest {
         a.free(more);
         MemorySnapshot end = a.snapshot();
         assertThat(again).isLessThan(kept);
-        List<TraceEntry> all = end.deviceTraces().get(0);
-        TraceSnapshot s = AllocatorSnapshots.toTraceSnapshot(
-                new MemorySnapshot(
-                        end.segments(),
-                        List.of(List.copyOf(all.subList(windowFrom, all.size()))),
-                        end.allocatorSettings()),
-                "two reservations");
-
-        DeviceFidelity f = new OracleReplay(DEVICE_MEMORY).check(s).devices().get(0);
-        assertThat(f.notes()).as(f.toString()).noneMatch(n -> n.contains("stopped"));
-        assertThat(f.firstMismatch()).as(f.toString()).isNull();
-        assertThat(f.exact()).isEqualTo(f.allocs());
-        assertThat(f.segmentMatched()).isEqualTo(f.segmentEvents());
-        assertThat(f.endSegmentsSame()).isEqualTo(f.endSegments());
+        assertReplaysExactly(windowFrom(end, windowFrom));
         assertThat(other).isGreaterThan(kept);
     }
 
     @Test
     void aRangeUnmappedInTheWindowAndThenReservedByAnotherStreamKeepsItsPool() {
-        AllocatorConfig config = AllocatorConfig.parse("expandable_segments:True");
-        SimulatedDevice device = SimulatedDevice.withCapacity(DEVICE_MEMORY);
-        CachingAllocator a = new CachingAllocator(device, config);
         long s1 = device.createStream();
         long s2 = device.createStream();
-        a.recordHistory(HistoryOptions.all(1 << 12));
         long small = a.malloc(4096, s1); // stream 1's small-pool reservation, kept live
         a.free(a.malloc(40 * MiB, s1)); // stream 1's large-pool reservation: two pages, cached free
         int windowFrom = a.snapshot().deviceTraces().get(0).size();
         a.emptyCache(); // unmaps them: the reservation, wholly unmapped, is given back
         long other = a.malloc(30 * MiB, s2); // stream 2's new reservation gets the same range
         MemorySnapshot end = a.snapshot();
-        List<TraceEntry> all = end.deviceTraces().get(0);
-        TraceSnapshot s = AllocatorSnapshots.toTraceSnapshot(
-                new MemorySnapshot(
-                        end.segments(),
-                        List.of(List.copyOf(all.subList(windowFrom, all.size()))),
-                        end.allocatorSettings()),
-                "reused range");
+        TraceSnapshot s = windowFrom(end, windowFrom);
 
-        WindowStart start = new WindowRebuilder(config).rebuild(s, 0);
+        WindowStart start = new WindowRebuilder(CONFIG).rebuild(s, 0);
         assertThat(start.segments())
                 .filteredOn(seg -> seg.address() == other)
                 .singleElement()
@@ -98,11 +81,25 @@ class ExpandableReservationBaseTest {
                     assertThat(seg.pool()).isEqualTo(Pool.LARGE);
                     assertThat(seg.totalSize()).isEqualTo(40 * MiB);
                 });
+        assertReplaysExactly(s);
+        assertThat(small).isNotZero();
+    }
+
+    /** The recording {@code end} as a history ring would have kept it from entry {@code from} on. */
+    private static TraceSnapshot windowFrom(MemorySnapshot end, int from) {
+        List<TraceEntry> all = end.deviceTraces().get(0);
+        return AllocatorSnapshots.toTraceSnapshot(
+                new MemorySnapshot(
+                        end.segments(), List.of(List.copyOf(all.subList(from, all.size()))), end.allocatorSettings()),
+                "ring window");
+    }
+
+    private static void assertReplaysExactly(TraceSnapshot s) {
         DeviceFidelity f = new OracleReplay(DEVICE_MEMORY).check(s).devices().get(0);
         assertThat(f.notes()).as(f.toString()).noneMatch(n -> n.contains("stopped"));
         assertThat(f.firstMismatch()).as(f.toString()).isNull();
+        assertThat(f.exact()).isEqualTo(f.allocs());
         assertThat(f.segmentMatched()).isEqualTo(f.segmentEvents());
         assertThat(f.endSegmentsSame()).isEqualTo(f.endSegments());
-        assertThat(small).isNotZero();
     }
 }
