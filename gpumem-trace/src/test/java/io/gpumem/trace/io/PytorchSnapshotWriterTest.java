@@ -135,12 +135,18 @@ class PytorchSnapshotWriterTest {
                 assert e['action'] == 'alloc' and e['addr'] == 1 << 32 and s['frames'][0]['name'] == 'forward'
                 print('ok')
                 """;
-        Process p = new ProcessBuilder("python3", "-c", script, out.toString())
+        String output = loadWithPython(script, out);
+        assertThat(output.strip()).isEqualTo("ok");
+    }
+
+    /** Runs {@code script} with {@code file} as its argument; asserts it exits 0 and returns what it printed. */
+    private static String loadWithPython(String script, Path file) throws Exception {
+        Process p = new ProcessBuilder("python3", "-c", script, file.toString())
                 .redirectErrorStream(true)
                 .start();
         String output = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         assertThat(p.waitFor()).as(output).isZero();
-        assertThat(output.strip()).isEqualTo("ok");
+        return output;
     }
 
     @Test
@@ -305,11 +311,7 @@ class PytorchSnapshotWriterTest {
                     assert d['huge'] == 1 << 2400
                     print('ok')
                     """;
-            Process p = new ProcessBuilder("python3", "-c", script, out.toString())
-                    .redirectErrorStream(true)
-                    .start();
-            String output = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-            assertThat(p.waitFor()).as(output).isZero();
+            loadWithPython(script, out);
         } else {
             System.out.println("python3 not found: skipped loading the written values with Python's pickle");
         }
