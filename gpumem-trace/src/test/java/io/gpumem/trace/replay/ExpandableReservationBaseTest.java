@@ -8,12 +8,10 @@ import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.MemorySnapshot;
-import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.WindowRebuilder;
 import io.gpumem.trace.window.WindowStart;
-import java.util.List;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -87,11 +85,7 @@ class ExpandableReservationBaseTest {
 
     /** The recording {@code end} as a history ring would have kept it from entry {@code from} on. */
     private static TraceSnapshot windowFrom(MemorySnapshot end, int from) {
-        List<TraceEntry> all = end.deviceTraces().get(0);
-        return AllocatorSnapshots.toTraceSnapshot(
-                new MemorySnapshot(
-                        end.segments(), List.of(List.copyOf(all.subList(from, all.size()))), end.allocatorSettings()),
-                "ring window");
+        return AllocatorSnapshots.toTraceSnapshot(RingCut.from(end, from), "ring window");
     }
 
     private static void assertReplaysExactly(TraceSnapshot s) {

@@ -335,8 +335,7 @@ class RingWindowFuzzTest {
         MemorySnapshot end = play(config, holdEvents, ops, count, entriesBefore, malloc);
         List<TraceEntry> all = end.deviceTraces().get(0);
         int from = Math.max(0, all.size() - ring);
-        List<TraceEntry> window = List.copyOf(all.subList(from, all.size()));
-        MemorySnapshot snapshot = new MemorySnapshot(end.segments(), List.of(window), end.allocatorSettings());
+        MemorySnapshot snapshot = RingCut.from(end, from);
         for (int op = 0; op <= count; op++) {
             if (entriesBefore[op] == from && (op == count || entriesBefore[op + 1] > from)) {
                 return new Recording(

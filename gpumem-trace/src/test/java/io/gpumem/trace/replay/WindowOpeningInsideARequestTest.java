@@ -118,9 +118,6 @@ class WindowOpeningInsideARequestTest {
     }
 
     private static TraceSnapshot windowFrom(MemorySnapshot snap, int from) {
-        List<TraceEntry> all = snap.deviceTraces().get(0);
-        MemorySnapshot cut = new MemorySnapshot(
-                snap.segments(), List.of(List.copyOf(all.subList(from, all.size()))), snap.allocatorSettings());
-        return AllocatorSnapshots.toTraceSnapshot(cut, "ring");
+        return AllocatorSnapshots.toTraceSnapshot(RingCut.from(snap, from), "ring");
     }
 }
