@@ -18,7 +18,9 @@ import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.WindowRebuilder;
 import io.gpumem.trace.window.WindowStart;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 import java.util.SplittableRandom;
 import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.Test;
@@ -30,10 +32,17 @@ import org.junit.jupiter.params.provider.ValueSource;
  * (random sizes, three streams, {@code record_stream} with held events, {@code empty_cache()}) is generated as a
  * list of operations and played with its whole history recorded; the window is the last {@code ring} entries, which
  * is what a ring of that length keeps. Where the window opens between two operations, the run is played again up to
- * there and snapshotted: the true state at the window's start. A window that opens between a request's
- * {@code segment_alloc} and its {@code alloc} has one too: the state before the request, whose first segment was made
- * for it ({@link WindowStart#segmentAllocBeforeWindow}). Seeded, the seed printed ({@code -Dgpumem.seed=N}
- * replays a run).
+ * there and snapshotted: the true state at the window's start. Three windows that open inside an operation have one
+ * too, the state before that operation less what its entries before the window did:
+ * <ul>
+ *   <li>between a request's {@code segment_alloc} and its {@code alloc}: the state before the request, whose first
+ *       segment was made for it ({@link WindowStart#segmentAllocBeforeWindow});</li>
+ *   <li>between a free's {@code free_requested} and its {@code free_completed}: the state before the free (the block
+ *       is still allocated until {@code free_block} runs);</li>
+ *   <li>among the {@code segment_free} entries of one {@code empty_cache()}: the state before it without the segments
+ *       those entries gave back (each release is whole: the segments still cached are untouched).</li>
+ * </ul>
+ * Seeded, the seed printed ({@code -Dgpumem.seed=N} replays a run).
  *
  * <p>Claims, for each window with a true start state:
  * <ol>
@@ -45,9 +54,9 @@ import org.junit.jupiter.params.provider.ValueSource;
  *       the free block after it) may differ.</li>
  *   <li>Where the rebuilt state equals the true one, the replay from it is exact too.</li>
  * </ol>
- * A window that opens elsewhere inside an operation (between a {@code free_requested} and its
- * {@code free_completed}, among the completions a malloc processes first, or within a release run) has no true
- * state to compare with; its replay must still run to the end. How many windows of each kind were exact is printed.
+ * A window that opens elsewhere inside an operation (among the completions a malloc or an {@code empty_cache()}
+ * processes first, or between them and its driver calls) has no true state to compare with; its replay must still
+ * run to the end. How many windows of each kind were exact is printed.
  */
 class RingWindowFuzzTest {
 
@@ -66,7 +75,7 @@ class RingWindowFuzzTest {
 
     /**
      * One device's recording: the snapshot holding the window's trace, and the true state at the window's start
-     * (null when the window opens inside an operation). When the window opens between a request's
+     * (null when the window opens inside an operation whose state is not known). When the window opens between a request's
      * {@code segment_alloc} and its {@code alloc}, the truth is the state before that request and
      * {@code openingSegment} the segment made for it (else 0).
      */
@@ -308,7 +317,8 @@ class RingWindowFuzzTest {
 
     /**
      * Generates a run, plays it with its whole history recorded, keeps the last {@code ring} entries as the window
-     * and, when the window opens between two operations, plays the run again up to there for the true state.
+     * and, when the window opens between two operations or inside one whose state the class comment names, plays the
+     * run again up to there for the true state.
      */
     private static Recording record(AllocatorConfig config, SplittableRandom rnd) {
         boolean holdEvents = rnd.nextBoolean();
@@ -350,8 +360,44 @@ class RingWindowFuzzTest {
                         play(config, holdEvents, ops, op, null, null).segments();
                 return new Recording(snapshot, before, all.get(from - 1).addr());
             }
+            if (op < count && !malloc[op] && entriesBefore[op] < from && from < entriesBefore[op + 1]) {
+                List<SegmentInfo> truth = insideOperation(config, holdEvents, ops, op, all, entriesBefore[op], from);
+                return new Recording(snapshot, truth, 0);
+            }
         }
         return new Recording(snapshot, null, 0);
+    }
+
+    /**
+     * The true state at trace entry {@code from}, inside operation {@code op} whose entries start at {@code first}: the
+     * state before the operation, for a free cut between its request and its completion, or without the segments
+     * already given back, for an {@code empty_cache()} cut among its {@code segment_free} entries; else null.
+     */
+    private static @Nullable List<SegmentInfo> insideOperation(
+            AllocatorConfig config,
+            boolean holdEvents,
+            List<Op> ops,
+            int op,
+            List<TraceEntry> all,
+            int first,
+            int from) {
+        int kind = ops.get(op).kind();
+        boolean insideFree = kind == Op.FREE
+                && from == first + 1
+                && all.get(first).action() == TraceAction.FREE_REQUESTED
+                && all.get(from).action() == TraceAction.FREE_COMPLETED;
+        Set<Long> givenBack = new HashSet<>();
+        boolean insideRelease = kind == Op.EMPTY_CACHE;
+        for (int e = first; insideRelease && e < from; e++) {
+            insideRelease = all.get(e).action() == TraceAction.SEGMENT_FREE;
+            givenBack.add(all.get(e).addr());
+        }
+        if (!insideFree && !insideRelease) {
+            return null;
+        }
+        return play(config, holdEvents, ops, op, null, null).segments().stream()
+                .filter(seg -> !givenBack.contains(seg.address()))
+                .toList();
     }
 
     /**
