@@ -14,7 +14,8 @@ import org.jspecify.annotations.Nullable;
  * {@code garbage_collection_threshold} go back to their defaults on every parse, other options keep their
  * previous value unless named.
  *
- * <p>Invariants: {@code maxSplitSize} is {@link #UNLIMITED} or a multiple of 1 MiB above 20 MiB;
+ * <p>Invariants: {@code maxSplitSize} is {@link #UNLIMITED}, {@link #NEGATIVE_MAX_SPLIT_SIZE} or a multiple of
+ * 1 MiB above 20 MiB;
  * the divisions table has {@value #ROUNDUP_INTERVALS} entries, each 0 or a power of two;
  * {@code 0 <= garbageCollectionThreshold < 1}.
  */
@@ -22,6 +23,17 @@ public final class AllocatorConfig {
 
     /** {@code max_split_size} when unset (PyTorch's SIZE_MAX): no oversize handling. */
     public static final long UNLIMITED = Long.MAX_VALUE;
+    /**
+     * {@code max_split_size} after a negative {@code max_split_size_mb} (any negative int), as PyTorch 2.5 reads
+     * it: {@code stoi} gives the negative number, its conversion to {@code size_t} passes the "> 20" check, and
+     * the clamp to {@code SIZE_MAX / 1 MiB} MiB leaves 2^64 − 1 MiB. That is larger than every block (nothing is
+     * oversize) yet not SIZE_MAX (so the OOM path searches for oversize blocks to release, and finds none), and
+     * {@code memory_stats()} and snapshots report it as its int64 cast, −1 MiB. Held here as 2^63 − 1 MiB, which
+     * compares with every size a {@code long} holds as PyTorch's value does.
+     */
+    public static final long NEGATIVE_MAX_SPLIT_SIZE = Long.MAX_VALUE - ((1L << 20) - 1);
+    /** {@link #NEGATIVE_MAX_SPLIT_SIZE} as PyTorch reports it: 2^64 − 1 MiB cast to int64. */
+    public static final long NEGATIVE_MAX_SPLIT_SIZE_REPORTED = -(1L << 20);
     /** Number of power-of-two intervals in the roundup table ({@code kRoundUpPowerOfTwoIntervals}). */
     public static final int ROUNDUP_INTERVALS = 16;
     /** 20 MiB: the default {@code max_non_split_rounding}. */
@@ -74,7 +86,9 @@ public final class AllocatorConfig {
         if (!v.backend.equals(DEFAULTS.v.backend)) {
             options.add("backend:" + v.backend);
         }
-        if (v.maxSplitSize != UNLIMITED) {
+        if (v.maxSplitSize == NEGATIVE_MAX_SPLIT_SIZE) {
+            options.add("max_split_size_mb:-1");
+        } else if (v.maxSplitSize != UNLIMITED) {
             options.add("max_split_size_mb:" + wholeMib(v.maxSplitSize, "max_split_size"));
         }
         if (v.maxNonSplitRounding != DEFAULT_MAX_NON_SPLIT_ROUNDING) {
@@ -152,14 +166,20 @@ public final class AllocatorConfig {
         return v.backend;
     }
 
-    /** Oversize threshold in bytes; {@link #UNLIMITED} when unset. */
+    /** Oversize threshold in bytes; {@link #UNLIMITED} when unset, {@link #NEGATIVE_MAX_SPLIT_SIZE} when negative. */
     public long maxSplitSize() {
         return v.maxSplitSize;
     }
 
-    /** {@code max_split_size} as {@code memory_stats()} and snapshots report it: −1 when unset. */
+    /**
+     * {@code max_split_size} as {@code memory_stats()} and snapshots report it: −1 when unset, −1 MiB after a
+     * negative {@code max_split_size_mb} ({@link #NEGATIVE_MAX_SPLIT_SIZE}).
+     */
     public long maxSplitSizeReported() {
-        return v.maxSplitSize == UNLIMITED ? -1 : v.maxSplitSize;
+        if (v.maxSplitSize == UNLIMITED) {
+            return -1;
+        }
+        return v.maxSplitSize == NEGATIVE_MAX_SPLIT_SIZE ? NEGATIVE_MAX_SPLIT_SIZE_REPORTED : v.maxSplitSize;
     }
 
     /** Slack allowed when an oversize request reuses a larger cached block (20 MiB default). */

@@ -1,5 +1,6 @@
 package io.gpumem.config;
 
+import java.math.BigInteger;
 import java.util.Arrays;
 import java.util.List;
 import java.util.regex.Pattern;
@@ -19,10 +20,18 @@ import java.util.regex.Pattern;
  * named. Nothing is partially applied: the first error throws a {@link ConfigException} naming the key and
  * {@code previous} is untouched (it is immutable anyway).
  *
+ * <p>Numbers are read as PyTorch's {@code stoi}/{@code stoul}/{@code stod} read them, conversions included:
+ * leading white space (tabs, newlines: the lexer drops only spaces) is skipped; a negative
+ * {@code max_split_size_mb} wraps to a huge {@code size_t} and so is accepted
+ * ({@link AllocatorConfig#NEGATIVE_MAX_SPLIT_SIZE}); a {@code roundup_power2_divisions} interval is an unsigned
+ * 64-bit number ({@code stoul}: {@code -N} wraps modulo 2^64, and 2^63 is a power of two); a threshold may be a
+ * hexadecimal float ({@code 0x0.8}).
+ *
  * <p>Deliberate differences from PyTorch, all in the direction of rejecting garbage: integers must be whole
  * decimal numbers that fit in an {@code int} (PyTorch's {@code stoi} ignores trailing junk such as
- * {@code 25abc}), floats must be plain decimal numbers, and an unterminated list is an error instead of
- * undefined behaviour. Error texts are PyTorch's, with the option name added where PyTorch leaves it out.
+ * {@code 25abc}), floats must be plain decimal or hexadecimal numbers, and an unterminated list is an error
+ * instead of undefined behaviour. Error texts are PyTorch's, with the option name added where PyTorch leaves
+ * it out.
  */
 final class AllocatorConfigParser {
 
@@ -34,6 +43,9 @@ final class AllocatorConfigParser {
 
     private static final Pattern INTEGER = Pattern.compile("[+-]?[0-9]+");
     private static final Pattern DECIMAL = Pattern.compile("[+-]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][+-]?[0-9]+)?");
+    /** A hexadecimal float as {@code strtod} reads it; the binary exponent is optional there (not in Java). */
+    private static final Pattern HEX_FLOAT =
+            Pattern.compile("[+-]?0[xX]([0-9a-fA-F]+\\.?[0-9a-fA-F]*|\\.[0-9a-fA-F]+)([pP][+-]?[0-9]+)?");
 
     private final List<String> tokens;
     private final AllocatorConfig.Builder out;
@@ -60,7 +72,7 @@ final class AllocatorConfigParser {
         for (i = 0; i < tokens.size(); i++) {
             String key = tokens.get(i);
             switch (key) {
-                case "max_split_size_mb" -> out.maxSplitSize(parseMaxSplitSizeMb(key) * MIB);
+                case "max_split_size_mb" -> out.maxSplitSize(parseMaxSplitSize(key));
                 case "max_non_split_rounding_mb" -> out.maxNonSplitRounding(parseMaxNonSplitRoundingMb(key) * MIB);
                 case "garbage_collection_threshold" -> out.garbageCollectionThreshold(parseGcThreshold(key));
                 case "roundup_power2_divisions" -> out.roundupPower2Divisions(parseRoundupDivisions(key));
@@ -83,15 +95,20 @@ final class AllocatorConfigParser {
 
     // ------------------------------------------------------------------------------------------ options
 
-    private long parseMaxSplitSizeMb(String key) {
+    /** In bytes. */
+    private long parseMaxSplitSize(String key) {
         int mb = intValue(key);
+        if (mb < 0) {
+            // size_t val1 = stoi(...) wraps, passes "val1 > 20", and is clamped to SIZE_MAX / MiB.
+            return AllocatorConfig.NEGATIVE_MAX_SPLIT_SIZE;
+        }
         if (mb <= LARGE_BUFFER_MB) {
             throw new ConfigException(
                     key,
                     "CachingAllocator option max_split_size_mb too small, must be > " + LARGE_BUFFER_MB + " (got " + mb
                             + ")");
         }
-        return mb;
+        return mb * MIB;
     }
 
     private long parseMaxNonSplitRoundingMb(String key) {
@@ -109,10 +126,15 @@ final class AllocatorConfigParser {
     private double parseGcThreshold(String key) {
         expect(++i, ":", key);
         String v = value(key);
-        if (!DECIMAL.matcher(v).matches()) {
+        String t = skipSpace(v);
+        double d;
+        if (DECIMAL.matcher(t).matches()) {
+            d = Double.parseDouble(t);
+        } else if (HEX_FLOAT.matcher(t).matches()) {
+            d = Double.parseDouble(t.indexOf('p') < 0 && t.indexOf('P') < 0 ? t + "p0" : t);
+        } else {
             throw new ConfigException(key, "CachingAllocator option " + key + ": expected a number, got '" + v + "'");
         }
-        double d = Double.parseDouble(v);
         if (!(d > 0)) {
             throw new ConfigException(
                     key,
@@ -166,6 +188,7 @@ final class AllocatorConfigParser {
                 Arrays.fill(table, lastIndex, table.length, divisions);
             } else {
                 long mb = intervalMb(key, interval);
+                // mb is unsigned (stoul): 2^63 is negative here, and has index 63
                 int index = Math.min(63 - Long.numberOfLeadingZeros(mb), table.length - 1);
                 if (firstKey) {
                     // The first key also covers every smaller size.
@@ -190,21 +213,22 @@ final class AllocatorConfigParser {
         return table;
     }
 
+    /** The interval as {@code stoul} reads it: an unsigned 64-bit number, {@code -N} wrapping modulo 2^64. */
     private long intervalMb(String key, String interval) {
-        if (!INTEGER.matcher(interval).matches()) {
+        String t = skipSpace(interval);
+        if (!INTEGER.matcher(t).matches()) {
             throw new ConfigException(
                     key,
                     "CachingAllocator option " + key + ": expected an interval size in MB or '>', got '" + interval
                             + "'");
         }
-        long mb;
-        try {
-            mb = Long.parseLong(interval);
-        } catch (NumberFormatException e) {
+        BigInteger n = new BigInteger(t);
+        if (n.abs().bitLength() > Long.SIZE) {
             throw new ConfigException(
                     key, "CachingAllocator option " + key + ": interval " + interval + " out of range");
         }
-        if (mb <= 0 || Long.bitCount(mb) != 1) {
+        long mb = n.longValue(); // the low 64 bits: strtoul's negation modulo 2^64
+        if (Long.bitCount(mb) != 1) {
             throw new ConfigException(
                     key,
                     "For roundups, the intervals have to be power of 2 (option " + key + ", got " + interval + ")");
@@ -270,14 +294,24 @@ final class AllocatorConfigParser {
     }
 
     private static int toInt(String key, String v) {
-        if (!INTEGER.matcher(v).matches()) {
+        String t = skipSpace(v);
+        if (!INTEGER.matcher(t).matches()) {
             throw new ConfigException(key, "CachingAllocator option " + key + ": expected an integer, got '" + v + "'");
         }
         try {
-            return Integer.parseInt(v);
+            return Integer.parseInt(t);
         } catch (NumberFormatException e) {
             throw new ConfigException(key, "CachingAllocator option " + key + ": value " + v + " out of int range");
         }
+    }
+
+    /** {@code v} without the leading white space ({@code isspace}) that {@code stoi}, {@code stoul}, {@code stod} skip. */
+    private static String skipSpace(String v) {
+        int k = 0;
+        while (k < v.length() && " \t\n\u000b\f\r".indexOf(v.charAt(k)) >= 0) {
+            k++;
+        }
+        return v.substring(k);
     }
 
     private void expect(int at, String token, String key) {

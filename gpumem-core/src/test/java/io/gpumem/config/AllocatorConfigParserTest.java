@@ -95,6 +95,57 @@ class AllocatorConfigParserTest {
         }
 
         @Test
+        void negativeMaxSplitSizeWrapsAsPyTorchsSizeTDoes() {
+            // size_t val1 = stoi("-5") is 2^64 - 5: it passes "> 20" and is clamped to SIZE_MAX / MiB MiB
+            for (String v : new String[] {"-5", "-1", "-2147483648"}) {
+                AllocatorConfig c = AllocatorConfig.parse("max_split_size_mb:" + v);
+                assertThat(c.maxSplitSize()).isEqualTo(AllocatorConfig.NEGATIVE_MAX_SPLIT_SIZE);
+                assertThat(c.maxSplitSizeReported()).isEqualTo(-MiB); // (int64) (2^64 - 1 MiB)
+                assertThat(c.toConfString()).isEqualTo("max_split_size_mb:-1");
+            }
+            // larger than any block, so nothing is oversize
+            assertThat(AllocatorConfig.NEGATIVE_MAX_SPLIT_SIZE)
+                    .isGreaterThan(1L << 62)
+                    .isEqualTo((Long.MAX_VALUE >> 20) << 20);
+        }
+
+        @Test
+        void numbersSkipLeadingWhiteSpaceAsStoiAndStodDo() {
+            assertThat(AllocatorConfig.parse("max_split_size_mb:\t128").maxSplitSize())
+                    .isEqualTo(128 * MiB);
+            assertThat(AllocatorConfig.parse("garbage_collection_threshold:\n0.5")
+                            .garbageCollectionThreshold())
+                    .isEqualTo(0.5);
+            assertThat(AllocatorConfig.parse("roundup_power2_divisions:[\t256:\t4]")
+                            .roundupPower2Divisions(256 * MiB))
+                    .isEqualTo(4);
+        }
+
+        @Test
+        void garbageCollectionThresholdTakesAHexFloatAsStodDoes() {
+            assertThat(AllocatorConfig.parse("garbage_collection_threshold:0x0.8")
+                            .garbageCollectionThreshold())
+                    .isEqualTo(0.5);
+            assertThat(AllocatorConfig.parse("garbage_collection_threshold:0X1p-2")
+                            .garbageCollectionThreshold())
+                    .isEqualTo(0.25);
+        }
+
+        @Test
+        void roundupIntervalIsUnsignedAsStoulReadsIt() {
+            // stoul("-9223372036854775808") and stoul("9223372036854775808") are 2^63, a power of two: entry 15
+            for (String k : new String[] {"-9223372036854775808", "9223372036854775808"}) {
+                int[] table = AllocatorConfig.parse("roundup_power2_divisions:[" + k + ":4]")
+                        .roundupPower2DivisionsTable();
+                assertThat(table).containsOnly(4);
+            }
+            assertRejected(
+                    "roundup_power2_divisions:[-1:4]", "roundup_power2_divisions", "intervals have to be power of 2");
+            assertRejected(
+                    "roundup_power2_divisions:[18446744073709551616:4]", "roundup_power2_divisions", "out of range");
+        }
+
+        @Test
         void maxNonSplitRounding() {
             assertThat(AllocatorConfig.parse("max_non_split_rounding_mb:20").maxNonSplitRounding())
                     .isEqualTo(20 * MiB);
@@ -382,7 +433,6 @@ class AllocatorConfigParserTest {
                     "max_split_size_mb",
                     "CachingAllocator option max_split_size_mb too small, must be > 20");
             assertRejected("max_split_size_mb:0", "max_split_size_mb", "too small, must be > 20");
-            assertRejected("max_split_size_mb:-5", "max_split_size_mb", "too small, must be > 20");
         }
 
         @Test

@@ -2,6 +2,7 @@ package io.gpumem.trace.io;
 
 import io.gpumem.alloc.Pool;
 import io.gpumem.alloc.SizeRules;
+import io.gpumem.config.AllocatorConfig;
 import io.gpumem.history.BlockHistory;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.BlockState;
@@ -643,11 +644,16 @@ public final class PytorchSnapshotReader {
                         }
                     }
                     case "max_split_size", "max_non_split_rounding" -> {
-                        // PyTorch parses both from whole MiB of at least 20 (kLargeBuffer; the spec's config table)
+                        // PyTorch parses both from whole MiB of at least 20 (kLargeBuffer; the spec's config table); a
+                        // negative MiB count wraps to 2^64 - 1 MiB, reported as -1 MiB
                         long n = toLong(v, where);
-                        if (n != -1 && (n < SizeRules.LARGE_BUFFER || n % (1L << 20) != 0)) {
+                        if (n != -1
+                                && n != AllocatorConfig.NEGATIVE_MAX_SPLIT_SIZE_REPORTED
+                                && (n < SizeRules.LARGE_BUFFER || n % (1L << 20) != 0)) {
                             throw error(
-                                    where, "expected -1 (unlimited) or a whole number of MiB of at least 20, got " + n);
+                                    where,
+                                    "expected -1 (unlimited), -1048576 (a negative MiB count) or a whole number of MiB"
+                                            + " of at least 20, got " + n);
                         }
                     }
                     case "pinned_num_register_threads" -> {

@@ -39,6 +39,10 @@ public final class RecordedConfig {
         }
         if (s.get("max_split_size") instanceof Number n && n.longValue() > 0) {
             b.maxSplitSize(n.longValue());
+        } else if (s.get("max_split_size") instanceof Number n
+                && n.longValue() == AllocatorConfig.NEGATIVE_MAX_SPLIT_SIZE_REPORTED) {
+            // recorded under a negative max_split_size_mb: 2^64 - 1 MiB, reported as its int64 cast
+            b.maxSplitSize(AllocatorConfig.NEGATIVE_MAX_SPLIT_SIZE);
         }
         if (s.get("expandable_segments") instanceof Boolean e) {
             expandable = e;

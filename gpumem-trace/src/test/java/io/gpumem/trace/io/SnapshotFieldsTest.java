@@ -6,7 +6,9 @@ import static io.gpumem.trace.io.PickleBytes.unicode;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.gpumem.config.AllocatorConfig;
 import io.gpumem.history.PoolId;
+import io.gpumem.trace.window.RecordedConfig;
 import java.io.ByteArrayInputStream;
 import java.math.BigInteger;
 import java.util.ArrayList;
@@ -159,19 +161,23 @@ class SnapshotFieldsTest {
         // the values PyTorch's parser can produce (whole MiB of at least 20, powers of two) and nothing else
         read(top -> settings(top).put("max_split_size", -1));
         read(top -> settings(top).put("max_split_size", 20L << 20));
+        // max_split_size_mb:-5 wraps to 2^64 - 1 MiB in PyTorch, reported as its int64 cast
+        assertThat(RecordedConfig.of(read(top -> settings(top).put("max_split_size", -(1L << 20))))
+                        .maxSplitSize())
+                .isEqualTo(AllocatorConfig.NEGATIVE_MAX_SPLIT_SIZE);
         read(top -> settings(top).put("max_non_split_rounding", 64L << 20));
         refused(
                 top -> settings(top).put("max_split_size", -2),
-                "allocator_settings.max_split_size: expected -1 (unlimited) or a whole number of MiB of at least 20,"
-                        + " got -2");
+                "allocator_settings.max_split_size: expected -1 (unlimited), -1048576 (a negative MiB count) or a"
+                        + " whole number of MiB of at least 20, got -2");
         refused(
                 top -> settings(top).put("max_split_size", 100),
-                "allocator_settings.max_split_size: expected -1 (unlimited) or a whole number of MiB of at least 20,"
-                        + " got 100");
+                "allocator_settings.max_split_size: expected -1 (unlimited), -1048576 (a negative MiB count) or a"
+                        + " whole number of MiB of at least 20, got 100");
         refused(
                 top -> settings(top).put("max_non_split_rounding", (64L << 20) + 512),
-                "allocator_settings.max_non_split_rounding: expected -1 (unlimited) or a whole number of MiB of at"
-                        + " least 20, got 67109376");
+                "allocator_settings.max_non_split_rounding: expected -1 (unlimited), -1048576 (a negative MiB count)"
+                        + " or a whole number of MiB of at least 20, got 67109376");
         read(top -> settings(top).put("pinned_num_register_threads", 1));
         read(top -> settings(top).put("pinned_num_register_threads", 128));
         for (int threads : new int[] {-1, 0, 3, 256}) {

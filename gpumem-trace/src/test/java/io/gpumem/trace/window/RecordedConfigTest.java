@@ -42,6 +42,16 @@ class RecordedConfigTest {
     }
 
     @Test
+    void maxSplitOfMinusOneMibIsANegativeMaxSplitSizeMb() {
+        Map<String, Object> s = new LinkedHashMap<>();
+        s.put("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:-5");
+        s.put("max_split_size", -(1L << 20));
+        AllocatorConfig c = RecordedConfig.of(with(s, List.of()));
+        assertThat(c.maxSplitSize()).isEqualTo(AllocatorConfig.NEGATIVE_MAX_SPLIT_SIZE);
+        assertThat(c).isEqualTo(AllocatorConfig.parse("max_split_size_mb:-5"));
+    }
+
+    @Test
     void unsetMaxSplitIsUnlimitedAndMissingSettingsMeanDefaults() {
         Map<String, Object> s = new LinkedHashMap<>();
         s.put("PYTORCH_CUDA_ALLOC_CONF", "");
