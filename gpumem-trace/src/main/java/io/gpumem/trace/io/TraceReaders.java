@@ -3,6 +3,8 @@ package io.gpumem.trace.io;
 import io.gpumem.script.OpsScript;
 import java.io.IOException;
 import java.io.InputStream;
+import java.nio.ByteBuffer;
+import java.nio.channels.SeekableByteChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
@@ -13,7 +15,8 @@ import org.jspecify.annotations.Nullable;
 
 /**
  * Entry point for reading any supported trace file: detects the format from the content (a pickle starts
- * with the PROTO opcode 0x80 or a list/dict opcode; CSVs by their header line) and dispatches to the reader.
+ * with the PROTO opcode 0x80, or with a mark/list/dict opcode and ends with STOP; CSVs by their header line) and
+ * dispatches to the reader.
  *
  * <p>Formats: PyTorch snapshot pickles ({@link PytorchSnapshotReader}), RMM logs ({@link RmmLogReader}),
  * lifetime CSVs ({@link LifetimeCsvReader}), {@code gpumem sim} ops scripts ({@link OpsScriptReader}; recognised
@@ -72,16 +75,18 @@ public final class TraceReaders {
     public static SourceFormat detect(Path file) {
         String name = file.toString();
         String first;
+        int b0;
         try (InputStream in = Files.newInputStream(file)) {
             byte[] head = new byte[FIRST_READ];
             int n = in.readNBytes(head, 0, head.length);
             if (n == 0) {
                 throw new TraceFormatException(name, "", "empty file");
             }
-            int b0 = head[0] & 0xff;
-            // PROTO (0x80) for protocol 2+, or protocol 0/1 streams starting with MARK '(' , EMPTY_DICT '}',
-            // EMPTY_LIST ']'.
-            if (b0 == 0x80 || b0 == '}' || b0 == ']' || b0 == '(') {
+            b0 = head[0] & 0xff;
+            // PROTO (0x80) for protocol 2+. Protocol 0/1 streams start with MARK '(', EMPTY_DICT '}' or EMPTY_LIST
+            // ']', which are also ordinary first characters of text (a CSV or a log), so those count as a pickle
+            // only when the file also ends as a pickle does, with STOP '.'; other text is detected below.
+            if (b0 == 0x80 || (PROTOCOL_0_1_STARTS.indexOf(b0) >= 0 && endsWithStop(file))) {
                 return SourceFormat.PYTORCH_SNAPSHOT;
             }
             first = firstContentLine(in, head, n);
@@ -111,12 +116,44 @@ public final class TraceReaders {
         if (OpsScript.VERBS.contains(verb)) {
             return SourceFormat.OPS_SCRIPT;
         }
+        String pickleLike = PROTOCOL_0_1_STARTS.indexOf(b0) >= 0
+                ? ": it starts with '" + (char) b0 + "' as a protocol 0/1 pickle may, but does not end with a pickle's"
+                        + " STOP opcode '.'"
+                : "";
         throw new TraceFormatException(
                 name,
                 "",
-                "unknown trace format (expected a PyTorch snapshot pickle, an RMM"
+                "unknown trace format" + pickleLike + " (expected a PyTorch snapshot pickle, an RMM"
                         + " log with header Thread,Time,Action,Pointer,Size,Stream, a lifetime CSV with header"
                         + " id,lower,upper,size, or a gpumem sim ops script)");
+    }
+
+    /** The first bytes a protocol 0 or 1 pickle may start with: MARK, EMPTY_DICT, EMPTY_LIST. */
+    private static final String PROTOCOL_0_1_STARTS = "(}]";
+
+    /**
+     * Whether the file's last byte, after any ASCII white space, is a pickle's STOP opcode {@code '.'}: how a
+     * protocol 0/1 pickle ends (Python ignores what follows STOP, such as a newline an editor added).
+     */
+    private static boolean endsWithStop(Path file) throws IOException {
+        try (SeekableByteChannel ch = Files.newByteChannel(file)) {
+            long size = ch.size();
+            ByteBuffer tail = ByteBuffer.allocate((int) Math.min(size, 64));
+            ch.position(size - tail.capacity());
+            while (tail.hasRemaining() && ch.read(tail) >= 0) {
+                // reads the last bytes
+            }
+            for (int k = tail.position() - 1; k >= 0; k--) {
+                byte c = tail.get(k);
+                if (c == '.') {
+                    return true;
+                }
+                if (c != ' ' && c != '\n' && c != '\r' && c != '\t') {
+                    return false;
+                }
+            }
+            return false;
+        }
     }
 
     /**

@@ -110,6 +110,26 @@ class CsvReadersTest {
     }
 
     @Test
+    void textStartingLikeAProtocolZeroOrOnePickleIsAnUnknownFormatNotACorruptPickle(@TempDir Path dir)
+            throws Exception {
+        for (String text : new String[] {"(x,y)\n1,2\n", "]notes: step 1\n", "}\n"}) {
+            Path f = dir.resolve("table.csv");
+            Files.writeString(f, text);
+            assertThatThrownBy(() -> TraceReaders.read(f))
+                    .isInstanceOf(TraceFormatException.class)
+                    .hasMessageStartingWith(f + ": unknown trace format: it starts with '" + text.charAt(0) + "'")
+                    .hasMessageContaining("expected a PyTorch snapshot pickle, an RMM log")
+                    .hasMessageNotContaining("corrupt");
+        }
+        // a protocol 0 or 1 pickle still reads as one, a newline after its STOP included
+        Path p = dir.resolve("p1.pickle");
+        Files.write(p, new byte[] {'}', '.', '\n'});
+        assertThat(TraceReaders.detect(p)).isEqualTo(SourceFormat.PYTORCH_SNAPSHOT);
+        Files.writeString(p, "(dp0\n.");
+        assertThat(TraceReaders.detect(p)).isEqualTo(SourceFormat.PYTORCH_SNAPSHOT);
+    }
+
+    @Test
     void lifetimeErrors(@TempDir Path dir) throws Exception {
         Path f = dir.resolve("life.csv");
         Files.writeString(f, "id,lower,upper,size\n0,5,4,100\n");
