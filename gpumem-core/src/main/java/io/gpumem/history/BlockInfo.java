@@ -33,6 +33,8 @@ public record BlockInfo(
 
     public static final int ADDRESS = 1;
     public static final int REQUESTED_SIZE = 2;
+    /** The file's block had {@code frames: None} ({@code frames} is then null, as when the key is absent). */
+    public static final int FRAMES_NONE = 4;
 
     private static final FileKeys PLAIN = FileKeys.of(ADDRESS | REQUESTED_SIZE);
 

@@ -49,6 +49,8 @@ public record SegmentInfo(
     public static final int REQUESTED_SIZE = 1;
     public static final int POOL_ID = 2;
     public static final int EXPANDABLE = 4;
+    /** The file's segment had {@code frames: None} ({@code frames} is then null, as when the key is absent). */
+    public static final int FRAMES_NONE = 8;
 
     private static final FileKeys PLAIN = FileKeys.of(REQUESTED_SIZE | POOL_ID | EXPANDABLE);
 

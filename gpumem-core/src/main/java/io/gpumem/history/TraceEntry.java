@@ -25,7 +25,8 @@ import org.jspecify.annotations.Nullable;
  * @param stream     stream handle as a signed 64-bit value, 0 for the default stream (and when absent)
  * @param timeUs     microseconds from the allocator's clock (0 when absent; older PyTorch does not record it)
  * @param frames     the attached stack, innermost first; {@code null} when no context was captured (the file then
- *                   has no {@code frames} key); may be a list shared with other entries
+ *                   has no {@code frames} key, or {@code frames: None} with {@link #FRAMES_NONE}); may be a list
+ *                   shared with other entries
  * @param deviceFree oom only: free device bytes; −1 whenever the {@link #DEVICE_FREE} key is absent
  * @param keys       which keys the entry has, its recorded action name and unknown keys
  */
@@ -45,6 +46,11 @@ public record TraceEntry(
     public static final int STREAM = 4;
     public static final int TIME_US = 8;
     public static final int DEVICE_FREE = 16;
+    /**
+     * The file's entry had {@code frames: None} ({@link #frames()} is then null, as when the key is absent):
+     * written back as None, which {@code _memory_viz.py} prints and treats otherwise than an absent key or [].
+     */
+    public static final int FRAMES_NONE = 32;
 
     private static final FileKeys RECORDED = FileKeys.of(ADDR | SIZE | STREAM | TIME_US);
     private static final FileKeys RECORDED_OOM = FileKeys.of(SIZE | STREAM | TIME_US | DEVICE_FREE);

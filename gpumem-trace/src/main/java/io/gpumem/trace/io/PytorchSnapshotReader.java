@@ -395,6 +395,9 @@ public final class PytorchSnapshotReader {
                     ? string(m.get("segment_type"), where + ".segment_type")
                     : (total == 2L << 20 ? "small" : "large");
             List<Frame> frames = m.containsKey("frames") ? frames(m.get("frames"), where + ".frames") : null;
+            if (m.containsKey("frames") && m.get("frames") == null) {
+                fields |= SegmentInfo.FRAMES_NONE;
+            }
             List<BlockInfo> blocks = List.of();
             if (m.containsKey("blocks")) {
                 List<?> raw = asList(m.get("blocks"), where + ".blocks");
@@ -465,6 +468,9 @@ public final class PytorchSnapshotReader {
             String stateName = m.containsKey("state") ? string(m.get("state"), where + ".state") : "inactive";
             BlockState state = BlockState.ofWireName(stateName);
             List<Frame> frames = m.containsKey("frames") ? frames(m.get("frames"), where + ".frames") : null;
+            if (m.containsKey("frames") && m.get("frames") == null) {
+                fields |= BlockInfo.FRAMES_NONE;
+            }
             List<BlockHistory> history = null;
             if (m.containsKey("history")) {
                 List<?> raw = asList(m.get("history"), where + ".history");
@@ -570,7 +576,7 @@ public final class PytorchSnapshotReader {
                 int index,
                 PlainEntryDecoder.PlainEntry p,
                 @Nullable Map<String, Object> extra) {
-            int fields = p.keys;
+            int fields = p.hasFrames && p.frames == null ? p.keys | TraceEntry.FRAMES_NONE : p.keys;
             String actionName = p.action;
             List<Frame> frames = p.hasFrames ? entryFrames(p.frames, device, index) : null;
             p.converted = frames;

@@ -112,6 +112,8 @@ public final class PytorchSnapshotWriter {
         }
         if (seg.frames() != null) {
             m.put("frames", frames.encode(seg.frames()));
+        } else if (seg.keys().has(SegmentInfo.FRAMES_NONE)) {
+            m.put("frames", null);
         }
         List<Object> blocks = new ArrayList<>(seg.blocks().size());
         for (BlockInfo b : seg.blocks()) {
@@ -134,6 +136,8 @@ public final class PytorchSnapshotWriter {
         m.put("state", b.stateName());
         if (b.frames() != null) {
             m.put("frames", frames.encode(b.frames()));
+        } else if (b.keys().has(BlockInfo.FRAMES_NONE)) {
+            m.put("frames", null);
         }
         if (b.history() != null) {
             List<Object> h = new ArrayList<>();
@@ -187,6 +191,8 @@ public final class PytorchSnapshotWriter {
         m.putAll(e.extra());
         if (e.frames() != null) {
             m.put("frames", frames.encode(e.frames()));
+        } else if (e.has(TraceEntry.FRAMES_NONE)) {
+            m.put("frames", null); // None, as the file had it: _memory_viz.py prints it, and reads it otherwise than []
         }
         return m;
     }

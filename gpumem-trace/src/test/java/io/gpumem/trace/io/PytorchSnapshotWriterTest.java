@@ -386,4 +386,46 @@ class PytorchSnapshotWriterTest {
         Map<?, ?> entry = (Map<?, ?>) ((List<?>) ((List<?>) root.get("device_traces")).getFirst()).getFirst();
         assertThat(entry.get("stream")).isEqualTo(handle);
     }
+
+    @Test
+    @SuppressWarnings("unchecked") // the unpickled dicts, read back as maps of objects
+    void framesNoneStaysNoneApartFromAnEmptyListAndAnAbsentKey(@TempDir Path dir) throws Exception {
+        // _memory_viz.py prints an entry it does not interpret as a dict ('frames': None, [] or no key all print
+        // otherwise) and draws a block with frames None or [] as <non-python> but skips a history entry without the
+        // key: a round trip must keep which of the three the file had.
+        Map<String, Object> none = PytorchSnapshotReaderTest.entry("alloc", 512L, 512, 0);
+        none.put("frames", null);
+        Map<String, Object> empty = PytorchSnapshotReaderTest.entry("alloc", 1024L, 512, 0);
+        empty.put("frames", List.of());
+        Map<String, Object> absent = PytorchSnapshotReaderTest.entry("alloc", 1536L, 512, 0);
+        Map<String, Object> annotation = PytorchSnapshotReaderTest.entry("snapshot", 0L, 0L, 0);
+        annotation.put("frames", null);
+        Map<String, Object> block = new LinkedHashMap<>(Map.of("size", 2L << 20, "state", "inactive"));
+        block.put("frames", null);
+        Map<String, Object> segment = new LinkedHashMap<>(Map.of("address", 0L, "total_size", 2L << 20));
+        segment.put("frames", null);
+        segment.put("blocks", List.of(block));
+        Map<String, Object> top = new LinkedHashMap<>();
+        top.put("segments", List.of(segment));
+        top.put("device_traces", List.of(List.of(none, empty, absent, annotation)));
+        Path in = dir.resolve("none.pickle");
+        Files.write(in, new Pickler(true, false).dumps(top));
+        TraceSnapshot read = new PytorchSnapshotReader().read(in);
+        Path out = dir.resolve("back.pickle");
+        new PytorchSnapshotWriter().write(read, out);
+        Map<?, ?> root = (Map<?, ?>) PytorchSnapshotReader.unpickle(Files.readAllBytes(out), "back.pickle");
+        List<?> entries = (List<?>) ((List<?>) root.get("device_traces")).getFirst();
+        assertThat((Map<Object, Object>) entries.get(0)).containsEntry("frames", null);
+        assertThat((Map<Object, Object>) entries.get(1)).containsEntry("frames", List.of());
+        assertThat((Map<Object, Object>) entries.get(2)).doesNotContainKey("frames");
+        assertThat((Map<Object, Object>) entries.get(3)).containsEntry("frames", null);
+        Map<?, ?> seg = (Map<?, ?>) ((List<?>) root.get("segments")).getFirst();
+        assertThat((Map<Object, Object>) seg).containsEntry("frames", null);
+        assertThat((Map<Object, Object>) ((List<?>) seg.get("blocks")).getFirst())
+                .containsEntry("frames", null);
+        // read again, the same snapshot
+        TraceSnapshot back = new PytorchSnapshotReader().read(out);
+        assertThat(back.deviceTraces()).isEqualTo(read.deviceTraces());
+        assertThat(back.segments()).isEqualTo(read.segments());
+    }
 }
