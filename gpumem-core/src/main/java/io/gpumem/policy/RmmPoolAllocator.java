@@ -66,7 +66,9 @@ import org.jspecify.annotations.Nullable;
  * ({@link #checkInvariants}) The live, waiting and free blocks tile every upstream block exactly, each block inside
  * one; each free list is sorted by address with no two blocks that touch unless the second is a head; a block is a
  * head exactly when it starts an upstream block; the pool size is the sum of the upstream blocks and allocated bytes
- * the sum of the live blocks. One {@link AllocatorLock}, taken by every public method; the per-op path allocates a
+ * the sum of the live blocks. After {@link #close()} the pool is empty (no upstream block, no free list): the live and
+ * waiting blocks left are records of blocks the user held, which the pool's release gave back with it; allocated bytes
+ * are still their sum. One {@link AllocatorLock}, taken by every public method; the per-op path allocates a
  * block object for each remainder split off (RMM's own lists allocate a node per insert).
  */
 public final class RmmPoolAllocator implements GpuAllocator {
@@ -722,7 +724,14 @@ public final class RmmPoolAllocator implements GpuAllocator {
         for (Piece b : all.values()) {
             covered += b.size;
         }
-        if (covered != pool || pool != poolSize) {
+        if (closed) {
+            // release() gave every upstream block back, the user's blocks in them included: there is nothing left
+            // to tile, and the live and waiting blocks are records of what the user held (still counted allocated)
+            if (!upstream.isEmpty() || poolSize != 0 || Arrays.stream(lists).anyMatch(l -> l != null)) {
+                throw new IllegalStateException("closed, yet the pool holds " + upstream.size()
+                        + " upstream blocks, pool size " + poolSize + " or a free list");
+            }
+        } else if (covered != pool || pool != poolSize) {
             throw new IllegalStateException(
                     "pool size " + poolSize + ", upstream blocks " + pool + ", blocks " + covered);
         }
