@@ -57,7 +57,8 @@ import java.util.function.ToIntFunction;
  *
  * <h2>Invariants</h2>
  * The allocation property and access descriptor are built once and never change. Call counters count
- * every call, successful or not. {@link #close()} releases the primary context once; every call afterwards
+ * every call, successful or not. {@link #close()} releases the primary context once (a release the driver refuses
+ * is thrown as a {@link DeviceException} of {@link DeviceOp#FREE}, the device closed all the same); every call afterwards
  * (pinned host memory included) throws {@code CUDA_ERROR_INVALID_CONTEXT} naming the closed device without
  * reaching the driver: the context may still be alive for another device of the same GPU, and the streams and
  * events this device created may be gone with it, so the driver could neither be trusted to refuse the call nor
@@ -643,11 +644,20 @@ public final class CudaDevice implements Device {
         return calls.get(op.ordinal());
     }
 
-    /** Releases the primary context; idempotent. Every later call throws (see the class comment). */
+    /**
+     * Releases the primary context; idempotent. Every later call throws (see the class comment).
+     *
+     * @throws DeviceException of {@link DeviceOp#FREE} (the release of what the device held), naming
+     *     {@code cuDevicePrimaryCtxRelease_v2} and the driver's error, when the driver refuses the release; the device
+     *     is closed all the same, and a second close does not try again
+     */
     @Override
     public void close() {
         if (closed.compareAndSet(false, true)) {
-            driver.devicePrimaryCtxRelease(deviceHandle);
+            int rc = driver.devicePrimaryCtxRelease(deviceHandle);
+            if (rc != 0) {
+                throw failure(DeviceOp.FREE, rc, "cuDevicePrimaryCtxRelease_v2(device " + ordinal + ") at close");
+            }
         }
     }
 

@@ -236,6 +236,25 @@ class CudaDriverFailuresTest {
         assertThat(FakeCuda.calls("cuDevicePrimaryCtxRelease_v2")).isEqualTo(released + 1);
     }
 
+    @Test
+    void aContextReleaseTheDriverRefusesAtCloseIsThrownAndTheDeviceIsClosedAllTheSame() {
+        FakeCuda.failNth("cuDevicePrimaryCtxRelease_v2", 1, FakeCuda.UNKNOWN);
+        assertThatThrownBy(device::close)
+                .isInstanceOfSatisfying(DeviceException.class, e -> {
+                    assertThat(e.op()).isEqualTo(DeviceOp.FREE);
+                    assertThat(e.error()).isEqualTo(DeviceError.CUDA_ERROR_UNKNOWN);
+                })
+                .hasMessageContaining("cuDevicePrimaryCtxRelease_v2(device 0)")
+                .hasMessageContaining("CUDA_ERROR_UNKNOWN (999)");
+        long released = FakeCuda.calls("cuDevicePrimaryCtxRelease_v2");
+        device.close(); // closed already: no second release, nothing thrown
+        assertThat(FakeCuda.calls("cuDevicePrimaryCtxRelease_v2")).isEqualTo(released);
+        assertThatThrownBy(device::freeMemory)
+                .isInstanceOfSatisfying(
+                        DeviceException.class,
+                        e -> assertThat(e.error()).isEqualTo(DeviceError.CUDA_ERROR_INVALID_CONTEXT));
+    }
+
     static Stream<String> openingCalls() {
         return Stream.of(
                 "cuInit",
