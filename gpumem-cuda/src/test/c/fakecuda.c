@@ -20,6 +20,10 @@
  * copies, no double free/release, address ranges freed with their exact reserved size and nothing
  * mapped.
  *
+ * Contexts: the one device's primary context is retained and released by count; the release that drops the count
+ * to 0 destroys it and frees everything allocated in it (device and pinned host memory, reservations, handles,
+ * mappings, streams and events), as the real driver does.
+ *
  * Streams and events: every cuEventRecord enqueues one unit of work on its stream; an event completes
  * once its stream's completed count reaches the event's ticket. By default work completes at once;
  * fakecuda_hold_events(1) holds it back until fakecuda_complete_stream / a synchronize call.
@@ -286,6 +290,19 @@ EXPORT CUresult cuDeviceGetAttribute(int *value, int attrib, CUdevice dev) {
     RETURN(CUDA_SUCCESS);
 }
 
+/* Frees every resource of the (one) context: device and pinned host allocations, reservations with the mappings in
+ * them, physical handles, streams but the legacy one, and events. Caller holds g_lock. */
+static void free_context_resources(void) {
+    for (size_t i = 0; i < g_allocs_len; i++) munmap((void *) g_allocs[i].base, g_allocs[i].size);
+    for (size_t i = 0; i < g_host_len; i++) munmap((void *) g_host[i].base, g_host[i].size);
+    for (size_t i = 0; i < g_reserves_len; i++) munmap((void *) g_reserves[i].base, g_reserves[i].size);
+    for (size_t i = 0; i < g_handles_len; i++) if (g_handles[i].fd >= 0) close(g_handles[i].fd);
+    g_allocs_len = g_host_len = g_reserves_len = g_handles_len = g_maps_len = 0;
+    g_events_len = 0;
+    if (g_streams_len > 1) g_streams_len = 1;
+    g_classic_bytes = g_physical_bytes = g_host_bytes = 0;
+}
+
 EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev) {
     ENTER();
     REQUIRE_INIT();
@@ -302,7 +319,10 @@ EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
     REQUIRE_INIT();
     if (dev < 0 || dev >= DEVICE_COUNT) RETURN(CUDA_ERROR_INVALID_DEVICE);
     if (g_ctx[dev].refs <= 0) RETURN(CUDA_ERROR_INVALID_CONTEXT);
-    g_ctx[dev].refs--;
+    /* The last release destroys the primary context, and with it everything allocated in it, as the real driver
+     * does: without this, a process that opens and closes devices in turn (sim --device cuda run many times in one
+     * JVM) ran out of fake memory. DEVICE_COUNT is 1, so every resource is this context's. */
+    if (--g_ctx[dev].refs == 0) free_context_resources();
     RETURN(CUDA_SUCCESS);
 }
 
@@ -835,12 +855,8 @@ EXPORT CUresult cuGetErrorString(CUresult error, const char **str) {
 /* Frees everything, forgets counters and injections, and restores the defaults (8 GiB, 2 MiB, VMM on). */
 EXPORT void fakecuda_reset(void) {
     pthread_mutex_lock(&g_lock);
-    for (size_t i = 0; i < g_allocs_len; i++) munmap((void *) g_allocs[i].base, g_allocs[i].size);
-    for (size_t i = 0; i < g_host_len; i++) munmap((void *) g_host[i].base, g_host[i].size);
-    for (size_t i = 0; i < g_reserves_len; i++) munmap((void *) g_reserves[i].base, g_reserves[i].size);
-    for (size_t i = 0; i < g_handles_len; i++) if (g_handles[i].fd >= 0) close(g_handles[i].fd);
-    g_allocs_len = g_host_len = g_reserves_len = g_handles_len = g_maps_len = 0;
-    g_streams_len = g_events_len = g_counters_len = g_injections_len = 0;
+    free_context_resources();
+    g_streams_len = g_counters_len = g_injections_len = 0;
     for (int i = 0; i < DEVICE_COUNT; i++) g_ctx[i].refs = 0;
     g_initialized = 0;
     g_vmm_supported = 1;
@@ -849,7 +865,6 @@ EXPORT void fakecuda_reset(void) {
     g_held_outside = 0;
     g_granularity = DEFAULT_GRANULARITY;
     g_recommended_granularity = 0;
-    g_classic_bytes = g_physical_bytes = g_host_bytes = 0;
     g_delay_name[0] = '\0';
     g_delay_us = 0;
     pthread_mutex_unlock(&g_lock);

@@ -255,6 +255,39 @@ class CudaDriverFailuresTest {
                         e -> assertThat(e.error()).isEqualTo(DeviceError.CUDA_ERROR_INVALID_CONTEXT));
     }
 
+    /**
+     * The last release of the primary context destroys it with everything allocated in it, as the real driver does:
+     * devices opened and closed in turn (sim --device cuda run many times in one JVM) never run out of memory,
+     * however much each one left allocated.
+     */
+    @Test
+    void theLastContextReleaseFreesWhatTheContextHeld() {
+        device.close();
+        FakeCuda.reset(64 * MiB);
+        for (int i = 0; i < 8; i++) { // 8 x 40 MiB left allocated: five times the fake's 64 MiB
+            try (CudaDevice d = FakeCuda.open()) {
+                assertThat(d.malloc(40 * MiB)).as("device %d", i).isNotZero();
+                long stream = d.createStream();
+                d.recordEvent(d.createEvent(), stream);
+                if (d.supportsVirtualMemory()) {
+                    long range = d.reserveAddressRange(4 * MiB);
+                    long page = d.createPhysical(2 * MiB);
+                    d.map(range, 2 * MiB, page);
+                }
+            }
+            assertThat(FakeCuda.classicBytes()).isZero();
+            assertThat(FakeCuda.physicalBytes()).isZero();
+            assertThat(FakeCuda.liveReservations()).isZero();
+            assertThat(FakeCuda.liveMappings()).isZero();
+        }
+        // a context another device still holds keeps its memory
+        device = FakeCuda.open();
+        try (CudaDevice other = FakeCuda.open()) {
+            assertThat(other.malloc(8 * MiB)).isNotZero();
+        }
+        assertThat(FakeCuda.classicBytes()).isEqualTo(8 * MiB);
+    }
+
     static Stream<String> openingCalls() {
         return Stream.of(
                 "cuInit",
