@@ -36,9 +36,10 @@ import org.jspecify.annotations.Nullable;
  *       entry, pool by size: 2 MiB is small). Expandable segments are mapped runs: a {@code segment_map}
  *       range is subtracted from its (stream, pool) group (the pool of the request that follows the map),
  *       a {@code segment_unmap} range is added back to the group of its segment (the entry's stream, and the
- *       pool of the group that maps the range later or holds it at the end, another stream's too: a reservation
- *       wholly unmapped is given back and its range reused by a reservation of the same size; else of the stream's
- *       nearest run, of the small pool when the range is not whole large pages). A run holding live blocks takes the pool they show
+ *       pool of any map of the range in the window or of its run at the end, another stream's too: a reservation
+ *       wholly unmapped is given back and its range reused only by a reservation of the same size, so an address
+ *       keeps its pool; else of the stream's nearest run, of the small pool when the range is not whole large
+ *       pages). A run holding live blocks takes the pool they show
  *       instead (a large-pool block is longer than 1 MiB, a small-pool one never is): a reservation given back is
  *       handed to another stream's next segment, which can mislead the walk.</li>
  *   <li><b>Live blocks</b>: end-state active blocks that were not allocated in the window, plus blocks
@@ -497,6 +498,19 @@ public final class WindowRebuilder {
             }
         }
         EntryFields fields = EntryFields.of(trace);
+        // The pool of every expandable range the window shows mapped (end state, and every map with the pool of its
+        // request). A reservation given back is reused only by one of the same size, so of the same pool: an address
+        // keeps its pool however often its reservation changes hands, and an unmap takes the pool of any map of it.
+        NavigableMap<Long, Owner> pools = new TreeMap<>();
+        owners.forEach((from, o) ->
+                pools.put(from, new Owner(o.end(), List.of(o.key().get(1)))));
+        for (int n = 0; n < segmentEventCount; n++) {
+            int i = segmentEvents[n];
+            if (fields.action(i) == TraceAction.SEGMENT_MAP) {
+                long addr = fields.addr(i);
+                own(pools, addr, addr + fields.size(i), List.of(poolKey(nextRequestPool(trace, i))));
+            }
+        }
         for (int n = segmentEventCount - 1; n >= 0; n--) {
             int i = segmentEvents[n];
             TraceAction action = fields.action(i);
@@ -516,7 +530,10 @@ public final class WindowRebuilder {
                 }
                 case SEGMENT_UNMAP -> {
                     long end = addr + fields.size(i);
-                    List<Long> key = unmapGroup(owners, groups, addr, end, fields.stream(i));
+                    Long shownPool = poolOf(pools, addr, end);
+                    List<Long> key = shownPool != null
+                            ? List.of(fields.stream(i), shownPool)
+                            : unmapGroup(owners, groups, addr, end, fields.stream(i));
                     add(groups.computeIfAbsent(key, k -> new TreeMap<>()), addr, end);
                     own(owners, addr, end, key);
                 }
@@ -580,6 +597,15 @@ public final class WindowRebuilder {
             e = owners.higherEntry(s);
         }
         owners.put(from, new Owner(to, key));
+    }
+
+    /** The pool key of the first range of {@code pools} that [from, to) meets, or null. */
+    private static @Nullable Long poolOf(NavigableMap<Long, Owner> pools, long from, long to) {
+        Map.Entry<Long, Owner> e = pools.floorEntry(from);
+        if (e == null || e.getValue().end() <= from) {
+            e = pools.ceilingEntry(from);
+        }
+        return e != null && e.getKey() < to ? e.getValue().key().get(0) : null;
     }
 
     /**

@@ -7,6 +7,7 @@ import io.gpumem.alloc.Pool;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.HistoryOptions;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.MemorySnapshot;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceSnapshot;
@@ -81,6 +82,24 @@ class ExpandableReservationBaseTest {
                 });
         assertReplaysExactly(s);
         assertThat(small).isNotZero();
+    }
+
+    @Test
+    void aReservationMadeAndGivenBackInTheWindowLeavesNothingAtTheStart() {
+        long s1 = device.createStream();
+        long small = a.malloc(4096, s1); // stream 1's small-pool reservation, kept live
+        int windowFrom = a.snapshot().deviceTraces().get(0).size();
+        long large = a.malloc(40 * MiB, s1); // stream 1's large-pool reservation, made in the window
+        a.free(large);
+        a.emptyCache(); // unmaps its two pages: the reservation is given back, and nothing maps the range again
+        MemorySnapshot end = a.snapshot();
+        TraceSnapshot s = windowFrom(end, windowFrom);
+
+        // The unmap is undone into the pool that mapped the range (large), where the map is undone too: the stream's
+        // small run nearby is no reason to put the range in the small pool, where it outlived its map.
+        WindowStart start = new WindowRebuilder(CONFIG).rebuild(s, 0);
+        assertThat(start.segments()).extracting(SegmentInfo::address).containsExactly(small);
+        assertReplaysExactly(s);
     }
 
     /** The recording {@code end} as a history ring would have kept it from entry {@code from} on. */
