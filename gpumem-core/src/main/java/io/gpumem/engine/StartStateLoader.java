@@ -1,5 +1,6 @@
 package io.gpumem.engine;
 
+import io.gpumem.alloc.Pool;
 import io.gpumem.alloc.RestoredBlock;
 import io.gpumem.alloc.SegmentRestorer;
 import io.gpumem.alloc.SizeRules;
@@ -7,6 +8,7 @@ import io.gpumem.device.Device;
 import io.gpumem.history.BlockInfo;
 import io.gpumem.history.SegmentInfo;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.IdentityHashMap;
 import java.util.List;
@@ -22,8 +24,8 @@ import org.jspecify.annotations.Nullable;
  * <p>Classic segments are restored one by one. Expandable mapped runs are grouped per (stream, pool) into one
  * reservation of PyTorch's default size, with unmapped blocks for the space before, between and after the runs.
  * Pages before the lowest run may have been unmapped before the window, so with recorded addresses the reservations
- * are placed as the driver hands them out, one after another ({@link #reservationBases}); otherwise each starts at
- * its lowest run. Without recorded addresses (what-if replays) wholly free segments
+ * are placed as the driver hands them out, one after another, with the ranges the recording reserves later (given back
+ * before the start) among them ({@link #reservationBases}); otherwise each starts at its lowest run. Without recorded addresses (what-if replays) wholly free segments
  * are restored last and dropped when the device has no room for them. With {@link RecordedAddresses} the device
  * must hand out the recorded addresses (it is offered each one first); otherwise the device chooses, and the
  * returned shifts say where each segment went. {@code asClassic} restores expandable runs as ordinary segments
@@ -54,6 +56,22 @@ public final class StartStateLoader {
             @Nullable RecordedAddresses oracle,
             boolean asClassic,
             LongUnaryOperator streams) {
+        return load(allocator, device, start, oracle, asClassic, streams, Map.of());
+    }
+
+    /**
+     * As {@link #load(SegmentRestorer, Device, List, RecordedAddresses, boolean, LongUnaryOperator)}, knowing where
+     * the recording makes expandable reservations later (base address to pool; used with recorded addresses only):
+     * ranges that were free at the start, which the start's reservations are placed around.
+     */
+    public static long[] load(
+            SegmentRestorer allocator,
+            Device device,
+            List<SegmentInfo> start,
+            @Nullable RecordedAddresses oracle,
+            boolean asClassic,
+            LongUnaryOperator streams,
+            Map<Long, Pool> reservedLater) {
         long[] shifts = new long[start.size()];
         IdentityHashMap<SegmentInfo, Integer> index = new IdentityHashMap<>();
         Map<List<Long>, List<SegmentInfo>> expandableGroups = new HashMap<>();
@@ -101,7 +119,7 @@ public final class StartStateLoader {
             runs.sort((a, b) -> Long.compare(a.address(), b.address()));
         }
         groups.sort((a, b) -> Long.compare(a.getFirst().address(), b.getFirst().address()));
-        long[] bases = oracle != null ? reservationBases(groups, device.totalMemory()) : null;
+        long[] bases = oracle != null ? reservationBases(groups, device.totalMemory(), reservedLater) : null;
         for (int g = 0; g < groups.size(); g++) {
             List<SegmentInfo> runs = groups.get(g);
             SegmentInfo first = runs.getFirst();
@@ -158,8 +176,20 @@ public final class StartStateLoader {
 
     /** PyTorch's reservation for an expandable segment of {@code run}'s pool: 1.125 x device memory, in pages. */
     private static long reservationSize(SegmentInfo run, long totalMemory) {
-        long page = SizeRules.expandablePageSize(run.pool());
+        return reservationSize(run.pool(), totalMemory);
+    }
+
+    private static long reservationSize(Pool pool, long totalMemory) {
+        long page = SizeRules.expandablePageSize(pool);
         return page * ((totalMemory * 9 / 8 + page - 1) / page);
+    }
+
+    /**
+     * A reservation to place: its lowest mapped address, the end of its highest run, its pool, and its base where
+     * known ({@link #UNKNOWN} otherwise).
+     */
+    private record Slot(long first, long end, Pool pool, long base) {
+        static final long UNKNOWN = -1;
     }
 
     /**
@@ -171,6 +201,69 @@ public final class StartStateLoader {
      * that cannot follow the one before (its runs out of reach, or off the grid) starts a new chain.
      */
     static long[] reservationBases(List<List<SegmentInfo>> ascending, long totalMemory) {
+        return reservationBases(ascending, totalMemory, Map.of());
+    }
+
+    /**
+     * As {@link #reservationBases(List, long)}, with the reservations made later ({@code reservedLater}, base to
+     * pool) in the chains too: each was a range given back before the start (or never handed out yet), a link of its
+     * chain whose base is known, so a reservation below one ends where it begins. Or it is a start reservation's own
+     * range, given back in the window and made again: the driver hands a range out whole, to a reservation of its
+     * size only, so one of the group's pool whose reach holds the group's runs is the group's base.
+     */
+    static long[] reservationBases(List<List<SegmentInfo>> ascending, long totalMemory, Map<Long, Pool> reservedLater) {
+        List<Slot> slots = new ArrayList<>(ascending.size() + reservedLater.size());
+        List<Integer> groupOf = new ArrayList<>();
+        for (int g = 0; g < ascending.size(); g++) {
+            List<SegmentInfo> runs = ascending.get(g);
+            SegmentInfo last = runs.getLast();
+            long first = runs.getFirst().address();
+            long end = last.address() + last.totalSize();
+            Pool pool = runs.getFirst().pool();
+            // A reservation made later in a range that holds this group's runs is this one's range, given back in the
+            // window and handed out again whole (the driver reuses a range for a reservation of its size only).
+            long base = Slot.UNKNOWN;
+            for (Map.Entry<Long, Pool> later : reservedLater.entrySet()) {
+                long at = later.getKey();
+                if (later.getValue() == pool && at <= first && end - at <= reservationSize(pool, totalMemory)) {
+                    base = at;
+                }
+            }
+            slots.add(new Slot(first, end, pool, base));
+            groupOf.add(g);
+        }
+        reservedLater.forEach((base, pool) -> {
+            for (Slot slot : slots) {
+                if (slot.base() == base) {
+                    return; // (a start reservation's own range)
+                }
+            }
+            slots.add(new Slot(base, base, pool, base));
+            groupOf.add(-1);
+        });
+        Integer[] order = new Integer[slots.size()];
+        for (int i = 0; i < order.length; i++) {
+            order[i] = i;
+        }
+        Arrays.sort(
+                order, (x, y) -> Long.compare(slots.get(x).first(), slots.get(y).first()));
+        List<Slot> sorted = new ArrayList<>(order.length);
+        for (int i : order) {
+            sorted.add(slots.get(i));
+        }
+        long[] slotBases = slotBases(sorted, totalMemory);
+        long[] bases = new long[ascending.size()];
+        for (int k = 0; k < order.length; k++) {
+            int g = groupOf.get(order[k]);
+            if (g >= 0) {
+                bases[g] = slotBases[k];
+            }
+        }
+        return bases;
+    }
+
+    /** The bases of {@code ascending}'s reservations, in chains (see {@link #reservationBases(List, long)}). */
+    private static long[] slotBases(List<Slot> ascending, long totalMemory) {
         int n = ascending.size();
         long[] bases = new long[n];
         int chain = 0;
@@ -181,11 +274,14 @@ public final class StartStateLoader {
             long offset = 0;
             int end = chain;
             for (int i = chain; i < n; i++) {
-                List<SegmentInfo> runs = ascending.get(i);
-                SegmentInfo last = runs.getLast();
-                long size = reservationSize(runs.getFirst(), totalMemory);
-                long h = Math.min(high, runs.getFirst().address() - offset);
-                long l = Math.max(low, last.address() + last.totalSize() - size - offset);
+                Slot slot = ascending.get(i);
+                long size = reservationSize(slot.pool(), totalMemory);
+                long h = Math.min(high, slot.first() - offset);
+                long l = Math.max(low, slot.end() - size - offset);
+                if (slot.base() != Slot.UNKNOWN) {
+                    h = Math.min(h, slot.base() - offset);
+                    l = Math.max(l, slot.base() - offset);
+                }
                 offsets[i] = offset;
                 if (h < l || h < 0 || !onGrid(ascending, chain, i, offsets, h)) {
                     break;
@@ -196,7 +292,8 @@ public final class StartStateLoader {
                 end = i + 1;
             }
             if (end == chain) { // (a single group always fits: its runs lie within one reservation)
-                bases[chain] = ascending.get(chain).getFirst().address();
+                Slot alone = ascending.get(chain);
+                bases[chain] = alone.base() != Slot.UNKNOWN ? alone.base() : alone.first();
                 chain++;
                 continue;
             }
@@ -208,11 +305,11 @@ public final class StartStateLoader {
         return bases;
     }
 
-    /** Whether, with the chain based at {@code base}, every group's lowest run of {@code from..to} is on its page grid. */
-    private static boolean onGrid(List<List<SegmentInfo>> groups, int from, int to, long[] offsets, long base) {
+    /** Whether, with the chain based at {@code base}, every slot's lowest run of {@code from..to} is on its page grid. */
+    private static boolean onGrid(List<Slot> slots, int from, int to, long[] offsets, long base) {
         for (int i = from; i <= to; i++) {
-            SegmentInfo first = groups.get(i).getFirst();
-            if ((first.address() - base - offsets[i]) % SizeRules.expandablePageSize(first.pool()) != 0) {
+            Slot slot = slots.get(i);
+            if ((slot.first() - base - offsets[i]) % SizeRules.expandablePageSize(slot.pool()) != 0) {
                 return false;
             }
         }

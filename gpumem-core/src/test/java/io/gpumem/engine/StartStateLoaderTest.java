@@ -14,6 +14,7 @@ import io.gpumem.history.SegmentInfo;
 import io.gpumem.policy.PolicyRegistry;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.function.LongUnaryOperator;
 import org.junit.jupiter.api.Test;
 
@@ -313,6 +314,17 @@ class StartStateLoaderTest {
         long[] bases = StartStateLoader.reservationBases(
                 List.of(run(base, 1), run(base + LARGE_RESERVATION + 3 * 20 * MIB, 2)), TOTAL);
         assertThat(bases).containsExactly(base, base + LARGE_RESERVATION);
+    }
+
+    @Test
+    void aReservationMadeLaterInARangeGivenBackIsALinkOfTheChain() {
+        long base = 0x2000_0000_0000L;
+        // the middle reservation was given back before the start and is made again later: the lower one ends there
+        long[] bases = StartStateLoader.reservationBases(
+                List.of(run(base + 60 * MIB, 2), run(base + 2 * LARGE_RESERVATION, 1)),
+                TOTAL,
+                Map.of(base + LARGE_RESERVATION, Pool.LARGE));
+        assertThat(bases).containsExactly(base, base + 2 * LARGE_RESERVATION);
     }
 
     @Test

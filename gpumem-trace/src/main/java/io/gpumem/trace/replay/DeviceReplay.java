@@ -141,7 +141,14 @@ final class DeviceReplay {
         int[] slot = {0};
         RequestStream.forEachLiveBlock(start, (seg, b) -> slotAddress[slot[0]++] = b.address());
         this.startBlocks = slot[0];
-        StartStateLoader.load(allocator.internals(), device, start, device, false, LongUnaryOperator.identity());
+        StartStateLoader.load(
+                allocator.internals(),
+                device,
+                start,
+                device,
+                false,
+                LongUnaryOperator.identity(),
+                window.start().reservationsMadeInWindow());
         if (write) {
             // Live blocks and segments keep the stack of the request that made them; the trace is the tracker's.
             allocator.recordHistory(new HistoryOptions(HistoryOptions.Enabled.STATE, HistoryOptions.Context.STATE, 1));

@@ -41,7 +41,8 @@ import org.jspecify.annotations.Nullable;
  *       keeps its pool; else of the stream's nearest run, of the small pool when the range is not whole large
  *       pages). A run holding live blocks takes the pool they show
  *       instead (a large-pool block is longer than 1 MiB, a small-pool one never is): a reservation given back is
- *       handed to another stream's next segment, which can mislead the walk.</li>
+ *       handed to another stream's next segment, which can mislead the walk. A map undone to nothing mapped in
+ *       its group made a new reservation, based at the map ({@link WindowStart#reservationsMadeInWindow}).</li>
  *   <li><b>Live blocks</b>: end-state active blocks that were not allocated in the window, plus blocks
  *       freed in the window without an alloc before (allocated before the window).</li>
  *   <li><b>Sizes</b> of the latter are not recorded (a free carries the request). The block is
@@ -138,6 +139,8 @@ public final class WindowRebuilder {
     private static final class SegsByAddress {
         private final AddressTable<Seg> table;
         private @Nullable Seg atZero;
+        /** The expandable reservations the window makes: base address to pool. */
+        final Map<Long, Pool> madeInWindow = new TreeMap<>();
 
         SegsByAddress(int expected) {
             table = AddressTable.forObjects(expected);
@@ -212,7 +215,8 @@ public final class WindowRebuilder {
             pass.run(from, Math.min(trace.size(), from + ForwardPass.CHUNK));
         }
         List<SegmentInfo> endState = snapshot.segmentsOf(device);
-        SegIndex segs = new SegIndex(startSegments(endState, trace, pass.segmentEvents, pass.segmentEventCount));
+        SegsByAddress startSegments = startSegments(endState, trace, pass.segmentEvents, pass.segmentEventCount);
+        SegIndex segs = new SegIndex(startSegments);
 
         // Live blocks at the start, and the end state's free blocks by end address (where a start free block's
         // object can have survived to), in one pass over the end state.
@@ -296,7 +300,8 @@ public final class WindowRebuilder {
                         pass.hasCompletions,
                         pass.allocOrdinal + pass.freeing + pass.releases,
                         pass.allocOrdinal),
-                cutSegment);
+                cutSegment,
+                Collections.unmodifiableMap(startSegments.madeInWindow));
     }
 
     /**
@@ -527,6 +532,10 @@ public final class WindowRebuilder {
                     NavigableMap<Long, Long> g = groups.computeIfAbsent(key, k -> new TreeMap<>());
                     subtract(g, addr, addr + fields.size(i));
                     own(owners, addr, addr + fields.size(i), key);
+                    if (g.isEmpty()) {
+                        // nothing of the stream's pool mapped before: a new reservation, whose first map is at its base
+                        segs.madeInWindow.put(addr, Pool.values()[key.get(1).intValue()]);
+                    }
                 }
                 case SEGMENT_UNMAP -> {
                     long end = addr + fields.size(i);

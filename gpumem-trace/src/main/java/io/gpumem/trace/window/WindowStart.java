@@ -1,7 +1,9 @@
 package io.gpumem.trace.window;
 
+import io.gpumem.alloc.Pool;
 import io.gpumem.history.SegmentInfo;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 
 /**
@@ -19,6 +21,11 @@ import java.util.Set;
  *                       from when that segment was cudaMalloc'd for it just before the window opened (the ring cut
  *                       its {@code segment_alloc} off); 0 when not. Such a segment is not in {@code segments}: they
  *                       are the state before that request, which a replay serves from a segment at this address.
+ * @param reservationsMadeInWindow the expandable reservations the window makes, base address to pool: each begins
+ *                       with a {@code segment_map} at its base while its stream had nothing mapped in that pool. They
+ *                       did not exist at the start, and a start reservation ends at or below each one above it (the
+ *                       driver hands a range given back to the next reservation of its size), so the replay places
+ *                       the start's reservations around them.
  */
 public record WindowStart(
         int device,
@@ -26,7 +33,19 @@ public record WindowStart(
         Set<Long> preWindowFreed,
         int inferredSizes,
         FreeMatches frees,
-        long segmentAllocBeforeWindow) {
+        long segmentAllocBeforeWindow,
+        Map<Long, Pool> reservationsMadeInWindow) {
+
+    /** A start state whose window makes no expandable reservation. */
+    public WindowStart(
+            int device,
+            List<SegmentInfo> segments,
+            Set<Long> preWindowFreed,
+            int inferredSizes,
+            FreeMatches frees,
+            long segmentAllocBeforeWindow) {
+        this(device, segments, preWindowFreed, inferredSizes, frees, segmentAllocBeforeWindow, Map.of());
+    }
 
     /** A start state whose window does not open inside a request. */
     public WindowStart(

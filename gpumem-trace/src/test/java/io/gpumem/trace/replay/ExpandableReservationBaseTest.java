@@ -7,12 +7,13 @@ import io.gpumem.alloc.Pool;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.SimulatedDevice;
 import io.gpumem.history.HistoryOptions;
-import io.gpumem.history.SegmentInfo;
 import io.gpumem.history.MemorySnapshot;
+import io.gpumem.history.SegmentInfo;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.WindowRebuilder;
 import io.gpumem.trace.window.WindowStart;
+import java.util.Map;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -99,6 +100,57 @@ class ExpandableReservationBaseTest {
         // small run nearby is no reason to put the range in the small pool, where it outlived its map.
         WindowStart start = new WindowRebuilder(CONFIG).rebuild(s, 0);
         assertThat(start.segments()).extracting(SegmentInfo::address).containsExactly(small);
+        assertReplaysExactly(s);
+    }
+
+    @Test
+    void aReservationGivenBackBeforeTheWindowAndReusedInItBoundsTheOneBelow() {
+        long s1 = device.createStream();
+        long s2 = device.createStream();
+        long front = a.malloc(60 * MiB, 0); // stream 0's reservation, pages 0-2
+        long kept = a.malloc(30 * MiB, 0); // pages 3-4
+        long given = a.malloc(20 * MiB, s1); // stream 1's reservation, the next one up
+        long top = a.malloc(20 * MiB, s2); // stream 2's, above it
+        a.free(front);
+        a.free(given);
+        a.emptyCache(); // unmaps stream 0's first pages, and all of stream 1's: that reservation is given back
+        int windowFrom = a.snapshot().deviceTraces().get(0).size();
+        long reused = a.malloc(20 * MiB, s1); // a new reservation for stream 1, in the range given back
+        MemorySnapshot end = a.snapshot();
+        assertThat(reused).isEqualTo(given);
+        TraceSnapshot s = windowFrom(end, windowFrom);
+
+        // Stream 0's reservation starts below its lowest run at the start and ends where the reused range begins:
+        // placed
+        // at that run, it reached into the range, and the window's new reservation could not be made there.
+        WindowStart start = new WindowRebuilder(CONFIG).rebuild(s, 0);
+        assertThat(start.reservationsMadeInWindow()).containsExactly(Map.entry(given, Pool.LARGE));
+        assertReplaysExactly(s);
+        assertThat(top).isGreaterThan(kept);
+    }
+
+    @Test
+    void aReservationGivenBackInTheWindowAndMadeAgainInItsRangeKeepsItsBase() {
+        long s1 = device.createStream();
+        long front = a.malloc(20 * MiB, s1); // stream 1's reservation (the highest), page 0
+        long kept = a.malloc(20 * MiB, s1); // page 1
+        a.free(front);
+        a.emptyCache(); // unmaps page 0: at the start, the reservation's lowest run is page 1
+        int windowFrom = a.snapshot().deviceTraces().get(0).size();
+        long low = a.malloc(20 * MiB, s1); // maps page 0 again, in front of the run
+        a.free(low);
+        a.free(kept);
+        a.emptyCache(); // unmaps pages 0 and 1: the reservation is given back
+        long again = a.malloc(20 * MiB, s1); // a new reservation for stream 1, in the range given back
+        MemorySnapshot end = a.snapshot();
+        assertThat(low).isEqualTo(front);
+        assertThat(again).isEqualTo(front);
+        TraceSnapshot s = windowFrom(end, windowFrom);
+
+        // The reservation the window makes is no free range between the start's: it is the start reservation's own
+        // range, made again whole, and so its base, below its lowest run.
+        WindowStart start = new WindowRebuilder(CONFIG).rebuild(s, 0);
+        assertThat(start.reservationsMadeInWindow()).containsExactly(Map.entry(front, Pool.LARGE));
         assertReplaysExactly(s);
     }
 

@@ -119,7 +119,8 @@ class RingWindowFuzzTest {
                         rebuilt.preWindowFreed(),
                         rebuilt.inferredSizes(),
                         rebuilt.frees(),
-                        recordings.get(d).openingSegment());
+                        recordings.get(d).openingSegment(),
+                        rebuilt.reservationsMadeInWindow());
                 DeviceFidelity fromTruth = replay(s, d, truth, config);
                 assertThat(isExact(fromTruth))
                         .as(where + " from the true start: " + fromTruth)
