@@ -283,7 +283,8 @@ public final class StartStateLoader {
                     l = Math.max(l, slot.base() - offset);
                 }
                 offsets[i] = offset;
-                if (h < l || h < 0 || !onGrid(ascending, chain, i, offsets, h)) {
+                h = onGridBelow(ascending, chain, i, offsets, h);
+                if (h < l || h < 0) {
                     break;
                 }
                 high = h;
@@ -303,6 +304,24 @@ public final class StartStateLoader {
             chain = end;
         }
         return bases;
+    }
+
+    /**
+     * The highest chain base at or below {@code high} that puts every lowest run of {@code from..to} on its page grid,
+     * or {@link Long#MIN_VALUE}. Page sizes divide one another (2 and 20 MiB), so the largest page's grid gives the one
+     * candidate: the others hold there or nowhere.
+     */
+    private static long onGridBelow(List<Slot> slots, int from, int to, long[] offsets, long high) {
+        int widest = from;
+        for (int i = from; i <= to; i++) {
+            if (SizeRules.expandablePageSize(slots.get(i).pool())
+                    > SizeRules.expandablePageSize(slots.get(widest).pool())) {
+                widest = i;
+            }
+        }
+        long page = SizeRules.expandablePageSize(slots.get(widest).pool());
+        long base = high - Math.floorMod(high - (slots.get(widest).first() - offsets[widest]), page);
+        return onGrid(slots, from, to, offsets, base) ? base : Long.MIN_VALUE;
     }
 
     /** Whether, with the chain based at {@code base}, every slot's lowest run of {@code from..to} is on its page grid. */

@@ -328,6 +328,25 @@ class StartStateLoaderTest {
     }
 
     @Test
+    void aChainBaseBelowTheLowestRunIsTheHighestOnEveryGroupsPageGrid() {
+        long base = 0x2000_0000_0000L;
+        long smallReservation = 2 * MIB * ((TOTAL * 9 / 8 + 2 * MIB - 1) / (2 * MIB));
+        // the small-pool reservation's first page (2 MiB) was unmapped: its lowest run is one small page up, while the
+        // large-pool run above lies five large pages into its reservation, which only the base a page lower puts on
+        // the large grid
+        SegmentInfo small = SegmentInfo.ofBlocks(
+                0,
+                base + 2 * MIB,
+                0,
+                Pool.SMALL,
+                true,
+                List.of(BlockInfo.of(base + 2 * MIB, 2 * MIB, 4096, BlockState.ACTIVE_ALLOCATED)));
+        long[] bases = StartStateLoader.reservationBases(
+                List.of(List.of(small), run(base + smallReservation + 5 * 20 * MIB, 1)), TOTAL);
+        assertThat(bases).containsExactly(base, base + smallReservation);
+    }
+
+    @Test
     void aReservationOffTheLowerOnesPageGridStartsAChainOfItsOwn() {
         long base = 0x2000_0000_0000L;
         long upper = base + LARGE_RESERVATION + 4 * MIB; // not a whole number of pages from where the lower ends
