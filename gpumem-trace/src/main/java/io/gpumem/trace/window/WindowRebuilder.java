@@ -38,8 +38,8 @@ import org.jspecify.annotations.Nullable;
  *       a {@code segment_unmap} range is added back to the group of its segment (the entry's stream, and the
  *       pool of any map of the range in the window or of its run at the end, another stream's too: a reservation
  *       wholly unmapped is given back and its range reused only by a reservation of the same size, so an address
- *       keeps its pool; else of the stream's nearest run, of the small pool when the range is not whole large
- *       pages). A run holding live blocks takes the pool they show
+ *       keeps its pool; else of a run of the stream it touches, or the pool its size says: whole large pages
+ *       (20 MiB) the large pool, any other range the small pool's nearest run). A run holding live blocks takes the pool they show
  *       instead (a large-pool block is longer than 1 MiB, a small-pool one never is): a reservation given back is
  *       handed to another stream's next segment, which can mislead the walk. A map undone to nothing mapped in
  *       its group made a new reservation, based at the map ({@link WindowStart#reservationsMadeInWindow}).</li>
@@ -620,8 +620,9 @@ public final class WindowRebuilder {
     /**
      * The group an unmapped range [from, to) on {@code stream} goes back to. An expandable segment keeps its stream and
      * pool, so the group that maps any of the range later (or holds it at the end) is the segment's; a range that
-     * stayed unmapped takes the group of the nearest range {@code stream} ever had, then of the nearest run on
-     * {@code stream}. Never another stream's: the entry names the segment's stream, and the group of the nearest run
+     * stayed unmapped takes the group of a range {@code stream} ever had or of a run on {@code stream} that it touches
+     * (a range of small pages, not whole large ones, of the nearest small one), else the pool its size says. Never
+     * another stream's: the entry names the segment's stream, and the group of the nearest run
      * regardless of stream put a segment unmapped by {@code empty_cache()} into another stream and pool.
      */
     private static List<Long> unmapGroup(
@@ -676,7 +677,10 @@ public final class WindowRebuilder {
             }
         }
         // nothing on the stream to go by: the size does (a large pool maps 20 MiB pages, a small one 2 MiB)
-        return best != null
+        // A run the range touches is of its reservation. One farther off may be another reservation's (the stream's
+        // other pool's, or a reservation the range's own replaced): whole large pages then say the large pool, as a
+        // small pool maps 2 MiB pages and seldom leaves ten of them free together.
+        return best != null && (onlySmall || bestDistance == 0)
                 ? best
                 : List.of(stream, poolKey((to - from) % SizeRules.LARGE_BUFFER == 0 ? Pool.LARGE : Pool.SMALL));
     }

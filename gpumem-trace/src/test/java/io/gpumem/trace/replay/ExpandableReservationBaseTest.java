@@ -154,6 +154,33 @@ class ExpandableReservationBaseTest {
         assertReplaysExactly(s);
     }
 
+    @Test
+    void aFreeRunOfAReservationGivenBackInTheWindowTakesThePoolItsPagesSay() {
+        long small =
+                a.malloc(4096, 0); // stream 0's small-pool reservation, kept live: the stream's only run at the end
+        long low = a.malloc(40 * MiB, 0); // stream 0's large-pool reservation, pages 0-1
+        long gap = a.malloc(20 * MiB, 0); // page 2
+        long high = a.malloc(60 * MiB, 0); // pages 3-5
+        a.free(gap);
+        a.emptyCache(); // unmaps page 2
+        a.free(high); // pages 3-5 cached: a wholly free run at the start, apart from the run of pages 0-1
+        int windowFrom = a.snapshot().deviceTraces().get(0).size();
+        a.free(low);
+        a.emptyCache(); // unmaps pages 0-1 and 3-5: the reservation is given back, and nothing maps them again
+        MemorySnapshot end = a.snapshot();
+        TraceSnapshot s = windowFrom(end, windowFrom);
+
+        // Nothing in the window maps the free run, and no block shows its pool: the stream's small run, far off in
+        // another reservation, is no reason to put it in the small pool; whole 20 MiB pages say the large one.
+        WindowStart start = new WindowRebuilder(CONFIG).rebuild(s, 0);
+        assertThat(start.segments())
+                .filteredOn(seg -> seg.address() == high)
+                .singleElement()
+                .satisfies(seg -> assertThat(seg.pool()).isEqualTo(Pool.LARGE));
+        assertReplaysExactly(s);
+        assertThat(small).isLessThan(low);
+    }
+
     /** The recording {@code end} as a history ring would have kept it from entry {@code from} on. */
     private static TraceSnapshot windowFrom(MemorySnapshot end, int from) {
         return AllocatorSnapshots.toTraceSnapshot(RingCut.from(end, from), "ring window");
