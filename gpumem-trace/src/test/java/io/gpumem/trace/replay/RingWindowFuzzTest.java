@@ -29,8 +29,8 @@ import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * Windows of gpumem's own recordings, cut as a history ring cuts them, checked against ground truth. Each run
- * (random sizes, three streams, {@code record_stream} with held events, {@code empty_cache()}) is generated as a
- * list of operations and played with its whole history recorded; the window is the last {@code ring} entries, which
+ * (random sizes, three streams, {@code record_stream} with held events, {@code empty_cache()}; with expandable
+ * segments, reservations given back and reused by other streams) is generated as a list of operations and played with its whole history recorded; the window is the last {@code ring} entries, which
  * is what a ring of that length keeps. Where the window opens between two operations, the run is played again up to
  * there and snapshotted: the true state at the window's start. Three windows that open inside an operation have one
  * too, the state before that operation less what its entries before the window did:
@@ -82,7 +82,7 @@ class RingWindowFuzzTest {
     private record Recording(MemorySnapshot snapshot, List<SegmentInfo> truth, long openingSegment) {}
 
     @ParameterizedTest
-    @ValueSource(strings = {"", "max_split_size_mb:40", "roundup_power2_divisions:4"})
+    @ValueSource(strings = {"", "max_split_size_mb:40", "roundup_power2_divisions:4", "expandable_segments:True"})
     void ringWindowsReplayFromTheTrueStartAndRebuildItWhereTheWindowShowsIt(String conf) {
         long seed = Long.getLong("gpumem.seed", System.nanoTime()); // -Dgpumem.seed=N replays a run
         System.out.println("conf '" + conf + "' seed=" + seed);
@@ -147,8 +147,8 @@ class RingWindowFuzzTest {
     /**
      * With expandable segments on three streams (a reservation given back is handed to another stream's next segment),
      * every mapped run holding live blocks that the rebuild finds at the start of a window with a true start state has
-     * the true run's stream and pool (a wholly free run shows neither). Only the rebuild is checked: replays of such
-     * windows are not all exact yet (docs/replay-method.md §2).
+     * the true run's stream and pool (a wholly free run shows neither). Only the rebuild is checked here; the replays
+     * of such windows are checked by {@link #ringWindowsReplayFromTheTrueStartAndRebuildItWhereTheWindowShowsIt}.
      */
     @Test
     void expandableRunsAreRebuiltWithTheirStreamAndPool() {
