@@ -24,9 +24,10 @@ import org.jspecify.annotations.Nullable;
  * <p>Classic segments are restored one by one. Expandable mapped runs are grouped per (stream, pool) into one
  * reservation of PyTorch's default size, with unmapped blocks for the space before, between and after the runs.
  * Pages before the lowest run may have been unmapped before the window, so with recorded addresses the reservations
- * are placed as the driver hands them out, one after another, with the ranges the recording reserves later (given back
- * before the start) among them ({@link #reservationBases}); otherwise each starts at its lowest run. Without recorded addresses (what-if replays) wholly free segments
- * are restored last and dropped when the device has no room for them. With {@link RecordedAddresses} the device
+ * are placed as the driver hands them out, one after another, with the ranges the recording reserves later (given
+ * back before the start) among them ({@link #reservationBases}); otherwise each starts at its lowest run. Without
+ * recorded addresses (what-if replays) wholly free segments are restored last and dropped when the device has no
+ * room for them. With {@link RecordedAddresses} the device
  * must hand out the recorded addresses (it is offered each one first); otherwise the device chooses, and the
  * returned shifts say where each segment went. {@code asClassic} restores expandable runs as ordinary segments
  * (what-if replays under configurations without expandable segments keep the recorded layout as it was).
@@ -324,7 +325,7 @@ public final class StartStateLoader {
         return onGrid(slots, from, to, offsets, base) ? base : Long.MIN_VALUE;
     }
 
-    /** Whether, with the chain based at {@code base}, every slot's lowest run of {@code from..to} is on its page grid. */
+    /** Whether, with the chain based at {@code base}, every slot's lowest run of {@code from..to} is on its grid. */
     private static boolean onGrid(List<Slot> slots, int from, int to, long[] offsets, long base) {
         for (int i = from; i <= to; i++) {
             Slot slot = slots.get(i);

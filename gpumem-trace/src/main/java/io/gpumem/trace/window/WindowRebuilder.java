@@ -39,10 +39,11 @@ import org.jspecify.annotations.Nullable;
  *       pool of any map of the range in the window or of its run at the end, another stream's too: a reservation
  *       wholly unmapped is given back and its range reused only by a reservation of the same size, so an address
  *       keeps its pool; else of a run of the stream it touches, or the pool its size says: whole large pages
- *       (20 MiB) the large pool, any other range the small pool's nearest run). A run holding live blocks takes the pool they show
- *       instead (a large-pool block is longer than 1 MiB, a small-pool one never is): a reservation given back is
- *       handed to another stream's next segment, which can mislead the walk. A map undone to nothing mapped in
- *       its group made a new reservation, based at the map ({@link WindowStart#reservationsMadeInWindow}).</li>
+ *       (20 MiB) the large pool, any other range the small pool's nearest run). A run holding live blocks takes
+ *       the pool they show instead (a large-pool block is longer than 1 MiB, a small-pool one never is): a
+ *       reservation given back is handed to another stream's next segment, which can mislead the walk. A map
+ *       undone to nothing mapped in its group made a new reservation, based at the map
+ *       ({@link WindowStart#reservationsMadeInWindow}).</li>
  *   <li><b>Live blocks</b>: end-state active blocks that were not allocated in the window, plus blocks
  *       freed in the window without an alloc before (allocated before the window).</li>
  *   <li><b>Sizes</b> of the latter are not recorded (a free carries the request). The block is

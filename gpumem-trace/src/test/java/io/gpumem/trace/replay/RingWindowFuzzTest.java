@@ -30,9 +30,10 @@ import org.junit.jupiter.params.provider.ValueSource;
 /**
  * Windows of gpumem's own recordings, cut as a history ring cuts them, checked against ground truth. Each run
  * (random sizes, three streams, {@code record_stream} with held events, {@code empty_cache()}; with expandable
- * segments, reservations given back and reused by other streams) is generated as a list of operations and played with its whole history recorded; the window is the last {@code ring} entries, which
- * is what a ring of that length keeps. Where the window opens between two operations, the run is played again up to
- * there and snapshotted: the true state at the window's start. Three windows that open inside an operation have one
+ * segments, reservations given back and reused by other streams) is generated as a list of operations and played
+ * with its whole history recorded; the window is the last {@code ring} entries, which is what a ring of that length
+ * keeps. Where the window opens between two operations, the run is played again up to there and snapshotted: the
+ * true state at the window's start. Three windows that open inside an operation have one
  * too, the state before that operation less what its entries before the window did:
  * <ul>
  *   <li>between a request's {@code segment_alloc} and its {@code alloc}: the state before the request, whose first
@@ -75,8 +76,8 @@ class RingWindowFuzzTest {
 
     /**
      * One device's recording: the snapshot holding the window's trace, and the true state at the window's start
-     * (null when the window opens inside an operation whose state is not known). When the window opens between a request's
-     * {@code segment_alloc} and its {@code alloc}, the truth is the state before that request and
+     * (null when the window opens inside an operation whose state is not known). When the window opens between a
+     * request's {@code segment_alloc} and its {@code alloc}, the truth is the state before that request and
      * {@code openingSegment} the segment made for it (else 0).
      */
     private record Recording(MemorySnapshot snapshot, List<SegmentInfo> truth, long openingSegment) {}
