@@ -39,6 +39,15 @@ public final class StartStateLoader {
         void offerMalloc(long address);
 
         void offerMap(long address);
+
+        /**
+         * The expandable reservations the recording makes later, base address to pool: ranges free at the start
+         * (given back before it, or not yet handed out), which the start's reservations are placed around
+         * ({@link #reservationBases}). None unless the recording shows some.
+         */
+        default Map<Long, Pool> reservedLater() {
+            return Map.of();
+        }
     }
 
     private StartStateLoader() {}
@@ -57,22 +66,6 @@ public final class StartStateLoader {
             @Nullable RecordedAddresses oracle,
             boolean asClassic,
             LongUnaryOperator streams) {
-        return load(allocator, device, start, oracle, asClassic, streams, Map.of());
-    }
-
-    /**
-     * As {@link #load(SegmentRestorer, Device, List, RecordedAddresses, boolean, LongUnaryOperator)}, knowing where
-     * the recording makes expandable reservations later (base address to pool; used with recorded addresses only):
-     * ranges that were free at the start, which the start's reservations are placed around.
-     */
-    public static long[] load(
-            SegmentRestorer allocator,
-            Device device,
-            List<SegmentInfo> start,
-            @Nullable RecordedAddresses oracle,
-            boolean asClassic,
-            LongUnaryOperator streams,
-            Map<Long, Pool> reservedLater) {
         long[] shifts = new long[start.size()];
         IdentityHashMap<SegmentInfo, Integer> index = new IdentityHashMap<>();
         Map<List<Long>, List<SegmentInfo>> expandableGroups = new HashMap<>();
@@ -120,7 +113,7 @@ public final class StartStateLoader {
             runs.sort((a, b) -> Long.compare(a.address(), b.address()));
         }
         groups.sort((a, b) -> Long.compare(a.getFirst().address(), b.getFirst().address()));
-        long[] bases = oracle != null ? reservationBases(groups, device.totalMemory(), reservedLater) : null;
+        long[] bases = oracle != null ? reservationBases(groups, device.totalMemory(), oracle.reservedLater()) : null;
         for (int g = 0; g < groups.size(); g++) {
             List<SegmentInfo> runs = groups.get(g);
             SegmentInfo first = runs.getFirst();

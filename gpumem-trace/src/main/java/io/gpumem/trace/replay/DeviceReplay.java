@@ -126,7 +126,7 @@ final class DeviceReplay {
         this.trace = window.trace();
         this.fields = EntryFields.of(trace);
         this.hasCompletions = window.hasCompletions();
-        this.device = new OracleDevice(totalMemory);
+        this.device = new OracleDevice(totalMemory, window.start().reservationsMadeInWindow());
         // A check reads the model's decisions and end state, never its counters: a counted model is only needed for
         // the snapshot a written trace goes into.
         this.allocator = write ? new CachingAllocator(device, config) : CachingAllocator.uncounted(device, config);
@@ -141,14 +141,7 @@ final class DeviceReplay {
         int[] slot = {0};
         RequestStream.forEachLiveBlock(start, (seg, b) -> slotAddress[slot[0]++] = b.address());
         this.startBlocks = slot[0];
-        StartStateLoader.load(
-                allocator.internals(),
-                device,
-                start,
-                device,
-                false,
-                LongUnaryOperator.identity(),
-                window.start().reservationsMadeInWindow());
+        StartStateLoader.load(allocator.internals(), device, start, device, false, LongUnaryOperator.identity());
         if (write) {
             // Live blocks and segments keep the stack of the request that made them; the trace is the tracker's.
             allocator.recordHistory(new HistoryOptions(HistoryOptions.Enabled.STATE, HistoryOptions.Context.STATE, 1));

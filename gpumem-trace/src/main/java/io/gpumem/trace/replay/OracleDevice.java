@@ -2,14 +2,17 @@ package io.gpumem.trace.replay;
 
 import io.gpumem.alloc.BlockTree;
 import io.gpumem.alloc.OrderedBlock;
+import io.gpumem.alloc.Pool;
 import io.gpumem.device.Device;
 import io.gpumem.device.DeviceError;
 import io.gpumem.device.DeviceException;
 import io.gpumem.device.DeviceOp;
 import io.gpumem.device.DeviceProperties;
 import io.gpumem.engine.StartStateLoader;
+import io.gpumem.trace.window.WindowStart;
 import java.lang.foreign.MemorySegment;
 import java.util.Arrays;
+import java.util.Map;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -48,13 +51,28 @@ public final class OracleDevice implements Device, StartStateLoader.RecordedAddr
     private long nextSynthetic = SYNTHETIC_BASE;
     private long nextHandle = 1;
     private long syntheticAddresses;
+    private final Map<Long, Pool> reservedLater;
 
     public OracleDevice() {
         this(DEFAULT_TOTAL_MEMORY);
     }
 
     public OracleDevice(long totalMemory) {
+        this(totalMemory, Map.of());
+    }
+
+    /**
+     * @param reservedLater the expandable reservations the recording makes in its window, base address to pool
+     *     ({@link WindowStart#reservationsMadeInWindow}): the start state's reservations are placed around them
+     */
+    OracleDevice(long totalMemory, Map<Long, Pool> reservedLater) {
         this.properties = new DeviceProperties("oracle", 0, totalMemory, true, GRANULARITY);
+        this.reservedLater = Map.copyOf(reservedLater);
+    }
+
+    @Override
+    public Map<Long, Pool> reservedLater() {
+        return reservedLater;
     }
 
     /** Queues the address of a recorded {@code segment_alloc} for the next {@link #malloc}. */
