@@ -305,7 +305,7 @@ final class AllocatorConfigParser {
         }
     }
 
-    /** {@code v} without the leading white space ({@code isspace}) that {@code stoi}, {@code stoul}, {@code stod} skip. */
+    /** {@code v} without the leading white space ({@code isspace}) that stoi, stoul and stod skip. */
     private static String skipSpace(String v) {
         int k = 0;
         while (k < v.length() && " \t\n\u000b\f\r".indexOf(v.charAt(k)) >= 0) {

@@ -58,8 +58,8 @@ import java.util.function.ToIntFunction;
  * <h2>Invariants</h2>
  * The allocation property and access descriptor are built once and never change. Call counters count
  * every call, successful or not. {@link #close()} releases the primary context once (a release the driver refuses
- * is thrown as a {@link DeviceException} of {@link DeviceOp#FREE}, the device closed all the same); every call afterwards
- * (pinned host memory included) throws {@code CUDA_ERROR_INVALID_CONTEXT} naming the closed device without
+ * is thrown as a {@link DeviceException} of {@link DeviceOp#FREE}, the device closed all the same); every call
+ * afterwards (pinned host memory included) throws {@code CUDA_ERROR_INVALID_CONTEXT} naming the closed device without
  * reaching the driver: the context may still be alive for another device of the same GPU, and the streams and
  * events this device created may be gone with it, so the driver could neither be trusted to refuse the call nor
  * be safely handed those handles.
