@@ -510,11 +510,13 @@ public final class WindowRebuilder {
         NavigableMap<Long, Owner> pools = new TreeMap<>();
         owners.forEach((from, o) ->
                 pools.put(from, new Owner(o.end(), List.of(o.key().get(1)))));
+        Pool[] mapPool = new Pool[segmentEventCount]; // per segment event, a map's pool (found once, used twice)
         for (int n = 0; n < segmentEventCount; n++) {
             int i = segmentEvents[n];
             if (fields.action(i) == TraceAction.SEGMENT_MAP) {
                 long addr = fields.addr(i);
-                own(pools, addr, addr + fields.size(i), List.of(poolKey(nextRequestPool(trace, i))));
+                mapPool[n] = nextRequestPool(trace, i);
+                own(pools, addr, addr + fields.size(i), List.of(poolKey(mapPool[n])));
             }
         }
         for (int n = segmentEventCount - 1; n >= 0; n--) {
@@ -529,13 +531,14 @@ public final class WindowRebuilder {
                     segs.put(new Seg(addr, size, fields.stream(i), poolOfSegment(size), false));
                 }
                 case SEGMENT_MAP -> {
-                    List<Long> key = List.of(fields.stream(i), poolKey(nextRequestPool(trace, i)));
+                    Pool pool = mapPool[n];
+                    List<Long> key = List.of(fields.stream(i), poolKey(pool));
                     NavigableMap<Long, Long> g = groups.computeIfAbsent(key, k -> new TreeMap<>());
                     subtract(g, addr, addr + fields.size(i));
                     own(owners, addr, addr + fields.size(i), key);
                     if (g.isEmpty()) {
                         // nothing of the stream's pool mapped before: a new reservation, whose first map is at its base
-                        segs.madeInWindow.put(addr, Pool.values()[key.get(1).intValue()]);
+                        segs.madeInWindow.put(addr, pool);
                     }
                 }
                 case SEGMENT_UNMAP -> {

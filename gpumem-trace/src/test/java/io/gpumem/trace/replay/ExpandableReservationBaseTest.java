@@ -121,8 +121,7 @@ class ExpandableReservationBaseTest {
         TraceSnapshot s = windowFrom(end, windowFrom);
 
         // Stream 0's reservation starts below its lowest run at the start and ends where the reused range begins:
-        // placed
-        // at that run, it reached into the range, and the window's new reservation could not be made there.
+        // placed at that run, it reached into the range, and the window's new reservation could not be made there.
         WindowStart start = new WindowRebuilder(CONFIG).rebuild(s, 0);
         assertThat(start.reservationsMadeInWindow()).containsExactly(Map.entry(given, Pool.LARGE));
         assertReplaysExactly(s);
