@@ -357,6 +357,21 @@ class SimCommandTest {
         assertThat(parseStats(r.out())).containsEntry("num_ooms", 1L);
     }
 
+    /**
+     * Each run ends holding 3 GiB of the fake driver's 8 GiB (its allocation is never freed) and releases its primary
+     * context: the driver frees a context's memory on its last release, so the third run in this JVM still finds room
+     * where a driver that kept it would fail with out-of-memory (stop 53's fix, seen here through the CLI).
+     */
+    @Test
+    void cudaRunsInOneProcessGetTheMemoryEarlierRunsLeftAllocated() {
+        assumeTrue(Files.isRegularFile(FAKE_CUDA), "fake CUDA driver not built (build gpumem-cuda's tests first)");
+        for (int run = 0; run < 4; run++) {
+            CliRun r = run("alloc kept 3GiB\n", "sim", "--device", "cuda", "--cuda-library", FAKE_CUDA.toString());
+            assertThat(r.err()).as("run %d", run).isEmpty();
+            assertThat(r.exit()).as("run %d", run).isZero();
+        }
+    }
+
     @Test
     void cudaRefusesADeviceLine() {
         CliRun r = run("alloc a 1\ndevice capacity=1GiB\n", "sim", "--device", "cuda");
