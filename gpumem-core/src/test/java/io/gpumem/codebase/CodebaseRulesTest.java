@@ -15,7 +15,7 @@ import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 
 /**
- * Two rules of this codebase, checked over the main sources of every module so that they hold after the next
+ * Three rules of this codebase, checked over the main sources of every module so that they hold after the next
  * change too, not only on the day they were cleaned up:
  *
  * <ul>
@@ -25,6 +25,9 @@ import org.junit.jupiter.api.Test;
  *   <li><b>Imports, not inline qualified names</b>: code (comments and string literals aside) names a type by its
  *       simple name and imports it. A fully qualified name in code is allowed only where an import cannot do, that
  *       is where the file also names another type of the same simple name.</li>
+ *   <li><b>Every non-trivial class opens with a comment</b> saying what it is for: a main source of
+ *       {@value #NON_TRIVIAL_LINES} lines or more has a Javadoc comment before its top-level type (its annotations
+ *       may come between).</li>
  * </ul>
  *
  * <p>The scan strips comments and literals with a small lexer (enough for Java's comment, string, text block and
@@ -36,6 +39,40 @@ class CodebaseRulesTest {
             Pattern.compile("(?<![.\\w])(?:class|interface|record|enum)\\s+([A-Z]\\w*)");
     private static final Pattern QUALIFIED_TYPE = Pattern.compile(
             "(?<![.\\w])((?:java|javax|jdk|io|org|com|net|picocli)(?:\\.[a-z_][a-z0-9_]*)+)\\.([A-Z]\\w*)");
+
+    /** From this many lines a source counts as non-trivial and its top-level type must open with a comment. */
+    static final int NON_TRIVIAL_LINES = 40;
+
+    private static final Pattern TOP_LEVEL_TYPE = Pattern.compile(
+            "^(?:public |final |abstract |sealed |non-sealed )*(?:class|interface|record|enum|@interface) ",
+            Pattern.MULTILINE);
+
+    @Test
+    void everyNonTrivialMainTypeOpensWithAComment() throws IOException {
+        Path root = repositoryRoot();
+        List<String> undocumented = new ArrayList<>();
+        int checked = 0;
+        for (Path file : mainSources(root)) {
+            String source = Files.readString(file);
+            if (file.getFileName().toString().equals("package-info.java")
+                    || source.lines().count() < NON_TRIVIAL_LINES) {
+                continue;
+            }
+            checked++;
+            Matcher type = TOP_LEVEL_TYPE.matcher(source);
+            // the comment sits between the last import (or the package line) and the declaration
+            int header = Math.max(source.lastIndexOf("\nimport "), source.indexOf("package "));
+            if (!type.find()
+                    || header < 0
+                    || !source.substring(header, type.start()).contains("/**")) {
+                undocumented.add(root.relativize(file).toString());
+            }
+        }
+        assertThat(checked).as("non-trivial main sources checked").isGreaterThan(100);
+        assertThat(undocumented)
+                .as("main sources of %d+ lines whose top-level type has no opening comment", NON_TRIVIAL_LINES)
+                .isEmpty();
+    }
 
     @Test
     void noTwoMainTypesShareASimpleName() throws IOException {
