@@ -145,7 +145,9 @@ final class StitchInvariants {
                     frees == a.freeBySize.size(),
                     "free index holds " + a.freeBySize.size() + " blocks, " + frees + " free");
         }
-        require(mapped == st.mappedPages, "mapped page count " + st.mappedPages + " but " + mapped + " pages mapped");
+        require(
+                mapped == st.mapper.mappedPages,
+                "mapped page count " + st.mapper.mappedPages + " but " + mapped + " pages mapped");
     }
 
     /**

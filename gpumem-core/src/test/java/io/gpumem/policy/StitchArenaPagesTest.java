@@ -60,7 +60,7 @@ class StitchArenaPagesTest {
             long used = highest.getOrDefault(a, 0L) + 1;
             assertThat((long) a.handle.length)
                     .as("pages covered by an arena whose blocks reached page %d", used - 1)
-                    .isLessThanOrEqualTo(Math.max(StitchAllocator.INITIAL_PAGES, 2 * used));
+                    .isLessThanOrEqualTo(Math.max(StitchPageMapper.INITIAL_PAGES, 2 * used));
         }
         for (Long p : live) {
             st.free(p);

@@ -48,7 +48,7 @@ class StitchInvariantsTest {
         st.counts.allocated += 512;
         expectBroken(st, "allocated bytes " + (4 * MiB + 512) + " but live blocks hold " + 4 * MiB);
         st.counts.allocated -= 512;
-        st.mappedPages++;
+        st.mapper.mappedPages++;
         expectBroken(st, "mapped page count");
     }
 
