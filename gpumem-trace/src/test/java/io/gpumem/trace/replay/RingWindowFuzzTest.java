@@ -11,17 +11,15 @@ import io.gpumem.history.BlockState;
 import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.MemorySnapshot;
 import io.gpumem.history.SegmentInfo;
-import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.WindowRebuilder;
 import io.gpumem.trace.window.WindowStart;
 import java.util.ArrayList;
-import java.util.HashSet;
 import java.util.List;
-import java.util.Set;
 import java.util.SplittableRandom;
+import java.util.TreeMap;
 import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -33,15 +31,20 @@ import org.junit.jupiter.params.provider.ValueSource;
  * segments, reservations given back and reused by other streams) is generated as a list of operations and played
  * with its whole history recorded; the window is the last {@code ring} entries, which is what a ring of that length
  * keeps. Where the window opens between two operations, the run is played again up to there and snapshotted: the
- * true state at the window's start. Three windows that open inside an operation have one
- * too, the state before that operation less what its entries before the window did:
+ * true state at the window's start. A window that opens inside an operation has one too, the state the allocator held
+ * as it was about to record the window's first entry ({@link #insideOperation} says why each is read as it is):
  * <ul>
  *   <li>between a request's {@code segment_alloc} and its {@code alloc}: the state before the request, whose first
  *       segment was made for it ({@link WindowStart#segmentAllocBeforeWindow});</li>
  *   <li>between a free's {@code free_requested} and its {@code free_completed}: the state before the free (the block
  *       is still allocated until {@code free_block} runs);</li>
  *   <li>among the {@code segment_free} entries of one {@code empty_cache()}: the state before it without the segments
- *       those entries gave back (each release is whole: the segments still cached are untouched).</li>
+ *       those entries gave back (each release is whole: the segments still cached are untouched);</li>
+ *   <li>after the {@code free_completed} entries of the pending frees a malloc ({@code process_events}) or an
+ *       {@code empty_cache()} ({@code synchronize_and_free_events}) completes first, among them or after them: the
+ *       state before the operation with those blocks freed and merged in order, less the segments given back since
+ *       and, where the window opens at the request's {@code alloc}, with its {@code segment_alloc} before it as
+ *       above.</li>
  * </ul>
  * Seeded, the seed printed ({@code -Dgpumem.seed=N} replays a run).
  *
@@ -55,9 +58,9 @@ import org.junit.jupiter.params.provider.ValueSource;
  *       the free block after it) may differ.</li>
  *   <li>Where the rebuilt state equals the true one, the replay from it is exact too.</li>
  * </ol>
- * A window that opens elsewhere inside an operation (among the completions a malloc or an {@code empty_cache()}
- * processes first, or between them and its driver calls) has no true state to compare with; its replay must still
- * run to the end. How many windows of each kind were exact is printed.
+ * A window that opens elsewhere inside an operation (with expandable segments, right after a {@code segment_map} or
+ * {@code segment_unmap}) has no true state to compare with; its replay must still run to the end. How many windows
+ * of each kind were exact is printed.
  */
 class RingWindowFuzzTest {
 
@@ -75,12 +78,14 @@ class RingWindowFuzzTest {
     }
 
     /**
-     * One device's recording: the snapshot holding the window's trace, and the true state at the window's start
-     * (null when the window opens inside an operation whose state is not known). When the window opens between a
-     * request's {@code segment_alloc} and its {@code alloc}, the truth is the state before that request and
-     * {@code openingSegment} the segment made for it (else 0).
+     * One device's recording: the snapshot holding the window's trace, the true state at the window's start (null
+     * when the window opens at a point inside an operation the class comment does not list) and where the window
+     * opens, in the words the summary counts it by. When the window opens at a request's {@code alloc} whose
+     * {@code segment_alloc} came before it, the truth is the state before that driver call and
+     * {@code openingSegment} the segment made for the request (else 0).
      */
-    private record Recording(MemorySnapshot snapshot, List<SegmentInfo> truth, long openingSegment) {}
+    private record Recording(
+            MemorySnapshot snapshot, @Nullable List<SegmentInfo> truth, long openingSegment, String opensWhere) {}
 
     @ParameterizedTest
     @ValueSource(strings = {"", "max_split_size_mb:40", "roundup_power2_divisions:4", "expandable_segments:True"})
@@ -89,11 +94,12 @@ class RingWindowFuzzTest {
         System.out.println("conf '" + conf + "' seed=" + seed);
         SplittableRandom rnd = new SplittableRandom(seed);
         AllocatorConfig config = AllocatorConfig.parse(conf);
-        int atBoundary = 0;
+        int withTruth = 0;
         int sameStart = 0;
         int exactFromRebuilt = 0;
-        int insideOp = 0;
-        int exactInsideOp = 0;
+        int withoutTruth = 0;
+        int exactWithoutTruth = 0;
+        TreeMap<String, Integer> byOpening = new TreeMap<>();
         for (int round = 0; round < 30; round++) {
             List<Recording> recordings = new ArrayList<>();
             int n = 1 + rnd.nextInt(2);
@@ -103,17 +109,19 @@ class RingWindowFuzzTest {
             TraceSnapshot s = AllocatorSnapshots.toTraceSnapshot(
                     recordings.stream().map(Recording::snapshot).toList(), "fuzz");
             for (int d = 0; d < n; d++) {
-                String where = "conf '" + conf + "' seed " + seed + " round " + round + " device " + d;
+                String where = "conf '" + conf + "' seed " + seed + " round " + round + " device " + d + " (window "
+                        + recordings.get(d).opensWhere() + ")";
                 WindowStart rebuilt = new WindowRebuilder(config).rebuild(s, d);
                 DeviceFidelity fromRebuilt = replay(s, d, rebuilt, config);
                 assertThat(fromRebuilt.notes()).as(where).noneMatch(note -> note.contains("stopped"));
                 List<SegmentInfo> truthSegments = recordings.get(d).truth();
                 if (truthSegments == null) {
-                    insideOp++;
-                    exactInsideOp += isExact(fromRebuilt) ? 1 : 0;
+                    withoutTruth++;
+                    exactWithoutTruth += isExact(fromRebuilt) ? 1 : 0;
                     continue;
                 }
-                atBoundary++;
+                withTruth++;
+                byOpening.merge(recordings.get(d).opensWhere(), 1, Integer::sum);
                 WindowStart truth = new WindowStart(
                         d,
                         asStart(d, truthSegments),
@@ -139,10 +147,11 @@ class RingWindowFuzzTest {
                 exactFromRebuilt += isExact(fromRebuilt) ? 1 : 0;
             }
         }
-        System.out.println("conf '" + conf + "': " + atBoundary + " windows with a true start: " + sameStart
-                + " rebuilt equal to the true start, " + exactFromRebuilt + " exact from the rebuilt start; "
-                + insideOp + " open elsewhere inside an operation: " + exactInsideOp + " exact");
-        assertThat(atBoundary).as("windows with a true start").isPositive();
+        System.out.println(
+                "conf '" + conf + "': " + withTruth + " windows with a true start " + byOpening + ": " + sameStart
+                        + " rebuilt equal to the true start, " + exactFromRebuilt + " exact from the rebuilt start; "
+                        + withoutTruth + " without one: " + exactWithoutTruth + " exact");
+        assertThat(withTruth).as("windows with a true start").isPositive();
     }
 
     /**
@@ -319,7 +328,7 @@ class RingWindowFuzzTest {
 
     /**
      * Generates a run, plays it with its whole history recorded, keeps the last {@code ring} entries as the window
-     * and, when the window opens between two operations or inside one whose state the class comment names, plays the
+     * and, when the window opens between two operations or inside one at a point the class comment names, plays the
      * run again up to there for the true state.
      */
     private static Recording record(AllocatorConfig config, SplittableRandom rnd) {
@@ -343,69 +352,125 @@ class RingWindowFuzzTest {
             ops.add(new Op(kind, size, rnd.nextInt(3), rnd.nextInt(Integer.MAX_VALUE)));
         }
         int[] entriesBefore = new int[count + 1];
-        boolean[] malloc = new boolean[count];
-        MemorySnapshot end = play(config, holdEvents, ops, count, entriesBefore, malloc);
+        int[] kinds = new int[count];
+        MemorySnapshot end = play(config, holdEvents, ops, count, entriesBefore, kinds);
         List<TraceEntry> all = end.deviceTraces().get(0);
         int from = Math.max(0, all.size() - ring);
         MemorySnapshot snapshot = RingCut.from(end, from);
         for (int op = 0; op <= count; op++) {
             if (entriesBefore[op] == from && (op == count || entriesBefore[op + 1] > from)) {
-                return new Recording(
-                        snapshot, play(config, holdEvents, ops, op, null, null).segments(), 0);
+                return new Recording(snapshot, before(config, holdEvents, ops, op), 0, "between operations");
             }
-            if (op < count
-                    && malloc[op]
-                    && entriesBefore[op] == from - 1
-                    && all.get(from - 1).action() == TraceAction.SEGMENT_ALLOC
-                    && all.get(from).action() == TraceAction.ALLOC) {
-                List<SegmentInfo> before =
-                        play(config, holdEvents, ops, op, null, null).segments();
-                return new Recording(snapshot, before, all.get(from - 1).addr());
-            }
-            if (op < count && !malloc[op] && entriesBefore[op] < from && from < entriesBefore[op + 1]) {
-                List<SegmentInfo> truth = insideOperation(config, holdEvents, ops, op, all, entriesBefore[op], from);
-                return new Recording(snapshot, truth, 0);
+            if (op < count && entriesBefore[op] < from && from < entriesBefore[op + 1]) {
+                return insideOperation(config, holdEvents, ops, op, kinds[op], all, entriesBefore[op], from, snapshot);
             }
         }
-        return new Recording(snapshot, null, 0);
+        return new Recording(snapshot, null, 0, "none");
     }
 
     /**
-     * The true state at trace entry {@code from}, inside operation {@code op} whose entries start at {@code first}: the
-     * state before the operation, for a free cut between its request and its completion, or without the segments
-     * already given back, for an {@code empty_cache()} cut among its {@code segment_free} entries; else null.
+     * The window {@code snapshot} cut at trace entry {@code from}, inside operation {@code op} (played as {@code kind})
+     * whose entries start at {@code first}, with its true start state: the state the allocator held when it was about
+     * to record entry {@code from}.
+     *
+     * <p>It is not read off the allocator as it records the entry: the allocator records these entries mid-change, a
+     * {@code free_completed} before {@code free_block} merges, its block taken off its event queue and in no free tree
+     * yet (a snapshot misses a segment it heads); an {@code alloc} once the block is carved; a {@code segment_alloc}
+     * with the new segment in no list. The truth is the state before the operation with what its earlier entries did:
+     * a {@code free_requested} leaves the block live (until {@code free_block} runs), a {@code free_completed} (a
+     * free's own, or a completion of {@code process_events} or {@code synchronize_and_free_events}) frees its block
+     * and merges it with its free neighbours as {@code free_block} does, a {@code segment_free} gives back a whole
+     * segment, and a {@code segment_alloc} makes the segment for the request whose {@code alloc}, the next entry,
+     * opens the window.
      */
-    private static @Nullable List<SegmentInfo> insideOperation(
+    private static Recording insideOperation(
             AllocatorConfig config,
             boolean holdEvents,
             List<Op> ops,
             int op,
+            int kind,
             List<TraceEntry> all,
             int first,
-            int from) {
-        int kind = ops.get(op).kind();
-        boolean insideFree = kind == Op.FREE
-                && from == first + 1
-                && all.get(first).action() == TraceAction.FREE_REQUESTED
-                && all.get(from).action() == TraceAction.FREE_COMPLETED;
-        Set<Long> givenBack = new HashSet<>();
-        boolean insideRelease = kind == Op.EMPTY_CACHE;
-        for (int e = first; insideRelease && e < from; e++) {
-            insideRelease = all.get(e).action() == TraceAction.SEGMENT_FREE;
-            givenBack.add(all.get(e).addr());
+            int from,
+            MemorySnapshot snapshot) {
+        List<SegmentInfo> state = before(config, holdEvents, ops, op);
+        long opening = 0;
+        boolean completions = false;
+        for (int e = first; e < from; e++) {
+            TraceEntry entry = all.get(e);
+            switch (entry.action()) {
+                case FREE_REQUESTED -> {}
+                case FREE_COMPLETED -> {
+                    completions |= kind != Op.FREE;
+                    state = withBlockFreed(state, entry.addr());
+                }
+                case SEGMENT_FREE ->
+                    state = state.stream()
+                            .filter(seg -> seg.address() != entry.addr())
+                            .toList();
+                case SEGMENT_ALLOC -> opening = entry.addr(); // the request's alloc, which opens the window, follows
+                default -> {
+                    return new Recording(snapshot, null, 0, "none");
+                }
+            }
         }
-        if (!insideFree && !insideRelease) {
-            return null;
+        String where = completions
+                ? "after completions"
+                : kind == Op.FREE ? "inside a free" : kind == Op.EMPTY_CACHE ? "among releases" : "inside a request";
+        return new Recording(snapshot, state, opening, where);
+    }
+
+    /**
+     * {@code state} after {@code free_block} of the live block at {@code address}: the block freed and merged with
+     * the free blocks beside it in its segment (in a snapshot free neighbours are inactive blocks; a block waiting on
+     * events is not one), the merged block at the lowest address with the freed block's requested size.
+     */
+    private static List<SegmentInfo> withBlockFreed(List<SegmentInfo> state, long address) {
+        List<SegmentInfo> out = new ArrayList<>();
+        boolean found = false;
+        for (SegmentInfo seg : state) {
+            List<BlockInfo> blocks = new ArrayList<>(seg.blocks());
+            int i = 0;
+            while (i < blocks.size() && blocks.get(i).address() != address) {
+                i++;
+            }
+            if (i == blocks.size()) {
+                out.add(seg);
+                continue;
+            }
+            BlockInfo freed = blocks.get(i);
+            assertThat(freed.state())
+                    .as("block freed at " + Long.toHexString(address))
+                    .isNotEqualTo(BlockState.INACTIVE);
+            found = true;
+            int low = i;
+            int high = i;
+            if (low > 0 && blocks.get(low - 1).state() == BlockState.INACTIVE) {
+                low--;
+            }
+            if (high + 1 < blocks.size() && blocks.get(high + 1).state() == BlockState.INACTIVE) {
+                high++;
+            }
+            long start = blocks.get(low).address();
+            long end = blocks.get(high).address() + blocks.get(high).size();
+            blocks.subList(low, high + 1).clear();
+            blocks.add(low, BlockInfo.of(start, end - start, freed.requestedSize(), BlockState.INACTIVE));
+            out.add(SegmentInfo.ofBlocks(
+                    seg.device(), seg.address(), seg.stream(), seg.pool(), seg.expandable(), blocks));
         }
-        return play(config, holdEvents, ops, op, null, null).segments().stream()
-                .filter(seg -> !givenBack.contains(seg.address()))
-                .toList();
+        assertThat(found).as("a block at " + Long.toHexString(address)).isTrue();
+        return out;
+    }
+
+    /** The segments before operation {@code op}: the run played up to there. */
+    private static List<SegmentInfo> before(AllocatorConfig config, boolean holdEvents, List<Op> ops, int op) {
+        return play(config, holdEvents, ops, op, null, null).segments();
     }
 
     /**
      * Plays the first {@code upTo} operations on a fresh allocator recording all history, noting in
-     * {@code entriesBefore} (when given) how many entries were recorded before each operation and in {@code malloc}
-     * (when given) which operations were mallocs; returns the snapshot.
+     * {@code entriesBefore} (when given) how many entries were recorded before each operation and in {@code kinds}
+     * (when given) the kind each operation was played as (a malloc where no block was live); returns the snapshot.
      */
     private static MemorySnapshot play(
             AllocatorConfig config,
@@ -413,7 +478,7 @@ class RingWindowFuzzTest {
             List<Op> ops,
             int upTo,
             int @Nullable [] entriesBefore,
-            boolean @Nullable [] malloc) {
+            int @Nullable [] kinds) {
         SimulatedDevice device = SimulatedDevice.withCapacity(DEVICE_MEMORY);
         CachingAllocator a = new CachingAllocator(device, config);
         long[] streams = {0, device.createStream(), device.createStream()};
@@ -428,8 +493,8 @@ class RingWindowFuzzTest {
             }
             Op op = ops.get(i);
             int kind = live.isEmpty() ? Op.MALLOC : op.kind();
-            if (malloc != null) {
-                malloc[i] = kind == Op.MALLOC;
+            if (kinds != null) {
+                kinds[i] = kind;
             }
             switch (kind) {
                 case Op.MALLOC -> live.add(a.malloc(op.size(), streams[op.stream()]));
