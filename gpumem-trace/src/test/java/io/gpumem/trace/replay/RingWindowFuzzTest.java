@@ -2,7 +2,9 @@ package io.gpumem.trace.replay;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.gpumem.alloc.AllocatorInternals;
 import io.gpumem.alloc.CachingAllocator;
+import io.gpumem.alloc.Pool;
 import io.gpumem.alloc.SizeRules;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.device.SimulatedDevice;
@@ -11,6 +13,7 @@ import io.gpumem.history.BlockState;
 import io.gpumem.history.HistoryOptions;
 import io.gpumem.history.MemorySnapshot;
 import io.gpumem.history.SegmentInfo;
+import io.gpumem.history.TraceAction;
 import io.gpumem.history.TraceEntry;
 import io.gpumem.trace.io.AllocatorSnapshots;
 import io.gpumem.trace.io.TraceSnapshot;
@@ -20,6 +23,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
 import java.util.TreeMap;
+import java.util.function.ObjIntConsumer;
 import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -44,7 +48,10 @@ import org.junit.jupiter.params.provider.ValueSource;
  *       {@code empty_cache()} ({@code synchronize_and_free_events}) completes first, among them or after them: the
  *       state before the operation with those blocks freed and merged in order, less the segments given back since
  *       and, where the window opens at the request's {@code alloc}, with its {@code segment_alloc} before it as
- *       above.</li>
+ *       above;</li>
+ *   <li>right after a {@code segment_map} or {@code segment_unmap} (expandable segments: between a request's maps
+ *       and its {@code alloc}, among the unmaps of an {@code empty_cache()}): the state the allocator holds as it
+ *       records that entry, read from its trace tracker.</li>
  * </ul>
  * Seeded, the seed printed ({@code -Dgpumem.seed=N} replays a run).
  *
@@ -58,9 +65,9 @@ import org.junit.jupiter.params.provider.ValueSource;
  *       the free block after it) may differ.</li>
  *   <li>Where the rebuilt state equals the true one, the replay from it is exact too.</li>
  * </ol>
- * A window that opens elsewhere inside an operation (with expandable segments, right after a {@code segment_map} or
- * {@code segment_unmap}) has no true state to compare with; its replay must still run to the end. How many windows
- * of each kind were exact is printed.
+ * The runs record no other entries inside an operation (no {@code oom}: the device is too large to fill), so every
+ * window has a true start state; one that had none (a point inside an operation not listed above) would be counted
+ * apart, its replay only required to run to the end. How many windows of each kind were exact is printed.
  */
 class RingWindowFuzzTest {
 
@@ -353,7 +360,7 @@ class RingWindowFuzzTest {
         }
         int[] entriesBefore = new int[count + 1];
         int[] kinds = new int[count];
-        MemorySnapshot end = play(config, holdEvents, ops, count, entriesBefore, kinds);
+        MemorySnapshot end = play(config, holdEvents, ops, count, entriesBefore, kinds, null);
         List<TraceEntry> all = end.deviceTraces().get(0);
         int from = Math.max(0, all.size() - ring);
         MemorySnapshot snapshot = RingCut.from(end, from);
@@ -373,15 +380,18 @@ class RingWindowFuzzTest {
      * whose entries start at {@code first}, with its true start state: the state the allocator held when it was about
      * to record entry {@code from}.
      *
-     * <p>It is not read off the allocator as it records the entry: the allocator records these entries mid-change, a
-     * {@code free_completed} before {@code free_block} merges, its block taken off its event queue and in no free tree
-     * yet (a snapshot misses a segment it heads); an {@code alloc} once the block is carved; a {@code segment_alloc}
-     * with the new segment in no list. The truth is the state before the operation with what its earlier entries did:
-     * a {@code free_requested} leaves the block live (until {@code free_block} runs), a {@code free_completed} (a
-     * free's own, or a completion of {@code process_events} or {@code synchronize_and_free_events}) frees its block
-     * and merges it with its free neighbours as {@code free_block} does, a {@code segment_free} gives back a whole
-     * segment, and a {@code segment_alloc} makes the segment for the request whose {@code alloc}, the next entry,
-     * opens the window.
+     * <p>Right after a {@code segment_map} or {@code segment_unmap} that state is read off the allocator as it records
+     * that entry: it records one once the pages are mapped or unmapped and merged, with every block in its list, and
+     * changes no segment or block before the next entry (only the stack a run is reported with; a reservation left
+     * wholly unmapped is given back, which no snapshot shows). The other entries are recorded mid-change, so the
+     * state at that moment is not the window's: a {@code free_completed} before {@code free_block} merges, its block
+     * taken off its event queue and in no free tree yet (a snapshot misses a segment it heads); an {@code alloc} once
+     * the block is carved; a {@code segment_alloc} with the new segment in no list. There the truth is the state
+     * before the operation with what its earlier entries did: a {@code free_requested} leaves the block live (until
+     * {@code free_block} runs), a {@code free_completed} (a free's own, or a completion of {@code process_events} or
+     * {@code synchronize_and_free_events}) frees its block and merges it with its free neighbours as {@code free_block}
+     * does, a {@code segment_free} gives back a whole segment, and a {@code segment_alloc} makes the segment for the
+     * request whose {@code alloc}, the next entry, opens the window.
      */
     private static Recording insideOperation(
             AllocatorConfig config,
@@ -393,6 +403,11 @@ class RingWindowFuzzTest {
             int first,
             int from,
             MemorySnapshot snapshot) {
+        TraceAction last = all.get(from - 1).action();
+        if (last == TraceAction.SEGMENT_MAP || last == TraceAction.SEGMENT_UNMAP) {
+            return new Recording(
+                    snapshot, stateAtEntry(config, holdEvents, ops, op, from - 1), 0, "after a map or unmap");
+        }
         List<SegmentInfo> state = before(config, holdEvents, ops, op);
         long opening = 0;
         boolean completions = false;
@@ -462,15 +477,47 @@ class RingWindowFuzzTest {
         return out;
     }
 
+    /**
+     * The state the allocator holds as it records trace entry {@code entry}, inside operation {@code op}: read from
+     * the trace tracker, which the allocator calls as it records each entry, holding its lock (which is reentrant).
+     */
+    private static List<SegmentInfo> stateAtEntry(
+            AllocatorConfig config, boolean holdEvents, List<Op> ops, int op, int entry) {
+        record Seen(long address, long stream, Pool pool, boolean expandable, List<BlockInfo> blocks) {}
+        List<Seen> seen = new ArrayList<>();
+        play(config, holdEvents, ops, op + 1, null, null, (a, index) -> {
+            if (index == entry) {
+                a.internals().visitSegments(new AllocatorInternals.SegmentVisitor() {
+                    @Override
+                    public void segment(long address, long stream, Pool pool, boolean expandable) {
+                        seen.add(new Seen(address, stream, pool, expandable, new ArrayList<>()));
+                    }
+
+                    @Override
+                    public void block(long address, long size, long requestedSize, BlockState state) {
+                        seen.getLast().blocks().add(BlockInfo.of(address, size, requestedSize, state));
+                    }
+                });
+            }
+        });
+        assertThat(seen).as("segments seen at entry " + entry).isNotEmpty();
+        return seen.stream()
+                .map(x -> SegmentInfo.ofBlocks(0, x.address(), x.stream(), x.pool(), x.expandable(), x.blocks()))
+                .sorted((x, y) -> Long.compare(x.address(), y.address()))
+                .toList();
+    }
+
     /** The segments before operation {@code op}: the run played up to there. */
     private static List<SegmentInfo> before(AllocatorConfig config, boolean holdEvents, List<Op> ops, int op) {
-        return play(config, holdEvents, ops, op, null, null).segments();
+        return play(config, holdEvents, ops, op, null, null, null).segments();
     }
 
     /**
      * Plays the first {@code upTo} operations on a fresh allocator recording all history, noting in
      * {@code entriesBefore} (when given) how many entries were recorded before each operation and in {@code kinds}
-     * (when given) the kind each operation was played as (a malloc where no block was live); returns the snapshot.
+     * (when given) the kind each operation was played as (a malloc where no block was live), and handing
+     * {@code onEntry} (when given) the allocator and the index of each trace entry as the entry is recorded; returns
+     * the snapshot.
      */
     private static MemorySnapshot play(
             AllocatorConfig config,
@@ -478,13 +525,19 @@ class RingWindowFuzzTest {
             List<Op> ops,
             int upTo,
             int @Nullable [] entriesBefore,
-            int @Nullable [] kinds) {
+            int @Nullable [] kinds,
+            @Nullable ObjIntConsumer<CachingAllocator> onEntry) {
         SimulatedDevice device = SimulatedDevice.withCapacity(DEVICE_MEMORY);
         CachingAllocator a = new CachingAllocator(device, config);
         long[] streams = {0, device.createStream(), device.createStream()};
         a.recordHistory(HistoryOptions.all(1 << 20));
         int[] entries = {0};
-        a.internals().attachTraceTracker(e -> entries[0]++);
+        a.internals().attachTraceTracker(e -> {
+            if (onEntry != null) {
+                onEntry.accept(a, entries[0]);
+            }
+            entries[0]++;
+        });
         device.holdEvents(holdEvents);
         List<Long> live = new ArrayList<>();
         for (int i = 0; i < upTo; i++) {
