@@ -48,6 +48,15 @@ public final class StartStateLoader {
         default Map<Long, Pool> reservedLater() {
             return Map.of();
         }
+
+        /**
+         * How far the recording maps in a start reservation above its highest run: that run's address to the end of
+         * the highest range mapped there. The reservation reaches at least that far, so it is not placed to end at
+         * the run ({@link #reservationBases}). None unless the recording shows some.
+         */
+        default Map<Long, Long> reservationReach() {
+            return Map.of();
+        }
     }
 
     private StartStateLoader() {}
@@ -113,7 +122,9 @@ public final class StartStateLoader {
             runs.sort((a, b) -> Long.compare(a.address(), b.address()));
         }
         groups.sort((a, b) -> Long.compare(a.getFirst().address(), b.getFirst().address()));
-        long[] bases = oracle != null ? reservationBases(groups, device.totalMemory(), oracle.reservedLater()) : null;
+        long[] bases = oracle != null
+                ? reservationBases(groups, device.totalMemory(), oracle.reservedLater(), oracle.reservationReach())
+                : null;
         for (int g = 0; g < groups.size(); g++) {
             List<SegmentInfo> runs = groups.get(g);
             SegmentInfo first = runs.getFirst();
@@ -195,7 +206,7 @@ public final class StartStateLoader {
      * that cannot follow the one before (its runs out of reach, or off the grid) starts a new chain.
      */
     static long[] reservationBases(List<List<SegmentInfo>> ascending, long totalMemory) {
-        return reservationBases(ascending, totalMemory, Map.of());
+        return reservationBases(ascending, totalMemory, Map.of(), Map.of());
     }
 
     /**
@@ -203,16 +214,19 @@ public final class StartStateLoader {
      * pool) in the chains too: each was a range given back before the start (or never handed out yet), a link of its
      * chain whose base is known, so a reservation below one ends where it begins. Or it is a start reservation's own
      * range, given back in the window and made again: the driver hands a range out whole, to a reservation of its
-     * size only, so one of the group's pool whose reach holds the group's runs is the group's base.
+     * size only, so one of the group's pool whose reach holds the group's runs is the group's base. A group's
+     * reservation also reaches as far as the recording maps in it ({@code reach}, by the address of its highest run),
+     * which may keep it from following the reservation below it.
      */
-    static long[] reservationBases(List<List<SegmentInfo>> ascending, long totalMemory, Map<Long, Pool> reservedLater) {
+    static long[] reservationBases(
+            List<List<SegmentInfo>> ascending, long totalMemory, Map<Long, Pool> reservedLater, Map<Long, Long> reach) {
         List<Slot> slots = new ArrayList<>(ascending.size() + reservedLater.size());
         List<Integer> groupOf = new ArrayList<>();
         for (int g = 0; g < ascending.size(); g++) {
             List<SegmentInfo> runs = ascending.get(g);
             SegmentInfo last = runs.getLast();
             long first = runs.getFirst().address();
-            long end = last.address() + last.totalSize();
+            long end = Math.max(last.address() + last.totalSize(), reach.getOrDefault(last.address(), 0L));
             Pool pool = runs.getFirst().pool();
             // A reservation made later in a range that holds this group's runs is this one's range, given back in the
             // window and handed out again whole (the driver reuses a range for a reservation of its size only).

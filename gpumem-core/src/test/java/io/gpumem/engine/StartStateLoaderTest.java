@@ -323,8 +323,24 @@ class StartStateLoaderTest {
         long[] bases = StartStateLoader.reservationBases(
                 List.of(run(base + 60 * MIB, 2), run(base + 2 * LARGE_RESERVATION, 1)),
                 TOTAL,
-                Map.of(base + LARGE_RESERVATION, Pool.LARGE));
+                Map.of(base + LARGE_RESERVATION, Pool.LARGE),
+                Map.of());
         assertThat(bases).containsExactly(base, base + 2 * LARGE_RESERVATION);
+    }
+
+    @Test
+    void aReservationTheRecordingMapsAboveItsHighestRunDoesNotEndThere() {
+        long base = 0x2000_0000_0000L;
+        // Without the reach the upper group can just follow the lower one, its reservation ending at its run's end
+        // (the chain of two with no room to spare). The recording maps the page above that run, so the reservation
+        // reaches past it: the reservation given back between the two (which the window never shows) is a gap, and
+        // the upper reservation starts at its run.
+        long lower = base + 3 * 20 * MIB;
+        long upper = lower + 2 * LARGE_RESERVATION - 20 * MIB; // its one-page run ends two reservations above lower
+        List<List<SegmentInfo>> groups = List.of(run(lower, 2), run(upper, 1));
+        assertThat(StartStateLoader.reservationBases(groups, TOTAL)).containsExactly(lower, lower + LARGE_RESERVATION);
+        long[] bases = StartStateLoader.reservationBases(groups, TOTAL, Map.of(), Map.of(upper, upper + 2 * 20 * MIB));
+        assertThat(bases).containsExactly(lower, upper);
     }
 
     @Test

@@ -126,7 +126,7 @@ final class DeviceReplay {
         this.trace = window.trace();
         this.fields = EntryFields.of(trace);
         this.hasCompletions = window.hasCompletions();
-        this.device = new OracleDevice(totalMemory, window.start().reservationsMadeInWindow());
+        this.device = new OracleDevice(totalMemory, window.start());
         // A check reads the model's decisions and end state, never its counters: a counted model is only needed for
         // the snapshot a written trace goes into.
         this.allocator = write ? new CachingAllocator(device, config) : CachingAllocator.uncounted(device, config);

@@ -52,27 +52,39 @@ public final class OracleDevice implements Device, StartStateLoader.RecordedAddr
     private long nextHandle = 1;
     private long syntheticAddresses;
     private final Map<Long, Pool> reservedLater;
+    private final Map<Long, Long> reservationReach;
 
     public OracleDevice() {
         this(DEFAULT_TOTAL_MEMORY);
     }
 
     public OracleDevice(long totalMemory) {
-        this(totalMemory, Map.of());
+        this(totalMemory, Map.of(), Map.of());
     }
 
     /**
-     * @param reservedLater the expandable reservations the recording makes in its window, base address to pool
-     *     ({@link WindowStart#reservationsMadeInWindow}): the start state's reservations are placed around them
+     * @param start the window's start: the expandable reservations its window makes
+     *     ({@link WindowStart#reservationsMadeInWindow}), which the start state's reservations are placed around, and how
+     *     far the window maps in those ({@link WindowStart#reservationReach})
      */
-    OracleDevice(long totalMemory, Map<Long, Pool> reservedLater) {
+    OracleDevice(long totalMemory, WindowStart start) {
+        this(totalMemory, start.reservationsMadeInWindow(), start.reservationReach());
+    }
+
+    private OracleDevice(long totalMemory, Map<Long, Pool> reservedLater, Map<Long, Long> reservationReach) {
         this.properties = new DeviceProperties("oracle", 0, totalMemory, true, GRANULARITY);
         this.reservedLater = Map.copyOf(reservedLater);
+        this.reservationReach = Map.copyOf(reservationReach);
     }
 
     @Override
     public Map<Long, Pool> reservedLater() {
         return reservedLater;
+    }
+
+    @Override
+    public Map<Long, Long> reservationReach() {
+        return reservationReach;
     }
 
     /** Queues the address of a recorded {@code segment_alloc} for the next {@link #malloc}. */

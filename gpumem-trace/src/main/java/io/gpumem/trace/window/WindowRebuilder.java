@@ -43,7 +43,9 @@ import org.jspecify.annotations.Nullable;
  *       the pool they show instead (a large-pool block is longer than 1 MiB, a small-pool one never is): a
  *       reservation given back is handed to another stream's next segment, which can mislead the walk. A map
  *       undone to nothing mapped in its group made a new reservation, based at the map
- *       ({@link WindowStart#reservationsMadeInWindow}).</li>
+ *       ({@link WindowStart#reservationsMadeInWindow}). Walking forward again from the start runs, the highest
+ *       range the window maps in a start reservation before giving it back says how far that reservation reaches
+ *       ({@link WindowStart#reservationReach}).</li>
  *   <li><b>Live blocks</b>: end-state active blocks that were not allocated in the window, plus blocks
  *       freed in the window without an alloc before (allocated before the window).</li>
  *   <li><b>Sizes</b> of the latter are not recorded (a free carries the request). The block is
@@ -142,6 +144,12 @@ public final class WindowRebuilder {
         private @Nullable Seg atZero;
         /** The expandable reservations the window makes: base address to pool. */
         final Map<Long, Pool> madeInWindow = new TreeMap<>();
+        /**
+         * How far up the window maps in a start reservation, past its highest run: that run's address to the end of
+         * the highest range mapped in the reservation before it was given back (only where the window maps above the
+         * run).
+         */
+        final Map<Long, Long> reachInWindow = new TreeMap<>();
 
         SegsByAddress(int expected) {
             table = AddressTable.forObjects(expected);
@@ -302,7 +310,8 @@ public final class WindowRebuilder {
                         pass.allocOrdinal + pass.freeing + pass.releases,
                         pass.allocOrdinal),
                 cutSegment,
-                Collections.unmodifiableMap(startSegments.madeInWindow));
+                Collections.unmodifiableMap(startSegments.madeInWindow),
+                Collections.unmodifiableMap(startSegments.reachInWindow));
     }
 
     /**
@@ -519,6 +528,7 @@ public final class WindowRebuilder {
                 own(pools, addr, addr + fields.size(i), List.of(poolKey(mapPool[n])));
             }
         }
+        List<List<Long>> groupOf = new ArrayList<>(Collections.nCopies(segmentEventCount, List.of()));
         for (int n = segmentEventCount - 1; n >= 0; n--) {
             int i = segmentEvents[n];
             TraceAction action = fields.action(i);
@@ -533,6 +543,7 @@ public final class WindowRebuilder {
                 case SEGMENT_MAP -> {
                     Pool pool = mapPool[n];
                     List<Long> key = List.of(fields.stream(i), poolKey(pool));
+                    groupOf.set(n, key);
                     NavigableMap<Long, Long> g = groups.computeIfAbsent(key, k -> new TreeMap<>());
                     subtract(g, addr, addr + fields.size(i));
                     own(owners, addr, addr + fields.size(i), key);
@@ -547,12 +558,14 @@ public final class WindowRebuilder {
                     List<Long> key = shownPool != null
                             ? List.of(fields.stream(i), shownPool)
                             : unmapGroup(owners, groups, addr, end, fields.stream(i));
+                    groupOf.set(n, key);
                     add(groups.computeIfAbsent(key, k -> new TreeMap<>()), addr, end);
                     own(owners, addr, end, key);
                 }
                 default -> {}
             }
         }
+        reachInWindow(groups, groupOf, fields, segmentEvents, segmentEventCount, segs.reachInWindow);
         for (Map.Entry<List<Long>, NavigableMap<Long, Long>> g : groups.entrySet()) {
             long stream = g.getKey().get(0);
             Pool pool = Pool.values()[g.getKey().get(1).intValue()];
@@ -561,6 +574,55 @@ public final class WindowRebuilder {
             }
         }
         return segs;
+    }
+
+    /**
+     * How far up the window maps in each start reservation: walking the segment events forward from the start runs
+     * ({@code groups}, per (stream, pool) group; {@code groupOf} the group of each map and unmap), the highest end a
+     * map of a group reaches while the group has anything mapped, that is before its start reservation is wholly
+     * unmapped and given back (a later map of the group makes a new reservation). Recorded against the group's highest
+     * start run where it lies above that run's end: the start reservation ends at or above it, which the replay's
+     * placement of reservations must respect (a reservation placed right after another may end at its highest run).
+     */
+    private static void reachInWindow(
+            Map<List<Long>, NavigableMap<Long, Long>> groups,
+            List<List<Long>> groupOf,
+            EntryFields fields,
+            int[] segmentEvents,
+            int segmentEventCount,
+            Map<Long, Long> reach) {
+        Map<List<Long>, NavigableMap<Long, Long>> mapped = new HashMap<>();
+        Map<List<Long>, Long> highest = new HashMap<>();
+        groups.forEach((key, runs) -> {
+            if (!runs.isEmpty()) {
+                mapped.put(key, new TreeMap<>(runs));
+                highest.put(key, runs.lastEntry().getValue());
+            }
+        });
+        for (int n = 0; n < segmentEventCount && !mapped.isEmpty(); n++) {
+            NavigableMap<Long, Long> runs = mapped.get(groupOf.get(n));
+            if (runs == null) {
+                continue;
+            }
+            int i = segmentEvents[n];
+            long addr = fields.addr(i);
+            long end = addr + fields.size(i);
+            if (fields.action(i) == TraceAction.SEGMENT_MAP) {
+                add(runs, addr, end);
+                highest.merge(groupOf.get(n), end, Math::max);
+            } else {
+                subtract(runs, addr, end);
+                if (runs.isEmpty()) {
+                    mapped.remove(groupOf.get(n)); // given back: its later maps are another reservation's
+                }
+            }
+        }
+        groups.forEach((key, runs) -> {
+            Long top = highest.get(key);
+            if (top != null && top > runs.lastEntry().getValue()) {
+                reach.put(runs.lastKey(), top);
+            }
+        });
     }
 
     /** The pool of the first request after {@code from}: the one an expandable segment's map was made for. */

@@ -26,6 +26,10 @@ import java.util.Set;
  *                       did not exist at the start, and a start reservation ends at or below each one above it (the
  *                       driver hands a range given back to the next reservation of its size), so the replay places
  *                       the start's reservations around them.
+ * @param reservationReach how far the window maps in a start reservation above its highest run, that run's address
+ *                       to the end of the highest range mapped there (before the reservation is given back): the
+ *                       reservation reaches at least that far, so the replay does not place it to end at the run.
+ *                       Only for runs the window maps above.
  */
 public record WindowStart(
         int device,
@@ -34,7 +38,28 @@ public record WindowStart(
         int inferredSizes,
         FreeMatches frees,
         long segmentAllocBeforeWindow,
-        Map<Long, Pool> reservationsMadeInWindow) {
+        Map<Long, Pool> reservationsMadeInWindow,
+        Map<Long, Long> reservationReach) {
+
+    /** A start state whose window maps nothing above a start reservation's highest run. */
+    public WindowStart(
+            int device,
+            List<SegmentInfo> segments,
+            Set<Long> preWindowFreed,
+            int inferredSizes,
+            FreeMatches frees,
+            long segmentAllocBeforeWindow,
+            Map<Long, Pool> reservationsMadeInWindow) {
+        this(
+                device,
+                segments,
+                preWindowFreed,
+                inferredSizes,
+                frees,
+                segmentAllocBeforeWindow,
+                reservationsMadeInWindow,
+                Map.of());
+    }
 
     /** A start state whose window makes no expandable reservation. */
     public WindowStart(

@@ -181,6 +181,32 @@ class ExpandableReservationBaseTest {
     }
 
     /** The recording {@code end} as a history ring would have kept it from entry {@code from} on. */
+    @Test
+    void aReservationTheWindowGrowsIsNotPlacedToEndAtItsRun() {
+        long s1 = device.createStream();
+        long s2 = device.createStream();
+        long front = a.malloc(20 * MiB, 0); // stream 0's reservation, page 0
+        long kept = a.malloc(20 * MiB, 0); // page 1
+        long between = a.malloc(20 * MiB, s2); // stream 2's reservation, the next one up
+        long grown = a.malloc(20 * MiB, s1); // stream 1's, above it: page 0
+        a.free(front);
+        a.free(between);
+        a.emptyCache(); // unmaps stream 0's page 0, and all of stream 2's: that reservation is given back
+        int windowFrom = a.snapshot().deviceTraces().get(0).size();
+        long above = a.malloc(20 * MiB, s1); // maps stream 1's page 1, above its run
+        MemorySnapshot end = a.snapshot();
+        assertThat(above).isEqualTo(grown + 20 * MiB);
+        TraceSnapshot s = windowFrom(end, windowFrom);
+
+        // The window never shows stream 2's reservation. Without it, stream 1's could follow stream 0's, based a
+        // page above stream 0's base and ending at its own run: the window's map would then be made at that
+        // reservation's front. The map above the run says it reaches further, so it starts at its run.
+        WindowStart start = new WindowRebuilder(CONFIG).rebuild(s, 0);
+        assertThat(start.reservationReach()).containsExactly(Map.entry(grown, above + 20 * MiB));
+        assertReplaysExactly(s);
+        assertThat(kept).isLessThan(between);
+    }
+
     private static TraceSnapshot windowFrom(MemorySnapshot end, int from) {
         return AllocatorSnapshots.toTraceSnapshot(RingCut.from(end, from), "ring window");
     }

@@ -132,7 +132,8 @@ class RingWindowFuzzTest {
                         rebuilt.inferredSizes(),
                         rebuilt.frees(),
                         recordings.get(d).openingSegment(),
-                        rebuilt.reservationsMadeInWindow());
+                        rebuilt.reservationsMadeInWindow(),
+                        rebuilt.reservationReach());
                 DeviceFidelity fromTruth = replay(s, d, truth, config);
                 assertThat(isExact(fromTruth))
                         .as(where + " from the true start: " + fromTruth)
