@@ -20,7 +20,11 @@ import io.gpumem.trace.io.TraceSnapshot;
 import io.gpumem.trace.window.WindowRebuilder;
 import io.gpumem.trace.window.WindowStart;
 import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
+import java.util.Set;
 import java.util.SplittableRandom;
 import java.util.TreeMap;
 import java.util.function.ObjIntConsumer;
@@ -58,16 +62,29 @@ import org.junit.jupiter.params.provider.ValueSource;
  * <p>Claims, for each window with a true start state:
  * <ol>
  *   <li>Played from the true start state, the oracle replay is exact (every alloc, every driver call, the end
- *       state): the allocator and the replay engine, with nothing inferred.</li>
+ *       state) and every block of its end state, live or free, has the recorded requested size: the allocator and the
+ *       replay engine, with nothing inferred (the start's free blocks are played with marks for requested sizes, read
+ *       back at the end, see {@link Marked}). Except a block that was unmapped at the start (expandable segments): no
+ *       snapshot shows an unmapped block, so no start state says what requested size it keeps (PyTorch's keeps the
+ *       stale one of the free block whose pages it took over), and a map makes it a free block again; the loader
+ *       makes it with none.</li>
  *   <li>The rebuilt start state equals the true one, except in what the window cannot show: the size of a block
  *       allocated before the window and freed in it is not recorded (docs/replay-method.md §2), and where neither
  *       the gap rule nor the slack rule settles it the rebuild takes {@code round_size}, so such a block (and with it
- *       the free block after it) may differ.</li>
- *   <li>Where the rebuilt state equals the true one, the replay from it is exact too.</li>
+ *       the free block after it) may differ. A live block's requested size the window always shows (the end state,
+ *       or the free of a block freed in it); a free block's stale one only where its block object outlives the window
+ *       free, never allocated whole, absorbed by a neighbour or released ({@link Marked} finds where), and only
+ *       there must the rebuilt one be the true one. Except where the window unmaps the block's pages: its object
+ *       lives on unmapped and a map revives it, as a free block that need not end where it ended, and the rebuild
+ *       does not follow it.</li>
+ *   <li>Where the rebuilt state equals the true one (a free block's requested size the window does not show aside),
+ *       the replay from it is exact too, the end state's requested sizes included (with the exception of claim 1, and
+ *       not in a window with a block revived from unmapped pages).</li>
  * </ol>
  * The runs record no other entries inside an operation (no {@code oom}: the device is too large to fill), so every
  * window has a true start state, and the test fails on one that has none. How many windows of each kind it checked,
- * and how many were rebuilt equal to the truth and replayed exactly from the rebuilt start, is printed.
+ * how many were rebuilt equal to the truth and replayed exactly from the rebuilt start, and how many requested sizes
+ * each exception left out, is printed.
  */
 class RingWindowFuzzTest {
 
@@ -104,6 +121,16 @@ class RingWindowFuzzTest {
         int withTruth = 0;
         int sameStart = 0;
         int exactFromRebuilt = 0;
+        // requested sizes: start free blocks whose one the window shows, those of them rebuilt otherwise (revived from
+        // unmapped pages) and the windows holding them, free blocks rebuilt otherwise whose one it does not show and
+        // their windows, and end blocks unmapped at the start and their windows
+        int staleShown = 0;
+        int staleRevived = 0;
+        int windowsRevived = 0;
+        int staleUnshown = 0;
+        int windowsUnshown = 0;
+        int unmappedAtStart = 0;
+        int windowsUnmappedAtStart = 0;
         TreeMap<String, Integer> byOpening = new TreeMap<>();
         for (int round = 0; round < 30; round++) {
             List<Recording> recordings = new ArrayList<>();
@@ -117,7 +144,8 @@ class RingWindowFuzzTest {
                 String where = "conf '" + conf + "' seed " + seed + " round " + round + " device " + d + " (window "
                         + recordings.get(d).opensWhere() + ")";
                 WindowStart rebuilt = new WindowRebuilder(config).rebuild(s, d);
-                DeviceFidelity fromRebuilt = replay(s, d, rebuilt, config);
+                Played playedFromRebuilt = replay(s, d, rebuilt, config);
+                DeviceFidelity fromRebuilt = playedFromRebuilt.fidelity();
                 assertThat(fromRebuilt.notes()).as(where).noneMatch(note -> note.contains("stopped"));
                 List<SegmentInfo> truthSegments = recordings.get(d).truth();
                 assertThat(truthSegments)
@@ -134,17 +162,62 @@ class RingWindowFuzzTest {
                         recordings.get(d).openingSegment(),
                         rebuilt.reservationsMadeInWindow(),
                         rebuilt.reservationReach());
-                DeviceFidelity fromTruth = replay(s, d, truth, config);
-                assertThat(isExact(fromTruth))
-                        .as(where + " from the true start: " + fromTruth)
+                Marked marked = Marked.of(truth);
+                Played fromTruth = replay(s, d, marked.start(), config);
+                assertThat(isExact(fromTruth.fidelity()))
+                        .as(where + " from the true start: " + fromTruth.fidelity())
                         .isTrue();
+                List<SegmentInfo> recordedEnd = s.segmentsOf(d);
+                List<BlockInfo> trueEnd = fromTruth.end().stream()
+                        .map(b -> BlockInfo.of(b.address(), b.size(), marked.unmark(b.requestedSize()), b.state()))
+                        .toList();
+                Map<Long, BlockInfo> markedEnd = new HashMap<>();
+                fromTruth.end().forEach(b -> markedEnd.put(b.address(), b));
+                List<String> fromTruthMismatches = requestedSizeMismatches(recordedEnd, trueEnd, markedEnd, config);
+                for (String m : fromTruthMismatches) {
+                    assertThat(m).as(where + " from the true start").startsWith("unmapped at the start");
+                }
+                unmappedAtStart += fromTruthMismatches.size();
+                windowsUnmappedAtStart += fromTruthMismatches.isEmpty() ? 0 : 1;
 
+                Set<Long> shown = marked.shown(fromTruth.end());
+                boolean revived = false;
+                boolean unshown = false;
+                for (BlockInfo[] pair : sameFreeBlocks(rebuilt, truth)) {
+                    BlockInfo r = pair[0];
+                    boolean same = r.requestedSize() == pair[1].requestedSize();
+                    if (shown.contains(r.address())) {
+                        staleShown++;
+                        if (!same) {
+                            assertThat(unmappedInWindow(s.traceOf(d), r))
+                                    .as(where + ": the free block at " + Long.toHexString(r.address())
+                                            + " rebuilt with requested size " + r.requestedSize() + ", true "
+                                            + pair[1].requestedSize() + ", which the window shows")
+                                    .isTrue();
+                            staleRevived++;
+                            revived = true;
+                        }
+                    } else if (!same) {
+                        staleUnshown++;
+                        unshown = true;
+                    }
+                }
+                windowsRevived += revived ? 1 : 0;
+                windowsUnshown += unshown ? 1 : 0;
                 String difference = difference(rebuilt, truth, config);
                 if (difference == null) {
                     sameStart++;
                     assertThat(isExact(fromRebuilt))
                             .as(where + " from the rebuilt start, equal to the true one: " + fromRebuilt)
                             .isTrue();
+                    List<String> mismatches = revived
+                            ? List.of()
+                            : requestedSizeMismatches(recordedEnd, playedFromRebuilt.end(), markedEnd, config);
+                    for (String m : mismatches) {
+                        assertThat(m)
+                                .as(where + " from the rebuilt start, equal to the true one")
+                                .startsWith("unmapped at the start");
+                    }
                 } else {
                     assertThat(difference).as(where).startsWith("unknowable");
                 }
@@ -154,6 +227,11 @@ class RingWindowFuzzTest {
         System.out.println(
                 "conf '" + conf + "': " + withTruth + " windows with a true start " + byOpening + ": " + sameStart
                         + " rebuilt equal to the true start, " + exactFromRebuilt + " exact from the rebuilt start");
+        System.out.println("conf '" + conf + "' requested sizes: " + staleShown + " of start free blocks the window "
+                + "shows, " + staleRevived + " of them revived from unmapped pages rebuilt otherwise (" + windowsRevived
+                + " windows); " + staleUnshown + " the window does not show rebuilt otherwise (" + windowsUnshown
+                + " windows); " + unmappedAtStart + " of end blocks unmapped at the start (" + windowsUnmappedAtStart
+                + " windows)");
     }
 
     /**
@@ -198,11 +276,160 @@ class RingWindowFuzzTest {
         System.out.println("expandable: " + runs + " runs compared");
     }
 
-    private static DeviceFidelity replay(TraceSnapshot s, int device, WindowStart start, AllocatorConfig config) {
+    /** A replay's fidelity, and the model's end state block by block (requested sizes included). */
+    private record Played(DeviceFidelity fidelity, List<BlockInfo> end) {}
+
+    private static Played replay(TraceSnapshot s, int device, WindowStart start, AllocatorConfig config) {
         OracleWindow window = OracleWindow.prepare(s, device, start);
         DeviceReplay replay = new DeviceReplay(window, config, DEVICE_MEMORY, false);
         DeviceFidelity f = replay.run(ProgressListener.NONE, 0, window.trace().size());
-        return OracleReplay.withEndState(f, OracleReplay.EndState.compare(s.segmentsOf(device), replay.model()));
+        List<BlockInfo> end = new ArrayList<>();
+        replay.model().visitSegments(new AllocatorInternals.SegmentVisitor() {
+            @Override
+            public void segment(long address, long stream, Pool pool, boolean expandable) {}
+
+            @Override
+            public void block(long address, long size, long requestedSize, BlockState state) {
+                end.add(BlockInfo.of(address, size, requestedSize, state));
+            }
+        });
+        return new Played(
+                OracleReplay.withEndState(f, OracleReplay.EndState.compare(s.segmentsOf(device), replay.model())), end);
+    }
+
+    /**
+     * The blocks of a model's end state {@code end} whose requested size differs from the recorded block at the same
+     * address, size and state (the end-state comparison of {@code replay --check} leaves requested sizes out), each
+     * described; "unmapped at the start: ..." where the block is one that was unmapped at the window's start. A
+     * snapshot, and so a start state, shows no unmapped block: the loader makes them without a requested size (0),
+     * while PyTorch's keeps the stale one of the free block whose pages were unmapped, and a map makes the block free
+     * again, absorbing its free neighbours, so it shows. Such a block is one the true start played with marks
+     * ({@code markedEnd}, the end it reaches) shows 0 on: no start free block (each has a mark), no live one
+     * (requests are at least 1), and a block made in the window without one is made so in the recording too.
+     */
+    private static List<String> requestedSizeMismatches(
+            List<SegmentInfo> recorded, List<BlockInfo> end, Map<Long, BlockInfo> markedEnd, AllocatorConfig config) {
+        Map<Long, BlockInfo> byAddress = new HashMap<>();
+        for (SegmentInfo seg : recorded) {
+            for (BlockInfo b : seg.blocks()) {
+                byAddress.put(b.address(), b);
+            }
+        }
+        List<String> out = new ArrayList<>();
+        for (BlockInfo m : end) {
+            BlockInfo r = byAddress.get(m.address());
+            if (r != null && r.size() == m.size() && r.state() == m.state() && r.requestedSize() != m.requestedSize()) {
+                BlockInfo marked = markedEnd.get(m.address());
+                boolean unmapped = config.expandableSegments() && marked != null && marked.requestedSize() == 0;
+                out.add((unmapped ? "unmapped at the start: " : "") + Long.toHexString(m.address()) + "+" + m.size()
+                        + " " + m.state() + ": requested " + m.requestedSize() + " replayed, " + r.requestedSize()
+                        + " recorded");
+            }
+        }
+        return out;
+    }
+
+    /**
+     * The free blocks the rebuilt start holds as the true one does (address and size), each paired with the true one,
+     * whose requested size the rebuild reads off the end state (the stale one PyTorch leaves on a free block).
+     */
+    private static List<BlockInfo[]> sameFreeBlocks(WindowStart rebuilt, WindowStart truth) {
+        Map<Long, BlockInfo> trueFree = new HashMap<>();
+        for (SegmentInfo seg : truth.segments()) {
+            for (BlockInfo b : seg.blocks()) {
+                if (b.state() == BlockState.INACTIVE) {
+                    trueFree.put(b.address(), b);
+                }
+            }
+        }
+        List<BlockInfo[]> out = new ArrayList<>();
+        for (SegmentInfo seg : rebuilt.segments()) {
+            for (BlockInfo b : seg.blocks()) {
+                BlockInfo t = trueFree.get(b.address());
+                if (b.state() == BlockState.INACTIVE && t != null && t.size() == b.size()) {
+                    out.add(new BlockInfo[] {b, t});
+                }
+            }
+        }
+        return out;
+    }
+
+    /**
+     * Whether a {@code segment_unmap} of the window {@code trace} unmaps pages of the start block {@code b}. PyTorch
+     * unmaps a free block's pages by turning its block object into the unmapped block (its requested size kept) and
+     * the mapped ends into new blocks, and a map of those pages turns it back into a free block, absorbing its free
+     * neighbours: its requested size shows again, at a block that need not end where the start block ended, where the
+     * rebuild does not look for it.
+     */
+    private static boolean unmappedInWindow(List<TraceEntry> trace, BlockInfo b) {
+        for (TraceEntry e : trace) {
+            if (e.action() == TraceAction.SEGMENT_UNMAP
+                    && e.addr() < b.address() + b.size()
+                    && b.address() < e.addr() + e.size()) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
+     * The true start with each free block's requested size replaced by a mark of its own, far above any request of
+     * the runs (the device has 1 TiB), and the start free block each mark stands for. The model decides nothing by a
+     * free block's requested size, so played from it the replay is the same (and is checked exact); a mark then
+     * shows, at the end, where its block object outlives the window as a free block: never allocated whole, absorbed
+     * by a neighbour freed or mapped beside it, or released (with expandable segments it may have been unmapped and
+     * mapped again on the way). Only there does the window show the block's requested size.
+     */
+    private record Marked(WindowStart start, Map<Long, BlockInfo> byMark) {
+        private static final long FIRST_MARK = 1L << 50;
+
+        static Marked of(WindowStart truth) {
+            Map<Long, BlockInfo> byMark = new HashMap<>();
+            List<SegmentInfo> segments = new ArrayList<>();
+            for (SegmentInfo seg : truth.segments()) {
+                List<BlockInfo> blocks = new ArrayList<>();
+                for (BlockInfo b : seg.blocks()) {
+                    if (b.state() == BlockState.INACTIVE) {
+                        long mark = FIRST_MARK + byMark.size();
+                        byMark.put(mark, b);
+                        blocks.add(BlockInfo.of(b.address(), b.size(), mark, b.state()));
+                    } else {
+                        blocks.add(b);
+                    }
+                }
+                segments.add(SegmentInfo.ofBlocks(
+                        seg.device(), seg.address(), seg.stream(), seg.pool(), seg.expandable(), blocks));
+            }
+            return new Marked(
+                    new WindowStart(
+                            truth.device(),
+                            segments,
+                            truth.preWindowFreed(),
+                            truth.inferredSizes(),
+                            truth.frees(),
+                            truth.segmentAllocBeforeWindow(),
+                            truth.reservationsMadeInWindow(),
+                            truth.reservationReach()),
+                    byMark);
+        }
+
+        /** The requested size a block showing {@code value} would show played from the true start itself. */
+        long unmark(long value) {
+            BlockInfo b = byMark.get(value);
+            return b != null ? b.requestedSize() : value;
+        }
+
+        /** The addresses of the start free blocks whose marks the end state {@code end} shows. */
+        Set<Long> shown(List<BlockInfo> end) {
+            Set<Long> out = new HashSet<>();
+            for (BlockInfo b : end) {
+                BlockInfo start = byMark.get(b.requestedSize());
+                if (start != null) {
+                    out.add(start.address());
+                }
+            }
+            return out;
+        }
     }
 
     private static boolean isExact(DeviceFidelity f) {
@@ -213,7 +440,8 @@ class RingWindowFuzzTest {
     }
 
     /**
-     * Null when the rebuilt start equals the true one (segments, and blocks by address, size and state);
+     * Null when the rebuilt start equals the true one (segments, blocks by address, size and state, and the live
+     * blocks' requested sizes; the free blocks' are checked apart, where the window shows them);
      * "unknowable: ..." when they differ only in the size of blocks freed in the window (and so in the free block
      * after each); "differs: ..." otherwise.
      */
@@ -261,6 +489,9 @@ class RingWindowFuzzTest {
                 BlockInfo tb = tl.get(k);
                 if (rb.address() != tb.address()) {
                     return "differs: live blocks of " + both;
+                }
+                if (rb.requestedSize() != tb.requestedSize()) {
+                    return "differs: the requested size of " + Long.toHexString(rb.address()) + " in " + both;
                 }
                 if (rb.size() != tb.size()) {
                     long nextLive = k + 1 < tl.size() ? tl.get(k + 1).address() : t.address() + t.totalSize();
