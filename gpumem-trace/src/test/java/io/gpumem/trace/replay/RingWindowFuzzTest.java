@@ -167,7 +167,8 @@ class RingWindowFuzzTest {
                 assertThat(isExact(fromTruth.fidelity()))
                         .as(where + " from the true start: " + fromTruth.fidelity())
                         .isTrue();
-                List<SegmentInfo> recordedEnd = s.segmentsOf(d);
+                Map<Long, BlockInfo> recordedEnd = new HashMap<>();
+                s.segmentsOf(d).forEach(seg -> seg.blocks().forEach(b -> recordedEnd.put(b.address(), b)));
                 List<BlockInfo> trueEnd = fromTruth.end().stream()
                         .map(b -> BlockInfo.of(b.address(), b.size(), marked.unmark(b.requestedSize()), b.state()))
                         .toList();
@@ -299,25 +300,22 @@ class RingWindowFuzzTest {
 
     /**
      * The blocks of a model's end state {@code end} whose requested size differs from the recorded block at the same
-     * address, size and state (the end-state comparison of {@code replay --check} leaves requested sizes out), each
-     * described; "unmapped at the start: ..." where the block is one that was unmapped at the window's start. A
-     * snapshot, and so a start state, shows no unmapped block: the loader makes them without a requested size (0),
-     * while PyTorch's keeps the stale one of the free block whose pages were unmapped, and a map makes the block free
-     * again, absorbing its free neighbours, so it shows. Such a block is one the true start played with marks
-     * ({@code markedEnd}, the end it reaches) shows 0 on: no start free block (each has a mark), no live one
-     * (requests are at least 1), and a block made in the window without one is made so in the recording too.
+     * address, size and state ({@code recorded}, by address; the end-state comparison of {@code replay --check} leaves
+     * requested sizes out), each described; "unmapped at the start: ..." where the block is one that was unmapped at
+     * the window's start. A snapshot, and so a start state, shows no unmapped block: the loader makes them without a
+     * requested size (0), while PyTorch's keeps the stale one of the free block whose pages were unmapped, and a map
+     * makes the block free again, absorbing its free neighbours, so it shows. Such a block is one the true start
+     * played with marks ({@code markedEnd}, the end it reaches) shows 0 on: no start free block (each has a mark), no
+     * live one (requests are at least 1), and a block made in the window without one is made so in the recording too.
      */
     private static List<String> requestedSizeMismatches(
-            List<SegmentInfo> recorded, List<BlockInfo> end, Map<Long, BlockInfo> markedEnd, AllocatorConfig config) {
-        Map<Long, BlockInfo> byAddress = new HashMap<>();
-        for (SegmentInfo seg : recorded) {
-            for (BlockInfo b : seg.blocks()) {
-                byAddress.put(b.address(), b);
-            }
-        }
+            Map<Long, BlockInfo> recorded,
+            List<BlockInfo> end,
+            Map<Long, BlockInfo> markedEnd,
+            AllocatorConfig config) {
         List<String> out = new ArrayList<>();
         for (BlockInfo m : end) {
-            BlockInfo r = byAddress.get(m.address());
+            BlockInfo r = recorded.get(m.address());
             if (r != null && r.size() == m.size() && r.state() == m.state() && r.requestedSize() != m.requestedSize()) {
                 BlockInfo marked = markedEnd.get(m.address());
                 boolean unmapped = config.expandableSegments() && marked != null && marked.requestedSize() == 0;
