@@ -61,7 +61,11 @@ import org.jspecify.annotations.Nullable;
  *       released; splitting it for an allocation carves the low part off as a new block and leaves the object
  *       as the remainder, ending where it ended. So if the object outlives the window, it is the end state's
  *       free block that ends where the start block ends and begins no lower, and that block's value is the
- *       start block's. When no such block exists the object did not survive, and its value never shows.</li>
+ *       start block's. When no such block exists the object did not survive, and its value never shows. With
+ *       expandable segments the object can also be absorbed by an unmapped block mapped beside it, or have its
+ *       pages unmapped: it then becomes the unmapped block, and a map of those pages makes it a free block again,
+ *       one that need not end where the start block ended. The rebuild does not follow it there, so such a value
+ *       the window shows is not taken (docs/replay-method.md §2).</li>
  *   <li><b>A window that opens inside a request</b>, after its {@code segment_alloc} (a history ring cut there),
  *       starts with an {@code alloc} at the base of a segment that looks cached and wholly free. Where a cached
  *       segment could not have served that request (under {@code max_split_size_mb}, an oversize segment for a
