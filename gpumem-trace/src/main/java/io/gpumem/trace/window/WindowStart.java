@@ -41,43 +41,6 @@ public record WindowStart(
         Map<Long, Pool> reservationsMadeInWindow,
         Map<Long, Long> reservationReach) {
 
-    /** A start state whose window maps nothing above a start reservation's highest run. */
-    public WindowStart(
-            int device,
-            List<SegmentInfo> segments,
-            Set<Long> preWindowFreed,
-            int inferredSizes,
-            FreeMatches frees,
-            long segmentAllocBeforeWindow,
-            Map<Long, Pool> reservationsMadeInWindow) {
-        this(
-                device,
-                segments,
-                preWindowFreed,
-                inferredSizes,
-                frees,
-                segmentAllocBeforeWindow,
-                reservationsMadeInWindow,
-                Map.of());
-    }
-
-    /** A start state whose window makes no expandable reservation. */
-    public WindowStart(
-            int device,
-            List<SegmentInfo> segments,
-            Set<Long> preWindowFreed,
-            int inferredSizes,
-            FreeMatches frees,
-            long segmentAllocBeforeWindow) {
-        this(device, segments, preWindowFreed, inferredSizes, frees, segmentAllocBeforeWindow, Map.of());
-    }
-
-    /** A start state whose window does not open inside a request. */
-    public WindowStart(
-            int device, List<SegmentInfo> segments, Set<Long> preWindowFreed, int inferredSizes, FreeMatches frees) {
-        this(device, segments, preWindowFreed, inferredSizes, frees, 0);
-    }
-
     public long reservedBytes() {
         long n = 0;
         for (SegmentInfo s : segments) {
