@@ -64,8 +64,8 @@ public final class OracleDevice implements Device, StartStateLoader.RecordedAddr
 
     /**
      * @param start the window's start: the expandable reservations its window makes
-     *     ({@link WindowStart#reservationsMadeInWindow}), which the start state's reservations are placed around, and how
-     *     far the window maps in those ({@link WindowStart#reservationReach})
+     *     ({@link WindowStart#reservationsMadeInWindow}), which the start state's reservations are placed around,
+     *     and how far the window maps in those ({@link WindowStart#reservationReach})
      */
     OracleDevice(long totalMemory, WindowStart start) {
         this(totalMemory, start.reservationsMadeInWindow(), start.reservationReach());
