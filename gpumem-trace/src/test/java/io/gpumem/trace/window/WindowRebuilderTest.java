@@ -69,7 +69,7 @@ class WindowRebuilderTest {
             TreeMap<Long, Long> segments = new TreeMap<>(); // start -> end (mapped / malloc'd space)
             TreeMap<Long, Long> live = new TreeMap<>(); // block start -> end
             for (SegmentInfo seg : start.segments()) {
-                WindowRebuilder.add(segments, seg.address(), seg.end());
+                StartSegmentWalk.add(segments, seg.address(), seg.end());
                 for (BlockInfo b : seg.blocks()) {
                     if (b.isAllocated()) {
                         live.put(b.address(), b.end());
@@ -100,7 +100,7 @@ class WindowRebuilderTest {
                         assertThat(seg == null || seg.getValue() <= e.addr())
                                 .as(where)
                                 .isTrue();
-                        WindowRebuilder.add(segments, e.addr(), e.addr() + e.size());
+                        StartSegmentWalk.add(segments, e.addr(), e.addr() + e.size());
                     }
                     case SEGMENT_FREE, SEGMENT_UNMAP -> {
                         Map.Entry<Long, Long> seg = segments.floorEntry(e.addr());
@@ -110,14 +110,14 @@ class WindowRebuilderTest {
                         assertThat(blk == null || blk.getValue() <= e.addr())
                                 .as(where + " releases live " + blk)
                                 .isTrue();
-                        WindowRebuilder.subtract(segments, e.addr(), e.addr() + e.size());
+                        StartSegmentWalk.subtract(segments, e.addr(), e.addr() + e.size());
                     }
                     default -> {}
                 }
             }
             TreeMap<Long, Long> endState = new TreeMap<>();
             for (SegmentInfo seg : s.segmentsOf(d)) {
-                WindowRebuilder.add(endState, seg.address(), seg.end());
+                StartSegmentWalk.add(endState, seg.address(), seg.end());
             }
             assertThat(segments)
                     .as(name + " device " + d + " segments at the end")
@@ -284,24 +284,24 @@ class WindowRebuilderTest {
     @Test
     void mappedRunsAreHalfOpenRangesThatMergeWhenTheyTouch() {
         NavigableMap<Long, Long> r = runs(0, 10);
-        WindowRebuilder.subtract(r, 10, 20); // touches the run's end
+        StartSegmentWalk.subtract(r, 10, 20); // touches the run's end
         assertThat(r).isEqualTo(runs(0, 10));
-        WindowRebuilder.subtract(r, -10, 0); // ends where the run starts
+        StartSegmentWalk.subtract(r, -10, 0); // ends where the run starts
         assertThat(r).isEqualTo(runs(0, 10));
 
         r = runs(0, 10, 20, 30);
-        WindowRebuilder.subtract(r, 5, 25);
+        StartSegmentWalk.subtract(r, 5, 25);
         assertThat(r).isEqualTo(runs(0, 5, 25, 30));
-        WindowRebuilder.subtract(r, 25, 30);
+        StartSegmentWalk.subtract(r, 25, 30);
         assertThat(r).isEqualTo(runs(0, 5));
 
         r = runs(0, 10, 20, 30);
-        WindowRebuilder.add(r, 10, 20); // touches both neighbours
+        StartSegmentWalk.add(r, 10, 20); // touches both neighbours
         assertThat(r).isEqualTo(runs(0, 30));
         r = runs(0, 10);
-        WindowRebuilder.add(r, 5, 15); // overlaps: one run, not two
+        StartSegmentWalk.add(r, 5, 15); // overlaps: one run, not two
         assertThat(r).isEqualTo(runs(0, 15));
-        WindowRebuilder.add(r, 40, 50);
+        StartSegmentWalk.add(r, 40, 50);
         assertThat(r).isEqualTo(runs(0, 15, 40, 50));
     }
 
