@@ -82,7 +82,7 @@ public final class AllocatorWarmUp {
         for (String configuration : CONFIGURATIONS) {
             outcomes.add(runner.evaluate(
                     PolicyRegistry.exact(AllocatorConfig.parse(configuration)),
-                    StreamRunner.Options.builder(CAPACITY).build(),
+                    RunOptions.builder(CAPACITY).build(),
                     ROOMY));
         }
         return outcomes;

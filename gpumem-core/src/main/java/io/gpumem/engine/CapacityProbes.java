@@ -66,7 +66,7 @@ final class CapacityProbes implements ProbeLookahead.AbandonableProbe {
 
     private final StreamRunner runner;
     private final PreparedPolicy policy;
-    private final StreamRunner.Options options;
+    private final RunOptions options;
     /** The unlimited run's peak demand as it rose, and at which ops. */
     private final PeakRises rises;
     /** Ops in the stream. */
@@ -90,7 +90,7 @@ final class CapacityProbes implements ProbeLookahead.AbandonableProbe {
     /** The runs of this search's replayed probes, in the order they were made (a search makes a dozen or so). */
     private final List<SeenRun> seen = new ArrayList<>();
 
-    CapacityProbes(StreamRunner runner, PreparedPolicy policy, StreamRunner.Options unlimited, PeakRises rises) {
+    CapacityProbes(StreamRunner runner, PreparedPolicy policy, RunOptions unlimited, PeakRises rises) {
         this.runner = runner;
         this.policy = policy;
         this.options = unlimited;

@@ -38,10 +38,10 @@ import org.jspecify.annotations.Nullable;
  * {@link GpuAllocator#internals()} for a start state kept in its recorded layout) and the allocator's internals
  * (history, step boundaries).
  *
- * <p>A run either stops at the first failed request, as a training job would ({@link Options#stopAtFirstOom}), or
+ * <p>A run either stops at the first failed request, as a training job would ({@link RunOptions#stopAtFirstOom}), or
  * counts failed requests and goes on, as a trace replay does (the later frees of a failed request are skipped).
  * The start state's live blocks are restored in their recorded layout where the allocator can and
- * {@link Options#restoreStartLayout} asks for it, else allocated as requests in slot order; a start state that
+ * {@link RunOptions#restoreStartLayout} asks for it, else allocated as requests in slot order; a start state that
  * does not fit makes the run fail as a whole (one OOM, no figures).
  *
  * <p>{@link #evaluate} is a compare row: the run at a capacity plus the minimum capacity
@@ -157,143 +157,6 @@ public final class StreamRunner {
         };
     }
 
-    /**
-     * How to run: capacity, bytes held outside, when to stop, how to start, what to keep (each component is the
-     * {@link Builder} method of its name). Made by {@link #builder}, which states the defaults and names each
-     * setting; the canonical constructor only checks the capacity and the bytes held outside.
-     */
-    public record Options(
-            long capacity,
-            long heldOutside,
-            boolean stopAtFirstOom,
-            boolean restoreStartLayout,
-            boolean recordHistory,
-            boolean keepAllocator,
-            boolean untilSteady) {
-
-        public Options {
-            if (capacity <= 0) {
-                throw new IllegalArgumentException("capacity must be positive, got " + capacity);
-            }
-            if (heldOutside < 0 || heldOutside >= capacity) {
-                throw new IllegalArgumentException("held-outside bytes must be in [0, capacity), got " + heldOutside);
-            }
-        }
-
-        public static Builder builder(long capacity) {
-            return new Builder(capacity);
-        }
-
-        /**
-         * A run that stops at its first failed request, as the job would, and keeps its allocator, with history, in
-         * the outcome: the state a program is left in on a device of {@code capacity} bytes.
-         */
-        public static Options toFirstFailureKeepingState(long capacity) {
-            return builder(capacity)
-                    .stopAtFirstOom(true)
-                    .recordHistory(true)
-                    .keepAllocator(true)
-                    .build();
-        }
-
-        /** The same options at another capacity. */
-        public Options withCapacity(long c) {
-            return toBuilder().capacity(c).build();
-        }
-
-        /** A probe of the minimum-capacity search at {@code c}: the whole stream, to its first failure. */
-        Options forSearch(long c) {
-            return toBuilder()
-                    .capacity(c)
-                    .stopAtFirstOom(true)
-                    .recordHistory(false)
-                    .keepAllocator(false)
-                    .untilSteady(false)
-                    .build();
-        }
-
-        Builder toBuilder() {
-            return new Builder(capacity)
-                    .heldOutside(heldOutside)
-                    .stopAtFirstOom(stopAtFirstOom)
-                    .restoreStartLayout(restoreStartLayout)
-                    .recordHistory(recordHistory)
-                    .keepAllocator(keepAllocator)
-                    .untilSteady(untilSteady);
-        }
-
-        /** Defaults: nothing held outside, failed requests counted, start layout restored, no history, nothing kept. */
-        public static final class Builder {
-            private long capacity;
-            private long heldOutside;
-            private boolean stopAtFirstOom;
-            private boolean restoreStartLayout = true;
-            private boolean recordHistory;
-            private boolean keepAllocator;
-            private boolean untilSteady;
-
-            private Builder(long capacity) {
-                this.capacity = capacity;
-            }
-
-            public Builder capacity(long bytes) {
-                capacity = bytes;
-                return this;
-            }
-
-            public Builder heldOutside(long bytes) {
-                heldOutside = bytes;
-                return this;
-            }
-
-            /** Stop at the first failed request (a training job) instead of counting and going on (a trace replay). */
-            public Builder stopAtFirstOom(boolean on) {
-                stopAtFirstOom = on;
-                return this;
-            }
-
-            /** Restore the start state in its recorded layout where the allocator can (else: allocate its blocks). */
-            public Builder restoreStartLayout(boolean on) {
-                restoreStartLayout = on;
-                return this;
-            }
-
-            /** Record history as {@code _record_memory_history()} does by default, stacks from the stream's sites. */
-            public Builder recordHistory(boolean on) {
-                recordHistory = on;
-                return this;
-            }
-
-            /** Keep the allocator and device in their final state in the outcome. */
-            public Builder keepAllocator(boolean on) {
-                keepAllocator = on;
-                return this;
-            }
-
-            /**
-             * Stop at the first step boundary where reserved memory, now and at its peak, is what it was at the
-             * previous one: an iterated stream ({@link RequestStream#iterated}) has reached its steady state, and
-             * the outcome's {@link RunOutcome#stepsCompleted()} says after how many steps (fewer than the stream's
-             * when it got there).
-             */
-            public Builder untilSteady(boolean on) {
-                untilSteady = on;
-                return this;
-            }
-
-            public Options build() {
-                return new Options(
-                        capacity,
-                        heldOutside,
-                        stopAtFirstOom,
-                        restoreStartLayout,
-                        recordHistory,
-                        keepAllocator,
-                        untilSteady);
-            }
-        }
-    }
-
     /** Counters of one replay. */
     static final class Counters {
         long peakAllocated;
@@ -363,7 +226,7 @@ public final class StreamRunner {
         boolean freedAtOnce;
 
         int stepsClosed;
-        /** Whether to stop at a step boundary once reserved memory stops changing ({@link Options#untilSteady}). */
+        /** Whether to stop at a step boundary once reserved memory stops changing ({@link RunOptions#untilSteady}). */
         boolean untilSteady;
 
         private long reservedAtBoundary = -1;
@@ -380,7 +243,7 @@ public final class StreamRunner {
 
         /**
          * A STEP op: closes the open step (telling the allocator) and opens the next; true when the replay is to stop
-         * there, reserved memory having stopped changing ({@link Options#untilSteady}).
+         * there, reserved memory having stopped changing ({@link RunOptions#untilSteady}).
          */
         boolean step() {
             boolean stop = false;
@@ -406,7 +269,7 @@ public final class StreamRunner {
     }
 
     /** Plays the whole stream once. */
-    public RunOutcome run(PreparedPolicy policy, Options options) {
+    public RunOutcome run(PreparedPolicy policy, RunOptions options) {
         Counters c = new Counters();
         Replay r = begin(policy, options);
         if (r == null) {
@@ -422,17 +285,17 @@ public final class StreamRunner {
     }
 
     /** Whether the stream runs without a failed request on a device of {@code capacity} bytes. */
-    public boolean runsWithoutOom(PreparedPolicy policy, Options options) {
+    public boolean runsWithoutOom(PreparedPolicy policy, RunOptions options) {
         Verdict v = probe(policy, options, ProbeLookahead.AbandonableProbe.NEVER);
         return v != null && v.runs();
     }
 
     /**
-     * {@link #runsWithoutOom(PreparedPolicy, Options)} as a search's verdict (a failure's cost: the ops up to it over
+     * {@link #runsWithoutOom(PreparedPolicy, RunOptions)} as a search's verdict (a failure's cost: the ops up to it over
      * the stream's), or null once {@code abandoned} says so (a lookahead probe).
      */
     @Nullable
-    Verdict probe(PreparedPolicy policy, Options options, BooleanSupplier abandoned) {
+    Verdict probe(PreparedPolicy policy, RunOptions options, BooleanSupplier abandoned) {
         Counters c = new Counters();
         Replay r = begin(policy, options);
         if (r == null) {
@@ -467,7 +330,7 @@ public final class StreamRunner {
     }
 
     /** Plays the whole stream on {@code r}, with the rises of its peak demand noted in {@code rises} when given. */
-    private void playAll(Replay r, Counters c, Options options, CapacityProbes.@Nullable PeakRises rises) {
+    private void playAll(Replay r, Counters c, RunOptions options, CapacityProbes.@Nullable PeakRises rises) {
         long t0 = System.nanoTime();
         if (rises != null) {
             rises.clear();
@@ -497,7 +360,7 @@ public final class StreamRunner {
      * and its peak reserved bytes (which always suffice). The unlimited run starts at {@code roomy} bytes and
      * doubles until the stream fits.
      */
-    public RunOutcome evaluate(PreparedPolicy policy, Options options, long roomy) {
+    public RunOutcome evaluate(PreparedPolicy policy, RunOptions options, long roomy) {
         Search s = unlimited(policy, options.toBuilder().stopAtFirstOom(false), roomy, 8);
         // At a capacity the unlimited run never exceeded, the run is the unlimited one (CapacityProbes says why),
         // unless the options ask what that run did not do: stop once steady, keep its allocator, record a history.
@@ -516,9 +379,9 @@ public final class StreamRunner {
      * at which the stream runs to its end without a failed request: searched above the peak of its live request
      * bytes (no allocator needs less) and at most the peak reserved bytes of a run with {@code roomy} bytes,
      * raised by doubling where that does not run. The search plays the whole stream: {@code options}'
-     * {@link Options#untilSteady} is for runs, not for it.
+     * {@link RunOptions#untilSteady} is for runs, not for it.
      */
-    public long minimumCapacity(PreparedPolicy policy, Options options, long roomy) {
+    public long minimumCapacity(PreparedPolicy policy, RunOptions options, long roomy) {
         return searchMinimum(unlimited(policy, options.toBuilder().stopAtFirstOom(true), roomy, 0));
     }
 
@@ -619,7 +482,7 @@ public final class StreamRunner {
     /** The unlimited run of a capacity search and the probes it makes possible. */
     private final class Search implements ProbeLookahead.AbandonableProbe {
         final PreparedPolicy policy;
-        final Options options;
+        final RunOptions options;
         final Counters unlimited;
         final @Nullable CapacityProbes probes;
         /** Whether idle workers may run this search's probes ahead ({@link ProbeLookahead}). */
@@ -627,7 +490,7 @@ public final class StreamRunner {
 
         Search(
                 PreparedPolicy policy,
-                Options options,
+                RunOptions options,
                 Counters unlimited,
                 @Nullable CapacityProbes probes,
                 boolean runsAhead) {
@@ -652,8 +515,8 @@ public final class StreamRunner {
      * the rises of its peak demand for prefix reuse where the allocator is forkable and the capacity does not shape
      * its decisions.
      */
-    private Search unlimited(PreparedPolicy policy, Options.Builder options, long roomy, int doublings) {
-        Options o = options.capacity(roomy)
+    private Search unlimited(PreparedPolicy policy, RunOptions.Builder options, long roomy, int doublings) {
+        RunOptions o = options.capacity(roomy)
                 .recordHistory(false)
                 .keepAllocator(false)
                 .untilSteady(false)
@@ -692,7 +555,7 @@ public final class StreamRunner {
 
     /** A replay positioned at the stream's first op, or null when the allocator or the start state does not fit. */
     @Nullable
-    Replay begin(PreparedPolicy policy, Options options) {
+    Replay begin(PreparedPolicy policy, RunOptions options) {
         replaysBegun.incrementAndGet();
         SimulatedDevice dev = SimulatedDevice.builder()
                 .capacity(options.capacity())

@@ -16,7 +16,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The steady-state loop of a warm window ({@link RequestStream#iterated}, {@link RequestStream#loopClosure}) and the
- * runner's stop once reserved memory stops changing ({@link StreamRunner.Options.Builder#untilSteady}).
+ * runner's stop once reserved memory stops changing ({@link RunOptions.Builder#untilSteady}).
  */
 class IteratedStreamTest {
 
@@ -256,10 +256,10 @@ class IteratedStreamTest {
         StreamRunner runner = new StreamRunner(loop);
         RunOutcome full = runner.run(
                 PolicyRegistry.exact(AllocatorConfig.defaults()),
-                StreamRunner.Options.builder(1L << 30).build());
+                RunOptions.builder(1L << 30).build());
         RunOutcome steady = runner.run(
                 PolicyRegistry.exact(AllocatorConfig.defaults()),
-                StreamRunner.Options.builder(1L << 30).untilSteady(true).build());
+                RunOptions.builder(1L << 30).untilSteady(true).build());
         assertThat(full.stepsCompleted()).isEqualTo(6);
         assertThat(steady.stepsCompleted()).isBetween(2, 5);
         assertThat(steady.peakReserved()).isEqualTo(full.peakReserved());

@@ -47,13 +47,12 @@ class RunOutcomeTest {
         RequestStream.Builder b = RequestStream.builder();
         b.free(b.alloc(MIB, 0, 0), 1);
         StreamRunner runner = new StreamRunner(b.build());
-        StreamRunner.Options keep = StreamRunner.Options.builder(StreamRunner.ROOMY)
-                .keepAllocator(true)
-                .build();
+        RunOptions keep =
+                RunOptions.builder(StreamRunner.ROOMY).keepAllocator(true).build();
         RunOutcome kept = runner.run(PolicyRegistry.exact(AllocatorConfig.defaults()), keep);
         RunOutcome plain = runner.run(
                 PolicyRegistry.exact(AllocatorConfig.defaults()),
-                StreamRunner.Options.builder(StreamRunner.ROOMY).build());
+                RunOptions.builder(StreamRunner.ROOMY).build());
         assertThat(kept.allocator()).isNotNull();
         assertThat(plain.allocator()).isNull();
         RunOutcome retimed = plain.toBuilder().nsPerPair(12345.0).build();

@@ -148,7 +148,7 @@ class StartStateLoaderTest {
         RunOutcome o = new StreamRunner(b.build())
                 .run(
                         PolicyRegistry.exact(AllocatorConfig.parse("expandable_segments:True")),
-                        StreamRunner.Options.builder(50 * MIB).build());
+                        RunOptions.builder(50 * MIB).build());
         assertThat(o.ooms()).isZero();
     }
 

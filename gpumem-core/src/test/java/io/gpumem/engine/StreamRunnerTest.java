@@ -39,8 +39,8 @@ class StreamRunnerTest {
         return b.build();
     }
 
-    private static StreamRunner.Options at(long capacity) {
-        return StreamRunner.Options.builder(capacity).build();
+    private static RunOptions at(long capacity) {
+        return RunOptions.builder(capacity).build();
     }
 
     @Test
@@ -77,9 +77,8 @@ class StreamRunnerTest {
         assertThat(row.minCapacity()).isEqualTo(60 * MIB);
         assertThat(row.ooms()).isEqualTo(1);
         // bytes held outside the allocator raise the capacity needed by as much, rounded to the step
-        StreamRunner.Options held = StreamRunner.Options.builder(StreamRunner.ROOMY)
-                .heldOutside(3 * MIB)
-                .build();
+        RunOptions held =
+                RunOptions.builder(StreamRunner.ROOMY).heldOutside(3 * MIB).build();
         assertThat(runner.minimumCapacity(exact, held, StreamRunner.ROOMY)).isEqualTo(64 * MIB);
     }
 
@@ -94,9 +93,8 @@ class StreamRunnerTest {
         RequestStream.Builder b = RequestStream.builder();
         b.free(b.alloc(MIB, 0, 0), 1);
         RequestStream stream = b.build();
-        StreamRunner.Options held = StreamRunner.Options.builder(StreamRunner.ROOMY)
-                .heldOutside(10 * MIB)
-                .build();
+        RunOptions held =
+                RunOptions.builder(StreamRunner.ROOMY).heldOutside(10 * MIB).build();
         PreparedPolicy exact = PolicyRegistry.exact(AllocatorConfig.defaults());
         long withReuse = new StreamRunner(stream).minimumCapacity(exact, held, StreamRunner.ROOMY);
         StreamRunner replaying = new StreamRunner(stream);
@@ -125,9 +123,8 @@ class StreamRunnerTest {
         b.free(b.alloc(100 * MIB, 0, e++), e++);
         RequestStream stream = b.build();
         PreparedPolicy exact = PolicyRegistry.exact(AllocatorConfig.defaults());
-        StreamRunner.Options steady = StreamRunner.Options.builder(StreamRunner.ROOMY)
-                .untilSteady(true)
-                .build();
+        RunOptions steady =
+                RunOptions.builder(StreamRunner.ROOMY).untilSteady(true).build();
         StreamRunner runner = new StreamRunner(stream);
         long min = runner.minimumCapacity(exact, steady, StreamRunner.ROOMY);
         assertThat(min).isEqualTo(runner.minimumCapacity(exact, at(StreamRunner.ROOMY), StreamRunner.ROOMY));
@@ -143,9 +140,7 @@ class StreamRunnerTest {
         // and a row whose options keep the allocator gets the run that kept it, not the unlimited run's figures
         RunOutcome kept = runner.evaluate(
                 exact,
-                StreamRunner.Options.builder(StreamRunner.ROOMY)
-                        .keepAllocator(true)
-                        .build(),
+                RunOptions.builder(StreamRunner.ROOMY).keepAllocator(true).build(),
                 StreamRunner.ROOMY);
         assertThat(kept.allocator()).isNotNull();
         assertThat(kept.minCapacity()).isEqualTo(min);
@@ -225,9 +220,7 @@ class StreamRunnerTest {
         StreamRunner runner = new StreamRunner(b.build());
         RunOutcome row = runner.run(
                 runner.prepare(PolicySpec.parse("planned")),
-                StreamRunner.Options.builder(StreamRunner.ROOMY)
-                        .keepAllocator(true)
-                        .build());
+                RunOptions.builder(StreamRunner.ROOMY).keepAllocator(true).build());
         GpuAllocator planned = row.allocator();
         assertThat(planned).isNotNull();
         assertThat(planned.stats().extra("num_fallback_requests")).isZero();
@@ -253,9 +246,7 @@ class StreamRunnerTest {
         assertThat(runner.facts().marksSteps()).isTrue();
         RunOutcome row = runner.run(
                 runner.prepare(PolicySpec.parse("planned")),
-                StreamRunner.Options.builder(StreamRunner.ROOMY)
-                        .keepAllocator(true)
-                        .build());
+                RunOptions.builder(StreamRunner.ROOMY).keepAllocator(true).build());
         assertThat(row.stepsCompleted()).isEqualTo(3);
         GpuAllocator planned = row.allocator();
         assertThat(planned).isNotNull();
@@ -366,7 +357,7 @@ class StreamRunnerTest {
         long seed = Long.getLong("gpumem.seed", System.nanoTime());
         System.out.println("StreamRunnerTest brute force seed=" + seed);
         SplittableRandom rnd = new SplittableRandom(seed);
-        StreamRunner.Options roomy = at(StreamRunner.ROOMY);
+        RunOptions roomy = at(StreamRunner.ROOMY);
         int monotone = 0;
         for (int round = 0; round < 6; round++) {
             RequestStream stream = randomStream(rnd, round % 2 == 0 ? 20 : 0, true);
@@ -483,9 +474,7 @@ class StreamRunnerTest {
         // (the 1 MiB left over is not more than the small-block size, so it is not split off)
         RunOutcome requested = runner.run(
                 exact,
-                StreamRunner.Options.builder(StreamRunner.ROOMY)
-                        .restoreStartLayout(false)
-                        .build());
+                RunOptions.builder(StreamRunner.ROOMY).restoreStartLayout(false).build());
         assertThat(requested.ooms()).isZero();
         assertThat(requested.peakReserved()).isEqualTo(38 * MIB);
         assertThat(requested.peakAllocated()).isEqualTo(38 * MIB);
@@ -521,9 +510,7 @@ class StreamRunnerTest {
         // segments), whose freed block serves the window's request
         RunOutcome requested = runner.run(
                 exact,
-                StreamRunner.Options.builder(StreamRunner.ROOMY)
-                        .restoreStartLayout(false)
-                        .build());
+                RunOptions.builder(StreamRunner.ROOMY).restoreStartLayout(false).build());
         assertThat(requested.deviceAllocs()).isEqualTo(2);
         assertThat(requested.peakReserved()).isEqualTo(32 * MIB);
     }
@@ -539,8 +526,8 @@ class StreamRunnerTest {
         assertThat(runner.runsWithoutOom(exact, at(38 * MIB))).isFalse();
         assertThat(runner.runsWithoutOom(exact, at(40 * MIB))).isTrue();
         // and as requests the start state fails the same way on a device smaller than the live block
-        StreamRunner.Options asRequests =
-                StreamRunner.Options.builder(10 * MIB).restoreStartLayout(false).build();
+        RunOptions asRequests =
+                RunOptions.builder(10 * MIB).restoreStartLayout(false).build();
         assertThat(runner.run(exact, asRequests).ooms()).isEqualTo(1);
         assertThat(runner.minimumCapacity(exact, at(StreamRunner.ROOMY), StreamRunner.ROOMY))
                 .isEqualTo(40 * MIB);
@@ -556,7 +543,7 @@ class StreamRunnerTest {
         b.at(1_000);
         b.free(slot, 1);
         b.at(2_000);
-        StreamRunner.Options withHistory = StreamRunner.Options.builder(StreamRunner.ROOMY)
+        RunOptions withHistory = RunOptions.builder(StreamRunner.ROOMY)
                 .recordHistory(true)
                 .keepAllocator(true)
                 .build();

@@ -3,6 +3,7 @@ package io.gpumem.trace.align;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.engine.MinimumCapacity;
 import io.gpumem.engine.RequestStream;
+import io.gpumem.engine.RunOptions;
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.engine.StreamRunner;
 import io.gpumem.history.Frame;
@@ -327,7 +328,7 @@ public final class PredictedRecording {
             if (live <= OracleDevice.DEFAULT_TOTAL_MEMORY) {
                 RunOutcome o = runner.run(
                         PolicyRegistry.exact(config),
-                        StreamRunner.Options.toFirstFailureKeepingState(OracleDevice.DEFAULT_TOTAL_MEMORY));
+                        RunOptions.toFirstFailureKeepingState(OracleDevice.DEFAULT_TOTAL_MEMORY));
                 if (o.ooms() == 0 && o.retries() == 0 && o.allocator() != null) {
                     return new Played(o.allocator().snapshot(), OracleDevice.DEFAULT_TOTAL_MEMORY);
                 }
@@ -336,8 +337,8 @@ public final class PredictedRecording {
                     MAX_DEVICE_BYTES,
                     Math.max(2 * OracleDevice.DEFAULT_TOTAL_MEMORY, MinimumCapacity.roundUp(2 * live)));
             while (true) {
-                RunOutcome o = runner.run(
-                        PolicyRegistry.exact(config), StreamRunner.Options.toFirstFailureKeepingState(capacity));
+                RunOutcome o =
+                        runner.run(PolicyRegistry.exact(config), RunOptions.toFirstFailureKeepingState(capacity));
                 if (o.ooms() == 0 && o.allocator() != null) {
                     return new Played(o.allocator().snapshot(), capacity);
                 }

@@ -5,6 +5,7 @@ import io.gpumem.engine.MinimumCapacity;
 import io.gpumem.engine.NoCapacityRunsException;
 import io.gpumem.engine.ParallelRuns;
 import io.gpumem.engine.RequestStream;
+import io.gpumem.engine.RunOptions;
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.engine.StreamRunner;
 import io.gpumem.history.MemorySnapshot;
@@ -54,7 +55,7 @@ import org.jspecify.annotations.Nullable;
  * {@link RequestStream#loopClosure()} at least {@link #MIN_LOOP_CLOSURE}), {@link StartMode#AUTO} evaluates each
  * configuration and policy from the window's live blocks alone: the engine's
  * {@link RequestStream#iterated iterated} window, the live blocks its first requests, played by the same runner
- * until reserved memory stops changing from one pass to the next ({@link StreamRunner.Options.Builder#untilSteady},
+ * until reserved memory stops changing from one pass to the next ({@link RunOptions.Builder#untilSteady},
  * at most {@link #MAX_PASSES} passes), then evaluated with that many passes. Each configuration and policy finds its
  * own number of passes; a row says how many it used ({@link RunOutcome#warmUpPasses()}). Under the recorded
  * configuration the steady state must land on the recording's own peak reserved: the difference is the method's
@@ -228,17 +229,16 @@ public final class WhatIfReplay {
         StreamRunner recordedRequests = asksFailedRequests() ? new StreamRunner(requests) : runner;
         long roomy = StreamRunner.ROOMY;
         PreparedPolicy exact = PolicyRegistry.exact(recordedConfig);
-        RunOutcome o =
-                recordedRequests.run(exact, StreamRunner.Options.builder(roomy).build());
+        RunOutcome o = recordedRequests.run(exact, RunOptions.builder(roomy).build());
         for (int tries = 0; o.ooms() > 0 && tries < 10; tries++) {
             roomy *= 2;
-            o = recordedRequests.run(exact, StreamRunner.Options.builder(roomy).build());
+            o = recordedRequests.run(exact, RunOptions.builder(roomy).build());
         }
         if (o.ooms() > 0 && o.peakReserved() == 0) {
             // not even the first request fits there: the capacity search says why (NoCapacityRunsException names
             // the largest request and the limits), or finds the capacity that does fit
             return recordedRequests.minimumCapacity(
-                    exact, StreamRunner.Options.builder(roomy).build(), roomy);
+                    exact, RunOptions.builder(roomy).build(), roomy);
         }
         return MinimumCapacity.roundUp(o.peakReserved());
     }
@@ -276,7 +276,7 @@ public final class WhatIfReplay {
      */
     public RunOutcome evaluate(AllocatorConfig config, boolean isRecorded, long capacity) {
         PreparedPolicy exact = PolicyRegistry.exact(config);
-        StreamRunner.Options options = StreamRunner.Options.builder(capacity).build();
+        RunOptions options = RunOptions.builder(capacity).build();
         RunOutcome o;
         if (steady()) {
             int passes = passesToSteady(config.raw(), r -> exact);
@@ -295,7 +295,7 @@ public final class WhatIfReplay {
      * pool holds), the run alone, its minimum capacity unknown (−1): that no device serves the failed request is the
      * row's finding, not a reason to refuse the comparison.
      */
-    private RunOutcome searched(StreamRunner r, PreparedPolicy policy, StreamRunner.Options options) {
+    private RunOutcome searched(StreamRunner r, PreparedPolicy policy, RunOptions options) {
         try {
             return r.evaluate(policy, options, roomy());
         } catch (NoCapacityRunsException e) {
@@ -326,7 +326,7 @@ public final class WhatIfReplay {
                     : iterated(MAX_PASSES);
             return probe.run(
                     policy.apply(probe),
-                    StreamRunner.Options.builder(roomy()).untilSteady(true).build());
+                    RunOptions.builder(roomy()).untilSteady(true).build());
         });
     }
 
@@ -343,7 +343,7 @@ public final class WhatIfReplay {
      * state's live blocks are the policy's first requests.
      */
     public RunOutcome evaluate(PolicySpec spec, long capacity) {
-        StreamRunner.Options options = policyOptions(capacity).build();
+        RunOptions options = policyOptions(capacity).build();
         RunOutcome o;
         if (steady()) {
             int passes = passesToSteady(spec, r -> r.prepare(spec));
@@ -396,8 +396,7 @@ public final class WhatIfReplay {
     }
 
     private static RunOutcome keepingState(RequestStream ops, AllocatorConfig config, long capacity) {
-        return new StreamRunner(ops)
-                .run(PolicyRegistry.exact(config), StreamRunner.Options.toFirstFailureKeepingState(capacity));
+        return new StreamRunner(ops).run(PolicyRegistry.exact(config), RunOptions.toFirstFailureKeepingState(capacity));
     }
 
     /**
@@ -425,8 +424,8 @@ public final class WhatIfReplay {
         return s;
     }
 
-    private static StreamRunner.Options.Builder policyOptions(long capacity) {
-        return StreamRunner.Options.builder(capacity).restoreStartLayout(false);
+    private static RunOptions.Builder policyOptions(long capacity) {
+        return RunOptions.builder(capacity).restoreStartLayout(false);
     }
 
     /**
@@ -436,7 +435,7 @@ public final class WhatIfReplay {
     public long runOnce(AllocatorConfig config, long capacity) {
         RunOutcome o = runner.run(
                 PolicyRegistry.exact(config),
-                StreamRunner.Options.builder(capacity).stopAtFirstOom(true).build());
+                RunOptions.builder(capacity).stopAtFirstOom(true).build());
         return o.ooms() > 0 ? -1 : o.peakReserved();
     }
 

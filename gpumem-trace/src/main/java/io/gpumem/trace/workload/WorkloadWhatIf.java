@@ -3,6 +3,7 @@ package io.gpumem.trace.workload;
 import io.gpumem.config.AllocatorConfig;
 import io.gpumem.engine.MinimumCapacity;
 import io.gpumem.engine.RequestStream;
+import io.gpumem.engine.RunOptions;
 import io.gpumem.engine.RunOutcome;
 import io.gpumem.engine.StreamRunner;
 import io.gpumem.policy.PolicyFactory;
@@ -170,7 +171,7 @@ public final class WorkloadWhatIf extends MemoisedWhatIf {
         return live > MAX_CAPACITY - heldOutside && live <= MinimumCapacity.LARGEST - heldOutside;
     }
 
-    private StreamRunner.Options.Builder options(long bytes) {
-        return StreamRunner.Options.builder(bytes).heldOutside(heldOutside).stopAtFirstOom(true);
+    private RunOptions.Builder options(long bytes) {
+        return RunOptions.builder(bytes).heldOutside(heldOutside).stopAtFirstOom(true);
     }
 }
