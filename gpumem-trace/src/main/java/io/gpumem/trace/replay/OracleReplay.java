@@ -41,7 +41,9 @@ import org.jspecify.annotations.Nullable;
  * At the end the model's segments are compared block by block with the snapshot's end state. The replay never
  * forces a recorded decision on the model: after a mismatch later placements may drift, which the counts show.
  * Each device window is played by a {@link DeviceReplay}; with {@link #writeSnapshot} on, the replay also builds
- * the snapshot it would write ({@link #replayedSnapshot()}, see {@link ReplayedSnapshot}).
+ * the snapshot it would write ({@link #replayedSnapshot()}, see {@link ReplayedSnapshot}), from a start whose free
+ * blocks carry the stale requested sizes the recorded end state shows for them where the rebuild cannot follow
+ * their objects ({@link FreeBlockMarks#withRecordedStaleSizes}: windows that unmap pages of expandable segments).
  *
  * <p>Not thread-safe; one replay per instance at a time.
  */
@@ -145,7 +147,10 @@ public final class OracleReplay {
                 traces.add(null);
                 continue;
             }
-            DeviceReplay replay = new DeviceReplay(window, prepared.config, totalMemory, writeSnapshot);
+            OracleWindow played = writeSnapshot
+                    ? FreeBlockMarks.withRecordedStaleSizes(snapshot, window, prepared.config, totalMemory)
+                    : window;
+            DeviceReplay replay = new DeviceReplay(played, prepared.config, totalMemory, writeSnapshot);
             DeviceFidelity fidelity = replay.run(progress, done, total);
             EndState end = EndState.compare(snapshot.segmentsOf(window.device()), replay.model());
             devices.add(withEndState(fidelity, end));
