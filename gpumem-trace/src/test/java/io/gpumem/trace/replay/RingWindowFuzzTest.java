@@ -64,27 +64,29 @@ import org.junit.jupiter.params.provider.ValueSource;
  *   <li>Played from the true start state, the oracle replay is exact (every alloc, every driver call, the end
  *       state) and every block of its end state, live or free, has the recorded requested size: the allocator and the
  *       replay engine, with nothing inferred (the start's free blocks are played with marks for requested sizes, read
- *       back at the end, see {@link Marked}). Except a block that was unmapped at the start (expandable segments): no
- *       snapshot shows an unmapped block, so no start state says what requested size it keeps (PyTorch's keeps the
- *       stale one of the free block whose pages it took over), and a map makes it a free block again; the loader
- *       makes it with none.</li>
+ *       back at the end, see {@link FreeBlockMarks}). Except a block that was unmapped at the start (expandable
+ *       segments): no snapshot shows an unmapped block, so no start state says what requested size it keeps
+ *       (PyTorch's keeps the stale one of the free block whose pages it took over), and a map makes it a free block
+ *       again; the loader makes it with none.</li>
  *   <li>The rebuilt start state equals the true one, except in what the window cannot show: the size of a block
  *       allocated before the window and freed in it is not recorded (docs/replay-method.md §2), and where neither
  *       the gap rule nor the slack rule settles it the rebuild takes {@code round_size}, so such a block (and with it
  *       the free block after it) may differ. A live block's requested size the window always shows (the end state,
  *       or the free of a block freed in it); a free block's stale one only where its block object outlives the window
- *       free, never allocated whole, absorbed by a neighbour or released ({@link Marked} finds where), and only
+ *       free, never allocated whole, absorbed by a neighbour or released ({@link FreeBlockMarks} find where), and only
  *       there must the rebuilt one be the true one. Except where the window unmaps the block's pages: its object
  *       lives on unmapped and a map revives it, as a free block that need not end where it ended, and the rebuild
- *       does not follow it.</li>
+ *       does not follow it. The start a written replay plays ({@link FreeBlockMarks#withRecordedStaleSizes}) does:
+ *       it has the true value there too, unless the rebuilt start differs from the true one or its replay is not
+ *       exact (then the marks of its own play may reach other blocks).</li>
  *   <li>Where the rebuilt state equals the true one (a free block's requested size the window does not show aside),
- *       the replay from it is exact too, the end state's requested sizes included (with the exception of claim 1, and
- *       not in a window with a block revived from unmapped pages).</li>
+ *       the replay from it is exact too, and from the start a written replay plays, the end state's requested
+ *       sizes are the recorded ones (with the exception of claim 1).</li>
  * </ol>
  * The runs record no other entries inside an operation (no {@code oom}: the device is too large to fill), so every
  * window has a true start state, and the test fails on one that has none. How many windows of each kind it checked,
  * how many were rebuilt equal to the truth and replayed exactly from the rebuilt start, and how many requested sizes
- * each exception left out, is printed.
+ * each exception left out (the rebuild's, and what of them the refinement for a written replay left), is printed.
  */
 class RingWindowFuzzTest {
 
@@ -127,6 +129,8 @@ class RingWindowFuzzTest {
         int staleShown = 0;
         int staleRevived = 0;
         int windowsRevived = 0;
+        int staleLeft = 0;
+        int windowsLeft = 0;
         int staleUnshown = 0;
         int windowsUnshown = 0;
         int unmappedAtStart = 0;
@@ -144,7 +148,11 @@ class RingWindowFuzzTest {
                 String where = "conf '" + conf + "' seed " + seed + " round " + round + " device " + d + " (window "
                         + recordings.get(d).opensWhere() + ")";
                 WindowStart rebuilt = new WindowRebuilder(config).rebuild(s, d);
-                Played playedFromRebuilt = replay(s, d, rebuilt, config);
+                // the start a written replay plays: the rebuilt one, its free blocks' stale requested sizes refined
+                WindowStart refined = FreeBlockMarks.withRecordedStaleSizes(
+                                s, OracleWindow.prepare(s, d, rebuilt), config, DEVICE_MEMORY)
+                        .start();
+                Played playedFromRebuilt = replay(s, d, refined, config);
                 DeviceFidelity fromRebuilt = playedFromRebuilt.fidelity();
                 assertThat(fromRebuilt.notes()).as(where).noneMatch(note -> note.contains("stopped"));
                 List<SegmentInfo> truthSegments = recordings.get(d).truth();
@@ -162,7 +170,7 @@ class RingWindowFuzzTest {
                         recordings.get(d).openingSegment(),
                         rebuilt.reservationsMadeInWindow(),
                         rebuilt.reservationReach());
-                Marked marked = Marked.of(truth);
+                FreeBlockMarks marked = FreeBlockMarks.of(truth);
                 Played fromTruth = replay(s, d, marked.start(), config);
                 assertThat(isExact(fromTruth.fidelity()))
                         .as(where + " from the true start: " + fromTruth.fidelity())
@@ -181,7 +189,8 @@ class RingWindowFuzzTest {
                 unmappedAtStart += fromTruthMismatches.size();
                 windowsUnmappedAtStart += fromTruthMismatches.isEmpty() ? 0 : 1;
 
-                Set<Long> shown = marked.shown(fromTruth.end());
+                Set<Long> shown = shown(marked, fromTruth.end());
+                String difference = difference(rebuilt, truth, config);
                 boolean revived = false;
                 boolean unshown = false;
                 for (BlockInfo[] pair : sameFreeBlocks(rebuilt, truth)) {
@@ -205,15 +214,27 @@ class RingWindowFuzzTest {
                 }
                 windowsRevived += revived ? 1 : 0;
                 windowsUnshown += unshown ? 1 : 0;
-                String difference = difference(rebuilt, truth, config);
+                boolean left = false;
+                for (BlockInfo[] pair : sameFreeBlocks(refined, truth)) {
+                    BlockInfo r = pair[0];
+                    if (shown.contains(r.address()) && r.requestedSize() != pair[1].requestedSize()) {
+                        assertThat(unmappedInWindow(s.traceOf(d), r) && (difference != null || !isExact(fromRebuilt)))
+                                .as(where + ": the free block at " + Long.toHexString(r.address())
+                                        + " refined for a written replay with requested size " + r.requestedSize()
+                                        + ", true " + pair[1].requestedSize() + ", which the window shows")
+                                .isTrue();
+                        staleLeft++;
+                        left = true;
+                    }
+                }
+                windowsLeft += left ? 1 : 0;
                 if (difference == null) {
                     sameStart++;
                     assertThat(isExact(fromRebuilt))
                             .as(where + " from the rebuilt start, equal to the true one: " + fromRebuilt)
                             .isTrue();
-                    List<String> mismatches = revived
-                            ? List.of()
-                            : requestedSizeMismatches(recordedEnd, playedFromRebuilt.end(), markedEnd, config);
+                    List<String> mismatches =
+                            requestedSizeMismatches(recordedEnd, playedFromRebuilt.end(), markedEnd, config);
                     for (String m : mismatches) {
                         assertThat(m)
                                 .as(where + " from the rebuilt start, equal to the true one")
@@ -230,6 +251,7 @@ class RingWindowFuzzTest {
                         + " rebuilt equal to the true start, " + exactFromRebuilt + " exact from the rebuilt start");
         System.out.println("conf '" + conf + "' requested sizes: " + staleShown + " of start free blocks the window "
                 + "shows, " + staleRevived + " of them revived from unmapped pages rebuilt otherwise (" + windowsRevived
+                + " windows), " + staleLeft + " left otherwise by the refinement for a written replay (" + windowsLeft
                 + " windows); " + staleUnshown + " the window does not show rebuilt otherwise (" + windowsUnshown
                 + " windows); " + unmappedAtStart + " of end blocks unmapped at the start (" + windowsUnmappedAtStart
                 + " windows)");
@@ -371,63 +393,20 @@ class RingWindowFuzzTest {
     }
 
     /**
-     * The true start with each free block's requested size replaced by a mark of its own, far above any request of
-     * the runs (the device has 1 TiB), and the start free block each mark stands for. The model decides nothing by a
-     * free block's requested size, so played from it the replay is the same (and is checked exact); a mark then
-     * shows, at the end, where its block object outlives the window as a free block: never allocated whole, absorbed
-     * by a neighbour freed or mapped beside it, or released (with expandable segments it may have been unmapped and
-     * mapped again on the way). Only there does the window show the block's requested size.
+     * The addresses of the start free blocks whose marks the end state {@code end} of a play from the marked start
+     * shows: the blocks whose object outlives the window as a free block (never allocated whole, absorbed by a
+     * neighbour freed or mapped beside it, or released; with expandable segments it may have been unmapped and mapped
+     * again on the way). Only there does the window show the block's requested size.
      */
-    private record Marked(WindowStart start, Map<Long, BlockInfo> byMark) {
-        private static final long FIRST_MARK = 1L << 50;
-
-        static Marked of(WindowStart truth) {
-            Map<Long, BlockInfo> byMark = new HashMap<>();
-            List<SegmentInfo> segments = new ArrayList<>();
-            for (SegmentInfo seg : truth.segments()) {
-                List<BlockInfo> blocks = new ArrayList<>();
-                for (BlockInfo b : seg.blocks()) {
-                    if (b.state() == BlockState.INACTIVE) {
-                        long mark = FIRST_MARK + byMark.size();
-                        byMark.put(mark, b);
-                        blocks.add(BlockInfo.of(b.address(), b.size(), mark, b.state()));
-                    } else {
-                        blocks.add(b);
-                    }
-                }
-                segments.add(SegmentInfo.ofBlocks(
-                        seg.device(), seg.address(), seg.stream(), seg.pool(), seg.expandable(), blocks));
+    private static Set<Long> shown(FreeBlockMarks marks, List<BlockInfo> end) {
+        Set<Long> out = new HashSet<>();
+        for (BlockInfo b : end) {
+            BlockInfo start = marks.startBlock(b.requestedSize());
+            if (start != null) {
+                out.add(start.address());
             }
-            return new Marked(
-                    new WindowStart(
-                            truth.device(),
-                            segments,
-                            truth.preWindowFreed(),
-                            truth.inferredSizes(),
-                            truth.frees(),
-                            truth.segmentAllocBeforeWindow(),
-                            truth.reservationsMadeInWindow(),
-                            truth.reservationReach()),
-                    byMark);
         }
-
-        /** The requested size a block showing {@code value} would show played from the true start itself. */
-        long unmark(long value) {
-            BlockInfo b = byMark.get(value);
-            return b != null ? b.requestedSize() : value;
-        }
-
-        /** The addresses of the start free blocks whose marks the end state {@code end} shows. */
-        Set<Long> shown(List<BlockInfo> end) {
-            Set<Long> out = new HashSet<>();
-            for (BlockInfo b : end) {
-                BlockInfo start = byMark.get(b.requestedSize());
-                if (start != null) {
-                    out.add(start.address());
-                }
-            }
-            return out;
-        }
+        return out;
     }
 
     private static boolean isExact(DeviceFidelity f) {
