@@ -52,8 +52,10 @@ import org.jspecify.annotations.Nullable;
  *       start block's. When no such block exists the object did not survive, and its value never shows. With
  *       expandable segments the object can also be absorbed by an unmapped block mapped beside it, or have its
  *       pages unmapped: it then becomes the unmapped block, and a map of those pages makes it a free block again,
- *       one that need not end where the start block ended. The rebuild does not follow it there, so such a value
- *       the window shows is not taken (docs/replay-method.md §2).</li>
+ *       one that need not end where the start block ended. The rebuild does not follow it there (it plays nothing),
+ *       so such a value the window shows is not taken here: a replay that writes its snapshot takes it, by playing
+ *       the window with marks on the start's free blocks ({@code FreeBlockMarks} in the replay package,
+ *       docs/replay-method.md §2).</li>
  *   <li><b>A window that opens inside a request</b>, after its {@code segment_alloc} (a history ring cut there),
  *       starts with an {@code alloc} at the base of a segment that looks cached and wholly free. Where a cached
  *       segment could not have served that request (under {@code max_split_size_mb}, an oversize segment for a
