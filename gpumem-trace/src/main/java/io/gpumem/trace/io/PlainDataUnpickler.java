@@ -1,11 +1,7 @@
 package io.gpumem.trace.io;
 
-import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.math.BigInteger;
-import java.nio.ByteBuffer;
 import java.nio.channels.ReadableByteChannel;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
@@ -44,9 +40,8 @@ import org.jspecify.annotations.Nullable;
  *   <li>No opcode that would look up or call Python code runs: {@code GLOBAL}, {@code STACK_GLOBAL},
  *       {@code INST}, {@code OBJ}, {@code REDUCE}, {@code BUILD}, {@code NEWOBJ(_EX)}, the extension-registry
  *       and persistent-id opcodes are refused with {@link Refused} ("the file asks to run code").</li>
- *   <li>A length prefix (strings, bytes, byte arrays, long integers, frames) is compared with the bytes left in
- *       the input before anything is allocated. Text integers ({@code INT}, {@code LONG}) longer than
- *       {@link #MAX_TEXT_INTEGER} digits are refused (decimal parsing is quadratic).</li>
+ *   <li>No declared length is trusted: the input ({@link PickleInput}) checks each against the bytes left before
+ *       anything is allocated.</li>
  *   <li>A dict key or set member that Python could not hash (a list, dict or set) is refused at the opcode that
  *       inserts it: Java would hash it by content, endlessly when it contains itself.</li>
  *   <li>Every failure (a wrong value type on the stack, a missing mark, a memo slot never stored, an unknown
@@ -54,10 +49,8 @@ import org.jspecify.annotations.Nullable;
  * </ul>
  * Not thread-safe; one instance decodes one input.
  */
-final class PlainDataUnpickler {
+final class PlainDataUnpickler extends PickleInput {
 
-    /** Longest decimal integer accepted in protocol-0 text ({@code INT}, {@code LONG}); snapshots hold 64-bit values. */
-    static final int MAX_TEXT_INTEGER = 64;
     /** Longest binary long ({@code LONG4}) accepted, in bytes. */
     static final int MAX_LONG4_BYTES = 1024;
     /** Memo indices below this (or below the input length) live in an array; others, if any, in a map. */
@@ -148,14 +141,6 @@ final class PlainDataUnpickler {
     /** What {@link #storeDenseMemo} gives for a slot it did not store. */
     static final Object NOT_DENSE = new Object();
 
-    /** The buffered part of the input: {@code in[0, limit)} are the file's bytes from offset {@code base}. */
-    private byte[] in;
-
-    private int limit;
-    private long base;
-    private final long end;
-    private final ReadableByteChannel source;
-    private int pos;
     private Object[] stack = new Object[64];
     /** The memo slot each stack value was stored under while on the stack, or -1 (what {@link #handOver} frees). */
     private int[] stackMemo = new int[64];
@@ -179,10 +164,7 @@ final class PlainDataUnpickler {
     }
 
     private PlainDataUnpickler(byte[] in, long length, ReadableByteChannel source, TraceSink sink) {
-        this.in = in;
-        this.end = length;
-        this.limit = source == null ? (int) length : 0;
-        this.source = source;
+        super(in, length, source);
         this.sink = sink;
         this.memo = new Object[64];
         Arrays.fill(memo, ABSENT);
@@ -213,52 +195,6 @@ final class PlainDataUnpickler {
             }
         }
         throw new Refused("the file ends at byte " + end + " before its STOP opcode");
-    }
-
-    /**
-     * Makes at least {@code n} bytes available at {@code pos} (the caller has checked that the file has them): the
-     * unread bytes move to the front of the buffer, which grows only for a value longer than it.
-     */
-    private void fill(int n) {
-        if (source == null) {
-            throw new Refused("the file ends at byte " + (base + limit) + " inside a value");
-        }
-        int left = limit - pos;
-        if (n > in.length) {
-            byte[] bigger = new byte[Math.max(n, Math.min(in.length * 2, Integer.MAX_VALUE - 8))];
-            System.arraycopy(in, pos, bigger, 0, left);
-            in = bigger;
-        } else {
-            System.arraycopy(in, pos, in, 0, left);
-        }
-        base += pos;
-        pos = 0;
-        limit = left;
-        int want = (int) Math.min(in.length, end - base);
-        try {
-            while (limit < want) {
-                int r = source.read(ByteBuffer.wrap(in, limit, want - limit));
-                if (r < 0) {
-                    throw new Refused("the file ends at byte " + (base + limit) + ", before the " + end
-                            + " bytes it had when reading began");
-                }
-                limit += r;
-            }
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
-        }
-    }
-
-    /** Makes {@code n} bytes available at {@code pos} (the caller has checked that the file has them). */
-    private void ensure(int n) {
-        if (limit - pos < n) {
-            fill(n);
-        }
-    }
-
-    /** The bytes of the file after {@code pos}. */
-    private long remaining() {
-        return end - base - pos;
     }
 
     private void dispatch(int op, long at) {
@@ -753,145 +689,6 @@ final class PlainDataUnpickler {
         } catch (NumberFormatException e) {
             throw new Misfit("not a memo index: " + ProtocolZeroText.shorten(line));
         }
-    }
-
-    // ---------------------------------------------------------------- input
-
-    /** Checks that {@code n} bytes follow the opcode (else the file is truncated). */
-    private void need(int op, long at, long n) {
-        if (n > remaining()) {
-            throw new Refused("opcode " + opName((short) op) + " at byte " + at + ": the file ends inside it");
-        }
-        ensure((int) n);
-    }
-
-    private int u8(int op, long at) {
-        need(op, at, 1);
-        return in[pos++] & 0xff;
-    }
-
-    /** The next {@code n} bytes as a little-endian integer, not consumed. */
-    private long littleEndian(int op, long at, int n, boolean signed) {
-        need(op, at, n);
-        long v = 0;
-        for (int i = n - 1; i >= 0; i--) {
-            v = (v << 8) | (in[pos + i] & 0xff);
-        }
-        if (n == 4 && signed) {
-            return (int) v; // sign-extends the 32-bit value
-        }
-        return v;
-    }
-
-    private long littleEndianConsumed(int op, long at, int n, boolean signed) {
-        long v = littleEndian(op, at, n, signed);
-        pos += n;
-        return v;
-    }
-
-    /** Reads an {@code n}-byte length prefix, checks the length against the bytes left, and consumes the prefix. */
-    private int lengthPrefix(int op, long at, int n, boolean signed) {
-        long declared = littleEndian(op, at, n, signed);
-        checkLength(op, at, declared, n);
-        pos += n;
-        return (int) declared;
-    }
-
-    private void checkLength(int op, long at, long declared, int prefixBytes) {
-        long left = remaining() - prefixBytes;
-        if (declared < 0) {
-            throw new Refused(
-                    "opcode " + opName((short) op) + " at byte " + at + " declares a negative length " + declared);
-        }
-        if (declared > left) {
-            throw new Refused("opcode " + opName((short) op) + " at byte " + at + " declares " + declared
-                    + " bytes but only " + Math.max(0, left) + " are left in the file");
-        }
-    }
-
-    private String utf8(int op, long at, int n) {
-        need(op, at, n);
-        String s = SnapshotKeys.canonical(new String(in, pos, n, StandardCharsets.UTF_8));
-        pos += n;
-        return s;
-    }
-
-    private String latin1(int op, long at, int n) {
-        need(op, at, n);
-        String s = new String(in, pos, n, StandardCharsets.ISO_8859_1);
-        pos += n;
-        return s;
-    }
-
-    private byte[] bytes(int op, long at, int n) {
-        need(op, at, n);
-        byte[] b = Arrays.copyOfRange(in, pos, pos + n);
-        pos += n;
-        return b;
-    }
-
-    /** A protocol-0 text argument: the bytes up to the next newline (within {@code max}), consumed with it. */
-    private String line(int op, long at, long max) {
-        long left = remaining();
-        int scan = (int) Math.min(Math.min(left, max + 1), Integer.MAX_VALUE - 16);
-        ensure(scan);
-        for (int i = pos; i < pos + scan; i++) {
-            if (in[i] == '\n') {
-                String s = new String(in, pos, i - pos, StandardCharsets.ISO_8859_1);
-                pos = i + 1;
-                return s;
-            }
-        }
-        if (scan < left) {
-            throw new Refused(
-                    "opcode " + opName((short) op) + " at byte " + at + " holds a line of more than " + max + " bytes");
-        }
-        throw new Refused("opcode " + opName((short) op) + " at byte " + at + ": the file ends inside it");
-    }
-
-    /** {@code LONG1}/{@code LONG4}: {@code n} bytes of two's complement, little-endian. */
-    private Number decodeLong(int op, long at, int n) {
-        need(op, at, n);
-        if (n == 0) {
-            pos += n;
-            return 0L;
-        }
-        if (n <= 8) {
-            long v = 0;
-            for (int i = n - 1; i >= 0; i--) {
-                v = (v << 8) | (in[pos + i] & 0xff);
-            }
-            int unused = 64 - 8 * n;
-            v = (v << unused) >> unused; // sign-extend
-            pos += n;
-            return v;
-        }
-        byte[] be = new byte[n];
-        for (int i = 0; i < n; i++) {
-            be[n - 1 - i] = in[pos + i];
-        }
-        pos += n;
-        BigInteger b = new BigInteger(be);
-        return b.bitLength() < 64 ? (Number) b.longValue() : b;
-    }
-
-    /** {@code INT} ("I01" and "I00" are protocol 0's True and False) and {@code LONG} (with a trailing 'L'). */
-    private Object textInteger(int op, long at, boolean isLong) {
-        long left = remaining();
-        int scan = (int) Math.min(left, MAX_TEXT_INTEGER + 2);
-        ensure(scan);
-        boolean lineEnds = false;
-        for (int i = pos; i < pos + scan; i++) {
-            if (in[i] == '\n') {
-                lineEnds = true;
-                break;
-            }
-        }
-        if (!lineEnds && scan < left) {
-            throw new Refused("opcode " + opName((short) op) + " at byte " + at + " holds an integer of more than "
-                    + MAX_TEXT_INTEGER + " digits (snapshots hold 64-bit integers)");
-        }
-        return ProtocolZeroText.integer(line(op, at, MAX_TEXT_INTEGER + 2), isLong);
     }
 
     // ---------------------------------------------------------------- refusals

@@ -10,7 +10,7 @@ import java.math.BigInteger;
  * practice and kept apart from the unpickler's hot paths; they are still decoded exactly, and refused with a
  * {@link Misfit} (whose message the unpickler completes with the opcode and its offset) when malformed.
  *
- * <p>Stateless; the unpickler bounds the lines it hands over ({@link PlainDataUnpickler#MAX_TEXT_INTEGER} digits for
+ * <p>Stateless; the unpickler bounds the lines it hands over ({@link PickleInput#MAX_TEXT_INTEGER} digits for
  * an integer, since decimal parsing is quadratic).
  */
 final class ProtocolZeroText {
