@@ -627,7 +627,7 @@ final class PlainDataUnpickler extends PickleInput {
     private static Object hashable(int op, long at, Object k, String what) {
         if (k instanceof List<?> || k instanceof Map<?, ?> || k instanceof HashSet<?>) {
             throw new Refused("opcode " + opName((short) op) + " at byte " + at + ": a " + what + " of type "
-                    + PytorchSnapshotReader.typeName(k).replace("HashSet", "set") + " (unhashable in Python)");
+                    + SnapshotTreeConverter.typeName(k).replace("HashSet", "set") + " (unhashable in Python)");
         }
         return k;
     }
