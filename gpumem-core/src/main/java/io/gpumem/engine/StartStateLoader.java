@@ -57,6 +57,15 @@ public final class StartStateLoader {
         default Map<Long, Long> reservationReach() {
             return Map.of();
         }
+
+        /**
+         * How far the recording maps in a start reservation below its lowest run: that run's address to the lowest
+         * address mapped there. The reservation begins at or below it, so it is not placed to begin at the run
+         * ({@link #reservationBases}). None unless the recording shows some.
+         */
+        default Map<Long, Long> reservationFloor() {
+            return Map.of();
+        }
     }
 
     private StartStateLoader() {}
@@ -123,7 +132,12 @@ public final class StartStateLoader {
         }
         groups.sort((a, b) -> Long.compare(a.getFirst().address(), b.getFirst().address()));
         long[] bases = oracle != null
-                ? reservationBases(groups, device.totalMemory(), oracle.reservedLater(), oracle.reservationReach())
+                ? reservationBases(
+                        groups,
+                        device.totalMemory(),
+                        oracle.reservedLater(),
+                        oracle.reservationReach(),
+                        oracle.reservationFloor())
                 : null;
         for (int g = 0; g < groups.size(); g++) {
             List<SegmentInfo> runs = groups.get(g);
@@ -206,7 +220,7 @@ public final class StartStateLoader {
      * that cannot follow the one before (its runs out of reach, or off the grid) starts a new chain.
      */
     static long[] reservationBases(List<List<SegmentInfo>> ascending, long totalMemory) {
-        return reservationBases(ascending, totalMemory, Map.of(), Map.of());
+        return reservationBases(ascending, totalMemory, Map.of(), Map.of(), Map.of());
     }
 
     /**
@@ -215,17 +229,23 @@ public final class StartStateLoader {
      * chain whose base is known, so a reservation below one ends where it begins. Or it is a start reservation's own
      * range, given back in the window and made again: the driver hands a range out whole, to a reservation of its
      * size only, so one of the group's pool whose reach holds the group's runs is the group's base. A group's
-     * reservation also reaches as far as the recording maps in it ({@code reach}, by the address of its highest run),
-     * which may keep it from following the reservation below it.
+     * reservation also reaches as far as the recording maps in it: up to {@code reach} (by the address of its highest
+     * run), which may keep it from following the reservation below it, and down to {@code floor} (by the address of its
+     * lowest run), below which it cannot begin, so a reservation that follows no other begins there, not at its run.
      */
     static long[] reservationBases(
-            List<List<SegmentInfo>> ascending, long totalMemory, Map<Long, Pool> reservedLater, Map<Long, Long> reach) {
+            List<List<SegmentInfo>> ascending,
+            long totalMemory,
+            Map<Long, Pool> reservedLater,
+            Map<Long, Long> reach,
+            Map<Long, Long> floor) {
         List<Slot> slots = new ArrayList<>(ascending.size() + reservedLater.size());
         List<Integer> groupOf = new ArrayList<>();
         for (int g = 0; g < ascending.size(); g++) {
             List<SegmentInfo> runs = ascending.get(g);
             SegmentInfo last = runs.getLast();
-            long first = runs.getFirst().address();
+            long lowestRun = runs.getFirst().address();
+            long first = Math.min(lowestRun, floor.getOrDefault(lowestRun, lowestRun));
             long end = Math.max(last.address() + last.totalSize(), reach.getOrDefault(last.address(), 0L));
             Pool pool = runs.getFirst().pool();
             // A reservation made later in a range that holds this group's runs is this one's range, given back in the

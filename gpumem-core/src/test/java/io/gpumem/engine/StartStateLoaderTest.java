@@ -324,6 +324,7 @@ class StartStateLoaderTest {
                 List.of(run(base + 60 * MIB, 2), run(base + 2 * LARGE_RESERVATION, 1)),
                 TOTAL,
                 Map.of(base + LARGE_RESERVATION, Pool.LARGE),
+                Map.of(),
                 Map.of());
         assertThat(bases).containsExactly(base, base + 2 * LARGE_RESERVATION);
     }
@@ -339,8 +340,24 @@ class StartStateLoaderTest {
         long upper = lower + 2 * LARGE_RESERVATION - 20 * MIB; // its one-page run ends two reservations above lower
         List<List<SegmentInfo>> groups = List.of(run(lower, 2), run(upper, 1));
         assertThat(StartStateLoader.reservationBases(groups, TOTAL)).containsExactly(lower, lower + LARGE_RESERVATION);
-        long[] bases = StartStateLoader.reservationBases(groups, TOTAL, Map.of(), Map.of(upper, upper + 2 * 20 * MIB));
+        long[] bases = StartStateLoader.reservationBases(
+                groups, TOTAL, Map.of(), Map.of(upper, upper + 2 * 20 * MIB), Map.of());
         assertThat(bases).containsExactly(lower, upper);
+    }
+
+    @Test
+    void aReservationTheRecordingMapsBelowItsLowestRunDoesNotBeginThere() {
+        long base = 0x2000_0000_0000L;
+        // The upper run lies too far above the lower reservation to follow it (a reservation given back between the
+        // two, which the window never shows), so its reservation starts a chain of its own, at its run. The recording
+        // maps pages below that run in the same reservation (ring-window seed 5002691: the replay mapped at the run
+        // where PyTorch mapped below it), so the reservation begins at or below them.
+        long upperBase = base + 2 * LARGE_RESERVATION;
+        long upper = upperBase + 9 * 20 * MIB;
+        List<List<SegmentInfo>> groups = List.of(run(base, 1), run(upper, 2));
+        assertThat(StartStateLoader.reservationBases(groups, TOTAL)).containsExactly(base, upper);
+        long[] bases = StartStateLoader.reservationBases(groups, TOTAL, Map.of(), Map.of(), Map.of(upper, upperBase));
+        assertThat(bases).containsExactly(base, upperBase);
     }
 
     @Test

@@ -176,6 +176,7 @@ final class FreeBlockMarks {
                 start.frees(),
                 start.segmentAllocBeforeWindow(),
                 start.reservationsMadeInWindow(),
-                start.reservationReach());
+                start.reservationReach(),
+                start.reservationFloor());
     }
 }

@@ -53,28 +53,35 @@ public final class OracleDevice implements Device, StartStateLoader.RecordedAddr
     private long syntheticAddresses;
     private final Map<Long, Pool> reservedLater;
     private final Map<Long, Long> reservationReach;
+    private final Map<Long, Long> reservationFloor;
 
     public OracleDevice() {
         this(DEFAULT_TOTAL_MEMORY);
     }
 
     public OracleDevice(long totalMemory) {
-        this(totalMemory, Map.of(), Map.of());
+        this(totalMemory, Map.of(), Map.of(), Map.of());
     }
 
     /**
      * @param start the window's start: the expandable reservations its window makes
      *     ({@link WindowStart#reservationsMadeInWindow}), which the start state's reservations are placed around,
-     *     and how far the window maps in those ({@link WindowStart#reservationReach})
+     *     and how far up and down the window maps in those ({@link WindowStart#reservationReach},
+     *     {@link WindowStart#reservationFloor})
      */
     OracleDevice(long totalMemory, WindowStart start) {
-        this(totalMemory, start.reservationsMadeInWindow(), start.reservationReach());
+        this(totalMemory, start.reservationsMadeInWindow(), start.reservationReach(), start.reservationFloor());
     }
 
-    private OracleDevice(long totalMemory, Map<Long, Pool> reservedLater, Map<Long, Long> reservationReach) {
+    private OracleDevice(
+            long totalMemory,
+            Map<Long, Pool> reservedLater,
+            Map<Long, Long> reservationReach,
+            Map<Long, Long> reservationFloor) {
         this.properties = new DeviceProperties("oracle", 0, totalMemory, true, GRANULARITY);
         this.reservedLater = Map.copyOf(reservedLater);
         this.reservationReach = Map.copyOf(reservationReach);
+        this.reservationFloor = Map.copyOf(reservationFloor);
     }
 
     @Override
@@ -85,6 +92,11 @@ public final class OracleDevice implements Device, StartStateLoader.RecordedAddr
     @Override
     public Map<Long, Long> reservationReach() {
         return reservationReach;
+    }
+
+    @Override
+    public Map<Long, Long> reservationFloor() {
+        return reservationFloor;
     }
 
     /** Queues the address of a recorded {@code segment_alloc} for the next {@link #malloc}. */

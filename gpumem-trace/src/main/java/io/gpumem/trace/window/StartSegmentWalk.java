@@ -24,7 +24,8 @@ import org.jspecify.annotations.Nullable;
  * The segments that existed at a trace window's start, found from the end-state segments and the window's segment
  * events, for {@link WindowRebuilder} to fill with the start's live blocks (docs/replay-method.md §2 "Start state").
  * It also finds the expandable reservations the window makes ({@link WindowStart#reservationsMadeInWindow}) and how
- * far the window maps in each start reservation ({@link WindowStart#reservationReach}).
+ * far the window maps in each start reservation ({@link WindowStart#reservationReach},
+ * {@link WindowStart#reservationFloor}).
  *
  * <p>Algorithm: walk the segment events backwards from the end-state segments. A {@code segment_alloc} means the
  * segment did not exist before it; a {@code segment_free} means it did (stream from the entry, pool by size: 2 MiB
@@ -35,7 +36,8 @@ import org.jspecify.annotations.Nullable;
  * the same size, so an address keeps its pool; else of a run of the stream it touches, or the pool its size says:
  * whole large pages (20 MiB) the large pool, any other range the small pool's nearest run). A map undone to nothing
  * mapped in its group made a new reservation, based at the map. Walking forward again from the start runs, the
- * highest range the window maps in a start reservation before giving it back says how far that reservation reaches.
+ * highest and lowest ranges the window maps in a start reservation before giving it back say how far that reservation
+ * reaches up and down.
  * The pool given an expandable run is the walk's best guess: {@link WindowRebuilder} corrects it by the run's live
  * blocks.
  *
@@ -101,6 +103,11 @@ final class StartSegmentWalk {
          * run).
          */
         final Map<Long, Long> reachInWindow = new TreeMap<>();
+        /**
+         * How far down the window maps in a start reservation, below its lowest run: that run's address to the lowest
+         * address mapped in the reservation before it was given back (only where the window maps below the run).
+         */
+        final Map<Long, Long> floorInWindow = new TreeMap<>();
 
         SegsByAddress(int expected) {
             table = AddressTable.forObjects(expected);
@@ -234,7 +241,8 @@ final class StartSegmentWalk {
                 default -> {}
             }
         }
-        reachInWindow(groups, groupOf, fields, segmentEvents, segmentEventCount, segs.reachInWindow);
+        reachInWindow(
+                groups, groupOf, fields, segmentEvents, segmentEventCount, segs.reachInWindow, segs.floorInWindow);
         for (Map.Entry<List<Long>, NavigableMap<Long, Long>> g : groups.entrySet()) {
             long stream = g.getKey().get(0);
             Pool pool = Pool.values()[g.getKey().get(1).intValue()];
@@ -246,12 +254,15 @@ final class StartSegmentWalk {
     }
 
     /**
-     * How far up the window maps in each start reservation: walking the segment events forward from the start runs
-     * ({@code groups}, per (stream, pool) group; {@code groupOf} the group of each map and unmap), the highest end a
-     * map of a group reaches while the group has anything mapped, that is before its start reservation is wholly
-     * unmapped and given back (a later map of the group makes a new reservation). Recorded against the group's highest
-     * start run where it lies above that run's end: the start reservation ends at or above it, which the replay's
-     * placement of reservations must respect (a reservation placed right after another may end at its highest run).
+     * How far up and down the window maps in each start reservation: walking the segment events forward from the start
+     * runs ({@code groups}, per (stream, pool) group; {@code groupOf} the group of each map and unmap), the highest end
+     * and the lowest address a map of a group reaches while the group has anything mapped, that is before its start
+     * reservation is wholly unmapped and given back (a later map of the group makes a new reservation). The highest is
+     * recorded against the group's highest start run where it lies above that run's end ({@code reach}), the lowest
+     * against its lowest start run where it lies below that run ({@code floor}): the start reservation ends at or above
+     * the one and begins at or below the other, which the replay's placement of reservations must respect (a
+     * reservation placed right after another may end at its highest run; one that cannot follow another starts at its
+     * lowest run).
      */
     private static void reachInWindow(
             Map<List<Long>, NavigableMap<Long, Long>> groups,
@@ -259,13 +270,16 @@ final class StartSegmentWalk {
             EntryFields fields,
             int[] segmentEvents,
             int segmentEventCount,
-            Map<Long, Long> reach) {
+            Map<Long, Long> reach,
+            Map<Long, Long> floor) {
         Map<List<Long>, NavigableMap<Long, Long>> mapped = new HashMap<>();
         Map<List<Long>, Long> highest = new HashMap<>();
+        Map<List<Long>, Long> lowest = new HashMap<>();
         groups.forEach((key, runs) -> {
             if (!runs.isEmpty()) {
                 mapped.put(key, new TreeMap<>(runs));
                 highest.put(key, runs.lastEntry().getValue());
+                lowest.put(key, runs.firstKey());
             }
         });
         for (int n = 0; n < segmentEventCount && !mapped.isEmpty(); n++) {
@@ -279,6 +293,7 @@ final class StartSegmentWalk {
             if (fields.action(i) == TraceAction.SEGMENT_MAP) {
                 add(runs, addr, end);
                 highest.merge(groupOf.get(n), end, Math::max);
+                lowest.merge(groupOf.get(n), addr, Math::min);
             } else {
                 subtract(runs, addr, end);
                 if (runs.isEmpty()) {
@@ -290,6 +305,10 @@ final class StartSegmentWalk {
             Long top = highest.get(key);
             if (top != null && top > runs.lastEntry().getValue()) {
                 reach.put(runs.lastKey(), top);
+            }
+            Long bottom = lowest.get(key);
+            if (bottom != null && bottom < runs.firstKey()) {
+                floor.put(runs.firstKey(), bottom);
             }
         });
     }

@@ -205,7 +205,8 @@ public final class WindowRebuilder {
                         pass.allocOrdinal),
                 cutSegment,
                 Collections.unmodifiableMap(startSegments.madeInWindow),
-                Collections.unmodifiableMap(startSegments.reachInWindow));
+                Collections.unmodifiableMap(startSegments.reachInWindow),
+                Collections.unmodifiableMap(startSegments.floorInWindow));
     }
 
     /**

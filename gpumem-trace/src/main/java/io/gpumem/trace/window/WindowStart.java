@@ -30,6 +30,10 @@ import java.util.Set;
  *                       to the end of the highest range mapped there (before the reservation is given back): the
  *                       reservation reaches at least that far, so the replay does not place it to end at the run.
  *                       Only for runs the window maps above.
+ * @param reservationFloor how far the window maps in a start reservation below its lowest run, that run's address to
+ *                       the lowest address mapped there (before the reservation is given back): the reservation begins
+ *                       at or below it, so the replay does not place it to begin at the run. Only for runs the window
+ *                       maps below.
  */
 public record WindowStart(
         int device,
@@ -39,7 +43,8 @@ public record WindowStart(
         FreeMatches frees,
         long segmentAllocBeforeWindow,
         Map<Long, Pool> reservationsMadeInWindow,
-        Map<Long, Long> reservationReach) {
+        Map<Long, Long> reservationReach,
+        Map<Long, Long> reservationFloor) {
 
     public long reservedBytes() {
         long n = 0;

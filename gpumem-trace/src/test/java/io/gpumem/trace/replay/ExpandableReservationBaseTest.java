@@ -207,6 +207,32 @@ class ExpandableReservationBaseTest {
         assertThat(kept).isLessThan(between);
     }
 
+    @Test
+    void aReservationTheWindowMapsBelowItsRunIsNotPlacedToBeginAtItsRun() {
+        long s1 = device.createStream();
+        long s2 = device.createStream();
+        long front = a.malloc(20 * MiB, 0); // stream 0's reservation, page 0
+        long between = a.malloc(20 * MiB, s2); // stream 2's reservation, the next one up
+        long low = a.malloc(20 * MiB, s1); // stream 1's, above it: page 0
+        long run = a.malloc(20 * MiB, s1); // page 1
+        a.free(low);
+        a.free(between);
+        a.emptyCache(); // unmaps stream 1's page 0, and all of stream 2's: that reservation is given back
+        int windowFrom = a.snapshot().deviceTraces().get(0).size();
+        long below = a.malloc(20 * MiB, s1); // maps stream 1's page 0 again, below its run
+        MemorySnapshot end = a.snapshot();
+        assertThat(below).isEqualTo(low);
+        TraceSnapshot s = windowFrom(end, windowFrom);
+
+        // The window never shows stream 2's reservation, so stream 1's cannot follow stream 0's in one chain and
+        // would begin at its run: the window's map would then be made above the run (ring-window seed 5002691). The
+        // map below the run says the reservation begins lower.
+        WindowStart start = new WindowRebuilder(CONFIG).rebuild(s, 0);
+        assertThat(start.reservationFloor()).containsExactly(Map.entry(run, below));
+        assertReplaysExactly(s);
+        assertThat(front).isLessThan(between);
+    }
+
     private static TraceSnapshot windowFrom(MemorySnapshot end, int from) {
         return AllocatorSnapshots.toTraceSnapshot(RingCut.from(end, from), "ring window");
     }

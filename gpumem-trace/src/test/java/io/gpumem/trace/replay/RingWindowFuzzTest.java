@@ -169,7 +169,8 @@ class RingWindowFuzzTest {
                         rebuilt.frees(),
                         recordings.get(d).openingSegment(),
                         rebuilt.reservationsMadeInWindow(),
-                        rebuilt.reservationReach());
+                        rebuilt.reservationReach(),
+                        rebuilt.reservationFloor());
                 FreeBlockMarks marked = FreeBlockMarks.of(truth);
                 Played fromTruth = replay(s, d, marked.start(), config);
                 assertThat(isExact(fromTruth.fidelity()))
